@@ -1,0 +1,26 @@
+// What CUDA devices this process can see. Safe to call on machines without a GPU or
+// driver: the answer is then an error saying so, never a crash.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "support/status.h"
+
+namespace etc::cuda {
+
+struct DeviceInfo {
+  int index = 0;
+  std::string name;
+  int major = 0;  // compute capability
+  int minor = 0;
+  size_t total_memory = 0;
+};
+
+// Visible devices (empty when the driver reports none).
+Result<std::vector<DeviceInfo>> list_devices();
+
+// The CUDA runtime version etc was built against, e.g. "13.0".
+std::string runtime_version_string();
+
+}  // namespace etc::cuda

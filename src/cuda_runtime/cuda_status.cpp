@@ -1,0 +1,25 @@
+#include "cuda_runtime/cuda_status.h"
+
+#include <string>
+
+namespace etc::cuda {
+
+Status status_from_cuda(cudaError_t err, const char* call, const char* file, int line) {
+  std::string where = std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " +
+                      cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")";
+  switch (err) {
+    case cudaErrorNoDevice:
+    case cudaErrorInsufficientDriver:
+    case cudaErrorInvalidDevice:
+    case cudaErrorDevicesUnavailable:
+    case cudaErrorSystemDriverMismatch:
+    case cudaErrorCompatNotSupportedOnDevice:
+      return Status(ErrorCode::kDeviceUnavailable, where);
+    case cudaErrorMemoryAllocation:
+      return Status(ErrorCode::kDeviceUnavailable, "out of device memory: " + where);
+    default:
+      return internal_error(where);
+  }
+}
+
+}  // namespace etc::cuda

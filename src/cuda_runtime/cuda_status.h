@@ -1,0 +1,25 @@
+// The one wrapper every CUDA runtime call goes through: a failure becomes a Status that
+// names the call, the source file and line, and CUDA's error name and text.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "support/status.h"
+
+namespace etc::cuda {
+
+// Maps a CUDA error to a Status. Errors that mean "there is no usable GPU" (no driver, no
+// device, driver too old, a device index that does not exist) become kDeviceUnavailable;
+// out of memory becomes kDeviceUnavailable too, with the message saying so; anything else
+// is an internal error.
+Status status_from_cuda(cudaError_t err, const char* call, const char* file, int line);
+
+}  // namespace etc::cuda
+
+// ETC_CUDA_RETURN_IF_ERROR(cudaMalloc(&p, n)): returns a located Status on failure.
+#define ETC_CUDA_RETURN_IF_ERROR(call)                                                \
+  do {                                                                                \
+    cudaError_t etc_cuda_err_ = (call);                                               \
+    if (etc_cuda_err_ != cudaSuccess)                                                 \
+      return ::etc::cuda::status_from_cuda(etc_cuda_err_, #call, __FILE__, __LINE__); \
+  } while (0)

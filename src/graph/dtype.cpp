@@ -1,0 +1,129 @@
+#include "graph/dtype.h"
+
+#include <string>
+
+namespace etc {
+namespace {
+
+struct DTypeInfo {
+  DType dtype;
+  std::string_view name;
+  int8_t scalar_type;
+  int64_t size;
+  DTypeKind kind;
+  std::string_view safetensors;
+};
+
+constexpr std::string_view safetensors_name(DType t) {
+  switch (t) {
+    case DType::kUInt8:
+      return "U8";
+    case DType::kInt8:
+      return "I8";
+    case DType::kInt16:
+      return "I16";
+    case DType::kInt32:
+      return "I32";
+    case DType::kInt64:
+      return "I64";
+    case DType::kFloat16:
+      return "F16";
+    case DType::kFloat32:
+      return "F32";
+    case DType::kFloat64:
+      return "F64";
+    case DType::kBool:
+      return "BOOL";
+    case DType::kBFloat16:
+      return "BF16";
+  }
+  return "";
+}
+
+constexpr DTypeInfo kInfos[] = {
+#define ETC_DTYPE(e, name, st, bytes, kind) \
+  {DType::e, name, st, bytes, DTypeKind::kind, safetensors_name(DType::e)},
+#include "graph/dtypes.def"
+#undef ETC_DTYPE
+};
+
+const DTypeInfo& info(DType t) {
+  return kInfos[static_cast<size_t>(t)];
+}
+
+// Integer rank for promotion among integers: the result of promoting two integer types
+// is computed from (signedness, width).
+bool is_unsigned(DType t) {
+  return t == DType::kUInt8;
+}
+
+}  // namespace
+
+std::string_view dtype_name(DType t) {
+  return info(t).name;
+}
+int64_t dtype_size(DType t) {
+  return info(t).size;
+}
+DTypeKind dtype_kind(DType t) {
+  return info(t).kind;
+}
+int8_t dtype_to_scalar_type(DType t) {
+  return info(t).scalar_type;
+}
+std::string_view dtype_safetensors_name(DType t) {
+  return info(t).safetensors;
+}
+
+std::optional<DType> dtype_from_name(std::string_view name) {
+  for (const DTypeInfo& i : kInfos) {
+    if (i.name == name) return i.dtype;
+  }
+  return std::nullopt;
+}
+
+std::string_view dtype_names() {
+  static const std::string names = [] {
+    std::string s;
+    for (const DTypeInfo& i : kInfos) {
+      if (!s.empty()) s += ", ";
+      s += i.name;
+    }
+    return s;
+  }();
+  return names;
+}
+
+std::optional<DType> dtype_from_scalar_type(int scalar_type) {
+  for (const DTypeInfo& i : kInfos) {
+    if (i.scalar_type == scalar_type) return i.dtype;
+  }
+  return std::nullopt;
+}
+
+std::optional<DType> dtype_from_safetensors(std::string_view name) {
+  for (const DTypeInfo& i : kInfos) {
+    if (i.safetensors == name) return i.dtype;
+  }
+  return std::nullopt;
+}
+
+DType promote_types(DType a, DType b) {
+  if (a == b) return a;
+  DTypeKind ka = dtype_kind(a), kb = dtype_kind(b);
+  if (ka != kb) return ka > kb ? a : b;  // bool < int < float
+  if (ka == DTypeKind::kFloat) {
+    bool half_pair = (a == DType::kFloat16 && b == DType::kBFloat16) ||
+                     (a == DType::kBFloat16 && b == DType::kFloat16);
+    if (half_pair) return DType::kFloat32;
+    return dtype_size(a) >= dtype_size(b) ? a : b;
+  }
+  // Integers: mixing uint8 with a signed type needs a signed type wider than 8 bits.
+  if (is_unsigned(a) || is_unsigned(b)) {
+    DType s = is_unsigned(a) ? b : a;
+    return dtype_size(s) > 1 ? s : DType::kInt16;
+  }
+  return dtype_size(a) >= dtype_size(b) ? a : b;
+}
+
+}  // namespace etc

@@ -1,0 +1,42 @@
+// Tensor element types, their names in graph JSON and safetensors, their ExecuTorch
+// ScalarType numbers, and ATen's type promotion rules.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace etc {
+
+enum class DType : uint8_t {
+#define ETC_DTYPE(e, name, st, bytes, kind) e,
+#include "graph/dtypes.def"
+#undef ETC_DTYPE
+};
+
+enum class DTypeKind : uint8_t { kBool, kInt, kFloat };
+
+std::string_view dtype_name(DType t);
+std::optional<DType> dtype_from_name(std::string_view name);
+// The comma-separated list of valid names, for error messages.
+std::string_view dtype_names();
+int64_t dtype_size(DType t);
+DTypeKind dtype_kind(DType t);
+inline bool dtype_is_float(DType t) {
+  return dtype_kind(t) == DTypeKind::kFloat;
+}
+inline bool dtype_is_integral(DType t) {
+  return dtype_kind(t) != DTypeKind::kFloat;
+}
+// ExecuTorch's ScalarType enum value (schema/scalar_type.fbs).
+int8_t dtype_to_scalar_type(DType t);
+std::optional<DType> dtype_from_scalar_type(int scalar_type);
+// safetensors' dtype strings ("F32", "BF16", "I64", "BOOL", ...).
+std::optional<DType> dtype_from_safetensors(std::string_view name);
+std::string_view dtype_safetensors_name(DType t);
+
+// ATen's promote_types for two tensor dtypes: bool < integers < floats; within integers
+// the wider signed type (uint8 with int8 gives int16); float16 with bfloat16 gives float32.
+DType promote_types(DType a, DType b);
+
+}  // namespace etc

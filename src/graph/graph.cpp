@@ -1,0 +1,141 @@
+#include "graph/graph.h"
+
+#include <algorithm>
+
+namespace etc {
+
+ValueId Graph::new_value(std::string name, ValueKind kind, TensorSpec spec) {
+  ValueId id(static_cast<uint32_t>(values_.size()));
+  Value v;
+  v.id = id;
+  v.name = std::move(name);
+  v.kind = kind;
+  v.spec = std::move(spec);
+  if (!v.name.empty()) by_name_.emplace(v.name, id);
+  values_.push_back(std::move(v));
+  return id;
+}
+
+ValueId Graph::add_input(std::string name, TensorSpec spec) {
+  ValueId id = new_value(std::move(name), ValueKind::kInput, std::move(spec));
+  inputs_.push_back(id);
+  return id;
+}
+
+ValueId Graph::add_constant(std::string name, TensorSpec spec) {
+  spec.is_const = true;
+  ValueId id = new_value(std::move(name), ValueKind::kConstant, std::move(spec));
+  constants_.push_back(id);
+  return id;
+}
+
+NodeId Graph::add_node(OpKind op, std::string name, std::vector<ArgValue> args,
+                       std::vector<std::string> output_names, std::vector<TensorSpec> output_specs,
+                       std::optional<NodeId> before) {
+  NodeId id(static_cast<uint32_t>(nodes_.size()));
+  Node n;
+  n.id = id;
+  n.name = std::move(name);
+  n.op = op;
+  n.args = std::move(args);
+  for (size_t i = 0; i < output_specs.size(); ++i) {
+    std::string out_name = i < output_names.size() ? std::move(output_names[i]) : std::string();
+    ValueId v = new_value(std::move(out_name), ValueKind::kNodeOutput, std::move(output_specs[i]));
+    values_[v.v].producer = id;
+    values_[v.v].output_index = static_cast<uint32_t>(i);
+    n.outputs.push_back(v);
+  }
+  nodes_.push_back(std::move(n));
+  for (uint32_t i = 0; i < nodes_[id.v].args.size(); ++i) {
+    for_each_value_in(nodes_[id.v].args[i], id, i, /*add=*/true);
+  }
+  if (before) {
+    order_.insert(std::find(order_.begin(), order_.end(), *before), id);
+  } else {
+    order_.push_back(id);
+  }
+  return id;
+}
+
+void Graph::set_outputs(std::vector<ValueId> outputs) {
+  outputs_ = std::move(outputs);
+}
+
+void Graph::add_use(ValueId v, Use use) {
+  values_[v.v].uses.push_back(use);
+}
+
+void Graph::remove_use(ValueId v, Use use) {
+  auto& uses = values_[v.v].uses;
+  auto it = std::find(uses.begin(), uses.end(), use);
+  if (it != uses.end()) uses.erase(it);
+}
+
+void Graph::for_each_value_in(const ArgValue& arg, NodeId node, uint32_t index, bool add) {
+  if (const auto* v = std::get_if<ValueId>(&arg)) {
+    Use u{node, index, -1};
+    add ? add_use(*v, u) : remove_use(*v, u);
+  } else if (const auto* list = std::get_if<std::vector<ValueId>>(&arg)) {
+    for (size_t e = 0; e < list->size(); ++e) {
+      Use u{node, index, static_cast<int32_t>(e)};
+      add ? add_use((*list)[e], u) : remove_use((*list)[e], u);
+    }
+  }
+}
+
+void Graph::replace_all_uses(ValueId from, ValueId to) {
+  if (from == to) return;
+  std::vector<Use> uses = std::move(values_[from.v].uses);
+  values_[from.v].uses.clear();
+  for (const Use& u : uses) {
+    ArgValue& arg = nodes_[u.node.v].args[u.arg];
+    if (u.element < 0) {
+      arg = to;
+    } else {
+      std::get<std::vector<ValueId>>(arg)[static_cast<size_t>(u.element)] = to;
+    }
+    add_use(to, u);
+  }
+  for (ValueId& o : outputs_) {
+    if (o == from) o = to;
+  }
+}
+
+void Graph::set_arg(NodeId node, uint32_t arg, ArgValue value) {
+  for_each_value_in(nodes_[node.v].args[arg], node, arg, /*add=*/false);
+  nodes_[node.v].args[arg] = std::move(value);
+  for_each_value_in(nodes_[node.v].args[arg], node, arg, /*add=*/true);
+}
+
+bool Graph::erase_node(NodeId id) {
+  Node& n = nodes_[id.v];
+  for (ValueId o : n.outputs) {
+    if (!values_[o.v].uses.empty() || is_graph_output(o)) return false;
+  }
+  for (uint32_t i = 0; i < n.args.size(); ++i)
+    for_each_value_in(n.args[i], id, i, /*add=*/false);
+  for (ValueId o : n.outputs) {
+    values_[o.v].erased = true;
+    by_name_.erase(values_[o.v].name);
+  }
+  n.erased = true;
+  order_.erase(std::find(order_.begin(), order_.end(), id));
+  return true;
+}
+
+void Graph::move_before(NodeId node, NodeId before) {
+  order_.erase(std::find(order_.begin(), order_.end(), node));
+  order_.insert(std::find(order_.begin(), order_.end(), before), node);
+}
+
+std::optional<ValueId> Graph::find_value(std::string_view name) const {
+  auto it = by_name_.find(std::string(name));
+  if (it == by_name_.end()) return std::nullopt;
+  return it->second;
+}
+
+bool Graph::is_graph_output(ValueId id) const {
+  return std::find(outputs_.begin(), outputs_.end(), id) != outputs_.end();
+}
+
+}  // namespace etc

@@ -1,0 +1,140 @@
+// The etc graph IR.
+//
+// Semantics
+// - A Graph is a straight-line program: an ordered list of Nodes over tensor Values. The
+//   order is a valid schedule (every value is defined before it is used); there is no
+//   control flow yet.
+// - A Value is one tensor, described by its TensorSpec. It is a graph input, a constant, or
+//   the k-th output of exactly one node. Values are immutable once defined (SSA); ops never
+//   write their inputs, and views (view, permute, expand, ...) are value semantics: a
+//   copying implementation is always correct, aliasing is an optimisation left to memory
+//   planning.
+// - Dtypes are the ten in dtypes.def; shapes are static (every dim a known non-negative
+//   integer; dynamism is recorded but only STATIC is produced today). dim_order describes
+//   the layout; tensors are contiguous unless a pass says otherwise.
+// - A constant holds its bytes (little-endian, row-major in dim_order, exactly
+//   nbytes() long) by reference to a shared Blob; it is never written.
+// - Device: every TensorSpec names the device its storage lives on. Everything starts on
+//   cpu; device propagation marks delegate inputs/outputs and copies as cuda:N.
+// - Nodes are ATen operators (ops.def). A node holds one ArgValue per schema argument, in
+//   schema order, defaults materialised, so it maps one-to-one onto an out-variant kernel
+//   call. Tensor arguments are ValueIds.
+// - Use lists: each Value knows every (node, argument, list element) that reads it. They
+//   change only through the Graph API below, and the verifier checks both directions.
+// - Graph outputs are an ordered list of values; a value may appear there several times.
+//
+// Ids: ValueId and NodeId index the graph's tables and are never reused; erased nodes and
+// values stay as tombstones so ids printed in a dump stay meaningful for the whole run.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "graph/ids.h"
+#include "graph/op_schema.h"
+#include "graph/ops.h"
+#include "graph/tensor_spec.h"
+
+namespace etc {
+
+enum class ValueKind : uint8_t { kInput, kConstant, kNodeOutput };
+
+// One read of a value: argument `arg` of `node`; `element` is the index inside a
+// Tensor[] argument, or -1.
+struct Use {
+  NodeId node;
+  uint32_t arg = 0;
+  int32_t element = -1;
+  bool operator==(const Use&) const = default;
+};
+
+struct Value {
+  ValueId id;
+  std::string name;
+  ValueKind kind = ValueKind::kNodeOutput;
+  TensorSpec spec;
+  NodeId producer;            // for kNodeOutput
+  uint32_t output_index = 0;  // for kNodeOutput
+  std::vector<Use> uses;
+  std::string origin;  // JSON pointer of the declaration in the source file, if any
+  bool erased = false;
+};
+
+struct Node {
+  NodeId id;
+  std::string name;
+  OpKind op = OpKind::AddTensor;
+  std::vector<ArgValue> args;  // one per schema argument
+  std::vector<ValueId> outputs;
+  std::string origin;  // JSON pointer of the node in the source file, if any
+  bool erased = false;
+};
+
+class Graph {
+ public:
+  Graph() = default;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  Graph(Graph&&) = default;
+  Graph& operator=(Graph&&) = default;
+
+  std::string name;
+
+  // --- Building -----------------------------------------------------------------------
+  ValueId add_input(std::string name, TensorSpec spec);
+  ValueId add_constant(std::string name, TensorSpec spec);
+  // Appends a node (or inserts it before `before`) with the given arguments and one new
+  // output value per spec. Registers the uses of every ValueId argument. The caller has
+  // checked the arguments against the schema; the verifier will catch it otherwise.
+  NodeId add_node(OpKind op, std::string name, std::vector<ArgValue> args,
+                  std::vector<std::string> output_names, std::vector<TensorSpec> output_specs,
+                  std::optional<NodeId> before = std::nullopt);
+  void set_outputs(std::vector<ValueId> outputs);
+
+  // --- Editing ------------------------------------------------------------------------
+  // Replaces every use of `from` (node arguments and graph outputs) by `to`.
+  void replace_all_uses(ValueId from, ValueId to);
+  // Sets argument `arg` of `node`, keeping use lists consistent.
+  void set_arg(NodeId node, uint32_t arg, ArgValue value);
+  // Erases a node whose outputs have no uses and are not graph outputs. Returns false
+  // (and changes nothing) otherwise.
+  bool erase_node(NodeId node);
+  // Moves `node` to just before `before` in the order.
+  void move_before(NodeId node, NodeId before);
+
+  // --- Access -------------------------------------------------------------------------
+  const Value& value(ValueId id) const { return values_[id.v]; }
+  Value& value(ValueId id) { return values_[id.v]; }
+  const Node& node(NodeId id) const { return nodes_[id.v]; }
+  Node& node(NodeId id) { return nodes_[id.v]; }
+  // Live nodes in program order.
+  std::span<const NodeId> order() const { return order_; }
+  std::span<const ValueId> inputs() const { return inputs_; }
+  std::span<const ValueId> constants() const { return constants_; }
+  std::span<const ValueId> outputs() const { return outputs_; }
+  // All value/node slots, including erased ones; index = id.
+  size_t value_slots() const { return values_.size(); }
+  size_t node_slots() const { return nodes_.size(); }
+  std::optional<ValueId> find_value(std::string_view name) const;
+  bool is_graph_output(ValueId id) const;
+
+ private:
+  void add_use(ValueId v, Use use);
+  void remove_use(ValueId v, Use use);
+  void for_each_value_in(const ArgValue& arg, NodeId node, uint32_t index, bool add);
+  ValueId new_value(std::string name, ValueKind kind, TensorSpec spec);
+
+  std::vector<Value> values_;
+  std::vector<Node> nodes_;
+  std::vector<NodeId> order_;
+  std::vector<ValueId> inputs_;
+  std::vector<ValueId> constants_;
+  std::vector<ValueId> outputs_;
+  std::unordered_map<std::string, ValueId> by_name_;
+};
+
+}  // namespace etc

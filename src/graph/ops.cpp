@@ -1,0 +1,197 @@
+#include "graph/ops.h"
+
+#include <cstdlib>
+
+#include "graph/shape_inference.h"
+#include "support/json_pointer.h"
+
+namespace etc {
+namespace {
+
+struct OpDecl {
+  OpKind kind;
+  const char* schema;
+  InferFn infer;
+};
+
+constexpr OpDecl kDecls[] = {
+#define ETC_OP(e, schema, fn) {OpKind::e, schema, &infer::fn},
+#include "graph/ops.def"
+#undef ETC_OP
+};
+
+// Parsed once, on first use. The schemas are part of the source, so a parse failure is a
+// bug in ops.def: fail loudly at once rather than limp on.
+const std::vector<OpInfo>& table() {
+  static const std::vector<OpInfo> ops = [] {
+    std::vector<OpInfo> v;
+    v.reserve(std::size(kDecls));
+    for (const OpDecl& d : kDecls) {
+      Result<OpSchema> s = parse_op_schema(d.schema);
+      if (!s.ok()) {
+        std::fprintf(stderr, "etc: internal error: ops.def: %s\n", s.status().to_string().c_str());
+        std::abort();
+      }
+      std::string name = s->qualified_name();
+      v.push_back(OpInfo{d.kind, std::move(s).value(), std::move(name), d.infer});
+    }
+    return v;
+  }();
+  return ops;
+}
+
+}  // namespace
+
+const OpInfo& op_info(OpKind kind) {
+  return table()[static_cast<size_t>(kind)];
+}
+std::span<const OpInfo> all_ops() {
+  return table();
+}
+
+std::optional<OpKind> op_from_name(std::string_view name) {
+  std::string n(name);
+  if (n.rfind("aten::", 0) == 0) n = "aten." + n.substr(6);
+  for (const OpInfo& op : table()) {
+    if (op.name == n) return op.kind;
+    if (op.schema.overload == "default" && "aten." + op.schema.name == n) return op.kind;
+  }
+  return std::nullopt;
+}
+
+InferContext::InferContext(const OpSchema& schema, std::span<const ArgValue> args, TypeOf type_of,
+                           Location node_location)
+    : schema_(schema),
+      args_(args),
+      type_of_(std::move(type_of)),
+      location_(std::move(node_location)) {}
+
+const ArgValue& InferContext::arg(std::string_view name) const {
+  int i = schema_.arg_index(name);
+  if (i < 0 || static_cast<size_t>(i) >= args_.size()) {
+    std::fprintf(stderr, "etc: internal error: op %s has no argument '%.*s'\n",
+                 schema_.qualified_name().c_str(), static_cast<int>(name.size()), name.data());
+    std::abort();
+  }
+  return args_[static_cast<size_t>(i)];
+}
+
+const TensorSpec& InferContext::tensor(std::string_view a) const {
+  return type_of_(std::get<ValueId>(arg(a)));
+}
+const TensorSpec* InferContext::optional_tensor(std::string_view a) const {
+  const ArgValue& v = arg(a);
+  return std::holds_alternative<ValueId>(v) ? &type_of_(std::get<ValueId>(v)) : nullptr;
+}
+std::vector<const TensorSpec*> InferContext::tensor_list(std::string_view a) const {
+  std::vector<const TensorSpec*> out;
+  for (ValueId id : std::get<std::vector<ValueId>>(arg(a)))
+    out.push_back(&type_of_(id));
+  return out;
+}
+int64_t InferContext::int_arg(std::string_view a) const {
+  return std::get<int64_t>(arg(a));
+}
+std::optional<int64_t> InferContext::optional_int(std::string_view a) const {
+  const ArgValue& v = arg(a);
+  if (auto* i = std::get_if<int64_t>(&v)) return *i;
+  return std::nullopt;
+}
+const std::vector<int64_t>& InferContext::int_list(std::string_view a) const {
+  return std::get<std::vector<int64_t>>(arg(a));
+}
+const std::vector<int64_t>* InferContext::optional_int_list(std::string_view a) const {
+  return std::get_if<std::vector<int64_t>>(&arg(a));
+}
+bool InferContext::bool_arg(std::string_view a) const {
+  return std::get<bool>(arg(a));
+}
+double InferContext::float_arg(std::string_view a) const {
+  return std::get<double>(arg(a));
+}
+const std::string& InferContext::string_arg(std::string_view a) const {
+  return std::get<std::string>(arg(a));
+}
+std::optional<Scalar> InferContext::optional_scalar(std::string_view a) const {
+  const ArgValue& v = arg(a);
+  if (auto* s = std::get_if<Scalar>(&v)) return *s;
+  return std::nullopt;
+}
+Scalar InferContext::scalar(std::string_view a) const {
+  return std::get<Scalar>(arg(a));
+}
+std::optional<DType> InferContext::dtype_arg(std::string_view a) const {
+  const ArgValue& v = arg(a);
+  if (auto* t = std::get_if<DType>(&v)) return *t;
+  return std::nullopt;
+}
+
+Status InferContext::error(std::string_view a, std::string message) const {
+  Location loc = location_;
+  loc.pointer = json_pointer_append(json_pointer_append(loc.pointer, "args"), a);
+  return invalid_input(schema_.qualified_name() + ": " + std::move(message), std::move(loc));
+}
+
+Status InferContext::error(std::string message) const {
+  return invalid_input(schema_.qualified_name() + ": " + std::move(message), location_);
+}
+
+Result<int64_t> InferContext::wrap_dim(std::string_view a, int64_t dim, int64_t rank) const {
+  int64_t r = rank == 0 ? 1 : rank;  // ATen lets a 0-d tensor use dim 0 / -1
+  if (dim < -r || dim >= r) {
+    return error(a, "dim " + std::to_string(dim) + " is out of range for a tensor of rank " +
+                        std::to_string(rank) + " (expected " + std::to_string(-r) + " to " +
+                        std::to_string(r - 1) + ")");
+  }
+  return dim < 0 ? dim + r : dim;
+}
+
+Result<std::vector<ArgValue>> bind_args(
+    OpKind kind, std::initializer_list<std::pair<std::string_view, ArgValue>> named) {
+  const OpInfo& op = op_info(kind);
+  std::vector<std::optional<ArgValue>> slots(op.schema.args.size());
+  for (const auto& [name, value] : named) {
+    int i = op.schema.arg_index(name);
+    if (i < 0) return internal_error(op.name + " has no argument '" + std::string(name) + "'");
+    slots[static_cast<size_t>(i)] = value;
+  }
+  std::vector<ArgValue> args;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i]) {
+      args.push_back(std::move(*slots[i]));
+    } else if (op.schema.args[i].default_value) {
+      args.push_back(*op.schema.args[i].default_value);
+    } else {
+      return internal_error(op.name + ": missing argument '" + op.schema.args[i].name + "'");
+    }
+  }
+  return args;
+}
+
+Status infer_types(OpKind kind, std::span<const ArgValue> args, const InferContext::TypeOf& type_of,
+                   const Location& node_location, std::vector<TensorType>* out) {
+  const OpInfo& op = op_info(kind);
+  InferContext ctx(op.schema, args, type_of, node_location);
+  out->clear();
+  ETC_RETURN_IF_ERROR(op.infer(ctx, *out));
+  if (out->size() != static_cast<size_t>(op.schema.num_outputs)) {
+    return internal_error("inference for " + op.name + " produced " + std::to_string(out->size()) +
+                          " outputs, schema says " + std::to_string(op.schema.num_outputs));
+  }
+  return Status();
+}
+
+std::optional<std::vector<int64_t>> broadcast_shapes(std::span<const int64_t> a,
+                                                     std::span<const int64_t> b) {
+  size_t rank = std::max(a.size(), b.size());
+  std::vector<int64_t> out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1) return std::nullopt;
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+}  // namespace etc

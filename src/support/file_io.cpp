@@ -1,0 +1,129 @@
+#include "support/file_io.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace etc {
+namespace {
+
+std::string errno_text() {
+  return std::strerror(errno);
+}
+
+class MappedBlob final : public Blob {
+ public:
+  MappedBlob(void* data, size_t size) : data_(data), size_(size) {}
+  ~MappedBlob() override {
+    if (data_ != nullptr) munmap(data_, size_);
+  }
+  MappedBlob(const MappedBlob&) = delete;
+  MappedBlob& operator=(const MappedBlob&) = delete;
+  std::span<const uint8_t> bytes() const override {
+    return {static_cast<const uint8_t*>(data_), size_};
+  }
+
+ private:
+  void* data_;
+  size_t size_;
+};
+
+class OwnedBlob final : public Blob {
+ public:
+  explicit OwnedBlob(std::string bytes) : bytes_(std::move(bytes)) {}
+  std::span<const uint8_t> bytes() const override {
+    return {reinterpret_cast<const uint8_t*>(bytes_.data()), bytes_.size()};
+  }
+
+ private:
+  std::string bytes_;
+};
+
+// Closes a descriptor on every path out of a function.
+struct FdCloser {
+  int fd;
+  ~FdCloser() {
+    if (fd >= 0) close(fd);
+  }
+};
+
+Result<int> open_regular_file(const std::string& path, size_t* size) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return Status(errno == ENOENT ? ErrorCode::kNotFound : ErrorCode::kInvalidInput,
+                  "cannot open file: " + errno_text(), Location{.file = path});
+  }
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return invalid_input("not a regular file", Location{.file = path});
+  }
+  *size = static_cast<size_t>(st.st_size);
+  return fd;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const Blob>> map_file(const std::string& path) {
+  size_t size = 0;
+  ETC_ASSIGN_OR_RETURN(int fd, open_regular_file(path, &size));
+  FdCloser closer{fd};
+  if (size == 0) return make_blob(std::string());
+  void* data = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  if (data == MAP_FAILED) {
+    return invalid_input("cannot memory-map file: " + errno_text(), Location{.file = path});
+  }
+  return std::shared_ptr<const Blob>(std::make_shared<MappedBlob>(data, size));
+}
+
+std::shared_ptr<const Blob> make_blob(std::string bytes) {
+  return std::make_shared<OwnedBlob>(std::move(bytes));
+}
+
+Result<std::string> read_text_file(const std::string& path) {
+  size_t size = 0;
+  ETC_ASSIGN_OR_RETURN(int fd, open_regular_file(path, &size));
+  FdCloser closer{fd};
+  std::string out(size, '\0');
+  size_t done = 0;
+  while (done < size) {
+    ssize_t n = read(fd, out.data() + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return invalid_input("cannot read file: " + errno_text(), Location{.file = path});
+    done += static_cast<size_t>(n);
+  }
+  return out;
+}
+
+Status write_file_atomic(const std::string& path, std::span<const uint8_t> bytes) {
+  std::string tmp = path + ".tmp." + std::to_string(getpid());
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return invalid_input("cannot create output file: " + errno_text(), Location{.file = path});
+  }
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      Status s = invalid_input("cannot write output file: " + errno_text(), Location{.file = path});
+      close(fd);
+      unlink(tmp.c_str());
+      return s;
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (close(fd) != 0 || rename(tmp.c_str(), path.c_str()) != 0) {
+    Status s = invalid_input("cannot finish output file: " + errno_text(), Location{.file = path});
+    unlink(tmp.c_str());
+    return s;
+  }
+  return Status();
+}
+
+}  // namespace etc

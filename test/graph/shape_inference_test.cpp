@@ -1,0 +1,384 @@
+// Shape and dtype inference, op by op: at least one case per op in ops.def, plus the
+// errors users hit most.
+#include <catch2/catch.hpp>
+
+#include "graph/op_tester.h"
+
+namespace etc {
+namespace {
+
+using testing::i64;
+using testing::ints;
+using testing::none;
+using testing::OpTester;
+using testing::T;
+constexpr DType f32 = DType::kFloat32;
+constexpr DType f16 = DType::kFloat16;
+constexpr DType i32 = DType::kInt32;
+constexpr DType i64t = DType::kInt64;
+constexpr DType b8 = DType::kBool;
+
+TEST_CASE("binary ops broadcast and promote") {
+  OpTester t;
+  auto a = t.in(f32, {2, 1, 4});
+  auto b = t.in(f32, {3, 1});
+  for (OpKind op : {OpKind::AddTensor, OpKind::SubTensor, OpKind::MulTensor}) {
+    CHECK(t.one(op, {{"self", a}, {"other", b}}) == T(f32, {2, 3, 4}));
+  }
+  auto ia = t.in(i32, {4});
+  auto ib = t.in(i64t, {4});
+  CHECK(t.one(OpKind::AddTensor, {{"self", ia}, {"other", ib}}) == T(i64t, {4}));
+  CHECK(t.one(OpKind::DivTensor, {{"self", ia}, {"other", ib}}) == T(f32, {4}));  // true division
+  // A zero-dim float64 tensor does not widen a float32 tensor with dims.
+  auto zd = t.in(DType::kFloat64, {});
+  CHECK(t.one(OpKind::MulTensor, {{"self", a}, {"other", zd}}) == T(f32, {2, 1, 4}));
+  // ... but it does lift an integer tensor to its float type.
+  CHECK(t.one(OpKind::MulTensor, {{"self", ia}, {"other", zd}}) == T(DType::kFloat64, {4}));
+  CHECK(t.error(OpKind::AddTensor, {{"self", a}, {"other", t.in(f32, {3, 5})}}) ==
+        "/nodes/0/args/other (node \"n\"): aten.add.Tensor: shapes [2, 1, 4] and [3, 5] cannot be "
+        "broadcast together");
+}
+
+TEST_CASE("tensor-scalar ops take the scalar's category into account") {
+  OpTester t;
+  auto i = t.in(i32, {3});
+  auto f = t.in(f16, {3});
+  auto b = t.in(b8, {3});
+  CHECK(t.one(OpKind::AddScalar, {{"self", i}, {"other", Scalar{int64_t{2}}}}) == T(i32, {3}));
+  CHECK(t.one(OpKind::AddScalar, {{"self", i}, {"other", Scalar{0.5}}}) == T(f32, {3}));
+  CHECK(t.one(OpKind::SubScalar, {{"self", f}, {"other", Scalar{0.5}}}) == T(f16, {3}));
+  CHECK(t.one(OpKind::MulScalar, {{"self", b}, {"other", Scalar{int64_t{3}}}}) == T(i64t, {3}));
+  CHECK(t.one(OpKind::DivScalar, {{"self", i}, {"other", Scalar{int64_t{2}}}}) == T(f32, {3}));
+  CHECK(t.one(OpKind::PowTensorScalar, {{"self", f}, {"exponent", Scalar{2.0}}}) == T(f16, {3}));
+  CHECK(t.one(OpKind::PowTensorScalar, {{"self", i}, {"exponent", Scalar{int64_t{2}}}}) ==
+        T(i32, {3}));
+}
+
+TEST_CASE("where broadcasts all three and needs a bool condition") {
+  OpTester t;
+  auto c = t.in(b8, {2, 1});
+  auto x = t.in(f32, {1, 3});
+  auto y = t.in(f32, {});
+  CHECK(t.one(OpKind::WhereSelf, {{"condition", c}, {"self", x}, {"other", y}}) == T(f32, {2, 3}));
+  CHECK(t.error(OpKind::WhereSelf, {{"condition", x}, {"self", x}, {"other", y}}) ==
+        "/nodes/0/args/condition (node \"n\"): aten.where.self: expected a bool condition, got "
+        "float32[1, 3]");
+}
+
+TEST_CASE("unary ops keep shapes; float ops lift integers; float-only ops reject them") {
+  OpTester t;
+  auto x = t.in(f16, {2, 3});
+  auto i = t.in(i32, {5});
+  for (OpKind op : {OpKind::Neg, OpKind::Relu, OpKind::Clamp, OpKind::Hardtanh, OpKind::Clone}) {
+    CHECK(t.one(op, {{"self", x}}) == T(f16, {2, 3}));
+    CHECK(t.one(op, {{"self", i}}) == T(i32, {5}));
+  }
+  for (OpKind op :
+       {OpKind::Exp, OpKind::Log, OpKind::Rsqrt, OpKind::Sigmoid, OpKind::Sqrt, OpKind::Tanh}) {
+    CHECK(t.one(op, {{"self", x}}) == T(f16, {2, 3}));
+    CHECK(t.one(op, {{"self", i}}) == T(f32, {5}));
+  }
+  for (OpKind op : {OpKind::Gelu, OpKind::Hardsigmoid, OpKind::Hardswish, OpKind::Silu}) {
+    CHECK(t.one(op, {{"self", x}}) == T(f16, {2, 3}));
+    CHECK(t.error(op, {{"self", i}}).find("expected a floating-point tensor, got int32[5]") !=
+          std::string::npos);
+  }
+  CHECK(t.one(OpKind::Clamp, {{"self", x}, {"min", Scalar{0.0}}, {"max", none()}}) ==
+        T(f16, {2, 3}));
+  CHECK(t.one(OpKind::Gelu, {{"self", x}, {"approximate", std::string("tanh")}}) == T(f16, {2, 3}));
+  CHECK(t.error(OpKind::Gelu, {{"self", x}, {"approximate", std::string("erf")}}) ==
+        "/nodes/0/args/approximate (node \"n\"): aten.gelu.default: expected 'none' or 'tanh', got "
+        "'erf'");
+}
+
+TEST_CASE("mm, addmm, bmm and linear check inner dimensions") {
+  OpTester t;
+  auto a = t.in(f32, {4, 8});
+  auto b = t.in(f32, {8, 3});
+  CHECK(t.one(OpKind::Mm, {{"self", a}, {"mat2", b}}) == T(f32, {4, 3}));
+  CHECK(t.error(OpKind::Mm, {{"self", a}, {"mat2", a}}) ==
+        "/nodes/0/args/mat2 (node \"n\"): aten.mm.default: cannot multiply float32[4, 8] by "
+        "float32[4, 8] "
+        "(inner dimensions 8 and 4 differ)");
+  CHECK(t.error(OpKind::Mm, {{"self", a}, {"mat2", t.in(f16, {8, 3})}})
+            .find("expected dtype float32") != std::string::npos);
+  CHECK(t.one(OpKind::Addmm, {{"self", t.in(f32, {3})}, {"mat1", a}, {"mat2", b}}) ==
+        T(f32, {4, 3}));
+  CHECK(t.error(OpKind::Addmm, {{"self", t.in(f32, {5})}, {"mat1", a}, {"mat2", b}})
+            .find("cannot be broadcast") != std::string::npos);
+  CHECK(t.one(OpKind::Bmm, {{"self", t.in(f32, {2, 4, 8})}, {"mat2", t.in(f32, {2, 8, 5})}}) ==
+        T(f32, {2, 4, 5}));
+  CHECK(t.error(OpKind::Bmm, {{"self", t.in(f32, {2, 4, 8})}, {"mat2", t.in(f32, {3, 8, 5})}})
+            .find("batch sizes differ") != std::string::npos);
+  auto x = t.in(f32, {2, 7, 8});
+  auto w = t.in(f32, {16, 8});
+  CHECK(t.one(OpKind::Linear, {{"input", x}, {"weight", w}}) == T(f32, {2, 7, 16}));
+  CHECK(t.one(OpKind::Linear, {{"input", x}, {"weight", w}, {"bias", t.in(f32, {16})}}) ==
+        T(f32, {2, 7, 16}));
+  CHECK(t.error(OpKind::Linear, {{"input", x}, {"weight", t.in(f32, {16, 9})}}) ==
+        "/nodes/0/args/weight (node \"n\"): aten.linear.default: input float32[2, 7, 8] has 8 "
+        "features but weight "
+        "float32[16, 9] expects 9");
+  CHECK(t.error(OpKind::Linear, {{"input", x}, {"weight", w}, {"bias", t.in(f32, {15})}})
+            .find("does not broadcast") != std::string::npos);
+}
+
+TEST_CASE("convolution: stride, padding, dilation, groups and transposed") {
+  OpTester t;
+  auto x = t.in(f32, {1, 4, 10, 12});
+  auto conv = [&](ValueId w, std::vector<int64_t> s, std::vector<int64_t> p, std::vector<int64_t> d,
+                  bool tr, int64_t g) {
+    return t.infer(OpKind::Convolution, {{"input", x},
+                                         {"weight", w},
+                                         {"bias", none()},
+                                         {"stride", ints(s)},
+                                         {"padding", ints(p)},
+                                         {"dilation", ints(d)},
+                                         {"transposed", tr},
+                                         {"output_padding", ints({0, 0})},
+                                         {"groups", i64(g)}});
+  };
+  auto r = conv(t.in(f32, {8, 4, 3, 3}), {1, 1}, {1, 1}, {1, 1}, false, 1);
+  REQUIRE(r.ok());
+  CHECK((*r)[0] == T(f32, {1, 8, 10, 12}));
+  r = conv(t.in(f32, {8, 4, 3, 3}), {2, 2}, {0, 0}, {2, 2}, false, 1);  // extent 5
+  REQUIRE(r.ok());
+  CHECK((*r)[0] == T(f32, {1, 8, 3, 4}));
+  r = conv(t.in(f32, {4, 1, 3, 3}), {1}, {1}, {1}, false, 4);  // depthwise, single-int lists
+  REQUIRE(r.ok());
+  CHECK((*r)[0] == T(f32, {1, 4, 10, 12}));
+  r = conv(t.in(f32, {4, 2, 2, 2}), {2, 2}, {0, 0}, {1, 1}, true,
+           1);  // transposed: C_in=4 -> C_out=2
+  REQUIRE(r.ok());
+  CHECK((*r)[0] == T(f32, {1, 2, 20, 24}));
+  r = conv(t.in(f32, {8, 3, 3, 3}), {1, 1}, {1, 1}, {1, 1}, false, 1);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().message() ==
+        "aten.convolution.default: weight float32[8, 3, 3, 3] with groups=1 expects 3 input "
+        "channels, but input "
+        "float32[1, 4, 10, 12] has 4");
+  r = conv(t.in(f32, {8, 4, 11, 3}), {1, 1}, {0, 0}, {1, 1}, false, 1);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().message() ==
+        "aten.convolution.default: kernel of extent 11 is larger than the padded input (10)");
+}
+
+TEST_CASE("pooling: max_pool2d, avg_pool2d and adaptive_avg_pool2d") {
+  OpTester t;
+  auto x = t.in(f32, {1, 3, 7, 7});
+  CHECK(t.one(OpKind::MaxPool2d, {{"self", x}, {"kernel_size", ints({2, 2})}}) ==
+        T(f32, {1, 3, 3, 3}));
+  CHECK(t.one(OpKind::MaxPool2d, {{"self", x}, {"kernel_size", ints({2})}, {"ceil_mode", true}}) ==
+        T(f32, {1, 3, 4, 4}));
+  CHECK(t.one(OpKind::MaxPool2d, {{"self", x},
+                                  {"kernel_size", ints({3, 3})},
+                                  {"stride", ints({1, 1})},
+                                  {"padding", ints({1, 1})}}) == T(f32, {1, 3, 7, 7}));
+  CHECK(t.one(OpKind::AvgPool2d,
+              {{"self", x}, {"kernel_size", ints({3, 3})}, {"stride", ints({2, 2})}}) ==
+        T(f32, {1, 3, 3, 3}));
+  CHECK(t.one(OpKind::AvgPool2d, {{"self", t.in(f32, {3, 8, 8})}, {"kernel_size", ints({2, 2})}}) ==
+        T(f32, {3, 4, 4}));
+  CHECK(t.error(OpKind::MaxPool2d,
+                {{"self", x}, {"kernel_size", ints({2, 2})}, {"padding", ints({2, 2})}})
+            .find("padding must be between 0 and half the kernel size") != std::string::npos);
+  CHECK(t.error(OpKind::MaxPool2d, {{"self", t.in(f32, {7, 7})}, {"kernel_size", ints({2, 2})}})
+            .find("expected a tensor of rank 3 or 4, got float32[7, 7]") != std::string::npos);
+  CHECK(t.one(OpKind::AdaptiveAvgPool2d, {{"self", x}, {"output_size", ints({1, 1})}}) ==
+        T(f32, {1, 3, 1, 1}));
+  CHECK(t.error(OpKind::AdaptiveAvgPool2d, {{"self", x}, {"output_size", ints({0, 1})}})
+            .find("expected two positive sizes") != std::string::npos);
+}
+
+TEST_CASE("reductions: amax, mean.dim, sum.dim_IntList") {
+  OpTester t;
+  auto x = t.in(f32, {2, 3, 4});
+  CHECK(t.one(OpKind::Amax, {{"self", x}, {"dim", ints({-1})}}) == T(f32, {2, 3}));
+  CHECK(t.one(OpKind::Amax, {{"self", x}, {"dim", ints({})}, {"keepdim", true}}) ==
+        T(f32, {1, 1, 1}));
+  CHECK(t.one(OpKind::MeanDim, {{"self", x}, {"dim", ints({1, 2})}, {"keepdim", true}}) ==
+        T(f32, {2, 1, 1}));
+  CHECK(t.one(OpKind::MeanDim, {{"self", x}, {"dim", none()}}) == T(f32, {}));
+  CHECK(t.one(OpKind::MeanDim, {{"self", x}, {"dim", ints({0})}, {"dtype", DType::kFloat64}}) ==
+        T(DType::kFloat64, {3, 4}));
+  CHECK(t.error(OpKind::MeanDim, {{"self", t.in(i32, {3})}, {"dim", ints({0})}})
+            .find("mean needs a floating-point") != std::string::npos);
+  CHECK(t.one(OpKind::SumDimIntList, {{"self", t.in(i32, {3, 2})}, {"dim", ints({0})}}) ==
+        T(i64t, {2}));
+  CHECK(t.one(OpKind::SumDimIntList, {{"self", x}, {"dim", ints({0, -1})}}) == T(f32, {3}));
+  CHECK(t.error(OpKind::SumDimIntList, {{"self", x}, {"dim", ints({1, -2})}}) ==
+        "/nodes/0/args/dim (node \"n\"): aten.sum.dim_IntList: dim 1 appears more than once");
+  CHECK(t.error(OpKind::SumDimIntList, {{"self", x}, {"dim", ints({3})}}) ==
+        "/nodes/0/args/dim (node \"n\"): aten.sum.dim_IntList: dim 3 is out of range for a tensor "
+        "of rank 3 "
+        "(expected -3 to 2)");
+}
+
+TEST_CASE("softmax, log_softmax, layer norm and batch norm") {
+  OpTester t;
+  auto x = t.in(f32, {2, 5, 8});
+  for (OpKind op : {OpKind::Softmax, OpKind::LogSoftmax}) {
+    CHECK(t.one(op, {{"self", x}, {"dim", i64(-1)}, {"half_to_float", false}}) ==
+          T(f32, {2, 5, 8}));
+  }
+  CHECK(t.one(OpKind::Softmax,
+              {{"self", t.in(f16, {4})}, {"dim", i64(0)}, {"half_to_float", true}}) == T(f32, {4}));
+  CHECK(t.error(OpKind::Softmax, {{"self", x}, {"dim", i64(0)}, {"half_to_float", true}})
+            .find("half_to_float needs a float16 input") != std::string::npos);
+
+  Result<std::vector<TensorType>> ln =
+      t.infer(OpKind::NativeLayerNorm, {{"input", x},
+                                        {"normalized_shape", ints({8})},
+                                        {"weight", t.in(f32, {8})},
+                                        {"bias", t.in(f32, {8})},
+                                        {"eps", 1e-5}});
+  REQUIRE(ln.ok());
+  CHECK(*ln == std::vector<TensorType>{T(f32, {2, 5, 8}), T(f32, {2, 5, 1}), T(f32, {2, 5, 1})});
+  CHECK(t.error(OpKind::NativeLayerNorm, {{"input", x},
+                                          {"normalized_shape", ints({5, 7})},
+                                          {"weight", none()},
+                                          {"bias", none()},
+                                          {"eps", 1e-5}})
+            .find("does not match the trailing dims") != std::string::npos);
+
+  auto img = t.in(f32, {1, 3, 4, 4});
+  auto c = t.in(f32, {3});
+  Result<std::vector<TensorType>> bn =
+      t.infer(OpKind::NativeBatchNormNoTraining, {{"input", img},
+                                                  {"weight", c},
+                                                  {"bias", c},
+                                                  {"running_mean", c},
+                                                  {"running_var", c},
+                                                  {"momentum", 0.1},
+                                                  {"eps", 1e-5}});
+  REQUIRE(bn.ok());
+  CHECK(*bn == std::vector<TensorType>{T(f32, {1, 3, 4, 4}), T(f32, {0}), T(f32, {0})});
+  CHECK(t.error(OpKind::NativeBatchNormNoTraining, {{"input", img},
+                                                    {"weight", c},
+                                                    {"bias", c},
+                                                    {"running_mean", t.in(f32, {4})},
+                                                    {"running_var", c},
+                                                    {"momentum", 0.1},
+                                                    {"eps", 1e-5}})
+            .find("running_mean (node \"n\"): aten._native_batch_norm_legit_no_training.default: "
+                  "expected shape [3]") != std::string::npos);
+}
+
+TEST_CASE("cat concatenates along a dim and checks the others") {
+  OpTester t;
+  auto a = t.in(f32, {2, 3});
+  auto b = t.in(f32, {2, 5});
+  CHECK(t.one(OpKind::Cat, {{"tensors", std::vector<ValueId>{a, b}}, {"dim", i64(1)}}) ==
+        T(f32, {2, 8}));
+  CHECK(t.one(OpKind::Cat, {{"tensors", std::vector<ValueId>{a, a}}}) == T(f32, {4, 3}));
+  CHECK(t.one(OpKind::Cat, {{"tensors", std::vector<ValueId>{a, t.in(f32, {0})}}}) ==
+        T(f32, {2, 3}));
+  CHECK(t.error(OpKind::Cat, {{"tensors", std::vector<ValueId>{a, b}}}) ==
+        "/nodes/0/args/tensors (node \"n\"): aten.cat.default: tensor 1 float32[2, 5] differs from "
+        "float32[2, 3] in "
+        "dim 1");
+  CHECK(t.error(OpKind::Cat, {{"tensors", std::vector<ValueId>{}}})
+            .find("expected at least one tensor") != std::string::npos);
+}
+
+TEST_CASE("view and reshape infer -1 and check element counts") {
+  OpTester t;
+  auto x = t.in(f32, {2, 3, 4});
+  CHECK(t.one(OpKind::View, {{"self", x}, {"size", ints({6, -1})}}) == T(f32, {6, 4}));
+  CHECK(t.one(OpKind::Reshape, {{"self", x}, {"shape", ints({24})}}) == T(f32, {24}));
+  CHECK(t.error(OpKind::View, {{"self", x}, {"size", ints({5, -1})}}) ==
+        "/nodes/0/args/size (node \"n\"): aten.view.default: shape [5, -1] is invalid for an input "
+        "of 24 elements");
+  CHECK(t.error(OpKind::Reshape, {{"self", x}, {"shape", ints({-1, -1})}})
+            .find("only one dimension can be -1") != std::string::npos);
+  CHECK(t.error(OpKind::View, {{"self", x}, {"size", ints({4, 5})}})
+            .find("has 20 elements but the input") != std::string::npos);
+}
+
+TEST_CASE("permute, transpose, unsqueeze, squeeze, expand") {
+  OpTester t;
+  auto x = t.in(f32, {2, 1, 4});
+  CHECK(t.one(OpKind::Permute, {{"self", x}, {"dims", ints({2, 0, 1})}}) == T(f32, {4, 2, 1}));
+  CHECK(t.error(OpKind::Permute, {{"self", x}, {"dims", ints({0, 0, 1})}})
+            .find("dim 0 appears more than once") != std::string::npos);
+  CHECK(t.error(OpKind::Permute, {{"self", x}, {"dims", ints({0, 1})}}).find("expected 3 dims") !=
+        std::string::npos);
+  CHECK(t.one(OpKind::TransposeInt, {{"self", x}, {"dim0", i64(0)}, {"dim1", i64(-1)}}) ==
+        T(f32, {4, 1, 2}));
+  CHECK(t.one(OpKind::Unsqueeze, {{"self", x}, {"dim", i64(-1)}}) == T(f32, {2, 1, 4, 1}));
+  CHECK(t.one(OpKind::Unsqueeze, {{"self", x}, {"dim", i64(0)}}) == T(f32, {1, 2, 1, 4}));
+  CHECK(t.one(OpKind::SqueezeDim, {{"self", x}, {"dim", i64(1)}}) == T(f32, {2, 4}));
+  CHECK(t.one(OpKind::SqueezeDim, {{"self", x}, {"dim", i64(0)}}) ==
+        T(f32, {2, 1, 4}));  // not size 1: no-op
+  CHECK(t.one(OpKind::SqueezeDims, {{"self", x}, {"dim", ints({0, 1})}}) == T(f32, {2, 4}));
+  CHECK(t.one(OpKind::Expand, {{"self", x}, {"size", ints({3, 2, 5, -1})}}) ==
+        T(f32, {3, 2, 5, 4}));
+  CHECK(
+      t.error(OpKind::Expand, {{"self", x}, {"size", ints({3, 5, 4})}}).find("dim 0 has size 2") !=
+      std::string::npos);
+}
+
+TEST_CASE("slice and select") {
+  OpTester t;
+  auto x = t.in(f32, {10, 4});
+  CHECK(
+      t.one(OpKind::SliceTensor,
+            {{"self", x}, {"dim", i64(0)}, {"start", i64(2)}, {"end", i64(9)}, {"step", i64(3)}}) ==
+      T(f32, {3, 4}));
+  CHECK(t.one(OpKind::SliceTensor, {{"self", x}, {"dim", i64(0)}, {"start", i64(-3)}}) ==
+        T(f32, {3, 4}));
+  CHECK(t.one(OpKind::SliceTensor, {{"self", x}, {"dim", i64(1)}, {"end", i64(100)}}) ==
+        T(f32, {10, 4}));
+  CHECK(t.one(OpKind::SliceTensor, {{"self", x}, {"start", i64(8)}, {"end", i64(2)}}) ==
+        T(f32, {0, 4}));
+  CHECK(t.error(OpKind::SliceTensor, {{"self", x}, {"step", i64(0)}})
+            .find("slice step must be positive") != std::string::npos);
+  CHECK(t.one(OpKind::SelectInt, {{"self", x}, {"dim", i64(1)}, {"index", i64(-1)}}) ==
+        T(f32, {10}));
+  CHECK(t.error(OpKind::SelectInt, {{"self", x}, {"dim", i64(1)}, {"index", i64(4)}}) ==
+        "/nodes/0/args/index (node \"n\"): aten.select.int: index 4 is out of range for dim 1 of "
+        "size 4");
+}
+
+TEST_CASE("_to_copy, embedding, constant_pad_nd") {
+  OpTester t;
+  auto x = t.in(f32, {2, 3});
+  CHECK(t.one(OpKind::ToCopy, {{"self", x}, {"dtype", DType::kFloat16}}) == T(f16, {2, 3}));
+  CHECK(t.one(OpKind::ToCopy, {{"self", x}}) == T(f32, {2, 3}));
+  auto w = t.in(f32, {100, 16});
+  CHECK(t.one(OpKind::Embedding, {{"weight", w}, {"indices", t.in(i64t, {2, 7})}}) ==
+        T(f32, {2, 7, 16}));
+  CHECK(t.error(OpKind::Embedding, {{"weight", w}, {"indices", t.in(f32, {2})}})
+            .find("expected int64 or int32") != std::string::npos);
+  auto img = t.in(f32, {1, 3, 4, 4});
+  CHECK(t.one(OpKind::ConstantPadNd, {{"self", img}, {"pad", ints({1, 2, 0, 3})}}) ==
+        T(f32, {1, 3, 7, 7}));
+  CHECK(t.one(OpKind::ConstantPadNd, {{"self", img}, {"pad", ints({-1, -1})}}) ==
+        T(f32, {1, 3, 4, 2}));
+  CHECK(t.error(OpKind::ConstantPadNd, {{"self", img}, {"pad", ints({1})}})
+            .find("expected an even number") != std::string::npos);
+}
+
+TEST_CASE("full, zeros and ones") {
+  OpTester t;
+  CHECK(t.one(OpKind::Full, {{"size", ints({2, 2})}, {"fill_value", Scalar{1.5}}}) ==
+        T(f32, {2, 2}));
+  CHECK(t.one(OpKind::Full, {{"size", ints({3})}, {"fill_value", Scalar{int64_t{7}}}}) ==
+        T(i64t, {3}));
+  CHECK(t.one(OpKind::Full, {{"size", ints({3})}, {"fill_value", Scalar{true}}}) == T(b8, {3}));
+  CHECK(t.one(OpKind::Zeros, {{"size", ints({4})}}) == T(f32, {4}));
+  CHECK(t.one(OpKind::Ones, {{"size", ints({1, 2})}, {"dtype", DType::kInt8}}) ==
+        T(DType::kInt8, {1, 2}));
+  CHECK(t.error(OpKind::Zeros, {{"size", ints({-1})}}).find("negative size -1") !=
+        std::string::npos);
+  CHECK(t.error(OpKind::Zeros, {{"size", ints({int64_t{1} << 40, int64_t{1} << 40})}})
+            .find("is too large") != std::string::npos);
+}
+
+TEST_CASE("every op in the table is covered by this file") {
+  // A new op in ops.def must get inference tests; this list is the reminder.
+  CHECK(all_ops().size() == 57);
+}
+
+}  // namespace
+}  // namespace etc

@@ -1,0 +1,61 @@
+#include "support/file_io.h"
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <string>
+
+#include <unistd.h>
+
+namespace etc {
+namespace {
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          ("etc_file_io_" + std::to_string(getpid()) + "_" + name))
+      .string();
+}
+
+TEST_CASE("write_file_atomic writes the bytes and leaves no temporary file") {
+  std::string p = temp_path("out.bin");
+  std::string data = "hello\0world";
+  REQUIRE(write_file_atomic(p, {reinterpret_cast<const uint8_t*>(data.data()), data.size()}).ok());
+  Result<std::string> back = read_text_file(p);
+  REQUIRE(back.ok());
+  CHECK(*back == data);
+  Result<std::shared_ptr<const Blob>> mapped = map_file(p);
+  REQUIRE(mapped.ok());
+  CHECK((*mapped)->bytes().size() == data.size());
+  for (const auto& e :
+       std::filesystem::directory_iterator(std::filesystem::path(p).parent_path())) {
+    CHECK(e.path().filename().string().find("etc_file_io_" + std::to_string(getpid()) +
+                                            "_out.bin.tmp") == std::string::npos);
+  }
+  std::filesystem::remove(p);
+}
+
+TEST_CASE("a write into a missing folder fails cleanly") {
+  Status s = write_file_atomic("/nonexistent-etc-dir/out.bin", {});
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.location().file == "/nonexistent-etc-dir/out.bin");
+  CHECK(s.message().rfind("cannot create output file", 0) == 0);
+}
+
+TEST_CASE("missing files are kNotFound, folders are invalid input") {
+  CHECK(read_text_file("/nonexistent-etc-file").status().code() == ErrorCode::kNotFound);
+  CHECK(map_file("/nonexistent-etc-file").status().code() == ErrorCode::kNotFound);
+  Result<std::string> dir = read_text_file("/tmp");
+  REQUIRE_FALSE(dir.ok());
+  CHECK(dir.status().message() == "not a regular file");
+}
+
+TEST_CASE("empty files map to an empty blob") {
+  std::string p = temp_path("empty.bin");
+  REQUIRE(write_file_atomic(p, {}).ok());
+  Result<std::shared_ptr<const Blob>> m = map_file(p);
+  REQUIRE(m.ok());
+  CHECK((*m)->bytes().empty());
+  std::filesystem::remove(p);
+}
+
+}  // namespace
+}  // namespace etc
