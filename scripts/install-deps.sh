@@ -24,6 +24,7 @@ packages=(
   catch2
   llvm-14-tools
   clang-format
+  python3
 )
 
 missing=()
