@@ -46,9 +46,9 @@ DType result_type(std::initializer_list<const TensorSpec*> tensors,
     DType st = s.is_float() ? DType::kFloat32 : s.is_bool() ? DType::kBool : DType::kInt64;
     wrapped = promote_opt(wrapped, st);
   }
-  std::optional<DType> low =
-      zero || wrapped ? std::optional<DType>(combine_categories(zero, wrapped)) : std::nullopt;
-  return combine_categories(dim, low);
+  if (!zero && !wrapped) return *dim;
+  DType low = combine_categories(zero, wrapped);
+  return dim ? combine_categories(*dim, low) : low;
 }
 
 Status broadcast(const InferContext& ctx, std::string_view arg, const Sizes& a, const Sizes& b,
