@@ -58,6 +58,7 @@ int cmd_validate(const std::string& model) {
 
 int cmd_ops() {
   for (const etc::OpInfo& op : etc::all_ops()) {
+    if (op.schema.ns != "aten") continue;  // compiler-inserted ops are not for input files
     std::string line = op.name + "(";
     for (size_t i = 0; i < op.schema.args.size(); ++i) {
       const etc::ArgSchema& a = op.schema.args[i];

@@ -45,6 +45,7 @@ NodeId Graph::add_node(OpKind op, std::string name, std::vector<ArgValue> args,
     values_[v.v].output_index = static_cast<uint32_t>(i);
     n.outputs.push_back(v);
   }
+  if (!n.name.empty()) ++node_names_[n.name];
   nodes_.push_back(std::move(n));
   for (uint32_t i = 0; i < nodes_[id.v].args.size(); ++i) {
     for_each_value_in(nodes_[id.v].args[i], id, i, /*add=*/true);
@@ -119,13 +120,70 @@ bool Graph::erase_node(NodeId id) {
     by_name_.erase(values_[o.v].name);
   }
   n.erased = true;
+  if (auto it = node_names_.find(n.name); it != node_names_.end() && --it->second == 0)
+    node_names_.erase(it);
   order_.erase(std::find(order_.begin(), order_.end(), id));
+  return true;
+}
+
+bool Graph::set_order(std::vector<NodeId> order) {
+  if (order.size() != order_.size()) return false;
+  std::vector<NodeId> a = order, b = order_;
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  if (a != b) return false;
+  order_ = std::move(order);
   return true;
 }
 
 void Graph::move_before(NodeId node, NodeId before) {
   order_.erase(std::find(order_.begin(), order_.end(), node));
   order_.insert(std::find(order_.begin(), order_.end(), before), node);
+}
+
+bool Graph::erase_constant(ValueId id) {
+  Value& v = values_[id.v];
+  if (v.kind != ValueKind::kConstant || !v.uses.empty() || is_graph_output(id)) return false;
+  v.erased = true;
+  by_name_.erase(v.name);
+  constants_.erase(std::find(constants_.begin(), constants_.end(), id));
+  return true;
+}
+
+void Graph::replace_use(const Use& use, ValueId from, ValueId to) {
+  ArgValue& arg = nodes_[use.node.v].args[use.arg];
+  if (use.element < 0) {
+    arg = to;
+  } else {
+    std::get<std::vector<ValueId>>(arg)[static_cast<size_t>(use.element)] = to;
+  }
+  remove_use(from, use);
+  add_use(to, use);
+}
+
+std::string Graph::unique_node_name(const std::string& base) const {
+  if (!node_names_.count(base)) return base;
+  for (size_t i = 1;; ++i) {
+    std::string candidate = base + "." + std::to_string(i);
+    if (!node_names_.count(candidate)) return candidate;
+  }
+}
+
+bool Graph::rename_value(ValueId id, std::string name) {
+  if (by_name_.count(name)) return false;
+  Value& v = values_[id.v];
+  if (!v.name.empty()) by_name_.erase(v.name);
+  v.name = std::move(name);
+  if (!v.name.empty()) by_name_.emplace(v.name, id);
+  return true;
+}
+
+std::string Graph::unique_value_name(const std::string& base) const {
+  if (!by_name_.count(base)) return base;
+  for (size_t i = 1;; ++i) {
+    std::string candidate = base + "." + std::to_string(i);
+    if (!by_name_.count(candidate)) return candidate;
+  }
 }
 
 std::optional<ValueId> Graph::find_value(std::string_view name) const {

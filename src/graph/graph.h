@@ -22,11 +22,19 @@
 // - Use lists: each Value knows every (node, argument, list element) that reads it. They
 //   change only through the Graph API below, and the verifier checks both directions.
 // - Graph outputs are an ordered list of values; a value may appear there several times.
+// - Delegates: lowering replaces a group of nodes by one executorch.call_delegate node that
+//   owns a Delegate (backend, compile specs, device, subgraph). Device rules, checked by
+//   the verifier: ATen ops of the top-level graph read and write CPU tensors only; an
+//   _h2d_copy goes from CPU to a device, a _d2h_copy back; a delegate's inputs and outputs
+//   are either all CPU (before device propagation) or all on the delegate's device.
+// - Memory planning fills each planned TensorSpec's mem_id/mem_offset/lifetime and the
+//   graph's planned_buffers; constants and device-resident graph IO are never planned.
 //
 // Ids: ValueId and NodeId index the graph's tables and are never reused; erased nodes and
 // values stay as tombstones so ids printed in a dump stay meaningful for the whole run.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -64,6 +72,29 @@ struct Value {
   bool erased = false;
 };
 
+// A compile spec: a key and opaque bytes, serialised verbatim into the .pte
+// (ExecuTorch's CompileSpec). "target_device" = "cuda:N" selects the delegate's device.
+struct CompileSpec {
+  std::string key;
+  std::string value;
+  bool operator==(const CompileSpec&) const = default;
+};
+
+inline constexpr const char* kTargetDeviceSpec = "target_device";
+
+class Graph;
+
+// What a delegate call runs: a subgraph owned by one backend. The subgraph's inputs are the
+// call's inputs in order, its outputs the call's outputs; its constants belong to the
+// delegate (uploaded once when the program loads). Subgraph tensors carry no device: the
+// call's device is `device`, and the call's inputs and outputs in the parent graph carry it.
+struct Delegate {
+  std::string backend_id;
+  std::vector<CompileSpec> compile_specs;
+  Device device;
+  std::unique_ptr<Graph> graph;
+};
+
 struct Node {
   NodeId id;
   std::string name;
@@ -72,6 +103,15 @@ struct Node {
   std::vector<ValueId> outputs;
   std::string origin;  // JSON pointer of the node in the source file, if any
   bool erased = false;
+  std::unique_ptr<Delegate> delegate;  // set for OpKind::DelegateCall only
+};
+
+// One planned buffer (ExecuTorch's non_const_buffer_sizes entry). mem_id i+1 is
+// planned_buffers[i]; mem_id 0 is reserved.
+struct PlannedBuffer {
+  Device device;
+  uint64_t size = 0;
+  bool operator==(const PlannedBuffer&) const = default;
 };
 
 class Graph {
@@ -83,6 +123,8 @@ class Graph {
   Graph& operator=(Graph&&) = default;
 
   std::string name;
+  // Set by memory planning; empty before.
+  std::vector<PlannedBuffer> planned_buffers;
 
   // --- Building -----------------------------------------------------------------------
   ValueId add_input(std::string name, TensorSpec spec);
@@ -103,8 +145,22 @@ class Graph {
   // Erases a node whose outputs have no uses and are not graph outputs. Returns false
   // (and changes nothing) otherwise.
   bool erase_node(NodeId node);
+  // Replaces the node order by a permutation of it (the verifier checks it is a schedule).
+  // Returns false, changing nothing, if `order` is not a permutation of the live nodes.
+  bool set_order(std::vector<NodeId> order);
   // Moves `node` to just before `before` in the order.
   void move_before(NodeId node, NodeId before);
+  // Erases an unused constant. Returns false (and changes nothing) if it has uses or is a
+  // graph output.
+  bool erase_constant(ValueId id);
+  // Points one use of `from` at `to` (an argument, or a list element of one).
+  void replace_use(const Use& use, ValueId from, ValueId to);
+  // A node name not used by any live node: `base`, else `base.1`, ...
+  std::string unique_node_name(const std::string& base) const;
+  // Renames a value; the new name must not be in use (returns false otherwise).
+  bool rename_value(ValueId id, std::string name);
+  // A name not used by any live value: `base`, else `base.1`, `base.2`, ...
+  std::string unique_value_name(const std::string& base) const;
 
   // --- Access -------------------------------------------------------------------------
   const Value& value(ValueId id) const { return values_[id.v]; }
@@ -135,6 +191,7 @@ class Graph {
   std::vector<ValueId> constants_;
   std::vector<ValueId> outputs_;
   std::unordered_map<std::string, ValueId> by_name_;
+  std::unordered_map<std::string, uint32_t> node_names_;  // live node name -> count
 };
 
 }  // namespace etc

@@ -508,6 +508,12 @@ class Reader {
     }
     pn.op = *kind;
     const OpSchema& schema = op_info(pn.op).schema;
+    if (schema.ns != "aten") {
+      return error(json_pointer_append(p, "op"),
+                   "op '" + op_info(pn.op).name +
+                       "' is inserted by the compiler and cannot appear in an input graph",
+                   pn.name);
+    }
     std::string ap = json_pointer_append(p, "args");
     ETC_ASSIGN_OR_RETURN(const Json* args,
                          member(n, p, "args", Json::value_t::object, "an object", pn.name));

@@ -46,7 +46,7 @@ double Scalar::to_double() const {
 }
 
 std::string OpSchema::qualified_name() const {
-  return "aten." + name + "." + overload;
+  return ns + "." + name + "." + overload;
 }
 
 const ArgSchema* OpSchema::find_arg(std::string_view n) const {
@@ -223,6 +223,10 @@ Result<OpSchema> parse_op_schema(std::string_view text) {
     return internal_error("op schema: cannot parse '" + std::string(text) + "'");
   }
   std::string_view full_name = trim(text.substr(0, open));
+  if (size_t colons = full_name.find("::"); colons != std::string_view::npos) {
+    s.ns = std::string(full_name.substr(0, colons));
+    full_name.remove_prefix(colons + 2);
+  }
   size_t dot = full_name.find('.');
   s.name = std::string(full_name.substr(0, dot));
   s.overload = dot == std::string_view::npos ? "default" : std::string(full_name.substr(dot + 1));
@@ -236,7 +240,9 @@ Result<OpSchema> parse_op_schema(std::string_view text) {
     s.args.push_back(std::move(a));
   }
   std::string_view ret = trim(text.substr(arrow + 2));
-  if (ret.size() >= 2 && ret.front() == '(') {
+  if (ret == "Tensor[]") {
+    s.num_outputs = -1;
+  } else if (ret.size() >= 2 && ret.front() == '(') {
     s.num_outputs = static_cast<int>(split_top(ret.substr(1, ret.size() - 2)).size());
   } else if (ret.substr(0, 6) == "Tensor") {
     s.num_outputs = 1;

@@ -63,10 +63,11 @@ struct ArgSchema {
 };
 
 struct OpSchema {
-  std::string name;      // "add"
-  std::string overload;  // "Tensor"; "default" when the schema has none
+  std::string ns = "aten";  // namespace: "aten", or "et_copy" / "executorch" for compiler ops
+  std::string name;         // "add"
+  std::string overload;     // "Tensor"; "default" when the schema has none
   std::vector<ArgSchema> args;
-  int num_outputs = 1;  // all returns are tensors
+  int num_outputs = 1;  // all returns are tensors; -1: a variable number (`-> Tensor[]`)
 
   // "aten.add.Tensor", the name used in graph JSON and dumps.
   std::string qualified_name() const;
@@ -74,9 +75,10 @@ struct OpSchema {
   int arg_index(std::string_view name) const;  // -1 if absent
 };
 
-// Parses an ATen functional schema. Supports the argument types above, `?`, `[N]`,
-// `*` (keyword-only marker), defaults (ints, floats, True/False/None, 'strings', lists)
-// and returns `Tensor` or `(Tensor, ...)`. Alias annotations like Tensor(a) are skipped.
+// Parses an ATen functional schema, optionally namespaced ("et_copy::_h2d_copy(...)").
+// Supports the argument types above, `?`, `[N]`, `*` (keyword-only marker), defaults
+// (ints, floats, True/False/None, 'strings', lists) and returns `Tensor`, `(Tensor, ...)`
+// or `Tensor[]`. Alias annotations like Tensor(a) are skipped.
 Result<OpSchema> parse_op_schema(std::string_view text);
 
 // "None", "3", "[1, 2]", "%5", ...; value references print as %id.

@@ -51,10 +51,10 @@ std::span<const OpInfo> all_ops() {
 
 std::optional<OpKind> op_from_name(std::string_view name) {
   std::string n(name);
-  if (n.rfind("aten::", 0) == 0) n = "aten." + n.substr(6);
+  if (size_t colons = n.find("::"); colons != std::string::npos) n.replace(colons, 2, ".");
   for (const OpInfo& op : table()) {
     if (op.name == n) return op.kind;
-    if (op.schema.overload == "default" && "aten." + op.schema.name == n) return op.kind;
+    if (op.schema.overload == "default" && op.schema.ns + "." + op.schema.name == n) return op.kind;
   }
   return std::nullopt;
 }
@@ -174,7 +174,7 @@ Status infer_types(OpKind kind, std::span<const ArgValue> args, const InferConte
   InferContext ctx(op.schema, args, type_of, node_location);
   out->clear();
   ETC_RETURN_IF_ERROR(op.infer(ctx, *out));
-  if (out->size() != static_cast<size_t>(op.schema.num_outputs)) {
+  if (op.schema.num_outputs >= 0 && out->size() != static_cast<size_t>(op.schema.num_outputs)) {
     return internal_error("inference for " + op.name + " produced " + std::to_string(out->size()) +
                           " outputs, schema says " + std::to_string(op.schema.num_outputs));
   }

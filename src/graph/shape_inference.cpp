@@ -809,4 +809,11 @@ Status infer_zeros_ones(const InferContext& ctx, std::vector<TensorType>& out) {
   return creation(ctx, ctx.dtype_arg("dtype").value_or(DType::kFloat32), out);
 }
 
+// ---- Compiler-inserted ops -------------------------------------------------------------
+
+Status infer_delegate_call(const InferContext& ctx, std::vector<TensorType>&) {
+  // A delegate's outputs are its subgraph's outputs; infer_node_types() reads them.
+  return ctx.error("the output types of a delegate call come from its subgraph");
+}
+
 }  // namespace etc::infer

@@ -10,12 +10,14 @@ namespace {
 
 class Verifier {
  public:
-  Verifier(const Graph& g, const VerifyOptions& o) : g_(g), options_(o) {}
+  Verifier(const Graph& g, const VerifyOptions& o, bool inside_delegate)
+      : g_(g), options_(o), inside_delegate_(inside_delegate) {}
 
   Status run() {
     check_values();
     check_nodes();
     check_outputs();
+    check_planning();
     return std::move(result_);
   }
 
@@ -148,13 +150,19 @@ class Verifier {
             check_use(n, (*list)[e], i, static_cast<int32_t>(e), defined);
         }
       }
-      if (n.outputs.size() != static_cast<size_t>(schema.num_outputs)) {
+      if (n.op == OpKind::DelegateCall && !check_delegate(n)) {
+        kinds_ok = false;
+      } else if (n.op != OpKind::DelegateCall && n.delegate != nullptr) {
+        report("only delegate calls may own a delegate", where(n));
+      }
+      if (schema.num_outputs >= 0 && n.outputs.size() != static_cast<size_t>(schema.num_outputs)) {
         report(op_info(n.op).name + " has " + std::to_string(schema.num_outputs) +
                    " outputs, node has " + std::to_string(n.outputs.size()),
                where(n));
         kinds_ok = false;
       }
       if (kinds_ok && count_ == 0) check_types(n);
+      if (kinds_ok && !inside_delegate_) check_devices(n);
       for (ValueId o : n.outputs)
         defined.insert(o.v);
     }
@@ -166,10 +174,135 @@ class Verifier {
     }
   }
 
+  // A delegate call: a subgraph that verifies, with inputs that match the call's.
+  bool check_delegate(const Node& n) {
+    if (n.delegate == nullptr || n.delegate->graph == nullptr) {
+      report("delegate call without a delegate", where(n));
+      return false;
+    }
+    const Graph& sub = *n.delegate->graph;
+    Status s = Verifier(sub, options_, /*inside_delegate=*/true).run();
+    if (!s.ok()) {
+      report("in the delegate's subgraph: " + s.to_string(), where(n));
+      return false;
+    }
+    const auto& ins = std::get<std::vector<ValueId>>(n.args[0]);
+    if (ins.size() != sub.inputs().size()) {
+      report("delegate call passes " + std::to_string(ins.size()) + " inputs, its subgraph takes " +
+                 std::to_string(sub.inputs().size()),
+             where(n));
+      return false;
+    }
+    for (size_t i = 0; i < ins.size(); ++i) {
+      if (!live_value(ins[i])) continue;  // reported by check_use
+      const TensorSpec& a = g_.value(ins[i]).spec;
+      const TensorSpec& b = sub.value(sub.inputs()[i]).spec;
+      if (a.dtype != b.dtype || a.sizes != b.sizes) {
+        report("delegate input " + std::to_string(i) + " is " + a.type_string() +
+                   " but the subgraph expects " + b.type_string(),
+               where(n));
+        return false;
+      }
+    }
+    return true;
+  }
+
+  void check_devices(const Node& n) {
+    std::vector<ValueId> ins;
+    for (const ArgValue& a : n.args) {
+      if (const auto* v = std::get_if<ValueId>(&a)) ins.push_back(*v);
+      if (const auto* l = std::get_if<std::vector<ValueId>>(&a))
+        ins.insert(ins.end(), l->begin(), l->end());
+    }
+    for (ValueId id : ins) {
+      if (!live_value(id)) return;  // reported by check_use
+    }
+    auto dev = [this](ValueId id) { return g_.value(id).spec.device; };
+    auto label = [this, &dev](ValueId id) { return value_label(id) + " on " + to_string(dev(id)); };
+    switch (n.op) {
+      case OpKind::H2DCopy:
+        if (!dev(ins[0]).is_cpu() || dev(n.outputs[0]).is_cpu()) {
+          report(
+              "a host-to-device copy must read a CPU tensor and write a device tensor; it reads " +
+                  label(ins[0]) + " and writes " + label(n.outputs[0]),
+              where(n));
+        }
+        return;
+      case OpKind::D2HCopy:
+        if (dev(ins[0]).is_cpu() || !dev(n.outputs[0]).is_cpu()) {
+          report(
+              "a device-to-host copy must read a device tensor and write a CPU tensor; it reads " +
+                  label(ins[0]) + " and writes " + label(n.outputs[0]),
+              where(n));
+        }
+        return;
+      case OpKind::DelegateCall: {
+        Device want = n.delegate->device;
+        std::vector<ValueId> io = ins;
+        io.insert(io.end(), n.outputs.begin(), n.outputs.end());
+        bool all_cpu =
+            std::all_of(io.begin(), io.end(), [&](ValueId v) { return dev(v).is_cpu(); });
+        if (all_cpu) return;
+        for (ValueId v : io) {
+          if (dev(v) != want) {
+            report("delegate on " + to_string(want) + " has " + label(v) +
+                       "; its inputs and outputs must all be on the delegate's device",
+                   where(n));
+            return;
+          }
+        }
+        return;
+      }
+      default: {
+        const std::vector<ValueId>* groups[] = {&ins, &n.outputs};
+        for (const std::vector<ValueId>* group : groups) {
+          for (ValueId v : *group) {
+            if (!dev(v).is_cpu()) {
+              report("host op " + op_info(n.op).name + (group == &ins ? " reads " : " writes ") +
+                         label(v) + "; host ops need CPU tensors",
+                     where(n));
+              return;
+            }
+          }
+        }
+      }
+    }
+  }
+
+  // Planned tensors lie inside a planned buffer of their own device.
+  void check_planning() {
+    for (size_t i = 0; i < g_.value_slots(); ++i) {
+      const Value& v = g_.value(ValueId(static_cast<uint32_t>(i)));
+      if (v.erased || !v.spec.mem_id) continue;
+      uint32_t id = *v.spec.mem_id;
+      if (id == 0 || id > g_.planned_buffers.size()) {
+        report("value " + value_label(v.id) + " is planned into buffer " + std::to_string(id) +
+                   ", but the graph has " + std::to_string(g_.planned_buffers.size()) +
+                   " planned buffers",
+               where(v));
+        continue;
+      }
+      const PlannedBuffer& b = g_.planned_buffers[id - 1];
+      uint64_t end = v.spec.mem_offset.value_or(0) + static_cast<uint64_t>(v.spec.nbytes());
+      if (!v.spec.mem_offset || end > b.size) {
+        report("value " + value_label(v.id) + " at offset " +
+                   std::to_string(v.spec.mem_offset.value_or(0)) + " does not fit buffer " +
+                   std::to_string(id) + " of " + std::to_string(b.size) + " bytes",
+               where(v));
+      }
+      if (b.device != v.spec.device) {
+        report("value " + value_label(v.id) + " is on " + to_string(v.spec.device) +
+                   " but its buffer " + std::to_string(id) + " is on " + to_string(b.device),
+               where(v));
+      }
+      if (v.spec.is_const)
+        report("constant " + value_label(v.id) + " must not be planned", where(v));
+    }
+  }
+
   void check_types(const Node& n) {
     std::vector<TensorType> types;
-    auto type_of = [this](ValueId id) -> const TensorSpec& { return g_.value(id).spec; };
-    Status s = infer_types(n.op, n.args, type_of, where(n), &types);
+    Status s = infer_node_types(g_, n, &types);
     if (!s.ok()) {
       report(s.message(), s.location());
       return;
@@ -197,6 +330,7 @@ class Verifier {
 
   const Graph& g_;
   const VerifyOptions& options_;
+  bool inside_delegate_ = false;
   Status result_;
   size_t count_ = 0;
 };
@@ -283,7 +417,24 @@ std::string check_tensor_spec(const TensorSpec& spec) {
 }
 
 Status verify_graph(const Graph& graph, const VerifyOptions& options) {
-  return Verifier(graph, options).run();
+  return Verifier(graph, options, /*inside_delegate=*/false).run();
+}
+
+Status infer_node_types(const Graph& graph, const Node& node, std::vector<TensorType>* out) {
+  if (node.op == OpKind::DelegateCall) {
+    out->clear();
+    if (node.delegate == nullptr || node.delegate->graph == nullptr) {
+      return internal_error("delegate call without a delegate", Location{.node = node.name});
+    }
+    const Graph& sub = *node.delegate->graph;
+    for (ValueId o : sub.outputs()) {
+      out->push_back(TensorType{sub.value(o).spec.dtype, sub.value(o).spec.sizes});
+    }
+    return Status();
+  }
+  auto type_of = [&graph](ValueId id) -> const TensorSpec& { return graph.value(id).spec; };
+  return infer_types(node.op, node.args, type_of,
+                     Location{.pointer = node.origin, .node = node.name}, out);
 }
 
 }  // namespace etc

@@ -20,8 +20,14 @@ struct VerifyOptions {
 // match the op schema; every value is defined before it is used (so the order is acyclic);
 // inferred output types equal the stored TensorSpecs; specs are well formed (non-negative
 // dims, byte counts that fit in int64, dim_order a permutation, constants carry exactly
-// nbytes() of data, devices valid); value and node names are unique; graph outputs exist.
+// nbytes() of data, devices valid); value and node names are unique; graph outputs exist;
+// delegate calls match their subgraphs (which are verified too) and the device rules of
+// graph.h hold; planned tensors lie inside their planned buffer on the same device.
 Status verify_graph(const Graph& graph, const VerifyOptions& options = {});
+
+// The output types of `node`: inferred from its arguments, or for a delegate call read
+// from its subgraph's outputs.
+Status infer_node_types(const Graph& graph, const Node& node, std::vector<TensorType>* out);
 
 // Checks that `value` fits argument `schema`; returns a message describing the mismatch or
 // an empty string. Shared by the verifier and the JSON reader.

@@ -1,0 +1,23 @@
+// The CUDA delegate's capability table: for one node, whether etc's CUDA backend can run
+// it, and if not, why. A pure predicate on the node and its tensor types; the partitioner
+// asks it, the report shows the reasons, and the CUDA kernels implement exactly this set.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "graph/graph.h"
+
+namespace etc {
+
+// The backend id written into BackendDelegate.id for etc's CUDA delegate.
+inline constexpr const char* kCudaBackendId = "EtcCudaBackend";
+
+// The largest tensor rank the CUDA kernels index.
+inline constexpr size_t kCudaMaxRank = 8;
+
+// nullopt when the CUDA delegate supports `node`, else a short reason ("float64 tensors
+// run on the host").
+std::optional<std::string> cuda_unsupported_reason(const Graph& graph, const Node& node);
+
+}  // namespace etc

@@ -1,0 +1,16 @@
+// The export pipeline, declared in one place: which passes exist and in what order
+// `etc export` runs them. `etc export --passes=a,b,c` runs another list of the same passes.
+#pragma once
+
+#include "passes/pass_manager.h"
+
+namespace etc {
+
+// "dce,remove-noops,fold-constants,dce,partition,propagate-devices,plan-memory"
+inline constexpr const char* kDefaultExportPipeline =
+    "dce,remove-noops,fold-constants,dce,partition,propagate-devices,plan-memory";
+
+// A registry with every pass etc has, registered explicitly.
+PassRegistry make_pass_registry();
+
+}  // namespace etc

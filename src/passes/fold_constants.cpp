@@ -1,0 +1,306 @@
+#include "passes/fold_constants.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "support/half.h"
+
+namespace etc {
+namespace {
+
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> s(sizes.size(), 1);
+  for (size_t i = sizes.size(); i-- > 1;)
+    s[i - 1] = s[i] * std::max<int64_t>(sizes[i], 1);
+  return s;
+}
+
+// Copies the strided view (sizes, element strides, element offset) of `in` into `out`
+// contiguously; `elem` is the element size.
+void gather(const uint8_t* in, const std::vector<int64_t>& sizes,
+            const std::vector<int64_t>& strides, int64_t offset, size_t elem, uint8_t* out) {
+  int64_t n = 1;
+  for (int64_t d : sizes)
+    n *= d;
+  std::vector<int64_t> idx(sizes.size(), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t src = offset;
+    for (size_t d = 0; d < sizes.size(); ++d)
+      src += idx[d] * strides[d];
+    std::memcpy(out + static_cast<size_t>(i) * elem, in + static_cast<size_t>(src) * elem, elem);
+    for (size_t d = sizes.size(); d-- > 0;) {
+      if (++idx[d] < sizes[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+double load_float(DType t, const uint8_t* p) {
+  switch (t) {
+    case DType::kFloat16: {
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      return half_to_float(h);
+    }
+    case DType::kBFloat16: {
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      return bfloat16_to_float(h);
+    }
+    case DType::kFloat32: {
+      float f;
+      std::memcpy(&f, p, 4);
+      return f;
+    }
+    default: {
+      double d;
+      std::memcpy(&d, p, 8);
+      return d;
+    }
+  }
+}
+
+int64_t load_int(DType t, const uint8_t* p) {
+  switch (t) {
+    case DType::kUInt8:
+      return *p;
+    case DType::kBool:
+      return *p != 0;
+    case DType::kInt8:
+      return static_cast<int8_t>(*p);
+    case DType::kInt16: {
+      int16_t v;
+      std::memcpy(&v, p, 2);
+      return v;
+    }
+    case DType::kInt32: {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    default: {
+      int64_t v;
+      std::memcpy(&v, p, 8);
+      return v;
+    }
+  }
+}
+
+void store_float(DType t, double v, uint8_t* p) {
+  switch (t) {
+    case DType::kFloat16: {
+      uint16_t h = float_to_half(static_cast<float>(v));
+      std::memcpy(p, &h, 2);
+      break;
+    }
+    case DType::kBFloat16: {
+      uint16_t h = float_to_bfloat16(static_cast<float>(v));
+      std::memcpy(p, &h, 2);
+      break;
+    }
+    case DType::kFloat32: {
+      float f = static_cast<float>(v);
+      std::memcpy(p, &f, 4);
+      break;
+    }
+    default:
+      std::memcpy(p, &v, 8);
+  }
+}
+
+void store_int(DType t, int64_t v, uint8_t* p) {
+  if (t == DType::kBool) {
+    *p = v != 0;
+    return;
+  }
+  std::memcpy(p, &v, static_cast<size_t>(dtype_size(t)));  // little-endian truncation = C++ cast
+}
+
+// ATen's cast semantics: to bool is "!= 0"; float to integer truncates toward zero (values
+// out of range are undefined in C++ and in ATen; we saturate NaN to 0 to stay defined).
+void convert(DType from, DType to, const uint8_t* in, uint8_t* out, int64_t n) {
+  size_t si = static_cast<size_t>(dtype_size(from)), so = static_cast<size_t>(dtype_size(to));
+  for (int64_t i = 0; i < n; ++i, in += si, out += so) {
+    if (dtype_is_float(from)) {
+      double v = load_float(from, in);
+      if (dtype_is_float(to)) {
+        store_float(to, v, out);
+      } else if (to == DType::kBool) {
+        *out = v != 0;
+      } else {
+        store_int(to, std::isnan(v) ? 0 : static_cast<int64_t>(std::trunc(v)), out);
+      }
+    } else {
+      int64_t v = load_int(from, in);
+      if (dtype_is_float(to)) {
+        store_float(to, static_cast<double>(v), out);
+      } else {
+        store_int(to, v, out);
+      }
+    }
+  }
+}
+
+struct Folder {
+  const Graph& g;
+  const Node& n;
+  const OpSchema& schema = op_info(n.op).schema;
+
+  const ArgValue& arg(const char* name) const {
+    return n.args[static_cast<size_t>(schema.arg_index(name))];
+  }
+  int64_t int_arg(const char* name) const { return std::get<int64_t>(arg(name)); }
+  const TensorSpec& self() const { return g.value(std::get<ValueId>(n.args[0])).spec; }
+  static int64_t wrap(int64_t d, size_t rank) {
+    return d < 0 ? d + static_cast<int64_t>(std::max<size_t>(rank, 1)) : d;
+  }
+
+  // The folded bytes of output 0, or nullopt when this node is not foldable.
+  std::optional<ConstantData> run() const {
+    const TensorSpec& out = g.value(n.outputs[0]).spec;
+    const size_t elem = static_cast<size_t>(dtype_size(out.dtype));
+    auto fresh = [&](std::string bytes) {
+      size_t size = bytes.size();
+      return ConstantData{make_blob(std::move(bytes)), 0, size};
+    };
+    switch (n.op) {
+      case OpKind::View:
+      case OpKind::Reshape:
+      case OpKind::Clone:
+      case OpKind::SqueezeDim:
+      case OpKind::SqueezeDims:
+      case OpKind::Unsqueeze:
+        return self().constant;  // same elements, same order: share the bytes
+      case OpKind::ToCopy: {
+        if (self().dtype == out.dtype) return self().constant;
+        std::string bytes(static_cast<size_t>(out.nbytes()), '\0');
+        convert(self().dtype, out.dtype, self().constant.bytes().data(),
+                reinterpret_cast<uint8_t*>(bytes.data()), out.numel());
+        return fresh(std::move(bytes));
+      }
+      case OpKind::Cat: {
+        const auto& ins = std::get<std::vector<ValueId>>(arg("tensors"));
+        for (ValueId v : ins) {
+          if (g.value(v).spec.dtype != out.dtype) return std::nullopt;  // mixed dtypes: leave it
+        }
+        int64_t dim = wrap(int_arg("dim"), out.rank());
+        std::string bytes(static_cast<size_t>(out.nbytes()), '\0');
+        // outer = product of dims before `dim`; each input contributes a contiguous chunk per outer
+        // index.
+        int64_t outer = 1;
+        for (int64_t d = 0; d < dim; ++d)
+          outer *= out.sizes[static_cast<size_t>(d)];
+        size_t pos = 0;
+        for (int64_t o = 0; o < outer; ++o) {
+          for (ValueId v : ins) {
+            const TensorSpec& s = g.value(v).spec;
+            if (s.rank() == 1 && s.sizes[0] == 0) continue;
+            size_t chunk = static_cast<size_t>(s.nbytes() / std::max<int64_t>(outer, 1));
+            std::memcpy(bytes.data() + pos,
+                        s.constant.bytes().data() + static_cast<size_t>(o) * chunk, chunk);
+            pos += chunk;
+          }
+        }
+        return fresh(std::move(bytes));
+      }
+      default:
+        break;
+    }
+    // Strided views: describe output dim d by a stride into the input and an offset.
+    const TensorSpec& in = self();
+    std::vector<int64_t> in_strides = contiguous_strides(in.sizes);
+    std::vector<int64_t> strides;
+    int64_t offset = 0;
+    switch (n.op) {
+      case OpKind::Permute:
+        for (int64_t d : std::get<std::vector<int64_t>>(arg("dims"))) {
+          strides.push_back(in_strides[static_cast<size_t>(wrap(d, in.rank()))]);
+        }
+        break;
+      case OpKind::TransposeInt: {
+        strides = in_strides;
+        if (in.rank() > 0) {
+          std::swap(strides[static_cast<size_t>(wrap(int_arg("dim0"), in.rank()))],
+                    strides[static_cast<size_t>(wrap(int_arg("dim1"), in.rank()))]);
+        }
+        break;
+      }
+      case OpKind::Expand: {
+        size_t lead = out.rank() - in.rank();
+        strides.assign(out.rank(), 0);
+        for (size_t d = 0; d < in.rank(); ++d)
+          strides[lead + d] = in.sizes[d] == 1 ? 0 : in_strides[d];
+        break;
+      }
+      case OpKind::SliceTensor: {
+        int64_t dim = wrap(int_arg("dim"), in.rank());
+        int64_t size = in.sizes[static_cast<size_t>(dim)];
+        int64_t start = 0;
+        if (auto* s = std::get_if<int64_t>(&arg("start")))
+          start = std::clamp<int64_t>(*s < 0 ? *s + size : *s, 0, size);
+        strides = in_strides;
+        strides[static_cast<size_t>(dim)] *= int_arg("step");
+        offset = start * in_strides[static_cast<size_t>(dim)];
+        break;
+      }
+      case OpKind::SelectInt: {
+        int64_t dim = wrap(int_arg("dim"), in.rank());
+        int64_t index = int_arg("index");
+        if (index < 0) index += in.sizes[static_cast<size_t>(dim)];
+        offset = index * in_strides[static_cast<size_t>(dim)];
+        strides = in_strides;
+        strides.erase(strides.begin() + dim);
+        break;
+      }
+      default:
+        return std::nullopt;
+    }
+    std::string bytes(static_cast<size_t>(out.nbytes()), '\0');
+    gather(in.constant.bytes().data(), out.sizes, strides, offset, elem,
+           reinterpret_cast<uint8_t*>(bytes.data()));
+    return fresh(std::move(bytes));
+  }
+};
+
+bool all_inputs_constant(const Graph& g, const Node& n) {
+  bool any = false;
+  for (const ArgValue& a : n.args) {
+    if (const auto* v = std::get_if<ValueId>(&a)) {
+      if (g.value(*v).kind != ValueKind::kConstant) return false;
+      any = true;
+    } else if (const auto* l = std::get_if<std::vector<ValueId>>(&a)) {
+      for (ValueId v : *l) {
+        if (g.value(v).kind != ValueKind::kConstant) return false;
+      }
+      any = any || !l->empty();
+    }
+  }
+  return any;
+}
+
+}  // namespace
+
+Result<bool> fold_constants(Graph& graph, PassContext&) {
+  bool changed = false;
+  std::vector<NodeId> order(graph.order().begin(), graph.order().end());
+  for (NodeId id : order) {
+    const Node& n = graph.node(id);
+    if (n.outputs.size() != 1 || n.delegate != nullptr || graph.is_graph_output(n.outputs[0]))
+      continue;
+    if (!all_inputs_constant(graph, n)) continue;
+    std::optional<ConstantData> data = Folder{graph, n}.run();
+    if (!data) continue;
+    ValueId out = n.outputs[0];
+    TensorSpec spec = TensorSpec::make(graph.value(out).spec.dtype, graph.value(out).spec.sizes);
+    spec.constant = std::move(*data);
+    std::string name = graph.value(out).name;
+    ValueId folded = graph.add_constant(graph.unique_value_name(name + ".folded"), std::move(spec));
+    graph.replace_all_uses(out, folded);
+    graph.erase_node(id);
+    graph.rename_value(folded, name);  // the original name is free again
+    changed = true;
+  }
+  return changed;
+}
+
+}  // namespace etc

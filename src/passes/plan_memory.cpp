@@ -1,0 +1,112 @@
+#include "passes/plan_memory.h"
+
+#include <algorithm>
+#include <map>
+
+#include "passes/memory_planner.h"
+
+namespace etc {
+namespace {
+
+int64_t align_up(int64_t n, uint64_t alignment) {
+  int64_t a = static_cast<int64_t>(alignment);
+  return (n + a - 1) / a * a;
+}
+
+// Device-resident graph IO is bound by the caller, never planned.
+bool is_planned(const Graph& g, const Value& v) {
+  if (v.erased || v.kind == ValueKind::kConstant) return false;
+  if (v.kind == ValueKind::kInput) return v.spec.device.is_cpu();
+  return !(g.is_graph_output(v.id) && !v.spec.device.is_cpu());
+}
+
+}  // namespace
+
+Result<bool> plan_memory(Graph& graph, PassContext& context) {
+  const MemoryPlanOptions& opts = context.options.memory;
+  if (opts.alignment == 0 || (opts.alignment & (opts.alignment - 1)) != 0) {
+    return Status(ErrorCode::kUsage,
+                  "memory alignment must be a power of two, got " + std::to_string(opts.alignment));
+  }
+  // Lifetimes: inputs are live from position 0, node k defines its outputs at k + 1, and
+  // graph outputs stay live to the end.
+  const auto end = static_cast<int32_t>(graph.order().size() + 1);
+  for (size_t i = 0; i < graph.value_slots(); ++i) {
+    Value& v = graph.value(ValueId(static_cast<uint32_t>(i)));
+    v.spec.lifetime = Lifetime{};
+    v.spec.mem_id.reset();
+    v.spec.mem_offset.reset();
+    if (v.kind == ValueKind::kInput) v.spec.lifetime = Lifetime{0, 0};
+  }
+  auto touch = [&graph](ValueId id, int32_t pos) {
+    Lifetime& l = graph.value(id).spec.lifetime;
+    if (l.first < 0) l.first = pos;
+    l.last = std::max(l.last, pos);
+  };
+  int32_t pos = 0;
+  for (NodeId nid : graph.order()) {
+    ++pos;
+    const Node& n = graph.node(nid);
+    for (const ArgValue& a : n.args) {
+      if (const auto* v = std::get_if<ValueId>(&a)) touch(*v, pos);
+      if (const auto* l = std::get_if<std::vector<ValueId>>(&a)) {
+        for (ValueId v : *l)
+          touch(v, pos);
+      }
+    }
+    for (ValueId o : n.outputs)
+      touch(o, pos);
+  }
+  for (ValueId o : graph.outputs())
+    touch(o, end);
+
+  // Buckets by device, CPU first then (type, index): std::map orders Device that way.
+  std::map<Device, std::vector<ValueId>> buckets;
+  for (size_t i = 0; i < graph.value_slots(); ++i) {
+    const Value& v = graph.value(ValueId(static_cast<uint32_t>(i)));
+    if (is_planned(graph, v)) buckets[v.spec.device].push_back(v.id);
+  }
+  graph.planned_buffers.clear();
+  context.report.memory.clear();
+  for (auto& [device, values] : buckets) {
+    std::vector<PlanTensor> tensors;
+    for (ValueId id : values) {
+      const TensorSpec& s = graph.value(id).spec;
+      tensors.push_back(
+          PlanTensor{align_up(s.nbytes(), opts.alignment), s.lifetime.first, s.lifetime.last});
+    }
+    BufferPlan ours, baseline;
+    if (opts.algorithm != PlanAlgorithm::kSharedObjects) ours = plan_greedy_by_size(tensors);
+    if (opts.algorithm != PlanAlgorithm::kGreedyBySize) baseline = plan_shared_objects(tensors);
+    const char* kept_name = "greedy_by_size";
+    BufferPlan* kept = &ours;
+    if (opts.algorithm == PlanAlgorithm::kSharedObjects ||
+        (opts.algorithm == PlanAlgorithm::kBest && baseline.size < ours.size)) {
+      kept = &baseline;
+      kept_name = "shared_objects";
+    }
+    Status ok = verify_plan(tensors, *kept);
+    if (!ok.ok()) return std::move(ok).add_context("while planning memory on " + to_string(device));
+    auto mem_id = static_cast<uint32_t>(graph.planned_buffers.size() + 1);
+    graph.planned_buffers.push_back(PlannedBuffer{device, static_cast<uint64_t>(kept->size)});
+    for (size_t i = 0; i < values.size(); ++i) {
+      TensorSpec& s = graph.value(values[i]).spec;
+      s.mem_id = mem_id;
+      s.mem_offset = static_cast<uint64_t>(kept->offsets[i]);
+    }
+    ExportReport::Buffer b;
+    b.mem_id = mem_id;
+    b.device = device;
+    b.tensors = values.size();
+    b.planned_bytes = kept->size;
+    b.lower_bound_bytes = plan_lower_bound(tensors);
+    b.baseline_bytes = opts.algorithm == PlanAlgorithm::kGreedyBySize ? 0 : baseline.size;
+    b.algorithm = kept_name;
+    context.report.memory.push_back(b);
+  }
+  // ExecuTorch always has at least one (CPU) buffer entry.
+  if (graph.planned_buffers.empty()) graph.planned_buffers.push_back(PlannedBuffer{Device{}, 0});
+  return true;
+}
+
+}  // namespace etc

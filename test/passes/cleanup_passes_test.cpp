@@ -1,0 +1,139 @@
+// dce, remove-noops and fold-constants.
+#include <catch2/catch.hpp>
+#include <cstring>
+
+#include "passes/dead_code_elimination.h"
+#include "passes/fold_constants.h"
+#include "passes/graph_builder.h"
+#include "passes/remove_noops.h"
+
+namespace etc {
+namespace {
+
+using testing::f32;
+using testing::graph_from_json;
+using testing::node;
+using testing::require_valid;
+using testing::unary;
+using testing::value_named;
+
+struct Ctx {
+  ExportOptions options;
+  ExportReport report;
+  PassContext ctx{options, report};
+};
+
+template <typename T>
+std::vector<T> values_of(const Graph& g, const std::string& name) {
+  const TensorSpec& s = g.value(value_named(g, name)).spec;
+  REQUIRE(s.is_const);
+  std::vector<T> out(s.constant.size / sizeof(T));
+  std::memcpy(out.data(), s.constant.bytes().data(), s.constant.size);
+  return out;
+}
+
+TEST_CASE("dce removes dead chains and unused constants, keeps inputs") {
+  Graph g = graph_from_json("[" + f32("a") + "," + f32("unused") + "]",
+                            "[" + unary("live", "aten.relu.default", "a", "y") + "," +
+                                unary("dead1", "aten.neg.default", "a", "d1") + "," +
+                                unary("dead2", "aten.exp.default", "d1", "d2") + "]",
+                            R"(["y"])",
+                            R"([{"name": "w", "dtype": "float32", "shape": [1], "values": [1]}])");
+  Ctx c;
+  REQUIRE(*dead_code_elimination(g, c.ctx));
+  require_valid(g);
+  CHECK(g.order().size() == 1);
+  CHECK(g.constants().empty());
+  CHECK(g.inputs().size() == 2);
+  CHECK_FALSE(*dead_code_elimination(g, c.ctx));  // fixed point
+}
+
+TEST_CASE("remove-noops drops identity ops and keeps real ones") {
+  Graph g = graph_from_json(
+      "[" + f32("a", "[2, 3]") + "]",
+      "[" + unary("c", "aten.clone.default", "a", "c") + "," +
+          node("v", "aten.view.default", R"({"self": "c", "size": [2, 3]})", "v") + "," +
+          node("p", "aten.permute.default", R"({"self": "v", "dims": [0, 1]})", "p") + "," +
+          node("t", "aten.transpose.int", R"({"self": "p", "dim0": 1, "dim1": -1})", "t") + "," +
+          node("s", "aten.slice.Tensor", R"({"self": "t", "dim": 1, "start": 0, "end": 3})", "s") +
+          "," + node("real", "aten.permute.default", R"({"self": "s", "dims": [1, 0]})", "y") + "]",
+      R"(["y"])");
+  Ctx c;
+  REQUIRE(*remove_noops(g, c.ctx));
+  require_valid(g);
+  REQUIRE(g.order().size() == 1);
+  const Node& n = g.node(g.order()[0]);
+  CHECK(n.name == "real");
+  CHECK(std::get<ValueId>(n.args[0]) == value_named(g, "a"));
+}
+
+TEST_CASE("remove-noops keeps an identity op between a graph input and a graph output") {
+  Graph g = graph_from_json("[" + f32("a") + "]",
+                            "[" + unary("c", "aten.clone.default", "a", "y") + "]", R"(["y"])");
+  Ctx c;
+  CHECK_FALSE(*remove_noops(g, c.ctx));
+  CHECK(g.order().size() == 1);
+}
+
+TEST_CASE("fold-constants results, checked element by element") {
+  std::string constants = R"([
+    {"name": "w", "dtype": "float32", "shape": [2, 3], "values": [1, 2, 3, 4, 5, 6]},
+    {"name": "f", "dtype": "float32", "shape": [3], "values": [1.7, -2.7, 300.5]}])";
+  auto fold = [&](const std::string& node_json, const std::string& shape) {
+    Graph g = graph_from_json("[" + f32("x", shape) + "]",
+                              "[" + node_json + R"(, {"name": "use", "op": "aten.add.Tensor",
+                                 "args": {"self": "x", "other": "k"}, "outputs": ["y"]}])",
+                              R"(["y"])", constants);
+    Ctx c;
+    REQUIRE(*fold_constants(g, c.ctx));
+    require_valid(g);
+    REQUIRE(g.order().size() == 1);
+    return g;
+  };
+  CHECK(values_of<float>(fold(node("n", "aten.slice.Tensor",
+                                   R"({"self": "w", "dim": 1, "start": 1, "step": 2})", "k"),
+                              "[2, 1]"),
+                         "k") == std::vector<float>{2, 5});
+  CHECK(values_of<float>(
+            fold(node("n", "aten.cat.default", R"({"tensors": ["w", "w"], "dim": 1})", "k"),
+                 "[2, 6]"),
+            "k") == std::vector<float>{1, 2, 3, 1, 2, 3, 4, 5, 6, 4, 5, 6});
+  CHECK(
+      values_of<float>(
+          fold(node("n", "aten.expand.default", R"({"self": "f", "size": [2, 3]})", "k"), "[2, 3]"),
+          "k") == std::vector<float>{1.7f, -2.7f, 300.5f, 1.7f, -2.7f, 300.5f});
+  CHECK(
+      values_of<float>(
+          fold(node("n", "aten.select.int", R"({"self": "w", "dim": 0, "index": -1})", "k"), "[3]"),
+          "k") == std::vector<float>{4, 5, 6});
+  CHECK(values_of<float>(
+            fold(node("n", "aten.transpose.int", R"({"self": "w", "dim0": 0, "dim1": 1})", "k"),
+                 "[3, 2]"),
+            "k") == std::vector<float>{1, 4, 2, 5, 3, 6});
+  // float -> int32 truncates toward zero, like ATen.
+  Graph cast = graph_from_json(
+      R"([{"name": "x", "dtype": "int32", "shape": [3]}])",
+      "[" + node("n", "aten._to_copy.default", R"({"self": "f", "dtype": "int32"})", "k") +
+          R"(, {"name": "use", "op": "aten.add.Tensor", "args": {"self": "x", "other": "k"},
+                                   "outputs": ["y"]}])",
+      R"(["y"])", constants);
+  Ctx c;
+  REQUIRE(*fold_constants(cast, c.ctx));
+  CHECK(values_of<int32_t>(cast, "k") == std::vector<int32_t>{1, -2, 300});
+}
+
+TEST_CASE("fold-constants shares bytes for reshapes instead of copying") {
+  Graph g = graph_from_json(
+      "[" + f32("x", "[6]") + "]",
+      "[" + node("v", "aten.view.default", R"({"self": "w", "size": [6]})", "k") +
+          R"(, {"name": "use", "op": "aten.add.Tensor", "args": {"self": "x", "other": "k"}, "outputs": ["y"]}])",
+      R"(["y"])",
+      R"([{"name": "w", "dtype": "float32", "shape": [2, 3], "values": [1, 2, 3, 4, 5, 6]}])");
+  const uint8_t* before = g.value(value_named(g, "w")).spec.constant.bytes().data();
+  Ctx c;
+  REQUIRE(*fold_constants(g, c.ctx));
+  CHECK(g.value(value_named(g, "k")).spec.constant.bytes().data() == before);
+}
+
+}  // namespace
+}  // namespace etc
