@@ -4,6 +4,18 @@
 
 namespace etc {
 
+std::vector<ValueId> tensor_args(const Node& node) {
+  std::vector<ValueId> out;
+  for (const ArgValue& a : node.args) {
+    if (const auto* v = std::get_if<ValueId>(&a)) {
+      out.push_back(*v);
+    } else if (const auto* l = std::get_if<std::vector<ValueId>>(&a)) {
+      out.insert(out.end(), l->begin(), l->end());
+    }
+  }
+  return out;
+}
+
 ValueId Graph::new_value(std::string name, ValueKind kind, TensorSpec spec) {
   ValueId id(static_cast<uint32_t>(values_.size()));
   Value v;

@@ -114,6 +114,9 @@ struct PlannedBuffer {
   bool operator==(const PlannedBuffer&) const = default;
 };
 
+// Every tensor a node reads, in argument order (Tensor[] arguments flattened).
+std::vector<ValueId> tensor_args(const Node& node);
+
 class Graph {
  public:
   Graph() = default;

@@ -208,12 +208,7 @@ class Verifier {
   }
 
   void check_devices(const Node& n) {
-    std::vector<ValueId> ins;
-    for (const ArgValue& a : n.args) {
-      if (const auto* v = std::get_if<ValueId>(&a)) ins.push_back(*v);
-      if (const auto* l = std::get_if<std::vector<ValueId>>(&a))
-        ins.insert(ins.end(), l->begin(), l->end());
-    }
+    std::vector<ValueId> ins = tensor_args(n);
     for (ValueId id : ins) {
       if (!live_value(id)) return;  // reported by check_use
     }

@@ -20,14 +20,8 @@ std::optional<std::string> check_tensors(const Graph& g, const Node& n, Pred ok,
       return std::string(dtype_name(s.dtype)) + " tensors are not supported (needs " + what + ")";
     return std::nullopt;
   };
-  for (const ArgValue& a : n.args) {
-    if (const auto* v = std::get_if<ValueId>(&a)) {
-      if (auto r = check(*v)) return r;
-    } else if (const auto* l = std::get_if<std::vector<ValueId>>(&a)) {
-      for (ValueId v : *l) {
-        if (auto r = check(v)) return r;
-      }
-    }
+  for (ValueId v : tensor_args(n)) {
+    if (auto r = check(v)) return r;
   }
   for (ValueId o : n.outputs) {
     if (auto r = check(o)) return r;

@@ -27,13 +27,8 @@ class Lowerer {
       (val.kind == ValueKind::kConstant ? constants : inputs).push_back(v);
     };
     for (NodeId id : nodes) {
-      for (const ArgValue& a : g_.node(id).args) {
-        if (const auto* v = std::get_if<ValueId>(&a)) note(*v);
-        if (const auto* l = std::get_if<std::vector<ValueId>>(&a)) {
-          for (ValueId v : *l)
-            note(v);
-        }
-      }
+      for (ValueId v : tensor_args(g_.node(id)))
+        note(v);
     }
     // Outputs: defined inside, used outside or returned.
     std::vector<ValueId> outputs;

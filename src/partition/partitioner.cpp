@@ -21,13 +21,8 @@ std::vector<NodeId> producers(const Graph& g, const Node& n) {
       out.push_back(val.producer);
     }
   };
-  for (const ArgValue& a : n.args) {
-    if (const auto* v = std::get_if<ValueId>(&a)) add(*v);
-    if (const auto* l = std::get_if<std::vector<ValueId>>(&a)) {
-      for (ValueId v : *l)
-        add(v);
-    }
-  }
+  for (ValueId v : tensor_args(n))
+    add(v);
   return out;
 }
 

@@ -1,5 +1,6 @@
 #include "passes/fold_constants.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -263,19 +264,10 @@ struct Folder {
 };
 
 bool all_inputs_constant(const Graph& g, const Node& n) {
-  bool any = false;
-  for (const ArgValue& a : n.args) {
-    if (const auto* v = std::get_if<ValueId>(&a)) {
-      if (g.value(*v).kind != ValueKind::kConstant) return false;
-      any = true;
-    } else if (const auto* l = std::get_if<std::vector<ValueId>>(&a)) {
-      for (ValueId v : *l) {
-        if (g.value(v).kind != ValueKind::kConstant) return false;
-      }
-      any = any || !l->empty();
-    }
-  }
-  return any;
+  std::vector<ValueId> ins = tensor_args(n);
+  return !ins.empty() && std::all_of(ins.begin(), ins.end(), [&](ValueId v) {
+    return g.value(v).kind == ValueKind::kConstant;
+  });
 }
 
 }  // namespace

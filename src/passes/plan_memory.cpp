@@ -47,13 +47,8 @@ Result<bool> plan_memory(Graph& graph, PassContext& context) {
   for (NodeId nid : graph.order()) {
     ++pos;
     const Node& n = graph.node(nid);
-    for (const ArgValue& a : n.args) {
-      if (const auto* v = std::get_if<ValueId>(&a)) touch(*v, pos);
-      if (const auto* l = std::get_if<std::vector<ValueId>>(&a)) {
-        for (ValueId v : *l)
-          touch(v, pos);
-      }
-    }
+    for (ValueId v : tensor_args(n))
+      touch(v, pos);
     for (ValueId o : n.outputs)
       touch(o, pos);
   }

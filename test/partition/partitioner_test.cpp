@@ -179,7 +179,7 @@ TEST_CASE("lowering builds a delegate with its subgraph, constants and compile s
   CHECK(report.host_ops.size() == 1);
 }
 
-TEST_CASE("--target cpu delegates nothing and says why") {
+TEST_CASE("with --target cpu delegates nothing and says why") {
   Graph g = graph_from_json("[" + f32("x") + "]",
                             "[" + unary("a", "aten.relu.default", "x", "y") + "]", R"(["y"])");
   ExportOptions o;

@@ -50,7 +50,7 @@ TEST_CASE("registering a pass twice fails") {
   CHECK(r.add({"x", "", &fails}).code() == ErrorCode::kInternal);
 }
 
-TEST_CASE("--print-ir-after all dumps changed passes and marks unchanged ones") {
+TEST_CASE("with --print-ir-after all dumps changed passes and marks unchanged ones") {
   Graph g = graph_from_json("[" + f32("a") + "]",
                             "[" + unary("dead", "aten.neg.default", "a", "d") + "," +
                                 unary("live", "aten.relu.default", "a", "y") + "]",
@@ -79,7 +79,7 @@ TEST_CASE("--print-ir-after all dumps changed passes and marks unchanged ones") 
   CHECK(res->timing_table().find("total") != std::string::npos);
 }
 
-TEST_CASE("--verify-each names the pass that broke the IR; failing passes name themselves") {
+TEST_CASE("with --verify-each names the pass that broke the IR; failing passes name themselves") {
   Graph g = graph_from_json("[" + f32("a") + "]",
                             "[" + unary("r", "aten.relu.default", "a", "y") + "]", R"(["y"])");
   PassRegistry r;

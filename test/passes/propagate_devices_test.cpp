@@ -191,7 +191,7 @@ TEST_CASE(
         std::string::npos);
 }
 
-TEST_CASE("--io-device device: inputs and outputs stay on the device, no copies") {
+TEST_CASE("with --io-device device: inputs and outputs stay on the device, no copies") {
   Graph g = graph_from_json("[" + f32("a") + "," + f32("b") + "]",
                             "[" + add("add", "a", "b", "y") + "]", R"(["y"])");
   Run r;
@@ -206,7 +206,7 @@ TEST_CASE("--io-device device: inputs and outputs stay on the device, no copies"
   CHECK(g.value(g.outputs()[0]).name == "y");
 }
 
-TEST_CASE("--io-device device with a host op on an input: only that path is copied") {
+TEST_CASE("with --io-device device with a host op on an input: only that path is copied") {
   // neg(a) + b with neg on the host: 1 h2d (for neg's output), b on device, y on device.
   Graph g = graph_from_json(
       "[" + f32("a") + "," + f32("b") + "]",
@@ -241,7 +241,7 @@ TEST_CASE("better than ExecuTorch: a graph input with host and device users") {
   CHECK(device_of(g, "b") == kCuda0);
 }
 
-TEST_CASE("--io-device device: an output also read on the host gets a d2h for the host only") {
+TEST_CASE("with --io-device device: an output also read on the host gets a d2h for the host only") {
   Graph g = graph_from_json(
       "[" + f32("a") + "," + f32("b") + "]",
       "[" + add("add", "a", "b", "y") + "," + unary("relu", "aten.relu.default", "y", "r") + "]",
