@@ -8,7 +8,14 @@
 #include <string>
 
 #include "graph/json_reader.h"
+#include "graph/printer.h"
 #include "graph/summary.h"
+#include "partition/export_pipeline.h"
+#include "serialize/emitter.h"
+#include "serialize/pte_dump.h"
+#include "serialize/pte_reader.h"
+#include "serialize/pte_writer.h"
+#include "support/file_io.h"
 #include "support/logging.h"
 #include "support/status.h"
 
@@ -56,6 +63,109 @@ int cmd_validate(const std::string& model) {
   return 0;
 }
 
+struct ExportArgs {
+  std::string model;
+  std::string output;
+  std::string target = "cuda:0";
+  std::string io_device = "host";
+  std::string report;
+  int64_t max_copies = -1;
+  bool verify_each = false;
+  std::string print_ir_after;
+  std::string passes = etc::kDefaultExportPipeline;
+  bool time_passes = false;
+  size_t min_partition_size = 1;
+  std::vector<std::string> exclude_ops;
+};
+
+etc::Status usage(std::string message) {
+  return etc::Status(etc::ErrorCode::kUsage, std::move(message));
+}
+
+etc::Status write_text(const std::string& path, const std::string& text) {
+  return etc::write_file_atomic(path, {reinterpret_cast<const uint8_t*>(text.data()), text.size()});
+}
+
+etc::Status run_export(const ExportArgs& a) {
+  etc::ExportOptions options;
+  etc::Result<etc::Device> target = etc::parse_device(a.target);
+  if (!target.ok()) return usage("--target: " + target.status().message());
+  options.target = *target;
+  if (a.io_device == "host") {
+    options.io_device = etc::IoDevice::kHost;
+  } else if (a.io_device == "device") {
+    options.io_device = etc::IoDevice::kDevice;
+  } else {
+    return usage("--io-device must be 'host' or 'device', got '" + a.io_device + "'");
+  }
+  options.partition.min_partition_size = a.min_partition_size;
+  options.partition.excluded_ops = a.exclude_ops;
+  for (const std::string& op : a.exclude_ops) {
+    if (!etc::op_from_name(op))
+      return usage("--exclude-ops: unknown op '" + op + "' (see 'etc ops')");
+  }
+  etc::PassRegistry registry = etc::make_pass_registry();
+  ETC_ASSIGN_OR_RETURN(etc::Pipeline pipeline, etc::parse_pipeline(a.passes, registry));
+  if (!a.print_ir_after.empty() && a.print_ir_after != "all" &&
+      registry.find(a.print_ir_after) == nullptr) {
+    return usage("--print-ir-after: unknown pass '" + a.print_ir_after + "'");
+  }
+
+  ETC_ASSIGN_OR_RETURN(etc::Graph graph, etc::load_graph_file(a.model));
+  etc::ExportReport report;
+  etc::PassContext context{options, report};
+  etc::PipelineRunOptions run;
+#ifndef NDEBUG
+  run.verify_each = true;  // debug builds always verify after every pass
+#else
+  run.verify_each = a.verify_each;
+#endif
+  run.print_ir_after = a.print_ir_after;
+  run.time_passes = a.time_passes;
+  etc::Result<etc::PipelineResult> result =
+      etc::run_pipeline(graph, pipeline, registry, context, run);
+  if (!result.ok())
+    return std::move(result).take_status().add_context("while compiling " + a.model);
+  std::fputs(result->ir_dumps.c_str(), stderr);
+  if (a.time_passes) std::fputs(result->timing_table().c_str(), stderr);
+
+  if (a.max_copies >= 0 && static_cast<int64_t>(report.copies.size()) > a.max_copies) {
+    etc::Status s =
+        etc::invalid_input("the program needs " + std::to_string(report.copies.size()) +
+                           " host<->device copies per inference, more than --max-copies " +
+                           std::to_string(a.max_copies));
+    for (const etc::ExportReport::Copy& c : report.copies) {
+      s.add_related(etc::invalid_input(c.kind + " '" + c.source + "' -> '" + c.copy + "' (" +
+                                       std::to_string(c.bytes) + " bytes): " + c.cause));
+    }
+    return s;
+  }
+  ETC_ASSIGN_OR_RETURN(etc::pte::File file, etc::emit_program(graph));
+  ETC_ASSIGN_OR_RETURN(std::string bytes, etc::write_pte(file));
+  // Never write a file etc itself cannot read back.
+  etc::Result<etc::pte::File> check = etc::read_pte(etc::make_blob(bytes), a.output);
+  if (!check.ok()) {
+    return etc::internal_error("the program etc produced does not read back: " +
+                               check.status().to_string());
+  }
+  ETC_RETURN_IF_ERROR(etc::write_file_atomic(
+      a.output, {reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}));
+  if (!a.report.empty()) ETC_RETURN_IF_ERROR(write_text(a.report, report.to_json()));
+  std::fputs(report.summary().c_str(), stderr);
+  std::printf("wrote %s (%zu bytes)\n", a.output.c_str(), bytes.size());
+  return etc::Status();
+}
+
+int cmd_inspect(const std::string& path, const std::string& format) {
+  etc::Result<etc::pte::File> file = etc::read_pte_file(path);
+  if (!file.ok()) return report(file.status());
+  std::string out = format == "json"  ? etc::dump_json(*file)
+                    : format == "dot" ? etc::dump_dot(*file)
+                                      : etc::dump_text(*file);
+  std::fputs(out.c_str(), stdout);
+  return 0;
+}
+
 int cmd_ops() {
   for (const etc::OpInfo& op : etc::all_ops()) {
     if (op.schema.ns != "aten") continue;  // compiler-inserted ops are not for input files
@@ -87,6 +197,35 @@ int run(int argc, char** argv) {
 
   CLI::App* ops = app.add_subcommand("ops", "List the supported operators with their ATen schemas");
 
+  ExportArgs ex;
+  CLI::App* exp = app.add_subcommand("export", "Compile a model into an ExecuTorch .pte program");
+  exp->add_option("MODEL", ex.model, "Graph JSON file (etc.graph)")->required();
+  exp->add_option("-o,--output", ex.output, "Output .pte file")->required();
+  exp->add_option("--target", ex.target, "Delegate device: cuda[:N] or cpu (no delegation)")
+      ->capture_default_str();
+  exp->add_option("--io-device", ex.io_device,
+                  "Where graph inputs/outputs of delegates live: host or device")
+      ->capture_default_str();
+  exp->add_option("--report", ex.report, "Write a JSON report of partitions, copies and memory");
+  exp->add_option("--max-copies", ex.max_copies, "Fail if more host<->device copies are needed");
+  exp->add_flag("--verify-each", ex.verify_each, "Verify the IR after every pass");
+  exp->add_option("--print-ir-after", ex.print_ir_after,
+                  "Print the IR after PASS, or after all passes");
+  exp->add_option("--passes", ex.passes, "Comma-separated pass pipeline")->capture_default_str();
+  exp->add_flag("--time-passes", ex.time_passes, "Print how long each pass took");
+  exp->add_option("--min-partition-size", ex.min_partition_size,
+                  "Smaller delegate groups stay on the host")
+      ->capture_default_str();
+  exp->add_option("--exclude-ops", ex.exclude_ops, "Ops never delegated (comma-separated names)")
+      ->delimiter(',');
+
+  std::string inspect_file, inspect_format = "text";
+  CLI::App* insp = app.add_subcommand("inspect", "Print a .pte program (text, json or dot)");
+  insp->add_option("FILE", inspect_file, ".pte file")->required();
+  insp->add_option("--format", inspect_format, "text, json or dot")
+      ->check(CLI::IsMember({"text", "json", "dot"}))
+      ->capture_default_str();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -105,6 +244,11 @@ int run(int argc, char** argv) {
   }
   if (validate->parsed()) return cmd_validate(validate_model);
   if (ops->parsed()) return cmd_ops();
+  if (exp->parsed()) {
+    etc::Status s = run_export(ex);
+    return s.ok() ? 0 : report(s);
+  }
+  if (insp->parsed()) return cmd_inspect(inspect_file, inspect_format);
   std::fputs(app.help().c_str(), stderr);
   return kExitUsage;
 }

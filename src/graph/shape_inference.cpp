@@ -454,6 +454,12 @@ Status infer_max_pool2d(const InferContext& ctx, std::vector<TensorType>& out) {
   return pool2d(ctx, out, /*with_dilation=*/true);
 }
 
+Status infer_max_pool2d_with_indices(const InferContext& ctx, std::vector<TensorType>& out) {
+  ETC_RETURN_IF_ERROR(pool2d(ctx, out, /*with_dilation=*/true));
+  out.push_back({DType::kInt64, out[0].sizes});
+  return Status();
+}
+
 Status infer_avg_pool2d(const InferContext& ctx, std::vector<TensorType>& out) {
   if (auto d = ctx.optional_int("divisor_override"); d && *d == 0) {
     return ctx.error("divisor_override", "divisor must not be zero");

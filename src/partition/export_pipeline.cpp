@@ -5,6 +5,7 @@
 
 #include "partition/lower.h"
 #include "passes/dead_code_elimination.h"
+#include "passes/decompose_host_ops.h"
 #include "passes/fold_constants.h"
 #include "passes/plan_memory.h"
 #include "passes/propagate_devices.h"
@@ -19,6 +20,8 @@ PassRegistry make_pass_registry() {
       {"remove-noops", "remove clones, same-shape views and other identity ops", &remove_noops},
       {"fold-constants", "evaluate data-movement and cast ops on constants", &fold_constants},
       {"partition", "group CUDA-capable nodes into delegates (--target)", &partition_pass},
+      {"decompose-host-ops", "rewrite host ops into ExecuTorch's portable kernel set",
+       &decompose_host_ops},
       {"propagate-devices", "put delegate IO on the delegate's device, insert copies",
        &propagate_devices},
       {"plan-memory", "assign buffers and offsets per device", &plan_memory},

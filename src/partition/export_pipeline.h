@@ -6,9 +6,11 @@
 
 namespace etc {
 
-// "dce,remove-noops,fold-constants,dce,partition,propagate-devices,plan-memory"
+// Cleanups; partitioning for the target; host ops rewritten into ExecuTorch's portable
+// kernel set and the results folded; device copies; memory plan last.
 inline constexpr const char* kDefaultExportPipeline =
-    "dce,remove-noops,fold-constants,dce,partition,propagate-devices,plan-memory";
+    "dce,remove-noops,fold-constants,dce,partition,decompose-host-ops,fold-constants,dce,"
+    "propagate-devices,plan-memory";
 
 // A registry with every pass etc has, registered explicitly.
 PassRegistry make_pass_registry();

@@ -65,7 +65,7 @@ std::string ExportReport::to_json() const {
                    {"algorithm", b.algorithm}});
   }
   j["memory"] = mem;
-  return j.dump(2) + "\n";
+  return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
 std::string ExportReport::summary() const {

@@ -38,7 +38,50 @@ expect "a missing model file is exit 1 with the path" 1 "^etc: error: $tmp/none.
 expect "a folder as model is exit 1" 1 "^etc: error: $tmp: not a regular file$" "$etc" validate "$tmp"
 expect "ops lists every op with its schema" 0 '^aten\.convolution\.default\(Tensor input, Tensor weight, Tensor\? bias' "$etc" ops
 n=$("$etc" ops | wc -l)
-if [[ $n -ne 57 ]]; then echo "FAIL: etc ops lists $n ops, expected 57"; failures=$((failures + 1)); else echo "ok: etc ops lists 57 ops"; fi
+if [[ $n -ne 58 ]]; then echo "FAIL: etc ops lists $n ops, expected 58"; failures=$((failures + 1)); else echo "ok: etc ops lists 58 ops"; fi
+
+# export and inspect
+ex="$src/examples"
+expect "export writes a .pte" 0 "^wrote $tmp/mlp.pte \([0-9]+ bytes\)$" "$etc" export "$ex/mlp.json" -o "$tmp/mlp.pte" --report "$tmp/mlp.json"
+expect "export summarises copies on stderr" 0 'copies per inference: 1 h2d, 1 d2h' "$etc" export "$ex/mlp.json" -o "$tmp/mlp2.pte"
+if cmp -s "$tmp/mlp.pte" "$tmp/mlp2.pte"; then echo "ok: two exports are byte-identical"; else echo "FAIL: two exports differ"; failures=$((failures + 1)); fi
+expect "inspect shows the CUDA delegate" 0 'EtcCudaBackend, segment [0-9]+ \([0-9]+ bytes\), target_device=cuda:0' "$etc" inspect "$tmp/mlp.pte"
+expect "inspect shows buffers with devices" 0 '2: cuda:0, [0-9]+ bytes' "$etc" inspect "$tmp/mlp.pte"
+expect "inspect --format json is JSON with devices" 0 '"device": "cuda:0"' "$etc" inspect --format json "$tmp/mlp.pte"
+"$etc" inspect --format json "$tmp/mlp.pte" | python3 -m json.tool >/dev/null && echo "ok: inspect json parses" || { echo "FAIL: inspect json does not parse"; failures=$((failures + 1)); }
+expect "inspect --format dot draws the delegate" 0 'digraph program' "$etc" inspect --format dot "$tmp/mlp.pte"
+python3 - "$tmp/mlp.json" <<'PY' && echo "ok: the report has the documented keys" || { echo "FAIL: report keys"; failures=$((failures + 1)); }
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert set(r) >= {"partitions", "copies", "memory", "ops", "boundary"}, r.keys()
+assert set(r["copies"]) >= {"h2d", "d2h", "bytes", "list"}
+assert r["copies"]["h2d"] == 1 and r["copies"]["d2h"] == 1
+for m in r["memory"]:
+    assert set(m) >= {"device", "planned_bytes", "lower_bound_bytes"}
+    assert m["planned_bytes"] >= m["lower_bound_bytes"]
+PY
+expect "--io-device device removes the IO copies" 0 'copies per inference: 0 h2d, 0 d2h, 0 bytes' "$etc" export "$ex/cnn.json" -o "$tmp/cnn.pte" --io-device device
+expect "--target cpu delegates nothing" 0 'ops: 0 of 13 delegated in 0 partitions' "$etc" export "$ex/cnn.json" -o "$tmp/cnn_cpu.pte" --target cpu
+if "$etc" inspect "$tmp/cnn_cpu.pte" | grep -q 'cuda'; then echo "FAIL: a CPU-only export mentions cuda"; failures=$((failures + 1)); else echo "ok: a CPU-only export has no device"; fi
+expect "--target CUDA:1 is case-insensitive" 0 'target_device=cuda:1' sh -c "'$etc' export '$ex/mlp.json' -o '$tmp/c1.pte' --target CUDA:1 >/dev/null 2>&1 && '$etc' inspect '$tmp/c1.pte'"
+expect "--print-ir-after all dumps the IR" 0 '// ----- IR after plan-memory -----' "$etc" export "$ex/mlp.json" -o "$tmp/x.pte" --print-ir-after all
+expect "--time-passes prints a table" 0 'partition +[0-9.]+' "$etc" export "$ex/mlp.json" -o "$tmp/x.pte" --time-passes
+expect "an unknown --target is a usage error" 2 "etc: error: --target: unknown device type 'tpu'" "$etc" export "$ex/mlp.json" -o "$tmp/t.pte" --target tpu
+expect "a device index over 127 is a usage error" 2 "out of range" "$etc" export "$ex/mlp.json" -o "$tmp/t.pte" --target cuda:128
+expect "a bad --io-device is a usage error" 2 "--io-device must be 'host' or 'device'" "$etc" export "$ex/mlp.json" -o "$tmp/t.pte" --io-device gpu
+expect "an unknown pass is a usage error" 2 "unknown pass 'nope'" "$etc" export "$ex/mlp.json" -o "$tmp/t.pte" --passes dce,nope
+expect "an unknown excluded op is a usage error" 2 "--exclude-ops: unknown op 'aten.nope'" "$etc" export "$ex/mlp.json" -o "$tmp/t.pte" --exclude-ops aten.nope
+expect "--max-copies fails with the list of copies" 1 "needs 2 host<->device copies per inference, more than --max-copies 1" \
+  "$etc" export "$ex/mlp.json" -o "$tmp/t.pte" --max-copies 1
+expect "--max-copies lists each copy with its cause" 1 "h2d 'x' -> 'x@cuda:0' \(512 bytes\)" "$etc" export "$ex/mlp.json" -o "$tmp/t.pte" --max-copies 0
+[[ -e "$tmp/t.pte" ]] && { echo "FAIL: a failed export left $tmp/t.pte"; failures=$((failures + 1)); } || echo "ok: failed exports leave no output file"
+expect "export into a missing folder fails cleanly" 1 "cannot create output file" "$etc" export "$ex/mlp.json" -o "$tmp/no/such/dir/x.pte"
+expect "a bad model does not export" 1 "unknown value 'z'" "$etc" export "$src/test/graph/bad/dangling_reference.json" -o "$tmp/bad.pte"
+[[ -e "$tmp/bad.pte" ]] && { echo "FAIL: a bad model left an output"; failures=$((failures + 1)); } || echo "ok: no output for a bad model"
+expect "inspect of a non-.pte file is exit 1" 1 "not a .pte file" "$etc" inspect "$ex/mlp.safetensors"
+expect "inspect reads ExecuTorch's add.pte" 0 'aten::add.out\(%0, %1, %3, %2, %2\)' "$etc" inspect "$src/../shared/fixtures/executorch/add.pte"
+expect "inspect reads ExecuTorch's inline-constant program" 0 'inline constant_buffer \(deprecated\): 3 entries' \
+  "$etc" inspect "$src/../shared/fixtures/executorch/module_linear_constant_buffer.pte"
 
 # An error never writes to stdout (stdout is for results, so scripts can rely on it).
 out=$("$etc" validate "$tmp/none.json" 2>/dev/null)

@@ -174,6 +174,10 @@ TEST_CASE("pooling: max_pool2d, avg_pool2d and adaptive_avg_pool2d") {
                                   {"kernel_size", ints({3, 3})},
                                   {"stride", ints({1, 1})},
                                   {"padding", ints({1, 1})}}) == T(f32, {1, 3, 7, 7}));
+  Result<std::vector<TensorType>> mpi =
+      t.infer(OpKind::MaxPool2dWithIndices, {{"self", x}, {"kernel_size", ints({2, 2})}});
+  REQUIRE(mpi.ok());
+  CHECK(*mpi == std::vector<TensorType>{T(f32, {1, 3, 3, 3}), T(i64t, {1, 3, 3, 3})});
   CHECK(t.one(OpKind::AvgPool2d,
               {{"self", x}, {"kernel_size", ints({3, 3})}, {"stride", ints({2, 2})}}) ==
         T(f32, {1, 3, 3, 3}));
@@ -390,8 +394,8 @@ TEST_CASE("every op in the table is covered by this file") {
   size_t aten = 0;
   for (const OpInfo& op : all_ops())
     aten += op.schema.ns == "aten";
-  CHECK(aten == 57);
-  CHECK(all_ops().size() == 60);
+  CHECK(aten == 58);
+  CHECK(all_ops().size() == 61);
 }
 
 }  // namespace

@@ -1,0 +1,584 @@
+#include "serialize/emitter.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <unordered_map>
+
+#include "passes/memory_planner.h"
+#include "serialize/pte_writer.h"
+
+namespace etc {
+namespace {
+
+// ExecuTorch's portable kernels (kernels/portable/functions.yaml) for each host op; their
+// out-variant schemas are PyTorch's native_functions.yaml.
+const char* portable_kernel_schema(OpKind op) {
+  switch (op) {
+    case OpKind::AddTensor:
+      return "add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)";
+    case OpKind::SubTensor:
+      return "sub.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)";
+    case OpKind::MulTensor:
+      return "mul.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)";
+    case OpKind::DivTensor:
+      return "div.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)";
+    case OpKind::AddScalar:
+      return "add.Scalar_out(Tensor self, Scalar other, Scalar alpha=1, *, Tensor(a!) out) -> "
+             "Tensor(a!)";
+    case OpKind::SubScalar:
+      return "sub.Scalar_out(Tensor self, Scalar other, Scalar alpha=1, *, Tensor(a!) out) -> "
+             "Tensor(a!)";
+    case OpKind::MulScalar:
+      return "mul.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)";
+    case OpKind::DivScalar:
+      return "div.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)";
+    case OpKind::PowTensorScalar:
+      return "pow.Tensor_Scalar_out(Tensor self, Scalar exponent, *, Tensor(a!) out) -> Tensor(a!)";
+    case OpKind::WhereSelf:
+      return "where.self_out(Tensor condition, Tensor self, Tensor other, *, Tensor(a!) out) -> "
+             "Tensor(a!)";
+    case OpKind::Neg:
+      return "neg.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)";
+    case OpKind::Relu:
+      return "relu.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)";
+    case OpKind::Clamp:
+      return "clamp.out(Tensor self, Scalar? min=None, Scalar? max=None, *, Tensor(a!) out) -> "
+             "Tensor(a!)";
+    case OpKind::Hardtanh:
+      return "hardtanh.out(Tensor self, Scalar min_val=-1, Scalar max_val=1, *, Tensor(a!) out) -> "
+             "Tensor(a!)";
+    case OpKind::Exp:
+      return "exp.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)";
+    case OpKind::Log:
+      return "log.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)";
+    case OpKind::Rsqrt:
+      return "rsqrt.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)";
+    case OpKind::Sigmoid:
+      return "sigmoid.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)";
+    case OpKind::Sqrt:
+      return "sqrt.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)";
+    case OpKind::Tanh:
+      return "tanh.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)";
+    case OpKind::Gelu:
+      return "gelu.out(Tensor self, *, str approximate='none', Tensor(a!) out) -> Tensor(a!)";
+    case OpKind::Addmm:
+      return "addmm.out(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1, "
+             "Tensor(a!) out) -> "
+             "Tensor(a!)";
+    case OpKind::Bmm:
+      return "bmm.out(Tensor self, Tensor mat2, *, Tensor(a!) out) -> Tensor(a!)";
+    case OpKind::Mm:
+      return "mm.out(Tensor self, Tensor mat2, *, Tensor(a!) out) -> Tensor(a!)";
+    case OpKind::Convolution:
+      return "convolution.out(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] "
+             "padding, SymInt[] "
+             "dilation, bool transposed, SymInt[] output_padding, SymInt groups, *, Tensor(a!) "
+             "out) -> Tensor(a!)";
+    case OpKind::MaxPool2dWithIndices:
+      return "max_pool2d_with_indices.out(Tensor self, int[2] kernel_size, int[2] stride=[], "
+             "int[2] padding=0, int[2] "
+             "dilation=1, bool ceil_mode=False, *, Tensor(a!) out, Tensor(b!) indices) -> "
+             "(Tensor(a!), Tensor(b!))";
+    case OpKind::AvgPool2d:
+      return "avg_pool2d.out(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, "
+             "bool "
+             "ceil_mode=False, bool count_include_pad=True, int? divisor_override=None, *, "
+             "Tensor(a!) out) -> "
+             "Tensor(a!)";
+    case OpKind::AdaptiveAvgPool2d:
+      return "_adaptive_avg_pool2d.out(Tensor self, SymInt[2] output_size, *, Tensor(a!) out) -> "
+             "Tensor(a!)";
+    case OpKind::Amax:
+      return "amax.out(Tensor self, int[1] dim=[], bool keepdim=False, *, Tensor(a!) out) -> "
+             "Tensor(a!)";
+    case OpKind::MeanDim:
+      return "mean.out(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None, "
+             "Tensor(a!) out) -> "
+             "Tensor(a!)";
+    case OpKind::SumDimIntList:
+      return "sum.IntList_out(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? "
+             "dtype=None, Tensor(a!) "
+             "out) -> Tensor(a!)";
+    case OpKind::Softmax:
+      return "_softmax.out(Tensor self, int dim, bool half_to_float, *, Tensor(a!) out) -> "
+             "Tensor(a!)";
+    case OpKind::LogSoftmax:
+      return "_log_softmax.out(Tensor self, int dim, bool half_to_float, *, Tensor(a!) out) -> "
+             "Tensor(a!)";
+    case OpKind::NativeLayerNorm:
+      return "native_layer_norm.out(Tensor input, SymInt[] normalized_shape, Tensor? weight, "
+             "Tensor? bias, float eps, "
+             "*, Tensor(a!) out0, Tensor(b!) out1, Tensor(c!) out2) -> (Tensor(a!), Tensor(b!), "
+             "Tensor(c!))";
+    case OpKind::NativeBatchNormNoTraining:
+      return "_native_batch_norm_legit_no_training.out(Tensor input, Tensor? weight, Tensor? bias, "
+             "Tensor "
+             "running_mean, Tensor running_var, float momentum, float eps, *, Tensor(a!) out0, "
+             "Tensor(b!) out1, "
+             "Tensor(c!) out2) -> (Tensor(a!), Tensor(b!), Tensor(c!))";
+    case OpKind::Cat:
+      return "cat.out(Tensor[] tensors, int dim=0, *, Tensor(a!) out) -> Tensor(a!)";
+    case OpKind::Clone:
+      return "clone.out(Tensor self, *, MemoryFormat? memory_format=None, Tensor(a!) out) -> "
+             "Tensor(a!)";
+    case OpKind::ConstantPadNd:
+      return "constant_pad_nd.out(Tensor self, SymInt[] pad, Scalar value=0, *, Tensor(a!) out) -> "
+             "Tensor(a!)";
+    case OpKind::Expand:
+      return "expand_copy.out(Tensor self, SymInt[] size, *, bool implicit=False, Tensor(a!) out) "
+             "-> Tensor(a!)";
+    case OpKind::Permute:
+      return "permute_copy.out(Tensor self, int[] dims, *, Tensor(a!) out) -> Tensor(a!)";
+    case OpKind::SelectInt:
+      return "select_copy.int_out(Tensor self, int dim, SymInt index, *, Tensor(a!) out) -> "
+             "Tensor(a!)";
+    case OpKind::SliceTensor:
+      return "slice_copy.Tensor_out(Tensor self, int dim=0, SymInt? start=None, SymInt? end=None, "
+             "SymInt step=1, *, "
+             "Tensor(a!) out) -> Tensor(a!)";
+    case OpKind::SqueezeDim:
+      return "squeeze_copy.dim_out(Tensor self, int dim, *, Tensor(a!) out) -> Tensor(a!)";
+    case OpKind::SqueezeDims:
+      return "squeeze_copy.dims_out(Tensor self, int[] dim, *, Tensor(a!) out) -> Tensor(a!)";
+    case OpKind::TransposeInt:
+      return "transpose_copy.int_out(Tensor self, int dim0, int dim1, *, Tensor(a!) out) -> "
+             "Tensor(a!)";
+    case OpKind::Unsqueeze:
+      return "unsqueeze_copy.out(Tensor self, int dim, *, Tensor(a!) out) -> Tensor(a!)";
+    case OpKind::View:
+      return "view_copy.out(Tensor self, SymInt[] size, *, Tensor(a!) out) -> Tensor(a!)";
+    case OpKind::ToCopy:
+      return "_to_copy.out(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? "
+             "device=None, bool? "
+             "pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None, "
+             "Tensor(a!) out) -> "
+             "Tensor(a!)";
+    case OpKind::Embedding:
+      return "embedding.out(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool "
+             "scale_grad_by_freq=False, bool "
+             "sparse=False, *, Tensor(a!) out) -> Tensor(a!)";
+    case OpKind::Full:
+      return "full.out(SymInt[] size, Scalar fill_value, *, Tensor(a!) out) -> Tensor(a!)";
+    case OpKind::Ones:
+      return "ones.out(SymInt[] size, *, Tensor(a!) out) -> Tensor(a!)";
+    case OpKind::Zeros:
+      return "zeros.out(SymInt[] size, *, Tensor(a!) out) -> Tensor(a!)";
+    case OpKind::H2DCopy:
+      return "et_copy::_h2d_copy.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)";
+    case OpKind::D2HCopy:
+      return "et_copy::_d2h_copy.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)";
+    // No portable kernel: decompose-host-ops rewrites these on the host.
+    case OpKind::Linear:
+    case OpKind::Silu:
+    case OpKind::Hardsigmoid:
+    case OpKind::Hardswish:
+    case OpKind::MaxPool2d:
+    case OpKind::Reshape:
+    case OpKind::DelegateCall:
+      return nullptr;
+  }
+  return nullptr;
+}
+
+// Appends bytes to a blob at `alignment`, deduplicating identical contents.
+class ConstantPool {
+ public:
+  explicit ConstantPool(uint64_t alignment) : alignment_(alignment) {}
+  // Returns the offset of `bytes` in the blob.
+  uint64_t add(std::span<const uint8_t> bytes) {
+    std::string_view key(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    auto it = index_.find(std::string(key));
+    if (it != index_.end()) return it->second;
+    while (blob_.size() % alignment_ != 0)
+      blob_.push_back('\0');
+    uint64_t offset = blob_.size();
+    blob_.append(key);
+    index_.emplace(std::string(key), offset);
+    return offset;
+  }
+  const std::string& blob() const { return blob_; }
+
+ private:
+  uint64_t alignment_;
+  std::string blob_;
+  std::map<std::string, uint64_t> index_;
+};
+
+std::string op_base_name(const OpSchema& s) {
+  return s.ns + "::" + s.name;
+}
+
+class PlanEmitter {
+ public:
+  enum class Mode { kHost, kDelegate };
+
+  PlanEmitter(const Graph& g, Mode mode) : g_(g), mode_(mode) {}
+
+  // Called for each constant a host plan uses; returns its data_buffer_idx.
+  std::function<uint32_t(const ConstantData&)> host_constant;
+  // Called for each constant a delegate plan uses with its value index.
+  std::function<void(int32_t, const Value&)> delegate_constant;
+  // In a delegate plan every tensor lives on the delegate's device.
+  std::optional<Device> device_override;
+  // Called for each delegate call node; returns the delegate's segment index.
+  std::function<Result<uint32_t>(const Node&)> delegate_blob;
+
+  Result<pte::Plan> emit(const std::string& name) {
+    plan_.name = name;
+    for (ValueId in : g_.inputs()) {
+      ETC_ASSIGN_OR_RETURN(int32_t v, tensor(in));
+      plan_.inputs.push_back(v);
+    }
+    pte::Chain chain;
+    for (NodeId id : g_.order()) {
+      const Node& n = g_.node(id);
+      Result<pte::Instruction> instr =
+          n.op == OpKind::DelegateCall ? emit_delegate(n) : emit_kernel(n);
+      if (!instr.ok())
+        return std::move(instr).take_status().add_location(
+            Location{.pointer = n.origin, .node = n.name});
+      chain.instructions.push_back(std::move(instr).value());
+    }
+    for (ValueId out : g_.outputs()) {
+      ETC_ASSIGN_OR_RETURN(int32_t v, tensor(out));
+      plan_.outputs.push_back(v);
+    }
+    chain.inputs = plan_.inputs;
+    chain.outputs = plan_.outputs;
+    plan_.chains.push_back(std::move(chain));
+    return std::move(plan_);
+  }
+
+  pte::Plan& plan() { return plan_; }
+
+ private:
+  int32_t add_value(pte::EValue v) {
+    plan_.values.push_back(std::move(v));
+    return static_cast<int32_t>(plan_.values.size() - 1);
+  }
+
+  Result<int32_t> tensor(ValueId id) {
+    if (auto it = index_.find(id.v); it != index_.end()) return it->second;
+    const Value& val = g_.value(id);
+    const TensorSpec& s = val.spec;
+    pte::EValue v;
+    v.kind = pte::ValueKind::kTensor;
+    pte::Tensor& t = v.tensor;
+    t.scalar_type = dtype_to_scalar_type(s.dtype);
+    for (int64_t d : s.sizes) {
+      if (d > std::numeric_limits<int32_t>::max()) {
+        return unsupported("tensor '" + val.name + "' has a dim of " + std::to_string(d) +
+                           ", larger than the .pte format's int32 sizes");
+      }
+      t.sizes.push_back(static_cast<int32_t>(d));
+    }
+    t.dim_order = s.dim_order;
+    t.shape_dynamism = static_cast<uint8_t>(s.dynamism);
+    if (s.mem_id) t.allocation = pte::Allocation{*s.mem_id, s.mem_offset.value_or(0)};
+    Device device = device_override.value_or(s.device);
+    if (!device.is_cpu()) {
+      t.has_extra = true;
+      t.device = device;
+    }
+    int32_t index = add_value(std::move(v));
+    index_[id.v] = index;
+    if (val.kind == ValueKind::kConstant) {
+      if (mode_ == Mode::kHost) {
+        plan_.values[static_cast<size_t>(index)].tensor.data_buffer_idx = host_constant(s.constant);
+      } else {
+        delegate_constant(index, val);
+      }
+    }
+    return index;
+  }
+
+  Result<int32_t> arg_value(const ArgValue& a) {
+    pte::EValue v;
+    if (std::holds_alternative<std::monostate>(a)) {
+      v.kind = pte::ValueKind::kNull;
+    } else if (const auto* id = std::get_if<ValueId>(&a)) {
+      return tensor(*id);
+    } else if (const auto* ids = std::get_if<std::vector<ValueId>>(&a)) {
+      v.kind = pte::ValueKind::kTensorList;
+      for (ValueId t : *ids) {
+        ETC_ASSIGN_OR_RETURN(int32_t i, tensor(t));
+        v.items.push_back(i);
+      }
+    } else if (const auto* sc = std::get_if<Scalar>(&a)) {
+      if (const auto* i = std::get_if<int64_t>(&sc->v)) {
+        v.kind = pte::ValueKind::kInt;
+        v.i = *i;
+      } else if (const auto* d = std::get_if<double>(&sc->v)) {
+        v.kind = pte::ValueKind::kDouble;
+        v.d = *d;
+      } else {
+        v.kind = pte::ValueKind::kBool;
+        v.b = std::get<bool>(sc->v);
+      }
+    } else if (const auto* i = std::get_if<int64_t>(&a)) {
+      v.kind = pte::ValueKind::kInt;
+      v.i = *i;
+    } else if (const auto* il = std::get_if<std::vector<int64_t>>(&a)) {
+      v.kind = pte::ValueKind::kIntList;
+      v.ints = *il;
+    } else if (const auto* d = std::get_if<double>(&a)) {
+      v.kind = pte::ValueKind::kDouble;
+      v.d = *d;
+    } else if (const auto* dl = std::get_if<std::vector<double>>(&a)) {
+      v.kind = pte::ValueKind::kDoubleList;
+      v.doubles = *dl;
+    } else if (const auto* b = std::get_if<bool>(&a)) {
+      v.kind = pte::ValueKind::kBool;
+      v.b = *b;
+    } else if (const auto* bl = std::get_if<std::vector<bool>>(&a)) {
+      v.kind = pte::ValueKind::kBoolList;
+      v.bools = *bl;
+    } else if (const auto* s = std::get_if<std::string>(&a)) {
+      v.kind = pte::ValueKind::kString;
+      v.s = *s;
+    } else {
+      v.kind = pte::ValueKind::kInt;  // ScalarType: its enum number
+      v.i = dtype_to_scalar_type(std::get<DType>(a));
+    }
+    return add_value(std::move(v));
+  }
+
+  int32_t op_index(const std::string& name, const std::string& overload) {
+    for (size_t i = 0; i < plan_.operators.size(); ++i) {
+      if (plan_.operators[i].name == name && plan_.operators[i].overload == overload)
+        return static_cast<int32_t>(i);
+    }
+    plan_.operators.push_back(pte::Operator{name, overload});
+    return static_cast<int32_t>(plan_.operators.size() - 1);
+  }
+
+  // Appends the return value(s): the single out again, or a TensorList of the outs.
+  Status append_return(const std::vector<int32_t>& outs, std::vector<int32_t>& args) {
+    if (outs.size() == 1) {
+      args.push_back(outs[0]);
+    } else {
+      pte::EValue list;
+      list.kind = pte::ValueKind::kTensorList;
+      list.items = outs;
+      args.push_back(add_value(std::move(list)));
+    }
+    return Status();
+  }
+
+  Result<pte::Instruction> emit_kernel(const Node& n) {
+    const OpSchema& functional = op_info(n.op).schema;
+    pte::Instruction instr;
+    instr.kind = pte::InstrKind::kKernel;
+    std::vector<int32_t> outs;
+    for (ValueId o : n.outputs) {
+      ETC_ASSIGN_OR_RETURN(int32_t i, tensor(o));
+      outs.push_back(i);
+    }
+    if (mode_ == Mode::kDelegate) {
+      instr.index = op_index(op_base_name(functional), functional.overload);
+      for (const ArgValue& a : n.args) {
+        ETC_ASSIGN_OR_RETURN(int32_t i, arg_value(a));
+        instr.args.push_back(i);
+      }
+      instr.args.insert(instr.args.end(), outs.begin(), outs.end());
+      ETC_RETURN_IF_ERROR(append_return(outs, instr.args));
+      return instr;
+    }
+    const OpSchema* kernel = portable_kernel(n.op);
+    if (kernel == nullptr) {
+      return unsupported(
+          "host op " + op_info(n.op).name +
+          " has no ExecuTorch portable kernel (the decompose-host-ops pass rewrites it)");
+    }
+    instr.index = op_index(op_base_name(*kernel), kernel->overload);
+    size_t next_out = 0;
+    for (const ArgSchema& a : kernel->args) {
+      int fi = functional.arg_index(a.name);
+      if (fi >= 0) {
+        ETC_ASSIGN_OR_RETURN(int32_t i, arg_value(n.args[static_cast<size_t>(fi)]));
+        instr.args.push_back(i);
+      } else if (next_out < outs.size()) {
+        instr.args.push_back(outs[next_out++]);
+      } else {
+        return internal_error("kernel " + kernel->name + "." + kernel->overload + " argument '" +
+                              a.name + "' matches nothing in " + op_info(n.op).name);
+      }
+    }
+    if (next_out != outs.size()) {
+      return internal_error("kernel " + kernel->name + "." + kernel->overload + " takes " +
+                            std::to_string(next_out) + " outputs, " + op_info(n.op).name + " has " +
+                            std::to_string(outs.size()));
+    }
+    ETC_RETURN_IF_ERROR(append_return(outs, instr.args));
+    return instr;
+  }
+
+  Result<pte::Instruction> emit_delegate(const Node& n) {
+    if (mode_ == Mode::kDelegate) return unsupported("nested delegates are not supported");
+    ETC_ASSIGN_OR_RETURN(uint32_t segment, delegate_blob(n));
+    pte::Delegate d;
+    d.id = n.delegate->backend_id;
+    d.location = 1;  // SEGMENT
+    d.index = segment;
+    for (const CompileSpec& cs : n.delegate->compile_specs)
+      d.compile_specs.push_back({cs.key, cs.value});
+    plan_.delegates.push_back(std::move(d));
+    pte::Instruction instr;
+    instr.kind = pte::InstrKind::kDelegate;
+    instr.index = static_cast<int32_t>(plan_.delegates.size() - 1);
+    for (ValueId v : std::get<std::vector<ValueId>>(n.args[0])) {
+      ETC_ASSIGN_OR_RETURN(int32_t i, tensor(v));
+      instr.args.push_back(i);
+    }
+    for (ValueId o : n.outputs) {
+      ETC_ASSIGN_OR_RETURN(int32_t i, tensor(o));
+      instr.args.push_back(i);
+    }
+    return instr;
+  }
+
+  const Graph& g_;
+  Mode mode_;
+  pte::Plan plan_;
+  std::unordered_map<uint32_t, int32_t> index_;
+};
+
+// Plans a delegate subgraph's intermediate tensors into one workspace (buffer 1) and returns
+// its size. Subgraph inputs, outputs and constants are not planned.
+uint64_t plan_workspace(Graph& sub) {
+  std::vector<ValueId> planned;
+  std::vector<PlanTensor> tensors;
+  int32_t pos = 0;
+  std::unordered_map<uint32_t, size_t> slot;
+  for (NodeId id : sub.order()) {
+    ++pos;
+    const Node& n = sub.node(id);
+    for (ValueId v : tensor_args(n)) {
+      if (auto it = slot.find(v.v); it != slot.end()) tensors[it->second].last = pos;
+    }
+    for (ValueId o : n.outputs) {
+      if (sub.is_graph_output(o)) continue;
+      slot[o.v] = tensors.size();
+      planned.push_back(o);
+      int64_t bytes = (sub.value(o).spec.nbytes() + 15) / 16 * 16;
+      tensors.push_back(PlanTensor{bytes, pos, pos});
+    }
+  }
+  BufferPlan plan = plan_greedy_by_size(tensors);
+  for (size_t i = 0; i < planned.size(); ++i) {
+    TensorSpec& s = sub.value(planned[i]).spec;
+    s.mem_id = 1;
+    s.mem_offset = static_cast<uint64_t>(plan.offsets[i]);
+  }
+  return static_cast<uint64_t>(plan.size);
+}
+
+}  // namespace
+
+const OpSchema* portable_kernel(OpKind op) {
+  static const std::vector<std::optional<OpSchema>> table = [] {
+    std::vector<std::optional<OpSchema>> t(all_ops().size());
+    for (const OpInfo& info : all_ops()) {
+      const char* text = portable_kernel_schema(info.kind);
+      if (text == nullptr) continue;
+      Result<OpSchema> s = parse_op_schema(text);
+      if (!s.ok()) {  // the table is source code: a bad entry is a bug
+        std::fprintf(stderr, "etc: internal error: portable kernel table: %s\n",
+                     s.status().to_string().c_str());
+        std::abort();
+      }
+      t[static_cast<size_t>(info.kind)] = std::move(s).value();
+    }
+    return t;
+  }();
+  const auto& entry = table[static_cast<size_t>(op)];
+  return entry ? &*entry : nullptr;
+}
+
+Result<pte::File> emit_program(const Graph& graph, const EmitOptions& options) {
+  pte::File file;
+  std::vector<std::string> segments;  // bytes of each segment, in index order
+  ConstantPool constants(options.constant_alignment);
+  std::vector<uint64_t> constant_offsets{0};         // index 0: the reserved empty placeholder
+  std::map<uint64_t, uint32_t> constant_index;       // offset in pool -> data_buffer_idx
+  std::map<std::string, uint32_t> segment_of_bytes;  // dedup of delegate blobs and named data
+
+  auto add_segment = [&](std::string bytes) -> uint32_t {
+    auto it = segment_of_bytes.find(bytes);
+    if (it != segment_of_bytes.end()) return it->second;
+    segments.push_back(bytes);
+    auto index = static_cast<uint32_t>(segments.size() - 1);
+    segment_of_bytes.emplace(std::move(bytes), index);
+    return index;
+  };
+  // The constant segment, when there are constants, is segment 0: reserve it.
+  bool has_host_constants = false;
+  for (NodeId id : graph.order()) {
+    for (ValueId v : tensor_args(graph.node(id))) {
+      has_host_constants |=
+          graph.node(id).op != OpKind::DelegateCall && graph.value(v).kind == ValueKind::kConstant;
+    }
+  }
+  for (ValueId o : graph.outputs())
+    has_host_constants |= graph.value(o).kind == ValueKind::kConstant;
+  if (has_host_constants) segments.emplace_back();
+
+  PlanEmitter host(graph, PlanEmitter::Mode::kHost);
+  host.host_constant = [&](const ConstantData& data) -> uint32_t {
+    uint64_t offset = constants.add(data.bytes());
+    auto [it, fresh] =
+        constant_index.emplace(offset, static_cast<uint32_t>(constant_offsets.size()));
+    if (fresh) constant_offsets.push_back(offset);
+    return it->second;
+  };
+  host.delegate_blob = [&](const Node& call) -> Result<uint32_t> {
+    // Plan the workspace on a copy: the compiled graph stays as it was.
+    Graph sub = call.delegate->graph->clone();
+    uint64_t workspace = plan_workspace(sub);
+
+    PlanEmitter inner(sub, PlanEmitter::Mode::kDelegate);
+    inner.device_override = call.delegate->device;
+    std::vector<std::pair<int32_t, std::string>> keys;
+    inner.delegate_constant = [&](int32_t value, const Value& c) {
+      std::string key = call.name + "/" + c.name;
+      std::span<const uint8_t> b = c.spec.constant.bytes();
+      uint32_t seg = add_segment(std::string(reinterpret_cast<const char*>(b.data()), b.size()));
+      file.program.named_data.push_back(pte::NamedData{key, seg});
+      keys.emplace_back(value, key);
+    };
+    ETC_ASSIGN_OR_RETURN(pte::Plan plan, inner.emit(call.name));
+    plan.buffer_sizes = {0, static_cast<int64_t>(workspace)};
+    plan.buffer_devices = {pte::BufferDevice{1, call.delegate->device}};
+    return add_segment(serialize_delegate_program(plan, keys));
+  };
+  ETC_ASSIGN_OR_RETURN(pte::Plan plan, host.emit("forward"));
+  plan.buffer_sizes.push_back(0);
+  for (size_t i = 0; i < graph.planned_buffers.size(); ++i) {
+    const PlannedBuffer& b = graph.planned_buffers[i];
+    plan.buffer_sizes.push_back(static_cast<int64_t>(b.size));
+    if (!b.device.is_cpu())
+      plan.buffer_devices.push_back(pte::BufferDevice{static_cast<int32_t>(i + 1), b.device});
+  }
+  file.program.plans.push_back(std::move(plan));
+
+  if (has_host_constants) {
+    segments[0] = constants.blob();
+    file.program.constant_segment = pte::SubsegmentOffsets{0, constant_offsets};
+  }
+  // Segment layout relative to the base; every offset a multiple of the alignment.
+  uint64_t offset = 0;
+  for (std::string& bytes : segments) {
+    offset = (offset + options.segment_alignment - 1) / options.segment_alignment *
+             options.segment_alignment;
+    file.program.segments.push_back(pte::Segment{offset, bytes.size()});
+    offset += bytes.size();
+    size_t size = bytes.size();
+    file.segment_data.push_back(ConstantData{make_blob(std::move(bytes)), 0, size});
+  }
+  return file;
+}
+
+}  // namespace etc

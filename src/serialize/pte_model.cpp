@@ -1,0 +1,69 @@
+#include "serialize/pte_model.h"
+
+namespace etc::pte {
+
+const char* value_kind_name(ValueKind k) {
+  switch (k) {
+    case ValueKind::kNull:
+      return "Null";
+    case ValueKind::kInt:
+      return "Int";
+    case ValueKind::kBool:
+      return "Bool";
+    case ValueKind::kDouble:
+      return "Double";
+    case ValueKind::kTensor:
+      return "Tensor";
+    case ValueKind::kString:
+      return "String";
+    case ValueKind::kIntList:
+      return "IntList";
+    case ValueKind::kDoubleList:
+      return "DoubleList";
+    case ValueKind::kBoolList:
+      return "BoolList";
+    case ValueKind::kTensorList:
+      return "TensorList";
+    case ValueKind::kOptionalTensorList:
+      return "OptionalTensorList";
+  }
+  return "?";
+}
+
+Device Plan::buffer_device(uint32_t memory_id) const {
+  for (const BufferDevice& d : buffer_devices) {
+    if (d.buffer_idx == static_cast<int32_t>(memory_id)) return d.device;
+  }
+  return Device{};
+}
+
+std::span<const uint8_t> File::constant_bytes(uint32_t idx) const {
+  if (program.constant_segment && program.constant_segment->offsets.size() > 1) {
+    const auto& offs = program.constant_segment->offsets;
+    if (idx >= offs.size() || program.constant_segment->segment_index >= segment_data.size())
+      return {};
+    std::span<const uint8_t> seg = segment_data[program.constant_segment->segment_index].bytes();
+    if (offs[idx] > seg.size()) return {};
+    return seg.subspan(static_cast<size_t>(offs[idx]));
+  }
+  if (idx >= program.constant_buffer.size()) return {};
+  return program.constant_buffer[idx].bytes();
+}
+
+std::span<const uint8_t> File::delegate_bytes(const Delegate& d) const {
+  if (d.location == 0)
+    return d.index < program.delegate_inline_data.size()
+               ? program.delegate_inline_data[d.index].bytes()
+               : std::span<const uint8_t>();
+  return d.index < segment_data.size() ? segment_data[d.index].bytes() : std::span<const uint8_t>();
+}
+
+std::optional<std::span<const uint8_t>> File::named_bytes(const std::string& key) const {
+  for (const NamedData& n : program.named_data) {
+    if (n.key == key && n.segment_index < segment_data.size())
+      return segment_data[n.segment_index].bytes();
+  }
+  return std::nullopt;
+}
+
+}  // namespace etc::pte
