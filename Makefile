@@ -5,7 +5,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: run test deps build format clean
+.PHONY: run test deps build format clean update-goldens
 
 deps:
 	@scripts/install-deps.sh
@@ -19,6 +19,9 @@ run: build
 
 test: build
 	@ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+update-goldens: build
+	@bash test/golden/run_goldens.sh $(BUILD)/apps/etc/etc $(CURDIR) --update
 
 format:
 	@find src apps test bench -type f \( -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) 2>/dev/null | xargs -r clang-format -i

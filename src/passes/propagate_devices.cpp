@@ -22,22 +22,20 @@ class Propagator {
     if (delegates.empty()) return false;
     if (ctx_.options.io_device == IoDevice::kDevice) place_inputs_on_device();
     for (NodeId id : delegates) {
-      Node& n = g_.node(id);
-      Device d = n.delegate->device;
-      for (ValueId o : n.outputs) {
+      // Adding copies grows the graph's tables: hold ids and copies, never references.
+      const Device d = g_.node(id).delegate->device;
+      const std::string name = g_.node(id).name;
+      for (ValueId o : g_.node(id).outputs) {
         g_.value(o).spec.device = d;
-        boundary(o, d, "output of delegate '" + n.name + "'");
+        boundary(o, d, "output of delegate '" + name + "'");
       }
-      auto& ins = std::get<std::vector<ValueId>>(n.args[0]);
+      const std::vector<ValueId> ins = std::get<std::vector<ValueId>>(g_.node(id).args[0]);
       for (size_t i = 0; i < ins.size(); ++i) {
         ValueId v = ins[i];
         Device have = g_.value(v).spec.device;
         if (have == d) continue;
-        ValueId host =
-            have.is_cpu()
-                ? v
-                : host_copy(v, "delegate '" + n.name + "' on " + to_string(d) + " reads it");
-        ValueId dev = device_copy(host, d, id, n.name);
+        ValueId host = have.is_cpu() ? v : host_copy(v, "delegate '" + name + "' on " + to_string(d) + " reads it");
+        ValueId dev = device_copy(host, d, id, name);
         std::vector<ValueId> updated = std::get<std::vector<ValueId>>(g_.node(id).args[0]);
         updated[i] = dev;
         g_.set_arg(id, 0, std::move(updated));
