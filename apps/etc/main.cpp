@@ -11,6 +11,7 @@
 #include "graph/printer.h"
 #include "graph/summary.h"
 #include "partition/export_pipeline.h"
+#include "run_command.h"
 #include "serialize/emitter.h"
 #include "serialize/pte_dump.h"
 #include "serialize/pte_reader.h"
@@ -219,6 +220,23 @@ int run(int argc, char** argv) {
   exp->add_option("--exclude-ops", ex.exclude_ops, "Ops never delegated (comma-separated names)")
       ->delimiter(',');
 
+  etc::RunArgs ra;
+  double rtol = -1, atol = -1;
+  CLI::App* runc = app.add_subcommand("run", "Run a .pte program on the CPU or a GPU");
+  runc->add_option("FILE", ra.file, ".pte file")->required();
+  runc->add_option("--device", ra.device, "auto, cpu or cuda[:N]")->capture_default_str();
+  runc->add_option("--input", ra.inputs, "NAME=FILE.npy or INDEX=FILE.npy (repeatable)");
+  runc->add_option("--seed", ra.seed, "Seed for random inputs not given with --input")
+      ->capture_default_str();
+  runc->add_option("--output-dir", ra.output_dir, "Write outputs as DIR/output_<i>.npy");
+  runc->add_flag("--verify", ra.verify,
+                 "Compare every output with the CPU reference (exit 3 on mismatch)");
+  runc->add_option("--rtol", rtol, "Relative tolerance for --verify (default by dtype)");
+  runc->add_option("--atol", atol, "Absolute tolerance for --verify (default by dtype)");
+  runc->add_option("--warmup", ra.warmup, "Untimed runs before timing")->capture_default_str();
+  runc->add_option("--iterations", ra.iterations, "Timed runs")->capture_default_str();
+  runc->add_flag("--json", ra.json, "Print a machine-readable result");
+
   std::string inspect_file, inspect_format = "text";
   CLI::App* insp = app.add_subcommand("inspect", "Print a .pte program (text, json or dot)");
   insp->add_option("FILE", inspect_file, ".pte file")->required();
@@ -249,6 +267,12 @@ int run(int argc, char** argv) {
     return s.ok() ? 0 : report(s);
   }
   if (insp->parsed()) return cmd_inspect(inspect_file, inspect_format);
+  if (runc->parsed()) {
+    if (rtol >= 0) ra.rtol = rtol;
+    if (atol >= 0) ra.atol = atol;
+    etc::Status s = etc::run_program(ra);
+    return s.ok() ? 0 : report(s);
+  }
   std::fputs(app.help().c_str(), stderr);
   return kExitUsage;
 }

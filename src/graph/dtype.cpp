@@ -1,6 +1,9 @@
 #include "graph/dtype.h"
 
+#include <cstring>
 #include <string>
+
+#include "support/half.h"
 
 namespace etc {
 namespace {
@@ -106,6 +109,37 @@ std::optional<DType> dtype_from_safetensors(std::string_view name) {
     if (i.safetensors == name) return i.dtype;
   }
   return std::nullopt;
+}
+
+double load_as_double(DType t, const void* p) {
+  auto load = [p](auto zero) {
+    decltype(zero) v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  };
+  switch (t) {
+    case DType::kUInt8:
+      return load(uint8_t{});
+    case DType::kInt8:
+      return load(int8_t{});
+    case DType::kInt16:
+      return load(int16_t{});
+    case DType::kInt32:
+      return load(int32_t{});
+    case DType::kInt64:
+      return static_cast<double>(load(int64_t{}));
+    case DType::kFloat16:
+      return half_to_float(load(uint16_t{}));
+    case DType::kFloat32:
+      return load(float{});
+    case DType::kFloat64:
+      return load(double{});
+    case DType::kBool:
+      return load(uint8_t{}) != 0 ? 1.0 : 0.0;
+    case DType::kBFloat16:
+      return bfloat16_to_float(load(uint16_t{}));
+  }
+  return 0;
 }
 
 DType promote_types(DType a, DType b) {

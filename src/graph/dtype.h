@@ -35,6 +35,9 @@ std::optional<DType> dtype_from_scalar_type(int scalar_type);
 std::optional<DType> dtype_from_safetensors(std::string_view name);
 std::string_view dtype_safetensors_name(DType t);
 
+// Reads one element of type `t` at `p` as a double (float16/bfloat16 widened exactly).
+double load_as_double(DType t, const void* p);
+
 // ATen's promote_types for two tensor dtypes: bool < integers < floats; within integers
 // the wider signed type (uint8 with int8 gives int16); float16 with bfloat16 gives float32.
 DType promote_types(DType a, DType b);

@@ -54,6 +54,11 @@ Result<bool> plan_memory(Graph& graph, PassContext& context) {
   }
   for (ValueId o : graph.outputs())
     touch(o, end);
+  // Inputs stay live to the end too, so no output or intermediate reuses their bytes: a
+  // caller may execute again without setting the inputs again (ExecuTorch lets outputs
+  // overwrite input slots).
+  for (ValueId in : graph.inputs())
+    touch(in, end);
 
   // Buckets by device, CPU first then (type, index): std::map orders Device that way.
   std::map<Device, std::vector<ValueId>> buckets;

@@ -34,7 +34,10 @@ class Propagator {
         ValueId v = ins[i];
         Device have = g_.value(v).spec.device;
         if (have == d) continue;
-        ValueId host = have.is_cpu() ? v : host_copy(v, "delegate '" + name + "' on " + to_string(d) + " reads it");
+        ValueId host =
+            have.is_cpu()
+                ? v
+                : host_copy(v, "delegate '" + name + "' on " + to_string(d) + " reads it");
         ValueId dev = device_copy(host, d, id, name);
         std::vector<ValueId> updated = std::get<std::vector<ValueId>>(g_.node(id).args[0]);
         updated[i] = dev;

@@ -563,6 +563,25 @@ Result<pte::File> emit_program(const Graph& graph, const EmitOptions& options) {
       plan.buffer_devices.push_back(pte::BufferDevice{static_cast<int32_t>(i + 1), b.device});
   }
   file.program.plans.push_back(std::move(plan));
+  // Input and output names, for `etc run --input NAME=...` and dumps: a small JSON document
+  // in named data (ExecuTorch's runtime ignores keys it does not ask for).
+  std::string names = "{\"inputs\": [";
+  auto quoted = [](const std::string& n) {
+    std::string q = "\"";
+    for (char c : n) {
+      if (c == '"' || c == '\\') q += '\\';
+      if (static_cast<unsigned char>(c) >= 0x20) q += c;
+    }
+    return q + "\"";
+  };
+  for (size_t i = 0; i < graph.inputs().size(); ++i)
+    names += (i ? ", " : "") + quoted(graph.value(graph.inputs()[i]).name);
+  names += "], \"outputs\": [";
+  for (size_t i = 0; i < graph.outputs().size(); ++i)
+    names += (i ? ", " : "") + quoted(graph.value(graph.outputs()[i]).name);
+  names += "]}";
+  file.program.named_data.push_back(
+      pte::NamedData{std::string(pte::kIoNamesKey) + "forward", add_segment(names)});
 
   if (has_host_constants) {
     segments[0] = constants.blob();

@@ -21,6 +21,8 @@ inline constexpr uint32_t kHeaderLength = 32;     // what we write
 inline constexpr uint32_t kMinHeaderLength = 24;  // what readers accept
 inline constexpr uint64_t kDefaultSegmentAlignment = 128;
 inline constexpr uint64_t kConstantAlignment = 16;
+// Named-data key prefix of a plan's input/output names (JSON {"inputs": [...], "outputs": [...]}).
+inline constexpr char kIoNamesKey[] = "etc.io_names.";
 
 struct Allocation {
   uint32_t memory_id = 0;  // 1-based

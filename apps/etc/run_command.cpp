@@ -1,0 +1,435 @@
+#include "run_command.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "graph/tensor_spec.h"
+#include "runtime/method.h"
+#include "runtime/npy.h"
+#include "runtime/runtime_env.h"
+#include "serialize/pte_reader.h"
+#include "support/half.h"
+
+#ifdef ETC_WITH_CUDA
+#include "cuda_runtime/cuda_devices.h"
+#endif
+
+namespace etc {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+struct Tolerance {
+  double atol, rtol;
+};
+
+Tolerance default_tolerance(DType t) {
+  switch (t) {
+    case DType::kFloat16:
+      return {1e-3, 1e-3};
+    case DType::kBFloat16:
+      return {1e-2, 1e-2};
+    case DType::kFloat32:
+      return {1e-4, 1e-5};
+    case DType::kFloat64:
+      return {1e-8, 1e-10};
+    default:
+      return {0, 0};
+  }
+}
+
+// Host bytes of one tensor, with its metadata.
+struct HostTensor {
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> shape;
+  std::string bytes;
+};
+
+std::string random_bytes(DType t, int64_t n, std::mt19937_64& rng) {
+  std::string out(static_cast<size_t>(n * dtype_size(t)), '\0');
+  std::uniform_real_distribution<double> uni(-1.0, 1.0);
+  for (int64_t i = 0; i < n; ++i) {
+    char* p = out.data() + i * dtype_size(t);
+    double v = uni(rng);
+    switch (t) {
+      case DType::kFloat32: {
+        float f = static_cast<float>(v);
+        std::memcpy(p, &f, 4);
+        break;
+      }
+      case DType::kFloat64:
+        std::memcpy(p, &v, 8);
+        break;
+      case DType::kFloat16: {
+        uint16_t h = float_to_half(static_cast<float>(v));
+        std::memcpy(p, &h, 2);
+        break;
+      }
+      case DType::kBFloat16: {
+        uint16_t h = float_to_bfloat16(static_cast<float>(v));
+        std::memcpy(p, &h, 2);
+        break;
+      }
+      case DType::kBool:
+        *p = v > 0;
+        break;
+      default: {
+        // Small non-negative integers: valid as indices for most tables.
+        int64_t k = static_cast<int64_t>(rng() % 2);
+        std::memcpy(p, &k, static_cast<size_t>(dtype_size(t)));
+      }
+    }
+  }
+  return out;
+}
+
+// Input and output names stored by etc export, if the program has them.
+std::pair<std::vector<std::string>, std::vector<std::string>> io_names(const pte::File& file) {
+  auto bytes = file.named_bytes(std::string(pte::kIoNamesKey) + "forward");
+  if (!bytes) return {};
+  nlohmann::json j = nlohmann::json::parse(bytes->begin(), bytes->end(), nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return {};
+  std::vector<std::string> in, out;
+  for (const auto& n : j.value("inputs", nlohmann::json::array())) {
+    if (n.is_string()) in.push_back(n.get<std::string>());
+  }
+  for (const auto& n : j.value("outputs", nlohmann::json::array())) {
+    if (n.is_string()) out.push_back(n.get<std::string>());
+  }
+  return {in, out};
+}
+
+Result<std::vector<HostTensor>> prepare_inputs(const RunArgs& args, const rt::Method& m,
+                                               const std::vector<std::string>& names) {
+  std::vector<std::optional<HostTensor>> given(m.num_inputs());
+  for (const std::string& spec : args.inputs) {
+    size_t eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return Status(ErrorCode::kUsage,
+                    "--input expects NAME=FILE.npy or INDEX=FILE.npy, got '" + spec + "'");
+    }
+    std::string key = spec.substr(0, eq), path = spec.substr(eq + 1);
+    size_t index = 0;
+    bool numeric = std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (numeric) {
+      index = std::stoul(key);
+    } else {
+      auto it = std::find(names.begin(), names.end(), key);
+      if (it == names.end()) {
+        std::string list;
+        for (const auto& n : names)
+          list += (list.empty() ? "" : ", ") + n;
+        return Status(ErrorCode::kUsage,
+                      "--input: the program has no input named '" + key + "'" +
+                          (names.empty() ? " (it stores no input names: use the index)"
+                                         : " (inputs: " + list + ")"));
+      }
+      index = static_cast<size_t>(it - names.begin());
+    }
+    if (index >= m.num_inputs()) {
+      return Status(ErrorCode::kUsage, "--input: input index " + key +
+                                           " is out of range (the program has " +
+                                           std::to_string(m.num_inputs()) + " inputs)");
+    }
+    ETC_ASSIGN_OR_RETURN(rt::NpyArray a, rt::read_npy(path));
+    const rt::TensorView& want = m.input(index);
+    if (a.dtype != want.dtype || a.shape != want.sizes) {
+      return invalid_input("input " + key + " must be " + std::string(dtype_name(want.dtype)) +
+                               shape_to_string(want.sizes) + ", but " + path + " holds " +
+                               std::string(dtype_name(a.dtype)) + shape_to_string(a.shape),
+                           Location{.file = path});
+    }
+    given[index] = HostTensor{a.dtype, a.shape, std::move(a.data)};
+  }
+  std::mt19937_64 rng(args.seed);
+  std::vector<HostTensor> out;
+  for (size_t i = 0; i < m.num_inputs(); ++i) {
+    if (given[i]) {
+      out.push_back(std::move(*given[i]));
+    } else {
+      const rt::TensorView& t = m.input(i);
+      out.push_back(HostTensor{t.dtype, t.sizes, random_bytes(t.dtype, t.numel(), rng)});
+    }
+  }
+  return out;
+}
+
+struct Timings {
+  double load = 0;
+  std::vector<double> h2d, compute, d2h;
+};
+
+// Runs `m` with `inputs`: binds (uploading device-resident inputs), executes `warmup` +
+// `iterations` times, and returns the outputs as host tensors.
+Result<std::vector<HostTensor>> run_method(rt::Method& m, const rt::RuntimeEnv& env,
+                                           const std::vector<HostTensor>& inputs, int warmup,
+                                           int iterations, Timings* timings) {
+  std::vector<rt::DeviceBuffer> bound;  // memory for unplanned inputs/outputs, freed on return
+  for (int iter = 0; iter < warmup + iterations; ++iter) {
+    bound.clear();
+    auto t0 = Clock::now();
+    for (size_t i = 0; i < m.num_inputs(); ++i) {
+      const rt::TensorView& t = m.input(i);
+      const HostTensor& h = inputs[i];
+      if (!m.input_is_bound(i)) {
+        ETC_RETURN_IF_ERROR(m.set_input(i, h.bytes.data(), h.bytes.size()));
+        continue;
+      }
+      ETC_ASSIGN_OR_RETURN(rt::DeviceBuffer b, rt::DeviceBuffer::allocate(*env.allocators, t.device,
+                                                                          h.bytes.size(), 256));
+      if (t.device.is_cpu()) {
+        std::memcpy(b.data(), h.bytes.data(), h.bytes.size());
+      } else {
+        ETC_ASSIGN_OR_RETURN(rt::DeviceAllocator * a, env.allocators->for_device(t.device));
+        ETC_RETURN_IF_ERROR(
+            a->copy_host_to_device(b.data(), h.bytes.data(), h.bytes.size(), t.device.index));
+      }
+      ETC_RETURN_IF_ERROR(m.bind_input(i, b.data()));
+      bound.push_back(std::move(b));
+    }
+    for (size_t i = 0; i < m.num_outputs(); ++i) {
+      if (!m.output_is_bound(i)) continue;
+      const rt::TensorView& t = m.output(i);
+      ETC_ASSIGN_OR_RETURN(rt::DeviceBuffer b,
+                           rt::DeviceBuffer::allocate(*env.allocators, t.device,
+                                                      static_cast<size_t>(t.nbytes()), 256));
+      ETC_RETURN_IF_ERROR(m.bind_output(i, b.data()));
+      bound.push_back(std::move(b));
+    }
+    auto t1 = Clock::now();
+    ETC_RETURN_IF_ERROR(m.execute());
+    auto t2 = Clock::now();
+    std::vector<HostTensor> outs;
+    for (size_t i = 0; i < m.num_outputs(); ++i) {
+      const rt::TensorView& t = m.output(i);
+      HostTensor h{t.dtype, t.sizes, std::string(static_cast<size_t>(t.nbytes()), '\0')};
+      if (t.device.is_cpu()) {
+        if (!h.bytes.empty()) std::memcpy(h.bytes.data(), t.data, h.bytes.size());
+      } else {
+        ETC_ASSIGN_OR_RETURN(rt::DeviceAllocator * a, env.allocators->for_device(t.device));
+        ETC_RETURN_IF_ERROR(
+            a->copy_device_to_host(h.bytes.data(), t.data, h.bytes.size(), t.device.index));
+      }
+      outs.push_back(std::move(h));
+    }
+    if (iter >= warmup && timings != nullptr) {
+      timings->h2d.push_back(std::chrono::duration<double>(t1 - t0).count());
+      timings->compute.push_back(std::chrono::duration<double>(t2 - t1).count());
+      timings->d2h.push_back(seconds_since(t2));
+    }
+    if (iter == warmup + iterations - 1) return outs;
+  }
+  return std::vector<HostTensor>{};
+}
+
+struct Stats {
+  double median = 0, min = 0, max = 0;
+};
+Stats stats(std::vector<double> v) {
+  if (v.empty()) return {};
+  std::sort(v.begin(), v.end());
+  return {v[v.size() / 2], v.front(), v.back()};
+}
+
+std::string fnv(const std::string& bytes) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char b : bytes) {
+    h ^= b;
+    h *= 0x100000001b3ULL;
+  }
+  char buf[20];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+struct Comparison {
+  double max_abs = 0, max_rel = 0;
+  int64_t mismatches = 0;
+};
+
+Comparison compare(const HostTensor& got, const HostTensor& want, Tolerance tol) {
+  Comparison c;
+  int64_t n = static_cast<int64_t>(got.bytes.size()) / dtype_size(got.dtype);
+  for (int64_t i = 0; i < n; ++i) {
+    double a = load_as_double(got.dtype, got.bytes.data() + i * dtype_size(got.dtype));
+    double b = load_as_double(want.dtype, want.bytes.data() + i * dtype_size(want.dtype));
+    if (std::isnan(a) && std::isnan(b)) continue;
+    double abs = std::fabs(a - b);
+    double rel = abs / std::max(std::fabs(b), 1e-30);
+    if (std::isnan(abs)) abs = rel = INFINITY;
+    c.max_abs = std::max(c.max_abs, abs);
+    if (b != 0) c.max_rel = std::max(c.max_rel, rel);
+    if (abs > tol.atol + tol.rtol * std::fabs(b)) ++c.mismatches;
+  }
+  return c;
+}
+
+Result<Device> choose_device(const std::string& requested, std::string* note) {
+  std::string lower = requested;
+  for (char& c : lower)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == "auto") {
+#ifdef ETC_WITH_CUDA
+    auto devices = cuda::list_devices();
+    if (devices.ok() && !devices->empty()) {
+      *note =
+          "--device auto: a GPU is visible, but etc's CUDA delegate runtime is not built yet; "
+          "running on the CPU";
+    } else {
+      *note = "--device auto: no GPU visible; running on the CPU";
+    }
+#else
+    *note = "--device auto: etc was built without CUDA; running on the CPU";
+#endif
+    return Device{};
+  }
+  Result<Device> d = parse_device(lower);
+  if (!d.ok()) return Status(ErrorCode::kUsage, "--device: " + d.status().message() + " (or auto)");
+  if (d->is_cpu()) return *d;
+#ifdef ETC_WITH_CUDA
+  auto devices = cuda::list_devices();
+  if (!devices.ok()) {
+    return Status(
+        ErrorCode::kDeviceUnavailable,
+        "requested device " + to_string(*d) + " is not available: " + devices.status().message());
+  }
+  if (d->index >= static_cast<int>(devices->size())) {
+    return Status(ErrorCode::kDeviceUnavailable,
+                  "requested device " + to_string(*d) + " is not available: " +
+                      std::to_string(devices->size()) + " CUDA device(s) visible");
+  }
+  return Status(ErrorCode::kDeviceUnavailable,
+                "requested device " + to_string(*d) +
+                    ": etc's CUDA delegate runtime is not built yet; use --device cpu");
+#else
+  return Status(ErrorCode::kDeviceUnavailable,
+                "requested device " + to_string(*d) +
+                    " is not available: etc was built without CUDA support");
+#endif
+}
+
+}  // namespace
+
+Status run_program(const RunArgs& args) {
+  std::string note;
+  ETC_ASSIGN_OR_RETURN(Device device, choose_device(args.device, &note));
+  if (!note.empty() && !args.json) std::fprintf(stderr, "etc: %s\n", note.c_str());
+  if (args.iterations < 1 || args.warmup < 0)
+    return Status(ErrorCode::kUsage, "--iterations must be >= 1 and --warmup >= 0");
+  auto t_load = Clock::now();
+  ETC_ASSIGN_OR_RETURN(pte::File file, read_pte_file(args.file));
+  ETC_ASSIGN_OR_RETURN(std::unique_ptr<rt::OwnedRuntime> runtime, rt::make_cpu_runtime());
+  rt::RuntimeEnv env = runtime->env();
+  Result<std::unique_ptr<rt::Method>> loaded = rt::Method::load(file, 0, env);
+  if (!loaded.ok())
+    return std::move(loaded).take_status().add_location(Location{.file = args.file});
+  std::unique_ptr<rt::Method> method = std::move(loaded).value();
+  Timings timings;
+  timings.load = seconds_since(t_load);
+  auto [in_names, out_names] = io_names(file);
+  ETC_ASSIGN_OR_RETURN(std::vector<HostTensor> inputs, prepare_inputs(args, *method, in_names));
+  ETC_ASSIGN_OR_RETURN(std::vector<HostTensor> outputs,
+                       run_method(*method, env, inputs, args.warmup, args.iterations, &timings));
+
+  if (!args.output_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(args.output_dir, ec);
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      rt::NpyArray a{outputs[i].dtype, outputs[i].shape, outputs[i].bytes};
+      ETC_RETURN_IF_ERROR(
+          rt::write_npy(args.output_dir + "/output_" + std::to_string(i) + ".npy", a));
+    }
+  }
+  // --verify: the same program and inputs through the CPU reference.
+  std::vector<Comparison> comparisons;
+  bool mismatch = false;
+  if (args.verify) {
+    ETC_ASSIGN_OR_RETURN(std::unique_ptr<rt::OwnedRuntime> ref_rt, rt::make_cpu_runtime());
+    rt::RuntimeEnv ref_env = ref_rt->env();
+    ETC_ASSIGN_OR_RETURN(std::unique_ptr<rt::Method> ref, rt::Method::load(file, 0, ref_env));
+    ETC_ASSIGN_OR_RETURN(std::vector<HostTensor> expected,
+                         run_method(*ref, ref_env, inputs, 0, 1, nullptr));
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      Tolerance tol = default_tolerance(outputs[i].dtype);
+      if (args.atol) tol.atol = *args.atol;
+      if (args.rtol) tol.rtol = *args.rtol;
+      comparisons.push_back(compare(outputs[i], expected[i], tol));
+      mismatch |= comparisons.back().mismatches > 0;
+    }
+  }
+  Stats h2d = stats(timings.h2d), compute = stats(timings.compute), d2h = stats(timings.d2h);
+  if (args.json) {
+    nlohmann::json j;
+    j["file"] = args.file;
+    j["device"] = to_string(device);
+    j["outputs"] = nlohmann::json::array();
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      nlohmann::json o{{"index", i},
+                       {"name", i < out_names.size() ? out_names[i] : ""},
+                       {"dtype", std::string(dtype_name(outputs[i].dtype))},
+                       {"shape", outputs[i].shape},
+                       {"fnv1a64", fnv(outputs[i].bytes)}};
+      if (args.verify) {
+        o["max_abs_error"] = comparisons[i].max_abs;
+        o["max_rel_error"] = comparisons[i].max_rel;
+        o["mismatches"] = comparisons[i].mismatches;
+      }
+      j["outputs"].push_back(o);
+    }
+    j["timing_ms"] = {{"load", timings.load * 1e3},
+                      {"h2d_median", h2d.median * 1e3},
+                      {"compute_median", compute.median * 1e3},
+                      {"compute_min", compute.min * 1e3},
+                      {"compute_max", compute.max * 1e3},
+                      {"d2h_median", d2h.median * 1e3},
+                      {"iterations", args.iterations}};
+    if (args.verify) j["verified"] = !mismatch;
+    std::puts(j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else {
+    std::printf("ran %s on %s: %zu input%s, %zu output%s\n", args.file.c_str(),
+                to_string(device).c_str(), inputs.size(), inputs.size() == 1 ? "" : "s",
+                outputs.size(), outputs.size() == 1 ? "" : "s");
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      const HostTensor& o = outputs[i];
+      std::string values;
+      int64_t n = static_cast<int64_t>(o.bytes.size()) / dtype_size(o.dtype);
+      for (int64_t k = 0; k < std::min<int64_t>(n, 6); ++k) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%s%.6g", k ? ", " : "",
+                      load_as_double(o.dtype, o.bytes.data() + k * dtype_size(o.dtype)));
+        values += buf;
+      }
+      std::printf("  output %zu%s: %s%s [%s%s] fnv1a64=%s\n", i,
+                  i < out_names.size() ? (" (" + out_names[i] + ")").c_str() : "",
+                  std::string(dtype_name(o.dtype)).c_str(), shape_to_string(o.shape).c_str(),
+                  values.c_str(), n > 6 ? ", ..." : "", fnv(o.bytes).c_str());
+      if (args.verify) {
+        std::printf("    verify: max abs error %.3g, max rel error %.3g, %lld mismatches\n",
+                    comparisons[i].max_abs, comparisons[i].max_rel,
+                    static_cast<long long>(comparisons[i].mismatches));
+      }
+    }
+    std::printf(
+        "timing (ms): load %.3f; per run (median of %d, min-max): h2d %.3f, compute %.3f "
+        "(%.3f-%.3f), d2h %.3f\n",
+        timings.load * 1e3, args.iterations, h2d.median * 1e3, compute.median * 1e3,
+        compute.min * 1e3, compute.max * 1e3, d2h.median * 1e3);
+    if (args.verify)
+      std::printf("verify: %s\n", mismatch ? "MISMATCH" : "all outputs match the CPU reference");
+  }
+  if (mismatch)
+    return Status(ErrorCode::kVerifyMismatch, "outputs differ from the CPU reference (see above)");
+  return Status();
+}
+
+}  // namespace etc

@@ -1,0 +1,30 @@
+// `etc run`: loads a .pte, binds inputs (from .npy files or seeded random data), runs it on
+// the requested device, writes and summarises the outputs, and with --verify compares them
+// with the CPU reference run.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "support/status.h"
+
+namespace etc {
+
+struct RunArgs {
+  std::string file;
+  std::string device = "auto";
+  std::vector<std::string> inputs;  // NAME=FILE.npy or INDEX=FILE.npy
+  uint64_t seed = 0;
+  std::string output_dir;
+  bool verify = false;
+  std::optional<double> rtol, atol;
+  int warmup = 0;
+  int iterations = 1;
+  bool json = false;
+};
+
+// Returns the process exit code's Status: OK, or an error (kVerifyMismatch for --verify).
+Status run_program(const RunArgs& args);
+
+}  // namespace etc

@@ -1,0 +1,51 @@
+// Kernels and the operator registry.
+//
+// A kernel implements one operator overload, named as ExecuTorch names it:
+// "aten::add.out" (host programs: the portable out-variant kernels) or "aten::add.Tensor"
+// (etc's IR ops, as they appear inside CUDA delegate subgraphs run on the CPU). Its
+// arguments are the instruction's values in ExecuTorch's convention: every schema argument
+// in order (defaults materialised), then the out tensor(s), then the return value (the out
+// again, or a TensorList of the outs). Out tensors are already allocated with their final
+// sizes; kernels check them and fail with a Status, never abort.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/tensor.h"
+#include "support/status.h"
+
+namespace etc::rt {
+
+class DeviceAllocatorRegistry;
+
+struct KernelContext {
+  std::string_view op;  // "aten::add.out", for error messages
+  // For the et_copy kernels: how to reach device memory. Other kernels ignore it.
+  const DeviceAllocatorRegistry* allocators = nullptr;
+  // An invalid-input error naming the op: "aten::add.out: <message>".
+  Status error(const std::string& message) const;
+};
+
+using KernelFn = Status (*)(KernelContext& ctx, std::span<Value*> args);
+
+class OperatorRegistry {
+ public:
+  // Registers `name` ("aten::add.out"); a second registration of the same name fails.
+  Status add(const std::string& name, KernelFn fn);
+  KernelFn find(std::string_view name) const;
+  std::vector<std::string> names() const;
+
+ private:
+  std::map<std::string, KernelFn, std::less<>> kernels_;
+};
+
+// Registers every CPU kernel (portable out-variants, IR ops, et_copy is registered by the
+// runtime with the device allocator registry).
+Status register_cpu_kernels(OperatorRegistry& registry);
+
+}  // namespace etc::rt

@@ -1,0 +1,395 @@
+#include "runtime/method.h"
+
+#include <cstring>
+#include <map>
+
+#include "graph/tensor_spec.h"
+#include "serialize/pte_reader.h"
+
+namespace etc::rt {
+namespace {
+
+constexpr size_t kHostAlignment = 64;
+constexpr size_t kDeviceAlignment = 256;
+
+Value to_runtime_value(const pte::EValue& v) {
+  Value out;
+  switch (v.kind) {
+    case pte::ValueKind::kNull:
+      out.kind = Value::Kind::kNone;
+      break;
+    case pte::ValueKind::kInt:
+      out.kind = Value::Kind::kInt;
+      out.i = v.i;
+      break;
+    case pte::ValueKind::kBool:
+      out.kind = Value::Kind::kBool;
+      out.b = v.b;
+      break;
+    case pte::ValueKind::kDouble:
+      out.kind = Value::Kind::kDouble;
+      out.d = v.d;
+      break;
+    case pte::ValueKind::kString:
+      out.kind = Value::Kind::kString;
+      out.s = v.s;
+      break;
+    case pte::ValueKind::kIntList:
+      out.kind = Value::Kind::kIntList;
+      out.ints = v.ints;
+      break;
+    case pte::ValueKind::kDoubleList:
+      out.kind = Value::Kind::kDoubleList;
+      out.doubles = v.doubles;
+      break;
+    case pte::ValueKind::kBoolList:
+      out.kind = Value::Kind::kBoolList;
+      out.bools = v.bools;
+      break;
+    case pte::ValueKind::kTensorList:
+      out.kind = Value::Kind::kTensorList;
+      break;
+    case pte::ValueKind::kOptionalTensorList:
+      out.kind = Value::Kind::kOptionalTensorList;
+      break;
+    case pte::ValueKind::kTensor: {
+      out.kind = Value::Kind::kTensor;
+      out.tensor.dtype = *dtype_from_scalar_type(v.tensor.scalar_type);  // the reader checked it
+      for (int32_t s : v.tensor.sizes)
+        out.tensor.sizes.push_back(s);
+      out.tensor.device = v.tensor.device;
+      break;
+    }
+  }
+  return out;
+}
+
+std::string op_name(const pte::Operator& o) {
+  return o.name + (o.overload.empty() ? "" : "." + o.overload);
+}
+
+}  // namespace
+
+Method::~Method() {
+  delegates_.clear();  // handles may reference buffers: release them first
+}
+
+Result<std::unique_ptr<Method>> Method::load(const pte::File& file, size_t plan_index,
+                                             const RuntimeEnv& env) {
+  if (plan_index >= file.program.plans.size()) {
+    return invalid_input("the program has no plan " + std::to_string(plan_index));
+  }
+  ConstantResolver constants =
+      [&file](size_t index,
+              const pte::Tensor& t) -> Result<std::optional<std::span<const uint8_t>>> {
+    if (t.data_buffer_idx == 0) return std::optional<std::span<const uint8_t>>();
+    std::span<const uint8_t> bytes = file.constant_bytes(t.data_buffer_idx);
+    if (bytes.data() == nullptr) {
+      return invalid_input("value " + std::to_string(index) + ": constant " +
+                           std::to_string(t.data_buffer_idx) + " has no data");
+    }
+    return std::optional<std::span<const uint8_t>>(bytes);
+  };
+  return load_plan(file.program.plans[plan_index], constants, env, &file);
+}
+
+Result<std::unique_ptr<Method>> Method::load_plan(const pte::Plan& plan,
+                                                  const ConstantResolver& constants,
+                                                  const RuntimeEnv& env, const pte::File* file) {
+  std::unique_ptr<Method> m(new Method());
+  m->env_ = env;
+  // Operators: resolve all, report every missing one at once.
+  std::vector<KernelFn> kernels(plan.operators.size(), nullptr);
+  std::map<std::string, int> missing;
+  for (size_t i = 0; i < plan.operators.size(); ++i) {
+    kernels[i] = env.operators->find(op_name(plan.operators[i]));
+    if (kernels[i] == nullptr) missing[op_name(plan.operators[i])] = 0;
+  }
+  for (const pte::Chain& c : plan.chains) {
+    for (const pte::Instruction& in : c.instructions) {
+      if (in.kind == pte::InstrKind::kKernel) {
+        auto it = missing.find(op_name(plan.operators[static_cast<size_t>(in.index)]));
+        if (it != missing.end()) ++it->second;
+      }
+    }
+  }
+  if (!missing.empty()) {
+    std::string list;
+    for (const auto& [name, count] : missing) {
+      list += (list.empty() ? "" : ", ") + name + " (" + std::to_string(count) + " call" +
+              (count == 1 ? "" : "s") + ")";
+    }
+    return unsupported("plan '" + plan.name + "' calls operator" +
+                       (missing.size() == 1 ? "" : "s") + " this runtime does not have: " + list);
+  }
+  // Planned buffers, once, on their devices.
+  for (size_t id = 1; id < plan.buffer_sizes.size(); ++id) {
+    Device d = plan.buffer_device(static_cast<uint32_t>(id));
+    Result<DeviceBuffer> b =
+        DeviceBuffer::allocate(*env.allocators, d, static_cast<size_t>(plan.buffer_sizes[id]),
+                               d.is_cpu() ? kHostAlignment : kDeviceAlignment);
+    if (!b.ok()) {
+      return std::move(b).take_status().add_context(
+          "while allocating buffer " + std::to_string(id) + " (" +
+          std::to_string(plan.buffer_sizes[id]) + " bytes on " + to_string(d) + ")");
+    }
+    m->buffers_.push_back(std::move(b).value());
+  }
+  // Values. The table never grows after this, so pointers into it stay valid.
+  m->values_.reserve(plan.values.size());
+  for (const pte::EValue& v : plan.values)
+    m->values_.push_back(to_runtime_value(v));
+  for (size_t i = 0; i < plan.values.size(); ++i) {
+    const pte::EValue& ev = plan.values[i];
+    Value& v = m->values_[i];
+    if (ev.kind == pte::ValueKind::kTensorList || ev.kind == pte::ValueKind::kOptionalTensorList) {
+      for (int32_t item : ev.items)
+        v.tensors.push_back(item < 0 ? nullptr : &m->values_[static_cast<size_t>(item)].tensor);
+      continue;
+    }
+    if (ev.kind != pte::ValueKind::kTensor) continue;
+    const pte::Tensor& t = ev.tensor;
+    if (!t.device.is_cpu()) {
+      ETC_RETURN_IF_ERROR_CTX(
+          env.allocators->for_device(t.device).take_status(),
+          "value " + std::to_string(i) + " is a " + to_string(t.device) + " tensor");
+    }
+    if (t.allocation) {
+      if (t.data_buffer_idx > 0) {
+        return unsupported("value " + std::to_string(i) +
+                           ": tensors with initial state (mutable buffers) are not supported yet");
+      }
+      v.tensor.data = static_cast<char*>(m->buffers_[t.allocation->memory_id - 1].data()) +
+                      t.allocation->offset;
+    } else {
+      ETC_ASSIGN_OR_RETURN(std::optional<std::span<const uint8_t>> bytes, constants(i, t));
+      if (!bytes) continue;  // bound by the caller (inputs, outputs) before execute
+      if (static_cast<int64_t>(bytes->size()) < v.tensor.nbytes()) {
+        return invalid_input("value " + std::to_string(i) + ": constant has " +
+                             std::to_string(bytes->size()) + " bytes, " + v.tensor.describe() +
+                             " needs " + std::to_string(v.tensor.nbytes()));
+      }
+      // Constants are read-only: kernels never write their inputs.
+      v.tensor.data = const_cast<uint8_t*>(bytes->data());
+    }
+  }
+  (void)file;
+  // Inputs and outputs.
+  auto planned = [&plan](int32_t v) {
+    const pte::EValue& ev = plan.values[static_cast<size_t>(v)];
+    return ev.kind != pte::ValueKind::kTensor || ev.tensor.allocation.has_value() ||
+           ev.tensor.data_buffer_idx > 0;
+  };
+  for (int32_t v : plan.inputs) {
+    if (plan.values[static_cast<size_t>(v)].kind != pte::ValueKind::kTensor) {
+      return unsupported("plan input value " + std::to_string(v) + " is not a tensor");
+    }
+    m->inputs_.push_back(static_cast<size_t>(v));
+    m->input_planned_.push_back(planned(v));
+  }
+  for (int32_t v : plan.outputs) {
+    if (plan.values[static_cast<size_t>(v)].kind != pte::ValueKind::kTensor) {
+      return unsupported("plan output value " + std::to_string(v) + " is not a tensor");
+    }
+    m->outputs_.push_back(static_cast<size_t>(v));
+    m->output_planned_.push_back(planned(v));
+  }
+  // Steps.
+  for (const pte::Chain& c : plan.chains) {
+    for (const pte::Instruction& in : c.instructions) {
+      Step s;
+      s.kind = in.kind;
+      s.a = in.index;
+      s.b = in.target;
+      for (int32_t a : in.args)
+        s.args.push_back(&m->values_[static_cast<size_t>(a)]);
+      if (in.kind == pte::InstrKind::kKernel) {
+        s.kernel = kernels[static_cast<size_t>(in.index)];
+        s.name = op_name(plan.operators[static_cast<size_t>(in.index)]);
+      } else if (in.kind == pte::InstrKind::kDelegate) {
+        const pte::Delegate& d = plan.delegates[static_cast<size_t>(in.index)];
+        s.name = "delegate " + std::to_string(in.index) + " (" + d.id + ")";
+        Backend* backend = env.backends == nullptr ? nullptr : env.backends->find(d.id);
+        if (backend == nullptr)
+          return unsupported("the program needs backend '" + d.id +
+                             "', which this runtime does not have");
+        if (file == nullptr) return unsupported("nested delegates are not supported");
+        Result<std::unique_ptr<DelegateHandle>> h =
+            backend->init(file->delegate_bytes(d), d.compile_specs, *file, env);
+        if (!h.ok()) return std::move(h).take_status().add_context("while initialising " + s.name);
+        s.delegate = m->delegates_.size();
+        m->delegates_.push_back(std::move(h).value());
+      }
+      m->steps_.push_back(std::move(s));
+    }
+  }
+  return m;
+}
+
+Status Method::check_binding(const TensorView& t, const void* data, const std::string& what) const {
+  if (data == nullptr && t.nbytes() > 0) return invalid_input(what + ": null pointer");
+  if (data == nullptr) return Status();
+  if (t.device.is_cpu()) {
+    for (DeviceType type : {DeviceType::kCUDA}) {
+      if (const DeviceAllocator* a = env_.allocators->find(type); a != nullptr && a->owns(data)) {
+        return invalid_input(what + " is a CPU tensor but was given " +
+                             std::string(device_type_name(type)) + " device memory");
+      }
+    }
+    return Status();
+  }
+  ETC_ASSIGN_OR_RETURN(DeviceAllocator * a, env_.allocators->for_device(t.device));
+  if (!a->owns(data)) {
+    return invalid_input(what + " is a " + to_string(t.device) +
+                         " tensor but was given host memory; upload it to the device first (never "
+                         "copied implicitly)");
+  }
+  return Status();
+}
+
+Status Method::set_input(size_t i, const void* data, size_t bytes) {
+  if (i >= inputs_.size())
+    return invalid_input("input " + std::to_string(i) + " does not exist (" +
+                         std::to_string(inputs_.size()) + " inputs)");
+  TensorView& t = values_[inputs_[i]].tensor;
+  if (!input_planned_[i]) {
+    return invalid_input("input " + std::to_string(i) + " (" + t.describe() +
+                         ") is not planned: bind it with memory of its device instead of copying");
+  }
+  if (!t.device.is_cpu())
+    return invalid_input("input " + std::to_string(i) + " is planned on " + to_string(t.device));
+  if (static_cast<int64_t>(bytes) != t.nbytes()) {
+    return invalid_input("input " + std::to_string(i) + " (" + t.describe() + ") needs " +
+                         std::to_string(t.nbytes()) + " bytes, got " + std::to_string(bytes));
+  }
+  if (bytes > 0) std::memcpy(t.data, data, bytes);
+  return Status();
+}
+
+Status Method::bind_input(size_t i, void* data) {
+  if (i >= inputs_.size()) return invalid_input("input " + std::to_string(i) + " does not exist");
+  if (input_planned_[i])
+    return invalid_input("input " + std::to_string(i) + " is planned: use set_input");
+  TensorView& t = values_[inputs_[i]].tensor;
+  ETC_RETURN_IF_ERROR(check_binding(t, data, "input " + std::to_string(i)));
+  t.data = data;
+  return Status();
+}
+
+Status Method::bind_output(size_t i, void* data) {
+  if (i >= outputs_.size()) return invalid_input("output " + std::to_string(i) + " does not exist");
+  if (output_planned_[i])
+    return invalid_input("output " + std::to_string(i) + " is planned: it cannot be rebound");
+  TensorView& t = values_[outputs_[i]].tensor;
+  ETC_RETURN_IF_ERROR(check_binding(t, data, "output " + std::to_string(i)));
+  t.data = data;
+  return Status();
+}
+
+Status Method::execute() {
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    const TensorView& t = values_[inputs_[i]].tensor;
+    if (t.data == nullptr && t.nbytes() > 0)
+      return invalid_input("input " + std::to_string(i) + " is not bound");
+  }
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    const TensorView& t = values_[outputs_[i]].tensor;
+    if (t.data == nullptr && t.nbytes() > 0)
+      return invalid_input("output " + std::to_string(i) + " is not bound");
+  }
+  for (size_t pc = 0; pc < steps_.size();) {
+    Step& s = steps_[pc];
+    switch (s.kind) {
+      case pte::InstrKind::kKernel: {
+        KernelContext ctx{s.name, env_.allocators};
+        Status st = s.kernel(ctx, s.args);
+        if (!st.ok())
+          return std::move(st).add_context("in instruction " + std::to_string(pc) + " (" + s.name +
+                                           ")");
+        ++pc;
+        break;
+      }
+      case pte::InstrKind::kDelegate: {
+        Status st = delegates_[s.delegate]->execute(s.args);
+        if (!st.ok())
+          return std::move(st).add_context("in instruction " + std::to_string(pc) + " (" + s.name +
+                                           ")");
+        ++pc;
+        break;
+      }
+      case pte::InstrKind::kMove:
+        values_[static_cast<size_t>(s.b)] = values_[static_cast<size_t>(s.a)];
+        ++pc;
+        break;
+      case pte::InstrKind::kJumpFalse: {
+        const Value& c = values_[static_cast<size_t>(s.a)];
+        bool cond = c.kind == Value::Kind::kBool ? c.b
+                    : c.is_tensor() && c.tensor.dtype == DType::kBool && c.tensor.numel() == 1
+                        ? *static_cast<const bool*>(c.tensor.data)
+                        : true;
+        pc = cond ? pc + 1 : static_cast<size_t>(s.b);
+        break;
+      }
+      case pte::InstrKind::kFree:
+        ++pc;  // memory is planned; nothing to free
+        break;
+    }
+  }
+  return Status();
+}
+
+Status BackendRegistry::add(const std::string& id, std::unique_ptr<Backend> backend) {
+  if (!backends_.emplace(id, std::move(backend)).second)
+    return internal_error("backend '" + id + "' is registered twice");
+  return Status();
+}
+
+Backend* BackendRegistry::find(const std::string& id) const {
+  auto it = backends_.find(id);
+  return it == backends_.end() ? nullptr : it->second.get();
+}
+
+// ---- et_copy kernels -----------------------------------------------------------------
+
+namespace {
+
+Status copy_kernel(KernelContext& ctx, std::span<Value*> args, bool to_device) {
+  if (args.size() != 3 || !args[0]->is_tensor() || !args[1]->is_tensor()) {
+    return ctx.error("expected (self, out, return), got " + std::to_string(args.size()) +
+                     " arguments");
+  }
+  const TensorView& src = args[0]->tensor;
+  const TensorView& dst = args[1]->tensor;
+  if (src.dtype != dst.dtype || src.sizes != dst.sizes) {
+    return ctx.error("source " + src.describe() + " and destination " + dst.describe() + " differ");
+  }
+  const TensorView& device_side = to_device ? dst : src;
+  const TensorView& host_side = to_device ? src : dst;
+  if (device_side.device.is_cpu() || !host_side.device.is_cpu()) {
+    return ctx.error(std::string("expected a ") +
+                     (to_device ? "host source and a device destination"
+                                : "device source and a host destination") +
+                     ", got " + src.describe() + " -> " + dst.describe());
+  }
+  if (ctx.allocators == nullptr) return ctx.error("no device allocators are available");
+  ETC_ASSIGN_OR_RETURN(DeviceAllocator * a, ctx.allocators->for_device(device_side.device));
+  size_t bytes = static_cast<size_t>(src.nbytes());
+  return to_device ? a->copy_host_to_device(dst.data, src.data, bytes, dst.device.index)
+                   : a->copy_device_to_host(dst.data, src.data, bytes, src.device.index);
+}
+
+Status h2d_copy(KernelContext& ctx, std::span<Value*> args) {
+  return copy_kernel(ctx, args, true);
+}
+Status d2h_copy(KernelContext& ctx, std::span<Value*> args) {
+  return copy_kernel(ctx, args, false);
+}
+
+}  // namespace
+
+Status register_copy_kernels(OperatorRegistry& registry) {
+  ETC_RETURN_IF_ERROR(registry.add("et_copy::_h2d_copy.out", &h2d_copy));
+  return registry.add("et_copy::_d2h_copy.out", &d2h_copy);
+}
+
+}  // namespace etc::rt

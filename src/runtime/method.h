@@ -1,0 +1,89 @@
+// A loaded execution plan, ready to run: values materialised (planned tensors pointing into
+// buffers allocated once on their devices, constants pointing into the mapped file),
+// operators resolved to kernels, delegates initialised. Nothing is allocated per run.
+//
+// Inputs are either copied into their planned host memory (set_input) or, when the plan
+// leaves them unplanned, bound by pointer (bind_input) — host memory for CPU tensors, memory
+// from the device's allocator for device tensors; the wrong kind is an error, never a silent
+// copy. Unplanned outputs (a delegate's, or device-resident graph outputs) are bound likewise.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/backend.h"
+#include "runtime/device_allocator.h"
+#include "runtime/kernel.h"
+#include "serialize/pte_model.h"
+
+namespace etc::rt {
+
+// For an unplanned tensor value: its constant bytes (from the constant segment, or a
+// delegate's named data), nullopt if it is not a constant (then the caller binds it), or an
+// error.
+using ConstantResolver = std::function<Result<std::optional<std::span<const uint8_t>>>(
+    size_t value_index, const pte::Tensor&)>;
+
+class Method {
+ public:
+  // Loads plan `plan_index` of `file`. Every operator missing from env.operators is listed in
+  // one kUnsupported error; device memory that cannot be had is kDeviceUnavailable.
+  static Result<std::unique_ptr<Method>> load(const pte::File& file, size_t plan_index,
+                                              const RuntimeEnv& env);
+  // Loads an arbitrary plan (a delegate's) with its own constant resolver.
+  static Result<std::unique_ptr<Method>> load_plan(const pte::Plan& plan,
+                                                   const ConstantResolver& constants,
+                                                   const RuntimeEnv& env, const pte::File* file);
+
+  Method(const Method&) = delete;
+  Method& operator=(const Method&) = delete;
+  ~Method();
+
+  size_t num_inputs() const { return inputs_.size(); }
+  size_t num_outputs() const { return outputs_.size(); }
+  const TensorView& input(size_t i) const { return values_[inputs_[i]].tensor; }
+  const TensorView& output(size_t i) const { return values_[outputs_[i]].tensor; }
+  // True when the caller must bind the input/output by pointer (not planned).
+  bool input_is_bound(size_t i) const { return !input_planned_[i]; }
+  bool output_is_bound(size_t i) const { return !output_planned_[i]; }
+
+  // Copies host bytes into planned input i (host memory only).
+  Status set_input(size_t i, const void* data, size_t bytes);
+  // Points an unplanned input/output at caller memory of the tensor's device.
+  Status bind_input(size_t i, void* data);
+  Status bind_output(size_t i, void* data);
+
+  // Runs every instruction once.
+  Status execute();
+
+  const std::vector<Value>& values() const { return values_; }
+
+ private:
+  Method() = default;
+  Status check_binding(const TensorView& t, const void* data, const std::string& what) const;
+
+  struct Step {
+    pte::InstrKind kind = pte::InstrKind::kKernel;
+    KernelFn kernel = nullptr;
+    std::string name;
+    size_t delegate = 0;
+    std::vector<Value*> args;
+    int32_t a = 0, b = 0;  // move/jump/free operands
+  };
+
+  RuntimeEnv env_;
+  std::vector<Value> values_;
+  std::vector<DeviceBuffer> buffers_;
+  std::vector<Step> steps_;
+  std::vector<std::unique_ptr<DelegateHandle>> delegates_;
+  std::vector<size_t> inputs_, outputs_;
+  std::vector<bool> input_planned_, output_planned_;
+};
+
+// Registers the et_copy::_h2d_copy.out / _d2h_copy.out kernels.
+Status register_copy_kernels(OperatorRegistry& registry);
+
+}  // namespace etc::rt

@@ -1,0 +1,25 @@
+// A ready-to-use runtime environment: registries filled with the CPU kernels, the et_copy
+// kernels, and for `--device cpu` a host-backed stand-in for CUDA memory plus the CPU
+// reference delegate backend. Owns the registries the RuntimeEnv points at.
+#pragma once
+
+#include <memory>
+
+#include "runtime/backend.h"
+#include "runtime/device_allocator.h"
+#include "runtime/kernel.h"
+
+namespace etc::rt {
+
+struct OwnedRuntime {
+  OperatorRegistry operators;
+  DeviceAllocatorRegistry allocators;
+  BackendRegistry backends;
+  RuntimeEnv env() const { return RuntimeEnv{&operators, &allocators, &backends}; }
+};
+
+// CPU kernels + copies, and CUDA memory emulated in host memory (cuda:0..cuda:`cuda_devices`-1)
+// with delegates run by the CPU reference backend.
+Result<std::unique_ptr<OwnedRuntime>> make_cpu_runtime(int cuda_devices = 8);
+
+}  // namespace etc::rt

@@ -1,0 +1,236 @@
+// The runtime's device plumbing, proven on machines without a GPU: the allocator registry,
+// owning buffers, loading (missing operators, missing devices), binding rules, and a
+// device-annotated program run with a mock device allocator that counts every allocation
+// and copy.
+#include <catch2/catch.hpp>
+#include <cstring>
+
+#include "passes/graph_builder.h"
+#include "runtime/cpu_delegate.h"
+#include "runtime/method.h"
+#include "serialize/emitter.h"
+#include "serialize/pte_reader.h"
+#include "serialize/pte_writer.h"
+
+namespace etc::rt {
+namespace {
+
+using etc::testing::add;
+using etc::testing::f32;
+using etc::testing::graph_from_json;
+
+constexpr Device kCuda0{DeviceType::kCUDA, 0};
+
+// A float32-only add for the tests, registered under the names the programs use, so these
+// tests do not depend on the full CPU kernel library.
+Status test_add(KernelContext& ctx, std::span<Value*> args) {
+  if (args.size() != 5) return ctx.error("bad arity");
+  const TensorView& a = args[0]->tensor;
+  const TensorView& b = args[1]->tensor;
+  TensorView& out = args[3]->tensor;
+  if (a.sizes != out.sizes || b.sizes != out.sizes)
+    return ctx.error("test kernel: no broadcasting");
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    out.data_as<float>()[i] =
+        a.data_as<float>()[i] +
+        static_cast<float>(args[2]->scalar_as_double()) * b.data_as<float>()[i];
+  }
+  return Status();
+}
+
+// Exports "y = a + b" (2x2 float32) with the given options and reads it back.
+pte::File export_add(ExportOptions options) {
+  Graph g = graph_from_json("[" + f32("a") + "," + f32("b") + "]",
+                            "[" + add("add", "a", "b", "y") + "]", R"(["y"])");
+  PassRegistry r = make_pass_registry();
+  ExportReport report;
+  PassContext ctx{options, report};
+  REQUIRE(run_pipeline(g, *parse_pipeline(kDefaultExportPipeline, r), r, ctx, {}).ok());
+  Result<pte::File> emitted = emit_program(g);
+  REQUIRE(emitted.ok());
+  Result<pte::File> f = read_pte(make_blob(*write_pte(*emitted)), "add.pte");
+  INFO(f.status().to_string());
+  REQUIRE(f.ok());
+  return std::move(f).value();
+}
+
+struct MockRuntime {
+  OperatorRegistry operators;
+  DeviceAllocatorRegistry allocators;
+  BackendRegistry backends;
+  HostBackedAllocator* cuda = nullptr;
+  MockRuntime() {
+    REQUIRE(operators.add("aten::add.out", &test_add).ok());
+    REQUIRE(operators.add("aten::add.Tensor", &test_add).ok());
+    REQUIRE(register_copy_kernels(operators).ok());
+    auto mock = std::make_unique<HostBackedAllocator>(DeviceType::kCUDA, 2);
+    cuda = mock.get();
+    REQUIRE(allocators.add(std::move(mock)).ok());
+    REQUIRE(backends.add("EtcCudaBackend", make_cpu_reference_delegate_backend()).ok());
+  }
+  RuntimeEnv env() const { return RuntimeEnv{&operators, &allocators, &backends}; }
+};
+
+std::vector<float> floats(const TensorView& t) {
+  std::vector<float> v(static_cast<size_t>(t.numel()));
+  std::memcpy(v.data(), t.data, v.size() * 4);
+  return v;
+}
+
+TEST_CASE("the allocator registry refuses duplicates and explains missing devices") {
+  DeviceAllocatorRegistry r;
+  REQUIRE(r.add(std::make_unique<HostBackedAllocator>(DeviceType::kCUDA, 1)).ok());
+  Status dup = r.add(std::make_unique<HostBackedAllocator>(DeviceType::kCUDA, 1));
+  CHECK(dup.message() == "a device allocator for cuda is already registered");
+  Result<DeviceAllocator*> missing_index = r.for_device(Device{DeviceType::kCUDA, 1});
+  CHECK(missing_index.status().code() == ErrorCode::kDeviceUnavailable);
+  CHECK(missing_index.status().message() ==
+        "the program needs cuda:1, but only 1 cuda device(s) exist");
+  DeviceAllocatorRegistry empty;
+  Result<DeviceAllocator*> none = empty.for_device(kCuda0);
+  CHECK(none.status().code() == ErrorCode::kDeviceUnavailable);
+  CHECK(none.status().message().find("run with --device cpu") != std::string::npos);
+}
+
+TEST_CASE("device buffers are freed exactly once, also when moved and on failure") {
+  DeviceAllocatorRegistry r;
+  auto owned = std::make_unique<HostBackedAllocator>(DeviceType::kCUDA, 1);
+  HostBackedAllocator* mock = owned.get();
+  REQUIRE(r.add(std::move(owned)).ok());
+  {
+    Result<DeviceBuffer> a = DeviceBuffer::allocate(r, kCuda0, 100, 256);
+    REQUIRE(a.ok());
+    CHECK(mock->owns(a->data()));
+    DeviceBuffer b = std::move(a).value();
+    DeviceBuffer c;
+    c = std::move(b);
+    CHECK(mock->live_allocations() == 1);
+  }
+  CHECK(mock->counters().allocations == 1);
+  CHECK(mock->counters().deallocations == 1);
+  mock->fail_next_allocation();
+  Result<DeviceBuffer> failed = DeviceBuffer::allocate(r, kCuda0, 100, 256);
+  CHECK(failed.status().code() == ErrorCode::kDeviceUnavailable);
+  CHECK(mock->live_allocations() == 0);
+  Result<DeviceBuffer> host = DeviceBuffer::allocate(r, Device{}, 64, 64);
+  REQUIRE(host.ok());
+  CHECK_FALSE(mock->owns(host->data()));
+}
+
+TEST_CASE("loading lists every missing operator at once") {
+  pte::File f = export_add(ExportOptions{.target = Device{}});
+  OperatorRegistry empty;
+  DeviceAllocatorRegistry allocators;
+  Result<std::unique_ptr<Method>> m = Method::load(f, 0, RuntimeEnv{&empty, &allocators, nullptr});
+  REQUIRE_FALSE(m.ok());
+  CHECK(m.status().code() == ErrorCode::kUnsupported);
+  CHECK(m.status().message() ==
+        "plan 'forward' calls operator this runtime does not have: aten::add.out (1 call)");
+}
+
+TEST_CASE("a CUDA program without a CUDA allocator fails to load with exit-4 kind") {
+  pte::File f = export_add(ExportOptions{});
+  MockRuntime rt;
+  DeviceAllocatorRegistry no_cuda;
+  Result<std::unique_ptr<Method>> m =
+      Method::load(f, 0, RuntimeEnv{&rt.operators, &no_cuda, &rt.backends});
+  REQUIRE_FALSE(m.ok());
+  CHECK(m.status().code() == ErrorCode::kDeviceUnavailable);
+}
+
+TEST_CASE("a device-annotated program runs with exactly the planned allocations and copies") {
+  pte::File f = export_add(ExportOptions{});  // cuda:0, IO on the host
+  MockRuntime rt;
+  {
+    Result<std::unique_ptr<Method>> loaded = Method::load(f, 0, rt.env());
+    INFO(loaded.status().to_string());
+    REQUIRE(loaded.ok());
+    Method& m = **loaded;
+    // One CUDA buffer (two device inputs + the delegate output, 48 bytes), allocated once.
+    CHECK(rt.cuda->counters().allocations == 1);
+    CHECK(rt.cuda->counters().bytes_allocated == 48);
+    std::vector<float> a{1, 2, 3, 4}, b{10, 20, 30, 40};
+    REQUIRE(m.set_input(0, a.data(), 16).ok());
+    REQUIRE(m.set_input(1, b.data(), 16).ok());
+    for (int run = 0; run < 3; ++run) {
+      Status s = m.execute();
+      INFO(s.to_string());
+      REQUIRE(s.ok());
+    }
+    CHECK(floats(m.output(0)) == std::vector<float>{11, 22, 33, 44});
+    CHECK(rt.cuda->counters().h2d_copies == 6);  // 2 per run
+    CHECK(rt.cuda->counters().d2h_copies == 3);  // 1 per run
+    CHECK(rt.cuda->counters().h2d_bytes == 96);
+    CHECK(rt.cuda->counters().allocations == 1);  // nothing allocated per run
+  }
+  CHECK(rt.cuda->counters().deallocations == 1);  // freed exactly once with the method
+  CHECK(rt.cuda->live_allocations() == 0);
+}
+
+TEST_CASE("with --io-device device, inputs must be device memory and no copies happen") {
+  pte::File f = export_add(ExportOptions{.io_device = IoDevice::kDevice});
+  MockRuntime rt;
+  Result<std::unique_ptr<Method>> loaded = Method::load(f, 0, rt.env());
+  REQUIRE(loaded.ok());
+  Method& m = **loaded;
+  REQUIRE(m.input_is_bound(0));
+  REQUIRE(m.output_is_bound(0));
+  std::vector<float> host(4, 1.0f);
+  Status wrong = m.bind_input(0, host.data());
+  CHECK(wrong.message() ==
+        "input 0 is a cuda:0 tensor but was given host memory; upload it to the device first "
+        "(never copied implicitly)");
+  CHECK(m.set_input(0, host.data(), 16).message().find("is not planned") != std::string::npos);
+  Status unbound = m.execute();
+  CHECK(unbound.message() == "input 0 is not bound");
+  std::vector<DeviceBuffer> mem;
+  for (int i = 0; i < 3; ++i)
+    mem.push_back(std::move(DeviceBuffer::allocate(rt.allocators, kCuda0, 16, 256)).value());
+  std::vector<float> a{1, 2, 3, 4}, b{5, 6, 7, 8};
+  REQUIRE(rt.cuda->copy_host_to_device(mem[0].data(), a.data(), 16, 0).ok());
+  REQUIRE(rt.cuda->copy_host_to_device(mem[1].data(), b.data(), 16, 0).ok());
+  REQUIRE(m.bind_input(0, mem[0].data()).ok());
+  REQUIRE(m.bind_input(1, mem[1].data()).ok());
+  REQUIRE(m.bind_output(0, mem[2].data()).ok());
+  size_t copies_before = rt.cuda->counters().h2d_copies + rt.cuda->counters().d2h_copies;
+  REQUIRE(m.execute().ok());
+  CHECK(rt.cuda->counters().h2d_copies + rt.cuda->counters().d2h_copies ==
+        copies_before);  // none by the program
+  std::vector<float> y(4);
+  REQUIRE(rt.cuda->copy_device_to_host(y.data(), mem[2].data(), 16, 0).ok());
+  CHECK(y == std::vector<float>{6, 8, 10, 12});
+}
+
+TEST_CASE("a device pointer bound to a CPU tensor is refused") {
+  pte::File f = export_add(ExportOptions{.target = Device{}});
+  MockRuntime rt;
+  Result<std::unique_ptr<Method>> loaded = Method::load(f, 0, rt.env());
+  REQUIRE(loaded.ok());
+  Result<DeviceBuffer> dev = DeviceBuffer::allocate(rt.allocators, kCuda0, 16, 256);
+  REQUIRE(dev.ok());
+  // Planned inputs are copied, not bound.
+  CHECK((*loaded)->bind_input(0, dev->data()).message() == "input 0 is planned: use set_input");
+  CHECK((*loaded)->set_input(0, nullptr, 3).message() ==
+        "input 0 (float32[2, 2] cpu) needs 16 bytes, got 3");
+}
+
+TEST_CASE("copy kernels reject wrong directions and shapes") {
+  MockRuntime rt;
+  KernelContext ctx{"et_copy::_h2d_copy.out", &rt.allocators};
+  std::vector<float> host(4);
+  Value src, dst;
+  src.kind = dst.kind = Value::Kind::kTensor;
+  src.tensor = TensorView{host.data(), DType::kFloat32, {4}, Device{}};
+  dst.tensor = TensorView{host.data(), DType::kFloat32, {2}, kCuda0};
+  std::vector<Value*> args{&src, &dst, &dst};
+  KernelFn h2d = rt.operators.find("et_copy::_h2d_copy.out");
+  REQUIRE(h2d != nullptr);
+  CHECK(h2d(ctx, args).message() ==
+        "et_copy::_h2d_copy.out: source float32[4] cpu and destination float32[2] cuda:0 differ");
+  dst.tensor.sizes = {4};
+  // The destination is host memory labelled cuda:0: the mock allocator notices.
+  CHECK(h2d(ctx, args).message() == "host-to-device copy: the destination is not device memory");
+}
+
+}  // namespace
+}  // namespace etc::rt
