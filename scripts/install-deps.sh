@@ -25,6 +25,7 @@ packages=(
   llvm-14-tools
   clang-format
   python3
+  python3-numpy
 )
 
 missing=()

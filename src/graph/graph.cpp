@@ -41,7 +41,13 @@ Graph Graph::clone() const {
     }
     g.nodes_.push_back(std::move(copy));
   }
-  g.order_ = order_;
+  g.prev_ = prev_;
+  g.next_ = next_;
+  g.head_ = head_;
+  g.tail_ = tail_;
+  g.live_nodes_ = live_nodes_;
+  g.order_valid_ = false;
+  g.constants_dirty_ = true;
   g.inputs_ = inputs_;
   g.constants_ = constants_;
   g.outputs_ = outputs_;
@@ -96,11 +102,10 @@ NodeId Graph::add_node(OpKind op, std::string name, std::vector<ArgValue> args,
   for (uint32_t i = 0; i < nodes_[id.v].args.size(); ++i) {
     for_each_value_in(nodes_[id.v].args[i], id, i, /*add=*/true);
   }
-  if (before) {
-    order_.insert(std::find(order_.begin(), order_.end(), *before), id);
-  } else {
-    order_.push_back(id);
-  }
+  prev_.push_back(kNone);
+  next_.push_back(kNone);
+  link_before(id, before);
+  ++live_nodes_;
   return id;
 }
 
@@ -168,23 +173,72 @@ bool Graph::erase_node(NodeId id) {
   n.erased = true;
   if (auto it = node_names_.find(n.name); it != node_names_.end() && --it->second == 0)
     node_names_.erase(it);
-  order_.erase(std::find(order_.begin(), order_.end(), id));
+  unlink(id);
+  --live_nodes_;
   return true;
 }
 
+void Graph::link_before(NodeId node, std::optional<NodeId> before) {
+  uint32_t n = node.v;
+  uint32_t b = before ? before->v : kNone;
+  uint32_t p = b == kNone ? tail_ : prev_[b];
+  prev_[n] = p;
+  next_[n] = b;
+  (p == kNone ? head_ : next_[p]) = n;
+  (b == kNone ? tail_ : prev_[b]) = n;
+  order_valid_ = false;
+}
+
+void Graph::unlink(NodeId node) {
+  uint32_t n = node.v;
+  uint32_t p = prev_[n], x = next_[n];
+  (p == kNone ? head_ : next_[p]) = x;
+  (x == kNone ? tail_ : prev_[x]) = p;
+  prev_[n] = next_[n] = kNone;
+  order_valid_ = false;
+}
+
+std::span<const NodeId> Graph::order() const {
+  if (!order_valid_) {
+    order_cache_.clear();
+    order_cache_.reserve(live_nodes_);
+    for (uint32_t n = head_; n != kNone; n = next_[n])
+      order_cache_.emplace_back(n);
+    order_valid_ = true;
+  }
+  return order_cache_;
+}
+
+std::optional<NodeId> Graph::next_in_order(NodeId node) const {
+  uint32_t x = next_[node.v];
+  return x == kNone ? std::nullopt : std::optional<NodeId>(NodeId(x));
+}
+
+std::span<const ValueId> Graph::constants() const {
+  if (constants_dirty_) {
+    std::erase_if(constants_, [this](ValueId id) { return values_[id.v].erased; });
+    constants_dirty_ = false;
+  }
+  return constants_;
+}
+
 bool Graph::set_order(std::vector<NodeId> order) {
-  if (order.size() != order_.size()) return false;
-  std::vector<NodeId> a = order, b = order_;
-  std::sort(a.begin(), a.end());
-  std::sort(b.begin(), b.end());
-  if (a != b) return false;
-  order_ = std::move(order);
+  if (order.size() != live_nodes_) return false;
+  std::vector<bool> seen(nodes_.size(), false);
+  for (NodeId id : order) {
+    if (!id.valid() || id.v >= nodes_.size() || nodes_[id.v].erased || seen[id.v]) return false;
+    seen[id.v] = true;
+  }
+  head_ = tail_ = kNone;
+  for (NodeId id : order)
+    link_before(id, std::nullopt);
   return true;
 }
 
 void Graph::move_before(NodeId node, NodeId before) {
-  order_.erase(std::find(order_.begin(), order_.end(), node));
-  order_.insert(std::find(order_.begin(), order_.end(), before), node);
+  if (node == before) return;
+  unlink(node);
+  link_before(node, before);
 }
 
 bool Graph::erase_constant(ValueId id) {
@@ -192,7 +246,7 @@ bool Graph::erase_constant(ValueId id) {
   if (v.kind != ValueKind::kConstant || !v.uses.empty() || is_graph_output(id)) return false;
   v.erased = true;
   by_name_.erase(v.name);
-  constants_.erase(std::find(constants_.begin(), constants_.end(), id));
+  constants_dirty_ = true;
   return true;
 }
 

@@ -174,9 +174,12 @@ class Graph {
   const Node& node(NodeId id) const { return nodes_[id.v]; }
   Node& node(NodeId id) { return nodes_[id.v]; }
   // Live nodes in program order.
-  std::span<const NodeId> order() const { return order_; }
+  // Live nodes in program order. The span is valid until the graph next changes.
+  std::span<const NodeId> order() const;
+  // The node after `node` in the order, if any (O(1)).
+  std::optional<NodeId> next_in_order(NodeId node) const;
   std::span<const ValueId> inputs() const { return inputs_; }
-  std::span<const ValueId> constants() const { return constants_; }
+  std::span<const ValueId> constants() const;
   std::span<const ValueId> outputs() const { return outputs_; }
   // All value/node slots, including erased ones; index = id.
   size_t value_slots() const { return values_.size(); }
@@ -192,9 +195,19 @@ class Graph {
 
   std::vector<Value> values_;
   std::vector<Node> nodes_;
-  std::vector<NodeId> order_;
+  // The order is a doubly linked list over node ids (O(1) insert and erase, which passes
+  // do per node); order() materialises it into a cache on demand.
+  void link_before(NodeId node, std::optional<NodeId> before);
+  void unlink(NodeId node);
+  std::vector<uint32_t> prev_, next_;  // per node slot; kNone when absent
+  uint32_t head_ = kNone, tail_ = kNone;
+  size_t live_nodes_ = 0;
+  static constexpr uint32_t kNone = 0xffffffffu;
+  mutable std::vector<NodeId> order_cache_;
+  mutable bool order_valid_ = true;
+  mutable bool constants_dirty_ = false;
   std::vector<ValueId> inputs_;
-  std::vector<ValueId> constants_;
+  mutable std::vector<ValueId> constants_;  // erased entries are dropped lazily
   std::vector<ValueId> outputs_;
   std::unordered_map<std::string, ValueId> by_name_;
   std::unordered_map<std::string, uint32_t> node_names_;  // live node name -> count

@@ -105,7 +105,8 @@ class MaxOverTime {
     int32_t left = -1, right = -1;
   };
   int32_t child(int32_t node, bool right) {
-    int32_t c = right ? nodes_[static_cast<size_t>(node)].right : nodes_[static_cast<size_t>(node)].left;
+    int32_t c =
+        right ? nodes_[static_cast<size_t>(node)].right : nodes_[static_cast<size_t>(node)].left;
     if (c < 0) {
       c = static_cast<int32_t>(nodes_.size());
       nodes_.push_back(Node{});  // may reallocate: no reference into nodes_ is held across it

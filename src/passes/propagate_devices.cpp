@@ -113,12 +113,8 @@ class Propagator {
     const Value& src = g_.value(v);
     TensorSpec spec = TensorSpec::make(src.spec.dtype, src.spec.sizes);
     std::string name = g_.unique_value_name(src.name + "@cpu");
-    // Insert after the producer: before the node that follows it in the order.
-    std::optional<NodeId> after_producer;
-    auto order = g_.order();
-    for (size_t i = 0; i < order.size(); ++i) {
-      if (order[i] == src.producer && i + 1 < order.size()) after_producer = order[i + 1];
-    }
+    // Insert right after the producer.
+    std::optional<NodeId> after_producer = g_.next_in_order(src.producer);
     Device from = src.spec.device;
     std::string src_name = src.name;
     int64_t bytes = spec.nbytes();
