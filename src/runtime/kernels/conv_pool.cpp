@@ -1,0 +1,554 @@
+// 2-d convolution (NCHW; groups, stride, padding, dilation, transposed) and pooling
+// (max with indices, average, adaptive average).
+//
+// Convolution is im2col + GEMM per (image, group): out_g[Cout_g, OH*OW] += W_g @ col, with
+// a 1x1/stride-1 fast path that multiplies the input directly and a direct loop for
+// depthwise convolutions (one input channel per group, where a GEMM would have M = 1).
+// Transposed convolution is GEMM + col2im. float16/bfloat16 compute in float32.
+#include <algorithm>
+#include <cmath>
+
+#include "runtime/kernels/gemm.h"
+#include "runtime/kernels/kernel_util.h"
+
+namespace etc::rt::kernels {
+namespace {
+
+// The range [lo, hi) of output positions o whose input position o*stride + offset lies in
+// [0, size): lets the inner loops run without bounds checks.
+void valid_range(int64_t offset, int64_t stride, int64_t size, int64_t count, int64_t* lo,
+                 int64_t* hi) {
+  *lo = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+  const int64_t last = size - 1 - offset;  // largest o*stride allowed
+  *hi = last < 0 ? 0 : std::min(count, last / stride + 1);
+  if (*hi < *lo) *hi = *lo;
+}
+
+struct ConvGeometry {
+  int64_t batch, c_in, h, w;
+  int64_t c_out, kh, kw;
+  int64_t oh, ow;
+  int64_t groups;
+  std::array<int64_t, 2> stride, pad, dil;
+};
+
+// col[(c*KH + i)*KW + j, oh*OW + ow] = x[c, oh*sh - ph + i*dh, ow*sw - pw + j*dw] (0 outside).
+template <typename G>
+void im2col(const G* x, int64_t channels, const ConvGeometry& g, G* col) {
+  const int64_t plane = g.oh * g.ow;
+  for (int64_t c = 0; c < channels; ++c) {
+    for (int64_t i = 0; i < g.kh; ++i) {
+      for (int64_t j = 0; j < g.kw; ++j) {
+        G* dst = col + ((c * g.kh + i) * g.kw + j) * plane;
+        const int64_t off_w = j * g.dil[1] - g.pad[1];
+        int64_t lo, hi;
+        valid_range(off_w, g.stride[1], g.w, g.ow, &lo, &hi);
+        for (int64_t oh = 0; oh < g.oh; ++oh) {
+          G* d = dst + oh * g.ow;
+          const int64_t ih = oh * g.stride[0] - g.pad[0] + i * g.dil[0];
+          if (ih < 0 || ih >= g.h) {
+            std::fill_n(d, g.ow, G(0));
+            continue;
+          }
+          const G* row = x + (c * g.h + ih) * g.w;
+          std::fill_n(d, lo, G(0));
+          if (g.stride[1] == 1) {
+            for (int64_t ow = lo; ow < hi; ++ow)
+              d[ow] = row[ow + off_w];
+          } else {
+            for (int64_t ow = lo; ow < hi; ++ow)
+              d[ow] = row[ow * g.stride[1] + off_w];
+          }
+          std::fill(d + hi, d + g.ow, G(0));
+        }
+      }
+    }
+  }
+}
+
+// y[co, oh*sh - ph + i*dh, ow*sw - pw + j*dw] += col[(co*KH + i)*KW + j, ih*W + iw] (the
+// adjoint of im2col, with the input and output roles of a transposed convolution).
+template <typename G>
+void col2im(const G* col, int64_t channels, const ConvGeometry& g, G* y) {
+  const int64_t plane = g.h * g.w;
+  for (int64_t c = 0; c < channels; ++c) {
+    for (int64_t i = 0; i < g.kh; ++i) {
+      for (int64_t j = 0; j < g.kw; ++j) {
+        const G* src = col + ((c * g.kh + i) * g.kw + j) * plane;
+        const int64_t off_w = j * g.dil[1] - g.pad[1];
+        int64_t lo, hi;
+        valid_range(off_w, g.stride[1], g.ow, g.w, &lo, &hi);
+        for (int64_t ih = 0; ih < g.h; ++ih) {
+          const int64_t oh = ih * g.stride[0] - g.pad[0] + i * g.dil[0];
+          if (oh < 0 || oh >= g.oh) continue;
+          const G* s = src + ih * g.w;
+          G* row = y + (c * g.oh + oh) * g.ow;
+          for (int64_t iw = lo; iw < hi; ++iw)
+            row[iw * g.stride[1] + off_w] += s[iw];
+        }
+      }
+    }
+  }
+}
+
+// Depthwise: output channel co of group gi reads only input channel gi.
+template <typename G>
+void depthwise(const G* x, const G* weight, const ConvGeometry& g, int64_t cout_g, G* y) {
+  for (int64_t co = 0; co < cout_g; ++co) {
+    G* yc = y + co * g.oh * g.ow;
+    const G* wc = weight + co * g.kh * g.kw;
+    for (int64_t i = 0; i < g.kh; ++i) {
+      for (int64_t j = 0; j < g.kw; ++j) {
+        const G wv = wc[i * g.kw + j];
+        const int64_t off_w = j * g.dil[1] - g.pad[1];
+        int64_t lo, hi;
+        valid_range(off_w, g.stride[1], g.w, g.ow, &lo, &hi);
+        for (int64_t oh = 0; oh < g.oh; ++oh) {
+          const int64_t ih = oh * g.stride[0] - g.pad[0] + i * g.dil[0];
+          if (ih < 0 || ih >= g.h) continue;
+          const G* row = x + ih * g.w;
+          G* d = yc + oh * g.ow;
+          if (g.stride[1] == 1) {
+            for (int64_t ow = lo; ow < hi; ++ow)
+              d[ow] += wv * row[ow + off_w];
+          } else {
+            for (int64_t ow = lo; ow < hi; ++ow)
+              d[ow] += wv * row[ow * g.stride[1] + off_w];
+          }
+        }
+      }
+    }
+  }
+}
+
+template <typename G>
+void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
+                const TensorView& weight, const TensorView* bias, TensorView& out) {
+  ReadAs<G> rx(input), rw(weight);
+  WriteAs<G> wy(out);
+  const G* x = rx.data();
+  const G* w = rw.data();
+  G* y = wy.data();
+  const int64_t out_plane = g.oh * g.ow;
+  const int64_t in_plane = g.h * g.w;
+  // Start from the bias (or zero); the GEMMs and loops below accumulate.
+  if (bias != nullptr) {
+    ReadAs<G> rb(*bias);
+    for (int64_t n = 0; n < g.batch; ++n) {
+      for (int64_t c = 0; c < g.c_out; ++c)
+        std::fill_n(y + (n * g.c_out + c) * out_plane, out_plane, rb.data()[c]);
+    }
+  } else {
+    std::fill_n(y, out.numel(), G(0));
+  }
+  const int64_t cin_g = g.c_in / g.groups;
+  const int64_t cout_g = g.c_out / g.groups;
+  const int64_t kk = g.kh * g.kw;
+  if (!transposed) {
+    const bool pointwise = g.kh == 1 && g.kw == 1 && g.stride[0] == 1 && g.stride[1] == 1 &&
+                           g.pad[0] == 0 && g.pad[1] == 0;
+    const bool is_depthwise = cin_g == 1 && !pointwise;
+    Buffer<G> col(pointwise || is_depthwise ? 0 : cin_g * kk * out_plane);
+    for (int64_t n = 0; n < g.batch; ++n) {
+      for (int64_t gi = 0; gi < g.groups; ++gi) {
+        const G* xg = x + (n * g.c_in + gi * cin_g) * in_plane;
+        const G* wg = w + gi * cout_g * cin_g * kk;
+        G* yg = y + (n * g.c_out + gi * cout_g) * out_plane;
+        if (is_depthwise) {
+          depthwise(xg, wg, g, cout_g, yg);
+          continue;
+        }
+        const G* b = xg;
+        if (!pointwise) {
+          im2col(xg, cin_g, g, col.data());
+          b = col.data();
+        }
+        gemm(cout_g, out_plane, cin_g * kk, G(1), MatrixRef<G>{wg, cin_g * kk, 1},
+             MatrixRef<G>{b, out_plane, 1}, yg, out_plane);
+      }
+    }
+  } else {
+    // weight [Cin, Cout_g, KH, KW]: col[Cout_g*KH*KW, H*W] = W_g^T @ x_g, then col2im.
+    Buffer<G> col(cout_g * kk * in_plane);
+    for (int64_t n = 0; n < g.batch; ++n) {
+      for (int64_t gi = 0; gi < g.groups; ++gi) {
+        const G* xg = x + (n * g.c_in + gi * cin_g) * in_plane;
+        const G* wg = w + gi * cin_g * cout_g * kk;
+        G* yg = y + (n * g.c_out + gi * cout_g) * out_plane;
+        std::fill_n(col.data(), cout_g * kk * in_plane, G(0));
+        gemm(cout_g * kk, in_plane, cin_g, G(1), MatrixRef<G>{wg, 1, cout_g * kk},
+             MatrixRef<G>{xg, in_plane, 1}, col.data(), in_plane);
+        col2im(col.data(), cout_g, g, yg);
+      }
+    }
+  }
+  wy.finish();
+}
+
+Status convolution_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args,
+                                 {{"input", Arg::kTensor},
+                                  {"weight", Arg::kTensor},
+                                  {"bias", Arg::kOptTensor},
+                                  {"stride", Arg::kIntList},
+                                  {"padding", Arg::kIntList},
+                                  {"dilation", Arg::kIntList},
+                                  {"transposed", Arg::kBool},
+                                  {"output_padding", Arg::kIntList},
+                                  {"groups", Arg::kInt}},
+                                 {"out"}));
+  const TensorView& x = tensor_arg(args, 0);
+  const TensorView& w = tensor_arg(args, 1);
+  const TensorView* bias = opt_tensor_arg(args, 2);
+  const bool transposed = args[6]->b;
+  const int64_t groups = args[8]->i;
+  TensorView& out = out_arg(args, 9);
+  if (x.rank() != 4 || w.rank() != 4) {
+    return ctx.error("only 2-d convolution is supported: input " + shape_str(x.sizes) +
+                     " and weight " + shape_str(w.sizes) + " must have rank 4");
+  }
+  if (!dtype_is_float(x.dtype)) {
+    return unsupported_dtype(ctx, "input", x.dtype, "a floating-point dtype");
+  }
+  if (w.dtype != x.dtype || (bias != nullptr && bias->dtype != x.dtype)) {
+    return ctx.error("weight and bias must have the input's dtype " +
+                     std::string(dtype_name(x.dtype)));
+  }
+  if (groups <= 0) return ctx.error("groups must be positive, got " + std::to_string(groups));
+  ETC_ASSIGN_OR_RETURN(auto stride, pair_arg(ctx, "stride", args[3]->ints, 1, false));
+  ETC_ASSIGN_OR_RETURN(auto pad, pair_arg(ctx, "padding", args[4]->ints, 0, false));
+  ETC_ASSIGN_OR_RETURN(auto dil, pair_arg(ctx, "dilation", args[5]->ints, 1, false));
+  ETC_ASSIGN_OR_RETURN(auto opad, pair_arg(ctx, "output_padding", args[7]->ints, 0, true));
+  for (int i = 0; i < 2; ++i) {
+    if (stride[i] <= 0) return ctx.error("stride must be positive");
+    if (dil[i] <= 0) return ctx.error("dilation must be positive");
+    if (pad[i] < 0) return ctx.error("padding must not be negative");
+    if (opad[i] < 0 || (opad[i] > 0 && !transposed)) {
+      return ctx.error("output_padding must be 0 unless transposed");
+    }
+  }
+  ConvGeometry g{x.sizes[0], x.sizes[1], x.sizes[2], x.sizes[3], 0,   w.sizes[2], w.sizes[3],
+                 0,          0,          groups,     stride,     pad, dil};
+  if (!transposed) {
+    if (w.sizes[0] % groups != 0 || w.sizes[1] * groups != g.c_in) {
+      return ctx.error("weight " + shape_str(w.sizes) + " with groups=" + std::to_string(groups) +
+                       " does not fit input " + shape_str(x.sizes));
+    }
+    g.c_out = w.sizes[0];
+  } else {
+    if (w.sizes[0] != g.c_in || g.c_in % groups != 0) {
+      return ctx.error("transposed weight " + shape_str(w.sizes) + " with groups=" +
+                       std::to_string(groups) + " does not fit input " + shape_str(x.sizes));
+    }
+    g.c_out = w.sizes[1] * groups;
+  }
+  if (bias != nullptr && (bias->rank() != 1 || bias->sizes[0] != g.c_out)) {
+    return ctx.error("bias must have shape [" + std::to_string(g.c_out) + "], got " +
+                     shape_str(bias->sizes));
+  }
+  int64_t spatial[2] = {0, 0};
+  for (int i = 0; i < 2; ++i) {
+    const int64_t in = x.sizes[2 + i];
+    const int64_t k = w.sizes[2 + i];
+    if (!transposed) {
+      const int64_t span = dil[i] * (k - 1) + 1;
+      if (in + 2 * pad[i] < span) {
+        return ctx.error("kernel of extent " + std::to_string(span) +
+                         " is larger than the padded input (" + std::to_string(in + 2 * pad[i]) +
+                         ")");
+      }
+      spatial[i] = (in + 2 * pad[i] - span) / stride[i] + 1;
+    } else {
+      spatial[i] = (in - 1) * stride[i] - 2 * pad[i] + dil[i] * (k - 1) + opad[i] + 1;
+      if (spatial[i] <= 0) return ctx.error("transposed convolution output would be empty");
+    }
+  }
+  g.oh = spatial[0];
+  g.ow = spatial[1];
+  ETC_RETURN_IF_ERROR(
+      check_out(ctx, out, std::vector<int64_t>{g.batch, g.c_out, g.oh, g.ow}, x.dtype));
+  if (out.numel() == 0) return Status();
+  if (x.dtype == DType::kFloat64) {
+    conv_typed<double>(g, transposed, x, w, bias, out);
+  } else {
+    conv_typed<float>(g, transposed, x, w, bias, out);
+  }
+  return Status();
+}
+
+// ---- Pooling -------------------------------------------------------------------------
+
+struct PoolParams {
+  std::array<int64_t, 2> kernel, stride, pad, dil;
+  bool ceil_mode = false;
+  int64_t in_h = 0, in_w = 0, out_h = 0, out_w = 0;
+  int64_t planes = 0;  // N*C (or C for a rank-3 input)
+  std::vector<int64_t> out_sizes;
+};
+
+// ATen's pooling_output_shape.
+Result<int64_t> pooled_size(const KernelContext& ctx, int64_t in, int64_t k, int64_t pad,
+                            int64_t stride, int64_t dilation, bool ceil_mode) {
+  const int64_t span = dilation * (k - 1) + 1;
+  const int64_t num = in + 2 * pad - span;
+  if (num < 0) {
+    return ctx.error("kernel of extent " + std::to_string(span) +
+                     " does not fit an input of size " + std::to_string(in) + " with padding " +
+                     std::to_string(pad));
+  }
+  int64_t out = (num + (ceil_mode ? stride - 1 : 0)) / stride + 1;
+  // A last window that starts inside the right padding is dropped.
+  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
+  return out;
+}
+
+Result<PoolParams> pool_params(const KernelContext& ctx, const TensorView& self,
+                               const Value& kernel, const Value& stride, const Value& padding,
+                               const Value* dilation, bool ceil_mode) {
+  if (self.rank() != 3 && self.rank() != 4) {
+    return ctx.error("self must have rank 3 or 4, got " + shape_str(self.sizes));
+  }
+  PoolParams p;
+  ETC_ASSIGN_OR_RETURN(p.kernel, pair_arg(ctx, "kernel_size", kernel.ints, 0, false));
+  ETC_ASSIGN_OR_RETURN(p.stride, pair_arg(ctx, "stride", stride.ints, 0, true));
+  if (stride.ints.empty()) p.stride = p.kernel;  // stride=[] means the kernel size
+  ETC_ASSIGN_OR_RETURN(p.pad, pair_arg(ctx, "padding", padding.ints, 0, false));
+  p.dil = {1, 1};
+  if (dilation != nullptr) {
+    ETC_ASSIGN_OR_RETURN(p.dil, pair_arg(ctx, "dilation", dilation->ints, 1, false));
+  }
+  for (int i = 0; i < 2; ++i) {
+    if (p.kernel[i] <= 0) return ctx.error("kernel_size must be positive");
+    if (p.stride[i] <= 0) return ctx.error("stride must be positive");
+    if (p.dil[i] <= 0) return ctx.error("dilation must be positive");
+    if (p.pad[i] < 0 || p.pad[i] * 2 > p.kernel[i]) {
+      return ctx.error("padding must be between 0 and half the kernel size, got " +
+                       std::to_string(p.pad[i]));
+    }
+  }
+  p.ceil_mode = ceil_mode;
+  const size_t r = self.rank();
+  p.in_h = self.sizes[r - 2];
+  p.in_w = self.sizes[r - 1];
+  ETC_ASSIGN_OR_RETURN(
+      p.out_h, pooled_size(ctx, p.in_h, p.kernel[0], p.pad[0], p.stride[0], p.dil[0], ceil_mode));
+  ETC_ASSIGN_OR_RETURN(
+      p.out_w, pooled_size(ctx, p.in_w, p.kernel[1], p.pad[1], p.stride[1], p.dil[1], ceil_mode));
+  p.planes = 1;
+  for (size_t d = 0; d + 2 < r; ++d)
+    p.planes *= self.sizes[d];
+  p.out_sizes = self.sizes;
+  p.out_sizes[r - 2] = p.out_h;
+  p.out_sizes[r - 1] = p.out_w;
+  return p;
+}
+
+template <typename T>
+void max_pool_typed(const PoolParams& p, const TensorView& self, TensorView& out,
+                    int64_t* indices) {
+  using C = ComputeT<T>;
+  const T* x = self.data_as<const T>();
+  T* y = out.data_as<T>();
+  const int64_t in_plane = p.in_h * p.in_w;
+  const int64_t out_plane = p.out_h * p.out_w;
+  for (int64_t pl = 0; pl < p.planes; ++pl) {
+    const T* xp = x + pl * in_plane;
+    for (int64_t oh = 0; oh < p.out_h; ++oh) {
+      const int64_t h0 = oh * p.stride[0] - p.pad[0];
+      for (int64_t ow = 0; ow < p.out_w; ++ow) {
+        const int64_t w0 = ow * p.stride[1] - p.pad[1];
+        // Padding counts as -inf: out-of-range taps are skipped.
+        C best = std::is_floating_point_v<C> ? -std::numeric_limits<C>::infinity()
+                                             : std::numeric_limits<C>::lowest();
+        int64_t best_index = -1;
+        for (int64_t i = 0; i < p.kernel[0]; ++i) {
+          const int64_t ih = h0 + i * p.dil[0];
+          if (ih < 0 || ih >= p.in_h) continue;
+          for (int64_t j = 0; j < p.kernel[1]; ++j) {
+            const int64_t iw = w0 + j * p.dil[1];
+            if (iw < 0 || iw >= p.in_w) continue;
+            const int64_t idx = ih * p.in_w + iw;
+            const C v = convert<C>(xp[idx]);
+            bool take = best_index < 0 || v > best;
+            if constexpr (std::is_floating_point_v<C>) take = take || std::isnan(v);
+            if (take) {
+              best = v;
+              best_index = idx;
+            }
+          }
+        }
+        const int64_t o = pl * out_plane + oh * p.out_w + ow;
+        y[o] = convert<T>(best);
+        if (indices != nullptr) indices[o] = best_index;
+      }
+    }
+  }
+}
+
+Status max_pool(KernelContext& ctx, std::span<Value*> args, bool with_indices) {
+  const std::initializer_list<ArgSpec> inputs = {
+      {"self", Arg::kTensor},     {"kernel_size", Arg::kIntList}, {"stride", Arg::kIntList},
+      {"padding", Arg::kIntList}, {"dilation", Arg::kIntList},    {"ceil_mode", Arg::kBool}};
+  if (with_indices) {
+    ETC_RETURN_IF_ERROR(check_args(ctx, args, inputs, {"out", "indices"}));
+  } else {
+    ETC_RETURN_IF_ERROR(check_args(ctx, args, inputs, {"out"}));
+  }
+  const TensorView& self = tensor_arg(args, 0);
+  if (self.dtype == DType::kBool) {
+    return unsupported_dtype(ctx, "self", self.dtype, "a numeric dtype (not bool)");
+  }
+  ETC_ASSIGN_OR_RETURN(PoolParams p,
+                       pool_params(ctx, self, *args[1], *args[2], *args[3], args[4], args[5]->b));
+  TensorView& out = out_arg(args, 6);
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, p.out_sizes, self.dtype));
+  int64_t* indices = nullptr;
+  if (with_indices) {
+    TensorView& idx = out_arg(args, 7);
+    ETC_RETURN_IF_ERROR(check_out(ctx, idx, p.out_sizes, DType::kInt64, "indices"));
+    indices = idx.data_as<int64_t>();
+  }
+  if (out.numel() == 0) return Status();
+  visit_dtype(self.dtype, [&]<typename T>() {
+    if constexpr (!std::is_same_v<T, bool>) max_pool_typed<T>(p, self, out, indices);
+  });
+  return Status();
+}
+
+Status max_pool2d_with_indices_kernel(KernelContext& ctx, std::span<Value*> args) {
+  return max_pool(ctx, args, true);
+}
+
+// The IR's max_pool2d (one output; ExecuTorch only has the with_indices out-variant).
+Status max_pool2d_kernel(KernelContext& ctx, std::span<Value*> args) {
+  return max_pool(ctx, args, false);
+}
+
+template <typename T>
+void avg_pool_typed(const PoolParams& p, bool count_include_pad,
+                    std::optional<int64_t> divisor_override, const TensorView& self,
+                    TensorView& out) {
+  const T* x = self.data_as<const T>();
+  T* y = out.data_as<T>();
+  const int64_t in_plane = p.in_h * p.in_w;
+  for (int64_t pl = 0; pl < p.planes; ++pl) {
+    const T* xp = x + pl * in_plane;
+    for (int64_t oh = 0; oh < p.out_h; ++oh) {
+      for (int64_t ow = 0; ow < p.out_w; ++ow) {
+        // ATen: the padded window (clipped to input + padding) sets count_include_pad's
+        // divisor; the sum runs over the part inside the input.
+        int64_t h0 = oh * p.stride[0] - p.pad[0];
+        int64_t w0 = ow * p.stride[1] - p.pad[1];
+        int64_t h1 = std::min(h0 + p.kernel[0], p.in_h + p.pad[0]);
+        int64_t w1 = std::min(w0 + p.kernel[1], p.in_w + p.pad[1]);
+        const int64_t padded_count = (h1 - h0) * (w1 - w0);
+        h0 = std::max<int64_t>(h0, 0);
+        w0 = std::max<int64_t>(w0, 0);
+        h1 = std::min(h1, p.in_h);
+        w1 = std::min(w1, p.in_w);
+        double sum = 0;
+        for (int64_t ih = h0; ih < h1; ++ih) {
+          for (int64_t iw = w0; iw < w1; ++iw)
+            sum += convert<double>(xp[ih * p.in_w + iw]);
+        }
+        const int64_t divisor = divisor_override    ? *divisor_override
+                                : count_include_pad ? padded_count
+                                                    : (h1 - h0) * (w1 - w0);
+        y[(pl * p.out_h + oh) * p.out_w + ow] = convert<T>(sum / static_cast<double>(divisor));
+      }
+    }
+  }
+}
+
+Status avg_pool2d_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args,
+                                 {{"self", Arg::kTensor},
+                                  {"kernel_size", Arg::kIntList},
+                                  {"stride", Arg::kIntList},
+                                  {"padding", Arg::kIntList},
+                                  {"ceil_mode", Arg::kBool},
+                                  {"count_include_pad", Arg::kBool},
+                                  {"divisor_override", Arg::kOptInt}},
+                                 {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  if (!dtype_is_float(self.dtype)) {
+    return unsupported_dtype(ctx, "self", self.dtype, "a floating-point dtype");
+  }
+  std::optional<int64_t> divisor = opt_int_arg(args, 6);
+  if (divisor && *divisor == 0) return ctx.error("divisor_override must not be zero");
+  ETC_ASSIGN_OR_RETURN(PoolParams p,
+                       pool_params(ctx, self, *args[1], *args[2], *args[3], nullptr, args[4]->b));
+  TensorView& out = out_arg(args, 7);
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, p.out_sizes, self.dtype));
+  if (out.numel() == 0) return Status();
+  visit_float_dtype(self.dtype,
+                    [&]<typename T>() { avg_pool_typed<T>(p, args[5]->b, divisor, self, out); });
+  return Status();
+}
+
+Status adaptive_avg_pool2d_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(
+      check_args(ctx, args, {{"self", Arg::kTensor}, {"output_size", Arg::kIntList}}, {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  const std::vector<int64_t>& os = args[1]->ints;
+  TensorView& out = out_arg(args, 2);
+  if (self.rank() != 3 && self.rank() != 4) {
+    return ctx.error("self must have rank 3 or 4, got " + shape_str(self.sizes));
+  }
+  if (!dtype_is_float(self.dtype)) {
+    return unsupported_dtype(ctx, "self", self.dtype, "a floating-point dtype");
+  }
+  if (os.size() != 2 || os[0] <= 0 || os[1] <= 0) {
+    return ctx.error("output_size must be two positive sizes, got " + shape_str(os));
+  }
+  const size_t r = self.rank();
+  std::vector<int64_t> expected = self.sizes;
+  expected[r - 2] = os[0];
+  expected[r - 1] = os[1];
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, expected, self.dtype));
+  if (out.numel() == 0) return Status();
+  const int64_t ih = self.sizes[r - 2], iw = self.sizes[r - 1];
+  const int64_t planes = self.numel() / std::max<int64_t>(ih * iw, 1);
+  visit_float_dtype(self.dtype, [&]<typename T>() {
+    const T* x = self.data_as<const T>();
+    T* y = out.data_as<T>();
+    for (int64_t pl = 0; pl < planes; ++pl) {
+      for (int64_t oh = 0; oh < os[0]; ++oh) {
+        // PyTorch: start = floor(i * in / out), end = ceil((i + 1) * in / out).
+        const int64_t h0 = oh * ih / os[0];
+        const int64_t h1 = ((oh + 1) * ih + os[0] - 1) / os[0];
+        for (int64_t ow = 0; ow < os[1]; ++ow) {
+          const int64_t w0 = ow * iw / os[1];
+          const int64_t w1 = ((ow + 1) * iw + os[1] - 1) / os[1];
+          double sum = 0;
+          for (int64_t h = h0; h < h1; ++h) {
+            for (int64_t w = w0; w < w1; ++w)
+              sum += convert<double>(x[(pl * ih + h) * iw + w]);
+          }
+          const auto count = static_cast<double>((h1 - h0) * (w1 - w0));
+          y[(pl * os[0] + oh) * os[1] + ow] = convert<T>(sum / count);
+        }
+      }
+    }
+  });
+  return Status();
+}
+
+}  // namespace
+
+Status register_conv_pool_kernels(OperatorRegistry& r) {
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::convolution.out", "aten::convolution.default"},
+                                      convolution_kernel));
+  ETC_RETURN_IF_ERROR(register_kernel(
+      r, {"aten::max_pool2d_with_indices.out", "aten::max_pool2d_with_indices.default"},
+      max_pool2d_with_indices_kernel));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::max_pool2d.default"}, max_pool2d_kernel));
+  ETC_RETURN_IF_ERROR(
+      register_kernel(r, {"aten::avg_pool2d.out", "aten::avg_pool2d.default"}, avg_pool2d_kernel));
+  ETC_RETURN_IF_ERROR(
+      register_kernel(r, {"aten::_adaptive_avg_pool2d.out", "aten::adaptive_avg_pool2d.default"},
+                      adaptive_avg_pool2d_kernel));
+  return Status();
+}
+
+}  // namespace etc::rt::kernels

@@ -1,0 +1,144 @@
+// Type conversion, indexing and creation kernels: _to_copy, embedding, full, ones, zeros.
+#include <cstring>
+
+#include "runtime/kernels/kernel_util.h"
+
+namespace etc::rt::kernels {
+namespace {
+
+Status to_copy_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args,
+                                 {{"self", Arg::kTensor},
+                                  {"dtype", Arg::kOptScalarType},
+                                  {"layout", Arg::kOptEnum},
+                                  {"device", Arg::kOptEnum},
+                                  {"pin_memory", Arg::kOptBool},
+                                  {"non_blocking", Arg::kBool},
+                                  {"memory_format", Arg::kOptEnum}},
+                                 {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  TensorView& out = out_arg(args, 7);
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, self.sizes, opt_dtype_arg(args, 1).value_or(self.dtype)));
+  // float -> integer truncates toward zero, -> bool is != 0 (convert()).
+  convert_elements(self.data, self.dtype, out.data, out.dtype, out.numel());
+  return Status();
+}
+
+template <typename I>
+Status gather_rows(const KernelContext& ctx, const TensorView& weight, const TensorView& indices,
+                   TensorView& out) {
+  const int64_t rows = weight.sizes[0];
+  const auto row_bytes = static_cast<size_t>(weight.sizes[1] * dtype_size(weight.dtype));
+  const I* idx = indices.data_as<const I>();
+  const auto* src = static_cast<const char*>(weight.data);
+  auto* dst = static_cast<char*>(out.data);
+  const int64_t n = indices.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    const auto r = static_cast<int64_t>(idx[i]);
+    if (r < 0 || r >= rows) {
+      return ctx.error("index " + std::to_string(r) + " (indices element " + std::to_string(i) +
+                       ") is out of range for an embedding table of " + std::to_string(rows) +
+                       " rows");
+    }
+    if (row_bytes > 0) std::memcpy(dst + i * row_bytes, src + r * row_bytes, row_bytes);
+  }
+  return Status();
+}
+
+Status embedding_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args,
+                                 {{"weight", Arg::kTensor},
+                                  {"indices", Arg::kTensor},
+                                  {"padding_idx", Arg::kInt},
+                                  {"scale_grad_by_freq", Arg::kBool},
+                                  {"sparse", Arg::kBool}},
+                                 {"out"}));
+  const TensorView& weight = tensor_arg(args, 0);
+  const TensorView& indices = tensor_arg(args, 1);
+  TensorView& out = out_arg(args, 5);
+  if (weight.rank() != 2) {
+    return ctx.error("weight must have rank 2, got " + shape_str(weight.sizes));
+  }
+  if (indices.dtype != DType::kInt64 && indices.dtype != DType::kInt32) {
+    return unsupported_dtype(ctx, "indices", indices.dtype, "int64 or int32");
+  }
+  std::vector<int64_t> sizes = indices.sizes;
+  sizes.push_back(weight.sizes[1]);
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, sizes, weight.dtype));
+  // padding_idx only affects gradients; the forward pass is a row gather.
+  if (indices.dtype == DType::kInt64) return gather_rows<int64_t>(ctx, weight, indices, out);
+  return gather_rows<int32_t>(ctx, weight, indices, out);
+}
+
+// out = value everywhere, after checking out against size (and dtype, when given).
+Status fill(const KernelContext& ctx, const std::vector<int64_t>& size, std::optional<DType> dtype,
+            const Value& value, TensorView& out) {
+  for (int64_t d : size) {
+    if (d < 0) return ctx.error("size " + shape_str(size) + " has a negative dim");
+  }
+  ETC_RETURN_IF_ERROR(check_out_shape(ctx, out, size));
+  if (dtype) ETC_RETURN_IF_ERROR(check_out_dtype(ctx, out, *dtype));
+  fill_scalar(out, value);
+  return Status();
+}
+
+Status full_out_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(
+      check_args(ctx, args, {{"size", Arg::kIntList}, {"fill_value", Arg::kScalar}}, {"out"}));
+  return fill(ctx, args[0]->ints, std::nullopt, *args[1], out_arg(args, 2));
+}
+
+template <int64_t kValue>
+Status constant_out_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args, {{"size", Arg::kIntList}}, {"out"}));
+  Value v;
+  v.kind = Value::Kind::kInt;
+  v.i = kValue;
+  return fill(ctx, args[0]->ints, std::nullopt, v, out_arg(args, 1));
+}
+
+// The IR forms carry the factory arguments dtype/layout/device/pin_memory as well.
+Status full_default_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args,
+                                 {{"size", Arg::kIntList},
+                                  {"fill_value", Arg::kScalar},
+                                  {"dtype", Arg::kOptScalarType},
+                                  {"layout", Arg::kOptEnum},
+                                  {"device", Arg::kOptEnum},
+                                  {"pin_memory", Arg::kOptBool}},
+                                 {"out"}));
+  return fill(ctx, args[0]->ints, opt_dtype_arg(args, 2), *args[1], out_arg(args, 6));
+}
+
+template <int64_t kValue>
+Status constant_default_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args,
+                                 {{"size", Arg::kIntList},
+                                  {"dtype", Arg::kOptScalarType},
+                                  {"layout", Arg::kOptEnum},
+                                  {"device", Arg::kOptEnum},
+                                  {"pin_memory", Arg::kOptBool}},
+                                 {"out"}));
+  Value v;
+  v.kind = Value::Kind::kInt;
+  v.i = kValue;
+  return fill(ctx, args[0]->ints, opt_dtype_arg(args, 1), v, out_arg(args, 5));
+}
+
+}  // namespace
+
+Status register_creation_kernels(OperatorRegistry& r) {
+  ETC_RETURN_IF_ERROR(
+      register_kernel(r, {"aten::_to_copy.out", "aten::_to_copy.default"}, to_copy_kernel));
+  ETC_RETURN_IF_ERROR(
+      register_kernel(r, {"aten::embedding.out", "aten::embedding.default"}, embedding_kernel));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::full.out"}, full_out_kernel));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::ones.out"}, constant_out_kernel<1>));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::zeros.out"}, constant_out_kernel<0>));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::full.default"}, full_default_kernel));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::ones.default"}, constant_default_kernel<1>));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::zeros.default"}, constant_default_kernel<0>));
+  return Status();
+}
+
+}  // namespace etc::rt::kernels

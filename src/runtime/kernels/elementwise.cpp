@@ -1,0 +1,465 @@
+// Elementwise kernels: add/sub/mul/div (tensor and scalar forms) with numpy broadcasting,
+// pow, where, and the unary ops and activations.
+//
+// Type promotion was resolved by the compiler: the out's dtype is the computation's dtype.
+// Inputs of another dtype are converted to it first (as ATen's TensorIterator casts to the
+// common dtype), then each element is computed in ComputeT (float for the 16-bit floats).
+// The loops are plain contiguous loops so that GCC vectorises the float32 paths.
+#include <algorithm>
+#include <cmath>
+
+#include "graph/ops.h"
+#include "runtime/kernels/kernel_util.h"
+
+namespace etc::rt::kernels {
+namespace {
+
+// out = f(a, b) elementwise, a and b broadcast to out's shape; all three of type O.
+template <typename O, typename F>
+void binary_loop(const O* a, std::span<const int64_t> a_sizes, const O* b,
+                 std::span<const int64_t> b_sizes, O* out, std::span<const int64_t> out_sizes,
+                 F f) {
+  using C = ComputeT<O>;
+  auto same = [&](std::span<const int64_t> s) {
+    return std::equal(s.begin(), s.end(), out_sizes.begin(), out_sizes.end());
+  };
+  if (same(a_sizes) && same(b_sizes)) {  // no broadcasting: one contiguous loop
+    int64_t n = 1;
+    for (int64_t s : out_sizes)
+      n *= s;
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = convert<O>(f(convert<C>(a[i]), convert<C>(b[i])));
+    return;
+  }
+  std::vector<int64_t> so = contiguous_strides(out_sizes);
+  std::vector<int64_t> sa = broadcast_strides(a_sizes, out_sizes);
+  std::vector<int64_t> sb = broadcast_strides(b_sizes, out_sizes);
+  StridedLoop<3> loop(out_sizes, {so, sa, sb});
+  loop.for_each_run([&](int64_t n, const auto& off, const auto& st) {
+    O* o = out + off[0];
+    const O* x = a + off[1];
+    const O* y = b + off[2];
+    if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
+      for (int64_t i = 0; i < n; ++i)
+        o[i] = convert<O>(f(convert<C>(x[i]), convert<C>(y[i])));
+    } else if (st[0] == 1 && st[1] == 0 && st[2] == 1) {
+      C xv = convert<C>(x[0]);
+      for (int64_t i = 0; i < n; ++i)
+        o[i] = convert<O>(f(xv, convert<C>(y[i])));
+    } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {
+      C yv = convert<C>(y[0]);
+      for (int64_t i = 0; i < n; ++i)
+        o[i] = convert<O>(f(convert<C>(x[i]), yv));
+    } else {
+      for (int64_t i = 0; i < n; ++i) {
+        o[i * st[0]] = convert<O>(f(convert<C>(x[i * st[1]]), convert<C>(y[i * st[2]])));
+      }
+    }
+  });
+}
+
+// out = f(x) elementwise over n contiguous elements.
+template <typename O, typename F>
+void map_loop(const O* x, O* out, int64_t n, F f) {
+  using C = ComputeT<O>;
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = convert<O>(f(convert<C>(x[i])));
+}
+
+// ---- Binary arithmetic ---------------------------------------------------------------
+
+enum class BinaryOp { kAdd, kSub, kMul, kDiv };
+
+template <typename O>
+void binary_typed(BinaryOp op, const TensorView& a, const TensorView* b, const Value* b_scalar,
+                  const Value* alpha_value, TensorView& out) {
+  using C = ComputeT<O>;
+  ReadAs<O> ra(a);
+  const C alpha = alpha_value != nullptr ? scalar_to<C>(*alpha_value) : C(1);
+  auto run = [&](auto f) {
+    if (b != nullptr) {
+      ReadAs<O> rb(*b);
+      binary_loop<O>(ra.data(), a.sizes, rb.data(), b->sizes, out.data_as<O>(), out.sizes, f);
+    } else {
+      // The scalar stays in compute precision (ATen's opmath), not rounded to O first.
+      const C y = scalar_to<C>(*b_scalar);
+      map_loop<O>(ra.data(), out.data_as<O>(), out.numel(), [&](C x) { return f(x, y); });
+    }
+  };
+  switch (op) {
+    case BinaryOp::kAdd:
+      return run([alpha](C x, C y) { return x + alpha * y; });
+    case BinaryOp::kSub:
+      return run([alpha](C x, C y) { return x - alpha * y; });
+    case BinaryOp::kMul:
+      return run([](C x, C y) { return x * y; });
+    case BinaryOp::kDiv:
+      if constexpr (std::is_floating_point_v<C>) return run([](C x, C y) { return x / y; });
+      return;
+  }
+}
+
+// add/sub/mul/div, Tensor or Scalar `other`; alpha only for add and sub.
+Status binary_kernel(KernelContext& ctx, std::span<Value*> args, BinaryOp op, bool scalar_other) {
+  const bool has_alpha = op == BinaryOp::kAdd || op == BinaryOp::kSub;
+  const Arg other_kind = scalar_other ? Arg::kScalar : Arg::kTensor;
+  if (has_alpha) {
+    ETC_RETURN_IF_ERROR(check_args(
+        ctx, args, {{"self", Arg::kTensor}, {"other", other_kind}, {"alpha", Arg::kScalar}},
+        {"out"}));
+  } else {
+    ETC_RETURN_IF_ERROR(
+        check_args(ctx, args, {{"self", Arg::kTensor}, {"other", other_kind}}, {"out"}));
+  }
+  const TensorView& self = tensor_arg(args, 0);
+  const TensorView* other = scalar_other ? nullptr : &tensor_arg(args, 1);
+  const Value* alpha = has_alpha ? args[2] : nullptr;
+  TensorView& out = out_arg(args, has_alpha ? 3 : 2);
+
+  std::vector<int64_t> expected = self.sizes;
+  if (other != nullptr) {
+    auto b = broadcast_shapes(self.sizes, other->sizes);
+    if (!b) {
+      return ctx.error("self " + shape_str(self.sizes) + " and other " + shape_str(other->sizes) +
+                       " cannot be broadcast together");
+    }
+    expected = std::move(*b);
+  }
+  ETC_RETURN_IF_ERROR(check_out_shape(ctx, out, expected));
+  if (op == BinaryOp::kDiv && !dtype_is_float(out.dtype)) {
+    return unsupported_dtype(ctx, "out", out.dtype,
+                             "a floating-point dtype (div is true division)");
+  }
+  if (op == BinaryOp::kSub && out.dtype == DType::kBool) {
+    return ctx.error("subtraction of bool tensors is not supported (out has dtype bool)");
+  }
+  if (alpha != nullptr && dtype_is_integral(out.dtype) && alpha->kind == Value::Kind::kDouble) {
+    return ctx.error("alpha " + std::to_string(alpha->d) +
+                     " must be an integer for an out of dtype " +
+                     std::string(dtype_name(out.dtype)));
+  }
+  if (out.numel() == 0) return Status();
+  const Value* scalar = scalar_other ? args[1] : nullptr;
+  visit_dtype(out.dtype,
+              [&]<typename O>() { binary_typed<O>(op, self, other, scalar, alpha, out); });
+  return Status();
+}
+
+Status add_tensor(KernelContext& ctx, std::span<Value*> args) {
+  return binary_kernel(ctx, args, BinaryOp::kAdd, false);
+}
+Status sub_tensor(KernelContext& ctx, std::span<Value*> args) {
+  return binary_kernel(ctx, args, BinaryOp::kSub, false);
+}
+Status mul_tensor(KernelContext& ctx, std::span<Value*> args) {
+  return binary_kernel(ctx, args, BinaryOp::kMul, false);
+}
+Status div_tensor(KernelContext& ctx, std::span<Value*> args) {
+  return binary_kernel(ctx, args, BinaryOp::kDiv, false);
+}
+Status add_scalar(KernelContext& ctx, std::span<Value*> args) {
+  return binary_kernel(ctx, args, BinaryOp::kAdd, true);
+}
+Status sub_scalar(KernelContext& ctx, std::span<Value*> args) {
+  return binary_kernel(ctx, args, BinaryOp::kSub, true);
+}
+Status mul_scalar(KernelContext& ctx, std::span<Value*> args) {
+  return binary_kernel(ctx, args, BinaryOp::kMul, true);
+}
+Status div_scalar(KernelContext& ctx, std::span<Value*> args) {
+  return binary_kernel(ctx, args, BinaryOp::kDiv, true);
+}
+
+// ---- pow(Tensor, Scalar) -------------------------------------------------------------
+
+int64_t int_pow(int64_t base, int64_t exp) {
+  // Repeated squaring in unsigned arithmetic: wraps like ATen instead of overflowing.
+  uint64_t result = 1;
+  auto b = static_cast<uint64_t>(base);
+  while (exp > 0) {
+    if (exp & 1) result *= b;
+    b *= b;
+    exp >>= 1;
+  }
+  return static_cast<int64_t>(result);
+}
+
+Status pow_tensor_scalar(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(
+      check_args(ctx, args, {{"self", Arg::kTensor}, {"exponent", Arg::kScalar}}, {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  const Value& exponent = *args[1];
+  TensorView& out = out_arg(args, 2);
+  ETC_RETURN_IF_ERROR(check_out_shape(ctx, out, self.sizes));
+  if (out.dtype == DType::kBool) {
+    return unsupported_dtype(ctx, "out", out.dtype, "a numeric dtype");
+  }
+  if (dtype_is_integral(out.dtype) && exponent.scalar_as_int() < 0) {
+    return ctx.error("integers to negative integer powers are not allowed (exponent " +
+                     std::to_string(exponent.scalar_as_int()) + ")");
+  }
+  if (out.numel() == 0) return Status();
+  visit_dtype(out.dtype, [&]<typename O>() {
+    using C = ComputeT<O>;
+    ReadAs<O> in(self);
+    const O* x = in.data();
+    O* o = out.data_as<O>();
+    const int64_t n = out.numel();
+    const C e = scalar_to<C>(exponent);
+    if constexpr (std::is_floating_point_v<C>) {
+      if (e == C(2)) return map_loop(x, o, n, [](C v) { return v * v; });
+      if (e == C(1)) return map_loop(x, o, n, [](C v) { return v; });
+      if (e == C(0.5)) return map_loop(x, o, n, [](C v) { return std::sqrt(v); });
+      return map_loop(x, o, n, [e](C v) { return std::pow(v, e); });
+    } else {
+      return map_loop(x, o, n, [e](C v) { return int_pow(v, e); });
+    }
+  });
+  return Status();
+}
+
+// ---- where ---------------------------------------------------------------------------
+
+template <typename O>
+void where_typed(const TensorView& cond, const TensorView& a, const TensorView& b,
+                 TensorView& out) {
+  ReadAs<O> ra(a), rb(b);
+  const auto* c = cond.data_as<const uint8_t>();  // bool and uint8 are both one byte
+  const O* x = ra.data();
+  const O* y = rb.data();
+  O* o = out.data_as<O>();
+  std::vector<int64_t> so = contiguous_strides(out.sizes);
+  std::vector<int64_t> sc = broadcast_strides(cond.sizes, out.sizes);
+  std::vector<int64_t> sa = broadcast_strides(a.sizes, out.sizes);
+  std::vector<int64_t> sb = broadcast_strides(b.sizes, out.sizes);
+  StridedLoop<4> loop(out.sizes, {so, sc, sa, sb});
+  loop.for_each_run([&](int64_t n, const auto& off, const auto& st) {
+    const uint8_t* pc = c + off[1];
+    const O* px = x + off[2];
+    const O* py = y + off[3];
+    O* po = o + off[0];
+    if (st[0] == 1 && st[1] == 1 && st[2] == 1 && st[3] == 1) {
+      for (int64_t i = 0; i < n; ++i)
+        po[i] = pc[i] != 0 ? px[i] : py[i];
+    } else {
+      for (int64_t i = 0; i < n; ++i)
+        po[i * st[0]] = pc[i * st[1]] != 0 ? px[i * st[2]] : py[i * st[3]];
+    }
+  });
+}
+
+Status where_self(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(
+      ctx, args, {{"condition", Arg::kTensor}, {"self", Arg::kTensor}, {"other", Arg::kTensor}},
+      {"out"}));
+  const TensorView& cond = tensor_arg(args, 0);
+  const TensorView& self = tensor_arg(args, 1);
+  const TensorView& other = tensor_arg(args, 2);
+  TensorView& out = out_arg(args, 3);
+  if (cond.dtype != DType::kBool && cond.dtype != DType::kUInt8) {
+    return unsupported_dtype(ctx, "condition", cond.dtype, "bool or uint8");
+  }
+  auto ab = broadcast_shapes(self.sizes, other.sizes);
+  auto all = ab ? broadcast_shapes(cond.sizes, *ab) : std::nullopt;
+  if (!all) {
+    return ctx.error("condition " + shape_str(cond.sizes) + ", self " + shape_str(self.sizes) +
+                     " and other " + shape_str(other.sizes) + " cannot be broadcast together");
+  }
+  ETC_RETURN_IF_ERROR(check_out_shape(ctx, out, *all));
+  if (out.numel() == 0) return Status();
+  visit_dtype(out.dtype, [&]<typename O>() { where_typed<O>(cond, self, other, out); });
+  return Status();
+}
+
+// ---- Unary ops -----------------------------------------------------------------------
+
+enum class UnaryOp {
+  kNeg,
+  kRelu,
+  kClamp,  // also hardtanh
+  kExp,
+  kLog,
+  kRsqrt,
+  kSigmoid,
+  kSqrt,
+  kTanh,
+  kGeluErf,
+  kGeluTanh,
+  kHardsigmoid,
+  kHardswish,
+  kSilu,
+};
+
+bool unary_is_float_only(UnaryOp op) {
+  return op != UnaryOp::kNeg && op != UnaryOp::kRelu && op != UnaryOp::kClamp;
+}
+
+struct UnaryArgs {
+  UnaryOp op;
+  const Value* lo = nullptr;  // clamp bounds; nullptr = unbounded
+  const Value* hi = nullptr;
+};
+
+template <typename O>
+void unary_typed(const UnaryArgs& u, const TensorView& self, TensorView& out) {
+  using C = ComputeT<O>;
+  ReadAs<O> in(self);
+  const O* x = in.data();
+  O* o = out.data_as<O>();
+  const int64_t n = out.numel();
+  switch (u.op) {
+    case UnaryOp::kNeg:
+      return map_loop(x, o, n, [](C v) { return -v; });
+    // `v < 0 ? 0 : v` keeps NaN, as ATen's relu does.
+    case UnaryOp::kRelu:
+      return map_loop(x, o, n, [](C v) { return v < C(0) ? C(0) : v; });
+    case UnaryOp::kClamp: {
+      // Unbounded sides are infinite for floats so that infinities pass through.
+      const C lo = u.lo                          ? scalar_to<C>(*u.lo)
+                   : std::is_floating_point_v<C> ? -std::numeric_limits<C>::infinity()
+                                                 : std::numeric_limits<C>::lowest();
+      const C hi = u.hi                          ? scalar_to<C>(*u.hi)
+                   : std::is_floating_point_v<C> ? std::numeric_limits<C>::infinity()
+                                                 : std::numeric_limits<C>::max();
+      return map_loop(x, o, n, [lo, hi](C v) { return std::min(std::max(v, lo), hi); });
+    }
+    default:
+      break;
+  }
+  if constexpr (std::is_floating_point_v<C>) {
+    switch (u.op) {
+      case UnaryOp::kExp:
+        return map_loop(x, o, n, [](C v) { return std::exp(v); });
+      case UnaryOp::kLog:
+        return map_loop(x, o, n, [](C v) { return std::log(v); });
+      case UnaryOp::kRsqrt:
+        return map_loop(x, o, n, [](C v) { return C(1) / std::sqrt(v); });
+      case UnaryOp::kSigmoid:
+        return map_loop(x, o, n, [](C v) { return C(1) / (C(1) + std::exp(-v)); });
+      case UnaryOp::kSqrt:
+        return map_loop(x, o, n, [](C v) { return std::sqrt(v); });
+      case UnaryOp::kTanh:
+        return map_loop(x, o, n, [](C v) { return std::tanh(v); });
+      case UnaryOp::kGeluErf:
+        return map_loop(x, o, n, [](C v) {
+          return C(0.5) * v * (C(1) + std::erf(v * C(0.70710678118654752440)));
+        });
+      case UnaryOp::kGeluTanh:
+        return map_loop(x, o, n, [](C v) {
+          const C k = C(0.79788456080286535588);  // sqrt(2 / pi)
+          return C(0.5) * v * (C(1) + std::tanh(k * (v + C(0.044715) * v * v * v)));
+        });
+      case UnaryOp::kHardsigmoid:
+        return map_loop(x, o, n,
+                        [](C v) { return std::min(std::max(v + C(3), C(0)), C(6)) / C(6); });
+      case UnaryOp::kHardswish:
+        return map_loop(x, o, n,
+                        [](C v) { return v * std::min(std::max(v + C(3), C(0)), C(6)) / C(6); });
+      case UnaryOp::kSilu:
+        return map_loop(x, o, n, [](C v) { return v / (C(1) + std::exp(-v)); });
+      default:
+        break;
+    }
+  }
+}
+
+Status run_unary(KernelContext& ctx, const UnaryArgs& u, const TensorView& self, TensorView& out) {
+  ETC_RETURN_IF_ERROR(check_out_shape(ctx, out, self.sizes));
+  if (unary_is_float_only(u.op)) {
+    if (!dtype_is_float(out.dtype))
+      return unsupported_dtype(ctx, "out", out.dtype, "a floating-point dtype");
+  } else if (out.dtype == DType::kBool) {
+    return unsupported_dtype(ctx, "out", out.dtype, "a numeric dtype (not bool)");
+  }
+  if (out.numel() == 0) return Status();
+  if (unary_is_float_only(u.op)) {
+    visit_float_dtype(out.dtype, [&]<typename O>() { unary_typed<O>(u, self, out); });
+  } else {
+    visit_dtype(out.dtype, [&]<typename O>() {
+      if constexpr (!std::is_same_v<O, bool>) unary_typed<O>(u, self, out);
+    });
+  }
+  return Status();
+}
+
+template <UnaryOp kOp>
+Status unary_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args, {{"self", Arg::kTensor}}, {"out"}));
+  return run_unary(ctx, UnaryArgs{kOp}, tensor_arg(args, 0), out_arg(args, 1));
+}
+
+Status clamp_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(
+      ctx, args, {{"self", Arg::kTensor}, {"min", Arg::kOptScalar}, {"max", Arg::kOptScalar}},
+      {"out"}));
+  if (args[1]->is_none() && args[2]->is_none()) {
+    return ctx.error("at least one of 'min' or 'max' must not be None");
+  }
+  UnaryArgs u{UnaryOp::kClamp, args[1]->is_none() ? nullptr : args[1],
+              args[2]->is_none() ? nullptr : args[2]};
+  return run_unary(ctx, u, tensor_arg(args, 0), out_arg(args, 3));
+}
+
+Status hardtanh_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(
+      ctx, args, {{"self", Arg::kTensor}, {"min_val", Arg::kScalar}, {"max_val", Arg::kScalar}},
+      {"out"}));
+  return run_unary(ctx, UnaryArgs{UnaryOp::kClamp, args[1], args[2]}, tensor_arg(args, 0),
+                   out_arg(args, 3));
+}
+
+Status gelu_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(
+      check_args(ctx, args, {{"self", Arg::kTensor}, {"approximate", Arg::kString}}, {"out"}));
+  const std::string& approx = args[1]->s;
+  if (approx != "none" && approx != "tanh") {
+    return ctx.error("approximate must be 'none' or 'tanh', got '" + approx + "'");
+  }
+  UnaryArgs u{approx == "none" ? UnaryOp::kGeluErf : UnaryOp::kGeluTanh};
+  return run_unary(ctx, u, tensor_arg(args, 0), out_arg(args, 2));
+}
+
+}  // namespace
+
+Status register_elementwise_kernels(OperatorRegistry& r) {
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::add.out", "aten::add.Tensor"}, add_tensor));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::sub.out", "aten::sub.Tensor"}, sub_tensor));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::mul.out", "aten::mul.Tensor"}, mul_tensor));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::div.out", "aten::div.Tensor"}, div_tensor));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::add.Scalar_out", "aten::add.Scalar"}, add_scalar));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::sub.Scalar_out", "aten::sub.Scalar"}, sub_scalar));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::mul.Scalar_out", "aten::mul.Scalar"}, mul_scalar));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::div.Scalar_out", "aten::div.Scalar"}, div_scalar));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::pow.Tensor_Scalar_out", "aten::pow.Tensor_Scalar"},
+                                      pow_tensor_scalar));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::where.self_out", "aten::where.self"}, where_self));
+  ETC_RETURN_IF_ERROR(
+      register_kernel(r, {"aten::neg.out", "aten::neg.default"}, unary_kernel<UnaryOp::kNeg>));
+  ETC_RETURN_IF_ERROR(
+      register_kernel(r, {"aten::relu.out", "aten::relu.default"}, unary_kernel<UnaryOp::kRelu>));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::clamp.out", "aten::clamp.default"}, clamp_kernel));
+  ETC_RETURN_IF_ERROR(
+      register_kernel(r, {"aten::hardtanh.out", "aten::hardtanh.default"}, hardtanh_kernel));
+  ETC_RETURN_IF_ERROR(
+      register_kernel(r, {"aten::exp.out", "aten::exp.default"}, unary_kernel<UnaryOp::kExp>));
+  ETC_RETURN_IF_ERROR(
+      register_kernel(r, {"aten::log.out", "aten::log.default"}, unary_kernel<UnaryOp::kLog>));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::rsqrt.out", "aten::rsqrt.default"},
+                                      unary_kernel<UnaryOp::kRsqrt>));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::sigmoid.out", "aten::sigmoid.default"},
+                                      unary_kernel<UnaryOp::kSigmoid>));
+  ETC_RETURN_IF_ERROR(
+      register_kernel(r, {"aten::sqrt.out", "aten::sqrt.default"}, unary_kernel<UnaryOp::kSqrt>));
+  ETC_RETURN_IF_ERROR(
+      register_kernel(r, {"aten::tanh.out", "aten::tanh.default"}, unary_kernel<UnaryOp::kTanh>));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::gelu.out", "aten::gelu.default"}, gelu_kernel));
+  // IR-only activations: ExecuTorch's portable library has no out-variants for them.
+  ETC_RETURN_IF_ERROR(
+      register_kernel(r, {"aten::hardsigmoid.default"}, unary_kernel<UnaryOp::kHardsigmoid>));
+  ETC_RETURN_IF_ERROR(
+      register_kernel(r, {"aten::hardswish.default"}, unary_kernel<UnaryOp::kHardswish>));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::silu.default"}, unary_kernel<UnaryOp::kSilu>));
+  return Status();
+}
+
+}  // namespace etc::rt::kernels

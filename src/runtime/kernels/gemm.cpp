@@ -1,0 +1,293 @@
+// Packed, cache-blocked GEMM with register-blocked micro-kernels (see gemm.h).
+#include "runtime/kernels/gemm.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+namespace etc::rt::kernels {
+namespace {
+
+// Blocking: an MCxKC block of A stays in L2, a KCxNR sliver of B in L1 while the
+// micro-kernel sweeps it, and the KCxNC panel of B in L3. MC and NC are multiples of every
+// MR and NR used below.
+constexpr int64_t kMC = 144;
+constexpr int64_t kKC = 256;
+constexpr int64_t kNC = 4080;
+
+// Computes one MRxNR tile: acc = A_panel @ B_panel over kc, then C[i, j] += alpha * acc for
+// the valid mr x nr corner (edge tiles are zero-padded in the packed panels).
+template <typename T>
+using MicroKernel = void (*)(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, T alpha,
+                             int64_t mr, int64_t nr);
+
+template <typename T, int MR, int NR>
+__attribute__((always_inline)) inline void micro_kernel_body(int64_t kc, const T* __restrict a,
+                                                             const T* __restrict b, T* __restrict c,
+                                                             int64_t ldc, T alpha, int64_t mr,
+                                                             int64_t nr) {
+  T acc[MR][NR] = {};
+  for (int64_t p = 0; p < kc; ++p) {
+    for (int i = 0; i < MR; ++i) {
+      const T ai = a[i];
+      for (int j = 0; j < NR; ++j)
+        acc[i][j] += ai * b[j];
+    }
+    a += MR;
+    b += NR;
+  }
+  if (mr == MR && nr == NR) {
+    for (int i = 0; i < MR; ++i) {
+      for (int j = 0; j < NR; ++j)
+        c[i * ldc + j] += alpha * acc[i][j];
+    }
+  } else {
+    for (int64_t i = 0; i < mr; ++i) {
+      for (int64_t j = 0; j < nr; ++j)
+        c[i * ldc + j] += alpha * acc[i][j];
+    }
+  }
+}
+
+template <typename T, int MR, int NR>
+void micro_kernel_portable(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, T alpha,
+                           int64_t mr, int64_t nr) {
+  micro_kernel_body<T, MR, NR>(kc, a, b, c, ldc, alpha, mr, nr);
+}
+
+__attribute__((target("avx2,fma"))) void micro_kernel_f64_avx2(int64_t kc, const double* a,
+                                                               const double* b, double* c,
+                                                               int64_t ldc, double alpha,
+                                                               int64_t mr, int64_t nr) {
+  micro_kernel_body<double, 4, 8>(kc, a, b, c, ldc, alpha, mr, nr);
+}
+
+// 6x16 floats: 12 ymm accumulators, 2 for the B row, 1 for the broadcast A value.
+__attribute__((target("avx2,fma"))) void micro_kernel_f32_avx2(int64_t kc, const float* a,
+                                                               const float* b, float* c,
+                                                               int64_t ldc, float alpha, int64_t mr,
+                                                               int64_t nr) {
+  __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
+  __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
+  __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
+  __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
+  __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
+  __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+  for (int64_t p = 0; p < kc; ++p) {
+    const __m256 b0 = _mm256_loadu_ps(b);
+    const __m256 b1 = _mm256_loadu_ps(b + 8);
+    __m256 av = _mm256_broadcast_ss(a + 0);
+    c00 = _mm256_fmadd_ps(av, b0, c00);
+    c01 = _mm256_fmadd_ps(av, b1, c01);
+    av = _mm256_broadcast_ss(a + 1);
+    c10 = _mm256_fmadd_ps(av, b0, c10);
+    c11 = _mm256_fmadd_ps(av, b1, c11);
+    av = _mm256_broadcast_ss(a + 2);
+    c20 = _mm256_fmadd_ps(av, b0, c20);
+    c21 = _mm256_fmadd_ps(av, b1, c21);
+    av = _mm256_broadcast_ss(a + 3);
+    c30 = _mm256_fmadd_ps(av, b0, c30);
+    c31 = _mm256_fmadd_ps(av, b1, c31);
+    av = _mm256_broadcast_ss(a + 4);
+    c40 = _mm256_fmadd_ps(av, b0, c40);
+    c41 = _mm256_fmadd_ps(av, b1, c41);
+    av = _mm256_broadcast_ss(a + 5);
+    c50 = _mm256_fmadd_ps(av, b0, c50);
+    c51 = _mm256_fmadd_ps(av, b1, c51);
+    a += 6;
+    b += 16;
+  }
+  const __m256 al = _mm256_set1_ps(alpha);
+  if (mr == 6 && nr == 16) {
+#define ETC_UPDATE_ROW(i, lo, hi)                                                       \
+  _mm256_storeu_ps(c + i * ldc, _mm256_fmadd_ps(al, lo, _mm256_loadu_ps(c + i * ldc))); \
+  _mm256_storeu_ps(c + i * ldc + 8, _mm256_fmadd_ps(al, hi, _mm256_loadu_ps(c + i * ldc + 8)))
+    ETC_UPDATE_ROW(0, c00, c01);
+    ETC_UPDATE_ROW(1, c10, c11);
+    ETC_UPDATE_ROW(2, c20, c21);
+    ETC_UPDATE_ROW(3, c30, c31);
+    ETC_UPDATE_ROW(4, c40, c41);
+    ETC_UPDATE_ROW(5, c50, c51);
+#undef ETC_UPDATE_ROW
+    return;
+  }
+  alignas(32) float t[6][16];
+  _mm256_store_ps(t[0], c00);
+  _mm256_store_ps(t[0] + 8, c01);
+  _mm256_store_ps(t[1], c10);
+  _mm256_store_ps(t[1] + 8, c11);
+  _mm256_store_ps(t[2], c20);
+  _mm256_store_ps(t[2] + 8, c21);
+  _mm256_store_ps(t[3], c30);
+  _mm256_store_ps(t[3] + 8, c31);
+  _mm256_store_ps(t[4], c40);
+  _mm256_store_ps(t[4] + 8, c41);
+  _mm256_store_ps(t[5], c50);
+  _mm256_store_ps(t[5] + 8, c51);
+  for (int64_t i = 0; i < mr; ++i) {
+    for (int64_t j = 0; j < nr; ++j)
+      c[i * ldc + j] += alpha * t[i][j];
+  }
+}
+
+template <typename T>
+struct GemmConfig {
+  int64_t mr;
+  int64_t nr;
+  MicroKernel<T> kernel;
+};
+
+std::atomic<int> g_isa{static_cast<int>(GemmIsa::kAuto)};
+
+bool cpu_has_avx2_fma() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+}
+
+bool use_avx2() {
+  return g_isa.load(std::memory_order_relaxed) == static_cast<int>(GemmIsa::kAuto) &&
+         cpu_has_avx2_fma();
+}
+
+GemmConfig<float> config(float) {
+  if (use_avx2()) return {6, 16, micro_kernel_f32_avx2};
+  return {4, 8, micro_kernel_portable<float, 4, 8>};
+}
+GemmConfig<double> config(double) {
+  if (use_avx2()) return {4, 8, micro_kernel_f64_avx2};
+  return {4, 4, micro_kernel_portable<double, 4, 4>};
+}
+GemmConfig<int64_t> config(int64_t) {
+  return {4, 4, micro_kernel_portable<int64_t, 4, 4>};
+}
+
+// Per-thread packing buffers, 64-byte aligned, grown on demand and reused across calls
+// (a model runs many small GEMMs; allocating per call would show in the profile).
+template <typename T>
+T* scratch(int slot, int64_t count) {
+  struct Block {
+    void* p = nullptr;
+    size_t bytes = 0;
+    ~Block() { std::free(p); }
+  };
+  thread_local Block blocks[2];
+  Block& b = blocks[slot];
+  size_t want = (static_cast<size_t>(count) * sizeof(T) + 63) / 64 * 64;
+  if (b.bytes < want) {
+    std::free(b.p);
+    b.p = std::aligned_alloc(64, want);
+    b.bytes = b.p != nullptr ? want : 0;
+  }
+  return static_cast<T*>(b.p);
+}
+
+// Packs the mc x kc block of A at (i0, p0) as consecutive MR-row panels, each stored k-major
+// (MR values per k), zero-padding the last panel.
+template <typename T>
+void pack_a(MatrixRef<T> a, int64_t i0, int64_t p0, int64_t mc, int64_t kc, int64_t mr,
+            T* __restrict dst) {
+  for (int64_t ir = 0; ir < mc; ir += mr) {
+    const int64_t rows = std::min(mr, mc - ir);
+    const T* src = a.data + (i0 + ir) * a.row_stride + p0 * a.col_stride;
+    if (a.row_stride == 1 && rows == mr) {  // column-major A: MR contiguous values per k
+      for (int64_t p = 0; p < kc; ++p)
+        std::memcpy(dst + p * mr, src + p * a.col_stride, mr * sizeof(T));
+    } else {
+      for (int64_t i = 0; i < rows; ++i) {
+        const T* row = src + i * a.row_stride;
+        for (int64_t p = 0; p < kc; ++p)
+          dst[p * mr + i] = row[p * a.col_stride];
+      }
+      for (int64_t i = rows; i < mr; ++i) {
+        for (int64_t p = 0; p < kc; ++p)
+          dst[p * mr + i] = T(0);
+      }
+    }
+    dst += mr * kc;
+  }
+}
+
+// Packs the kc x nc block of B at (p0, j0) as consecutive NR-column panels, each stored
+// k-major (NR values per k), zero-padding the last panel.
+template <typename T>
+void pack_b(MatrixRef<T> b, int64_t p0, int64_t j0, int64_t kc, int64_t nc, int64_t nr,
+            T* __restrict dst) {
+  for (int64_t jr = 0; jr < nc; jr += nr) {
+    const int64_t cols = std::min(nr, nc - jr);
+    const T* src = b.data + p0 * b.row_stride + (j0 + jr) * b.col_stride;
+    if (b.col_stride == 1 && cols == nr) {  // row-major B: NR contiguous values per k
+      for (int64_t p = 0; p < kc; ++p)
+        std::memcpy(dst + p * nr, src + p * b.row_stride, nr * sizeof(T));
+    } else {
+      for (int64_t j = 0; j < cols; ++j) {
+        const T* col = src + j * b.col_stride;
+        for (int64_t p = 0; p < kc; ++p)
+          dst[p * nr + j] = col[p * b.row_stride];
+      }
+      for (int64_t j = cols; j < nr; ++j) {
+        for (int64_t p = 0; p < kc; ++p)
+          dst[p * nr + j] = T(0);
+      }
+    }
+    dst += nr * kc;
+  }
+}
+
+template <typename T>
+void gemm_blocked(int64_t m, int64_t n, int64_t k, T alpha, MatrixRef<T> a, MatrixRef<T> b, T* c,
+                  int64_t ldc) {
+  if (m <= 0 || n <= 0 || k <= 0) return;
+  const GemmConfig<T> cfg = config(T{});
+  const int64_t mc_max = std::min(kMC, (m + cfg.mr - 1) / cfg.mr * cfg.mr);
+  const int64_t nc_max = std::min(kNC, (n + cfg.nr - 1) / cfg.nr * cfg.nr);
+  const int64_t kc_max = std::min(kKC, k);
+  T* packed_a = scratch<T>(0, mc_max * kc_max);
+  T* packed_b = scratch<T>(1, nc_max * kc_max);
+  for (int64_t jc = 0; jc < n; jc += kNC) {
+    const int64_t nc = std::min(kNC, n - jc);
+    for (int64_t pc = 0; pc < k; pc += kKC) {
+      const int64_t kc = std::min(kKC, k - pc);
+      pack_b(b, pc, jc, kc, nc, cfg.nr, packed_b);
+      for (int64_t ic = 0; ic < m; ic += kMC) {
+        const int64_t mc = std::min(kMC, m - ic);
+        pack_a(a, ic, pc, mc, kc, cfg.mr, packed_a);
+        for (int64_t jr = 0; jr < nc; jr += cfg.nr) {
+          const int64_t nr = std::min(cfg.nr, nc - jr);
+          for (int64_t ir = 0; ir < mc; ir += cfg.mr) {
+            const int64_t mr = std::min(cfg.mr, mc - ir);
+            cfg.kernel(kc, packed_a + ir * kc, packed_b + jr * kc, c + (ic + ir) * ldc + jc + jr,
+                       ldc, alpha, mr, nr);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void gemm(int64_t m, int64_t n, int64_t k, float alpha, MatrixRef<float> a, MatrixRef<float> b,
+          float* c, int64_t ldc) {
+  gemm_blocked(m, n, k, alpha, a, b, c, ldc);
+}
+void gemm(int64_t m, int64_t n, int64_t k, double alpha, MatrixRef<double> a, MatrixRef<double> b,
+          double* c, int64_t ldc) {
+  gemm_blocked(m, n, k, alpha, a, b, c, ldc);
+}
+void gemm(int64_t m, int64_t n, int64_t k, int64_t alpha, MatrixRef<int64_t> a,
+          MatrixRef<int64_t> b, int64_t* c, int64_t ldc) {
+  gemm_blocked(m, n, k, alpha, a, b, c, ldc);
+}
+
+void set_gemm_isa(GemmIsa isa) {
+  g_isa.store(static_cast<int>(isa), std::memory_order_relaxed);
+}
+
+bool gemm_uses_avx2() {
+  return use_avx2();
+}
+
+}  // namespace etc::rt::kernels

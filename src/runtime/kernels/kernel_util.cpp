@@ -1,0 +1,315 @@
+// Shared helpers of the CPU kernels: argument checking, conversion, strided copies.
+#include "runtime/kernels/kernel_util.h"
+
+#include <algorithm>
+
+#include "graph/tensor_spec.h"
+#include "support/checked_math.h"
+
+namespace etc::rt::kernels {
+namespace {
+
+const char* arg_kind_text(Arg k) {
+  switch (k) {
+    case Arg::kTensor:
+      return "a Tensor";
+    case Arg::kOptTensor:
+      return "a Tensor or None";
+    case Arg::kScalar:
+      return "a Scalar (Int, Double or Bool)";
+    case Arg::kOptScalar:
+      return "a Scalar or None";
+    case Arg::kInt:
+      return "an Int";
+    case Arg::kOptInt:
+      return "an Int or None";
+    case Arg::kIntList:
+      return "an IntList";
+    case Arg::kOptIntList:
+      return "an IntList or None";
+    case Arg::kBool:
+      return "a Bool";
+    case Arg::kOptBool:
+      return "a Bool or None";
+    case Arg::kFloat:
+      return "a Double";
+    case Arg::kString:
+      return "a String";
+    case Arg::kOptScalarType:
+      return "a ScalarType (Int) or None";
+    case Arg::kTensorList:
+      return "a TensorList";
+    case Arg::kOptEnum:
+      return "an Int or None";
+  }
+  return "?";
+}
+
+bool kind_matches(Arg want, const Value& v) {
+  using K = Value::Kind;
+  bool none = v.kind == K::kNone;
+  switch (want) {
+    case Arg::kTensor:
+      return v.kind == K::kTensor;
+    case Arg::kOptTensor:
+      return none || v.kind == K::kTensor;
+    case Arg::kScalar:
+      return v.is_scalar();
+    case Arg::kOptScalar:
+      return none || v.is_scalar();
+    case Arg::kInt:
+      return v.kind == K::kInt;
+    case Arg::kOptInt:
+      return none || v.kind == K::kInt;
+    case Arg::kIntList:
+      return v.kind == K::kIntList;
+    case Arg::kOptIntList:
+      return none || v.kind == K::kIntList;
+    case Arg::kBool:
+      return v.kind == K::kBool;
+    case Arg::kOptBool:
+      return none || v.kind == K::kBool;
+    case Arg::kFloat:
+      return v.kind == K::kDouble || v.kind == K::kInt;
+    case Arg::kString:
+      return v.kind == K::kString;
+    case Arg::kOptScalarType:
+      return none || v.kind == K::kInt;
+    case Arg::kTensorList:
+      return v.kind == K::kTensorList;
+    case Arg::kOptEnum:
+      return none || v.kind == K::kInt;
+  }
+  return false;
+}
+
+// Sizes must be non-negative with a representable byte count, and a non-empty tensor
+// needs memory: kernels index through data without further checks.
+Status check_tensor(const KernelContext& ctx, const TensorView& t, const std::string& what) {
+  for (int64_t s : t.sizes) {
+    if (s < 0) return ctx.error(what + " has a negative size in " + shape_str(t.sizes));
+  }
+  auto numel = checked_numel(t.sizes);
+  if (!numel || !checked_mul(*numel, dtype_size(t.dtype))) {
+    return ctx.error(what + " with shape " + shape_str(t.sizes) + " is too large");
+  }
+  if (*numel > 0 && t.data == nullptr) return ctx.error(what + " has no data");
+  return Status();
+}
+
+template <typename T>
+void strided_copy_typed(const T* src, std::span<const int64_t> src_strides, T* dst,
+                        std::span<const int64_t> dst_strides, std::span<const int64_t> sizes) {
+  StridedLoop<2> loop(sizes, {dst_strides, src_strides});
+  loop.for_each_run([&](int64_t n, const auto& off, const auto& st) {
+    T* __restrict d = dst + off[0];
+    const T* __restrict s = src + off[1];
+    if (st[0] == 1 && st[1] == 1) {
+      std::memmove(d, s, static_cast<size_t>(n) * sizeof(T));
+    } else if (st[0] == 1 && st[1] == 0) {
+      std::fill_n(d, n, s[0]);
+    } else if (st[0] == 1) {
+      for (int64_t i = 0; i < n; ++i)
+        d[i] = s[i * st[1]];
+    } else {
+      for (int64_t i = 0; i < n; ++i)
+        d[i * st[0]] = s[i * st[1]];
+    }
+  });
+}
+
+}  // namespace
+
+void convert_elements(const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t n) {
+  if (n <= 0) return;
+  if (src_dtype == dst_dtype) {
+    std::memmove(dst, src, static_cast<size_t>(n * dtype_size(src_dtype)));
+    return;
+  }
+  visit_dtype(src_dtype, [&]<typename S>() {
+    visit_dtype(dst_dtype, [&]<typename D>() {
+      const S* __restrict s = static_cast<const S*>(src);
+      D* __restrict d = static_cast<D*>(dst);
+      for (int64_t i = 0; i < n; ++i)
+        d[i] = convert<D>(s[i]);
+    });
+  });
+}
+
+Status check_args(const KernelContext& ctx, std::span<Value*> args,
+                  std::initializer_list<ArgSpec> inputs, std::initializer_list<const char*> outs) {
+  const size_t want = inputs.size() + outs.size() + 1;
+  if (args.size() != want) {
+    return ctx.error("expected " + std::to_string(want) + " arguments (" +
+                     std::to_string(inputs.size()) + " inputs, " + std::to_string(outs.size()) +
+                     (outs.size() == 1 ? " out" : " outs") + " and the return value), got " +
+                     std::to_string(args.size()));
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == nullptr) return ctx.error("argument " + std::to_string(i) + " is missing");
+  }
+  size_t i = 0;
+  for (const ArgSpec& spec : inputs) {
+    const Value& v = *args[i];
+    std::string what = "argument " + std::to_string(i) + " (" + spec.name + ")";
+    if (!kind_matches(spec.kind, v)) {
+      return ctx.error(what + " must be " + arg_kind_text(spec.kind) + ", got " +
+                       value_kind_name(v.kind));
+    }
+    if (v.kind == Value::Kind::kTensor) ETC_RETURN_IF_ERROR(check_tensor(ctx, v.tensor, what));
+    if (v.kind == Value::Kind::kTensorList) {
+      for (size_t j = 0; j < v.tensors.size(); ++j) {
+        std::string item = what + " element " + std::to_string(j);
+        if (v.tensors[j] == nullptr) return ctx.error(item + " is missing");
+        ETC_RETURN_IF_ERROR(check_tensor(ctx, *v.tensors[j], item));
+      }
+    }
+    if (spec.kind == Arg::kOptScalarType && v.kind == Value::Kind::kInt &&
+        !dtype_from_scalar_type(static_cast<int>(v.i))) {
+      return ctx.error(what + " is ScalarType " + std::to_string(v.i) + ", which has no etc dtype");
+    }
+    ++i;
+  }
+  for (const char* name : outs) {
+    const Value& v = *args[i];
+    std::string what = std::string("out tensor '") + name + "'";
+    if (v.kind != Value::Kind::kTensor) {
+      return ctx.error(what + " (argument " + std::to_string(i) + ") must be a Tensor, got " +
+                       value_kind_name(v.kind));
+    }
+    ETC_RETURN_IF_ERROR(check_tensor(ctx, v.tensor, what));
+    ++i;
+  }
+  const Value& ret = *args[i];
+  if (outs.size() == 1 && ret.kind != Value::Kind::kTensor) {
+    return ctx.error(std::string("the return value (argument ") + std::to_string(i) +
+                     ") must be the out Tensor, got " + value_kind_name(ret.kind));
+  }
+  if (outs.size() > 1 &&
+      (ret.kind != Value::Kind::kTensorList || ret.tensors.size() != outs.size())) {
+    return ctx.error(std::string("the return value (argument ") + std::to_string(i) +
+                     ") must be a TensorList of the " + std::to_string(outs.size()) + " outs");
+  }
+  return Status();
+}
+
+std::optional<DType> opt_dtype_arg(std::span<Value*> args, size_t i) {
+  if (args[i]->is_none()) return std::nullopt;
+  return dtype_from_scalar_type(static_cast<int>(args[i]->i));
+}
+
+std::string shape_str(std::span<const int64_t> sizes) {
+  return shape_to_string(sizes);
+}
+
+Status check_out_shape(const KernelContext& ctx, const TensorView& out,
+                       std::span<const int64_t> expected, const char* name) {
+  if (std::equal(out.sizes.begin(), out.sizes.end(), expected.begin(), expected.end()))
+    return Status();
+  return ctx.error(std::string(name) + " has shape " + shape_str(out.sizes) + ", expected " +
+                   shape_str(expected));
+}
+
+Status check_out_dtype(const KernelContext& ctx, const TensorView& out, DType expected,
+                       const char* name) {
+  if (out.dtype == expected) return Status();
+  return ctx.error(std::string(name) + " has dtype " + std::string(dtype_name(out.dtype)) +
+                   ", expected " + std::string(dtype_name(expected)));
+}
+
+Status check_out(const KernelContext& ctx, const TensorView& out,
+                 std::span<const int64_t> expected_sizes, DType expected_dtype, const char* name) {
+  ETC_RETURN_IF_ERROR(check_out_dtype(ctx, out, expected_dtype, name));
+  return check_out_shape(ctx, out, expected_sizes, name);
+}
+
+Result<int64_t> wrap_dim(const KernelContext& ctx, const char* arg, int64_t dim, int64_t rank) {
+  int64_t r = std::max<int64_t>(rank, 1);
+  if (dim < -r || dim >= r) {
+    return ctx.error(std::string(arg) + " " + std::to_string(dim) +
+                     " is out of range for a tensor of rank " + std::to_string(rank));
+  }
+  return dim < 0 ? dim + r : dim;
+}
+
+Result<std::vector<bool>> reduced_dims(const KernelContext& ctx, const std::vector<int64_t>* dims,
+                                       int64_t rank) {
+  std::vector<bool> reduced(static_cast<size_t>(rank), dims == nullptr || dims->empty());
+  if (dims == nullptr) return reduced;
+  std::vector<bool> seen(static_cast<size_t>(rank), false);
+  for (int64_t d : *dims) {
+    ETC_ASSIGN_OR_RETURN(int64_t w, wrap_dim(ctx, "dim", d, rank));
+    if (rank == 0) continue;
+    if (seen[static_cast<size_t>(w)])
+      return ctx.error("dim " + std::to_string(w) + " appears more than once");
+    seen[static_cast<size_t>(w)] = true;
+    reduced[static_cast<size_t>(w)] = true;
+  }
+  return reduced;
+}
+
+Status unsupported_dtype(const KernelContext& ctx, const char* what, DType dtype,
+                         const char* expected) {
+  return ctx.error(std::string(what) + " has dtype " + std::string(dtype_name(dtype)) +
+                   ", expected " + expected);
+}
+
+Result<std::array<int64_t, 2>> pair_arg(const KernelContext& ctx, const char* arg,
+                                        const std::vector<int64_t>& v, int64_t fallback,
+                                        bool allow_empty) {
+  if (v.empty() && allow_empty) return std::array<int64_t, 2>{fallback, fallback};
+  if (v.size() == 1) return std::array<int64_t, 2>{v[0], v[0]};
+  if (v.size() != 2) {
+    return ctx.error(std::string(arg) + " must have 1 or 2 values, got " +
+                     std::to_string(v.size()));
+  }
+  return std::array<int64_t, 2>{v[0], v[1]};
+}
+
+std::vector<int64_t> broadcast_strides(std::span<const int64_t> in_sizes,
+                                       std::span<const int64_t> out_sizes) {
+  std::vector<int64_t> strides(out_sizes.size(), 0);
+  std::vector<int64_t> in_strides = contiguous_strides(in_sizes);
+  size_t lead = out_sizes.size() - in_sizes.size();
+  for (size_t i = 0; i < in_sizes.size(); ++i) {
+    if (in_sizes[i] != 1) strides[lead + i] = in_strides[i];
+  }
+  return strides;
+}
+
+void strided_copy(const void* src, std::span<const int64_t> src_strides, void* dst,
+                  std::span<const int64_t> dst_strides, std::span<const int64_t> sizes,
+                  int64_t elem_size) {
+  switch (elem_size) {
+    case 1:
+      return strided_copy_typed(static_cast<const uint8_t*>(src), src_strides,
+                                static_cast<uint8_t*>(dst), dst_strides, sizes);
+    case 2:
+      return strided_copy_typed(static_cast<const uint16_t*>(src), src_strides,
+                                static_cast<uint16_t*>(dst), dst_strides, sizes);
+    case 4:
+      return strided_copy_typed(static_cast<const uint32_t*>(src), src_strides,
+                                static_cast<uint32_t*>(dst), dst_strides, sizes);
+    default:
+      return strided_copy_typed(static_cast<const uint64_t*>(src), src_strides,
+                                static_cast<uint64_t*>(dst), dst_strides, sizes);
+  }
+}
+
+void fill_scalar(TensorView& out, const Value& scalar) {
+  visit_dtype(out.dtype, [&]<typename T>() {
+    T v = scalar.kind == Value::Kind::kDouble ? convert<T>(scalar.d)
+          : scalar.kind == Value::Kind::kBool ? convert<T>(scalar.b)
+                                              : convert<T>(scalar.i);
+    std::fill_n(out.data_as<T>(), out.numel(), v);
+  });
+}
+
+Status register_kernel(OperatorRegistry& registry, std::initializer_list<const char*> names,
+                       KernelFn fn) {
+  for (const char* name : names)
+    ETC_RETURN_IF_ERROR(registry.add(name, fn));
+  return Status();
+}
+
+}  // namespace etc::rt::kernels

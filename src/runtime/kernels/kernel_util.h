@@ -1,0 +1,404 @@
+// Helpers shared by the CPU kernels (private to src/runtime/kernels): argument checking
+// against a kernel's schema, dtype dispatch and element conversion, temporary buffers,
+// and iteration over broadcast / strided index spaces.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "graph/dtype.h"
+#include "runtime/kernel.h"
+#include "runtime/tensor.h"
+#include "support/half.h"
+
+namespace etc::rt::kernels {
+
+// ---- Element types -------------------------------------------------------------------
+
+// Storage types of the 16-bit floats; arithmetic happens in float after convert().
+struct Half {
+  uint16_t x;
+};
+struct BFloat16 {
+  uint16_t x;
+};
+
+template <typename T>
+inline constexpr bool kIsReducedFloat = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+
+template <typename T>
+inline constexpr DType kDTypeOf = [] {
+  if constexpr (std::is_same_v<T, uint8_t>) return DType::kUInt8;
+  if constexpr (std::is_same_v<T, int8_t>) return DType::kInt8;
+  if constexpr (std::is_same_v<T, int16_t>) return DType::kInt16;
+  if constexpr (std::is_same_v<T, int32_t>) return DType::kInt32;
+  if constexpr (std::is_same_v<T, int64_t>) return DType::kInt64;
+  if constexpr (std::is_same_v<T, Half>) return DType::kFloat16;
+  if constexpr (std::is_same_v<T, float>) return DType::kFloat32;
+  if constexpr (std::is_same_v<T, double>) return DType::kFloat64;
+  if constexpr (std::is_same_v<T, bool>) return DType::kBool;
+  if constexpr (std::is_same_v<T, BFloat16>) return DType::kBFloat16;
+}();
+
+// The type a kernel computes in for storage type T: float for the 16-bit floats, double
+// for float64, int64 for integers and bool (as ATen's CPU kernels do for accuracy).
+template <typename T>
+using ComputeT = std::conditional_t<kIsReducedFloat<T> || std::is_same_v<T, float>, float,
+                                    std::conditional_t<std::is_same_v<T, double>, double, int64_t>>;
+
+// Element conversion with ATen's semantics: to bool is `!= 0`, float to integer truncates
+// toward zero (through int64, so narrow integers wrap as on x86; NaN gives 0 and values
+// beyond int64 saturate rather than being undefined behaviour).
+template <typename To, typename From>
+inline To convert(From v) {
+  if constexpr (std::is_same_v<To, From>) {
+    return v;
+  } else if constexpr (std::is_same_v<From, Half>) {
+    return convert<To>(half_to_float(v.x));
+  } else if constexpr (std::is_same_v<From, BFloat16>) {
+    return convert<To>(bfloat16_to_float(v.x));
+  } else if constexpr (std::is_same_v<To, Half>) {
+    return Half{float_to_half(static_cast<float>(v))};
+  } else if constexpr (std::is_same_v<To, BFloat16>) {
+    return BFloat16{float_to_bfloat16(static_cast<float>(v))};
+  } else if constexpr (std::is_same_v<To, bool>) {
+    return v != From(0);
+  } else if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To>) {
+    if (std::isnan(v)) return To(0);
+    constexpr auto kLo = static_cast<From>(std::numeric_limits<int64_t>::min());
+    constexpr auto kHi = static_cast<From>(std::numeric_limits<int64_t>::max());
+    int64_t t = v <= kLo   ? std::numeric_limits<int64_t>::min()
+                : v >= kHi ? std::numeric_limits<int64_t>::max()
+                           : static_cast<int64_t>(v);
+    return static_cast<To>(t);
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+// A Scalar argument in compute type C (integers exactly, floats through double).
+template <typename C>
+inline C scalar_to(const Value& v) {
+  if constexpr (std::is_floating_point_v<C>) {
+    return static_cast<C>(v.scalar_as_double());
+  } else {
+    return static_cast<C>(v.scalar_as_int());
+  }
+}
+
+// Calls f.template operator()<T>() with T the storage type of `t`.
+template <typename F>
+decltype(auto) visit_dtype(DType t, F&& f) {
+  switch (t) {
+    case DType::kUInt8:
+      return f.template operator()<uint8_t>();
+    case DType::kInt8:
+      return f.template operator()<int8_t>();
+    case DType::kInt16:
+      return f.template operator()<int16_t>();
+    case DType::kInt32:
+      return f.template operator()<int32_t>();
+    case DType::kInt64:
+      return f.template operator()<int64_t>();
+    case DType::kFloat16:
+      return f.template operator()<Half>();
+    case DType::kFloat32:
+      return f.template operator()<float>();
+    case DType::kFloat64:
+      return f.template operator()<double>();
+    case DType::kBool:
+      return f.template operator()<bool>();
+    case DType::kBFloat16:
+      return f.template operator()<BFloat16>();
+  }
+  return f.template operator()<float>();  // unreachable: the enum is closed
+}
+
+// As visit_dtype, for the floating-point dtypes only (others must be rejected before).
+template <typename F>
+decltype(auto) visit_float_dtype(DType t, F&& f) {
+  switch (t) {
+    case DType::kFloat16:
+      return f.template operator()<Half>();
+    case DType::kFloat64:
+      return f.template operator()<double>();
+    case DType::kBFloat16:
+      return f.template operator()<BFloat16>();
+    default:
+      return f.template operator()<float>();
+  }
+}
+
+// Converts n contiguous elements between any two dtypes (a memmove when they are equal).
+void convert_elements(const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t n);
+
+// ---- Temporary buffers ---------------------------------------------------------------
+
+// Uninitialised scratch memory for n elements of T (T is trivial).
+template <typename T>
+class Buffer {
+ public:
+  Buffer() = default;
+  explicit Buffer(int64_t n) : data_(new T[static_cast<size_t>(std::max<int64_t>(n, 1))]) {}
+  T* data() const { return data_.get(); }
+  T& operator[](int64_t i) const { return data_[static_cast<size_t>(i)]; }
+
+ private:
+  std::unique_ptr<T[]> data_;
+};
+
+// A tensor's elements as T: the tensor's own memory when its dtype is T, else a converted
+// copy. Lets kernels convert inputs to the computation's dtype once, up front.
+template <typename T>
+class ReadAs {
+ public:
+  explicit ReadAs(const TensorView& t) {
+    if (t.dtype == kDTypeOf<T>) {
+      ptr_ = t.data_as<const T>();
+    } else {
+      copy_ = Buffer<T>(t.numel());
+      convert_elements(t.data, t.dtype, copy_.data(), kDTypeOf<T>, t.numel());
+      ptr_ = copy_.data();
+    }
+  }
+  const T* data() const { return ptr_; }
+
+ private:
+  const T* ptr_ = nullptr;
+  Buffer<T> copy_;
+};
+
+// An out tensor written as T: the tensor's memory when its dtype is T, else a scratch
+// buffer converted into the tensor by finish().
+template <typename T>
+class WriteAs {
+ public:
+  explicit WriteAs(TensorView& t) : out_(t) {
+    if (t.dtype == kDTypeOf<T>) {
+      ptr_ = t.data_as<T>();
+    } else {
+      copy_ = Buffer<T>(t.numel());
+      ptr_ = copy_.data();
+    }
+  }
+  T* data() const { return ptr_; }
+  void finish() {
+    if (out_.dtype != kDTypeOf<T>)
+      convert_elements(ptr_, kDTypeOf<T>, out_.data, out_.dtype, out_.numel());
+  }
+
+ private:
+  TensorView& out_;
+  T* ptr_ = nullptr;
+  Buffer<T> copy_;
+};
+
+// ---- Arguments -----------------------------------------------------------------------
+
+// The kinds of schema arguments a kernel accepts, as ExecuTorch passes them.
+enum class Arg : uint8_t {
+  kTensor,
+  kOptTensor,      // Tensor?
+  kScalar,         // Scalar: Int, Double or Bool
+  kOptScalar,      // Scalar?
+  kInt,            // int, SymInt
+  kOptInt,         // int?, SymInt?
+  kIntList,        // int[], SymInt[]
+  kOptIntList,     // int[]?
+  kBool,           // bool
+  kOptBool,        // bool?
+  kFloat,          // float (Double; an Int is accepted)
+  kString,         // str
+  kOptScalarType,  // ScalarType?: None or an Int holding a known ScalarType number
+  kTensorList,     // Tensor[]
+  kOptEnum,        // Layout? / Device? / MemoryFormat?: None or an Int
+};
+
+struct ArgSpec {
+  const char* name;
+  Arg kind;
+};
+
+// Checks an instruction's values against the schema: the count (inputs, then one tensor
+// per out name, then the return value), each input's kind, every tensor's sizes and data
+// pointer, and the return value (the out tensor, or a TensorList of the outs).
+Status check_args(const KernelContext& ctx, std::span<Value*> args,
+                  std::initializer_list<ArgSpec> inputs, std::initializer_list<const char*> outs);
+
+// Accessors for arguments already validated by check_args.
+inline const TensorView& tensor_arg(std::span<Value*> args, size_t i) {
+  return args[i]->tensor;
+}
+inline TensorView& out_arg(std::span<Value*> args, size_t i) {
+  return args[i]->tensor;
+}
+inline const TensorView* opt_tensor_arg(std::span<Value*> args, size_t i) {
+  return args[i]->is_none() ? nullptr : &args[i]->tensor;
+}
+inline std::optional<int64_t> opt_int_arg(std::span<Value*> args, size_t i) {
+  if (args[i]->is_none()) return std::nullopt;
+  return args[i]->i;
+}
+inline const std::vector<int64_t>* opt_int_list_arg(std::span<Value*> args, size_t i) {
+  return args[i]->is_none() ? nullptr : &args[i]->ints;
+}
+inline double float_arg(std::span<Value*> args, size_t i) {
+  return args[i]->scalar_as_double();
+}
+std::optional<DType> opt_dtype_arg(std::span<Value*> args, size_t i);
+
+// ---- Shapes --------------------------------------------------------------------------
+
+std::string shape_str(std::span<const int64_t> sizes);
+
+// "<name> has shape [2, 4], expected [2, 3]" unless out.sizes == expected.
+Status check_out_shape(const KernelContext& ctx, const TensorView& out,
+                       std::span<const int64_t> expected, const char* name = "out");
+// "<name> has dtype int32, expected float32" unless out.dtype == expected.
+Status check_out_dtype(const KernelContext& ctx, const TensorView& out, DType expected,
+                       const char* name = "out");
+Status check_out(const KernelContext& ctx, const TensorView& out,
+                 std::span<const int64_t> expected_sizes, DType expected_dtype,
+                 const char* name = "out");
+
+// Wraps a possibly negative dim into [0, rank); an error names the argument otherwise.
+// A rank of 0 accepts dims -1 and 0 (as ATen).
+Result<int64_t> wrap_dim(const KernelContext& ctx, const char* arg, int64_t dim, int64_t rank);
+
+// The dims a reduction covers (None or [] = all); duplicates are errors.
+Result<std::vector<bool>> reduced_dims(const KernelContext& ctx, const std::vector<int64_t>* dims,
+                                       int64_t rank);
+
+// "self has dtype int32, which aten::exp.out does not support" style errors.
+Status unsupported_dtype(const KernelContext& ctx, const char* what, DType dtype,
+                         const char* expected);
+
+// 1 or 2 values -> 2 values (an empty list gives `fallback` twice when allowed).
+Result<std::array<int64_t, 2>> pair_arg(const KernelContext& ctx, const char* arg,
+                                        const std::vector<int64_t>& v, int64_t fallback,
+                                        bool allow_empty);
+
+// Strides (in elements) of a contiguous tensor of `in_sizes` read as broadcast to
+// `out_sizes` (right-aligned; size-1 and missing dims get stride 0).
+std::vector<int64_t> broadcast_strides(std::span<const int64_t> in_sizes,
+                                       std::span<const int64_t> out_sizes);
+
+// ---- Strided iteration ---------------------------------------------------------------
+
+// Iterates over an index space shared by N operands, each with its own per-dim strides
+// (in elements; 0 where an operand is broadcast). Dims of size 1 are dropped and adjacent
+// dims merged where every operand allows it, so the innermost run, which the caller's
+// loop body handles, is as long as possible.
+template <size_t N>
+class StridedLoop {
+ public:
+  using Offsets = std::array<int64_t, N>;
+
+  StridedLoop(std::span<const int64_t> sizes,
+              const std::array<std::span<const int64_t>, N>& strides) {
+    for (size_t d = 0; d < sizes.size(); ++d) {
+      if (sizes[d] == 0) empty_ = true;
+      if (sizes[d] == 1) continue;
+      sizes_.push_back(sizes[d]);
+      for (size_t k = 0; k < N; ++k)
+        strides_[k].push_back(strides[k][d]);
+    }
+    // Merge each dim into the one before it where every operand's strides allow it.
+    size_t out = 0;
+    for (size_t d = 0; d < sizes_.size(); ++d) {
+      if (out > 0) {
+        bool mergeable = true;
+        for (size_t k = 0; k < N; ++k)
+          mergeable &= strides_[k][out - 1] == strides_[k][d] * sizes_[d];
+        if (mergeable) {
+          sizes_[out - 1] *= sizes_[d];
+          for (size_t k = 0; k < N; ++k)
+            strides_[k][out - 1] = strides_[k][d];
+          continue;
+        }
+      }
+      sizes_[out] = sizes_[d];
+      for (size_t k = 0; k < N; ++k)
+        strides_[k][out] = strides_[k][d];
+      ++out;
+    }
+    sizes_.resize(out);
+    for (size_t k = 0; k < N; ++k)
+      strides_[k].resize(out);
+  }
+
+  // fn(n, offsets, inner_strides) for every innermost run of n elements.
+  template <typename F>
+  void for_each_run(F&& fn) const {
+    if (empty_) return;
+    Offsets zero{};
+    if (sizes_.empty()) {
+      fn(int64_t{1}, zero, zero);
+      return;
+    }
+    const size_t inner = sizes_.size() - 1;
+    Offsets inner_strides;
+    for (size_t k = 0; k < N; ++k)
+      inner_strides[k] = strides_[k][inner];
+    std::vector<int64_t> index(inner, 0);
+    Offsets off = zero;
+    while (true) {
+      fn(sizes_[inner], off, inner_strides);
+      // Odometer over the outer dims.
+      size_t d = inner;
+      while (d > 0) {
+        --d;
+        ++index[d];
+        for (size_t k = 0; k < N; ++k)
+          off[k] += strides_[k][d];
+        if (index[d] < sizes_[d]) break;
+        for (size_t k = 0; k < N; ++k)
+          off[k] -= strides_[k][d] * sizes_[d];
+        index[d] = 0;
+        if (d == 0) return;
+      }
+      if (inner == 0) return;
+    }
+  }
+
+ private:
+  std::vector<int64_t> sizes_;
+  std::array<std::vector<int64_t>, N> strides_;
+  bool empty_ = false;
+};
+
+// dst[Σ i·dst_strides] = src[Σ i·src_strides] over `sizes`, for elements of `elem_size`
+// bytes (1, 2, 4 or 8). Strides are in elements.
+void strided_copy(const void* src, std::span<const int64_t> src_strides, void* dst,
+                  std::span<const int64_t> dst_strides, std::span<const int64_t> sizes,
+                  int64_t elem_size);
+
+// Fills a tensor with a Scalar value converted to its dtype (integers exactly).
+void fill_scalar(TensorView& out, const Value& scalar);
+
+// ---- Registration --------------------------------------------------------------------
+
+// Each file's registration function; register_cpu_kernels calls them all.
+Status register_elementwise_kernels(OperatorRegistry& registry);
+Status register_matmul_kernels(OperatorRegistry& registry);
+Status register_conv_pool_kernels(OperatorRegistry& registry);
+Status register_reduce_norm_kernels(OperatorRegistry& registry);
+Status register_shape_kernels(OperatorRegistry& registry);
+Status register_creation_kernels(OperatorRegistry& registry);
+
+// Registers fn under every name in `names`.
+Status register_kernel(OperatorRegistry& registry, std::initializer_list<const char*> names,
+                       KernelFn fn);
+
+}  // namespace etc::rt::kernels

@@ -1,0 +1,223 @@
+// Matrix kernels: mm, bmm, addmm and linear, all on the packed GEMM of gemm.h.
+//
+// float16 and bfloat16 are multiplied in float32 (converted once, rounded once at the end),
+// float64 in double, integers in int64; bool is rejected.
+#include <algorithm>
+
+#include "graph/ops.h"
+#include "runtime/kernels/gemm.h"
+#include "runtime/kernels/kernel_util.h"
+
+namespace etc::rt::kernels {
+namespace {
+
+// Calls f.template operator()<G>() with G the GEMM compute type of `dtype`.
+template <typename F>
+Status visit_gemm_type(const KernelContext& ctx, DType dtype, F&& f) {
+  if (dtype == DType::kBool) {
+    return unsupported_dtype(ctx, "out", dtype, "a numeric dtype (not bool)");
+  }
+  if (dtype == DType::kFloat64) {
+    f.template operator()<double>();
+  } else if (dtype_is_float(dtype)) {
+    f.template operator()<float>();
+  } else {
+    f.template operator()<int64_t>();
+  }
+  return Status();
+}
+
+Status check_same_dtype(const KernelContext& ctx, const char* name, const TensorView& t,
+                        const char* ref_name, DType ref) {
+  if (t.dtype == ref) return Status();
+  return ctx.error(std::string(name) + " has dtype " + std::string(dtype_name(t.dtype)) +
+                   ", expected " + std::string(dtype_name(ref)) + " (the dtype of " + ref_name +
+                   ")");
+}
+
+Status check_rank(const KernelContext& ctx, const char* name, const TensorView& t, size_t rank) {
+  if (t.rank() == rank) return Status();
+  return ctx.error(std::string(name) + " must have rank " + std::to_string(rank) + ", got " +
+                   shape_str(t.sizes));
+}
+
+Status inner_mismatch(const KernelContext& ctx, const TensorView& a, const TensorView& b) {
+  return ctx.error("cannot multiply " + shape_str(a.sizes) + " by " + shape_str(b.sizes) +
+                   " (inner dimensions differ)");
+}
+
+// c (contiguous `c_sizes`, compute type G) = scale * bias broadcast to c_sizes.
+template <typename G>
+void init_from_bias(const TensorView& bias, G scale, G* c, std::span<const int64_t> c_sizes) {
+  ReadAs<G> rb(bias);
+  std::vector<int64_t> src_strides = broadcast_strides(bias.sizes, c_sizes);
+  std::vector<int64_t> dst_strides = contiguous_strides(c_sizes);
+  strided_copy(rb.data(), src_strides, c, dst_strides, c_sizes, sizeof(G));
+  if (scale != G(1)) {
+    int64_t n = 1;
+    for (int64_t s : c_sizes)
+      n *= s;
+    for (int64_t i = 0; i < n; ++i)
+      c[i] *= scale;
+  }
+}
+
+// out[i] = init + alpha * A[i] @ B[i] for i < batch; A and B given by their strides into
+// the (converted) tensors a and b. `bias` (may be null) is broadcast to out and scaled by
+// beta; without it C starts at zero.
+struct MatmulArgs {
+  int64_t batch, m, n, k;
+  int64_t a_batch, a_rs, a_cs;
+  int64_t b_batch, b_rs, b_cs;
+};
+
+template <typename G>
+void run_matmul(const MatmulArgs& p, const TensorView& a, const TensorView& b,
+                const TensorView* bias, const Value* beta, const Value* alpha, TensorView& out) {
+  WriteAs<G> wo(out);
+  G* c = wo.data();
+  const G beta_v = beta ? scalar_to<G>(*beta) : G(1);
+  // beta == 0 ignores self entirely, NaN and inf included (ATen).
+  if (bias != nullptr && beta_v != G(0)) {
+    init_from_bias<G>(*bias, beta_v, c, out.sizes);
+  } else {
+    std::fill_n(c, out.numel(), G(0));
+  }
+  if (p.k > 0 && p.m > 0 && p.n > 0) {
+    ReadAs<G> ra(a), rb(b);
+    const G alpha_v = alpha ? scalar_to<G>(*alpha) : G(1);
+    for (int64_t i = 0; i < p.batch; ++i) {
+      gemm(p.m, p.n, p.k, alpha_v, MatrixRef<G>{ra.data() + i * p.a_batch, p.a_rs, p.a_cs},
+           MatrixRef<G>{rb.data() + i * p.b_batch, p.b_rs, p.b_cs}, c + i * p.m * p.n, p.n);
+    }
+  }
+  wo.finish();
+}
+
+Status mm_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(
+      check_args(ctx, args, {{"self", Arg::kTensor}, {"mat2", Arg::kTensor}}, {"out"}));
+  const TensorView& a = tensor_arg(args, 0);
+  const TensorView& b = tensor_arg(args, 1);
+  TensorView& out = out_arg(args, 2);
+  ETC_RETURN_IF_ERROR(check_rank(ctx, "self", a, 2));
+  ETC_RETURN_IF_ERROR(check_rank(ctx, "mat2", b, 2));
+  ETC_RETURN_IF_ERROR(check_same_dtype(ctx, "mat2", b, "self", a.dtype));
+  if (a.sizes[1] != b.sizes[0]) return inner_mismatch(ctx, a, b);
+  const int64_t m = a.sizes[0], k = a.sizes[1], n = b.sizes[1];
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, std::vector<int64_t>{m, n}, a.dtype));
+  if (out.numel() == 0) return Status();
+  MatmulArgs p{1, m, n, k, 0, k, 1, 0, n, 1};
+  return visit_gemm_type(ctx, out.dtype, [&]<typename G>() {
+    run_matmul<G>(p, a, b, nullptr, nullptr, nullptr, out);
+  });
+}
+
+Status bmm_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(
+      check_args(ctx, args, {{"self", Arg::kTensor}, {"mat2", Arg::kTensor}}, {"out"}));
+  const TensorView& a = tensor_arg(args, 0);
+  const TensorView& b = tensor_arg(args, 1);
+  TensorView& out = out_arg(args, 2);
+  ETC_RETURN_IF_ERROR(check_rank(ctx, "self", a, 3));
+  ETC_RETURN_IF_ERROR(check_rank(ctx, "mat2", b, 3));
+  ETC_RETURN_IF_ERROR(check_same_dtype(ctx, "mat2", b, "self", a.dtype));
+  if (a.sizes[0] != b.sizes[0]) {
+    return ctx.error("batch sizes differ: self " + shape_str(a.sizes) + ", mat2 " +
+                     shape_str(b.sizes));
+  }
+  if (a.sizes[2] != b.sizes[1]) return inner_mismatch(ctx, a, b);
+  const int64_t batch = a.sizes[0], m = a.sizes[1], k = a.sizes[2], n = b.sizes[2];
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, std::vector<int64_t>{batch, m, n}, a.dtype));
+  if (out.numel() == 0) return Status();
+  MatmulArgs p{batch, m, n, k, m * k, k, 1, k * n, n, 1};
+  return visit_gemm_type(ctx, out.dtype, [&]<typename G>() {
+    run_matmul<G>(p, a, b, nullptr, nullptr, nullptr, out);
+  });
+}
+
+Status addmm_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args,
+                                 {{"self", Arg::kTensor},
+                                  {"mat1", Arg::kTensor},
+                                  {"mat2", Arg::kTensor},
+                                  {"beta", Arg::kScalar},
+                                  {"alpha", Arg::kScalar}},
+                                 {"out"}));
+  const TensorView& bias = tensor_arg(args, 0);
+  const TensorView& a = tensor_arg(args, 1);
+  const TensorView& b = tensor_arg(args, 2);
+  TensorView& out = out_arg(args, 5);
+  ETC_RETURN_IF_ERROR(check_rank(ctx, "mat1", a, 2));
+  ETC_RETURN_IF_ERROR(check_rank(ctx, "mat2", b, 2));
+  ETC_RETURN_IF_ERROR(check_same_dtype(ctx, "mat2", b, "mat1", a.dtype));
+  ETC_RETURN_IF_ERROR(check_same_dtype(ctx, "self", bias, "mat1", a.dtype));
+  if (a.sizes[1] != b.sizes[0]) return inner_mismatch(ctx, a, b);
+  const int64_t m = a.sizes[0], k = a.sizes[1], n = b.sizes[1];
+  const std::vector<int64_t> mn{m, n};
+  auto bc = broadcast_shapes(bias.sizes, mn);
+  if (!bc || *bc != mn) {
+    return ctx.error("self " + shape_str(bias.sizes) + " does not broadcast to " + shape_str(mn));
+  }
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, mn, a.dtype));
+  if (dtype_is_integral(out.dtype) &&
+      (args[3]->kind == Value::Kind::kDouble || args[4]->kind == Value::Kind::kDouble)) {
+    return ctx.error("beta and alpha must be integers for an out of dtype " +
+                     std::string(dtype_name(out.dtype)));
+  }
+  if (out.numel() == 0) return Status();
+  MatmulArgs p{1, m, n, k, 0, k, 1, 0, n, 1};
+  return visit_gemm_type(
+      ctx, out.dtype, [&]<typename G>() { run_matmul<G>(p, a, b, &bias, args[3], args[4], out); });
+}
+
+// linear(input[..., in], weight[out, in], bias?) = input @ weight^T + bias: an IR op
+// (ExecuTorch's exporter decomposes it into permute_copy + addmm for host programs).
+Status linear_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(
+      ctx, args, {{"input", Arg::kTensor}, {"weight", Arg::kTensor}, {"bias", Arg::kOptTensor}},
+      {"out"}));
+  const TensorView& x = tensor_arg(args, 0);
+  const TensorView& w = tensor_arg(args, 1);
+  const TensorView* bias = opt_tensor_arg(args, 2);
+  TensorView& out = out_arg(args, 3);
+  if (x.rank() < 1) return ctx.error("input must have rank 1 or more, got " + shape_str(x.sizes));
+  ETC_RETURN_IF_ERROR(check_rank(ctx, "weight", w, 2));
+  ETC_RETURN_IF_ERROR(check_same_dtype(ctx, "weight", w, "input", x.dtype));
+  const int64_t k = x.sizes.back();
+  if (w.sizes[1] != k) {
+    return ctx.error("input " + shape_str(x.sizes) + " has " + std::to_string(k) +
+                     " features but weight " + shape_str(w.sizes) + " expects " +
+                     std::to_string(w.sizes[1]));
+  }
+  const int64_t n = w.sizes[0];
+  std::vector<int64_t> expected = x.sizes;
+  expected.back() = n;
+  if (bias != nullptr) {
+    ETC_RETURN_IF_ERROR(check_same_dtype(ctx, "bias", *bias, "input", x.dtype));
+    auto bc = broadcast_shapes(bias->sizes, expected);
+    if (!bc || *bc != expected) {
+      return ctx.error("bias " + shape_str(bias->sizes) + " does not broadcast to " +
+                       shape_str(expected));
+    }
+  }
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, expected, x.dtype));
+  if (out.numel() == 0) return Status();
+  const int64_t m = out.numel() / n;
+  // B[k, j] = weight[j, k]: the transpose is read through strides.
+  MatmulArgs p{1, m, n, k, 0, k, 1, 0, 1, k};
+  return visit_gemm_type(
+      ctx, out.dtype, [&]<typename G>() { run_matmul<G>(p, x, w, bias, nullptr, nullptr, out); });
+}
+
+}  // namespace
+
+Status register_matmul_kernels(OperatorRegistry& r) {
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::mm.out", "aten::mm.default"}, mm_kernel));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::bmm.out", "aten::bmm.default"}, bmm_kernel));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::addmm.out", "aten::addmm.default"}, addmm_kernel));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::linear.default"}, linear_kernel));
+  return Status();
+}
+
+}  // namespace etc::rt::kernels

@@ -1,0 +1,456 @@
+// Reductions (amax, mean, sum over dims), softmax / log_softmax, layer norm and inference
+// batch norm.
+//
+// Sums and means accumulate in double (floats) or int64 (integers, as ATen sums them);
+// softmax and the norms compute in float for the 16-bit floats and float32, double for
+// float64, with per-row statistics in double.
+#include <algorithm>
+#include <cmath>
+
+#include "runtime/kernels/kernel_util.h"
+
+namespace etc::rt::kernels {
+namespace {
+
+// acc[o] = f(acc[o], x) for every element x of the input (shape `sizes`), o being x's
+// index with the reduced dims dropped. acc (contiguous over the kept dims) must be
+// initialised by the caller.
+template <typename In, typename Acc, typename F>
+void reduce_into(const In* x, std::span<const int64_t> sizes, const std::vector<bool>& reduced,
+                 Acc* acc, F f) {
+  std::vector<int64_t> in_strides = contiguous_strides(sizes);
+  std::vector<int64_t> acc_strides(sizes.size(), 0);
+  int64_t s = 1;
+  for (size_t d = sizes.size(); d-- > 0;) {
+    if (!reduced[d]) {
+      acc_strides[d] = s;
+      s *= sizes[d];
+    }
+  }
+  StridedLoop<2> loop(sizes, {in_strides, acc_strides});
+  loop.for_each_run([&](int64_t n, const auto& off, const auto& st) {
+    const In* px = x + off[0];
+    Acc* pa = acc + off[1];
+    if (st[1] == 0) {  // the run is reduced into one value
+      Acc a = pa[0];
+      for (int64_t i = 0; i < n; ++i)
+        a = f(a, convert<Acc>(px[i * st[0]]));
+      pa[0] = a;
+    } else if (st[0] == 1 && st[1] == 1) {
+      for (int64_t i = 0; i < n; ++i)
+        pa[i] = f(pa[i], convert<Acc>(px[i]));
+    } else {
+      for (int64_t i = 0; i < n; ++i)
+        pa[i * st[1]] = f(pa[i * st[1]], convert<Acc>(px[i * st[0]]));
+    }
+  });
+}
+
+std::vector<int64_t> reduced_shape(std::span<const int64_t> sizes, const std::vector<bool>& reduced,
+                                   bool keepdim) {
+  std::vector<int64_t> out;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (!reduced[d]) {
+      out.push_back(sizes[d]);
+    } else if (keepdim) {
+      out.push_back(1);
+    }
+  }
+  return out;
+}
+
+Status amax_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(
+      ctx, args, {{"self", Arg::kTensor}, {"dim", Arg::kIntList}, {"keepdim", Arg::kBool}},
+      {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  TensorView& out = out_arg(args, 3);
+  ETC_ASSIGN_OR_RETURN(std::vector<bool> reduced,
+                       reduced_dims(ctx, &args[1]->ints, static_cast<int64_t>(self.rank())));
+  ETC_RETURN_IF_ERROR(
+      check_out(ctx, out, reduced_shape(self.sizes, reduced, args[2]->b), self.dtype));
+  if (out.numel() == 0) return Status();
+  if (self.numel() == 0) {
+    return ctx.error("cannot compute amax over a dim of size 0 of self " + shape_str(self.sizes));
+  }
+  visit_dtype(self.dtype, [&]<typename T>() {
+    using C = ComputeT<T>;
+    const int64_t n = out.numel();
+    Buffer<C> acc(n);
+    std::fill_n(acc.data(), n,
+                std::is_floating_point_v<C> ? -std::numeric_limits<C>::infinity()
+                                            : std::numeric_limits<C>::lowest());
+    // NaN wins, as in ATen: once acc is NaN, `v > acc` is false and it stays NaN.
+    reduce_into(self.data_as<const T>(), self.sizes, reduced, acc.data(),
+                [](C a, C v) { return (v > a || v != v) ? v : a; });
+    T* o = out.data_as<T>();
+    for (int64_t i = 0; i < n; ++i)
+      o[i] = convert<T>(acc[i]);
+  });
+  return Status();
+}
+
+// sum and mean: `mean` divides by the number of reduced elements.
+Status sum_mean(KernelContext& ctx, std::span<Value*> args, bool mean) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args,
+                                 {{"self", Arg::kTensor},
+                                  {"dim", Arg::kOptIntList},
+                                  {"keepdim", Arg::kBool},
+                                  {"dtype", Arg::kOptScalarType}},
+                                 {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  TensorView& out = out_arg(args, 4);
+  ETC_ASSIGN_OR_RETURN(std::vector<bool> reduced, reduced_dims(ctx, opt_int_list_arg(args, 1),
+                                                               static_cast<int64_t>(self.rank())));
+  std::optional<DType> dtype = opt_dtype_arg(args, 3);
+  // ATen sums integers and bools in int64 unless a dtype is given.
+  DType want = dtype.value_or(mean || dtype_is_float(self.dtype) ? self.dtype : DType::kInt64);
+  if (mean && !dtype_is_float(want)) {
+    return ctx.error("mean needs a floating-point input or dtype, got " +
+                     std::string(dtype_name(want)));
+  }
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, reduced_shape(self.sizes, reduced, args[2]->b), want));
+  const int64_t n = out.numel();
+  if (n == 0) return Status();
+  int64_t count = 1;
+  for (size_t d = 0; d < self.rank(); ++d) {
+    if (reduced[d]) count *= self.sizes[d];
+  }
+  auto run = [&]<typename Acc>() {
+    Buffer<Acc> acc(n);
+    std::fill_n(acc.data(), n, Acc(0));
+    visit_dtype(self.dtype, [&]<typename T>() {
+      reduce_into(self.data_as<const T>(), self.sizes, reduced, acc.data(),
+                  [](Acc a, Acc v) { return a + v; });
+    });
+    if constexpr (std::is_floating_point_v<Acc>) {
+      if (mean) {
+        // An empty reduction gives NaN (0/0), as torch.mean.
+        for (int64_t i = 0; i < n; ++i)
+          acc[i] /= static_cast<Acc>(count);
+      }
+    }
+    convert_elements(acc.data(), kDTypeOf<Acc>, out.data, out.dtype, n);
+  };
+  if (dtype_is_float(want)) {
+    run.template operator()<double>();
+  } else {
+    run.template operator()<int64_t>();
+  }
+  return Status();
+}
+
+Status sum_kernel(KernelContext& ctx, std::span<Value*> args) {
+  return sum_mean(ctx, args, false);
+}
+Status mean_kernel(KernelContext& ctx, std::span<Value*> args) {
+  return sum_mean(ctx, args, true);
+}
+
+// ---- softmax -------------------------------------------------------------------------
+
+template <typename G>
+void softmax_typed(const TensorView& self, int64_t dim, bool log, TensorView& out) {
+  ReadAs<G> in(self);
+  WriteAs<G> wo(out);
+  const G* x = in.data();
+  G* y = wo.data();
+  int64_t outer = 1, inner = 1;
+  const int64_t len = self.rank() == 0 ? 1 : self.sizes[dim];
+  for (int64_t d = 0; d < dim; ++d)
+    outer *= self.sizes[d];
+  for (size_t d = dim + 1; d < self.rank(); ++d)
+    inner *= self.sizes[d];
+  const G neg_inf = -std::numeric_limits<G>::infinity();
+  if (inner == 1) {
+    for (int64_t o = 0; o < outer; ++o) {
+      const G* xr = x + o * len;
+      G* yr = y + o * len;
+      // Subtracting the row max keeps exp() from overflowing.
+      G mx = neg_inf;
+      for (int64_t i = 0; i < len; ++i)
+        mx = xr[i] > mx ? xr[i] : mx;
+      G sum = 0;
+      if (log) {
+        for (int64_t i = 0; i < len; ++i)
+          sum += std::exp(xr[i] - mx);
+        const G lse = mx + std::log(sum);
+        for (int64_t i = 0; i < len; ++i)
+          yr[i] = xr[i] - lse;
+      } else {
+        for (int64_t i = 0; i < len; ++i) {
+          yr[i] = std::exp(xr[i] - mx);
+          sum += yr[i];
+        }
+        const G inv = G(1) / sum;
+        for (int64_t i = 0; i < len; ++i)
+          yr[i] *= inv;
+      }
+    }
+  } else {
+    // Softmax over a non-innermost dim: keep one running max / sum per inner position so
+    // that every loop walks contiguous memory.
+    Buffer<G> mx(inner), sum(inner);
+    for (int64_t o = 0; o < outer; ++o) {
+      const G* xb = x + o * len * inner;
+      G* yb = y + o * len * inner;
+      std::fill_n(mx.data(), inner, neg_inf);
+      std::fill_n(sum.data(), inner, G(0));
+      for (int64_t d = 0; d < len; ++d) {
+        const G* xr = xb + d * inner;
+        for (int64_t j = 0; j < inner; ++j)
+          mx[j] = xr[j] > mx[j] ? xr[j] : mx[j];
+      }
+      for (int64_t d = 0; d < len; ++d) {
+        const G* xr = xb + d * inner;
+        G* yr = yb + d * inner;
+        for (int64_t j = 0; j < inner; ++j) {
+          const G e = std::exp(xr[j] - mx[j]);
+          if (!log) yr[j] = e;
+          sum[j] += e;
+        }
+      }
+      for (int64_t j = 0; j < inner; ++j)
+        sum[j] = log ? mx[j] + std::log(sum[j]) : G(1) / sum[j];
+      for (int64_t d = 0; d < len; ++d) {
+        const G* xr = xb + d * inner;
+        G* yr = yb + d * inner;
+        if (log) {
+          for (int64_t j = 0; j < inner; ++j)
+            yr[j] = xr[j] - sum[j];
+        } else {
+          for (int64_t j = 0; j < inner; ++j)
+            yr[j] *= sum[j];
+        }
+      }
+    }
+  }
+  wo.finish();
+}
+
+Status softmax_common(KernelContext& ctx, std::span<Value*> args, bool log) {
+  ETC_RETURN_IF_ERROR(check_args(
+      ctx, args, {{"self", Arg::kTensor}, {"dim", Arg::kInt}, {"half_to_float", Arg::kBool}},
+      {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  TensorView& out = out_arg(args, 3);
+  if (!dtype_is_float(self.dtype)) {
+    return unsupported_dtype(ctx, "self", self.dtype, "a floating-point dtype");
+  }
+  ETC_ASSIGN_OR_RETURN(int64_t dim,
+                       wrap_dim(ctx, "dim", args[1]->i, static_cast<int64_t>(self.rank())));
+  const bool half_to_float = args[2]->b;
+  if (half_to_float && self.dtype != DType::kFloat16) {
+    return ctx.error("half_to_float needs a float16 input, got " +
+                     std::string(dtype_name(self.dtype)));
+  }
+  ETC_RETURN_IF_ERROR(
+      check_out(ctx, out, self.sizes, half_to_float ? DType::kFloat32 : self.dtype));
+  if (out.numel() == 0) return Status();
+  if (self.dtype == DType::kFloat64) {
+    softmax_typed<double>(self, dim, log, out);
+  } else {
+    softmax_typed<float>(self, dim, log, out);
+  }
+  return Status();
+}
+
+Status softmax_kernel(KernelContext& ctx, std::span<Value*> args) {
+  return softmax_common(ctx, args, false);
+}
+Status log_softmax_kernel(KernelContext& ctx, std::span<Value*> args) {
+  return softmax_common(ctx, args, true);
+}
+
+// ---- Normalisation -------------------------------------------------------------------
+
+// A parameter vector (weight, bias) as G, or `fallback` everywhere when absent.
+template <typename G>
+Buffer<G> param_or(const TensorView* t, int64_t n, G fallback) {
+  Buffer<G> b(n);
+  if (t == nullptr) {
+    std::fill_n(b.data(), n, fallback);
+  } else {
+    convert_elements(t->data, t->dtype, b.data(), kDTypeOf<G>, n);
+  }
+  return b;
+}
+
+template <typename G>
+void layer_norm_typed(const TensorView& x, const TensorView* weight, const TensorView* bias,
+                      double eps, int64_t rows, int64_t cols, TensorView& out, TensorView& mean,
+                      TensorView& rstd) {
+  ReadAs<G> rx(x);
+  WriteAs<G> wy(out), wm(mean), wr(rstd);
+  Buffer<G> w = param_or<G>(weight, cols, G(1));
+  Buffer<G> b = param_or<G>(bias, cols, G(0));
+  for (int64_t r = 0; r < rows; ++r) {
+    const G* xr = rx.data() + r * cols;
+    G* yr = wy.data() + r * cols;
+    double s = 0;
+    for (int64_t j = 0; j < cols; ++j)
+      s += static_cast<double>(xr[j]);
+    const double mu = s / static_cast<double>(cols);
+    double v = 0;
+    for (int64_t j = 0; j < cols; ++j) {
+      const double d = static_cast<double>(xr[j]) - mu;
+      v += d * d;
+    }
+    const double inv = 1.0 / std::sqrt(v / static_cast<double>(cols) + eps);  // biased variance
+    const G m = static_cast<G>(mu), rs = static_cast<G>(inv);
+    for (int64_t j = 0; j < cols; ++j)
+      yr[j] = (xr[j] - m) * rs * w[j] + b[j];
+    wm.data()[r] = m;
+    wr.data()[r] = rs;
+  }
+  wy.finish();
+  wm.finish();
+  wr.finish();
+}
+
+Status native_layer_norm_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args,
+                                 {{"input", Arg::kTensor},
+                                  {"normalized_shape", Arg::kIntList},
+                                  {"weight", Arg::kOptTensor},
+                                  {"bias", Arg::kOptTensor},
+                                  {"eps", Arg::kFloat}},
+                                 {"out0", "out1", "out2"}));
+  const TensorView& x = tensor_arg(args, 0);
+  const std::vector<int64_t>& ns = args[1]->ints;
+  const TensorView* weight = opt_tensor_arg(args, 2);
+  const TensorView* bias = opt_tensor_arg(args, 3);
+  const double eps = float_arg(args, 4);
+  if (!dtype_is_float(x.dtype)) {
+    return unsupported_dtype(ctx, "input", x.dtype, "a floating-point dtype");
+  }
+  if (ns.empty() || ns.size() > x.rank() ||
+      !std::equal(ns.begin(), ns.end(), x.sizes.end() - static_cast<ptrdiff_t>(ns.size()))) {
+    return ctx.error("normalized_shape " + shape_str(ns) +
+                     " does not match the trailing dims of input " + shape_str(x.sizes));
+  }
+  for (const TensorView* t : {weight, bias}) {
+    if (t != nullptr && t->sizes != ns) {
+      return ctx.error(std::string(t == weight ? "weight " : "bias ") + shape_str(t->sizes) +
+                       " must have the normalized shape " + shape_str(ns));
+    }
+  }
+  if (eps < 0) return ctx.error("eps must not be negative");
+  const size_t axis = x.rank() - ns.size();
+  std::vector<int64_t> stat(x.sizes.begin(), x.sizes.begin() + static_cast<ptrdiff_t>(axis));
+  stat.resize(x.rank(), 1);
+  TensorView& out = out_arg(args, 5);
+  TensorView& mean = out_arg(args, 6);
+  TensorView& rstd = out_arg(args, 7);
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, x.sizes, x.dtype, "out0"));
+  ETC_RETURN_IF_ERROR(check_out(ctx, mean, stat, x.dtype, "out1"));
+  ETC_RETURN_IF_ERROR(check_out(ctx, rstd, stat, x.dtype, "out2"));
+  int64_t rows = 1, cols = 1;
+  for (size_t d = 0; d < x.rank(); ++d)
+    (d < axis ? rows : cols) *= x.sizes[d];
+  if (rows == 0) return Status();
+  if (x.dtype == DType::kFloat64) {
+    layer_norm_typed<double>(x, weight, bias, eps, rows, cols, out, mean, rstd);
+  } else {
+    layer_norm_typed<float>(x, weight, bias, eps, rows, cols, out, mean, rstd);
+  }
+  return Status();
+}
+
+template <typename G>
+void batch_norm_typed(const TensorView& x, const TensorView* weight, const TensorView* bias,
+                      const TensorView& running_mean, const TensorView& running_var, double eps,
+                      TensorView& out) {
+  const int64_t n = x.sizes[0], c = x.sizes[1];
+  const int64_t inner = c == 0 || n == 0 ? 0 : x.numel() / (n * c);
+  ReadAs<double> rm(running_mean), rv(running_var);
+  Buffer<double> w = param_or<double>(weight, c, 1.0);
+  Buffer<double> b = param_or<double>(bias, c, 0.0);
+  // out = (x - mean) / sqrt(var + eps) * w + b, folded into one scale and shift per channel.
+  Buffer<G> scale(c), shift(c);
+  for (int64_t i = 0; i < c; ++i) {
+    const double s = w[i] / std::sqrt(rv.data()[i] + eps);
+    scale[i] = static_cast<G>(s);
+    shift[i] = static_cast<G>(b[i] - rm.data()[i] * s);
+  }
+  ReadAs<G> rx(x);
+  WriteAs<G> wy(out);
+  for (int64_t ni = 0; ni < n; ++ni) {
+    for (int64_t ci = 0; ci < c; ++ci) {
+      const G* xs = rx.data() + (ni * c + ci) * inner;
+      G* ys = wy.data() + (ni * c + ci) * inner;
+      const G s = scale[ci], t = shift[ci];
+      for (int64_t j = 0; j < inner; ++j)
+        ys[j] = xs[j] * s + t;
+    }
+  }
+  wy.finish();
+}
+
+Status batch_norm_no_training_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args,
+                                 {{"input", Arg::kTensor},
+                                  {"weight", Arg::kOptTensor},
+                                  {"bias", Arg::kOptTensor},
+                                  {"running_mean", Arg::kTensor},
+                                  {"running_var", Arg::kTensor},
+                                  {"momentum", Arg::kFloat},
+                                  {"eps", Arg::kFloat}},
+                                 {"out0", "out1", "out2"}));
+  const TensorView& x = tensor_arg(args, 0);
+  const TensorView* weight = opt_tensor_arg(args, 1);
+  const TensorView* bias = opt_tensor_arg(args, 2);
+  const TensorView& rm = tensor_arg(args, 3);
+  const TensorView& rv = tensor_arg(args, 4);
+  const double eps = float_arg(args, 6);
+  if (!dtype_is_float(x.dtype)) {
+    return unsupported_dtype(ctx, "input", x.dtype, "a floating-point dtype");
+  }
+  if (x.rank() < 2) return ctx.error("input must have rank 2 or more, got " + shape_str(x.sizes));
+  const int64_t c = x.sizes[1];
+  const std::pair<const char*, const TensorView*> params[] = {
+      {"weight", weight}, {"bias", bias}, {"running_mean", &rm}, {"running_var", &rv}};
+  for (const auto& [name, t] : params) {
+    if (t != nullptr && (t->rank() != 1 || t->sizes[0] != c)) {
+      return ctx.error(std::string(name) + " must have shape [" + std::to_string(c) +
+                       "] (the channel count), got " + shape_str(t->sizes));
+    }
+  }
+  if (eps < 0) return ctx.error("eps must not be negative");
+  TensorView& out = out_arg(args, 7);
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, x.sizes, x.dtype, "out0"));
+  // No statistics are saved outside training: outs 1 and 2 are empty.
+  const std::vector<int64_t> empty{0};
+  ETC_RETURN_IF_ERROR(check_out_shape(ctx, out_arg(args, 8), empty, "out1"));
+  ETC_RETURN_IF_ERROR(check_out_shape(ctx, out_arg(args, 9), empty, "out2"));
+  if (out.numel() == 0) return Status();
+  if (x.dtype == DType::kFloat64) {
+    batch_norm_typed<double>(x, weight, bias, rm, rv, eps, out);
+  } else {
+    batch_norm_typed<float>(x, weight, bias, rm, rv, eps, out);
+  }
+  return Status();
+}
+
+}  // namespace
+
+Status register_reduce_norm_kernels(OperatorRegistry& r) {
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::amax.out", "aten::amax.default"}, amax_kernel));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::mean.out", "aten::mean.dim"}, mean_kernel));
+  ETC_RETURN_IF_ERROR(
+      register_kernel(r, {"aten::sum.IntList_out", "aten::sum.dim_IntList"}, sum_kernel));
+  ETC_RETURN_IF_ERROR(
+      register_kernel(r, {"aten::_softmax.out", "aten::_softmax.default"}, softmax_kernel));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::_log_softmax.out", "aten::_log_softmax.default"},
+                                      log_softmax_kernel));
+  ETC_RETURN_IF_ERROR(
+      register_kernel(r, {"aten::native_layer_norm.out", "aten::native_layer_norm.default"},
+                      native_layer_norm_kernel));
+  ETC_RETURN_IF_ERROR(register_kernel(r,
+                                      {"aten::_native_batch_norm_legit_no_training.out",
+                                       "aten::_native_batch_norm_legit_no_training.default"},
+                                      batch_norm_no_training_kernel));
+  return Status();
+}
+
+}  // namespace etc::rt::kernels

@@ -1,0 +1,20 @@
+// register_cpu_kernels: every CPU kernel, under its ExecuTorch portable out-variant name
+// ("aten::add.out", used by host programs) and its IR name ("aten::add.Tensor", used inside
+// CUDA delegate subgraphs run on the CPU). The kernels live in the files of this folder,
+// one per concern; each has its own registration function.
+#include "runtime/kernel.h"
+#include "runtime/kernels/kernel_util.h"
+
+namespace etc::rt {
+
+Status register_cpu_kernels(OperatorRegistry& registry) {
+  ETC_RETURN_IF_ERROR(kernels::register_elementwise_kernels(registry));
+  ETC_RETURN_IF_ERROR(kernels::register_matmul_kernels(registry));
+  ETC_RETURN_IF_ERROR(kernels::register_conv_pool_kernels(registry));
+  ETC_RETURN_IF_ERROR(kernels::register_reduce_norm_kernels(registry));
+  ETC_RETURN_IF_ERROR(kernels::register_shape_kernels(registry));
+  ETC_RETURN_IF_ERROR(kernels::register_creation_kernels(registry));
+  return Status();
+}
+
+}  // namespace etc::rt

@@ -1,0 +1,409 @@
+// Shape and layout kernels: cat, clone, constant_pad_nd and the view ops, which ExecuTorch
+// runs as copies (expand/permute/select/slice/squeeze/transpose/unsqueeze/view _copy, and
+// the IR's reshape).
+//
+// Every view is "out[i] = self[offset + sum i_d * stride_d]" for some offset and strides
+// over out's dims, so they share one strided byte copy; dtype conversion is never needed
+// except in cat, whose out may have the promoted dtype of its inputs.
+#include <algorithm>
+
+#include "runtime/kernels/kernel_util.h"
+#include "support/checked_math.h"
+
+namespace etc::rt::kernels {
+namespace {
+
+// out = self viewed through (offset, strides); out's shape is already checked.
+void copy_view(const TensorView& self, int64_t offset, std::span<const int64_t> strides,
+               TensorView& out) {
+  if (out.numel() == 0) return;
+  const int64_t elem = dtype_size(self.dtype);
+  strided_copy(static_cast<const char*>(self.data) + offset * elem, strides, out.data,
+               contiguous_strides(out.sizes), out.sizes, elem);
+}
+
+// Copies all of self into out (same numel), for the ops that only change the shape.
+void copy_all(const TensorView& self, TensorView& out) {
+  if (out.numel() > 0 && out.data != self.data)
+    std::memmove(out.data, self.data, static_cast<size_t>(self.nbytes()));
+}
+
+// ---- cat -----------------------------------------------------------------------------
+
+Status cat_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(
+      check_args(ctx, args, {{"tensors", Arg::kTensorList}, {"dim", Arg::kInt}}, {"out"}));
+  const std::vector<TensorView*>& ts = args[0]->tensors;
+  TensorView& out = out_arg(args, 2);
+  if (ts.empty()) return ctx.error("tensors must not be empty");
+  // ATen skips legacy empty 1-d tensors of shape [0].
+  auto legacy_empty = [](const TensorView* t) { return t->rank() == 1 && t->sizes[0] == 0; };
+  const TensorView* first = nullptr;
+  DType dtype = ts[0]->dtype;
+  for (const TensorView* t : ts) {
+    dtype = promote_types(dtype, t->dtype);
+    if (first == nullptr && !legacy_empty(t)) first = t;
+  }
+  if (first == nullptr) return check_out(ctx, out, std::vector<int64_t>{0}, dtype);
+  if (first->rank() == 0) return ctx.error("cannot concatenate zero-dimensional tensors");
+  ETC_ASSIGN_OR_RETURN(int64_t dim,
+                       wrap_dim(ctx, "dim", args[1]->i, static_cast<int64_t>(first->rank())));
+  std::vector<int64_t> sizes = first->sizes;
+  sizes[dim] = 0;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const TensorView* t = ts[i];
+    if (legacy_empty(t)) continue;
+    bool ok = t->rank() == first->rank();
+    for (size_t d = 0; ok && d < t->rank(); ++d)
+      ok = static_cast<int64_t>(d) == dim || t->sizes[d] == first->sizes[d];
+    if (!ok) {
+      return ctx.error("tensor " + std::to_string(i) + " " + shape_str(t->sizes) +
+                       " does not match " + shape_str(first->sizes) + " outside dim " +
+                       std::to_string(dim));
+    }
+    sizes[dim] += t->sizes[dim];
+  }
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, sizes, dtype));
+  if (out.numel() == 0) return Status();
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d)
+    outer *= sizes[d];
+  for (size_t d = static_cast<size_t>(dim) + 1; d < sizes.size(); ++d)
+    inner *= sizes[d];
+  const int64_t out_elem = dtype_size(out.dtype);
+  const int64_t out_row = sizes[dim] * inner;
+  int64_t at = 0;  // element offset of the current input inside each out row
+  for (const TensorView* t : ts) {
+    if (legacy_empty(t)) continue;
+    const int64_t row = t->sizes[dim] * inner;
+    const int64_t in_elem = dtype_size(t->dtype);
+    for (int64_t o = 0; o < outer; ++o) {
+      convert_elements(static_cast<const char*>(t->data) + o * row * in_elem, t->dtype,
+                       static_cast<char*>(out.data) + (o * out_row + at) * out_elem, out.dtype,
+                       row);
+    }
+    at += row;
+  }
+  return Status();
+}
+
+// ---- clone, view, reshape, squeeze, unsqueeze ------------------------------------------
+
+Status clone_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(
+      check_args(ctx, args, {{"self", Arg::kTensor}, {"memory_format", Arg::kOptEnum}}, {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  TensorView& out = out_arg(args, 2);
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, self.sizes, self.dtype));
+  copy_all(self, out);
+  return Status();
+}
+
+// view/reshape: `size` may hold one -1, inferred from the element count.
+Status view_common(KernelContext& ctx, std::span<Value*> args, const char* arg) {
+  ETC_RETURN_IF_ERROR(
+      check_args(ctx, args, {{"self", Arg::kTensor}, {arg, Arg::kIntList}}, {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  TensorView& out = out_arg(args, 2);
+  std::vector<int64_t> sizes = args[1]->ints;
+  int infer_at = -1;
+  int64_t known = 1;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == -1 && infer_at < 0) {
+      infer_at = static_cast<int>(i);
+    } else if (sizes[i] < 0) {
+      return ctx.error(std::string(arg) + " " + shape_str(args[1]->ints) +
+                       " is invalid (a negative size, or more than one -1)");
+    } else {
+      auto k = checked_mul(known, sizes[i]);
+      if (!k) return ctx.error(std::string(arg) + " " + shape_str(sizes) + " is too large");
+      known = *k;
+    }
+  }
+  const int64_t numel = self.numel();
+  if (infer_at >= 0) {
+    if (known == 0 || numel % known != 0) {
+      return ctx.error(std::string(arg) + " " + shape_str(sizes) + " is invalid for an input of " +
+                       std::to_string(numel) + " elements");
+    }
+    sizes[infer_at] = numel / known;
+  } else if (known != numel) {
+    return ctx.error(std::string(arg) + " " + shape_str(sizes) + " has " + std::to_string(known) +
+                     " elements but self " + shape_str(self.sizes) + " has " +
+                     std::to_string(numel));
+  }
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, sizes, self.dtype));
+  copy_all(self, out);
+  return Status();
+}
+
+Status view_kernel(KernelContext& ctx, std::span<Value*> args) {
+  return view_common(ctx, args, "size");
+}
+Status reshape_kernel(KernelContext& ctx, std::span<Value*> args) {
+  return view_common(ctx, args, "shape");
+}
+
+Status squeeze_dim_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args, {{"self", Arg::kTensor}, {"dim", Arg::kInt}}, {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  TensorView& out = out_arg(args, 2);
+  ETC_ASSIGN_OR_RETURN(int64_t dim,
+                       wrap_dim(ctx, "dim", args[1]->i, static_cast<int64_t>(self.rank())));
+  std::vector<int64_t> sizes = self.sizes;
+  if (self.rank() > 0 && sizes[dim] == 1) sizes.erase(sizes.begin() + dim);
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, sizes, self.dtype));
+  copy_all(self, out);
+  return Status();
+}
+
+Status squeeze_dims_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(
+      check_args(ctx, args, {{"self", Arg::kTensor}, {"dim", Arg::kIntList}}, {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  TensorView& out = out_arg(args, 2);
+  const auto rank = static_cast<int64_t>(self.rank());
+  std::vector<bool> drop(self.rank(), false);
+  for (int64_t d : args[1]->ints) {
+    ETC_ASSIGN_OR_RETURN(int64_t w, wrap_dim(ctx, "dim", d, rank));
+    if (rank > 0 && self.sizes[w] == 1) drop[w] = true;
+  }
+  std::vector<int64_t> sizes;
+  for (size_t i = 0; i < self.rank(); ++i) {
+    if (!drop[i]) sizes.push_back(self.sizes[i]);
+  }
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, sizes, self.dtype));
+  copy_all(self, out);
+  return Status();
+}
+
+Status unsqueeze_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args, {{"self", Arg::kTensor}, {"dim", Arg::kInt}}, {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  TensorView& out = out_arg(args, 2);
+  // Valid dims are [-(rank + 1), rank].
+  const auto rank = static_cast<int64_t>(self.rank());
+  const int64_t dim = args[1]->i;
+  if (dim < -(rank + 1) || dim > rank) {
+    return ctx.error("dim " + std::to_string(dim) +
+                     " is out of range for unsqueezing a tensor of rank " + std::to_string(rank));
+  }
+  std::vector<int64_t> sizes = self.sizes;
+  sizes.insert(sizes.begin() + (dim < 0 ? dim + rank + 1 : dim), 1);
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, sizes, self.dtype));
+  copy_all(self, out);
+  return Status();
+}
+
+// ---- Strided views ---------------------------------------------------------------------
+
+Status expand_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(
+      ctx, args, {{"self", Arg::kTensor}, {"size", Arg::kIntList}, {"implicit", Arg::kBool}},
+      {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  TensorView& out = out_arg(args, 3);
+  std::vector<int64_t> size = args[1]->ints;
+  if (size.size() < self.rank()) {
+    return ctx.error("cannot expand " + shape_str(self.sizes) + " to fewer dims " +
+                     shape_str(size));
+  }
+  const size_t lead = size.size() - self.rank();
+  for (size_t i = 0; i < size.size(); ++i) {
+    if (i < lead) {
+      if (size[i] < 0) return ctx.error("-1 is not allowed for a new leading dim");
+      continue;
+    }
+    const int64_t have = self.sizes[i - lead];
+    if (size[i] == -1) size[i] = have;
+    if (have != size[i] && have != 1) {
+      return ctx.error("cannot expand " + shape_str(self.sizes) + " to " +
+                       shape_str(args[1]->ints) + ": dim " + std::to_string(i) + " has size " +
+                       std::to_string(have));
+    }
+  }
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, size, self.dtype));
+  copy_view(self, 0, broadcast_strides(self.sizes, size), out);
+  return Status();
+}
+
+Status permute_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(
+      check_args(ctx, args, {{"self", Arg::kTensor}, {"dims", Arg::kIntList}}, {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  TensorView& out = out_arg(args, 2);
+  const std::vector<int64_t>& dims = args[1]->ints;
+  const auto rank = static_cast<int64_t>(self.rank());
+  if (dims.size() != self.rank()) {
+    return ctx.error("dims " + shape_str(dims) + " must have one entry per dim of self " +
+                     shape_str(self.sizes));
+  }
+  const std::vector<int64_t> in_strides = contiguous_strides(self.sizes);
+  std::vector<bool> seen(self.rank(), false);
+  std::vector<int64_t> sizes, strides;
+  for (int64_t d : dims) {
+    ETC_ASSIGN_OR_RETURN(int64_t w, wrap_dim(ctx, "dim", d, rank));
+    if (seen[w]) return ctx.error("dim " + std::to_string(w) + " appears more than once in dims");
+    seen[w] = true;
+    sizes.push_back(self.sizes[w]);
+    strides.push_back(in_strides[w]);
+  }
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, sizes, self.dtype));
+  copy_view(self, 0, strides, out);
+  return Status();
+}
+
+Status transpose_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(
+      ctx, args, {{"self", Arg::kTensor}, {"dim0", Arg::kInt}, {"dim1", Arg::kInt}}, {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  TensorView& out = out_arg(args, 3);
+  const auto rank = static_cast<int64_t>(self.rank());
+  ETC_ASSIGN_OR_RETURN(int64_t d0, wrap_dim(ctx, "dim0", args[1]->i, rank));
+  ETC_ASSIGN_OR_RETURN(int64_t d1, wrap_dim(ctx, "dim1", args[2]->i, rank));
+  std::vector<int64_t> sizes = self.sizes;
+  std::vector<int64_t> strides = contiguous_strides(self.sizes);
+  if (rank > 0) {
+    std::swap(sizes[d0], sizes[d1]);
+    std::swap(strides[d0], strides[d1]);
+  }
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, sizes, self.dtype));
+  copy_view(self, 0, strides, out);
+  return Status();
+}
+
+Status select_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(
+      ctx, args, {{"self", Arg::kTensor}, {"dim", Arg::kInt}, {"index", Arg::kInt}}, {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  TensorView& out = out_arg(args, 3);
+  if (self.rank() == 0) return ctx.error("cannot select from a zero-dimensional tensor");
+  ETC_ASSIGN_OR_RETURN(int64_t dim,
+                       wrap_dim(ctx, "dim", args[1]->i, static_cast<int64_t>(self.rank())));
+  const int64_t n = self.sizes[dim];
+  int64_t index = args[2]->i;
+  if (index < -n || index >= n) {
+    return ctx.error("index " + std::to_string(index) + " is out of range for dim " +
+                     std::to_string(dim) + " of size " + std::to_string(n));
+  }
+  if (index < 0) index += n;
+  std::vector<int64_t> sizes = self.sizes;
+  std::vector<int64_t> strides = contiguous_strides(self.sizes);
+  const int64_t offset = index * strides[dim];
+  sizes.erase(sizes.begin() + dim);
+  strides.erase(strides.begin() + dim);
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, sizes, self.dtype));
+  copy_view(self, offset, strides, out);
+  return Status();
+}
+
+Status slice_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args,
+                                 {{"self", Arg::kTensor},
+                                  {"dim", Arg::kInt},
+                                  {"start", Arg::kOptInt},
+                                  {"end", Arg::kOptInt},
+                                  {"step", Arg::kInt}},
+                                 {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  TensorView& out = out_arg(args, 5);
+  if (self.rank() == 0) return ctx.error("cannot slice a zero-dimensional tensor");
+  ETC_ASSIGN_OR_RETURN(int64_t dim,
+                       wrap_dim(ctx, "dim", args[1]->i, static_cast<int64_t>(self.rank())));
+  const int64_t n = self.sizes[dim];
+  const int64_t step = args[4]->i;
+  if (step <= 0) return ctx.error("slice step must be positive, got " + std::to_string(step));
+  // ATen wraps a negative start/end once, then clamps into [0, n].
+  auto clamp_index = [n](int64_t i) {
+    if (i < 0) i += n;
+    return std::clamp<int64_t>(i, 0, n);
+  };
+  const int64_t start = clamp_index(opt_int_arg(args, 2).value_or(0));
+  const int64_t end = clamp_index(opt_int_arg(args, 3).value_or(n));
+  std::vector<int64_t> sizes = self.sizes;
+  sizes[dim] = end > start ? (end - start + step - 1) / step : 0;
+  std::vector<int64_t> strides = contiguous_strides(self.sizes);
+  const int64_t offset = start * strides[dim];
+  strides[dim] *= step;
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, sizes, self.dtype));
+  copy_view(self, sizes[dim] > 0 ? offset : 0, strides, out);
+  return Status();
+}
+
+// ---- constant_pad_nd -------------------------------------------------------------------
+
+Status constant_pad_nd_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(
+      ctx, args, {{"self", Arg::kTensor}, {"pad", Arg::kIntList}, {"value", Arg::kScalar}},
+      {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  const std::vector<int64_t>& pad = args[1]->ints;
+  TensorView& out = out_arg(args, 3);
+  if (pad.size() % 2 != 0 || pad.size() / 2 > self.rank()) {
+    return ctx.error("pad must have an even number of values, at most 2 per dim of self " +
+                     shape_str(self.sizes) + ", got " + std::to_string(pad.size()));
+  }
+  const size_t rank = self.rank();
+  // before[d]: elements added (negative: removed) in front of dim d.
+  std::vector<int64_t> before(rank, 0), sizes = self.sizes;
+  for (size_t i = 0; i < pad.size() / 2; ++i) {
+    const size_t d = rank - 1 - i;  // pads run from the last dim backwards
+    before[d] = pad[2 * i];
+    sizes[d] += pad[2 * i] + pad[2 * i + 1];
+    if (sizes[d] < 0) {
+      return ctx.error("padding makes dim " + std::to_string(d) + " of self " +
+                       shape_str(self.sizes) + " negative");
+    }
+  }
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, sizes, self.dtype));
+  if (out.numel() == 0) return Status();
+  fill_scalar(out, *args[2]);
+  // Copy the part of self that survives the cropping into its place in out.
+  const std::vector<int64_t> in_strides = contiguous_strides(self.sizes);
+  const std::vector<int64_t> out_strides = contiguous_strides(sizes);
+  std::vector<int64_t> region(rank);
+  int64_t in_off = 0, out_off = 0;
+  for (size_t d = 0; d < rank; ++d) {
+    const int64_t src0 = std::max<int64_t>(-before[d], 0);
+    const int64_t dst0 = std::max<int64_t>(before[d], 0);
+    region[d] = std::min(self.sizes[d] - src0, sizes[d] - dst0);
+    if (region[d] <= 0) return Status();  // nothing of self remains
+    in_off += src0 * in_strides[d];
+    out_off += dst0 * out_strides[d];
+  }
+  const int64_t elem = dtype_size(self.dtype);
+  strided_copy(static_cast<const char*>(self.data) + in_off * elem, in_strides,
+               static_cast<char*>(out.data) + out_off * elem, out_strides, region, elem);
+  return Status();
+}
+
+}  // namespace
+
+Status register_shape_kernels(OperatorRegistry& r) {
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::cat.out", "aten::cat.default"}, cat_kernel));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::clone.out", "aten::clone.default"}, clone_kernel));
+  ETC_RETURN_IF_ERROR(register_kernel(
+      r, {"aten::constant_pad_nd.out", "aten::constant_pad_nd.default"}, constant_pad_nd_kernel));
+  ETC_RETURN_IF_ERROR(
+      register_kernel(r, {"aten::expand_copy.out", "aten::expand.default"}, expand_kernel));
+  ETC_RETURN_IF_ERROR(
+      register_kernel(r, {"aten::permute_copy.out", "aten::permute.default"}, permute_kernel));
+  ETC_RETURN_IF_ERROR(
+      register_kernel(r, {"aten::select_copy.int_out", "aten::select.int"}, select_kernel));
+  ETC_RETURN_IF_ERROR(
+      register_kernel(r, {"aten::slice_copy.Tensor_out", "aten::slice.Tensor"}, slice_kernel));
+  ETC_RETURN_IF_ERROR(
+      register_kernel(r, {"aten::squeeze_copy.dim_out", "aten::squeeze.dim"}, squeeze_dim_kernel));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::squeeze_copy.dims_out", "aten::squeeze.dims"},
+                                      squeeze_dims_kernel));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::transpose_copy.int_out", "aten::transpose.int"},
+                                      transpose_kernel));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::unsqueeze_copy.out", "aten::unsqueeze.default"},
+                                      unsqueeze_kernel));
+  ETC_RETURN_IF_ERROR(
+      register_kernel(r, {"aten::view_copy.out", "aten::view.default"}, view_kernel));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::reshape.default"}, reshape_kernel));
+  return Status();
+}
+
+}  // namespace etc::rt::kernels

@@ -1,0 +1,397 @@
+// Convolution (stride, padding, dilation, groups, depthwise, 1x1, transposed) and pooling
+// (max with indices, avg, adaptive avg) against direct double loops.
+#include <cmath>
+#include <limits>
+
+#include "kernels/kernel_test_util.h"
+
+namespace etc::rt::test {
+namespace {
+
+struct ConvCase {
+  int64_t n, c_in, h, w, c_out, kh, kw;
+  int64_t sh, sw, ph, pw, dh, dw;
+  int64_t groups;
+  bool transposed;
+  int64_t oph, opw;
+  bool bias;
+};
+
+// Direct definition: out[n, co, oh, ow] = bias + sum x[n, ci, ih, iw] * w[...] over the
+// taps that land in the input.
+std::vector<double> conv_ref(const ConvCase& k, const std::vector<double>& x,
+                             const std::vector<double>& w, const std::vector<double>& b,
+                             int64_t oh_n, int64_t ow_n) {
+  std::vector<double> y(static_cast<size_t>(k.n * k.c_out * oh_n * ow_n), 0.0);
+  const int64_t cin_g = k.c_in / k.groups, cout_g = k.c_out / k.groups;
+  for (int64_t n = 0; n < k.n; ++n) {
+    for (int64_t co = 0; co < k.c_out; ++co) {
+      for (int64_t oh = 0; oh < oh_n; ++oh) {
+        for (int64_t ow = 0; ow < ow_n; ++ow) {
+          y[((n * k.c_out + co) * oh_n + oh) * ow_n + ow] = k.bias ? b[co] : 0;
+        }
+      }
+    }
+    for (int64_t g = 0; g < k.groups; ++g) {
+      for (int64_t ci = 0; ci < cin_g; ++ci) {
+        for (int64_t co = 0; co < cout_g; ++co) {
+          for (int64_t i = 0; i < k.kh; ++i) {
+            for (int64_t j = 0; j < k.kw; ++j) {
+              const int64_t cin = g * cin_g + ci, cout = g * cout_g + co;
+              if (!k.transposed) {
+                const double wv = w[((cout * cin_g + ci) * k.kh + i) * k.kw + j];
+                for (int64_t oh = 0; oh < oh_n; ++oh) {
+                  for (int64_t ow = 0; ow < ow_n; ++ow) {
+                    const int64_t ih = oh * k.sh - k.ph + i * k.dh;
+                    const int64_t iw = ow * k.sw - k.pw + j * k.dw;
+                    if (ih < 0 || ih >= k.h || iw < 0 || iw >= k.w) continue;
+                    y[((n * k.c_out + cout) * oh_n + oh) * ow_n + ow] +=
+                        wv * x[((n * k.c_in + cin) * k.h + ih) * k.w + iw];
+                  }
+                }
+              } else {
+                // Transposed: every input pixel scatters into the output.
+                const double wv = w[((cin * cout_g + co) * k.kh + i) * k.kw + j];
+                for (int64_t ih = 0; ih < k.h; ++ih) {
+                  for (int64_t iw = 0; iw < k.w; ++iw) {
+                    const int64_t oh = ih * k.sh - k.ph + i * k.dh;
+                    const int64_t ow = iw * k.sw - k.pw + j * k.dw;
+                    if (oh < 0 || oh >= oh_n || ow < 0 || ow >= ow_n) continue;
+                    y[((n * k.c_out + cout) * oh_n + oh) * ow_n + ow] +=
+                        wv * x[((n * k.c_in + cin) * k.h + ih) * k.w + iw];
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return y;
+}
+
+const ConvCase kConvCases[] = {
+    // n cin h  w  cout kh kw sh sw ph pw dh dw g  transposed oph opw bias
+    {2, 3, 8, 7, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, 0, 0, true},    // 3x3 same padding
+    {1, 2, 11, 9, 4, 5, 5, 2, 2, 0, 0, 1, 1, 1, false, 0, 0, false},  // stride 2
+    {1, 3, 12, 10, 2, 3, 2, 1, 2, 2, 1, 2, 3, 1, false, 0, 0, true},  // dilation, mixed
+    {2, 4, 6, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1, 2, false, 0, 0, true},    // groups 2
+    {1, 4, 9, 9, 8, 3, 3, 2, 2, 1, 1, 1, 1, 4, false, 0, 0, true},    // depthwise x2, stride 2
+    {2, 5, 7, 8, 5, 3, 3, 1, 1, 1, 1, 1, 1, 5, false, 0, 0, false},   // depthwise stride 1
+    {1, 3, 7, 6, 3, 5, 3, 1, 3, 2, 0, 2, 1, 3, false, 0, 0, true},    // depthwise dilated
+    {2, 16, 5, 7, 12, 1, 1, 1, 1, 0, 0, 1, 1, 1, false, 0, 0, true},  // 1x1 pointwise
+    {1, 6, 7, 7, 4, 1, 1, 2, 2, 0, 0, 1, 1, 2, false, 0, 0, false},   // 1x1 stride 2, groups
+    {1, 3, 4, 4, 2, 3, 3, 1, 1, 0, 0, 1, 1, 1, true, 0, 0, true},     // transposed
+    {2, 4, 5, 3, 6, 3, 3, 2, 2, 1, 1, 1, 1, 2, true, 1, 1, true},     // transposed s2 groups
+    {1, 2, 3, 4, 2, 2, 3, 3, 2, 1, 0, 2, 1, 1, true, 2, 1, false},    // transposed dilated
+    {1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, false, 0, 0, true},    // 1x1x1x1
+    {1, 40, 9, 9, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, 0, 0, true},  // GEMM edge tiles
+};
+
+TEST_CASE("convolution variants against a direct loop") {
+  uint32_t seed = 200;
+  for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kFloat16}) {
+    int index = 0;
+    for (const ConvCase& k : kConvCases) {
+      INFO(dtype_name(dt) << " case " << index++);
+      int64_t oh, ow;
+      if (!k.transposed) {
+        oh = (k.h + 2 * k.ph - k.dh * (k.kh - 1) - 1) / k.sh + 1;
+        ow = (k.w + 2 * k.pw - k.dw * (k.kw - 1) - 1) / k.sw + 1;
+      } else {
+        oh = (k.h - 1) * k.sh - 2 * k.ph + k.dh * (k.kh - 1) + k.oph + 1;
+        ow = (k.w - 1) * k.sw - 2 * k.pw + k.dw * (k.kw - 1) + k.opw + 1;
+      }
+      Sizes ws = k.transposed ? Sizes{k.c_in, k.c_out / k.groups, k.kh, k.kw}
+                              : Sizes{k.c_out, k.c_in / k.groups, k.kh, k.kw};
+      for (const char* name : {"aten::convolution.out", "aten::convolution.default"}) {
+        Call c(name);
+        Value* x = c.random(dt, {k.n, k.c_in, k.h, k.w}, seed++);
+        Value* w = c.random(dt, ws, seed++);
+        Value* b = k.bias ? c.random(dt, {k.c_out}, seed++) : c.none();
+        Value* out = c.out(dt, {k.n, k.c_out, oh, ow});
+        REQUIRE(c.run({x, w, b, c.ints({k.sh, k.sw}), c.ints({k.ph, k.pw}), c.ints({k.dh, k.dw}),
+                       c.b(k.transposed), c.ints({k.oph, k.opw}), c.i(k.groups)},
+                      {out})
+                    .ok());
+        std::vector<double> bv = k.bias ? read(b) : std::vector<double>{};
+        Tolerance tol = tolerance_for(dt);
+        const double taps = static_cast<double>(k.c_in * k.kh * k.kw);
+        tol.atol += (dt == DType::kFloat64 ? 1e-15 : 2e-7) * taps * 4;
+        if (dt == DType::kFloat16) tol.atol += 3e-3;
+        require_close(read(out), conv_ref(k, read(x), read(w), bv, oh, ow), tol);
+      }
+    }
+  }
+}
+
+TEST_CASE("convolution single-value and empty-batch forms") {
+  // stride/padding/dilation given as one value apply to both dims.
+  Call c("aten::convolution.out");
+  Value* x = c.random(DType::kFloat32, {1, 2, 6, 6}, 1);
+  Value* w = c.random(DType::kFloat32, {3, 2, 3, 3}, 2);
+  Value* out = c.out(DType::kFloat32, {1, 3, 3, 3});
+  REQUIRE(
+      c.run({x, w, c.none(), c.ints({2}), c.ints({1}), c.ints({1}), c.b(false), c.ints({}), c.i(1)},
+            {out})
+          .ok());
+  ConvCase k{1, 2, 6, 6, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, false, 0, 0, false};
+  require_close(read(out), conv_ref(k, read(x), read(w), {}, 3, 3), Tolerance{1e-5, 1e-5});
+
+  Value* e = c.random(DType::kFloat32, {0, 2, 6, 6}, 3);
+  REQUIRE(c.run({e, w, c.none(), c.ints({1}), c.ints({0}), c.ints({1}), c.b(false), c.ints({0}),
+                 c.i(1)},
+                {c.out(DType::kFloat32, {0, 3, 4, 4})})
+              .ok());
+}
+
+TEST_CASE("convolution errors") {
+  Call c("aten::convolution.out");
+  Value* x = c.random(DType::kFloat32, {1, 4, 5, 5}, 1);
+  Value* w = c.random(DType::kFloat32, {6, 2, 3, 3}, 2);
+  auto run = [&](Value* weight, int64_t groups, const Sizes& out_sizes) {
+    return c.run({x, weight, c.none(), c.ints({1, 1}), c.ints({0, 0}), c.ints({1, 1}), c.b(false),
+                  c.ints({0, 0}), c.i(groups)},
+                 {c.out(DType::kFloat32, out_sizes)});
+  };
+  CHECK(run(w, 2, {1, 6, 4, 4}).message() ==
+        "aten::convolution.out: out has shape [1, 6, 4, 4], expected [1, 6, 3, 3]");
+  CHECK(run(w, 1, {1, 6, 3, 3}).message() ==
+        "aten::convolution.out: weight [6, 2, 3, 3] with groups=1 does not fit input [1, 4, 5, "
+        "5]");
+  Value* big = c.random(DType::kFloat32, {6, 2, 7, 7}, 3);
+  CHECK(run(big, 2, {1, 6, 1, 1}).message() ==
+        "aten::convolution.out: kernel of extent 7 is larger than the padded input (5)");
+  Value* xi = c.random(DType::kInt32, {1, 1, 2, 2}, 4, -3, 3);
+  Value* wi = c.random(DType::kInt32, {1, 1, 1, 1}, 5, -3, 3);
+  CHECK(c.run({xi, wi, c.none(), c.ints({1}), c.ints({0}), c.ints({1}), c.b(false), c.ints({0}),
+               c.i(1)},
+              {c.out(DType::kInt32, {1, 1, 2, 2})})
+            .message() ==
+        "aten::convolution.out: input has dtype int32, expected a "
+        "floating-point dtype");
+}
+
+// ---- Pooling -------------------------------------------------------------------------
+
+int64_t pooled(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
+  const int64_t num = in + 2 * p - d * (k - 1) - 1;
+  int64_t out = (num + (ceil_mode ? s - 1 : 0)) / s + 1;
+  if (ceil_mode && (out - 1) * s >= in + p) --out;
+  return out;
+}
+
+struct PoolCase {
+  Sizes input;
+  int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+  bool ceil_mode;
+  bool default_stride;  // pass stride=[] (= kernel size)
+};
+
+const PoolCase kPoolCases[] = {
+    {{2, 3, 9, 8}, 3, 3, 2, 2, 1, 1, 1, 1, false, false},
+    {{1, 2, 9, 8}, 3, 3, 2, 2, 1, 1, 1, 1, true, false},     // ceil_mode
+    {{1, 2, 10, 11}, 3, 2, 1, 2, 1, 1, 2, 3, false, false},  // dilation
+    {{3, 7, 7}, 2, 2, 2, 2, 0, 0, 1, 1, false, true},        // rank 3, default stride
+    {{1, 1, 7, 7}, 2, 2, 2, 2, 1, 0, 1, 1, true, true},      // ceil with padding
+    {{1, 2, 5, 6}, 4, 3, 3, 2, 2, 1, 1, 1, true, false},
+};
+
+TEST_CASE("max_pool2d_with_indices and max_pool2d") {
+  for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kInt32, DType::kInt64,
+                   DType::kUInt8}) {
+    int index = 0;
+    for (const PoolCase& k : kPoolCases) {
+      INFO(dtype_name(dt) << " case " << index++);
+      const size_t r = k.input.size();
+      const int64_t h = k.input[r - 2], w = k.input[r - 1];
+      const int64_t oh = pooled(h, k.kh, k.sh, k.ph, k.dh, k.ceil_mode);
+      const int64_t ow = pooled(w, k.kw, k.sw, k.pw, k.dw, k.ceil_mode);
+      Sizes os = k.input;
+      os[r - 2] = oh;
+      os[r - 1] = ow;
+      Call c("aten::max_pool2d_with_indices.out");
+      const double lo = dt == DType::kUInt8 ? 0 : dtype_is_float(dt) ? -1 : -50;
+      Value* x = c.random(dt, k.input, 300 + index, lo, dtype_is_float(dt) ? 1 : 50);
+      Value* out = c.out(dt, os);
+      Value* idx = c.out(DType::kInt64, os);
+      std::initializer_list<Value*> args = {x,
+                                            c.ints({k.kh, k.kw}),
+                                            k.default_stride ? c.ints({}) : c.ints({k.sh, k.sw}),
+                                            c.ints({k.ph, k.pw}),
+                                            c.ints({k.dh, k.dw}),
+                                            c.b(k.ceil_mode)};
+      REQUIRE(c.run(args, {out, idx}).ok());
+      std::vector<double> xv = read(x), want(static_cast<size_t>(numel(os))), want_idx(want.size());
+      const int64_t planes = numel(os) / (oh * ow);
+      for (int64_t p = 0; p < planes; ++p) {
+        for (int64_t i = 0; i < oh; ++i) {
+          for (int64_t j = 0; j < ow; ++j) {
+            double best = -std::numeric_limits<double>::infinity();
+            int64_t bi = -1;
+            for (int64_t a = 0; a < k.kh; ++a) {
+              for (int64_t b = 0; b < k.kw; ++b) {
+                const int64_t ih = i * k.sh - k.ph + a * k.dh, iw = j * k.sw - k.pw + b * k.dw;
+                if (ih < 0 || ih >= h || iw < 0 || iw >= w) continue;
+                const double v = xv[(p * h + ih) * w + iw];
+                if (bi < 0 || v > best) {
+                  best = v;
+                  bi = ih * w + iw;
+                }
+              }
+            }
+            want[(p * oh + i) * ow + j] = best;
+            want_idx[(p * oh + i) * ow + j] = static_cast<double>(bi);
+          }
+        }
+      }
+      require_close(read(out), want, dt);
+      require_close(read(idx), want_idx, DType::kInt64);
+
+      Call m("aten::max_pool2d.default");
+      Value* out2 = m.out(dt, os);
+      std::initializer_list<Value*> args2 = {x,
+                                             m.ints({k.kh, k.kw}),
+                                             k.default_stride ? m.ints({}) : m.ints({k.sh, k.sw}),
+                                             m.ints({k.ph, k.pw}),
+                                             m.ints({k.dh, k.dw}),
+                                             m.b(k.ceil_mode)};
+      REQUIRE(m.run(args2, {out2}).ok());
+      require_close(read(out2), want, dt);
+    }
+  }
+}
+
+TEST_CASE("max_pool2d propagates NaN and errors on bad padding") {
+  Call c("aten::max_pool2d_with_indices.out");
+  Value* x = c.tensor(DType::kFloat32, {1, 1, 2, 2}, {1, NAN, 3, 2});
+  Value* out = c.out(DType::kFloat32, {1, 1, 1, 1});
+  Value* idx = c.out(DType::kInt64, {1, 1, 1, 1});
+  REQUIRE(c.run({x, c.ints({2, 2}), c.ints({}), c.ints({0}), c.ints({1}), c.b(false)}, {out, idx})
+              .ok());
+  CHECK(std::isnan(read(out)[0]));
+  CHECK(read(idx)[0] == 1);
+  CHECK(c.run({x, c.ints({2, 2}), c.ints({}), c.ints({2}), c.ints({1}), c.b(false)}, {out, idx})
+            .message() ==
+        "aten::max_pool2d_with_indices.out: padding must be between 0 and half the kernel size, "
+        "got 2");
+  CHECK(c.run({x, c.ints({2, 2}), c.ints({}), c.ints({0}), c.ints({1}), c.b(false)},
+              {out, c.out(DType::kInt32, {1, 1, 1, 1})})
+            .message() ==
+        "aten::max_pool2d_with_indices.out: indices has dtype int32, expected int64");
+}
+
+TEST_CASE("avg_pool2d with count_include_pad, ceil_mode and divisor_override") {
+  for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kBFloat16}) {
+    int index = 0;
+    for (const PoolCase& k : kPoolCases) {
+      if (k.dh != 1 || k.dw != 1) continue;  // avg_pool2d has no dilation
+      for (bool include_pad : {true, false}) {
+        for (std::optional<int64_t> divisor :
+             {std::optional<int64_t>{}, std::optional<int64_t>{3}}) {
+          INFO(dtype_name(dt) << " case " << index << " include_pad " << include_pad << " divisor "
+                              << divisor.value_or(0));
+          const size_t r = k.input.size();
+          const int64_t h = k.input[r - 2], w = k.input[r - 1];
+          const int64_t oh = pooled(h, k.kh, k.sh, k.ph, 1, k.ceil_mode);
+          const int64_t ow = pooled(w, k.kw, k.sw, k.pw, 1, k.ceil_mode);
+          Sizes os = k.input;
+          os[r - 2] = oh;
+          os[r - 1] = ow;
+          for (const char* name : {"aten::avg_pool2d.out", "aten::avg_pool2d.default"}) {
+            Call c(name);
+            Value* x = c.random(dt, k.input, 400 + index);
+            Value* out = c.out(dt, os);
+            REQUIRE(
+                c.run({x, c.ints({k.kh, k.kw}),
+                       k.default_stride ? c.ints({}) : c.ints({k.sh, k.sw}), c.ints({k.ph, k.pw}),
+                       c.b(k.ceil_mode), c.b(include_pad), divisor ? c.i(*divisor) : c.none()},
+                      {out})
+                    .ok());
+            std::vector<double> xv = read(x), want(static_cast<size_t>(numel(os)));
+            const int64_t planes = numel(os) / (oh * ow);
+            for (int64_t p = 0; p < planes; ++p) {
+              for (int64_t i = 0; i < oh; ++i) {
+                for (int64_t j = 0; j < ow; ++j) {
+                  const int64_t h0 = i * k.sh - k.ph, w0 = j * k.sw - k.pw;
+                  const int64_t h1 = std::min(h0 + k.kh, h + k.ph),
+                                w1 = std::min(w0 + k.kw, w + k.pw);
+                  const int64_t padded = (h1 - h0) * (w1 - w0);
+                  double sum = 0;
+                  int64_t inside = 0;
+                  for (int64_t a = std::max<int64_t>(h0, 0); a < std::min(h1, h); ++a) {
+                    for (int64_t b = std::max<int64_t>(w0, 0); b < std::min(w1, w); ++b) {
+                      sum += xv[(p * h + a) * w + b];
+                      ++inside;
+                    }
+                  }
+                  const double div = divisor       ? static_cast<double>(*divisor)
+                                     : include_pad ? static_cast<double>(padded)
+                                                   : static_cast<double>(inside);
+                  want[(p * oh + i) * ow + j] = sum / div;
+                }
+              }
+            }
+            require_close(read(out), want, dt);
+          }
+        }
+      }
+      ++index;
+    }
+  }
+  Call c("aten::avg_pool2d.out");
+  Value* x = c.random(DType::kInt64, {1, 1, 4, 4}, 1, -3, 3);
+  CHECK(c.run({x, c.ints({2}), c.ints({}), c.ints({0}), c.b(false), c.b(true), c.none()},
+              {c.out(DType::kInt64, {1, 1, 2, 2})})
+            .message() ==
+        "aten::avg_pool2d.out: self has dtype int64, expected a floating-point dtype");
+}
+
+TEST_CASE("adaptive_avg_pool2d uses floor/ceil bin edges") {
+  struct Case {
+    Sizes input;
+    int64_t oh, ow;
+  };
+  const Case cases[] = {
+      {{2, 3, 7, 9}, 3, 4}, {{1, 2, 5, 5}, 1, 1}, {{3, 6, 4}, 4, 8}, {{1, 1, 10, 3}, 7, 2}};
+  for (DType dt : {DType::kFloat32, DType::kFloat16}) {
+    for (const Case& k : cases) {
+      for (const char* name :
+           {"aten::_adaptive_avg_pool2d.out", "aten::adaptive_avg_pool2d.default"}) {
+        INFO(name << " " << dtype_name(dt) << " " << shape_to_string(k.input));
+        const size_t r = k.input.size();
+        const int64_t h = k.input[r - 2], w = k.input[r - 1];
+        Sizes os = k.input;
+        os[r - 2] = k.oh;
+        os[r - 1] = k.ow;
+        Call c(name);
+        Value* x = c.random(dt, k.input, 500);
+        Value* out = c.out(dt, os);
+        REQUIRE(c.run({x, c.ints({k.oh, k.ow})}, {out}).ok());
+        std::vector<double> xv = read(x), want(static_cast<size_t>(numel(os)));
+        const int64_t planes = numel(os) / (k.oh * k.ow);
+        for (int64_t p = 0; p < planes; ++p) {
+          for (int64_t i = 0; i < k.oh; ++i) {
+            for (int64_t j = 0; j < k.ow; ++j) {
+              const auto h0 = static_cast<int64_t>(std::floor(double(i * h) / k.oh));
+              const auto h1 = static_cast<int64_t>(std::ceil(double((i + 1) * h) / k.oh));
+              const auto w0 = static_cast<int64_t>(std::floor(double(j * w) / k.ow));
+              const auto w1 = static_cast<int64_t>(std::ceil(double((j + 1) * w) / k.ow));
+              double sum = 0;
+              for (int64_t a = h0; a < h1; ++a) {
+                for (int64_t b = w0; b < w1; ++b)
+                  sum += xv[(p * h + a) * w + b];
+              }
+              want[(p * k.oh + i) * k.ow + j] = sum / static_cast<double>((h1 - h0) * (w1 - w0));
+            }
+          }
+        }
+        require_close(read(out), want, dt);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace etc::rt::test

@@ -1,0 +1,450 @@
+// Elementwise kernels against naive double references: broadcasting, alpha, mixed dtypes,
+// scalar forms, pow, where, unary ops and activations, empty tensors.
+#include <cmath>
+#include <functional>
+#include <optional>
+
+#include "graph/ops.h"
+#include "kernels/kernel_test_util.h"
+
+namespace etc::rt::test {
+namespace {
+
+using BinaryRef = std::function<double(double, double)>;
+
+// out = ref(a, b) with numpy broadcasting, then stored as out_dtype.
+std::vector<double> broadcast_ref(const std::vector<double>& a, const Sizes& as,
+                                  const std::vector<double>& b, const Sizes& bs,
+                                  const Sizes& out_sizes, DType out_dtype, const BinaryRef& f) {
+  std::vector<double> out(static_cast<size_t>(numel(out_sizes)));
+  for (size_t i = 0; i < out.size(); ++i) {
+    Sizes idx = unravel(static_cast<int64_t>(i), out_sizes);
+    out[i] = cast_to(out_dtype, f(a[broadcast_index(idx, as)], b[broadcast_index(idx, bs)]));
+  }
+  return out;
+}
+
+struct ShapePair {
+  Sizes a, b;
+};
+
+const ShapePair kShapes[] = {
+    {{2, 3, 4}, {2, 3, 4}},  // no broadcasting
+    {{2, 3, 4}, {4}},        // trailing vector
+    {{2, 1, 4}, {3, 1}},     // both sides broadcast
+    {{1}, {5, 1, 2}},        // lower rank on the left
+    {{}, {3}},               // zero-dim
+    {{4, 5}, {4, 1}},        // column broadcast
+    {{0, 3}, {3}},           // empty
+    {{4, 1}, {1, 0}},        // empty after broadcasting
+    {{3, 2, 1, 5}, {2, 7, 1}},
+};
+
+bool unsigned_range(DType t) {
+  return t == DType::kUInt8 || t == DType::kBool;
+}
+
+TEST_CASE("add/sub/mul/div.out broadcast over dtypes") {
+  const DType dtypes[] = {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16,
+                          DType::kInt32,   DType::kInt64,   DType::kInt8,    DType::kUInt8,
+                          DType::kInt16,   DType::kBool};
+  struct Op {
+    const char* name;
+    BinaryRef f;
+    bool has_alpha;
+  };
+  const Op ops[] = {
+      {"aten::add.out", [](double x, double y) { return x + y; }, true},
+      {"aten::sub.out", [](double x, double y) { return x - y; }, true},
+      {"aten::mul.out", [](double x, double y) { return x * y; }, false},
+      {"aten::div.out", [](double x, double y) { return x / y; }, false},
+  };
+  uint32_t seed = 1;
+  for (const Op& op : ops) {
+    for (DType dt : dtypes) {
+      if (dt == DType::kBool && std::string(op.name) == "aten::sub.out") continue;
+      for (const ShapePair& sp : kShapes) {
+        INFO(op.name << " " << dtype_name(dt) << " " << shape_to_string(sp.a) << " "
+                     << shape_to_string(sp.b));
+        const bool div = std::string(op.name) == "aten::div.out";
+        const DType out_dt = div && !dtype_is_float(dt) ? DType::kFloat32 : dt;
+        Call c(op.name);
+        const double hi = dtype_is_float(dt) ? 1 : 20;
+        const double lo = unsigned_range(dt) ? 0 : -hi;
+        Value* a = c.random(dt, sp.a, seed++, lo, hi);
+        // Keep divisors away from zero.
+        Value* b = div ? c.random(dt, sp.b, seed++, 1, dtype_is_float(dt) ? 2 : 9)
+                       : c.random(dt, sp.b, seed++, lo, hi);
+        Sizes os = *broadcast_shapes(sp.a, sp.b);
+        Value* out = c.out(out_dt, os);
+        Status s = op.has_alpha ? c.run({a, b, c.i(1)}, {out}) : c.run({a, b}, {out});
+        REQUIRE(s.ok());
+        require_close(read(out), broadcast_ref(read(a), sp.a, read(b), sp.b, os, out_dt, op.f),
+                      out_dt);
+      }
+    }
+  }
+}
+
+TEST_CASE("add and sub apply alpha") {
+  for (DType dt : {DType::kFloat32, DType::kFloat16, DType::kInt64, DType::kInt32}) {
+    for (const char* name : {"aten::add.out", "aten::sub.out", "aten::add.Tensor"}) {
+      INFO(name << " " << dtype_name(dt));
+      Call c(name);
+      Sizes as{3, 4}, bs{4};
+      Value* a = c.random(dt, as, 11, -9, 9);
+      Value* b = c.random(dt, bs, 12, -9, 9);
+      Value* alpha = dtype_is_float(dt) ? c.d(0.5) : c.i(-3);
+      const double al = dtype_is_float(dt) ? 0.5 : -3;
+      Value* out = c.out(dt, as);
+      REQUIRE(c.run({a, b, alpha}, {out}).ok());
+      const double sign = std::string(name) == "aten::sub.out" ? -1 : 1;
+      require_close(read(out),
+                    broadcast_ref(read(a), as, read(b), bs, as, dt,
+                                  [&](double x, double y) { return x + sign * al * y; }),
+                    dt);
+    }
+  }
+  Call c("aten::add.out");
+  Value* a = c.random(DType::kInt32, {2}, 1, -5, 5);
+  CHECK(c.run({a, a, c.d(0.5)}, {c.out(DType::kInt32, {2})}).message() ==
+        "aten::add.out: alpha 0.500000 must be an integer for an out of dtype int32");
+}
+
+TEST_CASE("binary ops convert mixed input dtypes to the out dtype") {
+  struct Case {
+    DType a, b, out;
+  };
+  const Case cases[] = {
+      {DType::kInt32, DType::kInt64, DType::kInt64},
+      {DType::kUInt8, DType::kInt8, DType::kInt16},
+      {DType::kFloat16, DType::kFloat32, DType::kFloat32},
+      {DType::kBool, DType::kInt32, DType::kInt32},
+      {DType::kInt32, DType::kFloat32, DType::kFloat32},
+      {DType::kBFloat16, DType::kFloat16, DType::kFloat32},
+  };
+  for (const Case& k : cases) {
+    for (const char* name : {"aten::add.out", "aten::mul.out"}) {
+      INFO(name << " " << dtype_name(k.a) << " " << dtype_name(k.b) << " -> " << dtype_name(k.out));
+      Call c(name);
+      Sizes as{2, 3}, bs{3};
+      Value* a = c.random(k.a, as, 21, k.a == DType::kUInt8 ? 0 : -9, 9);
+      Value* b = c.random(k.b, bs, 22, -9, 9);
+      Value* out = c.out(k.out, as);
+      const bool add = std::string(name) == "aten::add.out";
+      REQUIRE((add ? c.run({a, b, c.i(1)}, {out}) : c.run({a, b}, {out})).ok());
+      require_close(read(out),
+                    broadcast_ref(read(a), as, read(b), bs, as, k.out,
+                                  [&](double x, double y) { return add ? x + y : x * y; }),
+                    k.out);
+    }
+  }
+  // Integer true division gives float32.
+  Call c("aten::div.Tensor");
+  Value* a = c.tensor(DType::kInt64, {4}, {7, -7, 1, 0});
+  Value* b = c.tensor(DType::kInt64, {4}, {2, 2, 3, 5});
+  Value* out = c.out(DType::kFloat32, {4});
+  REQUIRE(c.run({a, b}, {out}).ok());
+  require_close(read(out), {3.5, -3.5, 1.0 / 3, 0}, DType::kFloat32);
+  CHECK(c.run({a, b}, {c.out(DType::kInt64, {4})}).message() ==
+        "aten::div.Tensor: out has dtype int64, expected a floating-point dtype (div is true "
+        "division)");
+}
+
+TEST_CASE("scalar forms of add/sub/mul/div") {
+  struct Op {
+    const char* name;
+    bool alpha;
+    std::function<double(double, double, double)> f;
+  };
+  const Op ops[] = {
+      {"aten::add.Scalar_out", true, [](double x, double y, double al) { return x + al * y; }},
+      {"aten::sub.Scalar_out", true, [](double x, double y, double al) { return x - al * y; }},
+      {"aten::mul.Scalar_out", false, [](double x, double y, double) { return x * y; }},
+      {"aten::div.Scalar_out", false, [](double x, double y, double) { return x / y; }},
+      {"aten::add.Scalar", true, [](double x, double y, double al) { return x + al * y; }},
+      {"aten::div.Scalar", false, [](double x, double y, double) { return x / y; }},
+  };
+  for (const Op& op : ops) {
+    const bool div = std::string(op.name).find("div") != std::string::npos;
+    for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kInt32,
+                     DType::kInt64, DType::kUInt8}) {
+      for (bool float_scalar : {false, true}) {
+        // An integer tensor with a float scalar computes in float32 (the compiler promoted).
+        DType out_dt = (div || float_scalar) && !dtype_is_float(dt) ? DType::kFloat32 : dt;
+        INFO(op.name << " " << dtype_name(dt) << (float_scalar ? " float scalar" : ""));
+        Call c(op.name);
+        Sizes s{5, 3};
+        Value* a = c.random(dt, s, 31, dt == DType::kUInt8 ? 0 : -9, 9);
+        Value* other = float_scalar ? c.d(2.5) : c.i(3);
+        const double y = float_scalar ? 2.5 : 3;
+        Value* out = c.out(out_dt, s);
+        REQUIRE((op.alpha ? c.run({a, other, c.i(2)}, {out}) : c.run({a, other}, {out})).ok());
+        std::vector<double> av = read(a), want(av.size());
+        for (size_t i = 0; i < av.size(); ++i)
+          want[i] = cast_to(out_dt, op.f(av[i], y, 2));
+        require_close(read(out), want, out_dt);
+      }
+    }
+  }
+}
+
+TEST_CASE("pow.Tensor_Scalar") {
+  for (DType dt : kFloatTypes) {
+    for (double e : {2.0, 0.5, 3.0, -1.5, 1.0, 0.0}) {
+      INFO(dtype_name(dt) << " ^ " << e);
+      Call c("aten::pow.Tensor_Scalar_out");
+      Value* a = c.random(dt, {4, 5}, 41, 0.1, 3);
+      Value* out = c.out(dt, {4, 5});
+      REQUIRE(c.run({a, c.d(e)}, {out}).ok());
+      std::vector<double> av = read(a), want(av.size());
+      for (size_t i = 0; i < av.size(); ++i)
+        want[i] = std::pow(av[i], e);
+      Tolerance tol = tolerance_for(dt);
+      if (dt == DType::kFloat32) tol.rtol = 1e-5;  // float pow is not correctly rounded
+      require_close(read(out), want, tol);
+    }
+  }
+  for (DType dt : {DType::kInt32, DType::kInt64, DType::kUInt8}) {
+    Call c("aten::pow.Tensor_Scalar");
+    Value* a = c.random(dt, {7}, 42, dt == DType::kUInt8 ? 0 : -6, 6);
+    Value* out = c.out(dt, {7});
+    REQUIRE(c.run({a, c.i(3)}, {out}).ok());
+    std::vector<double> av = read(a), want(av.size());
+    for (size_t i = 0; i < av.size(); ++i)
+      want[i] = cast_to(dt, av[i] * av[i] * av[i]);
+    require_close(read(out), want, dt);
+    CHECK(c.run({a, c.i(-1)}, {out}).message() ==
+          "aten::pow.Tensor_Scalar: integers to negative integer powers are not allowed "
+          "(exponent -1)");
+  }
+}
+
+TEST_CASE("where.self broadcasts condition, self and other") {
+  struct Case {
+    Sizes c, a, b;
+  };
+  const Case cases[] = {{{2, 3, 4}, {2, 3, 4}, {2, 3, 4}},
+                        {{2, 1, 4}, {3, 1}, {4}},
+                        {{4}, {}, {3, 1}},
+                        {{0, 2}, {2}, {1}}};
+  for (DType dt : {DType::kFloat32, DType::kInt64, DType::kFloat16, DType::kBool}) {
+    for (DType cond_dt : {DType::kBool, DType::kUInt8}) {
+      for (const Case& k : cases) {
+        INFO(dtype_name(dt) << " cond " << dtype_name(cond_dt) << " " << shape_to_string(k.c));
+        Call c("aten::where.self_out");
+        Value* cond = c.random(cond_dt, k.c, 51, 0, 1);
+        Value* a = c.random(dt, k.a, 52, dt == DType::kBool ? 0 : -9, 9);
+        Value* b = c.random(dt, k.b, 53, dt == DType::kBool ? 0 : -9, 9);
+        Sizes os = *broadcast_shapes(k.c, *broadcast_shapes(k.a, k.b));
+        Value* out = c.out(dt, os);
+        REQUIRE(c.run({cond, a, b}, {out}).ok());
+        std::vector<double> cv = read(cond), av = read(a), bv = read(b), want(numel(os));
+        for (size_t i = 0; i < want.size(); ++i) {
+          Sizes idx = unravel(static_cast<int64_t>(i), os);
+          want[i] = cv[broadcast_index(idx, k.c)] != 0 ? av[broadcast_index(idx, k.a)]
+                                                       : bv[broadcast_index(idx, k.b)];
+        }
+        require_close(read(out), want, dt);
+      }
+    }
+  }
+  Call c("aten::where.self");
+  Value* cond = c.random(DType::kFloat32, {2}, 1);
+  Value* a = c.random(DType::kFloat32, {2}, 2);
+  CHECK(c.run({cond, a, a}, {c.out(DType::kFloat32, {2})}).message() ==
+        "aten::where.self: condition has dtype float32, expected bool or uint8");
+}
+
+double gelu_erf(double x) {
+  return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+}
+double gelu_tanh(double x) {
+  return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+double hardsigmoid(double x) {
+  return std::min(std::max(x + 3, 0.0), 6.0) / 6;
+}
+
+TEST_CASE("float unary ops and activations") {
+  struct Op {
+    const char* out_name;
+    const char* ir_name;
+    std::function<double(double)> f;
+    double lo, hi;
+  };
+  const Op ops[] = {
+      {"aten::exp.out", "aten::exp.default", [](double x) { return std::exp(x); }, -5, 5},
+      {"aten::log.out", "aten::log.default", [](double x) { return std::log(x); }, 0.01, 10},
+      {"aten::rsqrt.out", "aten::rsqrt.default", [](double x) { return 1 / std::sqrt(x); }, 0.01,
+       10},
+      {"aten::sigmoid.out", "aten::sigmoid.default",
+       [](double x) { return 1 / (1 + std::exp(-x)); }, -8, 8},
+      {"aten::sqrt.out", "aten::sqrt.default", [](double x) { return std::sqrt(x); }, 0, 10},
+      {"aten::tanh.out", "aten::tanh.default", [](double x) { return std::tanh(x); }, -4, 4},
+      {nullptr, "aten::hardsigmoid.default", hardsigmoid, -5, 5},
+      {nullptr, "aten::hardswish.default", [](double x) { return x * hardsigmoid(x); }, -5, 5},
+      {nullptr, "aten::silu.default", [](double x) { return x / (1 + std::exp(-x)); }, -8, 8},
+  };
+  for (const Op& op : ops) {
+    for (const char* name : {op.out_name, op.ir_name}) {
+      if (name == nullptr) continue;
+      for (DType dt : kFloatTypes) {
+        for (const Sizes& s : {Sizes{3, 17}, Sizes{}, Sizes{0, 4}}) {
+          INFO(name << " " << dtype_name(dt) << " " << shape_to_string(s));
+          Call c(name);
+          Value* a = c.random(dt, s, 61, op.lo, op.hi);
+          Value* out = c.out(dt, s);
+          REQUIRE(c.run({a}, {out}).ok());
+          std::vector<double> av = read(a), want(av.size());
+          for (size_t i = 0; i < av.size(); ++i)
+            want[i] = op.f(av[i]);
+          Tolerance tol = tolerance_for(dt);
+          if (dt == DType::kFloat32) tol = {1e-5, 1e-6};  // libm float functions: a few ulp
+          require_close(read(out), want, tol);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("float unary ops take integer inputs into a float out") {
+  Call c("aten::exp.out");
+  Value* a = c.tensor(DType::kInt32, {3}, {0, 1, -2});
+  Value* out = c.out(DType::kFloat32, {3});
+  REQUIRE(c.run({a}, {out}).ok());
+  require_close(read(out), {1, std::exp(1.0), std::exp(-2.0)}, DType::kFloat32);
+  Call s("aten::silu.default");
+  Value* i = s.tensor(DType::kInt32, {1}, {1});
+  CHECK(s.run({i}, {s.out(DType::kInt32, {1})}).message() ==
+        "aten::silu.default: out has dtype int32, expected a floating-point dtype");
+}
+
+TEST_CASE("gelu, none and tanh approximations") {
+  for (const char* name : {"aten::gelu.out", "aten::gelu.default"}) {
+    for (DType dt : kFloatTypes) {
+      for (const char* approx : {"none", "tanh"}) {
+        INFO(name << " " << dtype_name(dt) << " " << approx);
+        Call c(name);
+        Value* a = c.random(dt, {64}, 71, -5, 5);
+        Value* out = c.out(dt, {64});
+        REQUIRE(c.run({a, c.str(approx)}, {out}).ok());
+        std::vector<double> av = read(a), want(av.size());
+        for (size_t i = 0; i < av.size(); ++i)
+          want[i] = std::string(approx) == "none" ? gelu_erf(av[i]) : gelu_tanh(av[i]);
+        Tolerance tol = tolerance_for(dt);
+        if (dt == DType::kFloat32) tol = {1e-5, 1e-6};
+        require_close(read(out), want, tol);
+      }
+    }
+  }
+  Call c("aten::gelu.out");
+  Value* a = c.random(DType::kFloat32, {2}, 1);
+  CHECK(c.run({a, c.str("fast")}, {c.out(DType::kFloat32, {2})}).message() ==
+        "aten::gelu.out: approximate must be 'none' or 'tanh', got 'fast'");
+}
+
+TEST_CASE("neg, relu, clamp and hardtanh over numeric dtypes") {
+  const DType dtypes[] = {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16,
+                          DType::kInt8,    DType::kInt16,   DType::kInt32,   DType::kInt64};
+  for (DType dt : dtypes) {
+    const double r = dtype_is_float(dt) ? 3 : 100;
+    auto check = [&](const char* name, std::initializer_list<Value*> extra,
+                     const std::function<double(double)>& f, Call& c) {
+      INFO(name << " " << dtype_name(dt));
+      Value* a = c.random(dt, {6, 7}, 81, -r, r);
+      Value* out = c.out(dt, {6, 7});
+      std::vector<Value*> inputs{a};
+      inputs.insert(inputs.end(), extra.begin(), extra.end());
+      std::vector<Value*> args = inputs;
+      args.push_back(out);
+      args.push_back(out);
+      REQUIRE(c.run_raw(args).ok());
+      std::vector<double> av = read(a), want(av.size());
+      for (size_t i = 0; i < av.size(); ++i)
+        want[i] = cast_to(dt, f(av[i]));
+      require_close(read(out), want, dt);
+    };
+    const double lo = dtype_is_float(dt) ? -1.5 : -40, hi = dtype_is_float(dt) ? 0.75 : 25;
+    {
+      Call c("aten::neg.out");
+      check(
+          "neg", {}, [](double x) { return -x; }, c);
+    }
+    {
+      Call c("aten::relu.default");
+      check(
+          "relu", {}, [](double x) { return x < 0 ? 0 : x; }, c);
+    }
+    {
+      Call c("aten::clamp.out");
+      Value* vlo = dtype_is_float(dt) ? c.d(lo) : c.i(static_cast<int64_t>(lo));
+      Value* vhi = dtype_is_float(dt) ? c.d(hi) : c.i(static_cast<int64_t>(hi));
+      check(
+          "clamp both", {vlo, vhi}, [&](double x) { return std::min(std::max(x, lo), hi); }, c);
+      check(
+          "clamp min", {vlo, c.none()}, [&](double x) { return std::max(x, lo); }, c);
+      check(
+          "clamp max", {c.none(), vhi}, [&](double x) { return std::min(x, hi); }, c);
+    }
+    {
+      Call c("aten::hardtanh.out");
+      check(
+          "hardtanh", {c.i(-1), c.i(1)}, [&](double x) { return std::min(std::max(x, -1.0), 1.0); },
+          c);
+    }
+  }
+  Call c("aten::clamp.default");
+  Value* a = c.random(DType::kFloat32, {2}, 1);
+  CHECK(c.run({a, c.none(), c.none()}, {c.out(DType::kFloat32, {2})}).message() ==
+        "aten::clamp.default: at least one of 'min' or 'max' must not be None");
+  Call n("aten::neg.out");
+  Value* bv = n.random(DType::kBool, {2}, 1, 0, 1);
+  CHECK(n.run({bv}, {n.out(DType::kBool, {2})}).message() ==
+        "aten::neg.out: out has dtype bool, expected a numeric dtype (not bool)");
+}
+
+TEST_CASE("relu and clamp keep NaN and pass infinities through unbounded sides") {
+  const double nan = std::nan(""), inf = INFINITY;
+  Call c("aten::relu.out");
+  Value* a = c.tensor(DType::kFloat32, {4}, {nan, -inf, inf, -0.5});
+  Value* out = c.out(DType::kFloat32, {4});
+  REQUIRE(c.run({a}, {out}).ok());
+  require_close(read(out), {nan, 0, inf, 0}, DType::kFloat32);
+  Call k("aten::clamp.out");
+  Value* o2 = k.out(DType::kFloat32, {4});
+  REQUIRE(k.run({a, k.i(-1), k.none()}, {o2}).ok());
+  require_close(read(o2), {nan, -1, inf, -0.5}, DType::kFloat32);
+}
+
+TEST_CASE("elementwise shape errors") {
+  Call c("aten::add.out");
+  Value* a = c.random(DType::kFloat32, {2, 3}, 1);
+  Value* b = c.random(DType::kFloat32, {4}, 2);
+  CHECK(c.run({a, b, c.i(1)}, {c.out(DType::kFloat32, {2, 3})}).message() ==
+        "aten::add.out: self [2, 3] and other [4] cannot be broadcast together");
+  Value* d = c.random(DType::kFloat32, {3}, 2);
+  CHECK(c.run({a, d, c.i(1)}, {c.out(DType::kFloat32, {3, 2})}).message() ==
+        "aten::add.out: out has shape [3, 2], expected [2, 3]");
+  Call s("aten::sub.out");
+  Value* bb = s.random(DType::kBool, {2}, 1, 0, 1);
+  CHECK(s.run({bb, bb, s.i(1)}, {s.out(DType::kBool, {2})}).message() ==
+        "aten::sub.out: subtraction of bool tensors is not supported (out has dtype bool)");
+}
+
+TEST_CASE("a large contiguous float32 add matches the reference") {
+  // Long enough for the vectorised main loop and its remainder.
+  Call c("aten::add.out");
+  const Sizes s{1027};
+  Value* a = c.random(DType::kFloat32, s, 91);
+  Value* b = c.random(DType::kFloat32, s, 92);
+  Value* out = c.out(DType::kFloat32, s);
+  REQUIRE(c.run({a, b, c.d(1.5)}, {out}).ok());
+  require_close(read(out),
+                broadcast_ref(read(a), s, read(b), s, s, DType::kFloat32,
+                              [](double x, double y) { return x + 1.5 * y; }),
+                DType::kFloat32);
+}
+
+}  // namespace
+}  // namespace etc::rt::test

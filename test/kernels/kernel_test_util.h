@@ -1,0 +1,97 @@
+// Helpers for the CPU kernel tests: argument Values built from std::vector storage, kernel
+// calls by name through a registry filled by register_cpu_kernels, results read back as
+// doubles, deterministic random inputs, and comparison with dtype-aware tolerances.
+//
+// Tests compute their references with naive loops in double from the inputs as the kernel
+// sees them (read back after rounding to the input dtype).
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "graph/tensor_spec.h"
+#include "runtime/kernel.h"
+#include "runtime/tensor.h"
+
+namespace etc::rt::test {
+
+using Sizes = std::vector<int64_t>;
+
+// The registry with every CPU kernel (filled once).
+const OperatorRegistry& cpu_registry();
+
+// The values of one kernel call; pointers stay valid as long as the Call lives.
+class Call {
+ public:
+  explicit Call(std::string op) : op_(std::move(op)) {}
+
+  // A tensor of `dtype` holding `data` converted to it (data.size() must be the numel).
+  Value* tensor(DType dtype, const Sizes& sizes, const std::vector<double>& data);
+  // A tensor of random values: integers in [lo, hi] for integer dtypes, 0/1 for bool.
+  Value* random(DType dtype, const Sizes& sizes, uint32_t seed, double lo = -1, double hi = 1);
+  // An out tensor, filled with a garbage pattern so that unwritten elements show.
+  Value* out(DType dtype, const Sizes& sizes);
+  Value* i(int64_t v);
+  Value* d(double v);
+  Value* b(bool v);
+  Value* none();
+  Value* ints(const std::vector<int64_t>& v);
+  Value* str(const std::string& s);
+  Value* dtype(DType t);  // a ScalarType? argument
+  Value* list(std::initializer_list<Value*> tensors);
+
+  // Runs the op with `inputs`, then `outs`, then the return value (the out, or a
+  // TensorList of the outs). Fails the test if the op is not registered.
+  Status run(std::initializer_list<Value*> inputs, std::initializer_list<Value*> outs);
+  // Runs with exactly `args` (for argument-count and kind errors).
+  Status run_raw(std::vector<Value*> args);
+
+ private:
+  Value* add(Value v);
+  std::string op_;
+  std::deque<Value> values_;
+  std::deque<std::vector<uint64_t>> storage_;  // uint64 keeps every dtype aligned
+};
+
+// A tensor's elements as doubles.
+std::vector<double> read(const Value* v);
+
+int64_t numel(const Sizes& s);
+// The row-major multi-index of `flat` in `sizes`.
+Sizes unravel(int64_t flat, const Sizes& sizes);
+// The flat index into a tensor of `in_sizes` broadcast to out's `index` (right-aligned).
+int64_t broadcast_index(const Sizes& index, const Sizes& in_sizes);
+
+// `v` rounded/converted as storing it in `dtype` would (integers truncate toward zero and
+// wrap, bool is != 0, floats round to nearest even).
+double cast_to(DType dtype, double v);
+
+std::vector<double> random_values(size_t n, uint32_t seed, double lo = -1, double hi = 1);
+
+struct Tolerance {
+  double rtol;
+  double atol;
+};
+// Elementwise accuracy one rounding to `dtype` allows (exact for integers).
+Tolerance tolerance_for(DType dtype);
+
+// Requires |got - want| <= atol + rtol * |want| everywhere (NaNs and infinities must
+// match exactly); reports the first mismatch with its index.
+void require_close(const std::vector<double>& got, const std::vector<double>& want, Tolerance tol);
+inline void require_close(const std::vector<double>& got, const std::vector<double>& want,
+                          DType dtype) {
+  require_close(got, want, tolerance_for(dtype));
+}
+
+inline const std::vector<DType> kFloatTypes = {DType::kFloat32, DType::kFloat64, DType::kFloat16,
+                                               DType::kBFloat16};
+
+}  // namespace etc::rt::test

@@ -1,0 +1,239 @@
+// mm, bmm, addmm and linear against a naive double triple loop, on shapes that are not
+// multiples of the GEMM's register and cache blocks, with both the AVX2 and the portable
+// micro-kernels.
+#include <cmath>
+
+#include "graph/ops.h"
+#include "kernels/kernel_test_util.h"
+#include "runtime/kernels/gemm.h"
+
+namespace etc::rt::test {
+namespace {
+
+using kernels::GemmIsa;
+using kernels::set_gemm_isa;
+
+// Restores automatic micro-kernel selection when a test ends.
+struct IsaGuard {
+  explicit IsaGuard(GemmIsa isa) { set_gemm_isa(isa); }
+  ~IsaGuard() { set_gemm_isa(GemmIsa::kAuto); }
+};
+
+// c[b, i, j] = sum_k a[b, i, k] * bt(b, k, j), with bt reading B through strides.
+std::vector<double> matmul_ref(const std::vector<double>& a, const std::vector<double>& b,
+                               int64_t batch, int64_t m, int64_t n, int64_t k,
+                               bool b_transposed = false) {
+  std::vector<double> c(static_cast<size_t>(batch * m * n), 0.0);
+  for (int64_t bi = 0; bi < batch; ++bi) {
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          double bv = b_transposed ? b[(bi * n + j) * k + p] : b[(bi * k + p) * n + j];
+          s += a[(bi * m + i) * k + p] * bv;
+        }
+        c[(bi * m + i) * n + j] = s;
+      }
+    }
+  }
+  return c;
+}
+
+// GEMM results accumulate k products: allow for k roundings of the compute type on top of
+// the final rounding to the out dtype (inputs are in [-1, 1]).
+Tolerance gemm_tolerance(DType dt, int64_t k) {
+  Tolerance t = tolerance_for(dt);
+  const double eps = dt == DType::kFloat64 ? 1e-15 : dtype_is_float(dt) ? 1.2e-7 : 0;
+  t.atol += eps * static_cast<double>(k) * 4;
+  if (dt == DType::kFloat16 || dt == DType::kBFloat16) t.atol += t.rtol * 2;
+  return t;
+}
+
+struct Shape {
+  int64_t m, n, k;
+};
+
+const Shape kShapes[] = {{1, 1, 1},    {7, 13, 5},   {65, 129, 33}, {6, 16, 8},  {12, 32, 300},
+                         {150, 20, 7}, {3, 4100, 5}, {1, 50, 40},   {40, 1, 50}, {17, 19, 257}};
+
+double range(DType dt) {
+  return dtype_is_float(dt) ? 1 : 6;
+}
+
+TEST_CASE("mm over shapes and dtypes, both micro-kernels") {
+  for (GemmIsa isa : {GemmIsa::kAuto, GemmIsa::kPortable}) {
+    IsaGuard guard(isa);
+    for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16,
+                     DType::kInt32, DType::kInt64}) {
+      for (const Shape& s : kShapes) {
+        if (dt != DType::kFloat32 && s.n > 1000) continue;
+        INFO("isa " << (isa == GemmIsa::kAuto ? "auto" : "portable") << " " << dtype_name(dt)
+                    << " m=" << s.m << " n=" << s.n << " k=" << s.k);
+        for (const char* name : {"aten::mm.out", "aten::mm.default"}) {
+          Call c(name);
+          Value* a = c.random(dt, {s.m, s.k}, 101, -range(dt), range(dt));
+          Value* b = c.random(dt, {s.k, s.n}, 102, -range(dt), range(dt));
+          Value* out = c.out(dt, {s.m, s.n});
+          REQUIRE(c.run({a, b}, {out}).ok());
+          require_close(read(out), matmul_ref(read(a), read(b), 1, s.m, s.n, s.k),
+                        gemm_tolerance(dt, s.k));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("mm with empty dims") {
+  for (const Shape& s : {Shape{0, 3, 4}, Shape{3, 0, 4}, Shape{3, 4, 0}}) {
+    Call c("aten::mm.out");
+    Value* a = c.random(DType::kFloat32, {s.m, s.k}, 1);
+    Value* b = c.random(DType::kFloat32, {s.k, s.n}, 2);
+    Value* out = c.out(DType::kFloat32, {s.m, s.n});
+    REQUIRE(c.run({a, b}, {out}).ok());
+    // k = 0: a sum of nothing is 0.
+    require_close(read(out), std::vector<double>(static_cast<size_t>(s.m * s.n), 0.0),
+                  DType::kFloat32);
+  }
+}
+
+TEST_CASE("bmm") {
+  for (GemmIsa isa : {GemmIsa::kAuto, GemmIsa::kPortable}) {
+    IsaGuard guard(isa);
+    for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kInt64}) {
+      for (const Shape& s : {Shape{7, 13, 5}, Shape{1, 1, 1}, Shape{33, 17, 65}}) {
+        for (int64_t batch : {1, 3, 0}) {
+          INFO(dtype_name(dt) << " batch " << batch << " m=" << s.m << " n=" << s.n
+                              << " k=" << s.k);
+          Call c("aten::bmm.out");
+          Value* a = c.random(dt, {batch, s.m, s.k}, 111, -range(dt), range(dt));
+          Value* b = c.random(dt, {batch, s.k, s.n}, 112, -range(dt), range(dt));
+          Value* out = c.out(dt, {batch, s.m, s.n});
+          REQUIRE(c.run({a, b}, {out}).ok());
+          require_close(read(out), matmul_ref(read(a), read(b), batch, s.m, s.n, s.k),
+                        gemm_tolerance(dt, s.k));
+        }
+      }
+    }
+  }
+  Call c("aten::bmm.default");
+  Value* a = c.random(DType::kFloat32, {2, 3, 4}, 1);
+  Value* b = c.random(DType::kFloat32, {3, 4, 5}, 2);
+  CHECK(c.run({a, b}, {c.out(DType::kFloat32, {2, 3, 5})}).message() ==
+        "aten::bmm.default: batch sizes differ: self [2, 3, 4], mat2 [3, 4, 5]");
+}
+
+TEST_CASE("addmm broadcasts self and applies beta and alpha") {
+  const Shape s{65, 33, 129};
+  const Sizes bias_shapes[] = {{s.n}, {s.m, s.n}, {1, s.n}, {s.m, 1}, {}};
+  struct Coef {
+    double beta, alpha;
+  };
+  for (GemmIsa isa : {GemmIsa::kAuto, GemmIsa::kPortable}) {
+    IsaGuard guard(isa);
+    for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kBFloat16}) {
+      for (const Sizes& bs : bias_shapes) {
+        for (Coef co : {Coef{1, 1}, Coef{0.5, -2}, Coef{0, 1}}) {
+          INFO(dtype_name(dt) << " bias " << shape_to_string(bs) << " beta " << co.beta << " alpha "
+                              << co.alpha);
+          for (const char* name : {"aten::addmm.out", "aten::addmm.default"}) {
+            Call c(name);
+            Value* bias = c.random(dt, bs, 121);
+            Value* a = c.random(dt, {s.m, s.k}, 122);
+            Value* b = c.random(dt, {s.k, s.n}, 123);
+            Value* out = c.out(dt, {s.m, s.n});
+            REQUIRE(c.run({bias, a, b, c.d(co.beta), c.d(co.alpha)}, {out}).ok());
+            std::vector<double> want = matmul_ref(read(a), read(b), 1, s.m, s.n, s.k);
+            std::vector<double> bv = read(bias);
+            for (size_t i = 0; i < want.size(); ++i) {
+              Sizes idx = unravel(static_cast<int64_t>(i), {s.m, s.n});
+              want[i] = co.beta * bv[broadcast_index(idx, bs)] + co.alpha * want[i];
+            }
+            require_close(read(out), want, gemm_tolerance(dt, s.k * 2));
+          }
+        }
+      }
+    }
+  }
+  // beta = 0 ignores self, even NaN.
+  Call c("aten::addmm.out");
+  Value* bias = c.tensor(DType::kFloat32, {2}, {NAN, INFINITY});
+  Value* a = c.tensor(DType::kFloat32, {1, 1}, {2});
+  Value* b = c.tensor(DType::kFloat32, {1, 2}, {3, 4});
+  Value* out = c.out(DType::kFloat32, {1, 2});
+  REQUIRE(c.run({bias, a, b, c.i(0), c.i(1)}, {out}).ok());
+  require_close(read(out), {6, 8}, DType::kFloat32);
+  // Integer addmm.
+  Call ci("aten::addmm.out");
+  Value* ib = ci.tensor(DType::kInt64, {2}, {10, 20});
+  Value* ia = ci.tensor(DType::kInt64, {1, 2}, {1, 2});
+  Value* im = ci.tensor(DType::kInt64, {2, 2}, {3, 4, 5, 6});
+  Value* io = ci.out(DType::kInt64, {1, 2});
+  REQUIRE(ci.run({ib, ia, im, ci.i(2), ci.i(3)}, {io}).ok());
+  require_close(read(io), {2 * 10 + 3 * 13, 2 * 20 + 3 * 16}, DType::kInt64);
+  CHECK(ci.run({ib, ia, im, ci.d(0.5), ci.i(3)}, {io}).message() ==
+        "aten::addmm.out: beta and alpha must be integers for an out of dtype int64");
+  Value* bad = ci.tensor(DType::kInt64, {3}, {1, 2, 3});
+  CHECK(ci.run({bad, ia, im, ci.i(1), ci.i(1)}, {io}).message() ==
+        "aten::addmm.out: self [3] does not broadcast to [1, 2]");
+}
+
+TEST_CASE("linear multiplies by the transposed weight and adds the bias") {
+  struct Case {
+    Sizes input;
+    int64_t out_features;
+    bool bias;
+  };
+  const Case cases[] = {{{2, 3, 33}, 17, true}, {{33}, 65, true},  {{129, 7}, 13, false},
+                        {{1, 1}, 1, true},      {{0, 5}, 3, true}, {{4, 0}, 3, true},
+                        {{5, 300}, 40, false}};
+  for (GemmIsa isa : {GemmIsa::kAuto, GemmIsa::kPortable}) {
+    IsaGuard guard(isa);
+    for (DType dt : {DType::kFloat32, DType::kFloat16, DType::kFloat64}) {
+      for (const Case& k : cases) {
+        INFO(dtype_name(dt) << " input " << shape_to_string(k.input) << " -> " << k.out_features);
+        Call c("aten::linear.default");
+        const int64_t in = k.input.back();
+        Value* x = c.random(dt, k.input, 131);
+        Value* w = c.random(dt, {k.out_features, in}, 132);
+        Value* b = k.bias ? c.random(dt, {k.out_features}, 133) : c.none();
+        Sizes os = k.input;
+        os.back() = k.out_features;
+        Value* out = c.out(dt, os);
+        REQUIRE(c.run({x, w, b}, {out}).ok());
+        const int64_t m = numel(os) / k.out_features;
+        std::vector<double> want = matmul_ref(read(x), read(w), 1, m, k.out_features, in, true);
+        if (k.bias) {
+          std::vector<double> bv = read(b);
+          for (size_t i = 0; i < want.size(); ++i)
+            want[i] += bv[i % bv.size()];
+        }
+        require_close(read(out), want, gemm_tolerance(dt, in + 1));
+      }
+    }
+  }
+  Call c("aten::linear.default");
+  Value* x = c.random(DType::kFloat32, {2, 3}, 1);
+  Value* w = c.random(DType::kFloat32, {4, 5}, 2);
+  CHECK(c.run({x, w, c.none()}, {c.out(DType::kFloat32, {2, 4})}).message() ==
+        "aten::linear.default: input [2, 3] has 3 features but weight [4, 5] expects 5");
+}
+
+TEST_CASE("matmul errors") {
+  Call c("aten::mm.out");
+  Value* a = c.random(DType::kFloat32, {2, 3}, 1);
+  Value* b = c.random(DType::kFloat32, {4, 5}, 2);
+  CHECK(c.run({a, b}, {c.out(DType::kFloat32, {2, 5})}).message() ==
+        "aten::mm.out: cannot multiply [2, 3] by [4, 5] (inner dimensions differ)");
+  Value* h = c.random(DType::kFloat16, {3, 5}, 2);
+  CHECK(c.run({a, h}, {c.out(DType::kFloat32, {2, 5})}).message() ==
+        "aten::mm.out: mat2 has dtype float16, expected float32 (the dtype of self)");
+  Value* v = c.random(DType::kFloat32, {3}, 2);
+  CHECK(c.run({a, v}, {c.out(DType::kFloat32, {2})}).message() ==
+        "aten::mm.out: mat2 must have rank 2, got [3]");
+  Value* bb = c.random(DType::kBool, {2, 2}, 3, 0, 1);
+  CHECK(c.run({bb, bb}, {c.out(DType::kBool, {2, 2})}).message() ==
+        "aten::mm.out: out has dtype bool, expected a numeric dtype (not bool)");
+}
+
+}  // namespace
+}  // namespace etc::rt::test
