@@ -183,6 +183,31 @@ const char* portable_kernel_schema(OpKind op) {
   return nullptr;
 }
 
+// Remembers byte strings by content: an FNV-1a hash, then an exact comparison, so lookups
+// cost one pass over the bytes (no byte strings as map keys).
+class ContentIndex {
+ public:
+  template <typename BytesOf>
+  std::optional<uint64_t> find(std::string_view bytes, BytesOf bytes_of) const {
+    auto it = by_hash_.find(hash(bytes));
+    if (it == by_hash_.end()) return std::nullopt;
+    for (uint64_t id : it->second) {
+      if (bytes_of(id) == bytes) return id;
+    }
+    return std::nullopt;
+  }
+  void add(std::string_view bytes, uint64_t id) { by_hash_[hash(bytes)].push_back(id); }
+
+ private:
+  static uint64_t hash(std::string_view bytes) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (unsigned char c : bytes)
+      h = (h ^ c) * 0x100000001b3ULL;
+    return h ^ bytes.size();
+  }
+  std::unordered_map<uint64_t, std::vector<uint64_t>> by_hash_;
+};
+
 // Appends bytes to a blob at `alignment`, deduplicating identical contents.
 class ConstantPool {
  public:
@@ -190,13 +215,15 @@ class ConstantPool {
   // Returns the offset of `bytes` in the blob.
   uint64_t add(std::span<const uint8_t> bytes) {
     std::string_view key(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-    auto it = index_.find(std::string(key));
-    if (it != index_.end()) return it->second;
+    auto bytes_at = [this, size = key.size()](uint64_t offset) {
+      return std::string_view(blob_).substr(offset, size);
+    };
+    if (auto seen = index_.find(key, bytes_at)) return *seen;
     while (blob_.size() % alignment_ != 0)
       blob_.push_back('\0');
     uint64_t offset = blob_.size();
     blob_.append(key);
-    index_.emplace(std::string(key), offset);
+    index_.add(key, offset);
     return offset;
   }
   const std::string& blob() const { return blob_; }
@@ -204,7 +231,7 @@ class ConstantPool {
  private:
   uint64_t alignment_;
   std::string blob_;
-  std::map<std::string, uint64_t> index_;
+  ContentIndex index_;
 };
 
 std::string op_base_name(const OpSchema& s) {
@@ -502,16 +529,17 @@ Result<pte::File> emit_program(const Graph& graph, const EmitOptions& options) {
   pte::File file;
   std::vector<std::string> segments;  // bytes of each segment, in index order
   ConstantPool constants(options.constant_alignment);
-  std::vector<uint64_t> constant_offsets{0};         // index 0: the reserved empty placeholder
-  std::map<uint64_t, uint32_t> constant_index;       // offset in pool -> data_buffer_idx
-  std::map<std::string, uint32_t> segment_of_bytes;  // dedup of delegate blobs and named data
-
+  std::vector<uint64_t> constant_offsets{0};    // index 0: the reserved empty placeholder
+  std::map<uint64_t, uint32_t> constant_index;  // offset in pool -> data_buffer_idx
+  ContentIndex segment_of_bytes;                // dedup of delegate blobs and named data
   auto add_segment = [&](std::string bytes) -> uint32_t {
-    auto it = segment_of_bytes.find(bytes);
-    if (it != segment_of_bytes.end()) return it->second;
-    segments.push_back(bytes);
-    auto index = static_cast<uint32_t>(segments.size() - 1);
-    segment_of_bytes.emplace(std::move(bytes), index);
+    auto bytes_of = [&segments](uint64_t i) {
+      return std::string_view(segments[static_cast<size_t>(i)]);
+    };
+    if (auto seen = segment_of_bytes.find(bytes, bytes_of)) return static_cast<uint32_t>(*seen);
+    auto index = static_cast<uint32_t>(segments.size());
+    segment_of_bytes.add(bytes, index);
+    segments.push_back(std::move(bytes));
     return index;
   };
   // The constant segment, when there are constants, is segment 0: reserve it.
