@@ -1,11 +1,12 @@
 # The two commands of README.md:
 #   make run    installs what is missing, builds Release, runs the bundled examples
 #   make test   installs what is missing, builds, runs every test with CTest
+# Also: make test-sanitize (ASan+UBSan build of the CPU tests), make update-goldens, make format
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: run test deps build format clean update-goldens
+.PHONY: run test deps build format clean update-goldens test-sanitize
 
 deps:
 	@scripts/install-deps.sh
@@ -19,6 +20,12 @@ run: build
 
 test: build
 	@ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+# The CPU test suite under AddressSanitizer + UndefinedBehaviorSanitizer (CI runs it too).
+test-sanitize: deps
+	@cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DETC_CUDA=OFF -DETC_SANITIZE=address,undefined
+	@cmake --build build-asan -j $(JOBS)
+	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir build-asan --output-on-failure -j $(JOBS) -L cpu -E "format"
 
 update-goldens: build
 	@bash test/golden/run_goldens.sh $(BUILD)/apps/etc/etc $(CURDIR) --update

@@ -155,6 +155,24 @@ class Propagator {
         if (out == o) out = host;
       }
       g_.set_outputs(std::move(outs));
+      keep_output_name(o, host);
+    }
+  }
+
+  // A graph output read back to the host keeps its name (what `etc run` and users see); the
+  // device tensor becomes "<name>@<device>".
+  void keep_output_name(ValueId device_value, ValueId host_value) {
+    const std::string name = g_.value(device_value).name;
+    const std::string old_host = g_.value(host_value).name;
+    const std::string device_name =
+        g_.unique_value_name(name + "@" + to_string(g_.value(device_value).spec.device));
+    if (!g_.rename_value(device_value, device_name) || !g_.rename_value(host_value, name)) return;
+    for (ExportReport::BoundaryTensor& b : ctx_.report.boundary) {
+      if (b.value == name) b.value = device_name;
+    }
+    for (ExportReport::Copy& c : ctx_.report.copies) {
+      if (c.source == name) c.source = device_name;
+      if (c.copy == old_host) c.copy = name;
     }
   }
 

@@ -83,6 +83,32 @@ expect "inspect reads ExecuTorch's add.pte" 0 'aten::add.out\(%0, %1, %3, %2, %2
 expect "inspect reads ExecuTorch's inline-constant program" 0 'inline constant_buffer \(deprecated\): 3 entries' \
   "$etc" inspect "$src/../shared/fixtures/executorch/module_linear_constant_buffer.pte"
 
+# etc run
+expect "run on the CPU prints outputs with checksums" 0 'output 0 \(probs\): float32\[2, 10\] \[.*\] fnv1a64=[0-9a-f]{16}' \
+  "$etc" run "$tmp/mlp.pte" --device cpu --seed 3
+expect "run --verify passes on the CPU" 0 'verify: all outputs match the CPU reference' "$etc" run "$tmp/mlp.pte" --device cpu --verify
+expect "run --device auto says what it chose" 0 'etc: --device auto: .*running on the CPU' "$etc" run "$tmp/mlp.pte"
+expect "run --device cuda without a usable GPU is exit 4" 4 'requested device cuda:0' "$etc" run "$tmp/mlp.pte" --device cuda
+expect "run --device cuda:3 is exit 4 too" 4 'requested device cuda:3' "$etc" run "$tmp/mlp.pte" --device cuda:3
+expect "run --device tpu is a usage error" 2 "--device: unknown device type 'tpu'" "$etc" run "$tmp/mlp.pte" --device tpu
+"$etc" run "$tmp/mlp.pte" --device cpu --seed 5 --output-dir "$tmp/run1" >/dev/null 2>&1
+"$etc" run "$tmp/mlp.pte" --device cpu --seed 5 --output-dir "$tmp/run2" >/dev/null 2>&1
+if [[ -f "$tmp/run1/output_0.npy" ]] && cmp -s "$tmp/run1/output_0.npy" "$tmp/run2/output_0.npy"; then
+  echo "ok: seeded runs write identical output_0.npy"
+else
+  echo "FAIL: seeded runs differ or wrote nothing"; failures=$((failures + 1))
+fi
+/usr/bin/python3 -c "import numpy as np; np.save('$tmp/x.npy', np.zeros([2, 64], np.float32)); np.save('$tmp/bad.npy', np.zeros([3, 64], np.float32))"
+expect "run --input by name" 0 'ran .* 1 input' "$etc" run "$tmp/mlp.pte" --device cpu --input "x=$tmp/x.npy"
+expect "run --input by index" 0 'ran .* 1 input' "$etc" run "$tmp/mlp.pte" --device cpu --input "0=$tmp/x.npy"
+expect "run --input with the wrong shape names the input and file" 1 "input 0 must be float32\[2, 64\], but .*bad.npy holds float32\[3, 64\]" \
+  "$etc" run "$tmp/mlp.pte" --device cpu --input "0=$tmp/bad.npy"
+expect "run --input with an unknown name lists the inputs" 2 "the program has no input named 'y' \(inputs: x\)" \
+  "$etc" run "$tmp/mlp.pte" --device cpu --input "y=$tmp/x.npy"
+expect "run --json is machine-readable" 0 '"compute_median"' "$etc" run "$tmp/mlp.pte" --device cpu --json --iterations 3
+expect "run of a non-.pte is exit 1" 1 'not a .pte file' "$etc" run "$ex/mlp.safetensors" --device cpu
+expect "run --device cpu runs a --io-device device program" 0 'output 0' "$etc" run "$tmp/cnn.pte" --device cpu --verify
+
 # An error never writes to stdout (stdout is for results, so scripts can rely on it).
 out=$("$etc" validate "$tmp/none.json" 2>/dev/null)
 if [[ -n "$out" ]]; then echo "FAIL: an error wrote to stdout: $out"; failures=$((failures + 1)); else echo "ok: errors go to stderr only"; fi

@@ -132,7 +132,7 @@ TEST_CASE("the a+b CUDA fixture plans the CUDA buffer second, inputs kept live")
   CHECK(g.planned_buffers[0] == PlannedBuffer{Device{}, 48});
   CHECK(g.planned_buffers[1] == PlannedBuffer{kCuda0, 48});
   CHECK(*g.value(value_named(g, "a@cuda:0")).spec.mem_id == 2);
-  CHECK(*g.value(value_named(g, "y@cpu")).spec.mem_id == 1);
+  CHECK(*g.value(value_named(g, "y")).spec.mem_id == 1);
   REQUIRE(p.report.memory.size() == 2);
   CHECK(p.report.memory[1].lower_bound_bytes == 48);
   CHECK(p.report.memory[1].planned_bytes == 48);

@@ -55,9 +55,12 @@ TEST_CASE("add on cuda:0: two h2d before the delegate, one d2h after") {
         std::vector<std::string>{"_h2d_copy", "_h2d_copy", "call_delegate", "_d2h_copy"});
   CHECK(device_of(g, "a") == Device{});
   CHECK(device_of(g, "a@cuda:0") == kCuda0);
-  CHECK(device_of(g, "y") == kCuda0);
-  CHECK(device_of(g, "y@cpu") == Device{});
-  CHECK(g.value(g.outputs()[0]).name == "y@cpu");
+  // The graph output keeps its name on the host; the delegate's tensor is y@cuda:0.
+  CHECK(device_of(g, "y@cuda:0") == kCuda0);
+  CHECK(device_of(g, "y") == Device{});
+  CHECK(g.value(g.outputs()[0]).name == "y");
+  CHECK(r.report.copies[2].source == "y@cuda:0");
+  CHECK(r.report.copies[2].copy == "y");
   CHECK(r.report.count_copies("h2d") == 2);
   CHECK(r.report.count_copies("d2h") == 1);
   CHECK(r.report.copy_bytes() == 48);
@@ -101,7 +104,7 @@ TEST_CASE("cross-device edges go through the host") {
   CHECK(device_of(g, "t") == kCuda0);
   CHECK(device_of(g, "t@cpu") == Device{});
   CHECK(device_of(g, "t@cpu@cuda:1") == kCuda1);
-  CHECK(device_of(g, "y") == kCuda1);
+  CHECK(device_of(g, "y@cuda:1") == kCuda1);
 }
 
 TEST_CASE("a delegate output feeding several same-device delegates is not copied") {
@@ -132,7 +135,7 @@ TEST_CASE("a delegate output read by a host op and a delegate: one d2h for the h
   CHECK(count_nodes(g) == Counts{2, 2, 2});
   const Node& relu = g.node(g.value(value_named(g, "r")).producer);
   CHECK(g.value(std::get<ValueId>(relu.args[0])).name == "t@cpu");
-  const Node& add2 = g.node(g.value(value_named(g, "u")).producer);
+  const Node& add2 = g.node(g.value(value_named(g, "u@cuda:0")).producer);
   CHECK(std::get<std::vector<ValueId>>(add2.args[0])[0] ==
         value_named(g, "t"));  // direct, on device
 }
@@ -167,9 +170,9 @@ TEST_CASE("cuda:1 delegates put their IO on device index 1") {
   lower_named(g, {{"add"}}, kCuda1, r.report);
   REQUIRE(*r.propagate(g));
   require_valid(g);
-  CHECK(device_of(g, "y") == kCuda1);
+  CHECK(device_of(g, "y@cuda:1") == kCuda1);
   CHECK(device_of(g, "a@cuda:1") == kCuda1);
-  const Node& call = g.node(g.value(value_named(g, "y")).producer);
+  const Node& call = g.node(g.value(value_named(g, "y@cuda:1")).producer);
   CHECK(call.delegate->compile_specs == std::vector<CompileSpec>{{"target_device", "cuda:1"}});
 }
 
