@@ -248,6 +248,8 @@ class PlanEmitter {
   std::function<uint32_t(const ConstantData&)> host_constant;
   // Called for each constant a delegate plan uses with its value index.
   std::function<void(int32_t, const Value&)> delegate_constant;
+  // In a delegate plan: the workspace offsets of intermediate tensors (buffer 1).
+  const std::unordered_map<uint32_t, uint64_t>* workspace_offsets = nullptr;
   // In a delegate plan every tensor lives on the delegate's device.
   std::optional<Device> device_override;
   // Called for each delegate call node; returns the delegate's segment index.
@@ -304,7 +306,13 @@ class PlanEmitter {
     }
     t.dim_order = s.dim_order;
     t.shape_dynamism = static_cast<uint8_t>(s.dynamism);
-    if (s.mem_id) t.allocation = pte::Allocation{*s.mem_id, s.mem_offset.value_or(0)};
+    if (workspace_offsets != nullptr) {
+      if (auto it = workspace_offsets->find(id.v); it != workspace_offsets->end()) {
+        t.allocation = pte::Allocation{1, it->second};
+      }
+    } else if (s.mem_id) {
+      t.allocation = pte::Allocation{*s.mem_id, s.mem_offset.value_or(0)};
+    }
     Device device = device_override.value_or(s.device);
     if (!device.is_cpu()) {
       t.has_extra = true;
@@ -473,9 +481,10 @@ class PlanEmitter {
   std::unordered_map<uint32_t, int32_t> index_;
 };
 
-// Plans a delegate subgraph's intermediate tensors into one workspace (buffer 1) and returns
-// its size. Subgraph inputs, outputs and constants are not planned.
-uint64_t plan_workspace(Graph& sub) {
+// Plans a delegate subgraph's intermediate tensors into one workspace (buffer 1): fills
+// `offsets` (value id -> byte offset) and returns the workspace size. Subgraph inputs,
+// outputs and constants are not planned. The compiled graph is not modified.
+uint64_t plan_workspace(const Graph& sub, std::unordered_map<uint32_t, uint64_t>* offsets) {
   std::vector<ValueId> planned;
   std::vector<PlanTensor> tensors;
   int32_t pos = 0;
@@ -495,11 +504,8 @@ uint64_t plan_workspace(Graph& sub) {
     }
   }
   BufferPlan plan = plan_greedy_by_size(tensors);
-  for (size_t i = 0; i < planned.size(); ++i) {
-    TensorSpec& s = sub.value(planned[i]).spec;
-    s.mem_id = 1;
-    s.mem_offset = static_cast<uint64_t>(plan.offsets[i]);
-  }
+  for (size_t i = 0; i < planned.size(); ++i)
+    (*offsets)[planned[i].v] = static_cast<uint64_t>(plan.offsets[i]);
   return static_cast<uint64_t>(plan.size);
 }
 
@@ -563,11 +569,12 @@ Result<pte::File> emit_program(const Graph& graph, const EmitOptions& options) {
     return it->second;
   };
   host.delegate_blob = [&](const Node& call) -> Result<uint32_t> {
-    // Plan the workspace on a copy: the compiled graph stays as it was.
-    Graph sub = call.delegate->graph->clone();
-    uint64_t workspace = plan_workspace(sub);
+    const Graph& sub = *call.delegate->graph;
+    std::unordered_map<uint32_t, uint64_t> offsets;
+    uint64_t workspace = plan_workspace(sub, &offsets);
 
     PlanEmitter inner(sub, PlanEmitter::Mode::kDelegate);
+    inner.workspace_offsets = &offsets;
     inner.device_override = call.delegate->device;
     std::vector<std::pair<int32_t, std::string>> keys;
     inner.delegate_constant = [&](int32_t value, const Value& c) {
