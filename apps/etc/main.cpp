@@ -13,6 +13,7 @@
 #include "partition/export_pipeline.h"
 #include "run_command.h"
 #include "serialize/emitter.h"
+#include "serialize/pte_diff.h"
 #include "serialize/pte_dump.h"
 #include "serialize/pte_reader.h"
 #include "serialize/pte_writer.h"
@@ -167,6 +168,18 @@ int cmd_inspect(const std::string& path, const std::string& format) {
   return 0;
 }
 
+// Exit 0 when the programs are equivalent, 1 when they differ (or cannot be read).
+int cmd_diff(const std::string& a, const std::string& b, bool json) {
+  etc::Result<etc::pte::File> fa = etc::read_pte_file(a);
+  if (!fa.ok()) return report(fa.status());
+  etc::Result<etc::pte::File> fb = etc::read_pte_file(b);
+  if (!fb.ok()) return report(fb.status());
+  std::vector<etc::PteDifference> diffs = etc::diff_programs(*fa, *fb);
+  std::fputs((json ? etc::differences_json(diffs) : etc::format_differences(diffs)).c_str(),
+             stdout);
+  return diffs.empty() ? 0 : 1;
+}
+
 int cmd_ops() {
   for (const etc::OpInfo& op : etc::all_ops()) {
     if (op.schema.ns != "aten") continue;  // compiler-inserted ops are not for input files
@@ -237,6 +250,14 @@ int run(int argc, char** argv) {
   runc->add_option("--iterations", ra.iterations, "Timed runs")->capture_default_str();
   runc->add_flag("--json", ra.json, "Print a machine-readable result");
 
+  std::string diff_a, diff_b;
+  bool diff_json = false;
+  CLI::App* diffc = app.add_subcommand(
+      "diff", "Compare two .pte programs semantically (exit 0 equivalent, 1 different)");
+  diffc->add_option("A", diff_a, "first .pte")->required();
+  diffc->add_option("B", diff_b, "second .pte")->required();
+  diffc->add_flag("--json", diff_json, "Machine-readable differences");
+
   std::string inspect_file, inspect_format = "text";
   CLI::App* insp = app.add_subcommand("inspect", "Print a .pte program (text, json or dot)");
   insp->add_option("FILE", inspect_file, ".pte file")->required();
@@ -267,6 +288,7 @@ int run(int argc, char** argv) {
     return s.ok() ? 0 : report(s);
   }
   if (insp->parsed()) return cmd_inspect(inspect_file, inspect_format);
+  if (diffc->parsed()) return cmd_diff(diff_a, diff_b, diff_json);
   if (runc->parsed()) {
     if (rtol >= 0) ra.rtol = rtol;
     if (atol >= 0) ra.atol = atol;

@@ -109,6 +109,11 @@ expect "run --json is machine-readable" 0 '"compute_median"' "$etc" run "$tmp/ml
 expect "run of a non-.pte is exit 1" 1 'not a .pte file' "$etc" run "$ex/mlp.safetensors" --device cpu
 expect "run --device cpu runs a --io-device device program" 0 'output 0' "$etc" run "$tmp/cnn.pte" --device cpu --verify
 
+# etc diff
+expect "diff of a program with itself is equivalent" 0 '^equivalent$' "$etc" diff "$tmp/mlp.pte" "$tmp/mlp2.pte"
+expect "diff names a device change" 1 'values\[1\]\.device: "cuda:0" -> "cuda:1"' "$etc" diff "$tmp/mlp.pte" "$tmp/c1.pte"
+expect "diff of a non-.pte is exit 1 with the reason" 1 'not a .pte file' "$etc" diff "$tmp/mlp.pte" "$ex/mlp.json"
+
 # An error never writes to stdout (stdout is for results, so scripts can rely on it).
 out=$("$etc" validate "$tmp/none.json" 2>/dev/null)
 if [[ -n "$out" ]]; then echo "FAIL: an error wrote to stdout: $out"; failures=$((failures + 1)); else echo "ok: errors go to stderr only"; fi
