@@ -14,7 +14,6 @@
 #include "runtime/npy.h"
 #include "runtime/runtime_env.h"
 #include "serialize/pte_reader.h"
-#include "support/half.h"
 
 #ifdef ETC_WITH_CUDA
 #include "cuda_runtime/cuda_devices.h"
@@ -61,25 +60,11 @@ std::string random_bytes(DType t, int64_t n, std::mt19937_64& rng) {
   for (int64_t i = 0; i < n; ++i) {
     char* p = out.data() + i * dtype_size(t);
     double v = uni(rng);
+    if (dtype_is_float(t)) {
+      store_float_as(t, v, p);
+      continue;
+    }
     switch (t) {
-      case DType::kFloat32: {
-        float f = static_cast<float>(v);
-        std::memcpy(p, &f, 4);
-        break;
-      }
-      case DType::kFloat64:
-        std::memcpy(p, &v, 8);
-        break;
-      case DType::kFloat16: {
-        uint16_t h = float_to_half(static_cast<float>(v));
-        std::memcpy(p, &h, 2);
-        break;
-      }
-      case DType::kBFloat16: {
-        uint16_t h = float_to_bfloat16(static_cast<float>(v));
-        std::memcpy(p, &h, 2);
-        break;
-      }
       case DType::kBool:
         *p = v > 0;
         break;

@@ -142,6 +142,28 @@ double load_as_double(DType t, const void* p) {
   return 0;
 }
 
+void store_float_as(DType t, double v, void* p) {
+  switch (t) {
+    case DType::kFloat16: {
+      uint16_t h = float_to_half(static_cast<float>(v));
+      std::memcpy(p, &h, 2);
+      return;
+    }
+    case DType::kBFloat16: {
+      uint16_t h = float_to_bfloat16(static_cast<float>(v));
+      std::memcpy(p, &h, 2);
+      return;
+    }
+    case DType::kFloat32: {
+      float f = static_cast<float>(v);
+      std::memcpy(p, &f, 4);
+      return;
+    }
+    default:
+      std::memcpy(p, &v, 8);
+  }
+}
+
 DType promote_types(DType a, DType b) {
   if (a == b) return a;
   DTypeKind ka = dtype_kind(a), kb = dtype_kind(b);

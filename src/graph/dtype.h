@@ -38,6 +38,10 @@ std::string_view dtype_safetensors_name(DType t);
 // Reads one element of type `t` at `p` as a double (float16/bfloat16 widened exactly).
 double load_as_double(DType t, const void* p);
 
+// Writes `v` as one element of floating dtype `t` at `p` (rounded to nearest even for
+// float16/bfloat16/float32).
+void store_float_as(DType t, double v, void* p);
+
 // ATen's promote_types for two tensor dtypes: bool < integers < floats; within integers
 // the wider signed type (uint8 with int8 gives int16); float16 with bfloat16 gives float32.
 DType promote_types(DType a, DType b);

@@ -4,8 +4,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "support/half.h"
-
 namespace etc {
 namespace {
 
@@ -36,31 +34,6 @@ void gather(const uint8_t* in, const std::vector<int64_t>& sizes,
   }
 }
 
-double load_float(DType t, const uint8_t* p) {
-  switch (t) {
-    case DType::kFloat16: {
-      uint16_t h;
-      std::memcpy(&h, p, 2);
-      return half_to_float(h);
-    }
-    case DType::kBFloat16: {
-      uint16_t h;
-      std::memcpy(&h, p, 2);
-      return bfloat16_to_float(h);
-    }
-    case DType::kFloat32: {
-      float f;
-      std::memcpy(&f, p, 4);
-      return f;
-    }
-    default: {
-      double d;
-      std::memcpy(&d, p, 8);
-      return d;
-    }
-  }
-}
-
 int64_t load_int(DType t, const uint8_t* p) {
   switch (t) {
     case DType::kUInt8:
@@ -87,28 +60,6 @@ int64_t load_int(DType t, const uint8_t* p) {
   }
 }
 
-void store_float(DType t, double v, uint8_t* p) {
-  switch (t) {
-    case DType::kFloat16: {
-      uint16_t h = float_to_half(static_cast<float>(v));
-      std::memcpy(p, &h, 2);
-      break;
-    }
-    case DType::kBFloat16: {
-      uint16_t h = float_to_bfloat16(static_cast<float>(v));
-      std::memcpy(p, &h, 2);
-      break;
-    }
-    case DType::kFloat32: {
-      float f = static_cast<float>(v);
-      std::memcpy(p, &f, 4);
-      break;
-    }
-    default:
-      std::memcpy(p, &v, 8);
-  }
-}
-
 void store_int(DType t, int64_t v, uint8_t* p) {
   if (t == DType::kBool) {
     *p = v != 0;
@@ -123,9 +74,9 @@ void convert(DType from, DType to, const uint8_t* in, uint8_t* out, int64_t n) {
   size_t si = static_cast<size_t>(dtype_size(from)), so = static_cast<size_t>(dtype_size(to));
   for (int64_t i = 0; i < n; ++i, in += si, out += so) {
     if (dtype_is_float(from)) {
-      double v = load_float(from, in);
+      double v = load_as_double(from, in);
       if (dtype_is_float(to)) {
-        store_float(to, v, out);
+        store_float_as(to, v, out);
       } else if (to == DType::kBool) {
         *out = v != 0;
       } else {
@@ -134,7 +85,7 @@ void convert(DType from, DType to, const uint8_t* in, uint8_t* out, int64_t n) {
     } else {
       int64_t v = load_int(from, in);
       if (dtype_is_float(to)) {
-        store_float(to, static_cast<double>(v), out);
+        store_float_as(to, static_cast<double>(v), out);
       } else {
         store_int(to, v, out);
       }
