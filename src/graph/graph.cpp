@@ -140,12 +140,7 @@ void Graph::replace_all_uses(ValueId from, ValueId to) {
   std::vector<Use> uses = std::move(values_[from.v].uses);
   values_[from.v].uses.clear();
   for (const Use& u : uses) {
-    ArgValue& arg = nodes_[u.node.v].args[u.arg];
-    if (u.element < 0) {
-      arg = to;
-    } else {
-      std::get<std::vector<ValueId>>(arg)[static_cast<size_t>(u.element)] = to;
-    }
+    point_use_at(u, to);
     add_use(to, u);
   }
   for (ValueId& o : outputs_) {
@@ -250,23 +245,37 @@ bool Graph::erase_constant(ValueId id) {
   return true;
 }
 
-void Graph::replace_use(const Use& use, ValueId from, ValueId to) {
+void Graph::point_use_at(const Use& use, ValueId to) {
   ArgValue& arg = nodes_[use.node.v].args[use.arg];
   if (use.element < 0) {
     arg = to;
   } else {
     std::get<std::vector<ValueId>>(arg)[static_cast<size_t>(use.element)] = to;
   }
+}
+
+void Graph::replace_use(const Use& use, ValueId from, ValueId to) {
+  point_use_at(use, to);
   remove_use(from, use);
   add_use(to, use);
 }
 
-std::string Graph::unique_node_name(const std::string& base) const {
-  if (!node_names_.count(base)) return base;
+namespace {
+
+// `base`, or `base.1`, `base.2`, ... — the first name `taken` does not hold.
+template <typename Map>
+std::string first_free_name(const std::string& base, const Map& taken) {
+  if (!taken.count(base)) return base;
   for (size_t i = 1;; ++i) {
     std::string candidate = base + "." + std::to_string(i);
-    if (!node_names_.count(candidate)) return candidate;
+    if (!taken.count(candidate)) return candidate;
   }
+}
+
+}  // namespace
+
+std::string Graph::unique_node_name(const std::string& base) const {
+  return first_free_name(base, node_names_);
 }
 
 bool Graph::rename_value(ValueId id, std::string name) {
@@ -279,11 +288,7 @@ bool Graph::rename_value(ValueId id, std::string name) {
 }
 
 std::string Graph::unique_value_name(const std::string& base) const {
-  if (!by_name_.count(base)) return base;
-  for (size_t i = 1;; ++i) {
-    std::string candidate = base + "." + std::to_string(i);
-    if (!by_name_.count(candidate)) return candidate;
-  }
+  return first_free_name(base, by_name_);
 }
 
 std::optional<ValueId> Graph::find_value(std::string_view name) const {

@@ -189,6 +189,8 @@ class Graph {
 
  private:
   void add_use(ValueId v, Use use);
+  // Writes `to` into the argument slot `use` names (use lists are the caller's job).
+  void point_use_at(const Use& use, ValueId to);
   void remove_use(ValueId v, Use use);
   void for_each_value_in(const ArgValue& arg, NodeId node, uint32_t index, bool add);
   ValueId new_value(std::string name, ValueKind kind, TensorSpec spec);
