@@ -1,12 +1,13 @@
 # The two commands of README.md:
 #   make run    installs what is missing, builds Release, runs the bundled examples
 #   make test   installs what is missing, builds, runs every test with CTest
-# Also: make test-sanitize (ASan+UBSan build of the CPU tests), make update-goldens, make format
+# Also: make test-sanitize (ASan+UBSan build of the CPU tests), make fuzz [FUZZ_RUNS=N],
+#       make update-goldens, make format
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: run test deps build format clean update-goldens test-sanitize
+.PHONY: run test deps build format clean update-goldens test-sanitize fuzz
 
 deps:
 	@scripts/install-deps.sh
@@ -26,6 +27,10 @@ test-sanitize: deps
 	@cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DETC_CUDA=OFF -DETC_SANITIZE=address,undefined
 	@cmake --build build-asan -j $(JOBS)
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir build-asan --output-on-failure -j $(JOBS) -L cpu -E "format"
+
+# libFuzzer targets (clang-14) for the .pte reader, graph JSON, safetensors and .npy readers.
+fuzz: deps
+	@scripts/fuzz.sh $(FUZZ_RUNS)
 
 update-goldens: build
 	@bash test/golden/run_goldens.sh $(BUILD)/apps/etc/etc $(CURDIR) --update

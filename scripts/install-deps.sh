@@ -26,6 +26,8 @@ packages=(
   clang-format
   python3
   python3-numpy
+  clang-14
+  libclang-rt-14-dev
 )
 
 missing=()

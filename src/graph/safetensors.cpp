@@ -55,7 +55,9 @@ Result<SafetensorsFile> parse_safetensors(std::shared_ptr<const Blob> blob,
   SafetensorsFile file;
   file.path = path;
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
-  for (const auto& [name, entry] : header.items()) {
+  for (const auto& item : header.items()) {
+    const std::string name = item.key();
+    const nlohmann::json& entry = item.value();
     if (name == "__metadata__") continue;
     auto fail = [&](std::string msg) { return bad(path, 8, "tensor '" + name + "': " + msg); };
     if (!entry.is_object()) return fail("entry is not an object");
