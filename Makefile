@@ -36,7 +36,7 @@ update-goldens: build
 	@bash test/golden/run_goldens.sh $(BUILD)/apps/etc/etc $(CURDIR) --update
 
 format:
-	@find src apps test bench -type f \( -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) 2>/dev/null | xargs -r clang-format -i
+	@find src apps test bench fuzz -type f \( -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) 2>/dev/null | xargs -r clang-format -i
 
 clean:
 	@rm -rf $(BUILD)

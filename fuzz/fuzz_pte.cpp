@@ -20,7 +20,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Loading allocates the planned buffers: skip programs that ask for more than 64 MiB.
   int64_t total = 0;
   for (const etc::pte::Plan& p : file->program.plans) {
-    for (int64_t b : p.buffer_sizes) total += b;
+    for (int64_t b : p.buffer_sizes)
+      total += b;
   }
   if (total > (int64_t{64} << 20)) return 0;
   auto runtime = etc::rt::make_cpu_runtime();

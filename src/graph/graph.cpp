@@ -16,46 +16,6 @@ std::vector<ValueId> tensor_args(const Node& node) {
   return out;
 }
 
-Graph Graph::clone() const {
-  Graph g;
-  g.name = name;
-  g.planned_buffers = planned_buffers;
-  g.values_ = values_;
-  g.nodes_.reserve(nodes_.size());
-  for (const Node& n : nodes_) {
-    Node copy;
-    copy.id = n.id;
-    copy.name = n.name;
-    copy.op = n.op;
-    copy.args = n.args;
-    copy.outputs = n.outputs;
-    copy.origin = n.origin;
-    copy.erased = n.erased;
-    if (n.delegate != nullptr) {
-      copy.delegate = std::make_unique<Delegate>();
-      copy.delegate->backend_id = n.delegate->backend_id;
-      copy.delegate->compile_specs = n.delegate->compile_specs;
-      copy.delegate->device = n.delegate->device;
-      if (n.delegate->graph != nullptr)
-        copy.delegate->graph = std::make_unique<Graph>(n.delegate->graph->clone());
-    }
-    g.nodes_.push_back(std::move(copy));
-  }
-  g.prev_ = prev_;
-  g.next_ = next_;
-  g.head_ = head_;
-  g.tail_ = tail_;
-  g.live_nodes_ = live_nodes_;
-  g.order_valid_ = false;
-  g.constants_dirty_ = true;
-  g.inputs_ = inputs_;
-  g.constants_ = constants_;
-  g.outputs_ = outputs_;
-  g.by_name_ = by_name_;
-  g.node_names_ = node_names_;
-  return g;
-}
-
 ValueId Graph::new_value(std::string name, ValueKind kind, TensorSpec spec) {
   ValueId id(static_cast<uint32_t>(values_.size()));
   Value v;

@@ -125,9 +125,6 @@ class Graph {
   Graph(Graph&&) = default;
   Graph& operator=(Graph&&) = default;
 
-  // A deep copy (delegate subgraphs included) with the same ids; constants share bytes.
-  Graph clone() const;
-
   std::string name;
   // Set by memory planning; empty before.
   std::vector<PlannedBuffer> planned_buffers;
