@@ -28,7 +28,16 @@ packages=(
   python3-numpy
   clang-14
   libclang-rt-14-dev
+  libonnx-dev
+  libprotobuf-dev
+  protobuf-compiler
+  libonnx-testdata
 )
+# Node.js + npm fetch the real ONNX models and ONNX Runtime for the ONNX tests
+# (scripts/fetch-onnx-models.sh); Debian's packages only when no node/npm is on PATH.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  packages+=(nodejs npm)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

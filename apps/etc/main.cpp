@@ -8,6 +8,7 @@
 #include <string>
 
 #include "graph/json_reader.h"
+#include "graph/onnx/onnx_reader.h"
 #include "graph/printer.h"
 #include "graph/summary.h"
 #include "partition/export_pipeline.h"
@@ -58,8 +59,33 @@ std::string version_text() {
   return v;
 }
 
-int cmd_validate(const std::string& model) {
-  etc::Result<etc::Graph> g = etc::load_graph_file(model);
+etc::Status usage(std::string message) {
+  return etc::Status(etc::ErrorCode::kUsage, std::move(message));
+}
+
+// Loads an etc.graph JSON file or an ONNX model (by extension); --input-shape applies to
+// ONNX models only.
+etc::Result<etc::Graph> load_model(const std::string& path,
+                                   const std::vector<std::string>& input_shapes) {
+  if (!etc::is_onnx_path(path)) {
+    if (!input_shapes.empty()) {
+      return usage("--input-shape applies to ONNX models only; '" + path +
+                   "' is read as etc.graph JSON (shapes are in the file)");
+    }
+    return etc::load_graph_file(path);
+  }
+  etc::OnnxImportOptions options;
+  for (const std::string& spec : input_shapes) {
+    ETC_ASSIGN_OR_RETURN(auto parsed, etc::parse_input_shape(spec));
+    if (!options.input_shapes.emplace(parsed.first, parsed.second).second) {
+      return usage("--input-shape given twice for '" + parsed.first + "'");
+    }
+  }
+  return etc::load_onnx_file(path, options);
+}
+
+int cmd_validate(const std::string& model, const std::vector<std::string>& input_shapes) {
+  etc::Result<etc::Graph> g = load_model(model, input_shapes);
   if (!g.ok()) return report(g.status());
   std::fputs(etc::format_summary(*g, etc::summarize(*g), model).c_str(), stdout);
   return 0;
@@ -78,11 +104,8 @@ struct ExportArgs {
   bool time_passes = false;
   size_t min_partition_size = 1;
   std::vector<std::string> exclude_ops;
+  std::vector<std::string> input_shapes;
 };
-
-etc::Status usage(std::string message) {
-  return etc::Status(etc::ErrorCode::kUsage, std::move(message));
-}
 
 etc::Status write_text(const std::string& path, const std::string& text) {
   return etc::write_file_atomic(path, {reinterpret_cast<const uint8_t*>(text.data()), text.size()});
@@ -113,7 +136,7 @@ etc::Status run_export(const ExportArgs& a) {
     return usage("--print-ir-after: unknown pass '" + a.print_ir_after + "'");
   }
 
-  ETC_ASSIGN_OR_RETURN(etc::Graph graph, etc::load_graph_file(a.model));
+  ETC_ASSIGN_OR_RETURN(etc::Graph graph, load_model(a.model, a.input_shapes));
   etc::ExportReport report;
   etc::PassContext context{options, report};
   etc::PipelineRunOptions run;
@@ -180,6 +203,12 @@ int cmd_diff(const std::string& a, const std::string& b, bool json) {
   return diffs.empty() ? 0 : 1;
 }
 
+int cmd_onnx_ops() {
+  for (const std::string& op : etc::supported_onnx_ops())
+    std::puts(op.c_str());
+  return 0;
+}
+
 int cmd_ops() {
   for (const etc::OpInfo& op : etc::all_ops()) {
     if (op.schema.ns != "aten") continue;  // compiler-inserted ops are not for input files
@@ -206,14 +235,23 @@ int run(int argc, char** argv) {
   app.add_flag("-v,--verbose", verbosity, "More logging on stderr (repeat for debug)");
 
   std::string validate_model;
+  std::vector<std::string> validate_shapes;
   CLI::App* validate = app.add_subcommand("validate", "Check a model file and print a summary");
-  validate->add_option("MODEL", validate_model, "Graph JSON file (etc.graph)")->required();
+  validate->add_option("MODEL", validate_model, "etc.graph JSON file or ONNX model (.onnx)")
+      ->required();
+  validate->add_option(
+      "--input-shape", validate_shapes,
+      "NAME=AxBxC: static shape for an ONNX input with symbolic dims (repeatable)");
 
+  bool ops_onnx = false;
   CLI::App* ops = app.add_subcommand("ops", "List the supported operators with their ATen schemas");
+  ops->add_flag("--onnx", ops_onnx, "List the ONNX op types the importer converts instead");
 
   ExportArgs ex;
   CLI::App* exp = app.add_subcommand("export", "Compile a model into an ExecuTorch .pte program");
-  exp->add_option("MODEL", ex.model, "Graph JSON file (etc.graph)")->required();
+  exp->add_option("MODEL", ex.model, "etc.graph JSON file or ONNX model (.onnx)")->required();
+  exp->add_option("--input-shape", ex.input_shapes,
+                  "NAME=AxBxC: static shape for an ONNX input with symbolic dims (repeatable)");
   exp->add_option("-o,--output", ex.output, "Output .pte file")->required();
   exp->add_option("--target", ex.target, "Delegate device: cuda[:N] or cpu (no delegation)")
       ->capture_default_str();
@@ -281,8 +319,8 @@ int run(int argc, char** argv) {
     std::fputs(version_text().c_str(), stdout);
     return 0;
   }
-  if (validate->parsed()) return cmd_validate(validate_model);
-  if (ops->parsed()) return cmd_ops();
+  if (validate->parsed()) return cmd_validate(validate_model, validate_shapes);
+  if (ops->parsed()) return ops_onnx ? cmd_onnx_ops() : cmd_ops();
   if (exp->parsed()) {
     etc::Status s = run_export(ex);
     return s.ok() ? 0 : report(s);

@@ -103,6 +103,9 @@ const std::vector<int64_t>& InferContext::int_list(std::string_view a) const {
 const std::vector<int64_t>* InferContext::optional_int_list(std::string_view a) const {
   return std::get_if<std::vector<int64_t>>(&arg(a));
 }
+const std::vector<double>* InferContext::optional_float_list(std::string_view a) const {
+  return std::get_if<std::vector<double>>(&arg(a));
+}
 bool InferContext::bool_arg(std::string_view a) const {
   return std::get<bool>(arg(a));
 }

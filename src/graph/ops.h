@@ -45,6 +45,7 @@ class InferContext {
   std::optional<int64_t> optional_int(std::string_view arg) const;
   const std::vector<int64_t>& int_list(std::string_view arg) const;
   const std::vector<int64_t>* optional_int_list(std::string_view arg) const;
+  const std::vector<double>* optional_float_list(std::string_view arg) const;
   bool bool_arg(std::string_view arg) const;
   double float_arg(std::string_view arg) const;
   const std::string& string_arg(std::string_view arg) const;

@@ -4,6 +4,7 @@
 #include "graph/shape_inference.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "support/checked_math.h"
@@ -465,6 +466,35 @@ Status infer_avg_pool2d(const InferContext& ctx, std::vector<TensorType>& out) {
     return ctx.error("divisor_override", "divisor must not be zero");
   }
   return pool2d(ctx, out, /*with_dilation=*/false);
+}
+
+// Output size: output_size, or floor(input * scale) per spatial dim; exactly one is given.
+Status infer_upsample2d(const InferContext& ctx, std::vector<TensorType>& out) {
+  const TensorSpec& x = ctx.tensor("input");
+  ETC_RETURN_IF_ERROR(require_rank(ctx, "input", x, {4}));
+  ETC_RETURN_IF_ERROR(require_float(ctx, "input", x));
+  const Sizes* os = ctx.optional_int_list("output_size");
+  const std::vector<double>* scales = ctx.optional_float_list("scale_factors");
+  if ((os == nullptr) == (scales == nullptr)) {
+    return ctx.error("output_size", "exactly one of output_size and scale_factors must be given");
+  }
+  Sizes sizes = x.sizes;
+  for (size_t i = 0; i < 2; ++i) {
+    int64_t v;
+    if (os != nullptr) {
+      if (os->size() != 2) return ctx.error("output_size", "expected two sizes, got " + str(*os));
+      v = (*os)[i];
+    } else {
+      if (scales->size() != 2 || !((*scales)[i] > 0) || !std::isfinite((*scales)[i])) {
+        return ctx.error("scale_factors", "expected two positive scale factors");
+      }
+      v = static_cast<int64_t>(std::floor(static_cast<double>(x.sizes[2 + i]) * (*scales)[i]));
+    }
+    if (v <= 0) return ctx.error(os ? "output_size" : "scale_factors", "the output would be empty");
+    sizes[2 + i] = v;
+  }
+  out.push_back({x.dtype, sizes});
+  return Status();
 }
 
 Status infer_adaptive_avg_pool2d(const InferContext& ctx, std::vector<TensorType>& out) {

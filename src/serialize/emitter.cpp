@@ -88,6 +88,12 @@ const char* portable_kernel_schema(OpKind op) {
              "ceil_mode=False, bool count_include_pad=True, int? divisor_override=None, *, "
              "Tensor(a!) out) -> "
              "Tensor(a!)";
+    case OpKind::UpsampleNearest2d:
+      return "upsample_nearest2d.vec_out(Tensor input, SymInt[]? output_size, float[]? "
+             "scale_factors, *, Tensor(a!) out) -> Tensor(a!)";
+    case OpKind::UpsampleBilinear2d:
+      return "upsample_bilinear2d.vec_out(Tensor input, SymInt[]? output_size, bool align_corners, "
+             "float[]? scale_factors, *, Tensor(a!) out) -> Tensor(a!)";
     case OpKind::AdaptiveAvgPool2d:
       return "_adaptive_avg_pool2d.out(Tensor self, SymInt[2] output_size, *, Tensor(a!) out) -> "
              "Tensor(a!)";

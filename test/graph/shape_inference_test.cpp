@@ -194,6 +194,39 @@ TEST_CASE("pooling: max_pool2d, avg_pool2d and adaptive_avg_pool2d") {
             .find("expected two positive sizes") != std::string::npos);
 }
 
+TEST_CASE("upsampling: nearest and bilinear by size or scale factor") {
+  OpTester t;
+  auto x = t.in(f32, {1, 3, 5, 7});
+  const ArgValue none = std::monostate{};
+  CHECK(t.one(OpKind::UpsampleNearest2d,
+              {{"input", x}, {"output_size", ints({10, 3})}, {"scale_factors", none}}) ==
+        T(f32, {1, 3, 10, 3}));
+  // floor(input * scale), as PyTorch and ONNX compute it.
+  CHECK(t.one(OpKind::UpsampleNearest2d, {{"input", x},
+                                          {"output_size", none},
+                                          {"scale_factors", std::vector<double>{2.5, 0.5}}}) ==
+        T(f32, {1, 3, 12, 3}));
+  CHECK(t.one(OpKind::UpsampleBilinear2d, {{"input", x},
+                                           {"output_size", ints({2, 2})},
+                                           {"align_corners", true},
+                                           {"scale_factors", none}}) == T(f32, {1, 3, 2, 2}));
+  CHECK(t.error(OpKind::UpsampleNearest2d,
+                {{"input", x}, {"output_size", none}, {"scale_factors", none}})
+            .find("exactly one of output_size and scale_factors") != std::string::npos);
+  CHECK(t.error(OpKind::UpsampleNearest2d, {{"input", x},
+                                            {"output_size", ints({2, 2})},
+                                            {"scale_factors", std::vector<double>{2, 2}}})
+            .find("exactly one of output_size and scale_factors") != std::string::npos);
+  CHECK(t.error(OpKind::UpsampleNearest2d, {{"input", t.in(f32, {3, 5, 7})},
+                                            {"output_size", ints({2, 2})},
+                                            {"scale_factors", none}})
+            .find("rank") != std::string::npos);
+  CHECK(
+      t.error(OpKind::UpsampleNearest2d,
+              {{"input", x}, {"output_size", none}, {"scale_factors", std::vector<double>{0.1, 1}}})
+          .find("the output would be empty") != std::string::npos);
+}
+
 TEST_CASE("reductions: amax, mean.dim, sum.dim_IntList") {
   OpTester t;
   auto x = t.in(f32, {2, 3, 4});
@@ -394,8 +427,8 @@ TEST_CASE("every op in the table is covered by this file") {
   size_t aten = 0;
   for (const OpInfo& op : all_ops())
     aten += op.schema.ns == "aten";
-  CHECK(aten == 58);
-  CHECK(all_ops().size() == 61);
+  CHECK(aten == 60);
+  CHECK(all_ops().size() == 63);
 }
 
 }  // namespace

@@ -393,5 +393,71 @@ TEST_CASE("adaptive_avg_pool2d uses floor/ceil bin edges") {
   }
 }
 
+TEST_CASE("upsample_bilinear2d matches PyTorch's values") {
+  // F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False) of [[1, 2], [3, 4]].
+  const std::vector<double> half_pixel = {1.0, 1.25, 1.75, 2.0, 1.5, 1.75, 2.25, 2.5,
+                                          2.5, 2.75, 3.25, 3.5, 3.0, 3.25, 3.75, 4.0};
+  // align_corners=True to 3x3.
+  const std::vector<double> corners = {1.0, 1.5, 2.0, 2.0, 2.5, 3.0, 3.0, 3.5, 4.0};
+  for (const char* name : {"aten::upsample_bilinear2d.vec_out", "aten::upsample_bilinear2d.vec"}) {
+    INFO(name);
+    {
+      Call c(name);
+      Value* x = c.tensor(DType::kFloat32, {1, 1, 2, 2}, {1, 2, 3, 4});
+      Value* out = c.out(DType::kFloat32, {1, 1, 4, 4});
+      REQUIRE(c.run({x, c.none(), c.b(false), c.doubles({2.0, 2.0})}, {out}).ok());
+      require_close(read(out), half_pixel, DType::kFloat32);
+    }
+    {
+      Call c(name);
+      Value* x = c.tensor(DType::kFloat32, {1, 1, 2, 2}, {1, 2, 3, 4});
+      Value* out = c.out(DType::kFloat32, {1, 1, 3, 3});
+      REQUIRE(c.run({x, c.ints({3, 3}), c.b(true), c.none()}, {out}).ok());
+      require_close(read(out), corners, DType::kFloat32);
+    }
+  }
+}
+
+TEST_CASE("upsample_nearest2d takes floor(o / scale) or floor(o * in / out)") {
+  const Sizes in{2, 3, 5, 4};
+  struct Case {
+    std::vector<int64_t> size;
+    std::vector<double> scale;
+  };
+  const Case cases[] = {{{10, 8}, {}}, {{3, 7}, {}}, {{}, {2.0, 3.0}}, {{}, {0.5, 1.5}}};
+  for (const Case& k : cases) {
+    const int64_t oh =
+        k.size.empty() ? static_cast<int64_t>(std::floor(in[2] * k.scale[0])) : k.size[0];
+    const int64_t ow =
+        k.size.empty() ? static_cast<int64_t>(std::floor(in[3] * k.scale[1])) : k.size[1];
+    Call c("aten::upsample_nearest2d.vec_out");
+    Value* x = c.random(DType::kFloat32, in, 7);
+    Value* out = c.out(DType::kFloat32, {in[0], in[1], oh, ow});
+    Value* size = k.size.empty() ? c.none() : c.ints(k.size);
+    Value* scale = k.scale.empty() ? c.none() : c.doubles(k.scale);
+    REQUIRE(c.run({x, size, scale}, {out}).ok());
+    std::vector<double> xv = read(x), want;
+    for (int64_t p = 0; p < in[0] * in[1]; ++p) {
+      for (int64_t i = 0; i < oh; ++i) {
+        for (int64_t j = 0; j < ow; ++j) {
+          int64_t si =
+              k.scale.empty() ? i * in[2] / oh : static_cast<int64_t>(std::floor(i / k.scale[0]));
+          int64_t sj =
+              k.scale.empty() ? j * in[3] / ow : static_cast<int64_t>(std::floor(j / k.scale[1]));
+          want.push_back(
+              xv[(p * in[2] + std::min(si, in[2] - 1)) * in[3] + std::min(sj, in[3] - 1)]);
+        }
+      }
+    }
+    CHECK(read(out) == want);
+  }
+  Call c("aten::upsample_nearest2d.vec_out");
+  Value* x = c.random(DType::kFloat32, in, 7);
+  Value* out = c.out(DType::kFloat32, {2, 3, 10, 8});
+  Status s = c.run({x, c.none(), c.none()}, {out});
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.message().find("exactly one of output_size and scale_factors") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace etc::rt::test

@@ -152,6 +152,12 @@ Value* Call::ints(const std::vector<int64_t>& v) {
   x.ints = v;
   return add(std::move(x));
 }
+Value* Call::doubles(const std::vector<double>& v) {
+  Value x;
+  x.kind = Value::Kind::kDoubleList;
+  x.doubles = v;
+  return add(std::move(x));
+}
 Value* Call::str(const std::string& s) {
   Value x;
   x.kind = Value::Kind::kString;

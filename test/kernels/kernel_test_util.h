@@ -44,6 +44,7 @@ class Call {
   Value* b(bool v);
   Value* none();
   Value* ints(const std::vector<int64_t>& v);
+  Value* doubles(const std::vector<double>& v);
   Value* str(const std::string& s);
   Value* dtype(DType t);  // a ScalarType? argument
   Value* list(std::initializer_list<Value*> tensors);

@@ -7,6 +7,7 @@
 // Transposed convolution is GEMM + col2im. float16/bfloat16 compute in float32.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "runtime/kernels/gemm.h"
 #include "runtime/kernels/kernel_util.h"
@@ -534,9 +535,137 @@ Status adaptive_avg_pool2d_kernel(KernelContext& ctx, std::span<Value*> args) {
   return Status();
 }
 
+// Source coordinate of output position o along a dim resized from `in` to `out` elements.
+struct ResizeAxis {
+  int64_t in = 0, out = 0;
+  std::optional<double> scale;  // the scale factor, when given instead of a size
+  bool align_corners = false;
+
+  // nearest ("legacy" PyTorch/ONNX asymmetric + floor): floor(o / scale).
+  int64_t nearest(int64_t o) const {
+    int64_t i =
+        scale ? static_cast<int64_t>(std::floor(static_cast<double>(o) / *scale)) : o * in / out;
+    return std::min(i, in - 1);
+  }
+  // bilinear: the two neighbours and the weight of the second.
+  void linear(int64_t o, int64_t* i0, int64_t* i1, double* w) const {
+    double src;
+    if (align_corners) {
+      src = out > 1 ? static_cast<double>(o) * static_cast<double>(in - 1) /
+                          static_cast<double>(out - 1)
+                    : 0.0;
+    } else {
+      const double ratio =
+          scale ? 1.0 / *scale : static_cast<double>(in) / static_cast<double>(out);
+      src = std::max((static_cast<double>(o) + 0.5) * ratio - 0.5, 0.0);
+    }
+    *i0 = std::min(static_cast<int64_t>(src), in - 1);
+    *i1 = std::min(*i0 + 1, in - 1);
+    *w = std::min(src - static_cast<double>(*i0), 1.0);
+  }
+};
+
+Status upsample2d(KernelContext& ctx, std::span<Value*> args, bool bilinear) {
+  if (bilinear) {
+    ETC_RETURN_IF_ERROR(check_args(ctx, args,
+                                   {{"input", Arg::kTensor},
+                                    {"output_size", Arg::kOptIntList},
+                                    {"align_corners", Arg::kBool},
+                                    {"scale_factors", Arg::kOptFloatList}},
+                                   {"out"}));
+  } else {
+    ETC_RETURN_IF_ERROR(check_args(ctx, args,
+                                   {{"input", Arg::kTensor},
+                                    {"output_size", Arg::kOptIntList},
+                                    {"scale_factors", Arg::kOptFloatList}},
+                                   {"out"}));
+  }
+  const TensorView& x = tensor_arg(args, 0);
+  const bool align = bilinear && args[2]->b;
+  const Value& sizes = *args[1];
+  const Value& scales = *args[bilinear ? 3 : 2];
+  TensorView& out = out_arg(args, bilinear ? 4 : 3);
+  if (x.rank() != 4) return ctx.error("input must have rank 4, got " + shape_str(x.sizes));
+  if (!dtype_is_float(x.dtype))
+    return unsupported_dtype(ctx, "input", x.dtype, "a floating-point dtype");
+  const bool by_size = sizes.kind == Value::Kind::kIntList;
+  if (by_size == (scales.kind == Value::Kind::kDoubleList)) {
+    return ctx.error("exactly one of output_size and scale_factors must be given");
+  }
+  ResizeAxis ax[2];
+  std::vector<int64_t> expected = x.sizes;
+  for (size_t i = 0; i < 2; ++i) {
+    ax[i].in = x.sizes[2 + i];
+    ax[i].align_corners = align;
+    if (by_size) {
+      if (sizes.ints.size() != 2) return ctx.error("output_size must have two entries");
+      ax[i].out = sizes.ints[i];
+    } else {
+      if (scales.doubles.size() != 2 || !(scales.doubles[i] > 0)) {
+        return ctx.error("scale_factors must be two positive numbers");
+      }
+      ax[i].scale = scales.doubles[i];
+      ax[i].out =
+          static_cast<int64_t>(std::floor(static_cast<double>(ax[i].in) * scales.doubles[i]));
+    }
+    if (ax[i].out <= 0) return ctx.error("the output would be empty");
+    expected[2 + i] = ax[i].out;
+  }
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, expected, x.dtype));
+  if (out.numel() == 0) return Status();
+  const int64_t ih = ax[0].in, iw = ax[1].in, oh = ax[0].out, ow = ax[1].out;
+  const int64_t planes = x.sizes[0] * x.sizes[1];
+  visit_float_dtype(x.dtype, [&]<typename T>() {
+    const T* src = x.data_as<const T>();
+    T* dst = out.data_as<T>();
+    if (!bilinear) {
+      std::vector<int64_t> cols(static_cast<size_t>(ow));
+      for (int64_t j = 0; j < ow; ++j)
+        cols[j] = ax[1].nearest(j);
+      for (int64_t p = 0; p < planes; ++p) {
+        for (int64_t i = 0; i < oh; ++i) {
+          const T* row = src + (p * ih + ax[0].nearest(i)) * iw;
+          T* d = dst + (p * oh + i) * ow;
+          for (int64_t j = 0; j < ow; ++j)
+            d[j] = row[cols[j]];
+        }
+      }
+      return;
+    }
+    std::vector<int64_t> c0(static_cast<size_t>(ow)), c1(static_cast<size_t>(ow));
+    std::vector<double> cw(static_cast<size_t>(ow));
+    for (int64_t j = 0; j < ow; ++j)
+      ax[1].linear(j, &c0[j], &c1[j], &cw[j]);
+    for (int64_t p = 0; p < planes; ++p) {
+      for (int64_t i = 0; i < oh; ++i) {
+        int64_t r0, r1;
+        double rw;
+        ax[0].linear(i, &r0, &r1, &rw);
+        const T* a = src + (p * ih + r0) * iw;
+        const T* b = src + (p * ih + r1) * iw;
+        T* d = dst + (p * oh + i) * ow;
+        for (int64_t j = 0; j < ow; ++j) {
+          const double top =
+              convert<double>(a[c0[j]]) * (1 - cw[j]) + convert<double>(a[c1[j]]) * cw[j];
+          const double bot =
+              convert<double>(b[c0[j]]) * (1 - cw[j]) + convert<double>(b[c1[j]]) * cw[j];
+          d[j] = convert<T>(top * (1 - rw) + bot * rw);
+        }
+      }
+    }
+  });
+  return Status();
+}
+
 }  // namespace
 
 Status register_conv_pool_kernels(OperatorRegistry& r) {
+  ETC_RETURN_IF_ERROR(register_kernel(
+      r, {"aten::upsample_nearest2d.vec_out", "aten::upsample_nearest2d.vec"},
+      [](KernelContext& ctx, std::span<Value*> args) { return upsample2d(ctx, args, false); }));
+  ETC_RETURN_IF_ERROR(register_kernel(
+      r, {"aten::upsample_bilinear2d.vec_out", "aten::upsample_bilinear2d.vec"},
+      [](KernelContext& ctx, std::span<Value*> args) { return upsample2d(ctx, args, true); }));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::convolution.out", "aten::convolution.default"},
                                       convolution_kernel));
   ETC_RETURN_IF_ERROR(register_kernel(

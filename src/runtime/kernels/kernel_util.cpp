@@ -27,6 +27,8 @@ const char* arg_kind_text(Arg k) {
       return "an IntList";
     case Arg::kOptIntList:
       return "an IntList or None";
+    case Arg::kOptFloatList:
+      return "a DoubleList or None";
     case Arg::kBool:
       return "a Bool";
     case Arg::kOptBool:
@@ -65,6 +67,8 @@ bool kind_matches(Arg want, const Value& v) {
       return v.kind == K::kIntList;
     case Arg::kOptIntList:
       return none || v.kind == K::kIntList;
+    case Arg::kOptFloatList:
+      return none || v.kind == K::kDoubleList;
     case Arg::kBool:
       return v.kind == K::kBool;
     case Arg::kOptBool:

@@ -216,6 +216,7 @@ enum class Arg : uint8_t {
   kOptInt,         // int?, SymInt?
   kIntList,        // int[], SymInt[]
   kOptIntList,     // int[]?
+  kOptFloatList,   // float[]?
   kBool,           // bool
   kOptBool,        // bool?
   kFloat,          // float (Double; an Int is accepted)

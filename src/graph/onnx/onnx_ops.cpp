@@ -1,0 +1,1195 @@
+// ONNX op -> IR converters. Each converter reads its node through NodeCtx and emits ATen
+// ops; opset-dependent rules (attributes that became inputs, changed defaults) are handled
+// here, per op.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "graph/onnx/node_context.h"
+#include "graph/onnx/onnx_shapes.h"
+
+namespace etc::onnx_import {
+
+namespace {
+
+using Args = std::initializer_list<std::pair<std::string_view, ArgValue>>;
+constexpr ArgValue kNone = std::monostate{};
+
+Scalar scalar_of(DType dtype, double v) {
+  if (dtype_is_float(dtype)) return Scalar{v};
+  if (dtype == DType::kBool) return Scalar{v != 0};
+  return Scalar{static_cast<int64_t>(v)};
+}
+
+// The single value of a constant with one element.
+std::optional<double> single_value(const HostTensor* t) {
+  if (t == nullptr || t->numel() != 1) return std::nullopt;
+  return t->doubles()[0];
+}
+
+Result<ValueId> reshape(NodeCtx& ctx, ValueId v, std::vector<int64_t> shape) {
+  return ctx.emit(OpKind::Reshape, {{"self", v}, {"shape", std::move(shape)}});
+}
+
+Result<ValueId> permute(NodeCtx& ctx, ValueId v, std::vector<int64_t> dims) {
+  return ctx.emit(OpKind::Permute, {{"self", v}, {"dims", std::move(dims)}});
+}
+
+Status alias(NodeCtx& ctx, int out, int in) {
+  ETC_ASSIGN_OR_RETURN(ValueId v, ctx.input(in));
+  return ctx.set_output(out, v);
+}
+
+// ---- Elementwise ------------------------------------------------------------------------
+
+Converter unary(OpKind op, bool float_only = true) {
+  return [op, float_only](NodeCtx& ctx) -> Status {
+    if (float_only && !dtype_is_float(ctx.dtype(0))) {
+      return ctx.unsupported("input type " + std::string(dtype_name(ctx.dtype(0))) +
+                             " (floating-point types only)");
+    }
+    ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+    ETC_ASSIGN_OR_RETURN(ValueId y, ctx.emit(op, {{"self", x}}));
+    return ctx.set_output(0, y);
+  };
+}
+
+enum class Bin { kAdd, kSub, kMul, kDiv };
+
+Result<ValueId> binary_values(NodeCtx& ctx, Bin op, int ia, int ib) {
+  const DType dt = ctx.dtype(ia);
+  if (ctx.dtype(ib) != dt) {
+    return ctx.invalid("inputs have different types (" + std::string(dtype_name(dt)) + " and " +
+                       std::string(dtype_name(ctx.dtype(ib))) + ")");
+  }
+  if (dt == DType::kBool) return ctx.unsupported("bool inputs");
+  if (op == Bin::kDiv && !dtype_is_float(dt)) {
+    return ctx.unsupported("integer division at run time (etc divides floating-point tensors)");
+  }
+  std::optional<std::vector<int64_t>> shape = broadcast_shapes(ctx.shape(ia), ctx.shape(ib));
+  if (!shape) {
+    return ctx.invalid("shapes " + shape_to_string(ctx.shape(ia)) + " and " +
+                       shape_to_string(ctx.shape(ib)) + " do not broadcast");
+  }
+  // A scalar constant operand becomes an ATen Scalar argument.
+  if (std::optional<double> c = single_value(ctx.constant(ib)); c && *shape == ctx.shape(ia)) {
+    ETC_ASSIGN_OR_RETURN(ValueId a, ctx.input(ia));
+    Scalar s = scalar_of(dt, *c);
+    switch (op) {
+      case Bin::kAdd:
+        return ctx.emit(OpKind::AddScalar, {{"self", a}, {"other", s}});
+      case Bin::kSub:
+        return ctx.emit(OpKind::SubScalar, {{"self", a}, {"other", s}});
+      case Bin::kMul:
+        return ctx.emit(OpKind::MulScalar, {{"self", a}, {"other", s}});
+      case Bin::kDiv:
+        return ctx.emit(OpKind::DivScalar, {{"self", a}, {"other", s}});
+    }
+  }
+  if (std::optional<double> c = single_value(ctx.constant(ia));
+      c && *shape == ctx.shape(ib) && (op == Bin::kAdd || op == Bin::kMul)) {
+    ETC_ASSIGN_OR_RETURN(ValueId b, ctx.input(ib));
+    Scalar s = scalar_of(dt, *c);
+    return ctx.emit(op == Bin::kAdd ? OpKind::AddScalar : OpKind::MulScalar,
+                    {{"self", b}, {"other", s}});
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId a, ctx.input(ia));
+  ETC_ASSIGN_OR_RETURN(ValueId b, ctx.input(ib));
+  switch (op) {
+    case Bin::kAdd:
+      return ctx.emit(OpKind::AddTensor, {{"self", a}, {"other", b}});
+    case Bin::kSub:
+      return ctx.emit(OpKind::SubTensor, {{"self", a}, {"other", b}});
+    case Bin::kMul:
+      return ctx.emit(OpKind::MulTensor, {{"self", a}, {"other", b}});
+    case Bin::kDiv:
+      return ctx.emit(OpKind::DivTensor, {{"self", a}, {"other", b}});
+  }
+  return internal_error("unreachable");
+}
+
+Converter binary(Bin op) {
+  return [op](NodeCtx& ctx) -> Status {
+    if (ctx.opset() < 7 && ctx.attr("broadcast")) {
+      return ctx.unsupported("the legacy 'broadcast' attribute (opset < 7)");
+    }
+    ETC_ASSIGN_OR_RETURN(ValueId y, binary_values(ctx, op, 0, 1));
+    return ctx.set_output(0, y);
+  };
+}
+
+// Sum and Mean of any number of inputs.
+Converter variadic_sum(bool mean) {
+  return [mean](NodeCtx& ctx) -> Status {
+    if (ctx.num_inputs() < 1) return ctx.invalid("needs at least one input");
+    if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("non-floating-point inputs");
+    ETC_ASSIGN_OR_RETURN(ValueId acc, ctx.input(0));
+    for (int i = 1; i < ctx.num_inputs(); ++i) {
+      ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(i));
+      ETC_ASSIGN_OR_RETURN(acc, ctx.emit(OpKind::AddTensor, {{"self", acc}, {"other", x}}));
+    }
+    if (mean && ctx.num_inputs() > 1) {
+      ETC_ASSIGN_OR_RETURN(acc,
+                           ctx.emit(OpKind::DivScalar,
+                                    {{"self", acc}, {"other", Scalar{double(ctx.num_inputs())}}}));
+    } else if (ctx.num_inputs() == 1) {
+      ETC_ASSIGN_OR_RETURN(acc, ctx.emit(OpKind::Clone, {{"self", acc}}));
+    }
+    return ctx.set_output(0, acc);
+  };
+}
+
+Status convert_pow(NodeCtx& ctx) {
+  if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer bases");
+  std::optional<double> e = single_value(ctx.constant(1));
+  if (!e) return ctx.unsupported("an exponent that is not a single constant value");
+  std::optional<std::vector<int64_t>> shape = broadcast_shapes(ctx.shape(0), ctx.shape(1));
+  if (!shape || *shape != ctx.shape(0)) {
+    return ctx.unsupported("an exponent that broadcasts the base to a larger shape");
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId y,
+                       ctx.emit(OpKind::PowTensorScalar, {{"self", x}, {"exponent", Scalar{*e}}}));
+  return ctx.set_output(0, y);
+}
+
+Status convert_reciprocal(NodeCtx& ctx) {
+  if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer inputs");
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ValueId one = ctx.add_constant(host_from_doubles(ctx.dtype(0), {}, {1.0}));
+  ETC_ASSIGN_OR_RETURN(ValueId y, ctx.emit(OpKind::DivTensor, {{"self", one}, {"other", x}}));
+  return ctx.set_output(0, y);
+}
+
+// relu(x) - slope * relu(-x): exact (one of the two terms is zero).
+Result<ValueId> leaky(NodeCtx& ctx, ValueId x, std::optional<double> alpha,
+                      std::optional<ValueId> slope) {
+  ETC_ASSIGN_OR_RETURN(ValueId pos, ctx.emit(OpKind::Relu, {{"self", x}}));
+  ETC_ASSIGN_OR_RETURN(ValueId nx, ctx.emit(OpKind::Neg, {{"self", x}}));
+  ETC_ASSIGN_OR_RETURN(ValueId neg, ctx.emit(OpKind::Relu, {{"self", nx}}));
+  ValueId scaled;
+  if (alpha) {
+    ETC_ASSIGN_OR_RETURN(scaled,
+                         ctx.emit(OpKind::MulScalar, {{"self", neg}, {"other", Scalar{*alpha}}}));
+  } else {
+    ETC_ASSIGN_OR_RETURN(scaled, ctx.emit(OpKind::MulTensor, {{"self", neg}, {"other", *slope}}));
+  }
+  return ctx.emit(OpKind::SubTensor, {{"self", pos}, {"other", scaled}});
+}
+
+Status convert_leaky_relu(NodeCtx& ctx) {
+  if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer inputs");
+  ETC_ASSIGN_OR_RETURN(float alpha, ctx.attr_float("alpha", 0.01f));
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId y, leaky(ctx, x, alpha, std::nullopt));
+  return ctx.set_output(0, y);
+}
+
+Status convert_prelu(NodeCtx& ctx) {
+  if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer inputs");
+  std::optional<std::vector<int64_t>> shape = broadcast_shapes(ctx.shape(0), ctx.shape(1));
+  if (!shape || *shape != ctx.shape(0)) {
+    return ctx.invalid("slope " + shape_to_string(ctx.shape(1)) + " does not broadcast to X " +
+                       shape_to_string(ctx.shape(0)));
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId slope, ctx.input(1));
+  ETC_ASSIGN_OR_RETURN(ValueId y, leaky(ctx, x, std::nullopt, slope));
+  return ctx.set_output(0, y);
+}
+
+Status convert_abs(NodeCtx& ctx) {
+  if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer inputs at run time");
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId pos, ctx.emit(OpKind::Relu, {{"self", x}}));
+  ETC_ASSIGN_OR_RETURN(ValueId nx, ctx.emit(OpKind::Neg, {{"self", x}}));
+  ETC_ASSIGN_OR_RETURN(ValueId neg, ctx.emit(OpKind::Relu, {{"self", nx}}));
+  ETC_ASSIGN_OR_RETURN(ValueId y, ctx.emit(OpKind::AddTensor, {{"self", pos}, {"other", neg}}));
+  return ctx.set_output(0, y);
+}
+
+Status convert_hard_sigmoid(NodeCtx& ctx) {
+  if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer inputs");
+  ETC_ASSIGN_OR_RETURN(float alpha, ctx.attr_float("alpha", 0.2f));
+  ETC_ASSIGN_OR_RETURN(float beta, ctx.attr_float("beta", 0.5f));
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ValueId y;
+  if (alpha == 1.0f / 6.0f && beta == 0.5f) {
+    ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::Hardsigmoid, {{"self", x}}));
+  } else {
+    // max(0, min(1, alpha * x + beta)), as ONNX defines it.
+    ETC_ASSIGN_OR_RETURN(
+        ValueId ax, ctx.emit(OpKind::MulScalar, {{"self", x}, {"other", Scalar{double(alpha)}}}));
+    ETC_ASSIGN_OR_RETURN(
+        ValueId axb, ctx.emit(OpKind::AddScalar, {{"self", ax}, {"other", Scalar{double(beta)}}}));
+    ETC_ASSIGN_OR_RETURN(
+        y, ctx.emit(OpKind::Clamp, {{"self", axb}, {"min", Scalar{0.0}}, {"max", Scalar{1.0}}}));
+  }
+  return ctx.set_output(0, y);
+}
+
+Status convert_clip(NodeCtx& ctx) {
+  const DType dt = ctx.dtype(0);
+  if (dt == DType::kBool) return ctx.unsupported("bool inputs");
+  ArgValue lo = kNone, hi = kNone;
+  if (ctx.opset() < 11) {
+    if (ctx.attr("min")) {
+      ETC_ASSIGN_OR_RETURN(float v, ctx.attr_float("min", std::nullopt));
+      lo = scalar_of(dt, v);
+    }
+    if (ctx.attr("max")) {
+      ETC_ASSIGN_OR_RETURN(float v, ctx.attr_float("max", std::nullopt));
+      hi = scalar_of(dt, v);
+    }
+  } else {
+    for (int i : {1, 2}) {
+      if (!ctx.has_input(i)) continue;
+      ETC_ASSIGN_OR_RETURN(const HostTensor* t, ctx.require_constant(i, i == 1 ? "min" : "max"));
+      if (t->numel() != 1)
+        return ctx.invalid(std::string(i == 1 ? "min" : "max") + " must be a scalar");
+      if (t->dtype != dt) return ctx.invalid("min and max must have the input's type");
+      Scalar s = dtype_is_float(dt) ? Scalar{t->doubles()[0]} : Scalar{t->ints()[0]};
+      (i == 1 ? lo : hi) = s;
+    }
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  if (std::holds_alternative<std::monostate>(lo) && std::holds_alternative<std::monostate>(hi)) {
+    ETC_ASSIGN_OR_RETURN(ValueId y, ctx.emit(OpKind::Clone, {{"self", x}}));
+    return ctx.set_output(0, y);
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId y, ctx.emit(OpKind::Clamp, {{"self", x}, {"min", lo}, {"max", hi}}));
+  return ctx.set_output(0, y);
+}
+
+Status convert_cast(NodeCtx& ctx) {
+  ETC_ASSIGN_OR_RETURN(int64_t to, ctx.attr_int("to", std::nullopt));
+  std::optional<DType> dt = dtype_from_onnx(static_cast<int32_t>(to));
+  if (!dt) return ctx.unsupported("cast to " + onnx_dtype_name(static_cast<int32_t>(to)));
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId y, ctx.emit(OpKind::ToCopy, {{"self", x}, {"dtype", *dt}}));
+  return ctx.set_output(0, y);
+}
+
+Status convert_where(NodeCtx& ctx) {
+  if (ctx.dtype(0) != DType::kBool) return ctx.invalid("the condition must be bool");
+  ETC_ASSIGN_OR_RETURN(ValueId c, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(1));
+  ETC_ASSIGN_OR_RETURN(ValueId y, ctx.input(2));
+  ETC_ASSIGN_OR_RETURN(ValueId r,
+                       ctx.emit(OpKind::WhereSelf, {{"condition", c}, {"self", x}, {"other", y}}));
+  return ctx.set_output(0, r);
+}
+
+// ---- Matrix products ----------------------------------------------------------------------
+
+Result<ValueId> matmul(NodeCtx& ctx, ValueId a, std::vector<int64_t> sa, ValueId b,
+                       std::vector<int64_t> sb) {
+  if (sa.empty() || sb.empty()) return ctx.invalid("MatMul inputs must have rank 1 or more");
+  const bool a_vec = sa.size() == 1, b_vec = sb.size() == 1;
+  if (a_vec) {
+    sa.insert(sa.begin(), 1);
+    ETC_ASSIGN_OR_RETURN(a, reshape(ctx, a, sa));
+  }
+  if (b_vec) {
+    sb.push_back(1);
+    ETC_ASSIGN_OR_RETURN(b, reshape(ctx, b, sb));
+  }
+  const int64_t m = sa[sa.size() - 2], k = sa.back(), k2 = sb[sb.size() - 2], n = sb.back();
+  if (k != k2) {
+    return ctx.invalid("cannot multiply " + shape_to_string(sa) + " by " + shape_to_string(sb) +
+                       " (inner dimensions " + std::to_string(k) + " and " + std::to_string(k2) +
+                       " differ)");
+  }
+  std::vector<int64_t> batch_a(sa.begin(), sa.end() - 2), batch_b(sb.begin(), sb.end() - 2);
+  std::optional<std::vector<int64_t>> batch = broadcast_shapes(batch_a, batch_b);
+  if (!batch) {
+    return ctx.invalid("batch dims " + shape_to_string(batch_a) + " and " +
+                       shape_to_string(batch_b) + " do not broadcast");
+  }
+  int64_t nb = 1;
+  for (int64_t d : *batch)
+    nb *= d;
+  ValueId out;
+  if (batch_b.empty() ||
+      std::all_of(batch_b.begin(), batch_b.end(), [](int64_t d) { return d == 1; })) {
+    // [..., M, K] x [K, N]: one GEMM over all rows of A.
+    if (!batch_b.empty()) {
+      ETC_ASSIGN_OR_RETURN(b, reshape(ctx, b, {k, n}));
+    }
+    std::vector<int64_t> full_a = *batch;
+    full_a.push_back(m);
+    full_a.push_back(k);
+    if (batch_a != *batch) {
+      ETC_ASSIGN_OR_RETURN(a, ctx.emit(OpKind::Expand, {{"self", a}, {"size", full_a}}));
+    }
+    ETC_ASSIGN_OR_RETURN(ValueId a2, reshape(ctx, a, {nb * m, k}));
+    ETC_ASSIGN_OR_RETURN(out, ctx.emit(OpKind::Mm, {{"self", a2}, {"mat2", b}}));
+  } else {
+    std::vector<int64_t> full_a = *batch, full_b = *batch;
+    full_a.insert(full_a.end(), {m, k});
+    full_b.insert(full_b.end(), {k, n});
+    if (batch_a != *batch) {
+      ETC_ASSIGN_OR_RETURN(a, ctx.emit(OpKind::Expand, {{"self", a}, {"size", full_a}}));
+    }
+    if (batch_b != *batch) {
+      ETC_ASSIGN_OR_RETURN(b, ctx.emit(OpKind::Expand, {{"self", b}, {"size", full_b}}));
+    }
+    ETC_ASSIGN_OR_RETURN(ValueId a3, reshape(ctx, a, {nb, m, k}));
+    ETC_ASSIGN_OR_RETURN(ValueId b3, reshape(ctx, b, {nb, k, n}));
+    ETC_ASSIGN_OR_RETURN(out, ctx.emit(OpKind::Bmm, {{"self", a3}, {"mat2", b3}}));
+  }
+  std::vector<int64_t> shape = *batch;
+  if (!a_vec) shape.push_back(m);
+  if (!b_vec) shape.push_back(n);
+  return reshape(ctx, out, shape);
+}
+
+Status convert_matmul(NodeCtx& ctx) {
+  if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer matrix products");
+  ETC_ASSIGN_OR_RETURN(ValueId a, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId b, ctx.input(1));
+  ETC_ASSIGN_OR_RETURN(ValueId y, matmul(ctx, a, ctx.shape(0), b, ctx.shape(1)));
+  return ctx.set_output(0, y);
+}
+
+Status convert_gemm(NodeCtx& ctx) {
+  if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer matrix products");
+  if (ctx.rank(0) != 2 || ctx.rank(1) != 2) return ctx.invalid("A and B must be matrices");
+  ETC_ASSIGN_OR_RETURN(int64_t trans_a, ctx.attr_int("transA", 0));
+  ETC_ASSIGN_OR_RETURN(int64_t trans_b, ctx.attr_int("transB", 0));
+  ETC_ASSIGN_OR_RETURN(float alpha, ctx.attr_float("alpha", 1.0f));
+  ETC_ASSIGN_OR_RETURN(float beta, ctx.attr_float("beta", 1.0f));
+  ETC_ASSIGN_OR_RETURN(ValueId a, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId b, ctx.input(1));
+  if (trans_a) {
+    ETC_ASSIGN_OR_RETURN(a, permute(ctx, a, {1, 0}));
+  }
+  const int64_t n = trans_b ? ctx.shape(1)[0] : ctx.shape(1)[1];
+  const bool has_c = ctx.has_input(2) && beta != 0.0f;
+  ValueId y;
+  if (trans_b && alpha == 1.0f &&
+      (!has_c || (beta == 1.0f && ctx.shape(2) == std::vector<int64_t>{n}))) {
+    ArgValue bias = kNone;
+    if (has_c) {
+      ETC_ASSIGN_OR_RETURN(bias, ctx.input(2));
+    }
+    ETC_ASSIGN_OR_RETURN(y,
+                         ctx.emit(OpKind::Linear, {{"input", a}, {"weight", b}, {"bias", bias}}));
+    return ctx.set_output(0, y);
+  }
+  if (trans_b) {
+    ETC_ASSIGN_OR_RETURN(b, permute(ctx, b, {1, 0}));
+  }
+  if (has_c) {
+    ETC_ASSIGN_OR_RETURN(ValueId c, ctx.input(2));
+    ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::Addmm, {{"self", c},
+                                                     {"mat1", a},
+                                                     {"mat2", b},
+                                                     {"beta", Scalar{double(beta)}},
+                                                     {"alpha", Scalar{double(alpha)}}}));
+  } else {
+    ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::Mm, {{"self", a}, {"mat2", b}}));
+    if (alpha != 1.0f) {
+      ETC_ASSIGN_OR_RETURN(
+          y, ctx.emit(OpKind::MulScalar, {{"self", y}, {"other", Scalar{double(alpha)}}}));
+    }
+  }
+  return ctx.set_output(0, y);
+}
+
+// ---- Convolution and pooling --------------------------------------------------------------
+
+struct Window {
+  std::vector<int64_t> kernel, strides, dilations, pad_begin, pad_end;
+  std::string auto_pad = "NOTSET";  // SAME_* left for ConvTranspose to resolve
+};
+
+// Kernel, strides, dilations and pads (auto_pad resolved) of a conv or pool over the
+// spatial dims `spatial` of the input.
+Result<Window> window(NodeCtx& ctx, const std::vector<int64_t>& spatial,
+                      std::vector<int64_t> kernel, bool transposed = false) {
+  const size_t n = spatial.size();
+  Window w;
+  ETC_ASSIGN_OR_RETURN(w.kernel, ctx.attr_ints("kernel_shape", kernel));
+  ETC_ASSIGN_OR_RETURN(w.strides, ctx.attr_ints("strides", std::vector<int64_t>(n, 1)));
+  ETC_ASSIGN_OR_RETURN(w.dilations, ctx.attr_ints("dilations", std::vector<int64_t>(n, 1)));
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> pads,
+                       ctx.attr_ints("pads", std::vector<int64_t>(2 * n, 0)));
+  ETC_ASSIGN_OR_RETURN(std::string auto_pad, ctx.attr_string("auto_pad", "NOTSET"));
+  if (w.kernel.size() != n || w.strides.size() != n || w.dilations.size() != n ||
+      pads.size() != 2 * n) {
+    return ctx.invalid(
+        "kernel_shape, strides, dilations and pads must have one entry per spatial "
+        "dim (" +
+        std::to_string(n) + ", pads twice that)");
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (w.kernel[i] <= 0 || w.strides[i] <= 0 || w.dilations[i] <= 0 || pads[i] < 0 ||
+        pads[n + i] < 0) {
+      return ctx.invalid(
+          "kernel_shape, strides and dilations must be positive and pads non-negative");
+    }
+  }
+  w.pad_begin.assign(pads.begin(), pads.begin() + static_cast<int64_t>(n));
+  w.pad_end.assign(pads.begin() + static_cast<int64_t>(n), pads.end());
+  if (auto_pad == "NOTSET") return w;
+  if (auto_pad == "VALID") {
+    std::fill(w.pad_begin.begin(), w.pad_begin.end(), 0);
+    std::fill(w.pad_end.begin(), w.pad_end.end(), 0);
+    return w;
+  }
+  if (auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER") {
+    return ctx.invalid("auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got '" +
+                       auto_pad + "'");
+  }
+  if (transposed) {
+    // Resolved by the caller, which knows output_shape and output_padding.
+    w.auto_pad = auto_pad;
+    return w;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    int64_t out = (spatial[i] + w.strides[i] - 1) / w.strides[i];
+    int64_t total = std::max<int64_t>(
+        0, (out - 1) * w.strides[i] + (w.kernel[i] - 1) * w.dilations[i] + 1 - spatial[i]);
+    int64_t small = total / 2, large = total - small;
+    w.pad_begin[i] = auto_pad == "SAME_UPPER" ? small : large;
+    w.pad_end[i] = auto_pad == "SAME_UPPER" ? large : small;
+  }
+  return w;
+}
+
+// Pads the spatial dims of `x` (NC + spatial) explicitly.
+Result<ValueId> pad_spatial(NodeCtx& ctx, ValueId x, const Window& w, double value) {
+  std::vector<int64_t> pad;
+  for (size_t i = w.pad_begin.size(); i-- > 0;) {
+    pad.push_back(w.pad_begin[i]);
+    pad.push_back(w.pad_end[i]);
+  }
+  return ctx.emit(OpKind::ConstantPadNd, {{"self", x}, {"pad", pad}, {"value", Scalar{value}}});
+}
+
+bool symmetric(const Window& w) {
+  return w.pad_begin == w.pad_end;
+}
+
+// A 1-d op runs as the 2-d op over [N, C, 1, L].
+Result<ValueId> to_2d(NodeCtx& ctx, ValueId x, const std::vector<int64_t>& shape) {
+  return reshape(ctx, x, {shape[0], shape[1], 1, shape[2]});
+}
+void window_to_2d(Window& w) {
+  w.kernel.insert(w.kernel.begin(), 1);
+  w.strides.insert(w.strides.begin(), 1);
+  w.dilations.insert(w.dilations.begin(), 1);
+  w.pad_begin.insert(w.pad_begin.begin(), 0);
+  w.pad_end.insert(w.pad_end.begin(), 0);
+}
+
+Status convert_conv(NodeCtx& ctx, bool transposed) {
+  const std::vector<int64_t> xs = ctx.shape(0), ws = ctx.shape(1);
+  if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer convolution");
+  if (xs.size() != 3 && xs.size() != 4) {
+    return ctx.unsupported("input of rank " + std::to_string(xs.size()) +
+                           " (1-d and 2-d convolutions only)");
+  }
+  if (ws.size() != xs.size()) return ctx.invalid("W must have the rank of X");
+  const std::vector<int64_t> spatial(xs.begin() + 2, xs.end());
+  ETC_ASSIGN_OR_RETURN(
+      Window w, window(ctx, spatial, std::vector<int64_t>(ws.begin() + 2, ws.end()), transposed));
+  if (w.kernel != std::vector<int64_t>(ws.begin() + 2, ws.end())) {
+    return ctx.invalid("kernel_shape " + shape_to_string(w.kernel) + " does not match W " +
+                       shape_to_string(ws));
+  }
+  ETC_ASSIGN_OR_RETURN(int64_t group, ctx.attr_int("group", 1));
+  std::vector<int64_t> out_pad(spatial.size(), 0);
+  if (transposed) {
+    ETC_ASSIGN_OR_RETURN(out_pad, ctx.attr_ints("output_padding", out_pad));
+    if (out_pad.size() != spatial.size())
+      return ctx.invalid("output_padding needs one entry per spatial dim");
+    std::optional<std::vector<int64_t>> target;
+    if (ctx.attr("output_shape")) {
+      ETC_ASSIGN_OR_RETURN(target, ctx.attr_ints("output_shape", std::nullopt));
+      if (target->size() == spatial.size() + 2) target->erase(target->begin(), target->begin() + 2);
+      if (target->size() != spatial.size())
+        return ctx.invalid("output_shape needs one entry per spatial dim");
+    } else if (w.auto_pad != "NOTSET") {
+      target = spatial;
+      for (size_t i = 0; i < spatial.size(); ++i)
+        (*target)[i] *= w.strides[i];
+    }
+    if (target) {
+      for (size_t i = 0; i < spatial.size(); ++i) {
+        int64_t total = w.strides[i] * (spatial[i] - 1) + out_pad[i] +
+                        (w.kernel[i] - 1) * w.dilations[i] + 1 - (*target)[i];
+        if (total < 0)
+          return ctx.unsupported("an output_shape larger than the full transposed output");
+        // ONNX's rule: SAME_UPPER puts the larger half at the end, otherwise at the start.
+        const int64_t small = total / 2, large = total - small;
+        w.pad_begin[i] = w.auto_pad == "SAME_UPPER" ? small : large;
+        w.pad_end[i] = w.auto_pad == "SAME_UPPER" ? large : small;
+      }
+    }
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId wt, ctx.input(1));
+  ArgValue bias = kNone;
+  if (ctx.has_input(2)) {
+    ETC_ASSIGN_OR_RETURN(bias, ctx.input(2));
+  }
+  const bool one_d = xs.size() == 3;
+  if (one_d) {
+    ETC_ASSIGN_OR_RETURN(x, to_2d(ctx, x, xs));
+    ETC_ASSIGN_OR_RETURN(wt, reshape(ctx, wt, {ws[0], ws[1], 1, ws[2]}));
+    window_to_2d(w);
+    out_pad.insert(out_pad.begin(), 0);
+  }
+  std::vector<int64_t> padding = w.pad_begin;
+  const bool asym = !symmetric(w);
+  if (asym) {
+    std::fill(padding.begin(), padding.end(), 0);
+    if (!transposed) {
+      ETC_ASSIGN_OR_RETURN(x, pad_spatial(ctx, x, w, 0.0));
+    }
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId y, ctx.emit(OpKind::Convolution, {{"input", x},
+                                                                 {"weight", wt},
+                                                                 {"bias", bias},
+                                                                 {"stride", w.strides},
+                                                                 {"padding", padding},
+                                                                 {"dilation", w.dilations},
+                                                                 {"transposed", transposed},
+                                                                 {"output_padding", out_pad},
+                                                                 {"groups", group}}));
+  if (asym && transposed) {
+    // Crop the (asymmetric) padding from the full transposed output.
+    for (size_t i = 0; i < w.pad_begin.size(); ++i) {
+      if (w.pad_begin[i] == 0 && w.pad_end[i] == 0) continue;
+      const int64_t dim = static_cast<int64_t>(i) + 2;
+      const int64_t size = ctx.sizes_of(y)[static_cast<size_t>(dim)];
+      if (w.pad_begin[i] + w.pad_end[i] >= size) return ctx.invalid("pads remove the whole output");
+      ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::SliceTensor, {{"self", y},
+                                                             {"dim", dim},
+                                                             {"start", w.pad_begin[i]},
+                                                             {"end", size - w.pad_end[i]},
+                                                             {"step", int64_t{1}}}));
+    }
+  }
+  if (one_d) {
+    std::vector<int64_t> s = ctx.sizes_of(y);
+    ETC_ASSIGN_OR_RETURN(y, reshape(ctx, y, {s[0], s[1], s[3]}));
+  }
+  return ctx.set_output(0, y);
+}
+
+Status convert_pool(NodeCtx& ctx, bool is_max) {
+  const std::vector<int64_t> xs = ctx.shape(0);
+  if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer inputs");
+  if (xs.size() != 3 && xs.size() != 4) {
+    return ctx.unsupported("input of rank " + std::to_string(xs.size()) +
+                           " (1-d and 2-d pooling only)");
+  }
+  if (is_max) ETC_RETURN_IF_ERROR(ctx.require_no_output(1, "Indices"));
+  const std::vector<int64_t> spatial(xs.begin() + 2, xs.end());
+  ETC_ASSIGN_OR_RETURN(Window w, window(ctx, spatial, {}));
+  ETC_ASSIGN_OR_RETURN(int64_t ceil_mode, ctx.attr_int("ceil_mode", 0));
+  ETC_ASSIGN_OR_RETURN(int64_t count_include_pad, ctx.attr_int("count_include_pad", 0));
+  if (!is_max && ctx.attr("dilations")) {
+    for (int64_t d : w.dilations) {
+      if (d != 1) return ctx.unsupported("dilated average pooling");
+    }
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  const bool one_d = xs.size() == 3;
+  if (one_d) {
+    ETC_ASSIGN_OR_RETURN(x, to_2d(ctx, x, xs));
+    window_to_2d(w);
+  }
+  // ATen pads at most half the kernel on each side, symmetrically; anything else is an
+  // explicit pad (with -inf for max pooling, or zeros counted in the average).
+  bool direct = symmetric(w);
+  for (size_t i = 0; i < w.kernel.size(); ++i)
+    direct = direct && w.pad_begin[i] * 2 <= w.kernel[i];
+  std::vector<int64_t> padding = w.pad_begin;
+  if (!direct) {
+    if (!is_max && !count_include_pad) {
+      return ctx.unsupported(
+          "average pooling with asymmetric or large pads and count_include_pad=0");
+    }
+    ETC_ASSIGN_OR_RETURN(
+        x, pad_spatial(ctx, x, w, is_max ? -std::numeric_limits<double>::infinity() : 0.0));
+    std::fill(padding.begin(), padding.end(), 0);
+  }
+  ValueId y;
+  if (is_max) {
+    ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::MaxPool2d, {{"self", x},
+                                                         {"kernel_size", w.kernel},
+                                                         {"stride", w.strides},
+                                                         {"padding", padding},
+                                                         {"dilation", w.dilations},
+                                                         {"ceil_mode", ceil_mode != 0}}));
+  } else {
+    ETC_ASSIGN_OR_RETURN(
+        y, ctx.emit(OpKind::AvgPool2d, {{"self", x},
+                                        {"kernel_size", w.kernel},
+                                        {"stride", w.strides},
+                                        {"padding", padding},
+                                        {"ceil_mode", ceil_mode != 0},
+                                        {"count_include_pad", count_include_pad != 0}}));
+  }
+  if (one_d) {
+    std::vector<int64_t> s = ctx.sizes_of(y);
+    ETC_ASSIGN_OR_RETURN(y, reshape(ctx, y, {s[0], s[1], s[3]}));
+  }
+  return ctx.set_output(0, y);
+}
+
+Converter global_pool(bool is_max) {
+  return [is_max](NodeCtx& ctx) -> Status {
+    if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer inputs");
+    if (ctx.rank(0) < 3) return ctx.invalid("X must have rank 3 or more (N, C, spatial...)");
+    std::vector<int64_t> dims;
+    for (int64_t d = 2; d < ctx.rank(0); ++d)
+      dims.push_back(d);
+    ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+    ETC_ASSIGN_OR_RETURN(ValueId y, ctx.emit(is_max ? OpKind::Amax : OpKind::MeanDim,
+                                             {{"self", x}, {"dim", dims}, {"keepdim", true}}));
+    return ctx.set_output(0, y);
+  };
+}
+
+// ---- Normalisation and reductions ---------------------------------------------------------
+
+Status convert_batch_norm(NodeCtx& ctx) {
+  if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer inputs");
+  ETC_ASSIGN_OR_RETURN(float eps, ctx.attr_float("epsilon", 1e-5f));
+  ETC_ASSIGN_OR_RETURN(float momentum, ctx.attr_float("momentum", 0.9f));
+  ETC_ASSIGN_OR_RETURN(int64_t training, ctx.attr_int("training_mode", 0));
+  if (training) return ctx.unsupported("training_mode=1 (inference only)");
+  if (ctx.opset() < 9) {
+    ETC_ASSIGN_OR_RETURN(int64_t spatial, ctx.attr_int("spatial", 1));
+    if (!spatial) return ctx.unsupported("spatial=0");
+  }
+  for (int i = 1; i < 5; ++i)
+    ETC_RETURN_IF_ERROR(ctx.require_no_output(i, "training statistics"));
+  for (int i = 1; i < 5; ++i) {
+    if (ctx.dtype(i) != ctx.dtype(0)) {
+      return ctx.unsupported("scale, B, mean and var of a type other than X's");
+    }
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId scale, ctx.input(1));
+  ETC_ASSIGN_OR_RETURN(ValueId b, ctx.input(2));
+  ETC_ASSIGN_OR_RETURN(ValueId mean, ctx.input(3));
+  ETC_ASSIGN_OR_RETURN(ValueId var, ctx.input(4));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId y, ctx.emit(OpKind::NativeBatchNormNoTraining, {{"input", x},
+                                                              {"weight", scale},
+                                                              {"bias", b},
+                                                              {"running_mean", mean},
+                                                              {"running_var", var},
+                                                              {"momentum", double(1.0f - momentum)},
+                                                              {"eps", double(eps)}}));
+  return ctx.set_output(0, y);
+}
+
+Status convert_layer_norm(NodeCtx& ctx) {
+  if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer inputs");
+  ETC_ASSIGN_OR_RETURN(int64_t axis, ctx.attr_int("axis", -1));
+  ETC_ASSIGN_OR_RETURN(float eps, ctx.attr_float("epsilon", 1e-5f));
+  ETC_ASSIGN_OR_RETURN(int64_t stash, ctx.attr_int("stash_type", 1));
+  if (stash != 1) return ctx.unsupported("stash_type other than 1 (float)");
+  const int64_t r = ctx.rank(0);
+  ETC_RETURN_IF_ERROR(ctx.check_axis(axis, r, "axis"));
+  axis = ctx.wrap_axis(axis, r);
+  std::vector<int64_t> normalized(ctx.shape(0).begin() + axis, ctx.shape(0).end());
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ArgValue weight = kNone, bias = kNone;
+  for (int i : {1, 2}) {
+    if (!ctx.has_input(i)) continue;
+    if (ctx.shape(i) != normalized) {
+      return ctx.unsupported(std::string(i == 1 ? "Scale" : "B") + " of shape " +
+                             shape_to_string(ctx.shape(i)) + " (only the normalized shape " +
+                             shape_to_string(normalized) + ")");
+    }
+    ETC_ASSIGN_OR_RETURN(ValueId v, ctx.input(i));
+    (i == 1 ? weight : bias) = v;
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId y,
+                       ctx.emit(OpKind::NativeLayerNorm, {{"input", x},
+                                                          {"normalized_shape", normalized},
+                                                          {"weight", weight},
+                                                          {"bias", bias},
+                                                          {"eps", double(eps)}}));
+  // ATen's mean and rstd have ONNX's Mean and InvStdDev shapes (reduced dims kept as 1).
+  std::vector<ValueId> outs = ctx.last_outputs();
+  ETC_RETURN_IF_ERROR(ctx.set_output(1, outs[1]));
+  ETC_RETURN_IF_ERROR(ctx.set_output(2, outs[2]));
+  return ctx.set_output(0, y);
+}
+
+Converter softmax(bool log) {
+  return [log](NodeCtx& ctx) -> Status {
+    if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer inputs");
+    const int64_t r = ctx.rank(0);
+    ETC_ASSIGN_OR_RETURN(int64_t axis, ctx.attr_int("axis", ctx.opset() < 13 ? 1 : -1));
+    if (r == 0) return ctx.invalid("input must have rank 1 or more");
+    ETC_RETURN_IF_ERROR(ctx.check_axis(axis, r, "axis"));
+    axis = ctx.wrap_axis(axis, r);
+    const OpKind op = log ? OpKind::LogSoftmax : OpKind::Softmax;
+    ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+    ValueId y;
+    if (ctx.opset() < 13 && axis != r - 1) {
+      // Before opset 13 the input is viewed as a matrix [prod(dims < axis), prod(rest)].
+      int64_t a = 1, b = 1;
+      for (int64_t d = 0; d < r; ++d)
+        (d < axis ? a : b) *= ctx.shape(0)[d];
+      ETC_ASSIGN_OR_RETURN(ValueId x2, reshape(ctx, x, {a, b}));
+      ETC_ASSIGN_OR_RETURN(
+          ValueId y2, ctx.emit(op, {{"self", x2}, {"dim", int64_t{1}}, {"half_to_float", false}}));
+      ETC_ASSIGN_OR_RETURN(y, reshape(ctx, y2, ctx.shape(0)));
+    } else {
+      ETC_ASSIGN_OR_RETURN(y, ctx.emit(op, {{"self", x}, {"dim", axis}, {"half_to_float", false}}));
+    }
+    return ctx.set_output(0, y);
+  };
+}
+
+enum class Reduce { kMean, kSum, kMax };
+
+Converter reduce(Reduce kind) {
+  return [kind](NodeCtx& ctx) -> Status {
+    if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer inputs");
+    const int64_t r = ctx.rank(0);
+    ETC_ASSIGN_OR_RETURN(int64_t keepdims, ctx.attr_int("keepdims", 1));
+    ETC_ASSIGN_OR_RETURN(int64_t noop, ctx.attr_int("noop_with_empty_axes", 0));
+    ETC_ASSIGN_OR_RETURN(std::optional<std::vector<int64_t>> axes,
+                         axes_of(ctx, kind == Reduce::kSum ? 13 : 18));
+    ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+    if (!axes || axes->empty()) {
+      if (noop) {
+        ETC_ASSIGN_OR_RETURN(ValueId y, ctx.emit(OpKind::Clone, {{"self", x}}));
+        return ctx.set_output(0, y);
+      }
+      axes = std::vector<int64_t>();
+      for (int64_t d = 0; d < r; ++d)
+        axes->push_back(d);
+    }
+    for (int64_t& a : *axes) {
+      ETC_RETURN_IF_ERROR(ctx.check_axis(a, r, "axis"));
+      a = ctx.wrap_axis(a, r);
+    }
+    if (r == 0) {
+      ETC_ASSIGN_OR_RETURN(ValueId y, ctx.emit(OpKind::Clone, {{"self", x}}));
+      return ctx.set_output(0, y);
+    }
+    const OpKind op = kind == Reduce::kMean  ? OpKind::MeanDim
+                      : kind == Reduce::kSum ? OpKind::SumDimIntList
+                                             : OpKind::Amax;
+    ETC_ASSIGN_OR_RETURN(ValueId y,
+                         ctx.emit(op, {{"self", x}, {"dim", *axes}, {"keepdim", keepdims != 0}}));
+    return ctx.set_output(0, y);
+  };
+}
+
+// ---- Shape and layout ---------------------------------------------------------------------
+
+Status convert_view(NodeCtx& ctx) {
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> shape, view_shape(ctx));
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId y, reshape(ctx, x, shape));
+  return ctx.set_output(0, y);
+}
+
+Status convert_transpose(NodeCtx& ctx) {
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> perm, transpose_perm(ctx));
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId y, permute(ctx, x, perm));
+  return ctx.set_output(0, y);
+}
+
+Status convert_concat(NodeCtx& ctx) {
+  ETC_ASSIGN_OR_RETURN(int64_t axis, ctx.attr_int("axis", std::nullopt));
+  std::vector<ValueId> parts;
+  int first = -1;
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    if (!ctx.has_input(i)) continue;
+    if (first < 0) first = i;
+    ETC_ASSIGN_OR_RETURN(ValueId v, ctx.input(i));
+    parts.push_back(v);
+  }
+  if (parts.empty()) return ctx.invalid("needs at least one input");
+  const int64_t r = ctx.rank(first);
+  ETC_RETURN_IF_ERROR(ctx.check_axis(axis, r, "axis"));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId y, ctx.emit(OpKind::Cat, {{"tensors", parts}, {"dim", ctx.wrap_axis(axis, r)}}));
+  return ctx.set_output(0, y);
+}
+
+Status convert_split(NodeCtx& ctx) {
+  const int64_t r = ctx.rank(0);
+  ETC_ASSIGN_OR_RETURN(int64_t axis, ctx.attr_int("axis", 0));
+  ETC_RETURN_IF_ERROR(ctx.check_axis(axis, r, "axis"));
+  axis = ctx.wrap_axis(axis, r);
+  const int64_t dim = ctx.shape(0)[axis];
+  std::vector<int64_t> split;
+  if (ctx.opset() < 13) {
+    ETC_ASSIGN_OR_RETURN(split, ctx.attr_ints("split", std::vector<int64_t>{}));
+  } else if (ctx.has_input(1)) {
+    ETC_ASSIGN_OR_RETURN(const HostTensor* t, ctx.require_constant(1, "split"));
+    split = t->ints();
+  }
+  const int64_t n = ctx.num_outputs();
+  if (split.empty()) {
+    if (n == 0 || dim % n != 0) {
+      return ctx.invalid("dim " + std::to_string(axis) + " of size " + std::to_string(dim) +
+                         " does not split into " + std::to_string(n) + " equal parts");
+    }
+    split.assign(static_cast<size_t>(n), dim / n);
+  }
+  if (static_cast<int64_t>(split.size()) != n) {
+    return ctx.invalid("split has " + std::to_string(split.size()) + " entries for " +
+                       std::to_string(n) + " outputs");
+  }
+  if (std::accumulate(split.begin(), split.end(), int64_t{0}) != dim ||
+      std::any_of(split.begin(), split.end(), [](int64_t v) { return v < 0; })) {
+    return ctx.invalid("split " + shape_to_string(split) + " does not add up to dim " +
+                       std::to_string(axis) + " of size " + std::to_string(dim));
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  int64_t start = 0;
+  for (int i = 0; i < n; ++i) {
+    ETC_ASSIGN_OR_RETURN(ValueId y, ctx.emit(OpKind::SliceTensor, {{"self", x},
+                                                                   {"dim", axis},
+                                                                   {"start", start},
+                                                                   {"end", start + split[i]},
+                                                                   {"step", int64_t{1}}}));
+    ETC_RETURN_IF_ERROR(ctx.set_output(i, y));
+    start += split[i];
+  }
+  return Status();
+}
+
+Status convert_slice(NodeCtx& ctx) {
+  ETC_ASSIGN_OR_RETURN(std::vector<SliceAxis> axes, slice_axes(ctx));
+  ETC_ASSIGN_OR_RETURN(ValueId y, ctx.input(0));
+  bool any = false;
+  for (const SliceAxis& a : axes) {
+    if (a.step < 0) return ctx.unsupported("negative steps at run time (reversing a tensor)");
+    const int64_t dim = ctx.shape(0)[a.axis];
+    if (a.start == 0 && a.step == 1 && a.length == dim) continue;
+    ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::SliceTensor, {{"self", y},
+                                                           {"dim", a.axis},
+                                                           {"start", a.start},
+                                                           {"end", a.start + a.length * a.step},
+                                                           {"step", a.step}}));
+    any = true;
+  }
+  if (!any) {
+    ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::Clone, {{"self", y}}));
+  }
+  return ctx.set_output(0, y);
+}
+
+Status convert_gather(NodeCtx& ctx) {
+  ETC_ASSIGN_OR_RETURN(GatherPlan plan, gather_plan(ctx));
+  const std::vector<int64_t> in = ctx.shape(0);
+  const int64_t r = static_cast<int64_t>(in.size());
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ValueId y;
+  if (plan.indices_shape.empty()) {
+    ETC_ASSIGN_OR_RETURN(
+        y,
+        ctx.emit(OpKind::SelectInt, {{"self", x}, {"dim", plan.axis}, {"index", plan.indices[0]}}));
+    return ctx.set_output(0, y);
+  }
+  // Contiguous 1-d indices are a slice.
+  bool range = plan.indices_shape.size() == 1 && !plan.indices.empty();
+  for (size_t i = 1; range && i < plan.indices.size(); ++i)
+    range = plan.indices[i] == plan.indices[i - 1] + 1;
+  if (range) {
+    ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::SliceTensor, {{"self", x},
+                                                           {"dim", plan.axis},
+                                                           {"start", plan.indices.front()},
+                                                           {"end", plan.indices.back() + 1},
+                                                           {"step", int64_t{1}}}));
+    return ctx.set_output(0, y);
+  }
+  // General case: move the axis first, view as rows, embedding, and move the index dims back.
+  std::vector<int64_t> perm{plan.axis};
+  std::vector<int64_t> rest_shape;
+  for (int64_t d = 0; d < r; ++d) {
+    if (d != plan.axis) {
+      perm.push_back(d);
+      rest_shape.push_back(in[d]);
+    }
+  }
+  int64_t rest = 1;
+  for (int64_t d : rest_shape)
+    rest *= d;
+  ValueId rows = x;
+  if (plan.axis != 0) {
+    ETC_ASSIGN_OR_RETURN(rows, permute(ctx, x, perm));
+  }
+  ETC_ASSIGN_OR_RETURN(rows, reshape(ctx, rows, {in[plan.axis], rest}));
+  ValueId idx = ctx.add_constant(host_from_ints(DType::kInt64, plan.indices_shape, plan.indices));
+  ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::Embedding, {{"weight", rows}, {"indices", idx}}));
+  std::vector<int64_t> shape = plan.indices_shape;
+  shape.insert(shape.end(), rest_shape.begin(), rest_shape.end());
+  ETC_ASSIGN_OR_RETURN(y, reshape(ctx, y, shape));
+  if (plan.axis != 0) {
+    // [idx..., before..., after...] -> [before..., idx..., after...]
+    const int64_t q = static_cast<int64_t>(plan.indices_shape.size());
+    std::vector<int64_t> back;
+    for (int64_t d = 0; d < plan.axis; ++d)
+      back.push_back(q + d);
+    for (int64_t d = 0; d < q; ++d)
+      back.push_back(d);
+    for (int64_t d = q + plan.axis; d < static_cast<int64_t>(shape.size()); ++d)
+      back.push_back(d);
+    ETC_ASSIGN_OR_RETURN(y, permute(ctx, y, back));
+  }
+  return ctx.set_output(0, y);
+}
+
+Status convert_expand(NodeCtx& ctx) {
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> shape, expand_shape(ctx));
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ValueId y;
+  if (shape == ctx.shape(0)) {
+    ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::Clone, {{"self", x}}));
+  } else {
+    ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::Expand, {{"self", x}, {"size", shape}}));
+  }
+  return ctx.set_output(0, y);
+}
+
+Status convert_pad(NodeCtx& ctx) {
+  ETC_ASSIGN_OR_RETURN(std::string mode, ctx.attr_string("mode", "constant"));
+  if (mode != "constant") return ctx.unsupported("mode '" + mode + "' (only 'constant')");
+  const int64_t r = ctx.rank(0);
+  std::vector<int64_t> pads;
+  double value = 0;
+  if (ctx.opset() < 11) {
+    ETC_ASSIGN_OR_RETURN(pads, ctx.attr_ints(ctx.opset() < 2 ? "paddings" : "pads", std::nullopt));
+    ETC_ASSIGN_OR_RETURN(float v, ctx.attr_float("value", 0.0f));
+    value = v;
+  } else {
+    ETC_ASSIGN_OR_RETURN(const HostTensor* p, ctx.require_constant(1, "pads"));
+    pads = p->ints();
+    if (ctx.has_input(2)) {
+      ETC_ASSIGN_OR_RETURN(const HostTensor* v, ctx.require_constant(2, "constant_value"));
+      if (v->numel() != 1) return ctx.invalid("constant_value must hold one value");
+      value = v->doubles()[0];
+    }
+    if (ctx.has_input(3)) return ctx.unsupported("the axes input (opset 18)");
+  }
+  if (static_cast<int64_t>(pads.size()) != 2 * r) {
+    return ctx.invalid("pads has " + std::to_string(pads.size()) + " entries, rank " +
+                       std::to_string(r) + " needs " + std::to_string(2 * r));
+  }
+  // ONNX: [x1_begin, x2_begin, ..., x1_end, ...]; ATen: last dim first, (begin, end) pairs.
+  std::vector<int64_t> aten;
+  for (int64_t d = r; d-- > 0;) {
+    aten.push_back(pads[d]);
+    aten.push_back(pads[r + d]);
+  }
+  while (aten.size() > 2 && aten[aten.size() - 1] == 0 && aten[aten.size() - 2] == 0)
+    aten.resize(aten.size() - 2);
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId y, ctx.emit(OpKind::ConstantPadNd,
+                          {{"self", x}, {"pad", aten}, {"value", scalar_of(ctx.dtype(0), value)}}));
+  return ctx.set_output(0, y);
+}
+
+Status convert_identity(NodeCtx& ctx) {
+  if (ctx.op_type() == "Dropout") {
+    ETC_RETURN_IF_ERROR(ctx.require_no_output(1, "mask"));
+    if (ctx.has_input(2)) {
+      const HostTensor* t = ctx.constant(2);
+      if (t == nullptr || t->ints().at(0) != 0)
+        return ctx.unsupported("training_mode (inference only)");
+    }
+  }
+  return alias(ctx, 0, 0);
+}
+
+// Resize (opset 10+) and Upsample (opset 7-9) of the two spatial dims of NCHW tensors.
+Status convert_resize(NodeCtx& ctx) {
+  const bool upsample = ctx.op_type() == "Upsample";
+  if (ctx.rank(0) != 4)
+    return ctx.unsupported("inputs of rank " + std::to_string(ctx.rank(0)) + " (NCHW only)");
+  if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer inputs");
+  ETC_ASSIGN_OR_RETURN(std::string mode, ctx.attr_string("mode", "nearest"));
+  std::string ctm = "asymmetric", nearest = "floor";
+  if (!upsample && ctx.opset() >= 11) {
+    ETC_ASSIGN_OR_RETURN(ctm, ctx.attr_string("coordinate_transformation_mode", "half_pixel"));
+    ETC_ASSIGN_OR_RETURN(nearest, ctx.attr_string("nearest_mode", "round_prefer_floor"));
+    ETC_ASSIGN_OR_RETURN(int64_t exclude, ctx.attr_int("exclude_outside", 0));
+    if (exclude) return ctx.unsupported("exclude_outside=1");
+  }
+  std::optional<std::vector<double>> scales;
+  std::optional<std::vector<int64_t>> sizes;
+  if (upsample && ctx.opset() < 9) {
+    ETC_ASSIGN_OR_RETURN(std::vector<float> f, ctx.attr_floats("scales"));
+    scales = std::vector<double>(f.begin(), f.end());
+  } else {
+    const int scales_at = upsample || ctx.opset() < 11 ? 1 : 2;
+    if (ctx.has_input(scales_at)) {
+      ETC_ASSIGN_OR_RETURN(const HostTensor* t, ctx.require_constant(scales_at, "scales"));
+      if (t->numel() > 0) scales = t->doubles();
+    }
+    if (!upsample && ctx.opset() >= 11 && ctx.has_input(3)) {
+      ETC_ASSIGN_OR_RETURN(const HostTensor* t, ctx.require_constant(3, "sizes"));
+      if (t->numel() > 0) sizes = t->ints();
+    }
+  }
+  if (scales.has_value() == sizes.has_value())
+    return ctx.invalid("exactly one of scales and sizes must be given");
+  const std::vector<int64_t>& in = ctx.shape(0);
+  if (scales) {
+    if (scales->size() != 4) return ctx.invalid("scales must have 4 entries");
+    if ((*scales)[0] != 1 || (*scales)[1] != 1) return ctx.unsupported("resizing the N or C dims");
+  } else {
+    if (sizes->size() != 4) return ctx.invalid("sizes must have 4 entries");
+    if ((*sizes)[0] != in[0] || (*sizes)[1] != in[1])
+      return ctx.unsupported("resizing the N or C dims");
+  }
+  ArgValue out_size = kNone, factors = kNone;
+  if (scales) {
+    factors = std::vector<double>{(*scales)[2], (*scales)[3]};
+  } else {
+    out_size = std::vector<int64_t>{(*sizes)[2], (*sizes)[3]};
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ValueId y;
+  if (mode == "nearest") {
+    if (ctm != "asymmetric" || nearest != "floor") {
+      return ctx.unsupported("nearest resizing with coordinate_transformation_mode '" + ctm +
+                             "' and nearest_mode '" + nearest +
+                             "' (etc implements asymmetric + floor, PyTorch's nearest)");
+    }
+    ETC_ASSIGN_OR_RETURN(
+        y, ctx.emit(OpKind::UpsampleNearest2d,
+                    {{"input", x}, {"output_size", out_size}, {"scale_factors", factors}}));
+  } else if (mode == "linear" || mode == "bilinear") {
+    bool align = false;
+    if (ctm == "align_corners") {
+      align = true;
+    } else if (ctm == "pytorch_half_pixel") {
+      for (int64_t d : {2, 3}) {
+        int64_t o = scales ? static_cast<int64_t>(std::floor(in[d] * (*scales)[d])) : (*sizes)[d];
+        if (o <= 1) return ctx.unsupported("pytorch_half_pixel resizing to a size of 1");
+      }
+    } else if (ctm != "half_pixel") {
+      return ctx.unsupported("linear resizing with coordinate_transformation_mode '" + ctm +
+                             "' (etc implements half_pixel, pytorch_half_pixel and align_corners)");
+    }
+    if (align && scales) {
+      // ONNX divides by the unrounded in * scale; ATen's align_corners by the output size.
+      for (int d : {2, 3}) {
+        if (in[d] * (*scales)[d] != std::floor(in[d] * (*scales)[d])) {
+          return ctx.unsupported("align_corners resizing by a scale that gives a fractional size");
+        }
+      }
+      out_size = std::vector<int64_t>{static_cast<int64_t>(std::floor(in[2] * (*scales)[2])),
+                                      static_cast<int64_t>(std::floor(in[3] * (*scales)[3]))};
+      factors = kNone;
+    }
+    ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::UpsampleBilinear2d, {{"input", x},
+                                                                  {"output_size", out_size},
+                                                                  {"align_corners", align},
+                                                                  {"scale_factors", factors}}));
+  } else {
+    return ctx.unsupported("mode '" + mode + "' (nearest and linear only)");
+  }
+  return ctx.set_output(0, y);
+}
+
+Status evaluated_only(NodeCtx& ctx) {
+  return ctx.unsupported(
+      "only supported when all inputs are known at export time (etc has no "
+      "run-time kernel for it)");
+}
+
+}  // namespace
+
+const std::map<std::string, Converter>& converters() {
+  static const std::map<std::string, Converter> table = {
+      {"Abs", convert_abs},
+      {"Add", binary(Bin::kAdd)},
+      {"And", evaluated_only},
+      {"AveragePool", [](NodeCtx& c) { return convert_pool(c, false); }},
+      {"BatchNormalization", convert_batch_norm},
+      {"Cast", convert_cast},
+      {"Ceil", evaluated_only},
+      {"Clip", convert_clip},
+      {"Concat", convert_concat},
+      {"Constant", evaluated_only},
+      {"ConstantOfShape", evaluated_only},
+      {"Conv", [](NodeCtx& c) { return convert_conv(c, false); }},
+      {"ConvTranspose", [](NodeCtx& c) { return convert_conv(c, true); }},
+      {"Div", binary(Bin::kDiv)},
+      {"Dropout", convert_identity},
+      {"Equal", evaluated_only},
+      {"Exp", unary(OpKind::Exp)},
+      {"Expand", convert_expand},
+      {"Flatten", convert_view},
+      {"Floor", evaluated_only},
+      {"Gather", convert_gather},
+      {"Gemm", convert_gemm},
+      {"GlobalAveragePool", global_pool(false)},
+      {"GlobalMaxPool", global_pool(true)},
+      {"Greater", evaluated_only},
+      {"GreaterOrEqual", evaluated_only},
+      {"HardSigmoid", convert_hard_sigmoid},
+      {"HardSwish", unary(OpKind::Hardswish)},
+      {"Identity", convert_identity},
+      {"LayerNormalization", convert_layer_norm},
+      {"LeakyRelu", convert_leaky_relu},
+      {"Less", evaluated_only},
+      {"LessOrEqual", evaluated_only},
+      {"Log", unary(OpKind::Log)},
+      {"LogSoftmax", softmax(true)},
+      {"MatMul", convert_matmul},
+      {"Max", evaluated_only},
+      {"MaxPool", [](NodeCtx& c) { return convert_pool(c, true); }},
+      {"Mean", variadic_sum(true)},
+      {"Min", evaluated_only},
+      {"Mod", evaluated_only},
+      {"Mul", binary(Bin::kMul)},
+      {"Neg", unary(OpKind::Neg)},
+      {"Not", evaluated_only},
+      {"Or", evaluated_only},
+      {"PRelu", convert_prelu},
+      {"Pad", convert_pad},
+      {"Pow", convert_pow},
+      {"Range", evaluated_only},
+      {"Reciprocal", convert_reciprocal},
+      {"ReduceMax", reduce(Reduce::kMax)},
+      {"ReduceMean", reduce(Reduce::kMean)},
+      {"ReduceSum", reduce(Reduce::kSum)},
+      {"Relu", unary(OpKind::Relu)},
+      {"Reshape", convert_view},
+      {"Resize", convert_resize},
+      {"Shape", evaluated_only},
+      {"Sigmoid", unary(OpKind::Sigmoid)},
+      {"Size", evaluated_only},
+      {"Slice", convert_slice},
+      {"Softmax", softmax(false)},
+      {"Split", convert_split},
+      {"Sqrt", unary(OpKind::Sqrt)},
+      {"Squeeze", convert_view},
+      {"Sub", binary(Bin::kSub)},
+      {"Sum", variadic_sum(false)},
+      {"Tanh", unary(OpKind::Tanh)},
+      {"Transpose", convert_transpose},
+      {"Unsqueeze", convert_view},
+      {"Upsample", convert_resize},
+      {"Where", convert_where},
+      {"Xor", evaluated_only},
+  };
+  return table;
+}
+
+}  // namespace etc::onnx_import

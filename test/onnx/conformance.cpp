@@ -1,0 +1,353 @@
+// ONNX conformance runner: imports each of ONNX's node tests (libonnx-testdata), compiles
+// it with the export pipeline, runs it on the CPU runtime and compares every output with
+// the reference outputs stored next to the model.
+//
+//   onnx_conformance DATA_DIR [--target cpu|cuda:N] [--filter SUBSTR] [--verbose]
+//                    [--min-passed N] [--summary FILE.md]
+//
+// Tests whose later inputs are parameters etc needs at export time (a Reshape's shape, a
+// Resize's scales, Clip's bounds) are retried with those inputs baked in as initializers,
+// which is how real models carry them; such passes are counted separately.
+//
+// Each test ends as passed, unsupported (etc declined it with a clear "unsupported" error
+// at import or export) or failed (anything else: a wrong value, shape or dtype, an
+// invalid-input error on a valid model, a run-time error). Exit status 1 when any test
+// failed or fewer than --min-passed passed, so a test that etc claims to handle can never
+// silently regress.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "graph/onnx/onnx_reader.h"
+#include "onnx.pb.h"
+#include "partition/export_pipeline.h"
+#include "runtime/method.h"
+#include "runtime/runtime_env.h"
+#include "serialize/emitter.h"
+#include "serialize/pte_reader.h"
+#include "serialize/pte_writer.h"
+#include "support/file_io.h"
+
+namespace fs = std::filesystem;
+using namespace etc;
+
+namespace {
+
+enum class Outcome { kPassed, kUnsupported, kFailed };
+
+struct TestResult {
+  std::string name;
+  Outcome outcome = Outcome::kPassed;
+  bool constant_params = false;  // passed with inputs 1.. as initializers
+  std::string detail;
+};
+
+// The model with test inputs 1.. turned into initializers (input 0 stays a runtime input).
+Result<Graph> import_with_constant_params(const fs::path& model_path, const fs::path& set,
+                                          const OnnxImportOptions& options) {
+  ETC_ASSIGN_OR_RETURN(std::shared_ptr<const Blob> blob, map_file(model_path.string()));
+  onnx::ModelProto model;
+  if (!model.ParseFromArray(blob->bytes().data(), static_cast<int>(blob->bytes().size()))) {
+    return invalid_input("model does not parse");
+  }
+  std::vector<std::string> runtime_inputs;
+  for (const auto& in : model.graph().input()) {
+    bool is_init = false;
+    for (const auto& t : model.graph().initializer())
+      is_init = is_init || t.name() == in.name();
+    if (!is_init) runtime_inputs.push_back(in.name());
+  }
+  for (size_t i = 1; i < runtime_inputs.size(); ++i) {
+    fs::path p = set / ("input_" + std::to_string(i) + ".pb");
+    ETC_ASSIGN_OR_RETURN(std::shared_ptr<const Blob> tb, map_file(p.string()));
+    onnx::TensorProto* t = model.mutable_graph()->add_initializer();
+    if (!t->ParseFromArray(tb->bytes().data(), static_cast<int>(tb->bytes().size()))) {
+      return invalid_input("test input does not parse", Location{.file = p.string()});
+    }
+    t->set_name(runtime_inputs[i]);
+  }
+  std::string bytes = model.SerializeAsString();
+  return parse_onnx_model({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()},
+                          model_path.string(), model_path.parent_path().string(), options);
+}
+
+std::string first_line(const std::string& s) {
+  return s.substr(0, s.find('\n'));
+}
+
+std::vector<OnnxTensor> load_tensors(const fs::path& dir, const std::string& prefix,
+                                     Status* error) {
+  std::vector<OnnxTensor> out;
+  for (int i = 0;; ++i) {
+    fs::path p = dir / (prefix + "_" + std::to_string(i) + ".pb");
+    if (!fs::exists(p)) break;
+    Result<OnnxTensor> t = load_onnx_tensor_file(p.string());
+    if (!t.ok()) {
+      *error = t.status();
+      return {};
+    }
+    out.push_back(std::move(t).value());
+  }
+  return out;
+}
+
+// Compares one output; returns an empty string when it matches.
+std::string compare(const rt::TensorView& got, const OnnxTensor& want) {
+  if (got.dtype != want.dtype) {
+    return "dtype " + std::string(dtype_name(got.dtype)) + ", expected " +
+           std::string(dtype_name(want.dtype));
+  }
+  if (got.sizes != want.shape) {
+    return "shape " + shape_to_string(got.sizes) + ", expected " + shape_to_string(want.shape);
+  }
+  const int64_t n = got.numel();
+  const int64_t es = dtype_size(got.dtype);
+  const auto* g = static_cast<const uint8_t*>(got.data);
+  const auto* w = reinterpret_cast<const uint8_t*>(want.bytes.data());
+  if (!dtype_is_float(got.dtype)) {
+    for (int64_t i = 0; i < n; ++i) {
+      if (std::memcmp(g + i * es, w + i * es, static_cast<size_t>(es)) != 0) {
+        return "element " + std::to_string(i) + " differs";
+      }
+    }
+    return "";
+  }
+  // ONNX's backend tests use rtol 1e-3, atol 1e-7; float16 needs more room.
+  const double rtol = got.dtype == DType::kFloat32 || got.dtype == DType::kFloat64 ? 1e-3 : 1e-2;
+  const double atol = got.dtype == DType::kFloat64   ? 1e-7
+                      : got.dtype == DType::kFloat32 ? 1e-5
+                                                     : 1e-3;
+  for (int64_t i = 0; i < n; ++i) {
+    const double a = load_as_double(got.dtype, g + i * es),
+                 b = load_as_double(got.dtype, w + i * es);
+    if (std::isnan(a) && std::isnan(b)) continue;
+    if (std::isinf(b) && a == b) continue;
+    if (!(std::fabs(a - b) <= atol + rtol * std::fabs(b))) {
+      return "element " + std::to_string(i) + " is " + std::to_string(a) + ", expected " +
+             std::to_string(b);
+    }
+  }
+  return "";
+}
+
+Outcome classify(const Status& s) {
+  return s.code() == ErrorCode::kUnsupported ? Outcome::kUnsupported : Outcome::kFailed;
+}
+
+TestResult run_test(const fs::path& dir, const Device& target) {
+  TestResult r;
+  r.name = dir.filename().string();
+  auto fail = [&](Outcome o, const std::string& why) {
+    r.outcome = o;
+    r.detail = first_line(why);
+    return r;
+  };
+  std::vector<fs::path> sets;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0)
+      sets.push_back(e.path());
+  }
+  std::sort(sets.begin(), sets.end());
+  if (sets.empty()) return fail(Outcome::kFailed, "no test_data_set_* folder");
+
+  Status err;
+  std::vector<OnnxTensor> inputs = load_tensors(sets[0], "input", &err);
+  if (!err.ok()) return fail(Outcome::kUnsupported, err.to_string());
+  OnnxImportOptions options;
+  for (const OnnxTensor& t : inputs) {
+    if (!t.name.empty()) options.input_shapes[t.name] = t.shape;
+  }
+  Result<Graph> graph = load_onnx_file((dir / "model.onnx").string(), options);
+  if (!graph.ok() && graph.status().code() == ErrorCode::kUnsupported && sets.size() == 1 &&
+      inputs.size() > 1 &&
+      graph.status().message().find("must be known at export time") != std::string::npos) {
+    OnnxImportOptions first;
+    if (!inputs[0].name.empty()) first.input_shapes[inputs[0].name] = inputs[0].shape;
+    Result<Graph> retry = import_with_constant_params(dir / "model.onnx", sets[0], first);
+    if (retry.ok() || retry.status().code() != ErrorCode::kUnsupported) {
+      graph = std::move(retry);
+      r.constant_params = true;
+      inputs.resize(1);
+    }
+  }
+  if (!graph.ok()) return fail(classify(graph.status()), graph.status().to_string());
+
+  ExportOptions export_options;
+  export_options.target = target;
+  PassRegistry registry = make_pass_registry();
+  ExportReport report;
+  PassContext ctx{export_options, report};
+  Result<Pipeline> pipeline = parse_pipeline(kDefaultExportPipeline, registry);
+  if (!pipeline.ok()) return fail(Outcome::kFailed, pipeline.status().to_string());
+  Result<PipelineResult> compiled = run_pipeline(*graph, *pipeline, registry, ctx, {});
+  if (!compiled.ok()) return fail(classify(compiled.status()), compiled.status().to_string());
+  Result<pte::File> emitted = emit_program(*graph);
+  if (!emitted.ok()) return fail(classify(emitted.status()), emitted.status().to_string());
+  Result<std::string> bytes = write_pte(*emitted);
+  if (!bytes.ok()) return fail(Outcome::kFailed, bytes.status().to_string());
+  Result<pte::File> file = read_pte(make_blob(std::move(*bytes)), r.name + ".pte");
+  if (!file.ok()) return fail(Outcome::kFailed, file.status().to_string());
+  Result<std::unique_ptr<rt::OwnedRuntime>> runtime = rt::make_cpu_runtime();
+  if (!runtime.ok()) return fail(Outcome::kFailed, runtime.status().to_string());
+  Result<std::unique_ptr<rt::Method>> method = rt::Method::load(*file, 0, (*runtime)->env());
+  if (!method.ok()) return fail(Outcome::kFailed, "load: " + method.status().to_string());
+  rt::Method& m = **method;
+
+  for (const fs::path& set : sets) {
+    const size_t runtime_inputs = r.constant_params ? 1 : inputs.size();
+    inputs = load_tensors(set, "input", &err);
+    inputs.resize(std::min(inputs.size(), runtime_inputs));
+    std::vector<OnnxTensor> outputs = load_tensors(set, "output", &err);
+    if (!err.ok()) return fail(Outcome::kUnsupported, err.to_string());
+    if (inputs.size() != m.num_inputs() || outputs.size() != m.num_outputs()) {
+      return fail(Outcome::kFailed, "the program has " + std::to_string(m.num_inputs()) +
+                                        " inputs and " + std::to_string(m.num_outputs()) +
+                                        " outputs; the test data " + std::to_string(inputs.size()) +
+                                        " and " + std::to_string(outputs.size()));
+    }
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const rt::TensorView& want = m.input(i);
+      if (want.dtype != inputs[i].dtype || want.sizes != inputs[i].shape) {
+        return fail(Outcome::kFailed, "input " + std::to_string(i) + " of " +
+                                          set.filename().string() + " does not fit the program");
+      }
+      Status s = m.set_input(i, inputs[i].bytes.data(), inputs[i].bytes.size());
+      if (!s.ok()) return fail(Outcome::kFailed, s.to_string());
+    }
+    Status s = m.execute();
+    if (!s.ok()) return fail(Outcome::kFailed, "run: " + s.to_string());
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      std::string diff = compare(m.output(i), outputs[i]);
+      if (!diff.empty()) {
+        return fail(Outcome::kFailed,
+                    set.filename().string() + " output " + std::to_string(i) + ": " + diff);
+      }
+    }
+  }
+  return r;
+}
+
+// Op types of a test, read from its name when the import failed early.
+std::string op_of(const std::string& test_name) {
+  std::string s = test_name.rfind("test_", 0) == 0 ? test_name.substr(5) : test_name;
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr,
+                 "usage: onnx_conformance DATA_DIR [--target cpu|cuda:N] [--filter SUBSTR] "
+                 "[--verbose] [--min-passed N] [--summary FILE.md]\n");
+    return 2;
+  }
+  fs::path root = argv[1];
+  std::string filter, summary_path;
+  bool verbose = false;
+  long min_passed = 0;
+  Device target{DeviceType::kCPU, 0};
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "onnx_conformance: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--filter")
+      filter = next();
+    else if (a == "--verbose")
+      verbose = true;
+    else if (a == "--min-passed")
+      min_passed = std::stol(next());
+    else if (a == "--summary")
+      summary_path = next();
+    else if (a == "--target") {
+      Result<Device> d = parse_device(next());
+      if (!d.ok()) {
+        std::fprintf(stderr, "onnx_conformance: %s\n", d.status().to_string().c_str());
+        return 2;
+      }
+      target = *d;
+    } else {
+      std::fprintf(stderr, "onnx_conformance: unknown argument '%s'\n", a.c_str());
+      return 2;
+    }
+  }
+  if (!fs::is_directory(root)) {
+    std::fprintf(stderr, "onnx_conformance: '%s' is not a folder (install libonnx-testdata)\n",
+                 root.c_str());
+    return 2;
+  }
+  std::vector<fs::path> dirs;
+  for (const auto& e : fs::directory_iterator(root)) {
+    if (fs::exists(e.path() / "model.onnx") &&
+        e.path().filename().string().find(filter) != std::string::npos) {
+      dirs.push_back(e.path());
+    }
+  }
+  std::sort(dirs.begin(), dirs.end());
+  struct Counts {
+    int passed = 0, unsupported = 0, failed = 0;
+  };
+  std::map<std::string, Counts> per_op;
+  Counts total;
+  int constant_params = 0;
+  std::vector<TestResult> failures;
+  for (const fs::path& d : dirs) {
+    TestResult r = run_test(d, target);
+    Counts& c = per_op[op_of(r.name)];
+    switch (r.outcome) {
+      case Outcome::kPassed:
+        ++c.passed, ++total.passed;
+        constant_params += r.constant_params;
+        break;
+      case Outcome::kUnsupported:
+        ++c.unsupported, ++total.unsupported;
+        break;
+      case Outcome::kFailed:
+        ++c.failed, ++total.failed;
+        failures.push_back(r);
+        break;
+    }
+    if (verbose || r.outcome == Outcome::kFailed) {
+      const char* tag = r.outcome == Outcome::kPassed        ? "PASS"
+                        : r.outcome == Outcome::kUnsupported ? "UNSUPPORTED"
+                                                             : "FAIL";
+      std::printf("%-11s %s%s%s%s\n", tag, r.name.c_str(),
+                  r.constant_params ? " (constant parameters)" : "", r.detail.empty() ? "" : ": ",
+                  r.detail.c_str());
+    }
+  }
+  std::printf(
+      "\nONNX node tests in %s: %zu tests, %d passed (%d with constant parameters), %d "
+      "unsupported, "
+      "%d failed\n",
+      root.c_str(), dirs.size(), total.passed, constant_params, total.unsupported, total.failed);
+  if (!summary_path.empty()) {
+    std::string md = "| tests | passed | unsupported | failed |\n|---|---|---|---|\n| " +
+                     std::to_string(dirs.size()) + " | " + std::to_string(total.passed) + " | " +
+                     std::to_string(total.unsupported) + " | " + std::to_string(total.failed) +
+                     " |\n";
+    Status s =
+        write_file_atomic(summary_path, {reinterpret_cast<const uint8_t*>(md.data()), md.size()});
+    if (!s.ok()) std::fprintf(stderr, "onnx_conformance: %s\n", s.to_string().c_str());
+  }
+  if (total.failed > 0) {
+    std::printf("FAILED: %d test(s) etc claims to support give wrong results or errors\n",
+                total.failed);
+    return 1;
+  }
+  if (total.passed < min_passed) {
+    std::printf("FAILED: %d tests passed, fewer than --min-passed %ld\n", total.passed, min_passed);
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,294 @@
+// The ONNX importer on small hand-built models: what each ONNX construct becomes in the
+// IR, and the errors for models etc cannot or will not import.
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "graph/onnx/onnx_reader.h"
+#include "onnx.pb.h"
+
+namespace etc {
+namespace {
+
+struct ModelBuilder {
+  onnx::ModelProto model;
+  onnx::GraphProto* g;
+
+  explicit ModelBuilder(int64_t opset = 13) {
+    model.set_ir_version(8);
+    auto* op = model.add_opset_import();
+    op->set_domain("");
+    op->set_version(opset);
+    g = model.mutable_graph();
+    g->set_name("test");
+  }
+  // dims: >= 0 static, -1 symbolic (named "N").
+  void input(const std::string& name, std::vector<int64_t> dims,
+             int elem = onnx::TensorProto::FLOAT) {
+    value_info(g->add_input(), name, dims, elem);
+  }
+  void output(const std::string& name, std::vector<int64_t> dims = {},
+              int elem = onnx::TensorProto::FLOAT) {
+    auto* v = g->add_output();
+    v->set_name(name);
+    if (!dims.empty()) value_info(v, name, dims, elem);
+  }
+  static void value_info(onnx::ValueInfoProto* v, const std::string& name,
+                         const std::vector<int64_t>& dims, int elem) {
+    v->set_name(name);
+    auto* tt = v->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(elem);
+    auto* shape = tt->mutable_shape();
+    for (int64_t d : dims) {
+      if (d >= 0)
+        shape->add_dim()->set_dim_value(d);
+      else
+        shape->add_dim()->set_dim_param("N");
+    }
+  }
+  void init_floats(const std::string& name, std::vector<int64_t> dims, std::vector<float> v) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : dims)
+      t->add_dims(d);
+    for (float f : v)
+      t->add_float_data(f);
+  }
+  void init_ints(const std::string& name, std::vector<int64_t> dims, std::vector<int64_t> v) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    for (int64_t d : dims)
+      t->add_dims(d);
+    for (int64_t i : v)
+      t->add_int64_data(i);
+  }
+  onnx::NodeProto* node(const std::string& op, std::vector<std::string> in,
+                        std::vector<std::string> out, const std::string& name = "",
+                        const std::string& domain = "") {
+    auto* n = g->add_node();
+    n->set_op_type(op);
+    n->set_name(name);
+    n->set_domain(domain);
+    for (auto& s : in)
+      n->add_input(s);
+    for (auto& s : out)
+      n->add_output(s);
+    return n;
+  }
+  static void ints(onnx::NodeProto* n, const std::string& name, std::vector<int64_t> v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INTS);
+    for (int64_t i : v)
+      a->add_ints(i);
+  }
+  static void i(onnx::NodeProto* n, const std::string& name, int64_t v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(v);
+  }
+  Result<Graph> import(const OnnxImportOptions& options = {}) const {
+    std::string bytes = model.SerializeAsString();
+    return parse_onnx_model({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()},
+                            "m.onnx", ".", options);
+  }
+};
+
+std::vector<std::string> op_names(const Graph& g) {
+  std::vector<std::string> ops;
+  for (NodeId id : g.order())
+    ops.push_back(op_info(g.node(id).op).name);
+  return ops;
+}
+
+TEST_CASE("onnx: a conv net imports with static shapes from --input-shape") {
+  ModelBuilder m;
+  m.input("x", {-1, 2, 5, 5});
+  m.init_floats("w", {3, 2, 3, 3}, std::vector<float>(54, 0.5f));
+  m.init_floats("b", {3}, {1, 2, 3});
+  auto* conv = m.node("Conv", {"x", "w", "b"}, {"c"}, "conv1");
+  ModelBuilder::ints(conv, "pads", {1, 1, 1, 1});
+  m.node("Relu", {"c"}, {"y"}, "relu1");
+  m.output("y", {-1, 3, 5, 5});
+
+  Result<Graph> missing = m.import();
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.status().code() == ErrorCode::kInvalidInput);
+  CHECK(missing.status().to_string() ==
+        "m.onnx: /graph/input/0: input 'x' has shape [N, 2, 5, 5] with symbolic or unknown dims; "
+        "give "
+        "static sizes with --input-shape x=?x2x5x5 (each ? a size)");
+
+  Result<Graph> g = m.import({.input_shapes = {{"x", {4, 2, 5, 5}}}});
+  INFO(g.status().to_string());
+  REQUIRE(g.ok());
+  CHECK(op_names(*g) == std::vector<std::string>{"aten.convolution.default", "aten.relu.default"});
+  const Value& y = g->value(g->outputs()[0]);
+  CHECK(y.name == "y");
+  CHECK(y.spec.sizes == std::vector<int64_t>{4, 3, 5, 5});
+  CHECK(g->node(g->order()[0]).name == "conv1");
+  CHECK(g->node(g->order()[0]).origin == "/graph/node/0");
+
+  Result<Graph> wrong = m.import({.input_shapes = {{"x", {4, 3, 5, 5}}}});
+  REQUIRE_FALSE(wrong.ok());
+  CHECK(wrong.status().message() ==
+        "--input-shape x=[4, 3, 5, 5] does not match the model's shape [N, 2, 5, 5] for input 'x'");
+  Result<Graph> unknown = m.import({.input_shapes = {{"x", {4, 2, 5, 5}}, {"z", {1}}}});
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(unknown.status().message() ==
+        "--input-shape names 'z', which is not an input of the model (inputs: x)");
+}
+
+TEST_CASE("onnx: every unsupported op is listed at once with counts and node names") {
+  ModelBuilder m;
+  m.input("x", {2, 3});
+  m.node("Erf", {"x"}, {"a"}, "erf_a");
+  m.node("Erf", {"a"}, {"b"}, "");
+  m.node("Custom", {"b"}, {"c"}, "mine", "com.example");
+  m.node("Relu", {"c"}, {"y"});
+  m.output("y");
+  Result<Graph> g = m.import();
+  REQUIRE_FALSE(g.ok());
+  CHECK(g.status().code() == ErrorCode::kUnsupported);
+  CHECK(
+      g.status().to_string() ==
+      "m.onnx: /graph/node: 3 nodes of 2 op types that etc cannot import (see `etc ops --onnx`):\n"
+      "  Erf x2: erf_a, Erf#1\n"
+      "  com.example::Custom x1: mine");
+}
+
+TEST_CASE("onnx: shape computations fold into a static reshape") {
+  ModelBuilder m(11);
+  m.input("x", {2, 3, 4});
+  m.init_ints("zero", {}, {0});
+  m.init_ints("minus1", {1}, {-1});
+  m.node("Shape", {"x"}, {"s"});
+  auto* gather = m.node("Gather", {"s", "zero"}, {"n"});
+  ModelBuilder::i(gather, "axis", 0);
+  auto* unsq = m.node("Unsqueeze", {"n"}, {"n1"});
+  ModelBuilder::ints(unsq, "axes", {0});
+  auto* cat = m.node("Concat", {"n1", "minus1"}, {"shape"});
+  ModelBuilder::i(cat, "axis", 0);
+  m.node("Reshape", {"x", "shape"}, {"y"});
+  m.output("y", {2, 12});
+  Result<Graph> g = m.import();
+  INFO(g.status().to_string());
+  REQUIRE(g.ok());
+  REQUIRE(op_names(*g) == std::vector<std::string>{"aten.reshape.default"});
+  const Node& n = g->node(g->order()[0]);
+  CHECK(std::get<std::vector<int64_t>>(n.args[1]) == std::vector<int64_t>{2, 12});
+}
+
+TEST_CASE("onnx: a shape known only at run time is unsupported, located at the node") {
+  ModelBuilder m;
+  m.input("x", {2, 3});
+  m.input("shape", {2}, onnx::TensorProto::INT64);
+  m.node("Reshape", {"x", "shape"}, {"y"}, "r");
+  m.output("y");
+  Result<Graph> g = m.import();
+  REQUIRE_FALSE(g.ok());
+  CHECK(g.status().code() == ErrorCode::kUnsupported);
+  CHECK(g.status().to_string() ==
+        "m.onnx: /graph/node/0 (node \"r\"): Reshape: the target shape (input 1, 'shape') must be "
+        "known at "
+        "export time: an initializer, a Constant, or computed from static shapes");
+}
+
+TEST_CASE("onnx: conversions of Gemm, asymmetric pads, HardSigmoid and opset-11 Softmax") {
+  ModelBuilder m(11);
+  m.input("x", {1, 2, 4, 4});
+  m.init_floats("w", {2, 2, 2, 2}, std::vector<float>(16, 0.25f));
+  auto* conv = m.node("Conv", {"x", "w"}, {"c"});
+  ModelBuilder::ints(conv, "pads", {0, 0, 1, 1});  // pad bottom/right only
+  auto* hs = m.node("HardSigmoid", {"c"}, {"h"});
+  auto* alpha = hs->add_attribute();
+  alpha->set_name("alpha");
+  alpha->set_type(onnx::AttributeProto::FLOAT);
+  alpha->set_f(0.2f);
+  auto* flat = m.node("Flatten", {"h"}, {"f"});
+  ModelBuilder::i(flat, "axis", 1);
+  m.init_floats("fc", {5, 32}, std::vector<float>(160, 0.1f));
+  m.init_floats("fcb", {5}, std::vector<float>(5, 0.0f));
+  auto* gemm = m.node("Gemm", {"f", "fc", "fcb"}, {"g"});
+  ModelBuilder::i(gemm, "transB", 1);
+  m.node("Softmax", {"g"}, {"y"});
+  m.output("y", {1, 5});
+  Result<Graph> g = m.import();
+  INFO(g.status().to_string());
+  REQUIRE(g.ok());
+  CHECK(op_names(*g) == std::vector<std::string>{"aten.constant_pad_nd.default",
+                                                 "aten.convolution.default", "aten.mul.Scalar",
+                                                 "aten.add.Scalar", "aten.clamp.default",
+                                                 "aten.reshape.default", "aten.linear.default",
+                                                 "aten._softmax.default"});
+}
+
+TEST_CASE("onnx: malformed and unsupported models are clear errors") {
+  const std::string junk = "this is not protobuf \xff\xff\xff\xff";
+  Result<Graph> g = parse_onnx_model({reinterpret_cast<const uint8_t*>(junk.data()), junk.size()},
+                                     "j.onnx", ".", {});
+  REQUIRE_FALSE(g.ok());
+  CHECK(g.status().to_string() ==
+        "j.onnx: not a valid ONNX model: the protobuf message does not parse (25 bytes; truncated "
+        "or not "
+        "ONNX?)");
+
+  ModelBuilder newer(21);
+  newer.input("x", {1});
+  newer.node("Relu", {"x"}, {"y"});
+  newer.output("y");
+  g = newer.import();
+  REQUIRE_FALSE(g.ok());
+  CHECK(g.status().message() == "the model uses ONNX opset 21; etc supports opsets 7 to 17");
+
+  ModelBuilder order;
+  order.input("x", {1});
+  order.node("Relu", {"a"}, {"y"}, "late");
+  order.node("Relu", {"x"}, {"a"}, "early");
+  order.output("y");
+  g = order.import();
+  REQUIRE_FALSE(g.ok());
+  CHECK(g.status().to_string() ==
+        "m.onnx: /graph/node/0 (node \"late\"): Relu: input 'a' is not defined before this node "
+        "(ONNX "
+        "graphs must list nodes in topological order)");
+
+  ModelBuilder raw;
+  raw.input("x", {2});
+  auto* t = raw.g->add_initializer();
+  t->set_name("k");
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  t->add_dims(2);
+  t->set_raw_data(std::string(7, '\0'));
+  raw.node("Add", {"x", "k"}, {"y"});
+  raw.output("y");
+  g = raw.import();
+  REQUIRE_FALSE(g.ok());
+  CHECK(g.status().to_string() ==
+        "m.onnx: /graph/initializer/0: tensor 'k': raw_data has 7 bytes, float32[2] needs 8");
+}
+
+TEST_CASE("onnx: --input-shape parsing") {
+  auto ok = parse_input_shape("x=1x3x48x192");
+  REQUIRE(ok.ok());
+  CHECK(ok->first == "x");
+  CHECK(ok->second == std::vector<int64_t>{1, 3, 48, 192});
+  auto colon = parse_input_shape("onnx::Flatten_0=1x24x96");
+  REQUIRE(colon.ok());
+  CHECK(colon->first == "onnx::Flatten_0");
+  auto scalar = parse_input_shape("t=scalar");
+  REQUIRE(scalar.ok());
+  CHECK(scalar->second.empty());
+  for (const char* bad : {"x", "=1x2", "x=", "x=1xx2", "x=1x-2", "x=1x2x"}) {
+    INFO(bad);
+    auto r = parse_input_shape(bad);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == ErrorCode::kUsage);
+  }
+}
+
+}  // namespace
+}  // namespace etc
