@@ -287,6 +287,8 @@ int run(int argc, char** argv) {
   runc->add_option("--warmup", ra.warmup, "Untimed runs before timing")->capture_default_str();
   runc->add_option("--iterations", ra.iterations, "Timed runs")->capture_default_str();
   runc->add_flag("--json", ra.json, "Print a machine-readable result");
+  runc->add_flag("--profile", ra.profile,
+                 "Time every instruction in one extra run; table on stderr");
 
   std::string diff_a, diff_b;
   bool diff_json = false;

@@ -325,6 +325,25 @@ Status run_program(const RunArgs& args) {
   ETC_ASSIGN_OR_RETURN(std::vector<HostTensor> inputs, prepare_inputs(args, *method, in_names));
   ETC_ASSIGN_OR_RETURN(std::vector<HostTensor> outputs,
                        run_method(*method, env, inputs, args.warmup, args.iterations, &timings));
+  if (args.profile) {
+    rt::Method::Profile profile;
+    method->set_profile(&profile);
+    Timings ignored;
+    ETC_RETURN_IF_ERROR(run_method(*method, env, inputs, 0, 1, &ignored).take_status());
+    method->set_profile(nullptr);
+    std::vector<std::pair<std::string, rt::Method::OpTime>> rows(profile.begin(), profile.end());
+    std::sort(rows.begin(), rows.end(),
+              [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
+    double total = 0;
+    for (const auto& r : rows)
+      total += r.second.ms;
+    std::fprintf(stderr, "profile (one run, %.3f ms in instructions):\n", total);
+    for (const auto& [name, t] : rows) {
+      std::fprintf(stderr, "  %9.3f ms %5.1f%% %5llu x  %s\n", t.ms,
+                   total > 0 ? 100 * t.ms / total : 0.0, static_cast<unsigned long long>(t.calls),
+                   name.c_str());
+    }
+  }
 
   if (!args.output_dir.empty()) {
     std::error_code ec;

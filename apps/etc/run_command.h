@@ -22,6 +22,7 @@ struct RunArgs {
   int warmup = 0;
   int iterations = 1;
   bool json = false;
+  bool profile = false;  // one extra run timing every instruction; a table on stderr
 };
 
 // Returns the process exit code's Status: OK, or an error (kVerifyMismatch for --verify).

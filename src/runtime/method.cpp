@@ -1,5 +1,7 @@
 #include "runtime/method.h"
 
+#include <chrono>
+
 #include <cstring>
 #include <map>
 
@@ -302,7 +304,16 @@ Status Method::execute() {
     switch (s.kind) {
       case pte::InstrKind::kKernel: {
         KernelContext ctx{s.name, env_.allocators};
+        const auto start =
+            profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
         Status st = s.kernel(ctx, s.args);
+        if (profile_) {
+          OpTime& t = (*profile_)[s.name];
+          ++t.calls;
+          t.ms +=
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                  .count();
+        }
         if (!st.ok())
           return std::move(st).add_context("in instruction " + std::to_string(pc) + " (" + s.name +
                                            ")");
@@ -310,7 +321,16 @@ Status Method::execute() {
         break;
       }
       case pte::InstrKind::kDelegate: {
+        const auto start =
+            profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
         Status st = delegates_[s.delegate]->execute(s.args);
+        if (profile_) {
+          OpTime& t = (*profile_)["delegate " + s.name];
+          ++t.calls;
+          t.ms +=
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                  .count();
+        }
         if (!st.ok())
           return std::move(st).add_context("in instruction " + std::to_string(pc) + " (" + s.name +
                                            ")");

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -59,6 +60,16 @@ class Method {
   // Runs every instruction once.
   Status execute();
 
+  // Time spent per kernel (by operator name) and per delegate, summed over executions.
+  struct OpTime {
+    uint64_t calls = 0;
+    double ms = 0;
+  };
+  using Profile = std::map<std::string, OpTime>;
+  // Collect per-instruction times into `profile` (nullptr: stop). Adds a clock read per
+  // instruction, so leave it off when timing the whole method.
+  void set_profile(Profile* profile) { profile_ = profile; }
+
   const std::vector<Value>& values() const { return values_; }
 
  private:
@@ -75,6 +86,7 @@ class Method {
   };
 
   RuntimeEnv env_;
+  Profile* profile_ = nullptr;
   std::vector<Value> values_;
   std::vector<DeviceBuffer> buffers_;
   std::vector<Step> steps_;

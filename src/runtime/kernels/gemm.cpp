@@ -219,8 +219,18 @@ void pack_b(MatrixRef<T> b, int64_t p0, int64_t j0, int64_t kc, int64_t nc, int6
     const int64_t cols = std::min(nr, nc - jr);
     const T* src = b.data + p0 * b.row_stride + (j0 + jr) * b.col_stride;
     if (b.col_stride == 1 && cols == nr) {  // row-major B: NR contiguous values per k
-      for (int64_t p = 0; p < kc; ++p)
-        std::memcpy(dst + p * nr, src + p * b.row_stride, nr * sizeof(T));
+      // A compile-time size lets the copy become a few vector moves (it is the hot loop
+      // of pointwise convolutions, whose B is the whole activation).
+      if (nr == 16) {
+        for (int64_t p = 0; p < kc; ++p)
+          std::memcpy(dst + p * 16, src + p * b.row_stride, 16 * sizeof(T));
+      } else if (nr == 8) {
+        for (int64_t p = 0; p < kc; ++p)
+          std::memcpy(dst + p * 8, src + p * b.row_stride, 8 * sizeof(T));
+      } else {
+        for (int64_t p = 0; p < kc; ++p)
+          std::memcpy(dst + p * nr, src + p * b.row_stride, nr * sizeof(T));
+      }
     } else {
       for (int64_t j = 0; j < cols; ++j) {
         const T* col = src + j * b.col_stride;
