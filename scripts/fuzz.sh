@@ -11,11 +11,17 @@ runs=${1:-20000}
 build=build-fuzz
 CC=clang-14 CXX=clang++-14 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DETC_CUDA=OFF \
   -DETC_BUILD_TESTS=OFF -DETC_FUZZ=ON -DETC_SANITIZE=address,undefined,fuzzer-no-link >/dev/null
-cmake --build "$build" --target etc fuzz_pte fuzz_graph_json fuzz_safetensors fuzz_npy -j "$(nproc)"
+cmake --build "$build" --target etc fuzz_pte fuzz_graph_json fuzz_safetensors fuzz_npy fuzz_onnx -j "$(nproc)"
 
 corpus="$build/corpus"
 rm -rf "$corpus"
-mkdir -p "$corpus"/{pte,graph_json,safetensors,npy}
+mkdir -p "$corpus"/{pte,graph_json,safetensors,npy,onnx}
+# ONNX: a spread of ONNX's node tests (libonnx-testdata) with static shapes.
+for t in conv_with_strides_padding gemm_all_attributes reshape_reordered_all_dims slice resize_upsample_scales_nearest \
+         batchnorm_example maxpool_2d_pads softmax_axis_1 matmul_3d concat_2d_axis_0 gather_0 split_equal_parts_1d; do
+  f=/usr/share/libonnx-testdata/data/node/test_$t/model.onnx
+  [[ -f "$f" ]] && cp "$f" "$corpus/onnx/$t.onnx"
+done
 cp examples/*.json test/graph/bad/*.json test/golden/models/*.json "$corpus/graph_json/"
 cp examples/*.safetensors test/graph/bad/*.safetensors "$corpus/safetensors/"
 cp ../shared/fixtures/executorch/*.pte "$corpus/pte/" 2>/dev/null || true
@@ -31,7 +37,7 @@ for i, (dt, shape) in enumerate([(np.float32, (2, 3)), (np.int64, (4,)), (np.flo
 PY
 
 status=0
-for t in pte graph_json safetensors npy; do
+for t in pte graph_json safetensors npy onnx; do
   echo "fuzz_$t: $runs runs"
   if ! (cd "$build" && ASAN_OPTIONS=detect_leaks=1 "./fuzz/fuzz_$t" -runs="$runs" -max_len=65536 -timeout=10 \
         -rss_limit_mb=2048 "corpus/$t" >"fuzz_$t.log" 2>&1); then

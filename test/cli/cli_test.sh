@@ -114,6 +114,22 @@ expect "diff of a program with itself is equivalent" 0 '^equivalent$' "$etc" dif
 expect "diff names a device change" 1 'values\[1\]\.device: "cuda:0" -> "cuda:1"' "$etc" diff "$tmp/mlp.pte" "$tmp/c1.pte"
 expect "diff of a non-.pte is exit 1 with the reason" 1 'not a .pte file' "$etc" diff "$tmp/mlp.pte" "$ex/mlp.json"
 
+# ONNX models (a node test of Debian's libonnx-testdata; scripts/install-deps.sh installs it)
+onnx=/usr/share/libonnx-testdata/data/node/test_conv_with_strides_padding/model.onnx
+expect "validate reads an ONNX model" 0 'model.onnx: valid ONNX model' "$etc" validate "$onnx"
+expect "validate of an ONNX model lists its IR ops" 0 'aten.convolution.default x1' "$etc" validate "$onnx"
+expect "export of an ONNX model writes a .pte" 0 "^wrote $tmp/conv.pte" "$etc" export "$onnx" -o "$tmp/conv.pte"
+expect "an exported ONNX model runs" 0 'output 0 \(y\): float32\[1, 1, 4, 3\]' "$etc" run "$tmp/conv.pte" --device cpu --verify
+expect "--input-shape on an etc.graph model is a usage error" 2 'applies to ONNX models only' "$etc" validate "$ex/mlp.json" --input-shape x=1x2
+expect "a malformed --input-shape is a usage error" 2 "must look like NAME=1x3x224x224" "$etc" export "$onnx" -o "$tmp/x.pte" --input-shape x1x2
+expect "--input-shape naming no input is exit 1 with the inputs" 1 "names 'z', which is not an input of the model \(inputs: x, W\)" "$etc" validate "$onnx" --input-shape z=1x1x7x5
+head -c 100 "$onnx" >"$tmp/trunc.onnx"
+expect "a truncated ONNX model is exit 1" 1 'not a valid ONNX model' "$etc" validate "$tmp/trunc.onnx"
+expect "export of a truncated ONNX model is exit 1" 1 'not a valid ONNX model' "$etc" export "$tmp/trunc.onnx" -o "$tmp/onnx_fail.pte"
+if [[ -e "$tmp/onnx_fail.pte" ]]; then echo "FAIL: a failed ONNX export wrote a file"; failures=$((failures + 1)); else echo "ok: a failed ONNX export writes no file"; fi
+expect "ops --onnx lists the ONNX op types" 0 '^ConvTranspose$' "$etc" ops --onnx
+expect "run --profile prints the ops by time" 0 'profile \(one run, .* ms in instructions\)' "$etc" run "$tmp/conv.pte" --device cpu --profile
+
 # An error never writes to stdout (stdout is for results, so scripts can rely on it).
 out=$("$etc" validate "$tmp/none.json" 2>/dev/null)
 if [[ -n "$out" ]]; then echo "FAIL: an error wrote to stdout: $out"; failures=$((failures + 1)); else echo "ok: errors go to stderr only"; fi
