@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "graph/dtype.h"
 #include "serialize/etc_delegate_generated.h"
@@ -29,7 +30,16 @@ uint64_t get_u64(std::span<const uint8_t> b, size_t at) {
 
 template <typename T>
 std::vector<T> vec(const flatbuffers::Vector<T>* v) {
-  return v == nullptr ? std::vector<T>() : std::vector<T>(v->begin(), v->end());
+  if (v == nullptr) return std::vector<T>();
+  if constexpr (std::is_arithmetic_v<T>) {
+    // The verifier checks a vector's length field for 4-byte alignment only, so the
+    // elements of an 8-byte vector in a damaged file can be misaligned: copy bytes.
+    std::vector<T> out(v->size());
+    if (!out.empty()) std::memcpy(out.data(), v->Data(), out.size() * sizeof(T));
+    return out;
+  } else {
+    return std::vector<T>(v->begin(), v->end());
+  }
 }
 std::string str(const flatbuffers::String* s) {
   return s == nullptr ? std::string() : s->str();

@@ -34,10 +34,12 @@ struct ConvGeometry {
   std::array<int64_t, 2> stride, pad, dil;
 };
 
-// col[(c*KH + i)*KW + j, oh*OW + ow] = x[c, oh*sh - ph + i*dh, ow*sw - pw + j*dw] (0 outside).
+// Output rows [oh0, oh1) of the column matrix:
+// col[(c*KH + i)*KW + j, (oh - oh0)*OW + ow] = x[c, oh*sh - ph + i*dh, ow*sw - pw + j*dw]
+// (0 outside the input).
 template <typename G>
-void im2col(const G* x, int64_t channels, const ConvGeometry& g, G* col) {
-  const int64_t plane = g.oh * g.ow;
+void im2col(const G* x, int64_t channels, const ConvGeometry& g, int64_t oh0, int64_t oh1, G* col) {
+  const int64_t plane = (oh1 - oh0) * g.ow;
   for (int64_t c = 0; c < channels; ++c) {
     for (int64_t i = 0; i < g.kh; ++i) {
       for (int64_t j = 0; j < g.kw; ++j) {
@@ -45,8 +47,8 @@ void im2col(const G* x, int64_t channels, const ConvGeometry& g, G* col) {
         const int64_t off_w = j * g.dil[1] - g.pad[1];
         int64_t lo, hi;
         valid_range(off_w, g.stride[1], g.w, g.ow, &lo, &hi);
-        for (int64_t oh = 0; oh < g.oh; ++oh) {
-          G* d = dst + oh * g.ow;
+        for (int64_t oh = oh0; oh < oh1; ++oh) {
+          G* d = dst + (oh - oh0) * g.ow;
           const int64_t ih = oh * g.stride[0] - g.pad[0] + i * g.dil[0];
           if (ih < 0 || ih >= g.h) {
             std::fill_n(d, g.ow, G(0));
@@ -105,6 +107,7 @@ void depthwise(const G* __restrict x, const G* __restrict weight, const ConvGeom
   };
   std::vector<Tap> taps;
   taps.reserve(static_cast<size_t>(g.kh * g.kw));
+  std::vector<G> acc(static_cast<size_t>(g.ow));
   for (int64_t co = 0; co < cout_g; ++co) {
     G* yc = y + co * g.oh * g.ow;
     const G* wc = weight + co * g.kh * g.kw;
@@ -117,7 +120,10 @@ void depthwise(const G* __restrict x, const G* __restrict weight, const ConvGeom
       }
     }
     for (int64_t oh = 0; oh < g.oh; ++oh) {
-      G* __restrict d = yc + oh * g.ow;
+      // Accumulate in a private row: read-modify-writes straight into the output can stall
+      // on false store-to-load dependencies (4 KiB aliasing) with the input rows.
+      G* __restrict d = acc.data();
+      std::copy_n(yc + oh * g.ow, g.ow, d);
       for (const Tap& t : taps) {
         const int64_t ih = oh * g.stride[0] - g.pad[0] + t.i * g.dil[0];
         if (ih < 0 || ih >= g.h) continue;
@@ -134,6 +140,7 @@ void depthwise(const G* __restrict x, const G* __restrict weight, const ConvGeom
             d[ow] += wv * row[ow * g.stride[1]];
         }
       }
+      std::copy_n(d, g.ow, yc + oh * g.ow);
     }
   }
 }
@@ -165,7 +172,14 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
     const bool pointwise = g.kh == 1 && g.kw == 1 && g.stride[0] == 1 && g.stride[1] == 1 &&
                            g.pad[0] == 0 && g.pad[1] == 0;
     const bool is_depthwise = cin_g == 1 && !pointwise;
-    Buffer<G> col(pointwise || is_depthwise ? 0 : cin_g * kk * out_plane);
+    // The column matrix is built a band of output rows at a time, so that it stays in L2
+    // (~512 KiB) between im2col and the GEMM instead of streaming through memory.
+    const int64_t kdim = cin_g * kk;
+    const int64_t band = std::clamp<int64_t>(
+        std::max<int64_t>((int64_t{1} << 17) / std::max<int64_t>(kdim * g.ow, 1),
+                          (256 + g.ow - 1) / g.ow),
+        1, std::max<int64_t>(g.oh, 1));
+    Buffer<G> col(pointwise || is_depthwise ? 0 : kdim * band * g.ow);
     for (int64_t n = 0; n < g.batch; ++n) {
       for (int64_t gi = 0; gi < g.groups; ++gi) {
         const G* xg = x + (n * g.c_in + gi * cin_g) * in_plane;
@@ -175,13 +189,18 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
           depthwise(xg, wg, g, cout_g, yg);
           continue;
         }
-        const G* b = xg;
-        if (!pointwise) {
-          im2col(xg, cin_g, g, col.data());
-          b = col.data();
+        if (pointwise) {
+          gemm(cout_g, out_plane, kdim, G(1), MatrixRef<G>{wg, kdim, 1},
+               MatrixRef<G>{xg, out_plane, 1}, yg, out_plane);
+          continue;
         }
-        gemm(cout_g, out_plane, cin_g * kk, G(1), MatrixRef<G>{wg, cin_g * kk, 1},
-             MatrixRef<G>{b, out_plane, 1}, yg, out_plane);
+        for (int64_t oh0 = 0; oh0 < g.oh; oh0 += band) {
+          const int64_t oh1 = std::min(g.oh, oh0 + band);
+          const int64_t cols = (oh1 - oh0) * g.ow;
+          im2col(xg, cin_g, g, oh0, oh1, col.data());
+          gemm(cout_g, cols, kdim, G(1), MatrixRef<G>{wg, kdim, 1},
+               MatrixRef<G>{col.data(), cols, 1}, yg + oh0 * g.ow, out_plane);
+        }
       }
     }
   } else {
