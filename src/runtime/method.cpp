@@ -301,7 +301,7 @@ Status Method::execute() {
     Step& s = steps_[pc];
     switch (s.kind) {
       case pte::InstrKind::kKernel: {
-        KernelContext ctx{s.name, env_.allocators};
+        KernelContext ctx{s.name, env_.allocators, env_.kernel_state};
         Status st = s.kernel(ctx, s.args);
         if (!st.ok())
           return std::move(st).add_context("in instruction " + std::to_string(pc) + " (" + s.name +

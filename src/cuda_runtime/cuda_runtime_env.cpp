@@ -1,0 +1,36 @@
+#include "cuda_runtime/cuda_runtime_env.h"
+
+#include "cuda_runtime/cuda_allocator.h"
+#include "cuda_runtime/cuda_context.h"
+#include "cuda_runtime/cuda_delegate.h"
+#include "partition/cuda_capability.h"
+#include "runtime/method.h"
+
+namespace etc::cuda {
+
+Result<std::unique_ptr<rt::OwnedRuntime>> make_cuda_runtime() {
+  Result<int> count = visible_device_count();
+  if (!count.ok()) {
+    return Status(ErrorCode::kDeviceUnavailable,
+                  "no CUDA device visible: " + count.status().message());
+  }
+  if (*count == 0)
+    return Status(ErrorCode::kDeviceUnavailable, "no CUDA device visible: the driver reports 0");
+  auto rt = std::make_unique<rt::OwnedRuntime>();
+  auto contexts = std::make_shared<DeviceContexts>();
+  rt->shared_state = contexts;
+  ETC_RETURN_IF_ERROR(rt::register_cpu_kernels(rt->operators));
+  ETC_RETURN_IF_ERROR(rt::register_copy_kernels(rt->operators));
+  ETC_RETURN_IF_ERROR(rt->allocators.add(std::make_unique<CudaAllocator>(contexts.get(), *count)));
+  ETC_RETURN_IF_ERROR(rt->backends.add(kCudaBackendId, make_cuda_delegate_backend(contexts.get())));
+  return rt;
+}
+
+Status synchronize_device(const rt::OwnedRuntime& runtime, int device) {
+  auto* contexts = static_cast<DeviceContexts*>(runtime.shared_state.get());
+  if (contexts == nullptr) return Status();
+  ETC_ASSIGN_OR_RETURN(DeviceContext * ctx, contexts->get(device));
+  return ctx->synchronize();
+}
+
+}  // namespace etc::cuda

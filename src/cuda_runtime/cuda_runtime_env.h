@@ -1,0 +1,19 @@
+// make_cuda_runtime: the runtime environment of `etc run --device cuda`: the CPU kernels (host
+// parts of a program), the et_copy kernels, the CUDA allocator and the CUDA delegate backend
+// under "EtcCudaBackend", all sharing one set of per-device contexts (streams, cuBLAS).
+#pragma once
+
+#include <memory>
+
+#include "runtime/runtime_env.h"
+
+namespace etc::cuda {
+
+// Fails with kDeviceUnavailable, saying what was found, when no CUDA device is visible (no
+// driver, no GPU).
+Result<std::unique_ptr<rt::OwnedRuntime>> make_cuda_runtime();
+
+// Waits for all work etc queued on `device` (for timing).
+Status synchronize_device(const rt::OwnedRuntime& runtime, int device);
+
+}  // namespace etc::cuda
