@@ -1,0 +1,181 @@
+// The CUDA runtime's plumbing: the allocator (alignment, copies, ownership, freeing exactly
+// once, clear errors for missing devices and out of memory), the host-pointer rule of the
+// CUDA delegate, a delegate on cuda:1, and the behaviour without a GPU or cuBLAS.
+//
+// Tests tagged [gpu] need a CUDA device: run with the tag filter "[gpu]" the binary exits 77
+// (CTest: skipped) when none is visible. Tests tagged [nogpu] run everywhere: without a GPU
+// they check that the runtime fails cleanly, with one that it starts.
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <string>
+
+#include "cuda_runtime/cuda_allocator.h"
+#include "cuda_runtime/cuda_context.h"
+#include "cuda_runtime/cuda_runtime_env.h"
+#include "passes/graph_builder.h"
+#include "runtime/method.h"
+#include "serialize/emitter.h"
+#include "serialize/pte_reader.h"
+#include "serialize/pte_writer.h"
+
+namespace etc::cuda {
+namespace {
+
+using etc::testing::add;
+using etc::testing::f32;
+using etc::testing::graph_from_json;
+
+int visible_devices() {
+  Result<int> n = visible_device_count();
+  return n.ok() ? *n : 0;
+}
+
+// Exports "y = a + b" (2x2 float32) with the given options and reads it back.
+pte::File export_add(ExportOptions options) {
+  Graph g = graph_from_json("[" + f32("a") + "," + f32("b") + "]",
+                            "[" + add("add", "a", "b", "y") + "]", R"(["y"])");
+  PassRegistry r = make_pass_registry();
+  ExportReport report;
+  PassContext ctx{options, report};
+  REQUIRE(run_pipeline(g, *parse_pipeline(kDefaultExportPipeline, r), r, ctx, {}).ok());
+  Result<pte::File> emitted = emit_program(g);
+  REQUIRE(emitted.ok());
+  Result<pte::File> f = read_pte(make_blob(*write_pte(*emitted)), "add.pte");
+  INFO(f.status().to_string());
+  REQUIRE(f.ok());
+  return std::move(f).value();
+}
+
+TEST_CASE("without a GPU the CUDA runtime fails with exit-4 errors that say what was found",
+          "[nogpu]") {
+  Result<std::unique_ptr<rt::OwnedRuntime>> r = make_cuda_runtime();
+  if (visible_devices() > 0) {
+    INFO(r.status().to_string());
+    CHECK(r.ok());
+    return;
+  }
+  REQUIRE(!r.ok());
+  CHECK(r.status().code() == ErrorCode::kDeviceUnavailable);
+  CHECK(r.status().message().rfind("no CUDA device visible: ", 0) == 0);
+  DeviceContexts contexts;
+  Result<DeviceContext*> ctx = contexts.get(0);
+  REQUIRE(!ctx.ok());
+  CHECK(ctx.status().code() == ErrorCode::kDeviceUnavailable);
+  CHECK(ctx.status().message().find("cudaGetDeviceCount") != std::string::npos);
+}
+
+TEST_CASE("cuBLAS is loaded lazily, or its absence is a clear exit-4 error", "[nogpu]") {
+  Result<const CublasApi*> api = cublas_api();
+  if (api.ok()) {
+    CHECK((*api)->sgemm != nullptr);
+    CHECK((*api)->sgemm_strided_batched != nullptr);
+    CHECK((*api)->create != nullptr);
+  } else {
+    CHECK(api.status().code() == ErrorCode::kDeviceUnavailable);
+    CHECK(api.status().message().rfind("cuBLAS not found: ", 0) == 0);
+  }
+  // The error wrapper names the call, file and line.
+  Status s = status_from_cublas(CUBLAS_STATUS_INVALID_VALUE, "cublasSgemm_v2(...)", "f.cpp", 7);
+  CHECK(s.message().find("cublasSgemm_v2(...) failed at f.cpp:7: ") == 0);
+  CHECK(status_from_cublas(CUBLAS_STATUS_ALLOC_FAILED, "x", "f", 1).code() ==
+        ErrorCode::kDeviceUnavailable);
+}
+
+TEST_CASE("the CUDA allocator aligns, copies, knows its memory and frees exactly once", "[gpu]") {
+  DeviceContexts contexts;
+  CudaAllocator a(&contexts, visible_devices());
+  for (size_t alignment : {256, 512, 4096}) {
+    Result<void*> p = a.allocate(1000, alignment, 0);
+    REQUIRE(p.ok());
+    CHECK(reinterpret_cast<uintptr_t>(*p) % alignment == 0);
+    CHECK(a.owns(*p));
+    std::vector<float> in(250), out(250, -1.0f);
+    for (size_t i = 0; i < in.size(); ++i)
+      in[i] = static_cast<float>(i) * 0.5f;
+    REQUIRE(a.copy_host_to_device(*p, in.data(), 1000, 0).ok());
+    REQUIRE(a.copy_device_to_host(out.data(), *p, 1000, 0).ok());
+    CHECK(out == in);
+    CHECK(!a.copy_host_to_device(in.data(), out.data(), 1000, 0).ok());  // host destination
+    CHECK(!a.copy_device_to_host(*p, in.data(), 1000, 0).ok());          // host source
+    a.deallocate(*p, 0);
+    a.deallocate(*p, 0);  // refused and logged, not a double free
+  }
+  CHECK(a.live_allocations() == 0);
+  std::vector<float> host(4);
+  CHECK(!a.owns(host.data()));
+  Result<void*> missing = a.allocate(16, 256, static_cast<int8_t>(visible_devices()));
+  REQUIRE(!missing.ok());
+  CHECK(missing.status().code() == ErrorCode::kDeviceUnavailable);
+  Result<void*> huge = a.allocate(size_t{1} << 50, 256, 0);  // 1 PiB
+  REQUIRE(!huge.ok());
+  CHECK(huge.status().code() == ErrorCode::kDeviceUnavailable);
+  CHECK(huge.status().message().find("out of device memory") != std::string::npos);
+}
+
+// Runs y = a + b exported with `options` on the CUDA runtime; IO on the device when asked.
+void run_add(ExportOptions options) {
+  pte::File f = export_add(options);
+  Result<std::unique_ptr<rt::OwnedRuntime>> runtime = make_cuda_runtime();
+  INFO(runtime.status().to_string());
+  REQUIRE(runtime.ok());
+  rt::RuntimeEnv env = (*runtime)->env();
+  Result<std::unique_ptr<rt::Method>> loaded = rt::Method::load(f, 0, env);
+  INFO(loaded.status().to_string());
+  REQUIRE(loaded.ok());
+  rt::Method& m = **loaded;
+  std::vector<float> a{1, 2, 3, 4}, b{10, 20, 30, 40}, y(4);
+  if (options.io_device == IoDevice::kHost) {
+    REQUIRE(m.set_input(0, a.data(), 16).ok());
+    REQUIRE(m.set_input(1, b.data(), 16).ok());
+    REQUIRE(m.execute().ok());
+    std::memcpy(y.data(), m.output(0).data, 16);
+    CHECK(y == std::vector<float>{11, 22, 33, 44});
+    return;
+  }
+  const Device dev = m.input(0).device;
+  rt::DeviceAllocator* alloc = *env.allocators->for_device(dev);
+  // A host pointer where the delegate needs device memory is refused, never copied.
+  Status wrong = m.bind_input(0, a.data());
+  CHECK(wrong.message().find("was given host memory") != std::string::npos);
+  std::vector<rt::DeviceBuffer> mem;
+  for (int i = 0; i < 3; ++i)
+    mem.push_back(std::move(rt::DeviceBuffer::allocate(*env.allocators, dev, 16, 256)).value());
+  REQUIRE(alloc->copy_host_to_device(mem[0].data(), a.data(), 16, dev.index).ok());
+  REQUIRE(alloc->copy_host_to_device(mem[1].data(), b.data(), 16, dev.index).ok());
+  REQUIRE(m.bind_input(0, mem[0].data()).ok());
+  REQUIRE(m.bind_input(1, mem[1].data()).ok());
+  REQUIRE(m.bind_output(0, mem[2].data()).ok());
+  Status run = m.execute();
+  INFO(run.to_string());
+  REQUIRE(run.ok());
+  REQUIRE(alloc->copy_device_to_host(y.data(), mem[2].data(), 16, dev.index).ok());
+  CHECK(y == std::vector<float>{11, 22, 33, 44});
+}
+
+TEST_CASE("a CUDA delegate runs with host IO and with device IO", "[gpu]") {
+  run_add(ExportOptions{});
+  run_add(ExportOptions{.io_device = IoDevice::kDevice});
+}
+
+TEST_CASE("a delegate with target_device cuda:1 allocates and runs on device 1", "[gpu]") {
+  if (visible_devices() < 2) {
+    WARN("one GPU visible: cuda:1 not tested");
+    return;
+  }
+  run_add(ExportOptions{.target = Device{DeviceType::kCUDA, 1}, .io_device = IoDevice::kDevice});
+}
+
+}  // namespace
+}  // namespace etc::cuda
+
+int main(int argc, char** argv) {
+  bool wants_gpu = false;
+  for (int i = 1; i < argc; ++i)
+    wants_gpu |= std::string(argv[i]).find("[gpu]") != std::string::npos;
+  if (wants_gpu && etc::cuda::visible_devices() == 0) {
+    std::printf("SKIP: no CUDA device visible\n");
+    return 77;
+  }
+  return Catch::Session().run(argc, argv);
+}
