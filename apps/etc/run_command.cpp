@@ -336,7 +336,7 @@ Status run_program(const RunArgs& args) {
   std::function<Status()> sync;
 #ifdef ETC_WITH_CUDA
   if (device.type == DeviceType::kCUDA) {
-    sync = [&runtime, &device] { return cuda::synchronize_device(*runtime, device.index); };
+    sync = [&runtime] { return cuda::synchronize_devices(*runtime); };
   }
 #endif
   Result<std::unique_ptr<rt::Method>> loaded = rt::Method::load(file, 0, env);

@@ -159,4 +159,12 @@ Result<DeviceContext*> DeviceContexts::get(int index) {
   return contexts_[index].get();
 }
 
+Status DeviceContexts::synchronize_all() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& c : contexts_) {
+    if (c != nullptr) ETC_RETURN_IF_ERROR(c->synchronize());
+  }
+  return Status();
+}
+
 }  // namespace etc::cuda

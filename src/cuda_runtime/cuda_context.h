@@ -70,6 +70,8 @@ class DeviceContext {
 class DeviceContexts {
  public:
   Result<DeviceContext*> get(int index);
+  // Waits for the streams of every device context created so far.
+  Status synchronize_all();
 
  private:
   std::mutex mu_;

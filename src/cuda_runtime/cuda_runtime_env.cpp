@@ -26,11 +26,9 @@ Result<std::unique_ptr<rt::OwnedRuntime>> make_cuda_runtime() {
   return rt;
 }
 
-Status synchronize_device(const rt::OwnedRuntime& runtime, int device) {
+Status synchronize_devices(const rt::OwnedRuntime& runtime) {
   auto* contexts = static_cast<DeviceContexts*>(runtime.shared_state.get());
-  if (contexts == nullptr) return Status();
-  ETC_ASSIGN_OR_RETURN(DeviceContext * ctx, contexts->get(device));
-  return ctx->synchronize();
+  return contexts == nullptr ? Status() : contexts->synchronize_all();
 }
 
 }  // namespace etc::cuda

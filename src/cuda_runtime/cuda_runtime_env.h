@@ -13,7 +13,7 @@ namespace etc::cuda {
 // driver, no GPU).
 Result<std::unique_ptr<rt::OwnedRuntime>> make_cuda_runtime();
 
-// Waits for all work etc queued on `device` (for timing).
-Status synchronize_device(const rt::OwnedRuntime& runtime, int device);
+// Waits for all work etc queued on the runtime's devices (for timing).
+Status synchronize_devices(const rt::OwnedRuntime& runtime);
 
 }  // namespace etc::cuda
