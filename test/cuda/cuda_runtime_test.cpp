@@ -12,7 +12,9 @@
 
 #include "cuda_runtime/cuda_allocator.h"
 #include "cuda_runtime/cuda_context.h"
+#include "cuda_runtime/cuda_ops.h"
 #include "cuda_runtime/cuda_runtime_env.h"
+#include "graph/ops.h"
 #include "passes/graph_builder.h"
 #include "runtime/method.h"
 #include "serialize/emitter.h"
@@ -80,6 +82,24 @@ TEST_CASE("cuBLAS is loaded lazily, or its absence is a clear exit-4 error", "[n
   CHECK(s.message().find("cublasSgemm_v2(...) failed at f.cpp:7: ") == 0);
   CHECK(status_from_cublas(CUBLAS_STATUS_ALLOC_FAILED, "x", "f", 1).code() ==
         ErrorCode::kDeviceUnavailable);
+}
+
+TEST_CASE("every op the CUDA capability table can delegate has a CUDA kernel", "[nogpu]") {
+  rt::OperatorRegistry registry;
+  REQUIRE(register_cuda_kernels(registry).ok());
+  size_t checked = 0;
+  for (const OpInfo& info : all_ops()) {
+    // Never delegated: the host-only max_pool2d form and compiler-inserted ops.
+    if (info.kind == OpKind::MaxPool2dWithIndices || info.kind == OpKind::H2DCopy ||
+        info.kind == OpKind::D2HCopy || info.kind == OpKind::DelegateCall)
+      continue;
+    std::string name = info.name;  // "aten.add.Tensor" -> "aten::add.Tensor"
+    name.replace(name.find('.'), 1, "::");
+    INFO(name);
+    CHECK(registry.find(name) != nullptr);
+    ++checked;
+  }
+  CHECK(checked == 57);  // the 57 ops of the capability table
 }
 
 TEST_CASE("the CUDA allocator aligns, copies, knows its memory and frees exactly once", "[gpu]") {
