@@ -45,6 +45,8 @@ CublasLoad load_cublas() {
   resolve(lib, "cublasSgemm_v2", &r.api.sgemm, &missing);
   resolve(lib, "cublasSgemmStridedBatched", &r.api.sgemm_strided_batched, &missing);
   std::string ignored;
+  resolve(lib, "cublasGemmEx", &r.api.gemm_ex, &ignored);
+  resolve(lib, "cublasGemmStridedBatchedEx", &r.api.gemm_strided_batched_ex, &ignored);
   resolve(lib, "cublasGetStatusName", &r.api.status_name, &ignored);
   resolve(lib, "cublasGetStatusString", &r.api.status_text, &ignored);
   if (!missing.empty()) {

@@ -23,6 +23,17 @@ struct CublasApi {
   decltype(&::cublasSetStream_v2) set_stream = nullptr;
   decltype(&::cublasSgemm_v2) sgemm = nullptr;
   decltype(&::cublasSgemmStridedBatched) sgemm_strided_batched = nullptr;
+  // 16-bit float GEMMs with float accumulation (optional: a tiled kernel stands in).
+  using GemmExFn = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int,
+                                      int, int, const void*, const void*, cudaDataType, int,
+                                      const void*, cudaDataType, int, const void*, void*,
+                                      cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
+  using GemmStridedBatchedExFn = cublasStatus_t (*)(
+      cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*, const void*,
+      cudaDataType, int, long long, const void*, cudaDataType, int, long long, const void*, void*,
+      cudaDataType, int, long long, int, cublasComputeType_t, cublasGemmAlgo_t);
+  GemmExFn gemm_ex = nullptr;
+  GemmStridedBatchedExFn gemm_strided_batched_ex = nullptr;
   decltype(&::cublasGetStatusName) status_name = nullptr;    // optional
   decltype(&::cublasGetStatusString) status_text = nullptr;  // optional
 };

@@ -61,11 +61,64 @@ struct Gemm {
   double alpha = 1, beta = 1;
 };
 
+// float16/bfloat16 on cuBLAS: float accumulation (CUBLAS_COMPUTE_32F), one rounding of
+// alpha * A @ B + beta * bias at the end, as the CPU kernels compute it. The bias is first
+// copied into out (exactly: same dtype) and read back by the GEMM with beta.
+Status run_gemm_ex(const KernelContext& ctx, const Gemm& g, DeviceContext* dev,
+                   const CublasApi* api) {
+  TensorView& out = *g.out;
+  const bool use_bias = g.bias != nullptr && g.beta != 0;
+  float beta = 0;
+  if (use_bias) {
+    MapBuilder m(ctx, k::MapOp::kCopy, out);
+    m.p.a = m.broadcast(*g.bias);
+    ETC_RETURN_IF_ERROR(m.run());
+    beta = static_cast<float>(g.beta);
+  }
+  if (g.m > INT32_MAX || g.n > INT32_MAX || g.k > INT32_MAX)
+    return unsupported(std::string(ctx.op) + ": matrix dimensions above 2^31 on CUDA");
+  if (g.k == 0) {
+    if (!use_bias) {
+      ETC_CUDA_RETURN_IF_ERROR(
+          cudaMemsetAsync(out.data, 0, static_cast<size_t>(out.nbytes()), dev->stream()));
+    } else if (beta != 1) {
+      MapBuilder m(ctx, k::MapOp::kMul, out);  // out = bias * beta (no product to add)
+      m.p.a = m.broadcast(*g.bias);
+      m.p.b_is_scalar = true;
+      m.p.scalar.d = g.beta;
+      ETC_RETURN_IF_ERROR(m.run());
+    }
+    return Status();
+  }
+  ETC_ASSIGN_OR_RETURN(cublasHandle_t handle, dev->cublas());
+  const cudaDataType type = out.dtype == DType::kFloat16 ? CUDA_R_16F : CUDA_R_16BF;
+  const float alpha = static_cast<float>(g.alpha);
+  const int m = static_cast<int>(g.m), n = static_cast<int>(g.n), kk = static_cast<int>(g.k);
+  const cublasOperation_t op_b = g.b_transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int ldb = g.b_transposed ? kk : n;
+  if (g.batch == 1) {
+    ETC_CUBLAS_RETURN_IF_ERROR(api->gemm_ex(handle, op_b, CUBLAS_OP_N, n, m, kk, &alpha, g.b->data,
+                                            type, ldb, g.a->data, type, kk, &beta, out.data, type,
+                                            n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  } else {
+    ETC_CUBLAS_RETURN_IF_ERROR(api->gemm_strided_batched_ex(
+        handle, op_b, CUBLAS_OP_N, n, m, kk, &alpha, g.b->data, type, ldb, g.k * g.n, g.a->data,
+        type, kk, g.m * g.k, &beta, out.data, type, n, g.m * g.n, static_cast<int>(g.batch),
+        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  }
+  return Status();
+}
+
 Status run_gemm(const KernelContext& ctx, const Gemm& g) {
   ETC_ASSIGN_OR_RETURN(DeviceContext * dev, device_of(ctx));
   TensorView& out = *g.out;
   if (out.numel() == 0) return Status();
   const bool use_bias = g.bias != nullptr && g.beta != 0;
+  if (out.dtype == DType::kFloat16 || out.dtype == DType::kBFloat16) {
+    Result<const CublasApi*> api = cublas_api();
+    if (api.ok() && (*api)->gemm_ex != nullptr && (*api)->gemm_strided_batched_ex != nullptr)
+      return run_gemm_ex(ctx, g, dev, *api);
+  }
   if (out.dtype != DType::kFloat32) {
     ETC_RETURN_IF_ERROR(require_float(ctx, "out", out.dtype));
     k::GemmArgs p;
