@@ -6,12 +6,14 @@
 // (CTest: skipped) when none is visible. Tests tagged [nogpu] run everywhere: without a GPU
 // they check that the runtime fails cleanly, with one that it starts.
 #define CATCH_CONFIG_RUNNER
+#include <array>
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <string>
 
 #include "cuda_runtime/cuda_allocator.h"
 #include "cuda_runtime/cuda_context.h"
+#include "cuda_runtime/cuda_op_util.h"
 #include "cuda_runtime/cuda_ops.h"
 #include "cuda_runtime/cuda_runtime_env.h"
 #include "graph/ops.h"
@@ -100,6 +102,68 @@ TEST_CASE("every op the CUDA capability table can delegate has a CUDA kernel", "
     ++checked;
   }
   CHECK(checked == 57);  // the 57 ops of the capability table
+}
+
+// Element offsets of every operand for every index of p's space, in row-major order (what
+// map_kernel computes on the device).
+std::vector<std::array<int64_t, 4>> offsets(const kernels::MapArgs& p) {
+  int64_t n = 1;
+  for (int d = 0; d < p.shape.rank; ++d)
+    n *= p.shape.sizes[d];
+  std::vector<std::array<int64_t, 4>> out;
+  for (int64_t i = 0; i < n; ++i) {
+    std::array<int64_t, 4> o{p.out.offset, p.a.offset, p.b.offset, p.c.offset};
+    int64_t rest = i;
+    for (int d = p.shape.rank - 1; d >= 0; --d) {
+      const int64_t idx = rest % p.shape.sizes[d];
+      rest /= p.shape.sizes[d];
+      o[0] += idx * p.out.strides[d];
+      o[1] += idx * p.a.strides[d];
+      o[2] += idx * p.b.strides[d];
+      o[3] += idx * p.c.strides[d];
+    }
+    out.push_back(o);
+  }
+  return out;
+}
+
+TEST_CASE("coalescing a map's index space keeps every operand's offsets", "[nogpu]") {
+  // out [2, 1, 3, 4] contiguous; a broadcast from [3, 1]; b a permuted view; c contiguous.
+  kernels::MapArgs p;
+  p.shape = ops::shape_of(std::vector<int64_t>{2, 1, 3, 4});
+  const int64_t out_st[] = {12, 12, 4, 1}, a_st[] = {0, 0, 1, 0}, b_st[] = {1, 0, 8, 2},
+                c_st[] = {12, 12, 4, 1};
+  for (int d = 0; d < 4; ++d) {
+    p.out.strides[d] = out_st[d];
+    p.a.strides[d] = a_st[d];
+    p.b.strides[d] = b_st[d];
+    p.c.strides[d] = c_st[d];
+  }
+  p.a.offset = 5;
+  const auto before = offsets(p);
+  ops::coalesce(p);
+  CHECK(p.shape.rank == 3);  // the size-1 dim is gone; nothing else merges (b, a differ)
+  CHECK(offsets(p) == before);
+
+  kernels::MapArgs flat;  // all contiguous: one dim
+  flat.shape = ops::shape_of(std::vector<int64_t>{3, 5, 7});
+  for (kernels::Operand* o : {&flat.out, &flat.a, &flat.b}) {
+    o->strides[0] = 35;
+    o->strides[1] = 7;
+    o->strides[2] = 1;
+  }
+  const auto flat_before = offsets(flat);
+  ops::coalesce(flat);
+  CHECK(flat.shape.rank == 1);
+  CHECK(flat.shape.sizes[0] == 105);
+  CHECK(offsets(flat) == flat_before);
+
+  kernels::MapArgs one;  // every dim of size 1: rank 0, one element at the offsets
+  one.shape = ops::shape_of(std::vector<int64_t>{1, 1});
+  one.b.offset = 3;
+  ops::coalesce(one);
+  CHECK(one.shape.rank == 0);
+  CHECK(offsets(one) == std::vector<std::array<int64_t, 4>>{{0, 0, 3, 0}});
 }
 
 TEST_CASE("the CUDA allocator aligns, copies, knows its memory and frees exactly once", "[gpu]") {
