@@ -4,7 +4,8 @@
 # elsewhere by scripts/build-for-device.sh and carried in build-device/:
 #   1. nvidia-smi and the binaries' build info;
 #   2. the `cuda` tests: cuda_runtime_test [gpu]/[nogpu], every capability op against the CPU
-#      reference (test/cuda/cuda_ops_test.sh), the examples with --verify;
+#      reference (test/cuda/cuda_ops_test.sh), the examples with --verify, and (not with
+#      --quick) compute-sanitizer memcheck over one case per kernel family;
 #   3. the GPU kernel benchmark (bench/cuda_kernels) against the measured peaks;
 #   4. end-to-end latency of the examples (etc run --json: h2d, compute, d2h), with host and
 #      device IO, and the copies per inference the exports report;
@@ -89,6 +90,8 @@ step "runtime plumbing without GPU errors ([nogpu])" "$bin/cuda_runtime_test" "[
 step "allocator, host-pointer rule, cuda:0/cuda:1 delegates ([gpu])" "$bin/cuda_runtime_test" "[gpu]"
 step "every capability op vs the CPU reference" bash test/cuda/cuda_ops_test.sh "$etc" "$root" cuda
 step "examples on CUDA with --verify" bash test/cuda/cuda_examples_test.sh "$etc" "$root"
+((quick)) || step "compute-sanitizer memcheck, one case per kernel family" \
+  timeout 240 bash test/cuda/memcheck.sh "$etc" "$root"
 ops_summary=$(grep -E 'op cases pass on cuda' "$log" | tail -1)
 {
   echo
