@@ -91,7 +91,7 @@ step "allocator, host-pointer rule, cuda:0/cuda:1 delegates ([gpu])" "$bin/cuda_
 step "every capability op vs the CPU reference" bash test/cuda/cuda_ops_test.sh "$etc" "$root" cuda
 step "examples on CUDA with --verify" bash test/cuda/cuda_examples_test.sh "$etc" "$root"
 ((quick)) || step "compute-sanitizer memcheck, one case per kernel family" \
-  timeout 240 bash test/cuda/memcheck.sh "$etc" "$root"
+  timeout 150 bash test/cuda/memcheck.sh "$etc" "$root"
 ops_summary=$(grep -E 'op cases pass on cuda' "$log" | tail -1)
 {
   echo

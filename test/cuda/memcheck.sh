@@ -29,18 +29,28 @@ if ! "$sanitizer" --tool memcheck --error-exitcode 99 "$etc" run "$tmp/probe.pte
     >"$tmp/probe.out" 2>&1 && ! grep -q 'ERROR SUMMARY: [1-9]' "$tmp/probe.out"; then
   echo "SKIP: compute-sanitizer does not work here:"; tail -5 "$tmp/probe.out"; exit 77
 fi
+# Cases run in parallel (JOBS, default 4): the sanitizer makes each run slow.
+jobs=${JOBS:-4}
+check_case() {  # NAME: writes $tmp/NAME.result
+  local name=$1 pte="$tmp/$1.pte" result
+  if ! export_case "$name" "$pte"; then
+    result="FAIL: $name: export"
+  elif "$sanitizer" --tool memcheck --error-exitcode 99 "$etc" run "$pte" --device cuda >"$tmp/$name.out" 2>&1; then
+    result="ok: $name ($(grep -Eo 'ERROR SUMMARY: [0-9]+ errors?' "$tmp/$name.out"))"
+  else
+    result="FAIL: $name"$'\n'"$(grep -E 'Invalid|ERROR SUMMARY|rror|at 0x' "$tmp/$name.out" | head -12)"
+  fi
+  echo "$result" >"$tmp/$name.result"
+}
+for name in "${cases[@]}"; do
+  check_case "$name" &
+  while (($(jobs -rp | wc -l) >= jobs)); do wait -n; done
+done
+wait
 failures=0
 for name in "${cases[@]}"; do
-  pte="$tmp/$name.pte"
-  if ! export_case "$name" "$pte"; then
-    echo "FAIL: $name: export"; failures=$((failures + 1)); continue
-  fi
-  if "$sanitizer" --tool memcheck --error-exitcode 99 "$etc" run "$pte" --device cuda >"$tmp/$name.out" 2>&1; then
-    echo "ok: $name ($(grep -Eo 'ERROR SUMMARY: [0-9]+ errors?' "$tmp/$name.out"))"
-  else
-    echo "FAIL: $name"; grep -E 'Invalid|ERROR SUMMARY|rror|at 0x' "$tmp/$name.out" | head -12
-    failures=$((failures + 1))
-  fi
+  cat "$tmp/$name.result" 2>/dev/null || echo "FAIL: $name: no result"
+  grep -q '^ok: ' "$tmp/$name.result" 2>/dev/null || failures=$((failures + 1))
 done
 echo "memcheck: $((${#cases[@]} - failures)) of ${#cases[@]} cases clean"
 ((failures == 0))
