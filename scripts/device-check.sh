@@ -130,13 +130,16 @@ trap 'rm -rf "$tmp"' EXIT
   echo "|---|---|---|---|---|---|---|"
 } >>"$results"
 for model in mlp cnn transformer_block; do
-  for io in host device; do
+  for io in host device host+graphs; do
     pte="$tmp/$model-$io.pte"
-    if ! "$etc" export "examples/$model.json" -o "$pte" --io-device "$io" >"$tmp/export.out" 2>&1; then
+    run_flags=()
+    [[ $io == host+graphs ]] && run_flags=(--cuda-graphs)
+    if ! "$etc" export "examples/$model.json" -o "$pte" --io-device "${io%+graphs}" >"$tmp/export.out" 2>&1; then
       say "export $model ($io) failed"; cat "$tmp/export.out" >>"$log"; status=1; continue
     fi
     copies=$(grep -Eo 'copies per inference: [^,]+, [^,]+' "$tmp/export.out" | sed 's/copies per inference: //')
-    if ! "$etc" run "$pte" --device cuda --warmup "$warmup" --iterations "$iters" --json >"$tmp/run.json" 2>>"$log"; then
+    if ! "$etc" run "$pte" --device cuda --warmup "$warmup" --iterations "$iters" --json "${run_flags[@]}" \
+        >"$tmp/run.json" 2>>"$log"; then
       say "run $model ($io) failed"; status=1; continue
     fi
     python3 - "$tmp/run.json" "$model" "$io" "$copies" >>"$results" <<'PY'
@@ -148,7 +151,7 @@ PY
     cp "$tmp/run.json" "$tmp/etc-$model-$io.json"
   done
 done
-tail -8 "$results" >>"$log"
+tail -11 "$results" >>"$log"
 
 say ""
 say "## PyTorch eager (bench/torch_eager.py)"
@@ -160,8 +163,8 @@ tmp = sys.argv[1]
 print()
 print("## etc (CUDA) against PyTorch eager on the same GPU, ms")
 print()
-print("| model | torch compute | etc compute (host IO) | etc compute (device IO) | torch total | etc total (host IO) | etc/torch compute | etc/torch total |")
-print("|---|---|---|---|---|---|---|---|")
+print("| model | torch compute | etc compute (host IO) | etc compute (device IO) | etc compute (host IO, --cuda-graphs) | torch total | etc total (host IO) | etc/torch compute | etc/torch total |")
+print("|---|---|---|---|---|---|---|---|---|")
 for line in open(os.path.join(tmp, "torch.jsonl")):
     r = json.loads(line)
     m = r["model"]
@@ -171,12 +174,13 @@ for line in open(os.path.join(tmp, "torch.jsonl")):
     try:
         eh, ec, ed = etc("host")
         _, dc, _ = etc("device")
+        _, gc, _ = etc("host+graphs")
     except OSError:
         continue
     tt = r["h2d_ms"] + r["compute_ms"] + r["d2h_ms"]
     et = eh + ec + ed
-    print("| %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.2f | %.2f |" % (
-        m, r["compute_ms"], ec, dc, tt, et, ec / r["compute_ms"], et / tt))
+    print("| %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.2f | %.2f |" % (
+        m, r["compute_ms"], ec, dc, gc, tt, et, ec / r["compute_ms"], et / tt))
 print()
 print("PyTorch %s; a ratio below 1 means etc is faster." % r.get("torch", "?"))
 PY

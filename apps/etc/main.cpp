@@ -249,6 +249,8 @@ int run(int argc, char** argv) {
   runc->add_option("--warmup", ra.warmup, "Untimed runs before timing")->capture_default_str();
   runc->add_option("--iterations", ra.iterations, "Timed runs")->capture_default_str();
   runc->add_flag("--json", ra.json, "Print a machine-readable result");
+  runc->add_flag("--cuda-graphs", ra.cuda_graphs,
+                 "With --device cuda: capture each CUDA delegate as a CUDA graph and replay it");
 
   std::string diff_a, diff_b;
   bool diff_json = false;

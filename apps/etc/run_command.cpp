@@ -313,10 +313,12 @@ Result<Device> choose_device(const std::string& requested, std::string* note) {
 
 // The runtime for `device`: the CUDA runtime for a GPU, the CPU runtime (CUDA memory
 // emulated in host memory, delegates on the CPU reference backend) otherwise.
-Result<std::unique_ptr<rt::OwnedRuntime>> make_runtime(Device device) {
+Result<std::unique_ptr<rt::OwnedRuntime>> make_runtime(Device device, bool cuda_graphs) {
 #ifdef ETC_WITH_CUDA
-  if (device.type == DeviceType::kCUDA) return cuda::make_cuda_runtime();
+  if (device.type == DeviceType::kCUDA)
+    return cuda::make_cuda_runtime(cuda::CudaRuntimeOptions{.graphs = cuda_graphs});
 #endif
+  (void)cuda_graphs;
   if (!device.is_cpu()) return internal_error("no runtime for " + to_string(device));
   return rt::make_cpu_runtime();
 }
@@ -331,7 +333,8 @@ Status run_program(const RunArgs& args) {
     return Status(ErrorCode::kUsage, "--iterations must be >= 1 and --warmup >= 0");
   auto t_load = Clock::now();
   ETC_ASSIGN_OR_RETURN(pte::File file, read_pte_file(args.file));
-  ETC_ASSIGN_OR_RETURN(std::unique_ptr<rt::OwnedRuntime> runtime, make_runtime(device));
+  ETC_ASSIGN_OR_RETURN(std::unique_ptr<rt::OwnedRuntime> runtime,
+                       make_runtime(device, args.cuda_graphs));
   rt::RuntimeEnv env = runtime->env();
   std::function<Status()> sync;
 #ifdef ETC_WITH_CUDA

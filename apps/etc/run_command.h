@@ -22,6 +22,7 @@ struct RunArgs {
   int warmup = 0;
   int iterations = 1;
   bool json = false;
+  bool cuda_graphs = false;  // capture each CUDA delegate once, replay it afterwards
 };
 
 // Returns the process exit code's Status: OK, or an error (kVerifyMismatch for --verify).

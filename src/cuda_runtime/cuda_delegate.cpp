@@ -1,8 +1,11 @@
 #include "cuda_runtime/cuda_delegate.h"
 
+#include <spdlog/spdlog.h>
+
 #include <map>
 
 #include "cuda_runtime/cuda_ops.h"
+#include "cuda_runtime/cuda_status.h"
 #include "graph/graph.h"
 #include "runtime/device_allocator.h"
 #include "runtime/method.h"
@@ -36,13 +39,67 @@ class CudaDelegateHandle final : public rt::DelegateHandle {
       if (!s.ok()) return std::move(s).add_context("binding the CUDA delegate's arguments");
     }
     ETC_RETURN_IF_ERROR(device_->activate());
-    return method_->execute();
+    if (!graphs) return method_->execute();
+    return execute_graph(args);
   }
+
+  ~CudaDelegateHandle() override { drop_graph(); }
 
   DelegateProgram program;                  // the plan the method points into
   std::vector<rt::DeviceBuffer> constants;  // uploaded once, at init
   DeviceContext* device_ = nullptr;
   std::unique_ptr<rt::Method> method_;
+  bool graphs = false;
+
+ private:
+  // Replays the captured graph when the tensors are where they were at capture; otherwise
+  // runs plainly once (the first run sizes scratch memory and creates cuBLAS state, which a
+  // capture must not do), then captures and launches.
+  Status execute_graph(std::span<rt::Value*> args) {
+    std::vector<void*> where;
+    for (const rt::Value* v : args)
+      where.push_back(v->tensor.data);
+    if (exec_ != nullptr && where == captured_at_) {
+      ETC_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(exec_, device_->stream()));
+      return Status();
+    }
+    if (!warmed_up_) {
+      warmed_up_ = true;
+      return method_->execute();
+    }
+    drop_graph();
+    cudaStream_t stream = device_->stream();
+    ETC_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    Status run = method_->execute();
+    cudaGraph_t graph = nullptr;
+    cudaError_t end = cudaStreamEndCapture(stream, &graph);
+    cudaError_t inst = cudaErrorUnknown;
+    if (run.ok() && end == cudaSuccess) inst = cudaGraphInstantiate(&exec_, graph, 0);
+    if (graph != nullptr) (void)cudaGraphDestroy(graph);
+    if (!run.ok() || end != cudaSuccess || inst != cudaSuccess) {
+      spdlog::warn("CUDA graph capture of the delegate failed ({}); running it without graphs",
+                   !run.ok()            ? run.to_string()
+                   : end != cudaSuccess ? cudaGetErrorName(end)
+                                        : cudaGetErrorName(inst));
+      (void)cudaGetLastError();
+      exec_ = nullptr;
+      graphs = false;
+      return method_->execute();
+    }
+    captured_at_ = std::move(where);
+    ETC_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(exec_, stream));
+    return Status();
+  }
+
+  void drop_graph() {
+    if (exec_ != nullptr) (void)cudaGraphExecDestroy(exec_);
+    exec_ = nullptr;
+    captured_at_.clear();
+  }
+
+  bool warmed_up_ = false;
+  cudaGraphExec_t exec_ = nullptr;
+  std::vector<void*> captured_at_;  // the call's tensor pointers when exec_ was captured
 };
 
 bool needs_cublas(const pte::Plan& plan) {
@@ -56,7 +113,8 @@ bool needs_cublas(const pte::Plan& plan) {
 
 class CudaDelegateBackend final : public rt::Backend {
  public:
-  explicit CudaDelegateBackend(DeviceContexts* contexts) : contexts_(contexts) {
+  CudaDelegateBackend(DeviceContexts* contexts, bool graphs)
+      : contexts_(contexts), graphs_(graphs) {
     registered_ = register_cuda_kernels(kernels_);
   }
 
@@ -79,6 +137,7 @@ class CudaDelegateBackend final : public rt::Backend {
 
     auto handle = std::make_unique<CudaDelegateHandle>();
     handle->device_ = ctx;
+    handle->graphs = graphs_;
     ETC_ASSIGN_OR_RETURN(handle->program, read_delegate_program(processed, "EtcCudaBackend blob"));
     if (needs_cublas(handle->program.plan)) {
       ETC_RETURN_IF_ERROR(ctx->cublas().take_status());  // fail at load, not mid-run
@@ -116,14 +175,15 @@ class CudaDelegateBackend final : public rt::Backend {
 
  private:
   DeviceContexts* contexts_;
+  bool graphs_;
   rt::OperatorRegistry kernels_;
   Status registered_;
 };
 
 }  // namespace
 
-std::unique_ptr<rt::Backend> make_cuda_delegate_backend(DeviceContexts* contexts) {
-  return std::make_unique<CudaDelegateBackend>(contexts);
+std::unique_ptr<rt::Backend> make_cuda_delegate_backend(DeviceContexts* contexts, bool graphs) {
+  return std::make_unique<CudaDelegateBackend>(contexts, graphs);
 }
 
 }  // namespace etc::cuda

@@ -14,7 +14,11 @@
 
 namespace etc::cuda {
 
-// `contexts` must outlive the backend and every handle it creates.
-std::unique_ptr<rt::Backend> make_cuda_delegate_backend(DeviceContexts* contexts);
+// `contexts` must outlive the backend and every handle it creates. With `graphs`, each
+// handle runs plainly once, then captures its kernels as a CUDA graph and replays it while
+// its tensors stay where they are (recapturing when they move); if a capture fails, the
+// handle logs why and keeps running plainly.
+std::unique_ptr<rt::Backend> make_cuda_delegate_backend(DeviceContexts* contexts,
+                                                        bool graphs = false);
 
 }  // namespace etc::cuda

@@ -8,7 +8,7 @@
 
 namespace etc::cuda {
 
-Result<std::unique_ptr<rt::OwnedRuntime>> make_cuda_runtime() {
+Result<std::unique_ptr<rt::OwnedRuntime>> make_cuda_runtime(CudaRuntimeOptions options) {
   Result<int> count = visible_device_count();
   if (!count.ok()) {
     return Status(ErrorCode::kDeviceUnavailable,
@@ -22,7 +22,8 @@ Result<std::unique_ptr<rt::OwnedRuntime>> make_cuda_runtime() {
   ETC_RETURN_IF_ERROR(rt::register_cpu_kernels(rt->operators));
   ETC_RETURN_IF_ERROR(rt::register_copy_kernels(rt->operators));
   ETC_RETURN_IF_ERROR(rt->allocators.add(std::make_unique<CudaAllocator>(contexts.get(), *count)));
-  ETC_RETURN_IF_ERROR(rt->backends.add(kCudaBackendId, make_cuda_delegate_backend(contexts.get())));
+  ETC_RETURN_IF_ERROR(
+      rt->backends.add(kCudaBackendId, make_cuda_delegate_backend(contexts.get(), options.graphs)));
   return rt;
 }
 
