@@ -2,12 +2,13 @@
 #   make run    installs what is missing, builds Release, runs the bundled examples
 #   make test   installs what is missing, builds, runs every test with CTest
 # Also: make test-sanitize (ASan+UBSan build of the CPU tests), make fuzz [FUZZ_RUNS=N],
-#       make update-goldens, make format
+#       make update-goldens, make format, make device-build (binaries for the GPU check,
+#       DEVELOPERS.md)
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: run test deps build format clean update-goldens test-sanitize fuzz
+.PHONY: run test deps build format clean update-goldens test-sanitize fuzz device-build
 
 deps:
 	@scripts/install-deps.sh
@@ -31,6 +32,10 @@ test-sanitize: deps
 # libFuzzer targets (clang-14) for the .pte reader, graph JSON, safetensors and .npy readers.
 fuzz: deps
 	@scripts/fuzz.sh $(FUZZ_RUNS)
+
+# build-device/: Release sm_90 binaries to carry to a GPU machine (scripts/device-check.sh).
+device-build:
+	@JOBS=$(JOBS) scripts/build-for-device.sh
 
 update-goldens: build
 	@bash test/golden/run_goldens.sh $(BUILD)/apps/etc/etc $(CURDIR) --update

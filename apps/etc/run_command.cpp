@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -17,6 +18,7 @@
 
 #ifdef ETC_WITH_CUDA
 #include "cuda_runtime/cuda_devices.h"
+#include "cuda_runtime/cuda_runtime_env.h"
 #endif
 
 namespace etc {
@@ -156,9 +158,11 @@ struct Timings {
 
 // Runs `m` with `inputs`: binds (uploading device-resident inputs), executes `warmup` +
 // `iterations` times, and returns the outputs as host tensors.
+// `sync` waits for queued device work, so that compute time is not counted as d2h.
 Result<std::vector<HostTensor>> run_method(rt::Method& m, const rt::RuntimeEnv& env,
                                            const std::vector<HostTensor>& inputs, int warmup,
-                                           int iterations, Timings* timings) {
+                                           int iterations, Timings* timings,
+                                           const std::function<Status()>& sync = nullptr) {
   std::vector<rt::DeviceBuffer> bound;  // memory for unplanned inputs/outputs, freed on return
   for (int iter = 0; iter < warmup + iterations; ++iter) {
     bound.clear();
@@ -191,8 +195,10 @@ Result<std::vector<HostTensor>> run_method(rt::Method& m, const rt::RuntimeEnv& 
       ETC_RETURN_IF_ERROR(m.bind_output(i, b.data()));
       bound.push_back(std::move(b));
     }
+    if (sync) ETC_RETURN_IF_ERROR(sync());
     auto t1 = Clock::now();
     ETC_RETURN_IF_ERROR(m.execute());
+    if (sync) ETC_RETURN_IF_ERROR(sync());
     auto t2 = Clock::now();
     std::vector<HostTensor> outs;
     for (size_t i = 0; i < m.num_outputs(); ++i) {
@@ -267,14 +273,15 @@ Result<Device> choose_device(const std::string& requested, std::string* note) {
 #ifdef ETC_WITH_CUDA
     auto devices = cuda::list_devices();
     if (devices.ok() && !devices->empty()) {
-      *note =
-          "--device auto: a GPU is visible, but etc's CUDA delegate runtime is not built yet; "
-          "running on the CPU";
-    } else {
-      *note = "--device auto: no GPU visible; running on the CPU";
+      *note = "--device auto: using cuda:0 (" + (*devices)[0].name + ")";
+      return Device{DeviceType::kCUDA, 0};
     }
+    *note =
+        "--device auto: no GPU visible (" +
+        (devices.ok() ? std::string("the driver reports 0 devices") : devices.status().message()) +
+        "); running on the CPU";
 #else
-    *note = "--device auto: etc was built without CUDA; running on the CPU";
+    *note = "--device auto: this etc was built without CUDA support; running on the CPU";
 #endif
     return Device{};
   }
@@ -284,23 +291,36 @@ Result<Device> choose_device(const std::string& requested, std::string* note) {
 #ifdef ETC_WITH_CUDA
   auto devices = cuda::list_devices();
   if (!devices.ok()) {
-    return Status(
-        ErrorCode::kDeviceUnavailable,
-        "requested device " + to_string(*d) + " is not available: " + devices.status().message());
+    return Status(ErrorCode::kDeviceUnavailable,
+                  "requested device " + to_string(*d) +
+                      " is not available: no CUDA device visible: " + devices.status().message() +
+                      "; use --device cpu to run on the CPU");
   }
   if (d->index >= static_cast<int>(devices->size())) {
     return Status(ErrorCode::kDeviceUnavailable,
-                  "requested device " + to_string(*d) + " is not available: " +
-                      std::to_string(devices->size()) + " CUDA device(s) visible");
+                  "requested device " + to_string(*d) +
+                      " is not available: " + std::to_string(devices->size()) +
+                      " CUDA device(s) visible; use --device cpu to run on the CPU");
   }
-  return Status(ErrorCode::kDeviceUnavailable,
-                "requested device " + to_string(*d) +
-                    ": etc's CUDA delegate runtime is not built yet; use --device cpu");
+  return *d;
 #else
   return Status(ErrorCode::kDeviceUnavailable,
                 "requested device " + to_string(*d) +
-                    " is not available: etc was built without CUDA support");
+                    " is not available: this etc was built without CUDA support; use --device "
+                    "cpu to run on the CPU");
 #endif
+}
+
+// The runtime for `device`: the CUDA runtime for a GPU, the CPU runtime (CUDA memory
+// emulated in host memory, delegates on the CPU reference backend) otherwise.
+Result<std::unique_ptr<rt::OwnedRuntime>> make_runtime(Device device, bool cuda_graphs) {
+#ifdef ETC_WITH_CUDA
+  if (device.type == DeviceType::kCUDA)
+    return cuda::make_cuda_runtime(cuda::CudaRuntimeOptions{.graphs = cuda_graphs});
+#endif
+  (void)cuda_graphs;
+  if (!device.is_cpu()) return internal_error("no runtime for " + to_string(device));
+  return rt::make_cpu_runtime();
 }
 
 }  // namespace
@@ -313,8 +333,15 @@ Status run_program(const RunArgs& args) {
     return Status(ErrorCode::kUsage, "--iterations must be >= 1 and --warmup >= 0");
   auto t_load = Clock::now();
   ETC_ASSIGN_OR_RETURN(pte::File file, read_pte_file(args.file));
-  ETC_ASSIGN_OR_RETURN(std::unique_ptr<rt::OwnedRuntime> runtime, rt::make_cpu_runtime());
+  ETC_ASSIGN_OR_RETURN(std::unique_ptr<rt::OwnedRuntime> runtime,
+                       make_runtime(device, args.cuda_graphs));
   rt::RuntimeEnv env = runtime->env();
+  std::function<Status()> sync;
+#ifdef ETC_WITH_CUDA
+  if (device.type == DeviceType::kCUDA) {
+    sync = [&runtime] { return cuda::synchronize_devices(*runtime); };
+  }
+#endif
   Result<std::unique_ptr<rt::Method>> loaded = rt::Method::load(file, 0, env);
   if (!loaded.ok())
     return std::move(loaded).take_status().add_location(Location{.file = args.file});
@@ -323,13 +350,14 @@ Status run_program(const RunArgs& args) {
   timings.load = seconds_since(t_load);
   auto [in_names, out_names] = io_names(file);
   ETC_ASSIGN_OR_RETURN(std::vector<HostTensor> inputs, prepare_inputs(args, *method, in_names));
-  ETC_ASSIGN_OR_RETURN(std::vector<HostTensor> outputs,
-                       run_method(*method, env, inputs, args.warmup, args.iterations, &timings));
+  ETC_ASSIGN_OR_RETURN(
+      std::vector<HostTensor> outputs,
+      run_method(*method, env, inputs, args.warmup, args.iterations, &timings, sync));
   if (args.profile) {
     rt::Method::Profile profile;
     method->set_profile(&profile);
     Timings ignored;
-    ETC_RETURN_IF_ERROR(run_method(*method, env, inputs, 0, 1, &ignored).take_status());
+    ETC_RETURN_IF_ERROR(run_method(*method, env, inputs, 0, 1, &ignored, sync).take_status());
     method->set_profile(nullptr);
     std::vector<std::pair<std::string, rt::Method::OpTime>> rows(profile.begin(), profile.end());
     std::sort(rows.begin(), rows.end(),

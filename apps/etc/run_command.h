@@ -22,7 +22,8 @@ struct RunArgs {
   int warmup = 0;
   int iterations = 1;
   bool json = false;
-  bool profile = false;  // one extra run timing every instruction; a table on stderr
+  bool profile = false;      // one extra run timing every instruction; a table on stderr
+  bool cuda_graphs = false;  // capture each CUDA delegate once, replay it afterwards
 };
 
 // Returns the process exit code's Status: OK, or an error (kVerifyMismatch for --verify).

@@ -7,6 +7,10 @@ namespace etc::cuda {
 Status status_from_cuda(cudaError_t err, const char* call, const char* file, int line) {
   std::string where = std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " +
                       cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")";
+  // The error is reported now: clear it from the runtime's last-error slot, so that a later
+  // cudaGetLastError() after a kernel launch does not report it again (a failed, handled
+  // cudaMalloc would otherwise fail the next launch).
+  (void)cudaGetLastError();
   switch (err) {
     case cudaErrorNoDevice:
     case cudaErrorInsufficientDriver:

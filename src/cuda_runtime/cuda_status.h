@@ -11,7 +11,8 @@ namespace etc::cuda {
 // Maps a CUDA error to a Status. Errors that mean "there is no usable GPU" (no driver, no
 // device, driver too old, a device index that does not exist) become kDeviceUnavailable;
 // out of memory becomes kDeviceUnavailable too, with the message saying so; anything else
-// is an internal error.
+// is an internal error. Clears the error from cudaGetLastError()'s slot (sticky errors, which
+// break the context, stay).
 Status status_from_cuda(cudaError_t err, const char* call, const char* file, int line);
 
 }  // namespace etc::cuda

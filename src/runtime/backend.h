@@ -24,6 +24,9 @@ struct RuntimeEnv {
   const OperatorRegistry* operators = nullptr;
   const DeviceAllocatorRegistry* allocators = nullptr;
   const BackendRegistry* backends = nullptr;
+  // Handed to every kernel as KernelContext::backend_state (device kernels find their stream
+  // there); null for host programs.
+  void* kernel_state = nullptr;
 };
 
 class DelegateHandle {

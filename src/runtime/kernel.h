@@ -27,6 +27,9 @@ struct KernelContext {
   std::string_view op;  // "aten::add.out", for error messages
   // For the et_copy kernels: how to reach device memory. Other kernels ignore it.
   const DeviceAllocatorRegistry* allocators = nullptr;
+  // Per-runtime state of a device backend's kernels (the CUDA delegate's stream and cuBLAS
+  // handle); RuntimeEnv::kernel_state. CPU kernels ignore it.
+  void* backend_state = nullptr;
   // An invalid-input error naming the op: "aten::add.out: <message>".
   Status error(const std::string& message) const;
 };

@@ -303,7 +303,7 @@ Status Method::execute() {
     Step& s = steps_[pc];
     switch (s.kind) {
       case pte::InstrKind::kKernel: {
-        KernelContext ctx{s.name, env_.allocators};
+        KernelContext ctx{s.name, env_.allocators, env_.kernel_state};
         const auto start =
             profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
         Status st = s.kernel(ctx, s.args);

@@ -12,6 +12,9 @@
 namespace etc::rt {
 
 struct OwnedRuntime {
+  // State the registries' members share (the CUDA runtime's device contexts). Declared first,
+  // so it is destroyed after the allocators and backends that use it.
+  std::shared_ptr<void> shared_state;
   OperatorRegistry operators;
   DeviceAllocatorRegistry allocators;
   BackendRegistry backends;

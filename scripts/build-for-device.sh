@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Builds, on this (GPU-less) machine, the binaries the GPU check needs, into build-device/
+# (git-ignored; carry it to the device machine). Release, CUDA on, sm_90 (H100/H200), libstdc++
+# and libgcc linked statically so the binaries need only glibc and the NVIDIA driver there.
+#   build-device/bin/etc                the CLI (CUDA runtime, cuBLAS loaded at run time)
+#   build-device/bin/cuda_runtime_test  allocator / delegate plumbing ([gpu], [nogpu])
+#   build-device/bin/cuda_kernels       the GPU kernel benchmark
+#   build-device/BUILD_INFO             commit, date, flags
+# The object tree stays in build-device-tree/. Fails if build-device/ exceeds 50 MiB.
+# Usage: scripts/build-for-device.sh   (env JOBS, default 1; ARCHS, default 90)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tree=build-device-tree out=build-device
+nice cmake -S . -B "$tree" -G Ninja -DCMAKE_BUILD_TYPE=Release -DETC_CUDA=ON \
+  -DCMAKE_CUDA_ARCHITECTURES="${ARCHS:-90}" \
+  -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" >/dev/null
+nice cmake --build "$tree" -j"${JOBS:-1}" --target etc cuda_runtime_test cuda_kernels
+rm -rf "$out"
+mkdir -p "$out/bin"
+cp "$tree/apps/etc/etc" "$tree/test/cuda/cuda_runtime_test" "$tree/bench/cuda_kernels" "$out/bin/"
+strip "$out"/bin/*
+{
+  echo "commit: $(git rev-parse HEAD)$(git diff --quiet HEAD || echo ' (with uncommitted changes)')"
+  echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -m), CUDA architectures ${ARCHS:-90}"
+  echo "glibc needed: $(objdump -T "$out"/bin/* | grep -Eo 'GLIBC_[0-9.]+' | sort -Vu | tail -1)"
+} >"$out/BUILD_INFO"
+cat "$out/BUILD_INFO"
+size_kib=$(du -sk "$out" | cut -f1)
+echo "build-device: $((size_kib / 1024)) MiB"
+if ((size_kib > 50 * 1024)); then
+  echo "build-for-device: $out is over 50 MiB; it cannot be carried" >&2
+  exit 1
+fi

@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# The GPU check, run ON a GPU machine (an H200 with the CUDA toolkit, CMake and PyTorch, but
+# none of etc's Debian build dependencies) from the repository root, with binaries built
+# elsewhere by scripts/build-for-device.sh and carried in build-device/:
+#   1. nvidia-smi and the binaries' build info;
+#   2. the `cuda` tests: cuda_runtime_test [gpu]/[nogpu], every capability op against the CPU
+#      reference (test/cuda/cuda_ops_test.sh), the examples with --verify, and (not with
+#      --quick) compute-sanitizer memcheck over one case per kernel family;
+#   3. the GPU kernel benchmark (bench/cuda_kernels) against the measured peaks;
+#   4. end-to-end latency of the examples (etc run --json: h2d, compute, d2h), with host and
+#      device IO, and the copies per inference the exports report;
+#   5. the same models in PyTorch eager (bench/torch_eager.py) when torch imports, as ratios.
+# Writes OUT/device-check.log (everything) and OUT/results.md (tables for docs/benchmarks.md).
+# Exit: 0 all checks passed; 1 a check failed; 2 usage or missing binaries; 77 no GPU visible.
+#
+# Usage: scripts/device-check.sh [--bin DIR] [--out DIR] [--quick]
+#   --bin DIR  the carried binaries (default build-device/bin)
+#   --out DIR  where the log and results go (default $OUT, else device-check-out)
+#   --quick    fewer iterations and smaller benchmark sizes (about 2 minutes)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+bin=build-device/bin out=${OUT:-device-check-out} quick=0
+while (($#)); do
+  case $1 in
+    --bin) bin=${2:?--bin needs a folder}; shift 2 ;;
+    --out) out=${2:?--out needs a folder}; shift 2 ;;
+    --quick) quick=1; shift ;;
+    -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
+    *) echo "device-check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+mkdir -p "$out" || exit 2
+log="$out/device-check.log" results="$out/results.md"
+: >"$log"
+say() { echo "$*" | tee -a "$log"; }
+etc="$bin/etc"
+for b in etc cuda_runtime_test cuda_kernels; do
+  if [[ ! -x "$bin/$b" ]]; then
+    say "device-check: $bin/$b is missing: build it with scripts/build-for-device.sh and carry build-device"
+    exit 2
+  fi
+done
+# cuBLAS is loaded at run time: look in the toolkit and in PyTorch's nvidia-cublas wheel.
+extra=/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib
+pylib=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null)
+[[ -n $pylib ]] && extra+=":$pylib"
+for d in /opt/torch/.venv/lib/python3*/site-packages/nvidia/cu13/lib; do [[ -d $d ]] && extra+=":$d"; done
+export LD_LIBRARY_PATH="$extra${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+iters=100 warmup=20
+((quick)) && iters=30 warmup=5
+start=$(date +%s)
+
+say "# etc device check, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+say "$(cat "$bin/../BUILD_INFO" 2>/dev/null || echo "build info: none")"
+say "tree: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+say "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+{ command -v nvidia-smi >/dev/null && nvidia-smi || echo "nvidia-smi: not found"; } >>"$log" 2>&1
+version=$("$etc" --version 2>&1)
+say "$version"
+{
+  echo "# Device check results"
+  echo
+  echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "- binaries: $(head -1 "$bin/../BUILD_INFO" 2>/dev/null || echo unknown)"
+  echo "- GPU: $(grep '^CUDA device 0: ' <<<"$version" | sed 's/^CUDA device 0: //' || true)"
+} >"$results"
+if ! grep -q '^CUDA device 0: ' <<<"$version"; then
+  say "device-check: no GPU visible, nothing to check: $(grep 'CUDA devices' <<<"$version")"
+  echo "- **no GPU visible**: $(grep 'CUDA devices' <<<"$version")" >>"$results"
+  exit 77
+fi
+
+status=0
+step() {  # NAME CMD...: runs CMD, logs its output, records pass/fail in the results
+  local name=$1 rc t0=$SECONDS
+  shift
+  say ""
+  say "## $name"
+  "$@" >>"$log" 2>&1
+  rc=$?
+  local verdict=passed
+  ((rc == 77)) && verdict=skipped
+  ((rc != 0 && rc != 77)) && { verdict="FAILED (exit $rc)"; status=1; }
+  say "$name: $verdict ($((SECONDS - t0)) s)"
+  echo "| $name | $verdict | $((SECONDS - t0)) s |" >>"$results.checks"
+}
+: >"$results.checks"
+step "runtime plumbing without GPU errors ([nogpu])" "$bin/cuda_runtime_test" "[nogpu]"
+step "allocator, host-pointer rule, cuda:0/cuda:1 delegates ([gpu])" "$bin/cuda_runtime_test" "[gpu]"
+step "every capability op vs the CPU reference" bash test/cuda/cuda_ops_test.sh "$etc" "$root" cuda
+step "examples on CUDA with --verify" bash test/cuda/cuda_examples_test.sh "$etc" "$root"
+((quick)) || step "compute-sanitizer memcheck, one case per kernel family" \
+  timeout 150 bash test/cuda/memcheck.sh "$etc" "$root"
+ops_summary=$(grep -E 'op cases pass on cuda' "$log" | tail -1)
+{
+  echo
+  echo "## Checks"
+  echo
+  echo "| check | result | time |"
+  echo "|---|---|---|"
+  cat "$results.checks"
+  [[ -n $ops_summary ]] && echo && echo "Op cases: $ops_summary."
+  grep -E '^FAIL' "$log" | head -20 | sed 's/^/    /'
+} >>"$results"
+rm -f "$results.checks"
+
+say ""
+say "## GPU kernels (bench/cuda_kernels)"
+kargs=()
+((quick)) && kargs=(--quick)
+if timeout 180 "$bin/cuda_kernels" "${kargs[@]}" >"$out/kernels.md" 2>>"$log"; then
+  cat "$out/kernels.md" >>"$log"
+  { echo; echo "## GPU kernels against the measured peaks"; echo; cat "$out/kernels.md"; } >>"$results"
+else
+  say "cuda_kernels failed (exit $?)"; status=1
+  cat "$out/kernels.md" >>"$log"
+fi
+rm -f "$out/kernels.md"
+
+say ""
+say "## End-to-end latency (etc run --json, warmup $warmup, iterations $iters)"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+{
+  echo
+  echo "## End-to-end latency, ms (median of $iters; etc run --device cuda --json)"
+  echo
+  echo "| model | IO | copies/inference | h2d | compute | d2h | total |"
+  echo "|---|---|---|---|---|---|---|"
+} >>"$results"
+for model in mlp cnn transformer_block; do
+  for io in host device host+graphs; do
+    pte="$tmp/$model-$io.pte"
+    run_flags=()
+    [[ $io == host+graphs ]] && run_flags=(--cuda-graphs)
+    if ! "$etc" export "examples/$model.json" -o "$pte" --io-device "${io%+graphs}" >"$tmp/export.out" 2>&1; then
+      say "export $model ($io) failed"; cat "$tmp/export.out" >>"$log"; status=1; continue
+    fi
+    copies=$(grep -Eo 'copies per inference: [^,]+, [^,]+' "$tmp/export.out" | sed 's/copies per inference: //')
+    if ! "$etc" run "$pte" --device cuda --warmup "$warmup" --iterations "$iters" --json "${run_flags[@]}" \
+        >"$tmp/run.json" 2>>"$log"; then
+      say "run $model ($io) failed"; status=1; continue
+    fi
+    python3 - "$tmp/run.json" "$model" "$io" "$copies" >>"$results" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))["timing_ms"]
+h, c, d = t["h2d_median"], t["compute_median"], t["d2h_median"]
+print("| %s | %s | %s | %.3f | %.3f | %.3f | %.3f |" % (sys.argv[2], sys.argv[3], sys.argv[4], h, c, d, h + c + d))
+PY
+    cp "$tmp/run.json" "$tmp/etc-$model-$io.json"
+  done
+done
+tail -11 "$results" >>"$log"
+
+say ""
+say "## PyTorch eager (bench/torch_eager.py)"
+if WARMUP=$warmup ITERATIONS=$iters timeout 240 python3 bench/torch_eager.py examples >"$tmp/torch.jsonl" 2>>"$log"; then
+  cat "$tmp/torch.jsonl" >>"$log"
+  python3 - "$tmp" >>"$results" <<'PY'
+import json, os, sys
+tmp = sys.argv[1]
+print()
+print("## etc (CUDA) against PyTorch eager on the same GPU, ms")
+print()
+print("| model | torch compute | etc compute (host IO) | etc compute (device IO) | etc compute (host IO, --cuda-graphs) | torch total | etc total (host IO) | etc/torch compute | etc/torch total |")
+print("|---|---|---|---|---|---|---|---|---|")
+for line in open(os.path.join(tmp, "torch.jsonl")):
+    r = json.loads(line)
+    m = r["model"]
+    def etc(io):
+        t = json.load(open(os.path.join(tmp, "etc-%s-%s.json" % (m, io))))["timing_ms"]
+        return t["h2d_median"], t["compute_median"], t["d2h_median"]
+    try:
+        eh, ec, ed = etc("host")
+        _, dc, _ = etc("device")
+        _, gc, _ = etc("host+graphs")
+    except OSError:
+        continue
+    tt = r["h2d_ms"] + r["compute_ms"] + r["d2h_ms"]
+    et = eh + ec + ed
+    print("| %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.2f | %.2f |" % (
+        m, r["compute_ms"], ec, dc, gc, tt, et, ec / r["compute_ms"], et / tt))
+print()
+print("PyTorch %s; a ratio below 1 means etc is faster." % r.get("torch", "?"))
+PY
+else
+  rc=$?
+  say "torch_eager: not run or failed (exit $rc)"
+  echo -e "\nPyTorch eager: not run (exit $rc; see the log)." >>"$results"
+fi
+
+say ""
+say "device-check: done in $(($(date +%s) - start)) s, status $status"
+echo -e "\nDevice check finished in $(($(date +%s) - start)) s with status $status." >>"$results"
+exit $status

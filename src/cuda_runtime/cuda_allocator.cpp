@@ -1,0 +1,104 @@
+#include "cuda_runtime/cuda_allocator.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdint>
+
+#include "cuda_runtime/cuda_status.h"
+
+namespace etc::cuda {
+
+CudaAllocator::~CudaAllocator() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [ptr, block] : blocks_) {
+    if (cudaSetDevice(block.index) == cudaSuccess) (void)cudaFree(block.base);
+  }
+  blocks_.clear();
+}
+
+Result<void*> CudaAllocator::allocate(size_t bytes, size_t alignment, int8_t index) {
+  if (index < 0 || index >= count_) {
+    return Status(ErrorCode::kDeviceUnavailable, "cuda:" + std::to_string(index) +
+                                                     " does not exist (" + std::to_string(count_) +
+                                                     " CUDA device(s) visible)");
+  }
+  if (alignment == 0 || (alignment & (alignment - 1)) != 0)
+    return internal_error("allocation alignment " + std::to_string(alignment) +
+                          " is not a power of two");
+  ETC_CUDA_RETURN_IF_ERROR(cudaSetDevice(index));
+  // cudaMalloc aligns to 256 bytes; a larger alignment over-allocates and rounds up.
+  const size_t extra = alignment > 256 ? alignment : 0;
+  void* base = nullptr;
+  cudaError_t err = cudaMalloc(&base, std::max<size_t>(bytes, 1) + extra);
+  if (err != cudaSuccess) {
+    return std::move(status_from_cuda(err, "cudaMalloc", __FILE__, __LINE__))
+        .add_context("while allocating " + std::to_string(bytes) +
+                     " bytes on cuda:" + std::to_string(index));
+  }
+  auto addr = reinterpret_cast<uintptr_t>(base);
+  void* aligned = reinterpret_cast<void*>((addr + alignment - 1) & ~(uintptr_t(alignment) - 1));
+  std::lock_guard<std::mutex> lock(mu_);
+  blocks_[aligned] = Block{base, index};
+  return aligned;
+}
+
+void CudaAllocator::deallocate(void* ptr, int8_t) {
+  Block block{};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = blocks_.find(ptr);
+    if (it == blocks_.end()) {
+      spdlog::error("CudaAllocator: refusing to free {} (not allocated here, or freed twice)", ptr);
+      return;
+    }
+    block = it->second;
+    blocks_.erase(it);
+  }
+  cudaError_t err = cudaSetDevice(block.index);
+  if (err == cudaSuccess) err = cudaFree(block.base);
+  if (err != cudaSuccess) spdlog::warn("cudaFree failed: {}", cudaGetErrorName(err));
+}
+
+Status CudaAllocator::copy(void* dst, const void* src, size_t bytes, int8_t index,
+                           cudaMemcpyKind kind) {
+  if (bytes == 0) return Status();
+  ETC_ASSIGN_OR_RETURN(DeviceContext * ctx, contexts_->get(index));
+  ETC_RETURN_IF_ERROR(ctx->activate());
+  ETC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, kind, ctx->stream()));
+  // Complete before returning: the host side may be reused (H2D) or read (D2H) at once.
+  ETC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(ctx->stream()));
+  return Status();
+}
+
+Status CudaAllocator::copy_host_to_device(void* dst, const void* src, size_t bytes, int8_t index) {
+  if (bytes > 0 && !owns(dst))
+    return invalid_input("host-to-device copy: the destination is not device memory");
+  if (bytes > 0 && owns(src))
+    return invalid_input("host-to-device copy: the source is device memory, not host memory");
+  return copy(dst, src, bytes, index, cudaMemcpyHostToDevice);
+}
+
+Status CudaAllocator::copy_device_to_host(void* dst, const void* src, size_t bytes, int8_t index) {
+  if (bytes > 0 && !owns(src))
+    return invalid_input("device-to-host copy: the source is not device memory");
+  if (bytes > 0 && owns(dst))
+    return invalid_input("device-to-host copy: the destination is device memory, not host memory");
+  return copy(dst, src, bytes, index, cudaMemcpyDeviceToHost);
+}
+
+bool CudaAllocator::owns(const void* ptr) const {
+  if (ptr == nullptr) return false;
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the sticky-free error state of the runtime
+    return false;
+  }
+  return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
+}
+
+size_t CudaAllocator::live_allocations() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return blocks_.size();
+}
+
+}  // namespace etc::cuda

@@ -1,0 +1,172 @@
+#include "cuda_runtime/cuda_context.h"
+
+#include <dlfcn.h>
+
+#include <string>
+
+#include "cuda_runtime/cuda_status.h"
+
+namespace etc::cuda {
+namespace {
+
+// The result of loading cuBLAS, computed once (the library stays loaded for the process).
+struct CublasLoad {
+  CublasApi api;
+  Status status;
+};
+
+template <typename Fn>
+bool resolve(void* lib, const char* name, Fn* out, std::string* missing) {
+  *out = reinterpret_cast<Fn>(dlsym(lib, name));
+  if (*out == nullptr) *missing += std::string(missing->empty() ? "" : ", ") + name;
+  return *out != nullptr;
+}
+
+CublasLoad load_cublas() {
+  CublasLoad r;
+  void* lib = nullptr;
+  std::string tried;
+  for (const char* name : {"libcublas.so.13", "libcublas.so"}) {
+    lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (lib != nullptr) break;
+    const char* err = dlerror();
+    tried += std::string(tried.empty() ? "" : "; ") + (err != nullptr ? err : name);
+  }
+  if (lib == nullptr) {
+    r.status = Status(ErrorCode::kDeviceUnavailable,
+                      "cuBLAS not found: " + tried +
+                          " (install the CUDA 13 cuBLAS library or add it to LD_LIBRARY_PATH)");
+    return r;
+  }
+  std::string missing;
+  resolve(lib, "cublasCreate_v2", &r.api.create, &missing);
+  resolve(lib, "cublasDestroy_v2", &r.api.destroy, &missing);
+  resolve(lib, "cublasSetStream_v2", &r.api.set_stream, &missing);
+  resolve(lib, "cublasSgemm_v2", &r.api.sgemm, &missing);
+  resolve(lib, "cublasSgemmStridedBatched", &r.api.sgemm_strided_batched, &missing);
+  std::string ignored;
+  resolve(lib, "cublasGemmEx", &r.api.gemm_ex, &ignored);
+  resolve(lib, "cublasGemmStridedBatchedEx", &r.api.gemm_strided_batched_ex, &ignored);
+  resolve(lib, "cublasGetStatusName", &r.api.status_name, &ignored);
+  resolve(lib, "cublasGetStatusString", &r.api.status_text, &ignored);
+  if (!missing.empty()) {
+    r.status = Status(ErrorCode::kDeviceUnavailable,
+                      "cuBLAS not found: the loaded libcublas lacks " + missing);
+  }
+  return r;
+}
+
+}  // namespace
+
+Result<const CublasApi*> cublas_api() {
+  static const CublasLoad loaded = load_cublas();  // thread-safe, once per process
+  if (!loaded.status.ok()) return loaded.status;
+  return &loaded.api;
+}
+
+Status status_from_cublas(cublasStatus_t status, const char* call, const char* file, int line) {
+  std::string name = "CUBLAS_STATUS_" + std::to_string(static_cast<int>(status));
+  std::string text;
+  if (Result<const CublasApi*> api = cublas_api(); api.ok()) {
+    if ((*api)->status_name != nullptr) name = (*api)->status_name(status);
+    if ((*api)->status_text != nullptr) text = (*api)->status_text(status);
+  }
+  std::string where = std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " +
+                      name + (text.empty() ? "" : " (" + text + ")");
+  if (status == CUBLAS_STATUS_ALLOC_FAILED)
+    return Status(ErrorCode::kDeviceUnavailable, "out of device memory: " + where);
+  if (status == CUBLAS_STATUS_NOT_INITIALIZED || status == CUBLAS_STATUS_ARCH_MISMATCH)
+    return Status(ErrorCode::kDeviceUnavailable, where);
+  return internal_error(where);
+}
+
+Result<int> visible_device_count() {
+  int count = 0;
+  ETC_CUDA_RETURN_IF_ERROR(cudaGetDeviceCount(&count));
+  return count;
+}
+
+Result<std::unique_ptr<DeviceContext>> DeviceContext::create(int index) {
+  ETC_ASSIGN_OR_RETURN(int count, visible_device_count());
+  if (index < 0 || index >= count) {
+    return Status(ErrorCode::kDeviceUnavailable, "cuda:" + std::to_string(index) +
+                                                     " does not exist (" + std::to_string(count) +
+                                                     " CUDA device(s) visible)");
+  }
+  std::unique_ptr<DeviceContext> c(new DeviceContext(index));
+  ETC_CUDA_RETURN_IF_ERROR(cudaSetDevice(index));
+  ETC_CUDA_RETURN_IF_ERROR(cudaStreamCreate(&c->stream_));
+  return c;
+}
+
+DeviceContext::~DeviceContext() {
+  // Never throws: a failure while tearing down cannot be acted on, so it is ignored.
+  if (cudaSetDevice(index_) != cudaSuccess) return;
+  if (stream_ != nullptr) (void)cudaStreamSynchronize(stream_);
+  if (cublas_ != nullptr) {
+    if (Result<const CublasApi*> api = cublas_api(); api.ok()) (void)(*api)->destroy(cublas_);
+  }
+  if (scratch_ != nullptr) (void)cudaFree(scratch_);
+  if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
+}
+
+Status DeviceContext::activate() const {
+  ETC_CUDA_RETURN_IF_ERROR(cudaSetDevice(index_));
+  return Status();
+}
+
+Result<cublasHandle_t> DeviceContext::cublas() {
+  if (cublas_ != nullptr) return cublas_;
+  ETC_ASSIGN_OR_RETURN(const CublasApi* api, cublas_api());
+  ETC_RETURN_IF_ERROR(activate());
+  cublasHandle_t h = nullptr;
+  ETC_CUBLAS_RETURN_IF_ERROR(api->create(&h));
+  cublasStatus_t st = api->set_stream(h, stream_);
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    (void)api->destroy(h);
+    return status_from_cublas(st, "cublasSetStream_v2", __FILE__, __LINE__);
+  }
+  cublas_ = h;
+  return cublas_;
+}
+
+Result<void*> DeviceContext::scratch(size_t bytes) {
+  if (bytes <= scratch_bytes_) return scratch_;
+  ETC_RETURN_IF_ERROR(activate());
+  if (scratch_ != nullptr) {
+    // Kernels queued on the stream may still read the old buffer.
+    ETC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    ETC_CUDA_RETURN_IF_ERROR(cudaFree(scratch_));
+    scratch_ = nullptr;
+    scratch_bytes_ = 0;
+  }
+  ETC_CUDA_RETURN_IF_ERROR(cudaMalloc(&scratch_, bytes));
+  scratch_bytes_ = bytes;
+  return scratch_;
+}
+
+Status DeviceContext::synchronize() const {
+  ETC_RETURN_IF_ERROR(activate());
+  ETC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return Status();
+}
+
+Result<DeviceContext*> DeviceContexts::get(int index) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (index < 0) return Status(ErrorCode::kDeviceUnavailable, "negative CUDA device index");
+  if (static_cast<size_t>(index) >= contexts_.size()) contexts_.resize(index + 1);
+  if (contexts_[index] == nullptr) {
+    ETC_ASSIGN_OR_RETURN(contexts_[index], DeviceContext::create(index));
+  }
+  return contexts_[index].get();
+}
+
+Status DeviceContexts::synchronize_all() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& c : contexts_) {
+    if (c != nullptr) ETC_RETURN_IF_ERROR(c->synchronize());
+  }
+  return Status();
+}
+
+}  // namespace etc::cuda

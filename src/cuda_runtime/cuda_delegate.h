@@ -1,0 +1,24 @@
+// The CUDA delegate backend ("EtcCudaBackend"): reads the processed blob the exporter wrote
+// (src/serialize/schema/etc_delegate.fbs: the subgraph as an execution plan, constants by
+// named-data key, the planned workspace), uploads its constants to the target device once,
+// and loads the plan with the CUDA kernels (cuda_ops.h) at init. Execute binds the call's
+// tensors, which must already be device memory (a host pointer is rejected, never copied),
+// and queues the kernels on the device's stream; it does not synchronise (copies to the host
+// through the CUDA allocator do).
+#pragma once
+
+#include <memory>
+
+#include "cuda_runtime/cuda_context.h"
+#include "runtime/backend.h"
+
+namespace etc::cuda {
+
+// `contexts` must outlive the backend and every handle it creates. With `graphs`, each
+// handle runs plainly once, then captures its kernels as a CUDA graph and replays it while
+// its tensors stay where they are (recapturing when they move); if a capture fails, the
+// handle logs why and keeps running plainly.
+std::unique_ptr<rt::Backend> make_cuda_delegate_backend(DeviceContexts* contexts,
+                                                        bool graphs = false);
+
+}  // namespace etc::cuda

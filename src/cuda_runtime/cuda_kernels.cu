@@ -1,0 +1,871 @@
+// The delegate's CUDA kernels (see cuda_kernels.h for what each computes). Written for
+// obvious equivalence with the CPU reference kernels first: grid-stride loops, one thread
+// per output element or one block per row, the same compute types and the same order of
+// roundings. Comparisons are written as the CPU code's std::min/std::max so NaN propagates
+// the same way.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cfloat>
+#include <climits>
+#include <cstdint>
+#include <type_traits>
+
+#include "cuda_runtime/cuda_kernels.h"
+
+namespace etc::cuda::kernels {
+namespace {
+
+constexpr int kThreads = 256;
+
+// Blocks for a grid-stride loop over n elements.
+unsigned grid_for(int64_t n) {
+  int64_t blocks = (n + kThreads - 1) / kThreads;
+  if (blocks > 65535 * 8) blocks = 65535 * 8;
+  return static_cast<unsigned>(blocks < 1 ? 1 : blocks);
+}
+
+#define ETC_GRID_STRIDE(i, n)                                                            \
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x)
+
+// ---- Element conversion (ATen's rules, as the CPU kernels' convert()) ------------------
+
+// float -> int64: truncation toward zero, NaN gives 0, out-of-range values saturate.
+__device__ __forceinline__ int64_t float_to_i64(double v) {
+  if (v != v) return 0;
+  if (v <= -9223372036854775808.0) return INT64_MIN;
+  if (v >= 9223372036854775807.0) return INT64_MAX;
+  return static_cast<int64_t>(v);
+}
+
+__device__ __forceinline__ bool is_float(Elem t) {
+  return t == Elem::kF32 || t == Elem::kF16 || t == Elem::kBF16;
+}
+
+// Loads element i of p (type t) as double, exactly.
+__device__ __forceinline__ double load_double(const void* p, Elem t, int64_t i) {
+  switch (t) {
+    case Elem::kF32:
+      return static_cast<const float*>(p)[i];
+    case Elem::kF16:
+      return __half2float(static_cast<const __half*>(p)[i]);
+    case Elem::kBF16:
+      return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    case Elem::kI32:
+      return static_cast<double>(static_cast<const int32_t*>(p)[i]);
+    case Elem::kI64:
+      return static_cast<double>(static_cast<const int64_t*>(p)[i]);
+    case Elem::kBool:
+      return static_cast<const uint8_t*>(p)[i] != 0 ? 1.0 : 0.0;
+    case Elem::kU8:
+      return static_cast<const uint8_t*>(p)[i];
+    case Elem::kI8:
+      return static_cast<const int8_t*>(p)[i];
+    case Elem::kI16:
+      return static_cast<const int16_t*>(p)[i];
+  }
+  return 0;
+}
+
+__device__ __forceinline__ int64_t load_int(const void* p, Elem t, int64_t i) {
+  switch (t) {
+    case Elem::kI32:
+      return static_cast<const int32_t*>(p)[i];
+    case Elem::kI64:
+      return static_cast<const int64_t*>(p)[i];
+    case Elem::kBool:
+      return static_cast<const uint8_t*>(p)[i] != 0 ? 1 : 0;
+    case Elem::kU8:
+      return static_cast<const uint8_t*>(p)[i];
+    case Elem::kI8:
+      return static_cast<const int8_t*>(p)[i];
+    case Elem::kI16:
+      return static_cast<const int16_t*>(p)[i];
+    default:
+      return float_to_i64(load_double(p, t, i));
+  }
+}
+
+__device__ __forceinline__ float load_float(const void* p, Elem t, int64_t i) {
+  switch (t) {
+    case Elem::kF32:
+      return static_cast<const float*>(p)[i];
+    case Elem::kF16:
+      return __half2float(static_cast<const __half*>(p)[i]);
+    case Elem::kBF16:
+      return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    case Elem::kI64:  // int64 -> float rounds once, as static_cast<float>(int64) on the CPU
+      return static_cast<float>(static_cast<const int64_t*>(p)[i]);
+    default:
+      return static_cast<float>(load_double(p, t, i));
+  }
+}
+
+// Rounds a float to the precision of storage type t (the CPU kernels convert every input
+// to the out's dtype before computing).
+__device__ __forceinline__ float round_to(Elem t, float v) {
+  if (t == Elem::kF16) return __half2float(__float2half_rn(v));
+  if (t == Elem::kBF16) return __bfloat162float(__float2bfloat16_rn(v));
+  return v;
+}
+
+__device__ __forceinline__ void store_int_bits(void* p, Elem t, int64_t i, int64_t v) {
+  switch (t) {
+    case Elem::kI32:
+      static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v);
+      break;
+    case Elem::kI64:
+      static_cast<int64_t*>(p)[i] = v;
+      break;
+    case Elem::kBool:
+      static_cast<uint8_t*>(p)[i] = v != 0;
+      break;
+    case Elem::kU8:
+      static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(v);
+      break;
+    case Elem::kI8:
+      static_cast<int8_t*>(p)[i] = static_cast<int8_t>(v);
+      break;
+    case Elem::kI16:
+      static_cast<int16_t*>(p)[i] = static_cast<int16_t>(v);
+      break;
+    default:
+      break;
+  }
+}
+
+__device__ __forceinline__ void store_float(void* p, Elem t, int64_t i, float v) {
+  switch (t) {
+    case Elem::kF32:
+      static_cast<float*>(p)[i] = v;
+      break;
+    case Elem::kF16:
+      static_cast<__half*>(p)[i] = __float2half_rn(v);
+      break;
+    case Elem::kBF16:
+      static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v);
+      break;
+    case Elem::kBool:
+      static_cast<uint8_t*>(p)[i] = v != 0.0f;
+      break;
+    default:
+      store_int_bits(p, t, i, float_to_i64(v));
+  }
+}
+
+__device__ __forceinline__ void store_double(void* p, Elem t, int64_t i, double v) {
+  if (is_float(t)) {
+    store_float(p, t, i, static_cast<float>(v));
+  } else if (t == Elem::kBool) {
+    static_cast<uint8_t*>(p)[i] = v != 0.0;
+  } else {
+    store_int_bits(p, t, i, float_to_i64(v));
+  }
+}
+
+__device__ __forceinline__ void store_int(void* p, Elem t, int64_t i, int64_t v) {
+  if (is_float(t)) {
+    store_float(p, t, i, static_cast<float>(v));
+  } else {
+    store_int_bits(p, t, i, v);
+  }
+}
+
+// Compute-type dispatch: C is float (floating outs) or int64_t (integer and bool outs).
+template <typename C>
+__device__ __forceinline__ C load_as(const void* p, Elem t, int64_t i, Elem out_type);
+template <>
+__device__ __forceinline__ float load_as<float>(const void* p, Elem t, int64_t i, Elem out_type) {
+  float v = load_float(p, t, i);
+  return t == out_type ? v : round_to(out_type, v);
+}
+template <>
+__device__ __forceinline__ int64_t load_as<int64_t>(const void* p, Elem t, int64_t i, Elem) {
+  return load_int(p, t, i);
+}
+__device__ __forceinline__ void store_as(void* p, Elem t, int64_t i, float v) {
+  store_float(p, t, i, v);
+}
+__device__ __forceinline__ void store_as(void* p, Elem t, int64_t i, int64_t v) {
+  store_int(p, t, i, v);
+}
+
+template <typename C>
+__device__ __forceinline__ C scalar_as(const Scalar& s);
+template <>
+__device__ __forceinline__ float scalar_as<float>(const Scalar& s) {
+  return static_cast<float>(s.d);
+}
+template <>
+__device__ __forceinline__ int64_t scalar_as<int64_t>(const Scalar& s) {
+  return s.i;
+}
+
+// std::max / std::min as the CPU code uses them (the first argument wins ties and NaN).
+template <typename C>
+__device__ __forceinline__ C cpu_max(C a, C b) {
+  return (a < b) ? b : a;
+}
+template <typename C>
+__device__ __forceinline__ C cpu_min(C a, C b) {
+  return (b < a) ? b : a;
+}
+
+__device__ __forceinline__ int64_t int_pow(int64_t base, int64_t exp) {
+  uint64_t result = 1;
+  auto b = static_cast<uint64_t>(base);
+  while (exp > 0) {
+    if (exp & 1) result *= b;
+    b *= b;
+    exp >>= 1;
+  }
+  return static_cast<int64_t>(result);
+}
+
+// ---- Elementwise map -------------------------------------------------------------------
+
+template <typename C, MapOp kOp>
+__device__ __forceinline__ C apply(const MapArgs& p, C x, C y) {
+  if constexpr (kOp == MapOp::kAdd) return x + scalar_as<C>(p.alpha) * y;
+  if constexpr (kOp == MapOp::kSub) return x - scalar_as<C>(p.alpha) * y;
+  if constexpr (kOp == MapOp::kMul) return x * y;
+  if constexpr (kOp == MapOp::kDiv) return x / y;
+  if constexpr (kOp == MapOp::kNeg) return -x;
+  if constexpr (kOp == MapOp::kRelu) return x < C(0) ? C(0) : x;
+  if constexpr (kOp == MapOp::kClamp) {
+    C v = x;
+    if (p.has_lo) v = cpu_max(v, scalar_as<C>(p.lo));
+    if (p.has_hi) v = cpu_min(v, scalar_as<C>(p.hi));
+    return v;
+  }
+  if constexpr (kOp == MapOp::kPow) {
+    if constexpr (std::is_same_v<C, float>) {
+      const float e = scalar_as<float>(p.scalar);
+      if (e == 2.0f) return x * x;
+      if (e == 1.0f) return x;
+      if (e == 0.5f) return sqrtf(x);
+      return powf(x, e);
+    } else {
+      return int_pow(x, p.scalar.i);
+    }
+  }
+  if constexpr (std::is_same_v<C, float>) {
+    if constexpr (kOp == MapOp::kExp) return expf(x);
+    if constexpr (kOp == MapOp::kLog) return logf(x);
+    if constexpr (kOp == MapOp::kRsqrt) return 1.0f / sqrtf(x);
+    if constexpr (kOp == MapOp::kSigmoid) return 1.0f / (1.0f + expf(-x));
+    if constexpr (kOp == MapOp::kSqrt) return sqrtf(x);
+    if constexpr (kOp == MapOp::kTanh) return tanhf(x);
+    if constexpr (kOp == MapOp::kGeluErf)
+      return 0.5f * x * (1.0f + erff(x * 0.70710678118654752440f));
+    if constexpr (kOp == MapOp::kGeluTanh) {
+      const float k = 0.79788456080286535588f;
+      return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+    }
+    if constexpr (kOp == MapOp::kHardsigmoid) return cpu_min(cpu_max(x + 3.0f, 0.0f), 6.0f) / 6.0f;
+    if constexpr (kOp == MapOp::kHardswish)
+      return x * cpu_min(cpu_max(x + 3.0f, 0.0f), 6.0f) / 6.0f;
+    if constexpr (kOp == MapOp::kSilu) return x / (1.0f + expf(-x));
+  }
+  return x;
+}
+
+template <typename C, MapOp kOp, bool kFlat>
+__global__ void map_kernel(MapArgs p, int64_t n) {
+  ETC_GRID_STRIDE(i, n) {
+    int64_t oo = p.out.offset, oa = p.a.offset, ob = p.b.offset, oc = p.c.offset;
+    if (kFlat) {  // rank <= 1: one stride per operand
+      oo += i * p.out.strides[0];
+      oa += i * p.a.strides[0];
+      ob += i * p.b.strides[0];
+      oc += i * p.c.strides[0];
+    } else {
+      int64_t rest = i;
+      for (int d = p.shape.rank - 1; d >= 0; --d) {
+        const int64_t s = p.shape.sizes[d];
+        const int64_t idx = rest % s;
+        rest /= s;
+        oo += idx * p.out.strides[d];
+        oa += idx * p.a.strides[d];
+        ob += idx * p.b.strides[d];
+        oc += idx * p.c.strides[d];
+      }
+    }
+    const Elem ot = p.out.type;
+    C v;
+    if constexpr (kOp == MapOp::kFill) {
+      v = scalar_as<C>(p.scalar);
+    } else if constexpr (kOp == MapOp::kCopy) {
+      if (ot == Elem::kBool) {  // to bool is `!= 0`, not truncation (0.5 -> true)
+        static_cast<uint8_t*>(p.out.data)[oo] = load_double(p.a.data, p.a.type, oa) != 0.0;
+        continue;
+      }
+      v = load_as<C>(p.a.data, p.a.type, oa, p.a.type);  // converted once, by the store
+    } else if constexpr (kOp == MapOp::kWhere) {
+      const bool cond = load_int(p.a.data, p.a.type, oa) != 0;
+      v = cond ? load_as<C>(p.b.data, p.b.type, ob, ot) : load_as<C>(p.c.data, p.c.type, oc, ot);
+    } else {
+      const C x = load_as<C>(p.a.data, p.a.type, oa, ot);
+      const C y = p.b_is_scalar ? scalar_as<C>(p.scalar)
+                  : p.b.data    ? load_as<C>(p.b.data, p.b.type, ob, ot)
+                                : C(0);
+      v = apply<C, kOp>(p, x, y);
+    }
+    store_as(p.out.data, ot, oo, v);
+  }
+}
+
+// The common case, vectorised: float32 operands, contiguous (or a scalar / absent `b`), all
+// 16-byte aligned. Same arithmetic as map_kernel<float, kOp>, four elements per load.
+template <MapOp kOp>
+__global__ void map_f32x4_kernel(MapArgs p, int64_t n) {
+  const int64_t n4 = n / 4;
+  const auto* a = static_cast<const float4*>(p.a.data);
+  const auto* b = static_cast<const float4*>(p.b.data);
+  auto* o = static_cast<float4*>(p.out.data);
+  const float ys = p.b_is_scalar ? scalar_as<float>(p.scalar) : 0.0f;
+  const bool b_tensor = !p.b_is_scalar && b != nullptr;
+  ETC_GRID_STRIDE(i, n4) {
+    const float4 x = a[i];
+    const float4 y = b_tensor ? b[i] : make_float4(ys, ys, ys, ys);
+    o[i] = make_float4(apply<float, kOp>(p, x.x, y.x), apply<float, kOp>(p, x.y, y.y),
+                       apply<float, kOp>(p, x.z, y.z), apply<float, kOp>(p, x.w, y.w));
+  }
+  ETC_GRID_STRIDE(t, n - n4 * 4) {
+    const int64_t i = n4 * 4 + t;
+    const float x = static_cast<const float*>(p.a.data)[i];
+    const float y = b_tensor ? static_cast<const float*>(p.b.data)[i] : ys;
+    static_cast<float*>(p.out.data)[i] = apply<float, kOp>(p, x, y);
+  }
+}
+
+bool aligned16(const void* ptr) {
+  return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0;
+}
+
+// Whether map_f32x4_kernel applies to p (after coalescing: rank <= 1).
+bool vectorisable(const MapArgs& p) {
+  if (p.op == MapOp::kCopy || p.op == MapOp::kFill || p.op == MapOp::kWhere) return false;
+  if (p.shape.rank > 1 || p.out.type != Elem::kF32 || p.a.type != Elem::kF32) return false;
+  if (p.shape.rank == 0) return false;  // one element: not worth it
+  if (p.out.strides[0] != 1 || p.a.strides[0] != 1 || p.out.offset != 0 || p.a.offset != 0)
+    return false;
+  if (!aligned16(p.out.data) || !aligned16(p.a.data)) return false;
+  if (!p.b_is_scalar && p.b.data != nullptr) {
+    if (p.b.type != Elem::kF32 || p.b.strides[0] != 1 || p.b.offset != 0 || !aligned16(p.b.data))
+      return false;
+  }
+  return true;
+}
+
+template <typename C, MapOp kOp>
+cudaError_t launch_map_op(const MapArgs& p, int64_t n, cudaStream_t stream) {
+  if constexpr (std::is_same_v<C, float> && kOp != MapOp::kCopy && kOp != MapOp::kFill &&
+                kOp != MapOp::kWhere) {
+    if (vectorisable(p)) {
+      map_f32x4_kernel<kOp><<<grid_for((n + 3) / 4), kThreads, 0, stream>>>(p, n);
+      return cudaGetLastError();
+    }
+  }
+  if (p.shape.rank <= 1) {
+    map_kernel<C, kOp, true><<<grid_for(n), kThreads, 0, stream>>>(p, n);
+  } else {
+    map_kernel<C, kOp, false><<<grid_for(n), kThreads, 0, stream>>>(p, n);
+  }
+  return cudaGetLastError();
+}
+
+template <typename C>
+cudaError_t launch_map_typed(const MapArgs& p, int64_t n, cudaStream_t s) {
+  switch (p.op) {
+#define ETC_MAP_CASE(op) \
+  case MapOp::op:        \
+    return launch_map_op<C, MapOp::op>(p, n, s);
+    ETC_MAP_CASE(kCopy)
+    ETC_MAP_CASE(kFill)
+    ETC_MAP_CASE(kAdd)
+    ETC_MAP_CASE(kSub)
+    ETC_MAP_CASE(kMul)
+    ETC_MAP_CASE(kPow)
+    ETC_MAP_CASE(kWhere)
+    ETC_MAP_CASE(kNeg)
+    ETC_MAP_CASE(kRelu)
+    ETC_MAP_CASE(kClamp)
+#undef ETC_MAP_CASE
+    default:
+      break;
+  }
+  if constexpr (std::is_same_v<C, float>) {
+    switch (p.op) {
+#define ETC_MAP_CASE(op) \
+  case MapOp::op:        \
+    return launch_map_op<C, MapOp::op>(p, n, s);
+      ETC_MAP_CASE(kDiv)
+      ETC_MAP_CASE(kExp)
+      ETC_MAP_CASE(kLog)
+      ETC_MAP_CASE(kRsqrt)
+      ETC_MAP_CASE(kSigmoid)
+      ETC_MAP_CASE(kSqrt)
+      ETC_MAP_CASE(kTanh)
+      ETC_MAP_CASE(kGeluErf)
+      ETC_MAP_CASE(kGeluTanh)
+      ETC_MAP_CASE(kHardsigmoid)
+      ETC_MAP_CASE(kHardswish)
+      ETC_MAP_CASE(kSilu)
+#undef ETC_MAP_CASE
+      default:
+        break;
+    }
+  }
+  return cudaErrorInvalidValue;  // the host wrappers reject these combinations first
+}
+
+// ---- Block reductions ------------------------------------------------------------------
+
+// Reduces v over the block (blockDim.x a multiple of 32, at most 1024); every thread gets
+// the result. `identity` fills the lanes of the last step that have no warp behind them.
+template <typename T, typename F>
+__device__ T block_reduce(T v, F f, T identity, T* shared) {
+  for (int o = 16; o > 0; o /= 2)
+    v = f(v, __shfl_down_sync(0xffffffffu, v, o));
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  __syncthreads();  // shared may still be read from a previous reduction
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  const int warps = (blockDim.x + 31) / 32;
+  if (warp == 0) {
+    v = lane < warps ? shared[lane] : identity;
+    for (int o = 16; o > 0; o /= 2)
+      v = f(v, __shfl_down_sync(0xffffffffu, v, o));
+    if (lane == 0) shared[0] = v;
+  }
+  __syncthreads();
+  return shared[0];
+}
+
+struct Add {
+  template <typename T>
+  __device__ T operator()(T a, T b) const {
+    return a + b;
+  }
+};
+// amax with NaN propagation: (v > a || v != v) ? v : a, as the CPU reduction.
+struct MaxNan {
+  template <typename T>
+  __device__ T operator()(T a, T v) const {
+    return (v > a || v != v) ? v : a;
+  }
+};
+
+__device__ __forceinline__ int64_t decompose(int64_t i, const Shape& s, const int64_t* strides) {
+  int64_t off = 0;
+  for (int d = s.rank - 1; d >= 0; --d) {
+    off += (i % s.sizes[d]) * strides[d];
+    i /= s.sizes[d];
+  }
+  return off;
+}
+
+// One block per output element; the block's threads stride over the reduced elements.
+template <typename Acc, typename F>
+__global__ void reduce_kernel(ReduceArgs p, int64_t outputs, int64_t count, Acc init, F f) {
+  __shared__ Acc shared[32];
+  for (int64_t o = blockIdx.x; o < outputs; o += gridDim.x) {
+    const int64_t base = decompose(o, p.kept, p.kept_strides);
+    Acc acc = init;
+    for (int64_t r = threadIdx.x; r < count; r += blockDim.x) {
+      const int64_t at = base + decompose(r, p.reduced, p.reduced_strides);
+      Acc v;
+      if constexpr (std::is_same_v<Acc, int64_t>) {
+        v = load_int(p.in, p.in_type, at);
+      } else {
+        v = static_cast<Acc>(load_double(p.in, p.in_type, at));
+      }
+      acc = f(acc, v);
+    }
+    acc = block_reduce(acc, f, init, shared);
+    if (threadIdx.x == 0) {
+      if constexpr (std::is_same_v<Acc, int64_t>) {
+        store_int(p.out, p.out_type, o, acc);
+      } else {
+        if (p.op == ReduceOp::kMean) acc /= static_cast<Acc>(count);
+        store_double(p.out, p.out_type, o, static_cast<double>(acc));
+      }
+    }
+  }
+}
+
+unsigned threads_for(int64_t count) {
+  unsigned t = 32;
+  while (t < 256 && t < count)
+    t *= 2;
+  return t;
+}
+
+// ---- Softmax, layer norm ---------------------------------------------------------------
+
+// One block per (outer, inner) row of length len with stride inner.
+__global__ void softmax_kernel(const void* in, void* out, Elem type, int64_t outer, int64_t len,
+                               int64_t inner, bool log) {
+  __shared__ float shared[32];
+  for (int64_t row = blockIdx.x; row < outer * inner; row += gridDim.x) {
+    const int64_t o = row / inner, j = row % inner;
+    const int64_t base = o * len * inner + j;
+    float mx = -INFINITY;
+    for (int64_t d = threadIdx.x; d < len; d += blockDim.x) {
+      const float v = load_float(in, type, base + d * inner);
+      mx = v > mx ? v : mx;
+    }
+    // The CPU keeps the first NaN-free maximum: `x > mx ? x : mx` ignores NaN. Same here.
+    mx = block_reduce(
+        mx, [](float a, float b) { return b > a ? b : a; }, -INFINITY, shared);
+    float sum = 0;
+    for (int64_t d = threadIdx.x; d < len; d += blockDim.x)
+      sum += expf(load_float(in, type, base + d * inner) - mx);
+    sum = block_reduce(sum, Add{}, 0.0f, shared);
+    const float lse = mx + logf(sum);
+    const float inv = 1.0f / sum;
+    for (int64_t d = threadIdx.x; d < len; d += blockDim.x) {
+      const float x = load_float(in, type, base + d * inner);
+      store_float(out, type, base + d * inner, log ? x - lse : expf(x - mx) * inv);
+    }
+  }
+}
+
+__global__ void layer_norm_kernel(const void* x, const void* weight, const void* bias, void* y,
+                                  void* mean, void* rstd, Elem type, int64_t rows, int64_t cols,
+                                  double eps) {
+  __shared__ double shared[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int64_t base = r * cols;
+    double s = 0;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+      s += load_float(x, type, base + j);
+    s = block_reduce(s, Add{}, 0.0, shared);
+    const double mu = s / static_cast<double>(cols);
+    double v = 0;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+      const double d = static_cast<double>(load_float(x, type, base + j)) - mu;
+      v += d * d;
+    }
+    v = block_reduce(v, Add{}, 0.0, shared);
+    const double inv = 1.0 / sqrt(v / static_cast<double>(cols) + eps);  // biased variance
+    const float m = static_cast<float>(mu), rs = static_cast<float>(inv);
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+      const float w = weight ? load_float(weight, type, j) : 1.0f;
+      const float b = bias ? load_float(bias, type, j) : 0.0f;
+      store_float(y, type, base + j, (load_float(x, type, base + j) - m) * rs * w + b);
+    }
+    if (threadIdx.x == 0) {
+      store_float(mean, type, r, m);
+      store_float(rstd, type, r, rs);
+    }
+  }
+}
+
+__global__ void batch_norm_kernel(const void* x, const void* weight, const void* bias,
+                                  const void* rmean, const void* rvar, Elem pt, void* y, Elem type,
+                                  int64_t total, int64_t c, int64_t inner, double eps) {
+  ETC_GRID_STRIDE(i, total) {
+    const int64_t ch = (i / inner) % c;
+    const double w = weight ? load_double(weight, pt, ch) : 1.0;
+    const double b = bias ? load_double(bias, pt, ch) : 0.0;
+    const double s = w / sqrt(load_double(rvar, pt, ch) + eps);
+    const float scale = static_cast<float>(s);
+    const float shift = static_cast<float>(b - load_double(rmean, pt, ch) * s);
+    store_float(y, type, i, load_float(x, type, i) * scale + shift);
+  }
+}
+
+// ---- Pooling ---------------------------------------------------------------------------
+
+__global__ void max_pool_kernel(PoolArgs p, int64_t total) {
+  ETC_GRID_STRIDE(o, total) {
+    const int64_t ow = o % p.out_w, oh = (o / p.out_w) % p.out_h, pl = o / (p.out_w * p.out_h);
+    const int64_t h0 = oh * p.stride[0] - p.pad[0], w0 = ow * p.stride[1] - p.pad[1];
+    const int64_t plane = pl * p.in_h * p.in_w;
+    const bool fl = is_float(p.type);
+    double best = -INFINITY;
+    int64_t best_i = INT64_MIN;
+    bool found = false;
+    for (int64_t i = 0; i < p.kernel[0]; ++i) {
+      const int64_t ih = h0 + i * p.dil[0];
+      if (ih < 0 || ih >= p.in_h) continue;
+      for (int64_t j = 0; j < p.kernel[1]; ++j) {
+        const int64_t iw = w0 + j * p.dil[1];
+        if (iw < 0 || iw >= p.in_w) continue;
+        const int64_t at = plane + ih * p.in_w + iw;
+        if (fl) {
+          const double v = load_float(p.in, p.type, at);
+          if (!found || v > best || v != v) best = v;
+        } else {
+          const int64_t v = load_int(p.in, p.type, at);
+          if (!found || v > best_i) best_i = v;
+        }
+        found = true;
+      }
+    }
+    if (fl) {
+      store_double(p.out, p.type, o, best);
+    } else {
+      store_int(p.out, p.type, o, best_i);
+    }
+  }
+}
+
+__global__ void avg_pool_kernel(PoolArgs p, int64_t total) {
+  ETC_GRID_STRIDE(o, total) {
+    const int64_t ow = o % p.out_w, oh = (o / p.out_w) % p.out_h, pl = o / (p.out_w * p.out_h);
+    int64_t h0 = oh * p.stride[0] - p.pad[0], w0 = ow * p.stride[1] - p.pad[1];
+    int64_t h1 = min(h0 + p.kernel[0], p.in_h + p.pad[0]);
+    int64_t w1 = min(w0 + p.kernel[1], p.in_w + p.pad[1]);
+    const int64_t padded_count = (h1 - h0) * (w1 - w0);
+    h0 = max(h0, int64_t(0));
+    w0 = max(w0, int64_t(0));
+    h1 = min(h1, p.in_h);
+    w1 = min(w1, p.in_w);
+    double sum = 0;
+    for (int64_t ih = h0; ih < h1; ++ih)
+      for (int64_t iw = w0; iw < w1; ++iw)
+        sum += load_double(p.in, p.type, (pl * p.in_h + ih) * p.in_w + iw);
+    const int64_t divisor = p.divisor != 0        ? p.divisor
+                            : p.count_include_pad ? padded_count
+                                                  : (h1 - h0) * (w1 - w0);
+    store_double(p.out, p.type, o, sum / static_cast<double>(divisor));
+  }
+}
+
+__global__ void adaptive_avg_pool_kernel(PoolArgs p, int64_t total) {
+  ETC_GRID_STRIDE(o, total) {
+    const int64_t ow = o % p.out_w, oh = (o / p.out_w) % p.out_h, pl = o / (p.out_w * p.out_h);
+    const int64_t h0 = oh * p.in_h / p.out_h, h1 = ((oh + 1) * p.in_h + p.out_h - 1) / p.out_h;
+    const int64_t w0 = ow * p.in_w / p.out_w, w1 = ((ow + 1) * p.in_w + p.out_w - 1) / p.out_w;
+    double sum = 0;
+    for (int64_t h = h0; h < h1; ++h)
+      for (int64_t w = w0; w < w1; ++w)
+        sum += load_double(p.in, p.type, (pl * p.in_h + h) * p.in_w + w);
+    store_double(p.out, p.type, o, sum / static_cast<double>((h1 - h0) * (w1 - w0)));
+  }
+}
+
+// ---- Embedding -------------------------------------------------------------------------
+
+__global__ void embedding_kernel(const char* weight, int64_t rows, int64_t row_bytes,
+                                 const void* indices, bool i64, int64_t n, char* out,
+                                 int32_t* bad) {
+  ETC_GRID_STRIDE(b, n * row_bytes) {
+    const int64_t i = b / row_bytes, byte = b % row_bytes;
+    const int64_t r =
+        i64 ? static_cast<const int64_t*>(indices)[i] : static_cast<const int32_t*>(indices)[i];
+    if (r < 0 || r >= rows) {
+      out[b] = 0;
+      if (bad != nullptr) *bad = 1;
+    } else {
+      out[b] = weight[r * row_bytes + byte];
+    }
+  }
+}
+
+// ---- Convolution -----------------------------------------------------------------------
+
+__global__ void conv_direct_kernel(ConvArgs g, const void* x, const void* weight, const void* bias,
+                                   void* y, Elem type, int64_t total) {
+  const int64_t cin_g = g.c_in / g.groups, cout_g = g.c_out / g.groups;
+  ETC_GRID_STRIDE(o, total) {
+    const int64_t ow = o % g.ow, oh = (o / g.ow) % g.oh;
+    const int64_t co = (o / (g.ow * g.oh)) % g.c_out, n = o / (g.ow * g.oh * g.c_out);
+    const int64_t grp = co / cout_g;
+    float acc = bias ? load_float(bias, type, co) : 0.0f;
+    for (int64_t ci = 0; ci < cin_g; ++ci) {
+      const int64_t c = grp * cin_g + ci;
+      for (int64_t i = 0; i < g.kh; ++i) {
+        const int64_t ih = oh * g.stride[0] - g.pad[0] + i * g.dil[0];
+        if (ih < 0 || ih >= g.h) continue;
+        for (int64_t j = 0; j < g.kw; ++j) {
+          const int64_t iw = ow * g.stride[1] - g.pad[1] + j * g.dil[1];
+          if (iw < 0 || iw >= g.w) continue;
+          acc += load_float(weight, type, ((co * cin_g + ci) * g.kh + i) * g.kw + j) *
+                 load_float(x, type, ((n * g.c_in + c) * g.h + ih) * g.w + iw);
+        }
+      }
+    }
+    store_float(y, type, o, acc);
+  }
+}
+
+__global__ void im2col_kernel(ConvArgs g, const float* x, int64_t image, int64_t c0,
+                              int64_t channels, float* col) {
+  const int64_t plane = g.oh * g.ow;
+  ETC_GRID_STRIDE(e, channels * g.kh * g.kw * plane) {
+    const int64_t p = e % plane, row = e / plane;
+    const int64_t j = row % g.kw, i = (row / g.kw) % g.kh, c = row / (g.kw * g.kh);
+    const int64_t ow = p % g.ow, oh = p / g.ow;
+    const int64_t ih = oh * g.stride[0] - g.pad[0] + i * g.dil[0];
+    const int64_t iw = ow * g.stride[1] - g.pad[1] + j * g.dil[1];
+    float v = 0;
+    if (ih >= 0 && ih < g.h && iw >= 0 && iw < g.w)
+      v = x[((image * g.c_in + c0 + c) * g.h + ih) * g.w + iw];
+    col[e] = v;
+  }
+}
+
+// ---- GEMM (float16 / bfloat16 / float32 storage, float accumulation) --------------------
+
+constexpr int kTile = 16;
+
+__global__ void gemm_kernel(GemmArgs p) {
+  __shared__ float as[kTile][kTile + 1];
+  __shared__ float bs[kTile][kTile + 1];
+  const int64_t batch = blockIdx.z;
+  const int64_t row = static_cast<int64_t>(blockIdx.y) * kTile + threadIdx.y;
+  const int64_t colj = static_cast<int64_t>(blockIdx.x) * kTile + threadIdx.x;
+  const int64_t a0 = batch * p.a_batch, b0 = batch * p.b_batch;
+  float acc = 0;
+  for (int64_t t = 0; t < p.k; t += kTile) {
+    const int64_t ka = t + threadIdx.x, kb = t + threadIdx.y;
+    as[threadIdx.y][threadIdx.x] =
+        row < p.m && ka < p.k ? load_float(p.a, p.type, a0 + row * p.a_rs + ka * p.a_cs) : 0.0f;
+    bs[threadIdx.y][threadIdx.x] =
+        kb < p.k && colj < p.n ? load_float(p.b, p.type, b0 + kb * p.b_rs + colj * p.b_cs) : 0.0f;
+    __syncthreads();
+    for (int q = 0; q < kTile; ++q)
+      acc += as[threadIdx.y][q] * bs[q][threadIdx.x];
+    __syncthreads();
+  }
+  if (row < p.m && colj < p.n) {
+    float v = p.alpha * acc;
+    if (p.bias != nullptr && p.beta != 0.0f) {
+      v += p.beta *
+           load_float(p.bias, p.type, batch * p.bias_batch + row * p.bias_rs + colj * p.bias_cs);
+    }
+    store_float(p.c, p.type, (batch * p.m + row) * p.n + colj, v);
+  }
+}
+
+}  // namespace
+
+// ---- Launchers -------------------------------------------------------------------------
+
+cudaError_t launch_map(const MapArgs& args, cudaStream_t stream) {
+  int64_t n = 1;
+  for (int d = 0; d < args.shape.rank; ++d)
+    n *= args.shape.sizes[d];
+  if (n == 0) return cudaSuccess;
+  const bool fl =
+      args.out.type == Elem::kF32 || args.out.type == Elem::kF16 || args.out.type == Elem::kBF16;
+  return fl ? launch_map_typed<float>(args, n, stream) : launch_map_typed<int64_t>(args, n, stream);
+}
+
+cudaError_t launch_reduce(const ReduceArgs& p, cudaStream_t stream) {
+  int64_t outputs = 1, count = 1;
+  for (int d = 0; d < p.kept.rank; ++d)
+    outputs *= p.kept.sizes[d];
+  for (int d = 0; d < p.reduced.rank; ++d)
+    count *= p.reduced.sizes[d];
+  if (outputs == 0) return cudaSuccess;
+  const unsigned blocks = static_cast<unsigned>(outputs < 65535 * 16 ? outputs : 65535 * 16);
+  const unsigned threads = threads_for(count);
+  const bool fl_in = p.in_type == Elem::kF32 || p.in_type == Elem::kF16 || p.in_type == Elem::kBF16;
+  if (p.op == ReduceOp::kAmax) {
+    if (fl_in) {
+      reduce_kernel<double><<<blocks, threads, 0, stream>>>(p, outputs, count, -INFINITY, MaxNan{});
+    } else {
+      reduce_kernel<int64_t>
+          <<<blocks, threads, 0, stream>>>(p, outputs, count, INT64_MIN, MaxNan{});
+    }
+  } else if (p.integer) {
+    reduce_kernel<int64_t><<<blocks, threads, 0, stream>>>(p, outputs, count, int64_t(0), Add{});
+  } else {
+    reduce_kernel<double><<<blocks, threads, 0, stream>>>(p, outputs, count, 0.0, Add{});
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t launch_softmax(const void* in, void* out, Elem type, int64_t outer, int64_t len,
+                           int64_t inner, bool log, cudaStream_t stream) {
+  const int64_t rows = outer * inner;
+  if (rows == 0 || len == 0) return cudaSuccess;
+  const unsigned blocks = static_cast<unsigned>(rows < 65535 * 16 ? rows : 65535 * 16);
+  softmax_kernel<<<blocks, threads_for(len), 0, stream>>>(in, out, type, outer, len, inner, log);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_layer_norm(const void* x, const void* weight, const void* bias, void* y,
+                              void* mean, void* rstd, Elem type, int64_t rows, int64_t cols,
+                              double eps, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  const unsigned blocks = static_cast<unsigned>(rows < 65535 * 16 ? rows : 65535 * 16);
+  layer_norm_kernel<<<blocks, threads_for(cols), 0, stream>>>(x, weight, bias, y, mean, rstd, type,
+                                                              rows, cols, eps);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_batch_norm(const void* x, const void* weight, const void* bias, const void* mean,
+                              const void* var, Elem param_type, void* y, Elem type, int64_t n,
+                              int64_t c, int64_t inner, double eps, cudaStream_t stream) {
+  const int64_t total = n * c * inner;
+  if (total == 0) return cudaSuccess;
+  batch_norm_kernel<<<grid_for(total), kThreads, 0, stream>>>(
+      x, weight, bias, mean, var, param_type, y, type, total, c, inner, eps);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_max_pool2d(const PoolArgs& p, cudaStream_t stream) {
+  const int64_t total = p.planes * p.out_h * p.out_w;
+  if (total == 0) return cudaSuccess;
+  max_pool_kernel<<<grid_for(total), kThreads, 0, stream>>>(p, total);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_avg_pool2d(const PoolArgs& p, cudaStream_t stream) {
+  const int64_t total = p.planes * p.out_h * p.out_w;
+  if (total == 0) return cudaSuccess;
+  avg_pool_kernel<<<grid_for(total), kThreads, 0, stream>>>(p, total);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_adaptive_avg_pool2d(const PoolArgs& p, cudaStream_t stream) {
+  const int64_t total = p.planes * p.out_h * p.out_w;
+  if (total == 0) return cudaSuccess;
+  adaptive_avg_pool_kernel<<<grid_for(total), kThreads, 0, stream>>>(p, total);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_embedding(const void* weight, int64_t rows, int64_t row_bytes,
+                             const void* indices, bool indices_int64, int64_t n, void* out,
+                             int32_t* bad_index, cudaStream_t stream) {
+  if (n * row_bytes == 0) return cudaSuccess;
+  embedding_kernel<<<grid_for(n * row_bytes), kThreads, 0, stream>>>(
+      static_cast<const char*>(weight), rows, row_bytes, indices, indices_int64, n,
+      static_cast<char*>(out), bad_index);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_conv2d_direct(const ConvArgs& g, const void* x, const void* weight,
+                                 const void* bias, void* y, Elem type, cudaStream_t stream) {
+  const int64_t total = g.batch * g.c_out * g.oh * g.ow;
+  if (total == 0) return cudaSuccess;
+  conv_direct_kernel<<<grid_for(total), kThreads, 0, stream>>>(g, x, weight, bias, y, type, total);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_im2col(const ConvArgs& g, const float* x, int64_t image, int64_t c0,
+                          int64_t channels, float* col, cudaStream_t stream) {
+  const int64_t total = channels * g.kh * g.kw * g.oh * g.ow;
+  if (total == 0) return cudaSuccess;
+  im2col_kernel<<<grid_for(total), kThreads, 0, stream>>>(g, x, image, c0, channels, col);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_gemm(const GemmArgs& p, cudaStream_t stream) {
+  if (p.m == 0 || p.n == 0 || p.batch == 0) return cudaSuccess;
+  if (p.batch > 65535) return cudaErrorInvalidValue;
+  dim3 block(kTile, kTile);
+  dim3 grid(static_cast<unsigned>((p.n + kTile - 1) / kTile),
+            static_cast<unsigned>((p.m + kTile - 1) / kTile), static_cast<unsigned>(p.batch));
+  gemm_kernel<<<grid, block, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace etc::cuda::kernels

@@ -1,0 +1,167 @@
+// The CUDA kernels of the delegate, as plain launch functions over POD descriptions (this
+// header is shared by the nvcc-compiled kernels and the C++20 op wrappers in cuda_ops.cpp,
+// which check arguments and compute shapes on the host). One kernel per op family, written
+// to be obviously equivalent to the CPU reference kernels in src/runtime/kernels:
+//   - elementwise (map): every unary, binary, scalar, where, pow, fill and strided copy op,
+//     over an index space of up to 8 dims in which each operand has its own strides (0 where
+//     broadcast), so copies of views (permute, slice, expand, cat windows) are maps too;
+//   - reductions (sum, mean, amax): one block per output element;
+//   - softmax / log_softmax and layer norm: one block per row;
+//   - batch norm, pooling, embedding, im2col and direct convolution: one thread per output;
+//   - a tiled GEMM for float16/bfloat16 (float32 GEMMs go to cuBLAS, in cuda_ops.cpp).
+// Elements are loaded into a compute type (float for floating outs, int64 for integer and
+// bool outs, double for float accumulations) and stored with ATen's conversion rules, as the
+// CPU kernels' convert() does. Every launch returns cudaGetLastError().
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace etc::cuda::kernels {
+
+constexpr int kMaxRank = 8;
+
+// Element types as the kernels know them (the CUDA capability table admits no float64).
+enum class Elem : int32_t { kF32, kF16, kBF16, kI32, kI64, kBool, kU8, kI8, kI16 };
+
+// An index space: sizes of up to kMaxRank dims (rank 0 = one element).
+struct Shape {
+  int32_t rank = 0;
+  int64_t sizes[kMaxRank] = {};
+};
+
+// One operand over a Shape: element offsets are offset + sum(index[d] * strides[d]).
+struct Operand {
+  void* data = nullptr;
+  Elem type = Elem::kF32;
+  int64_t offset = 0;
+  int64_t strides[kMaxRank] = {};
+};
+
+enum class MapOp : int32_t {
+  kCopy,  // out = a (with conversion)
+  kFill,  // out = scalar
+  kAdd,   // out = a + alpha * b   (b a tensor, or the scalar when b_is_scalar)
+  kSub,   // out = a - alpha * b
+  kMul,
+  kDiv,
+  kPow,    // out = a ** scalar
+  kWhere,  // out = cond(a) ? b : c
+  kNeg,
+  kRelu,
+  kClamp,  // lo / hi when has_lo / has_hi (hardtanh too)
+  kExp,
+  kLog,
+  kRsqrt,
+  kSigmoid,
+  kSqrt,
+  kTanh,
+  kGeluErf,
+  kGeluTanh,
+  kHardsigmoid,
+  kHardswish,
+  kSilu,
+};
+
+// Scalars in both precisions: integers exactly, floats through double (as the CPU kernels).
+struct Scalar {
+  double d = 0;
+  int64_t i = 0;
+};
+
+struct MapArgs {
+  MapOp op = MapOp::kCopy;
+  Shape shape;
+  Operand out, a, b, c;
+  bool b_is_scalar = false;
+  Scalar alpha{1, 1}, scalar, lo, hi;
+  bool has_lo = false, has_hi = false;
+};
+cudaError_t launch_map(const MapArgs& args, cudaStream_t stream);
+
+// sum / mean / amax over the dims of `in` not kept: the output index space is `kept` (each
+// dim with its input stride), the reduced space `reduced` (likewise). `in` and `out` are
+// contiguous memory; out element i is out.data[i].
+enum class ReduceOp : int32_t { kSum, kMean, kAmax };
+struct ReduceArgs {
+  ReduceOp op = ReduceOp::kSum;
+  void* in = nullptr;
+  Elem in_type = Elem::kF32;
+  void* out = nullptr;
+  Elem out_type = Elem::kF32;
+  Shape kept, reduced;
+  int64_t kept_strides[kMaxRank] = {};
+  int64_t reduced_strides[kMaxRank] = {};
+  bool integer = false;  // accumulate in int64 (sum of integers) instead of double
+};
+cudaError_t launch_reduce(const ReduceArgs& args, cudaStream_t stream);
+
+// softmax over the middle dim of [outer, len, inner], contiguous; float compute.
+cudaError_t launch_softmax(const void* in, void* out, Elem type, int64_t outer, int64_t len,
+                           int64_t inner, bool log, cudaStream_t stream);
+
+// layer norm of `rows` rows of `cols`; weight/bias may be null; mean/rstd get one value per row.
+cudaError_t launch_layer_norm(const void* x, const void* weight, const void* bias, void* y,
+                              void* mean, void* rstd, Elem type, int64_t rows, int64_t cols,
+                              double eps, cudaStream_t stream);
+
+// y = x * scale[c] + shift[c] with scale = w / sqrt(var + eps), shift = b - mean * scale, on
+// [n, c, inner]; weight/bias may be null (1 and 0). Parameters have `param_type`.
+cudaError_t launch_batch_norm(const void* x, const void* weight, const void* bias, const void* mean,
+                              const void* var, Elem param_type, void* y, Elem type, int64_t n,
+                              int64_t c, int64_t inner, double eps, cudaStream_t stream);
+
+struct PoolArgs {
+  const void* in = nullptr;
+  void* out = nullptr;
+  Elem type = Elem::kF32;
+  int64_t planes = 0, in_h = 0, in_w = 0, out_h = 0, out_w = 0;
+  int64_t kernel[2] = {}, stride[2] = {}, pad[2] = {}, dil[2] = {1, 1};
+  bool count_include_pad = true;
+  int64_t divisor = 0;  // divisor_override, 0 = none
+};
+cudaError_t launch_max_pool2d(const PoolArgs& args, cudaStream_t stream);
+cudaError_t launch_avg_pool2d(const PoolArgs& args, cudaStream_t stream);
+// out_h/out_w are the output_size; kernel/stride/pad are unused.
+cudaError_t launch_adaptive_avg_pool2d(const PoolArgs& args, cudaStream_t stream);
+
+// out[i, :] = weight[indices[i], :]; rows outside [0, rows) give zeros and set *bad_index
+// (device memory, may be null) to 1.
+cudaError_t launch_embedding(const void* weight, int64_t rows, int64_t row_bytes,
+                             const void* indices, bool indices_int64, int64_t n, void* out,
+                             int32_t* bad_index, cudaStream_t stream);
+
+struct ConvArgs {
+  int64_t batch = 0, c_in = 0, h = 0, w = 0;
+  int64_t c_out = 0, kh = 0, kw = 0, oh = 0, ow = 0, groups = 1;
+  int64_t stride[2] = {1, 1}, pad[2] = {}, dil[2] = {1, 1};
+};
+// Direct convolution, one thread per output element, float accumulation; any dtype, any
+// groups. bias may be null.
+cudaError_t launch_conv2d_direct(const ConvArgs& g, const void* x, const void* weight,
+                                 const void* bias, void* y, Elem type, cudaStream_t stream);
+// col[(c*KH + i)*KW + j, oh*OW + ow] for channels [c0, c0 + channels) of image `image`
+// (float32 only).
+cudaError_t launch_im2col(const ConvArgs& g, const float* x, int64_t image, int64_t c0,
+                          int64_t channels, float* col, cudaStream_t stream);
+
+// C[b] = beta * bias[b] + alpha * A[b] @ B[b] for float16/bfloat16/float32 stored matrices,
+// float accumulation, one rounding at the end. A is m x k with row/column strides (a_rs,
+// a_cs), B is k x n likewise, bias (may be null) is read with strides (bias_rs, bias_cs) and
+// bias_batch (0 where broadcast); C is contiguous m x n.
+struct GemmArgs {
+  const void* a = nullptr;
+  const void* b = nullptr;
+  void* c = nullptr;
+  Elem type = Elem::kF32;
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  int64_t a_batch = 0, a_rs = 0, a_cs = 0;
+  int64_t b_batch = 0, b_rs = 0, b_cs = 0;
+  const void* bias = nullptr;
+  int64_t bias_batch = 0, bias_rs = 0, bias_cs = 0;
+  float alpha = 1, beta = 1;
+};
+cudaError_t launch_gemm(const GemmArgs& args, cudaStream_t stream);
+
+}  // namespace etc::cuda::kernels

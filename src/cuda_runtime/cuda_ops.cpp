@@ -1,0 +1,222 @@
+#include "cuda_runtime/cuda_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "cuda_runtime/cuda_op_util.h"
+
+namespace etc::cuda {
+namespace {
+
+using namespace ops;  // NOLINT: the helpers of cuda_op_util.h
+using rt::KernelContext;
+using rt::TensorView;
+using rt::Value;
+using rt::kernels::Arg;
+using rt::kernels::check_args;
+using rt::kernels::check_out_shape;
+using rt::kernels::out_arg;
+using rt::kernels::tensor_arg;
+using rt::kernels::unsupported_dtype;
+
+// ---- Elementwise -------------------------------------------------------------------------
+
+enum class Binary { kAdd, kSub, kMul, kDiv };
+
+Status binary(KernelContext& ctx, std::span<Value*> args, Binary op, bool scalar_other) {
+  const bool has_alpha = op == Binary::kAdd || op == Binary::kSub;
+  const Arg other_kind = scalar_other ? Arg::kScalar : Arg::kTensor;
+  if (has_alpha) {
+    ETC_RETURN_IF_ERROR(check_args(
+        ctx, args, {{"self", Arg::kTensor}, {"other", other_kind}, {"alpha", Arg::kScalar}},
+        {"out"}));
+  } else {
+    ETC_RETURN_IF_ERROR(
+        check_args(ctx, args, {{"self", Arg::kTensor}, {"other", other_kind}}, {"out"}));
+  }
+  const TensorView& self = tensor_arg(args, 0);
+  TensorView& out = out_arg(args, has_alpha ? 3 : 2);
+  std::vector<int64_t> expected = self.sizes;
+  if (!scalar_other) {
+    auto b = broadcast_shapes(self.sizes, tensor_arg(args, 1).sizes);
+    if (!b) return ctx.error("self and other cannot be broadcast together");
+    expected = *b;
+  }
+  ETC_RETURN_IF_ERROR(check_out_shape(ctx, out, expected));
+  if (op == Binary::kDiv && !is_float(out.dtype))
+    return unsupported_dtype(ctx, "out", out.dtype,
+                             "a floating-point dtype (div is true division)");
+  if (op == Binary::kSub && out.dtype == DType::kBool)
+    return ctx.error("subtraction of bool tensors is not supported (out has dtype bool)");
+  if (has_alpha && !is_float(out.dtype) && args[2]->kind == Value::Kind::kDouble)
+    return ctx.error("alpha must be an integer for an out of dtype " +
+                     std::string(dtype_name(out.dtype)));
+  const k::MapOp kop = op == Binary::kAdd   ? k::MapOp::kAdd
+                       : op == Binary::kSub ? k::MapOp::kSub
+                       : op == Binary::kMul ? k::MapOp::kMul
+                                            : k::MapOp::kDiv;
+  MapBuilder m(ctx, kop, out);
+  m.p.a = m.broadcast(self);
+  if (scalar_other) {
+    m.p.b_is_scalar = true;
+    m.p.scalar = scalar_of(*args[1], out.dtype);
+  } else {
+    m.p.b = m.broadcast(tensor_arg(args, 1));
+  }
+  if (has_alpha) m.p.alpha = scalar_of(*args[2], out.dtype);
+  return m.run();
+}
+
+Status add_tensor(KernelContext& c, std::span<Value*> a) {
+  return binary(c, a, Binary::kAdd, false);
+}
+Status sub_tensor(KernelContext& c, std::span<Value*> a) {
+  return binary(c, a, Binary::kSub, false);
+}
+Status mul_tensor(KernelContext& c, std::span<Value*> a) {
+  return binary(c, a, Binary::kMul, false);
+}
+Status div_tensor(KernelContext& c, std::span<Value*> a) {
+  return binary(c, a, Binary::kDiv, false);
+}
+Status add_scalar(KernelContext& c, std::span<Value*> a) {
+  return binary(c, a, Binary::kAdd, true);
+}
+Status sub_scalar(KernelContext& c, std::span<Value*> a) {
+  return binary(c, a, Binary::kSub, true);
+}
+Status mul_scalar(KernelContext& c, std::span<Value*> a) {
+  return binary(c, a, Binary::kMul, true);
+}
+Status div_scalar(KernelContext& c, std::span<Value*> a) {
+  return binary(c, a, Binary::kDiv, true);
+}
+
+Status pow_tensor_scalar(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(
+      check_args(ctx, args, {{"self", Arg::kTensor}, {"exponent", Arg::kScalar}}, {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  TensorView& out = out_arg(args, 2);
+  ETC_RETURN_IF_ERROR(check_out_shape(ctx, out, self.sizes));
+  if (out.dtype == DType::kBool) return unsupported_dtype(ctx, "out", out.dtype, "a numeric dtype");
+  if (!is_float(out.dtype) && args[1]->scalar_as_int() < 0)
+    return ctx.error("integers to negative integer powers are not allowed");
+  MapBuilder m(ctx, k::MapOp::kPow, out);
+  m.p.a = m.broadcast(self);
+  m.p.scalar = scalar_of(*args[1], out.dtype);
+  return m.run();
+}
+
+Status where_self(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(
+      ctx, args, {{"condition", Arg::kTensor}, {"self", Arg::kTensor}, {"other", Arg::kTensor}},
+      {"out"}));
+  const TensorView& cond = tensor_arg(args, 0);
+  TensorView& out = out_arg(args, 3);
+  if (cond.dtype != DType::kBool && cond.dtype != DType::kUInt8)
+    return unsupported_dtype(ctx, "condition", cond.dtype, "bool or uint8");
+  auto ab = broadcast_shapes(tensor_arg(args, 1).sizes, tensor_arg(args, 2).sizes);
+  auto all = ab ? broadcast_shapes(cond.sizes, *ab) : std::nullopt;
+  if (!all) return ctx.error("condition, self and other cannot be broadcast together");
+  ETC_RETURN_IF_ERROR(check_out_shape(ctx, out, *all));
+  MapBuilder m(ctx, k::MapOp::kWhere, out);
+  m.p.a = m.broadcast(cond);
+  m.p.b = m.broadcast(tensor_arg(args, 1));
+  m.p.c = m.broadcast(tensor_arg(args, 2));
+  return m.run();
+}
+
+bool float_only(k::MapOp op) {
+  return op != k::MapOp::kNeg && op != k::MapOp::kRelu && op != k::MapOp::kClamp;
+}
+
+Status run_unary(KernelContext& ctx, k::MapOp op, const TensorView& self, TensorView& out,
+                 const Value* lo = nullptr, const Value* hi = nullptr) {
+  ETC_RETURN_IF_ERROR(check_out_shape(ctx, out, self.sizes));
+  if (float_only(op) && !is_float(out.dtype))
+    return unsupported_dtype(ctx, "out", out.dtype, "a floating-point dtype");
+  if (!float_only(op) && out.dtype == DType::kBool)
+    return unsupported_dtype(ctx, "out", out.dtype, "a numeric dtype (not bool)");
+  MapBuilder m(ctx, op, out);
+  m.p.a = m.broadcast(self);
+  if (lo != nullptr) {
+    m.p.has_lo = true;
+    m.p.lo = scalar_of(*lo, out.dtype);
+  }
+  if (hi != nullptr) {
+    m.p.has_hi = true;
+    m.p.hi = scalar_of(*hi, out.dtype);
+  }
+  return m.run();
+}
+
+template <k::MapOp kOp>
+Status unary(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args, {{"self", Arg::kTensor}}, {"out"}));
+  return run_unary(ctx, kOp, tensor_arg(args, 0), out_arg(args, 1));
+}
+
+Status clamp(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(
+      ctx, args, {{"self", Arg::kTensor}, {"min", Arg::kOptScalar}, {"max", Arg::kOptScalar}},
+      {"out"}));
+  if (args[1]->is_none() && args[2]->is_none())
+    return ctx.error("at least one of 'min' or 'max' must not be None");
+  return run_unary(ctx, k::MapOp::kClamp, tensor_arg(args, 0), out_arg(args, 3),
+                   args[1]->is_none() ? nullptr : args[1], args[2]->is_none() ? nullptr : args[2]);
+}
+
+Status hardtanh(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(
+      ctx, args, {{"self", Arg::kTensor}, {"min_val", Arg::kScalar}, {"max_val", Arg::kScalar}},
+      {"out"}));
+  return run_unary(ctx, k::MapOp::kClamp, tensor_arg(args, 0), out_arg(args, 3), args[1], args[2]);
+}
+
+Status gelu(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(
+      check_args(ctx, args, {{"self", Arg::kTensor}, {"approximate", Arg::kString}}, {"out"}));
+  const std::string& approx = args[1]->s;
+  if (approx != "none" && approx != "tanh")
+    return ctx.error("approximate must be 'none' or 'tanh', got '" + approx + "'");
+  return run_unary(ctx, approx == "none" ? k::MapOp::kGeluErf : k::MapOp::kGeluTanh,
+                   tensor_arg(args, 0), out_arg(args, 2));
+}
+
+}  // namespace
+
+// Defined in cuda_ops_tensor.cpp (matmul, convolution, pooling, reductions, layout ops).
+Status register_cuda_tensor_kernels(rt::OperatorRegistry& registry);
+
+Status register_cuda_kernels(rt::OperatorRegistry& r) {
+  using rt::kernels::register_kernel;
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::add.Tensor"}, add_tensor));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::sub.Tensor"}, sub_tensor));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::mul.Tensor"}, mul_tensor));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::div.Tensor"}, div_tensor));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::add.Scalar"}, add_scalar));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::sub.Scalar"}, sub_scalar));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::mul.Scalar"}, mul_scalar));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::div.Scalar"}, div_scalar));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::pow.Tensor_Scalar"}, pow_tensor_scalar));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::where.self"}, where_self));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::neg.default"}, unary<k::MapOp::kNeg>));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::relu.default"}, unary<k::MapOp::kRelu>));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::clamp.default"}, clamp));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::hardtanh.default"}, hardtanh));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::exp.default"}, unary<k::MapOp::kExp>));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::log.default"}, unary<k::MapOp::kLog>));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::rsqrt.default"}, unary<k::MapOp::kRsqrt>));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::sigmoid.default"}, unary<k::MapOp::kSigmoid>));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::sqrt.default"}, unary<k::MapOp::kSqrt>));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::tanh.default"}, unary<k::MapOp::kTanh>));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::gelu.default"}, gelu));
+  ETC_RETURN_IF_ERROR(
+      register_kernel(r, {"aten::hardsigmoid.default"}, unary<k::MapOp::kHardsigmoid>));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::hardswish.default"}, unary<k::MapOp::kHardswish>));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::silu.default"}, unary<k::MapOp::kSilu>));
+  return register_cuda_tensor_kernels(r);
+}
+
+}  // namespace etc::cuda

@@ -1,0 +1,1038 @@
+// CUDA op wrappers beyond elementwise maps: GEMMs (cuBLAS for float32, the tiled kernel for
+// float16/bfloat16), convolution (im2col + cuBLAS for float32, a direct kernel for depthwise
+// and 16-bit floats), pooling, reductions, softmax, layer/batch norm, layout and creation ops.
+// Argument checks follow the CPU reference kernels (src/runtime/kernels).
+#include <algorithm>
+#include <array>
+
+#include "cuda_runtime/cuda_op_util.h"
+
+namespace etc::cuda {
+namespace {
+
+using namespace ops;  // NOLINT: the helpers of cuda_op_util.h
+using rt::kernels::opt_dtype_arg;
+using rt::kernels::opt_int_arg;
+using rt::kernels::pair_arg;
+using rt::kernels::reduced_dims;
+using rt::kernels::register_kernel;
+using rt::kernels::wrap_dim;
+
+Status require_float(const KernelContext& ctx, const char* what, DType t) {
+  if (is_float(t)) return Status();
+  return unsupported_dtype(ctx, what, t, "float32, float16 or bfloat16");
+}
+
+Status same_dtype(const KernelContext& ctx, const char* name, const TensorView& t, DType want) {
+  if (t.dtype == want) return Status();
+  return ctx.error(std::string(name) + " has dtype " + std::string(dtype_name(t.dtype)) +
+                   ", expected " + std::string(dtype_name(want)));
+}
+
+Status copy_d2d(const KernelContext& ctx, const TensorView& self, TensorView& out) {
+  if (out.numel() != self.numel() || out.dtype != self.dtype)
+    return ctx.error("out " + out.describe() + " does not match self " + self.describe());
+  if (out.nbytes() == 0 || out.data == self.data) return Status();
+  ETC_ASSIGN_OR_RETURN(DeviceContext * dev, device_of(ctx));
+  ETC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out.data, self.data, static_cast<size_t>(out.nbytes()),
+                                           cudaMemcpyDeviceToDevice, dev->stream()));
+  return Status();
+}
+
+// out (contiguous) = self read at `offset` with `strides` over out's shape.
+Status copy_view(const KernelContext& ctx, const TensorView& self, int64_t offset,
+                 std::span<const int64_t> strides, TensorView& out) {
+  MapBuilder m(ctx, k::MapOp::kCopy, out);
+  m.p.a = operand(ctx, self, strides, offset, &m.error);
+  return m.run();
+}
+
+// ---- GEMM --------------------------------------------------------------------------------
+
+// out[b] = beta * bias + alpha * A[b] @ op(B[b]); A is m x k contiguous; B is k x n
+// contiguous, or (b_transposed) n x k contiguous read transposed (linear's weight).
+struct Gemm {
+  const TensorView* a;
+  const TensorView* b;
+  const TensorView* bias = nullptr;  // broadcast to out
+  TensorView* out;
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  bool b_transposed = false;
+  double alpha = 1, beta = 1;
+};
+
+// float16/bfloat16 on cuBLAS: float accumulation (CUBLAS_COMPUTE_32F), one rounding of
+// alpha * A @ B + beta * bias at the end, as the CPU kernels compute it. The bias is first
+// copied into out (exactly: same dtype) and read back by the GEMM with beta.
+Status run_gemm_ex(const KernelContext& ctx, const Gemm& g, DeviceContext* dev,
+                   const CublasApi* api) {
+  TensorView& out = *g.out;
+  const bool use_bias = g.bias != nullptr && g.beta != 0;
+  float beta = 0;
+  if (use_bias) {
+    MapBuilder m(ctx, k::MapOp::kCopy, out);
+    m.p.a = m.broadcast(*g.bias);
+    ETC_RETURN_IF_ERROR(m.run());
+    beta = static_cast<float>(g.beta);
+  }
+  if (g.m > INT32_MAX || g.n > INT32_MAX || g.k > INT32_MAX)
+    return unsupported(std::string(ctx.op) + ": matrix dimensions above 2^31 on CUDA");
+  if (g.k == 0) {
+    if (!use_bias) {
+      ETC_CUDA_RETURN_IF_ERROR(
+          cudaMemsetAsync(out.data, 0, static_cast<size_t>(out.nbytes()), dev->stream()));
+    } else if (beta != 1) {
+      MapBuilder m(ctx, k::MapOp::kMul, out);  // out = bias * beta (no product to add)
+      m.p.a = m.broadcast(*g.bias);
+      m.p.b_is_scalar = true;
+      m.p.scalar.d = g.beta;
+      ETC_RETURN_IF_ERROR(m.run());
+    }
+    return Status();
+  }
+  ETC_ASSIGN_OR_RETURN(cublasHandle_t handle, dev->cublas());
+  const cudaDataType type = out.dtype == DType::kFloat16 ? CUDA_R_16F : CUDA_R_16BF;
+  const float alpha = static_cast<float>(g.alpha);
+  const int m = static_cast<int>(g.m), n = static_cast<int>(g.n), kk = static_cast<int>(g.k);
+  const cublasOperation_t op_b = g.b_transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int ldb = g.b_transposed ? kk : n;
+  if (g.batch == 1) {
+    ETC_CUBLAS_RETURN_IF_ERROR(api->gemm_ex(handle, op_b, CUBLAS_OP_N, n, m, kk, &alpha, g.b->data,
+                                            type, ldb, g.a->data, type, kk, &beta, out.data, type,
+                                            n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  } else {
+    ETC_CUBLAS_RETURN_IF_ERROR(api->gemm_strided_batched_ex(
+        handle, op_b, CUBLAS_OP_N, n, m, kk, &alpha, g.b->data, type, ldb, g.k * g.n, g.a->data,
+        type, kk, g.m * g.k, &beta, out.data, type, n, g.m * g.n, static_cast<int>(g.batch),
+        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  }
+  return Status();
+}
+
+Status run_gemm(const KernelContext& ctx, const Gemm& g) {
+  ETC_ASSIGN_OR_RETURN(DeviceContext * dev, device_of(ctx));
+  TensorView& out = *g.out;
+  if (out.numel() == 0) return Status();
+  const bool use_bias = g.bias != nullptr && g.beta != 0;
+  if (out.dtype == DType::kFloat16 || out.dtype == DType::kBFloat16) {
+    Result<const CublasApi*> api = cublas_api();
+    if (api.ok() && (*api)->gemm_ex != nullptr && (*api)->gemm_strided_batched_ex != nullptr)
+      return run_gemm_ex(ctx, g, dev, *api);
+  }
+  if (out.dtype != DType::kFloat32) {
+    ETC_RETURN_IF_ERROR(require_float(ctx, "out", out.dtype));
+    k::GemmArgs p;
+    p.a = g.a->data;
+    p.b = g.b->data;
+    p.c = out.data;
+    ETC_ASSIGN_OR_RETURN(p.type, elem_of(ctx, out.dtype, "out"));
+    p.batch = g.batch;
+    p.m = g.m;
+    p.n = g.n;
+    p.k = g.k;
+    p.a_batch = g.m * g.k;
+    p.a_rs = g.k;
+    p.a_cs = 1;
+    p.b_batch = g.k * g.n;
+    p.b_rs = g.b_transposed ? 1 : g.n;
+    p.b_cs = g.b_transposed ? g.k : 1;
+    p.alpha = static_cast<float>(g.alpha);
+    p.beta = static_cast<float>(g.beta);
+    if (use_bias) {
+      // The bias as a [batch, m, n] operand: its broadcast strides over out, folded.
+      std::vector<int64_t> st = broadcast_strides(g.bias->sizes, out.sizes);
+      const size_t r = out.rank();
+      p.bias = g.bias->data;
+      p.bias_cs = r >= 1 ? st[r - 1] : 0;
+      bool leading_zero = true;
+      for (size_t d = 0; d + 1 < r; ++d)
+        leading_zero &= st[d] == 0;
+      if (leading_zero) {
+        p.bias_rs = 0;
+      } else if (g.bias->sizes == out.sizes && g.batch == 1) {
+        p.bias_rs = g.n;
+      } else if (r == 3 && g.batch > 1) {
+        p.bias_batch = st[0];
+        p.bias_rs = st[1];
+      } else {
+        return unsupported(std::string(ctx.op) + ": a bias of shape " + shape_str(g.bias->sizes) +
+                           " over out " + shape_str(out.sizes) +
+                           " is not supported for 16-bit floats on CUDA");
+      }
+    }
+    ETC_CUDA_RETURN_IF_ERROR(k::launch_gemm(p, dev->stream()));
+    return Status();
+  }
+  // float32: cuBLAS. Row-major C = A @ B is column-major C^T = B^T @ A^T, so B comes first.
+  float beta = 0;
+  if (use_bias) {
+    MapBuilder m(ctx, k::MapOp::kMul, out);  // out = bias * beta, then out += A @ B
+    m.p.a = m.broadcast(*g.bias);
+    m.p.b_is_scalar = true;
+    m.p.scalar.d = g.beta;
+    ETC_RETURN_IF_ERROR(m.run());
+    beta = 1;
+  }
+  ETC_ASSIGN_OR_RETURN(cublasHandle_t handle, dev->cublas());
+  ETC_ASSIGN_OR_RETURN(const CublasApi* api, cublas_api());
+  const float alpha = static_cast<float>(g.alpha);
+  const auto* a = static_cast<const float*>(g.a->data);
+  const auto* b = static_cast<const float*>(g.b->data);
+  auto* c = static_cast<float*>(out.data);
+  const int m = static_cast<int>(g.m), n = static_cast<int>(g.n), kk = static_cast<int>(g.k);
+  if (g.m > INT32_MAX || g.n > INT32_MAX || g.k > INT32_MAX)
+    return unsupported(std::string(ctx.op) + ": matrix dimensions above 2^31 on CUDA");
+  const cublasOperation_t op_b = g.b_transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int ldb = g.b_transposed ? kk : n;
+  if (g.k == 0) {
+    if (!use_bias) {
+      ETC_CUDA_RETURN_IF_ERROR(
+          cudaMemsetAsync(c, 0, static_cast<size_t>(out.nbytes()), dev->stream()));
+    }
+    return Status();
+  }
+  if (g.batch == 1) {
+    ETC_CUBLAS_RETURN_IF_ERROR(
+        api->sgemm(handle, op_b, CUBLAS_OP_N, n, m, kk, &alpha, b, ldb, a, kk, &beta, c, n));
+  } else {
+    ETC_CUBLAS_RETURN_IF_ERROR(api->sgemm_strided_batched(
+        handle, op_b, CUBLAS_OP_N, n, m, kk, &alpha, b, ldb, g.k * g.n, a, kk, g.m * g.k, &beta, c,
+        n, g.m * g.n, static_cast<int>(g.batch)));
+  }
+  return Status();
+}
+
+Status check_matrix(const KernelContext& ctx, const char* name, const TensorView& t, size_t rank,
+                    DType dtype) {
+  if (t.rank() != rank)
+    return ctx.error(std::string(name) + " must have rank " + std::to_string(rank) + ", got " +
+                     shape_str(t.sizes));
+  return same_dtype(ctx, name, t, dtype);
+}
+
+Status mm(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(
+      check_args(ctx, args, {{"self", Arg::kTensor}, {"mat2", Arg::kTensor}}, {"out"}));
+  const TensorView& a = tensor_arg(args, 0);
+  const TensorView& b = tensor_arg(args, 1);
+  TensorView& out = out_arg(args, 2);
+  ETC_RETURN_IF_ERROR(check_matrix(ctx, "self", a, 2, a.dtype));
+  ETC_RETURN_IF_ERROR(check_matrix(ctx, "mat2", b, 2, a.dtype));
+  if (a.sizes[1] != b.sizes[0]) return ctx.error("inner dimensions differ");
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, std::vector<int64_t>{a.sizes[0], b.sizes[1]}, a.dtype));
+  return run_gemm(ctx, Gemm{&a, &b, nullptr, &out, 1, a.sizes[0], b.sizes[1], a.sizes[1]});
+}
+
+Status bmm(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(
+      check_args(ctx, args, {{"self", Arg::kTensor}, {"mat2", Arg::kTensor}}, {"out"}));
+  const TensorView& a = tensor_arg(args, 0);
+  const TensorView& b = tensor_arg(args, 1);
+  TensorView& out = out_arg(args, 2);
+  ETC_RETURN_IF_ERROR(check_matrix(ctx, "self", a, 3, a.dtype));
+  ETC_RETURN_IF_ERROR(check_matrix(ctx, "mat2", b, 3, a.dtype));
+  if (a.sizes[0] != b.sizes[0]) return ctx.error("batch sizes differ");
+  if (a.sizes[2] != b.sizes[1]) return ctx.error("inner dimensions differ");
+  ETC_RETURN_IF_ERROR(
+      check_out(ctx, out, std::vector<int64_t>{a.sizes[0], a.sizes[1], b.sizes[2]}, a.dtype));
+  return run_gemm(ctx, Gemm{&a, &b, nullptr, &out, a.sizes[0], a.sizes[1], b.sizes[2], a.sizes[2]});
+}
+
+Status addmm(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args,
+                                 {{"self", Arg::kTensor},
+                                  {"mat1", Arg::kTensor},
+                                  {"mat2", Arg::kTensor},
+                                  {"beta", Arg::kScalar},
+                                  {"alpha", Arg::kScalar}},
+                                 {"out"}));
+  const TensorView& bias = tensor_arg(args, 0);
+  const TensorView& a = tensor_arg(args, 1);
+  const TensorView& b = tensor_arg(args, 2);
+  TensorView& out = out_arg(args, 5);
+  ETC_RETURN_IF_ERROR(check_matrix(ctx, "mat1", a, 2, a.dtype));
+  ETC_RETURN_IF_ERROR(check_matrix(ctx, "mat2", b, 2, a.dtype));
+  ETC_RETURN_IF_ERROR(same_dtype(ctx, "self", bias, a.dtype));
+  if (a.sizes[1] != b.sizes[0]) return ctx.error("inner dimensions differ");
+  const std::vector<int64_t> mn{a.sizes[0], b.sizes[1]};
+  auto bc = broadcast_shapes(bias.sizes, mn);
+  if (!bc || *bc != mn)
+    return ctx.error("self " + shape_str(bias.sizes) + " does not broadcast to " + shape_str(mn));
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, mn, a.dtype));
+  Gemm g{&a, &b, &bias, &out, 1, a.sizes[0], b.sizes[1], a.sizes[1]};
+  g.beta = args[3]->scalar_as_double();
+  g.alpha = args[4]->scalar_as_double();
+  return run_gemm(ctx, g);
+}
+
+Status linear(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(
+      ctx, args, {{"input", Arg::kTensor}, {"weight", Arg::kTensor}, {"bias", Arg::kOptTensor}},
+      {"out"}));
+  const TensorView& x = tensor_arg(args, 0);
+  const TensorView& w = tensor_arg(args, 1);
+  const TensorView* bias = opt_tensor_arg(args, 2);
+  TensorView& out = out_arg(args, 3);
+  if (x.rank() < 1) return ctx.error("input must have rank 1 or more");
+  ETC_RETURN_IF_ERROR(check_matrix(ctx, "weight", w, 2, x.dtype));
+  const int64_t kk = x.sizes.back();
+  if (w.sizes[1] != kk) return ctx.error("input features and weight differ");
+  const int64_t n = w.sizes[0];
+  std::vector<int64_t> expected = x.sizes;
+  expected.back() = n;
+  if (bias != nullptr) {
+    ETC_RETURN_IF_ERROR(same_dtype(ctx, "bias", *bias, x.dtype));
+    auto bc = broadcast_shapes(bias->sizes, expected);
+    if (!bc || *bc != expected) return ctx.error("bias does not broadcast to the output");
+  }
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, expected, x.dtype));
+  if (out.numel() == 0) return Status();
+  Gemm g{&x, &w, bias, &out, 1, out.numel() / n, n, kk};
+  g.b_transposed = true;
+  return run_gemm(ctx, g);
+}
+
+// ---- Convolution ---------------------------------------------------------------------------
+
+Status convolution(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args,
+                                 {{"input", Arg::kTensor},
+                                  {"weight", Arg::kTensor},
+                                  {"bias", Arg::kOptTensor},
+                                  {"stride", Arg::kIntList},
+                                  {"padding", Arg::kIntList},
+                                  {"dilation", Arg::kIntList},
+                                  {"transposed", Arg::kBool},
+                                  {"output_padding", Arg::kIntList},
+                                  {"groups", Arg::kInt}},
+                                 {"out"}));
+  const TensorView& x = tensor_arg(args, 0);
+  const TensorView& w = tensor_arg(args, 1);
+  const TensorView* bias = opt_tensor_arg(args, 2);
+  TensorView& out = out_arg(args, 9);
+  const int64_t groups = args[8]->i;
+  if (args[6]->b) return unsupported(std::string(ctx.op) + ": transposed convolution on CUDA");
+  if (x.rank() != 4 || w.rank() != 4) return ctx.error("only 2-d convolution is supported");
+  ETC_RETURN_IF_ERROR(require_float(ctx, "input", x.dtype));
+  ETC_RETURN_IF_ERROR(same_dtype(ctx, "weight", w, x.dtype));
+  if (bias != nullptr) ETC_RETURN_IF_ERROR(same_dtype(ctx, "bias", *bias, x.dtype));
+  if (groups <= 0) return ctx.error("groups must be positive");
+  ETC_ASSIGN_OR_RETURN(auto stride, pair_arg(ctx, "stride", args[3]->ints, 1, false));
+  ETC_ASSIGN_OR_RETURN(auto pad, pair_arg(ctx, "padding", args[4]->ints, 0, false));
+  ETC_ASSIGN_OR_RETURN(auto dil, pair_arg(ctx, "dilation", args[5]->ints, 1, false));
+  k::ConvArgs g;
+  g.batch = x.sizes[0];
+  g.c_in = x.sizes[1];
+  g.h = x.sizes[2];
+  g.w = x.sizes[3];
+  g.c_out = w.sizes[0];
+  g.kh = w.sizes[2];
+  g.kw = w.sizes[3];
+  g.groups = groups;
+  for (int i = 0; i < 2; ++i) {
+    if (stride[i] <= 0 || dil[i] <= 0 || pad[i] < 0)
+      return ctx.error("stride and dilation must be positive, padding not negative");
+    g.stride[i] = stride[i];
+    g.pad[i] = pad[i];
+    g.dil[i] = dil[i];
+  }
+  if (g.c_out % groups != 0 || w.sizes[1] * groups != g.c_in)
+    return ctx.error("weight " + shape_str(w.sizes) + " with groups=" + std::to_string(groups) +
+                     " does not fit input " + shape_str(x.sizes));
+  if (bias != nullptr && (bias->rank() != 1 || bias->sizes[0] != g.c_out))
+    return ctx.error("bias must have shape [" + std::to_string(g.c_out) + "]");
+  const int64_t in_sp[2] = {g.h, g.w}, ksz[2] = {g.kh, g.kw};
+  int64_t osz[2];
+  for (int i = 0; i < 2; ++i) {
+    const int64_t span = dil[i] * (ksz[i] - 1) + 1;
+    if (in_sp[i] + 2 * pad[i] < span) return ctx.error("kernel is larger than the padded input");
+    osz[i] = (in_sp[i] + 2 * pad[i] - span) / stride[i] + 1;
+  }
+  g.oh = osz[0];
+  g.ow = osz[1];
+  ETC_RETURN_IF_ERROR(
+      check_out(ctx, out, std::vector<int64_t>{g.batch, g.c_out, g.oh, g.ow}, x.dtype));
+  if (out.numel() == 0) return Status();
+  ETC_ASSIGN_OR_RETURN(DeviceContext * dev, device_of(ctx));
+  ETC_ASSIGN_OR_RETURN(k::Elem type, elem_of(ctx, x.dtype, "input"));
+  const int64_t cin_g = g.c_in / groups, cout_g = g.c_out / groups;
+  const bool depthwise = cin_g == 1 && groups > 1;
+  if (x.dtype != DType::kFloat32 || depthwise) {
+    ETC_CUDA_RETURN_IF_ERROR(k::launch_conv2d_direct(g, x.data, w.data, bias ? bias->data : nullptr,
+                                                     out.data, type, dev->stream()));
+    return Status();
+  }
+  // im2col + cuBLAS per (image, group): out_g[Cout_g, P] = W_g[Cout_g, K] @ col[K, P].
+  float beta = 0;
+  if (bias != nullptr) {
+    MapBuilder m(ctx, k::MapOp::kCopy, out);
+    const std::vector<int64_t> st{0, 1, 0, 0};
+    m.p.a = operand(ctx, *bias, st, 0, &m.error);
+    ETC_RETURN_IF_ERROR(m.run());
+    beta = 1;
+  }
+  const int64_t kdim = cin_g * g.kh * g.kw, plane = g.oh * g.ow;
+  const bool pointwise = g.kh == 1 && g.kw == 1 && g.stride[0] == 1 && g.stride[1] == 1 &&
+                         g.pad[0] == 0 && g.pad[1] == 0;
+  float* col = nullptr;
+  if (!pointwise) {
+    ETC_ASSIGN_OR_RETURN(void* s, dev->scratch(static_cast<size_t>(kdim * plane) * sizeof(float)));
+    col = static_cast<float*>(s);
+  }
+  ETC_ASSIGN_OR_RETURN(cublasHandle_t handle, dev->cublas());
+  ETC_ASSIGN_OR_RETURN(const CublasApi* api, cublas_api());
+  const float alpha = 1;
+  const auto* xp = static_cast<const float*>(x.data);
+  const auto* wp = static_cast<const float*>(w.data);
+  auto* yp = static_cast<float*>(out.data);
+  for (int64_t n = 0; n < g.batch; ++n) {
+    for (int64_t gi = 0; gi < groups; ++gi) {
+      const float* bmat = xp + (n * g.c_in + gi * cin_g) * plane;
+      if (!pointwise) {
+        ETC_CUDA_RETURN_IF_ERROR(k::launch_im2col(g, xp, n, gi * cin_g, cin_g, col, dev->stream()));
+        bmat = col;
+      }
+      ETC_CUBLAS_RETURN_IF_ERROR(
+          api->sgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(plane),
+                     static_cast<int>(cout_g), static_cast<int>(kdim), &alpha, bmat,
+                     static_cast<int>(plane), wp + gi * cout_g * kdim, static_cast<int>(kdim),
+                     &beta, yp + (n * g.c_out + gi * cout_g) * plane, static_cast<int>(plane)));
+    }
+  }
+  return Status();
+}
+
+// ---- Pooling -------------------------------------------------------------------------------
+
+Result<int64_t> pooled_size(const KernelContext& ctx, int64_t in, int64_t k, int64_t pad,
+                            int64_t stride, int64_t dilation, bool ceil_mode) {
+  const int64_t span = dilation * (k - 1) + 1;
+  const int64_t num = in + 2 * pad - span;
+  if (num < 0) return ctx.error("kernel does not fit the input");
+  int64_t out = (num + (ceil_mode ? stride - 1 : 0)) / stride + 1;
+  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
+  return out;
+}
+
+Result<k::PoolArgs> pool_args(const KernelContext& ctx, const TensorView& self, const Value& kernel,
+                              const Value& stride, const Value& padding, const Value* dilation,
+                              bool ceil_mode, std::vector<int64_t>* out_sizes) {
+  if (self.rank() != 3 && self.rank() != 4) return ctx.error("self must have rank 3 or 4");
+  k::PoolArgs p;
+  ETC_ASSIGN_OR_RETURN(auto ks, pair_arg(ctx, "kernel_size", kernel.ints, 0, false));
+  ETC_ASSIGN_OR_RETURN(auto st, pair_arg(ctx, "stride", stride.ints, 0, true));
+  if (stride.ints.empty()) st = ks;
+  ETC_ASSIGN_OR_RETURN(auto pd, pair_arg(ctx, "padding", padding.ints, 0, false));
+  std::array<int64_t, 2> dl{1, 1};
+  if (dilation != nullptr) {
+    ETC_ASSIGN_OR_RETURN(dl, pair_arg(ctx, "dilation", dilation->ints, 1, false));
+  }
+  for (int i = 0; i < 2; ++i) {
+    if (ks[i] <= 0 || st[i] <= 0 || dl[i] <= 0) return ctx.error("sizes must be positive");
+    if (pd[i] < 0 || pd[i] * 2 > ks[i])
+      return ctx.error("padding must be between 0 and half the kernel size");
+    p.kernel[i] = ks[i];
+    p.stride[i] = st[i];
+    p.pad[i] = pd[i];
+    p.dil[i] = dl[i];
+  }
+  const size_t r = self.rank();
+  p.in_h = self.sizes[r - 2];
+  p.in_w = self.sizes[r - 1];
+  ETC_ASSIGN_OR_RETURN(p.out_h, pooled_size(ctx, p.in_h, ks[0], pd[0], st[0], dl[0], ceil_mode));
+  ETC_ASSIGN_OR_RETURN(p.out_w, pooled_size(ctx, p.in_w, ks[1], pd[1], st[1], dl[1], ceil_mode));
+  p.planes = 1;
+  for (size_t d = 0; d + 2 < r; ++d)
+    p.planes *= self.sizes[d];
+  *out_sizes = self.sizes;
+  (*out_sizes)[r - 2] = p.out_h;
+  (*out_sizes)[r - 1] = p.out_w;
+  p.in = self.data;
+  ETC_ASSIGN_OR_RETURN(p.type, elem_of(ctx, self.dtype, "self"));
+  return p;
+}
+
+Status max_pool2d(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args,
+                                 {{"self", Arg::kTensor},
+                                  {"kernel_size", Arg::kIntList},
+                                  {"stride", Arg::kIntList},
+                                  {"padding", Arg::kIntList},
+                                  {"dilation", Arg::kIntList},
+                                  {"ceil_mode", Arg::kBool}},
+                                 {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  TensorView& out = out_arg(args, 6);
+  ETC_RETURN_IF_ERROR(require_float(ctx, "self", self.dtype));
+  std::vector<int64_t> sizes;
+  ETC_ASSIGN_OR_RETURN(k::PoolArgs p, pool_args(ctx, self, *args[1], *args[2], *args[3], args[4],
+                                                args[5]->b, &sizes));
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, sizes, self.dtype));
+  p.out = out.data;
+  ETC_ASSIGN_OR_RETURN(DeviceContext * dev, device_of(ctx));
+  ETC_CUDA_RETURN_IF_ERROR(k::launch_max_pool2d(p, dev->stream()));
+  return Status();
+}
+
+Status avg_pool2d(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args,
+                                 {{"self", Arg::kTensor},
+                                  {"kernel_size", Arg::kIntList},
+                                  {"stride", Arg::kIntList},
+                                  {"padding", Arg::kIntList},
+                                  {"ceil_mode", Arg::kBool},
+                                  {"count_include_pad", Arg::kBool},
+                                  {"divisor_override", Arg::kOptInt}},
+                                 {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  TensorView& out = out_arg(args, 7);
+  ETC_RETURN_IF_ERROR(require_float(ctx, "self", self.dtype));
+  std::optional<int64_t> divisor = opt_int_arg(args, 6);
+  if (divisor && *divisor == 0) return ctx.error("divisor_override must not be zero");
+  std::vector<int64_t> sizes;
+  ETC_ASSIGN_OR_RETURN(k::PoolArgs p, pool_args(ctx, self, *args[1], *args[2], *args[3], nullptr,
+                                                args[4]->b, &sizes));
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, sizes, self.dtype));
+  p.out = out.data;
+  p.count_include_pad = args[5]->b;
+  p.divisor = divisor.value_or(0);
+  ETC_ASSIGN_OR_RETURN(DeviceContext * dev, device_of(ctx));
+  ETC_CUDA_RETURN_IF_ERROR(k::launch_avg_pool2d(p, dev->stream()));
+  return Status();
+}
+
+Status adaptive_avg_pool2d(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(
+      check_args(ctx, args, {{"self", Arg::kTensor}, {"output_size", Arg::kIntList}}, {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  const std::vector<int64_t>& os = args[1]->ints;
+  TensorView& out = out_arg(args, 2);
+  if (self.rank() != 3 && self.rank() != 4) return ctx.error("self must have rank 3 or 4");
+  ETC_RETURN_IF_ERROR(require_float(ctx, "self", self.dtype));
+  if (os.size() != 2 || os[0] <= 0 || os[1] <= 0)
+    return ctx.error("output_size must be two positive sizes");
+  const size_t r = self.rank();
+  std::vector<int64_t> expected = self.sizes;
+  expected[r - 2] = os[0];
+  expected[r - 1] = os[1];
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, expected, self.dtype));
+  k::PoolArgs p;
+  p.in = self.data;
+  p.out = out.data;
+  ETC_ASSIGN_OR_RETURN(p.type, elem_of(ctx, self.dtype, "self"));
+  p.in_h = self.sizes[r - 2];
+  p.in_w = self.sizes[r - 1];
+  p.out_h = os[0];
+  p.out_w = os[1];
+  p.planes = self.numel() / std::max<int64_t>(p.in_h * p.in_w, 1);
+  if (p.in_h * p.in_w == 0) return ctx.error("self has an empty plane");
+  ETC_ASSIGN_OR_RETURN(DeviceContext * dev, device_of(ctx));
+  ETC_CUDA_RETURN_IF_ERROR(k::launch_adaptive_avg_pool2d(p, dev->stream()));
+  return Status();
+}
+
+// ---- Reductions and normalisation ----------------------------------------------------------
+
+std::vector<int64_t> reduced_shape(std::span<const int64_t> sizes, const std::vector<bool>& reduced,
+                                   bool keepdim) {
+  std::vector<int64_t> out;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (!reduced[d]) {
+      out.push_back(sizes[d]);
+    } else if (keepdim) {
+      out.push_back(1);
+    }
+  }
+  return out;
+}
+
+Status run_reduce(const KernelContext& ctx, k::ReduceOp op, const TensorView& self,
+                  const std::vector<bool>& reduced, TensorView& out, bool integer) {
+  ETC_RETURN_IF_ERROR(check_rank(ctx, self));
+  k::ReduceArgs p;
+  p.op = op;
+  p.in = self.data;
+  p.out = out.data;
+  ETC_ASSIGN_OR_RETURN(p.in_type, elem_of(ctx, self.dtype, "self"));
+  ETC_ASSIGN_OR_RETURN(p.out_type, elem_of(ctx, out.dtype, "out"));
+  p.integer = integer;
+  const std::vector<int64_t> st = rt::contiguous_strides(self.sizes);
+  for (size_t d = 0; d < self.rank(); ++d) {
+    k::Shape& s = reduced[d] ? p.reduced : p.kept;
+    int64_t* strides = reduced[d] ? p.reduced_strides : p.kept_strides;
+    s.sizes[s.rank] = self.sizes[d];
+    strides[s.rank] = st[d];
+    ++s.rank;
+  }
+  ETC_ASSIGN_OR_RETURN(DeviceContext * dev, device_of(ctx));
+  ETC_CUDA_RETURN_IF_ERROR(k::launch_reduce(p, dev->stream()));
+  return Status();
+}
+
+Status amax(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(
+      ctx, args, {{"self", Arg::kTensor}, {"dim", Arg::kIntList}, {"keepdim", Arg::kBool}},
+      {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  TensorView& out = out_arg(args, 3);
+  ETC_ASSIGN_OR_RETURN(std::vector<bool> reduced,
+                       reduced_dims(ctx, &args[1]->ints, static_cast<int64_t>(self.rank())));
+  ETC_RETURN_IF_ERROR(
+      check_out(ctx, out, reduced_shape(self.sizes, reduced, args[2]->b), self.dtype));
+  if (out.numel() == 0) return Status();
+  if (self.numel() == 0) return ctx.error("amax of an empty tensor");
+  return run_reduce(ctx, k::ReduceOp::kAmax, self, reduced, out, !is_float(self.dtype));
+}
+
+Status sum_mean(KernelContext& ctx, std::span<Value*> args, bool mean) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args,
+                                 {{"self", Arg::kTensor},
+                                  {"dim", Arg::kOptIntList},
+                                  {"keepdim", Arg::kBool},
+                                  {"dtype", Arg::kOptScalarType}},
+                                 {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  TensorView& out = out_arg(args, 4);
+  ETC_ASSIGN_OR_RETURN(
+      std::vector<bool> reduced,
+      reduced_dims(ctx, rt::kernels::opt_int_list_arg(args, 1), static_cast<int64_t>(self.rank())));
+  std::optional<DType> dtype = opt_dtype_arg(args, 3);
+  DType want = dtype.value_or(mean || dtype_is_float(self.dtype) ? self.dtype : DType::kInt64);
+  if (mean && !dtype_is_float(want)) return ctx.error("mean needs a floating-point dtype");
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, reduced_shape(self.sizes, reduced, args[2]->b), want));
+  if (out.numel() == 0) return Status();
+  return run_reduce(ctx, mean ? k::ReduceOp::kMean : k::ReduceOp::kSum, self, reduced, out,
+                    !dtype_is_float(want));
+}
+Status sum_dim(KernelContext& ctx, std::span<Value*> args) {
+  return sum_mean(ctx, args, false);
+}
+Status mean_dim(KernelContext& ctx, std::span<Value*> args) {
+  return sum_mean(ctx, args, true);
+}
+
+Status softmax_common(KernelContext& ctx, std::span<Value*> args, bool log) {
+  ETC_RETURN_IF_ERROR(check_args(
+      ctx, args, {{"self", Arg::kTensor}, {"dim", Arg::kInt}, {"half_to_float", Arg::kBool}},
+      {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  TensorView& out = out_arg(args, 3);
+  ETC_RETURN_IF_ERROR(require_float(ctx, "self", self.dtype));
+  if (args[2]->b) return unsupported(std::string(ctx.op) + ": half_to_float=True on CUDA");
+  ETC_ASSIGN_OR_RETURN(int64_t dim,
+                       wrap_dim(ctx, "dim", args[1]->i, static_cast<int64_t>(self.rank())));
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, self.sizes, self.dtype));
+  if (out.numel() == 0) return Status();
+  int64_t outer = 1, inner = 1;
+  const int64_t len = self.rank() == 0 ? 1 : self.sizes[static_cast<size_t>(dim)];
+  for (int64_t d = 0; d < dim; ++d)
+    outer *= self.sizes[static_cast<size_t>(d)];
+  for (size_t d = static_cast<size_t>(dim) + 1; d < self.rank(); ++d)
+    inner *= self.sizes[d];
+  ETC_ASSIGN_OR_RETURN(k::Elem type, elem_of(ctx, self.dtype, "self"));
+  ETC_ASSIGN_OR_RETURN(DeviceContext * dev, device_of(ctx));
+  ETC_CUDA_RETURN_IF_ERROR(
+      k::launch_softmax(self.data, out.data, type, outer, len, inner, log, dev->stream()));
+  return Status();
+}
+Status softmax(KernelContext& ctx, std::span<Value*> args) {
+  return softmax_common(ctx, args, false);
+}
+Status log_softmax(KernelContext& ctx, std::span<Value*> args) {
+  return softmax_common(ctx, args, true);
+}
+
+Status layer_norm(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args,
+                                 {{"input", Arg::kTensor},
+                                  {"normalized_shape", Arg::kIntList},
+                                  {"weight", Arg::kOptTensor},
+                                  {"bias", Arg::kOptTensor},
+                                  {"eps", Arg::kFloat}},
+                                 {"out0", "out1", "out2"}));
+  const TensorView& x = tensor_arg(args, 0);
+  const std::vector<int64_t>& ns = args[1]->ints;
+  const TensorView* weight = opt_tensor_arg(args, 2);
+  const TensorView* bias = opt_tensor_arg(args, 3);
+  ETC_RETURN_IF_ERROR(require_float(ctx, "input", x.dtype));
+  if (ns.empty() || ns.size() > x.rank() ||
+      !std::equal(ns.begin(), ns.end(), x.sizes.end() - static_cast<ptrdiff_t>(ns.size())))
+    return ctx.error("normalized_shape " + shape_str(ns) + " is not a suffix of the input's");
+  for (const TensorView* t : {weight, bias}) {
+    if (t != nullptr && (t->sizes != ns || t->dtype != x.dtype))
+      return ctx.error("weight and bias must have shape " + shape_str(ns) +
+                       " and the input's dtype");
+  }
+  const size_t axis = x.rank() - ns.size();
+  std::vector<int64_t> stat(x.sizes.begin(), x.sizes.begin() + static_cast<ptrdiff_t>(axis));
+  stat.resize(x.rank(), 1);
+  TensorView& out = out_arg(args, 5);
+  TensorView& mean = out_arg(args, 6);
+  TensorView& rstd = out_arg(args, 7);
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, x.sizes, x.dtype, "out0"));
+  ETC_RETURN_IF_ERROR(check_out(ctx, mean, stat, x.dtype, "out1"));
+  ETC_RETURN_IF_ERROR(check_out(ctx, rstd, stat, x.dtype, "out2"));
+  int64_t rows = 1, cols = 1;
+  for (size_t d = 0; d < x.rank(); ++d)
+    (d < axis ? rows : cols) *= x.sizes[d];
+  ETC_ASSIGN_OR_RETURN(k::Elem type, elem_of(ctx, x.dtype, "input"));
+  ETC_ASSIGN_OR_RETURN(DeviceContext * dev, device_of(ctx));
+  ETC_CUDA_RETURN_IF_ERROR(k::launch_layer_norm(
+      x.data, weight ? weight->data : nullptr, bias ? bias->data : nullptr, out.data, mean.data,
+      rstd.data, type, rows, cols, rt::kernels::float_arg(args, 4), dev->stream()));
+  return Status();
+}
+
+Status batch_norm(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args,
+                                 {{"input", Arg::kTensor},
+                                  {"weight", Arg::kOptTensor},
+                                  {"bias", Arg::kOptTensor},
+                                  {"running_mean", Arg::kTensor},
+                                  {"running_var", Arg::kTensor},
+                                  {"momentum", Arg::kFloat},
+                                  {"eps", Arg::kFloat}},
+                                 {"out0", "out1", "out2"}));
+  const TensorView& x = tensor_arg(args, 0);
+  const TensorView* weight = opt_tensor_arg(args, 1);
+  const TensorView* bias = opt_tensor_arg(args, 2);
+  const TensorView& rm = tensor_arg(args, 3);
+  const TensorView& rv = tensor_arg(args, 4);
+  ETC_RETURN_IF_ERROR(require_float(ctx, "input", x.dtype));
+  if (x.rank() < 2) return ctx.error("input must have rank 2 or more");
+  const int64_t c = x.sizes[1];
+  for (const TensorView* t : {weight, bias, &rm, &rv}) {
+    if (t != nullptr && (t->rank() != 1 || t->sizes[0] != c || t->dtype != rm.dtype))
+      return ctx.error("parameters must have shape [" + std::to_string(c) + "] and one dtype");
+  }
+  TensorView& out = out_arg(args, 7);
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, x.sizes, x.dtype, "out0"));
+  if (out.numel() == 0) return Status();
+  const int64_t n = x.sizes[0], inner = x.numel() / (n * c);
+  ETC_ASSIGN_OR_RETURN(k::Elem type, elem_of(ctx, x.dtype, "input"));
+  ETC_ASSIGN_OR_RETURN(k::Elem ptype, elem_of(ctx, rm.dtype, "running_mean"));
+  ETC_ASSIGN_OR_RETURN(DeviceContext * dev, device_of(ctx));
+  ETC_CUDA_RETURN_IF_ERROR(k::launch_batch_norm(
+      x.data, weight ? weight->data : nullptr, bias ? bias->data : nullptr, rm.data, rv.data, ptype,
+      out.data, type, n, c, inner, rt::kernels::float_arg(args, 6), dev->stream()));
+  return Status();
+}
+
+// ---- Layout ----------------------------------------------------------------------------------
+
+Status cat(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(
+      check_args(ctx, args, {{"tensors", Arg::kTensorList}, {"dim", Arg::kInt}}, {"out"}));
+  const std::vector<TensorView*>& ts = args[0]->tensors;
+  TensorView& out = out_arg(args, 2);
+  auto legacy_empty = [](const TensorView* t) { return t->rank() == 1 && t->sizes[0] == 0; };
+  const TensorView* first = nullptr;
+  for (const TensorView* t : ts) {
+    if (first == nullptr && !legacy_empty(t)) first = t;
+  }
+  if (first == nullptr || out.numel() == 0) return Status();
+  ETC_ASSIGN_OR_RETURN(int64_t dim,
+                       wrap_dim(ctx, "dim", args[1]->i, static_cast<int64_t>(first->rank())));
+  if (out.rank() != first->rank()) return ctx.error("out has the wrong rank");
+  const std::vector<int64_t> out_strides = rt::contiguous_strides(out.sizes);
+  int64_t at = 0;
+  for (const TensorView* t : ts) {
+    if (legacy_empty(t)) continue;
+    if (t->rank() != out.rank()) return ctx.error("inputs have different ranks");
+    k::MapArgs p;
+    p.op = k::MapOp::kCopy;
+    p.shape = shape_of(t->sizes);
+    Status error;
+    p.out = operand(ctx, out, out_strides, at * out_strides[static_cast<size_t>(dim)], &error);
+    p.a = operand(ctx, *t, rt::contiguous_strides(t->sizes), 0, &error);
+    ETC_RETURN_IF_ERROR(error);
+    ETC_RETURN_IF_ERROR(check_rank(ctx, *t));
+    ETC_RETURN_IF_ERROR(run_map(ctx, p));
+    at += t->sizes[static_cast<size_t>(dim)];
+  }
+  if (at != out.sizes[static_cast<size_t>(dim)])
+    return ctx.error("the inputs do not add up to out " + shape_str(out.sizes));
+  return Status();
+}
+
+// clone, view, reshape, squeeze, unsqueeze: the same elements in the same order.
+Status same_elements(KernelContext& ctx, std::span<Value*> args) {
+  if (args.size() < 3 || !args[0]->is_tensor() || !args[args.size() - 2]->is_tensor())
+    return ctx.error("expected (self, ..., out, return)");
+  return copy_d2d(ctx, args[0]->tensor, args[args.size() - 2]->tensor);
+}
+
+Status expand(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(
+      ctx, args, {{"self", Arg::kTensor}, {"size", Arg::kIntList}, {"implicit", Arg::kBool}},
+      {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  TensorView& out = out_arg(args, 3);
+  if (out.rank() < self.rank() || out.dtype != self.dtype)
+    return ctx.error("out " + out.describe() + " is not an expansion of " + self.describe());
+  for (size_t i = 0; i < self.rank(); ++i) {
+    const int64_t have = self.sizes[i], want = out.sizes[out.rank() - self.rank() + i];
+    if (have != want && have != 1) return ctx.error("cannot expand " + shape_str(self.sizes));
+  }
+  return copy_view(ctx, self, 0, broadcast_strides(self.sizes, out.sizes), out);
+}
+
+Status permute(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(
+      check_args(ctx, args, {{"self", Arg::kTensor}, {"dims", Arg::kIntList}}, {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  TensorView& out = out_arg(args, 2);
+  const std::vector<int64_t>& dims = args[1]->ints;
+  if (dims.size() != self.rank()) return ctx.error("dims must list every dim once");
+  const std::vector<int64_t> in_strides = rt::contiguous_strides(self.sizes);
+  std::vector<int64_t> sizes, strides;
+  for (int64_t d : dims) {
+    ETC_ASSIGN_OR_RETURN(int64_t w, wrap_dim(ctx, "dim", d, static_cast<int64_t>(self.rank())));
+    sizes.push_back(self.sizes[static_cast<size_t>(w)]);
+    strides.push_back(in_strides[static_cast<size_t>(w)]);
+  }
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, sizes, self.dtype));
+  return copy_view(ctx, self, 0, strides, out);
+}
+
+Status transpose(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(
+      ctx, args, {{"self", Arg::kTensor}, {"dim0", Arg::kInt}, {"dim1", Arg::kInt}}, {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  TensorView& out = out_arg(args, 3);
+  const auto rank = static_cast<int64_t>(self.rank());
+  ETC_ASSIGN_OR_RETURN(int64_t d0, wrap_dim(ctx, "dim0", args[1]->i, rank));
+  ETC_ASSIGN_OR_RETURN(int64_t d1, wrap_dim(ctx, "dim1", args[2]->i, rank));
+  std::vector<int64_t> sizes = self.sizes;
+  std::vector<int64_t> strides = rt::contiguous_strides(self.sizes);
+  if (rank > 0) {
+    std::swap(sizes[static_cast<size_t>(d0)], sizes[static_cast<size_t>(d1)]);
+    std::swap(strides[static_cast<size_t>(d0)], strides[static_cast<size_t>(d1)]);
+  }
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, sizes, self.dtype));
+  return copy_view(ctx, self, 0, strides, out);
+}
+
+Status select(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(
+      ctx, args, {{"self", Arg::kTensor}, {"dim", Arg::kInt}, {"index", Arg::kInt}}, {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  TensorView& out = out_arg(args, 3);
+  ETC_ASSIGN_OR_RETURN(int64_t dim,
+                       wrap_dim(ctx, "dim", args[1]->i, static_cast<int64_t>(self.rank())));
+  const auto d = static_cast<size_t>(dim);
+  const int64_t n = self.sizes[d];
+  int64_t index = args[2]->i;
+  if (index < -n || index >= n) return ctx.error("index out of range");
+  if (index < 0) index += n;
+  std::vector<int64_t> sizes = self.sizes;
+  std::vector<int64_t> strides = rt::contiguous_strides(self.sizes);
+  const int64_t offset = index * strides[d];
+  sizes.erase(sizes.begin() + dim);
+  strides.erase(strides.begin() + dim);
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, sizes, self.dtype));
+  return copy_view(ctx, self, offset, strides, out);
+}
+
+Status slice(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args,
+                                 {{"self", Arg::kTensor},
+                                  {"dim", Arg::kInt},
+                                  {"start", Arg::kOptInt},
+                                  {"end", Arg::kOptInt},
+                                  {"step", Arg::kInt}},
+                                 {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  TensorView& out = out_arg(args, 5);
+  ETC_ASSIGN_OR_RETURN(int64_t dim,
+                       wrap_dim(ctx, "dim", args[1]->i, static_cast<int64_t>(self.rank())));
+  const auto d = static_cast<size_t>(dim);
+  const int64_t n = self.sizes[d];
+  const int64_t step = args[4]->i;
+  if (step <= 0) return ctx.error("step must be positive");
+  auto clamp_index = [n](int64_t i) {
+    if (i < 0) i += n;
+    return std::clamp<int64_t>(i, 0, n);
+  };
+  const int64_t start = clamp_index(opt_int_arg(args, 2).value_or(0));
+  const int64_t end = clamp_index(opt_int_arg(args, 3).value_or(n));
+  std::vector<int64_t> sizes = self.sizes;
+  sizes[d] = end > start ? (end - start + step - 1) / step : 0;
+  std::vector<int64_t> strides = rt::contiguous_strides(self.sizes);
+  const int64_t offset = start * strides[d];
+  strides[d] *= step;
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, sizes, self.dtype));
+  return copy_view(ctx, self, sizes[d] > 0 ? offset : 0, strides, out);
+}
+
+Status constant_pad_nd(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(
+      ctx, args, {{"self", Arg::kTensor}, {"pad", Arg::kIntList}, {"value", Arg::kScalar}},
+      {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  const std::vector<int64_t>& pad = args[1]->ints;
+  TensorView& out = out_arg(args, 3);
+  const size_t rank = self.rank();
+  if (pad.size() % 2 != 0 || pad.size() / 2 > rank)
+    return ctx.error("pad must have an even length of at most twice the rank");
+  std::vector<int64_t> before(rank, 0), sizes = self.sizes;
+  for (size_t i = 0; i < pad.size() / 2; ++i) {
+    const size_t d = rank - 1 - i;
+    before[d] = pad[2 * i];
+    sizes[d] += pad[2 * i] + pad[2 * i + 1];
+    if (sizes[d] < 0) return ctx.error("padding makes a dim negative");
+  }
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, sizes, self.dtype));
+  if (out.numel() == 0) return Status();
+  MapBuilder fill(ctx, k::MapOp::kFill, out);
+  fill.p.scalar = scalar_of(*args[2], out.dtype);
+  ETC_RETURN_IF_ERROR(fill.run());
+  const std::vector<int64_t> in_strides = rt::contiguous_strides(self.sizes);
+  const std::vector<int64_t> out_strides = rt::contiguous_strides(sizes);
+  std::vector<int64_t> region(rank);
+  int64_t in_off = 0, out_off = 0;
+  for (size_t d = 0; d < rank; ++d) {
+    const int64_t src0 = std::max<int64_t>(-before[d], 0);
+    const int64_t dst0 = std::max<int64_t>(before[d], 0);
+    region[d] = std::min(self.sizes[d] - src0, sizes[d] - dst0);
+    if (region[d] <= 0) return Status();
+    in_off += src0 * in_strides[d];
+    out_off += dst0 * out_strides[d];
+  }
+  k::MapArgs p;
+  p.op = k::MapOp::kCopy;
+  p.shape = shape_of(region);
+  Status error;
+  p.out = operand(ctx, out, out_strides, out_off, &error);
+  p.a = operand(ctx, self, in_strides, in_off, &error);
+  ETC_RETURN_IF_ERROR(error);
+  ETC_RETURN_IF_ERROR(check_rank(ctx, self));
+  return run_map(ctx, p);
+}
+
+// ---- Conversion, indexing, creation ----------------------------------------------------------
+
+Status to_copy(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args,
+                                 {{"self", Arg::kTensor},
+                                  {"dtype", Arg::kOptScalarType},
+                                  {"layout", Arg::kOptEnum},
+                                  {"device", Arg::kOptEnum},
+                                  {"pin_memory", Arg::kOptBool},
+                                  {"non_blocking", Arg::kBool},
+                                  {"memory_format", Arg::kOptEnum}},
+                                 {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  TensorView& out = out_arg(args, 7);
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, self.sizes, opt_dtype_arg(args, 1).value_or(self.dtype)));
+  if (out.dtype == self.dtype) return copy_d2d(ctx, self, out);
+  MapBuilder m(ctx, k::MapOp::kCopy, out);
+  m.p.a = m.broadcast(self);
+  return m.run();
+}
+
+Status embedding(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args,
+                                 {{"weight", Arg::kTensor},
+                                  {"indices", Arg::kTensor},
+                                  {"padding_idx", Arg::kInt},
+                                  {"scale_grad_by_freq", Arg::kBool},
+                                  {"sparse", Arg::kBool}},
+                                 {"out"}));
+  const TensorView& weight = tensor_arg(args, 0);
+  const TensorView& indices = tensor_arg(args, 1);
+  TensorView& out = out_arg(args, 5);
+  if (weight.rank() != 2) return ctx.error("weight must have rank 2");
+  if (indices.dtype != DType::kInt64 && indices.dtype != DType::kInt32)
+    return unsupported_dtype(ctx, "indices", indices.dtype, "int64 or int32");
+  std::vector<int64_t> sizes = indices.sizes;
+  sizes.push_back(weight.sizes[1]);
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, sizes, weight.dtype));
+  ETC_ASSIGN_OR_RETURN(DeviceContext * dev, device_of(ctx));
+  // Out-of-range indices give zero rows: checking them would need a synchronising read-back.
+  ETC_CUDA_RETURN_IF_ERROR(k::launch_embedding(
+      weight.data, weight.sizes[0], weight.sizes[1] * dtype_size(weight.dtype), indices.data,
+      indices.dtype == DType::kInt64, indices.numel(), out.data, nullptr, dev->stream()));
+  return Status();
+}
+
+Status fill(const KernelContext& ctx, const std::vector<int64_t>& size, std::optional<DType> dtype,
+            const Value& value, TensorView& out) {
+  for (int64_t d : size) {
+    if (d < 0) return ctx.error("size " + shape_str(size) + " has a negative dim");
+  }
+  ETC_RETURN_IF_ERROR(check_out_shape(ctx, out, size));
+  if (dtype) ETC_RETURN_IF_ERROR(rt::kernels::check_out_dtype(ctx, out, *dtype));
+  MapBuilder m(ctx, k::MapOp::kFill, out);
+  m.p.scalar = scalar_of(value, out.dtype);
+  return m.run();
+}
+
+Status full(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args,
+                                 {{"size", Arg::kIntList},
+                                  {"fill_value", Arg::kScalar},
+                                  {"dtype", Arg::kOptScalarType},
+                                  {"layout", Arg::kOptEnum},
+                                  {"device", Arg::kOptEnum},
+                                  {"pin_memory", Arg::kOptBool}},
+                                 {"out"}));
+  return fill(ctx, args[0]->ints, opt_dtype_arg(args, 2), *args[1], out_arg(args, 6));
+}
+
+template <int64_t kValue>
+Status constant(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args,
+                                 {{"size", Arg::kIntList},
+                                  {"dtype", Arg::kOptScalarType},
+                                  {"layout", Arg::kOptEnum},
+                                  {"device", Arg::kOptEnum},
+                                  {"pin_memory", Arg::kOptBool}},
+                                 {"out"}));
+  Value v;
+  v.kind = Value::Kind::kInt;
+  v.i = kValue;
+  return fill(ctx, args[0]->ints, opt_dtype_arg(args, 1), v, out_arg(args, 5));
+}
+
+}  // namespace
+
+Status register_cuda_tensor_kernels(rt::OperatorRegistry& r) {
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::mm.default"}, mm));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::bmm.default"}, bmm));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::addmm.default"}, addmm));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::linear.default"}, linear));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::convolution.default"}, convolution));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::max_pool2d.default"}, max_pool2d));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::avg_pool2d.default"}, avg_pool2d));
+  ETC_RETURN_IF_ERROR(
+      register_kernel(r, {"aten::adaptive_avg_pool2d.default"}, adaptive_avg_pool2d));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::amax.default"}, amax));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::mean.dim"}, mean_dim));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::sum.dim_IntList"}, sum_dim));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::_softmax.default"}, softmax));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::_log_softmax.default"}, log_softmax));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::native_layer_norm.default"}, layer_norm));
+  ETC_RETURN_IF_ERROR(
+      register_kernel(r, {"aten::_native_batch_norm_legit_no_training.default"}, batch_norm));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::cat.default"}, cat));
+  ETC_RETURN_IF_ERROR(
+      register_kernel(r,
+                      {"aten::clone.default", "aten::view.default", "aten::reshape.default",
+                       "aten::squeeze.dim", "aten::squeeze.dims", "aten::unsqueeze.default"},
+                      same_elements));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::constant_pad_nd.default"}, constant_pad_nd));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::expand.default"}, expand));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::permute.default"}, permute));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::select.int"}, select));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::slice.Tensor"}, slice));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::transpose.int"}, transpose));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::_to_copy.default"}, to_copy));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::embedding.default"}, embedding));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::full.default"}, full));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::ones.default"}, constant<1>));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::zeros.default"}, constant<0>));
+  return Status();
+}
+
+}  // namespace etc::cuda

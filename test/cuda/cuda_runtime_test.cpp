@@ -1,0 +1,267 @@
+// The CUDA runtime's plumbing: the allocator (alignment, copies, ownership, freeing exactly
+// once, clear errors for missing devices and out of memory), the host-pointer rule of the
+// CUDA delegate, a delegate on cuda:1, and the behaviour without a GPU or cuBLAS.
+//
+// Tests tagged [gpu] need a CUDA device: run with the tag filter "[gpu]" the binary exits 77
+// (CTest: skipped) when none is visible. Tests tagged [nogpu] run everywhere: without a GPU
+// they check that the runtime fails cleanly, with one that it starts.
+#define CATCH_CONFIG_RUNNER
+#include <array>
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <string>
+
+#include "cuda_runtime/cuda_allocator.h"
+#include "cuda_runtime/cuda_context.h"
+#include "cuda_runtime/cuda_op_util.h"
+#include "cuda_runtime/cuda_ops.h"
+#include "cuda_runtime/cuda_runtime_env.h"
+#include "graph/ops.h"
+#include "passes/graph_builder.h"
+#include "runtime/method.h"
+#include "serialize/emitter.h"
+#include "serialize/pte_reader.h"
+#include "serialize/pte_writer.h"
+
+namespace etc::cuda {
+namespace {
+
+using etc::testing::add;
+using etc::testing::f32;
+using etc::testing::graph_from_json;
+
+int visible_devices() {
+  Result<int> n = visible_device_count();
+  return n.ok() ? *n : 0;
+}
+
+// Exports "y = a + b" (2x2 float32) with the given options and reads it back.
+pte::File export_add(ExportOptions options) {
+  Graph g = graph_from_json("[" + f32("a") + "," + f32("b") + "]",
+                            "[" + add("add", "a", "b", "y") + "]", R"(["y"])");
+  PassRegistry r = make_pass_registry();
+  ExportReport report;
+  PassContext ctx{options, report};
+  REQUIRE(run_pipeline(g, *parse_pipeline(kDefaultExportPipeline, r), r, ctx, {}).ok());
+  Result<pte::File> emitted = emit_program(g);
+  REQUIRE(emitted.ok());
+  Result<pte::File> f = read_pte(make_blob(*write_pte(*emitted)), "add.pte");
+  INFO(f.status().to_string());
+  REQUIRE(f.ok());
+  return std::move(f).value();
+}
+
+TEST_CASE("without a GPU the CUDA runtime fails with exit-4 errors that say what was found",
+          "[nogpu]") {
+  Result<std::unique_ptr<rt::OwnedRuntime>> r = make_cuda_runtime();
+  if (visible_devices() > 0) {
+    INFO(r.status().to_string());
+    CHECK(r.ok());
+    return;
+  }
+  REQUIRE(!r.ok());
+  CHECK(r.status().code() == ErrorCode::kDeviceUnavailable);
+  CHECK(r.status().message().rfind("no CUDA device visible: ", 0) == 0);
+  DeviceContexts contexts;
+  Result<DeviceContext*> ctx = contexts.get(0);
+  REQUIRE(!ctx.ok());
+  CHECK(ctx.status().code() == ErrorCode::kDeviceUnavailable);
+  CHECK(ctx.status().message().find("cudaGetDeviceCount") != std::string::npos);
+}
+
+TEST_CASE("cuBLAS is loaded lazily, or its absence is a clear exit-4 error", "[nogpu]") {
+  Result<const CublasApi*> api = cublas_api();
+  if (api.ok()) {
+    CHECK((*api)->sgemm != nullptr);
+    CHECK((*api)->sgemm_strided_batched != nullptr);
+    CHECK((*api)->create != nullptr);
+  } else {
+    CHECK(api.status().code() == ErrorCode::kDeviceUnavailable);
+    CHECK(api.status().message().rfind("cuBLAS not found: ", 0) == 0);
+  }
+  // The error wrapper names the call, file and line.
+  Status s = status_from_cublas(CUBLAS_STATUS_INVALID_VALUE, "cublasSgemm_v2(...)", "f.cpp", 7);
+  CHECK(s.message().find("cublasSgemm_v2(...) failed at f.cpp:7: ") == 0);
+  CHECK(status_from_cublas(CUBLAS_STATUS_ALLOC_FAILED, "x", "f", 1).code() ==
+        ErrorCode::kDeviceUnavailable);
+}
+
+TEST_CASE("every op the CUDA capability table can delegate has a CUDA kernel", "[nogpu]") {
+  rt::OperatorRegistry registry;
+  REQUIRE(register_cuda_kernels(registry).ok());
+  size_t checked = 0;
+  for (const OpInfo& info : all_ops()) {
+    // Never delegated: the host-only max_pool2d form, the upsampling ops (host-only until
+    // they get CUDA kernels; cuda_capability.cpp says so) and compiler-inserted ops.
+    if (info.kind == OpKind::MaxPool2dWithIndices || info.kind == OpKind::H2DCopy ||
+        info.kind == OpKind::D2HCopy || info.kind == OpKind::DelegateCall ||
+        info.kind == OpKind::UpsampleNearest2d || info.kind == OpKind::UpsampleBilinear2d)
+      continue;
+    std::string name = info.name;  // "aten.add.Tensor" -> "aten::add.Tensor"
+    name.replace(name.find('.'), 1, "::");
+    INFO(name);
+    CHECK(registry.find(name) != nullptr);
+    ++checked;
+  }
+  CHECK(checked == 57);  // the 57 ops of the capability table
+}
+
+// Element offsets of every operand for every index of p's space, in row-major order (what
+// map_kernel computes on the device).
+std::vector<std::array<int64_t, 4>> offsets(const kernels::MapArgs& p) {
+  int64_t n = 1;
+  for (int d = 0; d < p.shape.rank; ++d)
+    n *= p.shape.sizes[d];
+  std::vector<std::array<int64_t, 4>> out;
+  for (int64_t i = 0; i < n; ++i) {
+    std::array<int64_t, 4> o{p.out.offset, p.a.offset, p.b.offset, p.c.offset};
+    int64_t rest = i;
+    for (int d = p.shape.rank - 1; d >= 0; --d) {
+      const int64_t idx = rest % p.shape.sizes[d];
+      rest /= p.shape.sizes[d];
+      o[0] += idx * p.out.strides[d];
+      o[1] += idx * p.a.strides[d];
+      o[2] += idx * p.b.strides[d];
+      o[3] += idx * p.c.strides[d];
+    }
+    out.push_back(o);
+  }
+  return out;
+}
+
+TEST_CASE("coalescing a map's index space keeps every operand's offsets", "[nogpu]") {
+  // out [2, 1, 3, 4] contiguous; a broadcast from [3, 1]; b a permuted view; c contiguous.
+  kernels::MapArgs p;
+  p.shape = ops::shape_of(std::vector<int64_t>{2, 1, 3, 4});
+  const int64_t out_st[] = {12, 12, 4, 1}, a_st[] = {0, 0, 1, 0}, b_st[] = {1, 0, 8, 2},
+                c_st[] = {12, 12, 4, 1};
+  for (int d = 0; d < 4; ++d) {
+    p.out.strides[d] = out_st[d];
+    p.a.strides[d] = a_st[d];
+    p.b.strides[d] = b_st[d];
+    p.c.strides[d] = c_st[d];
+  }
+  p.a.offset = 5;
+  const auto before = offsets(p);
+  ops::coalesce(p);
+  CHECK(p.shape.rank == 3);  // the size-1 dim is gone; nothing else merges (b, a differ)
+  CHECK(offsets(p) == before);
+
+  kernels::MapArgs flat;  // all contiguous: one dim
+  flat.shape = ops::shape_of(std::vector<int64_t>{3, 5, 7});
+  for (kernels::Operand* o : {&flat.out, &flat.a, &flat.b}) {
+    o->strides[0] = 35;
+    o->strides[1] = 7;
+    o->strides[2] = 1;
+  }
+  const auto flat_before = offsets(flat);
+  ops::coalesce(flat);
+  CHECK(flat.shape.rank == 1);
+  CHECK(flat.shape.sizes[0] == 105);
+  CHECK(offsets(flat) == flat_before);
+
+  kernels::MapArgs one;  // every dim of size 1: rank 0, one element at the offsets
+  one.shape = ops::shape_of(std::vector<int64_t>{1, 1});
+  one.b.offset = 3;
+  ops::coalesce(one);
+  CHECK(one.shape.rank == 0);
+  CHECK(offsets(one) == std::vector<std::array<int64_t, 4>>{{0, 0, 3, 0}});
+}
+
+TEST_CASE("the CUDA allocator aligns, copies, knows its memory and frees exactly once", "[gpu]") {
+  DeviceContexts contexts;
+  CudaAllocator a(&contexts, visible_devices());
+  for (size_t alignment : {256, 512, 4096}) {
+    Result<void*> p = a.allocate(1000, alignment, 0);
+    REQUIRE(p.ok());
+    CHECK(reinterpret_cast<uintptr_t>(*p) % alignment == 0);
+    CHECK(a.owns(*p));
+    std::vector<float> in(250), out(250, -1.0f);
+    for (size_t i = 0; i < in.size(); ++i)
+      in[i] = static_cast<float>(i) * 0.5f;
+    REQUIRE(a.copy_host_to_device(*p, in.data(), 1000, 0).ok());
+    REQUIRE(a.copy_device_to_host(out.data(), *p, 1000, 0).ok());
+    CHECK(out == in);
+    CHECK(!a.copy_host_to_device(in.data(), out.data(), 1000, 0).ok());  // host destination
+    CHECK(!a.copy_device_to_host(*p, in.data(), 1000, 0).ok());          // host source
+    a.deallocate(*p, 0);
+    a.deallocate(*p, 0);  // refused and logged, not a double free
+  }
+  CHECK(a.live_allocations() == 0);
+  std::vector<float> host(4);
+  CHECK(!a.owns(host.data()));
+  Result<void*> missing = a.allocate(16, 256, static_cast<int8_t>(visible_devices()));
+  REQUIRE(!missing.ok());
+  CHECK(missing.status().code() == ErrorCode::kDeviceUnavailable);
+  Result<void*> huge = a.allocate(size_t{1} << 50, 256, 0);  // 1 PiB
+  REQUIRE(!huge.ok());
+  CHECK(huge.status().code() == ErrorCode::kDeviceUnavailable);
+  CHECK(huge.status().message().find("out of device memory") != std::string::npos);
+}
+
+// Runs y = a + b exported with `options` on the CUDA runtime; IO on the device when asked.
+void run_add(ExportOptions options) {
+  pte::File f = export_add(options);
+  Result<std::unique_ptr<rt::OwnedRuntime>> runtime = make_cuda_runtime();
+  INFO(runtime.status().to_string());
+  REQUIRE(runtime.ok());
+  rt::RuntimeEnv env = (*runtime)->env();
+  Result<std::unique_ptr<rt::Method>> loaded = rt::Method::load(f, 0, env);
+  INFO(loaded.status().to_string());
+  REQUIRE(loaded.ok());
+  rt::Method& m = **loaded;
+  std::vector<float> a{1, 2, 3, 4}, b{10, 20, 30, 40}, y(4);
+  if (options.io_device == IoDevice::kHost) {
+    REQUIRE(m.set_input(0, a.data(), 16).ok());
+    REQUIRE(m.set_input(1, b.data(), 16).ok());
+    REQUIRE(m.execute().ok());
+    std::memcpy(y.data(), m.output(0).data, 16);
+    CHECK(y == std::vector<float>{11, 22, 33, 44});
+    return;
+  }
+  const Device dev = m.input(0).device;
+  rt::DeviceAllocator* alloc = *env.allocators->for_device(dev);
+  // A host pointer where the delegate needs device memory is refused, never copied.
+  Status wrong = m.bind_input(0, a.data());
+  CHECK(wrong.message().find("was given host memory") != std::string::npos);
+  std::vector<rt::DeviceBuffer> mem;
+  for (int i = 0; i < 3; ++i)
+    mem.push_back(std::move(rt::DeviceBuffer::allocate(*env.allocators, dev, 16, 256)).value());
+  REQUIRE(alloc->copy_host_to_device(mem[0].data(), a.data(), 16, dev.index).ok());
+  REQUIRE(alloc->copy_host_to_device(mem[1].data(), b.data(), 16, dev.index).ok());
+  REQUIRE(m.bind_input(0, mem[0].data()).ok());
+  REQUIRE(m.bind_input(1, mem[1].data()).ok());
+  REQUIRE(m.bind_output(0, mem[2].data()).ok());
+  Status run = m.execute();
+  INFO(run.to_string());
+  REQUIRE(run.ok());
+  REQUIRE(alloc->copy_device_to_host(y.data(), mem[2].data(), 16, dev.index).ok());
+  CHECK(y == std::vector<float>{11, 22, 33, 44});
+}
+
+TEST_CASE("a CUDA delegate runs with host IO and with device IO", "[gpu]") {
+  run_add(ExportOptions{});
+  run_add(ExportOptions{.io_device = IoDevice::kDevice});
+}
+
+TEST_CASE("a delegate with target_device cuda:1 allocates and runs on device 1", "[gpu]") {
+  if (visible_devices() < 2) {
+    WARN("one GPU visible: cuda:1 not tested");
+    return;
+  }
+  run_add(ExportOptions{.target = Device{DeviceType::kCUDA, 1}, .io_device = IoDevice::kDevice});
+}
+
+}  // namespace
+}  // namespace etc::cuda
+
+int main(int argc, char** argv) {
+  bool wants_gpu = false;
+  for (int i = 1; i < argc; ++i)
+    wants_gpu |= std::string(argv[i]).find("[gpu]") != std::string::npos;
+  if (wants_gpu && etc::cuda::visible_devices() == 0) {
+    std::printf("SKIP: no CUDA device visible\n");
+    return 77;
+  }
+  return Catch::Session().run(argc, argv);
+}

@@ -1,0 +1,247 @@
+#!/usr/bin/env python3
+"""Writes one small etc.graph model per CUDA-capable op case (every op of the CUDA capability
+table, src/partition/cuda_capability.cpp, with the dtypes it admits) into DIR, and DIR/cases.txt:
+    NAME|OP|extra `etc run` arguments (tolerances)
+cuda_ops_test.sh exports each model for CUDA and runs it with `etc run --verify`, which
+compares the CUDA delegate with the CPU reference on fresh random inputs.
+Usage: op_cases.py DIR"""
+import json
+import os
+import sys
+
+F32, F16, BF16, I32, I64, BOOL = "float32", "float16", "bfloat16", "int32", "int64", "bool"
+FLOATS = [F32, F16, BF16]
+
+
+class Case:
+    def __init__(self, name, op):
+        self.name, self.op = name, op
+        self.inputs, self.constants, self.nodes, self.outputs = [], [], [], []
+        self.run_args = ""
+
+    def input(self, name, dtype, shape):
+        self.inputs.append({"name": name, "dtype": dtype, "shape": shape})
+        return name
+
+    def constant(self, name, dtype, shape, values):
+        self.constants.append({"name": name, "dtype": dtype, "shape": shape, "values": values})
+        return name
+
+    def node(self, op, args, outputs):
+        self.nodes.append({"name": "n%d" % len(self.nodes), "op": op, "args": args,
+                           "outputs": outputs})
+        return outputs
+
+    def graph(self):
+        return {"format": "etc.graph", "version": 1, "name": self.name, "inputs": self.inputs,
+                "constants": self.constants, "nodes": self.nodes, "outputs": self.outputs}
+
+
+def tol(dtype, gemm=False):
+    """`etc run` tolerance flags: the dtype defaults, looser for long float16/bfloat16 sums."""
+    if dtype == BF16:
+        return "--atol 0.03 --rtol 0.02" if gemm else ""
+    if dtype == F16:
+        return "--atol 0.005 --rtol 0.003" if gemm else ""
+    return "--atol 2e-4 --rtol 1e-4" if gemm else ""
+
+
+def cases():
+    out = []
+
+    def simple(name, op, args_of, in_specs, outs=("y",), run_args=""):
+        c = Case(name, op)
+        names = [c.input(n, d, s) for n, d, s in in_specs]
+        c.node(op, args_of(*names), list(outs))
+        c.outputs = [outs[0]]
+        c.run_args = run_args
+        out.append(c)
+        return c
+
+    # Elementwise binary: broadcasting, every admitted dtype.
+    for d in FLOATS + [I32, I64]:
+        simple("add_tensor_%s" % d, "aten.add.Tensor",
+               lambda a, b: {"self": a, "other": b, "alpha": 2}, [("a", d, [4, 3, 5]), ("b", d, [3, 1])])
+        simple("sub_tensor_%s" % d, "aten.sub.Tensor",
+               lambda a, b: {"self": a, "other": b}, [("a", d, [2, 6]), ("b", d, [2, 6])])
+        simple("mul_tensor_%s" % d, "aten.mul.Tensor",
+               lambda a, b: {"self": a, "other": b}, [("a", d, [5, 1, 4]), ("b", d, [3, 4])])
+        simple("add_scalar_%s" % d, "aten.add.Scalar",
+               lambda a: {"self": a, "other": 3, "alpha": 2}, [("a", d, [7, 9])])
+        simple("sub_scalar_%s" % d, "aten.sub.Scalar", lambda a: {"self": a, "other": 1}, [("a", d, [33])])
+        simple("mul_scalar_%s" % d, "aten.mul.Scalar", lambda a: {"self": a, "other": 3}, [("a", d, [2, 2, 2])])
+        simple("neg_%s" % d, "aten.neg.default", lambda a: {"self": a}, [("a", d, [300])])
+        simple("relu_%s" % d, "aten.relu.default", lambda a: {"self": a}, [("a", d, [3, 100])])
+        simple("clamp_%s" % d, "aten.clamp.default", lambda a: {"self": a, "min": 0, "max": 1}, [("a", d, [64])])
+        simple("hardtanh_%s" % d, "aten.hardtanh.default",
+               lambda a: {"self": a, "min_val": -0.5 if d in FLOATS else 0, "max_val": 0.5 if d in FLOATS else 1},
+               [("a", d, [10, 10])])
+        simple("where_%s" % d, "aten.where.self", lambda c_, a, b: {"condition": c_, "self": a, "other": b},
+               [("c", BOOL, [4, 1]), ("a", d, [4, 6]), ("b", d, [6])])
+    simple("add_tensor_bool", "aten.add.Tensor", lambda a, b: {"self": a, "other": b},
+           [("a", BOOL, [8]), ("b", BOOL, [8])])
+    simple("mul_tensor_bool", "aten.mul.Tensor", lambda a, b: {"self": a, "other": b},
+           [("a", BOOL, [8]), ("b", BOOL, [8])])
+    simple("clamp_min_only_f32", "aten.clamp.default", lambda a: {"self": a, "min": -0.25}, [("a", F32, [64])])
+    simple("add_tensor_mixed_f32_i64", "aten.add.Tensor", lambda a, b: {"self": a, "other": b},
+           [("a", F32, [4, 4]), ("b", I64, [4])])
+    # Float-only elementwise.
+    for d in FLOATS:
+        simple("div_tensor_%s" % d, "aten.div.Tensor", lambda a, b: {"self": a, "other": b},
+               [("a", d, [4, 8]), ("b", d, [8])])
+        simple("div_scalar_%s" % d, "aten.div.Scalar", lambda a: {"self": a, "other": 3}, [("a", d, [40])])
+        for e in (2, 3, 0.5):
+            simple("pow_%s_%s" % (str(e).replace(".", "_"), d), "aten.pow.Tensor_Scalar",
+                   lambda a: {"self": a, "exponent": e}, [("a", d, [50])])
+        for op in ("exp", "log", "rsqrt", "sigmoid", "sqrt", "tanh", "hardsigmoid", "hardswish", "silu"):
+            simple("%s_%s" % (op, d), "aten.%s.default" % op, lambda a: {"self": a}, [("a", d, [3, 70])])
+        for approx in ("none", "tanh"):
+            simple("gelu_%s_%s" % (approx, d), "aten.gelu.default",
+                   lambda a: {"self": a, "approximate": approx}, [("a", d, [129])])
+    # GEMMs.
+    for d in FLOATS:
+        g = tol(d, gemm=True)
+        simple("mm_%s" % d, "aten.mm.default", lambda a, b: {"self": a, "mat2": b},
+               [("a", d, [33, 64]), ("b", d, [64, 17])], run_args=g)
+        simple("bmm_%s" % d, "aten.bmm.default", lambda a, b: {"self": a, "mat2": b},
+               [("a", d, [3, 20, 40]), ("b", d, [3, 40, 9])], run_args=g)
+        simple("addmm_%s" % d, "aten.addmm.default",
+               lambda s, a, b: {"self": s, "mat1": a, "mat2": b, "beta": 0.5, "alpha": 2},
+               [("s", d, [17]), ("a", d, [8, 64]), ("b", d, [64, 17])], run_args=g)
+        simple("addmm_full_bias_%s" % d, "aten.addmm.default",
+               lambda s, a, b: {"self": s, "mat1": a, "mat2": b},
+               [("s", d, [8, 17]), ("a", d, [8, 64]), ("b", d, [64, 17])], run_args=g)
+        simple("linear_%s" % d, "aten.linear.default",
+               lambda x, w, b: {"input": x, "weight": w, "bias": b},
+               [("x", d, [2, 5, 48]), ("w", d, [24, 48]), ("b", d, [24])], run_args=g)
+        simple("linear_nobias_%s" % d, "aten.linear.default", lambda x, w: {"input": x, "weight": w},
+               [("x", d, [7, 48]), ("w", d, [24, 48])], run_args=g)
+    # Convolution: plain, padded/strided/dilated, grouped, depthwise, pointwise.
+    for d in FLOATS:
+        g = tol(d, gemm=True)
+        for name, cin, cout, k, stride, pad, dil, groups in (
+                ("conv3x3", 3, 8, 3, 1, 1, 1, 1), ("conv_strided", 4, 6, 3, 2, 0, 1, 1),
+                ("conv_dilated", 4, 4, 3, 1, 2, 2, 1), ("conv_grouped", 8, 6, 3, 1, 1, 1, 2),
+                ("conv_depthwise", 8, 8, 3, 1, 1, 1, 8), ("conv_pointwise", 8, 16, 1, 1, 0, 1, 1)):
+            simple("%s_%s" % (name, d), "aten.convolution.default",
+                   lambda x, w, b: {"input": x, "weight": w, "bias": b, "stride": [stride, stride],
+                                    "padding": [pad, pad], "dilation": [dil, dil], "transposed": False,
+                                    "output_padding": [0, 0], "groups": groups},
+                   [("x", d, [2, cin, 9, 11]), ("w", d, [cout, cin // groups, k, k]), ("b", d, [cout])],
+                   run_args=g)
+        simple("conv_nobias_%s" % d, "aten.convolution.default",
+               lambda x, w: {"input": x, "weight": w, "bias": None, "stride": [1, 1], "padding": [0, 0],
+                             "dilation": [1, 1], "transposed": False, "output_padding": [0, 0], "groups": 1},
+               [("x", d, [1, 3, 6, 6]), ("w", d, [5, 3, 2, 2])], run_args=g)
+    # Pooling.
+    for d in FLOATS:
+        simple("max_pool2d_%s" % d, "aten.max_pool2d.default",
+               lambda x: {"self": x, "kernel_size": [3, 3], "stride": [2, 2], "padding": [1, 1]},
+               [("x", d, [2, 3, 9, 10])])
+        simple("max_pool2d_ceil_dilated_%s" % d, "aten.max_pool2d.default",
+               lambda x: {"self": x, "kernel_size": [2, 2], "dilation": [2, 2], "ceil_mode": True},
+               [("x", d, [1, 2, 9, 9])])
+        simple("avg_pool2d_%s" % d, "aten.avg_pool2d.default",
+               lambda x: {"self": x, "kernel_size": [3, 3], "stride": [2, 2], "padding": [1, 1]},
+               [("x", d, [2, 3, 9, 10])])
+        simple("avg_pool2d_nopad_count_%s" % d, "aten.avg_pool2d.default",
+               lambda x: {"self": x, "kernel_size": [2, 2], "padding": [1, 1], "count_include_pad": False,
+                          "ceil_mode": True},
+               [("x", d, [3, 7, 7])])
+        simple("adaptive_avg_pool2d_%s" % d, "aten.adaptive_avg_pool2d.default",
+               lambda x: {"self": x, "output_size": [3, 4]}, [("x", d, [2, 3, 10, 9])])
+    # Reductions and normalisation.
+    for d in FLOATS:
+        simple("amax_%s" % d, "aten.amax.default", lambda x: {"self": x, "dim": [1], "keepdim": True},
+               [("x", d, [4, 300, 3])])
+        simple("mean_dim_%s" % d, "aten.mean.dim", lambda x: {"self": x, "dim": [0, 2]}, [("x", d, [5, 6, 7])])
+        simple("sum_dim_%s" % d, "aten.sum.dim_IntList", lambda x: {"self": x, "dim": [-1], "keepdim": True},
+               [("x", d, [6, 1000])], run_args=tol(d, gemm=True))
+        simple("sum_all_%s" % d, "aten.sum.dim_IntList", lambda x: {"self": x, "dim": None},
+               [("x", d, [3, 50])], run_args=tol(d, gemm=True))
+        for op in ("_softmax", "_log_softmax"):
+            simple("%s_last_%s" % (op.strip("_"), d), "aten.%s.default" % op,
+                   lambda x: {"self": x, "dim": -1, "half_to_float": False}, [("x", d, [6, 257])])
+            simple("%s_mid_%s" % (op.strip("_"), d), "aten.%s.default" % op,
+                   lambda x: {"self": x, "dim": 1, "half_to_float": False}, [("x", d, [2, 33, 5])])
+        c = simple("layer_norm_%s" % d, "aten.native_layer_norm.default",
+                   lambda x, w, b: {"input": x, "normalized_shape": [96], "weight": w, "bias": b, "eps": 1e-5},
+                   [("x", d, [3, 4, 96]), ("w", d, [96]), ("b", d, [96])], outs=("y", "mean", "rstd"))
+        c.outputs = ["y", "mean", "rstd"]
+        simple("layer_norm_noaffine_%s" % d, "aten.native_layer_norm.default",
+               lambda x: {"input": x, "normalized_shape": [4, 24], "weight": None, "bias": None, "eps": 1e-5},
+               [("x", d, [5, 4, 24])], outs=("y", "mean", "rstd"))
+        c = Case("batch_norm_%s" % d, "aten._native_batch_norm_legit_no_training.default")
+        x = c.input("x", d, [2, 5, 4, 3])
+        w = c.input("w", d, [5])
+        b = c.input("b", d, [5])
+        rm = c.input("rm", d, [5])
+        rv = c.constant("rv", d, [5], [0.5, 1.0, 1.5, 2.0, 0.25])
+        c.node(c.op, {"input": x, "weight": w, "bias": b, "running_mean": rm, "running_var": rv,
+                      "momentum": 0.1, "eps": 1e-5}, ["y", "o1", "o2"])
+        c.outputs = ["y"]
+        out.append(c)
+    # Layout ops, every dtype (the capability table admits all but float64).
+    for d in FLOATS + [I32, I64, BOOL]:
+        simple("cat_%s" % d, "aten.cat.default", lambda a, b: {"tensors": [a, b], "dim": 1},
+               [("a", d, [2, 3, 4]), ("b", d, [2, 5, 4])])
+        simple("clone_%s" % d, "aten.clone.default", lambda a: {"self": a}, [("a", d, [3, 5])])
+        simple("constant_pad_nd_%s" % d, "aten.constant_pad_nd.default",
+               lambda a: {"self": a, "pad": [1, 2, 0, 1], "value": 1}, [("a", d, [2, 3, 4])])
+        simple("expand_%s" % d, "aten.expand.default", lambda a: {"self": a, "size": [2, 3, 4]},
+               [("a", d, [3, 1])])
+        simple("permute_%s" % d, "aten.permute.default", lambda a: {"self": a, "dims": [2, 0, 1]},
+               [("a", d, [2, 3, 4])])
+        simple("reshape_%s" % d, "aten.reshape.default", lambda a: {"self": a, "shape": [4, -1]},
+               [("a", d, [2, 3, 4])])
+        simple("select_%s" % d, "aten.select.int", lambda a: {"self": a, "dim": 1, "index": -1},
+               [("a", d, [2, 3, 4])])
+        simple("slice_%s" % d, "aten.slice.Tensor", lambda a: {"self": a, "dim": 2, "start": 1, "end": 9, "step": 3},
+               [("a", d, [2, 3, 10])])
+        simple("squeeze_dim_%s" % d, "aten.squeeze.dim", lambda a: {"self": a, "dim": 1}, [("a", d, [3, 1, 4])])
+        simple("squeeze_dims_%s" % d, "aten.squeeze.dims", lambda a: {"self": a, "dim": [0, 2]},
+               [("a", d, [1, 4, 1])])
+        simple("transpose_%s" % d, "aten.transpose.int", lambda a: {"self": a, "dim0": 0, "dim1": 2},
+               [("a", d, [2, 3, 4])])
+        simple("unsqueeze_%s" % d, "aten.unsqueeze.default", lambda a: {"self": a, "dim": -1}, [("a", d, [3, 4])])
+        simple("view_%s" % d, "aten.view.default", lambda a: {"self": a, "size": [6, 2]}, [("a", d, [3, 4])])
+    # Conversion, indexing, creation.
+    for src in FLOATS + [I32, I64, BOOL]:
+        for dst in FLOATS + [I32, I64, BOOL]:
+            if src != dst:
+                simple("to_copy_%s_to_%s" % (src, dst), "aten._to_copy.default",
+                       lambda a: {"self": a, "dtype": dst}, [("a", src, [3, 7])])
+    for d in FLOATS:
+        for idx in (I64, I32):
+            simple("embedding_%s_%s" % (d, idx), "aten.embedding.default",
+                   lambda w, i: {"weight": w, "indices": i}, [("w", d, [5, 16]), ("i", idx, [3, 4])])
+    for d in FLOATS + [I32, I64, BOOL]:
+        # Creation ops feed an add so the delegate has an input; fold-constants is left out of the
+        # pipeline (cuda_ops_test.sh) so they stay in the graph.
+        for op, extra in (("full", {"fill_value": 2}), ("ones", {}), ("zeros", {})):
+            c = Case("%s_%s" % (op, d), "aten.%s.default" % op)
+            x = c.input("x", d, [3, 4])
+            args = {"size": [3, 4], "dtype": d}
+            args.update(extra)
+            c.node(c.op, args, ["k"])
+            c.node("aten.mul.Tensor", {"self": x, "other": "k"}, ["y"])
+            c.outputs = ["y"]
+            out.append(c)
+    return out
+
+
+def main():
+    folder = sys.argv[1]
+    os.makedirs(folder, exist_ok=True)
+    lines = []
+    for c in cases():
+        with open(os.path.join(folder, c.name + ".json"), "w") as f:
+            json.dump(c.graph(), f, indent=1)
+        lines.append("%s|%s|%s" % (c.name, c.op, c.run_args))
+    with open(os.path.join(folder, "cases.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("%d cases" % len(lines))
+
+
+if __name__ == "__main__":
+    main()
