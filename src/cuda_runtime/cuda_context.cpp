@@ -142,6 +142,7 @@ Result<void*> DeviceContext::scratch(size_t bytes) {
   }
   ETC_CUDA_RETURN_IF_ERROR(cudaMalloc(&scratch_, bytes));
   scratch_bytes_ = bytes;
+  ++scratch_generation_;
   return scratch_;
 }
 

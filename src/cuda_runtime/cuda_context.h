@@ -7,6 +7,7 @@
 
 #include <cublas_api.h>
 #include <cuda_runtime_api.h>
+#include <cstdint>
 
 #include <memory>
 #include <mutex>
@@ -65,6 +66,9 @@ class DeviceContext {
   Result<cublasHandle_t> cublas();
   // At least `bytes` of device memory, valid until the next call; grows, never shrinks.
   Result<void*> scratch(size_t bytes);
+  // Changes whenever scratch() moves the buffer: a captured CUDA graph that used scratch
+  // memory is stale once this differs from its value at capture.
+  uint64_t scratch_generation() const { return scratch_generation_; }
   // Waits for everything queued on the stream.
   Status synchronize() const;
 
@@ -75,6 +79,7 @@ class DeviceContext {
   cublasHandle_t cublas_ = nullptr;
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
+  uint64_t scratch_generation_ = 0;
 };
 
 // The device contexts of one runtime, created on first use per device index.

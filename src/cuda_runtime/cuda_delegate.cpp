@@ -1,6 +1,7 @@
 #include "cuda_runtime/cuda_delegate.h"
 
 #include <spdlog/spdlog.h>
+#include <cstdint>
 
 #include <map>
 
@@ -56,9 +57,12 @@ class CudaDelegateHandle final : public rt::DelegateHandle {
   // runs plainly once (the first run sizes scratch memory and creates cuBLAS state, which a
   // capture must not do), then captures and launches.
   Status execute_graph(std::span<rt::Value*> args) {
+    // The call's tensors and the device's scratch buffer (another delegate may have grown,
+    // and so moved, it since the capture).
     std::vector<void*> where;
     for (const rt::Value* v : args)
       where.push_back(v->tensor.data);
+    where.push_back(reinterpret_cast<void*>(static_cast<uintptr_t>(device_->scratch_generation())));
     if (exec_ != nullptr && where == captured_at_) {
       ETC_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(exec_, device_->stream()));
       return Status();

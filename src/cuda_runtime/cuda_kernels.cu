@@ -257,6 +257,7 @@ __device__ __forceinline__ C apply(const MapArgs& p, C x, C y) {
     if constexpr (kOp == MapOp::kSigmoid) return 1.0f / (1.0f + expf(-x));
     if constexpr (kOp == MapOp::kSqrt) return sqrtf(x);
     if constexpr (kOp == MapOp::kTanh) return tanhf(x);
+    if constexpr (kOp == MapOp::kErf) return erff(x);
     if constexpr (kOp == MapOp::kGeluErf)
       return 0.5f * x * (1.0f + erff(x * 0.70710678118654752440f));
     if constexpr (kOp == MapOp::kGeluTanh) {
@@ -408,6 +409,7 @@ cudaError_t launch_map_typed(const MapArgs& p, int64_t n, cudaStream_t s) {
       ETC_MAP_CASE(kSigmoid)
       ETC_MAP_CASE(kSqrt)
       ETC_MAP_CASE(kTanh)
+      ETC_MAP_CASE(kErf)
       ETC_MAP_CASE(kGeluErf)
       ETC_MAP_CASE(kGeluTanh)
       ETC_MAP_CASE(kHardsigmoid)

@@ -57,6 +57,7 @@ enum class MapOp : int32_t {
   kSigmoid,
   kSqrt,
   kTanh,
+  kErf,
   kGeluErf,
   kGeluTanh,
   kHardsigmoid,

@@ -211,6 +211,7 @@ Status register_cuda_kernels(rt::OperatorRegistry& r) {
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::sigmoid.default"}, unary<k::MapOp::kSigmoid>));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::sqrt.default"}, unary<k::MapOp::kSqrt>));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::tanh.default"}, unary<k::MapOp::kTanh>));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::erf.default"}, unary<k::MapOp::kErf>));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::gelu.default"}, gelu));
   ETC_RETURN_IF_ERROR(
       register_kernel(r, {"aten::hardsigmoid.default"}, unary<k::MapOp::kHardsigmoid>));

@@ -731,9 +731,27 @@ Status cat(KernelContext& ctx, std::span<Value*> args) {
     if (first == nullptr && !legacy_empty(t)) first = t;
   }
   if (first == nullptr || out.numel() == 0) return Status();
+  if (first->rank() == 0) return ctx.error("cannot concatenate zero-dimensional tensors");
   ETC_ASSIGN_OR_RETURN(int64_t dim,
                        wrap_dim(ctx, "dim", args[1]->i, static_cast<int64_t>(first->rank())));
-  if (out.rank() != first->rank()) return ctx.error("out has the wrong rank");
+  // Every shape is checked before anything is queued: a mismatch must be an error, never a
+  // write past `out` on the device (the CPU kernel's checks).
+  std::vector<int64_t> sizes = first->sizes;
+  sizes[static_cast<size_t>(dim)] = 0;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const TensorView* t = ts[i];
+    if (legacy_empty(t)) continue;
+    bool ok = t->rank() == first->rank();
+    for (size_t d = 0; ok && d < t->rank(); ++d)
+      ok = static_cast<int64_t>(d) == dim || t->sizes[d] == first->sizes[d];
+    if (!ok) {
+      return ctx.error("tensor " + std::to_string(i) + " " + shape_str(t->sizes) +
+                       " does not match " + shape_str(first->sizes) + " outside dim " +
+                       std::to_string(dim));
+    }
+    sizes[static_cast<size_t>(dim)] += t->sizes[static_cast<size_t>(dim)];
+  }
+  ETC_RETURN_IF_ERROR(rt::kernels::check_out_shape(ctx, out, sizes));
   const std::vector<int64_t> out_strides = rt::contiguous_strides(out.sizes);
   int64_t at = 0;
   for (const TensorView* t : ts) {
@@ -750,8 +768,6 @@ Status cat(KernelContext& ctx, std::span<Value*> args) {
     ETC_RETURN_IF_ERROR(run_map(ctx, p));
     at += t->sizes[static_cast<size_t>(dim)];
   }
-  if (at != out.sizes[static_cast<size_t>(dim)])
-    return ctx.error("the inputs do not add up to out " + shape_str(out.sizes));
   return Status();
 }
 

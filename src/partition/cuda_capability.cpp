@@ -77,6 +77,7 @@ std::optional<std::string> cuda_unsupported_reason(const Graph& graph, const Nod
     case OpKind::Sigmoid:
     case OpKind::Sqrt:
     case OpKind::Tanh:
+    case OpKind::Erf:
     case OpKind::Gelu:
     case OpKind::Hardsigmoid:
     case OpKind::Hardswish:

@@ -62,6 +62,8 @@ const char* portable_kernel_schema(OpKind op) {
       return "sqrt.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)";
     case OpKind::Tanh:
       return "tanh.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)";
+    case OpKind::Erf:
+      return "erf.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)";
     case OpKind::Gelu:
       return "gelu.out(Tensor self, *, str approximate='none', Tensor(a!) out) -> Tensor(a!)";
     case OpKind::Addmm:

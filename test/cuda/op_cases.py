@@ -93,7 +93,7 @@ def cases():
         for e in (2, 3, 0.5):
             simple("pow_%s_%s" % (str(e).replace(".", "_"), d), "aten.pow.Tensor_Scalar",
                    lambda a: {"self": a, "exponent": e}, [("a", d, [50])])
-        for op in ("exp", "log", "rsqrt", "sigmoid", "sqrt", "tanh", "hardsigmoid", "hardswish", "silu"):
+        for op in ("exp", "log", "rsqrt", "sigmoid", "sqrt", "tanh", "erf", "hardsigmoid", "hardswish", "silu"):
             simple("%s_%s" % (op, d), "aten.%s.default" % op, lambda a: {"self": a}, [("a", d, [3, 70])])
         for approx in ("none", "tanh"):
             simple("gelu_%s_%s" % (approx, d), "aten.gelu.default",

@@ -282,6 +282,7 @@ TEST_CASE("float unary ops and activations") {
        [](double x) { return 1 / (1 + std::exp(-x)); }, -8, 8},
       {"aten::sqrt.out", "aten::sqrt.default", [](double x) { return std::sqrt(x); }, 0, 10},
       {"aten::tanh.out", "aten::tanh.default", [](double x) { return std::tanh(x); }, -4, 4},
+      {"aten::erf.out", "aten::erf.default", [](double x) { return std::erf(x); }, -3, 3},
       {nullptr, "aten::hardsigmoid.default", hardsigmoid, -5, 5},
       {nullptr, "aten::hardswish.default", [](double x) { return x * hardsigmoid(x); }, -5, 5},
       {nullptr, "aten::silu.default", [](double x) { return x / (1 + std::exp(-x)); }, -8, 8},

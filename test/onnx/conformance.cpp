@@ -20,6 +20,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -232,10 +233,26 @@ TestResult run_test(const fs::path& dir, const Device& target) {
   return r;
 }
 
-// Op types of a test, read from its name when the import failed early.
-std::string op_of(const std::string& test_name) {
-  std::string s = test_name.rfind("test_", 0) == 0 ? test_name.substr(5) : test_name;
-  return s;
+// What a test exercises, for the per-op table: its model's op type, or the '+'-joined op
+// types when it has several; tests of a function's expansion are grouped together.
+std::string op_of(const fs::path& dir) {
+  const std::string name = dir.filename().string();
+  if (name.size() > 9 && name.compare(name.size() - 9, 9, "_expanded") == 0)
+    return "(function expansions)";
+  Result<std::shared_ptr<const Blob>> blob = map_file((dir / "model.onnx").string());
+  onnx::ModelProto model;
+  if (!blob.ok() ||
+      !model.ParseFromArray((*blob)->bytes().data(), static_cast<int>((*blob)->bytes().size()))) {
+    return "(unreadable)";
+  }
+  std::set<std::string> ops;
+  for (const auto& n : model.graph().node())
+    ops.insert(n.domain().empty() || n.domain() == "ai.onnx" ? n.op_type()
+                                                             : n.domain() + "::" + n.op_type());
+  std::string label;
+  for (const std::string& op : ops)
+    label += (label.empty() ? "" : "+") + op;
+  return label.empty() ? "(no nodes)" : label;
 }
 
 }  // namespace
@@ -303,7 +320,7 @@ int main(int argc, char** argv) {
   std::vector<TestResult> failures;
   for (const fs::path& d : dirs) {
     TestResult r = run_test(d, target);
-    Counts& c = per_op[op_of(r.name)];
+    Counts& c = per_op[op_of(d)];
     switch (r.outcome) {
       case Outcome::kPassed:
         ++c.passed, ++total.passed;
@@ -332,10 +349,22 @@ int main(int argc, char** argv) {
       "%d failed\n",
       root.c_str(), dirs.size(), total.passed, constant_params, total.unsupported, total.failed);
   if (!summary_path.empty()) {
-    std::string md = "| tests | passed | unsupported | failed |\n|---|---|---|---|\n| " +
-                     std::to_string(dirs.size()) + " | " + std::to_string(total.passed) + " | " +
-                     std::to_string(total.unsupported) + " | " + std::to_string(total.failed) +
-                     " |\n";
+    std::string md =
+        "| tests | passed | unsupported | failed |\n|---|---|---|---|\n| " +
+        std::to_string(dirs.size()) + " | " + std::to_string(total.passed) + " | " +
+        std::to_string(total.unsupported) + " | " + std::to_string(total.failed) +
+        " |\n\nPer op (ops with at least one passed test; the rest are unsupported):\n\n"
+        "| op | passed | unsupported | failed |\n|---|---|---|---|\n";
+    int hidden = 0;
+    for (const auto& [op, c] : per_op) {
+      if (c.passed == 0 && c.failed == 0) {
+        hidden += c.unsupported;
+        continue;
+      }
+      md += "| " + op + " | " + std::to_string(c.passed) + " | " + std::to_string(c.unsupported) +
+            " | " + std::to_string(c.failed) + " |\n";
+    }
+    md += "\n" + std::to_string(hidden) + " more tests of ops etc does not support at all.\n";
     Status s =
         write_file_atomic(summary_path, {reinterpret_cast<const uint8_t*>(md.data()), md.size()});
     if (!s.ok()) std::fprintf(stderr, "onnx_conformance: %s\n", s.to_string().c_str());

@@ -142,8 +142,11 @@ Converter variadic_sum(bool mean) {
 
 Status convert_pow(NodeCtx& ctx) {
   if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer bases");
-  std::optional<double> e = single_value(ctx.constant(1));
-  if (!e) return ctx.unsupported("an exponent that is not a single constant value");
+  ETC_ASSIGN_OR_RETURN(const HostTensor* exponent, ctx.require_constant(1, "the exponent"));
+  std::optional<double> e = single_value(exponent);
+  if (!e)
+    return ctx.unsupported(
+        "an exponent with more than one value (one exponent for all elements only)");
   std::optional<std::vector<int64_t>> shape = broadcast_shapes(ctx.shape(0), ctx.shape(1));
   if (!shape || *shape != ctx.shape(0)) {
     return ctx.unsupported("an exponent that broadcasts the base to a larger shape");
@@ -1132,6 +1135,7 @@ const std::map<std::string, Converter>& converters() {
       {"Div", binary(Bin::kDiv)},
       {"Dropout", convert_identity},
       {"Equal", evaluated_only},
+      {"Erf", unary(OpKind::Erf)},
       {"Exp", unary(OpKind::Exp)},
       {"Expand", convert_expand},
       {"Flatten", convert_view},

@@ -283,6 +283,7 @@ enum class UnaryOp {
   kSigmoid,
   kSqrt,
   kTanh,
+  kErf,
   kGeluErf,
   kGeluTanh,
   kHardsigmoid,
@@ -340,6 +341,8 @@ void unary_typed(const UnaryArgs& u, const TensorView& self, TensorView& out) {
         return map_loop(x, o, n, [](C v) { return std::sqrt(v); });
       case UnaryOp::kTanh:
         return map_loop(x, o, n, [](C v) { return std::tanh(v); });
+      case UnaryOp::kErf:
+        return map_loop(x, o, n, [](C v) { return std::erf(v); });
       case UnaryOp::kGeluErf:
         return map_loop(x, o, n, [](C v) {
           return C(0.5) * v * (C(1) + std::erf(v * C(0.70710678118654752440)));
@@ -446,6 +449,8 @@ Status register_elementwise_kernels(OperatorRegistry& r) {
       register_kernel(r, {"aten::log.out", "aten::log.default"}, unary_kernel<UnaryOp::kLog>));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::rsqrt.out", "aten::rsqrt.default"},
                                       unary_kernel<UnaryOp::kRsqrt>));
+  ETC_RETURN_IF_ERROR(
+      register_kernel(r, {"aten::erf.out", "aten::erf.default"}, unary_kernel<UnaryOp::kErf>));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::sigmoid.out", "aten::sigmoid.default"},
                                       unary_kernel<UnaryOp::kSigmoid>));
   ETC_RETURN_IF_ERROR(
