@@ -95,49 +95,79 @@ void col2im(const G* col, int64_t channels, const ConvGeometry& g, G* y) {
   }
 }
 
-// Depthwise: output channel co of group gi reads only input channel gi. Row by row, every
-// tap accumulates into the same output row while it is in L1 (one pass over the output
-// instead of one per tap); stride-1 rows are contiguous and vectorise.
+// Depthwise: output channel co of group gi reads only input channel gi. Output row by
+// output row, in a private accumulator row (read-modify-writes straight into the output can
+// stall on false store-to-load dependencies with the input rows). For each kernel row, the
+// output columns where every tap of that row lands inside the input (the interior) take all
+// kw taps in one pass — unrolled for the common 3- and 5-wide kernels at stride 1, so short
+// rows are not dominated by per-tap loop overhead; the border columns go tap by tap.
+template <typename G, int KW>
+inline void depthwise_interior_s1(G* __restrict d, const G* __restrict row, const G* w, int64_t dil,
+                                  int64_t lo, int64_t hi) {
+  G wv[KW];
+  for (int j = 0; j < KW; ++j)
+    wv[j] = w[j];
+  for (int64_t ow = lo; ow < hi; ++ow) {
+    G sum = d[ow];
+    for (int j = 0; j < KW; ++j)
+      sum += wv[j] * row[ow + j * dil];
+    d[ow] = sum;
+  }
+}
+
 template <typename G>
 void depthwise(const G* __restrict x, const G* __restrict weight, const ConvGeometry& g,
                int64_t cout_g, G* __restrict y) {
-  struct Tap {
-    int64_t i, off_w, lo, hi;
-    G w;
-  };
-  std::vector<Tap> taps;
-  taps.reserve(static_cast<size_t>(g.kh * g.kw));
+  const int64_t sw = g.stride[1], dw = g.dil[1];
+  // Valid output columns per tap column j: [lo[j], hi[j]).
+  std::vector<int64_t> lo(static_cast<size_t>(g.kw)), hi(static_cast<size_t>(g.kw));
+  for (int64_t j = 0; j < g.kw; ++j)
+    valid_range(j * dw - g.pad[1], sw, g.w, g.ow, &lo[j], &hi[j]);
+  // Interior: every tap column valid (the first tap bounds from below, the last from above).
+  const int64_t in_lo = lo[0], in_hi = std::max(lo[0], hi[g.kw - 1]);
   std::vector<G> acc(static_cast<size_t>(g.ow));
   for (int64_t co = 0; co < cout_g; ++co) {
     G* yc = y + co * g.oh * g.ow;
     const G* wc = weight + co * g.kh * g.kw;
-    taps.clear();
-    for (int64_t i = 0; i < g.kh; ++i) {
-      for (int64_t j = 0; j < g.kw; ++j) {
-        Tap t{i, j * g.dil[1] - g.pad[1], 0, 0, wc[i * g.kw + j]};
-        valid_range(t.off_w, g.stride[1], g.w, g.ow, &t.lo, &t.hi);
-        taps.push_back(t);
-      }
-    }
     for (int64_t oh = 0; oh < g.oh; ++oh) {
-      // Accumulate in a private row: read-modify-writes straight into the output can stall
-      // on false store-to-load dependencies (4 KiB aliasing) with the input rows.
       G* __restrict d = acc.data();
       std::copy_n(yc + oh * g.ow, g.ow, d);
-      for (const Tap& t : taps) {
-        const int64_t ih = oh * g.stride[0] - g.pad[0] + t.i * g.dil[0];
+      for (int64_t i = 0; i < g.kh; ++i) {
+        const int64_t ih = oh * g.stride[0] - g.pad[0] + i * g.dil[0];
         if (ih < 0 || ih >= g.h) continue;
-        const G* __restrict row = x + ih * g.w + t.off_w;
-        const G wv = t.w;
-        if (g.stride[1] == 1) {
-          for (int64_t ow = t.lo; ow < t.hi; ++ow)
-            d[ow] += wv * row[ow];
-        } else if (g.stride[1] == 2) {
-          for (int64_t ow = t.lo; ow < t.hi; ++ow)
-            d[ow] += wv * row[2 * ow];
+        const G* xrow = x + ih * g.w;
+        const G* wrow = wc + i * g.kw;
+        // Border columns, tap by tap.
+        for (int64_t j = 0; j < g.kw; ++j) {
+          const G wv = wrow[j];
+          const int64_t off = j * dw - g.pad[1];
+          for (int64_t ow = lo[j]; ow < std::min(hi[j], in_lo); ++ow)
+            d[ow] += wv * xrow[ow * sw + off];
+          for (int64_t ow = std::max(lo[j], in_hi); ow < hi[j]; ++ow)
+            d[ow] += wv * xrow[ow * sw + off];
+        }
+        if (in_lo >= in_hi) continue;
+        // Interior columns, all taps of this kernel row together.
+        const G* row0 = xrow - g.pad[1];  // row0[ow * sw + j * dw] is tap j of column ow
+        if (sw == 1 && g.kw == 3) {
+          depthwise_interior_s1<G, 3>(d, row0, wrow, dw, in_lo, in_hi);
+        } else if (sw == 1 && g.kw == 5) {
+          depthwise_interior_s1<G, 5>(d, row0, wrow, dw, in_lo, in_hi);
         } else {
-          for (int64_t ow = t.lo; ow < t.hi; ++ow)
-            d[ow] += wv * row[ow * g.stride[1]];
+          for (int64_t j = 0; j < g.kw; ++j) {
+            const G wv = wrow[j];
+            const G* __restrict r = row0 + j * dw;
+            if (sw == 1) {
+              for (int64_t ow = in_lo; ow < in_hi; ++ow)
+                d[ow] += wv * r[ow];
+            } else if (sw == 2) {
+              for (int64_t ow = in_lo; ow < in_hi; ++ow)
+                d[ow] += wv * r[2 * ow];
+            } else {
+              for (int64_t ow = in_lo; ow < in_hi; ++ow)
+                d[ow] += wv * r[ow * sw];
+            }
+          }
         }
       }
       std::copy_n(d, g.ow, yc + oh * g.ow);
