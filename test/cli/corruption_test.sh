@@ -2,7 +2,8 @@
 # The corruption matrix: for our exports and ExecuTorch's fixtures, truncations at every
 # 1/64th of the file, 64 single-byte and 16 multi-byte random corruptions (fixed seed).
 # `etc inspect` and `etc run --device cpu` must end with a clean result or a clean error
-# (exit 0, 1, 3 or 4) — never a signal, never exit 70 (internal error).
+# (exit 0, 1, 3 or 4) — never a signal, never exit 70 (internal error). Damaged ONNX models
+# go through `etc export` the same way (exit 0 or 1).
 # Usage: corruption_test.sh ETC SOURCE_DIR
 set -u
 etc=$1 src=$2
@@ -52,5 +53,43 @@ for f in "$tmp"/bad/*.pte; do
     esac
   done
 done
-echo "corruption matrix: $files files x 2 commands, $clean_errors clean errors, $failures failures"
+# ONNX models from libonnx-testdata (with initializers, attributes, several node kinds):
+# truncations and random byte changes through `etc export` (import + compile + write).
+onnx_dir=/usr/share/libonnx-testdata/data/node
+onnx_files=0
+for t in conv_with_strides_padding gemm_all_attributes batchnorm_example resize_upsample_scales_nearest; do
+  [[ -f "$onnx_dir/test_$t/model.onnx" ]] && cp "$onnx_dir/test_$t/model.onnx" "$tmp/$t.onnx"
+done
+/usr/bin/python3 - "$tmp" <<'PY'
+import glob, os, random, sys
+d = sys.argv[1]
+rng = random.Random(20261130)
+os.makedirs(f"{d}/badonnx", exist_ok=True)
+for path in sorted(glob.glob(f"{d}/*.onnx")):
+    data = open(path, "rb").read()
+    stem = os.path.basename(path)[:-5]
+    for i in range(32):
+        open(f"{d}/badonnx/{stem}.trunc{i}.onnx", "wb").write(data[: len(data) * i // 32])
+    for i in range(48):
+        b = bytearray(data)
+        for _ in range(rng.randrange(1, 8)):
+            b[rng.randrange(len(b))] = rng.randrange(256)
+        open(f"{d}/badonnx/{stem}.byte{i}.onnx", "wb").write(bytes(b))
+PY
+for f in "$tmp"/badonnx/*.onnx; do
+  [[ -e "$f" ]] || continue
+  onnx_files=$((onnx_files + 1))
+  timeout 20 "$etc" export "$f" -o "$tmp/out.pte" >/dev/null 2>"$tmp/err"
+  rc=$?
+  case $rc in
+    0) ;;
+    1) clean_errors=$((clean_errors + 1)) ;;
+    *)
+      echo "FAIL: etc export $(basename "$f") exited $rc"
+      head -3 "$tmp/err"
+      failures=$((failures + 1))
+      ;;
+  esac
+done
+echo "corruption matrix: $files files x 2 commands and $onnx_files ONNX models through export, $clean_errors clean errors, $failures failures"
 exit $((failures > 0))
