@@ -289,6 +289,8 @@ int run(int argc, char** argv) {
   runc->add_flag("--json", ra.json, "Print a machine-readable result");
   runc->add_flag("--profile", ra.profile,
                  "Time every instruction in one extra run; table on stderr");
+  runc->add_option("--threads", ra.threads,
+                   "CPU kernel threads (default: $ETC_NUM_THREADS, else every core)");
   runc->add_flag("--cuda-graphs", ra.cuda_graphs,
                  "With --device cuda: capture each CUDA delegate as a CUDA graph and replay it");
 

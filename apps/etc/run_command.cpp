@@ -1,5 +1,7 @@
 #include "run_command.h"
 
+#include "runtime/kernels/parallel.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -331,6 +333,8 @@ Status run_program(const RunArgs& args) {
   if (!note.empty() && !args.json) std::fprintf(stderr, "etc: %s\n", note.c_str());
   if (args.iterations < 1 || args.warmup < 0)
     return Status(ErrorCode::kUsage, "--iterations must be >= 1 and --warmup >= 0");
+  if (args.threads < 0) return Status(ErrorCode::kUsage, "--threads must be >= 1 (0: all cores)");
+  rt::kernels::set_num_threads(args.threads);
   auto t_load = Clock::now();
   ETC_ASSIGN_OR_RETURN(pte::File file, read_pte_file(args.file));
   ETC_ASSIGN_OR_RETURN(std::unique_ptr<rt::OwnedRuntime> runtime,
@@ -418,6 +422,7 @@ Status run_program(const RunArgs& args) {
       }
       j["outputs"].push_back(o);
     }
+    j["cpu_threads"] = rt::kernels::num_threads();
     j["timing_ms"] = {{"load", timings.load * 1e3},
                       {"h2d_median", h2d.median * 1e3},
                       {"compute_median", compute.median * 1e3},

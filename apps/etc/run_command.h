@@ -23,6 +23,7 @@ struct RunArgs {
   int iterations = 1;
   bool json = false;
   bool profile = false;      // one extra run timing every instruction; a table on stderr
+  int threads = 0;           // CPU kernel threads; 0: $ETC_NUM_THREADS or all cores
   bool cuda_graphs = false;  // capture each CUDA delegate once, replay it afterwards
 };
 

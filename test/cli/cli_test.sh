@@ -130,6 +130,8 @@ expect "a truncated ONNX model is exit 1" 1 'not a valid ONNX model' "$etc" vali
 expect "export of a truncated ONNX model is exit 1" 1 'not a valid ONNX model' "$etc" export "$tmp/trunc.onnx" -o "$tmp/onnx_fail.pte"
 if [[ -e "$tmp/onnx_fail.pte" ]]; then echo "FAIL: a failed ONNX export wrote a file"; failures=$((failures + 1)); else echo "ok: a failed ONNX export writes no file"; fi
 expect "ops --onnx lists the ONNX op types" 0 '^ConvTranspose$' "$etc" ops --onnx
+expect "run --threads 1 runs single-threaded" 0 '"cpu_threads": 1' "$etc" run "$tmp/conv.pte" --device cpu --threads 1 --json
+expect "run --threads -1 is a usage error" 2 'threads must be >= 1' "$etc" run "$tmp/conv.pte" --device cpu --threads -1
 expect "run --profile prints the ops by time" 0 'profile \(one run, .* ms in instructions\)' "$etc" run "$tmp/conv.pte" --device cpu --profile
 
 # An error never writes to stdout (stdout is for results, so scripts can rely on it).

@@ -12,6 +12,7 @@
 
 #include "runtime/kernels/gemm.h"
 #include "runtime/kernels/kernel_util.h"
+#include "runtime/kernels/parallel.h"
 
 namespace etc::rt::kernels {
 namespace {
@@ -209,27 +210,38 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
         std::max<int64_t>((int64_t{1} << 17) / std::max<int64_t>(kdim * g.ow, 1),
                           (256 + g.ow - 1) / g.ow),
         1, std::max<int64_t>(g.oh, 1));
-    Buffer<G> col(pointwise || is_depthwise ? 0 : kdim * band * g.ow);
-    for (int64_t n = 0; n < g.batch; ++n) {
-      for (int64_t gi = 0; gi < g.groups; ++gi) {
-        const G* xg = x + (n * g.c_in + gi * cin_g) * in_plane;
-        const G* wg = w + gi * cout_g * cin_g * kk;
-        G* yg = y + (n * g.c_out + gi * cout_g) * out_plane;
-        if (is_depthwise) {
-          depthwise(xg, wg, g, cout_g, yg);
-          continue;
+    const int64_t bands = (g.oh + band - 1) / band;
+    if (is_depthwise) {
+      // Channels in parallel (each output channel is one thread's).
+      parallel_for(g.batch * g.groups, 4, [&](int64_t begin, int64_t end) {
+        for (int64_t t = begin; t < end; ++t) {
+          const int64_t n = t / g.groups, gi = t % g.groups;
+          depthwise(x + (n * g.c_in + gi * cin_g) * in_plane, w + gi * cout_g * cin_g * kk, g,
+                    cout_g, y + (n * g.c_out + gi * cout_g) * out_plane);
         }
-        if (pointwise) {
-          gemm(cout_g, out_plane, kdim, G(1), MatrixRef<G>{wg, kdim, 1},
-               MatrixRef<G>{xg, out_plane, 1}, yg, out_plane);
-          continue;
-        }
-        for (int64_t oh0 = 0; oh0 < g.oh; oh0 += band) {
-          const int64_t oh1 = std::min(g.oh, oh0 + band);
-          const int64_t cols = (oh1 - oh0) * g.ow;
-          im2col(xg, cin_g, g, oh0, oh1, col.data());
-          gemm(cout_g, cols, kdim, G(1), MatrixRef<G>{wg, kdim, 1},
-               MatrixRef<G>{col.data(), cols, 1}, yg + oh0 * g.ow, out_plane);
+      });
+    } else {
+      for (int64_t n = 0; n < g.batch; ++n) {
+        for (int64_t gi = 0; gi < g.groups; ++gi) {
+          const G* xg = x + (n * g.c_in + gi * cin_g) * in_plane;
+          const G* wg = w + gi * cout_g * cin_g * kk;
+          G* yg = y + (n * g.c_out + gi * cout_g) * out_plane;
+          if (pointwise) {  // the GEMM splits its own work across threads
+            gemm(cout_g, out_plane, kdim, G(1), MatrixRef<G>{wg, kdim, 1},
+                 MatrixRef<G>{xg, out_plane, 1}, yg, out_plane);
+            continue;
+          }
+          // Bands of output rows in parallel, each thread with its own column matrix.
+          parallel_for(bands, 1, [&](int64_t b0, int64_t b1) {
+            Buffer<G> col(kdim * band * g.ow);
+            for (int64_t bi = b0; bi < b1; ++bi) {
+              const int64_t oh0 = bi * band, oh1 = std::min(g.oh, oh0 + band);
+              const int64_t cols = (oh1 - oh0) * g.ow;
+              im2col(xg, cin_g, g, oh0, oh1, col.data());
+              gemm(cout_g, cols, kdim, G(1), MatrixRef<G>{wg, kdim, 1},
+                   MatrixRef<G>{col.data(), cols, 1}, yg + oh0 * g.ow, out_plane);
+            }
+          });
         }
       }
     }

@@ -10,11 +10,16 @@
 
 #include "graph/ops.h"
 #include "runtime/kernels/kernel_util.h"
+#include "runtime/kernels/parallel.h"
 
 namespace etc::rt::kernels {
 namespace {
 
 // out = f(a, b) elementwise, a and b broadcast to out's shape; all three of type O.
+// Elementwise loops split into ranges of at least this many elements per thread (smaller
+// tensors are not worth waking a thread for).
+constexpr int64_t kElementGrain = 1 << 15;
+
 template <typename O, typename F>
 void binary_loop(const O* a, std::span<const int64_t> a_sizes, const O* b,
                  std::span<const int64_t> b_sizes, O* out, std::span<const int64_t> out_sizes,
@@ -27,8 +32,10 @@ void binary_loop(const O* a, std::span<const int64_t> a_sizes, const O* b,
     int64_t n = 1;
     for (int64_t s : out_sizes)
       n *= s;
-    for (int64_t i = 0; i < n; ++i)
-      out[i] = convert<O>(f(convert<C>(a[i]), convert<C>(b[i])));
+    parallel_for(n, kElementGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        out[i] = convert<O>(f(convert<C>(a[i]), convert<C>(b[i])));
+    });
     return;
   }
   std::vector<int64_t> so = contiguous_strides(out_sizes);
@@ -62,8 +69,10 @@ void binary_loop(const O* a, std::span<const int64_t> a_sizes, const O* b,
 template <typename O, typename F>
 void map_loop(const O* x, O* out, int64_t n, F f) {
   using C = ComputeT<O>;
-  for (int64_t i = 0; i < n; ++i)
-    out[i] = convert<O>(f(convert<C>(x[i])));
+  parallel_for(n, kElementGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      out[i] = convert<O>(f(convert<C>(x[i])));
+  });
 }
 
 // ---- Binary arithmetic ---------------------------------------------------------------

@@ -1,6 +1,8 @@
 // Packed, cache-blocked GEMM with register-blocked micro-kernels (see gemm.h).
 #include "runtime/kernels/gemm.h"
 
+#include "runtime/kernels/parallel.h"
+
 #include <immintrin.h>
 
 #include <algorithm>
@@ -277,19 +279,48 @@ void gemm_blocked(int64_t m, int64_t n, int64_t k, T alpha, MatrixRef<T> a, Matr
   }
 }
 
+// Splits C across threads — by columns when it is wider than tall, else by rows — in units
+// that are multiples of every micro-tile, each part a serial blocked GEMM with the thread's
+// own packing buffers. Every element of C is accumulated over the same K blocks in the same
+// order as serially, so the result does not depend on the thread count.
+template <typename T>
+void gemm_parallel(int64_t m, int64_t n, int64_t k, T alpha, MatrixRef<T> a, MatrixRef<T> b, T* c,
+                   int64_t ldc) {
+  if (m <= 0 || n <= 0 || k <= 0) return;
+  if (static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) < double(1 << 18)) {
+    gemm_blocked(m, n, k, alpha, a, b, c, ldc);
+    return;
+  }
+  if (n >= m) {
+    constexpr int64_t kUnit = 64;
+    parallel_for((n + kUnit - 1) / kUnit, 1, [&](int64_t u0, int64_t u1) {
+      const int64_t j0 = u0 * kUnit, j1 = std::min(n, u1 * kUnit);
+      MatrixRef<T> part{b.data + j0 * b.col_stride, b.row_stride, b.col_stride};
+      gemm_blocked(m, j1 - j0, k, alpha, a, part, c + j0, ldc);
+    });
+  } else {
+    constexpr int64_t kUnit = 24;
+    parallel_for((m + kUnit - 1) / kUnit, 1, [&](int64_t u0, int64_t u1) {
+      const int64_t i0 = u0 * kUnit, i1 = std::min(m, u1 * kUnit);
+      MatrixRef<T> part{a.data + i0 * a.row_stride, a.row_stride, a.col_stride};
+      gemm_blocked(i1 - i0, n, k, alpha, part, b, c + i0 * ldc, ldc);
+    });
+  }
+}
+
 }  // namespace
 
 void gemm(int64_t m, int64_t n, int64_t k, float alpha, MatrixRef<float> a, MatrixRef<float> b,
           float* c, int64_t ldc) {
-  gemm_blocked(m, n, k, alpha, a, b, c, ldc);
+  gemm_parallel(m, n, k, alpha, a, b, c, ldc);
 }
 void gemm(int64_t m, int64_t n, int64_t k, double alpha, MatrixRef<double> a, MatrixRef<double> b,
           double* c, int64_t ldc) {
-  gemm_blocked(m, n, k, alpha, a, b, c, ldc);
+  gemm_parallel(m, n, k, alpha, a, b, c, ldc);
 }
 void gemm(int64_t m, int64_t n, int64_t k, int64_t alpha, MatrixRef<int64_t> a,
           MatrixRef<int64_t> b, int64_t* c, int64_t ldc) {
-  gemm_blocked(m, n, k, alpha, a, b, c, ldc);
+  gemm_parallel(m, n, k, alpha, a, b, c, ldc);
 }
 
 void set_gemm_isa(GemmIsa isa) {

@@ -1,0 +1,122 @@
+// Intra-op parallelism: parallel_for covers its range exactly once, nests serially inside a
+// split region, and the
+// kernels that split work across threads give bit-identical results with 1 and 3 threads
+// (GEMM split by columns and by rows, banded and depthwise convolution, elementwise).
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <set>
+
+#include "kernels/kernel_test_util.h"
+#include "runtime/kernels/parallel.h"
+
+namespace etc::rt::test {
+namespace {
+
+using kernels::parallel_for;
+using kernels::set_num_threads;
+
+struct ThreadsGuard {
+  explicit ThreadsGuard(int n) { set_num_threads(n); }
+  ~ThreadsGuard() { set_num_threads(0); }
+};
+
+TEST_CASE("parallel_for covers the range once, in chunks, and nests serially") {
+  ThreadsGuard threads(3);
+  for (int64_t n : {1, 2, 7, 100, 1000}) {
+    INFO("n = " << n);
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+    std::mutex mu;
+    std::set<std::pair<int64_t, int64_t>> chunks;
+    std::vector<int> inner_counts;
+    parallel_for(n, 10, [&](int64_t b, int64_t e) {
+      {
+        std::lock_guard<std::mutex> g(mu);
+        chunks.insert({b, e});
+      }
+      for (int64_t i = b; i < e; ++i)
+        ++hits[static_cast<size_t>(i)];
+      // Inside a region that was split, a nested region runs on the calling thread as one
+      // chunk (a region that did not split leaves nested ones free to split).
+      std::atomic<int> inner{0};
+      parallel_for(1000, 1, [&](int64_t, int64_t) { ++inner; });
+      std::lock_guard<std::mutex> g(mu);
+      inner_counts.push_back(inner.load());
+    });
+    if (chunks.size() > 1) {
+      for (int c : inner_counts)
+        CHECK(c == 1);
+    } else {
+      CHECK(inner_counts == std::vector<int>{3});
+    }
+    for (const auto& h : hits)
+      CHECK(h.load() == 1);
+    CHECK(chunks.size() == static_cast<size_t>(std::min<int64_t>(3, std::max<int64_t>(1, n / 10))));
+  }
+}
+
+// Runs `make` (which builds a call and returns its out tensor) with 1 and with 3 threads and
+// requires the same bytes.
+void same_with_threads(const std::function<std::vector<uint8_t>()>& run) {
+  std::vector<uint8_t> one, three;
+  {
+    ThreadsGuard t(1);
+    one = run();
+  }
+  {
+    ThreadsGuard t(3);
+    three = run();
+  }
+  REQUIRE(one.size() == three.size());
+  CHECK(std::memcmp(one.data(), three.data(), one.size()) == 0);
+}
+
+std::vector<uint8_t> bytes_of(const Value* v) {
+  const auto* p = static_cast<const uint8_t*>(v->tensor.data);
+  return std::vector<uint8_t>(p, p + v->tensor.nbytes());
+}
+
+TEST_CASE("GEMM, convolution and elementwise results do not depend on the thread count") {
+  for (const Sizes& shape : {Sizes{97, 300, 211}, Sizes{500, 64, 40}}) {  // split by columns, rows
+    INFO("mm " << shape[0] << "x" << shape[1] << "x" << shape[2]);
+    same_with_threads([&] {
+      Call c("aten::mm.out");
+      Value* a = c.random(DType::kFloat32, {shape[0], shape[1]}, 1);
+      Value* b = c.random(DType::kFloat32, {shape[1], shape[2]}, 2);
+      Value* out = c.out(DType::kFloat32, {shape[0], shape[2]});
+      REQUIRE(c.run({a, b}, {out}).ok());
+      return bytes_of(out);
+    });
+  }
+  struct ConvCase {
+    Sizes x, w;
+    int64_t groups;
+  };
+  for (const ConvCase& k : {ConvCase{{1, 16, 40, 50}, {24, 16, 3, 3}, 1},
+                            ConvCase{{2, 32, 20, 20}, {32, 1, 5, 5}, 32}}) {
+    INFO("conv groups=" << k.groups);
+    same_with_threads([&] {
+      Call c("aten::convolution.out");
+      Value* x = c.random(DType::kFloat32, k.x, 3);
+      Value* w = c.random(DType::kFloat32, k.w, 4);
+      const int64_t pad = k.w[2] / 2;
+      Value* out = c.out(DType::kFloat32, {k.x[0], k.w[0], k.x[2], k.x[3]});
+      REQUIRE(c.run({x, w, c.none(), c.ints({1, 1}), c.ints({pad, pad}), c.ints({1, 1}), c.b(false),
+                     c.ints({0, 0}), c.i(k.groups)},
+                    {out})
+                  .ok());
+      return bytes_of(out);
+    });
+  }
+  same_with_threads([&] {
+    Call c("aten::add.out");
+    Value* a = c.random(DType::kFloat32, {300000}, 5);
+    Value* b = c.random(DType::kFloat32, {300000}, 6);
+    Value* out = c.out(DType::kFloat32, {300000});
+    REQUIRE(c.run({a, b, c.i(1)}, {out}).ok());
+    return bytes_of(out);
+  });
+}
+
+}  // namespace
+}  // namespace etc::rt::test
