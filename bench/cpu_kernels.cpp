@@ -29,6 +29,7 @@
 
 #include "runtime/kernel.h"
 #include "runtime/kernels/gemm.h"
+#include "runtime/kernels/parallel.h"
 #include "runtime/tensor.h"
 
 namespace etc::bench {
@@ -626,5 +627,7 @@ int run() {
 }  // namespace etc::bench
 
 int main() {
+  // The figures are per core: kernels would otherwise split work across every core.
+  etc::rt::kernels::set_num_threads(1);
   return etc::bench::run();
 }

@@ -8,7 +8,7 @@
 # code is 0 unless an export or a run fails.
 #
 # Usage: bench/e2e_latency.sh [ETC_BINARY]   (default build/apps/etc/etc)
-# Environment: WARMUP (20), ITERATIONS (200).
+# Environment: WARMUP (20), ITERATIONS (200), THREADS (1: the figures are per core).
 set -euo pipefail
 
 ETC=${1:-build/apps/etc/etc}
@@ -42,7 +42,7 @@ for model in mlp cnn transformer_block; do
       "$ETC" export "$ROOT/examples/$model.json" -o "$pte" >"$WORK/export.log" 2>&1 ||
         { cat "$WORK/export.log" >&2; exit 1; }
     fi
-    "$ETC" run "$pte" --device cpu --warmup "$WARMUP" --iterations "$ITERATIONS" --json \
+    "$ETC" run "$pte" --device cpu --warmup "$WARMUP" --iterations "$ITERATIONS" --threads "${THREADS:-1}" --json \
       >"$WORK/run.json" 2>"$WORK/run.log" || { cat "$WORK/run.log" >&2; exit 1; }
     kib=$(( $(stat -c %s "$pte") / 1024 ))
     python3 - "$WORK/run.json" "$ROOT/examples/$model.json" "$model" "$target" "$kib" <<'PY'
