@@ -93,8 +93,19 @@ std::optional<std::string> cuda_unsupported_reason(const Graph& graph, const Nod
     case OpKind::MeanDim:
     case OpKind::SumDimIntList:
     case OpKind::NativeLayerNorm:
-    case OpKind::NativeBatchNormNoTraining:
+    case OpKind::NativeBatchNormNoTraining: {
+      // The CUDA kernels take weight, bias and statistics in the input's dtype (the CPU
+      // kernels convert any float dtype).
+      const DType in = graph.value(std::get<ValueId>(node.args[0])).spec.dtype;
+      for (ValueId v : tensor_args(node)) {
+        if (graph.value(v).spec.dtype != in) {
+          return std::string("parameters of a dtype other than the input's (") +
+                 std::string(dtype_name(graph.value(v).spec.dtype)) + " with " +
+                 std::string(dtype_name(in)) + " input) run on the host";
+        }
+      }
       return floats_only(graph, node);
+    }
     case OpKind::Softmax:
     case OpKind::LogSoftmax:
       if (std::get<bool>(arg("half_to_float")))

@@ -42,6 +42,23 @@ TEST_CASE("capability: float64, transposed convolution and half_to_float stay on
   CHECK_FALSE(cuda_unsupported_reason(g, g.node(g.order()[1])).has_value());
 }
 
+TEST_CASE("capability: a norm with parameters of another dtype than its input stays on the host") {
+  auto ln = [](const std::string& name, const std::string& weight, const std::string& y) {
+    return R"({"name": ")" + name +
+           R"(", "op": "aten.native_layer_norm.default", "args": {"input": "x", "normalized_shape": [3], "weight": ")" +
+           weight + R"(", "bias": "b", "eps": 1e-5}, "outputs": [")" + y + R"(", ")" + y +
+           R"(_mean", ")" + y + R"(_rstd"]})";
+  };
+  Graph g = graph_from_json(
+      "[" + f32("x", "[2, 3]") + R"(, {"name": "w", "dtype": "float16", "shape": [3]}, )" +
+          f32("b", "[3]") + "]",
+      "[" + ln("ln", "w", "y") + "," + ln("ln2", "b", "y2") + "]", R"(["y", "y2"])");
+  CHECK(
+      *cuda_unsupported_reason(g, g.node(g.order()[0])) ==
+      "parameters of a dtype other than the input's (float16 with float32 input) run on the host");
+  CHECK_FALSE(cuda_unsupported_reason(g, g.node(g.order()[1])).has_value());
+}
+
 TEST_CASE("a path through a host op splits partitions so they stay convex") {
   // a -> b (host) -> c, and a -> c directly: {a, c} together would not be convex.
   Graph g = graph_from_json("[" + f32("x") + "]",
