@@ -651,6 +651,58 @@ __global__ void adaptive_avg_pool_kernel(PoolArgs p, int64_t total) {
   }
 }
 
+// ---- Upsampling ------------------------------------------------------------------------
+
+__device__ __forceinline__ int64_t nearest_source(int64_t o, int64_t in, int64_t out,
+                                                  double scale) {
+  const int64_t i =
+      scale > 0 ? static_cast<int64_t>(floor(static_cast<double>(o) / scale)) : o * in / out;
+  return i < in - 1 ? i : in - 1;
+}
+
+__device__ __forceinline__ void linear_source(int64_t o, int64_t in, int64_t out, double scale,
+                                              bool align, int64_t* i0, int64_t* i1, double* w) {
+  double src;
+  if (align) {
+    src = out > 1
+              ? static_cast<double>(o) * static_cast<double>(in - 1) / static_cast<double>(out - 1)
+              : 0.0;
+  } else {
+    const double ratio =
+        scale > 0 ? 1.0 / scale : static_cast<double>(in) / static_cast<double>(out);
+    src = (static_cast<double>(o) + 0.5) * ratio - 0.5;
+    if (src < 0) src = 0;
+  }
+  int64_t lo = static_cast<int64_t>(src);
+  if (lo > in - 1) lo = in - 1;
+  *i0 = lo;
+  *i1 = lo + 1 < in - 1 ? lo + 1 : in - 1;
+  const double f = src - static_cast<double>(lo);
+  *w = f < 1.0 ? f : 1.0;
+}
+
+__global__ void upsample2d_kernel(UpsampleArgs p, int64_t total) {
+  ETC_GRID_STRIDE(o, total) {
+    const int64_t ow = o % p.out_w, oh = (o / p.out_w) % p.out_h, pl = o / (p.out_w * p.out_h);
+    const int64_t base = pl * p.in_h * p.in_w;
+    if (!p.bilinear) {
+      const int64_t ih = nearest_source(oh, p.in_h, p.out_h, p.scale_h);
+      const int64_t iw = nearest_source(ow, p.in_w, p.out_w, p.scale_w);
+      store_double(p.out, p.type, o, load_double(p.in, p.type, base + ih * p.in_w + iw));
+      continue;
+    }
+    int64_t r0, r1, c0, c1;
+    double rw, cw;
+    linear_source(oh, p.in_h, p.out_h, p.scale_h, p.align_corners, &r0, &r1, &rw);
+    linear_source(ow, p.in_w, p.out_w, p.scale_w, p.align_corners, &c0, &c1, &cw);
+    const double top = load_double(p.in, p.type, base + r0 * p.in_w + c0) * (1 - cw) +
+                       load_double(p.in, p.type, base + r0 * p.in_w + c1) * cw;
+    const double bot = load_double(p.in, p.type, base + r1 * p.in_w + c0) * (1 - cw) +
+                       load_double(p.in, p.type, base + r1 * p.in_w + c1) * cw;
+    store_double(p.out, p.type, o, top * (1 - rw) + bot * rw);
+  }
+}
+
 // ---- Embedding -------------------------------------------------------------------------
 
 __global__ void embedding_kernel(const char* weight, int64_t rows, int64_t row_bytes,
@@ -824,6 +876,13 @@ cudaError_t launch_avg_pool2d(const PoolArgs& p, cudaStream_t stream) {
   const int64_t total = p.planes * p.out_h * p.out_w;
   if (total == 0) return cudaSuccess;
   avg_pool_kernel<<<grid_for(total), kThreads, 0, stream>>>(p, total);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_upsample2d(const UpsampleArgs& p, cudaStream_t stream) {
+  const int64_t total = p.planes * p.out_h * p.out_w;
+  if (total == 0) return cudaSuccess;
+  upsample2d_kernel<<<grid_for(total), kThreads, 0, stream>>>(p, total);
   return cudaGetLastError();
 }
 

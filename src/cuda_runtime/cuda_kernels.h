@@ -127,6 +127,19 @@ cudaError_t launch_avg_pool2d(const PoolArgs& args, cudaStream_t stream);
 // out_h/out_w are the output_size; kernel/stride/pad are unused.
 cudaError_t launch_adaptive_avg_pool2d(const PoolArgs& args, cudaStream_t stream);
 
+// upsample_nearest2d / upsample_bilinear2d with the CPU kernels' source coordinates: nearest
+// floor(o / scale) (or floor(o * in / out) without a scale); bilinear half-pixel (or
+// align_corners) with the lower index clamped at 0. scale_* = 0: by output size.
+struct UpsampleArgs {
+  const void* in = nullptr;
+  void* out = nullptr;
+  Elem type = Elem::kF32;
+  int64_t planes = 0, in_h = 0, in_w = 0, out_h = 0, out_w = 0;
+  double scale_h = 0, scale_w = 0;
+  bool bilinear = false, align_corners = false;
+};
+cudaError_t launch_upsample2d(const UpsampleArgs& args, cudaStream_t stream);
+
 // out[i, :] = weight[indices[i], :]; rows outside [0, rows) give zeros and set *bad_index
 // (device memory, may be null) to 1.
 cudaError_t launch_embedding(const void* weight, int64_t rows, int64_t row_bytes,

@@ -4,6 +4,7 @@
 // Argument checks follow the CPU reference kernels (src/runtime/kernels).
 #include <algorithm>
 #include <array>
+#include <cmath>
 
 #include "cuda_runtime/cuda_op_util.h"
 
@@ -531,6 +532,65 @@ Status adaptive_avg_pool2d(KernelContext& ctx, std::span<Value*> args) {
   return Status();
 }
 
+// upsample_nearest2d.vec / upsample_bilinear2d.vec: the CPU kernel's checks, then one thread
+// per output element.
+Status upsample2d(KernelContext& ctx, std::span<Value*> args, bool bilinear) {
+  if (bilinear) {
+    ETC_RETURN_IF_ERROR(check_args(ctx, args,
+                                   {{"input", Arg::kTensor},
+                                    {"output_size", Arg::kOptIntList},
+                                    {"align_corners", Arg::kBool},
+                                    {"scale_factors", Arg::kOptFloatList}},
+                                   {"out"}));
+  } else {
+    ETC_RETURN_IF_ERROR(check_args(ctx, args,
+                                   {{"input", Arg::kTensor},
+                                    {"output_size", Arg::kOptIntList},
+                                    {"scale_factors", Arg::kOptFloatList}},
+                                   {"out"}));
+  }
+  const TensorView& x = tensor_arg(args, 0);
+  const Value& sizes = *args[1];
+  const Value& scales = *args[bilinear ? 3 : 2];
+  TensorView& out = out_arg(args, bilinear ? 4 : 3);
+  if (x.rank() != 4) return ctx.error("input must have rank 4, got " + shape_str(x.sizes));
+  ETC_RETURN_IF_ERROR(require_float(ctx, "input", x.dtype));
+  const bool by_size = sizes.kind == Value::Kind::kIntList;
+  if (by_size == (scales.kind == Value::Kind::kDoubleList)) {
+    return ctx.error("exactly one of output_size and scale_factors must be given");
+  }
+  k::UpsampleArgs p;
+  p.in_h = x.sizes[2];
+  p.in_w = x.sizes[3];
+  if (by_size) {
+    if (sizes.ints.size() != 2) return ctx.error("output_size must have two entries");
+    p.out_h = sizes.ints[0];
+    p.out_w = sizes.ints[1];
+  } else {
+    if (scales.doubles.size() != 2 || !(scales.doubles[0] > 0) || !(scales.doubles[1] > 0)) {
+      return ctx.error("scale_factors must be two positive numbers");
+    }
+    p.scale_h = scales.doubles[0];
+    p.scale_w = scales.doubles[1];
+    p.out_h = static_cast<int64_t>(std::floor(static_cast<double>(p.in_h) * p.scale_h));
+    p.out_w = static_cast<int64_t>(std::floor(static_cast<double>(p.in_w) * p.scale_w));
+  }
+  if (p.out_h <= 0 || p.out_w <= 0) return ctx.error("the output would be empty");
+  const std::vector<int64_t> expected{x.sizes[0], x.sizes[1], p.out_h, p.out_w};
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, expected, x.dtype));
+  if (out.numel() == 0) return Status();
+  if (p.in_h == 0 || p.in_w == 0) return ctx.error("input has an empty plane");
+  p.in = x.data;
+  p.out = out.data;
+  ETC_ASSIGN_OR_RETURN(p.type, elem_of(ctx, x.dtype, "input"));
+  p.planes = x.sizes[0] * x.sizes[1];
+  p.bilinear = bilinear;
+  p.align_corners = bilinear && args[2]->b;
+  ETC_ASSIGN_OR_RETURN(DeviceContext * dev, device_of(ctx));
+  ETC_CUDA_RETURN_IF_ERROR(k::launch_upsample2d(p, dev->stream()));
+  return Status();
+}
+
 // ---- Reductions and normalisation ----------------------------------------------------------
 
 std::vector<int64_t> reduced_shape(std::span<const int64_t> sizes, const std::vector<bool>& reduced,
@@ -1023,6 +1083,12 @@ Status register_cuda_tensor_kernels(rt::OperatorRegistry& r) {
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::avg_pool2d.default"}, avg_pool2d));
   ETC_RETURN_IF_ERROR(
       register_kernel(r, {"aten::adaptive_avg_pool2d.default"}, adaptive_avg_pool2d));
+  ETC_RETURN_IF_ERROR(register_kernel(
+      r, {"aten::upsample_nearest2d.vec"},
+      [](KernelContext& c, std::span<Value*> a) { return upsample2d(c, a, false); }));
+  ETC_RETURN_IF_ERROR(register_kernel(
+      r, {"aten::upsample_bilinear2d.vec"},
+      [](KernelContext& c, std::span<Value*> a) { return upsample2d(c, a, true); }));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::amax.default"}, amax));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::mean.dim"}, mean_dim));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::sum.dim_IntList"}, sum_dim));

@@ -140,7 +140,7 @@ std::optional<std::string> cuda_unsupported_reason(const Graph& graph, const Nod
       return any_dtype(graph, node);
     case OpKind::UpsampleNearest2d:
     case OpKind::UpsampleBilinear2d:
-      return std::string("upsampling runs on the host (no CUDA kernel yet)");
+      return floats_only(graph, node);
     case OpKind::MaxPool2dWithIndices:
       return std::string("the host-only form of max_pool2d (delegates use max_pool2d)");
     case OpKind::H2DCopy:

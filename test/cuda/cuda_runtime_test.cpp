@@ -91,11 +91,9 @@ TEST_CASE("every op the CUDA capability table can delegate has a CUDA kernel", "
   REQUIRE(register_cuda_kernels(registry).ok());
   size_t checked = 0;
   for (const OpInfo& info : all_ops()) {
-    // Never delegated: the host-only max_pool2d form, the upsampling ops (host-only until
-    // they get CUDA kernels; cuda_capability.cpp says so) and compiler-inserted ops.
+    // Never delegated: the host-only max_pool2d form and compiler-inserted ops.
     if (info.kind == OpKind::MaxPool2dWithIndices || info.kind == OpKind::H2DCopy ||
-        info.kind == OpKind::D2HCopy || info.kind == OpKind::DelegateCall ||
-        info.kind == OpKind::UpsampleNearest2d || info.kind == OpKind::UpsampleBilinear2d)
+        info.kind == OpKind::D2HCopy || info.kind == OpKind::DelegateCall)
       continue;
     std::string name = info.name;  // "aten.add.Tensor" -> "aten::add.Tensor"
     name.replace(name.find('.'), 1, "::");
@@ -103,7 +101,7 @@ TEST_CASE("every op the CUDA capability table can delegate has a CUDA kernel", "
     CHECK(registry.find(name) != nullptr);
     ++checked;
   }
-  CHECK(checked == 58);  // the 58 ops of the capability table
+  CHECK(checked == 60);  // the 60 ops of the capability table
 }
 
 // Element offsets of every operand for every index of p's space, in row-major order (what

@@ -150,6 +150,16 @@ def cases():
                [("x", d, [3, 7, 7])])
         simple("adaptive_avg_pool2d_%s" % d, "aten.adaptive_avg_pool2d.default",
                lambda x: {"self": x, "output_size": [3, 4]}, [("x", d, [2, 3, 10, 9])])
+        simple("upsample_nearest2d_scale_%s" % d, "aten.upsample_nearest2d.vec",
+               lambda x: {"input": x, "output_size": None, "scale_factors": [2.0, 3.0]}, [("x", d, [2, 3, 5, 4])])
+        simple("upsample_nearest2d_size_%s" % d, "aten.upsample_nearest2d.vec",
+               lambda x: {"input": x, "output_size": [7, 3], "scale_factors": None}, [("x", d, [1, 2, 5, 4])])
+        simple("upsample_bilinear2d_%s" % d, "aten.upsample_bilinear2d.vec",
+               lambda x: {"input": x, "output_size": None, "align_corners": False, "scale_factors": [2.0, 0.5]},
+               [("x", d, [1, 3, 6, 8])])
+        simple("upsample_bilinear2d_corners_%s" % d, "aten.upsample_bilinear2d.vec",
+               lambda x: {"input": x, "output_size": [9, 5], "align_corners": True, "scale_factors": None},
+               [("x", d, [2, 2, 4, 6])])
     # Reductions and normalisation.
     for d in FLOATS:
         simple("amax_%s" % d, "aten.amax.default", lambda x: {"self": x, "dim": [1], "keepdim": True},
