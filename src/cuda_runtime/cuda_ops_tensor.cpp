@@ -535,57 +535,24 @@ Status adaptive_avg_pool2d(KernelContext& ctx, std::span<Value*> args) {
 // upsample_nearest2d.vec / upsample_bilinear2d.vec: the CPU kernel's checks, then one thread
 // per output element.
 Status upsample2d(KernelContext& ctx, std::span<Value*> args, bool bilinear) {
-  if (bilinear) {
-    ETC_RETURN_IF_ERROR(check_args(ctx, args,
-                                   {{"input", Arg::kTensor},
-                                    {"output_size", Arg::kOptIntList},
-                                    {"align_corners", Arg::kBool},
-                                    {"scale_factors", Arg::kOptFloatList}},
-                                   {"out"}));
-  } else {
-    ETC_RETURN_IF_ERROR(check_args(ctx, args,
-                                   {{"input", Arg::kTensor},
-                                    {"output_size", Arg::kOptIntList},
-                                    {"scale_factors", Arg::kOptFloatList}},
-                                   {"out"}));
-  }
+  ETC_ASSIGN_OR_RETURN(rt::kernels::UpsampleShape shape,
+                       rt::kernels::check_upsample2d(ctx, args, bilinear));
   const TensorView& x = tensor_arg(args, 0);
-  const Value& sizes = *args[1];
-  const Value& scales = *args[bilinear ? 3 : 2];
   TensorView& out = out_arg(args, bilinear ? 4 : 3);
-  if (x.rank() != 4) return ctx.error("input must have rank 4, got " + shape_str(x.sizes));
-  ETC_RETURN_IF_ERROR(require_float(ctx, "input", x.dtype));
-  const bool by_size = sizes.kind == Value::Kind::kIntList;
-  if (by_size == (scales.kind == Value::Kind::kDoubleList)) {
-    return ctx.error("exactly one of output_size and scale_factors must be given");
-  }
-  k::UpsampleArgs p;
-  p.in_h = x.sizes[2];
-  p.in_w = x.sizes[3];
-  if (by_size) {
-    if (sizes.ints.size() != 2) return ctx.error("output_size must have two entries");
-    p.out_h = sizes.ints[0];
-    p.out_w = sizes.ints[1];
-  } else {
-    if (scales.doubles.size() != 2 || !(scales.doubles[0] > 0) || !(scales.doubles[1] > 0)) {
-      return ctx.error("scale_factors must be two positive numbers");
-    }
-    p.scale_h = scales.doubles[0];
-    p.scale_w = scales.doubles[1];
-    p.out_h = static_cast<int64_t>(std::floor(static_cast<double>(p.in_h) * p.scale_h));
-    p.out_w = static_cast<int64_t>(std::floor(static_cast<double>(p.in_w) * p.scale_w));
-  }
-  if (p.out_h <= 0 || p.out_w <= 0) return ctx.error("the output would be empty");
-  const std::vector<int64_t> expected{x.sizes[0], x.sizes[1], p.out_h, p.out_w};
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, expected, x.dtype));
   if (out.numel() == 0) return Status();
-  if (p.in_h == 0 || p.in_w == 0) return ctx.error("input has an empty plane");
+  k::UpsampleArgs p;
+  p.in_h = shape.in[0];
+  p.in_w = shape.in[1];
+  p.out_h = shape.out[0];
+  p.out_w = shape.out[1];
+  p.scale_h = shape.scale[0].value_or(0.0);
+  p.scale_w = shape.scale[1].value_or(0.0);
   p.in = x.data;
   p.out = out.data;
   ETC_ASSIGN_OR_RETURN(p.type, elem_of(ctx, x.dtype, "input"));
   p.planes = x.sizes[0] * x.sizes[1];
   p.bilinear = bilinear;
-  p.align_corners = bilinear && args[2]->b;
+  p.align_corners = shape.align_corners;
   ETC_ASSIGN_OR_RETURN(DeviceContext * dev, device_of(ctx));
   ETC_CUDA_RETURN_IF_ERROR(k::launch_upsample2d(p, dev->stream()));
   return Status();
@@ -781,42 +748,17 @@ Status batch_norm(KernelContext& ctx, std::span<Value*> args) {
 // ---- Layout ----------------------------------------------------------------------------------
 
 Status cat(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(
-      check_args(ctx, args, {{"tensors", Arg::kTensorList}, {"dim", Arg::kInt}}, {"out"}));
+  // Every shape is checked before anything is queued: a mismatch is an error, never a write
+  // past `out` on the device.
+  ETC_ASSIGN_OR_RETURN(rt::kernels::CatShape shape, rt::kernels::check_cat(ctx, args));
   const std::vector<TensorView*>& ts = args[0]->tensors;
   TensorView& out = out_arg(args, 2);
-  auto legacy_empty = [](const TensorView* t) { return t->rank() == 1 && t->sizes[0] == 0; };
-  const TensorView* first = nullptr;
-  for (const TensorView* t : ts) {
-    if (first == nullptr && !legacy_empty(t)) first = t;
-  }
-  if (first == nullptr || out.numel() == 0) return Status();
-  if (first->rank() == 0) return ctx.error("cannot concatenate zero-dimensional tensors");
-  ETC_ASSIGN_OR_RETURN(int64_t dim,
-                       wrap_dim(ctx, "dim", args[1]->i, static_cast<int64_t>(first->rank())));
-  // Every shape is checked before anything is queued: a mismatch must be an error, never a
-  // write past `out` on the device (the CPU kernel's checks).
-  std::vector<int64_t> sizes = first->sizes;
-  sizes[static_cast<size_t>(dim)] = 0;
-  for (size_t i = 0; i < ts.size(); ++i) {
-    const TensorView* t = ts[i];
-    if (legacy_empty(t)) continue;
-    bool ok = t->rank() == first->rank();
-    for (size_t d = 0; ok && d < t->rank(); ++d)
-      ok = static_cast<int64_t>(d) == dim || t->sizes[d] == first->sizes[d];
-    if (!ok) {
-      return ctx.error("tensor " + std::to_string(i) + " " + shape_str(t->sizes) +
-                       " does not match " + shape_str(first->sizes) + " outside dim " +
-                       std::to_string(dim));
-    }
-    sizes[static_cast<size_t>(dim)] += t->sizes[static_cast<size_t>(dim)];
-  }
-  ETC_RETURN_IF_ERROR(rt::kernels::check_out_shape(ctx, out, sizes));
+  if (shape.first == nullptr || out.numel() == 0) return Status();
+  const int64_t dim = shape.dim;
   const std::vector<int64_t> out_strides = rt::contiguous_strides(out.sizes);
   int64_t at = 0;
   for (const TensorView* t : ts) {
-    if (legacy_empty(t)) continue;
-    if (t->rank() != out.rank()) return ctx.error("inputs have different ranks");
+    if (rt::kernels::cat_skips(*t)) continue;
     k::MapArgs p;
     p.op = k::MapOp::kCopy;
     p.shape = shape_of(t->sizes);

@@ -302,30 +302,20 @@ Status Method::execute() {
   for (size_t pc = 0; pc < steps_.size();) {
     Step& s = steps_[pc];
     switch (s.kind) {
-      case pte::InstrKind::kKernel: {
-        KernelContext ctx{s.name, env_.allocators, env_.kernel_state};
-        const auto start =
-            profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-        Status st = s.kernel(ctx, s.args);
-        if (profile_) {
-          OpTime& t = (*profile_)[s.name];
-          ++t.calls;
-          t.ms +=
-              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                  .count();
-        }
-        if (!st.ok())
-          return std::move(st).add_context("in instruction " + std::to_string(pc) + " (" + s.name +
-                                           ")");
-        ++pc;
-        break;
-      }
+      case pte::InstrKind::kKernel:
       case pte::InstrKind::kDelegate: {
+        const bool kernel = s.kind == pte::InstrKind::kKernel;
         const auto start =
             profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-        Status st = delegates_[s.delegate]->execute(s.args);
+        Status st;
+        if (kernel) {
+          KernelContext ctx{s.name, env_.allocators, env_.kernel_state};
+          st = s.kernel(ctx, s.args);
+        } else {
+          st = delegates_[s.delegate]->execute(s.args);
+        }
         if (profile_) {
-          OpTime& t = (*profile_)["delegate " + s.name];
+          OpTime& t = (*profile_)[kernel ? s.name : "delegate " + s.name];
           ++t.calls;
           t.ms +=
               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)

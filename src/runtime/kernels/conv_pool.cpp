@@ -643,53 +643,13 @@ struct ResizeAxis {
 };
 
 Status upsample2d(KernelContext& ctx, std::span<Value*> args, bool bilinear) {
-  if (bilinear) {
-    ETC_RETURN_IF_ERROR(check_args(ctx, args,
-                                   {{"input", Arg::kTensor},
-                                    {"output_size", Arg::kOptIntList},
-                                    {"align_corners", Arg::kBool},
-                                    {"scale_factors", Arg::kOptFloatList}},
-                                   {"out"}));
-  } else {
-    ETC_RETURN_IF_ERROR(check_args(ctx, args,
-                                   {{"input", Arg::kTensor},
-                                    {"output_size", Arg::kOptIntList},
-                                    {"scale_factors", Arg::kOptFloatList}},
-                                   {"out"}));
-  }
+  ETC_ASSIGN_OR_RETURN(UpsampleShape shape, check_upsample2d(ctx, args, bilinear));
   const TensorView& x = tensor_arg(args, 0);
-  const bool align = bilinear && args[2]->b;
-  const Value& sizes = *args[1];
-  const Value& scales = *args[bilinear ? 3 : 2];
   TensorView& out = out_arg(args, bilinear ? 4 : 3);
-  if (x.rank() != 4) return ctx.error("input must have rank 4, got " + shape_str(x.sizes));
-  if (!dtype_is_float(x.dtype))
-    return unsupported_dtype(ctx, "input", x.dtype, "a floating-point dtype");
-  const bool by_size = sizes.kind == Value::Kind::kIntList;
-  if (by_size == (scales.kind == Value::Kind::kDoubleList)) {
-    return ctx.error("exactly one of output_size and scale_factors must be given");
-  }
-  ResizeAxis ax[2];
-  std::vector<int64_t> expected = x.sizes;
-  for (size_t i = 0; i < 2; ++i) {
-    ax[i].in = x.sizes[2 + i];
-    ax[i].align_corners = align;
-    if (by_size) {
-      if (sizes.ints.size() != 2) return ctx.error("output_size must have two entries");
-      ax[i].out = sizes.ints[i];
-    } else {
-      if (scales.doubles.size() != 2 || !(scales.doubles[i] > 0)) {
-        return ctx.error("scale_factors must be two positive numbers");
-      }
-      ax[i].scale = scales.doubles[i];
-      ax[i].out =
-          static_cast<int64_t>(std::floor(static_cast<double>(ax[i].in) * scales.doubles[i]));
-    }
-    if (ax[i].out <= 0) return ctx.error("the output would be empty");
-    expected[2 + i] = ax[i].out;
-  }
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, expected, x.dtype));
   if (out.numel() == 0) return Status();
+  ResizeAxis ax[2];
+  for (size_t i = 0; i < 2; ++i)
+    ax[i] = ResizeAxis{shape.in[i], shape.out[i], shape.scale[i], shape.align_corners};
   const int64_t ih = ax[0].in, iw = ax[1].in, oh = ax[0].out, ow = ax[1].out;
   const int64_t planes = x.sizes[0] * x.sizes[1];
   visit_float_dtype(x.dtype, [&]<typename T>() {

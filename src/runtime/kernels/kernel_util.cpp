@@ -316,4 +316,103 @@ Status register_kernel(OperatorRegistry& registry, std::initializer_list<const c
   return Status();
 }
 
+bool cat_skips(const TensorView& t) {
+  return t.rank() == 1 && t.sizes[0] == 0;
+}
+
+Result<CatShape> check_cat(const KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(
+      check_args(ctx, args, {{"tensors", Arg::kTensorList}, {"dim", Arg::kInt}}, {"out"}));
+  const std::vector<TensorView*>& ts = args[0]->tensors;
+  const TensorView& out = args[2]->tensor;
+  if (ts.empty()) return ctx.error("tensors must not be empty");
+  CatShape shape;
+  DType dtype = ts[0]->dtype;
+  for (const TensorView* t : ts) {
+    dtype = promote_types(dtype, t->dtype);
+    if (shape.first == nullptr && !cat_skips(*t)) shape.first = t;
+  }
+  if (shape.first == nullptr) {
+    shape.sizes = {0};
+    ETC_RETURN_IF_ERROR(check_out(ctx, out, shape.sizes, dtype));
+    return shape;
+  }
+  const TensorView& first = *shape.first;
+  if (first.rank() == 0) return ctx.error("cannot concatenate zero-dimensional tensors");
+  ETC_ASSIGN_OR_RETURN(shape.dim,
+                       wrap_dim(ctx, "dim", args[1]->i, static_cast<int64_t>(first.rank())));
+  const auto dim = static_cast<size_t>(shape.dim);
+  shape.sizes = first.sizes;
+  shape.sizes[dim] = 0;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const TensorView& t = *ts[i];
+    if (cat_skips(t)) continue;
+    bool ok = t.rank() == first.rank();
+    for (size_t d = 0; ok && d < t.rank(); ++d)
+      ok = d == dim || t.sizes[d] == first.sizes[d];
+    if (!ok) {
+      return ctx.error("tensor " + std::to_string(i) + " " + shape_str(t.sizes) +
+                       " does not match " + shape_str(first.sizes) + " outside dim " +
+                       std::to_string(dim));
+    }
+    shape.sizes[dim] += t.sizes[dim];
+  }
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, shape.sizes, dtype));
+  return shape;
+}
+
+Result<UpsampleShape> check_upsample2d(const KernelContext& ctx, std::span<Value*> args,
+                                       bool bilinear) {
+  if (bilinear) {
+    ETC_RETURN_IF_ERROR(check_args(ctx, args,
+                                   {{"input", Arg::kTensor},
+                                    {"output_size", Arg::kOptIntList},
+                                    {"align_corners", Arg::kBool},
+                                    {"scale_factors", Arg::kOptFloatList}},
+                                   {"out"}));
+  } else {
+    ETC_RETURN_IF_ERROR(check_args(ctx, args,
+                                   {{"input", Arg::kTensor},
+                                    {"output_size", Arg::kOptIntList},
+                                    {"scale_factors", Arg::kOptFloatList}},
+                                   {"out"}));
+  }
+  const TensorView& x = args[0]->tensor;
+  const Value& sizes = *args[1];
+  const Value& scales = *args[bilinear ? 3 : 2];
+  const TensorView& out = args[bilinear ? 4 : 3]->tensor;
+  if (x.rank() != 4) return ctx.error("input must have rank 4, got " + shape_str(x.sizes));
+  if (!dtype_is_float(x.dtype))
+    return unsupported_dtype(ctx, "input", x.dtype, "a floating-point dtype");
+  const bool by_size = sizes.kind == Value::Kind::kIntList;
+  if (by_size == (scales.kind == Value::Kind::kDoubleList)) {
+    return ctx.error("exactly one of output_size and scale_factors must be given");
+  }
+  UpsampleShape shape;
+  shape.align_corners = bilinear && args[2]->b;
+  std::vector<int64_t> expected = x.sizes;
+  for (size_t i = 0; i < 2; ++i) {
+    shape.in[i] = x.sizes[2 + i];
+    if (by_size) {
+      if (sizes.ints.size() != 2) return ctx.error("output_size must have two entries");
+      shape.out[i] = sizes.ints[i];
+    } else {
+      if (scales.doubles.size() != 2 || !(scales.doubles[i] > 0) ||
+          !std::isfinite(scales.doubles[i])) {
+        return ctx.error("scale_factors must be two positive numbers");
+      }
+      shape.scale[i] = scales.doubles[i];
+      shape.out[i] =
+          static_cast<int64_t>(std::floor(static_cast<double>(shape.in[i]) * scales.doubles[i]));
+    }
+    if (shape.out[i] <= 0) return ctx.error("the output would be empty");
+    expected[2 + i] = shape.out[i];
+  }
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, expected, x.dtype));
+  if (out.numel() > 0 && (shape.in[0] == 0 || shape.in[1] == 0)) {
+    return ctx.error("input has an empty plane");
+  }
+  return shape;
+}
+
 }  // namespace etc::rt::kernels

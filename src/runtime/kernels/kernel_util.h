@@ -295,6 +295,29 @@ Result<std::array<int64_t, 2>> pair_arg(const KernelContext& ctx, const char* ar
 std::vector<int64_t> broadcast_strides(std::span<const int64_t> in_sizes,
                                        std::span<const int64_t> out_sizes);
 
+// ---- Argument checks shared by the CPU kernels and the CUDA wrappers ----------------------
+
+// cat.out(Tensor[] tensors, int dim, *, Tensor(a!) out): every argument checked as ATen
+// does, out included, before anything is written. `first` is the first input that is not a
+// legacy empty 1-d [0] tensor (those are skipped); null when there is none (out is [0]).
+struct CatShape {
+  const TensorView* first = nullptr;
+  int64_t dim = 0;
+  std::vector<int64_t> sizes;  // of out
+};
+bool cat_skips(const TensorView& t);
+Result<CatShape> check_cat(const KernelContext& ctx, std::span<Value*> args);
+
+// upsample_nearest2d.vec / upsample_bilinear2d.vec(..., *, Tensor(a!) out): rank-4 float
+// input, exactly one of output_size and scale_factors, out checked.
+struct UpsampleShape {
+  int64_t in[2] = {}, out[2] = {};
+  std::optional<double> scale[2];  // given scale factors, else output sizes
+  bool align_corners = false;
+};
+Result<UpsampleShape> check_upsample2d(const KernelContext& ctx, std::span<Value*> args,
+                                       bool bilinear);
+
 // ---- Strided iteration ---------------------------------------------------------------
 
 // Iterates over an index space shared by N operands, each with its own per-dim strides

@@ -31,39 +31,12 @@ void copy_all(const TensorView& self, TensorView& out) {
 // ---- cat -----------------------------------------------------------------------------
 
 Status cat_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(
-      check_args(ctx, args, {{"tensors", Arg::kTensorList}, {"dim", Arg::kInt}}, {"out"}));
+  ETC_ASSIGN_OR_RETURN(CatShape shape, check_cat(ctx, args));
   const std::vector<TensorView*>& ts = args[0]->tensors;
   TensorView& out = out_arg(args, 2);
-  if (ts.empty()) return ctx.error("tensors must not be empty");
-  // ATen skips legacy empty 1-d tensors of shape [0].
-  auto legacy_empty = [](const TensorView* t) { return t->rank() == 1 && t->sizes[0] == 0; };
-  const TensorView* first = nullptr;
-  DType dtype = ts[0]->dtype;
-  for (const TensorView* t : ts) {
-    dtype = promote_types(dtype, t->dtype);
-    if (first == nullptr && !legacy_empty(t)) first = t;
-  }
-  if (first == nullptr) return check_out(ctx, out, std::vector<int64_t>{0}, dtype);
-  if (first->rank() == 0) return ctx.error("cannot concatenate zero-dimensional tensors");
-  ETC_ASSIGN_OR_RETURN(int64_t dim,
-                       wrap_dim(ctx, "dim", args[1]->i, static_cast<int64_t>(first->rank())));
-  std::vector<int64_t> sizes = first->sizes;
-  sizes[dim] = 0;
-  for (size_t i = 0; i < ts.size(); ++i) {
-    const TensorView* t = ts[i];
-    if (legacy_empty(t)) continue;
-    bool ok = t->rank() == first->rank();
-    for (size_t d = 0; ok && d < t->rank(); ++d)
-      ok = static_cast<int64_t>(d) == dim || t->sizes[d] == first->sizes[d];
-    if (!ok) {
-      return ctx.error("tensor " + std::to_string(i) + " " + shape_str(t->sizes) +
-                       " does not match " + shape_str(first->sizes) + " outside dim " +
-                       std::to_string(dim));
-    }
-    sizes[dim] += t->sizes[dim];
-  }
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, sizes, dtype));
+  if (shape.first == nullptr) return Status();
+  const int64_t dim = shape.dim;
+  const std::vector<int64_t>& sizes = shape.sizes;
   if (out.numel() == 0) return Status();
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < dim; ++d)
@@ -74,7 +47,7 @@ Status cat_kernel(KernelContext& ctx, std::span<Value*> args) {
   const int64_t out_row = sizes[dim] * inner;
   int64_t at = 0;  // element offset of the current input inside each out row
   for (const TensorView* t : ts) {
-    if (legacy_empty(t)) continue;
+    if (cat_skips(*t)) continue;
     const int64_t row = t->sizes[dim] * inner;
     const int64_t in_elem = dtype_size(t->dtype);
     for (int64_t o = 0; o < outer; ++o) {
