@@ -397,11 +397,10 @@ Result<bool> try_evaluate(NodeCtx& ctx) {
     std::optional<DType> dt = dtype_from_onnx(static_cast<int32_t>(to));
     if (!dt) return ctx.unsupported("cast to " + onnx_dtype_name(static_cast<int32_t>(to)));
     const HostTensor& a = *ctx.constant(0);
-    HostTensor r = dtype_is_float(*dt) && dtype_is_float(a.dtype)
+    // Through double when either side is floating-point (float to int truncates), else exact.
+    HostTensor r = dtype_is_float(*dt) || dtype_is_float(a.dtype)
                        ? host_from_doubles(*dt, a.shape, a.doubles())
-                   : dtype_is_float(*dt)     ? host_from_doubles(*dt, a.shape, a.doubles())
-                   : dtype_is_float(a.dtype) ? host_from_doubles(*dt, a.shape, a.doubles())
-                                             : host_from_ints(*dt, a.shape, a.ints());
+                       : host_from_ints(*dt, a.shape, a.ints());
     ETC_RETURN_IF_ERROR(ctx.set_output_constant(0, std::move(r)));
     return true;
   }
