@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -282,9 +283,17 @@ int main(int argc, char** argv) {
       filter = next();
     else if (a == "--verbose")
       verbose = true;
-    else if (a == "--min-passed")
-      min_passed = std::stol(next());
-    else if (a == "--summary")
+    else if (a == "--min-passed") {
+      const std::string v = next();
+      char* end = nullptr;
+      min_passed = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || min_passed < 0) {
+        std::fprintf(stderr,
+                     "onnx_conformance: --min-passed needs a non-negative integer, got '%s'\n",
+                     v.c_str());
+        return 2;
+      }
+    } else if (a == "--summary")
       summary_path = next();
     else if (a == "--target") {
       Result<Device> d = parse_device(next());
