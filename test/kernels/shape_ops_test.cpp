@@ -102,6 +102,8 @@ TEST_CASE("clone, view, reshape, squeeze and unsqueeze copy the data") {
     };
     check("aten::clone.out", {c.none()}, s);
     check("aten::clone.default", {c.none()}, s);
+    check("dim_order_ops::_clone_dim_order.out", {c.b(false), c.none()}, s);
+    check("dim_order_ops::_clone_dim_order.out", {c.b(false), c.ints({0, 1, 2})}, s);
     check("aten::view_copy.out", {c.ints({3, -1})}, {3, 4});
     check("aten::view.default", {c.ints({12})}, {12});
     check("aten::reshape.default", {c.ints({-1, 2, 2})}, {3, 2, 2});
@@ -119,6 +121,26 @@ TEST_CASE("clone, view, reshape, squeeze and unsqueeze copy the data") {
         "aten::view_copy.out: size [4, -1] is invalid for an input of 6 elements");
   CHECK(c.run({x, c.ints({5})}, {c.out(DType::kFloat32, {5})}).message() ==
         "aten::view_copy.out: size [5] has 5 elements but self [2, 3] has 6");
+  // ExecuTorch's dim-order ops: etc's tensors are contiguous; another order is refused.
+  Call o("dim_order_ops::_clone_dim_order.out");
+  CHECK(o.run({x, o.b(false), o.ints({1, 0})}, {o.out(DType::kFloat32, {2, 3})}).message() ==
+        "dim_order_ops::_clone_dim_order.out: dim_order [1, 0] is not the contiguous order: etc "
+        "runs contiguous tensors only");
+  CHECK(o.run({x, o.b(false), o.ints({0})}, {o.out(DType::kFloat32, {2, 3})}).message() ==
+        "dim_order_ops::_clone_dim_order.out: dim_order [0] is not the contiguous order: etc "
+        "runs contiguous tensors only");
+  // _to_dim_order_copy.out converts to the out tensor's dtype.
+  Call t("dim_order_ops::_to_dim_order_copy.out");
+  Value* xi = t.tensor(DType::kFloat32, {3}, {-1.5, 0.25, 7.75});
+  Value* ti = t.out(DType::kInt32, {3});
+  REQUIRE(t.run({xi, t.b(false), t.ints({0})}, {ti}).ok());
+  CHECK(read(ti) == std::vector<double>{-1, 0, 7});
+  Value* td = t.out(DType::kFloat64, {3});
+  REQUIRE(t.run({xi, t.b(false), t.none()}, {td}).ok());
+  CHECK(read(td) == std::vector<double>{-1.5, 0.25, 7.75});
+  CHECK(t.run({xi, t.b(false), t.ints({1})}, {td}).message() ==
+        "dim_order_ops::_to_dim_order_copy.out: dim_order [1] is not the contiguous order: etc "
+        "runs contiguous tensors only");
   Call u("aten::unsqueeze_copy.out");
   CHECK(u.run({x, u.i(3)}, {u.out(DType::kFloat32, {2, 3, 1})}).message() ==
         "aten::unsqueeze_copy.out: dim 3 is out of range for unsqueezing a tensor of rank 2");

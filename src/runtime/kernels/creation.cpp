@@ -24,6 +24,21 @@ Status to_copy_kernel(KernelContext& ctx, std::span<Value*> args) {
   return Status();
 }
 
+// ExecuTorch's edge dialect writes _to_copy as dim_order_ops::_to_dim_order_copy; its out
+// variant is (self, non_blocking, dim_order?, out): the out tensor's dtype is the target.
+Status to_dim_order_copy_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(
+      ctx, args,
+      {{"self", Arg::kTensor}, {"non_blocking", Arg::kBool}, {"dim_order", Arg::kOptIntList}},
+      {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  ETC_RETURN_IF_ERROR(check_contiguous_dim_order(ctx, *args[2], self.sizes.size()));
+  TensorView& out = out_arg(args, 3);
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, self.sizes, out.dtype));
+  convert_elements(self.data, self.dtype, out.data, out.dtype, out.numel());
+  return Status();
+}
+
 template <typename I>
 Status gather_rows(const KernelContext& ctx, const TensorView& weight, const TensorView& indices,
                    TensorView& out) {
@@ -130,6 +145,8 @@ Status constant_default_kernel(KernelContext& ctx, std::span<Value*> args) {
 Status register_creation_kernels(OperatorRegistry& r) {
   ETC_RETURN_IF_ERROR(
       register_kernel(r, {"aten::_to_copy.out", "aten::_to_copy.default"}, to_copy_kernel));
+  ETC_RETURN_IF_ERROR(
+      register_kernel(r, {"dim_order_ops::_to_dim_order_copy.out"}, to_dim_order_copy_kernel));
   ETC_RETURN_IF_ERROR(
       register_kernel(r, {"aten::embedding.out", "aten::embedding.default"}, embedding_kernel));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::full.out"}, full_out_kernel));

@@ -258,6 +258,19 @@ Status unsupported_dtype(const KernelContext& ctx, const char* what, DType dtype
                    ", expected " + expected);
 }
 
+Status check_contiguous_dim_order(const KernelContext& ctx, const Value& dim_order, size_t rank) {
+  if (dim_order.kind != Value::Kind::kIntList) return Status();  // None: keep the layout
+  const std::vector<int64_t>& d = dim_order.ints;
+  bool identity = d.size() == rank;
+  for (size_t i = 0; identity && i < d.size(); ++i)
+    identity = d[i] == static_cast<int64_t>(i);
+  if (!identity) {
+    return ctx.error("dim_order " + shape_str(d) +
+                     " is not the contiguous order: etc runs contiguous tensors only");
+  }
+  return Status();
+}
+
 Result<std::array<int64_t, 2>> pair_arg(const KernelContext& ctx, const char* arg,
                                         const std::vector<int64_t>& v, int64_t fallback,
                                         bool allow_empty) {

@@ -285,6 +285,10 @@ Result<std::vector<bool>> reduced_dims(const KernelContext& ctx, const std::vect
 Status unsupported_dtype(const KernelContext& ctx, const char* what, DType dtype,
                          const char* expected);
 
+// A dim_order argument (int[]?, ExecuTorch's dim-order ops): None or the contiguous order
+// 0..rank-1; etc's tensors are contiguous, so any other order is an error.
+Status check_contiguous_dim_order(const KernelContext& ctx, const Value& dim_order, size_t rank);
+
 // 1 or 2 values -> 2 values (an empty list gives `fallback` twice when allowed).
 Result<std::array<int64_t, 2>> pair_arg(const KernelContext& ctx, const char* arg,
                                         const std::vector<int64_t>& v, int64_t fallback,
