@@ -2,13 +2,14 @@
 #   make run    installs what is missing, builds Release, runs the bundled examples
 #   make test   installs what is missing, builds, runs every test with CTest
 # Also: make test-sanitize (ASan+UBSan build of the CPU tests), make fuzz [FUZZ_RUNS=N],
+#       make test-goldens-clang (the golden suite with a clang-built etc),
 #       make update-goldens, make format, make device-build (binaries for the GPU check,
 #       DEVELOPERS.md)
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: run test deps build format clean update-goldens test-sanitize fuzz device-build
+.PHONY: run test deps build format clean update-goldens test-sanitize fuzz device-build test-goldens-clang
 
 deps:
 	@scripts/install-deps.sh
@@ -28,6 +29,13 @@ test-sanitize: deps
 	@cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DETC_CUDA=OFF -DETC_SANITIZE=address,undefined
 	@cmake --build build-asan -j $(JOBS)
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir build-asan --output-on-failure -j $(JOBS) -L cpu -E "format"
+
+# The golden suite again with a clang-built etc (Release, no CUDA): exports must be
+# byte-identical whichever compiler built etc (docs/golden-files.md). CI runs it.
+test-goldens-clang: deps
+	@CC=clang-14 CXX=clang++-14 cmake -S . -B build-clang -G Ninja -DCMAKE_BUILD_TYPE=Release -DETC_CUDA=OFF -DETC_BUILD_TESTS=OFF >/dev/null
+	@cmake --build build-clang --target etc -j $(JOBS)
+	@bash test/golden/run_goldens.sh build-clang/apps/etc/etc $(CURDIR)
 
 # libFuzzer targets (clang-14) for the .pte reader, graph JSON, safetensors and .npy readers.
 fuzz: deps

@@ -76,7 +76,18 @@ do_install() {
   # --ignore-scripts: onnxruntime-node's postinstall only fetches the CUDA/TensorRT
   # providers from NuGet on linux-x64; the CPU library (libonnxruntime.so.1) and the
   # N-API binding ship inside the npm tarball, so nothing else is needed.
-  if ! (cd "$CACHE" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error) >"$npmlog" 2>&1; then
+  local npm_rc=0
+  (cd "$CACHE" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error) >"$npmlog" 2>&1 || npm_rc=$?
+  # npm 10 can crash ("Exit handler never called!") and still exit 0 when every fetch
+  # failed: that is a failed install, and its debug log says why.
+  if grep -q 'Exit handler never called' "$npmlog"; then
+    [[ $npm_rc -ne 0 ]] || npm_rc=1
+    local debug
+    debug=$(grep -o '/[^ ]*debug-0\.log' "$npmlog" | head -1)
+    [[ -n "$debug" && -f "$debug" ]] && grep -E 'failed with|ENOTFOUND|EAI_AGAIN' "$debug" | head -5 >>"$npmlog"
+  fi
+  if [[ $npm_rc -ne 0 ]]; then
+    rm -rf "$CACHE/node_modules"
     if grep -Eq 'EINTEGRITY' "$npmlog"; then
       tail -n 15 "$npmlog" >&2
       die "npm integrity check failed against test/onnx/npm/package-lock.json (full log: $npmlog)"

@@ -26,7 +26,9 @@ for t in conv_with_strides_padding gemm_all_attributes reshape_reordered_all_dim
 done
 cp examples/*.json test/graph/bad/*.json test/golden/models/*.json "$corpus/graph_json/"
 cp examples/*.safetensors test/graph/bad/*.safetensors "$corpus/safetensors/"
-cp ../shared/fixtures/executorch/*.pte "$corpus/pte/" 2>/dev/null || true
+# Programs ExecuTorch wrote (with ExecuTorch from PyPI, cached): IntLists, inline constants.
+fx=$(test/executorch/fixtures.sh) || { echo "fuzz: ExecuTorch's programs could not be made" >&2; exit 1; }
+cp "$fx"/*.pte "$corpus/pte/"
 cp test/serialize/regressions/*.pte "$corpus/pte/"
 for m in mlp cnn; do
   "$build/apps/etc/etc" export "examples/$m.json" -o "$corpus/pte/$m.pte" >/dev/null 2>&1

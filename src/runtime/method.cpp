@@ -14,7 +14,7 @@ namespace {
 constexpr size_t kHostAlignment = 64;
 constexpr size_t kDeviceAlignment = 256;
 
-Value to_runtime_value(const pte::EValue& v) {
+Value to_runtime_value(const pte::Plan& plan, const pte::EValue& v) {
   Value out;
   switch (v.kind) {
     case pte::ValueKind::kNull:
@@ -38,7 +38,7 @@ Value to_runtime_value(const pte::EValue& v) {
       break;
     case pte::ValueKind::kIntList:
       out.kind = Value::Kind::kIntList;
-      out.ints = v.ints;
+      out.ints = plan.int_list(v);  // the reader checked every item is an Int value
       break;
     case pte::ValueKind::kDoubleList:
       out.kind = Value::Kind::kDoubleList;
@@ -140,7 +140,7 @@ Result<std::unique_ptr<Method>> Method::load_plan(const pte::Plan& plan,
   // Values. The table never grows after this, so pointers into it stay valid.
   m->values_.reserve(plan.values.size());
   for (const pte::EValue& v : plan.values)
-    m->values_.push_back(to_runtime_value(v));
+    m->values_.push_back(to_runtime_value(plan, v));
   for (size_t i = 0; i < plan.values.size(); ++i) {
     const pte::EValue& ev = plan.values[i];
     Value& v = m->values_[i];

@@ -365,8 +365,15 @@ class PlanEmitter {
       v.kind = pte::ValueKind::kInt;
       v.i = *i;
     } else if (const auto* il = std::get_if<std::vector<int64_t>>(&a)) {
+      // ExecuTorch's boxed list: each integer is an Int value of its own, emitted before the
+      // list, and the list holds their indices (as ExecuTorch's emitter lays them out).
       v.kind = pte::ValueKind::kIntList;
-      v.ints = *il;
+      for (int64_t x : *il) {
+        pte::EValue item;
+        item.kind = pte::ValueKind::kInt;
+        item.i = x;
+        v.int_items.push_back(add_value(std::move(item)));
+      }
     } else if (const auto* d = std::get_if<double>(&a)) {
       v.kind = pte::ValueKind::kDouble;
       v.d = *d;
@@ -556,17 +563,10 @@ Result<pte::File> emit_program(const Graph& graph, const EmitOptions& options) {
     segments.push_back(std::move(bytes));
     return index;
   };
-  // The constant segment, when there are constants, is segment 0: reserve it.
-  bool has_host_constants = false;
-  for (NodeId id : graph.order()) {
-    for (ValueId v : tensor_args(graph.node(id))) {
-      has_host_constants |=
-          graph.node(id).op != OpKind::DelegateCall && graph.value(v).kind == ValueKind::kConstant;
-    }
-  }
-  for (ValueId o : graph.outputs())
-    has_host_constants |= graph.value(o).kind == ValueKind::kConstant;
-  if (has_host_constants) segments.emplace_back();
+  // The constant segment is always segment 0, even when empty (offsets [0], a zero-size
+  // segment), as ExecuTorch's serializer writes it: ExecuTorch's loader takes a program
+  // without one for the deprecated inline-constants layout, which its builds refuse.
+  segments.emplace_back();
 
   PlanEmitter host(graph, PlanEmitter::Mode::kHost);
   host.host_constant = [&](const ConstantData& data) -> uint32_t {
@@ -626,10 +626,8 @@ Result<pte::File> emit_program(const Graph& graph, const EmitOptions& options) {
   file.program.named_data.push_back(
       pte::NamedData{std::string(pte::kIoNamesKey) + "forward", add_segment(names)});
 
-  if (has_host_constants) {
-    segments[0] = constants.blob();
-    file.program.constant_segment = pte::SubsegmentOffsets{0, constant_offsets};
-  }
+  segments[0] = constants.blob();
+  file.program.constant_segment = pte::SubsegmentOffsets{0, constant_offsets};
   // Segment layout relative to the base; every offset a multiple of the alignment.
   uint64_t offset = 0;
   for (std::string& bytes : segments) {

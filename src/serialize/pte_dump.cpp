@@ -89,7 +89,7 @@ std::map<std::string, int> op_counts(const pte::Plan& p) {
   return counts;
 }
 
-json value_json(const pte::File& file, const pte::EValue& v) {
+json value_json(const pte::File& file, const pte::Plan& plan, const pte::EValue& v) {
   json j;
   j["type"] = pte::value_kind_name(v.kind);
   switch (v.kind) {
@@ -105,8 +105,9 @@ json value_json(const pte::File& file, const pte::EValue& v) {
     case pte::ValueKind::kString:
       j["value"] = v.s;
       break;
-    case pte::ValueKind::kIntList:
-      j["value"] = v.ints;
+    case pte::ValueKind::kIntList:  // the Int values' indices, and the integers they hold
+      j["items"] = v.int_items;
+      j["value"] = plan.int_list(v);
       break;
     case pte::ValueKind::kDoubleList:
       j["value"] = v.doubles;
@@ -166,7 +167,7 @@ json plan_json(const pte::File& file, const pte::Plan& p, bool with_delegates) {
   }
   json values = json::array();
   for (const pte::EValue& v : p.values)
-    values.push_back(value_json(file, v));
+    values.push_back(value_json(file, p, v));
   j["values"] = values;
   json ops = json::array();
   for (const pte::Operator& o : p.operators)
@@ -239,7 +240,8 @@ json plan_json(const pte::File& file, const pte::Plan& p, bool with_delegates) {
   return j;
 }
 
-std::string value_text(const pte::File& file, size_t i, const pte::EValue& v) {
+std::string value_text(const pte::File& file, const pte::Plan& plan, size_t i,
+                       const pte::EValue& v) {
   std::string s = "%" + std::to_string(i) + " " + pte::value_kind_name(v.kind);
   switch (v.kind) {
     case pte::ValueKind::kInt:
@@ -250,8 +252,8 @@ std::string value_text(const pte::File& file, size_t i, const pte::EValue& v) {
       return s + " " + json(v.d).dump();
     case pte::ValueKind::kString:
       return s + " " + json(v.s).dump(-1, ' ', false, json::error_handler_t::replace);
-    case pte::ValueKind::kIntList:
-      return s + " " + json(v.ints).dump();
+    case pte::ValueKind::kIntList:  // the integers, resolved through the Int values
+      return s + " " + json(plan.int_list(v)).dump();
     case pte::ValueKind::kDoubleList:
       return s + " " + json(v.doubles).dump();
     case pte::ValueKind::kBoolList:
@@ -341,9 +343,9 @@ std::string dump_text(const pte::File& file) {
     const pte::Segment& s = file.program.segments[i];
     std::string role;
     if (file.program.constant_segment && file.program.constant_segment->segment_index == i &&
-        file.program.constant_segment->offsets.size() > 1) {
-      role =
-          "constants (" + std::to_string(file.program.constant_segment->offsets.size() - 1) + ")";
+        !file.program.constant_segment->offsets.empty()) {
+      size_t n = file.program.constant_segment->offsets.size() - 1;  // entry 0: placeholder
+      role = n == 0 ? std::string("constants (none)") : "constants (" + std::to_string(n) + ")";
     }
     for (const pte::NamedData& n : file.program.named_data) {
       if (n.segment_index == i) role += (role.empty() ? "named: " : ", ") + n.key;
@@ -373,7 +375,7 @@ std::string dump_text(const pte::File& file) {
     }
     out += "  values:\n";
     for (size_t i = 0; i < p.values.size(); ++i)
-      out += "    " + value_text(file, i, p.values[i]) + "\n";
+      out += "    " + value_text(file, p, i, p.values[i]) + "\n";
     out += "  instructions:\n";
     size_t k = 0;
     for (const pte::Chain& c : p.chains) {

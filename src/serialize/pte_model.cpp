@@ -37,6 +37,17 @@ Device Plan::buffer_device(uint32_t memory_id) const {
   return Device{};
 }
 
+std::vector<int64_t> Plan::int_list(const EValue& v) const {
+  std::vector<int64_t> out;
+  out.reserve(v.int_items.size());
+  for (int64_t item : v.int_items) {
+    bool ok = item >= 0 && static_cast<uint64_t>(item) < values.size() &&
+              values[static_cast<size_t>(item)].kind == ValueKind::kInt;
+    out.push_back(ok ? values[static_cast<size_t>(item)].i : 0);
+  }
+  return out;
+}
+
 std::span<const uint8_t> File::constant_bytes(uint32_t idx) const {
   if (program.constant_segment && program.constant_segment->offsets.size() > 1) {
     const auto& offs = program.constant_segment->offsets;

@@ -66,11 +66,13 @@ const char* value_kind_name(ValueKind k);
 
 struct EValue {
   ValueKind kind = ValueKind::kNull;
-  int64_t i = 0;                // Int
-  bool b = false;               // Bool
-  double d = 0;                 // Double
-  std::string s;                // String
-  std::vector<int64_t> ints;    // IntList
+  int64_t i = 0;   // Int
+  bool b = false;  // Bool
+  double d = 0;    // Double
+  std::string s;   // String
+  // IntList: as on the wire, the indices of the plan's Int values that hold the integers
+  // (ExecuTorch's boxed list), not the integers; Plan::int_list resolves them.
+  std::vector<int64_t> int_items;
   std::vector<double> doubles;  // DoubleList
   std::vector<bool> bools;      // BoolList
   std::vector<int32_t> items;   // TensorList / OptionalTensorList
@@ -135,6 +137,9 @@ struct Plan {
 
   // The device of buffer `memory_id` (CPU unless listed).
   Device buffer_device(uint32_t memory_id) const;
+  // The integers of IntList `v`: each item's Int value. Items that are out of range or not
+  // an Int (which the reader refuses) come out as 0.
+  std::vector<int64_t> int_list(const EValue& v) const;
 };
 
 struct Segment {

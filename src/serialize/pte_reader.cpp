@@ -95,7 +95,7 @@ pte::EValue to_value(const fb::EValue& v) {
       break;
     case fb::KernelTypes::IntList:
       out.kind = pte::ValueKind::kIntList;
-      out.ints = vec(v.val_as_IntList()->items());
+      out.int_items = vec(v.val_as_IntList()->items());
       break;
     case fb::KernelTypes::DoubleList:
       out.kind = pte::ValueKind::kDoubleList;
@@ -309,6 +309,22 @@ class PlanValidator {
   Status check_value(size_t i) const {
     const pte::EValue& v = p_.values[i];
     std::string what = "value " + std::to_string(i);
+    if (v.kind == pte::ValueKind::kIntList) {
+      // ExecuTorch's boxed list: every item is the index of an Int value.
+      for (size_t k = 0; k < v.int_items.size(); ++k) {
+        int64_t item = v.int_items[k];
+        std::string at = what + " (IntList) item " + std::to_string(k);
+        if (item < 0 || static_cast<uint64_t>(item) >= p_.values.size()) {
+          return fail(at + " refers to value " + std::to_string(item) + ", but the plan has " +
+                      std::to_string(p_.values.size()) + " values");
+        }
+        const pte::EValue& target = p_.values[static_cast<size_t>(item)];
+        if (target.kind != pte::ValueKind::kInt) {
+          return fail(at + " refers to value " + std::to_string(item) + ", which is " +
+                      pte::value_kind_name(target.kind) + ", not Int");
+        }
+      }
+    }
     if (v.kind == pte::ValueKind::kTensorList || v.kind == pte::ValueKind::kOptionalTensorList) {
       for (int32_t item : v.items) {
         if (item == -1 && v.kind == pte::ValueKind::kOptionalTensorList) continue;

@@ -34,64 +34,129 @@ Offset<fb::Tensor> write_tensor(FlatBufferBuilder& b, const pte::Tensor& t) {
                           static_cast<fb::TensorShapeDynamism>(t.shape_dynamism), extra);
 }
 
+// Every FlatBuffers sub-object is built in a statement of its own, in a fixed order, before
+// the object that refers to it: C++ leaves the evaluation order of function arguments
+// unspecified, so building two sub-objects inside one call's arguments lays the buffer out
+// differently under different compilers (gcc and clang do differ), and exports must be
+// byte-identical whichever compiler built etc.
+
 Offset<fb::EValue> write_value(FlatBufferBuilder& b, const pte::EValue& v) {
   using K = pte::ValueKind;
+  Offset<void> payload;
+  fb::KernelTypes type = fb::KernelTypes::Null;
   switch (v.kind) {
     case K::kNull:
-      return fb::CreateEValue(b, fb::KernelTypes::Null, fb::CreateNull(b).Union());
+      type = fb::KernelTypes::Null;
+      payload = fb::CreateNull(b).Union();
+      break;
     case K::kInt:
-      return fb::CreateEValue(b, fb::KernelTypes::Int, fb::CreateInt(b, v.i).Union());
+      type = fb::KernelTypes::Int;
+      payload = fb::CreateInt(b, v.i).Union();
+      break;
     case K::kBool:
-      return fb::CreateEValue(b, fb::KernelTypes::Bool, fb::CreateBool(b, v.b).Union());
+      type = fb::KernelTypes::Bool;
+      payload = fb::CreateBool(b, v.b).Union();
+      break;
     case K::kDouble:
-      return fb::CreateEValue(b, fb::KernelTypes::Double, fb::CreateDouble(b, v.d).Union());
-    case K::kString:
-      return fb::CreateEValue(b, fb::KernelTypes::String,
-                              fb::CreateString(b, b.CreateString(v.s)).Union());
-    case K::kTensor:
-      return fb::CreateEValue(b, fb::KernelTypes::Tensor, write_tensor(b, v.tensor).Union());
-    case K::kIntList:
-      return fb::CreateEValue(b, fb::KernelTypes::IntList,
-                              fb::CreateIntList(b, b.CreateVector(v.ints)).Union());
-    case K::kDoubleList:
-      return fb::CreateEValue(b, fb::KernelTypes::DoubleList,
-                              fb::CreateDoubleList(b, b.CreateVector(v.doubles)).Union());
-    case K::kBoolList: {
-      std::vector<uint8_t> bytes(v.bools.begin(), v.bools.end());
-      auto vec = b.CreateVector(bytes);
-      return fb::CreateEValue(b, fb::KernelTypes::BoolList, fb::CreateBoolList(b, vec).Union());
+      type = fb::KernelTypes::Double;
+      payload = fb::CreateDouble(b, v.d).Union();
+      break;
+    case K::kString: {
+      type = fb::KernelTypes::String;
+      auto text = b.CreateString(v.s);
+      payload = fb::CreateString(b, text).Union();
+      break;
     }
-    case K::kTensorList:
-      return fb::CreateEValue(b, fb::KernelTypes::TensorList,
-                              fb::CreateTensorList(b, b.CreateVector(v.items)).Union());
-    case K::kOptionalTensorList:
-      return fb::CreateEValue(b, fb::KernelTypes::OptionalTensorList,
-                              fb::CreateOptionalTensorList(b, b.CreateVector(v.items)).Union());
+    case K::kTensor:
+      type = fb::KernelTypes::Tensor;
+      payload = write_tensor(b, v.tensor).Union();
+      break;
+    case K::kIntList: {  // indices of Int values (ExecuTorch's boxed list)
+      type = fb::KernelTypes::IntList;
+      auto items = b.CreateVector(v.int_items);
+      payload = fb::CreateIntList(b, items).Union();
+      break;
+    }
+    case K::kDoubleList: {
+      type = fb::KernelTypes::DoubleList;
+      auto items = b.CreateVector(v.doubles);
+      payload = fb::CreateDoubleList(b, items).Union();
+      break;
+    }
+    case K::kBoolList: {
+      type = fb::KernelTypes::BoolList;
+      std::vector<uint8_t> bytes(v.bools.begin(), v.bools.end());
+      auto items = b.CreateVector(bytes);
+      payload = fb::CreateBoolList(b, items).Union();
+      break;
+    }
+    case K::kTensorList: {
+      type = fb::KernelTypes::TensorList;
+      auto items = b.CreateVector(v.items);
+      payload = fb::CreateTensorList(b, items).Union();
+      break;
+    }
+    case K::kOptionalTensorList: {
+      type = fb::KernelTypes::OptionalTensorList;
+      auto items = b.CreateVector(v.items);
+      payload = fb::CreateOptionalTensorList(b, items).Union();
+      break;
+    }
   }
-  return fb::CreateEValue(b, fb::KernelTypes::Null, fb::CreateNull(b).Union());
+  if (payload.IsNull()) payload = fb::CreateNull(b).Union();
+  return fb::CreateEValue(b, type, payload);
 }
 
 Offset<fb::Instruction> write_instruction(FlatBufferBuilder& b, const pte::Instruction& in) {
   switch (in.kind) {
-    case pte::InstrKind::kKernel:
-      return fb::CreateInstruction(
-          b, fb::InstructionArguments::KernelCall,
-          fb::CreateKernelCall(b, in.index, b.CreateVector(in.args)).Union());
-    case pte::InstrKind::kDelegate:
-      return fb::CreateInstruction(
-          b, fb::InstructionArguments::DelegateCall,
-          fb::CreateDelegateCall(b, in.index, b.CreateVector(in.args)).Union());
-    case pte::InstrKind::kMove:
-      return fb::CreateInstruction(b, fb::InstructionArguments::MoveCall,
-                                   fb::CreateMoveCall(b, in.index, in.target).Union());
-    case pte::InstrKind::kJumpFalse:
-      return fb::CreateInstruction(b, fb::InstructionArguments::JumpFalseCall,
-                                   fb::CreateJumpFalseCall(b, in.index, in.target).Union());
-    case pte::InstrKind::kFree:
-      return fb::CreateInstruction(b, fb::InstructionArguments::FreeCall,
-                                   fb::CreateFreeCall(b, in.index).Union());
+    case pte::InstrKind::kKernel: {
+      auto args = b.CreateVector(in.args);
+      auto call = fb::CreateKernelCall(b, in.index, args);
+      return fb::CreateInstruction(b, fb::InstructionArguments::KernelCall, call.Union());
+    }
+    case pte::InstrKind::kDelegate: {
+      auto args = b.CreateVector(in.args);
+      auto call = fb::CreateDelegateCall(b, in.index, args);
+      return fb::CreateInstruction(b, fb::InstructionArguments::DelegateCall, call.Union());
+    }
+    case pte::InstrKind::kMove: {
+      auto call = fb::CreateMoveCall(b, in.index, in.target);
+      return fb::CreateInstruction(b, fb::InstructionArguments::MoveCall, call.Union());
+    }
+    case pte::InstrKind::kJumpFalse: {
+      auto call = fb::CreateJumpFalseCall(b, in.index, in.target);
+      return fb::CreateInstruction(b, fb::InstructionArguments::JumpFalseCall, call.Union());
+    }
+    case pte::InstrKind::kFree: {
+      auto call = fb::CreateFreeCall(b, in.index);
+      return fb::CreateInstruction(b, fb::InstructionArguments::FreeCall, call.Union());
+    }
   }
   return 0;
+}
+
+Offset<fb::Chain> write_chain(FlatBufferBuilder& b, const pte::Chain& c) {
+  std::vector<Offset<fb::Instruction>> instrs;
+  for (const pte::Instruction& in : c.instructions)
+    instrs.push_back(write_instruction(b, in));
+  auto inputs = b.CreateVector(c.inputs);
+  auto outputs = b.CreateVector(c.outputs);
+  auto instructions = b.CreateVector(instrs);
+  return fb::CreateChain(b, inputs, outputs, instructions);
+}
+
+Offset<fb::BackendDelegate> write_delegate(FlatBufferBuilder& b, const pte::Delegate& d) {
+  std::vector<Offset<fb::CompileSpec>> specs;
+  for (const pte::CompileSpec& cs : d.compile_specs) {
+    auto key = b.CreateString(cs.key);
+    auto value = b.CreateVector(reinterpret_cast<const uint8_t*>(cs.value.data()), cs.value.size());
+    specs.push_back(fb::CreateCompileSpec(b, key, value));
+  }
+  auto id = b.CreateString(d.id);
+  auto ref =
+      fb::CreateBackendDelegateDataReference(b, static_cast<fb::DataLocation>(d.location), d.index);
+  auto compile_specs = b.CreateVector(specs);
+  return fb::CreateBackendDelegate(b, id, ref, compile_specs);
 }
 
 Offset<fb::ExecutionPlan> write_plan(FlatBufferBuilder& b, const pte::Plan& p) {
@@ -99,29 +164,17 @@ Offset<fb::ExecutionPlan> write_plan(FlatBufferBuilder& b, const pte::Plan& p) {
   for (const pte::EValue& v : p.values)
     values.push_back(write_value(b, v));
   std::vector<Offset<fb::Chain>> chains;
-  for (const pte::Chain& c : p.chains) {
-    std::vector<Offset<fb::Instruction>> instrs;
-    for (const pte::Instruction& in : c.instructions)
-      instrs.push_back(write_instruction(b, in));
-    chains.push_back(fb::CreateChain(b, b.CreateVector(c.inputs), b.CreateVector(c.outputs),
-                                     b.CreateVector(instrs)));
-  }
+  for (const pte::Chain& c : p.chains)
+    chains.push_back(write_chain(b, c));
   std::vector<Offset<fb::Operator>> ops;
-  for (const pte::Operator& o : p.operators)
-    ops.push_back(fb::CreateOperator(b, b.CreateString(o.name), b.CreateString(o.overload)));
-  std::vector<Offset<fb::BackendDelegate>> delegates;
-  for (const pte::Delegate& d : p.delegates) {
-    std::vector<Offset<fb::CompileSpec>> specs;
-    for (const pte::CompileSpec& cs : d.compile_specs) {
-      specs.push_back(fb::CreateCompileSpec(
-          b, b.CreateString(cs.key),
-          b.CreateVector(reinterpret_cast<const uint8_t*>(cs.value.data()), cs.value.size())));
-    }
-    auto ref = fb::CreateBackendDelegateDataReference(b, static_cast<fb::DataLocation>(d.location),
-                                                      d.index);
-    delegates.push_back(
-        fb::CreateBackendDelegate(b, b.CreateString(d.id), ref, b.CreateVector(specs)));
+  for (const pte::Operator& o : p.operators) {
+    auto name = b.CreateString(o.name);
+    auto overload = b.CreateString(o.overload);
+    ops.push_back(fb::CreateOperator(b, name, overload));
   }
+  std::vector<Offset<fb::BackendDelegate>> delegates;
+  for (const pte::Delegate& d : p.delegates)
+    delegates.push_back(write_delegate(b, d));
   Offset<flatbuffers::Vector<Offset<fb::NonConstBufferDevice>>> devices;
   if (!p.buffer_devices.empty()) {  // omitted entirely for CPU-only plans, as ExecuTorch does
     std::vector<Offset<fb::NonConstBufferDevice>> list;
@@ -131,15 +184,22 @@ Offset<fb::ExecutionPlan> write_plan(FlatBufferBuilder& b, const pte::Plan& p) {
     }
     devices = b.CreateVector(list);
   }
-  return fb::CreateExecutionPlan(
-      b, b.CreateString(p.name), 0, b.CreateVector(values), b.CreateVector(p.inputs),
-      b.CreateVector(p.outputs), b.CreateVector(chains), b.CreateVector(ops),
-      b.CreateVector(delegates), b.CreateVector(p.buffer_sizes), devices);
+  auto name = b.CreateString(p.name);
+  auto value_table = b.CreateVector(values);
+  auto inputs = b.CreateVector(p.inputs);
+  auto outputs = b.CreateVector(p.outputs);
+  auto chain_table = b.CreateVector(chains);
+  auto operators = b.CreateVector(ops);
+  auto delegate_table = b.CreateVector(delegates);
+  auto buffer_sizes = b.CreateVector(p.buffer_sizes);
+  return fb::CreateExecutionPlan(b, name, 0, value_table, inputs, outputs, chain_table, operators,
+                                 delegate_table, buffer_sizes, devices);
 }
 
 Offset<fb::SubsegmentOffsets> write_subsegment(FlatBufferBuilder& b,
                                                const pte::SubsegmentOffsets& s) {
-  return fb::CreateSubsegmentOffsets(b, s.segment_index, b.CreateVector(s.offsets));
+  auto offsets = b.CreateVector(s.offsets);
+  return fb::CreateSubsegmentOffsets(b, s.segment_index, offsets);
 }
 
 void put_u32(std::string& out, size_t at, uint32_t v) {
@@ -163,10 +223,12 @@ std::string serialize_delegate_program(
   FlatBufferBuilder b;
   auto p = write_plan(b, plan);
   std::vector<Offset<etc_delegate::DelegateConstant>> list;
-  for (const auto& [value, key] : constants)
-    list.push_back(etc_delegate::CreateDelegateConstant(b, value, b.CreateString(key)));
-  auto root =
-      etc_delegate::CreateDelegateProgram(b, kDelegateFormatVersion, p, b.CreateVector(list));
+  for (const auto& [value, key] : constants) {
+    auto name = b.CreateString(key);
+    list.push_back(etc_delegate::CreateDelegateConstant(b, value, name));
+  }
+  auto constant_table = b.CreateVector(list);
+  auto root = etc_delegate::CreateDelegateProgram(b, kDelegateFormatVersion, p, constant_table);
   b.Finish(root, etc_delegate::DelegateProgramIdentifier());
   return std::string(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize());
 }
@@ -184,13 +246,14 @@ Result<std::string> write_pte(const pte::File& file, uint64_t segment_alignment)
   std::vector<Offset<fb::Buffer>> constant_buffer;
   for (const ConstantData& c : prog.constant_buffer) {
     b.ForceVectorAlignment(c.size, 1, 16);
-    constant_buffer.push_back(fb::CreateBuffer(b, b.CreateVector(c.bytes().data(), c.size)));
+    auto storage = b.CreateVector(c.bytes().data(), c.size);
+    constant_buffer.push_back(fb::CreateBuffer(b, storage));
   }
   std::vector<Offset<fb::BackendDelegateInlineData>> inline_data;
   for (const ConstantData& c : prog.delegate_inline_data) {
     b.ForceVectorAlignment(c.size, 1, 16);
-    inline_data.push_back(
-        fb::CreateBackendDelegateInlineData(b, b.CreateVector(c.bytes().data(), c.size)));
+    auto data = b.CreateVector(c.bytes().data(), c.size);
+    inline_data.push_back(fb::CreateBackendDelegateInlineData(b, data));
   }
   std::vector<Offset<fb::DataSegment>> segments;
   for (const pte::Segment& s : prog.segments)
@@ -201,14 +264,18 @@ Result<std::string> write_pte(const pte::File& file, uint64_t segment_alignment)
   for (const pte::SubsegmentOffsets& s : prog.mutable_data_segments)
     mutable_segments.push_back(write_subsegment(b, s));
   std::vector<Offset<fb::NamedData>> named;
-  for (const pte::NamedData& n : prog.named_data)
-    named.push_back(fb::CreateNamedData(b, b.CreateString(n.key), n.segment_index));
-  auto root = fb::CreateProgram(b, prog.version, b.CreateVector(plans),
-                                constant_buffer.empty() ? 0 : b.CreateVector(constant_buffer),
-                                inline_data.empty() ? 0 : b.CreateVector(inline_data),
-                                segments.empty() ? 0 : b.CreateVector(segments), constant_segment,
-                                mutable_segments.empty() ? 0 : b.CreateVector(mutable_segments),
-                                named.empty() ? 0 : b.CreateVector(named));
+  for (const pte::NamedData& n : prog.named_data) {
+    auto key = b.CreateString(n.key);
+    named.push_back(fb::CreateNamedData(b, key, n.segment_index));
+  }
+  auto plan_table = b.CreateVector(plans);
+  auto constant_table = constant_buffer.empty() ? 0 : b.CreateVector(constant_buffer);
+  auto inline_table = inline_data.empty() ? 0 : b.CreateVector(inline_data);
+  auto segment_table = segments.empty() ? 0 : b.CreateVector(segments);
+  auto mutable_table = mutable_segments.empty() ? 0 : b.CreateVector(mutable_segments);
+  auto named_table = named.empty() ? 0 : b.CreateVector(named);
+  auto root = fb::CreateProgram(b, prog.version, plan_table, constant_table, inline_table,
+                                segment_table, constant_segment, mutable_table, named_table);
   b.Finish(root, fb::ProgramIdentifier());
   std::string flat(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize());
 

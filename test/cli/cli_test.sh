@@ -79,9 +79,16 @@ expect "export into a missing folder fails cleanly" 1 "cannot create output file
 expect "a bad model does not export" 1 "unknown value 'z'" "$etc" export "$src/test/graph/bad/dangling_reference.json" -o "$tmp/bad.pte"
 [[ -e "$tmp/bad.pte" ]] && { echo "FAIL: a bad model left an output"; failures=$((failures + 1)); } || echo "ok: no output for a bad model"
 expect "inspect of a non-.pte file is exit 1" 1 "not a .pte file" "$etc" inspect "$ex/mlp.safetensors"
-expect "inspect reads ExecuTorch's add.pte" 0 'aten::add.out\(%0, %1, %3, %2, %2\)' "$etc" inspect "$src/../shared/fixtures/executorch/add.pte"
-expect "inspect reads ExecuTorch's inline-constant program" 0 'inline constant_buffer \(deprecated\): 3 entries' \
-  "$etc" inspect "$src/../shared/fixtures/executorch/module_linear_constant_buffer.pte"
+# Programs ExecuTorch wrote (made with ExecuTorch from PyPI, cached: test/executorch/fixtures.sh).
+if fx=$("$src/test/executorch/fixtures.sh" 2>"$tmp/fx.err"); then
+  expect "inspect reads ExecuTorch's add program" 0 'aten::add.out\(%0, %1, %3, %2, %2\)' "$etc" inspect "$fx/add.pte"
+  expect "inspect resolves ExecuTorch's IntLists to their integers" 0 '%[0-9]+ IntList \[2,2\]' "$etc" inspect "$fx/conv.pte"
+  expect "inspect reads ExecuTorch's inline-constant program" 0 'inline constant_buffer \(deprecated\): 3 entries' \
+    "$etc" inspect "$fx/inline_constants.pte"
+else
+  echo "FAIL: ExecuTorch's programs could not be made: $(tail -3 "$tmp/fx.err")"
+  failures=$((failures + 1))
+fi
 
 # etc run
 expect "run on the CPU prints outputs with checksums" 0 'output 0 \(probs\): float32\[2, 10\] \[.*\] fnv1a64=[0-9a-f]{16}' \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The corruption matrix: for our exports and ExecuTorch's fixtures, truncations at every
+# The corruption matrix: for our exports and programs ExecuTorch wrote, truncations at every
 # 1/64th of the file, 64 single-byte and 16 multi-byte random corruptions (fixed seed).
 # `etc inspect` and `etc run --device cpu` must end with a clean result or a clean error
 # (exit 0, 1, 3 or 4) — never a signal, never exit 70 (internal error). Damaged ONNX models
@@ -11,13 +11,15 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$etc" export "$src/examples/mlp.json" -o "$tmp/mlp.pte" >/dev/null 2>&1
 "$etc" export "$src/examples/cnn.json" -o "$tmp/cnn_cpu.pte" --target cpu >/dev/null 2>&1
-cp "$src/../shared/fixtures/executorch/add.pte" "$src/../shared/fixtures/executorch/module_linear_constant_buffer.pte" "$tmp/"
+# Programs ExecuTorch wrote (made with ExecuTorch from PyPI, cached).
+fx=$("$src/test/executorch/fixtures.sh") || { echo "FAIL: ExecuTorch's programs could not be made"; exit 1; }
+cp "$fx/add.pte" "$fx/conv.pte" "$fx/inline_constants.pte" "$tmp/"
 /usr/bin/python3 - "$tmp" <<'PY'
 import os, random, sys
 d = sys.argv[1]
 rng = random.Random(20261130)
 os.makedirs(f"{d}/bad", exist_ok=True)
-for name in ["mlp.pte", "cnn_cpu.pte", "add.pte", "module_linear_constant_buffer.pte"]:
+for name in ["mlp.pte", "cnn_cpu.pte", "add.pte", "conv.pte", "inline_constants.pte"]:
     data = open(f"{d}/{name}", "rb").read()
     stem = name[:-4]
     for i in range(64):

@@ -1,6 +1,8 @@
 // The .pte writer and reader: round trips, determinism, device fields exactly where
 // ExecuTorch puts them, ExecuTorch-written fixtures, and corrupt files.
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 
@@ -139,42 +141,151 @@ TEST_CASE("a CPU-only export has no device fields and runs only portable kernels
   CHECK(text.find("hardswish") == std::string::npos);
 }
 
-TEST_CASE("ExecuTorch's add.pte reads as its README describes") {
-  Result<pte::File> f = read_pte_file(kSource + "/../shared/fixtures/executorch/add.pte");
+// Programs ExecuTorch itself wrote (test/executorch/et_ref.py fixtures, made with the
+// pinned ExecuTorch from PyPI by the CTest fixture "executorch: ExecuTorch-written programs").
+std::string executorch_program(const std::string& name) {
+  const char* dir = std::getenv("ETC_EXECUTORCH_FIXTURES");
+  INFO("ETC_EXECUTORCH_FIXTURES is not set: run these tests through CTest");
+  REQUIRE(dir != nullptr);
+  return std::string(dir) + "/" + name + ".pte";
+}
+
+TEST_CASE("ExecuTorch's add program: one add.out, planned tensors, an empty constant segment") {
+  Result<pte::File> f = read_pte_file(executorch_program("add"));
   INFO(f.status().to_string());
   REQUIRE(f.ok());
   const pte::Plan& p = f->program.plans[0];
   CHECK(p.name == "forward");
-  CHECK(p.buffer_sizes == std::vector<int64_t>{0, 48});
+  CHECK(p.buffer_sizes == std::vector<int64_t>{0, 48});  // three float32 [2, 2] tensors
   REQUIRE(p.operators.size() == 1);
   CHECK(p.operators[0] == pte::Operator{"aten::add", "out"});
   REQUIRE(p.chains[0].instructions.size() == 1);
   const std::vector<int32_t>& args = p.chains[0].instructions[0].args;
   REQUIRE(args.size() == 5);
   CHECK(args[3] == args[4]);  // out passed twice
-  CHECK(p.values[static_cast<size_t>(args[2])].i == 1);
-  for (int i = 0; i < 3; ++i)
-    CHECK(p.values[static_cast<size_t>(i)].tensor.allocation->offset == 16u * i);
+  CHECK(p.values[static_cast<size_t>(args[2])].kind == pte::ValueKind::kInt);
+  CHECK(p.values[static_cast<size_t>(args[2])].i == 1);  // alpha
+  // No constants: ExecuTorch still writes the constant segment, offsets [0].
+  REQUIRE(f->program.constant_segment.has_value());
+  CHECK(f->program.constant_segment->offsets == std::vector<uint64_t>{0});
+}
+
+TEST_CASE("ExecuTorch's IntLists are indices of Int values, resolved by the reader") {
+  Result<pte::File> f = read_pte_file(executorch_program("conv"));
+  INFO(f.status().to_string());
+  REQUIRE(f.ok());
+  const pte::Plan& p = f->program.plans[0];
+  // Every IntList item points at an Int value (the reader checked it); the first
+  // convolution (stride 2, padding 1, dilation 1) is the first convolution.out call.
+  size_t lists = 0;
+  for (const pte::EValue& v : p.values) {
+    if (v.kind != pte::ValueKind::kIntList) continue;
+    ++lists;
+    for (int64_t item : v.int_items)
+      CHECK(p.values[static_cast<size_t>(item)].kind == pte::ValueKind::kInt);
+  }
+  CHECK(lists > 0);
+  const pte::Instruction* conv = nullptr;
+  for (const pte::Instruction& in : p.chains[0].instructions) {
+    if (in.kind == pte::InstrKind::kKernel &&
+        p.operators[static_cast<size_t>(in.index)].name == "aten::convolution") {
+      conv = &in;
+      break;
+    }
+  }
+  REQUIRE(conv != nullptr);
+  auto list = [&](size_t arg) {
+    const pte::EValue& v = p.values[static_cast<size_t>(conv->args[arg])];
+    REQUIRE(v.kind == pte::ValueKind::kIntList);
+    return p.int_list(v);
+  };
+  CHECK(list(3) == std::vector<int64_t>{2, 2});  // stride
+  CHECK(list(4) == std::vector<int64_t>{1, 1});  // padding
+  CHECK(list(5) == std::vector<int64_t>{1, 1});  // dilation
+  CHECK(dump_text(*f).find("IntList [2,2]") != std::string::npos);
 }
 
 TEST_CASE("ExecuTorch's inline constant_buffer program reads with its constants") {
-  Result<pte::File> f =
-      read_pte_file(kSource + "/../shared/fixtures/executorch/module_linear_constant_buffer.pte");
+  Result<pte::File> f = read_pte_file(executorch_program("inline_constants"));
   INFO(f.status().to_string());
   REQUIRE(f.ok());
   CHECK_FALSE(f->header.has_value());
   REQUIRE(f->program.constant_buffer.size() == 3);
   CHECK(f->program.constant_buffer[0].size == 0);
   const pte::Plan& p = f->program.plans[0];
-  auto constant_floats = [&](uint32_t idx) {
-    std::span<const uint8_t> b = f->constant_bytes(idx);
-    std::vector<float> v(4);
+  std::vector<std::vector<float>> constants;
+  for (const pte::EValue& v : p.values) {
+    if (v.kind != pte::ValueKind::kTensor || v.tensor.data_buffer_idx == 0) continue;
+    std::span<const uint8_t> b = f->constant_bytes(v.tensor.data_buffer_idx);
     REQUIRE(b.size() >= 16);
-    std::memcpy(v.data(), b.data(), 16);
-    return v;
+    std::vector<float> x(4);
+    std::memcpy(x.data(), b.data(), 16);
+    constants.push_back(x);
+  }
+  std::sort(constants.begin(), constants.end());
+  CHECK(constants ==
+        std::vector<std::vector<float>>{std::vector<float>(4, 2.0f), std::vector<float>(4, 3.0f)});
+}
+
+TEST_CASE("etc writes IntLists as ExecuTorch does: Int values first, the list holds indices") {
+  Result<pte::File> f = emit_program(compile(kSource + "/examples/cnn.json", {.target = {}}));
+  INFO(f.status().to_string());
+  REQUIRE(f.ok());
+  Result<pte::File> back = read_pte(make_blob(*write_pte(*f)), "cnn.pte");
+  INFO(back.status().to_string());
+  REQUIRE(back.ok());
+  size_t lists = 0;
+  for (const pte::Plan* plan : {&f->program.plans[0], &back->program.plans[0]}) {
+    for (size_t i = 0; i < plan->values.size(); ++i) {
+      const pte::EValue& v = plan->values[i];
+      if (v.kind != pte::ValueKind::kIntList) continue;
+      ++lists;
+      for (int64_t item : v.int_items) {
+        REQUIRE(item >= 0);
+        CHECK(static_cast<size_t>(item) < i);  // emitted before the list
+        CHECK(plan->values[static_cast<size_t>(item)].kind == pte::ValueKind::kInt);
+      }
+    }
+  }
+  CHECK(lists > 0);
+  CHECK(f->program.plans[0] == back->program.plans[0]);
+}
+
+TEST_CASE("a program without constants still has ExecuTorch's empty constant segment") {
+  Graph g = graph_from_json("[" + f32("a") + ", " + f32("b") + "]",
+                            R"([{"name": "s", "op": "aten.add.Tensor",
+                                 "args": {"self": "a", "other": "b"}, "outputs": ["y"]}])",
+                            R"(["y"])");
+  Result<pte::File> plain = emit_program(g);
+  INFO(plain.status().to_string());
+  REQUIRE(plain.ok());
+  REQUIRE(plain->program.constant_segment.has_value());
+  CHECK(plain->program.constant_segment->segment_index == 0);
+  CHECK(plain->program.constant_segment->offsets == std::vector<uint64_t>{0});
+  CHECK(plain->program.segments.at(0).size == 0);
+}
+
+TEST_CASE("an IntList item that is out of range or not an Int is refused with its place") {
+  Result<pte::File> f = emit_program(compile(kSource + "/examples/cnn.json", {.target = {}}));
+  REQUIRE(f.ok());
+  size_t list = 0;
+  pte::Plan& p = f->program.plans[0];
+  while (p.values[list].kind != pte::ValueKind::kIntList)
+    ++list;
+  auto error = [&](int64_t item) {
+    pte::File bad = *f;
+    bad.program.plans[0].values[list].int_items[0] = item;
+    Result<pte::File> r = read_pte(make_blob(*write_pte(bad)), "x.pte");
+    REQUIRE_FALSE(r.ok());
+    return r.status().to_string();
   };
-  CHECK(constant_floats(p.values[0].tensor.data_buffer_idx) == std::vector<float>(4, 3.0f));
-  CHECK(constant_floats(p.values[1].tensor.data_buffer_idx) == std::vector<float>(4, 2.0f));
+  const std::string where =
+      "x.pte: plan 0 ('forward'): value " + std::to_string(list) + " (IntList) item 0 refers to ";
+  CHECK(error(100000) ==
+        where + "value 100000, but the plan has " + std::to_string(p.values.size()) + " values");
+  CHECK(error(-1) ==
+        where + "value -1, but the plan has " + std::to_string(p.values.size()) + " values");
+  CHECK(error(0) == where + "value 0, which is Tensor, not Int");  // value 0: the input
 }
 
 TEST_CASE("damaged headers and identifiers are rejected with the byte offset") {
