@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <type_traits>
 
 #include "graph/dtype.h"
@@ -225,6 +226,13 @@ Result<pte::Plan> to_plan(const fb::ExecutionPlan& p, const std::string& path, s
   return out;
 }
 
+// Sizes no machine can hold are invalid programs, not allocation failures: 2^47 bytes
+// (128 TiB) is the user address space of x86-64 and AArch64 with 48-bit virtual addresses,
+// and of every GPU etc supports. Buffer sizes, each device's sum of buffers, tensor byte
+// counts and planned offsets must stay within it (docs/pte-format.md, "Reading").
+constexpr int64_t kMaxPlausibleBytes = int64_t{1} << 47;
+constexpr const char* kMaxPlausibleText = "2^47 bytes (128 TiB)";
+
 // Semantic checks of one plan. `constant_size(idx)` returns the bytes available to constant
 // idx, or -1 if there is no such constant.
 class PlanValidator {
@@ -243,6 +251,11 @@ class PlanValidator {
     for (size_t i = 0; i < p_.buffer_sizes.size(); ++i) {
       if (p_.buffer_sizes[i] < 0)
         return fail("non_const_buffer_sizes[" + std::to_string(i) + "] is negative");
+      if (p_.buffer_sizes[i] > kMaxPlausibleBytes) {
+        return fail("non_const_buffer_sizes[" + std::to_string(i) + "] is " +
+                    std::to_string(p_.buffer_sizes[i]) + " bytes, more than " +
+                    kMaxPlausibleText + " (no machine can address it)");
+      }
     }
     for (const pte::BufferDevice& d : p_.buffer_devices) {
       if (d.buffer_idx <= 0 || static_cast<size_t>(d.buffer_idx) >= p_.buffer_sizes.size()) {
@@ -253,6 +266,17 @@ class PlanValidator {
       }
       ETC_RETURN_IF_ERROR(check_device(
           d.device, "non_const_buffer_device for buffer " + std::to_string(d.buffer_idx)));
+    }
+    // All the buffers of one device together must fit its address space too.
+    std::map<std::pair<int, int>, int64_t> per_device;
+    for (size_t i = 1; i < p_.buffer_sizes.size(); ++i) {
+      Device d = p_.buffer_device(static_cast<uint32_t>(i));
+      int64_t& total = per_device[{static_cast<int>(d.type), d.index}];
+      total += p_.buffer_sizes[i];  // each is at most 2^47: the running sum cannot overflow
+      if (total > kMaxPlausibleBytes) {
+        return fail("the planned buffers on " + to_string(d) + " add up to more than " +
+                    kMaxPlausibleText + " (at buffer " + std::to_string(i) + ")");
+      }
     }
     for (size_t i = 0; i < p_.values.size(); ++i)
       ETC_RETURN_IF_ERROR(check_value(i));
@@ -353,6 +377,10 @@ class PlanValidator {
     auto nbytes = numel ? checked_mul(*numel, dtype_size(*dtype)) : std::nullopt;
     if (!nbytes)
       return fail(what + ": sizes " + shape_to_string(sizes) + " overflow a 64-bit byte count");
+    if (*nbytes > kMaxPlausibleBytes) {
+      return fail(what + ": sizes " + shape_to_string(sizes) + " need " + std::to_string(*nbytes) +
+                  " bytes, more than " + kMaxPlausibleText);
+    }
     if (!t.dim_order.empty()) {
       std::vector<uint8_t> sorted = t.dim_order;
       std::sort(sorted.begin(), sorted.end());
@@ -371,7 +399,8 @@ class PlanValidator {
                     " buffers");
       }
       auto end = checked_add(static_cast<int64_t>(t.allocation->offset), *nbytes);
-      if (t.allocation->offset > (uint64_t{1} << 62) || !end || *end > p_.buffer_sizes[id]) {
+      if (t.allocation->offset > static_cast<uint64_t>(kMaxPlausibleBytes) || !end ||
+          *end > p_.buffer_sizes[id]) {
         return fail(what + ": bytes [" + std::to_string(t.allocation->offset) + ", +" +
                     std::to_string(*nbytes) + ") do not fit buffer " + std::to_string(id) + " of " +
                     std::to_string(p_.buffer_sizes[id]) + " bytes");

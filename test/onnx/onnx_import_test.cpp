@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/onnx/node_context.h"
 #include "graph/onnx/onnx_reader.h"
 #include "onnx.pb.h"
 
@@ -269,6 +270,46 @@ TEST_CASE("onnx: malformed and unsupported models are clear errors") {
   REQUIRE_FALSE(g.ok());
   CHECK(g.status().to_string() ==
         "m.onnx: /graph/initializer/0: tensor 'k': raw_data has 7 bytes, float32[2] needs 8");
+}
+
+TEST_CASE("onnx: nodes with missing, empty or extra inputs and outputs are located errors") {
+  // fuzz_onnx found a Softmax without inputs that read past a repeated field (exit 70).
+  Result<Graph> found = load_onnx_file(
+      std::string(ETC_SOURCE_DIR) + "/test/onnx/regressions/softmax_without_inputs.onnx", {});
+  REQUIRE_FALSE(found.ok());
+  CHECK(found.status().message() == "Softmax: input 0 is required, but the node has 0 input(s)");
+  CHECK(found.status().code() == ErrorCode::kInvalidInput);
+
+  // Every supported op, with every shape of arity: never an internal error or a crash.
+  const std::vector<std::vector<std::string>> inputs = {
+      {}, {""}, {"x"}, {"", "x"}, {"x", ""}, {"x", "x"}, {"x", "x", "x"}, {"x", "", "", "", "x"},
+      {"x", "x", "x", "x", "x", "x"}};
+  const std::vector<std::vector<std::string>> outputs = {{}, {""}, {"y"}, {"", "y"}, {"y", "z", "w"}};
+  for (const auto& [op, fn] : onnx_import::converters()) {
+    for (const auto& in : inputs) {
+      for (const auto& out : outputs) {
+        ModelBuilder m;
+        m.input("x", {2, 3});
+        m.node(op, in, out, "n");
+        m.output(out.empty() || out.back().empty() ? "x" : out.back());
+        INFO(op << " with " << in.size() << " input(s), " << out.size() << " output(s)");
+        Result<Graph> g = m.import();
+        if (!g.ok()) {
+          CHECK(g.status().code() != ErrorCode::kInternal);
+          CHECK(g.status().to_string().find("/graph/") != std::string::npos);
+        }
+      }
+    }
+  }
+  ModelBuilder conv;
+  conv.input("x", {1, 1, 4, 4});
+  conv.node("Conv", {"x"}, {"y"}, "c");
+  conv.output("y");
+  Result<Graph> g = conv.import();
+  REQUIRE_FALSE(g.ok());
+  CHECK(g.status().to_string() ==
+        "m.onnx: /graph/node/0 (node \"c\"): Conv: input 1 is required, but the node has 1 "
+        "input(s)");
 }
 
 TEST_CASE("onnx: --input-shape parsing") {

@@ -349,7 +349,9 @@ TEST_CASE("inputs the fuzzer found are read without undefined behaviour") {
   // build (make test-sanitize) reading them must stay clean. misaligned_int64_vector.pte: an
   // inserted byte left an 8-byte vector's elements at 4 mod 8 (the FlatBuffers verifier only
   // checks the length field's alignment).
-  for (const char* name : {"misaligned_int64_vector.pte"}) {
+  // implausible_buffer_size.pte: buffer 1 claims 8,317,696,974,030,402,925 bytes (the
+  // harness's sum of buffer sizes overflowed; etc run said "out of host memory", exit 4).
+  for (const char* name : {"misaligned_int64_vector.pte", "implausible_buffer_size.pte"}) {
     INFO(name);
     Result<std::shared_ptr<const Blob>> blob =
         map_file(kSource + std::string("/test/serialize/regressions/") + name);
@@ -363,6 +365,38 @@ TEST_CASE("inputs the fuzzer found are read without undefined behaviour") {
       CHECK(f.status().code() != ErrorCode::kInternal);
     }
   }
+}
+
+TEST_CASE("sizes no machine can address are invalid programs, located") {
+  Result<std::shared_ptr<const Blob>> blob =
+      map_file(kSource + "/test/serialize/regressions/implausible_buffer_size.pte");
+  REQUIRE(blob.ok());
+  Result<pte::File> r = read_pte(*blob, "x.pte");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().code() == ErrorCode::kInvalidInput);
+  CHECK(r.status().to_string() ==
+        "x.pte: plan 0 ('forward'): non_const_buffer_sizes[1] is 8317696974030402925 bytes, more "
+        "than 2^47 bytes (128 TiB) (no machine can address it)");
+
+  Result<pte::File> f = emit_program(compile(kSource + "/examples/mlp.json", {.target = {}}));
+  REQUIRE(f.ok());
+  auto error = [](const pte::File& bad) {
+    Result<pte::File> back = read_pte(make_blob(*write_pte(bad)), "x.pte");
+    REQUIRE_FALSE(back.ok());
+    return back.status().to_string();
+  };
+  constexpr int64_t k2to47 = int64_t{1} << 47;
+  pte::File two = *f;  // two buffers of 2^46 + 1 bytes each: fine alone, too much together
+  two.program.plans[0].buffer_sizes = {0, k2to47 / 2 + 1, k2to47 / 2 + 1};
+  CHECK(error(two) ==
+        "x.pte: plan 0 ('forward'): the planned buffers on cpu add up to more than 2^47 bytes "
+        "(128 TiB) (at buffer 2)");
+  pte::File huge_tensor = *f;  // a [2^24, 2^22] float32 input: 2^48 bytes
+  pte::Plan& p = huge_tensor.program.plans[0];
+  p.values[static_cast<size_t>(p.inputs[0])].tensor.sizes = {1 << 24, 1 << 22};
+  CHECK(error(huge_tensor) == "x.pte: plan 0 ('forward'): value " + std::to_string(p.inputs[0]) +
+                                  ": sizes [16777216, 4194304] need 281474976710656 bytes, more "
+                                  "than 2^47 bytes (128 TiB)");
 }
 
 TEST_CASE("the delegate blob decodes with its plan, constants and device workspace") {

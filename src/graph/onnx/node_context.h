@@ -83,12 +83,17 @@ class NodeCtx {
   // --- Errors -------------------------------------------------------------------------
   Status invalid(const std::string& message) const;
   Status unsupported(const std::string& message) const;
+  // The first read of an input the node does not have (an error; ok if none): dtype(),
+  // shape() and rank() of a missing input return an empty float32 placeholder and record
+  // it here, and the importer reports it in place of whatever the converter returned.
+  const Status& missing_input() const { return missing_; }
 
   int64_t wrap_axis(int64_t axis, int64_t rank) const;
   Status check_axis(int64_t axis, int64_t rank, const std::string& what) const;
 
  private:
   const Entry& entry(int i) const;
+  mutable Status missing_;
   Importer& im_;
   const onnx::NodeProto& node_;
   int index_;
@@ -100,6 +105,8 @@ class NodeCtx {
 using Converter = std::function<Status(NodeCtx&)>;
 // op_type -> converter for the default ONNX domain.
 const std::map<std::string, Converter>& converters();
+// How many leading inputs ONNX requires of `op_type` (1 for ops not listed specially).
+int required_inputs(const std::string& op_type);
 // Evaluates the node at export time when all its inputs are known and small. Returns true
 // when it did (and set every output), false when the op is not evaluable here.
 Result<bool> try_evaluate(NodeCtx& ctx);

@@ -106,7 +106,21 @@ Status NodeCtx::unsupported(const std::string& message) const {
 }
 
 const Entry& NodeCtx::entry(int i) const {
-  return im_.env_.at(node_.input(i));
+  static const Entry kMissing;
+  if (!has_input(i)) {
+    if (missing_.ok()) {
+      missing_ = invalid("input " + std::to_string(i) + " is required, but the node has " +
+                         std::to_string(num_inputs()) + " input(s)" +
+                         (i < num_inputs() ? " and input " + std::to_string(i) + " is empty" : ""));
+    }
+    return kMissing;
+  }
+  auto it = im_.env_.find(node_.input(i));
+  if (it == im_.env_.end()) {  // convert_nodes checks every input first: not reached
+    if (missing_.ok()) missing_ = invalid("input '" + node_.input(i) + "' is not defined");
+    return kMissing;
+  }
+  return it->second;
 }
 DType NodeCtx::dtype(int i) const {
   return entry(i).dtype;
@@ -117,7 +131,7 @@ const std::vector<int64_t>& NodeCtx::shape(int i) const {
 
 Result<ValueId> NodeCtx::input(int i) {
   if (!has_input(i)) return invalid("input " + std::to_string(i) + " is required");
-  return im_.materialize(node_.input(i), im_.env_.at(node_.input(i)));
+  return im_.materialize(node_.input(i), im_.env_.at(node_.input(i)));  // defined: checked
 }
 
 const HostTensor* NodeCtx::constant(int i) const {
@@ -127,6 +141,7 @@ const HostTensor* NodeCtx::constant(int i) const {
 }
 
 Result<const HostTensor*> NodeCtx::require_constant(int i, const std::string& what) {
+  if (!has_input(i)) return invalid(what + " (input " + std::to_string(i) + ") is required");
   const HostTensor* t = constant(i);
   if (t == nullptr) {
     return unsupported(what + " (input " + std::to_string(i) + ", '" + node_.input(i) +
@@ -482,8 +497,22 @@ Status Importer::convert_nodes(const onnx::GraphProto& g) {
                            "graphs must list nodes in topological order)");
       }
     }
-    ETC_ASSIGN_OR_RETURN(bool evaluated, try_evaluate(ctx));
-    if (!evaluated) ETC_RETURN_IF_ERROR(table.at(n.op_type())(ctx));
+    // Arity first, so no converter reads an input or output the node does not have.
+    for (int k = 0; k < required_inputs(n.op_type()); ++k) {
+      if (!ctx.has_input(k)) {
+        return ctx.invalid("input " + std::to_string(k) + " is required, but the node has " +
+                           std::to_string(n.input_size()) + " input(s)" +
+                           (k < n.input_size() ? " and input " + std::to_string(k) + " is empty"
+                                               : ""));
+      }
+    }
+    if (!ctx.has_output(0)) return ctx.invalid("the node has no output 0");
+    Result<bool> evaluated = try_evaluate(ctx);
+    Status converted = !evaluated.ok()  ? evaluated.status()
+                       : *evaluated     ? Status()
+                                        : table.at(n.op_type())(ctx);
+    if (!ctx.missing_input().ok()) return ctx.missing_input();
+    ETC_RETURN_IF_ERROR(converted);
     for (int k = 0; k < n.output_size(); ++k) {
       if (!n.output(k).empty() && !env_.count(n.output(k))) {
         // An optional output nobody reads is fine; a converter that forgot one is a bug.

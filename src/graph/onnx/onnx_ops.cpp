@@ -1117,6 +1117,25 @@ Status evaluated_only(NodeCtx& ctx) {
 
 }  // namespace
 
+int required_inputs(const std::string& op_type) {
+  // The inputs ONNX requires of each op (the leading ones; later inputs are optional).
+  // Where an old opset took an attribute instead (Reshape-1, Slice-1, Upsample-7, Resize's
+  // scales), the converter checks what its opset needs.
+  static const std::map<std::string, int> table = {
+      {"Add", 2},     {"And", 2},     {"BatchNormalization", 5},
+      {"Constant", 0}, {"Conv", 2},   {"ConvTranspose", 2},
+      {"Div", 2},     {"Equal", 2},   {"Expand", 2},
+      {"Gather", 2},  {"Gemm", 2},    {"Greater", 2},
+      {"GreaterOrEqual", 2},          {"LayerNormalization", 2},
+      {"Less", 2},    {"LessOrEqual", 2},                 {"MatMul", 2},
+      {"Mod", 2},     {"Mul", 2},     {"Or", 2},
+      {"PRelu", 2},   {"Pow", 2},     {"Range", 3},
+      {"Sub", 2},     {"Where", 3},   {"Xor", 2},
+  };
+  auto it = table.find(op_type);
+  return it == table.end() ? 1 : it->second;
+}
+
 const std::map<std::string, Converter>& converters() {
   static const std::map<std::string, Converter> table = {
       {"Abs", convert_abs},
