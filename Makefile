@@ -2,14 +2,15 @@
 #   make run    installs what is missing, builds Release, runs the bundled examples
 #   make test   installs what is missing, builds, runs every test with CTest
 # Also: make test-sanitize (ASan+UBSan build of the CPU tests), make fuzz [FUZZ_RUNS=N],
-#       make test-goldens-clang (the golden suite with a clang-built etc),
+#       make fuzz-long [MINUTES=N], make test-goldens-clang (the golden suite with a
+#       clang-built etc),
 #       make update-goldens, make format, make device-build (binaries for the GPU check,
 #       DEVELOPERS.md)
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: run test deps build format clean update-goldens test-sanitize fuzz device-build test-goldens-clang
+.PHONY: run test deps build format clean update-goldens test-sanitize fuzz fuzz-long device-build test-goldens-clang
 
 deps:
 	@scripts/install-deps.sh
@@ -40,6 +41,10 @@ test-goldens-clang: deps
 # libFuzzer targets (clang-14) for the .pte reader, graph JSON, safetensors and .npy readers.
 fuzz: deps
 	@scripts/fuzz.sh $(FUZZ_RUNS)
+
+# A fuzzing campaign: MINUTES (default 10) per target with fresh seeds, on the kept corpus.
+fuzz-long: deps
+	@FUZZ_SECONDS=$$(( $${MINUTES:-10} * 60 )) scripts/fuzz.sh 1
 
 # build-device/: Release sm_90 binaries to carry to a GPU machine (scripts/device-check.sh).
 device-build:

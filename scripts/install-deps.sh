@@ -32,11 +32,12 @@ packages=(
   libprotobuf-dev
   protobuf-compiler
   libonnx-testdata
+  unzip
 )
-# Node.js + npm fetch the real ONNX models and ONNX Runtime for the ONNX tests
-# (scripts/fetch-onnx-models.sh); Debian's packages only when no node/npm is on PATH.
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-  packages+=(nodejs npm)
+# The Python references (ExecuTorch, PyTorch, ONNX Runtime) go into a virtual environment
+# under the cache (scripts/python-env.sh), which needs Python's venv module.
+if ! command -v python3 >/dev/null || ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
+  packages+=(python3 python3-venv)
 fi
 
 missing=()

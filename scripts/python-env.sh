@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Python references of etc's tests (ExecuTorch, PyTorch, NumPy; see
+# The Python references of etc's tests (ExecuTorch, PyTorch, ONNX Runtime, NumPy; see
 # scripts/python/requirements.txt): one virtual environment under the cache, pinned,
 # installed on first use and reused after. Prints the environment's python on stdout; every
 # message goes to stderr.
@@ -40,6 +40,21 @@ exec 9>"$VENV.lock"
 flock 9
 if current; then echo "$VENV/bin/python"; exit 0; fi  # another caller installed it meanwhile
 
+# A stale environment (the pins changed) is brought to the pins in place: pip installs,
+# upgrades and downgrades what differs. If that fails, it is made anew.
+if [[ -x "$VENV/bin/python" && -f "$VENV/.etc-stamp" ]]; then
+  echo "python-env: updating $VENV to the pins" >&2
+  if "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-input \
+       -r "$REQ" -c "$CON" >&2 &&
+     "$VENV/bin/python" -c 'import numpy, torch, executorch.runtime, onnxruntime' >&2; then
+    echo "$want" >"$VENV/.etc-stamp"
+    echo "python-env: ready: $VENV" >&2
+    echo "$VENV/bin/python"
+    exit 0
+  fi
+  echo "python-env: the update failed; installing anew" >&2
+fi
+
 echo "python-env: installing the pinned references into $VENV (torch, executorch: a few GB, once)" >&2
 rm -rf "$VENV"
 if ! "$base" -m venv "$VENV" >&2; then
@@ -57,8 +72,8 @@ if ! "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-
   rm -rf "$VENV"
   die "pip could not install scripts/python/requirements.txt from PyPI (network?); nothing was kept"
 fi
-"$VENV/bin/python" -c 'import numpy, torch, executorch.runtime' >&2 ||
-  { rm -rf "$VENV"; die "the installed environment does not import (numpy, torch, executorch.runtime)"; }
+"$VENV/bin/python" -c 'import numpy, torch, executorch.runtime, onnxruntime' >&2 ||
+  { rm -rf "$VENV"; die "the installed environment does not import (numpy, torch, executorch.runtime, onnxruntime)"; }
 echo "$want" >"$VENV/.etc-stamp"
 echo "python-env: ready: $VENV" >&2
 echo "$VENV/bin/python"

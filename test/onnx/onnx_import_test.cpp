@@ -281,10 +281,17 @@ TEST_CASE("onnx: nodes with missing, empty or extra inputs and outputs are locat
   CHECK(found.status().code() == ErrorCode::kInvalidInput);
 
   // Every supported op, with every shape of arity: never an internal error or a crash.
-  const std::vector<std::vector<std::string>> inputs = {
-      {}, {""}, {"x"}, {"", "x"}, {"x", ""}, {"x", "x"}, {"x", "x", "x"}, {"x", "", "", "", "x"},
-      {"x", "x", "x", "x", "x", "x"}};
-  const std::vector<std::vector<std::string>> outputs = {{}, {""}, {"y"}, {"", "y"}, {"y", "z", "w"}};
+  const std::vector<std::vector<std::string>> inputs = {{},
+                                                        {""},
+                                                        {"x"},
+                                                        {"", "x"},
+                                                        {"x", ""},
+                                                        {"x", "x"},
+                                                        {"x", "x", "x"},
+                                                        {"x", "", "", "", "x"},
+                                                        {"x", "x", "x", "x", "x", "x"}};
+  const std::vector<std::vector<std::string>> outputs = {
+      {}, {""}, {"y"}, {"", "y"}, {"y", "z", "w"}};
   for (const auto& [op, fn] : onnx_import::converters()) {
     for (const auto& in : inputs) {
       for (const auto& out : outputs) {
@@ -310,6 +317,30 @@ TEST_CASE("onnx: nodes with missing, empty or extra inputs and outputs are locat
   CHECK(g.status().to_string() ==
         "m.onnx: /graph/node/0 (node \"c\"): Conv: input 1 is required, but the node has 1 "
         "input(s)");
+}
+
+TEST_CASE("onnx: dim_value -1 is a dynamic dim (Paddle2ONNX writes it; ONNX Runtime agrees)") {
+  ModelBuilder m;
+  m.input("x", {1, 3});
+  m.g->mutable_input(0)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->mutable_shape()
+      ->mutable_dim(0)
+      ->set_dim_value(-1);
+  m.node("Relu", {"x"}, {"y"});
+  m.output("y");
+  Result<Graph> g = m.import();
+  REQUIRE_FALSE(g.ok());
+  CHECK(g.status().message() ==
+        "input 'x' has shape [?, 3] with symbolic or unknown dims; give static sizes with "
+        "--input-shape x=?x3 (each ? a size)");
+  OnnxImportOptions given;
+  given.input_shapes["x"] = {4, 3};
+  g = m.import(given);
+  INFO(g.status().to_string());
+  REQUIRE(g.ok());
+  CHECK(g->value(g->inputs()[0]).spec.sizes == std::vector<int64_t>{4, 3});
 }
 
 TEST_CASE("onnx: --input-shape parsing") {

@@ -19,12 +19,18 @@ namespace {
 constexpr int64_t kMinOpset = 7;
 constexpr int64_t kMaxOpset = 17;
 
+// A fixed size: dim_value >= 0. Exporters (Paddle2ONNX among them) write dim_value -1 for a
+// dynamic dim, as ONNX Runtime reads it; etc reads it as unknown too.
+bool fixed_dim(const onnx::TensorShapeProto::Dimension& d) {
+  return d.has_dim_value() && d.dim_value() >= 0;
+}
+
 std::string dims_string(const onnx::TensorShapeProto& shape) {
   std::string s = "[";
   for (int i = 0; i < shape.dim_size(); ++i) {
     if (i) s += ", ";
     const auto& d = shape.dim(i);
-    if (d.has_dim_value()) {
+    if (fixed_dim(d)) {
       s += std::to_string(d.dim_value());
     } else if (d.has_dim_param() && !d.dim_param().empty()) {
       s += d.dim_param();
@@ -396,8 +402,7 @@ Status Importer::read_inputs(const onnx::GraphProto& g) {
       if (tt.has_shape()) {
         bool ok = tt.shape().dim_size() == static_cast<int>(shape.size());
         for (int d = 0; ok && d < tt.shape().dim_size(); ++d) {
-          if (tt.shape().dim(d).has_dim_value() && tt.shape().dim(d).dim_value() != shape[d])
-            ok = false;
+          if (fixed_dim(tt.shape().dim(d)) && tt.shape().dim(d).dim_value() != shape[d]) ok = false;
         }
         if (!ok) {
           return invalid_input("--input-shape " + in.name() + "=" + shape_to_string(shape) +
@@ -409,7 +414,7 @@ Status Importer::read_inputs(const onnx::GraphProto& g) {
     } else {
       bool is_static = tt.has_shape();
       for (int d = 0; is_static && d < tt.shape().dim_size(); ++d) {
-        if (!tt.shape().dim(d).has_dim_value() || tt.shape().dim(d).dim_value() < 0)
+        if (!fixed_dim(tt.shape().dim(d)))
           is_static = false;
         else
           shape.push_back(tt.shape().dim(d).dim_value());
@@ -419,7 +424,7 @@ Status Importer::read_inputs(const onnx::GraphProto& g) {
         std::string example;
         for (int d = 0; tt.has_shape() && d < tt.shape().dim_size(); ++d) {
           const auto& dim = tt.shape().dim(d);
-          example += (d ? "x" : "") + (dim.has_dim_value() ? std::to_string(dim.dim_value()) : "?");
+          example += (d ? "x" : "") + (fixed_dim(dim) ? std::to_string(dim.dim_value()) : "?");
         }
         Status s = invalid_input("input '" + in.name() + "' has shape " + declared +
                                      " with symbolic or unknown dims; give static sizes with "
@@ -500,17 +505,17 @@ Status Importer::convert_nodes(const onnx::GraphProto& g) {
     // Arity first, so no converter reads an input or output the node does not have.
     for (int k = 0; k < required_inputs(n.op_type()); ++k) {
       if (!ctx.has_input(k)) {
-        return ctx.invalid("input " + std::to_string(k) + " is required, but the node has " +
-                           std::to_string(n.input_size()) + " input(s)" +
-                           (k < n.input_size() ? " and input " + std::to_string(k) + " is empty"
-                                               : ""));
+        return ctx.invalid(
+            "input " + std::to_string(k) + " is required, but the node has " +
+            std::to_string(n.input_size()) + " input(s)" +
+            (k < n.input_size() ? " and input " + std::to_string(k) + " is empty" : ""));
       }
     }
     if (!ctx.has_output(0)) return ctx.invalid("the node has no output 0");
     Result<bool> evaluated = try_evaluate(ctx);
-    Status converted = !evaluated.ok()  ? evaluated.status()
-                       : *evaluated     ? Status()
-                                        : table.at(n.op_type())(ctx);
+    Status converted = !evaluated.ok() ? evaluated.status()
+                       : *evaluated    ? Status()
+                                       : table.at(n.op_type())(ctx);
     if (!ctx.missing_input().ok()) return ctx.missing_input();
     ETC_RETURN_IF_ERROR(converted);
     for (int k = 0; k < n.output_size(); ++k) {
@@ -565,7 +570,7 @@ Status Importer::read_outputs(const onnx::GraphProto& g) {
         bool ok = tt.shape().dim_size() == static_cast<int>(spec.sizes.size());
         for (int d = 0; ok && d < tt.shape().dim_size(); ++d) {
           const auto& dim = tt.shape().dim(d);
-          if (dim.has_dim_value() && dim.dim_value() != spec.sizes[d]) ok = false;
+          if (fixed_dim(dim) && dim.dim_value() != spec.sizes[d]) ok = false;
         }
         if (!ok) {
           return invalid_input("output '" + o.name() + "' is declared with shape " +
