@@ -33,6 +33,7 @@ cp examples/*.safetensors test/graph/bad/*.safetensors "$corpus/safetensors/"
 fx=$(test/executorch/fixtures.sh) || { echo "fuzz: ExecuTorch's programs could not be made" >&2; exit 1; }
 cp "$fx"/*.pte "$corpus/pte/"
 cp test/serialize/regressions/*.pte "$corpus/pte/"
+cp test/onnx/regressions/*.onnx "$corpus/onnx/"
 for m in mlp cnn; do
   "$build/apps/etc/etc" export "examples/$m.json" -o "$corpus/pte/$m.pte" >/dev/null 2>&1
   "$build/apps/etc/etc" export "examples/$m.json" -o "$corpus/pte/${m}_cpu.pte" --target cpu >/dev/null 2>&1

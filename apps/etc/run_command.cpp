@@ -275,8 +275,13 @@ Result<Device> choose_device(const std::string& requested, std::string* note) {
 #ifdef ETC_WITH_CUDA
     auto devices = cuda::list_devices();
     if (devices.ok() && !devices->empty()) {
-      *note = "--device auto: using cuda:0 (" + (*devices)[0].name + ")";
-      return Device{DeviceType::kCUDA, 0};
+      Status usable = cuda::check_supported((*devices)[0], cuda::built_architectures());
+      if (usable.ok()) {
+        *note = "--device auto: using cuda:0 (" + (*devices)[0].name + ")";
+        return Device{DeviceType::kCUDA, 0};
+      }
+      *note = "--device auto: " + usable.message() + "; running on the CPU";
+      return Device{};
     }
     *note =
         "--device auto: no GPU visible (" +
@@ -303,6 +308,13 @@ Result<Device> choose_device(const std::string& requested, std::string* note) {
                   "requested device " + to_string(*d) +
                       " is not available: " + std::to_string(devices->size()) +
                       " CUDA device(s) visible; use --device cpu to run on the CPU");
+  }
+  Status usable =
+      cuda::check_supported((*devices)[static_cast<size_t>(d->index)], cuda::built_architectures());
+  if (!usable.ok()) {
+    return Status(ErrorCode::kDeviceUnavailable, "requested device " + to_string(*d) +
+                                                     " is not usable: " + usable.message() +
+                                                     "; use --device cpu to run on the CPU");
   }
   return *d;
 #else

@@ -11,7 +11,8 @@ namespace etc::cuda {
 CudaAllocator::~CudaAllocator() {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [ptr, block] : blocks_) {
-    if (cudaSetDevice(block.index) == cudaSuccess) (void)cudaFree(block.base);
+    if (teardown_ok(cudaSetDevice(block.index), "cudaSetDevice"))
+      teardown_ok(cudaFree(block.base), "cudaFree");
   }
   blocks_.clear();
 }
@@ -54,9 +55,8 @@ void CudaAllocator::deallocate(void* ptr, int8_t) {
     block = it->second;
     blocks_.erase(it);
   }
-  cudaError_t err = cudaSetDevice(block.index);
-  if (err == cudaSuccess) err = cudaFree(block.base);
-  if (err != cudaSuccess) spdlog::warn("cudaFree failed: {}", cudaGetErrorName(err));
+  if (teardown_ok(cudaSetDevice(block.index), "cudaSetDevice"))
+    teardown_ok(cudaFree(block.base), "cudaFree");
 }
 
 Status CudaAllocator::copy(void* dst, const void* src, size_t bytes, int8_t index,
@@ -71,29 +71,31 @@ Status CudaAllocator::copy(void* dst, const void* src, size_t bytes, int8_t inde
 }
 
 Status CudaAllocator::copy_host_to_device(void* dst, const void* src, size_t bytes, int8_t index) {
-  if (bytes > 0 && !owns(dst))
+  if (bytes == 0) return Status();
+  ETC_ASSIGN_OR_RETURN(bool dst_device, owns(dst));
+  if (!dst_device)
     return invalid_input("host-to-device copy: the destination is not device memory");
-  if (bytes > 0 && owns(src))
+  ETC_ASSIGN_OR_RETURN(bool src_device, owns(src));
+  if (src_device)
     return invalid_input("host-to-device copy: the source is device memory, not host memory");
   return copy(dst, src, bytes, index, cudaMemcpyHostToDevice);
 }
 
 Status CudaAllocator::copy_device_to_host(void* dst, const void* src, size_t bytes, int8_t index) {
-  if (bytes > 0 && !owns(src))
-    return invalid_input("device-to-host copy: the source is not device memory");
-  if (bytes > 0 && owns(dst))
+  if (bytes == 0) return Status();
+  ETC_ASSIGN_OR_RETURN(bool src_device, owns(src));
+  if (!src_device) return invalid_input("device-to-host copy: the source is not device memory");
+  ETC_ASSIGN_OR_RETURN(bool dst_device, owns(dst));
+  if (dst_device)
     return invalid_input("device-to-host copy: the destination is device memory, not host memory");
   return copy(dst, src, bytes, index, cudaMemcpyDeviceToHost);
 }
 
-bool CudaAllocator::owns(const void* ptr) const {
+Result<bool> CudaAllocator::owns(const void* ptr) const {
   if (ptr == nullptr) return false;
   cudaPointerAttributes attr{};
-  if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
-    (void)cudaGetLastError();  // clear the sticky-free error state of the runtime
-    return false;
-  }
-  return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
+  cudaError_t err = cudaPointerGetAttributes(&attr, ptr);
+  return device_memory_from_query(err, attr.type, __FILE__, __LINE__);
 }
 
 size_t CudaAllocator::live_allocations() const {

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "cuda_runtime/cuda_devices.h"
 #include "cuda_runtime/cuda_status.h"
 
 namespace etc::cuda {
@@ -42,6 +43,7 @@ CublasLoad load_cublas() {
   resolve(lib, "cublasCreate_v2", &r.api.create, &missing);
   resolve(lib, "cublasDestroy_v2", &r.api.destroy, &missing);
   resolve(lib, "cublasSetStream_v2", &r.api.set_stream, &missing);
+  resolve(lib, "cublasSetMathMode", &r.api.set_math_mode, &missing);
   resolve(lib, "cublasSgemm_v2", &r.api.sgemm, &missing);
   resolve(lib, "cublasSgemmStridedBatched", &r.api.sgemm_strided_batched, &missing);
   std::string ignored;
@@ -93,6 +95,10 @@ Result<std::unique_ptr<DeviceContext>> DeviceContext::create(int index) {
                                                      " does not exist (" + std::to_string(count) +
                                                      " CUDA device(s) visible)");
   }
+  cudaDeviceProp prop{};
+  ETC_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, index));
+  ETC_RETURN_IF_ERROR(check_supported(DeviceInfo{index, prop.name, prop.major, prop.minor, 0},
+                                      built_architectures()));
   std::unique_ptr<DeviceContext> c(new DeviceContext(index));
   ETC_CUDA_RETURN_IF_ERROR(cudaSetDevice(index));
   ETC_CUDA_RETURN_IF_ERROR(cudaStreamCreate(&c->stream_));
@@ -100,14 +106,15 @@ Result<std::unique_ptr<DeviceContext>> DeviceContext::create(int index) {
 }
 
 DeviceContext::~DeviceContext() {
-  // Never throws: a failure while tearing down cannot be acted on, so it is ignored.
-  if (cudaSetDevice(index_) != cudaSuccess) return;
-  if (stream_ != nullptr) (void)cudaStreamSynchronize(stream_);
+  // Never throws: a failure while tearing down cannot be acted on; it is logged, and the
+  // runtime's error slot is cleared so that a later, unrelated call is not blamed for it.
+  if (!teardown_ok(cudaSetDevice(index_), "cudaSetDevice")) return;
+  if (stream_ != nullptr) teardown_ok(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   if (cublas_ != nullptr) {
     if (Result<const CublasApi*> api = cublas_api(); api.ok()) (void)(*api)->destroy(cublas_);
   }
-  if (scratch_ != nullptr) (void)cudaFree(scratch_);
-  if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
+  if (scratch_ != nullptr) teardown_ok(cudaFree(scratch_), "cudaFree");
+  if (stream_ != nullptr) teardown_ok(cudaStreamDestroy(stream_), "cudaStreamDestroy");
 }
 
 Status DeviceContext::activate() const {
@@ -125,6 +132,13 @@ Result<cublasHandle_t> DeviceContext::cublas() {
   if (st != CUBLAS_STATUS_SUCCESS) {
     (void)api->destroy(h);
     return status_from_cublas(st, "cublasSetStream_v2", __FILE__, __LINE__);
+  }
+  // One rounding per output: cuBLAS's default math mode lets 16-bit GEMMs reduce split-K
+  // partial sums in reduced precision, rounding more than once on large K.
+  st = api->set_math_mode(h, kCublasMathMode);
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    (void)api->destroy(h);
+    return status_from_cublas(st, "cublasSetMathMode", __FILE__, __LINE__);
   }
   cublas_ = h;
   return cublas_;

@@ -22,6 +22,7 @@ struct CublasApi {
   decltype(&::cublasCreate_v2) create = nullptr;
   decltype(&::cublasDestroy_v2) destroy = nullptr;
   decltype(&::cublasSetStream_v2) set_stream = nullptr;
+  decltype(&::cublasSetMathMode) set_math_mode = nullptr;
   decltype(&::cublasSgemm_v2) sgemm = nullptr;
   decltype(&::cublasSgemmStridedBatched) sgemm_strided_batched = nullptr;
   // 16-bit float GEMMs with float accumulation (optional: a tiled kernel stands in).
@@ -42,6 +43,11 @@ struct CublasApi {
 // Loads cuBLAS once per process. A missing library or symbol is kDeviceUnavailable
 // ("cuBLAS not found: ..."), never a crash.
 Result<const CublasApi*> cublas_api();
+
+// The math mode every cuBLAS handle gets: default math, and no reduced-precision split-K
+// reductions (16-bit GEMMs round once, from float accumulators).
+inline constexpr cublasMath_t kCublasMathMode = static_cast<cublasMath_t>(
+    CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION);
 
 // Maps a cuBLAS status to a Status naming the call, file and line.
 Status status_from_cublas(cublasStatus_t status, const char* call, const char* file, int line);

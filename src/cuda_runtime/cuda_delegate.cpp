@@ -79,7 +79,7 @@ class CudaDelegateHandle final : public rt::DelegateHandle {
     cudaError_t end = cudaStreamEndCapture(stream, &graph);
     cudaError_t inst = cudaErrorUnknown;
     if (run.ok() && end == cudaSuccess) inst = cudaGraphInstantiate(&exec_, graph, 0);
-    if (graph != nullptr) (void)cudaGraphDestroy(graph);
+    if (graph != nullptr) teardown_ok(cudaGraphDestroy(graph), "cudaGraphDestroy");
     if (!run.ok() || end != cudaSuccess || inst != cudaSuccess) {
       spdlog::warn("CUDA graph capture of the delegate failed ({}); running it without graphs",
                    !run.ok()            ? run.to_string()
@@ -96,7 +96,7 @@ class CudaDelegateHandle final : public rt::DelegateHandle {
   }
 
   void drop_graph() {
-    if (exec_ != nullptr) (void)cudaGraphExecDestroy(exec_);
+    if (exec_ != nullptr) teardown_ok(cudaGraphExecDestroy(exec_), "cudaGraphExecDestroy");
     exec_ = nullptr;
     captured_at_.clear();
   }

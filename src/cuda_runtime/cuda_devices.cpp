@@ -2,6 +2,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <cctype>
+
 #include "cuda_runtime/cuda_status.h"
 
 namespace etc::cuda {
@@ -18,6 +21,43 @@ Result<std::vector<DeviceInfo>> list_devices() {
     out.push_back(DeviceInfo{i, prop.name, prop.major, prop.minor, prop.totalGlobalMem});
   }
   return out;
+}
+
+std::vector<int> built_architectures() {
+  std::vector<int> out;
+  std::string list = ETC_CUDA_ARCHITECTURES;  // "80,90", entries may carry -real/-virtual
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t end = list.find(',', start);
+    if (end == std::string::npos) end = list.size();
+    std::string item = list.substr(start, end - start);
+    int value = 0;
+    size_t digits = 0;
+    while (digits < item.size() && std::isdigit(static_cast<unsigned char>(item[digits])))
+      value = value * 10 + (item[digits++] - '0');
+    if (digits > 0) out.push_back(value);
+    start = end + 1;
+  }
+  return out;
+}
+
+Status check_supported(const DeviceInfo& device, const std::vector<int>& architectures) {
+  const int cc = device.major * 10 + device.minor;
+  std::string built;
+  int lowest = 0;
+  for (int a : architectures) {
+    built += (built.empty() ? "sm_" : ", sm_") + std::to_string(a);
+    lowest = lowest == 0 ? a : std::min(lowest, a);
+  }
+  if (lowest != 0 && cc >= lowest) return Status();
+  return Status(ErrorCode::kDeviceUnavailable,
+                "cuda:" + std::to_string(device.index) + " (" + device.name +
+                    ") has compute capability " + std::to_string(device.major) + "." +
+                    std::to_string(device.minor) + "; this etc was built for " +
+                    (built.empty() ? std::string("no architecture") : built) + " and needs " +
+                    std::to_string(lowest / 10) + "." + std::to_string(lowest % 10) +
+                    " or newer (rebuild with -DCMAKE_CUDA_ARCHITECTURES=" + std::to_string(cc) +
+                    " to run on it)");
 }
 
 std::string runtime_version_string() {

@@ -23,4 +23,13 @@ Result<std::vector<DeviceInfo>> list_devices();
 // The CUDA runtime version etc was built against, e.g. "13.0".
 std::string runtime_version_string();
 
+// The architectures this binary carries kernels for (CMAKE_CUDA_ARCHITECTURES: {80, 90}).
+std::vector<int> built_architectures();
+
+// Whether etc's kernels can run on `device`: each built architecture XY carries SASS for
+// sm_XY and PTX for compute_XY, which the driver compiles for any GPU of compute capability
+// X.Y or newer; an older GPU would fail its first launch. Not supported: kDeviceUnavailable
+// naming the device, its compute capability and what the build needs.
+Status check_supported(const DeviceInfo& device, const std::vector<int>& architectures);
+
 }  // namespace etc::cuda

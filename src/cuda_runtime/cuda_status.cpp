@@ -1,5 +1,7 @@
 #include "cuda_runtime/cuda_status.h"
 
+#include <spdlog/spdlog.h>
+
 #include <string>
 
 namespace etc::cuda {
@@ -24,6 +26,23 @@ Status status_from_cuda(cudaError_t err, const char* call, const char* file, int
     default:
       return internal_error(where);
   }
+}
+
+bool teardown_ok(cudaError_t err, const char* call) {
+  if (err == cudaSuccess) return true;
+  spdlog::warn("{} failed during teardown: {} ({})", call, cudaGetErrorName(err),
+               cudaGetErrorString(err));
+  (void)cudaGetLastError();
+  return false;
+}
+
+Result<bool> device_memory_from_query(cudaError_t err, cudaMemoryType type, const char* file,
+                                      int line) {
+  if (err != cudaSuccess) {
+    return std::move(status_from_cuda(err, "cudaPointerGetAttributes", file, line))
+        .add_context("while checking whether a pointer is device memory");
+  }
+  return type == cudaMemoryTypeDevice || type == cudaMemoryTypeManaged;
 }
 
 }  // namespace etc::cuda

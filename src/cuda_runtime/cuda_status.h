@@ -15,6 +15,18 @@ namespace etc::cuda {
 // break the context, stay).
 Status status_from_cuda(cudaError_t err, const char* call, const char* file, int line);
 
+// For teardown calls whose failure can only be logged (cudaFree, cudaStreamDestroy,
+// cudaGraphExecDestroy...): logs a failure and clears the runtime's last-error slot, so that
+// a later, unrelated launch is not blamed for it. Returns err == cudaSuccess.
+bool teardown_ok(cudaError_t err, const char* call);
+
+// The answer to "is `ptr` device memory?" from cudaPointerGetAttributes' result: only a
+// clean answer counts. Success with device or managed memory: true; success with host or
+// unregistered memory: false; any error (a sticky cudaErrorIllegalAddress after a kernel
+// fault, say) is that error, named, never "not device memory".
+Result<bool> device_memory_from_query(cudaError_t err, cudaMemoryType type, const char* file,
+                                      int line);
+
 }  // namespace etc::cuda
 
 // ETC_CUDA_RETURN_IF_ERROR(cudaMalloc(&p, n)): returns a located Status on failure.

@@ -137,7 +137,11 @@ void HostBackedAllocator::deallocate(void* ptr, int8_t) {
   ++counters_.deallocations;
 }
 
-bool HostBackedAllocator::owns(const void* ptr) const {
+Result<bool> HostBackedAllocator::owns(const void* ptr) const {
+  return owns_block(ptr);
+}
+
+bool HostBackedAllocator::owns_block(const void* ptr) const {
   std::lock_guard<std::mutex> lock(mu_);
   const char* p = static_cast<const char*>(ptr);
   auto it = blocks_.upper_bound(p);
@@ -148,8 +152,9 @@ bool HostBackedAllocator::owns(const void* ptr) const {
 
 Status HostBackedAllocator::copy_host_to_device(void* dst, const void* src, size_t bytes, int8_t) {
   if (bytes == 0) return Status();
-  if (!owns(dst)) return invalid_input("host-to-device copy: the destination is not device memory");
-  if (owns(src))
+  if (!owns_block(dst))
+    return invalid_input("host-to-device copy: the destination is not device memory");
+  if (owns_block(src))
     return invalid_input("host-to-device copy: the source is device memory, not host memory");
   std::memcpy(dst, src, bytes);
   std::lock_guard<std::mutex> lock(mu_);
@@ -160,8 +165,9 @@ Status HostBackedAllocator::copy_host_to_device(void* dst, const void* src, size
 
 Status HostBackedAllocator::copy_device_to_host(void* dst, const void* src, size_t bytes, int8_t) {
   if (bytes == 0) return Status();
-  if (!owns(src)) return invalid_input("device-to-host copy: the source is not device memory");
-  if (owns(dst))
+  if (!owns_block(src))
+    return invalid_input("device-to-host copy: the source is not device memory");
+  if (owns_block(dst))
     return invalid_input("device-to-host copy: the destination is device memory, not host memory");
   std::memcpy(dst, src, bytes);
   std::lock_guard<std::mutex> lock(mu_);

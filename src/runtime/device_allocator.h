@@ -29,8 +29,9 @@ class DeviceAllocator {
   // destination may be read at once.
   virtual Status copy_host_to_device(void* dst, const void* src, size_t bytes, int8_t index) = 0;
   virtual Status copy_device_to_host(void* dst, const void* src, size_t bytes, int8_t index) = 0;
-  // Whether `ptr` points into memory this allocator gave out (for binding checks).
-  virtual bool owns(const void* ptr) const = 0;
+  // Whether `ptr` points into memory this allocator gave out (for binding checks); an error
+  // when the device cannot answer (it is broken), which callers report as it is.
+  virtual Result<bool> owns(const void* ptr) const = 0;
 };
 
 class DeviceAllocatorRegistry {
@@ -84,7 +85,8 @@ class HostBackedAllocator final : public DeviceAllocator {
   void deallocate(void* ptr, int8_t index) override;
   Status copy_host_to_device(void* dst, const void* src, size_t bytes, int8_t index) override;
   Status copy_device_to_host(void* dst, const void* src, size_t bytes, int8_t index) override;
-  bool owns(const void* ptr) const override;
+  Result<bool> owns(const void* ptr) const override;
+  bool owns_block(const void* ptr) const;
 
   struct Counters {
     size_t allocations = 0;

@@ -233,7 +233,10 @@ Status Method::check_binding(const TensorView& t, const void* data, const std::s
   if (data == nullptr) return Status();
   if (t.device.is_cpu()) {
     for (DeviceType type : {DeviceType::kCUDA}) {
-      if (const DeviceAllocator* a = env_.allocators->find(type); a != nullptr && a->owns(data)) {
+      const DeviceAllocator* a = env_.allocators->find(type);
+      if (a == nullptr) continue;
+      ETC_ASSIGN_OR_RETURN(bool on_device, a->owns(data));
+      if (on_device) {
         return invalid_input(what + " is a CPU tensor but was given " +
                              std::string(device_type_name(type)) + " device memory");
       }
@@ -241,7 +244,8 @@ Status Method::check_binding(const TensorView& t, const void* data, const std::s
     return Status();
   }
   ETC_ASSIGN_OR_RETURN(DeviceAllocator * a, env_.allocators->for_device(t.device));
-  if (!a->owns(data)) {
+  ETC_ASSIGN_OR_RETURN(bool on_device, a->owns(data));
+  if (!on_device) {
     return invalid_input(what + " is a " + to_string(t.device) +
                          " tensor but was given host memory; upload it to the device first (never "
                          "copied implicitly)");

@@ -13,9 +13,11 @@
 
 #include "cuda_runtime/cuda_allocator.h"
 #include "cuda_runtime/cuda_context.h"
+#include "cuda_runtime/cuda_devices.h"
 #include "cuda_runtime/cuda_op_util.h"
 #include "cuda_runtime/cuda_ops.h"
 #include "cuda_runtime/cuda_runtime_env.h"
+#include "cuda_runtime/cuda_status.h"
 #include "graph/ops.h"
 #include "passes/graph_builder.h"
 #include "runtime/method.h"
@@ -49,6 +51,57 @@ pte::File export_add(ExportOptions options) {
   INFO(f.status().to_string());
   REQUIRE(f.ok());
   return std::move(f).value();
+}
+
+TEST_CASE("a failed pointer query is the CUDA error it is, never 'host memory'", "[nogpu]") {
+  CHECK(*device_memory_from_query(cudaSuccess, cudaMemoryTypeDevice, "f.cpp", 1));
+  CHECK(*device_memory_from_query(cudaSuccess, cudaMemoryTypeManaged, "f.cpp", 1));
+  CHECK_FALSE(*device_memory_from_query(cudaSuccess, cudaMemoryTypeHost, "f.cpp", 1));
+  CHECK_FALSE(*device_memory_from_query(cudaSuccess, cudaMemoryTypeUnregistered, "f.cpp", 1));
+  // After an asynchronous kernel fault every call answers with the sticky error: the binding
+  // check must say so, not "the source is not device memory".
+  Result<bool> faulted =
+      device_memory_from_query(cudaErrorIllegalAddress, cudaMemoryTypeUnregistered, "f.cpp", 7);
+  REQUIRE_FALSE(faulted.ok());
+  CHECK(faulted.status().code() == ErrorCode::kInternal);
+  CHECK(faulted.status().to_string().find("cudaPointerGetAttributes failed at f.cpp:7: "
+                                          "cudaErrorIllegalAddress") != std::string::npos);
+  Result<bool> invalid =
+      device_memory_from_query(cudaErrorInvalidValue, cudaMemoryTypeUnregistered, "f.cpp", 8);
+  REQUIRE_FALSE(invalid.ok());
+  CHECK(invalid.status().to_string().find("cudaErrorInvalidValue") != std::string::npos);
+}
+
+TEST_CASE("a teardown failure is logged and leaves no error behind for the next call", "[nogpu]") {
+  CHECK(teardown_ok(cudaSuccess, "cudaFree"));
+  CHECK_FALSE(teardown_ok(cudaErrorInvalidValue, "cudaFree"));
+  // The slot is clear: whatever cudaGetLastError reports now is not that failure.
+  CHECK(cudaGetLastError() != cudaErrorInvalidValue);
+}
+
+TEST_CASE("GPUs below the built architectures are refused by name; newer ones run the PTX",
+          "[nogpu]") {
+  const std::vector<int> built = built_architectures();
+  REQUIRE_FALSE(built.empty());
+  CHECK(built == std::vector<int>{80, 90});  // CMAKE_CUDA_ARCHITECTURES's default
+  CHECK(check_supported(DeviceInfo{0, "NVIDIA A100", 8, 0, 0}, built).ok());
+  CHECK(check_supported(DeviceInfo{0, "NVIDIA A10", 8, 6, 0}, built).ok());  // sm_80 SASS
+  CHECK(check_supported(DeviceInfo{0, "NVIDIA H200", 9, 0, 0}, built).ok());
+  CHECK(check_supported(DeviceInfo{1, "NVIDIA B200", 10, 0, 0}, built).ok());  // PTX JIT
+  Status old = check_supported(DeviceInfo{1, "Tesla T4", 7, 5, 0}, built);
+  REQUIRE_FALSE(old.ok());
+  CHECK(old.code() == ErrorCode::kDeviceUnavailable);
+  CHECK(old.message() ==
+        "cuda:1 (Tesla T4) has compute capability 7.5; this etc was built for sm_80, sm_90 and "
+        "needs 8.0 or newer (rebuild with -DCMAKE_CUDA_ARCHITECTURES=75 to run on it)");
+}
+
+TEST_CASE("cuBLAS handles disallow reduced-precision split-K reductions", "[nogpu]") {
+  CHECK((kCublasMathMode & CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION) != 0);
+  CHECK((kCublasMathMode & ~CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION) ==
+        CUBLAS_DEFAULT_MATH);
+  Result<const CublasApi*> api = cublas_api();
+  if (api.ok()) CHECK((*api)->set_math_mode != nullptr);  // resolved with the others
 }
 
 TEST_CASE("without a GPU the CUDA runtime fails with exit-4 errors that say what was found",
@@ -173,7 +226,7 @@ TEST_CASE("the CUDA allocator aligns, copies, knows its memory and frees exactly
     Result<void*> p = a.allocate(1000, alignment, 0);
     REQUIRE(p.ok());
     CHECK(reinterpret_cast<uintptr_t>(*p) % alignment == 0);
-    CHECK(a.owns(*p));
+    CHECK(*a.owns(*p));
     std::vector<float> in(250), out(250, -1.0f);
     for (size_t i = 0; i < in.size(); ++i)
       in[i] = static_cast<float>(i) * 0.5f;
@@ -187,7 +240,7 @@ TEST_CASE("the CUDA allocator aligns, copies, knows its memory and frees exactly
   }
   CHECK(a.live_allocations() == 0);
   std::vector<float> host(4);
-  CHECK(!a.owns(host.data()));
+  CHECK(!*a.owns(host.data()));
   Result<void*> missing = a.allocate(16, 256, static_cast<int8_t>(visible_devices()));
   REQUIRE(!missing.ok());
   CHECK(missing.status().code() == ErrorCode::kDeviceUnavailable);

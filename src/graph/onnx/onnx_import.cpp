@@ -319,7 +319,8 @@ int64_t NodeCtx::wrap_axis(int64_t axis, int64_t rank) const {
 }
 
 Status NodeCtx::check_axis(int64_t axis, int64_t rank, const std::string& what) const {
-  if (axis < -rank || axis >= std::max<int64_t>(rank, 1)) {
+  // A 0-d tensor has no axis: callers index the shape with the wrapped axis.
+  if (axis < -rank || axis >= rank) {
     return invalid(what + " " + std::to_string(axis) + " is out of range for rank " +
                    std::to_string(rank));
   }
