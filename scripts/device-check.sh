@@ -10,8 +10,15 @@
 #   4. end-to-end latency of the examples (etc run --json: h2d, compute, d2h), with host and
 #      device IO, and the copies per inference the exports report;
 #   5. the same models in PyTorch eager (bench/torch_eager.py) when torch imports, as ratios.
-# Writes OUT/device-check.log (everything) and OUT/results.md (tables for docs/benchmarks.md).
-# Exit: 0 all checks passed; 1 a check failed; 2 usage or missing binaries; 77 no GPU visible.
+# Writes OUT/device-check.log (everything), OUT/results.md (tables for docs/benchmarks.md) and
+# OUT/steps/ (each check's own log). A failed check is rerun once with CUDA_LAUNCH_BLOCKING=1
+# (only its failing cases, for the op cases), so that the failing launch names itself; both
+# logs are kept (OUT/steps/*.blocking.log), within TRIAGE_SECONDS (default 180) in all.
+# The driver and runtime versions come first: a driver too old for etc's CUDA 13 runtime, a
+# missing driver or a GPU below the built architectures is reported as "not run", never as a
+# pass.
+# Exit: 0 all checks passed; 1 a check failed; 2 usage or missing binaries; 77 not run (no
+# usable GPU: none visible, no driver, driver too old, GPU too old).
 #
 # Usage: scripts/device-check.sh [--bin DIR] [--out DIR] [--quick]
 #   --bin DIR  the carried binaries (default build-device/bin)
@@ -55,9 +62,12 @@ say "# etc device check, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 say "$(cat "$bin/../BUILD_INFO" 2>/dev/null || echo "build info: none")"
 say "tree: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 say "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
-{ command -v nvidia-smi >/dev/null && nvidia-smi || echo "nvidia-smi: not found"; } >>"$log" 2>&1
 version=$("$etc" --version 2>&1)
 say "$version"
+smi=$(nvidia-smi --query-gpu=index,name,driver_version,compute_cap --format=csv,noheader 2>&1 ||
+      echo "nvidia-smi: not available")
+say "nvidia-smi: $smi"
+{ command -v nvidia-smi >/dev/null && nvidia-smi || echo "nvidia-smi: not found"; } >>"$log" 2>&1
 {
   echo "# Device check results"
   echo
@@ -65,25 +75,83 @@ say "$version"
   echo "- binaries: $(head -1 "$bin/../BUILD_INFO" 2>/dev/null || echo unknown)"
   echo "- GPU: $(grep '^CUDA device 0: ' <<<"$version" | sed 's/^CUDA device 0: //' || true)"
 } >"$results"
-if ! grep -q '^CUDA device 0: ' <<<"$version"; then
-  say "device-check: no GPU visible, nothing to check: $(grep 'CUDA devices' <<<"$version")"
-  echo "- **no GPU visible**: $(grep 'CUDA devices' <<<"$version")" >>"$results"
+not_run() {  # REASON: nothing can be checked on this machine; say why, exit 77
+  say "device-check: not run: $1"
+  {
+    echo "- CUDA: $(grep -E '^CUDA (support|driver)' <<<"$version" | tr '\n' ';' | sed 's/;$//')"
+    echo "- **not run**: $1"
+  } >>"$results"
   exit 77
+}
+driver=$(grep '^CUDA driver: ' <<<"$version" | sed 's/^CUDA driver: //')
+if [[ $driver == *"too old"* ]]; then
+  not_run "driver too old: the driver supports CUDA ${driver%% *}; ${driver#*too old: } (nvidia-smi: $smi)"
+elif [[ $driver == none* ]]; then
+  not_run "no NVIDIA driver ($driver; nvidia-smi: $smi)"
+elif ! grep -q '^CUDA device 0: ' <<<"$version"; then
+  not_run "no GPU visible: $(grep 'CUDA devices' <<<"$version")"
+elif grep -q '^CUDA device 0: .*not usable' <<<"$version"; then
+  not_run "GPU not supported by this build: $(grep '^CUDA device 0: ' <<<"$version" | sed 's/.*not usable: //')"
 fi
 
 status=0
-step() {  # NAME CMD...: runs CMD, logs its output, records pass/fail in the results
+triage_left=${TRIAGE_SECONDS:-180}
+mkdir -p "$out/steps"
+nstep=0
+step() {  # NAME CMD...: runs CMD, logs its output, records pass/fail; a failure is triaged
   local name=$1 rc t0=$SECONDS
   shift
+  nstep=$((nstep + 1))
+  local slug
+  slug=$(printf '%02d-%s' "$nstep" "$(tr -c 'A-Za-z0-9' '-' <<<"$name" | tr -s '-' | cut -c1-48)")
+  local steplog="$out/steps/$slug.log"
   say ""
   say "## $name"
-  "$@" >>"$log" 2>&1
+  "$@" >"$steplog" 2>&1
   rc=$?
+  cat "$steplog" >>"$log"
   local verdict=passed
   ((rc == 77)) && verdict=skipped
   ((rc != 0 && rc != 77)) && { verdict="FAILED (exit $rc)"; status=1; }
   say "$name: $verdict ($((SECONDS - t0)) s)"
+  if ((rc != 0 && rc != 77)); then
+    triage "$steplog" "$out/steps/$slug.blocking.log" "$@"
+    verdict+="; rerun with CUDA_LAUNCH_BLOCKING=1: $(tail -1 "$out/steps/$slug.blocking.log" 2>/dev/null)"
+  fi
   echo "| $name | $verdict | $((SECONDS - t0)) s |" >>"$results.checks"
+}
+# triage STEPLOG OUTLOG CMD...: reruns the failed check once with CUDA_LAUNCH_BLOCKING=1 (the
+# op cases: each failing case alone, at most 4) within what is left of TRIAGE_SECONDS; the
+# last line of OUTLOG says what the rerun gave.
+triage() {
+  local steplog=$1 outlog=$2
+  shift 2
+  if ((triage_left <= 10)); then
+    echo "triage: no time left (TRIAGE_SECONDS used up)" >"$outlog"; return
+  fi
+  local t0=$SECONDS budget=$((triage_left < 120 ? triage_left : 120))
+  say "triage: rerunning with CUDA_LAUNCH_BLOCKING=1 (at most $budget s) -> $outlog"
+  {
+    echo "# rerun of: $*"
+    echo "# CUDA_LAUNCH_BLOCKING=1: every launch completes before the next, so an illegal"
+    echo "# address is reported by the launch that made it"
+    if [[ "$*" == *cuda_ops_test.sh* ]]; then
+      local cases c n=0 ok=0
+      cases=$(grep -Eo '^FAIL: [^ :]+' "$steplog" | awk '{print $2}' | sort -u | head -4)
+      for c in $cases; do
+        echo "## case $c"
+        n=$((n + 1))
+        if CUDA_LAUNCH_BLOCKING=1 timeout $((budget / 4 + 5)) "$@" "$c" 2>&1; then ok=$((ok + 1)); fi
+      done
+      echo "triage: reran $n failing case(s) alone, $ok passed"
+    else
+      CUDA_LAUNCH_BLOCKING=1 timeout "$budget" "$@" 2>&1
+      echo "triage: exit $? with CUDA_LAUNCH_BLOCKING=1"
+    fi
+  } >"$outlog" 2>&1
+  triage_left=$((triage_left - (SECONDS - t0)))
+  cat "$outlog" >>"$log"
+  say "$(tail -1 "$outlog")"
 }
 : >"$results.checks"
 step "runtime plumbing without GPU errors ([nogpu])" "$bin/cuda_runtime_test" "[nogpu]"

@@ -41,6 +41,7 @@ std::string version_text() {
 #ifdef ETC_WITH_CUDA
   v += "CUDA support: built in (CUDA runtime " + etc::cuda::runtime_version_string() +
        ", architectures " ETC_CUDA_ARCHS ")\n";
+  v += "CUDA driver: " + etc::cuda::driver_version_string() + "\n";
   auto devices = etc::cuda::list_devices();
   if (!devices.ok()) {
     v += "CUDA devices: none usable (" + devices.status().message() + ")\n";
@@ -50,7 +51,9 @@ std::string version_text() {
     for (const auto& d : *devices) {
       v += "CUDA device " + std::to_string(d.index) + ": " + d.name + " (sm_" +
            std::to_string(d.major) + std::to_string(d.minor) + ", " +
-           std::to_string(d.total_memory >> 20) + " MiB)\n";
+           std::to_string(d.total_memory >> 20) + " MiB)";
+      etc::Status usable = etc::cuda::check_supported(d, etc::cuda::built_architectures());
+      v += usable.ok() ? "\n" : " — not usable: " + usable.message() + "\n";
     }
   }
 #else

@@ -60,6 +60,23 @@ Status check_supported(const DeviceInfo& device, const std::vector<int>& archite
                     " to run on it)");
 }
 
+std::string driver_version_string() {
+  int v = 0;
+  if (cudaDriverGetVersion(&v) != cudaSuccess || v == 0) {
+    (void)cudaGetLastError();
+    return "none (no NVIDIA driver found)";
+  }
+  auto text = [](int x) {
+    return std::to_string(x / 1000) + "." + std::to_string((x % 1000) / 10);
+  };
+  std::string s = text(v);
+  if (v < CUDART_VERSION) {
+    s += " (too old: this etc's CUDA " + text(CUDART_VERSION) +
+         " runtime needs a driver for CUDA " + text(CUDART_VERSION) + " or newer)";
+  }
+  return s;
+}
+
 std::string runtime_version_string() {
   return std::to_string(CUDART_VERSION / 1000) + "." + std::to_string((CUDART_VERSION % 1000) / 10);
 }

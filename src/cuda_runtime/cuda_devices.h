@@ -23,6 +23,12 @@ Result<std::vector<DeviceInfo>> list_devices();
 // The CUDA runtime version etc was built against, e.g. "13.0".
 std::string runtime_version_string();
 
+// The CUDA version the installed driver supports ("13.0"), "none" without a driver, and a
+// note when it is older than the runtime etc links (every CUDA call then fails with
+// cudaErrorInsufficientDriver): "12.8 (too old: this etc's CUDA 13.0 runtime needs a driver
+// for CUDA 13.0 or newer)".
+std::string driver_version_string();
+
 // The architectures this binary carries kernels for (CMAKE_CUDA_ARCHITECTURES: {80, 90}).
 std::vector<int> built_architectures();
 
