@@ -256,7 +256,7 @@ Comparison compare(const HostTensor& got, const HostTensor& want, Tolerance tol)
   for (int64_t i = 0; i < n; ++i) {
     double a = load_as_double(got.dtype, got.bytes.data() + i * dtype_size(got.dtype));
     double b = load_as_double(want.dtype, want.bytes.data() + i * dtype_size(want.dtype));
-    if (std::isnan(a) && std::isnan(b)) continue;
+    if (a == b || (std::isnan(a) && std::isnan(b))) continue;  // equal infinities match too
     double abs = std::fabs(a - b);
     double rel = abs / std::max(std::fabs(b), 1e-30);
     if (std::isnan(abs)) abs = rel = INFINITY;

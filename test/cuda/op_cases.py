@@ -3,11 +3,31 @@
 table, src/partition/cuda_capability.cpp, with the dtypes it admits) into DIR, and DIR/cases.txt:
     NAME|OP|extra `etc run` arguments (tolerances)
 cuda_ops_test.sh exports each model for CUDA and runs it with `etc run --verify`, which
-compares the CUDA delegate with the CPU reference on fresh random inputs.
-Usage: op_cases.py DIR"""
+compares the CUDA delegate with the CPU reference on fresh random inputs — or, for the stress
+cases, on inputs written here as DIR/NAME.INPUT.npy (passed with --input): integers over
+their whole range (indices kept in range), large-magnitude floats, special values (inf, -inf,
+nan, -0.0) where the op defines them, conversions that overflow or wrap, and tensors above the
+CUDA kernels' grid cap and above 2^31 bytes (the "big" cases; --no-big leaves them out).
+Usage: op_cases.py DIR [--no-big]"""
 import json
 import os
+import random
+import struct
 import sys
+
+# .npy without numpy (the GPU machine's python3 may lack it): format 1.0, C order, little end.
+_NPY = {"float32": ("<f4", "f"), "float16": ("<f2", "e"), "int32": ("<i4", "i"),
+        "int64": ("<i8", "q"), "bool": ("|b1", "?")}
+
+
+def write_npy(path, dtype, shape, values):
+    descr, fmt = _NPY[dtype]
+    header = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (
+        descr, "".join("%d, " % d for d in shape) if len(shape) != 1 else "%d," % shape[0])
+    header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode("latin1"))
+        f.write(struct.pack("<%d%s" % (len(values), fmt), *values))
 
 F32, F16, BF16, I32, I64, BOOL = "float32", "float16", "bfloat16", "int32", "int64", "bool"
 FLOATS = [F32, F16, BF16]
@@ -18,10 +38,14 @@ class Case:
         self.name, self.op = name, op
         self.inputs, self.constants, self.nodes, self.outputs = [], [], [], []
         self.run_args = ""
+        self.data = {}  # input name -> values written as NAME.INPUT.npy (the input's dtype)
 
     def input(self, name, dtype, shape):
         self.inputs.append({"name": name, "dtype": dtype, "shape": shape})
         return name
+
+    def spec(self, name):
+        return next(i for i in self.inputs if i["name"] == name)
 
     def constant(self, name, dtype, shape, values):
         self.constants.append({"name": name, "dtype": dtype, "shape": shape, "values": values})
@@ -116,6 +140,12 @@ def cases():
                [("x", d, [2, 5, 48]), ("w", d, [24, 48]), ("b", d, [24])], run_args=g)
         simple("linear_nobias_%s" % d, "aten.linear.default", lambda x, w: {"input": x, "weight": w},
                [("x", d, [7, 48]), ("w", d, [24, 48])], run_args=g)
+    # Large K: cuBLAS may split K, and its default math mode lets 16-bit GEMMs reduce the
+    # partial sums in 16 bits (more than one rounding). etc disallows it, so the result is one
+    # rounding of a float accumulation, as on the CPU: within about one 16-bit ulp.
+    for d, rtol in ((BF16, "0.008"), (F16, "0.001")):
+        simple("linear_large_k_%s" % d, "aten.linear.default", lambda x, w: {"input": x, "weight": w},
+               [("x", d, [4, 16384]), ("w", d, [64, 16384])], run_args="--atol 0.02 --rtol %s" % rtol)
     # Convolution: plain, padded/strided/dilated, grouped, depthwise, pointwise.
     for d in FLOATS:
         g = tol(d, gemm=True)
@@ -237,20 +267,151 @@ def cases():
             c.node("aten.mul.Tensor", {"self": x, "other": "k"}, ["y"])
             c.outputs = ["y"]
             out.append(c)
+    stress_cases(simple)
+    return out
+
+
+INF, NAN = float("inf"), float("nan")
+I32_MIN, I32_MAX, I64_MIN, I64_MAX = -2**31, 2**31 - 1, -2**63, 2**63 - 1
+# Above the grid cap of the elementwise kernels (65535 * 8 blocks of 256 threads: 134,215,680
+# elements; 4x that on the float32 float4 path) and above 2^31 bytes.
+GRID_CAP = 65535 * 8 * 256
+
+
+def stress_cases(simple):
+    """Inputs that expose what (-1, 1) floats and 0/1 integers cannot (added through
+    `simple`, which collects the cases)."""
+    rng = random.Random(20261201)
+
+    def with_data(c, name, values):
+        c.data[name] = values
+        return c
+
+    def floats(n, lo, hi, special=()):
+        v = [rng.uniform(lo, hi) for _ in range(n - len(special))] + list(special)
+        rng.shuffle(v)
+        return v
+
+    def ints(n, lo, hi, special=()):
+        v = [rng.randint(lo, hi) for _ in range(n - len(special))] + list(special)
+        rng.shuffle(v)
+        return v
+
+    def case(name, op, args_of, specs, values, outs=("y",), run_args=""):
+        c = simple(name, op, args_of, specs, outs=outs, run_args=run_args)
+        for (n, _, _), v in zip(specs, values):
+            if v is not None:
+                with_data(c, n, v)
+        return c
+
+    unary = lambda a: {"self": a}  # noqa: E731
+    # Conversions: truncation toward zero over the whole target range, overflow to inf,
+    # wrapping integer narrowing, and what bool makes of -0.0, nan and tiny values.
+    to = lambda d: (lambda a: {"self": a, "dtype": d})  # noqa: E731
+    case("stress_to_copy_f32_to_i32_wide", "aten._to_copy.default", to(I32), [("a", F32, [4096])],
+         [floats(4096, -2.1e9, 2.1e9, (0.5, -0.5, 1.5, -1.5, -0.0, 2147483520.0, -2147483648.0))])
+    case("stress_to_copy_f32_to_i64_wide", "aten._to_copy.default", to(I64), [("a", F32, [4096])],
+         [floats(4096, -9e18, 9e18, (0.99, -0.99, 9.2e18, -9.2e18))])
+    case("stress_to_copy_f32_to_f16_overflow", "aten._to_copy.default", to(F16), [("a", F32, [2048])],
+         [floats(2048, -7e4, 7e4, (65504.0, 65519.0, 65520.0, -65520.0, 1e-8, -1e-8, 6e-8, INF, -INF, NAN))])
+    case("stress_to_copy_f32_to_bool_special", "aten._to_copy.default", to(BOOL), [("a", F32, [64])],
+         [floats(64, -1e-30, 1e-30, (0.0, -0.0, NAN, INF, -INF, 1e-45))])
+    case("stress_to_copy_i64_to_f32_wide", "aten._to_copy.default", to(F32), [("a", I64, [4096])],
+         [ints(4096, I64_MIN, I64_MAX, (I64_MIN, I64_MAX, 2**24 + 1, -(2**53 + 1)))])
+    case("stress_to_copy_i64_to_i32_wrap", "aten._to_copy.default", to(I32), [("a", I64, [4096])],
+         [ints(4096, -2**40, 2**40, (2**31, -2**31 - 1, 2**32 + 5, I64_MIN, I64_MAX))])
+    case("stress_to_copy_i32_to_f16_overflow", "aten._to_copy.default", to(F16), [("a", I32, [2048])],
+         [ints(2048, -10**6, 10**6, (65504, 65519, 65520, I32_MIN, I32_MAX))])
+    # Integer arithmetic over the whole range: two's-complement wrapping, as ATen.
+    for d, lo, hi, edge in ((I32, I32_MIN, I32_MAX, (I32_MIN, I32_MAX, -1, 0)),
+                            (I64, I64_MIN, I64_MAX, (I64_MIN, I64_MAX, -1, 0))):
+        for op, short in (("aten.add.Tensor", "add"), ("aten.sub.Tensor", "sub"), ("aten.mul.Tensor", "mul")):
+            case("stress_%s_%s_wrap" % (short, d), op, lambda a, b: {"self": a, "other": b},
+                 [("a", d, [4, 1024]), ("b", d, [1024])],
+                 [ints(4096, lo, hi, edge), ints(1024, lo, hi, edge)])
+        case("stress_neg_%s_min" % d, "aten.neg.default", unary, [("a", d, [1024])], [ints(1024, lo, hi, edge)])
+        case("stress_add_scalar_%s_wrap" % d, "aten.add.Scalar", lambda a: {"self": a, "other": 3, "alpha": 2},
+             [("a", d, [1024])], [ints(1024, lo, hi, edge)])
+    # Indices over the whole table.
+    for idx in (I64, I32):
+        case("stress_embedding_all_rows_%s" % idx, "aten.embedding.default",
+             lambda w, i: {"weight": w, "indices": i}, [("w", F32, [3000, 8]), ("i", idx, [64, 50])],
+             [None, ints(3200, 0, 2999, (0, 2999))])
+    # Large magnitudes: softmax must subtract the row max (exp(300) overflows float32),
+    # -inf entries are masked positions (exp gives 0).
+    for op in ("_softmax", "_log_softmax"):
+        case("stress_%s_large_f32" % op.strip("_"), "aten.%s.default" % op,
+             lambda x: {"self": x, "dim": -1, "half_to_float": False}, [("x", F32, [6, 257])],
+             [floats(6 * 257, -300, 300, (-INF,) * 20)])
+        case("stress_%s_large_f16" % op.strip("_"), "aten.%s.default" % op,
+             lambda x: {"self": x, "dim": 1, "half_to_float": False}, [("x", F16, [2, 33, 5])],
+             [floats(330, -60, 60, (-INF,) * 5)])
+    # Special values where the op defines them.
+    special = (INF, -INF, NAN, -0.0, 0.0, 3.4e38, -3.4e38, 1e-45)
+    for op, short in (("aten.relu.default", "relu"), ("aten.neg.default", "neg"), ("aten.exp.default", "exp"),
+                      ("aten.sigmoid.default", "sigmoid"), ("aten.tanh.default", "tanh")):
+        case("stress_%s_special_f32" % short, op, unary, [("a", F32, [3, 100])],
+             [floats(300, -100, 100, special)])
+    case("stress_clamp_special_f32", "aten.clamp.default", lambda a: {"self": a, "min": -1, "max": 1},
+         [("a", F32, [64])], [floats(64, -10, 10, special)])
+    case("stress_amax_special_f32", "aten.amax.default", lambda x: {"self": x, "dim": [1], "keepdim": False},
+         [("x", F32, [4, 300])], [floats(1200, -1e30, 1e30, (NAN, INF, -INF))])
+    case("stress_max_pool2d_special_f32", "aten.max_pool2d.default",
+         lambda x: {"self": x, "kernel_size": [3, 3], "stride": [2, 2], "padding": [1, 1]},
+         [("x", F32, [2, 3, 9, 10])], [floats(540, -1e30, 1e30, (NAN, INF, -INF, -INF, -INF))])
+    # Not +-inf: ATen's float kernels give nan for gelu(+inf) (float64 gives inf), etc and
+    # ExecuTorch's portable kernel inf.
+    case("stress_gelu_large_f16", "aten.gelu.default", lambda a: {"self": a}, [("a", F16, [512])],
+         [floats(512, -6e4, 6e4, (65504.0, -65504.0))])
+
+
+def big_cases(simple):
+    """Above the grid cap and above 2^31 bytes: the grid-stride loops' continuation."""
+    out = []
+    # float16 on the scalar path: GRID_CAP + 1,000,003 elements (270 MB).
+    out.append(simple("big_relu_f16_above_grid_cap", "aten.relu.default", lambda a: {"self": a},
+                      [("a", F16, [GRID_CAP + 1000003])]))
+    # float32 on the float4 path above its cap (4 * GRID_CAP): 2.16 GB, more than 2^31 bytes.
+    out.append(simple("big_neg_f32_above_2gib", "aten.neg.default", lambda a: {"self": a},
+                      [("a", F32, [4 * GRID_CAP + 4099])]))
+    # A broadcast binary op whose output passes 2^31 bytes (the index maps' 64-bit offsets),
+    # from small inputs: [134300, 1] + [4000].
+    out.append(simple("big_add_broadcast_f32_above_2gib", "aten.add.Tensor",
+                      lambda a, b: {"self": a, "other": b},
+                      [("a", F32, [134300, 1]), ("b", F32, [4000])]))
     return out
 
 
 def main():
     folder = sys.argv[1]
+    big = "--no-big" not in sys.argv[2:]
     os.makedirs(folder, exist_ok=True)
     lines = []
-    for c in cases():
+    all_cases = cases()
+    if big:
+        all_cases += big_cases(lambda *a, **k: _bare_case(*a, **k))
+    for c in all_cases:
         with open(os.path.join(folder, c.name + ".json"), "w") as f:
             json.dump(c.graph(), f, indent=1)
-        lines.append("%s|%s|%s" % (c.name, c.op, c.run_args))
+        run_args = c.run_args
+        for name, values in c.data.items():
+            spec = c.spec(name)
+            path = os.path.join(os.path.abspath(folder), "%s.%s.npy" % (c.name, name))
+            write_npy(path, spec["dtype"], spec["shape"], values)
+            run_args += " --input %s=%s" % (name, path)
+        lines.append("%s|%s|%s" % (c.name, c.op, run_args.strip()))
     with open(os.path.join(folder, "cases.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("%d cases" % len(lines))
+
+
+def _bare_case(name, op, args_of, in_specs, outs=("y",), run_args=""):
+    c = Case(name, op)
+    names = [c.input(n, d, s) for n, d, s in in_specs]
+    c.node(op, args_of(*names), list(outs))
+    c.outputs = [outs[0]]
+    c.run_args = run_args
+    return c
 
 
 if __name__ == "__main__":
