@@ -61,6 +61,16 @@ class Case:
                 "constants": self.constants, "nodes": self.nodes, "outputs": self.outputs}
 
 
+def single_node_case(name, op, args_of, in_specs, outs=("y",), run_args=""):
+    """One node of `op` on fresh inputs (name, dtype, shape); its first output is the model's."""
+    c = Case(name, op)
+    names = [c.input(n, d, s) for n, d, s in in_specs]
+    c.node(op, args_of(*names), list(outs))
+    c.outputs = [outs[0]]
+    c.run_args = run_args
+    return c
+
+
 def tol(dtype, gemm=False):
     """`etc run` tolerance flags: the dtype defaults, looser for long float16/bfloat16 sums."""
     if dtype == BF16:
@@ -74,11 +84,7 @@ def cases():
     out = []
 
     def simple(name, op, args_of, in_specs, outs=("y",), run_args=""):
-        c = Case(name, op)
-        names = [c.input(n, d, s) for n, d, s in in_specs]
-        c.node(op, args_of(*names), list(outs))
-        c.outputs = [outs[0]]
-        c.run_args = run_args
+        c = single_node_case(name, op, args_of, in_specs, outs, run_args)
         out.append(c)
         return c
 
@@ -389,7 +395,7 @@ def main():
     lines = []
     all_cases = cases()
     if big:
-        all_cases += big_cases(lambda *a, **k: _bare_case(*a, **k))
+        all_cases += big_cases(single_node_case)
     for c in all_cases:
         with open(os.path.join(folder, c.name + ".json"), "w") as f:
             json.dump(c.graph(), f, indent=1)
@@ -403,15 +409,6 @@ def main():
     with open(os.path.join(folder, "cases.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("%d cases" % len(lines))
-
-
-def _bare_case(name, op, args_of, in_specs, outs=("y",), run_args=""):
-    c = Case(name, op)
-    names = [c.input(n, d, s) for n, d, s in in_specs]
-    c.node(op, args_of(*names), list(outs))
-    c.outputs = [outs[0]]
-    c.run_args = run_args
-    return c
 
 
 if __name__ == "__main__":

@@ -24,9 +24,11 @@ Status to_copy_kernel(KernelContext& ctx, std::span<Value*> args) {
   return Status();
 }
 
-// ExecuTorch's edge dialect writes _to_copy as dim_order_ops::_to_dim_order_copy; its out
-// variant is (self, non_blocking, dim_order?, out): the out tensor's dtype is the target.
-Status to_dim_order_copy_kernel(KernelContext& ctx, std::span<Value*> args) {
+// ExecuTorch's edge dialect writes clone/contiguous as dim_order_ops::_clone_dim_order and
+// _to_copy as dim_order_ops::_to_dim_order_copy; both out variants are (self, non_blocking,
+// dim_order?, out). A clone keeps the dtype; a copy converts to the out tensor's.
+template <bool kConvert>
+Status dim_order_copy_kernel(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(
       ctx, args,
       {{"self", Arg::kTensor}, {"non_blocking", Arg::kBool}, {"dim_order", Arg::kOptIntList}},
@@ -34,8 +36,12 @@ Status to_dim_order_copy_kernel(KernelContext& ctx, std::span<Value*> args) {
   const TensorView& self = tensor_arg(args, 0);
   ETC_RETURN_IF_ERROR(check_contiguous_dim_order(ctx, *args[2], self.sizes.size()));
   TensorView& out = out_arg(args, 3);
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, self.sizes, out.dtype));
-  convert_elements(self.data, self.dtype, out.data, out.dtype, out.numel());
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, self.sizes, kConvert ? out.dtype : self.dtype));
+  if (kConvert) {
+    convert_elements(self.data, self.dtype, out.data, out.dtype, out.numel());
+  } else if (out.nbytes() > 0) {
+    std::memcpy(out.data, self.data, static_cast<size_t>(out.nbytes()));
+  }
   return Status();
 }
 
@@ -146,7 +152,9 @@ Status register_creation_kernels(OperatorRegistry& r) {
   ETC_RETURN_IF_ERROR(
       register_kernel(r, {"aten::_to_copy.out", "aten::_to_copy.default"}, to_copy_kernel));
   ETC_RETURN_IF_ERROR(
-      register_kernel(r, {"dim_order_ops::_to_dim_order_copy.out"}, to_dim_order_copy_kernel));
+      register_kernel(r, {"dim_order_ops::_to_dim_order_copy.out"}, dim_order_copy_kernel<true>));
+  ETC_RETURN_IF_ERROR(
+      register_kernel(r, {"dim_order_ops::_clone_dim_order.out"}, dim_order_copy_kernel<false>));
   ETC_RETURN_IF_ERROR(
       register_kernel(r, {"aten::embedding.out", "aten::embedding.default"}, embedding_kernel));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::full.out"}, full_out_kernel));

@@ -72,21 +72,6 @@ Status clone_kernel(KernelContext& ctx, std::span<Value*> args) {
   return Status();
 }
 
-// ExecuTorch's edge dialect writes clone/contiguous as dim_order_ops::_clone_dim_order
-// (self, non_blocking, dim_order?, out).
-Status clone_dim_order_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(
-      ctx, args,
-      {{"self", Arg::kTensor}, {"non_blocking", Arg::kBool}, {"dim_order", Arg::kOptIntList}},
-      {"out"}));
-  const TensorView& self = tensor_arg(args, 0);
-  ETC_RETURN_IF_ERROR(check_contiguous_dim_order(ctx, *args[2], self.sizes.size()));
-  TensorView& out = out_arg(args, 3);
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, self.sizes, self.dtype));
-  copy_all(self, out);
-  return Status();
-}
-
 // view/reshape: `size` may hold one -1, inferred from the element count.
 Status view_common(KernelContext& ctx, std::span<Value*> args, const char* arg) {
   ETC_RETURN_IF_ERROR(
@@ -370,8 +355,6 @@ Status constant_pad_nd_kernel(KernelContext& ctx, std::span<Value*> args) {
 Status register_shape_kernels(OperatorRegistry& r) {
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::cat.out", "aten::cat.default"}, cat_kernel));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::clone.out", "aten::clone.default"}, clone_kernel));
-  ETC_RETURN_IF_ERROR(
-      register_kernel(r, {"dim_order_ops::_clone_dim_order.out"}, clone_dim_order_kernel));
   ETC_RETURN_IF_ERROR(register_kernel(
       r, {"aten::constant_pad_nd.out", "aten::constant_pad_nd.default"}, constant_pad_nd_kernel));
   ETC_RETURN_IF_ERROR(
