@@ -1,5 +1,6 @@
 // Elementwise kernels against naive double references: broadcasting, alpha, mixed dtypes,
 // scalar forms, pow, where, unary ops and activations, empty tensors.
+#include <climits>
 #include <cmath>
 #include <functional>
 #include <optional>
@@ -42,6 +43,28 @@ const ShapePair kShapes[] = {
 
 bool unsigned_range(DType t) {
   return t == DType::kUInt8 || t == DType::kBool;
+}
+
+TEST_CASE("integer add, sub, mul and neg wrap in two's complement, as ATen's do") {
+  // Computed unsigned: no undefined behaviour (UBSan in make test-sanitize checks it).
+  const double lo = static_cast<double>(INT64_MIN);
+  Call a("aten::add.out");
+  Value* big = a.tensor(DType::kInt64, {2}, {9.2e18, -9.2e18});
+  Value* out = a.out(DType::kInt64, {2});
+  REQUIRE(a.run({big, big, a.i(1)}, {out}).ok());
+  const int64_t* o = static_cast<const int64_t*>(out->tensor.data);
+  CHECK(o[0] == static_cast<int64_t>(uint64_t{9200000000000000000} * 2));
+  CHECK(o[1] == static_cast<int64_t>(uint64_t{0} - uint64_t{9200000000000000000} * 2));
+  Call n("aten::neg.out");
+  Value* m = n.tensor(DType::kInt64, {1}, {lo});
+  Value* no = n.out(DType::kInt64, {1});
+  REQUIRE(n.run({m}, {no}).ok());
+  CHECK(static_cast<const int64_t*>(no->tensor.data)[0] == INT64_MIN);
+  Call mul("aten::mul.out");
+  Value* x = mul.tensor(DType::kInt64, {1}, {static_cast<double>(int64_t{1} << 62)});
+  Value* mo = mul.out(DType::kInt64, {1});
+  REQUIRE(mul.run({x, mul.tensor(DType::kInt64, {1}, {4})}, {mo}).ok());
+  CHECK(static_cast<const int64_t*>(mo->tensor.data)[0] == 0);  // 2^64 wraps to 0
 }
 
 TEST_CASE("add/sub/mul/div.out broadcast over dtypes") {

@@ -97,11 +97,11 @@ void binary_typed(BinaryOp op, const TensorView& a, const TensorView* b, const V
   };
   switch (op) {
     case BinaryOp::kAdd:
-      return run([alpha](C x, C y) { return x + alpha * y; });
+      return run([alpha](C x, C y) { return wrapping_add(x, wrapping_mul(alpha, y)); });
     case BinaryOp::kSub:
-      return run([alpha](C x, C y) { return x - alpha * y; });
+      return run([alpha](C x, C y) { return wrapping_sub(x, wrapping_mul(alpha, y)); });
     case BinaryOp::kMul:
-      return run([](C x, C y) { return x * y; });
+      return run([](C x, C y) { return wrapping_mul(x, y); });
     case BinaryOp::kDiv:
       if constexpr (std::is_floating_point_v<C>) return run([](C x, C y) { return x / y; });
       return;
@@ -319,7 +319,7 @@ void unary_typed(const UnaryArgs& u, const TensorView& self, TensorView& out) {
   const int64_t n = out.numel();
   switch (u.op) {
     case UnaryOp::kNeg:
-      return map_loop(x, o, n, [](C v) { return -v; });
+      return map_loop(x, o, n, [](C v) { return wrapping_neg(v); });
     // `v < 0 ? 0 : v` keeps NaN, as ATen's relu does.
     case UnaryOp::kRelu:
       return map_loop(x, o, n, [](C v) { return v < C(0) ? C(0) : v; });
