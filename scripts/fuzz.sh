@@ -48,7 +48,9 @@ PY
 status=0
 report_finding() {  # report_finding TARGET LOG: the log's tail and each crash input in base64
   echo "FAIL: fuzz_$1 found a problem; see $build/fuzz_$1*.log"
-  tail -30 "$2"
+  # The sanitizer's report (its first lines and frames), then how libFuzzer ended.
+  grep -E -A24 '^==[0-9]+==ERROR|runtime error:' "$2" | head -40
+  tail -4 "$2"
   for f in $(grep -o "Test unit written to [^ ]*" "$2" | awk '{print $NF}'); do
     [[ -f "$f" ]] && echo "input $f (base64): $(base64 -w0 "$f")"
   done

@@ -565,8 +565,11 @@ Result<pte::File> read_pte(std::shared_ptr<const Blob> blob, const std::string& 
       file.segment_data.push_back(ConstantData{blob, bytes.size(), 0});
       continue;
     }
-    auto end = checked_add(static_cast<int64_t>(s.offset), static_cast<int64_t>(s.size));
-    if (s.offset > bytes.size() || !end || base + static_cast<uint64_t>(*end) > bytes.size()) {
+    // Each term is at most the file size (< 2^63) before they are added: no wrap-around, and
+    // no size that turns negative as a signed number (fuzz_pte: a size of 2^64 - 1).
+    const uint64_t file_size = bytes.size();
+    if (s.offset > file_size || s.size > file_size || base > file_size - s.offset ||
+        s.size > file_size - base - s.offset) {
       return at(base + std::min<uint64_t>(s.offset, bytes.size()),
                 "segment " + std::to_string(i) + " (offset " + std::to_string(s.offset) +
                     ", size " + std::to_string(s.size) + ") runs past the end of the file");
