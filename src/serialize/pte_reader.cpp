@@ -156,6 +156,12 @@ Result<pte::Plan> to_plan(const fb::ExecutionPlan& p, const std::string& path, s
       if (c->instructions() != nullptr) {
         for (const fb::Instruction* in : *c->instructions()) {
           pte::Instruction ins;
+          if (in->instr_args_type() != fb::InstructionArguments::NONE &&
+              in->instr_args() == nullptr) {
+            return where("chain " + std::to_string(out.chains.size()) + " instruction " +
+                         std::to_string(chain.instructions.size()) +
+                         " has a type but no arguments");
+          }
           switch (in->instr_args_type()) {
             case fb::InstructionArguments::KernelCall: {
               const auto* k = in->instr_args_as_KernelCall();

@@ -353,8 +353,9 @@ TEST_CASE("inputs the fuzzer found are read without undefined behaviour") {
   // harness's sum of buffer sizes overflowed; etc run said "out of host memory", exit 4).
   // segment_size_all_ones.pte: a segment size of 2^64 - 80 passed the bounds check as a
   // negative signed number, and the dumps read the delegate blob far past the file.
+  // instruction_without_arguments.pte: an instruction with a type and no payload.
   for (const char* name : {"misaligned_int64_vector.pte", "implausible_buffer_size.pte",
-                           "segment_size_all_ones.pte"}) {
+                           "segment_size_all_ones.pte", "instruction_without_arguments.pte"}) {
     INFO(name);
     Result<std::shared_ptr<const Blob>> blob =
         map_file(kSource + std::string("/test/serialize/regressions/") + name);
