@@ -39,8 +39,11 @@ int report(const etc::Status& s) {
 std::string version_text() {
   std::string v = "etc " ETC_VERSION "\n";
 #ifdef ETC_WITH_CUDA
+  std::string archs;
+  for (int a : etc::cuda::built_architectures())
+    archs += (archs.empty() ? "" : ",") + std::to_string(a);
   v += "CUDA support: built in (CUDA runtime " + etc::cuda::runtime_version_string() +
-       ", architectures " ETC_CUDA_ARCHS ")\n";
+       ", architectures " + archs + ")\n";
   v += "CUDA driver: " + etc::cuda::driver_version_string() + "\n";
   auto devices = etc::cuda::list_devices();
   if (!devices.ok()) {

@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "cuda_runtime/cuda_kernels.h"
+#include "support/wrapping_math.h"
 
 namespace etc::cuda::kernels {
 namespace {
@@ -225,43 +226,14 @@ __device__ __forceinline__ int64_t int_pow(int64_t base, int64_t exp) {
 
 // ---- Elementwise map -------------------------------------------------------------------
 
-// Integer arithmetic wraps (two's complement) as on the CPU: computed unsigned, so that
-// overflow is defined in device code too.
-template <typename C>
-__device__ __forceinline__ C wrap_add(C a, C b) {
-  if constexpr (std::is_integral_v<C>) {
-    using U = std::make_unsigned_t<C>;
-    return static_cast<C>(static_cast<U>(a) + static_cast<U>(b));
-  } else {
-    return a + b;
-  }
-}
-template <typename C>
-__device__ __forceinline__ C wrap_mul(C a, C b) {
-  if constexpr (std::is_integral_v<C>) {
-    using U = std::make_unsigned_t<C>;
-    return static_cast<C>(static_cast<U>(a) * static_cast<U>(b));
-  } else {
-    return a * b;
-  }
-}
-template <typename C>
-__device__ __forceinline__ C wrap_neg(C a) {
-  if constexpr (std::is_integral_v<C>) {
-    return static_cast<C>(std::make_unsigned_t<C>(0) - static_cast<std::make_unsigned_t<C>>(a));
-  } else {
-    return -a;
-  }
-}
-
 template <typename C, MapOp kOp>
 __device__ __forceinline__ C apply(const MapArgs& p, C x, C y) {
-  if constexpr (kOp == MapOp::kAdd) return wrap_add(x, wrap_mul(scalar_as<C>(p.alpha), y));
-  if constexpr (kOp == MapOp::kSub)
-    return wrap_add(x, wrap_neg(wrap_mul(scalar_as<C>(p.alpha), y)));
-  if constexpr (kOp == MapOp::kMul) return wrap_mul(x, y);
+  // Integers wrap as on the CPU (support/wrapping_math.h).
+  if constexpr (kOp == MapOp::kAdd) return wrapping_add(x, wrapping_mul(scalar_as<C>(p.alpha), y));
+  if constexpr (kOp == MapOp::kSub) return wrapping_sub(x, wrapping_mul(scalar_as<C>(p.alpha), y));
+  if constexpr (kOp == MapOp::kMul) return wrapping_mul(x, y);
   if constexpr (kOp == MapOp::kDiv) return x / y;
-  if constexpr (kOp == MapOp::kNeg) return wrap_neg(x);
+  if constexpr (kOp == MapOp::kNeg) return wrapping_neg(x);
   if constexpr (kOp == MapOp::kRelu) return x < C(0) ? C(0) : x;
   if constexpr (kOp == MapOp::kClamp) {
     C v = x;

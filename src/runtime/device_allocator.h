@@ -86,7 +86,6 @@ class HostBackedAllocator final : public DeviceAllocator {
   Status copy_host_to_device(void* dst, const void* src, size_t bytes, int8_t index) override;
   Status copy_device_to_host(void* dst, const void* src, size_t bytes, int8_t index) override;
   Result<bool> owns(const void* ptr) const override;
-  bool owns_block(const void* ptr) const;
 
   struct Counters {
     size_t allocations = 0;
@@ -103,6 +102,8 @@ class HostBackedAllocator final : public DeviceAllocator {
   void fail_next_allocation() { fail_next_ = true; }
 
  private:
+  // Whether ptr lies in one of the blocks given out (the answer of owns(), never an error).
+  bool owns_block(const void* ptr) const;
   struct Block {
     size_t size;
     size_t alignment;

@@ -87,6 +87,8 @@ class NodeCtx {
   // shape() and rank() of a missing input return an empty float32 placeholder and record
   // it here, and the importer reports it in place of whatever the converter returned.
   const Status& missing_input() const { return missing_; }
+  // "input i is required, but the node has N input(s) [and input i is empty]", located.
+  Status missing_input_error(int i) const;
 
   int64_t wrap_axis(int64_t axis, int64_t rank) const;
   Status check_axis(int64_t axis, int64_t rank, const std::string& what) const;

@@ -111,14 +111,16 @@ Status NodeCtx::unsupported(const std::string& message) const {
   return etc::unsupported(op_type() + ": " + message, location());
 }
 
+Status NodeCtx::missing_input_error(int i) const {
+  return invalid("input " + std::to_string(i) + " is required, but the node has " +
+                 std::to_string(num_inputs()) + " input(s)" +
+                 (i < num_inputs() ? " and input " + std::to_string(i) + " is empty" : ""));
+}
+
 const Entry& NodeCtx::entry(int i) const {
   static const Entry kMissing;
   if (!has_input(i)) {
-    if (missing_.ok()) {
-      missing_ = invalid("input " + std::to_string(i) + " is required, but the node has " +
-                         std::to_string(num_inputs()) + " input(s)" +
-                         (i < num_inputs() ? " and input " + std::to_string(i) + " is empty" : ""));
-    }
+    if (missing_.ok()) missing_ = missing_input_error(i);
     return kMissing;
   }
   auto it = im_.env_.find(node_.input(i));
@@ -505,12 +507,7 @@ Status Importer::convert_nodes(const onnx::GraphProto& g) {
     }
     // Arity first, so no converter reads an input or output the node does not have.
     for (int k = 0; k < required_inputs(n.op_type()); ++k) {
-      if (!ctx.has_input(k)) {
-        return ctx.invalid(
-            "input " + std::to_string(k) + " is required, but the node has " +
-            std::to_string(n.input_size()) + " input(s)" +
-            (k < n.input_size() ? " and input " + std::to_string(k) + " is empty" : ""));
-      }
+      if (!ctx.has_input(k)) return ctx.missing_input_error(k);
     }
     if (!ctx.has_output(0)) return ctx.invalid("the node has no output 0");
     Result<bool> evaluated = try_evaluate(ctx);

@@ -21,6 +21,7 @@
 #include "runtime/kernel.h"
 #include "runtime/tensor.h"
 #include "support/half.h"
+#include "support/wrapping_math.h"
 
 namespace etc::rt::kernels {
 
@@ -56,45 +57,6 @@ inline constexpr DType kDTypeOf = [] {
 template <typename T>
 using ComputeT = std::conditional_t<kIsReducedFloat<T> || std::is_same_v<T, float>, float,
                                     std::conditional_t<std::is_same_v<T, double>, double, int64_t>>;
-
-// Integer arithmetic wraps (two's complement), as ATen's does; computed in the unsigned type
-// so that overflow is defined. Floats: the plain operations.
-template <typename C>
-C wrapping_add(C a, C b) {
-  if constexpr (std::is_integral_v<C>) {
-    using U = std::make_unsigned_t<C>;
-    return static_cast<C>(static_cast<U>(a) + static_cast<U>(b));
-  } else {
-    return a + b;
-  }
-}
-template <typename C>
-C wrapping_sub(C a, C b) {
-  if constexpr (std::is_integral_v<C>) {
-    using U = std::make_unsigned_t<C>;
-    return static_cast<C>(static_cast<U>(a) - static_cast<U>(b));
-  } else {
-    return a - b;
-  }
-}
-template <typename C>
-C wrapping_mul(C a, C b) {
-  if constexpr (std::is_integral_v<C>) {
-    using U = std::make_unsigned_t<C>;
-    return static_cast<C>(static_cast<U>(a) * static_cast<U>(b));
-  } else {
-    return a * b;
-  }
-}
-
-template <typename C>
-C wrapping_neg(C a) {
-  if constexpr (std::is_integral_v<C>) {
-    return wrapping_sub(C(0), a);  // -INT_MIN is INT_MIN
-  } else {
-    return -a;  // -(+0.0) is -0.0
-  }
-}
 
 // Element conversion with ATen's semantics: to bool is `!= 0`, float to integer truncates
 // toward zero (through int64, so narrow integers wrap as on x86; NaN gives 0 and values
