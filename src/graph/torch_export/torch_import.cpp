@@ -1,0 +1,1264 @@
+// The torch.export importer's driver: the archive's layout and versions, the weights and
+// constants, the graph signature, the unsupported-op report, node conversion through the
+// converter table, and the outputs.
+#include "graph/torch_export/torch_import.h"
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <regex>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "graph/torch_export/pt2_archive.h"
+#include "graph/torch_export/torch_node.h"
+#include "graph/verifier.h"
+
+namespace etc {
+namespace torch_import {
+
+namespace {
+
+// The archive layout and the serialized-program schema this importer reads.
+constexpr const char* kArchiveFormat = "pt2";
+constexpr const char* kArchiveVersion = "0";
+constexpr int64_t kSchemaMajor = 8;
+
+// PyTorch's serde ScalarType enum (torch/_export/serde/schema.py).
+std::optional<DType> dtype_from_torch(int64_t v) {
+  switch (v) {
+    case 1: return DType::kUInt8;
+    case 2: return DType::kInt8;
+    case 3: return DType::kInt16;
+    case 4: return DType::kInt32;
+    case 5: return DType::kInt64;
+    case 6: return DType::kFloat16;
+    case 7: return DType::kFloat32;
+    case 8: return DType::kFloat64;
+    case 12: return DType::kBool;
+    case 13: return DType::kBFloat16;
+    default: return std::nullopt;
+  }
+}
+
+std::string torch_dtype_name(int64_t v) {
+  static const std::map<int64_t, std::string> names = {
+      {0, "unknown"},    {9, "complex32"},       {10, "complex64"},       {11, "complex128"},
+      {28, "uint16"},    {29, "float8_e5m2"},    {30, "float8_e4m3fn"},   {31, "float8_e5m2fnuz"},
+      {32, "float8_e4m3fnuz"}, {34, "uint32"},   {35, "uint64"}};
+  auto it = names.find(v);
+  if (it != names.end()) return it->second;
+  if (auto d = dtype_from_torch(v)) return std::string(dtype_name(*d));
+  return "dtype enum " + std::to_string(v);
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())))
+    s.pop_back();
+  size_t b = 0;
+  while (b < s.size() && std::isspace(static_cast<unsigned char>(s[b])))
+    ++b;
+  return s.substr(b);
+}
+
+// "File \"m.py\", line 49, in forward\n    return self.fc(x)\n  File ..." -> the first frame
+// (the user's code) as "m.py:49: return self.fc(x)".
+std::string source_line(const Json& node) {
+  const Json* md = node.contains("metadata") ? &node["metadata"] : nullptr;
+  if (md == nullptr || !md->is_object() || !md->contains("stack_trace") ||
+      !(*md)["stack_trace"].is_string()) {
+    return {};
+  }
+  std::string st = (*md)["stack_trace"].get<std::string>();
+  static const std::regex frame(R"re(File "([^"]*)", line (\d+), in [^\n]*\n\s*([^\n]*))re");
+  std::smatch m;
+  if (!std::regex_search(st, m, frame)) return {};
+  return m[1].str() + ":" + m[2].str() + ": " + trim(m[3].str());
+}
+
+}  // namespace
+
+// ---- The importer ---------------------------------------------------------------------------
+
+class Importer {
+ public:
+  Importer(ZipArchive zip, const TorchImportOptions& options)
+      : zip_(std::move(zip)), options_(options) {}
+
+  Result<Graph> run();
+
+  Location at(const std::string& pointer, const std::string& node = {}) const {
+    Location loc = zip_.at(model_entry_);
+    loc.pointer = pointer;
+    loc.node = node;
+    return loc;
+  }
+
+  // --- Used by TorchNode ------------------------------------------------------------------
+  Graph graph_;
+  std::unordered_map<std::string, Entry> env_;
+  std::unordered_map<std::string, int64_t> sym_ints_;
+  std::unordered_set<std::string> torch_names_;  // every tensor name the program defines
+  std::unordered_set<std::string> read_names_;   // every tensor name a node or output reads
+  const Json* tensor_values_ = nullptr;
+
+  std::string fresh_value_name(const std::string& base) const {
+    if (!torch_names_.count(base) && !graph_.find_value(base)) return base;
+    for (int k = 1;; ++k) {
+      std::string n = base + "." + std::to_string(k);
+      if (!torch_names_.count(n) && !graph_.find_value(n)) return n;
+    }
+  }
+  ValueId materialize(const std::string& name, Entry& e) {
+    if (!e.value) {
+      std::string bytes = e.known->bytes();
+      TensorSpec spec = TensorSpec::make(e.known->dtype, e.known->shape);
+      spec.is_const = true;
+      auto blob = make_blob(std::move(bytes));
+      size_t n = blob->bytes().size();
+      spec.constant = ConstantData{std::move(blob), 0, n};
+      e.value = graph_.add_constant(fresh_value_name(name), std::move(spec));
+    }
+    return *e.value;
+  }
+
+ private:
+  Status find_layout();
+  Status check_versions();
+  Status read_program();
+  Status read_weight_configs();
+  Result<TensorSpec> tensor_meta(const Json& meta, const std::string& where) const;
+  Result<ValueId> add_weight(const std::string& graph_name, const std::string& fqn,
+                             const std::string& pointer);
+  Status read_inputs();
+  Status report_unsupported();
+  Status convert_nodes();
+  Status check_output_types(const Json& node, int index, const std::string& node_name);
+  Status read_outputs();
+  // Every tensor name read by a node argument or a signature output.
+  void collect_reads(const Json& nodes, const Json& graph_module) {
+    std::function<void(const Json&)> walk = [&](const Json& j) {
+      if (j.is_object()) {
+        if (j.contains("name") && j["name"].is_string() && j.size() == 1) {
+          read_names_.insert(j["name"].get<std::string>());
+        }
+        for (const auto& [k, v] : j.items())
+          walk(v);
+      } else if (j.is_array()) {
+        for (const Json& v : j)
+          walk(v);
+      }
+    };
+    for (const Json& n : nodes) {
+      if (n.is_object() && n.contains("inputs")) walk(n["inputs"]);
+    }
+    if (graph_module.contains("signature") && graph_module["signature"].is_object() &&
+        graph_module["signature"].contains("output_specs")) {
+      walk(graph_module["signature"]["output_specs"]);
+    }
+  }
+
+  Result<const Json*> member(const Json& obj, const char* key, const std::string& pointer,
+                             Json::value_t type, const std::string& type_name) const {
+    if (!obj.is_object()) return invalid_input("expected an object", at(pointer));
+    auto it = obj.find(key);
+    if (it == obj.end()) return invalid_input(std::string("'") + key + "' is missing", at(pointer));
+    bool ok = it->type() == type ||
+              (type == Json::value_t::number_integer && it->is_number_unsigned());
+    if (!ok) {
+      return invalid_input(std::string("'") + key + "' must be " + type_name + ", got " +
+                               it->type_name(),
+                           at(pointer + "/" + key));
+    }
+    return &*it;
+  }
+
+  ZipArchive zip_;
+  const TorchImportOptions& options_;
+  std::string prefix_;       // "model/" — the archive's top folder
+  std::string model_name_;   // "model" (models/model.json)
+  std::string model_entry_;  // "model/models/model.json"
+  Json program_;
+  Json weights_config_;    // fqn -> {path_name, tensor_meta, ...}
+  Json constants_config_;  // fqn -> {...}
+  std::string weights_entry_, constants_entry_;
+};
+
+// ---- TorchNode ------------------------------------------------------------------------------
+
+namespace {
+std::optional<std::string> output_tensor_name(const Json& node, int i);
+}  // namespace
+
+TorchNode::TorchNode(Importer& importer, const Json& node, int index, std::string target)
+    : im_(importer), node_(node), index_(index), target_(std::move(target)) {
+  if (node.contains("name") && node["name"].is_string()) name_ = node["name"].get<std::string>();
+  if (name_.empty()) name_ = target_ + "#" + std::to_string(index);
+  if (node.contains("inputs") && node["inputs"].is_array()) {
+    for (const Json& in : node["inputs"]) {
+      if (in.is_object() && in.contains("name") && in["name"].is_string() && in.contains("arg")) {
+        args_.emplace(in["name"].get<std::string>(), &in["arg"]);
+      }
+    }
+  }
+}
+
+Location TorchNode::location() const {
+  return im_.at("/graph_module/graph/nodes/" + std::to_string(index_), name_);
+}
+
+Location TorchNode::arg_location(std::string_view arg) const {
+  Location loc = location();
+  if (node_.contains("inputs") && node_["inputs"].is_array()) {
+    for (size_t i = 0; i < node_["inputs"].size(); ++i) {
+      const Json& in = node_["inputs"][i];
+      if (in.is_object() && in.contains("name") && in["name"] == arg) {
+        loc.pointer += "/inputs/" + std::to_string(i) + "/arg";
+        break;
+      }
+    }
+  }
+  return loc;
+}
+
+Status TorchNode::invalid(const std::string& message) const {
+  return invalid_input(target_ + ": " + message, location());
+}
+Status TorchNode::unsupported(const std::string& message) const {
+  std::string where = source_line(node_);
+  return etc::unsupported(target_ + ": " + message + (where.empty() ? "" : " (from " + where + ")"),
+                          location());
+}
+
+Result<int64_t> TorchNode::wrap_dim(int64_t dim, int64_t rank, std::string_view what) const {
+  int64_t r = std::max<int64_t>(rank, 1);
+  if (dim < -r || dim >= r) {
+    return invalid(std::string(what) + " " + std::to_string(dim) + " is out of range for rank " +
+                   std::to_string(rank));
+  }
+  return dim < 0 ? dim + r : dim;
+}
+
+Result<const Json*> TorchNode::arg_json(std::string_view arg) const {
+  auto it = args_.find(arg);
+  if (it == args_.end()) return static_cast<const Json*>(nullptr);
+  const Json& j = *it->second;
+  if (!j.is_object() || j.size() != 1) {
+    return invalid_input(target_ + ": argument '" + std::string(arg) +
+                             "' must be an object with one key (as_tensor, as_int, ...)",
+                         arg_location(arg));
+  }
+  if (j.contains("as_none")) return static_cast<const Json*>(nullptr);
+  return &j;
+}
+
+bool TorchNode::has(std::string_view arg) const {
+  auto j = arg_json(arg);
+  return j.ok() && *j != nullptr;
+}
+
+bool TorchNode::is_tensor(std::string_view arg) const {
+  auto j = arg_json(arg);
+  return j.ok() && *j != nullptr && (*j)->contains("as_tensor");
+}
+
+namespace {
+Result<std::string> tensor_name(const Json& t, const std::string& what, const Location& loc) {
+  if (!t.is_object() || !t.contains("name") || !t["name"].is_string()) {
+    return invalid_input(what + " must be a tensor argument {\"name\": ...}", loc);
+  }
+  return t["name"].get<std::string>();
+}
+}  // namespace
+
+Result<const Entry*> TorchNode::entry(std::string_view arg) const {
+  ETC_ASSIGN_OR_RETURN(const Json* j, arg_json(arg));
+  if (j == nullptr || !j->contains("as_tensor")) {
+    return invalid_input(target_ + ": argument '" + std::string(arg) + "' must be a tensor",
+                         j == nullptr ? location() : arg_location(arg));
+  }
+  ETC_ASSIGN_OR_RETURN(std::string name, tensor_name((*j)["as_tensor"], "'" + std::string(arg) + "'",
+                                                     arg_location(arg)));
+  auto it = im_.env_.find(name);
+  if (it == im_.env_.end()) {
+    return invalid_input(target_ + ": tensor '" + name + "' is not defined before this node",
+                         arg_location(arg));
+  }
+  return &it->second;
+}
+
+Result<ValueId> TorchNode::tensor(std::string_view arg) {
+  ETC_ASSIGN_OR_RETURN(const Entry* e, entry(arg));
+  const Json& j = *args_.find(arg)->second;
+  std::string name = j["as_tensor"]["name"].get<std::string>();
+  return im_.materialize(name, const_cast<Entry&>(*e));
+}
+
+Result<std::optional<ValueId>> TorchNode::optional_tensor(std::string_view arg) {
+  if (!has(arg)) return std::optional<ValueId>();
+  ETC_ASSIGN_OR_RETURN(ValueId v, tensor(arg));
+  return std::optional<ValueId>(v);
+}
+
+Result<std::vector<const Entry*>> TorchNode::tensor_entries(std::string_view arg) const {
+  ETC_ASSIGN_OR_RETURN(const Json* j, arg_json(arg));
+  if (j == nullptr || !j->contains("as_tensors") || !(*j)["as_tensors"].is_array()) {
+    return invalid_input(target_ + ": argument '" + std::string(arg) + "' must be a tensor list",
+                         arg_location(arg));
+  }
+  std::vector<const Entry*> out;
+  for (const Json& t : (*j)["as_tensors"]) {
+    ETC_ASSIGN_OR_RETURN(std::string name, tensor_name(t, "an element of '" + std::string(arg) + "'",
+                                                       arg_location(arg)));
+    auto it = im_.env_.find(name);
+    if (it == im_.env_.end()) {
+      return invalid_input(target_ + ": tensor '" + name + "' is not defined before this node",
+                           arg_location(arg));
+    }
+    out.push_back(&it->second);
+  }
+  return out;
+}
+
+Result<std::vector<ValueId>> TorchNode::tensors(std::string_view arg) {
+  ETC_RETURN_IF_ERROR(tensor_entries(arg));
+  std::vector<ValueId> out;
+  for (const Json& t : (*args_.find(arg)->second)["as_tensors"]) {
+    std::string name = t["name"].get<std::string>();
+    out.push_back(im_.materialize(name, im_.env_.at(name)));
+  }
+  return out;
+}
+
+Result<int64_t> TorchNode::sym_int(const Json& j, std::string_view arg) const {
+  if (j.is_object() && j.contains("as_int") && j["as_int"].is_number_integer()) {
+    return j["as_int"].get<int64_t>();
+  }
+  if (j.is_object() && j.contains("as_name") && j["as_name"].is_string()) {
+    auto it = im_.sym_ints_.find(j["as_name"].get<std::string>());
+    if (it == im_.sym_ints_.end()) {
+      return invalid_input(target_ + ": symbolic int '" + j["as_name"].get<std::string>() +
+                               "' is not defined before this node",
+                           arg_location(arg));
+    }
+    return it->second;
+  }
+  return invalid_input(target_ + ": argument '" + std::string(arg) +
+                           "' must be an int or a symbolic int",
+                       arg_location(arg));
+}
+
+Result<int64_t> TorchNode::int_arg(std::string_view arg, std::optional<int64_t> fallback) const {
+  ETC_ASSIGN_OR_RETURN(const Json* j, arg_json(arg));
+  if (j == nullptr) {
+    if (!fallback) return invalid(std::string("argument '") + std::string(arg) + "' is required");
+    return *fallback;
+  }
+  if (j->contains("as_int") && (*j)["as_int"].is_number_integer()) return (*j)["as_int"].get<int64_t>();
+  if (j->contains("as_sym_int")) return sym_int((*j)["as_sym_int"], arg);
+  return invalid_input(target_ + ": argument '" + std::string(arg) + "' must be an int",
+                       arg_location(arg));
+}
+
+Result<std::optional<int64_t>> TorchNode::optional_int(std::string_view arg) const {
+  if (!has(arg)) return std::optional<int64_t>();
+  ETC_ASSIGN_OR_RETURN(int64_t v, int_arg(arg));
+  return std::optional<int64_t>(v);
+}
+
+Result<std::vector<int64_t>> TorchNode::ints(std::string_view arg,
+                                             std::optional<std::vector<int64_t>> fallback) const {
+  ETC_ASSIGN_OR_RETURN(const Json* j, arg_json(arg));
+  if (j == nullptr) {
+    if (!fallback) return invalid(std::string("argument '") + std::string(arg) + "' is required");
+    return *fallback;
+  }
+  std::vector<int64_t> out;
+  if (j->contains("as_ints") && (*j)["as_ints"].is_array()) {
+    for (const Json& v : (*j)["as_ints"]) {
+      if (!v.is_number_integer()) {
+        return invalid_input(target_ + ": '" + std::string(arg) + "' must hold ints",
+                             arg_location(arg));
+      }
+      out.push_back(v.get<int64_t>());
+    }
+    return out;
+  }
+  if (j->contains("as_sym_ints") && (*j)["as_sym_ints"].is_array()) {
+    for (const Json& v : (*j)["as_sym_ints"]) {
+      ETC_ASSIGN_OR_RETURN(int64_t x, sym_int(v, arg));
+      out.push_back(x);
+    }
+    return out;
+  }
+  if (j->contains("as_int") && (*j)["as_int"].is_number_integer()) {
+    return std::vector<int64_t>{(*j)["as_int"].get<int64_t>()};
+  }
+  return invalid_input(target_ + ": argument '" + std::string(arg) + "' must be a list of ints",
+                       arg_location(arg));
+}
+
+Result<double> TorchNode::float_arg(std::string_view arg, std::optional<double> fallback) const {
+  ETC_ASSIGN_OR_RETURN(const Json* j, arg_json(arg));
+  if (j == nullptr) {
+    if (!fallback) return invalid(std::string("argument '") + std::string(arg) + "' is required");
+    return *fallback;
+  }
+  if (j->contains("as_float") && (*j)["as_float"].is_number()) return (*j)["as_float"].get<double>();
+  if (j->contains("as_float") && (*j)["as_float"].is_string()) {
+    // PyTorch writes non-finite floats as strings: "Infinity", "-Infinity", "NaN".
+    std::string s = (*j)["as_float"].get<std::string>();
+    if (s == "Infinity" || s == "inf") return std::numeric_limits<double>::infinity();
+    if (s == "-Infinity" || s == "-inf") return -std::numeric_limits<double>::infinity();
+    if (s == "NaN" || s == "nan") return std::numeric_limits<double>::quiet_NaN();
+  }
+  if (j->contains("as_int") && (*j)["as_int"].is_number_integer()) {
+    return static_cast<double>((*j)["as_int"].get<int64_t>());
+  }
+  return invalid_input(target_ + ": argument '" + std::string(arg) + "' must be a float",
+                       arg_location(arg));
+}
+
+Result<bool> TorchNode::bool_arg(std::string_view arg, std::optional<bool> fallback) const {
+  ETC_ASSIGN_OR_RETURN(const Json* j, arg_json(arg));
+  if (j == nullptr) {
+    if (!fallback) return invalid(std::string("argument '") + std::string(arg) + "' is required");
+    return *fallback;
+  }
+  if (j->contains("as_bool") && (*j)["as_bool"].is_boolean()) return (*j)["as_bool"].get<bool>();
+  return invalid_input(target_ + ": argument '" + std::string(arg) + "' must be a bool",
+                       arg_location(arg));
+}
+
+Result<Scalar> TorchNode::scalar(std::string_view arg, std::optional<Scalar> fallback) const {
+  ETC_ASSIGN_OR_RETURN(const Json* j, arg_json(arg));
+  if (j == nullptr) {
+    if (!fallback) return invalid(std::string("argument '") + std::string(arg) + "' is required");
+    return *fallback;
+  }
+  if (j->contains("as_int") || j->contains("as_sym_int")) {
+    ETC_ASSIGN_OR_RETURN(int64_t v, int_arg(arg));
+    return Scalar{v};
+  }
+  if (j->contains("as_bool")) {
+    ETC_ASSIGN_OR_RETURN(bool v, bool_arg(arg));
+    return Scalar{v};
+  }
+  if (j->contains("as_float")) {
+    ETC_ASSIGN_OR_RETURN(double v, float_arg(arg));
+    return Scalar{v};
+  }
+  return invalid_input(target_ + ": argument '" + std::string(arg) + "' must be a number",
+                       arg_location(arg));
+}
+
+Result<std::optional<Scalar>> TorchNode::optional_scalar(std::string_view arg) const {
+  if (!has(arg)) return std::optional<Scalar>();
+  ETC_ASSIGN_OR_RETURN(Scalar s, scalar(arg));
+  return std::optional<Scalar>(s);
+}
+
+Result<std::optional<DType>> TorchNode::dtype_arg(std::string_view arg) const {
+  ETC_ASSIGN_OR_RETURN(const Json* j, arg_json(arg));
+  if (j == nullptr) return std::optional<DType>();
+  if (!j->contains("as_scalar_type") || !(*j)["as_scalar_type"].is_number_integer()) {
+    return invalid_input(target_ + ": argument '" + std::string(arg) + "' must be a dtype",
+                         arg_location(arg));
+  }
+  int64_t v = (*j)["as_scalar_type"].get<int64_t>();
+  std::optional<DType> d = dtype_from_torch(v);
+  if (!d) return unsupported("dtype " + torch_dtype_name(v) + " is not supported");
+  return d;
+}
+
+Result<std::string> TorchNode::string_arg(std::string_view arg,
+                                          std::optional<std::string> fallback) const {
+  ETC_ASSIGN_OR_RETURN(const Json* j, arg_json(arg));
+  if (j == nullptr) {
+    if (!fallback) return invalid(std::string("argument '") + std::string(arg) + "' is required");
+    return *fallback;
+  }
+  if (j->contains("as_string") && (*j)["as_string"].is_string()) {
+    return (*j)["as_string"].get<std::string>();
+  }
+  return invalid_input(target_ + ": argument '" + std::string(arg) + "' must be a string",
+                       arg_location(arg));
+}
+
+const TensorSpec& TorchNode::spec(ValueId v) const {
+  return im_.graph_.value(v).spec;
+}
+
+ValueId TorchNode::constant(const KnownTensor& t) {
+  Entry e{std::nullopt, t, t.dtype, t.shape};
+  return im_.materialize(name_ + ".const", e);
+}
+
+Result<ValueId> TorchNode::emit(OpKind op,
+                                std::initializer_list<std::pair<std::string_view, ArgValue>> named) {
+  ETC_ASSIGN_OR_RETURN(std::vector<ArgValue> args, bind_args(op, named));
+  std::vector<TensorType> types;
+  auto type_of = [this](ValueId id) -> const TensorSpec& { return im_.graph_.value(id).spec; };
+  Location loc = location();
+  Status s = infer_types(op, args, type_of, loc, &types);
+  if (!s.ok()) {
+    return std::move(s).add_context("while converting " + target_ + " to " + op_info(op).name);
+  }
+  std::vector<std::string> names;
+  std::vector<TensorSpec> specs;
+  for (const TensorType& t : types) {
+    std::string base = name_ + (emitted_ ? "." + std::to_string(emitted_) : "");
+    std::string n = im_.fresh_value_name(base + (names.empty() ? "" : "_" + std::to_string(names.size())));
+    names.push_back(n);
+    specs.push_back(TensorSpec::make(t.dtype, t.sizes));
+    if (std::string err = check_tensor_spec(specs.back()); !err.empty()) return invalid(err);
+  }
+  std::string node_name =
+      im_.graph_.unique_node_name(emitted_ == 0 ? name_ : name_ + "/" + std::to_string(emitted_));
+  ++emitted_;
+  NodeId id = im_.graph_.add_node(op, node_name, std::move(args), names, std::move(specs));
+  im_.graph_.node(id).origin = loc.pointer;
+  last_outputs_ = im_.graph_.node(id).outputs;
+  return last_outputs_[0];
+}
+
+bool TorchNode::output_used(int i) const {
+  std::optional<std::string> name = output_tensor_name(node_, i);
+  return name && im_.read_names_.count(*name);
+}
+
+int TorchNode::num_outputs() const {
+  return node_.contains("outputs") && node_["outputs"].is_array()
+             ? static_cast<int>(node_["outputs"].size())
+             : 0;
+}
+
+namespace {
+// The name of tensor output i of a node (as_tensor, or the i-th of a single as_tensors).
+std::optional<std::string> output_tensor_name(const Json& node, int i) {
+  const Json& outs = node["outputs"];
+  if (outs.size() == 1 && outs[0].is_object() && outs[0].contains("as_tensors") &&
+      outs[0]["as_tensors"].is_array()) {
+    const Json& list = outs[0]["as_tensors"];
+    if (i < static_cast<int>(list.size()) && list[i].is_object() && list[i].contains("name") &&
+        list[i]["name"].is_string()) {
+      return list[i]["name"].get<std::string>();
+    }
+    return std::nullopt;
+  }
+  if (i >= static_cast<int>(outs.size())) return std::nullopt;
+  const Json& o = outs[i];
+  if (o.is_object() && o.contains("as_tensor") && o["as_tensor"].is_object() &&
+      o["as_tensor"].contains("name") && o["as_tensor"]["name"].is_string()) {
+    return o["as_tensor"]["name"].get<std::string>();
+  }
+  return std::nullopt;
+}
+}  // namespace
+
+Status TorchNode::set_output(int i, ValueId v) {
+  std::optional<std::string> name = output_tensor_name(node_, i);
+  if (!name) {
+    if (i < num_outputs() && node_["outputs"][i].contains("as_none")) return Status();
+    return invalid("output " + std::to_string(i) + " is not a tensor {\"as_tensor\": {\"name\"}}");
+  }
+  if (im_.env_.count(*name)) return invalid("tensor '" + *name + "' is defined twice");
+  const TensorSpec& spec = im_.graph_.value(v).spec;
+  // The IR value takes the program's name where it is free (outputs keep their names).
+  if (im_.graph_.value(v).kind == ValueKind::kNodeOutput && im_.graph_.value(v).name != *name &&
+      !im_.graph_.find_value(*name)) {
+    bool fresh = true;
+    for (const auto& [n, e] : im_.env_) {
+      if (e.value && *e.value == v) fresh = false;
+    }
+    if (fresh) im_.graph_.rename_value(v, *name);
+  }
+  im_.env_[*name] = Entry{v, std::nullopt, spec.dtype, spec.sizes};
+  return Status();
+}
+
+Status TorchNode::set_known_output(int i, KnownTensor t) {
+  std::optional<std::string> name = output_tensor_name(node_, i);
+  if (!name) return invalid("output " + std::to_string(i) + " is not a tensor");
+  if (im_.env_.count(*name)) return invalid("tensor '" + *name + "' is defined twice");
+  DType d = t.dtype;
+  std::vector<int64_t> shape = t.shape;
+  im_.env_[*name] = Entry{std::nullopt, std::move(t), d, std::move(shape)};
+  return Status();
+}
+
+Status TorchNode::set_int_output(int i, int64_t v) {
+  if (i >= num_outputs()) return invalid("output " + std::to_string(i) + " is missing");
+  const Json& o = node_["outputs"][i];
+  if (!o.is_object() || !o.contains("as_sym_int") || !o["as_sym_int"].is_object() ||
+      !o["as_sym_int"].contains("as_name") || !o["as_sym_int"]["as_name"].is_string()) {
+    return invalid("output " + std::to_string(i) + " must be a symbolic int {\"as_sym_int\": ...}");
+  }
+  im_.sym_ints_[o["as_sym_int"]["as_name"].get<std::string>()] = v;
+  return Status();
+}
+
+Status TorchNode::rebind(std::string_view arg, ValueId v) {
+  ETC_ASSIGN_OR_RETURN(const Json* j, arg_json(arg));
+  if (j == nullptr || !j->contains("as_tensor")) return invalid("in-place op without a tensor");
+  std::string name = (*j)["as_tensor"]["name"].get<std::string>();
+  const TensorSpec& spec = im_.graph_.value(v).spec;
+  im_.env_[name] = Entry{v, std::nullopt, spec.dtype, spec.sizes};
+  return Status();
+}
+
+// ---- Layout, versions, program --------------------------------------------------------------
+
+Status Importer::find_layout() {
+  // Every entry sits under one top folder (named after the archive or "archive"); the
+  // archive_format record marks it.
+  std::vector<std::string> candidates;
+  for (const ZipEntry& e : zip_.entries()) {
+    const std::string suffix = "archive_format";
+    if (e.name.size() >= suffix.size() &&
+        e.name.compare(e.name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      std::string p = e.name.substr(0, e.name.size() - suffix.size());
+      if (p.empty() || (p.back() == '/' && std::count(p.begin(), p.end(), '/') == 1)) {
+        candidates.push_back(p);
+      }
+    }
+  }
+  if (candidates.size() != 1) {
+    std::string names;
+    for (size_t i = 0; i < zip_.entries().size() && i < 8; ++i)
+      names += (i ? ", " : "") + zip_.entries()[i].name;
+    return invalid_input(
+        candidates.empty()
+            ? "not a PyTorch .pt2 archive: no archive_format record (torch.export.save writes "
+              "one); entries: " +
+                  (names.empty() ? std::string("none") : names)
+            : "the archive has " + std::to_string(candidates.size()) +
+                  " archive_format records; etc reads archives holding one program",
+        zip_.at(""));
+  }
+  prefix_ = candidates[0];
+  // The program: models/<name>.json, exactly one.
+  std::vector<std::string> models;
+  const std::string dir = prefix_ + "models/";
+  for (const ZipEntry& e : zip_.entries()) {
+    if (e.name.rfind(dir, 0) == 0 && e.name.size() > dir.size() + 5 &&
+        e.name.find('/', dir.size()) == std::string::npos &&
+        e.name.compare(e.name.size() - 5, 5, ".json") == 0) {
+      models.push_back(e.name);
+    }
+  }
+  if (models.size() != 1) {
+    return invalid_input(models.empty() ? "the archive has no program (" + dir + "<name>.json)"
+                                        : "the archive holds " + std::to_string(models.size()) +
+                                              " programs under " + dir +
+                                              "; etc imports archives with one",
+                         zip_.at(""));
+  }
+  model_entry_ = models[0];
+  model_name_ = model_entry_.substr(dir.size(), model_entry_.size() - dir.size() - 5);
+  return Status();
+}
+
+Status Importer::check_versions() {
+  auto text = [&](const std::string& rel) -> Result<std::optional<std::string>> {
+    const ZipEntry* e = zip_.find(prefix_ + rel);
+    if (e == nullptr) return std::optional<std::string>();
+    if (e->size > 4096) return invalid_input("the record is implausibly long", zip_.at(e->name));
+    ETC_ASSIGN_OR_RETURN(std::string t, zip_.read_text(*e));
+    return std::optional<std::string>(trim(t));
+  };
+  ETC_ASSIGN_OR_RETURN(auto format, text("archive_format"));
+  if (*format != kArchiveFormat) {
+    return unsupported("archive format '" + *format + "'; etc reads '" + kArchiveFormat + "'",
+                       zip_.at(prefix_ + "archive_format"));
+  }
+  ETC_ASSIGN_OR_RETURN(auto version, text("archive_version"));
+  if (version && *version != kArchiveVersion) {
+    return unsupported("archive version " + *version + "; etc reads version " + kArchiveVersion,
+                       zip_.at(prefix_ + "archive_version"));
+  }
+  ETC_ASSIGN_OR_RETURN(auto order, text("byteorder"));
+  if (order && *order != "little") {
+    return unsupported("byte order '" + *order + "'; etc reads little-endian archives",
+                       zip_.at(prefix_ + "byteorder"));
+  }
+  return Status();
+}
+
+namespace {
+Result<Json> parse_json_entry(const ZipArchive& zip, const ZipEntry& e) {
+  ETC_ASSIGN_OR_RETURN(std::string text, zip.read_text(e));
+  try {
+    return Json::parse(text);
+  } catch (const Json::parse_error& err) {
+    std::string what = err.what();
+    size_t p = what.find("parse error");
+    return invalid_input("malformed JSON: " + (p == std::string::npos ? what : what.substr(p)),
+                         zip.at(e.name, static_cast<uint64_t>(err.byte > 0 ? err.byte - 1 : 0)));
+  }
+}
+}  // namespace
+
+Status Importer::read_program() {
+  const ZipEntry* e = zip_.find(model_entry_);
+  ETC_ASSIGN_OR_RETURN(program_, parse_json_entry(zip_, *e));
+  if (!program_.is_object()) return invalid_input("the program must be a JSON object", at(""));
+  ETC_ASSIGN_OR_RETURN(const Json* sv, member(program_, "schema_version", "",
+                                              Json::value_t::object, "an object"));
+  int64_t major = sv->contains("major") && (*sv)["major"].is_number_integer()
+                      ? (*sv)["major"].get<int64_t>()
+                      : -1;
+  int64_t minor = sv->contains("minor") && (*sv)["minor"].is_number_integer()
+                      ? (*sv)["minor"].get<int64_t>()
+                      : -1;
+  if (major != kSchemaMajor) {
+    return unsupported("serialized-program schema version " + std::to_string(major) + "." +
+                           std::to_string(minor) + "; etc reads schema " +
+                           std::to_string(kSchemaMajor) + ".x (torch 2.4 and later)",
+                       at("/schema_version"));
+  }
+  return Status();
+}
+
+Status Importer::read_weight_configs() {
+  auto read_config = [&](const std::string& rel, Json& out, std::string& entry) -> Status {
+    entry = prefix_ + rel;
+    const ZipEntry* e = zip_.find(entry);
+    out = Json::object();
+    if (e == nullptr) return Status();
+    ETC_ASSIGN_OR_RETURN(Json j, parse_json_entry(zip_, *e));
+    if (!j.is_object() || !j.contains("config") || !j["config"].is_object()) {
+      return invalid_input("expected {\"config\": {name: {path_name, tensor_meta, ...}}}",
+                           zip_.at(entry));
+    }
+    out = std::move(j["config"]);
+    return Status();
+  };
+  ETC_RETURN_IF_ERROR(read_config("data/weights/" + model_name_ + "_weights_config.json",
+                                  weights_config_, weights_entry_));
+  ETC_RETURN_IF_ERROR(read_config("data/constants/" + model_name_ + "_constants_config.json",
+                                  constants_config_, constants_entry_));
+  return Status();
+}
+
+Result<TensorSpec> Importer::tensor_meta(const Json& meta, const std::string& where) const {
+  auto fail = [&](const std::string& m) { return invalid_input(m, at(where)); };
+  if (!meta.is_object()) return fail("tensor_meta must be an object");
+  if (!meta.contains("dtype") || !meta["dtype"].is_number_integer()) return fail("dtype is missing");
+  int64_t d = meta["dtype"].get<int64_t>();
+  std::optional<DType> dtype = dtype_from_torch(d);
+  if (!dtype) return unsupported("dtype " + torch_dtype_name(d) + " is not supported", at(where));
+  if (!meta.contains("sizes") || !meta["sizes"].is_array()) return fail("sizes are missing");
+  std::vector<int64_t> sizes;
+  for (const Json& s : meta["sizes"]) {
+    if (!s.is_object() || !s.contains("as_int") || !s["as_int"].is_number_integer()) {
+      return fail("a size is not a static int");
+    }
+    int64_t v = s["as_int"].get<int64_t>();
+    if (v < 0) return fail("a size is negative");
+    sizes.push_back(v);
+  }
+  if (meta.contains("layout") && meta["layout"].is_number_integer() &&
+      meta["layout"].get<int64_t>() != 7) {  // 7: strided
+    return unsupported("tensor layout " + std::to_string(meta["layout"].get<int64_t>()) +
+                           " (etc reads strided tensors)",
+                       at(where));
+  }
+  TensorSpec spec = TensorSpec::make(*dtype, std::move(sizes));
+  if (std::string err = check_tensor_spec(spec); !err.empty()) return fail(err);
+  return spec;
+}
+
+Result<ValueId> Importer::add_weight(const std::string& graph_name, const std::string& fqn,
+                                     const std::string& pointer) {
+  const Json* cfg = nullptr;
+  std::string config_entry, dir;
+  if (weights_config_.contains(fqn)) {
+    cfg = &weights_config_[fqn];
+    config_entry = weights_entry_;
+    dir = prefix_ + "data/weights/";
+  } else if (constants_config_.contains(fqn)) {
+    cfg = &constants_config_[fqn];
+    config_entry = constants_entry_;
+    dir = prefix_ + "data/constants/";
+  } else {
+    return invalid_input("'" + fqn + "' is not in the archive's weights or constants config",
+                         at(pointer));
+  }
+  Location where = zip_.at(config_entry);
+  where.pointer = "/config/" + fqn;
+  auto fail = [&](const std::string& m) { return invalid_input("'" + fqn + "': " + m, where); };
+  if (!cfg->is_object()) return fail("expected an object");
+  if (cfg->contains("use_pickle") && (*cfg)["use_pickle"].is_boolean() &&
+      (*cfg)["use_pickle"].get<bool>()) {
+    return etc::unsupported("'" + fqn +
+                                "' is stored pickled (use_pickle: true), which etc cannot read "
+                                "without Python; save it as a plain tensor",
+                            where);
+  }
+  if (!cfg->contains("path_name") || !(*cfg)["path_name"].is_string()) {
+    return fail("path_name is missing");
+  }
+  if (!cfg->contains("tensor_meta")) return fail("tensor_meta is missing");
+  const Json& meta = (*cfg)["tensor_meta"];
+  ETC_ASSIGN_OR_RETURN(TensorSpec spec, tensor_meta(meta, pointer));
+  std::string path = dir + (*cfg)["path_name"].get<std::string>();
+  const ZipEntry* e = zip_.find(path);
+  if (e == nullptr) return fail("its bytes (" + path + ") are missing from the archive");
+
+  // Strides and storage offset: a view into the stored storage.
+  std::vector<int64_t> strides;
+  if (meta.contains("strides") && meta["strides"].is_array()) {
+    for (const Json& s : meta["strides"]) {
+      if (!s.is_object() || !s.contains("as_int") || !s["as_int"].is_number_integer()) {
+        return fail("a stride is not a static int");
+      }
+      strides.push_back(s["as_int"].get<int64_t>());
+    }
+  } else {
+    strides.assign(spec.rank(), 0);
+    int64_t st = 1;
+    for (size_t i = spec.rank(); i-- > 0;) {
+      strides[i] = st;
+      st *= spec.sizes[i];
+    }
+  }
+  if (strides.size() != spec.rank()) return fail("strides and sizes differ in length");
+  int64_t offset = 0;
+  if (meta.contains("storage_offset") && meta["storage_offset"].is_object() &&
+      meta["storage_offset"].contains("as_int") &&
+      meta["storage_offset"]["as_int"].is_number_integer()) {
+    offset = meta["storage_offset"]["as_int"].get<int64_t>();
+  }
+  int64_t es = dtype_size(spec.dtype);
+  int64_t numel = spec.numel();
+  // The last element read: offset + sum (size-1)*stride, all non-negative, in the storage.
+  uint64_t last = static_cast<uint64_t>(std::max<int64_t>(offset, 0));
+  bool contiguous = offset >= 0;
+  int64_t expect = 1;
+  for (size_t i = spec.rank(); i-- > 0;) {
+    if (strides[i] < 0 || offset < 0) return fail("negative strides or offset are not supported");
+    if (spec.sizes[i] > 1 && strides[i] != expect) contiguous = false;
+    if (spec.sizes[i] > 0) {
+      uint64_t span = static_cast<uint64_t>(spec.sizes[i] - 1);
+      if (strides[i] != 0 && span > (uint64_t{1} << 48) / static_cast<uint64_t>(strides[i])) {
+        return fail("strides reach past any plausible storage");
+      }
+      last += span * static_cast<uint64_t>(strides[i]);
+    }
+    expect *= spec.sizes[i];
+  }
+  uint64_t storage_elems = e->size / static_cast<uint64_t>(es);
+  if (numel > 0 && last >= storage_elems) {
+    return fail("tensor_meta reads element " + std::to_string(last) + " of a storage of " +
+                std::to_string(storage_elems) + " elements (" + path + " has " +
+                std::to_string(e->size) + " bytes)");
+  }
+  ETC_ASSIGN_OR_RETURN(ConstantData data, zip_.read(*e));
+  if (contiguous) {
+    data.offset += static_cast<size_t>(offset) * es;
+    data.size = static_cast<size_t>(numel * es);
+  } else {  // a strided view: gathered into contiguous bytes
+    std::string out(static_cast<size_t>(numel * es), '\0');
+    std::vector<int64_t> idx(spec.rank(), 0);
+    std::span<const uint8_t> src = data.bytes();
+    for (int64_t k = 0; k < numel; ++k) {
+      int64_t at_elem = offset;
+      for (size_t d = 0; d < spec.rank(); ++d)
+        at_elem += idx[d] * strides[d];
+      std::memcpy(out.data() + k * es, src.data() + at_elem * es, es);
+      for (size_t d = spec.rank(); d-- > 0;) {
+        if (++idx[d] < spec.sizes[d]) break;
+        idx[d] = 0;
+      }
+    }
+    auto blob = make_blob(std::move(out));
+    size_t n = blob->bytes().size();
+    data = ConstantData{std::move(blob), 0, n};
+  }
+  spec.is_const = true;
+  spec.constant = std::move(data);
+  return graph_.add_constant(fresh_value_name(graph_name), std::move(spec));
+}
+
+// ---- Signature: inputs ----------------------------------------------------------------------
+
+namespace {
+// "Symbol('s11', positive=True, integer=True)" or "s11" -> "s11"; other expressions: empty.
+std::string bare_symbol(const std::string& expr) {
+  static const std::regex sym(R"re(^\s*(?:Symbol\('([A-Za-z_][A-Za-z0-9_]*)'.*\)|([A-Za-z_][A-Za-z0-9_]*))\s*$)re");
+  std::smatch m;
+  if (!std::regex_match(expr, m, sym)) return {};
+  return m[1].matched ? m[1].str() : m[2].str();
+}
+}  // namespace
+
+Status Importer::read_inputs() {
+  const Json& gm = program_["graph_module"];
+  const Json& graph = gm["graph"];
+  ETC_ASSIGN_OR_RETURN(const Json* inputs, member(graph, "inputs", "/graph_module/graph",
+                                                  Json::value_t::array, "an array"));
+  ETC_ASSIGN_OR_RETURN(const Json* sig, member(gm, "signature", "/graph_module",
+                                               Json::value_t::object, "an object"));
+  ETC_ASSIGN_OR_RETURN(const Json* specs, member(*sig, "input_specs", "/graph_module/signature",
+                                                 Json::value_t::array, "an array"));
+  if (specs->size() != inputs->size()) {
+    return invalid_input("the signature lists " + std::to_string(specs->size()) +
+                             " inputs, the graph has " + std::to_string(inputs->size()),
+                         at("/graph_module/signature/input_specs"));
+  }
+  const Json& ranges = program_.contains("range_constraints") && program_["range_constraints"].is_object()
+                           ? program_["range_constraints"]
+                           : Json::object();
+  std::set<std::string> shaped;
+  for (size_t i = 0; i < specs->size(); ++i) {
+    std::string ptr = "/graph_module/signature/input_specs/" + std::to_string(i);
+    const Json& s = (*specs)[i];
+    if (!s.is_object() || s.size() != 1) return invalid_input("expected an object with one key", at(ptr));
+    const std::string kind = s.begin().key();
+    const Json& body = s.begin().value();
+    const Json& gin = (*inputs)[i];
+    if (!gin.is_object() || !gin.contains("as_tensor") || !gin["as_tensor"].is_object() ||
+        !gin["as_tensor"].contains("name") || !gin["as_tensor"]["name"].is_string()) {
+      return etc::unsupported("graph input " + std::to_string(i) + " (" + kind +
+                                  ") is not a tensor; etc imports tensor inputs only",
+                              at("/graph_module/graph/inputs/" + std::to_string(i)));
+    }
+    std::string name = gin["as_tensor"]["name"].get<std::string>();
+    if (env_.count(name)) return invalid_input("input '" + name + "' is defined twice", at(ptr));
+    auto fqn_of = [&](const char* key) -> Result<std::string> {
+      if (!body.is_object() || !body.contains(key) || !body[key].is_string()) {
+        return invalid_input(std::string("'") + key + "' is missing", at(ptr + "/" + kind));
+      }
+      return body[key].get<std::string>();
+    };
+    if (kind == "parameter" || kind == "buffer" || kind == "tensor_constant" ||
+        kind == "constant_tensor") {
+      const char* key = kind == "parameter" ? "parameter_name"
+                        : kind == "buffer"  ? "buffer_name"
+                                            : "tensor_constant_name";
+      ETC_ASSIGN_OR_RETURN(std::string fqn, fqn_of(key));
+      ETC_ASSIGN_OR_RETURN(ValueId v, add_weight(name, fqn, ptr));
+      const TensorSpec& spec = graph_.value(v).spec;
+      env_[name] = Entry{v, std::nullopt, spec.dtype, spec.sizes};
+    } else if (kind == "user_input") {
+      if (!tensor_values_->contains(name)) {
+        return invalid_input("input '" + name + "' has no entry in tensor_values",
+                             at("/graph_module/graph/tensor_values"));
+      }
+      const Json& meta = (*tensor_values_)[name];
+      std::string mptr = "/graph_module/graph/tensor_values/" + name;
+      if (!meta.is_object() || !meta.contains("sizes") || !meta["sizes"].is_array()) {
+        return invalid_input("sizes are missing", at(mptr));
+      }
+      // Symbolic dims take their sizes from --input-shape, checked against the ranges.
+      std::vector<int64_t> sizes;
+      std::vector<std::string> symbols;  // per dim; empty for static
+      bool dynamic = false;
+      for (const Json& d : meta["sizes"]) {
+        if (d.is_object() && d.contains("as_int") && d["as_int"].is_number_integer()) {
+          sizes.push_back(d["as_int"].get<int64_t>());
+          symbols.emplace_back();
+        } else if (d.is_object() && d.contains("as_expr") && d["as_expr"].is_object() &&
+                   d["as_expr"].contains("expr_str") && d["as_expr"]["expr_str"].is_string()) {
+          std::string expr = d["as_expr"]["expr_str"].get<std::string>();
+          std::string sym = bare_symbol(expr);
+          if (sym.empty()) {
+            return etc::unsupported("input '" + name + "' has a dim given by the expression '" +
+                                        expr + "'; etc reads dims that are one symbol",
+                                    at(mptr));
+          }
+          sizes.push_back(-1);
+          symbols.push_back(sym);
+          dynamic = true;
+        } else {
+          return invalid_input("a size is neither an int nor a symbolic expression", at(mptr));
+        }
+      }
+      auto range_text = [&](const std::string& sym) {
+        std::string lo = "?", hi = "?";
+        if (ranges.contains(sym) && ranges[sym].is_object()) {
+          if (ranges[sym].contains("min_val") && ranges[sym]["min_val"].is_number_integer())
+            lo = std::to_string(ranges[sym]["min_val"].get<int64_t>());
+          if (ranges[sym].contains("max_val") && ranges[sym]["max_val"].is_number_integer())
+            hi = std::to_string(ranges[sym]["max_val"].get<int64_t>());
+        }
+        return sym + " in [" + lo + ", " + hi + "]";
+      };
+      auto given = options_.input_shapes.find(name);
+      if (dynamic && given == options_.input_shapes.end()) {
+        std::string dims, syms, tmpl;
+        for (size_t k = 0; k < sizes.size(); ++k) {
+          tmpl += (k ? "x" : "") + (symbols[k].empty() ? std::to_string(sizes[k]) : symbols[k]);
+          if (!symbols[k].empty() && syms.find(range_text(symbols[k])) == std::string::npos) {
+            syms += (syms.empty() ? "" : ", ") + range_text(symbols[k]);
+          }
+        }
+        return etc::unsupported("input '" + name + "' has symbolic dims (" + syms +
+                                    "): give its sizes with --input-shape " + name + "=" + tmpl,
+                                at(mptr));
+      }
+      if (given != options_.input_shapes.end()) {
+        shaped.insert(name);
+        const std::vector<int64_t>& want = given->second;
+        if (want.size() != sizes.size()) {
+          return Status(ErrorCode::kUsage, "--input-shape " + name + ": rank " +
+                                               std::to_string(want.size()) + ", the program's input has rank " +
+                                               std::to_string(sizes.size()));
+        }
+        for (size_t k = 0; k < sizes.size(); ++k) {
+          if (symbols[k].empty()) {
+            if (want[k] != sizes[k]) {
+              return Status(ErrorCode::kUsage, "--input-shape " + name + ": dim " + std::to_string(k) +
+                                                   " is " + std::to_string(want[k]) + ", the program fixes it at " +
+                                                   std::to_string(sizes[k]));
+            }
+            continue;
+          }
+          const std::string& sym = symbols[k];
+          if (ranges.contains(sym) && ranges[sym].is_object()) {
+            const Json& r = ranges[sym];
+            bool below = r.contains("min_val") && r["min_val"].is_number_integer() &&
+                         want[k] < r["min_val"].get<int64_t>();
+            bool above = r.contains("max_val") && r["max_val"].is_number_integer() &&
+                         want[k] > r["max_val"].get<int64_t>();
+            if (below || above) {
+              return Status(ErrorCode::kUsage, "--input-shape " + name + ": dim " + std::to_string(k) +
+                                                   " = " + std::to_string(want[k]) + " is outside " +
+                                                   range_text(sym));
+            }
+          }
+          auto [it, fresh] = sym_ints_.emplace(sym, want[k]);
+          if (!fresh && it->second != want[k]) {
+            return Status(ErrorCode::kUsage, "--input-shape " + name + ": dim " + std::to_string(k) +
+                                                 " is " + std::to_string(want[k]) + " but symbol " + sym +
+                                                 " is already " + std::to_string(it->second));
+          }
+          sizes[k] = want[k];
+        }
+      }
+      Json static_meta = meta;
+      static_meta["sizes"] = Json::array();
+      for (int64_t d : sizes)
+        static_meta["sizes"].push_back(Json{{"as_int", d}});
+      ETC_ASSIGN_OR_RETURN(TensorSpec spec, tensor_meta(static_meta, mptr));
+      ValueId v = graph_.add_input(name, spec);
+      env_[name] = Entry{v, std::nullopt, spec.dtype, spec.sizes};
+    } else {
+      return etc::unsupported("graph input " + std::to_string(i) + " '" + name + "' is a " + kind +
+                                  "; etc imports parameters, buffers, constants and tensor inputs",
+                              at(ptr));
+    }
+  }
+  for (const auto& [n, shape] : options_.input_shapes) {
+    if (!shaped.count(n)) {
+      return Status(ErrorCode::kUsage, "--input-shape names '" + n +
+                                           "', which is not an input with symbolic dims of this program");
+    }
+  }
+  return Status();
+}
+
+// ---- Nodes ----------------------------------------------------------------------------------
+
+namespace {
+// "torch.ops.aten.linear.default" -> "aten.linear.default"; other targets as written.
+std::string short_target(const Json& node) {
+  if (!node.is_object() || !node.contains("target") || !node["target"].is_string()) return "";
+  std::string t = node["target"].get<std::string>();
+  if (t.rfind("torch.ops.", 0) == 0) t = t.substr(10);
+  return t;
+}
+}  // namespace
+
+Status Importer::report_unsupported() {
+  const auto& table = torch_converters();
+  const Json& nodes = program_["graph_module"]["graph"]["nodes"];
+  std::map<std::string, std::vector<std::string>> missing;
+  std::map<std::string, std::string> first_source;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    std::string t = short_target(nodes[i]);
+    if (t.empty()) {
+      return invalid_input("the node has no target",
+                           at("/graph_module/graph/nodes/" + std::to_string(i)));
+    }
+    if (table.count(t)) continue;
+    std::string name = nodes[i].contains("name") && nodes[i]["name"].is_string()
+                           ? nodes[i]["name"].get<std::string>()
+                           : t + "#" + std::to_string(i);
+    missing[t].push_back(name);
+    if (!first_source.count(t)) first_source[t] = source_line(nodes[i]);
+  }
+  if (missing.empty()) return Status();
+  size_t total = 0;
+  std::string list;
+  for (const auto& [op, names] : missing) {
+    total += names.size();
+    list += "\n  " + op + " x" + std::to_string(names.size()) + ": ";
+    for (size_t k = 0; k < names.size() && k < 5; ++k)
+      list += (k ? ", " : "") + names[k];
+    if (names.size() > 5) list += ", ... (" + std::to_string(names.size() - 5) + " more)";
+    if (!first_source[op].empty()) list += "\n      at " + first_source[op];
+  }
+  return etc::unsupported(std::to_string(total) + " node" + (total == 1 ? "" : "s") + " of " +
+                              std::to_string(missing.size()) + " op" +
+                              (missing.size() == 1 ? "" : "s") +
+                              " that etc cannot import (see `etc ops --torch`):" + list,
+                          at("/graph_module/graph/nodes"));
+}
+
+Status Importer::check_output_types(const Json& node, int index, const std::string& node_name) {
+  // The program records each output's dtype and sizes: etc's inference must agree.
+  if (!node.contains("outputs") || !node["outputs"].is_array()) return Status();
+  std::vector<std::string> names;
+  for (const Json& o : node["outputs"]) {
+    if (o.is_object() && o.contains("as_tensor") && o["as_tensor"].is_object() &&
+        o["as_tensor"].contains("name") && o["as_tensor"]["name"].is_string()) {
+      names.push_back(o["as_tensor"]["name"].get<std::string>());
+    } else if (o.is_object() && o.contains("as_tensors") && o["as_tensors"].is_array()) {
+      for (const Json& t : o["as_tensors"]) {
+        if (t.is_object() && t.contains("name") && t["name"].is_string())
+          names.push_back(t["name"].get<std::string>());
+      }
+    }
+  }
+  for (const std::string& n : names) {
+    auto e = env_.find(n);
+    if (e == env_.end() || !tensor_values_->contains(n)) continue;
+    const Json& meta = (*tensor_values_)[n];
+    if (!meta.is_object() || !meta.contains("dtype") || !meta["dtype"].is_number_integer() ||
+        !meta.contains("sizes") || !meta["sizes"].is_array()) {
+      continue;
+    }
+    std::optional<DType> dt = dtype_from_torch(meta["dtype"].get<int64_t>());
+    std::vector<int64_t> sizes;
+    bool is_static = true;
+    for (const Json& s : meta["sizes"]) {
+      if (s.is_object() && s.contains("as_int") && s["as_int"].is_number_integer()) {
+        sizes.push_back(s["as_int"].get<int64_t>());
+      } else {
+        is_static = false;
+      }
+    }
+    bool dtype_ok = !dt || *dt == e->second.dtype;
+    bool sizes_ok = !is_static || sizes == e->second.shape;
+    if (!dtype_ok || !sizes_ok) {
+      std::string theirs = (dt ? std::string(dtype_name(*dt)) : "?") +
+                           (is_static ? shape_to_string(sizes) : "[symbolic]");
+      return invalid_input("the program records '" + n + "' as " + theirs + "; etc computes " +
+                               std::string(dtype_name(e->second.dtype)) +
+                               shape_to_string(e->second.shape),
+                           at("/graph_module/graph/nodes/" + std::to_string(index), node_name));
+    }
+  }
+  return Status();
+}
+
+Status Importer::convert_nodes() {
+  const auto& table = torch_converters();
+  const Json& nodes = program_["graph_module"]["graph"]["nodes"];
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    std::string t = short_target(nodes[i]);
+    TorchNode ctx(*this, nodes[i], static_cast<int>(i), t);
+    if (!nodes[i].contains("inputs") || !nodes[i]["inputs"].is_array()) {
+      return ctx.invalid("'inputs' must be an array");
+    }
+    if (!nodes[i].contains("outputs") || !nodes[i]["outputs"].is_array()) {
+      return ctx.invalid("'outputs' must be an array");
+    }
+    ETC_RETURN_IF_ERROR(table.at(t)(ctx));
+    ETC_RETURN_IF_ERROR(check_output_types(nodes[i], static_cast<int>(i), ctx.name()));
+  }
+  return Status();
+}
+
+Status Importer::read_outputs() {
+  const Json& gm = program_["graph_module"];
+  const Json& specs = gm["signature"].contains("output_specs") ? gm["signature"]["output_specs"] : Json();
+  if (!specs.is_array()) {
+    return invalid_input("'output_specs' must be an array", at("/graph_module/signature"));
+  }
+  std::vector<ValueId> outs;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    std::string ptr = "/graph_module/signature/output_specs/" + std::to_string(i);
+    const Json& s = specs[i];
+    if (!s.is_object() || s.size() != 1) return invalid_input("expected an object with one key", at(ptr));
+    const std::string kind = s.begin().key();
+    if (kind != "user_output") {
+      return etc::unsupported("output " + std::to_string(i) + " is a " + kind +
+                                  " (the program mutates state); etc imports programs whose "
+                                  "outputs are all user outputs",
+                              at(ptr));
+    }
+    const Json& body = s.begin().value();
+    if (!body.is_object() || !body.contains("arg") || !body["arg"].is_object() ||
+        !body["arg"].contains("as_tensor") || !body["arg"]["as_tensor"].is_object() ||
+        !body["arg"]["as_tensor"].contains("name") || !body["arg"]["as_tensor"]["name"].is_string()) {
+      return etc::unsupported("output " + std::to_string(i) +
+                                  " is not a tensor; etc imports tensor outputs only",
+                              at(ptr));
+    }
+    std::string name = body["arg"]["as_tensor"]["name"].get<std::string>();
+    auto it = env_.find(name);
+    if (it == env_.end()) {
+      return invalid_input("output '" + name + "' is not defined by any node", at(ptr));
+    }
+    outs.push_back(materialize(name, it->second));
+  }
+  graph_.set_outputs(std::move(outs));
+  return Status();
+}
+
+Result<Graph> Importer::run() {
+  ETC_RETURN_IF_ERROR(find_layout());
+  ETC_RETURN_IF_ERROR(check_versions());
+  ETC_RETURN_IF_ERROR(read_program());
+  ETC_ASSIGN_OR_RETURN(const Json* gm, member(program_, "graph_module", "", Json::value_t::object,
+                                              "an object"));
+  ETC_ASSIGN_OR_RETURN(const Json* graph, member(*gm, "graph", "/graph_module",
+                                                 Json::value_t::object, "an object"));
+  ETC_ASSIGN_OR_RETURN(const Json* nodes, member(*graph, "nodes", "/graph_module/graph",
+                                                 Json::value_t::array, "an array"));
+  ETC_ASSIGN_OR_RETURN(tensor_values_, member(*graph, "tensor_values", "/graph_module/graph",
+                                              Json::value_t::object, "an object"));
+  for (auto it = tensor_values_->begin(); it != tensor_values_->end(); ++it)
+    torch_names_.insert(it.key());
+  collect_reads(*nodes, program_["graph_module"]);
+  ETC_RETURN_IF_ERROR(report_unsupported());
+  ETC_RETURN_IF_ERROR(read_weight_configs());
+  ETC_RETURN_IF_ERROR(read_inputs());
+  ETC_RETURN_IF_ERROR(convert_nodes());
+  ETC_RETURN_IF_ERROR(read_outputs());
+  graph_.name = model_name_;
+  ETC_RETURN_IF_ERROR(verify_graph(graph_).add_context("after importing " + zip_.file()));
+  return std::move(graph_);
+}
+
+}  // namespace torch_import
+
+Result<Graph> parse_torch_export(std::shared_ptr<const Blob> archive, const std::string& file,
+                                 const TorchImportOptions& options) {
+  if (!torch_import::looks_like_zip(archive->bytes())) {
+    return invalid_input("not a zip archive (a torch.export .pt2 file starts with 'PK')",
+                         Location{.file = file, .byte_offset = 0});
+  }
+  ETC_ASSIGN_OR_RETURN(torch_import::ZipArchive zip,
+                       torch_import::ZipArchive::open(std::move(archive), file));
+  torch_import::Importer importer(std::move(zip), options);
+  return importer.run();
+}
+
+Result<Graph> load_torch_export_file(const std::string& path, const TorchImportOptions& options) {
+  ETC_ASSIGN_OR_RETURN(std::shared_ptr<const Blob> blob, map_file(path));
+  return parse_torch_export(std::move(blob), path, options);
+}
+
+std::vector<std::string> supported_torch_ops() {
+  std::vector<std::string> out;
+  for (const auto& [name, fn] : torch_import::torch_converters())
+    out.push_back(name);
+  return out;
+}
+
+}  // namespace etc

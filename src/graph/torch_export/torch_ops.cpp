@@ -1,0 +1,992 @@
+// The torch.export op table: each ATen target of the default export (TRAINING) and of Core
+// ATen (after run_decompositions) mapped onto the IR's ATen ops, decomposed, or evaluated
+// at export time when every input is known then.
+#include <cmath>
+#include <limits>
+
+#include "graph/torch_export/torch_node.h"
+
+namespace etc::torch_import {
+
+namespace {
+
+using Fn = std::function<double(double, double)>;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// The known value of tensor argument `arg`, or nullptr when it is only known at run time.
+const KnownTensor* known(TorchNode& n, std::string_view arg) {
+  if (!n.is_tensor(arg)) return nullptr;
+  auto e = n.entry(arg);
+  return e.ok() && (*e)->known ? &*(*e)->known : nullptr;
+}
+
+// A number argument as a 0-d known tensor (for evaluating tensor-scalar ops).
+KnownTensor scalar_known(const Scalar& s) {
+  DType d = s.is_float() ? DType::kFloat32 : s.is_bool() ? DType::kBool : DType::kInt64;
+  return KnownTensor{d, {}, {s.to_double()}};
+}
+
+// ATen's result dtype of a binary op on a tensor of dtype `a` and an operand of dtype `b`
+// (`b_is_number`: a Python number, which only lifts the category: int tensor * 0.5 is
+// float32).
+DType result_dtype(DType a, DType b, bool b_is_number) {
+  if (!b_is_number) return promote_types(a, b);
+  if (dtype_is_float(b) && !dtype_is_float(a)) return DType::kFloat32;
+  if (!dtype_is_float(b) && b != DType::kBool && a == DType::kBool) return DType::kInt64;
+  return a;
+}
+
+Status check_known_size(TorchNode& n, const std::vector<int64_t>& shape) {
+  if (!known_numel(shape)) {
+    return n.unsupported("a tensor of " + shape_to_string(shape) +
+                         " computed at export time is too large (or has a negative dim)");
+  }
+  return Status();
+}
+
+// ---- Elementwise -----------------------------------------------------------------------------
+
+// self <op> other, where other is a tensor or a number; alpha scales other (add, sub).
+Converter binary(OpKind tensor_op, OpKind scalar_op, Fn f, bool has_alpha, bool in_place = false) {
+  return [=](TorchNode& n) -> Status {
+    ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+    Scalar alpha{int64_t{1}};
+    if (has_alpha) {
+      ETC_ASSIGN_OR_RETURN(alpha, n.scalar("alpha", Scalar{int64_t{1}}));
+    }
+    double a = alpha.to_double();
+    bool other_tensor = n.is_tensor("other");
+    if (self->known && (!other_tensor || known(n, "other"))) {
+      KnownTensor other_t;
+      DType out;
+      if (other_tensor) {
+        other_t = *known(n, "other");
+        out = result_dtype(self->dtype, other_t.dtype, false);
+      } else {
+        ETC_ASSIGN_OR_RETURN(Scalar s, n.scalar("other"));
+        other_t = scalar_known(s);
+        out = result_dtype(self->dtype, other_t.dtype, true);
+      }
+      if (tensor_op == OpKind::DivTensor && !dtype_is_float(out)) out = DType::kFloat32;
+      auto r = known_binary(*self->known, other_t, out, [&](double x, double y) { return f(x, a * y); });
+      if (!r) return n.invalid("the operands' shapes do not broadcast");
+      return n.set_known_output(0, std::move(*r));
+    }
+    ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+    ValueId out;
+    if (other_tensor) {
+      ETC_ASSIGN_OR_RETURN(ValueId y, n.tensor("other"));
+      if (has_alpha) {
+        ETC_ASSIGN_OR_RETURN(out, n.emit(tensor_op, {{"self", x}, {"other", y}, {"alpha", alpha}}));
+      } else {
+        ETC_ASSIGN_OR_RETURN(out, n.emit(tensor_op, {{"self", x}, {"other", y}}));
+      }
+    } else {
+      ETC_ASSIGN_OR_RETURN(Scalar s, n.scalar("other"));
+      if (has_alpha) {
+        Scalar scaled = a == 1.0 ? s : Scalar{s.to_double() * a};
+        ETC_ASSIGN_OR_RETURN(out, n.emit(scalar_op, {{"self", x}, {"other", scaled}}));
+      } else {
+        ETC_ASSIGN_OR_RETURN(out, n.emit(scalar_op, {{"self", x}, {"other", s}}));
+      }
+    }
+    if (in_place) ETC_RETURN_IF_ERROR(n.rebind("self", out));
+    return n.set_output(0, out);
+  };
+}
+
+// other - alpha * self (rsub.Scalar: `1.0 - x`).
+Status convert_rsub(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+  ETC_ASSIGN_OR_RETURN(Scalar other, n.scalar("other"));
+  ETC_ASSIGN_OR_RETURN(Scalar alpha, n.scalar("alpha", Scalar{int64_t{1}}));
+  if (self->known) {
+    DType out = result_dtype(self->dtype, scalar_known(other).dtype, true);
+    double o = other.to_double(), a = alpha.to_double();
+    return n.set_known_output(0, known_unary(*self->known, out, [=](double x) { return o - a * x; }));
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  Scalar neg_alpha = alpha.is_float() ? Scalar{-alpha.to_double()}
+                                      : Scalar{-static_cast<int64_t>(alpha.to_double())};
+  ETC_ASSIGN_OR_RETURN(ValueId scaled, n.emit(OpKind::MulScalar, {{"self", x}, {"other", neg_alpha}}));
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::AddScalar, {{"self", scaled}, {"other", other}}));
+  return n.set_output(0, out);
+}
+
+// A comparison or logical op: evaluated when its inputs are known.
+Converter compare(Fn f, bool scalar_other) {
+  return [=](TorchNode& n) -> Status {
+    ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+    KnownTensor other;
+    if (scalar_other) {
+      ETC_ASSIGN_OR_RETURN(Scalar s, n.scalar("other"));
+      other = scalar_known(s);
+    } else if (const KnownTensor* k = known(n, "other")) {
+      other = *k;
+    } else {
+      return n.unsupported("only supported when its inputs are known at export time");
+    }
+    if (!self->known) return n.unsupported("only supported when its inputs are known at export time");
+    auto r = known_binary(*self->known, other, DType::kBool, f);
+    if (!r) return n.invalid("the operands' shapes do not broadcast");
+    return n.set_known_output(0, std::move(*r));
+  };
+}
+
+Status convert_logical_not(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+  if (!self->known) return n.unsupported("only supported when its input is known at export time");
+  return n.set_known_output(0, known_unary(*self->known, DType::kBool, [](double x) { return x == 0.0; }));
+}
+
+Converter unary(OpKind op, std::function<double(double)> f = nullptr, bool in_place = false) {
+  return [=](TorchNode& n) -> Status {
+    ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+    if (self->known && f) {
+      return n.set_known_output(0, known_unary(*self->known, self->dtype, f));
+    }
+    ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+    ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(op, {{"self", x}}));
+    if (in_place) ETC_RETURN_IF_ERROR(n.rebind("self", out));
+    return n.set_output(0, out);
+  };
+}
+
+Converter hardtanh(bool in_place) {
+  return [=](TorchNode& n) -> Status {
+    ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+    ETC_ASSIGN_OR_RETURN(Scalar lo, n.scalar("min_val", Scalar{-1.0}));
+    ETC_ASSIGN_OR_RETURN(Scalar hi, n.scalar("max_val", Scalar{1.0}));
+    ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Hardtanh, {{"self", x}, {"min_val", lo}, {"max_val", hi}}));
+    if (in_place) ETC_RETURN_IF_ERROR(n.rebind("self", out));
+    return n.set_output(0, out);
+  };
+}
+
+// clamp(min, max), clamp_min(min), clamp_max(max).
+Converter clamp(bool has_min, bool has_max) {
+  return [=](TorchNode& n) -> Status {
+    ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+    std::optional<Scalar> lo, hi;
+    if (has_min) {
+      ETC_ASSIGN_OR_RETURN(lo, n.optional_scalar("min"));
+    }
+    if (has_max) {
+      ETC_ASSIGN_OR_RETURN(hi, n.optional_scalar("max"));
+    }
+    if (n.is_tensor("min") || n.is_tensor("max")) return n.unsupported("tensor bounds are not supported");
+    ArgValue lo_arg = lo ? ArgValue(*lo) : ArgValue(std::monostate{});
+    ArgValue hi_arg = hi ? ArgValue(*hi) : ArgValue(std::monostate{});
+    ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Clamp, {{"self", x}, {"min", lo_arg}, {"max", hi_arg}}));
+    return n.set_output(0, out);
+  };
+}
+
+Status convert_gelu(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(std::string approx, n.string_arg("approximate", "none"));
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Gelu, {{"self", x}, {"approximate", approx}}));
+  return n.set_output(0, out);
+}
+
+Status convert_pow(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+  ETC_ASSIGN_OR_RETURN(Scalar e, n.scalar("exponent"));
+  if (self->known) {
+    double p = e.to_double();
+    DType out = result_dtype(self->dtype, scalar_known(e).dtype, true);
+    return n.set_known_output(0, known_unary(*self->known, out, [=](double x) { return std::pow(x, p); }));
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::PowTensorScalar, {{"self", x}, {"exponent", e}}));
+  return n.set_output(0, out);
+}
+
+Status convert_where(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(const Entry* c, n.entry("condition"));
+  const KnownTensor* a = known(n, "self");
+  const KnownTensor* b = known(n, "other");
+  if (!n.is_tensor("self") || !n.is_tensor("other")) {
+    return n.unsupported("where with number operands is not supported (Core ATen passes tensors)");
+  }
+  ETC_ASSIGN_OR_RETURN(const Entry* ea, n.entry("self"));
+  ETC_ASSIGN_OR_RETURN(const Entry* eb, n.entry("other"));
+  if (c->known && a && b) {
+    auto r = known_where(*c->known, *a, *b, promote_types(ea->dtype, eb->dtype));
+    if (!r) return n.invalid("the operands' shapes do not broadcast");
+    return n.set_known_output(0, std::move(*r));
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId cv, n.tensor("condition"));
+  ETC_ASSIGN_OR_RETURN(ValueId av, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(ValueId bv, n.tensor("other"));
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::WhereSelf, {{"condition", cv}, {"self", av}, {"other", bv}}));
+  return n.set_output(0, out);
+}
+
+// ---- Creation (known at export time) ---------------------------------------------------------
+
+Result<DType> creation_dtype(TorchNode& n, DType fallback) {
+  ETC_ASSIGN_OR_RETURN(std::optional<DType> d, n.dtype_arg("dtype"));
+  return d.value_or(fallback);
+}
+
+Status convert_arange(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(Scalar end, n.scalar("end"));
+  ETC_ASSIGN_OR_RETURN(Scalar start, n.scalar("start", Scalar{int64_t{0}}));
+  ETC_ASSIGN_OR_RETURN(Scalar step, n.scalar("step", Scalar{int64_t{1}}));
+  bool is_float = start.is_float() || end.is_float() || step.is_float();
+  ETC_ASSIGN_OR_RETURN(DType d, creation_dtype(n, is_float ? DType::kFloat32 : DType::kInt64));
+  double s = start.to_double(), e = end.to_double(), st = step.to_double();
+  if (st == 0.0 || !std::isfinite(s) || !std::isfinite(e) || !std::isfinite(st)) {
+    return n.invalid("arange needs finite bounds and a non-zero step");
+  }
+  double count = std::ceil((e - s) / st);
+  if (count < 0) count = 0;
+  if (count > static_cast<double>(kMaxKnownElements)) return check_known_size(n, {-1});
+  KnownTensor t{d, {static_cast<int64_t>(count)}, {}};
+  for (int64_t i = 0; i < static_cast<int64_t>(count); ++i)
+    t.v.push_back(round_to(d, s + st * static_cast<double>(i)));
+  return n.set_known_output(0, std::move(t));
+}
+
+// full/zeros/ones (a size argument) and their *_like forms (the shape of `self`).
+Converter fill(std::optional<double> value, bool like) {
+  return [=](TorchNode& n) -> Status {
+    std::vector<int64_t> shape;
+    DType fallback = DType::kFloat32;
+    if (like) {
+      ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+      shape = self->shape;
+      fallback = self->dtype;
+    } else {
+      ETC_ASSIGN_OR_RETURN(shape, n.ints("size"));
+    }
+    double v = 0.0;
+    if (value) {
+      v = *value;
+    } else {
+      ETC_ASSIGN_OR_RETURN(Scalar s, n.scalar("fill_value"));
+      v = s.to_double();
+      if (!like) fallback = s.is_float() ? DType::kFloat32 : s.is_bool() ? DType::kBool : DType::kInt64;
+    }
+    ETC_ASSIGN_OR_RETURN(DType d, creation_dtype(n, fallback));
+    ETC_RETURN_IF_ERROR(check_known_size(n, shape));
+    return n.set_known_output(0, known_full(d, shape, v));
+  };
+}
+
+Status convert_scalar_tensor(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(Scalar s, n.scalar("s"));
+  ETC_ASSIGN_OR_RETURN(DType d, creation_dtype(n, DType::kFloat32));
+  return n.set_known_output(0, known_full(d, {}, s.to_double()));
+}
+
+// ---- Views and data movement -----------------------------------------------------------------
+
+Result<std::vector<int64_t>> resolve_shape(TorchNode& n, std::vector<int64_t> shape, int64_t numel) {
+  int64_t known_prod = 1;
+  int infer = -1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1 && infer < 0) {
+      infer = static_cast<int>(i);
+    } else if (shape[i] < 0) {
+      return n.invalid("size " + shape_to_string(shape) + " has a negative dim");
+    } else {
+      known_prod *= shape[i];
+    }
+  }
+  if (infer >= 0) {
+    if (known_prod == 0 || numel % known_prod != 0) {
+      return n.invalid("cannot view " + std::to_string(numel) + " elements as " + shape_to_string(shape));
+    }
+    shape[infer] = numel / known_prod;
+  }
+  return shape;
+}
+
+int64_t numel_of(const std::vector<int64_t>& shape) {
+  int64_t p = 1;
+  for (int64_t d : shape)
+    p *= d;
+  return p;
+}
+
+// view, reshape, _unsafe_view: the size argument is `size` or `shape`.
+Converter reshape_like(const char* size_arg) {
+  return [=](TorchNode& n) -> Status {
+    ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+    ETC_ASSIGN_OR_RETURN(std::vector<int64_t> shape, n.ints(size_arg));
+    if (self->known) {
+      ETC_ASSIGN_OR_RETURN(shape, resolve_shape(n, shape, self->known->numel()));
+      if (numel_of(shape) != self->known->numel()) return n.invalid("the sizes do not match the element count");
+      return n.set_known_output(0, known_reshape(*self->known, shape));
+    }
+    ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+    ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Reshape, {{"self", x}, {"shape", shape}}));
+    return n.set_output(0, out);
+  };
+}
+
+Status convert_flatten(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  const std::vector<int64_t> in = n.sizes(x);
+  auto rank = static_cast<int64_t>(in.size());
+  ETC_ASSIGN_OR_RETURN(int64_t s, n.int_arg("start_dim", 0));
+  ETC_ASSIGN_OR_RETURN(int64_t e, n.int_arg("end_dim", -1));
+  ETC_ASSIGN_OR_RETURN(s, n.wrap_dim(s, rank, "start_dim"));
+  ETC_ASSIGN_OR_RETURN(e, n.wrap_dim(e, rank, "end_dim"));
+  if (s > e) return n.invalid("start_dim must not be after end_dim");
+  std::vector<int64_t> shape;
+  for (int64_t i = 0; i < s; ++i)
+    shape.push_back(in[i]);
+  int64_t p = 1;
+  for (int64_t i = s; i <= e && i < rank; ++i)
+    p *= in[i];
+  shape.push_back(p);
+  for (int64_t i = e + 1; i < rank; ++i)
+    shape.push_back(in[i]);
+  if (rank == 0) shape = {1};
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Reshape, {{"self", x}, {"shape", shape}}));
+  return n.set_output(0, out);
+}
+
+Status convert_permute(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> dims, n.ints("dims"));
+  if (self->known) {
+    if (dims.size() != self->shape.size()) return n.invalid("dims must list every dim once");
+    std::vector<bool> seen(dims.size(), false);
+    for (int64_t& d : dims) {
+      ETC_ASSIGN_OR_RETURN(d, n.wrap_dim(d, static_cast<int64_t>(dims.size()), "dim"));
+      if (seen[d]) return n.invalid("dims must list every dim once");
+      seen[d] = true;
+    }
+    return n.set_known_output(0, known_permute(*self->known, dims));
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Permute, {{"self", x}, {"dims", dims}}));
+  return n.set_output(0, out);
+}
+
+Status convert_transpose(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(int64_t a, n.int_arg("dim0"));
+  ETC_ASSIGN_OR_RETURN(int64_t b, n.int_arg("dim1"));
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::TransposeInt, {{"self", x}, {"dim0", a}, {"dim1", b}}));
+  return n.set_output(0, out);
+}
+
+Status convert_t(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  if (n.sizes(x).size() < 2) return n.set_output(0, x);
+  ETC_ASSIGN_OR_RETURN(ValueId out,
+                       n.emit(OpKind::TransposeInt, {{"self", x}, {"dim0", int64_t{0}}, {"dim1", int64_t{1}}}));
+  return n.set_output(0, out);
+}
+
+Status convert_unsqueeze(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+  ETC_ASSIGN_OR_RETURN(int64_t dim, n.int_arg("dim"));
+  if (self->known) {
+    auto rank = static_cast<int64_t>(self->shape.size());
+    ETC_ASSIGN_OR_RETURN(dim, n.wrap_dim(dim, rank + 1, "dim"));
+    std::vector<int64_t> shape = self->shape;
+    shape.insert(shape.begin() + dim, 1);
+    return n.set_known_output(0, known_reshape(*self->known, shape));
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Unsqueeze, {{"self", x}, {"dim", dim}}));
+  return n.set_output(0, out);
+}
+
+Status convert_squeeze(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ValueId out;
+  if (n.has("dim")) {
+    ETC_ASSIGN_OR_RETURN(std::vector<int64_t> dims, n.ints("dim"));
+    ETC_ASSIGN_OR_RETURN(out, n.emit(OpKind::SqueezeDims, {{"self", x}, {"dim", dims}}));
+  } else {
+    std::vector<int64_t> dims;
+    for (size_t i = 0; i < n.sizes(x).size(); ++i)
+      if (n.sizes(x)[i] == 1) dims.push_back(static_cast<int64_t>(i));
+    ETC_ASSIGN_OR_RETURN(out, n.emit(OpKind::SqueezeDims, {{"self", x}, {"dim", dims}}));
+  }
+  return n.set_output(0, out);
+}
+
+Status convert_expand(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+  std::vector<int64_t> size;
+  if (n.target() == "aten.expand_as.default") {
+    ETC_ASSIGN_OR_RETURN(const Entry* other, n.entry("other"));
+    size = other->shape;
+  } else {
+    ETC_ASSIGN_OR_RETURN(size, n.ints("size"));
+  }
+  if (self->known) {
+    size_t lead = size.size() >= self->shape.size() ? size.size() - self->shape.size() : 0;
+    if (size.size() < self->shape.size()) return n.invalid("cannot expand to fewer dims");
+    for (size_t i = lead; i < size.size(); ++i) {
+      if (size[i] == -1) size[i] = self->shape[i - lead];
+      if (self->shape[i - lead] != 1 && self->shape[i - lead] != size[i]) {
+        return n.invalid("cannot expand " + shape_to_string(self->shape) + " to " + shape_to_string(size));
+      }
+    }
+    ETC_RETURN_IF_ERROR(check_known_size(n, size));
+    return n.set_known_output(0, known_expand(*self->known, size));
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Expand, {{"self", x}, {"size", size}}));
+  return n.set_output(0, out);
+}
+
+Status convert_slice(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+  ETC_ASSIGN_OR_RETURN(int64_t dim, n.int_arg("dim", 0));
+  ETC_ASSIGN_OR_RETURN(std::optional<int64_t> start, n.optional_int("start"));
+  ETC_ASSIGN_OR_RETURN(std::optional<int64_t> end, n.optional_int("end"));
+  ETC_ASSIGN_OR_RETURN(int64_t step, n.int_arg("step", 1));
+  if (self->known) {
+    auto rank = static_cast<int64_t>(self->shape.size());
+    ETC_ASSIGN_OR_RETURN(dim, n.wrap_dim(dim, rank, "dim"));
+    if (step <= 0) return n.invalid("step must be positive");
+    int64_t len = self->shape[dim];
+    auto clampi = [len](int64_t v) {
+      if (v < 0) v += len;
+      return std::clamp<int64_t>(v, 0, len);
+    };
+    int64_t s = clampi(start.value_or(0));
+    int64_t e = clampi(end.value_or(len));
+    return n.set_known_output(0, known_slice(*self->known, dim, s, std::max(s, e), step));
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ArgValue s = start ? ArgValue(*start) : ArgValue(std::monostate{});
+  ArgValue e = end ? ArgValue(*end) : ArgValue(std::monostate{});
+  ETC_ASSIGN_OR_RETURN(ValueId out,
+                       n.emit(OpKind::SliceTensor, {{"self", x}, {"dim", dim}, {"start", s}, {"end", e}, {"step", step}}));
+  return n.set_output(0, out);
+}
+
+Status convert_select(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(int64_t dim, n.int_arg("dim"));
+  ETC_ASSIGN_OR_RETURN(int64_t index, n.int_arg("index"));
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::SelectInt, {{"self", x}, {"dim", dim}, {"index", index}}));
+  return n.set_output(0, out);
+}
+
+Status convert_cat(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(std::vector<const Entry*> parts, n.tensor_entries("tensors"));
+  ETC_ASSIGN_OR_RETURN(int64_t dim, n.int_arg("dim", 0));
+  if (parts.empty()) return n.invalid("cat of no tensors");
+  bool all_known = true;
+  for (const Entry* e : parts)
+    all_known = all_known && e->known.has_value();
+  if (all_known) {
+    auto rank = static_cast<int64_t>(parts[0]->shape.size());
+    ETC_ASSIGN_OR_RETURN(dim, n.wrap_dim(dim, rank, "dim"));
+    std::vector<const KnownTensor*> ks;
+    for (const Entry* e : parts) {
+      if (e->shape.size() != parts[0]->shape.size() || e->dtype != parts[0]->dtype) {
+        return n.unsupported("cat of known tensors of different ranks or dtypes");
+      }
+      for (int64_t d = 0; d < rank; ++d)
+        if (d != dim && e->shape[d] != parts[0]->shape[d]) return n.invalid("cat of mismatched shapes");
+      ks.push_back(&*e->known);
+    }
+    return n.set_known_output(0, known_cat(ks, dim));
+  }
+  ETC_ASSIGN_OR_RETURN(std::vector<ValueId> xs, n.tensors("tensors"));
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Cat, {{"tensors", xs}, {"dim", dim}}));
+  return n.set_output(0, out);
+}
+
+// clone, alias, contiguous, detach, lift_fresh_copy, dropout in inference: the value itself.
+Converter identity(const char* arg = "self") {
+  return [=](TorchNode& n) -> Status {
+    ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry(arg));
+    if (self->known && !self->value) return n.set_known_output(0, *self->known);
+    ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor(arg));
+    return n.set_output(0, x);
+  };
+}
+
+// dropout(input, p, train) / dropout_: only inference (train=False) is imported.
+Status convert_dropout(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(bool train, n.bool_arg("train"));
+  if (train) return n.unsupported("dropout in training mode (export the model in eval mode)");
+  return identity(n.has("input") ? "input" : "self")(n);
+}
+
+Status convert_to_copy(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+  ETC_ASSIGN_OR_RETURN(std::optional<DType> d, n.dtype_arg("dtype"));
+  DType to = d.value_or(self->dtype);
+  if (self->known) {
+    return n.set_known_output(0, known_unary(*self->known, to, [](double x) { return x; }));
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  if (to == n.dtype(x)) return n.set_output(0, x);
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::ToCopy, {{"self", x}, {"dtype", to}}));
+  return n.set_output(0, out);
+}
+
+Status convert_noop(TorchNode&) {
+  return Status();
+}
+
+// ---- Matrix, convolution, pooling, normalisation ---------------------------------------------
+
+Status convert_linear(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("input"));
+  ETC_ASSIGN_OR_RETURN(ValueId w, n.tensor("weight"));
+  ETC_ASSIGN_OR_RETURN(std::optional<ValueId> b, n.optional_tensor("bias"));
+  ArgValue bias = b ? ArgValue(*b) : ArgValue(std::monostate{});
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Linear, {{"input", x}, {"weight", w}, {"bias", bias}}));
+  return n.set_output(0, out);
+}
+
+Status convert_addmm(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId s, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(ValueId a, n.tensor("mat1"));
+  ETC_ASSIGN_OR_RETURN(ValueId b, n.tensor("mat2"));
+  ETC_ASSIGN_OR_RETURN(Scalar beta, n.scalar("beta", Scalar{int64_t{1}}));
+  ETC_ASSIGN_OR_RETURN(Scalar alpha, n.scalar("alpha", Scalar{int64_t{1}}));
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Addmm, {{"self", s}, {"mat1", a}, {"mat2", b},
+                                                           {"beta", beta}, {"alpha", alpha}}));
+  return n.set_output(0, out);
+}
+
+Converter matmul2(OpKind op) {
+  return [=](TorchNode& n) -> Status {
+    ETC_ASSIGN_OR_RETURN(ValueId a, n.tensor("self"));
+    ETC_ASSIGN_OR_RETURN(ValueId b, n.tensor("mat2"));
+    ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(op, {{"self", a}, {"mat2", b}}));
+    return n.set_output(0, out);
+  };
+}
+
+// conv1d/conv2d (defaults of the functional form) and convolution.
+Status convert_conv(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("input"));
+  ETC_ASSIGN_OR_RETURN(ValueId w, n.tensor("weight"));
+  ETC_ASSIGN_OR_RETURN(std::optional<ValueId> b, n.optional_tensor("bias"));
+  size_t spatial = n.sizes(x).size() >= 2 ? n.sizes(x).size() - 2 : 0;
+  if (spatial == 0) return n.invalid("input must have a batch, a channel and spatial dims");
+  auto expand = [&](std::vector<int64_t> v) {
+    if (v.size() == 1 && spatial > 1) v.assign(spatial, v[0]);
+    return v;
+  };
+  if (n.has("padding") && !n.is_tensor("padding")) {
+    auto p = n.string_arg("padding", std::nullopt);
+    if (p.ok()) return n.unsupported("string padding '" + *p + "' (export with numeric padding)");
+  }
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> stride, n.ints("stride", std::vector<int64_t>{1}));
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> padding, n.ints("padding", std::vector<int64_t>{0}));
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> dilation, n.ints("dilation", std::vector<int64_t>{1}));
+  ETC_ASSIGN_OR_RETURN(bool transposed, n.bool_arg("transposed", false));
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> out_pad,
+                       n.ints("output_padding", std::vector<int64_t>(spatial, 0)));
+  ETC_ASSIGN_OR_RETURN(int64_t groups, n.int_arg("groups", 1));
+  ArgValue bias = b ? ArgValue(*b) : ArgValue(std::monostate{});
+  if (spatial == 1) {
+    // The IR's convolution is 2-D: a 1-D one runs as [N, C, 1, L] with a [O, I, 1, K] kernel.
+    if (transposed) return n.unsupported("transposed 1-D convolution");
+    ETC_ASSIGN_OR_RETURN(ValueId x2, n.emit(OpKind::Unsqueeze, {{"self", x}, {"dim", int64_t{2}}}));
+    ETC_ASSIGN_OR_RETURN(ValueId w2, n.emit(OpKind::Unsqueeze, {{"self", w}, {"dim", int64_t{2}}}));
+    auto two = [](const std::vector<int64_t>& v, int64_t first) { return std::vector<int64_t>{first, v.at(0)}; };
+    if (stride.size() != 1 || padding.size() != 1 || dilation.size() != 1 || out_pad.size() != 1) {
+      return n.invalid("a 1-D convolution takes one stride, padding, dilation and output padding");
+    }
+    ETC_ASSIGN_OR_RETURN(ValueId y2,
+                         n.emit(OpKind::Convolution,
+                                {{"input", x2}, {"weight", w2}, {"bias", bias}, {"stride", two(stride, 1)},
+                                 {"padding", two(padding, 0)}, {"dilation", two(dilation, 1)},
+                                 {"transposed", false}, {"output_padding", two(out_pad, 0)},
+                                 {"groups", groups}}));
+    ETC_ASSIGN_OR_RETURN(ValueId y, n.emit(OpKind::SqueezeDim, {{"self", y2}, {"dim", int64_t{2}}}));
+    return n.set_output(0, y);
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId out,
+                       n.emit(OpKind::Convolution,
+                              {{"input", x}, {"weight", w}, {"bias", bias}, {"stride", expand(stride)},
+                               {"padding", expand(padding)}, {"dilation", expand(dilation)},
+                               {"transposed", transposed}, {"output_padding", expand(out_pad)},
+                               {"groups", groups}}));
+  return n.set_output(0, out);
+}
+
+Converter max_pool(bool with_indices) {
+  return [=](TorchNode& n) -> Status {
+    ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+    ETC_ASSIGN_OR_RETURN(std::vector<int64_t> k, n.ints("kernel_size"));
+    ETC_ASSIGN_OR_RETURN(std::vector<int64_t> s, n.ints("stride", std::vector<int64_t>{}));
+    ETC_ASSIGN_OR_RETURN(std::vector<int64_t> p, n.ints("padding", std::vector<int64_t>{0}));
+    ETC_ASSIGN_OR_RETURN(std::vector<int64_t> d, n.ints("dilation", std::vector<int64_t>{1}));
+    ETC_ASSIGN_OR_RETURN(bool ceil, n.bool_arg("ceil_mode", false));
+    // Core ATen writes max_pool2d_with_indices even when nothing reads the indices: then it
+    // is max_pool2d (which a CUDA delegate runs).
+    bool indices = with_indices && n.output_used(1);
+    OpKind op = indices ? OpKind::MaxPool2dWithIndices : OpKind::MaxPool2d;
+    ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(op, {{"self", x}, {"kernel_size", k}, {"stride", s}, {"padding", p},
+                                                  {"dilation", d}, {"ceil_mode", ceil}}));
+    ETC_RETURN_IF_ERROR(n.set_output(0, out));
+    if (indices) ETC_RETURN_IF_ERROR(n.set_output(1, n.last_outputs()[1]));
+    return Status();
+  };
+}
+
+Status convert_avg_pool(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> k, n.ints("kernel_size"));
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> s, n.ints("stride", std::vector<int64_t>{}));
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> p, n.ints("padding", std::vector<int64_t>{0}));
+  ETC_ASSIGN_OR_RETURN(bool ceil, n.bool_arg("ceil_mode", false));
+  ETC_ASSIGN_OR_RETURN(bool count_pad, n.bool_arg("count_include_pad", true));
+  ETC_ASSIGN_OR_RETURN(std::optional<int64_t> div, n.optional_int("divisor_override"));
+  ArgValue d = div ? ArgValue(*div) : ArgValue(std::monostate{});
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::AvgPool2d, {{"self", x}, {"kernel_size", k}, {"stride", s},
+                                                               {"padding", p}, {"ceil_mode", ceil},
+                                                               {"count_include_pad", count_pad},
+                                                               {"divisor_override", d}}));
+  return n.set_output(0, out);
+}
+
+Status convert_adaptive_avg_pool(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> size, n.ints("output_size"));
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::AdaptiveAvgPool2d, {{"self", x}, {"output_size", size}}));
+  return n.set_output(0, out);
+}
+
+Converter reduce(OpKind op) {
+  return [=](TorchNode& n) -> Status {
+    ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+    ETC_ASSIGN_OR_RETURN(std::vector<int64_t> dim, n.ints("dim", std::vector<int64_t>{}));
+    ETC_ASSIGN_OR_RETURN(bool keepdim, n.bool_arg("keepdim", false));
+    ValueId out;
+    if (op == OpKind::Amax) {
+      ETC_ASSIGN_OR_RETURN(out, n.emit(op, {{"self", x}, {"dim", dim}, {"keepdim", keepdim}}));
+    } else {
+      ETC_ASSIGN_OR_RETURN(std::optional<DType> d, n.dtype_arg("dtype"));
+      ArgValue dt = d ? ArgValue(*d) : ArgValue(std::monostate{});
+      ETC_ASSIGN_OR_RETURN(out, n.emit(op, {{"self", x}, {"dim", dim}, {"keepdim", keepdim}, {"dtype", dt}}));
+    }
+    return n.set_output(0, out);
+  };
+}
+
+// _softmax(self, dim, half_to_float) / _log_softmax, and softmax.int(self, dim, dtype).
+Converter softmax(OpKind op, bool has_half_to_float) {
+  return [=](TorchNode& n) -> Status {
+    ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+    ETC_ASSIGN_OR_RETURN(int64_t dim, n.int_arg("dim"));
+    bool half_to_float = false;
+    if (has_half_to_float) {
+      ETC_ASSIGN_OR_RETURN(half_to_float, n.bool_arg("half_to_float", false));
+    } else {
+      ETC_ASSIGN_OR_RETURN(std::optional<DType> d, n.dtype_arg("dtype"));
+      if (d && *d != n.dtype(x)) {
+        ETC_ASSIGN_OR_RETURN(x, n.emit(OpKind::ToCopy, {{"self", x}, {"dtype", *d}}));
+      }
+    }
+    ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(op, {{"self", x}, {"dim", dim}, {"half_to_float", half_to_float}}));
+    return n.set_output(0, out);
+  };
+}
+
+// layer_norm (one output) and native_layer_norm (output, mean, rstd).
+Converter layer_norm(bool native) {
+  return [=](TorchNode& n) -> Status {
+    ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("input"));
+    ETC_ASSIGN_OR_RETURN(std::vector<int64_t> shape, n.ints("normalized_shape"));
+    ETC_ASSIGN_OR_RETURN(std::optional<ValueId> w, n.optional_tensor("weight"));
+    ETC_ASSIGN_OR_RETURN(std::optional<ValueId> b, n.optional_tensor("bias"));
+    ETC_ASSIGN_OR_RETURN(double eps, n.float_arg("eps", native ? std::nullopt : std::optional<double>(1e-5)));
+    ArgValue wa = w ? ArgValue(*w) : ArgValue(std::monostate{});
+    ArgValue ba = b ? ArgValue(*b) : ArgValue(std::monostate{});
+    ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::NativeLayerNorm, {{"input", x}, {"normalized_shape", shape},
+                                                                      {"weight", wa}, {"bias", ba}, {"eps", eps}}));
+    ETC_RETURN_IF_ERROR(n.set_output(0, out));
+    if (native) {
+      for (int i = 1; i < n.num_outputs() && i < 3; ++i)
+        ETC_RETURN_IF_ERROR(n.set_output(i, n.last_outputs()[i]));
+    }
+    return Status();
+  };
+}
+
+// batch_norm (training=False) and _native_batch_norm_legit_no_training.
+Converter batch_norm(bool native) {
+  return [=](TorchNode& n) -> Status {
+    if (!native) {
+      ETC_ASSIGN_OR_RETURN(bool training, n.bool_arg("training"));
+      if (training) return n.unsupported("batch_norm in training mode (export the model in eval mode)");
+    }
+    ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("input"));
+    ETC_ASSIGN_OR_RETURN(std::optional<ValueId> w, n.optional_tensor("weight"));
+    ETC_ASSIGN_OR_RETURN(std::optional<ValueId> b, n.optional_tensor("bias"));
+    ETC_ASSIGN_OR_RETURN(std::optional<ValueId> mean, n.optional_tensor("running_mean"));
+    ETC_ASSIGN_OR_RETURN(std::optional<ValueId> var, n.optional_tensor("running_var"));
+    if (!mean || !var) return n.unsupported("batch_norm without running statistics");
+    ETC_ASSIGN_OR_RETURN(double momentum, n.float_arg("momentum", 0.1));
+    ETC_ASSIGN_OR_RETURN(double eps, n.float_arg("eps", 1e-5));
+    ArgValue wa = w ? ArgValue(*w) : ArgValue(std::monostate{});
+    ArgValue ba = b ? ArgValue(*b) : ArgValue(std::monostate{});
+    ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::NativeBatchNormNoTraining,
+                                             {{"input", x}, {"weight", wa}, {"bias", ba}, {"running_mean", *mean},
+                                              {"running_var", *var}, {"momentum", momentum}, {"eps", eps}}));
+    ETC_RETURN_IF_ERROR(n.set_output(0, out));
+    if (native) {
+      for (int i = 1; i < n.num_outputs() && i < 3; ++i)
+        ETC_RETURN_IF_ERROR(n.set_output(i, n.last_outputs()[i]));
+    }
+    return Status();
+  };
+}
+
+Status convert_embedding(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId w, n.tensor("weight"));
+  ETC_ASSIGN_OR_RETURN(ValueId idx, n.tensor("indices"));
+  ETC_ASSIGN_OR_RETURN(int64_t pad, n.int_arg("padding_idx", -1));
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Embedding, {{"weight", w}, {"indices", idx}, {"padding_idx", pad}}));
+  return n.set_output(0, out);
+}
+
+Status convert_constant_pad(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> pad, n.ints("pad"));
+  ETC_ASSIGN_OR_RETURN(Scalar value, n.scalar("value", Scalar{0.0}));
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::ConstantPadNd, {{"self", x}, {"pad", pad}, {"value", value}}));
+  return n.set_output(0, out);
+}
+
+// linalg_vector_norm(x, ord=2, dim, keepdim): sqrt(sum(x * x)).
+Status convert_vector_norm(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(double ord, n.float_arg("ord", 2.0));
+  if (ord != 2.0) return n.unsupported("ord " + std::to_string(ord) + " (etc imports the 2-norm)");
+  ETC_ASSIGN_OR_RETURN(std::optional<DType> d, n.dtype_arg("dtype"));
+  if (d) return n.unsupported("a dtype argument");
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> dim, n.ints("dim", std::vector<int64_t>{}));
+  ETC_ASSIGN_OR_RETURN(bool keepdim, n.bool_arg("keepdim", false));
+  ETC_ASSIGN_OR_RETURN(ValueId sq, n.emit(OpKind::MulTensor, {{"self", x}, {"other", x}}));
+  ETC_ASSIGN_OR_RETURN(ValueId sum, n.emit(OpKind::SumDimIntList, {{"self", sq}, {"dim", dim}, {"keepdim", keepdim}}));
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Sqrt, {{"self", sum}}));
+  return n.set_output(0, out);
+}
+
+// scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa):
+// softmax(q @ k^T * scale + mask) @ v over the flattened batch dims. A fully masked row gives
+// NaN here (PyTorch's math kernel gives 0).
+Status convert_sdpa(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId q, n.tensor("query"));
+  ETC_ASSIGN_OR_RETURN(ValueId k, n.tensor("key"));
+  ETC_ASSIGN_OR_RETURN(ValueId v, n.tensor("value"));
+  ETC_ASSIGN_OR_RETURN(double dropout, n.float_arg("dropout_p", 0.0));
+  ETC_ASSIGN_OR_RETURN(bool causal, n.bool_arg("is_causal", false));
+  ETC_ASSIGN_OR_RETURN(bool gqa, n.bool_arg("enable_gqa", false));
+  if (dropout != 0.0) return n.unsupported("dropout_p " + std::to_string(dropout) + " (inference needs 0)");
+  std::vector<int64_t> qs = n.sizes(q), ks = n.sizes(k), vs = n.sizes(v);
+  if (qs.size() < 2 || ks.size() != qs.size() || vs.size() != qs.size()) {
+    return n.invalid("query, key and value must have the same rank (at least 2)");
+  }
+  size_t r = qs.size();
+  std::vector<int64_t> batch(qs.begin(), qs.end() - 2);
+  if (!std::equal(batch.begin(), batch.end(), ks.begin()) || !std::equal(batch.begin(), batch.end(), vs.begin())) {
+    return n.unsupported(gqa ? "grouped-query attention (enable_gqa)"
+                             : "key/value batch dims that differ from the query's");
+  }
+  int64_t L = qs[r - 2], E = qs[r - 1], S = ks[r - 2], Ev = vs[r - 1];
+  if (ks[r - 1] != E || vs[r - 2] != S) return n.invalid("query, key and value sizes do not agree");
+  int64_t B = 1;
+  for (int64_t d : batch)
+    B *= d;
+  double scale = 1.0 / std::sqrt(static_cast<double>(E));
+  if (n.has("scale")) {
+    ETC_ASSIGN_OR_RETURN(scale, n.float_arg("scale"));
+  }
+
+  ETC_ASSIGN_OR_RETURN(ValueId q3, n.emit(OpKind::Reshape, {{"self", q}, {"shape", std::vector<int64_t>{B, L, E}}}));
+  ETC_ASSIGN_OR_RETURN(ValueId k3, n.emit(OpKind::Reshape, {{"self", k}, {"shape", std::vector<int64_t>{B, S, E}}}));
+  ETC_ASSIGN_OR_RETURN(ValueId kt, n.emit(OpKind::TransposeInt, {{"self", k3}, {"dim0", int64_t{1}}, {"dim1", int64_t{2}}}));
+  ETC_ASSIGN_OR_RETURN(ValueId scores, n.emit(OpKind::Bmm, {{"self", q3}, {"mat2", kt}}));
+  ETC_ASSIGN_OR_RETURN(scores, n.emit(OpKind::MulScalar, {{"self", scores}, {"other", Scalar{scale}}}));
+  std::vector<int64_t> full = batch;
+  full.push_back(L);
+  full.push_back(S);
+  ETC_ASSIGN_OR_RETURN(scores, n.emit(OpKind::Reshape, {{"self", scores}, {"shape", full}}));
+  if (causal) {
+    KnownTensor bias{n.dtype(q), {L, S}, {}};
+    for (int64_t i = 0; i < L; ++i)
+      for (int64_t j = 0; j < S; ++j)
+        bias.v.push_back(j <= i ? 0.0 : -kInf);
+    ETC_ASSIGN_OR_RETURN(scores, n.emit(OpKind::AddTensor, {{"self", scores}, {"other", n.constant(bias)}}));
+  }
+  if (n.has("attn_mask")) {
+    ETC_ASSIGN_OR_RETURN(const Entry* m, n.entry("attn_mask"));
+    ValueId bias;
+    if (m->dtype == DType::kBool) {
+      if (m->known) {
+        bias = n.constant(known_unary(*m->known, n.dtype(q), [](double x) { return x != 0.0 ? 0.0 : -kInf; }));
+      } else {
+        ETC_ASSIGN_OR_RETURN(ValueId mv, n.tensor("attn_mask"));
+        ValueId zero = n.constant(known_full(n.dtype(q), {}, 0.0));
+        ValueId ninf = n.constant(known_full(n.dtype(q), {}, -kInf));
+        ETC_ASSIGN_OR_RETURN(bias, n.emit(OpKind::WhereSelf, {{"condition", mv}, {"self", zero}, {"other", ninf}}));
+      }
+    } else {
+      ETC_ASSIGN_OR_RETURN(bias, n.tensor("attn_mask"));
+    }
+    ETC_ASSIGN_OR_RETURN(scores, n.emit(OpKind::AddTensor, {{"self", scores}, {"other", bias}}));
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId attn, n.emit(OpKind::Softmax, {{"self", scores}, {"dim", int64_t{-1}}, {"half_to_float", false}}));
+  ETC_ASSIGN_OR_RETURN(attn, n.emit(OpKind::Reshape, {{"self", attn}, {"shape", std::vector<int64_t>{B, L, S}}}));
+  ETC_ASSIGN_OR_RETURN(ValueId v3, n.emit(OpKind::Reshape, {{"self", v}, {"shape", std::vector<int64_t>{B, S, Ev}}}));
+  ETC_ASSIGN_OR_RETURN(ValueId o3, n.emit(OpKind::Bmm, {{"self", attn}, {"mat2", v3}}));
+  std::vector<int64_t> out_shape = batch;
+  out_shape.push_back(L);
+  out_shape.push_back(Ev);
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Reshape, {{"self", o3}, {"shape", out_shape}}));
+  return n.set_output(0, out);
+}
+
+// sym_size.int(self, dim): the size, known at export time.
+Status convert_sym_size(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+  ETC_ASSIGN_OR_RETURN(int64_t dim, n.int_arg("dim"));
+  ETC_ASSIGN_OR_RETURN(dim, n.wrap_dim(dim, static_cast<int64_t>(self->shape.size()), "dim"));
+  return n.set_int_output(0, self->shape[dim]);
+}
+
+}  // namespace
+
+const std::map<std::string, Converter>& torch_converters() {
+  static const std::map<std::string, Converter> table = [] {
+    std::map<std::string, Converter> t;
+    Fn add = [](double x, double y) { return x + y; };
+    Fn sub = [](double x, double y) { return x - y; };
+    Fn mul = [](double x, double y) { return x * y; };
+    Fn div = [](double x, double y) { return x / y; };
+    t["aten.add.Tensor"] = binary(OpKind::AddTensor, OpKind::AddScalar, add, true);
+    t["aten.add_.Tensor"] = binary(OpKind::AddTensor, OpKind::AddScalar, add, true, true);
+    t["aten.add.Scalar"] = binary(OpKind::AddTensor, OpKind::AddScalar, add, true);
+    t["aten.sub.Tensor"] = binary(OpKind::SubTensor, OpKind::SubScalar, sub, true);
+    t["aten.sub.Scalar"] = binary(OpKind::SubTensor, OpKind::SubScalar, sub, true);
+    t["aten.mul.Tensor"] = binary(OpKind::MulTensor, OpKind::MulScalar, mul, false);
+    t["aten.mul_.Tensor"] = binary(OpKind::MulTensor, OpKind::MulScalar, mul, false, true);
+    t["aten.mul.Scalar"] = binary(OpKind::MulTensor, OpKind::MulScalar, mul, false);
+    t["aten.div.Tensor"] = binary(OpKind::DivTensor, OpKind::DivScalar, div, false);
+    t["aten.div.Scalar"] = binary(OpKind::DivTensor, OpKind::DivScalar, div, false);
+    t["aten.rsub.Scalar"] = convert_rsub;
+    t["aten.pow.Tensor_Scalar"] = convert_pow;
+    t["aten.where.self"] = convert_where;
+
+    t["aten.eq.Scalar"] = compare([](double x, double y) { return x == y; }, true);
+    t["aten.ne.Scalar"] = compare([](double x, double y) { return x != y; }, true);
+    t["aten.lt.Scalar"] = compare([](double x, double y) { return x < y; }, true);
+    t["aten.le.Scalar"] = compare([](double x, double y) { return x <= y; }, true);
+    t["aten.gt.Scalar"] = compare([](double x, double y) { return x > y; }, true);
+    t["aten.ge.Scalar"] = compare([](double x, double y) { return x >= y; }, true);
+    t["aten.eq.Tensor"] = compare([](double x, double y) { return x == y; }, false);
+    t["aten.ge.Tensor"] = compare([](double x, double y) { return x >= y; }, false);
+    t["aten.le.Tensor"] = compare([](double x, double y) { return x <= y; }, false);
+    t["aten.logical_and.default"] = compare([](double x, double y) { return x != 0 && y != 0; }, false);
+    t["aten.logical_or.default"] = compare([](double x, double y) { return x != 0 || y != 0; }, false);
+    t["aten.logical_not.default"] = convert_logical_not;
+
+    t["aten.neg.default"] = unary(OpKind::Neg, [](double x) { return -x; });
+    t["aten.relu.default"] = unary(OpKind::Relu, [](double x) { return x > 0 ? x : 0.0; });
+    t["aten.relu_.default"] = unary(OpKind::Relu, nullptr, true);
+    t["aten.sigmoid.default"] = unary(OpKind::Sigmoid);
+    t["aten.tanh.default"] = unary(OpKind::Tanh);
+    t["aten.exp.default"] = unary(OpKind::Exp);
+    t["aten.log.default"] = unary(OpKind::Log);
+    t["aten.sqrt.default"] = unary(OpKind::Sqrt);
+    t["aten.rsqrt.default"] = unary(OpKind::Rsqrt);
+    t["aten.erf.default"] = unary(OpKind::Erf);
+    t["aten.silu.default"] = unary(OpKind::Silu);
+    t["aten.silu_.default"] = unary(OpKind::Silu, nullptr, true);
+    t["aten.hardswish.default"] = unary(OpKind::Hardswish);
+    t["aten.hardswish_.default"] = unary(OpKind::Hardswish, nullptr, true);
+    t["aten.hardsigmoid.default"] = unary(OpKind::Hardsigmoid);
+    t["aten.hardsigmoid_.default"] = unary(OpKind::Hardsigmoid, nullptr, true);
+    t["aten.hardtanh.default"] = hardtanh(false);
+    t["aten.hardtanh_.default"] = hardtanh(true);
+    t["aten.clamp.default"] = clamp(true, true);
+    t["aten.clamp_min.default"] = clamp(true, false);
+    t["aten.clamp_max.default"] = clamp(false, true);
+    t["aten.gelu.default"] = convert_gelu;
+
+    t["aten.arange.default"] = convert_arange;
+    t["aten.arange.start"] = convert_arange;
+    t["aten.arange.start_step"] = convert_arange;
+    t["aten.full.default"] = fill(std::nullopt, false);
+    t["aten.zeros.default"] = fill(0.0, false);
+    t["aten.ones.default"] = fill(1.0, false);
+    t["aten.full_like.default"] = fill(std::nullopt, true);
+    t["aten.zeros_like.default"] = fill(0.0, true);
+    t["aten.ones_like.default"] = fill(1.0, true);
+    t["aten.scalar_tensor.default"] = convert_scalar_tensor;
+
+    t["aten.view.default"] = reshape_like("size");
+    t["aten._unsafe_view.default"] = reshape_like("size");
+    t["aten.reshape.default"] = reshape_like("shape");
+    t["aten.flatten.using_ints"] = convert_flatten;
+    t["aten.permute.default"] = convert_permute;
+    t["aten.transpose.int"] = convert_transpose;
+    t["aten.t.default"] = convert_t;
+    t["aten.unsqueeze.default"] = convert_unsqueeze;
+    t["aten.squeeze.dim"] = convert_squeeze;
+    t["aten.squeeze.dims"] = convert_squeeze;
+    t["aten.squeeze.default"] = convert_squeeze;
+    t["aten.expand.default"] = convert_expand;
+    t["aten.expand_as.default"] = convert_expand;
+    t["aten.slice.Tensor"] = convert_slice;
+    t["aten.select.int"] = convert_select;
+    t["aten.cat.default"] = convert_cat;
+    t["aten.clone.default"] = identity();
+    t["aten.alias.default"] = identity();
+    t["aten.contiguous.default"] = identity();
+    t["aten.detach.default"] = identity();
+    t["aten.lift_fresh_copy.default"] = identity();
+    t["aten.dropout.default"] = convert_dropout;
+    t["aten.dropout_.default"] = convert_dropout;
+    t["aten._to_copy.default"] = convert_to_copy;
+    t["aten.to.dtype"] = convert_to_copy;
+    t["aten.constant_pad_nd.default"] = convert_constant_pad;
+    t["aten._assert_tensor_metadata.default"] = convert_noop;
+    t["aten.sym_size.int"] = convert_sym_size;
+
+    t["aten.linear.default"] = convert_linear;
+    t["aten.addmm.default"] = convert_addmm;
+    t["aten.mm.default"] = matmul2(OpKind::Mm);
+    t["aten.bmm.default"] = matmul2(OpKind::Bmm);
+    t["aten.conv1d.default"] = convert_conv;
+    t["aten.conv2d.default"] = convert_conv;
+    t["aten.convolution.default"] = convert_conv;
+    t["aten.max_pool2d.default"] = max_pool(false);
+    t["aten.max_pool2d_with_indices.default"] = max_pool(true);
+    t["aten.avg_pool2d.default"] = convert_avg_pool;
+    t["aten.adaptive_avg_pool2d.default"] = convert_adaptive_avg_pool;
+    t["aten.mean.dim"] = reduce(OpKind::MeanDim);
+    t["aten.sum.dim_IntList"] = reduce(OpKind::SumDimIntList);
+    t["aten.amax.default"] = reduce(OpKind::Amax);
+    t["aten._softmax.default"] = softmax(OpKind::Softmax, true);
+    t["aten._log_softmax.default"] = softmax(OpKind::LogSoftmax, true);
+    t["aten.softmax.int"] = softmax(OpKind::Softmax, false);
+    t["aten.log_softmax.int"] = softmax(OpKind::LogSoftmax, false);
+    t["aten.layer_norm.default"] = layer_norm(false);
+    t["aten.native_layer_norm.default"] = layer_norm(true);
+    t["aten.batch_norm.default"] = batch_norm(false);
+    t["aten._native_batch_norm_legit_no_training.default"] = batch_norm(true);
+    t["aten.embedding.default"] = convert_embedding;
+    t["aten.linalg_vector_norm.default"] = convert_vector_norm;
+    t["aten.scaled_dot_product_attention.default"] = convert_sdpa;
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace etc::torch_import

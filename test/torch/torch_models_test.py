@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""PyTorch programs through etc: each fixture of scripts/make-torch-fixtures.py, in both forms
+(model.pt2: the default export; model.core.pt2: after run_decompositions()), is exported
+with --target cpu and --target cuda:0, run with `etc run --device cpu`, and compared with
+PyTorch eager's outputs.
+
+  torch_models_test.py ETC FIXTURES [--table FILE.md] [NAME ...]
+
+Tolerance (float32): |etc - torch| <= ATOL + RTOL * |torch| elementwise, ATOL = RTOL = 1e-4
+(the networks here accumulate up to ~10^4 products per output in a different order than
+ATen's kernels). Integer outputs must be equal. The cuda:0 export must delegate every op
+(no host work), put every delegate input and output on cuda:0, and copy only the program's
+inputs in and its outputs out. On a machine with a CUDA device the cuda:0 export also runs
+with `--device cuda --verify`.
+
+Exit status: 0 when every model matches, 1 otherwise (each failure is listed).
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+ATOL = 1e-4
+RTOL = 1e-4
+FORMS = [("default", "model.pt2"), ("core", "model.core.pt2")]
+
+
+def run(cmd):
+    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def cuda_available(etc):
+    out = run([etc, "--version"]).stdout
+    return "CUDA support: built in" in out and "CUDA devices: none" not in out
+
+
+def check_model(etc, fixtures, name, work, cuda, rows, failures):
+    d = os.path.join(fixtures, name)
+    meta = json.load(open(os.path.join(d, "meta.json")))
+    inputs = sorted(f for f in os.listdir(d) if f.startswith("input_"))
+    expected = [np.load(os.path.join(d, f"expected_{i}.npy")) for i in range(len(meta["outputs"]))]
+    for form, archive in FORMS:
+        tag = f"{name} ({form})"
+        path = os.path.join(d, archive)
+        cpu_pte = os.path.join(work, f"{name}.{form}.cpu.pte")
+        r = run([etc, "export", path, "-o", cpu_pte, "--target", "cpu"])
+        if r.returncode != 0:
+            failures.append(f"{tag}: etc export --target cpu exited {r.returncode}:\n{r.stdout}")
+            continue
+        out_dir = os.path.join(work, f"{name}.{form}.out")
+        cmd = [etc, "run", cpu_pte, "--device", "cpu", "--output-dir", out_dir]
+        for i, f in enumerate(inputs):
+            cmd += ["--input", f"{i}={os.path.join(d, f)}"]
+        r = run(cmd)
+        if r.returncode != 0:
+            failures.append(f"{tag}: etc run exited {r.returncode}:\n{r.stdout}")
+            continue
+        worst_abs, worst_rel = 0.0, 0.0
+        ok = True
+        for i, want in enumerate(expected):
+            got = np.load(os.path.join(out_dir, f"output_{i}.npy"))
+            if got.shape != want.shape or got.dtype != want.dtype:
+                failures.append(f"{tag}: output {i} is {got.dtype}{list(got.shape)}, "
+                                f"PyTorch gives {want.dtype}{list(want.shape)}")
+                ok = False
+                continue
+            if not np.issubdtype(want.dtype, np.floating):
+                if not np.array_equal(got, want):
+                    failures.append(f"{tag}: integer output {i} differs from PyTorch")
+                    ok = False
+                continue
+            diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
+            worst_abs = max(worst_abs, float(diff.max(initial=0.0)))
+            rel = diff / np.maximum(np.abs(want.astype(np.float64)), 1e-6)
+            worst_rel = max(worst_rel, float(rel.max(initial=0.0)))
+            bad = diff > ATOL + RTOL * np.abs(want)
+            if bad.any():
+                k = int(np.flatnonzero(bad)[0])
+                failures.append(f"{tag}: output {i} differs from PyTorch at {bad.sum()} of "
+                                f"{bad.size} elements (first at flat index {k}: etc "
+                                f"{got.flat[k]!r}, PyTorch {want.flat[k]!r})")
+                ok = False
+
+        # The cuda:0 export: everything delegated, IO on the device, minimum copies.
+        cuda_pte = os.path.join(work, f"{name}.{form}.cuda.pte")
+        report = os.path.join(work, f"{name}.{form}.report.json")
+        r = run([etc, "export", path, "-o", cuda_pte, "--target", "cuda:0", "--report", report])
+        if r.returncode != 0:
+            failures.append(f"{tag}: etc export --target cuda:0 exited {r.returncode}:\n{r.stdout}")
+            continue
+        rep = json.load(open(report))
+        n_in, n_out = len(inputs), len(expected)
+        copies = rep["copies"]
+        if rep["ops"]["host"]:
+            failures.append(f"{tag}: ops left on the host: {rep['ops']['host']}")
+            ok = False
+        if copies["h2d"] > n_in or copies["d2h"] > n_out:
+            failures.append(f"{tag}: {copies['h2d']} h2d / {copies['d2h']} d2h copies for "
+                            f"{n_in} inputs and {n_out} outputs")
+            ok = False
+        for p in rep["partitions"]:
+            if p["device"] != "cuda:0":
+                failures.append(f"{tag}: partition {p['delegate']} is on {p['device']}")
+                ok = False
+        planned = sum(b["planned_bytes"] for b in rep["memory"])
+        bound = sum(b["lower_bound_bytes"] for b in rep["memory"])
+        if cuda:
+            cmd = [etc, "run", cuda_pte, "--device", "cuda", "--verify"]
+            for i, f in enumerate(inputs):
+                cmd += ["--input", f"{i}={os.path.join(d, f)}"]
+            r = run(cmd)
+            if r.returncode != 0:
+                failures.append(f"{tag}: etc run --device cuda --verify exited {r.returncode}:\n{r.stdout}")
+                ok = False
+        rows.append({
+            "model": name, "form": form, "ok": ok,
+            "ops": rep["ops"]["total"], "delegates": len(rep["partitions"]),
+            "h2d": copies["h2d"], "d2h": copies["d2h"],
+            "planned": planned, "bound": bound,
+            "max_abs": worst_abs, "max_rel": worst_rel,
+        })
+        print(f"{'ok  ' if ok else 'FAIL'} {tag}: max abs {worst_abs:.3g}, max rel "
+              f"{worst_rel:.3g}; cuda:0: {rep['ops']['total']} ops in "
+              f"{len(rep['partitions'])} delegate(s), {copies['h2d']} h2d + {copies['d2h']} d2h, "
+              f"{planned} bytes planned (lower bound {bound})", flush=True)
+
+
+def main(argv):
+    args = argv[1:]
+    table = None
+    if "--table" in args:
+        k = args.index("--table")
+        table = args[k + 1]
+        del args[k:k + 2]
+    if len(args) < 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    etc, fixtures, names = args[0], args[1], args[2:]
+    if not names:
+        names = sorted(n for n in os.listdir(fixtures)
+                       if os.path.isfile(os.path.join(fixtures, n, "meta.json")))
+    if not names:
+        print(f"torch_models_test: no fixtures under {fixtures}", file=sys.stderr)
+        return 1
+    cuda = cuda_available(etc)
+    rows, failures = [], []
+    with tempfile.TemporaryDirectory() as work:
+        for name in names:
+            check_model(etc, fixtures, name, work, cuda, rows, failures)
+    if table:
+        with open(table, "w") as f:
+            f.write("| model | form | ops | delegates | copies (h2d + d2h) | planned bytes "
+                    "(lower bound) | max abs err | max rel err |\n|---|---|---|---|---|---|---|---|\n")
+            for r in rows:
+                f.write(f"| {r['model']} | {r['form']} | {r['ops']} | {r['delegates']} | "
+                        f"{r['h2d']} + {r['d2h']} | {r['planned']:,} ({r['bound']:,}) | "
+                        f"{r['max_abs']:.2g} | {r['max_rel']:.2g} |\n")
+    print(f"torch_models_test: {len(rows) * 1} program(s) checked, {len(failures)} failure(s)"
+          + ("" if cuda else "; no CUDA device: the cuda:0 exports were not run"))
+    for f in failures:
+        print("FAIL " + f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
