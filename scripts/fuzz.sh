@@ -20,7 +20,7 @@ cmake --build "$build" --target etc fuzz_pte fuzz_graph_json fuzz_safetensors fu
 
 corpus="$build/corpus"
 rm -rf "$corpus"
-mkdir -p "$corpus"/{pte,graph_json,safetensors,npy,onnx}
+mkdir -p "$corpus"/{pte,graph_json,safetensors,npy,onnx,pt2}
 # ONNX: a spread of ONNX's node tests (libonnx-testdata) with static shapes.
 for t in conv_with_strides_padding gemm_all_attributes reshape_reordered_all_dims slice resize_upsample_scales_nearest \
          batchnorm_example maxpool_2d_pads softmax_axis_1 matmul_3d concat_2d_axis_0 gather_0 split_equal_parts_1d; do
@@ -34,6 +34,15 @@ fx=$(test/executorch/fixtures.sh) || { echo "fuzz: ExecuTorch's programs could n
 cp "$fx"/*.pte "$corpus/pte/"
 cp test/serialize/regressions/*.pte "$corpus/pte/"
 cp test/onnx/regressions/*.onnx "$corpus/onnx/"
+# torch.export archives PyTorch wrote (test/torch/programs), one also deflated.
+cp test/torch/programs/*.pt2 "$corpus/pt2/"
+ls test/torch/regressions/*.pt2 >/dev/null 2>&1 && cp test/torch/regressions/*.pt2 "$corpus/pt2/"
+/usr/bin/python3 - test/torch/programs/linear.pt2 "$corpus/pt2/linear_deflated.pt2" <<'PY'
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as src, zipfile.ZipFile(sys.argv[2], "w", zipfile.ZIP_DEFLATED) as dst:
+    for info in src.infolist():
+        dst.writestr(info.filename, src.read(info.filename))
+PY
 for m in mlp cnn; do
   "$build/apps/etc/etc" export "examples/$m.json" -o "$corpus/pte/$m.pte" >/dev/null 2>&1
   "$build/apps/etc/etc" export "examples/$m.json" -o "$corpus/pte/${m}_cpu.pte" --target cpu >/dev/null 2>&1
@@ -55,7 +64,7 @@ report_finding() {  # report_finding TARGET LOG: the log's tail and each crash i
     [[ -f "$f" ]] && echo "input $f (base64): $(base64 -w0 "$f")"
   done
 }
-targets=(pte graph_json safetensors npy onnx)
+targets=(pte graph_json safetensors npy onnx pt2)
 for t in "${targets[@]}"; do
   echo "fuzz_$t: $runs runs, seed ${FUZZ_SEED:-1}"
   if ! (cd "$build" && ASAN_OPTIONS=detect_leaks=1 "./fuzz/fuzz_$t" -runs="$runs" -seed="${FUZZ_SEED:-1}" -max_len=65536 -timeout=10 \

@@ -266,6 +266,8 @@ MODELS = collections.OrderedDict([
     ("add", lambda: (Add(), (randn(2, 3, 4), randn(2, 3, 4)), ["x", "y"])),
     ("add_mul", lambda: (AddMul(), (randn(4, 8), randn(4, 8), randn(4, 8)), ["x", "y", "z"])),
     ("linear", lambda: (Linear(), (randn(4, 32),), ["x"])),
+    # The batch dim is symbolic (dynamic_shapes): etc takes its size from --input-shape.
+    ("linear_dynamic", lambda: (Linear(), (randn(4, 32),), ["x"])),
     ("conv1d", lambda: (Conv1d(), (randn(2, 4, 20),), ["x"])),
     ("sdpa", lambda: (Sdpa(), (randn(1, 4, 16, 32), randn(1, 4, 16, 32), randn(1, 4, 16, 32)),
                       ["q", "k", "v"])),
@@ -295,7 +297,10 @@ def make(name, out_dir):
     model.eval()
     with torch.no_grad():
         expected = as_tuple(model(*inputs))
-        ep = torch.export.export(model, inputs)
+        dynamic = None
+        if name.endswith("_dynamic"):
+            dynamic = ({0: torch.export.Dim("batch", min=1, max=64)},)
+        ep = torch.export.export(model, inputs, dynamic_shapes=dynamic)
         core = ep.run_decompositions()
     os.makedirs(out_dir, exist_ok=True)
     torch.export.save(ep, os.path.join(out_dir, "model.pt2"))
@@ -311,6 +316,7 @@ def make(name, out_dir):
                    for n, t in zip(input_names, inputs)],
         "outputs": [{"dtype": str(t.dtype), "shape": list(t.shape)} for t in expected],
         "parameters": sum(p.numel() for p in model.parameters()),
+        "dynamic": dynamic is not None,
         "ops": {"model.pt2": op_counts(ep), "model.core.pt2": op_counts(core)},
     }
     with open(os.path.join(out_dir, "meta.json"), "w") as f:

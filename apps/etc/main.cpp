@@ -265,7 +265,9 @@ int run(int argc, char** argv) {
   std::string validate_model;
   std::vector<std::string> validate_shapes;
   CLI::App* validate = app.add_subcommand("validate", "Check a model file and print a summary");
-  validate->add_option("MODEL", validate_model, "etc.graph JSON, ONNX model or torch.export archive (.pt2)")
+  validate
+      ->add_option("MODEL", validate_model,
+                   "etc.graph JSON, ONNX model or torch.export archive (.pt2)")
       ->required();
   validate->add_option(
       "--input-shape", validate_shapes,
@@ -275,13 +277,16 @@ int run(int argc, char** argv) {
   CLI::App* ops = app.add_subcommand("ops", "List the supported operators with their ATen schemas");
   ops->add_flag("--onnx", ops_onnx, "List the ONNX op types the importer converts instead");
   bool ops_torch = false;
-  ops->add_flag("--torch", ops_torch, "List the ATen targets the torch.export importer converts instead");
+  ops->add_flag("--torch", ops_torch,
+                "List the ATen targets the torch.export importer converts instead");
 
   ExportArgs ex;
   CLI::App* exp = app.add_subcommand("export", "Compile a model into an ExecuTorch .pte program");
-  exp->add_option("MODEL", ex.model, "etc.graph JSON, ONNX model or torch.export archive (.pt2)")->required();
-  exp->add_option("--input-shape", ex.input_shapes,
-                  "NAME=AxBxC: sizes for an ONNX or torch.export input with symbolic dims (repeatable)");
+  exp->add_option("MODEL", ex.model, "etc.graph JSON, ONNX model or torch.export archive (.pt2)")
+      ->required();
+  exp->add_option(
+      "--input-shape", ex.input_shapes,
+      "NAME=AxBxC: sizes for an ONNX or torch.export input with symbolic dims (repeatable)");
   exp->add_option("-o,--output", ex.output, "Output .pte file")->required();
   exp->add_option("--target", ex.target, "Delegate device: cuda[:N] or cpu (no delegation)")
       ->capture_default_str();

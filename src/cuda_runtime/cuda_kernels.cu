@@ -296,7 +296,7 @@ __global__ void map_kernel(MapArgs p, int64_t n) {
       }
     }
     const Elem ot = p.out.type;
-    C v;
+    C v{};  // every branch sets it or continues (nvcc cannot tell)
     if constexpr (kOp == MapOp::kFill) {
       v = scalar_as<C>(p.scalar);
     } else if constexpr (kOp == MapOp::kCopy) {
@@ -305,6 +305,15 @@ __global__ void map_kernel(MapArgs p, int64_t n) {
         continue;
       }
       v = load_as<C>(p.a.data, p.a.type, oa, p.a.type);  // converted once, by the store
+    } else if constexpr (kOp == MapOp::kEqScalar) {
+      const bool fa = p.a.type == Elem::kF32 || p.a.type == Elem::kF16 || p.a.type == Elem::kBF16;
+      const bool eq = (fa || p.scalar_is_float) ? load_double(p.a.data, p.a.type, oa) == p.scalar.d
+                                                : load_int(p.a.data, p.a.type, oa) == p.scalar.i;
+      static_cast<uint8_t*>(p.out.data)[oo] = eq ? 1 : 0;
+      continue;
+    } else if constexpr (kOp == MapOp::kLogicalNot) {
+      static_cast<uint8_t*>(p.out.data)[oo] = load_double(p.a.data, p.a.type, oa) == 0.0 ? 1 : 0;
+      continue;
     } else if constexpr (kOp == MapOp::kWhere) {
       const bool cond = load_int(p.a.data, p.a.type, oa) != 0;
       v = cond ? load_as<C>(p.b.data, p.b.type, ob, ot) : load_as<C>(p.c.data, p.c.type, oc, ot);
@@ -365,7 +374,7 @@ bool vectorisable(const MapArgs& p) {
 template <typename C, MapOp kOp>
 cudaError_t launch_map_op(const MapArgs& p, int64_t n, cudaStream_t stream) {
   if constexpr (std::is_same_v<C, float> && kOp != MapOp::kCopy && kOp != MapOp::kFill &&
-                kOp != MapOp::kWhere) {
+                kOp != MapOp::kWhere && kOp != MapOp::kEqScalar && kOp != MapOp::kLogicalNot) {
     if (vectorisable(p)) {
       map_f32x4_kernel<kOp><<<grid_for((n + 3) / 4), kThreads, 0, stream>>>(p, n);
       return cudaGetLastError();
@@ -392,6 +401,8 @@ cudaError_t launch_map_typed(const MapArgs& p, int64_t n, cudaStream_t s) {
     ETC_MAP_CASE(kMul)
     ETC_MAP_CASE(kPow)
     ETC_MAP_CASE(kWhere)
+    ETC_MAP_CASE(kEqScalar)
+    ETC_MAP_CASE(kLogicalNot)
     ETC_MAP_CASE(kNeg)
     ETC_MAP_CASE(kRelu)
     ETC_MAP_CASE(kClamp)
@@ -452,6 +463,13 @@ struct Add {
   template <typename T>
   __device__ T operator()(T a, T b) const {
     return a + b;
+  }
+};
+// any: 1 once any element is non-zero (NaN counts, as in ATen).
+struct AnyNonzero {
+  template <typename T>
+  __device__ T operator()(T a, T v) const {
+    return (a != T(0) || v != T(0)) ? T(1) : T(0);
   }
 };
 // amax with NaN propagation: (v > a || v != v) ? v : a, as the CPU reduction.
@@ -823,7 +841,14 @@ cudaError_t launch_reduce(const ReduceArgs& p, cudaStream_t stream) {
   const unsigned blocks = static_cast<unsigned>(outputs < 65535 * 16 ? outputs : 65535 * 16);
   const unsigned threads = threads_for(count);
   const bool fl_in = p.in_type == Elem::kF32 || p.in_type == Elem::kF16 || p.in_type == Elem::kBF16;
-  if (p.op == ReduceOp::kAmax) {
+  if (p.op == ReduceOp::kAny) {
+    if (fl_in) {
+      reduce_kernel<double><<<blocks, threads, 0, stream>>>(p, outputs, count, 0.0, AnyNonzero{});
+    } else {
+      reduce_kernel<int64_t>
+          <<<blocks, threads, 0, stream>>>(p, outputs, count, int64_t(0), AnyNonzero{});
+    }
+  } else if (p.op == ReduceOp::kAmax) {
     if (fl_in) {
       reduce_kernel<double><<<blocks, threads, 0, stream>>>(p, outputs, count, -INFINITY, MaxNan{});
     } else {

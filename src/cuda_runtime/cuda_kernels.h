@@ -63,6 +63,8 @@ enum class MapOp : int32_t {
   kHardsigmoid,
   kHardswish,
   kSilu,
+  kEqScalar,    // out (bool) = a == scalar (as double when a is float or scalar_is_float)
+  kLogicalNot,  // out (bool) = a == 0
 };
 
 // Scalars in both precisions: integers exactly, floats through double (as the CPU kernels).
@@ -78,13 +80,14 @@ struct MapArgs {
   bool b_is_scalar = false;
   Scalar alpha{1, 1}, scalar, lo, hi;
   bool has_lo = false, has_hi = false;
+  bool scalar_is_float = false;  // kEqScalar: the scalar is a Python float
 };
 cudaError_t launch_map(const MapArgs& args, cudaStream_t stream);
 
 // sum / mean / amax over the dims of `in` not kept: the output index space is `kept` (each
 // dim with its input stride), the reduced space `reduced` (likewise). `in` and `out` are
 // contiguous memory; out element i is out.data[i].
-enum class ReduceOp : int32_t { kSum, kMean, kAmax };
+enum class ReduceOp : int32_t { kSum, kMean, kAmax, kAny };  // kAny: bool out, any element != 0
 struct ReduceArgs {
   ReduceOp op = ReduceOp::kSum;
   void* in = nullptr;

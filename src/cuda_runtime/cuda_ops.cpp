@@ -127,6 +127,30 @@ Status where_self(KernelContext& ctx, std::span<Value*> args) {
   return m.run();
 }
 
+Status eq_scalar(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(
+      check_args(ctx, args, {{"self", Arg::kTensor}, {"other", Arg::kScalar}}, {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  TensorView& out = out_arg(args, 2);
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, self.sizes, DType::kBool));
+  MapBuilder m(ctx, k::MapOp::kEqScalar, out);
+  m.p.a = m.broadcast(self);
+  m.p.scalar_is_float = args[1]->kind == Value::Kind::kDouble;
+  m.p.scalar.d = args[1]->scalar_as_double();
+  m.p.scalar.i = m.p.scalar_is_float ? 0 : args[1]->scalar_as_int();
+  return m.run();
+}
+
+Status logical_not(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args, {{"self", Arg::kTensor}}, {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  TensorView& out = out_arg(args, 1);
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, self.sizes, DType::kBool));
+  MapBuilder m(ctx, k::MapOp::kLogicalNot, out);
+  m.p.a = m.broadcast(self);
+  return m.run();
+}
+
 bool float_only(k::MapOp op) {
   return op != k::MapOp::kNeg && op != k::MapOp::kRelu && op != k::MapOp::kClamp;
 }
@@ -201,6 +225,8 @@ Status register_cuda_kernels(rt::OperatorRegistry& r) {
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::div.Scalar"}, div_scalar));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::pow.Tensor_Scalar"}, pow_tensor_scalar));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::where.self"}, where_self));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::eq.Scalar"}, eq_scalar));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::logical_not.default"}, logical_not));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::neg.default"}, unary<k::MapOp::kNeg>));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::relu.default"}, unary<k::MapOp::kRelu>));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::clamp.default"}, clamp));

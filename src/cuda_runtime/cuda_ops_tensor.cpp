@@ -611,6 +611,21 @@ Status amax(KernelContext& ctx, std::span<Value*> args) {
   return run_reduce(ctx, k::ReduceOp::kAmax, self, reduced, out, !is_float(self.dtype));
 }
 
+Status any_dim(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(
+      ctx, args, {{"self", Arg::kTensor}, {"dim", Arg::kInt}, {"keepdim", Arg::kBool}}, {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  TensorView& out = out_arg(args, 3);
+  std::vector<int64_t> dims{args[1]->i};
+  ETC_ASSIGN_OR_RETURN(std::vector<bool> reduced,
+                       reduced_dims(ctx, &dims, static_cast<int64_t>(self.rank())));
+  const DType out_dtype = self.dtype == DType::kUInt8 ? DType::kUInt8 : DType::kBool;
+  ETC_RETURN_IF_ERROR(
+      check_out(ctx, out, reduced_shape(self.sizes, reduced, args[2]->b), out_dtype));
+  if (out.numel() == 0) return Status();
+  return run_reduce(ctx, k::ReduceOp::kAny, self, reduced, out, !is_float(self.dtype));
+}
+
 Status sum_mean(KernelContext& ctx, std::span<Value*> args, bool mean) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args,
                                  {{"self", Arg::kTensor},
@@ -1032,6 +1047,7 @@ Status register_cuda_tensor_kernels(rt::OperatorRegistry& r) {
       r, {"aten::upsample_bilinear2d.vec"},
       [](KernelContext& c, std::span<Value*> a) { return upsample2d(c, a, true); }));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::amax.default"}, amax));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::any.dim"}, any_dim));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::mean.dim"}, mean_dim));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::sum.dim_IntList"}, sum_dim));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::_softmax.default"}, softmax));

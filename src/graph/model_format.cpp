@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
 #include <fstream>
 
 namespace etc {
@@ -10,23 +11,34 @@ namespace {
 bool has_extension(const std::string& path, std::string_view ext) {
   if (path.size() < ext.size()) return false;
   return std::equal(ext.rbegin(), ext.rend(), path.rbegin(), [](char a, char b) {
-    return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+    return std::tolower(static_cast<unsigned char>(a)) ==
+           std::tolower(static_cast<unsigned char>(b));
   });
 }
 }  // namespace
 
 std::string_view model_format_name(ModelFormat f) {
   switch (f) {
-    case ModelFormat::kGraphJson: return "etc.graph JSON";
-    case ModelFormat::kOnnx: return "ONNX";
-    case ModelFormat::kTorchExport: return "torch.export archive";
+    case ModelFormat::kGraphJson:
+      return "etc.graph JSON";
+    case ModelFormat::kOnnx:
+      return "ONNX";
+    case ModelFormat::kTorchExport:
+      return "torch.export archive";
   }
   return "?";
 }
 
 Result<ModelFormat> detect_model_format(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found("cannot open '" + path + "'", Location{.file = path});
+  std::error_code ec;
+  std::ifstream in;
+  if (std::filesystem::is_regular_file(path, ec)) in.open(path, std::ios::binary);
+  if (!in.is_open() || !in) {
+    // Missing, unreadable or not a file: the reader the extension names says so.
+    if (has_extension(path, ".onnx")) return ModelFormat::kOnnx;
+    if (has_extension(path, ".pt2")) return ModelFormat::kTorchExport;
+    return ModelFormat::kGraphJson;
+  }
   char head[64] = {};
   in.read(head, sizeof head);
   auto n = static_cast<size_t>(in.gcount());

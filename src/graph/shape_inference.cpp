@@ -268,6 +268,17 @@ Status infer_unary_same(const InferContext& ctx, std::vector<TensorType>& out) {
   return Status();
 }
 
+// eq.Scalar and logical_not: a bool tensor of the input's shape.
+Status infer_compare_scalar(const InferContext& ctx, std::vector<TensorType>& out) {
+  const TensorSpec& a = ctx.tensor("self");
+  out.push_back({DType::kBool, a.sizes});
+  return Status();
+}
+
+Status infer_logical_not(const InferContext& ctx, std::vector<TensorType>& out) {
+  return infer_compare_scalar(ctx, out);
+}
+
 Status infer_unary_float(const InferContext& ctx, std::vector<TensorType>& out) {
   const TensorSpec& a = ctx.tensor("self");
   out.push_back({dtype_is_float(a.dtype) ? a.dtype : DType::kFloat32, a.sizes});
@@ -518,6 +529,16 @@ Status infer_amax(const InferContext& ctx, std::vector<TensorType>& out) {
   Sizes sizes;
   ETC_RETURN_IF_ERROR(reduce(ctx, self, &ctx.int_list("dim"), ctx.bool_arg("keepdim"), &sizes));
   out.push_back({self.dtype, sizes});
+  return Status();
+}
+
+Status infer_any_dim(const InferContext& ctx, std::vector<TensorType>& out) {
+  const TensorSpec& self = ctx.tensor("self");
+  std::vector<int64_t> dims{ctx.int_arg("dim")};
+  Sizes sizes;
+  ETC_RETURN_IF_ERROR(reduce(ctx, self, &dims, ctx.bool_arg("keepdim"), &sizes));
+  // ATen: bool for every input but uint8, which stays uint8.
+  out.push_back({self.dtype == DType::kUInt8 ? DType::kUInt8 : DType::kBool, sizes});
   return Status();
 }
 

@@ -67,6 +67,9 @@ std::optional<std::string> cuda_unsupported_reason(const Graph& graph, const Nod
     case OpKind::Clamp:
     case OpKind::Hardtanh:
     case OpKind::WhereSelf:
+    case OpKind::EqScalar:
+    case OpKind::LogicalNot:
+    case OpKind::AnyDim:
       return floats_or_ints(graph, node);
     case OpKind::DivTensor:
     case OpKind::DivScalar:

@@ -37,6 +37,12 @@ const char* portable_kernel_schema(OpKind op) {
       return "div.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)";
     case OpKind::PowTensorScalar:
       return "pow.Tensor_Scalar_out(Tensor self, Scalar exponent, *, Tensor(a!) out) -> Tensor(a!)";
+    case OpKind::EqScalar:
+      return "eq.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)";
+    case OpKind::LogicalNot:
+      return "logical_not.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)";
+    case OpKind::AnyDim:
+      return "any.out(Tensor self, int dim, bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)";
     case OpKind::WhereSelf:
       return "where.self_out(Tensor condition, Tensor self, Tensor other, *, Tensor(a!) out) -> "
              "Tensor(a!)";

@@ -108,6 +108,13 @@ def cases():
                [("a", d, [10, 10])])
         simple("where_%s" % d, "aten.where.self", lambda c_, a, b: {"condition": c_, "self": a, "other": b},
                [("c", BOOL, [4, 1]), ("a", d, [4, 6]), ("b", d, [6])])
+    # Comparisons and logic (bool results; PyTorch's safe softmax in Core ATen uses them).
+    for d in FLOATS + [I32, I64, BOOL]:
+        simple("eq_scalar_%s" % d, "aten.eq.Scalar", lambda a: {"self": a, "other": 0}, [("a", d, [5, 70])])
+        simple("logical_not_%s" % d, "aten.logical_not.default", lambda a: {"self": a}, [("a", d, [3, 41])])
+        simple("any_dim_%s" % d, "aten.any.dim", lambda a: {"self": a, "dim": 1, "keepdim": True},
+               [("a", d, [4, 300, 3])])
+    simple("eq_scalar_float_vs_i64", "aten.eq.Scalar", lambda a: {"self": a, "other": 0.5}, [("a", I64, [16])])
     simple("add_tensor_bool", "aten.add.Tensor", lambda a, b: {"self": a, "other": b},
            [("a", BOOL, [8]), ("b", BOOL, [8])])
     simple("mul_tensor_bool", "aten.mul.Tensor", lambda a, b: {"self": a, "other": b},

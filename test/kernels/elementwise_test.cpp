@@ -243,6 +243,49 @@ TEST_CASE("pow.Tensor_Scalar") {
   }
 }
 
+TEST_CASE("eq.Scalar and logical_not give bool tensors") {
+  for (DType dt : {DType::kFloat32, DType::kFloat16, DType::kInt64, DType::kInt32, DType::kBool}) {
+    INFO(dtype_name(dt));
+    Call c("aten::eq.Scalar_out");
+    Value* x = c.random(dt, {4, 6}, 620, dt == DType::kBool ? 0 : -2, dt == DType::kBool ? 1 : 2);
+    std::vector<double> xv = read(x);
+    if (dtype_is_float(dt)) {  // random floats are never exactly 1: plant some
+      for (size_t i = 0; i < xv.size(); i += 3)
+        xv[i] = 1;
+      x = c.tensor(dt, {4, 6}, xv);
+    }
+    Value* out = c.out(DType::kBool, {4, 6});
+    REQUIRE(c.run({x, c.i(1)}, {out}).ok());
+    std::vector<double> want(xv.size());
+    for (size_t i = 0; i < xv.size(); ++i)
+      want[i] = xv[i] == 1 ? 1 : 0;
+    require_close(read(out), want, DType::kBool);
+
+    Call n("aten::logical_not.out");
+    Value* nout = n.out(DType::kBool, {4, 6});
+    REQUIRE(n.run({n.tensor(dt, {4, 6}, xv)}, {nout}).ok());
+    for (size_t i = 0; i < xv.size(); ++i)
+      want[i] = xv[i] == 0 ? 1 : 0;
+    require_close(read(nout), want, DType::kBool);
+  }
+  // -inf (the masked scores of attention), NaN and a float scalar against integers.
+  Call c("aten::eq.Scalar");
+  Value* x = c.tensor(DType::kFloat32, {4}, {-INFINITY, NAN, 0, -INFINITY});
+  Value* out = c.out(DType::kBool, {4});
+  REQUIRE(c.run({x, c.d(-INFINITY)}, {out}).ok());
+  require_close(read(out), {1, 0, 0, 1}, DType::kBool);
+  Value* ints = c.tensor(DType::kInt64, {3}, {0, 1, 2});
+  Value* half = c.out(DType::kBool, {3});
+  REQUIRE(c.run({ints, c.d(0.5)}, {half}).ok());
+  require_close(read(half), {0, 0, 0}, DType::kBool);
+  CHECK(c.run({x, c.d(0)}, {c.out(DType::kFloat32, {4})}).message().find("dtype") !=
+        std::string::npos);
+  Call n("aten::logical_not.default");
+  Value* nout = n.out(DType::kBool, {4});
+  REQUIRE(n.run({n.tensor(DType::kFloat32, {4}, {NAN, 0, -0.0, 2})}, {nout}).ok());
+  require_close(read(nout), {0, 1, 1, 0}, DType::kBool);
+}
+
 TEST_CASE("where.self broadcasts condition, self and other") {
   struct Case {
     Sizes c, a, b;

@@ -59,6 +59,43 @@ const DimCase kDimCases[] = {
     {{4, 1, 6}, {2, 0}}, {{300}, {0}},
 };
 
+TEST_CASE("any.dim: non-zero anywhere along the dim, NaN counts, false when empty") {
+  for (DType dt : {DType::kFloat32, DType::kFloat16, DType::kInt64, DType::kUInt8, DType::kBool}) {
+    for (int64_t dim : {0, 1, -1}) {
+      for (bool keepdim : {false, true}) {
+        INFO(dtype_name(dt) << " dim " << dim << " keepdim " << keepdim);
+        Call c("aten::any.out");
+        // Mostly zeros, so that some rows have no non-zero element.
+        Value* x = c.random(dt, {3, 5}, 610, 0, 1);
+        std::vector<double> xv = read(x);
+        for (size_t i = 0; i < xv.size(); i += 2)
+          xv[i] = 0;
+        x = c.tensor(dt, {3, 5}, xv);
+        Sizes os;
+        std::vector<double> want = reduce_ref(
+            xv, {3, 5}, {dim}, keepdim, 0.0,
+            [](double a, double v) { return (a != 0 || v != 0) ? 1.0 : 0.0; },
+            [](double a, int64_t) { return a; }, &os);
+        DType od = dt == DType::kUInt8 ? DType::kUInt8 : DType::kBool;
+        Value* out = c.out(od, os);
+        REQUIRE(c.run({x, c.i(dim), c.b(keepdim)}, {out}).ok());
+        require_close(read(out), want, od);
+      }
+    }
+  }
+  Call c("aten::any.dim");
+  Value* x = c.tensor(DType::kFloat32, {2, 2}, {0, NAN, -0.0, 0});
+  Value* out = c.out(DType::kBool, {2});
+  REQUIRE(c.run({x, c.i(1), c.b(false)}, {out}).ok());
+  require_close(read(out), {1, 0}, DType::kBool);
+  Value* e = c.tensor(DType::kFloat32, {2, 0}, {});
+  Value* eo = c.out(DType::kBool, {2});
+  REQUIRE(c.run({e, c.i(1), c.b(false)}, {eo}).ok());
+  require_close(read(eo), {0, 0}, DType::kBool);
+  CHECK(c.run({x, c.i(1), c.b(false)}, {c.out(DType::kFloat32, {2})}).message().find("dtype") !=
+        std::string::npos);
+}
+
 TEST_CASE("amax over dims") {
   for (DType dt : {DType::kFloat32, DType::kFloat16, DType::kFloat64, DType::kInt32, DType::kInt64,
                    DType::kUInt8, DType::kBool}) {

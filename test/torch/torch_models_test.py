@@ -42,11 +42,16 @@ def check_model(etc, fixtures, name, work, cuda, rows, failures):
     meta = json.load(open(os.path.join(d, "meta.json")))
     inputs = sorted(f for f in os.listdir(d) if f.startswith("input_"))
     expected = [np.load(os.path.join(d, f"expected_{i}.npy")) for i in range(len(meta["outputs"]))]
+    # Programs with symbolic dims take the example inputs' sizes.
+    shapes = []
+    if meta.get("dynamic"):
+        for i in meta["inputs"]:
+            shapes += ["--input-shape", i["name"] + "=" + "x".join(str(d) for d in i["shape"])]
     for form, archive in FORMS:
         tag = f"{name} ({form})"
         path = os.path.join(d, archive)
         cpu_pte = os.path.join(work, f"{name}.{form}.cpu.pte")
-        r = run([etc, "export", path, "-o", cpu_pte, "--target", "cpu"])
+        r = run([etc, "export", path, "-o", cpu_pte, "--target", "cpu"] + shapes)
         if r.returncode != 0:
             failures.append(f"{tag}: etc export --target cpu exited {r.returncode}:\n{r.stdout}")
             continue
@@ -87,7 +92,7 @@ def check_model(etc, fixtures, name, work, cuda, rows, failures):
         # The cuda:0 export: everything delegated, IO on the device, minimum copies.
         cuda_pte = os.path.join(work, f"{name}.{form}.cuda.pte")
         report = os.path.join(work, f"{name}.{form}.report.json")
-        r = run([etc, "export", path, "-o", cuda_pte, "--target", "cuda:0", "--report", report])
+        r = run([etc, "export", path, "-o", cuda_pte, "--target", "cuda:0", "--report", report] + shapes)
         if r.returncode != 0:
             failures.append(f"{tag}: etc export --target cuda:0 exited {r.returncode}:\n{r.stdout}")
             continue

@@ -48,9 +48,12 @@ void for_each_broadcast(const std::vector<int64_t>& out_shape, const std::vector
 
 double round_to(DType dtype, double x) {
   switch (dtype) {
-    case DType::kBool: return x != 0.0 ? 1.0 : 0.0;
-    case DType::kFloat64: return x;
-    case DType::kFloat32: return static_cast<double>(static_cast<float>(x));
+    case DType::kBool:
+      return x != 0.0 ? 1.0 : 0.0;
+    case DType::kFloat64:
+      return x;
+    case DType::kFloat32:
+      return static_cast<double>(static_cast<float>(x));
     case DType::kFloat16:
     case DType::kBFloat16: {
       uint8_t buf[2];
@@ -63,11 +66,16 @@ double round_to(DType dtype, double x) {
       if (t >= 9.2e18 || t <= -9.2e18) return 0.0;
       auto i = static_cast<int64_t>(t);
       switch (dtype) {
-        case DType::kUInt8: return static_cast<double>(static_cast<uint8_t>(i));
-        case DType::kInt8: return static_cast<double>(static_cast<int8_t>(i));
-        case DType::kInt16: return static_cast<double>(static_cast<int16_t>(i));
-        case DType::kInt32: return static_cast<double>(static_cast<int32_t>(i));
-        default: return static_cast<double>(i);
+        case DType::kUInt8:
+          return static_cast<double>(static_cast<uint8_t>(i));
+        case DType::kInt8:
+          return static_cast<double>(static_cast<int8_t>(i));
+        case DType::kInt16:
+          return static_cast<double>(static_cast<int16_t>(i));
+        case DType::kInt32:
+          return static_cast<double>(static_cast<int32_t>(i));
+        default:
+          return static_cast<double>(i);
       }
     }
   }
@@ -91,12 +99,30 @@ std::string KnownTensor::bytes() const {
     double x = round_to(dtype, v[i]);
     switch (dtype) {
       case DType::kBool:
-      case DType::kUInt8: *static_cast<uint8_t*>(p) = static_cast<uint8_t>(x); break;
-      case DType::kInt8: *static_cast<int8_t*>(p) = static_cast<int8_t>(x); break;
-      case DType::kInt16: { auto t = static_cast<int16_t>(x); std::memcpy(p, &t, 2); break; }
-      case DType::kInt32: { auto t = static_cast<int32_t>(x); std::memcpy(p, &t, 4); break; }
-      case DType::kInt64: { auto t = static_cast<int64_t>(x); std::memcpy(p, &t, 8); break; }
-      default: store_float_as(dtype, x, p); break;
+      case DType::kUInt8:
+        *static_cast<uint8_t*>(p) = static_cast<uint8_t>(x);
+        break;
+      case DType::kInt8:
+        *static_cast<int8_t*>(p) = static_cast<int8_t>(x);
+        break;
+      case DType::kInt16: {
+        auto t = static_cast<int16_t>(x);
+        std::memcpy(p, &t, 2);
+        break;
+      }
+      case DType::kInt32: {
+        auto t = static_cast<int32_t>(x);
+        std::memcpy(p, &t, 4);
+        break;
+      }
+      case DType::kInt64: {
+        auto t = static_cast<int64_t>(x);
+        std::memcpy(p, &t, 8);
+        break;
+      }
+      default:
+        store_float_as(dtype, x, p);
+        break;
     }
   }
   return out;
@@ -174,7 +200,8 @@ KnownTensor known_expand(const KnownTensor& a, std::vector<int64_t> shape) {
   return r;
 }
 
-KnownTensor known_slice(const KnownTensor& a, int64_t dim, int64_t start, int64_t end, int64_t step) {
+KnownTensor known_slice(const KnownTensor& a, int64_t dim, int64_t start, int64_t end,
+                        int64_t step) {
   std::vector<int64_t> shape = a.shape;
   shape[dim] = end > start ? (end - start + step - 1) / step : 0;
   int64_t outer = 1, inner = 1;

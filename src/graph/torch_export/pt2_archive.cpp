@@ -40,10 +40,17 @@ long ZCALLBACK mem_seek(voidpf /*opaque*/, voidpf stream, ZPOS64_T offset, int o
   auto* s = static_cast<MemoryStream*>(stream);
   uint64_t base = 0;
   switch (origin) {
-    case ZLIB_FILEFUNC_SEEK_SET: base = 0; break;
-    case ZLIB_FILEFUNC_SEEK_CUR: base = s->pos; break;
-    case ZLIB_FILEFUNC_SEEK_END: base = s->bytes.size(); break;
-    default: return -1;
+    case ZLIB_FILEFUNC_SEEK_SET:
+      base = 0;
+      break;
+    case ZLIB_FILEFUNC_SEEK_CUR:
+      base = s->pos;
+      break;
+    case ZLIB_FILEFUNC_SEEK_END:
+      base = s->bytes.size();
+      break;
+    default:
+      return -1;
   }
   if (offset > s->bytes.size() || base > s->bytes.size() - offset) return -1;
   s->pos = base + offset;
@@ -85,13 +92,20 @@ class Unzip {
 
 std::string zip_error_name(int code) {
   switch (code) {
-    case UNZ_ERRNO: return "I/O error";
-    case UNZ_EOF: return "unexpected end of data";
-    case UNZ_PARAMERROR: return "bad parameter";
-    case UNZ_BADZIPFILE: return "damaged zip structure";
-    case UNZ_INTERNALERROR: return "internal error";
-    case UNZ_CRCERROR: return "CRC-32 mismatch";
-    default: return "error " + std::to_string(code);
+    case UNZ_ERRNO:
+      return "I/O error";
+    case UNZ_EOF:
+      return "unexpected end of data";
+    case UNZ_PARAMERROR:
+      return "bad parameter";
+    case UNZ_BADZIPFILE:
+      return "damaged zip structure";
+    case UNZ_INTERNALERROR:
+      return "internal error";
+    case UNZ_CRCERROR:
+      return "CRC-32 mismatch";
+    default:
+      return "error " + std::to_string(code);
   }
 }
 
@@ -120,11 +134,28 @@ Result<ZipArchive> ZipArchive::open(std::shared_ptr<const Blob> blob, std::strin
   a.blob_ = std::move(blob);
   a.file_ = std::move(file);
   std::span<const uint8_t> bytes = a.blob_->bytes();
+  // The archive must end with a complete end-of-central-directory record (22 bytes and its
+  // comment). minizip alone accepts a file cut inside it when zip64 records precede it.
+  bool has_end = false;
+  for (size_t k = 22; k <= bytes.size() && k <= 22 + 65535 && !has_end; ++k) {
+    const uint8_t* p = bytes.data() + bytes.size() - k;
+    if (p[0] == 'P' && p[1] == 'K' && p[2] == 5 && p[3] == 6) {
+      size_t comment = p[20] | (static_cast<size_t>(p[21]) << 8);
+      has_end = 22 + comment == k;
+    }
+  }
+  if (!has_end) {
+    return invalid_input(
+        "not a complete zip archive: it does not end with an end-of-central-"
+        "directory record (truncated or damaged)",
+        a.at(""));
+  }
   Unzip zip(bytes);
   if (zip.get() == nullptr) {
-    return invalid_input("not a readable zip archive: no valid end-of-central-directory record "
-                         "(the file is truncated, damaged or not a zip file)",
-                         a.at(""));
+    return invalid_input(
+        "not a readable zip archive: no valid end-of-central-directory record "
+        "(the file is truncated, damaged or not a zip file)",
+        a.at(""));
   }
   unz_global_info64 info{};
   if (int rc = unzGetGlobalInfo64(zip.get(), &info); rc != UNZ_OK) {
@@ -139,17 +170,15 @@ Result<ZipArchive> ZipArchive::open(std::shared_ptr<const Blob> blob, std::strin
   int rc = unzGoToFirstFile(zip.get());
   for (uint64_t k = 0; k < info.number_entry; ++k) {
     if (rc != UNZ_OK) {
-      return invalid_input("zip central directory entry " + std::to_string(k) + ": " +
-                               zip_error_name(rc),
-                           a.at(""));
+      return invalid_input(
+          "zip central directory entry " + std::to_string(k) + ": " + zip_error_name(rc), a.at(""));
     }
     unz_file_info64 fi{};
     char name_buf[1024];
     rc = unzGetCurrentFileInfo64(zip.get(), &fi, name_buf, sizeof name_buf, nullptr, 0, nullptr, 0);
     if (rc != UNZ_OK) {
-      return invalid_input("zip central directory entry " + std::to_string(k) + ": " +
-                               zip_error_name(rc),
-                           a.at(""));
+      return invalid_input(
+          "zip central directory entry " + std::to_string(k) + ": " + zip_error_name(rc), a.at(""));
     }
     if (fi.size_filename >= sizeof name_buf) {
       return invalid_input("zip entry " + std::to_string(k) + " has a name of " +
@@ -184,8 +213,7 @@ Result<ZipArchive> ZipArchive::open(std::shared_ptr<const Blob> blob, std::strin
     }
     if (e.method == Z_DEFLATED && e.size / kMaxDeflateRatio > e.compressed_size + 1024) {
       return invalid_input("the entry claims " + std::to_string(e.size) + " bytes inflated from " +
-                               std::to_string(e.compressed_size) +
-                               ", more than deflate can expand",
+                               std::to_string(e.compressed_size) + ", more than deflate can expand",
                            a.at(e.name));
     }
     // Opening the entry checks its local header against the central directory and gives
@@ -198,8 +226,8 @@ Result<ZipArchive> ZipArchive::open(std::shared_ptr<const Blob> blob, std::strin
     if (e.data_offset > bytes.size() || e.compressed_size > bytes.size() - e.data_offset) {
       return invalid_input("the entry's " + std::to_string(e.compressed_size) +
                                " bytes at offset " + std::to_string(e.data_offset) +
-                               " run past the end of the archive (" +
-                               std::to_string(bytes.size()) + " bytes)",
+                               " run past the end of the archive (" + std::to_string(bytes.size()) +
+                               " bytes)",
                            a.at(e.name, e.data_offset));
     }
     if (!a.index_.emplace(e.name, a.entries_.size()).second) {
@@ -223,7 +251,8 @@ Result<ConstantData> ZipArchive::read(const ZipEntry& e) const {
     uLong crc = crc32_z(0L, Z_NULL, 0);
     crc = crc32_z(crc, data.data(), data.size());
     if (static_cast<uint32_t>(crc) != e.crc) {
-      return invalid_input("CRC-32 mismatch: the entry's bytes are damaged", at(e.name, e.data_offset));
+      return invalid_input("CRC-32 mismatch: the entry's bytes are damaged",
+                           at(e.name, e.data_offset));
     }
     return ConstantData{blob_, e.data_offset, e.size};
   }
@@ -233,7 +262,8 @@ Result<ConstantData> ZipArchive::read(const ZipEntry& e) const {
   }
   std::string out(e.size, '\0');
   z_stream z{};
-  if (inflateInit2(&z, -MAX_WBITS) != Z_OK) return internal_error("inflateInit2 failed", at(e.name));
+  if (inflateInit2(&z, -MAX_WBITS) != Z_OK)
+    return internal_error("inflateInit2 failed", at(e.name));
   z.next_in = const_cast<Bytef*>(bytes.data() + e.data_offset);
   uint64_t in_left = e.compressed_size;
   uint64_t out_done = 0;
@@ -255,9 +285,11 @@ Result<ConstantData> ZipArchive::read(const ZipEntry& e) const {
                              " bytes (damaged deflate data)",
                          at(e.name, e.data_offset));
   }
-  uLong crc = crc32_z(crc32_z(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(out.data()), out.size());
+  uLong crc =
+      crc32_z(crc32_z(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(out.data()), out.size());
   if (static_cast<uint32_t>(crc) != e.crc) {
-    return invalid_input("CRC-32 mismatch: the entry's bytes are damaged", at(e.name, e.data_offset));
+    return invalid_input("CRC-32 mismatch: the entry's bytes are damaged",
+                         at(e.name, e.data_offset));
   }
   auto blob = make_blob(std::move(out));
   size_t n = blob->bytes().size();

@@ -28,25 +28,36 @@ constexpr int64_t kSchemaMajor = 8;
 // PyTorch's serde ScalarType enum (torch/_export/serde/schema.py).
 std::optional<DType> dtype_from_torch(int64_t v) {
   switch (v) {
-    case 1: return DType::kUInt8;
-    case 2: return DType::kInt8;
-    case 3: return DType::kInt16;
-    case 4: return DType::kInt32;
-    case 5: return DType::kInt64;
-    case 6: return DType::kFloat16;
-    case 7: return DType::kFloat32;
-    case 8: return DType::kFloat64;
-    case 12: return DType::kBool;
-    case 13: return DType::kBFloat16;
-    default: return std::nullopt;
+    case 1:
+      return DType::kUInt8;
+    case 2:
+      return DType::kInt8;
+    case 3:
+      return DType::kInt16;
+    case 4:
+      return DType::kInt32;
+    case 5:
+      return DType::kInt64;
+    case 6:
+      return DType::kFloat16;
+    case 7:
+      return DType::kFloat32;
+    case 8:
+      return DType::kFloat64;
+    case 12:
+      return DType::kBool;
+    case 13:
+      return DType::kBFloat16;
+    default:
+      return std::nullopt;
   }
 }
 
 std::string torch_dtype_name(int64_t v) {
   static const std::map<int64_t, std::string> names = {
-      {0, "unknown"},    {9, "complex32"},       {10, "complex64"},       {11, "complex128"},
-      {28, "uint16"},    {29, "float8_e5m2"},    {30, "float8_e4m3fn"},   {31, "float8_e5m2fnuz"},
-      {32, "float8_e4m3fnuz"}, {34, "uint32"},   {35, "uint64"}};
+      {0, "unknown"},          {9, "complex32"},    {10, "complex64"},     {11, "complex128"},
+      {28, "uint16"},          {29, "float8_e5m2"}, {30, "float8_e4m3fn"}, {31, "float8_e5m2fnuz"},
+      {32, "float8_e4m3fnuz"}, {34, "uint32"},      {35, "uint64"}};
   auto it = names.find(v);
   if (it != names.end()) return it->second;
   if (auto d = dtype_from_torch(v)) return std::string(dtype_name(*d));
@@ -138,24 +149,27 @@ class Importer {
   Status read_outputs();
   // Every tensor name read by a node argument or a signature output.
   void collect_reads(const Json& nodes, const Json& graph_module) {
-    std::function<void(const Json&)> walk = [&](const Json& j) {
+    // Arguments nest a few levels deep; a deeper document is not walked past 16 levels (a
+    // damaged file must not exhaust the stack).
+    std::function<void(const Json&, int)> walk = [&](const Json& j, int depth) {
+      if (depth > 16) return;
       if (j.is_object()) {
         if (j.contains("name") && j["name"].is_string() && j.size() == 1) {
           read_names_.insert(j["name"].get<std::string>());
         }
         for (const auto& [k, v] : j.items())
-          walk(v);
+          walk(v, depth + 1);
       } else if (j.is_array()) {
         for (const Json& v : j)
-          walk(v);
+          walk(v, depth + 1);
       }
     };
     for (const Json& n : nodes) {
-      if (n.is_object() && n.contains("inputs")) walk(n["inputs"]);
+      if (n.is_object() && n.contains("inputs")) walk(n["inputs"], 0);
     }
     if (graph_module.contains("signature") && graph_module["signature"].is_object() &&
         graph_module["signature"].contains("output_specs")) {
-      walk(graph_module["signature"]["output_specs"]);
+      walk(graph_module["signature"]["output_specs"], 0);
     }
   }
 
@@ -164,12 +178,12 @@ class Importer {
     if (!obj.is_object()) return invalid_input("expected an object", at(pointer));
     auto it = obj.find(key);
     if (it == obj.end()) return invalid_input(std::string("'") + key + "' is missing", at(pointer));
-    bool ok = it->type() == type ||
-              (type == Json::value_t::number_integer && it->is_number_unsigned());
+    bool ok =
+        it->type() == type || (type == Json::value_t::number_integer && it->is_number_unsigned());
     if (!ok) {
-      return invalid_input(std::string("'") + key + "' must be " + type_name + ", got " +
-                               it->type_name(),
-                           at(pointer + "/" + key));
+      return invalid_input(
+          std::string("'") + key + "' must be " + type_name + ", got " + it->type_name(),
+          at(pointer + "/" + key));
     }
     return &*it;
   }
@@ -278,8 +292,9 @@ Result<const Entry*> TorchNode::entry(std::string_view arg) const {
     return invalid_input(target_ + ": argument '" + std::string(arg) + "' must be a tensor",
                          j == nullptr ? location() : arg_location(arg));
   }
-  ETC_ASSIGN_OR_RETURN(std::string name, tensor_name((*j)["as_tensor"], "'" + std::string(arg) + "'",
-                                                     arg_location(arg)));
+  ETC_ASSIGN_OR_RETURN(
+      std::string name,
+      tensor_name((*j)["as_tensor"], "'" + std::string(arg) + "'", arg_location(arg)));
   auto it = im_.env_.find(name);
   if (it == im_.env_.end()) {
     return invalid_input(target_ + ": tensor '" + name + "' is not defined before this node",
@@ -309,8 +324,9 @@ Result<std::vector<const Entry*>> TorchNode::tensor_entries(std::string_view arg
   }
   std::vector<const Entry*> out;
   for (const Json& t : (*j)["as_tensors"]) {
-    ETC_ASSIGN_OR_RETURN(std::string name, tensor_name(t, "an element of '" + std::string(arg) + "'",
-                                                       arg_location(arg)));
+    ETC_ASSIGN_OR_RETURN(
+        std::string name,
+        tensor_name(t, "an element of '" + std::string(arg) + "'", arg_location(arg)));
     auto it = im_.env_.find(name);
     if (it == im_.env_.end()) {
       return invalid_input(target_ + ": tensor '" + name + "' is not defined before this node",
@@ -344,9 +360,9 @@ Result<int64_t> TorchNode::sym_int(const Json& j, std::string_view arg) const {
     }
     return it->second;
   }
-  return invalid_input(target_ + ": argument '" + std::string(arg) +
-                           "' must be an int or a symbolic int",
-                       arg_location(arg));
+  return invalid_input(
+      target_ + ": argument '" + std::string(arg) + "' must be an int or a symbolic int",
+      arg_location(arg));
 }
 
 Result<int64_t> TorchNode::int_arg(std::string_view arg, std::optional<int64_t> fallback) const {
@@ -355,7 +371,8 @@ Result<int64_t> TorchNode::int_arg(std::string_view arg, std::optional<int64_t> 
     if (!fallback) return invalid(std::string("argument '") + std::string(arg) + "' is required");
     return *fallback;
   }
-  if (j->contains("as_int") && (*j)["as_int"].is_number_integer()) return (*j)["as_int"].get<int64_t>();
+  if (j->contains("as_int") && (*j)["as_int"].is_number_integer())
+    return (*j)["as_int"].get<int64_t>();
   if (j->contains("as_sym_int")) return sym_int((*j)["as_sym_int"], arg);
   return invalid_input(target_ + ": argument '" + std::string(arg) + "' must be an int",
                        arg_location(arg));
@@ -405,7 +422,8 @@ Result<double> TorchNode::float_arg(std::string_view arg, std::optional<double> 
     if (!fallback) return invalid(std::string("argument '") + std::string(arg) + "' is required");
     return *fallback;
   }
-  if (j->contains("as_float") && (*j)["as_float"].is_number()) return (*j)["as_float"].get<double>();
+  if (j->contains("as_float") && (*j)["as_float"].is_number())
+    return (*j)["as_float"].get<double>();
   if (j->contains("as_float") && (*j)["as_float"].is_string()) {
     // PyTorch writes non-finite floats as strings: "Infinity", "-Infinity", "NaN".
     std::string s = (*j)["as_float"].get<std::string>();
@@ -495,8 +513,8 @@ ValueId TorchNode::constant(const KnownTensor& t) {
   return im_.materialize(name_ + ".const", e);
 }
 
-Result<ValueId> TorchNode::emit(OpKind op,
-                                std::initializer_list<std::pair<std::string_view, ArgValue>> named) {
+Result<ValueId> TorchNode::emit(
+    OpKind op, std::initializer_list<std::pair<std::string_view, ArgValue>> named) {
   ETC_ASSIGN_OR_RETURN(std::vector<ArgValue> args, bind_args(op, named));
   std::vector<TensorType> types;
   auto type_of = [this](ValueId id) -> const TensorSpec& { return im_.graph_.value(id).spec; };
@@ -509,7 +527,8 @@ Result<ValueId> TorchNode::emit(OpKind op,
   std::vector<TensorSpec> specs;
   for (const TensorType& t : types) {
     std::string base = name_ + (emitted_ ? "." + std::to_string(emitted_) : "");
-    std::string n = im_.fresh_value_name(base + (names.empty() ? "" : "_" + std::to_string(names.size())));
+    std::string n =
+        im_.fresh_value_name(base + (names.empty() ? "" : "_" + std::to_string(names.size())));
     names.push_back(n);
     specs.push_back(TensorSpec::make(t.dtype, t.sizes));
     if (std::string err = check_tensor_spec(specs.back()); !err.empty()) return invalid(err);
@@ -649,10 +668,10 @@ Status Importer::find_layout() {
     }
   }
   if (models.size() != 1) {
-    return invalid_input(models.empty() ? "the archive has no program (" + dir + "<name>.json)"
-                                        : "the archive holds " + std::to_string(models.size()) +
-                                              " programs under " + dir +
-                                              "; etc imports archives with one",
+    return invalid_input(models.empty()
+                             ? "the archive has no program (" + dir + "<name>.json)"
+                             : "the archive holds " + std::to_string(models.size()) +
+                                   " programs under " + dir + "; etc imports archives with one",
                          zip_.at(""));
   }
   model_entry_ = models[0];
@@ -704,8 +723,8 @@ Status Importer::read_program() {
   const ZipEntry* e = zip_.find(model_entry_);
   ETC_ASSIGN_OR_RETURN(program_, parse_json_entry(zip_, *e));
   if (!program_.is_object()) return invalid_input("the program must be a JSON object", at(""));
-  ETC_ASSIGN_OR_RETURN(const Json* sv, member(program_, "schema_version", "",
-                                              Json::value_t::object, "an object"));
+  ETC_ASSIGN_OR_RETURN(const Json* sv,
+                       member(program_, "schema_version", "", Json::value_t::object, "an object"));
   int64_t major = sv->contains("major") && (*sv)["major"].is_number_integer()
                       ? (*sv)["major"].get<int64_t>()
                       : -1;
@@ -745,7 +764,8 @@ Status Importer::read_weight_configs() {
 Result<TensorSpec> Importer::tensor_meta(const Json& meta, const std::string& where) const {
   auto fail = [&](const std::string& m) { return invalid_input(m, at(where)); };
   if (!meta.is_object()) return fail("tensor_meta must be an object");
-  if (!meta.contains("dtype") || !meta["dtype"].is_number_integer()) return fail("dtype is missing");
+  if (!meta.contains("dtype") || !meta["dtype"].is_number_integer())
+    return fail("dtype is missing");
   int64_t d = meta["dtype"].get<int64_t>();
   std::optional<DType> dtype = dtype_from_torch(d);
   if (!dtype) return unsupported("dtype " + torch_dtype_name(d) + " is not supported", at(where));
@@ -887,7 +907,8 @@ Result<ValueId> Importer::add_weight(const std::string& graph_name, const std::s
 namespace {
 // "Symbol('s11', positive=True, integer=True)" or "s11" -> "s11"; other expressions: empty.
 std::string bare_symbol(const std::string& expr) {
-  static const std::regex sym(R"re(^\s*(?:Symbol\('([A-Za-z_][A-Za-z0-9_]*)'.*\)|([A-Za-z_][A-Za-z0-9_]*))\s*$)re");
+  static const std::regex sym(
+      R"re(^\s*(?:Symbol\('([A-Za-z_][A-Za-z0-9_]*)'.*\)|([A-Za-z_][A-Za-z0-9_]*))\s*$)re");
   std::smatch m;
   if (!std::regex_match(expr, m, sym)) return {};
   return m[1].matched ? m[1].str() : m[2].str();
@@ -908,14 +929,16 @@ Status Importer::read_inputs() {
                              " inputs, the graph has " + std::to_string(inputs->size()),
                          at("/graph_module/signature/input_specs"));
   }
-  const Json& ranges = program_.contains("range_constraints") && program_["range_constraints"].is_object()
-                           ? program_["range_constraints"]
-                           : Json::object();
+  const Json& ranges =
+      program_.contains("range_constraints") && program_["range_constraints"].is_object()
+          ? program_["range_constraints"]
+          : Json::object();
   std::set<std::string> shaped;
   for (size_t i = 0; i < specs->size(); ++i) {
     std::string ptr = "/graph_module/signature/input_specs/" + std::to_string(i);
     const Json& s = (*specs)[i];
-    if (!s.is_object() || s.size() != 1) return invalid_input("expected an object with one key", at(ptr));
+    if (!s.is_object() || s.size() != 1)
+      return invalid_input("expected an object with one key", at(ptr));
     const std::string kind = s.begin().key();
     const Json& body = s.begin().value();
     const Json& gin = (*inputs)[i];
@@ -1003,16 +1026,17 @@ Status Importer::read_inputs() {
         shaped.insert(name);
         const std::vector<int64_t>& want = given->second;
         if (want.size() != sizes.size()) {
-          return Status(ErrorCode::kUsage, "--input-shape " + name + ": rank " +
-                                               std::to_string(want.size()) + ", the program's input has rank " +
-                                               std::to_string(sizes.size()));
+          return Status(ErrorCode::kUsage,
+                        "--input-shape " + name + ": rank " + std::to_string(want.size()) +
+                            ", the program's input has rank " + std::to_string(sizes.size()));
         }
         for (size_t k = 0; k < sizes.size(); ++k) {
           if (symbols[k].empty()) {
             if (want[k] != sizes[k]) {
-              return Status(ErrorCode::kUsage, "--input-shape " + name + ": dim " + std::to_string(k) +
-                                                   " is " + std::to_string(want[k]) + ", the program fixes it at " +
-                                                   std::to_string(sizes[k]));
+              return Status(ErrorCode::kUsage,
+                            "--input-shape " + name + ": dim " + std::to_string(k) + " is " +
+                                std::to_string(want[k]) + ", the program fixes it at " +
+                                std::to_string(sizes[k]));
             }
             continue;
           }
@@ -1024,15 +1048,16 @@ Status Importer::read_inputs() {
             bool above = r.contains("max_val") && r["max_val"].is_number_integer() &&
                          want[k] > r["max_val"].get<int64_t>();
             if (below || above) {
-              return Status(ErrorCode::kUsage, "--input-shape " + name + ": dim " + std::to_string(k) +
-                                                   " = " + std::to_string(want[k]) + " is outside " +
-                                                   range_text(sym));
+              return Status(ErrorCode::kUsage,
+                            "--input-shape " + name + ": dim " + std::to_string(k) + " = " +
+                                std::to_string(want[k]) + " is outside " + range_text(sym));
             }
           }
           auto [it, fresh] = sym_ints_.emplace(sym, want[k]);
           if (!fresh && it->second != want[k]) {
-            return Status(ErrorCode::kUsage, "--input-shape " + name + ": dim " + std::to_string(k) +
-                                                 " is " + std::to_string(want[k]) + " but symbol " + sym +
+            return Status(ErrorCode::kUsage, "--input-shape " + name + ": dim " +
+                                                 std::to_string(k) + " is " +
+                                                 std::to_string(want[k]) + " but symbol " + sym +
                                                  " is already " + std::to_string(it->second));
           }
           sizes[k] = want[k];
@@ -1053,8 +1078,9 @@ Status Importer::read_inputs() {
   }
   for (const auto& [n, shape] : options_.input_shapes) {
     if (!shaped.count(n)) {
-      return Status(ErrorCode::kUsage, "--input-shape names '" + n +
-                                           "', which is not an input with symbolic dims of this program");
+      return Status(ErrorCode::kUsage,
+                    "--input-shape names '" + n +
+                        "', which is not an input with symbolic dims of this program");
     }
   }
   return Status();
@@ -1175,7 +1201,8 @@ Status Importer::convert_nodes() {
 
 Status Importer::read_outputs() {
   const Json& gm = program_["graph_module"];
-  const Json& specs = gm["signature"].contains("output_specs") ? gm["signature"]["output_specs"] : Json();
+  const Json& specs =
+      gm["signature"].contains("output_specs") ? gm["signature"]["output_specs"] : Json();
   if (!specs.is_array()) {
     return invalid_input("'output_specs' must be an array", at("/graph_module/signature"));
   }
@@ -1183,7 +1210,8 @@ Status Importer::read_outputs() {
   for (size_t i = 0; i < specs.size(); ++i) {
     std::string ptr = "/graph_module/signature/output_specs/" + std::to_string(i);
     const Json& s = specs[i];
-    if (!s.is_object() || s.size() != 1) return invalid_input("expected an object with one key", at(ptr));
+    if (!s.is_object() || s.size() != 1)
+      return invalid_input("expected an object with one key", at(ptr));
     const std::string kind = s.begin().key();
     if (kind != "user_output") {
       return etc::unsupported("output " + std::to_string(i) + " is a " + kind +
@@ -1194,10 +1222,11 @@ Status Importer::read_outputs() {
     const Json& body = s.begin().value();
     if (!body.is_object() || !body.contains("arg") || !body["arg"].is_object() ||
         !body["arg"].contains("as_tensor") || !body["arg"]["as_tensor"].is_object() ||
-        !body["arg"]["as_tensor"].contains("name") || !body["arg"]["as_tensor"]["name"].is_string()) {
-      return etc::unsupported("output " + std::to_string(i) +
-                                  " is not a tensor; etc imports tensor outputs only",
-                              at(ptr));
+        !body["arg"]["as_tensor"].contains("name") ||
+        !body["arg"]["as_tensor"]["name"].is_string()) {
+      return etc::unsupported(
+          "output " + std::to_string(i) + " is not a tensor; etc imports tensor outputs only",
+          at(ptr));
     }
     std::string name = body["arg"]["as_tensor"]["name"].get<std::string>();
     auto it = env_.find(name);
@@ -1214,10 +1243,10 @@ Result<Graph> Importer::run() {
   ETC_RETURN_IF_ERROR(find_layout());
   ETC_RETURN_IF_ERROR(check_versions());
   ETC_RETURN_IF_ERROR(read_program());
-  ETC_ASSIGN_OR_RETURN(const Json* gm, member(program_, "graph_module", "", Json::value_t::object,
-                                              "an object"));
-  ETC_ASSIGN_OR_RETURN(const Json* graph, member(*gm, "graph", "/graph_module",
-                                                 Json::value_t::object, "an object"));
+  ETC_ASSIGN_OR_RETURN(const Json* gm,
+                       member(program_, "graph_module", "", Json::value_t::object, "an object"));
+  ETC_ASSIGN_OR_RETURN(const Json* graph,
+                       member(*gm, "graph", "/graph_module", Json::value_t::object, "an object"));
   ETC_ASSIGN_OR_RETURN(const Json* nodes, member(*graph, "nodes", "/graph_module/graph",
                                                  Json::value_t::array, "an array"));
   ETC_ASSIGN_OR_RETURN(tensor_values_, member(*graph, "tensor_values", "/graph_module/graph",

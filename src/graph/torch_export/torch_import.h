@@ -35,7 +35,8 @@ struct TorchImportOptions {
   std::map<std::string, std::vector<int64_t>> input_shapes;
 };
 
-Result<Graph> load_torch_export_file(const std::string& path, const TorchImportOptions& options = {});
+Result<Graph> load_torch_export_file(const std::string& path,
+                                     const TorchImportOptions& options = {});
 // `file` names the archive in diagnostics.
 Result<Graph> parse_torch_export(std::shared_ptr<const Blob> archive, const std::string& file,
                                  const TorchImportOptions& options = {});

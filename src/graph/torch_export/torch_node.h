@@ -46,11 +46,13 @@ class TorchNode {
   Result<std::optional<ValueId>> optional_tensor(std::string_view arg);
   Result<std::vector<ValueId>> tensors(std::string_view arg);
   Result<std::vector<const Entry*>> tensor_entries(std::string_view arg) const;
-  Result<int64_t> int_arg(std::string_view arg, std::optional<int64_t> fallback = std::nullopt) const;
+  Result<int64_t> int_arg(std::string_view arg,
+                          std::optional<int64_t> fallback = std::nullopt) const;
   Result<std::optional<int64_t>> optional_int(std::string_view arg) const;
-  Result<std::vector<int64_t>> ints(std::string_view arg,
-                                    std::optional<std::vector<int64_t>> fallback = std::nullopt) const;
-  Result<double> float_arg(std::string_view arg, std::optional<double> fallback = std::nullopt) const;
+  Result<std::vector<int64_t>> ints(
+      std::string_view arg, std::optional<std::vector<int64_t>> fallback = std::nullopt) const;
+  Result<double> float_arg(std::string_view arg,
+                           std::optional<double> fallback = std::nullopt) const;
   Result<bool> bool_arg(std::string_view arg, std::optional<bool> fallback = std::nullopt) const;
   Result<Scalar> scalar(std::string_view arg, std::optional<Scalar> fallback = std::nullopt) const;
   Result<std::optional<Scalar>> optional_scalar(std::string_view arg) const;
@@ -65,7 +67,8 @@ class TorchNode {
   ValueId constant(const KnownTensor& t);
 
   // --- Emitting -------------------------------------------------------------------------
-  Result<ValueId> emit(OpKind op, std::initializer_list<std::pair<std::string_view, ArgValue>> args);
+  Result<ValueId> emit(OpKind op,
+                       std::initializer_list<std::pair<std::string_view, ArgValue>> args);
   const std::vector<ValueId>& last_outputs() const { return last_outputs_; }
 
   // --- Outputs --------------------------------------------------------------------------

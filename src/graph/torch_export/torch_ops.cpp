@@ -50,6 +50,36 @@ Status check_known_size(TorchNode& n, const std::vector<int64_t>& shape) {
 // self <op> other, where other is a tensor or a number; alpha scales other (add, sub).
 Converter binary(OpKind tensor_op, OpKind scalar_op, Fn f, bool has_alpha, bool in_place = false) {
   return [=](TorchNode& n) -> Status {
+    if (!n.is_tensor("self") && n.is_tensor("other")) {
+      // A number on the left (Core ATen writes `1.0 - x` as sub.Tensor(1.0, x)): a 0-d
+      // constant of the result's dtype.
+      ETC_ASSIGN_OR_RETURN(Scalar s, n.scalar("self"));
+      ETC_ASSIGN_OR_RETURN(const Entry* other, n.entry("other"));
+      KnownTensor lhs = scalar_known(s);
+      DType out = result_dtype(other->dtype, lhs.dtype, true);
+      if (tensor_op == OpKind::DivTensor && !dtype_is_float(out)) out = DType::kFloat32;
+      lhs = known_unary(lhs, out, [](double x) { return x; });
+      Scalar alpha{int64_t{1}};
+      if (has_alpha) {
+        ETC_ASSIGN_OR_RETURN(alpha, n.scalar("alpha", Scalar{int64_t{1}}));
+      }
+      if (other->known) {
+        double a = alpha.to_double();
+        auto r =
+            known_binary(lhs, *other->known, out, [&](double x, double y) { return f(x, a * y); });
+        if (!r) return n.invalid("the operands' shapes do not broadcast");
+        return n.set_known_output(0, std::move(*r));
+      }
+      ValueId x = n.constant(lhs);
+      ETC_ASSIGN_OR_RETURN(ValueId y, n.tensor("other"));
+      ValueId r;
+      if (has_alpha) {
+        ETC_ASSIGN_OR_RETURN(r, n.emit(tensor_op, {{"self", x}, {"other", y}, {"alpha", alpha}}));
+      } else {
+        ETC_ASSIGN_OR_RETURN(r, n.emit(tensor_op, {{"self", x}, {"other", y}}));
+      }
+      return n.set_output(0, r);
+    }
     ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
     Scalar alpha{int64_t{1}};
     if (has_alpha) {
@@ -69,7 +99,8 @@ Converter binary(OpKind tensor_op, OpKind scalar_op, Fn f, bool has_alpha, bool 
         out = result_dtype(self->dtype, other_t.dtype, true);
       }
       if (tensor_op == OpKind::DivTensor && !dtype_is_float(out)) out = DType::kFloat32;
-      auto r = known_binary(*self->known, other_t, out, [&](double x, double y) { return f(x, a * y); });
+      auto r =
+          known_binary(*self->known, other_t, out, [&](double x, double y) { return f(x, a * y); });
       if (!r) return n.invalid("the operands' shapes do not broadcast");
       return n.set_known_output(0, std::move(*r));
     }
@@ -104,40 +135,67 @@ Status convert_rsub(TorchNode& n) {
   if (self->known) {
     DType out = result_dtype(self->dtype, scalar_known(other).dtype, true);
     double o = other.to_double(), a = alpha.to_double();
-    return n.set_known_output(0, known_unary(*self->known, out, [=](double x) { return o - a * x; }));
+    return n.set_known_output(0,
+                              known_unary(*self->known, out, [=](double x) { return o - a * x; }));
   }
   ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
   Scalar neg_alpha = alpha.is_float() ? Scalar{-alpha.to_double()}
                                       : Scalar{-static_cast<int64_t>(alpha.to_double())};
-  ETC_ASSIGN_OR_RETURN(ValueId scaled, n.emit(OpKind::MulScalar, {{"self", x}, {"other", neg_alpha}}));
-  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::AddScalar, {{"self", scaled}, {"other", other}}));
+  ETC_ASSIGN_OR_RETURN(ValueId scaled,
+                       n.emit(OpKind::MulScalar, {{"self", x}, {"other", neg_alpha}}));
+  ETC_ASSIGN_OR_RETURN(ValueId out,
+                       n.emit(OpKind::AddScalar, {{"self", scaled}, {"other", other}}));
   return n.set_output(0, out);
 }
 
-// A comparison or logical op: evaluated when its inputs are known.
-Converter compare(Fn f, bool scalar_other) {
+// A comparison or logical op: evaluated when its inputs are known; eq.Scalar and
+// logical_not on run-time tensors become IR ops (PyTorch's safe softmax uses them).
+Converter compare(Fn f, bool scalar_other, std::optional<OpKind> runtime_op = std::nullopt) {
   return [=](TorchNode& n) -> Status {
     ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
     KnownTensor other;
+    bool other_known = true;
     if (scalar_other) {
       ETC_ASSIGN_OR_RETURN(Scalar s, n.scalar("other"));
       other = scalar_known(s);
     } else if (const KnownTensor* k = known(n, "other")) {
       other = *k;
     } else {
+      other_known = false;
+    }
+    if (self->known && other_known) {
+      auto r = known_binary(*self->known, other, DType::kBool, f);
+      if (!r) return n.invalid("the operands' shapes do not broadcast");
+      return n.set_known_output(0, std::move(*r));
+    }
+    if (!runtime_op) {
       return n.unsupported("only supported when its inputs are known at export time");
     }
-    if (!self->known) return n.unsupported("only supported when its inputs are known at export time");
-    auto r = known_binary(*self->known, other, DType::kBool, f);
-    if (!r) return n.invalid("the operands' shapes do not broadcast");
-    return n.set_known_output(0, std::move(*r));
+    ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+    ETC_ASSIGN_OR_RETURN(Scalar s, n.scalar("other"));
+    ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(*runtime_op, {{"self", x}, {"other", s}}));
+    return n.set_output(0, out);
   };
 }
 
 Status convert_logical_not(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
-  if (!self->known) return n.unsupported("only supported when its input is known at export time");
-  return n.set_known_output(0, known_unary(*self->known, DType::kBool, [](double x) { return x == 0.0; }));
+  if (self->known) {
+    return n.set_known_output(
+        0, known_unary(*self->known, DType::kBool, [](double x) { return x == 0.0; }));
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::LogicalNot, {{"self", x}}));
+  return n.set_output(0, out);
+}
+
+Status convert_any_dim(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(int64_t dim, n.int_arg("dim"));
+  ETC_ASSIGN_OR_RETURN(bool keepdim, n.bool_arg("keepdim", false));
+  ETC_ASSIGN_OR_RETURN(ValueId out,
+                       n.emit(OpKind::AnyDim, {{"self", x}, {"dim", dim}, {"keepdim", keepdim}}));
+  return n.set_output(0, out);
 }
 
 Converter unary(OpKind op, std::function<double(double)> f = nullptr, bool in_place = false) {
@@ -158,7 +216,8 @@ Converter hardtanh(bool in_place) {
     ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
     ETC_ASSIGN_OR_RETURN(Scalar lo, n.scalar("min_val", Scalar{-1.0}));
     ETC_ASSIGN_OR_RETURN(Scalar hi, n.scalar("max_val", Scalar{1.0}));
-    ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Hardtanh, {{"self", x}, {"min_val", lo}, {"max_val", hi}}));
+    ETC_ASSIGN_OR_RETURN(ValueId out,
+                         n.emit(OpKind::Hardtanh, {{"self", x}, {"min_val", lo}, {"max_val", hi}}));
     if (in_place) ETC_RETURN_IF_ERROR(n.rebind("self", out));
     return n.set_output(0, out);
   };
@@ -175,10 +234,12 @@ Converter clamp(bool has_min, bool has_max) {
     if (has_max) {
       ETC_ASSIGN_OR_RETURN(hi, n.optional_scalar("max"));
     }
-    if (n.is_tensor("min") || n.is_tensor("max")) return n.unsupported("tensor bounds are not supported");
+    if (n.is_tensor("min") || n.is_tensor("max"))
+      return n.unsupported("tensor bounds are not supported");
     ArgValue lo_arg = lo ? ArgValue(*lo) : ArgValue(std::monostate{});
     ArgValue hi_arg = hi ? ArgValue(*hi) : ArgValue(std::monostate{});
-    ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Clamp, {{"self", x}, {"min", lo_arg}, {"max", hi_arg}}));
+    ETC_ASSIGN_OR_RETURN(ValueId out,
+                         n.emit(OpKind::Clamp, {{"self", x}, {"min", lo_arg}, {"max", hi_arg}}));
     return n.set_output(0, out);
   };
 }
@@ -196,10 +257,12 @@ Status convert_pow(TorchNode& n) {
   if (self->known) {
     double p = e.to_double();
     DType out = result_dtype(self->dtype, scalar_known(e).dtype, true);
-    return n.set_known_output(0, known_unary(*self->known, out, [=](double x) { return std::pow(x, p); }));
+    return n.set_known_output(
+        0, known_unary(*self->known, out, [=](double x) { return std::pow(x, p); }));
   }
   ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
-  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::PowTensorScalar, {{"self", x}, {"exponent", e}}));
+  ETC_ASSIGN_OR_RETURN(ValueId out,
+                       n.emit(OpKind::PowTensorScalar, {{"self", x}, {"exponent", e}}));
   return n.set_output(0, out);
 }
 
@@ -220,7 +283,8 @@ Status convert_where(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(ValueId cv, n.tensor("condition"));
   ETC_ASSIGN_OR_RETURN(ValueId av, n.tensor("self"));
   ETC_ASSIGN_OR_RETURN(ValueId bv, n.tensor("other"));
-  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::WhereSelf, {{"condition", cv}, {"self", av}, {"other", bv}}));
+  ETC_ASSIGN_OR_RETURN(ValueId out,
+                       n.emit(OpKind::WhereSelf, {{"condition", cv}, {"self", av}, {"other", bv}}));
   return n.set_output(0, out);
 }
 
@@ -268,7 +332,8 @@ Converter fill(std::optional<double> value, bool like) {
     } else {
       ETC_ASSIGN_OR_RETURN(Scalar s, n.scalar("fill_value"));
       v = s.to_double();
-      if (!like) fallback = s.is_float() ? DType::kFloat32 : s.is_bool() ? DType::kBool : DType::kInt64;
+      if (!like)
+        fallback = s.is_float() ? DType::kFloat32 : s.is_bool() ? DType::kBool : DType::kInt64;
     }
     ETC_ASSIGN_OR_RETURN(DType d, creation_dtype(n, fallback));
     ETC_RETURN_IF_ERROR(check_known_size(n, shape));
@@ -284,7 +349,8 @@ Status convert_scalar_tensor(TorchNode& n) {
 
 // ---- Views and data movement -----------------------------------------------------------------
 
-Result<std::vector<int64_t>> resolve_shape(TorchNode& n, std::vector<int64_t> shape, int64_t numel) {
+Result<std::vector<int64_t>> resolve_shape(TorchNode& n, std::vector<int64_t> shape,
+                                           int64_t numel) {
   int64_t known_prod = 1;
   int infer = -1;
   for (size_t i = 0; i < shape.size(); ++i) {
@@ -298,7 +364,8 @@ Result<std::vector<int64_t>> resolve_shape(TorchNode& n, std::vector<int64_t> sh
   }
   if (infer >= 0) {
     if (known_prod == 0 || numel % known_prod != 0) {
-      return n.invalid("cannot view " + std::to_string(numel) + " elements as " + shape_to_string(shape));
+      return n.invalid("cannot view " + std::to_string(numel) + " elements as " +
+                       shape_to_string(shape));
     }
     shape[infer] = numel / known_prod;
   }
@@ -319,7 +386,8 @@ Converter reshape_like(const char* size_arg) {
     ETC_ASSIGN_OR_RETURN(std::vector<int64_t> shape, n.ints(size_arg));
     if (self->known) {
       ETC_ASSIGN_OR_RETURN(shape, resolve_shape(n, shape, self->known->numel()));
-      if (numel_of(shape) != self->known->numel()) return n.invalid("the sizes do not match the element count");
+      if (numel_of(shape) != self->known->numel())
+        return n.invalid("the sizes do not match the element count");
       return n.set_known_output(0, known_reshape(*self->known, shape));
     }
     ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
@@ -373,15 +441,17 @@ Status convert_transpose(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
   ETC_ASSIGN_OR_RETURN(int64_t a, n.int_arg("dim0"));
   ETC_ASSIGN_OR_RETURN(int64_t b, n.int_arg("dim1"));
-  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::TransposeInt, {{"self", x}, {"dim0", a}, {"dim1", b}}));
+  ETC_ASSIGN_OR_RETURN(ValueId out,
+                       n.emit(OpKind::TransposeInt, {{"self", x}, {"dim0", a}, {"dim1", b}}));
   return n.set_output(0, out);
 }
 
 Status convert_t(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
   if (n.sizes(x).size() < 2) return n.set_output(0, x);
-  ETC_ASSIGN_OR_RETURN(ValueId out,
-                       n.emit(OpKind::TransposeInt, {{"self", x}, {"dim0", int64_t{0}}, {"dim1", int64_t{1}}}));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId out,
+      n.emit(OpKind::TransposeInt, {{"self", x}, {"dim0", int64_t{0}}, {"dim1", int64_t{1}}}));
   return n.set_output(0, out);
 }
 
@@ -430,7 +500,8 @@ Status convert_expand(TorchNode& n) {
     for (size_t i = lead; i < size.size(); ++i) {
       if (size[i] == -1) size[i] = self->shape[i - lead];
       if (self->shape[i - lead] != 1 && self->shape[i - lead] != size[i]) {
-        return n.invalid("cannot expand " + shape_to_string(self->shape) + " to " + shape_to_string(size));
+        return n.invalid("cannot expand " + shape_to_string(self->shape) + " to " +
+                         shape_to_string(size));
       }
     }
     ETC_RETURN_IF_ERROR(check_known_size(n, size));
@@ -463,8 +534,9 @@ Status convert_slice(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
   ArgValue s = start ? ArgValue(*start) : ArgValue(std::monostate{});
   ArgValue e = end ? ArgValue(*end) : ArgValue(std::monostate{});
-  ETC_ASSIGN_OR_RETURN(ValueId out,
-                       n.emit(OpKind::SliceTensor, {{"self", x}, {"dim", dim}, {"start", s}, {"end", e}, {"step", step}}));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId out, n.emit(OpKind::SliceTensor,
+                          {{"self", x}, {"dim", dim}, {"start", s}, {"end", e}, {"step", step}}));
   return n.set_output(0, out);
 }
 
@@ -472,7 +544,8 @@ Status convert_select(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
   ETC_ASSIGN_OR_RETURN(int64_t dim, n.int_arg("dim"));
   ETC_ASSIGN_OR_RETURN(int64_t index, n.int_arg("index"));
-  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::SelectInt, {{"self", x}, {"dim", dim}, {"index", index}}));
+  ETC_ASSIGN_OR_RETURN(ValueId out,
+                       n.emit(OpKind::SelectInt, {{"self", x}, {"dim", dim}, {"index", index}}));
   return n.set_output(0, out);
 }
 
@@ -492,7 +565,8 @@ Status convert_cat(TorchNode& n) {
         return n.unsupported("cat of known tensors of different ranks or dtypes");
       }
       for (int64_t d = 0; d < rank; ++d)
-        if (d != dim && e->shape[d] != parts[0]->shape[d]) return n.invalid("cat of mismatched shapes");
+        if (d != dim && e->shape[d] != parts[0]->shape[d])
+          return n.invalid("cat of mismatched shapes");
       ks.push_back(&*e->known);
     }
     return n.set_known_output(0, known_cat(ks, dim));
@@ -543,7 +617,8 @@ Status convert_linear(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(ValueId w, n.tensor("weight"));
   ETC_ASSIGN_OR_RETURN(std::optional<ValueId> b, n.optional_tensor("bias"));
   ArgValue bias = b ? ArgValue(*b) : ArgValue(std::monostate{});
-  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Linear, {{"input", x}, {"weight", w}, {"bias", bias}}));
+  ETC_ASSIGN_OR_RETURN(ValueId out,
+                       n.emit(OpKind::Linear, {{"input", x}, {"weight", w}, {"bias", bias}}));
   return n.set_output(0, out);
 }
 
@@ -553,8 +628,10 @@ Status convert_addmm(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(ValueId b, n.tensor("mat2"));
   ETC_ASSIGN_OR_RETURN(Scalar beta, n.scalar("beta", Scalar{int64_t{1}}));
   ETC_ASSIGN_OR_RETURN(Scalar alpha, n.scalar("alpha", Scalar{int64_t{1}}));
-  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Addmm, {{"self", s}, {"mat1", a}, {"mat2", b},
-                                                           {"beta", beta}, {"alpha", alpha}}));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId out,
+      n.emit(OpKind::Addmm,
+             {{"self", s}, {"mat1", a}, {"mat2", b}, {"beta", beta}, {"alpha", alpha}}));
   return n.set_output(0, out);
 }
 
@@ -595,25 +672,36 @@ Status convert_conv(TorchNode& n) {
     if (transposed) return n.unsupported("transposed 1-D convolution");
     ETC_ASSIGN_OR_RETURN(ValueId x2, n.emit(OpKind::Unsqueeze, {{"self", x}, {"dim", int64_t{2}}}));
     ETC_ASSIGN_OR_RETURN(ValueId w2, n.emit(OpKind::Unsqueeze, {{"self", w}, {"dim", int64_t{2}}}));
-    auto two = [](const std::vector<int64_t>& v, int64_t first) { return std::vector<int64_t>{first, v.at(0)}; };
+    auto two = [](const std::vector<int64_t>& v, int64_t first) {
+      return std::vector<int64_t>{first, v.at(0)};
+    };
     if (stride.size() != 1 || padding.size() != 1 || dilation.size() != 1 || out_pad.size() != 1) {
       return n.invalid("a 1-D convolution takes one stride, padding, dilation and output padding");
     }
     ETC_ASSIGN_OR_RETURN(ValueId y2,
-                         n.emit(OpKind::Convolution,
-                                {{"input", x2}, {"weight", w2}, {"bias", bias}, {"stride", two(stride, 1)},
-                                 {"padding", two(padding, 0)}, {"dilation", two(dilation, 1)},
-                                 {"transposed", false}, {"output_padding", two(out_pad, 0)},
-                                 {"groups", groups}}));
-    ETC_ASSIGN_OR_RETURN(ValueId y, n.emit(OpKind::SqueezeDim, {{"self", y2}, {"dim", int64_t{2}}}));
+                         n.emit(OpKind::Convolution, {{"input", x2},
+                                                      {"weight", w2},
+                                                      {"bias", bias},
+                                                      {"stride", two(stride, 1)},
+                                                      {"padding", two(padding, 0)},
+                                                      {"dilation", two(dilation, 1)},
+                                                      {"transposed", false},
+                                                      {"output_padding", two(out_pad, 0)},
+                                                      {"groups", groups}}));
+    ETC_ASSIGN_OR_RETURN(ValueId y,
+                         n.emit(OpKind::SqueezeDim, {{"self", y2}, {"dim", int64_t{2}}}));
     return n.set_output(0, y);
   }
   ETC_ASSIGN_OR_RETURN(ValueId out,
-                       n.emit(OpKind::Convolution,
-                              {{"input", x}, {"weight", w}, {"bias", bias}, {"stride", expand(stride)},
-                               {"padding", expand(padding)}, {"dilation", expand(dilation)},
-                               {"transposed", transposed}, {"output_padding", expand(out_pad)},
-                               {"groups", groups}}));
+                       n.emit(OpKind::Convolution, {{"input", x},
+                                                    {"weight", w},
+                                                    {"bias", bias},
+                                                    {"stride", expand(stride)},
+                                                    {"padding", expand(padding)},
+                                                    {"dilation", expand(dilation)},
+                                                    {"transposed", transposed},
+                                                    {"output_padding", expand(out_pad)},
+                                                    {"groups", groups}}));
   return n.set_output(0, out);
 }
 
@@ -629,8 +717,12 @@ Converter max_pool(bool with_indices) {
     // is max_pool2d (which a CUDA delegate runs).
     bool indices = with_indices && n.output_used(1);
     OpKind op = indices ? OpKind::MaxPool2dWithIndices : OpKind::MaxPool2d;
-    ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(op, {{"self", x}, {"kernel_size", k}, {"stride", s}, {"padding", p},
-                                                  {"dilation", d}, {"ceil_mode", ceil}}));
+    ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(op, {{"self", x},
+                                                  {"kernel_size", k},
+                                                  {"stride", s},
+                                                  {"padding", p},
+                                                  {"dilation", d},
+                                                  {"ceil_mode", ceil}}));
     ETC_RETURN_IF_ERROR(n.set_output(0, out));
     if (indices) ETC_RETURN_IF_ERROR(n.set_output(1, n.last_outputs()[1]));
     return Status();
@@ -646,8 +738,11 @@ Status convert_avg_pool(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(bool count_pad, n.bool_arg("count_include_pad", true));
   ETC_ASSIGN_OR_RETURN(std::optional<int64_t> div, n.optional_int("divisor_override"));
   ArgValue d = div ? ArgValue(*div) : ArgValue(std::monostate{});
-  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::AvgPool2d, {{"self", x}, {"kernel_size", k}, {"stride", s},
-                                                               {"padding", p}, {"ceil_mode", ceil},
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::AvgPool2d, {{"self", x},
+                                                               {"kernel_size", k},
+                                                               {"stride", s},
+                                                               {"padding", p},
+                                                               {"ceil_mode", ceil},
                                                                {"count_include_pad", count_pad},
                                                                {"divisor_override", d}}));
   return n.set_output(0, out);
@@ -656,7 +751,8 @@ Status convert_avg_pool(TorchNode& n) {
 Status convert_adaptive_avg_pool(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
   ETC_ASSIGN_OR_RETURN(std::vector<int64_t> size, n.ints("output_size"));
-  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::AdaptiveAvgPool2d, {{"self", x}, {"output_size", size}}));
+  ETC_ASSIGN_OR_RETURN(ValueId out,
+                       n.emit(OpKind::AdaptiveAvgPool2d, {{"self", x}, {"output_size", size}}));
   return n.set_output(0, out);
 }
 
@@ -671,7 +767,8 @@ Converter reduce(OpKind op) {
     } else {
       ETC_ASSIGN_OR_RETURN(std::optional<DType> d, n.dtype_arg("dtype"));
       ArgValue dt = d ? ArgValue(*d) : ArgValue(std::monostate{});
-      ETC_ASSIGN_OR_RETURN(out, n.emit(op, {{"self", x}, {"dim", dim}, {"keepdim", keepdim}, {"dtype", dt}}));
+      ETC_ASSIGN_OR_RETURN(
+          out, n.emit(op, {{"self", x}, {"dim", dim}, {"keepdim", keepdim}, {"dtype", dt}}));
     }
     return n.set_output(0, out);
   };
@@ -691,7 +788,8 @@ Converter softmax(OpKind op, bool has_half_to_float) {
         ETC_ASSIGN_OR_RETURN(x, n.emit(OpKind::ToCopy, {{"self", x}, {"dtype", *d}}));
       }
     }
-    ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(op, {{"self", x}, {"dim", dim}, {"half_to_float", half_to_float}}));
+    ETC_ASSIGN_OR_RETURN(ValueId out,
+                         n.emit(op, {{"self", x}, {"dim", dim}, {"half_to_float", half_to_float}}));
     return n.set_output(0, out);
   };
 }
@@ -703,11 +801,15 @@ Converter layer_norm(bool native) {
     ETC_ASSIGN_OR_RETURN(std::vector<int64_t> shape, n.ints("normalized_shape"));
     ETC_ASSIGN_OR_RETURN(std::optional<ValueId> w, n.optional_tensor("weight"));
     ETC_ASSIGN_OR_RETURN(std::optional<ValueId> b, n.optional_tensor("bias"));
-    ETC_ASSIGN_OR_RETURN(double eps, n.float_arg("eps", native ? std::nullopt : std::optional<double>(1e-5)));
+    ETC_ASSIGN_OR_RETURN(double eps,
+                         n.float_arg("eps", native ? std::nullopt : std::optional<double>(1e-5)));
     ArgValue wa = w ? ArgValue(*w) : ArgValue(std::monostate{});
     ArgValue ba = b ? ArgValue(*b) : ArgValue(std::monostate{});
-    ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::NativeLayerNorm, {{"input", x}, {"normalized_shape", shape},
-                                                                      {"weight", wa}, {"bias", ba}, {"eps", eps}}));
+    ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::NativeLayerNorm, {{"input", x},
+                                                                       {"normalized_shape", shape},
+                                                                       {"weight", wa},
+                                                                       {"bias", ba},
+                                                                       {"eps", eps}}));
     ETC_RETURN_IF_ERROR(n.set_output(0, out));
     if (native) {
       for (int i = 1; i < n.num_outputs() && i < 3; ++i)
@@ -722,7 +824,8 @@ Converter batch_norm(bool native) {
   return [=](TorchNode& n) -> Status {
     if (!native) {
       ETC_ASSIGN_OR_RETURN(bool training, n.bool_arg("training"));
-      if (training) return n.unsupported("batch_norm in training mode (export the model in eval mode)");
+      if (training)
+        return n.unsupported("batch_norm in training mode (export the model in eval mode)");
     }
     ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("input"));
     ETC_ASSIGN_OR_RETURN(std::optional<ValueId> w, n.optional_tensor("weight"));
@@ -734,9 +837,14 @@ Converter batch_norm(bool native) {
     ETC_ASSIGN_OR_RETURN(double eps, n.float_arg("eps", 1e-5));
     ArgValue wa = w ? ArgValue(*w) : ArgValue(std::monostate{});
     ArgValue ba = b ? ArgValue(*b) : ArgValue(std::monostate{});
-    ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::NativeBatchNormNoTraining,
-                                             {{"input", x}, {"weight", wa}, {"bias", ba}, {"running_mean", *mean},
-                                              {"running_var", *var}, {"momentum", momentum}, {"eps", eps}}));
+    ETC_ASSIGN_OR_RETURN(ValueId out,
+                         n.emit(OpKind::NativeBatchNormNoTraining, {{"input", x},
+                                                                    {"weight", wa},
+                                                                    {"bias", ba},
+                                                                    {"running_mean", *mean},
+                                                                    {"running_var", *var},
+                                                                    {"momentum", momentum},
+                                                                    {"eps", eps}}));
     ETC_RETURN_IF_ERROR(n.set_output(0, out));
     if (native) {
       for (int i = 1; i < n.num_outputs() && i < 3; ++i)
@@ -750,7 +858,9 @@ Status convert_embedding(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(ValueId w, n.tensor("weight"));
   ETC_ASSIGN_OR_RETURN(ValueId idx, n.tensor("indices"));
   ETC_ASSIGN_OR_RETURN(int64_t pad, n.int_arg("padding_idx", -1));
-  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Embedding, {{"weight", w}, {"indices", idx}, {"padding_idx", pad}}));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId out,
+      n.emit(OpKind::Embedding, {{"weight", w}, {"indices", idx}, {"padding_idx", pad}}));
   return n.set_output(0, out);
 }
 
@@ -758,7 +868,8 @@ Status convert_constant_pad(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
   ETC_ASSIGN_OR_RETURN(std::vector<int64_t> pad, n.ints("pad"));
   ETC_ASSIGN_OR_RETURN(Scalar value, n.scalar("value", Scalar{0.0}));
-  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::ConstantPadNd, {{"self", x}, {"pad", pad}, {"value", value}}));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId out, n.emit(OpKind::ConstantPadNd, {{"self", x}, {"pad", pad}, {"value", value}}));
   return n.set_output(0, out);
 }
 
@@ -772,7 +883,8 @@ Status convert_vector_norm(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(std::vector<int64_t> dim, n.ints("dim", std::vector<int64_t>{}));
   ETC_ASSIGN_OR_RETURN(bool keepdim, n.bool_arg("keepdim", false));
   ETC_ASSIGN_OR_RETURN(ValueId sq, n.emit(OpKind::MulTensor, {{"self", x}, {"other", x}}));
-  ETC_ASSIGN_OR_RETURN(ValueId sum, n.emit(OpKind::SumDimIntList, {{"self", sq}, {"dim", dim}, {"keepdim", keepdim}}));
+  ETC_ASSIGN_OR_RETURN(ValueId sum, n.emit(OpKind::SumDimIntList,
+                                           {{"self", sq}, {"dim", dim}, {"keepdim", keepdim}}));
   ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Sqrt, {{"self", sum}}));
   return n.set_output(0, out);
 }
@@ -787,14 +899,16 @@ Status convert_sdpa(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(double dropout, n.float_arg("dropout_p", 0.0));
   ETC_ASSIGN_OR_RETURN(bool causal, n.bool_arg("is_causal", false));
   ETC_ASSIGN_OR_RETURN(bool gqa, n.bool_arg("enable_gqa", false));
-  if (dropout != 0.0) return n.unsupported("dropout_p " + std::to_string(dropout) + " (inference needs 0)");
+  if (dropout != 0.0)
+    return n.unsupported("dropout_p " + std::to_string(dropout) + " (inference needs 0)");
   std::vector<int64_t> qs = n.sizes(q), ks = n.sizes(k), vs = n.sizes(v);
   if (qs.size() < 2 || ks.size() != qs.size() || vs.size() != qs.size()) {
     return n.invalid("query, key and value must have the same rank (at least 2)");
   }
   size_t r = qs.size();
   std::vector<int64_t> batch(qs.begin(), qs.end() - 2);
-  if (!std::equal(batch.begin(), batch.end(), ks.begin()) || !std::equal(batch.begin(), batch.end(), vs.begin())) {
+  if (!std::equal(batch.begin(), batch.end(), ks.begin()) ||
+      !std::equal(batch.begin(), batch.end(), vs.begin())) {
     return n.unsupported(gqa ? "grouped-query attention (enable_gqa)"
                              : "key/value batch dims that differ from the query's");
   }
@@ -808,11 +922,16 @@ Status convert_sdpa(TorchNode& n) {
     ETC_ASSIGN_OR_RETURN(scale, n.float_arg("scale"));
   }
 
-  ETC_ASSIGN_OR_RETURN(ValueId q3, n.emit(OpKind::Reshape, {{"self", q}, {"shape", std::vector<int64_t>{B, L, E}}}));
-  ETC_ASSIGN_OR_RETURN(ValueId k3, n.emit(OpKind::Reshape, {{"self", k}, {"shape", std::vector<int64_t>{B, S, E}}}));
-  ETC_ASSIGN_OR_RETURN(ValueId kt, n.emit(OpKind::TransposeInt, {{"self", k3}, {"dim0", int64_t{1}}, {"dim1", int64_t{2}}}));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId q3, n.emit(OpKind::Reshape, {{"self", q}, {"shape", std::vector<int64_t>{B, L, E}}}));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId k3, n.emit(OpKind::Reshape, {{"self", k}, {"shape", std::vector<int64_t>{B, S, E}}}));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId kt,
+      n.emit(OpKind::TransposeInt, {{"self", k3}, {"dim0", int64_t{1}}, {"dim1", int64_t{2}}}));
   ETC_ASSIGN_OR_RETURN(ValueId scores, n.emit(OpKind::Bmm, {{"self", q3}, {"mat2", kt}}));
-  ETC_ASSIGN_OR_RETURN(scores, n.emit(OpKind::MulScalar, {{"self", scores}, {"other", Scalar{scale}}}));
+  ETC_ASSIGN_OR_RETURN(scores,
+                       n.emit(OpKind::MulScalar, {{"self", scores}, {"other", Scalar{scale}}}));
   std::vector<int64_t> full = batch;
   full.push_back(L);
   full.push_back(S);
@@ -822,28 +941,36 @@ Status convert_sdpa(TorchNode& n) {
     for (int64_t i = 0; i < L; ++i)
       for (int64_t j = 0; j < S; ++j)
         bias.v.push_back(j <= i ? 0.0 : -kInf);
-    ETC_ASSIGN_OR_RETURN(scores, n.emit(OpKind::AddTensor, {{"self", scores}, {"other", n.constant(bias)}}));
+    ETC_ASSIGN_OR_RETURN(
+        scores, n.emit(OpKind::AddTensor, {{"self", scores}, {"other", n.constant(bias)}}));
   }
   if (n.has("attn_mask")) {
     ETC_ASSIGN_OR_RETURN(const Entry* m, n.entry("attn_mask"));
     ValueId bias;
     if (m->dtype == DType::kBool) {
       if (m->known) {
-        bias = n.constant(known_unary(*m->known, n.dtype(q), [](double x) { return x != 0.0 ? 0.0 : -kInf; }));
+        bias = n.constant(
+            known_unary(*m->known, n.dtype(q), [](double x) { return x != 0.0 ? 0.0 : -kInf; }));
       } else {
         ETC_ASSIGN_OR_RETURN(ValueId mv, n.tensor("attn_mask"));
         ValueId zero = n.constant(known_full(n.dtype(q), {}, 0.0));
         ValueId ninf = n.constant(known_full(n.dtype(q), {}, -kInf));
-        ETC_ASSIGN_OR_RETURN(bias, n.emit(OpKind::WhereSelf, {{"condition", mv}, {"self", zero}, {"other", ninf}}));
+        ETC_ASSIGN_OR_RETURN(
+            bias, n.emit(OpKind::WhereSelf, {{"condition", mv}, {"self", zero}, {"other", ninf}}));
       }
     } else {
       ETC_ASSIGN_OR_RETURN(bias, n.tensor("attn_mask"));
     }
     ETC_ASSIGN_OR_RETURN(scores, n.emit(OpKind::AddTensor, {{"self", scores}, {"other", bias}}));
   }
-  ETC_ASSIGN_OR_RETURN(ValueId attn, n.emit(OpKind::Softmax, {{"self", scores}, {"dim", int64_t{-1}}, {"half_to_float", false}}));
-  ETC_ASSIGN_OR_RETURN(attn, n.emit(OpKind::Reshape, {{"self", attn}, {"shape", std::vector<int64_t>{B, L, S}}}));
-  ETC_ASSIGN_OR_RETURN(ValueId v3, n.emit(OpKind::Reshape, {{"self", v}, {"shape", std::vector<int64_t>{B, S, Ev}}}));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId attn,
+      n.emit(OpKind::Softmax, {{"self", scores}, {"dim", int64_t{-1}}, {"half_to_float", false}}));
+  ETC_ASSIGN_OR_RETURN(
+      attn, n.emit(OpKind::Reshape, {{"self", attn}, {"shape", std::vector<int64_t>{B, L, S}}}));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId v3,
+      n.emit(OpKind::Reshape, {{"self", v}, {"shape", std::vector<int64_t>{B, S, Ev}}}));
   ETC_ASSIGN_OR_RETURN(ValueId o3, n.emit(OpKind::Bmm, {{"self", attn}, {"mat2", v3}}));
   std::vector<int64_t> out_shape = batch;
   out_shape.push_back(L);
@@ -883,7 +1010,8 @@ const std::map<std::string, Converter>& torch_converters() {
     t["aten.pow.Tensor_Scalar"] = convert_pow;
     t["aten.where.self"] = convert_where;
 
-    t["aten.eq.Scalar"] = compare([](double x, double y) { return x == y; }, true);
+    t["aten.eq.Scalar"] =
+        compare([](double x, double y) { return x == y; }, true, OpKind::EqScalar);
     t["aten.ne.Scalar"] = compare([](double x, double y) { return x != y; }, true);
     t["aten.lt.Scalar"] = compare([](double x, double y) { return x < y; }, true);
     t["aten.le.Scalar"] = compare([](double x, double y) { return x <= y; }, true);
@@ -892,9 +1020,12 @@ const std::map<std::string, Converter>& torch_converters() {
     t["aten.eq.Tensor"] = compare([](double x, double y) { return x == y; }, false);
     t["aten.ge.Tensor"] = compare([](double x, double y) { return x >= y; }, false);
     t["aten.le.Tensor"] = compare([](double x, double y) { return x <= y; }, false);
-    t["aten.logical_and.default"] = compare([](double x, double y) { return x != 0 && y != 0; }, false);
-    t["aten.logical_or.default"] = compare([](double x, double y) { return x != 0 || y != 0; }, false);
+    t["aten.logical_and.default"] =
+        compare([](double x, double y) { return x != 0 && y != 0; }, false);
+    t["aten.logical_or.default"] =
+        compare([](double x, double y) { return x != 0 || y != 0; }, false);
     t["aten.logical_not.default"] = convert_logical_not;
+    t["aten.any.dim"] = convert_any_dim;
 
     t["aten.neg.default"] = unary(OpKind::Neg, [](double x) { return -x; });
     t["aten.relu.default"] = unary(OpKind::Relu, [](double x) { return x > 0 ? x : 0.0; });

@@ -280,6 +280,52 @@ Status where_self(KernelContext& ctx, std::span<Value*> args) {
   return Status();
 }
 
+// ---- eq.Scalar and logical_not: bool results ----------------------------------------
+
+// eq.Scalar: self == other in the promoted compute type (a float scalar against an integer
+// tensor compares as double; NaN equals nothing).
+Status eq_scalar(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(
+      check_args(ctx, args, {{"self", Arg::kTensor}, {"other", Arg::kScalar}}, {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  const Value& other = *args[1];
+  TensorView& out = out_arg(args, 2);
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, self.sizes, DType::kBool));
+  auto* o = out.data_as<uint8_t>();
+  const int64_t n = self.numel();
+  const bool float_other = other.kind == Value::Kind::kDouble;
+  visit_dtype(self.dtype, [&]<typename T>() {
+    const T* x = self.data_as<const T>();
+    using C = ComputeT<T>;
+    if (std::is_floating_point_v<C> || float_other) {
+      const double y = other.scalar_as_double();
+      for (int64_t i = 0; i < n; ++i)
+        o[i] = static_cast<double>(convert<C>(x[i])) == y ? 1 : 0;
+    } else {
+      const int64_t y = other.scalar_as_int();
+      for (int64_t i = 0; i < n; ++i)
+        o[i] = static_cast<int64_t>(convert<C>(x[i])) == y ? 1 : 0;
+    }
+  });
+  return Status();
+}
+
+Status logical_not(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args, {{"self", Arg::kTensor}}, {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  TensorView& out = out_arg(args, 1);
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, self.sizes, DType::kBool));
+  auto* o = out.data_as<uint8_t>();
+  const int64_t n = self.numel();
+  visit_dtype(self.dtype, [&]<typename T>() {
+    const T* x = self.data_as<const T>();
+    using C = ComputeT<T>;
+    for (int64_t i = 0; i < n; ++i)
+      o[i] = convert<C>(x[i]) == C(0) ? 1 : 0;
+  });
+  return Status();
+}
+
 // ---- Unary ops -----------------------------------------------------------------------
 
 enum class UnaryOp {
@@ -445,6 +491,9 @@ Status register_elementwise_kernels(OperatorRegistry& r) {
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::pow.Tensor_Scalar_out", "aten::pow.Tensor_Scalar"},
                                       pow_tensor_scalar));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::where.self_out", "aten::where.self"}, where_self));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::eq.Scalar_out", "aten::eq.Scalar"}, eq_scalar));
+  ETC_RETURN_IF_ERROR(
+      register_kernel(r, {"aten::logical_not.out", "aten::logical_not.default"}, logical_not));
   ETC_RETURN_IF_ERROR(
       register_kernel(r, {"aten::neg.out", "aten::neg.default"}, unary_kernel<UnaryOp::kNeg>));
   ETC_RETURN_IF_ERROR(

@@ -90,6 +90,36 @@ Status amax_kernel(KernelContext& ctx, std::span<Value*> args) {
   return Status();
 }
 
+// any.dim: whether any element along `dim` is non-zero (NaN counts as non-zero, as in
+// ATen); over an empty dim, false. Bool out (uint8 for a uint8 input).
+Status any_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(
+      ctx, args, {{"self", Arg::kTensor}, {"dim", Arg::kInt}, {"keepdim", Arg::kBool}}, {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  TensorView& out = out_arg(args, 3);
+  std::vector<int64_t> dims{args[1]->i};
+  ETC_ASSIGN_OR_RETURN(std::vector<bool> reduced,
+                       reduced_dims(ctx, &dims, static_cast<int64_t>(self.rank())));
+  DType out_dtype = self.dtype == DType::kUInt8 ? DType::kUInt8 : DType::kBool;
+  ETC_RETURN_IF_ERROR(
+      check_out(ctx, out, reduced_shape(self.sizes, reduced, args[2]->b), out_dtype));
+  const int64_t n = out.numel();
+  if (n == 0) return Status();
+  auto* o = out.data_as<uint8_t>();
+  std::fill_n(o, n, uint8_t{0});
+  if (self.numel() == 0) return Status();
+  visit_dtype(self.dtype, [&]<typename T>() {
+    using C = ComputeT<T>;
+    Buffer<C> acc(n);
+    std::fill_n(acc.data(), n, C(0));
+    reduce_into(self.data_as<const T>(), self.sizes, reduced, acc.data(),
+                [](C a, C v) { return (a != C(0) || v != C(0)) ? C(1) : C(0); });
+    for (int64_t i = 0; i < n; ++i)
+      o[i] = acc[i] != C(0) ? 1 : 0;
+  });
+  return Status();
+}
+
 // sum and mean: `mean` divides by the number of reduced elements.
 Status sum_mean(KernelContext& ctx, std::span<Value*> args, bool mean) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args,
@@ -436,6 +466,7 @@ Status batch_norm_no_training_kernel(KernelContext& ctx, std::span<Value*> args)
 
 Status register_reduce_norm_kernels(OperatorRegistry& r) {
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::amax.out", "aten::amax.default"}, amax_kernel));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::any.out", "aten::any.dim"}, any_kernel));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::mean.out", "aten::mean.dim"}, mean_kernel));
   ETC_RETURN_IF_ERROR(
       register_kernel(r, {"aten::sum.IntList_out", "aten::sum.dim_IntList"}, sum_kernel));

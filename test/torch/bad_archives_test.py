@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""Damaged and unsupported torch.export archives through `etc export` and `etc validate`:
+each must end in exit 1 (or 2 for a bad --input-shape) with a located error that says what
+is wrong, never a crash, and leave no output file. Built from test/torch/programs/ with
+Python's zipfile (no PyTorch needed).
+
+  bad_archives_test.py ETC SOURCE_DIR
+"""
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import zipfile
+
+
+def read_archive(path):
+    with zipfile.ZipFile(path) as z:
+        return [(i.filename, z.read(i.filename)) for i in z.infolist()]
+
+
+def write_archive(path, entries, compression=zipfile.ZIP_STORED):
+    with zipfile.ZipFile(path, "w", compression=compression) as z:
+        for name, data in entries:
+            z.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), data,
+                       compress_type=compression)
+
+
+def edit(entries, suffix, fn):
+    """Entries with the one ending in `suffix` replaced by fn(bytes) (dropped when None)."""
+    out = []
+    for name, data in entries:
+        if name.endswith(suffix):
+            data = fn(data)
+            if data is None:
+                continue
+        out.append((name, data))
+    return out
+
+
+def edit_program(entries, fn):
+    def f(data):
+        m = json.loads(data)
+        fn(m)
+        return json.dumps(m).encode()
+    return edit(entries, "models/model.json", f)
+
+
+def main(argv):
+    etc, src = argv[1], argv[2]
+    programs = os.path.join(src, "test", "torch", "programs")
+    linear = read_archive(os.path.join(programs, "linear.pt2"))
+    failures = []
+    with tempfile.TemporaryDirectory() as work:
+        def case(label, data_or_entries, expect, code=1, extra=(), command="export"):
+            path = os.path.join(work, label.replace(" ", "_") + ".pt2")
+            if isinstance(data_or_entries, bytes):
+                open(path, "wb").write(data_or_entries)
+            else:
+                write_archive(path, data_or_entries)
+            out = os.path.join(work, "out.pte")
+            if os.path.exists(out):
+                os.remove(out)
+            cmd = [etc, command, path] + (["-o", out] if command == "export" else []) + list(extra)
+            r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            problems = []
+            if r.returncode != code:
+                problems.append(f"exit {r.returncode}, expected {code}")
+            for e in expect:
+                if e not in r.stdout:
+                    problems.append(f"the message lacks {e!r}")
+            if command == "export" and os.path.exists(out):
+                problems.append("an output file was written")
+            if problems:
+                failures.append(f"{label}: {'; '.join(problems)}\n    {r.stdout.strip()}")
+            print(f"{'ok  ' if not problems else 'FAIL'} {label}: {r.stdout.strip().splitlines()[0] if r.stdout.strip() else ''}")
+
+        raw = open(os.path.join(programs, "linear.pt2"), "rb").read()
+        for frac in (0.1, 0.5, 0.9):
+            case(f"truncated at {int(frac * 100)}%", raw[:int(len(raw) * frac)], ["zip"])
+        case("truncated by 10 bytes", raw[:-10], ["end-of-central-directory record"])
+        case("not a zip", b"this is not a model\n", ["byte 0: not a zip archive"])
+        case("zip magic, then garbage", b"PK\x03\x04" + b"\x00" * 200, ["zip"])
+        case("no archive_format", edit(linear, "archive_format", lambda d: None),
+             ["no archive_format record"])
+        case("no program", edit(linear, "models/model.json", lambda d: None), ["has no program"])
+        case("weight missing", edit(linear, "data/weights/weight_0", lambda d: None),
+             ["'fc.weight'", "weight_0) are missing"])
+        case("weight shorter than its config", edit(linear, "data/weights/weight_0", lambda d: d[:1000]),
+             ["'fc.weight'", "storage of 250 elements"])
+        case("unknown archive version", edit(linear, "archive_version", lambda d: b"7"),
+             ["archive version 7; etc reads version 0"])
+        case("big-endian archive", edit(linear, "byteorder", lambda d: b"big"), ["byte order 'big'"])
+
+        def schema9(m):
+            m["schema_version"] = {"major": 9, "minor": 1}
+        case("unknown schema version", edit_program(linear, schema9),
+             ["schema version 9.1; etc reads schema 8.x"])
+
+        def unknown_op(m):
+            m["graph_module"]["graph"]["nodes"][0]["target"] = "torch.ops.aten.frobnicate.default"
+        case("unsupported op", edit_program(linear, unknown_op),
+             ["aten.frobnicate.default x1: linear", "make-torch-fixtures.py:", "return self.fc(x)"])
+
+        def pickled(data):
+            c = json.loads(data)
+            c["config"]["fc.weight"]["use_pickle"] = True
+            return json.dumps(c).encode()
+        case("pickled weight", edit(linear, "model_weights_config.json", pickled),
+             ["'fc.weight' is stored pickled"])
+
+        def flip(data):
+            b = bytearray(data)
+            b[100] ^= 0xFF
+            return bytes(b)
+        # zipfile computes the CRC of what it writes: damage the bytes inside the archive.
+        good = io.BytesIO()
+        with zipfile.ZipFile(good, "w") as z:
+            for name, data in linear:
+                z.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), data)
+        blob = bytearray(good.getvalue())
+        at = blob.find(next(d for n, d in linear if n.endswith("weights/weight_0"))[:64])
+        blob[at + 100] ^= 0xFF
+        case("damaged weight bytes (CRC)", bytes(blob), ["CRC-32 mismatch", "weight_0"])
+
+        case("malformed program JSON", edit(linear, "models/model.json", lambda d: d[:500]),
+             ["malformed JSON", "models/model.json: byte"])
+
+        def mutation(m):
+            m["graph_module"]["signature"]["output_specs"][0] = {
+                "buffer_mutation": {"arg": {"name": "linear"}, "buffer_name": "fc.weight"}}
+        case("buffer mutation", edit_program(linear, mutation),
+             ["output 0 is a buffer_mutation", "/graph_module/signature/output_specs/0"])
+
+        def undefined(m):
+            m["graph_module"]["graph"]["nodes"][0]["inputs"][0]["arg"] = {"as_tensor": {"name": "nope"}}
+        case("undefined tensor", edit_program(linear, undefined),
+             ["tensor 'nope' is not defined before this node", "/graph_module/graph/nodes/0/inputs/0/arg"])
+
+        def wrong_shape(m):
+            m["graph_module"]["graph"]["tensor_values"]["linear"]["sizes"][1] = {"as_int": 17}
+        case("recorded shape disagrees", edit_program(linear, wrong_shape),
+             ["records 'linear' as float32[4, 17]; etc computes float32[4, 16]"])
+
+        dyn = read_archive(os.path.join(programs, "linear_dynamic.pt2"))
+        case("symbolic dims without --input-shape", dyn,
+             ["has symbolic dims (s77 in [1, 64])", "--input-shape x=s77x32"])
+        case("--input-shape outside the range", dyn, ["outside s77 in [1, 64]"], code=2,
+             extra=["--input-shape", "x=65x32"])
+        case("--input-shape fixing a static dim", dyn, ["dim 1 is 31"], code=2,
+             extra=["--input-shape", "x=4x31"])
+        case("validate: unsupported op", edit_program(linear, unknown_op),
+             ["aten.frobnicate.default"], command="validate")
+
+        # Deflated entries (a zip tool may recompress the archive) still import, and give the
+        # same program.
+        deflated = os.path.join(work, "deflated.pt2")
+        write_archive(deflated, linear, zipfile.ZIP_DEFLATED)
+        for label, path in (("stored", os.path.join(programs, "linear.pt2")), ("deflated", deflated)):
+            r = subprocess.run([etc, "export", path, "-o", os.path.join(work, label + ".pte")],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            if r.returncode != 0:
+                failures.append(f"{label} archive: exit {r.returncode}: {r.stdout}")
+        a = open(os.path.join(work, "stored.pte"), "rb").read() if os.path.exists(os.path.join(work, "stored.pte")) else b""
+        b = open(os.path.join(work, "deflated.pte"), "rb").read() if os.path.exists(os.path.join(work, "deflated.pte")) else b"x"
+        if a != b:
+            failures.append("a deflated copy of linear.pt2 exports to different bytes than the stored one")
+        else:
+            print("ok   deflated archive: the same .pte as the stored one")
+
+    print(f"bad_archives_test: {len(failures)} failure(s)")
+    for f in failures:
+        print("FAIL " + f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
