@@ -16,7 +16,7 @@ runs=${1:-20000}
 build=build-fuzz
 CC=clang-14 CXX=clang++-14 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DETC_CUDA=OFF \
   -DETC_BUILD_TESTS=OFF -DETC_FUZZ=ON -DETC_SANITIZE=address,undefined,fuzzer-no-link >/dev/null
-cmake --build "$build" --target etc fuzz_pte fuzz_graph_json fuzz_safetensors fuzz_npy fuzz_onnx -j "$(nproc)"
+cmake --build "$build" --target etc fuzz_pte fuzz_graph_json fuzz_safetensors fuzz_npy fuzz_onnx fuzz_pt2 -j "$(nproc)"
 
 corpus="$build/corpus"
 rm -rf "$corpus"

@@ -188,18 +188,21 @@ etc::Status run_export(const ExportArgs& a) {
     return s;
   }
   ETC_ASSIGN_OR_RETURN(etc::pte::File file, etc::emit_program(graph));
-  ETC_ASSIGN_OR_RETURN(std::string bytes, etc::write_pte(file));
-  // Never write a file etc itself cannot read back.
-  etc::Result<etc::pte::File> check = etc::read_pte(etc::make_blob(bytes), a.output);
-  if (!check.ok()) {
-    return etc::internal_error("the program etc produced does not read back: " +
-                               check.status().to_string());
-  }
-  ETC_RETURN_IF_ERROR(etc::write_file_atomic(
-      a.output, {reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}));
+  // Streamed into place (weights copied from their mapped files, not gathered in memory);
+  // never a file etc itself cannot read back.
+  auto reads_back = [&a](const std::string& written) -> etc::Status {
+    ETC_ASSIGN_OR_RETURN(std::shared_ptr<const etc::Blob> blob, etc::map_file(written));
+    etc::Result<etc::pte::File> check = etc::read_pte(blob, a.output);
+    if (!check.ok()) {
+      return etc::internal_error("the program etc produced does not read back: " +
+                                 check.status().to_string());
+    }
+    return etc::Status();
+  };
+  ETC_ASSIGN_OR_RETURN(uint64_t size, etc::write_pte_file(file, a.output, reads_back));
   if (!a.report.empty()) ETC_RETURN_IF_ERROR(write_text(a.report, report.to_json()));
   std::fputs(report.summary().c_str(), stderr);
-  std::printf("wrote %s (%zu bytes)\n", a.output.c_str(), bytes.size());
+  std::printf("wrote %s (%llu bytes)\n", a.output.c_str(), static_cast<unsigned long long>(size));
   return etc::Status();
 }
 

@@ -222,29 +222,40 @@ class ContentIndex {
   std::unordered_map<uint64_t, std::vector<uint64_t>> by_hash_;
 };
 
-// Appends bytes to a blob at `alignment`, deduplicating identical contents.
+// Lays constants out at `alignment`, deduplicating identical contents. The bytes are not
+// copied: the pool is a list of pieces of the constants' own blobs (mapped weight files),
+// which the .pte writer streams.
 class ConstantPool {
  public:
   explicit ConstantPool(uint64_t alignment) : alignment_(alignment) {}
-  // Returns the offset of `bytes` in the blob.
-  uint64_t add(std::span<const uint8_t> bytes) {
+  // Returns the offset of `data` in the pool.
+  uint64_t add(const ConstantData& data) {
+    std::span<const uint8_t> bytes = data.bytes();
     std::string_view key(reinterpret_cast<const char*>(bytes.data()), bytes.size());
     auto bytes_at = [this, size = key.size()](uint64_t offset) {
-      return std::string_view(blob_).substr(offset, size);
+      std::span<const uint8_t> b = spans_.at(offset);
+      return std::string_view(reinterpret_cast<const char*>(b.data()), std::min(b.size(), size));
     };
     if (auto seen = index_.find(key, bytes_at)) return *seen;
-    while (blob_.size() % alignment_ != 0)
-      blob_.push_back('\0');
-    uint64_t offset = blob_.size();
-    blob_.append(key);
+    size_ = (size_ + alignment_ - 1) / alignment_ * alignment_;
+    uint64_t offset = size_;
+    if (!bytes.empty())
+      pieces_.push_back(PiecewiseBlob::Piece{offset, data.blob, data.offset, data.size});
+    spans_.emplace(offset, bytes);
+    size_ += bytes.size();
     index_.add(key, offset);
     return offset;
   }
-  const std::string& blob() const { return blob_; }
+  ConstantData segment() const {
+    return ConstantData{std::make_shared<PiecewiseBlob>(pieces_, size_), 0,
+                        static_cast<size_t>(size_)};
+  }
 
  private:
   uint64_t alignment_;
-  std::string blob_;
+  uint64_t size_ = 0;
+  std::vector<PiecewiseBlob::Piece> pieces_;
+  std::map<uint64_t, std::span<const uint8_t>> spans_;
   ContentIndex index_;
 };
 
@@ -554,29 +565,37 @@ const OpSchema* portable_kernel(OpKind op) {
 
 Result<pte::File> emit_program(const Graph& graph, const EmitOptions& options) {
   pte::File file;
-  std::vector<std::string> segments;  // bytes of each segment, in index order
+  std::vector<ConstantData> segments;  // bytes of each segment, in index order
   ConstantPool constants(options.constant_alignment);
   std::vector<uint64_t> constant_offsets{0};    // index 0: the reserved empty placeholder
   std::map<uint64_t, uint32_t> constant_index;  // offset in pool -> data_buffer_idx
   ContentIndex segment_of_bytes;                // dedup of delegate blobs and named data
-  auto add_segment = [&](std::string bytes) -> uint32_t {
-    auto bytes_of = [&segments](uint64_t i) {
-      return std::string_view(segments[static_cast<size_t>(i)]);
+  // A segment of `data` (weights stay where they are), or the index of an identical one.
+  auto add_segment_data = [&](ConstantData data) -> uint32_t {
+    auto view = [](const ConstantData& d) {
+      std::span<const uint8_t> b = d.bytes();
+      return std::string_view(reinterpret_cast<const char*>(b.data()), b.size());
     };
-    if (auto seen = segment_of_bytes.find(bytes, bytes_of)) return static_cast<uint32_t>(*seen);
+    auto bytes_of = [&](uint64_t i) { return view(segments[static_cast<size_t>(i)]); };
+    if (auto seen = segment_of_bytes.find(view(data), bytes_of))
+      return static_cast<uint32_t>(*seen);
     auto index = static_cast<uint32_t>(segments.size());
-    segment_of_bytes.add(bytes, index);
-    segments.push_back(std::move(bytes));
+    segment_of_bytes.add(view(data), index);
+    segments.push_back(std::move(data));
     return index;
+  };
+  auto add_segment = [&](std::string bytes) -> uint32_t {
+    size_t n = bytes.size();
+    return add_segment_data(ConstantData{make_blob(std::move(bytes)), 0, n});
   };
   // The constant segment is always segment 0, even when empty (offsets [0], a zero-size
   // segment), as ExecuTorch's serializer writes it: ExecuTorch's loader takes a program
   // without one for the deprecated inline-constants layout, which its builds refuse.
-  segments.emplace_back();
+  segments.push_back(ConstantData{make_blob(std::string()), 0, 0});  // replaced at the end
 
   PlanEmitter host(graph, PlanEmitter::Mode::kHost);
   host.host_constant = [&](const ConstantData& data) -> uint32_t {
-    uint64_t offset = constants.add(data.bytes());
+    uint64_t offset = constants.add(data);
     auto [it, fresh] =
         constant_index.emplace(offset, static_cast<uint32_t>(constant_offsets.size()));
     if (fresh) constant_offsets.push_back(offset);
@@ -593,8 +612,7 @@ Result<pte::File> emit_program(const Graph& graph, const EmitOptions& options) {
     std::vector<std::pair<int32_t, std::string>> keys;
     inner.delegate_constant = [&](int32_t value, const Value& c) {
       std::string key = call.name + "/" + c.name;
-      std::span<const uint8_t> b = c.spec.constant.bytes();
-      uint32_t seg = add_segment(std::string(reinterpret_cast<const char*>(b.data()), b.size()));
+      uint32_t seg = add_segment_data(c.spec.constant);
       file.program.named_data.push_back(pte::NamedData{key, seg});
       keys.emplace_back(value, key);
     };
@@ -632,17 +650,16 @@ Result<pte::File> emit_program(const Graph& graph, const EmitOptions& options) {
   file.program.named_data.push_back(
       pte::NamedData{std::string(pte::kIoNamesKey) + "forward", add_segment(names)});
 
-  segments[0] = constants.blob();
+  segments[0] = constants.segment();
   file.program.constant_segment = pte::SubsegmentOffsets{0, constant_offsets};
   // Segment layout relative to the base; every offset a multiple of the alignment.
   uint64_t offset = 0;
-  for (std::string& bytes : segments) {
+  for (ConstantData& data : segments) {
     offset = (offset + options.segment_alignment - 1) / options.segment_alignment *
              options.segment_alignment;
-    file.program.segments.push_back(pte::Segment{offset, bytes.size()});
-    offset += bytes.size();
-    size_t size = bytes.size();
-    file.segment_data.push_back(ConstantData{make_blob(std::move(bytes)), 0, size});
+    file.program.segments.push_back(pte::Segment{offset, data.size});
+    offset += data.size;
+    file.segment_data.push_back(std::move(data));
   }
   return file;
 }

@@ -1,5 +1,6 @@
 #include "serialize/pte_writer.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "serialize/etc_delegate_generated.h"
@@ -211,11 +212,6 @@ void put_u64(std::string& out, size_t at, uint64_t v) {
     out[at + static_cast<size_t>(i)] = static_cast<char>((v >> (8 * i)) & 0xff);
 }
 
-std::string bytes_of(const ConstantData& d) {
-  auto s = d.bytes();
-  return std::string(reinterpret_cast<const char*>(s.data()), s.size());
-}
-
 }  // namespace
 
 std::string serialize_delegate_program(
@@ -233,7 +229,16 @@ std::string serialize_delegate_program(
   return std::string(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize());
 }
 
-Result<std::string> write_pte(const pte::File& file, uint64_t segment_alignment) {
+namespace {
+
+// The bytes before the segments (the program FlatBuffer, with the extended header when there
+// are segments) and where the segments start.
+struct Head {
+  std::string bytes;
+  uint64_t base = 0;  // 0: no segment data
+};
+
+Result<Head> write_head(const pte::File& file, uint64_t segment_alignment) {
   const pte::Program& prog = file.program;
   if (file.segment_data.size() != prog.segments.size()) {
     return internal_error("pte writer: " + std::to_string(prog.segments.size()) + " segments but " +
@@ -282,12 +287,12 @@ Result<std::string> write_pte(const pte::File& file, uint64_t segment_alignment)
   uint64_t segment_bytes = 0;
   for (const pte::Segment& s : prog.segments)
     segment_bytes = std::max(segment_bytes, s.offset + s.size);
-  if (segment_bytes == 0) return flat;  // no segment data: a plain FlatBuffer, no header
+  if (segment_bytes == 0) return Head{std::move(flat), 0};  // no segment data: no header
 
   // Insert the extended header after the identifier; shift the root offset past it.
   constexpr size_t kPaddedHeader = 32;  // 32 is a multiple of the largest force_align (16)
   std::string out;
-  out.reserve(flat.size() + kPaddedHeader + segment_bytes + segment_alignment);
+  out.reserve(flat.size() + kPaddedHeader + segment_alignment);
   out.append(flat, 0, 8);
   uint32_t root_offset = 0;
   std::memcpy(&root_offset, flat.data(),
@@ -305,11 +310,75 @@ Result<std::string> write_pte(const pte::File& file, uint64_t segment_alignment)
   out += header;
   out.append(flat, 8, std::string::npos);
   out.resize(base, '\0');
+  return Head{std::move(out), base};
+}
+
+// Calls emit(span) for the file's bytes in order: the head, then each segment at its
+// offset (zeros between), a PiecewiseBlob segment piece by piece.
+template <typename Emit>
+Status stream_pte(const pte::File& file, uint64_t segment_alignment, Emit&& emit) {
+  ETC_ASSIGN_OR_RETURN(Head head, write_head(file, segment_alignment));
+  auto as_span = [](std::string_view s) {
+    return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+  };
+  static const uint8_t kZeros[4096] = {};
+  uint64_t at = 0;
+  auto pad_to = [&](uint64_t target) -> Status {
+    if (target < at) return internal_error("pte writer: segments overlap");
+    while (at < target) {
+      size_t n = static_cast<size_t>(std::min<uint64_t>(target - at, sizeof kZeros));
+      ETC_RETURN_IF_ERROR(emit(std::span<const uint8_t>(kZeros, n)));
+      at += n;
+    }
+    return Status();
+  };
+  auto put = [&](std::span<const uint8_t> s) -> Status {
+    ETC_RETURN_IF_ERROR(emit(s));
+    at += s.size();
+    return Status();
+  };
+  ETC_RETURN_IF_ERROR(put(as_span(head.bytes)));
+  if (head.base == 0) return Status();
+  const pte::Program& prog = file.program;
   for (size_t i = 0; i < prog.segments.size(); ++i) {
-    out.resize(base + prog.segments[i].offset, '\0');
-    out += bytes_of(file.segment_data[i]);
+    const uint64_t start = head.base + prog.segments[i].offset;
+    ETC_RETURN_IF_ERROR(pad_to(start));
+    const ConstantData& d = file.segment_data[i];
+    const auto* pieces = dynamic_cast<const PiecewiseBlob*>(d.blob.get());
+    if (pieces != nullptr && d.offset == 0 && d.size == pieces->size()) {
+      for (const PiecewiseBlob::Piece& p : pieces->pieces()) {
+        ETC_RETURN_IF_ERROR(pad_to(start + p.offset));
+        if (p.size > 0) ETC_RETURN_IF_ERROR(put(p.blob->bytes().subspan(p.begin, p.size)));
+      }
+      ETC_RETURN_IF_ERROR(pad_to(start + d.size));
+    } else {
+      ETC_RETURN_IF_ERROR(put(d.bytes()));
+    }
   }
+  return Status();
+}
+
+}  // namespace
+
+Result<std::string> write_pte(const pte::File& file, uint64_t segment_alignment) {
+  std::string out;
+  ETC_RETURN_IF_ERROR(stream_pte(file, segment_alignment, [&out](std::span<const uint8_t> s) {
+    out.append(reinterpret_cast<const char*>(s.data()), s.size());
+    return Status();
+  }));
   return out;
+}
+
+Result<uint64_t> write_pte_file(const pte::File& file, const std::string& path,
+                                const std::function<Status(const std::string&)>& check,
+                                uint64_t segment_alignment) {
+  ETC_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> w, AtomicFileWriter::create(path));
+  ETC_RETURN_IF_ERROR(stream_pte(file, segment_alignment,
+                                 [&w](std::span<const uint8_t> s) { return w->write(s); }));
+  ETC_RETURN_IF_ERROR(w->close());
+  if (check) ETC_RETURN_IF_ERROR(check(w->temp_path()));
+  ETC_RETURN_IF_ERROR(w->commit());
+  return w->written();
 }
 
 }  // namespace etc

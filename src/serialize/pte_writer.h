@@ -6,6 +6,7 @@
 // The output is a pure function of the File: no pointers, clocks or hash orders.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +18,14 @@ namespace etc {
 
 Result<std::string> write_pte(const pte::File& file,
                               uint64_t segment_alignment = pte::kDefaultSegmentAlignment);
+
+// The same bytes, streamed into `path` through a temporary file (weights are copied from
+// where they are, never gathered in memory). `check`, if set, is called with the finished
+// temporary's path before it is renamed into place; an error leaves no file at `path`.
+// Returns the file's size.
+Result<uint64_t> write_pte_file(const pte::File& file, const std::string& path,
+                                const std::function<Status(const std::string&)>& check = {},
+                                uint64_t segment_alignment = pte::kDefaultSegmentAlignment);
 
 // The CUDA delegate's processed blob (schema/etc_delegate.fbs): `plan` plus the named-data
 // keys of its constants, as (value index, key) pairs.

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -123,6 +124,73 @@ Status write_file_atomic(const std::string& path, std::span<const uint8_t> bytes
     unlink(tmp.c_str());
     return s;
   }
+  return Status();
+}
+
+std::span<const uint8_t> PiecewiseBlob::bytes() const {
+  std::call_once(gathered_once_, [this] {
+    gathered_.assign(size_, '\0');
+    for (const Piece& p : pieces_) {
+      if (p.size == 0) continue;
+      std::memcpy(gathered_.data() + p.offset, p.blob->bytes().data() + p.begin, p.size);
+    }
+  });
+  return {reinterpret_cast<const uint8_t*>(gathered_.data()), gathered_.size()};
+}
+
+Result<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::create(const std::string& path) {
+  std::string tmp = path + ".tmp." + std::to_string(getpid());
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return invalid_input("cannot create output file: " + errno_text(), Location{.file = path});
+  }
+  return std::unique_ptr<AtomicFileWriter>(new AtomicFileWriter(path, std::move(tmp), fd));
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_) unlink(tmp_.c_str());
+}
+
+Status AtomicFileWriter::write(std::span<const uint8_t> bytes) {
+  if (fd_ < 0) return internal_error("write after close", Location{.file = path_});
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd_, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      return invalid_input("cannot write output file: " + errno_text(), Location{.file = path_});
+    done += static_cast<size_t>(n);
+  }
+  written_ += bytes.size();
+  return Status();
+}
+
+Status AtomicFileWriter::write_zeros(uint64_t count) {
+  static const uint8_t kZeros[4096] = {};
+  while (count > 0) {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(count, sizeof kZeros));
+    ETC_RETURN_IF_ERROR(write({kZeros, n}));
+    count -= n;
+  }
+  return Status();
+}
+
+Status AtomicFileWriter::close() {
+  if (fd_ < 0) return Status();
+  int rc = ::close(fd_);
+  fd_ = -1;
+  if (rc != 0)
+    return invalid_input("cannot finish output file: " + errno_text(), Location{.file = path_});
+  return Status();
+}
+
+Status AtomicFileWriter::commit() {
+  ETC_RETURN_IF_ERROR(close());
+  if (rename(tmp_.c_str(), path_.c_str()) != 0) {
+    return invalid_input("cannot finish output file: " + errno_text(), Location{.file = path_});
+  }
+  committed_ = true;
   return Status();
 }
 

@@ -4,8 +4,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "support/status.h"
 
@@ -17,6 +19,57 @@ class Blob {
  public:
   virtual ~Blob() = default;
   virtual std::span<const uint8_t> bytes() const = 0;
+};
+
+// Bytes laid out from pieces of other blobs, with zeros between them (a .pte constant
+// segment assembled from weights that stay in their mapped files). Writers stream the
+// pieces (pieces()); bytes() gathers them into one buffer on first use only.
+class PiecewiseBlob final : public Blob {
+ public:
+  struct Piece {
+    uint64_t offset = 0;  // where the piece starts in this blob
+    std::shared_ptr<const Blob> blob;
+    size_t begin = 0;  // the piece is blob->bytes()[begin, begin + size)
+    size_t size = 0;
+  };
+  // Pieces in increasing, non-overlapping offset order, all within `size`.
+  PiecewiseBlob(std::vector<Piece> pieces, uint64_t size)
+      : pieces_(std::move(pieces)), size_(size) {}
+  std::span<const uint8_t> bytes() const override;
+  const std::vector<Piece>& pieces() const { return pieces_; }
+  uint64_t size() const { return size_; }
+
+ private:
+  std::vector<Piece> pieces_;
+  uint64_t size_;
+  mutable std::once_flag gathered_once_;
+  mutable std::string gathered_;
+};
+
+// Writes a file through a temporary file in the same folder: nothing appears at `path`
+// until commit() renames it into place; the destructor removes an uncommitted temporary.
+class AtomicFileWriter {
+ public:
+  static Result<std::unique_ptr<AtomicFileWriter>> create(const std::string& path);
+  ~AtomicFileWriter();
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+
+  Status write(std::span<const uint8_t> bytes);
+  Status write_zeros(uint64_t count);
+  uint64_t written() const { return written_; }
+  // Closes the temporary (its contents can then be read at temp_path()).
+  Status close();
+  const std::string& temp_path() const { return tmp_; }
+  Status commit();  // close() if needed, then rename into place
+
+ private:
+  AtomicFileWriter(std::string path, std::string tmp, int fd)
+      : path_(std::move(path)), tmp_(std::move(tmp)), fd_(fd) {}
+  std::string path_, tmp_;
+  int fd_ = -1;
+  uint64_t written_ = 0;
+  bool committed_ = false;
 };
 
 // Maps `path` read-only. Empty files give an empty blob.

@@ -1260,7 +1260,7 @@ Result<Graph> Importer::run() {
   ETC_RETURN_IF_ERROR(convert_nodes());
   ETC_RETURN_IF_ERROR(read_outputs());
   graph_.name = model_name_;
-  ETC_RETURN_IF_ERROR(verify_graph(graph_).add_context("after importing " + zip_.file()));
+  ETC_RETURN_IF_ERROR_CTX(verify_graph(graph_), "after importing " + zip_.file());
   return std::move(graph_);
 }
 
