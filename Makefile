@@ -10,7 +10,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: run test deps build format clean update-goldens test-sanitize fuzz fuzz-long device-build test-goldens-clang
+.PHONY: run test deps build format clean update-goldens test-sanitize fuzz fuzz-long device-build test-goldens-clang torch-fixtures
 
 deps:
 	@scripts/install-deps.sh
@@ -47,6 +47,11 @@ fuzz-long: deps
 	@FUZZ_SECONDS=$$(( $${MINUTES:-10} * 60 )) scripts/fuzz.sh 1
 
 # build-device/: Release sm_90 binaries to carry to a GPU machine (scripts/device-check.sh).
+# The PyTorch programs of scripts/make-torch-fixtures.py, exported once with the pinned
+# PyTorch into the cache (make test does this too, as a CTest fixture).
+torch-fixtures:
+	@test/torch/fixtures.sh
+
 device-build:
 	@JOBS=$(JOBS) scripts/build-for-device.sh
 

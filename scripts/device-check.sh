@@ -160,6 +160,8 @@ step "runtime plumbing without GPU errors ([nogpu])" "$bin/cuda_runtime_test" "[
 step "allocator, host-pointer rule, cuda:0/cuda:1 delegates ([gpu])" "$bin/cuda_runtime_test" "[gpu]"
 step "every capability op vs the CPU reference" bash test/cuda/cuda_ops_test.sh "$etc" "$root" cuda
 step "examples on CUDA with --verify" bash test/cuda/cuda_examples_test.sh "$etc" "$root"
+# PyTorch archives: the committed ones, and the cached fixtures when carried along.
+step "PyTorch programs on CUDA with --verify" bash test/torch/cuda_models_test.sh "$etc" "$root" "${TORCH_FIXTURES:-}"
 if compgen -G "$bin/../onnx/*.pte" >/dev/null; then
   step "ONNX models (PyPI) on CUDA with --verify" bash test/onnx/cuda_models_test.sh "$etc" "$bin/../onnx"
 fi

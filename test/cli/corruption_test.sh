@@ -3,7 +3,7 @@
 # 1/64th of the file, 64 single-byte and 16 multi-byte random corruptions (fixed seed).
 # `etc inspect` and `etc run --device cpu` must end with a clean result or a clean error
 # (exit 0, 1, 3 or 4) — never a signal, never exit 70 (internal error). Damaged ONNX models
-# go through `etc export` the same way (exit 0 or 1).
+# and torch.export archives go through `etc export` the same way (exit 0 or 1).
 # Usage: corruption_test.sh ETC SOURCE_DIR
 set -u
 etc=$1 src=$2
@@ -93,5 +93,50 @@ for f in "$tmp"/badonnx/*.onnx; do
       ;;
   esac
 done
-echo "corruption matrix: $files files x 2 commands and $onnx_files ONNX models through export, $clean_errors clean errors, $failures failures"
+# torch.export archives (test/torch/programs): truncations and random byte changes of the
+# archive (mostly CRC errors), and archives rezipped with valid CRCs around a damaged
+# program JSON or weights config, through `etc export`.
+/usr/bin/python3 - "$tmp" "$src/test/torch/programs" <<'PY'
+import glob, os, random, sys, zipfile
+d, programs = sys.argv[1], sys.argv[2]
+rng = random.Random(20261201)
+os.makedirs(f"{d}/badpt2", exist_ok=True)
+for path in sorted(glob.glob(f"{programs}/*.pt2")):
+    data = open(path, "rb").read()
+    stem = os.path.basename(path)[:-4]
+    for i in range(32):
+        open(f"{d}/badpt2/{stem}.trunc{i}.pt2", "wb").write(data[: len(data) * i // 32])
+    for i in range(32):
+        b = bytearray(data)
+        for _ in range(rng.randrange(1, 8)):
+            b[rng.randrange(len(b))] = rng.randrange(256)
+        open(f"{d}/badpt2/{stem}.byte{i}.pt2", "wb").write(bytes(b))
+    entries = [(i.filename, zipfile.ZipFile(path).read(i.filename)) for i in zipfile.ZipFile(path).infolist()]
+    for i in range(32):
+        with zipfile.ZipFile(f"{d}/badpt2/{stem}.json{i}.pt2", "w") as z:
+            for name, body in entries:
+                if name.endswith((".json")) and rng.random() < 0.7:
+                    b = bytearray(body)
+                    for _ in range(rng.randrange(1, 6)):
+                        b[rng.randrange(len(b))] = rng.choice(b'{}[]":,0123456789-eE.tfn ')
+                    body = bytes(b)
+                z.writestr(name, body)
+PY
+pt2_files=0
+for f in "$tmp"/badpt2/*.pt2; do
+  [[ -e "$f" ]] || continue
+  pt2_files=$((pt2_files + 1))
+  timeout 20 "$etc" export "$f" -o "$tmp/out.pte" >/dev/null 2>"$tmp/err"
+  rc=$?
+  case $rc in
+    0) ;;
+    1) clean_errors=$((clean_errors + 1)) ;;
+    *)
+      echo "FAIL: etc export $(basename "$f") exited $rc"
+      head -3 "$tmp/err"
+      failures=$((failures + 1))
+      ;;
+  esac
+done
+echo "corruption matrix: $files files x 2 commands, $onnx_files ONNX models and $pt2_files torch.export archives through export, $clean_errors clean errors, $failures failures"
 exit $((failures > 0))
