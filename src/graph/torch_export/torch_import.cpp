@@ -112,6 +112,9 @@ class Importer {
   std::unordered_map<std::string, int64_t> sym_ints_;
   std::unordered_set<std::string> torch_names_;  // every tensor name the program defines
   std::unordered_set<std::string> read_names_;   // every tensor name a node or output reads
+  // Tensors that share storage with another (a view op's input and output): an in-place op
+  // on one of them would change the other, which etc's value semantics cannot express.
+  std::unordered_set<std::string> aliased_;
   const Json* tensor_values_ = nullptr;
 
   std::string fresh_value_name(const std::string& base) const {
@@ -622,6 +625,11 @@ Status TorchNode::rebind(std::string_view arg, ValueId v) {
   ETC_ASSIGN_OR_RETURN(const Json* j, arg_json(arg));
   if (j == nullptr || !j->contains("as_tensor")) return invalid("in-place op without a tensor");
   std::string name = (*j)["as_tensor"]["name"].get<std::string>();
+  if (im_.aliased_.count(name)) {
+    return unsupported("in-place update of '" + name +
+                       "', which shares storage with a view; export with "
+                       "ep.run_decompositions() (functional Core ATen) instead");
+  }
   const TensorSpec& spec = im_.graph_.value(v).spec;
   im_.env_[name] = Entry{v, std::nullopt, spec.dtype, spec.sizes};
   return Status();
@@ -1192,6 +1200,33 @@ Status Importer::convert_nodes() {
     }
     if (!nodes[i].contains("outputs") || !nodes[i]["outputs"].is_array()) {
       return ctx.invalid("'outputs' must be an array");
+    }
+    // View ops of the default export alias their input (Core ATen's are copies in effect,
+    // but nothing writes in place there).
+    static const std::unordered_set<std::string> kViews = {
+        "aten.view.default",       "aten._unsafe_view.default", "aten.reshape.default",
+        "aten.flatten.using_ints", "aten.permute.default",      "aten.transpose.int",
+        "aten.t.default",          "aten.unsqueeze.default",    "aten.squeeze.dim",
+        "aten.squeeze.dims",       "aten.squeeze.default",      "aten.expand.default",
+        "aten.expand_as.default",  "aten.slice.Tensor",         "aten.select.int",
+        "aten.alias.default",      "aten.detach.default",       "aten.contiguous.default",
+        "aten.dropout.default"};
+    if (kViews.count(t)) {
+      const Json& ins = nodes[i]["inputs"];
+      for (const Json& in : ins) {
+        if (in.is_object() && in.contains("arg") && in["arg"].is_object() &&
+            in["arg"].contains("as_tensor") && in["arg"]["as_tensor"].is_object() &&
+            in["arg"]["as_tensor"].contains("name") && in["arg"]["as_tensor"]["name"].is_string()) {
+          aliased_.insert(in["arg"]["as_tensor"]["name"].get<std::string>());
+          break;  // the first tensor argument is the viewed one
+        }
+      }
+      for (const Json& o : nodes[i]["outputs"]) {
+        if (o.is_object() && o.contains("as_tensor") && o["as_tensor"].is_object() &&
+            o["as_tensor"].contains("name") && o["as_tensor"]["name"].is_string()) {
+          aliased_.insert(o["as_tensor"]["name"].get<std::string>());
+        }
+      }
     }
     ETC_RETURN_IF_ERROR(table.at(t)(ctx));
     ETC_RETURN_IF_ERROR(check_output_types(nodes[i], static_cast<int>(i), ctx.name()));
