@@ -165,11 +165,9 @@ const char* portable_kernel_schema(OpKind op) {
     case OpKind::View:
       return "view_copy.out(Tensor self, SymInt[] size, *, Tensor(a!) out) -> Tensor(a!)";
     case OpKind::ToCopy:
-      return "_to_copy.out(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? "
-             "device=None, bool? "
-             "pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None, "
-             "Tensor(a!) out) -> "
-             "Tensor(a!)";
+      // The out variant has no dtype/layout/device/pin_memory: the out tensor carries them.
+      return "_to_copy.out(Tensor self, *, bool non_blocking=False, MemoryFormat? "
+             "memory_format=None, Tensor(a!) out) -> Tensor(a!)";
     case OpKind::Embedding:
       return "embedding.out(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool "
              "scale_grad_by_freq=False, bool "

@@ -354,6 +354,26 @@ TEST_CASE("_to_copy converts dtypes") {
             .message() == "aten::_to_copy.out: out has dtype int32, expected float32");
 }
 
+TEST_CASE("_to_copy.out as PyTorch declares it: (self, non_blocking, memory_format, out)") {
+  // The form etc writes (and ExecuTorch's portable kernel takes); the out tensor's dtype is
+  // the target dtype.
+  for (DType to : {DType::kFloat32, DType::kInt64, DType::kFloat16, DType::kBool}) {
+    INFO(dtype_name(to));
+    Call c("aten::_to_copy.out");
+    Value* x = c.tensor(DType::kFloat32, {3}, {1.75, -2.5, 0});
+    Value* out = c.out(to, {3});
+    REQUIRE(c.run({x, c.b(false), c.none()}, {out}).ok());
+    std::vector<double> want;
+    for (double v : {1.75, -2.5, 0.0})
+      want.push_back(cast_to(to, v));
+    require_close(read(out), want, tolerance_for(to));
+  }
+  Call c("aten::_to_copy.out");
+  Value* x = c.tensor(DType::kFloat32, {2}, {1, 2});
+  CHECK(c.run({x, c.b(false), c.none()}, {c.out(DType::kInt32, {3})}).message() ==
+        "aten::_to_copy.out: out has shape [3], expected [2]");
+}
+
 TEST_CASE("embedding gathers rows and checks indices") {
   for (DType wdt : {DType::kFloat32, DType::kFloat16, DType::kInt64}) {
     for (DType idt : {DType::kInt64, DType::kInt32}) {

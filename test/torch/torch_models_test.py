@@ -14,6 +14,9 @@ Integer outputs must be equal. The cuda:0 export must delegate every op
 inputs in and its outputs out. On a machine with a CUDA device the cuda:0 export also runs
 with `--device cuda --verify`.
 
+ExecuTorch's runtime (from PyPI, program verification InternalConsistency) also loads and
+runs each --target cpu export; its outputs must match etc's within the same tolerance.
+
 Exit status: 0 when every model matches, 1 otherwise (each failure is listed).
 """
 import json
@@ -31,6 +34,19 @@ FORMS = [("default", "model.pt2"), ("core", "model.core.pt2")]
 
 def run(cmd):
     return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def executorch_outputs(pte, input_files):
+    """ExecuTorch's runtime on an etc-written program: its outputs, or an error string."""
+    import torch
+    from executorch.runtime import Runtime, Verification
+    try:
+        program = Runtime.get().load_program(pte, verification=Verification.InternalConsistency)
+        method = program.load_method("forward")
+        outs = method.execute([torch.from_numpy(np.load(f)) for f in input_files])
+        return [o.detach().numpy() for o in outs]
+    except Exception as e:  # ExecuTorch refusing etc's program is a finding, not a crash
+        return f"{type(e).__name__}: {e}"
 
 
 def cuda_available(etc):
@@ -93,6 +109,30 @@ def check_model(etc, fixtures, name, work, cuda, rows, failures):
                                 f"{got.flat[k]!r}, PyTorch {want.flat[k]!r})")
                 ok = False
 
+        # ExecuTorch's own runtime on etc's CPU program.
+        et = executorch_outputs(cpu_pte, [os.path.join(d, f) for f in inputs])
+        et_diff = None
+        if isinstance(et, str):
+            failures.append(f"{tag}: ExecuTorch's runtime refuses etc's CPU program: {et}")
+            ok = False
+        else:
+            et_diff = 0.0
+            for i, want in enumerate(expected):
+                got = np.load(os.path.join(out_dir, f"output_{i}.npy"))
+                theirs = et[i] if i < len(et) else None
+                if theirs is None or theirs.shape != got.shape:
+                    failures.append(f"{tag}: ExecuTorch gives output {i} as "
+                                    f"{None if theirs is None else theirs.shape}, etc {got.shape}")
+                    ok = False
+                    continue
+                diff = np.abs(theirs.astype(np.float64) - got.astype(np.float64))
+                et_diff = max(et_diff, float(diff.max(initial=0.0)))
+                scale = float(np.abs(want.astype(np.float64)).max(initial=0.0))
+                if (diff > RTOL * np.abs(got) + ATOL * scale).any():
+                    failures.append(f"{tag}: ExecuTorch's runtime and etc differ on output {i} "
+                                    f"by up to {float(diff.max()):.3g}")
+                    ok = False
+
         # The cuda:0 export: everything delegated, IO on the device, minimum copies.
         cuda_pte = os.path.join(work, f"{name}.{form}.cuda.pte")
         report = os.path.join(work, f"{name}.{form}.report.json")
@@ -129,10 +169,11 @@ def check_model(etc, fixtures, name, work, cuda, rows, failures):
             "ops": rep["ops"]["total"], "delegates": len(rep["partitions"]),
             "h2d": copies["h2d"], "d2h": copies["d2h"],
             "planned": planned, "bound": bound,
-            "max_abs": worst_abs, "max_rel": worst_rel, "scaled": worst_scaled,
+            "max_abs": worst_abs, "max_rel": worst_rel, "scaled": worst_scaled, "et": et_diff,
         })
         print(f"{'ok  ' if ok else 'FAIL'} {tag}: max abs {worst_abs:.3g} "
-              f"({worst_scaled:.3g} of the output's scale), max rel {worst_rel:.3g}; cuda:0: {rep['ops']['total']} ops in "
+              f"({worst_scaled:.3g} of the output's scale), max rel {worst_rel:.3g}; "
+              f"ExecuTorch vs etc {'refused' if et_diff is None else format(et_diff, '.3g')}; cuda:0: {rep['ops']['total']} ops in "
               f"{len(rep['partitions'])} delegate(s), {copies['h2d']} h2d + {copies['d2h']} d2h, "
               f"{planned} bytes planned (lower bound {bound})", flush=True)
 
@@ -162,12 +203,14 @@ def main(argv):
     if table:
         with open(table, "w") as f:
             f.write("| model | form | ops | delegates | copies (h2d + d2h) | planned bytes "
-                    "(lower bound) | max abs err | max abs err / max abs output | max rel err (per element) |\n"
-                    "|---|---|---|---|---|---|---|---|---|\n")
+                    "(lower bound) | max abs err | max abs err / max abs output | max rel err (per element) "
+                    "| ExecuTorch runs etc's CPU program: max abs diff from etc |\n"
+                    "|---|---|---|---|---|---|---|---|---|---|\n")
             for r in rows:
                 f.write(f"| {r['model']} | {r['form']} | {r['ops']} | {r['delegates']} | "
                         f"{r['h2d']} + {r['d2h']} | {r['planned']:,} ({r['bound']:,}) | "
-                        f"{r['max_abs']:.2g} | {r['scaled']:.2g} | {r['max_rel']:.2g} |\n")
+                        f"{r['max_abs']:.2g} | {r['scaled']:.2g} | {r['max_rel']:.2g} | "
+                        f"{'refused' if r['et'] is None else format(r['et'], '.2g')} |\n")
     print(f"torch_models_test: {len(rows) * 1} program(s) checked, {len(failures)} failure(s)"
           + ("" if cuda else "; no CUDA device: the cuda:0 exports were not run"))
     for f in failures:

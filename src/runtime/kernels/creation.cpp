@@ -24,6 +24,23 @@ Status to_copy_kernel(KernelContext& ctx, std::span<Value*> args) {
   return Status();
 }
 
+// _to_copy.out as PyTorch declares it (and ExecuTorch's portable kernel takes it): (self, *,
+// non_blocking, memory_format, out), converting to the out tensor's dtype. Programs etc wrote
+// before 2026-12-01 pass the functional form's arguments too (dtype, layout, device,
+// pin_memory); they still run.
+Status to_copy_out_kernel(KernelContext& ctx, std::span<Value*> args) {
+  if (args.size() == 9) return to_copy_kernel(ctx, args);
+  ETC_RETURN_IF_ERROR(check_args(
+      ctx, args,
+      {{"self", Arg::kTensor}, {"non_blocking", Arg::kBool}, {"memory_format", Arg::kOptEnum}},
+      {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  TensorView& out = out_arg(args, 3);
+  ETC_RETURN_IF_ERROR(check_out_shape(ctx, out, self.sizes));
+  convert_elements(self.data, self.dtype, out.data, out.dtype, out.numel());
+  return Status();
+}
+
 // ExecuTorch's edge dialect writes clone/contiguous as dim_order_ops::_clone_dim_order and
 // _to_copy as dim_order_ops::_to_dim_order_copy; both out variants are (self, non_blocking,
 // dim_order?, out). A clone keeps the dtype; a copy converts to the out tensor's.
@@ -149,8 +166,8 @@ Status constant_default_kernel(KernelContext& ctx, std::span<Value*> args) {
 }  // namespace
 
 Status register_creation_kernels(OperatorRegistry& r) {
-  ETC_RETURN_IF_ERROR(
-      register_kernel(r, {"aten::_to_copy.out", "aten::_to_copy.default"}, to_copy_kernel));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::_to_copy.default"}, to_copy_kernel));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::_to_copy.out"}, to_copy_out_kernel));
   ETC_RETURN_IF_ERROR(
       register_kernel(r, {"dim_order_ops::_to_dim_order_copy.out"}, dim_order_copy_kernel<true>));
   ETC_RETURN_IF_ERROR(
