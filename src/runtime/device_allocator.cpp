@@ -47,6 +47,13 @@ Result<DeviceBuffer> DeviceBuffer::allocate(const DeviceAllocatorRegistry& regis
   b.alignment_ = alignment;
   if (bytes == 0) return b;
   if (device.is_cpu()) {
+    if (registry.host_allocation_limit() != 0 && bytes > registry.host_allocation_limit()) {
+      return Status(ErrorCode::kDeviceUnavailable,
+                    "out of host memory allocating " + std::to_string(bytes) +
+                        " bytes (the runtime's budget is " +
+                        std::to_string(registry.host_allocation_limit()) +
+                        " bytes per allocation)");
+    }
     b.data_ = ::operator new(bytes, std::align_val_t(alignment), std::nothrow);
     if (b.data_ == nullptr) {
       return Status(ErrorCode::kDeviceUnavailable,
@@ -118,11 +125,18 @@ Result<void*> HostBackedAllocator::allocate(size_t bytes, size_t alignment, int8
     return Status(ErrorCode::kDeviceUnavailable,
                   "device " + to_string(Device{type_, index}) + " does not exist");
   }
+  if (capacity_ != 0 && bytes > capacity_ - std::min(capacity_, live_bytes_[index])) {
+    return Status(ErrorCode::kDeviceUnavailable,
+                  "out of device memory allocating " + std::to_string(bytes) + " bytes on " +
+                      to_string(Device{type_, index}) + " (" + std::to_string(live_bytes_[index]) +
+                      " of " + std::to_string(capacity_) + " bytes in use)");
+  }
   alignment = std::max<size_t>(alignment, 256);
   void* p = ::operator new(std::max<size_t>(bytes, 1), std::align_val_t(alignment), std::nothrow);
   if (p == nullptr) return Status(ErrorCode::kDeviceUnavailable, "out of memory");
   std::memset(p, 0, bytes);
   blocks_[static_cast<const char*>(p)] = Block{bytes, alignment, index};
+  live_bytes_[index] += bytes;
   ++counters_.allocations;
   counters_.bytes_allocated += bytes;
   return p;
@@ -133,6 +147,7 @@ void HostBackedAllocator::deallocate(void* ptr, int8_t) {
   auto it = blocks_.find(static_cast<const char*>(ptr));
   if (it == blocks_.end()) return;  // not ours: refuse to free it (counted as a bug by tests)
   ::operator delete(ptr, std::align_val_t(it->second.alignment));
+  live_bytes_[it->second.index] -= it->second.size;
   blocks_.erase(it);
   ++counters_.deallocations;
 }

@@ -41,9 +41,15 @@ class DeviceAllocatorRegistry {
   DeviceAllocator* find(DeviceType type) const;
   // The allocator for `device`, or a kDeviceUnavailable error that says what to do.
   Result<DeviceAllocator*> for_device(Device device) const;
+  // A budget for one host (CPU) allocation of DeviceBuffer::allocate: larger requests fail
+  // as out of host memory without asking the system (0: no budget). For embedders and the
+  // fuzz harness, where a program's claims must not exhaust the machine.
+  void set_host_allocation_limit(size_t bytes) { host_limit_ = bytes; }
+  size_t host_allocation_limit() const { return host_limit_; }
 
  private:
   std::map<DeviceType, std::unique_ptr<DeviceAllocator>> allocators_;
+  size_t host_limit_ = 0;
 };
 
 // An owning block of memory on one device: host memory (aligned new) for the CPU, the
@@ -76,7 +82,9 @@ class DeviceBuffer {
 // frees and copies, and knows which pointers it handed out.
 class HostBackedAllocator final : public DeviceAllocator {
  public:
-  explicit HostBackedAllocator(DeviceType type, int count = 1) : type_(type), count_(count) {}
+  // `capacity`: bytes each emulated device holds (live allocations together); 0: unlimited.
+  explicit HostBackedAllocator(DeviceType type, int count = 1, size_t capacity = 0)
+      : type_(type), count_(count), capacity_(capacity) {}
   ~HostBackedAllocator() override;
 
   DeviceType type() const override { return type_; }
@@ -111,7 +119,9 @@ class HostBackedAllocator final : public DeviceAllocator {
   };
   DeviceType type_;
   int count_;
+  size_t capacity_;
   bool fail_next_ = false;
+  std::map<int8_t, size_t> live_bytes_;  // per device index
   mutable std::mutex mu_;
   std::map<const char*, Block> blocks_;  // start -> block
   Counters counters_;

@@ -22,7 +22,10 @@ struct OwnedRuntime {
 };
 
 // CPU kernels + copies, and CUDA memory emulated in host memory (cuda:0..cuda:`cuda_devices`-1)
-// with delegates run by the CPU reference backend.
-Result<std::unique_ptr<OwnedRuntime>> make_cpu_runtime(int cuda_devices = 8);
+// with delegates run by the CPU reference backend. `memory_limit` (0: none) bounds each host
+// allocation and each emulated device's capacity: a program asking for more fails to load
+// with an out-of-memory error (exit 4) instead of exhausting the machine.
+Result<std::unique_ptr<OwnedRuntime>> make_cpu_runtime(int cuda_devices = 8,
+                                                       size_t memory_limit = 0);
 
 }  // namespace etc::rt

@@ -117,6 +117,30 @@ TEST_CASE("device buffers are freed exactly once, also when moved and on failure
   CHECK_FALSE(*mock->owns(host->data()));
 }
 
+TEST_CASE("a memory budget bounds host allocations and emulated device memory") {
+  DeviceAllocatorRegistry r;
+  auto owned = std::make_unique<HostBackedAllocator>(DeviceType::kCUDA, 2, 1000);
+  HostBackedAllocator* mock = owned.get();
+  REQUIRE(r.add(std::move(owned)).ok());
+  r.set_host_allocation_limit(500);
+  Result<DeviceBuffer> a = DeviceBuffer::allocate(r, kCuda0, 600, 256);
+  REQUIRE(a.ok());
+  // 600 of 1000 bytes in use on cuda:0: 500 more do not fit there, but do on cuda:1.
+  Result<DeviceBuffer> b = DeviceBuffer::allocate(r, kCuda0, 500, 256);
+  REQUIRE_FALSE(b.ok());
+  CHECK(b.status().code() == ErrorCode::kDeviceUnavailable);
+  CHECK(b.status().message().find("600 of 1000 bytes in use") != std::string::npos);
+  CHECK(DeviceBuffer::allocate(r, Device{DeviceType::kCUDA, 1}, 500, 256).ok());
+  { DeviceBuffer gone = std::move(a).value(); }
+  CHECK(DeviceBuffer::allocate(r, kCuda0, 1000, 256).ok());  // freed memory counts again
+  CHECK(mock->counters().allocations == 3);
+  Result<DeviceBuffer> host = DeviceBuffer::allocate(r, Device{}, 501, 64);
+  REQUIRE_FALSE(host.ok());
+  CHECK(host.status().code() == ErrorCode::kDeviceUnavailable);
+  CHECK(host.status().message().find("budget is 500 bytes") != std::string::npos);
+  CHECK(DeviceBuffer::allocate(r, Device{}, 500, 64).ok());
+}
+
 TEST_CASE("loading lists every missing operator at once") {
   pte::File f = export_add(ExportOptions{.target = Device{}});
   OperatorRegistry empty;

@@ -7,6 +7,8 @@
 #include <random>
 
 #include "passes/graph_builder.h"
+#include "runtime/method.h"
+#include "runtime/runtime_env.h"
 #include "serialize/emitter.h"
 #include "serialize/pte_dump.h"
 #include "serialize/pte_reader.h"
@@ -369,6 +371,25 @@ TEST_CASE("inputs the fuzzer found are read without undefined behaviour") {
       CHECK(f.status().code() != ErrorCode::kInternal);
     }
   }
+}
+
+TEST_CASE("a delegate whose own plan claims 64 GiB fails to load cleanly under a budget") {
+  // delegate_workspace_64gib.pte: fuzz_pte's campaign found a program whose delegate blob
+  // plans a 64 GiB workspace in emulated CUDA memory (the harness bounded only the top-level
+  // buffers; ASan aborted on the allocation). With the runtime's memory budget the load is an
+  // out-of-memory error (exit 4), as a real device would give.
+  Result<std::shared_ptr<const Blob>> blob =
+      map_file(kSource + "/test/serialize/regressions/delegate_workspace_64gib.pte");
+  REQUIRE(blob.ok());
+  Result<pte::File> f = read_pte(*blob, "x.pte");
+  REQUIRE(f.ok());
+  auto runtime = rt::make_cpu_runtime(8, size_t{64} << 20);
+  REQUIRE(runtime.ok());
+  Result<std::unique_ptr<rt::Method>> m = rt::Method::load(*f, 0, (*runtime)->env());
+  REQUIRE_FALSE(m.ok());
+  CHECK(m.status().code() == ErrorCode::kDeviceUnavailable);
+  CHECK(m.status().to_string().find("out of device memory allocating 68719607808 bytes") !=
+        std::string::npos);
 }
 
 TEST_CASE("sizes no machine can address are invalid programs, located") {
