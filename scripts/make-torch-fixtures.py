@@ -5,6 +5,8 @@ For each model, into OUT/NAME/:
   model.pt2        torch.export.export(...) saved by torch.export.save (the TRAINING dialect)
   model.core.pt2   the same program after ep.run_decompositions() (Core ATen, what
                    ExecuTorch's edge dialect takes)
+  model.et.pte     ExecuTorch's own program for it (to_edge -> to_executorch: portable
+                   operators, no delegate), for running ExecuTorch's output in etc
   input_<i>.npy    the example inputs, in the program's user-input order
   expected_<i>.npy PyTorch eager's outputs on those inputs
   meta.json        names, shapes, the PyTorch version and each form's op counts
@@ -319,6 +321,13 @@ def make(name, out_dir):
     os.makedirs(out_dir, exist_ok=True)
     torch.export.save(ep, os.path.join(out_dir, "model.pt2"))
     torch.export.save(core, os.path.join(out_dir, "model.core.pt2"))
+    import time
+    from executorch.exir import to_edge
+    start = time.perf_counter()
+    et_program = to_edge(ep).to_executorch()
+    et_seconds = time.perf_counter() - start
+    with open(os.path.join(out_dir, "model.et.pte"), "wb") as f:
+        f.write(et_program.buffer)
     for i, t in enumerate(inputs):
         np.save(os.path.join(out_dir, f"input_{i}.npy"), t.numpy())
     for i, t in enumerate(expected):
@@ -331,6 +340,7 @@ def make(name, out_dir):
         "outputs": [{"dtype": str(t.dtype), "shape": list(t.shape)} for t in expected],
         "parameters": sum(p.numel() for p in model.parameters()),
         "dynamic": dynamic is not None,
+        "executorch_export_seconds": round(et_seconds, 3),
         "ops": {"model.pt2": op_counts(ep), "model.core.pt2": op_counts(core)},
     }
     with open(os.path.join(out_dir, "meta.json"), "w") as f:

@@ -146,6 +146,24 @@ TEST_CASE("convolution single-value and empty-batch forms") {
               .ok());
 }
 
+TEST_CASE("1-d convolution (ExecuTorch's programs for Conv1d) as a 2-d one of height 1") {
+  Call c("aten::convolution.out");
+  Value* x = c.random(DType::kFloat32, {2, 4, 11}, 7);
+  Value* w = c.random(DType::kFloat32, {6, 2, 3}, 8);
+  Value* b = c.random(DType::kFloat32, {6}, 9);
+  // stride 2, padding 1, dilation 2, groups 2: out length (11 + 2 - 4 - 1) / 2 + 1 = 5.
+  Value* out = c.out(DType::kFloat32, {2, 6, 5});
+  REQUIRE(c.run({x, w, b, c.ints({2}), c.ints({1}), c.ints({2}), c.b(false), c.ints({0}), c.i(2)},
+                {out})
+              .ok());
+  ConvCase k{2, 4, 1, 11, 6, 1, 3, 1, 2, 0, 1, 1, 2, 2, false, 0, 0, true};
+  require_close(read(out), conv_ref(k, read(x), read(w), read(b), 1, 5), Tolerance{1e-5, 1e-5});
+  CHECK(c.run({x, w, b, c.ints({2, 2}), c.ints({1}), c.ints({2}), c.b(false), c.ints({0}), c.i(2)},
+              {c.out(DType::kFloat32, {2, 6, 5})})
+            .message()
+            .find("a 1-d convolution takes one value") != std::string::npos);
+}
+
 TEST_CASE("convolution errors") {
   Call c("aten::convolution.out");
   Value* x = c.random(DType::kFloat32, {1, 4, 5, 5}, 1);

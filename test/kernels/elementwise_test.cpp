@@ -286,6 +286,30 @@ TEST_CASE("eq.Scalar and logical_not give bool tensors") {
   require_close(read(nout), {0, 1, 1, 0}, DType::kBool);
 }
 
+TEST_CASE("le.Scalar and logical_and (broadcasting) give bool tensors") {
+  Call c("aten::le.Scalar_out");
+  Value* x = c.tensor(DType::kInt64, {5}, {-2, -1, 0, 1, 2});
+  Value* out = c.out(DType::kBool, {5});
+  REQUIRE(c.run({x, c.i(0)}, {out}).ok());
+  require_close(read(out), {1, 1, 1, 0, 0}, DType::kBool);
+  Value* f = c.tensor(DType::kFloat32, {3}, {0.25, NAN, -INFINITY});
+  Value* fout = c.out(DType::kBool, {3});
+  REQUIRE(c.run({f, c.d(0.25)}, {fout}).ok());
+  require_close(read(fout), {1, 0, 1}, DType::kBool);
+
+  Call a("aten::logical_and.out");
+  Value* p = a.tensor(DType::kBool, {2, 1}, {1, 0});
+  Value* q = a.tensor(DType::kFloat32, {3}, {0.5, 0, NAN});
+  Value* aout = a.out(DType::kBool, {2, 3});
+  REQUIRE(a.run({p, q}, {aout}).ok());
+  require_close(read(aout), {1, 0, 1, 0, 0, 0}, DType::kBool);
+  CHECK(a.run({p, a.tensor(DType::kBool, {4}, {1, 1, 1, 1})}, {a.out(DType::kBool, {2, 4})}).ok());
+  CHECK(a.run({a.tensor(DType::kBool, {3}, {1, 1, 1}), a.tensor(DType::kBool, {2}, {1, 1})},
+              {a.out(DType::kBool, {3})})
+            .message()
+            .find("cannot be broadcast") != std::string::npos);
+}
+
 TEST_CASE("where.self broadcasts condition, self and other") {
   struct Case {
     Sizes c, a, b;

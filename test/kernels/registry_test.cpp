@@ -61,6 +61,16 @@ const char* const kPortableNames[] = {
     "aten::full.out",
     "aten::ones.out",
     "aten::zeros.out",
+    // What ExecuTorch's programs for PyTorch's decompositions call (masks, positions,
+    // safe softmax).
+    "aten::eq.Scalar_out",
+    "aten::le.Scalar_out",
+    "aten::logical_not.out",
+    "aten::logical_and.out",
+    "aten::any.out",
+    "aten::arange.start_out",
+    "aten::full_like.out",
+    "aten::scalar_tensor.out",
 };
 
 TEST_CASE("every portable out-variant kernel is registered") {

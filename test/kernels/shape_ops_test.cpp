@@ -374,6 +374,40 @@ TEST_CASE("_to_copy.out as PyTorch declares it: (self, non_blocking, memory_form
         "aten::_to_copy.out: out has shape [3], expected [2]");
 }
 
+TEST_CASE("arange.start_out, full_like.out and scalar_tensor.out") {
+  {
+    Call c("aten::arange.start_out");
+    Value* out = c.out(DType::kInt64, {4});
+    REQUIRE(c.run({c.i(2), c.i(10), c.i(2)}, {out}).ok());
+    require_close(read(out), {2, 4, 6, 8}, DType::kInt64);
+    Value* fout = c.out(DType::kFloat32, {3});
+    REQUIRE(c.run({c.d(0), c.d(1.5), c.d(0.5)}, {fout}).ok());
+    require_close(read(fout), {0, 0.5, 1}, DType::kFloat32);
+    Value* down = c.out(DType::kInt64, {3});
+    REQUIRE(c.run({c.i(3), c.i(0), c.i(-1)}, {down}).ok());
+    require_close(read(down), {3, 2, 1}, DType::kInt64);
+    CHECK(c.run({c.i(0), c.i(10), c.i(3)}, {c.out(DType::kInt64, {3})}).message() ==
+          "aten::arange.start_out: out has shape [3], expected [4]");
+    CHECK(c.run({c.i(0), c.i(10), c.i(0)}, {c.out(DType::kInt64, {1})}).message() ==
+          "aten::arange.start_out: arange needs finite bounds and a non-zero step");
+  }
+  {
+    Call c("aten::full_like.out");
+    Value* x = c.random(DType::kFloat16, {2, 3}, 5);
+    Value* out = c.out(DType::kFloat16, {2, 3});
+    REQUIRE(c.run({x, c.d(-2.5), c.none()}, {out}).ok());
+    require_close(read(out), std::vector<double>(6, -2.5), DType::kFloat16);
+    CHECK(c.run({x, c.d(1), c.none()}, {c.out(DType::kFloat16, {3, 2})}).message().find("shape") !=
+          std::string::npos);
+  }
+  {
+    Call c("aten::scalar_tensor.out");
+    Value* out = c.out(DType::kFloat32, {});
+    REQUIRE(c.run({c.d(-INFINITY)}, {out}).ok());
+    CHECK(read(out)[0] == -INFINITY);
+  }
+}
+
 TEST_CASE("embedding gathers rows and checks indices") {
   for (DType wdt : {DType::kFloat32, DType::kFloat16, DType::kInt64}) {
     for (DType idt : {DType::kInt64, DType::kInt32}) {

@@ -15,7 +15,11 @@ inputs in and its outputs out. On a machine with a CUDA device the cuda:0 export
 with `--device cuda --verify`.
 
 ExecuTorch's runtime (from PyPI, program verification InternalConsistency) also loads and
-runs each --target cpu export; its outputs must match etc's within the same tolerance.
+runs each --target cpu export; its outputs must match etc's within the same tolerance. The
+other way round, etc runs ExecuTorch's own program for each model (model.et.pte: to_edge ->
+to_executorch, portable operators) and must match PyTorch eager within the same tolerance;
+a program with bounded dynamic shapes is refused with the expected sizes (etc's runtime
+binds static shapes).
 
 Exit status: 0 when every model matches, 1 otherwise (each failure is listed).
 """
@@ -49,16 +53,57 @@ def executorch_outputs(pte, input_files):
         return f"{type(e).__name__}: {e}"
 
 
+def check_executorch_program(etc, d, meta, inputs, expected, work, failures):
+    """etc runs ExecuTorch's program for the model; returns the max abs error or a note."""
+    name = meta["name"]
+    pte = os.path.join(d, "model.et.pte")
+    out_dir = os.path.join(work, f"{name}.et.out")
+    cmd = [etc, "run", pte, "--device", "cpu", "--output-dir", out_dir]
+    for i, f in enumerate(inputs):
+        cmd += ["--input", f"{i}={os.path.join(d, f)}"]
+    r = run(cmd)
+    if meta.get("dynamic"):
+        if r.returncode == 1 and "must be" in r.stdout:
+            return "refused (bounded dynamic shape)"
+        failures.append(f"{name}: ExecuTorch's program with a bounded dynamic shape: exit "
+                        f"{r.returncode}, expected a clear refusal:\n{r.stdout}")
+        return "FAIL"
+    if r.returncode != 0:
+        failures.append(f"{name}: etc cannot run ExecuTorch's program (exit {r.returncode}):\n{r.stdout}")
+        return "FAIL"
+    worst = 0.0
+    for i, want in enumerate(expected):
+        got = np.load(os.path.join(out_dir, f"output_{i}.npy"))
+        if got.shape != want.shape:
+            failures.append(f"{name}: ExecuTorch's program in etc: output {i} is {got.shape}")
+            return "FAIL"
+        diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
+        worst = max(worst, float(diff.max(initial=0.0)))
+        scale = float(np.abs(want.astype(np.float64)).max(initial=0.0))
+        if (diff > RTOL * np.abs(want) + ATOL * scale).any():
+            failures.append(f"{name}: ExecuTorch's program in etc differs from PyTorch by up to "
+                            f"{float(diff.max()):.3g}")
+            return "FAIL"
+    return worst
+
+
 def cuda_available(etc):
     out = run([etc, "--version"]).stdout
     return "CUDA support: built in" in out and "CUDA devices: none" not in out
 
 
-def check_model(etc, fixtures, name, work, cuda, rows, failures):
+def check_model(etc, fixtures, name, work, cuda, rows, et_rows, failures):
     d = os.path.join(fixtures, name)
     meta = json.load(open(os.path.join(d, "meta.json")))
     inputs = sorted(f for f in os.listdir(d) if f.startswith("input_"))
     expected = [np.load(os.path.join(d, f"expected_{i}.npy")) for i in range(len(meta["outputs"]))]
+    et_result = check_executorch_program(etc, d, meta, inputs, expected, work, failures)
+    print(f"{'FAIL' if et_result == 'FAIL' else 'ok  '} {name}: ExecuTorch's program "
+          f"(exported in {meta.get('executorch_export_seconds', '?')} s) in etc: "
+          f"{et_result if isinstance(et_result, str) else f'max abs err {et_result:.3g}'}",
+          flush=True)
+    et_rows.append({"model": name, "result": et_result,
+                    "seconds": meta.get("executorch_export_seconds")})
     # Programs with symbolic dims take the example inputs' sizes.
     shapes = []
     if meta.get("dynamic"):
@@ -196,10 +241,10 @@ def main(argv):
         print(f"torch_models_test: no fixtures under {fixtures}", file=sys.stderr)
         return 1
     cuda = cuda_available(etc)
-    rows, failures = [], []
+    rows, et_rows, failures = [], [], []
     with tempfile.TemporaryDirectory() as work:
         for name in names:
-            check_model(etc, fixtures, name, work, cuda, rows, failures)
+            check_model(etc, fixtures, name, work, cuda, rows, et_rows, failures)
     if table:
         with open(table, "w") as f:
             f.write("| model | form | ops | delegates | copies (h2d + d2h) | planned bytes "
@@ -211,6 +256,11 @@ def main(argv):
                         f"{r['h2d']} + {r['d2h']} | {r['planned']:,} ({r['bound']:,}) | "
                         f"{r['max_abs']:.2g} | {r['scaled']:.2g} | {r['max_rel']:.2g} | "
                         f"{'refused' if r['et'] is None else format(r['et'], '.2g')} |\n")
+            f.write("\n| model | ExecuTorch's program (to_edge -> to_executorch) run by etc: "
+                    "max abs err from PyTorch |\n|---|---|\n")
+            for r in et_rows:
+                res = r["result"]
+                f.write(f"| {r['model']} | {res if isinstance(res, str) else format(res, '.2g')} |\n")
     print(f"torch_models_test: {len(rows) * 1} program(s) checked, {len(failures)} failure(s)"
           + ("" if cuda else "; no CUDA device: the cuda:0 exports were not run"))
     for f in failures:

@@ -281,9 +281,36 @@ Status convolution_kernel(KernelContext& ctx, std::span<Value*> args) {
   const bool transposed = args[6]->b;
   const int64_t groups = args[8]->i;
   TensorView& out = out_arg(args, 9);
+  if (x.rank() == 3 && w.rank() == 3 && out.rank() == 3) {
+    // 1-d (ExecuTorch's programs for Conv1d): the same data as [N, C, 1, L] with a
+    // [O, I, 1, K] kernel; one stride/padding/dilation becomes (1|0|1, value).
+    std::vector<Value> copies(args.size());
+    std::vector<Value*> ptrs(args.size());
+    for (size_t i = 0; i < args.size(); ++i) {
+      copies[i] = *args[i];
+      ptrs[i] = &copies[i];
+    }
+    for (size_t t : {size_t{0}, size_t{1}, size_t{9}, args.size() - 1}) {
+      if (copies[t].kind == Value::Kind::kTensor && copies[t].tensor.rank() == 3) {
+        copies[t].tensor.sizes.insert(copies[t].tensor.sizes.begin() + 2, 1);
+      }
+    }
+    const int64_t lead[] = {1, 0, 1, 0};  // stride, padding, dilation, output_padding
+    const size_t list_args[] = {3, 4, 5, 7};
+    for (int k = 0; k < 4; ++k) {
+      std::vector<int64_t>& v = copies[list_args[k]].ints;
+      if (v.size() != 1) {
+        return ctx.error(
+            "a 1-d convolution takes one value for stride, padding, dilation and "
+            "output_padding");
+      }
+      v.insert(v.begin(), lead[k]);
+    }
+    return convolution_kernel(ctx, ptrs);
+  }
   if (x.rank() != 4 || w.rank() != 4) {
-    return ctx.error("only 2-d convolution is supported: input " + shape_str(x.sizes) +
-                     " and weight " + shape_str(w.sizes) + " must have rank 4");
+    return ctx.error("only 1-d and 2-d convolutions are supported: input " + shape_str(x.sizes) +
+                     " and weight " + shape_str(w.sizes) + " must both have rank 3 or 4");
   }
   if (!dtype_is_float(x.dtype)) {
     return unsupported_dtype(ctx, "input", x.dtype, "a floating-point dtype");

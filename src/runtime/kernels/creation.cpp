@@ -1,4 +1,6 @@
 // Type conversion, indexing and creation kernels: _to_copy, embedding, full, ones, zeros.
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "runtime/kernels/kernel_util.h"
@@ -163,9 +165,56 @@ Status constant_default_kernel(KernelContext& ctx, std::span<Value*> args) {
   return fill(ctx, args[0]->ints, opt_dtype_arg(args, 1), v, out_arg(args, 5));
 }
 
+// The out variants ExecuTorch's programs use for values PyTorch's decompositions create
+// (masks and positions): arange.start_out, full_like.out, scalar_tensor.out.
+Status arange_start_out_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(
+      ctx, args, {{"start", Arg::kScalar}, {"end", Arg::kScalar}, {"step", Arg::kScalar}},
+      {"out"}));
+  TensorView& out = out_arg(args, 3);
+  const double start = args[0]->scalar_as_double(), end = args[1]->scalar_as_double(),
+               step = args[2]->scalar_as_double();
+  if (step == 0 || !std::isfinite(start) || !std::isfinite(end) || !std::isfinite(step)) {
+    return ctx.error("arange needs finite bounds and a non-zero step");
+  }
+  const double count = std::max(0.0, std::ceil((end - start) / step));
+  const std::vector<int64_t> shape{static_cast<int64_t>(count)};
+  ETC_RETURN_IF_ERROR(check_out_shape(ctx, out, shape));
+  const bool integral = args[0]->kind != Value::Kind::kDouble &&
+                        args[1]->kind != Value::Kind::kDouble &&
+                        args[2]->kind != Value::Kind::kDouble;
+  visit_dtype(out.dtype, [&]<typename T>() {
+    T* o = out.data_as<T>();
+    for (int64_t i = 0; i < out.numel(); ++i) {
+      if (integral) {
+        o[i] = convert<T>(args[0]->scalar_as_int() + args[2]->scalar_as_int() * i);
+      } else {
+        o[i] = convert<T>(start + step * static_cast<double>(i));
+      }
+    }
+  });
+  return Status();
+}
+
+Status full_like_out_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(
+      ctx, args,
+      {{"self", Arg::kTensor}, {"fill_value", Arg::kScalar}, {"memory_format", Arg::kOptEnum}},
+      {"out"}));
+  return fill(ctx, tensor_arg(args, 0).sizes, std::nullopt, *args[1], out_arg(args, 3));
+}
+
+Status scalar_tensor_out_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args, {{"s", Arg::kScalar}}, {"out"}));
+  return fill(ctx, std::vector<int64_t>{}, std::nullopt, *args[0], out_arg(args, 1));
+}
+
 }  // namespace
 
 Status register_creation_kernels(OperatorRegistry& r) {
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::arange.start_out"}, arange_start_out_kernel));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::full_like.out"}, full_like_out_kernel));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::scalar_tensor.out"}, scalar_tensor_out_kernel));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::_to_copy.default"}, to_copy_kernel));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::_to_copy.out"}, to_copy_out_kernel));
   ETC_RETURN_IF_ERROR(

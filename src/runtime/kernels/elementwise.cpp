@@ -310,6 +310,70 @@ Status eq_scalar(KernelContext& ctx, std::span<Value*> args) {
   return Status();
 }
 
+// le.Scalar (self <= other, compared as eq.Scalar compares) and logical_and (broadcasting).
+Status le_scalar(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(
+      check_args(ctx, args, {{"self", Arg::kTensor}, {"other", Arg::kScalar}}, {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  const Value& other = *args[1];
+  TensorView& out = out_arg(args, 2);
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, self.sizes, DType::kBool));
+  auto* o = out.data_as<uint8_t>();
+  const int64_t n = self.numel();
+  const bool float_other = other.kind == Value::Kind::kDouble;
+  visit_dtype(self.dtype, [&]<typename T>() {
+    const T* x = self.data_as<const T>();
+    using C = ComputeT<T>;
+    if (std::is_floating_point_v<C> || float_other) {
+      const double y = other.scalar_as_double();
+      for (int64_t i = 0; i < n; ++i)
+        o[i] = static_cast<double>(convert<C>(x[i])) <= y ? 1 : 0;
+    } else {
+      const int64_t y = other.scalar_as_int();
+      for (int64_t i = 0; i < n; ++i)
+        o[i] = static_cast<int64_t>(convert<C>(x[i])) <= y ? 1 : 0;
+    }
+  });
+  return Status();
+}
+
+Status logical_and(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(
+      check_args(ctx, args, {{"self", Arg::kTensor}, {"other", Arg::kTensor}}, {"out"}));
+  const TensorView& a = tensor_arg(args, 0);
+  const TensorView& b = tensor_arg(args, 1);
+  TensorView& out = out_arg(args, 2);
+  auto shape = broadcast_shapes(a.sizes, b.sizes);
+  if (!shape) {
+    return ctx.error("self " + shape_str(a.sizes) + " and other " + shape_str(b.sizes) +
+                     " cannot be broadcast together");
+  }
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, *shape, DType::kBool));
+  if (out.numel() == 0) return Status();
+  // Each operand as 0/1 bytes, then the broadcast AND.
+  auto truth = [](const TensorView& t) {
+    std::vector<uint8_t> v(static_cast<size_t>(t.numel()));
+    visit_dtype(t.dtype, [&]<typename T>() {
+      const T* x = t.data_as<const T>();
+      using C = ComputeT<T>;
+      for (size_t i = 0; i < v.size(); ++i)
+        v[i] = convert<C>(x[i]) != C(0) ? 1 : 0;
+    });
+    return v;
+  };
+  std::vector<uint8_t> av = truth(a), bv = truth(b);
+  uint8_t* o = out.data_as<uint8_t>();
+  std::vector<int64_t> so = contiguous_strides(out.sizes);
+  std::vector<int64_t> sa = broadcast_strides(a.sizes, out.sizes);
+  std::vector<int64_t> sb = broadcast_strides(b.sizes, out.sizes);
+  StridedLoop<3> loop(out.sizes, {so, sa, sb});
+  loop.for_each_run([&](int64_t n, const auto& off, const auto& st) {
+    for (int64_t i = 0; i < n; ++i)
+      o[off[0] + i * st[0]] = av[off[1] + i * st[1]] & bv[off[2] + i * st[2]];
+  });
+  return Status();
+}
+
 Status logical_not(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args, {{"self", Arg::kTensor}}, {"out"}));
   const TensorView& self = tensor_arg(args, 0);
@@ -492,6 +556,8 @@ Status register_elementwise_kernels(OperatorRegistry& r) {
                                       pow_tensor_scalar));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::where.self_out", "aten::where.self"}, where_self));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::eq.Scalar_out", "aten::eq.Scalar"}, eq_scalar));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::le.Scalar_out"}, le_scalar));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::logical_and.out"}, logical_and));
   ETC_RETURN_IF_ERROR(
       register_kernel(r, {"aten::logical_not.out", "aten::logical_not.default"}, logical_not));
   ETC_RETURN_IF_ERROR(
