@@ -670,6 +670,16 @@ Result<DelegateProgram> read_delegate_program(std::span<const uint8_t> bytes,
     return invalid_input("not an etc CUDA delegate blob (identifier ECD1 missing)",
                          Location{.file = where});
   }
+  // FlatBuffers reads scalars and vectors in place, aligned relative to the buffer's start:
+  // a blob at a misaligned address (a segment at an odd offset in a damaged file) is read
+  // from an aligned copy, or the verifier itself would read misaligned memory.
+  std::vector<uint64_t> aligned;
+  if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(uint64_t) != 0) {
+    aligned.resize((bytes.size() + 7) / 8);
+    std::memcpy(aligned.data(), bytes.data(), bytes.size());
+    bytes =
+        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(aligned.data()), bytes.size());
+  }
   ETC_RETURN_IF_ERROR(verify_flatbuffer(bytes, where, /*delegate=*/true));
   const etc_delegate::DelegateProgram* d = etc_delegate::GetDelegateProgram(bytes.data());
   DelegateProgram out;
