@@ -55,10 +55,30 @@ for f in "$tmp"/bad/*.pte; do
     esac
   done
 done
+# `etc export` of each damaged model: exit 0 or 1 (a clean error), never anything else.
+# Sets $exported to the number of files tried.
+export_each() {
+  exported=0
+  local f rc
+  for f in "$@"; do
+    [[ -e "$f" ]] || continue
+    exported=$((exported + 1))
+    timeout 20 "$etc" export "$f" -o "$tmp/out.pte" >/dev/null 2>"$tmp/err"
+    rc=$?
+    case $rc in
+      0) ;;
+      1) clean_errors=$((clean_errors + 1)) ;;
+      *)
+        echo "FAIL: etc export $(basename "$f") exited $rc"
+        head -3 "$tmp/err"
+        failures=$((failures + 1))
+        ;;
+    esac
+  done
+}
 # ONNX models from libonnx-testdata (with initializers, attributes, several node kinds):
 # truncations and random byte changes through `etc export` (import + compile + write).
 onnx_dir=/usr/share/libonnx-testdata/data/node
-onnx_files=0
 for t in conv_with_strides_padding gemm_all_attributes batchnorm_example resize_upsample_scales_nearest; do
   [[ -f "$onnx_dir/test_$t/model.onnx" ]] && cp "$onnx_dir/test_$t/model.onnx" "$tmp/$t.onnx"
 done
@@ -78,21 +98,8 @@ for path in sorted(glob.glob(f"{d}/*.onnx")):
             b[rng.randrange(len(b))] = rng.randrange(256)
         open(f"{d}/badonnx/{stem}.byte{i}.onnx", "wb").write(bytes(b))
 PY
-for f in "$tmp"/badonnx/*.onnx; do
-  [[ -e "$f" ]] || continue
-  onnx_files=$((onnx_files + 1))
-  timeout 20 "$etc" export "$f" -o "$tmp/out.pte" >/dev/null 2>"$tmp/err"
-  rc=$?
-  case $rc in
-    0) ;;
-    1) clean_errors=$((clean_errors + 1)) ;;
-    *)
-      echo "FAIL: etc export $(basename "$f") exited $rc"
-      head -3 "$tmp/err"
-      failures=$((failures + 1))
-      ;;
-  esac
-done
+export_each "$tmp"/badonnx/*.onnx
+onnx_files=$exported
 # torch.export archives (test/torch/programs): truncations and random byte changes of the
 # archive (mostly CRC errors), and archives rezipped with valid CRCs around a damaged
 # program JSON or weights config, through `etc export`.
@@ -122,21 +129,7 @@ for path in sorted(glob.glob(f"{programs}/*.pt2")):
                     body = bytes(b)
                 z.writestr(name, body)
 PY
-pt2_files=0
-for f in "$tmp"/badpt2/*.pt2; do
-  [[ -e "$f" ]] || continue
-  pt2_files=$((pt2_files + 1))
-  timeout 20 "$etc" export "$f" -o "$tmp/out.pte" >/dev/null 2>"$tmp/err"
-  rc=$?
-  case $rc in
-    0) ;;
-    1) clean_errors=$((clean_errors + 1)) ;;
-    *)
-      echo "FAIL: etc export $(basename "$f") exited $rc"
-      head -3 "$tmp/err"
-      failures=$((failures + 1))
-      ;;
-  esac
-done
+export_each "$tmp"/badpt2/*.pt2
+pt2_files=$exported
 echo "corruption matrix: $files files x 2 commands, $onnx_files ONNX models and $pt2_files torch.export archives through export, $clean_errors clean errors, $failures failures"
 exit $((failures > 0))

@@ -40,6 +40,14 @@ def run(cmd):
     return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
+def compare(got, want):
+    """(max abs difference, whether it is within the tolerance of `want`'s scale)."""
+    diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    scale = float(np.abs(want.astype(np.float64)).max(initial=0.0))
+    bad = diff > RTOL * np.abs(want.astype(np.float64)) + ATOL * scale
+    return float(diff.max(initial=0.0)), bad
+
+
 def executorch_outputs(pte, input_files):
     """ExecuTorch's runtime on an etc-written program: its outputs, or an error string."""
     import torch
@@ -77,12 +85,11 @@ def check_executorch_program(etc, d, meta, inputs, expected, work, failures):
         if got.shape != want.shape:
             failures.append(f"{name}: ExecuTorch's program in etc: output {i} is {got.shape}")
             return "FAIL"
-        diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
-        worst = max(worst, float(diff.max(initial=0.0)))
-        scale = float(np.abs(want.astype(np.float64)).max(initial=0.0))
-        if (diff > RTOL * np.abs(want) + ATOL * scale).any():
+        err, bad = compare(got, want)
+        worst = max(worst, err)
+        if bad.any():
             failures.append(f"{name}: ExecuTorch's program in etc differs from PyTorch by up to "
-                            f"{float(diff.max()):.3g}")
+                            f"{err:.3g}")
             return "FAIL"
     return worst
 
@@ -170,12 +177,11 @@ def check_model(etc, fixtures, name, work, cuda, rows, et_rows, failures):
                                     f"{None if theirs is None else theirs.shape}, etc {got.shape}")
                     ok = False
                     continue
-                diff = np.abs(theirs.astype(np.float64) - got.astype(np.float64))
-                et_diff = max(et_diff, float(diff.max(initial=0.0)))
-                scale = float(np.abs(want.astype(np.float64)).max(initial=0.0))
-                if (diff > RTOL * np.abs(got) + ATOL * scale).any():
+                err, bad = compare(theirs, got)
+                et_diff = max(et_diff, err)
+                if bad.any():
                     failures.append(f"{tag}: ExecuTorch's runtime and etc differ on output {i} "
-                                    f"by up to {float(diff.max()):.3g}")
+                                    f"by up to {err:.3g}")
                     ok = False
 
         # The cuda:0 export: everything delegated, IO on the device, minimum copies.

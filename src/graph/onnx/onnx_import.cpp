@@ -5,6 +5,7 @@
 #include <limits>
 #include <sstream>
 
+#include "graph/import_report.h"
 #include "graph/onnx/node_context.h"
 #include "graph/onnx/onnx_reader.h"
 #include "graph/verifier.h"
@@ -467,30 +468,18 @@ Status Importer::read_inputs(const onnx::GraphProto& g) {
 
 Status Importer::report_unsupported(const onnx::GraphProto& g) {
   const auto& table = converters();
-  std::map<std::string, std::vector<std::string>> missing;  // op -> node names
+  std::map<std::string, UnsupportedOp> missing;  // op -> node names
   for (int i = 0; i < g.node_size(); ++i) {
     const onnx::NodeProto& n = g.node(i);
     std::string op = n.domain().empty() || n.domain() == "ai.onnx"
                          ? n.op_type()
                          : n.domain() + "::" + n.op_type();
     if (op == n.op_type() && table.count(op)) continue;
-    missing[op].push_back(n.name().empty() ? n.op_type() + "#" + std::to_string(i) : n.name());
+    missing[op].nodes.push_back(n.name().empty() ? n.op_type() + "#" + std::to_string(i)
+                                                 : n.name());
   }
   if (missing.empty()) return Status();
-  size_t total = 0;
-  std::string list;
-  for (const auto& [op, nodes] : missing) {
-    total += nodes.size();
-    list += "\n  " + op + " x" + std::to_string(nodes.size()) + ": ";
-    for (size_t k = 0; k < nodes.size() && k < 5; ++k)
-      list += (k ? ", " : "") + nodes[k];
-    if (nodes.size() > 5) list += ", ... (" + std::to_string(nodes.size() - 5) + " more)";
-  }
-  return etc::unsupported(std::to_string(total) + " node" + (total == 1 ? "" : "s") + " of " +
-                              std::to_string(missing.size()) + " op type" +
-                              (missing.size() == 1 ? "" : "s") +
-                              " that etc cannot import (see `etc ops --onnx`):" + list,
-                          at("/graph/node"));
+  return etc::unsupported(unsupported_ops_message(missing, "op type", "--onnx"), at("/graph/node"));
 }
 
 Status Importer::convert_nodes(const onnx::GraphProto& g) {

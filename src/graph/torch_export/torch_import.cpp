@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "graph/import_report.h"
 #include "graph/torch_export/pt2_archive.h"
 #include "graph/torch_export/torch_node.h"
 #include "graph/verifier.h"
@@ -1109,8 +1110,7 @@ std::string short_target(const Json& node) {
 Status Importer::report_unsupported() {
   const auto& table = torch_converters();
   const Json& nodes = program_["graph_module"]["graph"]["nodes"];
-  std::map<std::string, std::vector<std::string>> missing;
-  std::map<std::string, std::string> first_source;
+  std::map<std::string, UnsupportedOp> missing;
   for (size_t i = 0; i < nodes.size(); ++i) {
     std::string t = short_target(nodes[i]);
     if (t.empty()) {
@@ -1121,24 +1121,12 @@ Status Importer::report_unsupported() {
     std::string name = nodes[i].contains("name") && nodes[i]["name"].is_string()
                            ? nodes[i]["name"].get<std::string>()
                            : t + "#" + std::to_string(i);
-    missing[t].push_back(name);
-    if (!first_source.count(t)) first_source[t] = source_line(nodes[i]);
+    UnsupportedOp& u = missing[t];
+    if (u.nodes.empty()) u.source = source_line(nodes[i]);
+    u.nodes.push_back(name);
   }
   if (missing.empty()) return Status();
-  size_t total = 0;
-  std::string list;
-  for (const auto& [op, names] : missing) {
-    total += names.size();
-    list += "\n  " + op + " x" + std::to_string(names.size()) + ": ";
-    for (size_t k = 0; k < names.size() && k < 5; ++k)
-      list += (k ? ", " : "") + names[k];
-    if (names.size() > 5) list += ", ... (" + std::to_string(names.size() - 5) + " more)";
-    if (!first_source[op].empty()) list += "\n      at " + first_source[op];
-  }
-  return etc::unsupported(std::to_string(total) + " node" + (total == 1 ? "" : "s") + " of " +
-                              std::to_string(missing.size()) + " op" +
-                              (missing.size() == 1 ? "" : "s") +
-                              " that etc cannot import (see `etc ops --torch`):" + list,
+  return etc::unsupported(unsupported_ops_message(missing, "op", "--torch"),
                           at("/graph_module/graph/nodes"));
 }
 

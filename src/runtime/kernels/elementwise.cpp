@@ -282,61 +282,43 @@ Status where_self(KernelContext& ctx, std::span<Value*> args) {
 
 // ---- eq.Scalar and logical_not: bool results ----------------------------------------
 
-// eq.Scalar: self == other in the promoted compute type (a float scalar against an integer
-// tensor compares as double; NaN equals nothing).
+// eq.Scalar and le.Scalar: self <op> other in the promoted compute type (a float scalar
+// against an integer tensor compares as double; NaN compares false).
+template <typename Cmp>
+Status compare_scalar(KernelContext& ctx, std::span<Value*> args, Cmp cmp) {
+  ETC_RETURN_IF_ERROR(
+      check_args(ctx, args, {{"self", Arg::kTensor}, {"other", Arg::kScalar}}, {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  const Value& other = *args[1];
+  TensorView& out = out_arg(args, 2);
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, self.sizes, DType::kBool));
+  auto* o = out.data_as<uint8_t>();
+  const int64_t n = self.numel();
+  const bool float_other = other.kind == Value::Kind::kDouble;
+  visit_dtype(self.dtype, [&]<typename T>() {
+    const T* x = self.data_as<const T>();
+    using C = ComputeT<T>;
+    if (std::is_floating_point_v<C> || float_other) {
+      const double y = other.scalar_as_double();
+      for (int64_t i = 0; i < n; ++i)
+        o[i] = cmp(static_cast<double>(convert<C>(x[i])), y) ? 1 : 0;
+    } else {
+      const int64_t y = other.scalar_as_int();
+      for (int64_t i = 0; i < n; ++i)
+        o[i] = cmp(static_cast<int64_t>(convert<C>(x[i])), y) ? 1 : 0;
+    }
+  });
+  return Status();
+}
+
 Status eq_scalar(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(
-      check_args(ctx, args, {{"self", Arg::kTensor}, {"other", Arg::kScalar}}, {"out"}));
-  const TensorView& self = tensor_arg(args, 0);
-  const Value& other = *args[1];
-  TensorView& out = out_arg(args, 2);
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, self.sizes, DType::kBool));
-  auto* o = out.data_as<uint8_t>();
-  const int64_t n = self.numel();
-  const bool float_other = other.kind == Value::Kind::kDouble;
-  visit_dtype(self.dtype, [&]<typename T>() {
-    const T* x = self.data_as<const T>();
-    using C = ComputeT<T>;
-    if (std::is_floating_point_v<C> || float_other) {
-      const double y = other.scalar_as_double();
-      for (int64_t i = 0; i < n; ++i)
-        o[i] = static_cast<double>(convert<C>(x[i])) == y ? 1 : 0;
-    } else {
-      const int64_t y = other.scalar_as_int();
-      for (int64_t i = 0; i < n; ++i)
-        o[i] = static_cast<int64_t>(convert<C>(x[i])) == y ? 1 : 0;
-    }
-  });
-  return Status();
+  return compare_scalar(ctx, args, [](auto x, auto y) { return x == y; });
 }
-
-// le.Scalar (self <= other, compared as eq.Scalar compares) and logical_and (broadcasting).
 Status le_scalar(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(
-      check_args(ctx, args, {{"self", Arg::kTensor}, {"other", Arg::kScalar}}, {"out"}));
-  const TensorView& self = tensor_arg(args, 0);
-  const Value& other = *args[1];
-  TensorView& out = out_arg(args, 2);
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, self.sizes, DType::kBool));
-  auto* o = out.data_as<uint8_t>();
-  const int64_t n = self.numel();
-  const bool float_other = other.kind == Value::Kind::kDouble;
-  visit_dtype(self.dtype, [&]<typename T>() {
-    const T* x = self.data_as<const T>();
-    using C = ComputeT<T>;
-    if (std::is_floating_point_v<C> || float_other) {
-      const double y = other.scalar_as_double();
-      for (int64_t i = 0; i < n; ++i)
-        o[i] = static_cast<double>(convert<C>(x[i])) <= y ? 1 : 0;
-    } else {
-      const int64_t y = other.scalar_as_int();
-      for (int64_t i = 0; i < n; ++i)
-        o[i] = static_cast<int64_t>(convert<C>(x[i])) <= y ? 1 : 0;
-    }
-  });
-  return Status();
+  return compare_scalar(ctx, args, [](auto x, auto y) { return x <= y; });
 }
 
+// logical_and, broadcasting: each operand as 0/1 bytes, then the AND.
 Status logical_and(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(
       check_args(ctx, args, {{"self", Arg::kTensor}, {"other", Arg::kTensor}}, {"out"}));
@@ -350,7 +332,6 @@ Status logical_and(KernelContext& ctx, std::span<Value*> args) {
   }
   ETC_RETURN_IF_ERROR(check_out(ctx, out, *shape, DType::kBool));
   if (out.numel() == 0) return Status();
-  // Each operand as 0/1 bytes, then the broadcast AND.
   auto truth = [](const TensorView& t) {
     std::vector<uint8_t> v(static_cast<size_t>(t.numel()));
     visit_dtype(t.dtype, [&]<typename T>() {

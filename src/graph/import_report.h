@@ -1,0 +1,23 @@
+// What the importers (ONNX, torch.export) say when a model uses operators etc cannot import:
+// every op at once, with its count, the first node names, and where the node came from when
+// the format records it.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace etc {
+
+struct UnsupportedOp {
+  std::vector<std::string> nodes;  // node names, in model order
+  std::string source;              // e.g. the Python line of the first node; may be empty
+};
+
+// "3 nodes of 2 op types that etc cannot import (see `etc ops --onnx`):\n  Op x2: a, b\n ..."
+// `what` names the kind ("op type", "op"), `ops_flag` the `etc ops` flag that lists what is
+// supported.
+std::string unsupported_ops_message(const std::map<std::string, UnsupportedOp>& missing,
+                                    const std::string& what, const std::string& ops_flag);
+
+}  // namespace etc
