@@ -133,7 +133,9 @@ class Importer {
       auto blob = make_blob(std::move(bytes));
       size_t n = blob->bytes().size();
       spec.constant = ConstantData{std::move(blob), 0, n};
-      e.value = graph_.add_constant(fresh_value_name(name), std::move(spec));
+      // The program's own name for the value, unless the graph has it already.
+      e.value = graph_.add_constant(graph_.find_value(name) ? fresh_value_name(name) : name,
+                                    std::move(spec));
     }
     return *e.value;
   }
@@ -908,7 +910,8 @@ Result<ValueId> Importer::add_weight(const std::string& graph_name, const std::s
   }
   spec.is_const = true;
   spec.constant = std::move(data);
-  return graph_.add_constant(fresh_value_name(graph_name), std::move(spec));
+  return graph_.add_constant(
+      graph_.find_value(graph_name) ? fresh_value_name(graph_name) : graph_name, std::move(spec));
 }
 
 // ---- Signature: inputs ----------------------------------------------------------------------
