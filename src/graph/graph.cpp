@@ -200,6 +200,10 @@ bool Graph::erase_constant(ValueId id) {
   Value& v = values_[id.v];
   if (v.kind != ValueKind::kConstant || !v.uses.empty() || is_graph_output(id)) return false;
   v.erased = true;
+  // Its bytes are no longer needed here (a folded weight's source): let a mapped weight file
+  // drop them from memory. Only a hint: other constants sharing them still read them.
+  if (v.spec.constant.blob)
+    v.spec.constant.blob->release(v.spec.constant.offset, v.spec.constant.size);
   by_name_.erase(v.name);
   constants_dirty_ = true;
   return true;

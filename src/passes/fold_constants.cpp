@@ -237,9 +237,14 @@ Result<bool> fold_constants(Graph& graph, PassContext&) {
     TensorSpec spec = TensorSpec::make(graph.value(out).spec.dtype, graph.value(out).spec.sizes);
     spec.constant = std::move(*data);
     std::string name = graph.value(out).name;
+    std::vector<ValueId> inputs = tensor_args(n);
     ValueId folded = graph.add_constant(graph.unique_value_name(name + ".folded"), std::move(spec));
     graph.replace_all_uses(out, folded);
     graph.erase_node(id);
+    // An input nothing else reads goes now (not at the next dce): a mapped weight's pages are
+    // released as soon as its folded form exists, so folding does not hold both.
+    for (ValueId in : inputs)
+      graph.erase_constant(in);
     graph.rename_value(folded, name);  // the original name is free again
     changed = true;
   }

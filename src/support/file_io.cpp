@@ -28,6 +28,15 @@ class MappedBlob final : public Blob {
   std::span<const uint8_t> bytes() const override {
     return {static_cast<const uint8_t*>(data_), size_};
   }
+  void release(size_t offset, size_t size) const override {
+    // A private read-only mapping: dropped pages read back from the file unchanged.
+    const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const uintptr_t base = reinterpret_cast<uintptr_t>(data_);
+    if (offset > size_ || size > size_ - offset) return;
+    const uintptr_t begin = (base + offset + page - 1) / page * page;
+    const uintptr_t end = (base + offset + size) / page * page;
+    if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+  }
 
  private:
   void* data_;

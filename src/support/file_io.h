@@ -19,6 +19,10 @@ class Blob {
  public:
   virtual ~Blob() = default;
   virtual std::span<const uint8_t> bytes() const = 0;
+  // A hint that bytes [offset, offset + size) will not be read soon: a memory map drops the
+  // whole pages inside the range from the process (they are read again from the file on the
+  // next access, unchanged). Never changes what bytes() returns.
+  virtual void release(size_t /*offset*/, size_t /*size*/) const {}
 };
 
 // Bytes laid out from pieces of other blobs, with zeros between them (a .pte constant

@@ -48,6 +48,40 @@ TEST_CASE("missing files are kNotFound, folders are invalid input") {
   CHECK(dir.status().message() == "not a regular file");
 }
 
+TEST_CASE("releasing a mapped range keeps its bytes; the streaming writer is atomic") {
+  std::string p = temp_path("pages.bin");
+  std::string data(3 * 4096 + 123, '\0');
+  for (size_t i = 0; i < data.size(); ++i)
+    data[i] = static_cast<char>(i * 7 + 1);
+  {
+    Result<std::unique_ptr<AtomicFileWriter>> w = AtomicFileWriter::create(p);
+    REQUIRE(w.ok());
+    REQUIRE((*w)->write({reinterpret_cast<const uint8_t*>(data.data()), 4096}).ok());
+    REQUIRE((*w)->write({reinterpret_cast<const uint8_t*>(data.data()) + 4096, data.size() - 4096})
+                .ok());
+    CHECK_FALSE(std::filesystem::exists(p));  // nothing at the path before commit
+    REQUIRE((*w)->commit().ok());
+  }
+  Result<std::shared_ptr<const Blob>> blob = map_file(p);
+  REQUIRE(blob.ok());
+  std::span<const uint8_t> before = (*blob)->bytes();
+  (*blob)->release(100, 2 * 4096 + 50);  // drops the whole pages inside; a hint only
+  (*blob)->release(0, (*blob)->bytes().size());
+  (*blob)->release(5, 1u << 30);  // out of range: ignored
+  std::span<const uint8_t> after = (*blob)->bytes();
+  CHECK(after.data() == before.data());
+  CHECK(std::string(reinterpret_cast<const char*>(after.data()), after.size()) == data);
+  std::filesystem::remove(p);
+  // An uncommitted writer leaves nothing behind.
+  {
+    Result<std::unique_ptr<AtomicFileWriter>> w = AtomicFileWriter::create(p);
+    REQUIRE(w.ok());
+    REQUIRE((*w)->write_zeros(10000).ok());
+    CHECK((*w)->written() == 10000);
+  }
+  CHECK_FALSE(std::filesystem::exists(p));
+}
+
 TEST_CASE("empty files map to an empty blob") {
   std::string p = temp_path("empty.bin");
   REQUIRE(write_file_atomic(p, {}).ok());
