@@ -211,11 +211,20 @@ class ContentIndex {
   void add(std::string_view bytes, uint64_t id) { by_hash_[hash(bytes)].push_back(id); }
 
  private:
+  // Buckets only (equal contents are compared in full): eight bytes a step, so hashing the
+  // weights of a large model costs little next to writing them.
   static uint64_t hash(std::string_view bytes) {
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (unsigned char c : bytes)
-      h = (h ^ c) * 0x100000001b3ULL;
-    return h ^ bytes.size();
+    uint64_t h = 0xcbf29ce484222325ULL ^ bytes.size();
+    size_t i = 0;
+    for (; i + 8 <= bytes.size(); i += 8) {
+      uint64_t w;
+      std::memcpy(&w, bytes.data() + i, 8);
+      h = (h ^ w) * 0x9E3779B97F4A7C15ULL;
+      h ^= h >> 29;
+    }
+    for (; i < bytes.size(); ++i)
+      h = (h ^ static_cast<unsigned char>(bytes[i])) * 0x100000001b3ULL;
+    return h;
   }
   std::unordered_map<uint64_t, std::vector<uint64_t>> by_hash_;
 };
