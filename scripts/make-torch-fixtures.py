@@ -7,6 +7,8 @@ For each model, into OUT/NAME/:
                    ExecuTorch's edge dialect takes)
   model.et.pte     ExecuTorch's own program for it (to_edge -> to_executorch: portable
                    operators, no delegate), for running ExecuTorch's output in etc
+  model.xnnpack.pte  (linear only) ExecuTorch's program with its XNNPACK delegate, which
+                   etc must refuse by the backend's name
   input_<i>.npy    the example inputs, in the program's user-input order
   expected_<i>.npy PyTorch eager's outputs on those inputs
   meta.json        names, shapes, the PyTorch version and each form's op counts
@@ -328,6 +330,12 @@ def make(name, out_dir):
     et_seconds = time.perf_counter() - start
     with open(os.path.join(out_dir, "model.et.pte"), "wb") as f:
         f.write(et_program.buffer)
+    if name == "linear":
+        from executorch.exir import to_edge_transform_and_lower
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+        xnn = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).to_executorch()
+        with open(os.path.join(out_dir, "model.xnnpack.pte"), "wb") as f:
+            f.write(xnn.buffer)
     for i, t in enumerate(inputs):
         np.save(os.path.join(out_dir, f"input_{i}.npy"), t.numpy())
     for i, t in enumerate(expected):

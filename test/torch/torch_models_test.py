@@ -104,6 +104,16 @@ def check_model(etc, fixtures, name, work, cuda, rows, et_rows, failures):
     meta = json.load(open(os.path.join(d, "meta.json")))
     inputs = sorted(f for f in os.listdir(d) if f.startswith("input_"))
     expected = [np.load(os.path.join(d, f"expected_{i}.npy")) for i in range(len(meta["outputs"]))]
+    xnn = os.path.join(d, "model.xnnpack.pte")
+    if os.path.exists(xnn):
+        # A delegate etc does not have: refused by the backend's name, exit 1.
+        r = run([etc, "run", xnn, "--device", "cpu", "--seed", "1"])
+        ok_xnn = r.returncode == 1 and "XnnpackBackend" in r.stdout
+        if not ok_xnn:
+            failures.append(f"{name}: ExecuTorch's XNNPACK program: exit {r.returncode}, expected 1 "
+                            f"naming XnnpackBackend:\n{r.stdout}")
+        print(f"{'ok  ' if ok_xnn else 'FAIL'} {name}: ExecuTorch's XNNPACK program refused: "
+              f"{r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ''}", flush=True)
     et_result = check_executorch_program(etc, d, meta, inputs, expected, work, failures)
     print(f"{'FAIL' if et_result == 'FAIL' else 'ok  '} {name}: ExecuTorch's program "
           f"(exported in {meta.get('executorch_export_seconds', '?')} s) in etc: "
