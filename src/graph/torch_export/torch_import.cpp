@@ -113,6 +113,7 @@ class Importer {
   std::unordered_map<std::string, int64_t> sym_ints_;
   std::unordered_set<std::string> torch_names_;  // every tensor name the program defines
   std::unordered_set<std::string> read_names_;   // every tensor name a node or output reads
+  std::unordered_set<uint32_t> named_values_;     // IR values bound to a program name by a node
   // Tensors that share storage with another (a view op's input and output): an in-place op
   // on one of them would change the other, which etc's value semantics cannot express.
   std::unordered_set<std::string> aliased_;
@@ -593,12 +594,10 @@ Status TorchNode::set_output(int i, ValueId v) {
   // The IR value takes the program's name where it is free (outputs keep their names).
   if (im_.graph_.value(v).kind == ValueKind::kNodeOutput && im_.graph_.value(v).name != *name &&
       !im_.graph_.find_value(*name)) {
-    bool fresh = true;
-    for (const auto& [n, e] : im_.env_) {
-      if (e.value && *e.value == v) fresh = false;
-    }
-    if (fresh) im_.graph_.rename_value(v, *name);
+    // Not when the value already stands for another program name (an identity op's output).
+    if (!im_.named_values_.count(v.v)) im_.graph_.rename_value(v, *name);
   }
+  im_.named_values_.insert(v.v);
   im_.env_[*name] = Entry{v, std::nullopt, spec.dtype, spec.sizes};
   return Status();
 }
