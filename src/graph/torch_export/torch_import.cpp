@@ -113,7 +113,7 @@ class Importer {
   std::unordered_map<std::string, int64_t> sym_ints_;
   std::unordered_set<std::string> torch_names_;  // every tensor name the program defines
   std::unordered_set<std::string> read_names_;   // every tensor name a node or output reads
-  std::unordered_set<uint32_t> named_values_;     // IR values bound to a program name by a node
+  std::unordered_set<uint32_t> named_values_;    // IR values bound to a program name by a node
   // Tensors that share storage with another (a view op's input and output): an in-place op
   // on one of them would change the other, which etc's value semantics cannot express.
   std::unordered_set<std::string> aliased_;
