@@ -1,0 +1,138 @@
+// The torch.export importer's state, shared by its driver (torch_import.cpp) and the node
+// context converters see (torch_node.cpp). Internal to etc_torch_export.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "graph/torch_export/pt2_archive.h"
+#include "graph/torch_export/torch_import.h"
+#include "graph/torch_export/torch_node.h"
+
+namespace etc::torch_import {
+
+// PyTorch's serde ScalarType enum -> etc dtype; nullopt for dtypes etc has no equivalent of.
+std::optional<DType> dtype_from_torch(int64_t v);
+// The dtype enum's name ("float32", "complex64", ...).
+std::string torch_dtype_name(int64_t v);
+// The node's first stack frame ("m.py:49: return self.fc(x)"), or empty.
+std::string source_line(const Json& node);
+
+// One import: the archive, the program, and the name -> value environment nodes build.
+class Importer {
+ public:
+  Importer(ZipArchive zip, const TorchImportOptions& options)
+      : zip_(std::move(zip)), options_(options) {}
+
+  Result<Graph> run();
+
+  Location at(const std::string& pointer, const std::string& node = {}) const {
+    Location loc = zip_.at(model_entry_);
+    loc.pointer = pointer;
+    loc.node = node;
+    return loc;
+  }
+
+  // --- Used by TorchNode ------------------------------------------------------------------
+  Graph graph_;
+  std::unordered_map<std::string, Entry> env_;
+  std::unordered_map<std::string, int64_t> sym_ints_;
+  std::unordered_set<std::string> torch_names_;  // every tensor name the program defines
+  std::unordered_set<std::string> read_names_;   // every tensor name a node or output reads
+  std::unordered_set<uint32_t> named_values_;    // IR values bound to a program name by a node
+  // Tensors that share storage with another (a view op's input and output): an in-place op
+  // on one of them would change the other, which etc's value semantics cannot express.
+  std::unordered_set<std::string> aliased_;
+  const Json* tensor_values_ = nullptr;
+
+  std::string fresh_value_name(const std::string& base) const {
+    if (!torch_names_.count(base) && !graph_.find_value(base)) return base;
+    for (int k = 1;; ++k) {
+      std::string n = base + "." + std::to_string(k);
+      if (!torch_names_.count(n) && !graph_.find_value(n)) return n;
+    }
+  }
+  ValueId materialize(const std::string& name, Entry& e) {
+    if (!e.value) {
+      std::string bytes = e.known->bytes();
+      TensorSpec spec = TensorSpec::make(e.known->dtype, e.known->shape);
+      spec.is_const = true;
+      auto blob = make_blob(std::move(bytes));
+      size_t n = blob->bytes().size();
+      spec.constant = ConstantData{std::move(blob), 0, n};
+      // The program's own name for the value, unless the graph has it already.
+      e.value = graph_.add_constant(graph_.find_value(name) ? fresh_value_name(name) : name,
+                                    std::move(spec));
+    }
+    return *e.value;
+  }
+
+ private:
+  Status find_layout();
+  Status check_versions();
+  Status read_program();
+  Status read_weight_configs();
+  Result<TensorSpec> tensor_meta(const Json& meta, const std::string& where) const;
+  Result<ValueId> add_weight(const std::string& graph_name, const std::string& fqn,
+                             const std::string& pointer);
+  Status read_inputs();
+  Status report_unsupported();
+  Status convert_nodes();
+  Status check_output_types(const Json& node, int index, const std::string& node_name);
+  Status read_outputs();
+  // Every tensor name read by a node argument or a signature output.
+  void collect_reads(const Json& nodes, const Json& graph_module) {
+    // Arguments nest a few levels deep; a deeper document is not walked past 16 levels (a
+    // damaged file must not exhaust the stack).
+    std::function<void(const Json&, int)> walk = [&](const Json& j, int depth) {
+      if (depth > 16) return;
+      if (j.is_object()) {
+        if (j.contains("name") && j["name"].is_string() && j.size() == 1) {
+          read_names_.insert(j["name"].get<std::string>());
+        }
+        for (const auto& [k, v] : j.items())
+          walk(v, depth + 1);
+      } else if (j.is_array()) {
+        for (const Json& v : j)
+          walk(v, depth + 1);
+      }
+    };
+    for (const Json& n : nodes) {
+      if (n.is_object() && n.contains("inputs")) walk(n["inputs"], 0);
+    }
+    if (graph_module.contains("signature") && graph_module["signature"].is_object() &&
+        graph_module["signature"].contains("output_specs")) {
+      walk(graph_module["signature"]["output_specs"], 0);
+    }
+  }
+
+  Result<const Json*> member(const Json& obj, const char* key, const std::string& pointer,
+                             Json::value_t type, const std::string& type_name) const {
+    if (!obj.is_object()) return invalid_input("expected an object", at(pointer));
+    auto it = obj.find(key);
+    if (it == obj.end()) return invalid_input(std::string("'") + key + "' is missing", at(pointer));
+    bool ok =
+        it->type() == type || (type == Json::value_t::number_integer && it->is_number_unsigned());
+    if (!ok) {
+      return invalid_input(
+          std::string("'") + key + "' must be " + type_name + ", got " + it->type_name(),
+          at(pointer + "/" + key));
+    }
+    return &*it;
+  }
+
+  ZipArchive zip_;
+  const TorchImportOptions& options_;
+  std::string prefix_;       // "model/" — the archive's top folder
+  std::string model_name_;   // "model" (models/model.json)
+  std::string model_entry_;  // "model/models/model.json"
+  Json program_;
+  Json weights_config_;    // fqn -> {path_name, tensor_meta, ...}
+  Json constants_config_;  // fqn -> {...}
+  std::string weights_entry_, constants_entry_;
+};
+
+}  // namespace etc::torch_import

@@ -1,0 +1,439 @@
+// TorchNode: a node's arguments by schema name, emitting IR, defining outputs.
+#include <algorithm>
+#include <limits>
+
+#include "graph/torch_export/importer.h"
+#include "graph/verifier.h"
+
+namespace etc::torch_import {
+
+namespace {
+std::optional<std::string> output_tensor_name(const Json& node, int i);
+}  // namespace
+
+TorchNode::TorchNode(Importer& importer, const Json& node, int index, std::string target)
+    : im_(importer), node_(node), index_(index), target_(std::move(target)) {
+  if (node.contains("name") && node["name"].is_string()) name_ = node["name"].get<std::string>();
+  if (name_.empty()) name_ = target_ + "#" + std::to_string(index);
+  if (node.contains("inputs") && node["inputs"].is_array()) {
+    for (const Json& in : node["inputs"]) {
+      if (in.is_object() && in.contains("name") && in["name"].is_string() && in.contains("arg")) {
+        args_.emplace(in["name"].get<std::string>(), &in["arg"]);
+      }
+    }
+  }
+}
+
+Location TorchNode::location() const {
+  return im_.at("/graph_module/graph/nodes/" + std::to_string(index_), name_);
+}
+
+Location TorchNode::arg_location(std::string_view arg) const {
+  Location loc = location();
+  if (node_.contains("inputs") && node_["inputs"].is_array()) {
+    for (size_t i = 0; i < node_["inputs"].size(); ++i) {
+      const Json& in = node_["inputs"][i];
+      if (in.is_object() && in.contains("name") && in["name"] == arg) {
+        loc.pointer += "/inputs/" + std::to_string(i) + "/arg";
+        break;
+      }
+    }
+  }
+  return loc;
+}
+
+Status TorchNode::invalid(const std::string& message) const {
+  return invalid_input(target_ + ": " + message, location());
+}
+Status TorchNode::unsupported(const std::string& message) const {
+  std::string where = source_line(node_);
+  return etc::unsupported(target_ + ": " + message + (where.empty() ? "" : " (from " + where + ")"),
+                          location());
+}
+
+Result<int64_t> TorchNode::wrap_dim(int64_t dim, int64_t rank, std::string_view what) const {
+  int64_t r = std::max<int64_t>(rank, 1);
+  if (dim < -r || dim >= r) {
+    return invalid(std::string(what) + " " + std::to_string(dim) + " is out of range for rank " +
+                   std::to_string(rank));
+  }
+  return dim < 0 ? dim + r : dim;
+}
+
+Result<const Json*> TorchNode::arg_json(std::string_view arg) const {
+  auto it = args_.find(arg);
+  if (it == args_.end()) return static_cast<const Json*>(nullptr);
+  const Json& j = *it->second;
+  if (!j.is_object() || j.size() != 1) {
+    return invalid_input(target_ + ": argument '" + std::string(arg) +
+                             "' must be an object with one key (as_tensor, as_int, ...)",
+                         arg_location(arg));
+  }
+  if (j.contains("as_none")) return static_cast<const Json*>(nullptr);
+  return &j;
+}
+
+bool TorchNode::has(std::string_view arg) const {
+  auto j = arg_json(arg);
+  return j.ok() && *j != nullptr;
+}
+
+bool TorchNode::is_tensor(std::string_view arg) const {
+  auto j = arg_json(arg);
+  return j.ok() && *j != nullptr && (*j)->contains("as_tensor");
+}
+
+namespace {
+Result<std::string> tensor_name(const Json& t, const std::string& what, const Location& loc) {
+  if (!t.is_object() || !t.contains("name") || !t["name"].is_string()) {
+    return invalid_input(what + " must be a tensor argument {\"name\": ...}", loc);
+  }
+  return t["name"].get<std::string>();
+}
+}  // namespace
+
+Result<const Entry*> TorchNode::entry(std::string_view arg) const {
+  ETC_ASSIGN_OR_RETURN(const Json* j, arg_json(arg));
+  if (j == nullptr || !j->contains("as_tensor")) {
+    return invalid_input(target_ + ": argument '" + std::string(arg) + "' must be a tensor",
+                         j == nullptr ? location() : arg_location(arg));
+  }
+  ETC_ASSIGN_OR_RETURN(
+      std::string name,
+      tensor_name((*j)["as_tensor"], "'" + std::string(arg) + "'", arg_location(arg)));
+  auto it = im_.env_.find(name);
+  if (it == im_.env_.end()) {
+    return invalid_input(target_ + ": tensor '" + name + "' is not defined before this node",
+                         arg_location(arg));
+  }
+  return &it->second;
+}
+
+Result<ValueId> TorchNode::tensor(std::string_view arg) {
+  ETC_ASSIGN_OR_RETURN(const Entry* e, entry(arg));
+  const Json& j = *args_.find(arg)->second;
+  std::string name = j["as_tensor"]["name"].get<std::string>();
+  return im_.materialize(name, const_cast<Entry&>(*e));
+}
+
+Result<std::optional<ValueId>> TorchNode::optional_tensor(std::string_view arg) {
+  if (!has(arg)) return std::optional<ValueId>();
+  ETC_ASSIGN_OR_RETURN(ValueId v, tensor(arg));
+  return std::optional<ValueId>(v);
+}
+
+Result<std::vector<const Entry*>> TorchNode::tensor_entries(std::string_view arg) const {
+  ETC_ASSIGN_OR_RETURN(const Json* j, arg_json(arg));
+  if (j == nullptr || !j->contains("as_tensors") || !(*j)["as_tensors"].is_array()) {
+    return invalid_input(target_ + ": argument '" + std::string(arg) + "' must be a tensor list",
+                         arg_location(arg));
+  }
+  std::vector<const Entry*> out;
+  for (const Json& t : (*j)["as_tensors"]) {
+    ETC_ASSIGN_OR_RETURN(
+        std::string name,
+        tensor_name(t, "an element of '" + std::string(arg) + "'", arg_location(arg)));
+    auto it = im_.env_.find(name);
+    if (it == im_.env_.end()) {
+      return invalid_input(target_ + ": tensor '" + name + "' is not defined before this node",
+                           arg_location(arg));
+    }
+    out.push_back(&it->second);
+  }
+  return out;
+}
+
+Result<std::vector<ValueId>> TorchNode::tensors(std::string_view arg) {
+  ETC_RETURN_IF_ERROR(tensor_entries(arg));
+  std::vector<ValueId> out;
+  for (const Json& t : (*args_.find(arg)->second)["as_tensors"]) {
+    std::string name = t["name"].get<std::string>();
+    out.push_back(im_.materialize(name, im_.env_.at(name)));
+  }
+  return out;
+}
+
+Result<int64_t> TorchNode::sym_int(const Json& j, std::string_view arg) const {
+  if (j.is_object() && j.contains("as_int") && j["as_int"].is_number_integer()) {
+    return j["as_int"].get<int64_t>();
+  }
+  if (j.is_object() && j.contains("as_name") && j["as_name"].is_string()) {
+    auto it = im_.sym_ints_.find(j["as_name"].get<std::string>());
+    if (it == im_.sym_ints_.end()) {
+      return invalid_input(target_ + ": symbolic int '" + j["as_name"].get<std::string>() +
+                               "' is not defined before this node",
+                           arg_location(arg));
+    }
+    return it->second;
+  }
+  return invalid_input(
+      target_ + ": argument '" + std::string(arg) + "' must be an int or a symbolic int",
+      arg_location(arg));
+}
+
+Result<int64_t> TorchNode::int_arg(std::string_view arg, std::optional<int64_t> fallback) const {
+  ETC_ASSIGN_OR_RETURN(const Json* j, arg_json(arg));
+  if (j == nullptr) {
+    if (!fallback) return invalid(std::string("argument '") + std::string(arg) + "' is required");
+    return *fallback;
+  }
+  if (j->contains("as_int") && (*j)["as_int"].is_number_integer())
+    return (*j)["as_int"].get<int64_t>();
+  if (j->contains("as_sym_int")) return sym_int((*j)["as_sym_int"], arg);
+  return invalid_input(target_ + ": argument '" + std::string(arg) + "' must be an int",
+                       arg_location(arg));
+}
+
+Result<std::optional<int64_t>> TorchNode::optional_int(std::string_view arg) const {
+  if (!has(arg)) return std::optional<int64_t>();
+  ETC_ASSIGN_OR_RETURN(int64_t v, int_arg(arg));
+  return std::optional<int64_t>(v);
+}
+
+Result<std::vector<int64_t>> TorchNode::ints(std::string_view arg,
+                                             std::optional<std::vector<int64_t>> fallback) const {
+  ETC_ASSIGN_OR_RETURN(const Json* j, arg_json(arg));
+  if (j == nullptr) {
+    if (!fallback) return invalid(std::string("argument '") + std::string(arg) + "' is required");
+    return *fallback;
+  }
+  std::vector<int64_t> out;
+  if (j->contains("as_ints") && (*j)["as_ints"].is_array()) {
+    for (const Json& v : (*j)["as_ints"]) {
+      if (!v.is_number_integer()) {
+        return invalid_input(target_ + ": '" + std::string(arg) + "' must hold ints",
+                             arg_location(arg));
+      }
+      out.push_back(v.get<int64_t>());
+    }
+    return out;
+  }
+  if (j->contains("as_sym_ints") && (*j)["as_sym_ints"].is_array()) {
+    for (const Json& v : (*j)["as_sym_ints"]) {
+      ETC_ASSIGN_OR_RETURN(int64_t x, sym_int(v, arg));
+      out.push_back(x);
+    }
+    return out;
+  }
+  if (j->contains("as_int") && (*j)["as_int"].is_number_integer()) {
+    return std::vector<int64_t>{(*j)["as_int"].get<int64_t>()};
+  }
+  return invalid_input(target_ + ": argument '" + std::string(arg) + "' must be a list of ints",
+                       arg_location(arg));
+}
+
+Result<double> TorchNode::float_arg(std::string_view arg, std::optional<double> fallback) const {
+  ETC_ASSIGN_OR_RETURN(const Json* j, arg_json(arg));
+  if (j == nullptr) {
+    if (!fallback) return invalid(std::string("argument '") + std::string(arg) + "' is required");
+    return *fallback;
+  }
+  if (j->contains("as_float") && (*j)["as_float"].is_number())
+    return (*j)["as_float"].get<double>();
+  if (j->contains("as_float") && (*j)["as_float"].is_string()) {
+    // PyTorch writes non-finite floats as strings: "Infinity", "-Infinity", "NaN".
+    std::string s = (*j)["as_float"].get<std::string>();
+    if (s == "Infinity" || s == "inf") return std::numeric_limits<double>::infinity();
+    if (s == "-Infinity" || s == "-inf") return -std::numeric_limits<double>::infinity();
+    if (s == "NaN" || s == "nan") return std::numeric_limits<double>::quiet_NaN();
+  }
+  if (j->contains("as_int") && (*j)["as_int"].is_number_integer()) {
+    return static_cast<double>((*j)["as_int"].get<int64_t>());
+  }
+  return invalid_input(target_ + ": argument '" + std::string(arg) + "' must be a float",
+                       arg_location(arg));
+}
+
+Result<bool> TorchNode::bool_arg(std::string_view arg, std::optional<bool> fallback) const {
+  ETC_ASSIGN_OR_RETURN(const Json* j, arg_json(arg));
+  if (j == nullptr) {
+    if (!fallback) return invalid(std::string("argument '") + std::string(arg) + "' is required");
+    return *fallback;
+  }
+  if (j->contains("as_bool") && (*j)["as_bool"].is_boolean()) return (*j)["as_bool"].get<bool>();
+  return invalid_input(target_ + ": argument '" + std::string(arg) + "' must be a bool",
+                       arg_location(arg));
+}
+
+Result<Scalar> TorchNode::scalar(std::string_view arg, std::optional<Scalar> fallback) const {
+  ETC_ASSIGN_OR_RETURN(const Json* j, arg_json(arg));
+  if (j == nullptr) {
+    if (!fallback) return invalid(std::string("argument '") + std::string(arg) + "' is required");
+    return *fallback;
+  }
+  if (j->contains("as_int") || j->contains("as_sym_int")) {
+    ETC_ASSIGN_OR_RETURN(int64_t v, int_arg(arg));
+    return Scalar{v};
+  }
+  if (j->contains("as_bool")) {
+    ETC_ASSIGN_OR_RETURN(bool v, bool_arg(arg));
+    return Scalar{v};
+  }
+  if (j->contains("as_float")) {
+    ETC_ASSIGN_OR_RETURN(double v, float_arg(arg));
+    return Scalar{v};
+  }
+  return invalid_input(target_ + ": argument '" + std::string(arg) + "' must be a number",
+                       arg_location(arg));
+}
+
+Result<std::optional<Scalar>> TorchNode::optional_scalar(std::string_view arg) const {
+  if (!has(arg)) return std::optional<Scalar>();
+  ETC_ASSIGN_OR_RETURN(Scalar s, scalar(arg));
+  return std::optional<Scalar>(s);
+}
+
+Result<std::optional<DType>> TorchNode::dtype_arg(std::string_view arg) const {
+  ETC_ASSIGN_OR_RETURN(const Json* j, arg_json(arg));
+  if (j == nullptr) return std::optional<DType>();
+  if (!j->contains("as_scalar_type") || !(*j)["as_scalar_type"].is_number_integer()) {
+    return invalid_input(target_ + ": argument '" + std::string(arg) + "' must be a dtype",
+                         arg_location(arg));
+  }
+  int64_t v = (*j)["as_scalar_type"].get<int64_t>();
+  std::optional<DType> d = dtype_from_torch(v);
+  if (!d) return unsupported("dtype " + torch_dtype_name(v) + " is not supported");
+  return d;
+}
+
+Result<std::string> TorchNode::string_arg(std::string_view arg,
+                                          std::optional<std::string> fallback) const {
+  ETC_ASSIGN_OR_RETURN(const Json* j, arg_json(arg));
+  if (j == nullptr) {
+    if (!fallback) return invalid(std::string("argument '") + std::string(arg) + "' is required");
+    return *fallback;
+  }
+  if (j->contains("as_string") && (*j)["as_string"].is_string()) {
+    return (*j)["as_string"].get<std::string>();
+  }
+  return invalid_input(target_ + ": argument '" + std::string(arg) + "' must be a string",
+                       arg_location(arg));
+}
+
+const TensorSpec& TorchNode::spec(ValueId v) const {
+  return im_.graph_.value(v).spec;
+}
+
+ValueId TorchNode::constant(const KnownTensor& t) {
+  Entry e{std::nullopt, t, t.dtype, t.shape};
+  return im_.materialize(name_ + ".const", e);
+}
+
+Result<ValueId> TorchNode::emit(
+    OpKind op, std::initializer_list<std::pair<std::string_view, ArgValue>> named) {
+  ETC_ASSIGN_OR_RETURN(std::vector<ArgValue> args, bind_args(op, named));
+  std::vector<TensorType> types;
+  auto type_of = [this](ValueId id) -> const TensorSpec& { return im_.graph_.value(id).spec; };
+  Location loc = location();
+  Status s = infer_types(op, args, type_of, loc, &types);
+  if (!s.ok()) {
+    return std::move(s).add_context("while converting " + target_ + " to " + op_info(op).name);
+  }
+  std::vector<std::string> names;
+  std::vector<TensorSpec> specs;
+  for (const TensorType& t : types) {
+    std::string base = name_ + (emitted_ ? "." + std::to_string(emitted_) : "");
+    std::string n =
+        im_.fresh_value_name(base + (names.empty() ? "" : "_" + std::to_string(names.size())));
+    names.push_back(n);
+    specs.push_back(TensorSpec::make(t.dtype, t.sizes));
+    if (std::string err = check_tensor_spec(specs.back()); !err.empty()) return invalid(err);
+  }
+  std::string node_name =
+      im_.graph_.unique_node_name(emitted_ == 0 ? name_ : name_ + "/" + std::to_string(emitted_));
+  ++emitted_;
+  NodeId id = im_.graph_.add_node(op, node_name, std::move(args), names, std::move(specs));
+  im_.graph_.node(id).origin = loc.pointer;
+  last_outputs_ = im_.graph_.node(id).outputs;
+  return last_outputs_[0];
+}
+
+bool TorchNode::output_used(int i) const {
+  std::optional<std::string> name = output_tensor_name(node_, i);
+  return name && im_.read_names_.count(*name);
+}
+
+int TorchNode::num_outputs() const {
+  return node_.contains("outputs") && node_["outputs"].is_array()
+             ? static_cast<int>(node_["outputs"].size())
+             : 0;
+}
+
+namespace {
+// The name of tensor output i of a node (as_tensor, or the i-th of a single as_tensors).
+std::optional<std::string> output_tensor_name(const Json& node, int i) {
+  const Json& outs = node["outputs"];
+  if (outs.size() == 1 && outs[0].is_object() && outs[0].contains("as_tensors") &&
+      outs[0]["as_tensors"].is_array()) {
+    const Json& list = outs[0]["as_tensors"];
+    if (i < static_cast<int>(list.size()) && list[i].is_object() && list[i].contains("name") &&
+        list[i]["name"].is_string()) {
+      return list[i]["name"].get<std::string>();
+    }
+    return std::nullopt;
+  }
+  if (i >= static_cast<int>(outs.size())) return std::nullopt;
+  const Json& o = outs[i];
+  if (o.is_object() && o.contains("as_tensor") && o["as_tensor"].is_object() &&
+      o["as_tensor"].contains("name") && o["as_tensor"]["name"].is_string()) {
+    return o["as_tensor"]["name"].get<std::string>();
+  }
+  return std::nullopt;
+}
+}  // namespace
+
+Status TorchNode::set_output(int i, ValueId v) {
+  std::optional<std::string> name = output_tensor_name(node_, i);
+  if (!name) {
+    if (i < num_outputs() && node_["outputs"][i].contains("as_none")) return Status();
+    return invalid("output " + std::to_string(i) + " is not a tensor {\"as_tensor\": {\"name\"}}");
+  }
+  if (im_.env_.count(*name)) return invalid("tensor '" + *name + "' is defined twice");
+  const TensorSpec& spec = im_.graph_.value(v).spec;
+  // The IR value takes the program's name where it is free (outputs keep their names).
+  if (im_.graph_.value(v).kind == ValueKind::kNodeOutput && im_.graph_.value(v).name != *name &&
+      !im_.graph_.find_value(*name)) {
+    // Not when the value already stands for another program name (an identity op's output).
+    if (!im_.named_values_.count(v.v)) im_.graph_.rename_value(v, *name);
+  }
+  im_.named_values_.insert(v.v);
+  im_.env_[*name] = Entry{v, std::nullopt, spec.dtype, spec.sizes};
+  return Status();
+}
+
+Status TorchNode::set_known_output(int i, KnownTensor t) {
+  std::optional<std::string> name = output_tensor_name(node_, i);
+  if (!name) return invalid("output " + std::to_string(i) + " is not a tensor");
+  if (im_.env_.count(*name)) return invalid("tensor '" + *name + "' is defined twice");
+  DType d = t.dtype;
+  std::vector<int64_t> shape = t.shape;
+  im_.env_[*name] = Entry{std::nullopt, std::move(t), d, std::move(shape)};
+  return Status();
+}
+
+Status TorchNode::set_int_output(int i, int64_t v) {
+  if (i >= num_outputs()) return invalid("output " + std::to_string(i) + " is missing");
+  const Json& o = node_["outputs"][i];
+  if (!o.is_object() || !o.contains("as_sym_int") || !o["as_sym_int"].is_object() ||
+      !o["as_sym_int"].contains("as_name") || !o["as_sym_int"]["as_name"].is_string()) {
+    return invalid("output " + std::to_string(i) + " must be a symbolic int {\"as_sym_int\": ...}");
+  }
+  im_.sym_ints_[o["as_sym_int"]["as_name"].get<std::string>()] = v;
+  return Status();
+}
+
+Status TorchNode::rebind(std::string_view arg, ValueId v) {
+  ETC_ASSIGN_OR_RETURN(const Json* j, arg_json(arg));
+  if (j == nullptr || !j->contains("as_tensor")) return invalid("in-place op without a tensor");
+  std::string name = (*j)["as_tensor"]["name"].get<std::string>();
+  if (im_.aliased_.count(name)) {
+    return unsupported("in-place update of '" + name +
+                       "', which shares storage with a view; export with "
+                       "ep.run_decompositions() (functional Core ATen) instead");
+  }
+  const TensorSpec& spec = im_.graph_.value(v).spec;
+  im_.env_[name] = Entry{v, std::nullopt, spec.dtype, spec.sizes};
+  return Status();
+}
+
+}  // namespace etc::torch_import
