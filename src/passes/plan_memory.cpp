@@ -28,8 +28,11 @@ Result<bool> plan_memory(Graph& graph, PassContext& context) {
     return Status(ErrorCode::kUsage,
                   "memory alignment must be a power of two, got " + std::to_string(opts.alignment));
   }
-  // Lifetimes: inputs are live from position 0, node k defines its outputs at k + 1, and
-  // graph outputs stay live to the end.
+  // Lifetimes as ExecuTorch computes them: inputs are live from position 0 to their last
+  // use, node k defines its outputs at k + 1, and graph outputs stay live to the end. An
+  // input's bytes may therefore be reused once it is read for the last time, so a caller sets
+  // every planned input again before each execution (rt::Method enforces this for the inputs
+  // whose memory the plan shares).
   const auto end = static_cast<int32_t>(graph.order().size() + 1);
   for (size_t i = 0; i < graph.value_slots(); ++i) {
     Value& v = graph.value(ValueId(static_cast<uint32_t>(i)));
@@ -54,11 +57,6 @@ Result<bool> plan_memory(Graph& graph, PassContext& context) {
   }
   for (ValueId o : graph.outputs())
     touch(o, end);
-  // Inputs stay live to the end too, so no output or intermediate reuses their bytes: a
-  // caller may execute again without setting the inputs again (ExecuTorch lets outputs
-  // overwrite input slots).
-  for (ValueId in : graph.inputs())
-    touch(in, end);
 
   // Buckets by device, CPU first then (type, index): std::map orders Device that way.
   std::map<Device, std::vector<ValueId>> buckets;

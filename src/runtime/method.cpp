@@ -196,6 +196,29 @@ Result<std::unique_ptr<Method>> Method::load_plan(const pte::Plan& plan,
     m->outputs_.push_back(static_cast<size_t>(v));
     m->output_planned_.push_back(planned(v));
   }
+  // A planned input whose bytes overlap another planned tensor's is consumed by execution.
+  auto planned_range = [&plan, &m](size_t v) -> std::optional<std::pair<uint64_t, uint64_t>> {
+    const pte::EValue& ev = plan.values[v];
+    if (ev.kind != pte::ValueKind::kTensor || !ev.tensor.allocation) return std::nullopt;
+    uint64_t begin = ev.tensor.allocation->offset;
+    return std::make_pair(begin, begin + static_cast<uint64_t>(m->values_[v].tensor.nbytes()));
+  };
+  for (size_t i = 0; i < m->inputs_.size(); ++i) {
+    const size_t v = m->inputs_[i];
+    bool consumed = false;
+    if (auto r = planned_range(v); r && r->second > r->first) {
+      const uint32_t mem = plan.values[v].tensor.allocation->memory_id;
+      for (size_t o = 0; o < plan.values.size() && !consumed; ++o) {
+        if (o == v) continue;
+        auto q = planned_range(o);
+        consumed = q && plan.values[o].tensor.allocation->memory_id == mem &&
+                   q->first < r->second && r->first < q->second;
+      }
+    }
+    m->input_consumed_.push_back(consumed);
+    m->input_ready_.push_back(!m->input_planned_[i] || m->values_[v].tensor.nbytes() == 0);
+    m->input_ever_set_.push_back(m->input_ready_.back());
+  }
   // Steps.
   for (const pte::Chain& c : plan.chains) {
     for (const pte::Instruction& in : c.instructions) {
@@ -269,6 +292,8 @@ Status Method::set_input(size_t i, const void* data, size_t bytes) {
                          std::to_string(t.nbytes()) + " bytes, got " + std::to_string(bytes));
   }
   if (bytes > 0) std::memcpy(t.data, data, bytes);
+  input_ready_[i] = true;
+  input_ever_set_[i] = true;
   return Status();
 }
 
@@ -297,7 +322,17 @@ Status Method::execute() {
     const TensorView& t = values_[inputs_[i]].tensor;
     if (t.data == nullptr && t.nbytes() > 0)
       return invalid_input("input " + std::to_string(i) + " is not bound");
+    if (!input_ready_[i]) {
+      return invalid_input("input " + std::to_string(i) + " (" + t.describe() + ") " +
+                           (input_ever_set_[i]
+                                ? "must be set again before each execution: the plan reuses its "
+                                  "memory for other tensors after its last use"
+                                : "was never set: call set_input before executing"));
+    }
   }
+  // Consumed inputs hold other tensors' bytes once this execution starts.
+  for (size_t i = 0; i < inputs_.size(); ++i)
+    if (input_consumed_[i]) input_ready_[i] = false;
   for (size_t i = 0; i < outputs_.size(); ++i) {
     const TensorView& t = values_[outputs_[i]].tensor;
     if (t.data == nullptr && t.nbytes() > 0)

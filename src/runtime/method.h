@@ -51,8 +51,13 @@ class Method {
   bool input_is_bound(size_t i) const { return !input_planned_[i]; }
   bool output_is_bound(size_t i) const { return !output_planned_[i]; }
 
-  // Copies host bytes into planned input i (host memory only).
+  // Copies host bytes into planned input i (host memory only). Every planned input is set
+  // before the first execution. An input whose planned memory the plan gives to other tensors
+  // after its last use (as ExecuTorch plans inputs) is consumed by an execution and set again
+  // before the next; execute() refuses otherwise.
   Status set_input(size_t i, const void* data, size_t bytes);
+  // True when input i's planned memory is reused within an execution (set it every time).
+  bool input_is_consumed(size_t i) const { return input_consumed_[i]; }
   // Points an unplanned input/output at caller memory of the tensor's device.
   Status bind_input(size_t i, void* data);
   Status bind_output(size_t i, void* data);
@@ -93,6 +98,8 @@ class Method {
   std::vector<std::unique_ptr<DelegateHandle>> delegates_;
   std::vector<size_t> inputs_, outputs_;
   std::vector<bool> input_planned_, output_planned_;
+  // Per input: its planned bytes are shared with another tensor; it holds the caller's data.
+  std::vector<bool> input_consumed_, input_ready_, input_ever_set_;
 };
 
 // Registers the et_copy::_h2d_copy.out / _d2h_copy.out kernels.

@@ -120,16 +120,16 @@ TEST_CASE("a CPU-only graph gets one CPU buffer and no device entries") {
   CHECK(*g.value(value_named(g, "y")).spec.mem_id == 1);
 }
 
-TEST_CASE("the a+b CUDA fixture plans the CUDA buffer second, inputs kept live") {
-  // ExecuTorch plans [0, 32, 48]: its d2h output reuses an input slot. etc keeps inputs live
-  // for the whole run, so the CPU buffer holds a, b and y: [0, 48, 48].
+TEST_CASE("the a+b CUDA fixture plans [0, 32, 48] as ExecuTorch does") {
+  // ExecuTorch plans [0, 32, 48]: the d2h output reuses an input slot once the h2d copies
+  // have read it. etc plans input lifetimes the same way.
   Graph g = graph_from_json("[" + f32("a") + "," + f32("b") + "]",
                             "[" + add("add", "a", "b", "y") + "]", R"(["y"])");
   Pipeline p;
   lower_named(g, {{"add"}}, kCuda0, p.report);
   p.propagate_and_plan(g);
   REQUIRE(g.planned_buffers.size() == 2);
-  CHECK(g.planned_buffers[0] == PlannedBuffer{Device{}, 48});
+  CHECK(g.planned_buffers[0] == PlannedBuffer{Device{}, 32});
   CHECK(g.planned_buffers[1] == PlannedBuffer{kCuda0, 48});
   CHECK(*g.value(value_named(g, "a@cuda:0")).spec.mem_id == 2);
   CHECK(*g.value(value_named(g, "y")).spec.mem_id == 1);
@@ -191,11 +191,11 @@ TEST_CASE("lifetimes follow the final schedule") {
   Pipeline p;
   p.propagate_and_plan(g);
   CHECK(g.value(value_named(g, "a")).spec.lifetime.first == 0);
-  CHECK(g.value(value_named(g, "a")).spec.lifetime.last == 4);  // inputs live to the end
+  CHECK(g.value(value_named(g, "a")).spec.lifetime.last == 1);  // inputs end at their last use
   CHECK(g.value(value_named(g, "t")).spec.lifetime.first == 1);
   CHECK(g.value(value_named(g, "t")).spec.lifetime.last == 2);
   CHECK(g.value(value_named(g, "y")).spec.lifetime.last == 4);  // outputs live to the end
-  CHECK(g.planned_buffers[0].size == 48);  // a, plus never more than two 16-byte tensors
+  CHECK(g.planned_buffers[0].size == 32);  // never more than two 16-byte tensors live
 }
 
 TEST_CASE("a non-power-of-two alignment is a usage error") {

@@ -174,14 +174,26 @@ TEST_CASE("a device-annotated program runs with exactly the planned allocations 
     CHECK(rt.cuda->counters().allocations == 1);
     CHECK(rt.cuda->counters().bytes_allocated == 48);
     std::vector<float> a{1, 2, 3, 4}, b{10, 20, 30, 40};
-    REQUIRE(m.set_input(0, a.data(), 16).ok());
-    REQUIRE(m.set_input(1, b.data(), 16).ok());
+    Status never = m.execute();
+    CHECK(never.message() ==
+          "input 0 (float32[2, 2] cpu) was never set: call set_input before executing");
+    // Host buffer: a and b (16 bytes each); the d2h output reuses an input's slot once the
+    // h2d copies have read it, as ExecuTorch plans it ([0, 32, 48]).
+    CHECK((m.input_is_consumed(0) || m.input_is_consumed(1)));
     for (int run = 0; run < 3; ++run) {
+      REQUIRE(m.set_input(0, a.data(), 16).ok());
+      REQUIRE(m.set_input(1, b.data(), 16).ok());
       Status s = m.execute();
       INFO(s.to_string());
       REQUIRE(s.ok());
+      CHECK(floats(m.output(0)) == std::vector<float>{a[0] + 10, 22, 33, 44});
+      a[0] += 1;  // each run sees its own inputs
     }
-    CHECK(floats(m.output(0)) == std::vector<float>{11, 22, 33, 44});
+    size_t consumed = m.input_is_consumed(0) ? 0 : 1;
+    Status again = m.execute();
+    CHECK(again.message().find("input " + std::to_string(consumed) +
+                               " (float32[2, 2] cpu) must be set again before each execution") !=
+          std::string::npos);
     CHECK(rt.cuda->counters().h2d_copies == 6);  // 2 per run
     CHECK(rt.cuda->counters().d2h_copies == 3);  // 1 per run
     CHECK(rt.cuda->counters().h2d_bytes == 96);
