@@ -103,6 +103,9 @@ struct Node {
   std::vector<ValueId> outputs;
   std::string origin;  // JSON pointer of the node in the source file, if any
   bool erased = false;
+  // Set by memory planning for a view (view, unsqueeze, squeeze) whose output shares its
+  // input's planned storage: the node emits no instruction, as ExecuTorch's memory.view.
+  bool storage_alias = false;
   std::unique_ptr<Delegate> delegate;  // set for OpKind::DelegateCall only
 };
 

@@ -67,6 +67,7 @@ void print_into(const Graph& g, const std::string& indent, std::string& out) {
           (i < op.schema.args.size() ? op.schema.args[i].name : "?") + "=" + arg_text(g, n.args[i]);
     }
     out += ")";
+    if (n.storage_alias) out += " alias";
     if (n.delegate != nullptr) {
       out += " backend=" + n.delegate->backend_id + " device=" + to_string(n.delegate->device) +
              " specs={";

@@ -20,6 +20,48 @@ bool is_planned(const Graph& g, const Value& v) {
   return !(g.is_graph_output(v.id) && !v.spec.device.is_cpu());
 }
 
+// A view whose output can share its input's storage: same bytes in the same order.
+bool is_storage_view(OpKind op) {
+  switch (op) {
+    case OpKind::View:
+    case OpKind::Unsqueeze:
+    case OpKind::SqueezeDim:
+    case OpKind::SqueezeDims:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Marks the views whose output can live in its input's storage (both planned on the CPU,
+// contiguous) and returns, for each value id, the value whose storage it uses (itself for
+// most). ExecuTorch plans static views the same way (memory.view: no kernel call, the view's
+// tensor at its base's offset).
+std::vector<ValueId> alias_views(Graph& graph) {
+  std::vector<ValueId> root(graph.value_slots());
+  for (size_t i = 0; i < root.size(); ++i)
+    root[i] = ValueId(static_cast<uint32_t>(i));
+  for (NodeId nid : graph.order()) {
+    Node& n = graph.node(nid);
+    n.storage_alias = false;
+    if (!is_storage_view(n.op) || n.outputs.size() != 1 || n.args.empty()) continue;
+    const auto* in = std::get_if<ValueId>(&n.args[0]);
+    if (in == nullptr) continue;
+    const Value& x = graph.value(*in);
+    const Value& y = graph.value(n.outputs[0]);
+    const bool contiguous = x.spec.dim_order == contiguous_dim_order(x.spec.rank()) &&
+                            y.spec.dim_order == contiguous_dim_order(y.spec.rank());
+    if (!is_planned(graph, x) || !is_planned(graph, y) || !x.spec.device.is_cpu() ||
+        !y.spec.device.is_cpu() || !contiguous || x.spec.dtype != y.spec.dtype ||
+        x.spec.nbytes() != y.spec.nbytes()) {
+      continue;
+    }
+    n.storage_alias = true;
+    root[y.id.v] = root[x.id.v];
+  }
+  return root;
+}
+
 }  // namespace
 
 Result<bool> plan_memory(Graph& graph, PassContext& context) {
@@ -58,11 +100,27 @@ Result<bool> plan_memory(Graph& graph, PassContext& context) {
   for (ValueId o : graph.outputs())
     touch(o, end);
 
+  // A view sharing its input's storage: the group is planned once, live from its first
+  // member's definition to its last member's last use.
+  const std::vector<ValueId> root = alias_views(graph);
+  for (size_t i = 0; i < root.size(); ++i) {
+    if (root[i].v == i) continue;
+    const Lifetime l = graph.value(ValueId(static_cast<uint32_t>(i))).spec.lifetime;
+    Lifetime& r = graph.value(root[i]).spec.lifetime;
+    r.first = std::min(r.first, l.first);
+    r.last = std::max(r.last, l.last);
+  }
+  for (size_t i = 0; i < root.size(); ++i) {
+    if (root[i].v != i)
+      graph.value(ValueId(static_cast<uint32_t>(i))).spec.lifetime =
+          graph.value(root[i]).spec.lifetime;
+  }
+
   // Buckets by device, CPU first then (type, index): std::map orders Device that way.
   std::map<Device, std::vector<ValueId>> buckets;
   for (size_t i = 0; i < graph.value_slots(); ++i) {
     const Value& v = graph.value(ValueId(static_cast<uint32_t>(i)));
-    if (is_planned(graph, v)) buckets[v.spec.device].push_back(v.id);
+    if (is_planned(graph, v) && root[i].v == i) buckets[v.spec.device].push_back(v.id);
   }
   graph.planned_buffers.clear();
   context.report.memory.clear();
@@ -101,6 +159,13 @@ Result<bool> plan_memory(Graph& graph, PassContext& context) {
     b.baseline_bytes = opts.algorithm == PlanAlgorithm::kGreedyBySize ? 0 : baseline.size;
     b.algorithm = kept_name;
     context.report.memory.push_back(b);
+  }
+  for (size_t i = 0; i < root.size(); ++i) {
+    if (root[i].v == i) continue;
+    TensorSpec& s = graph.value(ValueId(static_cast<uint32_t>(i))).spec;
+    const TensorSpec& r = graph.value(root[i]).spec;
+    s.mem_id = r.mem_id;
+    s.mem_offset = r.mem_offset;
   }
   // ExecuTorch always has at least one (CPU) buffer entry.
   if (graph.planned_buffers.empty()) graph.planned_buffers.push_back(PlannedBuffer{Device{}, 0});

@@ -296,6 +296,7 @@ class PlanEmitter {
     pte::Chain chain;
     for (NodeId id : g_.order()) {
       const Node& n = g_.node(id);
+      if (n.storage_alias) continue;  // its output is its input's storage: nothing to run
       Result<pte::Instruction> instr =
           n.op == OpKind::DelegateCall ? emit_delegate(n) : emit_kernel(n);
       if (!instr.ok())

@@ -47,13 +47,24 @@ std::string op_text(const pte::Operator& o) {
   return o.name + (o.overload.empty() ? "" : "." + o.overload);
 }
 
+// Printable values as they are; binary ones as hex bytes, or when longer than 16 bytes as
+// their size and fingerprint.
 std::string spec_value(const pte::CompileSpec& cs) {
-  for (unsigned char c : cs.value) {
-    if (c < 0x20 || c > 0x7e)
-      return "0x" +
-             fingerprint({reinterpret_cast<const uint8_t*>(cs.value.data()), cs.value.size()});
+  bool printable = true;
+  for (unsigned char c : cs.value)
+    printable = printable && c >= 0x20 && c <= 0x7e;
+  if (printable) return cs.value;
+  if (cs.value.size() > 16) {
+    return std::to_string(cs.value.size()) + " bytes, fingerprint 0x" +
+           fingerprint({reinterpret_cast<const uint8_t*>(cs.value.data()), cs.value.size()});
   }
-  return cs.value;
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex = "0x";
+  for (unsigned char c : cs.value) {
+    hex += kHex[c >> 4];
+    hex += kHex[c & 15];
+  }
+  return hex;
 }
 
 // What a delegate's blob says, when it is one of ours.

@@ -198,6 +198,42 @@ TEST_CASE("lifetimes follow the final schedule") {
   CHECK(g.planned_buffers[0].size == 32);  // never more than two 16-byte tensors live
 }
 
+TEST_CASE(
+    "a host view shares its input's storage and runs no kernel, as ExecuTorch's memory.view") {
+  // a -> relu -> t [2,2] -> view [4] -> v -> neg -> u; and v.unsqueeze(0) -> w is an output.
+  auto view = [](const std::string& name, const std::string& x, const std::string& out) {
+    return testing::node(name, "aten.view.default", R"({"self": ")" + x + R"(", "size": [4]})",
+                         out);
+  };
+  auto unsqueeze = [](const std::string& name, const std::string& x, const std::string& out) {
+    return testing::node(name, "aten.unsqueeze.default", R"({"self": ")" + x + R"(", "dim": 0})",
+                         out);
+  };
+  Graph g = graph_from_json(
+      "[" + f32("a") + "]",
+      "[" + unary("r", "aten.relu.default", "a", "t") + "," + view("v1", "t", "v") + "," +
+          unary("n", "aten.neg.default", "v", "u") + "," + unsqueeze("v2", "v", "w") + "]",
+      R"(["u", "w"])");
+  Pipeline p;
+  p.propagate_and_plan(g);
+  const TensorSpec& t = g.value(value_named(g, "t")).spec;
+  for (const char* name : {"v", "w"}) {
+    INFO(name);
+    const TensorSpec& s = g.value(value_named(g, name)).spec;
+    CHECK(s.mem_id == t.mem_id);
+    CHECK(s.mem_offset == t.mem_offset);
+    CHECK(s.lifetime.last == 5);  // the group lives until w, a graph output, is read
+  }
+  CHECK(g.value(value_named(g, "t")).spec.lifetime.first == 1);
+  int aliases = 0;
+  for (NodeId id : g.order())
+    aliases += g.node(id).storage_alias ? 1 : 0;
+  CHECK(aliases == 2);
+  // a (dead after r), the t/v/w group and u: a's slot is free again when u is defined.
+  CHECK(g.planned_buffers[0].size == 32);
+  CHECK(p.report.memory[0].lower_bound_bytes == 32);
+}
+
 TEST_CASE("a non-power-of-two alignment is a usage error") {
   Graph g = graph_from_json("[" + f32("a") + "]",
                             "[" + unary("r", "aten.relu.default", "a", "y") + "]", R"(["y"])");

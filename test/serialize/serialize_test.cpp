@@ -120,6 +120,34 @@ TEST_CASE("CUDA delegate IO is tagged cuda:0; host tensors carry no device info 
   CHECK(p.delegates[0].compile_specs == std::vector<pte::CompileSpec>{{"target_device", "cuda:0"}});
 }
 
+TEST_CASE("inspect prints compile specs: text as it is, short binary as hex, long by size") {
+  Graph g = compile(kSource + "/examples/mlp.json");
+  pte::File f = read(to_bytes(g));
+  std::vector<pte::CompileSpec>& specs = f.program.plans[0].delegates[0].compile_specs;
+  specs.push_back({"max_value", std::string(1, '\x04')});  // ExecuTorch's demo backend
+  specs.push_back({"blob", std::string(40, '\0')});
+  std::string text = dump_text(f);
+  CHECK(text.find("target_device=cuda:0, max_value=0x04, blob=40 bytes, fingerprint 0x") !=
+        std::string::npos);
+}
+
+TEST_CASE("host views are emitted as ExecuTorch emits memory.view: no call, the base's storage") {
+  ExportOptions cpu;
+  cpu.target = Device{};
+  Graph g = compile(kSource + "/examples/transformer_block.json", cpu);
+  int views = 0;
+  for (NodeId id : g.order()) {
+    const Node& n = g.node(id);
+    if (n.op != OpKind::View) continue;
+    ++views;
+    CHECK(n.storage_alias);
+  }
+  CHECK(views >= 4);  // the model's own, and those decomposing linear on the host
+  pte::File f = read(to_bytes(g));
+  for (const pte::Operator& op : f.program.plans[0].operators)
+    CHECK(op.name != "aten::view_copy");
+}
+
 TEST_CASE("a CPU-only export has no device fields and runs only portable kernels") {
   ExportOptions cpu;
   cpu.target = Device{};
