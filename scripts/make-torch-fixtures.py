@@ -67,6 +67,22 @@ class Sdpa(nn.Module):
         return F.scaled_dot_product_attention(q, k, v)
 
 
+class SdpaMasked(nn.Module):
+    """A boolean mask given at run time; the example's mask leaves query rows 1 and 5 with no
+    key at all, where PyTorch's attention gives 0 (a plain softmax would give NaN)."""
+
+    def forward(self, q, k, v, mask):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+def sdpa_masked():
+    mask = torch.rand(8, 12) > 0.3
+    mask[1] = False
+    mask[5] = False
+    return (SdpaMasked(), (randn(1, 2, 8, 16), randn(1, 2, 12, 16), randn(1, 2, 12, 16), mask),
+            ["q", "k", "v", "mask"])
+
+
 # ---- A Llama-style decoder block (RMSNorm, rotary embeddings, causal SDPA, SiLU MLP) -------
 
 class RMSNorm(nn.Module):
@@ -289,6 +305,7 @@ MODELS = collections.OrderedDict([
     ("conv1d", lambda: (Conv1d(), (randn(2, 4, 20),), ["x"])),
     ("sdpa", lambda: (Sdpa(), (randn(1, 4, 16, 32), randn(1, 4, 16, 32), randn(1, 4, 16, 32)),
                       ["q", "k", "v"])),
+    ("sdpa_masked", sdpa_masked),
     ("llama_block", lambda: (LlamaBlock(), (randn(1, 16, 64),), ["x"])),
     ("mobilenet_v2", torchvision_model("mobilenet_v2", 224)),
     ("mobilenet_v3_small", torchvision_model("mobilenet_v3_small", 224)),

@@ -16,18 +16,81 @@ std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes) {
 
 // Copies the strided view (sizes, element strides, element offset) of `in` into `out`
 // contiguously; `elem` is the element size.
+// Copies an R x C block whose input strides are (sr, sc) elements, in 32 x 32 tiles so that
+// a transpose reads and writes whole cache lines (a weight transpose is most of the work
+// when folding a large model).
+// Elements are copied with fixed-size memcpy: the input may be a window into a mapped archive
+// at any alignment.
+template <size_t E>
+void copy_block(const uint8_t* in, int64_t rows, int64_t cols, int64_t sr, int64_t sc,
+                uint8_t* out) {
+  constexpr int64_t kTile = 32;
+  for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
+    const int64_t r1 = std::min(rows, r0 + kTile);
+    for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+      const int64_t c1 = std::min(cols, c0 + kTile);
+      for (int64_t r = r0; r < r1; ++r) {
+        const uint8_t* src = in + static_cast<size_t>(r * sr) * E;
+        uint8_t* dst = out + static_cast<size_t>(r * cols) * E;
+        for (int64_t c = c0; c < c1; ++c)
+          std::memcpy(dst + static_cast<size_t>(c) * E, src + static_cast<size_t>(c * sc) * E, E);
+      }
+    }
+  }
+}
+
+void copy_block_bytes(const uint8_t* in, int64_t rows, int64_t cols, int64_t sr, int64_t sc,
+                      size_t elem, uint8_t* out) {
+  if (sc == 1) {  // rows are contiguous runs
+    for (int64_t r = 0; r < rows; ++r) {
+      std::memcpy(out + static_cast<size_t>(r * cols) * elem,
+                  in + static_cast<size_t>(r * sr) * elem, static_cast<size_t>(cols) * elem);
+    }
+    return;
+  }
+  switch (elem) {
+    case 1:
+      return copy_block<1>(in, rows, cols, sr, sc, out);
+    case 2:
+      return copy_block<2>(in, rows, cols, sr, sc, out);
+    case 4:
+      return copy_block<4>(in, rows, cols, sr, sc, out);
+    case 8:
+      return copy_block<8>(in, rows, cols, sr, sc, out);
+    default:
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c)
+          std::memcpy(out + static_cast<size_t>(r * cols + c) * elem,
+                      in + static_cast<size_t>(r * sr + c * sc) * elem, elem);
+  }
+}
+
+// out (contiguous, `sizes`) = the elements of `in` at offset + sum(index[d] * strides[d]).
+// The two innermost output dims are copied as a block; the outer ones are iterated.
 void gather(const uint8_t* in, const std::vector<int64_t>& sizes,
             const std::vector<int64_t>& strides, int64_t offset, size_t elem, uint8_t* out) {
-  int64_t n = 1;
+  const size_t rank = sizes.size();
   for (int64_t d : sizes)
-    n *= d;
-  std::vector<int64_t> idx(sizes.size(), 0);
-  for (int64_t i = 0; i < n; ++i) {
+    if (d == 0) return;
+  if (rank == 0) {
+    std::memcpy(out, in + static_cast<size_t>(offset) * elem, elem);
+    return;
+  }
+  const int64_t cols = sizes[rank - 1], sc = strides[rank - 1];
+  const int64_t rows = rank >= 2 ? sizes[rank - 2] : 1, sr = rank >= 2 ? strides[rank - 2] : 0;
+  const size_t outer_rank = rank >= 2 ? rank - 2 : 0;
+  int64_t outer = 1;
+  for (size_t d = 0; d < outer_rank; ++d)
+    outer *= sizes[d];
+  std::vector<int64_t> idx(outer_rank, 0);
+  const size_t block = static_cast<size_t>(rows * cols) * elem;
+  for (int64_t i = 0; i < outer; ++i) {
     int64_t src = offset;
-    for (size_t d = 0; d < sizes.size(); ++d)
+    for (size_t d = 0; d < outer_rank; ++d)
       src += idx[d] * strides[d];
-    std::memcpy(out + static_cast<size_t>(i) * elem, in + static_cast<size_t>(src) * elem, elem);
-    for (size_t d = sizes.size(); d-- > 0;) {
+    copy_block_bytes(in + static_cast<size_t>(src) * elem, rows, cols, sr, sc, elem,
+                     out + static_cast<size_t>(i) * block);
+    for (size_t d = outer_rank; d-- > 0;) {
       if (++idx[d] < sizes[d]) break;
       idx[d] = 0;
     }

@@ -211,10 +211,20 @@ class ContentIndex {
   void add(std::string_view bytes, uint64_t id) { by_hash_[hash(bytes)].push_back(id); }
 
  private:
-  // Buckets only (equal contents are compared in full): eight bytes a step, so hashing the
-  // weights of a large model costs little next to writing them.
+  // Buckets only (equal contents are compared in full). A large string is hashed by its size
+  // and 32 windows of 64 bytes spread over it: distinct weights of one shape differ there, so
+  // hashing a model's weights costs next to nothing and only true duplicates (or strings
+  // equal in every window) are compared byte by byte.
   static uint64_t hash(std::string_view bytes) {
+    constexpr size_t kWindows = 32, kWindow = 64;
     uint64_t h = 0xcbf29ce484222325ULL ^ bytes.size();
+    if (bytes.size() <= kWindows * kWindow * 2) return mix(h, bytes);
+    const size_t step = (bytes.size() - kWindow) / (kWindows - 1);
+    for (size_t w = 0; w < kWindows; ++w)
+      h = mix(h, bytes.substr(w * step, kWindow));
+    return h;
+  }
+  static uint64_t mix(uint64_t h, std::string_view bytes) {
     size_t i = 0;
     for (; i + 8 <= bytes.size(); i += 8) {
       uint64_t w;

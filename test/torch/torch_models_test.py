@@ -44,8 +44,10 @@ def compare(got, want):
     """(max abs difference, whether it is within the tolerance of `want`'s scale)."""
     diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
     scale = float(np.abs(want.astype(np.float64)).max(initial=0.0))
-    bad = diff > RTOL * np.abs(want.astype(np.float64)) + ATOL * scale
-    return float(diff.max(initial=0.0)), bad
+    # NaN compares false: a NaN where the reference has a number (or the reverse) is a
+    # mismatch; NaN where the reference has NaN is not.
+    bad = (diff > RTOL * np.abs(want.astype(np.float64)) + ATOL * scale) | (np.isnan(got) != np.isnan(want))
+    return float(np.nanmax(diff, initial=0.0)), bad
 
 
 def executorch_outputs(pte, input_files):
@@ -92,6 +94,40 @@ def check_executorch_program(etc, d, meta, inputs, expected, work, failures):
                             f"{err:.3g}")
             return "FAIL"
     return worst
+
+
+def program_summary(etc, pte):
+    """Planned bytes and, per kernel operator, the argument counts its calls use."""
+    r = run([etc, "inspect", pte, "--format", "json"])
+    if r.returncode != 0:
+        return None
+    plan = json.loads(r.stdout)["plans"][0]
+    args = {}
+    for ins in plan["instructions"]:
+        if ins["kind"] == "kernel":
+            args.setdefault(ins["op"], set()).add(len(ins["args"]))
+    return sum(b["size"] for b in plan["buffers"]), args
+
+
+def compare_with_executorch_program(etc, et_pte, etc_pte, tag, failures):
+    """etc's CPU program against ExecuTorch's for the same archive: planned bytes never
+    above ExecuTorch's, and every operator both call takes the same arguments (ExecuTorch's
+    kernel-argument convention). Returns a one-line summary."""
+    ours, theirs = program_summary(etc, etc_pte), program_summary(etc, et_pte)
+    if ours is None or theirs is None:
+        failures.append(f"{tag}: etc inspect cannot read the programs")
+        return "unreadable"
+    (our_bytes, our_ops), (their_bytes, their_ops) = ours, theirs
+    if our_bytes > their_bytes:
+        failures.append(f"{tag}: etc plans {our_bytes} bytes, ExecuTorch {their_bytes}")
+    shared = sorted(set(our_ops) & set(their_ops))
+    for op in shared:
+        if our_ops[op] != their_ops[op]:
+            failures.append(f"{tag}: {op} takes {sorted(our_ops[op])} arguments in etc's "
+                            f"program, {sorted(their_ops[op])} in ExecuTorch's")
+    return (f"planned {our_bytes} vs ExecuTorch's {their_bytes} bytes; {len(shared)} shared "
+            f"operators, same arguments; only ExecuTorch's: "
+            f"{len(set(their_ops) - set(our_ops))}, only etc's: {len(set(our_ops) - set(their_ops))}")
 
 
 def cuda_available(etc):
@@ -163,7 +199,7 @@ def check_model(etc, fixtures, name, work, cuda, rows, et_rows, failures):
             scale = float(np.abs(want.astype(np.float64)).max(initial=0.0))
             if scale > 0:
                 worst_scaled = max(worst_scaled, float(diff.max(initial=0.0)) / scale)
-            bad = diff > RTOL * np.abs(want) + ATOL * scale
+            bad = (diff > RTOL * np.abs(want) + ATOL * scale) | (np.isnan(got) != np.isnan(want))
             if bad.any():
                 k = int(np.flatnonzero(bad)[0])
                 failures.append(f"{tag}: output {i} differs from PyTorch at {bad.sum()} of "
@@ -193,6 +229,14 @@ def check_model(etc, fixtures, name, work, cuda, rows, et_rows, failures):
                     failures.append(f"{tag}: ExecuTorch's runtime and etc differ on output {i} "
                                     f"by up to {err:.3g}")
                     ok = False
+
+        # ExecuTorch's own program for the same archive (the default form's).
+        et_pte = os.path.join(d, "model.et.pte")
+        if form == FORMS[0][0] and os.path.exists(et_pte):
+            before = len(failures)
+            line = compare_with_executorch_program(etc, et_pte, cpu_pte, tag, failures)
+            print(f"{'ok  ' if len(failures) == before else 'FAIL'} {tag}: vs ExecuTorch's "
+                  f"program: {line}", flush=True)
 
         # The cuda:0 export: everything delegated, IO on the device, minimum copies.
         cuda_pte = os.path.join(work, f"{name}.{form}.cuda.pte")

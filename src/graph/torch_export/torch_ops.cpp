@@ -890,8 +890,10 @@ Status convert_vector_norm(TorchNode& n) {
 }
 
 // scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa):
-// softmax(q @ k^T * scale + mask) @ v over the flattened batch dims. A fully masked row gives
-// NaN here (PyTorch's math kernel gives 0).
+// softmax(q @ k^T * scale + mask) @ v over the flattened batch dims. A row whose every score
+// is masked gives 0, as PyTorch's kernels do (its _safe_softmax), where a plain softmax gives
+// NaN: when the mask may mask a whole row, the weights go through
+// where(any(scores != -inf, -1), softmax, 0) as in PyTorch's Core ATen decomposition.
 Status convert_sdpa(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(ValueId q, n.tensor("query"));
   ETC_ASSIGN_OR_RETURN(ValueId k, n.tensor("key"));
@@ -946,8 +948,13 @@ Status convert_sdpa(TorchNode& n) {
     ETC_ASSIGN_OR_RETURN(
         scores, n.emit(OpKind::AddTensor, {{"self", scores}, {"other", n.constant(bias)}}));
   }
+  bool may_mask_a_row = false;  // the causal mask alone always keeps key 0
   if (n.has("attn_mask")) {
     ETC_ASSIGN_OR_RETURN(const Entry* m, n.entry("attn_mask"));
+    const bool boolean = m->dtype == DType::kBool;
+    may_mask_a_row =
+        !m->known || std::any_of(m->known->v.begin(), m->known->v.end(),
+                                 [&](double x) { return boolean ? x == 0.0 : x == -kInf; });
     ValueId bias;
     if (m->dtype == DType::kBool) {
       if (m->known) {
@@ -968,6 +975,17 @@ Status convert_sdpa(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(
       ValueId attn,
       n.emit(OpKind::Softmax, {{"self", scores}, {"dim", int64_t{-1}}, {"half_to_float", false}}));
+  if (may_mask_a_row) {
+    ETC_ASSIGN_OR_RETURN(ValueId masked,
+                         n.emit(OpKind::EqScalar, {{"self", scores}, {"other", Scalar{-kInf}}}));
+    ETC_ASSIGN_OR_RETURN(ValueId kept, n.emit(OpKind::LogicalNot, {{"self", masked}}));
+    ETC_ASSIGN_OR_RETURN(
+        ValueId any_kept,
+        n.emit(OpKind::AnyDim, {{"self", kept}, {"dim", int64_t{-1}}, {"keepdim", true}}));
+    ValueId zero = n.constant(known_full(n.dtype(q), {}, 0.0));
+    ETC_ASSIGN_OR_RETURN(attn, n.emit(OpKind::WhereSelf,
+                                      {{"condition", any_kept}, {"self", attn}, {"other", zero}}));
+  }
   ETC_ASSIGN_OR_RETURN(
       attn, n.emit(OpKind::Reshape, {{"self", attn}, {"shape", std::vector<int64_t>{B, L, S}}}));
   ETC_ASSIGN_OR_RETURN(
