@@ -109,7 +109,12 @@ etc::Result<etc::Graph> load_model(const std::string& path,
 int cmd_validate(const std::string& model, const std::vector<std::string>& input_shapes) {
   etc::Result<etc::Graph> g = load_model(model, input_shapes);
   if (!g.ok()) return report(g.status());
-  std::fputs(etc::format_summary(*g, etc::summarize(*g), model).c_str(), stdout);
+  etc::Result<etc::ModelFormat> format = etc::detect_model_format(model);
+  if (!format.ok()) return report(format.status());
+  const char* kind = *format == etc::ModelFormat::kOnnx          ? "ONNX model"
+                     : *format == etc::ModelFormat::kTorchExport ? "torch.export program"
+                                                                 : "etc.graph";
+  std::fputs(etc::format_summary(*g, etc::summarize(*g), model, kind).c_str(), stdout);
   return 0;
 }
 

@@ -47,10 +47,9 @@ GraphSummary summarize(const Graph& g) {
   return s;
 }
 
-std::string format_summary(const Graph& g, const GraphSummary& s, const std::string& source) {
-  const bool onnx = source.size() >= 5 && (source.compare(source.size() - 5, 5, ".onnx") == 0 ||
-                                           source.compare(source.size() - 5, 5, ".ONNX") == 0);
-  std::string out = source + (onnx ? ": valid ONNX model" : ": valid etc.graph");
+std::string format_summary(const Graph& g, const GraphSummary& s, const std::string& source,
+                           std::string_view kind) {
+  std::string out = source + ": valid " + std::string(kind);
   if (!g.name.empty()) out += " \"" + g.name + "\"";
   out += "\n";
   out += "  inputs:      " + std::to_string(s.inputs) + " (" + value_list(g, g.inputs()) + ")\n";

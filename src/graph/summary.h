@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "graph/graph.h"
 
@@ -20,6 +21,8 @@ struct GraphSummary {
 
 GraphSummary summarize(const Graph& graph);
 // Multi-line text; `source` is the file name shown in the first line.
-std::string format_summary(const Graph& graph, const GraphSummary& s, const std::string& source);
+// `kind` names what the source is ("etc.graph", "ONNX model", "torch.export program").
+std::string format_summary(const Graph& graph, const GraphSummary& s, const std::string& source,
+                           std::string_view kind);
 
 }  // namespace etc

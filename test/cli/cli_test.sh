@@ -126,6 +126,9 @@ expect "diff of a non-.pte is exit 1 with the reason" 1 'not a .pte file' "$etc"
 # ONNX models (a node test of Debian's libonnx-testdata; scripts/install-deps.sh installs it)
 onnx=/usr/share/libonnx-testdata/data/node/test_conv_with_strides_padding/model.onnx
 expect "validate reads an ONNX model" 0 'model.onnx: valid ONNX model' "$etc" validate "$onnx"
+cp "$onnx" "$tmp/conv.model"
+expect "validate names what the content is, whatever the extension" 0 'conv.model: valid ONNX model' "$etc" validate "$tmp/conv.model"
+expect "validate reads a torch.export program" 0 'linear.pt2: valid torch.export program' "$etc" validate "$src/test/torch/programs/linear.pt2"
 expect "validate of an ONNX model lists its IR ops" 0 'aten.convolution.default x1' "$etc" validate "$onnx"
 expect "export of an ONNX model writes a .pte" 0 "^wrote $tmp/conv.pte" "$etc" export "$onnx" -o "$tmp/conv.pte"
 expect "an exported ONNX model runs" 0 'output 0 \(y\): float32\[1, 1, 4, 3\]' "$etc" run "$tmp/conv.pte" --device cpu --verify
