@@ -159,6 +159,7 @@ void convert(DType from, DType to, const uint8_t* in, uint8_t* out, int64_t n) {
 struct Folder {
   const Graph& g;
   const Node& n;
+  WritableArena& arena;  // memory for strided copies
   const OpSchema& schema = op_info(n.op).schema;
 
   const ArgValue& arg(const char* name) const {
@@ -270,10 +271,10 @@ struct Folder {
       default:
         return std::nullopt;
     }
-    std::string bytes(static_cast<size_t>(out.nbytes()), '\0');
-    gather(in.constant.bytes().data(), out.sizes, strides, offset, elem,
-           reinterpret_cast<uint8_t*>(bytes.data()));
-    return fresh(std::move(bytes));
+    const auto size = static_cast<size_t>(out.nbytes());
+    WritableArena::Piece piece = arena.allocate(size);
+    gather(in.constant.bytes().data(), out.sizes, strides, offset, elem, piece.data);
+    return ConstantData{std::move(piece.blob), piece.offset, size};
   }
 };
 
@@ -288,13 +289,14 @@ bool all_inputs_constant(const Graph& g, const Node& n) {
 
 Result<bool> fold_constants(Graph& graph, PassContext&) {
   bool changed = false;
+  WritableArena arena;
   std::vector<NodeId> order(graph.order().begin(), graph.order().end());
   for (NodeId id : order) {
     const Node& n = graph.node(id);
     if (n.outputs.size() != 1 || n.delegate != nullptr || graph.is_graph_output(n.outputs[0]))
       continue;
     if (!all_inputs_constant(graph, n)) continue;
-    std::optional<ConstantData> data = Folder{graph, n}.run();
+    std::optional<ConstantData> data = Folder{graph, n, arena}.run();
     if (!data) continue;
     ValueId out = n.outputs[0];
     TensorSpec spec = TensorSpec::make(graph.value(out).spec.dtype, graph.value(out).spec.sizes);

@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <memory>
+#include <new>
 
 namespace etc {
 namespace {
@@ -54,6 +56,36 @@ class OwnedBlob final : public Blob {
   std::string bytes_;
 };
 
+// Memory for results computed once: anonymous pages (huge pages advised when large).
+class BufferBlob final : public Blob {
+ public:
+  explicit BufferBlob(size_t size) : size_(size) {
+    if (size_ >= kHugePage) {
+      void* p = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED) throw std::bad_alloc();
+      madvise(p, size_, MADV_HUGEPAGE);  // a hint: ignored where huge pages are off
+      mapped_ = static_cast<uint8_t*>(p);
+    } else {
+      owned_.reset(new uint8_t[std::max<size_t>(size_, 1)]);
+    }
+  }
+  ~BufferBlob() override {
+    if (mapped_ != nullptr) munmap(mapped_, size_);
+  }
+  BufferBlob(const BufferBlob&) = delete;
+  BufferBlob& operator=(const BufferBlob&) = delete;
+  uint8_t* data() { return mapped_ != nullptr ? mapped_ : owned_.get(); }
+  std::span<const uint8_t> bytes() const override {
+    return {mapped_ != nullptr ? mapped_ : owned_.get(), size_};
+  }
+
+ private:
+  static constexpr size_t kHugePage = size_t{2} << 20;
+  size_t size_;
+  uint8_t* mapped_ = nullptr;
+  std::unique_ptr<uint8_t[]> owned_;
+};
+
 // Closes a descriptor on every path out of a function.
 struct FdCloser {
   int fd;
@@ -93,6 +125,25 @@ Result<std::shared_ptr<const Blob>> map_file(const std::string& path) {
 
 std::shared_ptr<const Blob> make_blob(std::string bytes) {
   return std::make_shared<OwnedBlob>(std::move(bytes));
+}
+
+std::shared_ptr<const Blob> make_writable_blob(size_t size, uint8_t** data) {
+  auto blob = std::make_shared<BufferBlob>(size);
+  *data = blob->data();
+  return blob;
+}
+
+WritableArena::Piece WritableArena::allocate(size_t size) {
+  constexpr size_t kAlign = 64, kChunk = size_t{64} << 20;
+  const size_t start = (used_ + kAlign - 1) / kAlign * kAlign;
+  if (chunk_ == nullptr || start > capacity_ || size > capacity_ - start) {
+    capacity_ = std::max(kChunk, size);
+    chunk_ = make_writable_blob(capacity_, &base_);
+    used_ = 0;
+    return allocate(size);
+  }
+  used_ = start + size;
+  return Piece{chunk_, start, base_ + start};
 }
 
 Result<std::string> read_text_file(const std::string& path) {

@@ -82,6 +82,31 @@ Result<std::shared_ptr<const Blob>> map_file(const std::string& path);
 // Wraps owned bytes.
 std::shared_ptr<const Blob> make_blob(std::string bytes);
 
+// A blob of `size` bytes to fill once, through `*data`, before anyone reads it (constants
+// computed at export). The bytes start unspecified. A large one is an anonymous mapping with
+// transparent huge pages advised: filling 40 MB of folded weights takes a few dozen page
+// faults instead of ten thousand. Throws std::bad_alloc when memory cannot be had.
+std::shared_ptr<const Blob> make_writable_blob(size_t size, uint8_t** data);
+
+// Hands out writable pieces of large shared blobs (make_writable_blob chunks of at least
+// 64 MiB, of which only the pieces handed out are ever touched), so that many medium-sized
+// results (a model's transposed weights, 0.5-3 MB each) fill huge pages too. A piece lives
+// as long as its chunk, which lives as long as any piece of it is referenced.
+class WritableArena {
+ public:
+  struct Piece {
+    std::shared_ptr<const Blob> blob;
+    size_t offset = 0;
+    uint8_t* data = nullptr;
+  };
+  Piece allocate(size_t size);
+
+ private:
+  std::shared_ptr<const Blob> chunk_;
+  uint8_t* base_ = nullptr;
+  size_t used_ = 0, capacity_ = 0;
+};
+
 Result<std::string> read_text_file(const std::string& path);
 
 // Writes via a temporary file in the same folder and a rename, so a failed or interrupted
