@@ -6,6 +6,7 @@
 #include "partition/lower.h"
 #include "passes/dead_code_elimination.h"
 #include "passes/decompose_host_ops.h"
+#include "passes/fold_batch_norm.h"
 #include "passes/fold_constants.h"
 #include "passes/plan_memory.h"
 #include "passes/propagate_devices.h"
@@ -19,6 +20,8 @@ PassRegistry make_pass_registry() {
       {"dce", "remove unused nodes and constants", &dead_code_elimination},
       {"remove-noops", "remove clones, same-shape views and other identity ops", &remove_noops},
       {"fold-constants", "evaluate data-movement and cast ops on constants", &fold_constants},
+      {"fold-batch-norm", "fold inference batch norms into the convolutions they follow",
+       &fold_batch_norm},
       {"partition", "group CUDA-capable nodes into delegates (--target)", &partition_pass},
       {"decompose-host-ops", "rewrite host ops into ExecuTorch's portable kernel set",
        &decompose_host_ops},

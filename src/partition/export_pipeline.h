@@ -6,11 +6,12 @@
 
 namespace etc {
 
-// Cleanups; partitioning for the target; host ops rewritten into ExecuTorch's portable
-// kernel set and the results folded; device copies; memory plan last.
+// Cleanups and batch norms folded into convolutions; partitioning for the target; host ops
+// rewritten into ExecuTorch's portable kernel set and the results folded; device copies;
+// memory plan last.
 inline constexpr const char* kDefaultExportPipeline =
-    "dce,remove-noops,fold-constants,dce,partition,decompose-host-ops,fold-constants,dce,"
-    "propagate-devices,plan-memory";
+    "dce,remove-noops,fold-constants,fold-batch-norm,dce,partition,decompose-host-ops,"
+    "fold-constants,dce,propagate-devices,plan-memory";
 
 // A registry with every pass etc has, registered explicitly.
 PassRegistry make_pass_registry();

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "passes/dead_code_elimination.h"
+#include "passes/fold_batch_norm.h"
 #include "passes/fold_constants.h"
 #include "passes/graph_builder.h"
 #include "passes/remove_noops.h"
@@ -133,6 +134,76 @@ TEST_CASE("fold-constants shares bytes for reshapes instead of copying") {
   Ctx c;
   REQUIRE(*fold_constants(g, c.ctx));
   CHECK(g.value(value_named(g, "k")).spec.constant.bytes().data() == before);
+}
+
+// conv (2 output channels, 1x1 kernel over 1 input channel) -> batch norm -> relu.
+std::string conv_bn(const std::string& bn_outputs, const std::string& graph_outputs,
+                    bool with_bias = true) {
+  return R"({"format": "etc.graph", "version": 1, "name": "t",
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 1, 2, 2]}],
+    "constants": [
+      {"name": "w", "dtype": "float32", "shape": [2, 1, 1, 1], "values": [2.0, -1.0]},
+      {"name": "b", "dtype": "float32", "shape": [2], "values": [0.5, 1.0]},
+      {"name": "gamma", "dtype": "float32", "shape": [2], "values": [3.0, 0.5]},
+      {"name": "beta", "dtype": "float32", "shape": [2], "values": [0.25, -2.0]},
+      {"name": "mean", "dtype": "float32", "shape": [2], "values": [1.0, -4.0]},
+      {"name": "var", "dtype": "float32", "shape": [2], "values": [3.0, 0.0]}],
+    "nodes": [
+      {"name": "conv", "op": "aten.convolution.default",
+       "args": {"input": "x", "weight": "w", "bias": )" +
+         std::string(with_bias ? R"("b")" : "null") + R"(, "stride": [1, 1],
+                "padding": [0, 0], "dilation": [1, 1], "transposed": false,
+                "output_padding": [0, 0], "groups": 1}, "outputs": ["c"]},
+      {"name": "bn", "op": "aten._native_batch_norm_legit_no_training.default",
+       "args": {"input": "c", "weight": "gamma", "bias": "beta", "running_mean": "mean",
+                "running_var": "var", "momentum": 0.1, "eps": 1.0},
+       "outputs": )" +
+         bn_outputs + R"(},
+      {"name": "act", "op": "aten.relu.default", "args": {"self": "y"}, "outputs": ["r"]}],
+    "outputs": )" +
+         graph_outputs + "}";
+}
+
+Graph parse(const std::string& text) {
+  Result<Graph> g = parse_graph_json(text, "test.json", ".");
+  INFO(g.status().to_string());
+  REQUIRE(g.ok());
+  return std::move(g).value();
+}
+
+TEST_CASE("fold-batch-norm folds the statistics into the convolution's weight and bias") {
+  // scale = gamma / sqrt(var + eps): 3/2 = 1.5 and 0.5/1 = 0.5.
+  // W' = W * scale: 3, -0.5. b' = (b - mean) * scale + beta: -0.5, 0.5.
+  for (bool with_bias : {true, false}) {
+    INFO("conv bias: " << with_bias);
+    Graph g = parse(conv_bn(R"(["y", "m", "s"])", R"(["r", "y"])", with_bias));
+    Ctx c;
+    Result<bool> r = fold_batch_norm(g, c.ctx);
+    REQUIRE(r.ok());
+    CHECK(*r);
+    require_valid(g);
+    for (NodeId id : g.order())
+      CHECK(g.node(id).op != OpKind::NativeBatchNormNoTraining);
+    const Node& conv = g.node(g.value(value_named(g, "y")).producer);  // the name lives on
+    REQUIRE(conv.op == OpKind::Convolution);
+    const Value& w = g.value(std::get<ValueId>(conv.args[1]));
+    const Value& b = g.value(std::get<ValueId>(conv.args[2]));
+    std::vector<float> wv(2), bv(2);
+    std::memcpy(wv.data(), w.spec.constant.bytes().data(), 8);
+    std::memcpy(bv.data(), b.spec.constant.bytes().data(), 8);
+    CHECK(wv == std::vector<float>{3.0f, -0.5f});
+    CHECK(bv == (with_bias ? std::vector<float>{-0.5f, 0.5f} : std::vector<float>{-1.25f, 0.0f}));
+    CHECK(g.outputs()[1] == value_named(g, "y"));    // the graph output follows the fold
+    CHECK_FALSE(g.find_value("gamma").has_value());  // the statistics are gone
+  }
+}
+
+TEST_CASE("fold-batch-norm leaves a batch norm whose statistics outputs are read") {
+  Graph g = parse(conv_bn(R"(["y", "m", "s"])", R"(["r", "m"])"));
+  Ctx c;
+  Result<bool> r = fold_batch_norm(g, c.ctx);
+  REQUIRE(r.ok());
+  CHECK_FALSE(*r);
 }
 
 }  // namespace
