@@ -448,6 +448,14 @@ Result<PoolParams> pool_params(const KernelContext& ctx, const TensorView& self,
   return p;
 }
 
+// One output element: the window's largest value (NaN wins, as in PyTorch) and its flat
+// index in the plane; the first of equal values is kept.
+template <typename C>
+inline bool max_pool_takes(C v, C best, bool have) {
+  if constexpr (std::is_floating_point_v<C>) return !have | (v > best) | (v != v);
+  return !have | (v > best);
+}
+
 template <typename T>
 void max_pool_typed(const PoolParams& p, const TensorView& self, TensorView& out,
                     int64_t* indices) {
@@ -456,38 +464,90 @@ void max_pool_typed(const PoolParams& p, const TensorView& self, TensorView& out
   T* y = out.data_as<T>();
   const int64_t in_plane = p.in_h * p.in_w;
   const int64_t out_plane = p.out_h * p.out_w;
-  for (int64_t pl = 0; pl < p.planes; ++pl) {
-    const T* xp = x + pl * in_plane;
-    for (int64_t oh = 0; oh < p.out_h; ++oh) {
-      const int64_t h0 = oh * p.stride[0] - p.pad[0];
-      for (int64_t ow = 0; ow < p.out_w; ++ow) {
-        const int64_t w0 = ow * p.stride[1] - p.pad[1];
-        // Padding counts as -inf: out-of-range taps are skipped.
-        C best = std::is_floating_point_v<C> ? -std::numeric_limits<C>::infinity()
-                                             : std::numeric_limits<C>::lowest();
-        int64_t best_index = -1;
-        for (int64_t i = 0; i < p.kernel[0]; ++i) {
-          const int64_t ih = h0 + i * p.dil[0];
-          if (ih < 0 || ih >= p.in_h) continue;
-          for (int64_t j = 0; j < p.kernel[1]; ++j) {
-            const int64_t iw = w0 + j * p.dil[1];
-            if (iw < 0 || iw >= p.in_w) continue;
-            const int64_t idx = ih * p.in_w + iw;
-            const C v = convert<C>(xp[idx]);
-            bool take = best_index < 0 || v > best;
-            if constexpr (std::is_floating_point_v<C>) take = take || std::isnan(v);
-            if (take) {
-              best = v;
-              best_index = idx;
+  // Planes (channels) in parallel: each output element is one thread's, computed as serially.
+  parallel_for(p.planes, 1, [&](int64_t pl0, int64_t pl1) {
+    for (int64_t pl = pl0; pl < pl1; ++pl) {
+      const T* xp = x + pl * in_plane;
+      for (int64_t oh = 0; oh < p.out_h; ++oh) {
+        const int64_t h0 = oh * p.stride[0] - p.pad[0];
+        const bool rows_inside = h0 >= 0 && h0 + (p.kernel[0] - 1) * p.dil[0] < p.in_h;
+        // Outputs [ow_lo, ow_hi) of an interior row have their whole window inside: they are
+        // computed a tap at a time across the row, so that no output waits on the previous
+        // tap's comparison (the per-output loop below is one long dependency chain).
+        int64_t ow_lo = 0, ow_hi = 0;
+        if constexpr (std::is_same_v<T, C>) {
+          if (rows_inside) {
+            ow_lo = std::min(p.out_w, (p.pad[1] + p.stride[1] - 1) / p.stride[1]);
+            ow_hi = p.out_w;
+            while (ow_hi > ow_lo &&
+                   (ow_hi - 1) * p.stride[1] - p.pad[1] + (p.kernel[1] - 1) * p.dil[1] >= p.in_w)
+              --ow_hi;
+            T* yr = y + pl * out_plane + oh * p.out_w;
+            int64_t* ir = indices != nullptr ? indices + pl * out_plane + oh * p.out_w : nullptr;
+            for (int64_t i = 0; i < p.kernel[0]; ++i) {
+              for (int64_t j = 0; j < p.kernel[1]; ++j) {
+                const int64_t base = (h0 + i * p.dil[0]) * p.in_w + j * p.dil[1] - p.pad[1];
+                const bool first = i == 0 && j == 0;
+                for (int64_t ow = ow_lo; ow < ow_hi; ++ow) {
+                  const int64_t idx = base + ow * p.stride[1];
+                  const T v = xp[idx];
+                  const bool take = first || max_pool_takes<C>(v, yr[ow], true);
+                  yr[ow] = take ? v : yr[ow];
+                  if (ir != nullptr) ir[ow] = take ? idx : ir[ow];
+                }
+              }
             }
           }
         }
-        const int64_t o = pl * out_plane + oh * p.out_w + ow;
-        y[o] = convert<T>(best);
-        if (indices != nullptr) indices[o] = best_index;
+        for (int64_t ow = 0; ow < p.out_w; ++ow) {
+          if (ow == ow_lo && ow_hi > ow_lo) {
+            ow = ow_hi - 1;  // done above
+            continue;
+          }
+          const int64_t w0 = ow * p.stride[1] - p.pad[1];
+          C best{};
+          int64_t best_index = -1;
+          if (rows_inside && w0 >= 0 && w0 + (p.kernel[1] - 1) * p.dil[1] < p.in_w) {
+            // The whole window is inside the input: no bounds checks.
+            for (int64_t i = 0; i < p.kernel[0]; ++i) {
+              const int64_t row = (h0 + i * p.dil[0]) * p.in_w + w0;
+              for (int64_t j = 0; j < p.kernel[1]; ++j) {
+                const int64_t idx = row + j * p.dil[1];
+                const C v = convert<C>(xp[idx]);
+                // Selects rather than branches: which tap wins is data, and unpredictable.
+                const bool take = max_pool_takes(v, best, best_index >= 0);
+                best = take ? v : best;
+                best_index = take ? idx : best_index;
+              }
+            }
+          } else {
+            // Padding counts as -inf: out-of-range taps are skipped.
+            for (int64_t i = 0; i < p.kernel[0]; ++i) {
+              const int64_t ih = h0 + i * p.dil[0];
+              if (ih < 0 || ih >= p.in_h) continue;
+              for (int64_t j = 0; j < p.kernel[1]; ++j) {
+                const int64_t iw = w0 + j * p.dil[1];
+                if (iw < 0 || iw >= p.in_w) continue;
+                const int64_t idx = ih * p.in_w + iw;
+                const C v = convert<C>(xp[idx]);
+                if (max_pool_takes(v, best, best_index >= 0)) {
+                  best = v;
+                  best_index = idx;
+                }
+              }
+            }
+          }
+          if (best_index < 0) {  // no tap inside (impossible with pad <= kernel / 2)
+            best = std::is_floating_point_v<C> ? -std::numeric_limits<C>::infinity()
+                                               : std::numeric_limits<C>::lowest();
+          }
+          const int64_t o = pl * out_plane + oh * p.out_w + ow;
+          y[o] = convert<T>(best);
+          if (indices != nullptr) indices[o] = best_index;
+        }
       }
     }
-  }
+  });
 }
 
 Status max_pool(KernelContext& ctx, std::span<Value*> args, bool with_indices) {
