@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -23,6 +24,12 @@ namespace etc::rt {
 
 class DeviceAllocatorRegistry;
 
+// What a kernel derives once from arguments that never change (constants) and keeps with
+// its instruction for the method's lifetime: packed weights. The kernel owns the type.
+struct KernelState {
+  virtual ~KernelState() = default;
+};
+
 struct KernelContext {
   std::string_view op;  // "aten::add.out", for error messages
   // For the et_copy kernels: how to reach device memory. Other kernels ignore it.
@@ -30,6 +37,11 @@ struct KernelContext {
   // Per-runtime state of a device backend's kernels (the CUDA delegate's stream and cuBLAS
   // handle); RuntimeEnv::kernel_state. CPU kernels ignore it.
   void* backend_state = nullptr;
+  // The instruction's state slot; null when the caller keeps none (tests, delegates).
+  std::unique_ptr<KernelState>* state = nullptr;
+  // Bit i set: argument i is a constant of the program, whose bytes never change.
+  uint64_t constant_args = 0;
+  bool is_constant(size_t i) const { return i < 64 && ((constant_args >> i) & 1) != 0; }
   // An invalid-input error naming the op: "aten::add.out: <message>".
   Status error(const std::string& message) const;
 };

@@ -138,6 +138,7 @@ Result<std::unique_ptr<Method>> Method::load_plan(const pte::Plan& plan,
     m->buffers_.push_back(std::move(b).value());
   }
   // Values. The table never grows after this, so pointers into it stay valid.
+  std::vector<bool> constant(plan.values.size(), false);  // bound to the program's constants
   m->values_.reserve(plan.values.size());
   for (const pte::EValue& v : plan.values)
     m->values_.push_back(to_runtime_value(plan, v));
@@ -173,6 +174,15 @@ Result<std::unique_ptr<Method>> Method::load_plan(const pte::Plan& plan,
       }
       // Constants are read-only: kernels never write their inputs.
       v.tensor.data = const_cast<uint8_t*>(bytes->data());
+      constant[i] = true;
+    }
+  }
+  // A value a move instruction may overwrite is not a constant for the kernels.
+  for (const pte::Chain& c : plan.chains) {
+    for (const pte::Instruction& in : c.instructions) {
+      if (in.kind == pte::InstrKind::kMove && in.target >= 0 &&
+          static_cast<size_t>(in.target) < constant.size())
+        constant[static_cast<size_t>(in.target)] = false;
     }
   }
   (void)file;
@@ -228,6 +238,10 @@ Result<std::unique_ptr<Method>> Method::load_plan(const pte::Plan& plan,
       s.b = in.target;
       for (int32_t a : in.args)
         s.args.push_back(&m->values_[static_cast<size_t>(a)]);
+      for (size_t i = 0; i < in.args.size() && i < 64; ++i) {
+        if (in.kind == pte::InstrKind::kKernel && constant[static_cast<size_t>(in.args[i])])
+          s.constant_args |= uint64_t{1} << i;
+      }
       if (in.kind == pte::InstrKind::kKernel) {
         s.kernel = kernels[static_cast<size_t>(in.index)];
         s.name = op_name(plan.operators[static_cast<size_t>(in.index)]);
@@ -348,7 +362,7 @@ Status Method::execute() {
             profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
         Status st;
         if (kernel) {
-          KernelContext ctx{s.name, env_.allocators, env_.kernel_state};
+          KernelContext ctx{s.name, env_.allocators, env_.kernel_state, &s.state, s.constant_args};
           st = s.kernel(ctx, s.args);
         } else {
           st = delegates_[s.delegate]->execute(s.args);

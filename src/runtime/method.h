@@ -87,7 +87,9 @@ class Method {
     std::string name;
     size_t delegate = 0;
     std::vector<Value*> args;
-    int32_t a = 0, b = 0;  // move/jump/free operands
+    int32_t a = 0, b = 0;                // move/jump/free operands
+    uint64_t constant_args = 0;          // KernelContext::constant_args
+    std::unique_ptr<KernelState> state;  // KernelContext::state
   };
 
   RuntimeEnv env_;

@@ -126,6 +126,39 @@ TEST_CASE("convolution variants against a direct loop") {
   }
 }
 
+TEST_CASE("constant convolution weights are packed once and give the same bits") {
+  uint32_t seed = 900;
+  int index = 0;
+  for (const ConvCase& k : kConvCases) {
+    INFO("case " << index++);
+    if (k.transposed) continue;
+    const int64_t oh = (k.h + 2 * k.ph - k.dh * (k.kh - 1) - 1) / k.sh + 1;
+    const int64_t ow = (k.w + 2 * k.pw - k.dw * (k.kw - 1) - 1) / k.sw + 1;
+    Call c("aten::convolution.out");
+    Value* x = c.random(DType::kFloat32, {k.n, k.c_in, k.h, k.w}, seed++);
+    Value* w = c.random(DType::kFloat32, {k.c_out, k.c_in / k.groups, k.kh, k.kw}, seed++);
+    Value* w2 = c.random(DType::kFloat32, {k.c_out, k.c_in / k.groups, k.kh, k.kw}, seed++);
+    Value* b = k.bias ? c.random(DType::kFloat32, {k.c_out}, seed++) : c.none();
+    auto run = [&](Value* weight) {
+      Value* out = c.out(DType::kFloat32, {k.n, k.c_out, oh, ow});
+      REQUIRE(c.run({x, weight, b, c.ints({k.sh, k.sw}), c.ints({k.ph, k.pw}), c.ints({k.dh, k.dw}),
+                     c.b(false), c.ints({0, 0}), c.i(k.groups)},
+                    {out})
+                  .ok());
+      return read(out);
+    };
+    const std::vector<double> plain = run(w), plain2 = run(w2);
+    c.keep_state(uint64_t{1} << 1);  // the weight is a constant
+    CHECK(run(w) == plain);          // packs
+    const bool pointwise =
+        k.kh == 1 && k.kw == 1 && k.sh == 1 && k.sw == 1 && k.ph == 0 && k.pw == 0;
+    const bool depthwise = k.c_in / k.groups == 1 && !pointwise;
+    CHECK((c.state() != nullptr) == !depthwise);
+    CHECK(run(w) == plain);    // uses the packed weights
+    CHECK(run(w2) == plain2);  // other weights: packed again, not the stale ones
+  }
+}
+
 TEST_CASE("convolution single-value and empty-batch forms") {
   // stride/padding/dilation given as one value apply to both dims.
   Call c("aten::convolution.out");

@@ -195,6 +195,10 @@ Status Call::run_raw(std::vector<Value*> args) {
   INFO("op " << op_);
   REQUIRE(fn != nullptr);
   KernelContext ctx{op_};
+  if (keep_state_) {
+    ctx.state = &state_;
+    ctx.constant_args = constant_args_;
+  }
   return fn(ctx, args);
 }
 

@@ -54,10 +54,20 @@ class Call {
   Status run(std::initializer_list<Value*> inputs, std::initializer_list<Value*> outs);
   // Runs with exactly `args` (for argument-count and kind errors).
   Status run_raw(std::vector<Value*> args);
+  // Later runs keep a state slot, as a loaded method's instruction does, and mark the
+  // arguments of `constant_args` (bit i: argument i) as program constants.
+  void keep_state(uint64_t constant_args) {
+    keep_state_ = true;
+    constant_args_ = constant_args;
+  }
+  const KernelState* state() const { return state_.get(); }
 
  private:
   Value* add(Value v);
   std::string op_;
+  bool keep_state_ = false;
+  uint64_t constant_args_ = 0;
+  std::unique_ptr<KernelState> state_;
   std::deque<Value> values_;
   std::deque<std::vector<uint64_t>> storage_;  // uint64 keeps every dtype aligned
 };

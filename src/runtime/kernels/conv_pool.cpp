@@ -176,9 +176,18 @@ void depthwise(const G* __restrict x, const G* __restrict weight, const ConvGeom
   }
 }
 
+// A convolution's weights packed for the GEMM, per group, made at the first call when the
+// weights are a constant of the program and kept with the instruction.
+struct PackedConvWeights final : KernelState {
+  const void* weight = nullptr;
+  int64_t groups = 0, rows = 0, depth = 0;
+  std::vector<std::shared_ptr<const PackedA>> per_group;
+};
+
 template <typename G>
 void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
-                const TensorView& weight, const TensorView* bias, TensorView& out) {
+                const TensorView& weight, const TensorView* bias, TensorView& out,
+                std::unique_ptr<KernelState>* state) {
   ReadAs<G> rx(input), rw(weight);
   WriteAs<G> wy(out);
   const G* x = rx.data();
@@ -203,6 +212,28 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
     const bool pointwise = g.kh == 1 && g.kw == 1 && g.stride[0] == 1 && g.stride[1] == 1 &&
                            g.pad[0] == 0 && g.pad[1] == 0;
     const bool is_depthwise = cin_g == 1 && !pointwise;
+    // Constant float weights: packed once, then every call skips packing them.
+    const PackedConvWeights* packed = nullptr;
+    if constexpr (std::is_same_v<G, float>) {
+      if (state != nullptr && !is_depthwise) {
+        auto* st = dynamic_cast<PackedConvWeights*>(state->get());
+        if (st == nullptr || st->weight != weight.data || st->groups != g.groups ||
+            st->rows != cout_g || st->depth != cin_g * kk) {
+          auto fresh = std::make_unique<PackedConvWeights>();
+          fresh->weight = weight.data;
+          fresh->groups = g.groups;
+          fresh->rows = cout_g;
+          fresh->depth = cin_g * kk;
+          for (int64_t gi = 0; gi < g.groups; ++gi) {
+            fresh->per_group.push_back(PackedA::pack(
+                cout_g, cin_g * kk, MatrixRef<float>{w + gi * cout_g * cin_g * kk, cin_g * kk, 1}));
+          }
+          st = fresh.get();
+          *state = std::move(fresh);
+        }
+        packed = st;
+      }
+    }
     // The column matrix is built a band of output rows at a time, so that it stays in L2
     // (~512 KiB) between im2col and the GEMM instead of streaming through memory.
     const int64_t kdim = cin_g * kk;
@@ -227,6 +258,13 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
           const G* wg = w + gi * cout_g * cin_g * kk;
           G* yg = y + (n * g.c_out + gi * cout_g) * out_plane;
           if (pointwise) {  // the GEMM splits its own work across threads
+            if constexpr (std::is_same_v<G, float>) {
+              if (packed != nullptr) {
+                gemm_packed(*packed->per_group[static_cast<size_t>(gi)], out_plane, 1.0f,
+                            MatrixRef<float>{xg, out_plane, 1}, yg, out_plane);
+                continue;
+              }
+            }
             gemm(cout_g, out_plane, kdim, G(1), MatrixRef<G>{wg, kdim, 1},
                  MatrixRef<G>{xg, out_plane, 1}, yg, out_plane);
             continue;
@@ -238,6 +276,13 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
               const int64_t oh0 = bi * band, oh1 = std::min(g.oh, oh0 + band);
               const int64_t cols = (oh1 - oh0) * g.ow;
               im2col(xg, cin_g, g, oh0, oh1, col.data());
+              if constexpr (std::is_same_v<G, float>) {
+                if (packed != nullptr) {
+                  gemm_packed(*packed->per_group[static_cast<size_t>(gi)], cols, 1.0f,
+                              MatrixRef<float>{col.data(), cols, 1}, yg + oh0 * g.ow, out_plane);
+                  continue;
+                }
+              }
               gemm(cout_g, cols, kdim, G(1), MatrixRef<G>{wg, kdim, 1},
                    MatrixRef<G>{col.data(), cols, 1}, yg + oh0 * g.ow, out_plane);
             }
@@ -373,10 +418,14 @@ Status convolution_kernel(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(
       check_out(ctx, out, std::vector<int64_t>{g.batch, g.c_out, g.oh, g.ow}, x.dtype));
   if (out.numel() == 0) return Status();
+  // The weights are packed once when they are a constant of the program.
+  std::unique_ptr<KernelState>* state =
+      ctx.state != nullptr && ctx.is_constant(1) && w.dtype == DType::kFloat32 ? ctx.state
+                                                                               : nullptr;
   if (x.dtype == DType::kFloat64) {
-    conv_typed<double>(g, transposed, x, w, bias, out);
+    conv_typed<double>(g, transposed, x, w, bias, out, nullptr);
   } else {
-    conv_typed<float>(g, transposed, x, w, bias, out);
+    conv_typed<float>(g, transposed, x, w, bias, out, state);
   }
   return Status();
 }

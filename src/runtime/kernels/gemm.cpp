@@ -9,6 +9,8 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <new>
+#include <type_traits>
 
 namespace etc::rt::kernels {
 namespace {
@@ -154,9 +156,12 @@ bool use_avx2() {
          cpu_has_avx2_fma();
 }
 
-GemmConfig<float> config(float) {
-  if (use_avx2()) return {6, 16, micro_kernel_f32_avx2};
+GemmConfig<float> float_config(bool avx2) {
+  if (avx2) return {6, 16, micro_kernel_f32_avx2};
   return {4, 8, micro_kernel_portable<float, 4, 8>};
+}
+GemmConfig<float> config(float) {
+  return float_config(use_avx2());
 }
 GemmConfig<double> config(double) {
   if (use_avx2()) return {4, 8, micro_kernel_f64_avx2};
@@ -248,30 +253,46 @@ void pack_b(MatrixRef<T> b, int64_t p0, int64_t j0, int64_t kc, int64_t nc, int6
   }
 }
 
+// With `packed` (float only), A's blocks come from it instead of being packed here, and
+// this call's rows start at row `row0` of the packed matrix (a multiple of kMC).
+// With `packed_b`, B's panels come from it, this call's columns starting at its column
+// `col0` (a multiple of the panel width).
 template <typename T>
 void gemm_blocked(int64_t m, int64_t n, int64_t k, T alpha, MatrixRef<T> a, MatrixRef<T> b, T* c,
-                  int64_t ldc) {
+                  int64_t ldc, const PackedA* packed = nullptr, int64_t row0 = 0,
+                  const PackedB* packed_b_all = nullptr, int64_t col0 = 0) {
   if (m <= 0 || n <= 0 || k <= 0) return;
-  const GemmConfig<T> cfg = config(T{});
+  GemmConfig<T> cfg = config(T{});
+  if constexpr (std::is_same_v<T, float>) {
+    if (packed != nullptr) cfg = float_config(packed->uses_avx2());
+    if (packed_b_all != nullptr) cfg = float_config(packed_b_all->uses_avx2());
+  }
   const int64_t mc_max = std::min(kMC, (m + cfg.mr - 1) / cfg.mr * cfg.mr);
   const int64_t nc_max = std::min(kNC, (n + cfg.nr - 1) / cfg.nr * cfg.nr);
   const int64_t kc_max = std::min(kKC, k);
-  T* packed_a = scratch<T>(0, mc_max * kc_max);
-  T* packed_b = scratch<T>(1, nc_max * kc_max);
+  T* packed_a = packed != nullptr ? nullptr : scratch<T>(0, mc_max * kc_max);
+  T* packed_b = packed_b_all != nullptr ? nullptr : scratch<T>(1, nc_max * kc_max);
   for (int64_t jc = 0; jc < n; jc += kNC) {
     const int64_t nc = std::min(kNC, n - jc);
     for (int64_t pc = 0; pc < k; pc += kKC) {
       const int64_t kc = std::min(kKC, k - pc);
-      pack_b(b, pc, jc, kc, nc, cfg.nr, packed_b);
+      if constexpr (std::is_same_v<T, float>) {
+        if (packed_b_all != nullptr) packed_b = const_cast<T*>(packed_b_all->panels(pc, col0 + jc));
+      }
+      if (packed_b_all == nullptr) pack_b(b, pc, jc, kc, nc, cfg.nr, packed_b);
       for (int64_t ic = 0; ic < m; ic += kMC) {
         const int64_t mc = std::min(kMC, m - ic);
-        pack_a(a, ic, pc, mc, kc, cfg.mr, packed_a);
+        const T* block = packed_a;
+        if constexpr (std::is_same_v<T, float>) {
+          if (packed != nullptr) block = packed->block(pc, row0 + ic);
+        }
+        if (packed == nullptr) pack_a(a, ic, pc, mc, kc, cfg.mr, packed_a);
         for (int64_t jr = 0; jr < nc; jr += cfg.nr) {
           const int64_t nr = std::min(cfg.nr, nc - jr);
           for (int64_t ir = 0; ir < mc; ir += cfg.mr) {
             const int64_t mr = std::min(cfg.mr, mc - ir);
-            cfg.kernel(kc, packed_a + ir * kc, packed_b + jr * kc, c + (ic + ir) * ldc + jc + jr,
-                       ldc, alpha, mr, nr);
+            cfg.kernel(kc, block + ir * kc, packed_b + jr * kc, c + (ic + ir) * ldc + jc + jr, ldc,
+                       alpha, mr, nr);
           }
         }
       }
@@ -285,25 +306,29 @@ void gemm_blocked(int64_t m, int64_t n, int64_t k, T alpha, MatrixRef<T> a, Matr
 // order as serially, so the result does not depend on the thread count.
 template <typename T>
 void gemm_parallel(int64_t m, int64_t n, int64_t k, T alpha, MatrixRef<T> a, MatrixRef<T> b, T* c,
-                   int64_t ldc) {
+                   int64_t ldc, const PackedA* packed = nullptr,
+                   const PackedB* packed_b = nullptr) {
   if (m <= 0 || n <= 0 || k <= 0) return;
   if (static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) < double(1 << 18)) {
-    gemm_blocked(m, n, k, alpha, a, b, c, ldc);
+    gemm_blocked(m, n, k, alpha, a, b, c, ldc, packed, 0, packed_b, 0);
     return;
   }
-  if (n >= m) {
-    constexpr int64_t kUnit = 64;
+  if (n >= m || packed_b != nullptr) {
+    constexpr int64_t kUnit = 64;  // a multiple of every panel width
     parallel_for((n + kUnit - 1) / kUnit, 1, [&](int64_t u0, int64_t u1) {
       const int64_t j0 = u0 * kUnit, j1 = std::min(n, u1 * kUnit);
-      MatrixRef<T> part{b.data + j0 * b.col_stride, b.row_stride, b.col_stride};
-      gemm_blocked(m, j1 - j0, k, alpha, a, part, c + j0, ldc);
+      MatrixRef<T> part{b.data == nullptr ? nullptr : b.data + j0 * b.col_stride, b.row_stride,
+                        b.col_stride};
+      gemm_blocked(m, j1 - j0, k, alpha, a, part, c + j0, ldc, packed, 0, packed_b, j0);
     });
   } else {
-    constexpr int64_t kUnit = 24;
-    parallel_for((m + kUnit - 1) / kUnit, 1, [&](int64_t u0, int64_t u1) {
-      const int64_t i0 = u0 * kUnit, i1 = std::min(m, u1 * kUnit);
-      MatrixRef<T> part{a.data + i0 * a.row_stride, a.row_stride, a.col_stride};
-      gemm_blocked(i1 - i0, n, k, alpha, part, b, c + i0 * ldc, ldc);
+    // Rows in units that keep a packed A's blocks whole.
+    const int64_t unit = packed != nullptr ? kMC : 24;
+    parallel_for((m + unit - 1) / unit, 1, [&](int64_t u0, int64_t u1) {
+      const int64_t i0 = u0 * unit, i1 = std::min(m, u1 * unit);
+      MatrixRef<T> part{a.data == nullptr ? nullptr : a.data + i0 * a.row_stride, a.row_stride,
+                        a.col_stride};
+      gemm_blocked(i1 - i0, n, k, alpha, part, b, c + i0 * ldc, ldc, packed, i0);
     });
   }
 }
@@ -313,6 +338,80 @@ void gemm_parallel(int64_t m, int64_t n, int64_t k, T alpha, MatrixRef<T> a, Mat
 void gemm(int64_t m, int64_t n, int64_t k, float alpha, MatrixRef<float> a, MatrixRef<float> b,
           float* c, int64_t ldc) {
   gemm_parallel(m, n, k, alpha, a, b, c, ldc);
+}
+
+std::shared_ptr<const PackedA> PackedA::pack(int64_t m, int64_t k, MatrixRef<float> a) {
+  auto p = std::shared_ptr<PackedA>(new PackedA());
+  p->m_ = m;
+  p->k_ = k;
+  p->avx2_ = use_avx2();
+  const GemmConfig<float> cfg = float_config(p->avx2_);
+  p->mr_ = cfg.mr;
+  p->row_blocks_ = (m + kMC - 1) / kMC;
+  int64_t total = 0;
+  for (int64_t pc = 0; pc < k; pc += kKC) {
+    const int64_t kc = std::min(kKC, k - pc);
+    for (int64_t ic = 0; ic < m; ic += kMC) {
+      const int64_t mc = std::min(kMC, m - ic);
+      p->offsets_.push_back(total);
+      total += (mc + cfg.mr - 1) / cfg.mr * cfg.mr * kc;
+    }
+  }
+  const size_t bytes =
+      (static_cast<size_t>(std::max<int64_t>(total, 1)) * sizeof(float) + 63) / 64 * 64;
+  p->data_ = std::unique_ptr<float, void (*)(void*)>(
+      static_cast<float*>(std::aligned_alloc(64, bytes)), std::free);
+  if (p->data_ == nullptr) throw std::bad_alloc();
+  size_t i = 0;
+  for (int64_t pc = 0; pc < k; pc += kKC) {
+    const int64_t kc = std::min(kKC, k - pc);
+    for (int64_t ic = 0; ic < m; ic += kMC, ++i) {
+      const int64_t mc = std::min(kMC, m - ic);
+      pack_a(a, ic, pc, mc, kc, cfg.mr, p->data_.get() + p->offsets_[i]);
+    }
+  }
+  return p;
+}
+
+const float* PackedA::block(int64_t pc, int64_t ic) const {
+  return data_.get() + offsets_[static_cast<size_t>((pc / kKC) * row_blocks_ + ic / kMC)];
+}
+
+void gemm_packed(const PackedA& a, int64_t n, float alpha, MatrixRef<float> b, float* c,
+                 int64_t ldc) {
+  gemm_parallel(a.m_, n, a.k_, alpha, MatrixRef<float>{nullptr, 0, 0}, b, c, ldc, &a);
+}
+
+std::shared_ptr<const PackedB> PackedB::pack(int64_t k, int64_t n, MatrixRef<float> b) {
+  auto p = std::shared_ptr<PackedB>(new PackedB());
+  p->k_ = k;
+  p->n_ = n;
+  p->avx2_ = use_avx2();
+  const GemmConfig<float> cfg = float_config(p->avx2_);
+  p->nr_ = cfg.nr;
+  p->padded_n_ = (n + cfg.nr - 1) / cfg.nr * cfg.nr;
+  const size_t count = static_cast<size_t>(std::max<int64_t>(k * p->padded_n_, 1));
+  const size_t bytes = (count * sizeof(float) + 63) / 64 * 64;
+  p->data_ = std::unique_ptr<float, void (*)(void*)>(
+      static_cast<float*>(std::aligned_alloc(64, bytes)), std::free);
+  if (p->data_ == nullptr) throw std::bad_alloc();
+  // Per k block, every panel across N, as pack_b lays out a block's panels.
+  for (int64_t pc = 0; pc < k; pc += kKC) {
+    const int64_t kc = std::min(kKC, k - pc);
+    pack_b(b, pc, 0, kc, n, cfg.nr, p->data_.get() + pc * p->padded_n_);
+  }
+  return p;
+}
+
+const float* PackedB::panels(int64_t pc, int64_t j) const {
+  const int64_t kc = std::min(kKC, k_ - pc);
+  return data_.get() + pc * padded_n_ + (j / nr_) * nr_ * kc;
+}
+
+void gemm_packed(int64_t m, float alpha, MatrixRef<float> a, const PackedB& b, float* c,
+                 int64_t ldc) {
+  gemm_parallel(m, b.cols(), b.depth(), alpha, a, MatrixRef<float>{nullptr, 0, 0}, c, ldc, nullptr,
+                &b);
 }
 void gemm(int64_t m, int64_t n, int64_t k, double alpha, MatrixRef<double> a, MatrixRef<double> b,
           double* c, int64_t ldc) {

@@ -11,6 +11,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 namespace etc::rt::kernels {
 
@@ -27,6 +29,49 @@ void gemm(int64_t m, int64_t n, int64_t k, double alpha, MatrixRef<double> a, Ma
           double* c, int64_t ldc);
 void gemm(int64_t m, int64_t n, int64_t k, int64_t alpha, MatrixRef<int64_t> a,
           MatrixRef<int64_t> b, int64_t* c, int64_t ldc);
+
+// A float left operand packed once into the blocks gemm would pack on every call (a
+// convolution's constant weights); gemm_packed then skips that work. Results are identical
+// to gemm's on the same operands, bit for bit: the same blocks, micro-kernel and order.
+class PackedA {
+ public:
+  static std::shared_ptr<const PackedA> pack(int64_t m, int64_t k, MatrixRef<float> a);
+  int64_t rows() const { return m_; }
+  int64_t depth() const { return k_; }
+  bool uses_avx2() const { return avx2_; }
+  // Block (k block pc / kKC, row block ic / kMC), as pack_a lays it out.
+  const float* block(int64_t pc, int64_t ic) const;
+
+ private:
+  friend void gemm_packed(const PackedA&, int64_t, float, MatrixRef<float>, float*, int64_t);
+  int64_t m_ = 0, k_ = 0, mr_ = 0;
+  bool avx2_ = false;
+  int64_t row_blocks_ = 0;
+  std::unique_ptr<float, void (*)(void*)> data_{nullptr, nullptr};
+  std::vector<int64_t> offsets_;  // per (k block, row block)
+};
+
+void gemm_packed(const PackedA& a, int64_t n, float alpha, MatrixRef<float> b, float* c,
+                 int64_t ldc);
+
+// The same for a constant right operand (a linear layer's weights): its K x N panels.
+class PackedB {
+ public:
+  static std::shared_ptr<const PackedB> pack(int64_t k, int64_t n, MatrixRef<float> b);
+  int64_t depth() const { return k_; }
+  int64_t cols() const { return n_; }
+  bool uses_avx2() const { return avx2_; }
+  // The panels of k block pc / kKC from column j (a multiple of the panel width) on.
+  const float* panels(int64_t pc, int64_t j) const;
+
+ private:
+  int64_t k_ = 0, n_ = 0, nr_ = 0, padded_n_ = 0;
+  bool avx2_ = false;
+  std::unique_ptr<float, void (*)(void*)> data_{nullptr, nullptr};
+};
+
+void gemm_packed(int64_t m, float alpha, MatrixRef<float> a, const PackedB& b, float* c,
+                 int64_t ldc);
 
 // Which micro-kernels gemm uses. Tests force kPortable to cover CPUs without AVX2.
 enum class GemmIsa { kAuto, kPortable };

@@ -3,6 +3,8 @@
 // float16 and bfloat16 are multiplied in float32 (converted once, rounded once at the end),
 // float64 in double, integers in int64; bool is rejected.
 #include <algorithm>
+#include <memory>
+#include <type_traits>
 
 #include "graph/ops.h"
 #include "runtime/kernels/gemm.h"
@@ -71,9 +73,24 @@ struct MatmulArgs {
   int64_t b_batch, b_rs, b_cs;
 };
 
+// A constant right operand's panels, packed at the first call and kept with the instruction.
+struct PackedMatmulWeights final : KernelState {
+  const void* data = nullptr;
+  int64_t k = 0, n = 0, rs = 0, cs = 0;
+  std::shared_ptr<const PackedB> packed;
+};
+
+// The instruction's state when argument `b_arg` (a float32 matrix) is a program constant.
+std::unique_ptr<KernelState>* constant_b_state(const KernelContext& ctx, size_t b_arg,
+                                               const TensorView& b) {
+  return ctx.state != nullptr && ctx.is_constant(b_arg) && b.dtype == DType::kFloat32 ? ctx.state
+                                                                                      : nullptr;
+}
+
 template <typename G>
 void run_matmul(const MatmulArgs& p, const TensorView& a, const TensorView& b,
-                const TensorView* bias, const Value* beta, const Value* alpha, TensorView& out) {
+                const TensorView* bias, const Value* beta, const Value* alpha, TensorView& out,
+                std::unique_ptr<KernelState>* state = nullptr) {
   WriteAs<G> wo(out);
   G* c = wo.data();
   const G beta_v = beta ? scalar_to<G>(*beta) : G(1);
@@ -84,8 +101,30 @@ void run_matmul(const MatmulArgs& p, const TensorView& a, const TensorView& b,
     std::fill_n(c, out.numel(), G(0));
   }
   if (p.k > 0 && p.m > 0 && p.n > 0) {
-    ReadAs<G> ra(a), rb(b);
     const G alpha_v = alpha ? scalar_to<G>(*alpha) : G(1);
+    if constexpr (std::is_same_v<G, float>) {
+      if (state != nullptr && p.batch == 1) {
+        auto* st = dynamic_cast<PackedMatmulWeights*>(state->get());
+        if (st == nullptr || st->data != b.data || st->k != p.k || st->n != p.n ||
+            st->rs != p.b_rs || st->cs != p.b_cs) {
+          auto fresh = std::make_unique<PackedMatmulWeights>();
+          fresh->data = b.data;
+          fresh->k = p.k;
+          fresh->n = p.n;
+          fresh->rs = p.b_rs;
+          fresh->cs = p.b_cs;
+          fresh->packed =
+              PackedB::pack(p.k, p.n, MatrixRef<float>{b.data_as<const float>(), p.b_rs, p.b_cs});
+          st = fresh.get();
+          *state = std::move(fresh);
+        }
+        ReadAs<G> ra(a);
+        gemm_packed(p.m, alpha_v, MatrixRef<G>{ra.data(), p.a_rs, p.a_cs}, *st->packed, c, p.n);
+        wo.finish();
+        return;
+      }
+    }
+    ReadAs<G> ra(a), rb(b);
     for (int64_t i = 0; i < p.batch; ++i) {
       gemm(p.m, p.n, p.k, alpha_v, MatrixRef<G>{ra.data() + i * p.a_batch, p.a_rs, p.a_cs},
            MatrixRef<G>{rb.data() + i * p.b_batch, p.b_rs, p.b_cs}, c + i * p.m * p.n, p.n);
@@ -109,7 +148,7 @@ Status mm_kernel(KernelContext& ctx, std::span<Value*> args) {
   if (out.numel() == 0) return Status();
   MatmulArgs p{1, m, n, k, 0, k, 1, 0, n, 1};
   return visit_gemm_type(ctx, out.dtype, [&]<typename G>() {
-    run_matmul<G>(p, a, b, nullptr, nullptr, nullptr, out);
+    run_matmul<G>(p, a, b, nullptr, nullptr, nullptr, out, constant_b_state(ctx, 1, b));
   });
 }
 
@@ -167,8 +206,9 @@ Status addmm_kernel(KernelContext& ctx, std::span<Value*> args) {
   }
   if (out.numel() == 0) return Status();
   MatmulArgs p{1, m, n, k, 0, k, 1, 0, n, 1};
-  return visit_gemm_type(
-      ctx, out.dtype, [&]<typename G>() { run_matmul<G>(p, a, b, &bias, args[3], args[4], out); });
+  return visit_gemm_type(ctx, out.dtype, [&]<typename G>() {
+    run_matmul<G>(p, a, b, &bias, args[3], args[4], out, constant_b_state(ctx, 2, b));
+  });
 }
 
 // linear(input[..., in], weight[out, in], bias?) = input @ weight^T + bias: an IR op
@@ -206,8 +246,9 @@ Status linear_kernel(KernelContext& ctx, std::span<Value*> args) {
   const int64_t m = out.numel() / n;
   // B[k, j] = weight[j, k]: the transpose is read through strides.
   MatmulArgs p{1, m, n, k, 0, k, 1, 0, 1, k};
-  return visit_gemm_type(
-      ctx, out.dtype, [&]<typename G>() { run_matmul<G>(p, x, w, bias, nullptr, nullptr, out); });
+  return visit_gemm_type(ctx, out.dtype, [&]<typename G>() {
+    run_matmul<G>(p, x, w, bias, nullptr, nullptr, out, constant_b_state(ctx, 1, w));
+  });
 }
 
 }  // namespace
