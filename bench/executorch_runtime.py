@@ -30,6 +30,7 @@ def cmd_export(repeat, pt2, out_portable, out_xnnpack):
 
     times = []
     for _ in range(repeat):
+        os.sync()  # the previous write's dirty pages are flushed outside the timed part
         start = time.perf_counter()
         ep = torch.export.load(pt2)
         program = to_edge(ep).to_executorch()

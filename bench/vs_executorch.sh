@@ -13,12 +13,14 @@
 #     portable otherwise) and against its XNNPACK delegate, each through method.execute (set
 #     inputs + execute + return outputs; the Python binding's call cost is in its figure,
 #     visible on `add`).
+# Both exports start with the page cache's dirty pages flushed (sync), so that neither pays
+# for writing back the other's output: etc's time varied 3-5x from run to run without it.
 # Prints figures and ratios; the exit code is 0 unless a step fails.
 #
 # Usage: bench/vs_executorch.sh [ETC_BINARY] [FIXTURES]
 # Environment: MODELS (add linear mobilenet_v2 mobilenet_v3_small resnet18 minilm),
 # REPEAT (3), WARMUP (3), ITERATIONS (30), THREADS ("1 2"), BUDGET_S (20: ExecuTorch's slow
-# portable runs time fewer calls, at least 3).
+# portable runs time fewer calls, at least 3), LATENCY (1; 0 skips part 3).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 ETC=${1:-$ROOT/build/apps/etc/etc}
@@ -50,6 +52,7 @@ for m in $MODELS; do
              awk '/^export/ {print $2}') || { tail -5 "$d/et.err" >&2; exit 1; }
   times=()
   for _ in $(seq "$REPEAT"); do
+    sync  # dirty pages of earlier writes (ExecuTorch's too) are flushed outside the timed part
     start=$(date +%s%N)
     "$ETC" export "$FIX/$m/model.pt2" -o "$d/etc.pte" --target cpu --report "$d/report.json" >/dev/null 2>&1
     end=$(date +%s%N)
@@ -78,6 +81,7 @@ for m in $MODELS; do
     'BEGIN {printf "%-20s %12d %12d %14d %12d %10.3f\n", m, a, b, c, x, (c > 0 ? a / c : 0)}'
 done
 
+[[ ${LATENCY:-1} == 0 ]] && exit 0
 echo
 echo "3. CPU latency, ms (median of $ITERATIONS after $WARMUP warm-up calls; same inputs)"
 printf '%-20s %3s %10s %12s %12s %10s %12s\n' model thr etc "ET runtime" "ET XNNPACK" "etc/ET" "etc/XNNPACK"
