@@ -556,33 +556,18 @@ void max_pool_typed(const PoolParams& p, const TensorView& self, TensorView& out
           const int64_t w0 = ow * p.stride[1] - p.pad[1];
           C best{};
           int64_t best_index = -1;
-          if (rows_inside && w0 >= 0 && w0 + (p.kernel[1] - 1) * p.dil[1] < p.in_w) {
-            // The whole window is inside the input: no bounds checks.
-            for (int64_t i = 0; i < p.kernel[0]; ++i) {
-              const int64_t row = (h0 + i * p.dil[0]) * p.in_w + w0;
-              for (int64_t j = 0; j < p.kernel[1]; ++j) {
-                const int64_t idx = row + j * p.dil[1];
-                const C v = convert<C>(xp[idx]);
-                // Selects rather than branches: which tap wins is data, and unpredictable.
-                const bool take = max_pool_takes(v, best, best_index >= 0);
-                best = take ? v : best;
-                best_index = take ? idx : best_index;
-              }
-            }
-          } else {
-            // Padding counts as -inf: out-of-range taps are skipped.
-            for (int64_t i = 0; i < p.kernel[0]; ++i) {
-              const int64_t ih = h0 + i * p.dil[0];
-              if (ih < 0 || ih >= p.in_h) continue;
-              for (int64_t j = 0; j < p.kernel[1]; ++j) {
-                const int64_t iw = w0 + j * p.dil[1];
-                if (iw < 0 || iw >= p.in_w) continue;
-                const int64_t idx = ih * p.in_w + iw;
-                const C v = convert<C>(xp[idx]);
-                if (max_pool_takes(v, best, best_index >= 0)) {
-                  best = v;
-                  best_index = idx;
-                }
+          // Padding counts as -inf: out-of-range taps are skipped.
+          for (int64_t i = 0; i < p.kernel[0]; ++i) {
+            const int64_t ih = h0 + i * p.dil[0];
+            if (ih < 0 || ih >= p.in_h) continue;
+            for (int64_t j = 0; j < p.kernel[1]; ++j) {
+              const int64_t iw = w0 + j * p.dil[1];
+              if (iw < 0 || iw >= p.in_w) continue;
+              const int64_t idx = ih * p.in_w + iw;
+              const C v = convert<C>(xp[idx]);
+              if (max_pool_takes(v, best, best_index >= 0)) {
+                best = v;
+                best_index = idx;
               }
             }
           }

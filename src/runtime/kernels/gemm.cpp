@@ -340,6 +340,16 @@ void gemm(int64_t m, int64_t n, int64_t k, float alpha, MatrixRef<float> a, Matr
   gemm_parallel(m, n, k, alpha, a, b, c, ldc);
 }
 
+// 64-byte aligned storage for `count` floats (at least one).
+std::unique_ptr<float, void (*)(void*)> aligned_floats(int64_t count) {
+  const size_t bytes =
+      (static_cast<size_t>(std::max<int64_t>(count, 1)) * sizeof(float) + 63) / 64 * 64;
+  std::unique_ptr<float, void (*)(void*)> p(static_cast<float*>(std::aligned_alloc(64, bytes)),
+                                            std::free);
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+
 std::shared_ptr<const PackedA> PackedA::pack(int64_t m, int64_t k, MatrixRef<float> a) {
   auto p = std::shared_ptr<PackedA>(new PackedA());
   p->m_ = m;
@@ -357,11 +367,7 @@ std::shared_ptr<const PackedA> PackedA::pack(int64_t m, int64_t k, MatrixRef<flo
       total += (mc + cfg.mr - 1) / cfg.mr * cfg.mr * kc;
     }
   }
-  const size_t bytes =
-      (static_cast<size_t>(std::max<int64_t>(total, 1)) * sizeof(float) + 63) / 64 * 64;
-  p->data_ = std::unique_ptr<float, void (*)(void*)>(
-      static_cast<float*>(std::aligned_alloc(64, bytes)), std::free);
-  if (p->data_ == nullptr) throw std::bad_alloc();
+  p->data_ = aligned_floats(total);
   size_t i = 0;
   for (int64_t pc = 0; pc < k; pc += kKC) {
     const int64_t kc = std::min(kKC, k - pc);
@@ -390,11 +396,7 @@ std::shared_ptr<const PackedB> PackedB::pack(int64_t k, int64_t n, MatrixRef<flo
   const GemmConfig<float> cfg = float_config(p->avx2_);
   p->nr_ = cfg.nr;
   p->padded_n_ = (n + cfg.nr - 1) / cfg.nr * cfg.nr;
-  const size_t count = static_cast<size_t>(std::max<int64_t>(k * p->padded_n_, 1));
-  const size_t bytes = (count * sizeof(float) + 63) / 64 * 64;
-  p->data_ = std::unique_ptr<float, void (*)(void*)>(
-      static_cast<float*>(std::aligned_alloc(64, bytes)), std::free);
-  if (p->data_ == nullptr) throw std::bad_alloc();
+  p->data_ = aligned_floats(k * p->padded_n_);
   // Per k block, every panel across N, as pack_b lays out a block's panels.
   for (int64_t pc = 0; pc < k; pc += kKC) {
     const int64_t kc = std::min(kKC, k - pc);
