@@ -7,7 +7,9 @@
 // Transposed convolution is GEMM + col2im. float16/bfloat16 compute in float32.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/kernels/gemm.h"
@@ -505,6 +507,54 @@ inline bool max_pool_takes(C v, C best, bool have) {
   return !have | (v > best);
 }
 
+// One tap across a row of outputs: best[o] and index[o] (may be null) take src[o * stride]
+// when it is larger or NaN, or unconditionally for the window's first tap. No output depends
+// on another, so the loop pipelines (and vectorises without indices).
+// c ? a : b on the bits, without a branch (which tap wins is data: a branch mispredicts).
+template <typename T>
+inline T select_bits(bool c, T a, T b) {
+  using U =
+      std::conditional_t<sizeof(T) == 8, uint64_t,
+                         std::conditional_t<sizeof(T) == 4, uint32_t,
+                                            std::conditional_t<sizeof(T) == 2, uint16_t, uint8_t>>>;
+  static_assert(sizeof(U) == sizeof(T));
+  U ua, ub;
+  std::memcpy(&ua, &a, sizeof(T));
+  std::memcpy(&ub, &b, sizeof(T));
+  const U mask = static_cast<U>(U(0) - static_cast<U>(c));
+  const U r = static_cast<U>((ua & mask) | (ub & static_cast<U>(~mask)));
+  T out;
+  std::memcpy(&out, &r, sizeof(T));
+  return out;
+}
+
+template <typename T>
+void pool_row_tap(const T* __restrict src, int64_t stride, int64_t count, T* __restrict best,
+                  int64_t* __restrict index, int64_t idx0, bool first) {
+  if (first) {
+    for (int64_t o = 0; o < count; ++o)
+      best[o] = src[o * stride];
+    if (index != nullptr) {
+      for (int64_t o = 0; o < count; ++o)
+        index[o] = idx0 + o * stride;
+    }
+    return;
+  }
+  if (index == nullptr) {
+    for (int64_t o = 0; o < count; ++o) {
+      const T v = src[o * stride];
+      best[o] = select_bits(max_pool_takes<T>(v, best[o], true), v, best[o]);
+    }
+    return;
+  }
+  for (int64_t o = 0; o < count; ++o) {
+    const T v = src[o * stride];
+    const bool take = max_pool_takes<T>(v, best[o], true);
+    best[o] = select_bits(take, v, best[o]);
+    index[o] = select_bits(take, idx0 + o * stride, index[o]);
+  }
+}
+
 template <typename T>
 void max_pool_typed(const PoolParams& p, const TensorView& self, TensorView& out,
                     int64_t* indices) {
@@ -536,14 +586,9 @@ void max_pool_typed(const PoolParams& p, const TensorView& self, TensorView& out
             for (int64_t i = 0; i < p.kernel[0]; ++i) {
               for (int64_t j = 0; j < p.kernel[1]; ++j) {
                 const int64_t base = (h0 + i * p.dil[0]) * p.in_w + j * p.dil[1] - p.pad[1];
-                const bool first = i == 0 && j == 0;
-                for (int64_t ow = ow_lo; ow < ow_hi; ++ow) {
-                  const int64_t idx = base + ow * p.stride[1];
-                  const T v = xp[idx];
-                  const bool take = first || max_pool_takes<C>(v, yr[ow], true);
-                  yr[ow] = take ? v : yr[ow];
-                  if (ir != nullptr) ir[ow] = take ? idx : ir[ow];
-                }
+                pool_row_tap<T>(xp + base + ow_lo * p.stride[1], p.stride[1], ow_hi - ow_lo,
+                                yr + ow_lo, ir == nullptr ? nullptr : ir + ow_lo,
+                                base + ow_lo * p.stride[1], i == 0 && j == 0);
               }
             }
           }
