@@ -422,8 +422,7 @@ int run() {
     std::printf("  peak AVX-512 FMA, 24 x 16-lane chains (info only): %8.1f GFLOP/s\n",
                 peak_avx512);
   }
-  std::printf("  gemm micro-kernel in use: %s\n\n",
-              rt::kernels::gemm_uses_avx2() ? "AVX2/FMA 6x16" : "portable (SSE2)");
+  std::printf("  gemm micro-kernel in use: %s\n\n", rt::kernels::gemm_float_kernel_name());
 
   std::mt19937 check_gen(7);
   uint32_t seed = 42;

@@ -378,14 +378,24 @@ Status run_program(const RunArgs& args) {
     std::vector<std::pair<std::string, rt::Method::OpTime>> rows(profile.begin(), profile.end());
     std::sort(rows.begin(), rows.end(),
               [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
-    double total = 0;
-    for (const auto& r : rows)
+    double total = 0, flops = 0, flop_ms = 0;
+    for (const auto& r : rows) {
       total += r.second.ms;
-    std::fprintf(stderr, "profile (one run, %.3f ms in instructions):\n", total);
+      flops += r.second.flops;
+      if (r.second.flops > 0) flop_ms += r.second.ms;
+    }
+    std::fprintf(stderr,
+                 "profile (one run, %.3f ms in instructions; convolutions and matrix products: "
+                 "%.4g GFLOP, %.4g GFLOP/s in those ops, %.4g GFLOP/s over the run):\n",
+                 total, flops / 1e9, flop_ms > 0 ? flops / 1e6 / flop_ms : 0.0,
+                 total > 0 ? flops / 1e6 / total : 0.0);
     for (const auto& [name, t] : rows) {
-      std::fprintf(stderr, "  %9.3f ms %5.1f%% %5llu x  %s\n", t.ms,
+      char rate[48] = "";
+      if (t.flops > 0 && t.ms > 0)
+        std::snprintf(rate, sizeof rate, " %.4g GFLOP/s", t.flops / 1e6 / t.ms);
+      std::fprintf(stderr, "  %9.3f ms %5.1f%% %5llu x  %s%s\n", t.ms,
                    total > 0 ? 100 * t.ms / total : 0.0, static_cast<unsigned long long>(t.calls),
-                   name.c_str());
+                   name.c_str(), rate);
     }
   }
 

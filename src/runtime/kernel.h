@@ -48,6 +48,11 @@ struct KernelContext {
 
 using KernelFn = Status (*)(KernelContext& ctx, std::span<Value*> args);
 
+// Floating-point operations of one call (a multiply-add counts 2) for the kernels whose work
+// is arithmetic-bound: convolution, mm, bmm, addmm, linear. 0 for every other op, and for
+// arguments that are not what the op takes (the kernel reports those).
+double kernel_flops(std::string_view op, std::span<Value* const> args);
+
 class OperatorRegistry {
  public:
   // Registers `name` ("aten::add.out"); a second registration of the same name fails.

@@ -370,6 +370,7 @@ Status Method::execute() {
         if (profile_) {
           OpTime& t = (*profile_)[kernel ? s.name : "delegate " + s.name];
           ++t.calls;
+          if (kernel) t.flops += kernel_flops(s.name, s.args);
           t.ms +=
               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
                   .count();

@@ -69,6 +69,7 @@ class Method {
   struct OpTime {
     uint64_t calls = 0;
     double ms = 0;
+    double flops = 0;  // multiply-adds count 2 (convolutions and matrix products; 0 for others)
   };
   using Profile = std::map<std::string, OpTime>;
   // Collect per-instruction times into `profile` (nullptr: stop). Adds a clock read per

@@ -142,7 +142,10 @@ if [[ -e "$tmp/onnx_fail.pte" ]]; then echo "FAIL: a failed ONNX export wrote a 
 expect "ops --onnx lists the ONNX op types" 0 '^ConvTranspose$' "$etc" ops --onnx
 expect "run --threads 1 runs single-threaded" 0 '"cpu_threads": 1' "$etc" run "$tmp/conv.pte" --device cpu --threads 1 --json
 expect "run --threads -1 is a usage error" 2 'threads must be >= 1' "$etc" run "$tmp/conv.pte" --device cpu --threads -1
-expect "run --profile prints the ops by time" 0 'profile \(one run, .* ms in instructions\)' "$etc" run "$tmp/conv.pte" --device cpu --profile
+expect "run --profile prints the ops by time" 0 'profile \(one run, .* ms in instructions; ' "$etc" run "$tmp/conv.pte" --device cpu --profile
+# conv.pte's convolution: [1, 1, 4, 3] out, weight [1, 1, 3, 3] (9 taps): 2 * 12 * 9 = 216 FLOP.
+"$etc" export "$onnx" -o "$tmp/conv_cpu.pte" --target cpu >/dev/null 2>&1
+expect "run --profile counts a convolution's FLOP and rate" 0 'matrix products: 2\.16e-07 GFLOP' "$etc" run "$tmp/conv_cpu.pte" --device cpu --profile
 
 # An error never writes to stdout (stdout is for results, so scripts can rely on it).
 out=$("$etc" validate "$tmp/none.json" 2>/dev/null)

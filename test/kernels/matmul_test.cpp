@@ -61,14 +61,14 @@ double range(DType dt) {
 }
 
 TEST_CASE("mm over shapes and dtypes, both micro-kernels") {
-  for (GemmIsa isa : {GemmIsa::kAuto, GemmIsa::kPortable}) {
+  for (GemmIsa isa : {GemmIsa::kAuto, GemmIsa::kAvx2, GemmIsa::kPortable}) {
     IsaGuard guard(isa);
     for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16,
                      DType::kInt32, DType::kInt64}) {
       for (const Shape& s : kShapes) {
         if (dt != DType::kFloat32 && s.n > 1000) continue;
-        INFO("isa " << (isa == GemmIsa::kAuto ? "auto" : "portable") << " " << dtype_name(dt)
-                    << " m=" << s.m << " n=" << s.n << " k=" << s.k);
+        INFO("isa " << static_cast<int>(isa) << " " << dtype_name(dt) << " m=" << s.m
+                    << " n=" << s.n << " k=" << s.k);
         for (const char* name : {"aten::mm.out", "aten::mm.default"}) {
           Call c(name);
           Value* a = c.random(dt, {s.m, s.k}, 101, -range(dt), range(dt));
@@ -80,6 +80,29 @@ TEST_CASE("mm over shapes and dtypes, both micro-kernels") {
         }
       }
     }
+  }
+}
+
+TEST_CASE("the AVX-512 and AVX2 float micro-kernels give the same bits") {
+  // Same accumulation order and fused multiply-adds per element; tiles of different sizes
+  // (8x32 and 6x16) put the edges in different places, which must not show.
+  INFO("float micro-kernel under kAuto: " << kernels::gemm_float_kernel_name());
+  struct Mnk {
+    int64_t m, n, k;
+  };
+  for (Mnk s :
+       {Mnk{1, 1, 1}, Mnk{7, 33, 300}, Mnk{64, 280, 576}, Mnk{145, 4100, 3}, Mnk{9, 17, 513}}) {
+    INFO(s.m << "x" << s.n << "x" << s.k);
+    Call c("aten::mm.out");
+    Value* a = c.random(DType::kFloat32, {s.m, s.k}, 501);
+    Value* b = c.random(DType::kFloat32, {s.k, s.n}, 502);
+    auto run = [&](GemmIsa isa) {
+      IsaGuard guard(isa);
+      Value* out = c.out(DType::kFloat32, {s.m, s.n});
+      REQUIRE(c.run({a, b}, {out}).ok());
+      return read(out);
+    };
+    CHECK(run(GemmIsa::kAuto) == run(GemmIsa::kAvx2));
   }
 }
 
@@ -97,7 +120,7 @@ TEST_CASE("mm with empty dims") {
 }
 
 TEST_CASE("bmm") {
-  for (GemmIsa isa : {GemmIsa::kAuto, GemmIsa::kPortable}) {
+  for (GemmIsa isa : {GemmIsa::kAuto, GemmIsa::kAvx2, GemmIsa::kPortable}) {
     IsaGuard guard(isa);
     for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kInt64}) {
       for (const Shape& s : {Shape{7, 13, 5}, Shape{1, 1, 1}, Shape{33, 17, 65}}) {
@@ -128,7 +151,7 @@ TEST_CASE("addmm broadcasts self and applies beta and alpha") {
   struct Coef {
     double beta, alpha;
   };
-  for (GemmIsa isa : {GemmIsa::kAuto, GemmIsa::kPortable}) {
+  for (GemmIsa isa : {GemmIsa::kAuto, GemmIsa::kAvx2, GemmIsa::kPortable}) {
     IsaGuard guard(isa);
     for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kBFloat16}) {
       for (const Sizes& bs : bias_shapes) {
@@ -186,7 +209,7 @@ TEST_CASE("linear multiplies by the transposed weight and adds the bias") {
   const Case cases[] = {{{2, 3, 33}, 17, true}, {{33}, 65, true},  {{129, 7}, 13, false},
                         {{1, 1}, 1, true},      {{0, 5}, 3, true}, {{4, 0}, 3, true},
                         {{5, 300}, 40, false}};
-  for (GemmIsa isa : {GemmIsa::kAuto, GemmIsa::kPortable}) {
+  for (GemmIsa isa : {GemmIsa::kAuto, GemmIsa::kAvx2, GemmIsa::kPortable}) {
     IsaGuard guard(isa);
     for (DType dt : {DType::kFloat32, DType::kFloat16, DType::kFloat64}) {
       for (const Case& k : cases) {

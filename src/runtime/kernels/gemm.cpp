@@ -20,7 +20,7 @@ namespace {
 // MR and NR used below.
 constexpr int64_t kMC = 144;
 constexpr int64_t kKC = 256;
-constexpr int64_t kNC = 4080;
+constexpr int64_t kNC = 4064;
 
 // Computes one MRxNR tile: acc = A_panel @ B_panel over kc, then C[i, j] += alpha * acc for
 // the valid mr x nr corner (edge tiles are zero-padded in the packed panels).
@@ -53,6 +53,53 @@ __attribute__((always_inline)) inline void micro_kernel_body(int64_t kc, const T
       for (int64_t j = 0; j < nr; ++j)
         c[i * ldc + j] += alpha * acc[i][j];
     }
+  }
+}
+
+// 8x32 floats with AVX-512: 16 zmm accumulators, 2 for the B row, 1 for the broadcast A
+// value. Each element of C is accumulated in the same order and with the same fused
+// multiply-adds as the AVX2 6x16 kernel, so the two give the same bits.
+__attribute__((target("avx512f"))) void micro_kernel_f32_avx512(int64_t kc, const float* a,
+                                                                const float* b, float* c,
+                                                                int64_t ldc, float alpha,
+                                                                int64_t mr, int64_t nr) {
+  __m512 acc[8][2];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    acc[i][0] = _mm512_setzero_ps();
+    acc[i][1] = _mm512_setzero_ps();
+  }
+  for (int64_t p = 0; p < kc; ++p) {
+    const __m512 b0 = _mm512_loadu_ps(b);
+    const __m512 b1 = _mm512_loadu_ps(b + 16);
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) {
+      const __m512 av = _mm512_set1_ps(a[i]);
+      acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(av, b1, acc[i][1]);
+    }
+    a += 8;
+    b += 32;
+  }
+  const __m512 al = _mm512_set1_ps(alpha);
+  if (mr == 8 && nr == 32) {
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) {
+      float* row = c + i * ldc;
+      _mm512_storeu_ps(row, _mm512_fmadd_ps(al, acc[i][0], _mm512_loadu_ps(row)));
+      _mm512_storeu_ps(row + 16, _mm512_fmadd_ps(al, acc[i][1], _mm512_loadu_ps(row + 16)));
+    }
+    return;
+  }
+  alignas(64) float t[8][32];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    _mm512_store_ps(t[i], acc[i][0]);
+    _mm512_store_ps(t[i] + 16, acc[i][1]);
+  }
+  for (int64_t i = 0; i < mr; ++i) {
+    for (int64_t j = 0; j < nr; ++j)
+      c[i * ldc + j] += alpha * t[i][j];
   }
 }
 
@@ -151,17 +198,38 @@ bool cpu_has_avx2_fma() {
   return has;
 }
 
+bool cpu_has_avx512f() {
+  static const bool has = cpu_has_avx2_fma() && __builtin_cpu_supports("avx512f");
+  return has;
+}
+
 bool use_avx2() {
-  return g_isa.load(std::memory_order_relaxed) == static_cast<int>(GemmIsa::kAuto) &&
+  const int isa = g_isa.load(std::memory_order_relaxed);
+  return (isa == static_cast<int>(GemmIsa::kAuto) || isa == static_cast<int>(GemmIsa::kAvx2)) &&
          cpu_has_avx2_fma();
 }
 
-GemmConfig<float> float_config(bool avx2) {
-  if (avx2) return {6, 16, micro_kernel_f32_avx2};
+// The float micro-kernel the next GEMM uses: AVX-512 where the CPU has it (forced down by
+// set_gemm_isa), else AVX2/FMA, else portable.
+FloatKernel float_kernel() {
+  const int isa = g_isa.load(std::memory_order_relaxed);
+  if (isa == static_cast<int>(GemmIsa::kAuto) && cpu_has_avx512f()) return FloatKernel::kAvx512;
+  return use_avx2() ? FloatKernel::kAvx2 : FloatKernel::kPortable;
+}
+
+GemmConfig<float> float_config(FloatKernel kind) {
+  switch (kind) {
+    case FloatKernel::kAvx512:
+      return {8, 32, micro_kernel_f32_avx512};
+    case FloatKernel::kAvx2:
+      return {6, 16, micro_kernel_f32_avx2};
+    case FloatKernel::kPortable:
+      break;
+  }
   return {4, 8, micro_kernel_portable<float, 4, 8>};
 }
 GemmConfig<float> config(float) {
-  return float_config(use_avx2());
+  return float_config(float_kernel());
 }
 GemmConfig<double> config(double) {
   if (use_avx2()) return {4, 8, micro_kernel_f64_avx2};
@@ -264,8 +332,8 @@ void gemm_blocked(int64_t m, int64_t n, int64_t k, T alpha, MatrixRef<T> a, Matr
   if (m <= 0 || n <= 0 || k <= 0) return;
   GemmConfig<T> cfg = config(T{});
   if constexpr (std::is_same_v<T, float>) {
-    if (packed != nullptr) cfg = float_config(packed->uses_avx2());
-    if (packed_b_all != nullptr) cfg = float_config(packed_b_all->uses_avx2());
+    if (packed != nullptr) cfg = float_config(packed->kernel());
+    if (packed_b_all != nullptr) cfg = float_config(packed_b_all->kernel());
   }
   const int64_t mc_max = std::min(kMC, (m + cfg.mr - 1) / cfg.mr * cfg.mr);
   const int64_t nc_max = std::min(kNC, (n + cfg.nr - 1) / cfg.nr * cfg.nr);
@@ -354,8 +422,8 @@ std::shared_ptr<const PackedA> PackedA::pack(int64_t m, int64_t k, MatrixRef<flo
   auto p = std::shared_ptr<PackedA>(new PackedA());
   p->m_ = m;
   p->k_ = k;
-  p->avx2_ = use_avx2();
-  const GemmConfig<float> cfg = float_config(p->avx2_);
+  p->kernel_ = float_kernel();
+  const GemmConfig<float> cfg = float_config(p->kernel_);
   p->mr_ = cfg.mr;
   p->row_blocks_ = (m + kMC - 1) / kMC;
   int64_t total = 0;
@@ -392,8 +460,8 @@ std::shared_ptr<const PackedB> PackedB::pack(int64_t k, int64_t n, MatrixRef<flo
   auto p = std::shared_ptr<PackedB>(new PackedB());
   p->k_ = k;
   p->n_ = n;
-  p->avx2_ = use_avx2();
-  const GemmConfig<float> cfg = float_config(p->avx2_);
+  p->kernel_ = float_kernel();
+  const GemmConfig<float> cfg = float_config(p->kernel_);
   p->nr_ = cfg.nr;
   p->padded_n_ = (n + cfg.nr - 1) / cfg.nr * cfg.nr;
   p->data_ = aligned_floats(k * p->padded_n_);
@@ -430,6 +498,18 @@ void set_gemm_isa(GemmIsa isa) {
 
 bool gemm_uses_avx2() {
   return use_avx2();
+}
+
+const char* gemm_float_kernel_name() {
+  switch (float_kernel()) {
+    case FloatKernel::kAvx512:
+      return "AVX-512 8x32";
+    case FloatKernel::kAvx2:
+      return "AVX2/FMA 6x16";
+    case FloatKernel::kPortable:
+      break;
+  }
+  return "portable 4x8";
 }
 
 }  // namespace etc::rt::kernels

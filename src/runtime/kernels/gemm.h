@@ -4,10 +4,11 @@
 // KCxNC panels, A into MCxKC blocks, and a register-blocked micro-kernel computes one
 // MRxNR tile of C per call. A and B are read through row and column strides, so
 // transposed operands (linear's weight, transposed convolution) need no copy; C is
-// row-major with leading dimension ldc. float uses an AVX2/FMA 6x16 micro-kernel when the
-// CPU has those instructions (checked at run time: binaries stay portable x86-64),
-// else a portable one the compiler vectorises for SSE2; double and int64 use portable
-// micro-kernels (double also gets an AVX2 build).
+// row-major with leading dimension ldc. float uses an AVX-512 8x32 micro-kernel when the CPU
+// has AVX-512F, else an AVX2/FMA 6x16 one (checked at run time: binaries stay portable
+// x86-64), else a portable one the compiler vectorises for SSE2; the AVX-512 and AVX2 kernels
+// give the same bits. double and int64 use portable micro-kernels (double also gets an AVX2
+// build).
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,8 @@
 #include <vector>
 
 namespace etc::rt::kernels {
+
+enum class FloatKernel { kPortable, kAvx2, kAvx512 };
 
 template <typename T>
 struct MatrixRef {
@@ -38,14 +41,14 @@ class PackedA {
   static std::shared_ptr<const PackedA> pack(int64_t m, int64_t k, MatrixRef<float> a);
   int64_t rows() const { return m_; }
   int64_t depth() const { return k_; }
-  bool uses_avx2() const { return avx2_; }
+  FloatKernel kernel() const { return kernel_; }
   // Block (k block pc / kKC, row block ic / kMC), as pack_a lays it out.
   const float* block(int64_t pc, int64_t ic) const;
 
  private:
   friend void gemm_packed(const PackedA&, int64_t, float, MatrixRef<float>, float*, int64_t);
   int64_t m_ = 0, k_ = 0, mr_ = 0;
-  bool avx2_ = false;
+  FloatKernel kernel_ = FloatKernel::kPortable;
   int64_t row_blocks_ = 0;
   std::unique_ptr<float, void (*)(void*)> data_{nullptr, nullptr};
   std::vector<int64_t> offsets_;  // per (k block, row block)
@@ -60,23 +63,27 @@ class PackedB {
   static std::shared_ptr<const PackedB> pack(int64_t k, int64_t n, MatrixRef<float> b);
   int64_t depth() const { return k_; }
   int64_t cols() const { return n_; }
-  bool uses_avx2() const { return avx2_; }
+  FloatKernel kernel() const { return kernel_; }
   // The panels of k block pc / kKC from column j (a multiple of the panel width) on.
   const float* panels(int64_t pc, int64_t j) const;
 
  private:
   int64_t k_ = 0, n_ = 0, nr_ = 0, padded_n_ = 0;
-  bool avx2_ = false;
+  FloatKernel kernel_ = FloatKernel::kPortable;
   std::unique_ptr<float, void (*)(void*)> data_{nullptr, nullptr};
 };
 
 void gemm_packed(int64_t m, float alpha, MatrixRef<float> a, const PackedB& b, float* c,
                  int64_t ldc);
 
-// Which micro-kernels gemm uses. Tests force kPortable to cover CPUs without AVX2.
-enum class GemmIsa { kAuto, kPortable };
+// Which micro-kernels gemm uses: kAuto takes the best the CPU has (AVX-512, AVX2/FMA,
+// portable); tests force kAvx2 and kPortable to cover CPUs without AVX-512 or AVX2.
+enum class GemmIsa { kAuto, kPortable, kAvx2 };
 void set_gemm_isa(GemmIsa isa);
-// True when the next float gemm will run the AVX2/FMA micro-kernel.
+// True when the next float gemm will run the AVX2/FMA or the AVX-512 micro-kernel.
 bool gemm_uses_avx2();
+// The float micro-kernel the next gemm runs, for reports: "AVX-512 8x32", "AVX2/FMA 6x16"
+// or "portable 4x8".
+const char* gemm_float_kernel_name();
 
 }  // namespace etc::rt::kernels
