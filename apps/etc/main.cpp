@@ -74,10 +74,12 @@ etc::Status usage(std::string message) {
 
 // Loads an etc.graph JSON file, an ONNX model or a torch.export archive, told apart by
 // content (model_format.h); --input-shape applies to ONNX and torch.export inputs with
-// symbolic dims.
+// symbolic dims. `format_out`, when given, receives the kind detected.
 etc::Result<etc::Graph> load_model(const std::string& path,
-                                   const std::vector<std::string>& input_shapes) {
+                                   const std::vector<std::string>& input_shapes,
+                                   etc::ModelFormat* format_out = nullptr) {
   ETC_ASSIGN_OR_RETURN(etc::ModelFormat format, etc::detect_model_format(path));
+  if (format_out != nullptr) *format_out = format;
   std::map<std::string, std::vector<int64_t>> shapes;
   for (const std::string& spec : input_shapes) {
     ETC_ASSIGN_OR_RETURN(auto parsed, etc::parse_input_shape(spec));
@@ -107,14 +109,12 @@ etc::Result<etc::Graph> load_model(const std::string& path,
 }
 
 int cmd_validate(const std::string& model, const std::vector<std::string>& input_shapes) {
-  etc::Result<etc::Graph> g = load_model(model, input_shapes);
+  etc::ModelFormat format{};
+  etc::Result<etc::Graph> g = load_model(model, input_shapes, &format);
   if (!g.ok()) return report(g.status());
-  etc::Result<etc::ModelFormat> format = etc::detect_model_format(model);
-  if (!format.ok()) return report(format.status());
-  const char* kind = *format == etc::ModelFormat::kOnnx          ? "ONNX model"
-                     : *format == etc::ModelFormat::kTorchExport ? "torch.export program"
-                                                                 : "etc.graph";
-  std::fputs(etc::format_summary(*g, etc::summarize(*g), model, kind).c_str(), stdout);
+  std::fputs(
+      etc::format_summary(*g, etc::summarize(*g), model, etc::model_format_name(format)).c_str(),
+      stdout);
   return 0;
 }
 

@@ -20,11 +20,11 @@ bool has_extension(const std::string& path, std::string_view ext) {
 std::string_view model_format_name(ModelFormat f) {
   switch (f) {
     case ModelFormat::kGraphJson:
-      return "etc.graph JSON";
+      return "etc.graph";
     case ModelFormat::kOnnx:
-      return "ONNX";
+      return "ONNX model";
     case ModelFormat::kTorchExport:
-      return "torch.export archive";
+      return "torch.export program";
   }
   return "?";
 }

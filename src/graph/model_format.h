@@ -12,6 +12,7 @@ namespace etc {
 
 enum class ModelFormat { kGraphJson, kOnnx, kTorchExport };
 
+// What `etc validate` calls the kind: "etc.graph", "ONNX model", "torch.export program".
 std::string_view model_format_name(ModelFormat f);
 Result<ModelFormat> detect_model_format(const std::string& path);
 
