@@ -18,9 +18,8 @@ std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes) {
 // contiguously; `elem` is the element size.
 // Copies an R x C block whose input strides are (sr, sc) elements, in 32 x 32 tiles so that
 // a transpose reads and writes whole cache lines (a weight transpose is most of the work
-// when folding a large model).
-// Elements are copied with fixed-size memcpy: the input may be a window into a mapped archive
-// at any alignment.
+// when folding a large model). Elements are copied with fixed-size memcpy: the input may be a
+// window into a mapped archive at any alignment.
 template <size_t E>
 void copy_block(const uint8_t* in, int64_t rows, int64_t cols, int64_t sr, int64_t sc,
                 uint8_t* out) {

@@ -30,6 +30,22 @@ struct KernelState {
   virtual ~KernelState() = default;
 };
 
+// The state of type S in `slot` if it was made for `key`, else a new one from make() (a
+// std::unique_ptr<S>), stored in the slot with that key. S has a `Key key` member whose ==
+// tells whether the state still fits the call (the constant's address and shape).
+template <typename S, typename Make>
+const S& cached_kernel_state(std::unique_ptr<KernelState>& slot, const typename S::Key& key,
+                             Make&& make) {
+  auto* s = dynamic_cast<S*>(slot.get());
+  if (s == nullptr || !(s->key == key)) {
+    std::unique_ptr<S> fresh = make();
+    fresh->key = key;
+    s = fresh.get();
+    slot = std::move(fresh);
+  }
+  return *s;
+}
+
 struct KernelContext {
   std::string_view op;  // "aten::add.out", for error messages
   // For the et_copy kernels: how to reach device memory. Other kernels ignore it.

@@ -181,8 +181,12 @@ void depthwise(const G* __restrict x, const G* __restrict weight, const ConvGeom
 // A convolution's weights packed for the GEMM, per group, made at the first call when the
 // weights are a constant of the program and kept with the instruction.
 struct PackedConvWeights final : KernelState {
-  const void* weight = nullptr;
-  int64_t groups = 0, rows = 0, depth = 0;
+  struct Key {
+    const void* weight;
+    int64_t groups, rows, depth;
+    bool operator==(const Key&) const = default;
+  };
+  Key key{};
   std::vector<std::shared_ptr<const PackedA>> per_group;
 };
 
@@ -215,30 +219,35 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
                            g.pad[0] == 0 && g.pad[1] == 0;
     const bool is_depthwise = cin_g == 1 && !pointwise;
     // Constant float weights: packed once, then every call skips packing them.
+    const int64_t kdim = cin_g * kk;
     const PackedConvWeights* packed = nullptr;
     if constexpr (std::is_same_v<G, float>) {
       if (state != nullptr && !is_depthwise) {
-        auto* st = dynamic_cast<PackedConvWeights*>(state->get());
-        if (st == nullptr || st->weight != weight.data || st->groups != g.groups ||
-            st->rows != cout_g || st->depth != cin_g * kk) {
-          auto fresh = std::make_unique<PackedConvWeights>();
-          fresh->weight = weight.data;
-          fresh->groups = g.groups;
-          fresh->rows = cout_g;
-          fresh->depth = cin_g * kk;
-          for (int64_t gi = 0; gi < g.groups; ++gi) {
-            fresh->per_group.push_back(PackedA::pack(
-                cout_g, cin_g * kk, MatrixRef<float>{w + gi * cout_g * cin_g * kk, cin_g * kk, 1}));
-          }
-          st = fresh.get();
-          *state = std::move(fresh);
-        }
-        packed = st;
+        packed = &cached_kernel_state<PackedConvWeights>(
+            *state, {weight.data, g.groups, cout_g, kdim}, [&] {
+              auto fresh = std::make_unique<PackedConvWeights>();
+              for (int64_t gi = 0; gi < g.groups; ++gi) {
+                fresh->per_group.push_back(
+                    PackedA::pack(cout_g, kdim, MatrixRef<float>{w + gi * cout_g * kdim, kdim, 1}));
+              }
+              return fresh;
+            });
       }
     }
+    // C_g[cout_g, n] += W_g @ B for group gi, from the packed weights when there are some.
+    auto multiply = [&](int64_t gi, int64_t n, const G* b, G* c) {
+      if constexpr (std::is_same_v<G, float>) {
+        if (packed != nullptr) {
+          gemm_packed(*packed->per_group[static_cast<size_t>(gi)], n, 1.0f,
+                      MatrixRef<float>{b, n, 1}, c, out_plane);
+          return;
+        }
+      }
+      gemm(cout_g, n, kdim, G(1), MatrixRef<G>{w + gi * cout_g * kdim, kdim, 1},
+           MatrixRef<G>{b, n, 1}, c, out_plane);
+    };
     // The column matrix is built a band of output rows at a time, so that it stays in L2
     // (~512 KiB) between im2col and the GEMM instead of streaming through memory.
-    const int64_t kdim = cin_g * kk;
     const int64_t band = std::clamp<int64_t>(
         std::max<int64_t>((int64_t{1} << 17) / std::max<int64_t>(kdim * g.ow, 1),
                           (256 + g.ow - 1) / g.ow),
@@ -257,18 +266,9 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
       for (int64_t n = 0; n < g.batch; ++n) {
         for (int64_t gi = 0; gi < g.groups; ++gi) {
           const G* xg = x + (n * g.c_in + gi * cin_g) * in_plane;
-          const G* wg = w + gi * cout_g * cin_g * kk;
           G* yg = y + (n * g.c_out + gi * cout_g) * out_plane;
           if (pointwise) {  // the GEMM splits its own work across threads
-            if constexpr (std::is_same_v<G, float>) {
-              if (packed != nullptr) {
-                gemm_packed(*packed->per_group[static_cast<size_t>(gi)], out_plane, 1.0f,
-                            MatrixRef<float>{xg, out_plane, 1}, yg, out_plane);
-                continue;
-              }
-            }
-            gemm(cout_g, out_plane, kdim, G(1), MatrixRef<G>{wg, kdim, 1},
-                 MatrixRef<G>{xg, out_plane, 1}, yg, out_plane);
+            multiply(gi, out_plane, xg, yg);
             continue;
           }
           // Bands of output rows in parallel, each thread with its own column matrix.
@@ -278,15 +278,7 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
               const int64_t oh0 = bi * band, oh1 = std::min(g.oh, oh0 + band);
               const int64_t cols = (oh1 - oh0) * g.ow;
               im2col(xg, cin_g, g, oh0, oh1, col.data());
-              if constexpr (std::is_same_v<G, float>) {
-                if (packed != nullptr) {
-                  gemm_packed(*packed->per_group[static_cast<size_t>(gi)], cols, 1.0f,
-                              MatrixRef<float>{col.data(), cols, 1}, yg + oh0 * g.ow, out_plane);
-                  continue;
-                }
-              }
-              gemm(cout_g, cols, kdim, G(1), MatrixRef<G>{wg, kdim, 1},
-                   MatrixRef<G>{col.data(), cols, 1}, yg + oh0 * g.ow, out_plane);
+              multiply(gi, cols, col.data(), yg + oh0 * g.ow);
             }
           });
         }
@@ -507,9 +499,6 @@ inline bool max_pool_takes(C v, C best, bool have) {
   return !have | (v > best);
 }
 
-// One tap across a row of outputs: best[o] and index[o] (may be null) take src[o * stride]
-// when it is larger or NaN, or unconditionally for the window's first tap. No output depends
-// on another, so the loop pipelines (and vectorises without indices).
 // c ? a : b on the bits, without a branch (which tap wins is data: a branch mispredicts).
 template <typename T>
 inline T select_bits(bool c, T a, T b) {
@@ -528,6 +517,9 @@ inline T select_bits(bool c, T a, T b) {
   return out;
 }
 
+// One tap across a row of outputs: best[o] and index[o] (may be null) take src[o * stride]
+// when it is larger or NaN, or unconditionally for the window's first tap. No output depends
+// on another, so the loop pipelines (and vectorises without indices).
 template <typename T>
 void pool_row_tap(const T* __restrict src, int64_t stride, int64_t count, T* __restrict best,
                   int64_t* __restrict index, int64_t idx0, bool first) {
@@ -563,69 +555,69 @@ void max_pool_typed(const PoolParams& p, const TensorView& self, TensorView& out
   T* y = out.data_as<T>();
   const int64_t in_plane = p.in_h * p.in_w;
   const int64_t out_plane = p.out_h * p.out_w;
-  // Planes (channels) in parallel: each output element is one thread's, computed as serially.
-  parallel_for(p.planes, 1, [&](int64_t pl0, int64_t pl1) {
-    for (int64_t pl = pl0; pl < pl1; ++pl) {
-      const T* xp = x + pl * in_plane;
-      for (int64_t oh = 0; oh < p.out_h; ++oh) {
-        const int64_t h0 = oh * p.stride[0] - p.pad[0];
-        const bool rows_inside = h0 >= 0 && h0 + (p.kernel[0] - 1) * p.dil[0] < p.in_h;
-        // Outputs [ow_lo, ow_hi) of an interior row have their whole window inside: they are
-        // computed a tap at a time across the row, so that no output waits on the previous
-        // tap's comparison (the per-output loop below is one long dependency chain).
-        int64_t ow_lo = 0, ow_hi = 0;
-        if constexpr (std::is_same_v<T, C>) {
-          if (rows_inside) {
-            ow_lo = std::min(p.out_w, (p.pad[1] + p.stride[1] - 1) / p.stride[1]);
-            ow_hi = p.out_w;
-            while (ow_hi > ow_lo &&
-                   (ow_hi - 1) * p.stride[1] - p.pad[1] + (p.kernel[1] - 1) * p.dil[1] >= p.in_w)
-              --ow_hi;
-            T* yr = y + pl * out_plane + oh * p.out_w;
-            int64_t* ir = indices != nullptr ? indices + pl * out_plane + oh * p.out_w : nullptr;
-            for (int64_t i = 0; i < p.kernel[0]; ++i) {
-              for (int64_t j = 0; j < p.kernel[1]; ++j) {
-                const int64_t base = (h0 + i * p.dil[0]) * p.in_w + j * p.dil[1] - p.pad[1];
-                pool_row_tap<T>(xp + base + ow_lo * p.stride[1], p.stride[1], ow_hi - ow_lo,
-                                yr + ow_lo, ir == nullptr ? nullptr : ir + ow_lo,
-                                base + ow_lo * p.stride[1], i == 0 && j == 0);
-              }
-            }
-          }
-        }
-        for (int64_t ow = 0; ow < p.out_w; ++ow) {
-          if (ow == ow_lo && ow_hi > ow_lo) {
-            ow = ow_hi - 1;  // done above
-            continue;
-          }
-          const int64_t w0 = ow * p.stride[1] - p.pad[1];
-          C best{};
-          int64_t best_index = -1;
-          // Padding counts as -inf: out-of-range taps are skipped.
-          for (int64_t i = 0; i < p.kernel[0]; ++i) {
-            const int64_t ih = h0 + i * p.dil[0];
-            if (ih < 0 || ih >= p.in_h) continue;
-            for (int64_t j = 0; j < p.kernel[1]; ++j) {
-              const int64_t iw = w0 + j * p.dil[1];
-              if (iw < 0 || iw >= p.in_w) continue;
-              const int64_t idx = ih * p.in_w + iw;
-              const C v = convert<C>(xp[idx]);
-              if (max_pool_takes(v, best, best_index >= 0)) {
-                best = v;
-                best_index = idx;
-              }
-            }
-          }
-          if (best_index < 0) {  // no tap inside (impossible with pad <= kernel / 2)
-            best = std::is_floating_point_v<C> ? -std::numeric_limits<C>::infinity()
-                                               : std::numeric_limits<C>::lowest();
-          }
-          const int64_t o = pl * out_plane + oh * p.out_w + ow;
-          y[o] = convert<T>(best);
-          if (indices != nullptr) indices[o] = best_index;
+  // Output (pl, oh, ow) over its window, bounds-checked: padding counts as -inf (skipped).
+  auto one_output = [&](const T* xp, int64_t pl, int64_t oh, int64_t ow) {
+    const int64_t h0 = oh * p.stride[0] - p.pad[0], w0 = ow * p.stride[1] - p.pad[1];
+    C best{};
+    int64_t best_index = -1;
+    for (int64_t i = 0; i < p.kernel[0]; ++i) {
+      const int64_t ih = h0 + i * p.dil[0];
+      if (ih < 0 || ih >= p.in_h) continue;
+      for (int64_t j = 0; j < p.kernel[1]; ++j) {
+        const int64_t iw = w0 + j * p.dil[1];
+        if (iw < 0 || iw >= p.in_w) continue;
+        const int64_t idx = ih * p.in_w + iw;
+        const C v = convert<C>(xp[idx]);
+        if (max_pool_takes(v, best, best_index >= 0)) {
+          best = v;
+          best_index = idx;
         }
       }
     }
+    if (best_index < 0) {  // no tap inside (impossible with pad <= kernel / 2)
+      best = std::is_floating_point_v<C> ? -std::numeric_limits<C>::infinity()
+                                         : std::numeric_limits<C>::lowest();
+    }
+    const int64_t o = pl * out_plane + oh * p.out_w + ow;
+    y[o] = convert<T>(best);
+    if (indices != nullptr) indices[o] = best_index;
+  };
+  // Row oh of plane pl. Outputs [lo, hi) of a row whose windows lie inside the input go a
+  // tap at a time across the row (pool_row_tap), so that no output waits on the previous
+  // tap's comparison; the rest take the bounds-checked path.
+  auto one_row = [&](int64_t pl, int64_t oh) {
+    const T* xp = x + pl * in_plane;
+    const int64_t h0 = oh * p.stride[0] - p.pad[0];
+    int64_t lo = 0, hi = 0;
+    if constexpr (std::is_same_v<T, C>) {
+      if (h0 >= 0 && h0 + (p.kernel[0] - 1) * p.dil[0] < p.in_h) {
+        lo = std::min(p.out_w, (p.pad[1] + p.stride[1] - 1) / p.stride[1]);
+        hi = p.out_w;
+        while (hi > lo &&
+               (hi - 1) * p.stride[1] - p.pad[1] + (p.kernel[1] - 1) * p.dil[1] >= p.in_w)
+          --hi;
+        T* yr = y + pl * out_plane + oh * p.out_w;
+        int64_t* ir = indices != nullptr ? indices + pl * out_plane + oh * p.out_w : nullptr;
+        for (int64_t i = 0; i < p.kernel[0]; ++i) {
+          for (int64_t j = 0; j < p.kernel[1]; ++j) {
+            const int64_t first =
+                (h0 + i * p.dil[0]) * p.in_w + j * p.dil[1] - p.pad[1] + lo * p.stride[1];
+            pool_row_tap<T>(xp + first, p.stride[1], hi - lo, yr + lo,
+                            ir == nullptr ? nullptr : ir + lo, first, i == 0 && j == 0);
+          }
+        }
+      }
+    }
+    for (int64_t ow = 0; ow < lo; ++ow)
+      one_output(xp, pl, oh, ow);
+    for (int64_t ow = std::max(lo, hi); ow < p.out_w; ++ow)
+      one_output(xp, pl, oh, ow);
+  };
+  // Planes (channels) in parallel: each output element is one thread's, computed as serially.
+  parallel_for(p.planes, 1, [&](int64_t pl0, int64_t pl1) {
+    for (int64_t pl = pl0; pl < pl1; ++pl)
+      for (int64_t oh = 0; oh < p.out_h; ++oh)
+        one_row(pl, oh);
   });
 }
 

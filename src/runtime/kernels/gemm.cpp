@@ -339,15 +339,16 @@ void gemm_blocked(int64_t m, int64_t n, int64_t k, T alpha, MatrixRef<T> a, Matr
   const int64_t nc_max = std::min(kNC, (n + cfg.nr - 1) / cfg.nr * cfg.nr);
   const int64_t kc_max = std::min(kKC, k);
   T* packed_a = packed != nullptr ? nullptr : scratch<T>(0, mc_max * kc_max);
-  T* packed_b = packed_b_all != nullptr ? nullptr : scratch<T>(1, nc_max * kc_max);
+  T* scratch_b = packed_b_all != nullptr ? nullptr : scratch<T>(1, nc_max * kc_max);
   for (int64_t jc = 0; jc < n; jc += kNC) {
     const int64_t nc = std::min(kNC, n - jc);
     for (int64_t pc = 0; pc < k; pc += kKC) {
       const int64_t kc = std::min(kKC, k - pc);
+      const T* packed_b = scratch_b;
       if constexpr (std::is_same_v<T, float>) {
-        if (packed_b_all != nullptr) packed_b = const_cast<T*>(packed_b_all->panels(pc, col0 + jc));
+        if (packed_b_all != nullptr) packed_b = packed_b_all->panels(pc, col0 + jc);
       }
-      if (packed_b_all == nullptr) pack_b(b, pc, jc, kc, nc, cfg.nr, packed_b);
+      if (packed_b_all == nullptr) pack_b(b, pc, jc, kc, nc, cfg.nr, scratch_b);
       for (int64_t ic = 0; ic < m; ic += kMC) {
         const int64_t mc = std::min(kMC, m - ic);
         const T* block = packed_a;
@@ -424,7 +425,6 @@ std::shared_ptr<const PackedA> PackedA::pack(int64_t m, int64_t k, MatrixRef<flo
   p->k_ = k;
   p->kernel_ = float_kernel();
   const GemmConfig<float> cfg = float_config(p->kernel_);
-  p->mr_ = cfg.mr;
   p->row_blocks_ = (m + kMC - 1) / kMC;
   int64_t total = 0;
   for (int64_t pc = 0; pc < k; pc += kKC) {
@@ -453,7 +453,7 @@ const float* PackedA::block(int64_t pc, int64_t ic) const {
 
 void gemm_packed(const PackedA& a, int64_t n, float alpha, MatrixRef<float> b, float* c,
                  int64_t ldc) {
-  gemm_parallel(a.m_, n, a.k_, alpha, MatrixRef<float>{nullptr, 0, 0}, b, c, ldc, &a);
+  gemm_parallel(a.rows(), n, a.depth(), alpha, MatrixRef<float>{nullptr, 0, 0}, b, c, ldc, &a);
 }
 
 std::shared_ptr<const PackedB> PackedB::pack(int64_t k, int64_t n, MatrixRef<float> b) {

@@ -46,8 +46,7 @@ class PackedA {
   const float* block(int64_t pc, int64_t ic) const;
 
  private:
-  friend void gemm_packed(const PackedA&, int64_t, float, MatrixRef<float>, float*, int64_t);
-  int64_t m_ = 0, k_ = 0, mr_ = 0;
+  int64_t m_ = 0, k_ = 0;
   FloatKernel kernel_ = FloatKernel::kPortable;
   int64_t row_blocks_ = 0;
   std::unique_ptr<float, void (*)(void*)> data_{nullptr, nullptr};

@@ -75,8 +75,12 @@ struct MatmulArgs {
 
 // A constant right operand's panels, packed at the first call and kept with the instruction.
 struct PackedMatmulWeights final : KernelState {
-  const void* data = nullptr;
-  int64_t k = 0, n = 0, rs = 0, cs = 0;
+  struct Key {
+    const void* data;
+    int64_t k, n, rs, cs;
+    bool operator==(const Key&) const = default;
+  };
+  Key key{};
   std::shared_ptr<const PackedB> packed;
 };
 
@@ -104,22 +108,15 @@ void run_matmul(const MatmulArgs& p, const TensorView& a, const TensorView& b,
     const G alpha_v = alpha ? scalar_to<G>(*alpha) : G(1);
     if constexpr (std::is_same_v<G, float>) {
       if (state != nullptr && p.batch == 1) {
-        auto* st = dynamic_cast<PackedMatmulWeights*>(state->get());
-        if (st == nullptr || st->data != b.data || st->k != p.k || st->n != p.n ||
-            st->rs != p.b_rs || st->cs != p.b_cs) {
-          auto fresh = std::make_unique<PackedMatmulWeights>();
-          fresh->data = b.data;
-          fresh->k = p.k;
-          fresh->n = p.n;
-          fresh->rs = p.b_rs;
-          fresh->cs = p.b_cs;
-          fresh->packed =
-              PackedB::pack(p.k, p.n, MatrixRef<float>{b.data_as<const float>(), p.b_rs, p.b_cs});
-          st = fresh.get();
-          *state = std::move(fresh);
-        }
+        const PackedMatmulWeights& st = cached_kernel_state<PackedMatmulWeights>(
+            *state, {b.data, p.k, p.n, p.b_rs, p.b_cs}, [&] {
+              auto fresh = std::make_unique<PackedMatmulWeights>();
+              fresh->packed = PackedB::pack(
+                  p.k, p.n, MatrixRef<float>{b.data_as<const float>(), p.b_rs, p.b_cs});
+              return fresh;
+            });
         ReadAs<G> ra(a);
-        gemm_packed(p.m, alpha_v, MatrixRef<G>{ra.data(), p.a_rs, p.a_cs}, *st->packed, c, p.n);
+        gemm_packed(p.m, alpha_v, MatrixRef<G>{ra.data(), p.a_rs, p.a_cs}, *st.packed, c, p.n);
         wo.finish();
         return;
       }
