@@ -334,6 +334,9 @@ int run(int argc, char** argv) {
                  "Time every instruction in one extra run; table on stderr");
   runc->add_option("--threads", ra.threads,
                    "CPU kernel threads (default: $ETC_NUM_THREADS, else every core)");
+  runc->add_option("--prompt", ra.prompt,
+                   "Generate: a decoder's prompt token ids (int64 .npy, [n] or [1, n])");
+  runc->add_option("--steps", ra.steps, "Generate: how many tokens (greedy), with --prompt");
   runc->add_flag("--cuda-graphs", ra.cuda_graphs,
                  "With --device cuda: capture each CUDA delegate as a CUDA graph and replay it");
 

@@ -161,13 +161,17 @@ struct Timings {
 // Runs `m` with `inputs`: binds (uploading device-resident inputs), executes `warmup` +
 // `iterations` times, and returns the outputs as host tensors.
 // `sync` waits for queued device work, so that compute time is not counted as d2h.
+// A program with state (a decoder's KV cache) starts every run from its initial state unless
+// `keep_state` (generation feeds one call's state into the next).
 Result<std::vector<HostTensor>> run_method(rt::Method& m, const rt::RuntimeEnv& env,
                                            const std::vector<HostTensor>& inputs, int warmup,
                                            int iterations, Timings* timings,
-                                           const std::function<Status()>& sync = nullptr) {
+                                           const std::function<Status()>& sync = nullptr,
+                                           bool keep_state = false) {
   std::vector<rt::DeviceBuffer> bound;  // memory for unplanned inputs/outputs, freed on return
   for (int iter = 0; iter < warmup + iterations; ++iter) {
     bound.clear();
+    if (!keep_state) m.reset_state();
     auto t0 = Clock::now();
     for (size_t i = 0; i < m.num_inputs(); ++i) {
       const rt::TensorView& t = m.input(i);
@@ -337,6 +341,221 @@ Result<std::unique_ptr<rt::OwnedRuntime>> make_runtime(Device device, bool cuda_
   return rt::make_cpu_runtime();
 }
 
+// One greedy decoding loop: the program takes token ids [1, 1] (or [1]) and their positions
+// [1], and returns logits whose last dim is the vocabulary; its state (the KV cache) carries
+// the sequence from call to call.
+struct Generation {
+  std::vector<int64_t> ids;   // generated
+  std::vector<float> logits;  // one row of `vocab` per call
+  int64_t vocab = 0;
+  std::vector<double> prefill, decode;  // seconds per call
+};
+
+Status check_decoder_signature(const rt::Method& m) {
+  auto describe = [&m] {
+    std::string s;
+    for (size_t i = 0; i < m.num_inputs(); ++i)
+      s += (i ? ", " : "") + std::string(dtype_name(m.input(i).dtype)) +
+           shape_to_string(m.input(i).sizes);
+    return s;
+  };
+  auto one_token = [](const rt::TensorView& t) {
+    return (t.dtype == DType::kInt64 || t.dtype == DType::kInt32) && t.numel() == 1;
+  };
+  if (m.num_inputs() != 2 || !one_token(m.input(0)) || m.input(1).dtype != DType::kInt64 ||
+      m.input(1).numel() != 1 || m.num_outputs() < 1 || m.output(0).rank() < 1 ||
+      !dtype_is_float(m.output(0).dtype)) {
+    return invalid_input(
+        "--prompt/--steps need a decoder program: inputs (token ids int64[1, 1], positions "
+        "int64[1]) and logits as output 0; this program takes (" +
+        describe() + ")");
+  }
+  if (m.num_states() == 0) {
+    return invalid_input(
+        "--prompt/--steps need a program with state (a KV cache held in registered buffers); "
+        "this program has none, so no call would see the tokens before it");
+  }
+  return Status();
+}
+
+std::vector<HostTensor> decoder_inputs(const rt::Method& m, int64_t token, int64_t pos) {
+  HostTensor ids{m.input(0).dtype, m.input(0).sizes,
+                 std::string(static_cast<size_t>(dtype_size(m.input(0).dtype)), '\0')};
+  if (ids.dtype == DType::kInt64) {
+    std::memcpy(ids.bytes.data(), &token, 8);
+  } else {
+    auto t32 = static_cast<int32_t>(token);
+    std::memcpy(ids.bytes.data(), &t32, 4);
+  }
+  HostTensor p{DType::kInt64, m.input(1).sizes, std::string(8, '\0')};
+  std::memcpy(p.bytes.data(), &pos, 8);
+  return {std::move(ids), std::move(p)};
+}
+
+// The last `vocab` values of output 0 as floats, and their argmax (the first maximum).
+int64_t last_row(const HostTensor& logits, std::vector<float>* row) {
+  const int64_t vocab = logits.shape.back();
+  const int64_t n = static_cast<int64_t>(logits.bytes.size()) / dtype_size(logits.dtype);
+  int64_t best = 0;
+  row->resize(static_cast<size_t>(vocab));
+  for (int64_t k = 0; k < vocab; ++k) {
+    double v = load_as_double(logits.dtype,
+                              logits.bytes.data() + (n - vocab + k) * dtype_size(logits.dtype));
+    (*row)[static_cast<size_t>(k)] = static_cast<float>(v);
+    if (v > (*row)[static_cast<size_t>(best)]) best = k;
+  }
+  return best;
+}
+
+// Prefill (the prompt, one token per call), then `steps` greedy tokens. `reference`, when
+// given, runs the same calls in lockstep on the CPU reference, feeding it etc's tokens, and
+// its logits rows go to `ref_logits`.
+Result<Generation> generate(rt::Method& m, const rt::RuntimeEnv& env,
+                            const std::vector<int64_t>& prompt, int steps,
+                            const std::function<Status()>& sync, rt::Method* reference,
+                            const rt::RuntimeEnv* ref_env, std::vector<float>* ref_logits) {
+  Generation g;
+  m.reset_state();
+  if (reference != nullptr) reference->reset_state();
+  int64_t token = prompt.front();
+  std::vector<float> row, ref_row;
+  const auto calls = static_cast<int64_t>(prompt.size()) + steps - 1;
+  for (int64_t pos = 0; pos < calls; ++pos) {
+    std::vector<HostTensor> in = decoder_inputs(m, token, pos);
+    Timings t;
+    Result<std::vector<HostTensor>> out = run_method(m, env, in, 0, 1, &t, sync, true);
+    if (!out.ok()) {
+      return std::move(out).take_status().add_context("at position " + std::to_string(pos) +
+                                                      " (token " + std::to_string(token) + ")");
+    }
+    const int64_t next = last_row((*out)[0], &row);
+    g.vocab = static_cast<int64_t>(row.size());
+    g.logits.insert(g.logits.end(), row.begin(), row.end());
+    (pos < static_cast<int64_t>(prompt.size()) ? g.prefill : g.decode).push_back(t.compute.front());
+    if (reference != nullptr) {
+      ETC_ASSIGN_OR_RETURN(std::vector<HostTensor> r,
+                           run_method(*reference, *ref_env, in, 0, 1, nullptr, nullptr, true));
+      last_row(r[0], &ref_row);
+      ref_logits->insert(ref_logits->end(), ref_row.begin(), ref_row.end());
+    }
+    if (pos + 1 < static_cast<int64_t>(prompt.size())) {
+      token = prompt[static_cast<size_t>(pos + 1)];
+    } else {
+      token = next;
+      g.ids.push_back(next);
+    }
+  }
+  return g;
+}
+
+Status run_generation(const RunArgs& args, const pte::File& file, rt::Method& method,
+                      const rt::RuntimeEnv& env, Device device, double load_seconds,
+                      const std::function<Status()>& sync) {
+  if (args.steps < 1) return Status(ErrorCode::kUsage, "--steps must be >= 1");
+  if (args.prompt.empty()) return Status(ErrorCode::kUsage, "--steps needs --prompt FILE.npy");
+  if (!args.inputs.empty())
+    return Status(ErrorCode::kUsage, "--input does not apply to generation (use --prompt)");
+  ETC_RETURN_IF_ERROR(check_decoder_signature(method).add_location(Location{.file = args.file}));
+  ETC_ASSIGN_OR_RETURN(rt::NpyArray p, rt::read_npy(args.prompt));
+  if ((p.dtype != DType::kInt64 && p.dtype != DType::kInt32) || p.shape.empty() ||
+      p.shape.size() > 2 || (p.shape.size() == 2 && p.shape[0] != 1) || p.shape.back() < 1) {
+    return invalid_input(
+        "the prompt must be int64 or int32 token ids of shape [n] or [1, n], n "
+        ">= 1; " +
+            args.prompt + " holds " + std::string(dtype_name(p.dtype)) + shape_to_string(p.shape),
+        Location{.file = args.prompt});
+  }
+  std::vector<int64_t> prompt;
+  for (int64_t i = 0; i < p.shape.back(); ++i)
+    prompt.push_back(
+        static_cast<int64_t>(load_as_double(p.dtype, p.data.data() + i * dtype_size(p.dtype))));
+  std::unique_ptr<rt::OwnedRuntime> ref_rt;
+  std::unique_ptr<rt::Method> ref;
+  rt::RuntimeEnv ref_env;
+  std::vector<float> ref_logits;
+  if (args.verify) {
+    ETC_ASSIGN_OR_RETURN(ref_rt, rt::make_cpu_runtime());
+    ref_env = ref_rt->env();
+    ETC_ASSIGN_OR_RETURN(ref, rt::Method::load(file, 0, ref_env));
+  }
+  ETC_ASSIGN_OR_RETURN(Generation g, generate(method, env, prompt, args.steps, sync, ref.get(),
+                                              ref ? &ref_env : nullptr, &ref_logits));
+  Comparison cmp;
+  bool mismatch = false;
+  if (args.verify) {
+    Tolerance tol = default_tolerance(DType::kFloat32);
+    tol.atol = args.atol.value_or(1e-3);
+    tol.rtol = args.rtol.value_or(1e-3);
+    HostTensor got{
+        DType::kFloat32,
+        {},
+        std::string(reinterpret_cast<const char*>(g.logits.data()), g.logits.size() * 4)};
+    HostTensor want{
+        DType::kFloat32,
+        {},
+        std::string(reinterpret_cast<const char*>(ref_logits.data()), ref_logits.size() * 4)};
+    cmp = compare(got, want, tol);
+    mismatch = cmp.mismatches > 0;
+  }
+  if (!args.output_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(args.output_dir, ec);
+    std::string ids(reinterpret_cast<const char*>(g.ids.data()), g.ids.size() * 8);
+    ETC_RETURN_IF_ERROR(
+        rt::write_npy(args.output_dir + "/generated_ids.npy",
+                      rt::NpyArray{DType::kInt64, {static_cast<int64_t>(g.ids.size())}, ids}));
+    std::string logits(reinterpret_cast<const char*>(g.logits.data()), g.logits.size() * 4);
+    const auto rows = static_cast<int64_t>(g.logits.size()) / std::max<int64_t>(g.vocab, 1);
+    ETC_RETURN_IF_ERROR(rt::write_npy(args.output_dir + "/logits.npy",
+                                      rt::NpyArray{DType::kFloat32, {rows, g.vocab}, logits}));
+  }
+  double prefill = 0;
+  for (double s : g.prefill)
+    prefill += s;
+  Stats decode = stats(g.decode);
+  const double tokens_per_s = decode.median > 0 ? 1.0 / decode.median : 0.0;
+  if (args.json) {
+    nlohmann::json j;
+    j["file"] = args.file;
+    j["device"] = to_string(device);
+    j["prompt_tokens"] = prompt.size();
+    j["generated_ids"] = g.ids;
+    j["cpu_threads"] = rt::kernels::num_threads();
+    j["timing_ms"] = {{"load", load_seconds * 1e3},
+                      {"prefill_total", prefill * 1e3},
+                      {"decode_median", decode.median * 1e3},
+                      {"decode_min", decode.min * 1e3},
+                      {"decode_max", decode.max * 1e3}};
+    j["decode_tokens_per_second"] = tokens_per_s;
+    if (args.verify) {
+      j["verified"] = !mismatch;
+      j["max_abs_error"] = cmp.max_abs;
+      j["mismatches"] = cmp.mismatches;
+    }
+    std::puts(j.dump(2).c_str());
+  } else {
+    std::string ids;
+    for (int64_t id : g.ids)
+      ids += (ids.empty() ? "" : " ") + std::to_string(id);
+    std::printf("generated %zu tokens on %s after a %zu-token prompt: %s\n", g.ids.size(),
+                to_string(device).c_str(), prompt.size(), ids.c_str());
+    std::printf(
+        "timing (ms): load %.3f; prefill %.3f (%zu calls); decode per token median %.3f "
+        "(%.3f-%.3f), %.1f tokens/s\n",
+        load_seconds * 1e3, prefill * 1e3, g.prefill.size(), decode.median * 1e3, decode.min * 1e3,
+        decode.max * 1e3, tokens_per_s);
+    if (args.verify) {
+      std::printf("verify: %s (logits of %zu calls, max abs error %.3g, %lld mismatches)\n",
+                  mismatch ? "MISMATCH" : "every step matches the CPU reference",
+                  g.logits.size() / static_cast<size_t>(std::max<int64_t>(g.vocab, 1)), cmp.max_abs,
+                  static_cast<long long>(cmp.mismatches));
+    }
+  }
+  if (mismatch)
+    return Status(ErrorCode::kVerifyMismatch, "generation differs from the CPU reference");
+  return Status();
+}
+
 }  // namespace
 
 Status run_program(const RunArgs& args) {
@@ -364,6 +583,8 @@ Status run_program(const RunArgs& args) {
   std::unique_ptr<rt::Method> method = std::move(loaded).value();
   Timings timings;
   timings.load = seconds_since(t_load);
+  if (args.steps != 0 || !args.prompt.empty())
+    return run_generation(args, file, *method, env, device, timings.load, sync);
   auto [in_names, out_names] = io_names(file);
   ETC_ASSIGN_OR_RETURN(std::vector<HostTensor> inputs, prepare_inputs(args, *method, in_names));
   ETC_ASSIGN_OR_RETURN(

@@ -25,6 +25,10 @@ struct RunArgs {
   bool profile = false;      // one extra run timing every instruction; a table on stderr
   int threads = 0;           // CPU kernel threads; 0: $ETC_NUM_THREADS or all cores
   bool cuda_graphs = false;  // capture each CUDA delegate once, replay it afterwards
+  // Generation (a decoder with state): the prompt's token ids, and how many tokens to
+  // generate greedily, feeding each back in.
+  std::string prompt;
+  int steps = 0;
 };
 
 // Returns the process exit code's Status: OK, or an error (kVerifyMismatch for --verify).

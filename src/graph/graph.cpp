@@ -10,7 +10,8 @@ std::vector<ValueId> tensor_args(const Node& node) {
     if (const auto* v = std::get_if<ValueId>(&a)) {
       out.push_back(*v);
     } else if (const auto* l = std::get_if<std::vector<ValueId>>(&a)) {
-      out.insert(out.end(), l->begin(), l->end());
+      for (ValueId id : *l)
+        if (id.valid()) out.push_back(id);
     }
   }
   return out;
@@ -39,6 +40,31 @@ ValueId Graph::add_constant(std::string name, TensorSpec spec) {
   ValueId id = new_value(std::move(name), ValueKind::kConstant, std::move(spec));
   constants_.push_back(id);
   return id;
+}
+
+ValueId Graph::add_state(std::string name, TensorSpec spec, std::string fqn, ConstantData initial) {
+  spec.is_const = false;
+  ValueId id = new_value(std::move(name), ValueKind::kState, std::move(spec));
+  states_.push_back(StateBuffer{id, std::move(fqn), std::move(initial), ValueId()});
+  return id;
+}
+
+void Graph::set_state_update(ValueId state, ValueId update) {
+  for (StateBuffer& s : states_) {
+    if (s.value == state) s.update = update == state ? ValueId() : update;
+  }
+}
+
+const StateBuffer* Graph::state_of(ValueId state) const {
+  for (const StateBuffer& s : states_) {
+    if (s.value == state) return &s;
+  }
+  return nullptr;
+}
+
+bool Graph::is_state_update(ValueId id) const {
+  return std::any_of(states_.begin(), states_.end(),
+                     [id](const StateBuffer& s) { return s.update == id; });
 }
 
 NodeId Graph::add_node(OpKind op, std::string name, std::vector<ArgValue> args,
@@ -89,6 +115,7 @@ void Graph::for_each_value_in(const ArgValue& arg, NodeId node, uint32_t index, 
     add ? add_use(*v, u) : remove_use(*v, u);
   } else if (const auto* list = std::get_if<std::vector<ValueId>>(&arg)) {
     for (size_t e = 0; e < list->size(); ++e) {
+      if (!(*list)[e].valid()) continue;  // None in a Tensor?[]
       Use u{node, index, static_cast<int32_t>(e)};
       add ? add_use((*list)[e], u) : remove_use((*list)[e], u);
     }
@@ -106,6 +133,9 @@ void Graph::replace_all_uses(ValueId from, ValueId to) {
   for (ValueId& o : outputs_) {
     if (o == from) o = to;
   }
+  for (StateBuffer& s : states_) {
+    if (s.update == from) s.update = to == s.value ? ValueId() : to;
+  }
 }
 
 void Graph::set_arg(NodeId node, uint32_t arg, ArgValue value) {
@@ -117,7 +147,7 @@ void Graph::set_arg(NodeId node, uint32_t arg, ArgValue value) {
 bool Graph::erase_node(NodeId id) {
   Node& n = nodes_[id.v];
   for (ValueId o : n.outputs) {
-    if (!values_[o.v].uses.empty() || is_graph_output(o)) return false;
+    if (!values_[o.v].uses.empty() || is_live_out(o)) return false;
   }
   for (uint32_t i = 0; i < n.args.size(); ++i)
     for_each_value_in(n.args[i], id, i, /*add=*/false);
@@ -198,7 +228,7 @@ void Graph::move_before(NodeId node, NodeId before) {
 
 bool Graph::erase_constant(ValueId id) {
   Value& v = values_[id.v];
-  if (v.kind != ValueKind::kConstant || !v.uses.empty() || is_graph_output(id)) return false;
+  if (v.kind != ValueKind::kConstant || !v.uses.empty() || is_live_out(id)) return false;
   v.erased = true;
   // Its bytes are no longer needed here (a folded weight's source): let a mapped weight file
   // drop them from memory. Only a hint: other constants sharing them still read them.

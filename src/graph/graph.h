@@ -22,6 +22,13 @@
 // - Use lists: each Value knows every (node, argument, list element) that reads it. They
 //   change only through the Graph API below, and the verifier checks both directions.
 // - Graph outputs are an ordered list of values; a value may appear there several times.
+// - State (a mutable buffer: torch.export's buffers_to_mutate, ExecuTorch's mutable buffer):
+//   a kState value is the buffer's contents when an execution starts; the graph's state
+//   update names the value it holds when the execution ends (the next execution's start).
+//   The state's bytes persist across executions and start as `initial` when the program
+//   loads. Within one execution the state value is as immutable as any other; the write
+//   back happens after the last node (memory planning may let the op that computes the
+//   update write the state's storage in place, ExecuTorch's reinplacing).
 // - Delegates: lowering replaces a group of nodes by one executorch.call_delegate node that
 //   owns a Delegate (backend, compile specs, device, subgraph). Device rules, checked by
 //   the verifier: ATen ops of the top-level graph read and write CPU tensors only; an
@@ -49,7 +56,7 @@
 
 namespace etc {
 
-enum class ValueKind : uint8_t { kInput, kConstant, kNodeOutput };
+enum class ValueKind : uint8_t { kInput, kConstant, kNodeOutput, kState };
 
 // One read of a value: argument `arg` of `node`; `element` is the index inside a
 // Tensor[] argument, or -1.
@@ -106,6 +113,10 @@ struct Node {
   // Set by memory planning for a view (view, unsqueeze, squeeze) whose output shares its
   // input's planned storage: the node emits no instruction, as ExecuTorch's memory.view.
   bool storage_alias = false;
+  // Set by memory planning for an index_put whose output is the storage of its `self`, a
+  // state buffer (ExecuTorch's reinplaced KV-cache write): it runs as aten::index_put_ and
+  // the state needs no write back.
+  bool in_place = false;
   std::unique_ptr<Delegate> delegate;  // set for OpKind::DelegateCall only
 };
 
@@ -115,6 +126,15 @@ struct PlannedBuffer {
   Device device;
   uint64_t size = 0;
   bool operator==(const PlannedBuffer&) const = default;
+};
+
+// One mutable buffer: its kState value, fully qualified name in the source model, bytes at
+// load, and the value it holds after an execution (invalid: the program never writes it).
+struct StateBuffer {
+  ValueId value;
+  std::string fqn;
+  ConstantData initial;
+  ValueId update;
 };
 
 // Every tensor a node reads, in argument order (Tensor[] arguments flattened).
@@ -135,6 +155,10 @@ class Graph {
   // --- Building -----------------------------------------------------------------------
   ValueId add_input(std::string name, TensorSpec spec);
   ValueId add_constant(std::string name, TensorSpec spec);
+  // A mutable buffer, `initial` exactly spec.nbytes() long (or empty: zeros).
+  ValueId add_state(std::string name, TensorSpec spec, std::string fqn, ConstantData initial);
+  // The value `state` holds after an execution; a state's own value means "unchanged".
+  void set_state_update(ValueId state, ValueId update);
   // Appends a node (or inserts it before `before`) with the given arguments and one new
   // output value per spec. Registers the uses of every ValueId argument. The caller has
   // checked the arguments against the schema; the verifier will catch it otherwise.
@@ -181,6 +205,12 @@ class Graph {
   std::span<const ValueId> inputs() const { return inputs_; }
   std::span<const ValueId> constants() const;
   std::span<const ValueId> outputs() const { return outputs_; }
+  std::span<const StateBuffer> states() const { return states_; }
+  const StateBuffer* state_of(ValueId state) const;
+  // Whether `id` is the update of some state (it is read after the last node).
+  bool is_state_update(ValueId id) const;
+  // A graph output or a state update: read after the last node.
+  bool is_live_out(ValueId id) const { return is_graph_output(id) || is_state_update(id); }
   // All value/node slots, including erased ones; index = id.
   size_t value_slots() const { return values_.size(); }
   size_t node_slots() const { return nodes_.size(); }
@@ -211,6 +241,7 @@ class Graph {
   std::vector<ValueId> inputs_;
   mutable std::vector<ValueId> constants_;  // erased entries are dropped lazily
   std::vector<ValueId> outputs_;
+  std::vector<StateBuffer> states_;
   std::unordered_map<std::string, ValueId> by_name_;
   std::unordered_map<std::string, uint32_t> node_names_;  // live node name -> count
 };

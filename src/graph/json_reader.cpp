@@ -582,7 +582,8 @@ class Reader {
   static void referenced_names(const ArgSchema& a, const Json* v, std::vector<std::string>* out) {
     if (v == nullptr) return;
     if (a.type == ArgType::kTensor && v->is_string()) out->push_back(v->get<std::string>());
-    if (a.type == ArgType::kTensorList && v->is_array()) {
+    if ((a.type == ArgType::kTensorList || a.type == ArgType::kOptionalTensorList) &&
+        v->is_array()) {
       for (const Json& e : *v) {
         if (e.is_string()) out->push_back(e.get<std::string>());
       }
@@ -706,11 +707,18 @@ class Reader {
         ETC_ASSIGN_OR_RETURN(ValueId id, resolve(v.get<std::string>(), p, node));
         return ArgValue(id);
       }
-      case ArgType::kTensorList: {
-        if (!v.is_array()) return expect("an array of tensor names");
+      case ArgType::kTensorList:
+      case ArgType::kOptionalTensorList: {
+        const bool nones = a.type == ArgType::kOptionalTensorList;
+        if (!v.is_array())
+          return expect(nones ? "an array of tensor names or nulls" : "an array of tensor names");
         std::vector<ValueId> ids;
         for (size_t i = 0; i < v.size(); ++i) {
           std::string ep = json_pointer_append(p, i);
+          if (nones && v[i].is_null()) {
+            ids.emplace_back();  // None
+            continue;
+          }
           if (!v[i].is_string())
             return error(ep, "expected the name of a tensor value, got " + json_type_name(v[i]),
                          node);

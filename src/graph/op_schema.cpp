@@ -11,6 +11,8 @@ std::string_view arg_type_name(ArgType t) {
       return "Tensor";
     case ArgType::kTensorList:
       return "Tensor[]";
+    case ArgType::kOptionalTensorList:
+      return "Tensor?[]";
     case ArgType::kScalar:
       return "Scalar";
     case ArgType::kInt:
@@ -175,6 +177,10 @@ Result<ArgSchema> parse_arg(std::string_view text, bool kwarg_only) {
     a.optional = true;
     type.pop_back();
   }
+  if (type == "Tensor?[]") {  // a list whose elements may be None
+    a.type = ArgType::kOptionalTensorList;
+    return a;
+  }
   bool is_list = false;
   if (size_t b = type.find('['); b != std::string::npos) {
     is_list = true;
@@ -260,7 +266,7 @@ struct Printer {
   std::string operator()(const std::vector<ValueId>& ids) const {
     std::string s = "[";
     for (size_t i = 0; i < ids.size(); ++i)
-      s += (i ? ", %" : "%") + std::to_string(ids[i].v);
+      s += (i ? ", " : "") + (ids[i].valid() ? "%" + std::to_string(ids[i].v) : "None");
     return s + "]";
   }
   std::string operator()(const Scalar& sc) const {

@@ -22,10 +22,11 @@ namespace etc {
 
 enum class ArgType : uint8_t {
   kTensor,
-  kTensorList,  // Tensor[]
-  kScalar,      // int, float or bool
-  kInt,         // int, SymInt
-  kIntList,     // int[], int[N], SymInt[]
+  kTensorList,          // Tensor[]
+  kOptionalTensorList,  // Tensor?[]: invalid ValueIds are None
+  kScalar,              // int, float or bool
+  kInt,                 // int, SymInt
+  kIntList,             // int[], int[N], SymInt[]
   kFloat,
   kFloatList,
   kBool,

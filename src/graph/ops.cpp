@@ -1,5 +1,6 @@
 #include "graph/ops.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "graph/shape_inference.h"
@@ -83,10 +84,54 @@ const TensorSpec* InferContext::optional_tensor(std::string_view a) const {
   const ArgValue& v = arg(a);
   return std::holds_alternative<ValueId>(v) ? &type_of_(std::get<ValueId>(v)) : nullptr;
 }
+Result<IndexPlan> plan_index(std::span<const int64_t> self,
+                             std::span<const std::optional<std::vector<int64_t>>> indices) {
+  if (indices.size() > self.size()) {
+    return invalid_input("too many indices (" + std::to_string(indices.size()) +
+                         ") for a tensor of rank " + std::to_string(self.size()));
+  }
+  IndexPlan p;
+  bool first = true;
+  for (size_t d = 0; d < indices.size(); ++d) {
+    if (!indices[d]) continue;
+    p.indexed.push_back(static_cast<int>(d));
+    if (first) {
+      p.broadcast = *indices[d];
+      first = false;
+      continue;
+    }
+    auto b = broadcast_shapes(p.broadcast, *indices[d]);
+    if (!b) {
+      return invalid_input("index " + std::to_string(d) + " of shape " +
+                           shape_to_string(*indices[d]) + " does not broadcast with " +
+                           shape_to_string(p.broadcast));
+    }
+    p.broadcast = std::move(*b);
+  }
+  const bool adjacent = p.indexed.empty() || p.indexed.back() - p.indexed.front() + 1 ==
+                                                 static_cast<int>(p.indexed.size());
+  std::vector<int64_t> before, after;  // sliced dims before / after B
+  for (size_t d = 0; d < self.size(); ++d) {
+    if (std::find(p.indexed.begin(), p.indexed.end(), static_cast<int>(d)) != p.indexed.end())
+      continue;
+    (adjacent && !p.indexed.empty() && static_cast<int>(d) < p.indexed.front() ? before : after)
+        .push_back(self[d]);
+  }
+  if (p.indexed.empty()) {
+    p.result.assign(self.begin(), self.end());
+    return p;
+  }
+  p.b_position = before.size();
+  p.result = before;
+  p.result.insert(p.result.end(), p.broadcast.begin(), p.broadcast.end());
+  p.result.insert(p.result.end(), after.begin(), after.end());
+  return p;
+}
+
 std::vector<const TensorSpec*> InferContext::tensor_list(std::string_view a) const {
   std::vector<const TensorSpec*> out;
   for (ValueId id : std::get<std::vector<ValueId>>(arg(a)))
-    out.push_back(&type_of_(id));
+    out.push_back(id.valid() ? &type_of_(id) : nullptr);  // None in a Tensor?[]
   return out;
 }
 int64_t InferContext::int_arg(std::string_view a) const {

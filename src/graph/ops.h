@@ -40,6 +40,7 @@ class InferContext {
 
   const TensorSpec& tensor(std::string_view arg) const;
   const TensorSpec* optional_tensor(std::string_view arg) const;  // nullptr for None
+  // nullptr for the None elements of a Tensor?[].
   std::vector<const TensorSpec*> tensor_list(std::string_view arg) const;
   int64_t int_arg(std::string_view arg) const;
   std::optional<int64_t> optional_int(std::string_view arg) const;
@@ -97,5 +98,20 @@ Status infer_types(OpKind kind, std::span<const ArgValue> args, const InferConte
 // Broadcasts two shapes (numpy rules); nullopt if incompatible.
 std::optional<std::vector<int64_t>> broadcast_shapes(std::span<const int64_t> a,
                                                      std::span<const int64_t> b);
+
+// Advanced indexing (ATen's index.Tensor / index_put): `self[indices]` where each entry of
+// `indices` is an index tensor's shape or nullopt (None, a full slice), and dims past the
+// list are full slices too. The index tensors broadcast to one shape B. When the indexed
+// dims are adjacent, B replaces them in place; otherwise B comes first, then the sliced dims.
+struct IndexPlan {
+  std::vector<int64_t> result;     // the shape of self[indices]
+  std::vector<int64_t> broadcast;  // B
+  std::vector<int> indexed;        // the dims of self that an index tensor selects
+  size_t b_position = 0;           // where B's dims start in `result`
+};
+// Errors: more indices than dims, or index shapes that do not broadcast (the message says
+// which); an empty `indexed` (all None) is valid and selects everything.
+Result<IndexPlan> plan_index(std::span<const int64_t> self,
+                             std::span<const std::optional<std::vector<int64_t>>> indices);
 
 }  // namespace etc

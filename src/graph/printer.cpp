@@ -42,7 +42,7 @@ std::string arg_text(const Graph& g, const ArgValue& a) {
   if (const auto* l = std::get_if<std::vector<ValueId>>(&a)) {
     std::string s = "[";
     for (size_t i = 0; i < l->size(); ++i)
-      s += (i ? ", " : "") + value_ref(g, (*l)[i]);
+      s += (i ? ", " : "") + ((*l)[i].valid() ? value_ref(g, (*l)[i]) : std::string("None"));
     return s + "]";
   }
   return arg_value_to_string(a);

@@ -856,6 +856,58 @@ Status infer_embedding(const InferContext& ctx, std::vector<TensorType>& out) {
   return Status();
 }
 
+// The shapes of a Tensor?[] of int64/int32 index tensors (bool masks select a data-dependent
+// number of elements, which static shapes cannot hold).
+Result<std::vector<std::optional<Sizes>>> index_shapes(const InferContext& ctx) {
+  std::vector<std::optional<Sizes>> shapes;
+  for (const TensorSpec* t : ctx.tensor_list("indices")) {
+    if (t == nullptr) {
+      shapes.emplace_back();
+      continue;
+    }
+    if (t->dtype != DType::kInt64 && t->dtype != DType::kInt32) {
+      return ctx.error("indices", "expected int64 or int32 index tensors, got " + t->type_string() +
+                                      (t->dtype == DType::kBool
+                                           ? " (a boolean mask selects a data-dependent number "
+                                             "of elements; etc needs static shapes)"
+                                           : ""));
+    }
+    shapes.push_back(t->sizes);
+  }
+  return shapes;
+}
+
+Result<IndexPlan> index_plan(const InferContext& ctx, const TensorSpec& self) {
+  ETC_ASSIGN_OR_RETURN(std::vector<std::optional<Sizes>> shapes, index_shapes(ctx));
+  Result<IndexPlan> p = plan_index(self.sizes, shapes);
+  if (!p.ok()) return ctx.error("indices", p.status().message());
+  return p;
+}
+
+Status infer_index(const InferContext& ctx, std::vector<TensorType>& out) {
+  const TensorSpec& self = ctx.tensor("self");
+  ETC_ASSIGN_OR_RETURN(IndexPlan p, index_plan(ctx, self));
+  out.push_back({self.dtype, p.result});
+  return Status();
+}
+
+Status infer_index_put(const InferContext& ctx, std::vector<TensorType>& out) {
+  const TensorSpec& self = ctx.tensor("self");
+  const TensorSpec& values = ctx.tensor("values");
+  ETC_ASSIGN_OR_RETURN(IndexPlan p, index_plan(ctx, self));
+  if (values.dtype != self.dtype) {
+    return ctx.error("values", "values are " + values.type_string() + ", self is " +
+                                   self.type_string() + "; index_put needs one dtype");
+  }
+  auto b = broadcast_shapes(values.sizes, p.result);
+  if (!b || *b != p.result) {
+    return ctx.error("values", "values of shape " + str(values.sizes) +
+                                   " do not broadcast to the indexed shape " + str(p.result));
+  }
+  out.push_back({self.dtype, self.sizes});
+  return Status();
+}
+
 Status infer_full(const InferContext& ctx, std::vector<TensorType>& out) {
   Scalar v = ctx.scalar("fill_value");
   DType fallback = v.is_float() ? DType::kFloat32 : v.is_bool() ? DType::kBool : DType::kInt64;

@@ -17,6 +17,7 @@ class Verifier {
     check_values();
     check_nodes();
     check_outputs();
+    check_states();
     check_planning();
     return std::move(result_);
   }
@@ -117,6 +118,8 @@ class Verifier {
       defined.insert(id.v);
     for (ValueId id : g_.constants())
       defined.insert(id.v);
+    for (const StateBuffer& s : g_.states())
+      defined.insert(s.value.v);
     std::unordered_set<std::string> names;
     std::unordered_set<uint32_t> seen_nodes;
     for (NodeId nid : g_.order()) {
@@ -146,8 +149,11 @@ class Verifier {
         if (const auto* v = std::get_if<ValueId>(&n.args[i])) {
           check_use(n, *v, i, -1, defined);
         } else if (const auto* list = std::get_if<std::vector<ValueId>>(&n.args[i])) {
-          for (size_t e = 0; e < list->size(); ++e)
+          for (size_t e = 0; e < list->size(); ++e) {
+            if (!(*list)[e].valid() && schema.args[i].type == ArgType::kOptionalTensorList)
+              continue;  // None
             check_use(n, (*list)[e], i, static_cast<int32_t>(e), defined);
+          }
         }
       }
       if (n.op == OpKind::DelegateCall && !check_delegate(n)) {
@@ -323,6 +329,48 @@ class Verifier {
     }
   }
 
+  // Each state buffer: a live kState value listed once, on the host, with initial bytes of
+  // its size; its update (if any) a live value of the same type, on the host.
+  void check_states() {
+    std::unordered_set<uint32_t> seen;
+    for (const StateBuffer& s : g_.states()) {
+      if (!live_value(s.value) || g_.value(s.value).kind != ValueKind::kState) {
+        report("state '" + s.fqn + "' refers to a value that is not a live state value", {});
+        continue;
+      }
+      const Value& v = g_.value(s.value);
+      if (!seen.insert(s.value.v).second)
+        report("state " + value_label(s.value) + " is listed twice", where(v));
+      if (!v.spec.device.is_cpu())
+        report("state " + value_label(s.value) + " is on " + to_string(v.spec.device) +
+                   "; state lives on the host",
+               where(v));
+      if (!s.initial.empty() && static_cast<int64_t>(s.initial.size) != v.spec.nbytes()) {
+        report("state " + value_label(s.value) + " has " + std::to_string(s.initial.size) +
+                   " bytes of initial value, its type needs " + std::to_string(v.spec.nbytes()),
+               where(v));
+      }
+      if (!s.update.valid()) continue;
+      if (!live_value(s.update)) {
+        report("the update of state " + value_label(s.value) + " does not exist", where(v));
+        continue;
+      }
+      const TensorSpec& u = g_.value(s.update).spec;
+      if (u.dtype != v.spec.dtype || u.sizes != v.spec.sizes)
+        report("state " + value_label(s.value) + " (" + v.spec.type_string() +
+                   ") is updated with " + value_label(s.update) + " (" + u.type_string() + ")",
+               where(v));
+      if (!u.device.is_cpu())
+        report("the update of state " + value_label(s.value) + " is on " + to_string(u.device),
+               where(v));
+    }
+    for (size_t i = 0; i < g_.value_slots(); ++i) {
+      const Value& v = g_.value(ValueId(static_cast<uint32_t>(i)));
+      if (!v.erased && v.kind == ValueKind::kState && !seen.count(v.id.v))
+        report("value " + value_label(v.id) + " is a state value no state buffer lists", where(v));
+    }
+  }
+
   const Graph& g_;
   const VerifyOptions& options_;
   bool inside_delegate_ = false;
@@ -342,6 +390,7 @@ std::string check_arg_kind(const ArgSchema& a, const ArgValue& v) {
       ok = std::holds_alternative<ValueId>(v);
       break;
     case ArgType::kTensorList:
+    case ArgType::kOptionalTensorList:
       ok = std::holds_alternative<std::vector<ValueId>>(v);
       break;
     case ArgType::kScalar:

@@ -144,6 +144,9 @@ std::optional<std::string> cuda_unsupported_reason(const Graph& graph, const Nod
     case OpKind::UpsampleNearest2d:
     case OpKind::UpsampleBilinear2d:
       return floats_only(graph, node);
+    case OpKind::IndexTensor:
+    case OpKind::IndexPut:
+      return std::string("advanced indexing has no CUDA kernel yet and runs on the host");
     case OpKind::MaxPool2dWithIndices:
       return std::string("the host-only form of max_pool2d (delegates use max_pool2d)");
     case OpKind::H2DCopy:

@@ -34,7 +34,7 @@ class Lowerer {
     std::vector<ValueId> outputs;
     for (NodeId id : nodes) {
       for (ValueId o : g_.node(id).outputs) {
-        bool escapes = g_.is_graph_output(o);
+        bool escapes = g_.is_live_out(o);
         for (const Use& u : g_.value(o).uses)
           escapes = escapes || !inside.count(u.node.v);
         if (escapes) outputs.push_back(o);
@@ -109,7 +109,7 @@ class Lowerer {
       if (const auto* l = std::get_if<std::vector<ValueId>>(&a)) {
         std::vector<ValueId> out;
         for (ValueId v : *l)
-          out.push_back(map.at(v.v));
+          out.push_back(v.valid() ? map.at(v.v) : v);  // an invalid id is None in a Tensor?[]
         return out;
       }
       return a;

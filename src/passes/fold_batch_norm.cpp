@@ -58,7 +58,7 @@ bool is_none(const Node& n, const char* name) {
 }
 
 bool unread(const Graph& g, ValueId v) {
-  return g.value(v).uses.empty() && !g.is_graph_output(v);
+  return g.value(v).uses.empty() && !g.is_live_out(v);
 }
 
 }  // namespace
@@ -73,7 +73,7 @@ Result<bool> fold_batch_norm(Graph& graph, PassContext&) {
     if (x == nullptr) continue;
     const Value& conv_out = graph.value(*x);
     if (conv_out.kind != ValueKind::kNodeOutput || conv_out.uses.size() != 1 ||
-        graph.is_graph_output(*x) || !unread(graph, bn.outputs[1]) || !unread(graph, bn.outputs[2]))
+        graph.is_live_out(*x) || !unread(graph, bn.outputs[1]) || !unread(graph, bn.outputs[2]))
       continue;
     const NodeId conv_id = conv_out.producer;
     const Node& conv = graph.node(conv_id);

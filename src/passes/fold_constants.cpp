@@ -292,8 +292,7 @@ Result<bool> fold_constants(Graph& graph, PassContext&) {
   std::vector<NodeId> order(graph.order().begin(), graph.order().end());
   for (NodeId id : order) {
     const Node& n = graph.node(id);
-    if (n.outputs.size() != 1 || n.delegate != nullptr || graph.is_graph_output(n.outputs[0]))
-      continue;
+    if (n.outputs.size() != 1 || n.delegate != nullptr || graph.is_live_out(n.outputs[0])) continue;
     if (!all_inputs_constant(graph, n)) continue;
     std::optional<ConstantData> data = Folder{graph, n, arena}.run();
     if (!data) continue;

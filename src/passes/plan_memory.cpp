@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <unordered_map>
 
 #include "passes/memory_planner.h"
 
@@ -16,6 +17,7 @@ int64_t align_up(int64_t n, uint64_t alignment) {
 // Device-resident graph IO is bound by the caller, never planned.
 bool is_planned(const Graph& g, const Value& v) {
   if (v.erased || v.kind == ValueKind::kConstant) return false;
+  if (v.kind == ValueKind::kState) return true;
   if (v.kind == ValueKind::kInput) return v.spec.device.is_cpu();
   return !(g.is_graph_output(v.id) && !v.spec.device.is_cpu());
 }
@@ -62,6 +64,65 @@ std::vector<ValueId> alias_views(Graph& graph) {
   return root;
 }
 
+// Whether index_put node `n` fits ExecuTorch's in-place index_put_: accumulate False, one
+// 1-D int index tensor, values of self's shape but for the indexed dim.
+bool fits_index_put_inplace(const Graph& g, const Node& n) {
+  if (n.op != OpKind::IndexPut || std::get<bool>(n.args[3])) return false;
+  const TensorSpec& self = g.value(std::get<ValueId>(n.args[0])).spec;
+  const TensorSpec& values = g.value(std::get<ValueId>(n.args[2])).spec;
+  const auto& indices = std::get<std::vector<ValueId>>(n.args[1]);
+  int dim = -1;
+  for (size_t d = 0; d < indices.size(); ++d) {
+    if (!indices[d].valid()) continue;
+    if (dim >= 0) return false;
+    dim = static_cast<int>(d);
+  }
+  if (dim < 0) return false;
+  const TensorSpec& index = g.value(indices[static_cast<size_t>(dim)]).spec;
+  if (index.rank() != 1 || values.rank() != self.rank()) return false;
+  for (size_t d = 0; d < self.rank(); ++d) {
+    const int64_t want = static_cast<int>(d) == dim ? index.sizes[0] : self.sizes[d];
+    if (values.sizes[d] != want) return false;
+  }
+  return true;
+}
+
+// A state whose update an index_put computes from the state itself, when nothing reads the
+// state (or a view of it) after that index_put: the index_put writes the state's storage in
+// place, so the update needs no copy at the end (ExecuTorch's reinplace pass does this for the
+// KV cache). Merges the update's storage group into the state's.
+void reinplace_state_updates(Graph& graph, std::vector<ValueId>& root) {
+  std::unordered_map<uint32_t, int32_t> position;
+  int32_t pos = 0;
+  for (NodeId id : graph.order()) {
+    graph.node(id).in_place = false;
+    position[id.v] = ++pos;
+  }
+  for (const StateBuffer& s : graph.states()) {
+    if (!s.update.valid()) continue;
+    const Value& u = graph.value(s.update);
+    if (u.kind != ValueKind::kNodeOutput || root[u.id.v] != u.id) continue;
+    Node& writer = graph.node(u.producer);
+    if (!fits_index_put_inplace(graph, writer) || std::get<ValueId>(writer.args[0]) != s.value)
+      continue;
+    const int32_t at = position[writer.id.v];
+    const ValueId group = root[s.value.v];
+    bool read_later = false;
+    for (size_t i = 0; i < root.size() && !read_later; ++i) {
+      if (root[i] != group) continue;
+      const ValueId x(static_cast<uint32_t>(i));
+      read_later = graph.is_graph_output(x);
+      for (const Use& use : graph.value(x).uses)
+        read_later = read_later || position[use.node.v] > at;
+    }
+    if (read_later) continue;
+    for (ValueId& r : root) {
+      if (r == u.id) r = group;
+    }
+    writer.in_place = true;
+  }
+}
+
 }  // namespace
 
 Result<bool> plan_memory(Graph& graph, PassContext& context) {
@@ -82,6 +143,8 @@ Result<bool> plan_memory(Graph& graph, PassContext& context) {
     v.spec.mem_id.reset();
     v.spec.mem_offset.reset();
     if (v.kind == ValueKind::kInput) v.spec.lifetime = Lifetime{0, 0};
+    // State persists across executions: its bytes are never shared.
+    if (v.kind == ValueKind::kState) v.spec.lifetime = Lifetime{0, end};
   }
   auto touch = [&graph](ValueId id, int32_t pos) {
     Lifetime& l = graph.value(id).spec.lifetime;
@@ -99,10 +162,14 @@ Result<bool> plan_memory(Graph& graph, PassContext& context) {
   }
   for (ValueId o : graph.outputs())
     touch(o, end);
+  for (const StateBuffer& s : graph.states()) {
+    if (s.update.valid()) touch(s.update, end);  // written back after the last node
+  }
 
   // A view sharing its input's storage: the group is planned once, live from its first
   // member's definition to its last member's last use.
-  const std::vector<ValueId> root = alias_views(graph);
+  std::vector<ValueId> root = alias_views(graph);
+  reinplace_state_updates(graph, root);
   for (size_t i = 0; i < root.size(); ++i) {
     if (root[i].v == i) continue;
     const Lifetime l = graph.value(ValueId(static_cast<uint32_t>(i))).spec.lifetime;

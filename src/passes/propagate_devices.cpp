@@ -139,16 +139,27 @@ class Propagator {
         reader = "host op '" + user.name + "' (" + op_info(user.op).name + ") reads it";
     }
     bool to_host_output = g_.is_graph_output(o) && ctx_.options.io_device == IoDevice::kHost;
-    if (host_uses.empty() && !to_host_output) {
+    // State lives on the host: a delegate's update of it is written back from a host copy.
+    const bool to_host_state = g_.is_state_update(o);
+    if (host_uses.empty() && !to_host_output && !to_host_state) {
       if (g_.is_graph_output(o)) {
         boundary(o, v.spec.device,
                  "graph output left on " + to_string(v.spec.device) + " (--io-device device)");
       }
       return;
     }
-    ValueId host = host_copy(o, reader.empty() ? "graph output" : reader);
+    ValueId host = host_copy(o, !reader.empty() ? reader
+                                : to_host_state ? "the update of a state buffer"
+                                                : "graph output");
     for (const Use& u : host_uses)
       g_.replace_use(u, o, host);
+    if (to_host_state) {
+      std::vector<ValueId> states;
+      for (const StateBuffer& s : g_.states())
+        if (s.update == o) states.push_back(s.value);
+      for (ValueId s : states)
+        g_.set_state_update(s, host);
+    }
     if (to_host_output) {
       std::vector<ValueId> outs(g_.outputs().begin(), g_.outputs().end());
       for (ValueId& out : outs) {

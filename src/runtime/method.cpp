@@ -158,12 +158,24 @@ Result<std::unique_ptr<Method>> Method::load_plan(const pte::Plan& plan,
           "value " + std::to_string(i) + " is a " + to_string(t.device) + " tensor");
     }
     if (t.allocation) {
-      if (t.data_buffer_idx > 0) {
-        return unsupported("value " + std::to_string(i) +
-                           ": tensors with initial state (mutable buffers) are not supported yet");
-      }
       v.tensor.data = static_cast<char*>(m->buffers_[t.allocation->memory_id - 1].data()) +
                       t.allocation->offset;
+      if (t.data_buffer_idx > 0) {
+        // State (a mutable buffer): planned, starting from its initial value in the file.
+        if (!t.device.is_cpu()) {
+          return unsupported("value " + std::to_string(i) + ": state on " + to_string(t.device) +
+                             " (etc keeps state on the host)");
+        }
+        std::span<const uint8_t> init =
+            file == nullptr ? std::span<const uint8_t>() : file->mutable_bytes(t.data_buffer_idx);
+        if (init.data() == nullptr || static_cast<int64_t>(init.size()) < v.tensor.nbytes()) {
+          return invalid_input("value " + std::to_string(i) + ": initial state " +
+                               std::to_string(t.data_buffer_idx) + " is missing or shorter than " +
+                               v.tensor.describe());
+        }
+        m->states_.push_back(
+            StateInit{v.tensor.data, init.subspan(0, static_cast<size_t>(v.tensor.nbytes()))});
+      }
     } else {
       ETC_ASSIGN_OR_RETURN(std::optional<std::span<const uint8_t>> bytes, constants(i, t));
       if (!bytes) continue;  // bound by the caller (inputs, outputs) before execute
@@ -186,6 +198,7 @@ Result<std::unique_ptr<Method>> Method::load_plan(const pte::Plan& plan,
     }
   }
   (void)file;
+  m->reset_state();
   // Inputs and outputs.
   auto planned = [&plan](int32_t v) {
     const pte::EValue& ev = plan.values[static_cast<size_t>(v)];
@@ -329,6 +342,12 @@ Status Method::bind_output(size_t i, void* data) {
   ETC_RETURN_IF_ERROR(check_binding(t, data, "output " + std::to_string(i)));
   t.data = data;
   return Status();
+}
+
+void Method::reset_state() {
+  for (const StateInit& s : states_) {
+    if (!s.initial.empty()) std::memcpy(s.data, s.initial.data(), s.initial.size());
+  }
 }
 
 Status Method::execute() {

@@ -78,6 +78,12 @@ class Method {
 
   const std::vector<Value>& values() const { return values_; }
 
+  // State buffers (ExecuTorch's mutable buffers with an initial value: a KV cache, a step
+  // counter). Their planned bytes persist across executions; load() starts them at their
+  // initial values, and reset_state() puts them back there (a new sequence).
+  size_t num_states() const { return states_.size(); }
+  void reset_state();
+
  private:
   Method() = default;
   Status check_binding(const TensorView& t, const void* data, const std::string& what) const;
@@ -103,6 +109,11 @@ class Method {
   std::vector<bool> input_planned_, output_planned_;
   // Per input: its planned bytes are shared with another tensor; it holds the caller's data.
   std::vector<bool> input_consumed_, input_ready_, input_ever_set_;
+  struct StateInit {
+    void* data = nullptr;              // the state's planned (host) memory
+    std::span<const uint8_t> initial;  // its initial bytes, in the program file
+  };
+  std::vector<StateInit> states_;
 };
 
 // Registers the et_copy::_h2d_copy.out / _d2h_copy.out kernels.

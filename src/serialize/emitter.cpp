@@ -168,6 +168,11 @@ const char* portable_kernel_schema(OpKind op) {
       // The out variant has no dtype/layout/device/pin_memory: the out tensor carries them.
       return "_to_copy.out(Tensor self, *, bool non_blocking=False, MemoryFormat? "
              "memory_format=None, Tensor(a!) out) -> Tensor(a!)";
+    case OpKind::IndexTensor:
+      return "index.Tensor_out(Tensor self, Tensor?[] indices, *, Tensor(a!) out) -> Tensor(a!)";
+    case OpKind::IndexPut:
+      return "index_put.out(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False, "
+             "*, Tensor(a!) out) -> Tensor(a!)";
     case OpKind::Embedding:
       return "embedding.out(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool "
              "scale_grad_by_freq=False, bool "
@@ -288,6 +293,8 @@ class PlanEmitter {
 
   // Called for each constant a host plan uses; returns its data_buffer_idx.
   std::function<uint32_t(const ConstantData&)> host_constant;
+  // Called for each state buffer's initial bytes; returns its index in the mutable segment.
+  std::function<uint32_t(const ConstantData&)> host_state;
   // Called for each constant a delegate plan uses with its value index.
   std::function<void(int32_t, const Value&)> delegate_constant;
   // In a delegate plan: the workspace offsets of intermediate tensors (buffer 1).
@@ -313,6 +320,23 @@ class PlanEmitter {
         return std::move(instr).take_status().add_location(
             Location{.pointer = n.origin, .node = n.name});
       chain.instructions.push_back(std::move(instr).value());
+    }
+    // State write back, after the last node, as ExecuTorch emits it: copy_(state, update),
+    // unless the update was computed in the state's own storage.
+    for (const StateBuffer& s : g_.states()) {
+      if (!s.update.valid()) continue;
+      const TensorSpec& a = g_.value(s.value).spec;
+      const TensorSpec& b = g_.value(s.update).spec;
+      if (a.mem_id && a.mem_id == b.mem_id && a.mem_offset == b.mem_offset) continue;
+      pte::Instruction instr;
+      instr.kind = pte::InstrKind::kKernel;
+      instr.index = op_index("aten::copy_", "");
+      ETC_ASSIGN_OR_RETURN(int32_t state, tensor(s.value));
+      ETC_ASSIGN_OR_RETURN(int32_t update, tensor(s.update));
+      pte::EValue no;
+      no.kind = pte::ValueKind::kBool;
+      instr.args = {state, update, add_value(no), state};
+      chain.instructions.push_back(std::move(instr));
     }
     for (ValueId out : g_.outputs()) {
       ETC_ASSIGN_OR_RETURN(int32_t v, tensor(out));
@@ -363,7 +387,16 @@ class PlanEmitter {
     }
     int32_t index = add_value(std::move(v));
     index_[id.v] = index;
-    if (val.kind == ValueKind::kConstant) {
+    if (val.kind == ValueKind::kState) {
+      const StateBuffer* state = g_.state_of(id);
+      if (state == nullptr || mode_ != Mode::kHost || !host_state)
+        return internal_error("state '" + val.name + "' outside a host plan");
+      // Planned, with its initial bytes in the mutable segment (loaded into the planned
+      // memory when the method loads).
+      if (!state->initial.empty())
+        plan_.values[static_cast<size_t>(index)].tensor.data_buffer_idx =
+            host_state(state->initial);
+    } else if (val.kind == ValueKind::kConstant) {
       if (mode_ == Mode::kHost) {
         plan_.values[static_cast<size_t>(index)].tensor.data_buffer_idx = host_constant(s.constant);
       } else {
@@ -373,15 +406,20 @@ class PlanEmitter {
     return index;
   }
 
-  Result<int32_t> arg_value(const ArgValue& a) {
+  // `optional_list`: a Tensor?[] argument (an OptionalTensorList, -1 for None).
+  Result<int32_t> arg_value(const ArgValue& a, bool optional_list = false) {
     pte::EValue v;
     if (std::holds_alternative<std::monostate>(a)) {
       v.kind = pte::ValueKind::kNull;
     } else if (const auto* id = std::get_if<ValueId>(&a)) {
       return tensor(*id);
     } else if (const auto* ids = std::get_if<std::vector<ValueId>>(&a)) {
-      v.kind = pte::ValueKind::kTensorList;
+      v.kind = optional_list ? pte::ValueKind::kOptionalTensorList : pte::ValueKind::kTensorList;
       for (ValueId t : *ids) {
+        if (!t.valid() && optional_list) {
+          v.items.push_back(-1);
+          continue;
+        }
         ETC_ASSIGN_OR_RETURN(int32_t i, tensor(t));
         v.items.push_back(i);
       }
@@ -464,12 +502,25 @@ class PlanEmitter {
     }
     if (mode_ == Mode::kDelegate) {
       instr.index = op_index(op_base_name(functional), functional.overload);
-      for (const ArgValue& a : n.args) {
-        ETC_ASSIGN_OR_RETURN(int32_t i, arg_value(a));
+      for (size_t k = 0; k < n.args.size(); ++k) {
+        ETC_ASSIGN_OR_RETURN(int32_t i, arg_value(n.args[k], functional.args[k].type ==
+                                                                 ArgType::kOptionalTensorList));
         instr.args.push_back(i);
       }
       instr.args.insert(instr.args.end(), outs.begin(), outs.end());
       ETC_RETURN_IF_ERROR(append_return(outs, instr.args));
+      return instr;
+    }
+    if (n.in_place) {
+      // index_put_(self, indices, values, accumulate) -> self: the state's own storage.
+      if (n.op != OpKind::IndexPut) return internal_error("only index_put runs in place");
+      instr.index = op_index("aten::index_put_", "");
+      for (size_t k = 0; k < n.args.size(); ++k) {
+        ETC_ASSIGN_OR_RETURN(int32_t i, arg_value(n.args[k], functional.args[k].type ==
+                                                                 ArgType::kOptionalTensorList));
+        instr.args.push_back(i);
+      }
+      instr.args.push_back(instr.args[0]);
       return instr;
     }
     const OpSchema* kernel = portable_kernel(n.op);
@@ -483,7 +534,8 @@ class PlanEmitter {
     for (const ArgSchema& a : kernel->args) {
       int fi = functional.arg_index(a.name);
       if (fi >= 0) {
-        ETC_ASSIGN_OR_RETURN(int32_t i, arg_value(n.args[static_cast<size_t>(fi)]));
+        ETC_ASSIGN_OR_RETURN(int32_t i, arg_value(n.args[static_cast<size_t>(fi)],
+                                                  a.type == ArgType::kOptionalTensorList));
         instr.args.push_back(i);
       } else if (next_out < outs.size()) {
         instr.args.push_back(outs[next_out++]);
@@ -610,8 +662,23 @@ Result<pte::File> emit_program(const Graph& graph, const EmitOptions& options) {
   // segment), as ExecuTorch's serializer writes it: ExecuTorch's loader takes a program
   // without one for the deprecated inline-constants layout, which its builds refuse.
   segments.push_back(ConstantData{make_blob(std::string()), 0, 0});  // replaced at the end
+  // State's initial bytes: the mutable data segment, right after the constants as ExecuTorch
+  // writes it (entry 0 an empty placeholder; no padding: the bytes are copied at load).
+  std::vector<uint64_t> mutable_offsets{0};
+  std::vector<PiecewiseBlob::Piece> mutable_pieces;
+  uint64_t mutable_size = 0;
+  const bool has_initial_state =
+      std::any_of(graph.states().begin(), graph.states().end(),
+                  [](const StateBuffer& s) { return !s.initial.empty(); });
+  if (has_initial_state) segments.push_back(ConstantData{make_blob(std::string()), 0, 0});
 
   PlanEmitter host(graph, PlanEmitter::Mode::kHost);
+  host.host_state = [&](const ConstantData& data) -> uint32_t {
+    mutable_offsets.push_back(mutable_size);
+    mutable_pieces.push_back(PiecewiseBlob::Piece{mutable_size, data.blob, data.offset, data.size});
+    mutable_size += data.size;
+    return static_cast<uint32_t>(mutable_offsets.size() - 1);
+  };
   host.host_constant = [&](const ConstantData& data) -> uint32_t {
     uint64_t offset = constants.add(data);
     auto [it, fresh] =
@@ -670,6 +737,11 @@ Result<pte::File> emit_program(const Graph& graph, const EmitOptions& options) {
 
   segments[0] = constants.segment();
   file.program.constant_segment = pte::SubsegmentOffsets{0, constant_offsets};
+  if (has_initial_state) {
+    segments[1] = ConstantData{std::make_shared<PiecewiseBlob>(mutable_pieces, mutable_size), 0,
+                               static_cast<size_t>(mutable_size)};
+    file.program.mutable_data_segments.push_back(pte::SubsegmentOffsets{1, mutable_offsets});
+  }
   // Segment layout relative to the base; every offset a multiple of the alignment.
   uint64_t offset = 0;
   for (ConstantData& data : segments) {

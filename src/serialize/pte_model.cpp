@@ -61,6 +61,20 @@ std::span<const uint8_t> File::constant_bytes(uint32_t idx) const {
   return program.constant_buffer[idx].bytes();
 }
 
+std::span<const uint8_t> File::mutable_bytes(uint32_t idx) const {
+  // ExecuTorch's runtime reads the first mutable data segment only.
+  if (program.mutable_data_segments.empty()) return {};
+  const SubsegmentOffsets& m = program.mutable_data_segments[0];
+  if (idx == 0 || idx >= m.offsets.size() || m.segment_index >= segment_data.size()) return {};
+  std::span<const uint8_t> seg = segment_data[m.segment_index].bytes();
+  if (m.offsets[idx] > seg.size()) return {};
+  // An entry ends where the next begins (no padding between them), the last at the end.
+  uint64_t end = idx + 1 < m.offsets.size() ? m.offsets[idx + 1] : seg.size();
+  if (end < m.offsets[idx] || end > seg.size()) return {};
+  return seg.subspan(static_cast<size_t>(m.offsets[idx]),
+                     static_cast<size_t>(end - m.offsets[idx]));
+}
+
 std::span<const uint8_t> File::delegate_bytes(const Delegate& d) const {
   if (d.location == 0)
     return d.index < program.delegate_inline_data.size()

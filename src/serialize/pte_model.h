@@ -189,6 +189,9 @@ struct File {
   // Bytes of constant `data_buffer_idx` (from the constant segment or the deprecated
   // inline buffer); empty span if there is none.
   std::span<const uint8_t> constant_bytes(uint32_t data_buffer_idx) const;
+  // Bytes of entry `idx` (>= 1) of the mutable data segment (a state's initial value); an
+  // empty span with a null data pointer if there is none.
+  std::span<const uint8_t> mutable_bytes(uint32_t idx) const;
   // Bytes of a delegate's processed blob.
   std::span<const uint8_t> delegate_bytes(const Delegate& d) const;
   // Bytes of named data `key`, or nullopt.

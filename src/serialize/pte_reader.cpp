@@ -239,12 +239,13 @@ Result<pte::Plan> to_plan(const fb::ExecutionPlan& p, const std::string& path, s
 constexpr int64_t kMaxPlausibleBytes = int64_t{1} << 47;
 constexpr const char* kMaxPlausibleText = "2^47 bytes (128 TiB)";
 
-// Semantic checks of one plan. `constant_size(idx)` returns the bytes available to constant
-// idx, or -1 if there is no such constant.
+// Semantic checks of one plan. `constant_size(idx, state)` returns the bytes available to
+// constant idx (state: to entry idx of the mutable data segment, a state's initial value), or
+// -1 if there is no such entry.
 class PlanValidator {
  public:
   PlanValidator(const pte::Plan& p, const std::string& path, size_t index,
-                std::function<int64_t(uint32_t)> constant_size, size_t num_segments,
+                std::function<int64_t(uint32_t, bool)> constant_size, size_t num_segments,
                 size_t num_inline)
       : p_(p),
         path_(path),
@@ -423,15 +424,17 @@ class PlanValidator {
                     "CPU, not " +
                     to_string(t.device));
       }
-      if (!t.allocation) {
-        int64_t available = constant_size_(t.data_buffer_idx);
-        if (available < 0)
-          return fail(what + ": constant " + std::to_string(t.data_buffer_idx) + " does not exist");
-        if (available < *nbytes) {
-          return fail(what + ": constant " + std::to_string(t.data_buffer_idx) + " has " +
-                      std::to_string(available) + " bytes, the tensor needs " +
-                      std::to_string(*nbytes));
-        }
+      // Without a planned allocation: a constant. With one: a state's initial value, in
+      // the mutable data segment.
+      const bool state = t.allocation.has_value();
+      const std::string kind = state ? "initial state " : "constant ";
+      int64_t available = constant_size_(t.data_buffer_idx, state);
+      if (available < 0)
+        return fail(what + ": " + kind + std::to_string(t.data_buffer_idx) + " does not exist");
+      if (available < *nbytes) {
+        return fail(what + ": " + kind + std::to_string(t.data_buffer_idx) + " has " +
+                    std::to_string(available) + " bytes, the tensor needs " +
+                    std::to_string(*nbytes));
       }
     }
     return Status();
@@ -471,7 +474,7 @@ class PlanValidator {
   const pte::Plan& p_;
   const std::string& path_;
   size_t index_;
-  std::function<int64_t(uint32_t)> constant_size_;
+  std::function<int64_t(uint32_t, bool)> constant_size_;
   size_t num_segments_;
   size_t num_inline_;
 };
@@ -638,8 +641,12 @@ Result<pte::File> read_pte(std::shared_ptr<const Blob> blob, const std::string& 
         to_plan(*prog->execution_plan()->Get(static_cast<flatbuffers::uoffset_t>(i)), path, i));
     p.plans.push_back(std::move(plan));
   }
-  auto constant_size = [&file](uint32_t idx) -> int64_t {
+  auto constant_size = [&file](uint32_t idx, bool state) -> int64_t {
     const pte::Program& pr = file.program;
+    if (state) {
+      std::span<const uint8_t> b = file.mutable_bytes(idx);
+      return b.data() == nullptr ? -1 : static_cast<int64_t>(b.size());
+    }
     if (pr.constant_segment && pr.constant_segment->offsets.size() > 1) {
       const auto& offs = pr.constant_segment->offsets;
       if (idx >= offs.size()) return -1;
@@ -705,7 +712,7 @@ Result<DelegateProgram> read_delegate_program(std::span<const uint8_t> bytes,
     }
   }
   ETC_RETURN_IF_ERROR(PlanValidator(
-                          out.plan, where, 0, [](uint32_t) -> int64_t { return -1; }, 0, 0)
+                          out.plan, where, 0, [](uint32_t, bool) -> int64_t { return -1; }, 0, 0)
                           .run());
   return out;
 }

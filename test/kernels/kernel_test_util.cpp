@@ -175,6 +175,14 @@ Value* Call::list(std::initializer_list<Value*> tensors) {
   return add(std::move(x));
 }
 
+Value* Call::opt_list(std::initializer_list<Value*> tensors) {
+  Value x;
+  x.kind = Value::Kind::kOptionalTensorList;
+  for (Value* t : tensors)
+    x.tensors.push_back(t == nullptr ? nullptr : &t->tensor);
+  return add(std::move(x));
+}
+
 Status Call::run(std::initializer_list<Value*> inputs, std::initializer_list<Value*> outs) {
   std::vector<Value*> args(inputs);
   args.insert(args.end(), outs.begin(), outs.end());

@@ -48,6 +48,8 @@ class Call {
   Value* str(const std::string& s);
   Value* dtype(DType t);  // a ScalarType? argument
   Value* list(std::initializer_list<Value*> tensors);
+  // An OptionalTensorList (Tensor?[]); nullptr elements are None.
+  Value* opt_list(std::initializer_list<Value*> tensors);
 
   // Runs the op with `inputs`, then `outs`, then the return value (the out, or a
   // TensorList of the outs). Fails the test if the op is not registered.

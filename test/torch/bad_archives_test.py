@@ -146,8 +146,15 @@ def main(argv):
         def mutation(m):
             m["graph_module"]["signature"]["output_specs"][0] = {
                 "buffer_mutation": {"arg": {"name": "linear"}, "buffer_name": "fc.weight"}}
-        case("buffer mutation", edit_program(linear, mutation),
-             ["output 0 is a buffer_mutation", "/graph_module/signature/output_specs/0"])
+        case("a mutation of a buffer no input declares", edit_program(linear, mutation),
+             ["mutates buffer 'fc.weight', which no input spec declares",
+              "/graph_module/signature/output_specs/0/buffer_mutation/buffer_name"])
+
+        def input_mutation(m):
+            m["graph_module"]["signature"]["output_specs"][0] = {
+                "user_input_mutation": {"arg": {"name": "linear"}, "user_input_name": "x"}}
+        case("a mutation of a user input", edit_program(linear, input_mutation),
+             ["output 0 is a user_input_mutation", "/graph_module/signature/output_specs/0"])
 
         def undefined(m):
             m["graph_module"]["graph"]["nodes"][0]["inputs"][0]["arg"] = {"as_tensor": {"name": "nope"}}

@@ -47,6 +47,14 @@ class Importer {
   // on one of them would change the other, which etc's value semantics cannot express.
   std::unordered_set<std::string> aliased_;
   const Json* tensor_values_ = nullptr;
+  // In-place ops: every program name that refers to the same tensor (a placeholder and the
+  // outputs of in-place ops on it) shares one root; rebinding updates the whole group.
+  std::unordered_map<std::string, std::string> alias_root_;
+  std::unordered_map<std::string, std::vector<std::string>> alias_group_;
+  // Placeholders that are not buffers (parameters, constants, user inputs): name -> kind.
+  std::unordered_map<std::string, std::string> fixed_placeholders_;
+  // Buffers the program mutates (placeholder names), found before the inputs are read.
+  std::unordered_set<std::string> mutated_buffers_;
 
   std::string fresh_value_name(const std::string& base) const {
     if (!torch_names_.count(base) && !graph_.find_value(base)) return base;
@@ -76,9 +84,13 @@ class Importer {
   Status read_program();
   Status read_weight_configs();
   Result<TensorSpec> tensor_meta(const Json& meta, const std::string& where) const;
+  // A weight's type and bytes (as a constant's spec).
+  Result<TensorSpec> read_weight(const std::string& fqn, const std::string& pointer);
   Result<ValueId> add_weight(const std::string& graph_name, const std::string& fqn,
                              const std::string& pointer);
+  Status find_mutated_buffers(const Json& nodes);
   Status read_inputs();
+  Status read_state_updates();
   Status report_unsupported();
   Status convert_nodes();
   Status check_output_types(const Json& node, int index, const std::string& node_name);

@@ -257,6 +257,12 @@ Result<TensorSpec> Importer::tensor_meta(const Json& meta, const std::string& wh
 
 Result<ValueId> Importer::add_weight(const std::string& graph_name, const std::string& fqn,
                                      const std::string& pointer) {
+  ETC_ASSIGN_OR_RETURN(TensorSpec spec, read_weight(fqn, pointer));
+  return graph_.add_constant(
+      graph_.find_value(graph_name) ? fresh_value_name(graph_name) : graph_name, std::move(spec));
+}
+
+Result<TensorSpec> Importer::read_weight(const std::string& fqn, const std::string& pointer) {
   const Json* cfg = nullptr;
   std::string config_entry, dir;
   if (weights_config_.contains(fqn)) {
@@ -364,8 +370,7 @@ Result<ValueId> Importer::add_weight(const std::string& graph_name, const std::s
   }
   spec.is_const = true;
   spec.constant = std::move(data);
-  return graph_.add_constant(
-      graph_.find_value(graph_name) ? fresh_value_name(graph_name) : graph_name, std::move(spec));
+  return spec;
 }
 
 // ---- Signature: inputs ----------------------------------------------------------------------
@@ -380,6 +385,82 @@ std::string bare_symbol(const std::string& expr) {
   return m[1].matched ? m[1].str() : m[2].str();
 }
 }  // namespace
+
+namespace {
+// "torch.ops.aten.index_copy_.default" -> true: ATen's in-place ops end their name (the part
+// before the overload) with '_'.
+bool is_in_place_target(const std::string& target) {
+  size_t b = target.rfind('.');
+  if (b == std::string::npos || b == 0) return false;
+  size_t a = target.rfind('.', b - 1);
+  a = a == std::string::npos ? 0 : a + 1;
+  return b > a + 1 && target[b - 1] == '_' && target[a] != '_';
+}
+
+// The tensor name of a node's first input (an in-place op's `self`), or empty.
+std::string first_input_name(const Json& node) {
+  if (!node.contains("inputs") || !node["inputs"].is_array() || node["inputs"].empty()) return {};
+  const Json& arg = node["inputs"][0];
+  if (!arg.is_object() || !arg.contains("arg") || !arg["arg"].is_object() ||
+      !arg["arg"].contains("as_tensor") || !arg["arg"]["as_tensor"].is_object() ||
+      !arg["arg"]["as_tensor"].contains("name") || !arg["arg"]["as_tensor"]["name"].is_string())
+    return {};
+  return arg["arg"]["as_tensor"]["name"].get<std::string>();
+}
+}  // namespace
+
+// The buffers a program writes: named by a buffer_mutation output (the functional form), or
+// the root of an in-place op's `self` (the training dialect: `cache.index_copy_(...)`; the
+// op's output is another name for the same tensor).
+Status Importer::find_mutated_buffers(const Json& nodes) {
+  const Json& sig = program_["graph_module"]["signature"];
+  std::unordered_map<std::string, std::string> buffer_placeholder;  // fqn -> placeholder
+  if (sig.contains("input_specs") && sig["input_specs"].is_array()) {
+    for (const Json& s : sig["input_specs"]) {
+      if (!s.is_object() || !s.contains("buffer") || !s["buffer"].is_object()) continue;
+      const Json& b = s["buffer"];
+      if (b.contains("buffer_name") && b["buffer_name"].is_string() && b.contains("arg") &&
+          b["arg"].is_object() && b["arg"].contains("name") && b["arg"]["name"].is_string())
+        buffer_placeholder[b["buffer_name"].get<std::string>()] =
+            b["arg"]["name"].get<std::string>();
+    }
+  }
+  std::unordered_set<std::string> placeholders;
+  for (const auto& [fqn, name] : buffer_placeholder)
+    placeholders.insert(name);
+  if (sig.contains("output_specs") && sig["output_specs"].is_array()) {
+    for (size_t i = 0; i < sig["output_specs"].size(); ++i) {
+      const Json& s = sig["output_specs"][i];
+      if (!s.is_object() || !s.contains("buffer_mutation")) continue;
+      const Json& m = s["buffer_mutation"];
+      std::string ptr = "/graph_module/signature/output_specs/" + std::to_string(i);
+      if (!m.is_object() || !m.contains("buffer_name") || !m["buffer_name"].is_string())
+        return invalid_input("buffer_name is missing", at(ptr + "/buffer_mutation"));
+      auto it = buffer_placeholder.find(m["buffer_name"].get<std::string>());
+      if (it == buffer_placeholder.end()) {
+        return invalid_input("the program mutates buffer '" + m["buffer_name"].get<std::string>() +
+                                 "', which no input spec declares",
+                             at(ptr + "/buffer_mutation/buffer_name"));
+      }
+      mutated_buffers_.insert(it->second);
+    }
+  }
+  std::unordered_map<std::string, std::string> root;  // in-place output -> its root
+  for (const Json& n : nodes) {
+    if (!n.is_object() || !n.contains("target") || !n["target"].is_string()) continue;
+    if (!is_in_place_target(n["target"].get<std::string>())) continue;
+    std::string self = first_input_name(n);
+    if (self.empty()) continue;
+    std::string r = root.count(self) ? root[self] : self;
+    if (placeholders.count(r)) mutated_buffers_.insert(r);
+    if (n.contains("outputs") && n["outputs"].is_array() && !n["outputs"].empty() &&
+        n["outputs"][0].is_object() && n["outputs"][0].contains("as_tensor") &&
+        n["outputs"][0]["as_tensor"].is_object() && n["outputs"][0]["as_tensor"].contains("name") &&
+        n["outputs"][0]["as_tensor"]["name"].is_string())
+      root[n["outputs"][0]["as_tensor"]["name"].get<std::string>()] = r;
+  }
+  return Status();
+}
 
 Status Importer::read_inputs() {
   const Json& gm = program_["graph_module"];
@@ -422,16 +503,28 @@ Status Importer::read_inputs() {
       }
       return body[key].get<std::string>();
     };
-    if (kind == "parameter" || kind == "buffer" || kind == "tensor_constant" ||
-        kind == "constant_tensor") {
+    if (kind == "buffer" && mutated_buffers_.count(name)) {
+      // State: planned, loaded with the buffer's value, written back after each execution.
+      ETC_ASSIGN_OR_RETURN(std::string fqn, fqn_of("buffer_name"));
+      ETC_ASSIGN_OR_RETURN(TensorSpec spec, read_weight(fqn, ptr));
+      ConstantData initial = std::move(spec.constant);
+      spec.constant = ConstantData{};
+      ValueId v = graph_.add_state(name, std::move(spec), fqn, std::move(initial));
+      graph_.value(v).origin = ptr;
+      const TensorSpec& state = graph_.value(v).spec;
+      env_[name] = Entry{v, std::nullopt, state.dtype, state.sizes};
+    } else if (kind == "parameter" || kind == "buffer" || kind == "tensor_constant" ||
+               kind == "constant_tensor") {
       const char* key = kind == "parameter" ? "parameter_name"
                         : kind == "buffer"  ? "buffer_name"
                                             : "tensor_constant_name";
+      if (kind != "buffer") fixed_placeholders_[name] = kind;
       ETC_ASSIGN_OR_RETURN(std::string fqn, fqn_of(key));
       ETC_ASSIGN_OR_RETURN(ValueId v, add_weight(name, fqn, ptr));
       const TensorSpec& spec = graph_.value(v).spec;
       env_[name] = Entry{v, std::nullopt, spec.dtype, spec.sizes};
     } else if (kind == "user_input") {
+      fixed_placeholders_[name] = "user input";
       if (!tensor_values_->contains(name)) {
         return invalid_input("input '" + name + "' has no entry in tensor_values",
                              at("/graph_module/graph/tensor_values"));
@@ -693,6 +786,7 @@ Status Importer::read_outputs() {
     if (!s.is_object() || s.size() != 1)
       return invalid_input("expected an object with one key", at(ptr));
     const std::string kind = s.begin().key();
+    if (kind == "buffer_mutation") continue;  // read_state_updates
     if (kind != "user_output") {
       return etc::unsupported("output " + std::to_string(i) + " is a " + kind +
                                   " (the program mutates state); etc imports programs whose "
@@ -719,6 +813,40 @@ Status Importer::read_outputs() {
   return Status();
 }
 
+// Each state's value after an execution: the buffer_mutation output naming it, else the value
+// its placeholder's name is bound to after in-place ops (unchanged if none wrote it).
+Status Importer::read_state_updates() {
+  const Json& specs = program_["graph_module"]["signature"]["output_specs"];
+  std::unordered_map<std::string, std::string> explicit_update;  // fqn -> tensor name
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const Json& s = specs[i];
+    if (!s.is_object() || !s.contains("buffer_mutation")) continue;
+    const Json& m = s["buffer_mutation"];
+    std::string ptr =
+        "/graph_module/signature/output_specs/" + std::to_string(i) + "/buffer_mutation";
+    if (!m.contains("arg") || !m["arg"].is_object() || !m["arg"].contains("name") ||
+        !m["arg"]["name"].is_string())
+      return invalid_input("the mutation's tensor {\"arg\": {\"name\"}} is missing", at(ptr));
+    explicit_update[m["buffer_name"].get<std::string>()] = m["arg"]["name"].get<std::string>();
+  }
+  std::vector<std::pair<ValueId, ValueId>> updates;
+  for (const StateBuffer& s : graph_.states()) {
+    const std::string& placeholder = graph_.value(s.value).name;
+    std::string name = placeholder;
+    if (auto it = explicit_update.find(s.fqn); it != explicit_update.end()) name = it->second;
+    auto e = env_.find(name);
+    if (e == env_.end()) {
+      return invalid_input(
+          "the new value of buffer '" + s.fqn + "' ('" + name + "') is not defined by any node",
+          at("/graph_module/signature/output_specs"));
+    }
+    updates.emplace_back(s.value, materialize(name, e->second));
+  }
+  for (const auto& [state, update] : updates)
+    graph_.set_state_update(state, update);
+  return Status();
+}
+
 Result<Graph> Importer::run() {
   ETC_RETURN_IF_ERROR(find_layout());
   ETC_RETURN_IF_ERROR(check_versions());
@@ -736,9 +864,11 @@ Result<Graph> Importer::run() {
   collect_reads(*nodes, program_["graph_module"]);
   ETC_RETURN_IF_ERROR(report_unsupported());
   ETC_RETURN_IF_ERROR(read_weight_configs());
+  ETC_RETURN_IF_ERROR(find_mutated_buffers(*nodes));
   ETC_RETURN_IF_ERROR(read_inputs());
   ETC_RETURN_IF_ERROR(convert_nodes());
   ETC_RETURN_IF_ERROR(read_outputs());
+  ETC_RETURN_IF_ERROR(read_state_updates());
   graph_.name = model_name_;
   ETC_RETURN_IF_ERROR_CTX(verify_graph(graph_), "after importing " + zip_.file());
   return std::move(graph_);

@@ -153,6 +153,39 @@ Result<std::vector<ValueId>> TorchNode::tensors(std::string_view arg) {
   return out;
 }
 
+Result<std::vector<ValueId>> TorchNode::optional_tensors(std::string_view arg) {
+  ETC_ASSIGN_OR_RETURN(const Json* j, arg_json(arg));
+  if (j != nullptr && j->contains("as_tensors")) return tensors(arg);
+  if (j == nullptr || !j->contains("as_optional_tensors") ||
+      !(*j)["as_optional_tensors"].is_array()) {
+    return invalid_input(
+        target_ + ": argument '" + std::string(arg) + "' must be a list of optional tensors",
+        arg_location(arg));
+  }
+  std::vector<ValueId> out;
+  for (const Json& t : (*j)["as_optional_tensors"]) {
+    if (t.is_object() && t.contains("as_none")) {
+      out.emplace_back();
+      continue;
+    }
+    if (!t.is_object() || !t.contains("as_tensor")) {
+      return invalid_input(
+          target_ + ": an element of '" + std::string(arg) + "' is neither a tensor nor None",
+          arg_location(arg));
+    }
+    ETC_ASSIGN_OR_RETURN(
+        std::string name,
+        tensor_name(t["as_tensor"], "an element of '" + std::string(arg) + "'", arg_location(arg)));
+    auto it = im_.env_.find(name);
+    if (it == im_.env_.end()) {
+      return invalid_input(target_ + ": tensor '" + name + "' is not defined before this node",
+                           arg_location(arg));
+    }
+    out.push_back(im_.materialize(name, it->second));
+  }
+  return out;
+}
+
 Result<int64_t> TorchNode::sym_int(const Json& j, std::string_view arg) const {
   if (j.is_object() && j.contains("as_int") && j["as_int"].is_number_integer()) {
     return j["as_int"].get<int64_t>();
@@ -431,8 +464,24 @@ Status TorchNode::rebind(std::string_view arg, ValueId v) {
                        "', which shares storage with a view; export with "
                        "ep.run_decompositions() (functional Core ATen) instead");
   }
+  const std::string root = im_.alias_root_.count(name) ? im_.alias_root_[name] : name;
+  if (auto it = im_.fixed_placeholders_.find(root); it != im_.fixed_placeholders_.end()) {
+    return unsupported("in-place update of " + it->second + " '" + root +
+                       "'; etc imports state as registered buffers (a mutated parameter, "
+                       "constant or input is not supported)");
+  }
   const TensorSpec& spec = im_.graph_.value(v).spec;
-  im_.env_[name] = Entry{v, std::nullopt, spec.dtype, spec.sizes};
+  // Every name of the tensor now reads the update: the root, earlier in-place outputs, and
+  // this op's output.
+  std::vector<std::string>& group = im_.alias_group_[root];
+  if (group.empty()) group.push_back(root);
+  for (const std::string& n : group)
+    im_.env_[n] = Entry{v, std::nullopt, spec.dtype, spec.sizes};
+  // The op's output (bound by set_output) joins the group.
+  if (std::optional<std::string> out = output_tensor_name(node_, 0)) {
+    group.push_back(*out);
+    im_.alias_root_[*out] = root;
+  }
   return Status();
 }
 

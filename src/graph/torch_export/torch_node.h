@@ -45,6 +45,9 @@ class TorchNode {
   Result<ValueId> tensor(std::string_view arg);
   Result<std::optional<ValueId>> optional_tensor(std::string_view arg);
   Result<std::vector<ValueId>> tensors(std::string_view arg);
+  // A Tensor?[] (`as_optional_tensors`, or `as_tensors` when none is None): invalid ids for
+  // the Nones.
+  Result<std::vector<ValueId>> optional_tensors(std::string_view arg);
   Result<std::vector<const Entry*>> tensor_entries(std::string_view arg) const;
   Result<int64_t> int_arg(std::string_view arg,
                           std::optional<int64_t> fallback = std::nullopt) const;

@@ -864,6 +864,68 @@ Status convert_embedding(TorchNode& n) {
   return n.set_output(0, out);
 }
 
+// index.Tensor(self, indices): advanced indexing (rope tables, mask rows by position).
+Status convert_index(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(std::vector<ValueId> indices, n.optional_tensors("indices"));
+  ETC_ASSIGN_OR_RETURN(ValueId out,
+                       n.emit(OpKind::IndexTensor, {{"self", x}, {"indices", indices}}));
+  return n.set_output(0, out);
+}
+
+// index_put(self, indices, values, accumulate) and its in-place form (a KV-cache write in the
+// training dialect); the in-place one rebinds self, so later reads see the update.
+Status convert_index_put(TorchNode& n, bool in_place) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(std::vector<ValueId> indices, n.optional_tensors("indices"));
+  ETC_ASSIGN_OR_RETURN(ValueId values, n.tensor("values"));
+  ETC_ASSIGN_OR_RETURN(bool accumulate, n.bool_arg("accumulate", false));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId out,
+      n.emit(OpKind::IndexPut,
+             {{"self", x}, {"indices", indices}, {"values", values}, {"accumulate", accumulate}}));
+  if (in_place) ETC_RETURN_IF_ERROR(n.rebind("self", out));
+  return n.set_output(0, out);
+}
+
+// index_copy(self, dim, index, source) = index_put(self, [None] * dim + [index], source), the
+// decomposition PyTorch and ExecuTorch use; the index must be 1-D.
+Status convert_index_copy(TorchNode& n, bool in_place) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(int64_t dim_arg, n.int_arg("dim"));
+  ETC_ASSIGN_OR_RETURN(ValueId index, n.tensor("index"));
+  ETC_ASSIGN_OR_RETURN(ValueId source, n.tensor("source"));
+  ETC_ASSIGN_OR_RETURN(int64_t dim,
+                       n.wrap_dim(dim_arg, static_cast<int64_t>(n.sizes(x).size()), "dim"));
+  if (n.sizes(index).size() != 1) {
+    return n.invalid("index_copy needs a 1-D index, got shape " + shape_to_string(n.sizes(index)));
+  }
+  std::vector<ValueId> indices(static_cast<size_t>(dim));
+  indices.push_back(index);
+  ETC_ASSIGN_OR_RETURN(
+      ValueId out,
+      n.emit(OpKind::IndexPut,
+             {{"self", x}, {"indices", indices}, {"values", source}, {"accumulate", false}}));
+  if (in_place) ETC_RETURN_IF_ERROR(n.rebind("self", out));
+  return n.set_output(0, out);
+}
+
+// copy(self, src) / copy_(self, src): src broadcast to self's shape in self's dtype (a
+// buffer's write in the training dialect: `cache.copy_(new)`).
+Status convert_copy(TorchNode& n, bool in_place) {
+  ETC_ASSIGN_OR_RETURN(ValueId self, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(ValueId src, n.tensor("src"));
+  ValueId v = src;
+  if (n.sizes(v) != n.sizes(self)) {
+    ETC_ASSIGN_OR_RETURN(v, n.emit(OpKind::Expand, {{"self", v}, {"size", n.sizes(self)}}));
+  }
+  if (n.dtype(v) != n.dtype(self)) {
+    ETC_ASSIGN_OR_RETURN(v, n.emit(OpKind::ToCopy, {{"self", v}, {"dtype", n.dtype(self)}}));
+  }
+  if (in_place) ETC_RETURN_IF_ERROR(n.rebind("self", v));
+  return n.set_output(0, v);
+}
+
 Status convert_constant_pad(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
   ETC_ASSIGN_OR_RETURN(std::vector<int64_t> pad, n.ints("pad"));
@@ -908,6 +970,26 @@ Status convert_sdpa(TorchNode& n) {
     return n.invalid("query, key and value must have the same rank (at least 2)");
   }
   size_t r = qs.size();
+  // Grouped-query attention: each key/value head serves Hq / Hk query heads (dim -3), as
+  // repeat_interleave(Hq / Hk, dim=-3) of key and value.
+  if (gqa && r >= 3 && ks[r - 3] != qs[r - 3] && ks[r - 3] > 0 && vs[r - 3] == ks[r - 3] &&
+      qs[r - 3] % ks[r - 3] == 0) {
+    const int64_t rep = qs[r - 3] / ks[r - 3];
+    auto repeat_heads = [&](ValueId x) -> Result<ValueId> {
+      std::vector<int64_t> s = n.sizes(x);
+      ETC_ASSIGN_OR_RETURN(ValueId u, n.emit(OpKind::Unsqueeze,
+                                             {{"self", x}, {"dim", static_cast<int64_t>(r - 2)}}));
+      std::vector<int64_t> expanded = s;
+      expanded.insert(expanded.begin() + static_cast<long>(r - 2), rep);
+      ETC_ASSIGN_OR_RETURN(ValueId e, n.emit(OpKind::Expand, {{"self", u}, {"size", expanded}}));
+      s[r - 3] *= rep;
+      return n.emit(OpKind::Reshape, {{"self", e}, {"shape", s}});
+    };
+    ETC_ASSIGN_OR_RETURN(k, repeat_heads(k));
+    ETC_ASSIGN_OR_RETURN(v, repeat_heads(v));
+    ks = n.sizes(k);
+    vs = n.sizes(v);
+  }
   std::vector<int64_t> batch(qs.begin(), qs.end() - 2);
   if (!std::equal(batch.begin(), batch.end(), ks.begin()) ||
       !std::equal(batch.begin(), batch.end(), vs.begin())) {
@@ -1133,6 +1215,13 @@ const std::map<std::string, Converter>& torch_converters() {
     t["aten.batch_norm.default"] = batch_norm(false);
     t["aten._native_batch_norm_legit_no_training.default"] = batch_norm(true);
     t["aten.embedding.default"] = convert_embedding;
+    t["aten.index.Tensor"] = convert_index;
+    t["aten.copy.default"] = [](TorchNode& n) { return convert_copy(n, false); };
+    t["aten.copy_.default"] = [](TorchNode& n) { return convert_copy(n, true); };
+    t["aten.index_put.default"] = [](TorchNode& n) { return convert_index_put(n, false); };
+    t["aten.index_put_.default"] = [](TorchNode& n) { return convert_index_put(n, true); };
+    t["aten.index_copy.default"] = [](TorchNode& n) { return convert_index_copy(n, false); };
+    t["aten.index_copy_.default"] = [](TorchNode& n) { return convert_index_copy(n, true); };
     t["aten.linalg_vector_norm.default"] = convert_vector_norm;
     t["aten.scaled_dot_product_attention.default"] = convert_sdpa;
     return t;

@@ -41,6 +41,8 @@ const char* arg_kind_text(Arg k) {
       return "a ScalarType (Int) or None";
     case Arg::kTensorList:
       return "a TensorList";
+    case Arg::kOptTensorList:
+      return "an OptionalTensorList";
     case Arg::kOptEnum:
       return "an Int or None";
   }
@@ -81,6 +83,8 @@ bool kind_matches(Arg want, const Value& v) {
       return none || v.kind == K::kInt;
     case Arg::kTensorList:
       return v.kind == K::kTensorList;
+    case Arg::kOptTensorList:
+      return v.kind == K::kOptionalTensorList;
     case Arg::kOptEnum:
       return none || v.kind == K::kInt;
   }
@@ -161,10 +165,13 @@ Status check_args(const KernelContext& ctx, std::span<Value*> args,
                        value_kind_name(v.kind));
     }
     if (v.kind == Value::Kind::kTensor) ETC_RETURN_IF_ERROR(check_tensor(ctx, v.tensor, what));
-    if (v.kind == Value::Kind::kTensorList) {
+    if (v.kind == Value::Kind::kTensorList || v.kind == Value::Kind::kOptionalTensorList) {
       for (size_t j = 0; j < v.tensors.size(); ++j) {
         std::string item = what + " element " + std::to_string(j);
-        if (v.tensors[j] == nullptr) return ctx.error(item + " is missing");
+        if (v.tensors[j] == nullptr) {
+          if (v.kind == Value::Kind::kOptionalTensorList) continue;  // None
+          return ctx.error(item + " is missing");
+        }
         ETC_RETURN_IF_ERROR(check_tensor(ctx, *v.tensors[j], item));
       }
     }

@@ -224,6 +224,7 @@ enum class Arg : uint8_t {
   kString,         // str
   kOptScalarType,  // ScalarType?: None or an Int holding a known ScalarType number
   kTensorList,     // Tensor[]
+  kOptTensorList,  // Tensor?[]: an OptionalTensorList (None elements are nullptr)
   kOptEnum,        // Layout? / Device? / MemoryFormat?: None or an Int
 };
 
@@ -424,6 +425,7 @@ Status register_matmul_kernels(OperatorRegistry& registry);
 Status register_conv_pool_kernels(OperatorRegistry& registry);
 Status register_reduce_norm_kernels(OperatorRegistry& registry);
 Status register_shape_kernels(OperatorRegistry& registry);
+Status register_index_kernels(OperatorRegistry& registry);
 Status register_creation_kernels(OperatorRegistry& registry);
 
 // Registers fn under every name in `names`.
