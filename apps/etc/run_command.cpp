@@ -342,13 +342,15 @@ Result<std::unique_ptr<rt::OwnedRuntime>> make_runtime(Device device, bool cuda_
 }
 
 // One greedy decoding loop: the program takes token ids [1, 1] (or [1]) and their positions
-// [1], and returns logits whose last dim is the vocabulary; its state (the KV cache) carries
-// the sequence from call to call.
+// [1] (then any inputs held for every call, such as an encoder's output), and returns logits
+// whose last dim is the vocabulary; its state (the KV cache) carries the sequence from call
+// to call.
 struct Generation {
   std::vector<int64_t> ids;   // generated
   std::vector<float> logits;  // one row of `vocab` per call
   int64_t vocab = 0;
   std::vector<double> prefill, decode;  // seconds per call
+  std::vector<HostTensor> last;         // every output of the last call
 };
 
 Status check_decoder_signature(const rt::Method& m) {
@@ -362,12 +364,13 @@ Status check_decoder_signature(const rt::Method& m) {
   auto one_token = [](const rt::TensorView& t) {
     return (t.dtype == DType::kInt64 || t.dtype == DType::kInt32) && t.numel() == 1;
   };
-  if (m.num_inputs() != 2 || !one_token(m.input(0)) || m.input(1).dtype != DType::kInt64 ||
+  if (m.num_inputs() < 2 || !one_token(m.input(0)) || m.input(1).dtype != DType::kInt64 ||
       m.input(1).numel() != 1 || m.num_outputs() < 1 || m.output(0).rank() < 1 ||
       !dtype_is_float(m.output(0).dtype)) {
     return invalid_input(
         "--prompt/--steps need a decoder program: inputs (token ids int64[1, 1], positions "
-        "int64[1]) and logits as output 0; this program takes (" +
+        "int64[1], then any inputs held for every call) and logits as output 0; this program "
+        "takes (" +
         describe() + ")");
   }
   if (m.num_states() == 0) {
@@ -378,7 +381,10 @@ Status check_decoder_signature(const rt::Method& m) {
   return Status();
 }
 
-std::vector<HostTensor> decoder_inputs(const rt::Method& m, int64_t token, int64_t pos) {
+// Inputs of one call: the token and its position, then the held inputs (`fixed`, from
+// --input or seeded random data).
+std::vector<HostTensor> decoder_inputs(const rt::Method& m, int64_t token, int64_t pos,
+                                       const std::vector<HostTensor>& fixed) {
   HostTensor ids{m.input(0).dtype, m.input(0).sizes,
                  std::string(static_cast<size_t>(dtype_size(m.input(0).dtype)), '\0')};
   if (ids.dtype == DType::kInt64) {
@@ -389,7 +395,9 @@ std::vector<HostTensor> decoder_inputs(const rt::Method& m, int64_t token, int64
   }
   HostTensor p{DType::kInt64, m.input(1).sizes, std::string(8, '\0')};
   std::memcpy(p.bytes.data(), &pos, 8);
-  return {std::move(ids), std::move(p)};
+  std::vector<HostTensor> in{std::move(ids), std::move(p)};
+  in.insert(in.end(), fixed.begin() + 2, fixed.end());
+  return in;
 }
 
 // The last `vocab` values of output 0 as floats, and their argmax (the first maximum).
@@ -412,6 +420,7 @@ int64_t last_row(const HostTensor& logits, std::vector<float>* row) {
 // its logits rows go to `ref_logits`.
 Result<Generation> generate(rt::Method& m, const rt::RuntimeEnv& env,
                             const std::vector<int64_t>& prompt, int steps,
+                            const std::vector<HostTensor>& fixed,
                             const std::function<Status()>& sync, rt::Method* reference,
                             const rt::RuntimeEnv* ref_env, std::vector<float>* ref_logits) {
   Generation g;
@@ -421,7 +430,7 @@ Result<Generation> generate(rt::Method& m, const rt::RuntimeEnv& env,
   std::vector<float> row, ref_row;
   const auto calls = static_cast<int64_t>(prompt.size()) + steps - 1;
   for (int64_t pos = 0; pos < calls; ++pos) {
-    std::vector<HostTensor> in = decoder_inputs(m, token, pos);
+    std::vector<HostTensor> in = decoder_inputs(m, token, pos, fixed);
     Timings t;
     Result<std::vector<HostTensor>> out = run_method(m, env, in, 0, 1, &t, sync, true);
     if (!out.ok()) {
@@ -429,6 +438,7 @@ Result<Generation> generate(rt::Method& m, const rt::RuntimeEnv& env,
                                                       " (token " + std::to_string(token) + ")");
     }
     const int64_t next = last_row((*out)[0], &row);
+    g.last = *out;
     g.vocab = static_cast<int64_t>(row.size());
     g.logits.insert(g.logits.end(), row.begin(), row.end());
     (pos < static_cast<int64_t>(prompt.size()) ? g.prefill : g.decode).push_back(t.compute.front());
@@ -453,9 +463,18 @@ Status run_generation(const RunArgs& args, const pte::File& file, rt::Method& me
                       const std::function<Status()>& sync) {
   if (args.steps < 1) return Status(ErrorCode::kUsage, "--steps must be >= 1");
   if (args.prompt.empty()) return Status(ErrorCode::kUsage, "--steps needs --prompt FILE.npy");
-  if (!args.inputs.empty())
-    return Status(ErrorCode::kUsage, "--input does not apply to generation (use --prompt)");
   ETC_RETURN_IF_ERROR(check_decoder_signature(method).add_location(Location{.file = args.file}));
+  auto [in_names, out_names] = io_names(file);
+  for (const std::string& spec : args.inputs) {
+    const std::string key = spec.substr(0, spec.find('='));
+    if (key == "0" || key == "1" ||
+        (in_names.size() >= 2 && (key == in_names[0] || key == in_names[1])))
+      return Status(ErrorCode::kUsage,
+                    "--input " + key +
+                        ": the token ids and positions come from --prompt and the "
+                        "generated tokens; --input sets the other inputs");
+  }
+  ETC_ASSIGN_OR_RETURN(std::vector<HostTensor> fixed, prepare_inputs(args, method, in_names));
   ETC_ASSIGN_OR_RETURN(rt::NpyArray p, rt::read_npy(args.prompt));
   if ((p.dtype != DType::kInt64 && p.dtype != DType::kInt32) || p.shape.empty() ||
       p.shape.size() > 2 || (p.shape.size() == 2 && p.shape[0] != 1) || p.shape.back() < 1) {
@@ -478,8 +497,8 @@ Status run_generation(const RunArgs& args, const pte::File& file, rt::Method& me
     ref_env = ref_rt->env();
     ETC_ASSIGN_OR_RETURN(ref, rt::Method::load(file, 0, ref_env));
   }
-  ETC_ASSIGN_OR_RETURN(Generation g, generate(method, env, prompt, args.steps, sync, ref.get(),
-                                              ref ? &ref_env : nullptr, &ref_logits));
+  ETC_ASSIGN_OR_RETURN(Generation g, generate(method, env, prompt, args.steps, fixed, sync,
+                                              ref.get(), ref ? &ref_env : nullptr, &ref_logits));
   Comparison cmp;
   bool mismatch = false;
   if (args.verify) {
@@ -508,6 +527,11 @@ Status run_generation(const RunArgs& args, const pte::File& file, rt::Method& me
     const auto rows = static_cast<int64_t>(g.logits.size()) / std::max<int64_t>(g.vocab, 1);
     ETC_RETURN_IF_ERROR(rt::write_npy(args.output_dir + "/logits.npy",
                                       rt::NpyArray{DType::kFloat32, {rows, g.vocab}, logits}));
+    for (size_t i = 0; i < g.last.size(); ++i) {
+      ETC_RETURN_IF_ERROR(
+          rt::write_npy(args.output_dir + "/output_" + std::to_string(i) + ".npy",
+                        rt::NpyArray{g.last[i].dtype, g.last[i].shape, g.last[i].bytes}));
+    }
   }
   double prefill = 0;
   for (double s : g.prefill)

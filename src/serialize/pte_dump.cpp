@@ -140,7 +140,16 @@ json value_json(const pte::File& file, const pte::Plan& plan, const pte::EValue&
       j["allocation"] =
           t.allocation ? json{{"mem_id", t.allocation->memory_id}, {"offset", t.allocation->offset}}
                        : json();
-      if (t.data_buffer_idx > 0) {
+      if (t.data_buffer_idx > 0 && t.allocation) {
+        // State (a mutable buffer): planned, its initial value in the mutable data segment.
+        std::span<const uint8_t> bytes = file.mutable_bytes(t.data_buffer_idx);
+        int64_t n = tensor_nbytes(t);
+        j["initial_state"] = {
+            {"index", t.data_buffer_idx},
+            {"fingerprint", fingerprint(bytes.subspan(
+                                0, std::min<size_t>(bytes.size(), static_cast<size_t>(n))))}};
+        j["constant"] = json();
+      } else if (t.data_buffer_idx > 0) {
         std::span<const uint8_t> bytes = file.constant_bytes(t.data_buffer_idx);
         int64_t n = tensor_nbytes(t);
         j["constant"] = {
@@ -278,7 +287,13 @@ std::string value_text(const pte::File& file, const pte::Plan& plan, size_t i,
       if (t.allocation)
         s += " mem=" + std::to_string(t.allocation->memory_id) + "+" +
              std::to_string(t.allocation->offset);
-      if (t.data_buffer_idx > 0) {
+      if (t.data_buffer_idx > 0 && t.allocation) {
+        auto bytes = file.mutable_bytes(t.data_buffer_idx);
+        s += " state, initial=" + std::to_string(t.data_buffer_idx) + " (" +
+             fingerprint(bytes.subspan(
+                 0, std::min<size_t>(bytes.size(), static_cast<size_t>(tensor_nbytes(t))))) +
+             ")";
+      } else if (t.data_buffer_idx > 0) {
         auto bytes = file.constant_bytes(t.data_buffer_idx);
         s += " constant=" + std::to_string(t.data_buffer_idx) + " (" +
              fingerprint(bytes.subspan(
@@ -357,6 +372,12 @@ std::string dump_text(const pte::File& file) {
         !file.program.constant_segment->offsets.empty()) {
       size_t n = file.program.constant_segment->offsets.size() - 1;  // entry 0: placeholder
       role = n == 0 ? std::string("constants (none)") : "constants (" + std::to_string(n) + ")";
+    }
+    for (const pte::SubsegmentOffsets& m : file.program.mutable_data_segments) {
+      if (m.segment_index == i && !m.offsets.empty()) {
+        role += (role.empty() ? "" : ", ") + std::string("initial state (") +
+                std::to_string(m.offsets.size() - 1) + ")";
+      }
     }
     for (const pte::NamedData& n : file.program.named_data) {
       if (n.segment_index == i) role += (role.empty() ? "named: " : ", ") + n.key;

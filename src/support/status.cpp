@@ -122,7 +122,7 @@ Status& Status::add_context(std::string context) & {
   if (rep_) rep_->context.push_back(std::move(context));
   return *this;
 }
-Status&& Status::add_context(std::string context) && {
+Status Status::add_context(std::string context) && {
   return std::move(add_context(std::move(context)));
 }
 
@@ -143,7 +143,7 @@ Status& Status::add_location(const Location& outer) & {
     r.add_location(outer);
   return *this;
 }
-Status&& Status::add_location(const Location& outer) && {
+Status Status::add_location(const Location& outer) && {
   return std::move(add_location(outer));
 }
 

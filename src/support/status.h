@@ -71,10 +71,12 @@ class [[nodiscard]] Status {
 
   // Adds a line of context ("while loading weights from w.safetensors"). No-op when OK.
   Status& add_context(std::string context) &;
-  Status&& add_context(std::string context) &&;
+  // On a temporary these return the Status by value, so that `auto&& s = f().add_context(..)`
+  // (ETC_RETURN_IF_ERROR) never binds a reference to a destroyed temporary.
+  Status add_context(std::string context) &&;
   // Fills the parts of the location that are not set yet. No-op when OK.
   Status& add_location(const Location& outer) &;
-  Status&& add_location(const Location& outer) &&;
+  Status add_location(const Location& outer) &&;
   // Attaches another error reported at the same time. No-op when this is OK.
   void add_related(Status other);
 

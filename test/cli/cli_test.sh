@@ -98,6 +98,9 @@ expect "run --device auto says what it chose" 0 'etc: --device auto: (.*running 
 if ! "$etc" --version | grep -q '^CUDA device 0: '; then  # with a GPU: test/cuda/ covers it
   expect "run --device cuda without a usable GPU is exit 4" 4 'requested device cuda:0' "$etc" run "$tmp/mlp.pte" --device cuda
 fi
+/usr/bin/python3 -c "import numpy as np; np.save('$tmp/prompt.npy', np.array([1, 2], np.int64))"
+expect "generation on a program that is not a decoder is exit 1" 1 'need a decoder program: inputs \(token ids int64\[1, 1\]' \
+  "$etc" run "$tmp/mlp.pte" --device cpu --prompt "$tmp/prompt.npy" --steps 2
 expect "run --device cuda:9 is exit 4 too" 4 'requested device cuda:9' "$etc" run "$tmp/mlp.pte" --device cuda:9
 expect "run --device tpu is a usage error" 2 "--device: unknown device type 'tpu'" "$etc" run "$tmp/mlp.pte" --device tpu
 "$etc" run "$tmp/mlp.pte" --device cpu --seed 5 --output-dir "$tmp/run1" >/dev/null 2>&1

@@ -4,13 +4,16 @@
 # reference environment (scripts/python-env.sh) and cached; prints their folder. The cache
 # key is the generator's SHA-256 and the environment's stamp. Messages go to stderr; a
 # failure exits 1 (the tests that need them fail, they are not skipped).
-#   fixtures.sh [LINK]   also links LINK to the folder (for CTest's fixture setup)
+#   fixtures.sh [LINK [GENERATOR]]   also links LINK to the folder (for CTest's fixture
+#   setup); GENERATOR is another script of scripts/ (make-decoder-fixtures.py), cached apart
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+generator=${2:-make-torch-fixtures.py}
 py=$("$ROOT/scripts/python-env.sh") || { echo "torch fixtures: no Python reference environment" >&2; exit 1; }
-key=$({ sha256sum "$ROOT/scripts/make-torch-fixtures.py" | cut -d' ' -f1; cat "$(dirname "$(dirname "$py")")/.etc-stamp"; } |
+key=$({ sha256sum "$ROOT/scripts/$generator" | cut -d' ' -f1; cat "$(dirname "$(dirname "$py")")/.etc-stamp"; } |
       sha256sum | cut -c1-16)
-cache="${ETC_CACHE_DIR:-$HOME/.cache/etc}/torch-fixtures"
+name=${generator#make-}
+cache="${ETC_CACHE_DIR:-$HOME/.cache/etc}/${name%.py}"  # torch-fixtures, decoder-fixtures
 dir="$cache/$key"
 if [[ ! -f "$dir/.complete" ]]; then
   mkdir -p "$cache"
@@ -19,7 +22,7 @@ if [[ ! -f "$dir/.complete" ]]; then
   if [[ ! -f "$dir/.complete" ]]; then
     rm -rf "$dir.tmp"
     echo "torch fixtures: exporting the models with PyTorch into $dir" >&2
-    if ! "$py" "$ROOT/scripts/make-torch-fixtures.py" "$dir.tmp" >&2; then
+    if ! "$py" "$ROOT/scripts/$generator" "$dir.tmp" >&2; then
       rm -rf "$dir.tmp"
       echo "torch fixtures: PyTorch could not export the fixture models" >&2
       exit 1

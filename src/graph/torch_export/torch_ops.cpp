@@ -864,6 +864,22 @@ Status convert_embedding(TorchNode& n) {
   return n.set_output(0, out);
 }
 
+// unbind(self, dim) -> Tensor[]: select(self, dim, i) for every i.
+Status convert_unbind(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(int64_t dim_arg, n.int_arg("dim", 0));
+  ETC_ASSIGN_OR_RETURN(int64_t dim,
+                       n.wrap_dim(dim_arg, static_cast<int64_t>(n.sizes(x).size()), "dim"));
+  const int64_t count = n.sizes(x)[static_cast<size_t>(dim)];
+  for (int64_t i = 0; i < count; ++i) {
+    if (!n.output_used(static_cast<int>(i))) continue;
+    ETC_ASSIGN_OR_RETURN(ValueId out,
+                         n.emit(OpKind::SelectInt, {{"self", x}, {"dim", dim}, {"index", i}}));
+    ETC_RETURN_IF_ERROR(n.set_output(static_cast<int>(i), out));
+  }
+  return Status();
+}
+
 // index.Tensor(self, indices): advanced indexing (rope tables, mask rows by position).
 Status convert_index(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
@@ -1216,6 +1232,7 @@ const std::map<std::string, Converter>& torch_converters() {
     t["aten._native_batch_norm_legit_no_training.default"] = batch_norm(true);
     t["aten.embedding.default"] = convert_embedding;
     t["aten.index.Tensor"] = convert_index;
+    t["aten.unbind.int"] = convert_unbind;
     t["aten.copy.default"] = [](TorchNode& n) { return convert_copy(n, false); };
     t["aten.copy_.default"] = [](TorchNode& n) { return convert_copy(n, true); };
     t["aten.index_put.default"] = [](TorchNode& n) { return convert_index_put(n, false); };

@@ -1,0 +1,157 @@
+"""Decoders with state, token by token: etc against PyTorch eager and ExecuTorch's runtime.
+
+For every model of scripts/make-decoder-fixtures.py, in both forms (model.pt2: in-place
+buffer writes; model.core.pt2: buffers_to_mutate):
+  - `etc export --target cpu`, then `etc run --prompt --steps`: the generated ids equal
+    PyTorch eager's, the logits of every call and the last call's other outputs (a call
+    counter held in state) match;
+  - the program's state is what ExecuTorch writes: planned tensors with their initial value
+    in the mutable data segment (`etc inspect --format json`), and ExecuTorch's runtime
+    loads etc's program and generates the same ids, first-step logits equal;
+  - `--target cuda:0` partitions around the state and, run on the CPU runtime, gives the same
+    ids (the delegate reads the cache through copies);
+  - bad calls exit 1 with a clear message: a prompt of floats, a sequence past the cache,
+    generation on a program without state; `--steps` without `--prompt` is a usage error (2).
+
+  decoder_test.py ETC FIXTURES
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import warnings
+
+import numpy as np
+
+warnings.filterwarnings("ignore")
+etc, fixtures = sys.argv[1], sys.argv[2]
+failures = 0
+
+
+def check(ok, label, detail=""):
+    global failures
+    print(("ok   " if ok else "FAIL ") + label + (f": {detail}" if detail else ""))
+    if not ok:
+        failures += 1
+
+
+def run(*args):
+    return subprocess.run([etc, *args], capture_output=True, text=True)
+
+
+def executorch_generate(pte, prompt, steps, extra):
+    import torch
+    from executorch.runtime import Runtime
+
+    method = Runtime.get().load_program(pte).load_method("forward")
+    token, ids, rows = prompt[0], [], []
+    for pos in range(len(prompt) + steps - 1):
+        out = method.execute([torch.tensor([[token]]), torch.tensor([pos]), *extra])
+        row = out[0].reshape(-1, out[0].shape[-1])[-1].numpy().copy()
+        rows.append(row)
+        if pos + 1 < len(prompt):
+            token = prompt[pos + 1]
+        else:
+            token = int(row.argmax())
+            ids.append(token)
+    return ids, np.stack(rows)
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    for name in sorted(n for n in os.listdir(fixtures) if os.path.isdir(os.path.join(fixtures, n))):
+        d = os.path.join(fixtures, name)
+        meta = json.load(open(os.path.join(d, "meta.json")))
+        steps = meta["steps"]
+        prompt = np.load(os.path.join(d, "prompt.npy")).tolist()
+        want_ids = np.load(os.path.join(d, "expected_ids.npy"))
+        want_logits = np.load(os.path.join(d, "expected_logits.npy"))
+        extra_files = sorted(f for f in os.listdir(d) if f.startswith("input_"))
+        extra_args = []
+        for f in extra_files:
+            extra_args += ["--input", f"{f[6:-4]}={os.path.join(d, f)}"]
+        tol = 1e-4 * max(1.0, float(np.abs(want_logits).max()))
+        for form in ["model", "model.core"]:
+            label = f"{name} ({form})"
+            pte = os.path.join(tmp, f"{name}.{form}.pte")
+            r = run("export", os.path.join(d, form + ".pt2"), "-o", pte, "--target", "cpu")
+            if r.returncode != 0:
+                check(False, f"{label} exports", r.stderr.strip())
+                continue
+            out = os.path.join(tmp, f"out.{name}.{form}")
+            r = run("run", pte, "--device", "cpu", "--prompt", os.path.join(d, "prompt.npy"),
+                    "--steps", str(steps), "--output-dir", out, *extra_args)
+            if r.returncode != 0:
+                check(False, f"{label} generates", r.stderr.strip())
+                continue
+            ids = np.load(os.path.join(out, "generated_ids.npy"))
+            logits = np.load(os.path.join(out, "logits.npy"))
+            check(ids.tolist() == want_ids.tolist(), f"{label}: {steps} greedy ids equal PyTorch eager's",
+                  f"etc {ids.tolist()} eager {want_ids.tolist()}")
+            err = float(np.abs(logits - want_logits).max()) if logits.shape == want_logits.shape else np.inf
+            check(err <= tol, f"{label}: logits of all {len(want_logits)} calls match",
+                  f"max abs error {err:.3g} (tolerance {tol:.3g})")
+            k = 1
+            while os.path.exists(os.path.join(d, f"expected_out{k}.npy")):
+                want = np.load(os.path.join(d, f"expected_out{k}.npy"))[-1]
+                got = np.load(os.path.join(out, f"output_{k}.npy"))
+                check(np.array_equal(got, want), f"{label}: output {k} after the last call (state)",
+                      f"etc {got.tolist()} eager {want.tolist()}")
+                k += 1
+
+            # The state as ExecuTorch writes it: planned, initial value in the mutable segment.
+            dump = json.loads(run("inspect", pte, "--format", "json").stdout)
+            plan = dump["plans"][0]
+            states = [v for v in plan["values"] if v.get("type") == "Tensor" and
+                      "initial_state" in v]
+            check(len(states) == len(meta["buffers_to_mutate"]),
+                  f"{label}: every mutated buffer is planned state with an initial value",
+                  f"{len(states)} state tensors, {len(meta['buffers_to_mutate'])} buffers mutated")
+            check(all("allocation" in v for v in states), f"{label}: state tensors are planned")
+
+            # ExecuTorch's runtime on etc's program.
+            import torch
+            extra = [torch.from_numpy(np.load(os.path.join(d, f))) for f in extra_files]
+            try:
+                et_ids, et_rows = executorch_generate(pte, prompt, steps, extra)
+                first = float(np.abs(et_rows[0] - want_logits[0]).max())
+                check(first <= tol and et_ids == want_ids.tolist(),
+                      f"{label}: ExecuTorch's runtime runs etc's program: same ids, first-step logits",
+                      f"first-step max abs error {first:.3g}, ids {et_ids}")
+            except Exception as e:  # noqa: BLE001 - any failure is a finding
+                check(False, f"{label}: ExecuTorch's runtime runs etc's program", repr(e))
+
+            # Partitioned for a GPU, run on the CPU runtime: the same tokens.
+            cuda = os.path.join(tmp, f"{name}.{form}.cuda.pte")
+            r = run("export", os.path.join(d, form + ".pt2"), "-o", cuda, "--target", "cuda:0")
+            r2 = run("run", cuda, "--device", "cpu", "--prompt", os.path.join(d, "prompt.npy"),
+                     "--steps", str(steps), "--output-dir", out + ".cuda", *extra_args)
+            ok = r.returncode == 0 and r2.returncode == 0
+            got = np.load(os.path.join(out + ".cuda", "generated_ids.npy")).tolist() if ok else None
+            check(ok and got == want_ids.tolist(), f"{label}: --target cuda:0 program, same ids",
+                  (r.stderr + r2.stderr).strip() if not ok else "")
+
+    # Bad calls, on the Llama-style decoder.
+    d = os.path.join(fixtures, "llama_decoder")
+    pte = os.path.join(tmp, "llama_decoder.model.core.pte")
+    floats = os.path.join(tmp, "floats.npy")
+    np.save(floats, np.array([1.0, 2.0], np.float32))
+    r = run("run", pte, "--prompt", floats, "--steps", "2")
+    check(r.returncode == 1 and "the prompt must be int64 or int32 token ids" in r.stderr,
+          "a prompt of floats: exit 1, named", r.stderr.strip())
+    cache = json.load(open(os.path.join(d, "meta.json")))["buffers"]["layers.0.attn.k_cache"][2]
+    long = os.path.join(tmp, "long.npy")
+    np.save(long, np.arange(cache - 2, dtype=np.int64) % 100)
+    r = run("run", pte, "--prompt", long, "--steps", "8")
+    check(r.returncode == 1 and f"at position {cache}" in r.stderr and "out of range" in r.stderr,
+          "a sequence past the cache: exit 1 at the first position past it", r.stderr.strip())
+    r = run("run", pte, "--steps", "2")
+    check(r.returncode == 2 and "--steps needs --prompt" in r.stderr, "--steps without --prompt: exit 2",
+          r.stderr.strip())
+    r = run("run", pte, "--prompt", os.path.join(d, "prompt.npy"), "--steps", "2", "--input",
+            "0=" + floats)
+    check(r.returncode == 2 and "come from --prompt" in r.stderr, "--input for the token ids: exit 2",
+          r.stderr.strip())
+
+print(f"decoder_test: {failures} failure(s)")
+sys.exit(1 if failures else 0)
