@@ -1,0 +1,264 @@
+// State (mutable buffers) end to end on small graphs built with the Graph API: the verifier's
+// rules, memory planning's in-place KV-cache write and its limits, what the emitter writes
+// (ExecuTorch's mutable data segment, index_put_ or copy_), a damaged file, and the runtime
+// keeping state across executions and resetting it.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+
+#include "graph/verifier.h"
+#include "partition/export_pipeline.h"
+#include "runtime/method.h"
+#include "runtime/runtime_env.h"
+#include "serialize/emitter.h"
+#include "serialize/pte_reader.h"
+#include "serialize/pte_writer.h"
+
+namespace etc {
+namespace {
+
+TensorSpec spec(DType t, std::vector<int64_t> sizes) {
+  return TensorSpec::make(t, std::move(sizes));
+}
+
+ConstantData bytes_of(const std::vector<float>& v) {
+  std::string b(v.size() * 4, '\0');
+  std::memcpy(b.data(), v.data(), b.size());
+  return ConstantData{make_blob(std::move(b)), 0, v.size() * 4};
+}
+
+ValueId node(Graph& g, OpKind op, const std::string& name,
+             std::initializer_list<std::pair<std::string_view, ArgValue>> args, TensorSpec out) {
+  Result<std::vector<ArgValue>> bound = bind_args(op, args);
+  REQUIRE(bound.ok());
+  NodeId id = g.add_node(op, name, std::move(bound).value(), {name}, {std::move(out)});
+  return g.node(id).outputs[0];
+}
+
+// A KV-cache step: cache [1, 2, 4, 3] (state, initial 0..23), x [1, 2, 1, 3], pos [1];
+// upd = index_put(cache, [None, None, pos], x); y = upd + read, where `read` is upd (nothing
+// reads the old cache after the write) or the cache itself (the old value, read after it).
+Graph kv_step(bool read_old_cache_after) {
+  Graph g;
+  ValueId x = g.add_input("x", spec(DType::kFloat32, {1, 2, 1, 3}));
+  ValueId pos = g.add_input("pos", spec(DType::kInt64, {1}));
+  std::vector<float> init(24);
+  for (size_t i = 0; i < init.size(); ++i)
+    init[i] = static_cast<float>(i);
+  ValueId cache =
+      g.add_state("cache", spec(DType::kFloat32, {1, 2, 4, 3}), "layer.k_cache", bytes_of(init));
+  ValueId upd = node(g, OpKind::IndexPut, "upd",
+                     {{"self", cache},
+                      {"indices", std::vector<ValueId>{ValueId(), ValueId(), pos}},
+                      {"values", x}},
+                     spec(DType::kFloat32, {1, 2, 4, 3}));
+  ValueId y = node(g, OpKind::AddTensor, "y",
+                   {{"self", upd}, {"other", read_old_cache_after ? cache : upd}},
+                   spec(DType::kFloat32, {1, 2, 4, 3}));
+  g.set_outputs({y});
+  g.set_state_update(cache, upd);
+  return g;
+}
+
+// A call counter: n = counter + 1 (int64 scalar, initial 0), returned and written back.
+Graph counter() {
+  Graph g;
+  ValueId dummy = g.add_input("dummy", spec(DType::kFloat32, {1}));
+  std::string zero(8, '\0');
+  ValueId c =
+      g.add_state("calls", spec(DType::kInt64, {}), "calls", ConstantData{make_blob(zero), 0, 8});
+  ValueId n = node(g, OpKind::AddScalar, "n", {{"self", c}, {"other", Scalar{int64_t{1}}}},
+                   spec(DType::kInt64, {}));
+  ValueId y = node(g, OpKind::MulTensor, "y", {{"self", dummy}, {"other", dummy}},
+                   spec(DType::kFloat32, {1}));
+  g.set_outputs({n, y});
+  g.set_state_update(c, n);
+  return g;
+}
+
+pte::File export_graph(Graph& g) {
+  REQUIRE(verify_graph(g).ok());
+  PassRegistry r = make_pass_registry();
+  ExportOptions options;
+  options.target = Device{};
+  ExportReport report;
+  PassContext ctx{options, report};
+  Result<PipelineResult> ran = run_pipeline(g, *parse_pipeline(kDefaultExportPipeline, r), r, ctx,
+                                            PipelineRunOptions{.verify_each = true});
+  INFO(ran.status().to_string());
+  REQUIRE(ran.ok());
+  Result<pte::File> emitted = emit_program(g);
+  INFO(emitted.status().to_string());
+  REQUIRE(emitted.ok());
+  Result<pte::File> f = read_pte(make_blob(*write_pte(*emitted)), "state.pte");
+  INFO(f.status().to_string());
+  REQUIRE(f.ok());
+  return std::move(f).value();
+}
+
+std::vector<std::string> operators(const pte::File& f) {
+  std::vector<std::string> out;
+  for (const pte::Operator& op : f.program.plans[0].operators)
+    out.push_back(op.name + (op.overload.empty() ? "" : "." + op.overload));
+  return out;
+}
+
+bool has(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+struct Loaded {
+  std::unique_ptr<rt::OwnedRuntime> runtime;
+  std::unique_ptr<rt::Method> method;
+};
+
+Loaded load(const pte::File& f) {
+  Loaded l;
+  l.runtime = std::move(rt::make_cpu_runtime()).value();
+  Result<std::unique_ptr<rt::Method>> m = rt::Method::load(f, 0, l.runtime->env());
+  INFO(m.status().to_string());
+  REQUIRE(m.ok());
+  l.method = std::move(m).value();
+  return l;
+}
+
+std::vector<float> floats(const rt::TensorView& t) {
+  std::vector<float> v(static_cast<size_t>(t.numel()));
+  std::memcpy(v.data(), t.data, v.size() * 4);
+  return v;
+}
+
+// One KV step: x = value everywhere, at `p`; returns y.
+std::vector<float> step(rt::Method& m, float value, int64_t p) {
+  std::vector<float> x(6, value);
+  REQUIRE(m.set_input(0, x.data(), 24).ok());
+  REQUIRE(m.set_input(1, &p, 8).ok());
+  Status s = m.execute();
+  INFO(s.to_string());
+  REQUIRE(s.ok());
+  return floats(m.output(0));
+}
+
+TEST_CASE(
+    "a KV-cache write the state is not read after runs in place, as ExecuTorch's index_put_") {
+  Graph g = kv_step(false);
+  pte::File f = export_graph(g);
+  std::vector<std::string> ops = operators(f);
+  CHECK(has(ops, "aten::index_put_"));
+  CHECK_FALSE(has(ops, "aten::copy_"));
+  CHECK_FALSE(has(ops, "aten::index_put.out"));
+  // The state: planned, with its initial value in the mutable data segment (entry 1).
+  REQUIRE(f.program.mutable_data_segments.size() == 1);
+  CHECK(f.program.mutable_data_segments[0].offsets == std::vector<uint64_t>{0, 0});
+  int states = 0;
+  for (const pte::EValue& v : f.program.plans[0].values) {
+    if (v.kind == pte::ValueKind::kTensor && v.tensor.data_buffer_idx > 0 && v.tensor.allocation) {
+      ++states;
+      CHECK(f.mutable_bytes(v.tensor.data_buffer_idx).size() == 96);
+    }
+  }
+  CHECK(states == 1);
+
+  Loaded l = load(f);
+  REQUIRE(l.method->num_states() == 1);
+  // y = 2 * cache after the write; every call sees the previous calls' writes.
+  std::vector<float> y = step(*l.method, 100, 1);
+  CHECK(y[3] == 200);  // head 0, position 1
+  CHECK(y[6] == 12);   // head 0, position 2: the initial 6, doubled
+  y = step(*l.method, 50, 2);
+  CHECK(y[3] == 200);  // still there
+  CHECK(y[6] == 100);
+  l.method->reset_state();
+  y = step(*l.method, 7, 0);
+  CHECK(y[0] == 14);
+  CHECK(y[3] == 6);  // the initial 3 again
+}
+
+TEST_CASE("a state read after its update is written back by copy_ at the end") {
+  Graph g = kv_step(true);
+  pte::File f = export_graph(g);
+  std::vector<std::string> ops = operators(f);
+  CHECK(has(ops, "aten::index_put.out"));
+  CHECK(has(ops, "aten::copy_"));
+  CHECK_FALSE(has(ops, "aten::index_put_"));
+  const pte::Chain& chain = f.program.plans[0].chains[0];
+  const pte::Instruction& last = chain.instructions.back();
+  CHECK(f.program.plans[0].operators[static_cast<size_t>(last.index)].name == "aten::copy_");
+  CHECK(last.args.size() == 4);
+  CHECK(last.args[0] == last.args[3]);
+
+  Loaded l = load(f);
+  // y = new + old: position 1 of head 0 is 100 + 3 on the first call, 100 + 100 on the next.
+  CHECK(step(*l.method, 100, 1)[3] == 103);
+  CHECK(step(*l.method, 100, 1)[3] == 200);
+}
+
+TEST_CASE("a call counter in state counts calls, from its initial value after a reset") {
+  Graph g = counter();
+  pte::File f = export_graph(g);
+  CHECK(has(operators(f), "aten::copy_"));
+  Loaded l = load(f);
+  float one = 1;
+  for (int64_t want = 1; want <= 3; ++want) {
+    REQUIRE(l.method->set_input(0, &one, 4).ok());
+    REQUIRE(l.method->execute().ok());
+    int64_t n = 0;
+    std::memcpy(&n, l.method->output(0).data, 8);
+    CHECK(n == want);
+  }
+  l.method->reset_state();
+  REQUIRE(l.method->set_input(0, &one, 4).ok());
+  REQUIRE(l.method->execute().ok());
+  int64_t n = 0;
+  std::memcpy(&n, l.method->output(0).data, 8);
+  CHECK(n == 1);
+}
+
+TEST_CASE("a damaged initial-state segment is a located error, never a read past the file") {
+  Graph g = counter();
+  pte::File f = export_graph(g);
+  SECTION("an offset past the segment") {
+    f.program.mutable_data_segments[0].offsets[1] = 1 << 20;
+  }
+  SECTION("a state tensor larger than its initial value") {
+    for (pte::EValue& v : f.program.plans[0].values) {
+      if (v.kind == pte::ValueKind::kTensor && v.tensor.data_buffer_idx > 0 && v.tensor.allocation)
+        v.tensor.sizes = {4};
+    }
+  }
+  Result<std::string> bytes = write_pte(f);
+  REQUIRE(bytes.ok());
+  Result<pte::File> back = read_pte(make_blob(*bytes), "damaged.pte");
+  REQUIRE_FALSE(back.ok());
+  CHECK(back.status().code() == ErrorCode::kInvalidInput);
+  CHECK(back.status().to_string().find("initial state 1") != std::string::npos);
+}
+
+TEST_CASE("the verifier checks each state's type, update, device and initial bytes") {
+  Graph g;
+  ValueId a = g.add_input("a", spec(DType::kFloat32, {3}));
+  ValueId s = g.add_state("s", spec(DType::kFloat32, {2}), "s", bytes_of({1, 2, 3}));
+  g.set_outputs({a});
+  g.set_state_update(s, a);
+  Status v = verify_graph(g);
+  REQUIRE_FALSE(v.ok());
+  CHECK(v.to_string().find("has 12 bytes of initial value, its type needs 8") != std::string::npos);
+  CHECK(v.to_string().find("(float32[2]) is updated with 'a' (float32[3])") != std::string::npos);
+}
+
+TEST_CASE("dead-code elimination keeps the nodes computing a state's update") {
+  Graph g = counter();
+  PassRegistry r = make_pass_registry();
+  ExportOptions options;
+  ExportReport report;
+  PassContext ctx{options, report};
+  g.set_outputs({g.outputs()[1]});  // the counter is no longer returned, only written back
+  REQUIRE(run_pipeline(g, *parse_pipeline("dce", r), r, ctx, {}).ok());
+  int adds = 0;
+  for (NodeId id : g.order())
+    adds += g.node(id).op == OpKind::AddScalar;
+  CHECK(adds == 1);
+}
+
+}  // namespace
+}  // namespace etc
