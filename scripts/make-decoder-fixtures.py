@@ -15,6 +15,9 @@ into OUT/NAME/:
   expected_out<k>.npy  output k (k >= 1) after every call, stacked (the call counter)
   meta.json         config, steps, the PyTorch version, each form's op counts
 
+and, for the single-call attention models (gqa_*: grouped-query SDPA with each kind of
+mask), input_<i>.npy, expected_0.npy and meta.json {"single": true}.
+
 Random weights from fixed seeds; nothing is downloaded.
 
   make-decoder-fixtures.py OUT [NAME ...]     (no NAME: every model)
@@ -164,6 +167,37 @@ class WhisperStep(nn.Module):
         return self.output(self.final_norm(x)), self.calls + 0
 
 
+class GqaAttention(nn.Module):
+    """SDPA with enable_gqa (8 query heads over 2 key/value heads) and a mask of each shape
+    etc treats differently: none (causal), [L, S], [1, 1, L, S], and one per head."""
+
+    def __init__(self, mask):
+        super().__init__()
+        self.mask = mask
+
+    def forward(self, q, k, v, *mask):
+        if self.mask == "causal":
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask[0], enable_gqa=True)
+
+
+def gqa_inputs(mask):
+    q, k, v = torch.randn(1, 8, 5, 16), torch.randn(1, 2, 7, 16), torch.randn(1, 2, 7, 16)
+    shapes = {"causal": None, "mask_2d": (5, 7), "mask_4d": (1, 1, 5, 7), "mask_per_head": (1, 8, 5, 7)}
+    if shapes[mask] is None:
+        return (q, k, v)
+    m = torch.rand(shapes[mask]) > 0.3
+    if mask == "mask_2d":
+        m = torch.where(m, 0.0, -1e4)  # an additive float mask
+    return (q, k, v, m)
+
+
+# Single calls (no state): each input, PyTorch's output, compared once.
+SINGLE = collections.OrderedDict(
+    (f"gqa_{m}", (lambda m=m: GqaAttention(m), lambda m=m: gqa_inputs(m)))
+    for m in ["causal", "mask_2d", "mask_4d", "mask_per_head"])
+
+
 MODELS = collections.OrderedDict([
     # name: (constructor, prompt, steps, extra inputs)
     ("llama_decoder", (LlamaDecoder, [1, 17, 342, 99, 5, 811], 24, lambda: [])),
@@ -239,19 +273,40 @@ def make(name, out_dir):
         f.write("\n")
 
 
+def make_single(name, out_dir):
+    ctor, inputs_fn = SINGLE[name]
+    torch.manual_seed(0)
+    model, inputs = ctor().eval(), inputs_fn()
+    with torch.no_grad():
+        expected = model(*inputs)
+        ep = torch.export.export(model, inputs)
+        core = ep.run_decompositions()
+    os.makedirs(out_dir, exist_ok=True)
+    torch.export.save(ep, os.path.join(out_dir, "model.pt2"))
+    torch.export.save(core, os.path.join(out_dir, "model.core.pt2"))
+    for i, t in enumerate(inputs):
+        np.save(os.path.join(out_dir, f"input_{i}.npy"), t.numpy())
+    np.save(os.path.join(out_dir, "expected_0.npy"), expected.numpy())
+    with open(os.path.join(out_dir, "meta.json"), "w") as f:
+        json.dump({"name": name, "single": True, "torch": torch.__version__}, f, indent=1)
+        f.write("\n")
+
+
 def main(argv):
     if len(argv) < 2:
         print(__doc__, file=sys.stderr)
         return 2
-    names = argv[2:] or list(MODELS)
+    names = argv[2:] or list(MODELS) + list(SINGLE)
     for name in names:
+        if name in SINGLE:
+            continue
         if name not in MODELS:
             print(f"make-decoder-fixtures: unknown model '{name}' (known: {', '.join(MODELS)})",
                   file=sys.stderr)
             return 2
     torch.set_num_threads(1)
     for name in names:
-        make(name, os.path.join(argv[1], name))
+        (make_single if name in SINGLE else make)(name, os.path.join(argv[1], name))
         print(f"make-decoder-fixtures: {name}", file=sys.stderr)
     return 0
 

@@ -10,6 +10,8 @@ buffer writes; model.core.pt2: buffers_to_mutate):
     loads etc's program and generates the same ids, first-step logits equal;
   - `--target cuda:0` partitions around the state and, run on the CPU runtime, gives the same
     ids (the delegate reads the cache through copies);
+  - grouped-query attention with each kind of mask (the gqa_* single-call models) matches
+    PyTorch;
   - bad calls exit 1 with a clear message: a prompt of floats, a sequence past the cache,
     generation on a program without state; `--steps` without `--prompt` is a usage error (2).
 
@@ -62,6 +64,22 @@ with tempfile.TemporaryDirectory() as tmp:
     for name in sorted(n for n in os.listdir(fixtures) if os.path.isdir(os.path.join(fixtures, n))):
         d = os.path.join(fixtures, name)
         meta = json.load(open(os.path.join(d, "meta.json")))
+        if meta.get("single"):  # one call: grouped-query attention with a kind of mask
+            inputs = sorted(f for f in os.listdir(d) if f.startswith("input_"))
+            want = np.load(os.path.join(d, "expected_0.npy"))
+            for form in ["model", "model.core"]:
+                pte = os.path.join(tmp, f"{name}.{form}.pte")
+                r = run("export", os.path.join(d, form + ".pt2"), "-o", pte, "--target", "cpu")
+                args = [a for f in inputs for a in ("--input", f"{f[6:-4]}={os.path.join(d, f)}")]
+                r2 = run("run", pte, "--device", "cpu", "--output-dir", pte + ".out", *args) \
+                    if r.returncode == 0 else r
+                if r2.returncode != 0:
+                    check(False, f"{name} ({form}) exports and runs", (r.stderr + r2.stderr).strip())
+                    continue
+                got = np.load(os.path.join(pte + ".out", "output_0.npy"))
+                err = float(np.abs(got - want).max()) if got.shape == want.shape else np.inf
+                check(err <= 1e-5, f"{name} ({form}) matches PyTorch", f"max abs error {err:.3g}")
+            continue
         steps = meta["steps"]
         prompt = np.load(os.path.join(d, "prompt.npy")).tolist()
         want_ids = np.load(os.path.join(d, "expected_ids.npy"))

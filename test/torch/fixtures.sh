@@ -32,7 +32,7 @@ if [[ ! -f "$dir/.complete" ]]; then
     mv "$dir.tmp" "$dir"
   fi
 fi
-if [[ $# -ge 1 ]]; then
+if [[ -n "${1:-}" ]]; then
   ln -sfn "$dir" "$1"
   echo "PyTorch programs at $1 -> $dir:" >&2
   ls "$dir" >&2

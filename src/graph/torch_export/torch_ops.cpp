@@ -986,19 +986,31 @@ Status convert_sdpa(TorchNode& n) {
     return n.invalid("query, key and value must have the same rank (at least 2)");
   }
   size_t r = qs.size();
-  // Grouped-query attention: each key/value head serves Hq / Hk query heads (dim -3), as
-  // repeat_interleave(Hq / Hk, dim=-3) of key and value.
-  if (gqa && r >= 3 && ks[r - 3] != qs[r - 3] && ks[r - 3] > 0 && vs[r - 3] == ks[r - 3] &&
-      qs[r - 3] % ks[r - 3] == 0) {
-    const int64_t rep = qs[r - 3] / ks[r - 3];
+  // Grouped-query attention: each key/value head serves rep = Hq / Hk query heads (dim -3),
+  // query head h reading key/value head h / rep (PyTorch's repeat_interleave). The query
+  // heads of one group are adjacent, so q [.., Hk * rep, L, E] is q [.., Hk, rep * L, E]: the
+  // group's rows attend to the same keys with no copy of the cache. A mask that differs per
+  // head needs the keys repeated instead.
+  int64_t rep = 1;
+  const bool grouped = gqa && r >= 3 && ks[r - 3] != qs[r - 3] && ks[r - 3] > 0 &&
+                       vs[r - 3] == ks[r - 3] && qs[r - 3] % ks[r - 3] == 0;
+  bool per_head_mask = false;
+  if (grouped && n.has("attn_mask")) {
+    ETC_ASSIGN_OR_RETURN(const Entry* m, n.entry("attn_mask"));
+    per_head_mask = m->shape.size() >= 3 && m->shape[m->shape.size() - 3] != 1;
+  }
+  if (grouped && !per_head_mask) {
+    rep = qs[r - 3] / ks[r - 3];
+  } else if (grouped) {
+    const int64_t rep_kv = qs[r - 3] / ks[r - 3];
     auto repeat_heads = [&](ValueId x) -> Result<ValueId> {
       std::vector<int64_t> s = n.sizes(x);
       ETC_ASSIGN_OR_RETURN(ValueId u, n.emit(OpKind::Unsqueeze,
                                              {{"self", x}, {"dim", static_cast<int64_t>(r - 2)}}));
       std::vector<int64_t> expanded = s;
-      expanded.insert(expanded.begin() + static_cast<long>(r - 2), rep);
+      expanded.insert(expanded.begin() + static_cast<long>(r - 2), rep_kv);
       ETC_ASSIGN_OR_RETURN(ValueId e, n.emit(OpKind::Expand, {{"self", u}, {"size", expanded}}));
-      s[r - 3] *= rep;
+      s[r - 3] *= rep_kv;
       return n.emit(OpKind::Reshape, {{"self", e}, {"shape", s}});
     };
     ETC_ASSIGN_OR_RETURN(k, repeat_heads(k));
@@ -1006,10 +1018,12 @@ Status convert_sdpa(TorchNode& n) {
     ks = n.sizes(k);
     vs = n.sizes(v);
   }
-  std::vector<int64_t> batch(qs.begin(), qs.end() - 2);
-  if (!std::equal(batch.begin(), batch.end(), ks.begin()) ||
-      !std::equal(batch.begin(), batch.end(), vs.begin())) {
-    return n.unsupported(gqa ? "grouped-query attention (enable_gqa)"
+  // The batch dims are the keys' (the query's with Hq / rep heads).
+  std::vector<int64_t> batch(ks.begin(), ks.end() - 2);
+  std::vector<int64_t> q_batch(qs.begin(), qs.end() - 2);
+  if (rep > 1) q_batch[r - 3] /= rep;
+  if (q_batch != batch || !std::equal(batch.begin(), batch.end(), vs.begin())) {
+    return n.unsupported(gqa ? "grouped-query attention (enable_gqa) with these shapes"
                              : "key/value batch dims that differ from the query's");
   }
   int64_t L = qs[r - 2], E = qs[r - 1], S = ks[r - 2], Ev = vs[r - 1];
@@ -1023,7 +1037,8 @@ Status convert_sdpa(TorchNode& n) {
   }
 
   ETC_ASSIGN_OR_RETURN(
-      ValueId q3, n.emit(OpKind::Reshape, {{"self", q}, {"shape", std::vector<int64_t>{B, L, E}}}));
+      ValueId q3,
+      n.emit(OpKind::Reshape, {{"self", q}, {"shape", std::vector<int64_t>{B, rep * L, E}}}));
   ETC_ASSIGN_OR_RETURN(
       ValueId k3, n.emit(OpKind::Reshape, {{"self", k}, {"shape", std::vector<int64_t>{B, S, E}}}));
   ETC_ASSIGN_OR_RETURN(
@@ -1032,7 +1047,9 @@ Status convert_sdpa(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(ValueId scores, n.emit(OpKind::Bmm, {{"self", q3}, {"mat2", kt}}));
   ETC_ASSIGN_OR_RETURN(scores,
                        n.emit(OpKind::MulScalar, {{"self", scores}, {"other", Scalar{scale}}}));
+  // Scores [batch.., rep, L, S] when grouped: masks broadcast over the group as over heads.
   std::vector<int64_t> full = batch;
+  if (rep > 1) full.push_back(rep);
   full.push_back(L);
   full.push_back(S);
   ETC_ASSIGN_OR_RETURN(scores, n.emit(OpKind::Reshape, {{"self", scores}, {"shape", full}}));
@@ -1068,6 +1085,11 @@ Status convert_sdpa(TorchNode& n) {
     } else {
       ETC_ASSIGN_OR_RETURN(bias, n.tensor("attn_mask"));
     }
+    if (rep > 1 && m->shape.size() >= 3) {  // [.., 1 (heads), L, S] -> [.., 1, 1 (group), L, S]
+      ETC_ASSIGN_OR_RETURN(
+          bias, n.emit(OpKind::Unsqueeze,
+                       {{"self", bias}, {"dim", static_cast<int64_t>(m->shape.size() - 2)}}));
+    }
     ETC_ASSIGN_OR_RETURN(scores, n.emit(OpKind::AddTensor, {{"self", scores}, {"other", bias}}));
   }
   ETC_ASSIGN_OR_RETURN(
@@ -1085,12 +1107,13 @@ Status convert_sdpa(TorchNode& n) {
                                       {{"condition", any_kept}, {"self", attn}, {"other", zero}}));
   }
   ETC_ASSIGN_OR_RETURN(
-      attn, n.emit(OpKind::Reshape, {{"self", attn}, {"shape", std::vector<int64_t>{B, L, S}}}));
+      attn,
+      n.emit(OpKind::Reshape, {{"self", attn}, {"shape", std::vector<int64_t>{B, rep * L, S}}}));
   ETC_ASSIGN_OR_RETURN(
       ValueId v3,
       n.emit(OpKind::Reshape, {{"self", v}, {"shape", std::vector<int64_t>{B, S, Ev}}}));
   ETC_ASSIGN_OR_RETURN(ValueId o3, n.emit(OpKind::Bmm, {{"self", attn}, {"mat2", v3}}));
-  std::vector<int64_t> out_shape = batch;
+  std::vector<int64_t> out_shape(qs.begin(), qs.end() - 2);
   out_shape.push_back(L);
   out_shape.push_back(Ev);
   ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Reshape, {{"self", o3}, {"shape", out_shape}}));

@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""torch_decode: PyTorch eager's side of bench/decoder_vs_eager.sh.
+
+Builds a decoder of scripts/make-decoder-fixtures.py with the fixture's seed (the weights
+etc's export holds), then times greedy generation as `etc run --prompt --steps` runs it: the
+prompt one token per call, then STEPS tokens, each fed back in, the KV cache in the module's
+buffers; torch.no_grad(), THREADS intra-op threads. Prints one JSON object: the ids, the
+prompt's total ms and the median/min ms of the decode calls.
+
+Usage: torch_decode.py NAME PROMPT.npy STEPS THREADS [EXTRA_INPUT.npy...]"""
+import importlib.util
+import json
+import os
+import statistics
+import sys
+import time
+import warnings
+
+warnings.filterwarnings("ignore")
+import numpy as np
+import torch
+
+
+def main(argv):
+    name, prompt_path, steps, threads = argv[1], argv[2], int(argv[3]), int(argv[4])
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    spec = importlib.util.spec_from_file_location(
+        "fixtures", os.path.join(root, "scripts", "make-decoder-fixtures.py"))
+    fixtures = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fixtures)
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    model = fixtures.MODELS[name][0]().eval()
+    extra = [torch.from_numpy(np.load(p)) for p in argv[5:]]
+    prompt = np.load(prompt_path).reshape(-1).tolist()
+    ids, prefill, decode = [], 0.0, []
+    token = prompt[0]
+    with torch.no_grad():
+        for pos in range(len(prompt) + steps - 1):
+            tokens, positions = torch.tensor([[token]]), torch.tensor([pos])
+            start = time.perf_counter()
+            out = model(tokens, positions, *extra)
+            elapsed = time.perf_counter() - start
+            logits = out[0] if isinstance(out, tuple) else out
+            row = logits.reshape(-1, logits.shape[-1])[-1]
+            if pos < len(prompt):
+                prefill += elapsed
+            else:
+                decode.append(elapsed)
+            if pos + 1 < len(prompt):
+                token = prompt[pos + 1]
+            else:
+                token = int(row.argmax())
+                ids.append(token)
+    print(json.dumps({"generated_ids": ids, "prefill_ms": prefill * 1e3,
+                      "decode_median_ms": statistics.median(decode) * 1e3,
+                      "decode_min_ms": min(decode) * 1e3}))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
