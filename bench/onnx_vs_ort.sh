@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# onnx_vs_ort: CPU latency of the real ONNX models (test/onnx/models.txt) in etc and in
-# ONNX Runtime (the onnxruntime package from PyPI, CPU EP), on the same inputs, side by side in
-# one run.
+# onnx_vs_ort: CPU latency of the real ONNX models (test/onnx/models.txt, and PyTorch's own ONNX
+# exports of resnet18, mobilenet_v2, mobilenet_v3_small and all-MiniLM-L6-v2 from the torch
+# fixtures) in etc and in ONNX Runtime (the onnxruntime package from PyPI, CPU EP), on the same
+# inputs, side by side in one run.
 # Both run with 1 and with 2 intra-op threads (etc run --threads, ORT intra_op_num_threads).
 # Prints a table of medians (ms) and the ratios etc / ORT at equal threads (below 1: etc is
 # faster).
@@ -23,21 +24,18 @@ trap 'rm -rf "$WORK"' EXIT
 median_of() { "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); print(d$2)" "$1"; }
 
 printf '%-20s %-24s %9s %9s %9s %9s %8s %8s\n' model input "etc-1t" "ort-1t" "etc-2t" "ort-2t" "1t ratio" "2t ratio"
-while read -r id pkg path sha shapes; do
-  [[ -z "$id" || "$id" == \#* ]] && continue
-  model="$CACHE/$id.onnx"
-  args=()
-  inputs=()
-  for s in $shapes; do
-    args+=(--input-shape "$s")
-    safe=$(printf '%s' "${s%=*}" | tr -c 'A-Za-z0-9._-' '_')
-    inputs+=(--input "${s%=*}=$WORK/ort1_$id/input_$safe.npy")
-  done
-  "$PY" "$ROOT/test/onnx/ort_run.py" "$model" "${args[@]}" --output-dir "$WORK/ort1_$id" \
+# bench ID MODEL LABEL ORT_ARGS... -- ETC_EXPORT_ARGS... -- ETC_INPUT_ARGS...
+bench() {
+  local id=$1 model=$2 label=$3; shift 3
+  local ort_args=() export_args=() inputs=()
+  while [[ $1 != -- ]]; do ort_args+=("$1"); shift; done; shift
+  while [[ $1 != -- ]]; do export_args+=("$1"); shift; done; shift
+  inputs=("$@")
+  "$PY" "$ROOT/test/onnx/ort_run.py" "$model" "${ort_args[@]}" --output-dir "$WORK/ort1_$id" \
     --threads 1 --warmup "$WARMUP" --iterations "$ITERATIONS" >"$WORK/ort1.json"
-  "$PY" "$ROOT/test/onnx/ort_run.py" "$model" "${args[@]}" --output-dir "$WORK/ort2_$id" \
+  "$PY" "$ROOT/test/onnx/ort_run.py" "$model" "${ort_args[@]}" --output-dir "$WORK/ort2_$id" \
     --threads 2 --warmup "$WARMUP" --iterations "$ITERATIONS" >"$WORK/ort2.json"
-  "$ETC" export "$model" "${args[@]}" --target cpu -o "$WORK/$id.pte" >/dev/null
+  "$ETC" export "$model" "${export_args[@]}" --target cpu -o "$WORK/$id.pte" >/dev/null
   for t in 1 2; do
     "$ETC" run "$WORK/$id.pte" --device cpu "${inputs[@]}" --warmup "$WARMUP" --iterations "$ITERATIONS" \
       --threads "$t" --json >"$WORK/etc$t.json"
@@ -47,5 +45,29 @@ while read -r id pkg path sha shapes; do
   o1=$(median_of "$WORK/ort1.json" '["latency_ms"]["median"]')
   o2=$(median_of "$WORK/ort2.json" '["latency_ms"]["median"]')
   "$PY" -c "import sys; e1,o1,e2,o2=map(float,sys.argv[3:]); print('%-20s %-24s %9.3f %9.3f %9.3f %9.3f %8.2f %8.2f' % (sys.argv[1], sys.argv[2], e1, o1, e2, o2, e1/o1, e2/o2))" \
-    "$id" "${shapes// /,}" "$e1" "$o1" "$e2" "$o2"
+    "$id" "$label" "$e1" "$o1" "$e2" "$o2"
+}
+
+while read -r id pkg path sha shapes; do
+  [[ -z "$id" || "$id" == \#* ]] && continue
+  args=()
+  inputs=()
+  for s in $shapes; do
+    args+=(--input-shape "$s")
+    safe=$(printf '%s' "${s%=*}" | tr -c 'A-Za-z0-9._-' '_')
+    inputs+=(--input "${s%=*}=$WORK/ort1_$id/input_$safe.npy")
+  done
+  bench "$id" "$CACHE/$id.onnx" "${shapes// /,}" "${args[@]}" -- "${args[@]}" -- "${inputs[@]}"
 done <"$ROOT/test/onnx/models.txt"
+
+# PyTorch's own ONNX exports (opset 20), on the fixture's inputs.
+TORCH_FIX=$(bash "$ROOT/test/torch/fixtures.sh" 2>/dev/null | tail -1)
+for id in resnet18 mobilenet_v2 mobilenet_v3_small minilm; do
+  d="$TORCH_FIX/$id"
+  ort_args=(); inputs=(); k=0
+  for name in $("$PY" -c "import onnx,sys; print(' '.join(i.name for i in onnx.load(sys.argv[1], load_external_data=False).graph.input))" "$d/model.onnx"); do
+    ort_args+=(--input "$name=$d/input_$k.npy"); inputs+=(--input "$k=$d/input_$k.npy"); k=$((k + 1))
+  done
+  shape=$("$PY" -c "import numpy as np,sys; print('x'.join(map(str, np.load(sys.argv[1]).shape)))" "$d/input_0.npy")
+  bench "torch_$id" "$d/model.onnx" "torch.onnx $shape" "${ort_args[@]}" -- -- "${inputs[@]}"
+done

@@ -9,6 +9,9 @@ For each model, into OUT/NAME/:
                    operators, no delegate), for running ExecuTorch's output in etc
   model.xnnpack.pte  (linear only) ExecuTorch's program with its XNNPACK delegate, which
                    etc must refuse by the backend's name
+  model.onnx       (the torchvision models and MiniLM) PyTorch's own ONNX export of the model
+                   (torch.onnx.export, dynamo=True: opset 18 and later), which the tests run in
+                   ONNX Runtime and in etc
   input_<i>.npy    the example inputs, in the program's user-input order
   expected_<i>.npy PyTorch eager's outputs on those inputs
   meta.json        names, shapes, the PyTorch version and each form's op counts
@@ -314,6 +317,10 @@ MODELS = collections.OrderedDict([
 ])
 
 
+# The models whose ONNX export (by PyTorch itself) the ONNX tests and benchmarks use.
+ONNX_EXPORTS = {"mobilenet_v2", "mobilenet_v3_small", "resnet18", "minilm"}
+
+
 def op_counts(ep):
     counts = collections.Counter()
     for node in ep.graph.nodes:
@@ -353,6 +360,10 @@ def make(name, out_dir):
         xnn = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).to_executorch()
         with open(os.path.join(out_dir, "model.xnnpack.pte"), "wb") as f:
             f.write(xnn.buffer)
+    if name in ONNX_EXPORTS:
+        with torch.no_grad():
+            onnx_program = torch.onnx.export(model, inputs, dynamo=True, input_names=input_names)
+        onnx_program.save(os.path.join(out_dir, "model.onnx"))
     for i, t in enumerate(inputs):
         np.save(os.path.join(out_dir, f"input_{i}.npy"), t.numpy())
     for i, t in enumerate(expected):

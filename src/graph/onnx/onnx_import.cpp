@@ -18,7 +18,7 @@ namespace {
 
 // ONNX's default-domain opsets etc converts (per-op version rules are in the converters).
 constexpr int64_t kMinOpset = 7;
-constexpr int64_t kMaxOpset = 17;
+constexpr int64_t kMaxOpset = 21;
 
 // A fixed size: dim_value >= 0. Exporters (Paddle2ONNX among them) write dim_value -1 for a
 // dynamic dim, as ONNX Runtime reads it; etc reads it as unknown too.

@@ -500,7 +500,9 @@ Converter softmax(bool log) {
   };
 }
 
-enum class Reduce { kMean, kSum, kMax };
+// ReduceL2 is sqrt(sum(x * x)) and ReduceSumSquare sum(x * x) (PyTorch exports the 2-norm,
+// as in all-MiniLM-L6-v2's normalisation, as ReduceL2).
+enum class Reduce { kMean, kSum, kMax, kL2, kSumSquare };
 
 Converter reduce(Reduce kind) {
   return [kind](NodeCtx& ctx) -> Status {
@@ -510,6 +512,7 @@ Converter reduce(Reduce kind) {
     ETC_ASSIGN_OR_RETURN(int64_t noop, ctx.attr_int("noop_with_empty_axes", 0));
     ETC_ASSIGN_OR_RETURN(std::optional<std::vector<int64_t>> axes,
                          axes_of(ctx, kind == Reduce::kSum ? 13 : 18));
+    const bool squares = kind == Reduce::kL2 || kind == Reduce::kSumSquare;
     ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
     if (!axes || axes->empty()) {
       if (noop) {
@@ -525,14 +528,21 @@ Converter reduce(Reduce kind) {
       a = ctx.wrap_axis(a, r);
     }
     if (r == 0) {
+      if (squares) return ctx.unsupported("a rank-0 input");
       ETC_ASSIGN_OR_RETURN(ValueId y, ctx.emit(OpKind::Clone, {{"self", x}}));
       return ctx.set_output(0, y);
     }
     const OpKind op = kind == Reduce::kMean  ? OpKind::MeanDim
-                      : kind == Reduce::kSum ? OpKind::SumDimIntList
-                                             : OpKind::Amax;
+                      : kind == Reduce::kMax ? OpKind::Amax
+                                             : OpKind::SumDimIntList;
+    if (squares) {
+      ETC_ASSIGN_OR_RETURN(x, ctx.emit(OpKind::MulTensor, {{"self", x}, {"other", x}}));
+    }
     ETC_ASSIGN_OR_RETURN(ValueId y,
                          ctx.emit(op, {{"self", x}, {"dim", *axes}, {"keepdim", keepdims != 0}}));
+    if (kind == Reduce::kL2) {
+      ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::Sqrt, {{"self", y}}));
+    }
     return ctx.set_output(0, y);
   };
 }
@@ -585,6 +595,22 @@ Status convert_split(NodeCtx& ctx) {
     split = t->ints();
   }
   const int64_t n = ctx.num_outputs();
+  if (split.empty() && ctx.opset() >= 18) {
+    // Opset 18: num_outputs parts of ceil(dim / n), the last one smaller if need be.
+    ETC_ASSIGN_OR_RETURN(int64_t parts, ctx.attr_int("num_outputs", n));
+    if (parts != n || n <= 0 || dim < n) {
+      return ctx.invalid("num_outputs " + std::to_string(parts) + " does not match the node's " +
+                         std::to_string(n) + " outputs for dim " + std::to_string(axis) +
+                         " of size " + std::to_string(dim));
+    }
+    const int64_t chunk = (dim + n - 1) / n;
+    for (int64_t i = 0; i < n; ++i)
+      split.push_back(std::min(chunk, dim - i * chunk));
+    if (split.back() <= 0) {
+      return ctx.invalid("dim " + std::to_string(axis) + " of size " + std::to_string(dim) +
+                         " does not split into " + std::to_string(n) + " non-empty parts");
+    }
+  }
   if (split.empty()) {
     if (n == 0 || dim % n != 0) {
       return ctx.invalid("dim " + std::to_string(axis) + " of size " + std::to_string(dim) +
@@ -636,7 +662,28 @@ Status convert_slice(NodeCtx& ctx) {
   return ctx.set_output(0, y);
 }
 
+// Gather with indices known only at run time (token ids into an embedding table): index.Tensor
+// with the indices at `axis` — ONNX's Gather is exactly that advanced indexing, negative
+// indices included.
+Status gather_at_run_time(NodeCtx& ctx) {
+  const int64_t r = ctx.rank(0);
+  ETC_ASSIGN_OR_RETURN(int64_t axis, ctx.attr_int("axis", 0));
+  if (r == 0) return ctx.invalid("cannot gather from a 0-d tensor");
+  ETC_RETURN_IF_ERROR(ctx.check_axis(axis, r, "axis"));
+  axis = ctx.wrap_axis(axis, r);
+  if (ctx.dtype(1) != DType::kInt64 && ctx.dtype(1) != DType::kInt32)
+    return ctx.invalid("indices must be int64 or int32");
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId idx, ctx.input(1));
+  std::vector<ValueId> indices(static_cast<size_t>(axis));
+  indices.push_back(idx);
+  ETC_ASSIGN_OR_RETURN(ValueId y,
+                       ctx.emit(OpKind::IndexTensor, {{"self", x}, {"indices", indices}}));
+  return ctx.set_output(0, y);
+}
+
 Status convert_gather(NodeCtx& ctx) {
+  if (ctx.constant(1) == nullptr) return gather_at_run_time(ctx);
   ETC_ASSIGN_OR_RETURN(GatherPlan plan, gather_plan(ctx));
   const std::vector<int64_t> in = ctx.shape(0);
   const int64_t r = static_cast<int64_t>(in.size());
@@ -728,7 +775,23 @@ Status convert_pad(NodeCtx& ctx) {
       if (v->numel() != 1) return ctx.invalid("constant_value must hold one value");
       value = v->doubles()[0];
     }
-    if (ctx.has_input(3)) return ctx.unsupported("the axes input (opset 18)");
+    if (ctx.has_input(3)) {
+      // Opset 18: pads holds (begin..., end...) for these axes only; the others get 0.
+      ETC_ASSIGN_OR_RETURN(const HostTensor* a, ctx.require_constant(3, "axes"));
+      std::vector<int64_t> axes = a->ints();
+      if (pads.size() != 2 * axes.size()) {
+        return ctx.invalid("pads has " + std::to_string(pads.size()) + " entries for " +
+                           std::to_string(axes.size()) + " axes");
+      }
+      std::vector<int64_t> full(static_cast<size_t>(2 * r), 0);
+      for (size_t i = 0; i < axes.size(); ++i) {
+        ETC_RETURN_IF_ERROR(ctx.check_axis(axes[i], r, "axes"));
+        const int64_t d = ctx.wrap_axis(axes[i], r);
+        full[static_cast<size_t>(d)] = pads[i];
+        full[static_cast<size_t>(r + d)] = pads[axes.size() + i];
+      }
+      pads = std::move(full);
+    }
   }
   if (static_cast<int64_t>(pads.size()) != 2 * r) {
     return ctx.invalid("pads has " + std::to_string(pads.size()) + " entries, rank " +
@@ -746,6 +809,22 @@ Status convert_pad(NodeCtx& ctx) {
   ETC_ASSIGN_OR_RETURN(
       ValueId y, ctx.emit(OpKind::ConstantPadNd,
                           {{"self", x}, {"pad", aten}, {"value", scalar_of(ctx.dtype(0), value)}}));
+  return ctx.set_output(0, y);
+}
+
+// Gelu (opset 20): approximate 'none' (erf) or 'tanh', as ATen's gelu.
+Status convert_gelu(NodeCtx& ctx) {
+  // (A Result<std::string> checked by hand: GCC 12 misreads ETC_ASSIGN_OR_RETURN's string as
+  // possibly uninitialised, as in convert_pad.)
+  Result<std::string> mode = ctx.attr_string("approximate", "none");
+  if (!mode.ok()) return mode.status();
+  const std::string approximate = *mode;
+  if (approximate != "none" && approximate != "tanh")
+    return ctx.invalid("approximate must be 'none' or 'tanh', got '" + approximate + "'");
+  if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer inputs");
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId y,
+                       ctx.emit(OpKind::Gelu, {{"self", x}, {"approximate", approximate}}));
   return ctx.set_output(0, y);
 }
 
@@ -825,6 +904,7 @@ const std::map<std::string, Converter>& converters() {
       {"Dropout", convert_identity},
       {"Equal", evaluated_only},
       {"Erf", unary(OpKind::Erf)},
+      {"Gelu", convert_gelu},
       {"Exp", unary(OpKind::Exp)},
       {"Expand", convert_expand},
       {"Flatten", convert_view},
@@ -859,9 +939,11 @@ const std::map<std::string, Converter>& converters() {
       {"Pow", convert_pow},
       {"Range", evaluated_only},
       {"Reciprocal", convert_reciprocal},
+      {"ReduceL2", reduce(Reduce::kL2)},
       {"ReduceMax", reduce(Reduce::kMax)},
       {"ReduceMean", reduce(Reduce::kMean)},
       {"ReduceSum", reduce(Reduce::kSum)},
+      {"ReduceSumSquare", reduce(Reduce::kSumSquare)},
       {"Relu", unary(OpKind::Relu)},
       {"Reshape", convert_view},
       {"Resize", convert_resize},

@@ -287,6 +287,22 @@ Status convert_resize(NodeCtx& ctx) {
     ETC_ASSIGN_OR_RETURN(int64_t exclude, ctx.attr_int("exclude_outside", 0));
     if (exclude) return ctx.unsupported("exclude_outside=1");
   }
+  std::optional<std::vector<int64_t>> axes;  // opset 18: scales/sizes for these axes only
+  if (!upsample && ctx.opset() >= 18) {
+    ETC_ASSIGN_OR_RETURN(int64_t antialias, ctx.attr_int("antialias", 0));
+    if (antialias) return ctx.unsupported("antialias=1");
+    ETC_ASSIGN_OR_RETURN(std::string policy,
+                         ctx.attr_string("keep_aspect_ratio_policy", "stretch"));
+    if (policy != "stretch") return ctx.unsupported("keep_aspect_ratio_policy '" + policy + "'");
+    if (ctx.attr("axes")) {
+      ETC_ASSIGN_OR_RETURN(std::vector<int64_t> a, ctx.attr_ints("axes", std::nullopt));
+      for (int64_t& d : a) {
+        ETC_RETURN_IF_ERROR(ctx.check_axis(d, 4, "axes"));
+        d = ctx.wrap_axis(d, 4);
+      }
+      axes = std::move(a);
+    }
+  }
   std::optional<std::vector<double>> scales;
   std::optional<std::vector<int64_t>> sizes;
   if (upsample && ctx.opset() < 9) {
@@ -306,6 +322,23 @@ Status convert_resize(NodeCtx& ctx) {
   if (scales.has_value() == sizes.has_value())
     return ctx.invalid("exactly one of scales and sizes must be given");
   const std::vector<int64_t>& in = ctx.shape(0);
+  if (axes) {  // spread over all four dims: 1 / the input's size elsewhere
+    const size_t given = scales ? scales->size() : sizes->size();
+    if (given != axes->size()) {
+      return ctx.invalid(std::string(scales ? "scales" : "sizes") + " has " +
+                         std::to_string(given) + " entries for " + std::to_string(axes->size()) +
+                         " axes");
+    }
+    std::vector<double> full_scales(4, 1.0);
+    std::vector<int64_t> full_sizes(in.begin(), in.end());
+    for (size_t i = 0; i < axes->size(); ++i) {
+      const auto d = static_cast<size_t>((*axes)[i]);
+      if (scales) full_scales[d] = (*scales)[i];
+      if (sizes) full_sizes[d] = (*sizes)[i];
+    }
+    if (scales) scales = full_scales;
+    if (sizes) sizes = full_sizes;
+  }
   if (scales) {
     if (scales->size() != 4) return ctx.invalid("scales must have 4 entries");
     if ((*scales)[0] != 1 || (*scales)[1] != 1) return ctx.unsupported("resizing the N or C dims");
