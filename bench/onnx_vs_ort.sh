@@ -35,7 +35,8 @@ bench() {
     --threads 1 --warmup "$WARMUP" --iterations "$ITERATIONS" >"$WORK/ort1.json"
   "$PY" "$ROOT/test/onnx/ort_run.py" "$model" "${ort_args[@]}" --output-dir "$WORK/ort2_$id" \
     --threads 2 --warmup "$WARMUP" --iterations "$ITERATIONS" >"$WORK/ort2.json"
-  "$ETC" export "$model" "${export_args[@]}" --target cpu -o "$WORK/$id.pte" >/dev/null
+  "$ETC" export "$model" "${export_args[@]}" --target cpu -o "$WORK/$id.pte" >/dev/null 2>"$WORK/export.err" ||
+    { cat "$WORK/export.err" >&2; exit 1; }
   for t in 1 2; do
     "$ETC" run "$WORK/$id.pte" --device cpu "${inputs[@]}" --warmup "$WARMUP" --iterations "$ITERATIONS" \
       --threads "$t" --json >"$WORK/etc$t.json"

@@ -122,6 +122,44 @@ with tempfile.TemporaryDirectory() as tmp:
     m = model(19, [helper.make_node("Pad", ["x", "pads"], ["y"], mode="wrap")],
               [vinfo("x", [2, 3, 4, 5])], [vinfo("y", None)], [const("pads", [0, 0, 1, 1, 0, 0, 1, 1])])
     refused("Pad mode='wrap' (opset 19)", m, ["mode 'wrap'"], tmp)
+    for mode in ["reflect", "edge"]:
+        m = model(18, [helper.make_node("Pad", ["x", "pads"], ["y"], mode=mode)],
+                  [vinfo("x", [2, 3, 4, 5])], [vinfo("y", None)],
+                  [const("pads", [0, 1, 2, 3, 0, 2, 1, 4])])
+        compare(f"Pad mode='{mode}'", m, {"x": x}, tmp)
+    # LSTM (opset 14 layouts; Silero VAD's recurrent layer): both directions, biases, states.
+    H, I = 8, 5
+    for direction, layout in [("forward", 0), ("reverse", 0), ("bidirectional", 0)]:
+        D = 2 if direction == "bidirectional" else 1
+        xs = [6, 3, I] if layout == 0 else [3, 6, I]
+        sts = [D, 3, H] if layout == 0 else [3, D, H]
+        inits = [helper.make_tensor(n, F, s, rng.uniform(-0.5, 0.5, s).astype(np.float32).ravel())
+                 for n, s in [("W", [D, 4 * H, I]), ("R", [D, 4 * H, H]), ("B", [D, 8 * H])]]
+        node = helper.make_node("LSTM", ["x", "W", "R", "B", "", "h0", "c0"], ["y", "yh", "yc"],
+                                hidden_size=H, direction=direction, layout=layout)
+        m = model(14, [node], [vinfo("x", xs), vinfo("h0", sts), vinfo("c0", sts)],
+                  [vinfo(n, None) for n in ["y", "yh", "yc"]], inits)
+        feeds = {"x": rng.standard_normal(xs).astype(np.float32),
+                 "h0": rng.standard_normal(sts).astype(np.float32),
+                 "c0": rng.standard_normal(sts).astype(np.float32)}
+        compare(f"LSTM {direction}, layout {layout}", m, feeds, tmp)
+    node = helper.make_node("LSTM", ["x", "W", "R"], ["y"], hidden_size=H)
+    inits = [helper.make_tensor(n, F, s, rng.uniform(-0.5, 0.5, s).astype(np.float32).ravel())
+             for n, s in [("W", [1, 4 * H, I]), ("R", [1, 4 * H, H])]]
+    m = model(14, [node], [vinfo("x", [4, 2, I])], [vinfo("y", None)], inits)
+    compare("LSTM without bias or initial state", m, {"x": rng.standard_normal([4, 2, I]).astype(np.float32)}, tmp)
+    inits_p = inits + [helper.make_tensor("P", F, [1, 3 * H],
+                                          rng.uniform(-0.5, 0.5, 3 * H).astype(np.float32))]
+    node = helper.make_node("LSTM", ["x", "W", "R", "", "", "", "c0", "P"], ["", "yh", "yc"],
+                            hidden_size=H)
+    m = model(14, [node], [vinfo("x", [4, 2, I]), vinfo("c0", [1, 2, H])],
+              [vinfo("yh", None), vinfo("yc", None)], inits_p)
+    compare("LSTM with peepholes and only the final states", m,
+            {"x": rng.standard_normal([4, 2, I]).astype(np.float32),
+             "c0": rng.standard_normal([1, 2, H]).astype(np.float32)}, tmp)
+    node = helper.make_node("LSTM", ["x", "W", "R"], ["y"], hidden_size=H, clip=1.0)
+    m = model(14, [node], [vinfo("x", [4, 2, I])], [vinfo("y", None)], inits)
+    refused("LSTM with cell clipping", m, ["clip"], tmp)
     m = model(22, [helper.make_node("Relu", ["x"], ["y"])], [vinfo("x", [2])], [vinfo("y", None)])
     refused("opset 22", m, ["opset 22", "7 to 21"], tmp)
 

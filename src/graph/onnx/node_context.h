@@ -58,6 +58,7 @@ class NodeCtx {
   Result<std::vector<int64_t>> attr_ints(const std::string& name,
                                          std::optional<std::vector<int64_t>> fallback) const;
   Result<std::vector<float>> attr_floats(const std::string& name) const;
+  Result<std::vector<std::string>> attr_strings(const std::string& name) const;  // [] if absent
   Result<HostTensor> attr_tensor(const std::string& name) const;
 
   // --- Outputs ------------------------------------------------------------------------

@@ -19,5 +19,7 @@ Status convert_pool(NodeCtx& ctx, bool is_max);
 Converter global_pool(bool is_max);
 // Resize and Upsample (nearest and linear).
 Status convert_resize(NodeCtx& ctx);
+// LSTM, unrolled over its static sequence.
+Status convert_lstm(NodeCtx& ctx);
 
 }  // namespace etc::onnx_import

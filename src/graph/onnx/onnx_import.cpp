@@ -219,6 +219,13 @@ Result<std::string> NodeCtx::attr_string(const std::string& name,
   return a->s();
 }
 
+Result<std::vector<std::string>> NodeCtx::attr_strings(const std::string& name) const {
+  const onnx::AttributeProto* a = attr(name);
+  if (a == nullptr) return std::vector<std::string>();
+  ETC_ATTR_CHECK(a, STRINGS);
+  return std::vector<std::string>(a->strings().begin(), a->strings().end());
+}
+
 Result<std::vector<int64_t>> NodeCtx::attr_ints(
     const std::string& name, std::optional<std::vector<int64_t>> fallback) const {
   const onnx::AttributeProto* a = attr(name);
@@ -498,7 +505,12 @@ Status Importer::convert_nodes(const onnx::GraphProto& g) {
     for (int k = 0; k < required_inputs(n.op_type()); ++k) {
       if (!ctx.has_input(k)) return ctx.missing_input_error(k);
     }
-    if (!ctx.has_output(0)) return ctx.invalid("the node has no output 0");
+    // Output 0 is optional for a few ops (LSTM's Y): some output must be named.
+    bool any_output = false;
+    for (int k = 0; k < n.output_size(); ++k)
+      any_output = any_output || ctx.has_output(k);
+    if (!any_output) return ctx.invalid("the node has no outputs");
+    if (!ctx.has_output(0) && n.op_type() != "LSTM") return ctx.invalid("the node has no output 0");
     Result<bool> evaluated = try_evaluate(ctx);
     Status converted = !evaluated.ok() ? evaluated.status()
                        : *evaluated    ? Status()

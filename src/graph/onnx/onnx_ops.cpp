@@ -756,10 +756,54 @@ Status convert_expand(NodeCtx& ctx) {
   return ctx.set_output(0, y);
 }
 
+// Reflect and edge padding, one dim at a time: the border elements are gathered with a
+// constant index (index.Tensor; reflect: x[p], ..., x[1] before and x[n-2], ... after; edge:
+// x[0] and x[n-1] repeated) and concatenated around the input.
+Status pad_by_gathering(NodeCtx& ctx, const std::vector<int64_t>& pads, bool reflect) {
+  const int64_t r = ctx.rank(0);
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  std::vector<int64_t> shape = ctx.shape(0);
+  for (int64_t d = 0; d < r; ++d) {
+    const int64_t before = pads[static_cast<size_t>(d)], after = pads[static_cast<size_t>(r + d)];
+    if (before == 0 && after == 0) continue;
+    const int64_t n = shape[static_cast<size_t>(d)];
+    if (before < 0 || after < 0) return ctx.unsupported("negative pads with a non-constant mode");
+    if (reflect ? (before >= n || after >= n) : n == 0) {
+      return ctx.invalid("pads " + std::to_string(before) + ", " + std::to_string(after) +
+                         " are too large for dim " + std::to_string(d) + " of size " +
+                         std::to_string(n) + (reflect ? " (reflect needs pads < size)" : ""));
+    }
+    std::vector<ValueId> parts;
+    auto gather = [&](std::vector<int64_t> idx) -> Status {
+      std::vector<ValueId> indices(static_cast<size_t>(d));
+      const auto count = static_cast<int64_t>(idx.size());
+      indices.push_back(ctx.add_constant(host_from_ints(DType::kInt64, {count}, idx)));
+      ETC_ASSIGN_OR_RETURN(ValueId g,
+                           ctx.emit(OpKind::IndexTensor, {{"self", x}, {"indices", indices}}));
+      // index.Tensor puts the indexed dim where it was (one index): the part lines up.
+      parts.push_back(g);
+      return Status();
+    };
+    std::vector<int64_t> idx;
+    for (int64_t k = before; k >= 1; --k)
+      idx.push_back(reflect ? k : 0);
+    if (!idx.empty()) ETC_RETURN_IF_ERROR(gather(idx));
+    parts.push_back(x);
+    idx.clear();
+    for (int64_t k = 1; k <= after; ++k)
+      idx.push_back(reflect ? n - 1 - k : n - 1);
+    if (!idx.empty()) ETC_RETURN_IF_ERROR(gather(idx));
+    ETC_ASSIGN_OR_RETURN(x, ctx.emit(OpKind::Cat, {{"tensors", parts}, {"dim", d}}));
+    shape[static_cast<size_t>(d)] = n + before + after;
+  }
+  return ctx.set_output(0, x);
+}
+
 Status convert_pad(NodeCtx& ctx) {
   Result<std::string> mode = ctx.attr_string("mode", "constant");
   if (!mode.ok()) return mode.status();
-  if (*mode != "constant") return ctx.unsupported("mode '" + *mode + "' (only 'constant')");
+  if (*mode != "constant" && *mode != "reflect" && *mode != "edge")
+    return ctx.unsupported("mode '" + *mode + "' (only 'constant', 'reflect' and 'edge')");
   const int64_t r = ctx.rank(0);
   std::vector<int64_t> pads;
   double value = 0;
@@ -797,6 +841,7 @@ Status convert_pad(NodeCtx& ctx) {
     return ctx.invalid("pads has " + std::to_string(pads.size()) + " entries, rank " +
                        std::to_string(r) + " needs " + std::to_string(2 * r));
   }
+  if (*mode != "constant") return pad_by_gathering(ctx, pads, *mode == "reflect");
   // ONNX: [x1_begin, x2_begin, ..., x1_end, ...]; ATen: last dim first, (begin, end) pairs.
   std::vector<int64_t> aten;
   for (int64_t d = r; d-- > 0;) {
@@ -867,6 +912,7 @@ int required_inputs(const std::string& op_type) {
       {"Gemm", 2},
       {"Greater", 2},
       {"GreaterOrEqual", 2},
+      {"LSTM", 3},
       {"LayerNormalization", 2},
       {"Less", 2},
       {"LessOrEqual", 2},
@@ -918,6 +964,7 @@ const std::map<std::string, Converter>& converters() {
       {"HardSigmoid", convert_hard_sigmoid},
       {"HardSwish", unary(OpKind::Hardswish)},
       {"Identity", convert_identity},
+      {"LSTM", convert_lstm},
       {"LayerNormalization", convert_layer_norm},
       {"LeakyRelu", convert_leaky_relu},
       {"Less", evaluated_only},
