@@ -11,7 +11,8 @@ into OUT/NAME/:
   prompt.npy        the prompt's token ids (int64 [n])
   input_<i>.npy     extra inputs held for every call (i >= 2; the encoder output)
   expected_ids.npy  PyTorch eager's greedy ids for STEPS tokens, prompt fed one token per call
-  expected_logits.npy  the last-position logits of every call ([n + STEPS - 1, vocab])
+  expected_logits.npy  the logits of every position ([n + STEPS - 1, vocab]: the prompt's
+                    positions, then each generated token's)
   expected_out<k>.npy  output k (k >= 1) after every call, stacked (the call counter)
   meta.json         config, steps, the PyTorch version, each form's op counts
 
@@ -199,9 +200,12 @@ SINGLE = collections.OrderedDict(
 
 
 MODELS = collections.OrderedDict([
-    # name: (constructor, prompt, steps, extra inputs)
-    ("llama_decoder", (LlamaDecoder, [1, 17, 342, 99, 5, 811], 24, lambda: [])),
-    ("whisper_step", (WhisperStep, [2, 7], 12, lambda: [torch.randn(1, 24, 128)])),
+    # name: (constructor, prompt, steps, extra inputs, sequence bound)
+    ("llama_decoder", (LlamaDecoder, [1, 17, 342, 99, 5, 811], 24, lambda: [], None)),
+    # The same decoder with the sequence length dynamic in [1, 128] (dynamic_shapes): etc
+    # exports it once, and a prompt goes in one call.
+    ("llama_decoder_dynamic", (LlamaDecoder, [1, 17, 342, 99, 5, 811], 24, lambda: [], 128)),
+    ("whisper_step", (WhisperStep, [2, 7], 12, lambda: [torch.randn(1, 24, 128)], None)),
 ])
 
 
@@ -235,13 +239,18 @@ def generate(model, prompt, steps, extra):
 
 
 def make(name, out_dir):
-    ctor, prompt, steps, extra_fn = MODELS[name]
+    ctor, prompt, steps, extra_fn, bound = MODELS[name]
     torch.manual_seed(0)
     model = ctor().eval()
     extra = extra_fn()
     example = (torch.tensor([[prompt[0]]]), torch.tensor([0]), *extra)
+    dynamic = None
+    if bound:
+        seq = torch.export.Dim("seq", min=1, max=bound)
+        example = (torch.tensor([prompt[:3]]), torch.arange(3), *extra)
+        dynamic = ({1: seq}, {0: seq}) + tuple(None for _ in extra)
     with torch.no_grad():
-        ep = torch.export.export(model, example)
+        ep = torch.export.export(model, example, dynamic_shapes=dynamic)
         core = ep.run_decompositions()
         # Export ran the model once (buffers mutated): start eager from fresh state.
         torch.manual_seed(0)
@@ -267,6 +276,7 @@ def make(name, out_dir):
         "buffers": buffers,
         "ops": {"model.pt2": op_counts(ep), "model.core.pt2": op_counts(core)},
         "buffers_to_mutate": dict(core.graph_signature.buffers_to_mutate),
+        "sequence_bound": bound,
     }
     with open(os.path.join(out_dir, "meta.json"), "w") as f:
         json.dump(meta, f, indent=1, sort_keys=True)

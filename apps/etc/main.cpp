@@ -3,6 +3,7 @@
 // codes of the CLI contract (README.md): 0 ok, 1 invalid input or unsupported model,
 // 2 usage, 3 --verify mismatch, 4 device unavailable, 70 internal error.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <map>
@@ -14,7 +15,9 @@
 #include "graph/printer.h"
 #include "graph/summary.h"
 #include "graph/torch_export/torch_import.h"
+#include "graph/verifier.h"
 #include "partition/export_pipeline.h"
+#include "passes/dynamic_shapes.h"
 #include "run_command.h"
 #include "serialize/emitter.h"
 #include "serialize/pte_diff.h"
@@ -77,7 +80,8 @@ etc::Status usage(std::string message) {
 // symbolic dims. `format_out`, when given, receives the kind detected.
 etc::Result<etc::Graph> load_model(const std::string& path,
                                    const std::vector<std::string>& input_shapes,
-                                   etc::ModelFormat* format_out = nullptr) {
+                                   etc::ModelFormat* format_out = nullptr,
+                                   const std::map<std::string, int64_t>& symbol_values = {}) {
   ETC_ASSIGN_OR_RETURN(etc::ModelFormat format, etc::detect_model_format(path));
   if (format_out != nullptr) *format_out = format;
   std::map<std::string, std::vector<int64_t>> shapes;
@@ -102,16 +106,68 @@ etc::Result<etc::Graph> load_model(const std::string& path,
     case etc::ModelFormat::kTorchExport: {
       etc::TorchImportOptions options;
       options.input_shapes = std::move(shapes);
+      options.symbol_values = symbol_values;
       return etc::load_torch_export_file(path, options);
     }
   }
   return etc::internal_error("unknown model format");
 }
 
+// Bounded dynamic dims (a torch.export program's symbols that --input-shape leaves open):
+// the program is compiled at the upper bound and at two other sizes in range, and what moves
+// between them becomes dynamic (passes/dynamic_shapes.h).
+struct DynamicPoints {
+  std::map<std::string, int64_t> upper;                // every symbol at its upper bound
+  std::vector<std::map<std::string, int64_t>> others;  // max - 1 and min, where distinct
+  std::string text;                                    // "s27 in [1, 128] (tokens, input_pos)"
+};
+
+etc::Result<DynamicPoints> dynamic_points(const std::string& path,
+                                          const std::vector<std::string>& input_shapes) {
+  DynamicPoints p;
+  ETC_ASSIGN_OR_RETURN(etc::ModelFormat format, etc::detect_model_format(path));
+  if (format != etc::ModelFormat::kTorchExport) return p;
+  etc::TorchImportOptions probe;
+  for (const std::string& spec : input_shapes) {
+    ETC_ASSIGN_OR_RETURN(auto parsed, etc::parse_input_shape(spec));
+    probe.input_shapes.insert(parsed);
+  }
+  ETC_ASSIGN_OR_RETURN(std::vector<etc::TorchSymbol> symbols,
+                       etc::torch_export_input_symbols(path, probe));
+  constexpr int64_t kMaxBound = int64_t{1} << 20;
+  std::map<std::string, int64_t> second, third;
+  for (const etc::TorchSymbol& s : symbols) {
+    std::string inputs;
+    for (const std::string& i : s.inputs)
+      inputs += (inputs.empty() ? "" : ", ") + i;
+    if (s.max < 0 || s.max > kMaxBound) {
+      return etc::Status(
+          etc::ErrorCode::kUnsupported,
+          "symbol " + s.name + " (inputs " + inputs + ") has no upper bound" +
+              (s.max > kMaxBound ? " below 2^20" : "") +
+              ": export with dynamic_shapes Dim(max=...) or fix the sizes with --input-shape");
+    }
+    p.upper[s.name] = s.max;
+    second[s.name] = std::max(s.min, s.max - 1);
+    third[s.name] = s.min;
+    p.text += (p.text.empty() ? "" : ", ") + s.name + " in [" + std::to_string(s.min) + ", " +
+              std::to_string(s.max) + "] (" + inputs + ")";
+  }
+  if (!symbols.empty()) {
+    if (second != p.upper) p.others.push_back(second);
+    if (third != p.upper && third != second) p.others.push_back(third);
+  }
+  return p;
+}
+
 int cmd_validate(const std::string& model, const std::vector<std::string>& input_shapes) {
+  etc::Result<DynamicPoints> dyn = dynamic_points(model, input_shapes);
+  if (!dyn.ok()) return report(dyn.status());
   etc::ModelFormat format{};
-  etc::Result<etc::Graph> g = load_model(model, input_shapes, &format);
+  etc::Result<etc::Graph> g = load_model(model, input_shapes, &format, dyn->upper);
   if (!g.ok()) return report(g.status());
+  if (!dyn->text.empty())
+    std::printf("dynamic dims: %s; checked at the upper bound\n", dyn->text.c_str());
   std::fputs(
       etc::format_summary(*g, etc::summarize(*g), model, etc::model_format_name(format)).c_str(),
       stdout);
@@ -163,7 +219,37 @@ etc::Status run_export(const ExportArgs& a) {
     return usage("--print-ir-after: unknown pass '" + a.print_ir_after + "'");
   }
 
-  ETC_ASSIGN_OR_RETURN(etc::Graph graph, load_model(a.model, a.input_shapes));
+  ETC_ASSIGN_OR_RETURN(DynamicPoints dyn, dynamic_points(a.model, a.input_shapes));
+  const std::map<std::string, int64_t>& upper = dyn.upper;
+  const std::vector<std::map<std::string, int64_t>>& points = dyn.others;
+  const std::string& symbols_text = dyn.text;
+  etc::Pipeline before_planning = pipeline;
+  const bool planned = std::find(pipeline.passes.begin(), pipeline.passes.end(), "plan-memory") !=
+                       pipeline.passes.end();
+  if (!points.empty()) {
+    std::erase(before_planning.passes, std::string("plan-memory"));
+  }
+
+  ETC_ASSIGN_OR_RETURN(etc::Graph graph, load_model(a.model, a.input_shapes, nullptr, upper));
+  // The other sizes: compared with the upper bound after import (so that partitioning keeps
+  // the dynamic work on the host) and again after the passes.
+  std::vector<etc::Graph> others;
+  std::string sizes;
+  std::vector<etc::Graph*> builds{&graph};
+  if (!points.empty()) {
+    for (const auto& [name, value] : upper)
+      sizes += (sizes.empty() ? "" : ", ") + name + " = " + std::to_string(value);
+    for (const auto& point : points) {
+      ETC_ASSIGN_OR_RETURN(etc::Graph g, load_model(a.model, a.input_shapes, nullptr, point));
+      for (const auto& [name, value] : point)
+        sizes += " / " + std::to_string(value);
+      others.push_back(std::move(g));
+    }
+    for (etc::Graph& g : others)
+      builds.push_back(&g);
+    ETC_RETURN_IF_ERROR(etc::mark_dynamic_shapes(builds, symbols_text)
+                            .add_context("while importing " + a.model + " with " + sizes));
+  }
   etc::ExportReport report;
   etc::PassContext context{options, report};
   etc::PipelineRunOptions run;
@@ -175,11 +261,34 @@ etc::Status run_export(const ExportArgs& a) {
   run.print_ir_after = a.print_ir_after;
   run.time_passes = a.time_passes;
   etc::Result<etc::PipelineResult> result =
-      etc::run_pipeline(graph, pipeline, registry, context, run);
+      etc::run_pipeline(graph, points.empty() ? pipeline : before_planning, registry, context, run);
   if (!result.ok())
     return std::move(result).take_status().add_context("while compiling " + a.model);
   std::fputs(result->ir_dumps.c_str(), stderr);
   if (a.time_passes) std::fputs(result->timing_table().c_str(), stderr);
+  if (!points.empty()) {
+    for (etc::Graph& g : others) {
+      etc::ExportReport ignored;
+      etc::PassContext ctx{options, ignored};
+      etc::Result<etc::PipelineResult> r =
+          etc::run_pipeline(g, before_planning, registry, ctx, etc::PipelineRunOptions{});
+      if (!r.ok()) {
+        return std::move(r).take_status().add_context("while compiling " + a.model +
+                                                      " with its dynamic dims at other sizes");
+      }
+    }
+    ETC_RETURN_IF_ERROR(etc::mark_dynamic_shapes(builds, symbols_text)
+                            .add_context("while exporting " + a.model + " with " + sizes));
+    ETC_RETURN_IF_ERROR_CTX(etc::verify_graph(graph), "after marking the dynamic dims");
+    if (planned) {
+      etc::Pipeline plan{{"plan-memory"}};
+      etc::Result<etc::PipelineResult> r =
+          etc::run_pipeline(graph, plan, registry, context, etc::PipelineRunOptions{});
+      if (!r.ok()) return std::move(r).take_status().add_context("while compiling " + a.model);
+    }
+    std::fprintf(stderr, "dynamic dims: %s; memory planned for the upper bound\n",
+                 symbols_text.c_str());
+  }
 
   if (a.max_copies >= 0 && static_cast<int64_t>(report.copies.size()) > a.max_copies) {
     etc::Status s =

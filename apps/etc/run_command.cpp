@@ -132,10 +132,19 @@ Result<std::vector<HostTensor>> prepare_inputs(const RunArgs& args, const rt::Me
     }
     ETC_ASSIGN_OR_RETURN(rt::NpyArray a, rt::read_npy(path));
     const rt::TensorView& want = m.input(index);
-    if (a.dtype != want.dtype || a.shape != want.sizes) {
+    const std::vector<int64_t>& bound = m.input_bound(index);
+    bool fits = a.shape == bound;
+    if (m.input_is_dynamic(index) && a.shape.size() == bound.size()) {
+      fits = true;  // dynamic-bound: each dim at most its bound
+      for (size_t d = 0; d < bound.size(); ++d)
+        fits = fits && a.shape[d] <= bound[d];
+    }
+    if (a.dtype != want.dtype || !fits) {
       return invalid_input("input " + key + " must be " + std::string(dtype_name(want.dtype)) +
-                               shape_to_string(want.sizes) + ", but " + path + " holds " +
-                               std::string(dtype_name(a.dtype)) + shape_to_string(a.shape),
+                               shape_to_string(bound) +
+                               (m.input_is_dynamic(index) ? " or smaller (dynamic-bound)" : "") +
+                               ", but " + path + " holds " + std::string(dtype_name(a.dtype)) +
+                               shape_to_string(a.shape),
                            Location{.file = path});
     }
     given[index] = HostTensor{a.dtype, a.shape, std::move(a.data)};
@@ -177,9 +186,10 @@ Result<std::vector<HostTensor>> run_method(rt::Method& m, const rt::RuntimeEnv& 
       const rt::TensorView& t = m.input(i);
       const HostTensor& h = inputs[i];
       if (!m.input_is_bound(i)) {
-        ETC_RETURN_IF_ERROR(m.set_input(i, h.bytes.data(), h.bytes.size()));
+        ETC_RETURN_IF_ERROR(m.set_input(i, h.bytes.data(), h.bytes.size(), h.shape));
         continue;
       }
+      ETC_RETURN_IF_ERROR(m.resize_input(i, h.shape));
       ETC_ASSIGN_OR_RETURN(rt::DeviceBuffer b, rt::DeviceBuffer::allocate(*env.allocators, t.device,
                                                                           h.bytes.size(), 256));
       if (t.device.is_cpu()) {
@@ -361,12 +371,18 @@ Status check_decoder_signature(const rt::Method& m) {
            shape_to_string(m.input(i).sizes);
     return s;
   };
-  auto one_token = [](const rt::TensorView& t) {
-    return (t.dtype == DType::kInt64 || t.dtype == DType::kInt32) && t.numel() == 1;
+  // Token ids [1, n] (or [n]) and positions [n]: n is 1, or dynamic-bound (a prompt is then
+  // one call).
+  auto tokens = [&m](size_t i, bool ids) {
+    const rt::TensorView& t = m.input(i);
+    const std::vector<int64_t>& b = m.input_bound(i);
+    const bool dtype_ok =
+        ids ? (t.dtype == DType::kInt64 || t.dtype == DType::kInt32) : t.dtype == DType::kInt64;
+    const bool shape_ok = (b.size() == 1 && (ids || true)) || (ids && b.size() == 2 && b[0] == 1);
+    return dtype_ok && shape_ok && (t.numel() == 1 || m.input_is_dynamic(i));
   };
-  if (m.num_inputs() < 2 || !one_token(m.input(0)) || m.input(1).dtype != DType::kInt64 ||
-      m.input(1).numel() != 1 || m.num_outputs() < 1 || m.output(0).rank() < 1 ||
-      !dtype_is_float(m.output(0).dtype)) {
+  if (m.num_inputs() < 2 || !tokens(0, true) || !tokens(1, false) || m.input_bound(1).size() != 1 ||
+      m.num_outputs() < 1 || m.output(0).rank() < 1 || !dtype_is_float(m.output(0).dtype)) {
     return invalid_input(
         "--prompt/--steps need a decoder program: inputs (token ids int64[1, 1], positions "
         "int64[1], then any inputs held for every call) and logits as output 0; this program "
@@ -381,43 +397,56 @@ Status check_decoder_signature(const rt::Method& m) {
   return Status();
 }
 
-// Inputs of one call: the token and its position, then the held inputs (`fixed`, from
+// Inputs of one call: the tokens at positions first.., then the held inputs (`fixed`, from
 // --input or seeded random data).
-std::vector<HostTensor> decoder_inputs(const rt::Method& m, int64_t token, int64_t pos,
-                                       const std::vector<HostTensor>& fixed) {
-  HostTensor ids{m.input(0).dtype, m.input(0).sizes,
-                 std::string(static_cast<size_t>(dtype_size(m.input(0).dtype)), '\0')};
-  if (ids.dtype == DType::kInt64) {
-    std::memcpy(ids.bytes.data(), &token, 8);
-  } else {
-    auto t32 = static_cast<int32_t>(token);
-    std::memcpy(ids.bytes.data(), &t32, 4);
+std::vector<HostTensor> decoder_inputs(const rt::Method& m, std::span<const int64_t> tokens,
+                                       int64_t first, const std::vector<HostTensor>& fixed) {
+  const auto n = static_cast<int64_t>(tokens.size());
+  const DType t = m.input(0).dtype;
+  std::vector<int64_t> ids_shape = m.input_bound(0);
+  ids_shape.back() = n;
+  HostTensor ids{t, ids_shape, std::string(static_cast<size_t>(n * dtype_size(t)), '\0')};
+  HostTensor p{DType::kInt64, {n}, std::string(static_cast<size_t>(n * 8), '\0')};
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t pos = first + k;
+    if (t == DType::kInt64) {
+      std::memcpy(ids.bytes.data() + k * 8, &tokens[static_cast<size_t>(k)], 8);
+    } else {
+      auto t32 = static_cast<int32_t>(tokens[static_cast<size_t>(k)]);
+      std::memcpy(ids.bytes.data() + k * 4, &t32, 4);
+    }
+    std::memcpy(p.bytes.data() + k * 8, &pos, 8);
   }
-  HostTensor p{DType::kInt64, m.input(1).sizes, std::string(8, '\0')};
-  std::memcpy(p.bytes.data(), &pos, 8);
   std::vector<HostTensor> in{std::move(ids), std::move(p)};
   in.insert(in.end(), fixed.begin() + 2, fixed.end());
   return in;
 }
 
-// The last `vocab` values of output 0 as floats, and their argmax (the first maximum).
-int64_t last_row(const HostTensor& logits, std::vector<float>* row) {
+// The last `n` rows of output 0's last dim (the vocabulary) as floats, appended to `rows`;
+// returns the argmax of the last row (the first maximum).
+int64_t last_rows(const HostTensor& logits, int64_t n, std::vector<float>* rows) {
   const int64_t vocab = logits.shape.back();
-  const int64_t n = static_cast<int64_t>(logits.bytes.size()) / dtype_size(logits.dtype);
+  const int64_t total = static_cast<int64_t>(logits.bytes.size()) / dtype_size(logits.dtype);
+  const int64_t begin = std::max<int64_t>(0, total - n * vocab);
   int64_t best = 0;
-  row->resize(static_cast<size_t>(vocab));
-  for (int64_t k = 0; k < vocab; ++k) {
-    double v = load_as_double(logits.dtype,
-                              logits.bytes.data() + (n - vocab + k) * dtype_size(logits.dtype));
-    (*row)[static_cast<size_t>(k)] = static_cast<float>(v);
-    if (v > (*row)[static_cast<size_t>(best)]) best = k;
+  double best_v = 0;
+  for (int64_t k = begin; k < total; ++k) {
+    const double v =
+        load_as_double(logits.dtype, logits.bytes.data() + k * dtype_size(logits.dtype));
+    rows->push_back(static_cast<float>(v));
+    const int64_t col = (k - begin) % vocab;
+    if (k >= total - vocab && (col == 0 || v > best_v)) {
+      best = col;
+      best_v = v;
+    }
   }
   return best;
 }
 
-// Prefill (the prompt, one token per call), then `steps` greedy tokens. `reference`, when
-// given, runs the same calls in lockstep on the CPU reference, feeding it etc's tokens, and
-// its logits rows go to `ref_logits`.
+// Prefill, then `steps` greedy tokens. The prompt goes in one call per token, or, when the
+// program's token input is dynamic-bound, in calls of up to its bound. `reference`, when
+// given, runs the same calls in lockstep on the CPU reference, and its logits rows go to
+// `ref_logits`.
 Result<Generation> generate(rt::Method& m, const rt::RuntimeEnv& env,
                             const std::vector<int64_t>& prompt, int steps,
                             const std::vector<HostTensor>& fixed,
@@ -426,34 +455,39 @@ Result<Generation> generate(rt::Method& m, const rt::RuntimeEnv& env,
   Generation g;
   m.reset_state();
   if (reference != nullptr) reference->reset_state();
-  int64_t token = prompt.front();
-  std::vector<float> row, ref_row;
-  const auto calls = static_cast<int64_t>(prompt.size()) + steps - 1;
-  for (int64_t pos = 0; pos < calls; ++pos) {
-    std::vector<HostTensor> in = decoder_inputs(m, token, pos, fixed);
+  const int64_t chunk = m.input_is_dynamic(0) ? m.input_bound(0).back() : 1;
+  const auto prompt_len = static_cast<int64_t>(prompt.size());
+  std::vector<int64_t> tokens;
+  int64_t pos = 0;
+  while (pos < prompt_len + steps - 1) {
+    const bool prefill = pos < prompt_len;
+    if (prefill) {
+      const int64_t n = std::min(chunk, prompt_len - pos);
+      tokens.assign(prompt.begin() + pos, prompt.begin() + pos + n);
+    } else {
+      tokens = {g.ids.back()};
+    }
+    const auto n = static_cast<int64_t>(tokens.size());
+    std::vector<HostTensor> in = decoder_inputs(m, tokens, pos, fixed);
     Timings t;
     Result<std::vector<HostTensor>> out = run_method(m, env, in, 0, 1, &t, sync, true);
     if (!out.ok()) {
-      return std::move(out).take_status().add_context("at position " + std::to_string(pos) +
-                                                      " (token " + std::to_string(token) + ")");
+      return std::move(out).take_status().add_context(
+          "at position " + std::to_string(pos) +
+          (n == 1 ? " (token " + std::to_string(tokens[0]) + ")"
+                  : " (" + std::to_string(n) + " prompt tokens)"));
     }
-    const int64_t next = last_row((*out)[0], &row);
+    const int64_t next = last_rows((*out)[0], n, &g.logits);
+    g.vocab = (*out)[0].shape.back();
     g.last = *out;
-    g.vocab = static_cast<int64_t>(row.size());
-    g.logits.insert(g.logits.end(), row.begin(), row.end());
-    (pos < static_cast<int64_t>(prompt.size()) ? g.prefill : g.decode).push_back(t.compute.front());
+    (prefill ? g.prefill : g.decode).push_back(t.compute.front());
     if (reference != nullptr) {
       ETC_ASSIGN_OR_RETURN(std::vector<HostTensor> r,
                            run_method(*reference, *ref_env, in, 0, 1, nullptr, nullptr, true));
-      last_row(r[0], &ref_row);
-      ref_logits->insert(ref_logits->end(), ref_row.begin(), ref_row.end());
+      last_rows(r[0], n, ref_logits);
     }
-    if (pos + 1 < static_cast<int64_t>(prompt.size())) {
-      token = prompt[static_cast<size_t>(pos + 1)];
-    } else {
-      token = next;
-      g.ids.push_back(next);
-    }
+    pos += n;
+    if (pos >= prompt_len) g.ids.push_back(next);
   }
   return g;
 }

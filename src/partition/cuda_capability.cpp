@@ -55,6 +55,12 @@ std::optional<std::string> cuda_unsupported_reason(const Graph& graph, const Nod
   auto arg = [&](const char* name) -> const ArgValue& {
     return node.args[static_cast<size_t>(schema.arg_index(name))];
   };
+  auto dynamic = [&](ValueId v) { return graph.value(v).spec.dynamism != ShapeDynamism::kStatic; };
+  const std::vector<ValueId> reads = tensor_args(node);
+  if (std::any_of(reads.begin(), reads.end(), dynamic) ||
+      std::any_of(node.outputs.begin(), node.outputs.end(), dynamic))
+    return std::string(
+        "tensors with dynamic dims run on the host (the CUDA delegate plans static shapes)");
   switch (node.op) {
     case OpKind::AddTensor:
     case OpKind::SubTensor:

@@ -53,7 +53,10 @@ std::vector<ValueId> alias_views(Graph& graph) {
     const Value& y = graph.value(n.outputs[0]);
     const bool contiguous = x.spec.dim_order == contiguous_dim_order(x.spec.rank()) &&
                             y.spec.dim_order == contiguous_dim_order(y.spec.rank());
-    if (!is_planned(graph, x) || !is_planned(graph, y) || !x.spec.device.is_cpu() ||
+    // A dynamic-bound view is a kernel call: its sizes are computed at run time.
+    const bool dynamic =
+        x.spec.dynamism != ShapeDynamism::kStatic || y.spec.dynamism != ShapeDynamism::kStatic;
+    if (dynamic || !is_planned(graph, x) || !is_planned(graph, y) || !x.spec.device.is_cpu() ||
         !y.spec.device.is_cpu() || !contiguous || x.spec.dtype != y.spec.dtype ||
         x.spec.nbytes() != y.spec.nbytes()) {
       continue;

@@ -60,6 +60,8 @@ Value to_runtime_value(const pte::Plan& plan, const pte::EValue& v) {
       for (int32_t s : v.tensor.sizes)
         out.tensor.sizes.push_back(s);
       out.tensor.device = v.tensor.device;
+      // Dynamic-bound: the serialized sizes are the upper bound; kernels resize within it.
+      if (v.tensor.shape_dynamism == 1) out.tensor.capacity = out.tensor.nbytes();
       break;
     }
   }
@@ -211,6 +213,7 @@ Result<std::unique_ptr<Method>> Method::load_plan(const pte::Plan& plan,
     }
     m->inputs_.push_back(static_cast<size_t>(v));
     m->input_planned_.push_back(planned(v));
+    m->input_bounds_.push_back(m->values_[static_cast<size_t>(v)].tensor.sizes);
   }
   for (int32_t v : plan.outputs) {
     if (plan.values[static_cast<size_t>(v)].kind != pte::ValueKind::kTensor) {
@@ -300,6 +303,35 @@ Status Method::check_binding(const TensorView& t, const void* data, const std::s
                          " tensor but was given host memory; upload it to the device first (never "
                          "copied implicitly)");
   }
+  return Status();
+}
+
+Status Method::set_input(size_t i, const void* data, size_t bytes, std::span<const int64_t> sizes) {
+  if (i >= inputs_.size())
+    return invalid_input("input " + std::to_string(i) + " does not exist (" +
+                         std::to_string(inputs_.size()) + " inputs)");
+  ETC_RETURN_IF_ERROR(resize_input(i, sizes));
+  return set_input(i, data, bytes);
+}
+
+Status Method::resize_input(size_t i, std::span<const int64_t> sizes) {
+  TensorView& t = values_[inputs_[i]].tensor;
+  if (std::equal(t.sizes.begin(), t.sizes.end(), sizes.begin(), sizes.end())) return Status();
+  const std::vector<int64_t>& bound = input_bounds_[i];
+  bool fits = t.capacity >= 0 && sizes.size() == bound.size();
+  for (size_t d = 0; fits && d < sizes.size(); ++d)
+    fits = sizes[d] >= 0 && sizes[d] <= bound[d];
+  if (!fits) {
+    std::string want = "[";
+    for (size_t d = 0; d < sizes.size(); ++d)
+      want += (d ? ", " : "") + std::to_string(sizes[d]);
+    want += "]";
+    return invalid_input("input " + std::to_string(i) + " of shape " + want +
+                         (t.capacity < 0 ? " does not match its static shape "
+                                         : " is past its bound, each dim at most ") +
+                         shape_to_string(bound));
+  }
+  t.sizes.assign(sizes.begin(), sizes.end());
   return Status();
 }
 

@@ -56,6 +56,14 @@ class Method {
   // after its last use (as ExecuTorch plans inputs) is consumed by an execution and set again
   // before the next; execute() refuses otherwise.
   Status set_input(size_t i, const void* data, size_t bytes);
+  // The same for a dynamic-bound input given at `sizes` (each dim within its bound; a
+  // static input must be given at its shape).
+  Status set_input(size_t i, const void* data, size_t bytes, std::span<const int64_t> sizes);
+  // Resizes dynamic-bound input i (before bind_input, or set_input without sizes).
+  Status resize_input(size_t i, std::span<const int64_t> sizes);
+  // Input i's upper bound (its static shape for a static input).
+  const std::vector<int64_t>& input_bound(size_t i) const { return input_bounds_[i]; }
+  bool input_is_dynamic(size_t i) const { return values_[inputs_[i]].tensor.capacity >= 0; }
   // True when input i's planned memory is reused within an execution (set it every time).
   bool input_is_consumed(size_t i) const { return input_consumed_[i]; }
   // Points an unplanned input/output at caller memory of the tensor's device.
@@ -109,6 +117,7 @@ class Method {
   std::vector<bool> input_planned_, output_planned_;
   // Per input: its planned bytes are shared with another tensor; it holds the caller's data.
   std::vector<bool> input_consumed_, input_ready_, input_ever_set_;
+  std::vector<std::vector<int64_t>> input_bounds_;
   struct StateInit {
     void* data = nullptr;              // the state's planned (host) memory
     std::span<const uint8_t> initial;  // its initial bytes, in the program file

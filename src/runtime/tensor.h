@@ -18,6 +18,9 @@ struct TensorView {
   DType dtype = DType::kFloat32;
   std::vector<int64_t> sizes;
   Device device;
+  // A dynamic-bound tensor (ExecuTorch's DYNAMIC_BOUND): the bytes its memory holds, up to
+  // which a kernel may resize it (same rank, any sizes). -1: static, its sizes are fixed.
+  int64_t capacity = -1;
 
   size_t rank() const { return sizes.size(); }
   int64_t numel() const {

@@ -167,8 +167,11 @@ def main(argv):
              ["records 'linear' as float32[4, 17]; etc computes float32[4, 16]"])
 
         dyn = read_archive(os.path.join(programs, "linear_dynamic.pt2"))
-        case("symbolic dims without --input-shape", dyn,
-             ["has symbolic dims (s77 in [1, 64])", "--input-shape x=s77x32"])
+
+        def unbounded(m):
+            m["range_constraints"]["s77"]["max_val"] = "int_oo"
+        case("a symbolic dim without an upper bound", edit_program(dyn, unbounded),
+             ["symbol s77 (inputs x) has no upper bound", "Dim(max=...)", "--input-shape"])
         case("--input-shape outside the range", dyn, ["outside s77 in [1, 64]"], code=2,
              extra=["--input-shape", "x=65x32"])
         case("--input-shape fixing a static dim", dyn, ["dim 1 is 31"], code=2,

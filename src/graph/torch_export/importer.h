@@ -28,6 +28,8 @@ class Importer {
       : zip_(std::move(zip)), options_(options) {}
 
   Result<Graph> run();
+  // The user inputs' symbols that options.input_shapes leaves open, with their ranges.
+  Result<std::vector<TorchSymbol>> input_symbols();
 
   Location at(const std::string& pointer, const std::string& node = {}) const {
     Location loc = zip_.at(model_entry_);

@@ -569,6 +569,26 @@ Status Importer::read_inputs() {
         return sym + " in [" + lo + ", " + hi + "]";
       };
       auto given = options_.input_shapes.find(name);
+      // A point of a bounded dynamic export: every symbol has a value.
+      std::vector<int64_t> at_point;
+      bool valued = dynamic && given == options_.input_shapes.end();
+      for (size_t k = 0; valued && k < sizes.size(); ++k) {
+        if (symbols[k].empty()) {
+          at_point.push_back(sizes[k]);
+        } else if (auto it = options_.symbol_values.find(symbols[k]);
+                   it != options_.symbol_values.end()) {
+          at_point.push_back(it->second);
+        } else {
+          valued = false;
+        }
+      }
+      if (valued) {
+        for (size_t k = 0; k < sizes.size(); ++k) {
+          if (!symbols[k].empty()) sym_ints_[symbols[k]] = at_point[k];
+        }
+        sizes = at_point;
+        dynamic = false;
+      }
       if (dynamic && given == options_.input_shapes.end()) {
         std::string dims, syms, tmpl;
         for (size_t k = 0; k < sizes.size(); ++k) {
@@ -886,6 +906,57 @@ Result<Graph> parse_torch_export(std::shared_ptr<const Blob> archive, const std:
                        torch_import::ZipArchive::open(std::move(archive), file));
   torch_import::Importer importer(std::move(zip), options);
   return importer.run();
+}
+
+Result<std::vector<TorchSymbol>> torch_import::Importer::input_symbols() {
+  ETC_RETURN_IF_ERROR(find_layout());
+  ETC_RETURN_IF_ERROR(check_versions());
+  ETC_RETURN_IF_ERROR(read_program());
+  std::vector<TorchSymbol> out;
+  const Json& gm = program_["graph_module"];
+  if (!gm.is_object() || !gm.contains("signature") || !gm.contains("graph")) return out;
+  const Json& specs = gm["signature"].value("input_specs", Json::array());
+  const Json& inputs = gm["graph"].value("inputs", Json::array());
+  const Json& values = gm["graph"].value("tensor_values", Json::object());
+  const Json& ranges = program_.value("range_constraints", Json::object());
+  for (size_t i = 0; i < specs.size() && i < inputs.size(); ++i) {
+    if (!specs[i].is_object() || !specs[i].contains("user_input")) continue;
+    if (!inputs[i].is_object() || !inputs[i].contains("as_tensor")) continue;
+    const std::string name = inputs[i]["as_tensor"].value("name", "");
+    if (options_.input_shapes.count(name) || !values.contains(name)) continue;
+    for (const Json& d : values[name].value("sizes", Json::array())) {
+      if (!d.is_object() || !d.contains("as_expr") || !d["as_expr"].is_object()) continue;
+      const std::string sym = bare_symbol(d["as_expr"].value("expr_str", ""));
+      if (sym.empty()) continue;  // read_inputs names the expression it refuses
+      auto it =
+          std::find_if(out.begin(), out.end(), [&](const TorchSymbol& s) { return s.name == sym; });
+      if (it == out.end()) {
+        TorchSymbol s{sym, 0, -1, {}};
+        if (ranges.contains(sym) && ranges[sym].is_object()) {
+          const Json& r = ranges[sym];
+          if (r.contains("min_val") && r["min_val"].is_number_integer())
+            s.min = r["min_val"].get<int64_t>();
+          if (r.contains("max_val") && r["max_val"].is_number_integer())
+            s.max = r["max_val"].get<int64_t>();
+        }
+        out.push_back(s);
+        it = out.end() - 1;
+      }
+      if (std::find(it->inputs.begin(), it->inputs.end(), name) == it->inputs.end())
+        it->inputs.push_back(name);
+    }
+  }
+  return out;
+}
+
+Result<std::vector<TorchSymbol>> torch_export_input_symbols(const std::string& path,
+                                                            const TorchImportOptions& options) {
+  ETC_ASSIGN_OR_RETURN(std::shared_ptr<const Blob> blob, map_file(path));
+  if (!torch_import::looks_like_zip(blob->bytes())) return std::vector<TorchSymbol>();
+  ETC_ASSIGN_OR_RETURN(torch_import::ZipArchive zip,
+                       torch_import::ZipArchive::open(std::move(blob), path));
+  torch_import::Importer importer(std::move(zip), options);
+  return importer.input_symbols();
 }
 
 Result<Graph> load_torch_export_file(const std::string& path, const TorchImportOptions& options) {

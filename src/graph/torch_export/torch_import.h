@@ -33,7 +33,20 @@ struct TorchImportOptions {
   // Sizes for inputs with symbolic dims (`--input-shape x=1x128`), checked against the
   // program's range constraints.
   std::map<std::string, std::vector<int64_t>> input_shapes;
+  // A value for each symbol of the inputs not in input_shapes (one point of a bounded
+  // dynamic export: the importer builds the program with the dims at these sizes).
+  std::map<std::string, int64_t> symbol_values;
 };
+
+// A symbol of the program's user inputs (a dim exported with dynamic_shapes) that
+// input_shapes does not fix, with its range constraint (max -1: unbounded).
+struct TorchSymbol {
+  std::string name;
+  int64_t min = 0, max = -1;
+  std::vector<std::string> inputs;  // the inputs it sizes
+};
+Result<std::vector<TorchSymbol>> torch_export_input_symbols(const std::string& path,
+                                                            const TorchImportOptions& options);
 
 Result<Graph> load_torch_export_file(const std::string& path,
                                      const TorchImportOptions& options = {});

@@ -391,6 +391,8 @@ Converter reshape_like(const char* size_arg) {
       return n.set_known_output(0, known_reshape(*self->known, shape));
     }
     ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+    // A -1 is resolved here: a dynamic export marks its one dynamic entry -1 itself.
+    ETC_ASSIGN_OR_RETURN(shape, resolve_shape(n, shape, numel_of(n.sizes(x))));
     ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Reshape, {{"self", x}, {"shape", shape}}));
     return n.set_output(0, out);
   };

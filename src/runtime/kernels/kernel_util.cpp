@@ -213,10 +213,21 @@ std::string shape_str(std::span<const int64_t> sizes) {
   return shape_to_string(sizes);
 }
 
-Status check_out_shape(const KernelContext& ctx, const TensorView& out,
-                       std::span<const int64_t> expected, const char* name) {
+Status check_out_shape(const KernelContext& ctx, TensorView& out, std::span<const int64_t> expected,
+                       const char* name) {
   if (std::equal(out.sizes.begin(), out.sizes.end(), expected.begin(), expected.end()))
     return Status();
+  if (out.capacity >= 0 && expected.size() == out.sizes.size()) {
+    auto numel = checked_numel(expected);
+    auto bytes = numel ? checked_mul(*numel, dtype_size(out.dtype)) : std::nullopt;
+    if (bytes && *bytes <= out.capacity) {
+      out.sizes.assign(expected.begin(), expected.end());
+      return Status();
+    }
+    return ctx.error(std::string(name) + " needs shape " + shape_str(expected) +
+                     ", past its bound " + shape_str(out.sizes) + " (" +
+                     std::to_string(out.capacity) + " bytes planned)");
+  }
   return ctx.error(std::string(name) + " has shape " + shape_str(out.sizes) + ", expected " +
                    shape_str(expected));
 }
@@ -228,8 +239,8 @@ Status check_out_dtype(const KernelContext& ctx, const TensorView& out, DType ex
                    ", expected " + std::string(dtype_name(expected)));
 }
 
-Status check_out(const KernelContext& ctx, const TensorView& out,
-                 std::span<const int64_t> expected_sizes, DType expected_dtype, const char* name) {
+Status check_out(const KernelContext& ctx, TensorView& out, std::span<const int64_t> expected_sizes,
+                 DType expected_dtype, const char* name) {
   ETC_RETURN_IF_ERROR(check_out_dtype(ctx, out, expected_dtype, name));
   return check_out_shape(ctx, out, expected_sizes, name);
 }
@@ -344,7 +355,7 @@ Result<CatShape> check_cat(const KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(
       check_args(ctx, args, {{"tensors", Arg::kTensorList}, {"dim", Arg::kInt}}, {"out"}));
   const std::vector<TensorView*>& ts = args[0]->tensors;
-  const TensorView& out = args[2]->tensor;
+  TensorView& out = args[2]->tensor;
   if (ts.empty()) return ctx.error("tensors must not be empty");
   CatShape shape;
   DType dtype = ts[0]->dtype;
@@ -400,7 +411,7 @@ Result<UpsampleShape> check_upsample2d(const KernelContext& ctx, std::span<Value
   const TensorView& x = args[0]->tensor;
   const Value& sizes = *args[1];
   const Value& scales = *args[bilinear ? 3 : 2];
-  const TensorView& out = args[bilinear ? 4 : 3]->tensor;
+  TensorView& out = args[bilinear ? 4 : 3]->tensor;
   if (x.rank() != 4) return ctx.error("input must have rank 4, got " + shape_str(x.sizes));
   if (!dtype_is_float(x.dtype))
     return unsupported_dtype(ctx, "input", x.dtype, "a floating-point dtype");

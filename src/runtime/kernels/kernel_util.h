@@ -266,14 +266,15 @@ std::optional<DType> opt_dtype_arg(std::span<Value*> args, size_t i);
 std::string shape_str(std::span<const int64_t> sizes);
 
 // "<name> has shape [2, 4], expected [2, 3]" unless out.sizes == expected.
-Status check_out_shape(const KernelContext& ctx, const TensorView& out,
-                       std::span<const int64_t> expected, const char* name = "out");
+// A dynamic-bound out tensor (capacity >= 0) is resized to `expected` when that fits its
+// capacity and rank, as ExecuTorch's kernels resize_tensor; a static one must match.
+Status check_out_shape(const KernelContext& ctx, TensorView& out, std::span<const int64_t> expected,
+                       const char* name = "out");
 // "<name> has dtype int32, expected float32" unless out.dtype == expected.
 Status check_out_dtype(const KernelContext& ctx, const TensorView& out, DType expected,
                        const char* name = "out");
-Status check_out(const KernelContext& ctx, const TensorView& out,
-                 std::span<const int64_t> expected_sizes, DType expected_dtype,
-                 const char* name = "out");
+Status check_out(const KernelContext& ctx, TensorView& out, std::span<const int64_t> expected_sizes,
+                 DType expected_dtype, const char* name = "out");
 
 // Wraps a possibly negative dim into [0, rank); an error names the argument otherwise.
 // A rank of 0 accepts dims -1 and 0 (as ATen).
