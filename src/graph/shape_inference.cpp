@@ -908,6 +908,13 @@ Status infer_index_put(const InferContext& ctx, std::vector<TensorType>& out) {
   return Status();
 }
 
+// full_like: self's shape (only its shape is read), in dtype or self's dtype.
+Status infer_full_like(const InferContext& ctx, std::vector<TensorType>& out) {
+  const TensorSpec& self = ctx.tensor("self");
+  out.push_back({ctx.dtype_arg("dtype").value_or(self.dtype), self.sizes});
+  return Status();
+}
+
 Status infer_full(const InferContext& ctx, std::vector<TensorType>& out) {
   Scalar v = ctx.scalar("fill_value");
   DType fallback = v.is_float() ? DType::kFloat32 : v.is_bool() ? DType::kBool : DType::kInt64;

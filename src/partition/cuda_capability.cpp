@@ -150,6 +150,7 @@ std::optional<std::string> cuda_unsupported_reason(const Graph& graph, const Nod
     case OpKind::UpsampleNearest2d:
     case OpKind::UpsampleBilinear2d:
       return floats_only(graph, node);
+    case OpKind::FullLike:  // emitted only for a dynamic-bound self, which stays on the host
     case OpKind::IndexTensor:
     case OpKind::IndexPut:
       return std::string("advanced indexing has no CUDA kernel yet and runs on the host");

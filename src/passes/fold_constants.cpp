@@ -179,6 +179,21 @@ struct Folder {
       return ConstantData{make_blob(std::move(bytes)), 0, size};
     };
     switch (n.op) {
+      case OpKind::FullLike: {
+        const Scalar& v = std::get<Scalar>(arg("fill_value"));
+        std::string bytes(static_cast<size_t>(out.nbytes()), '\0');
+        if (out.numel() > 0) {
+          if (dtype_is_float(out.dtype)) {
+            store_float_as(out.dtype, v.to_double(), bytes.data());
+          } else {
+            const auto i = static_cast<int64_t>(v.to_double());
+            std::memcpy(bytes.data(), &i, elem);  // little-endian: the low bytes
+          }
+          for (size_t k = elem; k < bytes.size(); k += elem)
+            std::memcpy(bytes.data() + k, bytes.data(), elem);
+        }
+        return fresh(std::move(bytes));
+      }
       case OpKind::View:
       case OpKind::Reshape:
       case OpKind::Clone:
@@ -293,7 +308,10 @@ Result<bool> fold_constants(Graph& graph, PassContext&) {
   for (NodeId id : order) {
     const Node& n = graph.node(id);
     if (n.outputs.size() != 1 || n.delegate != nullptr || graph.is_live_out(n.outputs[0])) continue;
-    if (!all_inputs_constant(graph, n)) continue;
+    // full_like reads only its self's shape: a static one folds whatever self is.
+    const bool static_fill = n.op == OpKind::FullLike &&
+                             graph.value(n.outputs[0]).spec.dynamism == ShapeDynamism::kStatic;
+    if (!static_fill && !all_inputs_constant(graph, n)) continue;
     std::optional<ConstantData> data = Folder{graph, n, arena}.run();
     if (!data) continue;
     ValueId out = n.outputs[0];

@@ -179,6 +179,10 @@ const char* portable_kernel_schema(OpKind op) {
              "sparse=False, *, Tensor(a!) out) -> Tensor(a!)";
     case OpKind::Full:
       return "full.out(SymInt[] size, Scalar fill_value, *, Tensor(a!) out) -> Tensor(a!)";
+    case OpKind::FullLike:
+      // The out tensor carries the dtype.
+      return "full_like.out(Tensor self, Scalar fill_value, *, MemoryFormat? memory_format=None, "
+             "Tensor(a!) out) -> Tensor(a!)";
     case OpKind::Ones:
       return "ones.out(SymInt[] size, *, Tensor(a!) out) -> Tensor(a!)";
     case OpKind::Zeros:

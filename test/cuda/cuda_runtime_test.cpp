@@ -154,7 +154,8 @@ TEST_CASE("every op the CUDA capability table can delegate has a CUDA kernel", "
     // and compiler-inserted ops.
     if (info.kind == OpKind::MaxPool2dWithIndices || info.kind == OpKind::H2DCopy ||
         info.kind == OpKind::D2HCopy || info.kind == OpKind::DelegateCall ||
-        info.kind == OpKind::IndexTensor || info.kind == OpKind::IndexPut)
+        info.kind == OpKind::IndexTensor || info.kind == OpKind::IndexPut ||
+        info.kind == OpKind::FullLike)
       continue;
     std::string name = info.name;  // "aten.add.Tensor" -> "aten::add.Tensor"
     name.replace(name.find('.'), 1, "::");

@@ -455,6 +455,12 @@ TEST_CASE("advanced indexing: index.Tensor and index_put") {
 
 TEST_CASE("full, zeros and ones") {
   OpTester t;
+  // full_like: self's shape, the dtype given or self's.
+  auto like = t.in(f32, {3, 5});
+  CHECK(t.one(OpKind::FullLike, {{"self", like}, {"fill_value", Scalar{-1.0}}}) == T(f32, {3, 5}));
+  CHECK(t.one(OpKind::FullLike,
+              {{"self", like}, {"fill_value", Scalar{int64_t{0}}}, {"dtype", DType::kBool}}) ==
+        T(DType::kBool, {3, 5}));
   CHECK(t.one(OpKind::Full, {{"size", ints({2, 2})}, {"fill_value", Scalar{1.5}}}) ==
         T(f32, {2, 2}));
   CHECK(t.one(OpKind::Full, {{"size", ints({3})}, {"fill_value", Scalar{int64_t{7}}}}) ==
@@ -484,8 +490,8 @@ TEST_CASE("every op in the table is covered by this file") {
   size_t aten = 0;
   for (const OpInfo& op : all_ops())
     aten += op.schema.ns == "aten";
-  CHECK(aten == 66);
-  CHECK(all_ops().size() == 69);
+  CHECK(aten == 67);
+  CHECK(all_ops().size() == 70);
 }
 
 }  // namespace

@@ -95,11 +95,11 @@ TEST_CASE("a view with two moving dims, and a constant that moves, are errors") 
   REQUIRE_FALSE(s.ok());
   CHECK(s.to_string().find("argument 'size' of node 'v'") != std::string::npos);
 
-  auto with_constant = [](int64_t s) {
+  auto with_constant = [](int64_t n) {
     Graph g;
-    ValueId x = g.add_input("x", TensorSpec::make(DType::kFloat32, {s}));
-    TensorSpec c = TensorSpec::make(DType::kFloat32, {s});
-    std::string bytes(static_cast<size_t>(4 * s), '\0');
+    ValueId x = g.add_input("x", TensorSpec::make(DType::kFloat32, {n}));
+    TensorSpec c = TensorSpec::make(DType::kFloat32, {n});
+    std::string bytes(static_cast<size_t>(4 * n), '\0');
     c.constant = ConstantData{make_blob(bytes), 0, bytes.size()};
     ValueId k = g.add_constant("mask", std::move(c));
     ValueId y = node(g, OpKind::AddTensor, "y", {{"self", x}, {"other", k}});

@@ -31,6 +31,8 @@ class Importer {
   // The user inputs' symbols that options.input_shapes leaves open, with their ranges.
   Result<std::vector<TorchSymbol>> input_symbols();
 
+  const TorchImportOptions& options() const { return options_; }
+
   Location at(const std::string& pointer, const std::string& node = {}) const {
     Location loc = zip_.at(model_entry_);
     loc.pointer = pointer;

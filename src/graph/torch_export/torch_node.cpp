@@ -455,6 +455,10 @@ Status TorchNode::set_int_output(int i, int64_t v) {
   return Status();
 }
 
+bool TorchNode::dynamic_build() const {
+  return !im_.options().symbol_values.empty();
+}
+
 Status TorchNode::rebind(std::string_view arg, ValueId v) {
   ETC_ASSIGN_OR_RETURN(const Json* j, arg_json(arg));
   if (j == nullptr || !j->contains("as_tensor")) return invalid("in-place op without a tensor");

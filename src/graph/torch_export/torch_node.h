@@ -84,6 +84,9 @@ class TorchNode {
   // For an in-place op (relu_, add_): later reads of argument `arg` see `v`.
   Status rebind(std::string_view arg, ValueId v);
 
+  // Whether this import is one build of a bounded dynamic export (options.symbol_values).
+  bool dynamic_build() const;
+
   // --- Errors ---------------------------------------------------------------------------
   Status invalid(const std::string& message) const;
   Status unsupported(const std::string& message) const;

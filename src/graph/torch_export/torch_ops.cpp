@@ -336,6 +336,21 @@ Converter fill(std::optional<double> value, bool like) {
         fallback = s.is_float() ? DType::kFloat32 : s.is_bool() ? DType::kBool : DType::kInt64;
     }
     ETC_ASSIGN_OR_RETURN(DType d, creation_dtype(n, fallback));
+    if (like && n.dynamic_build()) {
+      // In a bounded dynamic build the shape of a run-time tensor may move: full_like stays
+      // an op (fold-constants folds it where the shape is static).
+      ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+      if (!self->known) {
+        ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+        Scalar fill = dtype_is_float(d)   ? Scalar{v}
+                      : d == DType::kBool ? Scalar{v != 0.0}
+                                          : Scalar{static_cast<int64_t>(v)};
+        ETC_ASSIGN_OR_RETURN(
+            ValueId out,
+            n.emit(OpKind::FullLike, {{"self", x}, {"fill_value", fill}, {"dtype", d}}));
+        return n.set_output(0, out);
+      }
+    }
     ETC_RETURN_IF_ERROR(check_known_size(n, shape));
     return n.set_known_output(0, known_full(d, shape, v));
   };

@@ -204,6 +204,20 @@ Status full_like_out_kernel(KernelContext& ctx, std::span<Value*> args) {
   return fill(ctx, tensor_arg(args, 0).sizes, std::nullopt, *args[1], out_arg(args, 3));
 }
 
+// The IR's functional form (inside delegate subgraphs): the out tensor carries the dtype.
+Status full_like_default_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args,
+                                 {{"self", Arg::kTensor},
+                                  {"fill_value", Arg::kScalar},
+                                  {"dtype", Arg::kOptScalarType},
+                                  {"layout", Arg::kOptEnum},
+                                  {"device", Arg::kOptEnum},
+                                  {"pin_memory", Arg::kOptBool},
+                                  {"memory_format", Arg::kOptEnum}},
+                                 {"out"}));
+  return fill(ctx, tensor_arg(args, 0).sizes, opt_dtype_arg(args, 2), *args[1], out_arg(args, 7));
+}
+
 Status scalar_tensor_out_kernel(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args, {{"s", Arg::kScalar}}, {"out"}));
   return fill(ctx, std::vector<int64_t>{}, std::nullopt, *args[0], out_arg(args, 1));
@@ -214,6 +228,7 @@ Status scalar_tensor_out_kernel(KernelContext& ctx, std::span<Value*> args) {
 Status register_creation_kernels(OperatorRegistry& r) {
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::arange.start_out"}, arange_start_out_kernel));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::full_like.out"}, full_like_out_kernel));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::full_like.default"}, full_like_default_kernel));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::scalar_tensor.out"}, scalar_tensor_out_kernel));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::_to_copy.default"}, to_copy_kernel));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::_to_copy.out"}, to_copy_out_kernel));
