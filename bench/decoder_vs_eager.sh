@@ -4,7 +4,9 @@
 # module with the same KV-cache logic (bench/torch_decode.py), at 1 and 2 threads, in one run.
 # Prints decode ms per token (median) and tokens/s for both and the ratio etc / eager (below
 # 1: etc is faster), checks that both generate the same ids, and prints each program's
-# planned bytes against the lower bound with the cache counted once.
+# planned bytes against the lower bound with the cache counted once. The decoder exported
+# with a dynamic sequence also prefills a 100-token prompt in one call, timed against
+# PyTorch doing the same.
 #
 # Usage: bench/decoder_vs_eager.sh [ETC_BINARY]   (default build/apps/etc/etc)
 # Environment: STEPS (200: the Llama-style decoder fills most of its 256-row cache).
@@ -33,7 +35,7 @@ for model in llama_decoder whisper_step; do
   done
   "$ETC" export "$d/model.pt2" -o "$WORK/$model.pte" --target cpu --report "$WORK/$model.report.json" >/dev/null 2>&1
   for t in 1 2; do
-    "$ETC" run "$WORK/$model.pte" --device cpu --threads "$t" --prompt "$d/prompt.npy" --steps "$steps" \
+    "$ETC" run "$WORK/$model.pte" --device cpu --threads "$t" --warmup 1 --prompt "$d/prompt.npy" --steps "$steps" \
       "${extra_etc[@]}" --json >"$WORK/etc.json"
     "$PY" "$ROOT/bench/torch_decode.py" "$model" "$d/prompt.npy" "$steps" "$t" "${extra[@]}" >"$WORK/eager.json"
     e=$(field "$WORK/etc.json" '["timing_ms"]["decode_median"]')
@@ -44,8 +46,24 @@ for model in llama_decoder whisper_step; do
   done
 done
 echo
+echo "prefill of a 100-token prompt in one call (llama_decoder_dynamic, sequence in [1, 128])"
+printf '%-7s %12s %12s %7s %5s\n' threads "etc ms" "eager ms" ratio ids
+d="$FIX/llama_decoder_dynamic"
+"$PY" -c "import numpy as np; np.save('$WORK/prompt100.npy', (np.arange(100) * 37 % 1000).astype(np.int64))"
+"$ETC" export "$d/model.pt2" -o "$WORK/dyn.pte" --target cpu >/dev/null 2>&1
+for t in 1 2; do
+  "$ETC" run "$WORK/dyn.pte" --device cpu --threads "$t" --warmup 1 --prompt "$WORK/prompt100.npy" --steps 8 --json >"$WORK/etc.json"
+  "$PY" "$ROOT/bench/torch_decode.py" --whole-prompt llama_decoder_dynamic "$WORK/prompt100.npy" 8 "$t" >"$WORK/eager.json"
+  e=$(field "$WORK/etc.json" '["timing_ms"]["prefill_total"]')
+  p=$(field "$WORK/eager.json" '["prefill_ms"]')
+  same=$("$PY" -c "import json,sys; a=json.load(open(sys.argv[1]))['generated_ids']; b=json.load(open(sys.argv[2]))['generated_ids']; print('same' if a==b else 'DIFF')" "$WORK/etc.json" "$WORK/eager.json")
+  "$PY" -c "import sys; e,p=map(float,sys.argv[2:4]); print('%-7s %12.3f %12.3f %7.2f %5s' % (sys.argv[1], e, p, e/p, sys.argv[4]))" "$t" "$e" "$p" "$same"
+done
+echo
 echo "memory (--target cpu): planned bytes, the lower bound (the cache counted once, live for the whole run), the state"
-for model in llama_decoder whisper_step; do
+"$ETC" export "$FIX/llama_decoder_dynamic/model.pt2" -o "$WORK/llama_decoder_dynamic.pte" --target cpu \
+  --report "$WORK/llama_decoder_dynamic.report.json" >/dev/null 2>&1
+for model in llama_decoder llama_decoder_dynamic whisper_step; do
   "$PY" - "$WORK/$model.report.json" "$ETC" "$WORK/$model.pte" "$model" <<'PY'
 import json, subprocess, sys
 report, etc, pte, model = sys.argv[1:]

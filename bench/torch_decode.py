@@ -7,7 +7,9 @@ prompt one token per call, then STEPS tokens, each fed back in, the KV cache in 
 buffers; torch.no_grad(), THREADS intra-op threads. Prints one JSON object: the ids, the
 prompt's total ms and the median/min ms of the decode calls.
 
-Usage: torch_decode.py NAME PROMPT.npy STEPS THREADS [EXTRA_INPUT.npy...]"""
+With --whole-prompt the prompt is one call (the decoder exported with a dynamic sequence).
+
+Usage: torch_decode.py [--whole-prompt] NAME PROMPT.npy STEPS THREADS [EXTRA_INPUT.npy...]"""
 import importlib.util
 import json
 import os
@@ -22,6 +24,8 @@ import torch
 
 
 def main(argv):
+    whole = "--whole-prompt" in argv
+    argv = [a for a in argv if a != "--whole-prompt"]
     name, prompt_path, steps, threads = argv[1], argv[2], int(argv[3]), int(argv[4])
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     spec = importlib.util.spec_from_file_location(
@@ -35,8 +39,16 @@ def main(argv):
     prompt = np.load(prompt_path).reshape(-1).tolist()
     ids, prefill, decode = [], 0.0, []
     token = prompt[0]
-    with torch.no_grad():
-        for pos in range(len(prompt) + steps - 1):
+    with torch.no_grad():  # one untimed call first, as etc's --warmup 1 does
+        model(torch.tensor([prompt[:1]]), torch.tensor([0]), *extra)
+        if whole:
+            start = time.perf_counter()
+            out = model(torch.tensor([prompt]), torch.arange(len(prompt)), *extra)
+            prefill = time.perf_counter() - start
+            logits = out[0] if isinstance(out, tuple) else out
+            ids.append(int(logits.reshape(-1, logits.shape[-1])[-1].argmax()))
+            token = ids[-1]
+        for pos in range(len(prompt) if whole else 0, len(prompt) + steps - 1):
             tokens, positions = torch.tensor([[token]]), torch.tensor([pos])
             start = time.perf_counter()
             out = model(tokens, positions, *extra)

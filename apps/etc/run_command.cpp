@@ -531,6 +531,12 @@ Status run_generation(const RunArgs& args, const pte::File& file, rt::Method& me
     ref_env = ref_rt->env();
     ETC_ASSIGN_OR_RETURN(ref, rt::Method::load(file, 0, ref_env));
   }
+  // --warmup N: N untimed generations first (the first call packs the weights).
+  for (int w = 0; w < args.warmup; ++w) {
+    ETC_RETURN_IF_ERROR(
+        generate(method, env, prompt, args.steps, fixed, sync, nullptr, nullptr, nullptr)
+            .take_status());
+  }
   ETC_ASSIGN_OR_RETURN(Generation g, generate(method, env, prompt, args.steps, fixed, sync,
                                               ref.get(), ref ? &ref_env : nullptr, &ref_logits));
   Comparison cmp;

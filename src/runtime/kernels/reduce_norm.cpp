@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "runtime/kernels/kernel_util.h"
+#include "runtime/kernels/parallel.h"
 
 namespace etc::rt::kernels {
 namespace {
@@ -193,30 +194,35 @@ void softmax_typed(const TensorView& self, int64_t dim, bool log, TensorView& ou
     inner *= self.sizes[d];
   const G neg_inf = -std::numeric_limits<G>::infinity();
   if (inner == 1) {
-    for (int64_t o = 0; o < outer; ++o) {
-      const G* xr = x + o * len;
-      G* yr = y + o * len;
-      // Subtracting the row max keeps exp() from overflowing.
-      G mx = neg_inf;
-      for (int64_t i = 0; i < len; ++i)
-        mx = xr[i] > mx ? xr[i] : mx;
-      G sum = 0;
-      if (log) {
+    // Rows are independent, each computed by one thread in the same order as serially: the
+    // result does not depend on the thread count.
+    const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(len, 1));
+    parallel_for(outer, grain, [&](int64_t begin, int64_t end) {
+      for (int64_t o = begin; o < end; ++o) {
+        const G* xr = x + o * len;
+        G* yr = y + o * len;
+        // Subtracting the row max keeps exp() from overflowing.
+        G mx = neg_inf;
         for (int64_t i = 0; i < len; ++i)
-          sum += std::exp(xr[i] - mx);
-        const G lse = mx + std::log(sum);
-        for (int64_t i = 0; i < len; ++i)
-          yr[i] = xr[i] - lse;
-      } else {
-        for (int64_t i = 0; i < len; ++i) {
-          yr[i] = std::exp(xr[i] - mx);
-          sum += yr[i];
+          mx = xr[i] > mx ? xr[i] : mx;
+        G sum = 0;
+        if (log) {
+          for (int64_t i = 0; i < len; ++i)
+            sum += std::exp(xr[i] - mx);
+          const G lse = mx + std::log(sum);
+          for (int64_t i = 0; i < len; ++i)
+            yr[i] = xr[i] - lse;
+        } else {
+          for (int64_t i = 0; i < len; ++i) {
+            yr[i] = std::exp(xr[i] - mx);
+            sum += yr[i];
+          }
+          const G inv = G(1) / sum;
+          for (int64_t i = 0; i < len; ++i)
+            yr[i] *= inv;
         }
-        const G inv = G(1) / sum;
-        for (int64_t i = 0; i < len; ++i)
-          yr[i] *= inv;
       }
-    }
+    });
   } else {
     // Softmax over a non-innermost dim: keep one running max / sum per inner position so
     // that every loop walks contiguous memory.
