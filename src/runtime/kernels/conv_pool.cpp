@@ -217,7 +217,10 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
   if (!transposed) {
     const bool pointwise = g.kh == 1 && g.kw == 1 && g.stride[0] == 1 && g.stride[1] == 1 &&
                            g.pad[0] == 0 && g.pad[1] == 0;
-    const bool is_depthwise = cin_g == 1 && !pointwise;
+    // The direct loop is for depthwise convolutions, where a GEMM would have M = cout_g of 1
+    // (or a small channel multiplier); one input channel feeding many outputs (an STFT as a
+    // convolution: 1 -> 258 channels, a 256-wide kernel) is a proper GEMM.
+    const bool is_depthwise = cin_g == 1 && cout_g <= 4 && !pointwise;
     // Constant float weights: packed once, then every call skips packing them.
     const int64_t kdim = cin_g * kk;
     const PackedConvWeights* packed = nullptr;
