@@ -35,9 +35,9 @@ for model in llama_decoder whisper_step; do
   done
   "$ETC" export "$d/model.pt2" -o "$WORK/$model.pte" --target cpu --report "$WORK/$model.report.json" >/dev/null 2>&1
   for t in 1 2; do
-    "$ETC" run "$WORK/$model.pte" --device cpu --threads "$t" --warmup 1 --prompt "$d/prompt.npy" --steps "$steps" \
+    "$ETC" run "$WORK/$model.pte" --device cpu --threads "$t" --warmup 1 --iterations 3 --prompt "$d/prompt.npy" --steps "$steps" \
       "${extra_etc[@]}" --json >"$WORK/etc.json"
-    "$PY" "$ROOT/bench/torch_decode.py" "$model" "$d/prompt.npy" "$steps" "$t" "${extra[@]}" >"$WORK/eager.json"
+    "$PY" "$ROOT/bench/torch_decode.py" --repeat 3 "$model" "$d/prompt.npy" "$steps" "$t" "${extra[@]}" >"$WORK/eager.json"
     e=$(field "$WORK/etc.json" '["timing_ms"]["decode_median"]')
     p=$(field "$WORK/eager.json" '["decode_median_ms"]')
     same=$("$PY" -c "import json,sys; a=json.load(open(sys.argv[1]))['generated_ids']; b=json.load(open(sys.argv[2]))['generated_ids']; print('same' if a==b else 'DIFF')" "$WORK/etc.json" "$WORK/eager.json")
@@ -52,8 +52,8 @@ d="$FIX/llama_decoder_dynamic"
 "$PY" -c "import numpy as np; np.save('$WORK/prompt100.npy', (np.arange(100) * 37 % 1000).astype(np.int64))"
 "$ETC" export "$d/model.pt2" -o "$WORK/dyn.pte" --target cpu >/dev/null 2>&1
 for t in 1 2; do
-  "$ETC" run "$WORK/dyn.pte" --device cpu --threads "$t" --warmup 1 --prompt "$WORK/prompt100.npy" --steps 8 --json >"$WORK/etc.json"
-  "$PY" "$ROOT/bench/torch_decode.py" --whole-prompt llama_decoder_dynamic "$WORK/prompt100.npy" 8 "$t" >"$WORK/eager.json"
+  "$ETC" run "$WORK/dyn.pte" --device cpu --threads "$t" --warmup 2 --iterations 15 --prompt "$WORK/prompt100.npy" --steps 8 --json >"$WORK/etc.json"
+  "$PY" "$ROOT/bench/torch_decode.py" --whole-prompt --repeat 15 llama_decoder_dynamic "$WORK/prompt100.npy" 8 "$t" >"$WORK/eager.json"
   e=$(field "$WORK/etc.json" '["timing_ms"]["prefill_total"]')
   p=$(field "$WORK/eager.json" '["prefill_ms"]')
   same=$("$PY" -c "import json,sys; a=json.load(open(sys.argv[1]))['generated_ids']; b=json.load(open(sys.argv[2]))['generated_ids']; print('same' if a==b else 'DIFF')" "$WORK/etc.json" "$WORK/eager.json")

@@ -8,8 +8,10 @@ buffers; torch.no_grad(), THREADS intra-op threads. Prints one JSON object: the 
 prompt's total ms and the median/min ms of the decode calls.
 
 With --whole-prompt the prompt is one call (the decoder exported with a dynamic sequence).
+With --repeat N the generation runs N times (the cache rows are rewritten from position 0, so
+every run computes the same): prefill is the median, decode times are pooled.
 
-Usage: torch_decode.py [--whole-prompt] NAME PROMPT.npy STEPS THREADS [EXTRA_INPUT.npy...]"""
+Usage: torch_decode.py [--whole-prompt] [--repeat N] NAME PROMPT.npy STEPS THREADS [EXTRA.npy...]"""
 import importlib.util
 import json
 import os
@@ -26,6 +28,11 @@ import torch
 def main(argv):
     whole = "--whole-prompt" in argv
     argv = [a for a in argv if a != "--whole-prompt"]
+    repeat = 1
+    if "--repeat" in argv:
+        k = argv.index("--repeat")
+        repeat = int(argv[k + 1])
+        del argv[k:k + 2]
     name, prompt_path, steps, threads = argv[1], argv[2], int(argv[3]), int(argv[4])
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     spec = importlib.util.spec_from_file_location(
@@ -37,33 +44,37 @@ def main(argv):
     model = fixtures.MODELS[name][0]().eval()
     extra = [torch.from_numpy(np.load(p)) for p in argv[5:]]
     prompt = np.load(prompt_path).reshape(-1).tolist()
-    ids, prefill, decode = [], 0.0, []
-    token = prompt[0]
-    with torch.no_grad():  # one untimed call first, as etc's --warmup 1 does
+    prefills, decode = [], []
+    with torch.no_grad():  # one untimed call first, as etc's --warmup does
         model(torch.tensor([prompt[:1]]), torch.tensor([0]), *extra)
-        if whole:
-            start = time.perf_counter()
-            out = model(torch.tensor([prompt]), torch.arange(len(prompt)), *extra)
-            prefill = time.perf_counter() - start
-            logits = out[0] if isinstance(out, tuple) else out
-            ids.append(int(logits.reshape(-1, logits.shape[-1])[-1].argmax()))
-            token = ids[-1]
-        for pos in range(len(prompt) if whole else 0, len(prompt) + steps - 1):
-            tokens, positions = torch.tensor([[token]]), torch.tensor([pos])
-            start = time.perf_counter()
-            out = model(tokens, positions, *extra)
-            elapsed = time.perf_counter() - start
-            logits = out[0] if isinstance(out, tuple) else out
-            row = logits.reshape(-1, logits.shape[-1])[-1]
-            if pos < len(prompt):
-                prefill += elapsed
-            else:
-                decode.append(elapsed)
-            if pos + 1 < len(prompt):
-                token = prompt[pos + 1]
-            else:
-                token = int(row.argmax())
-                ids.append(token)
+        for _ in range(repeat):
+            ids, prefill = [], 0.0
+            token = prompt[0]
+            if whole:
+                start = time.perf_counter()
+                out = model(torch.tensor([prompt]), torch.arange(len(prompt)), *extra)
+                prefill = time.perf_counter() - start
+                logits = out[0] if isinstance(out, tuple) else out
+                ids.append(int(logits.reshape(-1, logits.shape[-1])[-1].argmax()))
+                token = ids[-1]
+            for pos in range(len(prompt) if whole else 0, len(prompt) + steps - 1):
+                tokens, positions = torch.tensor([[token]]), torch.tensor([pos])
+                start = time.perf_counter()
+                out = model(tokens, positions, *extra)
+                elapsed = time.perf_counter() - start
+                logits = out[0] if isinstance(out, tuple) else out
+                row = logits.reshape(-1, logits.shape[-1])[-1]
+                if pos < len(prompt):
+                    prefill += elapsed
+                else:
+                    decode.append(elapsed)
+                if pos + 1 < len(prompt):
+                    token = prompt[pos + 1]
+                else:
+                    token = int(row.argmax())
+                    ids.append(token)
+            prefills.append(prefill)
+    prefill = statistics.median(prefills)
     print(json.dumps({"generated_ids": ids, "prefill_ms": prefill * 1e3,
                       "decode_median_ms": statistics.median(decode) * 1e3,
                       "decode_min_ms": min(decode) * 1e3}))

@@ -537,8 +537,21 @@ Status run_generation(const RunArgs& args, const pte::File& file, rt::Method& me
         generate(method, env, prompt, args.steps, fixed, sync, nullptr, nullptr, nullptr)
             .take_status());
   }
-  ETC_ASSIGN_OR_RETURN(Generation g, generate(method, env, prompt, args.steps, fixed, sync,
-                                              ref.get(), ref ? &ref_env : nullptr, &ref_logits));
+  // --iterations N: N timed generations (the same tokens each time); the prefill and the
+  // per-token times are medians over all of them, the outputs the last one's.
+  std::vector<double> prefills, decodes;
+  Generation g;
+  for (int it = 0; it < args.iterations; ++it) {
+    const bool last = it + 1 == args.iterations;
+    ETC_ASSIGN_OR_RETURN(g, generate(method, env, prompt, args.steps, fixed, sync,
+                                     last ? ref.get() : nullptr, last && ref ? &ref_env : nullptr,
+                                     &ref_logits));
+    double total = 0;
+    for (double s : g.prefill)
+      total += s;
+    prefills.push_back(total);
+    decodes.insert(decodes.end(), g.decode.begin(), g.decode.end());
+  }
   Comparison cmp;
   bool mismatch = false;
   if (args.verify) {
@@ -573,10 +586,8 @@ Status run_generation(const RunArgs& args, const pte::File& file, rt::Method& me
                         rt::NpyArray{g.last[i].dtype, g.last[i].shape, g.last[i].bytes}));
     }
   }
-  double prefill = 0;
-  for (double s : g.prefill)
-    prefill += s;
-  Stats decode = stats(g.decode);
+  const double prefill = stats(prefills).median;
+  Stats decode = stats(decodes);
   const double tokens_per_s = decode.median > 0 ? 1.0 / decode.median : 0.0;
   if (args.json) {
     nlohmann::json j;
