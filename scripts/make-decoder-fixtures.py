@@ -33,20 +33,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-
-class RMSNorm(nn.Module):
-    def __init__(self, dim, eps=1e-6):
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(dim) + 0.1 * torch.randn(dim))
-
-    def forward(self, x):
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
-
-
-def rotate_half(x):
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fixture_layers import RMSNorm, rotate_half  # noqa: E402
 
 
 # ---- A Llama-style decoder: GQA, RoPE, RMSNorm, SiLU MLP, KV cache in buffers --------------

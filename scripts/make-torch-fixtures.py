@@ -34,6 +34,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fixture_layers import RMSNorm, rotate_half  # noqa: E402
+
 
 # ---- The small modules ExecuTorch's CUDA CI exports ---------------------------------------
 
@@ -87,20 +90,6 @@ def sdpa_masked():
 
 
 # ---- A Llama-style decoder block (RMSNorm, rotary embeddings, causal SDPA, SiLU MLP) -------
-
-class RMSNorm(nn.Module):
-    def __init__(self, dim, eps=1e-6):
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(dim) + 0.1 * torch.randn(dim))
-
-    def forward(self, x):
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
-
-
-def rotate_half(x):
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
 class LlamaBlock(nn.Module):

@@ -543,9 +543,9 @@ Status run_generation(const RunArgs& args, const pte::File& file, rt::Method& me
   Generation g;
   for (int it = 0; it < args.iterations; ++it) {
     const bool last = it + 1 == args.iterations;
-    ETC_ASSIGN_OR_RETURN(g, generate(method, env, prompt, args.steps, fixed, sync,
-                                     last ? ref.get() : nullptr, last && ref ? &ref_env : nullptr,
-                                     &ref_logits));
+    ETC_ASSIGN_OR_RETURN(
+        g, generate(method, env, prompt, args.steps, fixed, sync, last ? ref.get() : nullptr,
+                    last && ref ? &ref_env : nullptr, &ref_logits));
     double total = 0;
     for (double s : g.prefill)
       total += s;

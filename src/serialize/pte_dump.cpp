@@ -140,23 +140,17 @@ json value_json(const pte::File& file, const pte::Plan& plan, const pte::EValue&
       j["allocation"] =
           t.allocation ? json{{"mem_id", t.allocation->memory_id}, {"offset", t.allocation->offset}}
                        : json();
-      if (t.data_buffer_idx > 0 && t.allocation) {
-        // State (a mutable buffer): planned, its initial value in the mutable data segment.
-        std::span<const uint8_t> bytes = file.mutable_bytes(t.data_buffer_idx);
-        int64_t n = tensor_nbytes(t);
-        j["initial_state"] = {
+      // A state's initial value (planned, in the mutable data segment) or a constant.
+      const bool state = t.allocation.has_value();
+      if (t.data_buffer_idx > 0) {
+        std::span<const uint8_t> bytes =
+            state ? file.mutable_bytes(t.data_buffer_idx) : file.constant_bytes(t.data_buffer_idx);
+        const auto n = static_cast<size_t>(tensor_nbytes(t));
+        j[state ? "initial_state" : "constant"] = {
             {"index", t.data_buffer_idx},
-            {"fingerprint", fingerprint(bytes.subspan(
-                                0, std::min<size_t>(bytes.size(), static_cast<size_t>(n))))}};
-        j["constant"] = json();
-      } else if (t.data_buffer_idx > 0) {
-        std::span<const uint8_t> bytes = file.constant_bytes(t.data_buffer_idx);
-        int64_t n = tensor_nbytes(t);
-        j["constant"] = {
-            {"index", t.data_buffer_idx},
-            {"fingerprint", fingerprint(bytes.subspan(
-                                0, std::min<size_t>(bytes.size(), static_cast<size_t>(n))))}};
-      } else {
+            {"fingerprint", fingerprint(bytes.subspan(0, std::min(bytes.size(), n)))}};
+      }
+      if (t.data_buffer_idx == 0 || state) {
         j["constant"] = json();
       }
       if (t.shape_dynamism != 0) j["shape_dynamism"] = t.shape_dynamism;

@@ -251,42 +251,31 @@ Status check_values(const KernelContext& ctx, const TensorView& self, const Inde
   return Status();
 }
 
-// index_put.out(self, indices, values, accumulate, *, out). `out` may be self's own storage
+// index_put.out(self, indices, values, accumulate, *, out) and ExecuTorch's in-place
+// index_put_(self, indices, values, accumulate) -> self. `out` may be self's own storage
 // (etc plans a KV-cache update in place); the copy is skipped then.
+template <bool kInPlace>
 Status index_put_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args,
-                                 {{"self", Arg::kTensor},
-                                  {"indices", Arg::kOptTensorList},
-                                  {"values", Arg::kTensor},
-                                  {"accumulate", Arg::kBool}},
-                                 {"out"}));
-  const TensorView& self = tensor_arg(args, 0);
+  const std::initializer_list<ArgSpec> inputs = {{"self", Arg::kTensor},
+                                                 {"indices", Arg::kOptTensorList},
+                                                 {"values", Arg::kTensor},
+                                                 {"accumulate", Arg::kBool}};
+  if constexpr (kInPlace) {
+    ETC_RETURN_IF_ERROR(check_args(ctx, args, inputs, {}));
+  } else {
+    ETC_RETURN_IF_ERROR(check_args(ctx, args, inputs, {"out"}));
+  }
+  TensorView& self = args[0]->tensor;
   const TensorView& values = tensor_arg(args, 2);
-  TensorView& out = out_arg(args, 4);
+  TensorView& out = kInPlace ? self : out_arg(args, 4);
+  if (kInPlace && (!args[4]->is_tensor() || args[4]->tensor.data != self.data))
+    return ctx.error("the return value (argument 4) must be self");
   ETC_ASSIGN_OR_RETURN(IndexWalk w, make_walk(ctx, self, *args[1]));
   ETC_RETURN_IF_ERROR(check_values(ctx, self, w, values));
   ETC_RETURN_IF_ERROR(check_out(ctx, out, self.sizes, self.dtype));
   if (out.data != self.data && self.nbytes() > 0)
     std::memcpy(out.data, self.data, static_cast<size_t>(self.nbytes()));
   return put_values(ctx, w, values, args[3]->b, out);
-}
-
-// index_put_(self, indices, values, accumulate) -> self: ExecuTorch's in-place form.
-Status index_put_inplace_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args,
-                                 {{"self", Arg::kTensor},
-                                  {"indices", Arg::kOptTensorList},
-                                  {"values", Arg::kTensor},
-                                  {"accumulate", Arg::kBool}},
-                                 {}));
-  TensorView& self = args[0]->tensor;
-  if (!args[4]->is_tensor() || args[4]->tensor.data != self.data) {
-    return ctx.error("the return value (argument 4) must be self");
-  }
-  const TensorView& values = tensor_arg(args, 2);
-  ETC_ASSIGN_OR_RETURN(IndexWalk w, make_walk(ctx, self, *args[1]));
-  ETC_RETURN_IF_ERROR(check_values(ctx, self, w, values));
-  return put_values(ctx, w, values, args[3]->b, self);
 }
 
 // copy_(self, src, non_blocking) -> self: src (broadcast, converted) written into self.
@@ -333,9 +322,9 @@ Status copy_inplace_kernel(KernelContext& ctx, std::span<Value*> args) {
 Status register_index_kernels(OperatorRegistry& r) {
   ETC_RETURN_IF_ERROR(
       register_kernel(r, {"aten::index.Tensor_out", "aten::index.Tensor"}, index_kernel));
-  ETC_RETURN_IF_ERROR(
-      register_kernel(r, {"aten::index_put.out", "aten::index_put.default"}, index_put_kernel));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::index_put_"}, index_put_inplace_kernel));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::index_put.out", "aten::index_put.default"},
+                                      index_put_kernel<false>));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::index_put_"}, index_put_kernel<true>));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::copy_"}, copy_inplace_kernel));
   return Status();
 }
