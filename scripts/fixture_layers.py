@@ -1,6 +1,8 @@
-"""Layers the fixture generators share (make-torch-fixtures.py, make-decoder-fixtures.py):
-Llama-style RMSNorm and the rotary embedding's rotate_half. A change here regenerates both
-fixture sets (test/torch/fixtures.sh hashes this file with the generator)."""
+"""What the fixture generators share (make-torch-fixtures.py, make-decoder-fixtures.py):
+Llama-style RMSNorm, the rotary embedding's rotate_half, and two helpers. A change here
+regenerates both fixture sets (test/torch/fixtures.sh hashes this file with the generator)."""
+import collections
+
 import torch
 import torch.nn as nn
 
@@ -18,3 +20,16 @@ class RMSNorm(nn.Module):
 def rotate_half(x):
     half = x.shape[-1] // 2
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def op_counts(ep):
+    """Call counts per target of an ExportedProgram's graph, sorted by target."""
+    counts = collections.Counter()
+    for node in ep.graph.nodes:
+        if node.op == "call_function":
+            counts[str(node.target)] += 1
+    return dict(sorted(counts.items()))
+
+
+def as_tuple(out):
+    return tuple(out) if isinstance(out, (tuple, list)) else (out,)

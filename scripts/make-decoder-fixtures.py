@@ -34,7 +34,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fixture_layers import RMSNorm, rotate_half  # noqa: E402
+from fixture_layers import RMSNorm, as_tuple, op_counts, rotate_half  # noqa: E402
 
 
 # ---- A Llama-style decoder: GQA, RoPE, RMSNorm, SiLU MLP, KV cache in buffers --------------
@@ -195,18 +195,6 @@ MODELS = collections.OrderedDict([
     ("llama_decoder_dynamic", (LlamaDecoder, [1, 17, 342, 99, 5, 811], 24, lambda: [], 128)),
     ("whisper_step", (WhisperStep, [2, 7], 12, lambda: [torch.randn(1, 24, 128)], None)),
 ])
-
-
-def op_counts(ep):
-    counts = collections.Counter()
-    for node in ep.graph.nodes:
-        if node.op == "call_function":
-            counts[str(node.target)] += 1
-    return dict(sorted(counts.items()))
-
-
-def as_tuple(out):
-    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
 
 def generate(model, prompt, steps, extra):

@@ -35,7 +35,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fixture_layers import RMSNorm, rotate_half  # noqa: E402
+from fixture_layers import RMSNorm, as_tuple, op_counts, rotate_half  # noqa: E402
 
 
 # ---- The small modules ExecuTorch's CUDA CI exports ---------------------------------------
@@ -308,18 +308,6 @@ MODELS = collections.OrderedDict([
 
 # The models whose ONNX export (by PyTorch itself) the ONNX tests and benchmarks use.
 ONNX_EXPORTS = {"mobilenet_v2", "mobilenet_v3_small", "resnet18", "minilm"}
-
-
-def op_counts(ep):
-    counts = collections.Counter()
-    for node in ep.graph.nodes:
-        if node.op == "call_function":
-            counts[str(node.target)] += 1
-    return dict(sorted(counts.items()))
-
-
-def as_tuple(out):
-    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
 
 def make(name, out_dir):
