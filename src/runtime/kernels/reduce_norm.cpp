@@ -206,17 +206,20 @@ void softmax_typed(const TensorView& self, int64_t dim, bool log, TensorView& ou
         for (int64_t i = 0; i < len; ++i)
           mx = xr[i] > mx ? xr[i] : mx;
         G sum = 0;
+        // exp in a loop of its own, with no reduction in it: it vectorises (libm's vector
+        // exp); the sum follows. A fully masked row (mx = -inf) gives NaN, as ATen's does.
+        auto e = [mx](G v) { return std::exp(v - mx); };
         if (log) {
           for (int64_t i = 0; i < len; ++i)
-            sum += std::exp(xr[i] - mx);
+            sum += e(xr[i]);
           const G lse = mx + std::log(sum);
           for (int64_t i = 0; i < len; ++i)
             yr[i] = xr[i] - lse;
         } else {
-          for (int64_t i = 0; i < len; ++i) {
-            yr[i] = std::exp(xr[i] - mx);
+          for (int64_t i = 0; i < len; ++i)
+            yr[i] = e(xr[i]);
+          for (int64_t i = 0; i < len; ++i)
             sum += yr[i];
-          }
           const G inv = G(1) / sum;
           for (int64_t i = 0; i < len; ++i)
             yr[i] *= inv;
