@@ -277,7 +277,8 @@ std::string value_text(const pte::File& file, const pte::Plan& plan, size_t i,
       return s + " " + json(v.items).dump();
     case pte::ValueKind::kTensor: {
       const pte::Tensor& t = v.tensor;
-      s += " " + dtype_text(t.scalar_type) + sizes_text(t.sizes) + " " + to_string(t.device);
+      s += " " + dtype_text(t.scalar_type) + sizes_text(t.sizes) +
+           (t.shape_dynamism == 1 ? " (bound)" : "") + " " + to_string(t.device);
       if (t.allocation)
         s += " mem=" + std::to_string(t.allocation->memory_id) + "+" +
              std::to_string(t.allocation->offset);
