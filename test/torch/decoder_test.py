@@ -206,6 +206,14 @@ with tempfile.TemporaryDirectory() as tmp:
     check(got is not None and got.shape == (1, 3, want.shape[1]) and
           float(np.abs(got[0] - want).max()) <= 1e-4 * max(1.0, float(np.abs(want).max())),
           "etc run with a 3-token input: output [1, 3, vocab], PyTorch's logits", r.stderr.strip())
+    # --input-shape on one input fixes the symbol for every input it sizes: a static program.
+    fixed = os.path.join(tmp, "fixed.pte")
+    r = run("export", os.path.join(d, "model.pt2"), "-o", fixed, "--target", "cpu",
+            "--input-shape", "input_pos=7")
+    dump = json.loads(run("inspect", fixed, "--format", "json").stdout) if r.returncode == 0 else None
+    sizes = [dump["plans"][0]["values"][i]["sizes"] for i in dump["plans"][0]["inputs"]] if dump else None
+    check(sizes == [[1, 7], [7]] and "dynamic dims" not in r.stderr,
+          "--input-shape input_pos=7 fixes the tokens' length too (static)", str(sizes) + r.stderr.strip())
     long = os.path.join(tmp, "long_prompt.npy")
     np.save(long, (np.arange(bound + 20) * 7 % 1000).astype(np.int64))
     r = run("run", pte, "--device", "cpu", "--prompt", long, "--steps", "4")

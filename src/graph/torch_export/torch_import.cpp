@@ -481,6 +481,18 @@ Status Importer::read_inputs() {
           ? program_["range_constraints"]
           : Json::object();
   std::set<std::string> shaped;
+  // The symbols --input-shape fixes, whichever input they are read from first: an input
+  // sized by the same symbol takes that size.
+  for (const auto& [given_name, want] : options_.input_shapes) {
+    if (!tensor_values_->contains(given_name)) continue;
+    const Json& sizes = (*tensor_values_)[given_name].value("sizes", Json::array());
+    for (size_t k = 0; k < sizes.size() && k < want.size(); ++k) {
+      const Json& d = sizes[k];
+      if (!d.is_object() || !d.contains("as_expr") || !d["as_expr"].is_object()) continue;
+      const std::string sym = bare_symbol(d["as_expr"].value("expr_str", ""));
+      if (!sym.empty()) sym_ints_.emplace(sym, want[k]);
+    }
+  }
   for (size_t i = 0; i < specs->size(); ++i) {
     std::string ptr = "/graph_module/signature/input_specs/" + std::to_string(i);
     const Json& s = (*specs)[i];
@@ -578,6 +590,8 @@ Status Importer::read_inputs() {
         } else if (auto it = options_.symbol_values.find(symbols[k]);
                    it != options_.symbol_values.end()) {
           at_point.push_back(it->second);
+        } else if (auto known = sym_ints_.find(symbols[k]); known != sym_ints_.end()) {
+          at_point.push_back(known->second);  // fixed by an earlier input's --input-shape
         } else {
           valued = false;
         }
@@ -919,6 +933,17 @@ Result<std::vector<TorchSymbol>> torch_import::Importer::input_symbols() {
   const Json& inputs = gm["graph"].value("inputs", Json::array());
   const Json& values = gm["graph"].value("tensor_values", Json::object());
   const Json& ranges = program_.value("range_constraints", Json::object());
+  // A symbol an --input-shape fixes (on any input it sizes) is not open.
+  std::set<std::string> fixed;
+  for (size_t i = 0; i < specs.size() && i < inputs.size(); ++i) {
+    if (!inputs[i].is_object() || !inputs[i].contains("as_tensor")) continue;
+    const std::string name = inputs[i]["as_tensor"].value("name", "");
+    if (!options_.input_shapes.count(name) || !values.contains(name)) continue;
+    for (const Json& d : values[name].value("sizes", Json::array())) {
+      if (d.is_object() && d.contains("as_expr") && d["as_expr"].is_object())
+        fixed.insert(bare_symbol(d["as_expr"].value("expr_str", "")));
+    }
+  }
   for (size_t i = 0; i < specs.size() && i < inputs.size(); ++i) {
     if (!specs[i].is_object() || !specs[i].contains("user_input")) continue;
     if (!inputs[i].is_object() || !inputs[i].contains("as_tensor")) continue;
@@ -927,7 +952,7 @@ Result<std::vector<TorchSymbol>> torch_import::Importer::input_symbols() {
     for (const Json& d : values[name].value("sizes", Json::array())) {
       if (!d.is_object() || !d.contains("as_expr") || !d["as_expr"].is_object()) continue;
       const std::string sym = bare_symbol(d["as_expr"].value("expr_str", ""));
-      if (sym.empty()) continue;  // read_inputs names the expression it refuses
+      if (sym.empty() || fixed.count(sym)) continue;  // read_inputs checks these
       auto it =
           std::find_if(out.begin(), out.end(), [&](const TorchSymbol& s) { return s.name == sym; });
       if (it == out.end()) {
