@@ -444,9 +444,16 @@ void unary_typed(const UnaryArgs& u, const TensorView& self, TensorView& out) {
       case UnaryOp::kErf:
         return map_loop(x, o, n, [](C v) { return std::erf(v); });
       case UnaryOp::kGeluErf:
-        return map_loop(x, o, n, [](C v) {
-          return C(0.5) * v * (C(1) + std::erf(v * C(0.70710678118654752440)));
-        });
+        if constexpr (std::is_same_v<C, float>) {
+          // NaN in, NaN out (fast_erff alone would not keep it), and vectorised.
+          return map_loop(x, o, n, [](C v) {
+            return C(0.5) * v * (C(1) + fast_erff(v * C(0.70710678118654752440)));
+          });
+        } else {
+          return map_loop(x, o, n, [](C v) {
+            return C(0.5) * v * (C(1) + std::erf(v * C(0.70710678118654752440)));
+          });
+        }
       case UnaryOp::kGeluTanh:
         return map_loop(x, o, n, [](C v) {
           const C k = C(0.79788456080286535588);  // sqrt(2 / pi)
