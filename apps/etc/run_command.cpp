@@ -389,7 +389,7 @@ Status check_decoder_signature(const rt::Method& m) {
         "takes (" +
         describe() + ")");
   }
-  if (m.num_states() == 0) {
+  if (!m.writes_state()) {
     return invalid_input(
         "--prompt/--steps need a program with state (a KV cache held in registered buffers); "
         "this program has none, so no call would see the tokens before it");

@@ -1,5 +1,6 @@
 #include "runtime/method.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include <cstring>
@@ -245,6 +246,19 @@ Result<std::unique_ptr<Method>> Method::load_plan(const pte::Plan& plan,
     m->input_ready_.push_back(!m->input_planned_[i] || m->values_[v].tensor.nbytes() == 0);
     m->input_ever_set_.push_back(m->input_ready_.back());
   }
+  // Int values a kernel writes at run time (the return value of aten::sym_size.int and of
+  // ExecuTorch's executorch_prim scalar ops): IntLists that hold them are re-read per call.
+  std::vector<bool> computed_int(plan.values.size(), false);
+  for (const pte::Chain& c : plan.chains) {
+    for (const pte::Instruction& in : c.instructions) {
+      if (in.kind != pte::InstrKind::kKernel || in.args.empty()) continue;
+      const std::string name = op_name(plan.operators[static_cast<size_t>(in.index)]);
+      const auto ret = static_cast<size_t>(in.args.back());
+      if ((name == "aten::sym_size.int" || name.rfind("executorch_prim::", 0) == 0) &&
+          plan.values[ret].kind == pte::ValueKind::kInt)
+        computed_int[ret] = true;
+    }
+  }
   // Steps.
   for (const pte::Chain& c : plan.chains) {
     for (const pte::Instruction& in : c.instructions) {
@@ -252,8 +266,18 @@ Result<std::unique_ptr<Method>> Method::load_plan(const pte::Plan& plan,
       s.kind = in.kind;
       s.a = in.index;
       s.b = in.target;
-      for (int32_t a : in.args)
+      for (int32_t a : in.args) {
         s.args.push_back(&m->values_[static_cast<size_t>(a)]);
+        const pte::EValue& ev = plan.values[static_cast<size_t>(a)];
+        if (ev.kind != pte::ValueKind::kIntList) continue;
+        Step::IntListRefresh r{&m->values_[static_cast<size_t>(a)], {}};
+        for (size_t k = 0; k < ev.int_items.size(); ++k) {
+          const auto item = static_cast<size_t>(ev.int_items[k]);
+          if (item < computed_int.size() && computed_int[item])
+            r.items.emplace_back(k, &m->values_[item]);
+        }
+        if (!r.items.empty()) s.refresh.push_back(std::move(r));
+      }
       for (size_t i = 0; i < in.args.size() && i < 64; ++i) {
         if (in.kind == pte::InstrKind::kKernel && constant[static_cast<size_t>(in.args[i])])
           s.constant_args |= uint64_t{1} << i;
@@ -376,6 +400,14 @@ Status Method::bind_output(size_t i, void* data) {
   return Status();
 }
 
+bool Method::writes_state() const {
+  if (!states_.empty()) return true;
+  return std::any_of(steps_.begin(), steps_.end(), [](const Step& s) {
+    return s.kind == pte::InstrKind::kKernel &&
+           (s.name == "aten::copy_" || s.name == "aten::index_put_");
+  });
+}
+
 void Method::reset_state() {
   for (const StateInit& s : states_) {
     if (!s.initial.empty()) std::memcpy(s.data, s.initial.data(), s.initial.size());
@@ -412,6 +444,10 @@ Status Method::execute() {
         const auto start =
             profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
         Status st;
+        for (const Step::IntListRefresh& r : s.refresh) {
+          for (const auto& [k, item] : r.items)
+            r.list->ints[k] = item->i;
+        }
         if (kernel) {
           KernelContext ctx{s.name, env_.allocators, env_.kernel_state, &s.state, s.constant_args};
           st = s.kernel(ctx, s.args);

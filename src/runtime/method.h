@@ -90,6 +90,10 @@ class Method {
   // counter). Their planned bytes persist across executions; load() starts them at their
   // initial values, and reset_state() puts them back there (a new sequence).
   size_t num_states() const { return states_.size(); }
+  // Whether the program writes state: state with an initial value, or a mutable buffer
+  // written in place or copied back (ExecuTorch's own programs keep no initial value; their
+  // buffers start as the planned memory's zeros).
+  bool writes_state() const;
   void reset_state();
 
  private:
@@ -105,6 +109,14 @@ class Method {
     int32_t a = 0, b = 0;                // move/jump/free operands
     uint64_t constant_args = 0;          // KernelContext::constant_args
     std::unique_ptr<KernelState> state;  // KernelContext::state
+    // IntList arguments with an item that a kernel computes at run time (ExecuTorch's
+    // sym_size of a dynamic-bound tensor): the list's position k is re-read from the Int
+    // value before the call.
+    struct IntListRefresh {
+      Value* list;
+      std::vector<std::pair<size_t, const Value*>> items;
+    };
+    std::vector<IntListRefresh> refresh;
   };
 
   RuntimeEnv env_;

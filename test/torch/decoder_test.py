@@ -214,6 +214,24 @@ with tempfile.TemporaryDirectory() as tmp:
     sizes = [dump["plans"][0]["values"][i]["sizes"] for i in dump["plans"][0]["inputs"]] if dump else None
     check(sizes == [[1, 7], [7]] and "dynamic dims" not in r.stderr,
           "--input-shape input_pos=7 fixes the tokens' length too (static)", str(sizes) + r.stderr.strip())
+    # ExecuTorch's own program for the dynamic decoder (to_edge -> to_executorch: sym_size,
+    # et_view, mutable buffers without initial values) generates in etc as in PyTorch.
+    import torch
+    from executorch.exir import to_edge
+    et_pte = os.path.join(tmp, "et_dynamic.pte")
+    with open(et_pte, "wb") as f:
+        f.write(to_edge(torch.export.load(os.path.join(d, "model.pt2"))).to_executorch().buffer)
+    out = os.path.join(tmp, "et_dynamic.out")
+    r = run("run", et_pte, "--device", "cpu", "--prompt", os.path.join(d, "prompt.npy"),
+            "--steps", "24", "--output-dir", out)
+    ok = r.returncode == 0 and "(1 calls)" in r.stdout
+    if ok:
+        ids = np.load(os.path.join(out, "generated_ids.npy"))
+        err = float(np.abs(np.load(os.path.join(out, "logits.npy")) -
+                           np.load(os.path.join(d, "expected_logits.npy"))).max())
+        ok = ids.tolist() == np.load(os.path.join(d, "expected_ids.npy")).tolist() and err <= 1e-4
+    check(ok, "ExecuTorch's own dynamic decoder program generates in etc (prompt in one call): "
+          "PyTorch's ids and logits", (r.stdout + r.stderr).strip().splitlines()[-1] if not ok else "")
     long = os.path.join(tmp, "long_prompt.npy")
     np.save(long, (np.arange(bound + 20) * 7 % 1000).astype(np.int64))
     r = run("run", pte, "--device", "cpu", "--prompt", long, "--steps", "4")

@@ -6,6 +6,8 @@
 // over out's dims, so they share one strided byte copy; dtype conversion is never needed
 // except in cat, whose out may have the promoted dtype of its inputs.
 #include <algorithm>
+#include <functional>
+#include <numeric>
 
 #include "runtime/kernels/kernel_util.h"
 #include "support/checked_math.h"
@@ -115,6 +117,56 @@ Status view_kernel(KernelContext& ctx, std::span<Value*> args) {
 }
 Status reshape_kernel(KernelContext& ctx, std::span<Value*> args) {
   return view_common(ctx, args, "shape");
+}
+
+// aten::sym_size.int(self, dim) -> int: ExecuTorch programs with dynamic-bound tensors read a
+// size at run time into an Int value (the last argument) that later IntLists hold.
+Status sym_size_kernel(KernelContext& ctx, std::span<Value*> args) {
+  if (args.size() != 3 || !args[0]->is_tensor() || args[1]->kind != Value::Kind::kInt ||
+      args[2]->kind != Value::Kind::kInt)
+    return ctx.error("expected (Tensor self, int dim) and an Int for the result");
+  const TensorView& self = args[0]->tensor;
+  ETC_ASSIGN_OR_RETURN(int64_t dim,
+                       wrap_dim(ctx, "dim", args[1]->i, static_cast<int64_t>(self.rank())));
+  args[2]->i = self.rank() == 0 ? 1 : self.sizes[static_cast<size_t>(dim)];
+  return Status();
+}
+
+// executorch_prim::et_view.default(self, size) -> Tensor: ExecuTorch's view of a
+// dynamic-bound tensor. The out tensor is self's memory at the new sizes (no copy); `size`
+// may hold one -1.
+Status et_view_kernel(KernelContext& ctx, std::span<Value*> args) {
+  if (args.size() != 3 || !args[0]->is_tensor() || args[1]->kind != Value::Kind::kIntList ||
+      !args[2]->is_tensor())
+    return ctx.error("expected (Tensor self, int[] size) and the out Tensor");
+  const TensorView& self = args[0]->tensor;
+  TensorView& out = args[2]->tensor;
+  std::vector<int64_t> sizes = args[1]->ints;
+  int infer = -1;
+  int64_t known = 1;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == -1 && infer < 0) {
+      infer = static_cast<int>(i);
+    } else if (sizes[i] < 0) {
+      return ctx.error("size " + shape_str(sizes) + " is invalid");
+    } else {
+      known *= sizes[i];
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0 || self.numel() % known != 0)
+      return ctx.error("size " + shape_str(sizes) + " does not fit " + shape_str(self.sizes));
+    sizes[static_cast<size_t>(infer)] = self.numel() / known;
+  }
+  if (std::accumulate(sizes.begin(), sizes.end(), int64_t{1}, std::multiplies<>()) !=
+          self.numel() ||
+      out.dtype != self.dtype || sizes.size() != out.sizes.size()) {
+    return ctx.error("cannot view " + self.describe() + " as " + shape_str(sizes) + " (out " +
+                     out.describe() + ")");
+  }
+  out.sizes = std::move(sizes);
+  out.data = self.data;
+  return Status();
 }
 
 Status squeeze_dim_kernel(KernelContext& ctx, std::span<Value*> args) {
@@ -375,6 +427,8 @@ Status register_shape_kernels(OperatorRegistry& r) {
                                       unsqueeze_kernel));
   ETC_RETURN_IF_ERROR(
       register_kernel(r, {"aten::view_copy.out", "aten::view.default"}, view_kernel));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::sym_size.int"}, sym_size_kernel));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"executorch_prim::et_view.default"}, et_view_kernel));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::reshape.default"}, reshape_kernel));
   return Status();
 }
