@@ -378,11 +378,14 @@ Status check_decoder_signature(const rt::Method& m) {
     const std::vector<int64_t>& b = m.input_bound(i);
     const bool dtype_ok =
         ids ? (t.dtype == DType::kInt64 || t.dtype == DType::kInt32) : t.dtype == DType::kInt64;
-    const bool shape_ok = (b.size() == 1 && (ids || true)) || (ids && b.size() == 2 && b[0] == 1);
+    // ids: [n] or [1, n]; positions: [n].
+    const bool shape_ok = b.size() == 1 || (ids && b.size() == 2 && b[0] == 1);
     return dtype_ok && shape_ok && (t.numel() == 1 || m.input_is_dynamic(i));
   };
+  // The ids and their positions are dynamic together (one symbol) or both one token.
   if (m.num_inputs() < 2 || !tokens(0, true) || !tokens(1, false) || m.input_bound(1).size() != 1 ||
-      m.num_outputs() < 1 || m.output(0).rank() < 1 || !dtype_is_float(m.output(0).dtype)) {
+      m.input_is_dynamic(0) != m.input_is_dynamic(1) || m.num_outputs() < 1 ||
+      m.output(0).rank() < 1 || !dtype_is_float(m.output(0).dtype)) {
     return invalid_input(
         "--prompt/--steps need a decoder program: inputs (token ids int64[1, 1], positions "
         "int64[1], then any inputs held for every call) and logits as output 0; this program "
@@ -455,7 +458,8 @@ Result<Generation> generate(rt::Method& m, const rt::RuntimeEnv& env,
   Generation g;
   m.reset_state();
   if (reference != nullptr) reference->reset_state();
-  const int64_t chunk = m.input_is_dynamic(0) ? m.input_bound(0).back() : 1;
+  const int64_t chunk =
+      m.input_is_dynamic(0) ? std::min(m.input_bound(0).back(), m.input_bound(1).back()) : 1;
   const auto prompt_len = static_cast<int64_t>(prompt.size());
   std::vector<int64_t> tokens;
   int64_t pos = 0;
