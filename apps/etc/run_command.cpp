@@ -385,7 +385,8 @@ Status check_decoder_signature(const rt::Method& m) {
   // The ids and their positions are dynamic together (one symbol) or both one token.
   if (m.num_inputs() < 2 || !tokens(0, true) || !tokens(1, false) || m.input_bound(1).size() != 1 ||
       m.input_is_dynamic(0) != m.input_is_dynamic(1) || m.num_outputs() < 1 ||
-      m.output(0).rank() < 1 || !dtype_is_float(m.output(0).dtype)) {
+      m.output(0).rank() < 1 || m.output(0).sizes.back() < 1 ||
+      !dtype_is_float(m.output(0).dtype)) {
     return invalid_input(
         "--prompt/--steps need a decoder program: inputs (token ids int64[1, 1], positions "
         "int64[1], then any inputs held for every call) and logits as output 0; this program "
