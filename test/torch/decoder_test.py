@@ -117,7 +117,7 @@ with tempfile.TemporaryDirectory() as tmp:
                   f"etc {ids.tolist()} eager {want_ids.tolist()}")
             bound = meta.get("sequence_bound")
             if bound:  # exported once; the whole prompt in one call
-                check("dynamic dims:" in r.stderr or "prefill" in r.stdout and "(1 calls)" in r.stdout,
+                check(f"after a {len(prompt)}-token prompt" in r.stdout and "(1 calls)" in r.stdout,
                       f"{label}: the prompt of {len(prompt)} tokens is one call (sequence dynamic in [1, {bound}])",
                       r.stdout.strip().splitlines()[-1])
             err = float(np.abs(logits - want_logits).max()) if logits.shape == want_logits.shape else np.inf
