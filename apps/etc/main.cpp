@@ -441,6 +441,8 @@ int run(int argc, char** argv) {
   runc->add_flag("--json", ra.json, "Print a machine-readable result");
   runc->add_flag("--profile", ra.profile,
                  "Time every instruction in one extra run; table on stderr");
+  runc->add_flag("--profile-shapes", ra.profile_shapes,
+                 "As --profile, a row per operator and argument shapes");
   runc->add_option("--threads", ra.threads,
                    "CPU kernel threads (default: $ETC_NUM_THREADS, else every core)");
   runc->add_option("--prompt", ra.prompt,

@@ -670,9 +670,9 @@ Status run_program(const RunArgs& args) {
   ETC_ASSIGN_OR_RETURN(
       std::vector<HostTensor> outputs,
       run_method(*method, env, inputs, args.warmup, args.iterations, &timings, sync));
-  if (args.profile) {
+  if (args.profile || args.profile_shapes) {
     rt::Method::Profile profile;
-    method->set_profile(&profile);
+    method->set_profile(&profile, args.profile_shapes);
     Timings ignored;
     ETC_RETURN_IF_ERROR(run_method(*method, env, inputs, 0, 1, &ignored, sync).take_status());
     method->set_profile(nullptr);

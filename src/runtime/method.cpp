@@ -69,6 +69,31 @@ Value to_runtime_value(const pte::Plan& plan, const pte::EValue& v) {
   return out;
 }
 
+// " [1,16,48,48] [16,1,3,3] - [2,2] ..." for a profile row: tensor shapes, int lists,
+// ints; '-' for None; the trailing out argument left off.
+std::string describe_args(std::span<Value* const> args) {
+  std::string s;
+  auto list = [&s](const std::vector<int64_t>& v) {
+    s += " [";
+    for (size_t i = 0; i < v.size(); ++i)
+      s += (i ? "," : "") + std::to_string(v[i]);
+    s += "]";
+  };
+  for (size_t i = 0; i + 1 < args.size(); ++i) {
+    const Value& v = *args[i];
+    if (v.is_tensor()) {
+      list(v.tensor.sizes);
+    } else if (v.kind == Value::Kind::kIntList) {
+      list(v.ints);
+    } else if (v.kind == Value::Kind::kInt) {
+      s += " " + std::to_string(v.i);
+    } else if (v.is_none()) {
+      s += " -";
+    }
+  }
+  return s;
+}
+
 std::string op_name(const pte::Operator& o) {
   return o.name + (o.overload.empty() ? "" : "." + o.overload);
 }
@@ -455,7 +480,9 @@ Status Method::execute() {
           st = delegates_[s.delegate]->execute(s.args);
         }
         if (profile_) {
-          OpTime& t = (*profile_)[kernel ? s.name : "delegate " + s.name];
+          OpTime& t = (*profile_)[!kernel              ? "delegate " + s.name
+                                  : profile_by_shape_ ? s.name + describe_args(s.args)
+                                                      : s.name];
           ++t.calls;
           if (kernel) t.flops += kernel_flops(s.name, s.args);
           t.ms +=

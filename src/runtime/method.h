@@ -82,7 +82,12 @@ class Method {
   using Profile = std::map<std::string, OpTime>;
   // Collect per-instruction times into `profile` (nullptr: stop). Adds a clock read per
   // instruction, so leave it off when timing the whole method.
-  void set_profile(Profile* profile) { profile_ = profile; }
+  // With by_shape, rows are keyed by the operator and its arguments' shapes and lists
+  // ("aten::convolution.out [1,16,48,48] [16,1,3,3] ... [2,2]"), to find the costly calls.
+  void set_profile(Profile* profile, bool by_shape = false) {
+    profile_ = profile;
+    profile_by_shape_ = by_shape;
+  }
 
   const std::vector<Value>& values() const { return values_; }
 
@@ -121,6 +126,7 @@ class Method {
 
   RuntimeEnv env_;
   Profile* profile_ = nullptr;
+  bool profile_by_shape_ = false;
   std::vector<Value> values_;
   std::vector<DeviceBuffer> buffers_;
   std::vector<Step> steps_;

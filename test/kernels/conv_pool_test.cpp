@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "kernels/kernel_test_util.h"
+#include "runtime/kernels/gemm.h"
 
 namespace etc::rt::test {
 namespace {
@@ -87,14 +88,32 @@ const ConvCase kConvCases[] = {
     {1, 2, 3, 4, 2, 2, 3, 3, 2, 1, 0, 2, 1, 1, true, 2, 1, false},    // transposed dilated
     {1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, false, 0, 0, true},    // 1x1x1x1
     {1, 40, 9, 9, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, 0, 0, true},  // GEMM edge tiles
+    // Depthwise as MobileNets run it: every strip width (8..32 columns and past 32), row
+    // bands with a short last band, stride phases, padding wider than the kernel's reach.
+    {1, 6, 7, 7, 6, 5, 5, 1, 1, 2, 2, 1, 1, 6, false, 0, 0, true},      // 5x5 on 7x7
+    {2, 5, 14, 14, 5, 5, 5, 2, 2, 2, 2, 1, 1, 5, false, 0, 0, true},    // 5x5 s2 -> 7x7
+    {1, 3, 19, 45, 3, 3, 3, 1, 1, 1, 1, 1, 1, 3, false, 0, 0, true},    // 45 = 32 + 13 columns
+    {1, 4, 30, 71, 4, 3, 3, 2, 2, 1, 1, 1, 1, 4, false, 0, 0, false},   // s2, 36 columns
+    {1, 2, 17, 26, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2, false, 0, 0, true},    // 26 columns (3 chunks)
+    {1, 3, 11, 23, 6, 3, 5, 3, 3, 3, 1, 2, 2, 3, false, 0, 0, true},    // x2, s3, dilated
+    {1, 2, 6, 4, 2, 3, 3, 1, 1, 4, 4, 1, 1, 2, false, 0, 0, true},      // padding past the taps
 };
 
 TEST_CASE("convolution variants against a direct loop") {
   uint32_t seed = 200;
-  for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kFloat16}) {
+  // float32 also with the vector builds forced down (AVX2 on an AVX-512 CPU, portable).
+  const std::pair<DType, kernels::GemmIsa> runs[] = {
+      {DType::kFloat32, kernels::GemmIsa::kAuto},  {DType::kFloat64, kernels::GemmIsa::kAuto},
+      {DType::kFloat16, kernels::GemmIsa::kAuto},  {DType::kFloat32, kernels::GemmIsa::kAvx2},
+      {DType::kFloat32, kernels::GemmIsa::kPortable}};
+  for (const auto& [dt, isa] : runs) {
+    kernels::set_gemm_isa(isa);
+    struct Restore {
+      ~Restore() { kernels::set_gemm_isa(kernels::GemmIsa::kAuto); }
+    } restore;
     int index = 0;
     for (const ConvCase& k : kConvCases) {
-      INFO(dtype_name(dt) << " case " << index++);
+      INFO(dtype_name(dt) << " isa " << static_cast<int>(isa) << " case " << index++);
       int64_t oh, ow;
       if (!k.transposed) {
         oh = (k.h + 2 * k.ph - k.dh * (k.kh - 1) - 1) / k.sh + 1;

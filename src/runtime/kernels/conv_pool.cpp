@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "runtime/kernels/conv.h"
 #include "runtime/kernels/gemm.h"
 #include "runtime/kernels/kernel_util.h"
 #include "runtime/kernels/parallel.h"
@@ -28,14 +29,6 @@ void valid_range(int64_t offset, int64_t stride, int64_t size, int64_t count, in
   *hi = last < 0 ? 0 : std::min(count, last / stride + 1);
   if (*hi < *lo) *hi = *lo;
 }
-
-struct ConvGeometry {
-  int64_t batch, c_in, h, w;
-  int64_t c_out, kh, kw;
-  int64_t oh, ow;
-  int64_t groups;
-  std::array<int64_t, 2> stride, pad, dil;
-};
 
 // Output rows [oh0, oh1) of the column matrix:
 // col[(c*KH + i)*KW + j, (oh - oh0)*OW + ow] = x[c, oh*sh - ph + i*dh, ow*sw - pw + j*dw]
@@ -201,6 +194,24 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
   G* y = wy.data();
   const int64_t out_plane = g.oh * g.ow;
   const int64_t in_plane = g.h * g.w;
+  const int64_t cin_g = g.c_in / g.groups;
+  const int64_t cout_g = g.c_out / g.groups;
+  const int64_t kk = g.kh * g.kw;
+  const bool pointwise = g.kh == 1 && g.kw == 1 && g.stride[0] == 1 && g.stride[1] == 1 &&
+                         g.pad[0] == 0 && g.pad[1] == 0;
+  // The direct loop is for depthwise convolutions, where a GEMM would have M = cout_g of 1
+  // (or a small channel multiplier); one input channel feeding many outputs (an STFT as a
+  // convolution: 1 -> 258 channels, a 256-wide kernel) is a proper GEMM.
+  const bool is_depthwise = !transposed && cin_g == 1 && cout_g <= 4 && !pointwise;
+  if constexpr (std::is_same_v<G, float>) {
+    if (is_depthwise) {  // writes every output, bias included
+      std::optional<ReadAs<G>> rb;
+      if (bias != nullptr) rb.emplace(*bias);
+      depthwise_conv_f32(x, w, rb ? rb->data() : nullptr, g, cout_g, y);
+      wy.finish();
+      return;
+    }
+  }
   // Start from the bias (or zero); the GEMMs and loops below accumulate.
   if (bias != nullptr) {
     ReadAs<G> rb(*bias);
@@ -211,16 +222,7 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
   } else {
     std::fill_n(y, out.numel(), G(0));
   }
-  const int64_t cin_g = g.c_in / g.groups;
-  const int64_t cout_g = g.c_out / g.groups;
-  const int64_t kk = g.kh * g.kw;
   if (!transposed) {
-    const bool pointwise = g.kh == 1 && g.kw == 1 && g.stride[0] == 1 && g.stride[1] == 1 &&
-                           g.pad[0] == 0 && g.pad[1] == 0;
-    // The direct loop is for depthwise convolutions, where a GEMM would have M = cout_g of 1
-    // (or a small channel multiplier); one input channel feeding many outputs (an STFT as a
-    // convolution: 1 -> 258 channels, a 256-wide kernel) is a proper GEMM.
-    const bool is_depthwise = cin_g == 1 && cout_g <= 4 && !pointwise;
     // Constant float weights: packed once, then every call skips packing them.
     const int64_t kdim = cin_g * kk;
     const PackedConvWeights* packed = nullptr;
@@ -256,7 +258,7 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
                           (256 + g.ow - 1) / g.ow),
         1, std::max<int64_t>(g.oh, 1));
     const int64_t bands = (g.oh + band - 1) / band;
-    if (is_depthwise) {
+    if (is_depthwise) {  // double
       // Channels in parallel (each output channel is one thread's).
       parallel_for(g.batch * g.groups, 4, [&](int64_t begin, int64_t end) {
         for (int64_t t = begin; t < end; ++t) {

@@ -496,6 +496,10 @@ void set_gemm_isa(GemmIsa isa) {
   g_isa.store(static_cast<int>(isa), std::memory_order_relaxed);
 }
 
+FloatKernel gemm_float_kernel() {
+  return float_kernel();
+}
+
 bool gemm_uses_avx2() {
   return use_avx2();
 }

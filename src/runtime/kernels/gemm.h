@@ -79,6 +79,9 @@ void gemm_packed(int64_t m, float alpha, MatrixRef<float> a, const PackedB& b, f
 // portable); tests force kAvx2 and kPortable to cover CPUs without AVX-512 or AVX2.
 enum class GemmIsa { kAuto, kPortable, kAvx2 };
 void set_gemm_isa(GemmIsa isa);
+// The float micro-kernel the next gemm runs (other float kernels pick their vector builds
+// by it, so set_gemm_isa covers them too).
+FloatKernel gemm_float_kernel();
 // True when the next float gemm will run the AVX2/FMA or the AVX-512 micro-kernel.
 bool gemm_uses_avx2();
 // The float micro-kernel the next gemm runs, for reports: "AVX-512 8x32", "AVX2/FMA 6x16"

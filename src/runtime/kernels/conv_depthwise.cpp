@@ -1,0 +1,237 @@
+// Depthwise float convolution (see conv.h).
+//
+// A depthwise plane is small (MobileNet's 5x5 layers run on 14x14 and 7x7 planes), so a loop
+// per output row and tap spends its time in loop control and in border checks. Instead each
+// input plane is copied once into zero-padded rows, split into stride phases (phase q holds
+// the padded columns q, q + stride, ...), so tap (i, j) of output columns [c, c + n) reads
+// n contiguous floats of one phase row. An output row then goes in strips of up to 32
+// columns held in registers for all kh * kw taps; a strip narrower than the row's vector
+// width computes padding columns that are never stored.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "runtime/kernels/conv.h"
+#include "runtime/kernels/gemm.h"
+#include "runtime/kernels/parallel.h"
+
+namespace etc::rt::kernels {
+namespace {
+
+constexpr int64_t kLanes = 8;      // a strip chunk: 8 floats
+constexpr int64_t kMaxChunks = 4;  // a strip: up to 32 output columns
+constexpr int64_t kMaxRows = 8;    // a strip: up to 8 output rows
+
+// One input plane, zero-padded and split by column stride phase.
+struct PaddedPlane {
+  int64_t rows = 0;    // H + 2 * pad_h, and zero rows for strips past the last output row
+  int64_t width = 0;   // floats per phase row
+  int64_t phases = 0;  // the column stride
+  std::vector<int64_t> tap_offset;  // per tap column j: phase * rows * width + column
+  int64_t floats() const { return phases * rows * width; }
+};
+
+PaddedPlane plane_layout(const ConvGeometry& g) {
+  PaddedPlane p;
+  // The last band of kMaxRows output rows reads up to row
+  // (round_up(OH, kMaxRows) - 1) * stride + (KH - 1) * dilation.
+  const int64_t band_rows = (g.oh + kMaxRows - 1) / kMaxRows * kMaxRows;
+  p.rows = std::max(g.h + 2 * g.pad[0],
+                    (band_rows - 1) * g.stride[0] + (g.kh - 1) * g.dil[0] + 1);
+  p.phases = g.stride[1];
+  const int64_t ow_pad = (g.ow + kLanes - 1) / kLanes * kLanes;
+  int64_t max_col = 0;
+  for (int64_t j = 0; j < g.kw; ++j)
+    max_col = std::max(max_col, j * g.dil[1] / p.phases);
+  p.width = ow_pad + max_col;
+  for (int64_t j = 0; j < g.kw; ++j) {
+    const int64_t off = j * g.dil[1];
+    p.tap_offset.push_back((off % p.phases) * p.rows * p.width + off / p.phases);
+  }
+  return p;
+}
+
+// dst[q][r][c] = x[r - pad_h][c * stride_w + q - pad_w] where that lies in the input. The
+// rest of dst (the padding) is zero from the start and never written, so one buffer serves
+// every channel a thread runs.
+__attribute__((always_inline)) inline void fill_plane(const float* __restrict x,
+                                                      const ConvGeometry& g,
+                                                      const PaddedPlane& p,
+                                                      float* __restrict dst) {
+  const int64_t sw = p.phases;
+  for (int64_t q = 0; q < sw; ++q) {
+    // Columns c whose source column c * sw + q - pad_w lies in [0, W).
+    const int64_t off = q - g.pad[1];
+    const int64_t lo = std::min(p.width, off >= 0 ? 0 : (-off + sw - 1) / sw);
+    const int64_t last = g.w - 1 - off;
+    const int64_t hi = std::max(lo, last < 0 ? 0 : std::min(p.width, last / sw + 1));
+    float* d = dst + (q * p.rows + g.pad[0]) * p.width;
+    const float* row = x + off;
+    for (int64_t ih = 0; ih < g.h; ++ih, d += p.width, row += g.w) {
+      if (sw == 1) {  // a loop, not memcpy: rows are short, and a call costs as much
+        for (int64_t c = lo; c < hi; ++c)
+          d[c] = row[c];
+      } else if (sw == 2) {
+        for (int64_t c = lo; c < hi; ++c)
+          d[c] = row[2 * c];
+      } else {
+        for (int64_t c = lo; c < hi; ++c)
+          d[c] = row[c * sw];
+      }
+    }
+  }
+}
+
+// Eight floats as one value: the compiler keeps it in a vector register of the build's ISA
+// (one ymm for AVX2/AVX-512, two xmm for the portable build).
+typedef float Vec8 __attribute__((vector_size(32)));
+static_assert(sizeof(Vec8) == kLanes * sizeof(float));
+
+__attribute__((always_inline)) inline Vec8 load8(const float* p) {
+  Vec8 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// One output channel's work: its padded input plane, its kh x kw weights and its bias.
+struct ChannelTaps {
+  const float* plane;
+  const float* weight;
+  float bias;
+};
+
+// Output columns [c0, c0 + n) (n <= C * kLanes) of output rows [oh, oh + rows) (rows <= R),
+// all taps in registers. R rows at once keep R * C independent sums in flight (one row of a
+// 7-wide plane alone would wait on each multiply-add's latency); rows past the plane read
+// the zero rows below it and are not stored. KW > 0 fixes the kernel width at compile time
+// (3 and 5, MobileNet's), so the tap loop unrolls; KW = 0 reads it from g.
+template <int64_t C, int64_t R, int64_t KW>
+__attribute__((always_inline)) inline void strip(const ChannelTaps& ch, const PaddedPlane& p,
+                                                 const ConvGeometry& g, int64_t oh,
+                                                 int64_t rows, int64_t c0, int64_t n,
+                                                 float* __restrict y0) {
+  const int64_t kw = KW > 0 ? KW : g.kw;
+  Vec8 acc[R][C];
+  for (int64_t r = 0; r < R; ++r) {
+    for (int64_t k = 0; k < C; ++k)
+      acc[r][k] = Vec8{} + ch.bias;
+  }
+  const int64_t row_step = g.stride[0] * p.width;
+  const int64_t* tap_offset = p.tap_offset.data();
+  for (int64_t i = 0; i < g.kh; ++i) {
+    const float* __restrict prow = ch.plane + (oh * g.stride[0] + i * g.dil[0]) * p.width + c0;
+    const float* __restrict wrow = ch.weight + i * kw;
+#pragma GCC unroll 8
+    for (int64_t j = 0; j < kw; ++j) {
+      const float* s = prow + tap_offset[j];
+      const float wv = wrow[j];
+      for (int64_t r = 0; r < R; ++r) {
+        for (int64_t k = 0; k < C; ++k)
+          acc[r][k] += wv * load8(s + r * row_step + k * kLanes);
+      }
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    float* __restrict yr = y0 + r * g.ow;
+    if (n == C * kLanes) {
+      std::memcpy(yr, acc[r], sizeof acc[r]);
+    } else {
+      float last[C * kLanes];
+      std::memcpy(last, acc[r], sizeof last);
+      for (int64_t t = 0; t < n; ++t)
+        yr[t] = last[t];
+    }
+  }
+}
+
+// Every output row of one channel: strips of 32 columns, then one narrower strip for the
+// rest; each in bands of rows.
+template <int64_t KW>
+__attribute__((always_inline)) inline void channel(const ChannelTaps& ch, const PaddedPlane& p,
+                                                   const ConvGeometry& g, float* yc) {
+  auto band = [&](auto c_tag, auto r_tag, int64_t c0, int64_t n) {
+    constexpr int64_t C = decltype(c_tag)::value, R = decltype(r_tag)::value;
+    for (int64_t oh = 0; oh < g.oh; oh += R)
+      strip<C, R, KW>(ch, p, g, oh, std::min(R, g.oh - oh), c0, n, yc + oh * g.ow + c0);
+  };
+  using std::integral_constant;
+  int64_t c0 = 0;
+  for (; c0 + kMaxChunks * kLanes <= g.ow; c0 += kMaxChunks * kLanes)
+    band(integral_constant<int64_t, kMaxChunks>{}, integral_constant<int64_t, 2>{}, c0,
+         kMaxChunks * kLanes);
+  const int64_t rest = g.ow - c0;
+  switch ((rest + kLanes - 1) / kLanes) {
+    case 1:
+      band(integral_constant<int64_t, 1>{}, integral_constant<int64_t, kMaxRows>{}, c0, rest);
+      break;
+    case 2:
+      band(integral_constant<int64_t, 2>{}, integral_constant<int64_t, 4>{}, c0, rest);
+      break;
+    case 3:
+      band(integral_constant<int64_t, 3>{}, integral_constant<int64_t, 2>{}, c0, rest);
+      break;
+    case 4:
+      band(integral_constant<int64_t, 4>{}, integral_constant<int64_t, 2>{}, c0, rest);
+      break;
+    default:  // 0: the row is whole strips
+      break;
+  }
+}
+
+// Groups [begin, end) of every image (t = n * groups + group).
+__attribute__((always_inline)) inline void channels(const float* x, const float* w,
+                                                    const float* bias, const ConvGeometry& g,
+                                                    int64_t cout_g, float* y, int64_t begin,
+                                                    int64_t end) {
+  const PaddedPlane p = plane_layout(g);
+  std::vector<float> plane(static_cast<size_t>(p.floats()), 0.0f);
+  const int64_t in_plane = g.h * g.w, out_plane = g.oh * g.ow, kk = g.kh * g.kw;
+  for (int64_t t = begin; t < end; ++t) {
+    const int64_t n = t / g.groups, gi = t % g.groups;
+    fill_plane(x + (n * g.c_in + gi) * in_plane, g, p, plane.data());
+    for (int64_t co = 0; co < cout_g; ++co) {
+      const int64_t c = gi * cout_g + co;
+      const ChannelTaps ch{plane.data(), w + c * kk, bias != nullptr ? bias[c] : 0.0f};
+      float* yc = y + (n * g.c_out + c) * out_plane;
+      if (g.kw == 3) {
+        channel<3>(ch, p, g, yc);
+      } else if (g.kw == 5) {
+        channel<5>(ch, p, g, yc);
+      } else {
+        channel<0>(ch, p, g, yc);
+      }
+    }
+  }
+}
+
+__attribute__((target("avx2,fma"))) void channels_avx2(const float* x, const float* w,
+                                                       const float* bias, const ConvGeometry& g,
+                                                       int64_t cout_g, float* y, int64_t begin,
+                                                       int64_t end) {
+  channels(x, w, bias, g, cout_g, y, begin, end);
+}
+
+void channels_portable(const float* x, const float* w, const float* bias, const ConvGeometry& g,
+                       int64_t cout_g, float* y, int64_t begin, int64_t end) {
+  channels(x, w, bias, g, cout_g, y, begin, end);
+}
+
+}  // namespace
+
+void depthwise_conv_f32(const float* x, const float* w, const float* bias, const ConvGeometry& g,
+                        int64_t cout_g, float* y) {
+  auto* run = channels_portable;
+  switch (gemm_float_kernel()) {
+    case FloatKernel::kAvx512:  // 8-wide vectors: the AVX2 build serves AVX-512 CPUs too
+    case FloatKernel::kAvx2:
+      run = channels_avx2;
+      break;
+    case FloatKernel::kPortable:
+      break;
+  }
+  parallel_for(g.batch * g.groups, 4, [&](int64_t begin, int64_t end) {
+    run(x, w, bias, g, cout_g, y, begin, end);
+  });
+}
+
+}  // namespace etc::rt::kernels
