@@ -441,6 +441,9 @@ int run(int argc, char** argv) {
   runc->add_flag("--json", ra.json, "Print a machine-readable result");
   runc->add_flag("--profile", ra.profile,
                  "Time every instruction in one extra run; table on stderr");
+  runc->add_flag("--no-fusion", ra.no_fusion,
+                 "Run every instruction as written: no activations or residual adds applied "
+                 "as a convolution's epilogue (for comparisons)");
   runc->add_flag("--profile-shapes", ra.profile_shapes,
                  "As --profile, a row per operator and argument shapes");
   runc->add_option("--threads", ra.threads,

@@ -534,6 +534,7 @@ Status run_generation(const RunArgs& args, const pte::File& file, rt::Method& me
   if (args.verify) {
     ETC_ASSIGN_OR_RETURN(ref_rt, rt::make_cpu_runtime());
     ref_env = ref_rt->env();
+    ref_env.fuse_epilogues = false;  // the reference runs every instruction as written
     ETC_ASSIGN_OR_RETURN(ref, rt::Method::load(file, 0, ref_env));
   }
   // --warmup N: N untimed generations first (the first call packs the weights).
@@ -651,6 +652,7 @@ Status run_program(const RunArgs& args) {
   ETC_ASSIGN_OR_RETURN(std::unique_ptr<rt::OwnedRuntime> runtime,
                        make_runtime(device, args.cuda_graphs));
   rt::RuntimeEnv env = runtime->env();
+  env.fuse_epilogues = !args.no_fusion;
   std::function<Status()> sync;
 #ifdef ETC_WITH_CUDA
   if (device.type == DeviceType::kCUDA) {
@@ -715,6 +717,7 @@ Status run_program(const RunArgs& args) {
   if (args.verify) {
     ETC_ASSIGN_OR_RETURN(std::unique_ptr<rt::OwnedRuntime> ref_rt, rt::make_cpu_runtime());
     rt::RuntimeEnv ref_env = ref_rt->env();
+    ref_env.fuse_epilogues = false;  // the reference runs every instruction as written
     ETC_ASSIGN_OR_RETURN(std::unique_ptr<rt::Method> ref, rt::Method::load(file, 0, ref_env));
     ETC_ASSIGN_OR_RETURN(std::vector<HostTensor> expected,
                          run_method(*ref, ref_env, inputs, 0, 1, nullptr));

@@ -22,10 +22,11 @@ struct RunArgs {
   int warmup = 0;
   int iterations = 1;
   bool json = false;
+  bool no_fusion = false;       // run every instruction as written (no epilogue fusion)
   bool profile_shapes = false;  // --profile with a row per operator and argument shapes
-  bool profile = false;      // one extra run timing every instruction; a table on stderr
-  int threads = 0;           // CPU kernel threads; 0: $ETC_NUM_THREADS or all cores
-  bool cuda_graphs = false;  // capture each CUDA delegate once, replay it afterwards
+  bool profile = false;         // one extra run timing every instruction; a table on stderr
+  int threads = 0;              // CPU kernel threads; 0: $ETC_NUM_THREADS or all cores
+  bool cuda_graphs = false;     // capture each CUDA delegate once, replay it afterwards
   // Generation (a decoder with state): the prompt's token ids, and how many tokens to
   // generate greedily, feeding each back in.
   std::string prompt;

@@ -126,6 +126,86 @@ void reinplace_state_updates(Graph& graph, std::vector<ValueId>& root) {
   }
 }
 
+// The elementwise ops planned in place, whose out the runtime may fuse into the kernel that
+// writes their input (rt::Method: a convolution's epilogue).
+bool reinplaceable(const Node& n) {
+  switch (n.op) {
+    case OpKind::Relu:
+    case OpKind::Clamp:
+    case OpKind::Hardtanh:
+    case OpKind::AddTensor:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// An activation or residual add whose input dies there writes its out over that input:
+// relu(x) -> out in x's storage, add(x, skip) -> out in the storage of whichever operand
+// was computed last (and dies there). Elementwise
+// kernels read each element before writing the same element, so the aliasing is exact for
+// etc's kernels and for ExecuTorch's portable ones; it saves the out's bytes, and lets the
+// runtime apply the op as the producing kernel's epilogue (the op then finds its input
+// already transformed in place). Needs both values planned on the CPU, static, contiguous,
+// of one dtype and size; the input's storage group must hold no graph input, state or graph
+// output and have no use after this node.
+void reinplace_elementwise(Graph& graph, std::vector<ValueId>& root) {
+  std::unordered_map<uint32_t, int32_t> position;
+  int32_t pos = 0;
+  for (NodeId id : graph.order())
+    position[id.v] = ++pos;
+  // Per storage group: its last use, whether it may be overwritten.
+  std::unordered_map<uint32_t, int32_t> last_use;
+  std::unordered_map<uint32_t, bool> pinned;
+  for (size_t i = 0; i < root.size(); ++i) {
+    const ValueId id(static_cast<uint32_t>(i));
+    const Value& v = graph.value(id);
+    if (v.erased) continue;
+    const uint32_t r = root[i].v;
+    if (v.kind != ValueKind::kNodeOutput || graph.is_live_out(id)) pinned[r] = true;
+    for (const Use& use : v.uses)
+      last_use[r] = std::max(last_use[r], position[use.node.v]);
+  }
+  auto simple = [&graph](const Value& v) {
+    return is_planned(graph, v) && v.spec.device.is_cpu() &&
+           v.spec.dynamism == ShapeDynamism::kStatic &&
+           v.spec.dim_order == contiguous_dim_order(v.spec.rank());
+  };
+  for (NodeId nid : graph.order()) {
+    const Node& n = graph.node(nid);
+    if (!reinplaceable(n) || n.outputs.size() != 1) continue;
+    const Value& y = graph.value(n.outputs[0]);
+    if (!simple(y) || root[y.id.v] != y.id || pinned[y.id.v]) continue;
+    const std::vector<ValueId> ins = tensor_args(n);
+    // The operand produced last first: the one the kernel right before wrote, whose
+    // epilogue the runtime can then make this op (a residual add after a convolution).
+    std::vector<ValueId> order = ins;
+    auto produced_at = [&](ValueId v) {
+      const Value& x = graph.value(v);
+      return x.kind == ValueKind::kNodeOutput ? position[x.producer.v] : 0;
+    };
+    std::stable_sort(order.begin(), order.end(),
+                     [&](ValueId a, ValueId b) { return produced_at(a) > produced_at(b); });
+    for (ValueId in : order) {
+      const Value& x = graph.value(in);
+      const uint32_t group = root[in.v].v;
+      if (!simple(x) || x.spec.dtype != y.spec.dtype || x.spec.sizes != y.spec.sizes ||
+          pinned[group] || last_use[group] != position[nid.v])
+        continue;
+      // The other operand must not share the storage (add(x, x) reads it twice).
+      const bool shared = std::count_if(ins.begin(), ins.end(),
+                                        [&](ValueId o) { return root[o.v].v == group; }) > 1;
+      if (shared) continue;
+      for (ValueId& r : root) {
+        if (r == y.id) r = ValueId(group);
+      }
+      last_use[group] = std::max(last_use[group], last_use[y.id.v]);
+      pinned[group] = pinned[y.id.v];
+      break;
+    }
+  }
+}
+
 }  // namespace
 
 Result<bool> plan_memory(Graph& graph, PassContext& context) {
@@ -173,6 +253,7 @@ Result<bool> plan_memory(Graph& graph, PassContext& context) {
   // member's definition to its last member's last use.
   std::vector<ValueId> root = alias_views(graph);
   reinplace_state_updates(graph, root);
+  reinplace_elementwise(graph, root);
   for (size_t i = 0; i < root.size(); ++i) {
     if (root[i].v == i) continue;
     const Lifetime l = graph.value(ValueId(static_cast<uint32_t>(i))).spec.lifetime;

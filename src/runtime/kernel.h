@@ -46,6 +46,23 @@ const S& cached_kernel_state(std::unique_ptr<KernelState>& slot, const typename 
   return *s;
 }
 
+// Elementwise ops a kernel applies to its float32 out before it returns, in order: the
+// activations and residual adds that the program runs in place right after it (the memory
+// plan put their outs over its out). Method::load finds them, and skips their own
+// instructions; only kernels that take an epilogue get one (aten::convolution.out).
+struct Epilogue {
+  struct Op {
+    enum class Kind : uint8_t { kClamp, kAdd };
+    Kind kind = Kind::kClamp;
+    // kClamp: min(max(v, lo), hi), which keeps NaN: relu is lo = 0, hi = +inf; hardtanh and
+    // clamp take their bounds (an absent one infinite).
+    float lo = 0, hi = 0;
+    // kAdd: v + other[i] (alpha 1), other of the out's shape and dtype, never the out.
+    const TensorView* other = nullptr;
+  };
+  std::vector<Op> ops;
+};
+
 struct KernelContext {
   std::string_view op;  // "aten::add.out", for error messages
   // For the et_copy kernels: how to reach device memory. Other kernels ignore it.
@@ -58,6 +75,8 @@ struct KernelContext {
   // Bit i set: argument i is a constant of the program, whose bytes never change.
   uint64_t constant_args = 0;
   bool is_constant(size_t i) const { return i < 64 && ((constant_args >> i) & 1) != 0; }
+  // Ops to apply to the out before returning (null: none). A kernel given one must apply it.
+  const Epilogue* epilogue = nullptr;
   // An invalid-input error naming the op: "aten::add.out: <message>".
   Status error(const std::string& message) const;
 };

@@ -4,7 +4,9 @@
 #include <chrono>
 
 #include <cstring>
+#include <limits>
 #include <map>
+#include <optional>
 
 #include "graph/tensor_spec.h"
 #include "serialize/pte_reader.h"
@@ -327,7 +329,95 @@ Result<std::unique_ptr<Method>> Method::load_plan(const pte::Plan& plan,
       m->steps_.push_back(std::move(s));
     }
   }
+  if (env.fuse_epilogues) m->fuse_epilogues();
   return m;
+}
+
+namespace {
+
+bool same_tensor_memory(const TensorView& a, const TensorView& b) {
+  return a.data == b.data && a.dtype == b.dtype && a.sizes == b.sizes;
+}
+
+bool overlaps(const TensorView& a, const TensorView& b) {
+  const auto* a0 = static_cast<const char*>(a.data);
+  const auto* b0 = static_cast<const char*>(b.data);
+  return a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes();
+}
+
+// Step `args` of kernel `name` as an epilogue op on `cur` (the float32 tensor the fused
+// kernel writes): an elementwise op that reads cur and writes its out over cur's memory.
+// Returns the op and the op's out value, or nothing.
+std::optional<std::pair<Epilogue::Op, Value*>> epilogue_op(const std::string& name,
+                                                           std::span<Value* const> args,
+                                                           const Value* cur) {
+  using Kind = Epilogue::Op::Kind;
+  const TensorView& c = cur->tensor;
+  auto in_place_out = [&](size_t i) -> Value* {
+    if (i >= args.size() || !args[i]->is_tensor()) return nullptr;
+    return same_tensor_memory(args[i]->tensor, c) && args[i]->tensor.capacity < 0 ? args[i]
+                                                                                  : nullptr;
+  };
+  auto bound = [&](size_t i, float unbounded) -> std::optional<float> {
+    if (args[i]->is_none()) return unbounded;
+    if (!args[i]->is_scalar()) return std::nullopt;
+    return static_cast<float>(args[i]->scalar_as_double());
+  };
+  const float inf = std::numeric_limits<float>::infinity();
+  Epilogue::Op op;
+  Value* out = nullptr;
+  if (name == "aten::relu.out" && args.size() >= 2 && args[0] == cur) {
+    op = Epilogue::Op{Kind::kClamp, 0.0f, inf, nullptr};
+    out = in_place_out(1);
+  } else if ((name == "aten::hardtanh.out" || name == "aten::clamp.out") && args.size() >= 4 &&
+             args[0] == cur) {
+    const std::optional<float> lo = bound(1, -inf), hi = bound(2, inf);
+    if (!lo || !hi || (name == "aten::hardtanh.out" && (args[1]->is_none() || args[2]->is_none())))
+      return std::nullopt;
+    op = Epilogue::Op{Kind::kClamp, *lo, *hi, nullptr};
+    out = in_place_out(3);
+  } else if (name == "aten::add.out" && args.size() >= 4 && (args[0] == cur || args[1] == cur)) {
+    const Value* other = args[0] == cur ? args[1] : args[0];
+    const Value* alpha = args[2];
+    if (other == cur || !other->is_tensor() || other->tensor.dtype != DType::kFloat32 ||
+        other->tensor.sizes != c.sizes || other->tensor.capacity >= 0 ||
+        overlaps(other->tensor, c) || !alpha->is_scalar() || alpha->scalar_as_double() != 1.0)
+      return std::nullopt;
+    op = Epilogue::Op{Kind::kAdd, 0.0f, 0.0f, &other->tensor};
+    out = in_place_out(3);
+  }
+  if (out == nullptr) return std::nullopt;
+  return std::make_pair(op, out);
+}
+
+}  // namespace
+
+void Method::fuse_epilogues() {
+  // A jump could land between a kernel and the instructions fused into it.
+  for (const Step& s : steps_) {
+    if (s.kind == pte::InstrKind::kJumpFalse) return;
+  }
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    Step& s = steps_[i];
+    // convolution.out: 9 arguments, the out, the return value.
+    if (s.kind != pte::InstrKind::kKernel || s.name != "aten::convolution.out" ||
+        s.args.size() < 10)
+      continue;
+    const Value* cur = s.args[9];
+    if (!cur->is_tensor() || cur->tensor.dtype != DType::kFloat32 || cur->tensor.capacity >= 0 ||
+        cur->tensor.data == nullptr || !cur->tensor.device.is_cpu())
+      continue;
+    auto epilogue = std::make_unique<Epilogue>();
+    for (size_t j = i + 1; j < steps_.size() && steps_[j].kind == pte::InstrKind::kKernel; ++j) {
+      auto op = epilogue_op(steps_[j].name, steps_[j].args, cur);
+      if (!op) break;
+      epilogue->ops.push_back(op->first);
+      cur = op->second;
+      steps_[j].fused = true;
+      s.fused_names += " + " + steps_[j].name;
+    }
+    if (!epilogue->ops.empty()) s.epilogue = std::move(epilogue);
+  }
 }
 
 Status Method::check_binding(const TensorView& t, const void* data, const std::string& what) const {
@@ -466,6 +556,10 @@ Status Method::execute() {
       case pte::InstrKind::kKernel:
       case pte::InstrKind::kDelegate: {
         const bool kernel = s.kind == pte::InstrKind::kKernel;
+        if (s.fused) {  // done by the epilogue of the kernel before it
+          ++pc;
+          break;
+        }
         const auto start =
             profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
         Status st;
@@ -474,15 +568,17 @@ Status Method::execute() {
             r.list->ints[k] = item->i;
         }
         if (kernel) {
-          KernelContext ctx{s.name, env_.allocators, env_.kernel_state, &s.state, s.constant_args};
+          KernelContext ctx{s.name,   env_.allocators, env_.kernel_state,
+                            &s.state, s.constant_args, s.epilogue.get()};
           st = s.kernel(ctx, s.args);
         } else {
           st = delegates_[s.delegate]->execute(s.args);
         }
         if (profile_) {
-          OpTime& t = (*profile_)[!kernel              ? "delegate " + s.name
-                                  : profile_by_shape_ ? s.name + describe_args(s.args)
-                                                      : s.name];
+          OpTime& t =
+              (*profile_)[!kernel             ? "delegate " + s.name
+                          : profile_by_shape_ ? s.name + s.fused_names + describe_args(s.args)
+                                              : s.name + s.fused_names];
           ++t.calls;
           if (kernel) t.flops += kernel_flops(s.name, s.args);
           t.ms +=

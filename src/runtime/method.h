@@ -122,7 +122,14 @@ class Method {
       std::vector<std::pair<size_t, const Value*>> items;
     };
     std::vector<IntListRefresh> refresh;
+    // This kernel applies these ops (the fused instructions after it) to its out.
+    std::unique_ptr<Epilogue> epilogue;
+    std::string fused_names;  // " + aten::relu.out ...", for the profile
+    bool fused = false;       // applied by an earlier kernel's epilogue: skipped
   };
+  // Gives convolutions the in-place elementwise instructions right after them as their
+  // epilogue (RuntimeEnv::fuse_epilogues).
+  void fuse_epilogues();
 
   RuntimeEnv env_;
   Profile* profile_ = nullptr;

@@ -1,6 +1,7 @@
 // Convolution (stride, padding, dilation, groups, depthwise, 1x1, transposed) and pooling
 // (max with indices, avg, adaptive avg) against direct double loops.
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "kernels/kernel_test_util.h"
@@ -90,21 +91,23 @@ const ConvCase kConvCases[] = {
     {1, 40, 9, 9, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, 0, 0, true},  // GEMM edge tiles
     // Depthwise as MobileNets run it: every strip width (8..32 columns and past 32), row
     // bands with a short last band, stride phases, padding wider than the kernel's reach.
-    {1, 6, 7, 7, 6, 5, 5, 1, 1, 2, 2, 1, 1, 6, false, 0, 0, true},      // 5x5 on 7x7
-    {2, 5, 14, 14, 5, 5, 5, 2, 2, 2, 2, 1, 1, 5, false, 0, 0, true},    // 5x5 s2 -> 7x7
-    {1, 3, 19, 45, 3, 3, 3, 1, 1, 1, 1, 1, 1, 3, false, 0, 0, true},    // 45 = 32 + 13 columns
-    {1, 4, 30, 71, 4, 3, 3, 2, 2, 1, 1, 1, 1, 4, false, 0, 0, false},   // s2, 36 columns
-    {1, 2, 17, 26, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2, false, 0, 0, true},    // 26 columns (3 chunks)
-    {1, 3, 11, 23, 6, 3, 5, 3, 3, 3, 1, 2, 2, 3, false, 0, 0, true},    // x2, s3, dilated
-    {1, 2, 6, 4, 2, 3, 3, 1, 1, 4, 4, 1, 1, 2, false, 0, 0, true},      // padding past the taps
+    {1, 6, 7, 7, 6, 5, 5, 1, 1, 2, 2, 1, 1, 6, false, 0, 0, true},     // 5x5 on 7x7
+    {2, 5, 14, 14, 5, 5, 5, 2, 2, 2, 2, 1, 1, 5, false, 0, 0, true},   // 5x5 s2 -> 7x7
+    {1, 3, 19, 45, 3, 3, 3, 1, 1, 1, 1, 1, 1, 3, false, 0, 0, true},   // 45 = 32 + 13 columns
+    {1, 4, 30, 71, 4, 3, 3, 2, 2, 1, 1, 1, 1, 4, false, 0, 0, false},  // s2, 36 columns
+    {1, 2, 17, 26, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2, false, 0, 0, true},   // 26 columns (3 chunks)
+    {1, 3, 11, 23, 6, 3, 5, 3, 3, 3, 1, 2, 2, 3, false, 0, 0, true},   // x2, s3, dilated
+    {1, 2, 6, 4, 2, 3, 3, 1, 1, 4, 4, 1, 1, 2, false, 0, 0, true},     // padding past the taps
 };
 
 TEST_CASE("convolution variants against a direct loop") {
   uint32_t seed = 200;
   // float32 also with the vector builds forced down (AVX2 on an AVX-512 CPU, portable).
   const std::pair<DType, kernels::GemmIsa> runs[] = {
-      {DType::kFloat32, kernels::GemmIsa::kAuto},  {DType::kFloat64, kernels::GemmIsa::kAuto},
-      {DType::kFloat16, kernels::GemmIsa::kAuto},  {DType::kFloat32, kernels::GemmIsa::kAvx2},
+      {DType::kFloat32, kernels::GemmIsa::kAuto},
+      {DType::kFloat64, kernels::GemmIsa::kAuto},
+      {DType::kFloat16, kernels::GemmIsa::kAuto},
+      {DType::kFloat32, kernels::GemmIsa::kAvx2},
       {DType::kFloat32, kernels::GemmIsa::kPortable}};
   for (const auto& [dt, isa] : runs) {
     kernels::set_gemm_isa(isa);
@@ -141,6 +144,66 @@ TEST_CASE("convolution variants against a direct loop") {
         if (dt == DType::kFloat16) tol.atol += 3e-3;
         require_close(read(out), conv_ref(k, read(x), read(w), bv, oh, ow), tol);
       }
+    }
+  }
+}
+
+TEST_CASE("a convolution's epilogue gives the bits of the instructions it stands for") {
+  // conv -> clamp(-0.3, 0.5) -> add(skip) -> relu, as instructions (each its own kernel)
+  // and as one convolution with that epilogue, for every case and vector build.
+  uint32_t seed = 700;
+  for (kernels::GemmIsa isa :
+       {kernels::GemmIsa::kAuto, kernels::GemmIsa::kAvx2, kernels::GemmIsa::kPortable}) {
+    kernels::set_gemm_isa(isa);
+    struct Restore {
+      ~Restore() { kernels::set_gemm_isa(kernels::GemmIsa::kAuto); }
+    } restore;
+    int index = 0;
+    for (const ConvCase& k : kConvCases) {
+      INFO("isa " << static_cast<int>(isa) << " case " << index++);
+      int64_t oh, ow;
+      if (!k.transposed) {
+        oh = (k.h + 2 * k.ph - k.dh * (k.kh - 1) - 1) / k.sh + 1;
+        ow = (k.w + 2 * k.pw - k.dw * (k.kw - 1) - 1) / k.sw + 1;
+      } else {
+        oh = (k.h - 1) * k.sh - 2 * k.ph + k.dh * (k.kh - 1) + k.oph + 1;
+        ow = (k.w - 1) * k.sw - 2 * k.pw + k.dw * (k.kw - 1) + k.opw + 1;
+      }
+      const Sizes ws = k.transposed ? Sizes{k.c_in, k.c_out / k.groups, k.kh, k.kw}
+                                    : Sizes{k.c_out, k.c_in / k.groups, k.kh, k.kw};
+      const Sizes os{k.n, k.c_out, oh, ow};
+      Call c("aten::convolution.out");
+      Value* x = c.random(DType::kFloat32, {k.n, k.c_in, k.h, k.w}, seed++);
+      Value* w = c.random(DType::kFloat32, ws, seed++);
+      Value* b = k.bias ? c.random(DType::kFloat32, {k.c_out}, seed++) : c.none();
+      Value* skip = c.random(DType::kFloat32, os, seed++);
+      const std::initializer_list<Value*> args{x,
+                                               w,
+                                               b,
+                                               c.ints({k.sh, k.sw}),
+                                               c.ints({k.ph, k.pw}),
+                                               c.ints({k.dh, k.dw}),
+                                               c.b(k.transposed),
+                                               c.ints({k.oph, k.opw}),
+                                               c.i(k.groups)};
+      // The instructions, each writing its out over its input.
+      Value* y = c.out(DType::kFloat32, os);
+      REQUIRE(c.run(args, {y}).ok());
+      Call clamp("aten::clamp.out"), add("aten::add.out"), relu("aten::relu.out");
+      REQUIRE(clamp.run({y, clamp.d(-0.3), clamp.d(0.5)}, {y}).ok());
+      REQUIRE(add.run({skip, y, add.i(1)}, {y}).ok());
+      REQUIRE(relu.run({y}, {y}).ok());
+      // One convolution with the epilogue.
+      Epilogue e;
+      e.ops.push_back({Epilogue::Op::Kind::kClamp, -0.3f, 0.5f, nullptr});
+      e.ops.push_back({Epilogue::Op::Kind::kAdd, 0, 0, &skip->tensor});
+      e.ops.push_back(
+          {Epilogue::Op::Kind::kClamp, 0.0f, std::numeric_limits<float>::infinity(), nullptr});
+      c.set_epilogue(&e);
+      Value* fused = c.out(DType::kFloat32, os);
+      REQUIRE(c.run(args, {fused}).ok());
+      REQUIRE(std::memcmp(y->tensor.data, fused->tensor.data,
+                          static_cast<size_t>(y->tensor.nbytes())) == 0);
     }
   }
 }

@@ -203,6 +203,7 @@ Status Call::run_raw(std::vector<Value*> args) {
   INFO("op " << op_);
   REQUIRE(fn != nullptr);
   KernelContext ctx{op_};
+  ctx.epilogue = epilogue_;
   if (keep_state_) {
     ctx.state = &state_;
     ctx.constant_args = constant_args_;

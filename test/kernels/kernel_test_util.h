@@ -63,12 +63,15 @@ class Call {
     constant_args_ = constant_args;
   }
   const KernelState* state() const { return state_.get(); }
+  // Later runs hand the kernel this epilogue (it must outlive them).
+  void set_epilogue(const Epilogue* e) { epilogue_ = e; }
 
  private:
   Value* add(Value v);
   std::string op_;
   bool keep_state_ = false;
   uint64_t constant_args_ = 0;
+  const Epilogue* epilogue_ = nullptr;
   std::unique_ptr<KernelState> state_;
   std::deque<Value> values_;
   std::deque<std::vector<uint64_t>> storage_;  // uint64 keeps every dtype aligned

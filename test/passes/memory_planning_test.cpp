@@ -234,6 +234,80 @@ TEST_CASE(
   CHECK(p.report.memory[0].lower_bound_bytes == 32);
 }
 
+TEST_CASE("an activation or residual add whose input dies there is planned in place") {
+  auto same_storage = [](const Graph& g, const char* a, const char* b) {
+    const TensorSpec& x = g.value(value_named(g, a)).spec;
+    const TensorSpec& y = g.value(value_named(g, b)).spec;
+    return x.mem_id == y.mem_id && x.mem_offset == y.mem_offset;
+  };
+  SECTION("relu over a dying intermediate") {
+    Graph g = graph_from_json("[" + f32("a") + "]",
+                              "[" + unary("n1", "aten.neg.default", "a", "t") + "," +
+                                  unary("r", "aten.relu.default", "t", "u") + "," +
+                                  unary("n2", "aten.neg.default", "u", "y") + "]",
+                              R"(["y"])");
+    Pipeline p;
+    p.propagate_and_plan(g);
+    CHECK(same_storage(g, "t", "u"));
+    CHECK_FALSE(same_storage(g, "u", "y"));                       // neg is not planned in place
+    CHECK(g.value(value_named(g, "t")).spec.lifetime.last == 3);  // the group lives to n2
+  }
+  SECTION("not when the input is read again later, is a graph input or the out an output") {
+    Graph g = graph_from_json("[" + f32("a") + "]",
+                              "[" + unary("r0", "aten.relu.default", "a", "s") + "," +
+                                  unary("n1", "aten.neg.default", "s", "t") + "," +
+                                  unary("r", "aten.relu.default", "t", "u") + "," +
+                                  add("ad", "u", "t", "v") + "," +
+                                  unary("r2", "aten.relu.default", "v", "y") + "]",
+                              R"(["y"])");
+    Pipeline p;
+    p.propagate_and_plan(g);
+    CHECK_FALSE(same_storage(g, "a", "s"));  // a is a graph input
+    CHECK_FALSE(same_storage(g, "t", "u"));  // t is read by ad after r
+    CHECK(same_storage(g, "u", "v"));        // u dies at ad (t is read there too)
+    CHECK_FALSE(same_storage(g, "v", "y"));  // y is a graph output
+  }
+  SECTION("a residual add takes the operand computed last, then its relu follows") {
+    Graph g = graph_from_json(
+        "[" + f32("a") + "," + f32("b") + "]",
+        "[" + unary("n1", "aten.neg.default", "a", "t") + "," +
+            unary("n2", "aten.neg.default", "b", "s") + "," + add("ad", "b", "t", "u") + "," +
+            unary("r", "aten.relu.default", "u", "v") + "," + add("ad2", "v", "s", "y") + "]",
+        R"(["y"])");
+    Pipeline p;
+    p.propagate_and_plan(g);
+    CHECK_FALSE(same_storage(g, "b", "u"));  // b is a graph input
+    CHECK(same_storage(g, "t", "u"));
+    CHECK(same_storage(g, "u", "v"));
+    CHECK_FALSE(same_storage(g, "s", "u"));  // s is still read by ad2
+  }
+  SECTION("of two dying operands, the add takes the one computed right before it") {
+    Graph g = graph_from_json("[" + f32("a") + "]",
+                              "[" + unary("n1", "aten.neg.default", "a", "s") + "," +
+                                  unary("n2", "aten.neg.default", "a", "t") + "," +
+                                  add("ad", "s", "t", "u") + "," +
+                                  unary("n3", "aten.neg.default", "u", "y") + "]",
+                              R"(["y"])");
+    Pipeline p;
+    p.propagate_and_plan(g);
+    CHECK(same_storage(g, "t", "u"));
+    CHECK_FALSE(same_storage(g, "s", "u"));
+  }
+  SECTION("not when both operands share the storage, nor across shapes") {
+    Graph g = graph_from_json(
+        "[" + f32("a") + "," + f32("b", "[2]") + "]",
+        "[" + unary("n1", "aten.neg.default", "a", "t") + "," + add("ad", "t", "t", "u") + "," +
+            unary("n2", "aten.neg.default", "b", "c") + "," + add("ad2", "c", "u", "v") + "," +
+            unary("n3", "aten.neg.default", "v", "y") + "]",
+        R"(["y"])");
+    Pipeline p;
+    p.propagate_and_plan(g);
+    CHECK_FALSE(same_storage(g, "t", "u"));
+    CHECK_FALSE(same_storage(g, "c", "v"));  // c [2] broadcasts against u [2, 2]
+    CHECK(same_storage(g, "u", "v"));
+  }
+}
+
 TEST_CASE("a non-power-of-two alignment is a usage error") {
   Graph g = graph_from_json("[" + f32("a") + "]",
                             "[" + unary("r", "aten.relu.default", "a", "y") + "]", R"(["y"])");

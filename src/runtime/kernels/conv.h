@@ -4,6 +4,8 @@
 #include <array>
 #include <cstdint>
 
+#include "runtime/kernel.h"
+
 namespace etc::rt::kernels {
 
 // One 2-d convolution's sizes (NCHW input, [C_out, C_in / groups, KH, KW] weight).
@@ -17,12 +19,13 @@ struct ConvGeometry {
 
 // A depthwise float convolution (one input channel per group, cout_g output channels per
 // group) of every image: y[n, c] = bias[c] + sum over taps of w[c, 0, i, j] *
-// x[n, c / cout_g, ...] (bias may be null: 0). Each input plane is copied once into zero-padded
-// rows, split into stride phases, so every tap of an output row reads a contiguous run and
-// the rows go through vector registers whatever the plane's width; channels run in
-// parallel. Per output: bias, then the taps in (row, column) order with fused multiply-adds
-// (the AVX2 and AVX-512 builds agree bit for bit; the portable build rounds the products).
+// x[n, c / cout_g, ...] (bias may be null: 0), then the epilogue (may be null) per channel. Each
+// input plane is copied once into zero-padded rows, split into stride phases, so every tap of an
+// output row reads a contiguous run and the rows go through vector registers whatever the plane's
+// width; channels run in parallel. Per output: bias, then the taps in (row, column) order with
+// fused multiply-adds (the AVX2 and AVX-512 builds agree bit for bit; the portable build rounds the
+// products).
 void depthwise_conv_f32(const float* x, const float* w, const float* bias, const ConvGeometry& g,
-                        int64_t cout_g, float* y);
+                        int64_t cout_g, float* y, const Epilogue* epilogue);
 
 }  // namespace etc::rt::kernels

@@ -13,6 +13,7 @@
 
 #include "runtime/kernels/conv.h"
 #include "runtime/kernels/gemm.h"
+#include "runtime/kernels/kernel_util.h"
 #include "runtime/kernels/parallel.h"
 
 namespace etc::rt::kernels {
@@ -36,8 +37,7 @@ PaddedPlane plane_layout(const ConvGeometry& g) {
   // The last band of kMaxRows output rows reads up to row
   // (round_up(OH, kMaxRows) - 1) * stride + (KH - 1) * dilation.
   const int64_t band_rows = (g.oh + kMaxRows - 1) / kMaxRows * kMaxRows;
-  p.rows = std::max(g.h + 2 * g.pad[0],
-                    (band_rows - 1) * g.stride[0] + (g.kh - 1) * g.dil[0] + 1);
+  p.rows = std::max(g.h + 2 * g.pad[0], (band_rows - 1) * g.stride[0] + (g.kh - 1) * g.dil[0] + 1);
   p.phases = g.stride[1];
   const int64_t ow_pad = (g.ow + kLanes - 1) / kLanes * kLanes;
   int64_t max_col = 0;
@@ -55,8 +55,7 @@ PaddedPlane plane_layout(const ConvGeometry& g) {
 // rest of dst (the padding) is zero from the start and never written, so one buffer serves
 // every channel a thread runs.
 __attribute__((always_inline)) inline void fill_plane(const float* __restrict x,
-                                                      const ConvGeometry& g,
-                                                      const PaddedPlane& p,
+                                                      const ConvGeometry& g, const PaddedPlane& p,
                                                       float* __restrict dst) {
   const int64_t sw = p.phases;
   for (int64_t q = 0; q < sw; ++q) {
@@ -107,9 +106,8 @@ struct ChannelTaps {
 // (3 and 5, MobileNet's), so the tap loop unrolls; KW = 0 reads it from g.
 template <int64_t C, int64_t R, int64_t KW>
 __attribute__((always_inline)) inline void strip(const ChannelTaps& ch, const PaddedPlane& p,
-                                                 const ConvGeometry& g, int64_t oh,
-                                                 int64_t rows, int64_t c0, int64_t n,
-                                                 float* __restrict y0) {
+                                                 const ConvGeometry& g, int64_t oh, int64_t rows,
+                                                 int64_t c0, int64_t n, float* __restrict y0) {
   const int64_t kw = KW > 0 ? KW : g.kw;
   Vec8 acc[R][C];
   for (int64_t r = 0; r < R; ++r) {
@@ -219,7 +217,7 @@ void channels_portable(const float* x, const float* w, const float* bias, const 
 }  // namespace
 
 void depthwise_conv_f32(const float* x, const float* w, const float* bias, const ConvGeometry& g,
-                        int64_t cout_g, float* y) {
+                        int64_t cout_g, float* y, const Epilogue* epilogue) {
   auto* run = channels_portable;
   switch (gemm_float_kernel()) {
     case FloatKernel::kAvx512:  // 8-wide vectors: the AVX2 build serves AVX-512 CPUs too
@@ -231,6 +229,11 @@ void depthwise_conv_f32(const float* x, const float* w, const float* bias, const
   }
   parallel_for(g.batch * g.groups, 4, [&](int64_t begin, int64_t end) {
     run(x, w, bias, g, cout_g, y, begin, end);
+    // The chunk's channels, while they are still in cache.
+    if (epilogue != nullptr) {
+      const int64_t planes = g.oh * g.ow * cout_g;
+      apply_epilogue(*epilogue, y, begin * planes, end * planes);
+    }
   });
 }
 

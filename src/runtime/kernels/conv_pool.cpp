@@ -186,7 +186,7 @@ struct PackedConvWeights final : KernelState {
 template <typename G>
 void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
                 const TensorView& weight, const TensorView* bias, TensorView& out,
-                std::unique_ptr<KernelState>* state) {
+                std::unique_ptr<KernelState>* state, const Epilogue* epilogue) {
   ReadAs<G> rx(input), rw(weight);
   WriteAs<G> wy(out);
   const G* x = rx.data();
@@ -207,11 +207,16 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
     if (is_depthwise) {  // writes every output, bias included
       std::optional<ReadAs<G>> rb;
       if (bias != nullptr) rb.emplace(*bias);
-      depthwise_conv_f32(x, w, rb ? rb->data() : nullptr, g, cout_g, y);
+      depthwise_conv_f32(x, w, rb ? rb->data() : nullptr, g, cout_g, y, epilogue);
       wy.finish();
       return;
     }
   }
+  // The epilogue (float32 outs only) goes band by band where the loops below allow, else
+  // over the whole out at the end.
+  float* out_f32 = nullptr;
+  if constexpr (std::is_same_v<G, float>) out_f32 = epilogue != nullptr ? y : nullptr;
+  const bool epilogue_on = out_f32 != nullptr && !transposed;
   // Start from the bias (or zero); the GEMMs and loops below accumulate.
   if (bias != nullptr) {
     ReadAs<G> rb(*bias);
@@ -274,6 +279,12 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
           G* yg = y + (n * g.c_out + gi * cout_g) * out_plane;
           if (pointwise) {  // the GEMM splits its own work across threads
             multiply(gi, out_plane, xg, yg);
+            if (epilogue_on) {
+              parallel_for(cout_g, 16, [&](int64_t c0, int64_t c1) {
+                apply_epilogue(*epilogue, out_f32, yg - y + c0 * out_plane,
+                               yg - y + c1 * out_plane);
+              });
+            }
             continue;
           }
           // Bands of output rows in parallel, each thread with its own column matrix.
@@ -284,6 +295,11 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
               const int64_t cols = (oh1 - oh0) * g.ow;
               im2col(xg, cin_g, g, oh0, oh1, col.data());
               multiply(gi, cols, col.data(), yg + oh0 * g.ow);
+              // The band's rows of each channel, while they are still in cache.
+              for (int64_t c = 0; epilogue_on && c < cout_g; ++c) {
+                const int64_t at = (yg - y) + c * out_plane + oh0 * g.ow;
+                apply_epilogue(*epilogue, out_f32, at, at + cols);
+              }
             }
           });
         }
@@ -303,6 +319,7 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
         col2im(col.data(), cout_g, g, yg);
       }
     }
+    if (out_f32 != nullptr) apply_epilogue(*epilogue, out_f32, 0, out.numel());
   }
   wy.finish();
 }
@@ -422,9 +439,10 @@ Status convolution_kernel(KernelContext& ctx, std::span<Value*> args) {
       ctx.state != nullptr && ctx.is_constant(1) && w.dtype == DType::kFloat32 ? ctx.state
                                                                                : nullptr;
   if (x.dtype == DType::kFloat64) {
-    conv_typed<double>(g, transposed, x, w, bias, out, nullptr);
+    conv_typed<double>(g, transposed, x, w, bias, out, nullptr, nullptr);
   } else {
-    conv_typed<float>(g, transposed, x, w, bias, out, state);
+    conv_typed<float>(g, transposed, x, w, bias, out, state,
+                      out.dtype == DType::kFloat32 ? ctx.epilogue : nullptr);
   }
   return Status();
 }

@@ -446,4 +446,20 @@ Result<UpsampleShape> check_upsample2d(const KernelContext& ctx, std::span<Value
   return shape;
 }
 
+void apply_epilogue(const Epilogue& e, float* out, int64_t begin, int64_t end) {
+  float* __restrict o = out + begin;
+  const int64_t n = end - begin;
+  for (const Epilogue::Op& op : e.ops) {
+    if (op.kind == Epilogue::Op::Kind::kClamp) {
+      const float lo = op.lo, hi = op.hi;
+      for (int64_t i = 0; i < n; ++i)
+        o[i] = std::min(std::max(o[i], lo), hi);
+    } else {
+      const float* __restrict y = static_cast<const float*>(op.other->data) + begin;
+      for (int64_t i = 0; i < n; ++i)
+        o[i] = o[i] + y[i];
+    }
+  }
+}
+
 }  // namespace etc::rt::kernels
