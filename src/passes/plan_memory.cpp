@@ -126,23 +126,30 @@ void reinplace_state_updates(Graph& graph, std::vector<ValueId>& root) {
   }
 }
 
-// The elementwise ops planned in place, whose out the runtime may fuse into the kernel that
-// writes their input (rt::Method: a convolution's epilogue).
+// The elementwise ops planned in place: activations and arithmetic, the ops rt::Method can
+// run as a convolution's epilogue.
 bool reinplaceable(const Node& n) {
   switch (n.op) {
     case OpKind::Relu:
     case OpKind::Clamp:
     case OpKind::Hardtanh:
     case OpKind::AddTensor:
+    case OpKind::SubTensor:
+    case OpKind::MulTensor:
+    case OpKind::DivTensor:
+    case OpKind::AddScalar:
+    case OpKind::SubScalar:
+    case OpKind::MulScalar:
+    case OpKind::DivScalar:
       return true;
     default:
       return false;
   }
 }
 
-// An activation or residual add whose input dies there writes its out over that input:
-// relu(x) -> out in x's storage, add(x, skip) -> out in the storage of whichever operand
-// was computed last (and dies there). Elementwise
+// An activation or elementwise arithmetic op whose input dies there writes its out over that
+// input: relu(x) -> out in x's storage, add(x, skip) -> out in the storage of whichever
+// operand was computed last (and dies there). Elementwise
 // kernels read each element before writing the same element, so the aliasing is exact for
 // etc's kernels and for ExecuTorch's portable ones; it saves the out's bytes, and lets the
 // runtime apply the op as the producing kernel's epilogue (the op then finds its input

@@ -46,21 +46,28 @@ const S& cached_kernel_state(std::unique_ptr<KernelState>& slot, const typename 
   return *s;
 }
 
-// Elementwise ops a kernel applies to its float32 out before it returns, in order: the
-// activations and residual adds that the program runs in place right after it (the memory
-// plan put their outs over its out). Method::load finds them, and skips their own
-// instructions; only kernels that take an epilogue get one (aten::convolution.out).
+// Elementwise instructions a kernel runs on the part of its float32 out it has just
+// finished, in order, instead of their own passes over memory: the chain of elementwise
+// instructions right after it in the program (Method::load builds it). Every tensor has the
+// kernel out's shape; each op reads its operands and writes its out at the same flat
+// indices, so running the chain range by range gives the bits of running each instruction
+// whole. Method::load guarantees that the outs are the kernel's out or memory that no
+// operand and no other out overlaps.
 struct Epilogue {
   struct Op {
-    enum class Kind : uint8_t { kClamp, kAdd };
+    enum class Kind : uint8_t { kClamp, kAdd, kSub, kMul, kDiv };
     Kind kind = Kind::kClamp;
-    // kClamp: min(max(v, lo), hi), which keeps NaN: relu is lo = 0, hi = +inf; hardtanh and
-    // clamp take their bounds (an absent one infinite).
+    const TensorView* a = nullptr;  // first operand
+    const TensorView* b = nullptr;  // second operand; null: `scalar`
+    float scalar = 0;
+    // kClamp: min(max(a, lo), hi), which keeps NaN (relu: lo = 0, hi = +inf).
     float lo = 0, hi = 0;
-    // kAdd: v + other[i] (alpha 1), other of the out's shape and dtype, never the out.
-    const TensorView* other = nullptr;
+    const TensorView* out = nullptr;
   };
   std::vector<Op> ops;
+  // An out overlaps one of the kernel's inputs: run the chain only once the kernel has read
+  // all of them (over the whole out at the end), not range by range as it goes.
+  bool after_inputs = false;
 };
 
 struct KernelContext {

@@ -335,59 +335,68 @@ Result<std::unique_ptr<Method>> Method::load_plan(const pte::Plan& plan,
 
 namespace {
 
-bool same_tensor_memory(const TensorView& a, const TensorView& b) {
-  return a.data == b.data && a.dtype == b.dtype && a.sizes == b.sizes;
-}
-
 bool overlaps(const TensorView& a, const TensorView& b) {
   const auto* a0 = static_cast<const char*>(a.data);
   const auto* b0 = static_cast<const char*>(b.data);
   return a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes();
 }
 
-// Step `args` of kernel `name` as an epilogue op on `cur` (the float32 tensor the fused
-// kernel writes): an elementwise op that reads cur and writes its out over cur's memory.
-// Returns the op and the op's out value, or nothing.
-std::optional<std::pair<Epilogue::Op, Value*>> epilogue_op(const std::string& name,
-                                                           std::span<Value* const> args,
-                                                           const Value* cur) {
+// One elementwise instruction read as an epilogue op: its operands (tensors or a scalar), its
+// bounds, its out. Only float32 arithmetic with alpha 1, whose kernels round once per
+// element, so that the epilogue's arithmetic is the kernel's.
+struct ElementwiseStep {
+  Epilogue::Op::Kind kind;
+  const Value* a = nullptr;
+  const Value* b = nullptr;  // null: scalar
+  float scalar = 0, lo = 0, hi = 0;
+  const Value* out = nullptr;
+};
+
+std::optional<ElementwiseStep> read_elementwise(const std::string& name,
+                                                std::span<Value* const> args) {
   using Kind = Epilogue::Op::Kind;
-  const TensorView& c = cur->tensor;
-  auto in_place_out = [&](size_t i) -> Value* {
-    if (i >= args.size() || !args[i]->is_tensor()) return nullptr;
-    return same_tensor_memory(args[i]->tensor, c) && args[i]->tensor.capacity < 0 ? args[i]
-                                                                                  : nullptr;
-  };
-  auto bound = [&](size_t i, float unbounded) -> std::optional<float> {
-    if (args[i]->is_none()) return unbounded;
-    if (!args[i]->is_scalar()) return std::nullopt;
-    return static_cast<float>(args[i]->scalar_as_double());
-  };
   const float inf = std::numeric_limits<float>::infinity();
-  Epilogue::Op op;
-  Value* out = nullptr;
-  if (name == "aten::relu.out" && args.size() >= 2 && args[0] == cur) {
-    op = Epilogue::Op{Kind::kClamp, 0.0f, inf, nullptr};
-    out = in_place_out(1);
-  } else if ((name == "aten::hardtanh.out" || name == "aten::clamp.out") && args.size() >= 4 &&
-             args[0] == cur) {
-    const std::optional<float> lo = bound(1, -inf), hi = bound(2, inf);
-    if (!lo || !hi || (name == "aten::hardtanh.out" && (args[1]->is_none() || args[2]->is_none())))
-      return std::nullopt;
-    op = Epilogue::Op{Kind::kClamp, *lo, *hi, nullptr};
-    out = in_place_out(3);
-  } else if (name == "aten::add.out" && args.size() >= 4 && (args[0] == cur || args[1] == cur)) {
-    const Value* other = args[0] == cur ? args[1] : args[0];
-    const Value* alpha = args[2];
-    if (other == cur || !other->is_tensor() || other->tensor.dtype != DType::kFloat32 ||
-        other->tensor.sizes != c.sizes || other->tensor.capacity >= 0 ||
-        overlaps(other->tensor, c) || !alpha->is_scalar() || alpha->scalar_as_double() != 1.0)
-      return std::nullopt;
-    op = Epilogue::Op{Kind::kAdd, 0.0f, 0.0f, &other->tensor};
-    out = in_place_out(3);
+  auto scalar = [](const Value* v) -> std::optional<float> {
+    if (!v->is_scalar()) return std::nullopt;
+    return static_cast<float>(v->scalar_as_double());
+  };
+  auto alpha_one = [](const Value* v) { return v->is_scalar() && v->scalar_as_double() == 1.0; };
+  ElementwiseStep e{Kind::kClamp};
+  if (name == "aten::relu.out" && args.size() >= 2) {
+    e = {Kind::kClamp, args[0], nullptr, 0, 0.0f, inf, args[1]};
+  } else if ((name == "aten::hardtanh.out" || name == "aten::clamp.out") && args.size() >= 4) {
+    const bool hardtanh = name == "aten::hardtanh.out";
+    if (hardtanh && (args[1]->is_none() || args[2]->is_none())) return std::nullopt;
+    const std::optional<float> lo = args[1]->is_none() ? -inf : scalar(args[1]);
+    const std::optional<float> hi = args[2]->is_none() ? inf : scalar(args[2]);
+    if (!lo || !hi) return std::nullopt;
+    e = {Kind::kClamp, args[0], nullptr, 0, *lo, *hi, args[3]};
+  } else {
+    static const std::map<std::string, std::pair<Kind, bool>, std::less<>> kBinary = {
+        {"aten::add.out", {Kind::kAdd, true}},
+        {"aten::sub.out", {Kind::kSub, true}},
+        {"aten::mul.out", {Kind::kMul, false}},
+        {"aten::div.out", {Kind::kDiv, false}},
+        {"aten::add.Scalar_out", {Kind::kAdd, true}},
+        {"aten::sub.Scalar_out", {Kind::kSub, true}},
+        {"aten::mul.Scalar_out", {Kind::kMul, false}},
+        {"aten::div.Scalar_out", {Kind::kDiv, false}}};
+    auto it = kBinary.find(name);
+    if (it == kBinary.end()) return std::nullopt;
+    const auto [kind, has_alpha] = it->second;
+    const size_t out_at = has_alpha ? 3 : 2;
+    if (args.size() <= out_at || (has_alpha && !alpha_one(args[2]))) return std::nullopt;
+    e = {kind, args[0], nullptr, 0, 0, 0, args[out_at]};
+    if (args[1]->is_tensor()) {
+      e.b = args[1];
+    } else {
+      const std::optional<float> s = scalar(args[1]);
+      if (!s) return std::nullopt;
+      e.scalar = *s;
+    }
   }
-  if (out == nullptr) return std::nullopt;
-  return std::make_pair(op, out);
+  if (!e.a->is_tensor() || !e.out->is_tensor()) return std::nullopt;
+  return e;
 }
 
 }  // namespace
@@ -397,22 +406,70 @@ void Method::fuse_epilogues() {
   for (const Step& s : steps_) {
     if (s.kind == pte::InstrKind::kJumpFalse) return;
   }
+  // Method inputs and outputs may be rebound to caller memory: never part of a chain.
+  std::vector<bool> io(values_.size(), false);
+  for (size_t v : inputs_)
+    io[v] = true;
+  for (size_t v : outputs_)
+    io[v] = true;
+  auto plain = [&](const Value* v, const TensorView& like) {
+    const TensorView& t = v->tensor;
+    return v->is_tensor() && !io[static_cast<size_t>(v - values_.data())] &&
+           t.dtype == DType::kFloat32 && t.sizes == like.sizes && t.capacity < 0 &&
+           t.data != nullptr && t.device.is_cpu();
+  };
   for (size_t i = 0; i < steps_.size(); ++i) {
     Step& s = steps_[i];
     // convolution.out: 9 arguments, the out, the return value.
     if (s.kind != pte::InstrKind::kKernel || s.name != "aten::convolution.out" ||
-        s.args.size() < 10)
+        s.args.size() < 10 || !plain(s.args[9], s.args[9]->tensor))
       continue;
-    const Value* cur = s.args[9];
-    if (!cur->is_tensor() || cur->tensor.dtype != DType::kFloat32 || cur->tensor.capacity >= 0 ||
-        cur->tensor.data == nullptr || !cur->tensor.device.is_cpu())
-      continue;
+    const TensorView& y = s.args[9]->tensor;
+    std::vector<const TensorView*> chain{&y};  // memory the chain writes
+    std::vector<const TensorView*> external;   // operands from outside the chain
+    auto in_chain = [&](const TensorView& t) {
+      return std::any_of(chain.begin(), chain.end(),
+                         [&](const TensorView* c) { return c->data == t.data; });
+    };
+    auto overlaps_any = [&](const TensorView& t, const std::vector<const TensorView*>& set) {
+      return std::any_of(set.begin(), set.end(),
+                         [&](const TensorView* c) { return overlaps(*c, t); });
+    };
     auto epilogue = std::make_unique<Epilogue>();
     for (size_t j = i + 1; j < steps_.size() && steps_[j].kind == pte::InstrKind::kKernel; ++j) {
-      auto op = epilogue_op(steps_[j].name, steps_[j].args, cur);
-      if (!op) break;
-      epilogue->ops.push_back(op->first);
-      cur = op->second;
+      const std::optional<ElementwiseStep> e = read_elementwise(steps_[j].name, steps_[j].args);
+      if (!e || !plain(e->a, y) || !plain(e->out, y) || (e->b != nullptr && !plain(e->b, y))) break;
+      // Operands: chain memory, or memory the chain never writes.
+      bool reads_chain = false, ok = true;
+      std::vector<const TensorView*> fresh;
+      for (const Value* operand : {e->a, e->b}) {
+        if (operand == nullptr) continue;
+        if (in_chain(operand->tensor)) {
+          reads_chain = true;
+        } else if (overlaps_any(operand->tensor, chain)) {
+          ok = false;
+        } else {
+          fresh.push_back(&operand->tensor);
+        }
+      }
+      // The out: chain memory, or memory that no operand so far overlaps. Over one of the
+      // convolution's inputs, the chain waits until the convolution has read them.
+      const TensorView& out = e->out->tensor;
+      bool after_inputs = false;
+      if (!in_chain(out)) {
+        ok = ok && !overlaps_any(out, chain) && !overlaps_any(out, external) &&
+             !overlaps_any(out, fresh);
+        for (size_t a = 0; a < 9; ++a)
+          after_inputs =
+              after_inputs || (s.args[a]->is_tensor() && overlaps(s.args[a]->tensor, out));
+      }
+      if (!ok || !reads_chain) break;
+      epilogue->ops.push_back(Epilogue::Op{e->kind, &e->a->tensor,
+                                           e->b != nullptr ? &e->b->tensor : nullptr, e->scalar,
+                                           e->lo, e->hi, &out});
+      epilogue->after_inputs = epilogue->after_inputs || after_inputs;
+      external.insert(external.end(), fresh.begin(), fresh.end());
+      if (!in_chain(out)) chain.push_back(&out);
       steps_[j].fused = true;
       s.fused_names += " + " + steps_[j].name;
     }

@@ -149,9 +149,11 @@ TEST_CASE("convolution variants against a direct loop") {
 }
 
 TEST_CASE("a convolution's epilogue gives the bits of the instructions it stands for") {
-  // conv -> clamp(-0.3, 0.5) -> add(skip) -> relu, as instructions (each its own kernel)
-  // and as one convolution with that epilogue, for every case and vector build.
+  // conv -> y; clamp(y, -0.3, 0.5) -> y; add(skip, y) -> y; u = y * 0.75; u = u / 3;
+  // y = y - u; relu(y) -> y: as instructions (each its own kernel, whole) and as one
+  // convolution with that epilogue, for every case and vector build.
   uint32_t seed = 700;
+  const float inf = std::numeric_limits<float>::infinity();
   for (kernels::GemmIsa isa :
        {kernels::GemmIsa::kAuto, kernels::GemmIsa::kAvx2, kernels::GemmIsa::kPortable}) {
     kernels::set_gemm_isa(isa);
@@ -186,24 +188,35 @@ TEST_CASE("a convolution's epilogue gives the bits of the instructions it stands
                                                c.b(k.transposed),
                                                c.ints({k.oph, k.opw}),
                                                c.i(k.groups)};
-      // The instructions, each writing its out over its input.
+      // The instructions.
       Value* y = c.out(DType::kFloat32, os);
+      Value* u = c.out(DType::kFloat32, os);
       REQUIRE(c.run(args, {y}).ok());
-      Call clamp("aten::clamp.out"), add("aten::add.out"), relu("aten::relu.out");
+      Call clamp("aten::clamp.out"), add("aten::add.out"), mul("aten::mul.Scalar_out"),
+          div("aten::div.Scalar_out"), sub("aten::sub.out"), relu("aten::relu.out");
       REQUIRE(clamp.run({y, clamp.d(-0.3), clamp.d(0.5)}, {y}).ok());
       REQUIRE(add.run({skip, y, add.i(1)}, {y}).ok());
+      REQUIRE(mul.run({y, mul.d(0.75)}, {u}).ok());
+      REQUIRE(div.run({u, div.i(3)}, {u}).ok());
+      REQUIRE(sub.run({y, u, sub.i(1)}, {y}).ok());
       REQUIRE(relu.run({y}, {y}).ok());
       // One convolution with the epilogue.
+      Value* fy = c.out(DType::kFloat32, os);
+      Value* fu = c.out(DType::kFloat32, os);
+      using Kind = Epilogue::Op::Kind;
+      const TensorView *ty = &fy->tensor, *tu = &fu->tensor;
       Epilogue e;
-      e.ops.push_back({Epilogue::Op::Kind::kClamp, -0.3f, 0.5f, nullptr});
-      e.ops.push_back({Epilogue::Op::Kind::kAdd, 0, 0, &skip->tensor});
-      e.ops.push_back(
-          {Epilogue::Op::Kind::kClamp, 0.0f, std::numeric_limits<float>::infinity(), nullptr});
+      e.ops = {{Kind::kClamp, ty, nullptr, 0, -0.3f, 0.5f, ty},
+               {Kind::kAdd, &skip->tensor, ty, 0, 0, 0, ty},
+               {Kind::kMul, ty, nullptr, 0.75f, 0, 0, tu},
+               {Kind::kDiv, tu, nullptr, 3.0f, 0, 0, tu},
+               {Kind::kSub, ty, tu, 0, 0, 0, ty},
+               {Kind::kClamp, ty, nullptr, 0, 0.0f, inf, ty}};
       c.set_epilogue(&e);
-      Value* fused = c.out(DType::kFloat32, os);
-      REQUIRE(c.run(args, {fused}).ok());
-      REQUIRE(std::memcmp(y->tensor.data, fused->tensor.data,
-                          static_cast<size_t>(y->tensor.nbytes())) == 0);
+      REQUIRE(c.run(args, {fy}).ok());
+      const size_t bytes = static_cast<size_t>(y->tensor.nbytes());
+      REQUIRE(std::memcmp(y->tensor.data, fy->tensor.data, bytes) == 0);
+      REQUIRE(std::memcmp(u->tensor.data, fu->tensor.data, bytes) == 0);
     }
   }
 }

@@ -1,7 +1,6 @@
 // Epilogue fusion end to end: memory planning puts an activation's or residual add's out over
-// its input, and rt::Method then runs that instruction as the epilogue of the convolution
-// before it. The fused method must give the unfused method's bits, and must leave alone what
-// it cannot fuse.
+// its input where the input dies there, and rt::Method runs the elementwise instructions
+// after a convolution as its epilogue. The fused method must give the unfused method's bits.
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -145,17 +144,54 @@ TEST_CASE("in-place activations and residual adds run as the convolution's epilo
   CHECK(*std::max_element(plain.y.begin(), plain.y.end()) == 0.5f);
 }
 
-TEST_CASE("an activation whose input is read again is neither planned in place nor fused") {
+TEST_CASE("an activation whose input is read again keeps its own out, also when fused") {
   Graph g = block(true);
   const pte::File f = export_graph(g);
+  // c1 is read by the add after the relu: the relu is not planned in place ...
+  NodeId relu, conv1;
+  for (NodeId id : g.order()) {
+    if (g.node(id).name == "r") relu = id;
+    if (g.node(id).name == "c1") conv1 = id;
+  }
+  const TensorSpec& r = g.value(g.node(relu).outputs[0]).spec;
+  const TensorSpec& c1 = g.value(g.node(conv1).outputs[0]).spec;
+  CHECK(r.mem_offset != c1.mem_offset);
+  // ... but still runs as the convolution's epilogue, writing its own out; c1 stays whole
+  // for the add, which the depthwise convolution takes with the hardtanh.
   const Run fused = run(f, true), plain = run(f, false);
-  // c1 is read by the add after the relu: the relu keeps its own out. The depthwise
-  // convolution still takes the add (its other operand, c1, dies there) and the hardtanh.
   CHECK(rows(fused.profile) ==
-        std::vector<std::string>{"aten::convolution.out",
-                                 "aten::convolution.out + aten::add.out + aten::hardtanh.out",
-                                 "aten::neg.out", "aten::relu.out"});
+        std::vector<std::string>{"aten::convolution.out + aten::add.out + aten::hardtanh.out",
+                                 "aten::convolution.out + aten::relu.out", "aten::neg.out"});
   CHECK(std::memcmp(fused.y.data(), plain.y.data(), fused.y.size() * 4) == 0);
+}
+
+TEST_CASE("a decomposed hardswish after a convolution runs as its epilogue") {
+  // a -> neg -> x -> conv -> t; u = t + 3; u = clamp(u, 0, 6); u = u / 6; h = t * u;
+  // y = neg(h). u is new memory (t is read again by the mul), which the plan may put where x
+  // was (x dies at the convolution): the chain then waits for the whole convolution.
+  Graph g;
+  ValueId a = g.add_input("a", spec({1, 3, 9, 7}));
+  ValueId x = node(g, OpKind::Neg, "x", {{"self", a}}, spec({1, 3, 9, 7}));
+  ValueId t = conv(g, "t", x, constant(g, "w", {3, 3, 3, 3}, 5), constant(g, "b", {3}, 6), 1, 1,
+                   spec({1, 3, 9, 7}));
+  ValueId u1 = node(g, OpKind::AddScalar, "u1", {{"self", t}, {"other", Scalar{int64_t{3}}}},
+                    spec({1, 3, 9, 7}));
+  ValueId u2 = node(g, OpKind::Clamp, "u2",
+                    {{"self", u1}, {"min", Scalar{int64_t{0}}}, {"max", Scalar{int64_t{6}}}},
+                    spec({1, 3, 9, 7}));
+  ValueId u3 = node(g, OpKind::DivScalar, "u3", {{"self", u2}, {"other", Scalar{int64_t{6}}}},
+                    spec({1, 3, 9, 7}));
+  ValueId h = node(g, OpKind::MulTensor, "h", {{"self", t}, {"other", u3}}, spec({1, 3, 9, 7}));
+  ValueId y = node(g, OpKind::Neg, "y", {{"self", h}}, spec({1, 3, 9, 7}));
+  g.set_outputs({y});
+  const pte::File f = export_graph(g);
+  const Run fused = run(f, true), plain = run(f, false);
+  CHECK(rows(fused.profile) ==
+        std::vector<std::string>{"aten::convolution.out + aten::add.Scalar_out + aten::clamp.out "
+                                 "+ aten::div.Scalar_out + aten::mul.out",
+                                 "aten::neg.out"});
+  CHECK(std::memcmp(fused.y.data(), plain.y.data(), fused.y.size() * 4) == 0);
+  CHECK(*std::min_element(plain.y.begin(), plain.y.end()) < -0.5f);  // the chain did work
 }
 
 }  // namespace

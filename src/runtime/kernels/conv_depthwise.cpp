@@ -232,7 +232,7 @@ void depthwise_conv_f32(const float* x, const float* w, const float* bias, const
     // The chunk's channels, while they are still in cache.
     if (epilogue != nullptr) {
       const int64_t planes = g.oh * g.ow * cout_g;
-      apply_epilogue(*epilogue, y, begin * planes, end * planes);
+      apply_epilogue(*epilogue, begin * planes, end * planes);
     }
   });
 }

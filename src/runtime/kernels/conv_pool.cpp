@@ -207,16 +207,23 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
     if (is_depthwise) {  // writes every output, bias included
       std::optional<ReadAs<G>> rb;
       if (bias != nullptr) rb.emplace(*bias);
-      depthwise_conv_f32(x, w, rb ? rb->data() : nullptr, g, cout_g, y, epilogue);
+      const bool by_channel = epilogue != nullptr && !epilogue->after_inputs;
+      depthwise_conv_f32(x, w, rb ? rb->data() : nullptr, g, cout_g, y,
+                         by_channel ? epilogue : nullptr);
+      if (epilogue != nullptr && !by_channel) {
+        parallel_for(out.numel(), int64_t{1} << 14,
+                     [&](int64_t begin, int64_t end) { apply_epilogue(*epilogue, begin, end); });
+      }
       wy.finish();
       return;
     }
   }
   // The epilogue (float32 outs only) goes band by band where the loops below allow, else
   // over the whole out at the end.
-  float* out_f32 = nullptr;
-  if constexpr (std::is_same_v<G, float>) out_f32 = epilogue != nullptr ? y : nullptr;
-  const bool epilogue_on = out_f32 != nullptr && !transposed;
+  // After the whole convolution when an out of the epilogue overlaps an input.
+  const bool epilogue_on =
+      epilogue != nullptr && std::is_same_v<G, float> && !transposed && !epilogue->after_inputs;
+  const bool epilogue_at_end = epilogue != nullptr && std::is_same_v<G, float> && !epilogue_on;
   // Start from the bias (or zero); the GEMMs and loops below accumulate.
   if (bias != nullptr) {
     ReadAs<G> rb(*bias);
@@ -281,8 +288,7 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
             multiply(gi, out_plane, xg, yg);
             if (epilogue_on) {
               parallel_for(cout_g, 16, [&](int64_t c0, int64_t c1) {
-                apply_epilogue(*epilogue, out_f32, yg - y + c0 * out_plane,
-                               yg - y + c1 * out_plane);
+                apply_epilogue(*epilogue, yg - y + c0 * out_plane, yg - y + c1 * out_plane);
               });
             }
             continue;
@@ -298,7 +304,7 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
               // The band's rows of each channel, while they are still in cache.
               for (int64_t c = 0; epilogue_on && c < cout_g; ++c) {
                 const int64_t at = (yg - y) + c * out_plane + oh0 * g.ow;
-                apply_epilogue(*epilogue, out_f32, at, at + cols);
+                apply_epilogue(*epilogue, at, at + cols);
               }
             }
           });
@@ -319,7 +325,10 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
         col2im(col.data(), cout_g, g, yg);
       }
     }
-    if (out_f32 != nullptr) apply_epilogue(*epilogue, out_f32, 0, out.numel());
+  }
+  if (epilogue_at_end) {
+    parallel_for(out.numel(), int64_t{1} << 14,
+                 [&](int64_t begin, int64_t end) { apply_epilogue(*epilogue, begin, end); });
   }
   wy.finish();
 }

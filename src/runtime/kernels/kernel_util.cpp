@@ -446,18 +446,45 @@ Result<UpsampleShape> check_upsample2d(const KernelContext& ctx, std::span<Value
   return shape;
 }
 
-void apply_epilogue(const Epilogue& e, float* out, int64_t begin, int64_t end) {
-  float* __restrict o = out + begin;
+void apply_epilogue(const Epilogue& e, int64_t begin, int64_t end) {
+  using Kind = Epilogue::Op::Kind;
   const int64_t n = end - begin;
   for (const Epilogue::Op& op : e.ops) {
-    if (op.kind == Epilogue::Op::Kind::kClamp) {
+    // a, b and o may be one tensor (in place): each element is read before it is written.
+    const float* a = static_cast<const float*>(op.a->data) + begin;
+    float* o = static_cast<float*>(op.out->data) + begin;
+    if (op.kind == Kind::kClamp) {
       const float lo = op.lo, hi = op.hi;
       for (int64_t i = 0; i < n; ++i)
-        o[i] = std::min(std::max(o[i], lo), hi);
-    } else {
-      const float* __restrict y = static_cast<const float*>(op.other->data) + begin;
-      for (int64_t i = 0; i < n; ++i)
-        o[i] = o[i] + y[i];
+        o[i] = std::min(std::max(a[i], lo), hi);
+      continue;
+    }
+    auto run = [&](auto f) {
+      if (op.b != nullptr) {
+        const float* b = static_cast<const float*>(op.b->data) + begin;
+        for (int64_t i = 0; i < n; ++i)
+          o[i] = f(a[i], b[i]);
+      } else {
+        const float s = op.scalar;
+        for (int64_t i = 0; i < n; ++i)
+          o[i] = f(a[i], s);
+      }
+    };
+    switch (op.kind) {
+      case Kind::kAdd:
+        run([](float x, float y) { return x + y; });
+        break;
+      case Kind::kSub:
+        run([](float x, float y) { return x - y; });
+        break;
+      case Kind::kMul:
+        run([](float x, float y) { return x * y; });
+        break;
+      case Kind::kDiv:
+        run([](float x, float y) { return x / y; });
+        break;
+      case Kind::kClamp:
+        break;
     }
   }
 }

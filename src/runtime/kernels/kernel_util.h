@@ -153,9 +153,9 @@ inline C scalar_to(const Value& v) {
   }
 }
 
-// Applies `e` to out elements [begin, end) (flat indices of a float32 out): the same
-// arithmetic, element for element, as the relu/hardtanh/clamp/add kernels it stands for.
-void apply_epilogue(const Epilogue& e, float* out, int64_t begin, int64_t end);
+// Runs `e` on flat elements [begin, end): the same arithmetic, element for element, as the
+// relu/hardtanh/clamp and add/sub/mul/div kernels it stands for (alpha 1).
+void apply_epilogue(const Epilogue& e, int64_t begin, int64_t end);
 
 // Calls f.template operator()<T>() with T the storage type of `t`.
 template <typename F>
