@@ -446,31 +446,72 @@ Result<UpsampleShape> check_upsample2d(const KernelContext& ctx, std::span<Value
   return shape;
 }
 
+namespace {
+
+// o[i] = f(a[i], b[i]) where each of a, b is o itself or memory no other pointer overlaps
+// (Method::load's guarantee): every case gets restrict pointers, so the loop vectorises
+// without a run-time overlap check, which an in-place call (a == o) would fail.
+template <typename F>
+void binary_range(const float* a, const float* b, float* o, int64_t n, F f) {
+  if (a == o && b == o) {
+    for (int64_t i = 0; i < n; ++i)
+      o[i] = f(o[i], o[i]);
+  } else if (a == o) {
+    float* __restrict oo = o;
+    const float* __restrict bb = b;
+    for (int64_t i = 0; i < n; ++i)
+      oo[i] = f(oo[i], bb[i]);
+  } else if (b == o) {
+    float* __restrict oo = o;
+    const float* __restrict aa = a;
+    for (int64_t i = 0; i < n; ++i)
+      oo[i] = f(aa[i], oo[i]);
+  } else {
+    float* __restrict oo = o;
+    const float* aa = a;
+    const float* bb = b;  // a and b may be one tensor; neither overlaps o
+    for (int64_t i = 0; i < n; ++i)
+      oo[i] = f(aa[i], bb[i]);
+  }
+}
+
+template <typename F>
+void unary_range(const float* a, float* o, int64_t n, F f) {
+  if (a == o) {
+    float* __restrict oo = o;
+    for (int64_t i = 0; i < n; ++i)
+      oo[i] = f(oo[i]);
+  } else {
+    float* __restrict oo = o;
+    const float* __restrict aa = a;
+    for (int64_t i = 0; i < n; ++i)
+      oo[i] = f(aa[i]);
+  }
+}
+
+}  // namespace
+
 void apply_epilogue(const Epilogue& e, int64_t begin, int64_t end) {
   using Kind = Epilogue::Op::Kind;
   const int64_t n = end - begin;
   for (const Epilogue::Op& op : e.ops) {
-    // a, b and o may be one tensor (in place): each element is read before it is written.
     const float* a = static_cast<const float*>(op.a->data) + begin;
+    const float* b = op.b != nullptr ? static_cast<const float*>(op.b->data) + begin : nullptr;
     float* o = static_cast<float*>(op.out->data) + begin;
-    if (op.kind == Kind::kClamp) {
-      const float lo = op.lo, hi = op.hi;
-      for (int64_t i = 0; i < n; ++i)
-        o[i] = std::min(std::max(a[i], lo), hi);
-      continue;
-    }
+    const float s = op.scalar;
     auto run = [&](auto f) {
-      if (op.b != nullptr) {
-        const float* b = static_cast<const float*>(op.b->data) + begin;
-        for (int64_t i = 0; i < n; ++i)
-          o[i] = f(a[i], b[i]);
+      if (b != nullptr) {
+        binary_range(a, b, o, n, f);
       } else {
-        const float s = op.scalar;
-        for (int64_t i = 0; i < n; ++i)
-          o[i] = f(a[i], s);
+        unary_range(a, o, n, [f, s](float x) { return f(x, s); });
       }
     };
     switch (op.kind) {
+      case Kind::kClamp: {
+        const float lo = op.lo, hi = op.hi;
+        unary_range(a, o, n, [lo, hi](float x) { return std::min(std::max(x, lo), hi); });
+        break;
+      }
       case Kind::kAdd:
         run([](float x, float y) { return x + y; });
         break;
@@ -482,8 +523,6 @@ void apply_epilogue(const Epilogue& e, int64_t begin, int64_t end) {
         break;
       case Kind::kDiv:
         run([](float x, float y) { return x / y; });
-        break;
-      case Kind::kClamp:
         break;
     }
   }
