@@ -246,34 +246,40 @@ TEST_CASE("constant matmul weights are packed once and give the same bits") {
   struct Shape {
     int64_t m, k, n;
   };
-  for (Shape s : {Shape{24, 384, 1536}, Shape{3, 700, 37}, Shape{130, 257, 4100}, Shape{1, 5, 1}}) {
-    INFO(s.m << "x" << s.k << "x" << s.n);
-    for (const char* op : {"aten::addmm.out", "aten::mm.out", "aten::linear.default"}) {
-      INFO(op);
-      const std::string name = op;
-      const bool linear = name == "aten::linear.default", addmm = name == "aten::addmm.out";
-      Call c(op);
-      Value* a = c.random(DType::kFloat32, {s.m, s.k}, 71);
-      const Sizes ws = linear ? Sizes{s.n, s.k} : Sizes{s.k, s.n};
-      Value* w = c.random(DType::kFloat32, ws, 72);
-      Value* w2 = c.random(DType::kFloat32, ws, 73);
-      Value* bias = c.random(DType::kFloat32, {s.n}, 74);
-      auto run = [&](Value* weight) {
-        Value* out = c.out(DType::kFloat32, {s.m, s.n});
-        Status st = addmm    ? c.run({bias, a, weight, c.i(1), c.d(0.5)}, {out})
-                    : linear ? c.run({a, weight, bias}, {out})
-                             : c.run({a, weight}, {out});
-        REQUIRE(st.ok());
-        return read(out);
-      };
-      const std::vector<double> plain = run(w), plain2 = run(w2);
-      c.keep_state(uint64_t{1} << (addmm ? 2 : 1));  // the weight is a constant
-      CHECK(run(w) == plain);                        // packs
-      CHECK(c.state() != nullptr);
-      CHECK(run(w) == plain);    // uses the packed panels
-      CHECK(run(w2) == plain2);  // other weights: packed again
+  // m <= 4 takes the row kernels on packed panels (a batch-1 linear layer), under both the
+  // AVX-512 and the AVX2 panels: same bits as the micro-kernels.
+  for (GemmIsa isa : {GemmIsa::kAuto, GemmIsa::kAvx2})
+    for (Shape s :
+         {Shape{24, 384, 1536}, Shape{3, 700, 37}, Shape{130, 257, 4100}, Shape{1, 5, 1},
+          Shape{1, 1280, 1000}, Shape{2, 300, 200}, Shape{4, 513, 129}, Shape{3, 64, 520}}) {
+      IsaGuard guard(isa);
+      INFO(s.m << "x" << s.k << "x" << s.n << " isa " << static_cast<int>(isa));
+      for (const char* op : {"aten::addmm.out", "aten::mm.out", "aten::linear.default"}) {
+        INFO(op);
+        const std::string name = op;
+        const bool linear = name == "aten::linear.default", addmm = name == "aten::addmm.out";
+        Call c(op);
+        Value* a = c.random(DType::kFloat32, {s.m, s.k}, 71);
+        const Sizes ws = linear ? Sizes{s.n, s.k} : Sizes{s.k, s.n};
+        Value* w = c.random(DType::kFloat32, ws, 72);
+        Value* w2 = c.random(DType::kFloat32, ws, 73);
+        Value* bias = c.random(DType::kFloat32, {s.n}, 74);
+        auto run = [&](Value* weight) {
+          Value* out = c.out(DType::kFloat32, {s.m, s.n});
+          Status st = addmm    ? c.run({bias, a, weight, c.i(1), c.d(0.5)}, {out})
+                      : linear ? c.run({a, weight, bias}, {out})
+                               : c.run({a, weight}, {out});
+          REQUIRE(st.ok());
+          return read(out);
+        };
+        const std::vector<double> plain = run(w), plain2 = run(w2);
+        c.keep_state(uint64_t{1} << (addmm ? 2 : 1));  // the weight is a constant
+        CHECK(run(w) == plain);                        // packs
+        CHECK(c.state() != nullptr);
+        CHECK(run(w) == plain);    // uses the packed panels
+        CHECK(run(w2) == plain2);  // other weights: packed again
+      }
     }
-  }
 }
 
 TEST_CASE("matmul errors") {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -91,15 +92,19 @@ __attribute__((target("avx512f"))) void micro_kernel_f32_avx512(int64_t kc, cons
     }
     return;
   }
-  alignas(64) float t[8][32];
+  // An edge tile: the same fused update on the valid columns only (masked lanes are neither
+  // read nor written).
+  const __mmask16 m0 = nr >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nr) - 1);
+  const __mmask16 m1 = nr >= 32  ? __mmask16(0xFFFF)
+                       : nr > 16 ? __mmask16((1u << (nr - 16)) - 1)
+                                 : 0;
 #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) {
-    _mm512_store_ps(t[i], acc[i][0]);
-    _mm512_store_ps(t[i] + 16, acc[i][1]);
-  }
-  for (int64_t i = 0; i < mr; ++i) {
-    for (int64_t j = 0; j < nr; ++j)
-      c[i * ldc + j] += alpha * t[i][j];
+    if (i >= mr) break;
+    float* row = c + i * ldc;
+    _mm512_mask_storeu_ps(row, m0, _mm512_fmadd_ps(al, acc[i][0], _mm512_maskz_loadu_ps(m0, row)));
+    _mm512_mask_storeu_ps(row + 16, m1,
+                          _mm512_fmadd_ps(al, acc[i][1], _mm512_maskz_loadu_ps(m1, row + 16)));
   }
 }
 
@@ -178,9 +183,97 @@ __attribute__((target("avx2,fma"))) void micro_kernel_f32_avx2(int64_t kc, const
   _mm256_store_ps(t[4] + 8, c41);
   _mm256_store_ps(t[5], c50);
   _mm256_store_ps(t[5] + 8, c51);
+  // An edge tile: the full tile's fused update, element by element.
   for (int64_t i = 0; i < mr; ++i) {
     for (int64_t j = 0; j < nr; ++j)
-      c[i * ldc + j] += alpha * t[i][j];
+      c[i * ldc + j] = std::fma(alpha, t[i][j], c[i * ldc + j]);
+  }
+}
+
+// A few rows of A (R <= 4) against P consecutive packed panels of B (one KC block): the
+// GEMV-shaped products of a batch-1 linear layer, where the 8-row micro-kernel would spend
+// most of its work on zero rows. Each C element is summed as the micro-kernels sum it (from
+// zero over the block's k in order, fused multiply-adds, then C += alpha * sum fused), so
+// the bits are theirs.
+template <int R, int P>
+__attribute__((target("avx512f"))) void rows_avx512(int64_t kc, const float* a, int64_t a_rs,
+                                                    int64_t a_cs, const float* b, float* c,
+                                                    int64_t ldc, float alpha, int64_t cols) {
+  __m512 acc[R][P][2];
+  for (int r = 0; r < R; ++r) {
+    for (int q = 0; q < P; ++q)
+      acc[r][q][0] = acc[r][q][1] = _mm512_setzero_ps();
+  }
+  for (int64_t p = 0; p < kc; ++p) {
+    __m512 bv[P][2];
+    for (int q = 0; q < P; ++q) {
+      bv[q][0] = _mm512_loadu_ps(b + (q * kc + p) * 32);
+      bv[q][1] = _mm512_loadu_ps(b + (q * kc + p) * 32 + 16);
+    }
+    for (int r = 0; r < R; ++r) {
+      const __m512 av = _mm512_set1_ps(a[r * a_rs + p * a_cs]);
+      for (int q = 0; q < P; ++q) {
+        acc[r][q][0] = _mm512_fmadd_ps(av, bv[q][0], acc[r][q][0]);
+        acc[r][q][1] = _mm512_fmadd_ps(av, bv[q][1], acc[r][q][1]);
+      }
+    }
+  }
+  const __m512 al = _mm512_set1_ps(alpha);
+  for (int q = 0; q < P; ++q) {
+    for (int h = 0; h < 2; ++h) {
+      const int64_t col = q * 32 + h * 16;
+      if (col >= cols) continue;
+      const __mmask16 m =
+          cols - col >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (cols - col)) - 1);
+      for (int r = 0; r < R; ++r) {
+        float* dst = c + r * ldc + col;
+        _mm512_mask_storeu_ps(dst, m,
+                              _mm512_fmadd_ps(al, acc[r][q][h], _mm512_maskz_loadu_ps(m, dst)));
+      }
+    }
+  }
+}
+
+template <int R, int P>
+__attribute__((target("avx2,fma"))) void rows_avx2(int64_t kc, const float* a, int64_t a_rs,
+                                                   int64_t a_cs, const float* b, float* c,
+                                                   int64_t ldc, float alpha, int64_t cols) {
+  __m256 acc[R][P][2];
+  for (int r = 0; r < R; ++r) {
+    for (int q = 0; q < P; ++q)
+      acc[r][q][0] = acc[r][q][1] = _mm256_setzero_ps();
+  }
+  for (int64_t p = 0; p < kc; ++p) {
+    __m256 bv[P][2];
+    for (int q = 0; q < P; ++q) {
+      bv[q][0] = _mm256_loadu_ps(b + (q * kc + p) * 16);
+      bv[q][1] = _mm256_loadu_ps(b + (q * kc + p) * 16 + 8);
+    }
+    for (int r = 0; r < R; ++r) {
+      const __m256 av = _mm256_broadcast_ss(a + r * a_rs + p * a_cs);
+      for (int q = 0; q < P; ++q) {
+        acc[r][q][0] = _mm256_fmadd_ps(av, bv[q][0], acc[r][q][0]);
+        acc[r][q][1] = _mm256_fmadd_ps(av, bv[q][1], acc[r][q][1]);
+      }
+    }
+  }
+  const __m256 al = _mm256_set1_ps(alpha);
+  for (int q = 0; q < P; ++q) {
+    for (int h = 0; h < 2; ++h) {
+      const int64_t col = q * 16 + h * 8;
+      if (col >= cols) continue;
+      for (int r = 0; r < R; ++r) {
+        float* dst = c + r * ldc + col;
+        if (cols - col >= 8) {
+          _mm256_storeu_ps(dst, _mm256_fmadd_ps(al, acc[r][q][h], _mm256_loadu_ps(dst)));
+        } else {
+          alignas(32) float t[8];
+          _mm256_store_ps(t, acc[r][q][h]);
+          for (int64_t j = 0; j < cols - col; ++j)
+            dst[j] = std::fma(alpha, t[j], dst[j]);
+        }
+      }
+    }
   }
 }
 
@@ -478,8 +571,75 @@ const float* PackedB::panels(int64_t pc, int64_t j) const {
   return data_.get() + pc * padded_n_ + (j / nr_) * nr_ * kc;
 }
 
+namespace {
+
+// Rows [0, m) (m <= 4) of C += alpha * A @ B for B's columns [j0, j1) (j0 a multiple of
+// four panels), K block by K block as gemm_blocked goes.
+template <int R>
+void small_m_columns(float alpha, MatrixRef<float> a, const PackedB& b, float* c, int64_t ldc,
+                     int64_t j0, int64_t j1) {
+  const bool wide = b.kernel() == FloatKernel::kAvx512;
+  const int64_t nr = wide ? 32 : 16;
+  constexpr int kPanels = R <= 2 ? 4 : 2;  // accumulators: R * kPanels * 2 <= 16
+  for (int64_t pc = 0; pc < b.depth(); pc += kKC) {
+    const int64_t kc = std::min(kKC, b.depth() - pc);
+    const float* ap = a.data + pc * a.col_stride;
+    for (int64_t j = j0; j < j1; j += kPanels * nr) {
+      const int64_t cols = std::min(kPanels * nr, j1 - j);
+      const float* panels = b.panels(pc, j);
+      auto run = [&]<int P>() {
+        if (wide) {
+          rows_avx512<R, P>(kc, ap, a.row_stride, a.col_stride, panels, c + j, ldc, alpha, cols);
+        } else {
+          rows_avx2<R, P>(kc, ap, a.row_stride, a.col_stride, panels, c + j, ldc, alpha, cols);
+        }
+      };
+      // The last columns: only the panels they need (the rest of B is not there).
+      const int64_t need = (cols + nr - 1) / nr;
+      if (need >= kPanels) {
+        run.template operator()<kPanels>();
+      } else if (need == 3) {
+        run.template operator()<3>();
+      } else if (need == 2) {
+        run.template operator()<2>();
+      } else {
+        run.template operator()<1>();
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void gemm_packed(int64_t m, float alpha, MatrixRef<float> a, const PackedB& b, float* c,
                  int64_t ldc) {
+  // A few rows (a batch-1 linear layer) on the AVX2 or AVX-512 panels: row kernels over
+  // columns split across threads in units of four panels.
+  if (m >= 1 && m <= 4 && b.depth() > 0 && b.kernel() != FloatKernel::kPortable) {
+    const int64_t unit = 4 * (b.kernel() == FloatKernel::kAvx512 ? 32 : 16);
+    const int64_t n = b.cols();
+    auto part = [&](int64_t u0, int64_t u1) {
+      const int64_t j0 = u0 * unit, j1 = std::min(n, u1 * unit);
+      switch (m) {
+        case 1:
+          return small_m_columns<1>(alpha, a, b, c, ldc, j0, j1);
+        case 2:
+          return small_m_columns<2>(alpha, a, b, c, ldc, j0, j1);
+        case 3:
+          return small_m_columns<3>(alpha, a, b, c, ldc, j0, j1);
+        default:
+          return small_m_columns<4>(alpha, a, b, c, ldc, j0, j1);
+      }
+    };
+    const int64_t units = (n + unit - 1) / unit;
+    if (static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(b.depth()) <
+        double(1 << 18)) {
+      part(0, units);
+    } else {
+      parallel_for(units, 1, part);
+    }
+    return;
+  }
   gemm_parallel(m, b.cols(), b.depth(), alpha, a, MatrixRef<float>{nullptr, 0, 0}, c, ldc, nullptr,
                 &b);
 }
