@@ -121,6 +121,22 @@ Status any_kernel(KernelContext& ctx, std::span<Value*> args) {
   return Status();
 }
 
+// The sum of n contiguous floats in double, in eight interleaved partial sums (element i
+// goes to sum i % 8) added pairwise at the end: the loop vectorises instead of waiting on
+// one add's latency per element. The order is fixed, so the result does not depend on
+// threads.
+double sum_as_double(const float* x, int64_t n) {
+  double part[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int k = 0; k < 8; ++k)
+      part[k] += static_cast<double>(x[i + k]);
+  }
+  for (int k = 0; i < n; ++i, ++k)
+    part[k] += static_cast<double>(x[i]);
+  return ((part[0] + part[4]) + (part[2] + part[6])) + ((part[1] + part[5]) + (part[3] + part[7]));
+}
+
 // sum and mean: `mean` divides by the number of reduced elements.
 Status sum_mean(KernelContext& ctx, std::span<Value*> args, bool mean) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args,
@@ -147,13 +163,28 @@ Status sum_mean(KernelContext& ctx, std::span<Value*> args, bool mean) {
   for (size_t d = 0; d < self.rank(); ++d) {
     if (reduced[d]) count *= self.sizes[d];
   }
+  // The reduced dims trailing and contiguous (a global average pool: [N, C, H, W] over H
+  // and W): output i sums its own run of `count` elements.
+  size_t first_reduced = self.rank();
+  while (first_reduced > 0 && reduced[first_reduced - 1])
+    --first_reduced;
+  const bool trailing =
+      std::none_of(reduced.begin(), reduced.begin() + first_reduced, [](bool r) { return r; });
   auto run = [&]<typename Acc>() {
     Buffer<Acc> acc(n);
     std::fill_n(acc.data(), n, Acc(0));
-    visit_dtype(self.dtype, [&]<typename T>() {
-      reduce_into(self.data_as<const T>(), self.sizes, reduced, acc.data(),
-                  [](Acc a, Acc v) { return a + v; });
-    });
+    if (std::is_same_v<Acc, double> && trailing && self.dtype == DType::kFloat32 && count > 0) {
+      const float* x = self.data_as<const float>();
+      parallel_for(n, std::max<int64_t>(1, 4096 / count), [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i)
+          acc[i] = static_cast<Acc>(sum_as_double(x + i * count, count));
+      });
+    } else {
+      visit_dtype(self.dtype, [&]<typename T>() {
+        reduce_into(self.data_as<const T>(), self.sizes, reduced, acc.data(),
+                    [](Acc a, Acc v) { return a + v; });
+      });
+    }
     if constexpr (std::is_floating_point_v<Acc>) {
       if (mean) {
         // An empty reduction gives NaN (0/0), as torch.mean.
