@@ -51,6 +51,17 @@ PaddedPlane plane_layout(const ConvGeometry& g) {
   return p;
 }
 
+// Eight floats as one value: the compiler keeps it in a vector register of the build's ISA
+// (one ymm for AVX2/AVX-512, two xmm for the portable build).
+typedef float Vec8 __attribute__((vector_size(32)));
+static_assert(sizeof(Vec8) == kLanes * sizeof(float));
+
+__attribute__((always_inline)) inline Vec8 load8(const float* p) {
+  Vec8 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
 // dst[q][r][c] = x[r - pad_h][c * stride_w + q - pad_w] where that lies in the input. The
 // rest of dst (the padding) is zero from the start and never written, so one buffer serves
 // every channel a thread runs.
@@ -67,8 +78,13 @@ __attribute__((always_inline)) inline void fill_plane(const float* __restrict x,
     float* d = dst + (q * p.rows + g.pad[0]) * p.width;
     const float* row = x + off;
     for (int64_t ih = 0; ih < g.h; ++ih, d += p.width, row += g.w) {
-      if (sw == 1) {  // a loop, not memcpy: rows are short, and a call costs as much
-        for (int64_t c = lo; c < hi; ++c)
+      if (sw == 1) {  // vector moves, not a memcpy call: rows are short, a call costs as much
+        int64_t c = lo;
+        for (; c + kLanes <= hi; c += kLanes) {
+          const Vec8 v = load8(row + c);
+          std::memcpy(d + c, &v, sizeof v);
+        }
+        for (; c < hi; ++c)
           d[c] = row[c];
       } else if (sw == 2) {
         for (int64_t c = lo; c < hi; ++c)
@@ -79,17 +95,6 @@ __attribute__((always_inline)) inline void fill_plane(const float* __restrict x,
       }
     }
   }
-}
-
-// Eight floats as one value: the compiler keeps it in a vector register of the build's ISA
-// (one ymm for AVX2/AVX-512, two xmm for the portable build).
-typedef float Vec8 __attribute__((vector_size(32)));
-static_assert(sizeof(Vec8) == kLanes * sizeof(float));
-
-__attribute__((always_inline)) inline Vec8 load8(const float* p) {
-  Vec8 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
 }
 
 // One output channel's work: its padded input plane, its kh x kw weights and its bias.
@@ -131,13 +136,16 @@ __attribute__((always_inline)) inline void strip(const ChannelTaps& ch, const Pa
   }
   for (int64_t r = 0; r < rows; ++r) {
     float* __restrict yr = y0 + r * g.ow;
-    if (n == C * kLanes) {
-      std::memcpy(yr, acc[r], sizeof acc[r]);
-    } else {
-      float last[C * kLanes];
-      std::memcpy(last, acc[r], sizeof last);
-      for (int64_t t = 0; t < n; ++t)
-        yr[t] = last[t];
+    // Whole chunks as vector stores; the valid lanes of the last one element by element,
+    // straight from the register (a copy through the stack would stall the next load on a
+    // store it cannot forward).
+    const int64_t whole = n / kLanes;
+    for (int64_t k = 0; k < whole; ++k)
+      std::memcpy(yr + k * kLanes, &acc[r][k], sizeof(Vec8));
+    if (whole < C) {
+      const Vec8 v = acc[r][whole < C ? whole : 0];
+      for (int64_t t = 0; t < n - whole * kLanes; ++t)
+        yr[whole * kLanes + t] = v[t];
     }
   }
 }
