@@ -293,6 +293,29 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
             }
             continue;
           }
+          // Few bands (a small plane: resnet18's 14x14 and 7x7 layers are one band): band by
+          // band, with im2col split over channels and the GEMM over its own rows or columns,
+          // so that every thread has work.
+          if (bands < 2 * num_threads() && num_threads() > 1) {
+            Buffer<G> col(kdim * band * g.ow);
+            for (int64_t bi = 0; bi < bands; ++bi) {
+              const int64_t oh0 = bi * band, oh1 = std::min(g.oh, oh0 + band);
+              const int64_t cols = (oh1 - oh0) * g.ow;
+              parallel_for(cin_g, 1, [&](int64_t c0, int64_t c1) {
+                im2col(xg + c0 * in_plane, c1 - c0, g, oh0, oh1, col.data() + c0 * kk * cols);
+              });
+              multiply(gi, cols, col.data(), yg + oh0 * g.ow);
+              if (epilogue_on) {
+                parallel_for(cout_g, 16, [&](int64_t c0, int64_t c1) {
+                  for (int64_t c = c0; c < c1; ++c) {
+                    const int64_t at = (yg - y) + c * out_plane + oh0 * g.ow;
+                    apply_epilogue(*epilogue, at, at + cols);
+                  }
+                });
+              }
+            }
+            continue;
+          }
           // Bands of output rows in parallel, each thread with its own column matrix.
           parallel_for(bands, 1, [&](int64_t b0, int64_t b1) {
             Buffer<G> col(kdim * band * g.ow);
