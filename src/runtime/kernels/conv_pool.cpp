@@ -252,16 +252,17 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
       }
     }
     // C_g[cout_g, n] += W_g @ B for group gi, from the packed weights when there are some.
-    auto multiply = [&](int64_t gi, int64_t n, const G* b, G* c) {
+    auto multiply = [&](int64_t gi, int64_t n, const G* b, G* c, int64_t ldc = -1) {
+      if (ldc < 0) ldc = out_plane;
       if constexpr (std::is_same_v<G, float>) {
         if (packed != nullptr) {
           gemm_packed(*packed->per_group[static_cast<size_t>(gi)], n, 1.0f,
-                      MatrixRef<float>{b, n, 1}, c, out_plane);
+                      MatrixRef<float>{b, n, 1}, c, ldc);
           return;
         }
       }
       gemm(cout_g, n, kdim, G(1), MatrixRef<G>{w + gi * cout_g * kdim, kdim, 1},
-           MatrixRef<G>{b, n, 1}, c, out_plane);
+           MatrixRef<G>{b, n, 1}, c, ldc);
     };
     // The column matrix is built a band of output rows at a time, so that it stays in L2
     // (~512 KiB) between im2col and the GEMM instead of streaming through memory.
@@ -279,6 +280,31 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
                     cout_g, y + (n * g.c_out + gi * cout_g) * out_plane);
         }
       });
+    } else if (g.batch > 1 && out_plane < 64) {
+      // Tiny planes of several images (a streaming model's frames: Silero VAD's are 1-5
+      // columns): the images' columns side by side in one GEMM per group, whose 32-column
+      // panels one image alone would mostly leave empty. Each output starts from the bias
+      // and takes the same K blocks in the same order: the bits of one GEMM per image.
+      const int64_t cols = g.batch * out_plane;
+      Buffer<G> one(kdim * out_plane), col(kdim * cols), acc(cout_g * cols);
+      for (int64_t gi = 0; gi < g.groups; ++gi) {
+        for (int64_t n = 0; n < g.batch; ++n) {
+          im2col(x + (n * g.c_in + gi * cin_g) * in_plane, cin_g, g, 0, g.oh, one.data());
+          for (int64_t r = 0; r < kdim; ++r)
+            std::copy_n(one.data() + r * out_plane, out_plane,
+                        col.data() + r * cols + n * out_plane);
+          for (int64_t co = 0; co < cout_g; ++co)
+            std::copy_n(y + (n * g.c_out + gi * cout_g + co) * out_plane, out_plane,
+                        acc.data() + co * cols + n * out_plane);
+        }
+        multiply(gi, cols, col.data(), acc.data(), cols);
+        for (int64_t n = 0; n < g.batch; ++n) {
+          for (int64_t co = 0; co < cout_g; ++co)
+            std::copy_n(acc.data() + co * cols + n * out_plane, out_plane,
+                        y + (n * g.c_out + gi * cout_g + co) * out_plane);
+        }
+      }
+      if (epilogue_on) apply_epilogue(*epilogue, 0, out.numel());
     } else {
       for (int64_t n = 0; n < g.batch; ++n) {
         for (int64_t gi = 0; gi < g.groups; ++gi) {
