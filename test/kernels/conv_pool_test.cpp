@@ -98,6 +98,9 @@ const ConvCase kConvCases[] = {
     {1, 2, 17, 26, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2, false, 0, 0, true},   // 26 columns (3 chunks)
     {1, 3, 11, 23, 6, 3, 5, 3, 3, 3, 1, 2, 2, 3, false, 0, 0, true},   // x2, s3, dilated
     {1, 2, 6, 4, 2, 3, 3, 1, 1, 4, 4, 1, 1, 2, false, 0, 0, true},     // padding past the taps
+    // 1x1 on 1x1 planes (squeeze-excitation): images as rows against the packed weights.
+    {3, 40, 1, 1, 24, 1, 1, 1, 1, 0, 0, 1, 1, 1, false, 0, 0, true},
+    {1, 300, 1, 1, 70, 1, 1, 1, 1, 0, 0, 1, 1, 1, false, 0, 0, false},
 };
 
 TEST_CASE("convolution variants against a direct loop") {

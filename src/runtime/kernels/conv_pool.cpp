@@ -177,10 +177,14 @@ struct PackedConvWeights final : KernelState {
   struct Key {
     const void* weight;
     int64_t groups, rows, depth;
+    bool vector_shaped;
     bool operator==(const Key&) const = default;
   };
   Key key{};
   std::vector<std::shared_ptr<const PackedA>> per_group;
+  // A 1x1 convolution of 1x1 planes (a squeeze-excitation block, a pooled head): the
+  // transposed weights as B panels for the row kernels (images as rows), instead.
+  std::shared_ptr<const PackedB> transposed;
 };
 
 template <typename G>
@@ -238,11 +242,17 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
     // Constant float weights: packed once, then every call skips packing them.
     const int64_t kdim = cin_g * kk;
     const PackedConvWeights* packed = nullptr;
+    // One row per image against the weights: out[n, :] = W @ x[n, :] as x[n, :] @ W^T.
+    const bool vector_shaped = pointwise && in_plane == 1 && g.groups == 1 && g.batch <= 4;
     if constexpr (std::is_same_v<G, float>) {
       if (state != nullptr && !is_depthwise) {
         packed = &cached_kernel_state<PackedConvWeights>(
-            *state, {weight.data, g.groups, cout_g, kdim}, [&] {
+            *state, {weight.data, g.groups, cout_g, kdim, vector_shaped}, [&] {
               auto fresh = std::make_unique<PackedConvWeights>();
+              if (vector_shaped) {  // W^T [kdim, cout]: W read with swapped strides
+                fresh->transposed = PackedB::pack(kdim, cout_g, MatrixRef<float>{w, 1, kdim});
+                return fresh;
+              }
               for (int64_t gi = 0; gi < g.groups; ++gi) {
                 fresh->per_group.push_back(
                     PackedA::pack(cout_g, kdim, MatrixRef<float>{w + gi * cout_g * kdim, kdim, 1}));
@@ -271,7 +281,12 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
                           (256 + g.ow - 1) / g.ow),
         1, std::max<int64_t>(g.oh, 1));
     const int64_t bands = (g.oh + band - 1) / band;
-    if (is_depthwise) {  // double
+    if (packed != nullptr && packed->transposed != nullptr) {
+      if constexpr (std::is_same_v<G, float>) {
+        gemm_packed(g.batch, 1.0f, MatrixRef<float>{x, g.c_in, 1}, *packed->transposed, y, g.c_out);
+      }
+      if (epilogue_on) apply_epilogue(*epilogue, 0, out.numel());
+    } else if (is_depthwise) {  // double
       // Channels in parallel (each output channel is one thread's).
       parallel_for(g.batch * g.groups, 4, [&](int64_t begin, int64_t end) {
         for (int64_t t = begin; t < end; ++t) {
