@@ -184,42 +184,49 @@ __attribute__((always_inline)) inline void channel(const ChannelTaps& ch, const 
   }
 }
 
-// Groups [begin, end) of every image (t = n * groups + group).
+// Output channels [begin, end) of every image (t = n * c_out + c): the group's input plane is
+// filled once for each run of its output channels.
 __attribute__((always_inline)) inline void channels(const float* x, const float* w,
                                                     const float* bias, const ConvGeometry& g,
-                                                    int64_t cout_g, float* y, int64_t begin,
+                                                    int64_t cout_g, float* y,
+                                                    const Epilogue* epilogue, int64_t begin,
                                                     int64_t end) {
   const PaddedPlane p = plane_layout(g);
   std::vector<float> plane(static_cast<size_t>(p.floats()), 0.0f);
-  const int64_t in_plane = g.h * g.w, out_plane = g.oh * g.ow, kk = g.kh * g.kw;
+  const int64_t in_plane = g.h * g.w, out_plane = g.oh * g.ow, taps = g.kh * g.kw;
+  int64_t filled = -1;  // the (image, group) whose plane is in `plane`
   for (int64_t t = begin; t < end; ++t) {
-    const int64_t n = t / g.groups, gi = t % g.groups;
-    fill_plane(x + (n * g.c_in + gi) * in_plane, g, p, plane.data());
-    for (int64_t co = 0; co < cout_g; ++co) {
-      const int64_t c = gi * cout_g + co;
-      const ChannelTaps ch{plane.data(), w + c * kk, bias != nullptr ? bias[c] : 0.0f};
-      float* yc = y + (n * g.c_out + c) * out_plane;
-      if (g.kw == 3) {
-        channel<3>(ch, p, g, yc);
-      } else if (g.kw == 5) {
-        channel<5>(ch, p, g, yc);
-      } else {
-        channel<0>(ch, p, g, yc);
-      }
+    const int64_t n = t / g.c_out, c = t % g.c_out, gi = c / cout_g;
+    if (n * g.groups + gi != filled) {
+      filled = n * g.groups + gi;
+      fill_plane(x + (n * g.c_in + gi) * in_plane, g, p, plane.data());
     }
+    const ChannelTaps ch{plane.data(), w + c * taps, bias != nullptr ? bias[c] : 0.0f};
+    float* yc = y + t * out_plane;
+    if (g.kw == 3) {
+      channel<3>(ch, p, g, yc);
+    } else if (g.kw == 5) {
+      channel<5>(ch, p, g, yc);
+    } else {
+      channel<0>(ch, p, g, yc);
+    }
+    // The channel's plane while it is still in cache.
+    if (epilogue != nullptr) apply_epilogue(*epilogue, t * out_plane, (t + 1) * out_plane);
   }
 }
 
 __attribute__((target("avx2,fma"))) void channels_avx2(const float* x, const float* w,
                                                        const float* bias, const ConvGeometry& g,
-                                                       int64_t cout_g, float* y, int64_t begin,
+                                                       int64_t cout_g, float* y,
+                                                       const Epilogue* epilogue, int64_t begin,
                                                        int64_t end) {
-  channels(x, w, bias, g, cout_g, y, begin, end);
+  channels(x, w, bias, g, cout_g, y, epilogue, begin, end);
 }
 
 void channels_portable(const float* x, const float* w, const float* bias, const ConvGeometry& g,
-                       int64_t cout_g, float* y, int64_t begin, int64_t end) {
-  channels(x, w, bias, g, cout_g, y, begin, end);
+                       int64_t cout_g, float* y, const Epilogue* epilogue, int64_t begin,
+                       int64_t end) {
+  channels(x, w, bias, g, cout_g, y, epilogue, begin, end);
 }
 
 }  // namespace
@@ -235,13 +242,8 @@ void depthwise_conv_f32(const float* x, const float* w, const float* bias, const
     case FloatKernel::kPortable:
       break;
   }
-  parallel_for(g.batch * g.groups, 4, [&](int64_t begin, int64_t end) {
-    run(x, w, bias, g, cout_g, y, begin, end);
-    // The chunk's channels, while they are still in cache.
-    if (epilogue != nullptr) {
-      const int64_t planes = g.oh * g.ow * cout_g;
-      apply_epilogue(*epilogue, begin * planes, end * planes);
-    }
+  parallel_for(g.batch * g.c_out, 4, [&](int64_t begin, int64_t end) {
+    run(x, w, bias, g, cout_g, y, epilogue, begin, end);
   });
 }
 
