@@ -228,22 +228,30 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
   const bool epilogue_on =
       epilogue != nullptr && std::is_same_v<G, float> && !transposed && !epilogue->after_inputs;
   const bool epilogue_at_end = epilogue != nullptr && std::is_same_v<G, float> && !epilogue_on;
-  // Start from the bias (or zero); the GEMMs and loops below accumulate.
-  if (bias != nullptr) {
-    ReadAs<G> rb(*bias);
-    for (int64_t n = 0; n < g.batch; ++n) {
-      for (int64_t c = 0; c < g.c_out; ++c)
-        std::fill_n(y + (n * g.c_out + c) * out_plane, out_plane, rb.data()[c]);
+  // One row per image against the weights: out[n, :] = W @ x[n, :] as x[n, :] @ W^T.
+  const bool vector_shaped = pointwise && in_plane == 1 && g.groups == 1 && g.batch <= 4;
+  // Packed float weights (a constant) on the GEMM paths that write each output once: the
+  // first K block writes the bias with the sum (GemmInit), so the output is neither filled
+  // first nor read back.
+  const bool gemm_writes_bias = std::is_same_v<G, float> && state != nullptr && !transposed &&
+                                !is_depthwise && !vector_shaped && !(g.batch > 1 && out_plane < 64);
+  std::optional<ReadAs<G>> rb;
+  if (bias != nullptr) rb.emplace(*bias);
+  // Otherwise start from the bias (or zero); the GEMMs and loops below accumulate.
+  if (!gemm_writes_bias) {
+    if (bias != nullptr) {
+      for (int64_t n = 0; n < g.batch; ++n) {
+        for (int64_t c = 0; c < g.c_out; ++c)
+          std::fill_n(y + (n * g.c_out + c) * out_plane, out_plane, rb->data()[c]);
+      }
+    } else {
+      std::fill_n(y, out.numel(), G(0));
     }
-  } else {
-    std::fill_n(y, out.numel(), G(0));
   }
   if (!transposed) {
     // Constant float weights: packed once, then every call skips packing them.
     const int64_t kdim = cin_g * kk;
     const PackedConvWeights* packed = nullptr;
-    // One row per image against the weights: out[n, :] = W @ x[n, :] as x[n, :] @ W^T.
-    const bool vector_shaped = pointwise && in_plane == 1 && g.groups == 1 && g.batch <= 4;
     if constexpr (std::is_same_v<G, float>) {
       if (state != nullptr && !is_depthwise) {
         packed = &cached_kernel_state<PackedConvWeights>(
@@ -266,8 +274,9 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
       if (ldc < 0) ldc = out_plane;
       if constexpr (std::is_same_v<G, float>) {
         if (packed != nullptr) {
+          const GemmInit init{rb ? rb->data() + gi * cout_g : nullptr};
           gemm_packed(*packed->per_group[static_cast<size_t>(gi)], n, 1.0f,
-                      MatrixRef<float>{b, n, 1}, c, ldc);
+                      MatrixRef<float>{b, n, 1}, c, ldc, gemm_writes_bias ? &init : nullptr);
           return;
         }
       }

@@ -23,17 +23,22 @@ constexpr int64_t kMC = 144;
 constexpr int64_t kKC = 256;
 constexpr int64_t kNC = 4064;
 
+// The rows a tile starts from when a GEMM overwrites C without row values (at least MR).
+constexpr float kZeroRows[16] = {};
+
 // Computes one MRxNR tile: acc = A_panel @ B_panel over kc, then C[i, j] += alpha * acc for
 // the valid mr x nr corner (edge tiles are zero-padded in the packed panels).
+// With `init` (the tile's MR row values), C is not read: C[i, j] = init[i] + alpha * acc
+// (fused where the accumulation is), the first K block of a GEMM that overwrites C.
 template <typename T>
 using MicroKernel = void (*)(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, T alpha,
-                             int64_t mr, int64_t nr);
+                             int64_t mr, int64_t nr, const T* init);
 
 template <typename T, int MR, int NR>
 __attribute__((always_inline)) inline void micro_kernel_body(int64_t kc, const T* __restrict a,
                                                              const T* __restrict b, T* __restrict c,
                                                              int64_t ldc, T alpha, int64_t mr,
-                                                             int64_t nr) {
+                                                             int64_t nr, const T* init) {
   T acc[MR][NR] = {};
   for (int64_t p = 0; p < kc; ++p) {
     for (int i = 0; i < MR; ++i) {
@@ -44,7 +49,12 @@ __attribute__((always_inline)) inline void micro_kernel_body(int64_t kc, const T
     a += MR;
     b += NR;
   }
-  if (mr == MR && nr == NR) {
+  if (init != nullptr) {
+    for (int64_t i = 0; i < mr; ++i) {
+      for (int64_t j = 0; j < nr; ++j)
+        c[i * ldc + j] = init[i] + alpha * acc[i][j];
+    }
+  } else if (mr == MR && nr == NR) {
     for (int i = 0; i < MR; ++i) {
       for (int j = 0; j < NR; ++j)
         c[i * ldc + j] += alpha * acc[i][j];
@@ -63,7 +73,8 @@ __attribute__((always_inline)) inline void micro_kernel_body(int64_t kc, const T
 __attribute__((target("avx512f"))) void micro_kernel_f32_avx512(int64_t kc, const float* a,
                                                                 const float* b, float* c,
                                                                 int64_t ldc, float alpha,
-                                                                int64_t mr, int64_t nr) {
+                                                                int64_t mr, int64_t nr,
+                                                                const float* init) {
   __m512 acc[8][2];
 #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) {
@@ -87,8 +98,14 @@ __attribute__((target("avx512f"))) void micro_kernel_f32_avx512(int64_t kc, cons
 #pragma GCC unroll 8
     for (int i = 0; i < 8; ++i) {
       float* row = c + i * ldc;
-      _mm512_storeu_ps(row, _mm512_fmadd_ps(al, acc[i][0], _mm512_loadu_ps(row)));
-      _mm512_storeu_ps(row + 16, _mm512_fmadd_ps(al, acc[i][1], _mm512_loadu_ps(row + 16)));
+      if (init != nullptr) {
+        const __m512 base = _mm512_set1_ps(init[i]);
+        _mm512_storeu_ps(row, _mm512_fmadd_ps(al, acc[i][0], base));
+        _mm512_storeu_ps(row + 16, _mm512_fmadd_ps(al, acc[i][1], base));
+      } else {
+        _mm512_storeu_ps(row, _mm512_fmadd_ps(al, acc[i][0], _mm512_loadu_ps(row)));
+        _mm512_storeu_ps(row + 16, _mm512_fmadd_ps(al, acc[i][1], _mm512_loadu_ps(row + 16)));
+      }
     }
     return;
   }
@@ -102,30 +119,33 @@ __attribute__((target("avx512f"))) void micro_kernel_f32_avx512(int64_t kc, cons
   for (int i = 0; i < 8; ++i) {
     if (i >= mr) break;
     float* row = c + i * ldc;
-    _mm512_mask_storeu_ps(row, m0, _mm512_fmadd_ps(al, acc[i][0], _mm512_maskz_loadu_ps(m0, row)));
-    _mm512_mask_storeu_ps(row + 16, m1,
-                          _mm512_fmadd_ps(al, acc[i][1], _mm512_maskz_loadu_ps(m1, row + 16)));
+    const __m512 c0 = init != nullptr ? _mm512_set1_ps(init[i]) : _mm512_maskz_loadu_ps(m0, row);
+    const __m512 c1 =
+        init != nullptr ? _mm512_set1_ps(init[i]) : _mm512_maskz_loadu_ps(m1, row + 16);
+    _mm512_mask_storeu_ps(row, m0, _mm512_fmadd_ps(al, acc[i][0], c0));
+    _mm512_mask_storeu_ps(row + 16, m1, _mm512_fmadd_ps(al, acc[i][1], c1));
   }
 }
 
 template <typename T, int MR, int NR>
 void micro_kernel_portable(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, T alpha,
-                           int64_t mr, int64_t nr) {
-  micro_kernel_body<T, MR, NR>(kc, a, b, c, ldc, alpha, mr, nr);
+                           int64_t mr, int64_t nr, const T* init) {
+  micro_kernel_body<T, MR, NR>(kc, a, b, c, ldc, alpha, mr, nr, init);
 }
 
 __attribute__((target("avx2,fma"))) void micro_kernel_f64_avx2(int64_t kc, const double* a,
                                                                const double* b, double* c,
                                                                int64_t ldc, double alpha,
-                                                               int64_t mr, int64_t nr) {
-  micro_kernel_body<double, 4, 8>(kc, a, b, c, ldc, alpha, mr, nr);
+                                                               int64_t mr, int64_t nr,
+                                                               const double* init) {
+  micro_kernel_body<double, 4, 8>(kc, a, b, c, ldc, alpha, mr, nr, init);
 }
 
 // 6x16 floats: 12 ymm accumulators, 2 for the B row, 1 for the broadcast A value.
 __attribute__((target("avx2,fma"))) void micro_kernel_f32_avx2(int64_t kc, const float* a,
                                                                const float* b, float* c,
                                                                int64_t ldc, float alpha, int64_t mr,
-                                                               int64_t nr) {
+                                                               int64_t nr, const float* init) {
   __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
   __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
   __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
@@ -157,7 +177,7 @@ __attribute__((target("avx2,fma"))) void micro_kernel_f32_avx2(int64_t kc, const
     b += 16;
   }
   const __m256 al = _mm256_set1_ps(alpha);
-  if (mr == 6 && nr == 16) {
+  if (mr == 6 && nr == 16 && init == nullptr) {
 #define ETC_UPDATE_ROW(i, lo, hi)                                                       \
   _mm256_storeu_ps(c + i * ldc, _mm256_fmadd_ps(al, lo, _mm256_loadu_ps(c + i * ldc))); \
   _mm256_storeu_ps(c + i * ldc + 8, _mm256_fmadd_ps(al, hi, _mm256_loadu_ps(c + i * ldc + 8)))
@@ -183,10 +203,11 @@ __attribute__((target("avx2,fma"))) void micro_kernel_f32_avx2(int64_t kc, const
   _mm256_store_ps(t[4] + 8, c41);
   _mm256_store_ps(t[5], c50);
   _mm256_store_ps(t[5] + 8, c51);
-  // An edge tile: the full tile's fused update, element by element.
+  // An edge tile (or a first K block over C): the full tile's fused update, element by
+  // element.
   for (int64_t i = 0; i < mr; ++i) {
     for (int64_t j = 0; j < nr; ++j)
-      c[i * ldc + j] = std::fma(alpha, t[i][j], c[i * ldc + j]);
+      c[i * ldc + j] = std::fma(alpha, t[i][j], init != nullptr ? init[i] : c[i * ldc + j]);
   }
 }
 
@@ -418,10 +439,13 @@ void pack_b(MatrixRef<T> b, int64_t p0, int64_t j0, int64_t kc, int64_t nc, int6
 // this call's rows start at row `row0` of the packed matrix (a multiple of kMC).
 // With `packed_b`, B's panels come from it, this call's columns starting at its column
 // `col0` (a multiple of the panel width).
+// With `init` (float only), C is not read: the first K block writes C = init.rows[row] (0
+// without rows) + alpha * sum, rows counted from row0.
 template <typename T>
 void gemm_blocked(int64_t m, int64_t n, int64_t k, T alpha, MatrixRef<T> a, MatrixRef<T> b, T* c,
                   int64_t ldc, const PackedA* packed = nullptr, int64_t row0 = 0,
-                  const PackedB* packed_b_all = nullptr, int64_t col0 = 0) {
+                  const PackedB* packed_b_all = nullptr, int64_t col0 = 0,
+                  const GemmInit* init = nullptr) {
   if (m <= 0 || n <= 0 || k <= 0) return;
   GemmConfig<T> cfg = config(T{});
   if constexpr (std::is_same_v<T, float>) {
@@ -453,8 +477,14 @@ void gemm_blocked(int64_t m, int64_t n, int64_t k, T alpha, MatrixRef<T> a, Matr
           const int64_t nr = std::min(cfg.nr, nc - jr);
           for (int64_t ir = 0; ir < mc; ir += cfg.mr) {
             const int64_t mr = std::min(cfg.mr, mc - ir);
+            const T* tile_init = nullptr;
+            if constexpr (std::is_same_v<T, float>) {
+              if (init != nullptr && pc == 0) {
+                tile_init = init->rows != nullptr ? init->rows + row0 + ic + ir : kZeroRows;
+              }
+            }
             cfg.kernel(kc, block + ir * kc, packed_b + jr * kc, c + (ic + ir) * ldc + jc + jr, ldc,
-                       alpha, mr, nr);
+                       alpha, mr, nr, tile_init);
           }
         }
       }
@@ -468,11 +498,11 @@ void gemm_blocked(int64_t m, int64_t n, int64_t k, T alpha, MatrixRef<T> a, Matr
 // order as serially, so the result does not depend on the thread count.
 template <typename T>
 void gemm_parallel(int64_t m, int64_t n, int64_t k, T alpha, MatrixRef<T> a, MatrixRef<T> b, T* c,
-                   int64_t ldc, const PackedA* packed = nullptr,
-                   const PackedB* packed_b = nullptr) {
+                   int64_t ldc, const PackedA* packed = nullptr, const PackedB* packed_b = nullptr,
+                   const GemmInit* init = nullptr) {
   if (m <= 0 || n <= 0 || k <= 0) return;
   if (static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) < double(1 << 18)) {
-    gemm_blocked(m, n, k, alpha, a, b, c, ldc, packed, 0, packed_b, 0);
+    gemm_blocked(m, n, k, alpha, a, b, c, ldc, packed, 0, packed_b, 0, init);
     return;
   }
   if (n >= m || packed_b != nullptr) {
@@ -481,7 +511,7 @@ void gemm_parallel(int64_t m, int64_t n, int64_t k, T alpha, MatrixRef<T> a, Mat
       const int64_t j0 = u0 * kUnit, j1 = std::min(n, u1 * kUnit);
       MatrixRef<T> part{b.data == nullptr ? nullptr : b.data + j0 * b.col_stride, b.row_stride,
                         b.col_stride};
-      gemm_blocked(m, j1 - j0, k, alpha, a, part, c + j0, ldc, packed, 0, packed_b, j0);
+      gemm_blocked(m, j1 - j0, k, alpha, a, part, c + j0, ldc, packed, 0, packed_b, j0, init);
     });
   } else {
     // Rows in units that keep a packed A's blocks whole.
@@ -490,7 +520,7 @@ void gemm_parallel(int64_t m, int64_t n, int64_t k, T alpha, MatrixRef<T> a, Mat
       const int64_t i0 = u0 * unit, i1 = std::min(m, u1 * unit);
       MatrixRef<T> part{a.data == nullptr ? nullptr : a.data + i0 * a.row_stride, a.row_stride,
                         a.col_stride};
-      gemm_blocked(i1 - i0, n, k, alpha, part, b, c + i0 * ldc, ldc, packed, i0);
+      gemm_blocked(i1 - i0, n, k, alpha, part, b, c + i0 * ldc, ldc, packed, i0, nullptr, 0, init);
     });
   }
 }
@@ -545,8 +575,9 @@ const float* PackedA::block(int64_t pc, int64_t ic) const {
 }
 
 void gemm_packed(const PackedA& a, int64_t n, float alpha, MatrixRef<float> b, float* c,
-                 int64_t ldc) {
-  gemm_parallel(a.rows(), n, a.depth(), alpha, MatrixRef<float>{nullptr, 0, 0}, b, c, ldc, &a);
+                 int64_t ldc, const GemmInit* init) {
+  gemm_parallel(a.rows(), n, a.depth(), alpha, MatrixRef<float>{nullptr, 0, 0}, b, c, ldc, &a,
+                nullptr, init);
 }
 
 std::shared_ptr<const PackedB> PackedB::pack(int64_t k, int64_t n, MatrixRef<float> b) {

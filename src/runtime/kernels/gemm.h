@@ -53,8 +53,15 @@ class PackedA {
   std::vector<int64_t> offsets_;  // per (k block, row block)
 };
 
+// C is overwritten instead of accumulated into: C[i, j] = rows[i] (0 when rows is null) +
+// alpha * sum — the bits of filling C with rows first and accumulating, without reading C
+// (a convolution's bias, written with the output).
+struct GemmInit {
+  const float* rows = nullptr;
+};
+
 void gemm_packed(const PackedA& a, int64_t n, float alpha, MatrixRef<float> b, float* c,
-                 int64_t ldc);
+                 int64_t ldc, const GemmInit* init = nullptr);
 
 // The same for a constant right operand (a linear layer's weights): its K x N panels.
 class PackedB {
