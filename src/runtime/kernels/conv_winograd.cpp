@@ -53,18 +53,20 @@ std::unique_ptr<WinogradWeights> WinogradWeights::make(const float* w, int64_t c
 
 namespace {
 
-constexpr int64_t kL = 8;  // tiles per transform step: one 8-float vector per value
+constexpr int64_t kL = 8;             // tiles per transform step: one 8-float vector per value
+constexpr int64_t kBlockTiles = 224;  // tiles per block (see winograd_conv_f32)
 
-// Input transform of input channels [c0, c1): V[xi][ci][tile] for every tile, eight tiles of a
-// tile row at a time (their windows' columns are the input's at stride 2).
+// Input transform of input channels [c0, c1) for tile rows [ty0, ty1): V[xi][ci][tile] (tiles
+// counted from the block's first), eight tiles of a tile row at a time (their windows'
+// columns are the input's at stride 2).
 __attribute__((always_inline)) inline void input_transform(const float* xn, const ConvGeometry& g,
-                                                           int64_t th, int64_t tw, float* v,
-                                                           int64_t c0, int64_t c1) {
-  const int64_t tiles = th * tw, stride_xi = g.c_in * tiles, in_plane = g.h * g.w;
+                                                           int64_t ty0, int64_t ty1, int64_t tw,
+                                                           float* v, int64_t c0, int64_t c1) {
+  const int64_t tiles = (ty1 - ty0) * tw, stride_xi = g.c_in * tiles, in_plane = g.h * g.w;
   const int64_t ph = g.pad[0], pw = g.pad[1];
   for (int64_t ci = c0; ci < c1; ++ci) {
     const float* plane = xn + ci * in_plane;
-    for (int64_t ty = 0; ty < th; ++ty) {
+    for (int64_t ty = ty0; ty < ty1; ++ty) {
       const int64_t ih0 = ty * 2 - ph;
       for (int64_t tx0 = 0; tx0 < tw; tx0 += kL) {
         const int64_t lanes = std::min(kL, tw - tx0);
@@ -102,7 +104,7 @@ __attribute__((always_inline)) inline void input_transform(const float* xn, cons
             t[3][c][l] = d[1][c][l] - d[3][c][l];
           }
         }
-        float* base = v + ci * tiles + ty * tw + tx0;
+        float* base = v + ci * tiles + (ty - ty0) * tw + tx0;
         for (int r = 0; r < 4; ++r) {  // (B^T d) B
           float vr[4][kL];
           for (int64_t l = 0; l < kL; ++l) {
@@ -122,21 +124,21 @@ __attribute__((always_inline)) inline void input_transform(const float* xn, cons
   }
 }
 
-// Output transform of output channels [c0, c1): y = bias + A^T M A per tile, eight tiles at
-// a time, then the epilogue per channel.
+// Output transform of output channels [c0, c1) for tile rows [ty0, ty1): y = bias + A^T M A
+// per tile, eight tiles at a time, then the epilogue on the rows written, per channel.
 __attribute__((always_inline)) inline void output_transform(const float* m, const float* bias,
-                                                            const ConvGeometry& g, int64_t th,
-                                                            int64_t tw, float* yn,
+                                                            const ConvGeometry& g, int64_t ty0,
+                                                            int64_t ty1, int64_t tw, float* yn,
                                                             const Epilogue* epilogue, int64_t first,
                                                             int64_t c0, int64_t c1) {
-  const int64_t tiles = th * tw, stride_xi = g.c_out * tiles, out_plane = g.oh * g.ow;
+  const int64_t tiles = (ty1 - ty0) * tw, stride_xi = g.c_out * tiles, out_plane = g.oh * g.ow;
   for (int64_t co = c0; co < c1; ++co) {
     const float b = bias != nullptr ? bias[co] : 0.0f;
     float* out = yn + co * out_plane;
-    for (int64_t ty = 0; ty < th; ++ty) {
+    for (int64_t ty = ty0; ty < ty1; ++ty) {
       for (int64_t tx0 = 0; tx0 < tw; tx0 += kL) {
         const int64_t lanes = std::min(kL, tw - tx0);
-        const float* mt = m + co * tiles + ty * tw + tx0;
+        const float* mt = m + co * tiles + (ty - ty0) * tw + tx0;
         float s[16][kL];
         for (int xi = 0; xi < 16; ++xi) {
           for (int64_t l = 0; l < kL; ++l)
@@ -163,31 +165,32 @@ __attribute__((always_inline)) inline void output_transform(const float* m, cons
       }
     }
     if (epilogue != nullptr) {
-      const int64_t at = (first + co) * out_plane;
-      apply_epilogue(*epilogue, at, at + out_plane);
+      const int64_t row0 = 2 * ty0, row1 = std::min(g.oh, 2 * ty1);
+      const int64_t at = (first + co) * out_plane + row0 * g.ow;
+      apply_epilogue(*epilogue, at, at + (row1 - row0) * g.ow);
     }
   }
 }
 
 __attribute__((target("avx2,fma"))) void input_transform_avx2(const float* xn,
-                                                              const ConvGeometry& g, int64_t th,
-                                                              int64_t tw, float* v, int64_t c0,
-                                                              int64_t c1) {
-  input_transform(xn, g, th, tw, v, c0, c1);
+                                                              const ConvGeometry& g, int64_t ty0,
+                                                              int64_t ty1, int64_t tw, float* v,
+                                                              int64_t c0, int64_t c1) {
+  input_transform(xn, g, ty0, ty1, tw, v, c0, c1);
 }
-void input_transform_portable(const float* xn, const ConvGeometry& g, int64_t th, int64_t tw,
-                              float* v, int64_t c0, int64_t c1) {
-  input_transform(xn, g, th, tw, v, c0, c1);
+void input_transform_portable(const float* xn, const ConvGeometry& g, int64_t ty0, int64_t ty1,
+                              int64_t tw, float* v, int64_t c0, int64_t c1) {
+  input_transform(xn, g, ty0, ty1, tw, v, c0, c1);
 }
 __attribute__((target("avx2,fma"))) void output_transform_avx2(
-    const float* m, const float* bias, const ConvGeometry& g, int64_t th, int64_t tw, float* yn,
-    const Epilogue* epilogue, int64_t first, int64_t c0, int64_t c1) {
-  output_transform(m, bias, g, th, tw, yn, epilogue, first, c0, c1);
+    const float* m, const float* bias, const ConvGeometry& g, int64_t ty0, int64_t ty1, int64_t tw,
+    float* yn, const Epilogue* epilogue, int64_t first, int64_t c0, int64_t c1) {
+  output_transform(m, bias, g, ty0, ty1, tw, yn, epilogue, first, c0, c1);
 }
-void output_transform_portable(const float* m, const float* bias, const ConvGeometry& g, int64_t th,
-                               int64_t tw, float* yn, const Epilogue* epilogue, int64_t first,
-                               int64_t c0, int64_t c1) {
-  output_transform(m, bias, g, th, tw, yn, epilogue, first, c0, c1);
+void output_transform_portable(const float* m, const float* bias, const ConvGeometry& g,
+                               int64_t ty0, int64_t ty1, int64_t tw, float* yn,
+                               const Epilogue* epilogue, int64_t first, int64_t c0, int64_t c1) {
+  output_transform(m, bias, g, ty0, ty1, tw, yn, epilogue, first, c0, c1);
 }
 
 }  // namespace
@@ -195,28 +198,34 @@ void output_transform_portable(const float* m, const float* bias, const ConvGeom
 void winograd_conv_f32(const float* x, const WinogradWeights& weights, const float* bias,
                        const ConvGeometry& g, float* y, const Epilogue* epilogue,
                        std::vector<float>& scratch) {
-  const int64_t th = (g.oh + 1) / 2, tw = (g.ow + 1) / 2, tiles = th * tw;
+  const int64_t th = (g.oh + 1) / 2, tw = (g.ow + 1) / 2;
   const int64_t c_in = g.c_in, c_out = g.c_out;
   const int64_t in_plane = g.h * g.w, out_plane = g.oh * g.ow;
-  scratch.resize(static_cast<size_t>(16 * (c_in + c_out) * tiles));
-  float* v = scratch.data();         // V[xi][ci][tile]
-  float* m = v + 16 * c_in * tiles;  // M[xi][co][tile]
+  // Blocks of tile rows of about kBlockTiles tiles: a block's transformed tiles stay in cache
+  // between the transforms and the GEMMs.
+  const int64_t block_rows = std::clamp<int64_t>(kBlockTiles / tw, 1, th);
+  scratch.resize(static_cast<size_t>(16 * (c_in + c_out) * block_rows * tw));
+  float* v = scratch.data();                   // V[xi][ci][tile]
+  float* m = v + 16 * c_in * block_rows * tw;  // M[xi][co][tile]
   const bool vector = gemm_float_kernel() != FloatKernel::kPortable;
   auto* in_t = vector ? input_transform_avx2 : input_transform_portable;
   auto* out_t = vector ? output_transform_avx2 : output_transform_portable;
   for (int64_t n = 0; n < g.batch; ++n) {
     const float* xn = x + n * c_in * in_plane;
     float* yn = y + n * c_out * out_plane;
-    parallel_for(c_in, 4, [&](int64_t c0, int64_t c1) { in_t(xn, g, th, tw, v, c0, c1); });
-    // The 16 products over the input channels (each GEMM splits its own work).
-    const GemmInit zero{};
-    for (int xi = 0; xi < 16; ++xi) {
-      gemm_packed(*weights.u[xi], tiles, 1.0f, MatrixRef<float>{v + xi * c_in * tiles, tiles, 1},
-                  m + xi * c_out * tiles, tiles, &zero);
+    for (int64_t ty0 = 0; ty0 < th; ty0 += block_rows) {
+      const int64_t ty1 = std::min(th, ty0 + block_rows), tiles = (ty1 - ty0) * tw;
+      parallel_for(c_in, 4, [&](int64_t c0, int64_t c1) { in_t(xn, g, ty0, ty1, tw, v, c0, c1); });
+      // The 16 products over the input channels (each GEMM splits its own work).
+      const GemmInit zero{};
+      for (int xi = 0; xi < 16; ++xi) {
+        gemm_packed(*weights.u[xi], tiles, 1.0f, MatrixRef<float>{v + xi * c_in * tiles, tiles, 1},
+                    m + xi * c_out * tiles, tiles, &zero);
+      }
+      parallel_for(c_out, 4, [&](int64_t c0, int64_t c1) {
+        out_t(m, bias, g, ty0, ty1, tw, yn, epilogue, n * c_out, c0, c1);
+      });
     }
-    parallel_for(c_out, 4, [&](int64_t c0, int64_t c1) {
-      out_t(m, bias, g, th, tw, yn, epilogue, n * c_out, c0, c1);
-    });
   }
 }
 
