@@ -233,6 +233,7 @@ TEST_CASE("3x3 convolutions of constant weights by Winograd F(2x2, 3x3) match th
       {2, 20, 15, 13, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, 0, 0, true},    // 15x13: odd
       {1, 32, 19, 17, 33, 3, 3, 1, 1, 0, 0, 1, 1, 1, false, 0, 0, false},  // no padding
       {1, 17, 12, 14, 5, 3, 3, 1, 1, 2, 2, 1, 1, 1, false, 0, 0, true},    // padding 2
+      {1, 16, 30, 30, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, 0, 0, true},    // 225 tiles: 2 blocks
   };
   uint32_t seed = 1300;
   int index = 0;
