@@ -237,53 +237,59 @@ TEST_CASE("3x3 convolutions of constant weights by Winograd F(2x2, 3x3) match th
   };
   uint32_t seed = 1300;
   int index = 0;
-  for (const ConvCase& k : cases) {
-    INFO("case " << index++);
-    const int64_t oh = k.h + 2 * k.ph - 2, ow = k.w + 2 * k.pw - 2;
-    const int64_t tiles = ((oh + 1) / 2) * ((ow + 1) / 2);
-    REQUIRE(tiles >= 32);
-    REQUIRE(tiles <= 400);
-    Call c("aten::convolution.out");
-    Value* x = c.random(DType::kFloat32, {k.n, k.c_in, k.h, k.w}, seed++);
-    Value* w = c.random(DType::kFloat32, {k.c_out, k.c_in, 3, 3}, seed++);
-    Value* b = k.bias ? c.random(DType::kFloat32, {k.c_out}, seed++) : c.none();
-    const std::initializer_list<Value*> args{x,
-                                             w,
-                                             b,
-                                             c.ints({1, 1}),
-                                             c.ints({k.ph, k.pw}),
-                                             c.ints({1, 1}),
-                                             c.b(false),
-                                             c.ints({0, 0}),
-                                             c.i(1)};
-    c.keep_state(uint64_t{1} << 1);  // the weight is a constant: Winograd
-    Value* y = c.out(DType::kFloat32, {k.n, k.c_out, oh, ow});
-    REQUIRE(c.run(args, {y}).ok());
-    REQUIRE(dynamic_cast<const kernels::WinogradWeights*>(c.state()) != nullptr);
-    const std::vector<double> want =
-        conv_ref(k, read(x), read(w), k.bias ? read(b) : std::vector<double>{}, oh, ow);
-    // The transforms add and subtract up to 4x4 neighbours: a few ulps of the larger terms.
-    Tolerance tol = tolerance_for(DType::kFloat32);
-    tol.atol += 2e-6 * static_cast<double>(k.c_in * 9);
-    require_close(read(y), want, tol);
-    // A second call reuses the transformed weights and the scratch: the same bits.
-    Value* y2 = c.out(DType::kFloat32, {k.n, k.c_out, oh, ow});
-    REQUIRE(c.run(args, {y2}).ok());
-    REQUIRE(std::memcmp(y->tensor.data, y2->tensor.data, static_cast<size_t>(y->tensor.nbytes())) ==
-            0);
-    // With an epilogue (relu), channel by channel: relu of the plain result.
-    Epilogue e;
-    const TensorView* t = &y2->tensor;
-    e.ops = {{Epilogue::Op::Kind::kClamp, t, nullptr, 0, 0.0f,
-              std::numeric_limits<float>::infinity(), t}};
-    c.set_epilogue(&e);
-    REQUIRE(c.run(args, {y2}).ok());
-    c.set_epilogue(nullptr);
-    const float* plain = static_cast<const float*>(y->tensor.data);
-    const float* fused = static_cast<const float*>(y2->tensor.data);
-    for (int64_t i = 0; i < y->tensor.numel(); ++i)
-      REQUIRE(fused[i] == std::max(plain[i], 0.0f));
-  }
+  for (kernels::GemmIsa isa :
+       {kernels::GemmIsa::kAuto, kernels::GemmIsa::kAvx2, kernels::GemmIsa::kPortable})
+    for (const ConvCase& k : cases) {
+      kernels::set_gemm_isa(isa);
+      struct Restore {
+        ~Restore() { kernels::set_gemm_isa(kernels::GemmIsa::kAuto); }
+      } restore;
+      INFO("isa " << static_cast<int>(isa) << " case " << index++);
+      const int64_t oh = k.h + 2 * k.ph - 2, ow = k.w + 2 * k.pw - 2;
+      const int64_t tiles = ((oh + 1) / 2) * ((ow + 1) / 2);
+      REQUIRE(tiles >= 32);
+      REQUIRE(tiles <= 400);
+      Call c("aten::convolution.out");
+      Value* x = c.random(DType::kFloat32, {k.n, k.c_in, k.h, k.w}, seed++);
+      Value* w = c.random(DType::kFloat32, {k.c_out, k.c_in, 3, 3}, seed++);
+      Value* b = k.bias ? c.random(DType::kFloat32, {k.c_out}, seed++) : c.none();
+      const std::initializer_list<Value*> args{x,
+                                               w,
+                                               b,
+                                               c.ints({1, 1}),
+                                               c.ints({k.ph, k.pw}),
+                                               c.ints({1, 1}),
+                                               c.b(false),
+                                               c.ints({0, 0}),
+                                               c.i(1)};
+      c.keep_state(uint64_t{1} << 1);  // the weight is a constant: Winograd
+      Value* y = c.out(DType::kFloat32, {k.n, k.c_out, oh, ow});
+      REQUIRE(c.run(args, {y}).ok());
+      REQUIRE(dynamic_cast<const kernels::WinogradWeights*>(c.state()) != nullptr);
+      const std::vector<double> want =
+          conv_ref(k, read(x), read(w), k.bias ? read(b) : std::vector<double>{}, oh, ow);
+      // The transforms add and subtract up to 4x4 neighbours: a few ulps of the larger terms.
+      Tolerance tol = tolerance_for(DType::kFloat32);
+      tol.atol += 2e-6 * static_cast<double>(k.c_in * 9);
+      require_close(read(y), want, tol);
+      // A second call reuses the transformed weights and the scratch: the same bits.
+      Value* y2 = c.out(DType::kFloat32, {k.n, k.c_out, oh, ow});
+      REQUIRE(c.run(args, {y2}).ok());
+      REQUIRE(std::memcmp(y->tensor.data, y2->tensor.data,
+                          static_cast<size_t>(y->tensor.nbytes())) == 0);
+      // With an epilogue (relu), channel by channel: relu of the plain result.
+      Epilogue e;
+      const TensorView* t = &y2->tensor;
+      e.ops = {{Epilogue::Op::Kind::kClamp, t, nullptr, 0, 0.0f,
+                std::numeric_limits<float>::infinity(), t}};
+      c.set_epilogue(&e);
+      REQUIRE(c.run(args, {y2}).ok());
+      c.set_epilogue(nullptr);
+      const float* plain = static_cast<const float*>(y->tensor.data);
+      const float* fused = static_cast<const float*>(y2->tensor.data);
+      for (int64_t i = 0; i < y->tensor.numel(); ++i)
+        REQUIRE(fused[i] == std::max(plain[i], 0.0f));
+    }
 }
 
 TEST_CASE("constant convolution weights are packed once and give the same bits") {
