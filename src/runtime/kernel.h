@@ -84,6 +84,10 @@ struct KernelContext {
   bool is_constant(size_t i) const { return i < 64 && ((constant_args >> i) & 1) != 0; }
   // Ops to apply to the out before returning (null: none). A kernel given one must apply it.
   const Epilogue* epilogue = nullptr;
+  // Bit i set: argument i is an out that no later instruction reads and no caller sees
+  // (max_pool2d_with_indices' indices, most of the time); the kernel may leave it unwritten.
+  uint64_t unread_outs = 0;
+  bool is_unread(size_t i) const { return i < 64 && ((unread_outs >> i) & 1) != 0; }
   // An invalid-input error naming the op: "aten::add.out: <message>".
   Status error(const std::string& message) const;
 };

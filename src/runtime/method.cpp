@@ -330,6 +330,7 @@ Result<std::unique_ptr<Method>> Method::load_plan(const pte::Plan& plan,
     }
   }
   if (env.fuse_epilogues) m->fuse_epilogues();
+  m->find_unread_outs();
   return m;
 }
 
@@ -400,6 +401,40 @@ std::optional<ElementwiseStep> read_elementwise(const std::string& name,
 }
 
 }  // namespace
+
+void Method::find_unread_outs() {
+  // Only max_pool2d_with_indices' indices (argument 7): a program that pools for inference
+  // never reads them, and they cost as much as the pooling.
+  std::vector<bool> io(values_.size(), false);
+  for (size_t v : inputs_)
+    io[v] = true;
+  for (size_t v : outputs_)
+    io[v] = true;
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    Step& s = steps_[i];
+    if (s.kind != pte::InstrKind::kKernel || s.name != "aten::max_pool2d_with_indices.out" ||
+        s.args.size() < 8 || !s.args[7]->is_tensor())
+      continue;
+    const Value* indices = s.args[7];
+    if (io[static_cast<size_t>(indices - values_.data())] || indices->tensor.data == nullptr)
+      continue;
+    // Read: any other instruction naming it, or an int64 tensor over its bytes (a view).
+    bool read = false;
+    for (size_t j = 0; j < steps_.size() && !read; ++j) {
+      if (j == i) continue;
+      for (const Value* a : steps_[j].args) {
+        const bool same = a == indices;
+        const bool alias = a->is_tensor() && a->tensor.dtype == DType::kInt64 &&
+                           a->tensor.data != nullptr && overlaps(a->tensor, indices->tensor);
+        if (same || alias) {
+          read = true;
+          break;
+        }
+      }
+    }
+    if (!read) s.unread_outs |= uint64_t{1} << 7;
+  }
+}
 
 void Method::fuse_epilogues() {
   // A jump could land between a kernel and the instructions fused into it.
@@ -625,8 +660,8 @@ Status Method::execute() {
             r.list->ints[k] = item->i;
         }
         if (kernel) {
-          KernelContext ctx{s.name,   env_.allocators, env_.kernel_state,
-                            &s.state, s.constant_args, s.epilogue.get()};
+          KernelContext ctx{s.name,          env_.allocators,  env_.kernel_state, &s.state,
+                            s.constant_args, s.epilogue.get(), s.unread_outs};
           st = s.kernel(ctx, s.args);
         } else {
           st = delegates_[s.delegate]->execute(s.args);

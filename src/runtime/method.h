@@ -124,9 +124,12 @@ class Method {
     std::vector<IntListRefresh> refresh;
     // This kernel applies these ops (the fused instructions after it) to its out.
     std::unique_ptr<Epilogue> epilogue;
-    std::string fused_names;  // " + aten::relu.out ...", for the profile
-    bool fused = false;       // applied by an earlier kernel's epilogue: skipped
+    std::string fused_names;   // " + aten::relu.out ...", for the profile
+    bool fused = false;        // applied by an earlier kernel's epilogue: skipped
+    uint64_t unread_outs = 0;  // KernelContext::unread_outs
   };
+  // Marks the outs nothing reads (KernelContext::unread_outs).
+  void find_unread_outs();
   // Gives convolutions the in-place elementwise instructions right after them as their
   // epilogue (RuntimeEnv::fuse_epilogues).
   void fuse_epilogues();

@@ -3,7 +3,9 @@
 // after a convolution as its epilogue. The fused method must give the unfused method's bits.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "graph/verifier.h"
@@ -192,6 +194,74 @@ TEST_CASE("a decomposed hardswish after a convolution runs as its epilogue") {
                                  "aten::neg.out"});
   CHECK(std::memcmp(fused.y.data(), plain.y.data(), fused.y.size() * 4) == 0);
   CHECK(*std::min_element(plain.y.begin(), plain.y.end()) < -0.5f);  // the chain did work
+}
+
+// x -> max_pool2d_with_indices(3x3, stride 2, padding 1) -> (v, i) -> neg(v); i a graph
+// output or not.
+Graph pool(bool indices_out) {
+  Graph g;
+  ValueId x = g.add_input("x", spec({1, 2, 9, 7}));
+  Result<std::vector<ArgValue>> bound =
+      bind_args(OpKind::MaxPool2dWithIndices, {{"self", x},
+                                               {"kernel_size", std::vector<int64_t>{3, 3}},
+                                               {"stride", std::vector<int64_t>{2, 2}},
+                                               {"padding", std::vector<int64_t>{1, 1}}});
+  REQUIRE(bound.ok());
+  NodeId p = g.add_node(OpKind::MaxPool2dWithIndices, "p", std::move(bound).value(), {"v", "i"},
+                        {spec({1, 2, 5, 4}), TensorSpec::make(DType::kInt64, {1, 2, 5, 4})});
+  ValueId y = node(g, OpKind::Neg, "y", {{"self", g.node(p).outputs[0]}}, spec({1, 2, 5, 4}));
+  if (indices_out) {
+    g.set_outputs({y, g.node(p).outputs[1]});
+  } else {
+    g.set_outputs({y});
+  }
+  return g;
+}
+
+TEST_CASE("max pooling leaves indices nothing reads unwritten, and writes those a caller sees") {
+  for (bool indices_out : {false, true}) {
+    INFO("indices are a graph output: " << indices_out);
+    Graph g = pool(indices_out);
+    const pte::File f = export_graph(g);
+    auto runtime = std::move(rt::make_cpu_runtime()).value();
+    Result<std::unique_ptr<rt::Method>> m = rt::Method::load(f, 0, runtime->env());
+    REQUIRE(m.ok());
+    std::vector<float> x(2 * 9 * 7);
+    for (size_t k = 0; k < x.size(); ++k)
+      x[k] = std::cos(static_cast<float>(k) * 0.7f);
+    REQUIRE((*m)->set_input(0, x.data(), x.size() * 4).ok());
+    // Mark the indices' memory, to see whether the kernel writes it.
+    const rt::TensorView* idx = nullptr;
+    for (const rt::Value& v : (*m)->values()) {
+      if (v.is_tensor() && v.tensor.dtype == DType::kInt64) idx = &v.tensor;
+    }
+    REQUIRE(idx != nullptr);
+    std::fill_n(static_cast<int64_t*>(idx->data), 40, int64_t{-7});
+    REQUIRE((*m)->execute().ok());
+    const int64_t* got = static_cast<const int64_t*>(idx->data);
+    // The maxima are right either way: y = -max over each window.
+    const float* y = static_cast<const float*>((*m)->output(0).data);
+    for (int64_t c = 0; c < 2; ++c) {
+      for (int64_t oh = 0; oh < 5; ++oh) {
+        for (int64_t ow = 0; ow < 4; ++ow) {
+          float best = -std::numeric_limits<float>::infinity();
+          int64_t at = -1;
+          for (int64_t ih = oh * 2 - 1; ih <= oh * 2 + 1; ++ih) {
+            for (int64_t iw = ow * 2 - 1; iw <= ow * 2 + 1; ++iw) {
+              if (ih < 0 || ih >= 9 || iw < 0 || iw >= 7) continue;
+              if (x[static_cast<size_t>((c * 9 + ih) * 7 + iw)] > best) {
+                best = x[static_cast<size_t>((c * 9 + ih) * 7 + iw)];
+                at = ih * 7 + iw;
+              }
+            }
+          }
+          const int64_t o = (c * 5 + oh) * 4 + ow;
+          REQUIRE(y[o] == -best);
+          REQUIRE(got[o] == (indices_out ? at : -7));
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

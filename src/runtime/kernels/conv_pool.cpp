@@ -769,7 +769,8 @@ Status max_pool(KernelContext& ctx, std::span<Value*> args, bool with_indices) {
   if (with_indices) {
     TensorView& idx = out_arg(args, 7);
     ETC_RETURN_IF_ERROR(check_out(ctx, idx, p.out_sizes, DType::kInt64, "indices"));
-    indices = idx.data_as<int64_t>();
+    // Indices nothing reads (an inference program's) are not computed: a plain max.
+    if (!ctx.is_unread(7)) indices = idx.data_as<int64_t>();
   }
   if (out.numel() == 0) return Status();
   visit_dtype(self.dtype, [&]<typename T>() {
