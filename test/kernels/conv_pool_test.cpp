@@ -102,6 +102,9 @@ const ConvCase kConvCases[] = {
     // 1x1 on 1x1 planes (squeeze-excitation): images as rows against the packed weights.
     {3, 40, 1, 1, 24, 1, 1, 1, 1, 0, 0, 1, 1, 1, false, 0, 0, true},
     {1, 300, 1, 1, 70, 1, 1, 1, 1, 0, 0, 1, 1, 1, false, 0, 0, false},
+    // More rows (output channels) than columns: the GEMM splits rows in units of 24, a part
+    // starting inside a block of the packed weights.
+    {1, 300, 7, 7, 200, 1, 1, 1, 1, 0, 0, 1, 1, 1, false, 0, 0, true},
 };
 
 TEST_CASE("convolution variants against a direct loop") {

@@ -466,11 +466,17 @@ void gemm_blocked(int64_t m, int64_t n, int64_t k, T alpha, MatrixRef<T> a, Matr
         if (packed_b_all != nullptr) packed_b = packed_b_all->panels(pc, col0 + jc);
       }
       if (packed_b_all == nullptr) pack_b(b, pc, jc, kc, nc, cfg.nr, scratch_b);
-      for (int64_t ic = 0; ic < m; ic += kMC) {
-        const int64_t mc = std::min(kMC, m - ic);
+      for (int64_t ic = 0; ic < m;) {
+        int64_t mc = std::min(kMC, m - ic);
         const T* block = packed_a;
         if constexpr (std::is_same_v<T, float>) {
-          if (packed != nullptr) block = packed->block(pc, row0 + ic);
+          if (packed != nullptr) {
+            // Rows from row0 + ic, which may start inside a packed block (at a multiple of
+            // MR): the rest of that block, its MR-row panels kc * MR floats each.
+            const int64_t row = row0 + ic, within = row % kMC;
+            mc = std::min(kMC - within, m - ic);
+            block = packed->block(pc, row - within) + within * kc;
+          }
         }
         if (packed == nullptr) pack_a(a, ic, pc, mc, kc, cfg.mr, packed_a);
         for (int64_t jr = 0; jr < nc; jr += cfg.nr) {
@@ -487,6 +493,7 @@ void gemm_blocked(int64_t m, int64_t n, int64_t k, T alpha, MatrixRef<T> a, Matr
                        alpha, mr, nr, tile_init);
           }
         }
+        ic += mc;
       }
     }
   }
@@ -514,8 +521,9 @@ void gemm_parallel(int64_t m, int64_t n, int64_t k, T alpha, MatrixRef<T> a, Mat
       gemm_blocked(m, j1 - j0, k, alpha, a, part, c + j0, ldc, packed, 0, packed_b, j0, init);
     });
   } else {
-    // Rows in units that keep a packed A's blocks whole.
-    const int64_t unit = packed != nullptr ? kMC : 24;
+    // Rows in units of 24, a multiple of every MR (a part may start inside a packed A's
+    // block, at a panel boundary).
+    const int64_t unit = 24;
     parallel_for((m + unit - 1) / unit, 1, [&](int64_t u0, int64_t u1) {
       const int64_t i0 = u0 * unit, i1 = std::min(m, u1 * unit);
       MatrixRef<T> part{a.data == nullptr ? nullptr : a.data + i0 * a.row_stride, a.row_stride,
