@@ -74,6 +74,22 @@ std::vector<double> conv_ref(const ConvCase& k, const std::vector<double>& x,
   return y;
 }
 
+// The output's spatial size, as ATen computes it (transposed or not).
+std::pair<int64_t, int64_t> out_size(const ConvCase& k) {
+  if (!k.transposed) {
+    return {(k.h + 2 * k.ph - k.dh * (k.kh - 1) - 1) / k.sh + 1,
+            (k.w + 2 * k.pw - k.dw * (k.kw - 1) - 1) / k.sw + 1};
+  }
+  return {(k.h - 1) * k.sh - 2 * k.ph + k.dh * (k.kh - 1) + k.oph + 1,
+          (k.w - 1) * k.sw - 2 * k.pw + k.dw * (k.kw - 1) + k.opw + 1};
+}
+
+// Forces the float micro-kernels' ISA for a scope (kAuto again at its end).
+struct IsaScope {
+  explicit IsaScope(kernels::GemmIsa isa) { kernels::set_gemm_isa(isa); }
+  ~IsaScope() { kernels::set_gemm_isa(kernels::GemmIsa::kAuto); }
+};
+
 const ConvCase kConvCases[] = {
     // n cin h  w  cout kh kw sh sw ph pw dh dw g  transposed oph opw bias
     {2, 3, 8, 7, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, 0, 0, true},    // 3x3 same padding
@@ -117,21 +133,11 @@ TEST_CASE("convolution variants against a direct loop") {
       {DType::kFloat32, kernels::GemmIsa::kAvx2},
       {DType::kFloat32, kernels::GemmIsa::kPortable}};
   for (const auto& [dt, isa] : runs) {
-    kernels::set_gemm_isa(isa);
-    struct Restore {
-      ~Restore() { kernels::set_gemm_isa(kernels::GemmIsa::kAuto); }
-    } restore;
+    const IsaScope scope(isa);
     int index = 0;
     for (const ConvCase& k : kConvCases) {
       INFO(dtype_name(dt) << " isa " << static_cast<int>(isa) << " case " << index++);
-      int64_t oh, ow;
-      if (!k.transposed) {
-        oh = (k.h + 2 * k.ph - k.dh * (k.kh - 1) - 1) / k.sh + 1;
-        ow = (k.w + 2 * k.pw - k.dw * (k.kw - 1) - 1) / k.sw + 1;
-      } else {
-        oh = (k.h - 1) * k.sh - 2 * k.ph + k.dh * (k.kh - 1) + k.oph + 1;
-        ow = (k.w - 1) * k.sw - 2 * k.pw + k.dw * (k.kw - 1) + k.opw + 1;
-      }
+      const auto [oh, ow] = out_size(k);
       Sizes ws = k.transposed ? Sizes{k.c_in, k.c_out / k.groups, k.kh, k.kw}
                               : Sizes{k.c_out, k.c_in / k.groups, k.kh, k.kw};
       for (const char* name : {"aten::convolution.out", "aten::convolution.default"}) {
@@ -163,21 +169,11 @@ TEST_CASE("a convolution's epilogue gives the bits of the instructions it stands
   const float inf = std::numeric_limits<float>::infinity();
   for (kernels::GemmIsa isa :
        {kernels::GemmIsa::kAuto, kernels::GemmIsa::kAvx2, kernels::GemmIsa::kPortable}) {
-    kernels::set_gemm_isa(isa);
-    struct Restore {
-      ~Restore() { kernels::set_gemm_isa(kernels::GemmIsa::kAuto); }
-    } restore;
+    const IsaScope scope(isa);
     int index = 0;
     for (const ConvCase& k : kConvCases) {
       INFO("isa " << static_cast<int>(isa) << " case " << index++);
-      int64_t oh, ow;
-      if (!k.transposed) {
-        oh = (k.h + 2 * k.ph - k.dh * (k.kh - 1) - 1) / k.sh + 1;
-        ow = (k.w + 2 * k.pw - k.dw * (k.kw - 1) - 1) / k.sw + 1;
-      } else {
-        oh = (k.h - 1) * k.sh - 2 * k.ph + k.dh * (k.kh - 1) + k.oph + 1;
-        ow = (k.w - 1) * k.sw - 2 * k.pw + k.dw * (k.kw - 1) + k.opw + 1;
-      }
+      const auto [oh, ow] = out_size(k);
       const Sizes ws = k.transposed ? Sizes{k.c_in, k.c_out / k.groups, k.kh, k.kw}
                                     : Sizes{k.c_out, k.c_in / k.groups, k.kh, k.kw};
       const Sizes os{k.n, k.c_out, oh, ow};
@@ -243,10 +239,7 @@ TEST_CASE("3x3 convolutions of constant weights by Winograd F(2x2, 3x3) match th
   for (kernels::GemmIsa isa :
        {kernels::GemmIsa::kAuto, kernels::GemmIsa::kAvx2, kernels::GemmIsa::kPortable})
     for (const ConvCase& k : cases) {
-      kernels::set_gemm_isa(isa);
-      struct Restore {
-        ~Restore() { kernels::set_gemm_isa(kernels::GemmIsa::kAuto); }
-      } restore;
+      const IsaScope scope(isa);
       INFO("isa " << static_cast<int>(isa) << " case " << index++);
       const int64_t oh = k.h + 2 * k.ph - 2, ow = k.w + 2 * k.pw - 2;
       const int64_t tiles = ((oh + 1) / 2) * ((ow + 1) / 2);
@@ -301,8 +294,7 @@ TEST_CASE("constant convolution weights are packed once and give the same bits")
   for (const ConvCase& k : kConvCases) {
     INFO("case " << index++);
     if (k.transposed) continue;
-    const int64_t oh = (k.h + 2 * k.ph - k.dh * (k.kh - 1) - 1) / k.sh + 1;
-    const int64_t ow = (k.w + 2 * k.pw - k.dw * (k.kw - 1) - 1) / k.sw + 1;
+    const auto [oh, ow] = out_size(k);
     Call c("aten::convolution.out");
     Value* x = c.random(DType::kFloat32, {k.n, k.c_in, k.h, k.w}, seed++);
     Value* w = c.random(DType::kFloat32, {k.c_out, k.c_in / k.groups, k.kh, k.kw}, seed++);

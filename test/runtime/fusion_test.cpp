@@ -8,13 +8,9 @@
 #include <limits>
 #include <random>
 
-#include "graph/verifier.h"
-#include "partition/export_pipeline.h"
+#include "runtime/export_graph.h"
 #include "runtime/method.h"
 #include "runtime/runtime_env.h"
-#include "serialize/emitter.h"
-#include "serialize/pte_reader.h"
-#include "serialize/pte_writer.h"
 
 namespace etc {
 namespace {
@@ -38,10 +34,7 @@ ValueId constant(Graph& g, const std::string& name, std::vector<int64_t> sizes, 
 
 ValueId node(Graph& g, OpKind op, const std::string& name,
              std::initializer_list<std::pair<std::string_view, ArgValue>> args, TensorSpec out) {
-  Result<std::vector<ArgValue>> bound = bind_args(op, args);
-  REQUIRE(bound.ok());
-  NodeId id = g.add_node(op, name, std::move(bound).value(), {name}, {std::move(out)});
-  return g.node(id).outputs[0];
+  return testing::add_op(g, op, name, args, std::move(out));
 }
 
 ValueId conv(Graph& g, const std::string& name, ValueId x, ValueId w, ArgValue b, int64_t pad,
@@ -81,21 +74,7 @@ Graph block(bool reread) {
 }
 
 pte::File export_graph(Graph& g) {
-  REQUIRE(verify_graph(g).ok());
-  PassRegistry r = make_pass_registry();
-  ExportOptions options;
-  options.target = Device{};
-  ExportReport report;
-  PassContext ctx{options, report};
-  Result<PipelineResult> ran = run_pipeline(g, *parse_pipeline(kDefaultExportPipeline, r), r, ctx,
-                                            PipelineRunOptions{.verify_each = true});
-  INFO(ran.status().to_string());
-  REQUIRE(ran.ok());
-  Result<pte::File> emitted = emit_program(g);
-  REQUIRE(emitted.ok());
-  Result<pte::File> f = read_pte(make_blob(*write_pte(*emitted)), "fusion.pte");
-  REQUIRE(f.ok());
-  return std::move(f).value();
+  return testing::export_graph(g, "fusion.pte");
 }
 
 struct Run {

@@ -8,6 +8,7 @@
 
 #include "graph/verifier.h"
 #include "partition/export_pipeline.h"
+#include "runtime/export_graph.h"
 #include "runtime/method.h"
 #include "runtime/runtime_env.h"
 #include "serialize/emitter.h"
@@ -29,10 +30,7 @@ ConstantData bytes_of(const std::vector<float>& v) {
 
 ValueId node(Graph& g, OpKind op, const std::string& name,
              std::initializer_list<std::pair<std::string_view, ArgValue>> args, TensorSpec out) {
-  Result<std::vector<ArgValue>> bound = bind_args(op, args);
-  REQUIRE(bound.ok());
-  NodeId id = g.add_node(op, name, std::move(bound).value(), {name}, {std::move(out)});
-  return g.node(id).outputs[0];
+  return testing::add_op(g, op, name, args, std::move(out));
 }
 
 // A KV-cache step: cache [1, 2, 4, 3] (state, initial 0..23), x [1, 2, 1, 3], pos [1];
@@ -77,23 +75,7 @@ Graph counter() {
 }
 
 pte::File export_graph(Graph& g) {
-  REQUIRE(verify_graph(g).ok());
-  PassRegistry r = make_pass_registry();
-  ExportOptions options;
-  options.target = Device{};
-  ExportReport report;
-  PassContext ctx{options, report};
-  Result<PipelineResult> ran = run_pipeline(g, *parse_pipeline(kDefaultExportPipeline, r), r, ctx,
-                                            PipelineRunOptions{.verify_each = true});
-  INFO(ran.status().to_string());
-  REQUIRE(ran.ok());
-  Result<pte::File> emitted = emit_program(g);
-  INFO(emitted.status().to_string());
-  REQUIRE(emitted.ok());
-  Result<pte::File> f = read_pte(make_blob(*write_pte(*emitted)), "state.pte");
-  INFO(f.status().to_string());
-  REQUIRE(f.ok());
-  return std::move(f).value();
+  return testing::export_graph(g, "state.pte");
 }
 
 std::vector<std::string> operators(const pte::File& f) {
