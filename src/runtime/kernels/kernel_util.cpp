@@ -491,7 +491,11 @@ void unary_range(const float* a, float* o, int64_t n, F f) {
 
 }  // namespace
 
-void apply_epilogue(const Epilogue& e, int64_t begin, int64_t end) {
+// Built twice, for AVX2 and for any x86-64, chosen when the program loads: 8-wide vectors for
+// the divisions and compares. Each op is one rounding (no multiply-add to fuse), so both
+// builds give the same bits.
+__attribute__((target_clones("avx2", "default"))) void apply_epilogue(const Epilogue& e,
+                                                                      int64_t begin, int64_t end) {
   using Kind = Epilogue::Op::Kind;
   const int64_t n = end - begin;
   for (const Epilogue::Op& op : e.ops) {
