@@ -227,7 +227,8 @@ void softmax_typed(const TensorView& self, int64_t dim, bool log, TensorView& ou
   if (inner == 1) {
     // Rows are independent, each computed by one thread in the same order as serially: the
     // result does not depend on the thread count.
-    const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(len, 1));
+    // About 4096 elements per thread at least: exp costs tens of cycles per element.
+    const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(len, 1));
     parallel_for(outer, grain, [&](int64_t begin, int64_t end) {
       for (int64_t o = begin; o < end; ++o) {
         const G* xr = x + o * len;
