@@ -118,6 +118,11 @@ const ConvCase kConvCases[] = {
     // 1x1 on 1x1 planes (squeeze-excitation): images as rows against the packed weights.
     {3, 40, 1, 1, 24, 1, 1, 1, 1, 0, 0, 1, 1, 1, false, 0, 0, true},
     {1, 300, 1, 1, 70, 1, 1, 1, 1, 0, 0, 1, 1, 1, false, 0, 0, false},
+    // Stride 1 with packed weights reads the column matrix from the padded input: dilation,
+    // no padding, and six row bands in parallel (42x42: past Winograd's 400 tiles).
+    {1, 4, 11, 12, 6, 3, 3, 1, 1, 2, 1, 2, 1, 1, false, 0, 0, true},
+    {2, 5, 8, 9, 7, 3, 2, 1, 1, 0, 0, 1, 1, 1, false, 0, 0, false},
+    {1, 64, 42, 42, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, 0, 0, true},
     // More rows (output channels) than columns: the GEMM splits rows in units of 24, a part
     // starting inside a block of the packed weights.
     {1, 300, 7, 7, 200, 1, 1, 1, 1, 0, 0, 1, 1, 1, false, 0, 0, true},

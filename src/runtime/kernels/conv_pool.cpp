@@ -257,6 +257,10 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
   // first nor read back.
   const bool gemm_writes_bias = std::is_same_v<G, float> && state != nullptr && !transposed &&
                                 !is_depthwise && !vector_shaped && !(g.batch > 1 && out_plane < 64);
+  // Stride-1 convolutions of packed weights read their column matrix from the padded input
+  // (below); the output is written by the band copies.
+  const bool implicit_im2col =
+      gemm_writes_bias && !pointwise && g.stride[0] == 1 && g.stride[1] == 1;
   std::optional<ReadAs<G>> rb;
   if (bias != nullptr) rb.emplace(*bias);
   // Otherwise start from the bias (or zero); the GEMMs and loops below accumulate.
@@ -362,6 +366,83 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
               parallel_for(cout_g, 16, [&](int64_t c0, int64_t c1) {
                 apply_epilogue(*epilogue, yg - y + c0 * out_plane, yg - y + c1 * out_plane);
               });
+            }
+            continue;
+          }
+          // Stride 1 with packed weights: the column matrix is never built. With the input
+          // padded once (rows Wp = W + 2 pw wide), row (c, i, j) of the column matrix over
+          // output rows [oh0, oh1) is the padded input itself from offset c*Hp*Wp +
+          // (oh0 + i*dh)*Wp + j*dw, at columns (oh - oh0)*Wp + ow: the GEMM packs B straight
+          // from it (MatrixRef::row_offsets) into a result with the padded row pitch, whose OW
+          // valid columns per row are copied out. The same values as im2col's, the same sums.
+          if (implicit_im2col) {
+            if constexpr (std::is_same_v<G, float>) {
+              const int64_t hp = g.h + 2 * g.pad[0], wp = g.w + 2 * g.pad[1];
+              std::optional<Buffer<float>> padded;
+              const float* xp = xg;
+              if (g.pad[0] != 0 || g.pad[1] != 0) {
+                padded.emplace(cin_g * hp * wp);
+                float* dst = padded->data();
+                parallel_for(cin_g, 4, [&](int64_t c0, int64_t c1) {
+                  for (int64_t c = c0; c < c1; ++c) {
+                    float* pc = dst + c * hp * wp;
+                    std::fill_n(pc, g.pad[0] * wp, 0.0f);
+                    for (int64_t ih = 0; ih < g.h; ++ih) {
+                      float* row = pc + (ih + g.pad[0]) * wp;
+                      std::fill_n(row, g.pad[1], 0.0f);
+                      std::copy_n(xg + (c * g.h + ih) * g.w, g.w, row + g.pad[1]);
+                      std::fill_n(row + g.pad[1] + g.w, g.pad[1], 0.0f);
+                    }
+                    std::fill_n(pc + (g.h + g.pad[0]) * wp, g.pad[0] * wp, 0.0f);
+                  }
+                });
+                xp = dst;
+              }
+              std::vector<int64_t> offsets(static_cast<size_t>(kdim));
+              for (int64_t c = 0, r = 0; c < cin_g; ++c) {
+                for (int64_t i = 0; i < g.kh; ++i) {
+                  for (int64_t j = 0; j < g.kw; ++j, ++r)
+                    offsets[static_cast<size_t>(r)] =
+                        c * hp * wp + i * g.dil[0] * wp + j * g.dil[1];
+                }
+              }
+              const GemmInit init{rb ? rb->data() + gi * cout_g : nullptr};
+              // Band bi: the GEMM into `tmp`, then the valid columns and the epilogue.
+              auto run_band = [&](int64_t bi, Buffer<float>& tmp, bool split) {
+                const int64_t oh0 = bi * band, oh1 = std::min(g.oh, oh0 + band);
+                const int64_t cols = (oh1 - oh0 - 1) * wp + g.ow;
+                gemm_packed(*packed->per_group[static_cast<size_t>(gi)], cols, 1.0f,
+                            MatrixRef<float>{xp + oh0 * wp, 0, 1, offsets.data()}, tmp.data(), cols,
+                            &init);
+                auto rows = [&](int64_t c0, int64_t c1) {
+                  for (int64_t c = c0; c < c1; ++c) {
+                    for (int64_t oh = oh0; oh < oh1; ++oh)
+                      std::copy_n(tmp.data() + c * cols + (oh - oh0) * wp, g.ow,
+                                  yg + c * out_plane + oh * g.ow);
+                    if (epilogue_on) {
+                      const int64_t at = (yg - y) + c * out_plane + oh0 * g.ow;
+                      apply_epilogue(*epilogue, at, at + (oh1 - oh0) * g.ow);
+                    }
+                  }
+                };
+                if (split) {
+                  parallel_for(cout_g, 8, rows);
+                } else {
+                  rows(0, cout_g);
+                }
+              };
+              const int64_t tmp_floats = cout_g * ((band - 1) * wp + g.ow);
+              if (bands < 2 * num_threads() && num_threads() > 1) {
+                Buffer<float> tmp(tmp_floats);
+                for (int64_t bi = 0; bi < bands; ++bi)
+                  run_band(bi, tmp, true);
+              } else {
+                parallel_for(bands, 1, [&](int64_t b0, int64_t b1) {
+                  Buffer<float> tmp(tmp_floats);
+                  for (int64_t bi = b0; bi < b1; ++bi)
+                    run_band(bi, tmp, false);
+                });
+              }
             }
             continue;
           }

@@ -406,6 +406,22 @@ void pack_b(MatrixRef<T> b, int64_t p0, int64_t j0, int64_t kc, int64_t nc, int6
             T* __restrict dst) {
   for (int64_t jr = 0; jr < nc; jr += nr) {
     const int64_t cols = std::min(nr, nc - jr);
+    if (b.row_offsets != nullptr) {  // rows anywhere, each NR contiguous values per k
+      const T* base = b.data + (j0 + jr) * b.col_stride;
+      for (int64_t p = 0; p < kc; ++p) {
+        const T* row = base + b.row_offsets[p0 + p];
+        T* d = dst + p * nr;
+        if (b.col_stride == 1) {
+          std::copy_n(row, cols, d);
+        } else {
+          for (int64_t j = 0; j < cols; ++j)
+            d[j] = row[j * b.col_stride];
+        }
+        std::fill(d + cols, d + nr, T(0));
+      }
+      dst += nr * kc;
+      continue;
+    }
     const T* src = b.data + p0 * b.row_stride + (j0 + jr) * b.col_stride;
     if (b.col_stride == 1 && cols == nr) {  // row-major B: NR contiguous values per k
       // A compile-time size lets the copy become a few vector moves (it is the hot loop
@@ -517,7 +533,7 @@ void gemm_parallel(int64_t m, int64_t n, int64_t k, T alpha, MatrixRef<T> a, Mat
     parallel_for((n + kUnit - 1) / kUnit, 1, [&](int64_t u0, int64_t u1) {
       const int64_t j0 = u0 * kUnit, j1 = std::min(n, u1 * kUnit);
       MatrixRef<T> part{b.data == nullptr ? nullptr : b.data + j0 * b.col_stride, b.row_stride,
-                        b.col_stride};
+                        b.col_stride, b.row_offsets};
       gemm_blocked(m, j1 - j0, k, alpha, a, part, c + j0, ldc, packed, 0, packed_b, j0, init);
     });
   } else {
@@ -527,7 +543,7 @@ void gemm_parallel(int64_t m, int64_t n, int64_t k, T alpha, MatrixRef<T> a, Mat
     parallel_for((m + unit - 1) / unit, 1, [&](int64_t u0, int64_t u1) {
       const int64_t i0 = u0 * unit, i1 = std::min(m, u1 * unit);
       MatrixRef<T> part{a.data == nullptr ? nullptr : a.data + i0 * a.row_stride, a.row_stride,
-                        a.col_stride};
+                        a.col_stride, a.row_offsets};
       gemm_blocked(i1 - i0, n, k, alpha, part, b, c + i0 * ldc, ldc, packed, i0, nullptr, 0, init);
     });
   }

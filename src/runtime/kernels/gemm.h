@@ -24,6 +24,10 @@ struct MatrixRef {
   const T* data;
   int64_t row_stride;  // elements between A[i, k] and A[i + 1, k]
   int64_t col_stride;  // elements between A[i, k] and A[i, k + 1]
+  // When set (a right operand B only): row i starts at data + row_offsets[i] instead of
+  // data + i * row_stride (a convolution's column matrix read straight from the padded
+  // input: row (c, i, j) is the input shifted by that tap).
+  const int64_t* row_offsets = nullptr;
 };
 
 void gemm(int64_t m, int64_t n, int64_t k, float alpha, MatrixRef<float> a, MatrixRef<float> b,
