@@ -562,6 +562,9 @@ TEST_CASE("fast_expf within 2e-7 (relative) and fast_erff within 5e-7 (absolute)
   CHECK(kernels::fast_expf(-200.0f) == 0.0f);
   CHECK(std::isinf(kernels::fast_expf(89.0f)));
   CHECK(std::fabs(kernels::fast_expf(-95.0f) - std::exp(-95.0f)) < 1e-44f);  // denormal
+  CHECK(std::isnan(kernels::fast_expf(std::numeric_limits<float>::quiet_NaN())));
+  CHECK(kernels::fast_expf(std::numeric_limits<float>::infinity()) ==
+        std::numeric_limits<float>::infinity());
   CHECK(kernels::fast_erff(0.0f) == 0.0f);
   CHECK(kernels::fast_erff(10.0f) == 1.0f);
   CHECK(kernels::fast_erff(-10.0f) == -1.0f);

@@ -203,6 +203,39 @@ TEST_CASE("sum and mean with a dtype argument and empty reductions") {
   CHECK(std::isnan(read(mo2)[0]));
 }
 
+TEST_CASE("float softmax over long rows, masked entries and a fully masked row") {
+  // Rows of 1, 8, 37 and 300 (the eight-way partial sums and their tail), -inf entries
+  // (a causal mask), and a row that is all -inf: NaN, as ATen gives.
+  for (int64_t len : {1, 8, 37, 300}) {
+    INFO("row length " << len);
+    Call c("aten::_softmax.out");
+    std::vector<double> xv(static_cast<size_t>(3 * len));
+    for (size_t i = 0; i < xv.size(); ++i)
+      xv[i] = std::sin(static_cast<double>(i) * 1.3) * 20;
+    for (int64_t j = len / 2 + 1; j < len; ++j)
+      xv[static_cast<size_t>(len + j)] = -INFINITY;  // row 1: the second half masked
+    for (int64_t j = 0; j < len; ++j)
+      xv[static_cast<size_t>(2 * len + j)] = -INFINITY;  // row 2: everything masked
+    Value* x = c.tensor(DType::kFloat32, {3, len}, xv);
+    Value* out = c.out(DType::kFloat32, {3, len});
+    REQUIRE(c.run({x, c.i(-1), c.b(false)}, {out}).ok());
+    const std::vector<double> got = read(out);
+    for (int64_t r = 0; r < 2; ++r) {
+      double mx = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < len; ++j)
+        mx = std::max(mx, xv[static_cast<size_t>(r * len + j)]);
+      for (int64_t j = 0; j < len; ++j)
+        sum += std::exp(xv[static_cast<size_t>(r * len + j)] - mx);
+      for (int64_t j = 0; j < len; ++j) {
+        const double want = std::exp(xv[static_cast<size_t>(r * len + j)] - mx) / sum;
+        REQUIRE(std::fabs(got[static_cast<size_t>(r * len + j)] - want) <= 1e-6 + 1e-5 * want);
+      }
+    }
+    for (int64_t j = 0; j < len; ++j)
+      REQUIRE(std::isnan(got[static_cast<size_t>(2 * len + j)]));
+  }
+}
+
 TEST_CASE("softmax and log_softmax over each dim") {
   const Sizes shape{3, 4, 5};
   for (const char* name : {"aten::_softmax.out", "aten::_softmax.default", "aten::_log_softmax.out",

@@ -445,7 +445,11 @@ void unary_typed(const UnaryArgs& u, const TensorView& self, TensorView& out) {
       case UnaryOp::kRsqrt:
         return map_loop_heavy(x, o, n, [](C v) { return C(1) / std::sqrt(v); });
       case UnaryOp::kSigmoid:
-        return map_loop_heavy(x, o, n, [](C v) { return C(1) / (C(1) + std::exp(-v)); });
+        if constexpr (std::is_same_v<C, float>) {  // vectorisable, within 2e-7 relative
+          return map_loop_heavy(x, o, n, [](C v) { return C(1) / (C(1) + fast_expf(-v)); });
+        } else {
+          return map_loop_heavy(x, o, n, [](C v) { return C(1) / (C(1) + std::exp(-v)); });
+        }
       case UnaryOp::kSqrt:
         return map_loop_heavy(x, o, n, [](C v) { return std::sqrt(v); });
       case UnaryOp::kTanh:
@@ -475,7 +479,11 @@ void unary_typed(const UnaryArgs& u, const TensorView& self, TensorView& out) {
         return map_loop_heavy(
             x, o, n, [](C v) { return v * std::min(std::max(v + C(3), C(0)), C(6)) / C(6); });
       case UnaryOp::kSilu:
-        return map_loop_heavy(x, o, n, [](C v) { return v / (C(1) + std::exp(-v)); });
+        if constexpr (std::is_same_v<C, float>) {
+          return map_loop_heavy(x, o, n, [](C v) { return v / (C(1) + fast_expf(-v)); });
+        } else {
+          return map_loop_heavy(x, o, n, [](C v) { return v / (C(1) + std::exp(-v)); });
+        }
       default:
         break;
     }

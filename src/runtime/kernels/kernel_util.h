@@ -40,11 +40,13 @@ struct BFloat16 {
 // |r| <= ln2/2 (n rounded to nearest by adding and subtracting 1.5 * 2^23), exp(r) by a
 // degree-6 polynomial (Cephes' expf coefficients), 2^n as two exponent-field halves so that
 // results near the top of the range and denormal ones come out right. Relative error at
-// most 2e-7 for normal results; 0 below -104 (exp(-inf) = 0), inf above 88.72.
+// most 2e-7 for normal results; 0 below -104 (exp(-inf) = 0), inf above 88.72, NaN for NaN
+// (computed from 0, so that no NaN is converted to an integer).
 inline float fast_expf(float x) {
   const float hi = 88.7228394f, lo = -104.0f;
   float xc = x < lo ? lo : x;
   xc = xc > hi ? hi : xc;
+  xc = xc == xc ? xc : 0.0f;
   const float t = xc * 1.44269504088896341f;
   const float fn = (t + 12582912.0f) - 12582912.0f;
   const auto n = static_cast<int32_t>(fn);
@@ -62,7 +64,7 @@ inline float fast_expf(float x) {
   std::memcpy(&s1, &b1, 4);
   std::memcpy(&s2, &b2, 4);
   const float y = e * s1 * s2;
-  return x < lo ? 0.0f : (x > hi ? std::numeric_limits<float>::infinity() : y);
+  return x < lo ? 0.0f : (x > hi ? std::numeric_limits<float>::infinity() : (x == x ? y : x));
 }
 
 // erf(x) in float, vectorisable as fast_expf (GELU's erf was 30% of all-MiniLM-L6-v2's time
