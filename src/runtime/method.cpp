@@ -71,22 +71,16 @@ Value to_runtime_value(const pte::Plan& plan, const pte::EValue& v) {
   return out;
 }
 
-// " [1,16,48,48] [16,1,3,3] - [2,2] ..." for a profile row: tensor shapes, int lists,
-// ints; '-' for None; the trailing out argument left off.
+// " [1, 16, 48, 48] [16, 1, 3, 3] - [2, 2] ..." for a profile row: tensor shapes, int
+// lists, ints; '-' for None; the trailing out argument left off.
 std::string describe_args(std::span<Value* const> args) {
   std::string s;
-  auto list = [&s](const std::vector<int64_t>& v) {
-    s += " [";
-    for (size_t i = 0; i < v.size(); ++i)
-      s += (i ? "," : "") + std::to_string(v[i]);
-    s += "]";
-  };
   for (size_t i = 0; i + 1 < args.size(); ++i) {
     const Value& v = *args[i];
     if (v.is_tensor()) {
-      list(v.tensor.sizes);
+      s += " " + shape_to_string(v.tensor.sizes);
     } else if (v.kind == Value::Kind::kIntList) {
-      list(v.ints);
+      s += " " + shape_to_string(v.ints);
     } else if (v.kind == Value::Kind::kInt) {
       s += " " + std::to_string(v.i);
     } else if (v.is_none()) {
@@ -402,14 +396,19 @@ std::optional<ElementwiseStep> read_elementwise(const std::string& name,
 
 }  // namespace
 
-void Method::find_unread_outs() {
-  // Only max_pool2d_with_indices' indices (argument 7): a program that pools for inference
-  // never reads them, and they cost as much as the pooling.
+std::vector<bool> Method::io_values() const {
   std::vector<bool> io(values_.size(), false);
   for (size_t v : inputs_)
     io[v] = true;
   for (size_t v : outputs_)
     io[v] = true;
+  return io;
+}
+
+void Method::find_unread_outs() {
+  // Only max_pool2d_with_indices' indices (argument 7): a program that pools for inference
+  // never reads them, and they cost as much as the pooling.
+  const std::vector<bool> io = io_values();
   for (size_t i = 0; i < steps_.size(); ++i) {
     Step& s = steps_[i];
     if (s.kind != pte::InstrKind::kKernel || s.name != "aten::max_pool2d_with_indices.out" ||
@@ -442,11 +441,7 @@ void Method::fuse_epilogues() {
     if (s.kind == pte::InstrKind::kJumpFalse) return;
   }
   // Method inputs and outputs may be rebound to caller memory: never part of a chain.
-  std::vector<bool> io(values_.size(), false);
-  for (size_t v : inputs_)
-    io[v] = true;
-  for (size_t v : outputs_)
-    io[v] = true;
+  const std::vector<bool> io = io_values();
   auto plain = [&](const Value* v, const TensorView& like) {
     const TensorView& t = v->tensor;
     return v->is_tensor() && !io[static_cast<size_t>(v - values_.data())] &&

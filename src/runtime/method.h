@@ -130,6 +130,8 @@ class Method {
   };
   // Marks the outs nothing reads (KernelContext::unread_outs).
   void find_unread_outs();
+  // Per value: whether it is a method input or output (the caller may rebind its memory).
+  std::vector<bool> io_values() const;
   // Gives convolutions the in-place elementwise instructions right after them as their
   // epilogue (RuntimeEnv::fuse_epilogues).
   void fuse_epilogues();

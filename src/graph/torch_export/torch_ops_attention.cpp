@@ -49,19 +49,26 @@ Status convert_index(TorchNode& n) {
   return n.set_output(0, out);
 }
 
+// index_put(self, indices, values, accumulate) as the node's output; the in-place form rebinds
+// self, so later reads see the update.
+Status emit_index_put(TorchNode& n, ValueId self, const std::vector<ValueId>& indices,
+                      ValueId values, bool accumulate, bool in_place) {
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::IndexPut, {{"self", self},
+                                                              {"indices", indices},
+                                                              {"values", values},
+                                                              {"accumulate", accumulate}}));
+  if (in_place) ETC_RETURN_IF_ERROR(n.rebind("self", out));
+  return n.set_output(0, out);
+}
+
 // index_put(self, indices, values, accumulate) and its in-place form (a KV-cache write in the
-// training dialect); the in-place one rebinds self, so later reads see the update.
+// training dialect).
 Status convert_index_put(TorchNode& n, bool in_place) {
   ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
   ETC_ASSIGN_OR_RETURN(std::vector<ValueId> indices, n.optional_tensors("indices"));
   ETC_ASSIGN_OR_RETURN(ValueId values, n.tensor("values"));
   ETC_ASSIGN_OR_RETURN(bool accumulate, n.bool_arg("accumulate", false));
-  ETC_ASSIGN_OR_RETURN(
-      ValueId out,
-      n.emit(OpKind::IndexPut,
-             {{"self", x}, {"indices", indices}, {"values", values}, {"accumulate", accumulate}}));
-  if (in_place) ETC_RETURN_IF_ERROR(n.rebind("self", out));
-  return n.set_output(0, out);
+  return emit_index_put(n, x, indices, values, accumulate, in_place);
 }
 
 // index_copy(self, dim, index, source) = index_put(self, [None] * dim + [index], source), the
@@ -78,12 +85,7 @@ Status convert_index_copy(TorchNode& n, bool in_place) {
   }
   std::vector<ValueId> indices(static_cast<size_t>(dim));
   indices.push_back(index);
-  ETC_ASSIGN_OR_RETURN(
-      ValueId out,
-      n.emit(OpKind::IndexPut,
-             {{"self", x}, {"indices", indices}, {"values", source}, {"accumulate", false}}));
-  if (in_place) ETC_RETURN_IF_ERROR(n.rebind("self", out));
-  return n.set_output(0, out);
+  return emit_index_put(n, x, indices, source, false, in_place);
 }
 
 // copy(self, src) / copy_(self, src): src broadcast to self's shape in self's dtype (a

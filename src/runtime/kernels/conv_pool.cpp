@@ -187,6 +187,13 @@ struct PackedConvWeights final : KernelState {
   std::shared_ptr<const PackedB> transposed;
 };
 
+// The epilogue over the whole out (n elements), split across threads: for the paths that
+// cannot run it range by range as they go.
+void apply_epilogue_whole(const Epilogue& e, int64_t n) {
+  parallel_for(n, int64_t{1} << 14,
+               [&](int64_t begin, int64_t end) { apply_epilogue(e, begin, end); });
+}
+
 template <typename G>
 void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
                 const TensorView& weight, const TensorView* bias, TensorView& out,
@@ -214,10 +221,7 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
       const bool by_channel = epilogue != nullptr && !epilogue->after_inputs;
       depthwise_conv_f32(x, w, rb ? rb->data() : nullptr, g, cout_g, y,
                          by_channel ? epilogue : nullptr);
-      if (epilogue != nullptr && !by_channel) {
-        parallel_for(out.numel(), int64_t{1} << 14,
-                     [&](int64_t begin, int64_t end) { apply_epilogue(*epilogue, begin, end); });
-      }
+      if (epilogue != nullptr && !by_channel) apply_epilogue_whole(*epilogue, out.numel());
       wy.finish();
       return;
     }
@@ -250,6 +254,14 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
   const bool epilogue_on =
       epilogue != nullptr && std::is_same_v<G, float> && !transposed && !epilogue->after_inputs;
   const bool epilogue_at_end = epilogue != nullptr && std::is_same_v<G, float> && !epilogue_on;
+  // The epilogue on output rows [oh0, oh0 + rows) of channels [c0, c1) of the group whose
+  // output starts at yg, while they are still in cache.
+  auto epilogue_rows = [&](const G* yg, int64_t c0, int64_t c1, int64_t oh0, int64_t rows) {
+    for (int64_t c = c0; epilogue_on && c < c1; ++c) {
+      const int64_t at = (yg - y) + c * out_plane + oh0 * g.ow;
+      apply_epilogue(*epilogue, at, at + rows * g.ow);
+    }
+  };
   // One row per image against the weights: out[n, :] = W @ x[n, :] as x[n, :] @ W^T.
   const bool vector_shaped = pointwise && in_plane == 1 && g.groups == 1 && g.batch <= 4;
   // Packed float weights (a constant) on the GEMM paths that write each output once: the
@@ -363,9 +375,8 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
           if (pointwise) {  // the GEMM splits its own work across threads
             multiply(gi, out_plane, xg, yg);
             if (epilogue_on) {
-              parallel_for(cout_g, 16, [&](int64_t c0, int64_t c1) {
-                apply_epilogue(*epilogue, yg - y + c0 * out_plane, yg - y + c1 * out_plane);
-              });
+              parallel_for(cout_g, 16,
+                           [&](int64_t c0, int64_t c1) { epilogue_rows(yg, c0, c1, 0, g.oh); });
             }
             continue;
           }
@@ -419,10 +430,7 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
                     for (int64_t oh = oh0; oh < oh1; ++oh)
                       std::copy_n(tmp.data() + c * cols + (oh - oh0) * wp, g.ow,
                                   yg + c * out_plane + oh * g.ow);
-                    if (epilogue_on) {
-                      const int64_t at = (yg - y) + c * out_plane + oh0 * g.ow;
-                      apply_epilogue(*epilogue, at, at + (oh1 - oh0) * g.ow);
-                    }
+                    epilogue_rows(yg, c, c + 1, oh0, oh1 - oh0);
                   }
                 };
                 if (split) {
@@ -460,10 +468,7 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
               multiply(gi, cols, col.data(), yg + oh0 * g.ow);
               if (epilogue_on) {
                 parallel_for(cout_g, 16, [&](int64_t c0, int64_t c1) {
-                  for (int64_t c = c0; c < c1; ++c) {
-                    const int64_t at = (yg - y) + c * out_plane + oh0 * g.ow;
-                    apply_epilogue(*epilogue, at, at + cols);
-                  }
+                  epilogue_rows(yg, c0, c1, oh0, oh1 - oh0);
                 });
               }
             }
@@ -477,11 +482,7 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
               const int64_t cols = (oh1 - oh0) * g.ow;
               im2col(xg, cin_g, g, oh0, oh1, col.data());
               multiply(gi, cols, col.data(), yg + oh0 * g.ow);
-              // The band's rows of each channel, while they are still in cache.
-              for (int64_t c = 0; epilogue_on && c < cout_g; ++c) {
-                const int64_t at = (yg - y) + c * out_plane + oh0 * g.ow;
-                apply_epilogue(*epilogue, at, at + cols);
-              }
+              epilogue_rows(yg, 0, cout_g, oh0, oh1 - oh0);
             }
           });
         }
@@ -502,10 +503,7 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
       }
     }
   }
-  if (epilogue_at_end) {
-    parallel_for(out.numel(), int64_t{1} << 14,
-                 [&](int64_t begin, int64_t end) { apply_epilogue(*epilogue, begin, end); });
-  }
+  if (epilogue_at_end) apply_epilogue_whole(*epilogue, out.numel());
   wy.finish();
 }
 

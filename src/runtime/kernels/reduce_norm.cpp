@@ -121,19 +121,19 @@ Status any_kernel(KernelContext& ctx, std::span<Value*> args) {
   return Status();
 }
 
-// The sum of n contiguous floats in double, in eight interleaved partial sums (element i
-// goes to sum i % 8) added pairwise at the end: the loop vectorises instead of waiting on
-// one add's latency per element. The order is fixed, so the result does not depend on
-// threads.
-double sum_as_double(const float* x, int64_t n) {
-  double part[8] = {};
+// The sum of n contiguous floats in Acc, in eight interleaved partial sums (element i goes to
+// sum i % 8) added pairwise at the end: the loop vectorises instead of waiting on one add's
+// latency per element. The order is fixed, so the result does not depend on threads.
+template <typename Acc>
+inline Acc sum8(const float* x, int64_t n) {
+  Acc part[8] = {};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     for (int k = 0; k < 8; ++k)
-      part[k] += static_cast<double>(x[i + k]);
+      part[k] += static_cast<Acc>(x[i + k]);
   }
   for (int k = 0; i < n; ++i, ++k)
-    part[k] += static_cast<double>(x[i]);
+    part[k] += static_cast<Acc>(x[i]);
   return ((part[0] + part[4]) + (part[2] + part[6])) + ((part[1] + part[5]) + (part[3] + part[7]));
 }
 
@@ -177,7 +177,7 @@ Status sum_mean(KernelContext& ctx, std::span<Value*> args, bool mean) {
       const float* x = self.data_as<const float>();
       parallel_for(n, std::max<int64_t>(1, 4096 / count), [&](int64_t begin, int64_t end) {
         for (int64_t i = begin; i < end; ++i)
-          acc[i] = static_cast<Acc>(sum_as_double(x + i * count, count));
+          acc[i] = static_cast<Acc>(sum8<double>(x + i * count, count));
       });
     } else {
       visit_dtype(self.dtype, [&]<typename T>() {
@@ -233,17 +233,7 @@ __attribute__((target_clones("avx2", "default"))) void softmax_row_f32(const flo
     mx = x[i] > mx ? x[i] : mx;
   for (int64_t i = 0; i < len; ++i)
     y[i] = fast_expf(x[i] - mx);
-  float part[8] = {};
-  int64_t i = 0;
-  for (; i + 8 <= len; i += 8) {
-    for (int k = 0; k < 8; ++k)
-      part[k] += y[i + k];
-  }
-  for (int k = 0; i < len; ++i, ++k)
-    part[k] += y[i];
-  const float sum =
-      ((part[0] + part[4]) + (part[2] + part[6])) + ((part[1] + part[5]) + (part[3] + part[7]));
-  const float inv = 1.0f / sum;
+  const float inv = 1.0f / sum8<float>(y, len);
   for (int64_t j = 0; j < len; ++j)
     y[j] *= inv;
 }
