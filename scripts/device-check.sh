@@ -165,6 +165,10 @@ step "PyTorch programs on CUDA with --verify" bash test/torch/cuda_models_test.s
 if compgen -G "$bin/../onnx/*.pte" >/dev/null; then
   step "ONNX models (PyPI) on CUDA with --verify" bash test/onnx/cuda_models_test.sh "$etc" "$bin/../onnx"
 fi
+if compgen -G "$bin/../decoders/*.pte" >/dev/null; then
+  step "decoders on CUDA: KV cache on the GPU, PyTorch's ids, --verify" \
+    bash test/torch/cuda_decoders_test.sh "$etc" "$bin/../decoders"
+fi
 ((quick)) || step "compute-sanitizer memcheck, one case per kernel family" \
   timeout 150 bash test/cuda/memcheck.sh "$etc" "$root"
 ops_summary=$(grep -E 'op cases pass on cuda' "$log" | tail -1)

@@ -180,7 +180,7 @@ Result<std::vector<HostTensor>> run_method(rt::Method& m, const rt::RuntimeEnv& 
   std::vector<rt::DeviceBuffer> bound;  // memory for unplanned inputs/outputs, freed on return
   for (int iter = 0; iter < warmup + iterations; ++iter) {
     bound.clear();
-    if (!keep_state) m.reset_state();
+    if (!keep_state) ETC_RETURN_IF_ERROR(m.reset_state());
     auto t0 = Clock::now();
     for (size_t i = 0; i < m.num_inputs(); ++i) {
       const rt::TensorView& t = m.input(i);
@@ -457,8 +457,8 @@ Result<Generation> generate(rt::Method& m, const rt::RuntimeEnv& env,
                             const std::function<Status()>& sync, rt::Method* reference,
                             const rt::RuntimeEnv* ref_env, std::vector<float>* ref_logits) {
   Generation g;
-  m.reset_state();
-  if (reference != nullptr) reference->reset_state();
+  ETC_RETURN_IF_ERROR(m.reset_state());
+  if (reference != nullptr) ETC_RETURN_IF_ERROR(reference->reset_state());
   const int64_t chunk =
       m.input_is_dynamic(0) ? std::min(m.input_bound(0).back(), m.input_bound(1).back()) : 1;
   const auto prompt_len = static_cast<int64_t>(prompt.size());

@@ -114,6 +114,7 @@ DeviceContext::~DeviceContext() {
     if (Result<const CublasApi*> api = cublas_api(); api.ok()) (void)(*api)->destroy(cublas_);
   }
   if (scratch_ != nullptr) teardown_ok(cudaFree(scratch_), "cudaFree");
+  if (error_flag_ != nullptr) teardown_ok(cudaFree(error_flag_), "cudaFree");
   if (stream_ != nullptr) teardown_ok(cudaStreamDestroy(stream_), "cudaStreamDestroy");
 }
 
@@ -160,10 +161,30 @@ Result<void*> DeviceContext::scratch(size_t bytes) {
   return scratch_;
 }
 
+Result<int32_t*> DeviceContext::error_flag() {
+  if (error_flag_ != nullptr) return error_flag_;
+  ETC_RETURN_IF_ERROR(activate());
+  void* p = nullptr;
+  ETC_CUDA_RETURN_IF_ERROR(cudaMalloc(&p, sizeof(int32_t)));
+  if (cudaError_t e = cudaMemset(p, 0, sizeof(int32_t)); e != cudaSuccess) {
+    teardown_ok(cudaFree(p), "cudaFree");
+    ETC_CUDA_RETURN_IF_ERROR(e);
+  }
+  error_flag_ = static_cast<int32_t*>(p);
+  return error_flag_;
+}
+
 Status DeviceContext::synchronize() const {
   ETC_RETURN_IF_ERROR(activate());
   ETC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-  return Status();
+  if (error_flag_ == nullptr) return Status();
+  int32_t flag = 0;
+  ETC_CUDA_RETURN_IF_ERROR(cudaMemcpy(&flag, error_flag_, sizeof(flag), cudaMemcpyDeviceToHost));
+  if (flag == 0) return Status();
+  ETC_CUDA_RETURN_IF_ERROR(cudaMemset(error_flag_, 0, sizeof(int32_t)));
+  return invalid_input("cuda:" + std::to_string(index_) +
+                       ": an index was out of range in embedding, index.Tensor or index_put (the "
+                       "CUDA kernels gave zeros for those elements or left them unwritten)");
 }
 
 Result<DeviceContext*> DeviceContexts::get(int index) {

@@ -75,7 +75,13 @@ class DeviceContext {
   // Changes whenever scratch() moves the buffer: a captured CUDA graph that used scratch
   // memory is stale once this differs from its value at capture.
   uint64_t scratch_generation() const { return scratch_generation_; }
-  // Waits for everything queued on the stream.
+  // A device word that kernels set to 1 when they meet an index out of range (embedding,
+  // index.Tensor, index_put): checking each launch would synchronise, so the word is read by
+  // synchronize(). Allocated (zeroed) on first use, which must not be inside a graph capture.
+  Result<int32_t*> error_flag();
+
+  // Waits for everything queued on the stream; an error when a kernel set error_flag() since
+  // the last call (the flag is cleared).
   Status synchronize() const;
 
  private:
@@ -85,6 +91,7 @@ class DeviceContext {
   cublasHandle_t cublas_ = nullptr;
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
+  int32_t* error_flag_ = nullptr;
   uint64_t scratch_generation_ = 0;
 };
 

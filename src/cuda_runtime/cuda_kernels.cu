@@ -741,6 +741,102 @@ __global__ void embedding_kernel(const char* weight, int64_t rows, int64_t row_b
   }
 }
 
+// ---- Advanced indexing -----------------------------------------------------------------
+
+// The element offset in self of result block n; false when an index is out of range.
+__device__ bool index_offset(const IndexArgs& a, int64_t n, int64_t* pos, int64_t* offset) {
+  int64_t b_pos[kMaxRank] = {};
+  int64_t off = 0;
+  for (int32_t r = a.head_rank; r-- > 0;) {
+    const int64_t size = a.result.sizes[r];
+    pos[r] = n % size;
+    n /= size;
+    if (a.head_b_dim[r] >= 0) {
+      b_pos[a.head_b_dim[r]] = pos[r];
+    } else {
+      off += pos[r] * a.head_self_stride[r];
+    }
+  }
+  for (int32_t k = 0; k < a.n_indexed; ++k) {
+    int64_t e = 0;
+    for (int32_t b = 0; b < a.b_rank; ++b)
+      e += b_pos[b] * a.index_b_strides[k][b];
+    int64_t i = a.index_i64[k] ? static_cast<const int64_t*>(a.index[k])[e]
+                               : static_cast<const int32_t*>(a.index[k])[e];
+    const int64_t size = a.index_self_size[k];
+    if (i < -size || i >= size) return false;
+    if (i < 0) i += size;
+    off += i * a.index_self_stride[k];
+  }
+  *offset = off;
+  return true;
+}
+
+__device__ __forceinline__ void copy_elem(const char* src, char* dst, int32_t bytes) {
+  switch (bytes) {
+    case 8:
+      *reinterpret_cast<uint64_t*>(dst) = *reinterpret_cast<const uint64_t*>(src);
+      break;
+    case 4:
+      *reinterpret_cast<uint32_t*>(dst) = *reinterpret_cast<const uint32_t*>(src);
+      break;
+    case 2:
+      *reinterpret_cast<uint16_t*>(dst) = *reinterpret_cast<const uint16_t*>(src);
+      break;
+    default:
+      for (int32_t b = 0; b < bytes; ++b)
+        dst[b] = src[b];
+  }
+}
+
+__global__ void index_gather_kernel(IndexArgs a, const char* self, char* out, int64_t total) {
+  ETC_GRID_STRIDE(e, total) {
+    int64_t pos[kMaxRank];
+    int64_t offset = 0;
+    char* dst = out + e * a.elem_bytes;
+    if (!index_offset(a, e / a.block, pos, &offset)) {
+      for (int32_t b = 0; b < a.elem_bytes; ++b)
+        dst[b] = 0;
+      if (a.bad_index != nullptr) *a.bad_index = 1;
+      continue;
+    }
+    copy_elem(self + (offset + e % a.block) * a.elem_bytes, dst, a.elem_bytes);
+  }
+}
+
+int64_t index_elements(const IndexArgs& a) {
+  int64_t total = 1;
+  for (int32_t r = 0; r < a.result.rank; ++r)
+    total *= a.result.sizes[r];
+  return total;
+}
+
+struct ValueStrides {
+  int64_t s[kMaxRank];
+};
+
+__global__ void index_scatter_kernel(IndexArgs a, const char* values, ValueStrides vs, char* out,
+                                     int64_t total) {
+  ETC_GRID_STRIDE(e, total) {
+    int64_t pos[kMaxRank];
+    int64_t offset = 0;
+    const int64_t j = e % a.block;
+    if (!index_offset(a, e / a.block, pos, &offset)) {
+      if (a.bad_index != nullptr) *a.bad_index = 1;
+      continue;
+    }
+    int64_t v = 0;
+    for (int32_t r = 0; r < a.head_rank; ++r)
+      v += pos[r] * vs.s[r];
+    int64_t rest = j;
+    for (int32_t r = a.result.rank; r-- > a.head_rank;) {
+      v += (rest % a.result.sizes[r]) * vs.s[r];
+      rest /= a.result.sizes[r];
+    }
+    copy_elem(values + v * a.elem_bytes, out + (offset + j) * a.elem_bytes, a.elem_bytes);
+  }
+}
+
 // ---- Convolution -----------------------------------------------------------------------
 
 __global__ void conv_direct_kernel(ConvArgs g, const void* x, const void* weight, const void* bias,
@@ -927,6 +1023,27 @@ cudaError_t launch_embedding(const void* weight, int64_t rows, int64_t row_bytes
   embedding_kernel<<<grid_for(n * row_bytes), kThreads, 0, stream>>>(
       static_cast<const char*>(weight), rows, row_bytes, indices, indices_int64, n,
       static_cast<char*>(out), bad_index);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_index_gather(const IndexArgs& args, const void* self, void* out,
+                                cudaStream_t stream) {
+  const int64_t total = index_elements(args);
+  if (total == 0) return cudaSuccess;
+  index_gather_kernel<<<grid_for(total), kThreads, 0, stream>>>(
+      args, static_cast<const char*>(self), static_cast<char*>(out), total);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_index_scatter(const IndexArgs& args, const void* values,
+                                 const int64_t* value_strides, void* out, cudaStream_t stream) {
+  const int64_t total = index_elements(args);
+  if (total == 0) return cudaSuccess;
+  ValueStrides vs{};
+  for (int32_t r = 0; r < args.result.rank; ++r)
+    vs.s[r] = value_strides[r];
+  index_scatter_kernel<<<grid_for(total), kThreads, 0, stream>>>(
+      args, static_cast<const char*>(values), vs, static_cast<char*>(out), total);
   return cudaGetLastError();
 }
 

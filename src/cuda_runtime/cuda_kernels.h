@@ -149,6 +149,36 @@ cudaError_t launch_embedding(const void* weight, int64_t rows, int64_t row_bytes
                              const void* indices, bool indices_int64, int64_t n, void* out,
                              int32_t* bad_index, cudaStream_t stream);
 
+// Advanced indexing, `self[indices]` as the CPU kernels walk it (src/runtime/kernels/
+// index.cpp): the result is head dims then a trailing block of `block` elements contiguous in
+// self. A head dim is either a sliced dim of self (its self stride) or a dim of the index
+// tensors' broadcast shape B. Every index is read once per element; one out of
+// [-size, size) skips the element (zero in a gather) and sets *bad_index (device memory,
+// may be null) to 1.
+struct IndexArgs {
+  Shape result;  // the shape of self[indices] (head dims, then the block's dims)
+  int32_t head_rank = 0;
+  int64_t block = 1;
+  int64_t head_self_stride[kMaxRank] = {};  // per head dim (sliced dims)
+  int32_t head_b_dim[kMaxRank] = {};        // per head dim: its dim in B, or -1
+  int32_t b_rank = 0;
+  int32_t n_indexed = 0;
+  const void* index[kMaxRank] = {};  // per indexed dim: the index tensor (contiguous)
+  bool index_i64[kMaxRank] = {};
+  int64_t index_self_stride[kMaxRank] = {};
+  int64_t index_self_size[kMaxRank] = {};
+  int64_t index_b_strides[kMaxRank][kMaxRank] = {};  // per indexed dim, its strides over B
+  int32_t elem_bytes = 4;
+  int32_t* bad_index = nullptr;
+};
+// out (contiguous, args.result) = self[indices].
+cudaError_t launch_index_gather(const IndexArgs& args, const void* self, void* out,
+                                cudaStream_t stream);
+// out[indices] = values (broadcast to args.result through value_strides; out already holds
+// self). Elements written twice by repeated indices get one of the values, as in ATen.
+cudaError_t launch_index_scatter(const IndexArgs& args, const void* values,
+                                 const int64_t* value_strides, void* out, cudaStream_t stream);
+
 struct ConvArgs {
   int64_t batch = 0, c_in = 0, h = 0, w = 0;
   int64_t c_out = 0, kh = 0, kw = 0, oh = 0, ow = 0, groups = 1;

@@ -329,8 +329,8 @@ class Verifier {
     }
   }
 
-  // Each state buffer: a live kState value listed once, on the host, with initial bytes of
-  // its size; its update (if any) a live value of the same type, on the host.
+  // Each state buffer: a live kState value listed once, with initial bytes of its size; its
+  // update (if any) a live value of the same type on the state's device.
   void check_states() {
     std::unordered_set<uint32_t> seen;
     for (const StateBuffer& s : g_.states()) {
@@ -341,10 +341,6 @@ class Verifier {
       const Value& v = g_.value(s.value);
       if (!seen.insert(s.value.v).second)
         report("state " + value_label(s.value) + " is listed twice", where(v));
-      if (!v.spec.device.is_cpu())
-        report("state " + value_label(s.value) + " is on " + to_string(v.spec.device) +
-                   "; state lives on the host",
-               where(v));
       if (!s.initial.empty() && static_cast<int64_t>(s.initial.size) != v.spec.nbytes()) {
         report("state " + value_label(s.value) + " has " + std::to_string(s.initial.size) +
                    " bytes of initial value, its type needs " + std::to_string(v.spec.nbytes()),
@@ -360,8 +356,9 @@ class Verifier {
         report("state " + value_label(s.value) + " (" + v.spec.type_string() +
                    ") is updated with " + value_label(s.update) + " (" + u.type_string() + ")",
                where(v));
-      if (!u.device.is_cpu())
-        report("the update of state " + value_label(s.value) + " is on " + to_string(u.device),
+      if (u.device != v.spec.device)
+        report("the update of state " + value_label(s.value) + " is on " + to_string(u.device) +
+                   ", the state on " + to_string(v.spec.device),
                where(v));
     }
     for (size_t i = 0; i < g_.value_slots(); ++i) {

@@ -151,9 +151,14 @@ std::optional<std::string> cuda_unsupported_reason(const Graph& graph, const Nod
     case OpKind::UpsampleBilinear2d:
       return floats_only(graph, node);
     case OpKind::FullLike:  // emitted only for a dynamic-bound self, which stays on the host
+      return std::string("full_like is emitted for dynamic-bound tensors, which run on the host");
     case OpKind::IndexTensor:
+      return any_dtype(graph, node);
     case OpKind::IndexPut:
-      return std::string("advanced indexing has no CUDA kernel yet and runs on the host");
+      // Accumulating with atomics would add repeated indices in any order.
+      if (std::get<bool>(arg("accumulate")))
+        return std::string("index_put with accumulate=True runs on the host (deterministic order)");
+      return any_dtype(graph, node);
     case OpKind::MaxPool2dWithIndices:
       return std::string("the host-only form of max_pool2d (delegates use max_pool2d)");
     case OpKind::H2DCopy:

@@ -67,29 +67,6 @@ std::vector<ValueId> alias_views(Graph& graph) {
   return root;
 }
 
-// Whether index_put node `n` fits ExecuTorch's in-place index_put_: accumulate False, one
-// 1-D int index tensor, values of self's shape but for the indexed dim.
-bool fits_index_put_inplace(const Graph& g, const Node& n) {
-  if (n.op != OpKind::IndexPut || std::get<bool>(n.args[3])) return false;
-  const TensorSpec& self = g.value(std::get<ValueId>(n.args[0])).spec;
-  const TensorSpec& values = g.value(std::get<ValueId>(n.args[2])).spec;
-  const auto& indices = std::get<std::vector<ValueId>>(n.args[1]);
-  int dim = -1;
-  for (size_t d = 0; d < indices.size(); ++d) {
-    if (!indices[d].valid()) continue;
-    if (dim >= 0) return false;
-    dim = static_cast<int>(d);
-  }
-  if (dim < 0) return false;
-  const TensorSpec& index = g.value(indices[static_cast<size_t>(dim)]).spec;
-  if (index.rank() != 1 || values.rank() != self.rank()) return false;
-  for (size_t d = 0; d < self.rank(); ++d) {
-    const int64_t want = static_cast<int>(d) == dim ? index.sizes[0] : self.sizes[d];
-    if (values.sizes[d] != want) return false;
-  }
-  return true;
-}
-
 // A state whose update an index_put computes from the state itself, when nothing reads the
 // state (or a view of it) after that index_put: the index_put writes the state's storage in
 // place, so the update needs no copy at the end (ExecuTorch's reinplace pass does this for the
@@ -106,7 +83,9 @@ void reinplace_state_updates(Graph& graph, std::vector<ValueId>& root) {
     const Value& u = graph.value(s.update);
     if (u.kind != ValueKind::kNodeOutput || root[u.id.v] != u.id) continue;
     Node& writer = graph.node(u.producer);
-    if (!fits_index_put_inplace(graph, writer) || std::get<ValueId>(writer.args[0]) != s.value)
+    const bool device_writer = device_state_writer(graph, s).has_value();
+    if (!device_writer &&
+        (!fits_index_put_inplace(graph, writer) || std::get<ValueId>(writer.args[0]) != s.value))
       continue;
     const int32_t at = position[writer.id.v];
     const ValueId group = root[s.value.v];
@@ -122,7 +101,9 @@ void reinplace_state_updates(Graph& graph, std::vector<ValueId>& root) {
     for (ValueId& r : root) {
       if (r == u.id) r = group;
     }
-    writer.in_place = true;
+    // A delegate writes the state through its own index_put, which is given the state's
+    // storage as both self and out.
+    if (!device_writer) writer.in_place = true;
   }
 }
 
@@ -214,6 +195,58 @@ void reinplace_elementwise(Graph& graph, std::vector<ValueId>& root) {
 }
 
 }  // namespace
+
+bool fits_index_put_inplace(const Graph& g, const Node& n) {
+  if (n.op != OpKind::IndexPut || std::get<bool>(n.args[3])) return false;
+  const TensorSpec& self = g.value(std::get<ValueId>(n.args[0])).spec;
+  const TensorSpec& values = g.value(std::get<ValueId>(n.args[2])).spec;
+  const auto& indices = std::get<std::vector<ValueId>>(n.args[1]);
+  int dim = -1;
+  for (size_t d = 0; d < indices.size(); ++d) {
+    if (!indices[d].valid()) continue;
+    if (dim >= 0) return false;
+    dim = static_cast<int>(d);
+  }
+  if (dim < 0) return false;
+  const TensorSpec& index = g.value(indices[static_cast<size_t>(dim)]).spec;
+  if (index.rank() != 1 || values.rank() != self.rank()) return false;
+  for (size_t d = 0; d < self.rank(); ++d) {
+    const int64_t want = static_cast<int>(d) == dim ? index.sizes[0] : self.sizes[d];
+    if (values.sizes[d] != want) return false;
+  }
+  return true;
+}
+
+std::optional<NodeId> device_state_writer(const Graph& g, const StateBuffer& s) {
+  if (!s.update.valid() || g.is_graph_output(s.value)) return std::nullopt;
+  const Value& state = g.value(s.value);
+  const Value& update = g.value(s.update);
+  if (update.kind != ValueKind::kNodeOutput || state.uses.size() != 1) return std::nullopt;
+  const Node& call = g.node(update.producer);
+  if (call.op != OpKind::DelegateCall || call.delegate == nullptr ||
+      call.delegate->device.is_cpu() || state.uses[0].node != call.id)
+    return std::nullopt;
+  const auto& ins = std::get<std::vector<ValueId>>(call.args[0]);
+  const auto in = std::find(ins.begin(), ins.end(), s.value);
+  const auto out = std::find(call.outputs.begin(), call.outputs.end(), s.update);
+  if (in == ins.end() || out == call.outputs.end()) return std::nullopt;
+  const Graph& sub = *call.delegate->graph;
+  const ValueId sub_state = sub.inputs()[static_cast<size_t>(in - ins.begin())];
+  const ValueId sub_update = sub.outputs()[static_cast<size_t>(out - call.outputs.begin())];
+  const Value& su = sub.value(sub_update);
+  if (su.kind != ValueKind::kNodeOutput || sub.value(sub_state).uses.size() != 1 ||
+      std::count(sub.outputs().begin(), sub.outputs().end(), sub_update) != 1)
+    return std::nullopt;
+  const Node& writer = sub.node(su.producer);
+  const auto* self = std::get_if<ValueId>(&writer.args[0]);
+  if (self == nullptr || *self != sub_state) return std::nullopt;
+  // A KV-cache write, or elementwise arithmetic of the state's own type (a step counter):
+  // kernels that read each element before writing it.
+  const bool elementwise = reinplaceable(writer) && su.spec.dtype == state.spec.dtype &&
+                           su.spec.sizes == state.spec.sizes;
+  if (!elementwise && !fits_index_put_inplace(sub, writer)) return std::nullopt;
+  return call.id;
+}
 
 Result<bool> plan_memory(Graph& graph, PassContext& context) {
   const MemoryPlanOptions& opts = context.options.memory;

@@ -19,4 +19,16 @@ namespace etc {
 
 Result<bool> plan_memory(Graph& graph, PassContext& context);
 
+// Whether index_put node `n` fits ExecuTorch's in-place index_put_: accumulate False, one
+// 1-D int index tensor, values of self's shape but for the indexed dim.
+bool fits_index_put_inplace(const Graph& g, const Node& n);
+
+// The device delegate call that computes state `s`'s update in the state's own storage, when
+// there is one: the call is the state's only reader, and inside it the state is read once, by
+// an in-place-fitting index_put (a KV-cache write) or an elementwise op of the state's type
+// (a step counter) whose result is the update. Such a state
+// lives on the delegate's device (propagate-devices), its update is planned over it
+// (plan-memory), and it is never copied between host and device.
+std::optional<NodeId> device_state_writer(const Graph& g, const StateBuffer& s);
+
 }  // namespace etc

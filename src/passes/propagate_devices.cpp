@@ -3,6 +3,8 @@
 #include <map>
 #include <set>
 
+#include "passes/plan_memory.h"
+
 namespace etc {
 namespace {
 
@@ -21,6 +23,7 @@ class Propagator {
     }
     if (delegates.empty()) return false;
     if (ctx_.options.io_device == IoDevice::kDevice) place_inputs_on_device();
+    place_states_on_device();
     for (NodeId id : delegates) {
       // Adding copies grows the graph's tables: hold ids and copies, never references.
       const Device d = g_.node(id).delegate->device;
@@ -77,6 +80,21 @@ class Propagator {
       boundary(in, *devices.begin(),
                "graph input read only by delegates on " + to_string(*devices.begin()) +
                    " (--io-device device): bound in device memory by the caller");
+    }
+  }
+
+  // State that a device delegate reads and updates in place lives on that device: no copy
+  // either way, ever (see device_state_writer).
+  void place_states_on_device() {
+    for (const StateBuffer& s : g_.states()) {
+      std::optional<NodeId> writer = device_state_writer(g_, s);
+      if (!writer) continue;
+      const Node& call = g_.node(*writer);
+      const Device d = call.delegate->device;
+      g_.value(s.value).spec.device = d;
+      boundary(s.value, d,
+               "state updated in place by delegate '" + call.name + "': lives on " + to_string(d) +
+                   ", initialised at load");
     }
   }
 
@@ -139,8 +157,11 @@ class Propagator {
         reader = "host op '" + user.name + "' (" + op_info(user.op).name + ") reads it";
     }
     bool to_host_output = g_.is_graph_output(o) && ctx_.options.io_device == IoDevice::kHost;
-    // State lives on the host: a delegate's update of it is written back from a host copy.
-    const bool to_host_state = g_.is_state_update(o);
+    // Host state updated by a delegate is written back from a host copy; device state is
+    // updated in place.
+    bool to_host_state = false;
+    for (const StateBuffer& s : g_.states())
+      to_host_state = to_host_state || (s.update == o && g_.value(s.value).spec.device.is_cpu());
     if (host_uses.empty() && !to_host_output && !to_host_state) {
       if (g_.is_graph_output(o)) {
         boundary(o, v.spec.device,

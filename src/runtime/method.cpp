@@ -185,11 +185,8 @@ Result<std::unique_ptr<Method>> Method::load_plan(const pte::Plan& plan,
       v.tensor.data = static_cast<char*>(m->buffers_[t.allocation->memory_id - 1].data()) +
                       t.allocation->offset;
       if (t.data_buffer_idx > 0) {
-        // State (a mutable buffer): planned, starting from its initial value in the file.
-        if (!t.device.is_cpu()) {
-          return unsupported("value " + std::to_string(i) + ": state on " + to_string(t.device) +
-                             " (etc keeps state on the host)");
-        }
+        // State (a mutable buffer): planned, starting from its initial value in the file
+        // (copied into device memory for device state).
         std::span<const uint8_t> init =
             file == nullptr ? std::span<const uint8_t>() : file->mutable_bytes(t.data_buffer_idx);
         if (init.data() == nullptr || static_cast<int64_t>(init.size()) < v.tensor.nbytes()) {
@@ -197,8 +194,8 @@ Result<std::unique_ptr<Method>> Method::load_plan(const pte::Plan& plan,
                                std::to_string(t.data_buffer_idx) + " is missing or shorter than " +
                                v.tensor.describe());
         }
-        m->states_.push_back(
-            StateInit{v.tensor.data, init.subspan(0, static_cast<size_t>(v.tensor.nbytes()))});
+        m->states_.push_back(StateInit{v.tensor.data, t.device,
+                                       init.subspan(0, static_cast<size_t>(v.tensor.nbytes()))});
       }
     } else {
       ETC_ASSIGN_OR_RETURN(std::optional<std::span<const uint8_t>> bytes, constants(i, t));
@@ -222,7 +219,7 @@ Result<std::unique_ptr<Method>> Method::load_plan(const pte::Plan& plan,
     }
   }
   (void)file;
-  m->reset_state();
+  ETC_RETURN_IF_ERROR_CTX(m->reset_state(), "while setting the initial state");
   // Inputs and outputs.
   auto planned = [&plan](int32_t v) {
     const pte::EValue& ev = plan.values[static_cast<size_t>(v)];
@@ -610,10 +607,18 @@ bool Method::writes_state() const {
   });
 }
 
-void Method::reset_state() {
+Status Method::reset_state() {
   for (const StateInit& s : states_) {
-    if (!s.initial.empty()) std::memcpy(s.data, s.initial.data(), s.initial.size());
+    if (s.initial.empty()) continue;
+    if (s.device.is_cpu()) {
+      std::memcpy(s.data, s.initial.data(), s.initial.size());
+      continue;
+    }
+    ETC_ASSIGN_OR_RETURN(DeviceAllocator * a, env_.allocators->for_device(s.device));
+    ETC_RETURN_IF_ERROR(
+        a->copy_host_to_device(s.data, s.initial.data(), s.initial.size(), s.device.index));
   }
+  return Status();
 }
 
 Status Method::execute() {

@@ -99,7 +99,8 @@ class Method {
   // written in place or copied back (ExecuTorch's own programs keep no initial value; their
   // buffers start as the planned memory's zeros).
   bool writes_state() const;
-  void reset_state();
+  // Device state is copied in through its device's allocator (an error if that fails).
+  Status reset_state();
 
  private:
   Method() = default;
@@ -149,7 +150,8 @@ class Method {
   std::vector<bool> input_consumed_, input_ready_, input_ever_set_;
   std::vector<std::vector<int64_t>> input_bounds_;
   struct StateInit {
-    void* data = nullptr;              // the state's planned (host) memory
+    void* data = nullptr;              // the state's planned memory
+    Device device;                     // where it is planned
     std::span<const uint8_t> initial;  // its initial bytes, in the program file
   };
   std::vector<StateInit> states_;

@@ -332,6 +332,11 @@ class PlanEmitter {
       const TensorSpec& a = g_.value(s.value).spec;
       const TensorSpec& b = g_.value(s.update).spec;
       if (a.mem_id && a.mem_id == b.mem_id && a.mem_offset == b.mem_offset) continue;
+      // copy_ is a host kernel: device state must have been updated in its own storage.
+      if (!a.device.is_cpu() || !b.device.is_cpu()) {
+        return internal_error("the update of state '" + s.fqn + "' on " + to_string(a.device) +
+                              " is not planned over the state; it cannot be written back");
+      }
       pte::Instruction instr;
       instr.kind = pte::InstrKind::kKernel;
       instr.index = op_index("aten::copy_", "");

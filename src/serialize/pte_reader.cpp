@@ -418,15 +418,13 @@ class PlanValidator {
       }
     }
     if (t.data_buffer_idx > 0) {
-      if (!t.device.is_cpu()) {
-        return fail(what +
-                    ": a tensor with data in the file (constant or initial state) must be on the "
-                    "CPU, not " +
+      // Without a planned allocation: a constant. With one: a state's initial value, in
+      // the mutable data segment, copied into the planned (possibly device) memory at load.
+      const bool state = t.allocation.has_value();
+      if (!state && !t.device.is_cpu()) {
+        return fail(what + ": a constant in the file must be on the CPU, not " +
                     to_string(t.device));
       }
-      // Without a planned allocation: a constant. With one: a state's initial value, in
-      // the mutable data segment.
-      const bool state = t.allocation.has_value();
       const std::string kind = state ? "initial state " : "constant ";
       int64_t available = constant_size_(t.data_buffer_idx, state);
       if (available < 0)

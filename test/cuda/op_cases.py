@@ -350,6 +350,24 @@ def stress_cases(simple):
         case("stress_embedding_all_rows_%s" % idx, "aten.embedding.default",
              lambda w, i: {"weight": w, "indices": i}, [("w", F32, [3000, 8]), ("i", idx, [64, 50])],
              [None, ints(3200, 0, 2999, (0, 2999))])
+    # Advanced indexing: one index on a middle dim (negative indices too), two broadcast
+    # indices on non-adjacent dims (B first), and index_put with distinct positions (repeated
+    # ones would leave either value, as in ATen) — the KV-cache write and a broadcast value.
+    for d in (F32, F16, I64):
+        case("stress_index_mid_%s" % d, "aten.index.Tensor",
+             lambda x, i: {"self": x, "indices": [None, i]}, [("x", d, [3, 7, 5]), ("i", I64, [4])],
+             [None, [6, -1, 0, 3]])
+        case("stress_index_put_kv_%s" % d, "aten.index_put.default",
+             lambda x, i, v: {"self": x, "indices": [None, None, i], "values": v},
+             [("x", d, [1, 2, 9, 4]), ("i", I64, [3]), ("v", d, [1, 2, 3, 4])],
+             [None, [7, 0, -5], None])
+    case("stress_index_split_i32", "aten.index.Tensor",
+         lambda x, i, j: {"self": x, "indices": [i, None, j]},
+         [("x", F32, [5, 3, 6, 2]), ("i", I32, [2, 1]), ("j", I64, [3])],
+         [None, [4, -5], [0, 5, 2]])
+    case("stress_index_put_broadcast_f32", "aten.index_put.default",
+         lambda x, i, v: {"self": x, "indices": [i], "values": v},
+         [("x", F32, [6, 3, 4]), ("i", I64, [2]), ("v", F32, [4])], [None, [5, 1], None])
     # Large magnitudes: softmax must subtract the row max (exp(300) overflows float32),
     # -inf entries are masked positions (exp gives 0).
     for op in ("_softmax", "_log_softmax"):

@@ -30,8 +30,9 @@ def aten_call(node, tensors):
     for k, v in node["args"].items():
         if isinstance(v, str) and v in tensors:
             kwargs[k] = tensors[v]
-        elif isinstance(v, list) and v and all(isinstance(x, str) and x in tensors for x in v):
-            kwargs[k] = [tensors[x] for x in v]
+        elif isinstance(v, list) and v and all(x is None or (isinstance(x, str) and x in tensors)
+                                               for x in v) and any(x is not None for x in v):
+            kwargs[k] = [None if x is None else tensors[x] for x in v]  # Tensor[] / Tensor?[]
         elif k == "dtype" and isinstance(v, str):
             kwargs[k] = DTYPES[v]
         else:

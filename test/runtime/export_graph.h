@@ -27,17 +27,20 @@ inline ValueId add_op(Graph& g, OpKind op, const std::string& name,
   return g.node(id).outputs[0];
 }
 
-inline pte::File export_graph(Graph& g, const std::string& file_name = "test.pte") {
+// `target`: where delegates go (the CPU: none); `report` (may be null) receives the export's.
+inline pte::File export_graph(Graph& g, const std::string& file_name = "test.pte",
+                              Device target = Device{}, ExportReport* report_out = nullptr) {
   REQUIRE(verify_graph(g).ok());
   PassRegistry r = make_pass_registry();
   ExportOptions options;
-  options.target = Device{};
+  options.target = target;
   ExportReport report;
   PassContext ctx{options, report};
   Result<PipelineResult> ran = run_pipeline(g, *parse_pipeline(kDefaultExportPipeline, r), r, ctx,
                                             PipelineRunOptions{.verify_each = true});
   INFO(ran.status().to_string());
   REQUIRE(ran.ok());
+  if (report_out != nullptr) *report_out = report;
   Result<pte::File> emitted = emit_program(g);
   INFO(emitted.status().to_string());
   REQUIRE(emitted.ok());

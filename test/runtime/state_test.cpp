@@ -150,10 +150,99 @@ TEST_CASE(
   y = step(*l.method, 50, 2);
   CHECK(y[3] == 200);  // still there
   CHECK(y[6] == 100);
-  l.method->reset_state();
+  REQUIRE(l.method->reset_state().ok());
   y = step(*l.method, 7, 0);
   CHECK(y[0] == 14);
   CHECK(y[3] == 6);  // the initial 3 again
+}
+
+// The state's tensor in the program (the one planned with an initial value).
+const pte::Tensor* state_tensor(const pte::File& f) {
+  for (const pte::EValue& v : f.program.plans[0].values) {
+    if (v.kind == pte::ValueKind::kTensor && v.tensor.data_buffer_idx > 0 && v.tensor.allocation)
+      return &v.tensor;
+  }
+  return nullptr;
+}
+
+TEST_CASE("a KV cache a CUDA delegate writes in place lives on the device, never copied") {
+  Graph g = kv_step(false);
+  ExportReport report;
+  const Device cuda{DeviceType::kCUDA, 0};
+  pte::File f = testing::export_graph(g, "state.pte", cuda, &report);
+  REQUIRE(report.partitions.size() == 1);
+  // Only x and pos go to the device, only y comes back: the cache crosses no boundary.
+  for (const ExportReport::Copy& c : report.copies)
+    CHECK((c.source == "x" || c.source == "pos" || c.copy == "y"));
+  CHECK(report.copies.size() == 3);
+  const pte::Tensor* state = state_tensor(f);
+  REQUIRE(state != nullptr);
+  CHECK(state->device == cuda);
+  CHECK(f.program.plans[0].buffer_device(state->allocation->memory_id) == cuda);
+  CHECK_FALSE(has(operators(f), "aten::copy_"));  // the delegate wrote the state's storage
+
+  // The CPU runtime (host memory standing in for the device's, the reference delegate): the
+  // state starts from its initial value, keeps each call's write, and resets.
+  Loaded l = load(f);
+  REQUIRE(l.method->num_states() == 1);
+  std::vector<float> y = step(*l.method, 100, 1);
+  CHECK(y[3] == 200);
+  CHECK(y[6] == 12);
+  y = step(*l.method, 50, 2);
+  CHECK(y[3] == 200);
+  CHECK(y[6] == 100);
+  REQUIRE(l.method->reset_state().ok());
+  y = step(*l.method, 7, 0);
+  CHECK(y[0] == 14);
+  CHECK(y[3] == 6);
+}
+
+TEST_CASE("state a delegate cannot update in place stays on the host") {
+  SECTION("the old cache is read after the write") {
+    Graph g = kv_step(true);
+    ExportReport report;
+    pte::File f = testing::export_graph(g, "state.pte", Device{DeviceType::kCUDA, 0}, &report);
+    const pte::Tensor* state = state_tensor(f);
+    REQUIRE(state != nullptr);
+    CHECK(state->device.is_cpu());
+    CHECK(has(operators(f), "aten::copy_"));
+    Loaded l = load(f);
+    CHECK(step(*l.method, 100, 1)[3] == 103);
+    CHECK(step(*l.method, 100, 1)[3] == 200);
+  }
+  SECTION("a host op reads the state too") {
+    Graph g = kv_step(false);
+    // A float64 read of the cache: float64 has no CUDA kernels, so the cast runs on the host.
+    ValueId cache = g.states()[0].value;
+    ValueId wide = node(g, OpKind::ToCopy, "wide", {{"self", cache}, {"dtype", DType::kFloat64}},
+                        spec(DType::kFloat64, {1, 2, 4, 3}));
+    std::vector<ValueId> outs(g.outputs().begin(), g.outputs().end());
+    outs.push_back(wide);
+    g.set_outputs(std::move(outs));
+    pte::File f = testing::export_graph(g, "state.pte", Device{DeviceType::kCUDA, 0});
+    const pte::Tensor* state = state_tensor(f);
+    REQUIRE(state != nullptr);
+    CHECK(state->device.is_cpu());
+  }
+}
+
+TEST_CASE("a step counter a CUDA delegate increments lives on the device") {
+  Graph g = counter();
+  ExportReport report;
+  pte::File f = testing::export_graph(g, "state.pte", Device{DeviceType::kCUDA, 0}, &report);
+  const pte::Tensor* state = state_tensor(f);
+  REQUIRE(state != nullptr);
+  CHECK_FALSE(state->device.is_cpu());
+  CHECK_FALSE(has(operators(f), "aten::copy_"));
+  Loaded l = load(f);
+  float one = 1;
+  for (int64_t want = 1; want <= 3; ++want) {
+    REQUIRE(l.method->set_input(0, &one, 4).ok());
+    REQUIRE(l.method->execute().ok());
+    int64_t n = 0;
+    std::memcpy(&n, l.method->output(0).data, 8);
+    CHECK(n == want);
+  }
 }
 
 TEST_CASE("a state read after its update is written back by copy_ at the end") {
@@ -188,7 +277,7 @@ TEST_CASE("a call counter in state counts calls, from its initial value after a 
     std::memcpy(&n, l.method->output(0).data, 8);
     CHECK(n == want);
   }
-  l.method->reset_state();
+  REQUIRE(l.method->reset_state().ok());
   REQUIRE(l.method->set_input(0, &one, 4).ok());
   REQUIRE(l.method->execute().ok());
   int64_t n = 0;

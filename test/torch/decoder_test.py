@@ -154,15 +154,43 @@ with tempfile.TemporaryDirectory() as tmp:
             except Exception as e:  # noqa: BLE001 - any failure is a finding
                 check(False, f"{label}: ExecuTorch's runtime runs etc's program", repr(e))
 
-            # Partitioned for a GPU, run on the CPU runtime: the same tokens.
+            # Partitioned for a GPU, run on the CPU runtime (host memory standing in for the
+            # device's): the same tokens, and the state after the last call.
             cuda = os.path.join(tmp, f"{name}.{form}.cuda.pte")
-            r = run("export", os.path.join(d, form + ".pt2"), "-o", cuda, "--target", "cuda:0")
+            report = cuda + ".report.json"
+            r = run("export", os.path.join(d, form + ".pt2"), "-o", cuda, "--target", "cuda:0",
+                    "--report", report)
             r2 = run("run", cuda, "--device", "cpu", "--prompt", os.path.join(d, "prompt.npy"),
                      "--steps", str(steps), "--output-dir", out + ".cuda", *extra_args)
             ok = r.returncode == 0 and r2.returncode == 0
             got = np.load(os.path.join(out + ".cuda", "generated_ids.npy")).tolist() if ok else None
             check(ok and got == want_ids.tolist(), f"{label}: --target cuda:0 program, same ids",
                   (r.stderr + r2.stderr).strip() if not ok else "")
+            k = 1
+            while ok and os.path.exists(os.path.join(d, f"expected_out{k}.npy")):
+                want = np.load(os.path.join(d, f"expected_out{k}.npy"))[-1]
+                got = np.load(os.path.join(out + ".cuda", f"output_{k}.npy"))
+                check(np.array_equal(got, want),
+                      f"{label}: --target cuda:0 program, output {k} after the last call (state)",
+                      f"etc {got.tolist()} eager {want.tolist()}")
+                k += 1
+            # The static programs keep every mutated buffer on the GPU: updated in place by the
+            # delegate, never copied (dynamic-bound ones run on the host).
+            if ok and not meta.get("sequence_bound"):
+                rep = json.load(open(report))
+                on_device = {b["value"] for b in rep["boundary"]
+                             if b["reason"].startswith("state updated in place")}
+                state_copies = [c for c in rep["copies"]["list"] if c["source"] in on_device or
+                                "state" in c["cause"]]
+                dump = json.loads(run("inspect", cuda, "--format", "json").stdout)
+                device_states = [v for v in dump["plans"][0]["values"]
+                                 if v.get("type") == "Tensor" and "initial_state" in v and
+                                 v.get("device") == "cuda:0"]
+                check(len(on_device) == len(meta["buffers_to_mutate"]) and not state_copies and
+                      len(device_states) == len(on_device),
+                      f"{label}: --target cuda:0 keeps every mutated buffer on the GPU, no copies",
+                      f"{sorted(on_device)} on the device, {len(device_states)} planned there; "
+                      f"state copies {state_copies}")
 
     # Bad calls, on the Llama-style decoder.
     d = os.path.join(fixtures, "llama_decoder")
