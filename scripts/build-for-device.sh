@@ -34,29 +34,11 @@ if cache=$(scripts/fetch-models.sh 2>/dev/null); then
 else
   echo "build-for-device: the models could not be fetched (scripts/fetch-models.sh); ONNX models not carried" >&2
 fi
-# The decoders (scripts/make-decoder-fixtures.py), exported for cuda:0 with their prompts,
-# extra inputs and PyTorch eager's ids, for test/torch/cuda_decoders_test.sh: the KV cache
-# lives on the GPU, and generation there must give PyTorch's ids.
-if fixtures=$(bash test/torch/fixtures.sh "" make-decoder-fixtures.py 2>/dev/null) &&
-    py=$(scripts/python-env.sh 2>/dev/null); then
-  mkdir -p "$out/decoders"
-  for name in llama_decoder whisper_step; do
-    d="$fixtures/$name" dest="$out/decoders/$name"
-    if ! "$out/bin/etc" export "$d/model.pt2" --target cuda:0 -o "$dest.pte" >/dev/null 2>&1; then
-      echo "build-for-device: exporting decoder $name failed" >&2
-      continue
-    fi
-    cp "$d/prompt.npy" "$dest.prompt.npy"
-    for f in "$d"/input_*.npy; do
-      [[ -e $f ]] && cp "$f" "$dest.$(basename "$f")"
-    done
-    "$py" -c 'import json, sys, numpy as np
-d = sys.argv[1]
-print(json.load(open(d + "/meta.json"))["steps"])
-print(" ".join(str(int(i)) for i in np.load(d + "/expected_ids.npy")))' "$d" >"$dest.expected"
-  done
-else
-  echo "build-for-device: no decoder fixtures (test/torch/fixtures.sh); decoders not carried" >&2
+# The decoders (scripts/export-decoders.sh), for test/torch/cuda_decoders_test.sh: KV caches
+# on the GPU, a dynamic-bound prompt, PyTorch's ids.
+if ! scripts/export-decoders.sh "$out/bin/etc" "$out/decoders" 2>/dev/null; then
+  rm -rf "$out/decoders"
+  echo "build-for-device: the decoders could not be exported (scripts/export-decoders.sh); not carried" >&2
 fi
 {
   echo "commit: $(git rev-parse HEAD)$(git diff --quiet HEAD || echo ' (with uncommitted changes)')"

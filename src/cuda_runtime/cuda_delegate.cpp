@@ -18,30 +18,18 @@ namespace {
 class CudaDelegateHandle final : public rt::DelegateHandle {
  public:
   Status execute(std::span<rt::Value*> args) override {
-    size_t n_in = method_->num_inputs(), n_out = method_->num_outputs();
-    if (args.size() != n_in + n_out) {
-      return invalid_input("delegate takes " + std::to_string(n_in) + " inputs and " +
-                           std::to_string(n_out) + " outputs, the call passes " +
-                           std::to_string(args.size()) + " values");
-    }
-    for (size_t i = 0; i < n_in + n_out; ++i) {
-      const rt::Value& v = *args[i];
-      const bool input = i < n_in;
-      const rt::TensorView& want = input ? method_->input(i) : method_->output(i - n_in);
-      if (!v.is_tensor() || v.tensor.dtype != want.dtype || v.tensor.sizes != want.sizes) {
-        return invalid_input(
-            "delegate " + std::string(input ? "input " : "output ") +
-            std::to_string(input ? i : i - n_in) + " should be " + want.describe() + ", got " +
-            (v.is_tensor() ? v.tensor.describe() : std::string(rt::value_kind_name(v.kind))));
-      }
-      // bind_* reject host memory for device tensors (the allocator's owns()).
-      Status s = input ? method_->bind_input(i, v.tensor.data)
-                       : method_->bind_output(i - n_in, v.tensor.data);
-      if (!s.ok()) return std::move(s).add_context("binding the CUDA delegate's arguments");
-    }
+    ETC_RETURN_IF_ERROR_CTX(rt::bind_delegate_args(*method_, args),
+                            "binding the CUDA delegate's arguments");
     ETC_RETURN_IF_ERROR(device_->activate());
-    if (!graphs) return method_->execute();
-    return execute_graph(args);
+    bool replayed = false;
+    ETC_RETURN_IF_ERROR(graphs ? execute_graph(args, &replayed) : method_->execute());
+    if (!replayed) return rt::publish_delegate_outputs(*method_, args);
+    // A replay queues the kernels captured for these sizes: the outputs have the sizes
+    // computed at capture.
+    const size_t n_in = method_->num_inputs();
+    for (size_t k = 0; k < captured_out_sizes_.size(); ++k)
+      args[n_in + k]->tensor.sizes = captured_out_sizes_[k];
+    return Status();
   }
 
   ~CudaDelegateHandle() override { drop_graph(); }
@@ -53,22 +41,26 @@ class CudaDelegateHandle final : public rt::DelegateHandle {
   bool graphs = false;
 
  private:
-  // Replays the captured graph when the tensors are where they were at capture; otherwise
-  // runs plainly once (the first run sizes scratch memory and creates cuBLAS state, which a
-  // capture must not do), then captures and launches.
-  Status execute_graph(std::span<rt::Value*> args) {
+  // Replays the captured graph when the tensors are where, and of the sizes, they were at
+  // capture; otherwise runs plainly once for them (that run may grow scratch memory or create
+  // cuBLAS state, which a capture must not do), and captures on the next such call.
+  Status execute_graph(std::span<rt::Value*> args, bool* replayed) {
     // The call's tensors and the device's scratch buffer (another delegate may have grown,
     // and so moved, it since the capture).
-    std::vector<void*> where;
-    for (const rt::Value* v : args)
-      where.push_back(v->tensor.data);
-    where.push_back(reinterpret_cast<void*>(static_cast<uintptr_t>(device_->scratch_generation())));
+    std::vector<int64_t> where;
+    for (const rt::Value* v : args) {
+      where.push_back(static_cast<int64_t>(reinterpret_cast<uintptr_t>(v->tensor.data)));
+      where.push_back(static_cast<int64_t>(v->tensor.sizes.size()));
+      where.insert(where.end(), v->tensor.sizes.begin(), v->tensor.sizes.end());
+    }
+    where.push_back(static_cast<int64_t>(device_->scratch_generation()));
     if (exec_ != nullptr && where == captured_at_) {
       ETC_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(exec_, device_->stream()));
+      *replayed = true;
       return Status();
     }
-    if (!warmed_up_) {
-      warmed_up_ = true;
+    if (where != last_plain_) {
+      last_plain_ = where;
       return method_->execute();
     }
     drop_graph();
@@ -91,6 +83,9 @@ class CudaDelegateHandle final : public rt::DelegateHandle {
       return method_->execute();
     }
     captured_at_ = std::move(where);
+    captured_out_sizes_.clear();
+    for (size_t k = 0; k < method_->num_outputs(); ++k)
+      captured_out_sizes_.push_back(method_->output(k).sizes);
     ETC_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(exec_, stream));
     return Status();
   }
@@ -101,9 +96,10 @@ class CudaDelegateHandle final : public rt::DelegateHandle {
     captured_at_.clear();
   }
 
-  bool warmed_up_ = false;
   cudaGraphExec_t exec_ = nullptr;
-  std::vector<void*> captured_at_;  // the call's tensor pointers when exec_ was captured
+  std::vector<int64_t> captured_at_;  // the call's tensor pointers and sizes at exec_'s capture
+  std::vector<int64_t> last_plain_;   // the same for the last run without a graph
+  std::vector<std::vector<int64_t>> captured_out_sizes_;  // the outputs' sizes at capture
 };
 
 bool needs_cublas(const pte::Plan& plan) {

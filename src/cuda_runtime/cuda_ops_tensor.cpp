@@ -788,11 +788,40 @@ Status cat(KernelContext& ctx, std::span<Value*> args) {
   return Status();
 }
 
-// clone, view, reshape, squeeze, unsqueeze: the same elements in the same order.
+// clone, view, reshape, squeeze, unsqueeze: the same elements in the same order, at the
+// sizes the op gives for self's actual sizes (the CPU kernels' shape functions).
+enum class SameElements { kClone, kView, kReshape, kSqueezeDim, kSqueezeDims, kUnsqueeze };
+
+template <SameElements kOp>
 Status same_elements(KernelContext& ctx, std::span<Value*> args) {
-  if (args.size() < 3 || !args[0]->is_tensor() || !args[args.size() - 2]->is_tensor())
-    return ctx.error("expected (self, ..., out, return)");
-  return copy_d2d(ctx, args[0]->tensor, args[args.size() - 2]->tensor);
+  std::vector<int64_t> sizes;
+  if constexpr (kOp == SameElements::kClone) {
+    ETC_RETURN_IF_ERROR(
+        check_args(ctx, args, {{"self", Arg::kTensor}, {"memory_format", Arg::kOptEnum}}, {"out"}));
+    sizes = tensor_arg(args, 0).sizes;
+  } else if constexpr (kOp == SameElements::kView || kOp == SameElements::kReshape) {
+    const char* arg = kOp == SameElements::kView ? "size" : "shape";
+    ETC_RETURN_IF_ERROR(
+        check_args(ctx, args, {{"self", Arg::kTensor}, {arg, Arg::kIntList}}, {"out"}));
+    ETC_ASSIGN_OR_RETURN(sizes,
+                         rt::kernels::view_sizes(ctx, tensor_arg(args, 0), args[1]->ints, arg));
+  } else if constexpr (kOp == SameElements::kSqueezeDims) {
+    ETC_RETURN_IF_ERROR(
+        check_args(ctx, args, {{"self", Arg::kTensor}, {"dim", Arg::kIntList}}, {"out"}));
+    ETC_ASSIGN_OR_RETURN(sizes,
+                         rt::kernels::squeeze_dims_sizes(ctx, tensor_arg(args, 0), args[1]->ints));
+  } else {
+    ETC_RETURN_IF_ERROR(
+        check_args(ctx, args, {{"self", Arg::kTensor}, {"dim", Arg::kInt}}, {"out"}));
+    ETC_ASSIGN_OR_RETURN(sizes,
+                         kOp == SameElements::kSqueezeDim
+                             ? rt::kernels::squeeze_dim_sizes(ctx, tensor_arg(args, 0), args[1]->i)
+                             : rt::kernels::unsqueeze_sizes(ctx, tensor_arg(args, 0), args[1]->i));
+  }
+  const TensorView& self = tensor_arg(args, 0);
+  TensorView& out = out_arg(args, 2);
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, sizes, self.dtype));
+  return copy_d2d(ctx, self, out);
 }
 
 Status expand(KernelContext& ctx, std::span<Value*> args) {
@@ -801,13 +830,10 @@ Status expand(KernelContext& ctx, std::span<Value*> args) {
       {"out"}));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 3);
-  if (out.rank() < self.rank() || out.dtype != self.dtype)
-    return ctx.error("out " + out.describe() + " is not an expansion of " + self.describe());
-  for (size_t i = 0; i < self.rank(); ++i) {
-    const int64_t have = self.sizes[i], want = out.sizes[out.rank() - self.rank() + i];
-    if (have != want && have != 1) return ctx.error("cannot expand " + shape_str(self.sizes));
-  }
-  return copy_view(ctx, self, 0, broadcast_strides(self.sizes, out.sizes), out);
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> size,
+                       rt::kernels::expand_sizes(ctx, self, args[1]->ints));
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, size, self.dtype));
+  return copy_view(ctx, self, 0, broadcast_strides(self.sizes, size), out);
 }
 
 Status permute(KernelContext& ctx, std::span<Value*> args) {
@@ -1141,6 +1167,20 @@ Status full(KernelContext& ctx, std::span<Value*> args) {
   return fill(ctx, args[0]->ints, opt_dtype_arg(args, 2), *args[1], out_arg(args, 6));
 }
 
+// full_like(self, fill_value, ...): self's actual sizes (dynamic-bound masks and positions).
+Status full_like(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args,
+                                 {{"self", Arg::kTensor},
+                                  {"fill_value", Arg::kScalar},
+                                  {"dtype", Arg::kOptScalarType},
+                                  {"layout", Arg::kOptEnum},
+                                  {"device", Arg::kOptEnum},
+                                  {"pin_memory", Arg::kOptBool},
+                                  {"memory_format", Arg::kOptEnum}},
+                                 {"out"}));
+  return fill(ctx, tensor_arg(args, 0).sizes, opt_dtype_arg(args, 2), *args[1], out_arg(args, 7));
+}
+
 template <int64_t kValue>
 Status constant(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args,
@@ -1188,10 +1228,17 @@ Status register_cuda_tensor_kernels(rt::OperatorRegistry& r) {
       register_kernel(r, {"aten::_native_batch_norm_legit_no_training.default"}, batch_norm));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::cat.default"}, cat));
   ETC_RETURN_IF_ERROR(
-      register_kernel(r,
-                      {"aten::clone.default", "aten::view.default", "aten::reshape.default",
-                       "aten::squeeze.dim", "aten::squeeze.dims", "aten::unsqueeze.default"},
-                      same_elements));
+      register_kernel(r, {"aten::clone.default"}, same_elements<SameElements::kClone>));
+  ETC_RETURN_IF_ERROR(
+      register_kernel(r, {"aten::view.default"}, same_elements<SameElements::kView>));
+  ETC_RETURN_IF_ERROR(
+      register_kernel(r, {"aten::reshape.default"}, same_elements<SameElements::kReshape>));
+  ETC_RETURN_IF_ERROR(
+      register_kernel(r, {"aten::squeeze.dim"}, same_elements<SameElements::kSqueezeDim>));
+  ETC_RETURN_IF_ERROR(
+      register_kernel(r, {"aten::squeeze.dims"}, same_elements<SameElements::kSqueezeDims>));
+  ETC_RETURN_IF_ERROR(
+      register_kernel(r, {"aten::unsqueeze.default"}, same_elements<SameElements::kUnsqueeze>));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::constant_pad_nd.default"}, constant_pad_nd));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::expand.default"}, expand));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::permute.default"}, permute));
@@ -1201,6 +1248,7 @@ Status register_cuda_tensor_kernels(rt::OperatorRegistry& r) {
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::_to_copy.default"}, to_copy));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::embedding.default"}, embedding));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::full.default"}, full));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::full_like.default"}, full_like));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::ones.default"}, constant<1>));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::zeros.default"}, constant<0>));
   return Status();

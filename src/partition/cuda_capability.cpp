@@ -48,6 +48,29 @@ std::optional<std::string> any_dtype(const Graph& g, const Node& n) {
       g, n, [](DType t) { return t != DType::kFloat64; }, "a dtype other than float64");
 }
 
+// The ops whose CUDA kernels compute their outputs' sizes from the actual input sizes at run
+// time (a dynamic-bound out is resized within its planned bound), so the delegate can take
+// dynamic-bound tensors through them: elementwise maps, GEMMs, reductions, softmax, layer
+// norm, layout and indexing ops, full_like. Convolution, pooling, upsampling, batch norm and
+// the creation ops whose sizes are arguments run dynamic shapes on the host.
+bool resizes_on_cuda(OpKind op) {
+  switch (op) {
+    case OpKind::Convolution:
+    case OpKind::MaxPool2d:
+    case OpKind::AvgPool2d:
+    case OpKind::AdaptiveAvgPool2d:
+    case OpKind::UpsampleNearest2d:
+    case OpKind::UpsampleBilinear2d:
+    case OpKind::NativeBatchNormNoTraining:
+    case OpKind::Full:
+    case OpKind::Ones:
+    case OpKind::Zeros:
+      return false;
+    default:
+      return true;
+  }
+}
+
 }  // namespace
 
 std::optional<std::string> cuda_unsupported_reason(const Graph& graph, const Node& node) {
@@ -57,10 +80,11 @@ std::optional<std::string> cuda_unsupported_reason(const Graph& graph, const Nod
   };
   auto dynamic = [&](ValueId v) { return graph.value(v).spec.dynamism != ShapeDynamism::kStatic; };
   const std::vector<ValueId> reads = tensor_args(node);
-  if (std::any_of(reads.begin(), reads.end(), dynamic) ||
-      std::any_of(node.outputs.begin(), node.outputs.end(), dynamic))
-    return std::string(
-        "tensors with dynamic dims run on the host (the CUDA delegate plans static shapes)");
+  if ((std::any_of(reads.begin(), reads.end(), dynamic) ||
+       std::any_of(node.outputs.begin(), node.outputs.end(), dynamic)) &&
+      !resizes_on_cuda(node.op))
+    return std::string(op_info(node.op).name) +
+           " with dynamic dims runs on the host (its CUDA kernel is written for static shapes)";
   switch (node.op) {
     case OpKind::AddTensor:
     case OpKind::SubTensor:
@@ -146,12 +170,11 @@ std::optional<std::string> cuda_unsupported_reason(const Graph& graph, const Nod
     case OpKind::Full:
     case OpKind::Ones:
     case OpKind::Zeros:
+    case OpKind::FullLike:
       return any_dtype(graph, node);
     case OpKind::UpsampleNearest2d:
     case OpKind::UpsampleBilinear2d:
       return floats_only(graph, node);
-    case OpKind::FullLike:  // emitted only for a dynamic-bound self, which stays on the host
-      return std::string("full_like is emitted for dynamic-bound tensors, which run on the host");
     case OpKind::IndexTensor:
       return any_dtype(graph, node);
     case OpKind::IndexPut:

@@ -8,6 +8,14 @@
 namespace etc {
 namespace {
 
+// A value's type on the other side of a delegate boundary: dtype, sizes (the upper bound of
+// a dynamic-bound tensor) and dynamism; memory planning and devices are set later.
+TensorSpec boundary_spec(const TensorSpec& s) {
+  TensorSpec t = TensorSpec::make(s.dtype, s.sizes);
+  t.dynamism = s.dynamism;
+  return t;
+}
+
 class Lowerer {
  public:
   Lowerer(Graph& g, Device target, ExportReport& report)
@@ -70,7 +78,7 @@ class Lowerer {
     std::vector<TensorSpec> out_specs;
     for (ValueId o : outputs) {
       out_names.push_back(g_.unique_value_name(g_.value(o).name + ".delegated"));
-      out_specs.push_back(TensorSpec::make(g_.value(o).spec.dtype, g_.value(o).spec.sizes));
+      out_specs.push_back(boundary_spec(g_.value(o).spec));
     }
     NodeId call =
         g_.add_node(OpKind::DelegateCall, name, {inputs}, out_names, out_specs, nodes.front());
@@ -95,8 +103,7 @@ class Lowerer {
     sub->name = name;
     std::unordered_map<uint32_t, ValueId> map;
     for (ValueId v : inputs) {
-      map[v.v] = sub->add_input(g_.value(v).name,
-                                TensorSpec::make(g_.value(v).spec.dtype, g_.value(v).spec.sizes));
+      map[v.v] = sub->add_input(g_.value(v).name, boundary_spec(g_.value(v).spec));
     }
     for (ValueId v : constants) {
       TensorSpec spec = TensorSpec::make(g_.value(v).spec.dtype, g_.value(v).spec.sizes);
@@ -123,7 +130,7 @@ class Lowerer {
       std::vector<TensorSpec> specs;
       for (ValueId o : n.outputs) {
         names.push_back(g_.value(o).name);
-        specs.push_back(TensorSpec::make(g_.value(o).spec.dtype, g_.value(o).spec.sizes));
+        specs.push_back(boundary_spec(g_.value(o).spec));
       }
       NodeId copy =
           sub->add_node(n.op, n.name, std::move(args), std::move(names), std::move(specs));

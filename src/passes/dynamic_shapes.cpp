@@ -47,12 +47,24 @@ class Comparison {
       const Value& val = g_.value(ValueId(v));
       if (val.kind == ValueKind::kState)
         return depends("state " + value_label(val) + " changes shape");
-      if (!val.spec.device.is_cpu() || inside_delegate(val))
+      // Values at a delegate's boundary were marked before partitioning (the partitioner
+      // only delegates dynamic work the CUDA kernels resize) and keep their marks across it.
+      if ((!val.spec.device.is_cpu() || inside_delegate(val)) &&
+          val.spec.dynamism != ShapeDynamism::kDynamicBound)
         return internal_error(value_label(val) +
-                              " has dynamic dims inside a delegate (the partitioner keeps them "
-                              "on the host)");
+                              " has dynamic dims at a delegate's boundary but is not marked "
+                              "dynamic-bound");
       for (Graph* g : all_)
         g->value(ValueId(v)).spec.dynamism = ShapeDynamism::kDynamicBound;
+    }
+    // Each delegate's subgraph, compared and marked the same way (its dynamic-bound tensors
+    // are resized by the delegate's kernels).
+    for (NodeId id : g_.order()) {
+      if (g_.node(id).delegate == nullptr) continue;
+      std::vector<Graph*> subs;
+      for (Graph* g : all_)
+        subs.push_back(g->node(id).delegate->graph.get());
+      ETC_RETURN_IF_ERROR(Comparison(subs, symbols_).run());
     }
     return Status();
   }

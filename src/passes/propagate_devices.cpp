@@ -106,6 +106,7 @@ class Propagator {
       return it->second;
     }
     TensorSpec spec = TensorSpec::make(g_.value(v).spec.dtype, g_.value(v).spec.sizes);
+    spec.dynamism = g_.value(v).spec.dynamism;
     spec.device = d;
     std::string name = g_.unique_value_name(g_.value(v).name + "@" + to_string(d));
     NodeId copy = g_.add_node(OpKind::H2DCopy, g_.unique_node_name("h2d." + name), {v}, {name},
@@ -130,6 +131,7 @@ class Propagator {
     if (auto it = d2h_.find(v.v); it != d2h_.end()) return it->second;
     const Value& src = g_.value(v);
     TensorSpec spec = TensorSpec::make(src.spec.dtype, src.spec.sizes);
+    spec.dynamism = src.spec.dynamism;
     std::string name = g_.unique_value_name(src.name + "@cpu");
     // Insert right after the producer.
     std::optional<NodeId> after_producer = g_.next_in_order(src.producer);

@@ -14,26 +14,9 @@ class CpuDelegateHandle final : public DelegateHandle {
       : program_(std::move(program)), method_(std::move(method)) {}
 
   Status execute(std::span<Value*> args) override {
-    size_t n_in = method_->num_inputs(), n_out = method_->num_outputs();
-    if (args.size() != n_in + n_out) {
-      return invalid_input("delegate takes " + std::to_string(n_in) + " inputs and " +
-                           std::to_string(n_out) + " outputs, the call passes " +
-                           std::to_string(args.size()) + " values");
-    }
-    for (size_t i = 0; i < n_in + n_out; ++i) {
-      const Value& v = *args[i];
-      const TensorView& want = i < n_in ? method_->input(i) : method_->output(i - n_in);
-      if (!v.is_tensor() || v.tensor.dtype != want.dtype || v.tensor.sizes != want.sizes) {
-        return invalid_input(
-            "delegate " + std::string(i < n_in ? "input " : "output ") +
-            std::to_string(i < n_in ? i : i - n_in) + " should be " + want.describe() + ", got " +
-            (v.is_tensor() ? v.tensor.describe() : std::string(value_kind_name(v.kind))));
-      }
-      Status s = i < n_in ? method_->bind_input(i, v.tensor.data)
-                          : method_->bind_output(i - n_in, v.tensor.data);
-      if (!s.ok()) return s;
-    }
-    return method_->execute();
+    ETC_RETURN_IF_ERROR(bind_delegate_args(*method_, args));
+    ETC_RETURN_IF_ERROR(method_->execute());
+    return publish_delegate_outputs(*method_, args);
   }
 
  private:

@@ -715,6 +715,51 @@ Backend* BackendRegistry::find(const std::string& id) const {
   return it == backends_.end() ? nullptr : it->second.get();
 }
 
+// ---- Delegate calls ----------------------------------------------------------------
+
+Status bind_delegate_args(Method& m, std::span<Value*> args) {
+  const size_t n_in = m.num_inputs(), n_out = m.num_outputs();
+  if (args.size() != n_in + n_out) {
+    return invalid_input("delegate takes " + std::to_string(n_in) + " inputs and " +
+                         std::to_string(n_out) + " outputs, the call passes " +
+                         std::to_string(args.size()) + " values");
+  }
+  for (size_t i = 0; i < n_in + n_out; ++i) {
+    const Value& v = *args[i];
+    const bool input = i < n_in;
+    const size_t k = input ? i : i - n_in;
+    const TensorView& want = input ? m.input(k) : m.output(k);
+    const bool dynamic = want.capacity >= 0;
+    const bool fits =
+        v.is_tensor() && v.tensor.dtype == want.dtype &&
+        (dynamic ? v.tensor.sizes.size() == want.sizes.size() : v.tensor.sizes == want.sizes);
+    if (!fits) {
+      return invalid_input(
+          "delegate " + std::string(input ? "input " : "output ") + std::to_string(k) +
+          " should be " + want.describe() + (dynamic ? " (dynamic-bound)" : "") + ", got " +
+          (v.is_tensor() ? v.tensor.describe() : std::string(value_kind_name(v.kind))));
+    }
+    if (input && dynamic) ETC_RETURN_IF_ERROR(m.resize_input(k, v.tensor.sizes));
+    ETC_RETURN_IF_ERROR(input ? m.bind_input(k, v.tensor.data) : m.bind_output(k, v.tensor.data));
+  }
+  return Status();
+}
+
+Status publish_delegate_outputs(const Method& m, std::span<Value*> args) {
+  const size_t n_in = m.num_inputs();
+  for (size_t k = 0; k < m.num_outputs(); ++k) {
+    const TensorView& got = m.output(k);
+    TensorView& caller = args[n_in + k]->tensor;
+    if (caller.sizes == got.sizes) continue;
+    if (caller.capacity < 0 || got.nbytes() > caller.capacity) {
+      return internal_error("delegate output " + std::to_string(k) + " is " + got.describe() +
+                            ", which does not fit the caller's " + caller.describe());
+    }
+    caller.sizes = got.sizes;
+  }
+  return Status();
+}
+
 // ---- et_copy kernels -----------------------------------------------------------------
 
 namespace {
@@ -725,10 +770,14 @@ Status copy_kernel(KernelContext& ctx, std::span<Value*> args, bool to_device) {
                      " arguments");
   }
   const TensorView& src = args[0]->tensor;
-  const TensorView& dst = args[1]->tensor;
-  if (src.dtype != dst.dtype || src.sizes != dst.sizes) {
+  TensorView& dst = args[1]->tensor;
+  // A dynamic-bound destination takes the source's actual sizes (within its bound).
+  const bool resizable =
+      dst.capacity >= 0 && src.sizes.size() == dst.sizes.size() && src.nbytes() <= dst.capacity;
+  if (src.dtype != dst.dtype || (src.sizes != dst.sizes && !resizable)) {
     return ctx.error("source " + src.describe() + " and destination " + dst.describe() + " differ");
   }
+  dst.sizes = src.sizes;
   const TensorView& device_side = to_device ? dst : src;
   const TensorView& host_side = to_device ? src : dst;
   if (device_side.device.is_cpu() || !host_side.device.is_cpu()) {

@@ -157,6 +157,14 @@ class Method {
   std::vector<StateInit> states_;
 };
 
+// A delegate's side of a call (the args DelegateCall passes: inputs, then outputs) for the
+// method that runs its subgraph: checks each tensor's dtype and shape against m's (a
+// dynamic-bound input is resized to the caller's sizes within its bound; a dynamic-bound
+// output needs the same rank) and binds the pointers (bind_* check device memory).
+Status bind_delegate_args(Method& m, std::span<Value*> args);
+// After m.execute(): the caller's dynamic-bound outputs take m's actual output sizes.
+Status publish_delegate_outputs(const Method& m, std::span<Value*> args);
+
 // Registers the et_copy::_h2d_copy.out / _d2h_copy.out kernels.
 Status register_copy_kernels(OperatorRegistry& registry);
 

@@ -280,6 +280,12 @@ def cases():
             c.node("aten.mul.Tensor", {"self": x, "other": "k"}, ["y"])
             c.outputs = ["y"]
             out.append(c)
+        c = Case("full_like_%s" % d, "aten.full_like.default")
+        x = c.input("x", d, [3, 4])
+        c.node(c.op, {"self": x, "fill_value": 3}, ["k"])
+        c.node("aten.mul.Tensor", {"self": x, "other": "k"}, ["y"])
+        c.outputs = ["y"]
+        out.append(c)
     stress_cases(simple)
     return out
 

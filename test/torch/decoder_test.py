@@ -174,10 +174,15 @@ with tempfile.TemporaryDirectory() as tmp:
                       f"{label}: --target cuda:0 program, output {k} after the last call (state)",
                       f"etc {got.tolist()} eager {want.tolist()}")
                 k += 1
-            # The static programs keep every mutated buffer on the GPU: updated in place by the
-            # delegate, never copied (dynamic-bound ones run on the host).
-            if ok and not meta.get("sequence_bound"):
+            # Every op is delegated (the dynamic-bound ones too: the delegate resizes them) and
+            # every mutated buffer stays on the GPU: updated in place, never copied.
+            if ok:
                 rep = json.load(open(report))
+                check(rep["ops"]["delegated"] == rep["ops"]["total"] and
+                      len(rep["partitions"]) <= 2,
+                      f"{label}: --target cuda:0 delegates every op",
+                      f"{rep['ops']['delegated']} of {rep['ops']['total']} in "
+                      f"{len(rep['partitions'])} partitions; host: {rep['ops']['host'][:3]}")
                 on_device = {b["value"] for b in rep["boundary"]
                              if b["reason"].startswith("state updated in place")}
                 state_copies = [c for c in rep["copies"]["list"] if c["source"] in on_device or

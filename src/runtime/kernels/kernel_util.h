@@ -490,6 +490,24 @@ Status register_shape_kernels(OperatorRegistry& registry);
 Status register_index_kernels(OperatorRegistry& registry);
 Status register_creation_kernels(OperatorRegistry& registry);
 
+// Output sizes of the layout ops from the actual input sizes, shared by the CPU and CUDA
+// kernels (so a dynamic-bound tensor is resized the same way on both):
+//   view/reshape: `size` may hold one -1, inferred from self's element count (`arg` names
+//   the argument in messages); squeeze.dim / squeeze.dims drop the named dims of size 1;
+//   unsqueeze inserts a 1 at `dim` in [-(rank + 1), rank]; expand: `size` may be longer than
+//   self's rank (new leading dims, never -1), -1 keeps self's dim, others must match or
+//   broadcast a 1.
+Result<std::vector<int64_t>> view_sizes(const KernelContext& ctx, const TensorView& self,
+                                        std::span<const int64_t> size, const char* arg);
+Result<std::vector<int64_t>> squeeze_dim_sizes(const KernelContext& ctx, const TensorView& self,
+                                               int64_t dim);
+Result<std::vector<int64_t>> squeeze_dims_sizes(const KernelContext& ctx, const TensorView& self,
+                                                std::span<const int64_t> dims);
+Result<std::vector<int64_t>> unsqueeze_sizes(const KernelContext& ctx, const TensorView& self,
+                                             int64_t dim);
+Result<std::vector<int64_t>> expand_sizes(const KernelContext& ctx, const TensorView& self,
+                                          std::span<const int64_t> size);
+
 // Registers fn under every name in `names`.
 Status register_kernel(OperatorRegistry& registry, std::initializer_list<const char*> names,
                        KernelFn fn);

@@ -80,33 +80,7 @@ Status view_common(KernelContext& ctx, std::span<Value*> args, const char* arg) 
       check_args(ctx, args, {{"self", Arg::kTensor}, {arg, Arg::kIntList}}, {"out"}));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 2);
-  std::vector<int64_t> sizes = args[1]->ints;
-  int infer_at = -1;
-  int64_t known = 1;
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    if (sizes[i] == -1 && infer_at < 0) {
-      infer_at = static_cast<int>(i);
-    } else if (sizes[i] < 0) {
-      return ctx.error(std::string(arg) + " " + shape_str(args[1]->ints) +
-                       " is invalid (a negative size, or more than one -1)");
-    } else {
-      auto k = checked_mul(known, sizes[i]);
-      if (!k) return ctx.error(std::string(arg) + " " + shape_str(sizes) + " is too large");
-      known = *k;
-    }
-  }
-  const int64_t numel = self.numel();
-  if (infer_at >= 0) {
-    if (known == 0 || numel % known != 0) {
-      return ctx.error(std::string(arg) + " " + shape_str(sizes) + " is invalid for an input of " +
-                       std::to_string(numel) + " elements");
-    }
-    sizes[infer_at] = numel / known;
-  } else if (known != numel) {
-    return ctx.error(std::string(arg) + " " + shape_str(sizes) + " has " + std::to_string(known) +
-                     " elements but self " + shape_str(self.sizes) + " has " +
-                     std::to_string(numel));
-  }
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, view_sizes(ctx, self, args[1]->ints, arg));
   ETC_RETURN_IF_ERROR(check_out(ctx, out, sizes, self.dtype));
   copy_all(self, out);
   return Status();
@@ -173,10 +147,7 @@ Status squeeze_dim_kernel(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args, {{"self", Arg::kTensor}, {"dim", Arg::kInt}}, {"out"}));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 2);
-  ETC_ASSIGN_OR_RETURN(int64_t dim,
-                       wrap_dim(ctx, "dim", args[1]->i, static_cast<int64_t>(self.rank())));
-  std::vector<int64_t> sizes = self.sizes;
-  if (self.rank() > 0 && sizes[dim] == 1) sizes.erase(sizes.begin() + dim);
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, squeeze_dim_sizes(ctx, self, args[1]->i));
   ETC_RETURN_IF_ERROR(check_out(ctx, out, sizes, self.dtype));
   copy_all(self, out);
   return Status();
@@ -187,16 +158,7 @@ Status squeeze_dims_kernel(KernelContext& ctx, std::span<Value*> args) {
       check_args(ctx, args, {{"self", Arg::kTensor}, {"dim", Arg::kIntList}}, {"out"}));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 2);
-  const auto rank = static_cast<int64_t>(self.rank());
-  std::vector<bool> drop(self.rank(), false);
-  for (int64_t d : args[1]->ints) {
-    ETC_ASSIGN_OR_RETURN(int64_t w, wrap_dim(ctx, "dim", d, rank));
-    if (rank > 0 && self.sizes[w] == 1) drop[w] = true;
-  }
-  std::vector<int64_t> sizes;
-  for (size_t i = 0; i < self.rank(); ++i) {
-    if (!drop[i]) sizes.push_back(self.sizes[i]);
-  }
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, squeeze_dims_sizes(ctx, self, args[1]->ints));
   ETC_RETURN_IF_ERROR(check_out(ctx, out, sizes, self.dtype));
   copy_all(self, out);
   return Status();
@@ -206,15 +168,7 @@ Status unsqueeze_kernel(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args, {{"self", Arg::kTensor}, {"dim", Arg::kInt}}, {"out"}));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 2);
-  // Valid dims are [-(rank + 1), rank].
-  const auto rank = static_cast<int64_t>(self.rank());
-  const int64_t dim = args[1]->i;
-  if (dim < -(rank + 1) || dim > rank) {
-    return ctx.error("dim " + std::to_string(dim) +
-                     " is out of range for unsqueezing a tensor of rank " + std::to_string(rank));
-  }
-  std::vector<int64_t> sizes = self.sizes;
-  sizes.insert(sizes.begin() + (dim < 0 ? dim + rank + 1 : dim), 1);
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, unsqueeze_sizes(ctx, self, args[1]->i));
   ETC_RETURN_IF_ERROR(check_out(ctx, out, sizes, self.dtype));
   copy_all(self, out);
   return Status();
@@ -228,25 +182,7 @@ Status expand_kernel(KernelContext& ctx, std::span<Value*> args) {
       {"out"}));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 3);
-  std::vector<int64_t> size = args[1]->ints;
-  if (size.size() < self.rank()) {
-    return ctx.error("cannot expand " + shape_str(self.sizes) + " to fewer dims " +
-                     shape_str(size));
-  }
-  const size_t lead = size.size() - self.rank();
-  for (size_t i = 0; i < size.size(); ++i) {
-    if (i < lead) {
-      if (size[i] < 0) return ctx.error("-1 is not allowed for a new leading dim");
-      continue;
-    }
-    const int64_t have = self.sizes[i - lead];
-    if (size[i] == -1) size[i] = have;
-    if (have != size[i] && have != 1) {
-      return ctx.error("cannot expand " + shape_str(self.sizes) + " to " +
-                       shape_str(args[1]->ints) + ": dim " + std::to_string(i) + " has size " +
-                       std::to_string(have));
-    }
-  }
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> size, expand_sizes(ctx, self, args[1]->ints));
   ETC_RETURN_IF_ERROR(check_out(ctx, out, size, self.dtype));
   copy_view(self, 0, broadcast_strides(self.sizes, size), out);
   return Status();
@@ -403,6 +339,96 @@ Status constant_pad_nd_kernel(KernelContext& ctx, std::span<Value*> args) {
 }
 
 }  // namespace
+
+Result<std::vector<int64_t>> view_sizes(const KernelContext& ctx, const TensorView& self,
+                                        std::span<const int64_t> size, const char* arg) {
+  std::vector<int64_t> sizes(size.begin(), size.end());
+  int infer_at = -1;
+  int64_t known = 1;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == -1 && infer_at < 0) {
+      infer_at = static_cast<int>(i);
+    } else if (sizes[i] < 0) {
+      return ctx.error(std::string(arg) + " " + shape_str(size) +
+                       " is invalid (a negative size, or more than one -1)");
+    } else {
+      auto k = checked_mul(known, sizes[i]);
+      if (!k) return ctx.error(std::string(arg) + " " + shape_str(sizes) + " is too large");
+      known = *k;
+    }
+  }
+  const int64_t numel = self.numel();
+  if (infer_at >= 0) {
+    if (known == 0 || numel % known != 0) {
+      return ctx.error(std::string(arg) + " " + shape_str(sizes) + " is invalid for an input of " +
+                       std::to_string(numel) + " elements");
+    }
+    sizes[static_cast<size_t>(infer_at)] = numel / known;
+  } else if (known != numel) {
+    return ctx.error(std::string(arg) + " " + shape_str(sizes) + " has " + std::to_string(known) +
+                     " elements but self " + shape_str(self.sizes) + " has " +
+                     std::to_string(numel));
+  }
+  return sizes;
+}
+
+Result<std::vector<int64_t>> squeeze_dim_sizes(const KernelContext& ctx, const TensorView& self,
+                                               int64_t dim) {
+  ETC_ASSIGN_OR_RETURN(int64_t w, wrap_dim(ctx, "dim", dim, static_cast<int64_t>(self.rank())));
+  std::vector<int64_t> sizes = self.sizes;
+  if (self.rank() > 0 && sizes[static_cast<size_t>(w)] == 1) sizes.erase(sizes.begin() + w);
+  return sizes;
+}
+
+Result<std::vector<int64_t>> squeeze_dims_sizes(const KernelContext& ctx, const TensorView& self,
+                                                std::span<const int64_t> dims) {
+  const auto rank = static_cast<int64_t>(self.rank());
+  std::vector<bool> drop(self.rank(), false);
+  for (int64_t d : dims) {
+    ETC_ASSIGN_OR_RETURN(int64_t w, wrap_dim(ctx, "dim", d, rank));
+    if (rank > 0 && self.sizes[static_cast<size_t>(w)] == 1) drop[static_cast<size_t>(w)] = true;
+  }
+  std::vector<int64_t> sizes;
+  for (size_t i = 0; i < self.rank(); ++i) {
+    if (!drop[i]) sizes.push_back(self.sizes[i]);
+  }
+  return sizes;
+}
+
+Result<std::vector<int64_t>> unsqueeze_sizes(const KernelContext& ctx, const TensorView& self,
+                                             int64_t dim) {
+  const auto rank = static_cast<int64_t>(self.rank());
+  if (dim < -(rank + 1) || dim > rank) {
+    return ctx.error("dim " + std::to_string(dim) +
+                     " is out of range for unsqueezing a tensor of rank " + std::to_string(rank));
+  }
+  std::vector<int64_t> sizes = self.sizes;
+  sizes.insert(sizes.begin() + (dim < 0 ? dim + rank + 1 : dim), 1);
+  return sizes;
+}
+
+Result<std::vector<int64_t>> expand_sizes(const KernelContext& ctx, const TensorView& self,
+                                          std::span<const int64_t> size_arg) {
+  std::vector<int64_t> size(size_arg.begin(), size_arg.end());
+  if (size.size() < self.rank()) {
+    return ctx.error("cannot expand " + shape_str(self.sizes) + " to fewer dims " +
+                     shape_str(size));
+  }
+  const size_t lead = size.size() - self.rank();
+  for (size_t i = 0; i < size.size(); ++i) {
+    if (i < lead) {
+      if (size[i] < 0) return ctx.error("-1 is not allowed for a new leading dim");
+      continue;
+    }
+    const int64_t have = self.sizes[i - lead];
+    if (size[i] == -1) size[i] = have;
+    if (have != size[i] && have != 1) {
+      return ctx.error("cannot expand " + shape_str(self.sizes) + " to " + shape_str(size_arg) +
+                       ": dim " + std::to_string(i) + " has size " + std::to_string(have));
+    }
+  }
+  return size;
+}
 
 Status register_shape_kernels(OperatorRegistry& r) {
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::cat.out", "aten::cat.default"}, cat_kernel));

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Exports the decoders of scripts/make-decoder-fixtures.py for cuda:0 into OUT, each as
+# NAME.pte with NAME.prompt.npy, its extra inputs (NAME.input_K.npy) and NAME.expected (the
+# step count, then PyTorch eager's generated ids): what test/torch/cuda_decoders_test.sh runs.
+# The static Llama-style decoder and the Whisper-style step keep their KV caches on the GPU;
+# the dynamic Llama-style decoder also runs its whole prompt in one call of its length.
+# Used by scripts/build-for-device.sh (carried to the GPU machine) and by the CPU rehearsal
+# (CTest). Exit 1 when the fixtures or an export fail.
+#   scripts/export-decoders.sh ETC OUT
+set -euo pipefail
+etc=$1 out=$2
+root=$(cd "$(dirname "$0")/.." && pwd)
+fixtures=$(bash "$root/test/torch/fixtures.sh" "" make-decoder-fixtures.py)
+py=$("$root/scripts/python-env.sh")
+mkdir -p "$out"
+for name in llama_decoder llama_decoder_dynamic whisper_step; do
+  d="$fixtures/$name" dest="$out/$name"
+  if ! "$etc" export "$d/model.pt2" --target cuda:0 -o "$dest.pte" >"$dest.export.log" 2>&1; then
+    echo "export-decoders: exporting $name failed:" >&2
+    cat "$dest.export.log" >&2
+    exit 1
+  fi
+  rm -f "$dest.export.log"
+  cp "$d/prompt.npy" "$dest.prompt.npy"
+  for f in "$d"/input_*.npy; do
+    if [[ -e $f ]]; then cp "$f" "$dest.$(basename "$f")"; fi
+  done
+  "$py" -c 'import json, sys, numpy as np
+d = sys.argv[1]
+print(json.load(open(d + "/meta.json"))["steps"])
+print(" ".join(str(int(i)) for i in np.load(d + "/expected_ids.npy")))' "$d" >"$dest.expected"
+done
