@@ -8,10 +8,13 @@ buffers; torch.no_grad(), THREADS intra-op threads. Prints one JSON object: the 
 prompt's total ms and the median/min ms of the decode calls.
 
 With --whole-prompt the prompt is one call (the decoder exported with a dynamic sequence).
+With --device cuda the module, its cache and the inputs live on the GPU (each call's time
+includes torch.cuda.synchronize(), as `etc run` synchronises after each call).
 With --repeat N the generation runs N times (the cache rows are rewritten from position 0, so
 every run computes the same): prefill is the median, decode times are pooled.
 
-Usage: torch_decode.py [--whole-prompt] [--repeat N] NAME PROMPT.npy STEPS THREADS [EXTRA.npy...]"""
+Usage: torch_decode.py [--whole-prompt] [--repeat N] [--device cpu|cuda] NAME PROMPT.npy STEPS
+       THREADS [EXTRA.npy...]"""
 import importlib.util
 import json
 import os
@@ -33,6 +36,12 @@ def main(argv):
         k = argv.index("--repeat")
         repeat = int(argv[k + 1])
         del argv[k:k + 2]
+    device = "cpu"
+    if "--device" in argv:
+        k = argv.index("--device")
+        device = argv[k + 1]
+        del argv[k:k + 2]
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     name, prompt_path, steps, threads = argv[1], argv[2], int(argv[3]), int(argv[4])
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     spec = importlib.util.spec_from_file_location(
@@ -41,26 +50,33 @@ def main(argv):
     spec.loader.exec_module(fixtures)
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    model = fixtures.MODELS[name][0]().eval()
-    extra = [torch.from_numpy(np.load(p)) for p in argv[5:]]
+    model = fixtures.MODELS[name][0]().eval().to(device)
+    extra = [torch.from_numpy(np.load(p)).to(device) for p in argv[5:]]
+
+    def t(values):
+        return torch.tensor(values, device=device)
+
     prompt = np.load(prompt_path).reshape(-1).tolist()
     prefills, decode = [], []
     with torch.no_grad():  # one untimed call first, as etc's --warmup does
-        model(torch.tensor([prompt[:1]]), torch.tensor([0]), *extra)
+        model(t([prompt[:1]]), t([0]), *extra)
+        sync()
         for _ in range(repeat):
             ids, prefill = [], 0.0
             token = prompt[0]
             if whole:
                 start = time.perf_counter()
-                out = model(torch.tensor([prompt]), torch.arange(len(prompt)), *extra)
+                out = model(t([prompt]), torch.arange(len(prompt), device=device), *extra)
+                sync()
                 prefill = time.perf_counter() - start
                 logits = out[0] if isinstance(out, tuple) else out
                 ids.append(int(logits.reshape(-1, logits.shape[-1])[-1].argmax()))
                 token = ids[-1]
             for pos in range(len(prompt) if whole else 0, len(prompt) + steps - 1):
-                tokens, positions = torch.tensor([[token]]), torch.tensor([pos])
+                tokens, positions = t([[token]]), t([pos])
                 start = time.perf_counter()
                 out = model(tokens, positions, *extra)
+                sync()
                 elapsed = time.perf_counter() - start
                 logits = out[0] if isinstance(out, tuple) else out
                 row = logits.reshape(-1, logits.shape[-1])[-1]

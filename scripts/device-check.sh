@@ -9,7 +9,9 @@
 #   3. the GPU kernel benchmark (bench/cuda_kernels) against the measured peaks;
 #   4. end-to-end latency of the examples (etc run --json: h2d, compute, d2h), with host and
 #      device IO, and the copies per inference the exports report;
-#   5. the same models in PyTorch eager (bench/torch_eager.py) when torch imports, as ratios.
+#   5. the same models in PyTorch eager (bench/torch_eager.py) when torch imports, as ratios;
+#   6. the carried decoders: generation with the KV cache on the GPU against PyTorch eager on
+#      the same GPU (bench/decoder_gpu.sh).
 # Writes OUT/device-check.log (everything), OUT/results.md (tables for docs/benchmarks.md) and
 # OUT/steps/ (each check's own log). A failed check is rerun once with CUDA_LAUNCH_BLOCKING=1
 # (only its failing cases, for the op cases), so that the failing launch names itself; both
@@ -267,6 +269,25 @@ else
   rc=$?
   say "torch_eager: not run or failed (exit $rc)"
   echo -e "\nPyTorch eager: not run (exit $rc; see the log)." >>"$results"
+fi
+
+if compgen -G "$bin/../decoders/*.pte" >/dev/null; then
+  say ""
+  say "## Decoders on the GPU (bench/decoder_gpu.sh)"
+  dsteps=100
+  ((quick)) && dsteps=30
+  if STEPS=$dsteps timeout 240 bash bench/decoder_gpu.sh "$etc" "$bin/../decoders" >"$tmp/decoders.md" 2>>"$log"; then
+    :
+  else
+    say "decoder_gpu: failed (exit $?)"; status=1
+  fi
+  cat "$tmp/decoders.md" >>"$log"
+  {
+    echo
+    echo "## Decoders: generation on the GPU against PyTorch eager on the same GPU ($dsteps steps)"
+    echo
+    cat "$tmp/decoders.md"
+  } >>"$results"
 fi
 
 say ""

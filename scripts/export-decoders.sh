@@ -6,14 +6,17 @@
 # the dynamic Llama-style decoder also runs its whole prompt in one call of its length.
 # Used by scripts/build-for-device.sh (carried to the GPU machine) and by the CPU rehearsal
 # (CTest). Exit 1 when the fixtures or an export fail.
-#   scripts/export-decoders.sh ETC OUT
+#   scripts/export-decoders.sh ETC OUT [NAME ...]   (default: all three)
 set -euo pipefail
 etc=$1 out=$2
+shift 2
+names=("$@")
+((${#names[@]})) || names=(llama_decoder llama_decoder_dynamic whisper_step)
 root=$(cd "$(dirname "$0")/.." && pwd)
 fixtures=$(bash "$root/test/torch/fixtures.sh" "" make-decoder-fixtures.py)
 py=$("$root/scripts/python-env.sh")
 mkdir -p "$out"
-for name in llama_decoder llama_decoder_dynamic whisper_step; do
+for name in "${names[@]}"; do
   d="$fixtures/$name" dest="$out/$name"
   if ! "$etc" export "$d/model.pt2" --target cuda:0 -o "$dest.pte" >"$dest.export.log" 2>&1; then
     echo "export-decoders: exporting $name failed:" >&2
