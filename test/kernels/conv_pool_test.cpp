@@ -126,6 +126,15 @@ const ConvCase kConvCases[] = {
     // More rows (output channels) than columns: the GEMM splits rows in units of 24, a part
     // starting inside a block of the packed weights.
     {1, 300, 7, 7, 200, 1, 1, 1, 1, 0, 0, 1, 1, 1, false, 0, 0, true},
+    // At most 32 output positions in all (Silero VAD's frames): positions as rows against
+    // the transposed packed weights, the column matrix built transposed (im2row): a 1x3
+    // kernel over 1x4 planes of 4 images, stride 2, an STFT-like 256-wide kernel of stride
+    // 128, dilation 2 with padding, and a single position.
+    {4, 129, 1, 4, 128, 1, 3, 1, 1, 0, 1, 1, 1, 1, false, 0, 0, true},
+    {4, 64, 1, 4, 64, 1, 3, 1, 2, 0, 1, 1, 1, 1, false, 0, 0, false},
+    {4, 1, 1, 832, 40, 1, 256, 1, 128, 0, 0, 1, 1, 1, false, 0, 0, false},
+    {2, 5, 5, 5, 7, 2, 3, 1, 1, 1, 1, 2, 2, 1, false, 0, 0, true},
+    {1, 9, 3, 3, 5, 3, 3, 1, 1, 0, 0, 1, 1, 1, false, 0, 0, true},
 };
 
 TEST_CASE("convolution variants against a direct loop") {
@@ -318,7 +327,9 @@ TEST_CASE("constant convolution weights are packed once and give the same bits")
     CHECK(run(w) == plain);          // packs
     const bool pointwise =
         k.kh == 1 && k.kw == 1 && k.sh == 1 && k.sw == 1 && k.ph == 0 && k.pw == 0;
-    const bool depthwise = k.c_in / k.groups == 1 && !pointwise;
+    // The direct depthwise loop (one input channel, a channel multiplier of at most 4)
+    // keeps no packed weights; one input channel feeding many outputs is a GEMM.
+    const bool depthwise = k.c_in / k.groups == 1 && k.c_out / k.groups <= 4 && !pointwise;
     CHECK((c.state() != nullptr) == !depthwise);
     CHECK(run(w) == plain);    // uses the packed weights
     CHECK(run(w2) == plain2);  // other weights: packed again, not the stale ones

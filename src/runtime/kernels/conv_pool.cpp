@@ -30,6 +30,46 @@ void valid_range(int64_t offset, int64_t stride, int64_t size, int64_t count, in
   if (*hi < *lo) *hi = *lo;
 }
 
+// The column matrix transposed, for one image: row[(oh*OW + ow) * K + (c*KH + i)*KW + j] =
+// x[c, oh*sh - ph + i*dh, ow*sw - pw + j*dw] (0 outside the input), K = C*KH*KW. Each output
+// position's taps are contiguous (for dilation 1, one copy per input row).
+template <typename G>
+void im2row(const G* x, const ConvGeometry& g, G* out) {
+  const int64_t kdim = g.c_in * g.kh * g.kw;
+  for (int64_t oh = 0; oh < g.oh; ++oh) {
+    for (int64_t ow = 0; ow < g.ow; ++ow) {
+      G* dst = out + (oh * g.ow + ow) * kdim;
+      const int64_t iw0 = ow * g.stride[1] - g.pad[1];
+      // Taps j in [jlo, jhi) land inside the row.
+      int64_t jlo = 0, jhi = g.kw;
+      if (g.dil[1] == 1) {
+        jlo = std::clamp<int64_t>(-iw0, 0, g.kw);
+        jhi = std::clamp<int64_t>(g.w - iw0, jlo, g.kw);
+      }
+      for (int64_t c = 0; c < g.c_in; ++c) {
+        for (int64_t i = 0; i < g.kh; ++i, dst += g.kw) {
+          const int64_t ih = oh * g.stride[0] - g.pad[0] + i * g.dil[0];
+          if (ih < 0 || ih >= g.h) {
+            std::fill_n(dst, g.kw, G(0));
+            continue;
+          }
+          const G* row = x + (c * g.h + ih) * g.w;
+          if (g.dil[1] == 1) {
+            std::fill_n(dst, jlo, G(0));
+            std::copy(row + iw0 + jlo, row + iw0 + jhi, dst + jlo);
+            std::fill(dst + jhi, dst + g.kw, G(0));
+            continue;
+          }
+          for (int64_t j = 0; j < g.kw; ++j) {
+            const int64_t iw = iw0 + j * g.dil[1];
+            dst[j] = iw >= 0 && iw < g.w ? row[iw] : G(0);
+          }
+        }
+      }
+    }
+  }
+}
+
 // Output rows [oh0, oh1) of the column matrix:
 // col[(c*KH + i)*KW + j, (oh - oh0)*OW + ow] = x[c, oh*sh - ph + i*dh, ow*sw - pw + j*dw]
 // (0 outside the input).
@@ -182,8 +222,9 @@ struct PackedConvWeights final : KernelState {
   };
   Key key{};
   std::vector<std::shared_ptr<const PackedA>> per_group;
-  // A 1x1 convolution of 1x1 planes (a squeeze-excitation block, a pooled head): the
-  // transposed weights as B panels for the row kernels (images as rows), instead.
+  // A 1x1 convolution of 1x1 planes (a squeeze-excitation block, a pooled head), or any
+  // convolution with a handful of output positions in all: the transposed weights as B
+  // panels, output positions as rows, instead.
   std::shared_ptr<const PackedB> transposed;
 };
 
@@ -193,6 +234,10 @@ void apply_epilogue_whole(const Epilogue& e, int64_t n) {
   parallel_for(n, int64_t{1} << 14,
                [&](int64_t begin, int64_t end) { apply_epilogue(e, begin, end); });
 }
+
+// Convolutions with at most this many output positions (images x plane) in all multiply them
+// as rows against the transposed weights.
+constexpr int64_t kPositionsAsRows = 32;
 
 template <typename G>
 void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
@@ -264,11 +309,18 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
   };
   // One row per image against the weights: out[n, :] = W @ x[n, :] as x[n, :] @ W^T.
   const bool vector_shaped = pointwise && in_plane == 1 && g.groups == 1 && g.batch <= 4;
+  // A handful of output positions in all (a streaming model's frames: Silero VAD's layers have
+  // 4-16): the GEMM's column panels would mostly be empty, so the positions are the rows,
+  // against the transposed weights (out^T = col^T @ W^T), whose panels the outputs fill.
+  const bool positions_as_rows = std::is_same_v<G, float> && state != nullptr && !transposed &&
+                                 !is_depthwise && !vector_shaped && g.groups == 1 &&
+                                 g.batch * out_plane <= kPositionsAsRows;
   // Packed float weights (a constant) on the GEMM paths that write each output once: the
   // first K block writes the bias with the sum (GemmInit), so the output is neither filled
   // first nor read back.
   const bool gemm_writes_bias = std::is_same_v<G, float> && state != nullptr && !transposed &&
-                                !is_depthwise && !vector_shaped && !(g.batch > 1 && out_plane < 64);
+                                !is_depthwise && !vector_shaped && !positions_as_rows &&
+                                !(g.batch > 1 && out_plane < 64);
   // Stride-1 convolutions of packed weights read their column matrix from the padded input
   // (below); the output is written by the band copies.
   const bool implicit_im2col =
@@ -292,10 +344,11 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
     const PackedConvWeights* packed = nullptr;
     if constexpr (std::is_same_v<G, float>) {
       if (state != nullptr && !is_depthwise) {
+        const bool rows_vs_weights = vector_shaped || positions_as_rows;
         packed = &cached_kernel_state<PackedConvWeights>(
-            *state, {weight.data, g.groups, cout_g, kdim, vector_shaped}, [&] {
+            *state, {weight.data, g.groups, cout_g, kdim, rows_vs_weights}, [&] {
               auto fresh = std::make_unique<PackedConvWeights>();
-              if (vector_shaped) {  // W^T [kdim, cout]: W read with swapped strides
+              if (rows_vs_weights) {  // W^T [kdim, cout]: W read with swapped strides
                 fresh->transposed = PackedB::pack(kdim, cout_g, MatrixRef<float>{w, 1, kdim});
                 return fresh;
               }
@@ -328,7 +381,32 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
                           (256 + g.ow - 1) / g.ow),
         1, std::max<int64_t>(g.oh, 1));
     const int64_t bands = (g.oh + band - 1) / band;
-    if (packed != nullptr && packed->transposed != nullptr) {
+    if (packed != nullptr && packed->transposed != nullptr && positions_as_rows) {
+      if constexpr (std::is_same_v<G, float>) {
+        // Row n*OH*OW + p of col^T is output position p of image n (its im2col column); the
+        // rows start from the bias (already in y) and take every K block in order.
+        const int64_t rows = g.batch * out_plane;
+        Buffer<float> col_t(rows * kdim), acc(rows * g.c_out);
+        for (int64_t n = 0; n < g.batch; ++n) {
+          im2row(x + n * g.c_in * in_plane, g, col_t.data() + n * out_plane * kdim);
+          for (int64_t co = 0; co < g.c_out; ++co) {
+            for (int64_t p = 0; p < out_plane; ++p)
+              acc.data()[(n * out_plane + p) * g.c_out + co] =
+                  y[(n * g.c_out + co) * out_plane + p];
+          }
+        }
+        gemm_packed(rows, 1.0f, MatrixRef<float>{col_t.data(), kdim, 1}, *packed->transposed,
+                    acc.data(), g.c_out);
+        for (int64_t n = 0; n < g.batch; ++n) {
+          for (int64_t co = 0; co < g.c_out; ++co) {
+            for (int64_t p = 0; p < out_plane; ++p)
+              y[(n * g.c_out + co) * out_plane + p] =
+                  acc.data()[(n * out_plane + p) * g.c_out + co];
+          }
+        }
+      }
+      if (epilogue_on) apply_epilogue(*epilogue, 0, out.numel());
+    } else if (packed != nullptr && packed->transposed != nullptr) {
       if constexpr (std::is_same_v<G, float>) {
         gemm_packed(g.batch, 1.0f, MatrixRef<float>{x, g.c_in, 1}, *packed->transposed, y, g.c_out);
       }
