@@ -67,6 +67,8 @@ Status CudaAllocator::copy(void* dst, const void* src, size_t bytes, int8_t inde
   ETC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, kind, ctx->stream()));
   // Complete before returning: the host side may be reused (H2D) or read (D2H) at once.
   ETC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(ctx->stream()));
+  // Results read back to the host: a kernel that met an index out of range says so here.
+  if (kind == cudaMemcpyDeviceToHost) return ctx->take_error_flag();
   return Status();
 }
 

@@ -114,7 +114,7 @@ DeviceContext::~DeviceContext() {
     if (Result<const CublasApi*> api = cublas_api(); api.ok()) (void)(*api)->destroy(cublas_);
   }
   if (scratch_ != nullptr) teardown_ok(cudaFree(scratch_), "cudaFree");
-  if (error_flag_ != nullptr) teardown_ok(cudaFree(error_flag_), "cudaFree");
+  if (error_flag_ != nullptr) teardown_ok(cudaFreeHost(error_flag_), "cudaFreeHost");
   if (stream_ != nullptr) teardown_ok(cudaStreamDestroy(stream_), "cudaStreamDestroy");
 }
 
@@ -162,26 +162,34 @@ Result<void*> DeviceContext::scratch(size_t bytes) {
 }
 
 Result<int32_t*> DeviceContext::error_flag() {
-  if (error_flag_ != nullptr) return error_flag_;
+  if (error_flag_ != nullptr) return error_flag_device_;
   ETC_RETURN_IF_ERROR(activate());
-  void* p = nullptr;
-  ETC_CUDA_RETURN_IF_ERROR(cudaMalloc(&p, sizeof(int32_t)));
-  if (cudaError_t e = cudaMemset(p, 0, sizeof(int32_t)); e != cudaSuccess) {
-    teardown_ok(cudaFree(p), "cudaFree");
+  // Pinned host memory mapped into the device: kernels write it (only on an error) and the
+  // host reads it after a synchronisation without a copy.
+  void* host = nullptr;
+  ETC_CUDA_RETURN_IF_ERROR(cudaHostAlloc(&host, sizeof(int32_t), cudaHostAllocMapped));
+  *static_cast<volatile int32_t*>(host) = 0;
+  void* device = nullptr;
+  if (cudaError_t e = cudaHostGetDevicePointer(&device, host, 0); e != cudaSuccess) {
+    teardown_ok(cudaFreeHost(host), "cudaFreeHost");
     ETC_CUDA_RETURN_IF_ERROR(e);
   }
-  error_flag_ = static_cast<int32_t*>(p);
-  return error_flag_;
+  error_flag_ = static_cast<int32_t*>(host);
+  error_flag_device_ = static_cast<int32_t*>(device);
+  return error_flag_device_;
 }
 
 Status DeviceContext::synchronize() const {
   ETC_RETURN_IF_ERROR(activate());
   ETC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return take_error_flag();
+}
+
+Status DeviceContext::take_error_flag() const {
   if (error_flag_ == nullptr) return Status();
-  int32_t flag = 0;
-  ETC_CUDA_RETURN_IF_ERROR(cudaMemcpy(&flag, error_flag_, sizeof(flag), cudaMemcpyDeviceToHost));
-  if (flag == 0) return Status();
-  ETC_CUDA_RETURN_IF_ERROR(cudaMemset(error_flag_, 0, sizeof(int32_t)));
+  volatile int32_t* flag = error_flag_;
+  if (*flag == 0) return Status();
+  *flag = 0;
   return invalid_input("cuda:" + std::to_string(index_) +
                        ": an index was out of range in embedding, index.Tensor or index_put (the "
                        "CUDA kernels gave zeros for those elements or left them unwritten)");
@@ -199,10 +207,13 @@ Result<DeviceContext*> DeviceContexts::get(int index) {
 
 Status DeviceContexts::synchronize_all() {
   std::lock_guard<std::mutex> lock(mu_);
+  Status first;  // every device is waited for (and its flag read) even after an error
   for (const auto& c : contexts_) {
-    if (c != nullptr) ETC_RETURN_IF_ERROR(c->synchronize());
+    if (c == nullptr) continue;
+    Status s = c->synchronize();
+    if (first.ok() && !s.ok()) first = std::move(s);
   }
-  return Status();
+  return first;
 }
 
 }  // namespace etc::cuda

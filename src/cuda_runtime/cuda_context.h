@@ -75,14 +75,17 @@ class DeviceContext {
   // Changes whenever scratch() moves the buffer: a captured CUDA graph that used scratch
   // memory is stale once this differs from its value at capture.
   uint64_t scratch_generation() const { return scratch_generation_; }
-  // A device word that kernels set to 1 when they meet an index out of range (embedding,
-  // index.Tensor, index_put): checking each launch would synchronise, so the word is read by
-  // synchronize(). Allocated (zeroed) on first use, which must not be inside a graph capture.
+  // A word (pinned host memory mapped into the device; the device address is returned) that
+  // kernels set to 1 when they meet an index out of range (embedding, index.Tensor,
+  // index_put): checking each launch would synchronise, so synchronize() and device-to-host
+  // copies read it. Allocated (zeroed) on first use, which must not be inside a graph capture.
   Result<int32_t*> error_flag();
 
   // Waits for everything queued on the stream; an error when a kernel set error_flag() since
-  // the last call (the flag is cleared).
+  // the flag was last read (the flag is cleared). Device-to-host copies read it too.
   Status synchronize() const;
+  // After the stream is synchronised: the error error_flag() holds, if any, and clears it.
+  Status take_error_flag() const;
 
  private:
   explicit DeviceContext(int index) : index_(index) {}
@@ -91,7 +94,8 @@ class DeviceContext {
   cublasHandle_t cublas_ = nullptr;
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
-  int32_t* error_flag_ = nullptr;
+  int32_t* error_flag_ = nullptr;         // host side (pinned, mapped)
+  int32_t* error_flag_device_ = nullptr;  // its device address
   uint64_t scratch_generation_ = 0;
 };
 

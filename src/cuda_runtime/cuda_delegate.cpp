@@ -47,11 +47,15 @@ class CudaDelegateHandle final : public rt::DelegateHandle {
   Status execute_graph(std::span<rt::Value*> args, bool* replayed) {
     // The call's tensors and the device's scratch buffer (another delegate may have grown,
     // and so moved, it since the capture).
+    // Inputs by pointer and sizes; outputs by pointer and rank (their sizes follow from the
+    // inputs', and before the call they hold the previous call's).
     std::vector<int64_t> where;
-    for (const rt::Value* v : args) {
-      where.push_back(static_cast<int64_t>(reinterpret_cast<uintptr_t>(v->tensor.data)));
-      where.push_back(static_cast<int64_t>(v->tensor.sizes.size()));
-      where.insert(where.end(), v->tensor.sizes.begin(), v->tensor.sizes.end());
+    const size_t n_in = method_->num_inputs();
+    for (size_t i = 0; i < args.size(); ++i) {
+      const rt::TensorView& t = args[i]->tensor;
+      where.push_back(static_cast<int64_t>(reinterpret_cast<uintptr_t>(t.data)));
+      where.push_back(static_cast<int64_t>(t.sizes.size()));
+      if (i < n_in) where.insert(where.end(), t.sizes.begin(), t.sizes.end());
     }
     where.push_back(static_cast<int64_t>(device_->scratch_generation()));
     if (exec_ != nullptr && where == captured_at_) {
@@ -60,8 +64,11 @@ class CudaDelegateHandle final : public rt::DelegateHandle {
       return Status();
     }
     if (where != last_plain_) {
-      last_plain_ = where;
-      return method_->execute();
+      // Remembered only after a run that completed (it grew scratch memory and made cuBLAS
+      // state for these sizes; a failed one may not have).
+      ETC_RETURN_IF_ERROR(method_->execute());
+      last_plain_ = std::move(where);
+      return Status();
     }
     drop_graph();
     cudaStream_t stream = device_->stream();
