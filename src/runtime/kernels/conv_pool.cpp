@@ -54,6 +54,11 @@ void im2row(const G* x, const ConvGeometry& g, G* out) {
             continue;
           }
           const G* row = x + (c * g.h + ih) * g.w;
+          if (g.dil[1] == 1 && g.kw <= 8) {  // short rows: no library calls
+            for (int64_t j = 0; j < g.kw; ++j)
+              dst[j] = j >= jlo && j < jhi ? row[iw0 + j] : G(0);
+            continue;
+          }
           if (g.dil[1] == 1) {
             std::fill_n(dst, jlo, G(0));
             std::copy(row + iw0 + jlo, row + iw0 + jhi, dst + jlo);
@@ -327,8 +332,9 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
       gemm_writes_bias && !pointwise && g.stride[0] == 1 && g.stride[1] == 1;
   std::optional<ReadAs<G>> rb;
   if (bias != nullptr) rb.emplace(*bias);
-  // Otherwise start from the bias (or zero); the GEMMs and loops below accumulate.
-  if (!gemm_writes_bias) {
+  // Otherwise start from the bias (or zero); the GEMMs and loops below accumulate (positions
+  // as rows start their transposed accumulator from it instead).
+  if (!gemm_writes_bias && !positions_as_rows) {
     if (bias != nullptr) {
       for (int64_t n = 0; n < g.batch; ++n) {
         for (int64_t c = 0; c < g.c_out; ++c)
@@ -384,15 +390,16 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
     if (packed != nullptr && packed->transposed != nullptr && positions_as_rows) {
       if constexpr (std::is_same_v<G, float>) {
         // Row n*OH*OW + p of col^T is output position p of image n (its im2col column); the
-        // rows start from the bias (already in y) and take every K block in order.
+        // rows start from the bias (or zero) and take every K block in order.
         const int64_t rows = g.batch * out_plane;
         Buffer<float> col_t(rows * kdim), acc(rows * g.c_out);
-        for (int64_t n = 0; n < g.batch; ++n) {
+        for (int64_t n = 0; n < g.batch; ++n)
           im2row(x + n * g.c_in * in_plane, g, col_t.data() + n * out_plane * kdim);
-          for (int64_t co = 0; co < g.c_out; ++co) {
-            for (int64_t p = 0; p < out_plane; ++p)
-              acc.data()[(n * out_plane + p) * g.c_out + co] =
-                  y[(n * g.c_out + co) * out_plane + p];
+        for (int64_t r = 0; r < rows; ++r) {
+          if (rb) {
+            std::copy_n(rb->data(), g.c_out, acc.data() + r * g.c_out);
+          } else {
+            std::fill_n(acc.data() + r * g.c_out, g.c_out, 0.0f);
           }
         }
         gemm_packed(rows, 1.0f, MatrixRef<float>{col_t.data(), kdim, 1}, *packed->transposed,

@@ -147,6 +147,36 @@ Status index_kernel(KernelContext& ctx, std::span<Value*> args) {
   const auto* src = static_cast<const char*>(self.data);
   auto* dst = static_cast<char*>(out.data);
   const auto block_bytes = static_cast<size_t>(w.block * esize);
+  if (w.indexed.size() == 1 && w.indexed[0].index->rank() == 1) {
+    // One 1-D index (a gather along one dim: positions, columns): out[o, l, :] =
+    // self[o, index[l], :], the index read and checked once instead of per block.
+    const IndexWalk::Indexed& ix = w.indexed[0];
+    const int64_t count = ix.index->numel();
+    std::vector<int64_t> rows(static_cast<size_t>(count));
+    for (int64_t l = 0; l < count; ++l) {
+      int64_t i = index_value(*ix.index, l);
+      if (i < -ix.self_size || i >= ix.self_size) {
+        return ctx.error("index " + std::to_string(i) + " is out of range for dim " +
+                         std::to_string(w.plan.indexed[0]) + " of size " +
+                         std::to_string(ix.self_size));
+      }
+      rows[static_cast<size_t>(l)] = (i < 0 ? i + ix.self_size : i) * ix.self_stride;
+    }
+    const int64_t outer = out.numel() / (count * w.block);
+    const int64_t outer_stride = ix.self_size * ix.self_stride;
+    for (int64_t o = 0; o < outer; ++o) {
+      char* d = dst + o * count * w.block * esize;
+      const char* s = src + o * outer_stride * esize;
+      if (w.block == 1 && esize == 4) {
+        for (int64_t l = 0; l < count; ++l)
+          std::memcpy(d + l * 4, s + rows[static_cast<size_t>(l)] * 4, 4);
+        continue;
+      }
+      for (int64_t l = 0; l < count; ++l)
+        std::memcpy(d + l * block_bytes, s + rows[static_cast<size_t>(l)] * esize, block_bytes);
+    }
+    return Status();
+  }
   return walk(ctx, w, [&](int64_t n, int64_t offset) {
     std::memcpy(dst + n * w.block * esize, src + offset * esize, block_bytes);
   });
