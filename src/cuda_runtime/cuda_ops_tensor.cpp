@@ -1023,22 +1023,7 @@ Status embedding(KernelContext& ctx, std::span<Value*> args) {
 // the index tensors' device pointers.
 Result<k::IndexArgs> index_args(const KernelContext& ctx, const TensorView& self,
                                 const Value& indices, IndexPlan* plan_out) {
-  std::vector<std::optional<std::vector<int64_t>>> shapes;
-  for (size_t d = 0; d < indices.tensors.size(); ++d) {
-    const TensorView* t = indices.tensors[d];
-    if (t == nullptr) {
-      shapes.emplace_back();
-      continue;
-    }
-    if (t->dtype != DType::kInt64 && t->dtype != DType::kInt32) {
-      return unsupported_dtype(ctx, ("index " + std::to_string(d)).c_str(), t->dtype,
-                               "int64 or int32");
-    }
-    shapes.push_back(t->sizes);
-  }
-  Result<IndexPlan> planned = plan_index(self.sizes, shapes);
-  if (!planned.ok()) return ctx.error(planned.status().message());
-  IndexPlan plan = std::move(planned).value();
+  ETC_ASSIGN_OR_RETURN(IndexPlan plan, rt::kernels::index_plan(ctx, self, indices));
   if (plan.result.size() > static_cast<size_t>(k::kMaxRank) ||
       plan.broadcast.size() > static_cast<size_t>(k::kMaxRank) ||
       self.rank() > static_cast<size_t>(k::kMaxRank))

@@ -38,20 +38,26 @@ int visible_devices() {
   return n.ok() ? *n : 0;
 }
 
-// Exports "y = a + b" (2x2 float32) with the given options and reads it back.
-pte::File export_add(ExportOptions options) {
-  Graph g = graph_from_json("[" + f32("a") + "," + f32("b") + "]",
-                            "[" + add("add", "a", "b", "y") + "]", R"(["y"])");
+// Exports a graph given as etc.graph JSON (inputs, nodes, outputs) with `options` and reads
+// the program back.
+pte::File export_json(const std::string& inputs, const std::string& nodes,
+                      const std::string& outputs, ExportOptions options = {}) {
+  Graph g = graph_from_json(inputs, nodes, outputs);
   PassRegistry r = make_pass_registry();
   ExportReport report;
   PassContext ctx{options, report};
   REQUIRE(run_pipeline(g, *parse_pipeline(kDefaultExportPipeline, r), r, ctx, {}).ok());
   Result<pte::File> emitted = emit_program(g);
   REQUIRE(emitted.ok());
-  Result<pte::File> f = read_pte(make_blob(*write_pte(*emitted)), "add.pte");
+  Result<pte::File> f = read_pte(make_blob(*write_pte(*emitted)), "test.pte");
   INFO(f.status().to_string());
   REQUIRE(f.ok());
   return std::move(f).value();
+}
+
+pte::File export_add(ExportOptions options) {
+  return export_json("[" + f32("a") + "," + f32("b") + "]", "[" + add("add", "a", "b", "y") + "]",
+                     R"(["y"])", options);
 }
 
 TEST_CASE("a failed pointer query is the CUDA error it is, never 'host memory'", "[nogpu]") {
@@ -312,21 +318,6 @@ std::pair<std::unique_ptr<rt::OwnedRuntime>, std::unique_ptr<rt::Method>> load_o
   INFO(loaded.status().to_string());
   REQUIRE(loaded.ok());
   return {std::move(runtime).value(), std::move(loaded).value()};
-}
-
-pte::File export_json(const std::string& inputs, const std::string& nodes,
-                      const std::string& outputs) {
-  Graph g = graph_from_json(inputs, nodes, outputs);
-  PassRegistry r = make_pass_registry();
-  ExportOptions options;
-  ExportReport report;
-  PassContext ctx{options, report};
-  REQUIRE(run_pipeline(g, *parse_pipeline(kDefaultExportPipeline, r), r, ctx, {}).ok());
-  Result<pte::File> emitted = emit_program(g);
-  REQUIRE(emitted.ok());
-  Result<pte::File> f = read_pte(make_blob(*write_pte(*emitted)), "test.pte");
-  REQUIRE(f.ok());
-  return std::move(f).value();
 }
 
 TEST_CASE("an index out of range on the GPU is reported by the next read-back", "[gpu]") {

@@ -121,6 +121,16 @@ std::vector<float> step(rt::Method& m, float value, int64_t p) {
   return floats(m.output(0));
 }
 
+// One call of the counter program: the count it returns.
+int64_t count_call(rt::Method& m) {
+  float one = 1;
+  REQUIRE(m.set_input(0, &one, 4).ok());
+  REQUIRE(m.execute().ok());
+  int64_t n = 0;
+  std::memcpy(&n, m.output(0).data, 8);
+  return n;
+}
+
 TEST_CASE(
     "a KV-cache write the state is not read after runs in place, as ExecuTorch's index_put_") {
   Graph g = kv_step(false);
@@ -235,14 +245,8 @@ TEST_CASE("a step counter a CUDA delegate increments lives on the device") {
   CHECK_FALSE(state->device.is_cpu());
   CHECK_FALSE(has(operators(f), "aten::copy_"));
   Loaded l = load(f);
-  float one = 1;
-  for (int64_t want = 1; want <= 3; ++want) {
-    REQUIRE(l.method->set_input(0, &one, 4).ok());
-    REQUIRE(l.method->execute().ok());
-    int64_t n = 0;
-    std::memcpy(&n, l.method->output(0).data, 8);
-    CHECK(n == want);
-  }
+  for (int64_t want = 1; want <= 3; ++want)
+    CHECK(count_call(*l.method) == want);
 }
 
 TEST_CASE("a state read after its update is written back by copy_ at the end") {
@@ -269,20 +273,10 @@ TEST_CASE("a call counter in state counts calls, from its initial value after a 
   pte::File f = export_graph(g);
   CHECK(has(operators(f), "aten::copy_"));
   Loaded l = load(f);
-  float one = 1;
-  for (int64_t want = 1; want <= 3; ++want) {
-    REQUIRE(l.method->set_input(0, &one, 4).ok());
-    REQUIRE(l.method->execute().ok());
-    int64_t n = 0;
-    std::memcpy(&n, l.method->output(0).data, 8);
-    CHECK(n == want);
-  }
+  for (int64_t want = 1; want <= 3; ++want)
+    CHECK(count_call(*l.method) == want);
   REQUIRE(l.method->reset_state().ok());
-  REQUIRE(l.method->set_input(0, &one, 4).ok());
-  REQUIRE(l.method->execute().ok());
-  int64_t n = 0;
-  std::memcpy(&n, l.method->output(0).data, 8);
-  CHECK(n == 1);
+  CHECK(count_call(*l.method) == 1);
 }
 
 TEST_CASE("a damaged initial-state segment is a located error, never a read past the file") {

@@ -34,23 +34,8 @@ struct IndexWalk {
 
 Result<IndexWalk> make_walk(const KernelContext& ctx, const TensorView& self,
                             const Value& indices) {
-  std::vector<std::optional<std::vector<int64_t>>> shapes;
-  for (size_t d = 0; d < indices.tensors.size(); ++d) {
-    const TensorView* t = indices.tensors[d];
-    if (t == nullptr) {
-      shapes.emplace_back();
-      continue;
-    }
-    if (t->dtype != DType::kInt64 && t->dtype != DType::kInt32) {
-      return unsupported_dtype(ctx, ("index " + std::to_string(d)).c_str(), t->dtype,
-                               "int64 or int32");
-    }
-    shapes.push_back(t->sizes);
-  }
-  Result<IndexPlan> plan = plan_index(self.sizes, shapes);
-  if (!plan.ok()) return ctx.error(plan.status().message());
   IndexWalk w;
-  w.plan = std::move(plan).value();
+  ETC_ASSIGN_OR_RETURN(w.plan, index_plan(ctx, self, indices));
   const std::vector<int64_t> strides = contiguous_strides(self.sizes);
   if (w.plan.indexed.empty()) {
     w.block = self.numel();
@@ -348,6 +333,26 @@ Status copy_inplace_kernel(KernelContext& ctx, std::span<Value*> args) {
 }
 
 }  // namespace
+
+Result<IndexPlan> index_plan(const KernelContext& ctx, const TensorView& self,
+                             const Value& indices) {
+  std::vector<std::optional<std::vector<int64_t>>> shapes;
+  for (size_t d = 0; d < indices.tensors.size(); ++d) {
+    const TensorView* t = indices.tensors[d];
+    if (t == nullptr) {
+      shapes.emplace_back();
+      continue;
+    }
+    if (t->dtype != DType::kInt64 && t->dtype != DType::kInt32) {
+      return unsupported_dtype(ctx, ("index " + std::to_string(d)).c_str(), t->dtype,
+                               "int64 or int32");
+    }
+    shapes.push_back(t->sizes);
+  }
+  Result<IndexPlan> plan = plan_index(self.sizes, shapes);
+  if (!plan.ok()) return ctx.error(plan.status().message());
+  return std::move(plan).value();
+}
 
 Status register_index_kernels(OperatorRegistry& r) {
   ETC_RETURN_IF_ERROR(

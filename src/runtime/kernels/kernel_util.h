@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "graph/dtype.h"
+#include "graph/ops.h"
 #include "runtime/kernel.h"
 #include "runtime/tensor.h"
 #include "support/half.h"
@@ -489,6 +490,11 @@ Status register_reduce_norm_kernels(OperatorRegistry& registry);
 Status register_shape_kernels(OperatorRegistry& registry);
 Status register_index_kernels(OperatorRegistry& registry);
 Status register_creation_kernels(OperatorRegistry& registry);
+
+// `self[indices]` (index.Tensor, index_put) planned from the index tensors' shapes (each int64
+// or int32; a null entry is None): plan_index's result, or its error for this kernel.
+Result<IndexPlan> index_plan(const KernelContext& ctx, const TensorView& self,
+                             const Value& indices);
 
 // Output sizes of the layout ops from the actual input sizes, shared by the CPU and CUDA
 // kernels (so a dynamic-bound tensor is resized the same way on both):
