@@ -8,7 +8,8 @@
 # faster).
 #
 # Usage: bench/onnx_vs_ort.sh [ETC_BINARY]   (default build/apps/etc/etc)
-# Environment: WARMUP (10), ITERATIONS (100).
+# Environment: WARMUP (10), ITERATIONS (100), ONLY (space-separated model ids, e.g.
+# "silero_vad torch_resnet18": only those).
 set -euo pipefail
 
 ETC=${1:-build/apps/etc/etc}
@@ -27,6 +28,7 @@ printf '%-20s %-24s %9s %9s %9s %9s %8s %8s\n' model input "etc-1t" "ort-1t" "et
 # bench ID MODEL LABEL ORT_ARGS... -- ETC_EXPORT_ARGS... -- ETC_INPUT_ARGS...
 bench() {
   local id=$1 model=$2 label=$3; shift 3
+  [[ -n ${ONLY:-} && " $ONLY " != *" $id "* ]] && return 0
   local ort_args=() export_args=() inputs=()
   while [[ $1 != -- ]]; do ort_args+=("$1"); shift; done; shift
   while [[ $1 != -- ]]; do export_args+=("$1"); shift; done; shift
