@@ -135,6 +135,12 @@ const ConvCase kConvCases[] = {
     {4, 1, 1, 832, 40, 1, 256, 1, 128, 0, 0, 1, 1, 1, false, 0, 0, false},
     {2, 5, 5, 5, 7, 2, 3, 1, 1, 1, 1, 2, 2, 1, false, 0, 0, true},
     {1, 9, 3, 3, 5, 3, 3, 1, 1, 0, 0, 1, 1, 1, false, 0, 0, true},
+    // RGB first layers (few input channels: a direct loop, 4 output channels x 16 columns per
+    // strip): mobilenet_v3's 3 -> 16 3x3 stride 2 on an odd plane (a 3-column last strip),
+    // 3 -> 14 (a last block of 2 channels) 5x5 with dilation 2, and 4 -> 16 7x7 stride 3.
+    {2, 3, 37, 45, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, false, 0, 0, true},
+    {1, 3, 20, 33, 14, 5, 5, 1, 1, 3, 2, 2, 2, 1, false, 0, 0, false},
+    {1, 4, 29, 40, 16, 7, 7, 3, 3, 3, 3, 1, 1, 1, false, 0, 0, true},
 };
 
 TEST_CASE("convolution variants against a direct loop") {
@@ -238,6 +244,58 @@ TEST_CASE("a convolution's epilogue gives the bits of the instructions it stands
   }
 }
 
+TEST_CASE("a first layer's epilogue may write over the layer's input (read whole first)") {
+  // 4 -> 16 channels, 3x3 stride 2 on 64x64, two images: an image's input and its out both
+  // hold 16384 floats. Memory planning may put an epilogue's temporary over the input once the
+  // convolution is its last reader; here image 0's temporary lies over image 1's input, which
+  // the direct loop must have read before it writes any output row.
+  const Sizes xs{2, 4, 64, 64}, os{2, 16, 32, 32};
+  const int64_t image = 16384;
+  for (kernels::GemmIsa isa : {kernels::GemmIsa::kAuto, kernels::GemmIsa::kPortable}) {
+    const IsaScope scope(isa);
+    Call c("aten::convolution.out");
+    Value* x_copy = c.random(DType::kFloat32, xs, 41);
+    Value* buffer = c.out(DType::kFloat32, {3 * image});
+    auto* base = static_cast<float*>(buffer->tensor.data);
+    std::memcpy(base, x_copy->tensor.data, static_cast<size_t>(x_copy->tensor.nbytes()));
+    Value* x = c.out(DType::kFloat32, xs);
+    x->tensor.data = base;
+    Value* w = c.random(DType::kFloat32, {16, 4, 3, 3}, 42);
+    Value* b = c.random(DType::kFloat32, {16}, 43);
+    auto args = [&](Value* input) {
+      return std::vector<Value*>{
+          input,          w,     b, c.ints({2, 2}), c.ints({1, 1}), c.ints({1, 1}), c.b(false),
+          c.ints({0, 0}), c.i(1)};
+    };
+    // The instructions: y = conv(x); u = y * 0.5; y = y + u.
+    Value* y = c.out(DType::kFloat32, os);
+    Value* u = c.out(DType::kFloat32, os);
+    std::vector<Value*> plain = args(x_copy);
+    plain.push_back(y);
+    plain.push_back(y);
+    REQUIRE(c.run_raw(plain).ok());
+    Call mul("aten::mul.Scalar_out"), add("aten::add.out");
+    REQUIRE(mul.run({y, mul.d(0.5)}, {u}).ok());
+    REQUIRE(add.run({y, u, add.i(1)}, {y}).ok());
+    // Fused, with u's memory over the input's.
+    Value* fy = c.out(DType::kFloat32, os);
+    Value* fu = c.out(DType::kFloat32, os);
+    fu->tensor.data = base + image;
+    using Kind = Epilogue::Op::Kind;
+    Epilogue e;
+    e.ops = {{Kind::kMul, &fy->tensor, nullptr, 0.5f, 0, 0, &fu->tensor},
+             {Kind::kAdd, &fy->tensor, &fu->tensor, 0, 0, 0, &fy->tensor}};
+    e.after_inputs = true;
+    c.set_epilogue(&e);
+    std::vector<Value*> fused = args(x);
+    fused.push_back(fy);
+    fused.push_back(fy);
+    REQUIRE(c.run_raw(fused).ok());
+    CHECK(std::memcmp(y->tensor.data, fy->tensor.data, static_cast<size_t>(y->tensor.nbytes())) ==
+          0);
+  }
+}
+
 TEST_CASE("3x3 convolutions of constant weights by Winograd F(2x2, 3x3) match the direct sum") {
   // Shapes in Winograd's range (16+ input channels, 32-400 tiles of 2x2 outputs): odd output
   // sizes (a last tile half outside), padding 0, 1 and 2, two images, and a fused epilogue.
@@ -330,7 +388,9 @@ TEST_CASE("constant convolution weights are packed once and give the same bits")
     // The direct depthwise loop (one input channel, a channel multiplier of at most 4)
     // keeps no packed weights; one input channel feeding many outputs is a GEMM.
     const bool depthwise = k.c_in / k.groups == 1 && k.c_out / k.groups <= 4 && !pointwise;
-    CHECK((c.state() != nullptr) == !depthwise);
+    // Few input channels into few outputs (a first layer) run a direct loop: no packing.
+    const bool few_inputs = k.groups == 1 && k.c_in <= 4 && k.c_out <= 16 && k.kh <= 7 && k.kw <= 7;
+    CHECK((c.state() != nullptr) == !(depthwise || few_inputs));
     CHECK(run(w) == plain);    // uses the packed weights
     CHECK(run(w2) == plain2);  // other weights: packed again, not the stale ones
   }

@@ -27,10 +27,21 @@ struct ConvGeometry {
 // phases, so every tap of an output row reads a contiguous run and the rows go through
 // vector registers whatever the plane's width; output channels run in parallel. Per output:
 // bias, then the taps in (row, column) order with fused multiply-adds (the AVX2 and AVX-512
-// builds agree bit for bit; the portable build rounds the products). A direct loop over
-// three input channels (an RGB first layer) was measured slower than im2col + GEMM.
+// builds agree bit for bit; the portable build rounds the products).
 void depthwise_conv_f32(const float* x, const float* w, const float* bias, const ConvGeometry& g,
                         int64_t cout_g, float* y, const Epilogue* epilogue);
+
+// A float convolution of one group with few input channels (an RGB first layer: K = C_in x
+// KH x KW is too short for a GEMM to run well, and its column matrix is the largest of the
+// network): y = bias + conv(x), then the epilogue (may be null; its outs may lie over the
+// input, which is read whole first) on each band of output rows, while it is in cache. The
+// input planes are padded and split into stride phases once, before any output; each
+// output row goes in strips of 16 columns for 4 output channels at a time, every tap in
+// registers, output rows in parallel. Per output: bias, then the taps in (channel, row,
+// column) order with fused multiply-adds (AVX2 and AVX-512 builds agree; the portable build
+// rounds the products).
+void few_input_channels_conv_f32(const float* x, const float* w, const float* bias,
+                                 const ConvGeometry& g, float* y, const Epilogue* epilogue);
 
 // A 3x3, stride-1, undilated float convolution of one group by Winograd's F(2x2, 3x3)
 // (conv_winograd.cpp): 2.25x fewer multiply-adds than im2col + GEMM, for the weights a

@@ -32,14 +32,16 @@ struct PaddedPlane {
   int64_t floats() const { return phases * rows * width; }
 };
 
-PaddedPlane plane_layout(const ConvGeometry& g) {
+// `col_round`: the output columns a strip may compute, rounded up to it (reads stay inside
+// the plane's rows).
+PaddedPlane plane_layout(const ConvGeometry& g, int64_t col_round = kLanes) {
   PaddedPlane p;
   // The last band of kMaxRows output rows reads up to row
   // (round_up(OH, kMaxRows) - 1) * stride + (KH - 1) * dilation.
   const int64_t band_rows = (g.oh + kMaxRows - 1) / kMaxRows * kMaxRows;
   p.rows = std::max(g.h + 2 * g.pad[0], (band_rows - 1) * g.stride[0] + (g.kh - 1) * g.dil[0] + 1);
   p.phases = g.stride[1];
-  const int64_t ow_pad = (g.ow + kLanes - 1) / kLanes * kLanes;
+  const int64_t ow_pad = (g.ow + col_round - 1) / col_round * col_round;
   int64_t max_col = 0;
   for (int64_t j = 0; j < g.kw; ++j)
     max_col = std::max(max_col, j * g.dil[1] / p.phases);
@@ -229,7 +231,140 @@ void channels_portable(const float* x, const float* w, const float* bias, const 
   channels(x, w, bias, g, cout_g, y, epilogue, begin, end);
 }
 
+// ---- Few input channels, all output channels (an RGB first layer) ---------------------
+
+constexpr int64_t kDenseCo = 4;      // output channels per strip
+constexpr int64_t kDenseChunks = 2;  // a strip: 16 output columns of one row
+
+// Output columns [c0, c0 + n) (n <= 16) of output row oh, for the kDenseCo output channels of
+// weight block `wb` ([tap][kDenseCo], zero past the last channel), all taps in registers: each
+// input load feeds kDenseCo multiply-adds. Stores the first `cob` channels.
+template <int64_t KW>
+__attribute__((always_inline)) inline void dense_strip(const float* planes, int64_t plane_floats,
+                                                       const PaddedPlane& p, const ConvGeometry& g,
+                                                       const float* wb, const float* bias,
+                                                       int64_t cob, int64_t oh, int64_t c0,
+                                                       int64_t n, float* y) {
+  const int64_t kw = KW > 0 ? KW : g.kw;
+  Vec8 acc[kDenseCo][kDenseChunks];
+  for (int64_t k = 0; k < kDenseCo; ++k) {
+    const float b = bias != nullptr && k < cob ? bias[k] : 0.0f;
+    for (int64_t c = 0; c < kDenseChunks; ++c)
+      acc[k][c] = Vec8{} + b;
+  }
+  const int64_t* tap_offset = p.tap_offset.data();
+  const float* w = wb;
+  for (int64_t ci = 0; ci < g.c_in; ++ci) {
+    const float* plane = planes + ci * plane_floats;
+    for (int64_t i = 0; i < g.kh; ++i) {
+      const float* __restrict prow = plane + (oh * g.stride[0] + i * g.dil[0]) * p.width + c0;
+#pragma GCC unroll 8
+      for (int64_t j = 0; j < kw; ++j, w += kDenseCo) {
+        const float* s = prow + tap_offset[j];
+        const Vec8 v0 = load8(s), v1 = load8(s + kLanes);
+        for (int64_t k = 0; k < kDenseCo; ++k) {
+          acc[k][0] += w[k] * v0;
+          acc[k][1] += w[k] * v1;
+        }
+      }
+    }
+  }
+  for (int64_t k = 0; k < cob; ++k) {
+    float* __restrict yr = y + k * g.oh * g.ow + oh * g.ow + c0;
+    const int64_t whole = n / kLanes;
+    for (int64_t c = 0; c < whole; ++c)
+      std::memcpy(yr + c * kLanes, &acc[k][c], sizeof(Vec8));
+    if (whole < kDenseChunks) {
+      const Vec8 v = acc[k][whole < kDenseChunks ? whole : 0];
+      for (int64_t t = 0; t < n - whole * kLanes; ++t)
+        yr[whole * kLanes + t] = v[t];
+    }
+  }
+}
+
+// Output rows [r0, r1) of every output channel of one image.
+__attribute__((always_inline)) inline void dense_rows(const float* planes, int64_t plane_floats,
+                                                      const PaddedPlane& p, const ConvGeometry& g,
+                                                      const float* wpack, const float* bias,
+                                                      float* y, int64_t r0, int64_t r1) {
+  const int64_t taps = g.c_in * g.kh * g.kw;
+  const int64_t strip = kDenseChunks * kLanes;
+  for (int64_t co = 0; co < g.c_out; co += kDenseCo) {
+    const float* wb = wpack + co * taps;
+    const float* b = bias != nullptr ? bias + co : nullptr;
+    const int64_t cob = std::min(kDenseCo, g.c_out - co);
+    float* yc = y + co * g.oh * g.ow;
+    for (int64_t oh = r0; oh < r1; ++oh) {
+      for (int64_t c0 = 0; c0 < g.ow; c0 += strip) {
+        const int64_t n = std::min(strip, g.ow - c0);
+        if (g.kw == 3) {
+          dense_strip<3>(planes, plane_floats, p, g, wb, b, cob, oh, c0, n, yc);
+        } else {
+          dense_strip<0>(planes, plane_floats, p, g, wb, b, cob, oh, c0, n, yc);
+        }
+      }
+    }
+  }
+}
+
+__attribute__((target("avx2,fma"))) void dense_rows_avx2(const float* planes, int64_t plane_floats,
+                                                         const PaddedPlane& p,
+                                                         const ConvGeometry& g, const float* wpack,
+                                                         const float* bias, float* y, int64_t r0,
+                                                         int64_t r1) {
+  dense_rows(planes, plane_floats, p, g, wpack, bias, y, r0, r1);
+}
+
+void dense_rows_portable(const float* planes, int64_t plane_floats, const PaddedPlane& p,
+                         const ConvGeometry& g, const float* wpack, const float* bias, float* y,
+                         int64_t r0, int64_t r1) {
+  dense_rows(planes, plane_floats, p, g, wpack, bias, y, r0, r1);
+}
+
 }  // namespace
+
+void few_input_channels_conv_f32(const float* x, const float* w, const float* bias,
+                                 const ConvGeometry& g, float* y, const Epilogue* epilogue) {
+  auto* run = dense_rows_portable;
+  switch (gemm_float_kernel()) {
+    case FloatKernel::kAvx512:  // 8-wide vectors: the AVX2 build serves AVX-512 CPUs too
+    case FloatKernel::kAvx2:
+      run = dense_rows_avx2;
+      break;
+    case FloatKernel::kPortable:
+      break;
+  }
+  // Weights by blocks of kDenseCo output channels, tap-major within a block (ci, i, j), the
+  // block's channels side by side; zero past the last channel.
+  const int64_t taps = g.c_in * g.kh * g.kw;
+  const int64_t blocks = (g.c_out + kDenseCo - 1) / kDenseCo;
+  std::vector<float> wpack(static_cast<size_t>(blocks * kDenseCo * taps), 0.0f);
+  for (int64_t co = 0; co < g.c_out; ++co) {
+    for (int64_t t = 0; t < taps; ++t)
+      wpack[static_cast<size_t>(((co / kDenseCo) * taps + t) * kDenseCo + co % kDenseCo)] =
+          w[co * taps + t];
+  }
+  // Every image's planes first: the input is read whole before any output is written, so the
+  // epilogue may go by rows even when its outs lie over the input.
+  const PaddedPlane p = plane_layout(g, kDenseChunks * kLanes);
+  const int64_t plane_floats = p.floats();
+  std::vector<float> planes(static_cast<size_t>(g.batch * g.c_in * plane_floats), 0.0f);
+  for (int64_t t = 0; t < g.batch * g.c_in; ++t)
+    fill_plane(x + t * g.h * g.w, g, p, planes.data() + t * plane_floats);
+  const int64_t out_plane = g.oh * g.ow;
+  for (int64_t n = 0; n < g.batch; ++n) {
+    const float* pn = planes.data() + n * g.c_in * plane_floats;
+    float* yn = y + n * g.c_out * out_plane;
+    parallel_for(g.oh, 4, [&](int64_t r0, int64_t r1) {
+      run(pn, plane_floats, p, g, wpack.data(), bias, yn, r0, r1);
+      // The rows just written, while they are in cache.
+      for (int64_t co = 0; epilogue != nullptr && co < g.c_out; ++co) {
+        const int64_t at = (n * g.c_out + co) * out_plane;
+        apply_epilogue(*epilogue, at + r0 * g.ow, at + r1 * g.ow);
+      }
+    });
+  }
+}
 
 void depthwise_conv_f32(const float* x, const float* w, const float* bias, const ConvGeometry& g,
                         int64_t cout_g, float* y, const Epilogue* epilogue) {

@@ -450,9 +450,12 @@ namespace {
 
 // o[i] = f(a[i], b[i]) where each of a, b is o itself or memory no other pointer overlaps
 // (Method::load's guarantee): every case gets restrict pointers, so the loop vectorises
-// without a run-time overlap check, which an in-place call (a == o) would fail.
+// without a run-time overlap check, which an in-place call (a == o) would fail. Inlined into
+// each build of apply_epilogue, so the AVX2 build's loops are 8 wide (a separate function is
+// compiled for any x86-64 only: 4-wide divisions).
 template <typename F>
-void binary_range(const float* a, const float* b, float* o, int64_t n, F f) {
+__attribute__((always_inline)) inline void binary_range(const float* a, const float* b, float* o,
+                                                        int64_t n, F f) {
   if (a == o && b == o) {
     for (int64_t i = 0; i < n; ++i)
       o[i] = f(o[i], o[i]);
@@ -476,7 +479,7 @@ void binary_range(const float* a, const float* b, float* o, int64_t n, F f) {
 }
 
 template <typename F>
-void unary_range(const float* a, float* o, int64_t n, F f) {
+__attribute__((always_inline)) inline void unary_range(const float* a, float* o, int64_t n, F f) {
   if (a == o) {
     float* __restrict oo = o;
     for (int64_t i = 0; i < n; ++i)
