@@ -141,6 +141,8 @@ const ConvCase kConvCases[] = {
     {2, 3, 37, 45, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, false, 0, 0, true},
     {1, 3, 20, 33, 14, 5, 5, 1, 1, 3, 2, 2, 2, 1, false, 0, 0, false},
     {1, 4, 29, 40, 16, 7, 7, 3, 3, 3, 3, 1, 1, 1, false, 0, 0, true},
+    {1, 3, 53, 71, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, false, 0, 0, true},   // 3 -> 32 (AVX-512)
+    {1, 3, 16, 18, 27, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, 0, 0, false},  // 27: a part block
 };
 
 TEST_CASE("convolution variants against a direct loop") {
@@ -389,7 +391,9 @@ TEST_CASE("constant convolution weights are packed once and give the same bits")
     // keeps no packed weights; one input channel feeding many outputs is a GEMM.
     const bool depthwise = k.c_in / k.groups == 1 && k.c_out / k.groups <= 4 && !pointwise;
     // Few input channels into few outputs (a first layer) run a direct loop: no packing.
-    const bool few_inputs = k.groups == 1 && k.c_in <= 4 && k.c_out <= 16 && k.kh <= 7 && k.kw <= 7;
+    const bool few_inputs = k.groups == 1 && k.c_in <= 4 &&
+                            k.c_out <= kernels::few_input_channels_max_outputs() && k.kh <= 7 &&
+                            k.kw <= 7;
     CHECK((c.state() != nullptr) == !(depthwise || few_inputs));
     CHECK(run(w) == plain);    // uses the packed weights
     CHECK(run(w2) == plain2);  // other weights: packed again, not the stale ones

@@ -36,12 +36,17 @@ void depthwise_conv_f32(const float* x, const float* w, const float* bias, const
 // network): y = bias + conv(x), then the epilogue (may be null; its outs may lie over the
 // input, which is read whole first) on each band of output rows, while it is in cache. The
 // input planes are padded and split into stride phases once, before any output; each
-// output row goes in strips of 16 columns for 4 output channels at a time, every tap in
-// registers, output rows in parallel. Per output: bias, then the taps in (channel, row,
-// column) order with fused multiply-adds (AVX2 and AVX-512 builds agree; the portable build
-// rounds the products).
+// output row goes in strips of 16 (32) columns for 4 (8) output channels at a time, every tap in
+// registers (8 channels x 16 lanes on AVX-512), output rows in parallel. Per output: bias,
+// then the taps in (channel, row, column) order with fused multiply-adds (the AVX2 and
+// AVX-512 builds agree; the portable build rounds the products).
 void few_input_channels_conv_f32(const float* x, const float* w, const float* bias,
                                  const ConvGeometry& g, float* y, const Epilogue* epilogue);
+// The most output channels for which the direct loop beats im2col + GEMM with the float
+// kernels in use: 32 with AVX-512 (8 channels x 16 lanes per strip: mobilenet_v2's 3 -> 32),
+// else 16 (4 x 8: mobilenet_v2's 3 -> 32 ran 0.48 ms against the GEMM's 0.44; mobilenet_v3's
+// and the PP-OCR models' 3 -> 16 and 3 -> 8 gain). resnet18's 3 -> 64 7x7 stays on the GEMM.
+int64_t few_input_channels_max_outputs();
 
 // A 3x3, stride-1, undilated float convolution of one group by Winograd's F(2x2, 3x3)
 // (conv_winograd.cpp): 2.25x fewer multiply-adds than im2col + GEMM, for the weights a

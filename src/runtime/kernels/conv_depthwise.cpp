@@ -233,24 +233,47 @@ void channels_portable(const float* x, const float* w, const float* bias, const 
 
 // ---- Few input channels, all output channels (an RGB first layer) ---------------------
 
-constexpr int64_t kDenseCo = 4;      // output channels per strip
-constexpr int64_t kDenseChunks = 2;  // a strip: 16 output columns of one row
+// Sixteen floats as one value (one zmm in the AVX-512 build).
+typedef float Vec16 __attribute__((vector_size(64)));
 
-// Output columns [c0, c0 + n) (n <= 16) of output row oh, for the kDenseCo output channels of
-// weight block `wb` ([tap][kDenseCo], zero past the last channel), all taps in registers: each
-// input load feeds kDenseCo multiply-adds. Stores the first `cob` channels.
-template <int64_t KW>
+// The strip shapes: an AVX2 (or portable) build holds 4 output channels x 2 chunks of 8
+// columns (8 of its 16 registers); the AVX-512 build 8 output channels x 2 chunks of 16
+// (16 of its 32), so each input load feeds twice the multiply-adds on twice the lanes.
+template <typename V, int64_t kCo>
+struct DenseShape {
+  using Vec = V;
+  static constexpr int64_t kLanesV = sizeof(V) / sizeof(float);
+  static constexpr int64_t kCoV = kCo;
+  static constexpr int64_t kChunks = 2;
+  static constexpr int64_t kStrip = kChunks * kLanesV;
+};
+using DenseNarrow = DenseShape<Vec8, 4>;
+using DenseWide = DenseShape<Vec16, 8>;
+
+template <typename V>
+__attribute__((always_inline)) inline V load_v(const float* p) {
+  V v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// Output columns [c0, c0 + n) (n <= S::kStrip) of output row oh, for the S::kCoV output
+// channels of weight block `wb` ([tap][kCoV], zero past the last channel), all taps in
+// registers. Stores the first `cob` channels.
+template <typename S, int64_t KW>
 __attribute__((always_inline)) inline void dense_strip(const float* planes, int64_t plane_floats,
                                                        const PaddedPlane& p, const ConvGeometry& g,
                                                        const float* wb, const float* bias,
                                                        int64_t cob, int64_t oh, int64_t c0,
                                                        int64_t n, float* y) {
+  using V = typename S::Vec;
+  constexpr int64_t kCo = S::kCoV, kChunks = S::kChunks, kL = S::kLanesV;
   const int64_t kw = KW > 0 ? KW : g.kw;
-  Vec8 acc[kDenseCo][kDenseChunks];
-  for (int64_t k = 0; k < kDenseCo; ++k) {
+  V acc[kCo][kChunks];
+  for (int64_t k = 0; k < kCo; ++k) {
     const float b = bias != nullptr && k < cob ? bias[k] : 0.0f;
-    for (int64_t c = 0; c < kDenseChunks; ++c)
-      acc[k][c] = Vec8{} + b;
+    for (int64_t c = 0; c < kChunks; ++c)
+      acc[k][c] = V{} + b;
   }
   const int64_t* tap_offset = p.tap_offset.data();
   const float* w = wb;
@@ -259,10 +282,10 @@ __attribute__((always_inline)) inline void dense_strip(const float* planes, int6
     for (int64_t i = 0; i < g.kh; ++i) {
       const float* __restrict prow = plane + (oh * g.stride[0] + i * g.dil[0]) * p.width + c0;
 #pragma GCC unroll 8
-      for (int64_t j = 0; j < kw; ++j, w += kDenseCo) {
+      for (int64_t j = 0; j < kw; ++j, w += kCo) {
         const float* s = prow + tap_offset[j];
-        const Vec8 v0 = load8(s), v1 = load8(s + kLanes);
-        for (int64_t k = 0; k < kDenseCo; ++k) {
+        const V v0 = load_v<V>(s), v1 = load_v<V>(s + kL);
+        for (int64_t k = 0; k < kCo; ++k) {
           acc[k][0] += w[k] * v0;
           acc[k][1] += w[k] * v1;
         }
@@ -271,40 +294,51 @@ __attribute__((always_inline)) inline void dense_strip(const float* planes, int6
   }
   for (int64_t k = 0; k < cob; ++k) {
     float* __restrict yr = y + k * g.oh * g.ow + oh * g.ow + c0;
-    const int64_t whole = n / kLanes;
+    const int64_t whole = n / kL;
     for (int64_t c = 0; c < whole; ++c)
-      std::memcpy(yr + c * kLanes, &acc[k][c], sizeof(Vec8));
-    if (whole < kDenseChunks) {
-      const Vec8 v = acc[k][whole < kDenseChunks ? whole : 0];
-      for (int64_t t = 0; t < n - whole * kLanes; ++t)
-        yr[whole * kLanes + t] = v[t];
+      std::memcpy(yr + c * kL, &acc[k][c], sizeof(V));
+    if (whole < kChunks) {
+      const V v = acc[k][whole < kChunks ? whole : 0];
+      for (int64_t t = 0; t < n - whole * kL; ++t)
+        yr[whole * kL + t] = v[t];
     }
   }
 }
 
 // Output rows [r0, r1) of every output channel of one image.
+template <typename S>
 __attribute__((always_inline)) inline void dense_rows(const float* planes, int64_t plane_floats,
                                                       const PaddedPlane& p, const ConvGeometry& g,
                                                       const float* wpack, const float* bias,
                                                       float* y, int64_t r0, int64_t r1) {
   const int64_t taps = g.c_in * g.kh * g.kw;
-  const int64_t strip = kDenseChunks * kLanes;
-  for (int64_t co = 0; co < g.c_out; co += kDenseCo) {
+  for (int64_t co = 0; co < g.c_out; co += S::kCoV) {
     const float* wb = wpack + co * taps;
     const float* b = bias != nullptr ? bias + co : nullptr;
-    const int64_t cob = std::min(kDenseCo, g.c_out - co);
+    const int64_t cob = std::min(S::kCoV, g.c_out - co);
     float* yc = y + co * g.oh * g.ow;
     for (int64_t oh = r0; oh < r1; ++oh) {
-      for (int64_t c0 = 0; c0 < g.ow; c0 += strip) {
-        const int64_t n = std::min(strip, g.ow - c0);
+      for (int64_t c0 = 0; c0 < g.ow; c0 += S::kStrip) {
+        const int64_t n = std::min(S::kStrip, g.ow - c0);
         if (g.kw == 3) {
-          dense_strip<3>(planes, plane_floats, p, g, wb, b, cob, oh, c0, n, yc);
+          dense_strip<S, 3>(planes, plane_floats, p, g, wb, b, cob, oh, c0, n, yc);
         } else {
-          dense_strip<0>(planes, plane_floats, p, g, wb, b, cob, oh, c0, n, yc);
+          dense_strip<S, 0>(planes, plane_floats, p, g, wb, b, cob, oh, c0, n, yc);
         }
       }
     }
   }
+}
+
+using DenseRowsFn = void (*)(const float*, int64_t, const PaddedPlane&, const ConvGeometry&,
+                             const float*, const float*, float*, int64_t, int64_t);
+
+__attribute__((target("avx512f"))) void dense_rows_avx512(const float* planes, int64_t plane_floats,
+                                                          const PaddedPlane& p,
+                                                          const ConvGeometry& g, const float* wpack,
+                                                          const float* bias, float* y, int64_t r0,
+                                                          int64_t r1) {
+  dense_rows<DenseWide>(planes, plane_floats, p, g, wpack, bias, y, r0, r1);
 }
 
 __attribute__((target("avx2,fma"))) void dense_rows_avx2(const float* planes, int64_t plane_floats,
@@ -312,41 +346,50 @@ __attribute__((target("avx2,fma"))) void dense_rows_avx2(const float* planes, in
                                                          const ConvGeometry& g, const float* wpack,
                                                          const float* bias, float* y, int64_t r0,
                                                          int64_t r1) {
-  dense_rows(planes, plane_floats, p, g, wpack, bias, y, r0, r1);
+  dense_rows<DenseNarrow>(planes, plane_floats, p, g, wpack, bias, y, r0, r1);
 }
 
 void dense_rows_portable(const float* planes, int64_t plane_floats, const PaddedPlane& p,
                          const ConvGeometry& g, const float* wpack, const float* bias, float* y,
                          int64_t r0, int64_t r1) {
-  dense_rows(planes, plane_floats, p, g, wpack, bias, y, r0, r1);
+  dense_rows<DenseNarrow>(planes, plane_floats, p, g, wpack, bias, y, r0, r1);
 }
 
 }  // namespace
 
+int64_t few_input_channels_max_outputs() {
+  return gemm_float_kernel() == FloatKernel::kAvx512 ? 32 : 16;
+}
+
 void few_input_channels_conv_f32(const float* x, const float* w, const float* bias,
                                  const ConvGeometry& g, float* y, const Epilogue* epilogue) {
-  auto* run = dense_rows_portable;
+  DenseRowsFn run = dense_rows_portable;
+  int64_t co_block = DenseNarrow::kCoV, strip = DenseNarrow::kStrip;
   switch (gemm_float_kernel()) {
-    case FloatKernel::kAvx512:  // 8-wide vectors: the AVX2 build serves AVX-512 CPUs too
+    case FloatKernel::kAvx512:
+      run = dense_rows_avx512;
+      co_block = DenseWide::kCoV;
+      strip = DenseWide::kStrip;
+      break;
     case FloatKernel::kAvx2:
       run = dense_rows_avx2;
       break;
     case FloatKernel::kPortable:
       break;
   }
-  // Weights by blocks of kDenseCo output channels, tap-major within a block (ci, i, j), the
+  // Weights by blocks of co_block output channels, tap-major within a block (ci, i, j), the
   // block's channels side by side; zero past the last channel.
   const int64_t taps = g.c_in * g.kh * g.kw;
-  const int64_t blocks = (g.c_out + kDenseCo - 1) / kDenseCo;
-  std::vector<float> wpack(static_cast<size_t>(blocks * kDenseCo * taps), 0.0f);
+  const int64_t blocks = (g.c_out + co_block - 1) / co_block;
+  std::vector<float> wpack(static_cast<size_t>(blocks * co_block * taps), 0.0f);
   for (int64_t co = 0; co < g.c_out; ++co) {
     for (int64_t t = 0; t < taps; ++t)
-      wpack[static_cast<size_t>(((co / kDenseCo) * taps + t) * kDenseCo + co % kDenseCo)] =
+      wpack[static_cast<size_t>(((co / co_block) * taps + t) * co_block + co % co_block)] =
           w[co * taps + t];
   }
   // Every image's planes first: the input is read whole before any output is written, so the
   // epilogue may go by rows even when its outs lie over the input.
-  const PaddedPlane p = plane_layout(g, kDenseChunks * kLanes);
+  const PaddedPlane p = plane_layout(g, strip);
   const int64_t plane_floats = p.floats();
   std::vector<float> planes(static_cast<size_t>(g.batch * g.c_in * plane_floats), 0.0f);
   for (int64_t t = 0; t < g.batch * g.c_in; ++t)

@@ -243,12 +243,9 @@ void apply_epilogue_whole(const Epilogue& e, int64_t n) {
 // Convolutions with at most this many output positions (images x plane) in all multiply them
 // as rows against the transposed weights.
 constexpr int64_t kPositionsAsRows = 32;
-// Convolutions from at most this many input channels into at most this many output channels
-// run the direct loop of few_input_channels_conv_f32: mobilenet_v3_small's and the PP-OCR
-// models' 3 -> 16 (and 3 -> 8) first layers. With more outputs the GEMM wins (mobilenet_v2's
-// 3 -> 32: 0.44 ms against the direct loop's 0.48; resnet18's 3 -> 64 7x7 at ~100 GFLOP/s).
+// Convolutions from at most this many input channels (into at most
+// few_input_channels_max_outputs()) run the direct loop of few_input_channels_conv_f32.
 constexpr int64_t kFewInputChannels = 4;
-constexpr int64_t kFewInputOutChannels = 16;
 
 template <typename G>
 void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
@@ -286,7 +283,7 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
     // Few input channels into few output channels (an RGB first layer of a MobileNet or of
     // the PP-OCR models): a direct loop with output channels in registers.
     if (!transposed && g.groups == 1 && g.c_in <= kFewInputChannels &&
-        g.c_out <= kFewInputOutChannels && g.kh <= 7 && g.kw <= 7) {
+        g.c_out <= few_input_channels_max_outputs() && g.kh <= 7 && g.kw <= 7) {
       std::optional<ReadAs<G>> rb;
       if (bias != nullptr) rb.emplace(*bias);
       // The input is copied whole before any output row is written: the epilogue goes by
