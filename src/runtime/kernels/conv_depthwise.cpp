@@ -106,6 +106,23 @@ struct ChannelTaps {
   float bias;
 };
 
+// The first n floats of a strip held in kChunks vectors, stored to y: whole vectors, then the
+// valid lanes of the last one element by element, straight from the register (a copy through
+// the stack would stall the next load on a store it cannot forward).
+template <typename V, int64_t kChunks>
+__attribute__((always_inline)) inline void store_strip(float* __restrict y, const V (&acc)[kChunks],
+                                                       int64_t n) {
+  constexpr int64_t kL = sizeof(V) / sizeof(float);
+  const int64_t whole = n / kL;
+  for (int64_t c = 0; c < whole; ++c)
+    std::memcpy(y + c * kL, &acc[c], sizeof(V));
+  if (whole < kChunks) {
+    const V v = acc[whole < kChunks ? whole : 0];
+    for (int64_t t = 0; t < n - whole * kL; ++t)
+      y[whole * kL + t] = v[t];
+  }
+}
+
 // Output columns [c0, c0 + n) (n <= C * kLanes) of output rows [oh, oh + rows) (rows <= R),
 // all taps in registers. R rows at once keep R * C independent sums in flight (one row of a
 // 7-wide plane alone would wait on each multiply-add's latency); rows past the plane read
@@ -136,20 +153,8 @@ __attribute__((always_inline)) inline void strip(const ChannelTaps& ch, const Pa
       }
     }
   }
-  for (int64_t r = 0; r < rows; ++r) {
-    float* __restrict yr = y0 + r * g.ow;
-    // Whole chunks as vector stores; the valid lanes of the last one element by element,
-    // straight from the register (a copy through the stack would stall the next load on a
-    // store it cannot forward).
-    const int64_t whole = n / kLanes;
-    for (int64_t k = 0; k < whole; ++k)
-      std::memcpy(yr + k * kLanes, &acc[r][k], sizeof(Vec8));
-    if (whole < C) {
-      const Vec8 v = acc[r][whole < C ? whole : 0];
-      for (int64_t t = 0; t < n - whole * kLanes; ++t)
-        yr[whole * kLanes + t] = v[t];
-    }
-  }
+  for (int64_t r = 0; r < rows; ++r)
+    store_strip<Vec8, C>(y0 + r * g.ow, acc[r], n);
 }
 
 // Every output row of one channel: strips of 32 columns, then one narrower strip for the
@@ -292,17 +297,8 @@ __attribute__((always_inline)) inline void dense_strip(const float* planes, int6
       }
     }
   }
-  for (int64_t k = 0; k < cob; ++k) {
-    float* __restrict yr = y + k * g.oh * g.ow + oh * g.ow + c0;
-    const int64_t whole = n / kL;
-    for (int64_t c = 0; c < whole; ++c)
-      std::memcpy(yr + c * kL, &acc[k][c], sizeof(V));
-    if (whole < kChunks) {
-      const V v = acc[k][whole < kChunks ? whole : 0];
-      for (int64_t t = 0; t < n - whole * kL; ++t)
-        yr[whole * kL + t] = v[t];
-    }
-  }
+  for (int64_t k = 0; k < cob; ++k)
+    store_strip<V, kChunks>(y + k * g.oh * g.ow + oh * g.ow + c0, acc[k], n);
 }
 
 // Output rows [r0, r1) of every output channel of one image.
