@@ -107,19 +107,24 @@ struct ChannelTaps {
 };
 
 // The first n floats of a strip held in kChunks vectors, stored to y: whole vectors, then the
-// valid lanes of the last one element by element, straight from the register (a copy through
-// the stack would stall the next load on a store it cannot forward).
+// valid lanes of the last one element by element. The chunk loop unrolls, so each vector is
+// named by a constant index and stays in its register: with a run-time index the compiler
+// spilled the accumulators and copied them out with a memcpy call (and a copy through the
+// stack stalls the next load on a store it cannot forward).
 template <typename V, int64_t kChunks>
 __attribute__((always_inline)) inline void store_strip(float* __restrict y, const V (&acc)[kChunks],
                                                        int64_t n) {
   constexpr int64_t kL = sizeof(V) / sizeof(float);
-  const int64_t whole = n / kL;
-  for (int64_t c = 0; c < whole; ++c)
-    std::memcpy(y + c * kL, &acc[c], sizeof(V));
-  if (whole < kChunks) {
-    const V v = acc[whole < kChunks ? whole : 0];
-    for (int64_t t = 0; t < n - whole * kL; ++t)
-      y[whole * kL + t] = v[t];
+#pragma GCC unroll 8
+  for (int64_t c = 0; c < kChunks; ++c) {
+    const int64_t left = n - c * kL;
+    const V v = acc[c];
+    if (left >= kL) {
+      std::memcpy(y + c * kL, &v, sizeof(V));
+    } else {
+      for (int64_t t = 0; t < left; ++t)
+        y[c * kL + t] = v[t];
+    }
   }
 }
 
