@@ -38,6 +38,17 @@ inline Result<DeviceContext*> device_of(const KernelContext& ctx) {
   return static_cast<DeviceContext*>(ctx.backend_state);
 }
 
+// out = self, the same elements (a device-to-device copy; nothing when out is self's storage).
+inline Status copy_d2d(const KernelContext& ctx, const TensorView& self, TensorView& out) {
+  if (out.numel() != self.numel() || out.dtype != self.dtype)
+    return ctx.error("out " + out.describe() + " does not match self " + self.describe());
+  if (out.nbytes() == 0 || out.data == self.data) return Status();
+  ETC_ASSIGN_OR_RETURN(DeviceContext * dev, device_of(ctx));
+  ETC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out.data, self.data, static_cast<size_t>(out.nbytes()),
+                                           cudaMemcpyDeviceToDevice, dev->stream()));
+  return Status();
+}
+
 inline Result<k::Elem> elem_of(const KernelContext& ctx, DType t, const char* what) {
   switch (t) {
     case DType::kFloat32:

@@ -210,8 +210,10 @@ Status gelu(KernelContext& ctx, std::span<Value*> args) {
 
 }  // namespace
 
-// Defined in cuda_ops_tensor.cpp (matmul, convolution, pooling, reductions, layout ops).
+// Defined in cuda_ops_tensor.cpp (matmul, convolution, pooling, reductions, layout ops) and
+// cuda_ops_index.cpp (embedding, advanced indexing, creation ops).
 Status register_cuda_tensor_kernels(rt::OperatorRegistry& registry);
+Status register_cuda_index_kernels(rt::OperatorRegistry& registry);
 
 Status register_cuda_kernels(rt::OperatorRegistry& r) {
   using rt::kernels::register_kernel;
@@ -243,7 +245,8 @@ Status register_cuda_kernels(rt::OperatorRegistry& r) {
       register_kernel(r, {"aten::hardsigmoid.default"}, unary<k::MapOp::kHardsigmoid>));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::hardswish.default"}, unary<k::MapOp::kHardswish>));
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::silu.default"}, unary<k::MapOp::kSilu>));
-  return register_cuda_tensor_kernels(r);
+  ETC_RETURN_IF_ERROR(register_cuda_tensor_kernels(r));
+  return register_cuda_index_kernels(r);
 }
 
 }  // namespace etc::cuda

@@ -1,0 +1,223 @@
+// CUDA op wrappers for gathers and creation: embedding, advanced indexing (index.Tensor,
+// index_put, index_put_) and the fill ops (full, full_like, ones, zeros). An index out of
+// range cannot fail at launch (that would need a read-back): the kernels write zeros or skip
+// the element and set the device's error flag, which the next read-back reports
+// (DeviceContext::error_flag). Argument checks follow the CPU reference kernels
+// (src/runtime/kernels/index.cpp, creation.cpp).
+#include <algorithm>
+
+#include "cuda_runtime/cuda_op_util.h"
+
+namespace etc::cuda {
+namespace {
+
+using namespace ops;  // NOLINT: the helpers of cuda_op_util.h
+using rt::kernels::opt_dtype_arg;
+using rt::kernels::register_kernel;
+
+Status embedding(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args,
+                                 {{"weight", Arg::kTensor},
+                                  {"indices", Arg::kTensor},
+                                  {"padding_idx", Arg::kInt},
+                                  {"scale_grad_by_freq", Arg::kBool},
+                                  {"sparse", Arg::kBool}},
+                                 {"out"}));
+  const TensorView& weight = tensor_arg(args, 0);
+  const TensorView& indices = tensor_arg(args, 1);
+  TensorView& out = out_arg(args, 5);
+  if (weight.rank() != 2) return ctx.error("weight must have rank 2");
+  if (indices.dtype != DType::kInt64 && indices.dtype != DType::kInt32)
+    return unsupported_dtype(ctx, "indices", indices.dtype, "int64 or int32");
+  std::vector<int64_t> sizes = indices.sizes;
+  sizes.push_back(weight.sizes[1]);
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, sizes, weight.dtype));
+  ETC_ASSIGN_OR_RETURN(DeviceContext * dev, device_of(ctx));
+  // Out-of-range indices give zero rows and set the device's error flag, which the next
+  // synchronisation reports (checking here would need a read-back).
+  ETC_ASSIGN_OR_RETURN(int32_t * bad, dev->error_flag());
+  ETC_CUDA_RETURN_IF_ERROR(k::launch_embedding(
+      weight.data, weight.sizes[0], weight.sizes[1] * dtype_size(weight.dtype), indices.data,
+      indices.dtype == DType::kInt64, indices.numel(), out.data, bad, dev->stream()));
+  return Status();
+}
+
+// ---- Advanced indexing -------------------------------------------------------------------
+
+// `self[indices]` for the index kernels: the same walk as the CPU kernels (index.cpp), with
+// the index tensors' device pointers.
+Result<k::IndexArgs> index_args(const KernelContext& ctx, const TensorView& self,
+                                const Value& indices, IndexPlan* plan_out) {
+  ETC_ASSIGN_OR_RETURN(IndexPlan plan, rt::kernels::index_plan(ctx, self, indices));
+  if (plan.result.size() > static_cast<size_t>(k::kMaxRank) ||
+      plan.broadcast.size() > static_cast<size_t>(k::kMaxRank) ||
+      self.rank() > static_cast<size_t>(k::kMaxRank))
+    return ctx.error("ranks above " + std::to_string(k::kMaxRank) + " are not supported");
+  k::IndexArgs a;
+  a.result = shape_of(plan.result);
+  a.elem_bytes = static_cast<int32_t>(dtype_size(self.dtype));
+  a.b_rank = static_cast<int32_t>(plan.broadcast.size());
+  const std::vector<int64_t> strides = rt::contiguous_strides(self.sizes);
+  if (plan.indexed.empty()) {
+    a.head_rank = 0;
+    a.block = self.numel();
+  } else {
+    const auto last = static_cast<size_t>(plan.indexed.back());
+    for (size_t d = last + 1; d < self.rank(); ++d)
+      a.block *= self.sizes[d];
+    const size_t tail_rank = self.rank() - last - 1;
+    const size_t head_rank = plan.result.size() - tail_rank;
+    a.head_rank = static_cast<int32_t>(head_rank);
+    std::vector<size_t> sliced;
+    for (size_t d = 0; d < self.rank(); ++d) {
+      if (std::find(plan.indexed.begin(), plan.indexed.end(), static_cast<int>(d)) ==
+          plan.indexed.end())
+        sliced.push_back(d);
+    }
+    size_t next_sliced = 0;
+    const size_t b_begin = plan.b_position, b_end = b_begin + plan.broadcast.size();
+    for (size_t r = 0; r < head_rank; ++r) {
+      if (r >= b_begin && r < b_end) {
+        a.head_b_dim[r] = static_cast<int32_t>(r - b_begin);
+      } else {
+        a.head_b_dim[r] = -1;
+        a.head_self_stride[r] = strides[sliced[next_sliced++]];
+      }
+    }
+    a.n_indexed = static_cast<int32_t>(plan.indexed.size());
+    for (size_t i = 0; i < plan.indexed.size(); ++i) {
+      const auto d = static_cast<size_t>(plan.indexed[i]);
+      const TensorView* t = indices.tensors[d];
+      a.index[i] = t->data;
+      a.index_i64[i] = t->dtype == DType::kInt64;
+      a.index_self_stride[i] = strides[d];
+      a.index_self_size[i] = self.sizes[d];
+      const std::vector<int64_t> b = broadcast_strides(t->sizes, plan.broadcast);
+      std::copy(b.begin(), b.end(), a.index_b_strides[i]);
+    }
+  }
+  ETC_ASSIGN_OR_RETURN(DeviceContext * dev, device_of(ctx));
+  ETC_ASSIGN_OR_RETURN(a.bad_index, dev->error_flag());
+  *plan_out = std::move(plan);
+  return a;
+}
+
+// index.Tensor(self, indices) -> out
+Status index_tensor(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(
+      check_args(ctx, args, {{"self", Arg::kTensor}, {"indices", Arg::kOptTensorList}}, {"out"}));
+  const TensorView& self = tensor_arg(args, 0);
+  TensorView& out = out_arg(args, 2);
+  IndexPlan plan;
+  ETC_ASSIGN_OR_RETURN(k::IndexArgs a, index_args(ctx, self, *args[1], &plan));
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, plan.result, self.dtype));
+  ETC_ASSIGN_OR_RETURN(DeviceContext * dev, device_of(ctx));
+  ETC_CUDA_RETURN_IF_ERROR(k::launch_index_gather(a, self.data, out.data, dev->stream()));
+  return Status();
+}
+
+// index_put(self, indices, values, accumulate=False) -> out, and the in-place index_put_.
+// `out` may be self's storage (a KV cache updated in place); the copy is skipped then.
+// accumulate=True stays on the host (the capability table): atomics would add in any order.
+template <bool kInPlace>
+Status index_put(KernelContext& ctx, std::span<Value*> args) {
+  const std::initializer_list<rt::kernels::ArgSpec> inputs = {{"self", Arg::kTensor},
+                                                              {"indices", Arg::kOptTensorList},
+                                                              {"values", Arg::kTensor},
+                                                              {"accumulate", Arg::kBool}};
+  ETC_RETURN_IF_ERROR(kInPlace ? check_args(ctx, args, inputs, {})
+                               : check_args(ctx, args, inputs, {"out"}));
+  TensorView& self = args[0]->tensor;
+  const TensorView& values = tensor_arg(args, 2);
+  TensorView& out = kInPlace ? self : out_arg(args, 4);
+  if (kInPlace && (!args[4]->is_tensor() || args[4]->tensor.data != self.data))
+    return ctx.error("the return value (argument 4) must be self");
+  if (args[3]->b) return ctx.error("accumulate=True has no CUDA kernel (it runs on the host)");
+  IndexPlan plan;
+  ETC_ASSIGN_OR_RETURN(k::IndexArgs a, index_args(ctx, self, *args[1], &plan));
+  if (values.dtype != self.dtype) {
+    return ctx.error("values are " + values.describe() + ", self is " + self.describe() +
+                     "; index_put needs one dtype");
+  }
+  auto b = broadcast_shapes(values.sizes, plan.result);
+  if (!b || *b != plan.result) {
+    return ctx.error("values of shape " + shape_str(values.sizes) +
+                     " do not broadcast to the indexed shape " + shape_str(plan.result));
+  }
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, self.sizes, self.dtype));
+  ETC_RETURN_IF_ERROR(copy_d2d(ctx, self, out));
+  const std::vector<int64_t> vstrides = broadcast_strides(values.sizes, plan.result);
+  ETC_ASSIGN_OR_RETURN(DeviceContext * dev, device_of(ctx));
+  ETC_CUDA_RETURN_IF_ERROR(
+      k::launch_index_scatter(a, values.data, vstrides.data(), out.data, dev->stream()));
+  return Status();
+}
+
+Status fill(const KernelContext& ctx, const std::vector<int64_t>& size, std::optional<DType> dtype,
+            const Value& value, TensorView& out) {
+  for (int64_t d : size) {
+    if (d < 0) return ctx.error("size " + shape_str(size) + " has a negative dim");
+  }
+  ETC_RETURN_IF_ERROR(check_out_shape(ctx, out, size));
+  if (dtype) ETC_RETURN_IF_ERROR(rt::kernels::check_out_dtype(ctx, out, *dtype));
+  MapBuilder m(ctx, k::MapOp::kFill, out);
+  m.p.scalar = scalar_of(value, out.dtype);
+  return m.run();
+}
+
+Status full(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args,
+                                 {{"size", Arg::kIntList},
+                                  {"fill_value", Arg::kScalar},
+                                  {"dtype", Arg::kOptScalarType},
+                                  {"layout", Arg::kOptEnum},
+                                  {"device", Arg::kOptEnum},
+                                  {"pin_memory", Arg::kOptBool}},
+                                 {"out"}));
+  return fill(ctx, args[0]->ints, opt_dtype_arg(args, 2), *args[1], out_arg(args, 6));
+}
+
+// full_like(self, fill_value, ...): self's actual sizes (dynamic-bound masks and positions).
+Status full_like(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args,
+                                 {{"self", Arg::kTensor},
+                                  {"fill_value", Arg::kScalar},
+                                  {"dtype", Arg::kOptScalarType},
+                                  {"layout", Arg::kOptEnum},
+                                  {"device", Arg::kOptEnum},
+                                  {"pin_memory", Arg::kOptBool},
+                                  {"memory_format", Arg::kOptEnum}},
+                                 {"out"}));
+  return fill(ctx, tensor_arg(args, 0).sizes, opt_dtype_arg(args, 2), *args[1], out_arg(args, 7));
+}
+
+template <int64_t kValue>
+Status constant(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args,
+                                 {{"size", Arg::kIntList},
+                                  {"dtype", Arg::kOptScalarType},
+                                  {"layout", Arg::kOptEnum},
+                                  {"device", Arg::kOptEnum},
+                                  {"pin_memory", Arg::kOptBool}},
+                                 {"out"}));
+  Value v;
+  v.kind = Value::Kind::kInt;
+  v.i = kValue;
+  return fill(ctx, args[0]->ints, opt_dtype_arg(args, 1), v, out_arg(args, 5));
+}
+
+}  // namespace
+
+Status register_cuda_index_kernels(rt::OperatorRegistry& r) {
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::embedding.default"}, embedding));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::index.Tensor"}, index_tensor));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::index_put.default"}, index_put<false>));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::index_put_"}, index_put<true>));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::full.default"}, full));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::full_like.default"}, full_like));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::ones.default"}, constant<1>));
+  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::zeros.default"}, constant<0>));
+  return Status();
+}
+
+}  // namespace etc::cuda
