@@ -243,6 +243,34 @@ void apply_epilogue_whole(const Epilogue& e, int64_t n) {
 // Convolutions with at most this many output positions (images x plane) in all multiply them
 // as rows against the transposed weights.
 constexpr int64_t kPositionsAsRows = 32;
+
+// y = bias (0 when null) + conv(x) for one group, output positions as rows: row n*OH*OW + p
+// of col^T is output position p of image n (its im2col column, built by im2row), multiplied
+// by the transposed weights `wt` ([C_in*KH*KW, C_out] panels); each row starts from the bias
+// and takes every K block in order (the bits of the GEMM over columns).
+void positions_as_rows_f32(const float* x, const PackedB& wt, const float* bias,
+                           const ConvGeometry& g, float* y) {
+  const int64_t out_plane = g.oh * g.ow, kdim = wt.depth();
+  const int64_t rows = g.batch * out_plane;
+  Buffer<float> col_t(rows * kdim), acc(rows * g.c_out);
+  for (int64_t n = 0; n < g.batch; ++n)
+    im2row(x + n * g.c_in * g.h * g.w, g, col_t.data() + n * out_plane * kdim);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* a = acc.data() + r * g.c_out;
+    if (bias != nullptr) {
+      std::copy_n(bias, g.c_out, a);
+    } else {
+      std::fill_n(a, g.c_out, 0.0f);
+    }
+  }
+  gemm_packed(rows, 1.0f, MatrixRef<float>{col_t.data(), kdim, 1}, wt, acc.data(), g.c_out);
+  for (int64_t n = 0; n < g.batch; ++n) {
+    for (int64_t co = 0; co < g.c_out; ++co) {
+      for (int64_t p = 0; p < out_plane; ++p)
+        y[(n * g.c_out + co) * out_plane + p] = acc.data()[(n * out_plane + p) * g.c_out + co];
+    }
+  }
+}
 // Convolutions from at most this many input channels (into at most
 // few_input_channels_max_outputs()) run the direct loop of few_input_channels_conv_f32.
 constexpr int64_t kFewInputChannels = 4;
@@ -406,28 +434,7 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
     const int64_t bands = (g.oh + band - 1) / band;
     if (packed != nullptr && packed->transposed != nullptr && positions_as_rows) {
       if constexpr (std::is_same_v<G, float>) {
-        // Row n*OH*OW + p of col^T is output position p of image n (its im2col column); the
-        // rows start from the bias (or zero) and take every K block in order.
-        const int64_t rows = g.batch * out_plane;
-        Buffer<float> col_t(rows * kdim), acc(rows * g.c_out);
-        for (int64_t n = 0; n < g.batch; ++n)
-          im2row(x + n * g.c_in * in_plane, g, col_t.data() + n * out_plane * kdim);
-        for (int64_t r = 0; r < rows; ++r) {
-          if (rb) {
-            std::copy_n(rb->data(), g.c_out, acc.data() + r * g.c_out);
-          } else {
-            std::fill_n(acc.data() + r * g.c_out, g.c_out, 0.0f);
-          }
-        }
-        gemm_packed(rows, 1.0f, MatrixRef<float>{col_t.data(), kdim, 1}, *packed->transposed,
-                    acc.data(), g.c_out);
-        for (int64_t n = 0; n < g.batch; ++n) {
-          for (int64_t co = 0; co < g.c_out; ++co) {
-            for (int64_t p = 0; p < out_plane; ++p)
-              y[(n * g.c_out + co) * out_plane + p] =
-                  acc.data()[(n * out_plane + p) * g.c_out + co];
-          }
-        }
+        positions_as_rows_f32(x, *packed->transposed, rb ? rb->data() : nullptr, g, y);
       }
       if (epilogue_on) apply_epilogue(*epilogue, 0, out.numel());
     } else if (packed != nullptr && packed->transposed != nullptr) {
