@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
 
 #include "kernels/kernel_test_util.h"
 #include "runtime/kernels/conv.h"
@@ -143,6 +144,16 @@ const ConvCase kConvCases[] = {
     {1, 4, 29, 40, 16, 7, 7, 3, 3, 3, 3, 1, 1, 1, false, 0, 0, true},
     {1, 3, 53, 71, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, false, 0, 0, true},   // 3 -> 32 (AVX-512)
     {1, 3, 16, 18, 27, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, 0, 0, false},  // 27: a part block
+    // Strided convolutions of packed weights read the column matrix from the padded input
+    // split into stride phases: 3x3 stride 2 on odd and even planes, resnet18's 7x7 stride-2
+    // first layer (3 -> 40: past the direct loop), stride 3 with dilation 2 (taps in every
+    // phase), mixed strides and padding, and a 1x1 stride 2 (one phase read of four).
+    {1, 8, 15, 13, 20, 3, 3, 2, 2, 1, 1, 1, 1, 1, false, 0, 0, true},
+    {2, 6, 14, 16, 9, 3, 3, 2, 2, 1, 1, 1, 1, 1, false, 0, 0, false},
+    {1, 3, 37, 30, 40, 7, 7, 2, 2, 3, 3, 1, 1, 1, false, 0, 0, true},
+    {1, 5, 23, 19, 7, 3, 3, 3, 3, 2, 1, 2, 2, 1, false, 0, 0, true},
+    {1, 7, 12, 17, 11, 2, 3, 1, 2, 0, 1, 1, 1, 1, false, 0, 0, true},
+    {1, 9, 11, 10, 13, 1, 1, 2, 2, 0, 0, 1, 1, 1, false, 0, 0, true},
 };
 
 TEST_CASE("convolution variants against a direct loop") {
@@ -488,6 +499,11 @@ const PoolCase kPoolCases[] = {
     {{3, 7, 7}, 2, 2, 2, 2, 0, 0, 1, 1, false, true},        // rank 3, default stride
     {{1, 1, 7, 7}, 2, 2, 2, 2, 1, 0, 1, 1, true, true},      // ceil with padding
     {{1, 2, 5, 6}, 4, 3, 3, 2, 2, 1, 1, 1, true, false},
+    // Rows wide enough for the vector loops (8 outputs at a time, strides 1 and 2, and the
+    // scalar rest): resnet18's 3x3 stride-2 pool on an odd width, a 3x3 stride-1 one, 2x2.
+    {{1, 2, 9, 45}, 3, 3, 2, 2, 1, 1, 1, 1, false, false},
+    {{1, 2, 6, 37}, 3, 3, 1, 1, 1, 1, 1, 1, false, false},
+    {{1, 1, 5, 40}, 2, 2, 2, 2, 0, 0, 1, 1, false, true},
 };
 
 TEST_CASE("max_pool2d_with_indices and max_pool2d") {
@@ -572,6 +588,57 @@ TEST_CASE("max_pool2d propagates NaN and errors on bad padding") {
               {out, c.out(DType::kInt32, {1, 1, 1, 1})})
             .message() ==
         "aten::max_pool2d_with_indices.out: indices has dtype int32, expected int64");
+}
+
+TEST_CASE("max_pool2d's vector rows take NaN as the scalar loop does") {
+  // Wide rows with NaNs here and there: max_pool2d (no indices: the vector loops) gives the
+  // bits of max_pool2d_with_indices (the scalar loop), NaN wherever a window holds one.
+  for (const int64_t stride : {1, 2}) {
+    INFO("stride " << stride);
+    const int64_t h = 7, w = 53;
+    std::vector<double> xv(static_cast<size_t>(h * w));
+    std::mt19937 gen(static_cast<uint32_t>(40 + stride));
+    std::uniform_real_distribution<double> dist(-1, 1);
+    for (double& v : xv)
+      v = gen() % 23 == 0 ? NAN : dist(gen);
+    Call c("aten::max_pool2d_with_indices.out");
+    Value* x = c.tensor(DType::kFloat32, {1, 1, h, w}, xv);
+    const int64_t oh = (h + 2 - 3) / stride + 1, ow = (w + 2 - 3) / stride + 1;
+    Value* out = c.out(DType::kFloat32, {1, 1, oh, ow});
+    Value* idx = c.out(DType::kInt64, {1, 1, oh, ow});
+    REQUIRE(c.run({x, c.ints({3, 3}), c.ints({stride, stride}), c.ints({1, 1}), c.ints({1, 1}),
+                   c.b(false)},
+                  {out, idx})
+                .ok());
+    Call m("aten::max_pool2d.default");
+    Value* x2 = m.tensor(DType::kFloat32, {1, 1, h, w}, xv);
+    Value* out2 = m.out(DType::kFloat32, {1, 1, oh, ow});
+    REQUIRE(m.run({x2, m.ints({3, 3}), m.ints({stride, stride}), m.ints({1, 1}), m.ints({1, 1}),
+                   m.b(false)},
+                  {out2})
+                .ok());
+    const std::vector<double> with_indices = read(out), plain = read(out2);
+    int nans = 0;
+    for (int64_t i = 0; i < oh; ++i) {
+      for (int64_t j = 0; j < ow; ++j) {
+        bool has_nan = false;
+        for (int64_t a = 0; a < 3; ++a) {
+          for (int64_t b = 0; b < 3; ++b) {
+            const int64_t ih = i * stride - 1 + a, iw = j * stride - 1 + b;
+            if (ih >= 0 && ih < h && iw >= 0 && iw < w)
+              has_nan |= std::isnan(xv[static_cast<size_t>(ih * w + iw)]);
+          }
+        }
+        const size_t o = static_cast<size_t>(i * ow + j);
+        INFO("output " << i << ", " << j);
+        CHECK(std::isnan(plain[o]) == has_nan);
+        CHECK(std::isnan(with_indices[o]) == has_nan);
+        if (!has_nan) CHECK(plain[o] == with_indices[o]);
+        nans += has_nan ? 1 : 0;
+      }
+    }
+    CHECK(nans > 10);
+  }
 }
 
 TEST_CASE("avg_pool2d with count_include_pad, ceil_mode and divisor_override") {

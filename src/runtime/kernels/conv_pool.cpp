@@ -1,10 +1,13 @@
 // 2-d convolution (NCHW; groups, stride, padding, dilation, transposed) and pooling
 // (max with indices, average, adaptive average).
 //
-// Convolution is im2col + GEMM per (image, group): out_g[Cout_g, OH*OW] += W_g @ col, with
-// a 1x1/stride-1 fast path that multiplies the input directly and a direct loop for
-// depthwise convolutions (one input channel per group, where a GEMM would have M = 1).
+// Convolution is a GEMM per (image, group): out_g[Cout_g, OH*OW] += W_g @ col, with a
+// 1x1/stride-1 fast path that multiplies the input directly and a direct loop for depthwise
+// convolutions (one input channel per group, where a GEMM would have M = 1). With constant
+// weights the column matrix is never built: the GEMM reads it from the padded input split
+// into stride phases, or (few output positions) gathers its transpose from the padded input.
 // Transposed convolution is GEMM + col2im. float16/bfloat16 compute in float32.
+#include <immintrin.h>
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -28,51 +31,6 @@ void valid_range(int64_t offset, int64_t stride, int64_t size, int64_t count, in
   const int64_t last = size - 1 - offset;  // largest o*stride allowed
   *hi = last < 0 ? 0 : std::min(count, last / stride + 1);
   if (*hi < *lo) *hi = *lo;
-}
-
-// The column matrix transposed, for one image: row[(oh*OW + ow) * K + (c*KH + i)*KW + j] =
-// x[c, oh*sh - ph + i*dh, ow*sw - pw + j*dw] (0 outside the input), K = C*KH*KW. Each output
-// position's taps are contiguous (for dilation 1, one copy per input row).
-template <typename G>
-void im2row(const G* x, const ConvGeometry& g, G* out) {
-  const int64_t kdim = g.c_in * g.kh * g.kw;
-  for (int64_t oh = 0; oh < g.oh; ++oh) {
-    for (int64_t ow = 0; ow < g.ow; ++ow) {
-      G* dst = out + (oh * g.ow + ow) * kdim;
-      const int64_t iw0 = ow * g.stride[1] - g.pad[1];
-      // Taps j in [jlo, jhi) land inside the row.
-      int64_t jlo = 0, jhi = g.kw;
-      if (g.dil[1] == 1) {
-        jlo = std::clamp<int64_t>(-iw0, 0, g.kw);
-        jhi = std::clamp<int64_t>(g.w - iw0, jlo, g.kw);
-      }
-      for (int64_t c = 0; c < g.c_in; ++c) {
-        for (int64_t i = 0; i < g.kh; ++i, dst += g.kw) {
-          const int64_t ih = oh * g.stride[0] - g.pad[0] + i * g.dil[0];
-          if (ih < 0 || ih >= g.h) {
-            std::fill_n(dst, g.kw, G(0));
-            continue;
-          }
-          const G* row = x + (c * g.h + ih) * g.w;
-          if (g.dil[1] == 1 && g.kw <= 8) {  // short rows: no library calls
-            for (int64_t j = 0; j < g.kw; ++j)
-              dst[j] = j >= jlo && j < jhi ? row[iw0 + j] : G(0);
-            continue;
-          }
-          if (g.dil[1] == 1) {
-            std::fill_n(dst, jlo, G(0));
-            std::copy(row + iw0 + jlo, row + iw0 + jhi, dst + jlo);
-            std::fill(dst + jhi, dst + g.kw, G(0));
-            continue;
-          }
-          for (int64_t j = 0; j < g.kw; ++j) {
-            const int64_t iw = iw0 + j * g.dil[1];
-            dst[j] = iw >= 0 && iw < g.w ? row[iw] : G(0);
-          }
-        }
-      }
-    }
-  }
 }
 
 // Output rows [oh0, oh1) of the column matrix:
@@ -242,19 +200,46 @@ void apply_epilogue_whole(const Epilogue& e, int64_t n) {
 
 // Convolutions with at most this many output positions (images x plane) in all multiply them
 // as rows against the transposed weights.
-constexpr int64_t kPositionsAsRows = 32;
+constexpr int64_t kPositionsAsRows = 64;
 
 // y = bias (0 when null) + conv(x) for one group, output positions as rows: row n*OH*OW + p
-// of col^T is output position p of image n (its im2col column, built by im2row), multiplied
-// by the transposed weights `wt` ([C_in*KH*KW, C_out] panels); each row starts from the bias
-// and takes every K block in order (the bits of the GEMM over columns).
+// of col^T is output position p of image n (its im2col column), multiplied by the
+// transposed weights `wt` ([C_in*KH*KW, C_out] panels); each row starts from the bias and
+// takes every K block in order (the bits of the GEMM over columns). col^T is never built:
+// the GEMM gathers its panels from the padded input (MatrixRef::col_offsets), row (n, oh, ow)
+// at offset n*C*Hp*Wp + oh*SH*Wp + ow*SW, column (c, i, j) at c*Hp*Wp + i*DH*Wp + j*DW.
 void positions_as_rows_f32(const float* x, const PackedB& wt, const float* bias,
                            const ConvGeometry& g, float* y) {
   const int64_t out_plane = g.oh * g.ow, kdim = wt.depth();
   const int64_t rows = g.batch * out_plane;
-  Buffer<float> col_t(rows * kdim), acc(rows * g.c_out);
-  for (int64_t n = 0; n < g.batch; ++n)
-    im2row(x + n * g.c_in * g.h * g.w, g, col_t.data() + n * out_plane * kdim);
+  const int64_t hp = g.h + 2 * g.pad[0], wp = g.w + 2 * g.pad[1], plane = hp * wp;
+  Buffer<float> padded(g.batch * g.c_in * plane), acc(rows * g.c_out);
+  for (int64_t c = 0; c < g.batch * g.c_in; ++c) {
+    float* dst = padded.data() + c * plane;
+    std::fill_n(dst, g.pad[0] * wp, 0.0f);
+    for (int64_t ih = 0; ih < g.h; ++ih) {
+      float* row = dst + (ih + g.pad[0]) * wp;
+      std::fill_n(row, g.pad[1], 0.0f);
+      std::copy_n(x + (c * g.h + ih) * g.w, g.w, row + g.pad[1]);
+      std::fill_n(row + g.pad[1] + g.w, g.pad[1], 0.0f);
+    }
+    std::fill_n(dst + (g.h + g.pad[0]) * wp, g.pad[0] * wp, 0.0f);
+  }
+  std::vector<int64_t> row_offsets(static_cast<size_t>(rows)), col_offsets;
+  col_offsets.reserve(static_cast<size_t>(kdim));
+  for (int64_t n = 0, r = 0; n < g.batch; ++n) {
+    for (int64_t oh = 0; oh < g.oh; ++oh) {
+      for (int64_t ow = 0; ow < g.ow; ++ow, ++r)
+        row_offsets[static_cast<size_t>(r)] =
+            n * g.c_in * plane + oh * g.stride[0] * wp + ow * g.stride[1];
+    }
+  }
+  for (int64_t c = 0; c < g.c_in; ++c) {
+    for (int64_t i = 0; i < g.kh; ++i) {
+      for (int64_t j = 0; j < g.kw; ++j)
+        col_offsets.push_back(c * plane + i * g.dil[0] * wp + j * g.dil[1]);
+    }
+  }
   for (int64_t r = 0; r < rows; ++r) {
     float* a = acc.data() + r * g.c_out;
     if (bias != nullptr) {
@@ -263,7 +248,9 @@ void positions_as_rows_f32(const float* x, const PackedB& wt, const float* bias,
       std::fill_n(a, g.c_out, 0.0f);
     }
   }
-  gemm_packed(rows, 1.0f, MatrixRef<float>{col_t.data(), kdim, 1}, wt, acc.data(), g.c_out);
+  gemm_packed(rows, 1.0f,
+              MatrixRef<float>{padded.data(), 0, 0, row_offsets.data(), col_offsets.data()}, wt,
+              acc.data(), g.c_out);
   for (int64_t n = 0; n < g.batch; ++n) {
     for (int64_t co = 0; co < g.c_out; ++co) {
       for (int64_t p = 0; p < out_plane; ++p)
@@ -271,6 +258,7 @@ void positions_as_rows_f32(const float* x, const PackedB& wt, const float* bias,
     }
   }
 }
+
 // Convolutions from at most this many input channels (into at most
 // few_input_channels_max_outputs()) run the direct loop of few_input_channels_conv_f32.
 constexpr int64_t kFewInputChannels = 4;
@@ -371,10 +359,10 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
   const bool gemm_writes_bias = std::is_same_v<G, float> && state != nullptr && !transposed &&
                                 !is_depthwise && !vector_shaped && !positions_as_rows &&
                                 !(g.batch > 1 && out_plane < 64);
-  // Stride-1 convolutions of packed weights read their column matrix from the padded input
-  // (below); the output is written by the band copies.
-  const bool implicit_im2col =
-      gemm_writes_bias && !pointwise && g.stride[0] == 1 && g.stride[1] == 1;
+  // Convolutions of packed weights (except pointwise ones, whose column matrix is the input)
+  // read their column matrix from the padded input split into stride phases (below); the
+  // output is written by the band copies.
+  const bool implicit_im2col = gemm_writes_bias && !pointwise;
   std::optional<ReadAs<G>> rb;
   if (bias != nullptr) rb.emplace(*bias);
   // Otherwise start from the bias (or zero); the GEMMs and loops below accumulate (positions
@@ -489,31 +477,59 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
             }
             continue;
           }
-          // Stride 1 with packed weights: the column matrix is never built. With the input
-          // padded once (rows Wp = W + 2 pw wide), row (c, i, j) of the column matrix over
-          // output rows [oh0, oh1) is the padded input itself from offset c*Hp*Wp +
-          // (oh0 + i*dh)*Wp + j*dw, at columns (oh - oh0)*Wp + ow: the GEMM packs B straight
-          // from it (MatrixRef::row_offsets) into a result with the padded row pitch, whose OW
-          // valid columns per row are copied out. The same values as im2col's, the same sums.
+          // Packed weights: the column matrix is never built. The input is padded once and
+          // split into stride phases (plane (c, a, b) holds the padded input's rows a, a + SH,
+          // ... and columns b, b + SW, ...: Hq x Wq values; for stride 1 the padded input
+          // itself). Row (c, i, j) of the column matrix over output rows [oh0, oh1) is then
+          // the phase plane (c, i*dh % SH, j*dw % SW) from offset (oh0 + i*dh / SH) * Wq +
+          // j*dw / SW, at columns (oh - oh0) * Wq + ow: the GEMM packs B straight from it
+          // (MatrixRef::row_offsets) into a result with the row pitch Wq, whose OW valid
+          // columns per row are copied out. The same values as im2col's, the same sums.
           if (implicit_im2col) {
             if constexpr (std::is_same_v<G, float>) {
+              const int64_t sh = g.stride[0], sw = g.stride[1];
               const int64_t hp = g.h + 2 * g.pad[0], wp = g.w + 2 * g.pad[1];
+              const int64_t hq = (hp + sh - 1) / sh, wq = (wp + sw - 1) / sw;
+              const int64_t phase_plane = hq * wq;
               std::optional<Buffer<float>> padded;
               const float* xp = xg;
-              if (g.pad[0] != 0 || g.pad[1] != 0) {
-                padded.emplace(cin_g * hp * wp);
+              if (g.pad[0] != 0 || g.pad[1] != 0 || sh != 1 || sw != 1) {
+                // Only the phases some tap reads are filled (a 1x1 stride-2 convolution reads
+                // one of four).
+                std::vector<char> used(static_cast<size_t>(sh * sw), 0);
+                for (int64_t i = 0; i < g.kh; ++i) {
+                  for (int64_t j = 0; j < g.kw; ++j)
+                    used[static_cast<size_t>((i * g.dil[0]) % sh * sw + (j * g.dil[1]) % sw)] = 1;
+                }
+                padded.emplace(cin_g * sh * sw * phase_plane);
                 float* dst = padded->data();
                 parallel_for(cin_g, 4, [&](int64_t c0, int64_t c1) {
                   for (int64_t c = c0; c < c1; ++c) {
-                    float* pc = dst + c * hp * wp;
-                    std::fill_n(pc, g.pad[0] * wp, 0.0f);
-                    for (int64_t ih = 0; ih < g.h; ++ih) {
-                      float* row = pc + (ih + g.pad[0]) * wp;
-                      std::fill_n(row, g.pad[1], 0.0f);
-                      std::copy_n(xg + (c * g.h + ih) * g.w, g.w, row + g.pad[1]);
-                      std::fill_n(row + g.pad[1] + g.w, g.pad[1], 0.0f);
+                    const float* xc = xg + c * g.h * g.w;
+                    for (int64_t ph = 0; ph < sh * sw; ++ph) {
+                      if (used[static_cast<size_t>(ph)] == 0) continue;
+                      const int64_t a = ph / sw, b = ph % sw;
+                      float* plane = dst + (c * sh * sw + ph) * phase_plane;
+                      for (int64_t r = 0; r < hq; ++r) {
+                        float* row = plane + r * wq;
+                        const int64_t ih = r * sh + a - g.pad[0];
+                        if (ih < 0 || ih >= g.h) {
+                          std::fill_n(row, wq, 0.0f);
+                          continue;
+                        }
+                        const float* src = xc + ih * g.w;
+                        if (sw == 1) {
+                          std::fill_n(row, g.pad[1], 0.0f);
+                          std::copy_n(src, g.w, row + g.pad[1]);
+                          std::fill_n(row + g.pad[1] + g.w, wq - g.pad[1] - g.w, 0.0f);
+                          continue;
+                        }
+                        for (int64_t q = 0; q < wq; ++q) {
+                          const int64_t iw = q * sw + b - g.pad[1];
+                          row[q] = iw >= 0 && iw < g.w ? src[iw] : 0.0f;
+                        }
+                      }
                     }
-                    std::fill_n(pc + (g.h + g.pad[0]) * wp, g.pad[0] * wp, 0.0f);
                   }
                 });
                 xp = dst;
@@ -521,23 +537,26 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
               std::vector<int64_t> offsets(static_cast<size_t>(kdim));
               for (int64_t c = 0, r = 0; c < cin_g; ++c) {
                 for (int64_t i = 0; i < g.kh; ++i) {
-                  for (int64_t j = 0; j < g.kw; ++j, ++r)
+                  for (int64_t j = 0; j < g.kw; ++j, ++r) {
+                    const int64_t di = i * g.dil[0], dj = j * g.dil[1];
                     offsets[static_cast<size_t>(r)] =
-                        c * hp * wp + i * g.dil[0] * wp + j * g.dil[1];
+                        (c * sh * sw + di % sh * sw + dj % sw) * phase_plane + di / sh * wq +
+                        dj / sw;
+                  }
                 }
               }
               const GemmInit init{rb ? rb->data() + gi * cout_g : nullptr};
               // Band bi: the GEMM into `tmp`, then the valid columns and the epilogue.
               auto run_band = [&](int64_t bi, Buffer<float>& tmp, bool split) {
                 const int64_t oh0 = bi * band, oh1 = std::min(g.oh, oh0 + band);
-                const int64_t cols = (oh1 - oh0 - 1) * wp + g.ow;
+                const int64_t cols = (oh1 - oh0 - 1) * wq + g.ow;
                 gemm_packed(*packed->per_group[static_cast<size_t>(gi)], cols, 1.0f,
-                            MatrixRef<float>{xp + oh0 * wp, 0, 1, offsets.data()}, tmp.data(), cols,
+                            MatrixRef<float>{xp + oh0 * wq, 0, 1, offsets.data()}, tmp.data(), cols,
                             &init);
                 auto rows = [&](int64_t c0, int64_t c1) {
                   for (int64_t c = c0; c < c1; ++c) {
                     for (int64_t oh = oh0; oh < oh1; ++oh)
-                      std::copy_n(tmp.data() + c * cols + (oh - oh0) * wp, g.ow,
+                      std::copy_n(tmp.data() + c * cols + (oh - oh0) * wq, g.ow,
                                   yg + c * out_plane + oh * g.ow);
                     epilogue_rows(yg, c, c + 1, oh0, oh1 - oh0);
                   }
@@ -548,7 +567,7 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
                   rows(0, cout_g);
                 }
               };
-              const int64_t tmp_floats = cout_g * ((band - 1) * wp + g.ow);
+              const int64_t tmp_floats = cout_g * ((band - 1) * wq + g.ow);
               if (bands < 2 * num_threads() && num_threads() > 1) {
                 Buffer<float> tmp(tmp_floats);
                 for (int64_t bi = 0; bi < bands; ++bi)
@@ -832,6 +851,44 @@ inline T select_bits(bool c, T a, T b) {
   return out;
 }
 
+// 8 consecutive outputs of one tap row: src[0], src[stride], ... for stride 1 or 2 (stride
+// 2 loads 16 values and keeps the even ones; lane 7 of the second load, one past the last
+// value used, is masked off unless `whole`).
+__attribute__((target("avx2"))) inline __m256 tap_values_avx2(const float* src, int64_t stride,
+                                                              bool whole) {
+  if (stride == 1) return _mm256_loadu_ps(src);
+  const __m256i mask =
+      whole ? _mm256_set1_epi32(-1) : _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, -1, 0);
+  const __m256 even = _mm256_shuffle_ps(_mm256_loadu_ps(src), _mm256_maskload_ps(src + 8, mask),
+                                        _MM_SHUFFLE(2, 0, 2, 0));
+  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+// A row of float32 max-pool outputs without indices whose windows lie inside the input
+// across (rows[i] + j * dw + o * stride: the window's rows inside the input, in order; stride
+// 1 or 2; count >= 8), 8 outputs at a time with every tap in registers: each output takes
+// its taps in the scalar loop's order with its comparison (the larger or a NaN value wins),
+// so the same bits. The last 8 outputs overlap the previous ones where count is not a
+// multiple of 8 (computed twice, the same values).
+__attribute__((target("avx2"))) void max_pool_row_f32_avx2(const float* const* rows, int64_t nrows,
+                                                           int64_t kw, int64_t dw, int64_t stride,
+                                                           int64_t count, float* out) {
+  for (int64_t o = 0; o < count; o += 8) {
+    const int64_t at = std::min(o, count - 8);
+    const bool whole = at + 8 < count;
+    __m256 best = tap_values_avx2(rows[0] + at * stride, stride, whole);
+    for (int64_t i = 0; i < nrows; ++i) {
+      for (int64_t j = i == 0 ? 1 : 0; j < kw; ++j) {
+        const __m256 v = tap_values_avx2(rows[i] + j * dw + at * stride, stride, whole);
+        const __m256 take =
+            _mm256_or_ps(_mm256_cmp_ps(v, best, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        best = _mm256_blendv_ps(best, v, take);
+      }
+    }
+    _mm256_storeu_ps(out + at, best);
+  }
+}
+
 // One tap across a row of outputs: best[o] and index[o] (may be null) take src[o * stride]
 // when it is larger or NaN, or unconditionally for the window's first tap. No output depends
 // on another, so the loop pipelines (and vectorises without indices).
@@ -905,7 +962,14 @@ void max_pool_typed(const PoolParams& p, const TensorView& self, TensorView& out
     const int64_t h0 = oh * p.stride[0] - p.pad[0];
     int64_t lo = 0, hi = 0;
     if constexpr (std::is_same_v<T, C>) {
-      if (h0 >= 0 && h0 + (p.kernel[0] - 1) * p.dil[0] < p.in_h) {
+      // The window's rows inside the input, [i0, i1): a row of padding is no tap (-inf), so
+      // the top and bottom output rows skip theirs and go the same way.
+      int64_t i0 = 0, i1 = p.kernel[0];
+      while (i0 < i1 && h0 + i0 * p.dil[0] < 0)
+        ++i0;
+      while (i1 > i0 && h0 + (i1 - 1) * p.dil[0] >= p.in_h)
+        --i1;
+      if (i0 < i1) {
         lo = std::min(p.out_w, (p.pad[1] + p.stride[1] - 1) / p.stride[1]);
         hi = p.out_w;
         while (hi > lo &&
@@ -913,12 +977,23 @@ void max_pool_typed(const PoolParams& p, const TensorView& self, TensorView& out
           --hi;
         T* yr = y + pl * out_plane + oh * p.out_w;
         int64_t* ir = indices != nullptr ? indices + pl * out_plane + oh * p.out_w : nullptr;
-        for (int64_t i = 0; i < p.kernel[0]; ++i) {
+        if constexpr (std::is_same_v<T, float>) {
+          if (ir == nullptr && hi - lo >= 8 && (p.stride[1] == 1 || p.stride[1] == 2) &&
+              i1 - i0 <= 16 && gemm_uses_avx2()) {
+            const float* rows[16];
+            for (int64_t i = i0; i < i1; ++i)
+              rows[i - i0] = xp + (h0 + i * p.dil[0]) * p.in_w - p.pad[1] + lo * p.stride[1];
+            max_pool_row_f32_avx2(rows, i1 - i0, p.kernel[1], p.dil[1], p.stride[1], hi - lo,
+                                  yr + lo);
+            i1 = i0;  // done: no taps left for the loop below
+          }
+        }
+        for (int64_t i = i0; i < i1; ++i) {
           for (int64_t j = 0; j < p.kernel[1]; ++j) {
             const int64_t first =
                 (h0 + i * p.dil[0]) * p.in_w + j * p.dil[1] - p.pad[1] + lo * p.stride[1];
             pool_row_tap<T>(xp + first, p.stride[1], hi - lo, yr + lo,
-                            ir == nullptr ? nullptr : ir + lo, first, i == 0 && j == 0);
+                            ir == nullptr ? nullptr : ir + lo, first, i == i0 && j == 0);
           }
         }
       }

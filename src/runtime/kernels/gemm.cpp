@@ -378,6 +378,27 @@ T* scratch(int slot, int64_t count) {
 template <typename T>
 void pack_a(MatrixRef<T> a, int64_t i0, int64_t p0, int64_t mc, int64_t kc, int64_t mr,
             T* __restrict dst) {
+  if (a.col_offsets != nullptr) {  // gathered: A[i, k] = data[row_offsets[i] + col_offsets[k]]
+    for (int64_t ir = 0; ir < mc; ir += mr) {
+      const int64_t rows = std::min(mr, mc - ir);
+      const int64_t* ro = a.row_offsets + i0 + ir;
+      for (int64_t p = 0; p < kc; ++p) {
+        const T* base = a.data + a.col_offsets[p0 + p];
+        T* d = dst + p * mr;
+        if (mr == 8 && rows == 8) {  // the AVX-512 panels: a compile-time count
+          for (int i = 0; i < 8; ++i)
+            d[i] = base[ro[i]];
+          continue;
+        }
+        for (int64_t i = 0; i < rows; ++i)
+          d[i] = base[ro[i]];
+        for (int64_t i = rows; i < mr; ++i)
+          d[i] = T(0);
+      }
+      dst += mr * kc;
+    }
+    return;
+  }
   for (int64_t ir = 0; ir < mc; ir += mr) {
     const int64_t rows = std::min(mr, mc - ir);
     const T* src = a.data + (i0 + ir) * a.row_stride + p0 * a.col_stride;
@@ -399,11 +420,69 @@ void pack_a(MatrixRef<T> a, int64_t i0, int64_t p0, int64_t mc, int64_t kc, int6
   }
 }
 
+// One packed B panel of the vector micro-kernels from rows of contiguous floats: row p is
+// src + offsets[p] (with offsets) or src + p * stride, its first `cols` values valid, the
+// rest of the panel's NR zero. Vector loads and stores of a compile-time width: a per-row
+// memcpy call (what GCC makes of a copy of run-time length) cost a fifth of a 64-channel
+// convolution's GEMM.
+__attribute__((target("avx512f"))) void pack_panel_32_avx512(const float* src, int64_t stride,
+                                                             const int64_t* offsets, int64_t kc,
+                                                             int64_t cols, float* __restrict dst) {
+  const __mmask16 m0 = cols >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << cols) - 1);
+  const __mmask16 m1 = cols >= 32  ? __mmask16(0xFFFF)
+                       : cols > 16 ? __mmask16((1u << (cols - 16)) - 1)
+                                   : 0;
+  for (int64_t p = 0; p < kc; ++p) {
+    const float* row = offsets != nullptr ? src + offsets[p] : src + p * stride;
+    _mm512_storeu_ps(dst + p * 32, _mm512_maskz_loadu_ps(m0, row));
+    _mm512_storeu_ps(dst + p * 32 + 16, _mm512_maskz_loadu_ps(m1, row + 16));
+  }
+}
+
+__attribute__((target("avx2,fma"))) void pack_panel_16_avx2(const float* src, int64_t stride,
+                                                            const int64_t* offsets, int64_t kc,
+                                                            int64_t cols, float* __restrict dst) {
+  alignas(32) static constexpr int32_t kLanes[16] = {0, 1, 2,  3,  4,  5,  6,  7,
+                                                     8, 9, 10, 11, 12, 13, 14, 15};
+  const __m256i n = _mm256_set1_epi32(static_cast<int32_t>(cols));
+  const __m256i m0 = _mm256_cmpgt_epi32(n, _mm256_load_si256((const __m256i*)kLanes));
+  const __m256i m1 = _mm256_cmpgt_epi32(n, _mm256_load_si256((const __m256i*)(kLanes + 8)));
+  for (int64_t p = 0; p < kc; ++p) {
+    const float* row = offsets != nullptr ? src + offsets[p] : src + p * stride;
+    if (cols >= 16) {
+      _mm256_storeu_ps(dst + p * 16, _mm256_loadu_ps(row));
+      _mm256_storeu_ps(dst + p * 16 + 8, _mm256_loadu_ps(row + 8));
+    } else {
+      _mm256_storeu_ps(dst + p * 16, _mm256_maskload_ps(row, m0));
+      _mm256_storeu_ps(dst + p * 16 + 8, _mm256_maskload_ps(row + 8, m1));
+    }
+  }
+}
+
 // Packs the kc x nc block of B at (p0, j0) as consecutive NR-column panels, each stored
 // k-major (NR values per k), zero-padding the last panel.
 template <typename T>
 void pack_b(MatrixRef<T> b, int64_t p0, int64_t j0, int64_t kc, int64_t nc, int64_t nr,
             T* __restrict dst) {
+  if constexpr (std::is_same_v<T, float>) {
+    // Contiguous columns into the AVX-512 or AVX2 panels (nr says which micro-kernel, and
+    // so that the CPU has its instructions).
+    if (b.col_stride == 1 && (nr == 32 || nr == 16)) {
+      const int64_t* offsets = b.row_offsets != nullptr ? b.row_offsets + p0 : nullptr;
+      for (int64_t jr = 0; jr < nc; jr += nr) {
+        const int64_t cols = std::min(nr, nc - jr);
+        const float* src =
+            offsets != nullptr ? b.data + j0 + jr : b.data + p0 * b.row_stride + j0 + jr;
+        if (nr == 32) {
+          pack_panel_32_avx512(src, b.row_stride, offsets, kc, cols, dst);
+        } else {
+          pack_panel_16_avx2(src, b.row_stride, offsets, kc, cols, dst);
+        }
+        dst += nr * kc;
+      }
+      return;
+    }
+  }
   for (int64_t jr = 0; jr < nc; jr += nr) {
     const int64_t cols = std::min(nr, nc - jr);
     if (b.row_offsets != nullptr) {  // rows anywhere, each NR contiguous values per k
@@ -424,12 +503,8 @@ void pack_b(MatrixRef<T> b, int64_t p0, int64_t j0, int64_t kc, int64_t nc, int6
     }
     const T* src = b.data + p0 * b.row_stride + (j0 + jr) * b.col_stride;
     if (b.col_stride == 1 && cols == nr) {  // row-major B: NR contiguous values per k
-      // A compile-time size lets the copy become a few vector moves (it is the hot loop
-      // of pointwise convolutions, whose B is the whole activation).
-      if (nr == 16) {
-        for (int64_t p = 0; p < kc; ++p)
-          std::memcpy(dst + p * 16, src + p * b.row_stride, 16 * sizeof(T));
-      } else if (nr == 8) {
+      // A compile-time size lets the copy become a few vector moves.
+      if (nr == 8) {
         for (int64_t p = 0; p < kc; ++p)
           std::memcpy(dst + p * 8, src + p * b.row_stride, 8 * sizeof(T));
       } else {
@@ -548,8 +623,11 @@ void gemm_parallel(int64_t m, int64_t n, int64_t k, T alpha, MatrixRef<T> a, Mat
     const int64_t unit = 24;
     parallel_for((m + unit - 1) / unit, 1, [&](int64_t u0, int64_t u1) {
       const int64_t i0 = u0 * unit, i1 = std::min(m, u1 * unit);
-      MatrixRef<T> part{a.data == nullptr ? nullptr : a.data + i0 * a.row_stride, a.row_stride,
-                        a.col_stride, a.row_offsets};
+      MatrixRef<T> part =
+          a.col_offsets != nullptr
+              ? MatrixRef<T>{a.data, 0, 0, a.row_offsets + i0, a.col_offsets}
+              : MatrixRef<T>{a.data == nullptr ? nullptr : a.data + i0 * a.row_stride, a.row_stride,
+                             a.col_stride};
       gemm_blocked(i1 - i0, n, k, alpha, part, b, c + i0 * ldc, ldc, packed, i0, nullptr, 0, init);
     });
   }
@@ -676,7 +754,8 @@ void gemm_packed(int64_t m, float alpha, MatrixRef<float> a, const PackedB& b, f
                  int64_t ldc) {
   // A few rows (a batch-1 linear layer) on the AVX2 or AVX-512 panels: row kernels over
   // columns split across threads in units of four panels.
-  if (m >= 1 && m <= 4 && b.depth() > 0 && b.kernel() != FloatKernel::kPortable) {
+  if (m >= 1 && m <= 4 && b.depth() > 0 && b.kernel() != FloatKernel::kPortable &&
+      a.col_offsets == nullptr) {
     const int64_t unit = 4 * (b.kernel() == FloatKernel::kAvx512 ? 32 : 16);
     const int64_t n = b.cols();
     auto part = [&](int64_t u0, int64_t u1) {

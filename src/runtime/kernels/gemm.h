@@ -28,6 +28,10 @@ struct MatrixRef {
   // data + i * row_stride (a convolution's column matrix read straight from the padded
   // input: row (c, i, j) is the input shifted by that tap).
   const int64_t* row_offsets = nullptr;
+  // When set with row_offsets (a left operand A only): A[i, k] = data[row_offsets[i] +
+  // col_offsets[k]], strides unused (a convolution's transposed column matrix gathered from
+  // the padded input: row i an output position, column k a tap).
+  const int64_t* col_offsets = nullptr;
 };
 
 void gemm(int64_t m, int64_t n, int64_t k, float alpha, MatrixRef<float> a, MatrixRef<float> b,
