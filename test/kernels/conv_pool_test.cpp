@@ -257,6 +257,45 @@ TEST_CASE("a convolution's epilogue gives the bits of the instructions it stands
   }
 }
 
+TEST_CASE("depthwise convolutions give the same bits on the AVX-512 channel blocks and AVX2") {
+  // On an AVX-512 CPU, one output per input channel on small planes (or any stride) goes 16
+  // channels side by side; the AVX2 build goes plane by plane. Both take bias, then the taps
+  // in (row, column) order with fused multiply-adds: equal bits. Partial channel blocks, two
+  // images, 5x5 and dilated taps, planes of 7x7 (fewer pixels than a transpose), 14x14 by
+  // stride 2, 28x28, and a larger plane left to the plane-by-plane loop.
+  struct Case {
+    int64_t n, c, h, w, k, stride, pad, dil;
+  };
+  const Case cases[] = {{1, 20, 7, 7, 3, 1, 1, 1},   {2, 33, 28, 27, 5, 2, 2, 1},
+                        {1, 17, 28, 28, 3, 1, 1, 1}, {1, 5, 9, 13, 3, 1, 2, 2},
+                        {1, 16, 3, 2, 3, 1, 1, 1},   {1, 18, 40, 40, 3, 1, 1, 1}};
+  uint32_t seed = 500;
+  for (const Case& k : cases) {
+    INFO("channels " << k.c << " plane " << k.h << "x" << k.w);
+    const int64_t oh = (k.h + 2 * k.pad - k.dil * (k.k - 1) - 1) / k.stride + 1;
+    const int64_t ow = (k.w + 2 * k.pad - k.dil * (k.k - 1) - 1) / k.stride + 1;
+    Call c("aten::convolution.out");
+    Value* x = c.random(DType::kFloat32, {k.n, k.c, k.h, k.w}, seed++);
+    Value* w = c.random(DType::kFloat32, {k.c, 1, k.k, k.k}, seed++);
+    Value* b = c.random(DType::kFloat32, {k.c}, seed++);
+    auto run = [&](kernels::GemmIsa isa) {
+      const IsaScope scope(isa);
+      Value* out = c.out(DType::kFloat32, {k.n, k.c, oh, ow});
+      REQUIRE(c.run({x, w, b, c.ints({k.stride, k.stride}), c.ints({k.pad, k.pad}),
+                     c.ints({k.dil, k.dil}), c.b(false), c.ints({0, 0}), c.i(k.c)},
+                    {out})
+                  .ok());
+      std::vector<float> v(static_cast<size_t>(out->tensor.numel()));
+      std::memcpy(v.data(), out->tensor.data, v.size() * sizeof(float));
+      return v;
+    };
+    const std::vector<float> wide = run(kernels::GemmIsa::kAuto);
+    const std::vector<float> narrow = run(kernels::GemmIsa::kAvx2);
+    REQUIRE(wide.size() == narrow.size());
+    CHECK(std::memcmp(wide.data(), narrow.data(), wide.size() * sizeof(float)) == 0);
+  }
+}
+
 TEST_CASE("a first layer's epilogue may write over the layer's input (read whole first)") {
   // 4 -> 16 channels, 3x3 stride 2 on 64x64, two images: an image's input and its out both
   // hold 16384 floats. Memory planning may put an epilogue's temporary over the input once the
