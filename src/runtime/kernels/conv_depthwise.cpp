@@ -259,7 +259,13 @@ constexpr int64_t kBlockLanes = 16;
 // 28x28 by stride 1 about even; 56x56 and larger slower: the transposed block leaves L2).
 constexpr int64_t kBlockedPlane = 28 * 28;
 
-// r[i][j] <- r[j][i] for 16 vectors of 16 floats.
+// r[i][j] <- r[j][i] for 16 vectors of 16 floats. (GCC 12 takes the shuffles'
+// _mm512_undefined_ps() pass-through for an uninitialised read: -Wmaybe-uninitialized is off
+// for this function and its callers' inlined copies.)
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 __attribute__((target("avx512f"))) inline void transpose16(__m512 (&r)[16]) {
   __m512 t[16];
   for (int i = 0; i < 16; i += 2) {
@@ -313,6 +319,13 @@ __attribute__((target("avx512f"))) inline void block_pixels(const float* tin, in
     _mm512_storeu_ps(row + (ow0 + p) * kBlockLanes, acc[p]);
 }
 
+// block_pixels for a whole row of fewer than 8 pixels, by its length.
+using BlockPixelsFn = void (*)(const float*, int64_t, const float*, __m512, const ConvGeometry&,
+                               int64_t, int64_t, float*);
+constexpr BlockPixelsFn kShortRow[8] = {nullptr,         block_pixels<1>, block_pixels<2>,
+                                        block_pixels<3>, block_pixels<4>, block_pixels<5>,
+                                        block_pixels<6>, block_pixels<7>};
+
 // Channel blocks [begin, end) (t = n * blocks + b: channels [16 b, 16 b + 16) of image n) of a
 // depthwise convolution with one output channel per input channel.
 __attribute__((target("avx512f"))) void depthwise_blocks_avx512(const float* x, const float* w,
@@ -347,8 +360,9 @@ __attribute__((target("avx512f"))) void depthwise_blocks_avx512(const float* x, 
       const int64_t cols = std::min<int64_t>(16, in_plane - f0);
       const __mmask16 m = first_lanes(cols);
       __m512 r[16];
+      // Channels past the last: no lane read (a masked load does not touch them).
       for (int64_t k = 0; k < 16; ++k)
-        r[k] = k < cn ? _mm512_maskz_loadu_ps(m, xn + k * in_plane + f0) : _mm512_setzero_ps();
+        r[k] = _mm512_maskz_loadu_ps(k < cn ? m : __mmask16(0), xn + k * in_plane + f0);
       transpose16(r);
       for (int64_t j = 0; j < cols; ++j) {
         _mm512_storeu_ps(tin.data() + ((ih + g.pad[0]) * wp + iw + g.pad[1]) * kBlockLanes, r[j]);
@@ -365,29 +379,7 @@ __attribute__((target("avx512f"))) void depthwise_blocks_avx512(const float* x, 
         for (int64_t ow0 = 0; ow0 < g.ow; ow0 += 8)
           block_pixels<8>(tin.data(), wp, wv.data(), bv, g, oh, std::min(ow0, g.ow - 8), row);
       } else {
-        switch (g.ow) {
-          case 7:
-            block_pixels<7>(tin.data(), wp, wv.data(), bv, g, oh, 0, row);
-            break;
-          case 6:
-            block_pixels<6>(tin.data(), wp, wv.data(), bv, g, oh, 0, row);
-            break;
-          case 5:
-            block_pixels<5>(tin.data(), wp, wv.data(), bv, g, oh, 0, row);
-            break;
-          case 4:
-            block_pixels<4>(tin.data(), wp, wv.data(), bv, g, oh, 0, row);
-            break;
-          case 3:
-            block_pixels<3>(tin.data(), wp, wv.data(), bv, g, oh, 0, row);
-            break;
-          case 2:
-            block_pixels<2>(tin.data(), wp, wv.data(), bv, g, oh, 0, row);
-            break;
-          default:
-            block_pixels<1>(tin.data(), wp, wv.data(), bv, g, oh, 0, row);
-            break;
-        }
+        kShortRow[g.ow](tin.data(), wp, wv.data(), bv, g, oh, 0, row);
       }
     }
     // The output back to the block's channels, 16 pixels of the planes at a time.
@@ -406,6 +398,10 @@ __attribute__((target("avx512f"))) void depthwise_blocks_avx512(const float* x, 
     if (epilogue != nullptr) apply_epilogue(*epilogue, at, at + cn * out_plane);
   }
 }
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 // ---- Few input channels, all output channels (an RGB first layer) ---------------------
 
