@@ -1,4 +1,4 @@
-// Shared by the convolution kernels (conv_pool.cpp) and their specialised loops.
+// Shared by the convolution kernels (conv.cpp) and their specialised loops.
 #pragma once
 
 #include <array>

@@ -485,7 +485,8 @@ void fill_scalar(TensorView& out, const Value& scalar);
 // Each file's registration function; register_cpu_kernels calls them all.
 Status register_elementwise_kernels(OperatorRegistry& registry);
 Status register_matmul_kernels(OperatorRegistry& registry);
-Status register_conv_pool_kernels(OperatorRegistry& registry);
+Status register_conv_kernels(OperatorRegistry& registry);
+Status register_pool_resize_kernels(OperatorRegistry& registry);
 Status register_reduce_norm_kernels(OperatorRegistry& registry);
 Status register_shape_kernels(OperatorRegistry& registry);
 Status register_index_kernels(OperatorRegistry& registry);

@@ -1,5 +1,5 @@
-// 2-d convolution (NCHW; groups, stride, padding, dilation, transposed) and pooling
-// (max with indices, average, adaptive average).
+// 2-d convolution (NCHW; groups, stride, padding, dilation, transposed). Pooling and
+// resizing are in pool_resize.cpp.
 //
 // Convolution is a GEMM per (image, group): out_g[Cout_g, OH*OW] += W_g @ col, with a
 // 1x1/stride-1 fast path that multiplies the input directly and a direct loop for depthwise
@@ -202,6 +202,32 @@ void apply_epilogue_whole(const Epilogue& e, int64_t n) {
 // as rows against the transposed weights.
 constexpr int64_t kPositionsAsRows = 64;
 
+// One plane of an input channel xc (H x W), zero-padded by g.pad and split by stride
+// (sh, sw): plane[r][q] = padded[r * sh + a][q * sw + b] (0 past the padded input), hq x wq
+// values. With stride (1, 1) and phase (0, 0): the padded plane itself.
+void fill_phase_plane(const float* xc, const ConvGeometry& g, int64_t sh, int64_t sw, int64_t a,
+                      int64_t b, int64_t hq, int64_t wq, float* plane) {
+  for (int64_t r = 0; r < hq; ++r) {
+    float* row = plane + r * wq;
+    const int64_t ih = r * sh + a - g.pad[0];
+    if (ih < 0 || ih >= g.h) {
+      std::fill_n(row, wq, 0.0f);
+      continue;
+    }
+    const float* src = xc + ih * g.w;
+    if (sw == 1) {
+      std::fill_n(row, g.pad[1], 0.0f);
+      std::copy_n(src, g.w, row + g.pad[1]);
+      std::fill_n(row + g.pad[1] + g.w, wq - g.pad[1] - g.w, 0.0f);
+      continue;
+    }
+    for (int64_t q = 0; q < wq; ++q) {
+      const int64_t iw = q * sw + b - g.pad[1];
+      row[q] = iw >= 0 && iw < g.w ? src[iw] : 0.0f;
+    }
+  }
+}
+
 // y = bias (0 when null) + conv(x) for one group, output positions as rows: row n*OH*OW + p
 // of col^T is output position p of image n (its im2col column), multiplied by the
 // transposed weights `wt` ([C_in*KH*KW, C_out] panels); each row starts from the bias and
@@ -214,17 +240,8 @@ void positions_as_rows_f32(const float* x, const PackedB& wt, const float* bias,
   const int64_t rows = g.batch * out_plane;
   const int64_t hp = g.h + 2 * g.pad[0], wp = g.w + 2 * g.pad[1], plane = hp * wp;
   Buffer<float> padded(g.batch * g.c_in * plane), acc(rows * g.c_out);
-  for (int64_t c = 0; c < g.batch * g.c_in; ++c) {
-    float* dst = padded.data() + c * plane;
-    std::fill_n(dst, g.pad[0] * wp, 0.0f);
-    for (int64_t ih = 0; ih < g.h; ++ih) {
-      float* row = dst + (ih + g.pad[0]) * wp;
-      std::fill_n(row, g.pad[1], 0.0f);
-      std::copy_n(x + (c * g.h + ih) * g.w, g.w, row + g.pad[1]);
-      std::fill_n(row + g.pad[1] + g.w, g.pad[1], 0.0f);
-    }
-    std::fill_n(dst + (g.h + g.pad[0]) * wp, g.pad[0] * wp, 0.0f);
-  }
+  for (int64_t c = 0; c < g.batch * g.c_in; ++c)
+    fill_phase_plane(x + c * g.h * g.w, g, 1, 1, 0, 0, hp, wp, padded.data() + c * plane);
   std::vector<int64_t> row_offsets(static_cast<size_t>(rows)), col_offsets;
   col_offsets.reserve(static_cast<size_t>(kdim));
   for (int64_t n = 0, r = 0; n < g.batch; ++n) {
@@ -508,27 +525,8 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
                     const float* xc = xg + c * g.h * g.w;
                     for (int64_t ph = 0; ph < sh * sw; ++ph) {
                       if (used[static_cast<size_t>(ph)] == 0) continue;
-                      const int64_t a = ph / sw, b = ph % sw;
-                      float* plane = dst + (c * sh * sw + ph) * phase_plane;
-                      for (int64_t r = 0; r < hq; ++r) {
-                        float* row = plane + r * wq;
-                        const int64_t ih = r * sh + a - g.pad[0];
-                        if (ih < 0 || ih >= g.h) {
-                          std::fill_n(row, wq, 0.0f);
-                          continue;
-                        }
-                        const float* src = xc + ih * g.w;
-                        if (sw == 1) {
-                          std::fill_n(row, g.pad[1], 0.0f);
-                          std::copy_n(src, g.w, row + g.pad[1]);
-                          std::fill_n(row + g.pad[1] + g.w, wq - g.pad[1] - g.w, 0.0f);
-                          continue;
-                        }
-                        for (int64_t q = 0; q < wq; ++q) {
-                          const int64_t iw = q * sw + b - g.pad[1];
-                          row[q] = iw >= 0 && iw < g.w ? src[iw] : 0.0f;
-                        }
-                      }
+                      fill_phase_plane(xc, g, sh, sw, ph / sw, ph % sw, hq, wq,
+                                       dst + (c * sh * sw + ph) * phase_plane);
                     }
                   }
                 });
@@ -758,511 +756,11 @@ Status convolution_kernel(KernelContext& ctx, std::span<Value*> args) {
   return Status();
 }
 
-// ---- Pooling -------------------------------------------------------------------------
-
-struct PoolParams {
-  std::array<int64_t, 2> kernel, stride, pad, dil;
-  bool ceil_mode = false;
-  int64_t in_h = 0, in_w = 0, out_h = 0, out_w = 0;
-  int64_t planes = 0;  // N*C (or C for a rank-3 input)
-  std::vector<int64_t> out_sizes;
-};
-
-// ATen's pooling_output_shape.
-Result<int64_t> pooled_size(const KernelContext& ctx, int64_t in, int64_t k, int64_t pad,
-                            int64_t stride, int64_t dilation, bool ceil_mode) {
-  const int64_t span = dilation * (k - 1) + 1;
-  const int64_t num = in + 2 * pad - span;
-  if (num < 0) {
-    return ctx.error("kernel of extent " + std::to_string(span) +
-                     " does not fit an input of size " + std::to_string(in) + " with padding " +
-                     std::to_string(pad));
-  }
-  int64_t out = (num + (ceil_mode ? stride - 1 : 0)) / stride + 1;
-  // A last window that starts inside the right padding is dropped.
-  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
-  return out;
-}
-
-Result<PoolParams> pool_params(const KernelContext& ctx, const TensorView& self,
-                               const Value& kernel, const Value& stride, const Value& padding,
-                               const Value* dilation, bool ceil_mode) {
-  if (self.rank() != 3 && self.rank() != 4) {
-    return ctx.error("self must have rank 3 or 4, got " + shape_str(self.sizes));
-  }
-  PoolParams p;
-  ETC_ASSIGN_OR_RETURN(p.kernel, pair_arg(ctx, "kernel_size", kernel.ints, 0, false));
-  ETC_ASSIGN_OR_RETURN(p.stride, pair_arg(ctx, "stride", stride.ints, 0, true));
-  if (stride.ints.empty()) p.stride = p.kernel;  // stride=[] means the kernel size
-  ETC_ASSIGN_OR_RETURN(p.pad, pair_arg(ctx, "padding", padding.ints, 0, false));
-  p.dil = {1, 1};
-  if (dilation != nullptr) {
-    ETC_ASSIGN_OR_RETURN(p.dil, pair_arg(ctx, "dilation", dilation->ints, 1, false));
-  }
-  for (int i = 0; i < 2; ++i) {
-    if (p.kernel[i] <= 0) return ctx.error("kernel_size must be positive");
-    if (p.stride[i] <= 0) return ctx.error("stride must be positive");
-    if (p.dil[i] <= 0) return ctx.error("dilation must be positive");
-    if (p.pad[i] < 0 || p.pad[i] * 2 > p.kernel[i]) {
-      return ctx.error("padding must be between 0 and half the kernel size, got " +
-                       std::to_string(p.pad[i]));
-    }
-  }
-  p.ceil_mode = ceil_mode;
-  const size_t r = self.rank();
-  p.in_h = self.sizes[r - 2];
-  p.in_w = self.sizes[r - 1];
-  ETC_ASSIGN_OR_RETURN(
-      p.out_h, pooled_size(ctx, p.in_h, p.kernel[0], p.pad[0], p.stride[0], p.dil[0], ceil_mode));
-  ETC_ASSIGN_OR_RETURN(
-      p.out_w, pooled_size(ctx, p.in_w, p.kernel[1], p.pad[1], p.stride[1], p.dil[1], ceil_mode));
-  p.planes = 1;
-  for (size_t d = 0; d + 2 < r; ++d)
-    p.planes *= self.sizes[d];
-  p.out_sizes = self.sizes;
-  p.out_sizes[r - 2] = p.out_h;
-  p.out_sizes[r - 1] = p.out_w;
-  return p;
-}
-
-// One output element: the window's largest value (NaN wins, as in PyTorch) and its flat
-// index in the plane; the first of equal values is kept.
-template <typename C>
-inline bool max_pool_takes(C v, C best, bool have) {
-  if constexpr (std::is_floating_point_v<C>) return !have | (v > best) | (v != v);
-  return !have | (v > best);
-}
-
-// c ? a : b on the bits, without a branch (which tap wins is data: a branch mispredicts).
-template <typename T>
-inline T select_bits(bool c, T a, T b) {
-  using U =
-      std::conditional_t<sizeof(T) == 8, uint64_t,
-                         std::conditional_t<sizeof(T) == 4, uint32_t,
-                                            std::conditional_t<sizeof(T) == 2, uint16_t, uint8_t>>>;
-  static_assert(sizeof(U) == sizeof(T));
-  U ua, ub;
-  std::memcpy(&ua, &a, sizeof(T));
-  std::memcpy(&ub, &b, sizeof(T));
-  const U mask = static_cast<U>(U(0) - static_cast<U>(c));
-  const U r = static_cast<U>((ua & mask) | (ub & static_cast<U>(~mask)));
-  T out;
-  std::memcpy(&out, &r, sizeof(T));
-  return out;
-}
-
-// 8 consecutive outputs of one tap row: src[0], src[stride], ... for stride 1 or 2 (stride
-// 2 loads 16 values and keeps the even ones; lane 7 of the second load, one past the last
-// value used, is masked off unless `whole`).
-__attribute__((target("avx2"))) inline __m256 tap_values_avx2(const float* src, int64_t stride,
-                                                              bool whole) {
-  if (stride == 1) return _mm256_loadu_ps(src);
-  const __m256i mask =
-      whole ? _mm256_set1_epi32(-1) : _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, -1, 0);
-  const __m256 even = _mm256_shuffle_ps(_mm256_loadu_ps(src), _mm256_maskload_ps(src + 8, mask),
-                                        _MM_SHUFFLE(2, 0, 2, 0));
-  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even), _MM_SHUFFLE(3, 1, 2, 0)));
-}
-
-// A row of float32 max-pool outputs without indices whose windows lie inside the input
-// across (rows[i] + j * dw + o * stride: the window's rows inside the input, in order; stride
-// 1 or 2; count >= 8), 8 outputs at a time with every tap in registers: each output takes
-// its taps in the scalar loop's order with its comparison (the larger or a NaN value wins),
-// so the same bits. The last 8 outputs overlap the previous ones where count is not a
-// multiple of 8 (computed twice, the same values).
-__attribute__((target("avx2"))) void max_pool_row_f32_avx2(const float* const* rows, int64_t nrows,
-                                                           int64_t kw, int64_t dw, int64_t stride,
-                                                           int64_t count, float* out) {
-  for (int64_t o = 0; o < count; o += 8) {
-    const int64_t at = std::min(o, count - 8);
-    const bool whole = at + 8 < count;
-    __m256 best = tap_values_avx2(rows[0] + at * stride, stride, whole);
-    for (int64_t i = 0; i < nrows; ++i) {
-      for (int64_t j = i == 0 ? 1 : 0; j < kw; ++j) {
-        const __m256 v = tap_values_avx2(rows[i] + j * dw + at * stride, stride, whole);
-        const __m256 take =
-            _mm256_or_ps(_mm256_cmp_ps(v, best, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-        best = _mm256_blendv_ps(best, v, take);
-      }
-    }
-    _mm256_storeu_ps(out + at, best);
-  }
-}
-
-// One tap across a row of outputs: best[o] and index[o] (may be null) take src[o * stride]
-// when it is larger or NaN, or unconditionally for the window's first tap. No output depends
-// on another, so the loop pipelines (and vectorises without indices).
-template <typename T>
-void pool_row_tap(const T* __restrict src, int64_t stride, int64_t count, T* __restrict best,
-                  int64_t* __restrict index, int64_t idx0, bool first) {
-  if (first) {
-    for (int64_t o = 0; o < count; ++o)
-      best[o] = src[o * stride];
-    if (index != nullptr) {
-      for (int64_t o = 0; o < count; ++o)
-        index[o] = idx0 + o * stride;
-    }
-    return;
-  }
-  if (index == nullptr) {
-    for (int64_t o = 0; o < count; ++o) {
-      const T v = src[o * stride];
-      best[o] = select_bits(max_pool_takes<T>(v, best[o], true), v, best[o]);
-    }
-    return;
-  }
-  for (int64_t o = 0; o < count; ++o) {
-    const T v = src[o * stride];
-    const bool take = max_pool_takes<T>(v, best[o], true);
-    best[o] = select_bits(take, v, best[o]);
-    index[o] = select_bits(take, idx0 + o * stride, index[o]);
-  }
-}
-
-template <typename T>
-void max_pool_typed(const PoolParams& p, const TensorView& self, TensorView& out,
-                    int64_t* indices) {
-  using C = ComputeT<T>;
-  const T* x = self.data_as<const T>();
-  T* y = out.data_as<T>();
-  const int64_t in_plane = p.in_h * p.in_w;
-  const int64_t out_plane = p.out_h * p.out_w;
-  // Output (pl, oh, ow) over its window, bounds-checked: padding counts as -inf (skipped).
-  auto one_output = [&](const T* xp, int64_t pl, int64_t oh, int64_t ow) {
-    const int64_t h0 = oh * p.stride[0] - p.pad[0], w0 = ow * p.stride[1] - p.pad[1];
-    C best{};
-    int64_t best_index = -1;
-    for (int64_t i = 0; i < p.kernel[0]; ++i) {
-      const int64_t ih = h0 + i * p.dil[0];
-      if (ih < 0 || ih >= p.in_h) continue;
-      for (int64_t j = 0; j < p.kernel[1]; ++j) {
-        const int64_t iw = w0 + j * p.dil[1];
-        if (iw < 0 || iw >= p.in_w) continue;
-        const int64_t idx = ih * p.in_w + iw;
-        const C v = convert<C>(xp[idx]);
-        if (max_pool_takes(v, best, best_index >= 0)) {
-          best = v;
-          best_index = idx;
-        }
-      }
-    }
-    if (best_index < 0) {  // no tap inside (impossible with pad <= kernel / 2)
-      best = std::is_floating_point_v<C> ? -std::numeric_limits<C>::infinity()
-                                         : std::numeric_limits<C>::lowest();
-    }
-    const int64_t o = pl * out_plane + oh * p.out_w + ow;
-    y[o] = convert<T>(best);
-    if (indices != nullptr) indices[o] = best_index;
-  };
-  // Row oh of plane pl. Outputs [lo, hi) of a row whose windows lie inside the input go a
-  // tap at a time across the row (pool_row_tap), so that no output waits on the previous
-  // tap's comparison; the rest take the bounds-checked path.
-  auto one_row = [&](int64_t pl, int64_t oh) {
-    const T* xp = x + pl * in_plane;
-    const int64_t h0 = oh * p.stride[0] - p.pad[0];
-    int64_t lo = 0, hi = 0;
-    if constexpr (std::is_same_v<T, C>) {
-      // The window's rows inside the input, [i0, i1): a row of padding is no tap (-inf), so
-      // the top and bottom output rows skip theirs and go the same way.
-      int64_t i0 = 0, i1 = p.kernel[0];
-      while (i0 < i1 && h0 + i0 * p.dil[0] < 0)
-        ++i0;
-      while (i1 > i0 && h0 + (i1 - 1) * p.dil[0] >= p.in_h)
-        --i1;
-      if (i0 < i1) {
-        lo = std::min(p.out_w, (p.pad[1] + p.stride[1] - 1) / p.stride[1]);
-        hi = p.out_w;
-        while (hi > lo &&
-               (hi - 1) * p.stride[1] - p.pad[1] + (p.kernel[1] - 1) * p.dil[1] >= p.in_w)
-          --hi;
-        T* yr = y + pl * out_plane + oh * p.out_w;
-        int64_t* ir = indices != nullptr ? indices + pl * out_plane + oh * p.out_w : nullptr;
-        if constexpr (std::is_same_v<T, float>) {
-          if (ir == nullptr && hi - lo >= 8 && (p.stride[1] == 1 || p.stride[1] == 2) &&
-              i1 - i0 <= 16 && gemm_uses_avx2()) {
-            const float* rows[16];
-            for (int64_t i = i0; i < i1; ++i)
-              rows[i - i0] = xp + (h0 + i * p.dil[0]) * p.in_w - p.pad[1] + lo * p.stride[1];
-            max_pool_row_f32_avx2(rows, i1 - i0, p.kernel[1], p.dil[1], p.stride[1], hi - lo,
-                                  yr + lo);
-            i1 = i0;  // done: no taps left for the loop below
-          }
-        }
-        for (int64_t i = i0; i < i1; ++i) {
-          for (int64_t j = 0; j < p.kernel[1]; ++j) {
-            const int64_t first =
-                (h0 + i * p.dil[0]) * p.in_w + j * p.dil[1] - p.pad[1] + lo * p.stride[1];
-            pool_row_tap<T>(xp + first, p.stride[1], hi - lo, yr + lo,
-                            ir == nullptr ? nullptr : ir + lo, first, i == i0 && j == 0);
-          }
-        }
-      }
-    }
-    for (int64_t ow = 0; ow < lo; ++ow)
-      one_output(xp, pl, oh, ow);
-    for (int64_t ow = std::max(lo, hi); ow < p.out_w; ++ow)
-      one_output(xp, pl, oh, ow);
-  };
-  // Planes (channels) in parallel: each output element is one thread's, computed as serially.
-  parallel_for(p.planes, 1, [&](int64_t pl0, int64_t pl1) {
-    for (int64_t pl = pl0; pl < pl1; ++pl)
-      for (int64_t oh = 0; oh < p.out_h; ++oh)
-        one_row(pl, oh);
-  });
-}
-
-Status max_pool(KernelContext& ctx, std::span<Value*> args, bool with_indices) {
-  const std::initializer_list<ArgSpec> inputs = {
-      {"self", Arg::kTensor},     {"kernel_size", Arg::kIntList}, {"stride", Arg::kIntList},
-      {"padding", Arg::kIntList}, {"dilation", Arg::kIntList},    {"ceil_mode", Arg::kBool}};
-  if (with_indices) {
-    ETC_RETURN_IF_ERROR(check_args(ctx, args, inputs, {"out", "indices"}));
-  } else {
-    ETC_RETURN_IF_ERROR(check_args(ctx, args, inputs, {"out"}));
-  }
-  const TensorView& self = tensor_arg(args, 0);
-  if (self.dtype == DType::kBool) {
-    return unsupported_dtype(ctx, "self", self.dtype, "a numeric dtype (not bool)");
-  }
-  ETC_ASSIGN_OR_RETURN(PoolParams p,
-                       pool_params(ctx, self, *args[1], *args[2], *args[3], args[4], args[5]->b));
-  TensorView& out = out_arg(args, 6);
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, p.out_sizes, self.dtype));
-  int64_t* indices = nullptr;
-  if (with_indices) {
-    TensorView& idx = out_arg(args, 7);
-    ETC_RETURN_IF_ERROR(check_out(ctx, idx, p.out_sizes, DType::kInt64, "indices"));
-    // Indices nothing reads (an inference program's) are not computed: a plain max.
-    if (!ctx.is_unread(7)) indices = idx.data_as<int64_t>();
-  }
-  if (out.numel() == 0) return Status();
-  visit_dtype(self.dtype, [&]<typename T>() {
-    if constexpr (!std::is_same_v<T, bool>) max_pool_typed<T>(p, self, out, indices);
-  });
-  return Status();
-}
-
-Status max_pool2d_with_indices_kernel(KernelContext& ctx, std::span<Value*> args) {
-  return max_pool(ctx, args, true);
-}
-
-// The IR's max_pool2d (one output; ExecuTorch only has the with_indices out-variant).
-Status max_pool2d_kernel(KernelContext& ctx, std::span<Value*> args) {
-  return max_pool(ctx, args, false);
-}
-
-template <typename T>
-void avg_pool_typed(const PoolParams& p, bool count_include_pad,
-                    std::optional<int64_t> divisor_override, const TensorView& self,
-                    TensorView& out) {
-  const T* x = self.data_as<const T>();
-  T* y = out.data_as<T>();
-  const int64_t in_plane = p.in_h * p.in_w;
-  for (int64_t pl = 0; pl < p.planes; ++pl) {
-    const T* xp = x + pl * in_plane;
-    for (int64_t oh = 0; oh < p.out_h; ++oh) {
-      for (int64_t ow = 0; ow < p.out_w; ++ow) {
-        // ATen: the padded window (clipped to input + padding) sets count_include_pad's
-        // divisor; the sum runs over the part inside the input.
-        int64_t h0 = oh * p.stride[0] - p.pad[0];
-        int64_t w0 = ow * p.stride[1] - p.pad[1];
-        int64_t h1 = std::min(h0 + p.kernel[0], p.in_h + p.pad[0]);
-        int64_t w1 = std::min(w0 + p.kernel[1], p.in_w + p.pad[1]);
-        const int64_t padded_count = (h1 - h0) * (w1 - w0);
-        h0 = std::max<int64_t>(h0, 0);
-        w0 = std::max<int64_t>(w0, 0);
-        h1 = std::min(h1, p.in_h);
-        w1 = std::min(w1, p.in_w);
-        double sum = 0;
-        for (int64_t ih = h0; ih < h1; ++ih) {
-          for (int64_t iw = w0; iw < w1; ++iw)
-            sum += convert<double>(xp[ih * p.in_w + iw]);
-        }
-        const int64_t divisor = divisor_override    ? *divisor_override
-                                : count_include_pad ? padded_count
-                                                    : (h1 - h0) * (w1 - w0);
-        y[(pl * p.out_h + oh) * p.out_w + ow] = convert<T>(sum / static_cast<double>(divisor));
-      }
-    }
-  }
-}
-
-Status avg_pool2d_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args,
-                                 {{"self", Arg::kTensor},
-                                  {"kernel_size", Arg::kIntList},
-                                  {"stride", Arg::kIntList},
-                                  {"padding", Arg::kIntList},
-                                  {"ceil_mode", Arg::kBool},
-                                  {"count_include_pad", Arg::kBool},
-                                  {"divisor_override", Arg::kOptInt}},
-                                 {"out"}));
-  const TensorView& self = tensor_arg(args, 0);
-  if (!dtype_is_float(self.dtype)) {
-    return unsupported_dtype(ctx, "self", self.dtype, "a floating-point dtype");
-  }
-  std::optional<int64_t> divisor = opt_int_arg(args, 6);
-  if (divisor && *divisor == 0) return ctx.error("divisor_override must not be zero");
-  ETC_ASSIGN_OR_RETURN(PoolParams p,
-                       pool_params(ctx, self, *args[1], *args[2], *args[3], nullptr, args[4]->b));
-  TensorView& out = out_arg(args, 7);
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, p.out_sizes, self.dtype));
-  if (out.numel() == 0) return Status();
-  visit_float_dtype(self.dtype,
-                    [&]<typename T>() { avg_pool_typed<T>(p, args[5]->b, divisor, self, out); });
-  return Status();
-}
-
-Status adaptive_avg_pool2d_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(
-      check_args(ctx, args, {{"self", Arg::kTensor}, {"output_size", Arg::kIntList}}, {"out"}));
-  const TensorView& self = tensor_arg(args, 0);
-  const std::vector<int64_t>& os = args[1]->ints;
-  TensorView& out = out_arg(args, 2);
-  if (self.rank() != 3 && self.rank() != 4) {
-    return ctx.error("self must have rank 3 or 4, got " + shape_str(self.sizes));
-  }
-  if (!dtype_is_float(self.dtype)) {
-    return unsupported_dtype(ctx, "self", self.dtype, "a floating-point dtype");
-  }
-  if (os.size() != 2 || os[0] <= 0 || os[1] <= 0) {
-    return ctx.error("output_size must be two positive sizes, got " + shape_str(os));
-  }
-  const size_t r = self.rank();
-  std::vector<int64_t> expected = self.sizes;
-  expected[r - 2] = os[0];
-  expected[r - 1] = os[1];
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, expected, self.dtype));
-  if (out.numel() == 0) return Status();
-  const int64_t ih = self.sizes[r - 2], iw = self.sizes[r - 1];
-  const int64_t planes = self.numel() / std::max<int64_t>(ih * iw, 1);
-  visit_float_dtype(self.dtype, [&]<typename T>() {
-    const T* x = self.data_as<const T>();
-    T* y = out.data_as<T>();
-    for (int64_t pl = 0; pl < planes; ++pl) {
-      for (int64_t oh = 0; oh < os[0]; ++oh) {
-        // PyTorch: start = floor(i * in / out), end = ceil((i + 1) * in / out).
-        const int64_t h0 = oh * ih / os[0];
-        const int64_t h1 = ((oh + 1) * ih + os[0] - 1) / os[0];
-        for (int64_t ow = 0; ow < os[1]; ++ow) {
-          const int64_t w0 = ow * iw / os[1];
-          const int64_t w1 = ((ow + 1) * iw + os[1] - 1) / os[1];
-          double sum = 0;
-          for (int64_t h = h0; h < h1; ++h) {
-            for (int64_t w = w0; w < w1; ++w)
-              sum += convert<double>(x[(pl * ih + h) * iw + w]);
-          }
-          const auto count = static_cast<double>((h1 - h0) * (w1 - w0));
-          y[(pl * os[0] + oh) * os[1] + ow] = convert<T>(sum / count);
-        }
-      }
-    }
-  });
-  return Status();
-}
-
-// Source coordinate of output position o along a dim resized from `in` to `out` elements.
-struct ResizeAxis {
-  int64_t in = 0, out = 0;
-  std::optional<double> scale;  // the scale factor, when given instead of a size
-  bool align_corners = false;
-
-  // nearest ("legacy" PyTorch/ONNX asymmetric + floor): floor(o / scale).
-  int64_t nearest(int64_t o) const {
-    int64_t i =
-        scale ? static_cast<int64_t>(std::floor(static_cast<double>(o) / *scale)) : o * in / out;
-    return std::min(i, in - 1);
-  }
-  // bilinear: the two neighbours and the weight of the second.
-  void linear(int64_t o, int64_t* i0, int64_t* i1, double* w) const {
-    double src;
-    if (align_corners) {
-      src = out > 1 ? static_cast<double>(o) * static_cast<double>(in - 1) /
-                          static_cast<double>(out - 1)
-                    : 0.0;
-    } else {
-      const double ratio =
-          scale ? 1.0 / *scale : static_cast<double>(in) / static_cast<double>(out);
-      src = std::max((static_cast<double>(o) + 0.5) * ratio - 0.5, 0.0);
-    }
-    *i0 = std::min(static_cast<int64_t>(src), in - 1);
-    *i1 = std::min(*i0 + 1, in - 1);
-    *w = std::min(src - static_cast<double>(*i0), 1.0);
-  }
-};
-
-Status upsample2d(KernelContext& ctx, std::span<Value*> args, bool bilinear) {
-  ETC_ASSIGN_OR_RETURN(UpsampleShape shape, check_upsample2d(ctx, args, bilinear));
-  const TensorView& x = tensor_arg(args, 0);
-  TensorView& out = out_arg(args, bilinear ? 4 : 3);
-  if (out.numel() == 0) return Status();
-  ResizeAxis ax[2];
-  for (size_t i = 0; i < 2; ++i)
-    ax[i] = ResizeAxis{shape.in[i], shape.out[i], shape.scale[i], shape.align_corners};
-  const int64_t ih = ax[0].in, iw = ax[1].in, oh = ax[0].out, ow = ax[1].out;
-  const int64_t planes = x.sizes[0] * x.sizes[1];
-  visit_float_dtype(x.dtype, [&]<typename T>() {
-    const T* src = x.data_as<const T>();
-    T* dst = out.data_as<T>();
-    if (!bilinear) {
-      std::vector<int64_t> cols(static_cast<size_t>(ow));
-      for (int64_t j = 0; j < ow; ++j)
-        cols[j] = ax[1].nearest(j);
-      for (int64_t p = 0; p < planes; ++p) {
-        for (int64_t i = 0; i < oh; ++i) {
-          const T* row = src + (p * ih + ax[0].nearest(i)) * iw;
-          T* d = dst + (p * oh + i) * ow;
-          for (int64_t j = 0; j < ow; ++j)
-            d[j] = row[cols[j]];
-        }
-      }
-      return;
-    }
-    std::vector<int64_t> c0(static_cast<size_t>(ow)), c1(static_cast<size_t>(ow));
-    std::vector<double> cw(static_cast<size_t>(ow));
-    for (int64_t j = 0; j < ow; ++j)
-      ax[1].linear(j, &c0[j], &c1[j], &cw[j]);
-    for (int64_t p = 0; p < planes; ++p) {
-      for (int64_t i = 0; i < oh; ++i) {
-        int64_t r0, r1;
-        double rw;
-        ax[0].linear(i, &r0, &r1, &rw);
-        const T* a = src + (p * ih + r0) * iw;
-        const T* b = src + (p * ih + r1) * iw;
-        T* d = dst + (p * oh + i) * ow;
-        for (int64_t j = 0; j < ow; ++j) {
-          const double top =
-              convert<double>(a[c0[j]]) * (1 - cw[j]) + convert<double>(a[c1[j]]) * cw[j];
-          const double bot =
-              convert<double>(b[c0[j]]) * (1 - cw[j]) + convert<double>(b[c1[j]]) * cw[j];
-          d[j] = convert<T>(top * (1 - rw) + bot * rw);
-        }
-      }
-    }
-  });
-  return Status();
-}
-
 }  // namespace
 
-Status register_conv_pool_kernels(OperatorRegistry& r) {
-  ETC_RETURN_IF_ERROR(register_kernel(
-      r, {"aten::upsample_nearest2d.vec_out", "aten::upsample_nearest2d.vec"},
-      [](KernelContext& ctx, std::span<Value*> args) { return upsample2d(ctx, args, false); }));
-  ETC_RETURN_IF_ERROR(register_kernel(
-      r, {"aten::upsample_bilinear2d.vec_out", "aten::upsample_bilinear2d.vec"},
-      [](KernelContext& ctx, std::span<Value*> args) { return upsample2d(ctx, args, true); }));
+Status register_conv_kernels(OperatorRegistry& r) {
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::convolution.out", "aten::convolution.default"},
                                       convolution_kernel));
-  ETC_RETURN_IF_ERROR(register_kernel(
-      r, {"aten::max_pool2d_with_indices.out", "aten::max_pool2d_with_indices.default"},
-      max_pool2d_with_indices_kernel));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::max_pool2d.default"}, max_pool2d_kernel));
-  ETC_RETURN_IF_ERROR(
-      register_kernel(r, {"aten::avg_pool2d.out", "aten::avg_pool2d.default"}, avg_pool2d_kernel));
-  ETC_RETURN_IF_ERROR(
-      register_kernel(r, {"aten::_adaptive_avg_pool2d.out", "aten::adaptive_avg_pool2d.default"},
-                      adaptive_avg_pool2d_kernel));
   return Status();
 }
 
