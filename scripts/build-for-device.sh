@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tree=build-device-tree out=build-device
-nice cmake -S . -B "$tree" -G Ninja -DCMAKE_BUILD_TYPE=Release -DETC_CUDA=ON \
+nice cmake -S . -B "$tree" -G Ninja -DCMAKE_BUILD_TYPE=Release -DETC_CUDA=ON -DETC_ONEDNN=OFF \
   -DCMAKE_CUDA_ARCHITECTURES="${ARCHS:-90}" \
   -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" >/dev/null
 nice cmake --build "$tree" -j"${JOBS:-1}" --target etc cuda_runtime_test cuda_kernels

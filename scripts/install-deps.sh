@@ -34,6 +34,7 @@ packages=(
   libonnx-testdata
   unzip
   libminizip-dev
+  libdnnl-dev
 )
 # The Python references (ExecuTorch, PyTorch, ONNX Runtime) go into a virtual environment
 # under the cache (scripts/python-env.sh), which needs Python's venv module.

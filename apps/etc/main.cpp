@@ -19,6 +19,7 @@
 #include "partition/export_pipeline.h"
 #include "passes/dynamic_shapes.h"
 #include "run_command.h"
+#include "runtime/kernels/conv.h"
 #include "serialize/emitter.h"
 #include "serialize/pte_diff.h"
 #include "serialize/pte_dump.h"
@@ -44,6 +45,9 @@ int report(const etc::Status& s) {
 
 std::string version_text() {
   std::string v = "etc " ETC_VERSION "\n";
+  const std::string dnnl = etc::rt::kernels::onednn_version();
+  v += dnnl.empty() ? "oneDNN: not built (CPU convolutions on etc's own kernels)\n"
+                    : "oneDNN: " + dnnl + " (CPU convolutions where it has a JIT kernel)\n";
 #ifdef ETC_WITH_CUDA
   std::string archs;
   for (int a : etc::cuda::built_architectures())

@@ -26,6 +26,7 @@ expect() {
 
 expect "--version prints the version and CUDA status" 0 '^etc [0-9]+\.[0-9]+\.[0-9]+' "$etc" --version
 expect "--version says whether CUDA is built in" 0 'CUDA support: (built in|not built)' "$etc" --version
+expect "--version says whether oneDNN is built in" 0 'oneDNN: ([0-9]+\.[0-9]+\.[0-9]+ \(CPU convolutions|not built)' "$etc" --version
 expect "no command is a usage error" 2 'Usage|validate' "$etc"
 expect "an unknown command is a usage error" 2 'bogus' "$etc" bogus
 expect "validate without a model is a usage error" 2 'MODEL is required' "$etc" validate

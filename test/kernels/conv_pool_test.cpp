@@ -349,6 +349,7 @@ TEST_CASE("a first layer's epilogue may write over the layer's input (read whole
 }
 
 TEST_CASE("3x3 convolutions of constant weights by Winograd F(2x2, 3x3) match the direct sum") {
+  const OnednnScope etc_kernels(false);
   // Shapes in Winograd's range (16+ input channels, 32-400 tiles of 2x2 outputs): odd output
   // sizes (a last tile half outside), padding 0, 1 and 2, two images, and a fused epilogue.
   const ConvCase cases[] = {
@@ -412,7 +413,92 @@ TEST_CASE("3x3 convolutions of constant weights by Winograd F(2x2, 3x3) match th
     }
 }
 
+#if ETC_WITH_ONEDNN
+TEST_CASE("convolutions through oneDNN match the direct sum, with epilogues and bands") {
+  // Each is large enough for oneDNN (8 M multiply-adds): bands of output rows (weights
+  // smaller than the input), bands of output channels (larger; 72 = 48 + 24: a band that is
+  // not a multiple of 16), stride 2 with dilation 2 and unequal padding on two images, and an
+  // RGB first layer (3 input channels, 64 outputs).
+  const ConvCase cases[] = {
+      // n cin h  w  cout kh kw sh sw ph pw dh dw g  transposed oph opw bias
+      {1, 32, 40, 40, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, 0, 0, true},
+      {1, 128, 11, 11, 72, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, 0, 0, true},
+      {2, 24, 33, 31, 40, 5, 5, 2, 2, 2, 1, 2, 2, 1, false, 0, 0, false},
+      {1, 3, 64, 64, 64, 7, 7, 2, 2, 3, 3, 1, 1, 1, false, 0, 0, true},
+  };
+  const bool jit_cpu = __builtin_cpu_supports("avx2") != 0;
+  const OnednnScope scope(true);
+  uint32_t seed = 1700;
+  int index = 0;
+  for (const ConvCase& k : cases) {
+    INFO("case " << index++);
+    const auto [oh, ow] = out_size(k);
+    REQUIRE(k.n * oh * ow * k.c_out * k.c_in * k.kh * k.kw >= (int64_t{1} << 23));
+    Call c("aten::convolution.out");
+    Value* x = c.random(DType::kFloat32, {k.n, k.c_in, k.h, k.w}, seed++);
+    Value* w = c.random(DType::kFloat32, {k.c_out, k.c_in, k.kh, k.kw}, seed++);
+    Value* b = k.bias ? c.random(DType::kFloat32, {k.c_out}, seed++) : c.none();
+    const std::initializer_list<Value*> args{x,
+                                             w,
+                                             b,
+                                             c.ints({k.sh, k.sw}),
+                                             c.ints({k.ph, k.pw}),
+                                             c.ints({k.dh, k.dw}),
+                                             c.b(false),
+                                             c.ints({0, 0}),
+                                             c.i(1)};
+    c.keep_state(uint64_t{1} << 1);  // the weight is a constant
+    Value* y = c.out(DType::kFloat32, {k.n, k.c_out, oh, ow});
+    REQUIRE(c.run(args, {y}).ok());
+    const auto* dnn = dynamic_cast<const kernels::OnednnConv*>(c.state());
+    REQUIRE(dnn != nullptr);
+    INFO("oneDNN kernel: " << dnn->implementation);
+    // On an AVX2 (or AVX-512) CPU oneDNN has a JIT kernel for each of these shapes.
+    if (jit_cpu) REQUIRE(!dnn->implementation.empty());
+    const std::vector<double> want =
+        conv_ref(k, read(x), read(w), k.bias ? read(b) : std::vector<double>{}, oh, ow);
+    Tolerance tol = tolerance_for(DType::kFloat32);
+    tol.atol += 1e-6 * static_cast<double>(k.c_in * k.kh * k.kw);
+    require_close(read(y), want, tol);
+    // A second call on the same state: the same bits.
+    Value* y2 = c.out(DType::kFloat32, {k.n, k.c_out, oh, ow});
+    REQUIRE(c.run(args, {y2}).ok());
+    REQUIRE(std::memcmp(y->tensor.data, y2->tensor.data, static_cast<size_t>(y->tensor.nbytes())) ==
+            0);
+    // The epilogue per channel: relu, then a residual add whose out is the residual itself
+    // (out overlapping an operand: run after the inputs are read).
+    Value* r = c.random(DType::kFloat32, {k.n, k.c_out, oh, ow}, seed++);
+    const std::vector<double> residual = read(r);
+    Epilogue e;
+    const TensorView* t = &y2->tensor;
+    e.ops = {{Epilogue::Op::Kind::kClamp, t, nullptr, 0, 0.0f,
+              std::numeric_limits<float>::infinity(), t},
+             {Epilogue::Op::Kind::kAdd, t, &r->tensor, 0, 0, 0, &r->tensor}};
+    e.after_inputs = true;
+    c.set_epilogue(&e);
+    REQUIRE(c.run(args, {y2}).ok());
+    c.set_epilogue(nullptr);
+    const float* plain = static_cast<const float*>(y->tensor.data);
+    const float* relu = static_cast<const float*>(y2->tensor.data);
+    const float* sum = static_cast<const float*>(r->tensor.data);
+    for (int64_t i = 0; i < y->tensor.numel(); ++i) {
+      REQUIRE(relu[i] == std::max(plain[i], 0.0f));
+      REQUIRE(sum[i] == relu[i] + static_cast<float>(residual[static_cast<size_t>(i)]));
+    }
+    // Turned off, the same call runs etc's own kernels (another state) within the tolerance.
+    const OnednnScope off(false);
+    Call own("aten::convolution.out");
+    own.keep_state(uint64_t{1} << 1);
+    Value* y3 = own.out(DType::kFloat32, {k.n, k.c_out, oh, ow});
+    REQUIRE(own.run(args, {y3}).ok());
+    CHECK(dynamic_cast<const kernels::OnednnConv*>(own.state()) == nullptr);
+    require_close(read(y3), want, tol);
+  }
+}
+#endif
+
 TEST_CASE("constant convolution weights are packed once and give the same bits") {
+  const OnednnScope etc_kernels(false);  // etc's own packing (oneDNN's: its own test)
   uint32_t seed = 900;
   int index = 0;
   for (const ConvCase& k : kConvCases) {

@@ -19,6 +19,7 @@
 
 #include "graph/tensor_spec.h"
 #include "runtime/kernel.h"
+#include "runtime/kernels/conv.h"
 #include "runtime/tensor.h"
 
 namespace etc::rt::test {
@@ -106,6 +107,21 @@ inline void require_close(const std::vector<double>& got, const std::vector<doub
                           DType dtype) {
   require_close(got, want, tolerance_for(dtype));
 }
+
+// Convolutions through oneDNN on or off for a scope (as before at its end): the tests of
+// etc's own convolution paths turn it off, so that they test those paths in every build.
+class OnednnScope {
+ public:
+  explicit OnednnScope(bool on) : saved_(kernels::onednn_conv_enabled()) {
+    kernels::set_onednn_conv_enabled(on);
+  }
+  ~OnednnScope() { kernels::set_onednn_conv_enabled(saved_); }
+  OnednnScope(const OnednnScope&) = delete;
+  OnednnScope& operator=(const OnednnScope&) = delete;
+
+ private:
+  bool saved_;
+};
 
 inline const std::vector<DType> kFloatTypes = {DType::kFloat32, DType::kFloat64, DType::kFloat16,
                                                DType::kBFloat16};

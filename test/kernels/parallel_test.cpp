@@ -115,26 +115,31 @@ TEST_CASE("GEMM, convolution and elementwise results do not depend on the thread
     Sizes x, w;
     int64_t stride;
   };
+  // The same through oneDNN where the build has it (bands of output rows, and of output
+  // channels for the 7x7 one, whose weights outweigh its input).
   for (const PackedCase& k : {PackedCase{{1, 24, 41, 39}, {40, 24, 3, 3}, 2},
-                              PackedCase{{1, 96, 7, 7}, {200, 96, 3, 3}, 1}}) {
-    INFO("packed conv stride " << k.stride);
-    same_with_threads([&] {
-      Call c("aten::convolution.out");
-      Value* x = c.random(DType::kFloat32, k.x, 7);
-      Value* w = c.random(DType::kFloat32, k.w, 8);
-      Value* b = c.random(DType::kFloat32, {k.w[0]}, 9);
-      c.keep_state(uint64_t{1} << 1);  // the weight is a constant
-      const int64_t oh = (k.x[2] + 2 - 3) / k.stride + 1, ow = (k.x[3] + 2 - 3) / k.stride + 1;
-      Value* out = c.out(DType::kFloat32, {1, k.w[0], oh, ow});
-      for (int call = 0; call < 2; ++call) {  // packs, then uses the packed weights
-        REQUIRE(c.run({x, w, b, c.ints({k.stride, k.stride}), c.ints({1, 1}), c.ints({1, 1}),
-                       c.b(false), c.ints({0, 0}), c.i(1)},
-                      {out})
-                    .ok());
-      }
-      return bytes_of(out);
-    });
-  }
+                              PackedCase{{1, 96, 7, 7}, {200, 96, 3, 3}, 1},
+                              PackedCase{{1, 64, 30, 30}, {48, 64, 3, 3}, 1}})
+    for (bool onednn : {false, true}) {
+      INFO("packed conv stride " << k.stride << (onednn ? ", oneDNN" : ", etc's kernels"));
+      const OnednnScope scope(onednn);
+      same_with_threads([&] {
+        Call c("aten::convolution.out");
+        Value* x = c.random(DType::kFloat32, k.x, 7);
+        Value* w = c.random(DType::kFloat32, k.w, 8);
+        Value* b = c.random(DType::kFloat32, {k.w[0]}, 9);
+        c.keep_state(uint64_t{1} << 1);  // the weight is a constant
+        const int64_t oh = (k.x[2] + 2 - 3) / k.stride + 1, ow = (k.x[3] + 2 - 3) / k.stride + 1;
+        Value* out = c.out(DType::kFloat32, {1, k.w[0], oh, ow});
+        for (int call = 0; call < 2; ++call) {  // packs, then uses the packed weights
+          REQUIRE(c.run({x, w, b, c.ints({k.stride, k.stride}), c.ints({1, 1}), c.ints({1, 1}),
+                         c.b(false), c.ints({0, 0}), c.i(1)},
+                        {out})
+                      .ok());
+        }
+        return bytes_of(out);
+      });
+    }
   same_with_threads([&] {
     Call c("aten::add.out");
     Value* a = c.random(DType::kFloat32, {300000}, 5);

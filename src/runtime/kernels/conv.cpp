@@ -276,6 +276,9 @@ void positions_as_rows_f32(const float* x, const PackedB& wt, const float* bias,
   }
 }
 
+// Convolutions of fewer multiply-adds stay on etc's kernels when oneDNN is built in.
+constexpr int64_t kOnednnMinMacs = int64_t{1} << 23;
+
 // Convolutions from at most this many input channels (into at most
 // few_input_channels_max_outputs()) run the direct loop of few_input_channels_conv_f32.
 constexpr int64_t kFewInputChannels = 4;
@@ -326,6 +329,29 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
       return;
     }
   }
+#if ETC_WITH_ONEDNN
+  if constexpr (std::is_same_v<G, float>) {
+    // oneDNN's JIT convolutions where it has one (conv_onednn.cpp); not pointwise ones,
+    // which etc multiplies in place while oneDNN would need both layout copies, and not small
+    // ones, where its fixed costs show (Silero VAD's layers, 0.8-1.3 M multiply-adds each,
+    // took 0.15 ms in all against 0.10 on etc's kernels).
+    const int64_t macs = g.batch * out_plane * g.c_out * g.c_in * kk;
+    if (state != nullptr && !transposed && g.groups == 1 && !pointwise && macs >= kOnednnMinMacs &&
+        onednn_conv_enabled()) {
+      const OnednnConv::Key key{weight.data, g.c_in, g.h,      g.w,   g.c_out,
+                                g.kh,        g.kw,   g.stride, g.pad, g.dil};
+      const OnednnConv& dnn =
+          cached_kernel_state<OnednnConv>(*state, key, [&] { return OnednnConv::make(w, g, key); });
+      std::optional<ReadAs<G>> rb;
+      if (bias != nullptr) rb.emplace(*bias);
+      if (dnn.run(x, rb ? rb->data() : nullptr, g, y, epilogue)) {
+        wy.finish();
+        return;
+      }
+      state = &dnn.fallback;
+    }
+  }
+#endif
   if constexpr (std::is_same_v<G, float>) {
     // 3x3 stride-1 convolutions of constant weights: Winograd F(2x2, 3x3) where it was
     // measured faster than im2col + GEMM (resnet18 on this Zen 5, 1 thread: 20% on the 28x28

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "runtime/kernel.h"
@@ -49,6 +50,43 @@ void few_input_channels_conv_f32(const float* x, const float* w, const float* bi
 // else 16 (4 x 8: mobilenet_v2's 3 -> 32 ran 0.48 ms against the GEMM's 0.44; mobilenet_v3's
 // and the PP-OCR models' 3 -> 16 and 3 -> 8 gain). resnet18's 3 -> 64 7x7 stays on the GEMM.
 int64_t few_input_channels_max_outputs();
+
+// A float convolution of one group through oneDNN (conv_onednn.cpp, in builds with
+// ETC_WITH_ONEDNN), for constant weights: made once per shape (the weights reordered into
+// oneDNN's format, one primitive per band of output rows), then run(): the input copied to
+// channels-last, the bands spread over etc's threads (each on one thread: oneDNN's OpenMP is
+// never used), the output copied back to NCHW with the bias, then the epilogue (may be null)
+// per channel. The bands depend on the shape only: the result does not depend on the thread
+// count. `implementation` is oneDNN's name for its kernel; empty when oneDNN has no JIT kernel
+// for the shape on this CPU (or $ETC_ONEDNN=0), and then run() returns false and etc's own
+// kernels run, keeping their state in `fallback`.
+struct OnednnConv final : KernelState {
+  struct Key {
+    const void* weight;
+    int64_t c_in, h, w, c_out, kh, kw;
+    std::array<int64_t, 2> stride, pad, dil;
+    bool operator==(const Key&) const = default;
+  };
+  Key key{};
+  std::string implementation;
+  mutable std::unique_ptr<KernelState> fallback;
+  OnednnConv();
+  ~OnednnConv() override;
+  static std::unique_ptr<OnednnConv> make(const float* w, const ConvGeometry& g, const Key& key);
+  bool run(const float* x, const float* bias, const ConvGeometry& g, float* y,
+           const Epilogue* epilogue) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+// Whether convolutions go to oneDNN where it has a kernel: false in builds without it and when
+// $ETC_ONEDNN is 0 (etc's own kernels for every convolution, for comparisons); the setter
+// (tests, benchmarks) overrides both ways, but cannot turn on what was not built in.
+bool onednn_conv_enabled();
+void set_onednn_conv_enabled(bool on);
+// The oneDNN library's version ("2.6.3"); empty in builds without it.
+std::string onednn_version();
 
 // A 3x3, stride-1, undilated float convolution of one group by Winograd's F(2x2, 3x3)
 // (conv_winograd.cpp): 2.25x fewer multiply-adds than im2col + GEMM, for the weights a

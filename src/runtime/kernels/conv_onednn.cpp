@@ -1,0 +1,327 @@
+// Float convolutions through oneDNN (Debian's libdnnl), where it has a JIT kernel for the
+// shape on this CPU: its brgemm convolutions on channels-last data ran resnet18's 3x3 layers
+// at 220-270 GFLOP/s on one Zen 5 core, against 110-190 for etc's own GEMM and Winograd paths
+// (docs/benchmarks.md, session 10).
+//
+// etc's tensors stay NCHW (the .pte is ExecuTorch's): each call copies the input to NHWC,
+// runs the convolution band by band of output rows, and copies the output back to NCHW,
+// adding the bias and running the epilogue per channel on the way.
+//
+// Threads: Debian's oneDNN parallelises with OpenMP; etc keeps its own pool. Each band is its
+// own oneDNN primitive (made once, at the first call) run on one thread, so oneDNN never
+// starts an OpenMP team and the pool spreads the bands. The bands are fixed by the shape
+// alone, so the result does not depend on the thread count.
+#include "runtime/kernels/conv.h"
+
+#if ETC_WITH_ONEDNN
+
+#include <spdlog/spdlog.h>
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <string>
+#include <vector>
+
+#include "runtime/kernels/kernel_util.h"
+#include "runtime/kernels/parallel.h"
+
+// libgomp's (the OpenMP runtime Debian's libdnnl uses), declared here rather than through
+// <omp.h>, which belongs to the compiler's own OpenMP runtime.
+extern "C" {
+int omp_get_max_threads();
+void omp_set_num_threads(int n);
+}
+
+namespace etc::rt::kernels {
+namespace {
+
+using dnnl::memory;
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+// OpenMP's thread count for the calling thread set to 1 for the scope (oneDNN then runs the
+// primitive on this thread alone), and restored after.
+class OneOmpThread {
+ public:
+  OneOmpThread() : saved_(omp_get_max_threads()) {
+    if (saved_ != 1) omp_set_num_threads(1);
+  }
+  ~OneOmpThread() {
+    if (saved_ != 1) omp_set_num_threads(saved_);
+  }
+  OneOmpThread(const OneOmpThread&) = delete;
+  OneOmpThread& operator=(const OneOmpThread&) = delete;
+
+ private:
+  int saved_;
+};
+
+// Bands of output rows per image: enough for the pool to spread them on the cores this
+// project targets and more, few enough that each band's primitive runs at full speed.
+constexpr int64_t kMaxBands = 8;
+// Bands of output channels (weights larger than the input): two, each with its part of the
+// weights. More bands ran slower at one thread (resnet18's 512-channel 7x7 layers: 1.33 ms
+// in one band, 1.35 in two, 1.41-1.6 in four, 1.46-1.55 in eight): each band's brgemm gets
+// fewer output channels to reuse every input load on.
+constexpr int64_t kChannelBands = 2;
+
+memory::dims nchw_dims(int64_t n, int64_t c, int64_t h, int64_t w) {
+  return {n, c, h, w};
+}
+
+// x [C, P] -> out [P, C] for one image; positions in blocks so that both sides stay in cache.
+void to_channels_last(const float* x, int64_t channels, int64_t plane, float* out) {
+  constexpr int64_t kBlock = 64;
+  parallel_for((plane + kBlock - 1) / kBlock, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t p0 = b0 * kBlock; p0 < std::min(plane, b1 * kBlock); p0 += kBlock) {
+      const int64_t p1 = std::min(plane, p0 + kBlock);
+      for (int64_t c0 = 0; c0 < channels; c0 += 16) {
+        const int64_t c1 = std::min(channels, c0 + 16);
+        for (int64_t p = p0; p < p1; ++p) {
+          float* o = out + p * channels;
+          for (int64_t c = c0; c < c1; ++c)
+            o[c] = x[c * plane + p];
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+struct OnednnConv::Impl {
+  // One primitive: output rows [oh0, oh0 + rows) of output channels [oc0, oc0 + channels),
+  // written channels-last with `ld` floats per position at `dst_offset` (per image) of the
+  // output copy.
+  struct Band {
+    int64_t oh0 = 0, ih0 = 0;  // first output row, first input row read
+    int64_t oc0 = 0, channels = 0, ld = 0, dst_offset = 0;
+    dnnl::convolution_forward primitive;
+    memory::desc src, dst;
+    memory::desc scratchpad;  // oneDNN's working memory, given by the caller of each run
+    size_t weights = 0;       // index into `weights`
+  };
+  std::vector<Band> bands;
+  std::vector<memory> weights;  // reordered once; bands share one where they can
+  bool by_channels = false;
+};
+
+OnednnConv::OnednnConv() = default;
+OnednnConv::~OnednnConv() = default;
+
+namespace {
+std::atomic<int>& onednn_switch() {  // -1: not read yet; else 0 or 1
+  static std::atomic<int> state{-1};
+  return state;
+}
+}  // namespace
+
+bool onednn_conv_enabled() {
+  int on = onednn_switch().load(std::memory_order_relaxed);
+  if (on < 0) {
+    const char* v = std::getenv("ETC_ONEDNN");
+    on = v == nullptr || std::strcmp(v, "0") != 0 ? 1 : 0;
+    onednn_switch().store(on, std::memory_order_relaxed);
+  }
+  return on == 1;
+}
+
+void set_onednn_conv_enabled(bool on) {
+  onednn_switch().store(on ? 1 : 0);
+}
+
+std::string onednn_version() {
+  const dnnl_version_t* v = dnnl_version();
+  return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+}
+
+std::unique_ptr<OnednnConv> OnednnConv::make(const float* w, const ConvGeometry& g,
+                                             const Key& key) {
+  auto s = std::make_unique<OnednnConv>();
+  s->key = key;
+  if (!onednn_conv_enabled()) return s;
+  try {
+    OneOmpThread one;
+    auto impl = std::make_unique<Impl>();
+    const int64_t taps = g.c_in * g.kh * g.kw;
+    // Bands of output channels when the weights outweigh the input (resnet18's 7x7 and 14x14
+    // layers: 9.4 MB of weights against 100 KB of input), so that each weight is read once and
+    // each band reads the (small) input; else bands of output rows, each reading its rows of
+    // the input and all the (small) weights.
+    impl->by_channels = g.c_out * taps >= g.c_in * g.h * g.w && g.c_out >= 32;
+    int64_t nb = std::min(kMaxBands, g.oh);
+    int64_t per_band = g.c_out;
+    if (impl->by_channels) {
+      per_band = (g.c_out / kChannelBands + 15) / 16 * 16;
+      nb = (g.c_out + per_band - 1) / per_band;
+    }
+    dnnl::stream stream(cpu_engine());
+    for (int64_t b = 0; b < nb; ++b) {
+      Impl::Band band;
+      int64_t oh1 = g.oh;
+      if (impl->by_channels) {
+        band.oc0 = b * per_band;
+        band.channels = std::min(per_band, g.c_out - band.oc0);
+        band.ld = band.channels;
+        band.dst_offset = band.oc0 * g.oh * g.ow;
+      } else {
+        band.oh0 = g.oh * b / nb;
+        oh1 = g.oh * (b + 1) / nb;
+        band.channels = band.ld = g.c_out;
+        band.dst_offset = band.oh0 * g.ow * g.c_out;
+      }
+      // Input rows [first, last) that the band's outputs read, clipped to the input; the
+      // rows clipped off become the band's own padding.
+      const int64_t first = band.oh0 * g.stride[0] - g.pad[0];
+      const int64_t last = (oh1 - 1) * g.stride[0] - g.pad[0] + (g.kh - 1) * g.dil[0] + 1;
+      band.ih0 = std::max<int64_t>(0, first);
+      const int64_t ih1 = std::min(g.h, last);
+      const int64_t pad_top = band.ih0 - first, pad_bottom = last - ih1;
+      band.src = memory::desc(nchw_dims(1, g.c_in, ih1 - band.ih0, g.w), memory::data_type::f32,
+                              memory::format_tag::nhwc);
+      band.dst = memory::desc(nchw_dims(1, band.channels, oh1 - band.oh0, g.ow),
+                              memory::data_type::f32, memory::format_tag::nhwc);
+      const memory::dims wdims{band.channels, g.c_in, g.kh, g.kw};
+      dnnl::convolution_forward::desc desc(
+          dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, band.src,
+          memory::desc(wdims, memory::data_type::f32, memory::format_tag::any), band.dst,
+          {g.stride[0], g.stride[1]}, {g.dil[0] - 1, g.dil[1] - 1}, {pad_top, g.pad[1]},
+          {pad_bottom, g.pad[1]});
+      dnnl::primitive_attr attr;
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      dnnl::convolution_forward::primitive_desc pd(desc, attr, cpu_engine());
+      // Only oneDNN's JIT kernels: its reference and GEMM-based convolutions are slower than
+      // etc's own.
+      const std::string name = pd.impl_info_str();
+      if (name.find("gemm") != std::string::npos || name.find("ref") != std::string::npos ||
+          (name.find("jit") == std::string::npos && name.find("brg") == std::string::npos)) {
+        return s;
+      }
+      if (b == 0) s->implementation = name;
+      // Row bands share the weights where their formats agree; channel bands each have theirs.
+      band.weights = impl->weights.size();
+      for (size_t i = 0; !impl->by_channels && i < impl->weights.size(); ++i) {
+        if (impl->weights[i].get_desc() == pd.weights_desc()) band.weights = i;
+      }
+      if (band.weights == impl->weights.size()) {
+        memory user(memory::desc(wdims, memory::data_type::f32, memory::format_tag::oihw),
+                    cpu_engine(), const_cast<float*>(w + band.oc0 * taps));
+        memory reordered(pd.weights_desc(), cpu_engine());
+        dnnl::reorder(user, reordered).execute(stream, user, reordered);
+        stream.wait();
+        impl->weights.push_back(reordered);
+      }
+      band.scratchpad = pd.scratchpad_desc();
+      band.primitive = dnnl::convolution_forward(pd);
+      impl->bands.push_back(std::move(band));
+    }
+    s->impl_ = std::move(impl);
+  } catch (const dnnl::error& e) {
+    spdlog::warn("oneDNN convolution not available for this shape ({}); using etc's kernels",
+                 e.what());
+  }
+  return s;
+}
+
+bool OnednnConv::run(const float* x, const float* bias, const ConvGeometry& g, float* y,
+                     const Epilogue* epilogue) const {
+  if (impl_ == nullptr) return false;
+  const int64_t in_plane = g.h * g.w, out_plane = g.oh * g.ow;
+  // The channels-last copies, 64-byte aligned (oneDNN's vector loads then never split a
+  // cache line), kept by the calling thread from one call to the next.
+  thread_local std::vector<float> in_nhwc, out_nhwc;
+  auto aligned = [](std::vector<float>& v, int64_t n) {
+    v.resize(static_cast<size_t>(n + 16));
+    const auto at = reinterpret_cast<uintptr_t>(v.data());
+    return v.data() + ((64 - at % 64) % 64) / sizeof(float);
+  };
+  float* const xin = aligned(in_nhwc, g.batch * g.c_in * in_plane);
+  float* const yout = aligned(out_nhwc, g.batch * g.c_out * out_plane);
+  for (int64_t n = 0; n < g.batch; ++n)
+    to_channels_last(x + n * g.c_in * in_plane, g.c_in, in_plane, xin + n * g.c_in * in_plane);
+
+  const auto& bands = impl_->bands;
+  const int64_t nb = static_cast<int64_t>(bands.size());
+  std::atomic<bool> failed{false};
+  parallel_for(g.batch * nb, 1, [&](int64_t t0, int64_t t1) {
+    OneOmpThread one;
+    for (int64_t t = t0; t < t1 && !failed.load(std::memory_order_relaxed); ++t) {
+      const int64_t n = t / nb;
+      const Impl::Band& band = bands[static_cast<size_t>(t % nb)];
+      try {
+        thread_local dnnl::stream stream(cpu_engine());
+        memory src(band.src, cpu_engine(), xin + (n * in_plane + band.ih0 * g.w) * g.c_in);
+        memory dst(band.dst, cpu_engine(), yout + n * out_plane * g.c_out + band.dst_offset);
+        thread_local std::vector<uint8_t> scratchpad;
+        scratchpad.resize(std::max<size_t>(1, band.scratchpad.get_size()));
+        memory pad(band.scratchpad, cpu_engine(), scratchpad.data());
+        band.primitive.execute(stream, {{DNNL_ARG_SRC, src},
+                                        {DNNL_ARG_WEIGHTS, impl_->weights[band.weights]},
+                                        {DNNL_ARG_DST, dst},
+                                        {DNNL_ARG_SCRATCHPAD, pad}});
+        stream.wait();
+      } catch (const dnnl::error& e) {
+        spdlog::warn("oneDNN convolution failed ({}); using etc's kernels", e.what());
+        failed = true;
+      }
+    }
+  });
+  if (failed) return false;
+
+  // Back to NCHW by blocks of 16 channels, plus the bias, then the epilogue on each finished
+  // channel while it is in cache (the input was read whole above, so the epilogue's outs may
+  // lie over it). Channel c of image n is at yout[n * P * C + base + p * ld + c - oc0] for the
+  // band (group of channels) holding it.
+  constexpr int64_t kBlock = 16;
+  const int64_t blocks = (g.c_out + kBlock - 1) / kBlock;
+  const int64_t group = impl_->by_channels ? bands.front().channels : g.c_out;
+  parallel_for(g.batch * blocks, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t n = t / blocks, c0 = (t % blocks) * kBlock;
+      const int64_t c1 = std::min(g.c_out, c0 + kBlock);
+      float* dst = y + n * g.c_out * out_plane;
+      // Bands of channels are multiples of 16 wide: a block lies in one band.
+      const int64_t oc0 = c0 / group * group, ld = std::min(group, g.c_out - oc0);
+      const float* src = yout + n * out_plane * g.c_out + oc0 * out_plane + (c0 - oc0);
+      float b[kBlock];
+      for (int64_t c = c0; c < c1; ++c)
+        b[c - c0] = bias != nullptr ? bias[c] : 0.0f;
+      // 16 x 16 tiles: each source line (16 channels of one position) is read once.
+      for (int64_t p0 = 0; p0 < out_plane; p0 += kBlock) {
+        const int64_t p1 = std::min(out_plane, p0 + kBlock);
+        for (int64_t c = c0; c < c1; ++c) {
+          float* d = dst + c * out_plane;
+          for (int64_t p = p0; p < p1; ++p)
+            d[p] = src[p * ld + (c - c0)] + b[c - c0];
+        }
+      }
+      for (int64_t c = c0; epilogue != nullptr && c < c1; ++c) {
+        const int64_t at = (n * g.c_out + c) * out_plane;
+        apply_epilogue(*epilogue, at, at + out_plane);
+      }
+    }
+  });
+  return true;
+}
+
+}  // namespace etc::rt::kernels
+
+#else  // !ETC_WITH_ONEDNN
+
+namespace etc::rt::kernels {
+bool onednn_conv_enabled() {
+  return false;
+}
+void set_onednn_conv_enabled(bool) {}
+std::string onednn_version() {
+  return "";
+}
+}  // namespace etc::rt::kernels
+
+#endif  // ETC_WITH_ONEDNN
