@@ -17,6 +17,7 @@
 #include "runtime/kernels/gemm.h"
 #include "runtime/kernels/kernel_util.h"
 #include "runtime/kernels/parallel.h"
+#include "runtime/kernels/simd_transpose.h"
 
 namespace etc::rt::kernels {
 namespace {
@@ -259,41 +260,12 @@ constexpr int64_t kBlockLanes = 16;
 // 28x28 by stride 1 about even; 56x56 and larger slower: the transposed block leaves L2).
 constexpr int64_t kBlockedPlane = 28 * 28;
 
-// r[i][j] <- r[j][i] for 16 vectors of 16 floats. (GCC 12 takes the shuffles'
-// _mm512_undefined_ps() pass-through for an uninitialised read: -Wmaybe-uninitialized is off
-// for this function and its callers' inlined copies.)
+// transpose16 (simd_transpose.h) inlined into the loops below: GCC 12 takes its shuffles'
+// _mm512_undefined_ps() pass-through for an uninitialised read.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-__attribute__((target("avx512f"))) inline void transpose16(__m512 (&r)[16]) {
-  __m512 t[16];
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 16; i += 4) {
-    r[i] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-    r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-    r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-    r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-  }
-  for (int i = 0; i < 16; i += 8) {
-    for (int k = 0; k < 4; ++k) {
-      t[i + k] = _mm512_shuffle_f32x4(r[i + k], r[i + k + 4], 0x88);
-      t[i + k + 4] = _mm512_shuffle_f32x4(r[i + k], r[i + k + 4], 0xdd);
-    }
-  }
-  for (int k = 0; k < 8; ++k) {
-    r[k] = _mm512_shuffle_f32x4(t[k], t[k + 8], 0x88);
-    r[k + 8] = _mm512_shuffle_f32x4(t[k], t[k + 8], 0xdd);
-  }
-}
-
-__attribute__((target("avx512f"))) inline __mmask16 first_lanes(int64_t n) {
-  return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
-}
-
 // P output pixels [ow0, ow0 + P) of output row oh from the transposed block `tin`
 // ([Hp][Wp][16]), stored pixel by pixel into `row` ([OW][16]).
 template <int P>
