@@ -499,6 +499,35 @@ TEST_CASE("convolutions through oneDNN match the direct sum, with epilogues and 
     require_close(read(y3), want, tol);
   }
 }
+TEST_CASE("oneDNN convolutions keep primitives per input size (dynamic shapes)") {
+  const OnednnScope scope(true);
+  Call c("aten::convolution.out");
+  Value* w = c.random(DType::kFloat32, {48, 32, 3, 3}, 1800);
+  Value* b = c.random(DType::kFloat32, {48}, 1801);
+  c.keep_state(uint64_t{1} << 1);  // the weight is a constant
+  const kernels::OnednnConv* first = nullptr;
+  uint32_t seed = 1802;
+  // 40x40, 36x30 and back to 40x40, then more sizes than are kept.
+  for (int64_t size : {40, 36, 40, 44, 48, 52, 56, 40}) {
+    const int64_t h = size, wd = size == 36 ? 30 : size;
+    INFO("input " << h << "x" << wd);
+    const ConvCase k{1, 32, h, wd, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, 0, 0, true};
+    Value* x = c.random(DType::kFloat32, {1, 32, h, wd}, seed++);
+    Value* y = c.out(DType::kFloat32, {1, 48, h, wd});
+    REQUIRE(c.run({x, w, b, c.ints({1, 1}), c.ints({1, 1}), c.ints({1, 1}), c.b(false),
+                   c.ints({0, 0}), c.i(1)},
+                  {y})
+                .ok());
+    const auto* dnn = dynamic_cast<const kernels::OnednnConv*>(c.state());
+    REQUIRE(dnn != nullptr);
+    if (first == nullptr) first = dnn;
+    CHECK(dnn == first);  // one state for every size: the weights' key has no input size
+    Tolerance tol = tolerance_for(DType::kFloat32);
+    tol.atol += 1e-6 * 32 * 9;
+    require_close(read(y), conv_ref(k, read(x), read(w), read(b), h, wd), tol);
+  }
+}
+
 #endif
 
 TEST_CASE("constant convolution weights are packed once and give the same bits") {

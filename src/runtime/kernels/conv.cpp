@@ -338,8 +338,7 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
     const int64_t macs = g.batch * out_plane * g.c_out * g.c_in * kk;
     if (state != nullptr && !transposed && g.groups == 1 && !pointwise && macs >= kOnednnMinMacs &&
         onednn_conv_enabled()) {
-      const OnednnConv::Key key{weight.data, g.c_in, g.h,      g.w,   g.c_out,
-                                g.kh,        g.kw,   g.stride, g.pad, g.dil};
+      const OnednnConv::Key key{weight.data, g.c_in, g.c_out, g.kh, g.kw, g.stride, g.pad, g.dil};
       const OnednnConv& dnn =
           cached_kernel_state<OnednnConv>(*state, key, [&] { return OnednnConv::make(w, g, key); });
       std::optional<ReadAs<G>> rb;

@@ -59,26 +59,30 @@ int64_t few_input_channels_max_outputs();
 // per channel. The bands depend on the shape only: the result does not depend on the thread
 // count. `implementation` is oneDNN's name for its kernel; empty when oneDNN has no JIT kernel
 // for the shape on this CPU (or $ETC_ONEDNN=0), and then run() returns false and etc's own
-// kernels run, keeping their state in `fallback`.
+// kernels run, keeping their state in `fallback`. Input sizes (a program of dynamic shapes)
+// each get their primitives at their first call; the last kMaxPlans are kept.
 struct OnednnConv final : KernelState {
   struct Key {
     const void* weight;
-    int64_t c_in, h, w, c_out, kh, kw;
+    int64_t c_in, c_out, kh, kw;
     std::array<int64_t, 2> stride, pad, dil;
     bool operator==(const Key&) const = default;
   };
+  struct Impl;  // the primitives for one input size (conv_onednn.cpp)
+  static constexpr size_t kMaxPlans = 4;
   Key key{};
-  std::string implementation;
+  std::string implementation;  // for the input size of the first call
   mutable std::unique_ptr<KernelState> fallback;
   OnednnConv();
   ~OnednnConv() override;
+  // w: the constant weights, read again for each new input size.
   static std::unique_ptr<OnednnConv> make(const float* w, const ConvGeometry& g, const Key& key);
   bool run(const float* x, const float* bias, const ConvGeometry& g, float* y,
            const Epilogue* epilogue) const;
 
  private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  const float* weights_ = nullptr;
+  mutable std::vector<std::unique_ptr<Impl>> plans_;  // by input size, most recent last
 };
 // Whether convolutions go to oneDNN where it has a kernel: false in builds without it and when
 // $ETC_ONEDNN is 0 (etc's own kernels for every convolution, for comparisons); the setter

@@ -150,6 +150,7 @@ void to_channels_last(const float* x, int64_t channels, int64_t plane, float* ou
 
 }  // namespace
 
+// The primitives for one input size.
 struct OnednnConv::Impl {
   // One primitive: output rows [oh0, oh0 + rows) of output channels [oc0, oc0 + channels),
   // written channels-last with `ld` floats per position at `dst_offset` (per image) of the
@@ -162,9 +163,11 @@ struct OnednnConv::Impl {
     memory::desc scratchpad;  // oneDNN's working memory, given by the caller of each run
     size_t weights = 0;       // index into `weights`
   };
-  std::vector<Band> bands;
+  int64_t h = 0, w = 0;
+  std::vector<Band> bands;      // empty: oneDNN has no JIT kernel for this size
   std::vector<memory> weights;  // reordered once; bands share one where they can
   bool by_channels = false;
+  std::string name;  // oneDNN's name for its kernel
 };
 
 OnednnConv::OnednnConv() = default;
@@ -196,14 +199,16 @@ std::string onednn_version() {
   return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
 }
 
-std::unique_ptr<OnednnConv> OnednnConv::make(const float* w, const ConvGeometry& g,
-                                             const Key& key) {
-  auto s = std::make_unique<OnednnConv>();
-  s->key = key;
-  if (!onednn_conv_enabled()) return s;
+namespace {
+
+// The bands for input size g.h x g.w: none when oneDNN has no JIT kernel for it.
+std::unique_ptr<OnednnConv::Impl> make_plan(const float* w, const ConvGeometry& g) {
+  using Impl = OnednnConv::Impl;
+  auto impl = std::make_unique<Impl>();
+  impl->h = g.h;
+  impl->w = g.w;
   try {
     OneOmpThread one;
-    auto impl = std::make_unique<Impl>();
     const int64_t taps = g.c_in * g.kh * g.kw;
     // Bands of output channels when the weights outweigh the input (resnet18's 7x7 and 14x14
     // layers: 9.4 MB of weights against 100 KB of input), so that each weight is read once and
@@ -256,9 +261,10 @@ std::unique_ptr<OnednnConv> OnednnConv::make(const float* w, const ConvGeometry&
       const std::string name = pd.impl_info_str();
       if (name.find("gemm") != std::string::npos || name.find("ref") != std::string::npos ||
           (name.find("jit") == std::string::npos && name.find("brg") == std::string::npos)) {
-        return s;
+        impl->bands.clear();
+        return impl;
       }
-      if (b == 0) s->implementation = name;
+      impl->name = name;
       // Row bands share the weights where their formats agree; channel bands each have theirs.
       band.weights = impl->weights.size();
       for (size_t i = 0; !impl->by_channels && i < impl->weights.size(); ++i) {
@@ -276,17 +282,41 @@ std::unique_ptr<OnednnConv> OnednnConv::make(const float* w, const ConvGeometry&
       band.primitive = dnnl::convolution_forward(pd);
       impl->bands.push_back(std::move(band));
     }
-    s->impl_ = std::move(impl);
   } catch (const dnnl::error& e) {
     spdlog::warn("oneDNN convolution not available for this shape ({}); using etc's kernels",
                  e.what());
+    impl->bands.clear();
   }
+  return impl;
+}
+
+}  // namespace
+
+std::unique_ptr<OnednnConv> OnednnConv::make(const float* w, const ConvGeometry& g,
+                                             const Key& key) {
+  auto s = std::make_unique<OnednnConv>();
+  s->key = key;
+  s->weights_ = w;
+  if (!onednn_conv_enabled()) return s;
+  s->plans_.push_back(make_plan(w, g));
+  s->implementation = s->plans_.back()->name;
   return s;
 }
 
 bool OnednnConv::run(const float* x, const float* bias, const ConvGeometry& g, float* y,
                      const Epilogue* epilogue) const {
-  if (impl_ == nullptr) return false;
+  if (plans_.empty()) return false;  // oneDNN turned off when the state was made
+  // The plan for this input size, made at its first call (a program of dynamic shapes keeps
+  // the last kMaxPlans sizes; its weights are reordered per size, as the format may differ).
+  auto found = std::find_if(plans_.begin(), plans_.end(),
+                            [&](const auto& p) { return p->h == g.h && p->w == g.w; });
+  if (found == plans_.end()) {
+    if (plans_.size() == kMaxPlans) plans_.erase(plans_.begin());
+    plans_.push_back(make_plan(weights_, g));
+    found = plans_.end() - 1;
+  }
+  const Impl& plan = **found;
+  if (plan.bands.empty()) return false;
   const int64_t in_plane = g.h * g.w, out_plane = g.oh * g.ow;
   // The channels-last copies, 64-byte aligned (oneDNN's vector loads then never split a
   // cache line), kept by the calling thread from one call to the next.
@@ -301,7 +331,7 @@ bool OnednnConv::run(const float* x, const float* bias, const ConvGeometry& g, f
   for (int64_t n = 0; n < g.batch; ++n)
     to_channels_last(x + n * g.c_in * in_plane, g.c_in, in_plane, xin + n * g.c_in * in_plane);
 
-  const auto& bands = impl_->bands;
+  const auto& bands = plan.bands;
   const int64_t nb = static_cast<int64_t>(bands.size());
   std::atomic<bool> failed{false};
   parallel_for(g.batch * nb, 1, [&](int64_t t0, int64_t t1) {
@@ -317,7 +347,7 @@ bool OnednnConv::run(const float* x, const float* bias, const ConvGeometry& g, f
         scratchpad.resize(std::max<size_t>(1, band.scratchpad.get_size()));
         memory pad(band.scratchpad, cpu_engine(), scratchpad.data());
         band.primitive.execute(stream, {{DNNL_ARG_SRC, src},
-                                        {DNNL_ARG_WEIGHTS, impl_->weights[band.weights]},
+                                        {DNNL_ARG_WEIGHTS, plan.weights[band.weights]},
                                         {DNNL_ARG_DST, dst},
                                         {DNNL_ARG_SCRATCHPAD, pad}});
         stream.wait();
@@ -335,7 +365,7 @@ bool OnednnConv::run(const float* x, const float* bias, const ConvGeometry& g, f
   // band (group of channels) holding it.
   constexpr int64_t kBlock = 16;
   const int64_t blocks = (g.c_out + kBlock - 1) / kBlock;
-  const int64_t group = impl_->by_channels ? bands.front().channels : g.c_out;
+  const int64_t group = plan.by_channels ? bands.front().channels : g.c_out;
   const bool wide = avx512();
   parallel_for(g.batch * blocks, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
