@@ -331,12 +331,14 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
   }
 #if ETC_WITH_ONEDNN
   if constexpr (std::is_same_v<G, float>) {
-    // oneDNN's JIT convolutions where it has one (conv_onednn.cpp); not pointwise ones,
-    // which etc multiplies in place while oneDNN would need both layout copies, and not small
-    // ones, where its fixed costs show (Silero VAD's layers, 0.8-1.3 M multiply-adds each,
-    // took 0.15 ms in all against 0.10 on etc's kernels).
+    // oneDNN's JIT convolutions where it has one (conv_onednn.cpp); not 1x1 ones, which etc
+    // multiplies straight from the NCHW input while oneDNN needs both layout copies
+    // (resnet18's 1x1 stride-2 layers: 0.13-0.14 ms on etc's kernels, 0.19-0.27 on oneDNN;
+    // mobilenet_v2's pointwise layers 1.3-2.6x slower), and not small ones, where its fixed
+    // costs show (Silero VAD's layers, 0.8-1.3 M multiply-adds each, took 0.15 ms in all
+    // against 0.10 on etc's kernels).
     const int64_t macs = g.batch * out_plane * g.c_out * g.c_in * kk;
-    if (state != nullptr && !transposed && g.groups == 1 && !pointwise && macs >= kOnednnMinMacs &&
+    if (state != nullptr && !transposed && g.groups == 1 && kk > 1 && macs >= kOnednnMinMacs &&
         onednn_conv_enabled()) {
       const OnednnConv::Key key{weight.data, g.c_in, g.c_out, g.kh, g.kw, g.stride, g.pad, g.dil};
       const OnednnConv& dnn =
