@@ -88,6 +88,11 @@ struct KernelContext {
   // (max_pool2d_with_indices' indices, most of the time); the kernel may leave it unwritten.
   uint64_t unread_outs = 0;
   bool is_unread(size_t i) const { return i < 64 && ((unread_outs >> i) & 1) != 0; }
+  // Bit i set: argument i, a 4-d float tensor, is held channels-last ([N, H, W, C] in memory;
+  // its sizes stay [N, C, H, W]). Set at load on the convolutions of a channels-last chain
+  // (Method::plan_channels_last), whose readers and writers all agree; 0 everywhere else.
+  uint64_t channels_last_args = 0;
+  bool is_channels_last(size_t i) const { return i < 64 && ((channels_last_args >> i) & 1) != 0; }
   // An invalid-input error naming the op: "aten::add.out: <message>".
   Status error(const std::string& message) const;
 };

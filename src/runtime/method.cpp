@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "graph/tensor_spec.h"
+#include "runtime/kernels/conv.h"
 #include "serialize/pte_reader.h"
 
 namespace etc::rt {
@@ -320,7 +321,10 @@ Result<std::unique_ptr<Method>> Method::load_plan(const pte::Plan& plan,
       m->steps_.push_back(std::move(s));
     }
   }
-  if (env.fuse_epilogues) m->fuse_epilogues();
+  if (env.fuse_epilogues) {
+    m->fuse_epilogues();
+    if (kernels::onednn_conv_enabled()) m->plan_channels_last();
+  }
   m->find_unread_outs();
   return m;
 }
@@ -504,6 +508,165 @@ void Method::fuse_epilogues() {
   }
 }
 
+size_t Method::channels_last_convolutions() const {
+  return static_cast<size_t>(std::count_if(
+      steps_.begin(), steps_.end(), [](const Step& s) { return s.channels_last_args != 0; }));
+}
+
+void Method::plan_channels_last() {
+  // Without jumps the steps run in order, so a tensor lives from the step that writes it to
+  // the last step that names it.
+  for (const Step& s : steps_) {
+    if (s.kind == pte::InstrKind::kJumpFalse) return;
+  }
+  const std::vector<bool> io = io_values();
+  auto index_of = [&](const Value* v) { return static_cast<size_t>(v - values_.data()); };
+  std::map<const TensorView*, const Value*> by_tensor;
+  for (const Value& v : values_)
+    by_tensor[&v.tensor] = &v;
+  // A convolution that can run on oneDNN with channels-last tensors, and what it writes (its
+  // out, its epilogue's outs) and reads through its epilogue (operands from outside).
+  struct Group {
+    size_t step = 0;
+    std::vector<const Value*> writes, operands;
+    size_t last_use = 0;  // the last step naming one of `writes`
+    bool channels_last = true;
+  };
+  std::vector<Group> groups;
+  std::map<const Value*, size_t> writer;  // value -> its group
+  std::vector<int64_t> group_of_step(steps_.size(), -1);
+  auto usable = [&](const Value* v) {
+    return v->is_tensor() && !io[index_of(v)] && v->tensor.capacity < 0 &&
+           v->tensor.data != nullptr && v->tensor.device.is_cpu();
+  };
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    const Step& s = steps_[i];
+    if (s.kind != pte::InstrKind::kKernel || s.fused || s.name != "aten::convolution.out" ||
+        ((s.constant_args >> 1) & 1) == 0)
+      continue;
+    const std::optional<kernels::ConvGeometry> g = kernels::float_conv2d_geometry(s.args);
+    if (!g || !usable(s.args[9]) || s.args[0]->tensor.capacity >= 0 ||
+        !kernels::onednn_conv_supported(*g, !s.args[2]->is_none()))
+      continue;
+    Group group;
+    group.step = i;
+    group.writes.push_back(s.args[9]);
+    bool ok = true;
+    if (s.epilogue != nullptr) {
+      auto add = [&](std::vector<const Value*>& to, const TensorView* t) {
+        auto it = by_tensor.find(t);
+        if (it == by_tensor.end() || !usable(it->second)) {
+          ok = false;
+          return;
+        }
+        if (std::find(to.begin(), to.end(), it->second) == to.end()) to.push_back(it->second);
+      };
+      for (const Epilogue::Op& op : s.epilogue->ops)
+        add(group.writes, op.out);
+      for (const Epilogue::Op& op : s.epilogue->ops) {
+        for (const TensorView* t : {op.a, op.b}) {
+          if (t == nullptr) continue;
+          auto it = by_tensor.find(t);
+          if (it != by_tensor.end() &&
+              std::find(group.writes.begin(), group.writes.end(), it->second) != group.writes.end())
+            continue;
+          add(group.operands, t);
+        }
+      }
+    }
+    if (!ok) continue;
+    for (const Value* v : group.writes) {
+      if (writer.count(v) != 0) ok = false;  // written by two convolutions: leave both
+    }
+    if (!ok) continue;
+    group_of_step[i] = static_cast<int64_t>(groups.size());
+    for (const Value* v : group.writes)
+      writer[v] = groups.size();
+    groups.push_back(std::move(group));
+  }
+  if (groups.empty()) return;
+
+  // Who reads each written tensor. The convolutions of groups may read one as their input
+  // (argument 0); an epilogue may read one as an operand if its own group agrees on the
+  // layout; anything else (another kernel, a delegate, an alias of its memory while it
+  // lives) keeps the tensor NCHW.
+  std::vector<std::pair<size_t, size_t>> agree;  // groups that must share a layout
+  size_t owner = 0;                              // the kernel whose epilogue a fused step is
+  for (size_t j = 0; j < steps_.size(); ++j) {
+    const Step& s = steps_[j];
+    if (!s.fused) owner = j;
+    const int64_t own = group_of_step[owner];
+    for (size_t a = 0; a < s.args.size(); ++a) {
+      auto it = writer.find(s.args[a]);
+      if (it == writer.end()) continue;
+      Group& g = groups[it->second];
+      g.last_use = std::max(g.last_use, j);
+      if (own == static_cast<int64_t>(it->second)) {
+        // Its own convolution names it as its out (and return value), its epilogue as operand
+        // or out.
+        if (s.fused || a >= 9) continue;
+        g.channels_last = false;  // also the convolution's input: in place
+      } else if (!s.fused && own >= 0 && a == 0) {
+        // The input of another oneDNN convolution.
+      } else if (s.fused && own >= 0) {
+        agree.emplace_back(it->second, static_cast<size_t>(own));
+      } else {
+        g.channels_last = false;
+      }
+    }
+  }
+  // Other values over a written tensor's memory (views the program reads it through, which
+  // assume NCHW), from the group's step until a kernel writes that memory anew (its out, the
+  // last argument: the planner reuses the bytes for another tensor).
+  // And a method output over it that no kernel writes anew after it (a caller reads it as
+  // NCHW).
+  for (Group& g : groups) {
+    for (const Value* v : g.writes) {
+      bool reused = false;
+      for (size_t j = g.step + 1; j < steps_.size() && !reused && g.channels_last; ++j) {
+        const Step& s = steps_[j];
+        for (const Value* u : s.args) {
+          if (!u->is_tensor() || u->tensor.data == nullptr || u->tensor.nbytes() == 0 ||
+              std::find(g.writes.begin(), g.writes.end(), u) != g.writes.end() ||
+              !overlaps(u->tensor, v->tensor))
+            continue;
+          if (s.kind == pte::InstrKind::kKernel && !s.fused && u == s.args.back()) {
+            reused = true;  // after this step's reads, checked in this loop too
+          } else {
+            g.channels_last = false;
+          }
+        }
+      }
+      for (size_t k : outputs_) {
+        const Value& o = values_[k];
+        if (!reused && o.is_tensor() && o.tensor.data != nullptr && o.tensor.nbytes() > 0 &&
+            overlaps(o.tensor, v->tensor))
+          g.channels_last = false;
+      }
+    }
+    // An epilogue operand from outside every group is NCHW: the group's layout must be too.
+    for (const Value* v : g.operands) {
+      if (writer.count(v) == 0) g.channels_last = false;
+    }
+  }
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const auto& [a, b] : agree) {
+      if (groups[a].channels_last != groups[b].channels_last) {
+        groups[a].channels_last = groups[b].channels_last = false;
+        changed = true;
+      }
+    }
+  }
+  for (const Group& g : groups) {
+    Step& s = steps_[g.step];
+    if (g.channels_last) s.channels_last_args |= uint64_t{1} << 9;
+    auto in = writer.find(s.args[0]);
+    if (in != writer.end() && groups[in->second].channels_last)
+      s.channels_last_args |= uint64_t{1} << 0;
+  }
+}
+
 Status Method::check_binding(const TensorView& t, const void* data, const std::string& what) const {
   if (data == nullptr && t.nbytes() > 0) return invalid_input(what + ": null pointer");
   if (data == nullptr) return Status();
@@ -660,8 +823,9 @@ Status Method::execute() {
             r.list->ints[k] = item->i;
         }
         if (kernel) {
-          KernelContext ctx{s.name,          env_.allocators,  env_.kernel_state, &s.state,
-                            s.constant_args, s.epilogue.get(), s.unread_outs};
+          KernelContext ctx{s.name,        env_.allocators,     env_.kernel_state,
+                            &s.state,      s.constant_args,     s.epilogue.get(),
+                            s.unread_outs, s.channels_last_args};
           st = s.kernel(ctx, s.args);
         } else {
           st = delegates_[s.delegate]->execute(s.args);

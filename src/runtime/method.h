@@ -90,6 +90,8 @@ class Method {
   }
 
   const std::vector<Value>& values() const { return values_; }
+  // The convolutions that read or write a channels-last tensor (plan_channels_last).
+  size_t channels_last_convolutions() const;
 
   // State buffers (ExecuTorch's mutable buffers with an initial value: a KV cache, a step
   // counter). Their planned bytes persist across executions; load() starts them at their
@@ -125,9 +127,10 @@ class Method {
     std::vector<IntListRefresh> refresh;
     // This kernel applies these ops (the fused instructions after it) to its out.
     std::unique_ptr<Epilogue> epilogue;
-    std::string fused_names;   // " + aten::relu.out ...", for the profile
-    bool fused = false;        // applied by an earlier kernel's epilogue: skipped
-    uint64_t unread_outs = 0;  // KernelContext::unread_outs
+    std::string fused_names;          // " + aten::relu.out ...", for the profile
+    bool fused = false;               // applied by an earlier kernel's epilogue: skipped
+    uint64_t unread_outs = 0;         // KernelContext::unread_outs
+    uint64_t channels_last_args = 0;  // KernelContext::channels_last_args
   };
   // Marks the outs nothing reads (KernelContext::unread_outs).
   void find_unread_outs();
@@ -136,6 +139,10 @@ class Method {
   // Gives convolutions the in-place elementwise instructions right after them as their
   // epilogue (RuntimeEnv::fuse_epilogues).
   void fuse_epilogues();
+  // Keeps the tensors that only convolutions running on oneDNN read (and their epilogues)
+  // channels-last between those convolutions, instead of copying each to NHWC and back
+  // (KernelContext::channels_last_args). After fuse_epilogues.
+  void plan_channels_last();
 
   RuntimeEnv env_;
   Profile* profile_ = nullptr;

@@ -8,7 +8,9 @@
 #include <limits>
 #include <random>
 
+#include "kernels/kernel_test_util.h"
 #include "runtime/export_graph.h"
+#include "runtime/kernels/parallel.h"
 #include "runtime/method.h"
 #include "runtime/runtime_env.h"
 
@@ -241,6 +243,119 @@ TEST_CASE("max pooling leaves indices nothing reads unwritten, and writes those 
       }
     }
   }
+}
+
+// ---- Channels-last chains (Method::plan_channels_last) -----------------------------------
+
+ValueId conv_s(Graph& g, const std::string& name, ValueId x, ValueId w, ArgValue b, int64_t stride,
+               int64_t pad, int64_t groups, TensorSpec out) {
+  return node(g, OpKind::Convolution, name,
+              {{"input", x},
+               {"weight", w},
+               {"bias", b},
+               {"stride", std::vector<int64_t>{stride, stride}},
+               {"padding", std::vector<int64_t>{pad, pad}},
+               {"dilation", std::vector<int64_t>{1, 1}},
+               {"transposed", false},
+               {"output_padding", std::vector<int64_t>{0, 0}},
+               {"groups", groups}},
+              std::move(out));
+}
+
+// x -> conv 3x3 (16 -> 32) -> relu -> r1 -> depthwise 3x3 -> relu6 -> r2 -> conv 1x1 -> + r1
+// -> s -> conv 3x3 stride 2 (32 -> 16) -> t -> mean over H, W -> y. With `side_reader`, r1 is
+// also read by a neg (a second output), which is not a convolution.
+Graph inverted_residual(bool side_reader) {
+  Graph g;
+  ValueId x = g.add_input("x", spec({1, 16, 20, 20}));
+  ValueId c1 = conv_s(g, "c1", x, constant(g, "w1", {32, 16, 3, 3}, 11),
+                      constant(g, "b1", {32}, 12), 1, 1, 1, spec({1, 32, 20, 20}));
+  ValueId r1 = node(g, OpKind::Relu, "r1", {{"self", c1}}, spec({1, 32, 20, 20}));
+  ValueId dw = conv_s(g, "dw", r1, constant(g, "w2", {32, 1, 3, 3}, 13),
+                      constant(g, "b2", {32}, 14), 1, 1, 32, spec({1, 32, 20, 20}));
+  ValueId r2 = node(g, OpKind::Hardtanh, "r2",
+                    {{"self", dw}, {"min_val", Scalar{0.0}}, {"max_val", Scalar{6.0}}},
+                    spec({1, 32, 20, 20}));
+  ValueId pw = conv_s(g, "pw", r2, constant(g, "w3", {32, 32, 1, 1}, 15), std::monostate{}, 1, 0, 1,
+                      spec({1, 32, 20, 20}));
+  ValueId s = node(g, OpKind::AddTensor, "s", {{"self", pw}, {"other", r1}}, spec({1, 32, 20, 20}));
+  ValueId t = conv_s(g, "t", s, constant(g, "w4", {16, 32, 3, 3}, 16), constant(g, "b4", {16}, 17),
+                     2, 1, 1, spec({1, 16, 10, 10}));
+  ValueId y = node(g, OpKind::MeanDim, "y",
+                   {{"self", t}, {"dim", std::vector<int64_t>{2, 3}}, {"keepdim", true}},
+                   spec({1, 16, 1, 1}));
+  if (side_reader) {
+    ValueId n = node(g, OpKind::Neg, "n", {{"self", r1}}, spec({1, 32, 20, 20}));
+    g.set_outputs({y, n});
+  } else {
+    g.set_outputs({y});
+  }
+  return g;
+}
+
+struct ChainRun {
+  std::vector<float> y;
+  size_t channels_last = 0;
+};
+
+ChainRun run_chain(const pte::File& f, bool onednn, int threads) {
+  const rt::test::OnednnScope scope(onednn);
+  rt::kernels::set_num_threads(threads);
+  auto runtime = std::move(rt::make_cpu_runtime()).value();
+  Result<std::unique_ptr<rt::Method>> m = rt::Method::load(f, 0, runtime->env());
+  INFO(m.status().to_string());
+  REQUIRE(m.ok());
+  std::vector<float> x(16 * 20 * 20);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = std::sin(static_cast<float>(i) * 0.37f);
+  for (int call = 0; call < 2; ++call) {  // twice: the same state, the same bits
+    REQUIRE((*m)->set_input(0, x.data(), x.size() * 4).ok());
+    const Status st = (*m)->execute();
+    INFO(st.to_string());
+    REQUIRE(st.ok());
+  }
+  const rt::TensorView& y = (*m)->output(0);
+  ChainRun out;
+  out.y.assign(static_cast<const float*>(y.data), static_cast<const float*>(y.data) + y.numel());
+  out.channels_last = (*m)->channels_last_convolutions();
+  rt::kernels::set_num_threads(0);
+  return out;
+}
+
+TEST_CASE("tensors only oneDNN convolutions read stay channels-last between them") {
+  Graph g = inverted_residual(false);
+  const pte::File f = export_graph(g);
+  const ChainRun own = run_chain(f, false, 1);
+  CHECK(own.channels_last == 0);  // etc's own kernels: NCHW everywhere
+  const ChainRun one = run_chain(f, true, 1), three = run_chain(f, true, 3);
+#if ETC_WITH_ONEDNN
+  // c1, dw and pw write channels-last (the residual add joins pw to c1); dw, pw and t read it;
+  // t writes NCHW for the mean.
+  CHECK(one.channels_last == 4);
+#else
+  CHECK(one.channels_last == 0);
+#endif
+  REQUIRE(one.y.size() == own.y.size());
+  // The same bits for any thread count; etc's own kernels within rounding.
+  CHECK(std::memcmp(one.y.data(), three.y.data(), one.y.size() * 4) == 0);
+  for (size_t i = 0; i < own.y.size(); ++i)
+    CHECK(one.y[i] == Approx(own.y[i]).epsilon(1e-4).margin(1e-5));
+  CHECK(*std::max_element(own.y.begin(), own.y.end()) > 0.1f);  // not all zero
+}
+
+TEST_CASE("a tensor another kernel reads stays NCHW, with the convolutions tied to it") {
+  Graph g = inverted_residual(true);
+  const pte::File f = export_graph(g);
+  const ChainRun own = run_chain(f, false, 1), chained = run_chain(f, true, 2);
+#if ETC_WITH_ONEDNN
+  // r1 is read by the neg: c1 and pw (whose residual add reads r1) stay NCHW; only dw's out
+  // (read by pw alone) is channels-last: dw writes it, pw reads it.
+  CHECK(chained.channels_last == 2);
+#else
+  CHECK(chained.channels_last == 0);
+#endif
+  for (size_t i = 0; i < own.y.size(); ++i)
+    CHECK(chained.y[i] == Approx(own.y[i]).epsilon(1e-4).margin(1e-5));
 }
 
 }  // namespace

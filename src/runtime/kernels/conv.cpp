@@ -340,7 +340,8 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
     const int64_t macs = g.batch * out_plane * g.c_out * g.c_in * kk;
     if (state != nullptr && !transposed && g.groups == 1 && kk > 1 && macs >= kOnednnMinMacs &&
         onednn_conv_enabled()) {
-      const OnednnConv::Key key{weight.data, g.c_in, g.c_out, g.kh, g.kw, g.stride, g.pad, g.dil};
+      const OnednnConv::Key key{weight.data, g.c_in, g.c_out, g.kh,    g.kw,
+                                g.stride,    g.pad,  g.dil,   g.groups};
       const OnednnConv& dnn =
           cached_kernel_state<OnednnConv>(*state, key, [&] { return OnednnConv::make(w, g, key); });
       std::optional<ReadAs<G>> rb;
@@ -660,6 +661,76 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
   wy.finish();
 }
 
+}  // namespace
+
+std::optional<ConvGeometry> float_conv2d_geometry(std::span<Value* const> args) {
+  if (args.size() < 10) return std::nullopt;
+  for (size_t i : {size_t{0}, size_t{1}, size_t{9}}) {
+    if (!args[i]->is_tensor() || args[i]->tensor.dtype != DType::kFloat32 ||
+        args[i]->tensor.rank() != 4)
+      return std::nullopt;
+  }
+  if (!args[2]->is_none() && (!args[2]->is_tensor() || args[2]->tensor.dtype != DType::kFloat32))
+    return std::nullopt;
+  for (size_t i : {size_t{3}, size_t{4}, size_t{5}}) {
+    if (args[i]->kind != Value::Kind::kIntList || args[i]->ints.size() != 2) return std::nullopt;
+  }
+  if (args[6]->kind != Value::Kind::kBool || args[6]->b || args[8]->kind != Value::Kind::kInt)
+    return std::nullopt;
+  const TensorView& x = args[0]->tensor;
+  const TensorView& w = args[1]->tensor;
+  const TensorView& y = args[9]->tensor;
+  const int64_t groups = args[8]->i;
+  ConvGeometry g{x.sizes[0], x.sizes[1], x.sizes[2], x.sizes[3], w.sizes[0], w.sizes[2], w.sizes[3],
+                 y.sizes[2], y.sizes[3], groups,     {},         {},         {}};
+  for (int i = 0; i < 2; ++i) {
+    g.stride[i] = args[3]->ints[i];
+    g.pad[i] = args[4]->ints[i];
+    g.dil[i] = args[5]->ints[i];
+    if (g.stride[i] < 1 || g.pad[i] < 0 || g.dil[i] < 1) return std::nullopt;
+  }
+  if (groups < 1 || g.c_in % groups != 0 || w.sizes[1] * groups != g.c_in ||
+      g.c_out % groups != 0 || y.sizes[0] != g.batch || y.sizes[1] != g.c_out)
+    return std::nullopt;
+  const int64_t span_h = g.dil[0] * (g.kh - 1) + 1, span_w = g.dil[1] * (g.kw - 1) + 1;
+  if (g.h + 2 * g.pad[0] < span_h || g.w + 2 * g.pad[1] < span_w ||
+      g.oh != (g.h + 2 * g.pad[0] - span_h) / g.stride[0] + 1 ||
+      g.ow != (g.w + 2 * g.pad[1] - span_w) / g.stride[1] + 1)
+    return std::nullopt;
+  return g;
+}
+
+namespace {
+
+// A convolution of a channels-last chain (KernelContext::channels_last_args: the input, the
+// out or both held [N, H, W, C]): only oneDNN reads and writes that layout, so the method
+// sets it only where oneDNN has a kernel (onednn_conv_supported); anything else here is a bug.
+Status channels_last_convolution(KernelContext& ctx, const ConvGeometry& g, bool transposed,
+                                 const TensorView& x, const TensorView& w, const TensorView* bias,
+                                 TensorView& out) {
+#if ETC_WITH_ONEDNN
+  if (!transposed && ctx.state != nullptr && ctx.is_constant(1) && x.dtype == DType::kFloat32 &&
+      w.dtype == DType::kFloat32 && out.dtype == DType::kFloat32 &&
+      (bias == nullptr || bias->dtype == DType::kFloat32)) {
+    const OnednnConv::Key key{w.data,   g.c_in, g.c_out, g.kh,    g.kw,
+                              g.stride, g.pad,  g.dil,   g.groups};
+    const float* wf = static_cast<const float*>(w.data);
+    const OnednnConv& dnn = cached_kernel_state<OnednnConv>(
+        *ctx.state, key, [&] { return OnednnConv::make(wf, g, key); });
+    if (dnn.run(static_cast<const float*>(x.data),
+                bias != nullptr ? static_cast<const float*>(bias->data) : nullptr, g,
+                static_cast<float*>(out.data), ctx.epilogue, ctx.is_channels_last(0),
+                ctx.is_channels_last(9))) {
+      return Status();
+    }
+  }
+#else
+  (void)g, (void)transposed, (void)x, (void)w, (void)bias, (void)out;
+#endif
+  return internal_error(std::string(ctx.op) +
+                        ": a channels-last convolution found no oneDNN kernel to run it");
+}
+
 Status convolution_kernel(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args,
                                  {{"input", Arg::kTensor},
@@ -770,6 +841,8 @@ Status convolution_kernel(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(
       check_out(ctx, out, std::vector<int64_t>{g.batch, g.c_out, g.oh, g.ow}, x.dtype));
   if (out.numel() == 0) return Status();
+  if (ctx.is_channels_last(0) || ctx.is_channels_last(9))
+    return channels_last_convolution(ctx, g, transposed, x, w, bias, out);
   // The weights are packed once when they are a constant of the program.
   std::unique_ptr<KernelState>* state =
       ctx.state != nullptr && ctx.is_constant(1) && w.dtype == DType::kFloat32 ? ctx.state

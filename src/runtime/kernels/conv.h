@@ -4,6 +4,8 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -66,6 +68,7 @@ struct OnednnConv final : KernelState {
     const void* weight;
     int64_t c_in, c_out, kh, kw;
     std::array<int64_t, 2> stride, pad, dil;
+    int64_t groups;
     bool operator==(const Key&) const = default;
   };
   struct Impl;  // the primitives for one input size (conv_onednn.cpp)
@@ -77,8 +80,10 @@ struct OnednnConv final : KernelState {
   ~OnednnConv() override;
   // w: the constant weights, read again for each new input size.
   static std::unique_ptr<OnednnConv> make(const float* w, const ConvGeometry& g, const Key& key);
+  // in_nhwc / out_nhwc: x / y hold their tensors channels-last ([N, H, W, C]) already, set by
+  // the method's channels-last chains (Method::plan_channels_last); no copy on that side.
   bool run(const float* x, const float* bias, const ConvGeometry& g, float* y,
-           const Epilogue* epilogue) const;
+           const Epilogue* epilogue, bool in_nhwc = false, bool out_nhwc = false) const;
 
  private:
   const float* weights_ = nullptr;
@@ -89,6 +94,14 @@ struct OnednnConv final : KernelState {
 // (tests, benchmarks) overrides both ways, but cannot turn on what was not built in.
 bool onednn_conv_enabled();
 void set_onednn_conv_enabled(bool on);
+// Whether oneDNN has a JIT kernel for this float convolution (any groups, with or without a
+// bias) in the bands OnednnConv would run, for a channels-last out and for an NCHW one: a
+// channels-last chain needs one for each of its convolutions. False in builds without oneDNN.
+bool onednn_conv_supported(const ConvGeometry& g, bool with_bias);
+// The geometry of an aten::convolution.out call (its 10 arguments) when it is a 2-d float32
+// convolution, not transposed, with a constant-shaped float32 weight and out: what a
+// channels-last chain may hold. Nothing otherwise.
+std::optional<ConvGeometry> float_conv2d_geometry(std::span<Value* const> args);
 // The oneDNN library's version ("2.6.3"); empty in builds without it.
 std::string onednn_version();
 

@@ -23,6 +23,7 @@
 #include <cstring>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "runtime/kernels/gemm.h"
@@ -67,6 +68,9 @@ class OneOmpThread {
 // Bands of output rows per image: enough for the pool to spread them on the cores this
 // project targets and more, few enough that each band's primitive runs at full speed.
 constexpr int64_t kMaxBands = 8;
+// Output positions per band of rows at least (fewer bands on small planes): each band is a
+// primitive call of its own, with a fixed cost.
+constexpr int64_t kMinBandPositions = 1024;
 // Bands of output channels (weights larger than the input): two, each with its part of the
 // weights. More bands ran slower at one thread (resnet18's 512-channel 7x7 layers: 1.33 ms
 // in one band, 1.35 in two, 1.41-1.6 in four, 1.46-1.55 in eight): each band's brgemm gets
@@ -156,7 +160,7 @@ struct OnednnConv::Impl {
   // written channels-last with `ld` floats per position at `dst_offset` (per image) of the
   // output copy.
   struct Band {
-    int64_t oh0 = 0, ih0 = 0;  // first output row, first input row read
+    int64_t oh0 = 0, oh1 = 0, ih0 = 0;  // output rows [oh0, oh1), first input row read
     int64_t oc0 = 0, channels = 0, ld = 0, dst_offset = 0;
     dnnl::convolution_forward primitive;
     memory::desc src, dst;
@@ -164,6 +168,9 @@ struct OnednnConv::Impl {
     size_t weights = 0;       // index into `weights`
   };
   int64_t h = 0, w = 0;
+  // Written channels-last straight into the out (bands of rows only, the bias in the
+  // primitive), else to the copy that goes back to NCHW.
+  bool out_nhwc = false, with_bias = false;
   std::vector<Band> bands;      // empty: oneDNN has no JIT kernel for this size
   std::vector<memory> weights;  // reordered once; bands share one where they can
   bool by_channels = false;
@@ -202,20 +209,30 @@ std::string onednn_version() {
 namespace {
 
 // The bands for input size g.h x g.w: none when oneDNN has no JIT kernel for it.
-std::unique_ptr<OnednnConv::Impl> make_plan(const float* w, const ConvGeometry& g) {
+std::unique_ptr<OnednnConv::Impl> make_plan(const float* w, const ConvGeometry& g, bool out_nhwc,
+                                            bool with_bias) {
   using Impl = OnednnConv::Impl;
   auto impl = std::make_unique<Impl>();
   impl->h = g.h;
   impl->w = g.w;
+  impl->out_nhwc = out_nhwc;
+  impl->with_bias = with_bias;
   try {
     OneOmpThread one;
-    const int64_t taps = g.c_in * g.kh * g.kw;
-    // Bands of output channels when the weights outweigh the input (resnet18's 7x7 and 14x14
-    // layers: 9.4 MB of weights against 100 KB of input), so that each weight is read once and
-    // each band reads the (small) input; else bands of output rows, each reading its rows of
-    // the input and all the (small) weights.
-    impl->by_channels = g.c_out * taps >= g.c_in * g.h * g.w && g.c_out >= 32;
-    int64_t nb = std::min(kMaxBands, g.oh);
+    const int64_t cin_g = g.c_in / g.groups, cout_g = g.c_out / g.groups;
+    const int64_t taps = cin_g * g.kh * g.kw;
+    // Bands of output rows, each reading its rows of the input and all the weights, with at
+    // least kMinBandPositions outputs each; or bands of output channels, each with its part
+    // of the weights and all the input: where the weights outweigh the input (resnet18's 7x7
+    // and 14x14 layers: 9.4 MB of weights against 100 KB of input; each weight is then read
+    // once), and where the plane is too small for two bands of rows (so that two threads
+    // share it). Channel bands of a channels-last out are written apart and copied into it.
+    // Grouped convolutions: rows only (a band of groups would read a strided input).
+    const int64_t row_bands =
+        std::clamp<int64_t>(g.oh * g.ow / kMinBandPositions, 1, std::min(kMaxBands, g.oh));
+    impl->by_channels =
+        g.groups == 1 && g.c_out >= 32 && (g.c_out * taps >= g.c_in * g.h * g.w || row_bands < 2);
+    int64_t nb = row_bands;
     int64_t per_band = g.c_out;
     if (impl->by_channels) {
       per_band = (g.c_out / kChannelBands + 15) / 16 * 16;
@@ -236,6 +253,7 @@ std::unique_ptr<OnednnConv::Impl> make_plan(const float* w, const ConvGeometry& 
         band.channels = band.ld = g.c_out;
         band.dst_offset = band.oh0 * g.ow * g.c_out;
       }
+      band.oh1 = oh1;
       // Input rows [first, last) that the band's outputs read, clipped to the input; the
       // rows clipped off become the band's own padding.
       const int64_t first = band.oh0 * g.stride[0] - g.pad[0];
@@ -247,32 +265,47 @@ std::unique_ptr<OnednnConv::Impl> make_plan(const float* w, const ConvGeometry& 
                               memory::format_tag::nhwc);
       band.dst = memory::desc(nchw_dims(1, band.channels, oh1 - band.oh0, g.ow),
                               memory::data_type::f32, memory::format_tag::nhwc);
-      const memory::dims wdims{band.channels, g.c_in, g.kh, g.kw};
+      // [O, I, KH, KW], or [G, O/G, I/G, KH, KW] grouped (the same bytes).
+      const memory::dims wdims = g.groups == 1 ? memory::dims{band.channels, g.c_in, g.kh, g.kw}
+                                               : memory::dims{g.groups, cout_g, cin_g, g.kh, g.kw};
+      const memory::format_tag wtag =
+          g.groups == 1 ? memory::format_tag::oihw : memory::format_tag::goihw;
+      const memory::desc any_w(wdims, memory::data_type::f32, memory::format_tag::any);
+      const memory::desc bias_d =
+          with_bias ? memory::desc({band.channels}, memory::data_type::f32, memory::format_tag::x)
+                    : memory::desc();
       dnnl::convolution_forward::desc desc(
-          dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, band.src,
-          memory::desc(wdims, memory::data_type::f32, memory::format_tag::any), band.dst,
-          {g.stride[0], g.stride[1]}, {g.dil[0] - 1, g.dil[1] - 1}, {pad_top, g.pad[1]},
-          {pad_bottom, g.pad[1]});
+          dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, band.src, any_w,
+          bias_d, band.dst, {g.stride[0], g.stride[1]}, {g.dil[0] - 1, g.dil[1] - 1},
+          {pad_top, g.pad[1]}, {pad_bottom, g.pad[1]});
       dnnl::primitive_attr attr;
       attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
       dnnl::convolution_forward::primitive_desc pd(desc, attr, cpu_engine());
       // Only oneDNN's JIT kernels: its reference and GEMM-based convolutions are slower than
       // etc's own.
       const std::string name = pd.impl_info_str();
-      if (name.find("gemm") != std::string::npos || name.find("ref") != std::string::npos ||
-          (name.find("jit") == std::string::npos && name.find("brg") == std::string::npos)) {
+      // (Its JIT kernels: "brgconv:...", "brgconv_1x1:...", "brdgmm_dw:...", "jit_...";
+      // the others: "ref:any", "x64:gemm:jit", im2col + GEMM.)
+      if (name.rfind("ref", 0) == 0 || name.find("x64:gemm") != std::string::npos ||
+          name.find("gemm:jit") != std::string::npos ||
+          (name.find("jit") == std::string::npos && name.find("brg") == std::string::npos &&
+           name.find("brdgmm") == std::string::npos)) {
         impl->bands.clear();
         return impl;
       }
       impl->name = name;
+      if (w == nullptr) {  // a check only (onednn_conv_supported): no weights to reorder
+        impl->bands.push_back(std::move(band));
+        continue;
+      }
       // Row bands share the weights where their formats agree; channel bands each have theirs.
       band.weights = impl->weights.size();
       for (size_t i = 0; !impl->by_channels && i < impl->weights.size(); ++i) {
         if (impl->weights[i].get_desc() == pd.weights_desc()) band.weights = i;
       }
       if (band.weights == impl->weights.size()) {
-        memory user(memory::desc(wdims, memory::data_type::f32, memory::format_tag::oihw),
-                    cpu_engine(), const_cast<float*>(w + band.oc0 * taps));
+        memory user(memory::desc(wdims, memory::data_type::f32, wtag), cpu_engine(),
+                    const_cast<float*>(w + band.oc0 * taps));
         memory reordered(pd.weights_desc(), cpu_engine());
         dnnl::reorder(user, reordered).execute(stream, user, reordered);
         stream.wait();
@@ -292,44 +325,62 @@ std::unique_ptr<OnednnConv::Impl> make_plan(const float* w, const ConvGeometry& 
 
 }  // namespace
 
+bool onednn_conv_supported(const ConvGeometry& g, bool with_bias) {
+  // Both outs: a chain's convolution may write either.
+  return !make_plan(nullptr, g, true, with_bias)->bands.empty() &&
+         !make_plan(nullptr, g, false, false)->bands.empty();
+}
+
 std::unique_ptr<OnednnConv> OnednnConv::make(const float* w, const ConvGeometry& g,
                                              const Key& key) {
   auto s = std::make_unique<OnednnConv>();
   s->key = key;
   s->weights_ = w;
-  if (!onednn_conv_enabled()) return s;
-  s->plans_.push_back(make_plan(w, g));
+  s->plans_.push_back(make_plan(w, g, false, false));
   s->implementation = s->plans_.back()->name;
   return s;
 }
 
 bool OnednnConv::run(const float* x, const float* bias, const ConvGeometry& g, float* y,
-                     const Epilogue* epilogue) const {
-  if (plans_.empty()) return false;  // oneDNN turned off when the state was made
-  // The plan for this input size, made at its first call (a program of dynamic shapes keeps
-  // the last kMaxPlans sizes; its weights are reordered per size, as the format may differ).
-  auto found = std::find_if(plans_.begin(), plans_.end(),
-                            [&](const auto& p) { return p->h == g.h && p->w == g.w; });
+                     const Epilogue* epilogue, bool in_nhwc, bool out_nhwc) const {
+  // The plan for this input size and out layout, made at its first call (a program of
+  // dynamic shapes keeps the last kMaxPlans; its weights are reordered per plan, as the format
+  // may differ). A channels-last out takes the bias in the primitive.
+  const bool with_bias = out_nhwc && bias != nullptr;
+  auto found = std::find_if(plans_.begin(), plans_.end(), [&](const auto& p) {
+    return p->h == g.h && p->w == g.w && p->out_nhwc == out_nhwc && p->with_bias == with_bias;
+  });
   if (found == plans_.end()) {
     if (plans_.size() == kMaxPlans) plans_.erase(plans_.begin());
-    plans_.push_back(make_plan(weights_, g));
+    plans_.push_back(make_plan(weights_, g, out_nhwc, with_bias));
     found = plans_.end() - 1;
   }
   const Impl& plan = **found;
   if (plan.bands.empty()) return false;
   const int64_t in_plane = g.h * g.w, out_plane = g.oh * g.ow;
-  // The channels-last copies, 64-byte aligned (oneDNN's vector loads then never split a
-  // cache line), kept by the calling thread from one call to the next.
-  thread_local std::vector<float> in_nhwc, out_nhwc;
+  // The channels-last copies (where the tensors are not channels-last already), 64-byte
+  // aligned (oneDNN's vector loads then never split a cache line), kept by the calling thread
+  // from one call to the next.
+  thread_local std::vector<float> in_copy, out_copy;
   auto aligned = [](std::vector<float>& v, int64_t n) {
     v.resize(static_cast<size_t>(n + 16));
     const auto at = reinterpret_cast<uintptr_t>(v.data());
     return v.data() + ((64 - at % 64) % 64) / sizeof(float);
   };
-  float* const xin = aligned(in_nhwc, g.batch * g.c_in * in_plane);
-  float* const yout = aligned(out_nhwc, g.batch * g.c_out * out_plane);
-  for (int64_t n = 0; n < g.batch; ++n)
-    to_channels_last(x + n * g.c_in * in_plane, g.c_in, in_plane, xin + n * g.c_in * in_plane);
+  const float* xin = x;
+  if (!in_nhwc) {
+    float* copy = aligned(in_copy, g.batch * g.c_in * in_plane);
+    for (int64_t n = 0; n < g.batch; ++n)
+      to_channels_last(x + n * g.c_in * in_plane, g.c_in, in_plane, copy + n * g.c_in * in_plane);
+    xin = copy;
+  }
+  // Straight into a channels-last out by bands of rows; else into the copy (bands of
+  // channels: [P, channels] blocks one after the other).
+  const bool direct = out_nhwc && !plan.by_channels;
+  float* const yout = direct ? y : aligned(out_copy, g.batch * g.c_out * out_plane);
+  // Straight into the out: the epilogue on each band's rows as it finishes, unless an out of
+  // the epilogue lies over the input, which other bands may still read.
+  const bool epilogue_by_band = direct && epilogue != nullptr && !epilogue->after_inputs;
 
   const auto& bands = plan.bands;
   const int64_t nb = static_cast<int64_t>(bands.size());
@@ -341,23 +392,57 @@ bool OnednnConv::run(const float* x, const float* bias, const ConvGeometry& g, f
       const Impl::Band& band = bands[static_cast<size_t>(t % nb)];
       try {
         thread_local dnnl::stream stream(cpu_engine());
-        memory src(band.src, cpu_engine(), xin + (n * in_plane + band.ih0 * g.w) * g.c_in);
+        memory src(band.src, cpu_engine(),
+                   const_cast<float*>(xin + (n * in_plane + band.ih0 * g.w) * g.c_in));
         memory dst(band.dst, cpu_engine(), yout + n * out_plane * g.c_out + band.dst_offset);
         thread_local std::vector<uint8_t> scratchpad;
         scratchpad.resize(std::max<size_t>(1, band.scratchpad.get_size()));
         memory pad(band.scratchpad, cpu_engine(), scratchpad.data());
-        band.primitive.execute(stream, {{DNNL_ARG_SRC, src},
-                                        {DNNL_ARG_WEIGHTS, plan.weights[band.weights]},
-                                        {DNNL_ARG_DST, dst},
-                                        {DNNL_ARG_SCRATCHPAD, pad}});
+        std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src},
+                                             {DNNL_ARG_WEIGHTS, plan.weights[band.weights]},
+                                             {DNNL_ARG_DST, dst},
+                                             {DNNL_ARG_SCRATCHPAD, pad}};
+        if (plan.with_bias) {
+          args.emplace(DNNL_ARG_BIAS, memory(memory::desc({band.channels}, memory::data_type::f32,
+                                                          memory::format_tag::x),
+                                             cpu_engine(), const_cast<float*>(bias + band.oc0)));
+        }
+        band.primitive.execute(stream, args);
         stream.wait();
       } catch (const dnnl::error& e) {
-        spdlog::warn("oneDNN convolution failed ({}); using etc's kernels", e.what());
+        spdlog::warn("oneDNN convolution failed ({})", e.what());
         failed = true;
+        continue;
+      }
+      if (epilogue_by_band) {
+        const int64_t at = (n * out_plane + band.oh0 * g.ow) * g.c_out;
+        apply_epilogue(*epilogue, at, at + (band.oh1 - band.oh0) * g.ow * g.c_out);
       }
     }
   });
   if (failed) return false;
+  if (out_nhwc) {
+    if (!direct) {  // the channel bands' blocks into the channels-last out, position by position
+      const int64_t per_band = bands.front().channels;
+      parallel_for(g.batch * out_plane, 256, [&](int64_t p0, int64_t p1) {
+        for (int64_t q = p0; q < p1; ++q) {
+          const int64_t n = q / out_plane, p = q % out_plane;
+          const float* from = yout + n * out_plane * g.c_out;
+          for (int64_t oc0 = 0; oc0 < g.c_out; oc0 += per_band) {
+            const int64_t width = std::min(per_band, g.c_out - oc0);
+            std::memcpy(y + q * g.c_out + oc0, from + oc0 * out_plane + p * width,
+                        static_cast<size_t>(width) * sizeof(float));
+          }
+        }
+      });
+    }
+    if (epilogue != nullptr && !epilogue_by_band) {
+      const int64_t total = g.batch * g.c_out * out_plane;
+      parallel_for(total, 1 << 14,
+                   [&](int64_t b0, int64_t b1) { apply_epilogue(*epilogue, b0, b1); });
+    }
+    return true;
+  }
 
   // Back to NCHW by blocks of 16 channels, plus the bias, then the epilogue on each finished
   // channel while it is in cache (the input was read whole above, so the epilogue's outs may
@@ -410,6 +495,9 @@ bool onednn_conv_enabled() {
 void set_onednn_conv_enabled(bool) {}
 std::string onednn_version() {
   return "";
+}
+bool onednn_conv_supported(const ConvGeometry&, bool) {
+  return false;
 }
 }  // namespace etc::rt::kernels
 
