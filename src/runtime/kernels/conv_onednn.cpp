@@ -221,17 +221,23 @@ std::unique_ptr<OnednnConv::Impl> make_plan(const float* w, const ConvGeometry& 
     OneOmpThread one;
     const int64_t cin_g = g.c_in / g.groups, cout_g = g.c_out / g.groups;
     const int64_t taps = cin_g * g.kh * g.kw;
-    // Bands of output rows, each reading its rows of the input and all the weights, with at
-    // least kMinBandPositions outputs each; or bands of output channels, each with its part
-    // of the weights and all the input: where the weights outweigh the input (resnet18's 7x7
-    // and 14x14 layers: 9.4 MB of weights against 100 KB of input; each weight is then read
-    // once), and where the plane is too small for two bands of rows (so that two threads
-    // share it). Channel bands of a channels-last out are written apart and copied into it.
-    // Grouped convolutions: rows only (a band of groups would read a strided input).
-    const int64_t row_bands =
-        std::clamp<int64_t>(g.oh * g.ow / kMinBandPositions, 1, std::min(kMaxBands, g.oh));
+    // Bands of output rows, each reading its rows of the input and all the weights; or bands
+    // of output channels, each with its part of the weights and all the input, where the
+    // weights outweigh the input (resnet18's 7x7 and 14x14 layers: 9.4 MB of weights against
+    // 100 KB of input; each weight is then read once). For an NCHW out, kMaxBands bands of
+    // rows (at most one per row). For a channels-last out (a chain: small planes too), at
+    // least kMinBandPositions outputs per band of rows but at least two bands where there are
+    // two rows, and bands of channels also where the plane is too small for two bands of rows;
+    // channel bands are written apart and copied into it. Grouped convolutions: rows only (a
+    // band of groups would read a strided input).
+    const int64_t positions = g.oh * g.ow;
+    const int64_t most = std::min(kMaxBands, g.oh);
+    const int64_t row_bands = out_nhwc ? std::clamp<int64_t>(positions / kMinBandPositions,
+                                                             std::min<int64_t>(2, most), most)
+                                       : most;
     impl->by_channels =
-        g.groups == 1 && g.c_out >= 32 && (g.c_out * taps >= g.c_in * g.h * g.w || row_bands < 2);
+        g.groups == 1 && g.c_out >= 32 &&
+        (g.c_out * taps >= g.c_in * g.h * g.w || (out_nhwc && positions < 2 * kMinBandPositions));
     int64_t nb = row_bands;
     int64_t per_band = g.c_out;
     if (impl->by_channels) {
