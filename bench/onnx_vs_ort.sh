@@ -5,16 +5,18 @@
 # inputs, side by side in one run.
 # Both run with 1 and with 2 intra-op threads (etc run --threads, ORT intra_op_num_threads).
 # Prints a table of medians (ms) and the ratios etc / ORT at equal threads (below 1: etc is
-# faster).
+# faster), each ratio the median of the rounds' ratios.
 #
 # Usage: bench/onnx_vs_ort.sh [ETC_BINARY]   (default build/apps/etc/etc)
-# Environment: WARMUP (10), ITERATIONS (100), ONLY (space-separated model ids, e.g.
+# Environment: WARMUP (10), ITERATIONS (100), ROUNDS (3: ONNX Runtime and etc alternate, and
+# each figure is the median over the rounds), ONLY (space-separated model ids, e.g.
 # "silero_vad torch_resnet18": only those).
 set -euo pipefail
 
 ETC=${1:-build/apps/etc/etc}
 WARMUP=${WARMUP:-10}
 ITERATIONS=${ITERATIONS:-100}
+ROUNDS=${ROUNDS:-3}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 [[ -x "$ETC" ]] || { echo "onnx_vs_ort: $ETC is not an executable" >&2; exit 2; }
 PY=$("$ROOT/scripts/python-env.sh")
@@ -33,22 +35,32 @@ bench() {
   while [[ $1 != -- ]]; do ort_args+=("$1"); shift; done; shift
   while [[ $1 != -- ]]; do export_args+=("$1"); shift; done; shift
   inputs=("$@")
-  "$PY" "$ROOT/test/onnx/ort_run.py" "$model" "${ort_args[@]}" --output-dir "$WORK/ort1_$id" \
-    --threads 1 --warmup "$WARMUP" --iterations "$ITERATIONS" >"$WORK/ort1.json"
-  "$PY" "$ROOT/test/onnx/ort_run.py" "$model" "${ort_args[@]}" --output-dir "$WORK/ort2_$id" \
-    --threads 2 --warmup "$WARMUP" --iterations "$ITERATIONS" >"$WORK/ort2.json"
   "$ETC" export "$model" "${export_args[@]}" --target cpu -o "$WORK/$id.pte" >/dev/null 2>"$WORK/export.err" ||
     { cat "$WORK/export.err" >&2; exit 1; }
-  for t in 1 2; do
-    "$ETC" run "$WORK/$id.pte" --device cpu "${inputs[@]}" --warmup "$WARMUP" --iterations "$ITERATIONS" \
-      --threads "$t" --json >"$WORK/etc$t.json"
+  # ROUNDS rounds, each ONNX Runtime then etc at 1 thread, then both at 2 threads: the two
+  # sides of a ratio run within seconds of each other (this VM's speed drifts by 15-30%
+  # from one minute to the next). The first ONNX Runtime run writes the inputs etc reads.
+  local times=()
+  for ((r = 0; r < ROUNDS; ++r)); do
+    for t in 1 2; do
+      "$PY" "$ROOT/test/onnx/ort_run.py" "$model" "${ort_args[@]}" --output-dir "$WORK/ort${t}_$id" \
+        --threads "$t" --warmup "$WARMUP" --iterations "$ITERATIONS" >"$WORK/ort.json"
+      "$ETC" run "$WORK/$id.pte" --device cpu "${inputs[@]}" --warmup "$WARMUP" \
+        --iterations "$ITERATIONS" --threads "$t" --json >"$WORK/etc.json"
+      times+=("$(median_of "$WORK/etc.json" '["timing_ms"]["compute_median"]')"
+              "$(median_of "$WORK/ort.json" '["latency_ms"]["median"]')")
+    done
   done
-  e1=$(median_of "$WORK/etc1.json" '["timing_ms"]["compute_median"]')
-  e2=$(median_of "$WORK/etc2.json" '["timing_ms"]["compute_median"]')
-  o1=$(median_of "$WORK/ort1.json" '["latency_ms"]["median"]')
-  o2=$(median_of "$WORK/ort2.json" '["latency_ms"]["median"]')
-  "$PY" -c "import sys; e1,o1,e2,o2=map(float,sys.argv[3:]); print('%-20s %-24s %9.3f %9.3f %9.3f %9.3f %8.2f %8.2f' % (sys.argv[1], sys.argv[2], e1, o1, e2, o2, e1/o1, e2/o2))" \
-    "$id" "$label" "$e1" "$o1" "$e2" "$o2"
+  # Per column the median over the rounds; the ratios are the medians of the rounds' ratios.
+  "$PY" - "$id" "$label" "${times[@]}" <<'PYEOF'
+import statistics as st, sys
+name, label, t = sys.argv[1], sys.argv[2], list(map(float, sys.argv[3:]))
+e1, o1, e2, o2 = t[0::4], t[1::4], t[2::4], t[3::4]
+r1 = st.median(a / b for a, b in zip(e1, o1))
+r2 = st.median(a / b for a, b in zip(e2, o2))
+print('%-20s %-24s %9.3f %9.3f %9.3f %9.3f %8.2f %8.2f' % (
+    name, label, st.median(e1), st.median(o1), st.median(e2), st.median(o2), r1, r2))
+PYEOF
 }
 
 while read -r id pkg path sha shapes; do

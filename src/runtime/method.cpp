@@ -545,10 +545,11 @@ void Method::plan_channels_last() {
         ((s.constant_args >> 1) & 1) == 0)
       continue;
     const std::optional<kernels::ConvGeometry> g = kernels::float_conv2d_geometry(s.args);
-    // Not 1x1 convolutions of fewer than 16 input channels: etc's kernel ran PP-OCR's 12 ->
-    // 96 layer (64x80) in 0.07 ms, oneDNN in 0.17.
+    // Not 1x1 convolutions of fewer than 16 input channels (etc's kernel ran PP-OCR's 12 ->
+    // 96 layer, 64x80, in 0.07 ms, oneDNN in 0.17), nor grouped ones of fewer than 32 channels
+    // (the PP-OCR classifier's 8-24 channel depthwise layers: 5-10% slower in all).
     if (!g || !usable(s.args[9]) || s.args[0]->tensor.capacity >= 0 ||
-        (g->kh * g->kw == 1 && g->c_in < 16) ||
+        (g->kh * g->kw == 1 && g->c_in < 16) || (g->groups > 1 && g->c_out < 32) ||
         !kernels::onednn_conv_supported(*g, !s.args[2]->is_none()))
       continue;
     Group group;

@@ -39,19 +39,24 @@ ValueId node(Graph& g, OpKind op, const std::string& name,
   return testing::add_op(g, op, name, args, std::move(out));
 }
 
-ValueId conv(Graph& g, const std::string& name, ValueId x, ValueId w, ArgValue b, int64_t pad,
-             int64_t groups, TensorSpec out) {
+ValueId conv_s(Graph& g, const std::string& name, ValueId x, ValueId w, ArgValue b, int64_t stride,
+               int64_t pad, int64_t groups, TensorSpec out) {
   return node(g, OpKind::Convolution, name,
               {{"input", x},
                {"weight", w},
                {"bias", b},
-               {"stride", std::vector<int64_t>{1, 1}},
+               {"stride", std::vector<int64_t>{stride, stride}},
                {"padding", std::vector<int64_t>{pad, pad}},
                {"dilation", std::vector<int64_t>{1, 1}},
                {"transposed", false},
                {"output_padding", std::vector<int64_t>{0, 0}},
                {"groups", groups}},
               std::move(out));
+}
+
+ValueId conv(Graph& g, const std::string& name, ValueId x, ValueId w, ArgValue b, int64_t pad,
+             int64_t groups, TensorSpec out) {
+  return conv_s(g, name, x, w, std::move(b), 1, pad, groups, std::move(out));
 }
 
 // x -> conv 3x3 -> relu -> r; r -> depthwise 3x3 -> d; add(d, r) -> hardtanh(-0.5, 0.5)
@@ -246,21 +251,6 @@ TEST_CASE("max pooling leaves indices nothing reads unwritten, and writes those 
 }
 
 // ---- Channels-last chains (Method::plan_channels_last) -----------------------------------
-
-ValueId conv_s(Graph& g, const std::string& name, ValueId x, ValueId w, ArgValue b, int64_t stride,
-               int64_t pad, int64_t groups, TensorSpec out) {
-  return node(g, OpKind::Convolution, name,
-              {{"input", x},
-               {"weight", w},
-               {"bias", b},
-               {"stride", std::vector<int64_t>{stride, stride}},
-               {"padding", std::vector<int64_t>{pad, pad}},
-               {"dilation", std::vector<int64_t>{1, 1}},
-               {"transposed", false},
-               {"output_padding", std::vector<int64_t>{0, 0}},
-               {"groups", groups}},
-              std::move(out));
-}
 
 // x -> conv 3x3 (16 -> 32) -> relu -> r1 -> depthwise 3x3 -> relu6 -> r2 -> conv 1x1 -> + r1
 // -> s -> conv 3x3 stride 2 (32 -> 16) -> t -> mean over H, W -> y. With `side_reader`, r1 is

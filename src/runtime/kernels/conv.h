@@ -53,14 +53,15 @@ void few_input_channels_conv_f32(const float* x, const float* w, const float* bi
 // and the PP-OCR models' 3 -> 16 and 3 -> 8 gain). resnet18's 3 -> 64 7x7 stays on the GEMM.
 int64_t few_input_channels_max_outputs();
 
-// A float convolution of one group through oneDNN (conv_onednn.cpp, in builds with
-// ETC_WITH_ONEDNN), for constant weights: made once per shape (the weights reordered into
-// oneDNN's format, one primitive per band of output rows), then run(): the input copied to
+// A float convolution through oneDNN (conv_onednn.cpp, in builds with ETC_WITH_ONEDNN), for
+// constant weights: made once per shape (the weights reordered into oneDNN's format, one
+// primitive per band of output rows or channels), then run(): the input copied to
 // channels-last, the bands spread over etc's threads (each on one thread: oneDNN's OpenMP is
 // never used), the output copied back to NCHW with the bias, then the epilogue (may be null)
-// per channel. The bands depend on the shape only: the result does not depend on the thread
-// count. `implementation` is oneDNN's name for its kernel; empty when oneDNN has no JIT kernel
-// for the shape on this CPU (or $ETC_ONEDNN=0), and then run() returns false and etc's own
+// per channel; or, in a channels-last chain, any of that skipped. Grouped convolutions
+// (depthwise) only in chains. The bands depend on the shape only: the result does not depend on the
+// thread count. `implementation` is oneDNN's name for its kernel; empty when oneDNN has no JIT
+// kernel for the shape on this CPU (or $ETC_ONEDNN=0), and then run() returns false and etc's own
 // kernels run, keeping their state in `fallback`. Input sizes (a program of dynamic shapes)
 // each get their primitives at their first call; the last kMaxPlans are kept.
 struct OnednnConv final : KernelState {

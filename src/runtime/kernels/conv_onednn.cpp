@@ -3,9 +3,11 @@
 // at 220-270 GFLOP/s on one Zen 5 core, against 110-190 for etc's own GEMM and Winograd paths
 // (docs/benchmarks.md, session 10).
 //
-// etc's tensors stay NCHW (the .pte is ExecuTorch's): each call copies the input to NHWC,
-// runs the convolution band by band of output rows, and copies the output back to NCHW,
-// adding the bias and running the epilogue per channel on the way.
+// etc's tensors are NCHW (the .pte is ExecuTorch's): a call copies the input to NHWC, runs
+// the convolution band by band (of output rows, or of output channels), and copies the output
+// back to NCHW, adding the bias and running the epilogue per channel on the way. Inside a
+// channels-last chain (Method::plan_channels_last) the input, the out or both are NHWC
+// already: no copy on that side, the bias in the primitive, the epilogue on the NHWC out.
 //
 // Threads: Debian's oneDNN parallelises with OpenMP; etc keeps its own pool. Each band is its
 // own oneDNN primitive (made once, at the first call) run on one thread, so oneDNN never
@@ -232,9 +234,11 @@ std::unique_ptr<OnednnConv::Impl> make_plan(const float* w, const ConvGeometry& 
     // band of groups would read a strided input).
     const int64_t positions = g.oh * g.ow;
     const int64_t most = std::min(kMaxBands, g.oh);
-    const int64_t row_bands = out_nhwc ? std::clamp<int64_t>(positions / kMinBandPositions,
-                                                             std::min<int64_t>(2, most), most)
-                                       : most;
+    // (An even count: two threads then share the bands evenly.)
+    const int64_t row_bands = out_nhwc
+                                  ? std::clamp<int64_t>((positions / kMinBandPositions + 1) / 2 * 2,
+                                                        std::min<int64_t>(2, most), most)
+                                  : most;
     impl->by_channels =
         g.groups == 1 && g.c_out >= 32 &&
         (g.c_out * taps >= g.c_in * g.h * g.w || (out_nhwc && positions < 2 * kMinBandPositions));
