@@ -514,8 +514,8 @@ size_t Method::channels_last_convolutions() const {
 }
 
 void Method::plan_channels_last() {
-  // Without jumps the steps run in order, so a tensor lives from the step that writes it to
-  // the last step that names it.
+  // Without jumps the steps run in order: a tensor lives from the step that writes it until
+  // a step writes its bytes anew.
   for (const Step& s : steps_) {
     if (s.kind == pte::InstrKind::kJumpFalse) return;
   }
@@ -529,7 +529,6 @@ void Method::plan_channels_last() {
   struct Group {
     size_t step = 0;
     std::vector<const Value*> writes, operands;
-    size_t last_use = 0;  // the last step naming one of `writes`
     bool channels_last = true;
   };
   std::vector<Group> groups;
@@ -604,7 +603,6 @@ void Method::plan_channels_last() {
       auto it = writer.find(s.args[a]);
       if (it == writer.end()) continue;
       Group& g = groups[it->second];
-      g.last_use = std::max(g.last_use, j);
       if (own == static_cast<int64_t>(it->second)) {
         // Its own convolution names it as its out (and return value), its epilogue as operand
         // or out.
