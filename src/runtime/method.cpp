@@ -546,9 +546,13 @@ void Method::plan_channels_last() {
     const std::optional<kernels::ConvGeometry> g = kernels::float_conv2d_geometry(s.args);
     // Not 1x1 convolutions of fewer than 16 input channels (etc's kernel ran PP-OCR's 12 ->
     // 96 layer, 64x80, in 0.07 ms, oneDNN in 0.17), nor grouped ones of fewer than 32 channels
-    // (the PP-OCR classifier's 8-24 channel depthwise layers: 5-10% slower in all).
+    // (the PP-OCR classifier's 8-24 channel depthwise layers: 5-10% slower in all), nor
+    // ungrouped ones under 2 M multiply-adds (mobilenet_v3_small's 16 -> 16 and 24 -> 88 1x1
+    // layers ran 2.5-3.5x slower on oneDNN at 2 threads: its fixed cost per band).
     if (!g || !usable(s.args[9]) || s.args[0]->tensor.capacity >= 0 ||
         (g->kh * g->kw == 1 && g->c_in < 16) || (g->groups > 1 && g->c_out < 32) ||
+        (g->groups == 1 &&
+         g->batch * g->oh * g->ow * g->c_out * g->c_in * g->kh * g->kw < (int64_t{1} << 21)) ||
         !kernels::onednn_conv_supported(*g, !s.args[2]->is_none()))
       continue;
     Group group;

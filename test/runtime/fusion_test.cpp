@@ -252,30 +252,30 @@ TEST_CASE("max pooling leaves indices nothing reads unwritten, and writes those 
 
 // ---- Channels-last chains (Method::plan_channels_last) -----------------------------------
 
-// x -> conv 3x3 (16 -> 32) -> relu -> r1 -> depthwise 3x3 -> relu6 -> r2 -> conv 1x1 -> + r1
-// -> s -> conv 3x3 stride 2 (32 -> 16) -> t -> mean over H, W -> y. With `side_reader`, r1 is
+// x -> conv 3x3 (16 -> 48) -> relu -> r1 -> depthwise 3x3 -> relu6 -> r2 -> conv 1x1 -> + r1
+// -> s -> conv 3x3 stride 2 (48 -> 16) -> t -> mean over H, W -> y. With `side_reader`, r1 is
 // also read by a neg (a second output), which is not a convolution.
 Graph inverted_residual(bool side_reader) {
   Graph g;
-  ValueId x = g.add_input("x", spec({1, 16, 20, 20}));
-  ValueId c1 = conv_s(g, "c1", x, constant(g, "w1", {32, 16, 3, 3}, 11),
-                      constant(g, "b1", {32}, 12), 1, 1, 1, spec({1, 32, 20, 20}));
-  ValueId r1 = node(g, OpKind::Relu, "r1", {{"self", c1}}, spec({1, 32, 20, 20}));
-  ValueId dw = conv_s(g, "dw", r1, constant(g, "w2", {32, 1, 3, 3}, 13),
-                      constant(g, "b2", {32}, 14), 1, 1, 32, spec({1, 32, 20, 20}));
+  ValueId x = g.add_input("x", spec({1, 16, 40, 40}));
+  ValueId c1 = conv_s(g, "c1", x, constant(g, "w1", {48, 16, 3, 3}, 11),
+                      constant(g, "b1", {48}, 12), 1, 1, 1, spec({1, 48, 40, 40}));
+  ValueId r1 = node(g, OpKind::Relu, "r1", {{"self", c1}}, spec({1, 48, 40, 40}));
+  ValueId dw = conv_s(g, "dw", r1, constant(g, "w2", {48, 1, 3, 3}, 13),
+                      constant(g, "b2", {48}, 14), 1, 1, 48, spec({1, 48, 40, 40}));
   ValueId r2 = node(g, OpKind::Hardtanh, "r2",
                     {{"self", dw}, {"min_val", Scalar{0.0}}, {"max_val", Scalar{6.0}}},
-                    spec({1, 32, 20, 20}));
-  ValueId pw = conv_s(g, "pw", r2, constant(g, "w3", {32, 32, 1, 1}, 15), std::monostate{}, 1, 0, 1,
-                      spec({1, 32, 20, 20}));
-  ValueId s = node(g, OpKind::AddTensor, "s", {{"self", pw}, {"other", r1}}, spec({1, 32, 20, 20}));
-  ValueId t = conv_s(g, "t", s, constant(g, "w4", {16, 32, 3, 3}, 16), constant(g, "b4", {16}, 17),
-                     2, 1, 1, spec({1, 16, 10, 10}));
+                    spec({1, 48, 40, 40}));
+  ValueId pw = conv_s(g, "pw", r2, constant(g, "w3", {48, 48, 1, 1}, 15), std::monostate{}, 1, 0, 1,
+                      spec({1, 48, 40, 40}));
+  ValueId s = node(g, OpKind::AddTensor, "s", {{"self", pw}, {"other", r1}}, spec({1, 48, 40, 40}));
+  ValueId t = conv_s(g, "t", s, constant(g, "w4", {16, 48, 3, 3}, 16), constant(g, "b4", {16}, 17),
+                     2, 1, 1, spec({1, 16, 20, 20}));
   ValueId y = node(g, OpKind::MeanDim, "y",
                    {{"self", t}, {"dim", std::vector<int64_t>{2, 3}}, {"keepdim", true}},
                    spec({1, 16, 1, 1}));
   if (side_reader) {
-    ValueId n = node(g, OpKind::Neg, "n", {{"self", r1}}, spec({1, 32, 20, 20}));
+    ValueId n = node(g, OpKind::Neg, "n", {{"self", r1}}, spec({1, 48, 40, 40}));
     g.set_outputs({y, n});
   } else {
     g.set_outputs({y});
@@ -295,7 +295,7 @@ ChainRun run_chain(const pte::File& f, bool onednn, int threads) {
   Result<std::unique_ptr<rt::Method>> m = rt::Method::load(f, 0, runtime->env());
   INFO(m.status().to_string());
   REQUIRE(m.ok());
-  std::vector<float> x(16 * 20 * 20);
+  std::vector<float> x(16 * 40 * 40);
   for (size_t i = 0; i < x.size(); ++i)
     x[i] = std::sin(static_cast<float>(i) * 0.37f);
   for (int call = 0; call < 2; ++call) {  // twice: the same state, the same bits
