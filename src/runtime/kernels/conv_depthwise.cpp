@@ -94,11 +94,10 @@ __attribute__((always_inline)) inline void fill_plane(const float* __restrict x,
       } else if (sw == 2) {
         // The even floats of 16 in two vectors (a shuffle, not 8 scalar moves). Only while
         // the 16 lie in the row: up to row[2 * c + 15], so c + 8 < hi.
-        typedef int32_t Lanes8 __attribute__((vector_size(32)));
         int64_t c = lo;
         for (; c + kLanes < hi; c += kLanes) {
-          const Vec8 v = __builtin_shuffle(load8(row + 2 * c), load8(row + 2 * c + kLanes),
-                                           Lanes8{0, 2, 4, 6, 8, 10, 12, 14});
+          const Vec8 v = __builtin_shufflevector(load8(row + 2 * c), load8(row + 2 * c + kLanes), 0,
+                                                 2, 4, 6, 8, 10, 12, 14);
           std::memcpy(d + c, &v, sizeof v);
         }
         for (; c < hi; ++c)
