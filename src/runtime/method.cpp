@@ -516,8 +516,9 @@ size_t Method::channels_last_convolutions() const {
 void Method::plan_channels_last() {
   // Without jumps the steps run in order: a tensor lives from the step that writes it until
   // a step writes its bytes anew.
+  // A move rebinds a value to another's bytes, which no step names: none of that either.
   for (const Step& s : steps_) {
-    if (s.kind == pte::InstrKind::kJumpFalse) return;
+    if (s.kind == pte::InstrKind::kJumpFalse || s.kind == pte::InstrKind::kMove) return;
   }
   const std::vector<bool> io = io_values();
   auto index_of = [&](const Value* v) { return static_cast<size_t>(v - values_.data()); };
@@ -604,6 +605,13 @@ void Method::plan_channels_last() {
     if (!s.fused) owner = j;
     const int64_t own = group_of_step[owner];
     for (size_t a = 0; a < s.args.size(); ++a) {
+      // A list of tensors (cat, stack, index) reads its items as NCHW.
+      for (const TensorView* t : s.args[a]->tensors) {
+        auto item = t == nullptr ? by_tensor.end() : by_tensor.find(t);
+        if (item == by_tensor.end()) continue;
+        auto w = writer.find(item->second);
+        if (w != writer.end()) groups[w->second].channels_last = false;
+      }
       auto it = writer.find(s.args[a]);
       if (it == writer.end()) continue;
       Group& g = groups[it->second];
@@ -632,6 +640,10 @@ void Method::plan_channels_last() {
       for (size_t j = g.step + 1; j < steps_.size() && !reused && g.channels_last; ++j) {
         const Step& s = steps_[j];
         for (const Value* u : s.args) {
+          for (const TensorView* t : u->tensors) {  // list items over it: read as NCHW
+            if (t != nullptr && t->data != nullptr && t->nbytes() > 0 && overlaps(*t, v->tensor))
+              g.channels_last = false;
+          }
           if (!u->is_tensor() || u->tensor.data == nullptr || u->tensor.nbytes() == 0 ||
               std::find(g.writes.begin(), g.writes.end(), u) != g.writes.end() ||
               !overlaps(u->tensor, v->tensor))

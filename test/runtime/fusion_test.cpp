@@ -348,5 +348,31 @@ TEST_CASE("a tensor another kernel reads stays NCHW, with the convolutions tied 
     CHECK(chained.y[i] == Approx(own.y[i]).epsilon(1e-4).margin(1e-5));
 }
 
+TEST_CASE("tensors a list argument reads (cat) stay NCHW") {
+  // x -> conv a, x -> conv b; cat([a, b], dim 1) -> conv c -> mean. Only convolutions name a
+  // and b as arguments, but the cat reads them through its list: they stay NCHW.
+  Graph g;
+  ValueId x = g.add_input("x", spec({1, 16, 40, 40}));
+  ValueId a = conv_s(g, "a", x, constant(g, "wa", {32, 16, 3, 3}, 21), constant(g, "ba", {32}, 22),
+                     1, 1, 1, spec({1, 32, 40, 40}));
+  ValueId b = conv_s(g, "b", x, constant(g, "wb", {32, 16, 3, 3}, 23), constant(g, "bb", {32}, 24),
+                     1, 1, 1, spec({1, 32, 40, 40}));
+  ValueId cat =
+      node(g, OpKind::Cat, "cat", {{"tensors", std::vector<ValueId>{a, b}}, {"dim", int64_t{1}}},
+           spec({1, 64, 40, 40}));
+  ValueId c = conv_s(g, "c", cat, constant(g, "wc", {16, 64, 3, 3}, 25), std::monostate{}, 1, 1, 1,
+                     spec({1, 16, 40, 40}));
+  ValueId y = node(g, OpKind::MeanDim, "y",
+                   {{"self", c}, {"dim", std::vector<int64_t>{2, 3}}, {"keepdim", true}},
+                   spec({1, 16, 1, 1}));
+  g.set_outputs({y});
+  const pte::File f = export_graph(g);
+  const ChainRun own = run_chain(f, false, 1), chained = run_chain(f, true, 2);
+  CHECK(chained.channels_last == 0);
+  REQUIRE(chained.y.size() == own.y.size());
+  for (size_t i = 0; i < own.y.size(); ++i)
+    CHECK(chained.y[i] == Approx(own.y[i]).epsilon(1e-4).margin(1e-5));
+}
+
 }  // namespace
 }  // namespace etc

@@ -270,6 +270,10 @@ std::unique_ptr<OnednnConv::Impl> make_plan(const float* w, const ConvGeometry& 
       const int64_t last = (oh1 - 1) * g.stride[0] - g.pad[0] + (g.kh - 1) * g.dil[0] + 1;
       band.ih0 = std::max<int64_t>(0, first);
       const int64_t ih1 = std::min(g.h, last);
+      if (ih1 <= band.ih0) {  // a band all padding (padding wider than the kernel's reach)
+        impl->bands.clear();
+        return impl;
+      }
       const int64_t pad_top = band.ih0 - first, pad_bottom = last - ih1;
       band.src = memory::desc(nchw_dims(1, g.c_in, ih1 - band.ih0, g.w), memory::data_type::f32,
                               memory::format_tag::nhwc);
