@@ -554,7 +554,7 @@ void Method::plan_channels_last() {
         (g->kh * g->kw == 1 && g->c_in < 16) || (g->groups > 1 && g->c_out < 32) ||
         (g->groups == 1 &&
          g->batch * g->oh * g->ow * g->c_out * g->c_in * g->kh * g->kw < (int64_t{1} << 21)) ||
-        !kernels::onednn_conv_supported(*g, !s.args[2]->is_none()))
+        !kernels::prepare_onednn_conv(s.args, *g, steps_[i].state))
       continue;
     Group group;
     group.step = i;

@@ -704,7 +704,7 @@ namespace {
 
 // A convolution of a channels-last chain (KernelContext::channels_last_args: the input, the
 // out or both held [N, H, W, C]): only oneDNN reads and writes that layout, so the method
-// sets it only where oneDNN has a kernel (onednn_conv_supported); anything else here is a bug.
+// sets it only where oneDNN has a kernel (prepare_onednn_conv); anything else here is a bug.
 Status channels_last_convolution(KernelContext& ctx, const ConvGeometry& g, bool transposed,
                                  const TensorView& x, const TensorView& w, const TensorView* bias,
                                  TensorView& out) {

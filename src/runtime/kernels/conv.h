@@ -85,6 +85,9 @@ struct OnednnConv final : KernelState {
   // the method's channels-last chains (Method::plan_channels_last); no copy on that side.
   bool run(const float* x, const float* bias, const ConvGeometry& g, float* y,
            const Epilogue* epilogue, bool in_nhwc = false, bool out_nhwc = false) const;
+  // The primitives for g's input size and this out (their bands empty: no JIT kernel), made
+  // at the first call that needs them.
+  const Impl& plan_for(const ConvGeometry& g, bool out_nhwc, bool with_bias) const;
 
  private:
   const float* weights_ = nullptr;
@@ -95,10 +98,13 @@ struct OnednnConv final : KernelState {
 // (tests, benchmarks) overrides both ways, but cannot turn on what was not built in.
 bool onednn_conv_enabled();
 void set_onednn_conv_enabled(bool on);
-// Whether oneDNN has a JIT kernel for this float convolution (any groups, with or without a
-// bias) in the bands OnednnConv would run, for a channels-last out and for an NCHW one: a
-// channels-last chain needs one for each of its convolutions. False in builds without oneDNN.
-bool onednn_conv_supported(const ConvGeometry& g, bool with_bias);
+// For Method::plan_channels_last, at load: the oneDNN state of this aten::convolution.out call
+// (float32 constant weights; g from float_conv2d_geometry) made into `slot`, the instruction's
+// state, where the kernel finds it, with its primitives for an NCHW out and for a
+// channels-last one already made; whether oneDNN has a JIT kernel for both (a chain's
+// convolution needs one). False in builds without oneDNN.
+bool prepare_onednn_conv(std::span<Value* const> args, const ConvGeometry& g,
+                         std::unique_ptr<KernelState>& slot);
 // The geometry of an aten::convolution.out call (its 10 arguments) when it is a 2-d float32
 // convolution, not transposed, with a constant-shaped float32 weight and out: what a
 // channels-last chain may hold. Nothing otherwise.

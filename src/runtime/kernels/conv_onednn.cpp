@@ -308,10 +308,6 @@ std::unique_ptr<OnednnConv::Impl> make_plan(const float* w, const ConvGeometry& 
         return impl;
       }
       impl->name = name;
-      if (w == nullptr) {  // a check only (onednn_conv_supported): no weights to reorder
-        impl->bands.push_back(std::move(band));
-        continue;
-      }
       // Row bands share the weights where their formats agree; channel bands each have theirs.
       band.weights = impl->weights.size();
       for (size_t i = 0; !impl->by_channels && i < impl->weights.size(); ++i) {
@@ -339,10 +335,16 @@ std::unique_ptr<OnednnConv::Impl> make_plan(const float* w, const ConvGeometry& 
 
 }  // namespace
 
-bool onednn_conv_supported(const ConvGeometry& g, bool with_bias) {
+bool prepare_onednn_conv(std::span<Value* const> args, const ConvGeometry& g,
+                         std::unique_ptr<KernelState>& slot) {
+  const TensorView& w = args[1]->tensor;
+  const OnednnConv::Key key{w.data, g.c_in, g.c_out, g.kh, g.kw, g.stride, g.pad, g.dil, g.groups};
+  const auto* wf = static_cast<const float*>(w.data);
+  const OnednnConv& dnn =
+      cached_kernel_state<OnednnConv>(slot, key, [&] { return OnednnConv::make(wf, g, key); });
   // Both outs: a chain's convolution may write either.
-  return !make_plan(nullptr, g, true, with_bias)->bands.empty() &&
-         !make_plan(nullptr, g, false, false)->bands.empty();
+  return !dnn.plan_for(g, false, false).bands.empty() &&
+         !dnn.plan_for(g, true, !args[2]->is_none()).bands.empty();
 }
 
 std::unique_ptr<OnednnConv> OnednnConv::make(const float* w, const ConvGeometry& g,
@@ -355,21 +357,23 @@ std::unique_ptr<OnednnConv> OnednnConv::make(const float* w, const ConvGeometry&
   return s;
 }
 
-bool OnednnConv::run(const float* x, const float* bias, const ConvGeometry& g, float* y,
-                     const Epilogue* epilogue, bool in_nhwc, bool out_nhwc) const {
-  // The plan for this input size and out layout, made at its first call (a program of
-  // dynamic shapes keeps the last kMaxPlans; its weights are reordered per plan, as the format
-  // may differ). A channels-last out takes the bias in the primitive.
-  const bool with_bias = out_nhwc && bias != nullptr;
+const OnednnConv::Impl& OnednnConv::plan_for(const ConvGeometry& g, bool out_nhwc,
+                                             bool with_bias) const {
+  // Made at the first call for this input size and out (a program of dynamic shapes keeps the
+  // last kMaxPlans; the weights are reordered per plan, as the format may differ).
   auto found = std::find_if(plans_.begin(), plans_.end(), [&](const auto& p) {
     return p->h == g.h && p->w == g.w && p->out_nhwc == out_nhwc && p->with_bias == with_bias;
   });
-  if (found == plans_.end()) {
-    if (plans_.size() == kMaxPlans) plans_.erase(plans_.begin());
-    plans_.push_back(make_plan(weights_, g, out_nhwc, with_bias));
-    found = plans_.end() - 1;
-  }
-  const Impl& plan = **found;
+  if (found != plans_.end()) return **found;
+  if (plans_.size() == kMaxPlans) plans_.erase(plans_.begin());
+  plans_.push_back(make_plan(weights_, g, out_nhwc, with_bias));
+  return *plans_.back();
+}
+
+bool OnednnConv::run(const float* x, const float* bias, const ConvGeometry& g, float* y,
+                     const Epilogue* epilogue, bool in_nhwc, bool out_nhwc) const {
+  // A channels-last out takes the bias in the primitive.
+  const Impl& plan = plan_for(g, out_nhwc, out_nhwc && bias != nullptr);
   if (plan.bands.empty()) return false;
   const int64_t in_plane = g.h * g.w, out_plane = g.oh * g.ow;
   // The channels-last copies (where the tensors are not channels-last already), 64-byte
@@ -510,7 +514,8 @@ void set_onednn_conv_enabled(bool) {}
 std::string onednn_version() {
   return "";
 }
-bool onednn_conv_supported(const ConvGeometry&, bool) {
+bool prepare_onednn_conv(std::span<Value* const>, const ConvGeometry&,
+                         std::unique_ptr<KernelState>&) {
   return false;
 }
 }  // namespace etc::rt::kernels
