@@ -290,7 +290,10 @@ struct ChainRun {
 
 ChainRun run_chain(const pte::File& f, bool onednn, int threads) {
   const rt::test::OnednnScope scope(onednn);
-  rt::kernels::set_num_threads(threads);
+  struct Threads {  // the default count again at the end, also when a REQUIRE fails
+    explicit Threads(int n) { rt::kernels::set_num_threads(n); }
+    ~Threads() { rt::kernels::set_num_threads(0); }
+  } thread_count(threads);
   auto runtime = std::move(rt::make_cpu_runtime()).value();
   Result<std::unique_ptr<rt::Method>> m = rt::Method::load(f, 0, runtime->env());
   INFO(m.status().to_string());
@@ -308,7 +311,6 @@ ChainRun run_chain(const pte::File& f, bool onednn, int threads) {
   ChainRun out;
   out.y.assign(static_cast<const float*>(y.data), static_cast<const float*>(y.data) + y.numel());
   out.channels_last = (*m)->channels_last_convolutions();
-  rt::kernels::set_num_threads(0);
   return out;
 }
 
