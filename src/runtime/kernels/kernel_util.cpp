@@ -92,16 +92,19 @@ bool kind_matches(Arg want, const Value& v) {
 }
 
 // Sizes must be non-negative with a representable byte count, and a non-empty tensor
-// needs memory: kernels index through data without further checks.
-Status check_tensor(const KernelContext& ctx, const TensorView& t, const std::string& what) {
+// needs memory: kernels index through data without further checks. `what()` names the
+// tensor, made only for an error: every kernel call checks its arguments, and the names cost
+// a heap allocation each.
+template <typename What>
+Status check_tensor(const KernelContext& ctx, const TensorView& t, const What& what) {
   for (int64_t s : t.sizes) {
-    if (s < 0) return ctx.error(what + " has a negative size in " + shape_str(t.sizes));
+    if (s < 0) return ctx.error(what() + " has a negative size in " + shape_str(t.sizes));
   }
   auto numel = checked_numel(t.sizes);
   if (!numel || !checked_mul(*numel, dtype_size(t.dtype))) {
-    return ctx.error(what + " with shape " + shape_str(t.sizes) + " is too large");
+    return ctx.error(what() + " with shape " + shape_str(t.sizes) + " is too large");
   }
-  if (*numel > 0 && t.data == nullptr) return ctx.error(what + " has no data");
+  if (*numel > 0 && t.data == nullptr) return ctx.error(what() + " has no data");
   return Status();
 }
 
@@ -159,33 +162,34 @@ Status check_args(const KernelContext& ctx, std::span<Value*> args,
   size_t i = 0;
   for (const ArgSpec& spec : inputs) {
     const Value& v = *args[i];
-    std::string what = "argument " + std::to_string(i) + " (" + spec.name + ")";
+    auto what = [&] { return "argument " + std::to_string(i) + " (" + spec.name + ")"; };
     if (!kind_matches(spec.kind, v)) {
-      return ctx.error(what + " must be " + arg_kind_text(spec.kind) + ", got " +
+      return ctx.error(what() + " must be " + arg_kind_text(spec.kind) + ", got " +
                        value_kind_name(v.kind));
     }
     if (v.kind == Value::Kind::kTensor) ETC_RETURN_IF_ERROR(check_tensor(ctx, v.tensor, what));
     if (v.kind == Value::Kind::kTensorList || v.kind == Value::Kind::kOptionalTensorList) {
       for (size_t j = 0; j < v.tensors.size(); ++j) {
-        std::string item = what + " element " + std::to_string(j);
+        auto item = [&] { return what() + " element " + std::to_string(j); };
         if (v.tensors[j] == nullptr) {
           if (v.kind == Value::Kind::kOptionalTensorList) continue;  // None
-          return ctx.error(item + " is missing");
+          return ctx.error(item() + " is missing");
         }
         ETC_RETURN_IF_ERROR(check_tensor(ctx, *v.tensors[j], item));
       }
     }
     if (spec.kind == Arg::kOptScalarType && v.kind == Value::Kind::kInt &&
         !dtype_from_scalar_type(static_cast<int>(v.i))) {
-      return ctx.error(what + " is ScalarType " + std::to_string(v.i) + ", which has no etc dtype");
+      return ctx.error(what() + " is ScalarType " + std::to_string(v.i) +
+                       ", which has no etc dtype");
     }
     ++i;
   }
   for (const char* name : outs) {
     const Value& v = *args[i];
-    std::string what = std::string("out tensor '") + name + "'";
+    auto what = [&] { return std::string("out tensor '") + name + "'"; };
     if (v.kind != Value::Kind::kTensor) {
-      return ctx.error(what + " (argument " + std::to_string(i) + ") must be a Tensor, got " +
+      return ctx.error(what() + " (argument " + std::to_string(i) + ") must be a Tensor, got " +
                        value_kind_name(v.kind));
     }
     ETC_RETURN_IF_ERROR(check_tensor(ctx, v.tensor, what));
@@ -492,46 +496,64 @@ __attribute__((always_inline)) inline void unary_range(const float* a, float* o,
   }
 }
 
+// One op of an epilogue over [begin, end).
+__attribute__((always_inline)) inline void epilogue_op(const Epilogue::Op& op, int64_t begin,
+                                                       int64_t n) {
+  using Kind = Epilogue::Op::Kind;
+  const float* a = static_cast<const float*>(op.a->data) + begin;
+  const float* b = op.b != nullptr ? static_cast<const float*>(op.b->data) + begin : nullptr;
+  float* o = static_cast<float*>(op.out->data) + begin;
+  const float s = op.scalar;
+  auto run = [&](auto f) __attribute__((always_inline)) {
+    if (b != nullptr) {
+      binary_range(a, b, o, n, f);
+    } else {
+      unary_range(a, o, n, [f, s](float x) { return f(x, s); });
+    }
+  };
+  switch (op.kind) {
+    case Kind::kClamp: {
+      const float lo = op.lo, hi = op.hi;
+      unary_range(a, o, n, [lo, hi](float x) { return std::min(std::max(x, lo), hi); });
+      break;
+    }
+    case Kind::kAdd:
+      run([](float x, float y) { return x + y; });
+      break;
+    case Kind::kSub:
+      run([](float x, float y) { return x - y; });
+      break;
+    case Kind::kMul:
+      run([](float x, float y) { return x * y; });
+      break;
+    case Kind::kDiv:
+      run([](float x, float y) { return x / y; });
+      break;
+  }
+}
+
 }  // namespace
 
-// Built twice, for AVX2 and for any x86-64, chosen when the program loads: 8-wide vectors for
-// the divisions and compares. Each op is one rounding (no multiply-add to fuse), so both
-// builds give the same bits.
-__attribute__((target_clones("avx2", "default"))) void apply_epilogue(const Epilogue& e,
-                                                                      int64_t begin, int64_t end) {
-  using Kind = Epilogue::Op::Kind;
-  const int64_t n = end - begin;
-  for (const Epilogue::Op& op : e.ops) {
-    const float* a = static_cast<const float*>(op.a->data) + begin;
-    const float* b = op.b != nullptr ? static_cast<const float*>(op.b->data) + begin : nullptr;
-    float* o = static_cast<float*>(op.out->data) + begin;
-    const float s = op.scalar;
-    auto run = [&](auto f) {
-      if (b != nullptr) {
-        binary_range(a, b, o, n, f);
-      } else {
-        unary_range(a, o, n, [f, s](float x) { return f(x, s); });
-      }
-    };
-    switch (op.kind) {
-      case Kind::kClamp: {
-        const float lo = op.lo, hi = op.hi;
-        unary_range(a, o, n, [lo, hi](float x) { return std::min(std::max(x, lo), hi); });
-        break;
-      }
-      case Kind::kAdd:
-        run([](float x, float y) { return x + y; });
-        break;
-      case Kind::kSub:
-        run([](float x, float y) { return x - y; });
-        break;
-      case Kind::kMul:
-        run([](float x, float y) { return x * y; });
-        break;
-      case Kind::kDiv:
-        run([](float x, float y) { return x / y; });
-        break;
-    }
+// Built three times, for AVX-512, AVX2 and any x86-64, chosen when the program loads: 16- or
+// 8-wide vectors for the divisions and compares. Each op is one rounding (no multiply-add to
+// fuse), so every build gives the same bits.
+// The whole chain runs over one chunk of kEpilogueChunk floats before the next, so that its
+// operands and outs stay in L1 from one op to the next (a hardswish is four ops: over a whole
+// 112x112 plane, each op streamed five planes through L2). Each op is elementwise on the same
+// index and no out overlaps an operand the chain reads from outside (fuse_epilogues), so the
+// order of chunks cannot change a result.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void apply_epilogue(const Epilogue& e,
+                                                                                 int64_t begin,
+                                                                                 int64_t end) {
+  constexpr int64_t kEpilogueChunk = 512;
+  if (e.ops.size() == 1) {
+    epilogue_op(e.ops[0], begin, end - begin);
+    return;
+  }
+  for (int64_t c0 = begin; c0 < end; c0 += kEpilogueChunk) {
+    const int64_t n = std::min(kEpilogueChunk, end - c0);
+    for (const Epilogue::Op& op : e.ops)
+      epilogue_op(op, c0, n);
   }
 }
 
