@@ -127,6 +127,10 @@ const ConvCase kConvCases[] = {
     // More rows (output channels) than columns: the GEMM splits rows in units of 24, a part
     // starting inside a block of the packed weights.
     {1, 300, 7, 7, 200, 1, 1, 1, 1, 0, 0, 1, 1, 1, false, 0, 0, true},
+    // Pointwise on at most 64 positions: of one image, the transposed input is the column
+    // matrix (no bias: rows start from zero); of two images, gathered from the input.
+    {1, 20, 3, 5, 40, 1, 1, 1, 1, 0, 0, 1, 1, 1, false, 0, 0, false},
+    {2, 24, 4, 5, 36, 1, 1, 1, 1, 0, 0, 1, 1, 1, false, 0, 0, true},
     // At most 32 output positions in all (Silero VAD's frames): positions as rows against
     // the transposed packed weights, the column matrix built transposed (im2row): a 1x3
     // kernel over 1x4 planes of 4 images, stride 2, an STFT-like 256-wide kernel of stride

@@ -228,18 +228,12 @@ void fill_phase_plane(const float* xc, const ConvGeometry& g, int64_t sh, int64_
   }
 }
 
-// y = bias (0 when null) + conv(x) for one group, output positions as rows: row n*OH*OW + p
-// of col^T is output position p of image n (its im2col column), multiplied by the
-// transposed weights `wt` ([C_in*KH*KW, C_out] panels); each row starts from the bias and
-// takes every K block in order (the bits of the GEMM over columns). col^T is never built:
-// the GEMM gathers its panels from the padded input (MatrixRef::col_offsets), row (n, oh, ow)
-// at offset n*C*Hp*Wp + oh*SH*Wp + ow*SW, column (c, i, j) at c*Hp*Wp + i*DH*Wp + j*DW.
-void positions_as_rows_f32(const float* x, const PackedB& wt, const float* bias,
-                           const ConvGeometry& g, float* y) {
+// acc += col^T @ W^T, col^T gathered from the zero-padded input (positions_as_rows_f32).
+void positions_gathered(const float* x, const PackedB& wt, const ConvGeometry& g, float* acc) {
   const int64_t out_plane = g.oh * g.ow, kdim = wt.depth();
   const int64_t rows = g.batch * out_plane;
   const int64_t hp = g.h + 2 * g.pad[0], wp = g.w + 2 * g.pad[1], plane = hp * wp;
-  Buffer<float> padded(g.batch * g.c_in * plane), acc(rows * g.c_out);
+  Buffer<float> padded(g.batch * g.c_in * plane);
   for (int64_t c = 0; c < g.batch * g.c_in; ++c)
     fill_phase_plane(x + c * g.h * g.w, g, 1, 1, 0, 0, hp, wp, padded.data() + c * plane);
   std::vector<int64_t> row_offsets(static_cast<size_t>(rows)), col_offsets;
@@ -257,6 +251,23 @@ void positions_as_rows_f32(const float* x, const PackedB& wt, const float* bias,
         col_offsets.push_back(c * plane + i * g.dil[0] * wp + j * g.dil[1]);
     }
   }
+  gemm_packed(rows, 1.0f,
+              MatrixRef<float>{padded.data(), 0, 0, row_offsets.data(), col_offsets.data()}, wt,
+              acc, g.c_out);
+}
+
+// y = bias (0 when null) + conv(x) for one group, output positions as rows: row n*OH*OW + p
+// of col^T is output position p of image n (its im2col column), multiplied by the
+// transposed weights `wt` ([C_in*KH*KW, C_out] panels); each row starts from the bias and
+// takes every K block in order (the bits of the GEMM over columns). col^T is never built:
+// a pointwise convolution of one image reads it as its input transposed; otherwise the GEMM
+// gathers its panels from the padded input (MatrixRef::col_offsets), row (n, oh, ow) at
+// offset n*C*Hp*Wp + oh*SH*Wp + ow*SW, column (c, i, j) at c*Hp*Wp + i*DH*Wp + j*DW.
+void positions_as_rows_f32(const float* x, const PackedB& wt, const float* bias,
+                           const ConvGeometry& g, float* y) {
+  const int64_t out_plane = g.oh * g.ow;
+  const int64_t rows = g.batch * out_plane;
+  Buffer<float> acc(rows * g.c_out);
   for (int64_t r = 0; r < rows; ++r) {
     float* a = acc.data() + r * g.c_out;
     if (bias != nullptr) {
@@ -265,9 +276,15 @@ void positions_as_rows_f32(const float* x, const PackedB& wt, const float* bias,
       std::fill_n(a, g.c_out, 0.0f);
     }
   }
-  gemm_packed(rows, 1.0f,
-              MatrixRef<float>{padded.data(), 0, 0, row_offsets.data(), col_offsets.data()}, wt,
-              acc.data(), g.c_out);
+  const bool pointwise = g.kh == 1 && g.kw == 1 && g.stride[0] == 1 && g.stride[1] == 1 &&
+                         g.pad[0] == 0 && g.pad[1] == 0;
+  if (pointwise && g.batch == 1) {
+    // The column matrix is the input itself, transposed: col^T[p, c] = x[c * plane + p]
+    // (MR positions of one channel side by side: a contiguous copy into each packed panel).
+    gemm_packed(rows, 1.0f, MatrixRef<float>{x, 1, out_plane}, wt, acc.data(), g.c_out);
+  } else {
+    positions_gathered(x, wt, g, acc.data());
+  }
   for (int64_t n = 0; n < g.batch; ++n) {
     for (int64_t co = 0; co < g.c_out; ++co) {
       for (int64_t p = 0; p < out_plane; ++p)
