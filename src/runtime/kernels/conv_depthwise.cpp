@@ -447,13 +447,16 @@ typedef float Vec16 __attribute__((vector_size(64)));
 // The strip shapes: an AVX2 (or portable) build holds 4 output channels x 2 chunks of 8
 // columns (8 of its 16 registers); the AVX-512 build 8 output channels x 2 chunks of 16
 // (16 of its 32), so each input load feeds twice the multiply-adds on twice the lanes.
-template <typename V, int64_t kCo>
+template <typename V, int64_t kCo, int64_t Chunks = 2>
 struct DenseShape {
   using Vec = V;
   static constexpr int64_t kLanesV = sizeof(V) / sizeof(float);
   static constexpr int64_t kCoV = kCo;
-  static constexpr int64_t kChunks = 2;
+  static constexpr int64_t kChunks = Chunks;
   static constexpr int64_t kStrip = kChunks * kLanesV;
+  // A row's last strip when it fits one vector: half the multiply-adds (mobilenet's 112
+  // columns are 3 strips of 32 and one of 16).
+  using Half = DenseShape<V, kCo, 1>;
 };
 using DenseNarrow = DenseShape<Vec8, 4>;
 using DenseWide = DenseShape<Vec16, 8>;
@@ -492,10 +495,14 @@ __attribute__((always_inline)) inline void dense_strip(const float* planes, int6
 #pragma GCC unroll 8
       for (int64_t j = 0; j < kw; ++j, w += kCo) {
         const float* s = prow + tap_offset[j];
-        const V v0 = load_v<V>(s), v1 = load_v<V>(s + kL);
+        V v[kChunks];
+#pragma GCC unroll 2
+        for (int64_t c = 0; c < kChunks; ++c)
+          v[c] = load_v<V>(s + c * kL);
         for (int64_t k = 0; k < kCo; ++k) {
-          acc[k][0] += w[k] * v0;
-          acc[k][1] += w[k] * v1;
+#pragma GCC unroll 2
+          for (int64_t c = 0; c < kChunks; ++c)
+            acc[k][c] += w[k] * v[c];
         }
       }
     }
@@ -519,7 +526,14 @@ __attribute__((always_inline)) inline void dense_rows(const float* planes, int64
     for (int64_t oh = r0; oh < r1; ++oh) {
       for (int64_t c0 = 0; c0 < g.ow; c0 += S::kStrip) {
         const int64_t n = std::min(S::kStrip, g.ow - c0);
-        if (g.kw == 3) {
+        if (n <= S::kLanesV) {
+          using H = typename S::Half;
+          if (g.kw == 3) {
+            dense_strip<H, 3>(planes, plane_floats, p, g, wb, b, cob, oh, c0, n, yc);
+          } else {
+            dense_strip<H, 0>(planes, plane_floats, p, g, wb, b, cob, oh, c0, n, yc);
+          }
+        } else if (g.kw == 3) {
           dense_strip<S, 3>(planes, plane_floats, p, g, wb, b, cob, oh, c0, n, yc);
         } else {
           dense_strip<S, 0>(planes, plane_floats, p, g, wb, b, cob, oh, c0, n, yc);
