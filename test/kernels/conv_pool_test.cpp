@@ -261,6 +261,67 @@ TEST_CASE("a convolution's epilogue gives the bits of the instructions it stands
   }
 }
 
+TEST_CASE("a first layer into a channels-last chain writes its NCHW values channels-last") {
+  // The direct loop of few input channels, its out (and the epilogue's) held [N, H, W, C]:
+  // the bits of the NCHW run, transposed. 3 -> 32 stride 2 (two bands of output rows, the
+  // last one short), 3 -> 13 5x5 on two images, 4 -> 8 7x7 stride 3; every vector build.
+  struct Case {
+    int64_t n, c_in, h, w, c_out, k, stride, pad;
+  };
+  const Case cases[] = {
+      {1, 3, 37, 45, 32, 3, 2, 1}, {2, 3, 20, 33, 13, 5, 1, 2}, {1, 4, 29, 40, 8, 7, 3, 3}};
+  uint32_t seed = 900;
+  for (kernels::GemmIsa isa :
+       {kernels::GemmIsa::kAuto, kernels::GemmIsa::kAvx2, kernels::GemmIsa::kPortable}) {
+    const IsaScope scope(isa);
+    for (const Case& k : cases) {
+      if (k.c_out > kernels::few_input_channels_max_outputs()) continue;
+      INFO("isa " << static_cast<int>(isa) << " " << k.c_in << " -> " << k.c_out);
+      const int64_t oh = (k.h + 2 * k.pad - k.k) / k.stride + 1;
+      const int64_t ow = (k.w + 2 * k.pad - k.k) / k.stride + 1;
+      const Sizes os{k.n, k.c_out, oh, ow};
+      Call c("aten::convolution.out");
+      Value* x = c.random(DType::kFloat32, {k.n, k.c_in, k.h, k.w}, seed++);
+      Value* w = c.random(DType::kFloat32, {k.c_out, k.c_in, k.k, k.k}, seed++);
+      Value* b = c.random(DType::kFloat32, {k.c_out}, seed++);
+      const std::initializer_list<Value*> args{x,
+                                               w,
+                                               b,
+                                               c.ints({k.stride, k.stride}),
+                                               c.ints({k.pad, k.pad}),
+                                               c.ints({1, 1}),
+                                               c.b(false),
+                                               c.ints({0, 0}),
+                                               c.i(1)};
+      // relu6 into a second tensor, as mobilenet_v2's first layer.
+      auto run = [&](bool channels_last) {
+        Value* y = c.out(DType::kFloat32, os);
+        Value* r = c.out(DType::kFloat32, os);
+        Epilogue e;
+        e.ops = {{Epilogue::Op::Kind::kClamp, &y->tensor, nullptr, 0, 0.0f, 6.0f, &r->tensor}};
+        c.set_epilogue(&e);
+        c.set_channels_last(channels_last ? uint64_t{1} << 9 : 0);
+        REQUIRE(c.run(args, {y}).ok());
+        c.set_epilogue(nullptr);
+        c.set_channels_last(0);
+        return std::pair{read(y), read(r)};
+      };
+      const auto [y_nchw, r_nchw] = run(false);
+      const auto [y_nhwc, r_nhwc] = run(true);
+      for (int64_t n = 0; n < k.n; ++n) {
+        for (int64_t co = 0; co < k.c_out; ++co) {
+          for (int64_t p = 0; p < oh * ow; ++p) {
+            const size_t a = static_cast<size_t>((n * k.c_out + co) * oh * ow + p);
+            const size_t t = static_cast<size_t>((n * oh * ow + p) * k.c_out + co);
+            REQUIRE(std::memcmp(&y_nchw[a], &y_nhwc[t], sizeof(double)) == 0);
+            REQUIRE(std::memcmp(&r_nchw[a], &r_nhwc[t], sizeof(double)) == 0);
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("depthwise convolutions give the same bits on the AVX-512 channel blocks and AVX2") {
   // On an AVX-512 CPU, one output per input channel on small planes (or any stride) goes 16
   // channels side by side; the AVX2 build goes plane by plane. Both take bias, then the taps

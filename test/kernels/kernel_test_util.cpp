@@ -204,6 +204,7 @@ Status Call::run_raw(std::vector<Value*> args) {
   REQUIRE(fn != nullptr);
   KernelContext ctx{op_};
   ctx.epilogue = epilogue_;
+  ctx.channels_last_args = channels_last_args_;
   if (keep_state_) {
     ctx.state = &state_;
     ctx.constant_args = constant_args_;

@@ -66,6 +66,8 @@ class Call {
   const KernelState* state() const { return state_.get(); }
   // Later runs hand the kernel this epilogue (it must outlive them).
   void set_epilogue(const Epilogue* e) { epilogue_ = e; }
+  // Later runs hold the arguments of `args` channels-last (KernelContext::channels_last_args).
+  void set_channels_last(uint64_t args) { channels_last_args_ = args; }
 
  private:
   Value* add(Value v);
@@ -73,6 +75,7 @@ class Call {
   bool keep_state_ = false;
   uint64_t constant_args_ = 0;
   const Epilogue* epilogue_ = nullptr;
+  uint64_t channels_last_args_ = 0;
   std::unique_ptr<KernelState> state_;
   std::deque<Value> values_;
   std::deque<std::vector<uint64_t>> storage_;  // uint64 keeps every dtype aligned

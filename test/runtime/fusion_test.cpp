@@ -288,7 +288,8 @@ struct ChainRun {
   size_t channels_last = 0;
 };
 
-ChainRun run_chain(const pte::File& f, bool onednn, int threads) {
+ChainRun run_chain(const pte::File& f, bool onednn, int threads,
+                   size_t input_numel = 16 * 40 * 40) {
   const rt::test::OnednnScope scope(onednn);
   struct Threads {  // the default count again at the end, also when a REQUIRE fails
     explicit Threads(int n) { rt::kernels::set_num_threads(n); }
@@ -298,7 +299,7 @@ ChainRun run_chain(const pte::File& f, bool onednn, int threads) {
   Result<std::unique_ptr<rt::Method>> m = rt::Method::load(f, 0, runtime->env());
   INFO(m.status().to_string());
   REQUIRE(m.ok());
-  std::vector<float> x(16 * 40 * 40);
+  std::vector<float> x(input_numel);
   for (size_t i = 0; i < x.size(); ++i)
     x[i] = std::sin(static_cast<float>(i) * 0.37f);
   for (int call = 0; call < 2; ++call) {  // twice: the same state, the same bits
@@ -333,6 +334,42 @@ TEST_CASE("tensors only oneDNN convolutions read stay channels-last between them
   for (size_t i = 0; i < own.y.size(); ++i)
     CHECK(one.y[i] == Approx(own.y[i]).epsilon(1e-4).margin(1e-5));
   CHECK(*std::max_element(own.y.begin(), own.y.end()) > 0.1f);  // not all zero
+}
+
+TEST_CASE("a first layer of few input channels writes a chain's first tensor channels-last") {
+  // x [1, 3, 128, 128] -> conv 3x3 stride 2 (3 -> 32) -> relu6 -> depthwise 3x3 -> relu ->
+  // conv 1x1 (32 -> 32) -> mean. The first layer runs etc's direct loop and writes its out
+  // (and relu6's) channels-last for the depthwise layer.
+  Graph g;
+  ValueId x = g.add_input("x", spec({1, 3, 128, 128}));
+  ValueId c1 = conv_s(g, "c1", x, constant(g, "w1", {32, 3, 3, 3}, 31), constant(g, "b1", {32}, 32),
+                      2, 1, 1, spec({1, 32, 64, 64}));
+  ValueId r1 = node(g, OpKind::Hardtanh, "r1",
+                    {{"self", c1}, {"min_val", Scalar{0.0}}, {"max_val", Scalar{6.0}}},
+                    spec({1, 32, 64, 64}));
+  ValueId dw = conv_s(g, "dw", r1, constant(g, "w2", {32, 1, 3, 3}, 33),
+                      constant(g, "b2", {32}, 34), 1, 1, 32, spec({1, 32, 64, 64}));
+  ValueId r2 = node(g, OpKind::Relu, "r2", {{"self", dw}}, spec({1, 32, 64, 64}));
+  ValueId pw = conv_s(g, "pw", r2, constant(g, "w3", {32, 32, 1, 1}, 35), std::monostate{}, 1, 0, 1,
+                      spec({1, 32, 64, 64}));
+  ValueId y = node(g, OpKind::MeanDim, "y",
+                   {{"self", pw}, {"dim", std::vector<int64_t>{2, 3}}, {"keepdim", true}},
+                   spec({1, 32, 1, 1}));
+  g.set_outputs({y});
+  const pte::File f = export_graph(g);
+  const size_t in = 3 * 128 * 128;
+  const ChainRun own = run_chain(f, false, 1, in);
+  const ChainRun one = run_chain(f, true, 1, in), three = run_chain(f, true, 3, in);
+#if ETC_WITH_ONEDNN
+  CHECK(one.channels_last == 3);  // c1 writes channels-last, dw reads and writes, pw reads
+#else
+  CHECK(one.channels_last == 0);
+#endif
+  REQUIRE(one.y.size() == own.y.size());
+  CHECK(std::memcmp(one.y.data(), three.y.data(), one.y.size() * 4) == 0);
+  for (size_t i = 0; i < own.y.size(); ++i)
+    CHECK(one.y[i] == Approx(own.y[i]).epsilon(1e-4).margin(1e-5));
+  CHECK(*std::max_element(own.y.begin(), own.y.end()) > 0.1f);
 }
 
 TEST_CASE("a tensor another kernel reads stays NCHW, with the convolutions tied to it") {

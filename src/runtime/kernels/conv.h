@@ -45,8 +45,11 @@ void depthwise_conv_f32(const float* x, const float* w, const float* bias, const
 // registers (8 channels x 16 lanes on AVX-512), output rows in parallel. Per output: bias,
 // then the taps in (channel, row, column) order with fused multiply-adds (the AVX2 and
 // AVX-512 builds agree; the portable build rounds the products).
+// With out_nhwc, y is channels-last ([N, OH, OW, C_out]; the epilogue's tensors too): the
+// same values in that layout (a first layer whose out a channels-last chain reads).
 void few_input_channels_conv_f32(const float* x, const float* w, const float* bias,
-                                 const ConvGeometry& g, float* y, const Epilogue* epilogue);
+                                 const ConvGeometry& g, float* y, const Epilogue* epilogue,
+                                 bool out_nhwc = false);
 // The most output channels for which the direct loop beats im2col + GEMM with the float
 // kernels in use: 32 with AVX-512 (8 channels x 16 lanes per strip: mobilenet_v2's 3 -> 32),
 // else 16 (4 x 8: mobilenet_v2's 3 -> 32 ran 0.48 ms against the GEMM's 0.44; mobilenet_v3's

@@ -470,13 +470,13 @@ __attribute__((always_inline)) inline V load_v(const float* p) {
 
 // Output columns [c0, c0 + n) (n <= S::kStrip) of output row oh, for the S::kCoV output
 // channels of weight block `wb` ([tap][kCoV], zero past the last channel), all taps in
-// registers. Stores the first `cob` channels.
+// registers. Stores the first `cob` channels: channel k's row at y + k * y_plane + oh * OW.
 template <typename S, int64_t KW>
 __attribute__((always_inline)) inline void dense_strip(const float* planes, int64_t plane_floats,
                                                        const PaddedPlane& p, const ConvGeometry& g,
                                                        const float* wb, const float* bias,
                                                        int64_t cob, int64_t oh, int64_t c0,
-                                                       int64_t n, float* y) {
+                                                       int64_t n, float* y, int64_t y_plane) {
   using V = typename S::Vec;
   constexpr int64_t kCo = S::kCoV, kChunks = S::kChunks, kL = S::kLanesV;
   const int64_t kw = KW > 0 ? KW : g.kw;
@@ -508,35 +508,37 @@ __attribute__((always_inline)) inline void dense_strip(const float* planes, int6
     }
   }
   for (int64_t k = 0; k < cob; ++k)
-    store_strip<V, kChunks>(y + k * g.oh * g.ow + oh * g.ow + c0, acc[k], n);
+    store_strip<V, kChunks>(y + k * y_plane + oh * g.ow + c0, acc[k], n);
 }
 
-// Output rows [r0, r1) of every output channel of one image.
+// Output rows [r0, r1) of every output channel of one image: channel c's row oh at
+// y + c * y_plane + oh * OW (y_plane = OH * OW for the whole NCHW out).
 template <typename S>
 __attribute__((always_inline)) inline void dense_rows(const float* planes, int64_t plane_floats,
                                                       const PaddedPlane& p, const ConvGeometry& g,
                                                       const float* wpack, const float* bias,
-                                                      float* y, int64_t r0, int64_t r1) {
+                                                      float* y, int64_t y_plane, int64_t r0,
+                                                      int64_t r1) {
   const int64_t taps = g.c_in * g.kh * g.kw;
   for (int64_t co = 0; co < g.c_out; co += S::kCoV) {
     const float* wb = wpack + co * taps;
     const float* b = bias != nullptr ? bias + co : nullptr;
     const int64_t cob = std::min(S::kCoV, g.c_out - co);
-    float* yc = y + co * g.oh * g.ow;
+    float* yc = y + co * y_plane;
     for (int64_t oh = r0; oh < r1; ++oh) {
       for (int64_t c0 = 0; c0 < g.ow; c0 += S::kStrip) {
         const int64_t n = std::min(S::kStrip, g.ow - c0);
         if (n <= S::kLanesV) {
           using H = typename S::Half;
           if (g.kw == 3) {
-            dense_strip<H, 3>(planes, plane_floats, p, g, wb, b, cob, oh, c0, n, yc);
+            dense_strip<H, 3>(planes, plane_floats, p, g, wb, b, cob, oh, c0, n, yc, y_plane);
           } else {
-            dense_strip<H, 0>(planes, plane_floats, p, g, wb, b, cob, oh, c0, n, yc);
+            dense_strip<H, 0>(planes, plane_floats, p, g, wb, b, cob, oh, c0, n, yc, y_plane);
           }
         } else if (g.kw == 3) {
-          dense_strip<S, 3>(planes, plane_floats, p, g, wb, b, cob, oh, c0, n, yc);
+          dense_strip<S, 3>(planes, plane_floats, p, g, wb, b, cob, oh, c0, n, yc, y_plane);
         } else {
-          dense_strip<S, 0>(planes, plane_floats, p, g, wb, b, cob, oh, c0, n, yc);
+          dense_strip<S, 0>(planes, plane_floats, p, g, wb, b, cob, oh, c0, n, yc, y_plane);
         }
       }
     }
@@ -544,28 +546,45 @@ __attribute__((always_inline)) inline void dense_rows(const float* planes, int64
 }
 
 using DenseRowsFn = void (*)(const float*, int64_t, const PaddedPlane&, const ConvGeometry&,
-                             const float*, const float*, float*, int64_t, int64_t);
+                             const float*, const float*, float*, int64_t, int64_t, int64_t);
 
 __attribute__((target("avx512f"))) void dense_rows_avx512(const float* planes, int64_t plane_floats,
                                                           const PaddedPlane& p,
                                                           const ConvGeometry& g, const float* wpack,
-                                                          const float* bias, float* y, int64_t r0,
-                                                          int64_t r1) {
-  dense_rows<DenseWide>(planes, plane_floats, p, g, wpack, bias, y, r0, r1);
+                                                          const float* bias, float* y,
+                                                          int64_t y_plane, int64_t r0, int64_t r1) {
+  dense_rows<DenseWide>(planes, plane_floats, p, g, wpack, bias, y, y_plane, r0, r1);
 }
 
 __attribute__((target("avx2,fma"))) void dense_rows_avx2(const float* planes, int64_t plane_floats,
                                                          const PaddedPlane& p,
                                                          const ConvGeometry& g, const float* wpack,
-                                                         const float* bias, float* y, int64_t r0,
-                                                         int64_t r1) {
-  dense_rows<DenseNarrow>(planes, plane_floats, p, g, wpack, bias, y, r0, r1);
+                                                         const float* bias, float* y,
+                                                         int64_t y_plane, int64_t r0, int64_t r1) {
+  dense_rows<DenseNarrow>(planes, plane_floats, p, g, wpack, bias, y, y_plane, r0, r1);
 }
 
 void dense_rows_portable(const float* planes, int64_t plane_floats, const PaddedPlane& p,
                          const ConvGeometry& g, const float* wpack, const float* bias, float* y,
-                         int64_t r0, int64_t r1) {
-  dense_rows<DenseNarrow>(planes, plane_floats, p, g, wpack, bias, y, r0, r1);
+                         int64_t y_plane, int64_t r0, int64_t r1) {
+  dense_rows<DenseNarrow>(planes, plane_floats, p, g, wpack, bias, y, y_plane, r0, r1);
+}
+
+// src [C, P] (C = channels) into dst [P, C]: 16 x 16 tiles through registers on AVX-512.
+void planes_to_channels_last(const float* src, int64_t channels, int64_t positions, float* dst) {
+  if (gemm_float_kernel() == FloatKernel::kAvx512) {
+    for (int64_t p0 = 0; p0 < positions; p0 += 16) {
+      for (int64_t c0 = 0; c0 < channels; c0 += 16)
+        tile_to_channels_last_avx512(src, channels, positions, c0,
+                                     std::min<int64_t>(16, channels - c0), p0,
+                                     std::min<int64_t>(16, positions - p0), dst);
+    }
+    return;
+  }
+  for (int64_t p = 0; p < positions; ++p) {
+    for (int64_t c = 0; c < channels; ++c)
+      dst[p * channels + c] = src[c * positions + p];
+  }
 }
 
 // `count` planes of x (each g.h x g.w) into dst, one plane_floats apart. Inlined into a build
@@ -597,7 +616,8 @@ int64_t few_input_channels_max_outputs() {
 }
 
 void few_input_channels_conv_f32(const float* x, const float* w, const float* bias,
-                                 const ConvGeometry& g, float* y, const Epilogue* epilogue) {
+                                 const ConvGeometry& g, float* y, const Epilogue* epilogue,
+                                 bool out_nhwc) {
   DenseRowsFn run = dense_rows_portable;
   int64_t co_block = DenseNarrow::kCoV, strip = DenseNarrow::kStrip;
   switch (gemm_float_kernel()) {
@@ -636,8 +656,27 @@ void few_input_channels_conv_f32(const float* x, const float* w, const float* bi
   for (int64_t n = 0; n < g.batch; ++n) {
     const float* pn = planes.data() + n * g.c_in * plane_floats;
     float* yn = y + n * g.c_out * out_plane;
+    if (out_nhwc) {
+      // A few output rows at a time into NCHW planes of their own (in L2), then transposed
+      // into the channels-last out, then the epilogue on those positions.
+      constexpr int64_t kRows = 4;
+      parallel_for((g.oh + kRows - 1) / kRows, 1, [&](int64_t b0, int64_t b1) {
+        std::vector<float> band(static_cast<size_t>(g.c_out * kRows * g.ow));
+        for (int64_t r0 = b0 * kRows; r0 < std::min(g.oh, b1 * kRows); r0 += kRows) {
+          const int64_t r1 = std::min(g.oh, r0 + kRows), positions = (r1 - r0) * g.ow;
+          run(pn, plane_floats, p, g, wpack.data(), bias, band.data() - r0 * g.ow, positions, r0,
+              r1);
+          planes_to_channels_last(band.data(), g.c_out, positions, yn + r0 * g.ow * g.c_out);
+          if (epilogue != nullptr) {
+            const int64_t at = n * g.c_out * out_plane + r0 * g.ow * g.c_out;
+            apply_epilogue(*epilogue, at, at + positions * g.c_out);
+          }
+        }
+      });
+      continue;
+    }
     parallel_for(g.oh, 4, [&](int64_t r0, int64_t r1) {
-      run(pn, plane_floats, p, g, wpack.data(), bias, yn, r0, r1);
+      run(pn, plane_floats, p, g, wpack.data(), bias, yn, out_plane, r0, r1);
       // The rows just written, while they are in cache.
       for (int64_t co = 0; epilogue != nullptr && co < g.c_out; ++co) {
         const int64_t at = (n * g.c_out + co) * out_plane;

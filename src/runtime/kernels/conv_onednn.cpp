@@ -88,21 +88,6 @@ memory::dims nchw_dims(int64_t n, int64_t c, int64_t h, int64_t w) {
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
-// Channels [c0, c0 + cn) x positions [p0, p0 + pn) of x [C, P] into out [P, C] (cn, pn <= 16).
-__attribute__((target("avx512f"))) void tile_to_channels_last_avx512(const float* x,
-                                                                     int64_t channels,
-                                                                     int64_t plane, int64_t c0,
-                                                                     int64_t cn, int64_t p0,
-                                                                     int64_t pn, float* out) {
-  __m512 r[16];
-  const __mmask16 along_p = first_lanes(pn), along_c = first_lanes(cn);
-  for (int64_t k = 0; k < 16; ++k)
-    r[k] = _mm512_maskz_loadu_ps(k < cn ? along_p : __mmask16(0), x + (c0 + k) * plane + p0);
-  transpose16(r);
-  for (int64_t j = 0; j < pn; ++j)
-    _mm512_mask_storeu_ps(out + (p0 + j) * channels + c0, along_c, r[j]);
-}
-
 // Channels [c0, c0 + cn) x positions [p0, p0 + pn) of src (position p, channel c0 + k at
 // src[p * ld + k]) into y [C, P] plus the bias (cn, pn <= 16).
 __attribute__((target("avx512f"))) void tile_from_channels_last_avx512(const float* src, int64_t ld,

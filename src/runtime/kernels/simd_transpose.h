@@ -1,7 +1,7 @@
 // 16 x 16 float transposes in AVX-512 registers, shared by the kernels that change layout
 // between NCHW planes and 16 channels side by side (the depthwise channel blocks, the
-// channels-last copies around oneDNN's convolutions). Callers check the CPU first
-// (gemm_float_kernel() == FloatKernel::kAvx512).
+// channels-last copies around oneDNN's convolutions, the first layer's channels-last out). Callers
+// check the CPU first (gemm_float_kernel() == FloatKernel::kAvx512).
 #pragma once
 
 #include <immintrin.h>
@@ -48,5 +48,26 @@ __attribute__((target("avx512f"))) inline void transpose16(__m512 (&r)[16]) {
 __attribute__((target("avx512f"))) inline __mmask16 first_lanes(int64_t n) {
   return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
 }
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push  // transpose16's shuffles (above)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+// Channels [c0, c0 + cn) x positions [p0, p0 + pn) of x [C, P] (`plane` floats per channel)
+// into out [P, C] (`channels` floats per position); cn, pn <= 16.
+__attribute__((target("avx512f"))) inline void tile_to_channels_last_avx512(
+    const float* x, int64_t channels, int64_t plane, int64_t c0, int64_t cn, int64_t p0, int64_t pn,
+    float* out) {
+  __m512 r[16];
+  const __mmask16 along_p = first_lanes(pn), along_c = first_lanes(cn);
+  for (int64_t k = 0; k < 16; ++k)
+    r[k] = _mm512_maskz_loadu_ps(k < cn ? along_p : __mmask16(0), x + (c0 + k) * plane + p0);
+  transpose16(r);
+  for (int64_t j = 0; j < pn; ++j)
+    _mm512_mask_storeu_ps(out + (p0 + j) * channels + c0, along_c, r[j]);
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 }  // namespace etc::rt::kernels
