@@ -323,17 +323,19 @@ TEST_CASE("a first layer into a channels-last chain writes its NCHW values chann
 }
 
 TEST_CASE("depthwise convolutions give the same bits on the AVX-512 channel blocks and AVX2") {
-  // On an AVX-512 CPU, one output per input channel on small planes (or any stride) goes 16
-  // channels side by side; the AVX2 build goes plane by plane. Both take bias, then the taps
-  // in (row, column) order with fused multiply-adds: equal bits. Partial channel blocks, two
-  // images, 5x5 and dilated taps, planes of 7x7 (fewer pixels than a transpose), 14x14 by
-  // stride 2, 28x28, and a larger plane left to the plane-by-plane loop.
+  // On an AVX-512 CPU, one output per input channel goes 16 channels side by side; the AVX2
+  // build goes plane by plane. Both take bias, then the taps in (row, column) order with
+  // fused multiply-adds: equal bits. Partial channel blocks, two images, 5x5 and dilated
+  // taps, planes of 7x7 (fewer pixels than a transpose), 14x14 by stride 2, 28x28, a 40x40
+  // plane in one band, and planes in bands of rows: 112x112 by stride 2 (7 bands of 8 rows),
+  // 5x5 on 100x70 (a short last band, two images), dilation 2 on 90x95 (a short last band).
   struct Case {
     int64_t n, c, h, w, k, stride, pad, dil;
   };
-  const Case cases[] = {{1, 20, 7, 7, 3, 1, 1, 1},   {2, 33, 28, 27, 5, 2, 2, 1},
-                        {1, 17, 28, 28, 3, 1, 1, 1}, {1, 5, 9, 13, 3, 1, 2, 2},
-                        {1, 16, 3, 2, 3, 1, 1, 1},   {1, 18, 40, 40, 3, 1, 1, 1}};
+  const Case cases[] = {
+      {1, 20, 7, 7, 3, 1, 1, 1},     {2, 33, 28, 27, 5, 2, 2, 1},  {1, 17, 28, 28, 3, 1, 1, 1},
+      {1, 5, 9, 13, 3, 1, 2, 2},     {1, 16, 3, 2, 3, 1, 1, 1},    {1, 18, 40, 40, 3, 1, 1, 1},
+      {1, 17, 112, 112, 3, 2, 1, 1}, {2, 20, 100, 70, 5, 1, 2, 1}, {1, 16, 90, 95, 3, 1, 2, 2}};
   uint32_t seed = 500;
   for (const Case& k : cases) {
     INFO("channels " << k.c << " plane " << k.h << "x" << k.w);

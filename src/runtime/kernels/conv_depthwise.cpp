@@ -252,7 +252,7 @@ void channels_portable(const float* x, const float* w, const float* bias, const 
   channels(x, w, bias, g, cout_g, y, epilogue, begin, end);
 }
 
-// ---- Depthwise on small planes: 16 channels side by side (AVX-512) ----------------------
+// ---- Depthwise, 16 channels side by side (AVX-512) --------------------------------------
 //
 // On 14x14 and 7x7 planes (and stride-2 layers into them) the plane-by-plane loop above fills a
 // vector with 14 or 7 columns and pays each channel's setup (its padded plane, its strips, its
@@ -263,10 +263,15 @@ void channels_portable(const float* x, const float* w, const float* bias, const 
 // (row, column) order with fused multiply-adds: the bits of the plane-by-plane loop.
 
 constexpr int64_t kBlockLanes = 16;
-// Output planes up to this many pixels go by channel blocks (this Zen 5, 1 thread, 3x3: 384
-// channels of 14x14 71 -> 33 us, 960 of 7x7 76 -> 18 us, 144 of 56x56 by stride 2 108 -> 88 us;
-// 28x28 by stride 1 about even; 56x56 and larger slower: the transposed block leaves L2).
+// Output planes up to this many pixels go by channel blocks in one band (this Zen 5, 1
+// thread, 3x3: 384 channels of 14x14 71 -> 33 us, 960 of 7x7 76 -> 18 us, 144 of 56x56 by
+// stride 2 108 -> 88 us; 28x28 by stride 1 about even). Larger planes go in bands of output
+// rows whose transposed input rows take at most kBlockedSlab bytes, in L2 (whole, the block
+// left L2 and ran slower than the plane-by-plane loop; in bands, 1 thread: 16 channels of
+// 112x112 by stride 2 39 -> 31 us, 32 of 112x112 144 -> 120 us, 72 of 56x56 by stride 2 about
+// even).
 constexpr int64_t kBlockedPlane = 28 * 28;
+constexpr int64_t kBlockedSlab = int64_t{1} << 17;
 
 // transpose16 (simd_transpose.h) inlined into the loops below: GCC 12 takes its shuffles'
 // _mm512_undefined_ps() pass-through for an uninitialised read.
@@ -363,20 +368,23 @@ constexpr BlockPixelsFn kShortRow[8] = {nullptr,
                                         block_pixels_any<7>};
 
 // Channel blocks [begin, end) (t = n * blocks + b: channels [16 b, 16 b + 16) of image n) of a
-// depthwise convolution with one output channel per input channel.
-__attribute__((target("avx512f"))) void depthwise_blocks_avx512(const float* x, const float* w,
-                                                                const float* bias,
-                                                                const ConvGeometry& g, float* y,
-                                                                const Epilogue* epilogue,
-                                                                int64_t begin, int64_t end) {
-  const int64_t hp = g.h + 2 * g.pad[0], wp = g.w + 2 * g.pad[1];
+// depthwise convolution with one output channel per input channel. Output rows go in bands of
+// `band` rows: each band transposes only the input rows its windows reach into `tin`, so that
+// on a large plane (56x56, 112x112) the transposed slab stays in L2; a small plane is one band.
+__attribute__((target("avx512f"))) void depthwise_blocks_avx512(
+    const float* x, const float* w, const float* bias, const ConvGeometry& g, float* y,
+    const Epilogue* epilogue, int64_t band, int64_t begin, int64_t end) {
+  const int64_t wp = g.w + 2 * g.pad[1];
   const int64_t taps = g.kh * g.kw, out_plane = g.oh * g.ow;
   const int64_t blocks = (g.c_out + kBlockLanes - 1) / kBlockLanes;
-  // The padding of `tin` is zero from the start and never written.
-  std::vector<float> tin(static_cast<size_t>(hp * wp * kBlockLanes), 0.0f);
+  // The padded input rows one band reads: from (oh0 * SH - PH) on.
+  const int64_t slab_rows =
+      std::min(g.h + 2 * g.pad[0], (band - 1) * g.stride[0] + (g.kh - 1) * g.dil[0] + 1);
+  // The padding columns of `tin` are zero from the start and never written.
+  std::vector<float> tin(static_cast<size_t>(slab_rows * wp * kBlockLanes), 0.0f);
   std::vector<float> wv(static_cast<size_t>(taps * kBlockLanes));
-  // The block's output, pixel by pixel ([OH * OW, rounded up to 16][16]).
-  std::vector<float> out(static_cast<size_t>((out_plane + 15) / 16 * 16 * kBlockLanes), 0.0f);
+  // The band's output, pixel by pixel ([band * OW, rounded up to 16][16]).
+  std::vector<float> out(static_cast<size_t>((band * g.ow + 15) / 16 * 16 * kBlockLanes), 0.0f);
   const int64_t in_plane = g.h * g.w;
   for (int64_t t = begin; t < end; ++t) {
     const int64_t n = t / blocks, c0 = t % blocks * kBlockLanes;
@@ -389,49 +397,72 @@ __attribute__((target("avx512f"))) void depthwise_blocks_avx512(const float* x, 
     for (int64_t k = 0; bias != nullptr && k < cn; ++k)
       bias_lanes[k] = bias[c0 + k];
     const __m512 bv = _mm512_load_ps(bias_lanes);
-    // The block's input, 16 pixels of the planes at a time (across rows: a 7x7 plane is 4
-    // transposes, not 7), each pixel to its padded place (channels past the last: zero).
     const float* xn = x + (n * g.c_in + c0) * in_plane;
-    for (int64_t f0 = 0, ih = 0, iw = 0; f0 < in_plane; f0 += 16) {
-      const int64_t cols = std::min<int64_t>(16, in_plane - f0);
-      const __mmask16 m = first_lanes(cols);
-      __m512 r[16];
-      // Channels past the last: no lane read (a masked load does not touch them).
-      for (int64_t k = 0; k < 16; ++k)
-        r[k] = _mm512_maskz_loadu_ps(k < cn ? m : __mmask16(0), xn + k * in_plane + f0);
-      transpose16(r);
-      for (int64_t j = 0; j < cols; ++j) {
-        _mm512_storeu_ps(tin.data() + ((ih + g.pad[0]) * wp + iw + g.pad[1]) * kBlockLanes, r[j]);
-        if (++iw == g.w) {
-          iw = 0;
-          ++ih;
+    float* yb = y + (n * g.c_out + c0) * out_plane;
+    for (int64_t oh0 = 0; oh0 < g.oh; oh0 += band) {
+      const int64_t oh1 = std::min(g.oh, oh0 + band);
+      // Slab row r is padded input row top + r, input row top + r - PH.
+      const int64_t top = oh0 * g.stride[0];
+      const int64_t rows = std::min(slab_rows, g.h + 2 * g.pad[0] - top);
+      const int64_t ih0 = std::max<int64_t>(0, top - g.pad[0]);
+      const int64_t ih1 = std::min(g.h, top + rows - g.pad[0]);
+      // Rows of padding (above or below the input) are zero.
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t ih = top + r - g.pad[0];
+        if (ih < 0 || ih >= g.h)
+          std::fill_n(tin.data() + r * wp * kBlockLanes, wp * kBlockLanes, 0.0f);
+      }
+      // Input rows [ih0, ih1), 16 pixels of the planes at a time (across rows: a 7x7 plane is
+      // 4 transposes, not 7), each pixel to its padded place (channels past the last: zero).
+      const int64_t f_end = ih1 * g.w;
+      for (int64_t f0 = ih0 * g.w, ih = ih0, iw = 0; f0 < f_end; f0 += 16) {
+        const int64_t cols = std::min<int64_t>(16, f_end - f0);
+        const __mmask16 m = first_lanes(cols);
+        __m512 r[16];
+        // Channels past the last: no lane read (a masked load does not touch them).
+        for (int64_t k = 0; k < 16; ++k)
+          r[k] = _mm512_maskz_loadu_ps(k < cn ? m : __mmask16(0), xn + k * in_plane + f0);
+        transpose16(r);
+        for (int64_t j = 0; j < cols; ++j) {
+          _mm512_storeu_ps(tin.data() + ((ih + g.pad[0] - top) * wp + iw + g.pad[1]) * kBlockLanes,
+                           r[j]);
+          if (++iw == g.w) {
+            iw = 0;
+            ++ih;
+          }
         }
       }
-    }
-    for (int64_t oh = 0; oh < g.oh; ++oh) {
-      float* row = out.data() + oh * g.ow * kBlockLanes;
-      // 8 pixels at a time; the last 8 overlap the ones before (the same values again).
-      if (g.ow >= 8) {
-        for (int64_t ow0 = 0; ow0 < g.ow; ow0 += 8)
-          block_pixels_any<8>(tin.data(), wp, wv.data(), bv, g, oh, std::min(ow0, g.ow - 8), row);
-      } else {
-        kShortRow[g.ow](tin.data(), wp, wv.data(), bv, g, oh, 0, row);
+      // Output rows as rows of the slab: row oh reads slab rows from (oh - oh0) * SH on.
+      ConvGeometry gb = g;
+      gb.oh = oh1 - oh0;
+      for (int64_t oh = 0; oh < gb.oh; ++oh) {
+        float* row = out.data() + oh * g.ow * kBlockLanes;
+        // 8 pixels at a time; the last 8 overlap the ones before (the same values again).
+        if (g.ow >= 8) {
+          for (int64_t ow0 = 0; ow0 < g.ow; ow0 += 8)
+            block_pixels_any<8>(tin.data(), wp, wv.data(), bv, gb, oh, std::min(ow0, g.ow - 8),
+                                row);
+        } else {
+          kShortRow[g.ow](tin.data(), wp, wv.data(), bv, gb, oh, 0, row);
+        }
+      }
+      // The band's output back to the block's channels, 16 positions at a time.
+      const int64_t positions = gb.oh * g.ow, at0 = oh0 * g.ow;
+      for (int64_t f0 = 0; f0 < positions; f0 += 16) {
+        const __mmask16 m = first_lanes(positions - f0);
+        __m512 r[16];
+        for (int64_t j = 0; j < 16; ++j)
+          r[j] = _mm512_loadu_ps(out.data() + (f0 + j) * kBlockLanes);
+        transpose16(r);
+        for (int64_t k = 0; k < cn; ++k)
+          _mm512_mask_storeu_ps(yb + k * out_plane + at0 + f0, m, r[k]);
+      }
+      // The band's rows of each channel while they are in cache.
+      for (int64_t k = 0; epilogue != nullptr && k < cn; ++k) {
+        const int64_t at = (n * g.c_out + c0 + k) * out_plane + at0;
+        apply_epilogue(*epilogue, at, at + positions);
       }
     }
-    // The output back to the block's channels, 16 pixels of the planes at a time.
-    float* yb = y + (n * g.c_out + c0) * out_plane;
-    for (int64_t f0 = 0; f0 < out_plane; f0 += 16) {
-      const __mmask16 m = first_lanes(out_plane - f0);
-      __m512 r[16];
-      for (int64_t j = 0; j < 16; ++j)
-        r[j] = _mm512_loadu_ps(out.data() + (f0 + j) * kBlockLanes);
-      transpose16(r);
-      for (int64_t k = 0; k < cn; ++k)
-        _mm512_mask_storeu_ps(yb + k * out_plane + f0, m, r[k]);
-    }
-    // The block's planes while they are in cache.
-    const int64_t at = (n * g.c_out + c0) * out_plane;
-    if (epilogue != nullptr) apply_epilogue(*epilogue, at, at + cn * out_plane);
   }
 }
 
@@ -688,12 +719,18 @@ void few_input_channels_conv_f32(const float* x, const float* w, const float* bi
 
 void depthwise_conv_f32(const float* x, const float* w, const float* bias, const ConvGeometry& g,
                         int64_t cout_g, float* y, const Epilogue* epilogue) {
-  // One output per input channel on small planes, on an AVX-512 CPU: channel blocks.
-  if (gemm_float_kernel() == FloatKernel::kAvx512 && cout_g == 1 && g.c_out == g.c_in &&
-      g.oh * g.ow <= kBlockedPlane) {
+  // One output per input channel on an AVX-512 CPU: channel blocks (in bands of rows past
+  // kBlockedPlane).
+  if (gemm_float_kernel() == FloatKernel::kAvx512 && cout_g == 1 && g.c_out == g.c_in) {
     const int64_t blocks = (g.c_out + kBlockLanes - 1) / kBlockLanes;
+    int64_t band = g.oh;
+    if (g.oh * g.ow > kBlockedPlane) {
+      const int64_t wp = g.w + 2 * g.pad[1], reach = (g.kh - 1) * g.dil[0] + 1;
+      const int64_t rows = std::max(reach, kBlockedSlab / (wp * kBlockLanes * 4));
+      band = std::clamp<int64_t>((rows - reach) / g.stride[0] + 1, 1, g.oh);
+    }
     parallel_for(g.batch * blocks, 1, [&](int64_t begin, int64_t end) {
-      depthwise_blocks_avx512(x, w, bias, g, y, epilogue, begin, end);
+      depthwise_blocks_avx512(x, w, bias, g, y, epilogue, band, begin, end);
     });
     return;
   }
