@@ -367,10 +367,12 @@ constexpr BlockPixelsFn kShortRow[8] = {nullptr,
                                         block_pixels_any<6>,
                                         block_pixels_any<7>};
 
-// Channel blocks [begin, end) (t = n * blocks + b: channels [16 b, 16 b + 16) of image n) of a
-// depthwise convolution with one output channel per input channel. Output rows go in bands of
-// `band` rows: each band transposes only the input rows its windows reach into `tin`, so that
-// on a large plane (56x56, 112x112) the transposed slab stays in L2; a small plane is one band.
+// Bands [begin, end) of channel blocks (t = (n * blocks + b) * bands + i: output rows
+// [i * band, (i + 1) * band) of channels [16 b, 16 b + 16) of image n) of a depthwise
+// convolution with one output channel per input channel. Each band transposes only the input
+// rows its windows reach into `tin`, so that on a large plane (56x56, 112x112) the transposed
+// slab stays in L2; a small plane is one band. Threads take bands, not only blocks: a layer of
+// 16 channels is one block (mobilenet_v3's 16 of 112x112 ran on one thread of two).
 __attribute__((target("avx512f"))) void depthwise_blocks_avx512(
     const float* x, const float* w, const float* bias, const ConvGeometry& g, float* y,
     const Epilogue* epilogue, int64_t band, int64_t begin, int64_t end) {
@@ -386,21 +388,26 @@ __attribute__((target("avx512f"))) void depthwise_blocks_avx512(
   // The band's output, pixel by pixel ([band * OW, rounded up to 16][16]).
   std::vector<float> out(static_cast<size_t>((band * g.ow + 15) / 16 * 16 * kBlockLanes), 0.0f);
   const int64_t in_plane = g.h * g.w;
+  const int64_t bands = (g.oh + band - 1) / band;
+  int64_t weights_of = -1;  // the block (n * blocks + b) whose weights are in wv
+  alignas(64) float bias_lanes[kBlockLanes] = {};
   for (int64_t t = begin; t < end; ++t) {
-    const int64_t n = t / blocks, c0 = t % blocks * kBlockLanes;
+    const int64_t nb = t / bands, n = nb / blocks, c0 = nb % blocks * kBlockLanes;
     const int64_t cn = std::min(kBlockLanes, g.c_out - c0);
-    for (int64_t tap = 0; tap < taps; ++tap) {
+    if (nb != weights_of) {
+      weights_of = nb;
+      for (int64_t tap = 0; tap < taps; ++tap) {
+        for (int64_t k = 0; k < kBlockLanes; ++k)
+          wv[static_cast<size_t>(tap * kBlockLanes + k)] = k < cn ? w[(c0 + k) * taps + tap] : 0.0f;
+      }
       for (int64_t k = 0; k < kBlockLanes; ++k)
-        wv[static_cast<size_t>(tap * kBlockLanes + k)] = k < cn ? w[(c0 + k) * taps + tap] : 0.0f;
+        bias_lanes[k] = bias != nullptr && k < cn ? bias[c0 + k] : 0.0f;
     }
-    alignas(64) float bias_lanes[kBlockLanes] = {};
-    for (int64_t k = 0; bias != nullptr && k < cn; ++k)
-      bias_lanes[k] = bias[c0 + k];
     const __m512 bv = _mm512_load_ps(bias_lanes);
     const float* xn = x + (n * g.c_in + c0) * in_plane;
     float* yb = y + (n * g.c_out + c0) * out_plane;
-    for (int64_t oh0 = 0; oh0 < g.oh; oh0 += band) {
-      const int64_t oh1 = std::min(g.oh, oh0 + band);
+    {
+      const int64_t oh0 = t % bands * band, oh1 = std::min(g.oh, oh0 + band);
       // Slab row r is padded input row top + r, input row top + r - PH.
       const int64_t top = oh0 * g.stride[0];
       const int64_t rows = std::min(slab_rows, g.h + 2 * g.pad[0] - top);
@@ -729,7 +736,8 @@ void depthwise_conv_f32(const float* x, const float* w, const float* bias, const
       const int64_t rows = std::max(reach, kBlockedSlab / (wp * kBlockLanes * 4));
       band = std::clamp<int64_t>((rows - reach) / g.stride[0] + 1, 1, g.oh);
     }
-    parallel_for(g.batch * blocks, 1, [&](int64_t begin, int64_t end) {
+    const int64_t bands = (g.oh + band - 1) / band;
+    parallel_for(g.batch * blocks * bands, 1, [&](int64_t begin, int64_t end) {
       depthwise_blocks_avx512(x, w, bias, g, y, epilogue, band, begin, end);
     });
     return;
