@@ -70,42 +70,80 @@ __attribute__((always_inline)) inline Vec8 load8(const float* p) {
 // dst[q][r][c] = x[r - pad_h][c * stride_w + q - pad_w] where that lies in the input. The
 // rest of dst (the padding) is zero from the start and never written, so one buffer serves
 // every channel a thread runs.
+// Padded row c of phase q of a plane: the columns [lo, hi) whose source column c * sw + q -
+// pad_w lies in [0, W).
+struct PhaseColumns {
+  int64_t off = 0, lo = 0, hi = 0;
+};
+inline PhaseColumns phase_columns(const ConvGeometry& g, const PaddedPlane& p, int64_t q) {
+  const int64_t sw = p.phases;
+  PhaseColumns c;
+  c.off = q - g.pad[1];
+  c.lo = std::min(p.width, c.off >= 0 ? 0 : (-c.off + sw - 1) / sw);
+  const int64_t last = g.w - 1 - c.off;
+  c.hi = std::max(c.lo, last < 0 ? 0 : std::min(p.width, last / sw + 1));
+  return c;
+}
+
+// d[c] = row[c * sw] for c in [lo, hi).
+__attribute__((always_inline)) inline void copy_phase_row(const float* __restrict row, int64_t sw,
+                                                          int64_t lo, int64_t hi,
+                                                          float* __restrict d) {
+  if (sw == 1) {  // vector moves, not a memcpy call: rows are short, a call costs as much
+    int64_t c = lo;
+    for (; c + kLanes <= hi; c += kLanes) {
+      const Vec8 v = load8(row + c);
+      std::memcpy(d + c, &v, sizeof v);
+    }
+    for (; c < hi; ++c)
+      d[c] = row[c];
+  } else if (sw == 2) {
+    // The even floats of 16 in two vectors (a shuffle, not 8 scalar moves). Only while
+    // the 16 lie in the row: up to row[2 * c + 15], so c + 8 < hi.
+    int64_t c = lo;
+    for (; c + kLanes < hi; c += kLanes) {
+      const Vec8 v = __builtin_shufflevector(load8(row + 2 * c), load8(row + 2 * c + kLanes), 0, 2,
+                                             4, 6, 8, 10, 12, 14);
+      std::memcpy(d + c, &v, sizeof v);
+    }
+    for (; c < hi; ++c)
+      d[c] = row[2 * c];
+  } else {
+    for (int64_t c = lo; c < hi; ++c)
+      d[c] = row[c * sw];
+  }
+}
+
 __attribute__((always_inline)) inline void fill_plane(const float* __restrict x,
                                                       const ConvGeometry& g, const PaddedPlane& p,
                                                       float* __restrict dst) {
-  const int64_t sw = p.phases;
-  for (int64_t q = 0; q < sw; ++q) {
-    // Columns c whose source column c * sw + q - pad_w lies in [0, W).
-    const int64_t off = q - g.pad[1];
-    const int64_t lo = std::min(p.width, off >= 0 ? 0 : (-off + sw - 1) / sw);
-    const int64_t last = g.w - 1 - off;
-    const int64_t hi = std::max(lo, last < 0 ? 0 : std::min(p.width, last / sw + 1));
+  for (int64_t q = 0; q < p.phases; ++q) {
+    const PhaseColumns c = phase_columns(g, p, q);
     float* d = dst + (q * p.rows + g.pad[0]) * p.width;
-    const float* row = x + off;
-    for (int64_t ih = 0; ih < g.h; ++ih, d += p.width, row += g.w) {
-      if (sw == 1) {  // vector moves, not a memcpy call: rows are short, a call costs as much
-        int64_t c = lo;
-        for (; c + kLanes <= hi; c += kLanes) {
-          const Vec8 v = load8(row + c);
-          std::memcpy(d + c, &v, sizeof v);
-        }
-        for (; c < hi; ++c)
-          d[c] = row[c];
-      } else if (sw == 2) {
-        // The even floats of 16 in two vectors (a shuffle, not 8 scalar moves). Only while
-        // the 16 lie in the row: up to row[2 * c + 15], so c + 8 < hi.
-        int64_t c = lo;
-        for (; c + kLanes < hi; c += kLanes) {
-          const Vec8 v = __builtin_shufflevector(load8(row + 2 * c), load8(row + 2 * c + kLanes), 0,
-                                                 2, 4, 6, 8, 10, 12, 14);
-          std::memcpy(d + c, &v, sizeof v);
-        }
-        for (; c < hi; ++c)
-          d[c] = row[2 * c];
-      } else {
-        for (int64_t c = lo; c < hi; ++c)
-          d[c] = row[c * sw];
+    const float* row = x + c.off;
+    for (int64_t ih = 0; ih < g.h; ++ih, d += p.width, row += g.w)
+      copy_phase_row(row, p.phases, c.lo, c.hi, d);
+  }
+}
+
+// Padded rows [r0, r1) of every phase of a plane, padding included (zeros): what fill_plane
+// writes there into a zeroed plane, for a plane whose rows are split across threads.
+__attribute__((always_inline)) inline void fill_plane_rows(const float* __restrict x,
+                                                           const ConvGeometry& g,
+                                                           const PaddedPlane& p, int64_t r0,
+                                                           int64_t r1, float* __restrict dst) {
+  for (int64_t q = 0; q < p.phases; ++q) {
+    const PhaseColumns c = phase_columns(g, p, q);
+    for (int64_t r = r0; r < r1; ++r) {
+      float* d = dst + (q * p.rows + r) * p.width;
+      const int64_t ih = r - g.pad[0];
+      if (ih < 0 || ih >= g.h) {
+        std::fill_n(d, p.width, 0.0f);
+        continue;
       }
+      std::fill_n(d, c.lo, 0.0f);
+      copy_phase_row(x + ih * g.w + c.off, p.phases, c.lo, c.hi, d);
+      std::fill_n(d + c.hi, p.width - c.hi, 0.0f);
     }
   }
 }
@@ -625,26 +663,26 @@ void planes_to_channels_last(const float* src, int64_t channels, int64_t positio
   }
 }
 
-// `count` planes of x (each g.h x g.w) into dst, one plane_floats apart. Inlined into a build
-// per ISA: in the portable build the stride-2 shuffle of fill_plane became scalar moves
-// through the stack, each read back as a vector before the stores had landed (0.13 ms of
-// mobilenet_v3_small's 1.6, on its first layer's 3 planes of 224x224).
+// Padded rows [r0, r1) of `count` planes of x (each g.h x g.w) into dst, one p.floats()
+// apart. Inlined into a build per ISA: in the portable build the stride-2 shuffle became
+// scalar moves through the stack, each read back as a vector before the stores had landed
+// (0.13 ms of mobilenet_v3_small's 1.6, on its first layer's 3 planes of 224x224).
 __attribute__((always_inline)) inline void fill_planes(const float* x, const ConvGeometry& g,
                                                        const PaddedPlane& p, int64_t count,
-                                                       float* dst) {
+                                                       int64_t r0, int64_t r1, float* dst) {
   for (int64_t t = 0; t < count; ++t)
-    fill_plane(x + t * g.h * g.w, g, p, dst + t * p.floats());
+    fill_plane_rows(x + t * g.h * g.w, g, p, r0, r1, dst + t * p.floats());
 }
 
 __attribute__((target("avx2,fma"))) void fill_planes_avx2(const float* x, const ConvGeometry& g,
                                                           const PaddedPlane& p, int64_t count,
-                                                          float* dst) {
-  fill_planes(x, g, p, count, dst);
+                                                          int64_t r0, int64_t r1, float* dst) {
+  fill_planes(x, g, p, count, r0, r1, dst);
 }
 
 void fill_planes_portable(const float* x, const ConvGeometry& g, const PaddedPlane& p,
-                          int64_t count, float* dst) {
-  fill_planes(x, g, p, count, dst);
+                          int64_t count, int64_t r0, int64_t r1, float* dst) {
+  fill_planes(x, g, p, count, r0, r1, dst);
 }
 
 }  // namespace
@@ -684,12 +722,17 @@ void few_input_channels_conv_f32(const float* x, const float* w, const float* bi
   // epilogue may go by rows even when its outs lie over the input.
   const PaddedPlane p = plane_layout(g, strip);
   const int64_t plane_floats = p.floats();
-  std::vector<float> planes(static_cast<size_t>(g.batch * g.c_in * plane_floats), 0.0f);
-  if (gemm_float_kernel() == FloatKernel::kPortable) {
-    fill_planes_portable(x, g, p, g.batch * g.c_in, planes.data());
-  } else {  // 8-wide shuffles: the AVX2 build serves AVX-512 CPUs too
-    fill_planes_avx2(x, g, p, g.batch * g.c_in, planes.data());
-  }
+  // Padded rows across threads (the fill, zeros included, was about a quarter of a 224x224
+  // first layer, serial).
+  Buffer<float> planes(g.batch * g.c_in * plane_floats);
+  const bool portable = gemm_float_kernel() == FloatKernel::kPortable;
+  parallel_for(p.rows, 16, [&](int64_t r0, int64_t r1) {
+    if (portable) {
+      fill_planes_portable(x, g, p, g.batch * g.c_in, r0, r1, planes.data());
+    } else {  // 8-wide shuffles: the AVX2 build serves AVX-512 CPUs too
+      fill_planes_avx2(x, g, p, g.batch * g.c_in, r0, r1, planes.data());
+    }
+  });
   const int64_t out_plane = g.oh * g.ow;
   for (int64_t n = 0; n < g.batch; ++n) {
     const float* pn = planes.data() + n * g.c_in * plane_floats;
