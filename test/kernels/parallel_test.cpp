@@ -140,6 +140,75 @@ TEST_CASE("GEMM, convolution and elementwise results do not depend on the thread
         return bytes_of(out);
       });
     }
+  // A 1x1 convolution of 7x7 outputs (positions as rows, the copy-out split by channel
+  // blocks), a depthwise one on 112x112 by stride 2 (channel blocks in bands of rows, the
+  // bands split), and a first layer of 3 channels (its padded planes filled by rows).
+  struct MoreConv {
+    Sizes x, w;
+    int64_t stride, pad, groups;
+  };
+  for (const MoreConv& k : {MoreConv{{1, 96, 7, 7}, {200, 96, 1, 1}, 1, 0, 1},
+                            MoreConv{{1, 17, 112, 112}, {17, 1, 3, 3}, 2, 1, 17},
+                            MoreConv{{1, 3, 96, 90}, {16, 3, 3, 3}, 2, 1, 1}}) {
+    INFO("conv " << k.x[1] << " -> " << k.w[0] << " groups " << k.groups);
+    same_with_threads([&] {
+      Call c("aten::convolution.out");
+      Value* x = c.random(DType::kFloat32, k.x, 11);
+      Value* w = c.random(DType::kFloat32, k.w, 12);
+      Value* b = c.random(DType::kFloat32, {k.w[0]}, 13);
+      c.keep_state(uint64_t{1} << 1);
+      const int64_t oh = (k.x[2] + 2 * k.pad - k.w[2]) / k.stride + 1;
+      const int64_t ow = (k.x[3] + 2 * k.pad - k.w[3]) / k.stride + 1;
+      Value* out = c.out(DType::kFloat32, {1, k.w[0], oh, ow});
+      for (int call = 0; call < 2; ++call) {
+        REQUIRE(c.run({x, w, b, c.ints({k.stride, k.stride}), c.ints({k.pad, k.pad}),
+                       c.ints({1, 1}), c.b(false), c.ints({0, 0}), c.i(k.groups)},
+                      {out})
+                    .ok());
+      }
+      return bytes_of(out);
+    });
+  }
+  // Broadcasting elementwise ops split along their outermost dim: a squeeze-excitation
+  // scale (by channels) and a bias over two images.
+  same_with_threads([&] {
+    Call c("aten::mul.out");
+    Value* s = c.random(DType::kFloat32, {1, 64, 1, 1}, 14);
+    Value* x = c.random(DType::kFloat32, {1, 64, 17, 15}, 15);
+    Value* out = c.out(DType::kFloat32, {1, 64, 17, 15});
+    REQUIRE(c.run({s, x}, {out}).ok());
+    return bytes_of(out);
+  });
+  same_with_threads([&] {
+    Call c("aten::add.out");
+    Value* x = c.random(DType::kFloat32, {2, 24, 384}, 16);
+    Value* b = c.random(DType::kFloat32, {384}, 17);
+    Value* out = c.out(DType::kFloat32, {2, 24, 384});
+    REQUIRE(c.run({x, b, c.i(1)}, {out}).ok());
+    return bytes_of(out);
+  });
+  // Rows of a layer norm and of a softmax across threads.
+  same_with_threads([&] {
+    Call c("aten::native_layer_norm.out");
+    Value* x = c.random(DType::kFloat32, {3, 40, 384}, 18);
+    Value* w = c.random(DType::kFloat32, {384}, 19);
+    Value* b = c.random(DType::kFloat32, {384}, 20);
+    Value* out = c.out(DType::kFloat32, {3, 40, 384});
+    Value* mean = c.out(DType::kFloat32, {3, 40, 1});
+    Value* rstd = c.out(DType::kFloat32, {3, 40, 1});
+    REQUIRE(c.run({x, c.ints({384}), w, b, c.d(1e-5)}, {out, mean, rstd}).ok());
+    std::vector<uint8_t> all = bytes_of(out), m = bytes_of(mean), r = bytes_of(rstd);
+    all.insert(all.end(), m.begin(), m.end());
+    all.insert(all.end(), r.begin(), r.end());
+    return all;
+  });
+  same_with_threads([&] {
+    Call c("aten::_softmax.out");
+    Value* x = c.random(DType::kFloat32, {12, 24, 24}, 21);
+    Value* out = c.out(DType::kFloat32, {12, 24, 24});
+    REQUIRE(c.run({x, c.i(2), c.b(false)}, {out}).ok());
+    return bytes_of(out);
+  });
   same_with_threads([&] {
     Call c("aten::add.out");
     Value* a = c.random(DType::kFloat32, {300000}, 5);

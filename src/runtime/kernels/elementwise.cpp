@@ -22,6 +22,8 @@ constexpr int64_t kElementGrain = 1 << 15;
 // For functions that cost tens of cycles per element (exp, erf, tanh: gelu, sigmoid, silu),
 // a thread pays for itself on far fewer elements.
 constexpr int64_t kTranscendentalGrain = 1 << 12;
+// Broadcasting loops split from this many elements per thread.
+constexpr int64_t kBroadcastGrain = 1 << 13;
 
 template <typename O, typename F>
 void binary_loop(const O* a, std::span<const int64_t> a_sizes, const O* b,
@@ -44,28 +46,46 @@ void binary_loop(const O* a, std::span<const int64_t> a_sizes, const O* b,
   std::vector<int64_t> so = contiguous_strides(out_sizes);
   std::vector<int64_t> sa = broadcast_strides(a_sizes, out_sizes);
   std::vector<int64_t> sb = broadcast_strides(b_sizes, out_sizes);
-  StridedLoop<3> loop(out_sizes, {so, sa, sb});
-  loop.for_each_run([&](int64_t n, const auto& off, const auto& st) {
-    O* o = out + off[0];
-    const O* x = a + off[1];
-    const O* y = b + off[2];
-    if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
-      for (int64_t i = 0; i < n; ++i)
-        o[i] = convert<O>(f(convert<C>(x[i]), convert<C>(y[i])));
-    } else if (st[0] == 1 && st[1] == 0 && st[2] == 1) {
-      C xv = convert<C>(x[0]);
-      for (int64_t i = 0; i < n; ++i)
-        o[i] = convert<O>(f(xv, convert<C>(y[i])));
-    } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {
-      C yv = convert<C>(y[0]);
-      for (int64_t i = 0; i < n; ++i)
-        o[i] = convert<O>(f(convert<C>(x[i]), yv));
-    } else {
-      for (int64_t i = 0; i < n; ++i) {
-        o[i * st[0]] = convert<O>(f(convert<C>(x[i * st[1]]), convert<C>(y[i * st[2]])));
-      }
-    }
-  });
+  // Split across threads along the outermost dim of more than one element (a
+  // squeeze-excitation scale [1, C, 1, 1] * [1, C, H, W]: by channels), each part a strided
+  // loop of its own over a slice of the out; every element is computed as serially.
+  size_t d = 0;
+  while (d + 1 < out_sizes.size() && out_sizes[d] == 1)
+    ++d;
+  const int64_t outer = out_sizes.empty() ? 1 : out_sizes[d];
+  const int64_t inner = out_sizes.empty() ? 1 : so[d];
+  std::vector<int64_t> part_sizes(out_sizes.begin(), out_sizes.end());
+  parallel_for(outer, std::max<int64_t>(1, kBroadcastGrain / std::max<int64_t>(inner, 1)),
+               [&](int64_t r0, int64_t r1) {
+                 std::vector<int64_t> sizes = part_sizes;
+                 if (!sizes.empty()) sizes[d] = r1 - r0;
+                 const int64_t base_o = sizes.empty() ? 0 : r0 * so[d];
+                 const int64_t base_a = sizes.empty() ? 0 : r0 * sa[d];
+                 const int64_t base_b = sizes.empty() ? 0 : r0 * sb[d];
+                 StridedLoop<3> loop(sizes, {so, sa, sb});
+                 loop.for_each_run([&](int64_t n, const auto& off, const auto& st) {
+                   O* o = out + base_o + off[0];
+                   const O* x = a + base_a + off[1];
+                   const O* y = b + base_b + off[2];
+                   if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
+                     for (int64_t i = 0; i < n; ++i)
+                       o[i] = convert<O>(f(convert<C>(x[i]), convert<C>(y[i])));
+                   } else if (st[0] == 1 && st[1] == 0 && st[2] == 1) {
+                     C xv = convert<C>(x[0]);
+                     for (int64_t i = 0; i < n; ++i)
+                       o[i] = convert<O>(f(xv, convert<C>(y[i])));
+                   } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {
+                     C yv = convert<C>(y[0]);
+                     for (int64_t i = 0; i < n; ++i)
+                       o[i] = convert<O>(f(convert<C>(x[i]), yv));
+                   } else {
+                     for (int64_t i = 0; i < n; ++i) {
+                       o[i * st[0]] =
+                           convert<O>(f(convert<C>(x[i * st[1]]), convert<C>(y[i * st[2]])));
+                     }
+                   }
+                 });
+               });
 }
 
 // out = f(x) elementwise over n contiguous elements.
