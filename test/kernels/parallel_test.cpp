@@ -140,6 +140,37 @@ TEST_CASE("GEMM, convolution and elementwise results do not depend on the thread
         return bytes_of(out);
       });
     }
+#if ETC_WITH_ONEDNN
+  // oneDNN in channels-last chains (input and out NHWC): one band at 1 thread, several at 3
+  // (bands of rows for a 3x3 on 40x40, of channels for a 1x1 on 28x28, of rows for a
+  // depthwise 3x3), the same bits.
+  struct ChainCase {
+    Sizes x, w;
+    int64_t pad, groups;
+  };
+  for (const ChainCase& k : {ChainCase{{1, 32, 40, 40}, {48, 32, 3, 3}, 1, 1},
+                             ChainCase{{1, 64, 28, 28}, {96, 64, 1, 1}, 0, 1},
+                             ChainCase{{1, 64, 56, 56}, {64, 1, 3, 3}, 1, 64}}) {
+    INFO("channels-last oneDNN conv " << k.x[1] << " -> " << k.w[0] << " groups " << k.groups);
+    const OnednnScope scope(true);
+    same_with_threads([&] {
+      Call c("aten::convolution.out");
+      Value* x = c.random(DType::kFloat32, k.x, 22);
+      Value* w = c.random(DType::kFloat32, k.w, 23);
+      Value* b = c.random(DType::kFloat32, {k.w[0]}, 24);
+      c.keep_state(uint64_t{1} << 1);
+      c.set_channels_last(uint64_t{1} | (uint64_t{1} << 9));
+      Value* out = c.out(DType::kFloat32, {1, k.w[0], k.x[2], k.x[3]});
+      for (int call = 0; call < 2; ++call) {
+        REQUIRE(c.run({x, w, b, c.ints({1, 1}), c.ints({k.pad, k.pad}), c.ints({1, 1}), c.b(false),
+                       c.ints({0, 0}), c.i(k.groups)},
+                      {out})
+                    .ok());
+      }
+      return bytes_of(out);
+    });
+  }
+#endif
   // A 1x1 convolution of 7x7 outputs (positions as rows, the copy-out split by channel
   // blocks), a depthwise one on 112x112 by stride 2 (channel blocks in bands of rows, the
   // bands split), and a first layer of 3 channels (its padded planes filled by rows).

@@ -62,11 +62,12 @@ int64_t few_input_channels_max_outputs();
 // channels-last, the bands spread over etc's threads (each on one thread: oneDNN's OpenMP is
 // never used), the output copied back to NCHW with the bias, then the epilogue (may be null)
 // per channel; or, in a channels-last chain, any of that skipped. Grouped convolutions
-// (depthwise) only in chains. The bands depend on the shape only: the result does not depend on the
-// thread count. `implementation` is oneDNN's name for its kernel; empty when oneDNN has no JIT
-// kernel for the shape on this CPU (or $ETC_ONEDNN=0), and then run() returns false and etc's own
-// kernels run, keeping their state in `fallback`. Input sizes (a program of dynamic shapes)
-// each get their primitives at their first call; the last kMaxPlans are kept.
+// (depthwise) only in chains. The bands depend on the shape (one band on one thread); oneDNN
+// computes each output alike in any band, so the result does not depend on the thread count.
+// `implementation` is oneDNN's name for its kernel; empty when oneDNN has no JIT kernel for the
+// shape on this CPU (or $ETC_ONEDNN=0), and then run() returns false and etc's own kernels run,
+// keeping their state in `fallback`. Input sizes (a program of dynamic shapes) each get their
+// primitives at their first call; the last kMaxPlans are kept.
 struct OnednnConv final : KernelState {
   struct Key {
     const void* weight;
@@ -89,7 +90,7 @@ struct OnednnConv final : KernelState {
   bool run(const float* x, const float* bias, const ConvGeometry& g, float* y,
            const Epilogue* epilogue, bool in_nhwc = false, bool out_nhwc = false) const;
   // The primitives for g's input size and this out (their bands empty: no JIT kernel), made
-  // at the first call that needs them.
+  // at the first call that needs them; one band when etc runs on one thread.
   const Impl& plan_for(const ConvGeometry& g, bool out_nhwc, bool with_bias) const;
 
  private:

@@ -12,7 +12,10 @@
 // Threads: Debian's oneDNN parallelises with OpenMP; etc keeps its own pool. Each band is its
 // own oneDNN primitive (made once, at the first call) run on one thread, so oneDNN never
 // starts an OpenMP team and the pool spreads the bands. The bands are fixed by the shape
-// alone, so the result does not depend on the thread count.
+// (one band when etc runs on one thread). oneDNN computes each output the same whichever band
+// it falls in (its kernels accumulate over input channels and taps in an order that does not
+// depend on the band's rows or channels: the tests compare one band with many, 1 thread with
+// 3, bit for bit), so the result does not depend on the thread count.
 #include "runtime/kernels/conv.h"
 
 #if ETC_WITH_ONEDNN
@@ -161,7 +164,8 @@ struct OnednnConv::Impl {
   std::vector<Band> bands;      // empty: oneDNN has no JIT kernel for this size
   std::vector<memory> weights;  // reordered once; bands share one where they can
   bool by_channels = false;
-  std::string name;  // oneDNN's name for its kernel
+  bool single = false;  // one band: made for one thread
+  std::string name;     // oneDNN's name for its kernel
 };
 
 OnednnConv::OnednnConv() = default;
@@ -197,12 +201,13 @@ namespace {
 
 // The bands for input size g.h x g.w: none when oneDNN has no JIT kernel for it.
 std::unique_ptr<OnednnConv::Impl> make_plan(const float* w, const ConvGeometry& g, bool out_nhwc,
-                                            bool with_bias) {
+                                            bool with_bias, bool single) {
   using Impl = OnednnConv::Impl;
   auto impl = std::make_unique<Impl>();
   impl->h = g.h;
   impl->w = g.w;
   impl->out_nhwc = out_nhwc;
+  impl->single = single;
   impl->with_bias = with_bias;
   try {
     OneOmpThread one;
@@ -227,7 +232,10 @@ std::unique_ptr<OnednnConv::Impl> make_plan(const float* w, const ConvGeometry& 
     impl->by_channels =
         g.groups == 1 && g.c_out >= 32 &&
         (g.c_out * taps >= g.c_in * g.h * g.w || (out_nhwc && positions < 2 * kMinBandPositions));
-    int64_t nb = row_bands;
+    // One thread: one band, one primitive call (the bands cost mobilenet_v2 9% at one
+    // thread: a fixed cost per call, and row bands each read all the weights).
+    if (single) impl->by_channels = false;
+    int64_t nb = single ? 1 : row_bands;
     int64_t per_band = g.c_out;
     if (impl->by_channels) {
       per_band = (g.c_out / kChannelBands + 15) / 16 * 16;
@@ -337,7 +345,7 @@ std::unique_ptr<OnednnConv> OnednnConv::make(const float* w, const ConvGeometry&
   auto s = std::make_unique<OnednnConv>();
   s->key = key;
   s->weights_ = w;
-  s->plans_.push_back(make_plan(w, g, false, false));
+  s->plans_.push_back(make_plan(w, g, false, false, num_threads() == 1));
   s->implementation = s->plans_.back()->name;
   return s;
 }
@@ -346,12 +354,14 @@ const OnednnConv::Impl& OnednnConv::plan_for(const ConvGeometry& g, bool out_nhw
                                              bool with_bias) const {
   // Made at the first call for this input size and out (a program of dynamic shapes keeps the
   // last kMaxPlans; the weights are reordered per plan, as the format may differ).
+  const bool single = num_threads() == 1;
   auto found = std::find_if(plans_.begin(), plans_.end(), [&](const auto& p) {
-    return p->h == g.h && p->w == g.w && p->out_nhwc == out_nhwc && p->with_bias == with_bias;
+    return p->h == g.h && p->w == g.w && p->out_nhwc == out_nhwc && p->with_bias == with_bias &&
+           p->single == single;
   });
   if (found != plans_.end()) return **found;
   if (plans_.size() == kMaxPlans) plans_.erase(plans_.begin());
-  plans_.push_back(make_plan(weights_, g, out_nhwc, with_bias));
+  plans_.push_back(make_plan(weights_, g, out_nhwc, with_bias, single));
   return *plans_.back();
 }
 
