@@ -142,15 +142,16 @@ TEST_CASE("GEMM, convolution and elementwise results do not depend on the thread
     }
 #if ETC_WITH_ONEDNN
   // oneDNN in channels-last chains (input and out NHWC): one band at 1 thread, several at 3
-  // (bands of rows for a 3x3 on 40x40, of channels for a 1x1 on 28x28, of rows for a
-  // depthwise 3x3), the same bits.
+  // (bands of rows for a 3x3 on 40x40, a 1x1 on 28x28 and a depthwise 3x3; of channels for a
+  // 3x3 on 7x7 whose weights outweigh its input), the same bits.
   struct ChainCase {
     Sizes x, w;
     int64_t pad, groups;
   };
   for (const ChainCase& k : {ChainCase{{1, 32, 40, 40}, {48, 32, 3, 3}, 1, 1},
                              ChainCase{{1, 64, 28, 28}, {96, 64, 1, 1}, 0, 1},
-                             ChainCase{{1, 64, 56, 56}, {64, 1, 3, 3}, 1, 64}}) {
+                             ChainCase{{1, 64, 56, 56}, {64, 1, 3, 3}, 1, 64},
+                             ChainCase{{1, 64, 7, 7}, {128, 64, 3, 3}, 1, 1}}) {
     INFO("channels-last oneDNN conv " << k.x[1] << " -> " << k.w[0] << " groups " << k.groups);
     const OnednnScope scope(true);
     same_with_threads([&] {
