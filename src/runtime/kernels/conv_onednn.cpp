@@ -353,15 +353,24 @@ const OnednnConv::Impl& OnednnConv::plan_for(const ConvGeometry& g, bool out_nhw
                                              bool with_bias) const {
   // Made at the first call for this input size and out (a program of dynamic shapes keeps the
   // last kMaxPlans; the weights are reordered per plan, as the format may differ).
+  // One band on one thread, else the bands for several; where oneDNN has a JIT kernel for
+  // only one of the two, that one (the same bits either way), so that a method loaded at one
+  // thread count (which checked the plans it made then) runs at any other.
   const bool single = num_threads() == 1;
-  auto found = std::find_if(plans_.begin(), plans_.end(), [&](const auto& p) {
-    return p->h == g.h && p->w == g.w && p->out_nhwc == out_nhwc && p->with_bias == with_bias &&
-           p->single == single;
-  });
-  if (found != plans_.end()) return **found;
-  if (plans_.size() == kMaxPlans) plans_.erase(plans_.begin());
-  plans_.push_back(make_plan(weights_, g, out_nhwc, with_bias, single));
-  return *plans_.back();
+  auto get = [&](bool one_band) -> const Impl& {
+    auto found = std::find_if(plans_.begin(), plans_.end(), [&](const auto& p) {
+      return p->h == g.h && p->w == g.w && p->out_nhwc == out_nhwc && p->with_bias == with_bias &&
+             p->single == one_band;
+    });
+    if (found != plans_.end()) return **found;
+    if (plans_.size() == kMaxPlans) plans_.erase(plans_.begin());
+    plans_.push_back(make_plan(weights_, g, out_nhwc, with_bias, one_band));
+    return *plans_.back();
+  };
+  const Impl& preferred = get(single);
+  if (!preferred.bands.empty()) return preferred;
+  const Impl& other = get(!single);
+  return other.bands.empty() ? get(single) : other;
 }
 
 bool OnednnConv::run(const float* x, const float* bias, const ConvGeometry& g, float* y,
