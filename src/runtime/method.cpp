@@ -321,11 +321,11 @@ Result<std::unique_ptr<Method>> Method::load_plan(const pte::Plan& plan,
       m->steps_.push_back(std::move(s));
     }
   }
+  m->find_unread_outs();  // before plan_channels_last, which keeps pools without indices
   if (env.fuse_epilogues) {
     m->fuse_epilogues();
     if (kernels::onednn_conv_enabled()) m->plan_channels_last();
   }
-  m->find_unread_outs();
   return m;
 }
 
@@ -531,6 +531,10 @@ void Method::plan_channels_last() {
     size_t step = 0;
     std::vector<const Value*> writes, operands;
     bool channels_last = true;
+    // A max pooling (its out at argument 6) rather than a convolution (argument 9): it reads
+    // and writes one layout, its input's.
+    bool pool = false;
+    size_t out_arg = 9;
   };
   std::vector<Group> groups;
   std::map<const Value*, size_t> writer;  // value -> its group
@@ -592,6 +596,26 @@ void Method::plan_channels_last() {
       writer[v] = groups.size();
     groups.push_back(std::move(group));
   }
+  // Max poolings whose indices nothing reads, of 4-d float tensors (resnet18's pooling between
+  // its first convolution and its first stage): channels-last where their input is (the
+  // kernel takes 16 channels of a pixel per vector: no stride-2 shuffles).
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    const Step& s = steps_[i];
+    if (s.kind != pte::InstrKind::kKernel || s.fused ||
+        s.name != "aten::max_pool2d_with_indices.out" || s.args.size() != 9 ||
+        ((s.unread_outs >> 7) & 1) == 0 || !usable(s.args[0]) || !usable(s.args[6]) ||
+        s.args[0]->tensor.dtype != DType::kFloat32 || s.args[0]->tensor.rank() != 4 ||
+        s.args[6]->tensor.dtype != DType::kFloat32 || writer.count(s.args[6]) != 0)
+      continue;
+    Group group;
+    group.step = i;
+    group.pool = true;
+    group.out_arg = 6;
+    group.writes.push_back(s.args[6]);
+    group_of_step[i] = static_cast<int64_t>(groups.size());
+    writer[s.args[6]] = groups.size();
+    groups.push_back(std::move(group));
+  }
   if (groups.empty()) return;
 
   // Who reads each written tensor. The convolutions of groups may read one as their input
@@ -605,8 +629,13 @@ void Method::plan_channels_last() {
     if (!s.fused) owner = j;
     const int64_t own = group_of_step[owner];
     for (size_t a = 0; a < s.args.size(); ++a) {
-      // A list of tensors (cat, stack, index) reads its items as NCHW.
-      for (const TensorView* t : s.args[a]->tensors) {
+      // A list of tensors (cat, stack, index) reads its items as NCHW; a kernel's returned
+      // list is its outs (a group's own pooling out among them).
+      const bool outs_list = !s.fused && s.kind == pte::InstrKind::kKernel &&
+                             a + 1 == s.args.size() && !s.args[a]->is_tensor() && own >= 0 &&
+                             static_cast<size_t>(own) < groups.size() &&
+                             groups[static_cast<size_t>(own)].pool;
+      for (const TensorView* t : outs_list ? std::vector<TensorView*>{} : s.args[a]->tensors) {
         auto item = t == nullptr ? by_tensor.end() : by_tensor.find(t);
         if (item == by_tensor.end()) continue;
         auto w = writer.find(item->second);
@@ -618,10 +647,13 @@ void Method::plan_channels_last() {
       if (own == static_cast<int64_t>(it->second)) {
         // Its own convolution names it as its out (and return value), its epilogue as operand
         // or out.
-        if (s.fused || a >= 9) continue;
+        if (s.fused || a >= g.out_arg) continue;
         g.channels_last = false;  // also the convolution's input: in place
       } else if (!s.fused && own >= 0 && a == 0) {
-        // The input of another oneDNN convolution.
+        // The input of another oneDNN convolution, or of a pooling, whose out then takes its
+        // layout.
+        if (groups[static_cast<size_t>(own)].pool)
+          agree.emplace_back(it->second, static_cast<size_t>(own));
       } else if (s.fused && own >= 0) {
         agree.emplace_back(it->second, static_cast<size_t>(own));
       } else {
@@ -639,16 +671,31 @@ void Method::plan_channels_last() {
       bool reused = false;
       for (size_t j = g.step + 1; j < steps_.size() && !reused && g.channels_last; ++j) {
         const Step& s = steps_[j];
+        // A kernel's outs: its return value, or the tensors of a returned list (max
+        // pooling's values and indices), written after its reads.
+        const bool kernel = s.kind == pte::InstrKind::kKernel && !s.fused;
+        auto is_out = [&](const Value* u) {
+          if (!kernel) return false;
+          const Value* ret = s.args.back();
+          return u == ret || std::find(ret->tensors.begin(), ret->tensors.end(), &u->tensor) !=
+                                 ret->tensors.end();
+        };
         for (const Value* u : s.args) {
+          const bool outs_list = kernel && u == s.args.back() && !u->is_tensor();
           for (const TensorView* t : u->tensors) {  // list items over it: read as NCHW
-            if (t != nullptr && t->data != nullptr && t->nbytes() > 0 && overlaps(*t, v->tensor))
-              g.channels_last = false;
+            if (t != nullptr && t->data != nullptr && t->nbytes() > 0 && overlaps(*t, v->tensor)) {
+              if (outs_list) {
+                reused = true;
+              } else {
+                g.channels_last = false;
+              }
+            }
           }
           if (!u->is_tensor() || u->tensor.data == nullptr || u->tensor.nbytes() == 0 ||
               std::find(g.writes.begin(), g.writes.end(), u) != g.writes.end() ||
               !overlaps(u->tensor, v->tensor))
             continue;
-          if (s.kind == pte::InstrKind::kKernel && !s.fused && u == s.args.back()) {
+          if (is_out(u)) {
             reused = true;  // after this step's reads, checked in this loop too
           } else {
             g.channels_last = false;
@@ -666,6 +713,8 @@ void Method::plan_channels_last() {
     for (const Value* v : g.operands) {
       if (writer.count(v) == 0) g.channels_last = false;
     }
+    // So is a pooling's input that no group writes.
+    if (g.pool && writer.count(steps_[g.step].args[0]) == 0) g.channels_last = false;
   }
   for (bool changed = true; changed;) {
     changed = false;
@@ -678,7 +727,7 @@ void Method::plan_channels_last() {
   }
   for (const Group& g : groups) {
     Step& s = steps_[g.step];
-    if (g.channels_last) s.channels_last_args |= uint64_t{1} << 9;
+    if (g.channels_last) s.channels_last_args |= uint64_t{1} << g.out_arg;
     auto in = writer.find(s.args[0]);
     if (in != writer.end() && groups[in->second].channels_last)
       s.channels_last_args |= uint64_t{1} << 0;

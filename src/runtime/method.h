@@ -90,7 +90,8 @@ class Method {
   }
 
   const std::vector<Value>& values() const { return values_; }
-  // The convolutions that read or write a channels-last tensor (plan_channels_last).
+  // The convolutions (and max poolings) that read or write a channels-last tensor
+  // (plan_channels_last).
   size_t channels_last_convolutions() const;
 
   // State buffers (ExecuTorch's mutable buffers with an initial value: a KV cache, a step

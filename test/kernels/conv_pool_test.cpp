@@ -731,6 +731,66 @@ const PoolCase kPoolCases[] = {
     {{1, 1, 5, 40}, 2, 2, 2, 2, 0, 0, 1, 1, false, true},
 };
 
+TEST_CASE("max_pool2d of channels-last tensors gives the NCHW kernel's bits") {
+  // In a channels-last chain (input and out [N, H, W, C] in memory, sizes still NCHW), every
+  // 4-d pooling case, with NaN, -inf and zeros of both signs among the values (the first of
+  // equal values wins; NaN wins), over 19 channels (a vector and a rest) and over 2.
+  const double specials[] = {NAN, -INFINITY, 0.0, -0.0};
+  int index = 0;
+  for (const PoolCase& k : kPoolCases) {
+    if (k.input.size() != 4) continue;
+    for (const int64_t channels : {int64_t{19}, int64_t{2}}) {
+      INFO("case " << index << " channels " << channels);
+      const Sizes in{k.input[0], channels, k.input[2], k.input[3]};
+      const int64_t oh = pooled(in[2], k.kh, k.sh, k.ph, k.dh, k.ceil_mode);
+      const int64_t ow = pooled(in[3], k.kw, k.sw, k.pw, k.dw, k.ceil_mode);
+      std::vector<double> xv(static_cast<size_t>(numel(in)));
+      std::mt19937 gen(static_cast<uint32_t>(500 + index));
+      std::uniform_real_distribution<double> dist(-1, 1);
+      for (double& v : xv)
+        v = gen() % 7 == 0 ? specials[gen() % 4] : dist(gen);
+      // The same values channels-last: element (n, c, h, w) at ((n * H + h) * W + w) * C + c.
+      std::vector<double> xt(xv.size());
+      for (int64_t n = 0; n < in[0]; ++n)
+        for (int64_t c = 0; c < channels; ++c)
+          for (int64_t h = 0; h < in[2]; ++h)
+            for (int64_t w = 0; w < in[3]; ++w)
+              xt[static_cast<size_t>(((n * in[2] + h) * in[3] + w) * channels + c)] =
+                  xv[static_cast<size_t>(((n * channels + c) * in[2] + h) * in[3] + w)];
+      auto run = [&](const std::vector<double>& data, bool channels_last) {
+        Call c("aten::max_pool2d.default");
+        Value* x = c.tensor(DType::kFloat32, in, data);
+        Value* out = c.out(DType::kFloat32, {in[0], channels, oh, ow});
+        c.set_channels_last(channels_last ? (uint64_t{1} | (uint64_t{1} << 6)) : 0);
+        REQUIRE(
+            c.run({x, c.ints({k.kh, k.kw}), k.default_stride ? c.ints({}) : c.ints({k.sh, k.sw}),
+                   c.ints({k.ph, k.pw}), c.ints({k.dh, k.dw}), c.b(k.ceil_mode)},
+                  {out})
+                .ok());
+        return read(out);
+      };
+      const std::vector<double> nchw = run(xv, false), nhwc = run(xt, true);
+      for (int64_t n = 0; n < in[0]; ++n)
+        for (int64_t c = 0; c < channels; ++c)
+          for (int64_t p = 0; p < oh * ow; ++p) {
+            const double a = nchw[static_cast<size_t>((n * channels + c) * oh * ow + p)];
+            const double b = nhwc[static_cast<size_t>((n * oh * ow + p) * channels + c)];
+            REQUIRE(std::memcmp(&a, &b, sizeof a) == 0);
+          }
+    }
+    ++index;
+  }
+  // Indices, or one side only channels-last: an internal error (the load never asks that).
+  Call c("aten::max_pool2d_with_indices.out");
+  Value* x = c.random(DType::kFloat32, {1, 2, 6, 6}, 3);
+  c.set_channels_last(uint64_t{1} | (uint64_t{1} << 6));
+  const Status st =
+      c.run({x, c.ints({2, 2}), c.ints({2, 2}), c.ints({0, 0}), c.ints({1, 1}), c.b(false)},
+            {c.out(DType::kFloat32, {1, 2, 3, 3}), c.out(DType::kInt64, {1, 2, 3, 3})});
+  CHECK(st.code() == ErrorCode::kInternal);
+  CHECK(st.message().find("channels-last pooling") != std::string::npos);
+}
+
 TEST_CASE("max_pool2d_with_indices and max_pool2d") {
   for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kInt32, DType::kInt64,
                    DType::kUInt8}) {

@@ -372,6 +372,64 @@ TEST_CASE("a first layer of few input channels writes a chain's first tensor cha
   CHECK(*std::max_element(own.y.begin(), own.y.end()) > 0.1f);
 }
 
+// x [1, 16, 40, 40] -> conv 3x3 (16 -> 32) -> relu -> max pool 3x3 stride 2 -> p -> conv 3x3
+// (32 -> 32) -> + p -> conv 3x3 -> mean (resnet18's stem and first block, small). With
+// `indices_read`, the pooling's indices are a graph output.
+Graph stem(bool indices_read) {
+  Graph g;
+  ValueId x = g.add_input("x", spec({1, 16, 40, 40}));
+  ValueId c1 = conv_s(g, "c1", x, constant(g, "w1", {32, 16, 3, 3}, 41),
+                      constant(g, "b1", {32}, 42), 1, 1, 1, spec({1, 32, 40, 40}));
+  ValueId r1 = node(g, OpKind::Relu, "r1", {{"self", c1}}, spec({1, 32, 40, 40}));
+  Result<std::vector<ArgValue>> bound =
+      bind_args(OpKind::MaxPool2dWithIndices, {{"self", r1},
+                                               {"kernel_size", std::vector<int64_t>{3, 3}},
+                                               {"stride", std::vector<int64_t>{2, 2}},
+                                               {"padding", std::vector<int64_t>{1, 1}}});
+  REQUIRE(bound.ok());
+  NodeId p = g.add_node(OpKind::MaxPool2dWithIndices, "p", std::move(bound).value(), {"v", "i"},
+                        {spec({1, 32, 20, 20}), TensorSpec::make(DType::kInt64, {1, 32, 20, 20})});
+  ValueId v = g.node(p).outputs[0];
+  ValueId c2 = conv_s(g, "c2", v, constant(g, "w2", {32, 32, 3, 3}, 43),
+                      constant(g, "b2", {32}, 44), 1, 1, 1, spec({1, 32, 20, 20}));
+  ValueId s = node(g, OpKind::AddTensor, "s", {{"self", c2}, {"other", v}}, spec({1, 32, 20, 20}));
+  ValueId c3 = conv_s(g, "c3", s, constant(g, "w3", {32, 32, 3, 3}, 45),
+                      constant(g, "b3", {32}, 46), 1, 1, 1, spec({1, 32, 20, 20}));
+  ValueId y = node(g, OpKind::MeanDim, "y",
+                   {{"self", c3}, {"dim", std::vector<int64_t>{2, 3}}, {"keepdim", true}},
+                   spec({1, 32, 1, 1}));
+  if (indices_read) {
+    g.set_outputs({y, g.node(p).outputs[1]});
+  } else {
+    g.set_outputs({y});
+  }
+  return g;
+}
+
+TEST_CASE("a max pooling between oneDNN convolutions runs channels-last with them") {
+  Graph plain = stem(false), indices = stem(true);
+  const pte::File f = export_graph(plain);
+  const ChainRun own = run_chain(f, false, 1);
+  const ChainRun one = run_chain(f, true, 1), three = run_chain(f, true, 3);
+#if ETC_WITH_ONEDNN
+  // c1 writes channels-last, the pooling reads and writes, c2 (whose residual add reads the
+  // pooling's out) reads and writes, c3 reads.
+  CHECK(one.channels_last == 4);
+#else
+  CHECK(one.channels_last == 0);
+#endif
+  REQUIRE(one.y.size() == own.y.size());
+  CHECK(std::memcmp(one.y.data(), three.y.data(), one.y.size() * 4) == 0);
+  for (size_t i = 0; i < own.y.size(); ++i)
+    CHECK(one.y[i] == Approx(own.y[i]).epsilon(1e-4).margin(1e-5));
+  CHECK(*std::max_element(own.y.begin(), own.y.end()) > 0.1f);
+  // Indices a caller reads: the pooling computes them, NCHW, and so the convolutions around it.
+  const ChainRun read = run_chain(export_graph(indices), true, 1);
+  CHECK(read.channels_last == 0);
+  for (size_t i = 0; i < own.y.size(); ++i)
+    CHECK(read.y[i] == Approx(own.y[i]).epsilon(1e-4).margin(1e-5));
+}
+
 TEST_CASE("a tensor another kernel reads stays NCHW, with the convolutions tied to it") {
   Graph g = inverted_residual(true);
   const pte::File f = export_graph(g);

@@ -341,6 +341,44 @@ void max_pool_typed(const PoolParams& p, const TensorView& self, TensorView& out
   });
 }
 
+// Float max pooling of channels-last tensors (x [N, H, W, C], y [N, OH, OW, C]) without
+// indices: each output pixel's channels side by side, over the window's taps in (row,
+// column) order with the scalar loop's rule (the first tap inside the input, then a larger
+// value or a NaN), so the bits of the NCHW kernel. Output rows across threads.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void max_pool_nhwc_rows(
+    const PoolParams& p, int64_t channels, const float* x, float* y, int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t n = r / p.out_h, oh = r % p.out_h;
+    const int64_t h0 = oh * p.stride[0] - p.pad[0];
+    for (int64_t ow = 0; ow < p.out_w; ++ow) {
+      float* __restrict best = y + ((n * p.out_h + oh) * p.out_w + ow) * channels;
+      const int64_t w0 = ow * p.stride[1] - p.pad[1];
+      bool first = true;
+      for (int64_t i = 0; i < p.kernel[0]; ++i) {
+        const int64_t ih = h0 + i * p.dil[0];
+        if (ih < 0 || ih >= p.in_h) continue;
+        for (int64_t j = 0; j < p.kernel[1]; ++j) {
+          const int64_t iw = w0 + j * p.dil[1];
+          if (iw < 0 || iw >= p.in_w) continue;
+          const float* __restrict v = x + ((n * p.in_h + ih) * p.in_w + iw) * channels;
+          if (first) {
+            for (int64_t c = 0; c < channels; ++c)
+              best[c] = v[c];
+            first = false;
+            continue;
+          }
+          for (int64_t c = 0; c < channels; ++c)
+            best[c] = (v[c] > best[c]) | (v[c] != v[c]) ? v[c] : best[c];
+        }
+      }
+      if (first) {  // no tap inside (impossible with pad <= kernel / 2)
+        for (int64_t c = 0; c < channels; ++c)
+          best[c] = -std::numeric_limits<float>::infinity();
+      }
+    }
+  }
+}
+
 Status max_pool(KernelContext& ctx, std::span<Value*> args, bool with_indices) {
   const std::initializer_list<ArgSpec> inputs = {
       {"self", Arg::kTensor},     {"kernel_size", Arg::kIntList}, {"stride", Arg::kIntList},
@@ -366,6 +404,22 @@ Status max_pool(KernelContext& ctx, std::span<Value*> args, bool with_indices) {
     if (!ctx.is_unread(7)) indices = idx.data_as<int64_t>();
   }
   if (out.numel() == 0) return Status();
+  if (ctx.is_channels_last(0) || ctx.is_channels_last(6)) {
+    // Set at load only for a float pooling whose indices nothing reads, input and out alike
+    // (Method::plan_channels_last).
+    if (!ctx.is_channels_last(0) || !ctx.is_channels_last(6) || indices != nullptr ||
+        self.dtype != DType::kFloat32 || out.dtype != DType::kFloat32 || self.rank() != 4) {
+      return internal_error(std::string(ctx.op) +
+                            ": a channels-last pooling needs float tensors both channels-last "
+                            "and no indices");
+    }
+    const int64_t channels = self.sizes[1], rows = self.sizes[0] * p.out_h;
+    const float* x = self.data_as<const float>();
+    float* y = out.data_as<float>();
+    parallel_for(rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(p.out_w * channels, 1)),
+                 [&](int64_t r0, int64_t r1) { max_pool_nhwc_rows(p, channels, x, y, r0, r1); });
+    return Status();
+  }
   visit_dtype(self.dtype, [&]<typename T>() {
     if constexpr (!std::is_same_v<T, bool>) max_pool_typed<T>(p, self, out, indices);
   });
