@@ -76,6 +76,29 @@ std::vector<uint8_t> bytes_of(const Value* v) {
   return std::vector<uint8_t>(p, p + v->tensor.nbytes());
 }
 
+// A convolution of constant weights (packed, or oneDNN's state) with a bias, called twice
+// (the state made, then used), its arguments `channels_last` held as KernelContext says: the
+// bytes of its out.
+std::vector<uint8_t> packed_conv(const Sizes& xs, const Sizes& ws, int64_t stride, int64_t pad,
+                                 int64_t groups, uint64_t channels_last, uint32_t seed) {
+  Call c("aten::convolution.out");
+  Value* x = c.random(DType::kFloat32, xs, seed);
+  Value* w = c.random(DType::kFloat32, ws, seed + 1);
+  Value* b = c.random(DType::kFloat32, {ws[0]}, seed + 2);
+  c.keep_state(uint64_t{1} << 1);  // the weight is a constant
+  c.set_channels_last(channels_last);
+  const int64_t oh = (xs[2] + 2 * pad - ws[2]) / stride + 1;
+  const int64_t ow = (xs[3] + 2 * pad - ws[3]) / stride + 1;
+  Value* out = c.out(DType::kFloat32, {xs[0], ws[0], oh, ow});
+  for (int call = 0; call < 2; ++call) {
+    REQUIRE(c.run({x, w, b, c.ints({stride, stride}), c.ints({pad, pad}), c.ints({1, 1}),
+                   c.b(false), c.ints({0, 0}), c.i(groups)},
+                  {out})
+                .ok());
+  }
+  return bytes_of(out);
+}
+
 TEST_CASE("GEMM, convolution and elementwise results do not depend on the thread count") {
   for (const Sizes& shape : {Sizes{97, 300, 211}, Sizes{500, 64, 40}}) {  // split by columns, rows
     INFO("mm " << shape[0] << "x" << shape[1] << "x" << shape[2]);
@@ -123,22 +146,7 @@ TEST_CASE("GEMM, convolution and elementwise results do not depend on the thread
     for (bool onednn : {false, true}) {
       INFO("packed conv stride " << k.stride << (onednn ? ", oneDNN" : ", etc's kernels"));
       const OnednnScope scope(onednn);
-      same_with_threads([&] {
-        Call c("aten::convolution.out");
-        Value* x = c.random(DType::kFloat32, k.x, 7);
-        Value* w = c.random(DType::kFloat32, k.w, 8);
-        Value* b = c.random(DType::kFloat32, {k.w[0]}, 9);
-        c.keep_state(uint64_t{1} << 1);  // the weight is a constant
-        const int64_t oh = (k.x[2] + 2 - 3) / k.stride + 1, ow = (k.x[3] + 2 - 3) / k.stride + 1;
-        Value* out = c.out(DType::kFloat32, {1, k.w[0], oh, ow});
-        for (int call = 0; call < 2; ++call) {  // packs, then uses the packed weights
-          REQUIRE(c.run({x, w, b, c.ints({k.stride, k.stride}), c.ints({1, 1}), c.ints({1, 1}),
-                         c.b(false), c.ints({0, 0}), c.i(1)},
-                        {out})
-                      .ok());
-        }
-        return bytes_of(out);
-      });
+      same_with_threads([&] { return packed_conv(k.x, k.w, k.stride, 1, 1, 0, 7); });
     }
 #if ETC_WITH_ONEDNN
   // oneDNN in channels-last chains (input and out NHWC): one band at 1 thread, several at 3
@@ -154,22 +162,8 @@ TEST_CASE("GEMM, convolution and elementwise results do not depend on the thread
                              ChainCase{{1, 64, 7, 7}, {128, 64, 3, 3}, 1, 1}}) {
     INFO("channels-last oneDNN conv " << k.x[1] << " -> " << k.w[0] << " groups " << k.groups);
     const OnednnScope scope(true);
-    same_with_threads([&] {
-      Call c("aten::convolution.out");
-      Value* x = c.random(DType::kFloat32, k.x, 22);
-      Value* w = c.random(DType::kFloat32, k.w, 23);
-      Value* b = c.random(DType::kFloat32, {k.w[0]}, 24);
-      c.keep_state(uint64_t{1} << 1);
-      c.set_channels_last(uint64_t{1} | (uint64_t{1} << 9));
-      Value* out = c.out(DType::kFloat32, {1, k.w[0], k.x[2], k.x[3]});
-      for (int call = 0; call < 2; ++call) {
-        REQUIRE(c.run({x, w, b, c.ints({1, 1}), c.ints({k.pad, k.pad}), c.ints({1, 1}), c.b(false),
-                       c.ints({0, 0}), c.i(k.groups)},
-                      {out})
-                    .ok());
-      }
-      return bytes_of(out);
-    });
+    same_with_threads(
+        [&] { return packed_conv(k.x, k.w, 1, k.pad, k.groups, 1 | (uint64_t{1} << 9), 22); });
   }
 #endif
   // A 1x1 convolution of 7x7 outputs (positions as rows, the copy-out split by channel
@@ -183,23 +177,7 @@ TEST_CASE("GEMM, convolution and elementwise results do not depend on the thread
                             MoreConv{{1, 17, 112, 112}, {17, 1, 3, 3}, 2, 1, 17},
                             MoreConv{{1, 3, 96, 90}, {16, 3, 3, 3}, 2, 1, 1}}) {
     INFO("conv " << k.x[1] << " -> " << k.w[0] << " groups " << k.groups);
-    same_with_threads([&] {
-      Call c("aten::convolution.out");
-      Value* x = c.random(DType::kFloat32, k.x, 11);
-      Value* w = c.random(DType::kFloat32, k.w, 12);
-      Value* b = c.random(DType::kFloat32, {k.w[0]}, 13);
-      c.keep_state(uint64_t{1} << 1);
-      const int64_t oh = (k.x[2] + 2 * k.pad - k.w[2]) / k.stride + 1;
-      const int64_t ow = (k.x[3] + 2 * k.pad - k.w[3]) / k.stride + 1;
-      Value* out = c.out(DType::kFloat32, {1, k.w[0], oh, ow});
-      for (int call = 0; call < 2; ++call) {
-        REQUIRE(c.run({x, w, b, c.ints({k.stride, k.stride}), c.ints({k.pad, k.pad}),
-                       c.ints({1, 1}), c.b(false), c.ints({0, 0}), c.i(k.groups)},
-                      {out})
-                    .ok());
-      }
-      return bytes_of(out);
-    });
+    same_with_threads([&] { return packed_conv(k.x, k.w, k.stride, k.pad, k.groups, 0, 11); });
   }
   // Broadcasting elementwise ops split along their outermost dim: a squeeze-excitation
   // scale (by channels) and a bias over two images.

@@ -315,25 +315,34 @@ ChainRun run_chain(const pte::File& f, bool onednn, int threads,
   return out;
 }
 
-TEST_CASE("tensors only oneDNN convolutions read stay channels-last between them") {
-  Graph g = inverted_residual(false);
-  const pte::File f = export_graph(g);
-  const ChainRun own = run_chain(f, false, 1);
-  CHECK(own.channels_last == 0);  // etc's own kernels: NCHW everywhere
-  const ChainRun one = run_chain(f, true, 1), three = run_chain(f, true, 3);
+// Runs `f` on etc's own kernels (NCHW everywhere) and with oneDNN at 1 and at 3 threads:
+// with oneDNN built in, `channels_last` steps run channels-last (none without it); the same
+// bits at both thread counts; etc's own kernels within rounding; not all zero. Returns the
+// run on etc's own kernels.
+ChainRun check_chain(const pte::File& f, size_t channels_last, size_t input_numel = 16 * 40 * 40) {
+  const ChainRun own = run_chain(f, false, 1, input_numel);
+  CHECK(own.channels_last == 0);
+  const ChainRun one = run_chain(f, true, 1, input_numel);
+  const ChainRun three = run_chain(f, true, 3, input_numel);
 #if ETC_WITH_ONEDNN
-  // c1, dw and pw write channels-last (the residual add joins pw to c1); dw, pw and t read it;
-  // t writes NCHW for the mean.
-  CHECK(one.channels_last == 4);
+  CHECK(one.channels_last == channels_last);
 #else
+  (void)channels_last;
   CHECK(one.channels_last == 0);
 #endif
   REQUIRE(one.y.size() == own.y.size());
-  // The same bits for any thread count; etc's own kernels within rounding.
   CHECK(std::memcmp(one.y.data(), three.y.data(), one.y.size() * 4) == 0);
   for (size_t i = 0; i < own.y.size(); ++i)
     CHECK(one.y[i] == Approx(own.y[i]).epsilon(1e-4).margin(1e-5));
-  CHECK(*std::max_element(own.y.begin(), own.y.end()) > 0.1f);  // not all zero
+  CHECK(*std::max_element(own.y.begin(), own.y.end()) > 0.1f);
+  return own;
+}
+
+TEST_CASE("tensors only oneDNN convolutions read stay channels-last between them") {
+  Graph g = inverted_residual(false);
+  // c1, dw and pw write channels-last (the residual add joins pw to c1); dw, pw and t read it;
+  // t writes NCHW for the mean.
+  check_chain(export_graph(g), 4);
 }
 
 TEST_CASE("a first layer of few input channels writes a chain's first tensor channels-last") {
@@ -356,20 +365,8 @@ TEST_CASE("a first layer of few input channels writes a chain's first tensor cha
                    {{"self", pw}, {"dim", std::vector<int64_t>{2, 3}}, {"keepdim", true}},
                    spec({1, 32, 1, 1}));
   g.set_outputs({y});
-  const pte::File f = export_graph(g);
-  const size_t in = 3 * 128 * 128;
-  const ChainRun own = run_chain(f, false, 1, in);
-  const ChainRun one = run_chain(f, true, 1, in), three = run_chain(f, true, 3, in);
-#if ETC_WITH_ONEDNN
-  CHECK(one.channels_last == 3);  // c1 writes channels-last, dw reads and writes, pw reads
-#else
-  CHECK(one.channels_last == 0);
-#endif
-  REQUIRE(one.y.size() == own.y.size());
-  CHECK(std::memcmp(one.y.data(), three.y.data(), one.y.size() * 4) == 0);
-  for (size_t i = 0; i < own.y.size(); ++i)
-    CHECK(one.y[i] == Approx(own.y[i]).epsilon(1e-4).margin(1e-5));
-  CHECK(*std::max_element(own.y.begin(), own.y.end()) > 0.1f);
+  // c1 writes channels-last, dw reads and writes, pw reads.
+  check_chain(export_graph(g), 3, 3 * 128 * 128);
 }
 
 // x [1, 16, 40, 40] -> conv 3x3 (16 -> 32) -> relu -> max pool 3x3 stride 2 -> p -> conv 3x3
@@ -408,21 +405,9 @@ Graph stem(bool indices_read) {
 
 TEST_CASE("a max pooling between oneDNN convolutions runs channels-last with them") {
   Graph plain = stem(false), indices = stem(true);
-  const pte::File f = export_graph(plain);
-  const ChainRun own = run_chain(f, false, 1);
-  const ChainRun one = run_chain(f, true, 1), three = run_chain(f, true, 3);
-#if ETC_WITH_ONEDNN
   // c1 writes channels-last, the pooling reads and writes, c2 (whose residual add reads the
   // pooling's out) reads and writes, c3 reads.
-  CHECK(one.channels_last == 4);
-#else
-  CHECK(one.channels_last == 0);
-#endif
-  REQUIRE(one.y.size() == own.y.size());
-  CHECK(std::memcmp(one.y.data(), three.y.data(), one.y.size() * 4) == 0);
-  for (size_t i = 0; i < own.y.size(); ++i)
-    CHECK(one.y[i] == Approx(own.y[i]).epsilon(1e-4).margin(1e-5));
-  CHECK(*std::max_element(own.y.begin(), own.y.end()) > 0.1f);
+  const ChainRun own = check_chain(export_graph(plain), 4);
   // Indices a caller reads: the pooling computes them, NCHW, and so the convolutions around it.
   const ChainRun read = run_chain(export_graph(indices), true, 1);
   CHECK(read.channels_last == 0);

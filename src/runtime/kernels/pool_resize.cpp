@@ -91,6 +91,22 @@ inline bool max_pool_takes(C v, C best, bool have) {
   return !have | (v > best);
 }
 
+// fn(ih, iw) for each tap of output (oh, ow)'s window that lies inside the input, in (row,
+// column) order: padding is no tap.
+template <typename F>
+__attribute__((always_inline)) inline void for_each_window_tap(const PoolParams& p, int64_t oh,
+                                                               int64_t ow, F&& fn) {
+  const int64_t h0 = oh * p.stride[0] - p.pad[0], w0 = ow * p.stride[1] - p.pad[1];
+  for (int64_t i = 0; i < p.kernel[0]; ++i) {
+    const int64_t ih = h0 + i * p.dil[0];
+    if (ih < 0 || ih >= p.in_h) continue;
+    for (int64_t j = 0; j < p.kernel[1]; ++j) {
+      const int64_t iw = w0 + j * p.dil[1];
+      if (iw >= 0 && iw < p.in_w) fn(ih, iw);
+    }
+  }
+}
+
 // c ? a : b on the bits, without a branch (which tap wins is data: a branch mispredicts).
 template <typename T>
 inline T select_bits(bool c, T a, T b) {
@@ -250,23 +266,16 @@ void max_pool_typed(const PoolParams& p, const TensorView& self, TensorView& out
   const int64_t out_plane = p.out_h * p.out_w;
   // Output (pl, oh, ow) over its window, bounds-checked: padding counts as -inf (skipped).
   auto one_output = [&](const T* xp, int64_t pl, int64_t oh, int64_t ow) {
-    const int64_t h0 = oh * p.stride[0] - p.pad[0], w0 = ow * p.stride[1] - p.pad[1];
     C best{};
     int64_t best_index = -1;
-    for (int64_t i = 0; i < p.kernel[0]; ++i) {
-      const int64_t ih = h0 + i * p.dil[0];
-      if (ih < 0 || ih >= p.in_h) continue;
-      for (int64_t j = 0; j < p.kernel[1]; ++j) {
-        const int64_t iw = w0 + j * p.dil[1];
-        if (iw < 0 || iw >= p.in_w) continue;
-        const int64_t idx = ih * p.in_w + iw;
-        const C v = convert<C>(xp[idx]);
-        if (max_pool_takes(v, best, best_index >= 0)) {
-          best = v;
-          best_index = idx;
-        }
+    for_each_window_tap(p, oh, ow, [&](int64_t ih, int64_t iw) {
+      const int64_t idx = ih * p.in_w + iw;
+      const C v = convert<C>(xp[idx]);
+      if (max_pool_takes(v, best, best_index >= 0)) {
+        best = v;
+        best_index = idx;
       }
-    }
+    });
     if (best_index < 0) {  // no tap inside (impossible with pad <= kernel / 2)
       best = std::is_floating_point_v<C> ? -std::numeric_limits<C>::infinity()
                                          : std::numeric_limits<C>::lowest();
@@ -349,28 +358,21 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void max_pool_nhwc_
     const PoolParams& p, int64_t channels, const float* x, float* y, int64_t r0, int64_t r1) {
   for (int64_t r = r0; r < r1; ++r) {
     const int64_t n = r / p.out_h, oh = r % p.out_h;
-    const int64_t h0 = oh * p.stride[0] - p.pad[0];
     for (int64_t ow = 0; ow < p.out_w; ++ow) {
       float* __restrict best = y + ((n * p.out_h + oh) * p.out_w + ow) * channels;
-      const int64_t w0 = ow * p.stride[1] - p.pad[1];
       bool first = true;
-      for (int64_t i = 0; i < p.kernel[0]; ++i) {
-        const int64_t ih = h0 + i * p.dil[0];
-        if (ih < 0 || ih >= p.in_h) continue;
-        for (int64_t j = 0; j < p.kernel[1]; ++j) {
-          const int64_t iw = w0 + j * p.dil[1];
-          if (iw < 0 || iw >= p.in_w) continue;
-          const float* __restrict v = x + ((n * p.in_h + ih) * p.in_w + iw) * channels;
-          if (first) {
+      for_each_window_tap(
+          p, oh, ow, [&](int64_t ih, int64_t iw) __attribute__((always_inline)) {
+            const float* __restrict v = x + ((n * p.in_h + ih) * p.in_w + iw) * channels;
+            if (first) {
+              for (int64_t c = 0; c < channels; ++c)
+                best[c] = v[c];
+              first = false;
+              return;
+            }
             for (int64_t c = 0; c < channels; ++c)
-              best[c] = v[c];
-            first = false;
-            continue;
-          }
-          for (int64_t c = 0; c < channels; ++c)
-            best[c] = (v[c] > best[c]) | (v[c] != v[c]) ? v[c] : best[c];
-        }
-      }
+              best[c] = (v[c] > best[c]) | (v[c] != v[c]) ? v[c] : best[c];
+          });
       if (first) {  // no tap inside (impossible with pad <= kernel / 2)
         for (int64_t c = 0; c < channels; ++c)
           best[c] = -std::numeric_limits<float>::infinity();
