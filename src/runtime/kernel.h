@@ -63,6 +63,9 @@ struct Epilogue {
     // kClamp: min(max(a, lo), hi), which keeps NaN (relu: lo = 0, hi = +inf).
     float lo = 0, hi = 0;
     const TensorView* out = nullptr;
+    // > 0: that operand is a row of this many elements broadcast along the out's last dim
+    // (a matrix product's bias): element i reads it at i % period.
+    int64_t a_period = 0, b_period = 0;
   };
   std::vector<Op> ops;
   // An out overlaps one of the kernel's inputs: run the chain only once the kernel has read

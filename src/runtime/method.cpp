@@ -443,19 +443,43 @@ void Method::fuse_epilogues() {
   }
   // Method inputs and outputs may be rebound to caller memory: never part of a chain.
   const std::vector<bool> io = io_values();
+  // A matrix product's out is read through views of other shapes (mm's [24, 384] as [1, 24,
+  // 384]): there the operands need the out's element count only (planned tensors are
+  // contiguous), and a row of the out's last dim may be broadcast (the bias of a linear
+  // layer). A convolution's need its shape.
+  bool by_count = false;
   auto plain = [&](const Value* v, const TensorView& like) {
     const TensorView& t = v->tensor;
     return v->is_tensor() && !io[static_cast<size_t>(v - values_.data())] &&
-           t.dtype == DType::kFloat32 && t.sizes == like.sizes && t.capacity < 0 &&
+           t.dtype == DType::kFloat32 &&
+           (by_count ? t.numel() == like.numel() : t.sizes == like.sizes) && t.capacity < 0 &&
            t.data != nullptr && t.device.is_cpu();
+  };
+  // A row broadcast along like's last dim: its period, else 0.
+  auto row_of = [&](const Value* v, const TensorView& like) -> int64_t {
+    const TensorView& t = v->tensor;
+    if (!by_count || !v->is_tensor() || t.rank() != 1 || like.rank() < 2 ||
+        t.sizes[0] != like.sizes.back() || t.sizes[0] <= 0 || t.dtype != DType::kFloat32 ||
+        t.capacity >= 0 || t.data == nullptr || !t.device.is_cpu())
+      return 0;
+    return t.sizes[0];
   };
   for (size_t i = 0; i < steps_.size(); ++i) {
     Step& s = steps_[i];
-    // convolution.out: 9 arguments, the out, the return value.
-    if (s.kind != pte::InstrKind::kKernel || s.name != "aten::convolution.out" ||
-        s.args.size() < 10 || !plain(s.args[9], s.args[9]->tensor))
+    // convolution.out: 9 arguments, the out, the return value; mm.out: 2, the out, the return
+    // value.
+    if (s.kind != pte::InstrKind::kKernel) continue;
+    size_t out_at = 0;
+    if (s.name == "aten::convolution.out" && s.args.size() >= 10) {
+      out_at = 9;
+    } else if (s.name == "aten::mm.out" && s.args.size() >= 3) {
+      out_at = 2;
+    } else {
       continue;
-    const TensorView& y = s.args[9]->tensor;
+    }
+    by_count = out_at == 2;
+    if (!plain(s.args[out_at], s.args[out_at]->tensor)) continue;
+    const TensorView& y = s.args[out_at]->tensor;
     std::vector<const TensorView*> chain{&y};  // memory the chain writes
     std::vector<const TensorView*> external;   // operands from outside the chain
     auto in_chain = [&](const TensorView& t) {
@@ -469,13 +493,21 @@ void Method::fuse_epilogues() {
     auto epilogue = std::make_unique<Epilogue>();
     for (size_t j = i + 1; j < steps_.size() && steps_[j].kind == pte::InstrKind::kKernel; ++j) {
       const std::optional<ElementwiseStep> e = read_elementwise(steps_[j].name, steps_[j].args);
-      if (!e || !plain(e->a, y) || !plain(e->out, y) || (e->b != nullptr && !plain(e->b, y))) break;
-      // Operands: chain memory, or memory the chain never writes.
+      if (!e || !plain(e->out, y)) break;
+      // Each operand the out's shape, or (a matrix product's) a broadcast row.
+      const int64_t a_period = plain(e->a, y) ? 0 : row_of(e->a, y);
+      const int64_t b_period = e->b == nullptr || plain(e->b, y) ? 0 : row_of(e->b, y);
+      if ((a_period == 0 && !plain(e->a, y)) ||
+          (e->b != nullptr && b_period == 0 && !plain(e->b, y)))
+        break;
+      // Operands: chain memory, or memory the chain never writes (a broadcast row is never
+      // the chain's).
       bool reads_chain = false, ok = true;
       std::vector<const TensorView*> fresh;
       for (const Value* operand : {e->a, e->b}) {
         if (operand == nullptr) continue;
-        if (in_chain(operand->tensor)) {
+        const bool row = operand == e->a ? a_period > 0 : b_period > 0;
+        if (!row && in_chain(operand->tensor)) {
           reads_chain = true;
         } else if (overlaps_any(operand->tensor, chain)) {
           ok = false;
@@ -484,20 +516,20 @@ void Method::fuse_epilogues() {
         }
       }
       // The out: chain memory, or memory that no operand so far overlaps. Over one of the
-      // convolution's inputs, the chain waits until the convolution has read them.
+      // kernel's inputs, the chain waits until the kernel has read them.
       const TensorView& out = e->out->tensor;
       bool after_inputs = false;
       if (!in_chain(out)) {
         ok = ok && !overlaps_any(out, chain) && !overlaps_any(out, external) &&
              !overlaps_any(out, fresh);
-        for (size_t a = 0; a < 9; ++a)
+        for (size_t a = 0; a < out_at; ++a)
           after_inputs =
               after_inputs || (s.args[a]->is_tensor() && overlaps(s.args[a]->tensor, out));
       }
       if (!ok || !reads_chain) break;
       epilogue->ops.push_back(Epilogue::Op{e->kind, &e->a->tensor,
                                            e->b != nullptr ? &e->b->tensor : nullptr, e->scalar,
-                                           e->lo, e->hi, &out});
+                                           e->lo, e->hi, &out, a_period, b_period});
       epilogue->after_inputs = epilogue->after_inputs || after_inputs;
       external.insert(external.end(), fresh.begin(), fresh.end());
       if (!in_chain(out)) chain.push_back(&out);

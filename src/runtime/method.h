@@ -137,8 +137,9 @@ class Method {
   void find_unread_outs();
   // Per value: whether it is a method input or output (the caller may rebind its memory).
   std::vector<bool> io_values() const;
-  // Gives convolutions the in-place elementwise instructions right after them as their
-  // epilogue (RuntimeEnv::fuse_epilogues).
+  // Gives convolutions and matrix products (mm) the in-place elementwise instructions right
+  // after them as their epilogue (RuntimeEnv::fuse_epilogues); a matrix product's may add a
+  // broadcast row (a bias).
   void fuse_epilogues();
   // Keeps the tensors that only convolutions running on oneDNN read (and their epilogues)
   // channels-last between those convolutions, instead of copying each to NHWC and back

@@ -89,14 +89,14 @@ struct Run {
   rt::Method::Profile profile;
 };
 
-Run run(const pte::File& f, bool fuse) {
+Run run(const pte::File& f, bool fuse, size_t input_numel = 3 * 9 * 7) {
   auto runtime = std::move(rt::make_cpu_runtime()).value();
   rt::RuntimeEnv env = runtime->env();
   env.fuse_epilogues = fuse;
   Result<std::unique_ptr<rt::Method>> m = rt::Method::load(f, 0, env);
   INFO(m.status().to_string());
   REQUIRE(m.ok());
-  std::vector<float> x(3 * 9 * 7);
+  std::vector<float> x(input_numel);
   for (size_t i = 0; i < x.size(); ++i)
     x[i] = std::sin(static_cast<float>(i)) * 2;
   REQUIRE((*m)->set_input(0, x.data(), x.size() * 4).ok());
@@ -180,6 +180,39 @@ TEST_CASE("a decomposed hardswish after a convolution runs as its epilogue") {
                                  "aten::neg.out"});
   CHECK(std::memcmp(fused.y.data(), plain.y.data(), fused.y.size() * 4) == 0);
   CHECK(*std::min_element(plain.y.begin(), plain.y.end()) < -0.5f);  // the chain did work
+}
+
+TEST_CASE("a matrix product's bias row and residual add run as its epilogue") {
+  // x [1, 24, 40] -> view [24, 40] -> mm with w [40, 48] -> view [1, 24, 48] -> + bias [48]
+  // (broadcast along the rows) -> + skip [1, 24, 48] -> hardtanh -> neg: the adds and the
+  // hardtanh run after the mm, the bits of the instructions.
+  Graph g;
+  ValueId x = g.add_input("x", spec({1, 24, 40}));
+  ValueId v = node(g, OpKind::View, "v", {{"self", x}, {"size", std::vector<int64_t>{24, 40}}},
+                   spec({24, 40}));
+  ValueId m = node(g, OpKind::Mm, "m", {{"self", v}, {"mat2", constant(g, "w", {40, 48}, 51)}},
+                   spec({24, 48}));
+  ValueId u = node(g, OpKind::View, "u", {{"self", m}, {"size", std::vector<int64_t>{1, 24, 48}}},
+                   spec({1, 24, 48}));
+  ValueId b = node(g, OpKind::AddTensor, "b",
+                   {{"self", u}, {"other", constant(g, "bias", {48}, 52)}}, spec({1, 24, 48}));
+  ValueId r =
+      node(g, OpKind::AddTensor, "r",
+           {{"self", constant(g, "skip", {1, 24, 48}, 53)}, {"other", b}}, spec({1, 24, 48}));
+  ValueId h =
+      node(g, OpKind::Hardtanh, "h",
+           {{"self", r}, {"min_val", Scalar{-0.5}}, {"max_val", Scalar{0.5}}}, spec({1, 24, 48}));
+  ValueId y = node(g, OpKind::Neg, "y", {{"self", h}}, spec({1, 24, 48}));
+  g.set_outputs({y});
+  const pte::File f = export_graph(g);
+  const Run fused = run(f, true, 24 * 40), plain = run(f, false, 24 * 40);
+  CHECK(rows(fused.profile) == std::vector<std::string>{"aten::mm.out + aten::add.out + "
+                                                        "aten::add.out + aten::hardtanh.out",
+                                                        "aten::neg.out"});
+  REQUIRE(fused.y.size() == plain.y.size());
+  CHECK(std::memcmp(fused.y.data(), plain.y.data(), fused.y.size() * 4) == 0);
+  CHECK(*std::max_element(plain.y.begin(), plain.y.end()) > 0.1f);
+  CHECK(*std::min_element(plain.y.begin(), plain.y.end()) < -0.1f);
 }
 
 // x -> max_pool2d_with_indices(3x3, stride 2, padding 1) -> (v, i) -> neg(v); i a graph

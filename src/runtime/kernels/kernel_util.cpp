@@ -496,12 +496,15 @@ __attribute__((always_inline)) inline void unary_range(const float* a, float* o,
   }
 }
 
-// One op of an epilogue over [begin, end).
+// One op of an epilogue over [begin, begin + n), which lies in one row of a broadcast
+// operand's period.
 __attribute__((always_inline)) inline void epilogue_op(const Epilogue::Op& op, int64_t begin,
                                                        int64_t n) {
   using Kind = Epilogue::Op::Kind;
-  const float* a = static_cast<const float*>(op.a->data) + begin;
-  const float* b = op.b != nullptr ? static_cast<const float*>(op.b->data) + begin : nullptr;
+  auto at = [begin](int64_t period) { return period > 0 ? begin % period : begin; };
+  const float* a = static_cast<const float*>(op.a->data) + at(op.a_period);
+  const float* b =
+      op.b != nullptr ? static_cast<const float*>(op.b->data) + at(op.b_period) : nullptr;
   float* o = static_cast<float*>(op.out->data) + begin;
   const float s = op.scalar;
   auto run = [&](auto f) __attribute__((always_inline)) {
@@ -546,14 +549,20 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void apply_epilogue
                                                                                  int64_t begin,
                                                                                  int64_t end) {
   constexpr int64_t kEpilogueChunk = 512;
-  if (e.ops.size() == 1) {
+  // A broadcast row: chunks end at its period too (fuse_epilogues gives one period a chain).
+  int64_t period = 0;
+  for (const Epilogue::Op& op : e.ops)
+    period = std::max({period, op.a_period, op.b_period});
+  if (e.ops.size() == 1 && period == 0) {
     epilogue_op(e.ops[0], begin, end - begin);
     return;
   }
-  for (int64_t c0 = begin; c0 < end; c0 += kEpilogueChunk) {
-    const int64_t n = std::min(kEpilogueChunk, end - c0);
+  for (int64_t c0 = begin; c0 < end;) {
+    int64_t n = std::min(kEpilogueChunk, end - c0);
+    if (period > 0) n = std::min(n, period - c0 % period);
     for (const Epilogue::Op& op : e.ops)
       epilogue_op(op, c0, n);
+    c0 += n;
   }
 }
 

@@ -9,6 +9,7 @@
 #include "graph/ops.h"
 #include "runtime/kernels/gemm.h"
 #include "runtime/kernels/kernel_util.h"
+#include "runtime/kernels/parallel.h"
 
 namespace etc::rt::kernels {
 namespace {
@@ -144,9 +145,17 @@ Status mm_kernel(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_out(ctx, out, std::vector<int64_t>{m, n}, a.dtype));
   if (out.numel() == 0) return Status();
   MatmulArgs p{1, m, n, k, 0, k, 1, 0, n, 1};
-  return visit_gemm_type(ctx, out.dtype, [&]<typename G>() {
+  ETC_RETURN_IF_ERROR(visit_gemm_type(ctx, out.dtype, [&]<typename G>() {
     run_matmul<G>(p, a, b, nullptr, nullptr, nullptr, out, constant_b_state(ctx, 1, b));
-  });
+  }));
+  // The elementwise instructions after it (Method::fuse_epilogues: float32 only), over the
+  // finished out: a bias row, a residual add.
+  if (ctx.epilogue != nullptr && out.dtype == DType::kFloat32) {
+    const Epilogue& e = *ctx.epilogue;
+    parallel_for(m, std::max<int64_t>(1, 4096 / n),
+                 [&](int64_t r0, int64_t r1) { apply_epilogue(e, r0 * n, r1 * n); });
+  }
+  return Status();
 }
 
 Status bmm_kernel(KernelContext& ctx, std::span<Value*> args) {
