@@ -287,8 +287,8 @@ void positions_as_rows_f32(const float* x, const PackedB& wt, const float* bias,
     positions_gathered(x, wt, g, acc.data());
   }
   // acc^T into y by blocks of 16 output channels across threads (16x16 tiles through registers
-  // on AVX-512), then each block's epilogue while it is in cache: serial, the copy and the
-  // epilogue kept mobilenet_v3_small's 7x7 1x1 layers from gaining on a second thread.
+  // on AVX-512), then each block's epilogue while it is in cache (done serially, the copy and
+  // the epilogue kept mobilenet_v3_small's 1x1 layers on 7x7 from gaining on a second thread).
   const bool wide = gemm_float_kernel() == FloatKernel::kAvx512;
   const int64_t blocks = (g.c_out + 15) / 16;
   parallel_for(g.batch * blocks, 1, [&](int64_t t0, int64_t t1) {

@@ -67,9 +67,6 @@ __attribute__((always_inline)) inline Vec8 load8(const float* p) {
   return v;
 }
 
-// dst[q][r][c] = x[r - pad_h][c * stride_w + q - pad_w] where that lies in the input. The
-// rest of dst (the padding) is zero from the start and never written, so one buffer serves
-// every channel a thread runs.
 // Padded row c of phase q of a plane: the columns [lo, hi) whose source column c * sw + q -
 // pad_w lies in [0, W).
 struct PhaseColumns {
@@ -114,6 +111,9 @@ __attribute__((always_inline)) inline void copy_phase_row(const float* __restric
   }
 }
 
+// dst[q][r][c] = x[r - pad_h][c * stride_w + q - pad_w] where that lies in the input. The
+// rest of dst (the padding) is zero from the start and never written, so one buffer serves
+// every channel a thread runs.
 __attribute__((always_inline)) inline void fill_plane(const float* __restrict x,
                                                       const ConvGeometry& g, const PaddedPlane& p,
                                                       float* __restrict dst) {
@@ -444,69 +444,66 @@ __attribute__((target("avx512f"))) void depthwise_blocks_avx512(
     const __m512 bv = _mm512_load_ps(bias_lanes);
     const float* xn = x + (n * g.c_in + c0) * in_plane;
     float* yb = y + (n * g.c_out + c0) * out_plane;
-    {
-      const int64_t oh0 = t % bands * band, oh1 = std::min(g.oh, oh0 + band);
-      // Slab row r is padded input row top + r, input row top + r - PH.
-      const int64_t top = oh0 * g.stride[0];
-      const int64_t rows = std::min(slab_rows, g.h + 2 * g.pad[0] - top);
-      const int64_t ih0 = std::max<int64_t>(0, top - g.pad[0]);
-      const int64_t ih1 = std::min(g.h, top + rows - g.pad[0]);
-      // Rows of padding (above or below the input) are zero.
-      for (int64_t r = 0; r < rows; ++r) {
-        const int64_t ih = top + r - g.pad[0];
-        if (ih < 0 || ih >= g.h)
-          std::fill_n(tin.data() + r * wp * kBlockLanes, wp * kBlockLanes, 0.0f);
-      }
-      // Input rows [ih0, ih1), 16 pixels of the planes at a time (across rows: a 7x7 plane is
-      // 4 transposes, not 7), each pixel to its padded place (channels past the last: zero).
-      const int64_t f_end = ih1 * g.w;
-      for (int64_t f0 = ih0 * g.w, ih = ih0, iw = 0; f0 < f_end; f0 += 16) {
-        const int64_t cols = std::min<int64_t>(16, f_end - f0);
-        const __mmask16 m = first_lanes(cols);
-        __m512 r[16];
-        // Channels past the last: no lane read (a masked load does not touch them).
-        for (int64_t k = 0; k < 16; ++k)
-          r[k] = _mm512_maskz_loadu_ps(k < cn ? m : __mmask16(0), xn + k * in_plane + f0);
-        transpose16(r);
-        for (int64_t j = 0; j < cols; ++j) {
-          _mm512_storeu_ps(tin.data() + ((ih + g.pad[0] - top) * wp + iw + g.pad[1]) * kBlockLanes,
-                           r[j]);
-          if (++iw == g.w) {
-            iw = 0;
-            ++ih;
-          }
+    const int64_t oh0 = t % bands * band, oh1 = std::min(g.oh, oh0 + band);
+    // Slab row r is padded input row top + r, input row top + r - PH.
+    const int64_t top = oh0 * g.stride[0];
+    const int64_t rows = std::min(slab_rows, g.h + 2 * g.pad[0] - top);
+    const int64_t ih0 = std::max<int64_t>(0, top - g.pad[0]);
+    const int64_t ih1 = std::min(g.h, top + rows - g.pad[0]);
+    // Rows of padding (above or below the input) are zero.
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t ih = top + r - g.pad[0];
+      if (ih < 0 || ih >= g.h)
+        std::fill_n(tin.data() + r * wp * kBlockLanes, wp * kBlockLanes, 0.0f);
+    }
+    // Input rows [ih0, ih1), 16 pixels of the planes at a time (across rows: a 7x7 plane is
+    // 4 transposes, not 7), each pixel to its padded place (channels past the last: zero).
+    const int64_t f_end = ih1 * g.w;
+    for (int64_t f0 = ih0 * g.w, ih = ih0, iw = 0; f0 < f_end; f0 += 16) {
+      const int64_t cols = std::min<int64_t>(16, f_end - f0);
+      const __mmask16 m = first_lanes(cols);
+      __m512 r[16];
+      // Channels past the last: no lane read (a masked load does not touch them).
+      for (int64_t k = 0; k < 16; ++k)
+        r[k] = _mm512_maskz_loadu_ps(k < cn ? m : __mmask16(0), xn + k * in_plane + f0);
+      transpose16(r);
+      for (int64_t j = 0; j < cols; ++j) {
+        _mm512_storeu_ps(tin.data() + ((ih + g.pad[0] - top) * wp + iw + g.pad[1]) * kBlockLanes,
+                         r[j]);
+        if (++iw == g.w) {
+          iw = 0;
+          ++ih;
         }
       }
-      // Output rows as rows of the slab: row oh reads slab rows from (oh - oh0) * SH on.
-      ConvGeometry gb = g;
-      gb.oh = oh1 - oh0;
-      for (int64_t oh = 0; oh < gb.oh; ++oh) {
-        float* row = out.data() + oh * g.ow * kBlockLanes;
-        // 8 pixels at a time; the last 8 overlap the ones before (the same values again).
-        if (g.ow >= 8) {
-          for (int64_t ow0 = 0; ow0 < g.ow; ow0 += 8)
-            block_pixels_any<8>(tin.data(), wp, wv.data(), bv, gb, oh, std::min(ow0, g.ow - 8),
-                                row);
-        } else {
-          kShortRow[g.ow](tin.data(), wp, wv.data(), bv, gb, oh, 0, row);
-        }
+    }
+    // Output rows as rows of the slab: row oh reads slab rows from (oh - oh0) * SH on.
+    ConvGeometry gb = g;
+    gb.oh = oh1 - oh0;
+    for (int64_t oh = 0; oh < gb.oh; ++oh) {
+      float* row = out.data() + oh * g.ow * kBlockLanes;
+      // 8 pixels at a time; the last 8 overlap the ones before (the same values again).
+      if (g.ow >= 8) {
+        for (int64_t ow0 = 0; ow0 < g.ow; ow0 += 8)
+          block_pixels_any<8>(tin.data(), wp, wv.data(), bv, gb, oh, std::min(ow0, g.ow - 8), row);
+      } else {
+        kShortRow[g.ow](tin.data(), wp, wv.data(), bv, gb, oh, 0, row);
       }
-      // The band's output back to the block's channels, 16 positions at a time.
-      const int64_t positions = gb.oh * g.ow, at0 = oh0 * g.ow;
-      for (int64_t f0 = 0; f0 < positions; f0 += 16) {
-        const __mmask16 m = first_lanes(positions - f0);
-        __m512 r[16];
-        for (int64_t j = 0; j < 16; ++j)
-          r[j] = _mm512_loadu_ps(out.data() + (f0 + j) * kBlockLanes);
-        transpose16(r);
-        for (int64_t k = 0; k < cn; ++k)
-          _mm512_mask_storeu_ps(yb + k * out_plane + at0 + f0, m, r[k]);
-      }
-      // The band's rows of each channel while they are in cache.
-      for (int64_t k = 0; epilogue != nullptr && k < cn; ++k) {
-        const int64_t at = (n * g.c_out + c0 + k) * out_plane + at0;
-        apply_epilogue(*epilogue, at, at + positions);
-      }
+    }
+    // The band's output back to the block's channels, 16 positions at a time.
+    const int64_t positions = gb.oh * g.ow, at0 = oh0 * g.ow;
+    for (int64_t f0 = 0; f0 < positions; f0 += 16) {
+      const __mmask16 m = first_lanes(positions - f0);
+      __m512 r[16];
+      for (int64_t j = 0; j < 16; ++j)
+        r[j] = _mm512_loadu_ps(out.data() + (f0 + j) * kBlockLanes);
+      transpose16(r);
+      for (int64_t k = 0; k < cn; ++k)
+        _mm512_mask_storeu_ps(yb + k * out_plane + at0 + f0, m, r[k]);
+    }
+    // The band's rows of each channel while they are in cache.
+    for (int64_t k = 0; epilogue != nullptr && k < cn; ++k) {
+      const int64_t at = (n * g.c_out + c0 + k) * out_plane + at0;
+      apply_epilogue(*epilogue, at, at + positions);
     }
   }
 }
@@ -546,13 +543,15 @@ __attribute__((always_inline)) inline V load_v(const float* p) {
 
 // Output columns [c0, c0 + n) (n <= S::kStrip) of output row oh, for the S::kCoV output
 // channels of weight block `wb` ([tap][kCoV], zero past the last channel), all taps in
-// registers. Stores the first `cob` channels: channel k's row at y + k * y_plane + oh * OW.
+// registers. Stores the first `cob` channels: channel k's row oh at
+// y + k * y_plane + (oh - y_row0) * OW.
 template <typename S, int64_t KW>
 __attribute__((always_inline)) inline void dense_strip(const float* planes, int64_t plane_floats,
                                                        const PaddedPlane& p, const ConvGeometry& g,
                                                        const float* wb, const float* bias,
                                                        int64_t cob, int64_t oh, int64_t c0,
-                                                       int64_t n, float* y, int64_t y_plane) {
+                                                       int64_t n, float* y, int64_t y_plane,
+                                                       int64_t y_row0) {
   using V = typename S::Vec;
   constexpr int64_t kCo = S::kCoV, kChunks = S::kChunks, kL = S::kLanesV;
   const int64_t kw = KW > 0 ? KW : g.kw;
@@ -584,17 +583,18 @@ __attribute__((always_inline)) inline void dense_strip(const float* planes, int6
     }
   }
   for (int64_t k = 0; k < cob; ++k)
-    store_strip<V, kChunks>(y + k * y_plane + oh * g.ow + c0, acc[k], n);
+    store_strip<V, kChunks>(y + k * y_plane + (oh - y_row0) * g.ow + c0, acc[k], n);
 }
 
 // Output rows [r0, r1) of every output channel of one image: channel c's row oh at
-// y + c * y_plane + oh * OW (y_plane = OH * OW for the whole NCHW out).
+// y + c * y_plane + (oh - y_row0) * OW (y_plane = OH * OW and y_row0 = 0 for the whole NCHW
+// out).
 template <typename S>
 __attribute__((always_inline)) inline void dense_rows(const float* planes, int64_t plane_floats,
                                                       const PaddedPlane& p, const ConvGeometry& g,
                                                       const float* wpack, const float* bias,
-                                                      float* y, int64_t y_plane, int64_t r0,
-                                                      int64_t r1) {
+                                                      float* y, int64_t y_plane, int64_t y_row0,
+                                                      int64_t r0, int64_t r1) {
   const int64_t taps = g.c_in * g.kh * g.kw;
   for (int64_t co = 0; co < g.c_out; co += S::kCoV) {
     const float* wb = wpack + co * taps;
@@ -607,14 +607,16 @@ __attribute__((always_inline)) inline void dense_rows(const float* planes, int64
         if (n <= S::kLanesV) {
           using H = typename S::Half;
           if (g.kw == 3) {
-            dense_strip<H, 3>(planes, plane_floats, p, g, wb, b, cob, oh, c0, n, yc, y_plane);
+            dense_strip<H, 3>(planes, plane_floats, p, g, wb, b, cob, oh, c0, n, yc, y_plane,
+                              y_row0);
           } else {
-            dense_strip<H, 0>(planes, plane_floats, p, g, wb, b, cob, oh, c0, n, yc, y_plane);
+            dense_strip<H, 0>(planes, plane_floats, p, g, wb, b, cob, oh, c0, n, yc, y_plane,
+                              y_row0);
           }
         } else if (g.kw == 3) {
-          dense_strip<S, 3>(planes, plane_floats, p, g, wb, b, cob, oh, c0, n, yc, y_plane);
+          dense_strip<S, 3>(planes, plane_floats, p, g, wb, b, cob, oh, c0, n, yc, y_plane, y_row0);
         } else {
-          dense_strip<S, 0>(planes, plane_floats, p, g, wb, b, cob, oh, c0, n, yc, y_plane);
+          dense_strip<S, 0>(planes, plane_floats, p, g, wb, b, cob, oh, c0, n, yc, y_plane, y_row0);
         }
       }
     }
@@ -622,28 +624,31 @@ __attribute__((always_inline)) inline void dense_rows(const float* planes, int64
 }
 
 using DenseRowsFn = void (*)(const float*, int64_t, const PaddedPlane&, const ConvGeometry&,
-                             const float*, const float*, float*, int64_t, int64_t, int64_t);
+                             const float*, const float*, float*, int64_t, int64_t, int64_t,
+                             int64_t);
 
 __attribute__((target("avx512f"))) void dense_rows_avx512(const float* planes, int64_t plane_floats,
                                                           const PaddedPlane& p,
                                                           const ConvGeometry& g, const float* wpack,
                                                           const float* bias, float* y,
-                                                          int64_t y_plane, int64_t r0, int64_t r1) {
-  dense_rows<DenseWide>(planes, plane_floats, p, g, wpack, bias, y, y_plane, r0, r1);
+                                                          int64_t y_plane, int64_t y_row0,
+                                                          int64_t r0, int64_t r1) {
+  dense_rows<DenseWide>(planes, plane_floats, p, g, wpack, bias, y, y_plane, y_row0, r0, r1);
 }
 
 __attribute__((target("avx2,fma"))) void dense_rows_avx2(const float* planes, int64_t plane_floats,
                                                          const PaddedPlane& p,
                                                          const ConvGeometry& g, const float* wpack,
                                                          const float* bias, float* y,
-                                                         int64_t y_plane, int64_t r0, int64_t r1) {
-  dense_rows<DenseNarrow>(planes, plane_floats, p, g, wpack, bias, y, y_plane, r0, r1);
+                                                         int64_t y_plane, int64_t y_row0,
+                                                         int64_t r0, int64_t r1) {
+  dense_rows<DenseNarrow>(planes, plane_floats, p, g, wpack, bias, y, y_plane, y_row0, r0, r1);
 }
 
 void dense_rows_portable(const float* planes, int64_t plane_floats, const PaddedPlane& p,
                          const ConvGeometry& g, const float* wpack, const float* bias, float* y,
-                         int64_t y_plane, int64_t r0, int64_t r1) {
-  dense_rows<DenseNarrow>(planes, plane_floats, p, g, wpack, bias, y, y_plane, r0, r1);
+                         int64_t y_plane, int64_t y_row0, int64_t r0, int64_t r1) {
+  dense_rows<DenseNarrow>(planes, plane_floats, p, g, wpack, bias, y, y_plane, y_row0, r0, r1);
 }
 
 // src [C, P] (C = channels) into dst [P, C]: 16 x 16 tiles through registers on AVX-512.
@@ -745,8 +750,7 @@ void few_input_channels_conv_f32(const float* x, const float* w, const float* bi
         std::vector<float> band(static_cast<size_t>(g.c_out * kRows * g.ow));
         for (int64_t r0 = b0 * kRows; r0 < std::min(g.oh, b1 * kRows); r0 += kRows) {
           const int64_t r1 = std::min(g.oh, r0 + kRows), positions = (r1 - r0) * g.ow;
-          run(pn, plane_floats, p, g, wpack.data(), bias, band.data() - r0 * g.ow, positions, r0,
-              r1);
+          run(pn, plane_floats, p, g, wpack.data(), bias, band.data(), positions, r0, r0, r1);
           planes_to_channels_last(band.data(), g.c_out, positions, yn + r0 * g.ow * g.c_out);
           if (epilogue != nullptr) {
             const int64_t at = n * g.c_out * out_plane + r0 * g.ow * g.c_out;
@@ -757,7 +761,7 @@ void few_input_channels_conv_f32(const float* x, const float* w, const float* bi
       continue;
     }
     parallel_for(g.oh, 4, [&](int64_t r0, int64_t r1) {
-      run(pn, plane_floats, p, g, wpack.data(), bias, yn, out_plane, r0, r1);
+      run(pn, plane_floats, p, g, wpack.data(), bias, yn, out_plane, 0, r0, r1);
       // The rows just written, while they are in cache.
       for (int64_t co = 0; epilogue != nullptr && co < g.c_out; ++co) {
         const int64_t at = (n * g.c_out + co) * out_plane;

@@ -25,6 +25,36 @@ constexpr int64_t kTranscendentalGrain = 1 << 12;
 // Broadcasting loops split from this many elements per thread.
 constexpr int64_t kBroadcastGrain = 1 << 13;
 
+// out = f(a, b) over `sizes` with the given strides (b and a broadcast where theirs are 0).
+template <typename O, typename F>
+void strided_binary(const O* a, const O* b, O* out, std::span<const int64_t> sizes,
+                    std::span<const int64_t> so, std::span<const int64_t> sa,
+                    std::span<const int64_t> sb, F f) {
+  using C = ComputeT<O>;
+  StridedLoop<3> loop(sizes, {so, sa, sb});
+  loop.for_each_run([&](int64_t n, const auto& off, const auto& st) {
+    O* o = out + off[0];
+    const O* x = a + off[1];
+    const O* y = b + off[2];
+    if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
+      for (int64_t i = 0; i < n; ++i)
+        o[i] = convert<O>(f(convert<C>(x[i]), convert<C>(y[i])));
+    } else if (st[0] == 1 && st[1] == 0 && st[2] == 1) {
+      C xv = convert<C>(x[0]);
+      for (int64_t i = 0; i < n; ++i)
+        o[i] = convert<O>(f(xv, convert<C>(y[i])));
+    } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {
+      C yv = convert<C>(y[0]);
+      for (int64_t i = 0; i < n; ++i)
+        o[i] = convert<O>(f(convert<C>(x[i]), yv));
+    } else {
+      for (int64_t i = 0; i < n; ++i) {
+        o[i * st[0]] = convert<O>(f(convert<C>(x[i * st[1]]), convert<C>(y[i * st[2]])));
+      }
+    }
+  });
+}
+
 template <typename O, typename F>
 void binary_loop(const O* a, std::span<const int64_t> a_sizes, const O* b,
                  std::span<const int64_t> b_sizes, O* out, std::span<const int64_t> out_sizes,
@@ -49,42 +79,16 @@ void binary_loop(const O* a, std::span<const int64_t> a_sizes, const O* b,
   // Split across threads along the outermost dim of more than one element (a
   // squeeze-excitation scale [1, C, 1, 1] * [1, C, H, W]: by channels), each part a strided
   // loop of its own over a slice of the out; every element is computed as serially.
+  if (out_sizes.empty()) return strided_binary<O>(a, b, out, out_sizes, so, sa, sb, f);
   size_t d = 0;
   while (d + 1 < out_sizes.size() && out_sizes[d] == 1)
     ++d;
-  const int64_t outer = out_sizes.empty() ? 1 : out_sizes[d];
-  const int64_t inner = out_sizes.empty() ? 1 : so[d];
-  std::vector<int64_t> part_sizes(out_sizes.begin(), out_sizes.end());
-  parallel_for(outer, std::max<int64_t>(1, kBroadcastGrain / std::max<int64_t>(inner, 1)),
+  parallel_for(out_sizes[d], std::max<int64_t>(1, kBroadcastGrain / std::max<int64_t>(so[d], 1)),
                [&](int64_t r0, int64_t r1) {
-                 std::vector<int64_t> sizes = part_sizes;
-                 if (!sizes.empty()) sizes[d] = r1 - r0;
-                 const int64_t base_o = sizes.empty() ? 0 : r0 * so[d];
-                 const int64_t base_a = sizes.empty() ? 0 : r0 * sa[d];
-                 const int64_t base_b = sizes.empty() ? 0 : r0 * sb[d];
-                 StridedLoop<3> loop(sizes, {so, sa, sb});
-                 loop.for_each_run([&](int64_t n, const auto& off, const auto& st) {
-                   O* o = out + base_o + off[0];
-                   const O* x = a + base_a + off[1];
-                   const O* y = b + base_b + off[2];
-                   if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
-                     for (int64_t i = 0; i < n; ++i)
-                       o[i] = convert<O>(f(convert<C>(x[i]), convert<C>(y[i])));
-                   } else if (st[0] == 1 && st[1] == 0 && st[2] == 1) {
-                     C xv = convert<C>(x[0]);
-                     for (int64_t i = 0; i < n; ++i)
-                       o[i] = convert<O>(f(xv, convert<C>(y[i])));
-                   } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {
-                     C yv = convert<C>(y[0]);
-                     for (int64_t i = 0; i < n; ++i)
-                       o[i] = convert<O>(f(convert<C>(x[i]), yv));
-                   } else {
-                     for (int64_t i = 0; i < n; ++i) {
-                       o[i * st[0]] =
-                           convert<O>(f(convert<C>(x[i * st[1]]), convert<C>(y[i * st[2]])));
-                     }
-                   }
-                 });
+                 std::vector<int64_t> sizes(out_sizes.begin(), out_sizes.end());
+                 sizes[d] = r1 - r0;
+                 strided_binary<O>(a + r0 * sa[d], b + r0 * sb[d], out + r0 * so[d], sizes, so, sa,
+                                   sb, f);
                });
 }
 

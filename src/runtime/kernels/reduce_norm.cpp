@@ -6,6 +6,7 @@
 // float64, with per-row statistics in double.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "runtime/kernels/kernel_util.h"
 #include "runtime/kernels/parallel.h"
@@ -121,19 +122,20 @@ Status any_kernel(KernelContext& ctx, std::span<Value*> args) {
   return Status();
 }
 
-// The sum of n contiguous floats in Acc, in eight interleaved partial sums (element i goes to
-// sum i % 8) added pairwise at the end: the loop vectorises instead of waiting on one add's
-// latency per element. The order is fixed, so the result does not depend on threads.
-template <typename Acc>
-inline Acc sum8(const float* x, int64_t n) {
+// The sum of f(x[i]) over n contiguous elements, each converted to Acc first, in eight
+// interleaved partial sums (element i goes to sum i % 8) added pairwise at the end: the loop
+// vectorises instead of waiting on one add's latency per element. The order is fixed, so the
+// result does not depend on threads.
+template <typename Acc, typename T = float, typename F = std::identity>
+inline Acc sum8(const T* x, int64_t n, F f = {}) {
   Acc part[8] = {};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     for (int k = 0; k < 8; ++k)
-      part[k] += static_cast<Acc>(x[i + k]);
+      part[k] += f(static_cast<Acc>(x[i + k]));
   }
   for (int k = 0; i < n; ++i, ++k)
-    part[k] += static_cast<Acc>(x[i]);
+    part[k] += f(static_cast<Acc>(x[i]));
   return ((part[0] + part[4]) + (part[2] + part[6])) + ((part[1] + part[5]) + (part[3] + part[7]));
 }
 
@@ -382,23 +384,6 @@ Buffer<G> param_or(const TensorView* t, int64_t n, G fallback) {
   return b;
 }
 
-// Sum over x[0, n) in double of f(x[j]), in 8 interleaved partial sums added pairwise: one
-// running sum waited on each add's latency (a 384-wide row took 4 cycles per element). The
-// same order on every machine and thread count (the kernels' build has no FMA to contract
-// d * d into: it is not built per ISA).
-template <typename G, typename F>
-double sum8_f64(const G* x, int64_t n, F f) {
-  double acc[8] = {};
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8) {
-    for (int l = 0; l < 8; ++l)
-      acc[l] += f(static_cast<double>(x[j + l]));
-  }
-  for (; j < n; ++j)
-    acc[0] += f(static_cast<double>(x[j]));
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
-
 template <typename G>
 void layer_norm_typed(const TensorView& x, const TensorView* weight, const TensorView* bias,
                       double eps, int64_t rows, int64_t cols, TensorView& out, TensorView& mean,
@@ -407,26 +392,28 @@ void layer_norm_typed(const TensorView& x, const TensorView* weight, const Tenso
   WriteAs<G> wy(out), wm(mean), wr(rstd);
   Buffer<G> w = param_or<G>(weight, cols, G(1));
   Buffer<G> b = param_or<G>(bias, cols, G(0));
-  // Rows are independent, each computed by one thread as serially.
+  // Rows are independent, each computed by one thread as serially. The sums in double, in
+  // sum8's partial sums: one running sum waited on each add's latency (a 384-wide row took
+  // 4 cycles per element). The kernels' build has no FMA to contract d * d into.
+  auto row = [&](int64_t r) {
+    const G* xr = rx.data() + r * cols;
+    G* yr = wy.data() + r * cols;
+    const double mu = sum8<double>(xr, cols) / static_cast<double>(cols);
+    const double v = sum8<double>(xr, cols, [mu](double e) {
+      const double d = e - mu;
+      return d * d;
+    });
+    const double inv = 1.0 / std::sqrt(v / static_cast<double>(cols) + eps);  // biased variance
+    const G m = static_cast<G>(mu), rs = static_cast<G>(inv);
+    for (int64_t j = 0; j < cols; ++j)
+      yr[j] = (xr[j] - m) * rs * w[j] + b[j];
+    wm.data()[r] = m;
+    wr.data()[r] = rs;
+  };
   parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(cols, 1)),
                [&](int64_t r0, int64_t r1) {
-                 for (int64_t r = r0; r < r1; ++r) {
-                   const G* xr = rx.data() + r * cols;
-                   G* yr = wy.data() + r * cols;
-                   const double mu =
-                       sum8_f64(xr, cols, [](double v) { return v; }) / static_cast<double>(cols);
-                   const double v = sum8_f64(xr, cols, [mu](double e) {
-                     const double d = e - mu;
-                     return d * d;
-                   });
-                   // Biased variance.
-                   const double inv = 1.0 / std::sqrt(v / static_cast<double>(cols) + eps);
-                   const G m = static_cast<G>(mu), rs = static_cast<G>(inv);
-                   for (int64_t j = 0; j < cols; ++j)
-                     yr[j] = (xr[j] - m) * rs * w[j] + b[j];
-                   wm.data()[r] = m;
-                   wr.data()[r] = rs;
-                 }
+                 for (int64_t r = r0; r < r1; ++r)
+                   row(r);
                });
   wy.finish();
   wm.finish();
