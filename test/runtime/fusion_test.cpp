@@ -215,11 +215,8 @@ TEST_CASE("a matrix product's bias row and residual add run as its epilogue") {
   CHECK(*std::min_element(plain.y.begin(), plain.y.end()) < -0.1f);
 }
 
-// x -> max_pool2d_with_indices(3x3, stride 2, padding 1) -> (v, i) -> neg(v); i a graph
-// output or not.
-Graph pool(bool indices_out) {
-  Graph g;
-  ValueId x = g.add_input("x", spec({1, 2, 9, 7}));
+// max_pool2d_with_indices(x, 3x3, stride 2, padding 1) into `out` sizes: (values, indices).
+std::pair<ValueId, ValueId> max_pool_3x3_s2(Graph& g, ValueId x, std::vector<int64_t> out) {
   Result<std::vector<ArgValue>> bound =
       bind_args(OpKind::MaxPool2dWithIndices, {{"self", x},
                                                {"kernel_size", std::vector<int64_t>{3, 3}},
@@ -227,13 +224,18 @@ Graph pool(bool indices_out) {
                                                {"padding", std::vector<int64_t>{1, 1}}});
   REQUIRE(bound.ok());
   NodeId p = g.add_node(OpKind::MaxPool2dWithIndices, "p", std::move(bound).value(), {"v", "i"},
-                        {spec({1, 2, 5, 4}), TensorSpec::make(DType::kInt64, {1, 2, 5, 4})});
-  ValueId y = node(g, OpKind::Neg, "y", {{"self", g.node(p).outputs[0]}}, spec({1, 2, 5, 4}));
-  if (indices_out) {
-    g.set_outputs({y, g.node(p).outputs[1]});
-  } else {
-    g.set_outputs({y});
-  }
+                        {spec(out), TensorSpec::make(DType::kInt64, out)});
+  return {g.node(p).outputs[0], g.node(p).outputs[1]};
+}
+
+// x -> max_pool2d_with_indices(3x3, stride 2, padding 1) -> (v, i) -> neg(v); i a graph
+// output or not.
+Graph pool(bool indices_out) {
+  Graph g;
+  ValueId x = g.add_input("x", spec({1, 2, 9, 7}));
+  const auto [v, i] = max_pool_3x3_s2(g, x, {1, 2, 5, 4});
+  ValueId y = node(g, OpKind::Neg, "y", {{"self", v}}, spec({1, 2, 5, 4}));
+  g.set_outputs(indices_out ? std::vector<ValueId>{y, i} : std::vector<ValueId>{y});
   return g;
 }
 
@@ -285,6 +287,13 @@ TEST_CASE("max pooling leaves indices nothing reads unwritten, and writes those 
 
 // ---- Channels-last chains (Method::plan_channels_last) -----------------------------------
 
+// mean over H and W of x [1, channels, H, W], kept 4-d: "y".
+ValueId global_mean(Graph& g, ValueId x, int64_t channels) {
+  return node(g, OpKind::MeanDim, "y",
+              {{"self", x}, {"dim", std::vector<int64_t>{2, 3}}, {"keepdim", true}},
+              spec({1, channels, 1, 1}));
+}
+
 // x -> conv 3x3 (16 -> 48) -> relu -> r1 -> depthwise 3x3 -> relu6 -> r2 -> conv 1x1 -> + r1
 // -> s -> conv 3x3 stride 2 (48 -> 16) -> t -> mean over H, W -> y. With `side_reader`, r1 is
 // also read by a neg (a second output), which is not a convolution.
@@ -304,9 +313,7 @@ Graph inverted_residual(bool side_reader) {
   ValueId s = node(g, OpKind::AddTensor, "s", {{"self", pw}, {"other", r1}}, spec({1, 48, 40, 40}));
   ValueId t = conv_s(g, "t", s, constant(g, "w4", {16, 48, 3, 3}, 16), constant(g, "b4", {16}, 17),
                      2, 1, 1, spec({1, 16, 20, 20}));
-  ValueId y = node(g, OpKind::MeanDim, "y",
-                   {{"self", t}, {"dim", std::vector<int64_t>{2, 3}}, {"keepdim", true}},
-                   spec({1, 16, 1, 1}));
+  ValueId y = global_mean(g, t, 16);
   if (side_reader) {
     ValueId n = node(g, OpKind::Neg, "n", {{"self", r1}}, spec({1, 48, 40, 40}));
     g.set_outputs({y, n});
@@ -394,9 +401,7 @@ TEST_CASE("a first layer of few input channels writes a chain's first tensor cha
   ValueId r2 = node(g, OpKind::Relu, "r2", {{"self", dw}}, spec({1, 32, 64, 64}));
   ValueId pw = conv_s(g, "pw", r2, constant(g, "w3", {32, 32, 1, 1}, 35), std::monostate{}, 1, 0, 1,
                       spec({1, 32, 64, 64}));
-  ValueId y = node(g, OpKind::MeanDim, "y",
-                   {{"self", pw}, {"dim", std::vector<int64_t>{2, 3}}, {"keepdim", true}},
-                   spec({1, 32, 1, 1}));
+  ValueId y = global_mean(g, pw, 32);
   g.set_outputs({y});
   // c1 writes channels-last, dw reads and writes, pw reads.
   check_chain(export_graph(g), 3, 3 * 128 * 128);
@@ -411,28 +416,14 @@ Graph stem(bool indices_read) {
   ValueId c1 = conv_s(g, "c1", x, constant(g, "w1", {32, 16, 3, 3}, 41),
                       constant(g, "b1", {32}, 42), 1, 1, 1, spec({1, 32, 40, 40}));
   ValueId r1 = node(g, OpKind::Relu, "r1", {{"self", c1}}, spec({1, 32, 40, 40}));
-  Result<std::vector<ArgValue>> bound =
-      bind_args(OpKind::MaxPool2dWithIndices, {{"self", r1},
-                                               {"kernel_size", std::vector<int64_t>{3, 3}},
-                                               {"stride", std::vector<int64_t>{2, 2}},
-                                               {"padding", std::vector<int64_t>{1, 1}}});
-  REQUIRE(bound.ok());
-  NodeId p = g.add_node(OpKind::MaxPool2dWithIndices, "p", std::move(bound).value(), {"v", "i"},
-                        {spec({1, 32, 20, 20}), TensorSpec::make(DType::kInt64, {1, 32, 20, 20})});
-  ValueId v = g.node(p).outputs[0];
+  const auto [v, indices] = max_pool_3x3_s2(g, r1, {1, 32, 20, 20});
   ValueId c2 = conv_s(g, "c2", v, constant(g, "w2", {32, 32, 3, 3}, 43),
                       constant(g, "b2", {32}, 44), 1, 1, 1, spec({1, 32, 20, 20}));
   ValueId s = node(g, OpKind::AddTensor, "s", {{"self", c2}, {"other", v}}, spec({1, 32, 20, 20}));
   ValueId c3 = conv_s(g, "c3", s, constant(g, "w3", {32, 32, 3, 3}, 45),
                       constant(g, "b3", {32}, 46), 1, 1, 1, spec({1, 32, 20, 20}));
-  ValueId y = node(g, OpKind::MeanDim, "y",
-                   {{"self", c3}, {"dim", std::vector<int64_t>{2, 3}}, {"keepdim", true}},
-                   spec({1, 32, 1, 1}));
-  if (indices_read) {
-    g.set_outputs({y, g.node(p).outputs[1]});
-  } else {
-    g.set_outputs({y});
-  }
+  ValueId y = global_mean(g, c3, 32);
+  g.set_outputs(indices_read ? std::vector<ValueId>{y, indices} : std::vector<ValueId>{y});
   return g;
 }
 
@@ -477,9 +468,7 @@ TEST_CASE("tensors a list argument reads (cat) stay NCHW") {
            spec({1, 64, 40, 40}));
   ValueId c = conv_s(g, "c", cat, constant(g, "wc", {16, 64, 3, 3}, 25), std::monostate{}, 1, 1, 1,
                      spec({1, 16, 40, 40}));
-  ValueId y = node(g, OpKind::MeanDim, "y",
-                   {{"self", c}, {"dim", std::vector<int64_t>{2, 3}}, {"keepdim", true}},
-                   spec({1, 16, 1, 1}));
+  ValueId y = global_mean(g, c, 16);
   g.set_outputs({y});
   const pte::File f = export_graph(g);
   const ChainRun own = run_chain(f, false, 1), chained = run_chain(f, true, 2);
