@@ -586,12 +586,15 @@ void Method::plan_channels_last() {
     // (the PP-OCR classifier's 8-24 channel depthwise layers: 5-10% slower in all), nor
     // ungrouped ones under 2 M multiply-adds (mobilenet_v3_small's 16 -> 16 and 24 -> 88 1x1
     // layers ran 2.5-3.5x slower on oneDNN at 2 threads: its fixed cost per band).
+    // A first layer reading a method input (NCHW, never in a chain) runs etc's direct loop
+    // into a channels-last out (channels_last_convolution): no oneDNN state to make for it.
     if (!g || !usable(s.args[9]) || s.args[0]->tensor.capacity >= 0 ||
         (g->kh * g->kw == 1 && g->c_in < 16) || (g->groups > 1 && g->c_out < 32) ||
         (g->groups == 1 &&
-         g->batch * g->oh * g->ow * g->c_out * g->c_in * g->kh * g->kw < (int64_t{1} << 21)) ||
-        !kernels::prepare_onednn_conv(s.args, *g, steps_[i].state))
+         g->batch * g->oh * g->ow * g->c_out * g->c_in * g->kh * g->kw < (int64_t{1} << 21)))
       continue;
+    const bool direct_first_layer = io[index_of(s.args[0])] && kernels::few_input_channels_conv(*g);
+    if (!direct_first_layer && !kernels::prepare_onednn_conv(s.args, *g, steps_[i].state)) continue;
     Group group;
     group.step = i;
     group.writes.push_back(s.args[9]);

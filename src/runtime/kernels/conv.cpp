@@ -318,10 +318,6 @@ void positions_as_rows_f32(const float* x, const PackedB& wt, const float* bias,
 // Convolutions of fewer multiply-adds stay on etc's kernels when oneDNN is built in.
 constexpr int64_t kOnednnMinMacs = int64_t{1} << 23;
 
-// Convolutions from at most this many input channels (into at most
-// few_input_channels_max_outputs()) run the direct loop of few_input_channels_conv_f32.
-constexpr int64_t kFewInputChannels = 4;
-
 template <typename G>
 void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
                 const TensorView& weight, const TensorView* bias, TensorView& out,
@@ -357,8 +353,7 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
   if constexpr (std::is_same_v<G, float>) {
     // Few input channels into few output channels (an RGB first layer of a MobileNet or of
     // the PP-OCR models): a direct loop with output channels in registers.
-    if (!transposed && g.groups == 1 && g.c_in <= kFewInputChannels &&
-        g.c_out <= few_input_channels_max_outputs() && g.kh <= 7 && g.kw <= 7) {
+    if (!transposed && few_input_channels_conv(g)) {
       std::optional<ReadAs<G>> rb;
       if (bias != nullptr) rb.emplace(*bias);
       // The input is copied whole before any output row is written: the epilogue goes by
@@ -749,9 +744,8 @@ Status channels_last_convolution(KernelContext& ctx, const ConvGeometry& g, bool
                                  TensorView& out) {
   // A first layer (a few NCHW input channels) into a chain: etc's direct loop, its out
   // written channels-last (mobilenet_v2's 3 -> 32, 224x224: 0.17 ms against oneDNN's 0.3).
-  if (!transposed && !ctx.is_channels_last(0) && ctx.is_channels_last(9) && g.groups == 1 &&
-      g.c_in <= kFewInputChannels && g.c_out <= few_input_channels_max_outputs() && g.kh <= 7 &&
-      g.kw <= 7 && x.dtype == DType::kFloat32 && w.dtype == DType::kFloat32 &&
+  if (!transposed && !ctx.is_channels_last(0) && ctx.is_channels_last(9) &&
+      few_input_channels_conv(g) && x.dtype == DType::kFloat32 && w.dtype == DType::kFloat32 &&
       out.dtype == DType::kFloat32 && (bias == nullptr || bias->dtype == DType::kFloat32)) {
     few_input_channels_conv_f32(static_cast<const float*>(x.data),
                                 static_cast<const float*>(w.data),

@@ -55,6 +55,9 @@ void few_input_channels_conv_f32(const float* x, const float* w, const float* bi
 // else 16 (4 x 8: mobilenet_v2's 3 -> 32 ran 0.48 ms against the GEMM's 0.44; mobilenet_v3's
 // and the PP-OCR models' 3 -> 16 and 3 -> 8 gain). resnet18's 3 -> 64 7x7 stays on the GEMM.
 int64_t few_input_channels_max_outputs();
+// Whether a (not transposed) convolution runs few_input_channels_conv_f32: one group, at most 4
+// input channels, at most few_input_channels_max_outputs() outputs, a kernel of at most 7x7.
+bool few_input_channels_conv(const ConvGeometry& g);
 
 // A float convolution through oneDNN (conv_onednn.cpp, in builds with ETC_WITH_ONEDNN), for
 // constant weights: made once per shape (the weights reordered into oneDNN's format, one

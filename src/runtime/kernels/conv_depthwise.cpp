@@ -696,6 +696,11 @@ int64_t few_input_channels_max_outputs() {
   return gemm_float_kernel() == FloatKernel::kAvx512 ? 32 : 16;
 }
 
+bool few_input_channels_conv(const ConvGeometry& g) {
+  return g.groups == 1 && g.c_in <= 4 && g.c_out <= few_input_channels_max_outputs() && g.kh <= 7 &&
+         g.kw <= 7;
+}
+
 void few_input_channels_conv_f32(const float* x, const float* w, const float* bias,
                                  const ConvGeometry& g, float* y, const Epilogue* epilogue,
                                  bool out_nhwc) {
