@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <map>
 #include <string>
@@ -20,6 +21,7 @@
 #include "passes/dynamic_shapes.h"
 #include "run_command.h"
 #include "runtime/kernels/conv.h"
+#include "runtime/kernels/gemm.h"
 #include "serialize/emitter.h"
 #include "serialize/pte_diff.h"
 #include "serialize/pte_dump.h"
@@ -45,6 +47,9 @@ int report(const etc::Status& s) {
 
 std::string version_text() {
   std::string v = "etc " ETC_VERSION "\n";
+  v += std::string("CPU kernels: GEMM micro-kernel ") + etc::rt::kernels::gemm_float_kernel_name() +
+       (etc::rt::kernels::env_max_isa().has_value() ? " ($ETC_MAX_ISA caps the vector builds)\n"
+                                                    : "\n");
   const std::string dnnl = etc::rt::kernels::onednn_version();
   v += dnnl.empty() ? "oneDNN: not built (CPU convolutions on etc's own kernels)\n"
                     : "oneDNN: " + dnnl + " (CPU convolutions where it has a JIT kernel)\n";
@@ -485,6 +490,11 @@ int run(int argc, char** argv) {
                     : verbosity == 1 ? etc::LogLevel::kInfo
                                      : etc::LogLevel::kWarn);
 
+  if (const char* cap = std::getenv("ETC_MAX_ISA");
+      cap != nullptr && *cap != '\0' && !etc::rt::kernels::parse_max_isa(cap).has_value()) {
+    return report(
+        usage(std::string("$ETC_MAX_ISA is '") + cap + "': expected avx512, avx2 or portable"));
+  }
   if (show_version) {
     std::fputs(version_text().c_str(), stdout);
     return 0;

@@ -1,5 +1,6 @@
 #include "run_command.h"
 
+#include "runtime/kernels/gemm.h"
 #include "runtime/kernels/parallel.h"
 
 #include <algorithm>
@@ -749,6 +750,7 @@ Status run_program(const RunArgs& args) {
       j["outputs"].push_back(o);
     }
     j["cpu_threads"] = rt::kernels::num_threads();
+    j["cpu_gemm_kernel"] = rt::kernels::gemm_float_kernel_name();
     j["timing_ms"] = {{"load", timings.load * 1e3},
                       {"h2d_median", h2d.median * 1e3},
                       {"compute_median", compute.median * 1e3},

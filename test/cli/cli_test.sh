@@ -146,6 +146,14 @@ if [[ -e "$tmp/onnx_fail.pte" ]]; then echo "FAIL: a failed ONNX export wrote a 
 expect "ops --onnx lists the ONNX op types" 0 '^ConvTranspose$' "$etc" ops --onnx
 expect "run --threads 1 runs single-threaded" 0 '"cpu_threads": 1' "$etc" run "$tmp/conv.pte" --device cpu --threads 1 --json
 expect "run --threads -1 is a usage error" 2 'threads must be >= 1' "$etc" run "$tmp/conv.pte" --device cpu --threads -1
+expect "ETC_MAX_ISA=portable runs the portable kernels" 0 '"cpu_gemm_kernel": "portable 4x8"' \
+  env ETC_MAX_ISA=portable "$etc" run "$tmp/conv.pte" --device cpu --json
+expect "ETC_MAX_ISA=avx2 caps the kernels at AVX2" 0 '"cpu_gemm_kernel": "(AVX2/FMA 6x16|portable 4x8)"' \
+  env ETC_MAX_ISA=avx2 "$etc" run "$tmp/conv.pte" --device cpu --json
+expect "--version names the GEMM kernel under the cap" 0 'CPU kernels: GEMM micro-kernel portable 4x8 \(\$ETC_MAX_ISA' \
+  env ETC_MAX_ISA=portable "$etc" --version
+expect "an unknown ETC_MAX_ISA is a usage error" 2 "^etc: error: \\\$ETC_MAX_ISA is 'avx1024': expected avx512, avx2 or portable$" \
+  env ETC_MAX_ISA=avx1024 "$etc" run "$tmp/conv.pte" --device cpu
 expect "run --profile prints the ops by time" 0 'profile \(one run, .* ms in instructions; ' "$etc" run "$tmp/conv.pte" --device cpu --profile
 # conv.pte's convolution: [1, 1, 4, 3] out, weight [1, 1, 3, 3] (9 taps): 2 * 12 * 9 = 216 FLOP.
 "$etc" export "$onnx" -o "$tmp/conv_cpu.pte" --target cpu >/dev/null 2>&1

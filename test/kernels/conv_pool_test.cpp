@@ -85,12 +85,6 @@ std::pair<int64_t, int64_t> out_size(const ConvCase& k) {
           (k.w - 1) * k.sw - 2 * k.pw + k.dw * (k.kw - 1) + k.opw + 1};
 }
 
-// Forces the float micro-kernels' ISA for a scope (kAuto again at its end).
-struct IsaScope {
-  explicit IsaScope(kernels::GemmIsa isa) { kernels::set_gemm_isa(isa); }
-  ~IsaScope() { kernels::set_gemm_isa(kernels::GemmIsa::kAuto); }
-};
-
 const ConvCase kConvCases[] = {
     // n cin h  w  cout kh kw sh sw ph pw dh dw g  transposed oph opw bias
     {2, 3, 8, 7, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, 0, 0, true},    // 3x3 same padding

@@ -20,11 +20,21 @@
 #include "graph/tensor_spec.h"
 #include "runtime/kernel.h"
 #include "runtime/kernels/conv.h"
+#include "runtime/kernels/gemm.h"
 #include "runtime/tensor.h"
 
 namespace etc::rt::test {
 
 using Sizes = std::vector<int64_t>;
+
+// Caps the float kernels' vector builds for a scope (set_gemm_isa: what an AVX2-only or an
+// older x86-64 CPU runs), and restores kAuto at its end.
+struct IsaScope {
+  explicit IsaScope(kernels::GemmIsa isa) { kernels::set_gemm_isa(isa); }
+  ~IsaScope() { kernels::set_gemm_isa(kernels::GemmIsa::kAuto); }
+  IsaScope(const IsaScope&) = delete;
+  IsaScope& operator=(const IsaScope&) = delete;
+};
 
 // The registry with every CPU kernel (filled once).
 const OperatorRegistry& cpu_registry();

@@ -11,13 +11,6 @@ namespace etc::rt::test {
 namespace {
 
 using kernels::GemmIsa;
-using kernels::set_gemm_isa;
-
-// Restores automatic micro-kernel selection when a test ends.
-struct IsaGuard {
-  explicit IsaGuard(GemmIsa isa) { set_gemm_isa(isa); }
-  ~IsaGuard() { set_gemm_isa(GemmIsa::kAuto); }
-};
 
 // c[b, i, j] = sum_k a[b, i, k] * bt(b, k, j), with bt reading B through strides.
 std::vector<double> matmul_ref(const std::vector<double>& a, const std::vector<double>& b,
@@ -62,7 +55,7 @@ double range(DType dt) {
 
 TEST_CASE("mm over shapes and dtypes, both micro-kernels") {
   for (GemmIsa isa : {GemmIsa::kAuto, GemmIsa::kAvx2, GemmIsa::kPortable}) {
-    IsaGuard guard(isa);
+    IsaScope guard(isa);
     for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16,
                      DType::kInt32, DType::kInt64}) {
       for (const Shape& s : kShapes) {
@@ -97,7 +90,7 @@ TEST_CASE("the AVX-512 and AVX2 float micro-kernels give the same bits") {
     Value* a = c.random(DType::kFloat32, {s.m, s.k}, 501);
     Value* b = c.random(DType::kFloat32, {s.k, s.n}, 502);
     auto run = [&](GemmIsa isa) {
-      IsaGuard guard(isa);
+      IsaScope guard(isa);
       Value* out = c.out(DType::kFloat32, {s.m, s.n});
       REQUIRE(c.run({a, b}, {out}).ok());
       return read(out);
@@ -121,7 +114,7 @@ TEST_CASE("mm with empty dims") {
 
 TEST_CASE("bmm") {
   for (GemmIsa isa : {GemmIsa::kAuto, GemmIsa::kAvx2, GemmIsa::kPortable}) {
-    IsaGuard guard(isa);
+    IsaScope guard(isa);
     for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kInt64}) {
       for (const Shape& s : {Shape{7, 13, 5}, Shape{1, 1, 1}, Shape{33, 17, 65}}) {
         for (int64_t batch : {1, 3, 0}) {
@@ -152,7 +145,7 @@ TEST_CASE("addmm broadcasts self and applies beta and alpha") {
     double beta, alpha;
   };
   for (GemmIsa isa : {GemmIsa::kAuto, GemmIsa::kAvx2, GemmIsa::kPortable}) {
-    IsaGuard guard(isa);
+    IsaScope guard(isa);
     for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kBFloat16}) {
       for (const Sizes& bs : bias_shapes) {
         for (Coef co : {Coef{1, 1}, Coef{0.5, -2}, Coef{0, 1}}) {
@@ -210,7 +203,7 @@ TEST_CASE("linear multiplies by the transposed weight and adds the bias") {
                         {{1, 1}, 1, true},      {{0, 5}, 3, true}, {{4, 0}, 3, true},
                         {{5, 300}, 40, false}};
   for (GemmIsa isa : {GemmIsa::kAuto, GemmIsa::kAvx2, GemmIsa::kPortable}) {
-    IsaGuard guard(isa);
+    IsaScope guard(isa);
     for (DType dt : {DType::kFloat32, DType::kFloat16, DType::kFloat64}) {
       for (const Case& k : cases) {
         INFO(dtype_name(dt) << " input " << shape_to_string(k.input) << " -> " << k.out_features);
@@ -252,7 +245,7 @@ TEST_CASE("constant matmul weights are packed once and give the same bits") {
     for (Shape s :
          {Shape{24, 384, 1536}, Shape{3, 700, 37}, Shape{130, 257, 4100}, Shape{1, 5, 1},
           Shape{1, 1280, 1000}, Shape{2, 300, 200}, Shape{4, 513, 129}, Shape{3, 64, 520}}) {
-      IsaGuard guard(isa);
+      IsaScope guard(isa);
       INFO(s.m << "x" << s.k << "x" << s.n << " isa " << static_cast<int>(isa));
       for (const char* op : {"aten::addmm.out", "aten::mm.out", "aten::linear.default"}) {
         INFO(op);

@@ -48,8 +48,22 @@ namespace {
 
 using dnnl::memory;
 
+// oneDNN's JIT kernels follow $ETC_MAX_ISA too (its cap must be set before its first
+// primitive). $ONEDNN_MAX_CPU_ISA, read by oneDNN itself, wins when both are set.
+void cap_onednn_isa() {
+  const std::optional<GemmIsa> cap = env_max_isa();
+  if (!cap.has_value() || *cap == GemmIsa::kAuto || std::getenv("ONEDNN_MAX_CPU_ISA") != nullptr ||
+      std::getenv("DNNL_MAX_CPU_ISA") != nullptr) {
+    return;
+  }
+  dnnl_set_max_cpu_isa(*cap == GemmIsa::kAvx2 ? dnnl_cpu_isa_avx2 : dnnl_cpu_isa_sse41);
+}
+
 dnnl::engine& cpu_engine() {
-  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  static dnnl::engine engine = [] {
+    cap_onednn_isa();
+    return dnnl::engine(dnnl::engine::kind::cpu, 0);
+  }();
   return engine;
 }
 

@@ -305,7 +305,12 @@ struct GemmConfig {
   MicroKernel<T> kernel;
 };
 
-std::atomic<int> g_isa{static_cast<int>(GemmIsa::kAuto)};
+// The ISA cap: $ETC_MAX_ISA when the first kernel asks (an unknown value is no cap: the CLI
+// refuses it before anything runs), then whatever set_gemm_isa sets.
+std::atomic<int>& isa_cap() {
+  static std::atomic<int> cap{static_cast<int>(env_max_isa().value_or(GemmIsa::kAuto))};
+  return cap;
+}
 
 bool cpu_has_avx2_fma() {
   static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -318,7 +323,7 @@ bool cpu_has_avx512f() {
 }
 
 bool use_avx2() {
-  const int isa = g_isa.load(std::memory_order_relaxed);
+  const int isa = isa_cap().load(std::memory_order_relaxed);
   return (isa == static_cast<int>(GemmIsa::kAuto) || isa == static_cast<int>(GemmIsa::kAvx2)) &&
          cpu_has_avx2_fma();
 }
@@ -326,7 +331,7 @@ bool use_avx2() {
 // The float micro-kernel the next GEMM uses: AVX-512 where the CPU has it (forced down by
 // set_gemm_isa), else AVX2/FMA, else portable.
 FloatKernel float_kernel() {
-  const int isa = g_isa.load(std::memory_order_relaxed);
+  const int isa = isa_cap().load(std::memory_order_relaxed);
   if (isa == static_cast<int>(GemmIsa::kAuto) && cpu_has_avx512f()) return FloatKernel::kAvx512;
   return use_avx2() ? FloatKernel::kAvx2 : FloatKernel::kPortable;
 }
@@ -793,7 +798,20 @@ void gemm(int64_t m, int64_t n, int64_t k, int64_t alpha, MatrixRef<int64_t> a,
 }
 
 void set_gemm_isa(GemmIsa isa) {
-  g_isa.store(static_cast<int>(isa), std::memory_order_relaxed);
+  isa_cap().store(static_cast<int>(isa), std::memory_order_relaxed);
+}
+
+std::optional<GemmIsa> parse_max_isa(std::string_view name) {
+  if (name == "avx512") return GemmIsa::kAuto;
+  if (name == "avx2") return GemmIsa::kAvx2;
+  if (name == "portable") return GemmIsa::kPortable;
+  return std::nullopt;
+}
+
+std::optional<GemmIsa> env_max_isa() {
+  const char* v = std::getenv("ETC_MAX_ISA");
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return parse_max_isa(v);
 }
 
 FloatKernel gemm_float_kernel() {

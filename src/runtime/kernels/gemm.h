@@ -13,6 +13,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string_view>
 #include <vector>
 
 namespace etc::rt::kernels {
@@ -94,6 +96,11 @@ void gemm_packed(int64_t m, float alpha, MatrixRef<float> a, const PackedB& b, f
 // portable); tests force kAvx2 and kPortable to cover CPUs without AVX-512 or AVX2.
 enum class GemmIsa { kAuto, kPortable, kAvx2 };
 void set_gemm_isa(GemmIsa isa);
+// The cap that $ETC_MAX_ISA asks for ("avx512": none, "avx2", "portable"), read once when the
+// first kernel runs, so that one machine can measure and test the builds an AVX2-only or an
+// older x86-64 CPU runs. nullopt: not a valid name. env_max_isa: nullopt when unset or empty.
+std::optional<GemmIsa> parse_max_isa(std::string_view name);
+std::optional<GemmIsa> env_max_isa();
 // The float micro-kernel the next gemm runs (other float kernels pick their vector builds
 // by it, so set_gemm_isa covers them too).
 FloatKernel gemm_float_kernel();

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "graph/tensor_spec.h"
+#include "runtime/kernels/gemm.h"
 #include "support/checked_math.h"
 
 namespace etc::rt::kernels {
@@ -535,19 +536,13 @@ __attribute__((always_inline)) inline void epilogue_op(const Epilogue::Op& op, i
   }
 }
 
-}  // namespace
-
-// Built three times, for AVX-512, AVX2 and any x86-64, chosen when the program loads: 16- or
-// 8-wide vectors for the divisions and compares. Each op is one rounding (no multiply-add to
-// fuse), so every build gives the same bits.
 // The whole chain runs over one chunk of kEpilogueChunk floats before the next, so that its
 // operands and outs stay in L1 from one op to the next (a hardswish is four ops: over a whole
 // 112x112 plane, each op streamed five planes through L2). Each op is elementwise on the same
 // index and no out overlaps an operand the chain reads from outside (fuse_epilogues), so the
 // order of chunks cannot change a result.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void apply_epilogue(const Epilogue& e,
-                                                                                 int64_t begin,
-                                                                                 int64_t end) {
+__attribute__((always_inline)) inline void epilogue_chunks(const Epilogue& e, int64_t begin,
+                                                           int64_t end) {
   constexpr int64_t kEpilogueChunk = 512;
   // A broadcast row: chunks end at its period too (fuse_epilogues gives one period a chain).
   int64_t period = 0;
@@ -564,6 +559,35 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void apply_epilogue
       epilogue_op(op, c0, n);
     c0 += n;
   }
+}
+
+__attribute__((target("avx512f"))) void epilogue_avx512(const Epilogue& e, int64_t begin,
+                                                        int64_t end) {
+  epilogue_chunks(e, begin, end);
+}
+__attribute__((target("avx2"))) void epilogue_avx2(const Epilogue& e, int64_t begin, int64_t end) {
+  epilogue_chunks(e, begin, end);
+}
+void epilogue_portable(const Epilogue& e, int64_t begin, int64_t end) {
+  epilogue_chunks(e, begin, end);
+}
+
+}  // namespace
+
+// Built three times, for AVX-512, AVX2 and any x86-64, chosen per call like the GEMM's
+// micro-kernel (the CPU's features, capped by $ETC_MAX_ISA): 16- or 8-wide vectors for the
+// divisions and compares. Each op is one rounding (no multiply-add to fuse), so every build
+// gives the same bits.
+void apply_epilogue(const Epilogue& e, int64_t begin, int64_t end) {
+  switch (gemm_float_kernel()) {
+    case FloatKernel::kAvx512:
+      return epilogue_avx512(e, begin, end);
+    case FloatKernel::kAvx2:
+      return epilogue_avx2(e, begin, end);
+    case FloatKernel::kPortable:
+      break;
+  }
+  epilogue_portable(e, begin, end);
 }
 
 }  // namespace etc::rt::kernels

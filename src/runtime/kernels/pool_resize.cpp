@@ -353,9 +353,11 @@ void max_pool_typed(const PoolParams& p, const TensorView& self, TensorView& out
 // Float max pooling of channels-last tensors (x [N, H, W, C], y [N, OH, OW, C]) without
 // indices: each output pixel's channels side by side, over the window's taps in (row,
 // column) order with the scalar loop's rule (the first tap inside the input, then a larger
-// value or a NaN), so the bits of the NCHW kernel. Output rows across threads.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void max_pool_nhwc_rows(
-    const PoolParams& p, int64_t channels, const float* x, float* y, int64_t r0, int64_t r1) {
+// value or a NaN), so the bits of the NCHW kernel. Output rows across threads; built for
+// AVX-512, AVX2 and any x86-64, chosen per call as the GEMM's micro-kernel is.
+__attribute__((always_inline)) inline void max_pool_nhwc_body(const PoolParams& p, int64_t channels,
+                                                              const float* x, float* y, int64_t r0,
+                                                              int64_t r1) {
   for (int64_t r = r0; r < r1; ++r) {
     const int64_t n = r / p.out_h, oh = r % p.out_h;
     for (int64_t ow = 0; ow < p.out_w; ++ow) {
@@ -379,6 +381,28 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void max_pool_nhwc_
       }
     }
   }
+}
+__attribute__((target("avx512f"))) void max_pool_nhwc_avx512(const PoolParams& p, int64_t channels,
+                                                             const float* x, float* y, int64_t r0,
+                                                             int64_t r1) {
+  max_pool_nhwc_body(p, channels, x, y, r0, r1);
+}
+__attribute__((target("avx2"))) void max_pool_nhwc_avx2(const PoolParams& p, int64_t channels,
+                                                        const float* x, float* y, int64_t r0,
+                                                        int64_t r1) {
+  max_pool_nhwc_body(p, channels, x, y, r0, r1);
+}
+void max_pool_nhwc_rows(const PoolParams& p, int64_t channels, const float* x, float* y, int64_t r0,
+                        int64_t r1) {
+  switch (gemm_float_kernel()) {
+    case FloatKernel::kAvx512:
+      return max_pool_nhwc_avx512(p, channels, x, y, r0, r1);
+    case FloatKernel::kAvx2:
+      return max_pool_nhwc_avx2(p, channels, x, y, r0, r1);
+    case FloatKernel::kPortable:
+      break;
+  }
+  max_pool_nhwc_body(p, channels, x, y, r0, r1);
 }
 
 Status max_pool(KernelContext& ctx, std::span<Value*> args, bool with_indices) {

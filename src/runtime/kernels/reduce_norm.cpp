@@ -8,6 +8,7 @@
 #include <cmath>
 #include <functional>
 
+#include "runtime/kernels/gemm.h"
 #include "runtime/kernels/kernel_util.h"
 #include "runtime/kernels/parallel.h"
 
@@ -224,12 +225,11 @@ inline G exp_of(G v) {
 }
 
 // One float softmax row, y = exp(x - max) / sum, built for AVX2 and for any x86-64 (chosen
-// at load; no multiply-add is fused in either, so both give the same bits): the max, the
-// exponentials (fast_expf), the sum in eight interleaved partial sums added pairwise (one
-// running sum waits on each add's latency), the scaling. A fully masked row (max = -inf)
-// gives NaN, as ATen's does.
-__attribute__((target_clones("avx2", "default"))) void softmax_row_f32(const float* x, float* y,
-                                                                       int64_t len) {
+// per call as the GEMM's micro-kernel is; no multiply-add is fused in either, so both give
+// the same bits): the max, the exponentials (fast_expf), the sum in eight interleaved partial
+// sums added pairwise (one running sum waits on each add's latency), the scaling. A fully
+// masked row (max = -inf) gives NaN, as ATen's does.
+__attribute__((always_inline)) inline void softmax_row_body(const float* x, float* y, int64_t len) {
   float mx = -std::numeric_limits<float>::infinity();
   for (int64_t i = 0; i < len; ++i)
     mx = x[i] > mx ? x[i] : mx;
@@ -238,6 +238,13 @@ __attribute__((target_clones("avx2", "default"))) void softmax_row_f32(const flo
   const float inv = 1.0f / sum8<float>(y, len);
   for (int64_t j = 0; j < len; ++j)
     y[j] *= inv;
+}
+__attribute__((target("avx2"))) void softmax_row_avx2(const float* x, float* y, int64_t len) {
+  softmax_row_body(x, y, len);
+}
+void softmax_row_f32(const float* x, float* y, int64_t len) {
+  if (gemm_uses_avx2()) return softmax_row_avx2(x, y, len);
+  softmax_row_body(x, y, len);
 }
 
 template <typename G>
