@@ -316,20 +316,23 @@ TEST_CASE("a first layer into a channels-last chain writes its NCHW values chann
   }
 }
 
-TEST_CASE("depthwise convolutions give the same bits on the AVX-512 channel blocks and AVX2") {
-  // On an AVX-512 CPU, one output per input channel goes 16 channels side by side; the AVX2
-  // build goes plane by plane. Both take bias, then the taps in (row, column) order with
-  // fused multiply-adds: equal bits. Partial channel blocks, two images, 5x5 and dilated
-  // taps, planes of 7x7 (fewer pixels than a transpose), 14x14 by stride 2, 28x28, a 40x40
-  // plane in one band, and planes in bands of rows: 112x112 by stride 2 (7 bands of 8 rows),
-  // 5x5 on 100x70 (a short last band, two images), dilation 2 on 90x95 (a short last band).
+TEST_CASE("depthwise convolutions give the same bits in channel blocks and plane by plane") {
+  // One output per input channel goes 16 channels side by side on AVX-512 and 8 on AVX2; a
+  // channel multiplier of 2 goes plane by plane. All take bias, then the taps in (row,
+  // column) order with fused multiply-adds: equal bits, which the multiplier-2 layer shows as
+  // the multiplier-1 layer over each input channel repeated twice. Partial channel blocks, two
+  // images, 5x5 and dilated taps, planes of 7x7 (fewer pixels than a transpose), 14x14 by
+  // stride 2, 28x28, a 40x40 plane in one band, and planes in bands of rows: 112x112 by
+  // stride 2 (7 bands of 8 rows), 5x5 on 100x70 (a short last band, two images), dilation 2
+  // on 90x95 (a short last band); rows of 1 to 7 pixels.
   struct Case {
     int64_t n, c, h, w, k, stride, pad, dil;
   };
   const Case cases[] = {
       {1, 20, 7, 7, 3, 1, 1, 1},     {2, 33, 28, 27, 5, 2, 2, 1},  {1, 17, 28, 28, 3, 1, 1, 1},
       {1, 5, 9, 13, 3, 1, 2, 2},     {1, 16, 3, 2, 3, 1, 1, 1},    {1, 18, 40, 40, 3, 1, 1, 1},
-      {1, 17, 112, 112, 3, 2, 1, 1}, {2, 20, 100, 70, 5, 1, 2, 1}, {1, 16, 90, 95, 3, 1, 2, 2}};
+      {1, 17, 112, 112, 3, 2, 1, 1}, {2, 20, 100, 70, 5, 1, 2, 1}, {1, 16, 90, 95, 3, 1, 2, 2},
+      {1, 9, 6, 5, 5, 1, 2, 1},      {1, 11, 13, 7, 3, 2, 1, 1}};
   uint32_t seed = 500;
   for (const Case& k : cases) {
     INFO("channels " << k.c << " plane " << k.h << "x" << k.w);
@@ -337,23 +340,37 @@ TEST_CASE("depthwise convolutions give the same bits on the AVX-512 channel bloc
     const int64_t ow = (k.w + 2 * k.pad - k.dil * (k.k - 1) - 1) / k.stride + 1;
     Call c("aten::convolution.out");
     Value* x = c.random(DType::kFloat32, {k.n, k.c, k.h, k.w}, seed++);
-    Value* w = c.random(DType::kFloat32, {k.c, 1, k.k, k.k}, seed++);
-    Value* b = c.random(DType::kFloat32, {k.c}, seed++);
-    auto run = [&](kernels::GemmIsa isa) {
+    Value* w = c.random(DType::kFloat32, {2 * k.c, 1, k.k, k.k}, seed++);
+    Value* b = c.random(DType::kFloat32, {2 * k.c}, seed++);
+    // Each input channel twice: channels 2i and 2i + 1 are channel i.
+    const int64_t plane = k.h * k.w;
+    std::vector<double> twice(static_cast<size_t>(2 * k.n * k.c * plane));
+    for (int64_t n = 0; n < k.n; ++n) {
+      for (int64_t ci = 0; ci < 2 * k.c; ++ci) {
+        for (int64_t f = 0; f < plane; ++f)
+          twice[static_cast<size_t>((n * 2 * k.c + ci) * plane + f)] =
+              static_cast<const float*>(x->tensor.data)[(n * k.c + ci / 2) * plane + f];
+      }
+    }
+    Value* x2 = c.tensor(DType::kFloat32, {k.n, 2 * k.c, k.h, k.w}, twice);
+    // groups = c over x: a multiplier of 2; groups = 2 c over x2: a multiplier of 1.
+    auto run = [&](kernels::GemmIsa isa, Value* in, int64_t groups) {
       const IsaScope scope(isa);
-      Value* out = c.out(DType::kFloat32, {k.n, k.c, oh, ow});
-      REQUIRE(c.run({x, w, b, c.ints({k.stride, k.stride}), c.ints({k.pad, k.pad}),
-                     c.ints({k.dil, k.dil}), c.b(false), c.ints({0, 0}), c.i(k.c)},
+      Value* out = c.out(DType::kFloat32, {k.n, 2 * k.c, oh, ow});
+      REQUIRE(c.run({in, w, b, c.ints({k.stride, k.stride}), c.ints({k.pad, k.pad}),
+                     c.ints({k.dil, k.dil}), c.b(false), c.ints({0, 0}), c.i(groups)},
                     {out})
                   .ok());
       std::vector<float> v(static_cast<size_t>(out->tensor.numel()));
       std::memcpy(v.data(), out->tensor.data, v.size() * sizeof(float));
       return v;
     };
-    const std::vector<float> wide = run(kernels::GemmIsa::kAuto);
-    const std::vector<float> narrow = run(kernels::GemmIsa::kAvx2);
-    REQUIRE(wide.size() == narrow.size());
-    CHECK(std::memcmp(wide.data(), narrow.data(), wide.size() * sizeof(float)) == 0);
+    const std::vector<float> blocks16 = run(kernels::GemmIsa::kAuto, x2, 2 * k.c);
+    const std::vector<float> blocks8 = run(kernels::GemmIsa::kAvx2, x2, 2 * k.c);
+    const size_t bytes = blocks16.size() * sizeof(float);
+    CHECK(std::memcmp(blocks16.data(), blocks8.data(), bytes) == 0);
+    CHECK(std::memcmp(blocks16.data(), run(kernels::GemmIsa::kAuto, x, k.c).data(), bytes) == 0);
+    CHECK(std::memcmp(blocks8.data(), run(kernels::GemmIsa::kAvx2, x, k.c).data(), bytes) == 0);
   }
 }
 

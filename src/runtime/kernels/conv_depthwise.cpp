@@ -290,17 +290,32 @@ void channels_portable(const float* x, const float* w, const float* bias, const 
   channels(x, w, bias, g, cout_g, y, epilogue, begin, end);
 }
 
-// ---- Depthwise, 16 channels side by side (AVX-512) --------------------------------------
+// ---- Depthwise, a block of channels side by side (16 on AVX-512, 8 on AVX2) -------------
 //
 // On 14x14 and 7x7 planes (and stride-2 layers into them) the plane-by-plane loop above fills a
 // vector with 14 or 7 columns and pays each channel's setup (its padded plane, its strips, its
-// epilogue call) for a few hundred multiply-adds. Here 16 channels go side by side: their
-// input is transposed (16x16 blocks in registers) into [padded row][padded column][16
-// channels], so every tap is one multiply-add per output pixel on 16 channels with all lanes
-// used, and the output is transposed back, 16 pixels at a time. Per output: bias, then the taps in
-// (row, column) order with fused multiply-adds: the bits of the plane-by-plane loop.
+// epilogue call) for a few hundred multiply-adds. Here a vector's worth of channels (L: 16 on
+// AVX-512, 8 on AVX2) go side by side: their input is transposed (L x L blocks in registers)
+// into [padded row][padded column][L channels], so every tap is one multiply-add per output
+// pixel on L channels with all lanes used, and the output is transposed back, L pixels at a
+// time. Per output: bias, then the taps in (row, column) order with fused multiply-adds: the
+// bits of the plane-by-plane loop. The loops are written once over GCC's vector types and
+// built for each ISA; only the transposes are ISA code.
 
-constexpr int64_t kBlockLanes = 16;
+// Sixteen floats as one value (one zmm in the AVX-512 build).
+typedef float Vec16 __attribute__((vector_size(64)));
+
+template <typename V>
+__attribute__((always_inline)) inline V load_v(const float* p) {
+  V v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+template <typename V>
+__attribute__((always_inline)) inline void store_v(float* p, V v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
 // Output planes up to this many pixels go by channel blocks in one band (this Zen 5, 1
 // thread, 3x3: 384 channels of 14x14 71 -> 33 us, 960 of 7x7 76 -> 18 us, 144 of 56x56 by
 // stride 2 108 -> 88 us; 28x28 by stride 1 about even). Larger planes go in bands of output
@@ -311,35 +326,103 @@ constexpr int64_t kBlockLanes = 16;
 constexpr int64_t kBlockedPlane = 28 * 28;
 constexpr int64_t kBlockedSlab = int64_t{1} << 17;
 
-// transpose16 (simd_transpose.h) inlined into the loops below: GCC 12 takes its shuffles'
-// _mm512_undefined_ps() pass-through for an uninitialised read.
+// Channels [0, cn) of pixels [0, cols) of the planes at x (`plane` floats apart), cn and cols
+// <= L: pixel j's L channels (zero past cn) to dst[j].
+using PlanesToPixels = void (*)(const float* x, int64_t plane, int64_t cn, int64_t cols,
+                                float* const* dst);
+// The reverse: L pixel vectors at src ([L][L], all readable) to channels [0, cn) of pixels
+// [0, cols) of the planes at y.
+using PixelsToPlanes = void (*)(const float* src, int64_t cn, int64_t cols, float* y,
+                                int64_t plane);
+
 #if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
+#pragma GCC diagnostic push  // transpose16's shuffles (simd_transpose.h)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
+__attribute__((target("avx512f"))) void planes_to_pixels_avx512(const float* x, int64_t plane,
+                                                                int64_t cn, int64_t cols,
+                                                                float* const* dst) {
+  const __mmask16 m = first_lanes(cols);
+  __m512 r[16];
+  // Channels past the last: no lane read (a masked load does not touch them).
+  for (int64_t k = 0; k < 16; ++k)
+    r[k] = _mm512_maskz_loadu_ps(k < cn ? m : __mmask16(0), x + k * plane);
+  transpose16(r);
+  for (int64_t j = 0; j < cols; ++j)
+    _mm512_storeu_ps(dst[j], r[j]);
+}
+
+__attribute__((target("avx512f"))) void pixels_to_planes_avx512(const float* src, int64_t cn,
+                                                                int64_t cols, float* y,
+                                                                int64_t plane) {
+  const __mmask16 m = first_lanes(cols);
+  __m512 r[16];
+  for (int64_t j = 0; j < 16; ++j)
+    r[j] = _mm512_loadu_ps(src + j * 16);
+  transpose16(r);
+  for (int64_t k = 0; k < cn; ++k)
+    _mm512_mask_storeu_ps(y + k * plane, m, r[k]);
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+__attribute__((target("avx2"))) void planes_to_pixels_avx2(const float* x, int64_t plane,
+                                                           int64_t cn, int64_t cols,
+                                                           float* const* dst) {
+  __m256 r[8];
+  if (cols == 8) {
+    for (int64_t k = 0; k < 8; ++k)
+      r[k] = k < cn ? _mm256_loadu_ps(x + k * plane) : _mm256_setzero_ps();
+  } else {
+    const __m256i m = first_lanes8(cols);
+    for (int64_t k = 0; k < 8; ++k)
+      r[k] = k < cn ? _mm256_maskload_ps(x + k * plane, m) : _mm256_setzero_ps();
+  }
+  transpose8(r);
+  for (int64_t j = 0; j < cols; ++j)
+    _mm256_storeu_ps(dst[j], r[j]);
+}
+
+__attribute__((target("avx2"))) void pixels_to_planes_avx2(const float* src, int64_t cn,
+                                                           int64_t cols, float* y, int64_t plane) {
+  __m256 r[8];
+  for (int64_t j = 0; j < 8; ++j)
+    r[j] = _mm256_loadu_ps(src + j * 8);
+  transpose8(r);
+  if (cols == 8) {
+    for (int64_t k = 0; k < cn; ++k)
+      _mm256_storeu_ps(y + k * plane, r[k]);
+  } else {
+    const __m256i m = first_lanes8(cols);
+    for (int64_t k = 0; k < cn; ++k)
+      _mm256_maskstore_ps(y + k * plane, m, r[k]);
+  }
+}
+
 // P output pixels [ow0, ow0 + P) of output row oh from the transposed block `tin`
-// ([Hp][Wp][16]), stored pixel by pixel into `row` ([OW][16]).
-template <int P>
-__attribute__((target("avx512f"))) inline void block_pixels(const float* tin, int64_t wp,
-                                                            const float* wv, __m512 bias,
-                                                            const ConvGeometry& g, int64_t oh,
-                                                            int64_t ow0, float* row) {
-  __m512 acc[P];
+// ([Hp][Wp][L]), stored pixel by pixel into `row` ([OW][L]).
+template <typename V, int P>
+__attribute__((always_inline)) inline void block_pixels(const float* tin, int64_t wp,
+                                                        const float* wv, V bias,
+                                                        const ConvGeometry& g, int64_t oh,
+                                                        int64_t ow0, float* row) {
+  constexpr int64_t kL = sizeof(V) / sizeof(float);
+  V acc[P];
   for (int p = 0; p < P; ++p)
     acc[p] = bias;
-  const int64_t step = g.stride[1] * kBlockLanes;
+  const int64_t step = g.stride[1] * kL;
   for (int64_t i = 0; i < g.kh; ++i) {
-    const float* src =
-        tin + ((oh * g.stride[0] + i * g.dil[0]) * wp + ow0 * g.stride[1]) * kBlockLanes;
+    const float* src = tin + ((oh * g.stride[0] + i * g.dil[0]) * wp + ow0 * g.stride[1]) * kL;
     for (int64_t j = 0; j < g.kw; ++j) {
-      const __m512 w = _mm512_loadu_ps(wv + (i * g.kw + j) * kBlockLanes);
-      const float* s = src + j * g.dil[1] * kBlockLanes;
+      const V w = load_v<V>(wv + (i * g.kw + j) * kL);
+      const float* s = src + j * g.dil[1] * kL;
       for (int p = 0; p < P; ++p)
-        acc[p] = _mm512_fmadd_ps(w, _mm512_loadu_ps(s + p * step), acc[p]);
+        acc[p] = w * load_v<V>(s + p * step) + acc[p];  // one fused multiply-add
     }
   }
   for (int p = 0; p < P; ++p)
-    _mm512_storeu_ps(row + (ow0 + p) * kBlockLanes, acc[p]);
+    store_v(row + (ow0 + p) * kL, acc[p]);
 }
 
 // block_pixels for a KW-wide kernel of column stride S and column dilation 1 (MobileNet's 3x3
@@ -347,101 +430,122 @@ __attribute__((target("avx512f"))) inline void block_pixels(const float* tin, in
 // and feeds every output pixel whose taps reach it (8 outputs of a 5-wide row: 12 loads, not
 // 40; the loop was bound by its loads). The same multiply-adds in the same order as
 // block_pixels: equal bits.
-template <int P, int KW, int S>
-__attribute__((target("avx512f"))) inline void block_pixels_rows(const float* tin, int64_t wp,
-                                                                 const float* wv, __m512 bias,
-                                                                 const ConvGeometry& g, int64_t oh,
-                                                                 int64_t ow0, float* row) {
+template <typename V, int P, int KW, int S>
+__attribute__((always_inline)) inline void block_pixels_rows(const float* tin, int64_t wp,
+                                                             const float* wv, V bias,
+                                                             const ConvGeometry& g, int64_t oh,
+                                                             int64_t ow0, float* row) {
+  constexpr int64_t kL = sizeof(V) / sizeof(float);
   constexpr int kIn = S * (P - 1) + KW;
-  __m512 acc[P];
+  V acc[P];
 #pragma GCC unroll 8
   for (int p = 0; p < P; ++p)
     acc[p] = bias;
   for (int64_t i = 0; i < g.kh; ++i) {
-    const float* src = tin + ((oh * g.stride[0] + i * g.dil[0]) * wp + ow0 * S) * kBlockLanes;
-    __m512 in[kIn];
+    const float* src = tin + ((oh * g.stride[0] + i * g.dil[0]) * wp + ow0 * S) * kL;
+    V in[kIn];
 #pragma GCC unroll 32
     for (int q = 0; q < kIn; ++q)
-      in[q] = _mm512_loadu_ps(src + q * kBlockLanes);
+      in[q] = load_v<V>(src + q * kL);
 #pragma GCC unroll 8
     for (int j = 0; j < KW; ++j) {
-      const __m512 w = _mm512_loadu_ps(wv + (i * KW + j) * kBlockLanes);
+      const V w = load_v<V>(wv + (i * KW + j) * kL);
 #pragma GCC unroll 8
       for (int p = 0; p < P; ++p)
-        acc[p] = _mm512_fmadd_ps(w, in[p * S + j], acc[p]);
+        acc[p] = w * in[p * S + j] + acc[p];
     }
   }
 #pragma GCC unroll 8
   for (int p = 0; p < P; ++p)
-    _mm512_storeu_ps(row + (ow0 + p) * kBlockLanes, acc[p]);
+    store_v(row + (ow0 + p) * kL, acc[p]);
 }
 
 // block_pixels for P pixels: the register-blocked loop where it has a build for the
 // kernel's width and column stride, else the general one.
-template <int P>
-__attribute__((target("avx512f"))) inline void block_pixels_any(const float* tin, int64_t wp,
-                                                                const float* wv, __m512 bias,
-                                                                const ConvGeometry& g, int64_t oh,
-                                                                int64_t ow0, float* row) {
+template <typename V, int P>
+__attribute__((always_inline)) inline void block_pixels_any(const float* tin, int64_t wp,
+                                                            const float* wv, V bias,
+                                                            const ConvGeometry& g, int64_t oh,
+                                                            int64_t ow0, float* row) {
   if (g.dil[1] == 1) {
     const int64_t kw = g.kw, sw = g.stride[1];
-    if (kw == 3 && sw == 1) return block_pixels_rows<P, 3, 1>(tin, wp, wv, bias, g, oh, ow0, row);
-    if (kw == 3 && sw == 2) return block_pixels_rows<P, 3, 2>(tin, wp, wv, bias, g, oh, ow0, row);
-    if (kw == 5 && sw == 1) return block_pixels_rows<P, 5, 1>(tin, wp, wv, bias, g, oh, ow0, row);
-    if (kw == 5 && sw == 2) return block_pixels_rows<P, 5, 2>(tin, wp, wv, bias, g, oh, ow0, row);
+    if (kw == 3 && sw == 1)
+      return block_pixels_rows<V, P, 3, 1>(tin, wp, wv, bias, g, oh, ow0, row);
+    if (kw == 3 && sw == 2)
+      return block_pixels_rows<V, P, 3, 2>(tin, wp, wv, bias, g, oh, ow0, row);
+    if (kw == 5 && sw == 1)
+      return block_pixels_rows<V, P, 5, 1>(tin, wp, wv, bias, g, oh, ow0, row);
+    if (kw == 5 && sw == 2)
+      return block_pixels_rows<V, P, 5, 2>(tin, wp, wv, bias, g, oh, ow0, row);
   }
-  block_pixels<P>(tin, wp, wv, bias, g, oh, ow0, row);
+  block_pixels<V, P>(tin, wp, wv, bias, g, oh, ow0, row);
 }
 
-// block_pixels for a whole row of fewer than 8 pixels, by its length.
-using BlockPixelsFn = void (*)(const float*, int64_t, const float*, __m512, const ConvGeometry&,
-                               int64_t, int64_t, float*);
-constexpr BlockPixelsFn kShortRow[8] = {nullptr,
-                                        block_pixels<1>,
-                                        block_pixels<2>,
-                                        block_pixels<3>,
-                                        block_pixels_any<4>,
-                                        block_pixels_any<5>,
-                                        block_pixels_any<6>,
-                                        block_pixels_any<7>};
+// Pixels of a block's output row at a time: as many as the build's registers hold with the
+// input pixels a 5-wide kernel row reaches (AVX-512: 32 registers, AVX2: 16).
+template <typename V>
+constexpr int kRowPixels = sizeof(V) == 64 ? 8 : 4;
+
+// A whole output row of n < kRowPixels<V> pixels, by its length.
+template <typename V, int P = 1>
+__attribute__((always_inline)) inline void block_short_row(int64_t n, const float* tin, int64_t wp,
+                                                           const float* wv, V bias,
+                                                           const ConvGeometry& g, int64_t oh,
+                                                           float* row) {
+  if constexpr (P < kRowPixels<V>) {
+    if (n == P) {
+      if constexpr (P < 4) {
+        block_pixels<V, P>(tin, wp, wv, bias, g, oh, 0, row);
+      } else {
+        block_pixels_any<V, P>(tin, wp, wv, bias, g, oh, 0, row);
+      }
+      return;
+    }
+    block_short_row<V, P + 1>(n, tin, wp, wv, bias, g, oh, row);
+  }
+}
 
 // Bands [begin, end) of channel blocks (t = (n * blocks + b) * bands + i: output rows
-// [i * band, (i + 1) * band) of channels [16 b, 16 b + 16) of image n) of a depthwise
+// [i * band, (i + 1) * band) of channels [L b, L b + L) of image n) of a depthwise
 // convolution with one output channel per input channel. Each band transposes only the input
 // rows its windows reach into `tin`, so that on a large plane (56x56, 112x112) the transposed
 // slab stays in L2; a small plane is one band. Threads take bands, not only blocks: a layer of
 // 16 channels is one block (mobilenet_v3's 16 of 112x112 ran on one thread of two).
-__attribute__((target("avx512f"))) void depthwise_blocks_avx512(
+template <typename V>
+__attribute__((always_inline)) inline void depthwise_blocks(
     const float* x, const float* w, const float* bias, const ConvGeometry& g, float* y,
-    const Epilogue* epilogue, int64_t band, int64_t begin, int64_t end) {
+    const Epilogue* epilogue, int64_t band, int64_t begin, int64_t end, PlanesToPixels to_pixels,
+    PixelsToPlanes to_planes) {
+  constexpr int64_t kL = sizeof(V) / sizeof(float);
+  constexpr int kP = kRowPixels<V>;
   const int64_t wp = g.w + 2 * g.pad[1];
   const int64_t taps = g.kh * g.kw, out_plane = g.oh * g.ow;
-  const int64_t blocks = (g.c_out + kBlockLanes - 1) / kBlockLanes;
+  const int64_t blocks = (g.c_out + kL - 1) / kL;
   // The padded input rows one band reads: from (oh0 * SH - PH) on.
   const int64_t slab_rows =
       std::min(g.h + 2 * g.pad[0], (band - 1) * g.stride[0] + (g.kh - 1) * g.dil[0] + 1);
   // The padding columns of `tin` are zero from the start and never written.
-  std::vector<float> tin(static_cast<size_t>(slab_rows * wp * kBlockLanes), 0.0f);
-  std::vector<float> wv(static_cast<size_t>(taps * kBlockLanes));
-  // The band's output, pixel by pixel ([band * OW, rounded up to 16][16]).
-  std::vector<float> out(static_cast<size_t>((band * g.ow + 15) / 16 * 16 * kBlockLanes), 0.0f);
+  std::vector<float> tin(static_cast<size_t>(slab_rows * wp * kL), 0.0f);
+  std::vector<float> wv(static_cast<size_t>(taps * kL));
+  // The band's output, pixel by pixel ([band * OW, rounded up to L][L]).
+  std::vector<float> out(static_cast<size_t>((band * g.ow + kL - 1) / kL * kL * kL), 0.0f);
   const int64_t in_plane = g.h * g.w;
   const int64_t bands = (g.oh + band - 1) / band;
   int64_t weights_of = -1;  // the block (n * blocks + b) whose weights are in wv
-  alignas(64) float bias_lanes[kBlockLanes] = {};
+  float bias_lanes[kL] = {};
   for (int64_t t = begin; t < end; ++t) {
-    const int64_t nb = t / bands, n = nb / blocks, c0 = nb % blocks * kBlockLanes;
-    const int64_t cn = std::min(kBlockLanes, g.c_out - c0);
+    const int64_t nb = t / bands, n = nb / blocks, c0 = nb % blocks * kL;
+    const int64_t cn = std::min(kL, g.c_out - c0);
     if (nb != weights_of) {
       weights_of = nb;
       for (int64_t tap = 0; tap < taps; ++tap) {
-        for (int64_t k = 0; k < kBlockLanes; ++k)
-          wv[static_cast<size_t>(tap * kBlockLanes + k)] = k < cn ? w[(c0 + k) * taps + tap] : 0.0f;
+        for (int64_t k = 0; k < kL; ++k)
+          wv[static_cast<size_t>(tap * kL + k)] = k < cn ? w[(c0 + k) * taps + tap] : 0.0f;
       }
-      for (int64_t k = 0; k < kBlockLanes; ++k)
+      for (int64_t k = 0; k < kL; ++k)
         bias_lanes[k] = bias != nullptr && k < cn ? bias[c0 + k] : 0.0f;
     }
-    const __m512 bv = _mm512_load_ps(bias_lanes);
+    const V bv = load_v<V>(bias_lanes);
     const float* xn = x + (n * g.c_in + c0) * in_plane;
     float* yb = y + (n * g.c_out + c0) * out_plane;
     const int64_t oh0 = t % bands * band, oh1 = std::min(g.oh, oh0 + band);
@@ -453,53 +557,42 @@ __attribute__((target("avx512f"))) void depthwise_blocks_avx512(
     // Rows of padding (above or below the input) are zero.
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t ih = top + r - g.pad[0];
-      if (ih < 0 || ih >= g.h)
-        std::fill_n(tin.data() + r * wp * kBlockLanes, wp * kBlockLanes, 0.0f);
+      if (ih < 0 || ih >= g.h) std::fill_n(tin.data() + r * wp * kL, wp * kL, 0.0f);
     }
-    // Input rows [ih0, ih1), 16 pixels of the planes at a time (across rows: a 7x7 plane is
-    // 4 transposes, not 7), each pixel to its padded place (channels past the last: zero).
+    // Input rows [ih0, ih1), L pixels of the planes at a time (across rows: a 7x7 plane is
+    // 4 transposes of 16, not 7), each pixel to its padded place (channels past the last:
+    // zero).
     const int64_t f_end = ih1 * g.w;
-    for (int64_t f0 = ih0 * g.w, ih = ih0, iw = 0; f0 < f_end; f0 += 16) {
-      const int64_t cols = std::min<int64_t>(16, f_end - f0);
-      const __mmask16 m = first_lanes(cols);
-      __m512 r[16];
-      // Channels past the last: no lane read (a masked load does not touch them).
-      for (int64_t k = 0; k < 16; ++k)
-        r[k] = _mm512_maskz_loadu_ps(k < cn ? m : __mmask16(0), xn + k * in_plane + f0);
-      transpose16(r);
+    float* dst[kL];
+    for (int64_t f0 = ih0 * g.w, ih = ih0, iw = 0; f0 < f_end; f0 += kL) {
+      const int64_t cols = std::min(kL, f_end - f0);
       for (int64_t j = 0; j < cols; ++j) {
-        _mm512_storeu_ps(tin.data() + ((ih + g.pad[0] - top) * wp + iw + g.pad[1]) * kBlockLanes,
-                         r[j]);
+        dst[j] = tin.data() + ((ih + g.pad[0] - top) * wp + iw + g.pad[1]) * kL;
         if (++iw == g.w) {
           iw = 0;
           ++ih;
         }
       }
+      to_pixels(xn + f0, in_plane, cn, cols, dst);
     }
     // Output rows as rows of the slab: row oh reads slab rows from (oh - oh0) * SH on.
     ConvGeometry gb = g;
     gb.oh = oh1 - oh0;
     for (int64_t oh = 0; oh < gb.oh; ++oh) {
-      float* row = out.data() + oh * g.ow * kBlockLanes;
-      // 8 pixels at a time; the last 8 overlap the ones before (the same values again).
-      if (g.ow >= 8) {
-        for (int64_t ow0 = 0; ow0 < g.ow; ow0 += 8)
-          block_pixels_any<8>(tin.data(), wp, wv.data(), bv, gb, oh, std::min(ow0, g.ow - 8), row);
+      float* row = out.data() + oh * g.ow * kL;
+      // kP pixels at a time; the last kP overlap the ones before (the same values again).
+      if (g.ow >= kP) {
+        for (int64_t ow0 = 0; ow0 < g.ow; ow0 += kP)
+          block_pixels_any<V, kP>(tin.data(), wp, wv.data(), bv, gb, oh, std::min(ow0, g.ow - kP),
+                                  row);
       } else {
-        kShortRow[g.ow](tin.data(), wp, wv.data(), bv, gb, oh, 0, row);
+        block_short_row<V>(g.ow, tin.data(), wp, wv.data(), bv, gb, oh, row);
       }
     }
-    // The band's output back to the block's channels, 16 positions at a time.
+    // The band's output back to the block's channels, L positions at a time.
     const int64_t positions = gb.oh * g.ow, at0 = oh0 * g.ow;
-    for (int64_t f0 = 0; f0 < positions; f0 += 16) {
-      const __mmask16 m = first_lanes(positions - f0);
-      __m512 r[16];
-      for (int64_t j = 0; j < 16; ++j)
-        r[j] = _mm512_loadu_ps(out.data() + (f0 + j) * kBlockLanes);
-      transpose16(r);
-      for (int64_t k = 0; k < cn; ++k)
-        _mm512_mask_storeu_ps(yb + k * out_plane + at0 + f0, m, r[k]);
-    }
+    for (int64_t f0 = 0; f0 < positions; f0 += kL)
+      to_planes(out.data() + f0 * kL, cn, std::min(kL, positions - f0), yb + at0 + f0, out_plane);
     // The band's rows of each channel while they are in cache.
     for (int64_t k = 0; epilogue != nullptr && k < cn; ++k) {
       const int64_t at = (n * g.c_out + c0 + k) * out_plane + at0;
@@ -508,14 +601,21 @@ __attribute__((target("avx512f"))) void depthwise_blocks_avx512(
   }
 }
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+__attribute__((target("avx512f"))) void depthwise_blocks_avx512(
+    const float* x, const float* w, const float* bias, const ConvGeometry& g, float* y,
+    const Epilogue* epilogue, int64_t band, int64_t begin, int64_t end) {
+  depthwise_blocks<Vec16>(x, w, bias, g, y, epilogue, band, begin, end, planes_to_pixels_avx512,
+                          pixels_to_planes_avx512);
+}
+
+__attribute__((target("avx2,fma"))) void depthwise_blocks_avx2(
+    const float* x, const float* w, const float* bias, const ConvGeometry& g, float* y,
+    const Epilogue* epilogue, int64_t band, int64_t begin, int64_t end) {
+  depthwise_blocks<Vec8>(x, w, bias, g, y, epilogue, band, begin, end, planes_to_pixels_avx2,
+                         pixels_to_planes_avx2);
+}
 
 // ---- Few input channels, all output channels (an RGB first layer) ---------------------
-
-// Sixteen floats as one value (one zmm in the AVX-512 build).
-typedef float Vec16 __attribute__((vector_size(64)));
 
 // The strip shapes: an AVX2 (or portable) build holds 4 output channels x 2 chunks of 8
 // columns (8 of its 16 registers); the AVX-512 build 8 output channels x 2 chunks of 16
@@ -533,13 +633,6 @@ struct DenseShape {
 };
 using DenseNarrow = DenseShape<Vec8, 4>;
 using DenseWide = DenseShape<Vec16, 8>;
-
-template <typename V>
-__attribute__((always_inline)) inline V load_v(const float* p) {
-  V v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
 
 // Output columns [c0, c0 + n) (n <= S::kStrip) of output row oh, for the S::kCoV output
 // channels of weight block `wb` ([tap][kCoV], zero past the last channel), all taps in
@@ -778,19 +871,23 @@ void few_input_channels_conv_f32(const float* x, const float* w, const float* bi
 
 void depthwise_conv_f32(const float* x, const float* w, const float* bias, const ConvGeometry& g,
                         int64_t cout_g, float* y, const Epilogue* epilogue) {
-  // One output per input channel on an AVX-512 CPU: channel blocks (in bands of rows past
-  // kBlockedPlane).
-  if (gemm_float_kernel() == FloatKernel::kAvx512 && cout_g == 1 && g.c_out == g.c_in) {
-    const int64_t blocks = (g.c_out + kBlockLanes - 1) / kBlockLanes;
+  // One output per input channel on an AVX-512 or AVX2 CPU: channel blocks (in bands of rows
+  // past kBlockedPlane).
+  const FloatKernel isa = gemm_float_kernel();
+  if (isa != FloatKernel::kPortable && cout_g == 1 && g.c_out == g.c_in) {
+    const bool wide = isa == FloatKernel::kAvx512;
+    const int64_t lanes = wide ? 16 : 8;
+    const int64_t blocks = (g.c_out + lanes - 1) / lanes;
     int64_t band = g.oh;
     if (g.oh * g.ow > kBlockedPlane) {
       const int64_t wp = g.w + 2 * g.pad[1], reach = (g.kh - 1) * g.dil[0] + 1;
-      const int64_t rows = std::max(reach, kBlockedSlab / (wp * kBlockLanes * 4));
+      const int64_t rows = std::max(reach, kBlockedSlab / (wp * lanes * 4));
       band = std::clamp<int64_t>((rows - reach) / g.stride[0] + 1, 1, g.oh);
     }
     const int64_t bands = (g.oh + band - 1) / band;
+    auto* run = wide ? depthwise_blocks_avx512 : depthwise_blocks_avx2;
     parallel_for(g.batch * blocks * bands, 1, [&](int64_t begin, int64_t end) {
-      depthwise_blocks_avx512(x, w, bias, g, y, epilogue, band, begin, end);
+      run(x, w, bias, g, y, epilogue, band, begin, end);
     });
     return;
   }

@@ -1,7 +1,7 @@
-// 16 x 16 float transposes in AVX-512 registers, shared by the kernels that change layout
-// between NCHW planes and 16 channels side by side (the depthwise channel blocks, the
-// channels-last copies around oneDNN's convolutions, the first layer's channels-last out). Callers
-// check the CPU first (gemm_float_kernel() == FloatKernel::kAvx512).
+// 16 x 16 float transposes in AVX-512 registers and 8 x 8 ones in AVX2 registers, shared by
+// the kernels that change layout between NCHW planes and channels side by side (the depthwise
+// channel blocks, the channels-last copies around oneDNN's convolutions, the first layer's
+// channels-last out). Callers check the CPU first (gemm_float_kernel()).
 #pragma once
 
 #include <immintrin.h>
@@ -43,6 +43,34 @@ __attribute__((target("avx512f"))) inline void transpose16(__m512 (&r)[16]) {
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
+
+// r[i][j] <- r[j][i] for 8 vectors of 8 floats.
+__attribute__((target("avx2"))) inline void transpose8(__m256 (&r)[8]) {
+  __m256 t[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  // Per 128-bit half: rows i..i+3 of columns k (low half) and k + 4 (high half).
+  for (int i = 0; i < 8; i += 4) {
+    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int k = 0; k < 4; ++k) {
+    t[k] = _mm256_permute2f128_ps(r[k], r[k + 4], 0x20);
+    t[k + 4] = _mm256_permute2f128_ps(r[k], r[k + 4], 0x31);
+  }
+  for (int k = 0; k < 8; ++k)
+    r[k] = t[k];
+}
+
+// The mask of the first min(n, 8) lanes, for AVX2's masked loads and stores.
+__attribute__((target("avx2"))) inline __m256i first_lanes8(int64_t n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n < 8 ? n : 8)),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
 
 // The mask of the first min(n, 16) lanes.
 __attribute__((target("avx512f"))) inline __mmask16 first_lanes(int64_t n) {
