@@ -381,7 +381,8 @@ TEST_CASE("a first layer's epilogue may write over the layer's input (read whole
   // the direct loop must have read before it writes any output row.
   const Sizes xs{2, 4, 64, 64}, os{2, 16, 32, 32};
   const int64_t image = 16384;
-  for (kernels::GemmIsa isa : {kernels::GemmIsa::kAuto, kernels::GemmIsa::kPortable}) {
+  for (kernels::GemmIsa isa :
+       {kernels::GemmIsa::kAuto, kernels::GemmIsa::kAvx2, kernels::GemmIsa::kPortable}) {
     const IsaScope scope(isa);
     Call c("aten::convolution.out");
     Value* x_copy = c.random(DType::kFloat32, xs, 41);
@@ -538,10 +539,11 @@ TEST_CASE("convolutions through oneDNN match the direct sum, with epilogues and 
     Tolerance tol = tolerance_for(DType::kFloat32);
     tol.atol += 1e-6 * static_cast<double>(k.c_in * k.kh * k.kw);
     require_close(read(y), want, tol);
-    // A second call on the same state: the same bits; and again with the layout copies on
-    // their portable loops instead of AVX-512 registers.
+    // A second call on the same state: the same bits; and again with the layout copies in
+    // AVX2 registers and on their portable loops instead of AVX-512 registers.
     Value* y2 = c.out(DType::kFloat32, {k.n, k.c_out, oh, ow});
-    for (kernels::GemmIsa isa : {kernels::GemmIsa::kAuto, kernels::GemmIsa::kPortable}) {
+    for (kernels::GemmIsa isa :
+         {kernels::GemmIsa::kAuto, kernels::GemmIsa::kAvx2, kernels::GemmIsa::kPortable}) {
       const IsaScope isa_scope(isa);
       REQUIRE(c.run(args, {y2}).ok());
       REQUIRE(std::memcmp(y->tensor.data, y2->tensor.data,

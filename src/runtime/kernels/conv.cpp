@@ -286,10 +286,10 @@ void positions_as_rows_f32(const float* x, const PackedB& wt, const float* bias,
   } else {
     positions_gathered(x, wt, g, acc.data());
   }
-  // acc^T into y by blocks of 16 output channels across threads (16x16 tiles through registers
-  // on AVX-512), then each block's epilogue while it is in cache (done serially, the copy and
+  // acc^T into y by blocks of 16 output channels across threads (16x16 tiles through
+  // registers), then each block's epilogue while it is in cache (done serially, the copy and
   // the epilogue kept mobilenet_v3_small's 1x1 layers on 7x7 from gaining on a second thread).
-  const bool wide = gemm_float_kernel() == FloatKernel::kAvx512;
+  const FloatKernel isa = gemm_float_kernel();
   const int64_t blocks = (g.c_out + 15) / 16;
   parallel_for(g.batch * blocks, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
@@ -297,15 +297,9 @@ void positions_as_rows_f32(const float* x, const PackedB& wt, const float* bias,
       const int64_t cn = std::min<int64_t>(16, g.c_out - co0);
       const float* an = acc.data() + n * out_plane * g.c_out;
       float* yn = y + n * g.c_out * out_plane;
-      if (wide) {
-        for (int64_t p0 = 0; p0 < out_plane; p0 += 16)
-          tile_to_channels_last_avx512(an, out_plane, g.c_out, p0,
-                                       std::min<int64_t>(16, out_plane - p0), co0, cn, yn);
-      } else {
-        for (int64_t co = co0; co < co0 + cn; ++co) {
-          for (int64_t p = 0; p < out_plane; ++p)
-            yn[co * out_plane + p] = an[p * g.c_out + co];
-        }
+      for (int64_t p0 = 0; p0 < out_plane; p0 += 16) {
+        transpose_tile(isa, an + p0 * g.c_out + co0, g.c_out, std::min<int64_t>(16, out_plane - p0),
+                       cn, yn + co0 * out_plane + p0, out_plane);
       }
       if (epilogue != nullptr) {
         const int64_t at = (n * g.c_out + co0) * out_plane;

@@ -744,20 +744,15 @@ void dense_rows_portable(const float* planes, int64_t plane_floats, const Padded
   dense_rows<DenseNarrow>(planes, plane_floats, p, g, wpack, bias, y, y_plane, y_row0, r0, r1);
 }
 
-// src [C, P] (C = channels) into dst [P, C]: 16 x 16 tiles through registers on AVX-512.
+// src [C, P] (C = channels) into dst [P, C]: 16 x 16 tiles through registers.
 void planes_to_channels_last(const float* src, int64_t channels, int64_t positions, float* dst) {
-  if (gemm_float_kernel() == FloatKernel::kAvx512) {
-    for (int64_t p0 = 0; p0 < positions; p0 += 16) {
-      for (int64_t c0 = 0; c0 < channels; c0 += 16)
-        tile_to_channels_last_avx512(src, channels, positions, c0,
-                                     std::min<int64_t>(16, channels - c0), p0,
-                                     std::min<int64_t>(16, positions - p0), dst);
+  const FloatKernel isa = gemm_float_kernel();
+  for (int64_t p0 = 0; p0 < positions; p0 += 16) {
+    for (int64_t c0 = 0; c0 < channels; c0 += 16) {
+      transpose_tile(isa, src + c0 * positions + p0, positions,
+                     std::min<int64_t>(16, channels - c0), std::min<int64_t>(16, positions - p0),
+                     dst + p0 * channels + c0, channels);
     }
-    return;
-  }
-  for (int64_t p = 0; p < positions; ++p) {
-    for (int64_t c = 0; c < channels; ++c)
-      dst[p * channels + c] = src[c * positions + p];
   }
 }
 

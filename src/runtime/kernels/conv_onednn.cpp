@@ -100,56 +100,19 @@ memory::dims nchw_dims(int64_t n, int64_t c, int64_t h, int64_t w) {
   return {n, c, h, w};
 }
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push  // transpose16's shuffles: see simd_transpose.h
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
-// Channels [c0, c0 + cn) x positions [p0, p0 + pn) of src (position p, channel c0 + k at
-// src[p * ld + k]) into y [C, P] plus the bias (cn, pn <= 16).
-__attribute__((target("avx512f"))) void tile_from_channels_last_avx512(const float* src, int64_t ld,
-                                                                       const float* bias,
-                                                                       int64_t c0, int64_t cn,
-                                                                       int64_t p0, int64_t pn,
-                                                                       int64_t plane, float* y) {
-  __m512 r[16];
-  const __mmask16 along_p = first_lanes(pn), along_c = first_lanes(cn);
-  for (int64_t j = 0; j < 16; ++j)
-    r[j] = _mm512_maskz_loadu_ps(j < pn ? along_c : __mmask16(0), src + (p0 + j) * ld);
-  transpose16(r);
-  for (int64_t k = 0; k < cn; ++k) {
-    const __m512 b = _mm512_set1_ps(bias != nullptr ? bias[c0 + k] : 0.0f);
-    _mm512_mask_storeu_ps(y + (c0 + k) * plane + p0, along_p, _mm512_add_ps(r[k], b));
-  }
-}
-
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-
-bool avx512() {
-  return gemm_float_kernel() == FloatKernel::kAvx512;
-}
-
 // x [C, P] -> out [P, C] for one image, in tiles of 16 channels x 16 positions (through
-// registers on AVX-512 CPUs), positions split across threads.
+// registers), positions split across threads.
 void to_channels_last(const float* x, int64_t channels, int64_t plane, float* out) {
   constexpr int64_t kBlock = 64;
-  const bool wide = avx512();
+  const FloatKernel isa = gemm_float_kernel();
   parallel_for((plane + kBlock - 1) / kBlock, 1, [&](int64_t b0, int64_t b1) {
     for (int64_t q0 = b0 * kBlock; q0 < std::min(plane, b1 * kBlock); q0 += kBlock) {
       for (int64_t c0 = 0; c0 < channels; c0 += 16) {
         const int64_t cn = std::min<int64_t>(16, channels - c0);
         for (int64_t p0 = q0; p0 < std::min(plane, q0 + kBlock); p0 += 16) {
           const int64_t pn = std::min<int64_t>(16, plane - p0);
-          if (wide) {
-            tile_to_channels_last_avx512(x, channels, plane, c0, cn, p0, pn, out);
-            continue;
-          }
-          for (int64_t p = p0; p < p0 + pn; ++p) {
-            for (int64_t c = c0; c < c0 + cn; ++c)
-              out[p * channels + c] = x[c * plane + p];
-          }
+          transpose_tile(isa, x + c0 * plane + p0, plane, cn, pn, out + p0 * channels + c0,
+                         channels);
         }
       }
     }
@@ -486,7 +449,7 @@ bool OnednnConv::run(const float* x, const float* bias, const ConvGeometry& g, f
   constexpr int64_t kBlock = 16;
   const int64_t blocks = (g.c_out + kBlock - 1) / kBlock;
   const int64_t group = plan.by_channels ? bands.front().channels : g.c_out;
-  const bool wide = avx512();
+  const FloatKernel isa = gemm_float_kernel();
   parallel_for(g.batch * blocks, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t n = t / blocks, c0 = (t % blocks) * kBlock;
@@ -495,20 +458,11 @@ bool OnednnConv::run(const float* x, const float* bias, const ConvGeometry& g, f
       // Bands of channels are multiples of 16 wide: a block lies in one band.
       const int64_t oc0 = c0 / group * group, ld = std::min(group, g.c_out - oc0);
       const float* src = yout + n * out_plane * g.c_out + oc0 * out_plane + (c0 - oc0);
-      // 16 x 16 tiles (through registers on AVX-512 CPUs): each source line (16 channels of
-      // one position) is read once.
+      // 16 x 16 tiles through registers, plus the bias: each source line (16 channels of one
+      // position) is read once.
       for (int64_t p0 = 0; p0 < out_plane; p0 += kBlock) {
-        const int64_t pn = std::min(kBlock, out_plane - p0);
-        if (wide) {
-          tile_from_channels_last_avx512(src, ld, bias, c0, c1 - c0, p0, pn, out_plane, dst);
-          continue;
-        }
-        for (int64_t c = c0; c < c1; ++c) {
-          const float b = bias != nullptr ? bias[c] : 0.0f;
-          float* d = dst + c * out_plane;
-          for (int64_t p = p0; p < p0 + pn; ++p)
-            d[p] = src[p * ld + (c - c0)] + b;
-        }
+        transpose_tile(isa, src + p0 * ld, ld, std::min(kBlock, out_plane - p0), c1 - c0,
+                       dst + c0 * out_plane + p0, out_plane, bias != nullptr ? bias + c0 : nullptr);
       }
       for (int64_t c = c0; epilogue != nullptr && c < c1; ++c) {
         const int64_t at = (n * g.c_out + c) * out_plane;
