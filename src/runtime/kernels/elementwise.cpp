@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "graph/ops.h"
+#include "runtime/kernels/gemm.h"
 #include "runtime/kernels/kernel_util.h"
 #include "runtime/kernels/parallel.h"
 
@@ -106,6 +107,60 @@ void map_loop(const O* x, O* out, int64_t n, F f, int64_t grain = kElementGrain)
 template <typename O, typename F>
 void map_loop_heavy(const O* x, O* out, int64_t n, F f) {
   map_loop(x, out, n, f, kTranscendentalGrain);
+}
+
+// The float transcendental functions etc computes with its own vectorisable formulas
+// (fast_expf, fast_erff), each loop built for AVX-512, AVX2/FMA and any x86-64 and chosen
+// per call as the GEMM's micro-kernel is: the one build for any x86-64 ran GELU 4 floats at
+// a time (all-MiniLM-L6-v2: 0.11 ms per [24, 1536] layer, 13% of the model). The AVX2 and
+// AVX-512 builds fuse the same multiply-adds (equal bits); the portable build rounds each.
+enum class FloatMap { kGeluErf, kSigmoid, kSilu };
+
+__attribute__((always_inline)) inline void float_map_body(FloatMap f, const float* x, float* o,
+                                                          int64_t n) {
+  switch (f) {
+    case FloatMap::kGeluErf:
+      // NaN in, NaN out (fast_erff alone would not keep it).
+      for (int64_t i = 0; i < n; ++i)
+        o[i] = 0.5f * x[i] * (1.0f + fast_erff(x[i] * 0.70710678118654752440f));
+      return;
+    case FloatMap::kSigmoid:  // within 2e-7 relative
+      for (int64_t i = 0; i < n; ++i)
+        o[i] = 1.0f / (1.0f + fast_expf(-x[i]));
+      return;
+    case FloatMap::kSilu:
+      for (int64_t i = 0; i < n; ++i)
+        o[i] = x[i] / (1.0f + fast_expf(-x[i]));
+      return;
+  }
+}
+
+__attribute__((target("avx512f"))) void float_map_avx512(FloatMap f, const float* x, float* o,
+                                                         int64_t n) {
+  float_map_body(f, x, o, n);
+}
+__attribute__((target("avx2,fma"))) void float_map_avx2(FloatMap f, const float* x, float* o,
+                                                        int64_t n) {
+  float_map_body(f, x, o, n);
+}
+void float_map_portable(FloatMap f, const float* x, float* o, int64_t n) {
+  float_map_body(f, x, o, n);
+}
+
+void float_map(FloatMap f, const float* x, float* o, int64_t n) {
+  auto* run = float_map_portable;
+  switch (gemm_float_kernel()) {
+    case FloatKernel::kAvx512:
+      run = float_map_avx512;
+      break;
+    case FloatKernel::kAvx2:
+      run = float_map_avx2;
+      break;
+    case FloatKernel::kPortable:
+      break;
+  }
+  parallel_for(n, kTranscendentalGrain,
+               [&](int64_t begin, int64_t end) { run(f, x + begin, o + begin, end - begin); });
 }
 
 // ---- Binary arithmetic ---------------------------------------------------------------
@@ -469,8 +524,8 @@ void unary_typed(const UnaryArgs& u, const TensorView& self, TensorView& out) {
       case UnaryOp::kRsqrt:
         return map_loop_heavy(x, o, n, [](C v) { return C(1) / std::sqrt(v); });
       case UnaryOp::kSigmoid:
-        if constexpr (std::is_same_v<C, float>) {  // vectorisable, within 2e-7 relative
-          return map_loop_heavy(x, o, n, [](C v) { return C(1) / (C(1) + fast_expf(-v)); });
+        if constexpr (std::is_same_v<O, float>) {
+          return float_map(FloatMap::kSigmoid, x, o, n);
         } else {
           return map_loop_heavy(x, o, n, [](C v) { return C(1) / (C(1) + std::exp(-v)); });
         }
@@ -481,11 +536,8 @@ void unary_typed(const UnaryArgs& u, const TensorView& self, TensorView& out) {
       case UnaryOp::kErf:
         return map_loop_heavy(x, o, n, [](C v) { return std::erf(v); });
       case UnaryOp::kGeluErf:
-        if constexpr (std::is_same_v<C, float>) {
-          // NaN in, NaN out (fast_erff alone would not keep it), and vectorised.
-          return map_loop_heavy(x, o, n, [](C v) {
-            return C(0.5) * v * (C(1) + fast_erff(v * C(0.70710678118654752440)));
-          });
+        if constexpr (std::is_same_v<O, float>) {
+          return float_map(FloatMap::kGeluErf, x, o, n);
         } else {
           return map_loop_heavy(x, o, n, [](C v) {
             return C(0.5) * v * (C(1) + std::erf(v * C(0.70710678118654752440)));
@@ -503,8 +555,8 @@ void unary_typed(const UnaryArgs& u, const TensorView& self, TensorView& out) {
         return map_loop_heavy(
             x, o, n, [](C v) { return v * std::min(std::max(v + C(3), C(0)), C(6)) / C(6); });
       case UnaryOp::kSilu:
-        if constexpr (std::is_same_v<C, float>) {
-          return map_loop_heavy(x, o, n, [](C v) { return v / (C(1) + fast_expf(-v)); });
+        if constexpr (std::is_same_v<O, float>) {
+          return float_map(FloatMap::kSilu, x, o, n);
         } else {
           return map_loop_heavy(x, o, n, [](C v) { return v / (C(1) + std::exp(-v)); });
         }
