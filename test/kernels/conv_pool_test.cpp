@@ -494,16 +494,20 @@ TEST_CASE("3x3 convolutions of constant weights by Winograd F(2x2, 3x3) match th
 
 #if ETC_WITH_ONEDNN
 TEST_CASE("convolutions through oneDNN match the direct sum, with epilogues and bands") {
-  // Each is large enough for oneDNN (8 M multiply-adds): bands of output rows (weights
-  // smaller than the input), bands of output channels (larger; 72 = 48 + 24: a band that is
-  // not a multiple of 16), stride 2 with dilation 2 and unequal padding on two images, and an
-  // RGB first layer (3 input channels, 64 outputs).
+  // Each is large enough for oneDNN (8 M multiply-adds; 1 M for a pointwise layer on a plane
+  // of at most 64 positions): bands of output rows (weights smaller than the input), bands of
+  // output channels (larger; 72 = 48 + 24: a band that is not a multiple of 16), stride 2
+  // with dilation 2 and unequal padding on two images, an RGB first layer (3 input channels,
+  // 64 outputs), and pointwise layers on 7x7 (mobilenet_v3's 96 -> 576; 576 -> 100 on two
+  // images, a last block of 4 channels).
   const ConvCase cases[] = {
       // n cin h  w  cout kh kw sh sw ph pw dh dw g  transposed oph opw bias
       {1, 32, 40, 40, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, 0, 0, true},
       {1, 128, 11, 11, 72, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, 0, 0, true},
       {2, 24, 33, 31, 40, 5, 5, 2, 2, 2, 1, 2, 2, 1, false, 0, 0, false},
       {1, 3, 64, 64, 64, 7, 7, 2, 2, 3, 3, 1, 1, 1, false, 0, 0, true},
+      {1, 96, 7, 7, 576, 1, 1, 1, 1, 0, 0, 1, 1, 1, false, 0, 0, true},
+      {2, 576, 7, 7, 100, 1, 1, 1, 1, 0, 0, 1, 1, 1, false, 0, 0, false},
   };
   const bool jit_cpu = __builtin_cpu_supports("avx2") != 0;
   const OnednnScope scope(true);
@@ -512,7 +516,9 @@ TEST_CASE("convolutions through oneDNN match the direct sum, with epilogues and 
   for (const ConvCase& k : cases) {
     INFO("case " << index++);
     const auto [oh, ow] = out_size(k);
-    REQUIRE(k.n * oh * ow * k.c_out * k.c_in * k.kh * k.kw >= (int64_t{1} << 23));
+    const bool pointwise = k.kh == 1 && k.kw == 1;
+    REQUIRE(k.n * oh * ow * k.c_out * k.c_in * k.kh * k.kw >=
+            (int64_t{1} << (pointwise ? 20 : 23)));
     Call c("aten::convolution.out");
     Value* x = c.random(DType::kFloat32, {k.n, k.c_in, k.h, k.w}, seed++);
     Value* w = c.random(DType::kFloat32, {k.c_out, k.c_in, k.kh, k.kw}, seed++);

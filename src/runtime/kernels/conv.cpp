@@ -311,6 +311,9 @@ void positions_as_rows_f32(const float* x, const PackedB& wt, const float* bias,
 
 // Convolutions of fewer multiply-adds stay on etc's kernels when oneDNN is built in.
 constexpr int64_t kOnednnMinMacs = int64_t{1} << 23;
+// Pointwise convolutions on planes up to this many positions, from this many multiply-adds.
+constexpr int64_t kOnednnPointwisePlane = 64;
+constexpr int64_t kOnednnPointwiseMinMacs = int64_t{1} << 20;
 
 template <typename G>
 void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
@@ -364,10 +367,16 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
     // (resnet18's 1x1 stride-2 layers: 0.13-0.14 ms on etc's kernels, 0.19-0.27 on oneDNN;
     // mobilenet_v2's pointwise layers 1.3-2.6x slower), and not small ones, where its fixed
     // costs show (Silero VAD's layers, 0.8-1.3 M multiply-adds each, took 0.15 ms in all
-    // against 0.10 on etc's kernels).
+    // against 0.10 on etc's kernels). Except pointwise layers on planes of at most
+    // kOnednnPointwisePlane positions: there etc's GEMM has few rows and oneDNN's copies are
+    // small (this Zen 5, 1 / 2 threads, copies included: 96 -> 576 on 7x7 41 / 30 -> 27 / 16
+    // us, 576 -> 96 34 / 26 -> 26 / 17, 160 -> 960 80 / 50 -> 71 / 39; on 14x14 and larger
+    // the copies made it slower: 16 -> 72 on 56x56 38 -> 68 us).
     const int64_t macs = g.batch * out_plane * g.c_out * g.c_in * kk;
-    if (state != nullptr && !transposed && g.groups == 1 && kk > 1 && macs >= kOnednnMinMacs &&
-        onednn_conv_enabled()) {
+    const bool to_onednn =
+        kk > 1 ? macs >= kOnednnMinMacs
+               : pointwise && out_plane <= kOnednnPointwisePlane && macs >= kOnednnPointwiseMinMacs;
+    if (state != nullptr && !transposed && g.groups == 1 && to_onednn && onednn_conv_enabled()) {
       const OnednnConv::Key key{weight.data, g.c_in, g.c_out, g.kh,    g.kw,
                                 g.stride,    g.pad,  g.dil,   g.groups};
       const OnednnConv& dnn =
