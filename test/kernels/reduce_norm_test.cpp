@@ -177,6 +177,31 @@ TEST_CASE("sum and mean over dims") {
   }
 }
 
+TEST_CASE("a float global mean gives the same bits on every vector build") {
+  // [2, 37, 7, 9] over (H, W): rows of 63 floats (eight partial sums and a tail), summed in
+  // double by builds for AVX-512, AVX2 and any x86-64; adds only, in one order: equal bits,
+  // within rounding of the double sum.
+  Call c("aten::mean.out");
+  Value* x = c.random(DType::kFloat32, {2, 37, 7, 9}, 88, -3, 5);
+  const std::vector<double> xv = read(x);
+  std::vector<std::vector<double>> got;
+  for (kernels::GemmIsa isa :
+       {kernels::GemmIsa::kAuto, kernels::GemmIsa::kAvx2, kernels::GemmIsa::kPortable}) {
+    const IsaScope scope(isa);
+    Value* out = c.out(DType::kFloat32, {2, 37, 1, 1});
+    REQUIRE(c.run({x, c.ints({2, 3}), c.b(true), c.none()}, {out}).ok());
+    got.push_back(read(out));
+  }
+  CHECK(got[0] == got[1]);
+  CHECK(got[0] == got[2]);
+  for (size_t r = 0; r < got[0].size(); ++r) {
+    double sum = 0;
+    for (size_t i = 0; i < 63; ++i)
+      sum += xv[r * 63 + i];
+    REQUIRE(std::fabs(got[0][r] - sum / 63) <= 1e-6);
+  }
+}
+
 TEST_CASE("sum and mean with a dtype argument and empty reductions") {
   Call c("aten::sum.IntList_out");
   Value* x = c.tensor(DType::kInt32, {2, 2}, {1, 2, 3, 4});
