@@ -29,10 +29,11 @@ struct ConvGeometry {
 // it is in cache. Each input plane is copied once into zero-padded rows, split into stride
 // phases, so every tap of an output row reads a contiguous run and the rows go through
 // vector registers whatever the plane's width; output channels run in parallel. On AVX-512
-// CPUs, one output per input channel on planes of at most 28x28 outputs goes 16 channels side
-// by side instead (the input transposed to channels-last and the output back). Per output:
-// bias, then the taps in (row, column) order with fused multiply-adds (the AVX2 and AVX-512
-// builds agree bit for bit; the portable build rounds the products).
+// and AVX2 CPUs, one output per input channel goes 16 (AVX2: 8) channels side by side
+// instead (the input transposed to channels-last and the output back; past 28x28 outputs in
+// bands of rows). Per output: bias, then the taps in (row, column) order with fused
+// multiply-adds (the AVX2 and AVX-512 builds agree bit for bit; the portable build rounds the
+// products).
 void depthwise_conv_f32(const float* x, const float* w, const float* bias, const ConvGeometry& g,
                         int64_t cout_g, float* y, const Epilogue* epilogue);
 
