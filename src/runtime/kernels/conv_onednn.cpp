@@ -200,7 +200,7 @@ BandArgs& band_args(const OnednnConv::Impl::Band& band, bool with_bias) {
   auto it = cache.find(band.id);
   if (it != cache.end()) return it->second;
   if (cache.size() >= kMaxCached) cache.clear();
-  BandArgs& a = cache[band.id];
+  BandArgs a;  // whole before it is cached (a oneDNN error leaves no half-made entry)
   a.src = memory(band.src, cpu_engine(), nullptr);
   a.dst = memory(band.dst, cpu_engine(), nullptr);
   a.pad = memory(band.scratchpad, cpu_engine(), nullptr);
@@ -210,7 +210,7 @@ BandArgs& band_args(const OnednnConv::Impl::Band& band, bool with_bias) {
                     cpu_engine(), nullptr);
     a.args.emplace(DNNL_ARG_BIAS, a.bias);
   }
-  return a;
+  return cache.emplace(band.id, std::move(a)).first->second;
 }
 
 // The bands for input size g.h x g.w: none when oneDNN has no JIT kernel for it.
