@@ -798,20 +798,10 @@ bool few_input_channels_conv(const ConvGeometry& g) {
 void few_input_channels_conv_f32(const float* x, const float* w, const float* bias,
                                  const ConvGeometry& g, float* y, const Epilogue* epilogue,
                                  bool out_nhwc) {
-  DenseRowsFn run = dense_rows_portable;
-  int64_t co_block = DenseNarrow::kCoV, strip = DenseNarrow::kStrip;
-  switch (gemm_float_kernel()) {
-    case FloatKernel::kAvx512:
-      run = dense_rows_avx512;
-      co_block = DenseWide::kCoV;
-      strip = DenseWide::kStrip;
-      break;
-    case FloatKernel::kAvx2:
-      run = dense_rows_avx2;
-      break;
-    case FloatKernel::kPortable:
-      break;
-  }
+  DenseRowsFn run = isa_build(dense_rows_avx512, dense_rows_avx2, dense_rows_portable);
+  const bool wide = run == dense_rows_avx512;
+  const int64_t co_block = wide ? DenseWide::kCoV : DenseNarrow::kCoV;
+  const int64_t strip = wide ? DenseWide::kStrip : DenseNarrow::kStrip;
   // Weights by blocks of co_block output channels, tap-major within a block (ci, i, j), the
   // block's channels side by side; zero past the last channel.
   const int64_t taps = g.c_in * g.kh * g.kw;
@@ -892,15 +882,8 @@ void depthwise_conv_f32(const float* x, const float* w, const float* bias, const
     });
     return;
   }
-  auto* run = channels_portable;
-  switch (gemm_float_kernel()) {
-    case FloatKernel::kAvx512:  // 8-wide vectors: the AVX2 build serves AVX-512 CPUs too
-    case FloatKernel::kAvx2:
-      run = channels_avx2;
-      break;
-    case FloatKernel::kPortable:
-      break;
-  }
+  // 8-wide vectors: the AVX2 build serves AVX-512 CPUs too.
+  auto* run = isa_build(channels_avx2, channels_avx2, channels_portable);
   parallel_for(g.batch * g.c_out, 4, [&](int64_t begin, int64_t end) {
     run(x, w, bias, g, cout_g, y, epilogue, begin, end);
   });

@@ -148,17 +148,7 @@ void float_map_portable(FloatMap f, const float* x, float* o, int64_t n) {
 }
 
 void float_map(FloatMap f, const float* x, float* o, int64_t n) {
-  auto* run = float_map_portable;
-  switch (gemm_float_kernel()) {
-    case FloatKernel::kAvx512:
-      run = float_map_avx512;
-      break;
-    case FloatKernel::kAvx2:
-      run = float_map_avx2;
-      break;
-    case FloatKernel::kPortable:
-      break;
-  }
+  auto* run = isa_build(float_map_avx512, float_map_avx2, float_map_portable);
   parallel_for(n, kTranscendentalGrain,
                [&](int64_t begin, int64_t end) { run(f, x + begin, o + begin, end - begin); });
 }

@@ -106,6 +106,21 @@ std::optional<GemmIsa> env_max_isa();
 FloatKernel gemm_float_kernel();
 // True when the next float gemm will run the AVX2/FMA or the AVX-512 micro-kernel.
 bool gemm_uses_avx2();
+// Of a kernel's builds (one function per ISA, each compiled with its target attribute), the
+// one for the micro-kernel the next gemm runs: chosen per call, so that $ETC_MAX_ISA and
+// set_gemm_isa reach every kernel that goes through it.
+template <typename Fn>
+Fn* isa_build(Fn* avx512, Fn* avx2, Fn* portable) {
+  switch (gemm_float_kernel()) {
+    case FloatKernel::kAvx512:
+      return avx512;
+    case FloatKernel::kAvx2:
+      return avx2;
+    case FloatKernel::kPortable:
+      break;
+  }
+  return portable;
+}
 // The float micro-kernel the next gemm runs, for reports: "AVX-512 8x32", "AVX2/FMA 6x16"
 // or "portable 4x8".
 const char* gemm_float_kernel_name();

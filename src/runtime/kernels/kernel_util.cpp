@@ -579,15 +579,7 @@ void epilogue_portable(const Epilogue& e, int64_t begin, int64_t end) {
 // divisions and compares. Each op is one rounding (no multiply-add to fuse), so every build
 // gives the same bits.
 void apply_epilogue(const Epilogue& e, int64_t begin, int64_t end) {
-  switch (gemm_float_kernel()) {
-    case FloatKernel::kAvx512:
-      return epilogue_avx512(e, begin, end);
-    case FloatKernel::kAvx2:
-      return epilogue_avx2(e, begin, end);
-    case FloatKernel::kPortable:
-      break;
-  }
-  epilogue_portable(e, begin, end);
+  isa_build(epilogue_avx512, epilogue_avx2, epilogue_portable)(e, begin, end);
 }
 
 }  // namespace etc::rt::kernels

@@ -392,16 +392,8 @@ __attribute__((target("avx2"))) void max_pool_nhwc_avx2(const PoolParams& p, int
                                                         int64_t r1) {
   max_pool_nhwc_body(p, channels, x, y, r0, r1);
 }
-void max_pool_nhwc_rows(const PoolParams& p, int64_t channels, const float* x, float* y, int64_t r0,
-                        int64_t r1) {
-  switch (gemm_float_kernel()) {
-    case FloatKernel::kAvx512:
-      return max_pool_nhwc_avx512(p, channels, x, y, r0, r1);
-    case FloatKernel::kAvx2:
-      return max_pool_nhwc_avx2(p, channels, x, y, r0, r1);
-    case FloatKernel::kPortable:
-      break;
-  }
+void max_pool_nhwc_portable(const PoolParams& p, int64_t channels, const float* x, float* y,
+                            int64_t r0, int64_t r1) {
   max_pool_nhwc_body(p, channels, x, y, r0, r1);
 }
 
@@ -442,8 +434,9 @@ Status max_pool(KernelContext& ctx, std::span<Value*> args, bool with_indices) {
     const int64_t channels = self.sizes[1], rows = self.sizes[0] * p.out_h;
     const float* x = self.data_as<const float>();
     float* y = out.data_as<float>();
+    auto* run = isa_build(max_pool_nhwc_avx512, max_pool_nhwc_avx2, max_pool_nhwc_portable);
     parallel_for(rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(p.out_w * channels, 1)),
-                 [&](int64_t r0, int64_t r1) { max_pool_nhwc_rows(p, channels, x, y, r0, r1); });
+                 [&](int64_t r0, int64_t r1) { run(p, channels, x, y, r0, r1); });
     return Status();
   }
   visit_dtype(self.dtype, [&]<typename T>() {

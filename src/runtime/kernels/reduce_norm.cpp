@@ -157,15 +157,7 @@ __attribute__((target("avx2"))) void row_sums_avx2(const float* x, int64_t count
                                                    int64_t r1, double* acc) {
   row_sums_body(x, count, r0, r1, acc);
 }
-void row_sums(const float* x, int64_t count, int64_t r0, int64_t r1, double* acc) {
-  switch (gemm_float_kernel()) {
-    case FloatKernel::kAvx512:
-      return row_sums_avx512(x, count, r0, r1, acc);
-    case FloatKernel::kAvx2:
-      return row_sums_avx2(x, count, r0, r1, acc);
-    case FloatKernel::kPortable:
-      break;
-  }
+void row_sums_portable(const float* x, int64_t count, int64_t r0, int64_t r1, double* acc) {
   row_sums_body(x, count, r0, r1, acc);
 }
 
@@ -208,8 +200,9 @@ Status sum_mean(KernelContext& ctx, std::span<Value*> args, bool mean) {
     if (std::is_same_v<Acc, double> && trailing && self.dtype == DType::kFloat32 && count > 0) {
       const float* x = self.data_as<const float>();
       // At least 16384 floats a thread (a global mean of 1280 x 7x7 took longer on two).
+      auto* sums = isa_build(row_sums_avx512, row_sums_avx2, row_sums_portable);
       parallel_for(n, std::max<int64_t>(1, 16384 / count), [&](int64_t begin, int64_t end) {
-        if constexpr (std::is_same_v<Acc, double>) row_sums(x, count, begin, end, acc.data());
+        if constexpr (std::is_same_v<Acc, double>) sums(x, count, begin, end, acc.data());
       });
     } else {
       visit_dtype(self.dtype, [&]<typename T>() {
@@ -271,8 +264,7 @@ __attribute__((always_inline)) inline void softmax_row_body(const float* x, floa
 __attribute__((target("avx2"))) void softmax_row_avx2(const float* x, float* y, int64_t len) {
   softmax_row_body(x, y, len);
 }
-void softmax_row_f32(const float* x, float* y, int64_t len) {
-  if (gemm_uses_avx2()) return softmax_row_avx2(x, y, len);
+void softmax_row_portable(const float* x, float* y, int64_t len) {
   softmax_row_body(x, y, len);
 }
 
@@ -295,13 +287,14 @@ void softmax_typed(const TensorView& self, int64_t dim, bool log, TensorView& ou
     // About 1024 elements per thread at least (an attention softmax of 12 heads x 24 x 24
     // is 6912: with 4096 it ran on one thread of two).
     const int64_t grain = std::max<int64_t>(1, 1024 / std::max<int64_t>(len, 1));
+    auto* softmax_row = isa_build(softmax_row_avx2, softmax_row_avx2, softmax_row_portable);
     parallel_for(outer, grain, [&](int64_t begin, int64_t end) {
       for (int64_t o = begin; o < end; ++o) {
         const G* xr = x + o * len;
         G* yr = y + o * len;
         if constexpr (std::is_same_v<G, float>) {
           if (!log) {
-            softmax_row_f32(xr, yr, len);
+            softmax_row(xr, yr, len);
             continue;
           }
         }
