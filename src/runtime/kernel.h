@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -71,6 +72,26 @@ struct Epilogue {
   // An out overlaps one of the kernel's inputs: run the chain only once the kernel has read
   // all of them (over the whole out at the end), not range by range as it goes.
   bool after_inputs = false;
+  // The chain when it is one activation or residual add (kernels::match_activation, set by
+  // Method::load): then each element goes through it in registers, read once and its
+  // result stored once, instead of op by op over memory. The same ops in the same order, so
+  // the same bits.
+  struct Activation {
+    enum class Kind : uint8_t {
+      kClamp,            // t = clamp(x): relu, hardtanh, clamp
+      kHardSwishDivMul,  // t = x * (clamp(x + add) / div)
+      kHardSwishMulDiv,  // t = (x * clamp(x + add)) / div
+      kHardSigmoid,      // t = clamp(x + add) / div
+      kAddTensor,        // t = x + e (a residual add)
+      kAddTensorClamp,   // t = clamp(x + e)
+    };
+    Kind kind = Kind::kClamp;
+    float lo = 0, hi = 0, add = 0, div = 1;
+    const TensorView* x = nullptr;  // the kernel's out
+    const TensorView* t = nullptr;  // where the chain's result goes (x for a chain in place)
+    const TensorView* e = nullptr;  // kAddTensor*: the tensor added
+  };
+  std::optional<Activation> activation;
 };
 
 struct KernelContext {

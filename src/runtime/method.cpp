@@ -536,7 +536,10 @@ void Method::fuse_epilogues() {
       steps_[j].fused = true;
       s.fused_names += " + " + steps_[j].name;
     }
-    if (!epilogue->ops.empty()) s.epilogue = std::move(epilogue);
+    if (!epilogue->ops.empty()) {
+      epilogue->activation = kernels::match_activation(*epilogue, y);
+      s.epilogue = std::move(epilogue);
+    }
   }
 }
 

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <tuple>
 
 #include "kernels/kernel_test_util.h"
 #include "runtime/kernels/conv.h"
@@ -253,6 +254,159 @@ TEST_CASE("a convolution's epilogue gives the bits of the instructions it stands
       REQUIRE(std::memcmp(u->tensor.data, fu->tensor.data, bytes) == 0);
     }
   }
+}
+
+TEST_CASE("activation epilogues run in registers, with the bits of their instructions") {
+  // The chains Method::load keeps as one Epilogue::Activation (relu in place, relu6 into a
+  // second tensor, hardswish both ways round, hardsigmoid, a residual add in place, an add then
+  // relu) after convolutions on each path that runs them by tiles or ranges: pointwise on the
+  // GEMM (two K blocks, edge tiles, two images), a first layer of few input channels, a
+  // depthwise layer, a 3x3 layer, a layer oneDNN runs where it is built. The input holds NaN,
+  // infinities and zeros of both signs; every vector build.
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  struct Case {
+    int64_t n, c_in, h, w, c_out, k, stride, pad, groups;
+  };
+  const Case cases[] = {{1, 300, 9, 11, 20, 1, 1, 0, 1}, {2, 16, 14, 14, 72, 1, 1, 0, 1},
+                        {1, 3, 37, 45, 16, 3, 2, 1, 1},  {1, 24, 14, 14, 24, 5, 1, 2, 24},
+                        {1, 8, 10, 10, 12, 3, 1, 1, 1},  {1, 64, 14, 14, 64, 3, 1, 1, 1}};
+  using Kind = Epilogue::Op::Kind;
+  using Act = Epilogue::Activation::Kind;
+  // x: the convolution's out, t: a second tensor, e: a tensor from outside.
+  struct Chain {
+    const char* name;
+    Act kind;
+    std::vector<std::tuple<Kind, char, char, float, float, float, char>>
+        ops;  // a, b, s, lo, hi, out
+  };
+  const std::vector<Chain> chains = {
+      {"relu in place", Act::kClamp, {{Kind::kClamp, 'x', 0, 0, 0.0f, inf, 'x'}}},
+      {"relu6 into t", Act::kClamp, {{Kind::kClamp, 'x', 0, 0, 0.0f, 6.0f, 't'}}},
+      {"hardswish, divide then multiply",
+       Act::kHardSwishDivMul,
+       {{Kind::kAdd, 'x', 0, 3.0f, 0, 0, 't'},
+        {Kind::kClamp, 't', 0, 0, 0.0f, 6.0f, 't'},
+        {Kind::kDiv, 't', 0, 6.0f, 0, 0, 't'},
+        {Kind::kMul, 'x', 't', 0, 0, 0, 't'}}},
+      {"hardswish, multiply then divide",
+       Act::kHardSwishMulDiv,
+       {{Kind::kAdd, 'x', 0, 3.0f, 0, 0, 't'},
+        {Kind::kClamp, 't', 0, 0, 0.0f, 6.0f, 't'},
+        {Kind::kMul, 't', 'x', 0, 0, 0, 't'},
+        {Kind::kDiv, 't', 0, 6.0f, 0, 0, 't'}}},
+      {"hardsigmoid",
+       Act::kHardSigmoid,
+       {{Kind::kAdd, 'x', 0, 3.0f, 0, 0, 't'},
+        {Kind::kClamp, 't', 0, 0, 0.0f, 6.0f, 't'},
+        {Kind::kDiv, 't', 0, 6.0f, 0, 0, 't'}}},
+      {"residual add in place", Act::kAddTensor, {{Kind::kAdd, 'e', 'x', 0, 0, 0, 'x'}}},
+      {"add then relu into t",
+       Act::kAddTensorClamp,
+       {{Kind::kAdd, 'x', 'e', 0, 0, 0, 't'}, {Kind::kClamp, 't', 0, 0, 0.0f, inf, 't'}}},
+  };
+  uint32_t seed = 1700;
+  for (kernels::GemmIsa isa :
+       {kernels::GemmIsa::kAuto, kernels::GemmIsa::kAvx2, kernels::GemmIsa::kPortable}) {
+    const IsaScope scope(isa);
+    for (const Case& k : cases) {
+      const int64_t oh = (k.h + 2 * k.pad - k.k) / k.stride + 1;
+      const int64_t ow = (k.w + 2 * k.pad - k.k) / k.stride + 1;
+      const Sizes os{k.n, k.c_out, oh, ow};
+      Call c("aten::convolution.out");
+      c.keep_state(uint64_t{1} << 1);
+      Value* x = c.random(DType::kFloat32, {k.n, k.c_in, k.h, k.w}, seed++, -3, 3);
+      float* xd = static_cast<float*>(x->tensor.data);
+      const int64_t xn = x->tensor.numel();
+      xd[xn / 3] = nan;
+      xd[xn / 2] = inf;
+      xd[xn - 5] = -inf;
+      xd[7] = -0.0f;
+      Value* w = c.random(DType::kFloat32, {k.c_out, k.c_in / k.groups, k.k, k.k}, seed++, -2, 2);
+      Value* b = c.random(DType::kFloat32, {k.c_out}, seed++);
+      // A bias of -0 and weights of 0 for channel 0: a plane of zeros, signs kept.
+      static_cast<float*>(b->tensor.data)[0] = -0.0f;
+      std::fill_n(static_cast<float*>(w->tensor.data), k.c_in / k.groups * k.k * k.k, 0.0f);
+      Value* e = c.random(DType::kFloat32, os, seed++, -4, 4);
+      const std::initializer_list<Value*> args{x,
+                                               w,
+                                               b,
+                                               c.ints({k.stride, k.stride}),
+                                               c.ints({k.pad, k.pad}),
+                                               c.ints({1, 1}),
+                                               c.b(false),
+                                               c.ints({0, 0}),
+                                               c.i(k.groups)};
+      for (const Chain& chain : chains) {
+        INFO("isa " << static_cast<int>(isa) << ", " << k.c_in << " -> " << k.c_out << " " << k.k
+                    << "x" << k.k << " on " << k.h << "x" << k.w << ", " << chain.name);
+        // Op by op (no Activation) and as one: the same outs, bit for bit.
+        auto run = [&](bool as_activation) {
+          Value* y = c.out(DType::kFloat32, os);
+          Value* t = c.out(DType::kFloat32, os);
+          auto tensor = [&](char role) -> const TensorView* {
+            return role == 'x' ? &y->tensor : role == 't' ? &t->tensor : &e->tensor;
+          };
+          Epilogue ep;
+          for (const auto& [kind, a, bb, s, lo, hi, out] : chain.ops)
+            ep.ops.push_back(
+                {kind, tensor(a), bb == 0 ? nullptr : tensor(bb), s, lo, hi, tensor(out)});
+          if (as_activation) {
+            ep.activation = kernels::match_activation(ep, y->tensor);
+            REQUIRE(ep.activation.has_value());
+            CHECK(ep.activation->kind == chain.kind);
+          }
+          c.set_epilogue(&ep);
+          REQUIRE(c.run(args, {y}).ok());
+          c.set_epilogue(nullptr);
+          return std::pair{read(y), read(t)};
+        };
+        const auto [y_ops, t_ops] = run(false);
+        const auto [y_act, t_act] = run(true);
+        REQUIRE(std::memcmp(y_ops.data(), y_act.data(), y_ops.size() * sizeof(double)) == 0);
+        if (std::get<6>(chain.ops.back()) == 't')
+          REQUIRE(std::memcmp(t_ops.data(), t_act.data(), t_ops.size() * sizeof(double)) == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("only chains that are one activation or residual add become an Activation") {
+  using Kind = Epilogue::Op::Kind;
+  const float inf = std::numeric_limits<float>::infinity();
+  Call c("aten::convolution.out");
+  Value* y = c.out(DType::kFloat32, {1, 2, 3, 3});
+  Value* t = c.out(DType::kFloat32, {1, 2, 3, 3});
+  Value* u = c.out(DType::kFloat32, {1, 2, 3, 3});
+  Value* e = c.random(DType::kFloat32, {1, 2, 3, 3}, 5);
+  Value* f = c.random(DType::kFloat32, {1, 2, 3, 3}, 6);
+  const TensorView *x = &y->tensor, *tt = &t->tensor, *uu = &u->tensor;
+  auto match = [&](std::vector<Epilogue::Op> ops) {
+    Epilogue ep;
+    ep.ops = std::move(ops);
+    return kernels::match_activation(ep, *x).has_value();
+  };
+  CHECK(match({{Kind::kClamp, x, nullptr, 0, 0.0f, inf, x}}));
+  // Hardswish in place: the product would read x's memory after the add wrote over it.
+  CHECK_FALSE(match({{Kind::kAdd, x, nullptr, 3, 0, 0, x},
+                     {Kind::kClamp, x, nullptr, 0, 0, 6, x},
+                     {Kind::kDiv, x, nullptr, 6, 0, 0, x},
+                     {Kind::kMul, x, x, 0, 0, 0, x}}));
+  // Two regions written.
+  CHECK_FALSE(
+      match({{Kind::kAdd, x, nullptr, 3, 0, 0, tt}, {Kind::kClamp, tt, nullptr, 0, 0, 6, uu}}));
+  // Two tensors from outside; a subtraction; a scalar multiply.
+  CHECK_FALSE(
+      match({{Kind::kAdd, x, &e->tensor, 0, 0, 0, tt}, {Kind::kAdd, tt, &f->tensor, 0, 0, 0, tt}}));
+  CHECK_FALSE(match({{Kind::kSub, x, &e->tensor, 0, 0, 0, tt}}));
+  CHECK_FALSE(match({{Kind::kMul, x, nullptr, 0.5f, 0, 0, tt}}));
+  // A broadcast row.
+  Epilogue::Op row{Kind::kAdd, x, &e->tensor, 0, 0, 0, tt};
+  row.b_period = 3;
+  CHECK_FALSE(match({row}));
+  // hardsigmoid without its division is no activation either.
+  CHECK_FALSE(
+      match({{Kind::kAdd, x, nullptr, 3, 0, 0, tt}, {Kind::kClamp, tt, nullptr, 0, 0, 6, tt}}));
 }
 
 TEST_CASE("a first layer into a channels-last chain writes its NCHW values channels-last") {

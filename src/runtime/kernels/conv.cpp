@@ -482,11 +482,20 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
       }
     }
     // C_g[cout_g, n] += W_g @ B for group gi, from the packed weights when there are some.
-    auto multiply = [&](int64_t gi, int64_t n, const G* b, G* c, int64_t ldc = -1) {
+    // `tiles`: the epilogue to run on each tile of C as the GEMM finishes it.
+    auto multiply = [&](int64_t gi, int64_t n, const G* b, G* c, int64_t ldc = -1,
+                        const TileEpilogue* tiles = nullptr) {
       if (ldc < 0) ldc = out_plane;
       if constexpr (std::is_same_v<G, float>) {
         if (packed != nullptr) {
-          const GemmInit init{rb ? rb->data() + gi * cout_g : nullptr};
+          GemmInit init{rb ? rb->data() + gi * cout_g : nullptr};
+          if (tiles != nullptr) {
+            init.tile_done = [](const void* ctx, const float* tile, int64_t ld, int64_t rows,
+                                int64_t cols) {
+              static_cast<const TileEpilogue*>(ctx)->run(tile, ld, rows, cols);
+            };
+            init.tile_ctx = tiles;
+          }
           gemm_packed(*packed->per_group[static_cast<size_t>(gi)], n, 1.0f,
                       MatrixRef<float>{b, n, 1}, c, ldc, gemm_writes_bias ? &init : nullptr);
           return;
@@ -552,8 +561,15 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
           const G* xg = x + (n * g.c_in + gi * cin_g) * in_plane;
           G* yg = y + (n * g.c_out + gi * cout_g) * out_plane;
           if (pointwise) {  // the GEMM splits its own work across threads
-            multiply(gi, out_plane, xg, yg);
-            if (epilogue_on) {
+            // The epilogue on each tile as the GEMM writes it, where the chain allows (else a
+            // pass over the out after it: channels across threads).
+            std::optional<TileEpilogue> tiles;
+            if constexpr (std::is_same_v<G, float>) {
+              if (epilogue_on && packed != nullptr && gemm_writes_bias)
+                tiles = TileEpilogue::make(*epilogue);
+            }
+            multiply(gi, out_plane, xg, yg, -1, tiles ? &*tiles : nullptr);
+            if (epilogue_on && !tiles) {
               parallel_for(cout_g, 16,
                            [&](int64_t c0, int64_t c1) { epilogue_rows(yg, c0, c1, 0, g.oh); });
             }

@@ -14,6 +14,13 @@
 
 namespace etc::rt::kernels {
 
+// Any kernel's epilogue chain as one activation or residual add, for Method::load to keep
+// with it (Epilogue::activation; defined in kernel_util.cpp): a clamp (relu, hardtanh,
+// clamp); x + a clamped, then divided (hardsigmoid) and then maybe multiplied by x, the last
+// two either way round (hardswish); x plus a tensor, then maybe a clamp. x: the kernel's out
+// `y`. nullopt for any other chain and for chains that broadcast a row.
+std::optional<Epilogue::Activation> match_activation(const Epilogue& e, const TensorView& y);
+
 // One 2-d convolution's sizes (NCHW input, [C_out, C_in / groups, KH, KW] weight).
 struct ConvGeometry {
   int64_t batch, c_in, h, w;

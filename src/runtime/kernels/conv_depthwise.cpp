@@ -693,7 +693,8 @@ __attribute__((always_inline)) inline void dense_rows(const float* planes, int64
                                                       const PaddedPlane& p, const ConvGeometry& g,
                                                       const float* wpack, const float* bias,
                                                       float* y, int64_t y_plane, int64_t y_row0,
-                                                      int64_t r0, int64_t r1) {
+                                                      int64_t r0, int64_t r1,
+                                                      const TileEpilogue* tiles) {
   const int64_t taps = g.c_in * g.kh * g.kw;
   for (int64_t co = 0; co < g.c_out; co += S::kCoV) {
     const float* wb = wpack + co * taps;
@@ -717,37 +718,38 @@ __attribute__((always_inline)) inline void dense_rows(const float* planes, int64
         } else {
           dense_strip<S, 0>(planes, plane_floats, p, g, wb, b, cob, oh, c0, n, yc, y_plane, y_row0);
         }
+        // The strip's epilogue while it is in L1.
+        if (tiles != nullptr) tiles->run(yc + (oh - y_row0) * g.ow + c0, y_plane, cob, n);
       }
     }
   }
 }
 
 using DenseRowsFn = void (*)(const float*, int64_t, const PaddedPlane&, const ConvGeometry&,
-                             const float*, const float*, float*, int64_t, int64_t, int64_t,
-                             int64_t);
+                             const float*, const float*, float*, int64_t, int64_t, int64_t, int64_t,
+                             const TileEpilogue*);
 
-__attribute__((target("avx512f"))) void dense_rows_avx512(const float* planes, int64_t plane_floats,
-                                                          const PaddedPlane& p,
-                                                          const ConvGeometry& g, const float* wpack,
-                                                          const float* bias, float* y,
-                                                          int64_t y_plane, int64_t y_row0,
-                                                          int64_t r0, int64_t r1) {
-  dense_rows<DenseWide>(planes, plane_floats, p, g, wpack, bias, y, y_plane, y_row0, r0, r1);
+__attribute__((target("avx512f"))) void dense_rows_avx512(
+    const float* planes, int64_t plane_floats, const PaddedPlane& p, const ConvGeometry& g,
+    const float* wpack, const float* bias, float* y, int64_t y_plane, int64_t y_row0, int64_t r0,
+    int64_t r1, const TileEpilogue* tiles) {
+  dense_rows<DenseWide>(planes, plane_floats, p, g, wpack, bias, y, y_plane, y_row0, r0, r1, tiles);
 }
 
-__attribute__((target("avx2,fma"))) void dense_rows_avx2(const float* planes, int64_t plane_floats,
-                                                         const PaddedPlane& p,
-                                                         const ConvGeometry& g, const float* wpack,
-                                                         const float* bias, float* y,
-                                                         int64_t y_plane, int64_t y_row0,
-                                                         int64_t r0, int64_t r1) {
-  dense_rows<DenseNarrow>(planes, plane_floats, p, g, wpack, bias, y, y_plane, y_row0, r0, r1);
+__attribute__((target("avx2,fma"))) void dense_rows_avx2(
+    const float* planes, int64_t plane_floats, const PaddedPlane& p, const ConvGeometry& g,
+    const float* wpack, const float* bias, float* y, int64_t y_plane, int64_t y_row0, int64_t r0,
+    int64_t r1, const TileEpilogue* tiles) {
+  dense_rows<DenseNarrow>(planes, plane_floats, p, g, wpack, bias, y, y_plane, y_row0, r0, r1,
+                          tiles);
 }
 
 void dense_rows_portable(const float* planes, int64_t plane_floats, const PaddedPlane& p,
                          const ConvGeometry& g, const float* wpack, const float* bias, float* y,
-                         int64_t y_plane, int64_t y_row0, int64_t r0, int64_t r1) {
-  dense_rows<DenseNarrow>(planes, plane_floats, p, g, wpack, bias, y, y_plane, y_row0, r0, r1);
+                         int64_t y_plane, int64_t y_row0, int64_t r0, int64_t r1,
+                         const TileEpilogue* tiles) {
+  dense_rows<DenseNarrow>(planes, plane_floats, p, g, wpack, bias, y, y_plane, y_row0, r0, r1,
+                          tiles);
 }
 
 // src [C, P] (C = channels) into dst [P, C]: 16 x 16 tiles through registers.
@@ -828,6 +830,8 @@ void few_input_channels_conv_f32(const float* x, const float* w, const float* bi
     }
   });
   const int64_t out_plane = g.oh * g.ow;
+  const std::optional<TileEpilogue> tiles =
+      epilogue != nullptr && !out_nhwc ? TileEpilogue::make(*epilogue) : std::nullopt;
   for (int64_t n = 0; n < g.batch; ++n) {
     const float* pn = planes.data() + n * g.c_in * plane_floats;
     float* yn = y + n * g.c_out * out_plane;
@@ -839,7 +843,8 @@ void few_input_channels_conv_f32(const float* x, const float* w, const float* bi
         std::vector<float> band(static_cast<size_t>(g.c_out * kRows * g.ow));
         for (int64_t r0 = b0 * kRows; r0 < std::min(g.oh, b1 * kRows); r0 += kRows) {
           const int64_t r1 = std::min(g.oh, r0 + kRows), positions = (r1 - r0) * g.ow;
-          run(pn, plane_floats, p, g, wpack.data(), bias, band.data(), positions, r0, r0, r1);
+          run(pn, plane_floats, p, g, wpack.data(), bias, band.data(), positions, r0, r0, r1,
+              nullptr);
           planes_to_channels_last(band.data(), g.c_out, positions, yn + r0 * g.ow * g.c_out);
           if (epilogue != nullptr) {
             const int64_t at = n * g.c_out * out_plane + r0 * g.ow * g.c_out;
@@ -849,10 +854,12 @@ void few_input_channels_conv_f32(const float* x, const float* w, const float* bi
       });
       continue;
     }
+    // The epilogue strip by strip as the loop writes them where it is an activation, else on
+    // the rows just written, while they are in cache.
     parallel_for(g.oh, 4, [&](int64_t r0, int64_t r1) {
-      run(pn, plane_floats, p, g, wpack.data(), bias, yn, out_plane, 0, r0, r1);
-      // The rows just written, while they are in cache.
-      for (int64_t co = 0; epilogue != nullptr && co < g.c_out; ++co) {
+      run(pn, plane_floats, p, g, wpack.data(), bias, yn, out_plane, 0, r0, r1,
+          tiles ? &*tiles : nullptr);
+      for (int64_t co = 0; epilogue != nullptr && !tiles && co < g.c_out; ++co) {
         const int64_t at = (n * g.c_out + co) * out_plane;
         apply_epilogue(*epilogue, at + r0 * g.ow, at + r1 * g.ow);
       }

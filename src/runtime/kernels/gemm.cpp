@@ -585,8 +585,13 @@ void gemm_blocked(int64_t m, int64_t n, int64_t k, T alpha, MatrixRef<T> a, Matr
                 tile_init = init->rows != nullptr ? init->rows + row0 + ic + ir : kZeroRows;
               }
             }
-            cfg.kernel(kc, block + ir * kc, packed_b + jr * kc, c + (ic + ir) * ldc + jc + jr, ldc,
-                       alpha, mr, nr, tile_init);
+            T* tile = c + (ic + ir) * ldc + jc + jr;
+            cfg.kernel(kc, block + ir * kc, packed_b + jr * kc, tile, ldc, alpha, mr, nr,
+                       tile_init);
+            if constexpr (std::is_same_v<T, float>) {
+              if (init != nullptr && init->tile_done != nullptr && pc + kc >= k)
+                init->tile_done(init->tile_ctx, tile, ldc, mr, nr);
+            }
           }
         }
         ic += mc;

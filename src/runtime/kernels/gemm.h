@@ -68,6 +68,11 @@ class PackedA {
 // (a convolution's bias, written with the output).
 struct GemmInit {
   const float* rows = nullptr;
+  // When set: called on each micro-tile of C once its last K block is in, while it is in L1
+  // (rows x cols of C from `tile`, row pitch ldc): a convolution's epilogue (TileEpilogue).
+  void (*tile_done)(const void* ctx, const float* tile, int64_t ldc, int64_t rows,
+                    int64_t cols) = nullptr;
+  const void* tile_ctx = nullptr;
 };
 
 void gemm_packed(const PackedA& a, int64_t n, float alpha, MatrixRef<float> b, float* c,

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "graph/tensor_spec.h"
+#include "runtime/kernels/conv.h"
 #include "runtime/kernels/gemm.h"
 #include "support/checked_math.h"
 
@@ -497,17 +498,12 @@ __attribute__((always_inline)) inline void unary_range(const float* a, float* o,
   }
 }
 
-// One op of an epilogue over [begin, begin + n), which lies in one row of a broadcast
-// operand's period.
-__attribute__((always_inline)) inline void epilogue_op(const Epilogue::Op& op, int64_t begin,
-                                                       int64_t n) {
+// One elementwise op over n elements: o[i] = kind(a[i], b[i]), or kind(a[i], s) without b
+// (kClamp: min(max(a[i], lo), hi)).
+__attribute__((always_inline)) inline void op_range(Epilogue::Op::Kind kind, const float* a,
+                                                    const float* b, float* o, int64_t n, float s,
+                                                    float lo, float hi) {
   using Kind = Epilogue::Op::Kind;
-  auto at = [begin](int64_t period) { return period > 0 ? begin % period : begin; };
-  const float* a = static_cast<const float*>(op.a->data) + at(op.a_period);
-  const float* b =
-      op.b != nullptr ? static_cast<const float*>(op.b->data) + at(op.b_period) : nullptr;
-  float* o = static_cast<float*>(op.out->data) + begin;
-  const float s = op.scalar;
   auto run = [&](auto f) __attribute__((always_inline)) {
     if (b != nullptr) {
       binary_range(a, b, o, n, f);
@@ -515,12 +511,10 @@ __attribute__((always_inline)) inline void epilogue_op(const Epilogue::Op& op, i
       unary_range(a, o, n, [f, s](float x) { return f(x, s); });
     }
   };
-  switch (op.kind) {
-    case Kind::kClamp: {
-      const float lo = op.lo, hi = op.hi;
+  switch (kind) {
+    case Kind::kClamp:
       unary_range(a, o, n, [lo, hi](float x) { return std::min(std::max(x, lo), hi); });
       break;
-    }
     case Kind::kAdd:
       run([](float x, float y) { return x + y; });
       break;
@@ -534,6 +528,18 @@ __attribute__((always_inline)) inline void epilogue_op(const Epilogue::Op& op, i
       run([](float x, float y) { return x / y; });
       break;
   }
+}
+
+// One op of an epilogue over [begin, begin + n), which lies in one row of a broadcast
+// operand's period.
+__attribute__((always_inline)) inline void epilogue_op(const Epilogue::Op& op, int64_t begin,
+                                                       int64_t n) {
+  auto at = [begin](int64_t period) { return period > 0 ? begin % period : begin; };
+  const float* a = static_cast<const float*>(op.a->data) + at(op.a_period);
+  const float* b =
+      op.b != nullptr ? static_cast<const float*>(op.b->data) + at(op.b_period) : nullptr;
+  float* o = static_cast<float*>(op.out->data) + begin;
+  op_range(op.kind, a, b, o, n, op.scalar, op.lo, op.hi);
 }
 
 // The whole chain runs over one chunk of kEpilogueChunk floats before the next, so that its
@@ -574,11 +580,194 @@ void epilogue_portable(const Epilogue& e, int64_t begin, int64_t end) {
 
 }  // namespace
 
+// TileEpilogue's loops, built per ISA below: per row, one loop the compiler vectorises, each
+// element through the chain in registers.
+struct TileEpilogueAccess {
+  using Kind = Epilogue::Activation::Kind;
+
+  template <Kind K>
+  __attribute__((always_inline)) static inline void rows(const TileEpilogue& t, int64_t at,
+                                                         int64_t ld, int64_t rows, int64_t cols) {
+    const float lo = t.lo_, hi = t.hi_, add = t.add_, div = t.div_;
+    auto clamp = [lo, hi](float v) { return std::min(std::max(v, lo), hi); };
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* x = t.x_ + at + r * ld;
+      float* o = t.t_ + at + r * ld;
+      const float* e = t.e_ != nullptr ? t.e_ + at + r * ld : nullptr;
+      // o is x (in place) or memory that neither x nor e overlaps (fuse_epilogues): each
+      // element is read before it is written, so the loop needs no overlap check.
+#pragma GCC ivdep
+      for (int64_t j = 0; j < cols; ++j) {
+        const float v = x[j];
+        float out;
+        if constexpr (K == Kind::kClamp) {
+          out = clamp(v);
+        } else if constexpr (K == Kind::kHardSwishDivMul) {
+          const float c = clamp(v + add) / div;
+          out = v * c;
+        } else if constexpr (K == Kind::kHardSwishMulDiv) {
+          const float c = v * clamp(v + add);
+          out = c / div;
+        } else if constexpr (K == Kind::kHardSigmoid) {
+          out = clamp(v + add) / div;
+        } else if constexpr (K == Kind::kAddTensor) {
+          out = v + e[j];
+        } else {
+          out = clamp(v + e[j]);
+        }
+        o[j] = out;
+      }
+    }
+  }
+
+  __attribute__((always_inline)) static inline void run(const TileEpilogue& t, int64_t at,
+                                                        int64_t ld, int64_t rows, int64_t cols) {
+    switch (t.kind_) {
+      case Kind::kClamp:
+        return TileEpilogueAccess::rows<Kind::kClamp>(t, at, ld, rows, cols);
+      case Kind::kHardSwishDivMul:
+        return TileEpilogueAccess::rows<Kind::kHardSwishDivMul>(t, at, ld, rows, cols);
+      case Kind::kHardSwishMulDiv:
+        return TileEpilogueAccess::rows<Kind::kHardSwishMulDiv>(t, at, ld, rows, cols);
+      case Kind::kHardSigmoid:
+        return TileEpilogueAccess::rows<Kind::kHardSigmoid>(t, at, ld, rows, cols);
+      case Kind::kAddTensor:
+        return TileEpilogueAccess::rows<Kind::kAddTensor>(t, at, ld, rows, cols);
+      case Kind::kAddTensorClamp:
+        return TileEpilogueAccess::rows<Kind::kAddTensorClamp>(t, at, ld, rows, cols);
+    }
+  }
+};
+
+namespace {
+
+__attribute__((target("avx512f"))) void tile_epilogue_avx512(const TileEpilogue& t, int64_t at,
+                                                             int64_t ld, int64_t rows,
+                                                             int64_t cols) {
+  TileEpilogueAccess::run(t, at, ld, rows, cols);
+}
+__attribute__((target("avx2"))) void tile_epilogue_avx2(const TileEpilogue& t, int64_t at,
+                                                        int64_t ld, int64_t rows, int64_t cols) {
+  TileEpilogueAccess::run(t, at, ld, rows, cols);
+}
+void tile_epilogue_portable(const TileEpilogue& t, int64_t at, int64_t ld, int64_t rows,
+                            int64_t cols) {
+  TileEpilogueAccess::run(t, at, ld, rows, cols);
+}
+
+}  // namespace
+
+std::optional<Epilogue::Activation> match_activation(const Epilogue& e, const TensorView& y) {
+  using OpKind = Epilogue::Op::Kind;
+  using Kind = Epilogue::Activation::Kind;
+  if (e.ops.empty() || e.ops.size() > 4 || y.data == nullptr || y.dtype != DType::kFloat32)
+    return std::nullopt;
+  // Each operand as what it holds: x (the out, not yet written over), t (the one region the
+  // chain writes, once its first op has), e (one tensor from outside) or a scalar.
+  enum Role : uint8_t { kX, kT, kE, kS };
+  struct Step {
+    OpKind kind;
+    Role a, b;
+    float scalar, lo, hi;
+  };
+  Epilogue::Activation act;
+  act.x = &y;
+  const TensorView* written = nullptr;
+  std::vector<Step> steps;
+  for (const Epilogue::Op& op : e.ops) {
+    if (op.a_period != 0 || op.b_period != 0) return std::nullopt;
+    auto role = [&](const TensorView* v) -> std::optional<Role> {
+      if (v == nullptr) return kS;
+      if (written != nullptr && v->data == written->data) return kT;
+      if (v->data == y.data) return kX;
+      if (act.e == nullptr || act.e->data == v->data) {
+        act.e = v;
+        return kE;
+      }
+      return std::nullopt;
+    };
+    const std::optional<Role> a = role(op.a), b = role(op.b);
+    if (!a || !b) return std::nullopt;
+    if (written != nullptr && op.out->data != written->data) return std::nullopt;
+    if (act.e != nullptr && op.out->data == act.e->data) return std::nullopt;
+    written = op.out;
+    steps.push_back({op.kind, *a, *b, op.scalar, op.lo, op.hi});
+  }
+  act.t = written;
+  auto is = [&](size_t i, OpKind kind, Role a, Role b) {
+    return i < steps.size() && steps[i].kind == kind && steps[i].a == a && steps[i].b == b;
+  };
+  auto commutes = [&](size_t i, OpKind kind, Role a, Role b) {
+    return is(i, kind, a, b) || is(i, kind, b, a);  // x + y and x * y are exact either way
+  };
+  const size_t n = steps.size();
+  if (n == 1 && is(0, OpKind::kClamp, kX, kS)) {
+    act.kind = Kind::kClamp;
+    act.lo = steps[0].lo;
+    act.hi = steps[0].hi;
+  } else if ((n == 1 || (n == 2 && is(1, OpKind::kClamp, kT, kS))) &&
+             commutes(0, OpKind::kAdd, kX, kE)) {
+    act.kind = n == 1 ? Kind::kAddTensor : Kind::kAddTensorClamp;
+    if (n == 2) {
+      act.lo = steps[1].lo;
+      act.hi = steps[1].hi;
+    }
+  } else if (n >= 3 && is(0, OpKind::kAdd, kX, kS) && is(1, OpKind::kClamp, kT, kS) &&
+             written->data != y.data) {
+    // (x + add) clamped; out of place, so x keeps the out's own values for the product.
+    act.add = steps[0].scalar;
+    act.lo = steps[1].lo;
+    act.hi = steps[1].hi;
+    if (n == 3 && is(2, OpKind::kDiv, kT, kS)) {
+      act.kind = Kind::kHardSigmoid;
+      act.div = steps[2].scalar;
+    } else if (n == 4 && is(2, OpKind::kDiv, kT, kS) && commutes(3, OpKind::kMul, kX, kT)) {
+      act.kind = Kind::kHardSwishDivMul;
+      act.div = steps[2].scalar;
+    } else if (n == 4 && commutes(2, OpKind::kMul, kX, kT) && is(3, OpKind::kDiv, kT, kS)) {
+      act.kind = Kind::kHardSwishMulDiv;
+      act.div = steps[3].scalar;
+    } else {
+      return std::nullopt;
+    }
+  } else {
+    return std::nullopt;
+  }
+  if (act.kind != Kind::kAddTensor && act.kind != Kind::kAddTensorClamp) act.e = nullptr;
+  return act;
+}
+
+TileEpilogue TileEpilogue::of(const Epilogue::Activation& a) {
+  TileEpilogue t;
+  t.kind_ = a.kind;
+  t.lo_ = a.lo;
+  t.hi_ = a.hi;
+  t.add_ = a.add;
+  t.div_ = a.div;
+  t.x_ = static_cast<const float*>(a.x->data);
+  t.t_ = static_cast<float*>(a.t->data);
+  t.e_ = a.e != nullptr ? static_cast<const float*>(a.e->data) : nullptr;
+  t.fn_ = isa_build(tile_epilogue_avx512, tile_epilogue_avx2, tile_epilogue_portable);
+  return t;
+}
+
+std::optional<TileEpilogue> TileEpilogue::make(const Epilogue& e) {
+  if (!e.activation || e.after_inputs) return std::nullopt;
+  return of(*e.activation);
+}
+
 // Built three times, for AVX-512, AVX2 and any x86-64, chosen per call like the GEMM's
 // micro-kernel (the CPU's features, capped by $ETC_MAX_ISA): 16- or 8-wide vectors for the
 // divisions and compares. Each op is one rounding (no multiply-add to fuse), so every build
 // gives the same bits.
 void apply_epilogue(const Epilogue& e, int64_t begin, int64_t end) {
+  if (e.activation) {
+    if (end > begin) {
+      const TileEpilogue t = TileEpilogue::of(*e.activation);
+      t.run(t.x_ + begin, 0, 1, end - begin);
+    }
+    return;
+  }
   isa_build(epilogue_avx512, epilogue_avx2, epilogue_portable)(e, begin, end);
 }
 

@@ -160,6 +160,34 @@ inline C scalar_to(const Value& v) {
 // relu/hardtanh/clamp and add/sub/mul/div kernels it stands for (alpha 1).
 void apply_epilogue(const Epilogue& e, int64_t begin, int64_t end);
 
+// An epilogue run on rectangles of a kernel's out (a GEMM micro-tile, a strip of a first
+// layer) right after the kernel wrote them, while they are in L1: for chains that are an
+// Epilogue::Activation, each element through the chain in registers. What it saves is the
+// chain's passes over the out through L2 (mobilenet_v3_small's hardswish: four ops over 16 x
+// 112 x 112 floats after its first layer).
+class TileEpilogue {
+ public:
+  // nullopt where the chain is no Activation or must wait for the kernel's inputs
+  // (Epilogue::after_inputs).
+  static std::optional<TileEpilogue> make(const Epilogue& e);
+  // The chain on out[r * ld + j] for r < rows, j < cols, from `tile` (inside the out).
+  void run(const float* tile, int64_t ld, int64_t rows, int64_t cols) const {
+    fn_(*this, tile - x_, ld, rows, cols);
+  }
+
+ private:
+  using Fn = void (*)(const TileEpilogue&, int64_t at, int64_t ld, int64_t rows, int64_t cols);
+  friend struct TileEpilogueAccess;
+  friend void apply_epilogue(const Epilogue& e, int64_t begin, int64_t end);
+  static TileEpilogue of(const Epilogue::Activation& a);
+  Epilogue::Activation::Kind kind_ = Epilogue::Activation::Kind::kClamp;
+  float lo_ = 0, hi_ = 0, add_ = 0, div_ = 1;
+  const float* x_ = nullptr;  // the kernel's out
+  float* t_ = nullptr;        // where the result goes (x_ itself for a chain in place)
+  const float* e_ = nullptr;  // kAddTensor*: the tensor added
+  Fn fn_ = nullptr;
+};
+
 // Calls f.template operator()<T>() with T the storage type of `t`.
 template <typename F>
 decltype(auto) visit_dtype(DType t, F&& f) {
