@@ -797,13 +797,16 @@ TEST_CASE("constant convolution weights are packed once and give the same bits")
     const bool pointwise =
         k.kh == 1 && k.kw == 1 && k.sh == 1 && k.sw == 1 && k.ph == 0 && k.pw == 0;
     // The direct depthwise loop (one input channel, a channel multiplier of at most 4)
-    // keeps no packed weights; one input channel feeding many outputs is a GEMM.
+    // keeps no packed weights, except in channel blocks (one output per input channel, on an
+    // AVX2 or AVX-512 build); one input channel feeding many outputs is a GEMM.
     const bool depthwise = k.c_in / k.groups == 1 && k.c_out / k.groups <= 4 && !pointwise;
+    const bool channel_blocks = depthwise && k.c_out == k.c_in &&
+                                kernels::gemm_float_kernel() != kernels::FloatKernel::kPortable;
     // Few input channels into few outputs (a first layer) run a direct loop: no packing.
     const bool few_inputs = k.groups == 1 && k.c_in <= 4 &&
                             k.c_out <= kernels::few_input_channels_max_outputs() && k.kh <= 7 &&
                             k.kw <= 7;
-    CHECK((c.state() != nullptr) == !(depthwise || few_inputs));
+    CHECK((c.state() != nullptr) == (channel_blocks || !(depthwise || few_inputs)));
     CHECK(run(w) == plain);    // uses the packed weights
     CHECK(run(w2) == plain2);  // other weights: packed again, not the stale ones
   }

@@ -340,8 +340,17 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
       std::optional<ReadAs<G>> rb;
       if (bias != nullptr) rb.emplace(*bias);
       const bool by_channel = epilogue != nullptr && !epilogue->after_inputs;
+      const float* packed = nullptr;
+      if (const int64_t lanes = depthwise_block_lanes(g, cout_g); lanes > 0 && state != nullptr) {
+        packed =
+            cached_kernel_state<DepthwiseWeights>(*state, {weight.data, g.c_out, kk, lanes}, [&] {
+              auto fresh = std::make_unique<DepthwiseWeights>();
+              fresh->packed = pack_depthwise_weights(w, g.c_out, kk, lanes);
+              return fresh;
+            }).packed.data();
+      }
       depthwise_conv_f32(x, w, rb ? rb->data() : nullptr, g, cout_g, y,
-                         by_channel ? epilogue : nullptr);
+                         by_channel ? epilogue : nullptr, packed);
       if (epilogue != nullptr && !by_channel) apply_epilogue_whole(*epilogue, out.numel());
       wy.finish();
       return;

@@ -41,8 +41,31 @@ struct ConvGeometry {
 // bands of rows). Per output: bias, then the taps in (row, column) order with fused
 // multiply-adds (the AVX2 and AVX-512 builds agree bit for bit; the portable build rounds the
 // products).
+// `packed`: w as pack_depthwise_weights lays it out for depthwise_block_lanes(g, cout_g) lanes
+// (a constant's, made once), or null to pack it in the call.
 void depthwise_conv_f32(const float* x, const float* w, const float* bias, const ConvGeometry& g,
-                        int64_t cout_g, float* y, const Epilogue* epilogue);
+                        int64_t cout_g, float* y, const Epilogue* epilogue,
+                        const float* packed = nullptr);
+
+// The channels side by side in the vector build depthwise_conv_f32 runs for this layer (16 or
+// 8), or 0 where it goes plane by plane.
+int64_t depthwise_block_lanes(const ConvGeometry& g, int64_t cout_g);
+// Depthwise weights [C, 1, KH, KW] by blocks of `lanes` channels, tap-major within a block
+// ([blocks][taps][lanes]), zero past the last channel.
+std::vector<float> pack_depthwise_weights(const float* w, int64_t c_out, int64_t taps,
+                                          int64_t lanes);
+
+// A constant's depthwise weights so packed, kept with the instruction (they were packed per
+// call: a fifth of mobilenet_v3_small's 576-channel 5x5 layer).
+struct DepthwiseWeights final : KernelState {
+  struct Key {
+    const void* weight;
+    int64_t c_out, taps, lanes;
+    bool operator==(const Key&) const = default;
+  };
+  Key key{};
+  std::vector<float> packed;
+};
 
 // A float convolution of one group with few input channels (an RGB first layer: K = C_in x
 // KH x KW is too short for a GEMM to run well, and its column matrix is the largest of the

@@ -513,7 +513,7 @@ __attribute__((always_inline)) inline void block_short_row(int64_t n, const floa
 // 16 channels is one block (mobilenet_v3's 16 of 112x112 ran on one thread of two).
 template <typename V>
 __attribute__((always_inline)) inline void depthwise_blocks(
-    const float* x, const float* w, const float* bias, const ConvGeometry& g, float* y,
+    const float* x, const float* wpack, const float* bias, const ConvGeometry& g, float* y,
     const Epilogue* epilogue, int64_t band, int64_t begin, int64_t end, PlanesToPixels to_pixels,
     PixelsToPlanes to_planes) {
   constexpr int64_t kL = sizeof(V) / sizeof(float);
@@ -526,22 +526,18 @@ __attribute__((always_inline)) inline void depthwise_blocks(
       std::min(g.h + 2 * g.pad[0], (band - 1) * g.stride[0] + (g.kh - 1) * g.dil[0] + 1);
   // The padding columns of `tin` are zero from the start and never written.
   std::vector<float> tin(static_cast<size_t>(slab_rows * wp * kL), 0.0f);
-  std::vector<float> wv(static_cast<size_t>(taps * kL));
   // The band's output, pixel by pixel ([band * OW, rounded up to L][L]).
   std::vector<float> out(static_cast<size_t>((band * g.ow + kL - 1) / kL * kL * kL), 0.0f);
   const int64_t in_plane = g.h * g.w;
   const int64_t bands = (g.oh + band - 1) / band;
-  int64_t weights_of = -1;  // the block (n * blocks + b) whose weights are in wv
+  int64_t bias_of = -1;  // the block (n * blocks + b) whose bias is in bias_lanes
   float bias_lanes[kL] = {};
   for (int64_t t = begin; t < end; ++t) {
     const int64_t nb = t / bands, n = nb / blocks, c0 = nb % blocks * kL;
     const int64_t cn = std::min(kL, g.c_out - c0);
-    if (nb != weights_of) {
-      weights_of = nb;
-      for (int64_t tap = 0; tap < taps; ++tap) {
-        for (int64_t k = 0; k < kL; ++k)
-          wv[static_cast<size_t>(tap * kL + k)] = k < cn ? w[(c0 + k) * taps + tap] : 0.0f;
-      }
+    const float* wv = wpack + nb % blocks * taps * kL;
+    if (nb != bias_of) {
+      bias_of = nb;
       for (int64_t k = 0; k < kL; ++k)
         bias_lanes[k] = bias != nullptr && k < cn ? bias[c0 + k] : 0.0f;
     }
@@ -583,10 +579,9 @@ __attribute__((always_inline)) inline void depthwise_blocks(
       // kP pixels at a time; the last kP overlap the ones before (the same values again).
       if (g.ow >= kP) {
         for (int64_t ow0 = 0; ow0 < g.ow; ow0 += kP)
-          block_pixels_any<V, kP>(tin.data(), wp, wv.data(), bv, gb, oh, std::min(ow0, g.ow - kP),
-                                  row);
+          block_pixels_any<V, kP>(tin.data(), wp, wv, bv, gb, oh, std::min(ow0, g.ow - kP), row);
       } else {
-        block_short_row<V>(g.ow, tin.data(), wp, wv.data(), bv, gb, oh, row);
+        block_short_row<V>(g.ow, tin.data(), wp, wv, bv, gb, oh, row);
       }
     }
     // The band's output back to the block's channels, L positions at a time.
@@ -608,16 +603,16 @@ __attribute__((always_inline)) inline void depthwise_blocks(
 }
 
 __attribute__((target("avx512f"))) void depthwise_blocks_avx512(
-    const float* x, const float* w, const float* bias, const ConvGeometry& g, float* y,
+    const float* x, const float* wpack, const float* bias, const ConvGeometry& g, float* y,
     const Epilogue* epilogue, int64_t band, int64_t begin, int64_t end) {
-  depthwise_blocks<Vec16>(x, w, bias, g, y, epilogue, band, begin, end, planes_to_pixels_avx512,
+  depthwise_blocks<Vec16>(x, wpack, bias, g, y, epilogue, band, begin, end, planes_to_pixels_avx512,
                           pixels_to_planes_avx512);
 }
 
 __attribute__((target("avx2,fma"))) void depthwise_blocks_avx2(
-    const float* x, const float* w, const float* bias, const ConvGeometry& g, float* y,
+    const float* x, const float* wpack, const float* bias, const ConvGeometry& g, float* y,
     const Epilogue* epilogue, int64_t band, int64_t begin, int64_t end) {
-  depthwise_blocks<Vec8>(x, w, bias, g, y, epilogue, band, begin, end, planes_to_pixels_avx2,
+  depthwise_blocks<Vec8>(x, wpack, bias, g, y, epilogue, band, begin, end, planes_to_pixels_avx2,
                          pixels_to_planes_avx2);
 }
 
@@ -867,15 +862,44 @@ void few_input_channels_conv_f32(const float* x, const float* w, const float* bi
   }
 }
 
+int64_t depthwise_block_lanes(const ConvGeometry& g, int64_t cout_g) {
+  if (cout_g != 1 || g.c_out != g.c_in) return 0;
+  switch (gemm_float_kernel()) {
+    case FloatKernel::kAvx512:
+      return 16;
+    case FloatKernel::kAvx2:
+      return 8;
+    case FloatKernel::kPortable:
+      break;
+  }
+  return 0;
+}
+
+std::vector<float> pack_depthwise_weights(const float* w, int64_t c_out, int64_t taps,
+                                          int64_t lanes) {
+  const int64_t blocks = (c_out + lanes - 1) / lanes;
+  std::vector<float> packed(static_cast<size_t>(blocks * taps * lanes), 0.0f);
+  for (int64_t c = 0; c < c_out; ++c) {
+    for (int64_t tap = 0; tap < taps; ++tap)
+      packed[static_cast<size_t>(((c / lanes) * taps + tap) * lanes + c % lanes)] =
+          w[c * taps + tap];
+  }
+  return packed;
+}
+
 void depthwise_conv_f32(const float* x, const float* w, const float* bias, const ConvGeometry& g,
-                        int64_t cout_g, float* y, const Epilogue* epilogue) {
+                        int64_t cout_g, float* y, const Epilogue* epilogue, const float* packed) {
   // One output per input channel on an AVX-512 or AVX2 CPU: channel blocks (in bands of rows
   // past kBlockedPlane).
-  const FloatKernel isa = gemm_float_kernel();
-  if (isa != FloatKernel::kPortable && cout_g == 1 && g.c_out == g.c_in) {
-    const bool wide = isa == FloatKernel::kAvx512;
-    const int64_t lanes = wide ? 16 : 8;
+  const int64_t lanes = depthwise_block_lanes(g, cout_g);
+  if (lanes > 0) {
+    const bool wide = lanes == 16;
     const int64_t blocks = (g.c_out + lanes - 1) / lanes;
+    std::vector<float> own;
+    if (packed == nullptr) {
+      own = pack_depthwise_weights(w, g.c_out, g.kh * g.kw, lanes);
+      packed = own.data();
+    }
     int64_t band = g.oh;
     if (g.oh * g.ow > kBlockedPlane) {
       const int64_t wp = g.w + 2 * g.pad[1], reach = (g.kh - 1) * g.dil[0] + 1;
@@ -885,7 +909,7 @@ void depthwise_conv_f32(const float* x, const float* w, const float* bias, const
     const int64_t bands = (g.oh + band - 1) / band;
     auto* run = wide ? depthwise_blocks_avx512 : depthwise_blocks_avx2;
     parallel_for(g.batch * blocks * bands, 1, [&](int64_t begin, int64_t end) {
-      run(x, w, bias, g, y, epilogue, band, begin, end);
+      run(x, packed, bias, g, y, epilogue, band, begin, end);
     });
     return;
   }
