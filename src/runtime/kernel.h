@@ -92,6 +92,10 @@ struct Epilogue {
     const TensorView* e = nullptr;  // kAddTensor*: the tensor added
   };
   std::optional<Activation> activation;
+  // No instruction after the chain reads the kernel's out, and no caller sees it (Method::load
+  // checks): where the activation writes elsewhere (Activation::t), a kernel that runs it on
+  // each tile may keep the tile in a scratch buffer and never store its own values.
+  bool out_unread = false;
 };
 
 struct KernelContext {

@@ -406,6 +406,71 @@ std::vector<bool> Method::io_values() const {
   return io;
 }
 
+bool Method::unread_after(size_t after, const TensorView& t) const {
+  if (t.data == nullptr || t.nbytes() == 0) return false;
+  // The bytes of t not yet written anew, as [begin, end) ranges.
+  using Range = std::pair<const char*, const char*>;
+  auto range = [](const TensorView& v) {
+    const auto* v0 = static_cast<const char*>(v.data);
+    return Range{v0, v0 + v.nbytes()};
+  };
+  std::vector<Range> live{range(t)};
+  auto touches = [&live](const Range& r) {
+    return std::any_of(live.begin(), live.end(),
+                       [&r](const Range& l) { return r.first < l.second && l.first < r.second; });
+  };
+  auto written = [&live](const Range& r) {
+    std::vector<Range> rest;
+    for (const Range& l : live) {
+      if (r.second <= l.first || l.second <= r.first) {
+        rest.push_back(l);
+        continue;
+      }
+      if (l.first < r.first) rest.emplace_back(l.first, r.first);
+      if (r.second < l.second) rest.emplace_back(r.second, l.second);
+    }
+    live = std::move(rest);
+  };
+  for (size_t j = after + 1; j < steps_.size(); ++j) {
+    const Step& s = steps_[j];
+    if (s.kind == pte::InstrKind::kJumpFalse || s.kind == pte::InstrKind::kMove) return false;
+    // A kernel's outs: its return value, or the tensors of a returned list, written after its
+    // reads. Any other argument over the live bytes (an input, a list item, a delegate's
+    // argument) reads them.
+    const bool kernel = s.kind == pte::InstrKind::kKernel && !s.args.empty();
+    const Value* ret = kernel ? s.args.back() : nullptr;
+    std::vector<Range> outs;
+    for (const Value* u : s.args) {
+      const bool outs_list = kernel && u == ret && !u->is_tensor();
+      for (const TensorView* v : u->tensors) {
+        if (v == nullptr || v->data == nullptr || v->nbytes() == 0) continue;
+        if (outs_list) {
+          outs.push_back(range(*v));
+        } else if (touches(range(*v))) {
+          return false;
+        }
+      }
+      if (!u->is_tensor() || u->tensor.data == nullptr || u->tensor.nbytes() == 0) continue;
+      const bool out = kernel && (u == ret || std::find(ret->tensors.begin(), ret->tensors.end(),
+                                                        &u->tensor) != ret->tensors.end());
+      if (out) {
+        outs.push_back(range(u->tensor));
+      } else if (touches(range(u->tensor))) {
+        return false;
+      }
+    }
+    for (const Range& r : outs)
+      written(r);
+    if (live.empty()) return true;
+  }
+  for (size_t k : outputs_) {
+    if (values_[k].is_tensor() && values_[k].tensor.data != nullptr &&
+        values_[k].tensor.nbytes() > 0 && touches(range(values_[k].tensor)))
+      return false;
+  }
+  return true;
+}
+
 void Method::find_unread_outs() {
   // Only max_pool2d_with_indices' indices (argument 7): a program that pools for inference
   // never reads them, and they cost as much as the pooling.
@@ -491,6 +556,7 @@ void Method::fuse_epilogues() {
                          [&](const TensorView* c) { return overlaps(*c, t); });
     };
     auto epilogue = std::make_unique<Epilogue>();
+    size_t last = i;  // the chain's last step
     for (size_t j = i + 1; j < steps_.size() && steps_[j].kind == pte::InstrKind::kKernel; ++j) {
       const std::optional<ElementwiseStep> e = read_elementwise(steps_[j].name, steps_[j].args);
       if (!e || !plain(e->out, y)) break;
@@ -535,9 +601,12 @@ void Method::fuse_epilogues() {
       if (!in_chain(out)) chain.push_back(&out);
       steps_[j].fused = true;
       s.fused_names += " + " + steps_[j].name;
+      last = j;
     }
     if (!epilogue->ops.empty()) {
       epilogue->activation = kernels::match_activation(*epilogue, y);
+      epilogue->out_unread =
+          epilogue->activation && epilogue->activation->t->data != y.data && unread_after(last, y);
       s.epilogue = std::move(epilogue);
     }
   }

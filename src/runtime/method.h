@@ -137,6 +137,9 @@ class Method {
   void find_unread_outs();
   // Per value: whether it is a method input or output (the caller may rebind its memory).
   std::vector<bool> io_values() const;
+  // Whether no step after `after` reads bytes of `t` before a kernel writes all of them anew,
+  // and no method output lies over them (jumps and moves: false).
+  bool unread_after(size_t after, const TensorView& t) const;
   // Gives convolutions and matrix products (mm) the in-place elementwise instructions right
   // after them as their epilogue (RuntimeEnv::fuse_epilogues); a matrix product's may add a
   // broadcast row (a bias).

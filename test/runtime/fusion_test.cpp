@@ -182,6 +182,54 @@ TEST_CASE("a decomposed hardswish after a convolution runs as its epilogue") {
   CHECK(*std::min_element(plain.y.begin(), plain.y.end()) < -0.5f);  // the chain did work
 }
 
+TEST_CASE("a hardswish kernel leaves its out unwritten only where nothing reads it after") {
+  // x -> conv -> t; u = hardswish(t) as its four instructions; then neg(u), or neg(u +
+  // neg(t)), which reads t after the chain. A 1x1 convolution (the GEMM's tiles) and a first layer
+  // of three input channels (its strips): where t is read again it must hold the convolution's
+  // values; either way the bits of the unfused program.
+  struct Case {
+    const char* name;
+    int64_t c_in, c_out, k, stride, pad, hw;
+  };
+  for (const Case& k : {Case{"1x1", 16, 24, 1, 1, 0, 12}, Case{"first layer", 3, 8, 3, 2, 1, 20}}) {
+    for (bool reread : {false, true}) {
+      INFO(k.name << (reread ? ", t read after the chain" : ""));
+      const int64_t oh = (k.hw + 2 * k.pad - k.k) / k.stride + 1;
+      const TensorSpec o = spec({1, k.c_out, oh, oh});
+      Graph g;
+      ValueId x = g.add_input("x", spec({1, k.c_in, k.hw, k.hw}));
+      ValueId t = conv_s(g, "t", x, constant(g, "w", {k.c_out, k.c_in, k.k, k.k}, 61),
+                         constant(g, "b", {k.c_out}, 62), k.stride, k.pad, 1, o);
+      ValueId u1 =
+          node(g, OpKind::AddScalar, "u1", {{"self", t}, {"other", Scalar{int64_t{3}}}}, o);
+      ValueId u2 = node(g, OpKind::Hardtanh, "u2",
+                        {{"self", u1}, {"min_val", Scalar{0.0}}, {"max_val", Scalar{6.0}}}, o);
+      ValueId u3 =
+          node(g, OpKind::DivScalar, "u3", {{"self", u2}, {"other", Scalar{int64_t{6}}}}, o);
+      ValueId h = node(g, OpKind::MulTensor, "h", {{"self", t}, {"other", u3}}, o);
+      ValueId last = h;
+      if (reread) {
+        ValueId n = node(g, OpKind::Neg, "n", {{"self", t}}, o);
+        last = node(g, OpKind::AddTensor, "s", {{"self", h}, {"other", n}}, o);
+      }
+      ValueId y = node(g, OpKind::Neg, "y", {{"self", last}}, o);
+      // x read at the end too: no out of the chain over it, so the chain runs tile by tile.
+      ValueId keep = node(g, OpKind::Neg, "keep", {{"self", x}}, spec({1, k.c_in, k.hw, k.hw}));
+      g.set_outputs({y, keep});
+      const pte::File f = export_graph(g);
+      const size_t numel = static_cast<size_t>(k.c_in * k.hw * k.hw);
+      const Run fused = run(f, true, numel), plain = run(f, false, numel);
+      const std::vector<std::string> names = rows(fused.profile);
+      CHECK(std::count(names.begin(), names.end(),
+                       "aten::convolution.out + aten::add.Scalar_out + aten::hardtanh.out + "
+                       "aten::div.Scalar_out + aten::mul.out") == 1);
+      REQUIRE(fused.y.size() == plain.y.size());
+      CHECK(std::memcmp(fused.y.data(), plain.y.data(), fused.y.size() * 4) == 0);
+      CHECK(*std::min_element(plain.y.begin(), plain.y.end()) < -0.5f);  // the chain did work
+    }
+  }
+}
+
 TEST_CASE("a matrix product's bias row and residual add run as its epilogue") {
   // x [1, 24, 40] -> view [24, 40] -> mm with w [40, 48] -> view [1, 24, 48] -> + bias [48]
   // (broadcast along the rows) -> + skip [1, 24, 48] -> hardtanh -> neg: the adds and the

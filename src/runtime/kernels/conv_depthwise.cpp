@@ -691,12 +691,36 @@ __attribute__((always_inline)) inline void dense_rows(const float* planes, int64
                                                       int64_t r0, int64_t r1,
                                                       const TileEpilogue* tiles) {
   const int64_t taps = g.c_in * g.kh * g.kw;
+  // Where nothing reads the out after the epilogue (TileEpilogue::out_unread), each strip
+  // goes to a scratch row of the block's channels instead, and the epilogue reads it there.
+  const bool scratch = tiles != nullptr && tiles->out_unread();
+  const int64_t scratch_ld = (g.ow + S::kStrip - 1) / S::kStrip * S::kStrip;
+  std::vector<float> strip(scratch ? static_cast<size_t>(S::kCoV * scratch_ld) : 0);
   for (int64_t co = 0; co < g.c_out; co += S::kCoV) {
     const float* wb = wpack + co * taps;
     const float* b = bias != nullptr ? bias + co : nullptr;
     const int64_t cob = std::min(S::kCoV, g.c_out - co);
     float* yc = y + co * y_plane;
     for (int64_t oh = r0; oh < r1; ++oh) {
+      if (scratch) {
+        for (int64_t c0 = 0; c0 < g.ow; c0 += S::kStrip) {
+          const int64_t n = std::min(S::kStrip, g.ow - c0);
+          // Row oh of channel k at strip.data() + k * scratch_ld.
+          if (n <= S::kLanesV) {
+            dense_strip<typename S::Half, 0>(planes, plane_floats, p, g, wb, b, cob, oh, c0, n,
+                                             strip.data(), scratch_ld, oh);
+          } else if (g.kw == 3) {
+            dense_strip<S, 3>(planes, plane_floats, p, g, wb, b, cob, oh, c0, n, strip.data(),
+                              scratch_ld, oh);
+          } else {
+            dense_strip<S, 0>(planes, plane_floats, p, g, wb, b, cob, oh, c0, n, strip.data(),
+                              scratch_ld, oh);
+          }
+          tiles->run_from(strip.data() + c0, scratch_ld, yc + (oh - y_row0) * g.ow + c0, y_plane,
+                          cob, n);
+        }
+        continue;
+      }
       for (int64_t c0 = 0; c0 < g.ow; c0 += S::kStrip) {
         const int64_t n = std::min(S::kStrip, g.ow - c0);
         if (n <= S::kLanesV) {

@@ -553,6 +553,14 @@ void gemm_blocked(int64_t m, int64_t n, int64_t k, T alpha, MatrixRef<T> a, Matr
   const int64_t kc_max = std::min(kKC, k);
   T* packed_a = packed != nullptr ? nullptr : scratch<T>(0, mc_max * kc_max);
   T* scratch_b = packed_b_all != nullptr ? nullptr : scratch<T>(1, nc_max * kc_max);
+  // Tiles into a scratch tile for init->tile_done where K is one block (written once, from
+  // init: never read back).
+  bool scratch_tiles = false;
+  alignas(64) T scratch_tile[8 * 32];
+  if constexpr (std::is_same_v<T, float>) {
+    scratch_tiles = init != nullptr && init->tile_done != nullptr && init->tile_scratch &&
+                    k <= kKC && cfg.mr * cfg.nr <= 8 * 32;
+  }
   for (int64_t jc = 0; jc < n; jc += kNC) {
     const int64_t nc = std::min(kNC, n - jc);
     for (int64_t pc = 0; pc < k; pc += kKC) {
@@ -586,11 +594,19 @@ void gemm_blocked(int64_t m, int64_t n, int64_t k, T alpha, MatrixRef<T> a, Matr
               }
             }
             T* tile = c + (ic + ir) * ldc + jc + jr;
+            if constexpr (std::is_same_v<T, float>) {
+              if (scratch_tiles) {
+                cfg.kernel(kc, block + ir * kc, packed_b + jr * kc, scratch_tile, cfg.nr, alpha, mr,
+                           nr, tile_init);
+                init->tile_done(init->tile_ctx, scratch_tile, cfg.nr, tile, ldc, mr, nr);
+                continue;
+              }
+            }
             cfg.kernel(kc, block + ir * kc, packed_b + jr * kc, tile, ldc, alpha, mr, nr,
                        tile_init);
             if constexpr (std::is_same_v<T, float>) {
               if (init != nullptr && init->tile_done != nullptr && pc + kc >= k)
-                init->tile_done(init->tile_ctx, tile, ldc, mr, nr);
+                init->tile_done(init->tile_ctx, tile, ldc, tile, ldc, mr, nr);
             }
           }
         }

@@ -69,10 +69,14 @@ class PackedA {
 struct GemmInit {
   const float* rows = nullptr;
   // When set: called on each micro-tile of C once its last K block is in, while it is in L1
-  // (rows x cols of C from `tile`, row pitch ldc): a convolution's epilogue (TileEpilogue).
-  void (*tile_done)(const void* ctx, const float* tile, int64_t ldc, int64_t rows,
-                    int64_t cols) = nullptr;
+  // (rows x cols of C at `tile`, row pitch ldc; its values at src, row pitch src_ld): a
+  // convolution's epilogue (TileEpilogue).
+  void (*tile_done)(const void* ctx, const float* src, int64_t src_ld, const float* tile,
+                    int64_t ldc, int64_t rows, int64_t cols) = nullptr;
   const void* tile_ctx = nullptr;
+  // With tile_done, where all of K is one block: each tile goes to a scratch tile (src), not
+  // to C, which is left unwritten (nothing reads C after its epilogue).
+  bool tile_scratch = false;
 };
 
 void gemm_packed(const PackedA& a, int64_t n, float alpha, MatrixRef<float> b, float* c,

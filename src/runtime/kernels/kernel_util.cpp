@@ -586,16 +586,18 @@ struct TileEpilogueAccess {
   using Kind = Epilogue::Activation::Kind;
 
   template <Kind K>
-  __attribute__((always_inline)) static inline void rows(const TileEpilogue& t, int64_t at,
-                                                         int64_t ld, int64_t rows, int64_t cols) {
+  __attribute__((always_inline)) static inline void rows(const TileEpilogue& t, const float* src,
+                                                         int64_t src_ld, int64_t at, int64_t ld,
+                                                         int64_t rows, int64_t cols) {
     const float lo = t.lo_, hi = t.hi_, add = t.add_, div = t.div_;
     auto clamp = [lo, hi](float v) { return std::min(std::max(v, lo), hi); };
     for (int64_t r = 0; r < rows; ++r) {
-      const float* x = t.x_ + at + r * ld;
+      const float* x = src + r * src_ld;
       float* o = t.t_ + at + r * ld;
       const float* e = t.e_ != nullptr ? t.e_ + at + r * ld : nullptr;
-      // o is x (in place) or memory that neither x nor e overlaps (fuse_epilogues): each
-      // element is read before it is written, so the loop needs no overlap check.
+      // o is x (in place) or memory that neither x (the out, or the kernel's scratch) nor e
+      // overlaps (fuse_epilogues): each element is read before it is written, so the loop
+      // needs no overlap check.
 #pragma GCC ivdep
       for (int64_t j = 0; j < cols; ++j) {
         const float v = x[j];
@@ -620,39 +622,42 @@ struct TileEpilogueAccess {
     }
   }
 
-  __attribute__((always_inline)) static inline void run(const TileEpilogue& t, int64_t at,
-                                                        int64_t ld, int64_t rows, int64_t cols) {
+  __attribute__((always_inline)) static inline void run(const TileEpilogue& t, const float* src,
+                                                        int64_t src_ld, int64_t at, int64_t ld,
+                                                        int64_t rows, int64_t cols) {
     switch (t.kind_) {
       case Kind::kClamp:
-        return TileEpilogueAccess::rows<Kind::kClamp>(t, at, ld, rows, cols);
+        return TileEpilogueAccess::rows<Kind::kClamp>(t, src, src_ld, at, ld, rows, cols);
       case Kind::kHardSwishDivMul:
-        return TileEpilogueAccess::rows<Kind::kHardSwishDivMul>(t, at, ld, rows, cols);
+        return TileEpilogueAccess::rows<Kind::kHardSwishDivMul>(t, src, src_ld, at, ld, rows, cols);
       case Kind::kHardSwishMulDiv:
-        return TileEpilogueAccess::rows<Kind::kHardSwishMulDiv>(t, at, ld, rows, cols);
+        return TileEpilogueAccess::rows<Kind::kHardSwishMulDiv>(t, src, src_ld, at, ld, rows, cols);
       case Kind::kHardSigmoid:
-        return TileEpilogueAccess::rows<Kind::kHardSigmoid>(t, at, ld, rows, cols);
+        return TileEpilogueAccess::rows<Kind::kHardSigmoid>(t, src, src_ld, at, ld, rows, cols);
       case Kind::kAddTensor:
-        return TileEpilogueAccess::rows<Kind::kAddTensor>(t, at, ld, rows, cols);
+        return TileEpilogueAccess::rows<Kind::kAddTensor>(t, src, src_ld, at, ld, rows, cols);
       case Kind::kAddTensorClamp:
-        return TileEpilogueAccess::rows<Kind::kAddTensorClamp>(t, at, ld, rows, cols);
+        return TileEpilogueAccess::rows<Kind::kAddTensorClamp>(t, src, src_ld, at, ld, rows, cols);
     }
   }
 };
 
 namespace {
 
-__attribute__((target("avx512f"))) void tile_epilogue_avx512(const TileEpilogue& t, int64_t at,
-                                                             int64_t ld, int64_t rows,
+__attribute__((target("avx512f"))) void tile_epilogue_avx512(const TileEpilogue& t,
+                                                             const float* src, int64_t src_ld,
+                                                             int64_t at, int64_t ld, int64_t rows,
                                                              int64_t cols) {
-  TileEpilogueAccess::run(t, at, ld, rows, cols);
+  TileEpilogueAccess::run(t, src, src_ld, at, ld, rows, cols);
 }
-__attribute__((target("avx2"))) void tile_epilogue_avx2(const TileEpilogue& t, int64_t at,
-                                                        int64_t ld, int64_t rows, int64_t cols) {
-  TileEpilogueAccess::run(t, at, ld, rows, cols);
+__attribute__((target("avx2"))) void tile_epilogue_avx2(const TileEpilogue& t, const float* src,
+                                                        int64_t src_ld, int64_t at, int64_t ld,
+                                                        int64_t rows, int64_t cols) {
+  TileEpilogueAccess::run(t, src, src_ld, at, ld, rows, cols);
 }
-void tile_epilogue_portable(const TileEpilogue& t, int64_t at, int64_t ld, int64_t rows,
-                            int64_t cols) {
-  TileEpilogueAccess::run(t, at, ld, rows, cols);
+void tile_epilogue_portable(const TileEpilogue& t, const float* src, int64_t src_ld, int64_t at,
+                            int64_t ld, int64_t rows, int64_t cols) {
+  TileEpilogueAccess::run(t, src, src_ld, at, ld, rows, cols);
 }
 
 }  // namespace
@@ -712,13 +717,15 @@ std::optional<Epilogue::Activation> match_activation(const Epilogue& e, const Te
       act.lo = steps[1].lo;
       act.hi = steps[1].hi;
     }
-  } else if (n >= 3 && is(0, OpKind::kAdd, kX, kS) && is(1, OpKind::kClamp, kT, kS) &&
-             written->data != y.data) {
-    // (x + add) clamped; out of place, so x keeps the out's own values for the product.
+  } else if (n >= 3 && is(0, OpKind::kAdd, kX, kS) && is(1, OpKind::kClamp, kT, kS)) {
+    // (x + add) clamped; for hardswish out of place, so that x keeps the out's own values for
+    // the product (in place, the product would read t: no activation).
     act.add = steps[0].scalar;
     act.lo = steps[1].lo;
     act.hi = steps[1].hi;
-    if (n == 3 && is(2, OpKind::kDiv, kT, kS)) {
+    if (n == 4 && written->data == y.data) {
+      return std::nullopt;
+    } else if (n == 3 && is(2, OpKind::kDiv, kT, kS)) {
       act.kind = Kind::kHardSigmoid;
       act.div = steps[2].scalar;
     } else if (n == 4 && is(2, OpKind::kDiv, kT, kS) && commutes(3, OpKind::kMul, kX, kT)) {
@@ -753,7 +760,9 @@ TileEpilogue TileEpilogue::of(const Epilogue::Activation& a) {
 
 std::optional<TileEpilogue> TileEpilogue::make(const Epilogue& e) {
   if (!e.activation || e.after_inputs) return std::nullopt;
-  return of(*e.activation);
+  TileEpilogue t = of(*e.activation);
+  t.out_unread_ = e.out_unread && t.t_ != t.x_;
+  return t;
 }
 
 // Built three times, for AVX-512, AVX2 and any x86-64, chosen per call like the GEMM's

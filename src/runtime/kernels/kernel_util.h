@@ -172,11 +172,20 @@ class TileEpilogue {
   static std::optional<TileEpilogue> make(const Epilogue& e);
   // The chain on out[r * ld + j] for r < rows, j < cols, from `tile` (inside the out).
   void run(const float* tile, int64_t ld, int64_t rows, int64_t cols) const {
-    fn_(*this, tile - x_, ld, rows, cols);
+    fn_(*this, tile, ld, tile - x_, ld, rows, cols);
   }
+  // The same where the kernel kept the tile's values at src (row pitch src_ld) instead of
+  // storing them at `tile` (out_unread).
+  void run_from(const float* src, int64_t src_ld, const float* tile, int64_t ld, int64_t rows,
+                int64_t cols) const {
+    fn_(*this, src, src_ld, tile - x_, ld, rows, cols);
+  }
+  // Epilogue::out_unread: the kernel need not store its out where it runs this by tiles.
+  bool out_unread() const { return out_unread_; }
 
  private:
-  using Fn = void (*)(const TileEpilogue&, int64_t at, int64_t ld, int64_t rows, int64_t cols);
+  using Fn = void (*)(const TileEpilogue&, const float* src, int64_t src_ld, int64_t at, int64_t ld,
+                      int64_t rows, int64_t cols);
   friend struct TileEpilogueAccess;
   friend void apply_epilogue(const Epilogue& e, int64_t begin, int64_t end);
   static TileEpilogue of(const Epilogue::Activation& a);
@@ -185,6 +194,7 @@ class TileEpilogue {
   const float* x_ = nullptr;  // the kernel's out
   float* t_ = nullptr;        // where the result goes (x_ itself for a chain in place)
   const float* e_ = nullptr;  // kAddTensor*: the tensor added
+  bool out_unread_ = false;
   Fn fn_ = nullptr;
 };
 
