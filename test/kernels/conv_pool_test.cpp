@@ -258,11 +258,11 @@ TEST_CASE("a convolution's epilogue gives the bits of the instructions it stands
 
 TEST_CASE("activation epilogues run in registers, with the bits of their instructions") {
   // The chains Method::load keeps as one Epilogue::Activation (relu in place, relu6 into a
-  // second tensor, hardswish both ways round, hardsigmoid, a residual add in place, an add then
-  // relu) after convolutions on each path that runs them by tiles or ranges: pointwise on the
-  // GEMM (two K blocks, edge tiles, two images), a first layer of few input channels, a
-  // depthwise layer, a 3x3 layer, a layer oneDNN runs where it is built. The input holds NaN,
-  // infinities and zeros of both signs; every vector build.
+  // second tensor, hardswish both ways round, hardsigmoid into a second tensor and in place, a
+  // residual add in place, an add then relu) after convolutions on each path that runs them by
+  // tiles or ranges: pointwise on the GEMM (two K blocks, edge tiles, two images), a first layer of
+  // few input channels, a depthwise layer, a 3x3 layer, a layer oneDNN runs where it is built. The
+  // input holds NaN, infinities and zeros of both signs; every vector build.
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
   struct Case {
@@ -300,6 +300,11 @@ TEST_CASE("activation epilogues run in registers, with the bits of their instruc
        {{Kind::kAdd, 'x', 0, 3.0f, 0, 0, 't'},
         {Kind::kClamp, 't', 0, 0, 0.0f, 6.0f, 't'},
         {Kind::kDiv, 't', 0, 6.0f, 0, 0, 't'}}},
+      {"hardsigmoid in place",
+       Act::kHardSigmoid,
+       {{Kind::kAdd, 'x', 0, 3.0f, 0, 0, 'x'},
+        {Kind::kClamp, 'x', 0, 0, 0.0f, 6.0f, 'x'},
+        {Kind::kDiv, 'x', 0, 6.0f, 0, 0, 'x'}}},
       {"residual add in place", Act::kAddTensor, {{Kind::kAdd, 'e', 'x', 0, 0, 0, 'x'}}},
       {"add then relu into t",
        Act::kAddTensorClamp,
