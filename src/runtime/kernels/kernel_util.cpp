@@ -598,7 +598,11 @@ struct TileEpilogueAccess {
       // o is x (in place) or memory that neither x (the out, or the kernel's scratch) nor e
       // overlaps (fuse_epilogues): each element is read before it is written, so the loop
       // needs no overlap check.
+#if defined(__clang__)
+#pragma clang loop vectorize(assume_safety)
+#else
 #pragma GCC ivdep
+#endif
       for (int64_t j = 0; j < cols; ++j) {
         const float v = x[j];
         float out;
