@@ -406,6 +406,13 @@ std::vector<bool> Method::io_values() const {
   return io;
 }
 
+bool Method::writes(const Step& s, const Value* u) {
+  if (s.kind != pte::InstrKind::kKernel || s.args.empty()) return false;
+  const Value* ret = s.args.back();
+  return u == ret ||
+         std::find(ret->tensors.begin(), ret->tensors.end(), &u->tensor) != ret->tensors.end();
+}
+
 bool Method::unread_after(size_t after, const TensorView& t) const {
   if (t.data == nullptr || t.nbytes() == 0) return false;
   // The bytes of t not yet written anew, as [begin, end) ranges.
@@ -438,10 +445,9 @@ bool Method::unread_after(size_t after, const TensorView& t) const {
     // reads. Any other argument over the live bytes (an input, a list item, a delegate's
     // argument) reads them.
     const bool kernel = s.kind == pte::InstrKind::kKernel && !s.args.empty();
-    const Value* ret = kernel ? s.args.back() : nullptr;
     std::vector<Range> outs;
     for (const Value* u : s.args) {
-      const bool outs_list = kernel && u == ret && !u->is_tensor();
+      const bool outs_list = kernel && u == s.args.back() && !u->is_tensor();
       for (const TensorView* v : u->tensors) {
         if (v == nullptr || v->data == nullptr || v->nbytes() == 0) continue;
         if (outs_list) {
@@ -451,9 +457,7 @@ bool Method::unread_after(size_t after, const TensorView& t) const {
         }
       }
       if (!u->is_tensor() || u->tensor.data == nullptr || u->tensor.nbytes() == 0) continue;
-      const bool out = kernel && (u == ret || std::find(ret->tensors.begin(), ret->tensors.end(),
-                                                        &u->tensor) != ret->tensors.end());
-      if (out) {
+      if (writes(s, u)) {
         outs.push_back(range(u->tensor));
       } else if (touches(range(u->tensor))) {
         return false;
@@ -781,12 +785,6 @@ void Method::plan_channels_last() {
         // A kernel's outs: its return value, or the tensors of a returned list (max
         // pooling's values and indices), written after its reads.
         const bool kernel = s.kind == pte::InstrKind::kKernel && !s.fused;
-        auto is_out = [&](const Value* u) {
-          if (!kernel) return false;
-          const Value* ret = s.args.back();
-          return u == ret || std::find(ret->tensors.begin(), ret->tensors.end(), &u->tensor) !=
-                                 ret->tensors.end();
-        };
         for (const Value* u : s.args) {
           const bool outs_list = kernel && u == s.args.back() && !u->is_tensor();
           for (const TensorView* t : u->tensors) {  // list items over it: read as NCHW
@@ -802,7 +800,7 @@ void Method::plan_channels_last() {
               std::find(g.writes.begin(), g.writes.end(), u) != g.writes.end() ||
               !overlaps(u->tensor, v->tensor))
             continue;
-          if (is_out(u)) {
+          if (kernel && writes(s, u)) {
             reused = true;  // after this step's reads, checked in this loop too
           } else {
             g.channels_last = false;

@@ -137,6 +137,9 @@ class Method {
   void find_unread_outs();
   // Per value: whether it is a method input or output (the caller may rebind its memory).
   std::vector<bool> io_values() const;
+  // Whether u is among the outs kernel step s writes after its reads: its return value, or a
+  // tensor of a returned list (max pooling's values and indices).
+  static bool writes(const Step& s, const Value* u);
   // Whether no step after `after` reads bytes of `t` before a kernel writes all of them anew,
   // and no method output lies over them (jumps and moves: false).
   bool unread_after(size_t after, const TensorView& t) const;

@@ -701,44 +701,37 @@ __attribute__((always_inline)) inline void dense_rows(const float* planes, int64
     const float* b = bias != nullptr ? bias + co : nullptr;
     const int64_t cob = std::min(S::kCoV, g.c_out - co);
     float* yc = y + co * y_plane;
+    // Where each strip goes: the out (channel k's row oh at yc + k * y_plane + (oh - y_row0)
+    // * OW), or the scratch row (at strip + k * scratch_ld).
+    float* dst = scratch ? strip.data() : yc;
+    const int64_t dst_plane = scratch ? scratch_ld : y_plane;
     for (int64_t oh = r0; oh < r1; ++oh) {
-      if (scratch) {
-        for (int64_t c0 = 0; c0 < g.ow; c0 += S::kStrip) {
-          const int64_t n = std::min(S::kStrip, g.ow - c0);
-          // Row oh of channel k at strip.data() + k * scratch_ld.
-          if (n <= S::kLanesV) {
-            dense_strip<typename S::Half, 0>(planes, plane_floats, p, g, wb, b, cob, oh, c0, n,
-                                             strip.data(), scratch_ld, oh);
-          } else if (g.kw == 3) {
-            dense_strip<S, 3>(planes, plane_floats, p, g, wb, b, cob, oh, c0, n, strip.data(),
-                              scratch_ld, oh);
-          } else {
-            dense_strip<S, 0>(planes, plane_floats, p, g, wb, b, cob, oh, c0, n, strip.data(),
-                              scratch_ld, oh);
-          }
-          tiles->run_from(strip.data() + c0, scratch_ld, yc + (oh - y_row0) * g.ow + c0, y_plane,
-                          cob, n);
-        }
-        continue;
-      }
+      const int64_t dst_row0 = scratch ? oh : y_row0;
       for (int64_t c0 = 0; c0 < g.ow; c0 += S::kStrip) {
         const int64_t n = std::min(S::kStrip, g.ow - c0);
         if (n <= S::kLanesV) {
           using H = typename S::Half;
           if (g.kw == 3) {
-            dense_strip<H, 3>(planes, plane_floats, p, g, wb, b, cob, oh, c0, n, yc, y_plane,
-                              y_row0);
+            dense_strip<H, 3>(planes, plane_floats, p, g, wb, b, cob, oh, c0, n, dst, dst_plane,
+                              dst_row0);
           } else {
-            dense_strip<H, 0>(planes, plane_floats, p, g, wb, b, cob, oh, c0, n, yc, y_plane,
-                              y_row0);
+            dense_strip<H, 0>(planes, plane_floats, p, g, wb, b, cob, oh, c0, n, dst, dst_plane,
+                              dst_row0);
           }
         } else if (g.kw == 3) {
-          dense_strip<S, 3>(planes, plane_floats, p, g, wb, b, cob, oh, c0, n, yc, y_plane, y_row0);
+          dense_strip<S, 3>(planes, plane_floats, p, g, wb, b, cob, oh, c0, n, dst, dst_plane,
+                            dst_row0);
         } else {
-          dense_strip<S, 0>(planes, plane_floats, p, g, wb, b, cob, oh, c0, n, yc, y_plane, y_row0);
+          dense_strip<S, 0>(planes, plane_floats, p, g, wb, b, cob, oh, c0, n, dst, dst_plane,
+                            dst_row0);
         }
         // The strip's epilogue while it is in L1.
-        if (tiles != nullptr) tiles->run(yc + (oh - y_row0) * g.ow + c0, y_plane, cob, n);
+        float* out = yc + (oh - y_row0) * g.ow + c0;
+        if (scratch) {
+          tiles->run_from(strip.data() + c0, scratch_ld, out, y_plane, cob, n);
+        } else if (tiles != nullptr) {
+          tiles->run(out, y_plane, cob, n);
+        }
       }
     }
   }

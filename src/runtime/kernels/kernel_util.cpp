@@ -498,12 +498,17 @@ __attribute__((always_inline)) inline void unary_range(const float* a, float* o,
   }
 }
 
-// One elementwise op over n elements: o[i] = kind(a[i], b[i]), or kind(a[i], s) without b
-// (kClamp: min(max(a[i], lo), hi)).
-__attribute__((always_inline)) inline void op_range(Epilogue::Op::Kind kind, const float* a,
-                                                    const float* b, float* o, int64_t n, float s,
-                                                    float lo, float hi) {
+// One op of an epilogue over [begin, begin + n), which lies in one row of a broadcast
+// operand's period.
+__attribute__((always_inline)) inline void epilogue_op(const Epilogue::Op& op, int64_t begin,
+                                                       int64_t n) {
   using Kind = Epilogue::Op::Kind;
+  auto at = [begin](int64_t period) { return period > 0 ? begin % period : begin; };
+  const float* a = static_cast<const float*>(op.a->data) + at(op.a_period);
+  const float* b =
+      op.b != nullptr ? static_cast<const float*>(op.b->data) + at(op.b_period) : nullptr;
+  float* o = static_cast<float*>(op.out->data) + begin;
+  const float s = op.scalar;
   auto run = [&](auto f) __attribute__((always_inline)) {
     if (b != nullptr) {
       binary_range(a, b, o, n, f);
@@ -511,10 +516,12 @@ __attribute__((always_inline)) inline void op_range(Epilogue::Op::Kind kind, con
       unary_range(a, o, n, [f, s](float x) { return f(x, s); });
     }
   };
-  switch (kind) {
-    case Kind::kClamp:
+  switch (op.kind) {
+    case Kind::kClamp: {
+      const float lo = op.lo, hi = op.hi;
       unary_range(a, o, n, [lo, hi](float x) { return std::min(std::max(x, lo), hi); });
       break;
+    }
     case Kind::kAdd:
       run([](float x, float y) { return x + y; });
       break;
@@ -528,18 +535,6 @@ __attribute__((always_inline)) inline void op_range(Epilogue::Op::Kind kind, con
       run([](float x, float y) { return x / y; });
       break;
   }
-}
-
-// One op of an epilogue over [begin, begin + n), which lies in one row of a broadcast
-// operand's period.
-__attribute__((always_inline)) inline void epilogue_op(const Epilogue::Op& op, int64_t begin,
-                                                       int64_t n) {
-  auto at = [begin](int64_t period) { return period > 0 ? begin % period : begin; };
-  const float* a = static_cast<const float*>(op.a->data) + at(op.a_period);
-  const float* b =
-      op.b != nullptr ? static_cast<const float*>(op.b->data) + at(op.b_period) : nullptr;
-  float* o = static_cast<float*>(op.out->data) + begin;
-  op_range(op.kind, a, b, o, n, op.scalar, op.lo, op.hi);
 }
 
 // The whole chain runs over one chunk of kEpilogueChunk floats before the next, so that its
@@ -744,8 +739,7 @@ std::optional<Epilogue::Activation> match_activation(const Epilogue& e, const Te
   } else {
     return std::nullopt;
   }
-  if (act.kind != Kind::kAddTensor && act.kind != Kind::kAddTensorClamp) act.e = nullptr;
-  return act;
+  return act;  // act.e is set only where a step's roles include e: the two adds
 }
 
 TileEpilogue TileEpilogue::of(const Epilogue::Activation& a) {
