@@ -184,6 +184,10 @@ Value* Call::opt_list(std::initializer_list<Value*> tensors) {
 }
 
 Status Call::run(std::initializer_list<Value*> inputs, std::initializer_list<Value*> outs) {
+  return run(std::vector<Value*>(inputs), outs);
+}
+
+Status Call::run(const std::vector<Value*>& inputs, std::initializer_list<Value*> outs) {
   std::vector<Value*> args(inputs);
   args.insert(args.end(), outs.begin(), outs.end());
   if (outs.size() == 1) {

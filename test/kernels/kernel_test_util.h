@@ -65,6 +65,7 @@ class Call {
   // Runs the op with `inputs`, then `outs`, then the return value (the out, or a
   // TensorList of the outs). Fails the test if the op is not registered.
   Status run(std::initializer_list<Value*> inputs, std::initializer_list<Value*> outs);
+  Status run(const std::vector<Value*>& inputs, std::initializer_list<Value*> outs);
   // Runs with exactly `args` (for argument-count and kind errors).
   Status run_raw(std::vector<Value*> args);
   // Later runs keep a state slot, as a loaded method's instruction does, and mark the
