@@ -19,7 +19,8 @@
 #
 # Usage: bench/vs_executorch.sh [ETC_BINARY] [FIXTURES]
 # Environment: MODELS (add linear mobilenet_v2 mobilenet_v3_small resnet18 minilm),
-# REPEAT (3), WARMUP (3), ITERATIONS (30), THREADS ("1 2"), BUDGET_S (20: ExecuTorch's slow
+# REPEAT (3), WARMUP (3), ITERATIONS (30), ROUNDS (5: etc and XNNPACK alternate, so that both
+# see the same phases of a machine whose speed drifts by 15-40% within minutes), THREADS ("1 2"), BUDGET_S (20: ExecuTorch's slow
 # portable runs time fewer calls, at least 3), LATENCY (1; 0 skips part 3).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -29,6 +30,7 @@ MODELS=${MODELS:-"add linear mobilenet_v2 mobilenet_v3_small resnet18 minilm"}
 REPEAT=${REPEAT:-3}
 WARMUP=${WARMUP:-3}
 ITERATIONS=${ITERATIONS:-30}
+ROUNDS=${ROUNDS:-5}
 THREADS=${THREADS:-"1 2"}
 PY=$("$ROOT/scripts/python-env.sh")
 ET=("$PY" "$ROOT/bench/executorch_runtime.py")
@@ -83,8 +85,21 @@ done
 
 [[ ${LATENCY:-1} == 0 ]] && exit 0
 echo
-echo "3. CPU latency, ms (median of $ITERATIONS after $WARMUP warm-up calls; same inputs)"
-printf '%-20s %3s %10s %12s %12s %10s %12s\n' model thr etc "ET runtime" "ET XNNPACK" "etc/ET" "etc/XNNPACK"
+echo "3. CPU latency, ms (medians of $ITERATIONS calls after $WARMUP warm-up calls; same inputs; etc and"
+echo "   XNNPACK alternate for $ROUNDS rounds, each figure the median over the rounds and etc/XNNPACK"
+echo "   the median of the rounds' ratios; ExecuTorch's portable runtime once)"
+printf '%-20s %3s %10s %12s %12s %10s %12s %18s\n' model thr etc "ET runtime" "ET XNNPACK" "etc/ET" "etc/XNNPACK" "ratio per round"
+etc_latency() { # model dir, threads
+  "$ETC" run "$1/etc.pte" --device cpu --threads "$2" --warmup "$WARMUP" --iterations "$ITERATIONS" \
+    "${etc_inputs[@]}" --json >"$1/run.json" 2>"$1/run.err" || { cat "$1/run.err" >&2; return 1; }
+  "$PY" -c 'import json, sys
+t = json.load(open(sys.argv[1]))["timing_ms"]
+print(t["h2d_median"] + t["compute_median"] + t["d2h_median"])' "$1/run.json"
+}
+et_latency() { # model dir, program, threads
+  "${ET[@]}" latency "$3" "$WARMUP" "$ITERATIONS" "$1/$2" "${inputs[@]}" 2>"$1/lat.err" |
+    awk '/^latency/ {print $2}' || { tail -5 "$1/lat.err" >&2; return 1; }
+}
 for m in $MODELS; do
   d="$WORK/$m"
   inputs=() etc_inputs=()
@@ -95,16 +110,24 @@ for m in $MODELS; do
     i=$((i + 1))
   done
   for t in $THREADS; do
-    "$ETC" run "$d/etc.pte" --device cpu --threads "$t" --warmup "$WARMUP" --iterations "$ITERATIONS" \
-      "${etc_inputs[@]}" --json >"$d/run.json" 2>"$d/run.err" || { cat "$d/run.err" >&2; exit 1; }
-    ours=$("$PY" -c 'import json, sys
-t = json.load(open(sys.argv[1]))["timing_ms"]
-print(t["h2d_median"] + t["compute_median"] + t["d2h_median"])' "$d/run.json")
-    et=$("${ET[@]}" latency "$t" "$WARMUP" "$ITERATIONS" "$d/et.pte" "${inputs[@]}" 2>"$d/lat.err" |
-         awk '/^latency/ {print $2}') || { tail -5 "$d/lat.err" >&2; exit 1; }
-    xnn=$("${ET[@]}" latency "$t" "$WARMUP" "$ITERATIONS" "$d/xnnpack.pte" "${inputs[@]}" 2>"$d/lat.err" |
-          awk '/^latency/ {print $2}') || { tail -5 "$d/lat.err" >&2; exit 1; }
-    awk -v m="$m" -v t="$t" -v a="$ours" -v b="$et" -v x="$xnn" \
-      'BEGIN {printf "%-20s %3d %10.4f %12.4f %12.4f %10.2f %12.2f\n", m, t, a, b, x, a / b, a / x}'
+    et=$(et_latency "$d" et.pte "$t") || exit 1
+    ours_r=() xnn_r=() ratio_r=()
+    for ((r = 0; r < ROUNDS; ++r)); do
+      # Which goes first alternates too, so neither always follows the other's warm caches.
+      if ((r % 2 == 0)); then
+        a=$(etc_latency "$d" "$t") || exit 1
+        x=$(et_latency "$d" xnnpack.pte "$t") || exit 1
+      else
+        x=$(et_latency "$d" xnnpack.pte "$t") || exit 1
+        a=$(etc_latency "$d" "$t") || exit 1
+      fi
+      ours_r+=("$a") xnn_r+=("$x")
+      ratio_r+=("$(awk -v a="$a" -v x="$x" 'BEGIN {printf "%.2f", a / x}')")
+    done
+    ours=$(printf '%s\n' "${ours_r[@]}" | median)
+    xnn=$(printf '%s\n' "${xnn_r[@]}" | median)
+    ratio=$(printf '%s\n' "${ratio_r[@]}" | median)
+    awk -v m="$m" -v t="$t" -v a="$ours" -v b="$et" -v x="$xnn" -v q="$ratio" -v rr="${ratio_r[*]}" \
+      'BEGIN {printf "%-20s %3d %10.4f %12.4f %12.4f %10.2f %12.2f %18s\n", m, t, a, b, x, a / b, q, rr}'
   done
 done

@@ -3,6 +3,7 @@
 // after a convolution as its epilogue. The fused method must give the unfused method's bits.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -376,8 +377,9 @@ struct ChainRun {
   size_t channels_last = 0;
 };
 
-ChainRun run_chain(const pte::File& f, bool onednn, int threads,
-                   size_t input_numel = 16 * 40 * 40) {
+// `nan_at`: input elements set to NaN.
+ChainRun run_chain(const pte::File& f, bool onednn, int threads, size_t input_numel = 16 * 40 * 40,
+                   const std::vector<size_t>& nan_at = {}) {
   const rt::test::OnednnScope scope(onednn);
   struct Threads {  // the default count again at the end, also when a REQUIRE fails
     explicit Threads(int n) { rt::kernels::set_num_threads(n); }
@@ -390,6 +392,8 @@ ChainRun run_chain(const pte::File& f, bool onednn, int threads,
   std::vector<float> x(input_numel);
   for (size_t i = 0; i < x.size(); ++i)
     x[i] = std::sin(static_cast<float>(i) * 0.37f);
+  for (size_t i : nan_at)
+    x.at(i) = std::numeric_limits<float>::quiet_NaN();
   for (int call = 0; call < 2; ++call) {  // twice: the same state, the same bits
     REQUIRE((*m)->set_input(0, x.data(), x.size() * 4).ok());
     const Status st = (*m)->execute();
@@ -500,6 +504,40 @@ TEST_CASE("a tensor another kernel reads stays NCHW, with the convolutions tied 
 #endif
   for (size_t i = 0; i < own.y.size(); ++i)
     CHECK(chained.y[i] == Approx(own.y[i]).epsilon(1e-4).margin(1e-5));
+}
+
+TEST_CASE("a clamp after a oneDNN convolution is its post-op: NaN becomes the lower bound") {
+  // x [1, 32, 24, 24] -> conv 3x3 (32 -> 64) -> relu6 -> conv 1x1 (64 -> 64) -> mean, with one
+  // input pixel NaN. c1's outs around it are NaN. etc's own relu6 keeps NaN, and the 1x1
+  // layer and the mean spread it to every channel; oneDNN's clip (its post-op on c1, whose out
+  // is channels-last) makes it 0, as XNNPACK's clamps do, and every output stays finite.
+  Graph g;
+  ValueId x = g.add_input("x", spec({1, 32, 24, 24}));
+  ValueId c1 = conv_s(g, "c1", x, constant(g, "w1", {64, 32, 3, 3}, 51),
+                      constant(g, "b1", {64}, 52), 1, 1, 1, spec({1, 64, 24, 24}));
+  ValueId r1 = node(g, OpKind::Hardtanh, "r1",
+                    {{"self", c1}, {"min_val", Scalar{0.0}}, {"max_val", Scalar{6.0}}},
+                    spec({1, 64, 24, 24}));
+  ValueId pw = conv_s(g, "pw", r1, constant(g, "w2", {64, 64, 1, 1}, 53),
+                      constant(g, "b2", {64}, 54), 1, 0, 1, spec({1, 64, 24, 24}));
+  g.set_outputs({global_mean(g, pw, 64)});
+  const pte::File f = export_graph(g);
+  const size_t numel = 32 * 24 * 24, nan_pixel = 5 * 24 + 7;  // channel 0, row 5, column 7
+  // Finite inputs: the same values either way (within rounding), at any thread count.
+  check_chain(f, 2, numel);
+  const ChainRun own = run_chain(f, false, 1, numel, {nan_pixel});
+  const ChainRun one = run_chain(f, true, 1, numel, {nan_pixel});
+  const ChainRun three = run_chain(f, true, 3, numel, {nan_pixel});
+  REQUIRE(own.y.size() == 64);
+  CHECK(std::all_of(own.y.begin(), own.y.end(), [](float v) { return std::isnan(v); }));
+#if ETC_WITH_ONEDNN
+  CHECK(one.channels_last == 2);
+  CHECK(std::all_of(one.y.begin(), one.y.end(), [](float v) { return std::isfinite(v); }));
+  CHECK(std::memcmp(one.y.data(), three.y.data(), one.y.size() * 4) == 0);
+#else
+  CHECK(std::all_of(one.y.begin(), one.y.end(), [](float v) { return std::isnan(v); }));
+  (void)three;
+#endif
 }
 
 TEST_CASE("tensors a list argument reads (cat) stay NCHW") {

@@ -95,7 +95,8 @@ bool few_input_channels_conv(const ConvGeometry& g);
 // primitive per band of output rows or channels), then run(): the input copied to
 // channels-last, the bands spread over etc's threads (each on one thread: oneDNN's OpenMP is
 // never used), the output copied back to NCHW with the bias, then the epilogue (may be null)
-// per channel; or, in a channels-last chain, any of that skipped. Grouped convolutions
+// per channel; or, in a channels-last chain, any of that skipped, with a clamp activation
+// (relu, relu6) run by the primitive as it stores each output (Clamp). Grouped convolutions
 // (depthwise) only in chains. The bands depend on the shape (one band on one thread); oneDNN
 // computes each output alike in any band, so the result does not depend on the thread count.
 // `implementation` is oneDNN's name for its kernel; empty when oneDNN has no JIT kernel for the
@@ -123,9 +124,18 @@ struct OnednnConv final : KernelState {
   // the method's channels-last chains (Method::plan_channels_last); no copy on that side.
   bool run(const float* x, const float* bias, const ConvGeometry& g, float* y,
            const Epilogue* epilogue, bool in_nhwc = false, bool out_nhwc = false) const;
+  // A clamp (relu, relu6, hardtanh) the primitive applies to each output as it stores it (a
+  // oneDNN post-op), in a channels-last chain. oneDNN's clip is max then min with the bound
+  // second: NaN becomes lo (as in XNNPACK's clamps) and -0 becomes +0 where lo is 0, where
+  // etc's own Epilogue keeps both.
+  struct Clamp {
+    float lo = 0, hi = 0;
+    bool operator==(const Clamp&) const = default;
+  };
   // The primitives for g's input size and this out (their bands empty: no JIT kernel), made
   // at the first call that needs them; one band when etc runs on one thread.
-  const Impl& plan_for(const ConvGeometry& g, bool out_nhwc, bool with_bias) const;
+  const Impl& plan_for(const ConvGeometry& g, bool out_nhwc, bool with_bias,
+                       std::optional<Clamp> clamp = std::nullopt) const;
 
  private:
   const float* weights_ = nullptr;

@@ -23,10 +23,12 @@
 #include <spdlog/spdlog.h>
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -139,8 +141,9 @@ struct OnednnConv::Impl {
   // Written channels-last straight into the out (bands of rows only, the bias in the
   // primitive), else to the copy that goes back to NCHW.
   bool out_nhwc = false, with_bias = false;
-  std::vector<Band> bands;      // empty: oneDNN has no JIT kernel for this size
-  std::vector<memory> weights;  // reordered once; bands share one where they can
+  std::optional<OnednnConv::Clamp> clamp;  // a post-op of every band (channels-last outs only)
+  std::vector<Band> bands;                 // empty: oneDNN has no JIT kernel for this size
+  std::vector<memory> weights;             // reordered once; bands share one where they can
   bool by_channels = false;
   bool single = false;  // one band: made for one thread
   std::string name;     // oneDNN's name for its kernel
@@ -215,12 +218,17 @@ BandArgs& band_args(const OnednnConv::Impl::Band& band, bool with_bias) {
 
 // The bands for input size g.h x g.w: none when oneDNN has no JIT kernel for it.
 std::unique_ptr<OnednnConv::Impl> make_plan(const float* w, const ConvGeometry& g, bool out_nhwc,
-                                            bool with_bias, bool single) {
+                                            bool with_bias, bool single,
+                                            std::optional<OnednnConv::Clamp> clamp) {
   using Impl = OnednnConv::Impl;
   auto impl = std::make_unique<Impl>();
   impl->h = g.h;
   impl->w = g.w;
   impl->out_nhwc = out_nhwc;
+  // A clamp after the bias: only where the bias is in the primitive (an NCHW out gets it on
+  // the copy back).
+  if (clamp.has_value() && !out_nhwc) return impl;
+  impl->clamp = clamp;
   impl->single = single;
   impl->with_bias = with_bias;
   try {
@@ -300,6 +308,11 @@ std::unique_ptr<OnednnConv::Impl> make_plan(const float* w, const ConvGeometry& 
           {pad_top, g.pad[1]}, {pad_bottom, g.pad[1]});
       dnnl::primitive_attr attr;
       attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      if (clamp.has_value()) {
+        dnnl::post_ops ops;
+        ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, clamp->lo, clamp->hi);
+        attr.set_post_ops(ops);
+      }
       dnnl::convolution_forward::primitive_desc pd(desc, attr, cpu_engine());
       // Only oneDNN's JIT kernels: its reference and GEMM-based convolutions are slower than
       // etc's own.
@@ -359,13 +372,13 @@ std::unique_ptr<OnednnConv> OnednnConv::make(const float* w, const ConvGeometry&
   auto s = std::make_unique<OnednnConv>();
   s->key = key;
   s->weights_ = w;
-  s->plans_.push_back(make_plan(w, g, false, false, num_threads() == 1));
+  s->plans_.push_back(make_plan(w, g, false, false, num_threads() == 1, std::nullopt));
   s->implementation = s->plans_.back()->name;
   return s;
 }
 
-const OnednnConv::Impl& OnednnConv::plan_for(const ConvGeometry& g, bool out_nhwc,
-                                             bool with_bias) const {
+const OnednnConv::Impl& OnednnConv::plan_for(const ConvGeometry& g, bool out_nhwc, bool with_bias,
+                                             std::optional<Clamp> clamp) const {
   // Made at the first call for this input size and out (a program of dynamic shapes keeps the
   // last kMaxPlans; the weights are reordered per plan, as the format may differ).
   // One band on one thread, else the bands for several; where oneDNN has a JIT kernel for
@@ -375,11 +388,11 @@ const OnednnConv::Impl& OnednnConv::plan_for(const ConvGeometry& g, bool out_nhw
   auto get = [&](bool one_band) -> const Impl& {
     auto found = std::find_if(plans_.begin(), plans_.end(), [&](const auto& p) {
       return p->h == g.h && p->w == g.w && p->out_nhwc == out_nhwc && p->with_bias == with_bias &&
-             p->single == one_band;
+             p->single == one_band && p->clamp == clamp;
     });
     if (found != plans_.end()) return **found;
     if (plans_.size() == kMaxPlans) plans_.erase(plans_.begin());
-    plans_.push_back(make_plan(weights_, g, out_nhwc, with_bias, one_band));
+    plans_.push_back(make_plan(weights_, g, out_nhwc, with_bias, one_band, clamp));
     return *plans_.back();
   };
   const Impl& preferred = get(single);
@@ -390,8 +403,29 @@ const OnednnConv::Impl& OnednnConv::plan_for(const ConvGeometry& g, bool out_nhw
 
 bool OnednnConv::run(const float* x, const float* bias, const ConvGeometry& g, float* y,
                      const Epilogue* epilogue, bool in_nhwc, bool out_nhwc) const {
-  // A channels-last out takes the bias in the primitive.
-  const Impl& plan = plan_for(g, out_nhwc, out_nhwc && bias != nullptr);
+  // A channels-last out takes the bias in the primitive, and a clamp activation too (each
+  // output clamped as it is stored, not read back from memory for it), with its results in
+  // the activation's out where nothing reads the convolution's own.
+  const bool with_bias = out_nhwc && bias != nullptr;
+  std::optional<Clamp> clamp;
+  float* target = y;  // where the primitive's results go
+  if (out_nhwc && epilogue != nullptr && !epilogue->after_inputs &&
+      epilogue->activation.has_value() &&
+      epilogue->activation->kind == Epilogue::Activation::Kind::kClamp) {
+    const Epilogue::Activation& act = *epilogue->activation;
+    if (!std::isnan(act.lo) && !std::isnan(act.hi) &&
+        (act.t->data == act.x->data || epilogue->out_unread)) {
+      clamp = Clamp{act.lo, act.hi};
+      target = static_cast<float*>(act.t->data);
+    }
+  }
+  const Impl* chosen = &plan_for(g, out_nhwc, with_bias, clamp);
+  if (clamp.has_value() && chosen->bands.empty()) {  // no JIT kernel with the post-op
+    clamp.reset();
+    target = y;
+    chosen = &plan_for(g, out_nhwc, with_bias);
+  }
+  const Impl& plan = *chosen;
   if (plan.bands.empty()) return false;
   const int64_t in_plane = g.h * g.w, out_plane = g.oh * g.ow;
   // The channels-last copies (where the tensors are not channels-last already), 64-byte
@@ -413,10 +447,12 @@ bool OnednnConv::run(const float* x, const float* bias, const ConvGeometry& g, f
   // Straight into a channels-last out by bands of rows; else into the copy (bands of
   // channels: [P, channels] blocks one after the other).
   const bool direct = out_nhwc && !plan.by_channels;
-  float* const yout = direct ? y : aligned(out_copy, g.batch * g.c_out * out_plane);
-  // Straight into the out: the epilogue on each band's rows as it finishes, unless an out of
-  // the epilogue lies over the input, which other bands may still read.
-  const bool epilogue_by_band = direct && epilogue != nullptr && !epilogue->after_inputs;
+  float* const yout = direct ? target : aligned(out_copy, g.batch * g.c_out * out_plane);
+  // The epilogue, where the primitive has not run it: straight into the out, on each band's
+  // rows as it finishes, unless an out of the epilogue lies over the input, which other bands
+  // may still read.
+  const Epilogue* rest = clamp.has_value() ? nullptr : epilogue;
+  const bool epilogue_by_band = direct && rest != nullptr && !rest->after_inputs;
 
   const auto& bands = plan.bands;
   const int64_t nb = static_cast<int64_t>(bands.size());
@@ -449,7 +485,7 @@ bool OnednnConv::run(const float* x, const float* bias, const ConvGeometry& g, f
       }
       if (epilogue_by_band) {
         const int64_t at = (n * out_plane + band.oh0 * g.ow) * g.c_out;
-        apply_epilogue(*epilogue, at, at + (band.oh1 - band.oh0) * g.ow * g.c_out);
+        apply_epilogue(*rest, at, at + (band.oh1 - band.oh0) * g.ow * g.c_out);
       }
     }
   });
@@ -463,16 +499,15 @@ bool OnednnConv::run(const float* x, const float* bias, const ConvGeometry& g, f
           const float* from = yout + n * out_plane * g.c_out;
           for (int64_t oc0 = 0; oc0 < g.c_out; oc0 += per_band) {
             const int64_t width = std::min(per_band, g.c_out - oc0);
-            std::memcpy(y + q * g.c_out + oc0, from + oc0 * out_plane + p * width,
+            std::memcpy(target + q * g.c_out + oc0, from + oc0 * out_plane + p * width,
                         static_cast<size_t>(width) * sizeof(float));
           }
         }
       });
     }
-    if (epilogue != nullptr && !epilogue_by_band) {
+    if (rest != nullptr && !epilogue_by_band) {
       const int64_t total = g.batch * g.c_out * out_plane;
-      parallel_for(total, 1 << 14,
-                   [&](int64_t b0, int64_t b1) { apply_epilogue(*epilogue, b0, b1); });
+      parallel_for(total, 1 << 14, [&](int64_t b0, int64_t b1) { apply_epilogue(*rest, b0, b1); });
     }
     return true;
   }
