@@ -5,7 +5,8 @@
 # inputs, side by side in one run.
 # Both run with 1 and with 2 intra-op threads (etc run --threads, ORT intra_op_num_threads).
 # Prints a table of medians (ms) and the ratios etc / ORT at equal threads (below 1: etc is
-# faster), each ratio the median of the rounds' ratios.
+# faster), each ratio the median of the rounds' ratios; and the "best" ratios: the fastest call of
+# each over all rounds, less moved by the machine's slow phases (which only ever add time).
 #
 # Usage: bench/onnx_vs_ort.sh [ETC_BINARY]   (default build/apps/etc/etc)
 # Environment: WARMUP (10), ITERATIONS (100), ROUNDS (3: ONNX Runtime and etc alternate, and
@@ -26,7 +27,7 @@ trap 'rm -rf "$WORK"' EXIT
 
 median_of() { "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); print(d$2)" "$1"; }
 
-printf '%-20s %-24s %9s %9s %9s %9s %8s %8s\n' model input "etc-1t" "ort-1t" "etc-2t" "ort-2t" "1t ratio" "2t ratio"
+printf '%-20s %-24s %9s %9s %9s %9s %8s %8s %8s %8s\n' model input "etc-1t" "ort-1t" "etc-2t" "ort-2t" "1t ratio" "2t ratio" "1t best" "2t best"
 # bench ID MODEL LABEL ORT_ARGS... -- ETC_EXPORT_ARGS... -- ETC_INPUT_ARGS...
 bench() {
   local id=$1 model=$2 label=$3; shift 3
@@ -48,18 +49,21 @@ bench() {
       "$ETC" run "$WORK/$id.pte" --device cpu "${inputs[@]}" --warmup "$WARMUP" \
         --iterations "$ITERATIONS" --threads "$t" --json >"$WORK/etc.json"
       times+=("$(median_of "$WORK/etc.json" '["timing_ms"]["compute_median"]')"
-              "$(median_of "$WORK/ort.json" '["latency_ms"]["median"]')")
+              "$(median_of "$WORK/ort.json" '["latency_ms"]["median"]')"
+              "$(median_of "$WORK/etc.json" '["timing_ms"]["compute_min"]')"
+              "$(median_of "$WORK/ort.json" '["latency_ms"]["min"]')")
     done
   done
   # Per column the median over the rounds; the ratios are the medians of the rounds' ratios.
   "$PY" - "$id" "$label" "${times[@]}" <<'PYEOF'
 import statistics as st, sys
 name, label, t = sys.argv[1], sys.argv[2], list(map(float, sys.argv[3:]))
-e1, o1, e2, o2 = t[0::4], t[1::4], t[2::4], t[3::4]
+e1, o1, b_e1, b_o1, e2, o2, b_e2, b_o2 = (t[i::8] for i in range(8))
 r1 = st.median(a / b for a, b in zip(e1, o1))
 r2 = st.median(a / b for a, b in zip(e2, o2))
-print('%-20s %-24s %9.3f %9.3f %9.3f %9.3f %8.2f %8.2f' % (
-    name, label, st.median(e1), st.median(o1), st.median(e2), st.median(o2), r1, r2))
+print('%-20s %-24s %9.3f %9.3f %9.3f %9.3f %8.2f %8.2f %8.2f %8.2f' % (
+    name, label, st.median(e1), st.median(o1), st.median(e2), st.median(o2), r1, r2,
+    min(b_e1) / min(b_o1), min(b_e2) / min(b_o2)))
 PYEOF
 }
 
