@@ -276,8 +276,9 @@ TEST_CASE("activation epilogues run in registers, with the bits of their instruc
   // second tensor, hardswish both ways round, hardsigmoid into a second tensor and in place, a
   // residual add in place, an add then relu) after convolutions on each path that runs them by
   // tiles or ranges: pointwise on the GEMM (two K blocks, edge tiles, two images), a first layer of
-  // few input channels, a depthwise layer, a 3x3 layer, a layer oneDNN runs where it is built. The
-  // input holds NaN, infinities and zeros of both signs; every vector build.
+  // few input channels (its out NCHW, and channels-last as in a chain), a depthwise layer, a 3x3
+  // layer, a layer oneDNN runs where it is built. The input holds NaN, infinities and zeros of
+  // both signs; every vector build.
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
   struct Case {
@@ -349,39 +350,48 @@ TEST_CASE("activation epilogues run in registers, with the bits of their instruc
       std::fill_n(static_cast<float*>(w->tensor.data), k.c_in / k.groups * k.k * k.k, 0.0f);
       Value* e = c.random(DType::kFloat32, os, seed++, -4, 4);
       const std::vector<Value*> args = conv2d_inputs(c, x, w, b, k.stride, k.pad, k.groups);
-      for (const Chain& chain : chains) {
-        INFO("isa " << static_cast<int>(isa) << ", " << k.c_in << " -> " << k.c_out << " " << k.k
-                    << "x" << k.k << " on " << k.h << "x" << k.w << ", " << chain.name);
-        // Op by op (no Activation) and as one: the same outs, bit for bit.
-        auto run = [&](bool as_activation, bool out_unread) {
-          Value* y = c.out(DType::kFloat32, os);
-          Value* t = c.out(DType::kFloat32, os);
-          auto tensor = [&](char role) -> const TensorView* {
-            return role == 'x' ? &y->tensor : role == 't' ? &t->tensor : &e->tensor;
+      // A first layer's out may also be channels-last (its only kernel for that layout).
+      const bool first_layer =
+          k.c_in <= 4 && k.groups == 1 && k.c_out <= kernels::few_input_channels_max_outputs();
+      for (const bool channels_last : {false, true}) {
+        for (const Chain& chain : chains) {
+          if (channels_last && !first_layer) continue;
+          INFO("isa " << static_cast<int>(isa) << ", " << k.c_in << " -> " << k.c_out << " " << k.k
+                      << "x" << k.k << " on " << k.h << "x" << k.w << ", " << chain.name
+                      << (channels_last ? ", out channels-last" : ""));
+          // Op by op (no Activation) and as one: the same outs, bit for bit.
+          auto run = [&](bool as_activation, bool out_unread) {
+            Value* y = c.out(DType::kFloat32, os);
+            Value* t = c.out(DType::kFloat32, os);
+            auto tensor = [&](char role) -> const TensorView* {
+              return role == 'x' ? &y->tensor : role == 't' ? &t->tensor : &e->tensor;
+            };
+            Epilogue ep;
+            for (const auto& [kind, a, bb, s, lo, hi, out] : chain.ops)
+              ep.ops.push_back(
+                  {kind, tensor(a), bb == 0 ? nullptr : tensor(bb), s, lo, hi, tensor(out)});
+            if (as_activation) {
+              ep.activation = kernels::match_activation(ep, y->tensor);
+              REQUIRE(ep.activation.has_value());
+              CHECK(ep.activation->kind == chain.kind);
+              ep.out_unread = out_unread;
+            }
+            c.set_epilogue(&ep);
+            c.set_channels_last(channels_last ? uint64_t{1} << 9 : 0);
+            REQUIRE(c.run(args, {y}).ok());
+            c.set_epilogue(nullptr);
+            c.set_channels_last(0);
+            return std::pair{read(y), read(t)};
           };
-          Epilogue ep;
-          for (const auto& [kind, a, bb, s, lo, hi, out] : chain.ops)
-            ep.ops.push_back(
-                {kind, tensor(a), bb == 0 ? nullptr : tensor(bb), s, lo, hi, tensor(out)});
-          if (as_activation) {
-            ep.activation = kernels::match_activation(ep, y->tensor);
-            REQUIRE(ep.activation.has_value());
-            CHECK(ep.activation->kind == chain.kind);
-            ep.out_unread = out_unread;
+          const auto [y_ops, t_ops] = run(false, false);
+          const auto [y_act, t_act] = run(true, false);
+          REQUIRE(std::memcmp(y_ops.data(), y_act.data(), y_ops.size() * sizeof(double)) == 0);
+          if (std::get<6>(chain.ops.back()) == 't') {
+            REQUIRE(std::memcmp(t_ops.data(), t_act.data(), t_ops.size() * sizeof(double)) == 0);
+            // Nothing reads the out after the chain: the kernel may keep it to itself.
+            const auto [y_unread, t_unread] = run(true, true);
+            REQUIRE(std::memcmp(t_ops.data(), t_unread.data(), t_ops.size() * sizeof(double)) == 0);
           }
-          c.set_epilogue(&ep);
-          REQUIRE(c.run(args, {y}).ok());
-          c.set_epilogue(nullptr);
-          return std::pair{read(y), read(t)};
-        };
-        const auto [y_ops, t_ops] = run(false, false);
-        const auto [y_act, t_act] = run(true, false);
-        REQUIRE(std::memcmp(y_ops.data(), y_act.data(), y_ops.size() * sizeof(double)) == 0);
-        if (std::get<6>(chain.ops.back()) == 't') {
-          REQUIRE(std::memcmp(t_ops.data(), t_act.data(), t_ops.size() * sizeof(double)) == 0);
-          // Nothing reads the out after the chain: the kernel may keep it to itself.
-          const auto [y_unread, t_unread] = run(true, true);
-          REQUIRE(std::memcmp(t_ops.data(), t_unread.data(), t_ops.size() * sizeof(double)) == 0);
         }
       }
     }

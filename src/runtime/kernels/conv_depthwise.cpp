@@ -764,16 +764,157 @@ void dense_rows_portable(const float* planes, int64_t plane_floats, const Padded
                           tiles);
 }
 
-// src [C, P] (C = channels) into dst [P, C]: 16 x 16 tiles through registers.
-void planes_to_channels_last(const float* src, int64_t channels, int64_t positions, float* dst) {
-  const FloatKernel isa = gemm_float_kernel();
-  for (int64_t p0 = 0; p0 < positions; p0 += 16) {
-    for (int64_t c0 = 0; c0 < channels; c0 += 16) {
-      transpose_tile(isa, src + c0 * positions + p0, positions,
-                     std::min<int64_t>(16, channels - c0), std::min<int64_t>(16, positions - p0),
-                     dst + p0 * channels + c0, channels);
+// ---- The same into a channels-last out --------------------------------------------------
+//
+// In a channels-last chain (mobilenet_v2's 3 -> 32 layer) the out is [position][channel]. The
+// loop above writes rows of one channel; its out went through an NCHW band, a transpose and
+// a pass of the epilogue. Here the vectors run along the output channels instead (Cv vectors
+// hold every channel of a position) and P positions of an output row go side by side: each tap
+// is Cv weight loads, then per position one broadcast input and Cv multiply-adds. A position's
+// channels are then one contiguous store, and the epilogue runs on the strip while it is in
+// L1. Per output: bias, then the taps in (ci, i, j) order with fused multiply-adds, as in
+// dense_strip: the same bits as the NCHW out.
+
+// Positions side by side: as many as the build's registers hold beside the Cv weight vectors
+// and the broadcast input (AVX-512: 32 registers, AVX2 and the portable build: 16).
+template <typename V, int Cv>
+constexpr int64_t kNhwcPositions = sizeof(V) == 64 ? (Cv == 1 ? 28 : 14) : (Cv == 1 ? 12 : 6);
+
+// Output columns [c0, c0 + n) (n <= P) of output row oh, all channels: channel c of column
+// c0 + q at y[q * C + c]. w: [tap][Cv * L] (zero past the last channel); tap_off: tap t's
+// offset in `planes` (its input plane, row and column phase) from row oh * stride, column c0.
+template <typename V, int Cv, int64_t P>
+__attribute__((always_inline)) inline void nhwc_strip(const float* __restrict base,
+                                                      const int64_t* tap_off, int64_t taps,
+                                                      const float* __restrict w,
+                                                      const V (&bias)[Cv], int64_t c_out, int64_t n,
+                                                      float* __restrict y) {
+  constexpr int64_t kL = sizeof(V) / sizeof(float);
+  V acc[P][Cv];
+  for (int64_t q = 0; q < P; ++q) {
+    for (int v = 0; v < Cv; ++v)
+      acc[q][v] = bias[v];
+  }
+  for (int64_t t = 0; t < taps; ++t, w += Cv * kL) {
+    const float* __restrict s = base + tap_off[t];
+    // Opaque to the optimiser: GCC otherwise kept base + q for every position q in a register
+    // of its own (spilling half of them) instead of one pointer and constant offsets.
+    asm("" : "+r"(s));
+    V wv[Cv];
+    for (int v = 0; v < Cv; ++v)
+      wv[v] = load_v<V>(w + v * kL);
+#pragma GCC unroll 28
+    for (int64_t q = 0; q < P; ++q) {
+      const float x = s[q];
+      for (int v = 0; v < Cv; ++v)
+        acc[q][v] += wv[v] * x;
     }
   }
+  // Unrolled, so that each accumulator is named by a constant index and stored from its
+  // register (as store_strip).
+#pragma GCC unroll 28
+  for (int64_t q = 0; q < P; ++q) {
+    if (q >= n) break;
+    for (int v = 0; v < Cv; ++v) {
+      const int64_t left = c_out - v * kL;
+      if (left >= kL) {
+        store_v<V>(y + q * c_out + v * kL, acc[q][v]);
+      } else {
+        for (int64_t k = 0; k < left; ++k)
+          y[q * c_out + v * kL + k] = acc[q][v][k];
+      }
+    }
+  }
+}
+
+// Output rows [r0, r1) of one image into the channels-last out yn ([OH * OW][C]), with the
+// epilogue (`tiles`, or apply_epilogue from `epilogue_at` on) on each strip or row.
+template <typename V, int Cv>
+__attribute__((always_inline)) inline void nhwc_rows(
+    const float* planes, int64_t plane_floats, const PaddedPlane& p, const ConvGeometry& g,
+    const float* w, const float* bias, float* yn, int64_t r0, int64_t r1, const TileEpilogue* tiles,
+    const Epilogue* epilogue, int64_t epilogue_at) {
+  constexpr int64_t kL = sizeof(V) / sizeof(float);
+  constexpr int64_t P = kNhwcPositions<V, Cv>;
+  const int64_t taps = g.c_in * g.kh * g.kw, c = g.c_out;
+  std::vector<int64_t> tap_off;
+  tap_off.reserve(static_cast<size_t>(taps));
+  for (int64_t ci = 0; ci < g.c_in; ++ci) {
+    for (int64_t i = 0; i < g.kh; ++i) {
+      for (int64_t j = 0; j < g.kw; ++j)
+        tap_off.push_back(ci * plane_floats + i * g.dil[0] * p.width + p.tap_offset[j]);
+    }
+  }
+  V bv[Cv];
+  for (int v = 0; v < Cv; ++v) {
+    float lanes[kL] = {};
+    for (int64_t k = 0; k < kL && v * kL + k < c; ++k)
+      lanes[k] = bias != nullptr ? bias[v * kL + k] : 0.0f;
+    bv[v] = V{} + load_v<V>(lanes);  // as dense_strip's V{} + b: a -0 bias starts at +0
+  }
+  // Where nothing reads the out after the epilogue, each strip goes to a scratch block and
+  // the epilogue reads it there.
+  const bool scratch = tiles != nullptr && tiles->out_unread();
+  float strip[P * Cv * kL];
+  for (int64_t oh = r0; oh < r1; ++oh) {
+    const float* row = planes + oh * g.stride[0] * p.width;
+    float* yrow = yn + oh * g.ow * c;
+    for (int64_t c0 = 0; c0 < g.ow; c0 += P) {
+      const int64_t n = std::min(P, g.ow - c0);
+      float* out = yrow + c0 * c;
+      nhwc_strip<V, Cv, P>(row + c0, tap_off.data(), taps, w, bv, c, n, scratch ? strip : out);
+      if (scratch) {
+        tiles->run_from(strip, n * c, out, n * c, 1, n * c);
+      } else if (tiles != nullptr) {
+        tiles->run(out, n * c, 1, n * c);
+      }
+    }
+    if (tiles == nullptr && epilogue != nullptr) {
+      const int64_t at = epilogue_at + oh * g.ow * c;
+      apply_epilogue(*epilogue, at, at + g.ow * c);
+    }
+  }
+}
+
+using NhwcRowsFn = void (*)(const float*, int64_t, const PaddedPlane&, const ConvGeometry&,
+                            const float*, const float*, float*, int64_t, int64_t,
+                            const TileEpilogue*, const Epilogue*, int64_t);
+
+// Cv: the vectors a position's channels take (at most two: few_input_channels_conv).
+template <typename V>
+__attribute__((always_inline)) inline void nhwc_rows_any(
+    const float* planes, int64_t plane_floats, const PaddedPlane& p, const ConvGeometry& g,
+    const float* w, const float* bias, float* yn, int64_t r0, int64_t r1, const TileEpilogue* tiles,
+    const Epilogue* epilogue, int64_t epilogue_at) {
+  if (g.c_out <= static_cast<int64_t>(sizeof(V) / sizeof(float))) {
+    nhwc_rows<V, 1>(planes, plane_floats, p, g, w, bias, yn, r0, r1, tiles, epilogue, epilogue_at);
+  } else {
+    nhwc_rows<V, 2>(planes, plane_floats, p, g, w, bias, yn, r0, r1, tiles, epilogue, epilogue_at);
+  }
+}
+
+__attribute__((target("avx512f"))) void nhwc_rows_avx512(
+    const float* planes, int64_t plane_floats, const PaddedPlane& p, const ConvGeometry& g,
+    const float* w, const float* bias, float* yn, int64_t r0, int64_t r1, const TileEpilogue* tiles,
+    const Epilogue* epilogue, int64_t epilogue_at) {
+  nhwc_rows_any<Vec16>(planes, plane_floats, p, g, w, bias, yn, r0, r1, tiles, epilogue,
+                       epilogue_at);
+}
+
+__attribute__((target("avx2,fma"))) void nhwc_rows_avx2(
+    const float* planes, int64_t plane_floats, const PaddedPlane& p, const ConvGeometry& g,
+    const float* w, const float* bias, float* yn, int64_t r0, int64_t r1, const TileEpilogue* tiles,
+    const Epilogue* epilogue, int64_t epilogue_at) {
+  nhwc_rows_any<Vec8>(planes, plane_floats, p, g, w, bias, yn, r0, r1, tiles, epilogue,
+                      epilogue_at);
+}
+
+void nhwc_rows_portable(const float* planes, int64_t plane_floats, const PaddedPlane& p,
+                        const ConvGeometry& g, const float* w, const float* bias, float* yn,
+                        int64_t r0, int64_t r1, const TileEpilogue* tiles, const Epilogue* epilogue,
+                        int64_t epilogue_at) {
+  nhwc_rows_any<Vec8>(planes, plane_floats, p, g, w, bias, yn, r0, r1, tiles, epilogue,
+                      epilogue_at);
 }
 
 // Padded rows [r0, r1) of `count` planes of x (each g.h x g.w) into dst, one p.floats()
@@ -812,19 +953,35 @@ bool few_input_channels_conv(const ConvGeometry& g) {
 void few_input_channels_conv_f32(const float* x, const float* w, const float* bias,
                                  const ConvGeometry& g, float* y, const Epilogue* epilogue,
                                  bool out_nhwc) {
-  DenseRowsFn run = isa_build(dense_rows_avx512, dense_rows_avx2, dense_rows_portable);
-  const bool wide = run == dense_rows_avx512;
-  const int64_t co_block = wide ? DenseWide::kCoV : DenseNarrow::kCoV;
-  const int64_t strip = wide ? DenseWide::kStrip : DenseNarrow::kStrip;
-  // Weights by blocks of co_block output channels, tap-major within a block (ci, i, j), the
-  // block's channels side by side; zero past the last channel.
+  const bool wide = gemm_float_kernel() == FloatKernel::kAvx512;
+  const bool portable = gemm_float_kernel() == FloatKernel::kPortable;
+  const int64_t lanes = wide ? 16 : 8;
   const int64_t taps = g.c_in * g.kh * g.kw;
-  const int64_t blocks = (g.c_out + co_block - 1) / co_block;
-  std::vector<float> wpack(static_cast<size_t>(blocks * co_block * taps), 0.0f);
-  for (int64_t co = 0; co < g.c_out; ++co) {
-    for (int64_t t = 0; t < taps; ++t)
-      wpack[static_cast<size_t>(((co / co_block) * taps + t) * co_block + co % co_block)] =
-          w[co * taps + t];
+  // The output columns a strip computes, and the weights' layout: for an NCHW out blocks of
+  // co_block output channels, tap-major within a block (ci, i, j), the block's channels side
+  // by side; for a channels-last out [tap][channel] with the channels in whole vectors. Zero
+  // past the last channel.
+  int64_t strip = 0;
+  std::vector<float> wpack;
+  if (out_nhwc) {
+    const int64_t cv = (g.c_out + lanes - 1) / lanes;
+    strip = wide ? (cv == 1 ? kNhwcPositions<Vec16, 1> : kNhwcPositions<Vec16, 2>)
+                 : (cv == 1 ? kNhwcPositions<Vec8, 1> : kNhwcPositions<Vec8, 2>);
+    wpack.assign(static_cast<size_t>(taps * cv * lanes), 0.0f);
+    for (int64_t co = 0; co < g.c_out; ++co) {
+      for (int64_t t = 0; t < taps; ++t)
+        wpack[static_cast<size_t>(t * cv * lanes + co)] = w[co * taps + t];
+    }
+  } else {
+    const int64_t co_block = wide ? DenseWide::kCoV : DenseNarrow::kCoV;
+    strip = wide ? DenseWide::kStrip : DenseNarrow::kStrip;
+    const int64_t blocks = (g.c_out + co_block - 1) / co_block;
+    wpack.assign(static_cast<size_t>(blocks * co_block * taps), 0.0f);
+    for (int64_t co = 0; co < g.c_out; ++co) {
+      for (int64_t t = 0; t < taps; ++t)
+        wpack[static_cast<size_t>(((co / co_block) * taps + t) * co_block + co % co_block)] =
+            w[co * taps + t];
+    }
   }
   // Every image's planes first: the input is read whole before any output is written, so the
   // epilogue may go by rows even when its outs lie over the input.
@@ -833,7 +990,6 @@ void few_input_channels_conv_f32(const float* x, const float* w, const float* bi
   // Padded rows across threads (the fill, zeros included, was about a quarter of a 224x224
   // first layer, serial).
   Buffer<float> planes(g.batch * g.c_in * plane_floats);
-  const bool portable = gemm_float_kernel() == FloatKernel::kPortable;
   parallel_for(p.rows, 16, [&](int64_t r0, int64_t r1) {
     if (portable) {
       fill_planes_portable(x, g, p, g.batch * g.c_in, r0, r1, planes.data());
@@ -843,35 +999,29 @@ void few_input_channels_conv_f32(const float* x, const float* w, const float* bi
   });
   const int64_t out_plane = g.oh * g.ow;
   const std::optional<TileEpilogue> tiles =
-      epilogue != nullptr && !out_nhwc ? TileEpilogue::make(*epilogue) : std::nullopt;
+      epilogue != nullptr ? TileEpilogue::make(*epilogue) : std::nullopt;
+  const TileEpilogue* tile = tiles ? &*tiles : nullptr;
+  if (out_nhwc) {
+    NhwcRowsFn run = isa_build(nhwc_rows_avx512, nhwc_rows_avx2, nhwc_rows_portable);
+    for (int64_t n = 0; n < g.batch; ++n) {
+      const float* pn = planes.data() + n * g.c_in * plane_floats;
+      float* yn = y + n * g.c_out * out_plane;
+      parallel_for(g.oh, 2, [&](int64_t r0, int64_t r1) {
+        run(pn, plane_floats, p, g, wpack.data(), bias, yn, r0, r1, tile, epilogue,
+            n * g.c_out * out_plane);
+      });
+    }
+    return;
+  }
+  DenseRowsFn run = isa_build(dense_rows_avx512, dense_rows_avx2, dense_rows_portable);
   for (int64_t n = 0; n < g.batch; ++n) {
     const float* pn = planes.data() + n * g.c_in * plane_floats;
     float* yn = y + n * g.c_out * out_plane;
-    if (out_nhwc) {
-      // A few output rows at a time into NCHW planes of their own (in L2), then transposed
-      // into the channels-last out, then the epilogue on those positions.
-      constexpr int64_t kRows = 4;
-      parallel_for((g.oh + kRows - 1) / kRows, 1, [&](int64_t b0, int64_t b1) {
-        std::vector<float> band(static_cast<size_t>(g.c_out * kRows * g.ow));
-        for (int64_t r0 = b0 * kRows; r0 < std::min(g.oh, b1 * kRows); r0 += kRows) {
-          const int64_t r1 = std::min(g.oh, r0 + kRows), positions = (r1 - r0) * g.ow;
-          run(pn, plane_floats, p, g, wpack.data(), bias, band.data(), positions, r0, r0, r1,
-              nullptr);
-          planes_to_channels_last(band.data(), g.c_out, positions, yn + r0 * g.ow * g.c_out);
-          if (epilogue != nullptr) {
-            const int64_t at = n * g.c_out * out_plane + r0 * g.ow * g.c_out;
-            apply_epilogue(*epilogue, at, at + positions * g.c_out);
-          }
-        }
-      });
-      continue;
-    }
     // The epilogue strip by strip as the loop writes them where it is an activation, else on
     // the rows just written, while they are in cache.
     parallel_for(g.oh, 4, [&](int64_t r0, int64_t r1) {
-      run(pn, plane_floats, p, g, wpack.data(), bias, yn, out_plane, 0, r0, r1,
-          tiles ? &*tiles : nullptr);
-      for (int64_t co = 0; epilogue != nullptr && !tiles && co < g.c_out; ++co) {
+      run(pn, plane_floats, p, g, wpack.data(), bias, yn, out_plane, 0, r0, r1, tile);
+      for (int64_t co = 0; epilogue != nullptr && !tile && co < g.c_out; ++co) {
         const int64_t at = (n * g.c_out + co) * out_plane;
         apply_epilogue(*epilogue, at + r0 * g.ow, at + r1 * g.ow);
       }
