@@ -827,29 +827,44 @@ __attribute__((always_inline)) inline void nhwc_strip(const float* __restrict ba
   }
 }
 
-// Output rows [r0, r1) of one image into the channels-last out yn ([OH * OW][C]), with the
-// epilogue (`tiles`, or apply_epilogue from `epilogue_at` on) on each strip or row.
+// One image's channels-last first layer: its padded input planes (plane_floats apart), the
+// weights as nhwc_strip takes them, the out yn ([OH * OW][C]) and its epilogue (`tiles`, or
+// `epilogue` by rows from element `epilogue_at` of the out on).
+struct NhwcJob {
+  const float* planes;
+  int64_t plane_floats;
+  const PaddedPlane& p;
+  const ConvGeometry& g;
+  const float* w;
+  const float* bias;
+  float* yn;
+  const TileEpilogue* tiles;
+  const Epilogue* epilogue;
+  int64_t epilogue_at;
+};
+
+// Output rows [r0, r1) of the job, the epilogue on each strip or row.
 template <typename V, int Cv>
-__attribute__((always_inline)) inline void nhwc_rows(
-    const float* planes, int64_t plane_floats, const PaddedPlane& p, const ConvGeometry& g,
-    const float* w, const float* bias, float* yn, int64_t r0, int64_t r1, const TileEpilogue* tiles,
-    const Epilogue* epilogue, int64_t epilogue_at) {
+__attribute__((always_inline)) inline void nhwc_rows(const NhwcJob& job, int64_t r0, int64_t r1) {
   constexpr int64_t kL = sizeof(V) / sizeof(float);
   constexpr int64_t P = kNhwcPositions<V, Cv>;
+  const PaddedPlane& p = job.p;
+  const ConvGeometry& g = job.g;
+  const TileEpilogue* tiles = job.tiles;
   const int64_t taps = g.c_in * g.kh * g.kw, c = g.c_out;
   std::vector<int64_t> tap_off;
   tap_off.reserve(static_cast<size_t>(taps));
   for (int64_t ci = 0; ci < g.c_in; ++ci) {
     for (int64_t i = 0; i < g.kh; ++i) {
       for (int64_t j = 0; j < g.kw; ++j)
-        tap_off.push_back(ci * plane_floats + i * g.dil[0] * p.width + p.tap_offset[j]);
+        tap_off.push_back(ci * job.plane_floats + i * g.dil[0] * p.width + p.tap_offset[j]);
     }
   }
   V bv[Cv];
   for (int v = 0; v < Cv; ++v) {
     float lanes[kL] = {};
     for (int64_t k = 0; k < kL && v * kL + k < c; ++k)
-      lanes[k] = bias != nullptr ? bias[v * kL + k] : 0.0f;
+      lanes[k] = job.bias != nullptr ? job.bias[v * kL + k] : 0.0f;
     bv[v] = V{} + load_v<V>(lanes);  // as dense_strip's V{} + b: a -0 bias starts at +0
   }
   // Where nothing reads the out after the epilogue, each strip goes to a scratch block and
@@ -857,64 +872,46 @@ __attribute__((always_inline)) inline void nhwc_rows(
   const bool scratch = tiles != nullptr && tiles->out_unread();
   float strip[P * Cv * kL];
   for (int64_t oh = r0; oh < r1; ++oh) {
-    const float* row = planes + oh * g.stride[0] * p.width;
-    float* yrow = yn + oh * g.ow * c;
+    const float* row = job.planes + oh * g.stride[0] * p.width;
+    float* yrow = job.yn + oh * g.ow * c;
     for (int64_t c0 = 0; c0 < g.ow; c0 += P) {
       const int64_t n = std::min(P, g.ow - c0);
       float* out = yrow + c0 * c;
-      nhwc_strip<V, Cv, P>(row + c0, tap_off.data(), taps, w, bv, c, n, scratch ? strip : out);
+      nhwc_strip<V, Cv, P>(row + c0, tap_off.data(), taps, job.w, bv, c, n, scratch ? strip : out);
       if (scratch) {
         tiles->run_from(strip, n * c, out, n * c, 1, n * c);
       } else if (tiles != nullptr) {
         tiles->run(out, n * c, 1, n * c);
       }
     }
-    if (tiles == nullptr && epilogue != nullptr) {
-      const int64_t at = epilogue_at + oh * g.ow * c;
-      apply_epilogue(*epilogue, at, at + g.ow * c);
+    if (tiles == nullptr && job.epilogue != nullptr) {
+      const int64_t at = job.epilogue_at + oh * g.ow * c;
+      apply_epilogue(*job.epilogue, at, at + g.ow * c);
     }
   }
 }
 
-using NhwcRowsFn = void (*)(const float*, int64_t, const PaddedPlane&, const ConvGeometry&,
-                            const float*, const float*, float*, int64_t, int64_t,
-                            const TileEpilogue*, const Epilogue*, int64_t);
-
 // Cv: the vectors a position's channels take (at most two: few_input_channels_conv).
 template <typename V>
-__attribute__((always_inline)) inline void nhwc_rows_any(
-    const float* planes, int64_t plane_floats, const PaddedPlane& p, const ConvGeometry& g,
-    const float* w, const float* bias, float* yn, int64_t r0, int64_t r1, const TileEpilogue* tiles,
-    const Epilogue* epilogue, int64_t epilogue_at) {
-  if (g.c_out <= static_cast<int64_t>(sizeof(V) / sizeof(float))) {
-    nhwc_rows<V, 1>(planes, plane_floats, p, g, w, bias, yn, r0, r1, tiles, epilogue, epilogue_at);
+__attribute__((always_inline)) inline void nhwc_rows_any(const NhwcJob& job, int64_t r0,
+                                                         int64_t r1) {
+  if (job.g.c_out <= static_cast<int64_t>(sizeof(V) / sizeof(float))) {
+    nhwc_rows<V, 1>(job, r0, r1);
   } else {
-    nhwc_rows<V, 2>(planes, plane_floats, p, g, w, bias, yn, r0, r1, tiles, epilogue, epilogue_at);
+    nhwc_rows<V, 2>(job, r0, r1);
   }
 }
 
-__attribute__((target("avx512f"))) void nhwc_rows_avx512(
-    const float* planes, int64_t plane_floats, const PaddedPlane& p, const ConvGeometry& g,
-    const float* w, const float* bias, float* yn, int64_t r0, int64_t r1, const TileEpilogue* tiles,
-    const Epilogue* epilogue, int64_t epilogue_at) {
-  nhwc_rows_any<Vec16>(planes, plane_floats, p, g, w, bias, yn, r0, r1, tiles, epilogue,
-                       epilogue_at);
+__attribute__((target("avx512f"))) void nhwc_rows_avx512(const NhwcJob& job, int64_t r0,
+                                                         int64_t r1) {
+  nhwc_rows_any<Vec16>(job, r0, r1);
 }
-
-__attribute__((target("avx2,fma"))) void nhwc_rows_avx2(
-    const float* planes, int64_t plane_floats, const PaddedPlane& p, const ConvGeometry& g,
-    const float* w, const float* bias, float* yn, int64_t r0, int64_t r1, const TileEpilogue* tiles,
-    const Epilogue* epilogue, int64_t epilogue_at) {
-  nhwc_rows_any<Vec8>(planes, plane_floats, p, g, w, bias, yn, r0, r1, tiles, epilogue,
-                      epilogue_at);
+__attribute__((target("avx2,fma"))) void nhwc_rows_avx2(const NhwcJob& job, int64_t r0,
+                                                        int64_t r1) {
+  nhwc_rows_any<Vec8>(job, r0, r1);
 }
-
-void nhwc_rows_portable(const float* planes, int64_t plane_floats, const PaddedPlane& p,
-                        const ConvGeometry& g, const float* w, const float* bias, float* yn,
-                        int64_t r0, int64_t r1, const TileEpilogue* tiles, const Epilogue* epilogue,
-                        int64_t epilogue_at) {
-  nhwc_rows_any<Vec8>(planes, plane_floats, p, g, w, bias, yn, r0, r1, tiles, epilogue,
-                      epilogue_at);
+void nhwc_rows_portable(const NhwcJob& job, int64_t r0, int64_t r1) {
+  nhwc_rows_any<Vec8>(job, r0, r1);
 }
 
 // Padded rows [r0, r1) of `count` planes of x (each g.h x g.w) into dst, one p.floats()
@@ -1002,14 +999,19 @@ void few_input_channels_conv_f32(const float* x, const float* w, const float* bi
       epilogue != nullptr ? TileEpilogue::make(*epilogue) : std::nullopt;
   const TileEpilogue* tile = tiles ? &*tiles : nullptr;
   if (out_nhwc) {
-    NhwcRowsFn run = isa_build(nhwc_rows_avx512, nhwc_rows_avx2, nhwc_rows_portable);
+    auto* run = isa_build(nhwc_rows_avx512, nhwc_rows_avx2, nhwc_rows_portable);
     for (int64_t n = 0; n < g.batch; ++n) {
-      const float* pn = planes.data() + n * g.c_in * plane_floats;
-      float* yn = y + n * g.c_out * out_plane;
-      parallel_for(g.oh, 2, [&](int64_t r0, int64_t r1) {
-        run(pn, plane_floats, p, g, wpack.data(), bias, yn, r0, r1, tile, epilogue,
-            n * g.c_out * out_plane);
-      });
+      const NhwcJob job{planes.data() + n * g.c_in * plane_floats,
+                        plane_floats,
+                        p,
+                        g,
+                        wpack.data(),
+                        bias,
+                        y + n * g.c_out * out_plane,
+                        tile,
+                        epilogue,
+                        n * g.c_out * out_plane};
+      parallel_for(g.oh, 2, [&](int64_t r0, int64_t r1) { run(job, r0, r1); });
     }
     return;
   }
