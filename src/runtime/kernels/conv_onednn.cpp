@@ -493,7 +493,10 @@ bool OnednnConv::run(const float* x, const float* bias, const ConvGeometry& g, f
   if (out_nhwc) {
     if (!direct) {  // the channel bands' blocks into the channels-last out, position by position
       const int64_t per_band = bands.front().channels;
-      parallel_for(g.batch * out_plane, 256, [&](int64_t p0, int64_t p1) {
+      // About 16 K floats a task: a 7x7 or 14x14 plane is 49 or 196 positions, which at 256
+      // positions a task was one task, on one thread.
+      const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 14) / g.c_out);
+      parallel_for(g.batch * out_plane, grain, [&](int64_t p0, int64_t p1) {
         for (int64_t q = p0; q < p1; ++q) {
           const int64_t n = q / out_plane, p = q % out_plane;
           const float* from = yout + n * out_plane * g.c_out;
