@@ -310,8 +310,11 @@ TEST_CASE("adaptive_avg_pool2d uses floor/ceil bin edges") {
     Sizes input;
     int64_t oh, ow;
   };
-  const Case cases[] = {
-      {{2, 3, 7, 9}, 3, 4}, {{1, 2, 5, 5}, 1, 1}, {{3, 6, 4}, 4, 8}, {{1, 1, 10, 3}, 7, 2}};
+  // The 1x1 cases of float32 take the global-mean path (planes summed by the vector builds,
+  // several planes a thread): one plane, 80 planes of 7x7, 16 of 56x56.
+  const Case cases[] = {{{2, 3, 7, 9}, 3, 4},  {{1, 2, 5, 5}, 1, 1},  {{3, 6, 4}, 4, 8},
+                        {{1, 1, 10, 3}, 7, 2}, {{2, 40, 7, 7}, 1, 1}, {{1, 16, 56, 56}, 1, 1},
+                        {{1, 1, 1, 1}, 1, 1}};
   for (DType dt : {DType::kFloat32, DType::kFloat16}) {
     for (const Case& k : cases) {
       for (const char* name :

@@ -518,6 +518,11 @@ void strided_copy(const void* src, std::span<const int64_t> src_strides, void* d
 // Fills a tensor with a Scalar value converted to its dtype (integers exactly).
 void fill_scalar(TensorView& out, const Value& scalar);
 
+// acc[i] = the sum, in double, of row i of x (`rows` rows of `count` contiguous floats), in a
+// fixed order whatever the build and thread count (reduce_norm.cpp): global means (mean over
+// H and W, adaptive average pooling to 1x1).
+void float_row_sums(const float* x, int64_t rows, int64_t count, double* acc);
+
 // ---- Registration --------------------------------------------------------------------
 
 // Each file's registration function; register_cpu_kernels calls them all.

@@ -198,12 +198,9 @@ Status sum_mean(KernelContext& ctx, std::span<Value*> args, bool mean) {
     Buffer<Acc> acc(n);
     std::fill_n(acc.data(), n, Acc(0));
     if (std::is_same_v<Acc, double> && trailing && self.dtype == DType::kFloat32 && count > 0) {
-      const float* x = self.data_as<const float>();
-      // At least 16384 floats a thread (a global mean of 1280 x 7x7 took longer on two).
-      auto* sums = isa_build(row_sums_avx512, row_sums_avx2, row_sums_portable);
-      parallel_for(n, std::max<int64_t>(1, 16384 / count), [&](int64_t begin, int64_t end) {
-        if constexpr (std::is_same_v<Acc, double>) sums(x, count, begin, end, acc.data());
-      });
+      if constexpr (std::is_same_v<Acc, double>) {
+        float_row_sums(self.data_as<const float>(), n, count, acc.data());
+      }
     } else {
       visit_dtype(self.dtype, [&]<typename T>() {
         reduce_into(self.data_as<const T>(), self.sizes, reduced, acc.data(),
@@ -574,6 +571,13 @@ Status batch_norm_no_training_kernel(KernelContext& ctx, std::span<Value*> args)
 }
 
 }  // namespace
+
+void float_row_sums(const float* x, int64_t rows, int64_t count, double* acc) {
+  // At least 16384 floats a thread (a global mean of 1280 x 7x7 took longer on two).
+  auto* sums = isa_build(row_sums_avx512, row_sums_avx2, row_sums_portable);
+  parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(count, 1)),
+               [&](int64_t begin, int64_t end) { sums(x, count, begin, end, acc); });
+}
 
 Status register_reduce_norm_kernels(OperatorRegistry& r) {
   ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::amax.out", "aten::amax.default"}, amax_kernel));
