@@ -50,8 +50,9 @@ void depthwise_conv_f32(const float* x, const float* w, const float* bias, const
 // The channels side by side in the vector build depthwise_conv_f32 runs for this layer (16 or
 // 8), or 0 where it goes plane by plane.
 int64_t depthwise_block_lanes(const ConvGeometry& g, int64_t cout_g);
-// Depthwise weights [C, 1, KH, KW] by blocks of `lanes` channels, tap-major within a block
-// ([blocks][taps][lanes]), zero past the last channel.
+// Weights of `taps` per output channel (depthwise [C, 1, KH, KW]; a first layer's [C, Cin,
+// KH, KW] too) by blocks of `lanes` channels, tap-major within a block ([blocks][taps][lanes]),
+// zero past the last channel.
 std::vector<float> pack_depthwise_weights(const float* w, int64_t c_out, int64_t taps,
                                           int64_t lanes);
 

@@ -827,12 +827,12 @@ __attribute__((always_inline)) inline void nhwc_strip(const float* __restrict ba
   }
 }
 
-// One image's channels-last first layer: its padded input planes (plane_floats apart), the
-// weights as nhwc_strip takes them, the out yn ([OH * OW][C]) and its epilogue (`tiles`, or
-// `epilogue` by rows from element `epilogue_at` of the out on).
+// One image's channels-last first layer: its padded input planes, each tap's offset in them
+// (nhwc_strip's tap_off), the weights as nhwc_strip takes them, the out yn ([OH * OW][C])
+// and its epilogue (`tiles`, or `epilogue` by rows from element `epilogue_at` of the out on).
 struct NhwcJob {
   const float* planes;
-  int64_t plane_floats;
+  const std::vector<int64_t>& tap_off;
   const PaddedPlane& p;
   const ConvGeometry& g;
   const float* w;
@@ -851,15 +851,7 @@ __attribute__((always_inline)) inline void nhwc_rows(const NhwcJob& job, int64_t
   const PaddedPlane& p = job.p;
   const ConvGeometry& g = job.g;
   const TileEpilogue* tiles = job.tiles;
-  const int64_t taps = g.c_in * g.kh * g.kw, c = g.c_out;
-  std::vector<int64_t> tap_off;
-  tap_off.reserve(static_cast<size_t>(taps));
-  for (int64_t ci = 0; ci < g.c_in; ++ci) {
-    for (int64_t i = 0; i < g.kh; ++i) {
-      for (int64_t j = 0; j < g.kw; ++j)
-        tap_off.push_back(ci * job.plane_floats + i * g.dil[0] * p.width + p.tap_offset[j]);
-    }
-  }
+  const int64_t taps = static_cast<int64_t>(job.tap_off.size()), c = g.c_out;
   V bv[Cv];
   for (int v = 0; v < Cv; ++v) {
     float lanes[kL] = {};
@@ -877,7 +869,8 @@ __attribute__((always_inline)) inline void nhwc_rows(const NhwcJob& job, int64_t
     for (int64_t c0 = 0; c0 < g.ow; c0 += P) {
       const int64_t n = std::min(P, g.ow - c0);
       float* out = yrow + c0 * c;
-      nhwc_strip<V, Cv, P>(row + c0, tap_off.data(), taps, job.w, bv, c, n, scratch ? strip : out);
+      nhwc_strip<V, Cv, P>(row + c0, job.tap_off.data(), taps, job.w, bv, c, n,
+                           scratch ? strip : out);
       if (scratch) {
         tiles->run_from(strip, n * c, out, n * c, 1, n * c);
       } else if (tiles != nullptr) {
@@ -954,32 +947,21 @@ void few_input_channels_conv_f32(const float* x, const float* w, const float* bi
   const bool portable = gemm_float_kernel() == FloatKernel::kPortable;
   const int64_t lanes = wide ? 16 : 8;
   const int64_t taps = g.c_in * g.kh * g.kw;
-  // The output columns a strip computes, and the weights' layout: for an NCHW out blocks of
-  // co_block output channels, tap-major within a block (ci, i, j), the block's channels side
-  // by side; for a channels-last out [tap][channel] with the channels in whole vectors. Zero
-  // past the last channel.
-  int64_t strip = 0;
-  std::vector<float> wpack;
+  // The output columns a strip computes, and the weights by blocks of output channels,
+  // tap-major within a block (ci, i, j), the block's channels side by side (zero past the last
+  // channel): for an NCHW out blocks of the strip's channels; for a channels-last out one
+  // block of every channel in whole vectors ([tap][channel]).
+  int64_t strip = 0, co_block = 0;
   if (out_nhwc) {
     const int64_t cv = (g.c_out + lanes - 1) / lanes;
+    co_block = cv * lanes;
     strip = wide ? (cv == 1 ? kNhwcPositions<Vec16, 1> : kNhwcPositions<Vec16, 2>)
                  : (cv == 1 ? kNhwcPositions<Vec8, 1> : kNhwcPositions<Vec8, 2>);
-    wpack.assign(static_cast<size_t>(taps * cv * lanes), 0.0f);
-    for (int64_t co = 0; co < g.c_out; ++co) {
-      for (int64_t t = 0; t < taps; ++t)
-        wpack[static_cast<size_t>(t * cv * lanes + co)] = w[co * taps + t];
-    }
   } else {
-    const int64_t co_block = wide ? DenseWide::kCoV : DenseNarrow::kCoV;
+    co_block = wide ? DenseWide::kCoV : DenseNarrow::kCoV;
     strip = wide ? DenseWide::kStrip : DenseNarrow::kStrip;
-    const int64_t blocks = (g.c_out + co_block - 1) / co_block;
-    wpack.assign(static_cast<size_t>(blocks * co_block * taps), 0.0f);
-    for (int64_t co = 0; co < g.c_out; ++co) {
-      for (int64_t t = 0; t < taps; ++t)
-        wpack[static_cast<size_t>(((co / co_block) * taps + t) * co_block + co % co_block)] =
-            w[co * taps + t];
-    }
   }
+  const std::vector<float> wpack = pack_depthwise_weights(w, g.c_out, taps, co_block);
   // Every image's planes first: the input is read whole before any output is written, so the
   // epilogue may go by rows even when its outs lie over the input.
   const PaddedPlane p = plane_layout(g, strip);
@@ -999,10 +981,18 @@ void few_input_channels_conv_f32(const float* x, const float* w, const float* bi
       epilogue != nullptr ? TileEpilogue::make(*epilogue) : std::nullopt;
   const TileEpilogue* tile = tiles ? &*tiles : nullptr;
   if (out_nhwc) {
+    std::vector<int64_t> tap_off;  // tap (ci, i, j): its plane, row and column phase
+    tap_off.reserve(static_cast<size_t>(taps));
+    for (int64_t ci = 0; ci < g.c_in; ++ci) {
+      for (int64_t i = 0; i < g.kh; ++i) {
+        for (int64_t j = 0; j < g.kw; ++j)
+          tap_off.push_back(ci * plane_floats + i * g.dil[0] * p.width + p.tap_offset[j]);
+      }
+    }
     auto* run = isa_build(nhwc_rows_avx512, nhwc_rows_avx2, nhwc_rows_portable);
     for (int64_t n = 0; n < g.batch; ++n) {
       const NhwcJob job{planes.data() + n * g.c_in * plane_floats,
-                        plane_floats,
+                        tap_off,
                         p,
                         g,
                         wpack.data(),
