@@ -12,7 +12,8 @@
 #     ExecuTorch's runtime (the PyPI wheel's kernels: its optimized kernels where it has them,
 #     portable otherwise) and against its XNNPACK delegate, each through method.execute (set
 #     inputs + execute + return outputs; the Python binding's call cost is in its figure,
-#     visible on `add`).
+#     visible on `add`). etc and XNNPACK alternate for ROUNDS rounds; each ratio is the median
+#     of the rounds' ratios, and "best" the ratio of each side's fastest call.
 # Both exports start with the page cache's dirty pages flushed (sync), so that neither pays
 # for writing back the other's output: etc's time varied 3-5x from run to run without it.
 # Prints figures and ratios; the exit code is 0 unless a step fails.
@@ -20,8 +21,9 @@
 # Usage: bench/vs_executorch.sh [ETC_BINARY] [FIXTURES]
 # Environment: MODELS (add linear mobilenet_v2 mobilenet_v3_small resnet18 minilm),
 # REPEAT (3), WARMUP (3), ITERATIONS (30), ROUNDS (5: etc and XNNPACK alternate, so that both
-# see the same phases of a machine whose speed drifts by 15-40% within minutes), THREADS ("1 2"), BUDGET_S (20: ExecuTorch's slow
-# portable runs time fewer calls, at least 3), LATENCY (1; 0 skips part 3).
+# see the same phases of a machine whose speed drifts by 15-40% within minutes), THREADS
+# ("1 2"), BUDGET_S (20: ExecuTorch's slow portable runs time fewer calls, at least 3),
+# LATENCY (1; 0 skips part 3).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 ETC=${1:-$ROOT/build/apps/etc/etc}
