@@ -185,13 +185,14 @@ const rt::OperatorRegistry& registry() {
 // A callable that runs `op` with `args`; exits on a missing kernel or a failed call (a failed
 // call would make every figure meaningless).
 std::function<void()> kernel_call(const std::string& op, std::vector<Value*> args) {
-  rt::KernelFn fn = registry().find(op);
-  if (fn == nullptr) {
+  const rt::RegisteredKernel* kernel = registry().find(op);
+  if (kernel == nullptr) {
     std::fprintf(stderr, "cpu_kernels: %s is not registered\n", op.c_str());
     std::exit(1);
   }
-  auto run = [op, fn, args]() mutable {
+  auto run = [op, fn = kernel->fn, schema = kernel->call_schema(), args]() mutable {
     rt::KernelContext ctx{op};
+    ctx.schema = schema;
     Status s = fn(ctx, std::span<Value*>(args));
     if (!s.ok()) {
       std::fprintf(stderr, "cpu_kernels: %s failed: %s\n", op.c_str(), s.to_string().c_str());

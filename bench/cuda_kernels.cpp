@@ -91,10 +91,12 @@ struct Bench {
   // Times op(args); `bytes` moved or `flops` done per call give the figure.
   void row(const std::string& op, const std::string& shape, const std::string& dtype,
            std::vector<Value*> args, double bytes, double flops) {
-    rt::KernelFn fn = ops.find(op);
-    if (fn == nullptr) die(op + " is not registered");
+    const rt::RegisteredKernel* kernel = ops.find(op);
+    if (kernel == nullptr) die(op + " is not registered");
+    rt::KernelFn fn = kernel->fn;
     auto call = [&] {
       rt::KernelContext ctx{op, nullptr, dev};
+      ctx.schema = kernel->call_schema();
       Status s = fn(ctx, std::span<Value*>(args));
       if (!s.ok()) die(op + ": " + s.to_string());
     };

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <exception>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "graph/json_reader.h"
@@ -17,6 +18,7 @@
 #include "graph/summary.h"
 #include "graph/torch_export/torch_import.h"
 #include "graph/verifier.h"
+#include "partition/cuda_capability.h"
 #include "partition/export_pipeline.h"
 #include "passes/dynamic_shapes.h"
 #include "run_command.h"
@@ -363,6 +365,41 @@ int cmd_torch_ops() {
   return 0;
 }
 
+// One schema as JSON: each argument's name, type, optional/kwarg-only/out marks, list length
+// and default, for tools that compare the table with PyTorch's (test/torch/schema_test.py).
+nlohmann::json schema_json(const etc::OpSchema& s) {
+  nlohmann::json args = nlohmann::json::array();
+  for (const etc::ArgSchema& a : s.args) {
+    nlohmann::json j = {{"name", a.name},         {"type", std::string(etc::arg_type_name(a.type))},
+                        {"optional", a.optional}, {"kwarg_only", a.kwarg_only},
+                        {"out", a.is_out},        {"length", a.fixed_length}};
+    if (a.default_value) j["default"] = etc::arg_value_to_string(*a.default_value);
+    args.push_back(std::move(j));
+  }
+  return {{"namespace", s.ns},
+          {"name", s.name},
+          {"overload", s.overload},
+          {"args", std::move(args)},
+          {"results", s.num_outputs}};
+}
+
+// `etc ops --json`: the whole op table, for tools.
+int cmd_ops_json() {
+  nlohmann::json out = nlohmann::json::array();
+  for (const etc::OpInfo& op : etc::all_ops()) {
+    const char* host = op.host_form == etc::HostForm::kOutVariant   ? "out_variant"
+                       : op.host_form == etc::HostForm::kDecomposed ? "decomposed"
+                                                                    : "none";
+    out.push_back({{"name", op.name},
+                   {"schema", schema_json(op.schema)},
+                   {"out_variant", op.out_schema ? schema_json(*op.out_schema) : nlohmann::json()},
+                   {"host", host},
+                   {"cuda", etc::cuda_may_delegate(op.kind)}});
+  }
+  std::puts(out.dump(1).c_str());
+  return 0;
+}
+
 int cmd_ops() {
   for (const etc::OpInfo& op : etc::all_ops()) {
     if (op.schema.ns != "aten") continue;  // compiler-inserted ops are not for input files
@@ -405,6 +442,9 @@ int run(int argc, char** argv) {
   bool ops_torch = false;
   ops->add_flag("--torch", ops_torch,
                 "List the ATen targets the torch.export importer converts instead");
+  bool ops_json = false;
+  ops->add_flag("--json", ops_json,
+                "The op table as JSON: schemas, out variants, host form, CUDA capability");
 
   ExportArgs ex;
   CLI::App* exp = app.add_subcommand("export", "Compile a model into an ExecuTorch .pte program");
@@ -500,7 +540,12 @@ int run(int argc, char** argv) {
     return 0;
   }
   if (validate->parsed()) return cmd_validate(validate_model, validate_shapes);
-  if (ops->parsed()) return ops_onnx ? cmd_onnx_ops() : ops_torch ? cmd_torch_ops() : cmd_ops();
+  if (ops->parsed()) {
+    return ops_onnx    ? cmd_onnx_ops()
+           : ops_torch ? cmd_torch_ops()
+           : ops_json  ? cmd_ops_json()
+                       : cmd_ops();
+  }
   if (exp->parsed()) {
     etc::Status s = run_export(ex);
     return s.ok() ? 0 : report(s);

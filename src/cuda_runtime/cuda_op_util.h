@@ -17,7 +17,6 @@
 
 namespace etc::cuda::ops {
 
-using ::etc::rt::kernels::Arg;
 using ::etc::rt::kernels::broadcast_strides;
 using ::etc::rt::kernels::check_args;
 using ::etc::rt::kernels::check_out;
@@ -28,6 +27,7 @@ using ::etc::rt::kernels::shape_str;
 using ::etc::rt::kernels::tensor_arg;
 using ::etc::rt::kernels::unsupported_dtype;
 using rt::KernelContext;
+using rt::KernelForms;
 using rt::TensorView;
 using rt::Value;
 namespace k = kernels;

@@ -13,7 +13,6 @@ using namespace ops;  // NOLINT: the helpers of cuda_op_util.h
 using rt::KernelContext;
 using rt::TensorView;
 using rt::Value;
-using rt::kernels::Arg;
 using rt::kernels::check_args;
 using rt::kernels::check_out_shape;
 using rt::kernels::out_arg;
@@ -26,15 +25,7 @@ enum class Binary { kAdd, kSub, kMul, kDiv };
 
 Status binary(KernelContext& ctx, std::span<Value*> args, Binary op, bool scalar_other) {
   const bool has_alpha = op == Binary::kAdd || op == Binary::kSub;
-  const Arg other_kind = scalar_other ? Arg::kScalar : Arg::kTensor;
-  if (has_alpha) {
-    ETC_RETURN_IF_ERROR(check_args(
-        ctx, args, {{"self", Arg::kTensor}, {"other", other_kind}, {"alpha", Arg::kScalar}},
-        {"out"}));
-  } else {
-    ETC_RETURN_IF_ERROR(
-        check_args(ctx, args, {{"self", Arg::kTensor}, {"other", other_kind}}, {"out"}));
-  }
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, has_alpha ? 3 : 2);
   std::vector<int64_t> expected = self.sizes;
@@ -94,8 +85,7 @@ Status div_scalar(KernelContext& c, std::span<Value*> a) {
 }
 
 Status pow_tensor_scalar(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(
-      check_args(ctx, args, {{"self", Arg::kTensor}, {"exponent", Arg::kScalar}}, {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 2);
   ETC_RETURN_IF_ERROR(check_out_shape(ctx, out, self.sizes));
@@ -109,9 +99,7 @@ Status pow_tensor_scalar(KernelContext& ctx, std::span<Value*> args) {
 }
 
 Status where_self(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(
-      ctx, args, {{"condition", Arg::kTensor}, {"self", Arg::kTensor}, {"other", Arg::kTensor}},
-      {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& cond = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 3);
   if (cond.dtype != DType::kBool && cond.dtype != DType::kUInt8)
@@ -128,8 +116,7 @@ Status where_self(KernelContext& ctx, std::span<Value*> args) {
 }
 
 Status eq_scalar(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(
-      check_args(ctx, args, {{"self", Arg::kTensor}, {"other", Arg::kScalar}}, {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 2);
   ETC_RETURN_IF_ERROR(check_out(ctx, out, self.sizes, DType::kBool));
@@ -142,7 +129,7 @@ Status eq_scalar(KernelContext& ctx, std::span<Value*> args) {
 }
 
 Status logical_not(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args, {{"self", Arg::kTensor}}, {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 1);
   ETC_RETURN_IF_ERROR(check_out(ctx, out, self.sizes, DType::kBool));
@@ -177,14 +164,12 @@ Status run_unary(KernelContext& ctx, k::MapOp op, const TensorView& self, Tensor
 
 template <k::MapOp kOp>
 Status unary(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args, {{"self", Arg::kTensor}}, {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   return run_unary(ctx, kOp, tensor_arg(args, 0), out_arg(args, 1));
 }
 
 Status clamp(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(
-      ctx, args, {{"self", Arg::kTensor}, {"min", Arg::kOptScalar}, {"max", Arg::kOptScalar}},
-      {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   if (args[1]->is_none() && args[2]->is_none())
     return ctx.error("at least one of 'min' or 'max' must not be None");
   return run_unary(ctx, k::MapOp::kClamp, tensor_arg(args, 0), out_arg(args, 3),
@@ -192,15 +177,12 @@ Status clamp(KernelContext& ctx, std::span<Value*> args) {
 }
 
 Status hardtanh(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(
-      ctx, args, {{"self", Arg::kTensor}, {"min_val", Arg::kScalar}, {"max_val", Arg::kScalar}},
-      {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   return run_unary(ctx, k::MapOp::kClamp, tensor_arg(args, 0), out_arg(args, 3), args[1], args[2]);
 }
 
 Status gelu(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(
-      check_args(ctx, args, {{"self", Arg::kTensor}, {"approximate", Arg::kString}}, {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const std::string& approx = args[1]->s;
   if (approx != "none" && approx != "tanh")
     return ctx.error("approximate must be 'none' or 'tanh', got '" + approx + "'");
@@ -216,35 +198,35 @@ Status register_cuda_tensor_kernels(rt::OperatorRegistry& registry);
 Status register_cuda_index_kernels(rt::OperatorRegistry& registry);
 
 Status register_cuda_kernels(rt::OperatorRegistry& r) {
-  using rt::kernels::register_kernel;
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::add.Tensor"}, add_tensor));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::sub.Tensor"}, sub_tensor));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::mul.Tensor"}, mul_tensor));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::div.Tensor"}, div_tensor));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::add.Scalar"}, add_scalar));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::sub.Scalar"}, sub_scalar));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::mul.Scalar"}, mul_scalar));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::div.Scalar"}, div_scalar));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::pow.Tensor_Scalar"}, pow_tensor_scalar));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::where.self"}, where_self));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::eq.Scalar"}, eq_scalar));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::logical_not.default"}, logical_not));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::neg.default"}, unary<k::MapOp::kNeg>));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::relu.default"}, unary<k::MapOp::kRelu>));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::clamp.default"}, clamp));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::hardtanh.default"}, hardtanh));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::exp.default"}, unary<k::MapOp::kExp>));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::log.default"}, unary<k::MapOp::kLog>));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::rsqrt.default"}, unary<k::MapOp::kRsqrt>));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::sigmoid.default"}, unary<k::MapOp::kSigmoid>));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::sqrt.default"}, unary<k::MapOp::kSqrt>));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::tanh.default"}, unary<k::MapOp::kTanh>));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::erf.default"}, unary<k::MapOp::kErf>));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::gelu.default"}, gelu));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::AddTensor, add_tensor, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::SubTensor, sub_tensor, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::MulTensor, mul_tensor, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::DivTensor, div_tensor, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::AddScalar, add_scalar, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::SubScalar, sub_scalar, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::MulScalar, mul_scalar, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::DivScalar, div_scalar, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::PowTensorScalar, pow_tensor_scalar, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::WhereSelf, where_self, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::EqScalar, eq_scalar, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::LogicalNot, logical_not, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Neg, unary<k::MapOp::kNeg>, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Relu, unary<k::MapOp::kRelu>, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Clamp, clamp, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Hardtanh, hardtanh, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Exp, unary<k::MapOp::kExp>, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Log, unary<k::MapOp::kLog>, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Rsqrt, unary<k::MapOp::kRsqrt>, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Sigmoid, unary<k::MapOp::kSigmoid>, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Sqrt, unary<k::MapOp::kSqrt>, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Tanh, unary<k::MapOp::kTanh>, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Erf, unary<k::MapOp::kErf>, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Gelu, gelu, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(
-      register_kernel(r, {"aten::hardsigmoid.default"}, unary<k::MapOp::kHardsigmoid>));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::hardswish.default"}, unary<k::MapOp::kHardswish>));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::silu.default"}, unary<k::MapOp::kSilu>));
+      r.add(OpKind::Hardsigmoid, unary<k::MapOp::kHardsigmoid>, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(
+      r.add(OpKind::Hardswish, unary<k::MapOp::kHardswish>, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Silu, unary<k::MapOp::kSilu>, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(register_cuda_tensor_kernels(r));
   return register_cuda_index_kernels(r);
 }

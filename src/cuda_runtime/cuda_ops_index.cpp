@@ -13,16 +13,9 @@ namespace {
 
 using namespace ops;  // NOLINT: the helpers of cuda_op_util.h
 using rt::kernels::opt_dtype_arg;
-using rt::kernels::register_kernel;
 
 Status embedding(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args,
-                                 {{"weight", Arg::kTensor},
-                                  {"indices", Arg::kTensor},
-                                  {"padding_idx", Arg::kInt},
-                                  {"scale_grad_by_freq", Arg::kBool},
-                                  {"sparse", Arg::kBool}},
-                                 {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& weight = tensor_arg(args, 0);
   const TensorView& indices = tensor_arg(args, 1);
   TensorView& out = out_arg(args, 5);
@@ -104,8 +97,7 @@ Result<k::IndexArgs> index_args(const KernelContext& ctx, const TensorView& self
 
 // index.Tensor(self, indices) -> out
 Status index_tensor(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(
-      check_args(ctx, args, {{"self", Arg::kTensor}, {"indices", Arg::kOptTensorList}}, {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 2);
   IndexPlan plan;
@@ -121,12 +113,7 @@ Status index_tensor(KernelContext& ctx, std::span<Value*> args) {
 // accumulate=True stays on the host (the capability table): atomics would add in any order.
 template <bool kInPlace>
 Status index_put(KernelContext& ctx, std::span<Value*> args) {
-  const std::initializer_list<rt::kernels::ArgSpec> inputs = {{"self", Arg::kTensor},
-                                                              {"indices", Arg::kOptTensorList},
-                                                              {"values", Arg::kTensor},
-                                                              {"accumulate", Arg::kBool}};
-  ETC_RETURN_IF_ERROR(kInPlace ? check_args(ctx, args, inputs, {})
-                               : check_args(ctx, args, inputs, {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   TensorView& self = args[0]->tensor;
   const TensorView& values = tensor_arg(args, 2);
   TensorView& out = kInPlace ? self : out_arg(args, 4);
@@ -166,40 +153,19 @@ Status fill(const KernelContext& ctx, const std::vector<int64_t>& size, std::opt
 }
 
 Status full(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args,
-                                 {{"size", Arg::kIntList},
-                                  {"fill_value", Arg::kScalar},
-                                  {"dtype", Arg::kOptScalarType},
-                                  {"layout", Arg::kOptEnum},
-                                  {"device", Arg::kOptEnum},
-                                  {"pin_memory", Arg::kOptBool}},
-                                 {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   return fill(ctx, args[0]->ints, opt_dtype_arg(args, 2), *args[1], out_arg(args, 6));
 }
 
 // full_like(self, fill_value, ...): self's actual sizes (dynamic-bound masks and positions).
 Status full_like(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args,
-                                 {{"self", Arg::kTensor},
-                                  {"fill_value", Arg::kScalar},
-                                  {"dtype", Arg::kOptScalarType},
-                                  {"layout", Arg::kOptEnum},
-                                  {"device", Arg::kOptEnum},
-                                  {"pin_memory", Arg::kOptBool},
-                                  {"memory_format", Arg::kOptEnum}},
-                                 {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   return fill(ctx, tensor_arg(args, 0).sizes, opt_dtype_arg(args, 2), *args[1], out_arg(args, 7));
 }
 
 template <int64_t kValue>
 Status constant(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args,
-                                 {{"size", Arg::kIntList},
-                                  {"dtype", Arg::kOptScalarType},
-                                  {"layout", Arg::kOptEnum},
-                                  {"device", Arg::kOptEnum},
-                                  {"pin_memory", Arg::kOptBool}},
-                                 {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   Value v;
   v.kind = Value::Kind::kInt;
   v.i = kValue;
@@ -209,14 +175,14 @@ Status constant(KernelContext& ctx, std::span<Value*> args) {
 }  // namespace
 
 Status register_cuda_index_kernels(rt::OperatorRegistry& r) {
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::embedding.default"}, embedding));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::index.Tensor"}, index_tensor));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::index_put.default"}, index_put<false>));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::index_put_"}, index_put<true>));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::full.default"}, full));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::full_like.default"}, full_like));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::ones.default"}, constant<1>));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::zeros.default"}, constant<0>));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Embedding, embedding, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::IndexTensor, index_tensor, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::IndexPut, index_put<false>, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add("aten::index_put_", rt::kIndexPutInPlaceSchema, index_put<true>));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Full, full, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::FullLike, full_like, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Ones, constant<1>, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Zeros, constant<0>, KernelForms::kFunctional));
   return Status();
 }
 

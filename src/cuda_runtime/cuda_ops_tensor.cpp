@@ -17,7 +17,6 @@ using rt::kernels::opt_dtype_arg;
 using rt::kernels::opt_int_arg;
 using rt::kernels::pair_arg;
 using rt::kernels::reduced_dims;
-using rt::kernels::register_kernel;
 using rt::kernels::wrap_dim;
 
 Status require_float(const KernelContext& ctx, const char* what, DType t) {
@@ -203,8 +202,7 @@ Status check_matrix(const KernelContext& ctx, const char* name, const TensorView
 }
 
 Status mm(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(
-      check_args(ctx, args, {{"self", Arg::kTensor}, {"mat2", Arg::kTensor}}, {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& a = tensor_arg(args, 0);
   const TensorView& b = tensor_arg(args, 1);
   TensorView& out = out_arg(args, 2);
@@ -216,8 +214,7 @@ Status mm(KernelContext& ctx, std::span<Value*> args) {
 }
 
 Status bmm(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(
-      check_args(ctx, args, {{"self", Arg::kTensor}, {"mat2", Arg::kTensor}}, {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& a = tensor_arg(args, 0);
   const TensorView& b = tensor_arg(args, 1);
   TensorView& out = out_arg(args, 2);
@@ -231,13 +228,7 @@ Status bmm(KernelContext& ctx, std::span<Value*> args) {
 }
 
 Status addmm(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args,
-                                 {{"self", Arg::kTensor},
-                                  {"mat1", Arg::kTensor},
-                                  {"mat2", Arg::kTensor},
-                                  {"beta", Arg::kScalar},
-                                  {"alpha", Arg::kScalar}},
-                                 {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& bias = tensor_arg(args, 0);
   const TensorView& a = tensor_arg(args, 1);
   const TensorView& b = tensor_arg(args, 2);
@@ -258,9 +249,7 @@ Status addmm(KernelContext& ctx, std::span<Value*> args) {
 }
 
 Status linear(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(
-      ctx, args, {{"input", Arg::kTensor}, {"weight", Arg::kTensor}, {"bias", Arg::kOptTensor}},
-      {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& x = tensor_arg(args, 0);
   const TensorView& w = tensor_arg(args, 1);
   const TensorView* bias = opt_tensor_arg(args, 2);
@@ -287,17 +276,7 @@ Status linear(KernelContext& ctx, std::span<Value*> args) {
 // ---- Convolution ---------------------------------------------------------------------------
 
 Status convolution(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args,
-                                 {{"input", Arg::kTensor},
-                                  {"weight", Arg::kTensor},
-                                  {"bias", Arg::kOptTensor},
-                                  {"stride", Arg::kIntList},
-                                  {"padding", Arg::kIntList},
-                                  {"dilation", Arg::kIntList},
-                                  {"transposed", Arg::kBool},
-                                  {"output_padding", Arg::kIntList},
-                                  {"groups", Arg::kInt}},
-                                 {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& x = tensor_arg(args, 0);
   const TensorView& w = tensor_arg(args, 1);
   const TensorView* bias = opt_tensor_arg(args, 2);
@@ -445,14 +424,7 @@ Result<k::PoolArgs> pool_args(const KernelContext& ctx, const TensorView& self, 
 }
 
 Status max_pool2d(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args,
-                                 {{"self", Arg::kTensor},
-                                  {"kernel_size", Arg::kIntList},
-                                  {"stride", Arg::kIntList},
-                                  {"padding", Arg::kIntList},
-                                  {"dilation", Arg::kIntList},
-                                  {"ceil_mode", Arg::kBool}},
-                                 {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 6);
   ETC_RETURN_IF_ERROR(require_float(ctx, "self", self.dtype));
@@ -467,15 +439,7 @@ Status max_pool2d(KernelContext& ctx, std::span<Value*> args) {
 }
 
 Status avg_pool2d(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args,
-                                 {{"self", Arg::kTensor},
-                                  {"kernel_size", Arg::kIntList},
-                                  {"stride", Arg::kIntList},
-                                  {"padding", Arg::kIntList},
-                                  {"ceil_mode", Arg::kBool},
-                                  {"count_include_pad", Arg::kBool},
-                                  {"divisor_override", Arg::kOptInt}},
-                                 {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 7);
   ETC_RETURN_IF_ERROR(require_float(ctx, "self", self.dtype));
@@ -494,8 +458,7 @@ Status avg_pool2d(KernelContext& ctx, std::span<Value*> args) {
 }
 
 Status adaptive_avg_pool2d(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(
-      check_args(ctx, args, {{"self", Arg::kTensor}, {"output_size", Arg::kIntList}}, {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   const std::vector<int64_t>& os = args[1]->ints;
   TensorView& out = out_arg(args, 2);
@@ -588,9 +551,7 @@ Status run_reduce(const KernelContext& ctx, k::ReduceOp op, const TensorView& se
 }
 
 Status amax(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(
-      ctx, args, {{"self", Arg::kTensor}, {"dim", Arg::kIntList}, {"keepdim", Arg::kBool}},
-      {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 3);
   ETC_ASSIGN_OR_RETURN(std::vector<bool> reduced,
@@ -603,8 +564,7 @@ Status amax(KernelContext& ctx, std::span<Value*> args) {
 }
 
 Status any_dim(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(
-      ctx, args, {{"self", Arg::kTensor}, {"dim", Arg::kInt}, {"keepdim", Arg::kBool}}, {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 3);
   std::vector<int64_t> dims{args[1]->i};
@@ -618,12 +578,7 @@ Status any_dim(KernelContext& ctx, std::span<Value*> args) {
 }
 
 Status sum_mean(KernelContext& ctx, std::span<Value*> args, bool mean) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args,
-                                 {{"self", Arg::kTensor},
-                                  {"dim", Arg::kOptIntList},
-                                  {"keepdim", Arg::kBool},
-                                  {"dtype", Arg::kOptScalarType}},
-                                 {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 4);
   ETC_ASSIGN_OR_RETURN(
@@ -645,9 +600,7 @@ Status mean_dim(KernelContext& ctx, std::span<Value*> args) {
 }
 
 Status softmax_common(KernelContext& ctx, std::span<Value*> args, bool log) {
-  ETC_RETURN_IF_ERROR(check_args(
-      ctx, args, {{"self", Arg::kTensor}, {"dim", Arg::kInt}, {"half_to_float", Arg::kBool}},
-      {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 3);
   ETC_RETURN_IF_ERROR(require_float(ctx, "self", self.dtype));
@@ -676,13 +629,7 @@ Status log_softmax(KernelContext& ctx, std::span<Value*> args) {
 }
 
 Status layer_norm(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args,
-                                 {{"input", Arg::kTensor},
-                                  {"normalized_shape", Arg::kIntList},
-                                  {"weight", Arg::kOptTensor},
-                                  {"bias", Arg::kOptTensor},
-                                  {"eps", Arg::kFloat}},
-                                 {"out0", "out1", "out2"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& x = tensor_arg(args, 0);
   const std::vector<int64_t>& ns = args[1]->ints;
   const TensorView* weight = opt_tensor_arg(args, 2);
@@ -717,15 +664,7 @@ Status layer_norm(KernelContext& ctx, std::span<Value*> args) {
 }
 
 Status batch_norm(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args,
-                                 {{"input", Arg::kTensor},
-                                  {"weight", Arg::kOptTensor},
-                                  {"bias", Arg::kOptTensor},
-                                  {"running_mean", Arg::kTensor},
-                                  {"running_var", Arg::kTensor},
-                                  {"momentum", Arg::kFloat},
-                                  {"eps", Arg::kFloat}},
-                                 {"out0", "out1", "out2"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& x = tensor_arg(args, 0);
   const TensorView* weight = opt_tensor_arg(args, 1);
   const TensorView* bias = opt_tensor_arg(args, 2);
@@ -787,23 +726,19 @@ template <SameElements kOp>
 Status same_elements(KernelContext& ctx, std::span<Value*> args) {
   std::vector<int64_t> sizes;
   if constexpr (kOp == SameElements::kClone) {
-    ETC_RETURN_IF_ERROR(
-        check_args(ctx, args, {{"self", Arg::kTensor}, {"memory_format", Arg::kOptEnum}}, {"out"}));
+    ETC_RETURN_IF_ERROR(check_args(ctx, args));
     sizes = tensor_arg(args, 0).sizes;
   } else if constexpr (kOp == SameElements::kView || kOp == SameElements::kReshape) {
     const char* arg = kOp == SameElements::kView ? "size" : "shape";
-    ETC_RETURN_IF_ERROR(
-        check_args(ctx, args, {{"self", Arg::kTensor}, {arg, Arg::kIntList}}, {"out"}));
+    ETC_RETURN_IF_ERROR(check_args(ctx, args));
     ETC_ASSIGN_OR_RETURN(sizes,
                          rt::kernels::view_sizes(ctx, tensor_arg(args, 0), args[1]->ints, arg));
   } else if constexpr (kOp == SameElements::kSqueezeDims) {
-    ETC_RETURN_IF_ERROR(
-        check_args(ctx, args, {{"self", Arg::kTensor}, {"dim", Arg::kIntList}}, {"out"}));
+    ETC_RETURN_IF_ERROR(check_args(ctx, args));
     ETC_ASSIGN_OR_RETURN(sizes,
                          rt::kernels::squeeze_dims_sizes(ctx, tensor_arg(args, 0), args[1]->ints));
   } else {
-    ETC_RETURN_IF_ERROR(
-        check_args(ctx, args, {{"self", Arg::kTensor}, {"dim", Arg::kInt}}, {"out"}));
+    ETC_RETURN_IF_ERROR(check_args(ctx, args));
     ETC_ASSIGN_OR_RETURN(sizes,
                          kOp == SameElements::kSqueezeDim
                              ? rt::kernels::squeeze_dim_sizes(ctx, tensor_arg(args, 0), args[1]->i)
@@ -816,9 +751,7 @@ Status same_elements(KernelContext& ctx, std::span<Value*> args) {
 }
 
 Status expand(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(
-      ctx, args, {{"self", Arg::kTensor}, {"size", Arg::kIntList}, {"implicit", Arg::kBool}},
-      {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 3);
   ETC_ASSIGN_OR_RETURN(std::vector<int64_t> size,
@@ -828,8 +761,7 @@ Status expand(KernelContext& ctx, std::span<Value*> args) {
 }
 
 Status permute(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(
-      check_args(ctx, args, {{"self", Arg::kTensor}, {"dims", Arg::kIntList}}, {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 2);
   const std::vector<int64_t>& dims = args[1]->ints;
@@ -846,8 +778,7 @@ Status permute(KernelContext& ctx, std::span<Value*> args) {
 }
 
 Status transpose(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(
-      ctx, args, {{"self", Arg::kTensor}, {"dim0", Arg::kInt}, {"dim1", Arg::kInt}}, {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 3);
   const auto rank = static_cast<int64_t>(self.rank());
@@ -864,8 +795,7 @@ Status transpose(KernelContext& ctx, std::span<Value*> args) {
 }
 
 Status select(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(
-      ctx, args, {{"self", Arg::kTensor}, {"dim", Arg::kInt}, {"index", Arg::kInt}}, {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 3);
   ETC_ASSIGN_OR_RETURN(int64_t dim,
@@ -885,13 +815,7 @@ Status select(KernelContext& ctx, std::span<Value*> args) {
 }
 
 Status slice(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args,
-                                 {{"self", Arg::kTensor},
-                                  {"dim", Arg::kInt},
-                                  {"start", Arg::kOptInt},
-                                  {"end", Arg::kOptInt},
-                                  {"step", Arg::kInt}},
-                                 {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 5);
   ETC_ASSIGN_OR_RETURN(int64_t dim,
@@ -916,9 +840,7 @@ Status slice(KernelContext& ctx, std::span<Value*> args) {
 }
 
 Status constant_pad_nd(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(
-      ctx, args, {{"self", Arg::kTensor}, {"pad", Arg::kIntList}, {"value", Arg::kScalar}},
-      {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   const std::vector<int64_t>& pad = args[1]->ints;
   TensorView& out = out_arg(args, 3);
@@ -963,15 +885,7 @@ Status constant_pad_nd(KernelContext& ctx, std::span<Value*> args) {
 // ---- Conversion ------------------------------------------------------------------------------
 
 Status to_copy(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args,
-                                 {{"self", Arg::kTensor},
-                                  {"dtype", Arg::kOptScalarType},
-                                  {"layout", Arg::kOptEnum},
-                                  {"device", Arg::kOptEnum},
-                                  {"pin_memory", Arg::kOptBool},
-                                  {"non_blocking", Arg::kBool},
-                                  {"memory_format", Arg::kOptEnum}},
-                                 {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 7);
   ETC_RETURN_IF_ERROR(check_out(ctx, out, self.sizes, opt_dtype_arg(args, 1).value_or(self.dtype)));
@@ -984,50 +898,52 @@ Status to_copy(KernelContext& ctx, std::span<Value*> args) {
 }  // namespace
 
 Status register_cuda_tensor_kernels(rt::OperatorRegistry& r) {
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::mm.default"}, mm));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::bmm.default"}, bmm));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::addmm.default"}, addmm));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::linear.default"}, linear));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::convolution.default"}, convolution));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::max_pool2d.default"}, max_pool2d));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::avg_pool2d.default"}, avg_pool2d));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Mm, mm, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Bmm, bmm, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Addmm, addmm, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Linear, linear, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Convolution, convolution, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::MaxPool2d, max_pool2d, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::AvgPool2d, avg_pool2d, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(
-      register_kernel(r, {"aten::adaptive_avg_pool2d.default"}, adaptive_avg_pool2d));
-  ETC_RETURN_IF_ERROR(register_kernel(
-      r, {"aten::upsample_nearest2d.vec"},
-      [](KernelContext& c, std::span<Value*> a) { return upsample2d(c, a, false); }));
-  ETC_RETURN_IF_ERROR(register_kernel(
-      r, {"aten::upsample_bilinear2d.vec"},
-      [](KernelContext& c, std::span<Value*> a) { return upsample2d(c, a, true); }));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::amax.default"}, amax));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::any.dim"}, any_dim));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::mean.dim"}, mean_dim));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::sum.dim_IntList"}, sum_dim));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::_softmax.default"}, softmax));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::_log_softmax.default"}, log_softmax));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::native_layer_norm.default"}, layer_norm));
+      r.add(OpKind::AdaptiveAvgPool2d, adaptive_avg_pool2d, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(
+      OpKind::UpsampleNearest2d,
+      [](KernelContext& c, std::span<Value*> a) { return upsample2d(c, a, false); },
+      KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(
+      OpKind::UpsampleBilinear2d,
+      [](KernelContext& c, std::span<Value*> a) { return upsample2d(c, a, true); },
+      KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Amax, amax, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::AnyDim, any_dim, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::MeanDim, mean_dim, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::SumDimIntList, sum_dim, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Softmax, softmax, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::LogSoftmax, log_softmax, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::NativeLayerNorm, layer_norm, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(
-      register_kernel(r, {"aten::_native_batch_norm_legit_no_training.default"}, batch_norm));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::cat.default"}, cat));
+      r.add(OpKind::NativeBatchNormNoTraining, batch_norm, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Cat, cat, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(
-      register_kernel(r, {"aten::clone.default"}, same_elements<SameElements::kClone>));
+      r.add(OpKind::Clone, same_elements<SameElements::kClone>, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(
-      register_kernel(r, {"aten::view.default"}, same_elements<SameElements::kView>));
+      r.add(OpKind::View, same_elements<SameElements::kView>, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(
-      register_kernel(r, {"aten::reshape.default"}, same_elements<SameElements::kReshape>));
+      r.add(OpKind::Reshape, same_elements<SameElements::kReshape>, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::SqueezeDim, same_elements<SameElements::kSqueezeDim>,
+                            KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::SqueezeDims, same_elements<SameElements::kSqueezeDims>,
+                            KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(
-      register_kernel(r, {"aten::squeeze.dim"}, same_elements<SameElements::kSqueezeDim>));
-  ETC_RETURN_IF_ERROR(
-      register_kernel(r, {"aten::squeeze.dims"}, same_elements<SameElements::kSqueezeDims>));
-  ETC_RETURN_IF_ERROR(
-      register_kernel(r, {"aten::unsqueeze.default"}, same_elements<SameElements::kUnsqueeze>));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::constant_pad_nd.default"}, constant_pad_nd));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::expand.default"}, expand));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::permute.default"}, permute));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::select.int"}, select));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::slice.Tensor"}, slice));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::transpose.int"}, transpose));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::_to_copy.default"}, to_copy));
+      r.add(OpKind::Unsqueeze, same_elements<SameElements::kUnsqueeze>, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::ConstantPadNd, constant_pad_nd, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Expand, expand, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Permute, permute, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::SelectInt, select, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::SliceTensor, slice, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::TransposeInt, transpose, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::ToCopy, to_copy, KernelForms::kFunctional));
   return Status();
 }
 

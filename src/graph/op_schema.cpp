@@ -1,5 +1,6 @@
 #include "graph/op_schema.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 
@@ -63,6 +64,11 @@ int OpSchema::arg_index(std::string_view n) const {
     if (args[i].name == n) return static_cast<int>(i);
   }
   return -1;
+}
+
+size_t OpSchema::num_out_args() const {
+  return static_cast<size_t>(
+      std::count_if(args.begin(), args.end(), [](const ArgSchema& a) { return a.is_out; }));
 }
 
 namespace {
@@ -168,9 +174,12 @@ Result<ArgSchema> parse_arg(std::string_view text, bool kwarg_only) {
   }
   a.name = std::string(trim(decl.substr(space + 1)));
   std::string type(trim(decl.substr(0, space)));
-  // Drop alias annotations: Tensor(a) / Tensor(a!).
+  // Drop alias annotations: Tensor(a) / Tensor(a!); a mutable one (`!`) marks an out.
   if (size_t p = type.find('('); p != std::string::npos) {
     size_t q = type.find(')', p);
+    if (q == std::string::npos)
+      return internal_error("op schema: unclosed alias annotation in '" + std::string(text) + "'");
+    a.is_out = type.substr(p, q - p).find('!') != std::string::npos;
     type.erase(p, q - p + 1);
   }
   if (!type.empty() && type.back() == '?') {

@@ -60,6 +60,7 @@ struct ArgSchema {
   int fixed_length = 0;     // N in int[N]: a single int broadcasts to N elements; for
                             // N > 1 a list must have 1 or N elements (int[1] takes any)
   bool kwarg_only = false;  // after `*`
+  bool is_out = false;      // `Tensor(a!) out`: an out-variant's mutable out tensor
   std::optional<ArgValue> default_value;  // already materialised
 };
 
@@ -69,6 +70,10 @@ struct OpSchema {
   std::string overload;     // "Tensor"; "default" when the schema has none
   std::vector<ArgSchema> args;
   int num_outputs = 1;  // all returns are tensors; -1: a variable number (`-> Tensor[]`)
+
+  // The arguments an out variant writes (`Tensor(a!) out`), in order; none in a functional
+  // schema.
+  size_t num_out_args() const;
 
   // "aten.add.Tensor", the name used in graph JSON and dumps.
   std::string qualified_name() const;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <unordered_map>
 
 #include "graph/shape_inference.h"
 #include "support/json_pointer.h"
@@ -12,29 +13,58 @@ namespace {
 struct OpDecl {
   OpKind kind;
   const char* schema;
+  HostForm host_form;
+  const char* out_schema;  // kOutVariant only
   InferFn infer;
 };
 
 constexpr OpDecl kDecls[] = {
-#define ETC_OP(e, schema, fn) {OpKind::e, schema, &infer::fn},
+#define ETC_OUT(text) HostForm::kOutVariant, text
+#define ETC_DECOMPOSED(fn) HostForm::kDecomposed, nullptr
+#define ETC_NO_KERNEL HostForm::kNone, nullptr
+#define ETC_OP(e, schema, kernel, fn, cuda) {OpKind::e, schema, kernel, &infer::fn},
 #include "graph/ops.def"
 #undef ETC_OP
+#undef ETC_NO_KERNEL
+#undef ETC_DECOMPOSED
+#undef ETC_OUT
 };
 
-// Parsed once, on first use. The schemas are part of the source, so a parse failure is a
-// bug in ops.def: fail loudly at once rather than limp on.
+// The schemas are part of the source, so a parse failure or an out variant that does not
+// fit its op is a bug in ops.def: fail loudly at once rather than limp on.
+[[noreturn]] void table_bug(const std::string& message) {
+  std::fprintf(stderr, "etc: internal error: ops.def: %s\n", message.c_str());
+  std::abort();
+}
+
+OpSchema parse_or_die(const char* text) {
+  Result<OpSchema> s = parse_op_schema(text);
+  if (!s.ok()) table_bug(s.status().to_string());
+  return std::move(s).value();
+}
+
+// Parsed once, on first use.
 const std::vector<OpInfo>& table() {
   static const std::vector<OpInfo> ops = [] {
     std::vector<OpInfo> v;
     v.reserve(std::size(kDecls));
     for (const OpDecl& d : kDecls) {
-      Result<OpSchema> s = parse_op_schema(d.schema);
-      if (!s.ok()) {
-        std::fprintf(stderr, "etc: internal error: ops.def: %s\n", s.status().to_string().c_str());
-        std::abort();
+      OpInfo info{d.kind, parse_or_die(d.schema), "", d.infer, d.host_form, std::nullopt, "", ""};
+      info.name = info.schema.qualified_name();
+      info.kernel_name = kernel_name_of(info.schema);
+      if (d.out_schema != nullptr) {
+        info.out_schema = parse_or_die(d.out_schema);
+        // The out variant takes the functional arguments it keeps by name, and one out per
+        // result (the emitter and the kernels rely on both).
+        for (const ArgSchema& a : info.out_schema->args) {
+          if (!a.is_out && info.schema.find_arg(a.name) == nullptr)
+            table_bug(info.name + ": out-variant argument '" + a.name + "' is not an argument");
+        }
+        if (static_cast<int>(info.out_schema->num_out_args()) != info.schema.num_outputs)
+          table_bug(info.name + ": the out variant's outs do not match the results");
+        info.out_kernel_name = kernel_name_of(*info.out_schema);
       }
-      std::string name = s->qualified_name();
-      v.push_back(OpInfo{d.kind, std::move(s).value(), std::move(name), d.infer});
+      v.push_back(std::move(info));
     }
     return v;
   }();
@@ -42,6 +72,24 @@ const std::vector<OpInfo>& table() {
 }
 
 }  // namespace
+
+std::string kernel_name_of(const OpSchema& schema) {
+  return schema.ns + "::" + schema.name + "." + schema.overload;
+}
+
+std::optional<KernelOp> op_from_kernel_name(std::string_view name) {
+  static const std::unordered_map<std::string_view, KernelOp> index = [] {
+    std::unordered_map<std::string_view, KernelOp> m;
+    for (const OpInfo& op : table()) {
+      m.emplace(op.kernel_name, KernelOp{op.kind, false});
+      if (!op.out_kernel_name.empty()) m.emplace(op.out_kernel_name, KernelOp{op.kind, true});
+    }
+    return m;
+  }();
+  auto it = index.find(name);
+  if (it == index.end()) return std::nullopt;
+  return it->second;
+}
 
 const OpInfo& op_info(OpKind kind) {
   return table()[static_cast<size_t>(kind)];

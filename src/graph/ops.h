@@ -1,5 +1,6 @@
-// The op table (ops.def) as C++: the OpKind enum, each op's parsed ATen schema and its
-// shape/dtype inference, and lookup by IR name ("aten.add.Tensor").
+// The op table (ops.def) as C++: the OpKind enum, each op's parsed ATen schemas (functional
+// and out variant) and its shape/dtype inference, and lookup by IR name ("aten.add.Tensor")
+// and by kernel name ("aten::add.out").
 #pragma once
 
 #include <cstdint>
@@ -17,7 +18,7 @@
 namespace etc {
 
 enum class OpKind : uint16_t {
-#define ETC_OP(e, schema, infer) e,
+#define ETC_OP(e, schema, kernel, infer, cuda) e,
 #include "graph/ops.def"
 #undef ETC_OP
 };
@@ -71,11 +72,26 @@ class InferContext {
 
 using InferFn = Status (*)(const InferContext&, std::vector<TensorType>&);
 
+// How a host program runs an op (the KERNEL column of ops.def).
+enum class HostForm : uint8_t {
+  kOutVariant,  // ETC_OUT: ExecuTorch's portable out-variant kernel
+  kDecomposed,  // ETC_DECOMPOSED: rewritten by decompose_host_ops before emission
+  kNone,        // ETC_NO_KERNEL: emitted in a form of its own (the delegate call)
+};
+
 struct OpInfo {
   OpKind kind;
   OpSchema schema;
   std::string name;  // "aten.add.Tensor"
   InferFn infer;
+  HostForm host_form = HostForm::kOutVariant;
+  // kOutVariant: the out variant's schema, its outs marked ArgSchema::is_out.
+  std::optional<OpSchema> out_schema;
+  // The names kernels are registered and called by: the functional form ("aten::add.Tensor",
+  // the calls inside delegate subgraphs) and the out variant ("aten::add.out", host
+  // programs; empty without one).
+  std::string kernel_name;
+  std::string out_kernel_name;
 };
 
 const OpInfo& op_info(OpKind kind);
@@ -83,6 +99,17 @@ std::span<const OpInfo> all_ops();
 // Looks up "aten.add.Tensor"; also accepts "aten::add.Tensor" and, for ops whose overload
 // is "default", "aten.relu".
 std::optional<OpKind> op_from_name(std::string_view name);
+
+// A kernel name of the table ("aten::add.out" or "aten::add.Tensor") as its op and form.
+struct KernelOp {
+  OpKind op;
+  bool out_variant = false;
+};
+std::optional<KernelOp> op_from_kernel_name(std::string_view name);
+
+// "aten::add.Tensor" for a schema "add.Tensor" in namespace aten: how ExecuTorch names an
+// operator in a program's operator table joined with its overload.
+std::string kernel_name_of(const OpSchema& schema);
 
 // Builds a node's argument list from named arguments: checks the names against the schema,
 // fills every omitted argument with its default, and fails on a missing required one.

@@ -5,7 +5,8 @@
 
 namespace etc::infer {
 
-#define ETC_OP(e, schema, fn) Status fn(const InferContext& ctx, std::vector<TensorType>& out);
+#define ETC_OP(e, schema, kernel, fn, cuda) \
+  Status fn(const InferContext& ctx, std::vector<TensorType>& out);
 #include "graph/ops.def"
 #undef ETC_OP
 

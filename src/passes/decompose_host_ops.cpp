@@ -1,5 +1,7 @@
 #include "passes/decompose_host_ops.h"
 
+#include <functional>
+
 namespace etc {
 namespace {
 
@@ -54,100 +56,109 @@ class Rewriter {
   std::string base_;
 };
 
-Status rewrite(Graph& g, NodeId id) {
-  Node& n = g.node(id);
-  Rewriter r(g, id);
-  auto arg = [&](const char* name) {
-    return n.args[static_cast<size_t>(op_info(n.op).schema.arg_index(name))];
-  };
-  switch (n.op) {
-    case OpKind::Linear: {
-      ValueId x = std::get<ValueId>(arg("input"));
-      ValueId w = std::get<ValueId>(arg("weight"));
-      ArgValue bias = arg("bias");
-      std::vector<int64_t> x_sizes = g.value(x).spec.sizes;
-      std::vector<int64_t> out_sizes = g.value(n.outputs[0]).spec.sizes;
-      ETC_ASSIGN_OR_RETURN(
-          ValueId wt,
-          r.emit(OpKind::Permute, {{"self", w}, {"dims", std::vector<int64_t>{1, 0}}}, "weight_t"));
-      ValueId x2 = x;
-      if (x_sizes.size() != 2) {
-        int64_t in = x_sizes.back();
-        int64_t rows = in == 0 ? 0 : g.value(x).spec.numel() / in;
-        ETC_ASSIGN_OR_RETURN(
-            x2,
-            r.emit(OpKind::View, {{"self", x}, {"size", std::vector<int64_t>{rows, in}}}, "in2d"));
-      }
-      ValueId y2;
-      if (std::holds_alternative<ValueId>(bias)) {
-        ETC_ASSIGN_OR_RETURN(
-            y2, r.emit(OpKind::Addmm, {{"self", bias}, {"mat1", x2}, {"mat2", wt}}, "addmm"));
-      } else {
-        ETC_ASSIGN_OR_RETURN(y2, r.emit(OpKind::Mm, {{"self", x2}, {"mat2", wt}}, "mm"));
-      }
-      ValueId y = y2;
-      if (x_sizes.size() != 2) {
-        ETC_ASSIGN_OR_RETURN(y, r.emit(OpKind::View, {{"self", y2}, {"size", out_sizes}}, "out"));
-      }
-      r.finish(y);
-      return Status();
-    }
-    case OpKind::Silu: {
-      ValueId x = std::get<ValueId>(arg("self"));
-      ETC_ASSIGN_OR_RETURN(ValueId s, r.emit(OpKind::Sigmoid, {{"self", x}}, "sigmoid"));
-      ETC_ASSIGN_OR_RETURN(ValueId y,
-                           r.emit(OpKind::MulTensor, {{"self", x}, {"other", s}}, "mul"));
-      r.finish(y);
-      return Status();
-    }
-    case OpKind::Hardsigmoid: {
-      ETC_ASSIGN_OR_RETURN(ValueId y, r.hardsigmoid(std::get<ValueId>(arg("self"))));
-      r.finish(y);
-      return Status();
-    }
-    case OpKind::Hardswish: {
-      ValueId x = std::get<ValueId>(arg("self"));
-      ETC_ASSIGN_OR_RETURN(ValueId hs, r.hardsigmoid(x));
-      ETC_ASSIGN_OR_RETURN(ValueId y,
-                           r.emit(OpKind::MulTensor, {{"self", x}, {"other", hs}}, "mul"));
-      r.finish(y);
-      return Status();
-    }
-    case OpKind::MaxPool2d: {
-      ETC_ASSIGN_OR_RETURN(ValueId y, r.emit(OpKind::MaxPool2dWithIndices,
-                                             {{"self", arg("self")},
-                                              {"kernel_size", arg("kernel_size")},
-                                              {"stride", arg("stride")},
-                                              {"padding", arg("padding")},
-                                              {"dilation", arg("dilation")},
-                                              {"ceil_mode", arg("ceil_mode")}},
-                                             "with_indices"));
-      r.finish(y);
-      return Status();
-    }
-    case OpKind::Reshape: {
-      ETC_ASSIGN_OR_RETURN(
-          ValueId y, r.emit(OpKind::View, {{"self", arg("self")}, {"size", arg("shape")}}, "view"));
-      r.finish(y);
-      return Status();
-    }
-    default:
-      return Status();
+// The ETC_DECOMPOSED functions of ops.def: each adds the ops that compute node `n` before
+// it and finishes `r` with the result.
+using Arg = std::function<const ArgValue&(const char*)>;
+
+Status decompose_linear(Graph& g, const Node& n, Rewriter& r, const Arg& arg) {
+  ValueId x = std::get<ValueId>(arg("input"));
+  ValueId w = std::get<ValueId>(arg("weight"));
+  ArgValue bias = arg("bias");
+  std::vector<int64_t> x_sizes = g.value(x).spec.sizes;
+  std::vector<int64_t> out_sizes = g.value(n.outputs[0]).spec.sizes;
+  ETC_ASSIGN_OR_RETURN(
+      ValueId wt,
+      r.emit(OpKind::Permute, {{"self", w}, {"dims", std::vector<int64_t>{1, 0}}}, "weight_t"));
+  ValueId x2 = x;
+  if (x_sizes.size() != 2) {
+    int64_t in = x_sizes.back();
+    int64_t rows = in == 0 ? 0 : g.value(x).spec.numel() / in;
+    ETC_ASSIGN_OR_RETURN(
+        x2, r.emit(OpKind::View, {{"self", x}, {"size", std::vector<int64_t>{rows, in}}}, "in2d"));
   }
+  ValueId y2;
+  if (std::holds_alternative<ValueId>(bias)) {
+    ETC_ASSIGN_OR_RETURN(
+        y2, r.emit(OpKind::Addmm, {{"self", bias}, {"mat1", x2}, {"mat2", wt}}, "addmm"));
+  } else {
+    ETC_ASSIGN_OR_RETURN(y2, r.emit(OpKind::Mm, {{"self", x2}, {"mat2", wt}}, "mm"));
+  }
+  ValueId y = y2;
+  if (x_sizes.size() != 2) {
+    ETC_ASSIGN_OR_RETURN(y, r.emit(OpKind::View, {{"self", y2}, {"size", out_sizes}}, "out"));
+  }
+  r.finish(y);
+  return Status();
 }
 
-bool needs_rewrite(OpKind op) {
-  switch (op) {
-    case OpKind::Linear:
-    case OpKind::Silu:
-    case OpKind::Hardsigmoid:
-    case OpKind::Hardswish:
-    case OpKind::MaxPool2d:
-    case OpKind::Reshape:
-      return true;
-    default:
-      return false;
-  }
+Status decompose_silu(Graph&, const Node&, Rewriter& r, const Arg& arg) {
+  ValueId x = std::get<ValueId>(arg("self"));
+  ETC_ASSIGN_OR_RETURN(ValueId s, r.emit(OpKind::Sigmoid, {{"self", x}}, "sigmoid"));
+  ETC_ASSIGN_OR_RETURN(ValueId y, r.emit(OpKind::MulTensor, {{"self", x}, {"other", s}}, "mul"));
+  r.finish(y);
+  return Status();
+}
+
+Status decompose_hardsigmoid(Graph&, const Node&, Rewriter& r, const Arg& arg) {
+  ETC_ASSIGN_OR_RETURN(ValueId y, r.hardsigmoid(std::get<ValueId>(arg("self"))));
+  r.finish(y);
+  return Status();
+}
+
+Status decompose_hardswish(Graph&, const Node&, Rewriter& r, const Arg& arg) {
+  ValueId x = std::get<ValueId>(arg("self"));
+  ETC_ASSIGN_OR_RETURN(ValueId hs, r.hardsigmoid(x));
+  ETC_ASSIGN_OR_RETURN(ValueId y, r.emit(OpKind::MulTensor, {{"self", x}, {"other", hs}}, "mul"));
+  r.finish(y);
+  return Status();
+}
+
+Status decompose_max_pool2d(Graph&, const Node&, Rewriter& r, const Arg& arg) {
+  ETC_ASSIGN_OR_RETURN(ValueId y, r.emit(OpKind::MaxPool2dWithIndices,
+                                         {{"self", arg("self")},
+                                          {"kernel_size", arg("kernel_size")},
+                                          {"stride", arg("stride")},
+                                          {"padding", arg("padding")},
+                                          {"dilation", arg("dilation")},
+                                          {"ceil_mode", arg("ceil_mode")}},
+                                         "with_indices"));
+  r.finish(y);
+  return Status();
+}
+
+Status decompose_reshape(Graph&, const Node&, Rewriter& r, const Arg& arg) {
+  ETC_ASSIGN_OR_RETURN(
+      ValueId y, r.emit(OpKind::View, {{"self", arg("self")}, {"size", arg("shape")}}, "view"));
+  r.finish(y);
+  return Status();
+}
+
+using DecomposeFn = Status (*)(Graph&, const Node&, Rewriter&, const Arg&);
+
+// Per op of the table: its ETC_DECOMPOSED function, or null.
+constexpr DecomposeFn kDecompose[] = {
+#define ETC_OUT(text) nullptr
+#define ETC_DECOMPOSED(fn) &fn
+#define ETC_NO_KERNEL nullptr
+#define ETC_OP(e, schema, kernel, infer, cuda) kernel,
+#include "graph/ops.def"
+#undef ETC_OP
+#undef ETC_NO_KERNEL
+#undef ETC_DECOMPOSED
+#undef ETC_OUT
+};
+
+DecomposeFn decomposition(OpKind op) {
+  return kDecompose[static_cast<size_t>(op)];
+}
+
+Status rewrite(Graph& g, NodeId id) {
+  const Node& n = g.node(id);
+  Rewriter r(g, id);
+  Arg arg = [&](const char* name) -> const ArgValue& {
+    return n.args[static_cast<size_t>(op_info(n.op).schema.arg_index(name))];
+  };
+  return decomposition(n.op)(g, n, r, arg);
 }
 
 }  // namespace
@@ -155,7 +166,7 @@ bool needs_rewrite(OpKind op) {
 Result<bool> decompose_host_ops(Graph& graph, PassContext&) {
   std::vector<NodeId> targets;
   for (NodeId id : graph.order()) {
-    if (needs_rewrite(graph.node(id).op)) targets.push_back(id);
+    if (decomposition(graph.node(id).op) != nullptr) targets.push_back(id);
   }
   for (NodeId id : targets) {
     ETC_RETURN_IF_ERROR_CTX(rewrite(graph, id),

@@ -1,6 +1,7 @@
 // decompose-host-ops: rewrites host ops that ExecuTorch's portable kernel library does not
 // have into ones it has, so that ExecuTorch's own runtime can execute every CPU part of a
-// program etc writes (docs/pte-format.md lists the kernel set):
+// program etc writes (docs/pte-format.md lists the kernel set). The ops are those ops.def
+// declares ETC_DECOMPOSED(fn), each rewritten by its fn:
 //   linear(x, W, b)  -> permute(W) then addmm(b, x2d, Wt) (mm without bias), with views
 //                       around it when x is not 2-d
 //   silu(x)          -> mul(x, sigmoid(x))

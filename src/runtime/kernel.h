@@ -1,12 +1,14 @@
 // Kernels and the operator registry.
 //
-// A kernel implements one operator overload, named as ExecuTorch names it:
-// "aten::add.out" (host programs: the portable out-variant kernels) or "aten::add.Tensor"
-// (etc's IR ops, as they appear inside CUDA delegate subgraphs run on the CPU). Its
-// arguments are the instruction's values in ExecuTorch's convention: every schema argument
-// in order (defaults materialised), then the out tensor(s), then the return value (the out
-// again, or a TensorList of the outs). Out tensors are already allocated with their final
-// sizes; kernels check them and fail with a Status, never abort.
+// A kernel implements one operator of the op table (graph/ops.def) in one of its two forms,
+// named as ExecuTorch names them: the out variant ("aten::add.out", host programs: the
+// portable out-variant kernels) or the functional form ("aten::add.Tensor", etc's IR ops as
+// they appear inside delegate subgraphs). The registry is keyed by operator: it derives both
+// names and both call schemas from the table. Its arguments are the instruction's values in
+// ExecuTorch's convention: every schema argument in order (defaults materialised; an out
+// variant's outs are among them), for the functional form then the out tensor(s), then the
+// return value (the out again, or a TensorList of the outs). Out tensors are already
+// allocated with their final sizes; kernels check them and fail with a Status, never abort.
 #pragma once
 
 #include <functional>
@@ -18,6 +20,8 @@
 #include <string_view>
 #include <vector>
 
+#include "graph/op_schema.h"
+#include "graph/ops.h"
 #include "runtime/tensor.h"
 #include "support/status.h"
 
@@ -121,6 +125,10 @@ struct KernelContext {
   // (Method::plan_channels_last), whose readers and writers all agree; 0 everywhere else.
   uint64_t channels_last_args = 0;
   bool is_channels_last(size_t i) const { return i < 64 && ((channels_last_args >> i) & 1) != 0; }
+  // The schema of `args` (RegisteredKernel::schema): what kernels::check_args checks them
+  // against and what arguments are read by name through. Null for the few kernels whose
+  // values no schema describes.
+  const OpSchema* schema = nullptr;
   // An invalid-input error naming the op: "aten::add.out: <message>".
   Status error(const std::string& message) const;
 };
@@ -132,15 +140,53 @@ using KernelFn = Status (*)(KernelContext& ctx, std::span<Value*> args);
 // arguments that are not what the op takes (the kernel reports those).
 double kernel_flops(std::string_view op, std::span<Value* const> args);
 
+// The functional schema as its kernel is called: the results appended as `Tensor(a!) out`
+// arguments (out0, out1, ... for several).
+OpSchema functional_call_schema(const OpSchema& functional);
+
+// index_put_, the in-place form ExecuTorch's programs update a KV cache with.
+inline constexpr const char* kIndexPutInPlaceSchema =
+    "index_put_(Tensor(a!) self, Tensor?[] indices, Tensor values, bool accumulate=False) -> "
+    "Tensor(a!)";
+
+// Which forms of an op one kernel function serves.
+enum class KernelForms : uint8_t {
+  kOut = 1,         // the out variant ("aten::add.out")
+  kFunctional = 2,  // the functional form ("aten::add.Tensor")
+  kBoth = 3,        // both, when their arguments are the same (the registry checks)
+};
+
+// One registered kernel: its function and the schema of the values it is called with.
+struct RegisteredKernel {
+  std::string name;  // "aten::add.out"
+  KernelFn fn = nullptr;
+  // The out variant's or in-place form's schema, or the functional schema with one
+  // `Tensor(a!) out` per result appended (out0, out1, ... for several); nullopt for a kernel
+  // whose values no schema describes (aten::sym_size.int returns an Int).
+  std::optional<OpSchema> schema;
+  std::optional<OpKind> op;  // the op of the table it runs; nullopt outside the table
+  bool out_variant = false;
+  const OpSchema* call_schema() const { return schema ? &*schema : nullptr; }
+};
+
 class OperatorRegistry {
  public:
-  // Registers `name` ("aten::add.out"); a second registration of the same name fails.
+  // Registers `fn` for `op` under the names of `forms` (kBoth: the out variant's where the op
+  // has one, and the functional form's). A second registration of a name fails, and so do
+  // forms the op does not have or kBoth over forms whose arguments differ.
+  Status add(OpKind op, KernelFn fn, KernelForms forms = KernelForms::kBoth);
+  // A kernel outside the op table, declared here by its schema ("aten::copy_(Tensor(a!)
+  // self, Tensor src, bool non_blocking=False) -> Tensor(a!)") and registered under `name`
+  // (ExecuTorch writes in-place ops without an overload: "aten::copy_").
+  Status add(const std::string& name, std::string_view schema, KernelFn fn);
+  // A kernel no schema describes; it checks its own arguments.
   Status add(const std::string& name, KernelFn fn);
-  KernelFn find(std::string_view name) const;
+  const RegisteredKernel* find(std::string_view name) const;
   std::vector<std::string> names() const;
 
  private:
-  std::map<std::string, KernelFn, std::less<>> kernels_;
+  Status insert(RegisteredKernel k);
+  std::map<std::string, RegisteredKernel, std::less<>> kernels_;
 };
 
 // Registers every CPU kernel (portable out-variants, IR ops, et_copy is registered by the

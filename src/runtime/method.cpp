@@ -126,7 +126,7 @@ Result<std::unique_ptr<Method>> Method::load_plan(const pte::Plan& plan,
   std::unique_ptr<Method> m(new Method());
   m->env_ = env;
   // Operators: resolve all, report every missing one at once.
-  std::vector<KernelFn> kernels(plan.operators.size(), nullptr);
+  std::vector<const RegisteredKernel*> kernels(plan.operators.size(), nullptr);
   std::map<std::string, int> missing;
   for (size_t i = 0; i < plan.operators.size(); ++i) {
     kernels[i] = env.operators->find(op_name(plan.operators[i]));
@@ -302,7 +302,8 @@ Result<std::unique_ptr<Method>> Method::load_plan(const pte::Plan& plan,
           s.constant_args |= uint64_t{1} << i;
       }
       if (in.kind == pte::InstrKind::kKernel) {
-        s.kernel = kernels[static_cast<size_t>(in.index)];
+        s.kernel = kernels[static_cast<size_t>(in.index)]->fn;
+        s.schema = kernels[static_cast<size_t>(in.index)]->call_schema();
         s.name = op_name(plan.operators[static_cast<size_t>(in.index)]);
       } else if (in.kind == pte::InstrKind::kDelegate) {
         const pte::Delegate& d = plan.delegates[static_cast<size_t>(in.index)];
@@ -995,9 +996,9 @@ Status Method::execute() {
             r.list->ints[k] = item->i;
         }
         if (kernel) {
-          KernelContext ctx{s.name,        env_.allocators,     env_.kernel_state,
-                            &s.state,      s.constant_args,     s.epilogue.get(),
-                            s.unread_outs, s.channels_last_args};
+          KernelContext ctx{s.name,        env_.allocators,      env_.kernel_state,
+                            &s.state,      s.constant_args,      s.epilogue.get(),
+                            s.unread_outs, s.channels_last_args, s.schema};
           st = s.kernel(ctx, s.args);
         } else {
           st = delegates_[s.delegate]->execute(s.args);
@@ -1139,8 +1140,8 @@ Status d2h_copy(KernelContext& ctx, std::span<Value*> args) {
 }  // namespace
 
 Status register_copy_kernels(OperatorRegistry& registry) {
-  ETC_RETURN_IF_ERROR(registry.add("et_copy::_h2d_copy.out", &h2d_copy));
-  return registry.add("et_copy::_d2h_copy.out", &d2h_copy);
+  ETC_RETURN_IF_ERROR(registry.add(OpKind::H2DCopy, &h2d_copy, KernelForms::kOut));
+  return registry.add(OpKind::D2HCopy, &d2h_copy, KernelForms::kOut);
 }
 
 }  // namespace etc::rt

@@ -112,6 +112,7 @@ class Method {
   struct Step {
     pte::InstrKind kind = pte::InstrKind::kKernel;
     KernelFn kernel = nullptr;
+    const OpSchema* schema = nullptr;  // KernelContext::schema
     std::string name;
     size_t delegate = 0;
     std::vector<Value*> args;

@@ -13,197 +13,6 @@
 namespace etc {
 namespace {
 
-// ExecuTorch's portable kernels (kernels/portable/functions.yaml) for each host op; their
-// out-variant schemas are PyTorch's native_functions.yaml.
-const char* portable_kernel_schema(OpKind op) {
-  switch (op) {
-    case OpKind::AddTensor:
-      return "add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)";
-    case OpKind::SubTensor:
-      return "sub.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)";
-    case OpKind::MulTensor:
-      return "mul.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)";
-    case OpKind::DivTensor:
-      return "div.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)";
-    case OpKind::AddScalar:
-      return "add.Scalar_out(Tensor self, Scalar other, Scalar alpha=1, *, Tensor(a!) out) -> "
-             "Tensor(a!)";
-    case OpKind::SubScalar:
-      return "sub.Scalar_out(Tensor self, Scalar other, Scalar alpha=1, *, Tensor(a!) out) -> "
-             "Tensor(a!)";
-    case OpKind::MulScalar:
-      return "mul.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)";
-    case OpKind::DivScalar:
-      return "div.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)";
-    case OpKind::PowTensorScalar:
-      return "pow.Tensor_Scalar_out(Tensor self, Scalar exponent, *, Tensor(a!) out) -> Tensor(a!)";
-    case OpKind::EqScalar:
-      return "eq.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)";
-    case OpKind::LogicalNot:
-      return "logical_not.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)";
-    case OpKind::AnyDim:
-      return "any.out(Tensor self, int dim, bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)";
-    case OpKind::WhereSelf:
-      return "where.self_out(Tensor condition, Tensor self, Tensor other, *, Tensor(a!) out) -> "
-             "Tensor(a!)";
-    case OpKind::Neg:
-      return "neg.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)";
-    case OpKind::Relu:
-      return "relu.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)";
-    case OpKind::Clamp:
-      return "clamp.out(Tensor self, Scalar? min=None, Scalar? max=None, *, Tensor(a!) out) -> "
-             "Tensor(a!)";
-    case OpKind::Hardtanh:
-      return "hardtanh.out(Tensor self, Scalar min_val=-1, Scalar max_val=1, *, Tensor(a!) out) -> "
-             "Tensor(a!)";
-    case OpKind::Exp:
-      return "exp.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)";
-    case OpKind::Log:
-      return "log.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)";
-    case OpKind::Rsqrt:
-      return "rsqrt.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)";
-    case OpKind::Sigmoid:
-      return "sigmoid.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)";
-    case OpKind::Sqrt:
-      return "sqrt.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)";
-    case OpKind::Tanh:
-      return "tanh.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)";
-    case OpKind::Erf:
-      return "erf.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)";
-    case OpKind::Gelu:
-      return "gelu.out(Tensor self, *, str approximate='none', Tensor(a!) out) -> Tensor(a!)";
-    case OpKind::Addmm:
-      return "addmm.out(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1, "
-             "Tensor(a!) out) -> "
-             "Tensor(a!)";
-    case OpKind::Bmm:
-      return "bmm.out(Tensor self, Tensor mat2, *, Tensor(a!) out) -> Tensor(a!)";
-    case OpKind::Mm:
-      return "mm.out(Tensor self, Tensor mat2, *, Tensor(a!) out) -> Tensor(a!)";
-    case OpKind::Convolution:
-      return "convolution.out(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] "
-             "padding, SymInt[] "
-             "dilation, bool transposed, SymInt[] output_padding, SymInt groups, *, Tensor(a!) "
-             "out) -> Tensor(a!)";
-    case OpKind::MaxPool2dWithIndices:
-      return "max_pool2d_with_indices.out(Tensor self, int[2] kernel_size, int[2] stride=[], "
-             "int[2] padding=0, int[2] "
-             "dilation=1, bool ceil_mode=False, *, Tensor(a!) out, Tensor(b!) indices) -> "
-             "(Tensor(a!), Tensor(b!))";
-    case OpKind::AvgPool2d:
-      return "avg_pool2d.out(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, "
-             "bool "
-             "ceil_mode=False, bool count_include_pad=True, int? divisor_override=None, *, "
-             "Tensor(a!) out) -> "
-             "Tensor(a!)";
-    case OpKind::UpsampleNearest2d:
-      return "upsample_nearest2d.vec_out(Tensor input, SymInt[]? output_size, float[]? "
-             "scale_factors, *, Tensor(a!) out) -> Tensor(a!)";
-    case OpKind::UpsampleBilinear2d:
-      return "upsample_bilinear2d.vec_out(Tensor input, SymInt[]? output_size, bool align_corners, "
-             "float[]? scale_factors, *, Tensor(a!) out) -> Tensor(a!)";
-    case OpKind::AdaptiveAvgPool2d:
-      return "_adaptive_avg_pool2d.out(Tensor self, SymInt[2] output_size, *, Tensor(a!) out) -> "
-             "Tensor(a!)";
-    case OpKind::Amax:
-      return "amax.out(Tensor self, int[1] dim=[], bool keepdim=False, *, Tensor(a!) out) -> "
-             "Tensor(a!)";
-    case OpKind::MeanDim:
-      return "mean.out(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None, "
-             "Tensor(a!) out) -> "
-             "Tensor(a!)";
-    case OpKind::SumDimIntList:
-      return "sum.IntList_out(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? "
-             "dtype=None, Tensor(a!) "
-             "out) -> Tensor(a!)";
-    case OpKind::Softmax:
-      return "_softmax.out(Tensor self, int dim, bool half_to_float, *, Tensor(a!) out) -> "
-             "Tensor(a!)";
-    case OpKind::LogSoftmax:
-      return "_log_softmax.out(Tensor self, int dim, bool half_to_float, *, Tensor(a!) out) -> "
-             "Tensor(a!)";
-    case OpKind::NativeLayerNorm:
-      return "native_layer_norm.out(Tensor input, SymInt[] normalized_shape, Tensor? weight, "
-             "Tensor? bias, float eps, "
-             "*, Tensor(a!) out0, Tensor(b!) out1, Tensor(c!) out2) -> (Tensor(a!), Tensor(b!), "
-             "Tensor(c!))";
-    case OpKind::NativeBatchNormNoTraining:
-      return "_native_batch_norm_legit_no_training.out(Tensor input, Tensor? weight, Tensor? bias, "
-             "Tensor "
-             "running_mean, Tensor running_var, float momentum, float eps, *, Tensor(a!) out0, "
-             "Tensor(b!) out1, "
-             "Tensor(c!) out2) -> (Tensor(a!), Tensor(b!), Tensor(c!))";
-    case OpKind::Cat:
-      return "cat.out(Tensor[] tensors, int dim=0, *, Tensor(a!) out) -> Tensor(a!)";
-    case OpKind::Clone:
-      return "clone.out(Tensor self, *, MemoryFormat? memory_format=None, Tensor(a!) out) -> "
-             "Tensor(a!)";
-    case OpKind::ConstantPadNd:
-      return "constant_pad_nd.out(Tensor self, SymInt[] pad, Scalar value=0, *, Tensor(a!) out) -> "
-             "Tensor(a!)";
-    case OpKind::Expand:
-      return "expand_copy.out(Tensor self, SymInt[] size, *, bool implicit=False, Tensor(a!) out) "
-             "-> Tensor(a!)";
-    case OpKind::Permute:
-      return "permute_copy.out(Tensor self, int[] dims, *, Tensor(a!) out) -> Tensor(a!)";
-    case OpKind::SelectInt:
-      return "select_copy.int_out(Tensor self, int dim, SymInt index, *, Tensor(a!) out) -> "
-             "Tensor(a!)";
-    case OpKind::SliceTensor:
-      return "slice_copy.Tensor_out(Tensor self, int dim=0, SymInt? start=None, SymInt? end=None, "
-             "SymInt step=1, *, "
-             "Tensor(a!) out) -> Tensor(a!)";
-    case OpKind::SqueezeDim:
-      return "squeeze_copy.dim_out(Tensor self, int dim, *, Tensor(a!) out) -> Tensor(a!)";
-    case OpKind::SqueezeDims:
-      return "squeeze_copy.dims_out(Tensor self, int[] dim, *, Tensor(a!) out) -> Tensor(a!)";
-    case OpKind::TransposeInt:
-      return "transpose_copy.int_out(Tensor self, int dim0, int dim1, *, Tensor(a!) out) -> "
-             "Tensor(a!)";
-    case OpKind::Unsqueeze:
-      return "unsqueeze_copy.out(Tensor self, int dim, *, Tensor(a!) out) -> Tensor(a!)";
-    case OpKind::View:
-      return "view_copy.out(Tensor self, SymInt[] size, *, Tensor(a!) out) -> Tensor(a!)";
-    case OpKind::ToCopy:
-      // The out variant has no dtype/layout/device/pin_memory: the out tensor carries them.
-      return "_to_copy.out(Tensor self, *, bool non_blocking=False, MemoryFormat? "
-             "memory_format=None, Tensor(a!) out) -> Tensor(a!)";
-    case OpKind::IndexTensor:
-      return "index.Tensor_out(Tensor self, Tensor?[] indices, *, Tensor(a!) out) -> Tensor(a!)";
-    case OpKind::IndexPut:
-      return "index_put.out(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False, "
-             "*, Tensor(a!) out) -> Tensor(a!)";
-    case OpKind::Embedding:
-      return "embedding.out(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool "
-             "scale_grad_by_freq=False, bool "
-             "sparse=False, *, Tensor(a!) out) -> Tensor(a!)";
-    case OpKind::Full:
-      return "full.out(SymInt[] size, Scalar fill_value, *, Tensor(a!) out) -> Tensor(a!)";
-    case OpKind::FullLike:
-      // The out tensor carries the dtype.
-      return "full_like.out(Tensor self, Scalar fill_value, *, MemoryFormat? memory_format=None, "
-             "Tensor(a!) out) -> Tensor(a!)";
-    case OpKind::Ones:
-      return "ones.out(SymInt[] size, *, Tensor(a!) out) -> Tensor(a!)";
-    case OpKind::Zeros:
-      return "zeros.out(SymInt[] size, *, Tensor(a!) out) -> Tensor(a!)";
-    case OpKind::H2DCopy:
-      return "et_copy::_h2d_copy.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)";
-    case OpKind::D2HCopy:
-      return "et_copy::_d2h_copy.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)";
-    // No portable kernel: decompose-host-ops rewrites these on the host.
-    case OpKind::Linear:
-    case OpKind::Silu:
-    case OpKind::Hardsigmoid:
-    case OpKind::Hardswish:
-    case OpKind::MaxPool2d:
-    case OpKind::Reshape:
-    case OpKind::DelegateCall:
-      return nullptr;
-  }
-  return nullptr;
-}
-
 // Remembers byte strings by content: an FNV-1a hash, then an exact comparison, so lookups
 // cost one pass over the bytes (no byte strings as map keys).
 class ContentIndex {
@@ -541,12 +350,12 @@ class PlanEmitter {
     instr.index = op_index(op_base_name(*kernel), kernel->overload);
     size_t next_out = 0;
     for (const ArgSchema& a : kernel->args) {
-      int fi = functional.arg_index(a.name);
+      int fi = a.is_out ? -1 : functional.arg_index(a.name);
       if (fi >= 0) {
         ETC_ASSIGN_OR_RETURN(int32_t i, arg_value(n.args[static_cast<size_t>(fi)],
                                                   a.type == ArgType::kOptionalTensorList));
         instr.args.push_back(i);
-      } else if (next_out < outs.size()) {
+      } else if (a.is_out && next_out < outs.size()) {
         instr.args.push_back(outs[next_out++]);
       } else {
         return internal_error("kernel " + kernel->name + "." + kernel->overload + " argument '" +
@@ -623,23 +432,8 @@ uint64_t plan_workspace(const Graph& sub, std::unordered_map<uint32_t, uint64_t>
 }  // namespace
 
 const OpSchema* portable_kernel(OpKind op) {
-  static const std::vector<std::optional<OpSchema>> table = [] {
-    std::vector<std::optional<OpSchema>> t(all_ops().size());
-    for (const OpInfo& info : all_ops()) {
-      const char* text = portable_kernel_schema(info.kind);
-      if (text == nullptr) continue;
-      Result<OpSchema> s = parse_op_schema(text);
-      if (!s.ok()) {  // the table is source code: a bad entry is a bug
-        std::fprintf(stderr, "etc: internal error: portable kernel table: %s\n",
-                     s.status().to_string().c_str());
-        std::abort();
-      }
-      t[static_cast<size_t>(info.kind)] = std::move(s).value();
-    }
-    return t;
-  }();
-  const auto& entry = table[static_cast<size_t>(op)];
-  return entry ? &*entry : nullptr;
+  const std::optional<OpSchema>& out = op_info(op).out_schema;
+  return out ? &*out : nullptr;
 }
 
 Result<pte::File> emit_program(const Graph& graph, const EmitOptions& options) {

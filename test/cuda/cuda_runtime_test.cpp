@@ -152,24 +152,6 @@ TEST_CASE("cuBLAS is loaded lazily, or its absence is a clear exit-4 error", "[n
         ErrorCode::kDeviceUnavailable);
 }
 
-TEST_CASE("every op the CUDA capability table can delegate has a CUDA kernel", "[nogpu]") {
-  rt::OperatorRegistry registry;
-  REQUIRE(register_cuda_kernels(registry).ok());
-  size_t checked = 0;
-  for (const OpInfo& info : all_ops()) {
-    // Never delegated: the host-only max_pool2d form and compiler-inserted ops.
-    if (info.kind == OpKind::MaxPool2dWithIndices || info.kind == OpKind::H2DCopy ||
-        info.kind == OpKind::D2HCopy || info.kind == OpKind::DelegateCall)
-      continue;
-    std::string name = info.name;  // "aten.add.Tensor" -> "aten::add.Tensor"
-    name.replace(name.find('.'), 1, "::");
-    INFO(name);
-    CHECK(registry.find(name) != nullptr);
-    ++checked;
-  }
-  CHECK(checked == 66);  // the 66 ops of the capability table
-}
-
 // Element offsets of every operand for every index of p's space, in row-major order (what
 // map_kernel computes on the device).
 std::vector<std::array<int64_t, 4>> offsets(const kernels::MapArgs& p) {

@@ -203,10 +203,12 @@ Status Call::run(const std::vector<Value*>& inputs, std::initializer_list<Value*
 }
 
 Status Call::run_raw(std::vector<Value*> args) {
-  KernelFn fn = cpu_registry().find(op_);
+  const RegisteredKernel* kernel = cpu_registry().find(op_);
   INFO("op " << op_);
-  REQUIRE(fn != nullptr);
+  REQUIRE(kernel != nullptr);
+  KernelFn fn = kernel->fn;
   KernelContext ctx{op_};
+  ctx.schema = kernel->call_schema();
   ctx.epilogue = epilogue_;
   ctx.channels_last_args = channels_last_args_;
   if (keep_state_) {

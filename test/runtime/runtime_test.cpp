@@ -259,8 +259,9 @@ TEST_CASE("copy kernels reject wrong directions and shapes") {
   src.tensor = TensorView{host.data(), DType::kFloat32, {4}, Device{}};
   dst.tensor = TensorView{host.data(), DType::kFloat32, {2}, kCuda0};
   std::vector<Value*> args{&src, &dst, &dst};
-  KernelFn h2d = rt.operators.find("et_copy::_h2d_copy.out");
-  REQUIRE(h2d != nullptr);
+  const RegisteredKernel* kernel = rt.operators.find("et_copy::_h2d_copy.out");
+  REQUIRE(kernel != nullptr);
+  KernelFn h2d = kernel->fn;
   CHECK(h2d(ctx, args).message() ==
         "et_copy::_h2d_copy.out: source float32[4] cpu and destination float32[2] cuda:0 differ");
   dst.tensor.sizes = {4};

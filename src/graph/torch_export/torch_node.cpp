@@ -255,6 +255,24 @@ Result<std::vector<int64_t>> TorchNode::ints(std::string_view arg,
                        arg_location(arg));
 }
 
+Result<std::optional<std::vector<double>>> TorchNode::optional_floats(std::string_view arg) const {
+  ETC_ASSIGN_OR_RETURN(const Json* j, arg_json(arg));
+  if (j == nullptr) return std::optional<std::vector<double>>();
+  if (j->contains("as_floats") && (*j)["as_floats"].is_array()) {
+    std::vector<double> out;
+    for (const Json& v : (*j)["as_floats"]) {
+      if (!v.is_number()) {
+        return invalid_input(target_ + ": '" + std::string(arg) + "' must hold floats",
+                             arg_location(arg));
+      }
+      out.push_back(v.get<double>());
+    }
+    return std::optional<std::vector<double>>(std::move(out));
+  }
+  return invalid_input(target_ + ": argument '" + std::string(arg) + "' must be a list of floats",
+                       arg_location(arg));
+}
+
 Result<double> TorchNode::float_arg(std::string_view arg, std::optional<double> fallback) const {
   ETC_ASSIGN_OR_RETURN(const Json* j, arg_json(arg));
   if (j == nullptr) {

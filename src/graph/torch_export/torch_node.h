@@ -54,6 +54,8 @@ class TorchNode {
   Result<std::optional<int64_t>> optional_int(std::string_view arg) const;
   Result<std::vector<int64_t>> ints(
       std::string_view arg, std::optional<std::vector<int64_t>> fallback = std::nullopt) const;
+  // A float[]? (`as_floats`); nullopt for None or an absent argument.
+  Result<std::optional<std::vector<double>>> optional_floats(std::string_view arg) const;
   Result<double> float_arg(std::string_view arg,
                            std::optional<double> fallback = std::nullopt) const;
   Result<bool> bool_arg(std::string_view arg, std::optional<bool> fallback = std::nullopt) const;

@@ -898,6 +898,35 @@ Status convert_vector_norm(TorchNode& n) {
   return n.set_output(0, out);
 }
 
+// upsample_nearest2d.vec / upsample_bilinear2d.vec: the IR ops themselves (output_size or
+// scale_factors; the inference checks that exactly one is given).
+Converter upsample(OpKind op) {
+  return [=](TorchNode& n) -> Status {
+    ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("input"));
+    ArgValue size_arg = std::monostate{};
+    if (n.has("output_size")) {
+      ETC_ASSIGN_OR_RETURN(std::vector<int64_t> size, n.ints("output_size"));
+      size_arg = std::move(size);
+    }
+    ETC_ASSIGN_OR_RETURN(std::optional<std::vector<double>> scales,
+                         n.optional_floats("scale_factors"));
+    ArgValue scales_arg = scales ? ArgValue(*scales) : ArgValue(std::monostate{});
+    ValueId out;
+    if (op == OpKind::UpsampleBilinear2d) {
+      ETC_ASSIGN_OR_RETURN(bool align, n.bool_arg("align_corners"));
+      ETC_ASSIGN_OR_RETURN(out, n.emit(op, {{"input", x},
+                                            {"output_size", size_arg},
+                                            {"align_corners", align},
+                                            {"scale_factors", scales_arg}}));
+    } else {
+      ETC_ASSIGN_OR_RETURN(
+          out,
+          n.emit(op, {{"input", x}, {"output_size", size_arg}, {"scale_factors", scales_arg}}));
+    }
+    return n.set_output(0, out);
+  };
+}
+
 // sym_size.int(self, dim): the size, known at export time.
 Status convert_sym_size(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
@@ -1020,6 +1049,8 @@ const std::map<std::string, Converter>& torch_converters() {
     t["aten.max_pool2d_with_indices.default"] = max_pool(true);
     t["aten.avg_pool2d.default"] = convert_avg_pool;
     t["aten.adaptive_avg_pool2d.default"] = convert_adaptive_avg_pool;
+    t["aten.upsample_nearest2d.vec"] = upsample(OpKind::UpsampleNearest2d);
+    t["aten.upsample_bilinear2d.vec"] = upsample(OpKind::UpsampleBilinear2d);
     t["aten.mean.dim"] = reduce(OpKind::MeanDim);
     t["aten.sum.dim_IntList"] = reduce(OpKind::SumDimIntList);
     t["aten.amax.default"] = reduce(OpKind::Amax);

@@ -806,17 +806,7 @@ Status channels_last_convolution(KernelContext& ctx, const ConvGeometry& g, bool
 }
 
 Status convolution_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args,
-                                 {{"input", Arg::kTensor},
-                                  {"weight", Arg::kTensor},
-                                  {"bias", Arg::kOptTensor},
-                                  {"stride", Arg::kIntList},
-                                  {"padding", Arg::kIntList},
-                                  {"dilation", Arg::kIntList},
-                                  {"transposed", Arg::kBool},
-                                  {"output_padding", Arg::kIntList},
-                                  {"groups", Arg::kInt}},
-                                 {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& x = tensor_arg(args, 0);
   const TensorView& w = tensor_arg(args, 1);
   const TensorView* bias = opt_tensor_arg(args, 2);
@@ -933,8 +923,7 @@ Status convolution_kernel(KernelContext& ctx, std::span<Value*> args) {
 }  // namespace
 
 Status register_conv_kernels(OperatorRegistry& r) {
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::convolution.out", "aten::convolution.default"},
-                                      convolution_kernel));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Convolution, convolution_kernel));
   return Status();
 }
 

@@ -9,15 +9,7 @@ namespace etc::rt::kernels {
 namespace {
 
 Status to_copy_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args,
-                                 {{"self", Arg::kTensor},
-                                  {"dtype", Arg::kOptScalarType},
-                                  {"layout", Arg::kOptEnum},
-                                  {"device", Arg::kOptEnum},
-                                  {"pin_memory", Arg::kOptBool},
-                                  {"non_blocking", Arg::kBool},
-                                  {"memory_format", Arg::kOptEnum}},
-                                 {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 7);
   ETC_RETURN_IF_ERROR(check_out(ctx, out, self.sizes, opt_dtype_arg(args, 1).value_or(self.dtype)));
@@ -31,11 +23,13 @@ Status to_copy_kernel(KernelContext& ctx, std::span<Value*> args) {
 // before 2026-12-01 pass the functional form's arguments too (dtype, layout, device,
 // pin_memory); they still run.
 Status to_copy_out_kernel(KernelContext& ctx, std::span<Value*> args) {
-  if (args.size() == 9) return to_copy_kernel(ctx, args);
-  ETC_RETURN_IF_ERROR(check_args(
-      ctx, args,
-      {{"self", Arg::kTensor}, {"non_blocking", Arg::kBool}, {"memory_format", Arg::kOptEnum}},
-      {"out"}));
+  if (args.size() == 9) {
+    static const OpSchema functional = functional_call_schema(op_info(OpKind::ToCopy).schema);
+    KernelContext legacy = ctx;
+    legacy.schema = &functional;
+    return to_copy_kernel(legacy, args);
+  }
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 3);
   ETC_RETURN_IF_ERROR(check_out_shape(ctx, out, self.sizes));
@@ -48,10 +42,7 @@ Status to_copy_out_kernel(KernelContext& ctx, std::span<Value*> args) {
 // dim_order?, out). A clone keeps the dtype; a copy converts to the out tensor's.
 template <bool kConvert>
 Status dim_order_copy_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(
-      ctx, args,
-      {{"self", Arg::kTensor}, {"non_blocking", Arg::kBool}, {"dim_order", Arg::kOptIntList}},
-      {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   ETC_RETURN_IF_ERROR(check_contiguous_dim_order(ctx, *args[2], self.sizes.size()));
   TensorView& out = out_arg(args, 3);
@@ -86,13 +77,7 @@ Status gather_rows(const KernelContext& ctx, const TensorView& weight, const Ten
 }
 
 Status embedding_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args,
-                                 {{"weight", Arg::kTensor},
-                                  {"indices", Arg::kTensor},
-                                  {"padding_idx", Arg::kInt},
-                                  {"scale_grad_by_freq", Arg::kBool},
-                                  {"sparse", Arg::kBool}},
-                                 {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& weight = tensor_arg(args, 0);
   const TensorView& indices = tensor_arg(args, 1);
   TensorView& out = out_arg(args, 5);
@@ -123,14 +108,13 @@ Status fill(const KernelContext& ctx, const std::vector<int64_t>& size, std::opt
 }
 
 Status full_out_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(
-      check_args(ctx, args, {{"size", Arg::kIntList}, {"fill_value", Arg::kScalar}}, {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   return fill(ctx, args[0]->ints, std::nullopt, *args[1], out_arg(args, 2));
 }
 
 template <int64_t kValue>
 Status constant_out_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args, {{"size", Arg::kIntList}}, {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   Value v;
   v.kind = Value::Kind::kInt;
   v.i = kValue;
@@ -139,26 +123,13 @@ Status constant_out_kernel(KernelContext& ctx, std::span<Value*> args) {
 
 // The IR forms carry the factory arguments dtype/layout/device/pin_memory as well.
 Status full_default_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args,
-                                 {{"size", Arg::kIntList},
-                                  {"fill_value", Arg::kScalar},
-                                  {"dtype", Arg::kOptScalarType},
-                                  {"layout", Arg::kOptEnum},
-                                  {"device", Arg::kOptEnum},
-                                  {"pin_memory", Arg::kOptBool}},
-                                 {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   return fill(ctx, args[0]->ints, opt_dtype_arg(args, 2), *args[1], out_arg(args, 6));
 }
 
 template <int64_t kValue>
 Status constant_default_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args,
-                                 {{"size", Arg::kIntList},
-                                  {"dtype", Arg::kOptScalarType},
-                                  {"layout", Arg::kOptEnum},
-                                  {"device", Arg::kOptEnum},
-                                  {"pin_memory", Arg::kOptBool}},
-                                 {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   Value v;
   v.kind = Value::Kind::kInt;
   v.i = kValue;
@@ -168,9 +139,7 @@ Status constant_default_kernel(KernelContext& ctx, std::span<Value*> args) {
 // The out variants ExecuTorch's programs use for values PyTorch's decompositions create
 // (masks and positions): arange.start_out, full_like.out, scalar_tensor.out.
 Status arange_start_out_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(
-      ctx, args, {{"start", Arg::kScalar}, {"end", Arg::kScalar}, {"step", Arg::kScalar}},
-      {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   TensorView& out = out_arg(args, 3);
   const double start = args[0]->scalar_as_double(), end = args[1]->scalar_as_double(),
                step = args[2]->scalar_as_double();
@@ -197,53 +166,54 @@ Status arange_start_out_kernel(KernelContext& ctx, std::span<Value*> args) {
 }
 
 Status full_like_out_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(
-      ctx, args,
-      {{"self", Arg::kTensor}, {"fill_value", Arg::kScalar}, {"memory_format", Arg::kOptEnum}},
-      {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   return fill(ctx, tensor_arg(args, 0).sizes, std::nullopt, *args[1], out_arg(args, 3));
 }
 
 // The IR's functional form (inside delegate subgraphs): the out tensor carries the dtype.
 Status full_like_default_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args,
-                                 {{"self", Arg::kTensor},
-                                  {"fill_value", Arg::kScalar},
-                                  {"dtype", Arg::kOptScalarType},
-                                  {"layout", Arg::kOptEnum},
-                                  {"device", Arg::kOptEnum},
-                                  {"pin_memory", Arg::kOptBool},
-                                  {"memory_format", Arg::kOptEnum}},
-                                 {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   return fill(ctx, tensor_arg(args, 0).sizes, opt_dtype_arg(args, 2), *args[1], out_arg(args, 7));
 }
 
 Status scalar_tensor_out_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args, {{"s", Arg::kScalar}}, {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   return fill(ctx, std::vector<int64_t>{}, std::nullopt, *args[0], out_arg(args, 1));
 }
 
 }  // namespace
 
 Status register_creation_kernels(OperatorRegistry& r) {
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::arange.start_out"}, arange_start_out_kernel));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::full_like.out"}, full_like_out_kernel));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::full_like.default"}, full_like_default_kernel));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::scalar_tensor.out"}, scalar_tensor_out_kernel));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::_to_copy.default"}, to_copy_kernel));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::_to_copy.out"}, to_copy_out_kernel));
-  ETC_RETURN_IF_ERROR(
-      register_kernel(r, {"dim_order_ops::_to_dim_order_copy.out"}, dim_order_copy_kernel<true>));
-  ETC_RETURN_IF_ERROR(
-      register_kernel(r, {"dim_order_ops::_clone_dim_order.out"}, dim_order_copy_kernel<false>));
-  ETC_RETURN_IF_ERROR(
-      register_kernel(r, {"aten::embedding.out", "aten::embedding.default"}, embedding_kernel));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::full.out"}, full_out_kernel));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::ones.out"}, constant_out_kernel<1>));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::zeros.out"}, constant_out_kernel<0>));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::full.default"}, full_default_kernel));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::ones.default"}, constant_default_kernel<1>));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::zeros.default"}, constant_default_kernel<0>));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::FullLike, full_like_out_kernel, KernelForms::kOut));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::FullLike, full_like_default_kernel, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::ToCopy, to_copy_kernel, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::ToCopy, to_copy_out_kernel, KernelForms::kOut));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Embedding, embedding_kernel));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Full, full_out_kernel, KernelForms::kOut));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Ones, constant_out_kernel<1>, KernelForms::kOut));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Zeros, constant_out_kernel<0>, KernelForms::kOut));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Full, full_default_kernel, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Ones, constant_default_kernel<1>, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Zeros, constant_default_kernel<0>, KernelForms::kFunctional));
+  // Out variants ExecuTorch's programs call that etc's IR has no op for: positions, scalars,
+  // and the edge dialect's copies.
+  ETC_RETURN_IF_ERROR(r.add("aten::arange.start_out",
+                            "arange.start_out(Scalar start, Scalar end, Scalar step=1, *, "
+                            "Tensor(a!) out) -> Tensor(a!)",
+                            arange_start_out_kernel));
+  ETC_RETURN_IF_ERROR(r.add("aten::scalar_tensor.out",
+                            "scalar_tensor.out(Scalar s, *, Tensor(a!) out) -> Tensor(a!)",
+                            scalar_tensor_out_kernel));
+  ETC_RETURN_IF_ERROR(r.add("dim_order_ops::_to_dim_order_copy.out",
+                            "dim_order_ops::_to_dim_order_copy.out(Tensor self, *, bool "
+                            "non_blocking=False, int[]? dim_order=None, Tensor(a!) out) -> "
+                            "Tensor(a!)",
+                            dim_order_copy_kernel<true>));
+  ETC_RETURN_IF_ERROR(r.add("dim_order_ops::_clone_dim_order.out",
+                            "dim_order_ops::_clone_dim_order.out(Tensor self, *, bool "
+                            "non_blocking=False, int[]? dim_order=None, Tensor(a!) out) -> "
+                            "Tensor(a!)",
+                            dim_order_copy_kernel<false>));
   return Status();
 }
 

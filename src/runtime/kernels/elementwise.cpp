@@ -189,15 +189,7 @@ void binary_typed(BinaryOp op, const TensorView& a, const TensorView* b, const V
 // add/sub/mul/div, Tensor or Scalar `other`; alpha only for add and sub.
 Status binary_kernel(KernelContext& ctx, std::span<Value*> args, BinaryOp op, bool scalar_other) {
   const bool has_alpha = op == BinaryOp::kAdd || op == BinaryOp::kSub;
-  const Arg other_kind = scalar_other ? Arg::kScalar : Arg::kTensor;
-  if (has_alpha) {
-    ETC_RETURN_IF_ERROR(check_args(
-        ctx, args, {{"self", Arg::kTensor}, {"other", other_kind}, {"alpha", Arg::kScalar}},
-        {"out"}));
-  } else {
-    ETC_RETURN_IF_ERROR(
-        check_args(ctx, args, {{"self", Arg::kTensor}, {"other", other_kind}}, {"out"}));
-  }
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   const TensorView* other = scalar_other ? nullptr : &tensor_arg(args, 1);
   const Value* alpha = has_alpha ? args[2] : nullptr;
@@ -272,8 +264,7 @@ int64_t int_pow(int64_t base, int64_t exp) {
 }
 
 Status pow_tensor_scalar(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(
-      check_args(ctx, args, {{"self", Arg::kTensor}, {"exponent", Arg::kScalar}}, {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   const Value& exponent = *args[1];
   TensorView& out = out_arg(args, 2);
@@ -336,9 +327,7 @@ void where_typed(const TensorView& cond, const TensorView& a, const TensorView& 
 }
 
 Status where_self(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(
-      ctx, args, {{"condition", Arg::kTensor}, {"self", Arg::kTensor}, {"other", Arg::kTensor}},
-      {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& cond = tensor_arg(args, 0);
   const TensorView& self = tensor_arg(args, 1);
   const TensorView& other = tensor_arg(args, 2);
@@ -364,8 +353,7 @@ Status where_self(KernelContext& ctx, std::span<Value*> args) {
 // against an integer tensor compares as double; NaN compares false).
 template <typename Cmp>
 Status compare_scalar(KernelContext& ctx, std::span<Value*> args, Cmp cmp) {
-  ETC_RETURN_IF_ERROR(
-      check_args(ctx, args, {{"self", Arg::kTensor}, {"other", Arg::kScalar}}, {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   const Value& other = *args[1];
   TensorView& out = out_arg(args, 2);
@@ -398,8 +386,7 @@ Status le_scalar(KernelContext& ctx, std::span<Value*> args) {
 
 // logical_and, broadcasting: each operand as 0/1 bytes, then the AND.
 Status logical_and(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(
-      check_args(ctx, args, {{"self", Arg::kTensor}, {"other", Arg::kTensor}}, {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& a = tensor_arg(args, 0);
   const TensorView& b = tensor_arg(args, 1);
   TensorView& out = out_arg(args, 2);
@@ -434,7 +421,7 @@ Status logical_and(KernelContext& ctx, std::span<Value*> args) {
 }
 
 Status logical_not(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args, {{"self", Arg::kTensor}}, {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 1);
   ETC_RETURN_IF_ERROR(check_out(ctx, out, self.sizes, DType::kBool));
@@ -577,14 +564,12 @@ Status run_unary(KernelContext& ctx, const UnaryArgs& u, const TensorView& self,
 
 template <UnaryOp kOp>
 Status unary_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args, {{"self", Arg::kTensor}}, {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   return run_unary(ctx, UnaryArgs{kOp}, tensor_arg(args, 0), out_arg(args, 1));
 }
 
 Status clamp_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(
-      ctx, args, {{"self", Arg::kTensor}, {"min", Arg::kOptScalar}, {"max", Arg::kOptScalar}},
-      {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   if (args[1]->is_none() && args[2]->is_none()) {
     return ctx.error("at least one of 'min' or 'max' must not be None");
   }
@@ -594,16 +579,13 @@ Status clamp_kernel(KernelContext& ctx, std::span<Value*> args) {
 }
 
 Status hardtanh_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(
-      ctx, args, {{"self", Arg::kTensor}, {"min_val", Arg::kScalar}, {"max_val", Arg::kScalar}},
-      {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   return run_unary(ctx, UnaryArgs{UnaryOp::kClamp, args[1], args[2]}, tensor_arg(args, 0),
                    out_arg(args, 3));
 }
 
 Status gelu_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(
-      check_args(ctx, args, {{"self", Arg::kTensor}, {"approximate", Arg::kString}}, {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const std::string& approx = args[1]->s;
   if (approx != "none" && approx != "tanh") {
     return ctx.error("approximate must be 'none' or 'tanh', got '" + approx + "'");
@@ -615,50 +597,44 @@ Status gelu_kernel(KernelContext& ctx, std::span<Value*> args) {
 }  // namespace
 
 Status register_elementwise_kernels(OperatorRegistry& r) {
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::add.out", "aten::add.Tensor"}, add_tensor));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::sub.out", "aten::sub.Tensor"}, sub_tensor));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::mul.out", "aten::mul.Tensor"}, mul_tensor));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::div.out", "aten::div.Tensor"}, div_tensor));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::add.Scalar_out", "aten::add.Scalar"}, add_scalar));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::sub.Scalar_out", "aten::sub.Scalar"}, sub_scalar));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::mul.Scalar_out", "aten::mul.Scalar"}, mul_scalar));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::div.Scalar_out", "aten::div.Scalar"}, div_scalar));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::pow.Tensor_Scalar_out", "aten::pow.Tensor_Scalar"},
-                                      pow_tensor_scalar));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::where.self_out", "aten::where.self"}, where_self));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::eq.Scalar_out", "aten::eq.Scalar"}, eq_scalar));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::le.Scalar_out"}, le_scalar));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::logical_and.out"}, logical_and));
-  ETC_RETURN_IF_ERROR(
-      register_kernel(r, {"aten::logical_not.out", "aten::logical_not.default"}, logical_not));
-  ETC_RETURN_IF_ERROR(
-      register_kernel(r, {"aten::neg.out", "aten::neg.default"}, unary_kernel<UnaryOp::kNeg>));
-  ETC_RETURN_IF_ERROR(
-      register_kernel(r, {"aten::relu.out", "aten::relu.default"}, unary_kernel<UnaryOp::kRelu>));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::clamp.out", "aten::clamp.default"}, clamp_kernel));
-  ETC_RETURN_IF_ERROR(
-      register_kernel(r, {"aten::hardtanh.out", "aten::hardtanh.default"}, hardtanh_kernel));
-  ETC_RETURN_IF_ERROR(
-      register_kernel(r, {"aten::exp.out", "aten::exp.default"}, unary_kernel<UnaryOp::kExp>));
-  ETC_RETURN_IF_ERROR(
-      register_kernel(r, {"aten::log.out", "aten::log.default"}, unary_kernel<UnaryOp::kLog>));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::rsqrt.out", "aten::rsqrt.default"},
-                                      unary_kernel<UnaryOp::kRsqrt>));
-  ETC_RETURN_IF_ERROR(
-      register_kernel(r, {"aten::erf.out", "aten::erf.default"}, unary_kernel<UnaryOp::kErf>));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::sigmoid.out", "aten::sigmoid.default"},
-                                      unary_kernel<UnaryOp::kSigmoid>));
-  ETC_RETURN_IF_ERROR(
-      register_kernel(r, {"aten::sqrt.out", "aten::sqrt.default"}, unary_kernel<UnaryOp::kSqrt>));
-  ETC_RETURN_IF_ERROR(
-      register_kernel(r, {"aten::tanh.out", "aten::tanh.default"}, unary_kernel<UnaryOp::kTanh>));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::gelu.out", "aten::gelu.default"}, gelu_kernel));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::AddTensor, add_tensor));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::SubTensor, sub_tensor));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::MulTensor, mul_tensor));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::DivTensor, div_tensor));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::AddScalar, add_scalar));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::SubScalar, sub_scalar));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::MulScalar, mul_scalar));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::DivScalar, div_scalar));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::PowTensorScalar, pow_tensor_scalar));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::WhereSelf, where_self));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::EqScalar, eq_scalar));
+  // Out variants ExecuTorch's programs call (PyTorch's decompositions of masks) that etc's IR
+  // has no op for.
+  ETC_RETURN_IF_ERROR(r.add(
+      "aten::le.Scalar_out",
+      "le.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)", le_scalar));
+  ETC_RETURN_IF_ERROR(r.add(
+      "aten::logical_and.out",
+      "logical_and.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)", logical_and));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::LogicalNot, logical_not));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Neg, unary_kernel<UnaryOp::kNeg>));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Relu, unary_kernel<UnaryOp::kRelu>));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Clamp, clamp_kernel));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Hardtanh, hardtanh_kernel));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Exp, unary_kernel<UnaryOp::kExp>));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Log, unary_kernel<UnaryOp::kLog>));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Rsqrt, unary_kernel<UnaryOp::kRsqrt>));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Erf, unary_kernel<UnaryOp::kErf>));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Sigmoid, unary_kernel<UnaryOp::kSigmoid>));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Sqrt, unary_kernel<UnaryOp::kSqrt>));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Tanh, unary_kernel<UnaryOp::kTanh>));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Gelu, gelu_kernel));
   // IR-only activations: ExecuTorch's portable library has no out-variants for them.
   ETC_RETURN_IF_ERROR(
-      register_kernel(r, {"aten::hardsigmoid.default"}, unary_kernel<UnaryOp::kHardsigmoid>));
+      r.add(OpKind::Hardsigmoid, unary_kernel<UnaryOp::kHardsigmoid>, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(
-      register_kernel(r, {"aten::hardswish.default"}, unary_kernel<UnaryOp::kHardswish>));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::silu.default"}, unary_kernel<UnaryOp::kSilu>));
+      r.add(OpKind::Hardswish, unary_kernel<UnaryOp::kHardswish>, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Silu, unary_kernel<UnaryOp::kSilu>, KernelForms::kFunctional));
   return Status();
 }
 

@@ -121,8 +121,7 @@ Status walk(const KernelContext& ctx, const IndexWalk& w, Fn fn) {
 
 // index.Tensor_out(self, indices, *, out)
 Status index_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(
-      check_args(ctx, args, {{"self", Arg::kTensor}, {"indices", Arg::kOptTensorList}}, {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 2);
   ETC_ASSIGN_OR_RETURN(IndexWalk w, make_walk(ctx, self, *args[1]));
@@ -271,15 +270,7 @@ Status check_values(const KernelContext& ctx, const TensorView& self, const Inde
 // (etc plans a KV-cache update in place); the copy is skipped then.
 template <bool kInPlace>
 Status index_put_kernel(KernelContext& ctx, std::span<Value*> args) {
-  const std::initializer_list<ArgSpec> inputs = {{"self", Arg::kTensor},
-                                                 {"indices", Arg::kOptTensorList},
-                                                 {"values", Arg::kTensor},
-                                                 {"accumulate", Arg::kBool}};
-  if constexpr (kInPlace) {
-    ETC_RETURN_IF_ERROR(check_args(ctx, args, inputs, {}));
-  } else {
-    ETC_RETURN_IF_ERROR(check_args(ctx, args, inputs, {"out"}));
-  }
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   TensorView& self = args[0]->tensor;
   const TensorView& values = tensor_arg(args, 2);
   TensorView& out = kInPlace ? self : out_arg(args, 4);
@@ -295,9 +286,7 @@ Status index_put_kernel(KernelContext& ctx, std::span<Value*> args) {
 
 // copy_(self, src, non_blocking) -> self: src (broadcast, converted) written into self.
 Status copy_inplace_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(
-      ctx, args, {{"self", Arg::kTensor}, {"src", Arg::kTensor}, {"non_blocking", Arg::kBool}},
-      {}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   TensorView& self = args[0]->tensor;
   const TensorView& src = tensor_arg(args, 1);
   if (!args[3]->is_tensor() || args[3]->tensor.data != self.data) {
@@ -355,12 +344,13 @@ Result<IndexPlan> index_plan(const KernelContext& ctx, const TensorView& self,
 }
 
 Status register_index_kernels(OperatorRegistry& r) {
-  ETC_RETURN_IF_ERROR(
-      register_kernel(r, {"aten::index.Tensor_out", "aten::index.Tensor"}, index_kernel));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::index_put.out", "aten::index_put.default"},
-                                      index_put_kernel<false>));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::index_put_"}, index_put_kernel<true>));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::copy_"}, copy_inplace_kernel));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::IndexTensor, index_kernel));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::IndexPut, index_put_kernel<false>));
+  // The in-place forms ExecuTorch's programs use for state: KV-cache updates and copy-back.
+  ETC_RETURN_IF_ERROR(r.add("aten::index_put_", kIndexPutInPlaceSchema, index_put_kernel<true>));
+  ETC_RETURN_IF_ERROR(r.add(
+      "aten::copy_", "copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)",
+      copy_inplace_kernel));
   return Status();
 }
 

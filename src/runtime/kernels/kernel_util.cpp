@@ -2,6 +2,8 @@
 #include "runtime/kernels/kernel_util.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 #include "graph/tensor_spec.h"
 #include "runtime/kernels/conv.h"
@@ -11,84 +13,85 @@
 namespace etc::rt::kernels {
 namespace {
 
-const char* arg_kind_text(Arg k) {
-  switch (k) {
-    case Arg::kTensor:
-      return "a Tensor";
-    case Arg::kOptTensor:
-      return "a Tensor or None";
-    case Arg::kScalar:
-      return "a Scalar (Int, Double or Bool)";
-    case Arg::kOptScalar:
-      return "a Scalar or None";
-    case Arg::kInt:
-      return "an Int";
-    case Arg::kOptInt:
-      return "an Int or None";
-    case Arg::kIntList:
-      return "an IntList";
-    case Arg::kOptIntList:
-      return "an IntList or None";
-    case Arg::kOptFloatList:
-      return "a DoubleList or None";
-    case Arg::kBool:
-      return "a Bool";
-    case Arg::kOptBool:
-      return "a Bool or None";
-    case Arg::kFloat:
-      return "a Double";
-    case Arg::kString:
-      return "a String";
-    case Arg::kOptScalarType:
-      return "a ScalarType (Int) or None";
-    case Arg::kTensorList:
-      return "a TensorList";
-    case Arg::kOptTensorList:
+// What a schema argument accepts, as ExecuTorch passes values: for the error message, and
+// the check.
+std::string arg_kind_text(const ArgSchema& a) {
+  std::string t;
+  switch (a.type) {
+    case ArgType::kTensor:
+      t = "a Tensor";
+      break;
+    case ArgType::kTensorList:
+      t = "a TensorList";
+      break;
+    case ArgType::kOptionalTensorList:
       return "an OptionalTensorList";
-    case Arg::kOptEnum:
+    case ArgType::kScalar:
+      t = a.optional ? "a Scalar" : "a Scalar (Int, Double or Bool)";
+      break;
+    case ArgType::kInt:
+      t = "an Int";
+      break;
+    case ArgType::kIntList:
+      t = "an IntList";
+      break;
+    case ArgType::kFloat:
+      t = "a Double";
+      break;
+    case ArgType::kFloatList:
+      t = "a DoubleList";
+      break;
+    case ArgType::kBool:
+      t = "a Bool";
+      break;
+    case ArgType::kBoolList:
+      t = "a BoolList";
+      break;
+    case ArgType::kString:
+      t = "a String";
+      break;
+    case ArgType::kScalarType:
+      t = "a ScalarType (Int)";
+      break;
+    case ArgType::kLayout:
+    case ArgType::kDevice:
+    case ArgType::kMemoryFormat:
       return "an Int or None";
   }
-  return "?";
+  return a.optional ? t + " or None" : t;
 }
 
-bool kind_matches(Arg want, const Value& v) {
+bool kind_matches(const ArgSchema& a, const Value& v) {
   using K = Value::Kind;
-  bool none = v.kind == K::kNone;
-  switch (want) {
-    case Arg::kTensor:
+  if (v.kind == K::kNone && a.optional) return true;
+  switch (a.type) {
+    case ArgType::kTensor:
       return v.kind == K::kTensor;
-    case Arg::kOptTensor:
-      return none || v.kind == K::kTensor;
-    case Arg::kScalar:
-      return v.is_scalar();
-    case Arg::kOptScalar:
-      return none || v.is_scalar();
-    case Arg::kInt:
-      return v.kind == K::kInt;
-    case Arg::kOptInt:
-      return none || v.kind == K::kInt;
-    case Arg::kIntList:
-      return v.kind == K::kIntList;
-    case Arg::kOptIntList:
-      return none || v.kind == K::kIntList;
-    case Arg::kOptFloatList:
-      return none || v.kind == K::kDoubleList;
-    case Arg::kBool:
-      return v.kind == K::kBool;
-    case Arg::kOptBool:
-      return none || v.kind == K::kBool;
-    case Arg::kFloat:
-      return v.kind == K::kDouble || v.kind == K::kInt;
-    case Arg::kString:
-      return v.kind == K::kString;
-    case Arg::kOptScalarType:
-      return none || v.kind == K::kInt;
-    case Arg::kTensorList:
+    case ArgType::kTensorList:
       return v.kind == K::kTensorList;
-    case Arg::kOptTensorList:
+    case ArgType::kOptionalTensorList:
       return v.kind == K::kOptionalTensorList;
-    case Arg::kOptEnum:
-      return none || v.kind == K::kInt;
+    case ArgType::kScalar:
+      return v.is_scalar();
+    case ArgType::kInt:
+    case ArgType::kScalarType:
+      return v.kind == K::kInt;
+    case ArgType::kIntList:
+      return v.kind == K::kIntList;
+    case ArgType::kFloat:  // an integral float may come as an Int
+      return v.kind == K::kDouble || v.kind == K::kInt;
+    case ArgType::kFloatList:
+      return v.kind == K::kDoubleList;
+    case ArgType::kBool:
+      return v.kind == K::kBool;
+    case ArgType::kBoolList:
+      return v.kind == K::kBoolList;
+    case ArgType::kString:
+      return v.kind == K::kString;
+    case ArgType::kLayout:
+    case ArgType::kDevice:
+    case ArgType::kMemoryFormat:
+      return v.kind == K::kNone || v.kind == K::kInt;
   }
   return false;
 }
@@ -149,24 +152,38 @@ void convert_elements(const void* src, DType src_dtype, void* dst, DType dst_dty
   });
 }
 
-Status check_args(const KernelContext& ctx, std::span<Value*> args,
-                  std::initializer_list<ArgSpec> inputs, std::initializer_list<const char*> outs) {
-  const size_t want = inputs.size() + outs.size() + 1;
+Status check_args(const KernelContext& ctx, std::span<Value*> args) {
+  if (ctx.schema == nullptr)
+    return internal_error(std::string(ctx.op) + ": kernel called without its schema");
+  const OpSchema& schema = *ctx.schema;
+  const size_t outs = schema.num_out_args();
+  const size_t inputs = schema.args.size() - outs;
+  const size_t want = schema.args.size() + 1;
   if (args.size() != want) {
-    return ctx.error("expected " + std::to_string(want) + " arguments (" +
-                     std::to_string(inputs.size()) + " inputs, " + std::to_string(outs.size()) +
-                     (outs.size() == 1 ? " out" : " outs") + " and the return value), got " +
-                     std::to_string(args.size()));
+    return ctx.error("expected " + std::to_string(want) + " arguments (" + std::to_string(inputs) +
+                     " inputs, " + std::to_string(outs) + (outs == 1 ? " out" : " outs") +
+                     " and the return value), got " + std::to_string(args.size()));
   }
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == nullptr) return ctx.error("argument " + std::to_string(i) + " is missing");
   }
-  size_t i = 0;
-  for (const ArgSpec& spec : inputs) {
+  std::vector<const TensorView*> out_tensors;
+  for (size_t i = 0; i < schema.args.size(); ++i) {
+    const ArgSchema& spec = schema.args[i];
     const Value& v = *args[i];
+    if (spec.is_out) {
+      auto what = [&] { return "out tensor '" + spec.name + "'"; };
+      if (v.kind != Value::Kind::kTensor) {
+        return ctx.error(what() + " (argument " + std::to_string(i) + ") must be a Tensor, got " +
+                         value_kind_name(v.kind));
+      }
+      ETC_RETURN_IF_ERROR(check_tensor(ctx, v.tensor, what));
+      out_tensors.push_back(&v.tensor);
+      continue;
+    }
     auto what = [&] { return "argument " + std::to_string(i) + " (" + spec.name + ")"; };
-    if (!kind_matches(spec.kind, v)) {
-      return ctx.error(what() + " must be " + arg_kind_text(spec.kind) + ", got " +
+    if (!kind_matches(spec, v)) {
+      return ctx.error(what() + " must be " + arg_kind_text(spec) + ", got " +
                        value_kind_name(v.kind));
     }
     if (v.kind == Value::Kind::kTensor) ETC_RETURN_IF_ERROR(check_tensor(ctx, v.tensor, what));
@@ -180,32 +197,21 @@ Status check_args(const KernelContext& ctx, std::span<Value*> args,
         ETC_RETURN_IF_ERROR(check_tensor(ctx, *v.tensors[j], item));
       }
     }
-    if (spec.kind == Arg::kOptScalarType && v.kind == Value::Kind::kInt &&
+    if (spec.type == ArgType::kScalarType && v.kind == Value::Kind::kInt &&
         !dtype_from_scalar_type(static_cast<int>(v.i))) {
       return ctx.error(what() + " is ScalarType " + std::to_string(v.i) +
                        ", which has no etc dtype");
     }
-    ++i;
   }
-  for (const char* name : outs) {
-    const Value& v = *args[i];
-    auto what = [&] { return std::string("out tensor '") + name + "'"; };
-    if (v.kind != Value::Kind::kTensor) {
-      return ctx.error(what() + " (argument " + std::to_string(i) + ") must be a Tensor, got " +
-                       value_kind_name(v.kind));
-    }
-    ETC_RETURN_IF_ERROR(check_tensor(ctx, v.tensor, what));
-    ++i;
+  const Value& ret = *args[schema.args.size()];
+  const std::string at = " (argument " + std::to_string(schema.args.size()) + ")";
+  if (outs == 1 && ret.kind != Value::Kind::kTensor) {
+    return ctx.error("the return value" + at + " must be the out Tensor, got " +
+                     value_kind_name(ret.kind));
   }
-  const Value& ret = *args[i];
-  if (outs.size() == 1 && ret.kind != Value::Kind::kTensor) {
-    return ctx.error(std::string("the return value (argument ") + std::to_string(i) +
-                     ") must be the out Tensor, got " + value_kind_name(ret.kind));
-  }
-  if (outs.size() > 1 &&
-      (ret.kind != Value::Kind::kTensorList || ret.tensors.size() != outs.size())) {
-    return ctx.error(std::string("the return value (argument ") + std::to_string(i) +
-                     ") must be a TensorList of the " + std::to_string(outs.size()) + " outs");
+  if (outs > 1 && (ret.kind != Value::Kind::kTensorList || ret.tensors.size() != outs)) {
+    return ctx.error("the return value" + at + " must be a TensorList of the " +
+                     std::to_string(outs) + " outs");
   }
   return Status();
 }
@@ -346,20 +352,12 @@ void fill_scalar(TensorView& out, const Value& scalar) {
   });
 }
 
-Status register_kernel(OperatorRegistry& registry, std::initializer_list<const char*> names,
-                       KernelFn fn) {
-  for (const char* name : names)
-    ETC_RETURN_IF_ERROR(registry.add(name, fn));
-  return Status();
-}
-
 bool cat_skips(const TensorView& t) {
   return t.rank() == 1 && t.sizes[0] == 0;
 }
 
 Result<CatShape> check_cat(const KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(
-      check_args(ctx, args, {{"tensors", Arg::kTensorList}, {"dim", Arg::kInt}}, {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const std::vector<TensorView*>& ts = args[0]->tensors;
   TensorView& out = args[2]->tensor;
   if (ts.empty()) return ctx.error("tensors must not be empty");
@@ -400,20 +398,7 @@ Result<CatShape> check_cat(const KernelContext& ctx, std::span<Value*> args) {
 
 Result<UpsampleShape> check_upsample2d(const KernelContext& ctx, std::span<Value*> args,
                                        bool bilinear) {
-  if (bilinear) {
-    ETC_RETURN_IF_ERROR(check_args(ctx, args,
-                                   {{"input", Arg::kTensor},
-                                    {"output_size", Arg::kOptIntList},
-                                    {"align_corners", Arg::kBool},
-                                    {"scale_factors", Arg::kOptFloatList}},
-                                   {"out"}));
-  } else {
-    ETC_RETURN_IF_ERROR(check_args(ctx, args,
-                                   {{"input", Arg::kTensor},
-                                    {"output_size", Arg::kOptIntList},
-                                    {"scale_factors", Arg::kOptFloatList}},
-                                   {"out"}));
-  }
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& x = args[0]->tensor;
   const Value& sizes = *args[1];
   const Value& scales = *args[bilinear ? 3 : 2];

@@ -307,37 +307,11 @@ class WriteAs {
 
 // ---- Arguments -----------------------------------------------------------------------
 
-// The kinds of schema arguments a kernel accepts, as ExecuTorch passes them.
-enum class Arg : uint8_t {
-  kTensor,
-  kOptTensor,      // Tensor?
-  kScalar,         // Scalar: Int, Double or Bool
-  kOptScalar,      // Scalar?
-  kInt,            // int, SymInt
-  kOptInt,         // int?, SymInt?
-  kIntList,        // int[], SymInt[]
-  kOptIntList,     // int[]?
-  kOptFloatList,   // float[]?
-  kBool,           // bool
-  kOptBool,        // bool?
-  kFloat,          // float (Double; an Int is accepted)
-  kString,         // str
-  kOptScalarType,  // ScalarType?: None or an Int holding a known ScalarType number
-  kTensorList,     // Tensor[]
-  kOptTensorList,  // Tensor?[]: an OptionalTensorList (None elements are nullptr)
-  kOptEnum,        // Layout? / Device? / MemoryFormat?: None or an Int
-};
-
-struct ArgSpec {
-  const char* name;
-  Arg kind;
-};
-
-// Checks an instruction's values against the schema: the count (inputs, then one tensor
-// per out name, then the return value), each input's kind, every tensor's sizes and data
-// pointer, and the return value (the out tensor, or a TensorList of the outs).
-Status check_args(const KernelContext& ctx, std::span<Value*> args,
-                  std::initializer_list<ArgSpec> inputs, std::initializer_list<const char*> outs);
+// Checks an instruction's values against the kernel's schema (ctx.schema, from the op table
+// through the registry): the count (the schema's arguments, then the return value), each
+// input's kind, every tensor's sizes and data pointer, the outs, and the return value (the
+// out tensor, or a TensorList of the outs). One checker for every CPU and CUDA kernel.
+Status check_args(const KernelContext& ctx, std::span<Value*> args);
 
 // Accessors for arguments already validated by check_args.
 inline const TensorView& tensor_arg(std::span<Value*> args, size_t i) {
@@ -557,9 +531,5 @@ Result<std::vector<int64_t>> unsqueeze_sizes(const KernelContext& ctx, const Ten
                                              int64_t dim);
 Result<std::vector<int64_t>> expand_sizes(const KernelContext& ctx, const TensorView& self,
                                           std::span<const int64_t> size);
-
-// Registers fn under every name in `names`.
-Status register_kernel(OperatorRegistry& registry, std::initializer_list<const char*> names,
-                       KernelFn fn);
 
 }  // namespace etc::rt::kernels

@@ -132,8 +132,7 @@ void run_matmul(const MatmulArgs& p, const TensorView& a, const TensorView& b,
 }
 
 Status mm_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(
-      check_args(ctx, args, {{"self", Arg::kTensor}, {"mat2", Arg::kTensor}}, {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& a = tensor_arg(args, 0);
   const TensorView& b = tensor_arg(args, 1);
   TensorView& out = out_arg(args, 2);
@@ -159,8 +158,7 @@ Status mm_kernel(KernelContext& ctx, std::span<Value*> args) {
 }
 
 Status bmm_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(
-      check_args(ctx, args, {{"self", Arg::kTensor}, {"mat2", Arg::kTensor}}, {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& a = tensor_arg(args, 0);
   const TensorView& b = tensor_arg(args, 1);
   TensorView& out = out_arg(args, 2);
@@ -182,13 +180,7 @@ Status bmm_kernel(KernelContext& ctx, std::span<Value*> args) {
 }
 
 Status addmm_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args,
-                                 {{"self", Arg::kTensor},
-                                  {"mat1", Arg::kTensor},
-                                  {"mat2", Arg::kTensor},
-                                  {"beta", Arg::kScalar},
-                                  {"alpha", Arg::kScalar}},
-                                 {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& bias = tensor_arg(args, 0);
   const TensorView& a = tensor_arg(args, 1);
   const TensorView& b = tensor_arg(args, 2);
@@ -220,9 +212,7 @@ Status addmm_kernel(KernelContext& ctx, std::span<Value*> args) {
 // linear(input[..., in], weight[out, in], bias?) = input @ weight^T + bias: an IR op
 // (ExecuTorch's exporter decomposes it into permute_copy + addmm for host programs).
 Status linear_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(
-      ctx, args, {{"input", Arg::kTensor}, {"weight", Arg::kTensor}, {"bias", Arg::kOptTensor}},
-      {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& x = tensor_arg(args, 0);
   const TensorView& w = tensor_arg(args, 1);
   const TensorView* bias = opt_tensor_arg(args, 2);
@@ -260,10 +250,10 @@ Status linear_kernel(KernelContext& ctx, std::span<Value*> args) {
 }  // namespace
 
 Status register_matmul_kernels(OperatorRegistry& r) {
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::mm.out", "aten::mm.default"}, mm_kernel));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::bmm.out", "aten::bmm.default"}, bmm_kernel));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::addmm.out", "aten::addmm.default"}, addmm_kernel));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::linear.default"}, linear_kernel));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Mm, mm_kernel));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Bmm, bmm_kernel));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Addmm, addmm_kernel));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Linear, linear_kernel, KernelForms::kFunctional));
   return Status();
 }
 

@@ -398,14 +398,7 @@ void max_pool_nhwc_portable(const PoolParams& p, int64_t channels, const float* 
 }
 
 Status max_pool(KernelContext& ctx, std::span<Value*> args, bool with_indices) {
-  const std::initializer_list<ArgSpec> inputs = {
-      {"self", Arg::kTensor},     {"kernel_size", Arg::kIntList}, {"stride", Arg::kIntList},
-      {"padding", Arg::kIntList}, {"dilation", Arg::kIntList},    {"ceil_mode", Arg::kBool}};
-  if (with_indices) {
-    ETC_RETURN_IF_ERROR(check_args(ctx, args, inputs, {"out", "indices"}));
-  } else {
-    ETC_RETURN_IF_ERROR(check_args(ctx, args, inputs, {"out"}));
-  }
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   if (self.dtype == DType::kBool) {
     return unsupported_dtype(ctx, "self", self.dtype, "a numeric dtype (not bool)");
@@ -491,15 +484,7 @@ void avg_pool_typed(const PoolParams& p, bool count_include_pad,
 }
 
 Status avg_pool2d_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args,
-                                 {{"self", Arg::kTensor},
-                                  {"kernel_size", Arg::kIntList},
-                                  {"stride", Arg::kIntList},
-                                  {"padding", Arg::kIntList},
-                                  {"ceil_mode", Arg::kBool},
-                                  {"count_include_pad", Arg::kBool},
-                                  {"divisor_override", Arg::kOptInt}},
-                                 {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   if (!dtype_is_float(self.dtype)) {
     return unsupported_dtype(ctx, "self", self.dtype, "a floating-point dtype");
@@ -517,8 +502,7 @@ Status avg_pool2d_kernel(KernelContext& ctx, std::span<Value*> args) {
 }
 
 Status adaptive_avg_pool2d_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(
-      check_args(ctx, args, {{"self", Arg::kTensor}, {"output_size", Arg::kIntList}}, {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   const std::vector<int64_t>& os = args[1]->ints;
   TensorView& out = out_arg(args, 2);
@@ -661,21 +645,16 @@ Status upsample2d(KernelContext& ctx, std::span<Value*> args, bool bilinear) {
 }  // namespace
 
 Status register_pool_resize_kernels(OperatorRegistry& r) {
-  ETC_RETURN_IF_ERROR(register_kernel(
-      r, {"aten::upsample_nearest2d.vec_out", "aten::upsample_nearest2d.vec"},
+  ETC_RETURN_IF_ERROR(r.add(
+      OpKind::UpsampleNearest2d,
       [](KernelContext& ctx, std::span<Value*> args) { return upsample2d(ctx, args, false); }));
-  ETC_RETURN_IF_ERROR(register_kernel(
-      r, {"aten::upsample_bilinear2d.vec_out", "aten::upsample_bilinear2d.vec"},
+  ETC_RETURN_IF_ERROR(r.add(
+      OpKind::UpsampleBilinear2d,
       [](KernelContext& ctx, std::span<Value*> args) { return upsample2d(ctx, args, true); }));
-  ETC_RETURN_IF_ERROR(register_kernel(
-      r, {"aten::max_pool2d_with_indices.out", "aten::max_pool2d_with_indices.default"},
-      max_pool2d_with_indices_kernel));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::max_pool2d.default"}, max_pool2d_kernel));
-  ETC_RETURN_IF_ERROR(
-      register_kernel(r, {"aten::avg_pool2d.out", "aten::avg_pool2d.default"}, avg_pool2d_kernel));
-  ETC_RETURN_IF_ERROR(
-      register_kernel(r, {"aten::_adaptive_avg_pool2d.out", "aten::adaptive_avg_pool2d.default"},
-                      adaptive_avg_pool2d_kernel));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::MaxPool2dWithIndices, max_pool2d_with_indices_kernel));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::MaxPool2d, max_pool2d_kernel, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::AvgPool2d, avg_pool2d_kernel));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::AdaptiveAvgPool2d, adaptive_avg_pool2d_kernel));
   return Status();
 }
 

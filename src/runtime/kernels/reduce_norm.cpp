@@ -63,9 +63,7 @@ std::vector<int64_t> reduced_shape(std::span<const int64_t> sizes, const std::ve
 }
 
 Status amax_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(
-      ctx, args, {{"self", Arg::kTensor}, {"dim", Arg::kIntList}, {"keepdim", Arg::kBool}},
-      {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 3);
   ETC_ASSIGN_OR_RETURN(std::vector<bool> reduced,
@@ -96,8 +94,7 @@ Status amax_kernel(KernelContext& ctx, std::span<Value*> args) {
 // any.dim: whether any element along `dim` is non-zero (NaN counts as non-zero, as in
 // ATen); over an empty dim, false. Bool out (uint8 for a uint8 input).
 Status any_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(
-      ctx, args, {{"self", Arg::kTensor}, {"dim", Arg::kInt}, {"keepdim", Arg::kBool}}, {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 3);
   std::vector<int64_t> dims{args[1]->i};
@@ -163,12 +160,7 @@ void row_sums_portable(const float* x, int64_t count, int64_t r0, int64_t r1, do
 
 // sum and mean: `mean` divides by the number of reduced elements.
 Status sum_mean(KernelContext& ctx, std::span<Value*> args, bool mean) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args,
-                                 {{"self", Arg::kTensor},
-                                  {"dim", Arg::kOptIntList},
-                                  {"keepdim", Arg::kBool},
-                                  {"dtype", Arg::kOptScalarType}},
-                                 {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 4);
   ETC_ASSIGN_OR_RETURN(std::vector<bool> reduced, reduced_dims(ctx, opt_int_list_arg(args, 1),
@@ -363,9 +355,7 @@ void softmax_typed(const TensorView& self, int64_t dim, bool log, TensorView& ou
 }
 
 Status softmax_common(KernelContext& ctx, std::span<Value*> args, bool log) {
-  ETC_RETURN_IF_ERROR(check_args(
-      ctx, args, {{"self", Arg::kTensor}, {"dim", Arg::kInt}, {"half_to_float", Arg::kBool}},
-      {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 3);
   if (!dtype_is_float(self.dtype)) {
@@ -447,13 +437,7 @@ void layer_norm_typed(const TensorView& x, const TensorView* weight, const Tenso
 }
 
 Status native_layer_norm_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args,
-                                 {{"input", Arg::kTensor},
-                                  {"normalized_shape", Arg::kIntList},
-                                  {"weight", Arg::kOptTensor},
-                                  {"bias", Arg::kOptTensor},
-                                  {"eps", Arg::kFloat}},
-                                 {"out0", "out1", "out2"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& x = tensor_arg(args, 0);
   const std::vector<int64_t>& ns = args[1]->ints;
   const TensorView* weight = opt_tensor_arg(args, 2);
@@ -526,15 +510,7 @@ void batch_norm_typed(const TensorView& x, const TensorView* weight, const Tenso
 }
 
 Status batch_norm_no_training_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args,
-                                 {{"input", Arg::kTensor},
-                                  {"weight", Arg::kOptTensor},
-                                  {"bias", Arg::kOptTensor},
-                                  {"running_mean", Arg::kTensor},
-                                  {"running_var", Arg::kTensor},
-                                  {"momentum", Arg::kFloat},
-                                  {"eps", Arg::kFloat}},
-                                 {"out0", "out1", "out2"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& x = tensor_arg(args, 0);
   const TensorView* weight = opt_tensor_arg(args, 1);
   const TensorView* bias = opt_tensor_arg(args, 2);
@@ -580,22 +556,14 @@ void float_row_sums(const float* x, int64_t rows, int64_t count, double* acc) {
 }
 
 Status register_reduce_norm_kernels(OperatorRegistry& r) {
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::amax.out", "aten::amax.default"}, amax_kernel));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::any.out", "aten::any.dim"}, any_kernel));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::mean.out", "aten::mean.dim"}, mean_kernel));
-  ETC_RETURN_IF_ERROR(
-      register_kernel(r, {"aten::sum.IntList_out", "aten::sum.dim_IntList"}, sum_kernel));
-  ETC_RETURN_IF_ERROR(
-      register_kernel(r, {"aten::_softmax.out", "aten::_softmax.default"}, softmax_kernel));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::_log_softmax.out", "aten::_log_softmax.default"},
-                                      log_softmax_kernel));
-  ETC_RETURN_IF_ERROR(
-      register_kernel(r, {"aten::native_layer_norm.out", "aten::native_layer_norm.default"},
-                      native_layer_norm_kernel));
-  ETC_RETURN_IF_ERROR(register_kernel(r,
-                                      {"aten::_native_batch_norm_legit_no_training.out",
-                                       "aten::_native_batch_norm_legit_no_training.default"},
-                                      batch_norm_no_training_kernel));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Amax, amax_kernel));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::AnyDim, any_kernel));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::MeanDim, mean_kernel));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::SumDimIntList, sum_kernel));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Softmax, softmax_kernel));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::LogSoftmax, log_softmax_kernel));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::NativeLayerNorm, native_layer_norm_kernel));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::NativeBatchNormNoTraining, batch_norm_no_training_kernel));
   return Status();
 }
 

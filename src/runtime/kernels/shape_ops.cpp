@@ -65,8 +65,7 @@ Status cat_kernel(KernelContext& ctx, std::span<Value*> args) {
 // ---- clone, view, reshape, squeeze, unsqueeze ------------------------------------------
 
 Status clone_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(
-      check_args(ctx, args, {{"self", Arg::kTensor}, {"memory_format", Arg::kOptEnum}}, {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 2);
   ETC_RETURN_IF_ERROR(check_out(ctx, out, self.sizes, self.dtype));
@@ -76,8 +75,7 @@ Status clone_kernel(KernelContext& ctx, std::span<Value*> args) {
 
 // view/reshape: `size` may hold one -1, inferred from the element count.
 Status view_common(KernelContext& ctx, std::span<Value*> args, const char* arg) {
-  ETC_RETURN_IF_ERROR(
-      check_args(ctx, args, {{"self", Arg::kTensor}, {arg, Arg::kIntList}}, {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 2);
   ETC_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, view_sizes(ctx, self, args[1]->ints, arg));
@@ -144,7 +142,7 @@ Status et_view_kernel(KernelContext& ctx, std::span<Value*> args) {
 }
 
 Status squeeze_dim_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args, {{"self", Arg::kTensor}, {"dim", Arg::kInt}}, {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 2);
   ETC_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, squeeze_dim_sizes(ctx, self, args[1]->i));
@@ -154,8 +152,7 @@ Status squeeze_dim_kernel(KernelContext& ctx, std::span<Value*> args) {
 }
 
 Status squeeze_dims_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(
-      check_args(ctx, args, {{"self", Arg::kTensor}, {"dim", Arg::kIntList}}, {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 2);
   ETC_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, squeeze_dims_sizes(ctx, self, args[1]->ints));
@@ -165,7 +162,7 @@ Status squeeze_dims_kernel(KernelContext& ctx, std::span<Value*> args) {
 }
 
 Status unsqueeze_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args, {{"self", Arg::kTensor}, {"dim", Arg::kInt}}, {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 2);
   ETC_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, unsqueeze_sizes(ctx, self, args[1]->i));
@@ -177,9 +174,7 @@ Status unsqueeze_kernel(KernelContext& ctx, std::span<Value*> args) {
 // ---- Strided views ---------------------------------------------------------------------
 
 Status expand_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(
-      ctx, args, {{"self", Arg::kTensor}, {"size", Arg::kIntList}, {"implicit", Arg::kBool}},
-      {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 3);
   ETC_ASSIGN_OR_RETURN(std::vector<int64_t> size, expand_sizes(ctx, self, args[1]->ints));
@@ -189,8 +184,7 @@ Status expand_kernel(KernelContext& ctx, std::span<Value*> args) {
 }
 
 Status permute_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(
-      check_args(ctx, args, {{"self", Arg::kTensor}, {"dims", Arg::kIntList}}, {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 2);
   const std::vector<int64_t>& dims = args[1]->ints;
@@ -215,8 +209,7 @@ Status permute_kernel(KernelContext& ctx, std::span<Value*> args) {
 }
 
 Status transpose_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(
-      ctx, args, {{"self", Arg::kTensor}, {"dim0", Arg::kInt}, {"dim1", Arg::kInt}}, {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 3);
   const auto rank = static_cast<int64_t>(self.rank());
@@ -234,8 +227,7 @@ Status transpose_kernel(KernelContext& ctx, std::span<Value*> args) {
 }
 
 Status select_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(
-      ctx, args, {{"self", Arg::kTensor}, {"dim", Arg::kInt}, {"index", Arg::kInt}}, {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 3);
   if (self.rank() == 0) return ctx.error("cannot select from a zero-dimensional tensor");
@@ -259,13 +251,7 @@ Status select_kernel(KernelContext& ctx, std::span<Value*> args) {
 }
 
 Status slice_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args,
-                                 {{"self", Arg::kTensor},
-                                  {"dim", Arg::kInt},
-                                  {"start", Arg::kOptInt},
-                                  {"end", Arg::kOptInt},
-                                  {"step", Arg::kInt}},
-                                 {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 5);
   if (self.rank() == 0) return ctx.error("cannot slice a zero-dimensional tensor");
@@ -294,9 +280,7 @@ Status slice_kernel(KernelContext& ctx, std::span<Value*> args) {
 // ---- constant_pad_nd -------------------------------------------------------------------
 
 Status constant_pad_nd_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(
-      ctx, args, {{"self", Arg::kTensor}, {"pad", Arg::kIntList}, {"value", Arg::kScalar}},
-      {"out"}));
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   const std::vector<int64_t>& pad = args[1]->ints;
   TensorView& out = out_arg(args, 3);
@@ -431,31 +415,22 @@ Result<std::vector<int64_t>> expand_sizes(const KernelContext& ctx, const Tensor
 }
 
 Status register_shape_kernels(OperatorRegistry& r) {
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::cat.out", "aten::cat.default"}, cat_kernel));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::clone.out", "aten::clone.default"}, clone_kernel));
-  ETC_RETURN_IF_ERROR(register_kernel(
-      r, {"aten::constant_pad_nd.out", "aten::constant_pad_nd.default"}, constant_pad_nd_kernel));
-  ETC_RETURN_IF_ERROR(
-      register_kernel(r, {"aten::expand_copy.out", "aten::expand.default"}, expand_kernel));
-  ETC_RETURN_IF_ERROR(
-      register_kernel(r, {"aten::permute_copy.out", "aten::permute.default"}, permute_kernel));
-  ETC_RETURN_IF_ERROR(
-      register_kernel(r, {"aten::select_copy.int_out", "aten::select.int"}, select_kernel));
-  ETC_RETURN_IF_ERROR(
-      register_kernel(r, {"aten::slice_copy.Tensor_out", "aten::slice.Tensor"}, slice_kernel));
-  ETC_RETURN_IF_ERROR(
-      register_kernel(r, {"aten::squeeze_copy.dim_out", "aten::squeeze.dim"}, squeeze_dim_kernel));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::squeeze_copy.dims_out", "aten::squeeze.dims"},
-                                      squeeze_dims_kernel));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::transpose_copy.int_out", "aten::transpose.int"},
-                                      transpose_kernel));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::unsqueeze_copy.out", "aten::unsqueeze.default"},
-                                      unsqueeze_kernel));
-  ETC_RETURN_IF_ERROR(
-      register_kernel(r, {"aten::view_copy.out", "aten::view.default"}, view_kernel));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::sym_size.int"}, sym_size_kernel));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"executorch_prim::et_view.default"}, et_view_kernel));
-  ETC_RETURN_IF_ERROR(register_kernel(r, {"aten::reshape.default"}, reshape_kernel));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Cat, cat_kernel));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Clone, clone_kernel));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::ConstantPadNd, constant_pad_nd_kernel));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Expand, expand_kernel));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Permute, permute_kernel));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::SelectInt, select_kernel));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::SliceTensor, slice_kernel));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::SqueezeDim, squeeze_dim_kernel));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::SqueezeDims, squeeze_dims_kernel));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::TransposeInt, transpose_kernel));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Unsqueeze, unsqueeze_kernel));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::View, view_kernel));
+  // These two return an Int and a view: they check their own arguments.
+  ETC_RETURN_IF_ERROR(r.add("aten::sym_size.int", sym_size_kernel));
+  ETC_RETURN_IF_ERROR(r.add("executorch_prim::et_view.default", et_view_kernel));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Reshape, reshape_kernel, KernelForms::kFunctional));
   return Status();
 }
 
