@@ -128,6 +128,34 @@ class LlamaBlock(nn.Module):
 
 # ---- all-MiniLM-L6-v2: a BERT encoder with mean pooling and L2 normalisation ---------------
 
+class UnaryMath(nn.Module):
+    """Every op of src/graph/unary_math.def as models use them: rotary tables from positions
+    known only at run time, domains kept by tanh / abs, rounding, masks from isnan / isinf,
+    and the integer forms (sign, abs, bitwise_not; sin of an int64 tensor is float32)."""
+
+    def forward(self, x, n):
+        t = torch.tanh(x)
+        a = 1 + torch.abs(x)
+        rot = torch.cos(x) * torch.sin(x) + torch.tan(x * 0.5)
+        trig = torch.atan(x) + torch.asinh(x) + torch.sinh(x * 0.1) + torch.cosh(x * 0.1)
+        inverse = torch.acos(t) + torch.asin(t) + torch.atanh(t * 0.5) + torch.acosh(a)
+        logs = torch.log2(a) + torch.log10(a) + torch.log1p(a) + torch.expm1(x * 0.1)
+        rounding = (torch.floor(x * 3) + torch.ceil(x * 3) + torch.round(x * 3) +
+                    torch.trunc(x * 3) + torch.sign(x) + torch.reciprocal(a))
+        y = x / (x - 1)  # inf at x = 1, nan nowhere: the masks below see both values
+        masked = torch.where(torch.isinf(y), torch.zeros_like(x), y)
+        masked = torch.where(torch.isnan(masked), torch.zeros_like(x), masked)
+        ints = torch.abs(n) + torch.bitwise_not(n) * torch.sign(n)
+        return rot + trig + inverse + logs + rounding + masked, ints, torch.sin(n)
+
+
+def unary_math():
+    x = randn(4, 16)
+    x[0, 0] = 1.0  # x / (x - 1) is inf here
+    n = torch.randint(-1000, 1000, (4, 16))
+    return UnaryMath(), (x, n), ["x", "n"]
+
+
 def read_safetensors(path):
     kinds = {"F32": np.float32, "I64": np.int64}
     with open(path, "rb") as f:
@@ -292,6 +320,7 @@ MODELS = collections.OrderedDict([
     ("add", lambda: (Add(), (randn(2, 3, 4), randn(2, 3, 4)), ["x", "y"])),
     ("add_mul", lambda: (AddMul(), (randn(4, 8), randn(4, 8), randn(4, 8)), ["x", "y", "z"])),
     ("linear", lambda: (Linear(), (randn(4, 32),), ["x"])),
+    ("unary_math", unary_math),
     # The batch dim is symbolic (dynamic_shapes): etc takes its size from --input-shape.
     ("linear_dynamic", lambda: (Linear(), (randn(4, 32),), ["x"])),
     ("conv1d", lambda: (Conv1d(), (randn(2, 4, 20),), ["x"])),

@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "cuda_runtime/cuda_kernels.h"
+#include "graph/unary_math.h"
 #include "support/wrapping_math.h"
 
 namespace etc::cuda::kernels {
@@ -435,6 +436,55 @@ cudaError_t launch_map_typed(const MapArgs& p, int64_t n, cudaStream_t s) {
   }
   return cudaErrorInvalidValue;  // the host wrappers reject these combinations first
 }
+
+// ---- Unary math (graph/unary_math.def) -------------------------------------------------
+
+template <typename Op>
+__global__ void unary_math_kernel(const void* in, Elem in_type, void* out, Elem out_type,
+                                  int64_t n) {
+  using unary_math::Kind;
+  ETC_GRID_STRIDE(i, n) {
+    if constexpr (Op::kKind == Kind::kPredicate) {
+      const bool r = is_float(in_type) ? Op::apply(load_float(in, in_type, i))
+                                       : Op::apply(load_int(in, in_type, i));
+      static_cast<uint8_t*>(out)[i] = r ? 1 : 0;
+    } else if (out_type == Elem::kBool) {
+      if constexpr (Op::kKind == Kind::kAny || Op::kKind == Kind::kIntegral) {
+        const bool x = load_int(in, in_type, i) != 0;
+        static_cast<uint8_t*>(out)[i] = Op::apply(x) ? 1 : 0;
+      }
+    } else if (is_float(out_type)) {
+      if constexpr (Op::kKind != Kind::kIntegral) {
+        const float x = load_as<float>(in, in_type, i, out_type);
+        store_as(out, out_type, i, static_cast<float>(Op::apply(x)));
+      }
+    } else {
+      if constexpr (Op::kKind != Kind::kFloat) {
+        const int64_t x = load_int(in, in_type, i);
+        store_as(out, out_type, i, static_cast<int64_t>(Op::apply(x)));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_unary_math(UnaryMathOp op, const void* in, Elem in_type, void* out,
+                              Elem out_type, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  switch (op) {
+#define ETC_UNARY_MATH(name, kind, onnx, expr)                                 \
+  case UnaryMathOp::k##name:                                                   \
+    unary_math_kernel<unary_math::name>                                        \
+        <<<grid_for(n), kThreads, 0, stream>>>(in, in_type, out, out_type, n); \
+    return cudaGetLastError();
+#include "graph/unary_math.def"
+#undef ETC_UNARY_MATH
+  }
+  return cudaErrorInvalidValue;
+}
+
+namespace {
 
 // ---- Block reductions ------------------------------------------------------------------
 

@@ -84,6 +84,18 @@ struct MapArgs {
 };
 cudaError_t launch_map(const MapArgs& args, cudaStream_t stream);
 
+// The unary math ops of graph/unary_math.def: out[i] = Op(in[i]) over n contiguous elements,
+// computed as the CPU kernel does (float for float outs, the input first rounded to the
+// out's precision; int64 for integer outs; bool for bool; predicates read float inputs as
+// float and are false on integers).
+enum class UnaryMathOp : int32_t {
+#define ETC_UNARY_MATH(op, kind, onnx, expr) k##op,
+#include "graph/unary_math.def"
+#undef ETC_UNARY_MATH
+};
+cudaError_t launch_unary_math(UnaryMathOp op, const void* in, Elem in_type, void* out,
+                              Elem out_type, int64_t n, cudaStream_t stream);
+
 // sum / mean / amax over the dims of `in` not kept: the output index space is `kept` (each
 // dim with its input stride), the reduced space `reduced` (likewise). `in` and `out` are
 // contiguous memory; out element i is out.data[i].

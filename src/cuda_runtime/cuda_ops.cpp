@@ -190,6 +190,23 @@ Status gelu(KernelContext& ctx, std::span<Value*> args) {
                    tensor_arg(args, 0), out_arg(args, 2));
 }
 
+// The unary math ops (graph/unary_math.def): the CPU kernel's dtype rules, one launch.
+template <typename Op, k::UnaryMathOp kOp>
+Status unary_math_op(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
+  const rt::kernels::Args a(ctx, args);
+  const TensorView& self = a.tensor("self");
+  TensorView& out = a.out();
+  ETC_RETURN_IF_ERROR(rt::kernels::check_unary_math(ctx, Op::kKind, self, out));
+  if (out.numel() == 0) return Status();
+  ETC_ASSIGN_OR_RETURN(k::Elem in_type, elem_of(ctx, self.dtype, "self"));
+  ETC_ASSIGN_OR_RETURN(k::Elem out_type, elem_of(ctx, out.dtype, "out"));
+  ETC_ASSIGN_OR_RETURN(DeviceContext * dev, device_of(ctx));
+  ETC_CUDA_RETURN_IF_ERROR(k::launch_unary_math(kOp, self.data, in_type, out.data, out_type,
+                                                out.numel(), dev->stream()));
+  return Status();
+}
+
 }  // namespace
 
 // Defined in cuda_ops_tensor.cpp (matmul, convolution, pooling, reductions, layout ops) and
@@ -198,6 +215,11 @@ Status register_cuda_tensor_kernels(rt::OperatorRegistry& registry);
 Status register_cuda_index_kernels(rt::OperatorRegistry& registry);
 
 Status register_cuda_kernels(rt::OperatorRegistry& r) {
+#define ETC_UNARY_MATH(op, kind, onnx, expr)                                                  \
+  ETC_RETURN_IF_ERROR(r.add(OpKind::op, unary_math_op<unary_math::op, k::UnaryMathOp::k##op>, \
+                            KernelForms::kFunctional));
+#include "graph/unary_math.def"
+#undef ETC_UNARY_MATH
   ETC_RETURN_IF_ERROR(r.add(OpKind::AddTensor, add_tensor, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(r.add(OpKind::SubTensor, sub_tensor, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(r.add(OpKind::MulTensor, mul_tensor, KernelForms::kFunctional));

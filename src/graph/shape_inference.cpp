@@ -285,6 +285,27 @@ Status infer_unary_float(const InferContext& ctx, std::vector<TensorType>& out) 
   return Status();
 }
 
+// abs, floor, ...: the input's dtype; ATen has no bool kernels for them.
+Status infer_unary_numeric(const InferContext& ctx, std::vector<TensorType>& out) {
+  const TensorSpec& a = ctx.tensor("self");
+  if (a.dtype == DType::kBool)
+    return ctx.error("self", "expected a numeric tensor, got " + a.type_string());
+  return infer_unary_same(ctx, out);
+}
+
+// bitwise_not: integers and bool.
+Status infer_unary_integral(const InferContext& ctx, std::vector<TensorType>& out) {
+  const TensorSpec& a = ctx.tensor("self");
+  if (dtype_is_float(a.dtype))
+    return ctx.error("self", "expected an integer or bool tensor, got " + a.type_string());
+  return infer_unary_same(ctx, out);
+}
+
+// isnan, isinf: a bool tensor of the input's shape.
+Status infer_unary_predicate(const InferContext& ctx, std::vector<TensorType>& out) {
+  return infer_compare_scalar(ctx, out);
+}
+
 Status infer_unary_float_only(const InferContext& ctx, std::vector<TensorType>& out) {
   ETC_RETURN_IF_ERROR(require_float(ctx, "self", ctx.tensor("self")));
   return infer_unary_same(ctx, out);

@@ -12,6 +12,7 @@ Usage: op_cases.py DIR [--no-big]"""
 import json
 import os
 import random
+import re
 import struct
 import sys
 
@@ -69,6 +70,25 @@ def single_node_case(name, op, args_of, in_specs, outs=("y",), run_args=""):
     c.outputs = [outs[0]]
     c.run_args = run_args
     return c
+
+
+def unary_math_ops():
+    """(ATen name, kind) of each op of src/graph/unary_math.def: a line added there gets its
+    CUDA and stress cases here without more."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "graph",
+                        "unary_math.def")
+    with open(path) as f:
+        text = f.read()
+    out = []
+    for op, kind in re.findall(r"^ETC_UNARY_MATH\((\w+), (\w+),", text, re.M):
+        out.append(("aten.%s.default" % re.sub(r"(?<!^)([A-Z])", r"_\1", op).lower(), kind))
+    return out
+
+
+# The input dtypes of each kind of unary math op (the CUDA kernels' dtypes it admits).
+UNARY_MATH_DTYPES = {"kFloat": FLOATS + [I32, I64, BOOL], "kNumeric": FLOATS + [I32, I64],
+                     "kAny": FLOATS + [I32, I64, BOOL], "kIntegral": [I32, I64, BOOL],
+                     "kPredicate": FLOATS + [I32, I64, BOOL]}
 
 
 def tol(dtype, gemm=False):
@@ -135,6 +155,11 @@ def cases():
         for approx in ("none", "tanh"):
             simple("gelu_%s_%s" % (approx, d), "aten.gelu.default",
                    lambda a: {"self": a, "approximate": approx}, [("a", d, [129])])
+    # The unary math ops, every dtype their kind admits.
+    for op, kind in unary_math_ops():
+        short = op.split(".")[1]
+        for d in UNARY_MATH_DTYPES[kind]:
+            simple("%s_%s" % (short, d), op, lambda a: {"self": a}, [("a", d, [3, 70])])
     # GEMMs.
     for d in FLOATS:
         g = tol(d, gemm=True)
@@ -389,6 +414,18 @@ def stress_cases(simple):
                       ("aten.sigmoid.default", "sigmoid"), ("aten.tanh.default", "tanh")):
         case("stress_%s_special_f32" % short, op, unary, [("a", F32, [3, 100])],
              [floats(300, -100, 100, special)])
+    # The unary math ops: special values and a wide range of floats; integers over their whole
+    # range with the extremes (abs of the lowest wraps, as in ATen).
+    for op, kind in unary_math_ops():
+        short = op.split(".")[1]
+        if kind != "kIntegral":
+            case("stress_%s_special_f32" % short, op, unary, [("a", F32, [3, 100])],
+                 [floats(300, -100, 100, special)])
+        if kind != "kFloat":
+            case("stress_%s_wide_i32" % short, op, unary, [("a", I32, [512])],
+                 [ints(512, -2**31, 2**31 - 1, (-2**31, 2**31 - 1, 0, -1, 1))])
+            case("stress_%s_wide_i64" % short, op, unary, [("a", I64, [512])],
+                 [ints(512, -2**63, 2**63 - 1, (-2**63, 2**63 - 1, 0, -1, 1))])
     case("stress_clamp_special_f32", "aten.clamp.default", lambda a: {"self": a, "min": -1, "max": 1},
          [("a", F32, [64])], [floats(64, -10, 10, special)])
     case("stress_amax_special_f32", "aten.amax.default", lambda x: {"self": x, "dim": [1], "keepdim": False},

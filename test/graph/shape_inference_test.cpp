@@ -485,13 +485,52 @@ TEST_CASE("device copies keep dtype and shape") {
             .find("come from its subgraph") != std::string::npos);
 }
 
+TEST_CASE("the unary math ops infer by their kind") {
+  OpTester t;
+  auto f = t.in(f16, {2, 3});
+  auto i = t.in(i32, {4});
+  auto b = t.in(b8, {5});
+  // kFloat: floats keep their dtype, integers and bool give float32.
+  for (OpKind op :
+       {OpKind::Sin, OpKind::Cos, OpKind::Tan, OpKind::Asin, OpKind::Acos, OpKind::Atan,
+        OpKind::Sinh, OpKind::Cosh, OpKind::Asinh, OpKind::Acosh, OpKind::Atanh, OpKind::Expm1,
+        OpKind::Log1p, OpKind::Log2, OpKind::Log10, OpKind::Reciprocal}) {
+    INFO(op_info(op).name);
+    CHECK(t.one(op, {{"self", f}}) == T(f16, {2, 3}));
+    CHECK(t.one(op, {{"self", i}}) == T(f32, {4}));
+    CHECK(t.one(op, {{"self", b}}) == T(f32, {5}));
+  }
+  // kNumeric: the input's dtype; bool refused, as ATen refuses it.
+  for (OpKind op : {OpKind::Abs, OpKind::Ceil, OpKind::Floor, OpKind::Round, OpKind::Trunc}) {
+    INFO(op_info(op).name);
+    CHECK(t.one(op, {{"self", f}}) == T(f16, {2, 3}));
+    CHECK(t.one(op, {{"self", i}}) == T(i32, {4}));
+    CHECK(t.error(op, {{"self", b}}).find("expected a numeric tensor, got bool[5]") !=
+          std::string::npos);
+  }
+  // kAny: sign takes bool too.
+  CHECK(t.one(OpKind::Sign, {{"self", b}}) == T(b8, {5}));
+  CHECK(t.one(OpKind::Sign, {{"self", i}}) == T(i32, {4}));
+  // kIntegral: bitwise_not takes integers and bool, not floats.
+  CHECK(t.one(OpKind::BitwiseNot, {{"self", i}}) == T(i32, {4}));
+  CHECK(t.one(OpKind::BitwiseNot, {{"self", b}}) == T(b8, {5}));
+  CHECK(t.error(OpKind::BitwiseNot, {{"self", f}}) ==
+        "/nodes/0/args/self (node \"n\"): aten.bitwise_not.default: expected an integer or bool "
+        "tensor, got float16[2, 3]");
+  // kPredicate: bool of the input's shape.
+  for (OpKind op : {OpKind::Isnan, OpKind::Isinf}) {
+    CHECK(t.one(op, {{"self", f}}) == T(b8, {2, 3}));
+    CHECK(t.one(op, {{"self", i}}) == T(b8, {4}));
+  }
+}
+
 TEST_CASE("every op in the table is covered by this file") {
   // A new op in ops.def must get inference tests; these counts are the reminder.
   size_t aten = 0;
   for (const OpInfo& op : all_ops())
     aten += op.schema.ns == "aten";
-  CHECK(aten == 67);
-  CHECK(all_ops().size() == 70);
+  CHECK(aten == 92);
+  CHECK(all_ops().size() == 95);
 }
 
 }  // namespace

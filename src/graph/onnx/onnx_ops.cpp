@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <string_view>
 
 #include "graph/onnx/node_context.h"
 #include "graph/onnx/onnx_converters.h"
@@ -159,14 +160,6 @@ Status convert_pow(NodeCtx& ctx) {
   return ctx.set_output(0, y);
 }
 
-Status convert_reciprocal(NodeCtx& ctx) {
-  if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer inputs");
-  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
-  ValueId one = ctx.add_constant(host_from_doubles(ctx.dtype(0), {}, {1.0}));
-  ETC_ASSIGN_OR_RETURN(ValueId y, ctx.emit(OpKind::DivTensor, {{"self", one}, {"other", x}}));
-  return ctx.set_output(0, y);
-}
-
 // relu(x) - slope * relu(-x): exact (one of the two terms is zero).
 Result<ValueId> leaky(NodeCtx& ctx, ValueId x, std::optional<double> alpha,
                       std::optional<ValueId> slope) {
@@ -201,16 +194,6 @@ Status convert_prelu(NodeCtx& ctx) {
   ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
   ETC_ASSIGN_OR_RETURN(ValueId slope, ctx.input(1));
   ETC_ASSIGN_OR_RETURN(ValueId y, leaky(ctx, x, std::nullopt, slope));
-  return ctx.set_output(0, y);
-}
-
-Status convert_abs(NodeCtx& ctx) {
-  if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer inputs at run time");
-  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
-  ETC_ASSIGN_OR_RETURN(ValueId pos, ctx.emit(OpKind::Relu, {{"self", x}}));
-  ETC_ASSIGN_OR_RETURN(ValueId nx, ctx.emit(OpKind::Neg, {{"self", x}}));
-  ETC_ASSIGN_OR_RETURN(ValueId neg, ctx.emit(OpKind::Relu, {{"self", nx}}));
-  ETC_ASSIGN_OR_RETURN(ValueId y, ctx.emit(OpKind::AddTensor, {{"self", pos}, {"other", neg}}));
   return ctx.set_output(0, y);
 }
 
@@ -932,85 +915,90 @@ int required_inputs(const std::string& op_type) {
 }
 
 const std::map<std::string, Converter>& converters() {
-  static const std::map<std::string, Converter> table = {
-      {"Abs", convert_abs},
-      {"Add", binary(Bin::kAdd)},
-      {"And", evaluated_only},
-      {"AveragePool", [](NodeCtx& c) { return convert_pool(c, false); }},
-      {"BatchNormalization", convert_batch_norm},
-      {"Cast", convert_cast},
-      {"Ceil", evaluated_only},
-      {"Clip", convert_clip},
-      {"Concat", convert_concat},
-      {"Constant", evaluated_only},
-      {"ConstantOfShape", evaluated_only},
-      {"Conv", [](NodeCtx& c) { return convert_conv(c, false); }},
-      {"ConvTranspose", [](NodeCtx& c) { return convert_conv(c, true); }},
-      {"Div", binary(Bin::kDiv)},
-      {"Dropout", convert_identity},
-      {"Equal", evaluated_only},
-      {"Erf", unary(OpKind::Erf)},
-      {"Gelu", convert_gelu},
-      {"Exp", unary(OpKind::Exp)},
-      {"Expand", convert_expand},
-      {"Flatten", convert_view},
-      {"Floor", evaluated_only},
-      {"Gather", convert_gather},
-      {"Gemm", convert_gemm},
-      {"GlobalAveragePool", global_pool(false)},
-      {"GlobalMaxPool", global_pool(true)},
-      {"Greater", evaluated_only},
-      {"GreaterOrEqual", evaluated_only},
-      {"HardSigmoid", convert_hard_sigmoid},
-      {"HardSwish", unary(OpKind::Hardswish)},
-      {"Identity", convert_identity},
-      {"LSTM", convert_lstm},
-      {"LayerNormalization", convert_layer_norm},
-      {"LeakyRelu", convert_leaky_relu},
-      {"Less", evaluated_only},
-      {"LessOrEqual", evaluated_only},
-      {"Log", unary(OpKind::Log)},
-      {"LogSoftmax", softmax(true)},
-      {"MatMul", convert_matmul},
-      {"Max", evaluated_only},
-      {"MaxPool", [](NodeCtx& c) { return convert_pool(c, true); }},
-      {"Mean", variadic_sum(true)},
-      {"Min", evaluated_only},
-      {"Mod", evaluated_only},
-      {"Mul", binary(Bin::kMul)},
-      {"Neg", unary(OpKind::Neg)},
-      {"Not", evaluated_only},
-      {"Or", evaluated_only},
-      {"PRelu", convert_prelu},
-      {"Pad", convert_pad},
-      {"Pow", convert_pow},
-      {"Range", evaluated_only},
-      {"Reciprocal", convert_reciprocal},
-      {"ReduceL2", reduce(Reduce::kL2)},
-      {"ReduceMax", reduce(Reduce::kMax)},
-      {"ReduceMean", reduce(Reduce::kMean)},
-      {"ReduceSum", reduce(Reduce::kSum)},
-      {"ReduceSumSquare", reduce(Reduce::kSumSquare)},
-      {"Relu", unary(OpKind::Relu)},
-      {"Reshape", convert_view},
-      {"Resize", convert_resize},
-      {"Shape", evaluated_only},
-      {"Sigmoid", unary(OpKind::Sigmoid)},
-      {"Size", evaluated_only},
-      {"Slice", convert_slice},
-      {"Softmax", softmax(false)},
-      {"Split", convert_split},
-      {"Sqrt", unary(OpKind::Sqrt)},
-      {"Squeeze", convert_view},
-      {"Sub", binary(Bin::kSub)},
-      {"Sum", variadic_sum(false)},
-      {"Tanh", unary(OpKind::Tanh)},
-      {"Transpose", convert_transpose},
-      {"Unsqueeze", convert_view},
-      {"Upsample", convert_resize},
-      {"Where", convert_where},
-      {"Xor", evaluated_only},
-  };
+  static const std::map<std::string, Converter> table = [] {
+    std::map<std::string, Converter> t = {
+        {"Add", binary(Bin::kAdd)},
+        {"And", evaluated_only},
+        {"AveragePool", [](NodeCtx& c) { return convert_pool(c, false); }},
+        {"BatchNormalization", convert_batch_norm},
+        {"Cast", convert_cast},
+        {"Clip", convert_clip},
+        {"Concat", convert_concat},
+        {"Constant", evaluated_only},
+        {"ConstantOfShape", evaluated_only},
+        {"Conv", [](NodeCtx& c) { return convert_conv(c, false); }},
+        {"ConvTranspose", [](NodeCtx& c) { return convert_conv(c, true); }},
+        {"Div", binary(Bin::kDiv)},
+        {"Dropout", convert_identity},
+        {"Equal", evaluated_only},
+        {"Erf", unary(OpKind::Erf)},
+        {"Gelu", convert_gelu},
+        {"Exp", unary(OpKind::Exp)},
+        {"Expand", convert_expand},
+        {"Flatten", convert_view},
+        {"Gather", convert_gather},
+        {"Gemm", convert_gemm},
+        {"GlobalAveragePool", global_pool(false)},
+        {"GlobalMaxPool", global_pool(true)},
+        {"Greater", evaluated_only},
+        {"GreaterOrEqual", evaluated_only},
+        {"HardSigmoid", convert_hard_sigmoid},
+        {"HardSwish", unary(OpKind::Hardswish)},
+        {"Identity", convert_identity},
+        {"LSTM", convert_lstm},
+        {"LayerNormalization", convert_layer_norm},
+        {"LeakyRelu", convert_leaky_relu},
+        {"Less", evaluated_only},
+        {"LessOrEqual", evaluated_only},
+        {"Log", unary(OpKind::Log)},
+        {"LogSoftmax", softmax(true)},
+        {"MatMul", convert_matmul},
+        {"Max", evaluated_only},
+        {"MaxPool", [](NodeCtx& c) { return convert_pool(c, true); }},
+        {"Mean", variadic_sum(true)},
+        {"Min", evaluated_only},
+        {"Mod", evaluated_only},
+        {"Mul", binary(Bin::kMul)},
+        {"Neg", unary(OpKind::Neg)},
+        {"Not", evaluated_only},
+        {"Or", evaluated_only},
+        {"PRelu", convert_prelu},
+        {"Pad", convert_pad},
+        {"Pow", convert_pow},
+        {"Range", evaluated_only},
+        {"ReduceL2", reduce(Reduce::kL2)},
+        {"ReduceMax", reduce(Reduce::kMax)},
+        {"ReduceMean", reduce(Reduce::kMean)},
+        {"ReduceSum", reduce(Reduce::kSum)},
+        {"ReduceSumSquare", reduce(Reduce::kSumSquare)},
+        {"Relu", unary(OpKind::Relu)},
+        {"Reshape", convert_view},
+        {"Resize", convert_resize},
+        {"Shape", evaluated_only},
+        {"Sigmoid", unary(OpKind::Sigmoid)},
+        {"Size", evaluated_only},
+        {"Slice", convert_slice},
+        {"Softmax", softmax(false)},
+        {"Split", convert_split},
+        {"Sqrt", unary(OpKind::Sqrt)},
+        {"Squeeze", convert_view},
+        {"Sub", binary(Bin::kSub)},
+        {"Sum", variadic_sum(false)},
+        {"Tanh", unary(OpKind::Tanh)},
+        {"Transpose", convert_transpose},
+        {"Unsqueeze", convert_view},
+        {"Upsample", convert_resize},
+        {"Where", convert_where},
+        {"Xor", evaluated_only},
+    };
+    // The unary math ops whose ONNX op type unary_math.def names; the op's inference checks
+    // the dtype.
+#define ETC_UNARY_MATH(op, kind, onnx, expr) \
+  if (std::string_view(onnx) != "") t[onnx] = unary(OpKind::op, false);
+#include "graph/unary_math.def"
+#undef ETC_UNARY_MATH
+    return t;
+  }();
   return table;
 }
 

@@ -7,6 +7,7 @@
 
 #include "graph/torch_export/torch_node.h"
 #include "graph/torch_export/torch_ops.h"
+#include "graph/unary_math.h"
 
 namespace etc::torch_import {
 
@@ -209,6 +210,38 @@ Converter unary(OpKind op, std::function<double(double)> f = nullptr, bool in_pl
     ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
     ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(op, {{"self", x}}));
     if (in_place) ETC_RETURN_IF_ERROR(n.rebind("self", out));
+    return n.set_output(0, out);
+  };
+}
+
+// The unary math ops of unary_math.def. A value known at export time is computed here with
+// the kernels' own function (in double, rounded to the result's dtype), so that rotary
+// tables and masks built from known positions stay constants; dtypes the op does not take
+// are left to its inference to refuse.
+template <typename Op>
+Converter unary_math_op(OpKind op) {
+  return [op](TorchNode& n) -> Status {
+    using unary_math::Kind;
+    ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+    const DType in = self->dtype;
+    const bool takes = !(Op::kKind == Kind::kNumeric && in == DType::kBool) &&
+                       !(Op::kKind == Kind::kIntegral && dtype_is_float(in));
+    if (self->known && takes) {
+      const DType out = Op::kKind == Kind::kPredicate                      ? DType::kBool
+                        : Op::kKind == Kind::kFloat && !dtype_is_float(in) ? DType::kFloat32
+                                                                           : in;
+      return n.set_known_output(
+          0, known_unary(*self->known, out, [in](double x) -> double {
+            if constexpr (Op::kKind == Kind::kIntegral) {
+              return in == DType::kBool ? static_cast<double>(Op::apply(x != 0.0))
+                                        : static_cast<double>(Op::apply(static_cast<int64_t>(x)));
+            } else {
+              return static_cast<double>(Op::apply(x));
+            }
+          }));
+    }
+    ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+    ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(op, {{"self", x}}));
     return n.set_output(0, out);
   };
 }
@@ -997,6 +1030,10 @@ const std::map<std::string, Converter>& torch_converters() {
     t["aten.clamp_min.default"] = clamp(true, false);
     t["aten.clamp_max.default"] = clamp(false, true);
     t["aten.gelu.default"] = convert_gelu;
+#define ETC_UNARY_MATH(op, kind, onnx, expr) \
+  t[op_info(OpKind::op).name] = unary_math_op<unary_math::op>(OpKind::op);
+#include "graph/unary_math.def"
+#undef ETC_UNARY_MATH
 
     t["aten.arange.default"] = convert_arange;
     t["aten.arange.start"] = convert_arange;

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "graph/ops.h"
+#include "graph/unary_math.h"
 #include "runtime/kernels/gemm.h"
 #include "runtime/kernels/kernel_util.h"
 #include "runtime/kernels/parallel.h"
@@ -594,9 +595,63 @@ Status gelu_kernel(KernelContext& ctx, std::span<Value*> args) {
   return run_unary(ctx, u, tensor_arg(args, 0), out_arg(args, 2));
 }
 
+// ---- The unary math ops (graph/unary_math.def) ------------------------------------------
+
+// out = Op(self) for every element, in the out's dtype: floats compute in float (double for
+// float64), integers in int64, bool as bool; predicates read self's own type.
+template <typename Op>
+Status unary_math_kernel(KernelContext& ctx, std::span<Value*> args) {
+  using unary_math::Kind;
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
+  const Args a(ctx, args);
+  const TensorView& self = a.tensor("self");
+  TensorView& out = a.out();
+  ETC_RETURN_IF_ERROR(check_unary_math(ctx, Op::kKind, self, out));
+  const int64_t n = out.numel();
+  if (n == 0) return Status();
+  if constexpr (Op::kKind == Kind::kPredicate) {
+    auto* o = out.data_as<bool>();
+    visit_dtype(self.dtype, [&]<typename T>() {
+      const T* x = self.data_as<const T>();
+      using C = std::conditional_t<kIsReducedFloat<T>, float, T>;
+      parallel_for(n, kElementGrain, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i)
+          o[i] = Op::apply(convert<C>(x[i]));
+      });
+    });
+  } else {
+    visit_dtype(out.dtype, [&]<typename O>() {
+      constexpr bool kFloatOut = std::is_floating_point_v<O> || kIsReducedFloat<O>;
+      constexpr bool kBoolOut = std::is_same_v<O, bool>;
+      // Dtypes the op refused above (or whose out it never has) are not built.
+      if constexpr ((Op::kKind != Kind::kFloat || kFloatOut) &&
+                    (Op::kKind != Kind::kNumeric || !kBoolOut) &&
+                    (Op::kKind != Kind::kIntegral || !kFloatOut)) {
+        ReadAs<O> in(self);  // kFloat: integers and bool converted to the float out
+        const O* x = in.data();
+        O* o = out.data_as<O>();
+        if constexpr (std::is_same_v<O, bool>) {
+          parallel_for(n, kElementGrain, [&](int64_t begin, int64_t end) {
+            for (int64_t i = begin; i < end; ++i)
+              o[i] = static_cast<bool>(Op::apply(x[i]));
+          });
+        } else {
+          using C = ComputeT<O>;
+          map_loop_heavy(x, o, n, [](C v) { return static_cast<C>(Op::apply(v)); });
+        }
+      }
+    });
+  }
+  return Status();
+}
+
 }  // namespace
 
 Status register_elementwise_kernels(OperatorRegistry& r) {
+#define ETC_UNARY_MATH(op, kind, onnx, expr) \
+  ETC_RETURN_IF_ERROR(r.add(OpKind::op, unary_math_kernel<unary_math::op>));
+#include "graph/unary_math.def"
+#undef ETC_UNARY_MATH
   ETC_RETURN_IF_ERROR(r.add(OpKind::AddTensor, add_tensor));
   ETC_RETURN_IF_ERROR(r.add(OpKind::SubTensor, sub_tensor));
   ETC_RETURN_IF_ERROR(r.add(OpKind::MulTensor, mul_tensor));

@@ -216,6 +216,41 @@ Status check_args(const KernelContext& ctx, std::span<Value*> args) {
   return Status();
 }
 
+size_t Args::index(std::string_view name) const {
+  const int i = ctx_.schema == nullptr ? -1 : ctx_.schema->arg_index(name);
+  if (i < 0 || static_cast<size_t>(i) >= args_.size()) {
+    std::fprintf(
+        stderr,
+        "etc: internal error: kernel %.*s reads an argument '%.*s' its schema does not have\n",
+        static_cast<int>(ctx_.op.size()), ctx_.op.data(), static_cast<int>(name.size()),
+        name.data());
+    std::abort();
+  }
+  return static_cast<size_t>(i);
+}
+
+const TensorView* Args::opt_tensor(std::string_view name) const {
+  const Value& v = (*this)[name];
+  return v.is_none() ? nullptr : &v.tensor;
+}
+
+const Value* Args::opt_scalar(std::string_view name) const {
+  const Value& v = (*this)[name];
+  return v.is_none() ? nullptr : &v;
+}
+
+TensorView& Args::out(size_t i) const {
+  size_t seen = 0;
+  if (ctx_.schema != nullptr) {
+    for (size_t k = 0; k < ctx_.schema->args.size() && k < args_.size(); ++k) {
+      if (ctx_.schema->args[k].is_out && seen++ == i) return args_[k]->tensor;
+    }
+  }
+  std::fprintf(stderr, "etc: internal error: kernel %.*s reads out %zu its schema does not have\n",
+               static_cast<int>(ctx_.op.size()), ctx_.op.data(), i);
+  std::abort();
+}
+
 std::optional<DType> opt_dtype_arg(std::span<Value*> args, size_t i) {
   if (args[i]->is_none()) return std::nullopt;
   return dtype_from_scalar_type(static_cast<int>(args[i]->i));
@@ -255,6 +290,31 @@ Status check_out(const KernelContext& ctx, TensorView& out, std::span<const int6
                  DType expected_dtype, const char* name) {
   ETC_RETURN_IF_ERROR(check_out_dtype(ctx, out, expected_dtype, name));
   return check_out_shape(ctx, out, expected_sizes, name);
+}
+
+Status check_unary_math(const KernelContext& ctx, unary_math::Kind kind, const TensorView& self,
+                        TensorView& out) {
+  using unary_math::Kind;
+  DType result = self.dtype;
+  switch (kind) {
+    case Kind::kFloat:
+      if (!dtype_is_float(self.dtype)) result = DType::kFloat32;
+      break;
+    case Kind::kNumeric:
+      if (self.dtype == DType::kBool)
+        return unsupported_dtype(ctx, "self", self.dtype, "a numeric dtype (not bool)");
+      break;
+    case Kind::kAny:
+      break;
+    case Kind::kIntegral:
+      if (dtype_is_float(self.dtype))
+        return unsupported_dtype(ctx, "self", self.dtype, "an integer or bool dtype");
+      break;
+    case Kind::kPredicate:
+      result = DType::kBool;
+      break;
+  }
+  return check_out(ctx, out, self.sizes, result);
 }
 
 Result<int64_t> wrap_dim(const KernelContext& ctx, const char* arg, int64_t dim, int64_t rank) {

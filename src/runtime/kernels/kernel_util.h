@@ -19,6 +19,7 @@
 
 #include "graph/dtype.h"
 #include "graph/ops.h"
+#include "graph/unary_math.h"
 #include "runtime/kernel.h"
 #include "runtime/tensor.h"
 #include "support/half.h"
@@ -313,6 +314,34 @@ class WriteAs {
 // out tensor, or a TensorList of the outs). One checker for every CPU and CUDA kernel.
 Status check_args(const KernelContext& ctx, std::span<Value*> args);
 
+// A call's arguments read by their schema's names, after check_args:
+//   const Args a(ctx, args);
+//   const TensorView& self = a.tensor("self");
+//   TensorView& out = a.out();
+// A name the schema does not have is a bug in the kernel (it aborts with the name, as the
+// op table's own lookups do); what the values hold was checked against the schema.
+class Args {
+ public:
+  Args(const KernelContext& ctx, std::span<Value*> args) : ctx_(ctx), args_(args) {}
+  const Value& operator[](std::string_view name) const { return *args_[index(name)]; }
+  const TensorView& tensor(std::string_view name) const { return (*this)[name].tensor; }
+  // nullptr for None.
+  const TensorView* opt_tensor(std::string_view name) const;
+  const Value* opt_scalar(std::string_view name) const;
+  int64_t integer(std::string_view name) const { return (*this)[name].i; }
+  bool flag(std::string_view name) const { return (*this)[name].b; }
+  double real(std::string_view name) const { return (*this)[name].scalar_as_double(); }
+  const std::string& string(std::string_view name) const { return (*this)[name].s; }
+  const std::vector<int64_t>& ints(std::string_view name) const { return (*this)[name].ints; }
+  // The i-th out of the schema (`Tensor(a!) out`).
+  TensorView& out(size_t i = 0) const;
+
+ private:
+  size_t index(std::string_view name) const;
+  const KernelContext& ctx_;
+  std::span<Value*> args_;
+};
+
 // Accessors for arguments already validated by check_args.
 inline const TensorView& tensor_arg(std::span<Value*> args, size_t i) {
   return args[i]->tensor;
@@ -349,6 +378,12 @@ Status check_out_dtype(const KernelContext& ctx, const TensorView& out, DType ex
                        const char* name = "out");
 Status check_out(const KernelContext& ctx, TensorView& out, std::span<const int64_t> expected_sizes,
                  DType expected_dtype, const char* name = "out");
+
+// The dtype rules of a unary math op (graph/unary_math.def) of kind `kind`, for the CPU and
+// CUDA kernels alike: self's dtype is one the kind takes, and out has self's sizes and the
+// result's dtype (float32 for the integers of a float op, bool for a predicate).
+Status check_unary_math(const KernelContext& ctx, unary_math::Kind kind, const TensorView& self,
+                        TensorView& out);
 
 // Wraps a possibly negative dim into [0, rank); an error names the argument otherwise.
 // A rank of 0 accepts dims -1 and 0 (as ATen).
