@@ -156,6 +156,42 @@ def unary_math():
     return UnaryMath(), (x, n), ["x", "n"]
 
 
+class Movement(nn.Module):
+    """The data movement real exporters emit, which etc decomposes at import
+    (src/graph/torch_export/torch_ops_movement.cpp): splits, stack, unflatten, narrow,
+    conversions, and the gathers, pads and scatters it writes as indexing."""
+
+    def forward(self, x, idx, perm):
+        a, b = torch.split(x, [2, 4], dim=1)
+        c0, c1, c2 = torch.chunk(x, 3, dim=2)
+        s = torch.stack([a[:, 0], b[:, 1], b[:, 3]], dim=1)
+        u = torch.unflatten(x, 2, (2, -1)).sum(dim=3)
+        nw = torch.narrow(x, 2, 1, 3) + c0 + c1 + c2[:, :, 1:]
+        t = x.to(torch.float16).type_as(x) + x.new_zeros(8) + x.new_full((8,), 0.5)
+        sel = torch.index_select(x, 1, torch.tensor([0, 5, 2]))
+        g = torch.gather(x, 1, idx)
+        f = torch.flip(x, [0, 2])
+        r = x[:, :2, :2].repeat(2, 1, 3)
+        dg = torch.diagonal(x, offset=1, dim1=1, dim2=2)
+        pr = F.pad(x, (2, 3), mode="reflect")
+        pp = F.pad(x, (1, 1, 2, 0), mode="replicate")
+        sc = x.scatter(1, perm, g * 2)
+        sv = x.scatter(1, perm, 0.5)
+        sa = x.scatter_add(1, idx, g)
+        ss = torch.select_scatter(x, x[:, 0] * 2, 1, 3)
+        sl = torch.slice_scatter(x, x[:, ::2] + 1, dim=1, start=0, step=2)
+        anys = torch.stack([torch.isinf(x).any(), torch.isnan(x).any(dim=0).any()])
+        return (s, u, nw, t, sel, g, f, r, dg, pr, pp, sc, sv, sa, ss, sl, x.mean(),
+                torch.isnan(x).any(dim=(0, 2)), anys)
+
+
+def movement():
+    x = randn(4, 6, 8)
+    idx = torch.randint(0, 6, (4, 3, 8))
+    perm = torch.argsort(torch.rand(4, 6, 8), dim=1)[:, :3]  # no index twice along dim 1
+    return Movement(), (x, idx, perm), ["x", "idx", "perm"]
+
+
 def read_safetensors(path):
     kinds = {"F32": np.float32, "I64": np.int64}
     with open(path, "rb") as f:
@@ -321,6 +357,7 @@ MODELS = collections.OrderedDict([
     ("add_mul", lambda: (AddMul(), (randn(4, 8), randn(4, 8), randn(4, 8)), ["x", "y", "z"])),
     ("linear", lambda: (Linear(), (randn(4, 32),), ["x"])),
     ("unary_math", unary_math),
+    ("movement", movement),
     # The batch dim is symbolic (dynamic_shapes): etc takes its size from --input-shape.
     ("linear_dynamic", lambda: (Linear(), (randn(4, 32),), ["x"])),
     ("conv1d", lambda: (Conv1d(), (randn(2, 4, 20),), ["x"])),
@@ -334,6 +371,11 @@ MODELS = collections.OrderedDict([
     ("minilm", minilm),
 ])
 
+
+# The ops a model's cuda:0 export keeps on the host, by design (torch_models_test.py checks
+# that exactly these are): scatter_add is index_put with accumulate=True, which the CUDA
+# delegate leaves to the host to add repeated indices in a deterministic order.
+CUDA_HOST_OPS = {"movement": ["aten.index_put.default"]}
 
 # The models whose ONNX export (by PyTorch itself) the ONNX tests and benchmarks use.
 ONNX_EXPORTS = {"mobilenet_v2", "mobilenet_v3_small", "resnet18", "minilm"}
@@ -382,6 +424,7 @@ def make(name, out_dir):
         "outputs": [{"dtype": str(t.dtype), "shape": list(t.shape)} for t in expected],
         "parameters": sum(p.numel() for p in model.parameters()),
         "dynamic": dynamic is not None,
+        "cuda_host_ops": CUDA_HOST_OPS.get(name, []),
         "executorch_export_seconds": round(et_seconds, 3),
         "ops": {"model.pt2": op_counts(ep), "model.core.pt2": op_counts(core)},
     }

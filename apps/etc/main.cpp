@@ -22,6 +22,7 @@
 #include "partition/export_pipeline.h"
 #include "passes/dynamic_shapes.h"
 #include "run_command.h"
+#include "runtime/kernel.h"
 #include "runtime/kernels/conv.h"
 #include "runtime/kernels/gemm.h"
 #include "serialize/emitter.h"
@@ -383,19 +384,30 @@ nlohmann::json schema_json(const etc::OpSchema& s) {
           {"results", s.num_outputs}};
 }
 
-// `etc ops --json`: the whole op table, for tools.
+// `etc ops --json`: the whole op table, and the CPU runtime's kernels outside it (the
+// out variants ExecuTorch's programs call that etc's IR decomposes) with their schemas, for
+// tools.
 int cmd_ops_json() {
-  nlohmann::json out = nlohmann::json::array();
+  nlohmann::json ops = nlohmann::json::array();
   for (const etc::OpInfo& op : etc::all_ops()) {
     const char* host = op.host_form == etc::HostForm::kOutVariant   ? "out_variant"
                        : op.host_form == etc::HostForm::kDecomposed ? "decomposed"
                                                                     : "none";
-    out.push_back({{"name", op.name},
+    ops.push_back({{"name", op.name},
                    {"schema", schema_json(op.schema)},
                    {"out_variant", op.out_schema ? schema_json(*op.out_schema) : nlohmann::json()},
                    {"host", host},
                    {"cuda", etc::cuda_may_delegate(op.kind)}});
   }
+  nlohmann::json runtime = nlohmann::json::array();
+  etc::rt::OperatorRegistry registry;
+  if (etc::Status s = etc::rt::register_cpu_kernels(registry); !s.ok()) return report(s);
+  for (const std::string& name : registry.names()) {
+    const etc::rt::RegisteredKernel* k = registry.find(name);
+    if (k->op || !k->schema) continue;
+    runtime.push_back({{"name", name}, {"schema", schema_json(*k->schema)}});
+  }
+  nlohmann::json out = {{"ops", std::move(ops)}, {"runtime_kernels", std::move(runtime)}};
   std::puts(out.dump(1).c_str());
   return 0;
 }

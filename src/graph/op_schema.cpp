@@ -255,7 +255,9 @@ Result<OpSchema> parse_op_schema(std::string_view text) {
     s.args.push_back(std::move(a));
   }
   std::string_view ret = trim(text.substr(arrow + 2));
-  if (ret == "Tensor[]") {
+  if (ret == "()") {
+    s.num_outputs = 0;  // an out variant that writes a list of outs and returns nothing
+  } else if (ret == "Tensor[]") {
     s.num_outputs = -1;
   } else if (ret.size() >= 2 && ret.front() == '(') {
     s.num_outputs = static_cast<int>(split_top(ret.substr(1, ret.size() - 2)).size());

@@ -69,7 +69,8 @@ struct OpSchema {
   std::string name;         // "add"
   std::string overload;     // "Tensor"; "default" when the schema has none
   std::vector<ArgSchema> args;
-  int num_outputs = 1;  // all returns are tensors; -1: a variable number (`-> Tensor[]`)
+  int num_outputs = 1;  // all returns are tensors; -1: a variable number (`-> Tensor[]`);
+                        // 0: none (`-> ()`)
 
   // The arguments an out variant writes (`Tensor(a!) out`), in order; none in a functional
   // schema.

@@ -9,11 +9,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#if defined(__CUDACC__)
-#define ETC_HOST_DEVICE __host__ __device__
-#else
-#define ETC_HOST_DEVICE
-#endif
+#include "support/wrapping_math.h"  // ETC_HOST_DEVICE, wrapping_neg
 
 namespace etc::unary_math {
 
@@ -26,7 +22,7 @@ namespace math {
 template <typename T>
 ETC_HOST_DEVICE T abs(T x) {
   if constexpr (std::is_integral_v<T>) {
-    return x < 0 ? static_cast<T>(0 - static_cast<std::make_unsigned_t<T>>(x)) : x;
+    return x < 0 ? wrapping_neg(x) : x;
   } else {
     return std::fabs(x);
   }

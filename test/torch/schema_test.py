@@ -3,7 +3,9 @@
 PyTorch's own: for each ATen op, the functional schema and the out variant the table declares
 are compared with `torch.ops.aten.<name>.<overload>._schema` of the pinned PyTorch, argument by
 argument: name, type, optional, keyword-only, out (Tensor(a!)), fixed list length and default.
-A typo in ops.def, or a PyTorch update that changes a schema, fails here with the difference.
+So are the schemas of the CPU runtime's kernels outside the table (the out variants of
+ExecuTorch's programs). A typo, or a PyTorch update that changes a schema, fails here with the
+difference.
 Usage: schema_test.py ETC  (run with the reference environment's python)"""
 import ast
 import json
@@ -119,8 +121,10 @@ def torch_schema(ns, name, overload):
 
 
 def main():
-    ops = json.loads(subprocess.run([sys.argv[1], "ops", "--json"], check=True,
-                                    capture_output=True, text=True).stdout)
+    table = json.loads(subprocess.run([sys.argv[1], "ops", "--json"], check=True,
+                                      capture_output=True, text=True).stdout)
+    ops = table["ops"] + [{"name": k["name"], "schema": k["schema"], "out_variant": None}
+                          for k in table["runtime_kernels"]]
     problems, checked = [], 0
     for op in ops:
         forms = [("", op["schema"])] + ([(" out variant", op["out_variant"])]

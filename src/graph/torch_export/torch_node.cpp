@@ -410,6 +410,13 @@ int TorchNode::num_outputs() const {
              : 0;
 }
 
+int TorchNode::num_tensor_outputs() const {
+  if (num_outputs() == 1 && node_["outputs"][0].is_object() &&
+      node_["outputs"][0].contains("as_tensors") && node_["outputs"][0]["as_tensors"].is_array())
+    return static_cast<int>(node_["outputs"][0]["as_tensors"].size());
+  return num_outputs();
+}
+
 namespace {
 // The name of tensor output i of a node (as_tensor, or the i-th of a single as_tensors).
 std::optional<std::string> output_tensor_name(const Json& node, int i) {

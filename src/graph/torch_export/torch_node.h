@@ -78,6 +78,9 @@ class TorchNode {
 
   // --- Outputs --------------------------------------------------------------------------
   int num_outputs() const;
+  // The tensors the node returns: its list's length for an op that returns Tensor[] (one
+  // `as_tensors` output), else num_outputs().
+  int num_tensor_outputs() const;
   // Whether a later node or the program's outputs read tensor output i.
   bool output_used(int i) const;
   Status set_output(int i, ValueId v);

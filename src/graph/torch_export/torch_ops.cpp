@@ -19,6 +19,17 @@ Status check_known_size(TorchNode& n, const std::vector<int64_t>& shape) {
   return Status();
 }
 
+Status cast_to(TorchNode& n, DType to) {
+  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+  if (self->known) {
+    return n.set_known_output(0, known_unary(*self->known, to, [](double x) { return x; }));
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  if (to == n.dtype(x)) return n.set_output(0, x);
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::ToCopy, {{"self", x}, {"dtype", to}}));
+  return n.set_output(0, out);
+}
+
 namespace {
 
 using Fn = std::function<double(double, double)>;
@@ -648,14 +659,52 @@ Status convert_dropout(TorchNode& n) {
 Status convert_to_copy(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
   ETC_ASSIGN_OR_RETURN(std::optional<DType> d, n.dtype_arg("dtype"));
-  DType to = d.value_or(self->dtype);
-  if (self->known) {
-    return n.set_known_output(0, known_unary(*self->known, to, [](double x) { return x; }));
-  }
+  return cast_to(n, d.value_or(self->dtype));
+}
+
+// new_zeros / new_ones / new_full / new_empty(self, size, fill_value?, *, dtype): a tensor of
+// `size` in self's dtype unless dtype says otherwise.
+Converter new_fill(std::optional<double> value) {
+  return [=](TorchNode& n) -> Status {
+    ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+    ETC_ASSIGN_OR_RETURN(std::vector<int64_t> shape, n.ints("size"));
+    double v = value.value_or(0.0);
+    if (!value) {
+      ETC_ASSIGN_OR_RETURN(Scalar s, n.scalar("fill_value"));
+      v = s.to_double();
+    }
+    ETC_ASSIGN_OR_RETURN(DType d, creation_dtype(n, self->dtype));
+    ETC_RETURN_IF_ERROR(check_known_size(n, shape));
+    return n.set_known_output(0, known_full(d, shape, v));
+  };
+}
+
+// fill.Scalar(self, value): self's shape and dtype, every element value.
+Status convert_fill_scalar(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
-  if (to == n.dtype(x)) return n.set_output(0, x);
-  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::ToCopy, {{"self", x}, {"dtype", to}}));
+  ETC_ASSIGN_OR_RETURN(Scalar v, n.scalar("value"));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId out,
+      n.emit(OpKind::FullLike, {{"self", x}, {"fill_value", v}, {"dtype", n.dtype(x)}}));
   return n.set_output(0, out);
+}
+
+// native_dropout(input, p, train): in inference (or with p = 0) the input and an all-true
+// mask.
+Status convert_native_dropout(TorchNode& n) {
+  // train=None means training, as in ATen.
+  ETC_ASSIGN_OR_RETURN(bool train, n.bool_arg("train", true));
+  ETC_ASSIGN_OR_RETURN(double p, n.float_arg("p"));
+  if (train && p > 0.0)
+    return n.unsupported("dropout in training mode (export the model in eval mode)");
+  ETC_ASSIGN_OR_RETURN(const Entry* x, n.entry("input"));
+  ETC_ASSIGN_OR_RETURN(ValueId v, n.tensor("input"));
+  ETC_RETURN_IF_ERROR(n.set_output(0, v));
+  if (n.num_outputs() > 1 && n.output_used(1)) {
+    ETC_RETURN_IF_ERROR(check_known_size(n, x->shape));
+    ETC_RETURN_IF_ERROR(n.set_known_output(1, known_full(DType::kBool, x->shape, 1.0)));
+  }
+  return Status();
 }
 
 Status convert_noop(TorchNode&) {
@@ -960,12 +1009,78 @@ Converter upsample(OpKind op) {
   };
 }
 
+// mean.default(self, *, dtype): the mean of every element.
+Status convert_mean_all(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(std::optional<DType> d, n.dtype_arg("dtype"));
+  ArgValue dt = d ? ArgValue(*d) : ArgValue(std::monostate{});
+  ETC_ASSIGN_OR_RETURN(
+      ValueId out,
+      n.emit(OpKind::MeanDim,
+             {{"self", x}, {"dim", std::monostate{}}, {"keepdim", false}, {"dtype", dt}}));
+  return n.set_output(0, out);
+}
+
+// any.default(self) and any.dims(self, dim, keepdim): any.dim over each dim, the highest
+// first (every element flattened into one dim when all are reduced without keepdim).
+Status convert_any_dims(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  const auto rank = static_cast<int64_t>(n.sizes(x).size());
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> dims, n.ints("dim", std::vector<int64_t>{}));
+  ETC_ASSIGN_OR_RETURN(bool keepdim, n.bool_arg("keepdim", false));
+  if (dims.empty() && !keepdim) {
+    ETC_ASSIGN_OR_RETURN(
+        x, n.emit(OpKind::Reshape, {{"self", x}, {"shape", std::vector<int64_t>{-1}}}));
+    ETC_ASSIGN_OR_RETURN(
+        ValueId out,
+        n.emit(OpKind::AnyDim, {{"self", x}, {"dim", int64_t{0}}, {"keepdim", false}}));
+    return n.set_output(0, out);
+  }
+  if (dims.empty()) {
+    for (int64_t d = 0; d < rank; ++d)
+      dims.push_back(d);
+  }
+  for (int64_t& d : dims) {
+    ETC_ASSIGN_OR_RETURN(d, n.wrap_dim(d, rank, "dim"));
+  }
+  std::sort(dims.rbegin(), dims.rend());
+  if (std::adjacent_find(dims.begin(), dims.end()) != dims.end())
+    return n.invalid("dim lists a dim twice");
+  for (int64_t d : dims) {
+    ETC_ASSIGN_OR_RETURN(x,
+                         n.emit(OpKind::AnyDim, {{"self", x}, {"dim", d}, {"keepdim", keepdim}}));
+  }
+  return n.set_output(0, x);
+}
+
 // sym_size.int(self, dim): the size, known at export time.
 Status convert_sym_size(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
   ETC_ASSIGN_OR_RETURN(int64_t dim, n.int_arg("dim"));
   ETC_ASSIGN_OR_RETURN(dim, n.wrap_dim(dim, static_cast<int64_t>(self->shape.size()), "dim"));
   return n.set_int_output(0, self->shape[dim]);
+}
+
+// sym_numel, sym_stride.int, sym_storage_offset: known at export time (etc's tensors are
+// contiguous and start at their storage).
+Status convert_sym_numel(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+  int64_t numel = 1;
+  for (int64_t d : self->shape)
+    numel *= d;
+  return n.set_int_output(0, numel);
+}
+Status convert_sym_stride(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+  ETC_ASSIGN_OR_RETURN(int64_t dim, n.int_arg("dim"));
+  ETC_ASSIGN_OR_RETURN(dim, n.wrap_dim(dim, static_cast<int64_t>(self->shape.size()), "dim"));
+  int64_t stride = 1;
+  for (size_t d = static_cast<size_t>(dim) + 1; d < self->shape.size(); ++d)
+    stride *= self->shape[d];
+  return n.set_int_output(0, stride);
+}
+Status convert_sym_storage_offset(TorchNode& n) {
+  return n.set_int_output(0, 0);
 }
 
 }  // namespace
@@ -1066,6 +1181,7 @@ const std::map<std::string, Converter>& torch_converters() {
     t["aten.alias.default"] = identity();
     t["aten.contiguous.default"] = identity();
     t["aten.detach.default"] = identity();
+    t["aten.detach_.default"] = identity();
     t["aten.lift_fresh_copy.default"] = identity();
     t["aten.dropout.default"] = convert_dropout;
     t["aten.dropout_.default"] = convert_dropout;
@@ -1074,6 +1190,21 @@ const std::map<std::string, Converter>& torch_converters() {
     t["aten.constant_pad_nd.default"] = convert_constant_pad;
     t["aten._assert_tensor_metadata.default"] = convert_noop;
     t["aten.sym_size.int"] = convert_sym_size;
+    t["aten.sym_numel.default"] = convert_sym_numel;
+    t["aten.sym_stride.int"] = convert_sym_stride;
+    t["aten.sym_storage_offset.default"] = convert_sym_storage_offset;
+    t["aten.new_zeros.default"] = new_fill(0.0);
+    t["aten.new_ones.default"] = new_fill(1.0);
+    t["aten.new_empty.default"] = new_fill(0.0);
+    t["aten.new_full.default"] = new_fill(std::nullopt);
+    t["aten.empty.memory_format"] = fill(0.0, false);
+    t["aten.empty_strided.default"] = fill(0.0, false);
+    t["aten.fill.Scalar"] = convert_fill_scalar;
+    t["aten.native_dropout.default"] = convert_native_dropout;
+    t["aten.mean.default"] = convert_mean_all;
+    t["aten.any.default"] = convert_any_dims;
+    t["aten.any.dims"] = convert_any_dims;
+    t["aten._adaptive_avg_pool2d.default"] = convert_adaptive_avg_pool;
 
     t["aten.linear.default"] = convert_linear;
     t["aten.addmm.default"] = convert_addmm;
@@ -1101,6 +1232,7 @@ const std::map<std::string, Converter>& torch_converters() {
     t["aten._native_batch_norm_legit_no_training.default"] = batch_norm(true);
     t["aten.linalg_vector_norm.default"] = convert_vector_norm;
     add_attention_converters(t);
+    add_movement_converters(t);
     return t;
   }();
   return table;

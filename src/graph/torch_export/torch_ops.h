@@ -1,4 +1,4 @@
-// Internal to the torch.export op table (torch_ops.cpp and torch_ops_attention.cpp).
+// Internal to the torch.export op table (torch_ops*.cpp).
 #pragma once
 
 #include <map>
@@ -12,7 +12,13 @@ namespace etc::torch_import {
 // Unsupported when a tensor of `shape` computed at export time would be too large.
 Status check_known_size(TorchNode& n, const std::vector<int64_t>& shape);
 
+// The node's output: argument "self" in dtype `to` (itself when it has that dtype, a known
+// value converted, or a _to_copy).
+Status cast_to(TorchNode& n, DType to);
+
 // Adds the attention, indexing and state-write converters to the table.
 void add_attention_converters(std::map<std::string, Converter>& table);
+// Adds the data-movement decompositions (torch_ops_movement.cpp) to the table.
+void add_movement_converters(std::map<std::string, Converter>& table);
 
 }  // namespace etc::torch_import

@@ -167,10 +167,21 @@ Status check_args(const KernelContext& ctx, std::span<Value*> args) {
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == nullptr) return ctx.error("argument " + std::to_string(i) + " is missing");
   }
-  std::vector<const TensorView*> out_tensors;
   for (size_t i = 0; i < schema.args.size(); ++i) {
     const ArgSchema& spec = schema.args[i];
     const Value& v = *args[i];
+    if (spec.is_out && spec.type == ArgType::kTensorList) {  // `Tensor(a!)[] out`
+      if (v.kind != Value::Kind::kTensorList) {
+        return ctx.error("out list '" + spec.name + "' (argument " + std::to_string(i) +
+                         ") must be a TensorList, got " + value_kind_name(v.kind));
+      }
+      for (size_t j = 0; j < v.tensors.size(); ++j) {
+        auto item = [&] { return "out list '" + spec.name + "' element " + std::to_string(j); };
+        if (v.tensors[j] == nullptr) return ctx.error(item() + " is missing");
+        ETC_RETURN_IF_ERROR(check_tensor(ctx, *v.tensors[j], item));
+      }
+      continue;
+    }
     if (spec.is_out) {
       auto what = [&] { return "out tensor '" + spec.name + "'"; };
       if (v.kind != Value::Kind::kTensor) {
@@ -178,7 +189,6 @@ Status check_args(const KernelContext& ctx, std::span<Value*> args) {
                          value_kind_name(v.kind));
       }
       ETC_RETURN_IF_ERROR(check_tensor(ctx, v.tensor, what));
-      out_tensors.push_back(&v.tensor);
       continue;
     }
     auto what = [&] { return "argument " + std::to_string(i) + " (" + spec.name + ")"; };
@@ -203,15 +213,19 @@ Status check_args(const KernelContext& ctx, std::span<Value*> args) {
                        ", which has no etc dtype");
     }
   }
+  // The return value: the out tensor, or a TensorList of the outs; nothing is read of it
+  // when the schema returns nothing (`-> ()`).
   const Value& ret = *args[schema.args.size()];
   const std::string at = " (argument " + std::to_string(schema.args.size()) + ")";
-  if (outs == 1 && ret.kind != Value::Kind::kTensor) {
+  const int results = schema.num_outputs;
+  if (results == 1 && ret.kind != Value::Kind::kTensor) {
     return ctx.error("the return value" + at + " must be the out Tensor, got " +
                      value_kind_name(ret.kind));
   }
-  if (outs > 1 && (ret.kind != Value::Kind::kTensorList || ret.tensors.size() != outs)) {
+  if (results > 1 && (ret.kind != Value::Kind::kTensorList ||
+                      ret.tensors.size() != static_cast<size_t>(results))) {
     return ctx.error("the return value" + at + " must be a TensorList of the " +
-                     std::to_string(outs) + " outs");
+                     std::to_string(results) + " outs");
   }
   return Status();
 }

@@ -1,0 +1,581 @@
+// Data movement that real exporters emit, decomposed at import into the IR's ops where that
+// is exact: splits (split, split_with_sizes, chunk), stack, unflatten, narrow, the dtype
+// conversions (to.*, type_as), and the gathers and scatters that advanced indexing
+// expresses with index tensors computed here (index_select, gather, flip, repeat, diagonal,
+// the reflection and replication pads, scatter, scatter_add, select_scatter, slice_scatter).
+// Every element of a result is an element of an input (or the scattered value): no
+// arithmetic, so the decompositions give ATen's bits.
+#include <algorithm>
+#include <numeric>
+
+#include "graph/torch_export/torch_ops.h"
+
+namespace etc::torch_import {
+namespace {
+
+// An int64 constant of `shape` holding `values` (an index tensor).
+ValueId index_constant(TorchNode& n, std::vector<int64_t> shape,
+                       const std::vector<int64_t>& values) {
+  KnownTensor t{DType::kInt64, std::move(shape), {}};
+  t.v.assign(values.begin(), values.end());
+  return n.constant(t);
+}
+
+// `x` indexed along `dim` by the 1-D `positions` (index.Tensor with None before dim): the
+// dim's length becomes positions' length, the other dims stay.
+Result<ValueId> take_along(TorchNode& n, ValueId x, int64_t dim,
+                           const std::vector<int64_t>& positions) {
+  std::vector<ValueId> indices(static_cast<size_t>(dim));  // invalid ids: None
+  indices.push_back(index_constant(n, {static_cast<int64_t>(positions.size())}, positions));
+  return n.emit(OpKind::IndexTensor, {{"self", x}, {"indices", indices}});
+}
+
+Result<int64_t> dim_arg(TorchNode& n, const char* arg, int64_t rank,
+                        std::optional<int64_t> fallback = std::nullopt) {
+  ETC_ASSIGN_OR_RETURN(int64_t d, n.int_arg(arg, fallback));
+  return n.wrap_dim(d, rank, arg);
+}
+
+// ---- Splits, stack, views -----------------------------------------------------------------
+
+// The node's outputs as slices of self along dim with these lengths.
+Status emit_splits(TorchNode& n, int64_t dim, const std::vector<int64_t>& lengths) {
+  if (static_cast<int>(lengths.size()) != n.num_tensor_outputs()) {
+    return n.invalid("splits into " + std::to_string(lengths.size()) + " pieces, the program has " +
+                     std::to_string(n.num_tensor_outputs()) + " outputs");
+  }
+  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+  int64_t start = 0;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    const int64_t end = start + lengths[i];
+    if (n.output_used(static_cast<int>(i))) {
+      if (self->known) {
+        ETC_RETURN_IF_ERROR(
+            n.set_known_output(static_cast<int>(i), known_slice(*self->known, dim, start, end, 1)));
+      } else {
+        ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+        ETC_ASSIGN_OR_RETURN(
+            ValueId out,
+            n.emit(
+                OpKind::SliceTensor,
+                {{"self", x}, {"dim", dim}, {"start", start}, {"end", end}, {"step", int64_t{1}}}));
+        ETC_RETURN_IF_ERROR(n.set_output(static_cast<int>(i), out));
+      }
+    }
+    start = end;
+  }
+  return Status();
+}
+
+// split.Tensor(self, split_size, dim): pieces of split_size, the last one shorter (ATen's
+// count: at least one piece).
+Status convert_split(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+  ETC_ASSIGN_OR_RETURN(int64_t dim, dim_arg(n, "dim", static_cast<int64_t>(self->shape.size()), 0));
+  ETC_ASSIGN_OR_RETURN(int64_t size, n.int_arg("split_size"));
+  const int64_t len = self->shape.empty() ? 1 : self->shape[static_cast<size_t>(dim)];
+  if (size < 0 || (size == 0 && len != 0)) return n.invalid("split_size must be positive");
+  const int64_t count = size == 0 ? 1 : std::max<int64_t>((len + size - 1) / size, 1);
+  std::vector<int64_t> lengths(static_cast<size_t>(count), size);
+  lengths.back() = len - size * (count - 1);
+  return emit_splits(n, dim, lengths);
+}
+
+// split_with_sizes(self, split_sizes, dim).
+Status convert_split_with_sizes(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+  ETC_ASSIGN_OR_RETURN(int64_t dim, dim_arg(n, "dim", static_cast<int64_t>(self->shape.size()), 0));
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> lengths, n.ints("split_sizes"));
+  const int64_t len = self->shape.empty() ? 1 : self->shape[static_cast<size_t>(dim)];
+  int64_t total = 0;
+  for (int64_t l : lengths) {
+    if (l < 0) return n.invalid("split_sizes " + shape_to_string(lengths) + " has a negative size");
+    total += l;
+  }
+  if (total != len) {
+    return n.invalid("split_sizes " + shape_to_string(lengths) + " do not add up to " +
+                     std::to_string(len) + ", the size of dim " + std::to_string(dim));
+  }
+  return emit_splits(n, dim, lengths);
+}
+
+// chunk(self, chunks, dim): pieces of ceil(len / chunks) (ATen's split of that size).
+Status convert_chunk(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+  ETC_ASSIGN_OR_RETURN(int64_t dim, dim_arg(n, "dim", static_cast<int64_t>(self->shape.size()), 0));
+  ETC_ASSIGN_OR_RETURN(int64_t chunks, n.int_arg("chunks"));
+  if (chunks <= 0) return n.invalid("chunks must be positive");
+  const int64_t len = self->shape.empty() ? 1 : self->shape[static_cast<size_t>(dim)];
+  const int64_t size = (len + chunks - 1) / chunks;
+  if (size == 0) return emit_splits(n, dim, std::vector<int64_t>(static_cast<size_t>(chunks), 0));
+  const int64_t count = std::max<int64_t>((len + size - 1) / size, 1);
+  std::vector<int64_t> lengths(static_cast<size_t>(count), size);
+  lengths.back() = len - size * (count - 1);
+  return emit_splits(n, dim, lengths);
+}
+
+// stack(tensors, dim): each unsqueezed at dim, then cat.
+Status convert_stack(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(std::vector<const Entry*> parts, n.tensor_entries("tensors"));
+  if (parts.empty()) return n.invalid("stack of no tensors");
+  const auto rank = static_cast<int64_t>(parts[0]->shape.size());
+  ETC_ASSIGN_OR_RETURN(int64_t dim, dim_arg(n, "dim", rank + 1, 0));
+  for (const Entry* e : parts) {
+    if (e->shape != parts[0]->shape) {
+      return n.invalid("stack of tensors of different shapes (" + shape_to_string(parts[0]->shape) +
+                       " and " + shape_to_string(e->shape) + ")");
+    }
+  }
+  std::vector<int64_t> shape = parts[0]->shape;
+  shape.insert(shape.begin() + dim, 1);
+  if (std::all_of(parts.begin(), parts.end(),
+                  [&](const Entry* e) { return e->known && e->dtype == parts[0]->dtype; })) {
+    std::vector<KnownTensor> reshaped;
+    for (const Entry* e : parts)
+      reshaped.push_back(known_reshape(*e->known, shape));
+    std::vector<const KnownTensor*> ks;
+    for (const KnownTensor& k : reshaped)
+      ks.push_back(&k);
+    return n.set_known_output(0, known_cat(ks, dim));
+  }
+  ETC_ASSIGN_OR_RETURN(std::vector<ValueId> xs, n.tensors("tensors"));
+  std::vector<ValueId> unsqueezed;
+  for (ValueId x : xs) {
+    ETC_ASSIGN_OR_RETURN(ValueId u, n.emit(OpKind::Unsqueeze, {{"self", x}, {"dim", dim}}));
+    unsqueezed.push_back(u);
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Cat, {{"tensors", unsqueezed}, {"dim", dim}}));
+  return n.set_output(0, out);
+}
+
+// unflatten.int(self, dim, sizes): dim split into sizes (one may be -1).
+Status convert_unflatten(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  const std::vector<int64_t> in = n.sizes(x);
+  ETC_ASSIGN_OR_RETURN(int64_t dim, dim_arg(n, "dim", static_cast<int64_t>(in.size())));
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, n.ints("sizes"));
+  const int64_t len = in.empty() ? 1 : in[static_cast<size_t>(dim)];
+  int64_t known = 1;
+  int infer = -1;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == -1 && infer < 0) {
+      infer = static_cast<int>(i);
+    } else if (sizes[i] < 0) {
+      return n.invalid("sizes " + shape_to_string(sizes) + " has a negative size");
+    } else {
+      known *= sizes[i];
+    }
+  }
+  if (infer >= 0 && known != 0 && len % known == 0) sizes[static_cast<size_t>(infer)] = len / known;
+  if (infer >= 0 ? (known == 0 || len % known != 0) : known != len) {
+    return n.invalid("sizes " + shape_to_string(sizes) + " do not unflatten dim " +
+                     std::to_string(dim) + " of size " + std::to_string(len));
+  }
+  std::vector<int64_t> shape(in.begin(), in.begin() + (in.empty() ? 0 : dim));
+  shape.insert(shape.end(), sizes.begin(), sizes.end());
+  if (!in.empty()) shape.insert(shape.end(), in.begin() + dim + 1, in.end());
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Reshape, {{"self", x}, {"shape", shape}}));
+  return n.set_output(0, out);
+}
+
+// narrow(self, dim, start, length): a slice.
+Status convert_narrow(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  const std::vector<int64_t> in = n.sizes(x);
+  ETC_ASSIGN_OR_RETURN(int64_t dim, dim_arg(n, "dim", static_cast<int64_t>(in.size())));
+  ETC_ASSIGN_OR_RETURN(int64_t start, n.int_arg("start"));
+  ETC_ASSIGN_OR_RETURN(int64_t length, n.int_arg("length"));
+  const int64_t len = in[static_cast<size_t>(dim)];
+  if (start < 0) start += len;
+  if (start < 0 || length < 0 || start + length > len) {
+    return n.invalid("narrow of " + std::to_string(length) + " from " + std::to_string(start) +
+                     " is outside dim " + std::to_string(dim) + " of size " + std::to_string(len));
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::SliceTensor, {{"self", x},
+                                                                 {"dim", dim},
+                                                                 {"start", start},
+                                                                 {"end", start + length},
+                                                                 {"step", int64_t{1}}}));
+  return n.set_output(0, out);
+}
+
+// to.device (the device is the program's to decide: a dtype conversion), to.dtype_layout,
+// to.other and type_as (other's dtype).
+Status convert_to(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+  DType to = self->dtype;
+  if (n.has("other")) {
+    ETC_ASSIGN_OR_RETURN(const Entry* other, n.entry("other"));
+    to = other->dtype;
+  } else {
+    ETC_ASSIGN_OR_RETURN(std::optional<DType> d, n.dtype_arg("dtype"));
+    to = d.value_or(self->dtype);
+  }
+  return cast_to(n, to);
+}
+
+// ---- Gathers: index.Tensor with index tensors made here --------------------------------------
+
+// index_select(self, dim, index): index.Tensor with index at dim (a 0-d index keeps the dim,
+// of size 1).
+Status convert_index_select(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(int64_t dim, dim_arg(n, "dim", static_cast<int64_t>(n.sizes(x).size())));
+  ETC_ASSIGN_OR_RETURN(ValueId index, n.tensor("index"));
+  if (n.sizes(index).size() > 1) {
+    return n.invalid("index_select needs a 0-d or 1-D index, got " +
+                     shape_to_string(n.sizes(index)));
+  }
+  if (n.sizes(index).empty()) {
+    ETC_ASSIGN_OR_RETURN(
+        index, n.emit(OpKind::Reshape, {{"self", index}, {"shape", std::vector<int64_t>{1}}}));
+  }
+  std::vector<ValueId> indices(static_cast<size_t>(dim));
+  indices.push_back(index);
+  ETC_ASSIGN_OR_RETURN(ValueId out,
+                       n.emit(OpKind::IndexTensor, {{"self", x}, {"indices", indices}}));
+  return n.set_output(0, out);
+}
+
+// For gather and scatter: index tensors that address self at every position of `shape`,
+// `index` (a tensor of that shape) at dim and the position itself elsewhere (an arange of
+// each dim's length, shaped to broadcast against the others).
+std::vector<ValueId> positions_with(TorchNode& n, const std::vector<int64_t>& shape, int64_t dim,
+                                    ValueId index) {
+  std::vector<ValueId> indices;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (static_cast<int64_t>(d) == dim) {
+      indices.push_back(index);
+      continue;
+    }
+    std::vector<int64_t> s(shape.size(), 1);
+    s[d] = shape[d];
+    std::vector<int64_t> values(static_cast<size_t>(shape[d]));
+    std::iota(values.begin(), values.end(), int64_t{0});
+    indices.push_back(index_constant(n, s, values));
+  }
+  return indices;
+}
+
+// Checks gather/scatter's index against self: the same rank, and no larger than self along
+// the dims other than dim (ATen's rule).
+Status check_scatter_index(TorchNode& n, const std::vector<int64_t>& self,
+                           const std::vector<int64_t>& index, int64_t dim) {
+  if (index.size() != self.size()) {
+    return n.invalid("index " + shape_to_string(index) + " must have the rank of self " +
+                     shape_to_string(self));
+  }
+  for (size_t d = 0; d < self.size(); ++d) {
+    if (static_cast<int64_t>(d) != dim && index[d] > self[d]) {
+      return n.invalid("index " + shape_to_string(index) + " is larger than self " +
+                       shape_to_string(self) + " outside dim " + std::to_string(dim));
+    }
+  }
+  return Status();
+}
+
+// gather(self, dim, index): out[p] = self[p with p[dim] = index[p]].
+Status convert_gather(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(int64_t dim, dim_arg(n, "dim", static_cast<int64_t>(n.sizes(x).size())));
+  ETC_ASSIGN_OR_RETURN(ValueId index, n.tensor("index"));
+  const std::vector<int64_t> shape = n.sizes(index);
+  if (n.sizes(x).empty()) return n.unsupported("gather of a 0-d tensor");
+  ETC_RETURN_IF_ERROR(check_scatter_index(n, n.sizes(x), shape, dim));
+  ETC_ASSIGN_OR_RETURN(ValueId out,
+                       n.emit(OpKind::IndexTensor,
+                              {{"self", x}, {"indices", positions_with(n, shape, dim, index)}}));
+  return n.set_output(0, out);
+}
+
+// flip(self, dims): each dim indexed by its positions in reverse.
+Status convert_flip(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  const std::vector<int64_t> in = n.sizes(x);
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> dims, n.ints("dims"));
+  std::vector<bool> seen(in.size(), false);
+  for (int64_t d : dims) {
+    ETC_ASSIGN_OR_RETURN(int64_t w, n.wrap_dim(d, static_cast<int64_t>(in.size()), "dims"));
+    if (in.empty()) continue;  // flipping a 0-d tensor is the tensor
+    if (seen[static_cast<size_t>(w)])
+      return n.invalid("dims lists dim " + std::to_string(w) + " twice");
+    seen[static_cast<size_t>(w)] = true;
+    std::vector<int64_t> rev(static_cast<size_t>(in[static_cast<size_t>(w)]));
+    for (size_t i = 0; i < rev.size(); ++i)
+      rev[i] = static_cast<int64_t>(rev.size() - 1 - i);
+    ETC_ASSIGN_OR_RETURN(x, take_along(n, x, w, rev));
+  }
+  return n.set_output(0, x);
+}
+
+// repeat(self, repeats): self (with leading 1s to len(repeats) dims) as [1, s0, 1, s1, ...],
+// expanded to [r0, s0, r1, s1, ...] and merged pairwise.
+Status convert_repeat(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  std::vector<int64_t> in = n.sizes(x);
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> repeats, n.ints("repeats"));
+  if (repeats.size() < in.size()) {
+    return n.invalid("repeats " + shape_to_string(repeats) + " has fewer dims than self " +
+                     shape_to_string(in));
+  }
+  in.insert(in.begin(), repeats.size() - in.size(), 1);
+  std::vector<int64_t> pairs, expanded, out_shape;
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (repeats[d] < 0) return n.invalid("repeats " + shape_to_string(repeats) + " is negative");
+    pairs.insert(pairs.end(), {1, in[d]});
+    expanded.insert(expanded.end(), {repeats[d], in[d]});
+    out_shape.push_back(repeats[d] * in[d]);
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId p, n.emit(OpKind::Reshape, {{"self", x}, {"shape", pairs}}));
+  ETC_ASSIGN_OR_RETURN(ValueId e, n.emit(OpKind::Expand, {{"self", p}, {"size", expanded}}));
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Reshape, {{"self", e}, {"shape", out_shape}}));
+  return n.set_output(0, out);
+}
+
+// diagonal(self, offset, dim1, dim2): the two dims indexed by their diagonal's positions,
+// and the diagonal moved last (where ATen puts it).
+Status convert_diagonal(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  const std::vector<int64_t> in = n.sizes(x);
+  const auto rank = static_cast<int64_t>(in.size());
+  if (rank < 2) return n.invalid("diagonal needs at least 2 dims, got " + shape_to_string(in));
+  ETC_ASSIGN_OR_RETURN(int64_t offset, n.int_arg("offset", 0));
+  ETC_ASSIGN_OR_RETURN(int64_t d1, dim_arg(n, "dim1", rank, 0));
+  ETC_ASSIGN_OR_RETURN(int64_t d2, dim_arg(n, "dim2", rank, 1));
+  if (d1 == d2) return n.invalid("dim1 and dim2 are both " + std::to_string(d1));
+  const int64_t r0 = std::max<int64_t>(-offset, 0), c0 = std::max<int64_t>(offset, 0);
+  const int64_t len = std::max<int64_t>(
+      0, std::min(in[static_cast<size_t>(d1)] - r0, in[static_cast<size_t>(d2)] - c0));
+  std::vector<int64_t> rows(static_cast<size_t>(len)), cols(static_cast<size_t>(len));
+  for (int64_t i = 0; i < len; ++i) {
+    rows[static_cast<size_t>(i)] = r0 + i;
+    cols[static_cast<size_t>(i)] = c0 + i;
+  }
+  std::vector<ValueId> indices(static_cast<size_t>(std::max(d1, d2) + 1));
+  indices[static_cast<size_t>(d1)] = index_constant(n, {len}, rows);
+  indices[static_cast<size_t>(d2)] = index_constant(n, {len}, cols);
+  ETC_ASSIGN_OR_RETURN(ValueId g, n.emit(OpKind::IndexTensor, {{"self", x}, {"indices", indices}}));
+  // index.Tensor puts the diagonal where the two dims were when they are adjacent, else
+  // first; ATen puts it last.
+  const int64_t at = std::abs(d1 - d2) == 1 ? std::min(d1, d2) : 0;
+  if (at == rank - 2) return n.set_output(0, g);
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < rank - 1; ++d)
+    if (d != at) dims.push_back(d);
+  dims.push_back(at);
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Permute, {{"self", g}, {"dims", dims}}));
+  return n.set_output(0, out);
+}
+
+enum class PadMode { kReflect, kReplicate, kCircular };
+
+// The positions of a dim of length len that a pad of `before` and `after` reads: reflected
+// at the edges (the edge not repeated), the edge replicated, or wrapped around.
+Result<std::vector<int64_t>> pad_positions(TorchNode& n, int64_t len, int64_t before, int64_t after,
+                                           PadMode mode) {
+  if (before < 0 || after < 0) return n.unsupported("negative padding");
+  if (len == 0) return n.invalid("padding of an empty dim");
+  const int64_t most = std::max(before, after);
+  if ((mode == PadMode::kReflect && most >= len) || (mode == PadMode::kCircular && most > len)) {
+    return n.invalid("padding " + std::to_string(most) + " is too large for a dim of size " +
+                     std::to_string(len));
+  }
+  std::vector<int64_t> p;
+  for (int64_t o = -before; o < len + after; ++o) {
+    int64_t i = o;
+    if (mode == PadMode::kReflect) {
+      if (i < 0) i = -i;
+      if (i >= len) i = 2 * (len - 1) - i;
+    } else if (mode == PadMode::kReplicate) {
+      i = std::clamp<int64_t>(i, 0, len - 1);
+    } else {
+      i = (i % len + len) % len;
+    }
+    p.push_back(i);
+  }
+  return p;
+}
+
+// `padding` pairs (before, after) from the last dim backwards, each dim indexed by its
+// padded positions.
+Status pad_by_positions(TorchNode& n, const std::vector<int64_t>& padding, PadMode mode) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  const std::vector<int64_t> in = n.sizes(x);
+  if (padding.size() % 2 != 0 || padding.size() / 2 > in.size()) {
+    return n.invalid("padding " + shape_to_string(padding) + " does not fit " +
+                     shape_to_string(in));
+  }
+  for (size_t k = 0; k < padding.size() / 2; ++k) {
+    const auto dim = static_cast<int64_t>(in.size() - 1 - k);
+    ETC_ASSIGN_OR_RETURN(
+        std::vector<int64_t> p,
+        pad_positions(n, in[static_cast<size_t>(dim)], padding[2 * k], padding[2 * k + 1], mode));
+    ETC_ASSIGN_OR_RETURN(x, take_along(n, x, dim, p));
+  }
+  return n.set_output(0, x);
+}
+
+// reflection_pad{1,2,3}d / replication_pad{1,2,3}d(self, padding).
+Converter pad(PadMode mode, size_t dims) {
+  return [=](TorchNode& n) -> Status {
+    ETC_ASSIGN_OR_RETURN(std::vector<int64_t> padding, n.ints("padding"));
+    if (padding.size() != 2 * dims)
+      return n.invalid("padding " + shape_to_string(padding) + " must have " +
+                       std::to_string(2 * dims) + " entries");
+    return pad_by_positions(n, padding, mode);
+  };
+}
+
+// pad(self, pad, mode, value): F.pad as the default export keeps it.
+Status convert_pad(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> padding, n.ints("pad"));
+  ETC_ASSIGN_OR_RETURN(std::string mode, n.string_arg("mode", std::string("constant")));
+  if (mode == "reflect") return pad_by_positions(n, padding, PadMode::kReflect);
+  if (mode == "replicate") return pad_by_positions(n, padding, PadMode::kReplicate);
+  if (mode == "circular") return pad_by_positions(n, padding, PadMode::kCircular);
+  if (mode != "constant") return n.invalid("unknown padding mode '" + mode + "'");
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(double value, n.float_arg("value", 0.0));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId out,
+      n.emit(OpKind::ConstantPadNd, {{"self", x}, {"pad", padding}, {"value", Scalar{value}}}));
+  return n.set_output(0, out);
+}
+
+// ---- Scatters: index_put with index tensors made here ----------------------------------------
+
+// scatter(self, dim, index, src | value), scatter_add, scatter_reduce.two with "sum": self
+// with the addressed elements set (or added to, in a deterministic order).
+Converter scatter(bool accumulate) {
+  return [=](TorchNode& n) -> Status {
+    ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+    const std::vector<int64_t> in = n.sizes(x);
+    if (in.empty()) return n.unsupported("scatter into a 0-d tensor");
+    ETC_ASSIGN_OR_RETURN(int64_t dim, dim_arg(n, "dim", static_cast<int64_t>(in.size())));
+    ETC_ASSIGN_OR_RETURN(ValueId index, n.tensor("index"));
+    const std::vector<int64_t> shape = n.sizes(index);
+    ETC_RETURN_IF_ERROR(check_scatter_index(n, in, shape, dim));
+    bool add = accumulate;
+    if (n.has("reduce")) {
+      ETC_ASSIGN_OR_RETURN(std::string reduce, n.string_arg("reduce", std::nullopt));
+      ETC_ASSIGN_OR_RETURN(bool include_self, n.bool_arg("include_self", true));
+      if (reduce != "sum" || !include_self) {
+        return n.unsupported("scatter_reduce with reduce='" + reduce + "'" +
+                             (include_self ? "" : " and include_self=False") +
+                             " (etc imports reduce='sum' including self)");
+      }
+      add = true;
+    }
+    ValueId values;
+    if (n.is_tensor("src")) {
+      // The src elements at the index's positions (src may be larger).
+      ETC_ASSIGN_OR_RETURN(values, n.tensor("src"));
+      const std::vector<int64_t> src = n.sizes(values);
+      if (src.size() != shape.size()) return n.invalid("src must have the rank of index");
+      for (size_t d = 0; d < shape.size(); ++d) {
+        if (src[d] < shape[d])
+          return n.invalid("src is smaller than index along dim " + std::to_string(d));
+        if (src[d] == shape[d]) continue;
+        ETC_ASSIGN_OR_RETURN(values, n.emit(OpKind::SliceTensor, {{"self", values},
+                                                                  {"dim", static_cast<int64_t>(d)},
+                                                                  {"start", int64_t{0}},
+                                                                  {"end", shape[d]},
+                                                                  {"step", int64_t{1}}}));
+      }
+    } else {
+      ETC_ASSIGN_OR_RETURN(Scalar v, n.scalar("value"));
+      ETC_ASSIGN_OR_RETURN(
+          values,
+          n.emit(OpKind::FullLike, {{"self", index}, {"fill_value", v}, {"dtype", n.dtype(x)}}));
+    }
+    ETC_ASSIGN_OR_RETURN(
+        ValueId out, n.emit(OpKind::IndexPut, {{"self", x},
+                                               {"indices", positions_with(n, shape, dim, index)},
+                                               {"values", values},
+                                               {"accumulate", add}}));
+    return n.set_output(0, out);
+  };
+}
+
+// select_scatter(self, src, dim, index): src written at position index of dim.
+Status convert_select_scatter(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  const std::vector<int64_t> in = n.sizes(x);
+  ETC_ASSIGN_OR_RETURN(int64_t dim, dim_arg(n, "dim", static_cast<int64_t>(in.size())));
+  ETC_ASSIGN_OR_RETURN(int64_t index, n.int_arg("index"));
+  const int64_t len = in[static_cast<size_t>(dim)];
+  if (index < -len || index >= len) {
+    return n.invalid("index " + std::to_string(index) + " is outside dim " + std::to_string(dim) +
+                     " of size " + std::to_string(len));
+  }
+  if (index < 0) index += len;
+  ETC_ASSIGN_OR_RETURN(ValueId src, n.tensor("src"));
+  ETC_ASSIGN_OR_RETURN(ValueId values, n.emit(OpKind::Unsqueeze, {{"self", src}, {"dim", dim}}));
+  std::vector<ValueId> indices(static_cast<size_t>(dim));
+  indices.push_back(index_constant(n, {1}, {index}));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId out,
+      n.emit(OpKind::IndexPut,
+             {{"self", x}, {"indices", indices}, {"values", values}, {"accumulate", false}}));
+  return n.set_output(0, out);
+}
+
+// slice_scatter(self, src, dim, start, end, step): src written at the slice's positions.
+Status convert_slice_scatter(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  const std::vector<int64_t> in = n.sizes(x);
+  ETC_ASSIGN_OR_RETURN(int64_t dim, dim_arg(n, "dim", static_cast<int64_t>(in.size()), 0));
+  ETC_ASSIGN_OR_RETURN(std::optional<int64_t> start, n.optional_int("start"));
+  ETC_ASSIGN_OR_RETURN(std::optional<int64_t> end, n.optional_int("end"));
+  ETC_ASSIGN_OR_RETURN(int64_t step, n.int_arg("step", 1));
+  if (step <= 0) return n.invalid("step must be positive");
+  const int64_t len = in[static_cast<size_t>(dim)];
+  auto clamp = [len](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + len : v, 0, len); };
+  const int64_t s = clamp(start.value_or(0)), e = std::max(s, clamp(end.value_or(len)));
+  std::vector<int64_t> positions;
+  for (int64_t i = s; i < e; i += step)
+    positions.push_back(i);
+  ETC_ASSIGN_OR_RETURN(ValueId src, n.tensor("src"));
+  std::vector<ValueId> indices(static_cast<size_t>(dim));
+  indices.push_back(index_constant(n, {static_cast<int64_t>(positions.size())}, positions));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId out,
+      n.emit(OpKind::IndexPut,
+             {{"self", x}, {"indices", indices}, {"values", src}, {"accumulate", false}}));
+  return n.set_output(0, out);
+}
+
+}  // namespace
+
+void add_movement_converters(std::map<std::string, Converter>& t) {
+  t["aten.split.Tensor"] = convert_split;
+  t["aten.split_with_sizes.default"] = convert_split_with_sizes;
+  t["aten.chunk.default"] = convert_chunk;
+  t["aten.stack.default"] = convert_stack;
+  t["aten.unflatten.int"] = convert_unflatten;
+  t["aten.narrow.default"] = convert_narrow;
+  t["aten.to.device"] = convert_to;
+  t["aten.to.dtype_layout"] = convert_to;
+  t["aten.to.other"] = convert_to;
+  t["aten.type_as.default"] = convert_to;
+  t["aten.index_select.default"] = convert_index_select;
+  t["aten.gather.default"] = convert_gather;
+  t["aten.flip.default"] = convert_flip;
+  t["aten.repeat.default"] = convert_repeat;
+  t["aten.diagonal.default"] = convert_diagonal;
+  t["aten.pad.default"] = convert_pad;
+  t["aten.reflection_pad1d.default"] = pad(PadMode::kReflect, 1);
+  t["aten.reflection_pad2d.default"] = pad(PadMode::kReflect, 2);
+  t["aten.reflection_pad3d.default"] = pad(PadMode::kReflect, 3);
+  t["aten.replication_pad1d.default"] = pad(PadMode::kReplicate, 1);
+  t["aten.replication_pad2d.default"] = pad(PadMode::kReplicate, 2);
+  t["aten.replication_pad3d.default"] = pad(PadMode::kReplicate, 3);
+  t["aten.scatter.src"] = scatter(false);
+  t["aten.scatter.value"] = scatter(false);
+  t["aten.scatter_add.default"] = scatter(true);
+  t["aten.scatter_reduce.two"] = scatter(false);
+  t["aten.select_scatter.default"] = convert_select_scatter;
+  t["aten.slice_scatter.default"] = convert_slice_scatter;
+}
+
+}  // namespace etc::torch_import
