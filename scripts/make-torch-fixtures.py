@@ -181,8 +181,21 @@ class Movement(nn.Module):
         ss = torch.select_scatter(x, x[:, 0] * 2, 1, 3)
         sl = torch.slice_scatter(x, x[:, ::2] + 1, dim=1, start=0, step=2)
         anys = torch.stack([torch.isinf(x).any(), torch.isnan(x).any(dim=0).any()])
+        e1 = torch.einsum("bij,bkj->bik", x, x)
+        e2 = torch.einsum("i,j->ij", x[0, 0], x[1, 1])
+        e3 = torch.einsum("bij,jk,bk->bi", x, x[0, :5, :].T, x[:, 0, :5])
+        e4 = torch.einsum("bij->j", x)
+        moved = x.swapaxes(0, 2) + torch.movedim(x, 0, -1).transpose(0, 1)
+        mm = torch.matmul(x, x[0].T) + torch.matmul(x[0, 0], x[1].T) + torch.matmul(x, x[1, 1])[..., None]
+        rolled = torch.roll(x, shifts=(2, -1), dims=(1, 2)) + torch.roll(x, 5)
+        filled = x.masked_fill(torch.isinf(x / x[0, 0, 0]), -1.0)
+        z = x.clone()
+        z.zero_()
+        z.fill_(2.0)
+        strided = torch.as_strided(x[0], (3, 4), (8, 2), 1)
         return (s, u, nw, t, sel, g, f, r, dg, pr, pp, sc, sv, sa, ss, sl, x.mean(),
-                torch.isnan(x).any(dim=(0, 2)), anys)
+                torch.isnan(x).any(dim=(0, 2)), anys, e1, e2, e3, e4, moved, mm, rolled,
+                filled, z, strided)
 
 
 def movement():

@@ -47,9 +47,30 @@ class Importer {
   std::unordered_set<std::string> torch_names_;  // every tensor name the program defines
   std::unordered_set<std::string> read_names_;   // every tensor name a node or output reads
   std::unordered_set<uint32_t> named_values_;    // IR values bound to a program name by a node
-  // Tensors that share storage with another (a view op's input and output): an in-place op
-  // on one of them would change the other, which etc's value semantics cannot express.
-  std::unordered_set<std::string> aliased_;
+  // The default export's views (kViews in torch_import.cpp): each view's name -> the tensor
+  // it views and the node that made it. An in-place op on a view writes through to the
+  // tensors it views (TorchNode::write); a view read after a write to its root since it was
+  // made is refused, since PyTorch would read the new values through it.
+  struct ViewOf {
+    std::string base;
+    const Json* node = nullptr;
+    int index = 0;
+    std::string target;
+  };
+  std::unordered_map<std::string, ViewOf> view_of_;
+  std::unordered_map<std::string, int> writes_;       // root name -> in-place writes so far
+  std::unordered_map<std::string, int> view_writes_;  // view name -> its root's writes then
+  std::string view_root(std::string name) const {
+    for (auto it = view_of_.find(name); it != view_of_.end(); it = view_of_.find(name))
+      name = it->second.base;
+    return name;
+  }
+  bool stale_view(const std::string& name) const {
+    auto it = view_writes_.find(name);
+    if (it == view_writes_.end()) return false;
+    auto w = writes_.find(view_root(name));
+    return it->second != (w == writes_.end() ? 0 : w->second);
+  }
   const Json* tensor_values_ = nullptr;
   // In-place ops: every program name that refers to the same tensor (a placeholder and the
   // outputs of in-place ops on it) shares one root; rebinding updates the whole group.

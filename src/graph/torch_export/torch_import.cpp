@@ -774,7 +774,8 @@ Status Importer::convert_nodes() {
       return ctx.invalid("'outputs' must be an array");
     }
     // View ops of the default export alias their input (Core ATen's are copies in effect,
-    // but nothing writes in place there).
+    // but nothing writes in place there): each output is recorded as a view of the first
+    // tensor argument, made at its root's current write count.
     static const std::unordered_set<std::string> kViews = {
         "aten.view.default",       "aten._unsafe_view.default", "aten.reshape.default",
         "aten.flatten.using_ints", "aten.permute.default",      "aten.transpose.int",
@@ -784,20 +785,25 @@ Status Importer::convert_nodes() {
         "aten.alias.default",      "aten.detach.default",       "aten.contiguous.default",
         "aten.dropout.default"};
     if (kViews.count(t)) {
-      const Json& ins = nodes[i]["inputs"];
-      for (const Json& in : ins) {
+      std::string base;
+      for (const Json& in : nodes[i]["inputs"]) {
         if (in.is_object() && in.contains("arg") && in["arg"].is_object() &&
             in["arg"].contains("as_tensor") && in["arg"]["as_tensor"].is_object() &&
             in["arg"]["as_tensor"].contains("name") && in["arg"]["as_tensor"]["name"].is_string()) {
-          aliased_.insert(in["arg"]["as_tensor"]["name"].get<std::string>());
+          base = in["arg"]["as_tensor"]["name"].get<std::string>();
           break;  // the first tensor argument is the viewed one
         }
       }
+      // An in-place op's output names the tensor it wrote: view that tensor.
+      if (auto r = alias_root_.find(base); r != alias_root_.end()) base = r->second;
       for (const Json& o : nodes[i]["outputs"]) {
-        if (o.is_object() && o.contains("as_tensor") && o["as_tensor"].is_object() &&
-            o["as_tensor"].contains("name") && o["as_tensor"]["name"].is_string()) {
-          aliased_.insert(o["as_tensor"]["name"].get<std::string>());
-        }
+        if (base.empty() || !o.is_object() || !o.contains("as_tensor") ||
+            !o["as_tensor"].is_object() || !o["as_tensor"].contains("name") ||
+            !o["as_tensor"]["name"].is_string())
+          continue;
+        const std::string out = o["as_tensor"]["name"].get<std::string>();
+        view_of_[out] = ViewOf{base, &nodes[i], static_cast<int>(i), t};
+        view_writes_[out] = writes_[view_root(base)];
       }
     }
     ETC_RETURN_IF_ERROR(table.at(t)(ctx));

@@ -106,7 +106,38 @@ Result<const Entry*> TorchNode::entry(std::string_view arg) const {
     return invalid_input(target_ + ": tensor '" + name + "' is not defined before this node",
                          arg_location(arg));
   }
+  ETC_RETURN_IF_ERROR(check_fresh(name));
   return &it->second;
+}
+
+Status TorchNode::check_fresh(const std::string& name) const {
+  if (!im_.stale_view(name)) return Status();
+  return unsupported("reads '" + name + "', a view of '" + im_.view_root(name) +
+                     "' made before an in-place write to it (PyTorch reads the written values "
+                     "through the view); export with ep.run_decompositions() instead");
+}
+
+Result<TorchNode::EagerLayout> TorchNode::eager_layout(std::string_view arg) const {
+  ETC_ASSIGN_OR_RETURN(const Json* j, arg_json(arg));
+  if (j == nullptr || !j->contains("as_tensor"))
+    return invalid(std::string("argument '") + std::string(arg) + "' must be a tensor");
+  ETC_ASSIGN_OR_RETURN(
+      std::string name,
+      tensor_name((*j)["as_tensor"], "'" + std::string(arg) + "'", arg_location(arg)));
+  const Json* values = im_.tensor_values_;
+  if (values == nullptr || !values->contains(name) || !(*values)[name].is_object())
+    return unsupported("tensor '" + name + "' has no recorded layout");
+  const Json& meta = (*values)[name];
+  EagerLayout layout;
+  for (const Json& s : meta.value("strides", Json::array())) {
+    if (!s.is_object() || !s.contains("as_int") || !s["as_int"].is_number_integer())
+      return unsupported("tensor '" + name + "' has strides that are not static ints");
+    layout.strides.push_back(s["as_int"].get<int64_t>());
+  }
+  const Json& offset = meta.value("storage_offset", Json::object());
+  if (offset.is_object() && offset.contains("as_int") && offset["as_int"].is_number_integer())
+    layout.storage_offset = offset["as_int"].get<int64_t>();
+  return layout;
 }
 
 Result<ValueId> TorchNode::tensor(std::string_view arg) {
@@ -138,6 +169,7 @@ Result<std::vector<const Entry*>> TorchNode::tensor_entries(std::string_view arg
       return invalid_input(target_ + ": tensor '" + name + "' is not defined before this node",
                            arg_location(arg));
     }
+    ETC_RETURN_IF_ERROR(check_fresh(name));
     out.push_back(&it->second);
   }
   return out;
@@ -488,30 +520,110 @@ Status TorchNode::rebind(std::string_view arg, ValueId v) {
   ETC_ASSIGN_OR_RETURN(const Json* j, arg_json(arg));
   if (j == nullptr || !j->contains("as_tensor")) return invalid("in-place op without a tensor");
   std::string name = (*j)["as_tensor"]["name"].get<std::string>();
-  if (im_.aliased_.count(name)) {
-    return unsupported("in-place update of '" + name +
-                       "', which shares storage with a view; export with "
-                       "ep.run_decompositions() (functional Core ATen) instead");
-  }
-  const std::string root = im_.alias_root_.count(name) ? im_.alias_root_[name] : name;
-  if (auto it = im_.fixed_placeholders_.find(root); it != im_.fixed_placeholders_.end()) {
-    return unsupported("in-place update of " + it->second + " '" + root +
-                       "'; etc imports state as registered buffers (a mutated parameter, "
-                       "constant or input is not supported)");
-  }
-  const TensorSpec& spec = im_.graph_.value(v).spec;
-  // Every name of the tensor now reads the update: the root, earlier in-place outputs, and
-  // this op's output.
-  std::vector<std::string>& group = im_.alias_group_[root];
-  if (group.empty()) group.push_back(root);
-  for (const std::string& n : group)
-    im_.env_[n] = Entry{v, std::nullopt, spec.dtype, spec.sizes};
-  // The op's output (bound by set_output) joins the group.
+  // An earlier in-place op's output names the tensor it wrote.
+  if (auto r = im_.alias_root_.find(name); r != im_.alias_root_.end()) name = r->second;
+  ETC_RETURN_IF_ERROR(write(name, v));
+  // The op's output (bound by set_output) joins the tensor's names.
   if (std::optional<std::string> out = output_tensor_name(node_, 0)) {
+    std::vector<std::string>& group = im_.alias_group_[name];
+    if (group.empty()) group.push_back(name);
     group.push_back(*out);
-    im_.alias_root_[*out] = root;
+    im_.alias_root_[*out] = name;
   }
   return Status();
+}
+
+Status TorchNode::write(const std::string& name, ValueId v) {
+  if (auto it = im_.view_of_.find(name); it != im_.view_of_.end()) {
+    ETC_RETURN_IF_ERROR(check_fresh(name));
+    const std::string base_name = it->second.base;
+    auto b = im_.env_.find(base_name);
+    if (b == im_.env_.end()) return invalid("the tensor '" + name + "' views is not defined");
+    const ValueId base = im_.materialize(base_name, b->second);
+    ETC_ASSIGN_OR_RETURN(ValueId updated, write_back(name, base, v));
+    ETC_RETURN_IF_ERROR(write(base_name, updated));
+  } else {
+    if (auto it = im_.fixed_placeholders_.find(name); it != im_.fixed_placeholders_.end()) {
+      return unsupported("in-place update of " + it->second + " '" + name +
+                         "'; etc imports state as registered buffers (a mutated parameter, "
+                         "constant or input is not supported)");
+    }
+    ++im_.writes_[name];
+  }
+  // Every name of the tensor now reads the update: itself and earlier in-place outputs.
+  const TensorSpec& spec = im_.graph_.value(v).spec;
+  std::vector<std::string>& group = im_.alias_group_[name];
+  if (group.empty()) group.push_back(name);
+  for (const std::string& n : group)
+    im_.env_[n] = Entry{v, std::nullopt, spec.dtype, spec.sizes};
+  if (im_.view_of_.count(name)) im_.view_writes_[name] = im_.writes_[im_.view_root(name)];
+  return Status();
+}
+
+Result<ValueId> TorchNode::write_back(const std::string& view, ValueId base, ValueId value) {
+  const Importer::ViewOf& of = im_.view_of_.at(view);
+  TorchNode made(im_, *of.node, of.index, of.target);  // the view's node, for its arguments
+  const std::string& t = of.target;
+  const std::vector<int64_t> base_sizes = sizes(base);
+  const auto rank = static_cast<int64_t>(base_sizes.size());
+  auto unsupported_view = [&] {
+    return unsupported("in-place write into '" + view + "', a " + t + " view of '" + of.base +
+                       "' (an expanded view has no single element per position)");
+  };
+  if (t == "aten.slice.Tensor" || t == "aten.select.int") {
+    ETC_ASSIGN_OR_RETURN(int64_t dim, made.int_arg("dim", 0));
+    ETC_ASSIGN_OR_RETURN(dim, made.wrap_dim(dim, rank, "dim"));
+    const int64_t len = base_sizes[static_cast<size_t>(dim)];
+    std::vector<int64_t> positions;
+    ValueId values = value;
+    if (t == "aten.slice.Tensor") {
+      ETC_ASSIGN_OR_RETURN(std::optional<int64_t> start, made.optional_int("start"));
+      ETC_ASSIGN_OR_RETURN(std::optional<int64_t> end, made.optional_int("end"));
+      ETC_ASSIGN_OR_RETURN(int64_t step, made.int_arg("step", 1));
+      if (step <= 0) return made.invalid("step must be positive");
+      auto clamp = [len](int64_t x) { return std::clamp<int64_t>(x < 0 ? x + len : x, 0, len); };
+      const int64_t s = clamp(start.value_or(0)), e = std::max(s, clamp(end.value_or(len)));
+      for (int64_t i = s; i < e; i += step)
+        positions.push_back(i);
+    } else {
+      ETC_ASSIGN_OR_RETURN(int64_t index, made.int_arg("index"));
+      if (index < -len || index >= len) return made.invalid("index is out of range");
+      positions.push_back(index < 0 ? index + len : index);
+      ETC_ASSIGN_OR_RETURN(values, emit(OpKind::Unsqueeze, {{"self", value}, {"dim", dim}}));
+    }
+    KnownTensor idx{DType::kInt64, {static_cast<int64_t>(positions.size())}, {}};
+    idx.v.assign(positions.begin(), positions.end());
+    std::vector<ValueId> indices(static_cast<size_t>(dim));
+    indices.push_back(constant(idx));
+    return emit(OpKind::IndexPut,
+                {{"self", base}, {"indices", indices}, {"values", values}, {"accumulate", false}});
+  }
+  if (t == "aten.permute.default") {
+    ETC_ASSIGN_OR_RETURN(std::vector<int64_t> dims, made.ints("dims"));
+    std::vector<int64_t> inverse(dims.size());
+    for (size_t i = 0; i < dims.size(); ++i) {
+      ETC_ASSIGN_OR_RETURN(int64_t d, made.wrap_dim(dims[i], rank, "dims"));
+      inverse[static_cast<size_t>(d)] = static_cast<int64_t>(i);
+    }
+    return emit(OpKind::Permute, {{"self", value}, {"dims", inverse}});
+  }
+  if (t == "aten.transpose.int" || t == "aten.t.default") {
+    int64_t a = 0, b = 1;
+    if (t == "aten.transpose.int") {
+      ETC_ASSIGN_OR_RETURN(a, made.int_arg("dim0"));
+      ETC_ASSIGN_OR_RETURN(b, made.int_arg("dim1"));
+    } else if (rank < 2) {
+      return value;
+    }
+    return emit(OpKind::TransposeInt, {{"self", value}, {"dim0", a}, {"dim1", b}});
+  }
+  if (t == "aten.expand.default" || t == "aten.expand_as.default") return unsupported_view();
+  if (t == "aten.alias.default" || t == "aten.detach.default" || t == "aten.contiguous.default" ||
+      t == "aten.dropout.default") {
+    return value;
+  }
+  // view, _unsafe_view, reshape, flatten, unsqueeze, squeeze: the same elements in order.
+  return emit(OpKind::Reshape, {{"self", value}, {"shape", base_sizes}});
 }
 
 }  // namespace etc::torch_import

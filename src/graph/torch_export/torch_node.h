@@ -54,6 +54,14 @@ class TorchNode {
   Result<std::optional<int64_t>> optional_int(std::string_view arg) const;
   Result<std::vector<int64_t>> ints(
       std::string_view arg, std::optional<std::vector<int64_t>> fallback = std::nullopt) const;
+  // The layout PyTorch gave tensor argument `arg` in eager mode (the graph's tensor_values):
+  // strides and storage offset in elements. etc's values are contiguous whatever these say;
+  // ops that read storage (as_strided) need them to know where each element was.
+  struct EagerLayout {
+    std::vector<int64_t> strides;
+    int64_t storage_offset = 0;
+  };
+  Result<EagerLayout> eager_layout(std::string_view arg) const;
   // A float[]? (`as_floats`); nullopt for None or an absent argument.
   Result<std::optional<std::vector<double>>> optional_floats(std::string_view arg) const;
   Result<double> float_arg(std::string_view arg,
@@ -86,7 +94,9 @@ class TorchNode {
   Status set_output(int i, ValueId v);
   Status set_known_output(int i, KnownTensor t);
   Status set_int_output(int i, int64_t v);  // an `as_sym_int` output
-  // For an in-place op (relu_, add_): later reads of argument `arg` see `v`.
+  // For an in-place op (relu_, add_): later reads of argument `arg` see `v`. When `arg` is a
+  // view of another tensor (the default export's slice, select, view, permute, ...), the
+  // tensors it views are updated through it, as PyTorch's storage sharing does.
   Status rebind(std::string_view arg, ValueId v);
 
   // Whether this import is one build of a bounded dynamic export (options.symbol_values).
@@ -99,6 +109,12 @@ class TorchNode {
 
  private:
   Result<const Json*> arg_json(std::string_view arg) const;
+  // Program name `name` now holds v (rebind's work; views written through to their bases).
+  Status write(const std::string& name, ValueId v);
+  // `base` with the view `view` made of it replaced by `value`.
+  Result<ValueId> write_back(const std::string& view, ValueId base, ValueId value);
+  // An error when `name` is a view read after a write to its root since it was made.
+  Status check_fresh(const std::string& name) const;
   Result<int64_t> sym_int(const Json& j, std::string_view arg) const;
   Location arg_location(std::string_view arg) const;
 

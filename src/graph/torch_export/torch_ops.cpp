@@ -163,8 +163,10 @@ Status convert_rsub(TorchNode& n) {
 }
 
 // A comparison or logical op: evaluated when its inputs are known; eq.Scalar and
-// logical_not on run-time tensors become IR ops (PyTorch's safe softmax uses them).
-Converter compare(Fn f, bool scalar_other, std::optional<OpKind> runtime_op = std::nullopt) {
+// logical_not on run-time tensors become IR ops (PyTorch's safe softmax uses them), and
+// ne.Scalar (`negate`) the logical_not of eq.Scalar (Swin's attention mask).
+Converter compare(Fn f, bool scalar_other, std::optional<OpKind> runtime_op = std::nullopt,
+                  bool negate = false) {
   return [=](TorchNode& n) -> Status {
     ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
     KnownTensor other;
@@ -188,7 +190,38 @@ Converter compare(Fn f, bool scalar_other, std::optional<OpKind> runtime_op = st
     ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
     ETC_ASSIGN_OR_RETURN(Scalar s, n.scalar("other"));
     ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(*runtime_op, {{"self", x}, {"other", s}}));
+    if (negate) {
+      ETC_ASSIGN_OR_RETURN(out, n.emit(OpKind::LogicalNot, {{"self", out}}));
+    }
     return n.set_output(0, out);
+  };
+}
+
+// fmod and remainder: evaluated when the inputs are known at export time (Core ATen's roll
+// computes its indices with them); etc has no run-time kernel for them yet.
+Converter known_binary_op(Fn f) {
+  return [=](TorchNode& n) -> Status {
+    ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+    const bool number = !n.is_tensor("other");
+    KnownTensor other;
+    if (number) {
+      ETC_ASSIGN_OR_RETURN(Scalar s, n.scalar("other"));
+      other = scalar_known(s);
+    } else if (const KnownTensor* k = known(n, "other")) {
+      other = *k;
+    } else {
+      return n.unsupported("only supported when its inputs are known at export time");
+    }
+    if (!self->known)
+      return n.unsupported("only supported when its inputs are known at export time");
+    const DType out = result_dtype(self->dtype, other.dtype, number);
+    if (!dtype_is_float(out)) {
+      for (double y : other.v)
+        if (y == 0.0) return n.invalid("integer division by zero");
+    }
+    auto r = known_binary(*self->known, other, out, f);
+    if (!r) return n.invalid("the operands' shapes do not broadcast");
+    return n.set_known_output(0, std::move(*r));
   };
 }
 
@@ -1108,7 +1141,8 @@ const std::map<std::string, Converter>& torch_converters() {
 
     t["aten.eq.Scalar"] =
         compare([](double x, double y) { return x == y; }, true, OpKind::EqScalar);
-    t["aten.ne.Scalar"] = compare([](double x, double y) { return x != y; }, true);
+    t["aten.ne.Scalar"] =
+        compare([](double x, double y) { return x != y; }, true, OpKind::EqScalar, true);
     t["aten.lt.Scalar"] = compare([](double x, double y) { return x < y; }, true);
     t["aten.le.Scalar"] = compare([](double x, double y) { return x <= y; }, true);
     t["aten.gt.Scalar"] = compare([](double x, double y) { return x > y; }, true);
@@ -1122,6 +1156,16 @@ const std::map<std::string, Converter>& torch_converters() {
         compare([](double x, double y) { return x != 0 || y != 0; }, false);
     t["aten.logical_not.default"] = convert_logical_not;
     t["aten.any.dim"] = convert_any_dim;
+    // C's fmod (the sign of self) and Python's remainder (the sign of other).
+    Fn fmod = [](double x, double y) { return std::fmod(x, y); };
+    Fn remainder = [](double x, double y) {
+      double r = std::fmod(x, y);
+      return r != 0.0 && ((r < 0.0) != (y < 0.0)) ? r + y : r;
+    };
+    t["aten.fmod.Scalar"] = known_binary_op(fmod);
+    t["aten.fmod.Tensor"] = known_binary_op(fmod);
+    t["aten.remainder.Scalar"] = known_binary_op(remainder);
+    t["aten.remainder.Tensor"] = known_binary_op(remainder);
 
     t["aten.neg.default"] = unary(OpKind::Neg, [](double x) { return -x; });
     t["aten.relu.default"] = unary(OpKind::Relu, [](double x) { return x > 0 ? x : 0.0; });

@@ -6,6 +6,9 @@
 // Every element of a result is an element of an input (or the scattered value): no
 // arithmetic, so the decompositions give ATen's bits.
 #include <algorithm>
+#include <cctype>
+#include <functional>
+#include <map>
 #include <numeric>
 
 #include "graph/torch_export/torch_ops.h"
@@ -212,6 +215,362 @@ Status convert_to(TorchNode& n) {
     to = d.value_or(self->dtype);
   }
   return cast_to(n, to);
+}
+
+// swapaxes / swapdims(self, a, b): transpose.
+Converter swap(const char* a_arg, const char* b_arg) {
+  return [=](TorchNode& n) -> Status {
+    ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+    ETC_ASSIGN_OR_RETURN(int64_t a, n.int_arg(a_arg));
+    ETC_ASSIGN_OR_RETURN(int64_t b, n.int_arg(b_arg));
+    ETC_ASSIGN_OR_RETURN(ValueId out,
+                         n.emit(OpKind::TransposeInt, {{"self", x}, {"dim0", a}, {"dim1", b}}));
+    return n.set_output(0, out);
+  };
+}
+
+// numpy_T (x.T): every dim reversed.
+Status convert_numpy_t(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  const auto rank = static_cast<int64_t>(n.sizes(x).size());
+  if (rank < 2) return n.set_output(0, x);
+  std::vector<int64_t> perm;
+  for (int64_t d = rank - 1; d >= 0; --d)
+    perm.push_back(d);
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Permute, {{"self", x}, {"dims", perm}}));
+  return n.set_output(0, out);
+}
+
+// movedim.int / movedim.intlist(self, source, destination): a permute.
+Status convert_movedim(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  const auto rank = static_cast<int64_t>(n.sizes(x).size());
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> src, n.ints("source"));
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> dst, n.ints("destination"));
+  if (src.size() != dst.size()) return n.invalid("source and destination differ in length");
+  std::vector<int64_t> perm(static_cast<size_t>(rank), -1);
+  std::vector<bool> used(static_cast<size_t>(rank), false);
+  for (size_t i = 0; i < src.size(); ++i) {
+    ETC_ASSIGN_OR_RETURN(int64_t s, n.wrap_dim(src[i], rank, "source"));
+    ETC_ASSIGN_OR_RETURN(int64_t d, n.wrap_dim(dst[i], rank, "destination"));
+    if (perm[static_cast<size_t>(d)] >= 0 || used[static_cast<size_t>(s)])
+      return n.invalid("source and destination must not repeat a dim");
+    perm[static_cast<size_t>(d)] = s;
+    used[static_cast<size_t>(s)] = true;
+  }
+  int64_t next = 0;
+  for (int64_t& p : perm) {
+    if (p >= 0) continue;
+    while (used[static_cast<size_t>(next)])
+      ++next;
+    p = next;
+    used[static_cast<size_t>(next)] = true;
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Permute, {{"self", x}, {"dims", perm}}));
+  return n.set_output(0, out);
+}
+
+// roll(self, shifts, dims): each dim indexed by its positions rotated; no dims: the tensor
+// flattened, rolled and reshaped back.
+Status convert_roll(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  const std::vector<int64_t> in = n.sizes(x);
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> shifts, n.ints("shifts"));
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> dims, n.ints("dims", std::vector<int64_t>{}));
+  auto rolled = [&](ValueId v, int64_t dim, int64_t len, int64_t shift) -> Result<ValueId> {
+    if (len == 0) return v;
+    std::vector<int64_t> p(static_cast<size_t>(len));
+    for (int64_t i = 0; i < len; ++i)
+      p[static_cast<size_t>(i)] = ((i - shift) % len + len) % len;
+    return take_along(n, v, dim, p);
+  };
+  if (dims.empty()) {
+    if (shifts.size() != 1) return n.invalid("roll without dims takes one shift");
+    const int64_t numel = std::accumulate(in.begin(), in.end(), int64_t{1}, std::multiplies<>());
+    ETC_ASSIGN_OR_RETURN(
+        ValueId flat,
+        n.emit(OpKind::Reshape, {{"self", x}, {"shape", std::vector<int64_t>{numel}}}));
+    ETC_ASSIGN_OR_RETURN(ValueId r, rolled(flat, 0, numel, shifts[0]));
+    ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Reshape, {{"self", r}, {"shape", in}}));
+    return n.set_output(0, out);
+  }
+  if (shifts.size() != dims.size()) return n.invalid("shifts and dims differ in length");
+  for (size_t i = 0; i < dims.size(); ++i) {
+    ETC_ASSIGN_OR_RETURN(int64_t d, n.wrap_dim(dims[i], static_cast<int64_t>(in.size()), "dims"));
+    ETC_ASSIGN_OR_RETURN(x, rolled(x, d, in[static_cast<size_t>(d)], shifts[i]));
+  }
+  return n.set_output(0, x);
+}
+
+// matmul(self, other) with NumPy's rules: 1-D operands gain a dim (dropped again), a 2-D
+// other folds self's leading dims into one mm, and otherwise the batch dims broadcast and
+// one bmm runs over them.
+Status convert_matmul(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId a, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(ValueId b, n.tensor("other"));
+  std::vector<int64_t> as = n.sizes(a), bs = n.sizes(b);
+  if (as.empty() || bs.empty()) return n.invalid("matmul of a 0-d tensor");
+  const bool a_vec = as.size() == 1, b_vec = bs.size() == 1;
+  if (a_vec) as.insert(as.begin(), 1);
+  if (b_vec) bs.push_back(1);
+  const int64_t rows = as[as.size() - 2], k = as.back(), cols = bs.back();
+  if (bs[bs.size() - 2] != k) {
+    return n.invalid("matmul of " + shape_to_string(n.sizes(a)) + " and " +
+                     shape_to_string(n.sizes(b)) + ": the inner sizes differ");
+  }
+  std::vector<int64_t> a_batch(as.begin(), as.end() - 2), b_batch(bs.begin(), bs.end() - 2);
+  std::optional<std::vector<int64_t>> batch = broadcast_shapes(a_batch, b_batch);
+  if (!batch) return n.invalid("matmul's batch dims do not broadcast");
+  std::vector<int64_t> out_shape = *batch;
+  if (!a_vec) out_shape.push_back(rows);
+  if (!b_vec) out_shape.push_back(cols);
+  const int64_t B = std::accumulate(batch->begin(), batch->end(), int64_t{1}, std::multiplies<>());
+  auto reshape = [&](ValueId v, std::vector<int64_t> s) -> Result<ValueId> {
+    if (n.sizes(v) == s) return v;
+    return n.emit(OpKind::Reshape, {{"self", v}, {"shape", std::move(s)}});
+  };
+  ValueId p;
+  if (b_batch.empty()) {  // [..., rows, k] x [k, cols]: one mm over B * rows rows
+    ETC_ASSIGN_OR_RETURN(ValueId a2, reshape(a, {B * rows, k}));
+    ETC_ASSIGN_OR_RETURN(ValueId b2, reshape(b, {k, cols}));
+    ETC_ASSIGN_OR_RETURN(p, n.emit(OpKind::Mm, {{"self", a2}, {"mat2", b2}}));
+  } else {
+    auto batched = [&](ValueId v, std::vector<int64_t> s, int64_t r, int64_t c) -> Result<ValueId> {
+      std::vector<int64_t> full = *batch;
+      full.insert(full.end(), {r, c});
+      ETC_ASSIGN_OR_RETURN(v, reshape(v, std::move(s)));
+      if (n.sizes(v) != full) {
+        ETC_ASSIGN_OR_RETURN(v, n.emit(OpKind::Expand, {{"self", v}, {"size", full}}));
+      }
+      return reshape(v, {B, r, c});
+    };
+    ETC_ASSIGN_OR_RETURN(ValueId a3, batched(a, as, rows, k));
+    ETC_ASSIGN_OR_RETURN(ValueId b3, batched(b, bs, k, cols));
+    ETC_ASSIGN_OR_RETURN(p, n.emit(OpKind::Bmm, {{"self", a3}, {"mat2", b3}}));
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId out, reshape(p, out_shape));
+  return n.set_output(0, out);
+}
+
+// masked_fill.Scalar / .Tensor(self, mask, value): where(mask, value, self), the value in
+// self's dtype (as ATen casts it).
+Status convert_masked_fill(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+  ETC_ASSIGN_OR_RETURN(const Entry* mask, n.entry("mask"));
+  ValueId value;
+  if (n.is_tensor("value")) {
+    ETC_ASSIGN_OR_RETURN(const Entry* v, n.entry("value"));
+    if (!v->shape.empty()) return n.invalid("masked_fill's value must be a 0-d tensor");
+    if (v->known) {
+      value = n.constant(known_unary(*v->known, self->dtype, [](double x) { return x; }));
+    } else {
+      ETC_ASSIGN_OR_RETURN(value, n.tensor("value"));
+      if (v->dtype != self->dtype) {
+        ETC_ASSIGN_OR_RETURN(value,
+                             n.emit(OpKind::ToCopy, {{"self", value}, {"dtype", self->dtype}}));
+      }
+    }
+  } else {
+    ETC_ASSIGN_OR_RETURN(Scalar s, n.scalar("value"));
+    KnownTensor k = known_full(self->dtype, {}, s.to_double());
+    if (self->known && mask->known) {
+      auto r = known_where(*mask->known, k, *self->known, self->dtype);
+      if (!r) return n.invalid("mask does not broadcast to self");
+      return n.set_known_output(0, std::move(*r));
+    }
+    value = n.constant(k);
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(ValueId m, n.tensor("mask"));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId out, n.emit(OpKind::WhereSelf, {{"condition", m}, {"self", value}, {"other", x}}));
+  return n.set_output(0, out);
+}
+
+// fill_.Scalar / fill_.Tensor(self, value) and zero_(self), in place: every element the
+// value (a 0-d tensor broadcast, in self's dtype). Writing into a view of another tensor is
+// refused by rebind (functionalized programs have no such writes).
+Converter fill_in_place(bool zero) {
+  return [=](TorchNode& n) -> Status {
+    ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+    const DType dtype = n.dtype(x);
+    ValueId out;
+    if (!zero && n.is_tensor("value")) {
+      ETC_ASSIGN_OR_RETURN(ValueId v, n.tensor("value"));
+      if (!n.sizes(v).empty()) return n.invalid("fill_'s value must be a 0-d tensor");
+      if (n.dtype(v) != dtype) {
+        ETC_ASSIGN_OR_RETURN(v, n.emit(OpKind::ToCopy, {{"self", v}, {"dtype", dtype}}));
+      }
+      ETC_ASSIGN_OR_RETURN(out, n.emit(OpKind::Expand, {{"self", v}, {"size", n.sizes(x)}}));
+      ETC_ASSIGN_OR_RETURN(out, n.emit(OpKind::Clone, {{"self", out}}));
+    } else {
+      Scalar s{int64_t{0}};
+      if (!zero) {
+        ETC_ASSIGN_OR_RETURN(s, n.scalar("value"));
+      }
+      ETC_ASSIGN_OR_RETURN(
+          out, n.emit(OpKind::FullLike, {{"self", x}, {"fill_value", s}, {"dtype", dtype}}));
+    }
+    ETC_RETURN_IF_ERROR(n.rebind("self", out));
+    return n.set_output(0, out);
+  };
+}
+
+// ---- einsum ------------------------------------------------------------------------------
+
+// One operand of an einsum: its value and one label per dim.
+struct EinsumTerm {
+  ValueId v;
+  std::string labels;
+};
+
+// Sums `t` over the labels not in `keep`.
+Result<EinsumTerm> einsum_sum_out(TorchNode& n, EinsumTerm t, const std::string& keep) {
+  std::vector<int64_t> dims;
+  std::string left;
+  for (size_t i = 0; i < t.labels.size(); ++i) {
+    if (keep.find(t.labels[i]) == std::string::npos)
+      dims.push_back(static_cast<int64_t>(i));
+    else
+      left += t.labels[i];
+  }
+  if (dims.empty()) return t;
+  ETC_ASSIGN_OR_RETURN(
+      ValueId s, n.emit(OpKind::SumDimIntList, {{"self", t.v}, {"dim", dims}, {"keepdim", false}}));
+  return EinsumTerm{s, left};
+}
+
+// `t` permuted to the labels of `order` (which holds exactly t's labels).
+Result<ValueId> einsum_permute(TorchNode& n, const EinsumTerm& t, const std::string& order) {
+  std::vector<int64_t> perm;
+  bool identity = true;
+  for (size_t i = 0; i < order.size(); ++i) {
+    perm.push_back(static_cast<int64_t>(t.labels.find(order[i])));
+    identity = identity && perm.back() == static_cast<int64_t>(i);
+  }
+  if (identity) return t.v;
+  return n.emit(OpKind::Permute, {{"self", t.v}, {"dims", perm}});
+}
+
+// a and b contracted over their shared labels not in `keep`, as one bmm: a as [batch, left,
+// contracted], b as [batch, contracted, right]; the result's labels are batch, left, right.
+Result<EinsumTerm> einsum_pair(TorchNode& n, EinsumTerm a, EinsumTerm b, const std::string& keep) {
+  std::string batch, left, right, sum;
+  for (char c : a.labels) {
+    const bool in_b = b.labels.find(c) != std::string::npos;
+    const bool kept = keep.find(c) != std::string::npos;
+    (in_b ? (kept ? batch : sum) : left) += c;
+  }
+  for (char c : b.labels)
+    if (a.labels.find(c) == std::string::npos) right += c;
+  std::map<char, int64_t> size;
+  for (const EinsumTerm* t : {&a, &b}) {
+    const std::vector<int64_t>& s = n.sizes(t->v);
+    for (size_t i = 0; i < t->labels.size(); ++i) {
+      auto [it, fresh] = size.emplace(t->labels[i], s[i]);
+      if (!fresh && it->second != s[i]) {
+        return n.unsupported(std::string("label '") + t->labels[i] + "' has sizes " +
+                             std::to_string(it->second) + " and " + std::to_string(s[i]) +
+                             " (etc does not broadcast einsum operands)");
+      }
+    }
+  }
+  auto prod = [&](const std::string& ls) {
+    int64_t p = 1;
+    for (char c : ls)
+      p *= size[c];
+    return p;
+  };
+  ETC_ASSIGN_OR_RETURN(ValueId ap, einsum_permute(n, a, batch + left + sum));
+  ETC_ASSIGN_OR_RETURN(ValueId bp, einsum_permute(n, b, batch + sum + right));
+  const int64_t B = prod(batch), L = prod(left), C = prod(sum), R = prod(right);
+  ETC_ASSIGN_OR_RETURN(
+      ValueId a3,
+      n.emit(OpKind::Reshape, {{"self", ap}, {"shape", std::vector<int64_t>{B, L, C}}}));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId b3,
+      n.emit(OpKind::Reshape, {{"self", bp}, {"shape", std::vector<int64_t>{B, C, R}}}));
+  ETC_ASSIGN_OR_RETURN(ValueId p, n.emit(OpKind::Bmm, {{"self", a3}, {"mat2", b3}}));
+  std::vector<int64_t> shape;
+  const std::string labels = batch + left + right;
+  for (char c : labels)
+    shape.push_back(size[c]);
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Reshape, {{"self", p}, {"shape", shape}}));
+  return EinsumTerm{out, labels};
+}
+
+// einsum(equation, tensors): operands multiplied pairwise, left to right, as batched matrix
+// products (labels in neither the output nor a later operand are summed as early as
+// possible). Repeated labels in one operand (diagonals) and "..." are refused by name.
+Status convert_einsum(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(std::string eq, n.string_arg("equation", std::nullopt));
+  ETC_ASSIGN_OR_RETURN(std::vector<ValueId> xs, n.tensors("tensors"));
+  eq.erase(std::remove(eq.begin(), eq.end(), ' '), eq.end());
+  if (eq.find("...") != std::string::npos)
+    return n.unsupported("einsum with '...' (write the dims out)");
+  const size_t arrow = eq.find("->");
+  std::vector<std::string> ins;
+  std::string lhs = eq.substr(0, arrow);
+  for (size_t start = 0;;) {
+    const size_t comma = lhs.find(',', start);
+    ins.push_back(
+        lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (ins.size() != xs.size() || xs.empty()) {
+    return n.invalid("einsum '" + eq + "' has " + std::to_string(ins.size()) + " operands, " +
+                     std::to_string(xs.size()) + " tensors are given");
+  }
+  std::string out;
+  if (arrow != std::string::npos) {
+    out = eq.substr(arrow + 2);
+  } else {  // implicit output: the labels seen once, sorted
+    std::map<char, int> seen;
+    for (const std::string& s : ins)
+      for (char c : s)
+        ++seen[c];
+    for (auto [c, k] : seen)
+      if (k == 1) out += c;
+  }
+  std::vector<EinsumTerm> terms;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    const std::string& s = ins[i];
+    if (s.size() != n.sizes(xs[i]).size()) {
+      return n.invalid("einsum operand " + std::to_string(i) + " '" + s + "' does not match its " +
+                       std::to_string(n.sizes(xs[i]).size()) + " dims");
+    }
+    for (size_t k = 0; k < s.size(); ++k) {
+      if (!std::isalpha(static_cast<unsigned char>(s[k])))
+        return n.invalid("einsum label '" + std::string(1, s[k]) + "' is not a letter");
+      if (s.find(s[k], k + 1) != std::string::npos)
+        return n.unsupported("einsum operand '" + s + "' repeats a label (a diagonal)");
+    }
+    terms.push_back(EinsumTerm{xs[i], s});
+  }
+  // The labels still needed after operand i: the output's and those of later operands.
+  auto needed_after = [&](size_t i) {
+    std::string keep = out;
+    for (size_t j = i + 1; j < terms.size(); ++j)
+      keep += terms[j].labels;
+    return keep;
+  };
+  ETC_ASSIGN_OR_RETURN(
+      EinsumTerm acc,
+      einsum_sum_out(n, terms[0], needed_after(0) + (terms.size() > 1 ? terms[1].labels : "")));
+  for (size_t i = 1; i < terms.size(); ++i) {
+    const std::string keep = needed_after(i);
+    ETC_ASSIGN_OR_RETURN(EinsumTerm b, einsum_sum_out(n, terms[i], keep + acc.labels));
+    ETC_ASSIGN_OR_RETURN(acc, einsum_sum_out(n, acc, keep + b.labels));
+    ETC_ASSIGN_OR_RETURN(acc, einsum_pair(n, acc, b, keep));
+  }
+  ETC_ASSIGN_OR_RETURN(acc, einsum_sum_out(n, acc, out));
+  for (char c : out) {
+    if (acc.labels.find(c) == std::string::npos)
+      return n.invalid(std::string("einsum output label '") + c + "' is in no operand");
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId result, einsum_permute(n, acc, out));
+  return n.set_output(0, result);
 }
 
 // ---- Gathers: index.Tensor with index tensors made here --------------------------------------
@@ -442,6 +801,72 @@ Status convert_pad(TorchNode& n) {
   return n.set_output(0, out);
 }
 
+// as_strided(self, size, stride, storage_offset): the elements at storage offset
+// storage_offset + sum(i * stride) for every position i of size. Where each of self's
+// elements sat in storage comes from PyTorch's layout of self (its eager strides): the result
+// is self reshaped when it reads self's elements in order, else index.Tensor over self
+// flattened. Offsets that hold none of self's elements are refused.
+Status convert_as_strided(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  const std::vector<int64_t> in = n.sizes(x);
+  ETC_ASSIGN_OR_RETURN(TorchNode::EagerLayout layout, n.eager_layout("self"));
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> size, n.ints("size"));
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> stride, n.ints("stride"));
+  ETC_ASSIGN_OR_RETURN(std::optional<int64_t> offset_arg, n.optional_int("storage_offset"));
+  if (size.size() != stride.size())
+    return n.invalid("size " + shape_to_string(size) + " and stride " + shape_to_string(stride) +
+                     " differ in length");
+  if (layout.strides.size() != in.size())
+    return n.unsupported("self's recorded layout does not match its shape");
+  ETC_RETURN_IF_ERROR(check_known_size(n, size));
+  ETC_RETURN_IF_ERROR(check_known_size(n, in));
+  // Storage offset -> self's flat (row-major) index.
+  std::map<int64_t, int64_t> where;
+  const int64_t numel = std::accumulate(in.begin(), in.end(), int64_t{1}, std::multiplies<>());
+  std::vector<int64_t> pos(in.size(), 0);
+  for (int64_t flat = 0; flat < numel; ++flat) {
+    int64_t off = layout.storage_offset;
+    for (size_t d = 0; d < in.size(); ++d)
+      off += pos[d] * layout.strides[d];
+    where.emplace(off, flat);
+    for (size_t d = pos.size(); d-- > 0;) {
+      if (++pos[d] < in[d]) break;
+      pos[d] = 0;
+    }
+  }
+  const int64_t base = offset_arg.value_or(layout.storage_offset);
+  const int64_t count = std::accumulate(size.begin(), size.end(), int64_t{1}, std::multiplies<>());
+  std::vector<int64_t> index(static_cast<size_t>(count));
+  std::vector<int64_t> at(size.size(), 0);
+  bool in_order = count == numel;
+  for (int64_t k = 0; k < count; ++k) {
+    int64_t off = base;
+    for (size_t d = 0; d < size.size(); ++d)
+      off += at[d] * stride[d];
+    auto it = where.find(off);
+    if (it == where.end()) {
+      return n.unsupported("as_strided reads storage offset " + std::to_string(off) +
+                           ", which holds none of self's elements");
+    }
+    index[static_cast<size_t>(k)] = it->second;
+    in_order = in_order && it->second == k;
+    for (size_t d = at.size(); d-- > 0;) {
+      if (++at[d] < size[d]) break;
+      at[d] = 0;
+    }
+  }
+  if (in_order) {
+    ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Reshape, {{"self", x}, {"shape", size}}));
+    return n.set_output(0, out);
+  }
+  ETC_ASSIGN_OR_RETURN(
+      ValueId flat, n.emit(OpKind::Reshape, {{"self", x}, {"shape", std::vector<int64_t>{numel}}}));
+  std::vector<ValueId> indices{index_constant(n, size, index)};
+  ETC_ASSIGN_OR_RETURN(ValueId out,
+                       n.emit(OpKind::IndexTensor, {{"self", flat}, {"indices", indices}}));
+  return n.set_output(0, out);
+}
+
 // ---- Scatters: index_put with index tensors made here ----------------------------------------
 
 // scatter(self, dim, index, src | value), scatter_add, scatter_reduce.two with "sum": self
@@ -548,6 +973,20 @@ Status convert_slice_scatter(TorchNode& n) {
 }  // namespace
 
 void add_movement_converters(std::map<std::string, Converter>& t) {
+  t["aten.as_strided.default"] = convert_as_strided;
+  t["aten.einsum.default"] = convert_einsum;
+  t["aten.matmul.default"] = convert_matmul;
+  t["aten.roll.default"] = convert_roll;
+  t["aten.masked_fill.Scalar"] = convert_masked_fill;
+  t["aten.masked_fill.Tensor"] = convert_masked_fill;
+  t["aten.fill_.Scalar"] = fill_in_place(false);
+  t["aten.fill_.Tensor"] = fill_in_place(false);
+  t["aten.zero_.default"] = fill_in_place(true);
+  t["aten.swapaxes.default"] = swap("axis0", "axis1");
+  t["aten.swapdims.default"] = swap("dim0", "dim1");
+  t["aten.movedim.int"] = convert_movedim;
+  t["aten.numpy_T.default"] = convert_numpy_t;
+  t["aten.movedim.intlist"] = convert_movedim;
   t["aten.split.Tensor"] = convert_split;
   t["aten.split_with_sizes.default"] = convert_split_with_sizes;
   t["aten.chunk.default"] = convert_chunk;

@@ -1,14 +1,16 @@
 // ExecuTorch's portable out-variants for data movement and the reductions its edge dialect
 // writes for them, which etc's own programs never call (the torch.export importer
 // decomposes these ops into indexing, torch_ops_movement.cpp) but ExecuTorch's programs do:
-// flip, gather, index_select, repeat, diagonal_copy, split_with_sizes_copy, slice_scatter,
-// scatter (src, value, add), any over all or several dims, and mean of every element. Each
-// is declared here by its schema; check_args checks every call against it.
+// flip, gather, index_select, repeat, diagonal_copy, as_strided_copy,
+// split_with_sizes_copy, slice_scatter, scatter (src, value, add), any over all or several
+// dims, mean of every element, and fmod / remainder by a scalar (the index arithmetic of
+// roll). Each is declared here by its schema; check_args checks every call against it.
 //
 // The copies move elements bit for bit through strided_copy (offsets and strides in
 // elements, negative for flip); the gathers and scatters walk the index tensor.
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <numeric>
@@ -453,6 +455,76 @@ Status mean_all_kernel(KernelContext& ctx, std::span<Value*> args) {
   return Status();
 }
 
+// as_strided_copy.out(self, size, stride, storage_offset, *, out): the elements at
+// storage_offset + sum(i * stride) of self's (contiguous) storage; every one must be in it.
+Status as_strided_copy_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
+  const Args a(ctx, args);
+  const TensorView& self = a.tensor("self");
+  const std::vector<int64_t>& size = a.ints("size");
+  const std::vector<int64_t>& stride = a.ints("stride");
+  TensorView& out = a.out();
+  const Value& offset_value = a["storage_offset"];
+  const int64_t offset = offset_value.is_none() ? 0 : offset_value.i;
+  if (size.size() != stride.size())
+    return ctx.error("size " + shape_str(size) + " and stride " + shape_str(stride) +
+                     " differ in length");
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, size, self.dtype));
+  if (out.numel() == 0) return Status();
+  int64_t last = offset;
+  for (size_t d = 0; d < size.size(); ++d) {
+    if (stride[d] < 0) return ctx.error("negative strides are not supported");
+    last += (size[d] - 1) * stride[d];
+  }
+  if (offset < 0 || last >= self.numel()) {
+    return ctx.error("size " + shape_str(size) + ", stride " + shape_str(stride) + " and offset " +
+                     std::to_string(offset) + " reach past self's " + std::to_string(self.numel()) +
+                     " elements");
+  }
+  const int64_t elem = dtype_size(self.dtype);
+  strided_copy(static_cast<const char*>(self.data) + offset * elem, stride, out.data,
+               strides_of(out), size, elem);
+  return Status();
+}
+
+// fmod.Scalar_out / remainder.Scalar_out(self, other, *, out): C's fmod (the sign of self) or
+// Python's remainder (the sign of other), in the out's dtype; integer division by zero is an
+// error, as in ATen.
+template <bool kPython>
+Status mod_scalar_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
+  const Args a(ctx, args);
+  const TensorView& self = a.tensor("self");
+  const Value& other = a["other"];
+  TensorView& out = a.out();
+  ETC_RETURN_IF_ERROR(check_out_shape(ctx, out, self.sizes));
+  if (out.dtype == DType::kBool) return unsupported_dtype(ctx, "out", out.dtype, "a numeric dtype");
+  if (!dtype_is_float(out.dtype) && other.scalar_as_int() == 0)
+    return ctx.error("integer division by zero (other is 0)");
+  if (out.numel() == 0) return Status();
+  visit_dtype(out.dtype, [&]<typename O>() {
+    if constexpr (!std::is_same_v<O, bool>) {
+      using C = ComputeT<O>;
+      const C y = scalar_to<C>(other);
+      ReadAs<O> in(self);
+      const O* x = in.data();
+      O* o = out.data_as<O>();
+      for (int64_t i = 0; i < out.numel(); ++i) {
+        const C v = convert<C>(x[i]);
+        C r;
+        if constexpr (std::is_floating_point_v<C>) {
+          r = std::fmod(v, y);
+        } else {
+          r = (y == -1) ? C(0) : v % y;  // INT64_MIN % -1 overflows in C++
+        }
+        if (kPython && r != C(0) && ((r < C(0)) != (y < C(0)))) r += y;
+        o[i] = convert<O>(r);
+      }
+    }
+  });
+  return Status();
+}
+
 }  // namespace
 
 Status register_movement_kernels(OperatorRegistry& r) {
@@ -503,6 +575,16 @@ Status register_movement_kernels(OperatorRegistry& r) {
        "any.dims_out(Tensor self, int[]? dim=None, bool keepdim=False, *, Tensor(a!) out) -> "
        "Tensor(a!)",
        any_kernel<true>},
+      {"aten::as_strided_copy.out",
+       "as_strided_copy.out(Tensor self, SymInt[] size, SymInt[] stride, SymInt? "
+       "storage_offset=None, *, Tensor(a!) out) -> Tensor(a!)",
+       as_strided_copy_kernel},
+      {"aten::fmod.Scalar_out",
+       "fmod.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)",
+       mod_scalar_kernel<false>},
+      {"aten::remainder.Scalar_out",
+       "remainder.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)",
+       mod_scalar_kernel<true>},
       {"aten::mean.dtype_out",
        "mean.dtype_out(Tensor self, *, ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)",
        mean_all_kernel},
