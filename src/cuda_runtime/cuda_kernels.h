@@ -96,6 +96,28 @@ enum class UnaryMathOp : int32_t {
 cudaError_t launch_unary_math(UnaryMathOp op, const void* in, Elem in_type, void* out,
                               Elem out_type, int64_t n, cudaStream_t stream);
 
+// The binary math functions of graph/binary_math.def: out = Fn(a, b) over `shape`, a and b
+// broadcast through their strides (b absent: the scalar), computed as the CPU kernel does in
+// `compute` (kF32 for any float compute -- the operands first rounded to that precision,
+// kF16 / kBF16 as such --, kI64 for integers, kBool for logical ops and bool operands),
+// stored in the out's type (bool for comparisons and logical ops).
+enum class BinaryMathFn : int32_t {
+#define ETC_BINARY_FN(fn, kind, expr) k##fn,
+#define ETC_BINARY_OP(op, fn, form, onnx)
+#include "graph/binary_math.def"
+#undef ETC_BINARY_OP
+#undef ETC_BINARY_FN
+};
+struct BinaryMathArgs {
+  BinaryMathFn fn = BinaryMathFn::kEq;
+  Shape shape;
+  Operand out, a, b;
+  bool b_is_scalar = false;
+  Scalar scalar;
+  Elem compute = Elem::kF32;
+};
+cudaError_t launch_binary_math(const BinaryMathArgs& args, cudaStream_t stream);
+
 // sum / mean / amax over the dims of `in` not kept: the output index space is `kept` (each
 // dim with its input stride), the reduced space `reduced` (likewise). `in` and `out` are
 // contiguous memory; out element i is out.data[i].

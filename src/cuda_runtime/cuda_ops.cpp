@@ -207,6 +207,39 @@ Status unary_math_op(KernelContext& ctx, std::span<Value*> args) {
   return Status();
 }
 
+// The binary math ops (graph/binary_math.def): the CPU kernel's dtype rules, one launch over
+// the broadcast operands. Integer fmod/remainder by zero and pow to a negative power give 0
+// here (the CPU kernel refuses them; checking would read the divisor back from the device).
+template <typename Fn, binary_math::Form kForm, k::BinaryMathFn kFn>
+Status binary_math_op(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
+  const TensorView& self = args[0]->tensor;
+  const TensorView* other = kForm == binary_math::Form::kTensor ? &args[1]->tensor : nullptr;
+  const Value* scalar = kForm == binary_math::Form::kScalar ? args[1] : nullptr;
+  TensorView& out = rt::kernels::Args(ctx, args).out();
+  ETC_ASSIGN_OR_RETURN(DType compute,
+                       rt::kernels::check_binary_math(ctx, Fn::kKind, self, other, scalar, out));
+  if (out.numel() == 0) return Status();
+  MapBuilder m(ctx, k::MapOp::kCopy, out);  // for its broadcast operands
+  k::BinaryMathArgs p;
+  p.fn = kFn;
+  p.shape = m.p.shape;
+  p.out = m.p.out;
+  p.a = m.broadcast(self);
+  if (other != nullptr) {
+    p.b = m.broadcast(*other);
+  } else {
+    p.b_is_scalar = true;
+    p.scalar.d = scalar->scalar_as_double();
+    p.scalar.i = scalar->kind == Value::Kind::kDouble ? 0 : scalar->scalar_as_int();
+  }
+  ETC_RETURN_IF_ERROR(m.error);
+  ETC_ASSIGN_OR_RETURN(p.compute, elem_of(ctx, compute, "the compute dtype"));
+  ETC_ASSIGN_OR_RETURN(DeviceContext * dev, device_of(ctx));
+  ETC_CUDA_RETURN_IF_ERROR(k::launch_binary_math(p, dev->stream()));
+  return Status();
+}
+
 }  // namespace
 
 // Defined in cuda_ops_tensor.cpp (matmul, convolution, pooling, reductions, layout ops) and
@@ -220,6 +253,15 @@ Status register_cuda_kernels(rt::OperatorRegistry& r) {
                             KernelForms::kFunctional));
 #include "graph/unary_math.def"
 #undef ETC_UNARY_MATH
+#define ETC_BINARY_FN(fn, kind, expr)
+#define ETC_BINARY_OP(op, fn, form, onnx)                                                     \
+  ETC_RETURN_IF_ERROR(                                                                        \
+      r.add(OpKind::op,                                                                       \
+            binary_math_op<binary_math::fn, binary_math::Form::form, k::BinaryMathFn::k##fn>, \
+            KernelForms::kFunctional));
+#include "graph/binary_math.def"
+#undef ETC_BINARY_OP
+#undef ETC_BINARY_FN
   ETC_RETURN_IF_ERROR(r.add(OpKind::AddTensor, add_tensor, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(r.add(OpKind::SubTensor, sub_tensor, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(r.add(OpKind::MulTensor, mul_tensor, KernelForms::kFunctional));

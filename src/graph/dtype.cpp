@@ -1,5 +1,7 @@
 #include "graph/dtype.h"
 
+#include <optional>
+
 #include <cstring>
 #include <string>
 
@@ -162,6 +164,30 @@ void store_float_as(DType t, double v, void* p) {
     default:
       std::memcpy(p, &v, 8);
   }
+}
+
+namespace {
+
+// ATen's combine_categories: how a lower-priority operand group (zero-dim tensors, then
+// numbers) can still change the result type of the higher-priority one.
+std::optional<DType> combine_categories(std::optional<DType> higher, std::optional<DType> lower) {
+  if (!higher) return lower;
+  if (!lower) return higher;
+  if (dtype_is_float(*higher)) return higher;
+  if (*higher == DType::kBool || dtype_is_float(*lower)) return promote_types(*higher, *lower);
+  return higher;
+}
+
+}  // namespace
+
+DType result_type(std::span<const TypeOperand> operands) {
+  std::optional<DType> group[3];
+  for (const TypeOperand& o : operands) {
+    std::optional<DType>& g = group[static_cast<size_t>(o.rank)];
+    g = g ? promote_types(*g, o.dtype) : o.dtype;
+  }
+  return combine_categories(group[0], combine_categories(group[1], group[2]))
+      .value_or(DType::kFloat32);
 }
 
 DType promote_types(DType a, DType b) {

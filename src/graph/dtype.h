@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
+#include <span>
 #include <string_view>
 
 namespace etc {
@@ -45,5 +47,19 @@ void store_float_as(DType t, double v, void* p);
 // ATen's promote_types for two tensor dtypes: bool < integers < floats; within integers
 // the wider signed type (uint8 with int8 gives int16); float16 with bfloat16 gives float32.
 DType promote_types(DType a, DType b);
+
+// One operand of ATen's result_type: a tensor with dims, a zero-dim tensor, or a Python
+// number (an int is int64, a float float32, a bool bool).
+struct TypeOperand {
+  enum class Rank : uint8_t { kDims, kZeroDim, kNumber };
+  DType dtype;
+  Rank rank;
+};
+// ATen's result_type: the dtype an op computes in. Zero-dim tensors can only lift the
+// category (bool < integer < float) of the tensors with dims, numbers only that of both.
+DType result_type(std::span<const TypeOperand> operands);
+inline DType result_type(std::initializer_list<TypeOperand> operands) {
+  return result_type(std::span<const TypeOperand>(operands.begin(), operands.size()));
+}
 
 }  // namespace etc

@@ -18,38 +18,18 @@ std::string str(const Sizes& s) {
   return shape_to_string(s);
 }
 
-// ATen's combine_categories: how a lower-priority operand group (zero-dim tensors, then
-// Python-style scalars) can still change the result type of the higher-priority one.
-DType combine_categories(std::optional<DType> higher, std::optional<DType> lower) {
-  if (!higher) return *lower;
-  if (!lower) return *higher;
-  if (dtype_is_float(*higher)) return *higher;
-  if (*higher == DType::kBool || dtype_is_float(*lower)) return promote_types(*higher, *lower);
-  return *higher;
-}
-
-std::optional<DType> promote_opt(std::optional<DType> acc, DType t) {
-  return acc ? promote_types(*acc, t) : t;
-}
-
 // ATen's result_type over tensors (ranked by "has dims" vs zero-dim) and scalars.
 DType result_type(std::initializer_list<const TensorSpec*> tensors,
                   std::initializer_list<Scalar> scalars = {}) {
-  std::optional<DType> dim, zero, wrapped;
-  for (const TensorSpec* t : tensors) {
-    if (t->rank() > 0) {
-      dim = promote_opt(dim, t->dtype);
-    } else {
-      zero = promote_opt(zero, t->dtype);
-    }
-  }
+  std::vector<TypeOperand> ops;
+  for (const TensorSpec* t : tensors)
+    ops.push_back(
+        {t->dtype, t->rank() > 0 ? TypeOperand::Rank::kDims : TypeOperand::Rank::kZeroDim});
   for (const Scalar& s : scalars) {
     DType st = s.is_float() ? DType::kFloat32 : s.is_bool() ? DType::kBool : DType::kInt64;
-    wrapped = promote_opt(wrapped, st);
+    ops.push_back({st, TypeOperand::Rank::kNumber});
   }
-  if (!zero && !wrapped) return *dim;
-  DType low = combine_categories(zero, wrapped);
-  return dim ? combine_categories(*dim, low) : low;
+  return etc::result_type(std::span<const TypeOperand>(ops));
 }
 
 Status broadcast(const InferContext& ctx, std::string_view arg, const Sizes& a, const Sizes& b,
@@ -221,6 +201,71 @@ Status infer_binary(const InferContext& ctx, std::vector<TensorType>& out) {
   Sizes sizes;
   ETC_RETURN_IF_ERROR(broadcast(ctx, "other", a.sizes, b.sizes, &sizes));
   out.push_back({result_type({&a, &b}), sizes});
+  return Status();
+}
+
+// The binary math ops (binary_math.def), by kind.
+// Comparisons and logical ops: bool, broadcast.
+Status infer_compare(const InferContext& ctx, std::vector<TensorType>& out) {
+  const TensorSpec& a = ctx.tensor("self");
+  const TensorSpec& b = ctx.tensor("other");
+  Sizes sizes;
+  ETC_RETURN_IF_ERROR(broadcast(ctx, "other", a.sizes, b.sizes, &sizes));
+  out.push_back({DType::kBool, sizes});
+  return Status();
+}
+
+Status infer_logical(const InferContext& ctx, std::vector<TensorType>& out) {
+  return infer_compare(ctx, out);
+}
+
+// Bitwise ops: the result type, integers and bool only.
+Status require_integral(const InferContext& ctx, const TensorType& t) {
+  if (!dtype_is_float(t.dtype)) return Status();
+  return ctx.error("expected integer or bool operands, got a " + std::string(dtype_name(t.dtype)) +
+                   " result");
+}
+
+Status infer_bitwise(const InferContext& ctx, std::vector<TensorType>& out) {
+  ETC_RETURN_IF_ERROR(infer_binary(ctx, out));
+  return require_integral(ctx, out[0]);
+}
+
+Status infer_bitwise_scalar(const InferContext& ctx, std::vector<TensorType>& out) {
+  ETC_RETURN_IF_ERROR(infer_binary_scalar(ctx, out));
+  return require_integral(ctx, out[0]);
+}
+
+// maximum, minimum, fmod, remainder: the result type, numbers only.
+Status require_number(const InferContext& ctx, const TensorType& t) {
+  if (t.dtype != DType::kBool) return Status();
+  return ctx.error("expected numeric operands, got bool");
+}
+
+Status infer_arith(const InferContext& ctx, std::vector<TensorType>& out) {
+  ETC_RETURN_IF_ERROR(infer_binary(ctx, out));
+  return require_number(ctx, out[0]);
+}
+
+Status infer_arith_scalar(const InferContext& ctx, std::vector<TensorType>& out) {
+  ETC_RETURN_IF_ERROR(infer_binary_scalar(ctx, out));
+  return require_number(ctx, out[0]);
+}
+
+// pow.Tensor_Tensor(self, exponent).
+Status infer_pow_tensor(const InferContext& ctx, std::vector<TensorType>& out) {
+  const TensorSpec& a = ctx.tensor("self");
+  const TensorSpec& b = ctx.tensor("exponent");
+  Sizes sizes;
+  ETC_RETURN_IF_ERROR(broadcast(ctx, "exponent", a.sizes, b.sizes, &sizes));
+  out.push_back({result_type({&a, &b}), sizes});
+  return require_number(ctx, out[0]);
+}
+
+// atan2: the result type, integers and bool giving float32.
+Status infer_atan2(const InferContext& ctx, std::vector<TensorType>& out) {
+  ETC_RETURN_IF_ERROR(infer_binary(ctx, out));
+  if (!dtype_is_float(out[0].dtype)) out[0].dtype = DType::kFloat32;
   return Status();
 }
 

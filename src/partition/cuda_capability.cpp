@@ -65,6 +65,12 @@ Reason cuda_unary_math(const Graph& g, const Node& n) {
   return floats_or_ints(g, n);
 }
 
+// The binary math ops (binary_math.def): one CUDA kernel for every dtype their kinds allow
+// among float32/16, bfloat16, int32/64 and bool.
+Reason cuda_binary_math(const Graph& g, const Node& n) {
+  return floats_or_ints(g, n);
+}
+
 // Float ops whose tensors all have the input's dtype: the CUDA kernels take weight, bias and
 // statistics in the input's dtype (the CPU kernels convert any float dtype).
 Reason cuda_float(const Graph& g, const Node& n) {

@@ -85,6 +85,36 @@ def unary_math_ops():
     return out
 
 
+def binary_math_ops():
+    """(ATen name, function, form, kind) of each op of src/graph/binary_math.def."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "graph",
+                        "binary_math.def")
+    with open(path) as f:
+        text = f.read()
+    kinds = dict(re.findall(r"^ETC_BINARY_FN\((\w+), (\w+),", text, re.M))
+    names = {"LogicalAnd": "logical_and", "LogicalOr": "logical_or", "LogicalXor": "logical_xor",
+             "BitwiseAnd": "bitwise_and", "BitwiseOr": "bitwise_or", "BitwiseXor": "bitwise_xor"}
+    out = []
+    for op, fn, form in re.findall(r"^ETC_BINARY_OP\((\w+), (\w+), (\w+),", text, re.M):
+        base = names.get(fn, fn.lower())
+        if fn in ("LogicalAnd", "LogicalOr", "LogicalXor", "Maximum", "Minimum", "Atan2"):
+            aten = "aten.%s.default" % base
+        elif fn == "Pow":
+            aten = "aten.pow.Tensor_Tensor"
+        else:
+            aten = "aten.%s.%s" % (base, "Tensor" if form == "kTensor" else "Scalar")
+        out.append((aten, fn, form, kinds[fn]))
+    return out
+
+
+# The dtypes of each kind of binary math op (integer fmod, remainder and pow divide by or
+# raise to random values, which may be 0 or negative: their integer cases are the stress
+# cases, with safe values).
+BINARY_MATH_DTYPES = {"kCompare": FLOATS + [I32, I64, BOOL], "kLogical": FLOATS + [I32, I64, BOOL],
+                      "kBitwise": [I32, I64, BOOL], "kArith": FLOATS + [I32, I64],
+                      "kFloat": FLOATS + [I32, I64]}
+
+
 # The input dtypes of each kind of unary math op (the CUDA kernels' dtypes it admits).
 UNARY_MATH_DTYPES = {"kFloat": FLOATS + [I32, I64, BOOL], "kNumeric": FLOATS + [I32, I64],
                      "kAny": FLOATS + [I32, I64, BOOL], "kIntegral": [I32, I64, BOOL],
@@ -139,6 +169,9 @@ def cases():
            [("a", BOOL, [8]), ("b", BOOL, [8])])
     simple("mul_tensor_bool", "aten.mul.Tensor", lambda a, b: {"self": a, "other": b},
            [("a", BOOL, [8]), ("b", BOOL, [8])])
+    for d in (I32, I64):  # integer powers wrap, as ATen's
+        simple("pow_2_%s" % d, "aten.pow.Tensor_Scalar", lambda a: {"self": a, "exponent": 3},
+               [("a", d, [50])])
     simple("clamp_min_only_f32", "aten.clamp.default", lambda a: {"self": a, "min": -0.25}, [("a", F32, [64])])
     simple("add_tensor_mixed_f32_i64", "aten.add.Tensor", lambda a, b: {"self": a, "other": b},
            [("a", F32, [4, 4]), ("b", I64, [4])])
@@ -160,6 +193,20 @@ def cases():
         short = op.split(".")[1]
         for d in UNARY_MATH_DTYPES[kind]:
             simple("%s_%s" % (short, d), op, lambda a: {"self": a}, [("a", d, [3, 70])])
+    # The binary math ops, every dtype their kind admits, broadcasting.
+    for op, fn, form, kind in binary_math_ops():
+        short = op.split(".")[1] + ("_scalar" if form == "kScalar" else "")
+        second = "exponent" if fn == "Pow" else "other"
+        for d in BINARY_MATH_DTYPES[kind]:
+            if fn in ("Fmod", "Remainder", "Pow") and d not in FLOATS:
+                continue
+            if form == "kTensor":
+                simple("%s_%s" % (short, d), op, lambda a, b: {"self": a, second: b},
+                       [("a", d, [3, 1, 5]), ("b", d, [4, 5])])
+            else:
+                number = True if d == BOOL else (1 if kind == "kBitwise" or d in (I32, I64) else 0.25)
+                simple("%s_%s" % (short, d), op, lambda a: {"self": a, "other": number},
+                       [("a", d, [6, 7])])
     # GEMMs.
     for d in FLOATS:
         g = tol(d, gemm=True)
@@ -426,6 +473,25 @@ def stress_cases(simple):
                  [ints(512, -2**31, 2**31 - 1, (-2**31, 2**31 - 1, 0, -1, 1))])
             case("stress_%s_wide_i64" % short, op, unary, [("a", I64, [512])],
                  [ints(512, -2**63, 2**63 - 1, (-2**63, 2**63 - 1, 0, -1, 1))])
+    # The binary math ops: special values on both sides (float32); integers over their range
+    # with divisors and exponents that ATen takes (non-zero, non-negative).
+    for op, fn, form, kind in binary_math_ops():
+        short = op.split(".")[1] + ("_scalar" if form == "kScalar" else "")
+        second = "exponent" if fn == "Pow" else "other"
+        if kind != "kBitwise" and form == "kTensor":
+            case("stress_%s_special_f32" % short, op, lambda a, b: {"self": a, second: b},
+                 [("a", F32, [4, 64]), ("b", F32, [4, 64])],
+                 [floats(256, -50, 50, special), floats(256, -50, 50, special[::-1])])
+        if kind in ("kCompare", "kBitwise", "kArith") and form == "kTensor":
+            hi = 20 if fn == "Pow" else 2**31 - 1
+            lo = 0 if fn == "Pow" else -2**31
+            b_vals = ints(256, 1 if fn in ("Fmod", "Remainder", "Pow") else lo, hi,
+                          () if fn in ("Fmod", "Remainder", "Pow") else (0, -1, 2**31 - 1))
+            if fn in ("Fmod", "Remainder"):
+                b_vals = [v if rng.random() < 0.5 else -v for v in b_vals]
+            case("stress_%s_wide_i32" % short, op, lambda a, b: {"self": a, second: b},
+                 [("a", I32, [256]), ("b", I32, [256])],
+                 [ints(256, -2**31, 2**31 - 1, (-2**31, 2**31 - 1, 0, -1, 1)), b_vals])
     case("stress_clamp_special_f32", "aten.clamp.default", lambda a: {"self": a, "min": -1, "max": 1},
          [("a", F32, [64])], [floats(64, -10, 10, special)])
     case("stress_amax_special_f32", "aten.amax.default", lambda x: {"self": x, "dim": [1], "keepdim": False},

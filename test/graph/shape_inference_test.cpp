@@ -524,13 +524,52 @@ TEST_CASE("the unary math ops infer by their kind") {
   }
 }
 
+TEST_CASE("the binary math ops infer by their kind") {
+  OpTester t;
+  auto f = t.in(f16, {2, 1});
+  auto g = t.in(f32, {3});
+  auto i = t.in(i32, {2, 3});
+  auto l = t.in(i64t, {3});
+  auto b = t.in(b8, {3});
+  // Comparisons and logical ops: bool, broadcast.
+  for (OpKind op :
+       {OpKind::EqTensor, OpKind::NeTensor, OpKind::LtTensor, OpKind::LeTensor, OpKind::GtTensor,
+        OpKind::GeTensor, OpKind::LogicalAnd, OpKind::LogicalOr, OpKind::LogicalXor}) {
+    INFO(op_info(op).name);
+    CHECK(t.one(op, {{"self", f}, {"other", g}}) == T(b8, {2, 3}));
+  }
+  for (OpKind op :
+       {OpKind::NeScalar, OpKind::LtScalar, OpKind::LeScalar, OpKind::GtScalar, OpKind::GeScalar}) {
+    INFO(op_info(op).name);
+    CHECK(t.one(op, {{"self", i}, {"other", Scalar{0.5}}}) == T(b8, {2, 3}));
+  }
+  // Bitwise: the result type, integers and bool only.
+  CHECK(t.one(OpKind::BitwiseAndTensor, {{"self", i}, {"other", l}}) == T(i64t, {2, 3}));
+  CHECK(t.one(OpKind::BitwiseOrScalar, {{"self", b}, {"other", Scalar{true}}}) == T(b8, {3}));
+  CHECK(t.one(OpKind::BitwiseXorScalar, {{"self", b}, {"other", Scalar{int64_t{3}}}}) ==
+        T(i64t, {3}));
+  CHECK(t.error(OpKind::BitwiseAndTensor, {{"self", i}, {"other", g}})
+            .find("expected integer or bool operands, got a float32 result") != std::string::npos);
+  // Arithmetic: the result type (a number lifts only the category), not bool.
+  CHECK(t.one(OpKind::Maximum, {{"self", f}, {"other", g}}) == T(f32, {2, 3}));
+  CHECK(t.one(OpKind::FmodScalar, {{"self", i}, {"other", Scalar{int64_t{3}}}}) == T(i32, {2, 3}));
+  CHECK(t.one(OpKind::RemainderScalar, {{"self", i}, {"other", Scalar{1.5}}}) == T(f32, {2, 3}));
+  CHECK(t.one(OpKind::PowTensorTensor, {{"self", i}, {"exponent", l}}) == T(i64t, {2, 3}));
+  CHECK(t.error(OpKind::Minimum, {{"self", b}, {"other", b}}).find("expected numeric operands") !=
+        std::string::npos);
+  // atan2: integers give float32.
+  CHECK(t.one(OpKind::Atan2, {{"self", i}, {"other", l}}) == T(f32, {2, 3}));
+  CHECK(t.error(OpKind::RemainderTensor, {{"self", g}, {"other", t.in(f32, {2})}})
+            .find("cannot be broadcast") != std::string::npos);
+}
+
 TEST_CASE("every op in the table is covered by this file") {
   // A new op in ops.def must get inference tests; these counts are the reminder.
   size_t aten = 0;
   for (const OpInfo& op : all_ops())
     aten += op.schema.ns == "aten";
-  CHECK(aten == 92);
-  CHECK(all_ops().size() == 95);
+  CHECK(aten == 120);
+  CHECK(all_ops().size() == 123);
 }
 
 }  // namespace

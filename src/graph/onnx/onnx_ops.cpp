@@ -143,20 +143,71 @@ Converter variadic_sum(bool mean) {
   };
 }
 
+// Pow(X, Y): the result has X's type. One exponent known at export time is pow.Tensor_Scalar
+// (squares and square roots take their fast paths); otherwise Y in X's type,
+// pow.Tensor_Tensor.
 Status convert_pow(NodeCtx& ctx) {
-  if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer bases");
-  ETC_ASSIGN_OR_RETURN(const HostTensor* exponent, ctx.require_constant(1, "the exponent"));
-  std::optional<double> e = single_value(exponent);
-  if (!e)
-    return ctx.unsupported(
-        "an exponent with more than one value (one exponent for all elements only)");
-  std::optional<std::vector<int64_t>> shape = broadcast_shapes(ctx.shape(0), ctx.shape(1));
-  if (!shape || *shape != ctx.shape(0)) {
-    return ctx.unsupported("an exponent that broadcasts the base to a larger shape");
-  }
   ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  std::optional<std::vector<int64_t>> shape = broadcast_shapes(ctx.shape(0), ctx.shape(1));
+  if (!shape) return ctx.invalid("the base and the exponent do not broadcast");
+  if (const HostTensor* exponent = ctx.constant(1);
+      exponent != nullptr && dtype_is_float(ctx.dtype(0)) && *shape == ctx.shape(0)) {
+    if (std::optional<double> e = single_value(exponent)) {
+      ETC_ASSIGN_OR_RETURN(
+          ValueId y, ctx.emit(OpKind::PowTensorScalar, {{"self", x}, {"exponent", Scalar{*e}}}));
+      return ctx.set_output(0, y);
+    }
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId e, ctx.input(1));
+  if (ctx.dtype(1) != ctx.dtype(0)) {
+    ETC_ASSIGN_OR_RETURN(e, ctx.emit(OpKind::ToCopy, {{"self", e}, {"dtype", ctx.dtype(0)}}));
+  }
   ETC_ASSIGN_OR_RETURN(ValueId y,
-                       ctx.emit(OpKind::PowTensorScalar, {{"self", x}, {"exponent", Scalar{*e}}}));
+                       ctx.emit(OpKind::PowTensorTensor, {{"self", x}, {"exponent", e}}));
+  return ctx.set_output(0, y);
+}
+
+// A binary math op (binary_math.def) on two inputs of one type.
+Converter binary_math(OpKind op) {
+  return [op](NodeCtx& ctx) -> Status {
+    if (ctx.dtype(0) != ctx.dtype(1)) {
+      return ctx.invalid("inputs have different types (" + std::string(dtype_name(ctx.dtype(0))) +
+                         " and " + std::string(dtype_name(ctx.dtype(1))) + ")");
+    }
+    ETC_ASSIGN_OR_RETURN(ValueId a, ctx.input(0));
+    ETC_ASSIGN_OR_RETURN(ValueId b, ctx.input(1));
+    ETC_ASSIGN_OR_RETURN(ValueId y,
+                         ctx.emit(op, {{"self", a}, {op_info(op).schema.args[1].name, b}}));
+    return ctx.set_output(0, y);
+  };
+}
+
+// Max / Min: maximum / minimum over every input, left to right.
+Converter variadic_extreme(OpKind op) {
+  return [op](NodeCtx& ctx) -> Status {
+    if (ctx.num_inputs() < 1) return ctx.invalid("needs at least one input");
+    ETC_ASSIGN_OR_RETURN(ValueId acc, ctx.input(0));
+    for (int i = 1; i < ctx.num_inputs(); ++i) {
+      if (ctx.dtype(i) != ctx.dtype(0)) return ctx.invalid("inputs have different types");
+      ETC_ASSIGN_OR_RETURN(ValueId v, ctx.input(i));
+      ETC_ASSIGN_OR_RETURN(acc, ctx.emit(op, {{"self", acc}, {"other", v}}));
+    }
+    return ctx.set_output(0, acc);
+  };
+}
+
+// Mod(A, B, fmod): C's fmod when fmod=1 (floats need it), Python's remainder when 0.
+Status convert_mod(NodeCtx& ctx) {
+  ETC_ASSIGN_OR_RETURN(int64_t fmod, ctx.attr_int("fmod", 0));
+  if (fmod == 0 && dtype_is_float(ctx.dtype(0)))
+    return ctx.invalid("Mod of floating-point inputs needs fmod=1");
+  return binary_math(fmod != 0 ? OpKind::FmodTensor : OpKind::RemainderTensor)(ctx);
+}
+
+// Not: logical_not.
+Status convert_not(NodeCtx& ctx) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId y, ctx.emit(OpKind::LogicalNot, {{"self", x}}));
   return ctx.set_output(0, y);
 }
 
@@ -918,7 +969,6 @@ const std::map<std::string, Converter>& converters() {
   static const std::map<std::string, Converter> table = [] {
     std::map<std::string, Converter> t = {
         {"Add", binary(Bin::kAdd)},
-        {"And", evaluated_only},
         {"AveragePool", [](NodeCtx& c) { return convert_pool(c, false); }},
         {"BatchNormalization", convert_batch_norm},
         {"Cast", convert_cast},
@@ -930,7 +980,6 @@ const std::map<std::string, Converter>& converters() {
         {"ConvTranspose", [](NodeCtx& c) { return convert_conv(c, true); }},
         {"Div", binary(Bin::kDiv)},
         {"Dropout", convert_identity},
-        {"Equal", evaluated_only},
         {"Erf", unary(OpKind::Erf)},
         {"Gelu", convert_gelu},
         {"Exp", unary(OpKind::Exp)},
@@ -940,28 +989,23 @@ const std::map<std::string, Converter>& converters() {
         {"Gemm", convert_gemm},
         {"GlobalAveragePool", global_pool(false)},
         {"GlobalMaxPool", global_pool(true)},
-        {"Greater", evaluated_only},
-        {"GreaterOrEqual", evaluated_only},
         {"HardSigmoid", convert_hard_sigmoid},
         {"HardSwish", unary(OpKind::Hardswish)},
         {"Identity", convert_identity},
         {"LSTM", convert_lstm},
         {"LayerNormalization", convert_layer_norm},
         {"LeakyRelu", convert_leaky_relu},
-        {"Less", evaluated_only},
-        {"LessOrEqual", evaluated_only},
         {"Log", unary(OpKind::Log)},
         {"LogSoftmax", softmax(true)},
         {"MatMul", convert_matmul},
-        {"Max", evaluated_only},
+        {"Max", variadic_extreme(OpKind::Maximum)},
         {"MaxPool", [](NodeCtx& c) { return convert_pool(c, true); }},
         {"Mean", variadic_sum(true)},
-        {"Min", evaluated_only},
-        {"Mod", evaluated_only},
+        {"Min", variadic_extreme(OpKind::Minimum)},
+        {"Mod", convert_mod},
         {"Mul", binary(Bin::kMul)},
         {"Neg", unary(OpKind::Neg)},
-        {"Not", evaluated_only},
-        {"Or", evaluated_only},
+        {"Not", convert_not},
         {"PRelu", convert_prelu},
         {"Pad", convert_pad},
         {"Pow", convert_pow},
@@ -989,7 +1033,6 @@ const std::map<std::string, Converter>& converters() {
         {"Unsqueeze", convert_view},
         {"Upsample", convert_resize},
         {"Where", convert_where},
-        {"Xor", evaluated_only},
     };
     // The unary math ops whose ONNX op type unary_math.def names; the op's inference checks
     // the dtype.
@@ -997,6 +1040,13 @@ const std::map<std::string, Converter>& converters() {
   if (std::string_view(onnx) != "") t[onnx] = unary(OpKind::op, false);
 #include "graph/unary_math.def"
 #undef ETC_UNARY_MATH
+    // The binary math ops whose ONNX op type binary_math.def names.
+#define ETC_BINARY_FN(fn, kind, expr)
+#define ETC_BINARY_OP(op, fn, form, onnx) \
+  if (std::string_view(onnx) != "") t[onnx] = binary_math(OpKind::op);
+#include "graph/binary_math.def"
+#undef ETC_BINARY_OP
+#undef ETC_BINARY_FN
     return t;
   }();
   return table;

@@ -65,11 +65,51 @@ class Importer {
       name = it->second.base;
     return name;
   }
+  // Whether `name` (or the view an in-place op's output `name` wrote) is a view read after
+  // a write to its root since it was made.
   bool stale_view(const std::string& name) const {
-    auto it = view_writes_.find(name);
+    std::string n = name;
+    if (auto r = alias_root_.find(n); r != alias_root_.end()) n = r->second;
+    auto it = view_writes_.find(n);
     if (it == view_writes_.end()) return false;
-    auto w = writes_.find(view_root(name));
+    auto w = writes_.find(view_root(n));
     return it->second != (w == writes_.end() ? 0 : w->second);
+  }
+  std::string stale_view_message(const std::string& name) const {
+    std::string n = name;
+    if (auto r = alias_root_.find(n); r != alias_root_.end()) n = r->second;
+    return "reads '" + name + "', a view of '" + view_root(n) +
+           "' made before an in-place write to it (PyTorch reads the written values through "
+           "the view); export with ep.run_decompositions() instead";
+  }
+  // Whether PyTorch's eager layout of tensor `name` (tensor_values) is contiguous: a reshape,
+  // flatten or contiguous of it is then a view, else a copy.
+  bool eager_contiguous(const std::string& name) const {
+    if (tensor_values_ == nullptr || !tensor_values_->contains(name)) return false;
+    const Json& meta = (*tensor_values_)[name];
+    const Json& sizes = meta.value("sizes", Json::array());
+    const Json& strides = meta.value("strides", Json::array());
+    if (sizes.size() != strides.size()) return false;
+    int64_t expect = 1;
+    for (size_t d = sizes.size(); d-- > 0;) {
+      const Json& s = sizes[d];
+      const Json& st = strides[d];
+      if (!s.is_object() || !s.contains("as_int") || !st.is_object() || !st.contains("as_int"))
+        return false;  // symbolic: not known to be contiguous
+      const int64_t size = s["as_int"].get<int64_t>();
+      if (size != 1 && st["as_int"].get<int64_t>() != expect) return false;
+      expect *= size;
+    }
+    return true;
+  }
+  // dropout(input, p, train) with train False (a view of its input; in training, a new tensor).
+  static bool dropout_in_eval(const Json& node) {
+    for (const Json& in : node["inputs"]) {
+      if (in.is_object() && in.value("name", "") == "train" && in.contains("arg") &&
+          in["arg"].is_object() && in["arg"].contains("as_bool"))
+        return !in["arg"]["as_bool"].get<bool>();
+    }
+    return false;
   }
   const Json* tensor_values_ = nullptr;
   // In-place ops: every program name that refers to the same tensor (a placeholder and the

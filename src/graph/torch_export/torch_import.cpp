@@ -774,8 +774,10 @@ Status Importer::convert_nodes() {
       return ctx.invalid("'outputs' must be an array");
     }
     // View ops of the default export alias their input (Core ATen's are copies in effect,
-    // but nothing writes in place there): each output is recorded as a view of the first
-    // tensor argument, made at its root's current write count.
+    // but nothing writes in place there): each tensor output is recorded as a view of the
+    // first tensor argument, made at its root's current write count. contiguous, reshape and
+    // flatten copy a non-contiguous input (its eager layout says which), and dropout in
+    // training makes a new tensor: those are not views.
     static const std::unordered_set<std::string> kViews = {
         "aten.view.default",       "aten._unsafe_view.default", "aten.reshape.default",
         "aten.flatten.using_ints", "aten.permute.default",      "aten.transpose.int",
@@ -783,7 +785,13 @@ Status Importer::convert_nodes() {
         "aten.squeeze.dims",       "aten.squeeze.default",      "aten.expand.default",
         "aten.expand_as.default",  "aten.slice.Tensor",         "aten.select.int",
         "aten.alias.default",      "aten.detach.default",       "aten.contiguous.default",
-        "aten.dropout.default"};
+        "aten.dropout.default",    "aten.narrow.default",       "aten.unflatten.int",
+        "aten.movedim.int",        "aten.movedim.intlist",      "aten.swapaxes.default",
+        "aten.swapdims.default",   "aten.numpy_T.default",      "aten.diagonal.default",
+        "aten.as_strided.default", "aten.split.Tensor",         "aten.split_with_sizes.default",
+        "aten.chunk.default",      "aten.unbind.int",           "aten.view_as.default"};
+    static const std::unordered_set<std::string> kCopyWhenStrided = {
+        "aten.reshape.default", "aten.flatten.using_ints", "aten.contiguous.default"};
     if (kViews.count(t)) {
       std::string base;
       for (const Json& in : nodes[i]["inputs"]) {
@@ -794,16 +802,22 @@ Status Importer::convert_nodes() {
           break;  // the first tensor argument is the viewed one
         }
       }
+      if (kCopyWhenStrided.count(t) && !eager_contiguous(base)) base.clear();
+      if (t == "aten.dropout.default" && !dropout_in_eval(nodes[i])) base.clear();
       // An in-place op's output names the tensor it wrote: view that tensor.
       if (auto r = alias_root_.find(base); r != alias_root_.end()) base = r->second;
-      for (const Json& o : nodes[i]["outputs"]) {
-        if (base.empty() || !o.is_object() || !o.contains("as_tensor") ||
-            !o["as_tensor"].is_object() || !o["as_tensor"].contains("name") ||
-            !o["as_tensor"]["name"].is_string())
-          continue;
-        const std::string out = o["as_tensor"]["name"].get<std::string>();
+      auto record = [&](const Json& o) {
+        if (base.empty() || !o.is_object() || !o.contains("name") || !o["name"].is_string()) return;
+        const std::string out = o["name"].get<std::string>();
         view_of_[out] = ViewOf{base, &nodes[i], static_cast<int>(i), t};
         view_writes_[out] = writes_[view_root(base)];
+      };
+      for (const Json& o : nodes[i]["outputs"]) {
+        if (!o.is_object()) continue;
+        if (o.contains("as_tensor")) record(o["as_tensor"]);
+        if (o.contains("as_tensors") && o["as_tensors"].is_array())  // split, chunk, unbind
+          for (const Json& e : o["as_tensors"])
+            record(e);
       }
     }
     ETC_RETURN_IF_ERROR(table.at(t)(ctx));
@@ -847,6 +861,7 @@ Status Importer::read_outputs() {
     if (it == env_.end()) {
       return invalid_input("output '" + name + "' is not defined by any node", at(ptr));
     }
+    if (stale_view(name)) return etc::unsupported(stale_view_message(name), at(ptr));
     outs.push_back(materialize(name, it->second));
   }
   graph_.set_outputs(std::move(outs));
@@ -880,6 +895,8 @@ Status Importer::read_state_updates() {
           "the new value of buffer '" + s.fqn + "' ('" + name + "') is not defined by any node",
           at("/graph_module/signature/output_specs"));
     }
+    if (stale_view(name))
+      return etc::unsupported(stale_view_message(name), at("/graph_module/signature/output_specs"));
     updates.emplace_back(s.value, materialize(name, e->second));
   }
   for (const auto& [state, update] : updates)

@@ -112,9 +112,7 @@ Result<const Entry*> TorchNode::entry(std::string_view arg) const {
 
 Status TorchNode::check_fresh(const std::string& name) const {
   if (!im_.stale_view(name)) return Status();
-  return unsupported("reads '" + name + "', a view of '" + im_.view_root(name) +
-                     "' made before an in-place write to it (PyTorch reads the written values "
-                     "through the view); export with ep.run_decompositions() instead");
+  return unsupported(im_.stale_view_message(name));
 }
 
 Result<TorchNode::EagerLayout> TorchNode::eager_layout(std::string_view arg) const {
@@ -570,6 +568,65 @@ Result<ValueId> TorchNode::write_back(const std::string& view, ValueId base, Val
     return unsupported("in-place write into '" + view + "', a " + t + " view of '" + of.base +
                        "' (an expanded view has no single element per position)");
   };
+  if (t == "aten.diagonal.default" || t == "aten.as_strided.default" || t == "aten.split.Tensor" ||
+      t == "aten.split_with_sizes.default" || t == "aten.chunk.default" || t == "aten.unbind.int") {
+    return unsupported("in-place write into '" + view + "', a " + t + " view of '" + of.base +
+                       "' (etc carries writes through slice, select, narrow, the permutations "
+                       "and the reshapes); export with ep.run_decompositions() instead");
+  }
+  if (t == "aten.swapaxes.default" || t == "aten.swapdims.default") {
+    ETC_ASSIGN_OR_RETURN(int64_t a, made.int_arg(t == "aten.swapaxes.default" ? "axis0" : "dim0"));
+    ETC_ASSIGN_OR_RETURN(int64_t b, made.int_arg(t == "aten.swapaxes.default" ? "axis1" : "dim1"));
+    return emit(OpKind::TransposeInt, {{"self", value}, {"dim0", a}, {"dim1", b}});
+  }
+  if (t == "aten.numpy_T.default") {
+    std::vector<int64_t> reverse;
+    for (int64_t d = rank - 1; d >= 0; --d)
+      reverse.push_back(d);
+    if (rank < 2) return value;
+    return emit(OpKind::Permute, {{"self", value}, {"dims", reverse}});
+  }
+  if (t == "aten.movedim.int" || t == "aten.movedim.intlist") {
+    // The view moved source to destination; moving destination back to source undoes it.
+    ETC_ASSIGN_OR_RETURN(std::vector<int64_t> src, made.ints("source"));
+    ETC_ASSIGN_OR_RETURN(std::vector<int64_t> dst, made.ints("destination"));
+    if (src.size() != dst.size()) return made.invalid("source and destination differ in length");
+    std::vector<int64_t> perm(static_cast<size_t>(rank), -1);
+    std::vector<bool> used(static_cast<size_t>(rank), false);
+    for (size_t i = 0; i < src.size(); ++i) {
+      ETC_ASSIGN_OR_RETURN(int64_t s, made.wrap_dim(src[i], rank, "source"));
+      ETC_ASSIGN_OR_RETURN(int64_t d, made.wrap_dim(dst[i], rank, "destination"));
+      perm[static_cast<size_t>(d)] = s;
+      used[static_cast<size_t>(s)] = true;
+    }
+    int64_t next = 0;
+    for (int64_t& p : perm) {
+      if (p >= 0) continue;
+      while (used[static_cast<size_t>(next)])
+        ++next;
+      p = next;
+      used[static_cast<size_t>(next)] = true;
+    }
+    std::vector<int64_t> inverse(perm.size());
+    for (size_t i = 0; i < perm.size(); ++i)
+      inverse[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
+    return emit(OpKind::Permute, {{"self", value}, {"dims", inverse}});
+  }
+  if (t == "aten.narrow.default") {
+    ETC_ASSIGN_OR_RETURN(int64_t dim, made.int_arg("dim"));
+    ETC_ASSIGN_OR_RETURN(dim, made.wrap_dim(dim, rank, "dim"));
+    ETC_ASSIGN_OR_RETURN(int64_t start, made.int_arg("start"));
+    ETC_ASSIGN_OR_RETURN(int64_t length, made.int_arg("length"));
+    const int64_t len = base_sizes[static_cast<size_t>(dim)];
+    if (start < 0) start += len;
+    KnownTensor idx{DType::kInt64, {length}, {}};
+    for (int64_t i = 0; i < length; ++i)
+      idx.v.push_back(static_cast<double>(start + i));
+    std::vector<ValueId> indices(static_cast<size_t>(dim));
+    indices.push_back(constant(idx));
+    return emit(OpKind::IndexPut,
+                {{"self", base}, {"indices", indices}, {"values", value}, {"accumulate", false}});
+  }
   if (t == "aten.slice.Tensor" || t == "aten.select.int") {
     ETC_ASSIGN_OR_RETURN(int64_t dim, made.int_arg("dim", 0));
     ETC_ASSIGN_OR_RETURN(dim, made.wrap_dim(dim, rank, "dim"));
@@ -622,7 +679,8 @@ Result<ValueId> TorchNode::write_back(const std::string& view, ValueId base, Val
       t == "aten.dropout.default") {
     return value;
   }
-  // view, _unsafe_view, reshape, flatten, unsqueeze, squeeze: the same elements in order.
+  // view, _unsafe_view, view_as, reshape, flatten, unflatten, unsqueeze, squeeze: the same
+  // elements in order.
   return emit(OpKind::Reshape, {{"self", value}, {"shape", base_sizes}});
 }
 

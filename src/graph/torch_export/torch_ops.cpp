@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "graph/binary_math.h"
 #include "graph/torch_export/torch_node.h"
 #include "graph/torch_export/torch_ops.h"
 #include "graph/unary_math.h"
@@ -162,11 +163,8 @@ Status convert_rsub(TorchNode& n) {
   return n.set_output(0, out);
 }
 
-// A comparison or logical op: evaluated when its inputs are known; eq.Scalar and
-// logical_not on run-time tensors become IR ops (PyTorch's safe softmax uses them), and
-// ne.Scalar (`negate`) the logical_not of eq.Scalar (Swin's attention mask).
-Converter compare(Fn f, bool scalar_other, std::optional<OpKind> runtime_op = std::nullopt,
-                  bool negate = false) {
+// eq.Scalar: evaluated when its input is known, else the IR op (PyTorch's safe softmax).
+Converter compare(Fn f, bool scalar_other, std::optional<OpKind> runtime_op = std::nullopt) {
   return [=](TorchNode& n) -> Status {
     ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
     KnownTensor other;
@@ -190,38 +188,97 @@ Converter compare(Fn f, bool scalar_other, std::optional<OpKind> runtime_op = st
     ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
     ETC_ASSIGN_OR_RETURN(Scalar s, n.scalar("other"));
     ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(*runtime_op, {{"self", x}, {"other", s}}));
-    if (negate) {
-      ETC_ASSIGN_OR_RETURN(out, n.emit(OpKind::LogicalNot, {{"self", out}}));
-    }
     return n.set_output(0, out);
   };
 }
 
-// fmod and remainder: evaluated when the inputs are known at export time (Core ATen's roll
-// computes its indices with them); etc has no run-time kernel for them yet.
-Converter known_binary_op(Fn f) {
+// The binary math ops of binary_math.def: `self` a tensor or (pow.Scalar) a number, the
+// other operand a tensor or a number. Values known at export time are computed here with the
+// kernels' own functions (integers in int64, floats in double, rounded to the result's dtype);
+// otherwise the op of the table, with a number on the left as a 0-d constant of its dtype.
+template <typename Fn>
+Converter binary_math_op(OpKind tensor_op, std::optional<OpKind> scalar_op) {
   return [=](TorchNode& n) -> Status {
-    ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
-    const bool number = !n.is_tensor("other");
-    KnownTensor other;
-    if (number) {
-      ETC_ASSIGN_OR_RETURN(Scalar s, n.scalar("other"));
-      other = scalar_known(s);
-    } else if (const KnownTensor* k = known(n, "other")) {
-      other = *k;
+    using binary_math::Kind;
+    const std::string other_name = n.has("exponent") ? "exponent" : "other";
+    // The operands as entries, or as numbers.
+    auto operand = [&](const std::string& arg, std::optional<Scalar>* number,
+                       const Entry** entry) -> Status {
+      if (n.is_tensor(arg)) {
+        ETC_ASSIGN_OR_RETURN(*entry, n.entry(arg));
+        return Status();
+      }
+      ETC_ASSIGN_OR_RETURN(Scalar s, n.scalar(arg));
+      *number = s;
+      return Status();
+    };
+    std::optional<Scalar> self_number, other_number;
+    const Entry* self = nullptr;
+    const Entry* other = nullptr;
+    ETC_RETURN_IF_ERROR(operand("self", &self_number, &self));
+    ETC_RETURN_IF_ERROR(operand(other_name, &other_number, &other));
+    if (self == nullptr && other == nullptr) return n.invalid("two numbers, no tensor");
+    const KnownTensor a =
+        self ? (self->known ? *self->known : KnownTensor{}) : scalar_known(*self_number);
+    const KnownTensor b =
+        other ? (other->known ? *other->known : KnownTensor{}) : scalar_known(*other_number);
+    // The result's dtype: ATen's result type of the operands, then the kind's rule.
+    DType common = self && other ? promote_types(self->dtype, other->dtype)
+                   : self        ? result_dtype(self->dtype, b.dtype, true)
+                                 : result_dtype(other->dtype, a.dtype, true);
+    if (self && other && (self->shape.empty() != other->shape.empty())) {
+      // A zero-dim tensor only lifts the category (ATen's result_type).
+      const Entry* dims = self->shape.empty() ? other : self;
+      const Entry* zero = self->shape.empty() ? self : other;
+      common = result_dtype(dims->dtype, zero->dtype, true);
+    }
+    const DType result = Fn::kKind == Kind::kCompare || Fn::kKind == Kind::kLogical ? DType::kBool
+                         : Fn::kKind == Kind::kFloat && !dtype_is_float(common) ? DType::kFloat32
+                                                                                : common;
+    const bool known_values =
+        (self == nullptr || self->known) && (other == nullptr || other->known);
+    const bool integral = !dtype_is_float(Fn::kKind == Kind::kCompare ? common : result);
+    if (known_values && !(Fn::kKind == Kind::kBitwise && !integral) &&
+        !(Fn::kKind == Kind::kArith && common == DType::kBool)) {
+      for (double y : b.v) {
+        if (integral && y == 0.0 &&
+            (std::is_same_v<Fn, binary_math::Fmod> || std::is_same_v<Fn, binary_math::Remainder>))
+          return n.invalid("integer division by zero");
+      }
+      auto r = known_binary(a, b, result, [&](double x, double y) -> double {
+        if constexpr (Fn::kKind == Kind::kLogical) {
+          return Fn::apply(x != 0.0, y != 0.0) ? 1.0 : 0.0;
+        } else if constexpr (Fn::kKind == Kind::kBitwise) {
+          return static_cast<double>(Fn::apply(static_cast<int64_t>(x), static_cast<int64_t>(y)));
+        } else {
+          if (integral) {
+            return static_cast<double>(Fn::apply(static_cast<int64_t>(x), static_cast<int64_t>(y)));
+          }
+          return static_cast<double>(Fn::apply(x, y));
+        }
+      });
+      if (!r) return n.invalid("the operands' shapes do not broadcast");
+      return n.set_known_output(0, std::move(*r));
+    }
+    ValueId x;
+    if (self) {
+      ETC_ASSIGN_OR_RETURN(x, n.tensor("self"));
+    } else {  // a number on the left: a 0-d constant of its dtype
+      x = n.constant(a);
+    }
+    ValueId out;
+    if (other) {
+      ETC_ASSIGN_OR_RETURN(ValueId y, n.tensor(other_name));
+      ETC_ASSIGN_OR_RETURN(
+          out, n.emit(tensor_op, {{"self", x}, {op_info(tensor_op).schema.args[1].name, y}}));
+    } else if (scalar_op) {
+      ETC_ASSIGN_OR_RETURN(out, n.emit(*scalar_op, {{"self", x}, {"other", *other_number}}));
     } else {
-      return n.unsupported("only supported when its inputs are known at export time");
+      ETC_ASSIGN_OR_RETURN(
+          out, n.emit(tensor_op,
+                      {{"self", x}, {op_info(tensor_op).schema.args[1].name, n.constant(b)}}));
     }
-    if (!self->known)
-      return n.unsupported("only supported when its inputs are known at export time");
-    const DType out = result_dtype(self->dtype, other.dtype, number);
-    if (!dtype_is_float(out)) {
-      for (double y : other.v)
-        if (y == 0.0) return n.invalid("integer division by zero");
-    }
-    auto r = known_binary(*self->known, other, out, f);
-    if (!r) return n.invalid("the operands' shapes do not broadcast");
-    return n.set_known_output(0, std::move(*r));
+    return n.set_output(0, out);
   };
 }
 
@@ -306,6 +363,22 @@ Converter hardtanh(bool in_place) {
 Converter clamp(bool has_min, bool has_max) {
   return [=](TorchNode& n) -> Status {
     ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+    if (n.is_tensor("min") || n.is_tensor("max")) {
+      // Tensor bounds (clamp.Tensor): maximum with min, then minimum with max (NaN stays).
+      ValueId v = x;
+      if (has_min && n.is_tensor("min")) {
+        ETC_ASSIGN_OR_RETURN(ValueId lo_t, n.tensor("min"));
+        ETC_ASSIGN_OR_RETURN(v, n.emit(OpKind::Maximum, {{"self", v}, {"other", lo_t}}));
+      }
+      if (has_max && n.is_tensor("max")) {
+        ETC_ASSIGN_OR_RETURN(ValueId hi_t, n.tensor("max"));
+        ETC_ASSIGN_OR_RETURN(v, n.emit(OpKind::Minimum, {{"self", v}, {"other", hi_t}}));
+      }
+      if ((has_min && n.has("min") && !n.is_tensor("min")) ||
+          (has_max && n.has("max") && !n.is_tensor("max")))
+        return n.unsupported("a tensor bound with a number bound");
+      return n.set_output(0, v);
+    }
     std::optional<Scalar> lo, hi;
     if (has_min) {
       ETC_ASSIGN_OR_RETURN(lo, n.optional_scalar("min"));
@@ -313,14 +386,54 @@ Converter clamp(bool has_min, bool has_max) {
     if (has_max) {
       ETC_ASSIGN_OR_RETURN(hi, n.optional_scalar("max"));
     }
-    if (n.is_tensor("min") || n.is_tensor("max"))
-      return n.unsupported("tensor bounds are not supported");
     ArgValue lo_arg = lo ? ArgValue(*lo) : ArgValue(std::monostate{});
     ArgValue hi_arg = hi ? ArgValue(*hi) : ArgValue(std::monostate{});
     ETC_ASSIGN_OR_RETURN(ValueId out,
                          n.emit(OpKind::Clamp, {{"self", x}, {"min", lo_arg}, {"max", hi_arg}}));
     return n.set_output(0, out);
   };
+}
+
+// leaky_relu(x, slope): where(x > 0, x, x * slope), ATen's formula (NaN stays NaN).
+Status convert_leaky_relu(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(Scalar slope, n.scalar("negative_slope", Scalar{0.01}));
+  ETC_ASSIGN_OR_RETURN(ValueId pos,
+                       n.emit(OpKind::GtScalar, {{"self", x}, {"other", Scalar{int64_t{0}}}}));
+  ETC_ASSIGN_OR_RETURN(ValueId neg, n.emit(OpKind::MulScalar, {{"self", x}, {"other", slope}}));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId out, n.emit(OpKind::WhereSelf, {{"condition", pos}, {"self", x}, {"other", neg}}));
+  return n.set_output(0, out);
+}
+
+// elu(x, alpha, scale, input_scale): x <= 0 ? expm1(x * input_scale) * (alpha * scale)
+// : x * scale, ATen's formula.
+Status emit_elu(TorchNode& n, Scalar alpha, Scalar scale, Scalar input_scale) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  const Scalar negcoef{alpha.to_double() * scale.to_double()};
+  ETC_ASSIGN_OR_RETURN(ValueId xs,
+                       n.emit(OpKind::MulScalar, {{"self", x}, {"other", input_scale}}));
+  ETC_ASSIGN_OR_RETURN(ValueId e, n.emit(OpKind::Expm1, {{"self", xs}}));
+  ETC_ASSIGN_OR_RETURN(ValueId neg, n.emit(OpKind::MulScalar, {{"self", e}, {"other", negcoef}}));
+  ETC_ASSIGN_OR_RETURN(ValueId pos, n.emit(OpKind::MulScalar, {{"self", x}, {"other", scale}}));
+  ETC_ASSIGN_OR_RETURN(ValueId le,
+                       n.emit(OpKind::LeScalar, {{"self", x}, {"other", Scalar{int64_t{0}}}}));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId out, n.emit(OpKind::WhereSelf, {{"condition", le}, {"self", neg}, {"other", pos}}));
+  return n.set_output(0, out);
+}
+
+Status convert_elu(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(Scalar alpha, n.scalar("alpha", Scalar{int64_t{1}}));
+  ETC_ASSIGN_OR_RETURN(Scalar scale, n.scalar("scale", Scalar{int64_t{1}}));
+  ETC_ASSIGN_OR_RETURN(Scalar input_scale, n.scalar("input_scale", Scalar{int64_t{1}}));
+  return emit_elu(n, alpha, scale, input_scale);
+}
+
+// selu(x): elu with ATen's SELU constants.
+Status convert_selu(TorchNode& n) {
+  return emit_elu(n, Scalar{1.6732632423543772848170429916717},
+                  Scalar{1.0507009873554804934193349852946}, Scalar{int64_t{1}});
 }
 
 Status convert_gelu(TorchNode& n) {
@@ -1130,42 +1243,21 @@ const std::map<std::string, Converter>& torch_converters() {
     t["aten.add.Scalar"] = binary(OpKind::AddTensor, OpKind::AddScalar, add, true);
     t["aten.sub.Tensor"] = binary(OpKind::SubTensor, OpKind::SubScalar, sub, true);
     t["aten.sub.Scalar"] = binary(OpKind::SubTensor, OpKind::SubScalar, sub, true);
+    t["aten.sub_.Tensor"] = binary(OpKind::SubTensor, OpKind::SubScalar, sub, true, true);
     t["aten.mul.Tensor"] = binary(OpKind::MulTensor, OpKind::MulScalar, mul, false);
     t["aten.mul_.Tensor"] = binary(OpKind::MulTensor, OpKind::MulScalar, mul, false, true);
     t["aten.mul.Scalar"] = binary(OpKind::MulTensor, OpKind::MulScalar, mul, false);
     t["aten.div.Tensor"] = binary(OpKind::DivTensor, OpKind::DivScalar, div, false);
     t["aten.div.Scalar"] = binary(OpKind::DivTensor, OpKind::DivScalar, div, false);
+    t["aten.div_.Tensor"] = binary(OpKind::DivTensor, OpKind::DivScalar, div, false, true);
     t["aten.rsub.Scalar"] = convert_rsub;
     t["aten.pow.Tensor_Scalar"] = convert_pow;
     t["aten.where.self"] = convert_where;
 
     t["aten.eq.Scalar"] =
         compare([](double x, double y) { return x == y; }, true, OpKind::EqScalar);
-    t["aten.ne.Scalar"] =
-        compare([](double x, double y) { return x != y; }, true, OpKind::EqScalar, true);
-    t["aten.lt.Scalar"] = compare([](double x, double y) { return x < y; }, true);
-    t["aten.le.Scalar"] = compare([](double x, double y) { return x <= y; }, true);
-    t["aten.gt.Scalar"] = compare([](double x, double y) { return x > y; }, true);
-    t["aten.ge.Scalar"] = compare([](double x, double y) { return x >= y; }, true);
-    t["aten.eq.Tensor"] = compare([](double x, double y) { return x == y; }, false);
-    t["aten.ge.Tensor"] = compare([](double x, double y) { return x >= y; }, false);
-    t["aten.le.Tensor"] = compare([](double x, double y) { return x <= y; }, false);
-    t["aten.logical_and.default"] =
-        compare([](double x, double y) { return x != 0 && y != 0; }, false);
-    t["aten.logical_or.default"] =
-        compare([](double x, double y) { return x != 0 || y != 0; }, false);
     t["aten.logical_not.default"] = convert_logical_not;
     t["aten.any.dim"] = convert_any_dim;
-    // C's fmod (the sign of self) and Python's remainder (the sign of other).
-    Fn fmod = [](double x, double y) { return std::fmod(x, y); };
-    Fn remainder = [](double x, double y) {
-      double r = std::fmod(x, y);
-      return r != 0.0 && ((r < 0.0) != (y < 0.0)) ? r + y : r;
-    };
-    t["aten.fmod.Scalar"] = known_binary_op(fmod);
-    t["aten.fmod.Tensor"] = known_binary_op(fmod);
-    t["aten.remainder.Scalar"] = known_binary_op(remainder);
-    t["aten.remainder.Tensor"] = known_binary_op(remainder);
 
     t["aten.neg.default"] = unary(OpKind::Neg, [](double x) { return -x; });
     t["aten.relu.default"] = unary(OpKind::Relu, [](double x) { return x > 0 ? x : 0.0; });
@@ -1188,7 +1280,45 @@ const std::map<std::string, Converter>& torch_converters() {
     t["aten.clamp.default"] = clamp(true, true);
     t["aten.clamp_min.default"] = clamp(true, false);
     t["aten.clamp_max.default"] = clamp(false, true);
+    t["aten.clamp.Tensor"] = clamp(true, true);
+    t["aten.clamp_min.Tensor"] = clamp(true, false);
+    t["aten.clamp_max.Tensor"] = clamp(false, true);
     t["aten.gelu.default"] = convert_gelu;
+    t["aten.leaky_relu.default"] = convert_leaky_relu;
+    t["aten.elu.default"] = convert_elu;
+    t["aten.selu.default"] = convert_selu;
+    // The binary math ops: each tensor form of binary_math.def by its own name; the scalar
+    // forms (which Core ATen also writes with a 0-d tensor as `other`); the default export's
+    // operator aliases; pow with a number as its base.
+#define ETC_BINARY_FN(fn, kind, expr)
+#define ETC_BINARY_OP(op, fn, form, onnx)                    \
+  if (binary_math::Form::form == binary_math::Form::kTensor) \
+    t[op_info(OpKind::op).name] = binary_math_op<binary_math::fn>(OpKind::op, std::nullopt);
+#include "graph/binary_math.def"
+#undef ETC_BINARY_OP
+#undef ETC_BINARY_FN
+    t["aten.ne.Scalar"] = binary_math_op<binary_math::Ne>(OpKind::NeTensor, OpKind::NeScalar);
+    t["aten.lt.Scalar"] = binary_math_op<binary_math::Lt>(OpKind::LtTensor, OpKind::LtScalar);
+    t["aten.le.Scalar"] = binary_math_op<binary_math::Le>(OpKind::LeTensor, OpKind::LeScalar);
+    t["aten.gt.Scalar"] = binary_math_op<binary_math::Gt>(OpKind::GtTensor, OpKind::GtScalar);
+    t["aten.ge.Scalar"] = binary_math_op<binary_math::Ge>(OpKind::GeTensor, OpKind::GeScalar);
+    t["aten.bitwise_and.Scalar"] =
+        binary_math_op<binary_math::BitwiseAnd>(OpKind::BitwiseAndTensor, OpKind::BitwiseAndScalar);
+    t["aten.bitwise_or.Scalar"] =
+        binary_math_op<binary_math::BitwiseOr>(OpKind::BitwiseOrTensor, OpKind::BitwiseOrScalar);
+    t["aten.bitwise_xor.Scalar"] =
+        binary_math_op<binary_math::BitwiseXor>(OpKind::BitwiseXorTensor, OpKind::BitwiseXorScalar);
+    t["aten.fmod.Scalar"] =
+        binary_math_op<binary_math::Fmod>(OpKind::FmodTensor, OpKind::FmodScalar);
+    t["aten.remainder.Scalar"] =
+        binary_math_op<binary_math::Remainder>(OpKind::RemainderTensor, OpKind::RemainderScalar);
+    t["aten.__and__.Tensor"] = t["aten.bitwise_and.Tensor"];
+    t["aten.__or__.Tensor"] = t["aten.bitwise_or.Tensor"];
+    t["aten.__xor__.Tensor"] = t["aten.bitwise_xor.Tensor"];
+    t["aten.__and__.Scalar"] = t["aten.bitwise_and.Scalar"];
+    t["aten.__or__.Scalar"] = t["aten.bitwise_or.Scalar"];
+    t["aten.__xor__.Scalar"] = t["aten.bitwise_xor.Scalar"];
+    t["aten.pow.Scalar"] = binary_math_op<binary_math::Pow>(OpKind::PowTensorTensor, std::nullopt);
 #define ETC_UNARY_MATH(op, kind, onnx, expr) \
   t[op_info(OpKind::op).name] = unary_math_op<unary_math::op>(OpKind::op);
 #include "graph/unary_math.def"
@@ -1274,6 +1404,14 @@ const std::map<std::string, Converter>& torch_converters() {
     t["aten.native_layer_norm.default"] = layer_norm(true);
     t["aten.batch_norm.default"] = batch_norm(false);
     t["aten._native_batch_norm_legit_no_training.default"] = batch_norm(true);
+    // _native_batch_norm_legit(..., training, momentum, eps): with running statistics and
+    // training=False, the same thing.
+    t["aten._native_batch_norm_legit.default"] = [](TorchNode& n) -> Status {
+      ETC_ASSIGN_OR_RETURN(bool training, n.bool_arg("training"));
+      if (training)
+        return n.unsupported("batch_norm in training mode (export the model in eval mode)");
+      return batch_norm(true)(n);
+    };
     t["aten.linalg_vector_norm.default"] = convert_vector_norm;
     add_attention_converters(t);
     add_movement_converters(t);

@@ -74,9 +74,10 @@ Status emit_splits(TorchNode& n, int64_t dim, const std::vector<int64_t>& length
 // count: at least one piece).
 Status convert_split(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+  if (self->shape.empty()) return n.invalid("splitting a 0-d tensor");
   ETC_ASSIGN_OR_RETURN(int64_t dim, dim_arg(n, "dim", static_cast<int64_t>(self->shape.size()), 0));
   ETC_ASSIGN_OR_RETURN(int64_t size, n.int_arg("split_size"));
-  const int64_t len = self->shape.empty() ? 1 : self->shape[static_cast<size_t>(dim)];
+  const int64_t len = self->shape[static_cast<size_t>(dim)];
   if (size < 0 || (size == 0 && len != 0)) return n.invalid("split_size must be positive");
   const int64_t count = size == 0 ? 1 : std::max<int64_t>((len + size - 1) / size, 1);
   std::vector<int64_t> lengths(static_cast<size_t>(count), size);
@@ -87,9 +88,10 @@ Status convert_split(TorchNode& n) {
 // split_with_sizes(self, split_sizes, dim).
 Status convert_split_with_sizes(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+  if (self->shape.empty()) return n.invalid("splitting a 0-d tensor");
   ETC_ASSIGN_OR_RETURN(int64_t dim, dim_arg(n, "dim", static_cast<int64_t>(self->shape.size()), 0));
   ETC_ASSIGN_OR_RETURN(std::vector<int64_t> lengths, n.ints("split_sizes"));
-  const int64_t len = self->shape.empty() ? 1 : self->shape[static_cast<size_t>(dim)];
+  const int64_t len = self->shape[static_cast<size_t>(dim)];
   int64_t total = 0;
   for (int64_t l : lengths) {
     if (l < 0) return n.invalid("split_sizes " + shape_to_string(lengths) + " has a negative size");
@@ -105,10 +107,11 @@ Status convert_split_with_sizes(TorchNode& n) {
 // chunk(self, chunks, dim): pieces of ceil(len / chunks) (ATen's split of that size).
 Status convert_chunk(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+  if (self->shape.empty()) return n.invalid("splitting a 0-d tensor");
   ETC_ASSIGN_OR_RETURN(int64_t dim, dim_arg(n, "dim", static_cast<int64_t>(self->shape.size()), 0));
   ETC_ASSIGN_OR_RETURN(int64_t chunks, n.int_arg("chunks"));
   if (chunks <= 0) return n.invalid("chunks must be positive");
-  const int64_t len = self->shape.empty() ? 1 : self->shape[static_cast<size_t>(dim)];
+  const int64_t len = self->shape[static_cast<size_t>(dim)];
   const int64_t size = (len + chunks - 1) / chunks;
   if (size == 0) return emit_splits(n, dim, std::vector<int64_t>(static_cast<size_t>(chunks), 0));
   const int64_t count = std::max<int64_t>((len + size - 1) / size, 1);
@@ -155,9 +158,10 @@ Status convert_stack(TorchNode& n) {
 Status convert_unflatten(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
   const std::vector<int64_t> in = n.sizes(x);
+  if (in.empty()) return n.invalid("unflatten of a 0-d tensor");
   ETC_ASSIGN_OR_RETURN(int64_t dim, dim_arg(n, "dim", static_cast<int64_t>(in.size())));
   ETC_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, n.ints("sizes"));
-  const int64_t len = in.empty() ? 1 : in[static_cast<size_t>(dim)];
+  const int64_t len = in[static_cast<size_t>(dim)];
   int64_t known = 1;
   int infer = -1;
   for (size_t i = 0; i < sizes.size(); ++i) {
@@ -174,9 +178,9 @@ Status convert_unflatten(TorchNode& n) {
     return n.invalid("sizes " + shape_to_string(sizes) + " do not unflatten dim " +
                      std::to_string(dim) + " of size " + std::to_string(len));
   }
-  std::vector<int64_t> shape(in.begin(), in.begin() + (in.empty() ? 0 : dim));
+  std::vector<int64_t> shape(in.begin(), in.begin() + dim);
   shape.insert(shape.end(), sizes.begin(), sizes.end());
-  if (!in.empty()) shape.insert(shape.end(), in.begin() + dim + 1, in.end());
+  shape.insert(shape.end(), in.begin() + dim + 1, in.end());
   ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Reshape, {{"self", x}, {"shape", shape}}));
   return n.set_output(0, out);
 }
@@ -185,6 +189,7 @@ Status convert_unflatten(TorchNode& n) {
 Status convert_narrow(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
   const std::vector<int64_t> in = n.sizes(x);
+  if (in.empty()) return n.invalid("narrow of a 0-d tensor");
   ETC_ASSIGN_OR_RETURN(int64_t dim, dim_arg(n, "dim", static_cast<int64_t>(in.size())));
   ETC_ASSIGN_OR_RETURN(int64_t start, n.int_arg("start"));
   ETC_ASSIGN_OR_RETURN(int64_t length, n.int_arg("length"));
@@ -245,6 +250,7 @@ Status convert_numpy_t(TorchNode& n) {
 Status convert_movedim(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
   const auto rank = static_cast<int64_t>(n.sizes(x).size());
+  if (rank == 0) return n.set_output(0, x);
   ETC_ASSIGN_OR_RETURN(std::vector<int64_t> src, n.ints("source"));
   ETC_ASSIGN_OR_RETURN(std::vector<int64_t> dst, n.ints("destination"));
   if (src.size() != dst.size()) return n.invalid("source and destination differ in length");
@@ -277,6 +283,7 @@ Status convert_roll(TorchNode& n) {
   const std::vector<int64_t> in = n.sizes(x);
   ETC_ASSIGN_OR_RETURN(std::vector<int64_t> shifts, n.ints("shifts"));
   ETC_ASSIGN_OR_RETURN(std::vector<int64_t> dims, n.ints("dims", std::vector<int64_t>{}));
+  if (in.empty()) return n.set_output(0, x);  // rolling a 0-d tensor is the tensor
   auto rolled = [&](ValueId v, int64_t dim, int64_t len, int64_t shift) -> Result<ValueId> {
     if (len == 0) return v;
     std::vector<int64_t> p(static_cast<size_t>(len));
@@ -388,8 +395,8 @@ Status convert_masked_fill(TorchNode& n) {
 }
 
 // fill_.Scalar / fill_.Tensor(self, value) and zero_(self), in place: every element the
-// value (a 0-d tensor broadcast, in self's dtype). Writing into a view of another tensor is
-// refused by rebind (functionalized programs have no such writes).
+// value (a 0-d tensor broadcast, in self's dtype). A write into a view reaches the tensors it
+// views through rebind.
 Converter fill_in_place(bool zero) {
   return [=](TorchNode& n) -> Status {
     ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
@@ -926,6 +933,7 @@ Converter scatter(bool accumulate) {
 Status convert_select_scatter(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
   const std::vector<int64_t> in = n.sizes(x);
+  if (in.empty()) return n.invalid("select_scatter into a 0-d tensor");
   ETC_ASSIGN_OR_RETURN(int64_t dim, dim_arg(n, "dim", static_cast<int64_t>(in.size())));
   ETC_ASSIGN_OR_RETURN(int64_t index, n.int_arg("index"));
   const int64_t len = in[static_cast<size_t>(dim)];
@@ -949,6 +957,7 @@ Status convert_select_scatter(TorchNode& n) {
 Status convert_slice_scatter(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
   const std::vector<int64_t> in = n.sizes(x);
+  if (in.empty()) return n.invalid("slice_scatter into a 0-d tensor");
   ETC_ASSIGN_OR_RETURN(int64_t dim, dim_arg(n, "dim", static_cast<int64_t>(in.size()), 0));
   ETC_ASSIGN_OR_RETURN(std::optional<int64_t> start, n.optional_int("start"));
   ETC_ASSIGN_OR_RETURN(std::optional<int64_t> end, n.optional_int("end"));

@@ -381,45 +381,6 @@ Status compare_scalar(KernelContext& ctx, std::span<Value*> args, Cmp cmp) {
 Status eq_scalar(KernelContext& ctx, std::span<Value*> args) {
   return compare_scalar(ctx, args, [](auto x, auto y) { return x == y; });
 }
-Status le_scalar(KernelContext& ctx, std::span<Value*> args) {
-  return compare_scalar(ctx, args, [](auto x, auto y) { return x <= y; });
-}
-
-// logical_and, broadcasting: each operand as 0/1 bytes, then the AND.
-Status logical_and(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args));
-  const TensorView& a = tensor_arg(args, 0);
-  const TensorView& b = tensor_arg(args, 1);
-  TensorView& out = out_arg(args, 2);
-  auto shape = broadcast_shapes(a.sizes, b.sizes);
-  if (!shape) {
-    return ctx.error("self " + shape_str(a.sizes) + " and other " + shape_str(b.sizes) +
-                     " cannot be broadcast together");
-  }
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, *shape, DType::kBool));
-  if (out.numel() == 0) return Status();
-  auto truth = [](const TensorView& t) {
-    std::vector<uint8_t> v(static_cast<size_t>(t.numel()));
-    visit_dtype(t.dtype, [&]<typename T>() {
-      const T* x = t.data_as<const T>();
-      using C = ComputeT<T>;
-      for (size_t i = 0; i < v.size(); ++i)
-        v[i] = convert<C>(x[i]) != C(0) ? 1 : 0;
-    });
-    return v;
-  };
-  std::vector<uint8_t> av = truth(a), bv = truth(b);
-  uint8_t* o = out.data_as<uint8_t>();
-  std::vector<int64_t> so = contiguous_strides(out.sizes);
-  std::vector<int64_t> sa = broadcast_strides(a.sizes, out.sizes);
-  std::vector<int64_t> sb = broadcast_strides(b.sizes, out.sizes);
-  StridedLoop<3> loop(out.sizes, {so, sa, sb});
-  loop.for_each_run([&](int64_t n, const auto& off, const auto& st) {
-    for (int64_t i = 0; i < n; ++i)
-      o[off[0] + i * st[0]] = av[off[1] + i * st[1]] & bv[off[2] + i * st[2]];
-  });
-  return Status();
-}
 
 Status logical_not(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
@@ -645,9 +606,244 @@ Status unary_math_kernel(KernelContext& ctx, std::span<Value*> args) {
   return Status();
 }
 
+// ---- The binary math ops (graph/binary_math.def) -----------------------------------------
+
+// Integer fmod / remainder by zero and integer pow to a negative power are errors, as in
+// ATen: checked on the divisor's (exponent's) values before computing.
+template <typename Fn>
+Status check_integer_operand(const KernelContext& ctx, DType compute, const TensorView* other,
+                             const Value* scalar) {
+  constexpr bool kDivides =
+      std::is_same_v<Fn, binary_math::Fmod> || std::is_same_v<Fn, binary_math::Remainder>;
+  constexpr bool kPow = std::is_same_v<Fn, binary_math::Pow>;
+  if constexpr (!kDivides && !kPow) {
+    return Status();
+  } else {
+    if (dtype_is_float(compute)) return Status();
+    auto bad = [](int64_t v) { return kDivides ? v == 0 : v < 0; };
+    const char* what = kDivides ? "integer division by zero"
+                                : "integers to negative integer powers are not allowed";
+    if (scalar != nullptr) return bad(scalar->scalar_as_int()) ? ctx.error(what) : Status();
+    std::vector<int64_t> v(static_cast<size_t>(other->numel()));
+    convert_elements(other->data, other->dtype, v.data(), DType::kInt64, other->numel());
+    for (int64_t x : v)
+      if (bad(x)) return ctx.error(what);
+    return Status();
+  }
+}
+
+// out = Fn(self, other) elementwise, other a tensor (broadcast) or a number; both operands
+// converted to the compute dtype first, then computed in ComputeT (the number stays in that
+// precision, ATen's opmath), results stored in the out's dtype. The operands are the first
+// two arguments (pow names its second `exponent`).
+template <typename Fn, binary_math::Form kForm>
+Status binary_math_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
+  const TensorView& self = args[0]->tensor;
+  const TensorView* other = kForm == binary_math::Form::kTensor ? &args[1]->tensor : nullptr;
+  const Value* scalar = kForm == binary_math::Form::kScalar ? args[1] : nullptr;
+  TensorView& out = Args(ctx, args).out();
+  ETC_ASSIGN_OR_RETURN(DType compute, check_binary_math(ctx, Fn::kKind, self, other, scalar, out));
+  if (out.numel() == 0) return Status();
+  ETC_RETURN_IF_ERROR(check_integer_operand<Fn>(ctx, compute, other, scalar));
+  visit_dtype(compute, [&]<typename T>() {
+    constexpr bool kBoolCompute = std::is_same_v<T, bool>;
+    using C = std::conditional_t<kBoolCompute, bool, ComputeT<T>>;
+    // Functions that do not take this compute type are refused by check_binary_math.
+    if constexpr ((Fn::kKind == binary_math::Kind::kBitwise && !std::is_integral_v<C>) ||
+                  (Fn::kKind == binary_math::Kind::kLogical && !kBoolCompute) ||
+                  (Fn::kKind == binary_math::Kind::kFloat && !std::is_floating_point_v<C>) ||
+                  (Fn::kKind == binary_math::Kind::kArith && kBoolCompute)) {
+      return;
+    } else {
+      ReadAs<T> a(self);
+      std::optional<ReadAs<T>> b;
+      if (other != nullptr) b.emplace(*other);
+      const C y = scalar != nullptr
+                      ? (kBoolCompute ? C(scalar->scalar_as_double() != 0) : scalar_to<C>(*scalar))
+                      : C();
+      const std::vector<int64_t> out_strides = contiguous_strides(out.sizes);
+      const std::vector<int64_t> a_strides = broadcast_strides(self.sizes, out.sizes);
+      const std::vector<int64_t> b_strides = other != nullptr
+                                                 ? broadcast_strides(other->sizes, out.sizes)
+                                                 : std::vector<int64_t>(out.sizes.size(), 0);
+      auto run = [&]<typename O>() {
+        O* o = out.data_as<O>();
+        const T* x = a.data();
+        const T* z = b ? b->data() : nullptr;
+        StridedLoop<3> loop(out.sizes, {out_strides, a_strides, b_strides});
+        loop.for_each_run([&](int64_t n, const auto& off, const auto& st) {
+          for (int64_t i = 0; i < n; ++i) {
+            const C xv = convert<C>(x[off[1] + i * st[1]]);
+            const C yv = z != nullptr ? convert<C>(z[off[2] + i * st[2]]) : y;
+            o[off[0] + i * st[0]] = convert<O>(static_cast<C>(Fn::apply(xv, yv)));
+          }
+        });
+      };
+      if constexpr (Fn::kKind == binary_math::Kind::kCompare ||
+                    Fn::kKind == binary_math::Kind::kLogical) {
+        bool* o = out.data_as<bool>();
+        const T* x = a.data();
+        const T* z = b ? b->data() : nullptr;
+        StridedLoop<3> loop(out.sizes, {out_strides, a_strides, b_strides});
+        loop.for_each_run([&](int64_t n, const auto& off, const auto& st) {
+          for (int64_t i = 0; i < n; ++i) {
+            const C xv = convert<C>(x[off[1] + i * st[1]]);
+            const C yv = z != nullptr ? convert<C>(z[off[2] + i * st[2]]) : y;
+            o[off[0] + i * st[0]] = Fn::apply(xv, yv);
+          }
+        });
+      } else {
+        run.template operator()<T>();
+      }
+    }
+  });
+  return Status();
+}
+
+// clamp.Tensor_out(self, min?, max?, *, out): maximum with min, then minimum with max, all
+// broadcast and computed in the operands' result type (NaN anywhere stays NaN), as ATen.
+// ExecuTorch's programs call it; etc's importer writes maximum and minimum.
+Status clamp_tensor_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
+  const Args a(ctx, args);
+  const TensorView& self = a.tensor("self");
+  const TensorView* lo = a.opt_tensor("min");
+  const TensorView* hi = a.opt_tensor("max");
+  TensorView& out = a.out();
+  if (lo == nullptr && hi == nullptr) return ctx.error("at least one of min and max must be given");
+  using R = TypeOperand::Rank;
+  auto rank = [](const TensorView& t) { return t.rank() > 0 ? R::kDims : R::kZeroDim; };
+  const TensorView& b0 = lo != nullptr ? *lo : *hi;
+  const TensorView& b1 = hi != nullptr ? *hi : *lo;
+  const DType common =
+      result_type({{self.dtype, rank(self)}, {b0.dtype, rank(b0)}, {b1.dtype, rank(b1)}});
+  if (common == DType::kBool)
+    return unsupported_dtype(ctx, "the result", common, "a numeric dtype");
+  std::optional<std::vector<int64_t>> sizes = broadcast_shapes(self.sizes, b0.sizes);
+  if (sizes) sizes = broadcast_shapes(*sizes, b1.sizes);
+  if (!sizes) return ctx.error("self, min and max cannot be broadcast together");
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, *sizes, common));
+  if (out.numel() == 0) return Status();
+  visit_dtype(common, [&]<typename T>() {
+    if constexpr (!std::is_same_v<T, bool>) {
+      using C = ComputeT<T>;
+      ReadAs<T> x(self), l(b0), h(b1);
+      const std::vector<int64_t> so = contiguous_strides(out.sizes);
+      const std::vector<int64_t> sx = broadcast_strides(self.sizes, out.sizes);
+      const std::vector<int64_t> sl = broadcast_strides(b0.sizes, out.sizes);
+      const std::vector<int64_t> sh = broadcast_strides(b1.sizes, out.sizes);
+      T* o = out.data_as<T>();
+      StridedLoop<4> loop(out.sizes, {so, sx, sl, sh});
+      loop.for_each_run([&](int64_t n, const auto& off, const auto& st) {
+        for (int64_t i = 0; i < n; ++i) {
+          C v = convert<C>(x.data()[off[1] + i * st[1]]);
+          if (lo != nullptr)
+            v = binary_math::binary::maximum(v, convert<C>(l.data()[off[2] + i * st[2]]));
+          if (hi != nullptr)
+            v = binary_math::binary::minimum(v, convert<C>(h.data()[off[3] + i * st[3]]));
+          o[off[0] + i * st[0]] = convert<T>(v);
+        }
+      });
+    }
+  });
+  return Status();
+}
+
+// leaky_relu.out(self, negative_slope, *, out) and elu.out(self, alpha, scale, input_scale,
+// *, out), ATen's formulas in the float compute type (etc's importer writes them with
+// comparisons and where; ExecuTorch's programs call these).
+template <bool kElu>
+Status activation_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
+  const Args a(ctx, args);
+  const TensorView& self = a.tensor("self");
+  TensorView& out = a.out();
+  if (!dtype_is_float(self.dtype))
+    return unsupported_dtype(ctx, "self", self.dtype, "a floating-point dtype");
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, self.sizes, self.dtype));
+  visit_float_dtype(self.dtype, [&]<typename T>() {
+    using C = ComputeT<T>;
+    const T* x = self.data_as<const T>();
+    T* o = out.data_as<T>();
+    if constexpr (kElu) {
+      const C negcoef = scalar_to<C>(a["alpha"]) * scalar_to<C>(a["scale"]);
+      const C poscoef = scalar_to<C>(a["scale"]), inscale = scalar_to<C>(a["input_scale"]);
+      for (int64_t i = 0; i < out.numel(); ++i) {
+        const C v = convert<C>(x[i]);
+        o[i] = convert<T>(v <= C(0) ? std::expm1(v * inscale) * negcoef : v * poscoef);
+      }
+    } else {
+      const C slope = scalar_to<C>(a["negative_slope"]);
+      for (int64_t i = 0; i < out.numel(); ++i) {
+        const C v = convert<C>(x[i]);
+        o[i] = convert<T>(v > C(0) ? v : v * slope);
+      }
+    }
+  });
+  return Status();
+}
+
+// pow.Scalar_out(self, exponent, *, out): a number to tensor powers, in the result type of the
+// number and the exponent (ExecuTorch's programs call it; etc's importer makes the number a
+// 0-d constant of pow.Tensor_Tensor).
+Status pow_scalar_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
+  const Args a(ctx, args);
+  const Value& base = a["self"];
+  const TensorView& exponent = a.tensor("exponent");
+  TensorView& out = a.out();
+  using R = TypeOperand::Rank;
+  const DType number = base.kind == Value::Kind::kDouble ? DType::kFloat32
+                       : base.kind == Value::Kind::kBool ? DType::kBool
+                                                         : DType::kInt64;
+  const DType common = result_type(
+      {{exponent.dtype, exponent.rank() > 0 ? R::kDims : R::kZeroDim}, {number, R::kNumber}});
+  if (common == DType::kBool)
+    return unsupported_dtype(ctx, "the result", common, "a numeric dtype");
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, exponent.sizes, common));
+  if (out.numel() == 0) return Status();
+  ETC_RETURN_IF_ERROR(check_integer_operand<binary_math::Pow>(ctx, common, &exponent, nullptr));
+  visit_dtype(common, [&]<typename T>() {
+    if constexpr (!std::is_same_v<T, bool>) {
+      using C = ComputeT<T>;
+      const C b = scalar_to<C>(base);
+      ReadAs<T> e(exponent);
+      T* o = out.data_as<T>();
+      for (int64_t i = 0; i < out.numel(); ++i)
+        o[i] = convert<T>(binary_math::binary::pow(b, convert<C>(e.data()[i])));
+    }
+  });
+  return Status();
+}
+
 }  // namespace
 
 Status register_elementwise_kernels(OperatorRegistry& r) {
+#define ETC_BINARY_FN(fn, kind, expr)
+#define ETC_BINARY_OP(op, fn, form, onnx) \
+  ETC_RETURN_IF_ERROR(                    \
+      r.add(OpKind::op, binary_math_kernel<binary_math::fn, binary_math::Form::form>));
+#include "graph/binary_math.def"
+#undef ETC_BINARY_OP
+#undef ETC_BINARY_FN
+  // Out variants ExecuTorch's programs call that etc's importer writes with other ops.
+  ETC_RETURN_IF_ERROR(r.add("aten::clamp.Tensor_out",
+                            "clamp.Tensor_out(Tensor self, Tensor? min=None, Tensor? max=None, *, "
+                            "Tensor(a!) out) -> Tensor(a!)",
+                            clamp_tensor_kernel));
+  ETC_RETURN_IF_ERROR(r.add("aten::leaky_relu.out",
+                            "leaky_relu.out(Tensor self, Scalar negative_slope=0.01, *, Tensor(a!) "
+                            "out) -> Tensor(a!)",
+                            activation_kernel<false>));
+  ETC_RETURN_IF_ERROR(r.add("aten::elu.out",
+                            "elu.out(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar "
+                            "input_scale=1, *, Tensor(a!) out) -> Tensor(a!)",
+                            activation_kernel<true>));
+  ETC_RETURN_IF_ERROR(
+      r.add("aten::pow.Scalar_out",
+            "pow.Scalar_out(Scalar self, Tensor exponent, *, Tensor(a!) out) -> Tensor(a!)",
+            pow_scalar_kernel));
 #define ETC_UNARY_MATH(op, kind, onnx, expr) \
   ETC_RETURN_IF_ERROR(r.add(OpKind::op, unary_math_kernel<unary_math::op>));
 #include "graph/unary_math.def"
@@ -663,14 +859,6 @@ Status register_elementwise_kernels(OperatorRegistry& r) {
   ETC_RETURN_IF_ERROR(r.add(OpKind::PowTensorScalar, pow_tensor_scalar));
   ETC_RETURN_IF_ERROR(r.add(OpKind::WhereSelf, where_self));
   ETC_RETURN_IF_ERROR(r.add(OpKind::EqScalar, eq_scalar));
-  // Out variants ExecuTorch's programs call (PyTorch's decompositions of masks) that etc's IR
-  // has no op for.
-  ETC_RETURN_IF_ERROR(r.add(
-      "aten::le.Scalar_out",
-      "le.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)", le_scalar));
-  ETC_RETURN_IF_ERROR(r.add(
-      "aten::logical_and.out",
-      "logical_and.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)", logical_and));
   ETC_RETURN_IF_ERROR(r.add(OpKind::LogicalNot, logical_not));
   ETC_RETURN_IF_ERROR(r.add(OpKind::Neg, unary_kernel<UnaryOp::kNeg>));
   ETC_RETURN_IF_ERROR(r.add(OpKind::Relu, unary_kernel<UnaryOp::kRelu>));

@@ -306,6 +306,52 @@ Status check_out(const KernelContext& ctx, TensorView& out, std::span<const int6
   return check_out_shape(ctx, out, expected_sizes, name);
 }
 
+Result<DType> check_binary_math(const KernelContext& ctx, binary_math::Kind kind,
+                                const TensorView& self, const TensorView* other,
+                                const Value* scalar, TensorView& out) {
+  using binary_math::Kind;
+  using R = TypeOperand::Rank;
+  auto rank = [](const TensorView& t) { return t.rank() > 0 ? R::kDims : R::kZeroDim; };
+  DType common;
+  std::vector<int64_t> sizes = self.sizes;
+  if (other != nullptr) {
+    auto b = broadcast_shapes(self.sizes, other->sizes);
+    if (!b) {
+      return ctx.error("self " + shape_str(self.sizes) + " and other " + shape_str(other->sizes) +
+                       " cannot be broadcast together");
+    }
+    sizes = std::move(*b);
+    common = result_type({{self.dtype, rank(self)}, {other->dtype, rank(*other)}});
+  } else {
+    const DType number = scalar->kind == Value::Kind::kDouble ? DType::kFloat32
+                         : scalar->kind == Value::Kind::kBool ? DType::kBool
+                                                              : DType::kInt64;
+    common = result_type({{self.dtype, rank(self)}, {number, R::kNumber}});
+  }
+  DType result = common, compute = common;
+  switch (kind) {
+    case Kind::kCompare:
+      result = DType::kBool;
+      break;
+    case Kind::kLogical:
+      result = compute = DType::kBool;
+      break;
+    case Kind::kBitwise:
+      if (dtype_is_float(common))
+        return unsupported_dtype(ctx, "the operands' result", common, "an integer or bool dtype");
+      break;
+    case Kind::kArith:
+      if (common == DType::kBool)
+        return unsupported_dtype(ctx, "the operands' result", common, "a numeric dtype");
+      break;
+    case Kind::kFloat:
+      if (!dtype_is_float(common)) result = compute = DType::kFloat32;
+      break;
+  }
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, sizes, result));
+  return compute;
+}
+
 Status check_unary_math(const KernelContext& ctx, unary_math::Kind kind, const TensorView& self,
                         TensorView& out) {
   using unary_math::Kind;

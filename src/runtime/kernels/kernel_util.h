@@ -17,6 +17,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "graph/binary_math.h"
 #include "graph/dtype.h"
 #include "graph/ops.h"
 #include "graph/unary_math.h"
@@ -384,6 +385,14 @@ Status check_out(const KernelContext& ctx, TensorView& out, std::span<const int6
 // result's dtype (float32 for the integers of a float op, bool for a predicate).
 Status check_unary_math(const KernelContext& ctx, unary_math::Kind kind, const TensorView& self,
                         TensorView& out);
+
+// The dtype rules of a binary math op (graph/binary_math.def) of kind `kind` for the CPU and
+// CUDA kernels alike: `other` is a tensor (broadcast) or, when null, `scalar` a number. Checks
+// the operands' dtypes and the out's sizes and dtype, and gives the dtype the op computes in
+// (the operands' result type for comparisons, bool for logical ops, the out's otherwise).
+Result<DType> check_binary_math(const KernelContext& ctx, binary_math::Kind kind,
+                                const TensorView& self, const TensorView* other,
+                                const Value* scalar, TensorView& out);
 
 // Wraps a possibly negative dim into [0, rank); an error names the argument otherwise.
 // A rank of 0 accepts dims -1 and 0 (as ATen).

@@ -3,8 +3,8 @@
 // decomposes these ops into indexing, torch_ops_movement.cpp) but ExecuTorch's programs do:
 // flip, gather, index_select, repeat, diagonal_copy, as_strided_copy,
 // split_with_sizes_copy, slice_scatter, scatter (src, value, add), any over all or several
-// dims, mean of every element, and fmod / remainder by a scalar (the index arithmetic of
-// roll). Each is declared here by its schema; check_args checks every call against it.
+// dims and mean of every element. Each is declared here by its schema; check_args checks
+// every call against it.
 //
 // The copies move elements bit for bit through strided_copy (offsets and strides in
 // elements, negative for flip); the gathers and scatters walk the index tensor.
@@ -487,44 +487,6 @@ Status as_strided_copy_kernel(KernelContext& ctx, std::span<Value*> args) {
   return Status();
 }
 
-// fmod.Scalar_out / remainder.Scalar_out(self, other, *, out): C's fmod (the sign of self) or
-// Python's remainder (the sign of other), in the out's dtype; integer division by zero is an
-// error, as in ATen.
-template <bool kPython>
-Status mod_scalar_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args));
-  const Args a(ctx, args);
-  const TensorView& self = a.tensor("self");
-  const Value& other = a["other"];
-  TensorView& out = a.out();
-  ETC_RETURN_IF_ERROR(check_out_shape(ctx, out, self.sizes));
-  if (out.dtype == DType::kBool) return unsupported_dtype(ctx, "out", out.dtype, "a numeric dtype");
-  if (!dtype_is_float(out.dtype) && other.scalar_as_int() == 0)
-    return ctx.error("integer division by zero (other is 0)");
-  if (out.numel() == 0) return Status();
-  visit_dtype(out.dtype, [&]<typename O>() {
-    if constexpr (!std::is_same_v<O, bool>) {
-      using C = ComputeT<O>;
-      const C y = scalar_to<C>(other);
-      ReadAs<O> in(self);
-      const O* x = in.data();
-      O* o = out.data_as<O>();
-      for (int64_t i = 0; i < out.numel(); ++i) {
-        const C v = convert<C>(x[i]);
-        C r;
-        if constexpr (std::is_floating_point_v<C>) {
-          r = std::fmod(v, y);
-        } else {
-          r = (y == -1) ? C(0) : v % y;  // INT64_MIN % -1 overflows in C++
-        }
-        if (kPython && r != C(0) && ((r < C(0)) != (y < C(0)))) r += y;
-        o[i] = convert<O>(r);
-      }
-    }
-  });
-  return Status();
-}
-
 }  // namespace
 
 Status register_movement_kernels(OperatorRegistry& r) {
@@ -579,12 +541,6 @@ Status register_movement_kernels(OperatorRegistry& r) {
        "as_strided_copy.out(Tensor self, SymInt[] size, SymInt[] stride, SymInt? "
        "storage_offset=None, *, Tensor(a!) out) -> Tensor(a!)",
        as_strided_copy_kernel},
-      {"aten::fmod.Scalar_out",
-       "fmod.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)",
-       mod_scalar_kernel<false>},
-      {"aten::remainder.Scalar_out",
-       "remainder.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)",
-       mod_scalar_kernel<true>},
       {"aten::mean.dtype_out",
        "mean.dtype_out(Tensor self, *, ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)",
        mean_all_kernel},
