@@ -189,6 +189,43 @@ def binary_math():
     return BinaryMath(), (x, y, n, m), ["x", "y", "n", "m"]
 
 
+class Reductions(nn.Module):
+    """The reductions, index reductions, scans, sorts and batch-statistics norms of
+    src/graph/torch_export/torch_ops_reduce.cpp as models use them: argmax/argmin and
+    max/min with indices (classification heads, MoE routers), topk and sort, cumsum
+    (position ids from masks), var/std, prod and amin, group and instance norm, and div
+    with rounding modes (index arithmetic)."""
+
+    def __init__(self):
+        super().__init__()
+        self.gn = nn.GroupNorm(2, 4)
+        self.inorm = nn.InstanceNorm2d(4, affine=True)
+
+    def forward(self, x, img, n):
+        top_v, top_i = torch.topk(x, 3, dim=-1)
+        low_v, low_i = torch.topk(x, 2, dim=0, largest=False)
+        srt_v, srt_i = torch.sort(x, dim=1, descending=True)
+        mx_v, mx_i = torch.max(x, dim=1, keepdim=True)
+        mn_v, mn_i = x.min(dim=0)
+        stats = (x.var(dim=1) + x.std(dim=1, unbiased=False) + x.var(dim=1, correction=0)
+                 + torch.amin(x, dim=1) + torch.prod(x[:, :4] + 1.5, dim=1) + x.max() - x.min())
+        counts = torch.cumsum(n > 0, dim=1) + torch.cumsum(n, dim=0)
+        norms = self.gn(img) + self.inorm(img)
+        divs = (torch.div(n, 7, rounding_mode="floor") + torch.div(n, -7, rounding_mode="trunc")
+                + (n // 3) + torch.div(n, torch.arange(1, 9), rounding_mode="floor"))
+        fdivs = torch.div(x, 0.3, rounding_mode="floor") + torch.div(x, x.roll(1, 1), rounding_mode="trunc")
+        return (x.argmax(), x.argmax(dim=1), x.argmin(dim=0, keepdim=True), top_v, top_i, low_v,
+                low_i, srt_v, srt_i, mx_v, mx_i, mn_v, mn_i, stats, counts, norms, divs, fdivs,
+                torch.cumsum(x, dim=-1), x.prod())
+
+
+def reductions():
+    x = randn(4, 8)
+    img = randn(2, 4, 5, 5)
+    n = torch.randint(-1000, 1000, (4, 8))
+    return Reductions(), (x, img, n), ["x", "img", "n"]
+
+
 class Movement(nn.Module):
     """The data movement real exporters emit, which etc decomposes at import
     (src/graph/torch_export/torch_ops_movement.cpp): splits, stack, unflatten, narrow,
@@ -404,6 +441,7 @@ MODELS = collections.OrderedDict([
     ("linear", lambda: (Linear(), (randn(4, 32),), ["x"])),
     ("unary_math", unary_math),
     ("binary_math", binary_math),
+    ("reductions", reductions),
     ("movement", movement),
     # The batch dim is symbolic (dynamic_shapes): etc takes its size from --input-shape.
     ("linear_dynamic", lambda: (Linear(), (randn(4, 32),), ["x"])),
@@ -422,7 +460,19 @@ MODELS = collections.OrderedDict([
 # The ops a model's cuda:0 export keeps on the host, by design (torch_models_test.py checks
 # that exactly these are): scatter_add is index_put with accumulate=True, which the CUDA
 # delegate leaves to the host to add repeated indices in a deterministic order.
-CUDA_HOST_OPS = {"movement": ["aten.index_put.default"]}
+CUDA_HOST_OPS = {
+    "movement": ["aten.index_put.default"],
+    # No CUDA kernels yet for index reductions, scans, sorts, var and group norm (their
+    # capability says so): they run on the host between delegates.
+    "reductions": ["aten.argmax.default", "aten.argmin.default", "aten.cumsum.default",
+                   "aten.max.dim", "aten.min.dim", "aten.native_group_norm.default",
+                   "aten.sort.default", "aten.topk.default", "aten.var.correction"],
+}
+
+# Operators etc's program for a fixture calls that ExecuTorch's kernel library (1.5.1) does
+# not register: its runtime cannot run etc's program (torch_models_test.py checks it still
+# lacks them). ExecuTorch's own export of torch.sort calls sort.values too.
+EXECUTORCH_MISSING_KERNELS = {"reductions": ["aten::sort.values"]}
 
 # Outputs on which ExecuTorch's runtime is known to differ from PyTorch (and etc, which
 # matches PyTorch): torch_models_test.py checks that they still do, so the note goes when
@@ -481,6 +531,7 @@ def make(name, out_dir):
         "dynamic": dynamic is not None,
         "cuda_host_ops": CUDA_HOST_OPS.get(name, []),
         "executorch_deviations": EXECUTORCH_DEVIATIONS.get(name, {}),
+        "executorch_missing_kernels": EXECUTORCH_MISSING_KERNELS.get(name, []),
         "executorch_export_seconds": round(et_seconds, 3),
         "ops": {"model.pt2": op_counts(ep), "model.core.pt2": op_counts(core)},
     }

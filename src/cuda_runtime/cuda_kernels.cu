@@ -624,6 +624,25 @@ struct MaxNan {
   }
 };
 
+// amin likewise: (v < a || v != v) ? v : a.
+struct MinNan {
+  template <typename T>
+  __device__ T operator()(T a, T v) const {
+    return (v < a || v != v) ? v : a;
+  }
+};
+// prod: integers wrap in two's complement, as the CPU reduction.
+struct Mul {
+  template <typename T>
+  __device__ T operator()(T a, T b) const {
+    if constexpr (std::is_same_v<T, int64_t>) {
+      return wrapping_mul(a, b);
+    } else {
+      return a * b;
+    }
+  }
+};
+
 __device__ __forceinline__ int64_t decompose(int64_t i, const Shape& s, const int64_t* strides) {
   int64_t off = 0;
   for (int d = s.rank - 1; d >= 0; --d) {
@@ -1094,6 +1113,19 @@ cudaError_t launch_reduce(const ReduceArgs& p, cudaStream_t stream) {
     } else {
       reduce_kernel<int64_t>
           <<<blocks, threads, 0, stream>>>(p, outputs, count, INT64_MIN, MaxNan{});
+    }
+  } else if (p.op == ReduceOp::kAmin) {
+    if (fl_in) {
+      reduce_kernel<double><<<blocks, threads, 0, stream>>>(p, outputs, count, INFINITY, MinNan{});
+    } else {
+      reduce_kernel<int64_t>
+          <<<blocks, threads, 0, stream>>>(p, outputs, count, INT64_MAX, MinNan{});
+    }
+  } else if (p.op == ReduceOp::kProd) {
+    if (p.integer) {
+      reduce_kernel<int64_t><<<blocks, threads, 0, stream>>>(p, outputs, count, int64_t(1), Mul{});
+    } else {
+      reduce_kernel<double><<<blocks, threads, 0, stream>>>(p, outputs, count, 1.0, Mul{});
     }
   } else if (p.integer) {
     reduce_kernel<int64_t><<<blocks, threads, 0, stream>>>(p, outputs, count, int64_t(0), Add{});

@@ -118,10 +118,11 @@ struct BinaryMathArgs {
 };
 cudaError_t launch_binary_math(const BinaryMathArgs& args, cudaStream_t stream);
 
-// sum / mean / amax over the dims of `in` not kept: the output index space is `kept` (each
-// dim with its input stride), the reduced space `reduced` (likewise). `in` and `out` are
+// sum / mean / amax / amin / prod over the dims of `in` not kept: the output index space is `kept`
+// (each dim with its input stride), the reduced space `reduced` (likewise). `in` and `out` are
 // contiguous memory; out element i is out.data[i].
-enum class ReduceOp : int32_t { kSum, kMean, kAmax, kAny };  // kAny: bool out, any element != 0
+// kAny: bool out, any element != 0. kProd of integers wraps in int64.
+enum class ReduceOp : int32_t { kSum, kMean, kAmax, kAmin, kProd, kAny };
 struct ReduceArgs {
   ReduceOp op = ReduceOp::kSum;
   void* in = nullptr;

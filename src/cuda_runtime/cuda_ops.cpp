@@ -208,8 +208,8 @@ Status unary_math_op(KernelContext& ctx, std::span<Value*> args) {
 }
 
 // The binary math ops (graph/binary_math.def): the CPU kernel's dtype rules, one launch over
-// the broadcast operands. Integer fmod/remainder by zero and pow to a negative power give 0
-// here (the CPU kernel refuses them; checking would read the divisor back from the device).
+// the broadcast operands. Integer fmod, remainder and division by zero give 0 here (the CPU
+// kernel refuses them; checking would read the divisor back from the device).
 template <typename Fn, binary_math::Form kForm, k::BinaryMathFn kFn>
 Status binary_math_op(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
@@ -240,6 +240,23 @@ Status binary_math_op(KernelContext& ctx, std::span<Value*> args) {
   return Status();
 }
 
+// div with a rounding mode, as the CPU kernel: by the mode argument, one of three functions.
+template <binary_math::Form kForm>
+Status div_mode_op(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
+  const Value& mode = rt::kernels::Args(ctx, args)["rounding_mode"];
+  if (mode.is_none()) {
+    return binary_math_op<binary_math::TrueDiv, kForm, k::BinaryMathFn::kTrueDiv>(ctx, args);
+  }
+  if (mode.s == "trunc") {
+    return binary_math_op<binary_math::DivTrunc, kForm, k::BinaryMathFn::kDivTrunc>(ctx, args);
+  }
+  if (mode.s == "floor") {
+    return binary_math_op<binary_math::DivFloor, kForm, k::BinaryMathFn::kDivFloor>(ctx, args);
+  }
+  return ctx.error("rounding_mode must be None, 'trunc' or 'floor', got '" + mode.s + "'");
+}
+
 }  // namespace
 
 // Defined in cuda_ops_tensor.cpp (matmul, convolution, pooling, reductions, layout ops) and
@@ -262,6 +279,10 @@ Status register_cuda_kernels(rt::OperatorRegistry& r) {
 #include "graph/binary_math.def"
 #undef ETC_BINARY_OP
 #undef ETC_BINARY_FN
+  ETC_RETURN_IF_ERROR(r.add(OpKind::DivTensorMode, div_mode_op<binary_math::Form::kTensor>,
+                            KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::DivScalarMode, div_mode_op<binary_math::Form::kScalar>,
+                            KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(r.add(OpKind::AddTensor, add_tensor, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(r.add(OpKind::SubTensor, sub_tensor, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(r.add(OpKind::MulTensor, mul_tensor, KernelForms::kFunctional));

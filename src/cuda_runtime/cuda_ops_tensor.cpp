@@ -550,6 +550,7 @@ Status run_reduce(const KernelContext& ctx, k::ReduceOp op, const TensorView& se
   return Status();
 }
 
+template <bool kMax>
 Status amax(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
@@ -559,8 +560,27 @@ Status amax(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(
       check_out(ctx, out, reduced_shape(self.sizes, reduced, args[2]->b), self.dtype));
   if (out.numel() == 0) return Status();
-  if (self.numel() == 0) return ctx.error("amax of an empty tensor");
-  return run_reduce(ctx, k::ReduceOp::kAmax, self, reduced, out, !is_float(self.dtype));
+  if (self.numel() == 0)
+    return ctx.error(kMax ? "amax of an empty tensor" : "amin of an empty tensor");
+  return run_reduce(ctx, kMax ? k::ReduceOp::kAmax : k::ReduceOp::kAmin, self, reduced, out,
+                    !is_float(self.dtype));
+}
+
+// prod.dim_int: as the CPU kernel, in double for floats and int64 for integers.
+Status prod(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
+  const rt::kernels::Args a(ctx, args);
+  const TensorView& self = a.tensor("self");
+  TensorView& out = a.out();
+  std::vector<int64_t> dims{a.integer("dim")};
+  ETC_ASSIGN_OR_RETURN(std::vector<bool> reduced,
+                       reduced_dims(ctx, &dims, static_cast<int64_t>(self.rank())));
+  std::optional<DType> dtype = opt_dtype_arg(args, 3);
+  const DType want = dtype.value_or(dtype_is_float(self.dtype) ? self.dtype : DType::kInt64);
+  ETC_RETURN_IF_ERROR(
+      check_out(ctx, out, reduced_shape(self.sizes, reduced, a.flag("keepdim")), want));
+  if (out.numel() == 0) return Status();
+  return run_reduce(ctx, k::ReduceOp::kProd, self, reduced, out, !dtype_is_float(want));
 }
 
 Status any_dim(KernelContext& ctx, std::span<Value*> args) {
@@ -915,7 +935,9 @@ Status register_cuda_tensor_kernels(rt::OperatorRegistry& r) {
       OpKind::UpsampleBilinear2d,
       [](KernelContext& c, std::span<Value*> a) { return upsample2d(c, a, true); },
       KernelForms::kFunctional));
-  ETC_RETURN_IF_ERROR(r.add(OpKind::Amax, amax, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Amax, amax<true>, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Amin, amax<false>, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::ProdDimInt, prod, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(r.add(OpKind::AnyDim, any_dim, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(r.add(OpKind::MeanDim, mean_dim, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(r.add(OpKind::SumDimIntList, sum_dim, KernelForms::kFunctional));

@@ -57,6 +57,41 @@ ETC_HOST_DEVICE T remainder(T x, T y) {
   return (r != T(0) && ((r < T(0)) != (y < T(0)))) ? static_cast<T>(r + y) : r;
 }
 
+// Division rounded toward zero (div with rounding_mode="trunc"): floats trunc(x / y) as
+// ATen's; integers C's quotient (by zero: 0, refused by the kernels; the lowest by -1 wraps).
+template <typename T>
+ETC_HOST_DEVICE T div_trunc(T x, T y) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::trunc(x / y);
+  } else {
+    if (y == 0) return T(0);
+    if (y == T(-1)) return wrapping_neg(x);
+    return static_cast<T>(x / y);
+  }
+}
+
+// Division rounded toward negative infinity (rounding_mode="floor", Python's //), as ATen's
+// div_floor: floats from fmod so that x == y * q + fmod(x, y) holds exactly, the quotient
+// rounded to the nearest integer; by zero x / y (inf or NaN); integers floored.
+template <typename T>
+ETC_HOST_DEVICE T div_floor(T x, T y) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (y == T(0)) return x / y;
+    const T mod = std::fmod(x, y);
+    T div = (x - mod) / y;
+    if (mod != T(0) && ((y < T(0)) != (mod < T(0)))) div -= T(1);
+    if (div == T(0)) return std::copysign(T(0), x / y);
+    T floordiv = std::floor(div);
+    if (div - floordiv > T(0.5)) floordiv += T(1);
+    return floordiv;
+  } else {
+    if (y == 0) return T(0);
+    if (y == T(-1)) return wrapping_neg(x);
+    const T q = static_cast<T>(x / y);
+    return ((x % y) != 0 && ((x < 0) != (y < 0))) ? static_cast<T>(q - 1) : q;
+  }
+}
+
 // x ** y; integers by repeated squaring, wrapping as ATen's (a negative exponent is refused
 // by the kernels; here it gives what integer division would: 1 / x truncated).
 template <typename T>

@@ -208,6 +208,9 @@ double InferContext::float_arg(std::string_view a) const {
 const std::string& InferContext::string_arg(std::string_view a) const {
   return std::get<std::string>(arg(a));
 }
+const std::string* InferContext::optional_string(std::string_view a) const {
+  return std::get_if<std::string>(&arg(a));
+}
 std::optional<Scalar> InferContext::optional_scalar(std::string_view a) const {
   const ArgValue& v = arg(a);
   if (auto* s = std::get_if<Scalar>(&v)) return *s;

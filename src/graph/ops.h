@@ -51,6 +51,7 @@ class InferContext {
   bool bool_arg(std::string_view arg) const;
   double float_arg(std::string_view arg) const;
   const std::string& string_arg(std::string_view arg) const;
+  const std::string* optional_string(std::string_view arg) const;  // nullptr for None
   std::optional<Scalar> optional_scalar(std::string_view arg) const;
   Scalar scalar(std::string_view arg) const;
   std::optional<DType> dtype_arg(std::string_view arg) const;

@@ -207,6 +207,17 @@ def cases():
                 number = True if d == BOOL else (1 if kind == "kBitwise" or d in (I32, I64) else 0.25)
                 simple("%s_%s" % (short, d), op, lambda a: {"self": a, "other": number},
                        [("a", d, [6, 7])])
+    # div with a rounding mode (binary_math.def's TrueDiv, DivTrunc, DivFloor); integer
+    # divisors may be 0 in random data, so the integer cases are stress cases.
+    for mode in (None, "trunc", "floor"):
+        tag = mode or "true"
+        for d in FLOATS:
+            simple("div_mode_%s_%s" % (tag, d), "aten.div.Tensor_mode",
+                   lambda a, b, m=mode: {"self": a, "other": b, "rounding_mode": m},
+                   [("a", d, [3, 1, 5]), ("b", d, [4, 5])])
+            simple("div_scalar_mode_%s_%s" % (tag, d), "aten.div.Scalar_mode",
+                   lambda a, m=mode: {"self": a, "other": -0.75, "rounding_mode": m},
+                   [("a", d, [6, 7])])
     # GEMMs.
     for d in FLOATS:
         g = tol(d, gemm=True)
@@ -279,6 +290,10 @@ def cases():
     for d in FLOATS:
         simple("amax_%s" % d, "aten.amax.default", lambda x: {"self": x, "dim": [1], "keepdim": True},
                [("x", d, [4, 300, 3])])
+        simple("amin_%s" % d, "aten.amin.default", lambda x: {"self": x, "dim": [0, 2], "keepdim": False},
+               [("x", d, [4, 30, 3])])
+        simple("prod_dim_int_%s" % d, "aten.prod.dim_int", lambda x: {"self": x, "dim": 1, "keepdim": True},
+               [("x", d, [5, 12, 3])], run_args=tol(d, gemm=True))
         simple("mean_dim_%s" % d, "aten.mean.dim", lambda x: {"self": x, "dim": [0, 2]}, [("x", d, [5, 6, 7])])
         simple("sum_dim_%s" % d, "aten.sum.dim_IntList", lambda x: {"self": x, "dim": [-1], "keepdim": True},
                [("x", d, [6, 1000])], run_args=tol(d, gemm=True))
@@ -484,16 +499,38 @@ def stress_cases(simple):
                  [floats(256, -50, 50, special), floats(256, -50, 50, special[::-1])])
         if kind in ("kCompare", "kBitwise", "kArith") and form == "kTensor":
             hi = 20 if fn == "Pow" else 2**31 - 1
-            lo = 0 if fn == "Pow" else -2**31
-            b_vals = ints(256, 1 if fn in ("Fmod", "Remainder", "Pow") else lo, hi,
-                          () if fn in ("Fmod", "Remainder", "Pow") else (0, -1, 2**31 - 1))
+            lo = -5 if fn == "Pow" else -2**31
+            # Integer pow to negative powers gives 1, -1 or 0, as ATen's.
+            b_vals = ints(256, 1 if fn in ("Fmod", "Remainder") else lo, hi,
+                          () if fn in ("Fmod", "Remainder") else (0, -1, -2) if fn == "Pow"
+                          else (0, -1, 2**31 - 1))
             if fn in ("Fmod", "Remainder"):
                 b_vals = [v if rng.random() < 0.5 else -v for v in b_vals]
             case("stress_%s_wide_i32" % short, op, lambda a, b: {"self": a, second: b},
                  [("a", I32, [256]), ("b", I32, [256])],
                  [ints(256, -2**31, 2**31 - 1, (-2**31, 2**31 - 1, 0, -1, 1)), b_vals])
+    for mode in (None, "trunc", "floor"):
+        tag = mode or "true"
+        case("stress_div_mode_%s_special_f32" % tag, "aten.div.Tensor_mode",
+             lambda a, b, m=mode: {"self": a, "other": b, "rounding_mode": m},
+             [("a", F32, [4, 64]), ("b", F32, [4, 64])],
+             [floats(256, -50, 50, special), floats(256, -50, 50, special[::-1])])
+        for d in (I32, I64):
+            lim = 2**31 - 1 if d == I32 else 2**62
+            b_vals = [v if rng.random() < 0.5 else -v for v in ints(256, 1, lim, (1, 7))]
+            case("stress_div_mode_%s_wide_%s" % (tag, d), "aten.div.Tensor_mode",
+                 lambda a, b, m=mode: {"self": a, "other": b, "rounding_mode": m},
+                 [("a", d, [256]), ("b", d, [256])],
+                 [ints(256, -lim, lim, (-lim, lim, 0, -1, 1)), b_vals])
+        case("stress_div_scalar_mode_%s_i64" % tag, "aten.div.Scalar_mode",
+             lambda a, m=mode: {"self": a, "other": -3, "rounding_mode": m},
+             [("a", I64, [64])], [ints(64, -1000, 1000, (0, -1, 1, 3, -3))])
     case("stress_clamp_special_f32", "aten.clamp.default", lambda a: {"self": a, "min": -1, "max": 1},
          [("a", F32, [64])], [floats(64, -10, 10, special)])
+    case("stress_amin_special_f32", "aten.amin.default", lambda x: {"self": x, "dim": [1], "keepdim": False},
+         [("x", F32, [4, 300])], [floats(1200, -1e30, 1e30, (NAN, INF, -INF))])
+    case("stress_prod_wide_i64", "aten.prod.dim_int", lambda x: {"self": x, "dim": 1, "keepdim": False},
+         [("x", I64, [4, 16])], [ints(64, -2**40, 2**40, (0, -1, 2**62))])
     case("stress_amax_special_f32", "aten.amax.default", lambda x: {"self": x, "dim": [1], "keepdim": False},
          [("x", F32, [4, 300])], [floats(1200, -1e30, 1e30, (NAN, INF, -INF))])
     case("stress_max_pool2d_special_f32", "aten.max_pool2d.default",

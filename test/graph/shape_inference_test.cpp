@@ -563,13 +563,113 @@ TEST_CASE("the binary math ops infer by their kind") {
             .find("cannot be broadcast") != std::string::npos);
 }
 
+TEST_CASE("div with a rounding mode: true division without one, else the result type") {
+  OpTester t;
+  auto i = t.in(i32, {2, 3});
+  auto f = t.in(f16, {3});
+  CHECK(t.one(OpKind::DivTensorMode, {{"self", i}, {"other", i}, {"rounding_mode", none()}}) ==
+        T(f32, {2, 3}));
+  CHECK(t.one(OpKind::DivTensorMode,
+              {{"self", i}, {"other", i}, {"rounding_mode", std::string("floor")}}) ==
+        T(i32, {2, 3}));
+  CHECK(t.one(OpKind::DivScalarMode, {{"self", i},
+                                      {"other", Scalar{int64_t{2}}},
+                                      {"rounding_mode", std::string("trunc")}}) == T(i32, {2, 3}));
+  CHECK(t.one(OpKind::DivScalarMode,
+              {{"self", f}, {"other", Scalar{0.5}}, {"rounding_mode", std::string("floor")}}) ==
+        T(f16, {3}));
+  CHECK(t.error(OpKind::DivTensorMode,
+                {{"self", i}, {"other", i}, {"rounding_mode", std::string("round")}}) ==
+        "/nodes/0/args/rounding_mode (node \"n\"): aten.div.Tensor_mode: expected None, 'trunc' or "
+        "'floor', got 'round'");
+}
+
+TEST_CASE("amin, prod and var reduce as amax and sum do") {
+  OpTester t;
+  auto x = t.in(f32, {2, 3, 4});
+  CHECK(t.one(OpKind::Amin, {{"self", x}, {"dim", ints({0, 2})}}) == T(f32, {3}));
+  CHECK(t.one(OpKind::ProdDimInt, {{"self", t.in(i32, {2, 3})}, {"dim", i64(1)}}) == T(i64t, {2}));
+  CHECK(t.one(OpKind::ProdDimInt, {{"self", x}, {"dim", i64(-1)}, {"keepdim", true}}) ==
+        T(f32, {2, 3, 1}));
+  CHECK(t.one(OpKind::ProdDimInt, {{"self", t.in(b8, {3})}, {"dim", i64(0)}, {"dtype", f32}}) ==
+        T(f32, {}));
+  CHECK(t.one(OpKind::VarCorrection, {{"self", x}, {"dim", ints({1})}, {"keepdim", true}}) ==
+        T(f32, {2, 1, 4}));
+  CHECK(t.one(OpKind::VarCorrection, {{"self", x}, {"dim", none()}}) == T(f32, {}));
+  CHECK(t.error(OpKind::VarCorrection, {{"self", t.in(i32, {3})}, {"dim", none()}})
+            .find("floating-point") != std::string::npos);
+}
+
+TEST_CASE("index reductions, cumsum, sort and topk give int64 indices") {
+  OpTester t;
+  auto x = t.in(f32, {2, 3, 4});
+  CHECK(t.one(OpKind::Argmax, {{"self", x}, {"dim", none()}}) == T(i64t, {}));
+  CHECK(t.one(OpKind::Argmax, {{"self", x}, {"dim", none()}, {"keepdim", true}}) ==
+        T(i64t, {1, 1, 1}));
+  CHECK(t.one(OpKind::Argmin, {{"self", x}, {"dim", i64(1)}}) == T(i64t, {2, 4}));
+  Result<std::vector<TensorType>> mx =
+      t.infer(OpKind::MaxDim, {{"self", x}, {"dim", i64(-1)}, {"keepdim", true}});
+  REQUIRE(mx.ok());
+  CHECK(*mx == std::vector<TensorType>{T(f32, {2, 3, 1}), T(i64t, {2, 3, 1})});
+  Result<std::vector<TensorType>> mn = t.infer(OpKind::MinDim, {{"self", x}, {"dim", i64(0)}});
+  REQUIRE(mn.ok());
+  CHECK(*mn == std::vector<TensorType>{T(f32, {3, 4}), T(i64t, {3, 4})});
+  CHECK(t.one(OpKind::Cumsum, {{"self", t.in(b8, {5})}, {"dim", i64(0)}}) == T(i64t, {5}));
+  CHECK(t.one(OpKind::Cumsum, {{"self", x}, {"dim", i64(2)}, {"dtype", DType::kFloat64}}) ==
+        T(DType::kFloat64, {2, 3, 4}));
+  CHECK(t.error(OpKind::Cumsum, {{"self", x}, {"dim", i64(3)}}).find("out of range") !=
+        std::string::npos);
+  Result<std::vector<TensorType>> s = t.infer(OpKind::Sort, {{"self", x}, {"dim", i64(1)}});
+  REQUIRE(s.ok());
+  CHECK(*s == std::vector<TensorType>{T(f32, {2, 3, 4}), T(i64t, {2, 3, 4})});
+  Result<std::vector<TensorType>> k = t.infer(OpKind::Topk, {{"self", x}, {"k", i64(2)}});
+  REQUIRE(k.ok());
+  CHECK(*k == std::vector<TensorType>{T(f32, {2, 3, 2}), T(i64t, {2, 3, 2})});
+  CHECK(t.error(OpKind::Topk, {{"self", x}, {"k", i64(5)}}) ==
+        "/nodes/0/args/k (node \"n\"): aten.topk.default: k 5 is out of range for dim 2 of size 4");
+}
+
+TEST_CASE("native_group_norm checks N, C, HxW and the groups") {
+  OpTester t;
+  auto x = t.in(f32, {2, 6, 3, 3});
+  auto c = t.in(f32, {6});
+  Result<std::vector<TensorType>> gn = t.infer(OpKind::NativeGroupNorm, {{"input", x},
+                                                                         {"weight", c},
+                                                                         {"bias", c},
+                                                                         {"N", i64(2)},
+                                                                         {"C", i64(6)},
+                                                                         {"HxW", i64(9)},
+                                                                         {"group", i64(3)},
+                                                                         {"eps", 1e-5}});
+  REQUIRE(gn.ok());
+  CHECK(*gn == std::vector<TensorType>{T(f32, {2, 6, 3, 3}), T(f32, {2, 3}), T(f32, {2, 3})});
+  CHECK(t.error(OpKind::NativeGroupNorm, {{"input", x},
+                                          {"weight", none()},
+                                          {"bias", none()},
+                                          {"N", i64(2)},
+                                          {"C", i64(6)},
+                                          {"HxW", i64(9)},
+                                          {"group", i64(4)},
+                                          {"eps", 1e-5}})
+            .find("is not divisible into 4 groups") != std::string::npos);
+  CHECK(t.error(OpKind::NativeGroupNorm, {{"input", x},
+                                          {"weight", none()},
+                                          {"bias", none()},
+                                          {"N", i64(2)},
+                                          {"C", i64(6)},
+                                          {"HxW", i64(8)},
+                                          {"group", i64(3)},
+                                          {"eps", 1e-5}})
+            .find("HxW 8 is not the product") != std::string::npos);
+}
+
 TEST_CASE("every op in the table is covered by this file") {
   // A new op in ops.def must get inference tests; these counts are the reminder.
   size_t aten = 0;
   for (const OpInfo& op : all_ops())
     aten += op.schema.ns == "aten";
-  CHECK(aten == 120);
-  CHECK(all_ops().size() == 123);
+  CHECK(aten == 133);
+  CHECK(all_ops().size() == 136);
 }
 
 }  // namespace

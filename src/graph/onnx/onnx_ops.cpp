@@ -67,9 +67,8 @@ Result<ValueId> binary_values(NodeCtx& ctx, Bin op, int ia, int ib) {
                        std::string(dtype_name(ctx.dtype(ib))) + ")");
   }
   if (dt == DType::kBool) return ctx.unsupported("bool inputs");
-  if (op == Bin::kDiv && !dtype_is_float(dt)) {
-    return ctx.unsupported("integer division at run time (etc divides floating-point tensors)");
-  }
+  // ONNX divides integers as C does: truncated (div with rounding_mode "trunc").
+  const bool int_div = op == Bin::kDiv && !dtype_is_float(dt);
   std::optional<std::vector<int64_t>> shape = broadcast_shapes(ctx.shape(ia), ctx.shape(ib));
   if (!shape) {
     return ctx.invalid("shapes " + shape_to_string(ctx.shape(ia)) + " and " +
@@ -87,6 +86,10 @@ Result<ValueId> binary_values(NodeCtx& ctx, Bin op, int ia, int ib) {
       case Bin::kMul:
         return ctx.emit(OpKind::MulScalar, {{"self", a}, {"other", s}});
       case Bin::kDiv:
+        if (int_div) {
+          return ctx.emit(OpKind::DivScalarMode,
+                          {{"self", a}, {"other", s}, {"rounding_mode", std::string("trunc")}});
+        }
         return ctx.emit(OpKind::DivScalar, {{"self", a}, {"other", s}});
     }
   }
@@ -107,6 +110,10 @@ Result<ValueId> binary_values(NodeCtx& ctx, Bin op, int ia, int ib) {
     case Bin::kMul:
       return ctx.emit(OpKind::MulTensor, {{"self", a}, {"other", b}});
     case Bin::kDiv:
+      if (int_div) {
+        return ctx.emit(OpKind::DivTensorMode,
+                        {{"self", a}, {"other", b}, {"rounding_mode", std::string("trunc")}});
+      }
       return ctx.emit(OpKind::DivTensor, {{"self", a}, {"other", b}});
   }
   return internal_error("unreachable");
@@ -536,11 +543,14 @@ Converter softmax(bool log) {
 
 // ReduceL2 is sqrt(sum(x * x)) and ReduceSumSquare sum(x * x) (PyTorch exports the 2-norm,
 // as in all-MiniLM-L6-v2's normalisation, as ReduceL2).
-enum class Reduce { kMean, kSum, kMax, kL2, kSumSquare };
+enum class Reduce { kMean, kSum, kMax, kMin, kProd, kL2, kSumSquare };
 
 Converter reduce(Reduce kind) {
   return [kind](NodeCtx& ctx) -> Status {
-    if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer inputs");
+    // ReduceMax / Min / Prod keep integer dtypes; the sums and means of etc take floats.
+    const bool any_dtype = kind == Reduce::kMax || kind == Reduce::kMin || kind == Reduce::kProd;
+    if (!any_dtype && !dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer inputs");
+    if (ctx.dtype(0) == DType::kBool) return ctx.unsupported("bool inputs");
     const int64_t r = ctx.rank(0);
     ETC_ASSIGN_OR_RETURN(int64_t keepdims, ctx.attr_int("keepdims", 1));
     ETC_ASSIGN_OR_RETURN(int64_t noop, ctx.attr_int("noop_with_empty_axes", 0));
@@ -566,8 +576,24 @@ Converter reduce(Reduce kind) {
       ETC_ASSIGN_OR_RETURN(ValueId y, ctx.emit(OpKind::Clone, {{"self", x}}));
       return ctx.set_output(0, y);
     }
+    if (kind == Reduce::kProd) {
+      // One dim at a time, from the last (the dims before it keep their numbers), in the
+      // input's dtype as ONNX keeps it.
+      ValueId y = x;
+      std::vector<int64_t> sorted = *axes;
+      std::sort(sorted.rbegin(), sorted.rend());
+      sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+      for (int64_t a : sorted) {
+        ETC_ASSIGN_OR_RETURN(
+            y, ctx.emit(
+                   OpKind::ProdDimInt,
+                   {{"self", y}, {"dim", a}, {"keepdim", keepdims != 0}, {"dtype", ctx.dtype(0)}}));
+      }
+      return ctx.set_output(0, y);
+    }
     const OpKind op = kind == Reduce::kMean  ? OpKind::MeanDim
                       : kind == Reduce::kMax ? OpKind::Amax
+                      : kind == Reduce::kMin ? OpKind::Amin
                                              : OpKind::SumDimIntList;
     if (squares) {
       ETC_ASSIGN_OR_RETURN(x, ctx.emit(OpKind::MulTensor, {{"self", x}, {"other", x}}));
@@ -579,6 +605,62 @@ Converter reduce(Reduce kind) {
     }
     return ctx.set_output(0, y);
   };
+}
+
+// ArgMax / ArgMin(axis=0, keepdims=1, select_last_index=0): int64 indices, the first of
+// equal extremes.
+Converter arg_extreme(OpKind op) {
+  return [op](NodeCtx& ctx) -> Status {
+    ETC_ASSIGN_OR_RETURN(int64_t last, ctx.attr_int("select_last_index", 0));
+    if (last != 0) return ctx.unsupported("select_last_index=1");
+    const int64_t r = ctx.rank(0);
+    ETC_ASSIGN_OR_RETURN(int64_t axis, ctx.attr_int("axis", 0));
+    ETC_ASSIGN_OR_RETURN(int64_t keepdims, ctx.attr_int("keepdims", 1));
+    ETC_RETURN_IF_ERROR(ctx.check_axis(axis, r == 0 ? 1 : r, "axis"));
+    ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+    ETC_ASSIGN_OR_RETURN(ValueId y, ctx.emit(op, {{"self", x},
+                                                  {"dim", ctx.wrap_axis(axis, r == 0 ? 1 : r)},
+                                                  {"keepdim", keepdims != 0}}));
+    return ctx.set_output(0, y);
+  };
+}
+
+// CumSum(x, axis) with exclusive=0, reverse=0, in x's dtype.
+Status convert_cumsum(NodeCtx& ctx) {
+  ETC_ASSIGN_OR_RETURN(int64_t exclusive, ctx.attr_int("exclusive", 0));
+  ETC_ASSIGN_OR_RETURN(int64_t reverse, ctx.attr_int("reverse", 0));
+  if (exclusive != 0 || reverse != 0) return ctx.unsupported("exclusive or reverse sums");
+  ETC_ASSIGN_OR_RETURN(const HostTensor* a, ctx.require_constant(1, "axis"));
+  if (a->ints().size() != 1) return ctx.invalid("axis must hold one value");
+  const int64_t r = ctx.rank(0);
+  int64_t axis = a->ints()[0];
+  ETC_RETURN_IF_ERROR(ctx.check_axis(axis, r == 0 ? 1 : r, "axis"));
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId y,
+                       ctx.emit(OpKind::Cumsum, {{"self", x},
+                                                 {"dim", ctx.wrap_axis(axis, r == 0 ? 1 : r)},
+                                                 {"dtype", ctx.dtype(0)}}));
+  return ctx.set_output(0, y);
+}
+
+// TopK(x, k; axis=-1, largest=1, sorted=1): values and int64 indices, ties by index.
+Status convert_topk(NodeCtx& ctx) {
+  ETC_ASSIGN_OR_RETURN(const HostTensor* kt, ctx.require_constant(1, "K"));
+  if (kt->ints().size() != 1) return ctx.invalid("K must hold one value");
+  const int64_t r = ctx.rank(0);
+  if (r == 0) return ctx.invalid("input must have rank 1 or more");
+  ETC_ASSIGN_OR_RETURN(int64_t axis, ctx.attr_int("axis", -1));
+  ETC_ASSIGN_OR_RETURN(int64_t largest, ctx.attr_int("largest", 1));
+  ETC_RETURN_IF_ERROR(ctx.check_axis(axis, r, "axis"));
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId y, ctx.emit(OpKind::Topk, {{"self", x},
+                                                          {"k", kt->ints()[0]},
+                                                          {"dim", ctx.wrap_axis(axis, r)},
+                                                          {"largest", largest != 0},
+                                                          {"sorted", true}}));
+  ETC_RETURN_IF_ERROR(ctx.set_output(0, y));
+  if (ctx.has_output(1)) ETC_RETURN_IF_ERROR(ctx.set_output(1, ctx.last_outputs()[1]));
+  return Status();
 }
 
 // ---- Shape and layout ---------------------------------------------------------------------
@@ -938,6 +1020,7 @@ int required_inputs(const std::string& op_type) {
       {"BatchNormalization", 5},
       {"Constant", 0},
       {"Conv", 2},
+      {"CumSum", 2},
       {"ConvTranspose", 2},
       {"Div", 2},
       {"Equal", 2},
@@ -960,6 +1043,7 @@ int required_inputs(const std::string& op_type) {
       {"Sub", 2},
       {"Where", 3},
       {"Xor", 2},
+      {"TopK", 2},
   };
   auto it = table.find(op_type);
   return it == table.end() ? 1 : it->second;
@@ -1012,6 +1096,12 @@ const std::map<std::string, Converter>& converters() {
         {"Range", evaluated_only},
         {"ReduceL2", reduce(Reduce::kL2)},
         {"ReduceMax", reduce(Reduce::kMax)},
+        {"ReduceMin", reduce(Reduce::kMin)},
+        {"ReduceProd", reduce(Reduce::kProd)},
+        {"ArgMax", arg_extreme(OpKind::Argmax)},
+        {"ArgMin", arg_extreme(OpKind::Argmin)},
+        {"CumSum", convert_cumsum},
+        {"TopK", convert_topk},
         {"ReduceMean", reduce(Reduce::kMean)},
         {"ReduceSum", reduce(Reduce::kSum)},
         {"ReduceSumSquare", reduce(Reduce::kSumSquare)},

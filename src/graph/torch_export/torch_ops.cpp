@@ -196,8 +196,10 @@ Converter compare(Fn f, bool scalar_other, std::optional<OpKind> runtime_op = st
 // other operand a tensor or a number. Values known at export time are computed here with the
 // kernels' own functions (integers in int64, floats in double, rounded to the result's dtype);
 // otherwise the op of the table, with a number on the left as a 0-d constant of its dtype.
+// `mode` is div's rounding mode, passed on to the DivTensorMode / DivScalarMode ops.
 template <typename Fn>
-Converter binary_math_op(OpKind tensor_op, std::optional<OpKind> scalar_op) {
+Converter binary_math_op(OpKind tensor_op, std::optional<OpKind> scalar_op,
+                         std::optional<std::string> mode = std::nullopt) {
   return [=](TorchNode& n) -> Status {
     using binary_math::Kind;
     const std::string other_name = n.has("exponent") ? "exponent" : "other";
@@ -242,7 +244,9 @@ Converter binary_math_op(OpKind tensor_op, std::optional<OpKind> scalar_op) {
         !(Fn::kKind == Kind::kArith && common == DType::kBool)) {
       for (double y : b.v) {
         if (integral && y == 0.0 &&
-            (std::is_same_v<Fn, binary_math::Fmod> || std::is_same_v<Fn, binary_math::Remainder>))
+            (std::is_same_v<Fn, binary_math::Fmod> || std::is_same_v<Fn, binary_math::Remainder> ||
+             std::is_same_v<Fn, binary_math::DivTrunc> ||
+             std::is_same_v<Fn, binary_math::DivFloor>))
           return n.invalid("integer division by zero");
       }
       auto r = known_binary(a, b, result, [&](double x, double y) -> double {
@@ -263,11 +267,23 @@ Converter binary_math_op(OpKind tensor_op, std::optional<OpKind> scalar_op) {
     ValueId x;
     if (self) {
       ETC_ASSIGN_OR_RETURN(x, n.tensor("self"));
-    } else {  // a number on the left: a 0-d constant of its dtype
-      x = n.constant(a);
+    } else {  // a number on the left: a 0-d constant of the operands' type (ATen's
+              // result type: pow(5, int32 tensor) is int32)
+      KnownTensor lhs = a;
+      lhs.dtype = common;
+      x = n.constant(lhs);
     }
     ValueId out;
-    if (other) {
+    if (mode) {
+      ValueId y;
+      if (other) {
+        ETC_ASSIGN_OR_RETURN(y, n.tensor(other_name));
+      }
+      ETC_ASSIGN_OR_RETURN(
+          out, other ? n.emit(tensor_op, {{"self", x}, {"other", y}, {"rounding_mode", *mode}})
+                     : n.emit(*scalar_op,
+                              {{"self", x}, {"other", *other_number}, {"rounding_mode", *mode}}));
+    } else if (other) {
       ETC_ASSIGN_OR_RETURN(ValueId y, n.tensor(other_name));
       ETC_ASSIGN_OR_RETURN(
           out, n.emit(tensor_op, {{"self", x}, {op_info(tensor_op).schema.args[1].name, y}}));
@@ -280,6 +296,22 @@ Converter binary_math_op(OpKind tensor_op, std::optional<OpKind> scalar_op) {
     }
     return n.set_output(0, out);
   };
+}
+
+// div.Tensor_mode / div.Scalar_mode: without a rounding mode, div.Tensor; else the
+// truncating or flooring division.
+Status convert_div_mode(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(std::string mode, n.string_arg("rounding_mode", std::string()));
+  static const Converter kTrue = binary(
+      OpKind::DivTensor, OpKind::DivScalar, [](double x, double y) { return x / y; }, false);
+  static const Converter kTrunc =
+      binary_math_op<binary_math::DivTrunc>(OpKind::DivTensorMode, OpKind::DivScalarMode, "trunc");
+  static const Converter kFloor =
+      binary_math_op<binary_math::DivFloor>(OpKind::DivTensorMode, OpKind::DivScalarMode, "floor");
+  if (mode.empty()) return kTrue(n);
+  if (mode == "trunc") return kTrunc(n);
+  if (mode == "floor") return kFloor(n);
+  return n.invalid("rounding_mode must be None, 'trunc' or 'floor', got '" + mode + "'");
 }
 
 Status convert_logical_not(TorchNode& n) {
@@ -1250,6 +1282,13 @@ const std::map<std::string, Converter>& torch_converters() {
     t["aten.div.Tensor"] = binary(OpKind::DivTensor, OpKind::DivScalar, div, false);
     t["aten.div.Scalar"] = binary(OpKind::DivTensor, OpKind::DivScalar, div, false);
     t["aten.div_.Tensor"] = binary(OpKind::DivTensor, OpKind::DivScalar, div, false, true);
+    t["aten.div.Tensor_mode"] = convert_div_mode;
+    t["aten.div.Scalar_mode"] = convert_div_mode;
+    // Python's // on tensors.
+    t["aten.floor_divide.default"] = binary_math_op<binary_math::DivFloor>(
+        OpKind::DivTensorMode, OpKind::DivScalarMode, "floor");
+    t["aten.floor_divide.Scalar"] = binary_math_op<binary_math::DivFloor>(
+        OpKind::DivTensorMode, OpKind::DivScalarMode, "floor");
     t["aten.rsub.Scalar"] = convert_rsub;
     t["aten.pow.Tensor_Scalar"] = convert_pow;
     t["aten.where.self"] = convert_where;
@@ -1415,6 +1454,7 @@ const std::map<std::string, Converter>& torch_converters() {
     t["aten.linalg_vector_norm.default"] = convert_vector_norm;
     add_attention_converters(t);
     add_movement_converters(t);
+    add_reduce_converters(t);
     return t;
   }();
   return table;

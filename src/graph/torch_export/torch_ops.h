@@ -20,5 +20,8 @@ Status cast_to(TorchNode& n, DType to);
 void add_attention_converters(std::map<std::string, Converter>& table);
 // Adds the data-movement decompositions (torch_ops_movement.cpp) to the table.
 void add_movement_converters(std::map<std::string, Converter>& table);
+// Adds the reductions, index reductions, scans, sorts and batch-statistics norms
+// (torch_ops_reduce.cpp) to the table.
+void add_reduce_converters(std::map<std::string, Converter>& table);
 
 }  // namespace etc::torch_import

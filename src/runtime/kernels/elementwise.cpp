@@ -608,26 +608,25 @@ Status unary_math_kernel(KernelContext& ctx, std::span<Value*> args) {
 
 // ---- The binary math ops (graph/binary_math.def) -----------------------------------------
 
-// Integer fmod / remainder by zero and integer pow to a negative power are errors, as in
-// ATen: checked on the divisor's (exponent's) values before computing.
+// Integer division, fmod and remainder by zero are errors, as in ATen: checked on the
+// divisor's values before computing. (A tensor exponent may be negative: ATen's integer pow
+// gives 1 or -1 for a base of 1 or -1 and 0 otherwise, as binary_math::binary::pow.)
 template <typename Fn>
 Status check_integer_operand(const KernelContext& ctx, DType compute, const TensorView* other,
                              const Value* scalar) {
   constexpr bool kDivides =
-      std::is_same_v<Fn, binary_math::Fmod> || std::is_same_v<Fn, binary_math::Remainder>;
-  constexpr bool kPow = std::is_same_v<Fn, binary_math::Pow>;
-  if constexpr (!kDivides && !kPow) {
+      std::is_same_v<Fn, binary_math::Fmod> || std::is_same_v<Fn, binary_math::Remainder> ||
+      std::is_same_v<Fn, binary_math::DivTrunc> || std::is_same_v<Fn, binary_math::DivFloor>;
+  if constexpr (!kDivides) {
     return Status();
   } else {
     if (dtype_is_float(compute)) return Status();
-    auto bad = [](int64_t v) { return kDivides ? v == 0 : v < 0; };
-    const char* what = kDivides ? "integer division by zero"
-                                : "integers to negative integer powers are not allowed";
-    if (scalar != nullptr) return bad(scalar->scalar_as_int()) ? ctx.error(what) : Status();
+    const char* what = "integer division by zero";
+    if (scalar != nullptr) return scalar->scalar_as_int() == 0 ? ctx.error(what) : Status();
     std::vector<int64_t> v(static_cast<size_t>(other->numel()));
     convert_elements(other->data, other->dtype, v.data(), DType::kInt64, other->numel());
     for (int64_t x : v)
-      if (bad(x)) return ctx.error(what);
+      if (x == 0) return ctx.error(what);
     return Status();
   }
 }
@@ -699,6 +698,18 @@ Status binary_math_kernel(KernelContext& ctx, std::span<Value*> args) {
     }
   });
   return Status();
+}
+
+// div.out_mode / div.Scalar_mode_out: true division without a rounding mode (as div.out),
+// else binary_math.def's truncating or flooring division.
+template <binary_math::Form kForm>
+Status div_mode_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
+  const Value& mode = Args(ctx, args)["rounding_mode"];
+  if (mode.is_none()) return binary_math_kernel<binary_math::TrueDiv, kForm>(ctx, args);
+  if (mode.s == "trunc") return binary_math_kernel<binary_math::DivTrunc, kForm>(ctx, args);
+  if (mode.s == "floor") return binary_math_kernel<binary_math::DivFloor, kForm>(ctx, args);
+  return ctx.error("rounding_mode must be None, 'trunc' or 'floor', got '" + mode.s + "'");
 }
 
 // clamp.Tensor_out(self, min?, max?, *, out): maximum with min, then minimum with max, all
@@ -827,6 +838,8 @@ Status register_elementwise_kernels(OperatorRegistry& r) {
 #include "graph/binary_math.def"
 #undef ETC_BINARY_OP
 #undef ETC_BINARY_FN
+  ETC_RETURN_IF_ERROR(r.add(OpKind::DivTensorMode, div_mode_kernel<binary_math::Form::kTensor>));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::DivScalarMode, div_mode_kernel<binary_math::Form::kScalar>));
   // Out variants ExecuTorch's programs call that etc's importer writes with other ops.
   ETC_RETURN_IF_ERROR(r.add("aten::clamp.Tensor_out",
                             "clamp.Tensor_out(Tensor self, Tensor? min=None, Tensor? max=None, *, "

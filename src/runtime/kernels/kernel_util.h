@@ -549,6 +549,7 @@ Status register_matmul_kernels(OperatorRegistry& registry);
 Status register_conv_kernels(OperatorRegistry& registry);
 Status register_pool_resize_kernels(OperatorRegistry& registry);
 Status register_reduce_norm_kernels(OperatorRegistry& registry);
+Status register_reduce_index_kernels(OperatorRegistry& registry);
 Status register_shape_kernels(OperatorRegistry& registry);
 Status register_index_kernels(OperatorRegistry& registry);
 Status register_creation_kernels(OperatorRegistry& registry);

@@ -1,5 +1,5 @@
-// Reductions (amax, mean, sum over dims), softmax / log_softmax, layer norm and inference
-// batch norm.
+// Reductions (amax, amin, mean, sum, prod, var over dims), softmax / log_softmax, layer and
+// group norm and inference batch norm.
 //
 // Sums and means accumulate in double (floats) or int64 (integers, as ATen sums them);
 // softmax and the norms compute in float for the 16-bit floats and float32, double for
@@ -11,6 +11,7 @@
 #include "runtime/kernels/gemm.h"
 #include "runtime/kernels/kernel_util.h"
 #include "runtime/kernels/parallel.h"
+#include "support/wrapping_math.h"
 
 namespace etc::rt::kernels {
 namespace {
@@ -62,6 +63,8 @@ std::vector<int64_t> reduced_shape(std::span<const int64_t> sizes, const std::ve
   return out;
 }
 
+// amax.out / amin.out: the greatest (least) element over the dims; NaN wins, as in ATen.
+template <bool kMax>
 Status amax_kernel(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
@@ -72,18 +75,21 @@ Status amax_kernel(KernelContext& ctx, std::span<Value*> args) {
       check_out(ctx, out, reduced_shape(self.sizes, reduced, args[2]->b), self.dtype));
   if (out.numel() == 0) return Status();
   if (self.numel() == 0) {
-    return ctx.error("cannot compute amax over a dim of size 0 of self " + shape_str(self.sizes));
+    return ctx.error(std::string("cannot compute ") + (kMax ? "amax" : "amin") +
+                     " over a dim of size 0 of self " + shape_str(self.sizes));
   }
   visit_dtype(self.dtype, [&]<typename T>() {
     using C = ComputeT<T>;
     const int64_t n = out.numel();
     Buffer<C> acc(n);
-    std::fill_n(acc.data(), n,
-                std::is_floating_point_v<C> ? -std::numeric_limits<C>::infinity()
-                                            : std::numeric_limits<C>::lowest());
+    const C init = kMax ? (std::is_floating_point_v<C> ? -std::numeric_limits<C>::infinity()
+                                                       : std::numeric_limits<C>::lowest())
+                        : (std::is_floating_point_v<C> ? std::numeric_limits<C>::infinity()
+                                                       : std::numeric_limits<C>::max());
+    std::fill_n(acc.data(), n, init);
     // NaN wins, as in ATen: once acc is NaN, `v > acc` is false and it stays NaN.
     reduce_into(self.data_as<const T>(), self.sizes, reduced, acc.data(),
-                [](C a, C v) { return (v > a || v != v) ? v : a; });
+                [](C a, C v) { return ((kMax ? v > a : v < a) || v != v) ? v : a; });
     T* o = out.data_as<T>();
     for (int64_t i = 0; i < n; ++i)
       o[i] = convert<T>(acc[i]);
@@ -221,6 +227,100 @@ Status sum_kernel(KernelContext& ctx, std::span<Value*> args) {
 }
 Status mean_kernel(KernelContext& ctx, std::span<Value*> args) {
   return sum_mean(ctx, args, true);
+}
+
+// prod.int_out(self, int dim, bool keepdim=False, *, ScalarType? dtype=None, out): floats
+// multiply in double, integers and bools in int64 (wrapping), as ATen gives int64 for them.
+// An empty product is 1.
+Status prod_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
+  const Args a(ctx, args);
+  const TensorView& self = a.tensor("self");
+  TensorView& out = a.out();
+  std::vector<int64_t> dims{a.integer("dim")};
+  ETC_ASSIGN_OR_RETURN(std::vector<bool> reduced,
+                       reduced_dims(ctx, &dims, static_cast<int64_t>(self.rank())));
+  std::optional<DType> dtype = opt_dtype_arg(args, 3);
+  const DType want = dtype.value_or(dtype_is_float(self.dtype) ? self.dtype : DType::kInt64);
+  ETC_RETURN_IF_ERROR(
+      check_out(ctx, out, reduced_shape(self.sizes, reduced, a.flag("keepdim")), want));
+  const int64_t n = out.numel();
+  if (n == 0) return Status();
+  auto run = [&]<typename Acc>() {
+    Buffer<Acc> acc(n);
+    std::fill_n(acc.data(), n, Acc(1));
+    visit_dtype(self.dtype, [&]<typename T>() {
+      reduce_into(self.data_as<const T>(), self.sizes, reduced, acc.data(), [](Acc p, Acc v) {
+        if constexpr (std::is_integral_v<Acc>) {
+          return wrapping_mul(p, v);
+        } else {
+          return p * v;
+        }
+      });
+    });
+    convert_elements(acc.data(), kDTypeOf<Acc>, out.data, out.dtype, n);
+  };
+  if (dtype_is_float(want)) {
+    run.template operator()<double>();
+  } else {
+    run.template operator()<int64_t>();
+  }
+  return Status();
+}
+
+// var.correction_out(self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False,
+// out): sum((x - mean)^2) / max(N - correction, 0) in double (two passes), correction 1 by
+// default; N - correction <= 0 gives inf (or NaN for 0 / 0), as ATen.
+Status var_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
+  const Args a(ctx, args);
+  const TensorView& self = a.tensor("self");
+  TensorView& out = a.out();
+  if (!dtype_is_float(self.dtype)) {
+    return unsupported_dtype(ctx, "self", self.dtype, "a floating-point dtype");
+  }
+  ETC_ASSIGN_OR_RETURN(std::vector<bool> reduced, reduced_dims(ctx, opt_int_list_arg(args, 1),
+                                                               static_cast<int64_t>(self.rank())));
+  const Value* correction = a.opt_scalar("correction");
+  const double c = correction != nullptr ? correction->scalar_as_double() : 1.0;
+  ETC_RETURN_IF_ERROR(
+      check_out(ctx, out, reduced_shape(self.sizes, reduced, a.flag("keepdim")), self.dtype));
+  const int64_t n = out.numel();
+  if (n == 0) return Status();
+  int64_t count = 1;
+  for (size_t d = 0; d < self.rank(); ++d) {
+    if (reduced[d]) count *= self.sizes[d];
+  }
+  Buffer<double> mean(n), m2(n);
+  std::fill_n(mean.data(), n, 0.0);
+  std::fill_n(m2.data(), n, 0.0);
+  visit_float_dtype(self.dtype, [&]<typename T>() {
+    const T* x = self.data_as<const T>();
+    reduce_into(x, self.sizes, reduced, mean.data(), [](double s, double v) { return s + v; });
+    for (int64_t i = 0; i < n; ++i)
+      mean[i] /= static_cast<double>(count);
+    // The second pass subtracts each output's mean: broadcast it back over the input.
+    std::vector<int64_t> mean_strides(self.rank(), 0);
+    int64_t s = 1;
+    for (size_t d = self.rank(); d-- > 0;) {
+      if (!reduced[d]) {
+        mean_strides[d] = s;
+        s *= self.sizes[d];
+      }
+    }
+    StridedLoop<2> loop(self.sizes, {contiguous_strides(self.sizes), mean_strides});
+    loop.for_each_run([&](int64_t len, const auto& off, const auto& st) {
+      for (int64_t i = 0; i < len; ++i) {
+        const double d = convert<double>(x[off[0] + i * st[0]]) - mean[off[1] + i * st[1]];
+        m2[off[1] + i * st[1]] += d * d;
+      }
+    });
+  });
+  const double divisor = std::max(static_cast<double>(count) - c, 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    m2[i] /= divisor;
+  convert_elements(m2.data(), DType::kFloat64, out.data, out.dtype, n);
+  return Status();
 }
 
 // ---- softmax -------------------------------------------------------------------------
@@ -479,6 +579,73 @@ Status native_layer_norm_kernel(KernelContext& ctx, std::span<Value*> args) {
   return Status();
 }
 
+// native_group_norm.out(input, weight?, bias?, N, C, HxW, group, eps, *, out0, out1, out2):
+// per sample and group of C / group channels, the mean and biased variance in double;
+// out0 = (x - mean) * rstd * weight[c] + bias[c], out1 the means, out2 the rstds [N, group].
+Status native_group_norm_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
+  const Args a(ctx, args);
+  const TensorView& x = a.tensor("input");
+  const TensorView* weight = a.opt_tensor("weight");
+  const TensorView* bias = a.opt_tensor("bias");
+  const int64_t n = a.integer("N"), c = a.integer("C"), hw = a.integer("HxW");
+  const int64_t group = a.integer("group");
+  const double eps = a.real("eps");
+  if (!dtype_is_float(x.dtype)) {
+    return unsupported_dtype(ctx, "input", x.dtype, "a floating-point dtype");
+  }
+  if (x.rank() < 2 || x.sizes[0] != n || x.sizes[1] != c || n * c * hw != x.numel()) {
+    return ctx.error("input " + shape_str(x.sizes) + " is not [N=" + std::to_string(n) +
+                     ", C=" + std::to_string(c) + ", HxW=" + std::to_string(hw) + "]");
+  }
+  if (group <= 0 || c % group != 0) {
+    return ctx.error("C " + std::to_string(c) + " is not divisible into " + std::to_string(group) +
+                     " groups");
+  }
+  for (const TensorView* t : {weight, bias}) {
+    if (t != nullptr && (t->rank() != 1 || t->sizes[0] != c)) {
+      return ctx.error(std::string(t == weight ? "weight " : "bias ") + shape_str(t->sizes) +
+                       " must be [" + std::to_string(c) + "]");
+    }
+  }
+  if (eps < 0) return ctx.error("eps must not be negative");
+  TensorView& out = a.out(0);
+  TensorView& mean = a.out(1);
+  TensorView& rstd = a.out(2);
+  const std::vector<int64_t> stat{n, group};
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, x.sizes, x.dtype, "out0"));
+  ETC_RETURN_IF_ERROR(check_out(ctx, mean, stat, x.dtype, "out1"));
+  ETC_RETURN_IF_ERROR(check_out(ctx, rstd, stat, x.dtype, "out2"));
+  if (n * group == 0) return Status();
+  ReadAs<double> rx(x);
+  const double* xs = rx.data();
+  Buffer<double> w = param_or<double>(weight, c, 1.0);
+  Buffer<double> b = param_or<double>(bias, c, 0.0);
+  Buffer<double> y(x.numel()), mu(n * group), rs(n * group);
+  const int64_t per = c / group * hw;  // elements of one group
+  for (int64_t g = 0; g < n * group; ++g) {
+    const double* p = xs + g * per;
+    double s = 0.0;
+    for (int64_t i = 0; i < per; ++i)
+      s += p[i];
+    const double m = s / static_cast<double>(per);
+    double q = 0.0;
+    for (int64_t i = 0; i < per; ++i)
+      q += (p[i] - m) * (p[i] - m);
+    const double r = 1.0 / std::sqrt(q / static_cast<double>(per) + eps);
+    mu[g] = m;
+    rs[g] = r;
+    for (int64_t i = 0; i < per; ++i) {
+      const int64_t ch = (g % group) * (c / group) + i / std::max<int64_t>(hw, 1);
+      y[g * per + i] = (p[i] - m) * r * w[ch] + b[ch];
+    }
+  }
+  convert_elements(y.data(), DType::kFloat64, out.data, out.dtype, x.numel());
+  convert_elements(mu.data(), DType::kFloat64, mean.data, mean.dtype, n * group);
+  convert_elements(rs.data(), DType::kFloat64, rstd.data, rstd.dtype, n * group);
+  return Status();
+}
+
 template <typename G>
 void batch_norm_typed(const TensorView& x, const TensorView* weight, const TensorView* bias,
                       const TensorView& running_mean, const TensorView& running_var, double eps,
@@ -546,6 +713,121 @@ Status batch_norm_no_training_kernel(KernelContext& ctx, std::span<Value*> args)
   return Status();
 }
 
+// Out variants ExecuTorch's programs call that etc's importer writes with the ops above.
+
+// max.unary_out / min.unary_out(self, *, out): the greatest (least) element, 0-d; NaN wins.
+template <bool kMax>
+Status extreme_all_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
+  const Args a(ctx, args);
+  const TensorView& self = a.tensor("self");
+  TensorView& out = a.out();
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, {}, self.dtype));
+  if (self.numel() == 0) {
+    return ctx.error(std::string(kMax ? "max" : "min") + " of an empty tensor " +
+                     shape_str(self.sizes));
+  }
+  visit_dtype(self.dtype, [&]<typename T>() {
+    using C = ComputeT<T>;
+    const T* x = self.data_as<const T>();
+    C best = convert<C>(x[0]);
+    for (int64_t i = 1; i < self.numel() && best == best; ++i) {
+      const C v = convert<C>(x[i]);
+      if ((kMax ? v > best : v < best) || v != v) best = v;
+    }
+    *out.data_as<T>() = convert<T>(best);
+  });
+  return Status();
+}
+
+// prod.out(self, *, ScalarType? dtype=None, out): the product of every element, 0-d.
+Status prod_all_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
+  const Args a(ctx, args);
+  const TensorView& self = a.tensor("self");
+  TensorView& out = a.out();
+  std::optional<DType> dtype = opt_dtype_arg(args, 1);
+  const DType want = dtype.value_or(dtype_is_float(self.dtype) ? self.dtype : DType::kInt64);
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, {}, want));
+  visit_dtype(self.dtype, [&]<typename T>() {
+    const T* x = self.data_as<const T>();
+    if (dtype_is_float(want)) {
+      double p = 1.0;
+      for (int64_t i = 0; i < self.numel(); ++i)
+        p *= convert<double>(x[i]);
+      convert_elements(&p, DType::kFloat64, out.data, out.dtype, 1);
+    } else {
+      int64_t p = 1;
+      for (int64_t i = 0; i < self.numel(); ++i)
+        p = wrapping_mul(p, convert<int64_t>(x[i]));
+      convert_elements(&p, DType::kInt64, out.data, out.dtype, 1);
+    }
+  });
+  return Status();
+}
+
+// _native_batch_norm_legit.no_stats_out(input, weight?, bias?, training, momentum, eps, *,
+// out, save_mean, save_invstd): batch norm with the batch's own statistics per channel (over
+// every dim but dim 1, biased variance), in double.
+Status batch_norm_no_stats_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
+  const Args a(ctx, args);
+  const TensorView& x = a.tensor("input");
+  const TensorView* weight = a.opt_tensor("weight");
+  const TensorView* bias = a.opt_tensor("bias");
+  const double eps = a.real("eps");
+  if (!dtype_is_float(x.dtype)) {
+    return unsupported_dtype(ctx, "input", x.dtype, "a floating-point dtype");
+  }
+  if (x.rank() < 2) return ctx.error("input " + shape_str(x.sizes) + " needs rank 2 or more");
+  const int64_t n = x.sizes[0], c = x.sizes[1];
+  const int64_t inner = n * c == 0 ? 0 : x.numel() / (n * c);
+  for (const TensorView* t : {weight, bias}) {
+    if (t != nullptr && (t->rank() != 1 || t->sizes[0] != c)) {
+      return ctx.error(std::string(t == weight ? "weight " : "bias ") + shape_str(t->sizes) +
+                       " must be [" + std::to_string(c) + "]");
+    }
+  }
+  TensorView& out = a.out(0);
+  TensorView& save_mean = a.out(1);
+  TensorView& save_invstd = a.out(2);
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, x.sizes, x.dtype, "out"));
+  const std::vector<int64_t> per_channel{c};
+  ETC_RETURN_IF_ERROR(check_out(ctx, save_mean, per_channel, x.dtype, "save_mean"));
+  ETC_RETURN_IF_ERROR(check_out(ctx, save_invstd, per_channel, x.dtype, "save_invstd"));
+  if (c == 0) return Status();
+  ReadAs<double> rx(x);
+  const double* xs = rx.data();
+  Buffer<double> w = param_or<double>(weight, c, 1.0);
+  Buffer<double> b = param_or<double>(bias, c, 0.0);
+  Buffer<double> y(x.numel()), mu(c), inv(c);
+  const double count = static_cast<double>(n * inner);
+  for (int64_t ch = 0; ch < c; ++ch) {
+    double s = 0.0, q = 0.0;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < inner; ++j)
+        s += xs[(i * c + ch) * inner + j];
+    const double m = s / count;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < inner; ++j) {
+        const double d = xs[(i * c + ch) * inner + j] - m;
+        q += d * d;
+      }
+    const double r = 1.0 / std::sqrt(q / count + eps);
+    mu[ch] = m;
+    inv[ch] = r;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < inner; ++j) {
+        const int64_t at = (i * c + ch) * inner + j;
+        y[at] = (xs[at] - m) * r * w[ch] + b[ch];
+      }
+  }
+  convert_elements(y.data(), DType::kFloat64, out.data, out.dtype, x.numel());
+  convert_elements(mu.data(), DType::kFloat64, save_mean.data, save_mean.dtype, c);
+  convert_elements(inv.data(), DType::kFloat64, save_invstd.data, save_invstd.dtype, c);
+  return Status();
+}
+
 }  // namespace
 
 void float_row_sums(const float* x, int64_t rows, int64_t count, double* acc) {
@@ -556,7 +838,28 @@ void float_row_sums(const float* x, int64_t rows, int64_t count, double* acc) {
 }
 
 Status register_reduce_norm_kernels(OperatorRegistry& r) {
-  ETC_RETURN_IF_ERROR(r.add(OpKind::Amax, amax_kernel));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Amax, amax_kernel<true>));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Amin, amax_kernel<false>));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::ProdDimInt, prod_kernel));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::VarCorrection, var_kernel));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::NativeGroupNorm, native_group_norm_kernel));
+  // Out variants ExecuTorch's programs call that etc's importer writes with other ops.
+  ETC_RETURN_IF_ERROR(r.add("aten::max.unary_out",
+                            "max.unary_out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)",
+                            extreme_all_kernel<true>));
+  ETC_RETURN_IF_ERROR(r.add("aten::min.unary_out",
+                            "min.unary_out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)",
+                            extreme_all_kernel<false>));
+  ETC_RETURN_IF_ERROR(
+      r.add("aten::prod.out",
+            "prod.out(Tensor self, *, ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)",
+            prod_all_kernel));
+  ETC_RETURN_IF_ERROR(r.add(
+      "aten::_native_batch_norm_legit.no_stats_out",
+      "_native_batch_norm_legit.no_stats_out(Tensor input, Tensor? weight, Tensor? bias, bool "
+      "training, float momentum, float eps, *, Tensor(a!) out, Tensor(b!) save_mean, Tensor(c!) "
+      "save_invstd) -> (Tensor(a!), Tensor(b!), Tensor(c!))",
+      batch_norm_no_stats_kernel));
   ETC_RETURN_IF_ERROR(r.add(OpKind::AnyDim, any_kernel));
   ETC_RETURN_IF_ERROR(r.add(OpKind::MeanDim, mean_kernel));
   ETC_RETURN_IF_ERROR(r.add(OpKind::SumDimIntList, sum_kernel));

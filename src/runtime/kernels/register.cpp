@@ -13,6 +13,7 @@ Status register_cpu_kernels(OperatorRegistry& registry) {
   ETC_RETURN_IF_ERROR(kernels::register_conv_kernels(registry));
   ETC_RETURN_IF_ERROR(kernels::register_pool_resize_kernels(registry));
   ETC_RETURN_IF_ERROR(kernels::register_reduce_norm_kernels(registry));
+  ETC_RETURN_IF_ERROR(kernels::register_reduce_index_kernels(registry));
   ETC_RETURN_IF_ERROR(kernels::register_shape_kernels(registry));
   ETC_RETURN_IF_ERROR(kernels::register_creation_kernels(registry));
   ETC_RETURN_IF_ERROR(kernels::register_index_kernels(registry));
