@@ -774,7 +774,6 @@ Status infer_layer_norm(const InferContext& ctx, std::vector<TensorType>& out) {
                                  " must have the normalized shape " + str(ns));
     }
   }
-  if (ctx.float_arg("eps") < 0) return ctx.error("eps", "eps must not be negative");
   Sizes stat(x.sizes.begin(), x.sizes.begin() + static_cast<ptrdiff_t>(axis));
   stat.resize(x.rank(), 1);
   out.push_back({x.dtype, x.sizes});
@@ -811,7 +810,6 @@ Status infer_group_norm(const InferContext& ctx, std::vector<TensorType>& out) {
                                  std::to_string(c) + "]");
     }
   }
-  if (ctx.float_arg("eps") < 0) return ctx.error("eps", "eps must not be negative");
   out.push_back({x.dtype, x.sizes});
   out.push_back({x.dtype, Sizes{n, group}});
   out.push_back({x.dtype, Sizes{n, group}});
@@ -831,7 +829,6 @@ Status infer_batch_norm(const InferContext& ctx, std::vector<TensorType>& out) {
                                  "] (the channel count), got " + t->type_string());
     }
   }
-  if (ctx.float_arg("eps") < 0) return ctx.error("eps", "eps must not be negative");
   out.push_back({x.dtype, x.sizes});
   out.push_back({x.dtype, {0}});  // no statistics are saved outside training
   out.push_back({x.dtype, {0}});

@@ -557,7 +557,6 @@ Status native_layer_norm_kernel(KernelContext& ctx, std::span<Value*> args) {
                        " must have the normalized shape " + shape_str(ns));
     }
   }
-  if (eps < 0) return ctx.error("eps must not be negative");
   const size_t axis = x.rank() - ns.size();
   std::vector<int64_t> stat(x.sizes.begin(), x.sizes.begin() + static_cast<ptrdiff_t>(axis));
   stat.resize(x.rank(), 1);
@@ -608,7 +607,6 @@ Status native_group_norm_kernel(KernelContext& ctx, std::span<Value*> args) {
                        " must be [" + std::to_string(c) + "]");
     }
   }
-  if (eps < 0) return ctx.error("eps must not be negative");
   TensorView& out = a.out(0);
   TensorView& mean = a.out(1);
   TensorView& rstd = a.out(2);
@@ -697,7 +695,6 @@ Status batch_norm_no_training_kernel(KernelContext& ctx, std::span<Value*> args)
                        "] (the channel count), got " + shape_str(t->sizes));
     }
   }
-  if (eps < 0) return ctx.error("eps must not be negative");
   TensorView& out = out_arg(args, 7);
   ETC_RETURN_IF_ERROR(check_out(ctx, out, x.sizes, x.dtype, "out0"));
   // No statistics are saved outside training: outs 1 and 2 are empty.
