@@ -568,19 +568,11 @@ Status amax(KernelContext& ctx, std::span<Value*> args) {
 
 // prod.dim_int: as the CPU kernel, in double for floats and int64 for integers.
 Status prod(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args));
-  const rt::kernels::Args a(ctx, args);
-  const TensorView& self = a.tensor("self");
-  TensorView& out = a.out();
-  std::vector<int64_t> dims{a.integer("dim")};
-  ETC_ASSIGN_OR_RETURN(std::vector<bool> reduced,
-                       reduced_dims(ctx, &dims, static_cast<int64_t>(self.rank())));
-  std::optional<DType> dtype = opt_dtype_arg(args, 3);
-  const DType want = dtype.value_or(dtype_is_float(self.dtype) ? self.dtype : DType::kInt64);
-  ETC_RETURN_IF_ERROR(
-      check_out(ctx, out, reduced_shape(self.sizes, reduced, a.flag("keepdim")), want));
+  ETC_ASSIGN_OR_RETURN(std::vector<bool> reduced, rt::kernels::check_prod(ctx, args));
+  const TensorView& self = args[0]->tensor;
+  TensorView& out = rt::kernels::Args(ctx, args).out();
   if (out.numel() == 0) return Status();
-  return run_reduce(ctx, k::ReduceOp::kProd, self, reduced, out, !dtype_is_float(want));
+  return run_reduce(ctx, k::ReduceOp::kProd, self, reduced, out, !dtype_is_float(out.dtype));
 }
 
 Status any_dim(KernelContext& ctx, std::span<Value*> args) {

@@ -402,6 +402,27 @@ Result<std::vector<bool>> reduced_dims(const KernelContext& ctx, const std::vect
   return reduced;
 }
 
+Result<std::vector<bool>> check_prod(const KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
+  const Args a(ctx, args);
+  const TensorView& self = a.tensor("self");
+  std::vector<int64_t> dims{a.integer("dim")};
+  ETC_ASSIGN_OR_RETURN(std::vector<bool> reduced,
+                       reduced_dims(ctx, &dims, static_cast<int64_t>(self.rank())));
+  std::optional<DType> dtype = opt_dtype_arg(args, 3);
+  const DType want = dtype.value_or(dtype_is_float(self.dtype) ? self.dtype : DType::kInt64);
+  std::vector<int64_t> sizes;
+  for (size_t d = 0; d < self.rank(); ++d) {
+    if (!reduced[d]) {
+      sizes.push_back(self.sizes[d]);
+    } else if (a.flag("keepdim")) {
+      sizes.push_back(1);
+    }
+  }
+  ETC_RETURN_IF_ERROR(check_out(ctx, a.out(), sizes, want));
+  return reduced;
+}
+
 Status unsupported_dtype(const KernelContext& ctx, const char* what, DType dtype,
                          const char* expected) {
   return ctx.error(std::string(what) + " has dtype " + std::string(dtype_name(dtype)) +

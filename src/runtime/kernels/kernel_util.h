@@ -402,6 +402,11 @@ Result<int64_t> wrap_dim(const KernelContext& ctx, const char* arg, int64_t dim,
 Result<std::vector<bool>> reduced_dims(const KernelContext& ctx, const std::vector<int64_t>* dims,
                                        int64_t rank);
 
+// prod.int_out(self, int dim, bool keepdim=False, *, ScalarType? dtype=None, out) for the CPU
+// and CUDA kernels alike: the reduced dims, with out checked (int64 for integer and bool
+// inputs unless a dtype is given, as ATen's prod).
+Result<std::vector<bool>> check_prod(const KernelContext& ctx, std::span<Value*> args);
+
 // "self has dtype int32, which aten::exp.out does not support" style errors.
 Status unsupported_dtype(const KernelContext& ctx, const char* what, DType dtype,
                          const char* expected);

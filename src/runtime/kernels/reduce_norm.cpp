@@ -233,17 +233,10 @@ Status mean_kernel(KernelContext& ctx, std::span<Value*> args) {
 // multiply in double, integers and bools in int64 (wrapping), as ATen gives int64 for them.
 // An empty product is 1.
 Status prod_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args));
-  const Args a(ctx, args);
-  const TensorView& self = a.tensor("self");
-  TensorView& out = a.out();
-  std::vector<int64_t> dims{a.integer("dim")};
-  ETC_ASSIGN_OR_RETURN(std::vector<bool> reduced,
-                       reduced_dims(ctx, &dims, static_cast<int64_t>(self.rank())));
-  std::optional<DType> dtype = opt_dtype_arg(args, 3);
-  const DType want = dtype.value_or(dtype_is_float(self.dtype) ? self.dtype : DType::kInt64);
-  ETC_RETURN_IF_ERROR(
-      check_out(ctx, out, reduced_shape(self.sizes, reduced, a.flag("keepdim")), want));
+  ETC_ASSIGN_OR_RETURN(std::vector<bool> reduced, check_prod(ctx, args));
+  const TensorView& self = args[0]->tensor;
+  TensorView& out = Args(ctx, args).out();
+  const DType want = out.dtype;
   const int64_t n = out.numel();
   if (n == 0) return Status();
   auto run = [&]<typename Acc>() {
