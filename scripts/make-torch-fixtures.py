@@ -462,10 +462,10 @@ MODELS = collections.OrderedDict([
 # delegate leaves to the host to add repeated indices in a deterministic order.
 CUDA_HOST_OPS = {
     "movement": ["aten.index_put.default"],
-    # No CUDA kernels yet for index reductions, scans, sorts, var and group norm (their
+    # No CUDA kernels yet for index reductions, sorts and var (their
     # capability says so): they run on the host between delegates.
-    "reductions": ["aten.argmax.default", "aten.argmin.default", "aten.cumsum.default",
-                   "aten.max.dim", "aten.min.dim", "aten.native_group_norm.default",
+    "reductions": ["aten.argmax.default", "aten.argmin.default",
+                   "aten.max.dim", "aten.min.dim",
                    "aten.sort.default", "aten.topk.default", "aten.var.correction"],
 }
 

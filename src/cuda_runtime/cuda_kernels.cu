@@ -763,6 +763,36 @@ __global__ void batch_norm_kernel(const void* x, const void* weight, const void*
   }
 }
 
+__global__ void cumsum_kernel(const void* in, Elem in_type, void* out, Elem out_type, int64_t lanes,
+                              int64_t len, int64_t inner, bool integer) {
+  ETC_GRID_STRIDE(lane, lanes) {
+    const int64_t base = lane / inner * len * inner + lane % inner;
+    if (integer) {
+      int64_t s = 0;
+      for (int64_t j = 0; j < len; ++j) {
+        s = wrapping_add(s, load_int(in, in_type, base + j * inner));
+        store_int(out, out_type, base + j * inner, s);
+      }
+    } else {
+      double s = 0.0;
+      for (int64_t j = 0; j < len; ++j) {
+        s += load_double(in, in_type, base + j * inner);
+        store_double(out, out_type, base + j * inner, s);
+      }
+    }
+  }
+}
+
+__global__ void channel_affine_kernel(void* y, const void* weight, const void* bias, Elem type,
+                                      int64_t total, int64_t c, int64_t inner) {
+  ETC_GRID_STRIDE(i, total) {
+    const int64_t ch = (i / inner) % c;
+    const float w = weight ? load_float(weight, type, ch) : 1.0f;
+    const float b = bias ? load_float(bias, type, ch) : 0.0f;
+    store_float(y, type, i, load_float(y, type, i) * w + b);
+  }
+}
+
 // ---- Pooling ---------------------------------------------------------------------------
 
 __global__ void max_pool_kernel(PoolArgs p, int64_t total) {
@@ -1161,6 +1191,24 @@ cudaError_t launch_batch_norm(const void* x, const void* weight, const void* bia
   if (total == 0) return cudaSuccess;
   batch_norm_kernel<<<grid_for(total), kThreads, 0, stream>>>(
       x, weight, bias, mean, var, param_type, y, type, total, c, inner, eps);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_cumsum(const void* in, Elem in_type, void* out, Elem out_type, int64_t outer,
+                          int64_t len, int64_t inner, bool integer, cudaStream_t stream) {
+  const int64_t lanes = outer * inner;
+  if (lanes == 0 || len == 0) return cudaSuccess;
+  cumsum_kernel<<<grid_for(lanes), kThreads, 0, stream>>>(in, in_type, out, out_type, lanes, len,
+                                                          inner, integer);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_channel_affine(void* y, const void* weight, const void* bias, Elem type,
+                                  int64_t n, int64_t c, int64_t inner, cudaStream_t stream) {
+  const int64_t total = n * c * inner;
+  if (total == 0) return cudaSuccess;
+  channel_affine_kernel<<<grid_for(total), kThreads, 0, stream>>>(y, weight, bias, type, total, c,
+                                                                  inner);
   return cudaGetLastError();
 }
 

@@ -147,6 +147,16 @@ cudaError_t launch_layer_norm(const void* x, const void* weight, const void* bia
 
 // y = x * scale[c] + shift[c] with scale = w / sqrt(var + eps), shift = b - mean * scale, on
 // [n, c, inner]; weight/bias may be null (1 and 0). Parameters have `param_type`.
+// cumsum along the middle dim of [outer, len, inner] (contiguous), one thread a lane, in
+// order: int64 (wrapping) for `integer`, else double, each running sum stored in out_type.
+cudaError_t launch_cumsum(const void* in, Elem in_type, void* out, Elem out_type, int64_t outer,
+                          int64_t len, int64_t inner, bool integer, cudaStream_t stream);
+
+// y = y * weight[c] + bias[c] in place on [n, c, inner] (group norm's affine step); weight
+// or bias may be null (1 and 0); all of `type`.
+cudaError_t launch_channel_affine(void* y, const void* weight, const void* bias, Elem type,
+                                  int64_t n, int64_t c, int64_t inner, cudaStream_t stream);
+
 cudaError_t launch_batch_norm(const void* x, const void* weight, const void* bias, const void* mean,
                               const void* var, Elem param_type, void* y, Elem type, int64_t n,
                               int64_t c, int64_t inner, double eps, cudaStream_t stream);

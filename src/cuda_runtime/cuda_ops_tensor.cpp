@@ -675,6 +675,54 @@ Status layer_norm(KernelContext& ctx, std::span<Value*> args) {
   return Status();
 }
 
+// cumsum: one thread a lane, in order, as the CPU kernel (double for floats, int64 else).
+Status cumsum(KernelContext& ctx, std::span<Value*> args) {
+  ETC_ASSIGN_OR_RETURN(int64_t dim, rt::kernels::check_cumsum(ctx, args));
+  const TensorView& self = args[0]->tensor;
+  TensorView& out = rt::kernels::Args(ctx, args).out();
+  if (out.numel() == 0) return Status();
+  int64_t outer = 1, len = 1, inner = 1;
+  for (int64_t d = 0; d < static_cast<int64_t>(self.rank()); ++d) {
+    const int64_t s = self.sizes[static_cast<size_t>(d)];
+    (d < dim ? outer : d == dim ? len : inner) *= s;
+  }
+  ETC_ASSIGN_OR_RETURN(k::Elem in_type, elem_of(ctx, self.dtype, "self"));
+  ETC_ASSIGN_OR_RETURN(k::Elem out_type, elem_of(ctx, out.dtype, "out"));
+  ETC_ASSIGN_OR_RETURN(DeviceContext * dev, device_of(ctx));
+  ETC_CUDA_RETURN_IF_ERROR(k::launch_cumsum(self.data, in_type, out.data, out_type, outer, len,
+                                            inner, !dtype_is_float(out.dtype), dev->stream()));
+  return Status();
+}
+
+// native_group_norm: layer norm over each (sample, group) row of C / group * HxW elements
+// (no affine), then the per-channel weight and bias.
+Status group_norm(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(rt::kernels::check_group_norm(ctx, args));
+  const rt::kernels::Args a(ctx, args);
+  const TensorView& x = a.tensor("input");
+  const TensorView* weight = a.opt_tensor("weight");
+  const TensorView* bias = a.opt_tensor("bias");
+  for (const TensorView* t : {weight, bias}) {
+    if (t != nullptr && t->dtype != x.dtype) {
+      return ctx.error("weight and bias must have the input's dtype");
+    }
+  }
+  const int64_t n = a.integer("N"), c = a.integer("C"), hw = a.integer("HxW");
+  const int64_t group = a.integer("group");
+  TensorView& out = a.out(0);
+  ETC_ASSIGN_OR_RETURN(k::Elem type, elem_of(ctx, x.dtype, "input"));
+  ETC_ASSIGN_OR_RETURN(DeviceContext * dev, device_of(ctx));
+  ETC_CUDA_RETURN_IF_ERROR(k::launch_layer_norm(x.data, nullptr, nullptr, out.data, a.out(1).data,
+                                                a.out(2).data, type, n * group, c / group * hw,
+                                                a.real("eps"), dev->stream()));
+  if (weight != nullptr || bias != nullptr) {
+    ETC_CUDA_RETURN_IF_ERROR(k::launch_channel_affine(out.data, weight ? weight->data : nullptr,
+                                                      bias ? bias->data : nullptr, type, n, c, hw,
+                                                      dev->stream()));
+  }
+  return Status();
+}
+
 Status batch_norm(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& x = tensor_arg(args, 0);
@@ -936,6 +984,8 @@ Status register_cuda_tensor_kernels(rt::OperatorRegistry& r) {
   ETC_RETURN_IF_ERROR(r.add(OpKind::Softmax, softmax, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(r.add(OpKind::LogSoftmax, log_softmax, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(r.add(OpKind::NativeLayerNorm, layer_norm, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::NativeGroupNorm, group_norm, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Cumsum, cumsum, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(
       r.add(OpKind::NativeBatchNormNoTraining, batch_norm, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(r.add(OpKind::Cat, cat, KernelForms::kFunctional));

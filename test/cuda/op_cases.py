@@ -294,6 +294,16 @@ def cases():
                [("x", d, [4, 30, 3])])
         simple("prod_dim_int_%s" % d, "aten.prod.dim_int", lambda x: {"self": x, "dim": 1, "keepdim": True},
                [("x", d, [5, 12, 3])], run_args=tol(d, gemm=True))
+        simple("cumsum_%s" % d, "aten.cumsum.default", lambda x: {"self": x, "dim": 1},
+               [("x", d, [3, 40, 5])], run_args=tol(d, gemm=True))
+        simple("native_group_norm_%s" % d, "aten.native_group_norm.default",
+               lambda x, w, b: {"input": x, "weight": w, "bias": b, "N": 2, "C": 6, "HxW": 20,
+                                "group": 3, "eps": 1e-5},
+               [("x", d, [2, 6, 4, 5]), ("w", d, [6]), ("b", d, [6])], outs=("y", "mean", "rstd"))
+        simple("native_group_norm_noaffine_%s" % d, "aten.native_group_norm.default",
+               lambda x: {"input": x, "weight": None, "bias": None, "N": 3, "C": 4, "HxW": 7,
+                          "group": 4, "eps": 1e-5},
+               [("x", d, [3, 4, 7])], outs=("y", "mean", "rstd"))
         simple("mean_dim_%s" % d, "aten.mean.dim", lambda x: {"self": x, "dim": [0, 2]}, [("x", d, [5, 6, 7])])
         simple("sum_dim_%s" % d, "aten.sum.dim_IntList", lambda x: {"self": x, "dim": [-1], "keepdim": True},
                [("x", d, [6, 1000])], run_args=tol(d, gemm=True))
@@ -527,6 +537,11 @@ def stress_cases(simple):
              [("a", I64, [64])], [ints(64, -1000, 1000, (0, -1, 1, 3, -3))])
     case("stress_clamp_special_f32", "aten.clamp.default", lambda a: {"self": a, "min": -1, "max": 1},
          [("a", F32, [64])], [floats(64, -10, 10, special)])
+    for d in (I32, I64, BOOL):
+        case("stress_cumsum_wide_%s" % d, "aten.cumsum.default", lambda x: {"self": x, "dim": 0},
+             [("x", d, [64, 2])],
+             [[v % 2 for v in ints(128, 0, 1)] if d == BOOL
+              else ints(128, -2**31, 2**31 - 1, (2**31 - 1, 2**31 - 1, -2**31))])
     case("stress_amin_special_f32", "aten.amin.default", lambda x: {"self": x, "dim": [1], "keepdim": False},
          [("x", F32, [4, 300])], [floats(1200, -1e30, 1e30, (NAN, INF, -INF))])
     case("stress_prod_wide_i64", "aten.prod.dim_int", lambda x: {"self": x, "dim": 1, "keepdim": False},

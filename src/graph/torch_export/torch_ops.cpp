@@ -490,13 +490,36 @@ Status convert_pow(TorchNode& n) {
   return n.set_output(0, out);
 }
 
+// where.self, and where.ScalarOther / where.ScalarSelf (the default export's
+// `torch.where(c, x, 0.0)`): the number a 0-d constant of the result type (ATen's: the
+// tensor's dtype unless the number lifts its category).
+Status convert_where_scalar(TorchNode& n) {
+  const bool self_number = !n.is_tensor("self");
+  if (self_number == !n.is_tensor("other")) {
+    return n.unsupported("where with two number operands");
+  }
+  const char* tensor_arg = self_number ? "other" : "self";
+  ETC_ASSIGN_OR_RETURN(const Entry* t, n.entry(tensor_arg));
+  ETC_ASSIGN_OR_RETURN(Scalar s, n.scalar(self_number ? "self" : "other"));
+  KnownTensor number = scalar_known(s);
+  number.dtype = result_dtype(t->dtype, number.dtype, true);
+  ETC_ASSIGN_OR_RETURN(ValueId cv, n.tensor("condition"));
+  ETC_ASSIGN_OR_RETURN(ValueId tv, n.tensor(tensor_arg));
+  if (n.dtype(tv) != number.dtype) {
+    ETC_ASSIGN_OR_RETURN(tv, n.emit(OpKind::ToCopy, {{"self", tv}, {"dtype", number.dtype}}));
+  }
+  const ValueId nv = n.constant(number);
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::WhereSelf, {{"condition", cv},
+                                                               {"self", self_number ? nv : tv},
+                                                               {"other", self_number ? tv : nv}}));
+  return n.set_output(0, out);
+}
+
 Status convert_where(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(const Entry* c, n.entry("condition"));
   const KnownTensor* a = known(n, "self");
   const KnownTensor* b = known(n, "other");
-  if (!n.is_tensor("self") || !n.is_tensor("other")) {
-    return n.unsupported("where with number operands is not supported (Core ATen passes tensors)");
-  }
+  if (!n.is_tensor("self") || !n.is_tensor("other")) return convert_where_scalar(n);
   ETC_ASSIGN_OR_RETURN(const Entry* ea, n.entry("self"));
   ETC_ASSIGN_OR_RETURN(const Entry* eb, n.entry("other"));
   if (c->known && a && b) {
@@ -1292,6 +1315,8 @@ const std::map<std::string, Converter>& torch_converters() {
     t["aten.rsub.Scalar"] = convert_rsub;
     t["aten.pow.Tensor_Scalar"] = convert_pow;
     t["aten.where.self"] = convert_where;
+    t["aten.where.ScalarOther"] = convert_where;
+    t["aten.where.ScalarSelf"] = convert_where;
 
     t["aten.eq.Scalar"] =
         compare([](double x, double y) { return x == y; }, true, OpKind::EqScalar);

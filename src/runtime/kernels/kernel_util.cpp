@@ -423,6 +423,49 @@ Result<std::vector<bool>> check_prod(const KernelContext& ctx, std::span<Value*>
   return reduced;
 }
 
+Result<int64_t> check_cumsum(const KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
+  const Args a(ctx, args);
+  const TensorView& self = a.tensor("self");
+  ETC_ASSIGN_OR_RETURN(int64_t dim,
+                       wrap_dim(ctx, "dim", a.integer("dim"), static_cast<int64_t>(self.rank())));
+  std::optional<DType> dtype = opt_dtype_arg(args, 2);
+  const DType want = dtype.value_or(dtype_is_float(self.dtype) ? self.dtype : DType::kInt64);
+  ETC_RETURN_IF_ERROR(check_out(ctx, a.out(), self.sizes, want));
+  return dim;
+}
+
+Status check_group_norm(const KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
+  const Args a(ctx, args);
+  const TensorView& x = a.tensor("input");
+  const TensorView* weight = a.opt_tensor("weight");
+  const TensorView* bias = a.opt_tensor("bias");
+  const int64_t n = a.integer("N"), c = a.integer("C"), hw = a.integer("HxW");
+  const int64_t group = a.integer("group");
+  if (!dtype_is_float(x.dtype)) {
+    return unsupported_dtype(ctx, "input", x.dtype, "a floating-point dtype");
+  }
+  if (x.rank() < 2 || x.sizes[0] != n || x.sizes[1] != c || n * c * hw != x.numel()) {
+    return ctx.error("input " + shape_str(x.sizes) + " is not [N=" + std::to_string(n) +
+                     ", C=" + std::to_string(c) + ", HxW=" + std::to_string(hw) + "]");
+  }
+  if (group <= 0 || c % group != 0) {
+    return ctx.error("C " + std::to_string(c) + " is not divisible into " + std::to_string(group) +
+                     " groups");
+  }
+  for (const TensorView* t : {weight, bias}) {
+    if (t != nullptr && (t->rank() != 1 || t->sizes[0] != c)) {
+      return ctx.error(std::string(t == weight ? "weight " : "bias ") + shape_str(t->sizes) +
+                       " must be [" + std::to_string(c) + "]");
+    }
+  }
+  const std::vector<int64_t> stat{n, group};
+  ETC_RETURN_IF_ERROR(check_out(ctx, a.out(0), x.sizes, x.dtype, "out0"));
+  ETC_RETURN_IF_ERROR(check_out(ctx, a.out(1), stat, x.dtype, "out1"));
+  return check_out(ctx, a.out(2), stat, x.dtype, "out2");
+}
+
 Status unsupported_dtype(const KernelContext& ctx, const char* what, DType dtype,
                          const char* expected) {
   return ctx.error(std::string(what) + " has dtype " + std::string(dtype_name(dtype)) +

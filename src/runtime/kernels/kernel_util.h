@@ -407,6 +407,16 @@ Result<std::vector<bool>> reduced_dims(const KernelContext& ctx, const std::vect
 // inputs unless a dtype is given, as ATen's prod).
 Result<std::vector<bool>> check_prod(const KernelContext& ctx, std::span<Value*> args);
 
+// cumsum.out(self, int dim, *, ScalarType? dtype=None, out) for the CPU and CUDA kernels
+// alike: the wrapped dim, with out checked (self's sizes; int64 for integer and bool inputs
+// unless a dtype is given, as ATen's cumsum).
+Result<int64_t> check_cumsum(const KernelContext& ctx, std::span<Value*> args);
+
+// native_group_norm.out(input, weight?, bias?, N, C, HxW, group, eps, *, out0, out1, out2)
+// for the CPU and CUDA kernels alike: a float input [N, C, ...] of N * C * HxW elements, C
+// divisible into `group` groups, weight and bias [C], outs [N, C, ...], [N, group] twice.
+Status check_group_norm(const KernelContext& ctx, std::span<Value*> args);
+
 // "self has dtype int32, which aten::exp.out does not support" style errors.
 Status unsupported_dtype(const KernelContext& ctx, const char* what, DType dtype,
                          const char* expected);

@@ -137,15 +137,10 @@ Status max_dim_kernel(KernelContext& ctx, std::span<Value*> args) {
 // cumsum.out(self, int dim, *, ScalarType? dtype=None, out): floats add in double, integers
 // and bools in int64 (wrapping), each running sum rounded to the out's dtype.
 Status cumsum_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args));
-  const Args a(ctx, args);
-  const TensorView& self = a.tensor("self");
-  TensorView& out = a.out();
-  ETC_ASSIGN_OR_RETURN(int64_t dim,
-                       wrap_dim(ctx, "dim", a.integer("dim"), static_cast<int64_t>(self.rank())));
-  std::optional<DType> dtype = opt_dtype_arg(args, 2);
-  const DType want = dtype.value_or(dtype_is_float(self.dtype) ? self.dtype : DType::kInt64);
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, self.sizes, want));
+  ETC_ASSIGN_OR_RETURN(int64_t dim, check_cumsum(ctx, args));
+  const TensorView& self = args[0]->tensor;
+  TensorView& out = Args(ctx, args).out();
+  const DType want = out.dtype;
   if (out.numel() == 0) return Status();
   const Lanes l = lanes_of(self.sizes, dim);
   auto run = [&]<typename Acc>() {

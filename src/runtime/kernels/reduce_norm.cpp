@@ -575,7 +575,7 @@ Status native_layer_norm_kernel(KernelContext& ctx, std::span<Value*> args) {
 // per sample and group of C / group channels, the mean and biased variance in double;
 // out0 = (x - mean) * rstd * weight[c] + bias[c], out1 the means, out2 the rstds [N, group].
 Status native_group_norm_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args));
+  ETC_RETURN_IF_ERROR(check_group_norm(ctx, args));
   const Args a(ctx, args);
   const TensorView& x = a.tensor("input");
   const TensorView* weight = a.opt_tensor("weight");
@@ -583,30 +583,9 @@ Status native_group_norm_kernel(KernelContext& ctx, std::span<Value*> args) {
   const int64_t n = a.integer("N"), c = a.integer("C"), hw = a.integer("HxW");
   const int64_t group = a.integer("group");
   const double eps = a.real("eps");
-  if (!dtype_is_float(x.dtype)) {
-    return unsupported_dtype(ctx, "input", x.dtype, "a floating-point dtype");
-  }
-  if (x.rank() < 2 || x.sizes[0] != n || x.sizes[1] != c || n * c * hw != x.numel()) {
-    return ctx.error("input " + shape_str(x.sizes) + " is not [N=" + std::to_string(n) +
-                     ", C=" + std::to_string(c) + ", HxW=" + std::to_string(hw) + "]");
-  }
-  if (group <= 0 || c % group != 0) {
-    return ctx.error("C " + std::to_string(c) + " is not divisible into " + std::to_string(group) +
-                     " groups");
-  }
-  for (const TensorView* t : {weight, bias}) {
-    if (t != nullptr && (t->rank() != 1 || t->sizes[0] != c)) {
-      return ctx.error(std::string(t == weight ? "weight " : "bias ") + shape_str(t->sizes) +
-                       " must be [" + std::to_string(c) + "]");
-    }
-  }
   TensorView& out = a.out(0);
   TensorView& mean = a.out(1);
   TensorView& rstd = a.out(2);
-  const std::vector<int64_t> stat{n, group};
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, x.sizes, x.dtype, "out0"));
-  ETC_RETURN_IF_ERROR(check_out(ctx, mean, stat, x.dtype, "out1"));
-  ETC_RETURN_IF_ERROR(check_out(ctx, rstd, stat, x.dtype, "out2"));
   if (n * group == 0) return Status();
   ReadAs<double> rx(x);
   const double* xs = rx.data();
