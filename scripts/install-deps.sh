@@ -14,6 +14,7 @@ packages=(
   build-essential
   cmake
   ninja-build
+  ccache
   pkg-config
   libflatbuffers-dev
   flatbuffers-compiler
