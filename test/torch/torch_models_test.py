@@ -83,6 +83,8 @@ def executorch_operator_names():
 def check_executorch_program(etc, d, meta, inputs, expected, work, failures):
     """etc runs ExecuTorch's program for the model; returns the max abs error or a note."""
     name = meta["name"]
+    if meta.get("executorch_refuses"):
+        return f"not exported by ExecuTorch: {meta['executorch_refuses']}"
     pte = os.path.join(d, "model.et.pte")
     out_dir = os.path.join(work, f"{name}.et.out")
     cmd = [etc, "run", pte, "--device", "cpu", "--output-dir", out_dir]

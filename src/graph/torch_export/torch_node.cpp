@@ -531,6 +531,14 @@ Status TorchNode::rebind(std::string_view arg, ValueId v) {
   return Status();
 }
 
+Result<ValueId> TorchNode::output_value(int i) {
+  std::optional<std::string> name = output_tensor_name(node_, i);
+  if (!name) return invalid("output " + std::to_string(i) + " is not a tensor");
+  auto it = im_.env_.find(*name);
+  if (it == im_.env_.end()) return invalid("output " + std::to_string(i) + " is not bound");
+  return im_.materialize(*name, it->second);
+}
+
 Status TorchNode::write(const std::string& name, ValueId v) {
   if (auto it = im_.view_of_.find(name); it != im_.view_of_.end()) {
     ETC_RETURN_IF_ERROR(check_fresh(name));

@@ -98,6 +98,8 @@ class TorchNode {
   // view of another tensor (the default export's slice, select, view, permute, ...), the
   // tensors it views are updated through it, as PyTorch's storage sharing does.
   Status rebind(std::string_view arg, ValueId v);
+  // The value bound to output i by set_output or set_known_output (a known one as a constant).
+  Result<ValueId> output_value(int i);
 
   // Whether this import is one build of a bounded dynamic export (options.symbol_values).
   bool dynamic_build() const;

@@ -946,7 +946,40 @@ Converter matmul2(OpKind op) {
   };
 }
 
-// conv1d/conv2d (defaults of the functional form) and convolution.
+// The input of a convolution with padding "valid" or "same" (conv*.padding), and the
+// symmetric padding the convolution then takes: for "same", when a dim's total padding is
+// odd, the input is padded by one more at its end first.
+Result<ValueId> same_padding(TorchNode& n, ValueId x, ValueId w, const std::string& mode,
+                             const std::vector<int64_t>& stride,
+                             const std::vector<int64_t>& dilation, size_t spatial,
+                             std::vector<int64_t>& padding) {
+  padding.assign(spatial, 0);
+  if (mode == "valid") return x;
+  if (mode != "same") return n.invalid("padding must be 'same' or 'valid', not '" + mode + "'");
+  for (int64_t s : stride) {
+    if (s != 1)
+      return n.invalid("padding='same' takes stride 1 (ATen does not define it otherwise)");
+  }
+  const auto& ks = n.sizes(w);
+  if (ks.size() != spatial + 2) return n.invalid("the weight's rank does not match the input's");
+  std::vector<int64_t> extra;  // constant_pad_nd's pairs, last dim first
+  bool odd = false;
+  for (size_t i = 0; i < spatial; ++i) {
+    int64_t d = dilation.size() == 1 ? dilation[0] : dilation.at(i);
+    int64_t total = d * (ks[i + 2] - 1);
+    padding[i] = total / 2;
+    odd = odd || total % 2 != 0;
+  }
+  if (!odd) return x;
+  for (size_t i = spatial; i-- > 0;) {
+    int64_t d = dilation.size() == 1 ? dilation[0] : dilation.at(i);
+    extra.push_back(0);
+    extra.push_back(d * (ks[i + 2] - 1) % 2);
+  }
+  return n.emit(OpKind::ConstantPadNd, {{"self", x}, {"pad", extra}, {"value", Scalar{0.0}}});
+}
+
+// conv1d/conv2d (defaults of the functional form), their .padding forms and convolution.
 Status convert_conv(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("input"));
   ETC_ASSIGN_OR_RETURN(ValueId w, n.tensor("weight"));
@@ -957,13 +990,16 @@ Status convert_conv(TorchNode& n) {
     if (v.size() == 1 && spatial > 1) v.assign(spatial, v[0]);
     return v;
   };
-  if (n.has("padding") && !n.is_tensor("padding")) {
-    auto p = n.string_arg("padding", std::nullopt);
-    if (p.ok()) return n.unsupported("string padding '" + *p + "' (export with numeric padding)");
-  }
   ETC_ASSIGN_OR_RETURN(std::vector<int64_t> stride, n.ints("stride", std::vector<int64_t>{1}));
-  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> padding, n.ints("padding", std::vector<int64_t>{0}));
   ETC_ASSIGN_OR_RETURN(std::vector<int64_t> dilation, n.ints("dilation", std::vector<int64_t>{1}));
+  std::vector<int64_t> padding;
+  if (auto mode = n.string_arg("padding", std::nullopt); mode.ok()) {
+    // conv*.padding: "valid" is no padding; "same" pads dilation * (kernel - 1) in all, half
+    // before and the rest after, the odd one after as ATen does (stride 1 only).
+    ETC_ASSIGN_OR_RETURN(x, same_padding(n, x, w, *mode, stride, dilation, spatial, padding));
+  } else {
+    ETC_ASSIGN_OR_RETURN(padding, n.ints("padding", std::vector<int64_t>{0}));
+  }
   ETC_ASSIGN_OR_RETURN(bool transposed, n.bool_arg("transposed", false));
   ETC_ASSIGN_OR_RETURN(std::vector<int64_t> out_pad,
                        n.ints("output_padding", std::vector<int64_t>(spatial, 0)));
@@ -1450,6 +1486,8 @@ const std::map<std::string, Converter>& torch_converters() {
     t["aten.bmm.default"] = matmul2(OpKind::Bmm);
     t["aten.conv1d.default"] = convert_conv;
     t["aten.conv2d.default"] = convert_conv;
+    t["aten.conv1d.padding"] = convert_conv;
+    t["aten.conv2d.padding"] = convert_conv;
     t["aten.convolution.default"] = convert_conv;
     t["aten.max_pool2d.default"] = max_pool(false);
     t["aten.max_pool2d_with_indices.default"] = max_pool(true);
@@ -1480,6 +1518,7 @@ const std::map<std::string, Converter>& torch_converters() {
     add_attention_converters(t);
     add_movement_converters(t);
     add_reduce_converters(t);
+    add_composite_converters(t);
     return t;
   }();
   return table;
