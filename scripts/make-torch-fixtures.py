@@ -270,13 +270,14 @@ class Movement(nn.Module):
 
 class Composites(nn.Module):
     """The composite ops of the default export that Core ATen decomposes and etc decomposes at
-    import (src/graph/torch_export/torch_ops_composite.cpp), as models use them: square and
-    rms_norm (RMSNorm decoders), softplus (gates), baddbmm (bloom's attention scores),
-    repeat_interleave (rotary tables, grouped-query heads), min/max of two tensors, histc
-    (mixture-of-experts token counts: the maximum in the last bin, values outside and NaN
-    not counted), tril/triu, index_fill/index_add, in-place forms (masked_fill_, clamp_ into
-    a view, scatter_, index_fill_), weight norm (wav2vec2's positional convolution) and convolutions with
-    padding "same" (odd and even total padding) or "valid"."""
+    import (src/graph/torch_export/torch_ops_composite.cpp, torch_ops_positions.cpp), as
+    models use them: square and rms_norm (RMSNorm decoders), softplus (gates), baddbmm
+    (bloom's attention scores), repeat_interleave (rotary tables, grouped-query heads),
+    min/max of two tensors, histc (mixture-of-experts token counts: the maximum in the last
+    bin, values outside and NaN not counted), tril/triu, index_fill/index_add, in-place
+    forms (masked_fill_, clamp_ into a view, scatter_, index_fill_), unfold/fold,
+    cdist/pdist, masked_scatter, weight norm (wav2vec2's positional convolution) and
+    convolutions with padding "same" (odd and even total padding) or "valid"."""
 
     def __init__(self):
         super().__init__()
@@ -305,7 +306,15 @@ class Composites(nn.Module):
         w.scatter_(1, torch.tensor([[0], [2], [4], [6]]), 9.0)
         w.index_fill_(1, torch.tensor([7, 1]), -2.0)
         w = w.index_add(0, torch.tensor([3, 0, 3]), x[:3], alpha=0.5)
-        return (a, m, r, ri, bb, bt, h, t, w, torch.square(ids[:12].to(torch.int64)),
+        # unfold/fold (convbert's im2col), pairwise distances, masked_scatter (a vision-
+        # language model's image features into its text embeddings).
+        cols = F.unfold(img, (3, 2), dilation=(1, 2), padding=1, stride=(2, 1))
+        folded = F.fold(cols, (9, 9), (3, 2), dilation=(1, 2), padding=1, stride=(2, 1))
+        dist = torch.cdist(x, x[:3] * 0.5) + torch.cdist(x, x.flip(0), p=1.0).sum(1, keepdim=True)
+        pd = F.pdist(x) + F.pdist(x, p=3.0)
+        ms = x.masked_scatter(x > 0.5, b2.flatten()[:32] * 10)
+        return (a, m, r, ri, bb, bt, h, t, w, cols, folded, dist, pd, ms,
+                torch.square(ids[:12].to(torch.int64)),
                 self.conv_same(img), self.conv_dil(img), self.conv_valid(seq),
                 self.conv_same1d(seq), self.wn(seq))
 

@@ -297,12 +297,31 @@ TEST_CASE("avg_pool2d with count_include_pad, ceil_mode and divisor_override") {
       ++index;
     }
   }
+  // int64, as ATen: the sum in int64 (wrapping), divided truncating toward zero; the
+  // padding counts in the divisor with count_include_pad.
   Call c("aten::avg_pool2d.out");
-  Value* x = c.random(DType::kInt64, {1, 1, 4, 4}, 1, -3, 3);
-  CHECK(c.run({x, c.ints({2}), c.ints({}), c.ints({0}), c.b(false), c.b(true), c.none()},
-              {c.out(DType::kInt64, {1, 1, 2, 2})})
+  Value* x = c.tensor(DType::kInt64, {1, 1, 2, 4}, {-15, 0, 7, 7, 0, 0, 1, 0});
+  Value* o = c.out(DType::kInt64, {1, 1, 1, 2});
+  REQUIRE(
+      c.run({x, c.ints({2}), c.ints({}), c.ints({0}), c.b(false), c.b(true), c.none()}, {o}).ok());
+  CHECK(read(o) == std::vector<double>{-3, 3});  // -15/4 = -3.75, 15/4 = 3.75
+  Value* big =
+      c.tensor(DType::kInt64, {1, 1, 1, 2}, {4611686018427387904.0, 4611686018427387904.0});
+  Value* o2 = c.out(DType::kInt64, {1, 1, 1, 1});
+  REQUIRE(
+      c.run({big, c.ints({1, 2}), c.ints({}), c.ints({0}), c.b(false), c.b(true), c.none()}, {o2})
+          .ok());
+  CHECK(read(o2) == std::vector<double>{-4611686018427387904.0});  // 2^63 wraps to -2^63, / 2
+  Value* o3 = c.out(DType::kInt64, {1, 1, 2, 3});
+  REQUIRE(c.run({x, c.ints({2}), c.ints({2}), c.ints({1}), c.b(false), c.b(true), c.none()}, {o3})
+              .ok());
+  // Windows of 4 positions (padding included): {-15}, {0 + 7}, {7}; {0}, {0 + 1}, {0}.
+  CHECK(read(o3) == std::vector<double>{-3, 1, 1, 0, 0, 0});
+  Value* i32 = c.random(DType::kInt32, {1, 1, 4, 4}, 1, -3, 3);
+  CHECK(c.run({i32, c.ints({2}), c.ints({}), c.ints({0}), c.b(false), c.b(true), c.none()},
+              {c.out(DType::kInt32, {1, 1, 2, 2})})
             .message() ==
-        "aten::avg_pool2d.out: self has dtype int64, expected a floating-point dtype");
+        "aten::avg_pool2d.out: self has dtype int32, expected a floating-point dtype or int64");
 }
 
 TEST_CASE("adaptive_avg_pool2d uses floor/ceil bin edges") {

@@ -74,7 +74,8 @@ class TorchNode {
 
   // --- IR values ------------------------------------------------------------------------
   const TensorSpec& spec(ValueId v) const;
-  const std::vector<int64_t>& sizes(ValueId v) const { return spec(v).sizes; }
+  // A copy: emitting a node may move the graph's values, and with them a reference.
+  std::vector<int64_t> sizes(ValueId v) const { return spec(v).sizes; }
   DType dtype(ValueId v) const { return spec(v).dtype; }
   // An IR value for a known tensor (a new constant).
   ValueId constant(const KnownTensor& t);

@@ -1192,10 +1192,44 @@ Converter batch_norm(bool native) {
   };
 }
 
+// constant_pad_nd(self, pad, value). A negative pad crops (PyTorch's decomposition of col2im
+// writes one): those sides become slices first, so the program's constant_pad_nd pads only,
+// which ExecuTorch's portable kernel requires.
 Status convert_constant_pad(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
   ETC_ASSIGN_OR_RETURN(std::vector<int64_t> pad, n.ints("pad"));
   ETC_ASSIGN_OR_RETURN(Scalar value, n.scalar("value", Scalar{0.0}));
+  const std::vector<int64_t> in = n.sizes(x);
+  if (pad.size() % 2 != 0 || pad.size() / 2 > in.size()) {
+    return n.invalid("pad " + shape_to_string(pad) + " does not fit " + shape_to_string(in));
+  }
+  bool padded = false;
+  for (size_t k = 0; k < pad.size() / 2; ++k) {
+    int64_t& before = pad[2 * k];
+    int64_t& after = pad[2 * k + 1];
+    const auto dim = static_cast<int64_t>(in.size() - 1 - k);
+    const int64_t len = in[static_cast<size_t>(dim)];
+    const int64_t crop_before = std::max<int64_t>(0, -before);
+    const int64_t crop_after = std::max<int64_t>(0, -after);
+    if (crop_before + crop_after > len) {
+      return n.invalid("pad (" + std::to_string(before) + ", " + std::to_string(after) +
+                       ") crops more than dim " + std::to_string(dim) + "'s " +
+                       std::to_string(len) + " elements");
+    }
+    if (before < 0 || after < 0) {
+      const int64_t start = crop_before;
+      const int64_t end = len - crop_after;
+      ETC_ASSIGN_OR_RETURN(
+          x,
+          n.emit(
+              OpKind::SliceTensor,
+              {{"self", x}, {"dim", dim}, {"start", start}, {"end", end}, {"step", int64_t{1}}}));
+      before = std::max<int64_t>(before, 0);
+      after = std::max<int64_t>(after, 0);
+    }
+    padded = padded || before > 0 || after > 0;
+  }
+  if (!padded && n.sizes(x) != in) return n.set_output(0, x);
   ETC_ASSIGN_OR_RETURN(
       ValueId out, n.emit(OpKind::ConstantPadNd, {{"self", x}, {"pad", pad}, {"value", value}}));
   return n.set_output(0, out);
@@ -1518,6 +1552,7 @@ const std::map<std::string, Converter>& torch_converters() {
     add_attention_converters(t);
     add_movement_converters(t);
     add_reduce_converters(t);
+    add_position_converters(t);
     add_composite_converters(t);
     return t;
   }();

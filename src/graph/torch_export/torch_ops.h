@@ -23,6 +23,8 @@ void add_movement_converters(std::map<std::string, Converter>& table);
 // Adds the reductions, index reductions, scans, sorts and batch-statistics norms
 // (torch_ops_reduce.cpp) to the table.
 void add_reduce_converters(std::map<std::string, Converter>& table);
+// Adds im2col/col2im, cdist/pdist and masked_scatter (torch_ops_positions.cpp).
+void add_position_converters(std::map<std::string, Converter>& table);
 // Adds the default export's composite ops and aliases (torch_ops_composite.cpp); after the
 // others, as the aliases copy their entries.
 void add_composite_converters(std::map<std::string, Converter>& table);

@@ -63,11 +63,57 @@ Status emit_index_put(TorchNode& n, ValueId self, const std::vector<ValueId>& in
 
 // index_put(self, indices, values, accumulate) and its in-place form (a KV-cache write in the
 // training dialect).
+// x[mask] = values (index_put with one bool mask over x's leading dims) when values has one
+// row for all the selected elements (the usual `x[mask] = 0`): where(mask, values, x), or x
+// plus where(mask, values, 0) accumulating. One row per selected element depends on how many
+// the mask selects at run time: refused.
+Status emit_masked_put(TorchNode& n, ValueId x, ValueId mask, ValueId values, bool accumulate,
+                       bool in_place) {
+  const std::vector<int64_t> xs = n.sizes(x), ms = n.sizes(mask), vs = n.sizes(values);
+  if (ms.size() > xs.size() || !std::equal(ms.begin(), ms.end(), xs.begin())) {
+    return n.invalid("the mask " + shape_to_string(ms) + " does not match the leading dims of " +
+                     shape_to_string(xs));
+  }
+  const size_t rest = xs.size() - ms.size();
+  if (vs.size() > rest + 1 || (vs.size() == rest + 1 && vs[0] != 1)) {
+    return n.unsupported("index_put with a boolean mask and values " + shape_to_string(vs) +
+                         " (one row per selected element: as many as the mask selects at run "
+                         "time; etc needs static shapes)");
+  }
+  std::vector<int64_t> mask_shape = ms;
+  mask_shape.resize(xs.size(), 1);
+  ETC_ASSIGN_OR_RETURN(ValueId m, n.emit(OpKind::Reshape, {{"self", mask}, {"shape", mask_shape}}));
+  if (n.dtype(values) != n.dtype(x)) {
+    ETC_ASSIGN_OR_RETURN(values, n.emit(OpKind::ToCopy, {{"self", values}, {"dtype", n.dtype(x)}}));
+  }
+  ValueId out;
+  if (accumulate) {
+    ValueId zero = n.constant(KnownTensor{n.dtype(x), {}, {0.0}});
+    ETC_ASSIGN_OR_RETURN(
+        ValueId add,
+        n.emit(OpKind::WhereSelf, {{"condition", m}, {"self", values}, {"other", zero}}));
+    OpKind op = n.dtype(x) == DType::kBool ? OpKind::LogicalOr : OpKind::AddTensor;
+    ETC_ASSIGN_OR_RETURN(out, n.emit(op, {{"self", x}, {"other", add}}));
+  } else {
+    ETC_ASSIGN_OR_RETURN(
+        out, n.emit(OpKind::WhereSelf, {{"condition", m}, {"self", values}, {"other", x}}));
+  }
+  if (n.sizes(out) != xs) {
+    return n.invalid("values " + shape_to_string(vs) + " do not broadcast to " +
+                     shape_to_string(xs));
+  }
+  if (in_place) ETC_RETURN_IF_ERROR(n.rebind("self", out));
+  return n.set_output(0, out);
+}
+
 Status convert_index_put(TorchNode& n, bool in_place) {
   ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
   ETC_ASSIGN_OR_RETURN(std::vector<ValueId> indices, n.optional_tensors("indices"));
   ETC_ASSIGN_OR_RETURN(ValueId values, n.tensor("values"));
   ETC_ASSIGN_OR_RETURN(bool accumulate, n.bool_arg("accumulate", false));
+  if (indices.size() == 1 && indices[0].valid() && n.dtype(indices[0]) == DType::kBool) {
+    return emit_masked_put(n, x, indices[0], values, accumulate, in_place);
+  }
   return emit_index_put(n, x, indices, values, accumulate, in_place);
 }
 

@@ -64,8 +64,8 @@ Status convert_baddbmm(TorchNode& n) {
   }
   if (beta.to_double() == 0.0) {
     // self is not read, but must still broadcast to the product's shape.
-    const auto& ps = n.sizes(prod);
-    const auto& ss = n.sizes(self);
+    const std::vector<int64_t> ps = n.sizes(prod);
+    const std::vector<int64_t> ss = n.sizes(self);
     bool fits = ss.size() <= ps.size();
     for (size_t i = 0; fits && i < ss.size(); ++i) {
       int64_t s = ss[ss.size() - 1 - i];
@@ -92,7 +92,7 @@ Status convert_rms_norm(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(std::optional<ValueId> weight, n.optional_tensor("weight"));
   DType in = n.dtype(x);
   if (!dtype_is_float(in)) return n.invalid("rms_norm takes a floating-point input");
-  const std::vector<int64_t>& sizes = n.sizes(x);
+  const std::vector<int64_t> sizes = n.sizes(x);
   if (normalized.size() > sizes.size() ||
       !std::equal(normalized.begin(), normalized.end(), sizes.end() - normalized.size())) {
     return n.invalid("normalized_shape " + shape_to_string(normalized) +
@@ -245,9 +245,9 @@ Status convert_grouped_mm(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("input"));
   ETC_ASSIGN_OR_RETURN(ValueId w, n.tensor("weight"));
   ETC_ASSIGN_OR_RETURN(ValueId offs, n.tensor("offs"));
-  const auto& xs = n.sizes(x);
-  const auto& ws = n.sizes(w);
-  const auto& os = n.sizes(offs);
+  const std::vector<int64_t> xs = n.sizes(x);
+  const std::vector<int64_t> ws = n.sizes(w);
+  const std::vector<int64_t> os = n.sizes(offs);
   if (xs.size() != 2 || ws.size() != 3 || os.size() != 1)
     return n.invalid("grouped_mm takes input [S, K], weight [E, K, N] and offs [E]");
   if (xs[1] != ws[1] || os[0] != ws[0]) {
@@ -312,7 +312,7 @@ Converter triangle(bool upper) {
   return [=](TorchNode& n) -> Status {
     ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
     ETC_ASSIGN_OR_RETURN(int64_t diagonal, n.int_arg("diagonal", 0));
-    const auto& s = n.sizes(x);
+    const std::vector<int64_t> s = n.sizes(x);
     if (s.size() < 2) return n.invalid("self must have at least 2 dims, not " + shape_to_string(s));
     const int64_t rows = s[s.size() - 2], cols = s[s.size() - 1];
     ETC_RETURN_IF_ERROR(check_known_size(n, {rows, cols}));
@@ -373,6 +373,70 @@ Status convert_index_add(TorchNode& n) {
   return n.set_output(0, out);
 }
 
+// avg_pool1d / adaptive_avg_pool1d: the 2-D pools over [.., C, 1, L] (a kernel of height 1).
+Result<ValueId> with_unit_height(TorchNode& n, ValueId x) {
+  const int64_t rank = static_cast<int64_t>(n.sizes(x).size());
+  if (rank != 2 && rank != 3) {
+    return n.invalid("a 1-D pool takes [C, L] or [N, C, L], not " + shape_to_string(n.sizes(x)));
+  }
+  return n.emit(OpKind::Unsqueeze, {{"self", x}, {"dim", rank - 1}});
+}
+Status convert_avg_pool1d(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> k, n.ints("kernel_size"));
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> s, n.ints("stride", std::vector<int64_t>{}));
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> p, n.ints("padding", std::vector<int64_t>{0}));
+  ETC_ASSIGN_OR_RETURN(bool ceil, n.bool_arg("ceil_mode", false));
+  ETC_ASSIGN_OR_RETURN(bool count_pad, n.bool_arg("count_include_pad", true));
+  if (k.size() != 1 || s.size() > 1 || p.size() != 1) {
+    return n.invalid("avg_pool1d takes one kernel size, stride and padding");
+  }
+  const int64_t rank = static_cast<int64_t>(n.sizes(x).size());
+  ETC_ASSIGN_OR_RETURN(ValueId x2, with_unit_height(n, x));
+  std::vector<int64_t> stride2 =
+      s.empty() ? std::vector<int64_t>{1, k[0]} : std::vector<int64_t>{1, s[0]};
+  ETC_ASSIGN_OR_RETURN(ValueId y,
+                       n.emit(OpKind::AvgPool2d, {{"self", x2},
+                                                  {"kernel_size", std::vector<int64_t>{1, k[0]}},
+                                                  {"stride", stride2},
+                                                  {"padding", std::vector<int64_t>{0, p[0]}},
+                                                  {"ceil_mode", ceil},
+                                                  {"count_include_pad", count_pad},
+                                                  {"divisor_override", std::monostate{}}}));
+  ETC_ASSIGN_OR_RETURN(y, n.emit(OpKind::SqueezeDim, {{"self", y}, {"dim", rank - 1}}));
+  return n.set_output(0, y);
+}
+Status convert_adaptive_avg_pool1d(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> size, n.ints("output_size"));
+  if (size.size() != 1) return n.invalid("adaptive_avg_pool1d takes one output size");
+  const int64_t rank = static_cast<int64_t>(n.sizes(x).size());
+  ETC_ASSIGN_OR_RETURN(ValueId x2, with_unit_height(n, x));
+  ETC_ASSIGN_OR_RETURN(ValueId y,
+                       n.emit(OpKind::AdaptiveAvgPool2d,
+                              {{"self", x2}, {"output_size", std::vector<int64_t>{1, size[0]}}}));
+  ETC_ASSIGN_OR_RETURN(y, n.emit(OpKind::SqueezeDim, {{"self", y}, {"dim", rank - 1}}));
+  return n.set_output(0, y);
+}
+
+// maximum / minimum of two bool tensors are logical_or / logical_and (the op table's
+// maximum and minimum take numbers); anything else goes to `numeric`.
+Converter bool_extremum(Converter numeric, OpKind logical) {
+  return [=](TorchNode& n) -> Status {
+    if (n.is_tensor("self") && n.is_tensor("other")) {
+      ETC_ASSIGN_OR_RETURN(const Entry* a, n.entry("self"));
+      ETC_ASSIGN_OR_RETURN(const Entry* b, n.entry("other"));
+      if (a->dtype == DType::kBool && b->dtype == DType::kBool) {
+        ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+        ETC_ASSIGN_OR_RETURN(ValueId y, n.tensor("other"));
+        ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(logical, {{"self", x}, {"other", y}}));
+        return n.set_output(0, out);
+      }
+    }
+    return numeric(n);
+  };
+}
+
 // The in-place form of a functional converter (masked_fill_, scatter_, clamp_, ...): the
 // functional result, cast back to self's dtype as PyTorch's in-place ops do, becomes self's
 // new value (and, through a view, its base's). Self cannot grow by broadcasting.
@@ -407,10 +471,14 @@ void add_composite_converters(std::map<std::string, Converter>& t) {
   t["transformers.grouped_mm_fallback.default"] = convert_grouped_mm;
   t["aten.broadcast_to.default"] = convert_broadcast_to;
   t["aten.reshape_as.default"] = convert_reshape_as;
+  t["aten.avg_pool1d.default"] = convert_avg_pool1d;
+  t["aten.adaptive_avg_pool1d.default"] = convert_adaptive_avg_pool1d;
   t["aten.tril.default"] = triangle(false);
   t["aten.triu.default"] = triangle(true);
   t["aten.index_fill.int_Scalar"] = convert_index_fill;
   t["aten.index_add.default"] = convert_index_add;
+  t["aten.maximum.default"] = bool_extremum(t.at("aten.maximum.default"), OpKind::LogicalOr);
+  t["aten.minimum.default"] = bool_extremum(t.at("aten.minimum.default"), OpKind::LogicalAnd);
   // Aliases of ops the table already has.
   t["aten.min.other"] = t.at("aten.minimum.default");
   t["aten.max.other"] = t.at("aten.maximum.default");

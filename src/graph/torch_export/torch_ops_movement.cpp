@@ -586,11 +586,30 @@ Status convert_einsum(TorchNode& n) {
 // of size 1).
 Status convert_index_select(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
-  ETC_ASSIGN_OR_RETURN(int64_t dim, dim_arg(n, "dim", static_cast<int64_t>(n.sizes(x).size())));
+  const bool scalar = n.sizes(x).empty();
+  // A 0-d self is indexed as a 1-element vector; the result is 0-d again.
+  ETC_ASSIGN_OR_RETURN(int64_t dim,
+                       dim_arg(n, "dim", scalar ? 1 : static_cast<int64_t>(n.sizes(x).size())));
   ETC_ASSIGN_OR_RETURN(ValueId index, n.tensor("index"));
   if (n.sizes(index).size() > 1) {
     return n.invalid("index_select needs a 0-d or 1-D index, got " +
                      shape_to_string(n.sizes(index)));
+  }
+  if (scalar) {
+    if (n.spec(index).numel() != 1) {
+      return n.invalid("index_select of a 0-d tensor takes one index, got " +
+                       shape_to_string(n.sizes(index)));
+    }
+    ETC_ASSIGN_OR_RETURN(
+        x, n.emit(OpKind::Reshape, {{"self", x}, {"shape", std::vector<int64_t>{1}}}));
+    ETC_ASSIGN_OR_RETURN(
+        index, n.emit(OpKind::Reshape, {{"self", index}, {"shape", std::vector<int64_t>{1}}}));
+    ETC_ASSIGN_OR_RETURN(
+        ValueId picked,
+        n.emit(OpKind::IndexTensor, {{"self", x}, {"indices", std::vector<ValueId>{index}}}));
+    ETC_ASSIGN_OR_RETURN(
+        picked, n.emit(OpKind::Reshape, {{"self", picked}, {"shape", std::vector<int64_t>{}}}));
+    return n.set_output(0, picked);
   }
   if (n.sizes(index).empty()) {
     ETC_ASSIGN_OR_RETURN(
@@ -643,10 +662,27 @@ Status check_scatter_index(TorchNode& n, const std::vector<int64_t>& self,
 // gather(self, dim, index): out[p] = self[p with p[dim] = index[p]].
 Status convert_gather(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
-  ETC_ASSIGN_OR_RETURN(int64_t dim, dim_arg(n, "dim", static_cast<int64_t>(n.sizes(x).size())));
+  const bool scalar = n.sizes(x).empty();
+  ETC_ASSIGN_OR_RETURN(int64_t dim,
+                       dim_arg(n, "dim", scalar ? 1 : static_cast<int64_t>(n.sizes(x).size())));
   ETC_ASSIGN_OR_RETURN(ValueId index, n.tensor("index"));
   const std::vector<int64_t> shape = n.sizes(index);
-  if (n.sizes(x).empty()) return n.unsupported("gather of a 0-d tensor");
+  if (scalar) {
+    // A 0-d self: its one element for each index (at most one), in the index's shape.
+    if (shape.size() > 1 || n.spec(index).numel() > 1) {
+      return n.invalid("gather of a 0-d tensor takes a 0-d or 1-element index, got " +
+                       shape_to_string(shape));
+    }
+    ETC_ASSIGN_OR_RETURN(
+        x, n.emit(OpKind::Reshape, {{"self", x}, {"shape", std::vector<int64_t>{1}}}));
+    ETC_ASSIGN_OR_RETURN(
+        index, n.emit(OpKind::Reshape, {{"self", index}, {"shape", std::vector<int64_t>{-1}}}));
+    ETC_ASSIGN_OR_RETURN(
+        ValueId picked,
+        n.emit(OpKind::IndexTensor, {{"self", x}, {"indices", std::vector<ValueId>{index}}}));
+    ETC_ASSIGN_OR_RETURN(picked, n.emit(OpKind::Reshape, {{"self", picked}, {"shape", shape}}));
+    return n.set_output(0, picked);
+  }
   ETC_RETURN_IF_ERROR(check_scatter_index(n, n.sizes(x), shape, dim));
   ETC_ASSIGN_OR_RETURN(ValueId out,
                        n.emit(OpKind::IndexTensor,
@@ -736,10 +772,15 @@ Status convert_diagonal(TorchNode& n) {
 enum class PadMode { kReflect, kReplicate, kCircular };
 
 // The positions of a dim of length len that a pad of `before` and `after` reads: reflected
-// at the edges (the edge not repeated), the edge replicated, or wrapped around.
+// at the edges (the edge not repeated), the edge replicated, or wrapped around; a negative
+// pad crops.
 Result<std::vector<int64_t>> pad_positions(TorchNode& n, int64_t len, int64_t before, int64_t after,
                                            PadMode mode) {
-  if (before < 0 || after < 0) return n.unsupported("negative padding");
+  // A negative pad crops: the positions start (or end) inside the dim.
+  if (len + before + after < 0) {
+    return n.invalid("padding (" + std::to_string(before) + ", " + std::to_string(after) +
+                     ") leaves a dim of size " + std::to_string(len) + " with a negative size");
+  }
   if (len == 0) return n.invalid("padding of an empty dim");
   const int64_t most = std::max(before, after);
   if ((mode == PadMode::kReflect && most >= len) || (mode == PadMode::kCircular && most > len)) {
@@ -881,10 +922,24 @@ Status convert_as_strided(TorchNode& n) {
 Converter scatter(bool accumulate) {
   return [=](TorchNode& n) -> Status {
     ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+    // A 0-d self (and its 0-d or 1-element index and src) scatters as a 1-element vector.
+    const bool scalar = n.sizes(x).empty();
+    auto as_vector = [&](ValueId v) {
+      return n.emit(OpKind::Reshape, {{"self", v}, {"shape", std::vector<int64_t>{-1}}});
+    };
+    if (scalar) {
+      ETC_ASSIGN_OR_RETURN(x, as_vector(x));
+    }
     const std::vector<int64_t> in = n.sizes(x);
-    if (in.empty()) return n.unsupported("scatter into a 0-d tensor");
     ETC_ASSIGN_OR_RETURN(int64_t dim, dim_arg(n, "dim", static_cast<int64_t>(in.size())));
     ETC_ASSIGN_OR_RETURN(ValueId index, n.tensor("index"));
+    if (scalar) {
+      if (n.sizes(index).size() > 1 || n.spec(index).numel() > 1) {
+        return n.invalid("scatter into a 0-d tensor takes a 0-d or 1-element index, got " +
+                         shape_to_string(n.sizes(index)));
+      }
+      ETC_ASSIGN_OR_RETURN(index, as_vector(index));
+    }
     const std::vector<int64_t> shape = n.sizes(index);
     ETC_RETURN_IF_ERROR(check_scatter_index(n, in, shape, dim));
     bool add = accumulate;
@@ -902,6 +957,9 @@ Converter scatter(bool accumulate) {
     if (n.is_tensor("src")) {
       // The src elements at the index's positions (src may be larger).
       ETC_ASSIGN_OR_RETURN(values, n.tensor("src"));
+      if (scalar && n.sizes(values).empty()) {
+        ETC_ASSIGN_OR_RETURN(values, as_vector(values));
+      }
       const std::vector<int64_t> src = n.sizes(values);
       if (src.size() != shape.size()) return n.invalid("src must have the rank of index");
       for (size_t d = 0; d < shape.size(); ++d) {
@@ -925,6 +983,10 @@ Converter scatter(bool accumulate) {
                                                {"indices", positions_with(n, shape, dim, index)},
                                                {"values", values},
                                                {"accumulate", add}}));
+    if (scalar) {
+      ETC_ASSIGN_OR_RETURN(
+          out, n.emit(OpKind::Reshape, {{"self", out}, {"shape", std::vector<int64_t>{}}}));
+    }
     return n.set_output(0, out);
   };
 }

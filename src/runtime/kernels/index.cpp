@@ -170,8 +170,57 @@ template <typename T>
 void add_block(char* dst, const char* src, int64_t n, int64_t src_stride) {
   auto* d = reinterpret_cast<T*>(dst);
   const auto* s = reinterpret_cast<const T*>(src);
-  for (int64_t i = 0; i < n; ++i)
-    d[i] += s[i * src_stride];
+  for (int64_t i = 0; i < n; ++i) {
+    if constexpr (std::is_same_v<T, bool>) {
+      d[i] = d[i] || s[i * src_stride];  // ATen's sum of bools saturates: logical or
+    } else if constexpr (std::is_integral_v<T>) {
+      // Integers wrap as ATen's do (no signed overflow).
+      using U = std::make_unsigned_t<T>;
+      d[i] = static_cast<T>(static_cast<U>(d[i]) + static_cast<U>(s[i * src_stride]));
+    } else {
+      d[i] += s[i * src_stride];
+    }
+  }
+}
+
+// The dtypes index_put accumulates in (ATen's, less the half-precision floats).
+bool accumulates(DType d) {
+  switch (d) {
+    case DType::kFloat32:
+    case DType::kFloat64:
+    case DType::kInt64:
+    case DType::kInt32:
+    case DType::kInt16:
+    case DType::kInt8:
+    case DType::kUInt8:
+    case DType::kBool:
+      return true;
+    default:
+      return false;
+  }
+}
+
+void add_elems(DType dtype, char* dst, const char* src, int64_t n, int64_t src_stride) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return add_block<float>(dst, src, n, src_stride);
+    case DType::kFloat64:
+      return add_block<double>(dst, src, n, src_stride);
+    case DType::kInt64:
+      return add_block<int64_t>(dst, src, n, src_stride);
+    case DType::kInt32:
+      return add_block<int32_t>(dst, src, n, src_stride);
+    case DType::kInt16:
+      return add_block<int16_t>(dst, src, n, src_stride);
+    case DType::kInt8:
+      return add_block<int8_t>(dst, src, n, src_stride);
+    case DType::kUInt8:
+      return add_block<uint8_t>(dst, src, n, src_stride);
+    case DType::kBool:
+      return add_block<bool>(dst, src, n, src_stride);
+    default:
+      return;  // refused by accumulates()
+  }
 }
 
 // Writes `values` (broadcast to self[indices]) into out = self (already copied, or the same
@@ -179,10 +228,9 @@ void add_block(char* dst, const char* src, int64_t n, int64_t src_stride) {
 Status put_values(const KernelContext& ctx, const IndexWalk& w, const TensorView& values,
                   bool accumulate, TensorView& out) {
   const auto esize = static_cast<int64_t>(dtype_size(out.dtype));
-  if (accumulate && out.dtype != DType::kFloat32 && out.dtype != DType::kInt64 &&
-      out.dtype != DType::kInt32) {
+  if (accumulate && !accumulates(out.dtype)) {
     return unsupported_dtype(ctx, "self (with accumulate=True)", out.dtype,
-                             "float32, int64 or int32");
+                             "float32, float64, an integer dtype or bool");
   }
   const std::vector<int64_t> vstrides = broadcast_strides(values.sizes, w.plan.result);
   // Values' stride over the head dims, and over the block (1 when values fill the block
@@ -224,10 +272,7 @@ Status put_values(const KernelContext& ctx, const IndexWalk& w, const TensorView
       return;
     }
     if (accumulate && (block_contiguous || block_broadcast)) {
-      const int64_t stride = block_contiguous ? 1 : 0;
-      if (out.dtype == DType::kFloat32) add_block<float>(d, s, w.block, stride);
-      if (out.dtype == DType::kInt64) add_block<int64_t>(d, s, w.block, stride);
-      if (out.dtype == DType::kInt32) add_block<int32_t>(d, s, w.block, stride);
+      add_elems(out.dtype, d, s, w.block, block_contiguous ? 1 : 0);
       return;
     }
     // General broadcast inside the block: element by element.
@@ -237,9 +282,7 @@ Status put_values(const KernelContext& ctx, const IndexWalk& w, const TensorView
       for (size_t k = 0; k < t.size(); ++k)
         vo += t[k] * tail_vstrides[k];
       if (accumulate) {
-        if (out.dtype == DType::kFloat32) add_block<float>(d + e * esize, s + vo * esize, 1, 0);
-        if (out.dtype == DType::kInt64) add_block<int64_t>(d + e * esize, s + vo * esize, 1, 0);
-        if (out.dtype == DType::kInt32) add_block<int32_t>(d + e * esize, s + vo * esize, 1, 0);
+        add_elems(out.dtype, d + e * esize, s + vo * esize, 1, 0);
       } else {
         std::memcpy(d + e * esize, s + vo * esize, static_cast<size_t>(esize));
       }

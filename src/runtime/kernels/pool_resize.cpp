@@ -469,15 +469,27 @@ void avg_pool_typed(const PoolParams& p, bool count_include_pad,
         w0 = std::max<int64_t>(w0, 0);
         h1 = std::min(h1, p.in_h);
         w1 = std::min(w1, p.in_w);
-        double sum = 0;
-        for (int64_t ih = h0; ih < h1; ++ih) {
-          for (int64_t iw = w0; iw < w1; ++iw)
-            sum += convert<double>(xp[ih * p.in_w + iw]);
-        }
         const int64_t divisor = divisor_override    ? *divisor_override
                                 : count_include_pad ? padded_count
                                                     : (h1 - h0) * (w1 - w0);
-        y[(pl * p.out_h + oh) * p.out_w + ow] = convert<T>(sum / static_cast<double>(divisor));
+        T& result = y[(pl * p.out_h + oh) * p.out_w + ow];
+        if constexpr (std::is_same_v<T, int64_t>) {
+          // ATen sums int64 in int64 (wrapping) and divides truncating toward zero.
+          uint64_t sum = 0;
+          for (int64_t ih = h0; ih < h1; ++ih) {
+            for (int64_t iw = w0; iw < w1; ++iw)
+              sum += static_cast<uint64_t>(xp[ih * p.in_w + iw]);
+          }
+          const auto s = static_cast<int64_t>(sum);
+          result = divisor == -1 ? static_cast<int64_t>(0 - sum) : s / divisor;
+        } else {
+          double sum = 0;
+          for (int64_t ih = h0; ih < h1; ++ih) {
+            for (int64_t iw = w0; iw < w1; ++iw)
+              sum += convert<double>(xp[ih * p.in_w + iw]);
+          }
+          result = convert<T>(sum / static_cast<double>(divisor));
+        }
       }
     }
   }
@@ -486,8 +498,8 @@ void avg_pool_typed(const PoolParams& p, bool count_include_pad,
 Status avg_pool2d_kernel(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
-  if (!dtype_is_float(self.dtype)) {
-    return unsupported_dtype(ctx, "self", self.dtype, "a floating-point dtype");
+  if (!dtype_is_float(self.dtype) && self.dtype != DType::kInt64) {
+    return unsupported_dtype(ctx, "self", self.dtype, "a floating-point dtype or int64");
   }
   std::optional<int64_t> divisor = opt_int_arg(args, 6);
   if (divisor && *divisor == 0) return ctx.error("divisor_override must not be zero");
@@ -496,8 +508,12 @@ Status avg_pool2d_kernel(KernelContext& ctx, std::span<Value*> args) {
   TensorView& out = out_arg(args, 7);
   ETC_RETURN_IF_ERROR(check_out(ctx, out, p.out_sizes, self.dtype));
   if (out.numel() == 0) return Status();
-  visit_float_dtype(self.dtype,
-                    [&]<typename T>() { avg_pool_typed<T>(p, args[5]->b, divisor, self, out); });
+  if (self.dtype == DType::kInt64) {
+    avg_pool_typed<int64_t>(p, args[5]->b, divisor, self, out);
+  } else {
+    visit_float_dtype(self.dtype,
+                      [&]<typename T>() { avg_pool_typed<T>(p, args[5]->b, divisor, self, out); });
+  }
   return Status();
 }
 
