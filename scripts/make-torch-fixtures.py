@@ -276,8 +276,9 @@ class Composites(nn.Module):
     min/max of two tensors, histc (mixture-of-experts token counts: the maximum in the last
     bin, values outside and NaN not counted), tril/triu, index_fill/index_add, in-place
     forms (masked_fill_, clamp_ into a view, scatter_, index_fill_), unfold/fold,
-    cdist/pdist, masked_scatter, weight norm (wav2vec2's positional convolution) and
-    convolutions with padding "same" (odd and even total padding) or "valid"."""
+    cdist/pdist, masked_scatter, grid_sample, weight norm (wav2vec2's positional
+    convolution) and convolutions with padding "same" (odd and even total padding) or
+    "valid"."""
 
     def __init__(self):
         super().__init__()
@@ -313,7 +314,13 @@ class Composites(nn.Module):
         dist = torch.cdist(x, x[:3] * 0.5) + torch.cdist(x, x.flip(0), p=1.0).sum(1, keepdim=True)
         pd = F.pdist(x) + F.pdist(x, p=3.0)
         ms = x.masked_scatter(x > 0.5, b2.flatten()[:32] * 10)
-        return (a, m, r, ri, bb, bt, h, t, w, cols, folded, dist, pd, ms,
+        # grid_sample (spatial transformers, flow warps): the grid reaches outside the image.
+        grid = torch.tanh(b2[:, :, :4].reshape(2, 5, 2, 2)) * 1.6
+        gs = (F.grid_sample(img, grid, mode="nearest", padding_mode="reflection", align_corners=False)
+              + F.grid_sample(img, grid, mode="bilinear", padding_mode="border", align_corners=True)
+              + F.grid_sample(img, grid, mode="nearest", padding_mode="zeros", align_corners=True)
+              + F.grid_sample(img, grid, mode="bilinear", padding_mode="reflection", align_corners=True))
+        return (a, m, r, ri, bb, bt, h, t, w, cols, folded, dist, pd, ms, gs,
                 torch.square(ids[:12].to(torch.int64)),
                 self.conv_same(img), self.conv_dil(img), self.conv_valid(seq),
                 self.conv_same1d(seq), self.wn(seq))

@@ -2,7 +2,8 @@
 // col2im (F.unfold / F.fold: a gather from, or an accumulating index_put into, the padded
 // image's flattened plane), pairwise distances (cdist, pdist: differences, then a p-norm over
 // the last dim) and masked_scatter (the source's elements in order at the mask's true
-// positions, through a running count of the mask).
+// positions, through a running count of the mask) and grid_sampler_2d (gathers at the
+// grid's points).
 #include <cmath>
 #include <limits>
 
@@ -314,6 +315,163 @@ Status convert_masked_scatter(TorchNode& n) {
   return n.set_output(0, out);
 }
 
+// grid_sampler_2d's source coordinate along one dim of `size` for a grid value in [-1, 1]:
+// unnormalized (the corner pixels' centres or edges at -1 and 1), then per padding mode
+// clipped to the image (border) or reflected back into it and clipped (reflection).
+Result<ValueId> grid_source(TorchNode& n, ValueId g, int64_t size, int64_t padding,
+                            bool align_corners) {
+  const auto s = static_cast<double>(size);
+  auto lin = [&](ValueId v, double mul, double add) -> Result<ValueId> {
+    ETC_ASSIGN_OR_RETURN(v, n.emit(OpKind::MulScalar, {{"self", v}, {"other", Scalar{mul}}}));
+    return n.emit(OpKind::AddScalar, {{"self", v}, {"other", Scalar{add}}});
+  };
+  // align_corners: (g + 1) / 2 * (size - 1); else ((g + 1) * size - 1) / 2.
+  ETC_ASSIGN_OR_RETURN(
+      ValueId c, align_corners ? lin(g, (s - 1) / 2, (s - 1) / 2) : lin(g, s / 2, (s - 1) / 2));
+  auto clip = [&](ValueId v) {
+    return n.emit(OpKind::Clamp, {{"self", v}, {"min", Scalar{0.0}}, {"max", Scalar{s - 1}}});
+  };
+  if (padding == 1) return clip(c);
+  if (padding == 2) {
+    // Reflected over [low, high] (the centres, or the edges, of the end pixels): the distance
+    // from low folded into the span, mirrored on odd folds.
+    const double low = align_corners ? 0.0 : -0.5;
+    const double span = align_corners ? s - 1 : s;
+    if (span <= 0) {
+      ETC_ASSIGN_OR_RETURN(ValueId z,
+                           n.emit(OpKind::MulScalar, {{"self", c}, {"other", Scalar{0.0}}}));
+      return z;
+    }
+    ETC_ASSIGN_OR_RETURN(ValueId d,
+                         n.emit(OpKind::SubScalar, {{"self", c}, {"other", Scalar{low}}}));
+    ETC_ASSIGN_OR_RETURN(d, n.emit(OpKind::Abs, {{"self", d}}));
+    ETC_ASSIGN_OR_RETURN(ValueId extra,
+                         n.emit(OpKind::FmodScalar, {{"self", d}, {"other", Scalar{span}}}));
+    ETC_ASSIGN_OR_RETURN(ValueId flips,
+                         n.emit(OpKind::DivScalar, {{"self", d}, {"other", Scalar{span}}}));
+    ETC_ASSIGN_OR_RETURN(flips, n.emit(OpKind::Floor, {{"self", flips}}));
+    ETC_ASSIGN_OR_RETURN(flips,
+                         n.emit(OpKind::FmodScalar, {{"self", flips}, {"other", Scalar{2.0}}}));
+    ETC_ASSIGN_OR_RETURN(ValueId even,
+                         n.emit(OpKind::EqScalar, {{"self", flips}, {"other", Scalar{0.0}}}));
+    ETC_ASSIGN_OR_RETURN(ValueId up,
+                         n.emit(OpKind::AddScalar, {{"self", extra}, {"other", Scalar{low}}}));
+    ETC_ASSIGN_OR_RETURN(ValueId down, lin(extra, -1.0, span + low));
+    ETC_ASSIGN_OR_RETURN(
+        ValueId r, n.emit(OpKind::WhereSelf, {{"condition", even}, {"self", up}, {"other", down}}));
+    return clip(r);
+  }
+  return c;
+}
+
+// grid_sampler_2d(input [N, C, H, W], grid [N, Ho, Wo, 2], interpolation_mode, padding_mode,
+// align_corners) -> [N, C, Ho, Wo]: input sampled at the grid's (x, y) points, bilinear (0)
+// or nearest (1, half to even), outside the image zeros (0), the border (1) or reflected (2).
+// Each corner is a gather at clamped coordinates, weighted, and masked where it falls outside.
+Status convert_grid_sampler_2d(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("input"));
+  ETC_ASSIGN_OR_RETURN(ValueId grid, n.tensor("grid"));
+  ETC_ASSIGN_OR_RETURN(int64_t mode, n.int_arg("interpolation_mode"));
+  ETC_ASSIGN_OR_RETURN(int64_t padding, n.int_arg("padding_mode"));
+  ETC_ASSIGN_OR_RETURN(bool align, n.bool_arg("align_corners"));
+  const std::vector<int64_t> xs = n.sizes(x), gs = n.sizes(grid);
+  if (xs.size() != 4 || gs.size() != 4 || gs[3] != 2 || gs[0] != xs[0]) {
+    return n.invalid("grid_sampler_2d takes input [N, C, H, W] and grid [N, Ho, Wo, 2], not " +
+                     shape_to_string(xs) + " and " + shape_to_string(gs));
+  }
+  if (mode == 2) return n.unsupported("grid_sampler_2d with bicubic interpolation");
+  if (mode != 0 && mode != 1) return n.invalid("interpolation_mode must be 0, 1 or 2");
+  if (padding < 0 || padding > 2) return n.invalid("padding_mode must be 0, 1 or 2");
+  if (!dtype_is_float(n.dtype(x)) || n.dtype(grid) != n.dtype(x))
+    return n.invalid("grid_sampler_2d takes a floating-point input and a grid of its dtype");
+  const int64_t batch = xs[0], channels = xs[1], h = xs[2], w = xs[3];
+  const DType dt = n.dtype(x);
+  // The grid's x and y as [N, 1, Ho, Wo] (they broadcast over the channels).
+  auto coord = [&](int64_t k) -> Result<ValueId> {
+    ETC_ASSIGN_OR_RETURN(
+        ValueId c, n.emit(OpKind::SelectInt, {{"self", grid}, {"dim", int64_t{3}}, {"index", k}}));
+    return n.emit(OpKind::Unsqueeze, {{"self", c}, {"dim", int64_t{1}}});
+  };
+  ETC_ASSIGN_OR_RETURN(ValueId gx, coord(0));
+  ETC_ASSIGN_OR_RETURN(ValueId gy, coord(1));
+  ETC_ASSIGN_OR_RETURN(ValueId ix, grid_source(n, gx, w, padding, align));
+  ETC_ASSIGN_OR_RETURN(ValueId iy, grid_source(n, gy, h, padding, align));
+  std::vector<int64_t> bi(static_cast<size_t>(batch)), ci(static_cast<size_t>(channels));
+  for (int64_t i = 0; i < batch; ++i)
+    bi[static_cast<size_t>(i)] = i;
+  for (int64_t i = 0; i < channels; ++i)
+    ci[static_cast<size_t>(i)] = i;
+  const ValueId batch_idx = int_constant(n, {batch, 1, 1, 1}, bi);
+  const ValueId chan_idx = int_constant(n, {1, channels, 1, 1}, ci);
+  // input at integer (py, px) (float tensors of whole numbers), 0 where outside the image.
+  auto tap = [&](ValueId py, ValueId px) -> Result<ValueId> {
+    ETC_ASSIGN_OR_RETURN(ValueId in_y0,
+                         n.emit(OpKind::GeScalar, {{"self", py}, {"other", Scalar{0.0}}}));
+    ETC_ASSIGN_OR_RETURN(
+        ValueId in_y1,
+        n.emit(OpKind::LeScalar, {{"self", py}, {"other", Scalar{static_cast<double>(h - 1)}}}));
+    ETC_ASSIGN_OR_RETURN(ValueId in_x0,
+                         n.emit(OpKind::GeScalar, {{"self", px}, {"other", Scalar{0.0}}}));
+    ETC_ASSIGN_OR_RETURN(
+        ValueId in_x1,
+        n.emit(OpKind::LeScalar, {{"self", px}, {"other", Scalar{static_cast<double>(w - 1)}}}));
+    ETC_ASSIGN_OR_RETURN(ValueId inside,
+                         n.emit(OpKind::LogicalAnd, {{"self", in_y0}, {"other", in_y1}}));
+    ETC_ASSIGN_OR_RETURN(inside, n.emit(OpKind::LogicalAnd, {{"self", inside}, {"other", in_x0}}));
+    ETC_ASSIGN_OR_RETURN(inside, n.emit(OpKind::LogicalAnd, {{"self", inside}, {"other", in_x1}}));
+    auto index = [&](ValueId p, int64_t size) -> Result<ValueId> {
+      ETC_ASSIGN_OR_RETURN(p,
+                           n.emit(OpKind::Clamp, {{"self", p},
+                                                  {"min", Scalar{0.0}},
+                                                  {"max", Scalar{static_cast<double>(size - 1)}}}));
+      return n.emit(OpKind::ToCopy, {{"self", p}, {"dtype", DType::kInt64}});
+    };
+    ETC_ASSIGN_OR_RETURN(ValueId yi, index(py, h));
+    ETC_ASSIGN_OR_RETURN(ValueId xi, index(px, w));
+    ETC_ASSIGN_OR_RETURN(
+        ValueId v,
+        n.emit(OpKind::IndexTensor,
+               {{"self", x}, {"indices", std::vector<ValueId>{batch_idx, chan_idx, yi, xi}}}));
+    ValueId zero = n.constant(KnownTensor{dt, {}, {0.0}});
+    return n.emit(OpKind::WhereSelf, {{"condition", inside}, {"self", v}, {"other", zero}});
+  };
+  ValueId out;
+  if (mode == 1) {
+    ETC_ASSIGN_OR_RETURN(ValueId ry, n.emit(OpKind::Round, {{"self", iy}}));
+    ETC_ASSIGN_OR_RETURN(ValueId rx, n.emit(OpKind::Round, {{"self", ix}}));
+    ETC_ASSIGN_OR_RETURN(out, tap(ry, rx));
+  } else {
+    ETC_ASSIGN_OR_RETURN(ValueId y0, n.emit(OpKind::Floor, {{"self", iy}}));
+    ETC_ASSIGN_OR_RETURN(ValueId x0, n.emit(OpKind::Floor, {{"self", ix}}));
+    ETC_ASSIGN_OR_RETURN(ValueId y1,
+                         n.emit(OpKind::AddScalar, {{"self", y0}, {"other", Scalar{1.0}}}));
+    ETC_ASSIGN_OR_RETURN(ValueId x1,
+                         n.emit(OpKind::AddScalar, {{"self", x0}, {"other", Scalar{1.0}}}));
+    // Weights as ATen forms them: the opposite corner's distances.
+    ETC_ASSIGN_OR_RETURN(ValueId wy1, n.emit(OpKind::SubTensor, {{"self", iy}, {"other", y0}}));
+    ETC_ASSIGN_OR_RETURN(ValueId wy0, n.emit(OpKind::SubTensor, {{"self", y1}, {"other", iy}}));
+    ETC_ASSIGN_OR_RETURN(ValueId wx1, n.emit(OpKind::SubTensor, {{"self", ix}, {"other", x0}}));
+    ETC_ASSIGN_OR_RETURN(ValueId wx0, n.emit(OpKind::SubTensor, {{"self", x1}, {"other", ix}}));
+    const std::pair<ValueId, ValueId> ys[2] = {{y0, wy0}, {y1, wy1}};
+    const std::pair<ValueId, ValueId> xs2[2] = {{x0, wx0}, {x1, wx1}};
+    bool first = true;
+    for (const auto& [py, wy] : ys) {
+      for (const auto& [px, wx] : xs2) {
+        ETC_ASSIGN_OR_RETURN(ValueId v, tap(py, px));
+        ETC_ASSIGN_OR_RETURN(ValueId wgt, n.emit(OpKind::MulTensor, {{"self", wy}, {"other", wx}}));
+        ETC_ASSIGN_OR_RETURN(v, n.emit(OpKind::MulTensor, {{"self", v}, {"other", wgt}}));
+        if (first) {
+          out = v;
+          first = false;
+        } else {
+          ETC_ASSIGN_OR_RETURN(out, n.emit(OpKind::AddTensor, {{"self", out}, {"other", v}}));
+        }
+      }
+    }
+  }
+  return n.set_output(0, out);
+}
+
 }  // namespace
 
 void add_position_converters(std::map<std::string, Converter>& t) {
@@ -324,6 +482,8 @@ void add_position_converters(std::map<std::string, Converter>& t) {
   t["aten._pdist_forward.default"] = convert_pdist;
   t["aten.pdist.default"] = convert_pdist;
   t["aten.masked_scatter.default"] = convert_masked_scatter;
+  t["aten.grid_sampler_2d.default"] = convert_grid_sampler_2d;
+  t["aten.grid_sampler.default"] = convert_grid_sampler_2d;
 }
 
 }  // namespace etc::torch_import
