@@ -9,6 +9,10 @@
 
 namespace etc::torch_import {
 
+// A constant int64 tensor of `shape` holding `values` (index positions known at import).
+ValueId index_constant(TorchNode& n, std::vector<int64_t> shape,
+                       const std::vector<int64_t>& values);
+
 // Unsupported when a tensor of `shape` computed at export time would be too large.
 Status check_known_size(TorchNode& n, const std::vector<int64_t>& shape);
 

@@ -13,13 +13,6 @@
 namespace etc::torch_import {
 namespace {
 
-// A known int64 tensor as a constant.
-ValueId int_constant(TorchNode& n, std::vector<int64_t> shape, const std::vector<int64_t>& values) {
-  KnownTensor t{DType::kInt64, std::move(shape), {}};
-  t.v.assign(values.begin(), values.end());
-  return n.constant(t);
-}
-
 // square(self) = pow(self, 2), which gives ATen's dtypes (bool squares to int64).
 Status convert_square(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
@@ -227,7 +220,7 @@ Status convert_histc(TorchNode& n) {
   std::vector<int64_t> ids(static_cast<size_t>(bins));
   for (int64_t i = 0; i < bins; ++i)
     ids[static_cast<size_t>(i)] = i;
-  ValueId edges = int_constant(n, {bins}, ids);
+  ValueId edges = index_constant(n, {bins}, ids);
   ETC_ASSIGN_OR_RETURN(ValueId hit, n.emit(OpKind::EqTensor, {{"self", pos}, {"other", edges}}));
   ETC_ASSIGN_OR_RETURN(hit, n.emit(OpKind::LogicalAnd, {{"self", hit}, {"other", inside}}));
   ETC_ASSIGN_OR_RETURN(hit, n.emit(OpKind::ToCopy, {{"self", hit}, {"dtype", d}}));
@@ -262,7 +255,7 @@ Status convert_grouped_mm(TorchNode& n) {
   for (int64_t i = 0; i < rows; ++i)
     row_ids[static_cast<size_t>(i)] = i;
   // group[s] = the number of offsets <= s.
-  ValueId r = int_constant(n, {rows, 1}, row_ids);
+  ValueId r = index_constant(n, {rows, 1}, row_ids);
   ETC_ASSIGN_OR_RETURN(ValueId passed, n.emit(OpKind::LeTensor, {{"self", offs}, {"other", r}}));
   // Counted in float32 (exact to 2^24 experts), which the CUDA delegate sums.
   ETC_ASSIGN_OR_RETURN(passed,

@@ -14,15 +14,15 @@
 #include "graph/torch_export/torch_ops.h"
 
 namespace etc::torch_import {
-namespace {
 
-// An int64 constant of `shape` holding `values` (an index tensor).
 ValueId index_constant(TorchNode& n, std::vector<int64_t> shape,
                        const std::vector<int64_t>& values) {
   KnownTensor t{DType::kInt64, std::move(shape), {}};
   t.v.assign(values.begin(), values.end());
   return n.constant(t);
 }
+
+namespace {
 
 // `x` indexed along `dim` by the 1-D `positions` (index.Tensor with None before dim): the
 // dim's length becomes positions' length, the other dims stay.

@@ -13,12 +13,6 @@
 namespace etc::torch_import {
 namespace {
 
-ValueId int_constant(TorchNode& n, std::vector<int64_t> shape, const std::vector<int64_t>& values) {
-  KnownTensor t{DType::kInt64, std::move(shape), {}};
-  t.v.assign(values.begin(), values.end());
-  return n.constant(t);
-}
-
 // The sliding windows of im2col / col2im over an image of `height` x `width` (before padding).
 struct Windows {
   int64_t kh = 0, kw = 0, dh = 0, dw = 0, ph = 0, pw = 0, sh = 0, sw = 0;
@@ -95,7 +89,7 @@ Status convert_im2col(TorchNode& n) {
       n.emit(OpKind::Reshape,
              {{"self", x}, {"shape", std::vector<int64_t>{s[0], s[1], w.padded_h * w.padded_w}}}));
   const int64_t kernel = w.kh * w.kw, cols = w.out_h * w.out_w;
-  ValueId pos = int_constant(n, {kernel, cols}, w.positions());
+  ValueId pos = index_constant(n, {kernel, cols}, w.positions());
   ETC_ASSIGN_OR_RETURN(
       ValueId g,
       n.emit(OpKind::IndexTensor,
@@ -141,7 +135,7 @@ Status convert_col2im(TorchNode& n) {
   ETC_RETURN_IF_ERROR(check_known_size(n, {batch, channels, w.padded_h * w.padded_w}));
   ValueId zeros =
       n.constant(known_full(n.dtype(x), {batch, channels, w.padded_h * w.padded_w}, 0.0));
-  ValueId pos = int_constant(n, {kernel, cols}, w.positions());
+  ValueId pos = index_constant(n, {kernel, cols}, w.positions());
   ETC_ASSIGN_OR_RETURN(
       ValueId plane,
       n.emit(OpKind::IndexPut, {{"self", zeros},
@@ -251,11 +245,11 @@ Status convert_pdist(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(
       ValueId a,
       n.emit(OpKind::IndexTensor,
-             {{"self", x}, {"indices", std::vector<ValueId>{int_constant(n, {pairs}, first)}}}));
+             {{"self", x}, {"indices", std::vector<ValueId>{index_constant(n, {pairs}, first)}}}));
   ETC_ASSIGN_OR_RETURN(
       ValueId b,
       n.emit(OpKind::IndexTensor,
-             {{"self", x}, {"indices", std::vector<ValueId>{int_constant(n, {pairs}, second)}}}));
+             {{"self", x}, {"indices", std::vector<ValueId>{index_constant(n, {pairs}, second)}}}));
   ETC_ASSIGN_OR_RETURN(ValueId diff, n.emit(OpKind::SubTensor, {{"self", a}, {"other", b}}));
   ETC_ASSIGN_OR_RETURN(ValueId out, p_norm_last(n, diff, p));
   return n.set_output(0, out);
@@ -401,8 +395,8 @@ Status convert_grid_sampler_2d(TorchNode& n) {
     bi[static_cast<size_t>(i)] = i;
   for (int64_t i = 0; i < channels; ++i)
     ci[static_cast<size_t>(i)] = i;
-  const ValueId batch_idx = int_constant(n, {batch, 1, 1, 1}, bi);
-  const ValueId chan_idx = int_constant(n, {1, channels, 1, 1}, ci);
+  const ValueId batch_idx = index_constant(n, {batch, 1, 1, 1}, bi);
+  const ValueId chan_idx = index_constant(n, {1, channels, 1, 1}, ci);
   // input at integer (py, px) (float tensors of whole numbers), 0 where outside the image.
   auto tap = [&](ValueId py, ValueId px) -> Result<ValueId> {
     ETC_ASSIGN_OR_RETURN(ValueId in_y0,
