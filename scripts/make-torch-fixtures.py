@@ -288,6 +288,14 @@ class Composites(nn.Module):
         self.conv_same1d = nn.Conv1d(3, 4, 2, padding="same")
         self.wn = nn.utils.parametrizations.weight_norm(nn.Conv1d(3, 4, 3, padding=1), dim=2)
         self.rms_w = nn.Parameter(torch.randn(8))
+        # Video and decoder convolutions: 3-D (strided, padded, dilated, grouped) and
+        # transposed 1-D, 2-D and 3-D.
+        self.conv3d = nn.Conv3d(2, 4, (3, 2, 3), stride=(2, 1, 1), padding=(1, 0, 1),
+                                dilation=(1, 1, 2), groups=2)
+        self.up1d = nn.ConvTranspose1d(3, 2, 3, stride=2, padding=1, output_padding=1)
+        self.up2d = nn.ConvTranspose2d(3, 4, 3, stride=2, padding=1, groups=1)
+        self.up3d = nn.ConvTranspose3d(2, 3, (2, 3, 2), stride=(2, 1, 2), padding=(1, 1, 0),
+                                       output_padding=(1, 0, 1))
 
     def forward(self, x, img, seq, b1, b2, ids):
         a = torch.square(x) + F.softplus(x, beta=2.0, threshold=1.0) + F.softplus(x)
@@ -320,7 +328,9 @@ class Composites(nn.Module):
               + F.grid_sample(img, grid, mode="bilinear", padding_mode="border", align_corners=True)
               + F.grid_sample(img, grid, mode="nearest", padding_mode="zeros", align_corners=True)
               + F.grid_sample(img, grid, mode="bilinear", padding_mode="reflection", align_corners=True))
-        return (a, m, r, ri, bb, bt, h, t, w, cols, folded, dist, pd, ms, gs,
+        vol = img[:, :2].unsqueeze(2).expand(2, 2, 5, 9, 9) * torch.arange(1.0, 6.0).reshape(1, 1, 5, 1, 1)
+        convs = (self.conv3d(vol), self.up1d(seq), self.up2d(img), self.up3d(vol[:, :, :3, :4, :4]))
+        return (a, m, r, ri, bb, bt, h, t, w, cols, folded, dist, pd, ms, gs) + convs + (
                 torch.square(ids[:12].to(torch.int64)),
                 self.conv_same(img), self.conv_dil(img), self.conv_valid(seq),
                 self.conv_same1d(seq), self.wn(seq))
@@ -527,7 +537,9 @@ MODELS = collections.OrderedDict([
 # delegate leaves to the host to add repeated indices in a deterministic order.
 CUDA_HOST_OPS = {
     "movement": ["aten.index_put.default"],
-    "composites": ["aten.index_put.default"],  # index_add: index_put with accumulate=True
+    # index_add, col2im and the transposed 3-D convolution's depth sums: index_put with
+    # accumulate=True; the transposed convolutions (the CUDA delegate has none).
+    "composites": ["aten.convolution.default", "aten.index_put.default"],
     # No CUDA kernels yet for index reductions, sorts and var (their
     # capability says so): they run on the host between delegates.
     "reductions": ["aten.argmax.default", "aten.argmin.default",

@@ -177,6 +177,7 @@ TEST_CASE("convolution variants against a direct loop") {
       {DType::kFloat32, kernels::GemmIsa::kAuto},
       {DType::kFloat64, kernels::GemmIsa::kAuto},
       {DType::kFloat16, kernels::GemmIsa::kAuto},
+      {DType::kInt64, kernels::GemmIsa::kAuto},  // integers in [-1, 1]: exact
       {DType::kFloat32, kernels::GemmIsa::kAvx2},
       {DType::kFloat32, kernels::GemmIsa::kPortable}};
   for (const auto& [dt, isa] : runs) {

@@ -979,8 +979,9 @@ Result<ValueId> same_padding(TorchNode& n, ValueId x, ValueId w, const std::stri
   return n.emit(OpKind::ConstantPadNd, {{"self", x}, {"pad", extra}, {"value", Scalar{0.0}}});
 }
 
-// conv1d/conv2d (defaults of the functional form), their .padding forms and convolution.
-Status convert_conv(TorchNode& n) {
+// conv1d/2d/3d (defaults of the functional form), their .padding forms, conv_transpose1d/2d/3d
+// (`always_transposed`) and convolution.
+Status convert_conv_as(TorchNode& n, bool always_transposed) {
   ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("input"));
   ETC_ASSIGN_OR_RETURN(ValueId w, n.tensor("weight"));
   ETC_ASSIGN_OR_RETURN(std::optional<ValueId> b, n.optional_tensor("bias"));
@@ -1000,14 +1001,14 @@ Status convert_conv(TorchNode& n) {
   } else {
     ETC_ASSIGN_OR_RETURN(padding, n.ints("padding", std::vector<int64_t>{0}));
   }
-  ETC_ASSIGN_OR_RETURN(bool transposed, n.bool_arg("transposed", false));
+  ETC_ASSIGN_OR_RETURN(bool transposed, n.bool_arg("transposed", always_transposed));
   ETC_ASSIGN_OR_RETURN(std::vector<int64_t> out_pad,
                        n.ints("output_padding", std::vector<int64_t>(spatial, 0)));
   ETC_ASSIGN_OR_RETURN(int64_t groups, n.int_arg("groups", 1));
   ArgValue bias = b ? ArgValue(*b) : ArgValue(std::monostate{});
   if (spatial == 1) {
-    // The IR's convolution is 2-D: a 1-D one runs as [N, C, 1, L] with a [O, I, 1, K] kernel.
-    if (transposed) return n.unsupported("transposed 1-D convolution");
+    // The IR's convolution is 2-D: a 1-D one runs as [N, C, 1, L] with a [O, I, 1, K] kernel
+    // ([I, O / groups, 1, K] transposed).
     ETC_ASSIGN_OR_RETURN(ValueId x2, n.emit(OpKind::Unsqueeze, {{"self", x}, {"dim", int64_t{2}}}));
     ETC_ASSIGN_OR_RETURN(ValueId w2, n.emit(OpKind::Unsqueeze, {{"self", w}, {"dim", int64_t{2}}}));
     auto two = [](const std::vector<int64_t>& v, int64_t first) {
@@ -1023,11 +1024,22 @@ Status convert_conv(TorchNode& n) {
                                                       {"stride", two(stride, 1)},
                                                       {"padding", two(padding, 0)},
                                                       {"dilation", two(dilation, 1)},
-                                                      {"transposed", false},
+                                                      {"transposed", transposed},
                                                       {"output_padding", two(out_pad, 0)},
                                                       {"groups", groups}}));
     ETC_ASSIGN_OR_RETURN(ValueId y,
                          n.emit(OpKind::SqueezeDim, {{"self", y2}, {"dim", int64_t{2}}}));
+    return n.set_output(0, y);
+  }
+  if (spatial == 3) {
+    ValueId y;
+    if (transposed) {
+      ETC_ASSIGN_OR_RETURN(y, emit_conv_transpose3d(n, x, w, b, expand(stride), expand(padding),
+                                                    expand(dilation), expand(out_pad), groups));
+    } else {
+      ETC_ASSIGN_OR_RETURN(
+          y, emit_conv3d(n, x, w, b, expand(stride), expand(padding), expand(dilation), groups));
+    }
     return n.set_output(0, y);
   }
   ETC_ASSIGN_OR_RETURN(ValueId out,
@@ -1041,6 +1053,13 @@ Status convert_conv(TorchNode& n) {
                                                     {"output_padding", expand(out_pad)},
                                                     {"groups", groups}}));
   return n.set_output(0, out);
+}
+
+Status convert_conv(TorchNode& n) {
+  return convert_conv_as(n, false);
+}
+Status convert_conv_transpose(TorchNode& n) {
+  return convert_conv_as(n, true);
 }
 
 Converter max_pool(bool with_indices) {
@@ -1520,6 +1539,11 @@ const std::map<std::string, Converter>& torch_converters() {
     t["aten.bmm.default"] = matmul2(OpKind::Bmm);
     t["aten.conv1d.default"] = convert_conv;
     t["aten.conv2d.default"] = convert_conv;
+    t["aten.conv3d.default"] = convert_conv;
+    t["aten.conv3d.padding"] = convert_conv;
+    t["aten.conv_transpose1d.default"] = convert_conv_transpose;
+    t["aten.conv_transpose2d.input"] = convert_conv_transpose;
+    t["aten.conv_transpose3d.input"] = convert_conv_transpose;
     t["aten.conv1d.padding"] = convert_conv;
     t["aten.conv2d.padding"] = convert_conv;
     t["aten.convolution.default"] = convert_conv;

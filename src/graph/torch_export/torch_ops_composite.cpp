@@ -453,6 +453,153 @@ Converter in_place(Converter functional) {
 
 }  // namespace
 
+Result<ValueId> emit_conv3d(TorchNode& n, ValueId x, ValueId w, std::optional<ValueId> bias,
+                            const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
+                            const std::vector<int64_t>& dilation, int64_t groups) {
+  const std::vector<int64_t> xs = n.sizes(x), ws = n.sizes(w);
+  if (xs.size() != 5 || ws.size() != 5)
+    return n.invalid("a 3-D convolution takes input and weight of rank 5");
+  if (stride.size() != 3 || padding.size() != 3 || dilation.size() != 3)
+    return n.invalid("a 3-D convolution takes 3 strides, paddings and dilations");
+  for (int i = 0; i < 3; ++i) {
+    if (stride[i] <= 0 || dilation[i] <= 0 || padding[i] < 0)
+      return n.invalid("stride and dilation must be positive and padding not negative");
+  }
+  const int64_t batch = xs[0], depth = xs[2] + 2 * padding[0], kd = ws[2];
+  const int64_t span = dilation[0] * (kd - 1) + 1;
+  if (depth < span) {
+    return n.invalid("the kernel's depth extent " + std::to_string(span) +
+                     " is larger than the padded input's " + std::to_string(depth));
+  }
+  const int64_t od = (depth - span) / stride[0] + 1;
+  if (padding[0] != 0) {
+    ETC_ASSIGN_OR_RETURN(x,
+                         n.emit(OpKind::ConstantPadNd,
+                                {{"self", x},
+                                 {"pad", std::vector<int64_t>{0, 0, 0, 0, padding[0], padding[0]}},
+                                 {"value", Scalar{0.0}}}));
+  }
+  std::optional<ValueId> sum;
+  for (int64_t k = 0; k < kd; ++k) {
+    // The depth slices kernel plane k meets: [N, C, od, H, W] -> [N * od, C, H, W].
+    const int64_t start = k * dilation[0];
+    ETC_ASSIGN_OR_RETURN(ValueId slab,
+                         n.emit(OpKind::SliceTensor, {{"self", x},
+                                                      {"dim", int64_t{2}},
+                                                      {"start", start},
+                                                      {"end", start + (od - 1) * stride[0] + 1},
+                                                      {"step", stride[0]}}));
+    ETC_ASSIGN_OR_RETURN(
+        slab,
+        n.emit(OpKind::Permute, {{"self", slab}, {"dims", std::vector<int64_t>{0, 2, 1, 3, 4}}}));
+    ETC_ASSIGN_OR_RETURN(
+        slab,
+        n.emit(OpKind::Reshape,
+               {{"self", slab}, {"shape", std::vector<int64_t>{batch * od, xs[1], xs[3], xs[4]}}}));
+    ETC_ASSIGN_OR_RETURN(
+        ValueId plane, n.emit(OpKind::SelectInt, {{"self", w}, {"dim", int64_t{2}}, {"index", k}}));
+    ArgValue b = (k == 0 && bias) ? ArgValue(*bias) : ArgValue(std::monostate{});
+    ETC_ASSIGN_OR_RETURN(
+        ValueId y,
+        n.emit(OpKind::Convolution, {{"input", slab},
+                                     {"weight", plane},
+                                     {"bias", b},
+                                     {"stride", std::vector<int64_t>{stride[1], stride[2]}},
+                                     {"padding", std::vector<int64_t>{padding[1], padding[2]}},
+                                     {"dilation", std::vector<int64_t>{dilation[1], dilation[2]}},
+                                     {"transposed", false},
+                                     {"output_padding", std::vector<int64_t>{0, 0}},
+                                     {"groups", groups}}));
+    if (sum) {
+      ETC_ASSIGN_OR_RETURN(y, n.emit(OpKind::AddTensor, {{"self", *sum}, {"other", y}}));
+    }
+    sum = y;
+  }
+  const std::vector<int64_t> ys = n.sizes(*sum);  // [N * od, O, oh, ow]
+  ETC_ASSIGN_OR_RETURN(
+      ValueId out,
+      n.emit(OpKind::Reshape,
+             {{"self", *sum}, {"shape", std::vector<int64_t>{batch, od, ys[1], ys[2], ys[3]}}}));
+  return n.emit(OpKind::Permute, {{"self", out}, {"dims", std::vector<int64_t>{0, 2, 1, 3, 4}}});
+}
+
+Result<ValueId> emit_conv_transpose3d(TorchNode& n, ValueId x, ValueId w,
+                                      std::optional<ValueId> bias,
+                                      const std::vector<int64_t>& stride,
+                                      const std::vector<int64_t>& padding,
+                                      const std::vector<int64_t>& dilation,
+                                      const std::vector<int64_t>& output_padding, int64_t groups) {
+  const std::vector<int64_t> xs = n.sizes(x), ws = n.sizes(w);
+  if (xs.size() != 5 || ws.size() != 5)
+    return n.invalid("a 3-D convolution takes input and weight of rank 5");
+  if (stride.size() != 3 || padding.size() != 3 || dilation.size() != 3 ||
+      output_padding.size() != 3) {
+    return n.invalid("a 3-D convolution takes 3 strides, paddings, dilations and output paddings");
+  }
+  const int64_t batch = xs[0], depth = xs[2], kd = ws[2];
+  // Input slice d, through kernel plane k, lands on output depth d * stride + k * dilation
+  // (before the padding is cut from both ends and output_padding added at the end).
+  const int64_t full = (depth - 1) * stride[0] + dilation[0] * (kd - 1) + 1 + output_padding[0];
+  const int64_t out_depth = full - 2 * padding[0];
+  if (out_depth <= 0) return n.invalid("the transposed convolution's output depth is empty");
+  ETC_ASSIGN_OR_RETURN(
+      ValueId flat,
+      n.emit(OpKind::Permute, {{"self", x}, {"dims", std::vector<int64_t>{0, 2, 1, 3, 4}}}));
+  ETC_ASSIGN_OR_RETURN(
+      flat, n.emit(OpKind::Reshape,
+                   {{"self", flat},
+                    {"shape", std::vector<int64_t>{batch * depth, xs[1], xs[3], xs[4]}}}));
+  std::optional<ValueId> acc;
+  for (int64_t k = 0; k < kd; ++k) {
+    ETC_ASSIGN_OR_RETURN(
+        ValueId plane, n.emit(OpKind::SelectInt, {{"self", w}, {"dim", int64_t{2}}, {"index", k}}));
+    ETC_ASSIGN_OR_RETURN(
+        ValueId y,
+        n.emit(OpKind::Convolution,
+               {{"input", flat},
+                {"weight", plane},
+                {"bias", std::monostate{}},
+                {"stride", std::vector<int64_t>{stride[1], stride[2]}},
+                {"padding", std::vector<int64_t>{padding[1], padding[2]}},
+                {"dilation", std::vector<int64_t>{dilation[1], dilation[2]}},
+                {"transposed", true},
+                {"output_padding", std::vector<int64_t>{output_padding[1], output_padding[2]}},
+                {"groups", groups}}));
+    const std::vector<int64_t> ys = n.sizes(y);  // [N * D, O, oh, ow]
+    ETC_ASSIGN_OR_RETURN(
+        y,
+        n.emit(OpKind::Reshape,
+               {{"self", y}, {"shape", std::vector<int64_t>{batch, depth, ys[1], ys[2], ys[3]}}}));
+    if (!acc) {
+      ETC_RETURN_IF_ERROR(check_known_size(n, {batch, full, ys[1], ys[2], ys[3]}));
+      acc = n.constant(known_full(n.dtype(y), {batch, full, ys[1], ys[2], ys[3]}, 0.0));
+    }
+    std::vector<int64_t> at;
+    for (int64_t d = 0; d < depth; ++d)
+      at.push_back(d * stride[0] + k * dilation[0]);
+    ETC_ASSIGN_OR_RETURN(
+        acc, n.emit(OpKind::IndexPut,
+                    {{"self", *acc},
+                     {"indices", std::vector<ValueId>{ValueId{}, index_constant(n, {depth}, at)}},
+                     {"values", y},
+                     {"accumulate", true}}));
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::SliceTensor, {{"self", *acc},
+                                                                 {"dim", int64_t{1}},
+                                                                 {"start", padding[0]},
+                                                                 {"end", padding[0] + out_depth},
+                                                                 {"step", int64_t{1}}}));
+  ETC_ASSIGN_OR_RETURN(
+      out, n.emit(OpKind::Permute, {{"self", out}, {"dims", std::vector<int64_t>{0, 2, 1, 3, 4}}}));
+  if (bias) {
+    ETC_ASSIGN_OR_RETURN(
+        ValueId b,
+        n.emit(OpKind::Reshape, {{"self", *bias}, {"shape", std::vector<int64_t>{-1, 1, 1, 1}}}));
+    ETC_ASSIGN_OR_RETURN(out, n.emit(OpKind::AddTensor, {{"self", out}, {"other", b}}));
+  }
+  return out;
+}
+
 void add_composite_converters(std::map<std::string, Converter>& t) {
   t["aten.square.default"] = convert_square;
   t["aten.softplus.default"] = convert_softplus;

@@ -765,6 +765,68 @@ std::optional<ConvGeometry> float_conv2d_geometry(std::span<Value* const> args) 
 
 namespace {
 
+// An int64 convolution, direct, as ATen's CPU fallback computes it: products and sums in
+// int64 wrapping on overflow (done in uint64, where wrapping is defined). Transposed, each
+// input element scatters into the output windows it reaches.
+void conv_int64(const ConvGeometry& g, bool transposed, const TensorView& x, const TensorView& w,
+                const TensorView* bias, TensorView& out) {
+  const auto* xp = x.data_as<const int64_t>();
+  const auto* wp = w.data_as<const int64_t>();
+  auto* yp = out.data_as<int64_t>();
+  const int64_t cin_g = g.c_in / g.groups, cout_g = g.c_out / g.groups;
+  using U = uint64_t;
+  for (int64_t n = 0; n < g.batch; ++n) {
+    for (int64_t co = 0; co < g.c_out; ++co) {
+      const U b = bias != nullptr ? static_cast<U>(bias->data_as<const int64_t>()[co]) : 0;
+      for (int64_t i = 0; i < g.oh * g.ow; ++i)
+        yp[(n * g.c_out + co) * g.oh * g.ow + i] = static_cast<int64_t>(b);
+    }
+    for (int64_t grp = 0; grp < g.groups; ++grp) {
+      for (int64_t ci = 0; ci < cin_g; ++ci) {
+        const int64_t cin = grp * cin_g + ci;
+        const int64_t* plane = xp + (n * g.c_in + cin) * g.h * g.w;
+        for (int64_t co = 0; co < cout_g; ++co) {
+          const int64_t cout = grp * cout_g + co;
+          // Weight [c_out, cin_g, kh, kw], or transposed [c_in, cout_g, kh, kw].
+          const int64_t* k = transposed ? wp + (cin * cout_g + co) * g.kh * g.kw
+                                        : wp + (cout * cin_g + ci) * g.kh * g.kw;
+          int64_t* y = yp + (n * g.c_out + cout) * g.oh * g.ow;
+          for (int64_t ky = 0; ky < g.kh; ++ky) {
+            for (int64_t kx = 0; kx < g.kw; ++kx) {
+              const U kv = static_cast<U>(k[ky * g.kw + kx]);
+              if (!transposed) {
+                for (int64_t oy = 0; oy < g.oh; ++oy) {
+                  const int64_t iy = oy * g.stride[0] - g.pad[0] + ky * g.dil[0];
+                  if (iy < 0 || iy >= g.h) continue;
+                  for (int64_t ox = 0; ox < g.ow; ++ox) {
+                    const int64_t ix = ox * g.stride[1] - g.pad[1] + kx * g.dil[1];
+                    if (ix < 0 || ix >= g.w) continue;
+                    int64_t& dst = y[oy * g.ow + ox];
+                    dst = static_cast<int64_t>(static_cast<U>(dst) +
+                                               static_cast<U>(plane[iy * g.w + ix]) * kv);
+                  }
+                }
+              } else {
+                for (int64_t iy = 0; iy < g.h; ++iy) {
+                  const int64_t oy = iy * g.stride[0] - g.pad[0] + ky * g.dil[0];
+                  if (oy < 0 || oy >= g.oh) continue;
+                  for (int64_t ix = 0; ix < g.w; ++ix) {
+                    const int64_t ox = ix * g.stride[1] - g.pad[1] + kx * g.dil[1];
+                    if (ox < 0 || ox >= g.ow) continue;
+                    int64_t& dst = y[oy * g.ow + ox];
+                    dst = static_cast<int64_t>(static_cast<U>(dst) +
+                                               static_cast<U>(plane[iy * g.w + ix]) * kv);
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // A convolution of a channels-last chain (KernelContext::channels_last_args: the input, the
 // out or both held [N, H, W, C]): only oneDNN reads and writes that layout, so the method
 // sets it only where oneDNN has a kernel (prepare_onednn_conv); anything else here is a bug.
@@ -844,8 +906,8 @@ Status convolution_kernel(KernelContext& ctx, std::span<Value*> args) {
     return ctx.error("only 1-d and 2-d convolutions are supported: input " + shape_str(x.sizes) +
                      " and weight " + shape_str(w.sizes) + " must both have rank 3 or 4");
   }
-  if (!dtype_is_float(x.dtype)) {
-    return unsupported_dtype(ctx, "input", x.dtype, "a floating-point dtype");
+  if (!dtype_is_float(x.dtype) && x.dtype != DType::kInt64) {
+    return unsupported_dtype(ctx, "input", x.dtype, "a floating-point dtype or int64");
   }
   if (w.dtype != x.dtype || (bias != nullptr && bias->dtype != x.dtype)) {
     return ctx.error("weight and bias must have the input's dtype " +
@@ -905,6 +967,12 @@ Status convolution_kernel(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(
       check_out(ctx, out, std::vector<int64_t>{g.batch, g.c_out, g.oh, g.ow}, x.dtype));
   if (out.numel() == 0) return Status();
+  if (x.dtype == DType::kInt64) {
+    if (ctx.is_channels_last(0) || ctx.is_channels_last(9))
+      return ctx.error("an int64 convolution takes contiguous (not channels-last) tensors");
+    conv_int64(g, transposed, x, w, bias, out);
+    return Status();
+  }
   if (ctx.is_channels_last(0) || ctx.is_channels_last(9))
     return channels_last_convolution(ctx, g, transposed, x, w, bias, out);
   // The weights are packed once when they are a constant of the program.
