@@ -329,7 +329,10 @@ class Composites(nn.Module):
               + F.grid_sample(img, grid, mode="nearest", padding_mode="zeros", align_corners=True)
               + F.grid_sample(img, grid, mode="bilinear", padding_mode="reflection", align_corners=True))
         vol = img[:, :2].unsqueeze(2).expand(2, 2, 5, 9, 9) * torch.arange(1.0, 6.0).reshape(1, 1, 5, 1, 1)
-        convs = (self.conv3d(vol), self.up1d(seq), self.up2d(img), self.up3d(vol[:, :, :3, :4, :4]))
+        convs = (self.conv3d(vol), self.up1d(seq), self.up2d(img), self.up3d(vol[:, :, :3, :4, :4]),
+                 F.avg_pool3d(vol, (2, 3, 2), stride=(2, 2, 1), padding=(1, 1, 0), ceil_mode=True,
+                              count_include_pad=False),
+                 F.adaptive_avg_pool3d(vol, (2, 4, 3)))
         return (a, m, r, ri, bb, bt, h, t, w, cols, folded, dist, pd, ms, gs) + convs + (
                 torch.square(ids[:12].to(torch.int64)),
                 self.conv_same(img), self.conv_dil(img), self.conv_valid(seq),

@@ -1577,6 +1577,7 @@ const std::map<std::string, Converter>& torch_converters() {
     add_movement_converters(t);
     add_reduce_converters(t);
     add_position_converters(t);
+    add_volume_converters(t);
     add_composite_converters(t);
     return t;
   }();

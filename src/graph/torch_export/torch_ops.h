@@ -29,14 +29,14 @@ void add_movement_converters(std::map<std::string, Converter>& table);
 void add_reduce_converters(std::map<std::string, Converter>& table);
 // A 3-D convolution (x [N, C, D, H, W], w [O, C / groups, kd, kh, kw], bias [O] or none) as
 // kd 2-D convolutions of the depth slices each kernel plane meets, the depth folded into the
-// batch, summed (torch_ops_composite.cpp). stride, padding and dilation have 3 values.
+// batch, summed (torch_ops_volume.cpp). stride, padding and dilation have 3 values.
 Result<ValueId> emit_conv3d(TorchNode& n, ValueId x, ValueId w, std::optional<ValueId> bias,
                             const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
                             const std::vector<int64_t>& dilation, int64_t groups);
 
 // A transposed 3-D convolution as kd transposed 2-D convolutions of the input's depth
 // slices, each added (an accumulating index_put) at the output depths its kernel plane
-// reaches, the padding cut off (torch_ops_composite.cpp).
+// reaches, the padding cut off (torch_ops_volume.cpp).
 Result<ValueId> emit_conv_transpose3d(TorchNode& n, ValueId x, ValueId w,
                                       std::optional<ValueId> bias,
                                       const std::vector<int64_t>& stride,
@@ -44,6 +44,8 @@ Result<ValueId> emit_conv_transpose3d(TorchNode& n, ValueId x, ValueId w,
                                       const std::vector<int64_t>& dilation,
                                       const std::vector<int64_t>& output_padding, int64_t groups);
 
+// Adds avg_pool3d and adaptive_avg_pool3d (torch_ops_volume.cpp).
+void add_volume_converters(std::map<std::string, Converter>& table);
 // Adds im2col/col2im, cdist/pdist and masked_scatter (torch_ops_positions.cpp).
 void add_position_converters(std::map<std::string, Converter>& table);
 // Adds the default export's composite ops and aliases (torch_ops_composite.cpp); after the
