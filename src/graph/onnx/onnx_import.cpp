@@ -16,8 +16,9 @@ namespace onnx_import {
 
 namespace {
 
-// ONNX's default-domain opsets etc converts (per-op version rules are in the converters).
-constexpr int64_t kMinOpset = 7;
+// ONNX's default-domain opsets etc converts (per-op version rules are in the converters;
+// before opset 7 only the ops of same_since_opset1()).
+constexpr int64_t kMinOpset = 1;
 constexpr int64_t kMaxOpset = 21;
 
 // A fixed size: dim_value >= 0. Exporters (Paddle2ONNX among them) write dim_value -1 for a
@@ -500,6 +501,11 @@ Status Importer::convert_nodes(const onnx::GraphProto& g) {
                            "' is not defined before this node (ONNX "
                            "graphs must list nodes in topological order)");
       }
+    }
+    if (opset_ < 7 && !same_since_opset1(n.op_type())) {
+      return ctx.unsupported("a model of opset " + std::to_string(opset_) +
+                             ": before opset 7 etc converts only the op types whose meaning has "
+                             "not changed since opset 1 (broadcasting and attributes differ)");
     }
     // Arity first, so no converter reads an input or output the node does not have.
     for (int k = 0; k < required_inputs(n.op_type()); ++k) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <set>
 #include <string_view>
 
 #include "graph/onnx/node_context.h"
@@ -1145,6 +1146,47 @@ int required_inputs(const std::string& op_type) {
   };
   auto it = table.find(op_type);
   return it == table.end() ? 1 : it->second;
+}
+
+bool same_since_opset1(const std::string& op_type) {
+  // Left out: the binary ops with a `broadcast` attribute before opset 7 other than the
+  // arithmetic ones (which refuse it), Cast (a string `to` before 6), Concat (optional axis
+  // before 4), Tile (other inputs before 6), Dropout and BatchNormalization (`is_test`:
+  // training by default), Split (an input before 2), Gemm, Upsample.
+  static const std::set<std::string> same = {
+      "Abs",           "Add",
+      "ArgMax",        "ArgMin",
+      "AveragePool",   "Ceil",
+      "Clip",          "Constant",
+      "Conv",          "Div",
+      "Elu",           "Exp",
+      "Flatten",       "Floor",
+      "Gather",        "GlobalAveragePool",
+      "GlobalMaxPool", "HardSigmoid",
+      "Identity",      "InstanceNormalization",
+      "LeakyRelu",     "Log",
+      "LogSoftmax",    "MatMul",
+      "Max",           "MaxPool",
+      "Mean",          "Min",
+      "Mul",           "Neg",
+      "Not",           "PRelu",
+      "Pad",           "Reciprocal",
+      "ReduceL1",      "ReduceL2",
+      "ReduceLogSum",  "ReduceLogSumExp",
+      "ReduceMax",     "ReduceMean",
+      "ReduceMin",     "ReduceProd",
+      "ReduceSum",     "ReduceSumSquare",
+      "Relu",          "Reshape",
+      "Selu",          "Shape",
+      "Sigmoid",       "Size",
+      "Slice",         "Softmax",
+      "Softplus",      "Softsign",
+      "Sqrt",          "Squeeze",
+      "Sub",           "Sum",
+      "Tanh",          "Transpose",
+      "Unsqueeze",
+  };
+  return same.count(op_type) != 0;
 }
 
 const std::map<std::string, Converter>& converters() {
