@@ -48,6 +48,8 @@ Status convert_tile(NodeCtx& ctx);
 Status convert_depth_to_space(NodeCtx& ctx);
 Status convert_space_to_depth(NodeCtx& ctx);
 Status convert_hardmax(NodeCtx& ctx);
+Status convert_compress(NodeCtx& ctx);
+Status convert_reverse_sequence(NodeCtx& ctx);
 
 // onnx_ops_activation.cpp
 Status convert_elu(NodeCtx& ctx);  // Elu, Celu and Selu

@@ -843,8 +843,18 @@ Status convert_slice(NodeCtx& ctx) {
   ETC_ASSIGN_OR_RETURN(ValueId y, ctx.input(0));
   bool any = false;
   for (const SliceAxis& a : axes) {
-    if (a.step < 0) return ctx.unsupported("negative steps at run time (reversing a tensor)");
     const int64_t dim = ctx.shape(0)[a.axis];
+    if (a.step < 0) {
+      // ATen's slice steps forward only: the positions taken, as a constant index.
+      std::vector<int64_t> idx(static_cast<size_t>(a.length));
+      for (int64_t i = 0; i < a.length; ++i)
+        idx[static_cast<size_t>(i)] = a.start + i * a.step;
+      std::vector<ValueId> indices(static_cast<size_t>(a.axis));
+      indices.push_back(ctx.add_constant(host_from_ints(DType::kInt64, {a.length}, idx)));
+      ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::IndexTensor, {{"self", y}, {"indices", indices}}));
+      any = true;
+      continue;
+    }
     if (a.start == 0 && a.step == 1 && a.length == dim) continue;
     ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::SliceTensor, {{"self", y},
                                                            {"dim", a.axis},
@@ -1073,9 +1083,15 @@ Status convert_gelu(NodeCtx& ctx) {
 Status convert_identity(NodeCtx& ctx) {
   if (ctx.op_type() == "Dropout") {
     if (ctx.has_input(2)) {
-      const HostTensor* t = ctx.constant(2);
-      if (t == nullptr || t->ints().at(0) != 0)
-        return ctx.unsupported("training_mode (inference only)");
+      // Training drops at random; with a ratio of 0 it keeps every element, as inference.
+      ETC_ASSIGN_OR_RETURN(const HostTensor* t, ctx.require_constant(2, "training_mode"));
+      if (t->numel() != 1) return ctx.invalid("training_mode must hold one value");
+      if (t->ints()[0] != 0) {
+        if (!ctx.has_input(1)) return ctx.unsupported("training_mode=1 with the default ratio");
+        ETC_ASSIGN_OR_RETURN(const HostTensor* ratio, ctx.require_constant(1, "ratio"));
+        if (ratio->numel() != 1 || ratio->doubles()[0] != 0)
+          return ctx.unsupported("training_mode=1 with a ratio other than 0 (random drops)");
+      }
     }
     if (ctx.has_output(1)) {
       // In inference every element is kept: the mask is all true.
@@ -1108,6 +1124,8 @@ int required_inputs(const std::string& op_type) {
       {"BatchNormalization", 5},
       {"Constant", 0},
       {"CastLike", 2},
+      {"Compress", 2},
+      {"ReverseSequence", 2},
       {"Conv", 2},
       {"CumSum", 2},
       {"ConvTranspose", 2},
@@ -1196,6 +1214,7 @@ const std::map<std::string, Converter>& converters() {
         {"AveragePool", [](NodeCtx& c) { return convert_pool(c, false); }},
         {"BatchNormalization", convert_batch_norm},
         {"CastLike", convert_cast_like},
+        {"Compress", convert_compress},
         {"Celu", convert_elu},
         {"DepthToSpace", convert_depth_to_space},
         {"Elu", convert_elu},
@@ -1211,6 +1230,7 @@ const std::map<std::string, Converter>& converters() {
         {"ReduceL1", reduce(Reduce::kL1)},
         {"ReduceLogSum", reduce(Reduce::kLogSum)},
         {"ReduceLogSumExp", reduce(Reduce::kLogSumExp)},
+        {"ReverseSequence", convert_reverse_sequence},
         {"Scatter", convert_scatter_elements},
         {"ScatterElements", convert_scatter_elements},
         {"ScatterND", convert_scatter_nd},

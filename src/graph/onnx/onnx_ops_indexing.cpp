@@ -365,4 +365,81 @@ Status convert_hardmax(NodeCtx& ctx) {
   return ctx.set_output(0, y);
 }
 
+// Compress(x, condition; axis): the positions where the condition (known at export time: it
+// sets the output's shape) is true, by index.Tensor; without an axis, of x flattened.
+Status convert_compress(NodeCtx& ctx) {
+  ETC_ASSIGN_OR_RETURN(const HostTensor* c, ctx.require_constant(1, "condition"));
+  if (c->shape.size() != 1) return ctx.invalid("condition must be 1-d");
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  std::vector<int64_t> shape = ctx.shape(0);
+  int64_t axis = 0;
+  if (ctx.attr("axis")) {
+    const int64_t r = ctx.rank(0);
+    ETC_ASSIGN_OR_RETURN(axis, ctx.attr_int("axis", std::nullopt));
+    ETC_RETURN_IF_ERROR(ctx.check_axis(axis, r, "axis"));
+    axis = ctx.wrap_axis(axis, r);
+  } else {
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    shape = {n};
+    ETC_ASSIGN_OR_RETURN(x, reshape(ctx, x, shape));
+  }
+  const std::vector<int64_t> cond = c->ints();
+  if (static_cast<int64_t>(cond.size()) > shape[static_cast<size_t>(axis)]) {
+    return ctx.invalid("condition has " + std::to_string(cond.size()) +
+                       " entries for a dim of size " +
+                       std::to_string(shape[static_cast<size_t>(axis)]));
+  }
+  std::vector<int64_t> kept;
+  for (size_t i = 0; i < cond.size(); ++i) {
+    if (cond[i] != 0) kept.push_back(static_cast<int64_t>(i));
+  }
+  std::vector<ValueId> indices(static_cast<size_t>(axis));
+  indices.push_back(
+      ctx.add_constant(host_from_ints(DType::kInt64, {static_cast<int64_t>(kept.size())}, kept)));
+  ETC_ASSIGN_OR_RETURN(ValueId y,
+                       ctx.emit(OpKind::IndexTensor, {{"self", x}, {"indices", indices}}));
+  return ctx.set_output(0, y);
+}
+
+// ReverseSequence(x, sequence_lens; batch_axis=1, time_axis=0): along the time axis, the
+// first sequence_lens[b] steps of batch b reversed, the rest kept; one constant index per
+// (time, batch) position (the lengths are known at export time) and an arange for the batch.
+Status convert_reverse_sequence(NodeCtx& ctx) {
+  const int64_t r = ctx.rank(0);
+  if (r < 2) return ctx.invalid("input must have rank 2 or more");
+  ETC_ASSIGN_OR_RETURN(int64_t batch_axis, ctx.attr_int("batch_axis", 1));
+  ETC_ASSIGN_OR_RETURN(int64_t time_axis, ctx.attr_int("time_axis", 0));
+  if (!((batch_axis == 0 && time_axis == 1) || (batch_axis == 1 && time_axis == 0)))
+    return ctx.invalid("batch_axis and time_axis must be 0 and 1 (either way round)");
+  ETC_ASSIGN_OR_RETURN(const HostTensor* l, ctx.require_constant(1, "sequence_lens"));
+  const int64_t nb = ctx.shape(0)[static_cast<size_t>(batch_axis)];
+  const int64_t nt = ctx.shape(0)[static_cast<size_t>(time_axis)];
+  const std::vector<int64_t> lens = l->ints();
+  if (static_cast<int64_t>(lens.size()) != nb)
+    return ctx.invalid("sequence_lens must have one entry per batch");
+  // Index tensors over the first two dims, in their order.
+  std::vector<int64_t> time(static_cast<size_t>(nb * nt)), batch(static_cast<size_t>(nb * nt));
+  const int64_t n0 = time_axis == 0 ? nt : nb, n1 = time_axis == 0 ? nb : nt;
+  for (int64_t i = 0; i < n0; ++i) {
+    for (int64_t j = 0; j < n1; ++j) {
+      const int64_t t = time_axis == 0 ? i : j, b = time_axis == 0 ? j : i;
+      const int64_t len = lens[static_cast<size_t>(b)];
+      if (len < 0 || len > nt) return ctx.invalid("sequence_lens must lie in [0, time steps]");
+      time[static_cast<size_t>(i * n1 + j)] = t < len ? len - 1 - t : t;
+      batch[static_cast<size_t>(i * n1 + j)] = b;
+    }
+  }
+  std::vector<ValueId> indices(2);
+  indices[static_cast<size_t>(time_axis)] =
+      ctx.add_constant(host_from_ints(DType::kInt64, {n0, n1}, time));
+  indices[static_cast<size_t>(batch_axis)] =
+      ctx.add_constant(host_from_ints(DType::kInt64, {n0, n1}, batch));
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId y,
+                       ctx.emit(OpKind::IndexTensor, {{"self", x}, {"indices", indices}}));
+  return ctx.set_output(0, y);
+}
+
 }  // namespace etc::onnx_import
