@@ -35,6 +35,8 @@ Converter global_pool(bool is_max);
 Status convert_resize(NodeCtx& ctx);
 // LSTM, unrolled over its static sequence.
 Status convert_lstm(NodeCtx& ctx);
+// GRU and RNN, unrolled likewise.
+Status convert_gru_rnn(NodeCtx& ctx);
 
 // onnx_ops_indexing.cpp
 Status convert_gather_elements(NodeCtx& ctx);

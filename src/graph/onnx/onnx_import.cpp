@@ -511,12 +511,13 @@ Status Importer::convert_nodes(const onnx::GraphProto& g) {
     for (int k = 0; k < required_inputs(n.op_type()); ++k) {
       if (!ctx.has_input(k)) return ctx.missing_input_error(k);
     }
-    // Output 0 is optional for a few ops (LSTM's Y): some output must be named.
+    // Output 0 is optional for a few ops (the recurrent ops' Y): some output must be named.
     bool any_output = false;
     for (int k = 0; k < n.output_size(); ++k)
       any_output = any_output || ctx.has_output(k);
     if (!any_output) return ctx.invalid("the node has no outputs");
-    if (!ctx.has_output(0) && n.op_type() != "LSTM") return ctx.invalid("the node has no output 0");
+    const bool y_optional = n.op_type() == "LSTM" || n.op_type() == "GRU" || n.op_type() == "RNN";
+    if (!ctx.has_output(0) && !y_optional) return ctx.invalid("the node has no output 0");
     Result<bool> evaluated = try_evaluate(ctx);
     Status converted = !evaluated.ok() ? evaluated.status()
                        : *evaluated    ? Status()
