@@ -205,7 +205,9 @@ Status convert_pool(NodeCtx& ctx, bool is_max) {
     return ctx.unsupported("input of rank " + std::to_string(xs.size()) +
                            " (1-d and 2-d pooling only)");
   }
-  if (is_max) ETC_RETURN_IF_ERROR(ctx.require_no_output(1, "Indices"));
+  const bool indices = is_max && ctx.has_output(1);
+  ETC_ASSIGN_OR_RETURN(int64_t storage_order, ctx.attr_int("storage_order", 0));
+  if (storage_order != 0 && storage_order != 1) return ctx.invalid("storage_order must be 0 or 1");
   const std::vector<int64_t> spatial(xs.begin() + 2, xs.end());
   ETC_ASSIGN_OR_RETURN(Window w, window(ctx, spatial, {}));
   ETC_ASSIGN_OR_RETURN(int64_t ceil_mode, ctx.attr_int("ceil_mode", 0));
@@ -227,17 +229,68 @@ Status convert_pool(NodeCtx& ctx, bool is_max) {
   for (size_t i = 0; i < w.kernel.size(); ++i)
     direct = direct && w.pad_begin[i] * 2 <= w.kernel[i];
   std::vector<int64_t> padding = w.pad_begin;
+  // Average pooling that counts only the input: the padded sum over the padded count,
+  // both as averages of the same windows (a constant of ones in place of the input).
+  std::optional<ValueId> count;
   if (!direct) {
+    if (indices) return ctx.unsupported("Indices with asymmetric or large pads");
     if (!is_max && !count_include_pad) {
-      return ctx.unsupported(
-          "average pooling with asymmetric or large pads and count_include_pad=0");
+      std::vector<int64_t> plane = ctx.sizes_of(x);
+      plane[0] = plane[1] = 1;
+      int64_t n = 1;
+      for (int64_t d : plane)
+        n *= d;
+      ValueId ones = ctx.add_constant(
+          host_from_doubles(ctx.dtype(0), plane, std::vector<double>(static_cast<size_t>(n), 1.0)));
+      ETC_ASSIGN_OR_RETURN(ValueId padded, pad_spatial(ctx, ones, w, 0.0));
+      ETC_ASSIGN_OR_RETURN(count,
+                           ctx.emit(OpKind::AvgPool2d, {{"self", padded},
+                                                        {"kernel_size", w.kernel},
+                                                        {"stride", w.strides},
+                                                        {"padding", std::vector<int64_t>{0, 0}},
+                                                        {"ceil_mode", ceil_mode != 0},
+                                                        {"count_include_pad", true}}));
+      count_include_pad = 1;
     }
     ETC_ASSIGN_OR_RETURN(
         x, pad_spatial(ctx, x, w, is_max ? -std::numeric_limits<double>::infinity() : 0.0));
     std::fill(padding.begin(), padding.end(), 0);
   }
   ValueId y;
-  if (is_max) {
+  if (indices) {
+    // ATen's indices count within each [H, W] plane; ONNX's over the whole tensor.
+    ETC_ASSIGN_OR_RETURN(y,
+                         ctx.emit(OpKind::MaxPool2dWithIndices, {{"self", x},
+                                                                 {"kernel_size", w.kernel},
+                                                                 {"stride", w.strides},
+                                                                 {"padding", padding},
+                                                                 {"dilation", w.dilations},
+                                                                 {"ceil_mode", ceil_mode != 0}}));
+    ValueId idx = ctx.last_outputs()[1];
+    const std::vector<int64_t> s4 = ctx.sizes_of(x);
+    if (storage_order == 1) {
+      // Column-major within the plane: h * W + w -> w * H + h.
+      ETC_ASSIGN_OR_RETURN(
+          ValueId h, ctx.emit(OpKind::DivScalarMode, {{"self", idx},
+                                                      {"other", Scalar{s4[3]}},
+                                                      {"rounding_mode", std::string("floor")}}));
+      ETC_ASSIGN_OR_RETURN(ValueId wpos, ctx.emit(OpKind::RemainderScalar,
+                                                  {{"self", idx}, {"other", Scalar{s4[3]}}}));
+      ETC_ASSIGN_OR_RETURN(wpos,
+                           ctx.emit(OpKind::MulScalar, {{"self", wpos}, {"other", Scalar{s4[2]}}}));
+      ETC_ASSIGN_OR_RETURN(idx, ctx.emit(OpKind::AddTensor, {{"self", wpos}, {"other", h}}));
+    }
+    std::vector<int64_t> offsets(static_cast<size_t>(s4[0] * s4[1]));
+    for (size_t i = 0; i < offsets.size(); ++i)
+      offsets[i] = static_cast<int64_t>(i) * s4[2] * s4[3];
+    ValueId base = ctx.add_constant(host_from_ints(DType::kInt64, {s4[0], s4[1], 1, 1}, offsets));
+    ETC_ASSIGN_OR_RETURN(idx, ctx.emit(OpKind::AddTensor, {{"self", idx}, {"other", base}}));
+    if (one_d) {
+      std::vector<int64_t> s = ctx.sizes_of(idx);
+      ETC_ASSIGN_OR_RETURN(idx, reshape(ctx, idx, {s[0], s[1], s[3]}));
+    }
+    ETC_RETURN_IF_ERROR(ctx.set_output(1, idx));
+  } else if (is_max) {
     ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::MaxPool2d, {{"self", x},
                                                          {"kernel_size", w.kernel},
                                                          {"stride", w.strides},
@@ -252,6 +305,9 @@ Status convert_pool(NodeCtx& ctx, bool is_max) {
                                         {"padding", padding},
                                         {"ceil_mode", ceil_mode != 0},
                                         {"count_include_pad", count_include_pad != 0}}));
+    if (count) {
+      ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::DivTensor, {{"self", y}, {"other", *count}}));
+    }
   }
   if (one_d) {
     std::vector<int64_t> s = ctx.sizes_of(y);
