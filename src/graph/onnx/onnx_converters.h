@@ -63,6 +63,7 @@ Status convert_is_inf(NodeCtx& ctx);
 Status convert_cast_like(NodeCtx& ctx);
 Status convert_instance_norm(NodeCtx& ctx);
 Status convert_mean_variance_norm(NodeCtx& ctx);
+Status convert_lrn(NodeCtx& ctx);
 
 // onnx_ops_loss.cpp
 Status convert_nll_loss(NodeCtx& ctx);

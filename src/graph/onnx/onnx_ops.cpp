@@ -1227,6 +1227,7 @@ const std::map<std::string, Converter>& converters() {
         {"Hardmax", convert_hardmax},
         {"InstanceNormalization", convert_instance_norm},
         {"IsInf", convert_is_inf},
+        {"LRN", convert_lrn},
         {"MeanVarianceNormalization", convert_mean_variance_norm},
         {"NegativeLogLikelihoodLoss", convert_nll_loss},
         {"OneHot", convert_one_hot},

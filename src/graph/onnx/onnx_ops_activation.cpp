@@ -1,7 +1,7 @@
 // ONNX's activations and normalisations that are short compositions of IR ops: the ELU
 // family, Softplus, Softsign, ThresholdedRelu, Shrink, IsInf, CastLike, and
-// InstanceNormalization (native_group_norm with a group per channel) and
-// MeanVarianceNormalization.
+// InstanceNormalization (native_group_norm with a group per channel),
+// MeanVarianceNormalization and LRN.
 #include <limits>
 #include <string>
 
@@ -190,6 +190,46 @@ Status convert_mean_variance_norm(NodeCtx& ctx) {
   ETC_ASSIGN_OR_RETURN(var, ctx.emit(OpKind::AddScalar, {{"self", var}, {"other", Scalar{1e-9}}}));
   ETC_ASSIGN_OR_RETURN(ValueId sd, ctx.emit(OpKind::Sqrt, {{"self", var}}));
   ETC_ASSIGN_OR_RETURN(ValueId y, ctx.emit(OpKind::DivTensor, {{"self", centered}, {"other", sd}}));
+  return ctx.set_output(0, y);
+}
+
+// LRN(x [N, C, ...]; size, alpha, beta, bias): x / (bias + alpha / size * the sum of x² over
+// the size channels around each)^beta. The window sum is an avg_pool2d of x² viewed as
+// [N, 1, C, rest] with the channels zero-padded (floor((size-1)/2) before, the rest after).
+Status convert_lrn(NodeCtx& ctx) {
+  ETC_RETURN_IF_ERROR(require_float(ctx));
+  const std::vector<int64_t>& s = ctx.shape(0);
+  if (s.size() < 3) return ctx.invalid("input must have rank 3 or more (N, C, spatial dims)");
+  ETC_ASSIGN_OR_RETURN(int64_t size, ctx.attr_int("size", std::nullopt));
+  if (size < 1) return ctx.invalid("size must be positive");
+  ETC_ASSIGN_OR_RETURN(float alpha, ctx.attr_float("alpha", 1e-4f));
+  ETC_ASSIGN_OR_RETURN(float beta, ctx.attr_float("beta", 0.75f));
+  ETC_ASSIGN_OR_RETURN(float bias, ctx.attr_float("bias", 1.0f));
+  int64_t rest = 1;
+  for (size_t d = 2; d < s.size(); ++d)
+    rest *= s[d];
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId sq, ctx.emit(OpKind::MulTensor, {{"self", x}, {"other", x}}));
+  ETC_ASSIGN_OR_RETURN(sq, reshape(ctx, sq, {s[0], 1, s[1], rest}));
+  const int64_t before = (size - 1) / 2, after = size - 1 - before;
+  ETC_ASSIGN_OR_RETURN(
+      sq, ctx.emit(OpKind::ConstantPadNd, {{"self", sq},
+                                           {"pad", std::vector<int64_t>{0, 0, before, after}},
+                                           {"value", Scalar{0.0}}}));
+  ETC_ASSIGN_OR_RETURN(ValueId mean,
+                       ctx.emit(OpKind::AvgPool2d, {{"self", sq},
+                                                    {"kernel_size", std::vector<int64_t>{size, 1}},
+                                                    {"stride", std::vector<int64_t>{1, 1}},
+                                                    {"padding", std::vector<int64_t>{0, 0}},
+                                                    {"ceil_mode", false},
+                                                    {"count_include_pad", true}}));
+  ETC_ASSIGN_OR_RETURN(mean, reshape(ctx, mean, s));
+  ETC_ASSIGN_OR_RETURN(ValueId base, mul_scalar(ctx, mean, alpha));
+  ETC_ASSIGN_OR_RETURN(
+      base, ctx.emit(OpKind::AddScalar, {{"self", base}, {"other", Scalar{double(bias)}}}));
+  ETC_ASSIGN_OR_RETURN(base, ctx.emit(OpKind::PowTensorScalar,
+                                      {{"self", base}, {"exponent", Scalar{double(beta)}}}));
+  ETC_ASSIGN_OR_RETURN(ValueId y, ctx.emit(OpKind::DivTensor, {{"self", x}, {"other", base}}));
   return ctx.set_output(0, y);
 }
 
