@@ -161,6 +161,16 @@ with tempfile.TemporaryDirectory() as tmp:
     compare("LSTM with peepholes and only the final states", m,
             {"x": rng.standard_normal([4, 2, I]).astype(np.float32),
              "c0": rng.standard_normal([1, 2, H]).astype(np.float32)}, tmp)
+    # Einsum: broadcast ellipses, the implicit output, a diagonal with a sum.
+    for eq, shapes in [("...ij,...jk->...ik", [[2, 1, 3, 4], [1, 5, 4, 2]]),
+                       ("ij,jk", [[3, 4], [4, 2]]), ("bii->b", [[2, 3, 3]]),
+                       ("ik,jk->ji", [[3, 4], [2, 4]])]:
+        names = [f"e{i}" for i in range(len(shapes))]
+        m = model(13, [helper.make_node("Einsum", names, ["y"], equation=eq)],
+                  [vinfo(nm, sh) for nm, sh in zip(names, shapes)], [vinfo("y", None)])
+        compare(f"Einsum '{eq}'", m,
+                {nm: rng.standard_normal(sh).astype(np.float32) for nm, sh in zip(names, shapes)},
+                tmp)
     # GRU both ways round r (linear_before_reset), RNN with Relu: both directions, states.
     for op, gates, extra in [("GRU", 3, {"linear_before_reset": 0}),
                              ("GRU", 3, {"linear_before_reset": 1}),

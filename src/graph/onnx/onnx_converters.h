@@ -52,6 +52,7 @@ Status convert_space_to_depth(NodeCtx& ctx);
 Status convert_hardmax(NodeCtx& ctx);
 Status convert_compress(NodeCtx& ctx);
 Status convert_reverse_sequence(NodeCtx& ctx);
+Status convert_einsum(NodeCtx& ctx);
 
 // onnx_ops_activation.cpp
 Status convert_elu(NodeCtx& ctx);  // Elu, Celu and Selu

@@ -1220,6 +1220,7 @@ const std::map<std::string, Converter>& converters() {
         {"Celu", convert_elu},
         {"DepthToSpace", convert_depth_to_space},
         {"Elu", convert_elu},
+        {"Einsum", convert_einsum},
         {"EyeLike", convert_eye_like},
         {"GatherElements", convert_gather_elements},
         {"GatherND", convert_gather_nd},

@@ -2,9 +2,12 @@
 // IR. None of them needs an op of its own: GatherElements, GatherND and the scatters are
 // index.Tensor / index_put with constant aranges for the dims the ONNX op walks in step;
 // OneHot, Hardmax and Trilu compare positions (eq, where); Tile, DepthToSpace and
-// SpaceToDepth are reshape / expand / permute.
+// SpaceToDepth are reshape / expand / permute; Einsum a product and a sum.
 #include <algorithm>
+#include <cctype>
+#include <map>
 #include <numeric>
+#include <set>
 
 #include "graph/onnx/node_context.h"
 #include "graph/onnx/onnx_converters.h"
@@ -439,6 +442,212 @@ Status convert_reverse_sequence(NodeCtx& ctx) {
   ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
   ETC_ASSIGN_OR_RETURN(ValueId y,
                        ctx.emit(OpKind::IndexTensor, {{"self", x}, {"indices", indices}}));
+  return ctx.set_output(0, y);
+}
+
+namespace {
+
+// One einsum operand's labels: letters as their character codes, the dims of an ellipsis as
+// kEllipsis + k (k counted so that ellipses align to the right, as they broadcast).
+constexpr int kEllipsis = 256;
+
+Result<std::vector<int>> einsum_labels(NodeCtx& ctx, const std::string& term, int64_t rank,
+                                       int64_t ellipsis_rank) {
+  std::vector<int> labels;
+  const size_t dots = term.find("...");
+  int64_t letters = 0;
+  for (char c : term) {
+    if (std::isalpha(static_cast<unsigned char>(c))) ++letters;
+  }
+  if (dots != std::string::npos && term.find("...", dots + 3) != std::string::npos)
+    return ctx.invalid("a term has more than one ellipsis: '" + term + "'");
+  // rank < 0: the output, whose ellipsis has every ellipsis dim.
+  const int64_t e = dots == std::string::npos ? 0 : rank < 0 ? ellipsis_rank : rank - letters;
+  if (rank >= 0 && (e < 0 || (dots == std::string::npos && letters != rank))) {
+    return ctx.invalid("term '" + term + "' does not match an input of rank " +
+                       std::to_string(rank));
+  }
+  for (size_t i = 0; i < term.size(); ++i) {
+    if (i == dots) {
+      for (int64_t k = 0; k < e; ++k)
+        labels.push_back(kEllipsis + static_cast<int>(ellipsis_rank - e + k));
+      i += 2;
+    } else if (std::isalpha(static_cast<unsigned char>(term[i]))) {
+      labels.push_back(static_cast<unsigned char>(term[i]));
+    } else {
+      return ctx.invalid("unexpected character '" + std::string(1, term[i]) + "' in term '" + term +
+                         "'");
+    }
+  }
+  return labels;
+}
+
+}  // namespace
+
+// Einsum(inputs...; equation): each operand's repeated labels taken as a diagonal
+// (index.Tensor with one arange on both dims), every operand permuted and viewed onto all
+// the labels (output labels first), the broadcast product, and a sum over the labels the
+// output does not keep. (No GEMM: the product holds every label's dim at once.)
+Status convert_einsum(NodeCtx& ctx) {
+  Result<std::string> eq = ctx.attr_string("equation", std::nullopt);
+  if (!eq.ok()) return eq.status();
+  std::string equation;
+  for (char c : *eq) {
+    if (c != ' ') equation += c;
+  }
+  const size_t arrow = equation.find("->");
+  const std::string lhs = equation.substr(0, arrow);
+  std::vector<std::string> terms;
+  for (size_t start = 0;;) {
+    const size_t comma = lhs.find(',', start);
+    terms.push_back(lhs.substr(start, comma == std::string::npos ? comma : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  const int n = ctx.num_inputs();
+  if (static_cast<int>(terms.size()) != n) {
+    return ctx.invalid("the equation has " + std::to_string(terms.size()) + " terms for " +
+                       std::to_string(n) + " inputs");
+  }
+  for (int i = 0; i < n; ++i) {
+    if (!dtype_is_float(ctx.dtype(i))) return ctx.unsupported("integer inputs");
+    if (ctx.dtype(i) != ctx.dtype(0)) return ctx.invalid("inputs have different types");
+  }
+  // The ellipsis covers the most dims any operand gives it.
+  int64_t ellipsis_rank = 0;
+  for (int i = 0; i < n; ++i) {
+    int64_t letters = 0;
+    for (char c : terms[static_cast<size_t>(i)]) {
+      if (std::isalpha(static_cast<unsigned char>(c))) ++letters;
+    }
+    if (terms[static_cast<size_t>(i)].find("...") != std::string::npos)
+      ellipsis_rank = std::max(ellipsis_rank, ctx.rank(i) - letters);
+  }
+  std::vector<std::vector<int>> labels;
+  std::map<int, int> count;
+  for (int i = 0; i < n; ++i) {
+    ETC_ASSIGN_OR_RETURN(std::vector<int> l, einsum_labels(ctx, terms[static_cast<size_t>(i)],
+                                                           ctx.rank(i), ellipsis_rank));
+    for (int label : l)
+      ++count[label];
+    labels.push_back(std::move(l));
+  }
+  std::vector<int> out;
+  if (arrow != std::string::npos) {
+    ETC_ASSIGN_OR_RETURN(out, einsum_labels(ctx, equation.substr(arrow + 2), -1, ellipsis_rank));
+    if (out.size() != std::set<int>(out.begin(), out.end()).size())
+      return ctx.invalid("the output repeats a label");
+    for (int label : out) {
+      if (!count.count(label)) return ctx.invalid("an output label is in no input");
+    }
+  } else {  // implicit: the ellipsis, then the letters used once, in alphabetical order
+    for (int64_t k = 0; k < ellipsis_rank; ++k)
+      out.push_back(kEllipsis + static_cast<int>(k));
+    for (const auto& [label, c] : count) {
+      if (label < kEllipsis && c == 1) out.push_back(label);
+    }
+  }
+  std::vector<int> all = out;
+  for (const auto& l : labels) {
+    for (int label : l) {
+      if (std::find(all.begin(), all.end(), label) == all.end()) all.push_back(label);
+    }
+  }
+  const auto na = static_cast<int64_t>(all.size());
+  std::map<int, int64_t> size_of;
+  ValueId product{};
+  bool first = true;
+  for (int i = 0; i < n; ++i) {
+    std::vector<int> l = labels[static_cast<size_t>(i)];
+    std::vector<int64_t> shape = ctx.shape(i);
+    ETC_ASSIGN_OR_RETURN(ValueId v, ctx.input(i));
+    // Diagonals: move two equal labels last, index both with one arange.
+    for (bool again = true; again;) {
+      again = false;
+      for (size_t p = 0; p < l.size() && !again; ++p) {
+        for (size_t q = p + 1; q < l.size() && !again; ++q) {
+          if (l[p] != l[q]) continue;
+          if (shape[p] != shape[q]) return ctx.invalid("a repeated label has two sizes");
+          std::vector<int64_t> perm;
+          std::vector<int> nl;
+          std::vector<int64_t> ns;
+          for (size_t k = 0; k < l.size(); ++k) {
+            if (k != p && k != q) {
+              perm.push_back(static_cast<int64_t>(k));
+              nl.push_back(l[k]);
+              ns.push_back(shape[k]);
+            }
+          }
+          perm.push_back(static_cast<int64_t>(p));
+          perm.push_back(static_cast<int64_t>(q));
+          ETC_ASSIGN_OR_RETURN(v, permute(ctx, v, perm));
+          std::vector<ValueId> indices(nl.size());
+          ValueId ar = arange_along(ctx, shape[p], 0, 1);
+          indices.push_back(ar);
+          indices.push_back(ar);
+          ETC_ASSIGN_OR_RETURN(v,
+                               ctx.emit(OpKind::IndexTensor, {{"self", v}, {"indices", indices}}));
+          nl.push_back(l[p]);
+          ns.push_back(shape[p]);
+          l = nl;
+          shape = ns;
+          again = true;
+        }
+      }
+    }
+    // Permute to the order of `all` and view with a 1 for every label it lacks.
+    std::vector<int64_t> perm, view;
+    for (int label : all) {
+      auto it = std::find(l.begin(), l.end(), label);
+      if (it == l.end()) {
+        view.push_back(1);
+        continue;
+      }
+      const auto k = static_cast<size_t>(it - l.begin());
+      perm.push_back(static_cast<int64_t>(k));
+      view.push_back(shape[k]);
+      if (shape[k] != 1) {
+        auto [known, inserted] = size_of.emplace(label, shape[k]);
+        if (!inserted && known->second != shape[k]) {
+          return ctx.invalid("label sizes differ between inputs (" + std::to_string(known->second) +
+                             " and " + std::to_string(shape[k]) + ")");
+        }
+      }
+    }
+    bool identity = true;
+    for (size_t k = 0; k < perm.size(); ++k)
+      identity = identity && perm[k] == static_cast<int64_t>(k);
+    if (!identity) {
+      ETC_ASSIGN_OR_RETURN(v, permute(ctx, v, perm));
+    }
+    if (static_cast<int64_t>(perm.size()) != na) {
+      ETC_ASSIGN_OR_RETURN(v, reshape(ctx, v, view));
+    }
+    if (first) {
+      product = v;
+      first = false;
+    } else {
+      ETC_ASSIGN_OR_RETURN(product, ctx.emit(OpKind::MulTensor, {{"self", product}, {"other", v}}));
+    }
+  }
+  std::vector<int64_t> summed;
+  for (auto d = static_cast<int64_t>(out.size()); d < na; ++d)
+    summed.push_back(d);
+  ValueId y = product;
+  if (!summed.empty()) {
+    ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::SumDimIntList,
+                                     {{"self", product}, {"dim", summed}, {"keepdim", false}}));
+  }
+  // A lone operand's dims may broadcast from 1 in the output of a product.
+  std::vector<int64_t> want;
+  for (int label : out)
+    want.push_back(size_of.count(label) ? size_of[label] : 1);
+  if (ctx.sizes_of(y) != want) {
+    ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::Expand, {{"self", y}, {"size", want}}));
+  }
+  if (n == 1 && y == product && summed.empty()) {
+    ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::Clone, {{"self", y}}));
+  }
   return ctx.set_output(0, y);
 }
 
