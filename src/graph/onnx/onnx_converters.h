@@ -66,6 +66,11 @@ Status convert_instance_norm(NodeCtx& ctx);
 Status convert_mean_variance_norm(NodeCtx& ctx);
 Status convert_lrn(NodeCtx& ctx);
 
+// onnx_ops_quantize.cpp
+Status convert_quantize_linear(NodeCtx& ctx);
+Status convert_dequantize_linear(NodeCtx& ctx);
+Status convert_dynamic_quantize_linear(NodeCtx& ctx);
+
 // onnx_ops_loss.cpp
 Status convert_nll_loss(NodeCtx& ctx);
 Status convert_softmax_cross_entropy(NodeCtx& ctx);
