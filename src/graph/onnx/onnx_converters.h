@@ -31,7 +31,9 @@ Status convert_conv(NodeCtx& ctx, bool transposed);
 Status convert_pool(NodeCtx& ctx, bool is_max);
 // GlobalMaxPool (is_max) or GlobalAveragePool.
 Converter global_pool(bool is_max);
-// Resize and Upsample (nearest and linear).
+// MaxUnpool: MaxPool's values put back at its Indices.
+Status convert_max_unpool(NodeCtx& ctx);
+// Resize and Upsample (every mode; PyTorch's NCHW cases as ATen's upsample ops).
 Status convert_resize(NodeCtx& ctx);
 // LSTM, unrolled over its static sequence.
 Status convert_lstm(NodeCtx& ctx);

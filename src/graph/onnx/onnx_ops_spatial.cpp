@@ -316,6 +316,64 @@ Status convert_pool(NodeCtx& ctx, bool is_max) {
   return ctx.set_output(0, y);
 }
 
+// MaxUnpool(X, I, output_shape?; kernel_shape, pads, strides): zeros of the output shape
+// with X's values put at I (indices over the whole output tensor, as MaxPool gives them):
+// index_put on the flattened output.
+Status convert_max_unpool(NodeCtx& ctx) {
+  const std::vector<int64_t> xs = ctx.shape(0);
+  if (xs.size() < 3) return ctx.invalid("X must have rank 3 or more (N, C, spatial...)");
+  if (ctx.shape(1) != xs) return ctx.invalid("I must have X's shape");
+  if (ctx.dtype(1) != DType::kInt64) return ctx.invalid("I must be int64");
+  const std::vector<int64_t> spatial(xs.begin() + 2, xs.end());
+  ETC_ASSIGN_OR_RETURN(Window w, window(ctx, spatial, {}));
+  // The indices count over the shape the pooling came from; a larger output_shape
+  // extends each spatial dim at its end (ONNX's reference places the values the same).
+  std::vector<int64_t> out = xs, full = xs;
+  for (size_t i = 0; i < spatial.size(); ++i) {
+    out[i + 2] = (spatial[i] - 1) * w.strides[i] + w.kernel[i] - w.pad_begin[i] - w.pad_end[i];
+  }
+  if (ctx.has_input(2)) {
+    ETC_ASSIGN_OR_RETURN(const HostTensor* t, ctx.require_constant(2, "output_shape"));
+    full = t->ints();
+    if (full.size() != xs.size() || full[0] != xs[0] || full[1] != xs[1])
+      return ctx.invalid("output_shape " + shape_to_string(full) + " does not fit X " +
+                         shape_to_string(xs));
+    for (size_t d = 2; d < full.size(); ++d) {
+      if (full[d] < out[d]) {
+        return ctx.unsupported("output_shape " + shape_to_string(full) +
+                               " smaller than the unpooled shape " + shape_to_string(out));
+      }
+    }
+  } else {
+    full = out;
+  }
+  int64_t n = 1, m = 1;
+  for (int64_t d : out)
+    n *= d;
+  for (int64_t d : xs)
+    m *= d;
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId idx, ctx.input(1));
+  ETC_ASSIGN_OR_RETURN(x, reshape(ctx, x, {m}));
+  ETC_ASSIGN_OR_RETURN(idx, reshape(ctx, idx, {m}));
+  ETC_ASSIGN_OR_RETURN(ValueId zeros, ctx.emit(OpKind::Zeros, {{"size", std::vector<int64_t>{n}},
+                                                               {"dtype", ctx.dtype(0)}}));
+  std::vector<ValueId> indices{idx};
+  ETC_ASSIGN_OR_RETURN(
+      ValueId y,
+      ctx.emit(OpKind::IndexPut,
+               {{"self", zeros}, {"indices", indices}, {"values", x}, {"accumulate", false}}));
+  ETC_ASSIGN_OR_RETURN(y, reshape(ctx, y, out));
+  if (full != out) {
+    std::vector<int64_t> pad;
+    for (size_t d = full.size(); d-- > 2;)
+      pad.insert(pad.end(), {0, full[d] - out[d]});
+    ETC_ASSIGN_OR_RETURN(
+        y, ctx.emit(OpKind::ConstantPadNd, {{"self", y}, {"pad", pad}, {"value", Scalar{0.0}}}));
+  }
+  return ctx.set_output(0, y);
+}
+
 Converter global_pool(bool is_max) {
   return [is_max](NodeCtx& ctx) -> Status {
     if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer inputs");
