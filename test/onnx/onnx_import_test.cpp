@@ -307,6 +307,36 @@ TEST_CASE("onnx: gathers and scatters are index ops; what they cannot do is refu
         "export time: an initializer, a Constant, or computed from static shapes");
 }
 
+TEST_CASE("onnx: Resize outside PyTorch's cases goes axis by axis, within bounds") {
+  ModelBuilder m;
+  m.input("x", {1, 1, 4, 4});
+  m.init_ints("sizes", {4}, {1, 1, 6, 4});
+  auto* rs = m.node("Resize", {"x", "", "", "sizes"}, {"y"}, "rs");
+  ModelBuilder::str(rs, "mode", "cubic");
+  m.output("y");
+  Result<Graph> g = m.import();
+  INFO(g.status().to_string());
+  REQUIRE(g.ok());
+  // Only H changes: a [4, 6] interpolation matrix applied along it.
+  CHECK(op_names(*g) == std::vector<std::string>{"aten.permute.default", "aten.reshape.default",
+                                                 "aten.mm.default", "aten.reshape.default",
+                                                 "aten.permute.default"});
+
+  ModelBuilder big;
+  big.input("x", {1, 1, 4, 4});
+  big.init_ints("sizes", {4}, {1, 1, 4, int64_t{1} << 25});
+  auto* huge = big.node("Resize", {"x", "", "", "sizes"}, {"y"}, "rs");
+  ModelBuilder::str(huge, "mode", "linear");
+  ModelBuilder::str(huge, "coordinate_transformation_mode", "asymmetric");
+  big.output("y");
+  g = big.import();
+  REQUIRE_FALSE(g.ok());
+  CHECK(g.status().code() == ErrorCode::kUnsupported);
+  CHECK(g.status().to_string() ==
+        "m.onnx: /graph/node/0 (node \"rs\"): Resize: resizing dim 3 from 4 to 33554432 (over "
+        "2^26 interpolation weights)");
+}
+
 TEST_CASE("onnx: malformed and unsupported models are clear errors") {
   const std::string junk = "this is not protobuf \xff\xff\xff\xff";
   Result<Graph> g = parse_onnx_model({reinterpret_cast<const uint8_t*>(junk.data()), junk.size()},

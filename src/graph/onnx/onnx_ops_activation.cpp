@@ -201,7 +201,8 @@ Status convert_lrn(NodeCtx& ctx) {
   const std::vector<int64_t>& s = ctx.shape(0);
   if (s.size() < 3) return ctx.invalid("input must have rank 3 or more (N, C, spatial dims)");
   ETC_ASSIGN_OR_RETURN(int64_t size, ctx.attr_int("size", std::nullopt));
-  if (size < 1) return ctx.invalid("size must be positive");
+  if (size < 1 || size > 2 * s[1] + 1)
+    return ctx.invalid("size must lie in [1, 2 * C + 1], got " + std::to_string(size));
   ETC_ASSIGN_OR_RETURN(float alpha, ctx.attr_float("alpha", 1e-4f));
   ETC_ASSIGN_OR_RETURN(float beta, ctx.attr_float("beta", 0.75f));
   ETC_ASSIGN_OR_RETURN(float bias, ctx.attr_float("bias", 1.0f));

@@ -250,7 +250,7 @@ Status convert_eye_like(NodeCtx& ctx) {
   const int64_t n = ctx.shape(0)[0], m = ctx.shape(0)[1];
   std::vector<int64_t> v(static_cast<size_t>(n * m), 0);
   for (int64_t i = 0; i < n; ++i) {
-    if (i + k >= 0 && i + k < m) v[static_cast<size_t>(i * m + i + k)] = 1;
+    if (k >= -i && k < m - i) v[static_cast<size_t>(i * m + i + k)] = 1;
   }
   ValueId eye = ctx.add_constant(host_from_ints(dtype, {n, m}, v));
   ETC_ASSIGN_OR_RETURN(ValueId y, ctx.emit(OpKind::Clone, {{"self", eye}}));
@@ -286,7 +286,9 @@ namespace {
 Result<int64_t> block_size(NodeCtx& ctx) {
   if (ctx.rank(0) != 4) return ctx.invalid("input must be NCHW (rank 4)");
   ETC_ASSIGN_OR_RETURN(int64_t b, ctx.attr_int("blocksize", std::nullopt));
-  if (b < 1) return ctx.invalid("blocksize must be positive");
+  // (At most 2^20, so that blocksize² cannot overflow.)
+  if (b < 1 || b > (int64_t{1} << 20))
+    return ctx.invalid("blocksize must lie in [1, 2^20], got " + std::to_string(b));
   return b;
 }
 

@@ -331,6 +331,8 @@ Status convert_max_unpool(NodeCtx& ctx) {
   std::vector<int64_t> out = xs, full = xs;
   for (size_t i = 0; i < spatial.size(); ++i) {
     out[i + 2] = (spatial[i] - 1) * w.strides[i] + w.kernel[i] - w.pad_begin[i] - w.pad_end[i];
+    if (out[i + 2] <= 0)
+      return ctx.invalid("the unpooled shape " + shape_to_string(out) + " is empty");
   }
   if (ctx.has_input(2)) {
     ETC_ASSIGN_OR_RETURN(const HostTensor* t, ctx.require_constant(2, "output_shape"));
@@ -651,6 +653,17 @@ Status convert_resize(NodeCtx& ctx) {
       if (out[d] <= 0 || in[d] <= 0) return ctx.invalid("sizes and input dims must be positive");
       scale[d] = static_cast<double>(out[d]) / static_cast<double>(in[d]);
     }
+  }
+  for (size_t d = 0; d < r; ++d) {
+    if (out[d] == in[d] && scale[d] == 1) continue;
+    if (in[d] <= 0 || out[d] <= 0)
+      return ctx.invalid("dim " + std::to_string(d) + " resizes from " + std::to_string(in[d]) +
+                         " to " + std::to_string(out[d]) + " (both must be positive)");
+    // The interpolation matrix is in x out; 2^26 entries (256 MiB as float32) at most.
+    if (out[d] > (int64_t{1} << 26) / in[d])
+      return ctx.unsupported("resizing dim " + std::to_string(d) + " from " +
+                             std::to_string(in[d]) + " to " + std::to_string(out[d]) +
+                             " (over 2^26 interpolation weights)");
   }
   ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
   ValueId y;
