@@ -261,7 +261,7 @@ TEST_CASE("onnx: before opset 7 only the ops whose meaning has not changed are c
         "and attributes differ)");
 }
 
-TEST_CASE("onnx: gathers and scatters are index ops; what they cannot do is refused by name") {
+TEST_CASE("onnx: gathers and scatters are index ops, and what they cannot do is refused by name") {
   ModelBuilder m;
   m.input("x", {3, 4});
   m.input("i", {3, 2}, onnx::TensorProto::INT64);
