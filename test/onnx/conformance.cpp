@@ -78,8 +78,20 @@ Result<Graph> import_with_constant_params(const fs::path& model_path, const fs::
                           model_path.string(), model_path.parent_path().string(), options);
 }
 
-std::string first_line(const std::string& s) {
-  return s.substr(0, s.find('\n'));
+// The message on one line: the list that follows an error's first line (the op types a
+// model uses that etc cannot import) stays in the reason, so refusals can be grouped.
+std::string one_line(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '\n') {
+      out += " |";
+    } else {
+      out += c;
+    }
+  }
+  while (!out.empty() && (out.back() == '|' || out.back() == ' '))
+    out.pop_back();
+  return out;
 }
 
 std::vector<OnnxTensor> load_tensors(const fs::path& dir, const std::string& prefix,
@@ -146,7 +158,7 @@ TestResult run_test(const fs::path& dir, const Device& target) {
   r.name = dir.filename().string();
   auto fail = [&](Outcome o, const std::string& why) {
     r.outcome = o;
-    r.detail = first_line(why);
+    r.detail = one_line(why);
     return r;
   };
   std::vector<fs::path> sets;

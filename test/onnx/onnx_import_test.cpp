@@ -86,6 +86,12 @@ struct ModelBuilder {
     for (int64_t i : v)
       a->add_ints(i);
   }
+  static void str(onnx::NodeProto* n, const std::string& name, const std::string& v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(v);
+  }
   static void i(onnx::NodeProto* n, const std::string& name, int64_t v) {
     auto* a = n->add_attribute();
     a->set_name(name);
@@ -228,6 +234,109 @@ TEST_CASE("onnx: conversions of Gemm, asymmetric pads, HardSigmoid and opset-11 
                                                  "aten._softmax.default"});
 }
 
+TEST_CASE("onnx: before opset 7 only the ops whose meaning has not changed are converted") {
+  ModelBuilder old(6);
+  old.input("x", {2, 3});
+  old.node("Elu", {"x"}, {"e"});
+  old.node("Relu", {"e"}, {"y"});
+  old.output("y");
+  Result<Graph> g = old.import();
+  INFO(g.status().to_string());
+  REQUIRE(g.ok());
+  CHECK(op_names(*g) == std::vector<std::string>{"aten.expm1.default", "aten.mul.Scalar",
+                                                 "aten.gt.Scalar", "aten.where.self",
+                                                 "aten.relu.default"});
+
+  // Concat's axis was optional (default 1) before opset 4: not read as at opset 7.
+  ModelBuilder concat(3);
+  concat.input("x", {2, 3});
+  concat.node("Concat", {"x", "x"}, {"y"}, "cat");
+  concat.output("y");
+  g = concat.import();
+  REQUIRE_FALSE(g.ok());
+  CHECK(g.status().code() == ErrorCode::kUnsupported);
+  CHECK(g.status().to_string() ==
+        "m.onnx: /graph/node/0 (node \"cat\"): Concat: a model of opset 3: before opset 7 etc "
+        "converts only the op types whose meaning has not changed since opset 1 (broadcasting "
+        "and attributes differ)");
+}
+
+TEST_CASE("onnx: gathers and scatters are index ops, and what they cannot do is refused by name") {
+  ModelBuilder m;
+  m.input("x", {3, 4});
+  m.input("i", {3, 2}, onnx::TensorProto::INT64);
+  m.input("u", {3, 2});
+  auto* ge = m.node("GatherElements", {"x", "i"}, {"g"});
+  ModelBuilder::i(ge, "axis", 1);
+  auto* se = m.node("ScatterElements", {"x", "i", "u"}, {"s"});
+  ModelBuilder::i(se, "axis", 1);
+  ModelBuilder::str(se, "reduction", "add");
+  m.output("g");
+  m.output("s");
+  Result<Graph> g = m.import();
+  INFO(g.status().to_string());
+  REQUIRE(g.ok());
+  CHECK(op_names(*g) == std::vector<std::string>{"aten.index.Tensor", "aten.index_put.default"});
+
+  ModelBuilder mul;
+  mul.input("x", {3, 4});
+  mul.input("i", {3, 2}, onnx::TensorProto::INT64);
+  mul.input("u", {3, 2});
+  auto* sm = mul.node("ScatterElements", {"x", "i", "u"}, {"s"}, "sc");
+  ModelBuilder::str(sm, "reduction", "mul");
+  mul.output("s");
+  g = mul.import();
+  REQUIRE_FALSE(g.ok());
+  CHECK(g.status().code() == ErrorCode::kUnsupported);
+  CHECK(g.status().to_string() ==
+        "m.onnx: /graph/node/0 (node \"sc\"): ScatterElements: reduction 'mul' (only 'none' "
+        "and 'add')");
+
+  // OneHot's depth sets the output shape: it must be known at export time.
+  ModelBuilder hot;
+  hot.input("i", {3}, onnx::TensorProto::INT64);
+  hot.input("depth", {}, onnx::TensorProto::INT64);
+  hot.init_floats("values", {2}, {0, 1});
+  hot.node("OneHot", {"i", "depth", "values"}, {"y"}, "oh");
+  hot.output("y");
+  g = hot.import();
+  REQUIRE_FALSE(g.ok());
+  CHECK(g.status().code() == ErrorCode::kUnsupported);
+  CHECK(g.status().to_string() ==
+        "m.onnx: /graph/node/0 (node \"oh\"): OneHot: depth (input 1, 'depth') must be known at "
+        "export time: an initializer, a Constant, or computed from static shapes");
+}
+
+TEST_CASE("onnx: Resize outside PyTorch's cases goes axis by axis, within bounds") {
+  ModelBuilder m;
+  m.input("x", {1, 1, 4, 4});
+  m.init_ints("sizes", {4}, {1, 1, 6, 4});
+  auto* rs = m.node("Resize", {"x", "", "", "sizes"}, {"y"}, "rs");
+  ModelBuilder::str(rs, "mode", "cubic");
+  m.output("y");
+  Result<Graph> g = m.import();
+  INFO(g.status().to_string());
+  REQUIRE(g.ok());
+  // Only H changes: a [4, 6] interpolation matrix applied along it.
+  CHECK(op_names(*g) == std::vector<std::string>{"aten.permute.default", "aten.reshape.default",
+                                                 "aten.mm.default", "aten.reshape.default",
+                                                 "aten.permute.default"});
+
+  ModelBuilder big;
+  big.input("x", {1, 1, 4, 4});
+  big.init_ints("sizes", {4}, {1, 1, 4, int64_t{1} << 25});
+  auto* huge = big.node("Resize", {"x", "", "", "sizes"}, {"y"}, "rs");
+  ModelBuilder::str(huge, "mode", "linear");
+  ModelBuilder::str(huge, "coordinate_transformation_mode", "asymmetric");
+  big.output("y");
+  g = big.import();
+  REQUIRE_FALSE(g.ok());
+  CHECK(g.status().code() == ErrorCode::kUnsupported);
+  CHECK(g.status().to_string() ==
+        "m.onnx: /graph/node/0 (node \"rs\"): Resize: resizing dim 3 from 4 to 33554432 (over "
+        "2^26 interpolation weights)");
+}
+
 TEST_CASE("onnx: malformed and unsupported models are clear errors") {
   const std::string junk = "this is not protobuf \xff\xff\xff\xff";
   Result<Graph> g = parse_onnx_model({reinterpret_cast<const uint8_t*>(junk.data()), junk.size()},
@@ -244,7 +353,7 @@ TEST_CASE("onnx: malformed and unsupported models are clear errors") {
   newer.output("y");
   g = newer.import();
   REQUIRE_FALSE(g.ok());
-  CHECK(g.status().message() == "the model uses ONNX opset 22; etc supports opsets 7 to 21");
+  CHECK(g.status().message() == "the model uses ONNX opset 22; etc supports opsets 1 to 21");
 
   ModelBuilder order;
   order.input("x", {1});

@@ -110,6 +110,9 @@ using Converter = std::function<Status(NodeCtx&)>;
 const std::map<std::string, Converter>& converters();
 // How many leading inputs ONNX requires of `op_type` (1 for ops not listed specially).
 int required_inputs(const std::string& op_type);
+// Whether `op_type` of opsets 1-6 means what it means at opset 7, apart from the
+// `consumed_inputs` hint (the converters read it as at opset 7).
+bool same_since_opset1(const std::string& op_type);
 // Evaluates the node at export time when all its inputs are known and small. Returns true
 // when it did (and set every output), false when the op is not evaluable here.
 Result<bool> try_evaluate(NodeCtx& ctx);

@@ -16,8 +16,9 @@ namespace onnx_import {
 
 namespace {
 
-// ONNX's default-domain opsets etc converts (per-op version rules are in the converters).
-constexpr int64_t kMinOpset = 7;
+// ONNX's default-domain opsets etc converts (per-op version rules are in the converters;
+// before opset 7 only the ops of same_since_opset1()).
+constexpr int64_t kMinOpset = 1;
 constexpr int64_t kMaxOpset = 21;
 
 // A fixed size: dim_value >= 0. Exporters (Paddle2ONNX among them) write dim_value -1 for a
@@ -501,16 +502,22 @@ Status Importer::convert_nodes(const onnx::GraphProto& g) {
                            "graphs must list nodes in topological order)");
       }
     }
+    if (opset_ < 7 && !same_since_opset1(n.op_type())) {
+      return ctx.unsupported("a model of opset " + std::to_string(opset_) +
+                             ": before opset 7 etc converts only the op types whose meaning has "
+                             "not changed since opset 1 (broadcasting and attributes differ)");
+    }
     // Arity first, so no converter reads an input or output the node does not have.
     for (int k = 0; k < required_inputs(n.op_type()); ++k) {
       if (!ctx.has_input(k)) return ctx.missing_input_error(k);
     }
-    // Output 0 is optional for a few ops (LSTM's Y): some output must be named.
+    // Output 0 is optional for a few ops (the recurrent ops' Y): some output must be named.
     bool any_output = false;
     for (int k = 0; k < n.output_size(); ++k)
       any_output = any_output || ctx.has_output(k);
     if (!any_output) return ctx.invalid("the node has no outputs");
-    if (!ctx.has_output(0) && n.op_type() != "LSTM") return ctx.invalid("the node has no output 0");
+    const bool y_optional = n.op_type() == "LSTM" || n.op_type() == "GRU" || n.op_type() == "RNN";
+    if (!ctx.has_output(0) && !y_optional) return ctx.invalid("the node has no output 0");
     Result<bool> evaluated = try_evaluate(ctx);
     Status converted = !evaluated.ok() ? evaluated.status()
                        : *evaluated    ? Status()

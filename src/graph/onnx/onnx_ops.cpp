@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <set>
 #include <string_view>
 
 #include "graph/onnx/node_context.h"
@@ -18,10 +19,9 @@ Result<ValueId> reshape(NodeCtx& ctx, ValueId v, std::vector<int64_t> shape) {
   return ctx.emit(OpKind::Reshape, {{"self", v}, {"shape", std::move(shape)}});
 }
 
-namespace {
-
-using Args = std::initializer_list<std::pair<std::string_view, ArgValue>>;
-constexpr ArgValue kNone = std::monostate{};
+Result<ValueId> permute(NodeCtx& ctx, ValueId v, std::vector<int64_t> dims) {
+  return ctx.emit(OpKind::Permute, {{"self", v}, {"dims", std::move(dims)}});
+}
 
 Scalar scalar_of(DType dtype, double v) {
   if (dtype_is_float(dtype)) return Scalar{v};
@@ -29,14 +29,35 @@ Scalar scalar_of(DType dtype, double v) {
   return Scalar{static_cast<int64_t>(v)};
 }
 
+Result<ValueId> flip(NodeCtx& ctx, ValueId v, int64_t axis, int64_t size) {
+  std::vector<int64_t> rev(static_cast<size_t>(size));
+  for (int64_t i = 0; i < size; ++i)
+    rev[static_cast<size_t>(i)] = size - 1 - i;
+  std::vector<ValueId> indices(static_cast<size_t>(axis));
+  indices.push_back(ctx.add_constant(host_from_ints(DType::kInt64, {size}, rev)));
+  return ctx.emit(OpKind::IndexTensor, {{"self", v}, {"indices", indices}});
+}
+
+ValueId arange_along(NodeCtx& ctx, int64_t n, int64_t axis, int64_t rank) {
+  std::vector<int64_t> shape(static_cast<size_t>(rank), 1), v(static_cast<size_t>(n));
+  shape[static_cast<size_t>(axis)] = n;
+  std::iota(v.begin(), v.end(), int64_t{0});
+  return ctx.add_constant(host_from_ints(DType::kInt64, shape, v));
+}
+
+ValueId scalar_constant(NodeCtx& ctx, DType dtype, double v) {
+  return ctx.add_constant(host_from_doubles(dtype, {}, {v}));
+}
+
+namespace {
+
+using Args = std::initializer_list<std::pair<std::string_view, ArgValue>>;
+constexpr ArgValue kNone = std::monostate{};
+
 // The single value of a constant with one element.
 std::optional<double> single_value(const HostTensor* t) {
   if (t == nullptr || t->numel() != 1) return std::nullopt;
   return t->doubles()[0];
-}
-
-Result<ValueId> permute(NodeCtx& ctx, ValueId v, std::vector<int64_t> dims) {
-  return ctx.emit(OpKind::Permute, {{"self", v}, {"dims", std::move(dims)}});
 }
 
 Status alias(NodeCtx& ctx, int out, int in) {
@@ -542,8 +563,9 @@ Converter softmax(bool log) {
 }
 
 // ReduceL2 is sqrt(sum(x * x)) and ReduceSumSquare sum(x * x) (PyTorch exports the 2-norm,
-// as in all-MiniLM-L6-v2's normalisation, as ReduceL2).
-enum class Reduce { kMean, kSum, kMax, kMin, kProd, kL2, kSumSquare };
+// as in all-MiniLM-L6-v2's normalisation, as ReduceL2); ReduceL1 sum(|x|), ReduceLogSum
+// log(sum(x)), ReduceLogSumExp m + log(sum(exp(x - m))) with m the maximum (kept finite).
+enum class Reduce { kMean, kSum, kMax, kMin, kProd, kL2, kSumSquare, kL1, kLogSum, kLogSumExp };
 
 Converter reduce(Reduce kind) {
   return [kind](NodeCtx& ctx) -> Status {
@@ -557,6 +579,8 @@ Converter reduce(Reduce kind) {
     ETC_ASSIGN_OR_RETURN(std::optional<std::vector<int64_t>> axes,
                          axes_of(ctx, kind == Reduce::kSum ? 13 : 18));
     const bool squares = kind == Reduce::kL2 || kind == Reduce::kSumSquare;
+    const bool summed =
+        squares || kind == Reduce::kL1 || kind == Reduce::kLogSum || kind == Reduce::kLogSumExp;
     ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
     if (!axes || axes->empty()) {
       if (noop) {
@@ -572,7 +596,7 @@ Converter reduce(Reduce kind) {
       a = ctx.wrap_axis(a, r);
     }
     if (r == 0) {
-      if (squares) return ctx.unsupported("a rank-0 input");
+      if (summed) return ctx.unsupported("a rank-0 input");
       ETC_ASSIGN_OR_RETURN(ValueId y, ctx.emit(OpKind::Clone, {{"self", x}}));
       return ctx.set_output(0, y);
     }
@@ -597,49 +621,106 @@ Converter reduce(Reduce kind) {
                                              : OpKind::SumDimIntList;
     if (squares) {
       ETC_ASSIGN_OR_RETURN(x, ctx.emit(OpKind::MulTensor, {{"self", x}, {"other", x}}));
+    } else if (kind == Reduce::kL1) {
+      ETC_ASSIGN_OR_RETURN(x, ctx.emit(OpKind::Abs, {{"self", x}}));
+    }
+    if (kind == Reduce::kLogSumExp) {
+      // The maximum (0 where it is infinite, so that all -inf stays -inf) taken out before
+      // exp and added back after log.
+      ETC_ASSIGN_OR_RETURN(
+          ValueId m, ctx.emit(OpKind::Amax, {{"self", x}, {"dim", *axes}, {"keepdim", true}}));
+      ETC_ASSIGN_OR_RETURN(ValueId inf, ctx.emit(OpKind::Isinf, {{"self", m}}));
+      ETC_ASSIGN_OR_RETURN(
+          m, ctx.emit(OpKind::WhereSelf, {{"condition", inf},
+                                          {"self", scalar_constant(ctx, ctx.dtype(0), 0)},
+                                          {"other", m}}));
+      ETC_ASSIGN_OR_RETURN(ValueId d, ctx.emit(OpKind::SubTensor, {{"self", x}, {"other", m}}));
+      ETC_ASSIGN_OR_RETURN(ValueId e, ctx.emit(OpKind::Exp, {{"self", d}}));
+      ETC_ASSIGN_OR_RETURN(ValueId s, ctx.emit(OpKind::SumDimIntList,
+                                               {{"self", e}, {"dim", *axes}, {"keepdim", true}}));
+      ETC_ASSIGN_OR_RETURN(ValueId l, ctx.emit(OpKind::Log, {{"self", s}}));
+      ETC_ASSIGN_OR_RETURN(ValueId y, ctx.emit(OpKind::AddTensor, {{"self", l}, {"other", m}}));
+      if (!keepdims) {
+        ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::SqueezeDims, {{"self", y}, {"dim", *axes}}));
+      }
+      return ctx.set_output(0, y);
     }
     ETC_ASSIGN_OR_RETURN(ValueId y,
                          ctx.emit(op, {{"self", x}, {"dim", *axes}, {"keepdim", keepdims != 0}}));
     if (kind == Reduce::kL2) {
       ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::Sqrt, {{"self", y}}));
+    } else if (kind == Reduce::kLogSum) {
+      ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::Log, {{"self", y}}));
     }
     return ctx.set_output(0, y);
   };
 }
 
 // ArgMax / ArgMin(axis=0, keepdims=1, select_last_index=0): int64 indices, the first of
-// equal extremes.
+// equal extremes; with select_last_index=1 the last: n - 1 - the first index in the input
+// reversed along the axis.
 Converter arg_extreme(OpKind op) {
   return [op](NodeCtx& ctx) -> Status {
     ETC_ASSIGN_OR_RETURN(int64_t last, ctx.attr_int("select_last_index", 0));
-    if (last != 0) return ctx.unsupported("select_last_index=1");
     const int64_t r = ctx.rank(0);
     ETC_ASSIGN_OR_RETURN(int64_t axis, ctx.attr_int("axis", 0));
     ETC_ASSIGN_OR_RETURN(int64_t keepdims, ctx.attr_int("keepdims", 1));
     ETC_RETURN_IF_ERROR(ctx.check_axis(axis, r == 0 ? 1 : r, "axis"));
+    axis = ctx.wrap_axis(axis, r == 0 ? 1 : r);
     ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
-    ETC_ASSIGN_OR_RETURN(ValueId y, ctx.emit(op, {{"self", x},
-                                                  {"dim", ctx.wrap_axis(axis, r == 0 ? 1 : r)},
-                                                  {"keepdim", keepdims != 0}}));
+    const bool reversed = last != 0 && r > 0;
+    const int64_t n = r > 0 ? ctx.shape(0)[static_cast<size_t>(axis)] : 1;
+    if (reversed) {
+      ETC_ASSIGN_OR_RETURN(x, flip(ctx, x, axis, n));
+    }
+    ETC_ASSIGN_OR_RETURN(ValueId y,
+                         ctx.emit(op, {{"self", x}, {"dim", axis}, {"keepdim", keepdims != 0}}));
+    if (reversed) {
+      ETC_ASSIGN_OR_RETURN(
+          y, ctx.emit(OpKind::MulScalar, {{"self", y}, {"other", Scalar{int64_t{-1}}}}));
+      ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::AddScalar, {{"self", y}, {"other", Scalar{n - 1}}}));
+    }
     return ctx.set_output(0, y);
   };
 }
 
-// CumSum(x, axis) with exclusive=0, reverse=0, in x's dtype.
+// CumSum(x, axis; exclusive, reverse), in x's dtype: reverse sums run on the input
+// reversed along the axis (and reverse back); exclusive sums on the input shifted by one
+// (a 0 padded in front, the last element dropped), so each sum is exact, not a difference.
 Status convert_cumsum(NodeCtx& ctx) {
   ETC_ASSIGN_OR_RETURN(int64_t exclusive, ctx.attr_int("exclusive", 0));
   ETC_ASSIGN_OR_RETURN(int64_t reverse, ctx.attr_int("reverse", 0));
-  if (exclusive != 0 || reverse != 0) return ctx.unsupported("exclusive or reverse sums");
   ETC_ASSIGN_OR_RETURN(const HostTensor* a, ctx.require_constant(1, "axis"));
   if (a->ints().size() != 1) return ctx.invalid("axis must hold one value");
   const int64_t r = ctx.rank(0);
   int64_t axis = a->ints()[0];
   ETC_RETURN_IF_ERROR(ctx.check_axis(axis, r == 0 ? 1 : r, "axis"));
+  axis = ctx.wrap_axis(axis, r == 0 ? 1 : r);
+  if ((exclusive != 0 || reverse != 0) && r == 0)
+    return ctx.unsupported("exclusive or reverse sums of a 0-d input");
+  const int64_t n = r > 0 ? ctx.shape(0)[static_cast<size_t>(axis)] : 1;
   ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
-  ETC_ASSIGN_OR_RETURN(ValueId y,
-                       ctx.emit(OpKind::Cumsum, {{"self", x},
-                                                 {"dim", ctx.wrap_axis(axis, r == 0 ? 1 : r)},
-                                                 {"dtype", ctx.dtype(0)}}));
+  if (reverse != 0) {
+    ETC_ASSIGN_OR_RETURN(x, flip(ctx, x, axis, n));
+  }
+  if (exclusive != 0) {
+    // constant_pad_nd's pads run from the last dim: (0, 0) for each dim after the axis.
+    std::vector<int64_t> pad(static_cast<size_t>(2 * (r - 1 - axis)), 0);
+    pad.insert(pad.end(), {1, 0});
+    ETC_ASSIGN_OR_RETURN(
+        x, ctx.emit(OpKind::ConstantPadNd,
+                    {{"self", x}, {"pad", pad}, {"value", scalar_of(ctx.dtype(0), 0)}}));
+    ETC_ASSIGN_OR_RETURN(
+        x,
+        ctx.emit(
+            OpKind::SliceTensor,
+            {{"self", x}, {"dim", axis}, {"start", int64_t{0}}, {"end", n}, {"step", int64_t{1}}}));
+  }
+  ETC_ASSIGN_OR_RETURN(
+      ValueId y, ctx.emit(OpKind::Cumsum, {{"self", x}, {"dim", axis}, {"dtype", ctx.dtype(0)}}));
+  if (reverse != 0) {
+    ETC_ASSIGN_OR_RETURN(y, flip(ctx, y, axis, n));
+  }
   return ctx.set_output(0, y);
 }
 
@@ -762,8 +843,18 @@ Status convert_slice(NodeCtx& ctx) {
   ETC_ASSIGN_OR_RETURN(ValueId y, ctx.input(0));
   bool any = false;
   for (const SliceAxis& a : axes) {
-    if (a.step < 0) return ctx.unsupported("negative steps at run time (reversing a tensor)");
     const int64_t dim = ctx.shape(0)[a.axis];
+    if (a.step < 0) {
+      // ATen's slice steps forward only: the positions taken, as a constant index.
+      std::vector<int64_t> idx(static_cast<size_t>(a.length));
+      for (int64_t i = 0; i < a.length; ++i)
+        idx[static_cast<size_t>(i)] = a.start + i * a.step;
+      std::vector<ValueId> indices(static_cast<size_t>(a.axis));
+      indices.push_back(ctx.add_constant(host_from_ints(DType::kInt64, {a.length}, idx)));
+      ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::IndexTensor, {{"self", y}, {"indices", indices}}));
+      any = true;
+      continue;
+    }
     if (a.start == 0 && a.step == 1 && a.length == dim) continue;
     ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::SliceTensor, {{"self", y},
                                                            {"dim", a.axis},
@@ -991,11 +1082,24 @@ Status convert_gelu(NodeCtx& ctx) {
 
 Status convert_identity(NodeCtx& ctx) {
   if (ctx.op_type() == "Dropout") {
-    ETC_RETURN_IF_ERROR(ctx.require_no_output(1, "mask"));
     if (ctx.has_input(2)) {
-      const HostTensor* t = ctx.constant(2);
-      if (t == nullptr || t->ints().at(0) != 0)
-        return ctx.unsupported("training_mode (inference only)");
+      // Training drops at random; with a ratio of 0 it keeps every element, as inference.
+      ETC_ASSIGN_OR_RETURN(const HostTensor* t, ctx.require_constant(2, "training_mode"));
+      if (t->numel() != 1) return ctx.invalid("training_mode must hold one value");
+      if (t->ints()[0] != 0) {
+        if (!ctx.has_input(1)) return ctx.unsupported("training_mode=1 with the default ratio");
+        ETC_ASSIGN_OR_RETURN(const HostTensor* ratio, ctx.require_constant(1, "ratio"));
+        if (ratio->numel() != 1 || ratio->doubles()[0] != 0)
+          return ctx.unsupported("training_mode=1 with a ratio other than 0 (random drops)");
+      }
+    }
+    if (ctx.has_output(1)) {
+      // In inference every element is kept: the mask is all true.
+      ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+      ETC_ASSIGN_OR_RETURN(ValueId mask, ctx.emit(OpKind::FullLike, {{"self", x},
+                                                                     {"fill_value", Scalar{true}},
+                                                                     {"dtype", DType::kBool}}));
+      ETC_RETURN_IF_ERROR(ctx.set_output(1, mask));
     }
   }
   return alias(ctx, 0, 0);
@@ -1019,6 +1123,11 @@ int required_inputs(const std::string& op_type) {
       {"And", 2},
       {"BatchNormalization", 5},
       {"Constant", 0},
+      {"CastLike", 2},
+      {"Compress", 2},
+      {"DequantizeLinear", 2},
+      {"QuantizeLinear", 2},
+      {"ReverseSequence", 2},
       {"Conv", 2},
       {"CumSum", 2},
       {"ConvTranspose", 2},
@@ -1030,23 +1139,77 @@ int required_inputs(const std::string& op_type) {
       {"Greater", 2},
       {"GreaterOrEqual", 2},
       {"LSTM", 3},
+      {"GRU", 3},
+      {"RNN", 3},
+      {"GatherElements", 2},
+      {"GatherND", 2},
       {"LayerNormalization", 2},
       {"Less", 2},
       {"LessOrEqual", 2},
       {"MatMul", 2},
+      {"MaxUnpool", 2},
       {"Mod", 2},
       {"Mul", 2},
+      {"NegativeLogLikelihoodLoss", 2},
+      {"OneHot", 3},
       {"Or", 2},
       {"PRelu", 2},
       {"Pow", 2},
       {"Range", 3},
+      {"Scatter", 3},
+      {"ScatterElements", 3},
+      {"ScatterND", 3},
+      {"SoftmaxCrossEntropyLoss", 2},
       {"Sub", 2},
       {"Where", 3},
       {"Xor", 2},
       {"TopK", 2},
+      {"InstanceNormalization", 3},
+      {"Tile", 2},
   };
   auto it = table.find(op_type);
   return it == table.end() ? 1 : it->second;
+}
+
+bool same_since_opset1(const std::string& op_type) {
+  // Left out: the binary ops with a `broadcast` attribute before opset 7 other than the
+  // arithmetic ones (which refuse it), Cast (a string `to` before 6), Concat (optional axis
+  // before 4), Tile (other inputs before 6), Dropout and BatchNormalization (`is_test`:
+  // training by default), Split (an input before 2), Gemm, Upsample.
+  static const std::set<std::string> same = {
+      "Abs",           "Add",
+      "ArgMax",        "ArgMin",
+      "AveragePool",   "Ceil",
+      "Clip",          "Constant",
+      "Conv",          "Div",
+      "Elu",           "Exp",
+      "Flatten",       "Floor",
+      "Gather",        "GlobalAveragePool",
+      "GlobalMaxPool", "HardSigmoid",
+      "Identity",      "InstanceNormalization",
+      "LeakyRelu",     "Log",
+      "LogSoftmax",    "MatMul",
+      "Max",           "MaxPool",
+      "Mean",          "Min",
+      "Mul",           "Neg",
+      "Not",           "PRelu",
+      "Pad",           "Reciprocal",
+      "ReduceL1",      "ReduceL2",
+      "ReduceLogSum",  "ReduceLogSumExp",
+      "ReduceMax",     "ReduceMean",
+      "ReduceMin",     "ReduceProd",
+      "ReduceSum",     "ReduceSumSquare",
+      "Relu",          "Reshape",
+      "Selu",          "Shape",
+      "Sigmoid",       "Size",
+      "Slice",         "Softmax",
+      "Softplus",      "Softsign",
+      "Sqrt",          "Squeeze",
+      "Sub",           "Sum",
+      "Tanh",          "Transpose",
+      "Unsqueeze",
+  };
+  return same.count(op_type) != 0;
 }
 
 const std::map<std::string, Converter>& converters() {
@@ -1055,6 +1218,43 @@ const std::map<std::string, Converter>& converters() {
         {"Add", binary(Bin::kAdd)},
         {"AveragePool", [](NodeCtx& c) { return convert_pool(c, false); }},
         {"BatchNormalization", convert_batch_norm},
+        {"CastLike", convert_cast_like},
+        {"Compress", convert_compress},
+        {"Celu", convert_elu},
+        {"DepthToSpace", convert_depth_to_space},
+        {"DequantizeLinear", convert_dequantize_linear},
+        {"DynamicQuantizeLinear", convert_dynamic_quantize_linear},
+        {"Elu", convert_elu},
+        {"Einsum", convert_einsum},
+        {"EyeLike", convert_eye_like},
+        {"GatherElements", convert_gather_elements},
+        {"GatherND", convert_gather_nd},
+        {"GRU", convert_gru_rnn},
+        {"Hardmax", convert_hardmax},
+        {"InstanceNormalization", convert_instance_norm},
+        {"IsInf", convert_is_inf},
+        {"LRN", convert_lrn},
+        {"MeanVarianceNormalization", convert_mean_variance_norm},
+        {"NegativeLogLikelihoodLoss", convert_nll_loss},
+        {"OneHot", convert_one_hot},
+        {"QuantizeLinear", convert_quantize_linear},
+        {"ReduceL1", reduce(Reduce::kL1)},
+        {"ReduceLogSum", reduce(Reduce::kLogSum)},
+        {"ReduceLogSumExp", reduce(Reduce::kLogSumExp)},
+        {"ReverseSequence", convert_reverse_sequence},
+        {"RNN", convert_gru_rnn},
+        {"Scatter", convert_scatter_elements},
+        {"ScatterElements", convert_scatter_elements},
+        {"ScatterND", convert_scatter_nd},
+        {"Selu", convert_elu},
+        {"Shrink", convert_shrink},
+        {"SoftmaxCrossEntropyLoss", convert_softmax_cross_entropy},
+        {"Softplus", convert_softplus},
+        {"Softsign", convert_softsign},
+        {"SpaceToDepth", convert_space_to_depth},
+        {"ThresholdedRelu", convert_thresholded_relu},
+        {"Tile", convert_tile},
+        {"Trilu", convert_trilu},
         {"Cast", convert_cast},
         {"Clip", convert_clip},
         {"Concat", convert_concat},
@@ -1084,6 +1284,7 @@ const std::map<std::string, Converter>& converters() {
         {"MatMul", convert_matmul},
         {"Max", variadic_extreme(OpKind::Maximum)},
         {"MaxPool", [](NodeCtx& c) { return convert_pool(c, true); }},
+        {"MaxUnpool", convert_max_unpool},
         {"Mean", variadic_sum(true)},
         {"Min", variadic_extreme(OpKind::Minimum)},
         {"Mod", convert_mod},

@@ -1,7 +1,8 @@
-// ONNX's LSTM -> IR, unrolled over the (static) sequence: the input projection of every time
-// step is one GEMM, then each step is a GEMM with the recurrent weights and the gate
-// arithmetic (ONNX's gate order i, o, f, c; sigmoid, tanh, tanh; peepholes P = [p_i, p_o,
-// p_f]: i and f see the previous cell state, o the new one).
+// ONNX's LSTM, GRU and RNN -> IR, unrolled over the (static) sequence: the input projection
+// of every time step is one GEMM, then each step is a GEMM with the recurrent weights and the
+// gate arithmetic. LSTM: ONNX's gate order i, o, f, c; sigmoid, tanh, tanh; peepholes P =
+// [p_i, p_o, p_f]: i and f see the previous cell state, o the new one. GRU: gates z, r, h;
+// linear_before_reset chooses where r applies. RNN: one gate.
 #include "graph/onnx/node_context.h"
 #include "graph/onnx/onnx_converters.h"
 
@@ -35,27 +36,113 @@ Result<ValueId> stack(NodeCtx& ctx, const std::vector<ValueId>& values, int64_t 
   return ctx.emit(OpKind::Cat, {{"tensors", parts}, {"dim", dim}});
 }
 
-}  // namespace
+// What LSTM, GRU and RNN share: sizes, direction and layout, checked.
+struct Recurrence {
+  int64_t hidden = 0, dirs = 1, layout = 0, seq = 0, batch = 0, in = 0;
+  std::string direction;
+  ValueId x2;  // X as [seq * batch, in]
+};
 
-Status convert_lstm(NodeCtx& ctx) {
+// Reads and checks the attributes and shapes common to the recurrent ops, `gates` blocks
+// of hidden_size rows in W and R.
+Result<Recurrence> read_recurrence(NodeCtx& ctx, int64_t gates) {
+  Recurrence rc;
   if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer inputs");
-  ETC_ASSIGN_OR_RETURN(int64_t hidden, ctx.attr_int("hidden_size", std::nullopt));
+  ETC_ASSIGN_OR_RETURN(rc.hidden, ctx.attr_int("hidden_size", std::nullopt));
+  const int64_t hidden = rc.hidden;
   Result<std::string> dir = ctx.attr_string("direction", "forward");
   if (!dir.ok()) return dir.status();
-  const std::string direction = *dir;
-  if (direction != "forward" && direction != "reverse" && direction != "bidirectional")
-    return ctx.invalid("direction must be forward, reverse or bidirectional, got '" + direction +
+  rc.direction = *dir;
+  if (rc.direction != "forward" && rc.direction != "reverse" && rc.direction != "bidirectional")
+    return ctx.invalid("direction must be forward, reverse or bidirectional, got '" + rc.direction +
                        "'");
   // layout=1 (opset 14): X [batch, seq, in], states [batch, dirs, H], Y [batch, seq, dirs, H]
   // (ONNX's test_lstm_batchwise checks it; ONNX Runtime refuses it).
-  ETC_ASSIGN_OR_RETURN(int64_t layout, ctx.attr_int("layout", 0));
-  if (layout != 0 && layout != 1) return ctx.invalid("layout must be 0 or 1");
-  auto permute = [&](ValueId v, std::vector<int64_t> dims) -> Result<ValueId> {
-    return ctx.emit(OpKind::Permute, {{"self", v}, {"dims", std::move(dims)}});
-  };
+  ETC_ASSIGN_OR_RETURN(rc.layout, ctx.attr_int("layout", 0));
+  if (rc.layout != 0 && rc.layout != 1) return ctx.invalid("layout must be 0 or 1");
+  if (ctx.attr("clip")) return ctx.unsupported("cell clipping (clip)");
+  const int64_t dirs = rc.dirs = rc.direction == "bidirectional" ? 2 : 1;
+  std::vector<int64_t> xs = ctx.shape(0);
+  if (xs.size() != 3) return ctx.invalid("X must have rank 3");
+  rc.seq = rc.layout == 0 ? xs[0] : xs[1];
+  rc.batch = rc.layout == 0 ? xs[1] : xs[0];
+  rc.in = xs[2];
+  if (ctx.shape(1) != std::vector<int64_t>{dirs, gates * hidden, rc.in})
+    return ctx.invalid("W must be [" + std::to_string(dirs) + ", " +
+                       std::to_string(gates * hidden) + ", " + std::to_string(rc.in) + "], got " +
+                       shape_to_string(ctx.shape(1)));
+  if (ctx.shape(2) != std::vector<int64_t>{dirs, gates * hidden, hidden})
+    return ctx.invalid("R must be [" + std::to_string(dirs) + ", " +
+                       std::to_string(gates * hidden) + ", " + std::to_string(hidden) + "], got " +
+                       shape_to_string(ctx.shape(2)));
+  if (ctx.has_input(3) && ctx.shape(3) != std::vector<int64_t>{dirs, 2 * gates * hidden})
+    return ctx.invalid("B must be [" + std::to_string(dirs) + ", " +
+                       std::to_string(2 * gates * hidden) + "], got " +
+                       shape_to_string(ctx.shape(3)));
+  if (ctx.has_input(4)) {  // sequence_lens: every sequence must be full length
+    ETC_ASSIGN_OR_RETURN(const HostTensor* lens, ctx.require_constant(4, "sequence_lens"));
+    for (int64_t l : lens->ints()) {
+      if (l != rc.seq)
+        return ctx.unsupported("sequence_lens shorter than the sequence (" + std::to_string(l) +
+                               ")");
+    }
+  }
+  if (rc.seq < 1) return ctx.invalid("the sequence is empty");
+  if (rc.seq > 4096) return ctx.unsupported("sequences over 4096 steps (the loop is unrolled)");
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  if (rc.layout == 1) {
+    ETC_ASSIGN_OR_RETURN(x, permute(ctx, x, {1, 0, 2}));
+  }
+  ETC_ASSIGN_OR_RETURN(rc.x2, reshape(ctx, x, {rc.seq * rc.batch, rc.in}));
+  return rc;
+}
+
+// Initial state input i as [dirs, batch, H]; nullopt when absent.
+Result<std::optional<ValueId>> initial_state(NodeCtx& ctx, const Recurrence& rc, int i) {
+  if (!ctx.has_input(i)) return std::optional<ValueId>();
+  ETC_ASSIGN_OR_RETURN(ValueId v, ctx.input(i));
+  if (rc.layout == 1) {
+    ETC_ASSIGN_OR_RETURN(v, permute(ctx, v, {1, 0, 2}));
+  }
+  return std::optional<ValueId>(v);
+}
+
+// Sets Y (output 0, from each direction's [seq, batch, H]) and the final states (outputs
+// 1.., each from every direction's [batch, H]).
+Status set_recurrent_outputs(NodeCtx& ctx, const Recurrence& rc, const std::vector<ValueId>& ys,
+                             const std::vector<std::vector<ValueId>>& finals) {
+  if (ctx.has_output(0)) {
+    ETC_ASSIGN_OR_RETURN(ValueId y, stack(ctx, ys, 1));  // [seq, dirs, batch, H]
+    if (rc.layout == 1) {
+      ETC_ASSIGN_OR_RETURN(y, permute(ctx, y, {2, 0, 1, 3}));
+    }
+    ETC_RETURN_IF_ERROR(ctx.set_output(0, y));
+  }
+  for (size_t k = 0; k < finals.size(); ++k) {
+    const int out = static_cast<int>(k) + 1;
+    if (!ctx.has_output(out)) continue;
+    ETC_ASSIGN_OR_RETURN(ValueId s, stack(ctx, finals[k], 0));  // [dirs, batch, H]
+    if (rc.layout == 1) {
+      ETC_ASSIGN_OR_RETURN(s, permute(ctx, s, {1, 0, 2}));
+    }
+    ETC_RETURN_IF_ERROR(ctx.set_output(out, s));
+  }
+  return Status();
+}
+
+// An activation of the activations attribute.
+Result<ValueId> activate(NodeCtx& ctx, const std::string& f, ValueId v) {
+  if (f == "Sigmoid") return ctx.emit(OpKind::Sigmoid, {{"self", v}});
+  if (f == "Tanh") return ctx.emit(OpKind::Tanh, {{"self", v}});
+  if (f == "Relu") return ctx.emit(OpKind::Relu, {{"self", v}});
+  return ctx.unsupported("activation '" + f + "' (only Sigmoid, Tanh and Relu)");
+}
+
+}  // namespace
+
+Status convert_lstm(NodeCtx& ctx) {
   ETC_ASSIGN_OR_RETURN(int64_t input_forget, ctx.attr_int("input_forget", 0));
   if (input_forget != 0) return ctx.unsupported("input_forget=1");
-  if (ctx.attr("clip")) return ctx.unsupported("cell clipping (clip)");
   if (ctx.attr("activations")) {
     Result<std::vector<std::string>> acts = ctx.attr_strings("activations");
     if (!acts.ok()) return acts.status();
@@ -64,48 +151,14 @@ Status convert_lstm(NodeCtx& ctx) {
         return ctx.unsupported("activation '" + (*acts)[i] + "' (only Sigmoid, Tanh, Tanh)");
     }
   }
-  const int64_t dirs = direction == "bidirectional" ? 2 : 1;
-  std::vector<int64_t> xs = ctx.shape(0);
-  if (xs.size() != 3) return ctx.invalid("X must have rank 3");
-  const int64_t seq = layout == 0 ? xs[0] : xs[1];
-  const int64_t batch = layout == 0 ? xs[1] : xs[0];
-  const int64_t in = xs[2];
-  if (ctx.shape(1) != std::vector<int64_t>{dirs, 4 * hidden, in})
-    return ctx.invalid("W must be [" + std::to_string(dirs) + ", " + std::to_string(4 * hidden) +
-                       ", " + std::to_string(in) + "], got " + shape_to_string(ctx.shape(1)));
-  if (ctx.shape(2) != std::vector<int64_t>{dirs, 4 * hidden, hidden})
-    return ctx.invalid("R must be [" + std::to_string(dirs) + ", " + std::to_string(4 * hidden) +
-                       ", " + std::to_string(hidden) + "], got " + shape_to_string(ctx.shape(2)));
-  if (ctx.has_input(4)) {  // sequence_lens: every sequence must be full length
-    const HostTensor* lens = ctx.constant(4);
-    if (lens == nullptr) return ctx.unsupported("sequence_lens known only at run time");
-    for (int64_t l : lens->ints()) {
-      if (l != seq)
-        return ctx.unsupported("sequence_lens shorter than the sequence (" + std::to_string(l) +
-                               ")");
-    }
-  }
-  if (seq < 1) return ctx.invalid("the sequence is empty");
-  if (seq > 4096) return ctx.unsupported("sequences over 4096 steps (the loop is unrolled)");
-
-  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
-  if (layout == 1) {
-    ETC_ASSIGN_OR_RETURN(x, permute(x, {1, 0, 2}));
-  }
+  ETC_ASSIGN_OR_RETURN(Recurrence rc, read_recurrence(ctx, 4));
+  const int64_t hidden = rc.hidden, dirs = rc.dirs, seq = rc.seq, batch = rc.batch;
+  const std::string& direction = rc.direction;
+  const ValueId x2 = rc.x2;
   ETC_ASSIGN_OR_RETURN(ValueId w, ctx.input(1));
   ETC_ASSIGN_OR_RETURN(ValueId r, ctx.input(2));
-  // Initial states [dirs, batch, H]; zeros when absent.
-  auto initial = [&](int i) -> Result<std::optional<ValueId>> {
-    if (!ctx.has_input(i)) return std::optional<ValueId>();
-    ETC_ASSIGN_OR_RETURN(ValueId v, ctx.input(i));
-    if (layout == 1) {
-      ETC_ASSIGN_OR_RETURN(v, permute(v, {1, 0, 2}));
-    }
-    return std::optional<ValueId>(v);
-  };
-  ETC_ASSIGN_OR_RETURN(std::optional<ValueId> h0, initial(5));
-  ETC_ASSIGN_OR_RETURN(std::optional<ValueId> c0, initial(6));
-  ETC_ASSIGN_OR_RETURN(ValueId x2, reshape(ctx, x, {seq * batch, in}));
+  ETC_ASSIGN_OR_RETURN(std::optional<ValueId> h0, initial_state(ctx, rc, 5));
+  ETC_ASSIGN_OR_RETURN(std::optional<ValueId> c0, initial_state(ctx, rc, 6));
 
   std::vector<ValueId> ys, hs, cs;
   for (int64_t d = 0; d < dirs; ++d) {
@@ -184,22 +237,114 @@ Status convert_lstm(NodeCtx& ctx) {
     hs.push_back(*h);
     cs.push_back(*c);
   }
-  if (ctx.has_output(0)) {
-    ETC_ASSIGN_OR_RETURN(ValueId y, stack(ctx, ys, 1));  // [seq, dirs, batch, H]
-    if (layout == 1) {
-      ETC_ASSIGN_OR_RETURN(y, permute(y, {2, 0, 1, 3}));
-    }
-    ETC_RETURN_IF_ERROR(ctx.set_output(0, y));
+  return set_recurrent_outputs(ctx, rc, ys, {hs, cs});
+}
+
+// GRU (gates z, r, h; activations f=Sigmoid, g=Tanh) and RNN (one gate, f=Tanh):
+// Ht = (1 - z) * h~ + z * Ht-1 and Ht = f(Xt W + Ht-1 R + Wb + Rb). A missing initial
+// state is zeros.
+Status convert_gru_rnn(NodeCtx& ctx) {
+  const bool gru = ctx.op_type() == "GRU";
+  const int64_t gates = gru ? 3 : 1;
+  ETC_ASSIGN_OR_RETURN(Recurrence rc, read_recurrence(ctx, gates));
+  const int64_t hidden = rc.hidden, batch = rc.batch, seq = rc.seq;
+  ETC_ASSIGN_OR_RETURN(int64_t lbr, ctx.attr_int("linear_before_reset", 0));
+  std::vector<std::string> acts;
+  if (ctx.attr("activations")) {
+    ETC_ASSIGN_OR_RETURN(acts, ctx.attr_strings("activations"));
   }
-  for (int k : {1, 2}) {
-    if (!ctx.has_output(k)) continue;
-    ETC_ASSIGN_OR_RETURN(ValueId s, stack(ctx, k == 1 ? hs : cs, 0));  // [dirs, batch, H]
-    if (layout == 1) {
-      ETC_ASSIGN_OR_RETURN(s, permute(s, {1, 0, 2}));
+  const size_t per_dir = gru ? 2 : 1;
+  if (acts.empty()) {
+    for (int64_t d = 0; d < rc.dirs; ++d) {
+      if (gru) {
+        acts.insert(acts.end(), {"Sigmoid", "Tanh"});
+      } else {
+        acts.emplace_back("Tanh");
+      }
     }
-    ETC_RETURN_IF_ERROR(ctx.set_output(k, s));
   }
-  return Status();
+  if (acts.size() != per_dir * static_cast<size_t>(rc.dirs))
+    return ctx.invalid("activations must name " + std::to_string(per_dir) + " per direction");
+  ETC_ASSIGN_OR_RETURN(ValueId w, ctx.input(1));
+  ETC_ASSIGN_OR_RETURN(ValueId r, ctx.input(2));
+  ETC_ASSIGN_OR_RETURN(std::optional<ValueId> h0, initial_state(ctx, rc, 5));
+  std::vector<ValueId> ys, hs;
+  for (int64_t d = 0; d < rc.dirs; ++d) {
+    const bool reverse = rc.direction == "reverse" || d == 1;
+    const std::string& f = acts[per_dir * static_cast<size_t>(d)];
+    const std::string& g = gru ? acts[per_dir * static_cast<size_t>(d) + 1] : f;
+    ETC_ASSIGN_OR_RETURN(ValueId wd, select(ctx, w, 0, d));
+    ETC_ASSIGN_OR_RETURN(ValueId rd, select(ctx, r, 0, d));
+    ArgValue wb = std::monostate{}, rb = std::monostate{};
+    if (ctx.has_input(3)) {
+      ETC_ASSIGN_OR_RETURN(ValueId b, ctx.input(3));
+      ETC_ASSIGN_OR_RETURN(ValueId bd, select(ctx, b, 0, d));
+      ETC_ASSIGN_OR_RETURN(wb, slice(ctx, bd, 0, 0, gates * hidden));
+      ETC_ASSIGN_OR_RETURN(rb, slice(ctx, bd, 0, gates * hidden, 2 * gates * hidden));
+    }
+    // Every step's input projection at once: [seq, batch, gates * H].
+    ETC_ASSIGN_OR_RETURN(
+        ValueId xw, ctx.emit(OpKind::Linear, {{"input", rc.x2}, {"weight", wd}, {"bias", wb}}));
+    ETC_ASSIGN_OR_RETURN(xw, reshape(ctx, xw, {seq, batch, gates * hidden}));
+    ValueId h;
+    if (h0) {
+      ETC_ASSIGN_OR_RETURN(h, select(ctx, *h0, 0, d));
+    } else {
+      h = ctx.add_constant(
+          host_from_doubles(ctx.dtype(0), {batch, hidden},
+                            std::vector<double>(static_cast<size_t>(batch * hidden), 0.0)));
+    }
+    // GRU's h gate with linear_before_reset=0 multiplies the state by r before R_h.
+    std::optional<ValueId> rh, rbh;
+    if (gru && lbr == 0) {
+      ETC_ASSIGN_OR_RETURN(rh, slice(ctx, rd, 0, 2 * hidden, 3 * hidden));
+      if (const ValueId* rbv = std::get_if<ValueId>(&rb)) {
+        ETC_ASSIGN_OR_RETURN(rbh, slice(ctx, *rbv, 0, 2 * hidden, 3 * hidden));
+      }
+    }
+    std::vector<ValueId> steps(static_cast<size_t>(seq));
+    for (int64_t k = 0; k < seq; ++k) {
+      const int64_t t = reverse ? seq - 1 - k : k;
+      ETC_ASSIGN_OR_RETURN(ValueId xt, select(ctx, xw, 0, t));
+      ETC_ASSIGN_OR_RETURN(ValueId hr,
+                           ctx.emit(OpKind::Linear, {{"input", h}, {"weight", rd}, {"bias", rb}}));
+      if (!gru) {
+        ETC_ASSIGN_OR_RETURN(ValueId pre, binary(ctx, OpKind::AddTensor, xt, hr));
+        ETC_ASSIGN_OR_RETURN(h, activate(ctx, f, pre));
+        steps[static_cast<size_t>(t)] = h;
+        continue;
+      }
+      ETC_ASSIGN_OR_RETURN(ValueId xzr, slice(ctx, xt, 1, 0, 2 * hidden));
+      ETC_ASSIGN_OR_RETURN(ValueId hzr, slice(ctx, hr, 1, 0, 2 * hidden));
+      ETC_ASSIGN_OR_RETURN(ValueId zr, binary(ctx, OpKind::AddTensor, xzr, hzr));
+      ETC_ASSIGN_OR_RETURN(zr, activate(ctx, f, zr));
+      ETC_ASSIGN_OR_RETURN(ValueId z, slice(ctx, zr, 1, 0, hidden));
+      ETC_ASSIGN_OR_RETURN(ValueId rg, slice(ctx, zr, 1, hidden, 2 * hidden));
+      ETC_ASSIGN_OR_RETURN(ValueId xh, slice(ctx, xt, 1, 2 * hidden, 3 * hidden));
+      ValueId hh;
+      if (lbr != 0) {
+        ETC_ASSIGN_OR_RETURN(ValueId hrh, slice(ctx, hr, 1, 2 * hidden, 3 * hidden));
+        ETC_ASSIGN_OR_RETURN(hh, binary(ctx, OpKind::MulTensor, rg, hrh));
+      } else {
+        ETC_ASSIGN_OR_RETURN(ValueId rs, binary(ctx, OpKind::MulTensor, rg, h));
+        ArgValue bias = std::monostate{};
+        if (rbh) bias = *rbh;
+        ETC_ASSIGN_OR_RETURN(
+            hh, ctx.emit(OpKind::Linear, {{"input", rs}, {"weight", *rh}, {"bias", bias}}));
+      }
+      ETC_ASSIGN_OR_RETURN(ValueId pre, binary(ctx, OpKind::AddTensor, xh, hh));
+      ETC_ASSIGN_OR_RETURN(ValueId cand, activate(ctx, g, pre));
+      // (1 - z) * h~ + z * h = h~ + z * (h - h~)
+      ETC_ASSIGN_OR_RETURN(ValueId diff, binary(ctx, OpKind::SubTensor, h, cand));
+      ETC_ASSIGN_OR_RETURN(ValueId zd, binary(ctx, OpKind::MulTensor, z, diff));
+      ETC_ASSIGN_OR_RETURN(h, binary(ctx, OpKind::AddTensor, cand, zd));
+      steps[static_cast<size_t>(t)] = h;
+    }
+    ETC_ASSIGN_OR_RETURN(ValueId yd, stack(ctx, steps, 0));  // [seq, batch, H]
+    ys.push_back(yd);
+    hs.push_back(h);
+  }
+  return set_recurrent_outputs(ctx, rc, ys, {hs});
 }
 
 }  // namespace etc::onnx_import

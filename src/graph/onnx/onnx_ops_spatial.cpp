@@ -205,7 +205,9 @@ Status convert_pool(NodeCtx& ctx, bool is_max) {
     return ctx.unsupported("input of rank " + std::to_string(xs.size()) +
                            " (1-d and 2-d pooling only)");
   }
-  if (is_max) ETC_RETURN_IF_ERROR(ctx.require_no_output(1, "Indices"));
+  const bool indices = is_max && ctx.has_output(1);
+  ETC_ASSIGN_OR_RETURN(int64_t storage_order, ctx.attr_int("storage_order", 0));
+  if (storage_order != 0 && storage_order != 1) return ctx.invalid("storage_order must be 0 or 1");
   const std::vector<int64_t> spatial(xs.begin() + 2, xs.end());
   ETC_ASSIGN_OR_RETURN(Window w, window(ctx, spatial, {}));
   ETC_ASSIGN_OR_RETURN(int64_t ceil_mode, ctx.attr_int("ceil_mode", 0));
@@ -227,17 +229,68 @@ Status convert_pool(NodeCtx& ctx, bool is_max) {
   for (size_t i = 0; i < w.kernel.size(); ++i)
     direct = direct && w.pad_begin[i] * 2 <= w.kernel[i];
   std::vector<int64_t> padding = w.pad_begin;
+  // Average pooling that counts only the input: the padded sum over the padded count,
+  // both as averages of the same windows (a constant of ones in place of the input).
+  std::optional<ValueId> count;
   if (!direct) {
+    if (indices) return ctx.unsupported("Indices with asymmetric or large pads");
     if (!is_max && !count_include_pad) {
-      return ctx.unsupported(
-          "average pooling with asymmetric or large pads and count_include_pad=0");
+      std::vector<int64_t> plane = ctx.sizes_of(x);
+      plane[0] = plane[1] = 1;
+      int64_t n = 1;
+      for (int64_t d : plane)
+        n *= d;
+      ValueId ones = ctx.add_constant(
+          host_from_doubles(ctx.dtype(0), plane, std::vector<double>(static_cast<size_t>(n), 1.0)));
+      ETC_ASSIGN_OR_RETURN(ValueId padded, pad_spatial(ctx, ones, w, 0.0));
+      ETC_ASSIGN_OR_RETURN(count,
+                           ctx.emit(OpKind::AvgPool2d, {{"self", padded},
+                                                        {"kernel_size", w.kernel},
+                                                        {"stride", w.strides},
+                                                        {"padding", std::vector<int64_t>{0, 0}},
+                                                        {"ceil_mode", ceil_mode != 0},
+                                                        {"count_include_pad", true}}));
+      count_include_pad = 1;
     }
     ETC_ASSIGN_OR_RETURN(
         x, pad_spatial(ctx, x, w, is_max ? -std::numeric_limits<double>::infinity() : 0.0));
     std::fill(padding.begin(), padding.end(), 0);
   }
   ValueId y;
-  if (is_max) {
+  if (indices) {
+    // ATen's indices count within each [H, W] plane; ONNX's over the whole tensor.
+    ETC_ASSIGN_OR_RETURN(y,
+                         ctx.emit(OpKind::MaxPool2dWithIndices, {{"self", x},
+                                                                 {"kernel_size", w.kernel},
+                                                                 {"stride", w.strides},
+                                                                 {"padding", padding},
+                                                                 {"dilation", w.dilations},
+                                                                 {"ceil_mode", ceil_mode != 0}}));
+    ValueId idx = ctx.last_outputs()[1];
+    const std::vector<int64_t> s4 = ctx.sizes_of(x);
+    if (storage_order == 1) {
+      // Column-major within the plane: h * W + w -> w * H + h.
+      ETC_ASSIGN_OR_RETURN(
+          ValueId h, ctx.emit(OpKind::DivScalarMode, {{"self", idx},
+                                                      {"other", Scalar{s4[3]}},
+                                                      {"rounding_mode", std::string("floor")}}));
+      ETC_ASSIGN_OR_RETURN(ValueId wpos, ctx.emit(OpKind::RemainderScalar,
+                                                  {{"self", idx}, {"other", Scalar{s4[3]}}}));
+      ETC_ASSIGN_OR_RETURN(wpos,
+                           ctx.emit(OpKind::MulScalar, {{"self", wpos}, {"other", Scalar{s4[2]}}}));
+      ETC_ASSIGN_OR_RETURN(idx, ctx.emit(OpKind::AddTensor, {{"self", wpos}, {"other", h}}));
+    }
+    std::vector<int64_t> offsets(static_cast<size_t>(s4[0] * s4[1]));
+    for (size_t i = 0; i < offsets.size(); ++i)
+      offsets[i] = static_cast<int64_t>(i) * s4[2] * s4[3];
+    ValueId base = ctx.add_constant(host_from_ints(DType::kInt64, {s4[0], s4[1], 1, 1}, offsets));
+    ETC_ASSIGN_OR_RETURN(idx, ctx.emit(OpKind::AddTensor, {{"self", idx}, {"other", base}}));
+    if (one_d) {
+      std::vector<int64_t> s = ctx.sizes_of(idx);
+      ETC_ASSIGN_OR_RETURN(idx, reshape(ctx, idx, {s[0], s[1], s[3]}));
+    }
+    ETC_RETURN_IF_ERROR(ctx.set_output(1, idx));
+  } else if (is_max) {
     ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::MaxPool2d, {{"self", x},
                                                          {"kernel_size", w.kernel},
                                                          {"stride", w.strides},
@@ -252,10 +305,73 @@ Status convert_pool(NodeCtx& ctx, bool is_max) {
                                         {"padding", padding},
                                         {"ceil_mode", ceil_mode != 0},
                                         {"count_include_pad", count_include_pad != 0}}));
+    if (count) {
+      ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::DivTensor, {{"self", y}, {"other", *count}}));
+    }
   }
   if (one_d) {
     std::vector<int64_t> s = ctx.sizes_of(y);
     ETC_ASSIGN_OR_RETURN(y, reshape(ctx, y, {s[0], s[1], s[3]}));
+  }
+  return ctx.set_output(0, y);
+}
+
+// MaxUnpool(X, I, output_shape?; kernel_shape, pads, strides): zeros of the output shape
+// with X's values put at I (indices over the whole output tensor, as MaxPool gives them):
+// index_put on the flattened output.
+Status convert_max_unpool(NodeCtx& ctx) {
+  const std::vector<int64_t> xs = ctx.shape(0);
+  if (xs.size() < 3) return ctx.invalid("X must have rank 3 or more (N, C, spatial...)");
+  if (ctx.shape(1) != xs) return ctx.invalid("I must have X's shape");
+  if (ctx.dtype(1) != DType::kInt64) return ctx.invalid("I must be int64");
+  const std::vector<int64_t> spatial(xs.begin() + 2, xs.end());
+  ETC_ASSIGN_OR_RETURN(Window w, window(ctx, spatial, {}));
+  // The indices count over the shape the pooling came from; a larger output_shape
+  // extends each spatial dim at its end (ONNX's reference places the values the same).
+  std::vector<int64_t> out = xs, full = xs;
+  for (size_t i = 0; i < spatial.size(); ++i) {
+    out[i + 2] = (spatial[i] - 1) * w.strides[i] + w.kernel[i] - w.pad_begin[i] - w.pad_end[i];
+    if (out[i + 2] <= 0)
+      return ctx.invalid("the unpooled shape " + shape_to_string(out) + " is empty");
+  }
+  if (ctx.has_input(2)) {
+    ETC_ASSIGN_OR_RETURN(const HostTensor* t, ctx.require_constant(2, "output_shape"));
+    full = t->ints();
+    if (full.size() != xs.size() || full[0] != xs[0] || full[1] != xs[1])
+      return ctx.invalid("output_shape " + shape_to_string(full) + " does not fit X " +
+                         shape_to_string(xs));
+    for (size_t d = 2; d < full.size(); ++d) {
+      if (full[d] < out[d]) {
+        return ctx.unsupported("output_shape " + shape_to_string(full) +
+                               " smaller than the unpooled shape " + shape_to_string(out));
+      }
+    }
+  } else {
+    full = out;
+  }
+  int64_t n = 1, m = 1;
+  for (int64_t d : out)
+    n *= d;
+  for (int64_t d : xs)
+    m *= d;
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId idx, ctx.input(1));
+  ETC_ASSIGN_OR_RETURN(x, reshape(ctx, x, {m}));
+  ETC_ASSIGN_OR_RETURN(idx, reshape(ctx, idx, {m}));
+  ETC_ASSIGN_OR_RETURN(ValueId zeros, ctx.emit(OpKind::Zeros, {{"size", std::vector<int64_t>{n}},
+                                                               {"dtype", ctx.dtype(0)}}));
+  std::vector<ValueId> indices{idx};
+  ETC_ASSIGN_OR_RETURN(
+      ValueId y,
+      ctx.emit(OpKind::IndexPut,
+               {{"self", zeros}, {"indices", indices}, {"values", x}, {"accumulate", false}}));
+  ETC_ASSIGN_OR_RETURN(y, reshape(ctx, y, out));
+  if (full != out) {
+    std::vector<int64_t> pad;
+    for (size_t d = full.size(); d-- > 2;)
+      pad.insert(pad.end(), {0, full[d] - out[d]});
+    ETC_ASSIGN_OR_RETURN(
+        y, ctx.emit(OpKind::ConstantPadNd, {{"self", y}, {"pad", pad}, {"value", Scalar{0.0}}}));
   }
   return ctx.set_output(0, y);
 }
@@ -274,19 +390,187 @@ Converter global_pool(bool is_max) {
   };
 }
 
+namespace {
+
+// ONNX's resize coefficients for one output position of one axis.
+struct ResizeSpec {
+  std::string mode, ctm, nearest;
+  double cubic_a = -0.75;
+  bool exclude_outside = false;
+  double extrapolation = 0;
+};
+
+// Where output position `o` of an axis resized from `in` to `out` (scale `scale`) samples
+// the input, per coordinate_transformation_mode (roi: tf_crop_and_resize's [start, end]).
+double source_coordinate(const ResizeSpec& r, int64_t o, int64_t in, int64_t out, double scale,
+                         double roi_start, double roi_end) {
+  const double x = static_cast<double>(o);
+  // ONNX's reference divides by the unrounded output length in * scale.
+  const double out_len = scale * static_cast<double>(in);
+  if (r.ctm == "align_corners") return out_len == 1 ? 0 : x * (in - 1) / (out_len - 1);
+  if (r.ctm == "asymmetric") return x / scale;
+  if (r.ctm == "tf_half_pixel_for_nn") return (x + 0.5) / scale;
+  if (r.ctm == "pytorch_half_pixel") return out_len == 1 ? -0.5 : (x + 0.5) / scale - 0.5;
+  if (r.ctm == "tf_crop_and_resize") {
+    const double span = (roi_end - roi_start) * (in - 1);
+    return roi_start * (in - 1) + (out == 1 ? span / 2 : x * span / (out - 1));
+  }
+  return (x + 0.5) / scale - 0.5;  // half_pixel
+}
+
+// The taps (input positions, unclamped) and weights of the interpolation at source
+// coordinate x: the reference's nearest neighbours of x, with ratio 1 at whole numbers.
+void resize_taps(const ResizeSpec& r, double x, std::vector<int64_t>* taps,
+                 std::vector<double>* weights) {
+  auto f = static_cast<int64_t>(std::floor(x));
+  double t = x - static_cast<double>(f);
+  if (t == 0) {
+    f -= 1;
+    t = 1;
+  }
+  taps->clear();
+  weights->clear();
+  if (r.mode == "nearest") {
+    bool up = t == 1;
+    if (t != 1) {
+      if (r.nearest == "round_prefer_ceil")
+        up = t >= 0.5;
+      else if (r.nearest == "floor")
+        up = false;
+      else if (r.nearest == "ceil")
+        up = true;
+      else
+        up = t > 0.5;  // round_prefer_floor
+    }
+    taps->push_back(up ? f + 1 : f);
+    weights->push_back(1);
+  } else if (r.mode == "linear") {
+    *taps = {f, f + 1};
+    *weights = {1 - t, t};
+  } else {  // cubic
+    const double a = r.cubic_a, s = 1 - t;
+    *taps = {f - 1, f, f + 1, f + 2};
+    *weights = {((a * (t + 1) - 5 * a) * (t + 1) + 8 * a) * (t + 1) - 4 * a,
+                ((a + 2) * t - (a + 3)) * t * t + 1, ((a + 2) * s - (a + 3)) * s * s + 1,
+                ((a * (s + 1) - 5 * a) * (s + 1) + 8 * a) * (s + 1) - 4 * a};
+  }
+}
+
+// Resizes axis `d` of `x` (shape `shape`, updated) to `out`: nearest by index.Tensor with a
+// constant index, linear and cubic as a product with a constant [in, out] interpolation
+// matrix along the axis; positions outside tf_crop_and_resize's roi take the
+// extrapolation value.
+Result<ValueId> resize_axis(NodeCtx& ctx, const ResizeSpec& r, ValueId x,
+                            std::vector<int64_t>& shape, int64_t d, int64_t out, double scale,
+                            double roi_start, double roi_end) {
+  const auto rank = static_cast<int64_t>(shape.size());
+  const int64_t in = shape[static_cast<size_t>(d)];
+  const DType dt = ctx.dtype(0);
+  std::vector<double> matrix(static_cast<size_t>(in * out), 0.0);  // [in, out]
+  std::vector<int64_t> nearest(static_cast<size_t>(out), 0), outside(static_cast<size_t>(out), 0);
+  bool any_outside = false;
+  std::vector<int64_t> taps;
+  std::vector<double> weights;
+  for (int64_t o = 0; o < out; ++o) {
+    const double src = source_coordinate(r, o, in, out, scale, roi_start, roi_end);
+    if (r.ctm == "tf_crop_and_resize" && (src < 0 || src > static_cast<double>(in - 1))) {
+      outside[static_cast<size_t>(o)] = 1;
+      any_outside = true;
+      continue;
+    }
+    resize_taps(r, src, &taps, &weights);
+    if (r.exclude_outside) {
+      double sum = 0;
+      for (size_t j = 0; j < taps.size(); ++j) {
+        if (taps[j] < 0 || taps[j] >= in) weights[j] = 0;
+        sum += weights[j];
+      }
+      for (double& w : weights)
+        w /= sum;
+    }
+    for (size_t j = 0; j < taps.size(); ++j) {
+      const int64_t i = std::clamp<int64_t>(taps[j], 0, in - 1);
+      matrix[static_cast<size_t>(i * out + o)] += weights[j];
+      nearest[static_cast<size_t>(o)] = i;
+    }
+  }
+  ValueId y;
+  if (r.mode == "nearest") {
+    std::vector<ValueId> indices(static_cast<size_t>(d));
+    indices.push_back(ctx.add_constant(host_from_ints(DType::kInt64, {out}, nearest)));
+    ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::IndexTensor, {{"self", x}, {"indices", indices}}));
+  } else {
+    std::vector<int64_t> perm, moved;
+    for (int64_t k = 0; k < rank; ++k) {
+      if (k != d) perm.push_back(k);
+    }
+    perm.push_back(d);
+    int64_t rows = 1;
+    for (int64_t k : perm) {
+      if (k != d) rows *= shape[static_cast<size_t>(k)];
+      moved.push_back(k == d ? out : shape[static_cast<size_t>(k)]);
+    }
+    ValueId v = x;
+    if (d != rank - 1) {
+      ETC_ASSIGN_OR_RETURN(v, permute(ctx, v, perm));
+    }
+    ETC_ASSIGN_OR_RETURN(v, reshape(ctx, v, {rows, in}));
+    ValueId w = ctx.add_constant(host_from_doubles(dt, {in, out}, matrix));
+    ETC_ASSIGN_OR_RETURN(v, ctx.emit(OpKind::Mm, {{"self", v}, {"mat2", w}}));
+    ETC_ASSIGN_OR_RETURN(y, reshape(ctx, v, moved));
+    if (d != rank - 1) {
+      std::vector<int64_t> back(static_cast<size_t>(rank));
+      for (int64_t k = 0; k < rank; ++k)
+        back[static_cast<size_t>(perm[static_cast<size_t>(k)])] = k;
+      ETC_ASSIGN_OR_RETURN(y, permute(ctx, y, back));
+    }
+  }
+  if (any_outside) {
+    std::vector<int64_t> mshape(static_cast<size_t>(rank), 1);
+    mshape[static_cast<size_t>(d)] = out;
+    ValueId mask = ctx.add_constant(host_from_ints(DType::kBool, mshape, outside));
+    ETC_ASSIGN_OR_RETURN(
+        y, ctx.emit(OpKind::WhereSelf, {{"condition", mask},
+                                        {"self", scalar_constant(ctx, dt, r.extrapolation)},
+                                        {"other", y}}));
+  }
+  shape[static_cast<size_t>(d)] = out;
+  return y;
+}
+
+}  // namespace
+
+// Resize (opset 10+) and Upsample (opset 7-9). PyTorch's cases of NCHW inputs become
+// upsample_nearest2d / upsample_bilinear2d; every other mode, coordinate transformation
+// and rank is resized one axis at a time with constant indices or interpolation matrices.
 Status convert_resize(NodeCtx& ctx) {
   const bool upsample = ctx.op_type() == "Upsample";
-  if (ctx.rank(0) != 4)
-    return ctx.unsupported("inputs of rank " + std::to_string(ctx.rank(0)) + " (NCHW only)");
+  const int64_t rank = ctx.rank(0);
   if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer inputs");
-  ETC_ASSIGN_OR_RETURN(std::string mode, ctx.attr_string("mode", "nearest"));
-  std::string ctm = "asymmetric", nearest = "floor";
+  ResizeSpec spec;
+  ETC_ASSIGN_OR_RETURN(spec.mode, ctx.attr_string("mode", "nearest"));
+  if (spec.mode == "bilinear") spec.mode = "linear";  // Upsample-7's name
+  spec.ctm = "asymmetric";
+  spec.nearest = "floor";
   if (!upsample && ctx.opset() >= 11) {
-    ETC_ASSIGN_OR_RETURN(ctm, ctx.attr_string("coordinate_transformation_mode", "half_pixel"));
-    ETC_ASSIGN_OR_RETURN(nearest, ctx.attr_string("nearest_mode", "round_prefer_floor"));
+    ETC_ASSIGN_OR_RETURN(spec.ctm, ctx.attr_string("coordinate_transformation_mode", "half_pixel"));
+    ETC_ASSIGN_OR_RETURN(spec.nearest, ctx.attr_string("nearest_mode", "round_prefer_floor"));
     ETC_ASSIGN_OR_RETURN(int64_t exclude, ctx.attr_int("exclude_outside", 0));
-    if (exclude) return ctx.unsupported("exclude_outside=1");
+    spec.exclude_outside = exclude != 0;
+    ETC_ASSIGN_OR_RETURN(float a, ctx.attr_float("cubic_coeff_a", -0.75f));
+    spec.cubic_a = a;
+    ETC_ASSIGN_OR_RETURN(float e, ctx.attr_float("extrapolation_value", 0.0f));
+    spec.extrapolation = e;
   }
+  if (spec.mode != "nearest" && spec.mode != "linear" && spec.mode != "cubic")
+    return ctx.unsupported("mode '" + spec.mode + "' (nearest, linear and cubic only)");
+  static const char* kTransforms[] = {"half_pixel", "pytorch_half_pixel",   "align_corners",
+                                      "asymmetric", "tf_half_pixel_for_nn", "tf_crop_and_resize"};
+  if (std::find(std::begin(kTransforms), std::end(kTransforms), spec.ctm) == std::end(kTransforms))
+    return ctx.unsupported("coordinate_transformation_mode '" + spec.ctm + "'");
+  static const char* kNearest[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+  if (std::find(std::begin(kNearest), std::end(kNearest), spec.nearest) == std::end(kNearest))
+    return ctx.invalid("nearest_mode '" + spec.nearest + "' is not one of ONNX's");
   std::optional<std::vector<int64_t>> axes;  // opset 18: scales/sizes for these axes only
   if (!upsample && ctx.opset() >= 18) {
     ETC_ASSIGN_OR_RETURN(int64_t antialias, ctx.attr_int("antialias", 0));
@@ -297,8 +581,8 @@ Status convert_resize(NodeCtx& ctx) {
     if (ctx.attr("axes")) {
       ETC_ASSIGN_OR_RETURN(std::vector<int64_t> a, ctx.attr_ints("axes", std::nullopt));
       for (int64_t& d : a) {
-        ETC_RETURN_IF_ERROR(ctx.check_axis(d, 4, "axes"));
-        d = ctx.wrap_axis(d, 4);
+        ETC_RETURN_IF_ERROR(ctx.check_axis(d, rank, "axes"));
+        d = ctx.wrap_axis(d, rank);
       }
       axes = std::move(a);
     }
@@ -322,14 +606,15 @@ Status convert_resize(NodeCtx& ctx) {
   if (scales.has_value() == sizes.has_value())
     return ctx.invalid("exactly one of scales and sizes must be given");
   const std::vector<int64_t>& in = ctx.shape(0);
-  if (axes) {  // spread over all four dims: 1 / the input's size elsewhere
+  const auto r = static_cast<size_t>(rank);
+  if (axes) {  // spread over all dims: 1 / the input's size elsewhere
     const size_t given = scales ? scales->size() : sizes->size();
     if (given != axes->size()) {
       return ctx.invalid(std::string(scales ? "scales" : "sizes") + " has " +
                          std::to_string(given) + " entries for " + std::to_string(axes->size()) +
                          " axes");
     }
-    std::vector<double> full_scales(4, 1.0);
+    std::vector<double> full_scales(r, 1.0);
     std::vector<int64_t> full_sizes(in.begin(), in.end());
     for (size_t i = 0; i < axes->size(); ++i) {
       const auto d = static_cast<size_t>((*axes)[i]);
@@ -339,61 +624,97 @@ Status convert_resize(NodeCtx& ctx) {
     if (scales) scales = full_scales;
     if (sizes) sizes = full_sizes;
   }
-  if (scales) {
-    if (scales->size() != 4) return ctx.invalid("scales must have 4 entries");
-    if ((*scales)[0] != 1 || (*scales)[1] != 1) return ctx.unsupported("resizing the N or C dims");
-  } else {
-    if (sizes->size() != 4) return ctx.invalid("sizes must have 4 entries");
-    if ((*sizes)[0] != in[0] || (*sizes)[1] != in[1])
-      return ctx.unsupported("resizing the N or C dims");
+  if ((scales ? scales->size() : sizes->size()) != r) {
+    return ctx.invalid(std::string(scales ? "scales" : "sizes") + " must have " +
+                       std::to_string(r) + " entries (one per input dim)");
   }
-  ArgValue out_size = kNone, factors = kNone;
-  if (scales) {
-    factors = std::vector<double>{(*scales)[2], (*scales)[3]};
-  } else {
-    out_size = std::vector<int64_t>{(*sizes)[2], (*sizes)[3]};
+  std::vector<double> roi_start(r, 0.0), roi_end(r, 1.0);
+  if (spec.ctm == "tf_crop_and_resize") {
+    if (axes) return ctx.unsupported("tf_crop_and_resize with axes");
+    ETC_ASSIGN_OR_RETURN(const HostTensor* t, ctx.require_constant(1, "roi"));
+    std::vector<double> roi = t->doubles();
+    if (roi.size() != 2 * r) return ctx.invalid("roi must have 2 entries per input dim");
+    for (size_t d = 0; d < r; ++d) {
+      roi_start[d] = roi[d];
+      roi_end[d] = roi[r + d];
+    }
+  }
+  // Per dim: the output size and the scale the coordinate transforms divide by.
+  std::vector<int64_t> out(r);
+  std::vector<double> scale(r);
+  for (size_t d = 0; d < r; ++d) {
+    if (scales) {
+      scale[d] = (*scales)[d];
+      if (!(scale[d] > 0)) return ctx.invalid("scales must be positive");
+      out[d] = static_cast<int64_t>(
+          std::floor(static_cast<double>(in[d]) * (roi_end[d] - roi_start[d]) * scale[d]));
+    } else {
+      out[d] = (*sizes)[d];
+      if (out[d] <= 0 || in[d] <= 0) return ctx.invalid("sizes and input dims must be positive");
+      scale[d] = static_cast<double>(out[d]) / static_cast<double>(in[d]);
+    }
+  }
+  for (size_t d = 0; d < r; ++d) {
+    if (out[d] == in[d] && scale[d] == 1) continue;
+    if (in[d] <= 0 || out[d] <= 0)
+      return ctx.invalid("dim " + std::to_string(d) + " resizes from " + std::to_string(in[d]) +
+                         " to " + std::to_string(out[d]) + " (both must be positive)");
+    // The interpolation matrix is in x out; 2^26 entries (256 MiB as float32) at most.
+    if (out[d] > (int64_t{1} << 26) / in[d])
+      return ctx.unsupported("resizing dim " + std::to_string(d) + " from " +
+                             std::to_string(in[d]) + " to " + std::to_string(out[d]) +
+                             " (over 2^26 interpolation weights)");
   }
   ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
   ValueId y;
-  if (mode == "nearest") {
-    if (ctm != "asymmetric" || nearest != "floor") {
-      return ctx.unsupported("nearest resizing with coordinate_transformation_mode '" + ctm +
-                             "' and nearest_mode '" + nearest +
-                             "' (etc implements asymmetric + floor, PyTorch's nearest)");
-    }
+  // PyTorch's own cases: the spatial dims of NCHW, N and C kept.
+  const bool nchw = rank == 4 && out[0] == in[0] && out[1] == in[1] && scale[0] == 1 &&
+                    scale[1] == 1 && !spec.exclude_outside;
+  ArgValue out_size = kNone, factors = kNone;
+  if (scales) {
+    factors = std::vector<double>{scale[2 % r], scale[3 % r]};
+  } else {
+    out_size = std::vector<int64_t>{out[2 % r], out[3 % r]};
+  }
+  bool aten = false;
+  if (nchw && spec.mode == "nearest" && spec.ctm == "asymmetric" && spec.nearest == "floor") {
     ETC_ASSIGN_OR_RETURN(
         y, ctx.emit(OpKind::UpsampleNearest2d,
                     {{"input", x}, {"output_size", out_size}, {"scale_factors", factors}}));
-  } else if (mode == "linear" || mode == "bilinear") {
-    bool align = false;
-    if (ctm == "align_corners") {
+    aten = true;
+  } else if (nchw && spec.mode == "linear") {
+    bool align = false, ok = true;
+    if (spec.ctm == "align_corners") {
       align = true;
-    } else if (ctm == "pytorch_half_pixel") {
-      for (int64_t d : {2, 3}) {
-        int64_t o = scales ? static_cast<int64_t>(std::floor(in[d] * (*scales)[d])) : (*sizes)[d];
-        if (o <= 1) return ctx.unsupported("pytorch_half_pixel resizing to a size of 1");
-      }
-    } else if (ctm != "half_pixel") {
-      return ctx.unsupported("linear resizing with coordinate_transformation_mode '" + ctm +
-                             "' (etc implements half_pixel, pytorch_half_pixel and align_corners)");
-    }
-    if (align && scales) {
       // ONNX divides by the unrounded in * scale; ATen's align_corners by the output size.
-      for (int d : {2, 3}) {
-        if (in[d] * (*scales)[d] != std::floor(in[d] * (*scales)[d])) {
-          return ctx.unsupported("align_corners resizing by a scale that gives a fractional size");
-        }
-      }
-      out_size = std::vector<int64_t>{static_cast<int64_t>(std::floor(in[2] * (*scales)[2])),
-                                      static_cast<int64_t>(std::floor(in[3] * (*scales)[3]))};
+      for (size_t d : {size_t{2}, size_t{3}})
+        ok = ok && in[d] * scale[d] == static_cast<double>(out[d]);
+      out_size = std::vector<int64_t>{out[2], out[3]};
       factors = kNone;
+    } else if (spec.ctm == "pytorch_half_pixel") {
+      ok = out[2] > 1 && out[3] > 1;
+    } else {
+      ok = spec.ctm == "half_pixel";
     }
-    ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::UpsampleBilinear2d, {{"input", x},
-                                                                  {"output_size", out_size},
-                                                                  {"align_corners", align},
-                                                                  {"scale_factors", factors}}));
-  } else {
-    return ctx.unsupported("mode '" + mode + "' (nearest and linear only)");
+    if (ok) {
+      ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::UpsampleBilinear2d, {{"input", x},
+                                                                    {"output_size", out_size},
+                                                                    {"align_corners", align},
+                                                                    {"scale_factors", factors}}));
+      aten = true;
+    }
+  }
+  if (!aten) {
+    std::vector<int64_t> shape = in;
+    y = x;
+    for (size_t d = 0; d < r; ++d) {
+      if (out[d] == in[d] && scale[d] == 1 && spec.ctm != "tf_crop_and_resize") continue;
+      ETC_ASSIGN_OR_RETURN(y, resize_axis(ctx, spec, y, shape, static_cast<int64_t>(d), out[d],
+                                          scale[d], roi_start[d], roi_end[d]));
+    }
+    if (y == x) {
+      ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::Clone, {{"self", x}}));
+    }
   }
   return ctx.set_output(0, y);
 }
