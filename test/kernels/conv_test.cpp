@@ -893,8 +893,8 @@ TEST_CASE("convolution errors") {
                c.i(1)},
               {c.out(DType::kInt32, {1, 1, 2, 2})})
             .message() ==
-        "aten::convolution.out: input has dtype int32, expected a "
-        "floating-point dtype");
+        "aten::convolution.out: input has dtype int32, expected a floating-point dtype or "
+        "int64");
 }
 
 }  // namespace
