@@ -92,7 +92,7 @@ TEST_CASE("a teardown failure is logged and leaves no error behind for the next 
   if (visible_devices() > 0) CHECK(cudaGetLastError() == cudaSuccess);
 }
 
-TEST_CASE("GPUs below the built architectures are refused by name; newer ones run the PTX",
+TEST_CASE("GPUs below the built architectures are refused by name, newer ones run the PTX",
           "[nogpu]") {
   const std::vector<int> built = built_architectures();
   REQUIRE_FALSE(built.empty());

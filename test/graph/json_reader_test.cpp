@@ -79,7 +79,7 @@ TEST_CASE("nodes are scheduled topologically, keeping file order when free") {
   CHECK(names == std::vector<std::string>{"a", "b", "c"});
 }
 
-TEST_CASE("scalars accept inf and nan strings; int[2] accepts one int") {
+TEST_CASE("scalars accept inf and nan strings, int[2] accepts one int") {
   std::string text = std::string("{") + kHeader + R"(
     "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 1, 4, 4]}],
     "nodes": [

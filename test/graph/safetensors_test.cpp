@@ -42,7 +42,7 @@ TEST_CASE("safetensors round-trips tensors and exposes zero-copy windows") {
   CHECK((8 + b.data.offset) % 8 == 0);  // header padded: data starts 8-aligned
 }
 
-TEST_CASE("metadata is ignored; an empty file of tensors is fine") {
+TEST_CASE("metadata is ignored, an empty file of tensors is fine") {
   Result<SafetensorsFile> f = parse(with_header(R"({"__metadata__": {"format": "pt"}})", ""));
   REQUIRE(f.ok());
   CHECK(f->tensors.empty());

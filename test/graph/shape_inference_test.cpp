@@ -65,7 +65,7 @@ TEST_CASE("where broadcasts all three and needs a bool condition") {
         "float32[1, 3]");
 }
 
-TEST_CASE("unary ops keep shapes; float ops lift integers; float-only ops reject them") {
+TEST_CASE("unary ops keep shapes, float ops lift integers, float-only ops reject them") {
   OpTester t;
   auto x = t.in(f16, {2, 3});
   auto i = t.in(i32, {5});

@@ -128,7 +128,7 @@ TEST_CASE("index_put: a KV-cache write, broadcast values, accumulate, in place")
   }
 }
 
-TEST_CASE("copy_: same shape converts dtype; broadcast; the return value must be self") {
+TEST_CASE("copy_: same shape converts dtype, broadcast, the return value must be self") {
   Call c("aten::copy_");
   Value* self = c.tensor(DType::kInt64, {2, 3}, D(6, 0));
   Value* src = c.tensor(DType::kFloat32, {3}, {1.9, -2.5, 7});

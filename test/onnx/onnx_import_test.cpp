@@ -445,7 +445,7 @@ TEST_CASE("onnx: nodes with missing, empty or extra inputs and outputs are locat
         "input(s)");
 }
 
-TEST_CASE("onnx: dim_value -1 is a dynamic dim (Paddle2ONNX writes it; ONNX Runtime agrees)") {
+TEST_CASE("onnx: dim_value -1 is a dynamic dim (Paddle2ONNX writes it, ONNX Runtime agrees)") {
   ModelBuilder m;
   m.input("x", {1, 3});
   m.g->mutable_input(0)

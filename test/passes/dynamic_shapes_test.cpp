@@ -47,7 +47,7 @@ Graph build(int64_t s, bool extra_moving_arg = false) {
   return g;
 }
 
-TEST_CASE("dims that move are dynamic-bound; view, expand and slice ends are rewritten") {
+TEST_CASE("dims that move are dynamic-bound, view, expand and slice ends are rewritten") {
   Graph a = build(16), b = build(15), c = build(1);
   std::vector<Graph*> all{&a, &b, &c};
   Status s = mark_dynamic_shapes(all, "s in [1, 16]");

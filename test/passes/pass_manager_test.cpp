@@ -79,7 +79,7 @@ TEST_CASE("with --print-ir-after all dumps changed passes and marks unchanged on
   CHECK(res->timing_table().find("total") != std::string::npos);
 }
 
-TEST_CASE("with --verify-each names the pass that broke the IR; failing passes name themselves") {
+TEST_CASE("with --verify-each names the pass that broke the IR, failing passes name themselves") {
   Graph g = graph_from_json("[" + f32("a") + "]",
                             "[" + unary("r", "aten.relu.default", "a", "y") + "]", R"(["y"])");
   PassRegistry r;

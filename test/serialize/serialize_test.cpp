@@ -96,7 +96,7 @@ TEST_CASE("the file layout: identifier, extended header, aligned segments") {
   }
 }
 
-TEST_CASE("CUDA delegate IO is tagged cuda:0; host tensors carry no device info at all") {
+TEST_CASE("CUDA delegate IO is tagged cuda:0, host tensors carry no device info at all") {
   Graph g = compile(kSource + "/examples/mlp.json");
   pte::File f = read(to_bytes(g));
   const pte::Plan& p = f.program.plans[0];

@@ -51,7 +51,7 @@ TEST_CASE("missing files are kNotFound, folders are invalid input") {
   CHECK(dir.status().message() == "not a regular file");
 }
 
-TEST_CASE("releasing a mapped range keeps its bytes; the streaming writer is atomic") {
+TEST_CASE("releasing a mapped range keeps its bytes, the streaming writer is atomic") {
   std::string p = temp_path("pages.bin");
   std::string data(3 * 4096 + 123, '\0');
   for (size_t i = 0; i < data.size(); ++i)

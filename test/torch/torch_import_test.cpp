@@ -26,7 +26,7 @@ size_t count_op(const Graph& g, OpKind op) {
   return n;
 }
 
-TEST_CASE("linear.pt2: inputs, outputs and parameters keep their names; weights stay mapped") {
+TEST_CASE("linear.pt2: inputs, outputs and parameters keep their names, weights stay mapped") {
   Result<std::shared_ptr<const Blob>> archive = map_file(kPrograms + "linear.pt2");
   REQUIRE(archive.ok());
   Result<Graph> g = parse_torch_export(*archive, "linear.pt2");
