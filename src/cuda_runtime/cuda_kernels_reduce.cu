@@ -1,0 +1,322 @@
+// The delegate's reduction, normalisation and scan kernels (see cuda_kernels.h for what each
+// computes): sum / mean / amax / amin / prod / any, softmax and log_softmax, layer, group and
+// batch norm, cumsum. Like cuda_kernels.cu, written for obvious equivalence with the CPU
+// reference kernels: the same compute types and NaN rules, one block per output or row.
+#include <cstdint>
+#include <type_traits>
+
+#include "cuda_runtime/cuda_kernel_util.cuh"
+#include "cuda_runtime/cuda_kernels.h"
+#include "support/wrapping_math.h"
+
+namespace etc::cuda::kernels {
+namespace {
+
+// ---- Block reductions ------------------------------------------------------------------
+
+// Reduces v over the block (blockDim.x a multiple of 32, at most 1024); every thread gets
+// the result. `identity` fills the lanes of the last step that have no warp behind them.
+template <typename T, typename F>
+__device__ T block_reduce(T v, F f, T identity, T* shared) {
+  for (int o = 16; o > 0; o /= 2)
+    v = f(v, __shfl_down_sync(0xffffffffu, v, o));
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  __syncthreads();  // shared may still be read from a previous reduction
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  const int warps = (blockDim.x + 31) / 32;
+  if (warp == 0) {
+    v = lane < warps ? shared[lane] : identity;
+    for (int o = 16; o > 0; o /= 2)
+      v = f(v, __shfl_down_sync(0xffffffffu, v, o));
+    if (lane == 0) shared[0] = v;
+  }
+  __syncthreads();
+  return shared[0];
+}
+
+struct Add {
+  template <typename T>
+  __device__ T operator()(T a, T b) const {
+    return a + b;
+  }
+};
+// any: 1 once any element is non-zero (NaN counts, as in ATen).
+struct AnyNonzero {
+  template <typename T>
+  __device__ T operator()(T a, T v) const {
+    return (a != T(0) || v != T(0)) ? T(1) : T(0);
+  }
+};
+// amax with NaN propagation: (v > a || v != v) ? v : a, as the CPU reduction.
+struct MaxNan {
+  template <typename T>
+  __device__ T operator()(T a, T v) const {
+    return (v > a || v != v) ? v : a;
+  }
+};
+
+// amin likewise: (v < a || v != v) ? v : a.
+struct MinNan {
+  template <typename T>
+  __device__ T operator()(T a, T v) const {
+    return (v < a || v != v) ? v : a;
+  }
+};
+// prod: integers wrap in two's complement, as the CPU reduction.
+struct Mul {
+  template <typename T>
+  __device__ T operator()(T a, T b) const {
+    if constexpr (std::is_same_v<T, int64_t>) {
+      return wrapping_mul(a, b);
+    } else {
+      return a * b;
+    }
+  }
+};
+
+__device__ __forceinline__ int64_t decompose(int64_t i, const Shape& s, const int64_t* strides) {
+  int64_t off = 0;
+  for (int d = s.rank - 1; d >= 0; --d) {
+    off += (i % s.sizes[d]) * strides[d];
+    i /= s.sizes[d];
+  }
+  return off;
+}
+
+// One block per output element; the block's threads stride over the reduced elements.
+template <typename Acc, typename F>
+__global__ void reduce_kernel(ReduceArgs p, int64_t outputs, int64_t count, Acc init, F f) {
+  __shared__ Acc shared[32];
+  for (int64_t o = blockIdx.x; o < outputs; o += gridDim.x) {
+    const int64_t base = decompose(o, p.kept, p.kept_strides);
+    Acc acc = init;
+    for (int64_t r = threadIdx.x; r < count; r += blockDim.x) {
+      const int64_t at = base + decompose(r, p.reduced, p.reduced_strides);
+      Acc v;
+      if constexpr (std::is_same_v<Acc, int64_t>) {
+        v = load_int(p.in, p.in_type, at);
+      } else {
+        v = static_cast<Acc>(load_double(p.in, p.in_type, at));
+      }
+      acc = f(acc, v);
+    }
+    acc = block_reduce(acc, f, init, shared);
+    if (threadIdx.x == 0) {
+      if constexpr (std::is_same_v<Acc, int64_t>) {
+        store_int(p.out, p.out_type, o, acc);
+      } else {
+        if (p.op == ReduceOp::kMean) acc /= static_cast<Acc>(count);
+        store_double(p.out, p.out_type, o, static_cast<double>(acc));
+      }
+    }
+  }
+}
+
+unsigned threads_for(int64_t count) {
+  unsigned t = 32;
+  while (t < 256 && t < count)
+    t *= 2;
+  return t;
+}
+
+// ---- Softmax, layer norm ---------------------------------------------------------------
+
+// One block per (outer, inner) row of length len with stride inner.
+__global__ void softmax_kernel(const void* in, void* out, Elem type, int64_t outer, int64_t len,
+                               int64_t inner, bool log) {
+  __shared__ float shared[32];
+  for (int64_t row = blockIdx.x; row < outer * inner; row += gridDim.x) {
+    const int64_t o = row / inner, j = row % inner;
+    const int64_t base = o * len * inner + j;
+    float mx = -INFINITY;
+    for (int64_t d = threadIdx.x; d < len; d += blockDim.x) {
+      const float v = load_float(in, type, base + d * inner);
+      mx = v > mx ? v : mx;
+    }
+    // The CPU keeps the first NaN-free maximum: `x > mx ? x : mx` ignores NaN. Same here.
+    mx = block_reduce(
+        mx, [](float a, float b) { return b > a ? b : a; }, -INFINITY, shared);
+    float sum = 0;
+    for (int64_t d = threadIdx.x; d < len; d += blockDim.x)
+      sum += expf(load_float(in, type, base + d * inner) - mx);
+    sum = block_reduce(sum, Add{}, 0.0f, shared);
+    const float lse = mx + logf(sum);
+    const float inv = 1.0f / sum;
+    for (int64_t d = threadIdx.x; d < len; d += blockDim.x) {
+      const float x = load_float(in, type, base + d * inner);
+      store_float(out, type, base + d * inner, log ? x - lse : expf(x - mx) * inv);
+    }
+  }
+}
+
+__global__ void layer_norm_kernel(const void* x, const void* weight, const void* bias, void* y,
+                                  void* mean, void* rstd, Elem type, int64_t rows, int64_t cols,
+                                  double eps) {
+  __shared__ double shared[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int64_t base = r * cols;
+    double s = 0;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+      s += load_float(x, type, base + j);
+    s = block_reduce(s, Add{}, 0.0, shared);
+    const double mu = s / static_cast<double>(cols);
+    double v = 0;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+      const double d = static_cast<double>(load_float(x, type, base + j)) - mu;
+      v += d * d;
+    }
+    v = block_reduce(v, Add{}, 0.0, shared);
+    const double inv = 1.0 / sqrt(v / static_cast<double>(cols) + eps);  // biased variance
+    const float m = static_cast<float>(mu), rs = static_cast<float>(inv);
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+      const float w = weight ? load_float(weight, type, j) : 1.0f;
+      const float b = bias ? load_float(bias, type, j) : 0.0f;
+      store_float(y, type, base + j, (load_float(x, type, base + j) - m) * rs * w + b);
+    }
+    if (threadIdx.x == 0) {
+      store_float(mean, type, r, m);
+      store_float(rstd, type, r, rs);
+    }
+  }
+}
+
+__global__ void batch_norm_kernel(const void* x, const void* weight, const void* bias,
+                                  const void* rmean, const void* rvar, Elem pt, void* y, Elem type,
+                                  int64_t total, int64_t c, int64_t inner, double eps) {
+  ETC_GRID_STRIDE(i, total) {
+    const int64_t ch = (i / inner) % c;
+    const double w = weight ? load_double(weight, pt, ch) : 1.0;
+    const double b = bias ? load_double(bias, pt, ch) : 0.0;
+    const double s = w / sqrt(load_double(rvar, pt, ch) + eps);
+    const float scale = static_cast<float>(s);
+    const float shift = static_cast<float>(b - load_double(rmean, pt, ch) * s);
+    store_float(y, type, i, load_float(x, type, i) * scale + shift);
+  }
+}
+
+__global__ void cumsum_kernel(const void* in, Elem in_type, void* out, Elem out_type, int64_t lanes,
+                              int64_t len, int64_t inner, bool integer) {
+  ETC_GRID_STRIDE(lane, lanes) {
+    const int64_t base = lane / inner * len * inner + lane % inner;
+    if (integer) {
+      int64_t s = 0;
+      for (int64_t j = 0; j < len; ++j) {
+        s = wrapping_add(s, load_int(in, in_type, base + j * inner));
+        store_int(out, out_type, base + j * inner, s);
+      }
+    } else {
+      double s = 0.0;
+      for (int64_t j = 0; j < len; ++j) {
+        s += load_double(in, in_type, base + j * inner);
+        store_double(out, out_type, base + j * inner, s);
+      }
+    }
+  }
+}
+
+__global__ void channel_affine_kernel(void* y, const void* weight, const void* bias, Elem type,
+                                      int64_t total, int64_t c, int64_t inner) {
+  ETC_GRID_STRIDE(i, total) {
+    const int64_t ch = (i / inner) % c;
+    const float w = weight ? load_float(weight, type, ch) : 1.0f;
+    const float b = bias ? load_float(bias, type, ch) : 0.0f;
+    store_float(y, type, i, load_float(y, type, i) * w + b);
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_reduce(const ReduceArgs& p, cudaStream_t stream) {
+  int64_t outputs = 1, count = 1;
+  for (int d = 0; d < p.kept.rank; ++d)
+    outputs *= p.kept.sizes[d];
+  for (int d = 0; d < p.reduced.rank; ++d)
+    count *= p.reduced.sizes[d];
+  if (outputs == 0) return cudaSuccess;
+  const unsigned blocks = static_cast<unsigned>(outputs < 65535 * 16 ? outputs : 65535 * 16);
+  const unsigned threads = threads_for(count);
+  const bool fl_in = p.in_type == Elem::kF32 || p.in_type == Elem::kF16 || p.in_type == Elem::kBF16;
+  if (p.op == ReduceOp::kAny) {
+    if (fl_in) {
+      reduce_kernel<double><<<blocks, threads, 0, stream>>>(p, outputs, count, 0.0, AnyNonzero{});
+    } else {
+      reduce_kernel<int64_t>
+          <<<blocks, threads, 0, stream>>>(p, outputs, count, int64_t(0), AnyNonzero{});
+    }
+  } else if (p.op == ReduceOp::kAmax) {
+    if (fl_in) {
+      reduce_kernel<double><<<blocks, threads, 0, stream>>>(p, outputs, count, -INFINITY, MaxNan{});
+    } else {
+      reduce_kernel<int64_t>
+          <<<blocks, threads, 0, stream>>>(p, outputs, count, INT64_MIN, MaxNan{});
+    }
+  } else if (p.op == ReduceOp::kAmin) {
+    if (fl_in) {
+      reduce_kernel<double><<<blocks, threads, 0, stream>>>(p, outputs, count, INFINITY, MinNan{});
+    } else {
+      reduce_kernel<int64_t>
+          <<<blocks, threads, 0, stream>>>(p, outputs, count, INT64_MAX, MinNan{});
+    }
+  } else if (p.op == ReduceOp::kProd) {
+    if (p.integer) {
+      reduce_kernel<int64_t><<<blocks, threads, 0, stream>>>(p, outputs, count, int64_t(1), Mul{});
+    } else {
+      reduce_kernel<double><<<blocks, threads, 0, stream>>>(p, outputs, count, 1.0, Mul{});
+    }
+  } else if (p.integer) {
+    reduce_kernel<int64_t><<<blocks, threads, 0, stream>>>(p, outputs, count, int64_t(0), Add{});
+  } else {
+    reduce_kernel<double><<<blocks, threads, 0, stream>>>(p, outputs, count, 0.0, Add{});
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t launch_softmax(const void* in, void* out, Elem type, int64_t outer, int64_t len,
+                           int64_t inner, bool log, cudaStream_t stream) {
+  const int64_t rows = outer * inner;
+  if (rows == 0 || len == 0) return cudaSuccess;
+  const unsigned blocks = static_cast<unsigned>(rows < 65535 * 16 ? rows : 65535 * 16);
+  softmax_kernel<<<blocks, threads_for(len), 0, stream>>>(in, out, type, outer, len, inner, log);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_layer_norm(const void* x, const void* weight, const void* bias, void* y,
+                              void* mean, void* rstd, Elem type, int64_t rows, int64_t cols,
+                              double eps, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  const unsigned blocks = static_cast<unsigned>(rows < 65535 * 16 ? rows : 65535 * 16);
+  layer_norm_kernel<<<blocks, threads_for(cols), 0, stream>>>(x, weight, bias, y, mean, rstd, type,
+                                                              rows, cols, eps);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_batch_norm(const void* x, const void* weight, const void* bias, const void* mean,
+                              const void* var, Elem param_type, void* y, Elem type, int64_t n,
+                              int64_t c, int64_t inner, double eps, cudaStream_t stream) {
+  const int64_t total = n * c * inner;
+  if (total == 0) return cudaSuccess;
+  batch_norm_kernel<<<grid_for(total), kThreads, 0, stream>>>(
+      x, weight, bias, mean, var, param_type, y, type, total, c, inner, eps);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_cumsum(const void* in, Elem in_type, void* out, Elem out_type, int64_t outer,
+                          int64_t len, int64_t inner, bool integer, cudaStream_t stream) {
+  const int64_t lanes = outer * inner;
+  if (lanes == 0 || len == 0) return cudaSuccess;
+  cumsum_kernel<<<grid_for(lanes), kThreads, 0, stream>>>(in, in_type, out, out_type, lanes, len,
+                                                          inner, integer);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_channel_affine(void* y, const void* weight, const void* bias, Elem type,
+                                  int64_t n, int64_t c, int64_t inner, cudaStream_t stream) {
+  const int64_t total = n * c * inner;
+  if (total == 0) return cudaSuccess;
+  channel_affine_kernel<<<grid_for(total), kThreads, 0, stream>>>(y, weight, bias, type, total, c,
+                                                                  inner);
+  return cudaGetLastError();
+}
+
+}  // namespace etc::cuda::kernels
