@@ -462,11 +462,9 @@ MODELS = collections.OrderedDict([
 # delegate leaves to the host to add repeated indices in a deterministic order.
 CUDA_HOST_OPS = {
     "movement": ["aten.index_put.default"],
-    # No CUDA kernels yet for index reductions, sorts and var (their
-    # capability says so): they run on the host between delegates.
-    "reductions": ["aten.argmax.default", "aten.argmin.default",
-                   "aten.max.dim", "aten.min.dim",
-                   "aten.sort.default", "aten.topk.default", "aten.var.correction"],
+    # No CUDA kernels yet for sorts (their capability says so): they run on the host
+    # between delegates.
+    "reductions": ["aten.sort.default", "aten.topk.default"],
 }
 
 # Operators etc's program for a fixture calls that ExecuTorch's kernel library (1.5.1) does

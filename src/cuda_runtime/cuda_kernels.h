@@ -5,7 +5,8 @@
 //   - elementwise (map): every unary, binary, scalar, where, pow, fill and strided copy op,
 //     over an index space of up to 8 dims in which each operand has its own strides (0 where
 //     broadcast), so copies of views (permute, slice, expand, cat windows) are maps too;
-//   - reductions (sum, mean, amax): one block per output element;
+//   - reductions (sum, mean, amax, var) and index reductions (argmax, max.dim): one block per
+//     output element;
 //   - softmax / log_softmax and layer norm: one block per row;
 //   - batch norm, pooling, embedding, im2col and direct convolution: one thread per output;
 //   - a tiled GEMM for float16/bfloat16 (float32 GEMMs go to cuBLAS, in cuda_ops.cpp).
@@ -136,6 +137,20 @@ struct ReduceArgs {
 };
 cudaError_t launch_reduce(const ReduceArgs& args, cudaStream_t stream);
 
+// var.correction over the dims of `args` not kept (launch_reduce's layout; args.op and
+// args.integer unused): per output, one block takes the mean and then the sum of squared
+// deviations from it, both in double (the CPU kernel's two passes), and stores that sum
+// divided by max(count - correction, 0) in out_type.
+cudaError_t launch_var(const ReduceArgs& args, double correction, cudaStream_t stream);
+
+// argmax / argmin (and max.dim / min.dim) along the middle dim of [outer, len, inner]
+// (contiguous, len >= 1), one block per lane: the index of the greatest (`max`) or least
+// element -- the first NaN if there is one, else the first of the extreme values, as the CPU
+// kernel -- into indices[lane], and when `values` is not null that element, copied, into
+// values[lane] (of `type`). Floats compare as float, integers and bool as int64.
+cudaError_t launch_arg_extreme(const void* in, Elem type, int64_t outer, int64_t len, int64_t inner,
+                               bool max, void* values, int64_t* indices, cudaStream_t stream);
+
 // softmax over the middle dim of [outer, len, inner], contiguous; float compute.
 cudaError_t launch_softmax(const void* in, void* out, Elem type, int64_t outer, int64_t len,
                            int64_t inner, bool log, cudaStream_t stream);
@@ -145,8 +160,6 @@ cudaError_t launch_layer_norm(const void* x, const void* weight, const void* bia
                               void* mean, void* rstd, Elem type, int64_t rows, int64_t cols,
                               double eps, cudaStream_t stream);
 
-// y = x * scale[c] + shift[c] with scale = w / sqrt(var + eps), shift = b - mean * scale, on
-// [n, c, inner]; weight/bias may be null (1 and 0). Parameters have `param_type`.
 // cumsum along the middle dim of [outer, len, inner] (contiguous), one thread a lane, in
 // order: int64 (wrapping) for `integer`, else double, each running sum stored in out_type.
 cudaError_t launch_cumsum(const void* in, Elem in_type, void* out, Elem out_type, int64_t outer,
@@ -157,6 +170,8 @@ cudaError_t launch_cumsum(const void* in, Elem in_type, void* out, Elem out_type
 cudaError_t launch_channel_affine(void* y, const void* weight, const void* bias, Elem type,
                                   int64_t n, int64_t c, int64_t inner, cudaStream_t stream);
 
+// y = x * scale[c] + shift[c] with scale = w / sqrt(var + eps), shift = b - mean * scale, on
+// [n, c, inner]; weight/bias may be null (1 and 0). Parameters have `param_type`.
 cudaError_t launch_batch_norm(const void* x, const void* weight, const void* bias, const void* mean,
                               const void* var, Elem param_type, void* y, Elem type, int64_t n,
                               int64_t c, int64_t inner, double eps, cudaStream_t stream);

@@ -1,7 +1,9 @@
 // The delegate's reduction, normalisation and scan kernels (see cuda_kernels.h for what each
-// computes): sum / mean / amax / amin / prod / any, softmax and log_softmax, layer, group and
-// batch norm, cumsum. Like cuda_kernels.cu, written for obvious equivalence with the CPU
-// reference kernels: the same compute types and NaN rules, one block per output or row.
+// computes): sum / mean / amax / amin / prod / any, var, argmax / argmin (max.dim / min.dim),
+// softmax and log_softmax, layer, group and batch norm, cumsum. Like cuda_kernels.cu, written
+// for obvious equivalence with the CPU reference kernels: the same compute types and NaN
+// rules, one block per output or row. Results do not depend on the order in which threads
+// run: block reductions combine in a fixed tree, and no kernel uses atomics.
 #include <cstdint>
 #include <type_traits>
 
@@ -118,6 +120,118 @@ unsigned threads_for(int64_t count) {
   while (t < 256 && t < count)
     t *= 2;
   return t;
+}
+
+// ---- var ------------------------------------------------------------------------------
+
+// One block per output element: the mean in double, then the sum of squared deviations from
+// it in double (the CPU kernel's two passes), divided by max(count - correction, 0).
+__global__ void var_kernel(ReduceArgs p, int64_t outputs, int64_t count, double correction) {
+  __shared__ double shared[32];
+  const double n = static_cast<double>(count);
+  const double d = n - correction;
+  const double divisor = d < 0.0 ? 0.0 : d;  // std::max(d, 0.0), as the CPU kernel
+  for (int64_t o = blockIdx.x; o < outputs; o += gridDim.x) {
+    const int64_t base = decompose(o, p.kept, p.kept_strides);
+    double s = 0;
+    for (int64_t r = threadIdx.x; r < count; r += blockDim.x)
+      s += load_double(p.in, p.in_type, base + decompose(r, p.reduced, p.reduced_strides));
+    const double mean = block_reduce(s, Add{}, 0.0, shared) / n;
+    double m2 = 0;
+    for (int64_t r = threadIdx.x; r < count; r += blockDim.x) {
+      const double x =
+          load_double(p.in, p.in_type, base + decompose(r, p.reduced, p.reduced_strides)) - mean;
+      m2 += x * x;
+    }
+    m2 = block_reduce(m2, Add{}, 0.0, shared);
+    if (threadIdx.x == 0) store_double(p.out, p.out_type, o, m2 / divisor);
+  }
+}
+
+// ---- Index reductions: argmax / argmin, max.dim / min.dim ------------------------------
+
+// Copies element `from` of `src` to element `to` of `dst` (both of type t), bit for bit.
+__device__ __forceinline__ void copy_element(const void* src, int64_t from, void* dst, int64_t to,
+                                             Elem t) {
+  switch (t) {
+    case Elem::kI64:
+      static_cast<uint64_t*>(dst)[to] = static_cast<const uint64_t*>(src)[from];
+      break;
+    case Elem::kF32:
+    case Elem::kI32:
+      static_cast<uint32_t*>(dst)[to] = static_cast<const uint32_t*>(src)[from];
+      break;
+    case Elem::kF16:
+    case Elem::kBF16:
+    case Elem::kI16:
+      static_cast<uint16_t*>(dst)[to] = static_cast<const uint16_t*>(src)[from];
+      break;
+    case Elem::kBool:
+    case Elem::kU8:
+    case Elem::kI8:
+      static_cast<uint8_t*>(dst)[to] = static_cast<const uint8_t*>(src)[from];
+      break;
+  }
+}
+
+// Whether element (v, i) beats the best so far (bv, bi) as the CPU kernel's scan decides: a NaN
+// beats every number, else the greater (kMax) or smaller value; between equal values (or two
+// NaNs) the lower index. bi < 0: no best yet. A total order, so every reduction tree gives the
+// CPU kernel's answer.
+template <typename C>
+__device__ __forceinline__ bool beats(C v, int64_t i, C bv, int64_t bi, bool max) {
+  if (i < 0) return false;
+  if (bi < 0) return true;
+  const bool nan = v != v, best_nan = bv != bv;
+  if (nan || best_nan) return nan && (!best_nan || i < bi);
+  if (v == bv) return i < bi;
+  return max ? v > bv : v < bv;
+}
+
+constexpr int kArgThreads = 256;
+
+// One block per lane of [outer, len, inner]: each thread scans its strided share of the lane,
+// then the block reduces the (value, index) pairs in shared memory. C: float for float
+// inputs, int64 for integers and bool (the CPU kernel's compute types).
+template <typename C>
+__global__ void __launch_bounds__(kArgThreads)
+    arg_extreme_kernel(const void* in, Elem type, int64_t lanes, int64_t len, int64_t inner,
+                       bool max, void* values, int64_t* indices) {
+  __shared__ C best[kArgThreads];
+  __shared__ int64_t best_at[kArgThreads];
+  const unsigned t = threadIdx.x;
+  for (int64_t lane = blockIdx.x; lane < lanes; lane += gridDim.x) {
+    const int64_t base = lane / inner * len * inner + lane % inner;
+    C bv{};
+    int64_t bi = -1;
+    for (int64_t j = t; j < len; j += blockDim.x) {
+      C v;
+      if constexpr (std::is_same_v<C, float>) {
+        v = load_float(in, type, base + j * inner);
+      } else {
+        v = load_int(in, type, base + j * inner);
+      }
+      if (beats(v, j, bv, bi, max)) {
+        bv = v;
+        bi = j;
+      }
+    }
+    best[t] = bv;
+    best_at[t] = bi;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s /= 2) {  // blockDim.x is a power of two
+      if (t < s && beats(best[t + s], best_at[t + s], best[t], best_at[t], max)) {
+        best[t] = best[t + s];
+        best_at[t] = best_at[t + s];
+      }
+      __syncthreads();
+    }
+    if (t == 0) {
+      indices[lane] = best_at[0];
+      if (values != nullptr) copy_element(in, base + best_at[0] * inner, values, lane, type);
+    }
+    __syncthreads();  // best / best_at are rewritten for the next lane
+  }
 }
 
 // ---- Softmax, layer norm ---------------------------------------------------------------
@@ -268,6 +382,34 @@ cudaError_t launch_reduce(const ReduceArgs& p, cudaStream_t stream) {
     reduce_kernel<int64_t><<<blocks, threads, 0, stream>>>(p, outputs, count, int64_t(0), Add{});
   } else {
     reduce_kernel<double><<<blocks, threads, 0, stream>>>(p, outputs, count, 0.0, Add{});
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t launch_var(const ReduceArgs& p, double correction, cudaStream_t stream) {
+  int64_t outputs = 1, count = 1;
+  for (int d = 0; d < p.kept.rank; ++d)
+    outputs *= p.kept.sizes[d];
+  for (int d = 0; d < p.reduced.rank; ++d)
+    count *= p.reduced.sizes[d];
+  if (outputs == 0) return cudaSuccess;
+  const unsigned blocks = static_cast<unsigned>(outputs < 65535 * 16 ? outputs : 65535 * 16);
+  var_kernel<<<blocks, threads_for(count), 0, stream>>>(p, outputs, count, correction);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_arg_extreme(const void* in, Elem type, int64_t outer, int64_t len, int64_t inner,
+                               bool max, void* values, int64_t* indices, cudaStream_t stream) {
+  const int64_t lanes = outer * inner;
+  if (lanes == 0 || len == 0) return cudaSuccess;  // the ops refuse an empty dim first
+  const unsigned blocks = static_cast<unsigned>(lanes < 65535 * 16 ? lanes : 65535 * 16);
+  const unsigned threads = threads_for(len);  // a power of two, at most kArgThreads
+  if (type == Elem::kF32 || type == Elem::kF16 || type == Elem::kBF16) {
+    arg_extreme_kernel<float>
+        <<<blocks, threads, 0, stream>>>(in, type, lanes, len, inner, max, values, indices);
+  } else {
+    arg_extreme_kernel<int64_t>
+        <<<blocks, threads, 0, stream>>>(in, type, lanes, len, inner, max, values, indices);
   }
   return cudaGetLastError();
 }

@@ -125,8 +125,8 @@ Reason cuda_index_put(const Graph& g, const Node& n) {
   return any_dtype(g, n);
 }
 
-// Ops without a CUDA kernel yet (index reductions, sorts, var): a
-// delegate around them hands their inputs to the host and takes their outputs back.
+// Ops without a CUDA kernel yet (sort, topk): a delegate around them hands their inputs to
+// the host and takes their outputs back.
 Reason cuda_host_kernel(const Graph&, const Node& n) {
   return std::string(op_info(n.op).name) + " has no CUDA kernel; it runs on the host";
 }
