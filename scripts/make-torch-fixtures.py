@@ -462,9 +462,6 @@ MODELS = collections.OrderedDict([
 # delegate leaves to the host to add repeated indices in a deterministic order.
 CUDA_HOST_OPS = {
     "movement": ["aten.index_put.default"],
-    # No CUDA kernels yet for sorts (their capability says so): they run on the host
-    # between delegates.
-    "reductions": ["aten.sort.default", "aten.topk.default"],
 }
 
 # Operators etc's program for a fixture calls that ExecuTorch's kernel library (1.5.1) does

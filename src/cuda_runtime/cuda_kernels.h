@@ -7,6 +7,8 @@
 //     broadcast), so copies of views (permute, slice, expand, cat windows) are maps too;
 //   - reductions (sum, mean, amax, var) and index reductions (argmax, max.dim): one block per
 //     output element;
+//   - sort and topk: one block per lane, sorting in shared memory, with merge passes over
+//     scratch memory for lanes longer than a block's tile;
 //   - softmax / log_softmax and layer norm: one block per row;
 //   - batch norm, pooling, embedding, im2col and direct convolution: one thread per output;
 //   - a tiled GEMM for float16/bfloat16 (float32 GEMMs go to cuBLAS, in cuda_ops.cpp).
@@ -17,6 +19,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace etc::cuda::kernels {
@@ -150,6 +153,23 @@ cudaError_t launch_var(const ReduceArgs& args, double correction, cudaStream_t s
 // values[lane] (of `type`). Floats compare as float, integers and bool as int64.
 cudaError_t launch_arg_extreme(const void* in, Elem type, int64_t outer, int64_t len, int64_t inner,
                                bool max, void* values, int64_t* indices, cudaStream_t stream);
+
+// sort and topk along the middle dim of [outer, len, inner] (contiguous): per lane, the first
+// k elements of the CPU kernel's stable order -- ascending, or descending; NaN above every
+// number, -0.0 equal to 0.0; equal elements in index order -- into `values` (of `type`, copied)
+// and `indices` (int64), both [outer, k, inner]. A lane of up to 2048 elements is sorted by one
+// block in shared memory; longer lanes are sorted in tiles of 2048 that merge passes join,
+// in `scratch` of sort_scratch_bytes(outer * inner, len) bytes (null when that is 0).
+struct SortArgs {
+  const void* in = nullptr;
+  Elem type = Elem::kF32;
+  void* values = nullptr;
+  int64_t* indices = nullptr;
+  int64_t outer = 0, len = 0, inner = 1, k = 0;
+  bool descending = false;
+};
+size_t sort_scratch_bytes(int64_t lanes, int64_t len);
+cudaError_t launch_sort(const SortArgs& args, void* scratch, cudaStream_t stream);
 
 // softmax over the middle dim of [outer, len, inner], contiguous; float compute.
 cudaError_t launch_softmax(const void* in, void* out, Elem type, int64_t outer, int64_t len,

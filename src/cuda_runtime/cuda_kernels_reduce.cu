@@ -1,11 +1,13 @@
 // The delegate's reduction, normalisation and scan kernels (see cuda_kernels.h for what each
 // computes): sum / mean / amax / amin / prod / any, var, argmax / argmin (max.dim / min.dim),
-// softmax and log_softmax, layer, group and batch norm, cumsum. Like cuda_kernels.cu, written
-// for obvious equivalence with the CPU reference kernels: the same compute types and NaN
-// rules, one block per output or row. Results do not depend on the order in which threads
-// run: block reductions combine in a fixed tree, and no kernel uses atomics.
+// sort and topk, softmax and log_softmax, layer, group and batch norm, cumsum. Like
+// cuda_kernels.cu, written for obvious equivalence with the CPU reference kernels: the same
+// compute types and NaN rules, one block per output, row or lane. Results do not depend on
+// the order in which threads run: block reductions combine in a fixed tree, sorts order by a
+// total order, and no kernel uses atomics.
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "cuda_runtime/cuda_kernel_util.cuh"
 #include "cuda_runtime/cuda_kernels.h"
@@ -234,6 +236,149 @@ __global__ void __launch_bounds__(kArgThreads)
   }
 }
 
+// ---- sort / topk ---------------------------------------------------------------------------
+
+// Elements one block sorts in shared memory (a power of two: 32 KiB of keys and indices),
+// and its threads.
+constexpr int kSortTile = 2048;
+constexpr int kSortThreads = 512;
+
+// The sort key of element i: an unsigned integer whose order is the CPU kernel's ascending
+// order (numbers by value, -0.0 equal to 0.0, every NaN above +inf and equal to the others),
+// complemented for descending. Equal keys are ordered by index, which makes the order total:
+// any correct sort of (key, index) pairs is the CPU kernel's stable sort.
+__device__ __forceinline__ uint64_t sort_key(const void* p, Elem t, int64_t i, bool descending) {
+  constexpr uint64_t kSign = uint64_t{1} << 63;
+  uint64_t key;
+  if (is_float(t)) {
+    double v = load_double(p, t, i);  // exact for every float type
+    if (v != v) {
+      key = ~uint64_t{0};
+    } else {
+      if (v == 0.0) v = 0.0;  // -0.0 sorts as 0.0
+      const auto bits = static_cast<uint64_t>(__double_as_longlong(v));
+      key = (bits & kSign) != 0 ? ~bits : bits | kSign;
+    }
+  } else {
+    key = static_cast<uint64_t>(load_int(p, t, i)) ^ kSign;
+  }
+  return descending ? ~key : key;
+}
+
+__device__ __forceinline__ bool pair_less(uint64_t ka, int64_t ia, uint64_t kb, int64_t ib) {
+  return ka < kb || (ka == kb && ia < ib);
+}
+
+// Element j of lane `lane` of the result gets element i of the input lane: the value (bit
+// for bit) and its index.
+__device__ __forceinline__ void sort_emit(const SortArgs& p, int64_t lane, int64_t j, int64_t i) {
+  const int64_t o = lane / p.inner, r = lane % p.inner;
+  const int64_t to = (o * p.k + j) * p.inner + r;
+  copy_element(p.in, (o * p.len + i) * p.inner + r, p.values, to, p.type);
+  p.indices[to] = i;
+}
+
+// Sorts `size` (a power of two) pairs in shared memory ascending: a bitonic network, each
+// step one compare-exchange per pair of elements, the block's threads striding over the
+// pairs.
+__device__ void bitonic_sort(uint64_t* keys, int64_t* at, int size) {
+  for (int k = 2; k <= size; k *= 2) {
+    for (int j = k / 2; j > 0; j /= 2) {
+      for (int t = threadIdx.x; t < size / 2; t += blockDim.x) {
+        const int i = 2 * t - (t & (j - 1));  // the lower element of pair t (bit j clear)
+        const int partner = i + j;
+        const bool up = (i & k) == 0;  // this run of k elements ends ascending
+        if (pair_less(keys[partner], at[partner], keys[i], at[i]) == up) {
+          const uint64_t kk = keys[i];
+          keys[i] = keys[partner];
+          keys[partner] = kk;
+          const int64_t ii = at[i];
+          at[i] = at[partner];
+          at[partner] = ii;
+        }
+      }
+      __syncthreads();
+    }
+  }
+}
+
+// One block per tile of kSortTile elements of a lane (`tiles` per lane): the tile's (key,
+// index) pairs sorted in shared memory, padded to `size` with pairs above every element.
+// With keys_out null the lane is one tile and its first k go to the outputs; otherwise the
+// sorted tile goes to keys_out / at_out ([lane, len], for the merge passes).
+__global__ void __launch_bounds__(kSortThreads)
+    sort_tile_kernel(SortArgs p, int64_t lanes, int64_t tiles, int size, uint64_t* keys_out,
+                     int64_t* at_out) {
+  __shared__ uint64_t keys[kSortTile];
+  __shared__ int64_t at[kSortTile];
+  for (int64_t tile = blockIdx.x; tile < lanes * tiles; tile += gridDim.x) {
+    const int64_t lane = tile / tiles, first = tile % tiles * kSortTile;
+    const int64_t n = p.len - first < size ? p.len - first : size;
+    const int64_t base = lane / p.inner * p.len * p.inner + lane % p.inner;
+    for (int i = threadIdx.x; i < size; i += blockDim.x) {
+      if (i < n) {
+        keys[i] = sort_key(p.in, p.type, base + (first + i) * p.inner, p.descending);
+        at[i] = first + i;
+      } else {
+        keys[i] = ~uint64_t{0};
+        at[i] = INT64_MAX;
+      }
+    }
+    __syncthreads();
+    bitonic_sort(keys, at, size);
+    if (keys_out == nullptr) {
+      for (int64_t j = threadIdx.x; j < p.k; j += blockDim.x)
+        sort_emit(p, lane, j, at[j]);
+    } else {
+      for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        keys_out[lane * p.len + first + i] = keys[i];
+        at_out[lane * p.len + first + i] = at[i];
+      }
+    }
+    __syncthreads();  // keys / at are rewritten for the next tile
+  }
+}
+
+// One merge pass over every lane: sorted runs of `width` pairs, merged two by two into runs
+// of 2 * width. Each pair goes to its rank in the merged run: its position in its own run plus
+// the number of pairs of the other run that come before it (a binary search; the pairs are
+// distinct, so the ranks are too).
+__global__ void sort_merge_kernel(const uint64_t* keys, const int64_t* at, uint64_t* keys_out,
+                                  int64_t* at_out, int64_t lanes, int64_t len, int64_t width) {
+  ETC_GRID_STRIDE(g, lanes * len) {
+    const int64_t row = g / len * len, pos = g % len;
+    const int64_t run = pos / width;
+    const int64_t merged = (run & ~int64_t{1}) * width;  // where the merged pair of runs starts
+    const int64_t other = (run ^ 1) * width;             // the run this one merges with
+    const uint64_t key = keys[g];
+    const int64_t i = at[g];
+    int64_t before = 0;
+    if (other < len) {
+      int64_t lo = other, hi = other + width < len ? other + width : len;
+      while (lo < hi) {  // the first pair of the other run not before this one
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (pair_less(keys[row + mid], at[row + mid], key, i)) {
+          lo = mid + 1;
+        } else {
+          hi = mid;
+        }
+      }
+      before = lo - other;
+    }
+    const int64_t to = row + merged + (pos - run * width) + before;
+    keys_out[to] = key;
+    at_out[to] = i;
+  }
+}
+
+// The first k of each sorted lane ([lane, len] indices) into the outputs.
+__global__ void sort_emit_kernel(SortArgs p, const int64_t* at, int64_t lanes) {
+  ETC_GRID_STRIDE(g, lanes * p.k) {
+    const int64_t lane = g / p.k, j = g % p.k;
+    sort_emit(p, lane, j, at[lane * p.len + j]);
+  }
+}
+
 // ---- Softmax, layer norm ---------------------------------------------------------------
 
 // One block per (outer, inner) row of length len with stride inner.
@@ -411,6 +556,48 @@ cudaError_t launch_arg_extreme(const void* in, Elem type, int64_t outer, int64_t
     arg_extreme_kernel<int64_t>
         <<<blocks, threads, 0, stream>>>(in, type, lanes, len, inner, max, values, indices);
   }
+  return cudaGetLastError();
+}
+
+size_t sort_scratch_bytes(int64_t lanes, int64_t len) {
+  if (len <= kSortTile) return 0;
+  // Two copies (the merge passes ping-pong) of each element's key and index.
+  return static_cast<size_t>(lanes * len) * 2 * (sizeof(uint64_t) + sizeof(int64_t));
+}
+
+cudaError_t launch_sort(const SortArgs& p, void* scratch, cudaStream_t stream) {
+  const int64_t lanes = p.outer * p.inner;
+  if (lanes == 0 || p.k == 0) return cudaSuccess;
+  const auto blocks = [](int64_t n) {
+    return static_cast<unsigned>(n < 65535 * 16 ? n : 65535 * 16);
+  };
+  if (p.len <= kSortTile) {  // one block per lane, no scratch
+    int size = 1;
+    while (size < p.len)
+      size *= 2;
+    const int threads = size / 2 < 32 ? 32 : size / 2 < kSortThreads ? size / 2 : kSortThreads;
+    sort_tile_kernel<<<blocks(lanes), threads, 0, stream>>>(p, lanes, 1, size, nullptr, nullptr);
+    return cudaGetLastError();
+  }
+  if (scratch == nullptr) return cudaErrorInvalidValue;
+  const int64_t n = lanes * p.len;
+  auto* keys = static_cast<uint64_t*>(scratch);
+  auto* at = reinterpret_cast<int64_t*>(keys + n);
+  auto* keys_next = reinterpret_cast<uint64_t*>(at + n);
+  auto* at_next = reinterpret_cast<int64_t*>(keys_next + n);
+  const int64_t tiles = (p.len + kSortTile - 1) / kSortTile;
+  sort_tile_kernel<<<blocks(lanes * tiles), kSortThreads, 0, stream>>>(p, lanes, tiles, kSortTile,
+                                                                       keys, at);
+  cudaError_t status = cudaGetLastError();
+  for (int64_t width = kSortTile; status == cudaSuccess && width < p.len; width *= 2) {
+    sort_merge_kernel<<<grid_for(n), kThreads, 0, stream>>>(keys, at, keys_next, at_next, lanes,
+                                                            p.len, width);
+    status = cudaGetLastError();
+    std::swap(keys, keys_next);
+    std::swap(at, at_next);
+  }
+  if (status != cudaSuccess) return status;
+  sort_emit_kernel<<<grid_for(lanes * p.k), kThreads, 0, stream>>>(p, at, lanes);
   return cudaGetLastError();
 }
 

@@ -1,6 +1,6 @@
 // CUDA op wrappers for gathers, creation and the ops that give indices: embedding, advanced
 // indexing (index.Tensor, index_put, index_put_), the fill ops (full, full_like, ones, zeros)
-// and the index reductions (argmax, argmin, max.dim, min.dim). An index out of
+// the index reductions (argmax, argmin, max.dim, min.dim), sort and topk. An index out of
 // range cannot fail at launch (that would need a read-back): the kernels write zeros or skip
 // the element and set the device's error flag, which the next read-back reports
 // (DeviceContext::error_flag). Argument checks follow the CPU reference kernels
@@ -207,6 +207,43 @@ Status max_dim(KernelContext& ctx, std::span<Value*> args) {
   return Status();
 }
 
+// sort / topk: the first k of each lane's stable order (check_sort / check_topk); lanes
+// longer than the kernels' shared-memory tile sort in the device's scratch memory.
+Status ordered(KernelContext& ctx, std::span<Value*> args, const rt::kernels::OrderedLanes& o) {
+  const TensorView& self = args[0]->tensor;
+  const rt::kernels::Args a(ctx, args);
+  TensorView& values = a.out(0);
+  if (values.numel() == 0) return Status();
+  ETC_RETURN_IF_ERROR(check_rank(ctx, self));
+  k::SortArgs p;
+  p.in = self.data;
+  ETC_ASSIGN_OR_RETURN(p.type, elem_of(ctx, self.dtype, "self"));
+  p.values = values.data;
+  p.indices = a.out(1).data_as<int64_t>();
+  p.outer = o.lanes.outer;
+  p.len = o.lanes.len;
+  p.inner = o.lanes.inner;
+  p.k = o.k;
+  p.descending = o.descending;
+  ETC_ASSIGN_OR_RETURN(DeviceContext * dev, device_of(ctx));
+  void* scratch = nullptr;
+  if (const size_t bytes = k::sort_scratch_bytes(o.lanes.count(), o.lanes.len); bytes > 0) {
+    ETC_ASSIGN_OR_RETURN(scratch, dev->scratch(bytes));
+  }
+  ETC_CUDA_RETURN_IF_ERROR(k::launch_sort(p, scratch, dev->stream()));
+  return Status();
+}
+
+Status sort(KernelContext& ctx, std::span<Value*> args) {
+  ETC_ASSIGN_OR_RETURN(rt::kernels::OrderedLanes o, rt::kernels::check_sort(ctx, args));
+  return ordered(ctx, args, o);
+}
+
+Status topk(KernelContext& ctx, std::span<Value*> args) {
+  ETC_ASSIGN_OR_RETURN(rt::kernels::OrderedLanes o, rt::kernels::check_topk(ctx, args));
+  return ordered(ctx, args, o);
+}
+
 }  // namespace
 
 Status register_cuda_index_kernels(rt::OperatorRegistry& r) {
@@ -222,6 +259,8 @@ Status register_cuda_index_kernels(rt::OperatorRegistry& r) {
   ETC_RETURN_IF_ERROR(r.add(OpKind::Argmin, arg_extreme<false>, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(r.add(OpKind::MaxDim, max_dim<true>, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(r.add(OpKind::MinDim, max_dim<false>, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Sort, sort, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Topk, topk, KernelForms::kFunctional));
   return Status();
 }
 

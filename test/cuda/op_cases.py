@@ -364,6 +364,32 @@ def cases():
     c = simple("max_dim_empty_f32", "aten.max.dim", lambda x: {"self": x, "dim": -1},
                [("x", F32, [3, 0, 2])], outs=("values", "indices"))
     c.outputs = ["values", "indices"]
+    # sort and topk, every dtype the capability admits, both outputs compared: random integers
+    # are 0 or 1, so the indices check that equal keys keep their order (stable). Lanes longer
+    # than the kernels' shared-memory tile (2048) take the merge path.
+    for d in FLOATS + [I32, I64, BOOL]:
+        for name, args, shape in (
+                ("sort", {"dim": 1}, [4, 37, 3]),
+                ("sort_desc", {"dim": -1, "descending": True}, [5, 300]),
+                ("sort_long", {"dim": 1}, [3, 5000]),
+                ("sort_long_desc_mid", {"dim": 1, "descending": True}, [2, 3000, 3])):
+            c = simple("%s_%s" % (name, d), "aten.sort.default", lambda x: dict(args, self=x),
+                       [("x", d, shape)], outs=("values", "indices"))
+            c.outputs = ["values", "indices"]
+        for name, args, shape in (
+                ("topk", {"k": 5}, [6, 50]),
+                ("topk_smallest_unsorted", {"k": 7, "dim": 0, "largest": False, "sorted": False}, [40, 3, 4]),
+                ("topk_all", {"k": 33, "dim": -2}, [2, 33, 4]),
+                ("topk_long", {"k": 100}, [2, 10000])):
+            c = simple("%s_%s" % (name, d), "aten.topk.default", lambda x: dict(args, self=x),
+                       [("x", d, shape)], outs=("values", "indices"))
+            c.outputs = ["values", "indices"]
+    for name, op, args, shape in (("topk_k0_f32", "aten.topk.default", {"k": 0}, [3, 8]),
+                                  ("sort_empty_lane_f32", "aten.sort.default", {"dim": 1}, [3, 0]),
+                                  ("sort_no_lanes_f32", "aten.sort.default", {"dim": -1}, [0, 4]),
+                                  ("topk_one_f32", "aten.topk.default", {"k": 1, "dim": 0}, [1, 5])):
+        c = simple(name, op, lambda x: dict(args, self=x), [("x", F32, shape)], outs=("values", "indices"))
+        c.outputs = ["values", "indices"]
     # Layout ops, every dtype (the capability table admits all but float64).
     for d in FLOATS + [I32, I64, BOOL]:
         simple("cat_%s" % d, "aten.cat.default", lambda a, b: {"tensors": [a, b], "dim": 1},
@@ -616,6 +642,27 @@ def stress_cases(simple):
     # var of values far from 0: the mean is taken first (two passes), so nothing cancels.
     case("stress_var_offset_f32", "aten.var.correction", lambda x: {"self": x, "dim": [1]},
          [("x", F32, [4, 1000])], [floats(4000, 999.0, 1001.0)])
+    # sort and topk on ties, signed zeros, infinities and NaN (NaN sorts above +inf; equal values
+    # keep their index order, as ATen's stable sort; descending puts NaN first), over the whole
+    # integer range, and on lanes long enough for the merge passes.
+    for name, op, args, d, shape in (
+            ("stress_sort_ties_nan_f32", "aten.sort.default", {"dim": 1}, F32, [4, 64]),
+            ("stress_sort_desc_ties_nan_f16", "aten.sort.default", {"dim": 0, "descending": True}, F16, [64, 3]),
+            ("stress_sort_long_ties_nan_f32", "aten.sort.default", {"dim": -1, "descending": True}, F32, [2, 6000]),
+            ("stress_topk_ties_nan_f32", "aten.topk.default", {"k": 10}, F32, [4, 64]),
+            ("stress_topk_smallest_ties_nan_f16", "aten.topk.default", {"k": 9, "largest": False}, F16, [3, 70])):
+        n = shape[0] * shape[1]
+        c = case(name, op, lambda x: dict(args, self=x), [("x", d, shape)],
+                 [tied_floats(n, [rng.randrange(n) for _ in range(n // 20)])], outs=("values", "indices"))
+        c.outputs = ["values", "indices"]
+    c = case("stress_sort_wide_i64", "aten.sort.default", lambda x: {"self": x, "dim": -1}, [("x", I64, [4, 64])],
+             [ints(256, I64_MIN, I64_MAX, (I64_MIN, I64_MAX, I64_MIN, I64_MAX, -1, 0, 0))],
+             outs=("values", "indices"))
+    c.outputs = ["values", "indices"]
+    c = case("stress_topk_wide_i32", "aten.topk.default", lambda x: {"self": x, "k": 20, "largest": False},
+             [("x", I32, [3, 90])], [ints(270, I32_MIN, I32_MAX, (I32_MIN, I32_MIN, I32_MAX, I32_MAX))],
+             outs=("values", "indices"))
+    c.outputs = ["values", "indices"]
 
 
 def big_cases(simple):
