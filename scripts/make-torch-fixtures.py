@@ -543,11 +543,6 @@ CUDA_HOST_OPS = {
     # index_add, col2im and the transposed 3-D convolution's depth sums: index_put with
     # accumulate=True; the transposed convolutions (the CUDA delegate has none).
     "composites": ["aten.convolution.default", "aten.index_put.default"],
-    # No CUDA kernels yet for index reductions, sorts and var (their
-    # capability says so): they run on the host between delegates.
-    "reductions": ["aten.argmax.default", "aten.argmin.default",
-                   "aten.max.dim", "aten.min.dim",
-                   "aten.sort.default", "aten.topk.default", "aten.var.correction"],
 }
 
 # Operators etc's program for a fixture calls that ExecuTorch's kernel library (1.5.1) does

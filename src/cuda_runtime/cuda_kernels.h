@@ -5,7 +5,10 @@
 //   - elementwise (map): every unary, binary, scalar, where, pow, fill and strided copy op,
 //     over an index space of up to 8 dims in which each operand has its own strides (0 where
 //     broadcast), so copies of views (permute, slice, expand, cat windows) are maps too;
-//   - reductions (sum, mean, amax): one block per output element;
+//   - reductions (sum, mean, amax, var) and index reductions (argmax, max.dim): one block per
+//     output element;
+//   - sort and topk: one block per lane, sorting in shared memory, with merge passes over
+//     scratch memory for lanes longer than a block's tile;
 //   - softmax / log_softmax and layer norm: one block per row;
 //   - batch norm, pooling, embedding, im2col and direct convolution: one thread per output;
 //   - a tiled GEMM for float16/bfloat16 (float32 GEMMs go to cuBLAS, in cuda_ops.cpp).
@@ -16,6 +19,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace etc::cuda::kernels {
@@ -136,6 +140,37 @@ struct ReduceArgs {
 };
 cudaError_t launch_reduce(const ReduceArgs& args, cudaStream_t stream);
 
+// var.correction over the dims of `args` not kept (launch_reduce's layout; args.op and
+// args.integer unused): per output, one block takes the mean and then the sum of squared
+// deviations from it, both in double (the CPU kernel's two passes), and stores that sum
+// divided by max(count - correction, 0) in out_type.
+cudaError_t launch_var(const ReduceArgs& args, double correction, cudaStream_t stream);
+
+// argmax / argmin (and max.dim / min.dim) along the middle dim of [outer, len, inner]
+// (contiguous, len >= 1), one block per lane: the index of the greatest (`max`) or least
+// element -- the first NaN if there is one, else the first of the extreme values, as the CPU
+// kernel -- into indices[lane], and when `values` is not null that element, copied, into
+// values[lane] (of `type`). Floats compare as float, integers and bool as int64.
+cudaError_t launch_arg_extreme(const void* in, Elem type, int64_t outer, int64_t len, int64_t inner,
+                               bool max, void* values, int64_t* indices, cudaStream_t stream);
+
+// sort and topk along the middle dim of [outer, len, inner] (contiguous): per lane, the first
+// k elements of the CPU kernel's stable order -- ascending, or descending; NaN above every
+// number, -0.0 equal to 0.0; equal elements in index order -- into `values` (of `type`, copied)
+// and `indices` (int64), both [outer, k, inner]. A lane of up to 2048 elements is sorted by one
+// block in shared memory; longer lanes are sorted in tiles of 2048 that merge passes join,
+// in `scratch` of sort_scratch_bytes(outer * inner, len) bytes (null when that is 0).
+struct SortArgs {
+  const void* in = nullptr;
+  Elem type = Elem::kF32;
+  void* values = nullptr;
+  int64_t* indices = nullptr;
+  int64_t outer = 0, len = 0, inner = 1, k = 0;
+  bool descending = false;
+};
+size_t sort_scratch_bytes(int64_t lanes, int64_t len);
+cudaError_t launch_sort(const SortArgs& args, void* scratch, cudaStream_t stream);
+
 // softmax over the middle dim of [outer, len, inner], contiguous; float compute.
 cudaError_t launch_softmax(const void* in, void* out, Elem type, int64_t outer, int64_t len,
                            int64_t inner, bool log, cudaStream_t stream);
@@ -145,8 +180,6 @@ cudaError_t launch_layer_norm(const void* x, const void* weight, const void* bia
                               void* mean, void* rstd, Elem type, int64_t rows, int64_t cols,
                               double eps, cudaStream_t stream);
 
-// y = x * scale[c] + shift[c] with scale = w / sqrt(var + eps), shift = b - mean * scale, on
-// [n, c, inner]; weight/bias may be null (1 and 0). Parameters have `param_type`.
 // cumsum along the middle dim of [outer, len, inner] (contiguous), one thread a lane, in
 // order: int64 (wrapping) for `integer`, else double, each running sum stored in out_type.
 cudaError_t launch_cumsum(const void* in, Elem in_type, void* out, Elem out_type, int64_t outer,
@@ -157,6 +190,8 @@ cudaError_t launch_cumsum(const void* in, Elem in_type, void* out, Elem out_type
 cudaError_t launch_channel_affine(void* y, const void* weight, const void* bias, Elem type,
                                   int64_t n, int64_t c, int64_t inner, cudaStream_t stream);
 
+// y = x * scale[c] + shift[c] with scale = w / sqrt(var + eps), shift = b - mean * scale, on
+// [n, c, inner]; weight/bias may be null (1 and 0). Parameters have `param_type`.
 cudaError_t launch_batch_norm(const void* x, const void* weight, const void* bias, const void* mean,
                               const void* var, Elem param_type, void* y, Elem type, int64_t n,
                               int64_t c, int64_t inner, double eps, cudaStream_t stream);

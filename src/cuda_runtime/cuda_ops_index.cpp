@@ -1,9 +1,10 @@
-// CUDA op wrappers for gathers and creation: embedding, advanced indexing (index.Tensor,
-// index_put, index_put_) and the fill ops (full, full_like, ones, zeros). An index out of
+// CUDA op wrappers for gathers, creation and the ops that give indices: embedding, advanced
+// indexing (index.Tensor, index_put, index_put_), the fill ops (full, full_like, ones, zeros)
+// the index reductions (argmax, argmin, max.dim, min.dim), sort and topk. An index out of
 // range cannot fail at launch (that would need a read-back): the kernels write zeros or skip
 // the element and set the device's error flag, which the next read-back reports
 // (DeviceContext::error_flag). Argument checks follow the CPU reference kernels
-// (src/runtime/kernels/index.cpp, creation.cpp).
+// (src/runtime/kernels/index.cpp, creation.cpp, reduce_index.cpp).
 #include <algorithm>
 
 #include "cuda_runtime/cuda_op_util.h"
@@ -172,6 +173,77 @@ Status constant(KernelContext& ctx, std::span<Value*> args) {
   return fill(ctx, args[0]->ints, opt_dtype_arg(args, 1), v, out_arg(args, 5));
 }
 
+// ---- Index reductions and sorts ----------------------------------------------------------
+
+// argmax / argmin: one block per lane; NaN and ties as the CPU kernel (check_arg_reduce).
+template <bool kMax>
+Status arg_extreme(KernelContext& ctx, std::span<Value*> args) {
+  ETC_ASSIGN_OR_RETURN(rt::kernels::Lanes l, rt::kernels::check_arg_reduce(ctx, args));
+  const TensorView& self = args[0]->tensor;
+  TensorView& out = rt::kernels::Args(ctx, args).out();
+  if (out.numel() == 0) return Status();
+  ETC_RETURN_IF_ERROR(check_rank(ctx, self));
+  ETC_ASSIGN_OR_RETURN(k::Elem type, elem_of(ctx, self.dtype, "self"));
+  ETC_ASSIGN_OR_RETURN(DeviceContext * dev, device_of(ctx));
+  ETC_CUDA_RETURN_IF_ERROR(k::launch_arg_extreme(self.data, type, l.outer, l.len, l.inner, kMax,
+                                                 nullptr, out.data_as<int64_t>(), dev->stream()));
+  return Status();
+}
+
+// max.dim / min.dim: argmax / argmin along the dim, and the elements they pick.
+template <bool kMax>
+Status max_dim(KernelContext& ctx, std::span<Value*> args) {
+  ETC_ASSIGN_OR_RETURN(rt::kernels::Lanes l, rt::kernels::check_max_dim(ctx, args));
+  const TensorView& self = args[0]->tensor;
+  const rt::kernels::Args a(ctx, args);
+  TensorView& values = a.out(0);
+  if (values.numel() == 0) return Status();
+  ETC_RETURN_IF_ERROR(check_rank(ctx, self));
+  ETC_ASSIGN_OR_RETURN(k::Elem type, elem_of(ctx, self.dtype, "self"));
+  ETC_ASSIGN_OR_RETURN(DeviceContext * dev, device_of(ctx));
+  ETC_CUDA_RETURN_IF_ERROR(k::launch_arg_extreme(self.data, type, l.outer, l.len, l.inner, kMax,
+                                                 values.data, a.out(1).data_as<int64_t>(),
+                                                 dev->stream()));
+  return Status();
+}
+
+// sort / topk: the first k of each lane's stable order (check_sort / check_topk); lanes
+// longer than the kernels' shared-memory tile sort in the device's scratch memory.
+Status ordered(KernelContext& ctx, std::span<Value*> args, const rt::kernels::OrderedLanes& o) {
+  const TensorView& self = args[0]->tensor;
+  const rt::kernels::Args a(ctx, args);
+  TensorView& values = a.out(0);
+  if (values.numel() == 0) return Status();
+  ETC_RETURN_IF_ERROR(check_rank(ctx, self));
+  k::SortArgs p;
+  p.in = self.data;
+  ETC_ASSIGN_OR_RETURN(p.type, elem_of(ctx, self.dtype, "self"));
+  p.values = values.data;
+  p.indices = a.out(1).data_as<int64_t>();
+  p.outer = o.lanes.outer;
+  p.len = o.lanes.len;
+  p.inner = o.lanes.inner;
+  p.k = o.k;
+  p.descending = o.descending;
+  ETC_ASSIGN_OR_RETURN(DeviceContext * dev, device_of(ctx));
+  void* scratch = nullptr;
+  if (const size_t bytes = k::sort_scratch_bytes(o.lanes.count(), o.lanes.len); bytes > 0) {
+    ETC_ASSIGN_OR_RETURN(scratch, dev->scratch(bytes));
+  }
+  ETC_CUDA_RETURN_IF_ERROR(k::launch_sort(p, scratch, dev->stream()));
+  return Status();
+}
+
+Status sort(KernelContext& ctx, std::span<Value*> args) {
+  ETC_ASSIGN_OR_RETURN(rt::kernels::OrderedLanes o, rt::kernels::check_sort(ctx, args));
+  return ordered(ctx, args, o);
+}
+
+Status topk(KernelContext& ctx, std::span<Value*> args) {
+  ETC_ASSIGN_OR_RETURN(rt::kernels::OrderedLanes o, rt::kernels::check_topk(ctx, args));
+  return ordered(ctx, args, o);
+}
+
 }  // namespace
 
 Status register_cuda_index_kernels(rt::OperatorRegistry& r) {
@@ -183,6 +255,12 @@ Status register_cuda_index_kernels(rt::OperatorRegistry& r) {
   ETC_RETURN_IF_ERROR(r.add(OpKind::FullLike, full_like, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(r.add(OpKind::Ones, constant<1>, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(r.add(OpKind::Zeros, constant<0>, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Argmax, arg_extreme<true>, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Argmin, arg_extreme<false>, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::MaxDim, max_dim<true>, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::MinDim, max_dim<false>, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Sort, sort, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Topk, topk, KernelForms::kFunctional));
   return Status();
 }
 

@@ -527,16 +527,15 @@ std::vector<int64_t> reduced_shape(std::span<const int64_t> sizes, const std::ve
   return out;
 }
 
-Status run_reduce(const KernelContext& ctx, k::ReduceOp op, const TensorView& self,
-                  const std::vector<bool>& reduced, TensorView& out, bool integer) {
+// The kernels' description of reducing contiguous `self` over its `reduced` dims into `out`.
+Result<k::ReduceArgs> reduce_args(const KernelContext& ctx, const TensorView& self,
+                                  const std::vector<bool>& reduced, TensorView& out) {
   ETC_RETURN_IF_ERROR(check_rank(ctx, self));
   k::ReduceArgs p;
-  p.op = op;
   p.in = self.data;
   p.out = out.data;
   ETC_ASSIGN_OR_RETURN(p.in_type, elem_of(ctx, self.dtype, "self"));
   ETC_ASSIGN_OR_RETURN(p.out_type, elem_of(ctx, out.dtype, "out"));
-  p.integer = integer;
   const std::vector<int64_t> st = rt::contiguous_strides(self.sizes);
   for (size_t d = 0; d < self.rank(); ++d) {
     k::Shape& s = reduced[d] ? p.reduced : p.kept;
@@ -545,6 +544,14 @@ Status run_reduce(const KernelContext& ctx, k::ReduceOp op, const TensorView& se
     strides[s.rank] = st[d];
     ++s.rank;
   }
+  return p;
+}
+
+Status run_reduce(const KernelContext& ctx, k::ReduceOp op, const TensorView& self,
+                  const std::vector<bool>& reduced, TensorView& out, bool integer) {
+  ETC_ASSIGN_OR_RETURN(k::ReduceArgs p, reduce_args(ctx, self, reduced, out));
+  p.op = op;
+  p.integer = integer;
   ETC_ASSIGN_OR_RETURN(DeviceContext * dev, device_of(ctx));
   ETC_CUDA_RETURN_IF_ERROR(k::launch_reduce(p, dev->stream()));
   return Status();
@@ -587,6 +594,19 @@ Status any_dim(KernelContext& ctx, std::span<Value*> args) {
       check_out(ctx, out, reduced_shape(self.sizes, reduced, args[2]->b), out_dtype));
   if (out.numel() == 0) return Status();
   return run_reduce(ctx, k::ReduceOp::kAny, self, reduced, out, !is_float(self.dtype));
+}
+
+// var.correction: one block per output, the mean and then the squared deviations in double,
+// as the CPU kernel's two passes (check_var).
+Status var(KernelContext& ctx, std::span<Value*> args) {
+  ETC_ASSIGN_OR_RETURN(rt::kernels::VarReduction v, rt::kernels::check_var(ctx, args));
+  const TensorView& self = args[0]->tensor;
+  TensorView& out = rt::kernels::Args(ctx, args).out();
+  if (out.numel() == 0) return Status();
+  ETC_ASSIGN_OR_RETURN(k::ReduceArgs p, reduce_args(ctx, self, v.reduced, out));
+  ETC_ASSIGN_OR_RETURN(DeviceContext * dev, device_of(ctx));
+  ETC_CUDA_RETURN_IF_ERROR(k::launch_var(p, v.correction, dev->stream()));
+  return Status();
 }
 
 Status sum_mean(KernelContext& ctx, std::span<Value*> args, bool mean) {
@@ -978,6 +998,7 @@ Status register_cuda_tensor_kernels(rt::OperatorRegistry& r) {
   ETC_RETURN_IF_ERROR(r.add(OpKind::Amax, amax<true>, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(r.add(OpKind::Amin, amax<false>, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(r.add(OpKind::ProdDimInt, prod, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::VarCorrection, var, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(r.add(OpKind::AnyDim, any_dim, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(r.add(OpKind::MeanDim, mean_dim, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(r.add(OpKind::SumDimIntList, sum_dim, KernelForms::kFunctional));

@@ -125,12 +125,6 @@ Reason cuda_index_put(const Graph& g, const Node& n) {
   return any_dtype(g, n);
 }
 
-// Ops without a CUDA kernel yet (index reductions, sorts, var): a
-// delegate around them hands their inputs to the host and takes their outputs back.
-Reason cuda_host_kernel(const Graph&, const Node& n) {
-  return std::string(op_info(n.op).name) + " has no CUDA kernel; it runs on the host";
-}
-
 Reason cuda_host_form(const Graph&, const Node&) {
   return std::string("the host-only form of max_pool2d (delegates use max_pool2d)");
 }
@@ -175,7 +169,7 @@ std::optional<std::string> cuda_unsupported_reason(const Graph& graph, const Nod
 
 bool cuda_may_delegate(OpKind op) {
   const CapabilityFn fn = kCapability[static_cast<size_t>(op)].fn;
-  return fn != &cuda_host_form && fn != &cuda_compiler_op && fn != &cuda_host_kernel;
+  return fn != &cuda_host_form && fn != &cuda_compiler_op;
 }
 
 }  // namespace etc

@@ -305,6 +305,12 @@ def cases():
                           "group": 4, "eps": 1e-5},
                [("x", d, [3, 4, 7])], outs=("y", "mean", "rstd"))
         simple("mean_dim_%s" % d, "aten.mean.dim", lambda x: {"self": x, "dim": [0, 2]}, [("x", d, [5, 6, 7])])
+        simple("var_dim_%s" % d, "aten.var.correction", lambda x: {"self": x, "dim": [1]},
+               [("x", d, [4, 300, 3])])
+        simple("var_all_keepdim_%s" % d, "aten.var.correction",
+               lambda x: {"self": x, "dim": None, "correction": 0, "keepdim": True}, [("x", d, [3, 50])])
+        simple("var_dims_correction_%s" % d, "aten.var.correction",
+               lambda x: {"self": x, "dim": [-1, 0], "correction": 2.5}, [("x", d, [5, 6, 7])])
         simple("sum_dim_%s" % d, "aten.sum.dim_IntList", lambda x: {"self": x, "dim": [-1], "keepdim": True},
                [("x", d, [6, 1000])], run_args=tol(d, gemm=True))
         simple("sum_all_%s" % d, "aten.sum.dim_IntList", lambda x: {"self": x, "dim": None},
@@ -331,6 +337,59 @@ def cases():
                       "momentum": 0.1, "eps": 1e-5}, ["y", "o1", "o2"])
         c.outputs = ["y"]
         out.append(c)
+    # var over an empty dim: NaN (0 / 0) in every output, as ATen.
+    simple("var_empty_dim_f32", "aten.var.correction", lambda x: {"self": x, "dim": [1]},
+           [("x", F32, [2, 0, 3])])
+    # Index reductions, every dtype the capability admits (random integers are 0 or 1: ties,
+    # which go to the first index); both outputs of max.dim / min.dim are compared.
+    for d in FLOATS + [I32, I64, BOOL]:
+        simple("argmax_dim_%s" % d, "aten.argmax.default", lambda x: {"self": x, "dim": 1},
+               [("x", d, [5, 37, 3])])
+        simple("argmin_neg_dim_keepdim_%s" % d, "aten.argmin.default",
+               lambda x: {"self": x, "dim": -1, "keepdim": True}, [("x", d, [4, 6, 300])])
+        simple("argmax_flat_%s" % d, "aten.argmax.default", lambda x: {"self": x, "dim": None},
+               [("x", d, [7, 50])])
+        c = simple("max_dim_%s" % d, "aten.max.dim", lambda x: {"self": x, "dim": -2, "keepdim": True},
+                   [("x", d, [6, 45, 2])], outs=("values", "indices"))
+        c.outputs = ["values", "indices"]
+        c = simple("min_dim_%s" % d, "aten.min.dim", lambda x: {"self": x, "dim": 0},
+                   [("x", d, [33, 5])], outs=("values", "indices"))
+        c.outputs = ["values", "indices"]
+    # Lanes longer than a block (each thread scans a strided share), and empty outputs.
+    simple("argmax_long_f32", "aten.argmax.default", lambda x: {"self": x, "dim": 0}, [("x", F32, [5000, 2])])
+    simple("argmin_long_i64", "aten.argmin.default", lambda x: {"self": x, "dim": 1, "keepdim": True},
+           [("x", I64, [3, 5000])])
+    simple("argmax_keepdim_empty_f32", "aten.argmax.default",
+           lambda x: {"self": x, "dim": 0, "keepdim": True}, [("x", F32, [4, 0])])
+    c = simple("max_dim_empty_f32", "aten.max.dim", lambda x: {"self": x, "dim": -1},
+               [("x", F32, [3, 0, 2])], outs=("values", "indices"))
+    c.outputs = ["values", "indices"]
+    # sort and topk, every dtype the capability admits, both outputs compared: random integers
+    # are 0 or 1, so the indices check that equal keys keep their order (stable). Lanes longer
+    # than the kernels' shared-memory tile (2048) take the merge path.
+    for d in FLOATS + [I32, I64, BOOL]:
+        for name, args, shape in (
+                ("sort", {"dim": 1}, [4, 37, 3]),
+                ("sort_desc", {"dim": -1, "descending": True}, [5, 300]),
+                ("sort_long", {"dim": 1}, [3, 5000]),
+                ("sort_long_desc_mid", {"dim": 1, "descending": True}, [2, 3000, 3])):
+            c = simple("%s_%s" % (name, d), "aten.sort.default", lambda x: dict(args, self=x),
+                       [("x", d, shape)], outs=("values", "indices"))
+            c.outputs = ["values", "indices"]
+        for name, args, shape in (
+                ("topk", {"k": 5}, [6, 50]),
+                ("topk_smallest_unsorted", {"k": 7, "dim": 0, "largest": False, "sorted": False}, [40, 3, 4]),
+                ("topk_all", {"k": 33, "dim": -2}, [2, 33, 4]),
+                ("topk_long", {"k": 100}, [2, 10000])):
+            c = simple("%s_%s" % (name, d), "aten.topk.default", lambda x: dict(args, self=x),
+                       [("x", d, shape)], outs=("values", "indices"))
+            c.outputs = ["values", "indices"]
+    for name, op, args, shape in (("topk_k0_f32", "aten.topk.default", {"k": 0}, [3, 8]),
+                                  ("sort_empty_lane_f32", "aten.sort.default", {"dim": 1}, [3, 0]),
+                                  ("sort_no_lanes_f32", "aten.sort.default", {"dim": -1}, [0, 4]),
+                                  ("topk_one_f32", "aten.topk.default", {"k": 1, "dim": 0}, [1, 5])):
+        c = simple(name, op, lambda x: dict(args, self=x), [("x", F32, shape)], outs=("values", "indices"))
+        c.outputs = ["values", "indices"]
     # Layout ops, every dtype (the capability table admits all but float64).
     for d in FLOATS + [I32, I64, BOOL]:
         simple("cat_%s" % d, "aten.cat.default", lambda a, b: {"tensors": [a, b], "dim": 1},
@@ -555,6 +614,55 @@ def stress_cases(simple):
     # ExecuTorch's portable kernel inf.
     case("stress_gelu_large_f16", "aten.gelu.default", lambda a: {"self": a}, [("a", F16, [512])],
          [floats(512, -6e4, 6e4, (65504.0, -65504.0))])
+    # Index reductions on ties, signed zeros, infinities and NaN (the first NaN wins, else the
+    # first extreme value), over the whole integer range, and over lanes longer than a block.
+    tied = (-1.0, 0.0, -0.0, 2.0, 2.0, INF, -INF)
+
+    def tied_floats(n, nans):
+        v = [rng.choice(tied) for _ in range(n)]
+        for k in nans:
+            v[k] = NAN
+        return v
+    case("stress_argmax_ties_nan_f32", "aten.argmax.default", lambda x: {"self": x, "dim": 1},
+         [("x", F32, [6, 50])], [tied_floats(300, (60, 170, 190))])
+    case("stress_argmin_ties_nan_f16", "aten.argmin.default",
+         lambda x: {"self": x, "dim": 0, "keepdim": True}, [("x", F16, [40, 8])],
+         [tied_floats(320, (9, 17, 25, 250))])
+    c = case("stress_max_dim_ties_nan_f32", "aten.max.dim", lambda x: {"self": x, "dim": -1},
+             [("x", F32, [6, 50])], [tied_floats(300, (60, 170, 190))], outs=("values", "indices"))
+    c.outputs = ["values", "indices"]
+    c = case("stress_min_dim_wide_i64", "aten.min.dim", lambda x: {"self": x, "dim": 1, "keepdim": True},
+             [("x", I64, [4, 64])], [ints(256, I64_MIN, I64_MAX, (I64_MIN, I64_MIN, I64_MAX, I64_MIN))],
+             outs=("values", "indices"))
+    c.outputs = ["values", "indices"]
+    case("stress_argmax_flat_wide_i32", "aten.argmax.default", lambda x: {"self": x, "dim": None},
+         [("x", I32, [8, 32])], [ints(256, I32_MIN, I32_MAX, (I32_MAX, I32_MAX, I32_MIN))])
+    case("stress_argmax_long_ties_f32", "aten.argmax.default", lambda x: {"self": x, "dim": -1},
+         [("x", F32, [3, 5000])], [[float(rng.randint(0, 5)) for _ in range(15000)]])
+    # var of values far from 0: the mean is taken first (two passes), so nothing cancels.
+    case("stress_var_offset_f32", "aten.var.correction", lambda x: {"self": x, "dim": [1]},
+         [("x", F32, [4, 1000])], [floats(4000, 999.0, 1001.0)])
+    # sort and topk on ties, signed zeros, infinities and NaN (NaN sorts above +inf; equal values
+    # keep their index order, as ATen's stable sort; descending puts NaN first), over the whole
+    # integer range, and on lanes long enough for the merge passes.
+    for name, op, args, d, shape in (
+            ("stress_sort_ties_nan_f32", "aten.sort.default", {"dim": 1}, F32, [4, 64]),
+            ("stress_sort_desc_ties_nan_f16", "aten.sort.default", {"dim": 0, "descending": True}, F16, [64, 3]),
+            ("stress_sort_long_ties_nan_f32", "aten.sort.default", {"dim": -1, "descending": True}, F32, [2, 6000]),
+            ("stress_topk_ties_nan_f32", "aten.topk.default", {"k": 10}, F32, [4, 64]),
+            ("stress_topk_smallest_ties_nan_f16", "aten.topk.default", {"k": 9, "largest": False}, F16, [3, 70])):
+        n = shape[0] * shape[1]
+        c = case(name, op, lambda x: dict(args, self=x), [("x", d, shape)],
+                 [tied_floats(n, [rng.randrange(n) for _ in range(n // 20)])], outs=("values", "indices"))
+        c.outputs = ["values", "indices"]
+    c = case("stress_sort_wide_i64", "aten.sort.default", lambda x: {"self": x, "dim": -1}, [("x", I64, [4, 64])],
+             [ints(256, I64_MIN, I64_MAX, (I64_MIN, I64_MAX, I64_MIN, I64_MAX, -1, 0, 0))],
+             outs=("values", "indices"))
+    c.outputs = ["values", "indices"]
+    c = case("stress_topk_wide_i32", "aten.topk.default", lambda x: {"self": x, "k": 20, "largest": False},
+             [("x", I32, [3, 90])], [ints(270, I32_MIN, I32_MAX, (I32_MIN, I32_MIN, I32_MAX, I32_MAX))],
+             outs=("values", "indices"))
+    c.outputs = ["values", "indices"]
 
 
 def big_cases(simple):

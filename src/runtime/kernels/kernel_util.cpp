@@ -466,6 +466,140 @@ Status check_group_norm(const KernelContext& ctx, std::span<Value*> args) {
   return check_out(ctx, a.out(2), stat, x.dtype, "out2");
 }
 
+namespace {
+
+// The sizes of a reduction over the `reduced` dims (kept as 1 with keepdim).
+std::vector<int64_t> reduced_sizes(std::span<const int64_t> sizes, const std::vector<bool>& reduced,
+                                   bool keepdim) {
+  std::vector<int64_t> out;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (!reduced[d]) {
+      out.push_back(sizes[d]);
+    } else if (keepdim) {
+      out.push_back(1);
+    }
+  }
+  return out;
+}
+
+// The sizes of a reduction over the one dim `dim` (a 0-d tensor stays 0-d).
+std::vector<int64_t> reduced_sizes(std::span<const int64_t> sizes, int64_t dim, bool keepdim) {
+  std::vector<bool> reduced(sizes.size(), false);
+  if (!sizes.empty()) reduced[static_cast<size_t>(dim)] = true;
+  return reduced_sizes(sizes, reduced, keepdim);
+}
+
+// The lanes of sort and topk, keeping the first k of each, with the outs checked.
+Result<OrderedLanes> check_ordered(const KernelContext& ctx, const TensorView& self, int64_t dim,
+                                   int64_t k, bool descending, TensorView& values,
+                                   TensorView& indices) {
+  OrderedLanes o;
+  o.lanes = lanes_of(self.sizes, dim);
+  o.k = k;
+  o.descending = descending;
+  std::vector<int64_t> sizes = self.sizes;
+  if (!sizes.empty()) sizes[static_cast<size_t>(dim)] = k;
+  ETC_RETURN_IF_ERROR(check_out(ctx, values, sizes, self.dtype, "values"));
+  ETC_RETURN_IF_ERROR(check_out(ctx, indices, sizes, DType::kInt64, "indices"));
+  return o;
+}
+
+}  // namespace
+
+Result<VarReduction> check_var(const KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
+  const Args a(ctx, args);
+  const TensorView& self = a.tensor("self");
+  if (!dtype_is_float(self.dtype)) {
+    return unsupported_dtype(ctx, "self", self.dtype, "a floating-point dtype");
+  }
+  VarReduction v;
+  ETC_ASSIGN_OR_RETURN(
+      v.reduced, reduced_dims(ctx, opt_int_list_arg(args, 1), static_cast<int64_t>(self.rank())));
+  const Value* correction = a.opt_scalar("correction");
+  v.correction = correction != nullptr ? correction->scalar_as_double() : 1.0;
+  ETC_RETURN_IF_ERROR(
+      check_out(ctx, a.out(), reduced_sizes(self.sizes, v.reduced, a.flag("keepdim")), self.dtype));
+  return v;
+}
+
+Lanes lanes_of(std::span<const int64_t> sizes, int64_t dim) {
+  Lanes l;
+  for (int64_t d = 0; d < static_cast<int64_t>(sizes.size()); ++d) {
+    if (d < dim) l.outer *= sizes[static_cast<size_t>(d)];
+    if (d == dim) l.len = sizes[static_cast<size_t>(d)];
+    if (d > dim) l.inner *= sizes[static_cast<size_t>(d)];
+  }
+  return l;
+}
+
+Result<Lanes> check_arg_reduce(const KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
+  const Args a(ctx, args);
+  const TensorView& self = a.tensor("self");
+  TensorView& out = a.out();
+  const bool keepdim = a.flag("keepdim");
+  const Value& dim_arg = a["dim"];
+  Lanes l;
+  std::vector<int64_t> sizes;
+  if (dim_arg.is_none()) {  // the flattened input
+    l.len = self.numel();
+    sizes.assign(keepdim ? self.rank() : 0, 1);
+  } else {
+    ETC_ASSIGN_OR_RETURN(int64_t dim,
+                         wrap_dim(ctx, "dim", dim_arg.i, static_cast<int64_t>(self.rank())));
+    l = lanes_of(self.sizes, dim);
+    sizes = reduced_sizes(self.sizes, dim, keepdim);
+  }
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, sizes, DType::kInt64));
+  if (out.numel() != 0 && l.len == 0) {
+    return ctx.error("cannot take the index of an extreme over an empty dim");
+  }
+  return l;
+}
+
+Result<Lanes> check_max_dim(const KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
+  const Args a(ctx, args);
+  const TensorView& self = a.tensor("self");
+  TensorView& values = a.out(0);
+  ETC_ASSIGN_OR_RETURN(int64_t dim,
+                       wrap_dim(ctx, "dim", a.integer("dim"), static_cast<int64_t>(self.rank())));
+  const std::vector<int64_t> sizes = reduced_sizes(self.sizes, dim, a.flag("keepdim"));
+  ETC_RETURN_IF_ERROR(check_out(ctx, values, sizes, self.dtype, "values"));
+  ETC_RETURN_IF_ERROR(check_out(ctx, a.out(1), sizes, DType::kInt64, "indices"));
+  const Lanes l = lanes_of(self.sizes, dim);
+  if (values.numel() != 0 && l.len == 0) {
+    return ctx.error("cannot reduce over dim " + std::to_string(dim) + " of size 0");
+  }
+  return l;
+}
+
+Result<OrderedLanes> check_sort(const KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
+  const Args a(ctx, args);
+  const TensorView& self = a.tensor("self");
+  ETC_ASSIGN_OR_RETURN(int64_t dim,
+                       wrap_dim(ctx, "dim", a.integer("dim"), static_cast<int64_t>(self.rank())));
+  const int64_t len = self.rank() == 0 ? 1 : self.sizes[static_cast<size_t>(dim)];
+  return check_ordered(ctx, self, dim, len, a.flag("descending"), a.out(0), a.out(1));
+}
+
+Result<OrderedLanes> check_topk(const KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
+  const Args a(ctx, args);
+  const TensorView& self = a.tensor("self");
+  ETC_ASSIGN_OR_RETURN(int64_t dim,
+                       wrap_dim(ctx, "dim", a.integer("dim"), static_cast<int64_t>(self.rank())));
+  const int64_t len = self.rank() == 0 ? 1 : self.sizes[static_cast<size_t>(dim)];
+  const int64_t k = a.integer("k");
+  if (k < 0 || k > len) {
+    return ctx.error("k " + std::to_string(k) + " is out of range for dim " + std::to_string(dim) +
+                     " of size " + std::to_string(len));
+  }
+  return check_ordered(ctx, self, dim, k, a.flag("largest"), a.out(0), a.out(1));
+}
+
 Status unsupported_dtype(const KernelContext& ctx, const char* what, DType dtype,
                          const char* expected) {
   return ctx.error(std::string(what) + " has dtype " + std::string(dtype_name(dtype)) +

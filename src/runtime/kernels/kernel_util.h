@@ -417,6 +417,50 @@ Result<int64_t> check_cumsum(const KernelContext& ctx, std::span<Value*> args);
 // divisible into `group` groups, weight and bias [C], outs [N, C, ...], [N, group] twice.
 Status check_group_norm(const KernelContext& ctx, std::span<Value*> args);
 
+// var.correction_out(self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False,
+// out) for the CPU and CUDA kernels alike: a float self, the reduced dims (None or [] = all)
+// and the correction (1 when None), with out checked (self's dtype, the reduced sizes).
+struct VarReduction {
+  std::vector<bool> reduced;
+  double correction = 1;
+};
+Result<VarReduction> check_var(const KernelContext& ctx, std::span<Value*> args);
+
+// A contiguous tensor viewed around one dim as [outer, len, inner]: `outer * inner` lanes of
+// `len` elements, stride `inner` (a 0-d tensor is one lane of one element). The index
+// reductions, cumsum, sort and topk work lane by lane, on the CPU and CUDA alike.
+struct Lanes {
+  int64_t outer = 1, len = 1, inner = 1;
+  // The offset of element j of lane `lane`.
+  int64_t at(int64_t lane, int64_t j) const {
+    return (lane / inner * len + j) * inner + lane % inner;
+  }
+  int64_t count() const { return outer * inner; }
+};
+Lanes lanes_of(std::span<const int64_t> sizes, int64_t dim);
+
+// argmax.out / argmin.out(self, int? dim=None, bool keepdim=False, *, out) for the CPU and
+// CUDA kernels alike: the lanes (dim None: the flattened input, one lane), with out checked
+// (int64, the reduced sizes). A non-empty out over an empty dim is an error.
+Result<Lanes> check_arg_reduce(const KernelContext& ctx, std::span<Value*> args);
+
+// max.dim_max / min.dim_min(self, int dim, bool keepdim=False, *, values, indices) likewise:
+// values of self's dtype, indices int64.
+Result<Lanes> check_max_dim(const KernelContext& ctx, std::span<Value*> args);
+
+// sort.values(self, dim, descending, *, values, indices) and topk.values(self, k, dim,
+// largest, sorted, *, values, indices) for the CPU and CUDA kernels alike: the lanes, how many
+// of each lane's ordered elements the outs keep (sort: all; topk: k, in range), and the order
+// (descending for sort's flag and topk's largest), with the outs checked (self's sizes with k
+// along the dim; self's dtype and int64).
+struct OrderedLanes {
+  Lanes lanes;
+  int64_t k = 0;
+  bool descending = false;
+};
+Result<OrderedLanes> check_sort(const KernelContext& ctx, std::span<Value*> args);
+Result<OrderedLanes> check_topk(const KernelContext& ctx, std::span<Value*> args);
+
 // "self has dtype int32, which aten::exp.out does not support" style errors.
 Status unsupported_dtype(const KernelContext& ctx, const char* what, DType dtype,
                          const char* expected);

@@ -15,25 +15,6 @@
 namespace etc::rt::kernels {
 namespace {
 
-// [outer, len, inner] around `dim` of `sizes` (a 0-d tensor is one lane of one element).
-struct Lanes {
-  int64_t outer = 1, len = 1, inner = 1;
-  int64_t at(int64_t lane, int64_t j) const {
-    return (lane / inner * len + j) * inner + lane % inner;
-  }
-  int64_t count() const { return outer * inner; }
-};
-
-Lanes lanes_of(std::span<const int64_t> sizes, int64_t dim) {
-  Lanes l;
-  for (int64_t d = 0; d < static_cast<int64_t>(sizes.size()); ++d) {
-    if (d < dim) l.outer *= sizes[static_cast<size_t>(d)];
-    if (d == dim) l.len = sizes[static_cast<size_t>(d)];
-    if (d > dim) l.inner *= sizes[static_cast<size_t>(d)];
-  }
-  return l;
-}
-
 // Whether a comes before b in ascending order: numbers by value, NaN above all (two NaNs are
 // equivalent, so a stable sort keeps them in order).
 template <typename C>
@@ -43,19 +24,6 @@ bool ascending(C a, C b) {
     if (std::isnan(b)) return true;
   }
   return a < b;
-}
-
-// The sizes of a reduction over `dim` (0-d stays 0-d).
-std::vector<int64_t> reduce_one(std::span<const int64_t> sizes, int64_t dim, bool keepdim) {
-  std::vector<int64_t> out;
-  for (int64_t d = 0; d < static_cast<int64_t>(sizes.size()); ++d) {
-    if (d != dim) {
-      out.push_back(sizes[static_cast<size_t>(d)]);
-    } else if (keepdim) {
-      out.push_back(1);
-    }
-  }
-  return out;
 }
 
 // The index of the greatest (kMax) or least element of each lane: the first NaN if there is
@@ -90,47 +58,21 @@ void extreme_along(const TensorView& self, const Lanes& l, TensorView* values, i
 // argmax.out / argmin.out(self, int? dim=None, bool keepdim=False, *, out).
 template <bool kMax>
 Status arg_reduce_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args));
-  const Args a(ctx, args);
-  const TensorView& self = a.tensor("self");
-  TensorView& out = a.out();
-  const bool keepdim = a.flag("keepdim");
-  const Value& dim_arg = a["dim"];
-  const auto rank = static_cast<int64_t>(self.rank());
-  Lanes l;
-  std::vector<int64_t> sizes;
-  if (dim_arg.is_none()) {  // the flattened input
-    l.len = self.numel();
-    sizes.assign(keepdim ? self.rank() : 0, 1);
-  } else {
-    ETC_ASSIGN_OR_RETURN(int64_t dim, wrap_dim(ctx, "dim", dim_arg.i, rank));
-    l = lanes_of(self.sizes, dim);
-    sizes = reduce_one(self.sizes, dim, keepdim);
-  }
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, sizes, DType::kInt64));
+  ETC_ASSIGN_OR_RETURN(Lanes l, check_arg_reduce(ctx, args));
+  TensorView& out = Args(ctx, args).out();
   if (out.numel() == 0) return Status();
-  if (l.len == 0) return ctx.error("cannot take the index of an extreme over an empty dim");
-  extreme_along<kMax>(self, l, nullptr, out.data_as<int64_t>());
+  extreme_along<kMax>(args[0]->tensor, l, nullptr, out.data_as<int64_t>());
   return Status();
 }
 
 // max.dim_max / min.dim_min(self, int dim, bool keepdim=False, *, values, indices).
 template <bool kMax>
 Status max_dim_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args));
+  ETC_ASSIGN_OR_RETURN(Lanes l, check_max_dim(ctx, args));
   const Args a(ctx, args);
-  const TensorView& self = a.tensor("self");
   TensorView& values = a.out(0);
-  TensorView& indices = a.out(1);
-  ETC_ASSIGN_OR_RETURN(int64_t dim,
-                       wrap_dim(ctx, "dim", a.integer("dim"), static_cast<int64_t>(self.rank())));
-  const std::vector<int64_t> sizes = reduce_one(self.sizes, dim, a.flag("keepdim"));
-  ETC_RETURN_IF_ERROR(check_out(ctx, values, sizes, self.dtype, "values"));
-  ETC_RETURN_IF_ERROR(check_out(ctx, indices, sizes, DType::kInt64, "indices"));
-  const Lanes l = lanes_of(self.sizes, dim);
   if (values.numel() == 0) return Status();
-  if (l.len == 0) return ctx.error("cannot reduce over dim " + std::to_string(dim) + " of size 0");
-  extreme_along<kMax>(self, l, &values, indices.data_as<int64_t>());
+  extreme_along<kMax>(args[0]->tensor, l, &values, a.out(1).data_as<int64_t>());
   return Status();
 }
 
@@ -193,27 +135,27 @@ void order_lane(const T* x, const Lanes& l, int64_t lane, bool descending, int64
   }
 }
 
-// The first k of each lane's order into values and indices (lanes of length k).
-Status ordered(KernelContext& ctx, const TensorView& self, int64_t dim, bool descending, int64_t k,
-               TensorView& values, TensorView& indices) {
-  const Lanes l = lanes_of(self.sizes, dim);
-  std::vector<int64_t> sizes = self.sizes;
-  if (!sizes.empty()) sizes[static_cast<size_t>(dim)] = k;
-  ETC_RETURN_IF_ERROR(check_out(ctx, values, sizes, self.dtype, "values"));
-  ETC_RETURN_IF_ERROR(check_out(ctx, indices, sizes, DType::kInt64, "indices"));
+// The first k of each lane's order into values and indices (lanes of length k), as
+// check_sort / check_topk describe them.
+Status ordered(KernelContext& ctx, std::span<Value*> args, const OrderedLanes& o) {
+  const TensorView& self = args[0]->tensor;
+  const Args a(ctx, args);
+  TensorView& values = a.out(0);
+  TensorView& indices = a.out(1);
   if (values.numel() == 0) return Status();
-  Lanes o = l;
-  o.len = k;
+  const Lanes& l = o.lanes;
+  Lanes out = l;
+  out.len = o.k;
   visit_dtype(self.dtype, [&]<typename T>() {
     const T* x = self.data_as<const T>();
     T* v = values.data_as<T>();
     int64_t* ix = indices.data_as<int64_t>();
     std::vector<int64_t> idx;
     for (int64_t lane = 0; lane < l.count(); ++lane) {
-      order_lane(x, l, lane, descending, k, idx);
-      for (int64_t j = 0; j < k; ++j) {
-        v[o.at(lane, j)] = x[l.at(lane, idx[static_cast<size_t>(j)])];
-        ix[o.at(lane, j)] = idx[static_cast<size_t>(j)];
+      order_lane(x, l, lane, o.descending, o.k, idx);
+      for (int64_t j = 0; j < o.k; ++j) {
+        v[out.at(lane, j)] = x[l.at(lane, idx[static_cast<size_t>(j)])];
+        ix[out.at(lane, j)] = idx[static_cast<size_t>(j)];
       }
     }
   });
@@ -222,30 +164,15 @@ Status ordered(KernelContext& ctx, const TensorView& self, int64_t dim, bool des
 
 // sort.values(self, int dim=-1, bool descending=False, *, values, indices): stable.
 Status sort_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args));
-  const Args a(ctx, args);
-  const TensorView& self = a.tensor("self");
-  ETC_ASSIGN_OR_RETURN(int64_t dim,
-                       wrap_dim(ctx, "dim", a.integer("dim"), static_cast<int64_t>(self.rank())));
-  const int64_t len = self.rank() == 0 ? 1 : self.sizes[static_cast<size_t>(dim)];
-  return ordered(ctx, self, dim, a.flag("descending"), len, a.out(0), a.out(1));
+  ETC_ASSIGN_OR_RETURN(OrderedLanes o, check_sort(ctx, args));
+  return ordered(ctx, args, o);
 }
 
 // topk.values(self, k, int dim=-1, bool largest=True, bool sorted=True, *, values, indices):
 // the k largest (smallest) in order, ties by index; unsorted output is sorted too.
 Status topk_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args));
-  const Args a(ctx, args);
-  const TensorView& self = a.tensor("self");
-  ETC_ASSIGN_OR_RETURN(int64_t dim,
-                       wrap_dim(ctx, "dim", a.integer("dim"), static_cast<int64_t>(self.rank())));
-  const int64_t len = self.rank() == 0 ? 1 : self.sizes[static_cast<size_t>(dim)];
-  const int64_t k = a.integer("k");
-  if (k < 0 || k > len) {
-    return ctx.error("k " + std::to_string(k) + " is out of range for dim " + std::to_string(dim) +
-                     " of size " + std::to_string(len));
-  }
-  return ordered(ctx, self, dim, a.flag("largest"), k, a.out(0), a.out(1));
+  ETC_ASSIGN_OR_RETURN(OrderedLanes o, check_topk(ctx, args));
+  return ordered(ctx, args, o);
 }
 
 }  // namespace

@@ -265,19 +265,11 @@ Status prod_kernel(KernelContext& ctx, std::span<Value*> args) {
 // out): sum((x - mean)^2) / max(N - correction, 0) in double (two passes), correction 1 by
 // default; N - correction <= 0 gives inf (or NaN for 0 / 0), as ATen.
 Status var_kernel(KernelContext& ctx, std::span<Value*> args) {
-  ETC_RETURN_IF_ERROR(check_args(ctx, args));
-  const Args a(ctx, args);
-  const TensorView& self = a.tensor("self");
-  TensorView& out = a.out();
-  if (!dtype_is_float(self.dtype)) {
-    return unsupported_dtype(ctx, "self", self.dtype, "a floating-point dtype");
-  }
-  ETC_ASSIGN_OR_RETURN(std::vector<bool> reduced, reduced_dims(ctx, opt_int_list_arg(args, 1),
-                                                               static_cast<int64_t>(self.rank())));
-  const Value* correction = a.opt_scalar("correction");
-  const double c = correction != nullptr ? correction->scalar_as_double() : 1.0;
-  ETC_RETURN_IF_ERROR(
-      check_out(ctx, out, reduced_shape(self.sizes, reduced, a.flag("keepdim")), self.dtype));
+  ETC_ASSIGN_OR_RETURN(VarReduction var, check_var(ctx, args));
+  const TensorView& self = args[0]->tensor;
+  TensorView& out = Args(ctx, args).out();
+  const std::vector<bool>& reduced = var.reduced;
+  const double c = var.correction;
   const int64_t n = out.numel();
   if (n == 0) return Status();
   int64_t count = 1;
