@@ -17,6 +17,7 @@ using rt::kernels::opt_dtype_arg;
 using rt::kernels::opt_int_arg;
 using rt::kernels::pair_arg;
 using rt::kernels::reduced_dims;
+using rt::kernels::reduced_shape;
 using rt::kernels::wrap_dim;
 
 Status require_float(const KernelContext& ctx, const char* what, DType t) {
@@ -513,19 +514,6 @@ Status upsample2d(KernelContext& ctx, std::span<Value*> args, bool bilinear) {
 }
 
 // ---- Reductions and normalisation ----------------------------------------------------------
-
-std::vector<int64_t> reduced_shape(std::span<const int64_t> sizes, const std::vector<bool>& reduced,
-                                   bool keepdim) {
-  std::vector<int64_t> out;
-  for (size_t d = 0; d < sizes.size(); ++d) {
-    if (!reduced[d]) {
-      out.push_back(sizes[d]);
-    } else if (keepdim) {
-      out.push_back(1);
-    }
-  }
-  return out;
-}
 
 // The kernels' description of reducing contiguous `self` over its `reduced` dims into `out`.
 Result<k::ReduceArgs> reduce_args(const KernelContext& ctx, const TensorView& self,

@@ -466,10 +466,7 @@ Status check_group_norm(const KernelContext& ctx, std::span<Value*> args) {
   return check_out(ctx, a.out(2), stat, x.dtype, "out2");
 }
 
-namespace {
-
-// The sizes of a reduction over the `reduced` dims (kept as 1 with keepdim).
-std::vector<int64_t> reduced_sizes(std::span<const int64_t> sizes, const std::vector<bool>& reduced,
+std::vector<int64_t> reduced_shape(std::span<const int64_t> sizes, const std::vector<bool>& reduced,
                                    bool keepdim) {
   std::vector<int64_t> out;
   for (size_t d = 0; d < sizes.size(); ++d) {
@@ -482,11 +479,13 @@ std::vector<int64_t> reduced_sizes(std::span<const int64_t> sizes, const std::ve
   return out;
 }
 
+namespace {
+
 // The sizes of a reduction over the one dim `dim` (a 0-d tensor stays 0-d).
 std::vector<int64_t> reduced_sizes(std::span<const int64_t> sizes, int64_t dim, bool keepdim) {
   std::vector<bool> reduced(sizes.size(), false);
   if (!sizes.empty()) reduced[static_cast<size_t>(dim)] = true;
-  return reduced_sizes(sizes, reduced, keepdim);
+  return reduced_shape(sizes, reduced, keepdim);
 }
 
 // The lanes of sort and topk, keeping the first k of each, with the outs checked.
@@ -519,7 +518,7 @@ Result<VarReduction> check_var(const KernelContext& ctx, std::span<Value*> args)
   const Value* correction = a.opt_scalar("correction");
   v.correction = correction != nullptr ? correction->scalar_as_double() : 1.0;
   ETC_RETURN_IF_ERROR(
-      check_out(ctx, a.out(), reduced_sizes(self.sizes, v.reduced, a.flag("keepdim")), self.dtype));
+      check_out(ctx, a.out(), reduced_shape(self.sizes, v.reduced, a.flag("keepdim")), self.dtype));
   return v;
 }
 

@@ -637,4 +637,8 @@ Result<std::vector<int64_t>> unsqueeze_sizes(const KernelContext& ctx, const Ten
 Result<std::vector<int64_t>> expand_sizes(const KernelContext& ctx, const TensorView& self,
                                           std::span<const int64_t> size);
 
+// The sizes of a reduction over the `reduced` dims (kept as 1 with keepdim).
+std::vector<int64_t> reduced_shape(std::span<const int64_t> sizes, const std::vector<bool>& reduced,
+                                   bool keepdim);
+
 }  // namespace etc::rt::kernels

@@ -50,19 +50,6 @@ void reduce_into(const In* x, std::span<const int64_t> sizes, const std::vector<
   });
 }
 
-std::vector<int64_t> reduced_shape(std::span<const int64_t> sizes, const std::vector<bool>& reduced,
-                                   bool keepdim) {
-  std::vector<int64_t> out;
-  for (size_t d = 0; d < sizes.size(); ++d) {
-    if (!reduced[d]) {
-      out.push_back(sizes[d]);
-    } else if (keepdim) {
-      out.push_back(1);
-    }
-  }
-  return out;
-}
-
 // amax.out / amin.out: the greatest (least) element over the dims; NaN wins, as in ATen.
 template <bool kMax>
 Status amax_kernel(KernelContext& ctx, std::span<Value*> args) {
