@@ -39,30 +39,34 @@ __attribute__((always_inline)) inline void micro_kernel_body(int64_t kc, const T
                                                              const T* __restrict b, T* __restrict c,
                                                              int64_t ldc, T alpha, int64_t mr,
                                                              int64_t nr, const T* init) {
-  T acc[MR][NR] = {};
+  // Integers accumulate in uint64, where overflow wraps (as ATen's integer products do)
+  // instead of being undefined; the result converts back modulo 2^bits.
+  using Acc = std::conditional_t<std::is_integral_v<T>, uint64_t, T>;
+  Acc acc[MR][NR] = {};
   for (int64_t p = 0; p < kc; ++p) {
     for (int i = 0; i < MR; ++i) {
-      const T ai = a[i];
+      const auto ai = static_cast<Acc>(a[i]);
       for (int j = 0; j < NR; ++j)
-        acc[i][j] += ai * b[j];
+        acc[i][j] += ai * static_cast<Acc>(b[j]);
     }
     a += MR;
     b += NR;
   }
+  const auto al = static_cast<Acc>(alpha);
   if (init != nullptr) {
     for (int64_t i = 0; i < mr; ++i) {
       for (int64_t j = 0; j < nr; ++j)
-        c[i * ldc + j] = init[i] + alpha * acc[i][j];
+        c[i * ldc + j] = static_cast<T>(static_cast<Acc>(init[i]) + al * acc[i][j]);
     }
   } else if (mr == MR && nr == NR) {
     for (int i = 0; i < MR; ++i) {
       for (int j = 0; j < NR; ++j)
-        c[i * ldc + j] += alpha * acc[i][j];
+        c[i * ldc + j] = static_cast<T>(static_cast<Acc>(c[i * ldc + j]) + al * acc[i][j]);
     }
   } else {
     for (int64_t i = 0; i < mr; ++i) {
       for (int64_t j = 0; j < nr; ++j)
-        c[i * ldc + j] += alpha * acc[i][j];
+        c[i * ldc + j] = static_cast<T>(static_cast<Acc>(c[i * ldc + j]) + al * acc[i][j]);
     }
   }
 }
