@@ -345,6 +345,32 @@ def composites():
                            randn(2, 5, 6), ids), ["x", "img", "seq", "b1", "b2", "ids"])
 
 
+class Segments(nn.Module):
+    """scatter_reduce with every reduce and include_self both ways, on floats (a NaN among
+    the values), integers (means round down) and bools, with repeated and unreached
+    destinations (src/graph/torch_export/torch_ops_segment.cpp)."""
+
+    def forward(self, x, src, idx):
+        xi = (x * 10).to(torch.int64)
+        si = (torch.nan_to_num(src) * 10).to(torch.int64)
+        outs = []
+        for reduce in ("sum", "prod", "mean", "amax", "amin"):
+            for include_self in (True, False):
+                outs.append(x.scatter_reduce(1, idx, src, reduce, include_self=include_self))
+                outs.append(xi.scatter_reduce(1, idx, si, reduce, include_self=include_self))
+                if reduce != "mean":
+                    outs.append((xi > 0).scatter_reduce(1, idx, si > 0, reduce,
+                                                        include_self=include_self))
+        return tuple(outs)
+
+
+def segments():
+    src = randn(4, 9)
+    src[2, 3] = float("nan")
+    idx = torch.randint(0, 5, (4, 9))  # 9 values into 6 places: repeats, and column 5 unreached
+    return Segments(), (randn(4, 6), src, idx), ["x", "src", "idx"]
+
+
 def movement():
     x = randn(4, 6, 8)
     idx = torch.randint(0, 6, (4, 3, 8))
@@ -521,6 +547,7 @@ MODELS = collections.OrderedDict([
     ("reductions", reductions),
     ("movement", movement),
     ("composites", composites),
+    ("segments", segments),
     # The batch dim is symbolic (dynamic_shapes): etc takes its size from --input-shape.
     ("linear_dynamic", lambda: (Linear(), (randn(4, 32),), ["x"])),
     ("conv1d", lambda: (Conv1d(), (randn(2, 4, 20),), ["x"])),
@@ -543,6 +570,8 @@ CUDA_HOST_OPS = {
     # index_add, col2im and the transposed 3-D convolution's depth sums: index_put with
     # accumulate=True; the transposed convolutions (the CUDA delegate has none).
     "composites": ["aten.convolution.default", "aten.index_put.default"],
+    # scatter_reduce's sums and means accumulate with index_put.
+    "segments": ["aten.index_put.default"],
 }
 
 # Operators etc's program for a fixture calls that ExecuTorch's kernel library (1.5.1) does
@@ -555,6 +584,11 @@ EXECUTORCH_MISSING_KERNELS = {"reductions": ["aten::sort.values"]}
 EXECUTORCH_REFUSES = {
     "composites": "histc is not in the Core ATen opset (to_edge's SpecViolationError)",
 }
+
+# Operators ExecuTorch's own program for a fixture calls that its kernel library (1.5.1) does
+# not register, so no runtime runs that program (torch_models_test.py checks the library
+# still lacks them). etc decomposes the op at import instead.
+EXECUTORCH_PROGRAM_MISSING = {"segments": ["aten::scatter_reduce.two_out"]}
 
 # Outputs on which ExecuTorch's runtime is known to differ from PyTorch (and etc, which
 # matches PyTorch): torch_models_test.py checks that they still do, so the note goes when
@@ -624,6 +658,7 @@ def make(name, out_dir):
         "cuda_host_ops": CUDA_HOST_OPS.get(name, []),
         "executorch_deviations": EXECUTORCH_DEVIATIONS.get(name, {}),
         "executorch_missing_kernels": EXECUTORCH_MISSING_KERNELS.get(name, []),
+        "executorch_program_missing": EXECUTORCH_PROGRAM_MISSING.get(name, []),
         "executorch_export_seconds": round(et_seconds, 3) if et_seconds is not None else None,
         "executorch_refuses": EXECUTORCH_REFUSES.get(name),
         "ops": {"model.pt2": op_counts(ep), "model.core.pt2": op_counts(core)},

@@ -20,6 +20,18 @@ Status check_known_size(TorchNode& n, const std::vector<int64_t>& shape);
 // value converted, or a _to_copy).
 Status cast_to(TorchNode& n, DType to);
 
+// For gather and scatter: index tensors that address self at every position of `shape`,
+// `index` at dim and the position itself elsewhere (torch_ops_movement.cpp).
+std::vector<ValueId> positions_with(TorchNode& n, const std::vector<int64_t>& shape, int64_t dim,
+                                    ValueId index);
+
+// scatter_reduce.two's result: `x` with the elements `positions` address (index_put's index
+// tensors, one per dim, broadcasting to values' shape) reduced with `values` by `reduce`
+// ("sum", "prod", "mean", "amax", "amin"), x's own element included when include_self
+// (torch_ops_segment.cpp).
+Result<ValueId> emit_scatter_reduce(TorchNode& n, ValueId x, const std::vector<ValueId>& positions,
+                                    ValueId values, const std::string& reduce, bool include_self);
+
 // Adds the attention, indexing and state-write converters to the table.
 void add_attention_converters(std::map<std::string, Converter>& table);
 // Adds the data-movement decompositions (torch_ops_movement.cpp) to the table.

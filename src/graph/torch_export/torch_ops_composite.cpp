@@ -3,8 +3,8 @@
 // composite implementation computes it. square, softplus, baddbmm, rms_norm,
 // repeat_interleave with a number of repeats, _weight_norm, histc, the aliases
 // (min.other, max.other, multiply, broadcast_to, reshape_as, empty_like, empty_permuted,
-// concat), tril/triu, index_fill and index_add, transformers' grouped matrix product of the
-// mixture-of-experts layers, and the in-place forms of functional ops.
+// concat), tril/triu, index_fill and index_add, nan_to_num, transformers' grouped matrix product of
+// the mixture-of-experts layers, and the in-place forms of functional ops.
 #include <cmath>
 #include <limits>
 
@@ -430,6 +430,48 @@ Converter bool_extremum(Converter numeric, OpKind logical) {
   };
 }
 
+// nan_to_num(self, nan=None, posinf=None, neginf=None): NaN becomes `nan` (0 by default),
+// +inf `posinf` and -inf `neginf` (by default the dtype's greatest and least finite values);
+// integers and bools have none of them and come back unchanged.
+Status convert_nan_to_num(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  const DType dtype = n.dtype(x);
+  if (!dtype_is_float(dtype)) return n.set_output(0, x);
+  double finite = std::numeric_limits<float>::max();
+  if (dtype == DType::kFloat64) finite = std::numeric_limits<double>::max();
+  if (dtype == DType::kFloat16) finite = 65504.0;
+  if (dtype == DType::kBFloat16) finite = 3.3895313892515355e38;  // 0x7f7f
+  ETC_ASSIGN_OR_RETURN(std::optional<Scalar> nan, n.optional_scalar("nan"));
+  ETC_ASSIGN_OR_RETURN(std::optional<Scalar> posinf, n.optional_scalar("posinf"));
+  ETC_ASSIGN_OR_RETURN(std::optional<Scalar> neginf, n.optional_scalar("neginf"));
+  struct Swap {
+    OpKind test;
+    std::optional<Scalar> arg;
+    Scalar to;
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  ValueId out = x;
+  for (const Swap& s :
+       {Swap{OpKind::Isnan, nan, Scalar{0.0}}, Swap{OpKind::EqScalar, posinf, Scalar{finite}},
+        Swap{OpKind::EqScalar, neginf, Scalar{-finite}}}) {
+    const bool positive = s.to.to_double() > 0;
+    ValueId hit;
+    if (s.test == OpKind::Isnan) {
+      ETC_ASSIGN_OR_RETURN(hit, n.emit(OpKind::Isnan, {{"self", x}}));
+    } else {
+      ETC_ASSIGN_OR_RETURN(
+          hit, n.emit(OpKind::EqScalar, {{"self", x}, {"other", Scalar{positive ? inf : -inf}}}));
+    }
+    ETC_ASSIGN_OR_RETURN(
+        ValueId value,
+        n.emit(OpKind::FullLike,
+               {{"self", x}, {"fill_value", s.arg.value_or(s.to)}, {"dtype", dtype}}));
+    ETC_ASSIGN_OR_RETURN(
+        out, n.emit(OpKind::WhereSelf, {{"condition", hit}, {"self", value}, {"other", out}}));
+  }
+  return n.set_output(0, out);
+}
+
 // The in-place form of a functional converter (masked_fill_, scatter_, clamp_, ...): the
 // functional result, cast back to self's dtype as PyTorch's in-place ops do, becomes self's
 // new value (and, through a view, its base's). Self cannot grow by broadcasting.
@@ -470,6 +512,7 @@ void add_composite_converters(std::map<std::string, Converter>& t) {
   t["aten.triu.default"] = triangle(true);
   t["aten.index_fill.int_Scalar"] = convert_index_fill;
   t["aten.index_add.default"] = convert_index_add;
+  t["aten.nan_to_num.default"] = convert_nan_to_num;
   t["aten.maximum.default"] = bool_extremum(t.at("aten.maximum.default"), OpKind::LogicalOr);
   t["aten.minimum.default"] = bool_extremum(t.at("aten.minimum.default"), OpKind::LogicalAnd);
   // Aliases of ops the table already has.
@@ -502,7 +545,8 @@ void add_composite_converters(std::map<std::string, Converter>& t) {
                                  "aten.round.default",        "aten.reciprocal.default",
                                  "aten.square.default",       "aten.index_fill.int_Scalar",
                                  "aten.index_add.default",    "aten.logical_not.default",
-                                 "aten.bitwise_and.Tensor",   "aten.bitwise_or.Tensor"}) {
+                                 "aten.bitwise_and.Tensor",   "aten.bitwise_or.Tensor",
+                                 "aten.nan_to_num.default"}) {
     std::string name(functional);
     const size_t dot = name.find('.', 5);  // after "aten."
     std::string in_place_name = name.substr(0, dot) + "_" + name.substr(dot);

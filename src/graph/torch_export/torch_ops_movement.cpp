@@ -622,6 +622,8 @@ Status convert_index_select(TorchNode& n) {
   return n.set_output(0, out);
 }
 
+}  // namespace
+
 // For gather and scatter: index tensors that address self at every position of `shape`,
 // `index` (a tensor of that shape) at dim and the position itself elsewhere (an arange of
 // each dim's length, shaped to broadcast against the others).
@@ -641,6 +643,8 @@ std::vector<ValueId> positions_with(TorchNode& n, const std::vector<int64_t>& sh
   }
   return indices;
 }
+
+namespace {
 
 // Checks gather/scatter's index against self: the same rank, and no larger than self along
 // the dims other than dim (ATen's rule).
@@ -942,16 +946,11 @@ Converter scatter(bool accumulate) {
     }
     const std::vector<int64_t> shape = n.sizes(index);
     ETC_RETURN_IF_ERROR(check_scatter_index(n, in, shape, dim));
-    bool add = accumulate;
+    std::optional<std::string> reduce;
+    bool include_self = true;
     if (n.has("reduce")) {
-      ETC_ASSIGN_OR_RETURN(std::string reduce, n.string_arg("reduce", std::nullopt));
-      ETC_ASSIGN_OR_RETURN(bool include_self, n.bool_arg("include_self", true));
-      if (reduce != "sum" || !include_self) {
-        return n.unsupported("scatter_reduce with reduce='" + reduce + "'" +
-                             (include_self ? "" : " and include_self=False") +
-                             " (etc imports reduce='sum' including self)");
-      }
-      add = true;
+      ETC_ASSIGN_OR_RETURN(reduce, n.string_arg("reduce", std::nullopt));
+      ETC_ASSIGN_OR_RETURN(include_self, n.bool_arg("include_self", true));
     }
     ValueId values;
     if (n.is_tensor("src")) {
@@ -978,11 +977,17 @@ Converter scatter(bool accumulate) {
           values,
           n.emit(OpKind::FullLike, {{"self", index}, {"fill_value", v}, {"dtype", n.dtype(x)}}));
     }
-    ETC_ASSIGN_OR_RETURN(
-        ValueId out, n.emit(OpKind::IndexPut, {{"self", x},
-                                               {"indices", positions_with(n, shape, dim, index)},
-                                               {"values", values},
-                                               {"accumulate", add}}));
+    ValueId out;
+    if (reduce) {
+      ETC_ASSIGN_OR_RETURN(out, emit_scatter_reduce(n, x, positions_with(n, shape, dim, index),
+                                                    values, *reduce, include_self));
+    } else {
+      ETC_ASSIGN_OR_RETURN(
+          out, n.emit(OpKind::IndexPut, {{"self", x},
+                                         {"indices", positions_with(n, shape, dim, index)},
+                                         {"values", values},
+                                         {"accumulate", accumulate}}));
+    }
     if (scalar) {
       ETC_ASSIGN_OR_RETURN(
           out, n.emit(OpKind::Reshape, {{"self", out}, {"shape", std::vector<int64_t>{}}}));
