@@ -348,7 +348,11 @@ def composites():
 class Segments(nn.Module):
     """scatter_reduce with every reduce and include_self both ways, on floats (a NaN among
     the values), integers (means round down) and bools, with repeated and unreached
-    destinations (src/graph/torch_export/torch_ops_segment.cpp)."""
+    destinations, and embedding_bag in every mode (src/graph/torch_export/torch_ops_segment.cpp)."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(6, 5))
 
     def forward(self, x, src, idx):
         xi = (x * 10).to(torch.int64)
@@ -361,6 +365,19 @@ class Segments(nn.Module):
                 if reduce != "mean":
                     outs.append((xi > 0).scatter_reduce(1, idx, si > 0, reduce,
                                                         include_self=include_self))
+        # embedding_bag over the 36 ids: an empty bag, padding, per-sample weights, a last
+        # offset, and ATen's other outputs (offset2bag, bag_size, max_indices).
+        ids = idx.flatten()
+        offsets = torch.tensor([0, 3, 3, 10, 20])
+        for mode in ("sum", "mean", "max"):
+            outs.append(F.embedding_bag(ids, self.table, offsets, mode=mode, padding_idx=2))
+            outs.append(F.embedding_bag(ids, self.table, torch.tensor([0, 3, 3, 10, 36]),
+                                        mode=mode, include_last_offset=True))
+            outs.extend(torch.ops.aten._embedding_bag(self.table, ids, offsets, False,
+                                                      ("sum", "mean", "max").index(mode), False,
+                                                      None, False, 2))
+        outs.append(F.embedding_bag(ids, self.table, offsets, mode="sum",
+                                    per_sample_weights=src.flatten()))
         return tuple(outs)
 
 

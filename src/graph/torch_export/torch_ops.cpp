@@ -1578,6 +1578,7 @@ const std::map<std::string, Converter>& torch_converters() {
     add_reduce_converters(t);
     add_position_converters(t);
     add_volume_converters(t);
+    add_segment_converters(t);
     add_composite_converters(t);
     return t;
   }();

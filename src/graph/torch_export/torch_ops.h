@@ -32,6 +32,8 @@ std::vector<ValueId> positions_with(TorchNode& n, const std::vector<int64_t>& sh
 Result<ValueId> emit_scatter_reduce(TorchNode& n, ValueId x, const std::vector<ValueId>& positions,
                                     ValueId values, const std::string& reduce, bool include_self);
 
+// Adds embedding_bag (torch_ops_segment.cpp).
+void add_segment_converters(std::map<std::string, Converter>& table);
 // Adds the attention, indexing and state-write converters to the table.
 void add_attention_converters(std::map<std::string, Converter>& table);
 // Adds the data-movement decompositions (torch_ops_movement.cpp) to the table.
