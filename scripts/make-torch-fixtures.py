@@ -333,6 +333,8 @@ class Composites(nn.Module):
                  F.avg_pool3d(vol, (2, 3, 2), stride=(2, 2, 1), padding=(1, 1, 0), ceil_mode=True,
                               count_include_pad=False),
                  F.adaptive_avg_pool3d(vol, (2, 4, 3)))
+        convs += F.max_pool3d(vol, (3, 2, 2), stride=(2, 1, 2), padding=(1, 0, 1), dilation=(2, 1, 1),
+                              ceil_mode=True, return_indices=True)
         return (a, m, r, ri, bb, bt, h, t, w, cols, folded, dist, pd, ms, gs) + convs + (
                 torch.square(ids[:12].to(torch.int64)),
                 self.conv_same(img), self.conv_dil(img), self.conv_valid(seq),
@@ -585,8 +587,10 @@ MODELS = collections.OrderedDict([
 CUDA_HOST_OPS = {
     "movement": ["aten.index_put.default"],
     # index_add, col2im and the transposed 3-D convolution's depth sums: index_put with
-    # accumulate=True; the transposed convolutions (the CUDA delegate has none).
-    "composites": ["aten.convolution.default", "aten.index_put.default"],
+    # accumulate=True; the transposed convolutions (the CUDA delegate has none); max_pool3d's
+    # indices (the CUDA delegate pools without them).
+    "composites": ["aten.convolution.default", "aten.index_put.default",
+                   "aten.max_pool2d_with_indices.default"],
     # scatter_reduce's sums and means accumulate with index_put.
     "segments": ["aten.index_put.default"],
 }

@@ -3,7 +3,8 @@
 // each added at the output depths its plane reaches; avg_pool3d as 2-D window sums of every
 // slice, summed over each depth window and divided by the 3-D window's count (which
 // factorizes per dim); adaptive_avg_pool3d as 2-D adaptive means, averaged over each depth
-// range. The depth is folded into the batch for the 2-D op.
+// range; max_pool3d as 2-D max pools of every slice, combined over each depth window. The
+// depth is folded into the batch for the 2-D op.
 #include <algorithm>
 
 #include "graph/torch_export/torch_ops.h"
@@ -196,9 +197,125 @@ Status convert_adaptive_avg_pool3d(TorchNode& n) {
   return n.set_output(0, out);
 }
 
+// max_pool3d / max_pool3d_with_indices(self, kernel_size, stride=[], padding=0, dilation=1,
+// ceil_mode): 2-D max pools (with indices) of every depth slice, then for each output depth
+// the kd slices of its window combined in order. ATen's loop takes a value that is greater
+// than the maximum so far or NaN, so a depth's pooled value replaces the running one under
+// the same rule (the 2-D pools apply it within a slice), and the index is the 3-D position
+// d * H * W + h * W + w. A window depth in the padding repeats the nearest depth inside the
+// window, which changes neither value nor index.
+Converter max_pool3d(bool with_indices) {
+  return [=](TorchNode& n) -> Status {
+    ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+    ETC_ASSIGN_OR_RETURN(std::vector<int64_t> k, n.ints("kernel_size"));
+    ETC_ASSIGN_OR_RETURN(std::vector<int64_t> s, n.ints("stride", std::vector<int64_t>{}));
+    ETC_ASSIGN_OR_RETURN(std::vector<int64_t> p, n.ints("padding", std::vector<int64_t>{0}));
+    ETC_ASSIGN_OR_RETURN(std::vector<int64_t> dl, n.ints("dilation", std::vector<int64_t>{1}));
+    ETC_ASSIGN_OR_RETURN(bool ceil_mode, n.bool_arg("ceil_mode", false));
+    auto three = [](std::vector<int64_t>& v) {
+      if (v.size() == 1) v.assign(3, v[0]);
+      return v.size() == 3;
+    };
+    if (s.empty()) s = k;
+    if (!three(k) || !three(s) || !three(p) || !three(dl))
+      return n.invalid("kernel_size, stride, padding and dilation take 1 or 3 values each");
+    for (int i = 0; i < 3; ++i) {
+      if (k[i] <= 0 || s[i] <= 0 || dl[i] <= 0 || p[i] < 0 || p[i] > k[i] / 2)
+        return n.invalid(
+            "kernel, stride and dilation must be positive, padding at most half "
+            "the kernel");
+    }
+    const bool indices = with_indices && n.output_used(1);
+    bool batched = true;
+    ETC_ASSIGN_OR_RETURN(x, with_batch(n, x, batched));
+    const std::vector<int64_t> in = n.sizes(x);
+    const int64_t depth = in[2];
+    const int64_t span = dl[0] * (k[0] - 1) + 1;  // the dilated kernel's depth
+    const int64_t od = pooled_size(depth, span, s[0], p[0], ceil_mode);
+    if (od <= 0 || depth <= 0) return n.invalid("the pooled output is empty");
+    ETC_ASSIGN_OR_RETURN(ValueId flat, fold_depth(n, x));
+    ETC_ASSIGN_OR_RETURN(ValueId vals,
+                         n.emit(indices ? OpKind::MaxPool2dWithIndices : OpKind::MaxPool2d,
+                                {{"self", flat},
+                                 {"kernel_size", std::vector<int64_t>{k[1], k[2]}},
+                                 {"stride", std::vector<int64_t>{s[1], s[2]}},
+                                 {"padding", std::vector<int64_t>{p[1], p[2]}},
+                                 {"dilation", std::vector<int64_t>{dl[1], dl[2]}},
+                                 {"ceil_mode", ceil_mode}}));
+    const ValueId idx2d = indices ? n.last_outputs()[1] : ValueId();
+    ETC_ASSIGN_OR_RETURN(vals, unfold_depth(n, vals, in[0], depth));
+    ValueId idx;
+    if (indices) {
+      // The slice's 2-D index plus its depth's offset d * H * W.
+      ETC_ASSIGN_OR_RETURN(idx, unfold_depth(n, idx2d, in[0], depth));
+      std::vector<int64_t> offset(static_cast<size_t>(depth));
+      for (int64_t d = 0; d < depth; ++d)
+        offset[static_cast<size_t>(d)] = d * in[3] * in[4];
+      ETC_ASSIGN_OR_RETURN(
+          idx, n.emit(OpKind::AddTensor, {{"self", idx},
+                                          {"other", index_constant(n, {1, 1, depth, 1, 1}, offset)},
+                                          {"alpha", Scalar{int64_t{1}}}}));
+    }
+    // depth_at[j][o]: the depth that kernel plane j reads for output depth o (the window's
+    // nearest depth inside the input where the plane falls in the padding).
+    auto depth_of = [&](int64_t o, int64_t j) {
+      const int64_t first = o * s[0] - p[0];
+      int64_t d = first + j * dl[0];
+      if (d >= 0 && d < depth) return d;
+      int64_t lo = 0, hi = k[0] - 1;  // the planes inside the input
+      while (first + lo * dl[0] < 0)
+        ++lo;
+      while (first + hi * dl[0] >= depth)
+        --hi;
+      return first + (d < 0 ? lo : hi) * dl[0];
+    };
+    ValueId best, where;
+    for (int64_t j = 0; j < k[0]; ++j) {
+      std::vector<int64_t> at;
+      for (int64_t o = 0; o < od; ++o)
+        at.push_back(depth_of(o, j));
+      std::vector<ValueId> pick{ValueId(), ValueId(), index_constant(n, {od}, at)};
+      ETC_ASSIGN_OR_RETURN(ValueId v,
+                           n.emit(OpKind::IndexTensor, {{"self", vals}, {"indices", pick}}));
+      ValueId i;
+      if (indices) {
+        ETC_ASSIGN_OR_RETURN(i, n.emit(OpKind::IndexTensor, {{"self", idx}, {"indices", pick}}));
+      }
+      if (j == 0) {
+        best = v;
+        where = i;
+        continue;
+      }
+      ETC_ASSIGN_OR_RETURN(ValueId greater,
+                           n.emit(OpKind::GtTensor, {{"self", v}, {"other", best}}));
+      ETC_ASSIGN_OR_RETURN(ValueId nan, n.emit(OpKind::Isnan, {{"self", v}}));
+      ETC_ASSIGN_OR_RETURN(ValueId take,
+                           n.emit(OpKind::LogicalOr, {{"self", greater}, {"other", nan}}));
+      ETC_ASSIGN_OR_RETURN(
+          best, n.emit(OpKind::WhereSelf, {{"condition", take}, {"self", v}, {"other", best}}));
+      if (indices) {
+        ETC_ASSIGN_OR_RETURN(
+            where, n.emit(OpKind::WhereSelf, {{"condition", take}, {"self", i}, {"other", where}}));
+      }
+    }
+    if (!batched) {
+      ETC_ASSIGN_OR_RETURN(best, n.emit(OpKind::SqueezeDim, {{"self", best}, {"dim", int64_t{0}}}));
+      if (indices) {
+        ETC_ASSIGN_OR_RETURN(where,
+                             n.emit(OpKind::SqueezeDim, {{"self", where}, {"dim", int64_t{0}}}));
+      }
+    }
+    ETC_RETURN_IF_ERROR(n.set_output(0, best));
+    if (indices) ETC_RETURN_IF_ERROR(n.set_output(1, where));
+    return Status();
+  };
+}
+
 }  // namespace
 
 void add_volume_converters(std::map<std::string, Converter>& t) {
+  t["aten.max_pool3d.default"] = max_pool3d(false);
+  t["aten.max_pool3d_with_indices.default"] = max_pool3d(true);
   t["aten.avg_pool3d.default"] = convert_avg_pool3d;
   t["aten.adaptive_avg_pool3d.default"] = convert_adaptive_avg_pool3d;
   t["aten._adaptive_avg_pool3d.default"] = convert_adaptive_avg_pool3d;
