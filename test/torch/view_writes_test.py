@@ -6,7 +6,8 @@ TorchNode::write) and must match PyTorch eager. What it cannot carry is refused 
 never computed from old values: a view read (by a node, as an output or through an in-place
 op's result) after a later write to its base, and writes into views etc does not invert
 (diagonal, split). Copies that look like views (contiguous / reshape of a transposed
-tensor) stay copies.
+tensor) stay copies. out= forms write their out argument, and refuse to write a program
+input that is read again.
 
   view_writes_test.py ETC      (run with the reference environment's python)
 """
@@ -83,6 +84,25 @@ class SplitWrite(torch.nn.Module):
         return y
 
 
+class OutArgument(torch.nn.Module):
+    """out= writes (atan2.out, add.out into a wider dtype), read afterwards."""
+
+    def forward(self, x):
+        buf = torch.empty(4, 6)
+        torch.atan2(x, x * 2, out=buf)
+        wide = torch.zeros(4, 6, dtype=torch.float64)
+        torch.add(x, buf, out=wide)
+        return buf * 2, wide
+
+
+class OutInput(torch.nn.Module):
+    """out= into the program's input, which a later node reads: etc cannot update an input."""
+
+    def forward(self, x):
+        torch.atan2(x, x * 2, out=x)
+        return x + 1
+
+
 CASES = [
     ("writes through views", Writes(), None),
     ("copies that look like views", Copies(), None),
@@ -92,6 +112,8 @@ CASES = [
      "made before an in-place write to it"),
     ("a write into a diagonal", DiagonalWrite(), "a aten.diagonal.default view"),
     ("a write into a split", SplitWrite(), "a aten.split.Tensor view"),
+    ("out= arguments", OutArgument(), None),
+    ("out= into an input read again", OutInput(), "out is a program input that is read again"),
 ]
 
 

@@ -45,8 +45,9 @@ class Importer {
   std::unordered_map<std::string, Entry> env_;
   std::unordered_map<std::string, int64_t> sym_ints_;
   std::unordered_set<std::string> torch_names_;  // every tensor name the program defines
-  std::unordered_set<std::string> read_names_;   // every tensor name a node or output reads
-  std::unordered_set<uint32_t> named_values_;    // IR values bound to a program name by a node
+  // Every tensor name a node argument or an output reads, with how many times.
+  std::unordered_map<std::string, int> read_names_;
+  std::unordered_set<uint32_t> named_values_;  // IR values bound to a program name by a node
   // The default export's views (kViews in torch_import.cpp): each view's name -> the tensor
   // it views and the node that made it. An in-place op on a view writes through to the
   // tensors it views (TorchNode::write); a view read after a write to its root since it was
@@ -168,7 +169,7 @@ class Importer {
       if (depth > 16) return;
       if (j.is_object()) {
         if (j.contains("name") && j["name"].is_string() && j.size() == 1) {
-          read_names_.insert(j["name"].get<std::string>());
+          ++read_names_[j["name"].get<std::string>()];
         }
         for (const auto& [k, v] : j.items())
           walk(v, depth + 1);

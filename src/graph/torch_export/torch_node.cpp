@@ -434,6 +434,39 @@ bool TorchNode::output_used(int i) const {
   return name && im_.read_names_.count(*name);
 }
 
+namespace {
+// The tensor name an argument holds ("as_tensor"), if it holds one.
+std::optional<std::string> tensor_name_of(const Json& arg) {
+  if (!arg.is_object() || !arg.contains("as_tensor")) return std::nullopt;
+  const Json& t = arg["as_tensor"];
+  if (!t.is_object() || !t.contains("name") || !t["name"].is_string()) return std::nullopt;
+  return t["name"].get<std::string>();
+}
+}  // namespace
+
+bool TorchNode::is_placeholder(std::string_view arg) const {
+  auto a = args_.find(arg);
+  if (a == args_.end()) return false;
+  std::optional<std::string> name = tensor_name_of(*a->second);
+  return name && im_.fixed_placeholders_.count(*name);
+}
+
+bool TorchNode::read_elsewhere(std::string_view arg) const {
+  auto a = args_.find(arg);
+  if (a == args_.end()) return false;
+  std::optional<std::string> held = tensor_name_of(*a->second);
+  if (!held) return false;
+  const std::string name = *held;
+  auto it = im_.read_names_.find(name);
+  if (it == im_.read_names_.end()) return false;
+  // This node's own reads of the name (one per tensor argument that names it).
+  int own = 0;
+  for (const auto& [key, value] : args_) {
+    if (tensor_name_of(*value) == name) ++own;
+  }
+  return it->second > own;
+}
+
 int TorchNode::num_outputs() const {
   return node_.contains("outputs") && node_["outputs"].is_array()
              ? static_cast<int>(node_["outputs"].size())
@@ -521,12 +554,15 @@ Status TorchNode::rebind(std::string_view arg, ValueId v) {
   // An earlier in-place op's output names the tensor it wrote.
   if (auto r = im_.alias_root_.find(name); r != im_.alias_root_.end()) name = r->second;
   ETC_RETURN_IF_ERROR(write(name, v));
-  // The op's output (bound by set_output) joins the tensor's names.
+  // The op's output joins the tensor's names; bound already (by set_output), it reads what
+  // was written (which may be the bound result cast to the tensor's dtype).
   if (std::optional<std::string> out = output_tensor_name(node_, 0)) {
     std::vector<std::string>& group = im_.alias_group_[name];
     if (group.empty()) group.push_back(name);
     group.push_back(*out);
     im_.alias_root_[*out] = name;
+    if (auto bound = im_.env_.find(*out); bound != im_.env_.end())
+      bound->second = im_.env_.at(name);
   }
   return Status();
 }

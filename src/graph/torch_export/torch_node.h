@@ -92,6 +92,12 @@ class TorchNode {
   int num_tensor_outputs() const;
   // Whether a later node or the program's outputs read tensor output i.
   bool output_used(int i) const;
+  // Whether the tensor argument `arg` names is read other than by this node's arguments
+  // (by another node or the program's outputs).
+  bool read_elsewhere(std::string_view arg) const;
+  // Whether argument `arg` names a program input, parameter or constant (which etc cannot
+  // update in place).
+  bool is_placeholder(std::string_view arg) const;
   Status set_output(int i, ValueId v);
   Status set_known_output(int i, KnownTensor t);
   Status set_int_output(int i, int64_t v);  // an `as_sym_int` output

@@ -493,6 +493,42 @@ Converter in_place(Converter functional) {
   };
 }
 
+// The out= form of a functional converter (atan2.out, add.out, ...): the functional result,
+// cast to out's dtype as ATen's out variants write it, becomes out's new value (and the
+// node's output, which aliases out). ATen resizes an out of another shape; etc takes out of
+// the result's shape only.
+Converter out_variant(Converter functional) {
+  return [=](TorchNode& n) -> Status {
+    ETC_ASSIGN_OR_RETURN(const Entry* out_entry, n.entry("out"));
+    const DType dtype = out_entry->dtype;
+    const std::vector<int64_t> shape = out_entry->shape;
+    ETC_RETURN_IF_ERROR(functional(n));
+    ETC_ASSIGN_OR_RETURN(ValueId out, n.output_value(0));
+    if (n.sizes(out) != shape) {
+      return n.unsupported("out has shape " + shape_to_string(shape) + ", the result " +
+                           shape_to_string(n.sizes(out)) + " (etc does not resize out)");
+    }
+    // A program input passed as out (torch.atan2(x, y, out=buffer) with buffer an input)
+    // cannot be updated; nothing else may read it then, and the node's output is the result.
+    if (n.is_placeholder("out")) {
+      if (n.read_elsewhere("out")) {
+        return n.unsupported(
+            "out is a program input that is read again after this write (a "
+            "mutated input is not supported)");
+      }
+      if (n.dtype(out) != dtype) {
+        return n.unsupported("out is a program input of another dtype than the result");
+      }
+      return Status();
+    }
+    if (n.dtype(out) != dtype) {
+      ETC_ASSIGN_OR_RETURN(out, n.emit(OpKind::ToCopy, {{"self", out}, {"dtype", dtype}}));
+    }
+    // out and the node's output (its alias) read the result from here on.
+    return n.rebind("out", out);
+  };
+}
+
 }  // namespace
 
 void add_composite_converters(std::map<std::string, Converter>& t) {
@@ -552,6 +588,20 @@ void add_composite_converters(std::map<std::string, Converter>& t) {
     std::string in_place_name = name.substr(0, dot) + "_" + name.substr(dot);
     if (!t.count(in_place_name)) t[in_place_name] = in_place(t.at(name));
   }
+  // out= forms (NAME.out) of the single-output functional ops NAME.default and NAME.Tensor.
+  std::vector<std::pair<std::string, Converter>> outs;
+  for (const auto& [name, converter] : t) {
+    for (const char* overload : {".default", ".Tensor"}) {
+      const std::string suffix(overload);
+      if (name.size() <= suffix.size() ||
+          name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+        continue;
+      std::string out_name = name.substr(0, name.size() - suffix.size()) + ".out";
+      if (!t.count(out_name)) outs.emplace_back(std::move(out_name), out_variant(converter));
+    }
+  }
+  for (auto& [name, converter] : outs)
+    t.emplace(std::move(name), std::move(converter));
 }
 
 }  // namespace etc::torch_import
