@@ -6,8 +6,9 @@ TorchNode::write) and must match PyTorch eager. What it cannot carry is refused 
 never computed from old values: a view read (by a node, as an output or through an in-place
 op's result) after a later write to its base, and writes into views etc does not invert
 (diagonal, split). Copies that look like views (contiguous / reshape of a transposed
-tensor) stay copies. out= forms write their out argument, and refuse to write a program
-input that is read again.
+tensor) stay copies. out= forms and resize_ write their argument, and refuse to write a program
+input that is read again; resize_ refuses to grow a tensor (its new elements would be
+uninitialised).
 
   view_writes_test.py ETC      (run with the reference environment's python)
 """
@@ -103,6 +104,22 @@ class OutInput(torch.nn.Module):
         return x + 1
 
 
+class Resize(torch.nn.Module):
+    """resize_ to fewer elements: the first ones, row-major, in the new shape."""
+
+    def forward(self, x):
+        y = x * 2
+        y.resize_(3, 5)
+        return (y + 1,)
+
+
+class ResizeGrows(torch.nn.Module):
+    def forward(self, x):
+        y = x * 2
+        y.resize_(5, 6)
+        return y
+
+
 CASES = [
     ("writes through views", Writes(), None),
     ("copies that look like views", Copies(), None),
@@ -114,6 +131,8 @@ CASES = [
     ("a write into a split", SplitWrite(), "a aten.split.Tensor view"),
     ("out= arguments", OutArgument(), None),
     ("out= into an input read again", OutInput(), "out is a program input that is read again"),
+    ("resize_ to fewer elements", Resize(), None),
+    ("resize_ to more elements", ResizeGrows(), "resize_ grows self from 24 to 30 elements"),
 ]
 
 

@@ -467,6 +467,12 @@ bool TorchNode::read_elsewhere(std::string_view arg) const {
   return it->second > own;
 }
 
+bool TorchNode::output_is_none(int i) const {
+  if (i < 0 || i >= num_outputs()) return false;
+  const Json& o = node_["outputs"][static_cast<size_t>(i)];
+  return o.is_object() && o.contains("as_none");
+}
+
 int TorchNode::num_outputs() const {
   return node_.contains("outputs") && node_["outputs"].is_array()
              ? static_cast<int>(node_["outputs"].size())

@@ -92,6 +92,8 @@ class TorchNode {
   int num_tensor_outputs() const;
   // Whether a later node or the program's outputs read tensor output i.
   bool output_used(int i) const;
+  // Whether output i is recorded as None (a value export evaluated while tracing).
+  bool output_is_none(int i) const;
   // Whether the tensor argument `arg` names is read other than by this node's arguments
   // (by another node or the program's outputs).
   bool read_elsewhere(std::string_view arg) const;

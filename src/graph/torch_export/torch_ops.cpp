@@ -1360,6 +1360,18 @@ Status convert_sym_numel(TorchNode& n) {
     numel *= d;
   return n.set_int_output(0, numel);
 }
+// sym_is_contiguous(self): export evaluates it while tracing (the output is None and the
+// program is specialised on the answer), so nothing is computed; a program that reads the
+// symbolic bool later is refused.
+Status convert_sym_is_contiguous(TorchNode& n) {
+  ETC_RETURN_IF_ERROR(n.entry("self").status());
+  for (int i = 0; i < n.num_outputs(); ++i) {
+    if (!n.output_is_none(i)) {
+      return n.unsupported("sym_is_contiguous's result is read (etc has no symbolic bools)");
+    }
+  }
+  return Status();
+}
 Status convert_sym_stride(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
   ETC_ASSIGN_OR_RETURN(int64_t dim, n.int_arg("dim"));
@@ -1518,6 +1530,7 @@ const std::map<std::string, Converter>& torch_converters() {
     t["aten._assert_tensor_metadata.default"] = convert_noop;
     t["aten.sym_size.int"] = convert_sym_size;
     t["aten.sym_numel.default"] = convert_sym_numel;
+    t["aten.sym_is_contiguous.default"] = convert_sym_is_contiguous;
     t["aten.sym_stride.int"] = convert_sym_stride;
     t["aten.sym_storage_offset.default"] = convert_sym_storage_offset;
     t["aten.new_zeros.default"] = new_fill(0.0);

@@ -493,10 +493,32 @@ Converter in_place(Converter functional) {
   };
 }
 
+// The result of an op that writes its argument `arg` (out=, resize_), cast to the argument's
+// dtype: the argument's tensor and the node's output (its alias) read it from here on. A
+// program input passed as the argument cannot be updated: when nothing else reads the input
+// the node's output is the result, otherwise the op is refused.
+Status write_result(TorchNode& n, std::string_view arg, ValueId result, DType dtype) {
+  if (n.is_placeholder(arg)) {
+    if (n.read_elsewhere(arg)) {
+      return n.unsupported(std::string(arg) +
+                           " is a program input that is read again after this write (a "
+                           "mutated input is not supported)");
+    }
+    if (n.dtype(result) != dtype) {
+      return n.unsupported(std::string(arg) +
+                           " is a program input of another dtype than the result");
+    }
+    return Status();
+  }
+  if (n.dtype(result) != dtype) {
+    ETC_ASSIGN_OR_RETURN(result, n.emit(OpKind::ToCopy, {{"self", result}, {"dtype", dtype}}));
+  }
+  return n.rebind(arg, result);
+}
+
 // The out= form of a functional converter (atan2.out, add.out, ...): the functional result,
-// cast to out's dtype as ATen's out variants write it, becomes out's new value (and the
-// node's output, which aliases out). ATen resizes an out of another shape; etc takes out of
-// the result's shape only.
+// cast to out's dtype as ATen's out variants write it, becomes out's new value. ATen resizes
+// an out of another shape; etc takes out of the result's shape only.
 Converter out_variant(Converter functional) {
   return [=](TorchNode& n) -> Status {
     ETC_ASSIGN_OR_RETURN(const Entry* out_entry, n.entry("out"));
@@ -508,25 +530,37 @@ Converter out_variant(Converter functional) {
       return n.unsupported("out has shape " + shape_to_string(shape) + ", the result " +
                            shape_to_string(n.sizes(out)) + " (etc does not resize out)");
     }
-    // A program input passed as out (torch.atan2(x, y, out=buffer) with buffer an input)
-    // cannot be updated; nothing else may read it then, and the node's output is the result.
-    if (n.is_placeholder("out")) {
-      if (n.read_elsewhere("out")) {
-        return n.unsupported(
-            "out is a program input that is read again after this write (a "
-            "mutated input is not supported)");
-      }
-      if (n.dtype(out) != dtype) {
-        return n.unsupported("out is a program input of another dtype than the result");
-      }
-      return Status();
-    }
-    if (n.dtype(out) != dtype) {
-      ETC_ASSIGN_OR_RETURN(out, n.emit(OpKind::ToCopy, {{"self", out}, {"dtype", dtype}}));
-    }
-    // out and the node's output (its alias) read the result from here on.
-    return n.rebind("out", out);
+    return write_result(n, "out", out, dtype);
   };
+}
+
+// resize_(self, size, memory_format): self's first prod(size) elements (row-major) in the new
+// shape. Growing would expose uninitialised memory: refused.
+Status convert_resize(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> size, n.ints("size"));
+  int64_t count = 1;
+  for (int64_t d : size) {
+    if (d < 0) return n.invalid("size " + shape_to_string(size) + " has a negative dim");
+    count *= d;
+  }
+  const int64_t numel = n.spec(x).numel();
+  if (count > numel) {
+    return n.unsupported("resize_ grows self from " + std::to_string(numel) + " to " +
+                         std::to_string(count) + " elements (the new ones are uninitialised)");
+  }
+  ETC_ASSIGN_OR_RETURN(
+      ValueId flat, n.emit(OpKind::Reshape, {{"self", x}, {"shape", std::vector<int64_t>{numel}}}));
+  if (count < numel) {
+    ETC_ASSIGN_OR_RETURN(flat, n.emit(OpKind::SliceTensor, {{"self", flat},
+                                                            {"dim", int64_t{0}},
+                                                            {"start", int64_t{0}},
+                                                            {"end", count},
+                                                            {"step", int64_t{1}}}));
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Reshape, {{"self", flat}, {"shape", size}}));
+  ETC_RETURN_IF_ERROR(n.set_output(0, out));
+  return write_result(n, "self", out, n.dtype(x));
 }
 
 }  // namespace
@@ -549,6 +583,7 @@ void add_composite_converters(std::map<std::string, Converter>& t) {
   t["aten.index_fill.int_Scalar"] = convert_index_fill;
   t["aten.index_add.default"] = convert_index_add;
   t["aten.nan_to_num.default"] = convert_nan_to_num;
+  t["aten.resize_.default"] = convert_resize;
   t["aten.maximum.default"] = bool_extremum(t.at("aten.maximum.default"), OpKind::LogicalOr);
   t["aten.minimum.default"] = bool_extremum(t.at("aten.minimum.default"), OpKind::LogicalAnd);
   // Aliases of ops the table already has.
