@@ -119,6 +119,8 @@ class Importer {
   std::unordered_map<std::string, std::vector<std::string>> alias_group_;
   // Placeholders that are not buffers (parameters, constants, user inputs): name -> kind.
   std::unordered_map<std::string, std::string> fixed_placeholders_;
+  // Buffers no op updates in place (imported as weights, not state).
+  std::unordered_set<std::string> weight_buffers_;
   // Buffers the program mutates (placeholder names), found before the inputs are read.
   std::unordered_set<std::string> mutated_buffers_;
 

@@ -531,6 +531,7 @@ Status Importer::read_inputs() {
                         : kind == "buffer"  ? "buffer_name"
                                             : "tensor_constant_name";
       if (kind != "buffer") fixed_placeholders_[name] = kind;
+      if (kind == "buffer") weight_buffers_.insert(name);
       ETC_ASSIGN_OR_RETURN(std::string fqn, fqn_of(key));
       ETC_ASSIGN_OR_RETURN(ValueId v, add_weight(name, fqn, ptr));
       const TensorSpec& spec = graph_.value(v).spec;

@@ -448,7 +448,7 @@ bool TorchNode::is_placeholder(std::string_view arg) const {
   auto a = args_.find(arg);
   if (a == args_.end()) return false;
   std::optional<std::string> name = tensor_name_of(*a->second);
-  return name && im_.fixed_placeholders_.count(*name);
+  return name && (im_.fixed_placeholders_.count(*name) || im_.weight_buffers_.count(*name));
 }
 
 bool TorchNode::read_elsewhere(std::string_view arg) const {

@@ -97,8 +97,8 @@ class TorchNode {
   // Whether the tensor argument `arg` names is read other than by this node's arguments
   // (by another node or the program's outputs).
   bool read_elsewhere(std::string_view arg) const;
-  // Whether argument `arg` names a program input, parameter or constant (which etc cannot
-  // update in place).
+  // Whether argument `arg` names a program input, parameter, constant or a buffer no op
+  // updates in place (which etc cannot update).
   bool is_placeholder(std::string_view arg) const;
   Status set_output(int i, ValueId v);
   Status set_known_output(int i, KnownTensor t);

@@ -1181,8 +1181,7 @@ Converter batch_norm(bool native) {
   return [=](TorchNode& n) -> Status {
     if (!native) {
       ETC_ASSIGN_OR_RETURN(bool training, n.bool_arg("training"));
-      if (training)
-        return n.unsupported("batch_norm in training mode (export the model in eval mode)");
+      if (training) return convert_batch_norm_training(n, false);
     }
     ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("input"));
     ETC_ASSIGN_OR_RETURN(std::optional<ValueId> w, n.optional_tensor("weight"));
@@ -1581,8 +1580,7 @@ const std::map<std::string, Converter>& torch_converters() {
     // training=False, the same thing.
     t["aten._native_batch_norm_legit.default"] = [](TorchNode& n) -> Status {
       ETC_ASSIGN_OR_RETURN(bool training, n.bool_arg("training"));
-      if (training)
-        return n.unsupported("batch_norm in training mode (export the model in eval mode)");
+      if (training) return convert_batch_norm_training(n, false);
       return batch_norm(true)(n);
     };
     t["aten.linalg_vector_norm.default"] = convert_vector_norm;

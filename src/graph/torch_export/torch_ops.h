@@ -32,6 +32,9 @@ std::vector<ValueId> positions_with(TorchNode& n, const std::vector<int64_t>& sh
 Result<ValueId> emit_scatter_reduce(TorchNode& n, ValueId x, const std::vector<ValueId>& positions,
                                     ValueId values, const std::string& reduce, bool include_self);
 
+// Batch norm in training mode, the forms that update the running statistics in place
+// (_native_batch_norm_legit, batch_norm with training=True) (torch_ops_reduce.cpp).
+Status convert_batch_norm_training(TorchNode& n, bool functional);
 // Adds embedding_bag (torch_ops_segment.cpp).
 void add_segment_converters(std::map<std::string, Converter>& table);
 // Adds the attention, indexing and state-write converters to the table.

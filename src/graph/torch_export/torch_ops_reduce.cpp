@@ -181,7 +181,7 @@ Status convert_group_norm(TorchNode& n) {
 // (x - mean) / sqrt(var + eps) * weight + bias, weight and bias per channel (dim 1). Gives
 // the output, and the mean and 1 / sqrt(var + eps) with the reduced dims kept.
 struct BatchStats {
-  ValueId out, mean, invstd;
+  ValueId out, mean, invstd, var;  // var: the biased variance
 };
 Result<BatchStats> normalize_by_own_stats(TorchNode& n, ValueId x, const std::vector<int64_t>& dims,
                                           std::optional<ValueId> weight,
@@ -193,11 +193,11 @@ Result<BatchStats> normalize_by_own_stats(TorchNode& n, ValueId x, const std::ve
       s.mean, n.emit(OpKind::MeanDim,
                      {{"self", x}, {"dim", dims}, {"keepdim", true}, {"dtype", std::monostate{}}}));
   ETC_ASSIGN_OR_RETURN(
-      ValueId var,
+      s.var,
       n.emit(OpKind::VarCorrection,
              {{"self", x}, {"dim", dims}, {"correction", Scalar{int64_t{0}}}, {"keepdim", true}}));
   ETC_ASSIGN_OR_RETURN(ValueId shifted,
-                       n.emit(OpKind::AddScalar, {{"self", var}, {"other", Scalar{eps}}}));
+                       n.emit(OpKind::AddScalar, {{"self", s.var}, {"other", Scalar{eps}}}));
   ETC_ASSIGN_OR_RETURN(s.invstd, n.emit(OpKind::Rsqrt, {{"self", shifted}}));
   ETC_ASSIGN_OR_RETURN(ValueId centred,
                        n.emit(OpKind::SubTensor, {{"self", x}, {"other", s.mean}}));
@@ -241,6 +241,101 @@ Status convert_batch_norm_no_stats(TorchNode& n) {
   }
   return Status();
 }
+
+}  // namespace
+
+// Batch norm in training mode: the batch's statistics normalise, and the running ones move
+// toward them (running = (1 - momentum) running + momentum batch, the variance unbiased, as
+// ATen updates them). Three forms:
+//   _native_batch_norm_legit_functional (Core ATen): outputs out, mean, invstd and the new
+//     running mean and variance (the program writes them to its buffers, etc's state);
+//   _native_batch_norm_legit(..., training=True): out, mean, invstd; the running statistics
+//     are updated in place;
+//   batch_norm(..., training=True) (the default export): out; in place too.
+// An in-place update of a program input or buffer that nothing else reads is dropped: the
+// outputs do not depend on it, and the default export does not declare the buffers it
+// writes (its signature has no buffer mutation for them). One that is read again is refused.
+Status convert_batch_norm_training(TorchNode& n, bool functional) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("input"));
+  ETC_ASSIGN_OR_RETURN(std::optional<ValueId> w, n.optional_tensor("weight"));
+  ETC_ASSIGN_OR_RETURN(std::optional<ValueId> b, n.optional_tensor("bias"));
+  ETC_ASSIGN_OR_RETURN(std::optional<ValueId> running_mean, n.optional_tensor("running_mean"));
+  ETC_ASSIGN_OR_RETURN(std::optional<ValueId> running_var, n.optional_tensor("running_var"));
+  ETC_ASSIGN_OR_RETURN(double momentum, n.float_arg("momentum", 0.1));
+  ETC_ASSIGN_OR_RETURN(double eps, n.float_arg("eps", 1e-5));
+  const std::vector<int64_t> sizes = n.sizes(x);
+  std::vector<int64_t> dims{0};
+  for (int64_t d = 2; d < static_cast<int64_t>(sizes.size()); ++d)
+    dims.push_back(d);
+  ETC_ASSIGN_OR_RETURN(BatchStats s, normalize_by_own_stats(n, x, dims, w, b, eps));
+  ETC_RETURN_IF_ERROR(n.set_output(0, s.out));
+  const std::vector<int64_t> c{sizes[1]};
+  auto per_channel = [&](ValueId v) {
+    return n.emit(OpKind::Reshape, {{"self", v}, {"shape", c}});
+  };
+  if (n.num_outputs() >= 3) {
+    const ValueId stats[2] = {s.mean, s.invstd};
+    for (int i = 1; i < 3; ++i) {
+      if (!n.output_used(i)) continue;
+      ETC_ASSIGN_OR_RETURN(ValueId v, per_channel(stats[i - 1]));
+      ETC_RETURN_IF_ERROR(n.set_output(i, v));
+    }
+  }
+  int64_t count = 1;  // values per channel
+  for (int64_t d : dims)
+    count *= sizes[static_cast<size_t>(d)];
+  // (1 - momentum) running + momentum batch, in the running statistic's dtype.
+  auto moved = [&](ValueId running, ValueId batch) -> Result<ValueId> {
+    ETC_ASSIGN_OR_RETURN(batch, per_channel(batch));
+    if (n.dtype(batch) != n.dtype(running)) {
+      ETC_ASSIGN_OR_RETURN(batch,
+                           n.emit(OpKind::ToCopy, {{"self", batch}, {"dtype", n.dtype(running)}}));
+    }
+    ETC_ASSIGN_OR_RETURN(
+        ValueId kept,
+        n.emit(OpKind::MulScalar, {{"self", running}, {"other", Scalar{1.0 - momentum}}}));
+    ETC_ASSIGN_OR_RETURN(ValueId moving,
+                         n.emit(OpKind::MulScalar, {{"self", batch}, {"other", Scalar{momentum}}}));
+    return n.emit(OpKind::AddTensor,
+                  {{"self", kept}, {"other", moving}, {"alpha", Scalar{int64_t{1}}}});
+  };
+  // The unbiased variance: biased * count / (count - 1) (NaN for one value, as in ATen).
+  auto unbiased = [&]() -> Result<ValueId> {
+    ETC_ASSIGN_OR_RETURN(ValueId scaled,
+                         n.emit(OpKind::MulScalar,
+                                {{"self", s.var}, {"other", Scalar{static_cast<double>(count)}}}));
+    return n.emit(OpKind::DivScalar,
+                  {{"self", scaled}, {"other", Scalar{static_cast<double>(count - 1)}}});
+  };
+  if (functional) {
+    if (!running_mean || !running_var) {
+      return n.invalid("_native_batch_norm_legit_functional needs running statistics");
+    }
+    ETC_ASSIGN_OR_RETURN(ValueId new_mean, moved(*running_mean, s.mean));
+    ETC_ASSIGN_OR_RETURN(ValueId var, unbiased());
+    ETC_ASSIGN_OR_RETURN(ValueId new_var, moved(*running_var, var));
+    if (n.output_used(3)) ETC_RETURN_IF_ERROR(n.set_output(3, new_mean));
+    if (n.output_used(4)) ETC_RETURN_IF_ERROR(n.set_output(4, new_var));
+    return Status();
+  }
+  for (const char* arg : {"running_mean", "running_var"}) {
+    if (!n.is_tensor(arg)) continue;  // None: nothing to update
+    if (!n.is_placeholder(arg)) {
+      return n.unsupported(std::string("batch norm in training mode updating ") + arg +
+                           " in place, which is computed in the program (etc updates "
+                           "program buffers only)");
+    }
+    if (n.read_elsewhere(arg)) {
+      return n.unsupported(std::string("batch norm in training mode updates ") + arg +
+                           " in place and the program reads it again; export the model in "
+                           "eval mode, or with ep.run_decompositions() (Core ATen declares the "
+                           "update)");
+    }
+  }
+  return Status();
+}
+
+namespace {
 
 // instance_norm(input, weight, bias, running_mean, running_var, use_input_stats, momentum,
 // eps, cudnn_enabled): each sample and channel by its own statistics (over the spatial
@@ -287,6 +382,9 @@ void add_reduce_converters(std::map<std::string, Converter>& t) {
   t["aten.native_group_norm.default"] = convert_group_norm;
   t["aten.group_norm.default"] = convert_group_norm;
   t["aten._native_batch_norm_legit.no_stats"] = convert_batch_norm_no_stats;
+  t["aten._native_batch_norm_legit_functional.default"] = [](TorchNode& n) {
+    return convert_batch_norm_training(n, true);
+  };
   t["aten.instance_norm.default"] = convert_instance_norm;
 }
 
