@@ -467,12 +467,72 @@ Status convert_gemm(NodeCtx& ctx) {
 
 // ---- Normalisation and reductions ---------------------------------------------------------
 
+// BatchNormalization with training_mode=1 (opset 14+): normalised by the batch's own
+// mean and (biased) variance over every dim but C; outputs 1 and 2 are the running
+// statistics moved towards them, mean * momentum + batch_mean * (1 - momentum).
+Status batch_norm_training(NodeCtx& ctx, float eps, float momentum) {
+  const int64_t r = ctx.rank(0);
+  if (r < 2) return ctx.invalid("X must have rank 2 or more (N, C, ...)");
+  const int64_t c = ctx.shape(0)[1];
+  for (int i = 1; i < 5; ++i) {
+    if (ctx.dtype(i) != ctx.dtype(0)) {
+      return ctx.unsupported("scale, B, mean and var of a type other than X's");
+    }
+    if (ctx.shape(i) != std::vector<int64_t>{c})
+      return ctx.invalid("input " + std::to_string(i) + " must have shape [C] = [" +
+                         std::to_string(c) + "]");
+  }
+  std::vector<int64_t> dims{0}, per_channel(static_cast<size_t>(r), 1);
+  for (int64_t d = 2; d < r; ++d)
+    dims.push_back(d);
+  per_channel[1] = c;
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId mean,
+                       ctx.emit(OpKind::MeanDim, {{"self", x}, {"dim", dims}, {"keepdim", true}}));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId var,
+      ctx.emit(OpKind::VarCorrection,
+               {{"self", x}, {"dim", dims}, {"correction", Scalar{0.0}}, {"keepdim", true}}));
+  ETC_ASSIGN_OR_RETURN(ValueId centred,
+                       ctx.emit(OpKind::SubTensor, {{"self", x}, {"other", mean}}));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId denom, ctx.emit(OpKind::AddScalar, {{"self", var}, {"other", Scalar{double(eps)}}}));
+  ETC_ASSIGN_OR_RETURN(denom, ctx.emit(OpKind::Rsqrt, {{"self", denom}}));
+  ETC_ASSIGN_OR_RETURN(ValueId y,
+                       ctx.emit(OpKind::MulTensor, {{"self", centred}, {"other", denom}}));
+  ETC_ASSIGN_OR_RETURN(ValueId scale, ctx.input(1));
+  ETC_ASSIGN_OR_RETURN(scale, reshape(ctx, scale, per_channel));
+  ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::MulTensor, {{"self", y}, {"other", scale}}));
+  ETC_ASSIGN_OR_RETURN(ValueId bias, ctx.input(2));
+  ETC_ASSIGN_OR_RETURN(bias, reshape(ctx, bias, per_channel));
+  ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::AddTensor, {{"self", y}, {"other", bias}}));
+  ETC_RETURN_IF_ERROR(ctx.set_output(0, y));
+  // running = running * momentum + batch * (1 - momentum)
+  auto running = [&](int out, int in, ValueId batch) -> Status {
+    if (!ctx.has_output(out)) return Status();
+    ETC_ASSIGN_OR_RETURN(batch, reshape(ctx, batch, {c}));
+    ETC_ASSIGN_OR_RETURN(ValueId old, ctx.input(in));
+    ETC_ASSIGN_OR_RETURN(
+        old, ctx.emit(OpKind::MulScalar, {{"self", old}, {"other", Scalar{double(momentum)}}}));
+    ETC_ASSIGN_OR_RETURN(
+        batch,
+        ctx.emit(OpKind::MulScalar, {{"self", batch}, {"other", Scalar{1.0 - double(momentum)}}}));
+    ETC_ASSIGN_OR_RETURN(ValueId v, ctx.emit(OpKind::AddTensor, {{"self", old}, {"other", batch}}));
+    return ctx.set_output(out, v);
+  };
+  ETC_RETURN_IF_ERROR(running(1, 3, mean));
+  ETC_RETURN_IF_ERROR(running(2, 4, var));
+  for (int i = 3; i < 5; ++i)
+    ETC_RETURN_IF_ERROR(ctx.require_no_output(i, "saved statistics"));
+  return Status();
+}
+
 Status convert_batch_norm(NodeCtx& ctx) {
   if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer inputs");
   ETC_ASSIGN_OR_RETURN(float eps, ctx.attr_float("epsilon", 1e-5f));
   ETC_ASSIGN_OR_RETURN(float momentum, ctx.attr_float("momentum", 0.9f));
   ETC_ASSIGN_OR_RETURN(int64_t training, ctx.attr_int("training_mode", 0));
-  if (training) return ctx.unsupported("training_mode=1 (inference only)");
+  if (training) return batch_norm_training(ctx, eps, momentum);
   if (ctx.opset() < 9) {
     ETC_ASSIGN_OR_RETURN(int64_t spatial, ctx.attr_int("spatial", 1));
     if (!spatial) return ctx.unsupported("spatial=0");
