@@ -9,6 +9,9 @@
 // Resize's scales, Clip's bounds) are retried with those inputs baked in as initializers,
 // which is how real models carry them; such passes are counted separately.
 //
+// A few tests' stored outputs contradict ONNX's spec and its own reference implementation
+// (wrong_reference_data() says how); their mismatches count as unsupported, with the reason.
+//
 // Each test ends as passed, unsupported (etc declined it with a clear "unsupported" error
 // at import or export) or failed (anything else: a wrong value, shape or dtype, an
 // invalid-input error on a valid model, a run-time error). Exit status 1 when any test
@@ -147,6 +150,18 @@ std::string compare(const rt::TensorView& got, const OnnxTensor& want) {
     }
   }
   return "";
+}
+
+// Tests whose stored outputs contradict ONNX's operator spec and ONNX's own reference
+// implementation (onnx.reference.ReferenceEvaluator computes etc's values): a mismatch in
+// these is reported as unsupported with the reason, never as passed.
+const std::map<std::string, std::string>& wrong_reference_data() {
+  static const std::map<std::string, std::string> known = {
+      {"test_adam_multiple",
+       "the outputs were generated with epsilon=1e-2, which the node does not set (the "
+       "default is 1e-6)"},
+  };
+  return known;
 }
 
 Outcome classify(const Status& s) {
@@ -341,6 +356,11 @@ int main(int argc, char** argv) {
   std::vector<TestResult> failures;
   for (const fs::path& d : dirs) {
     TestResult r = run_test(d, target);
+    if (auto known = wrong_reference_data().find(r.name);
+        known != wrong_reference_data().end() && r.outcome == Outcome::kFailed) {
+      r.outcome = Outcome::kUnsupported;
+      r.detail = "ONNX's reference data is wrong: " + known->second + " (" + r.detail + ")";
+    }
     Counts& c = per_op[op_of(d)];
     switch (r.outcome) {
       case Outcome::kPassed:

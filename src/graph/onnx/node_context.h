@@ -106,7 +106,10 @@ class NodeCtx {
 };
 
 using Converter = std::function<Status(NodeCtx&)>;
-// op_type -> converter for the default ONNX domain.
+// The node's op type, prefixed "domain::" unless it is of the default ONNX domain.
+std::string qualified_op_type(const onnx::NodeProto& node);
+// Qualified op type -> converter: the default ONNX domain's ops and those of
+// ai.onnx.preview.training (onnx_ops_training.cpp).
 const std::map<std::string, Converter>& converters();
 // How many leading inputs ONNX requires of `op_type` (1 for ops not listed specially).
 int required_inputs(const std::string& op_type);

@@ -4,6 +4,8 @@
 // composed of IR ops, onnx_ops_loss.cpp the losses).
 #pragma once
 
+#include <map>
+#include <string>
 #include <vector>
 
 #include "graph/onnx/node_context.h"
@@ -72,6 +74,10 @@ Status convert_lrn(NodeCtx& ctx);
 Status convert_quantize_linear(NodeCtx& ctx);
 Status convert_dequantize_linear(NodeCtx& ctx);
 Status convert_dynamic_quantize_linear(NodeCtx& ctx);
+
+// onnx_ops_training.cpp: Adagrad, Adam and Momentum of ai.onnx.preview.training, under
+// their qualified op types.
+void add_training_converters(std::map<std::string, Converter>& table);
 
 // onnx_ops_loss.cpp
 Status convert_nll_loss(NodeCtx& ctx);

@@ -1398,6 +1398,7 @@ const std::map<std::string, Converter>& converters() {
 #include "graph/binary_math.def"
 #undef ETC_BINARY_OP
 #undef ETC_BINARY_FN
+    add_training_converters(t);
     return t;
   }();
   return table;
