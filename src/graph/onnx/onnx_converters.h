@@ -5,6 +5,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,13 @@ ValueId scalar_constant(NodeCtx& ctx, DType dtype, double v);
 
 // Conv (transposed: ConvTranspose), with ONNX's auto_pad and asymmetric pads.
 Status convert_conv(NodeCtx& ctx, bool transposed);
+// The convolution of `x` by `w` (plus `bias`) as the node's attributes say (Conv's:
+// kernel_shape, strides, pads, dilations, group, auto_pad; ConvTranspose's too).
+Result<ValueId> convolve(NodeCtx& ctx, ValueId x, ValueId w, std::optional<ValueId> bias,
+                         bool transposed);
+// ONNX's MatMul of `a` (shape sa) by `b` (shape sb), with numpy's broadcasting.
+Result<ValueId> matmul(NodeCtx& ctx, ValueId a, std::vector<int64_t> sa, ValueId b,
+                       std::vector<int64_t> sb);
 // MaxPool (is_max) or AveragePool.
 Status convert_pool(NodeCtx& ctx, bool is_max);
 // GlobalMaxPool (is_max) or GlobalAveragePool.
@@ -74,6 +82,10 @@ Status convert_lrn(NodeCtx& ctx);
 Status convert_quantize_linear(NodeCtx& ctx);
 Status convert_dequantize_linear(NodeCtx& ctx);
 Status convert_dynamic_quantize_linear(NodeCtx& ctx);
+Status convert_matmul_integer(NodeCtx& ctx);
+Status convert_conv_integer(NodeCtx& ctx);
+Status convert_qlinear_matmul(NodeCtx& ctx);
+Status convert_qlinear_conv(NodeCtx& ctx);
 
 // onnx_ops_training.cpp: Adagrad, Adam and Momentum of ai.onnx.preview.training, under
 // their qualified op types.

@@ -49,6 +49,68 @@ ValueId scalar_constant(NodeCtx& ctx, DType dtype, double v) {
   return ctx.add_constant(host_from_doubles(dtype, {}, {v}));
 }
 
+Result<ValueId> matmul(NodeCtx& ctx, ValueId a, std::vector<int64_t> sa, ValueId b,
+                       std::vector<int64_t> sb) {
+  if (sa.empty() || sb.empty()) return ctx.invalid("MatMul inputs must have rank 1 or more");
+  const bool a_vec = sa.size() == 1, b_vec = sb.size() == 1;
+  if (a_vec) {
+    sa.insert(sa.begin(), 1);
+    ETC_ASSIGN_OR_RETURN(a, reshape(ctx, a, sa));
+  }
+  if (b_vec) {
+    sb.push_back(1);
+    ETC_ASSIGN_OR_RETURN(b, reshape(ctx, b, sb));
+  }
+  const int64_t m = sa[sa.size() - 2], k = sa.back(), k2 = sb[sb.size() - 2], n = sb.back();
+  if (k != k2) {
+    return ctx.invalid("cannot multiply " + shape_to_string(sa) + " by " + shape_to_string(sb) +
+                       " (inner dimensions " + std::to_string(k) + " and " + std::to_string(k2) +
+                       " differ)");
+  }
+  std::vector<int64_t> batch_a(sa.begin(), sa.end() - 2), batch_b(sb.begin(), sb.end() - 2);
+  std::optional<std::vector<int64_t>> batch = broadcast_shapes(batch_a, batch_b);
+  if (!batch) {
+    return ctx.invalid("batch dims " + shape_to_string(batch_a) + " and " +
+                       shape_to_string(batch_b) + " do not broadcast");
+  }
+  int64_t nb = 1;
+  for (int64_t d : *batch)
+    nb *= d;
+  ValueId out;
+  if (batch_b.empty() ||
+      std::all_of(batch_b.begin(), batch_b.end(), [](int64_t d) { return d == 1; })) {
+    // [..., M, K] x [K, N]: one GEMM over all rows of A.
+    if (!batch_b.empty()) {
+      ETC_ASSIGN_OR_RETURN(b, reshape(ctx, b, {k, n}));
+    }
+    std::vector<int64_t> full_a = *batch;
+    full_a.push_back(m);
+    full_a.push_back(k);
+    if (batch_a != *batch) {
+      ETC_ASSIGN_OR_RETURN(a, ctx.emit(OpKind::Expand, {{"self", a}, {"size", full_a}}));
+    }
+    ETC_ASSIGN_OR_RETURN(ValueId a2, reshape(ctx, a, {nb * m, k}));
+    ETC_ASSIGN_OR_RETURN(out, ctx.emit(OpKind::Mm, {{"self", a2}, {"mat2", b}}));
+  } else {
+    std::vector<int64_t> full_a = *batch, full_b = *batch;
+    full_a.insert(full_a.end(), {m, k});
+    full_b.insert(full_b.end(), {k, n});
+    if (batch_a != *batch) {
+      ETC_ASSIGN_OR_RETURN(a, ctx.emit(OpKind::Expand, {{"self", a}, {"size", full_a}}));
+    }
+    if (batch_b != *batch) {
+      ETC_ASSIGN_OR_RETURN(b, ctx.emit(OpKind::Expand, {{"self", b}, {"size", full_b}}));
+    }
+    ETC_ASSIGN_OR_RETURN(ValueId a3, reshape(ctx, a, {nb, m, k}));
+    ETC_ASSIGN_OR_RETURN(ValueId b3, reshape(ctx, b, {nb, k, n}));
+    ETC_ASSIGN_OR_RETURN(out, ctx.emit(OpKind::Bmm, {{"self", a3}, {"mat2", b3}}));
+  }
+  std::vector<int64_t> shape = *batch;
+  if (!a_vec) shape.push_back(m);
+  if (!b_vec) shape.push_back(n);
+  return reshape(ctx, out, shape);
+}
+
 namespace {
 
 using Args = std::initializer_list<std::pair<std::string_view, ArgValue>>;
@@ -349,68 +411,6 @@ Status convert_where(NodeCtx& ctx) {
 }
 
 // ---- Matrix products ----------------------------------------------------------------------
-
-Result<ValueId> matmul(NodeCtx& ctx, ValueId a, std::vector<int64_t> sa, ValueId b,
-                       std::vector<int64_t> sb) {
-  if (sa.empty() || sb.empty()) return ctx.invalid("MatMul inputs must have rank 1 or more");
-  const bool a_vec = sa.size() == 1, b_vec = sb.size() == 1;
-  if (a_vec) {
-    sa.insert(sa.begin(), 1);
-    ETC_ASSIGN_OR_RETURN(a, reshape(ctx, a, sa));
-  }
-  if (b_vec) {
-    sb.push_back(1);
-    ETC_ASSIGN_OR_RETURN(b, reshape(ctx, b, sb));
-  }
-  const int64_t m = sa[sa.size() - 2], k = sa.back(), k2 = sb[sb.size() - 2], n = sb.back();
-  if (k != k2) {
-    return ctx.invalid("cannot multiply " + shape_to_string(sa) + " by " + shape_to_string(sb) +
-                       " (inner dimensions " + std::to_string(k) + " and " + std::to_string(k2) +
-                       " differ)");
-  }
-  std::vector<int64_t> batch_a(sa.begin(), sa.end() - 2), batch_b(sb.begin(), sb.end() - 2);
-  std::optional<std::vector<int64_t>> batch = broadcast_shapes(batch_a, batch_b);
-  if (!batch) {
-    return ctx.invalid("batch dims " + shape_to_string(batch_a) + " and " +
-                       shape_to_string(batch_b) + " do not broadcast");
-  }
-  int64_t nb = 1;
-  for (int64_t d : *batch)
-    nb *= d;
-  ValueId out;
-  if (batch_b.empty() ||
-      std::all_of(batch_b.begin(), batch_b.end(), [](int64_t d) { return d == 1; })) {
-    // [..., M, K] x [K, N]: one GEMM over all rows of A.
-    if (!batch_b.empty()) {
-      ETC_ASSIGN_OR_RETURN(b, reshape(ctx, b, {k, n}));
-    }
-    std::vector<int64_t> full_a = *batch;
-    full_a.push_back(m);
-    full_a.push_back(k);
-    if (batch_a != *batch) {
-      ETC_ASSIGN_OR_RETURN(a, ctx.emit(OpKind::Expand, {{"self", a}, {"size", full_a}}));
-    }
-    ETC_ASSIGN_OR_RETURN(ValueId a2, reshape(ctx, a, {nb * m, k}));
-    ETC_ASSIGN_OR_RETURN(out, ctx.emit(OpKind::Mm, {{"self", a2}, {"mat2", b}}));
-  } else {
-    std::vector<int64_t> full_a = *batch, full_b = *batch;
-    full_a.insert(full_a.end(), {m, k});
-    full_b.insert(full_b.end(), {k, n});
-    if (batch_a != *batch) {
-      ETC_ASSIGN_OR_RETURN(a, ctx.emit(OpKind::Expand, {{"self", a}, {"size", full_a}}));
-    }
-    if (batch_b != *batch) {
-      ETC_ASSIGN_OR_RETURN(b, ctx.emit(OpKind::Expand, {{"self", b}, {"size", full_b}}));
-    }
-    ETC_ASSIGN_OR_RETURN(ValueId a3, reshape(ctx, a, {nb, m, k}));
-    ETC_ASSIGN_OR_RETURN(ValueId b3, reshape(ctx, b, {nb, k, n}));
-    ETC_ASSIGN_OR_RETURN(out, ctx.emit(OpKind::Bmm, {{"self", a3}, {"mat2", b3}}));
-  }
-  std::vector<int64_t> shape = *batch;
-  if (!a_vec) shape.push_back(m);
-  if (!b_vec) shape.push_back(n);
-  return reshape(ctx, out, shape);
-}
 
 Status convert_matmul(NodeCtx& ctx) {
   if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer matrix products");
@@ -1187,6 +1187,10 @@ int required_inputs(const std::string& op_type) {
       {"Compress", 2},
       {"DequantizeLinear", 2},
       {"QuantizeLinear", 2},
+      {"MatMulInteger", 2},
+      {"ConvInteger", 2},
+      {"QLinearMatMul", 8},
+      {"QLinearConv", 8},
       {"ReverseSequence", 2},
       {"Conv", 2},
       {"CumSum", 2},
@@ -1298,6 +1302,10 @@ const std::map<std::string, Converter>& converters() {
         {"NegativeLogLikelihoodLoss", convert_nll_loss},
         {"OneHot", convert_one_hot},
         {"QuantizeLinear", convert_quantize_linear},
+        {"MatMulInteger", convert_matmul_integer},
+        {"ConvInteger", convert_conv_integer},
+        {"QLinearMatMul", convert_qlinear_matmul},
+        {"QLinearConv", convert_qlinear_conv},
         {"ReduceL1", reduce(Reduce::kL1)},
         {"ReduceLogSum", reduce(Reduce::kLogSum)},
         {"ReduceLogSumExp", reduce(Reduce::kLogSumExp)},

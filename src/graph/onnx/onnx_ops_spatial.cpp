@@ -103,8 +103,20 @@ void window_to_2d(Window& w) {
 }  // namespace
 
 Status convert_conv(NodeCtx& ctx, bool transposed) {
-  const std::vector<int64_t> xs = ctx.shape(0), ws = ctx.shape(1);
   if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer convolution");
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId wt, ctx.input(1));
+  std::optional<ValueId> bias;
+  if (ctx.has_input(2)) {
+    ETC_ASSIGN_OR_RETURN(bias, ctx.input(2));
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId y, convolve(ctx, x, wt, bias, transposed));
+  return ctx.set_output(0, y);
+}
+
+Result<ValueId> convolve(NodeCtx& ctx, ValueId x, ValueId wt, std::optional<ValueId> bias_value,
+                         bool transposed) {
+  const std::vector<int64_t> xs = ctx.sizes_of(x), ws = ctx.sizes_of(wt);
   if (xs.size() != 3 && xs.size() != 4) {
     return ctx.unsupported("input of rank " + std::to_string(xs.size()) +
                            " (1-d and 2-d convolutions only)");
@@ -148,15 +160,11 @@ Status convert_conv(NodeCtx& ctx, bool transposed) {
       }
     }
   }
-  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
-  ETC_ASSIGN_OR_RETURN(ValueId wt, ctx.input(1));
   ArgValue bias = kNone;
   bool extended = false;  // negative pads: the bias is added after the zeros are
   for (size_t i = 0; i < w.pad_begin.size(); ++i)
     extended = extended || w.pad_begin[i] < 0 || w.pad_end[i] < 0;
-  if (ctx.has_input(2) && !extended) {
-    ETC_ASSIGN_OR_RETURN(bias, ctx.input(2));
-  }
+  if (bias_value && !extended) bias = *bias_value;
   const bool one_d = xs.size() == 3;
   if (one_d) {
     ETC_ASSIGN_OR_RETURN(x, to_2d(ctx, x, xs));
@@ -188,8 +196,8 @@ Status convert_conv(NodeCtx& ctx, bool transposed) {
       pad.insert(pad.end(), {-w.pad_begin[i], -w.pad_end[i]});
     ETC_ASSIGN_OR_RETURN(
         y, ctx.emit(OpKind::ConstantPadNd, {{"self", y}, {"pad", pad}, {"value", Scalar{0.0}}}));
-    if (ctx.has_input(2)) {
-      ETC_ASSIGN_OR_RETURN(ValueId b, ctx.input(2));
+    if (bias_value) {
+      ValueId b = *bias_value;
       std::vector<int64_t> view(ctx.sizes_of(y).size(), 1);
       view[1] = ctx.sizes_of(y)[1];
       ETC_ASSIGN_OR_RETURN(b, reshape(ctx, b, view));
@@ -213,7 +221,7 @@ Status convert_conv(NodeCtx& ctx, bool transposed) {
     std::vector<int64_t> s = ctx.sizes_of(y);
     ETC_ASSIGN_OR_RETURN(y, reshape(ctx, y, {s[0], s[1], s[3]}));
   }
-  return ctx.set_output(0, y);
+  return y;
 }
 
 namespace {
