@@ -91,6 +91,10 @@ Status convert_qlinear_conv(NodeCtx& ctx);
 // their qualified op types.
 void add_training_converters(std::map<std::string, Converter>& table);
 
+// onnx_ops_signal.cpp
+Status convert_dft(NodeCtx& ctx);
+Status convert_stft(NodeCtx& ctx);
+
 // onnx_ops_loss.cpp
 Status convert_nll_loss(NodeCtx& ctx);
 Status convert_softmax_cross_entropy(NodeCtx& ctx);

@@ -1228,6 +1228,7 @@ int required_inputs(const std::string& op_type) {
       {"Where", 3},
       {"Xor", 2},
       {"TopK", 2},
+      {"STFT", 2},
       {"InstanceNormalization", 3},
       {"Tile", 2},
   };
@@ -1286,6 +1287,8 @@ const std::map<std::string, Converter>& converters() {
         {"Compress", convert_compress},
         {"Celu", convert_elu},
         {"DepthToSpace", convert_depth_to_space},
+        {"DFT", convert_dft},
+        {"STFT", convert_stft},
         {"DequantizeLinear", convert_dequantize_linear},
         {"DynamicQuantizeLinear", convert_dynamic_quantize_linear},
         {"Elu", convert_elu},
