@@ -587,6 +587,34 @@ Status infer_upsample2d(const InferContext& ctx, std::vector<TensorType>& out) {
   return Status();
 }
 
+// grid_sampler_2d: input [N, C, H, W], grid [N, H_out, W_out, 2] -> [N, C, H_out, W_out];
+// interpolation 0 bilinear, 1 nearest, 2 bicubic; padding 0 zeros, 1 border, 2 reflection.
+Status infer_grid_sampler_2d(const InferContext& ctx, std::vector<TensorType>& out) {
+  const TensorSpec& x = ctx.tensor("input");
+  const TensorSpec& grid = ctx.tensor("grid");
+  ETC_RETURN_IF_ERROR(require_rank(ctx, "input", x, {4}));
+  ETC_RETURN_IF_ERROR(require_float(ctx, "input", x));
+  ETC_RETURN_IF_ERROR(require_rank(ctx, "grid", grid, {4}));
+  ETC_RETURN_IF_ERROR(require_same_dtype(ctx, "grid", grid, x.dtype));
+  if (grid.sizes[0] != x.sizes[0] || grid.sizes[3] != 2) {
+    return ctx.error("grid", "expected a grid of [" + std::to_string(x.sizes[0]) +
+                                 ", H_out, W_out, 2] for input " + x.type_string() + ", got " +
+                                 grid.type_string());
+  }
+  const int64_t mode = ctx.int_arg("interpolation_mode"), pad = ctx.int_arg("padding_mode");
+  if (mode < 0 || mode > 2) {
+    return ctx.error(
+        "interpolation_mode",
+        "expected 0 (bilinear), 1 (nearest) or 2 (bicubic), got " + std::to_string(mode));
+  }
+  if (pad < 0 || pad > 2) {
+    return ctx.error("padding_mode", "expected 0 (zeros), 1 (border) or 2 (reflection), got " +
+                                         std::to_string(pad));
+  }
+  out.push_back({x.dtype, {x.sizes[0], x.sizes[1], grid.sizes[1], grid.sizes[2]}});
+  return Status();
+}
+
 Status infer_adaptive_avg_pool2d(const InferContext& ctx, std::vector<TensorType>& out) {
   const TensorSpec& self = ctx.tensor("self");
   ETC_RETURN_IF_ERROR(require_rank(ctx, "self", self, {3, 4}));

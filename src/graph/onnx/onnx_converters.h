@@ -43,6 +43,8 @@ Status convert_pool(NodeCtx& ctx, bool is_max);
 Converter global_pool(bool is_max);
 // MaxUnpool: MaxPool's values put back at its Indices.
 Status convert_max_unpool(NodeCtx& ctx);
+// GridSample as ATen's grid_sampler_2d.
+Status convert_grid_sample(NodeCtx& ctx);
 // Resize and Upsample (every mode; PyTorch's NCHW cases as ATen's upsample ops).
 Status convert_resize(NodeCtx& ctx);
 // LSTM, unrolled over its static sequence.

@@ -810,3 +810,57 @@ Status convert_resize(NodeCtx& ctx) {
 }
 
 }  // namespace etc::onnx_import
+
+namespace etc::onnx_import {
+
+// GridSample(X [N, C, H, W], grid [N, H_out, W_out, 2]; mode, padding_mode, align_corners):
+// ATen's grid_sampler_2d, which ONNX's op follows (opset 20 renames the modes linear and
+// cubic and allows more spatial dims; etc takes two).
+Status convert_grid_sample(NodeCtx& ctx) {
+  if (ctx.rank(0) != 4)
+    return ctx.unsupported("X of rank " + std::to_string(ctx.rank(0)) + " (2 spatial dims only)");
+  if (!dtype_is_float(ctx.dtype(0)))
+    return ctx.unsupported(std::string(dtype_name(ctx.dtype(0))) + " inputs");
+  if (ctx.rank(1) != 4 || ctx.shape(1)[0] != ctx.shape(0)[0] || ctx.shape(1)[3] != 2)
+    return ctx.invalid("grid must have shape [N, H_out, W_out, 2] for X " +
+                       shape_to_string(ctx.shape(0)) + ", got " + shape_to_string(ctx.shape(1)));
+  Result<std::string> mode = ctx.attr_string("mode", ctx.opset() >= 20 ? "linear" : "bilinear");
+  if (!mode.ok()) return mode.status();
+  Result<std::string> padding = ctx.attr_string("padding_mode", "zeros");
+  if (!padding.ok()) return padding.status();
+  ETC_ASSIGN_OR_RETURN(int64_t align, ctx.attr_int("align_corners", 0));
+  int64_t m;
+  if (*mode == "bilinear" || *mode == "linear") {
+    m = 0;
+  } else if (*mode == "nearest") {
+    m = 1;
+  } else if (*mode == "bicubic" || *mode == "cubic") {
+    m = 2;
+  } else {
+    return ctx.invalid("mode must be linear (bilinear), nearest or cubic (bicubic), got '" + *mode +
+                       "'");
+  }
+  int64_t p;
+  if (*padding == "zeros") {
+    p = 0;
+  } else if (*padding == "border") {
+    p = 1;
+  } else if (*padding == "reflection") {
+    p = 2;
+  } else {
+    return ctx.invalid("padding_mode must be zeros, border or reflection, got '" + *padding + "'");
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId grid, ctx.input(1));
+  if (ctx.dtype(1) != ctx.dtype(0)) {
+    ETC_ASSIGN_OR_RETURN(grid, ctx.emit(OpKind::ToCopy, {{"self", grid}, {"dtype", ctx.dtype(0)}}));
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId y, ctx.emit(OpKind::GridSampler2d, {{"input", x},
+                                                                   {"grid", grid},
+                                                                   {"interpolation_mode", m},
+                                                                   {"padding_mode", p},
+                                                                   {"align_corners", align != 0}}));
+  return ctx.set_output(0, y);
+}
+
+}  // namespace etc::onnx_import
