@@ -97,6 +97,9 @@ void add_training_converters(std::map<std::string, Converter>& table);
 Status convert_dft(NodeCtx& ctx);
 Status convert_stft(NodeCtx& ctx);
 
+// onnx_ops_text.cpp
+Status convert_tfidf_vectorizer(NodeCtx& ctx);
+
 // onnx_ops_loss.cpp
 Status convert_nll_loss(NodeCtx& ctx);
 Status convert_softmax_cross_entropy(NodeCtx& ctx);

@@ -1325,6 +1325,7 @@ const std::map<std::string, Converter>& converters() {
         {"Softplus", convert_softplus},
         {"Softsign", convert_softsign},
         {"SpaceToDepth", convert_space_to_depth},
+        {"TfIdfVectorizer", convert_tfidf_vectorizer},
         {"ThresholdedRelu", convert_thresholded_relu},
         {"Tile", convert_tile},
         {"Trilu", convert_trilu},
