@@ -615,6 +615,58 @@ Status infer_grid_sampler_2d(const InferContext& ctx, std::vector<TensorType>& o
   return Status();
 }
 
+// onnx::non_zero: [rank, numel] int64 at most (one column per non-zero element).
+Status infer_onnx_non_zero(const InferContext& ctx, std::vector<TensorType>& out) {
+  const TensorSpec& self = ctx.tensor("self");
+  if (self.rank() == 0) return ctx.error("self", "expected a tensor of rank 1 or more");
+  out.push_back({DType::kInt64, {static_cast<int64_t>(self.rank()), self.numel()}});
+  return Status();
+}
+
+// onnx::non_max_suppression: boxes [B, S, 4], scores [B, C, S] -> [B * C * min(max, S), 3]
+// int64 at most (batch, class, box of each selected box).
+Status infer_onnx_non_max_suppression(const InferContext& ctx, std::vector<TensorType>& out) {
+  const TensorSpec& boxes = ctx.tensor("boxes");
+  const TensorSpec& scores = ctx.tensor("scores");
+  ETC_RETURN_IF_ERROR(require_rank(ctx, "boxes", boxes, {3}));
+  ETC_RETURN_IF_ERROR(require_rank(ctx, "scores", scores, {3}));
+  ETC_RETURN_IF_ERROR(require_float(ctx, "boxes", boxes));
+  ETC_RETURN_IF_ERROR(require_same_dtype(ctx, "scores", scores, boxes.dtype));
+  if (boxes.sizes[2] != 4 || scores.sizes[0] != boxes.sizes[0] ||
+      scores.sizes[2] != boxes.sizes[1]) {
+    return ctx.error("scores", "expected boxes [B, S, 4] and scores [B, C, S], got " +
+                                   boxes.type_string() + " and " + scores.type_string());
+  }
+  const int64_t max = ctx.int_arg("max_output_boxes_per_class");
+  if (max < 0) return ctx.error("max_output_boxes_per_class", "must not be negative");
+  const int64_t per_class = std::min(max, boxes.sizes[1]);
+  out.push_back({DType::kInt64, {scores.sizes[0] * scores.sizes[1] * per_class, 3}});
+  return Status();
+}
+
+// onnx::unique: Y has self's shape (flattened without an axis) with at most as many slices
+// along the axis; indices and counts one per unique slice at most; inverse_indices one per
+// slice of self.
+Status infer_onnx_unique(const InferContext& ctx, std::vector<TensorType>& out) {
+  const TensorSpec& self = ctx.tensor("self");
+  std::optional<int64_t> axis = ctx.optional_int("axis");
+  Sizes y{self.numel()};
+  int64_t n = self.numel();
+  if (axis) {
+    const auto r = static_cast<int64_t>(self.rank());
+    if (*axis < -r || *axis >= r)
+      return ctx.error("axis", "out of range for " + self.type_string());
+    const int64_t a = *axis < 0 ? *axis + r : *axis;
+    y = self.sizes;
+    n = self.sizes[static_cast<size_t>(a)];
+  }
+  out.push_back({self.dtype, y});
+  out.push_back({DType::kInt64, {n}});
+  out.push_back({DType::kInt64, {n}});
+  out.push_back({DType::kInt64, {n}});
+  return Status();
+}
+
 Status infer_adaptive_avg_pool2d(const InferContext& ctx, std::vector<TensorType>& out) {
   const TensorSpec& self = ctx.tensor("self");
   ETC_RETURN_IF_ERROR(require_rank(ctx, "self", self, {3, 4}));

@@ -363,6 +363,32 @@ TEST_CASE("onnx: the training domain's optimizers need their domain imported and
         "m.onnx: /graph/node/0 (node \"opt\"): Momentum: R must be a floating-point scalar");
 }
 
+TEST_CASE("onnx: outputs sized by the data are dynamic-bound graph outputs, never inputs") {
+  ModelBuilder out;
+  out.input("x", {2, 3});
+  out.node("NonZero", {"x"}, {"nz"}, "nz");
+  out.output("nz");
+  Result<Graph> g = out.import();
+  INFO(g.status().to_string());
+  REQUIRE(g.ok());
+  const Value& v = g->value(g->outputs()[0]);
+  CHECK(v.spec.sizes == std::vector<int64_t>{2, 6});  // the bound: every element non-zero
+  CHECK(v.spec.dynamism == ShapeDynamism::kDynamicBound);
+
+  ModelBuilder used;
+  used.input("x", {2, 3});
+  used.node("NonZero", {"x"}, {"nz"}, "nz");
+  used.node("Neg", {"nz"}, {"y"}, "neg");
+  used.output("y");
+  g = used.import();
+  REQUIRE_FALSE(g.ok());
+  CHECK(g.status().code() == ErrorCode::kUnsupported);
+  CHECK(g.status().to_string() ==
+        "m.onnx: /graph/node/1 (node \"neg\"): Neg: input 'nz' has a size known only at run "
+        "time (an output of NonZero, NonMaxSuppression or Unique); etc takes such tensors only "
+        "as graph outputs");
+}
+
 TEST_CASE("onnx: Resize outside PyTorch's cases goes axis by axis, within bounds") {
   ModelBuilder m;
   m.input("x", {1, 1, 4, 4});

@@ -78,6 +78,10 @@ class NodeCtx {
   const std::vector<ValueId>& last_outputs() const { return last_outputs_; }
   // A new IR constant.
   ValueId add_constant(const HostTensor& value);
+  // Marks `v` (emitted by this node, its shape an upper bound) dynamic-bound: its size is
+  // known only at run time, when its kernel resizes it. The importer lets such a value be
+  // a graph output only.
+  void mark_dynamic_bound(ValueId v);
   // Shape of an IR value emitted or read by this node.
   const std::vector<int64_t>& sizes_of(ValueId v) const;
 

@@ -100,6 +100,11 @@ Status convert_stft(NodeCtx& ctx);
 // onnx_ops_text.cpp
 Status convert_tfidf_vectorizer(NodeCtx& ctx);
 
+// onnx_ops_select.cpp: outputs whose sizes depend on the data
+Status convert_non_zero(NodeCtx& ctx);
+Status convert_non_max_suppression(NodeCtx& ctx);
+Status convert_unique(NodeCtx& ctx);
+
 // onnx_ops_loss.cpp
 Status convert_nll_loss(NodeCtx& ctx);
 Status convert_softmax_cross_entropy(NodeCtx& ctx);

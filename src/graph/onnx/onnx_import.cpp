@@ -281,6 +281,10 @@ Status NodeCtx::set_output(int i, ValueId value) {
   return Status();
 }
 
+void NodeCtx::mark_dynamic_bound(ValueId v) {
+  im_.graph_.value(v).spec.dynamism = ShapeDynamism::kDynamicBound;
+}
+
 Status NodeCtx::set_output_constant(int i, HostTensor value) {
   if (!has_output(i)) return Status();
   const std::string& name = node_.output(i);
@@ -530,6 +534,14 @@ Status Importer::convert_nodes(const onnx::GraphProto& g) {
                            "' is not defined before this node (ONNX "
                            "graphs must list nodes in topological order)");
       }
+      if (n.input(k).empty()) continue;
+      const Entry& e = env_.at(n.input(k));
+      if (e.value && graph_.value(*e.value).spec.dynamism == ShapeDynamism::kDynamicBound) {
+        return ctx.unsupported("input '" + n.input(k) +
+                               "' has a size known only at run time (an output of "
+                               "NonZero, NonMaxSuppression or Unique); etc takes such "
+                               "tensors only as graph outputs");
+      }
     }
     if (opset_ < 7 && !same_since_opset1(n.op_type())) {
       return ctx.unsupported("a model of opset " + std::to_string(opset_) +
@@ -590,7 +602,9 @@ Status Importer::read_outputs(const onnx::GraphProto& g) {
       NodeId id =
           graph_.add_node(OpKind::Clone, graph_.unique_node_name(o.name() + "/output"),
                           std::move(args), {o.name()}, {TensorSpec::make(spec.dtype, spec.sizes)});
+      const ShapeDynamism dynamism = spec.dynamism;
       v = graph_.node(id).outputs[0];
+      graph_.value(v).spec.dynamism = dynamism;
     }
     const TensorSpec& spec = graph_.value(v).spec;
     if (o.type().has_tensor_type()) {
@@ -606,7 +620,11 @@ Status Importer::read_outputs(const onnx::GraphProto& g) {
         bool ok = tt.shape().dim_size() == static_cast<int>(spec.sizes.size());
         for (int d = 0; ok && d < tt.shape().dim_size(); ++d) {
           const auto& dim = tt.shape().dim(d);
-          if (fixed_dim(dim) && dim.dim_value() != spec.sizes[d]) ok = false;
+          // A dynamic-bound output's sizes are upper bounds.
+          const bool bound = spec.dynamism == ShapeDynamism::kDynamicBound;
+          if (fixed_dim(dim) &&
+              (bound ? dim.dim_value() > spec.sizes[d] : dim.dim_value() != spec.sizes[d]))
+            ok = false;
         }
         if (!ok) {
           return invalid_input("output '" + o.name() + "' is declared with shape " +
