@@ -394,6 +394,17 @@ Status infer_mm(const InferContext& ctx, std::vector<TensorType>& out) {
   return Status();
 }
 
+// linalg_det: [..., n, n] floating point -> [...].
+Status infer_linalg_det(const InferContext& ctx, std::vector<TensorType>& out) {
+  const TensorSpec& a = ctx.tensor("A");
+  ETC_RETURN_IF_ERROR(require_float(ctx, "A", a));
+  if (a.rank() < 2 || a.sizes[a.rank() - 1] != a.sizes[a.rank() - 2]) {
+    return ctx.error("A", "expected square matrices [..., n, n], got " + a.type_string());
+  }
+  out.push_back({a.dtype, Sizes(a.sizes.begin(), a.sizes.end() - 2)});
+  return Status();
+}
+
 Status infer_addmm(const InferContext& ctx, std::vector<TensorType>& out) {
   const TensorSpec& bias = ctx.tensor("self");
   const TensorSpec& a = ctx.tensor("mat1");

@@ -420,6 +420,18 @@ Status convert_matmul(NodeCtx& ctx) {
   return ctx.set_output(0, y);
 }
 
+// Det(X [..., n, n]) -> [...]: ATen's linalg_det.
+Status convert_det(NodeCtx& ctx) {
+  if (!dtype_is_float(ctx.dtype(0)))
+    return ctx.unsupported(std::string(dtype_name(ctx.dtype(0))) + " inputs");
+  const std::vector<int64_t>& s = ctx.shape(0);
+  if (s.size() < 2 || s[s.size() - 1] != s[s.size() - 2])
+    return ctx.invalid("X must hold square matrices [..., n, n], got " + shape_to_string(s));
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId y, ctx.emit(OpKind::LinalgDet, {{"A", x}}));
+  return ctx.set_output(0, y);
+}
+
 Status convert_gemm(NodeCtx& ctx) {
   if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer matrix products");
   if (ctx.rank(0) != 2 || ctx.rank(1) != 2) return ctx.invalid("A and B must be matrices");
@@ -1289,6 +1301,7 @@ const std::map<std::string, Converter>& converters() {
         {"Compress", convert_compress},
         {"Celu", convert_elu},
         {"DepthToSpace", convert_depth_to_space},
+        {"Det", convert_det},
         {"DFT", convert_dft},
         {"STFT", convert_stft},
         {"DequantizeLinear", convert_dequantize_linear},

@@ -1105,6 +1105,12 @@ Status convert_avg_pool(TorchNode& n) {
   return n.set_output(0, out);
 }
 
+Status convert_linalg_det(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId a, n.tensor("A"));
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::LinalgDet, {{"A", a}}));
+  return n.set_output(0, out);
+}
+
 Status convert_adaptive_avg_pool(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
   ETC_ASSIGN_OR_RETURN(std::vector<int64_t> size, n.ints("output_size"));
@@ -1550,6 +1556,7 @@ const std::map<std::string, Converter>& torch_converters() {
     t["aten.linear.default"] = convert_linear;
     t["aten.addmm.default"] = convert_addmm;
     t["aten.mm.default"] = matmul2(OpKind::Mm);
+    t["aten.linalg_det.default"] = convert_linalg_det;
     t["aten.bmm.default"] = matmul2(OpKind::Bmm);
     t["aten.conv1d.default"] = convert_conv;
     t["aten.conv2d.default"] = convert_conv;
