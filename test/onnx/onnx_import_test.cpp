@@ -153,8 +153,8 @@ TEST_CASE("onnx: a conv net imports with static shapes from --input-shape") {
 TEST_CASE("onnx: every unsupported op is listed at once with counts and node names") {
   ModelBuilder m;
   m.input("x", {2, 3});
-  m.node("Det", {"x"}, {"a"}, "det_a");
-  m.node("Det", {"a"}, {"b"}, "");
+  m.node("Bernoulli", {"x"}, {"a"}, "coin_a");
+  m.node("Bernoulli", {"a"}, {"b"}, "");
   m.node("Custom", {"b"}, {"c"}, "mine", "com.example");
   m.node("Relu", {"c"}, {"y"});
   m.output("y");
@@ -164,7 +164,7 @@ TEST_CASE("onnx: every unsupported op is listed at once with counts and node nam
   CHECK(
       g.status().to_string() ==
       "m.onnx: /graph/node: 3 nodes of 2 op types that etc cannot import (see `etc ops --onnx`):\n"
-      "  Det x2: det_a, Det#1\n"
+      "  Bernoulli x2: coin_a, Bernoulli#1\n"
       "  com.example::Custom x1: mine");
 }
 
