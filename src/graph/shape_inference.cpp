@@ -394,6 +394,17 @@ Status infer_mm(const InferContext& ctx, std::vector<TensorType>& out) {
   return Status();
 }
 
+// linalg_det: [..., n, n] floating point -> [...].
+Status infer_linalg_det(const InferContext& ctx, std::vector<TensorType>& out) {
+  const TensorSpec& a = ctx.tensor("A");
+  ETC_RETURN_IF_ERROR(require_float(ctx, "A", a));
+  if (a.rank() < 2 || a.sizes[a.rank() - 1] != a.sizes[a.rank() - 2]) {
+    return ctx.error("A", "expected square matrices [..., n, n], got " + a.type_string());
+  }
+  out.push_back({a.dtype, Sizes(a.sizes.begin(), a.sizes.end() - 2)});
+  return Status();
+}
+
 Status infer_addmm(const InferContext& ctx, std::vector<TensorType>& out) {
   const TensorSpec& bias = ctx.tensor("self");
   const TensorSpec& a = ctx.tensor("mat1");
@@ -584,6 +595,86 @@ Status infer_upsample2d(const InferContext& ctx, std::vector<TensorType>& out) {
     sizes[2 + i] = v;
   }
   out.push_back({x.dtype, sizes});
+  return Status();
+}
+
+// grid_sampler_2d: input [N, C, H, W], grid [N, H_out, W_out, 2] -> [N, C, H_out, W_out];
+// interpolation 0 bilinear, 1 nearest, 2 bicubic; padding 0 zeros, 1 border, 2 reflection.
+Status infer_grid_sampler_2d(const InferContext& ctx, std::vector<TensorType>& out) {
+  const TensorSpec& x = ctx.tensor("input");
+  const TensorSpec& grid = ctx.tensor("grid");
+  ETC_RETURN_IF_ERROR(require_rank(ctx, "input", x, {4}));
+  ETC_RETURN_IF_ERROR(require_float(ctx, "input", x));
+  ETC_RETURN_IF_ERROR(require_rank(ctx, "grid", grid, {4}));
+  ETC_RETURN_IF_ERROR(require_same_dtype(ctx, "grid", grid, x.dtype));
+  if (grid.sizes[0] != x.sizes[0] || grid.sizes[3] != 2) {
+    return ctx.error("grid", "expected a grid of [" + std::to_string(x.sizes[0]) +
+                                 ", H_out, W_out, 2] for input " + x.type_string() + ", got " +
+                                 grid.type_string());
+  }
+  const int64_t mode = ctx.int_arg("interpolation_mode"), pad = ctx.int_arg("padding_mode");
+  if (mode < 0 || mode > 2) {
+    return ctx.error(
+        "interpolation_mode",
+        "expected 0 (bilinear), 1 (nearest) or 2 (bicubic), got " + std::to_string(mode));
+  }
+  if (pad < 0 || pad > 2) {
+    return ctx.error("padding_mode", "expected 0 (zeros), 1 (border) or 2 (reflection), got " +
+                                         std::to_string(pad));
+  }
+  out.push_back({x.dtype, {x.sizes[0], x.sizes[1], grid.sizes[1], grid.sizes[2]}});
+  return Status();
+}
+
+// onnx::non_zero: [rank, numel] int64 at most (one column per non-zero element).
+Status infer_onnx_non_zero(const InferContext& ctx, std::vector<TensorType>& out) {
+  const TensorSpec& self = ctx.tensor("self");
+  if (self.rank() == 0) return ctx.error("self", "expected a tensor of rank 1 or more");
+  out.push_back({DType::kInt64, {static_cast<int64_t>(self.rank()), self.numel()}});
+  return Status();
+}
+
+// onnx::non_max_suppression: boxes [B, S, 4], scores [B, C, S] -> [B * C * min(max, S), 3]
+// int64 at most (batch, class, box of each selected box).
+Status infer_onnx_non_max_suppression(const InferContext& ctx, std::vector<TensorType>& out) {
+  const TensorSpec& boxes = ctx.tensor("boxes");
+  const TensorSpec& scores = ctx.tensor("scores");
+  ETC_RETURN_IF_ERROR(require_rank(ctx, "boxes", boxes, {3}));
+  ETC_RETURN_IF_ERROR(require_rank(ctx, "scores", scores, {3}));
+  ETC_RETURN_IF_ERROR(require_float(ctx, "boxes", boxes));
+  ETC_RETURN_IF_ERROR(require_same_dtype(ctx, "scores", scores, boxes.dtype));
+  if (boxes.sizes[2] != 4 || scores.sizes[0] != boxes.sizes[0] ||
+      scores.sizes[2] != boxes.sizes[1]) {
+    return ctx.error("scores", "expected boxes [B, S, 4] and scores [B, C, S], got " +
+                                   boxes.type_string() + " and " + scores.type_string());
+  }
+  const int64_t max = ctx.int_arg("max_output_boxes_per_class");
+  if (max < 0) return ctx.error("max_output_boxes_per_class", "must not be negative");
+  const int64_t per_class = std::min(max, boxes.sizes[1]);
+  out.push_back({DType::kInt64, {scores.sizes[0] * scores.sizes[1] * per_class, 3}});
+  return Status();
+}
+
+// onnx::unique: Y has self's shape (flattened without an axis) with at most as many slices
+// along the axis; indices and counts one per unique slice at most; inverse_indices one per
+// slice of self.
+Status infer_onnx_unique(const InferContext& ctx, std::vector<TensorType>& out) {
+  const TensorSpec& self = ctx.tensor("self");
+  std::optional<int64_t> axis = ctx.optional_int("axis");
+  Sizes y{self.numel()};
+  int64_t n = self.numel();
+  if (axis) {
+    const auto r = static_cast<int64_t>(self.rank());
+    if (*axis < -r || *axis >= r)
+      return ctx.error("axis", "out of range for " + self.type_string());
+    const int64_t a = *axis < 0 ? *axis + r : *axis;
+    y = self.sizes;
+    n = self.sizes[static_cast<size_t>(a)];
+  }
+  out.push_back({self.dtype, y});
+  out.push_back({DType::kInt64, {n}});
+  out.push_back({DType::kInt64, {n}});
+  out.push_back({DType::kInt64, {n}});
   return Status();
 }
 

@@ -663,13 +663,69 @@ TEST_CASE("native_group_norm checks N, C, HxW and the groups") {
             .find("HxW 8 is not the product") != std::string::npos);
 }
 
+TEST_CASE("grid_sampler_2d and linalg_det") {
+  OpTester t;
+  auto x = t.in(f32, {2, 3, 5, 6});
+  auto grid = t.in(f32, {2, 4, 7, 2});
+  CHECK(t.one(OpKind::GridSampler2d, {{"input", x},
+                                      {"grid", grid},
+                                      {"interpolation_mode", i64(2)},
+                                      {"padding_mode", i64(1)},
+                                      {"align_corners", true}}) == T(f32, {2, 3, 4, 7}));
+  CHECK(t.error(OpKind::GridSampler2d, {{"input", x},
+                                        {"grid", t.in(f32, {2, 4, 7, 3})},
+                                        {"interpolation_mode", i64(0)},
+                                        {"padding_mode", i64(0)},
+                                        {"align_corners", false}})
+            .find("expected a grid of [2, H_out, W_out, 2]") != std::string::npos);
+  CHECK(t.error(OpKind::GridSampler2d, {{"input", x},
+                                        {"grid", grid},
+                                        {"interpolation_mode", i64(3)},
+                                        {"padding_mode", i64(0)},
+                                        {"align_corners", false}})
+            .find("expected 0 (bilinear), 1 (nearest) or 2 (bicubic), got 3") != std::string::npos);
+  CHECK(t.one(OpKind::LinalgDet, {{"A", t.in(f32, {2, 3, 3})}}) == T(f32, {2}));
+  CHECK(t.one(OpKind::LinalgDet, {{"A", t.in(f32, {4, 4})}}) == T(f32, {}));
+  CHECK(t.error(OpKind::LinalgDet, {{"A", t.in(f32, {3, 4})}}).find("expected square matrices") !=
+        std::string::npos);
+}
+
+TEST_CASE("ONNX's data-dependent ops infer their upper bounds") {
+  OpTester t;
+  CHECK(t.one(OpKind::OnnxNonZero, {{"self", t.in(f32, {2, 3})}}) == T(i64t, {2, 6}));
+  CHECK(t.error(OpKind::OnnxNonZero, {{"self", t.in(f32, {})}}).find("rank 1 or more") !=
+        std::string::npos);
+  auto boxes = t.in(f32, {2, 6, 4});
+  CHECK(t.one(OpKind::OnnxNonMaxSuppression, {{"boxes", boxes},
+                                              {"scores", t.in(f32, {2, 3, 6})},
+                                              {"max_output_boxes_per_class", i64(4)},
+                                              {"iou_threshold", 0.5},
+                                              {"score_threshold", none()},
+                                              {"center_point_box", false}}) == T(i64t, {24, 3}));
+  CHECK(t.error(OpKind::OnnxNonMaxSuppression, {{"boxes", boxes},
+                                                {"scores", t.in(f32, {2, 3, 5})},
+                                                {"max_output_boxes_per_class", i64(4)},
+                                                {"iou_threshold", 0.5},
+                                                {"score_threshold", none()},
+                                                {"center_point_box", false}})
+            .find("expected boxes [B, S, 4] and scores [B, C, S]") != std::string::npos);
+  Result<std::vector<TensorType>> u = t.infer(
+      OpKind::OnnxUnique, {{"self", t.in(f32, {2, 4, 2})}, {"axis", i64(1)}, {"sorted", true}});
+  REQUIRE(u.ok());
+  CHECK(*u == std::vector<TensorType>{T(f32, {2, 4, 2}), T(i64t, {4}), T(i64t, {4}), T(i64t, {4})});
+  u = t.infer(OpKind::OnnxUnique,
+              {{"self", t.in(f32, {2, 4})}, {"axis", none()}, {"sorted", false}});
+  REQUIRE(u.ok());
+  CHECK(*u == std::vector<TensorType>{T(f32, {8}), T(i64t, {8}), T(i64t, {8}), T(i64t, {8})});
+}
+
 TEST_CASE("every op in the table is covered by this file") {
   // A new op in ops.def must get inference tests; these counts are the reminder.
   size_t aten = 0;
   for (const OpInfo& op : all_ops())
     aten += op.schema.ns == "aten";
-  CHECK(aten == 133);
-  CHECK(all_ops().size() == 136);
+  CHECK(aten == 135);
+  CHECK(all_ops().size() == 141);
 }
 
 }  // namespace

@@ -153,8 +153,8 @@ TEST_CASE("onnx: a conv net imports with static shapes from --input-shape") {
 TEST_CASE("onnx: every unsupported op is listed at once with counts and node names") {
   ModelBuilder m;
   m.input("x", {2, 3});
-  m.node("Det", {"x"}, {"a"}, "det_a");
-  m.node("Det", {"a"}, {"b"}, "");
+  m.node("Bernoulli", {"x"}, {"a"}, "coin_a");
+  m.node("Bernoulli", {"a"}, {"b"}, "");
   m.node("Custom", {"b"}, {"c"}, "mine", "com.example");
   m.node("Relu", {"c"}, {"y"});
   m.output("y");
@@ -164,7 +164,7 @@ TEST_CASE("onnx: every unsupported op is listed at once with counts and node nam
   CHECK(
       g.status().to_string() ==
       "m.onnx: /graph/node: 3 nodes of 2 op types that etc cannot import (see `etc ops --onnx`):\n"
-      "  Det x2: det_a, Det#1\n"
+      "  Bernoulli x2: coin_a, Bernoulli#1\n"
       "  com.example::Custom x1: mine");
 }
 
@@ -307,6 +307,88 @@ TEST_CASE("onnx: gathers and scatters are index ops, and what they cannot do is 
         "export time: an initializer, a Constant, or computed from static shapes");
 }
 
+TEST_CASE("onnx: the training domain's optimizers need their domain imported and valid inputs") {
+  const std::string training = "ai.onnx.preview.training";
+  auto momentum = [&](bool import_domain, const std::string& mode,
+                      std::vector<std::string> inputs) {
+    ModelBuilder m;
+    if (import_domain) {
+      auto* import = m.model.add_opset_import();
+      import->set_domain(training);
+      import->set_version(1);
+    }
+    m.input("r", {});
+    m.input("t", {}, onnx::TensorProto::INT64);
+    m.input("x", {2});
+    m.input("g", {2});
+    m.input("v", {2});
+    auto* n = m.node("Momentum", inputs, {"x_new", "v_new"}, "opt", training);
+    ModelBuilder::str(n, "mode", mode);
+    for (const char* name : {"alpha", "beta", "norm_coefficient"}) {
+      auto* a = n->add_attribute();
+      a->set_name(name);
+      a->set_type(onnx::AttributeProto::FLOAT);
+      a->set_f(0.5f);
+    }
+    m.output("x_new");
+    m.output("v_new");
+    return m.import();
+  };
+  Result<Graph> g = momentum(true, "nesterov", {"r", "t", "x", "g", "v"});
+  INFO(g.status().to_string());
+  REQUIRE(g.ok());
+
+  g = momentum(false, "nesterov", {"r", "t", "x", "g", "v"});
+  REQUIRE_FALSE(g.ok());
+  CHECK(g.status().code() == ErrorCode::kInvalidInput);
+  CHECK(g.status().to_string() ==
+        "m.onnx: /graph/node/0: node 0 (ai.onnx.preview.training::Momentum) is of domain "
+        "'ai.onnx.preview.training', which the model's opset_import does not name");
+
+  g = momentum(true, "heavy-ball", {"r", "t", "x", "g", "v"});
+  REQUIRE_FALSE(g.ok());
+  CHECK(g.status().to_string() ==
+        "m.onnx: /graph/node/0 (node \"opt\"): Momentum: mode must be 'standard' or "
+        "'nesterov', got 'heavy-ball'");
+
+  g = momentum(true, "standard", {"r", "t", "x", "g"});
+  REQUIRE_FALSE(g.ok());
+  CHECK(g.status().to_string() ==
+        "m.onnx: /graph/node/0 (node \"opt\"): Momentum: expects R, T and 3 inputs per "
+        "optimized tensor, got 4 inputs");
+
+  g = momentum(true, "standard", {"t", "r", "x", "g", "v"});
+  REQUIRE_FALSE(g.ok());
+  CHECK(g.status().to_string() ==
+        "m.onnx: /graph/node/0 (node \"opt\"): Momentum: R must be a floating-point scalar");
+}
+
+TEST_CASE("onnx: outputs sized by the data are dynamic-bound graph outputs, never inputs") {
+  ModelBuilder out;
+  out.input("x", {2, 3});
+  out.node("NonZero", {"x"}, {"nz"}, "nz");
+  out.output("nz");
+  Result<Graph> g = out.import();
+  INFO(g.status().to_string());
+  REQUIRE(g.ok());
+  const Value& v = g->value(g->outputs()[0]);
+  CHECK(v.spec.sizes == std::vector<int64_t>{2, 6});  // the bound: every element non-zero
+  CHECK(v.spec.dynamism == ShapeDynamism::kDynamicBound);
+
+  ModelBuilder used;
+  used.input("x", {2, 3});
+  used.node("NonZero", {"x"}, {"nz"}, "nz");
+  used.node("Neg", {"nz"}, {"y"}, "neg");
+  used.output("y");
+  g = used.import();
+  REQUIRE_FALSE(g.ok());
+  CHECK(g.status().code() == ErrorCode::kUnsupported);
+  CHECK(g.status().to_string() ==
+        "m.onnx: /graph/node/1 (node \"neg\"): Neg: input 'nz' has a size known only at run "
+        "time (an output of NonZero, NonMaxSuppression or Unique); etc takes such tensors only "
+        "as graph outputs");
+}
+
 TEST_CASE("onnx: Resize outside PyTorch's cases goes axis by axis, within bounds") {
   ModelBuilder m;
   m.input("x", {1, 1, 4, 4});
@@ -419,11 +501,20 @@ TEST_CASE("onnx: nodes with missing, empty or extra inputs and outputs are locat
   const std::vector<std::vector<std::string>> outputs = {
       {}, {""}, {"y"}, {"", "y"}, {"y", "z", "w"}};
   for (const auto& [op, fn] : onnx_import::converters()) {
+    // Another domain's ops are listed as "domain::OpType".
+    const size_t sep = op.find("::");
+    const std::string domain = sep == std::string::npos ? "" : op.substr(0, sep);
+    const std::string type = sep == std::string::npos ? op : op.substr(sep + 2);
     for (const auto& in : inputs) {
       for (const auto& out : outputs) {
         ModelBuilder m;
+        if (!domain.empty()) {
+          auto* import = m.model.add_opset_import();
+          import->set_domain(domain);
+          import->set_version(1);
+        }
         m.input("x", {2, 3});
-        m.node(op, in, out, "n");
+        m.node(type, in, out, "n", domain);
         m.output(out.empty() || out.back().empty() ? "x" : out.back());
         INFO(op << " with " << in.size() << " input(s), " << out.size() << " output(s)");
         Result<Graph> g = m.import();

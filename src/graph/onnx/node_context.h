@@ -78,6 +78,10 @@ class NodeCtx {
   const std::vector<ValueId>& last_outputs() const { return last_outputs_; }
   // A new IR constant.
   ValueId add_constant(const HostTensor& value);
+  // Marks `v` (emitted by this node, its shape an upper bound) dynamic-bound: its size is
+  // known only at run time, when its kernel resizes it. The importer lets such a value be
+  // a graph output only.
+  void mark_dynamic_bound(ValueId v);
   // Shape of an IR value emitted or read by this node.
   const std::vector<int64_t>& sizes_of(ValueId v) const;
 
@@ -106,7 +110,10 @@ class NodeCtx {
 };
 
 using Converter = std::function<Status(NodeCtx&)>;
-// op_type -> converter for the default ONNX domain.
+// The node's op type, prefixed "domain::" unless it is of the default ONNX domain.
+std::string qualified_op_type(const onnx::NodeProto& node);
+// Qualified op type -> converter: the default ONNX domain's ops and those of
+// ai.onnx.preview.training (onnx_ops_training.cpp).
 const std::map<std::string, Converter>& converters();
 // How many leading inputs ONNX requires of `op_type` (1 for ops not listed specially).
 int required_inputs(const std::string& op_type);

@@ -4,6 +4,9 @@
 // composed of IR ops, onnx_ops_loss.cpp the losses).
 #pragma once
 
+#include <map>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "graph/onnx/node_context.h"
@@ -27,12 +30,21 @@ ValueId scalar_constant(NodeCtx& ctx, DType dtype, double v);
 
 // Conv (transposed: ConvTranspose), with ONNX's auto_pad and asymmetric pads.
 Status convert_conv(NodeCtx& ctx, bool transposed);
+// The convolution of `x` by `w` (plus `bias`) as the node's attributes say (Conv's:
+// kernel_shape, strides, pads, dilations, group, auto_pad; ConvTranspose's too).
+Result<ValueId> convolve(NodeCtx& ctx, ValueId x, ValueId w, std::optional<ValueId> bias,
+                         bool transposed);
+// ONNX's MatMul of `a` (shape sa) by `b` (shape sb), with numpy's broadcasting.
+Result<ValueId> matmul(NodeCtx& ctx, ValueId a, std::vector<int64_t> sa, ValueId b,
+                       std::vector<int64_t> sb);
 // MaxPool (is_max) or AveragePool.
 Status convert_pool(NodeCtx& ctx, bool is_max);
 // GlobalMaxPool (is_max) or GlobalAveragePool.
 Converter global_pool(bool is_max);
 // MaxUnpool: MaxPool's values put back at its Indices.
 Status convert_max_unpool(NodeCtx& ctx);
+// GridSample as ATen's grid_sampler_2d.
+Status convert_grid_sample(NodeCtx& ctx);
 // Resize and Upsample (every mode; PyTorch's NCHW cases as ATen's upsample ops).
 Status convert_resize(NodeCtx& ctx);
 // LSTM, unrolled over its static sequence.
@@ -72,6 +84,26 @@ Status convert_lrn(NodeCtx& ctx);
 Status convert_quantize_linear(NodeCtx& ctx);
 Status convert_dequantize_linear(NodeCtx& ctx);
 Status convert_dynamic_quantize_linear(NodeCtx& ctx);
+Status convert_matmul_integer(NodeCtx& ctx);
+Status convert_conv_integer(NodeCtx& ctx);
+Status convert_qlinear_matmul(NodeCtx& ctx);
+Status convert_qlinear_conv(NodeCtx& ctx);
+
+// onnx_ops_training.cpp: Adagrad, Adam and Momentum of ai.onnx.preview.training, under
+// their qualified op types.
+void add_training_converters(std::map<std::string, Converter>& table);
+
+// onnx_ops_signal.cpp
+Status convert_dft(NodeCtx& ctx);
+Status convert_stft(NodeCtx& ctx);
+
+// onnx_ops_text.cpp
+Status convert_tfidf_vectorizer(NodeCtx& ctx);
+
+// onnx_ops_select.cpp: outputs whose sizes depend on the data
+Status convert_non_zero(NodeCtx& ctx);
+Status convert_non_max_suppression(NodeCtx& ctx);
+Status convert_unique(NodeCtx& ctx);
 
 // onnx_ops_loss.cpp
 Status convert_nll_loss(NodeCtx& ctx);

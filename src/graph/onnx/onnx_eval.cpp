@@ -270,6 +270,7 @@ std::vector<int64_t> transpose_index(const std::vector<int64_t>& shape,
 }  // namespace
 
 Result<bool> try_evaluate(NodeCtx& ctx) {
+  if (qualified_op_type(ctx.node()) != ctx.op_type()) return false;  // another domain's op
   const std::string& op = ctx.op_type();
   // Ops whose result needs only static shapes.
   if (op == "Shape") {

@@ -20,6 +20,12 @@ namespace {
 // before opset 7 only the ops of same_since_opset1()).
 constexpr int64_t kMinOpset = 1;
 constexpr int64_t kMaxOpset = 21;
+// The training domain's optimizers (Adagrad, Adam, Momentum) exist at version 1 only.
+constexpr std::string_view kTrainingDomain = "ai.onnx.preview.training";
+
+bool is_default_domain(const std::string& domain) {
+  return domain.empty() || domain == "ai.onnx";
+}
 
 // A fixed size: dim_value >= 0. Exporters (Paddle2ONNX among them) write dim_value -1 for a
 // dynamic dim, as ONNX Runtime reads it; etc reads it as unknown too.
@@ -93,7 +99,13 @@ class Importer {
 
   const OnnxImportOptions& options_;
   int64_t opset_ = 0;
+  bool default_domain_ = false;   // the model imports the default ONNX domain
+  bool training_domain_ = false;  // ... and ai.onnx.preview.training version 1
 };
+
+std::string qualified_op_type(const onnx::NodeProto& node) {
+  return is_default_domain(node.domain()) ? node.op_type() : node.domain() + "::" + node.op_type();
+}
 
 // ---- NodeCtx ------------------------------------------------------------------------------
 
@@ -269,6 +281,10 @@ Status NodeCtx::set_output(int i, ValueId value) {
   return Status();
 }
 
+void NodeCtx::mark_dynamic_bound(ValueId v) {
+  im_.graph_.value(v).spec.dynamism = ShapeDynamism::kDynamicBound;
+}
+
 Status NodeCtx::set_output_constant(int i, HostTensor value) {
   if (!has_output(i)) return Status();
   const std::string& name = node_.output(i);
@@ -342,15 +358,24 @@ Status NodeCtx::check_axis(int64_t axis, int64_t rank, const std::string& what) 
 
 Status Importer::check_model(const onnx::ModelProto& model) {
   if (!model.has_graph()) return invalid_input("the model has no graph", at("/graph"));
-  bool found = false;
   for (int i = 0; i < model.opset_import_size(); ++i) {
     const auto& op = model.opset_import(i);
-    if (op.domain().empty() || op.domain() == "ai.onnx") {
+    if (is_default_domain(op.domain())) {
       opset_ = op.version();
-      found = true;
+      default_domain_ = true;
+    } else if (op.domain() == kTrainingDomain) {
+      if (op.version() != 1) {
+        return etc::unsupported("the model imports " + std::string(kTrainingDomain) + " version " +
+                                    std::to_string(op.version()) + "; etc knows version 1",
+                                at("/opset_import/" + std::to_string(i)));
+      }
+      training_domain_ = true;
     }
   }
-  if (!found) {
+  if (!default_domain_ && training_domain_) {
+    // Only the training domain's ops: the converters see the newest default opset.
+    opset_ = kMaxOpset;
+  } else if (!default_domain_) {
     // IR version 1/2 models have no opset_import; ONNX says the default domain is opset 1.
     return etc::unsupported("the model does not import the default ONNX domain; etc needs opset " +
                                 std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset),
@@ -479,10 +504,18 @@ Status Importer::report_unsupported(const onnx::GraphProto& g) {
   std::map<std::string, UnsupportedOp> missing;  // op -> node names
   for (int i = 0; i < g.node_size(); ++i) {
     const onnx::NodeProto& n = g.node(i);
-    std::string op = n.domain().empty() || n.domain() == "ai.onnx"
-                         ? n.op_type()
-                         : n.domain() + "::" + n.op_type();
-    if (op == n.op_type() && table.count(op)) continue;
+    const std::string op = qualified_op_type(n);
+    const bool imported = is_default_domain(n.domain())   ? default_domain_
+                          : n.domain() == kTrainingDomain ? training_domain_
+                                                          : true;
+    if (!imported) {
+      return invalid_input("node " + std::to_string(i) + " (" + op + ") is of domain '" +
+                               n.domain() + "', which the model's opset_import does not name",
+                           at("/graph/node/" + std::to_string(i)));
+    }
+    // (A default-domain op type never names a domain itself.)
+    if (table.count(op) && (!is_default_domain(n.domain()) || op.find(':') == std::string::npos))
+      continue;
     missing[op].nodes.push_back(n.name().empty() ? n.op_type() + "#" + std::to_string(i)
                                                  : n.name());
   }
@@ -501,14 +534,23 @@ Status Importer::convert_nodes(const onnx::GraphProto& g) {
                            "' is not defined before this node (ONNX "
                            "graphs must list nodes in topological order)");
       }
+      if (n.input(k).empty()) continue;
+      const Entry& e = env_.at(n.input(k));
+      if (e.value && graph_.value(*e.value).spec.dynamism == ShapeDynamism::kDynamicBound) {
+        return ctx.unsupported("input '" + n.input(k) +
+                               "' has a size known only at run time (an output of "
+                               "NonZero, NonMaxSuppression or Unique); etc takes such "
+                               "tensors only as graph outputs");
+      }
     }
     if (opset_ < 7 && !same_since_opset1(n.op_type())) {
       return ctx.unsupported("a model of opset " + std::to_string(opset_) +
                              ": before opset 7 etc converts only the op types whose meaning has "
                              "not changed since opset 1 (broadcasting and attributes differ)");
     }
+    const std::string op = qualified_op_type(n);
     // Arity first, so no converter reads an input or output the node does not have.
-    for (int k = 0; k < required_inputs(n.op_type()); ++k) {
+    for (int k = 0; k < required_inputs(op); ++k) {
       if (!ctx.has_input(k)) return ctx.missing_input_error(k);
     }
     // Output 0 is optional for a few ops (the recurrent ops' Y): some output must be named.
@@ -521,7 +563,7 @@ Status Importer::convert_nodes(const onnx::GraphProto& g) {
     Result<bool> evaluated = try_evaluate(ctx);
     Status converted = !evaluated.ok() ? evaluated.status()
                        : *evaluated    ? Status()
-                                       : table.at(n.op_type())(ctx);
+                                       : table.at(op)(ctx);
     if (!ctx.missing_input().ok()) return ctx.missing_input();
     ETC_RETURN_IF_ERROR(converted);
     for (int k = 0; k < n.output_size(); ++k) {
@@ -560,7 +602,9 @@ Status Importer::read_outputs(const onnx::GraphProto& g) {
       NodeId id =
           graph_.add_node(OpKind::Clone, graph_.unique_node_name(o.name() + "/output"),
                           std::move(args), {o.name()}, {TensorSpec::make(spec.dtype, spec.sizes)});
+      const ShapeDynamism dynamism = spec.dynamism;
       v = graph_.node(id).outputs[0];
+      graph_.value(v).spec.dynamism = dynamism;
     }
     const TensorSpec& spec = graph_.value(v).spec;
     if (o.type().has_tensor_type()) {
@@ -576,7 +620,11 @@ Status Importer::read_outputs(const onnx::GraphProto& g) {
         bool ok = tt.shape().dim_size() == static_cast<int>(spec.sizes.size());
         for (int d = 0; ok && d < tt.shape().dim_size(); ++d) {
           const auto& dim = tt.shape().dim(d);
-          if (fixed_dim(dim) && dim.dim_value() != spec.sizes[d]) ok = false;
+          // A dynamic-bound output's sizes are upper bounds.
+          const bool bound = spec.dynamism == ShapeDynamism::kDynamicBound;
+          if (fixed_dim(dim) &&
+              (bound ? dim.dim_value() > spec.sizes[d] : dim.dim_value() != spec.sizes[d]))
+            ok = false;
         }
         if (!ok) {
           return invalid_input("output '" + o.name() + "' is declared with shape " +

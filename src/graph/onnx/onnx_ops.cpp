@@ -49,6 +49,68 @@ ValueId scalar_constant(NodeCtx& ctx, DType dtype, double v) {
   return ctx.add_constant(host_from_doubles(dtype, {}, {v}));
 }
 
+Result<ValueId> matmul(NodeCtx& ctx, ValueId a, std::vector<int64_t> sa, ValueId b,
+                       std::vector<int64_t> sb) {
+  if (sa.empty() || sb.empty()) return ctx.invalid("MatMul inputs must have rank 1 or more");
+  const bool a_vec = sa.size() == 1, b_vec = sb.size() == 1;
+  if (a_vec) {
+    sa.insert(sa.begin(), 1);
+    ETC_ASSIGN_OR_RETURN(a, reshape(ctx, a, sa));
+  }
+  if (b_vec) {
+    sb.push_back(1);
+    ETC_ASSIGN_OR_RETURN(b, reshape(ctx, b, sb));
+  }
+  const int64_t m = sa[sa.size() - 2], k = sa.back(), k2 = sb[sb.size() - 2], n = sb.back();
+  if (k != k2) {
+    return ctx.invalid("cannot multiply " + shape_to_string(sa) + " by " + shape_to_string(sb) +
+                       " (inner dimensions " + std::to_string(k) + " and " + std::to_string(k2) +
+                       " differ)");
+  }
+  std::vector<int64_t> batch_a(sa.begin(), sa.end() - 2), batch_b(sb.begin(), sb.end() - 2);
+  std::optional<std::vector<int64_t>> batch = broadcast_shapes(batch_a, batch_b);
+  if (!batch) {
+    return ctx.invalid("batch dims " + shape_to_string(batch_a) + " and " +
+                       shape_to_string(batch_b) + " do not broadcast");
+  }
+  int64_t nb = 1;
+  for (int64_t d : *batch)
+    nb *= d;
+  ValueId out;
+  if (batch_b.empty() ||
+      std::all_of(batch_b.begin(), batch_b.end(), [](int64_t d) { return d == 1; })) {
+    // [..., M, K] x [K, N]: one GEMM over all rows of A.
+    if (!batch_b.empty()) {
+      ETC_ASSIGN_OR_RETURN(b, reshape(ctx, b, {k, n}));
+    }
+    std::vector<int64_t> full_a = *batch;
+    full_a.push_back(m);
+    full_a.push_back(k);
+    if (batch_a != *batch) {
+      ETC_ASSIGN_OR_RETURN(a, ctx.emit(OpKind::Expand, {{"self", a}, {"size", full_a}}));
+    }
+    ETC_ASSIGN_OR_RETURN(ValueId a2, reshape(ctx, a, {nb * m, k}));
+    ETC_ASSIGN_OR_RETURN(out, ctx.emit(OpKind::Mm, {{"self", a2}, {"mat2", b}}));
+  } else {
+    std::vector<int64_t> full_a = *batch, full_b = *batch;
+    full_a.insert(full_a.end(), {m, k});
+    full_b.insert(full_b.end(), {k, n});
+    if (batch_a != *batch) {
+      ETC_ASSIGN_OR_RETURN(a, ctx.emit(OpKind::Expand, {{"self", a}, {"size", full_a}}));
+    }
+    if (batch_b != *batch) {
+      ETC_ASSIGN_OR_RETURN(b, ctx.emit(OpKind::Expand, {{"self", b}, {"size", full_b}}));
+    }
+    ETC_ASSIGN_OR_RETURN(ValueId a3, reshape(ctx, a, {nb, m, k}));
+    ETC_ASSIGN_OR_RETURN(ValueId b3, reshape(ctx, b, {nb, k, n}));
+    ETC_ASSIGN_OR_RETURN(out, ctx.emit(OpKind::Bmm, {{"self", a3}, {"mat2", b3}}));
+  }
+  std::vector<int64_t> shape = *batch;
+  if (!a_vec) shape.push_back(m);
+  if (!b_vec) shape.push_back(n);
+  return reshape(ctx, out, shape);
+}
+
 namespace {
 
 using Args = std::initializer_list<std::pair<std::string_view, ArgValue>>;
@@ -350,73 +412,23 @@ Status convert_where(NodeCtx& ctx) {
 
 // ---- Matrix products ----------------------------------------------------------------------
 
-Result<ValueId> matmul(NodeCtx& ctx, ValueId a, std::vector<int64_t> sa, ValueId b,
-                       std::vector<int64_t> sb) {
-  if (sa.empty() || sb.empty()) return ctx.invalid("MatMul inputs must have rank 1 or more");
-  const bool a_vec = sa.size() == 1, b_vec = sb.size() == 1;
-  if (a_vec) {
-    sa.insert(sa.begin(), 1);
-    ETC_ASSIGN_OR_RETURN(a, reshape(ctx, a, sa));
-  }
-  if (b_vec) {
-    sb.push_back(1);
-    ETC_ASSIGN_OR_RETURN(b, reshape(ctx, b, sb));
-  }
-  const int64_t m = sa[sa.size() - 2], k = sa.back(), k2 = sb[sb.size() - 2], n = sb.back();
-  if (k != k2) {
-    return ctx.invalid("cannot multiply " + shape_to_string(sa) + " by " + shape_to_string(sb) +
-                       " (inner dimensions " + std::to_string(k) + " and " + std::to_string(k2) +
-                       " differ)");
-  }
-  std::vector<int64_t> batch_a(sa.begin(), sa.end() - 2), batch_b(sb.begin(), sb.end() - 2);
-  std::optional<std::vector<int64_t>> batch = broadcast_shapes(batch_a, batch_b);
-  if (!batch) {
-    return ctx.invalid("batch dims " + shape_to_string(batch_a) + " and " +
-                       shape_to_string(batch_b) + " do not broadcast");
-  }
-  int64_t nb = 1;
-  for (int64_t d : *batch)
-    nb *= d;
-  ValueId out;
-  if (batch_b.empty() ||
-      std::all_of(batch_b.begin(), batch_b.end(), [](int64_t d) { return d == 1; })) {
-    // [..., M, K] x [K, N]: one GEMM over all rows of A.
-    if (!batch_b.empty()) {
-      ETC_ASSIGN_OR_RETURN(b, reshape(ctx, b, {k, n}));
-    }
-    std::vector<int64_t> full_a = *batch;
-    full_a.push_back(m);
-    full_a.push_back(k);
-    if (batch_a != *batch) {
-      ETC_ASSIGN_OR_RETURN(a, ctx.emit(OpKind::Expand, {{"self", a}, {"size", full_a}}));
-    }
-    ETC_ASSIGN_OR_RETURN(ValueId a2, reshape(ctx, a, {nb * m, k}));
-    ETC_ASSIGN_OR_RETURN(out, ctx.emit(OpKind::Mm, {{"self", a2}, {"mat2", b}}));
-  } else {
-    std::vector<int64_t> full_a = *batch, full_b = *batch;
-    full_a.insert(full_a.end(), {m, k});
-    full_b.insert(full_b.end(), {k, n});
-    if (batch_a != *batch) {
-      ETC_ASSIGN_OR_RETURN(a, ctx.emit(OpKind::Expand, {{"self", a}, {"size", full_a}}));
-    }
-    if (batch_b != *batch) {
-      ETC_ASSIGN_OR_RETURN(b, ctx.emit(OpKind::Expand, {{"self", b}, {"size", full_b}}));
-    }
-    ETC_ASSIGN_OR_RETURN(ValueId a3, reshape(ctx, a, {nb, m, k}));
-    ETC_ASSIGN_OR_RETURN(ValueId b3, reshape(ctx, b, {nb, k, n}));
-    ETC_ASSIGN_OR_RETURN(out, ctx.emit(OpKind::Bmm, {{"self", a3}, {"mat2", b3}}));
-  }
-  std::vector<int64_t> shape = *batch;
-  if (!a_vec) shape.push_back(m);
-  if (!b_vec) shape.push_back(n);
-  return reshape(ctx, out, shape);
-}
-
 Status convert_matmul(NodeCtx& ctx) {
   if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer matrix products");
   ETC_ASSIGN_OR_RETURN(ValueId a, ctx.input(0));
   ETC_ASSIGN_OR_RETURN(ValueId b, ctx.input(1));
   ETC_ASSIGN_OR_RETURN(ValueId y, matmul(ctx, a, ctx.shape(0), b, ctx.shape(1)));
+  return ctx.set_output(0, y);
+}
+
+// Det(X [..., n, n]) -> [...]: ATen's linalg_det.
+Status convert_det(NodeCtx& ctx) {
+  if (!dtype_is_float(ctx.dtype(0)))
+    return ctx.unsupported(std::string(dtype_name(ctx.dtype(0))) + " inputs");
+  const std::vector<int64_t>& s = ctx.shape(0);
+  if (s.size() < 2 || s[s.size() - 1] != s[s.size() - 2])
+    return ctx.invalid("X must hold square matrices [..., n, n], got " + shape_to_string(s));
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId y, ctx.emit(OpKind::LinalgDet, {{"A", x}}));
   return ctx.set_output(0, y);
 }
 
@@ -467,12 +479,72 @@ Status convert_gemm(NodeCtx& ctx) {
 
 // ---- Normalisation and reductions ---------------------------------------------------------
 
+// BatchNormalization with training_mode=1 (opset 14+): normalised by the batch's own
+// mean and (biased) variance over every dim but C; outputs 1 and 2 are the running
+// statistics moved towards them, mean * momentum + batch_mean * (1 - momentum).
+Status batch_norm_training(NodeCtx& ctx, float eps, float momentum) {
+  const int64_t r = ctx.rank(0);
+  if (r < 2) return ctx.invalid("X must have rank 2 or more (N, C, ...)");
+  const int64_t c = ctx.shape(0)[1];
+  for (int i = 1; i < 5; ++i) {
+    if (ctx.dtype(i) != ctx.dtype(0)) {
+      return ctx.unsupported("scale, B, mean and var of a type other than X's");
+    }
+    if (ctx.shape(i) != std::vector<int64_t>{c})
+      return ctx.invalid("input " + std::to_string(i) + " must have shape [C] = [" +
+                         std::to_string(c) + "]");
+  }
+  std::vector<int64_t> dims{0}, per_channel(static_cast<size_t>(r), 1);
+  for (int64_t d = 2; d < r; ++d)
+    dims.push_back(d);
+  per_channel[1] = c;
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId mean,
+                       ctx.emit(OpKind::MeanDim, {{"self", x}, {"dim", dims}, {"keepdim", true}}));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId var,
+      ctx.emit(OpKind::VarCorrection,
+               {{"self", x}, {"dim", dims}, {"correction", Scalar{0.0}}, {"keepdim", true}}));
+  ETC_ASSIGN_OR_RETURN(ValueId centred,
+                       ctx.emit(OpKind::SubTensor, {{"self", x}, {"other", mean}}));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId denom, ctx.emit(OpKind::AddScalar, {{"self", var}, {"other", Scalar{double(eps)}}}));
+  ETC_ASSIGN_OR_RETURN(denom, ctx.emit(OpKind::Rsqrt, {{"self", denom}}));
+  ETC_ASSIGN_OR_RETURN(ValueId y,
+                       ctx.emit(OpKind::MulTensor, {{"self", centred}, {"other", denom}}));
+  ETC_ASSIGN_OR_RETURN(ValueId scale, ctx.input(1));
+  ETC_ASSIGN_OR_RETURN(scale, reshape(ctx, scale, per_channel));
+  ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::MulTensor, {{"self", y}, {"other", scale}}));
+  ETC_ASSIGN_OR_RETURN(ValueId bias, ctx.input(2));
+  ETC_ASSIGN_OR_RETURN(bias, reshape(ctx, bias, per_channel));
+  ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::AddTensor, {{"self", y}, {"other", bias}}));
+  ETC_RETURN_IF_ERROR(ctx.set_output(0, y));
+  // running = running * momentum + batch * (1 - momentum)
+  auto running = [&](int out, int in, ValueId batch) -> Status {
+    if (!ctx.has_output(out)) return Status();
+    ETC_ASSIGN_OR_RETURN(batch, reshape(ctx, batch, {c}));
+    ETC_ASSIGN_OR_RETURN(ValueId old, ctx.input(in));
+    ETC_ASSIGN_OR_RETURN(
+        old, ctx.emit(OpKind::MulScalar, {{"self", old}, {"other", Scalar{double(momentum)}}}));
+    ETC_ASSIGN_OR_RETURN(
+        batch,
+        ctx.emit(OpKind::MulScalar, {{"self", batch}, {"other", Scalar{1.0 - double(momentum)}}}));
+    ETC_ASSIGN_OR_RETURN(ValueId v, ctx.emit(OpKind::AddTensor, {{"self", old}, {"other", batch}}));
+    return ctx.set_output(out, v);
+  };
+  ETC_RETURN_IF_ERROR(running(1, 3, mean));
+  ETC_RETURN_IF_ERROR(running(2, 4, var));
+  for (int i = 3; i < 5; ++i)
+    ETC_RETURN_IF_ERROR(ctx.require_no_output(i, "saved statistics"));
+  return Status();
+}
+
 Status convert_batch_norm(NodeCtx& ctx) {
   if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer inputs");
   ETC_ASSIGN_OR_RETURN(float eps, ctx.attr_float("epsilon", 1e-5f));
   ETC_ASSIGN_OR_RETURN(float momentum, ctx.attr_float("momentum", 0.9f));
   ETC_ASSIGN_OR_RETURN(int64_t training, ctx.attr_int("training_mode", 0));
-  if (training) return ctx.unsupported("training_mode=1 (inference only)");
+  if (training) return batch_norm_training(ctx, eps, momentum);
   if (ctx.opset() < 9) {
     ETC_ASSIGN_OR_RETURN(int64_t spatial, ctx.attr_int("spatial", 1));
     if (!spatial) return ctx.unsupported("spatial=0");
@@ -1127,6 +1199,10 @@ int required_inputs(const std::string& op_type) {
       {"Compress", 2},
       {"DequantizeLinear", 2},
       {"QuantizeLinear", 2},
+      {"MatMulInteger", 2},
+      {"ConvInteger", 2},
+      {"QLinearMatMul", 8},
+      {"QLinearConv", 8},
       {"ReverseSequence", 2},
       {"Conv", 2},
       {"CumSum", 2},
@@ -1143,6 +1219,7 @@ int required_inputs(const std::string& op_type) {
       {"RNN", 3},
       {"GatherElements", 2},
       {"GatherND", 2},
+      {"GridSample", 2},
       {"LayerNormalization", 2},
       {"Less", 2},
       {"LessOrEqual", 2},
@@ -1152,6 +1229,7 @@ int required_inputs(const std::string& op_type) {
       {"Mul", 2},
       {"NegativeLogLikelihoodLoss", 2},
       {"OneHot", 3},
+      {"NonMaxSuppression", 2},
       {"Or", 2},
       {"PRelu", 2},
       {"Pow", 2},
@@ -1164,6 +1242,7 @@ int required_inputs(const std::string& op_type) {
       {"Where", 3},
       {"Xor", 2},
       {"TopK", 2},
+      {"STFT", 2},
       {"InstanceNormalization", 3},
       {"Tile", 2},
   };
@@ -1222,6 +1301,9 @@ const std::map<std::string, Converter>& converters() {
         {"Compress", convert_compress},
         {"Celu", convert_elu},
         {"DepthToSpace", convert_depth_to_space},
+        {"Det", convert_det},
+        {"DFT", convert_dft},
+        {"STFT", convert_stft},
         {"DequantizeLinear", convert_dequantize_linear},
         {"DynamicQuantizeLinear", convert_dynamic_quantize_linear},
         {"Elu", convert_elu},
@@ -1229,6 +1311,7 @@ const std::map<std::string, Converter>& converters() {
         {"EyeLike", convert_eye_like},
         {"GatherElements", convert_gather_elements},
         {"GatherND", convert_gather_nd},
+        {"GridSample", convert_grid_sample},
         {"GRU", convert_gru_rnn},
         {"Hardmax", convert_hardmax},
         {"InstanceNormalization", convert_instance_norm},
@@ -1236,8 +1319,15 @@ const std::map<std::string, Converter>& converters() {
         {"LRN", convert_lrn},
         {"MeanVarianceNormalization", convert_mean_variance_norm},
         {"NegativeLogLikelihoodLoss", convert_nll_loss},
+        {"NonMaxSuppression", convert_non_max_suppression},
+        {"NonZero", convert_non_zero},
         {"OneHot", convert_one_hot},
+        {"Unique", convert_unique},
         {"QuantizeLinear", convert_quantize_linear},
+        {"MatMulInteger", convert_matmul_integer},
+        {"ConvInteger", convert_conv_integer},
+        {"QLinearMatMul", convert_qlinear_matmul},
+        {"QLinearConv", convert_qlinear_conv},
         {"ReduceL1", reduce(Reduce::kL1)},
         {"ReduceLogSum", reduce(Reduce::kLogSum)},
         {"ReduceLogSumExp", reduce(Reduce::kLogSumExp)},
@@ -1252,6 +1342,7 @@ const std::map<std::string, Converter>& converters() {
         {"Softplus", convert_softplus},
         {"Softsign", convert_softsign},
         {"SpaceToDepth", convert_space_to_depth},
+        {"TfIdfVectorizer", convert_tfidf_vectorizer},
         {"ThresholdedRelu", convert_thresholded_relu},
         {"Tile", convert_tile},
         {"Trilu", convert_trilu},
@@ -1338,6 +1429,7 @@ const std::map<std::string, Converter>& converters() {
 #include "graph/binary_math.def"
 #undef ETC_BINARY_OP
 #undef ETC_BINARY_FN
+    add_training_converters(t);
     return t;
   }();
   return table;

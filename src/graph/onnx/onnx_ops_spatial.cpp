@@ -103,8 +103,20 @@ void window_to_2d(Window& w) {
 }  // namespace
 
 Status convert_conv(NodeCtx& ctx, bool transposed) {
-  const std::vector<int64_t> xs = ctx.shape(0), ws = ctx.shape(1);
   if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer convolution");
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId wt, ctx.input(1));
+  std::optional<ValueId> bias;
+  if (ctx.has_input(2)) {
+    ETC_ASSIGN_OR_RETURN(bias, ctx.input(2));
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId y, convolve(ctx, x, wt, bias, transposed));
+  return ctx.set_output(0, y);
+}
+
+Result<ValueId> convolve(NodeCtx& ctx, ValueId x, ValueId wt, std::optional<ValueId> bias_value,
+                         bool transposed) {
+  const std::vector<int64_t> xs = ctx.sizes_of(x), ws = ctx.sizes_of(wt);
   if (xs.size() != 3 && xs.size() != 4) {
     return ctx.unsupported("input of rank " + std::to_string(xs.size()) +
                            " (1-d and 2-d convolutions only)");
@@ -138,21 +150,21 @@ Status convert_conv(NodeCtx& ctx, bool transposed) {
       for (size_t i = 0; i < spatial.size(); ++i) {
         int64_t total = w.strides[i] * (spatial[i] - 1) + out_pad[i] +
                         (w.kernel[i] - 1) * w.dilations[i] + 1 - (*target)[i];
-        if (total < 0)
-          return ctx.unsupported("an output_shape larger than the full transposed output");
-        // ONNX's rule: SAME_UPPER puts the larger half at the end, otherwise at the start.
-        const int64_t small = total / 2, large = total - small;
+        // ONNX's rule: SAME_UPPER puts the larger half at the end, otherwise at the start
+        // (halves rounded down, so a negative total, an output_shape larger than the full
+        // output, extends it with zeros (plus the bias) at the end, or with SAME_UPPER at
+        // the start).
+        const int64_t small = total >= 0 ? total / 2 : -((1 - total) / 2), large = total - small;
         w.pad_begin[i] = w.auto_pad == "SAME_UPPER" ? small : large;
         w.pad_end[i] = w.auto_pad == "SAME_UPPER" ? large : small;
       }
     }
   }
-  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
-  ETC_ASSIGN_OR_RETURN(ValueId wt, ctx.input(1));
   ArgValue bias = kNone;
-  if (ctx.has_input(2)) {
-    ETC_ASSIGN_OR_RETURN(bias, ctx.input(2));
-  }
+  bool extended = false;  // negative pads: the bias is added after the zeros are
+  for (size_t i = 0; i < w.pad_begin.size(); ++i)
+    extended = extended || w.pad_begin[i] < 0 || w.pad_end[i] < 0;
+  if (bias_value && !extended) bias = *bias_value;
   const bool one_d = xs.size() == 3;
   if (one_d) {
     ETC_ASSIGN_OR_RETURN(x, to_2d(ctx, x, xs));
@@ -161,7 +173,7 @@ Status convert_conv(NodeCtx& ctx, bool transposed) {
     out_pad.insert(out_pad.begin(), 0);
   }
   std::vector<int64_t> padding = w.pad_begin;
-  const bool asym = !symmetric(w);
+  const bool asym = !symmetric(w) || extended;
   if (asym) {
     std::fill(padding.begin(), padding.end(), 0);
     if (!transposed) {
@@ -177,7 +189,21 @@ Status convert_conv(NodeCtx& ctx, bool transposed) {
                                                                  {"transposed", transposed},
                                                                  {"output_padding", out_pad},
                                                                  {"groups", group}}));
-  if (asym && transposed) {
+  if (extended) {
+    // Crop the positive pads and add zeros for the negative ones, then add the bias.
+    std::vector<int64_t> pad;
+    for (size_t i = w.pad_begin.size(); i-- > 0;)
+      pad.insert(pad.end(), {-w.pad_begin[i], -w.pad_end[i]});
+    ETC_ASSIGN_OR_RETURN(
+        y, ctx.emit(OpKind::ConstantPadNd, {{"self", y}, {"pad", pad}, {"value", Scalar{0.0}}}));
+    if (bias_value) {
+      ValueId b = *bias_value;
+      std::vector<int64_t> view(ctx.sizes_of(y).size(), 1);
+      view[1] = ctx.sizes_of(y)[1];
+      ETC_ASSIGN_OR_RETURN(b, reshape(ctx, b, view));
+      ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::AddTensor, {{"self", y}, {"other", b}}));
+    }
+  } else if (asym && transposed) {
     // Crop the (asymmetric) padding from the full transposed output.
     for (size_t i = 0; i < w.pad_begin.size(); ++i) {
       if (w.pad_begin[i] == 0 && w.pad_end[i] == 0) continue;
@@ -195,15 +221,109 @@ Status convert_conv(NodeCtx& ctx, bool transposed) {
     std::vector<int64_t> s = ctx.sizes_of(y);
     ETC_ASSIGN_OR_RETURN(y, reshape(ctx, y, {s[0], s[1], s[3]}));
   }
-  return ctx.set_output(0, y);
+  return y;
 }
+
+namespace {
+
+// The lowest value of `dtype`: what max pooling pads with.
+double lowest_of(DType dtype) {
+  switch (dtype) {
+    case DType::kUInt8:
+      return 0;
+    case DType::kInt8:
+      return std::numeric_limits<int8_t>::lowest();
+    case DType::kInt16:
+      return std::numeric_limits<int16_t>::lowest();
+    case DType::kInt32:
+      return std::numeric_limits<int32_t>::lowest();
+    case DType::kInt64:
+      return static_cast<double>(std::numeric_limits<int64_t>::lowest());
+    default:
+      return -std::numeric_limits<double>::infinity();
+  }
+}
+
+// Max (is_max) or average pooling of the [N, C, H, W] tensor `x` over the 2-d window `w`.
+// ATen pads at most half the kernel on each side, symmetrically; anything else is an
+// explicit pad (the lowest value for max pooling, or zeros counted in the average).
+Result<ValueId> pool_2d(NodeCtx& ctx, ValueId x, const Window& w, bool is_max, bool ceil_mode,
+                        bool count_include_pad) {
+  bool direct = symmetric(w);
+  for (size_t i = 0; i < w.kernel.size(); ++i)
+    direct = direct && w.pad_begin[i] * 2 <= w.kernel[i];
+  std::vector<int64_t> padding = w.pad_begin;
+  const DType dtype = ctx.dtype(0);  // x is input 0, maybe reshaped
+  // Average pooling that counts only the input: the padded sum over the padded count,
+  // both as averages of the same windows (a constant of ones in place of the input).
+  std::optional<ValueId> count;
+  if (!direct) {
+    if (!is_max && !count_include_pad) {
+      std::vector<int64_t> plane = ctx.sizes_of(x);
+      plane[0] = plane[1] = 1;
+      int64_t n = 1;
+      for (int64_t d : plane)
+        n *= d;
+      ValueId ones = ctx.add_constant(
+          host_from_doubles(dtype, plane, std::vector<double>(static_cast<size_t>(n), 1.0)));
+      ETC_ASSIGN_OR_RETURN(ValueId padded, pad_spatial(ctx, ones, w, 0.0));
+      ETC_ASSIGN_OR_RETURN(count,
+                           ctx.emit(OpKind::AvgPool2d, {{"self", padded},
+                                                        {"kernel_size", w.kernel},
+                                                        {"stride", w.strides},
+                                                        {"padding", std::vector<int64_t>{0, 0}},
+                                                        {"ceil_mode", ceil_mode},
+                                                        {"count_include_pad", true}}));
+      count_include_pad = true;
+    }
+    ETC_ASSIGN_OR_RETURN(x, pad_spatial(ctx, x, w, is_max ? lowest_of(dtype) : 0.0));
+    std::fill(padding.begin(), padding.end(), 0);
+  }
+  if (is_max) {
+    return ctx.emit(OpKind::MaxPool2d, {{"self", x},
+                                        {"kernel_size", w.kernel},
+                                        {"stride", w.strides},
+                                        {"padding", padding},
+                                        {"dilation", w.dilations},
+                                        {"ceil_mode", ceil_mode}});
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId y,
+                       ctx.emit(OpKind::AvgPool2d, {{"self", x},
+                                                    {"kernel_size", w.kernel},
+                                                    {"stride", w.strides},
+                                                    {"padding", padding},
+                                                    {"ceil_mode", ceil_mode},
+                                                    {"count_include_pad", count_include_pad}}));
+  if (count) return ctx.emit(OpKind::DivTensor, {{"self", y}, {"other", *count}});
+  return y;
+}
+
+constexpr size_t kTrivialDim = ~size_t{0};
+
+// A 2-d window of dims `d0` and `d1` of `w` (kTrivialDim: a dim of size 1, no stride).
+Window window_of_dims(const Window& w, size_t d0, size_t d1) {
+  Window s;
+  for (size_t d : {d0, d1}) {
+    const bool t = d == kTrivialDim;
+    s.kernel.push_back(t ? 1 : w.kernel[d]);
+    s.strides.push_back(t ? 1 : w.strides[d]);
+    s.dilations.push_back(t ? 1 : w.dilations[d]);
+    s.pad_begin.push_back(t ? 0 : w.pad_begin[d]);
+    s.pad_end.push_back(t ? 0 : w.pad_end[d]);
+  }
+  return s;
+}
+
+}  // namespace
 
 Status convert_pool(NodeCtx& ctx, bool is_max) {
   const std::vector<int64_t> xs = ctx.shape(0);
-  if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer inputs");
-  if (xs.size() != 3 && xs.size() != 4) {
+  const DType dtype = ctx.dtype(0);
+  if (dtype == DType::kBool || (!is_max && !dtype_is_float(dtype)))
+    return ctx.unsupported(std::string(dtype_name(dtype)) + " inputs");
+  if (xs.size() < 3 || xs.size() > 5) {
     return ctx.unsupported("input of rank " + std::to_string(xs.size()) +
-                           " (1-d and 2-d pooling only)");
+                           " (1-d, 2-d and 3-d pooling only)");
   }
   const bool indices = is_max && ctx.has_output(1);
   ETC_ASSIGN_OR_RETURN(int64_t storage_order, ctx.attr_int("storage_order", 0));
@@ -218,52 +338,38 @@ Status convert_pool(NodeCtx& ctx, bool is_max) {
     }
   }
   ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  if (xs.size() == 5) {
+    // A box window is separable: pool each [H, W] plane, then along D over [D, H' * W'].
+    // Counts separate too (the window's in-bounds part is a product of intervals), so
+    // this is exact for every pad and count_include_pad.
+    if (indices) return ctx.unsupported("Indices of 3-d max pooling");
+    ETC_ASSIGN_OR_RETURN(x, reshape(ctx, x, {xs[0], xs[1] * xs[2], xs[3], xs[4]}));
+    ETC_ASSIGN_OR_RETURN(ValueId hw, pool_2d(ctx, x, window_of_dims(w, 1, 2), is_max,
+                                             ceil_mode != 0, count_include_pad != 0));
+    const std::vector<int64_t> s = ctx.sizes_of(hw);
+    ETC_ASSIGN_OR_RETURN(hw, reshape(ctx, hw, {xs[0], xs[1], xs[2], s[2] * s[3]}));
+    ETC_ASSIGN_OR_RETURN(ValueId y, pool_2d(ctx, hw, window_of_dims(w, 0, kTrivialDim), is_max,
+                                            ceil_mode != 0, count_include_pad != 0));
+    ETC_ASSIGN_OR_RETURN(y, reshape(ctx, y, {xs[0], xs[1], ctx.sizes_of(y)[2], s[2], s[3]}));
+    return ctx.set_output(0, y);
+  }
   const bool one_d = xs.size() == 3;
   if (one_d) {
     ETC_ASSIGN_OR_RETURN(x, to_2d(ctx, x, xs));
     window_to_2d(w);
   }
-  // ATen pads at most half the kernel on each side, symmetrically; anything else is an
-  // explicit pad (with -inf for max pooling, or zeros counted in the average).
-  bool direct = symmetric(w);
-  for (size_t i = 0; i < w.kernel.size(); ++i)
-    direct = direct && w.pad_begin[i] * 2 <= w.kernel[i];
-  std::vector<int64_t> padding = w.pad_begin;
-  // Average pooling that counts only the input: the padded sum over the padded count,
-  // both as averages of the same windows (a constant of ones in place of the input).
-  std::optional<ValueId> count;
-  if (!direct) {
-    if (indices) return ctx.unsupported("Indices with asymmetric or large pads");
-    if (!is_max && !count_include_pad) {
-      std::vector<int64_t> plane = ctx.sizes_of(x);
-      plane[0] = plane[1] = 1;
-      int64_t n = 1;
-      for (int64_t d : plane)
-        n *= d;
-      ValueId ones = ctx.add_constant(
-          host_from_doubles(ctx.dtype(0), plane, std::vector<double>(static_cast<size_t>(n), 1.0)));
-      ETC_ASSIGN_OR_RETURN(ValueId padded, pad_spatial(ctx, ones, w, 0.0));
-      ETC_ASSIGN_OR_RETURN(count,
-                           ctx.emit(OpKind::AvgPool2d, {{"self", padded},
-                                                        {"kernel_size", w.kernel},
-                                                        {"stride", w.strides},
-                                                        {"padding", std::vector<int64_t>{0, 0}},
-                                                        {"ceil_mode", ceil_mode != 0},
-                                                        {"count_include_pad", true}}));
-      count_include_pad = 1;
-    }
-    ETC_ASSIGN_OR_RETURN(
-        x, pad_spatial(ctx, x, w, is_max ? -std::numeric_limits<double>::infinity() : 0.0));
-    std::fill(padding.begin(), padding.end(), 0);
-  }
   ValueId y;
   if (indices) {
+    bool direct = symmetric(w);
+    for (size_t i = 0; i < w.kernel.size(); ++i)
+      direct = direct && w.pad_begin[i] * 2 <= w.kernel[i];
+    if (!direct) return ctx.unsupported("Indices with asymmetric or large pads");
     // ATen's indices count within each [H, W] plane; ONNX's over the whole tensor.
     ETC_ASSIGN_OR_RETURN(y,
                          ctx.emit(OpKind::MaxPool2dWithIndices, {{"self", x},
                                                                  {"kernel_size", w.kernel},
                                                                  {"stride", w.strides},
-                                                                 {"padding", padding},
+                                                                 {"padding", w.pad_begin},
                                                                  {"dilation", w.dilations},
                                                                  {"ceil_mode", ceil_mode != 0}}));
     ValueId idx = ctx.last_outputs()[1];
@@ -290,24 +396,8 @@ Status convert_pool(NodeCtx& ctx, bool is_max) {
       ETC_ASSIGN_OR_RETURN(idx, reshape(ctx, idx, {s[0], s[1], s[3]}));
     }
     ETC_RETURN_IF_ERROR(ctx.set_output(1, idx));
-  } else if (is_max) {
-    ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::MaxPool2d, {{"self", x},
-                                                         {"kernel_size", w.kernel},
-                                                         {"stride", w.strides},
-                                                         {"padding", padding},
-                                                         {"dilation", w.dilations},
-                                                         {"ceil_mode", ceil_mode != 0}}));
   } else {
-    ETC_ASSIGN_OR_RETURN(
-        y, ctx.emit(OpKind::AvgPool2d, {{"self", x},
-                                        {"kernel_size", w.kernel},
-                                        {"stride", w.strides},
-                                        {"padding", padding},
-                                        {"ceil_mode", ceil_mode != 0},
-                                        {"count_include_pad", count_include_pad != 0}}));
-    if (count) {
-      ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::DivTensor, {{"self", y}, {"other", *count}}));
-    }
+    ETC_ASSIGN_OR_RETURN(y, pool_2d(ctx, x, w, is_max, ceil_mode != 0, count_include_pad != 0));
   }
   if (one_d) {
     std::vector<int64_t> s = ctx.sizes_of(y);
@@ -716,6 +806,60 @@ Status convert_resize(NodeCtx& ctx) {
       ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::Clone, {{"self", x}}));
     }
   }
+  return ctx.set_output(0, y);
+}
+
+}  // namespace etc::onnx_import
+
+namespace etc::onnx_import {
+
+// GridSample(X [N, C, H, W], grid [N, H_out, W_out, 2]; mode, padding_mode, align_corners):
+// ATen's grid_sampler_2d, which ONNX's op follows (opset 20 renames the modes linear and
+// cubic and allows more spatial dims; etc takes two).
+Status convert_grid_sample(NodeCtx& ctx) {
+  if (ctx.rank(0) != 4)
+    return ctx.unsupported("X of rank " + std::to_string(ctx.rank(0)) + " (2 spatial dims only)");
+  if (!dtype_is_float(ctx.dtype(0)))
+    return ctx.unsupported(std::string(dtype_name(ctx.dtype(0))) + " inputs");
+  if (ctx.rank(1) != 4 || ctx.shape(1)[0] != ctx.shape(0)[0] || ctx.shape(1)[3] != 2)
+    return ctx.invalid("grid must have shape [N, H_out, W_out, 2] for X " +
+                       shape_to_string(ctx.shape(0)) + ", got " + shape_to_string(ctx.shape(1)));
+  Result<std::string> mode = ctx.attr_string("mode", ctx.opset() >= 20 ? "linear" : "bilinear");
+  if (!mode.ok()) return mode.status();
+  Result<std::string> padding = ctx.attr_string("padding_mode", "zeros");
+  if (!padding.ok()) return padding.status();
+  ETC_ASSIGN_OR_RETURN(int64_t align, ctx.attr_int("align_corners", 0));
+  int64_t m;
+  if (*mode == "bilinear" || *mode == "linear") {
+    m = 0;
+  } else if (*mode == "nearest") {
+    m = 1;
+  } else if (*mode == "bicubic" || *mode == "cubic") {
+    m = 2;
+  } else {
+    return ctx.invalid("mode must be linear (bilinear), nearest or cubic (bicubic), got '" + *mode +
+                       "'");
+  }
+  int64_t p;
+  if (*padding == "zeros") {
+    p = 0;
+  } else if (*padding == "border") {
+    p = 1;
+  } else if (*padding == "reflection") {
+    p = 2;
+  } else {
+    return ctx.invalid("padding_mode must be zeros, border or reflection, got '" + *padding + "'");
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId grid, ctx.input(1));
+  if (ctx.dtype(1) != ctx.dtype(0)) {
+    ETC_ASSIGN_OR_RETURN(grid, ctx.emit(OpKind::ToCopy, {{"self", grid}, {"dtype", ctx.dtype(0)}}));
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId y, ctx.emit(OpKind::GridSampler2d, {{"input", x},
+                                                                   {"grid", grid},
+                                                                   {"interpolation_mode", m},
+                                                                   {"padding_mode", p},
+                                                                   {"align_corners", align != 0}}));
   return ctx.set_output(0, y);
 }
 

@@ -1105,11 +1105,31 @@ Status convert_avg_pool(TorchNode& n) {
   return n.set_output(0, out);
 }
 
+Status convert_linalg_det(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId a, n.tensor("A"));
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::LinalgDet, {{"A", a}}));
+  return n.set_output(0, out);
+}
+
 Status convert_adaptive_avg_pool(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
   ETC_ASSIGN_OR_RETURN(std::vector<int64_t> size, n.ints("output_size"));
   ETC_ASSIGN_OR_RETURN(ValueId out,
                        n.emit(OpKind::AdaptiveAvgPool2d, {{"self", x}, {"output_size", size}}));
+  return n.set_output(0, out);
+}
+
+Status convert_grid_sampler_2d(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("input"));
+  ETC_ASSIGN_OR_RETURN(ValueId grid, n.tensor("grid"));
+  ETC_ASSIGN_OR_RETURN(int64_t mode, n.int_arg("interpolation_mode"));
+  ETC_ASSIGN_OR_RETURN(int64_t padding, n.int_arg("padding_mode"));
+  ETC_ASSIGN_OR_RETURN(bool align, n.bool_arg("align_corners"));
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::GridSampler2d, {{"input", x},
+                                                                   {"grid", grid},
+                                                                   {"interpolation_mode", mode},
+                                                                   {"padding_mode", padding},
+                                                                   {"align_corners", align}}));
   return n.set_output(0, out);
 }
 
@@ -1548,6 +1568,7 @@ const std::map<std::string, Converter>& torch_converters() {
     t["aten.linear.default"] = convert_linear;
     t["aten.addmm.default"] = convert_addmm;
     t["aten.mm.default"] = matmul2(OpKind::Mm);
+    t["aten.linalg_det.default"] = convert_linalg_det;
     t["aten.bmm.default"] = matmul2(OpKind::Bmm);
     t["aten.conv1d.default"] = convert_conv;
     t["aten.conv2d.default"] = convert_conv;
@@ -1565,6 +1586,7 @@ const std::map<std::string, Converter>& torch_converters() {
     t["aten.adaptive_avg_pool2d.default"] = convert_adaptive_avg_pool;
     t["aten.upsample_nearest2d.vec"] = upsample(OpKind::UpsampleNearest2d);
     t["aten.upsample_bilinear2d.vec"] = upsample(OpKind::UpsampleBilinear2d);
+    t["aten.grid_sampler_2d.default"] = convert_grid_sampler_2d;
     t["aten.mean.dim"] = reduce(OpKind::MeanDim);
     t["aten.sum.dim_IntList"] = reduce(OpKind::SumDimIntList);
     t["aten.amax.default"] = reduce(OpKind::Amax);

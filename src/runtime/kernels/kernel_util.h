@@ -613,6 +613,7 @@ Status register_shape_kernels(OperatorRegistry& registry);
 Status register_index_kernels(OperatorRegistry& registry);
 Status register_creation_kernels(OperatorRegistry& registry);
 Status register_movement_kernels(OperatorRegistry& registry);
+Status register_data_dependent_kernels(OperatorRegistry& registry);
 
 // `self[indices]` (index.Tensor, index_put) planned from the index tensors' shapes (each int64
 // or int32; a null entry is None): plan_index's result, or its error for this kernel.

@@ -1,4 +1,5 @@
-// Matrix kernels: mm, bmm, addmm and linear, all on the packed GEMM of gemm.h.
+// Matrix kernels: mm, bmm, addmm and linear, all on the packed GEMM of gemm.h, and
+// linalg_det (LU with partial pivoting, in double).
 //
 // float16 and bfloat16 are multiplied in float32 (converted once, rounded once at the end),
 // float64 in double, integers in int64; bool is rejected.
@@ -247,9 +248,57 @@ Status linear_kernel(KernelContext& ctx, std::span<Value*> args) {
   });
 }
 
+// The determinant of each [n, n] matrix of A: Gaussian elimination with partial
+// pivoting in double (a zero pivot column makes it 0).
+Status linalg_det_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
+  const Args a(ctx, args);
+  const TensorView& m = a.tensor("A");
+  TensorView& out = a.out();
+  if (!dtype_is_float(m.dtype))
+    return unsupported_dtype(ctx, "A", m.dtype, "a floating-point dtype");
+  if (m.rank() < 2 || m.sizes[m.rank() - 1] != m.sizes[m.rank() - 2]) {
+    return ctx.error("A must hold square matrices [..., n, n], got " + shape_str(m.sizes));
+  }
+  ETC_RETURN_IF_ERROR(
+      check_out(ctx, out, std::vector<int64_t>(m.sizes.begin(), m.sizes.end() - 2), m.dtype));
+  const int64_t n = m.sizes.back(), count = out.numel();
+  std::vector<double> lu(static_cast<size_t>(n * n)), det(static_cast<size_t>(count));
+  for (int64_t b = 0; b < count; ++b) {
+    convert_elements(static_cast<const char*>(m.data) + b * n * n * dtype_size(m.dtype), m.dtype,
+                     lu.data(), DType::kFloat64, n * n);
+    double d = 1;
+    for (int64_t k = 0; k < n && d != 0; ++k) {
+      int64_t p = k;
+      for (int64_t i = k + 1; i < n; ++i) {
+        if (std::fabs(lu[i * n + k]) > std::fabs(lu[p * n + k])) p = i;
+      }
+      if (lu[p * n + k] == 0) {
+        d = 0;
+        break;
+      }
+      if (p != k) {
+        for (int64_t j = 0; j < n; ++j)
+          std::swap(lu[k * n + j], lu[p * n + j]);
+        d = -d;
+      }
+      d *= lu[k * n + k];
+      for (int64_t i = k + 1; i < n; ++i) {
+        const double f = lu[i * n + k] / lu[k * n + k];
+        for (int64_t j = k + 1; j < n; ++j)
+          lu[i * n + j] -= f * lu[k * n + j];
+      }
+    }
+    det[static_cast<size_t>(b)] = d;
+  }
+  convert_elements(det.data(), DType::kFloat64, out.data, out.dtype, count);
+  return Status();
+}
+
 }  // namespace
 
 Status register_matmul_kernels(OperatorRegistry& r) {
+  ETC_RETURN_IF_ERROR(r.add(OpKind::LinalgDet, linalg_det_kernel));
   ETC_RETURN_IF_ERROR(r.add(OpKind::Mm, mm_kernel));
   ETC_RETURN_IF_ERROR(r.add(OpKind::Bmm, bmm_kernel));
   ETC_RETURN_IF_ERROR(r.add(OpKind::Addmm, addmm_kernel));

@@ -1,5 +1,5 @@
-// 2-d pooling (max with indices, average, adaptive average) and resizing (nearest and
-// bilinear upsampling), NCHW.
+// 2-d pooling (max with indices, average, adaptive average), resizing (nearest and
+// bilinear upsampling) and grid sampling, NCHW.
 #include <immintrin.h>
 #include <algorithm>
 #include <array>
@@ -658,6 +658,145 @@ Status upsample2d(KernelContext& ctx, std::span<Value*> args, bool bilinear) {
   return Status();
 }
 
+// ---- grid_sampler_2d -------------------------------------------------------------------
+// PyTorch's grid sampling (aten/src/ATen/native/GridSampler.h), which ONNX's GridSample
+// follows: grid values in [-1, 1] are unnormalized to pixel coordinates, padded by the
+// padding mode, and interpolated.
+
+struct GridSampling {
+  int64_t mode = 0;     // 0 bilinear, 1 nearest, 2 bicubic
+  int64_t padding = 0;  // 0 zeros, 1 border, 2 reflection
+  bool align_corners = false;
+};
+
+double grid_unnormalize(double c, int64_t size, bool align_corners) {
+  return align_corners ? (c + 1) / 2 * static_cast<double>(size - 1)
+                       : ((c + 1) * static_cast<double>(size) - 1) / 2;
+}
+
+double grid_clip(double c, int64_t size) {
+  return std::min(static_cast<double>(size - 1), std::max(c, 0.0));
+}
+
+// Reflects c into [twice_low / 2, twice_high / 2].
+double grid_reflect(double c, int64_t twice_low, int64_t twice_high) {
+  if (twice_low == twice_high) return 0;
+  const double lo = static_cast<double>(twice_low) / 2;
+  const double span = static_cast<double>(twice_high - twice_low) / 2;
+  c = std::fabs(c - lo);
+  const double extra = std::fmod(c, span);
+  const auto flips = static_cast<int64_t>(std::floor(c / span));
+  return flips % 2 == 0 ? extra + lo : span - extra + lo;
+}
+
+// A coordinate after the padding mode (border and reflection keep it inside).
+double grid_pad(double c, int64_t size, const GridSampling& g) {
+  if (g.padding == 1) return grid_clip(c, size);
+  if (g.padding == 2) {
+    c = g.align_corners ? grid_reflect(c, 0, 2 * (size - 1)) : grid_reflect(c, -1, 2 * size - 1);
+    return grid_clip(c, size);
+  }
+  return c;
+}
+
+double cubic_near(double x, double a) {  // |x| <= 1
+  return ((a + 2) * x - (a + 3)) * x * x + 1;
+}
+double cubic_far(double x, double a) {  // 1 < |x| < 2
+  return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
+}
+void cubic_weights(double t, double w[4]) {
+  constexpr double a = -0.75;
+  w[0] = cubic_far(t + 1, a);
+  w[1] = cubic_near(t, a);
+  w[2] = cubic_near(1 - t, a);
+  w[3] = cubic_far(2 - t, a);
+}
+
+template <typename T>
+void grid_sample_typed(const TensorView& x, const TensorView& grid, const GridSampling& g,
+                       TensorView& out) {
+  const int64_t n = x.sizes[0], c = x.sizes[1], h = x.sizes[2], w = x.sizes[3];
+  const int64_t oh = grid.sizes[1], ow = grid.sizes[2];
+  const T* src = x.data_as<const T>();
+  const T* gp = grid.data_as<const T>();
+  T* dst = out.data_as<T>();
+  auto at = [&](const T* plane, int64_t yy, int64_t xx) -> double {
+    if (yy < 0 || yy >= h || xx < 0 || xx >= w) return 0;
+    return convert<double>(plane[yy * w + xx]);
+  };
+  for (int64_t b = 0; b < n; ++b) {
+    for (int64_t i = 0; i < oh * ow; ++i) {
+      const T* gxy = gp + (b * oh * ow + i) * 2;
+      double ix = grid_unnormalize(convert<double>(gxy[0]), w, g.align_corners);
+      double iy = grid_unnormalize(convert<double>(gxy[1]), h, g.align_corners);
+      for (int64_t ch = 0; ch < c; ++ch) {
+        const T* plane = src + (b * c + ch) * h * w;
+        double v = 0;
+        if (g.mode == 2) {
+          // Bicubic: the padding applies to each of the 16 taps.
+          const double fx = std::floor(ix), fy = std::floor(iy);
+          double wx[4], wy[4];
+          cubic_weights(ix - fx, wx);
+          cubic_weights(iy - fy, wy);
+          for (int dy = 0; dy < 4; ++dy) {
+            const double ty = grid_pad(fy - 1 + dy, h, g);
+            double row = 0;
+            for (int dx = 0; dx < 4; ++dx) {
+              const double tx = grid_pad(fx - 1 + dx, w, g);
+              row += at(plane, static_cast<int64_t>(ty), static_cast<int64_t>(tx)) * wx[dx];
+            }
+            v += row * wy[dy];
+          }
+        } else {
+          const double px = grid_pad(ix, w, g), py = grid_pad(iy, h, g);
+          if (g.mode == 1) {
+            v = at(plane, static_cast<int64_t>(std::nearbyint(py)),
+                   static_cast<int64_t>(std::nearbyint(px)));
+          } else {
+            const double x0 = std::floor(px), y0 = std::floor(py);
+            const double tx = px - x0, ty = py - y0;
+            const auto xi = static_cast<int64_t>(x0), yi = static_cast<int64_t>(y0);
+            v = at(plane, yi, xi) * (1 - tx) * (1 - ty) + at(plane, yi, xi + 1) * tx * (1 - ty) +
+                at(plane, yi + 1, xi) * (1 - tx) * ty + at(plane, yi + 1, xi + 1) * tx * ty;
+          }
+        }
+        dst[((b * c + ch) * oh) * ow + i] = convert<T>(v);
+      }
+    }
+  }
+}
+
+Status grid_sampler_2d_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
+  const Args a(ctx, args);
+  const TensorView& x = a.tensor("input");
+  const TensorView& grid = a.tensor("grid");
+  TensorView& out = a.out();
+  if (x.rank() != 4 || grid.rank() != 4 || grid.sizes[0] != x.sizes[0] || grid.sizes[3] != 2) {
+    return ctx.error("expected input [N, C, H, W] and grid [N, H_out, W_out, 2], got " +
+                     shape_str(x.sizes) + " and " + shape_str(grid.sizes));
+  }
+  if (!dtype_is_float(x.dtype)) {
+    return unsupported_dtype(ctx, "input", x.dtype, "a floating-point dtype");
+  }
+  if (grid.dtype != x.dtype) return ctx.error("grid must have the input's dtype");
+  GridSampling g{a.integer("interpolation_mode"), a.integer("padding_mode"),
+                 a.flag("align_corners")};
+  if (g.mode < 0 || g.mode > 2 || g.padding < 0 || g.padding > 2) {
+    return ctx.error("interpolation_mode " + std::to_string(g.mode) + " or padding_mode " +
+                     std::to_string(g.padding) + " is not 0, 1 or 2");
+  }
+  ETC_RETURN_IF_ERROR(check_out(
+      ctx, out, std::vector<int64_t>{x.sizes[0], x.sizes[1], grid.sizes[1], grid.sizes[2]},
+      x.dtype));
+  if (out.numel() == 0) return Status();
+  if (x.sizes[2] == 0 || x.sizes[3] == 0) {
+    return ctx.error("cannot sample an empty input " + shape_str(x.sizes));
+  }
+  visit_float_dtype(x.dtype, [&]<typename T>() { grid_sample_typed<T>(x, grid, g, out); });
+  return Status();
+}
 }  // namespace
 
 Status register_pool_resize_kernels(OperatorRegistry& r) {
@@ -671,6 +810,7 @@ Status register_pool_resize_kernels(OperatorRegistry& r) {
   ETC_RETURN_IF_ERROR(r.add(OpKind::MaxPool2d, max_pool2d_kernel, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(r.add(OpKind::AvgPool2d, avg_pool2d_kernel));
   ETC_RETURN_IF_ERROR(r.add(OpKind::AdaptiveAvgPool2d, adaptive_avg_pool2d_kernel));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::GridSampler2d, grid_sampler_2d_kernel));
   return Status();
 }
 

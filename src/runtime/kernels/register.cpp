@@ -18,6 +18,7 @@ Status register_cpu_kernels(OperatorRegistry& registry) {
   ETC_RETURN_IF_ERROR(kernels::register_creation_kernels(registry));
   ETC_RETURN_IF_ERROR(kernels::register_index_kernels(registry));
   ETC_RETURN_IF_ERROR(kernels::register_movement_kernels(registry));
+  ETC_RETURN_IF_ERROR(kernels::register_data_dependent_kernels(registry));
   return Status();
 }
 
