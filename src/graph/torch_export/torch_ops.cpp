@@ -1119,20 +1119,6 @@ Status convert_adaptive_avg_pool(TorchNode& n) {
   return n.set_output(0, out);
 }
 
-Status convert_grid_sampler_2d(TorchNode& n) {
-  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("input"));
-  ETC_ASSIGN_OR_RETURN(ValueId grid, n.tensor("grid"));
-  ETC_ASSIGN_OR_RETURN(int64_t mode, n.int_arg("interpolation_mode"));
-  ETC_ASSIGN_OR_RETURN(int64_t padding, n.int_arg("padding_mode"));
-  ETC_ASSIGN_OR_RETURN(bool align, n.bool_arg("align_corners"));
-  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::GridSampler2d, {{"input", x},
-                                                                   {"grid", grid},
-                                                                   {"interpolation_mode", mode},
-                                                                   {"padding_mode", padding},
-                                                                   {"align_corners", align}}));
-  return n.set_output(0, out);
-}
-
 Converter reduce(OpKind op) {
   return [=](TorchNode& n) -> Status {
     ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
@@ -1586,7 +1572,6 @@ const std::map<std::string, Converter>& torch_converters() {
     t["aten.adaptive_avg_pool2d.default"] = convert_adaptive_avg_pool;
     t["aten.upsample_nearest2d.vec"] = upsample(OpKind::UpsampleNearest2d);
     t["aten.upsample_bilinear2d.vec"] = upsample(OpKind::UpsampleBilinear2d);
-    t["aten.grid_sampler_2d.default"] = convert_grid_sampler_2d;
     t["aten.mean.dim"] = reduce(OpKind::MeanDim);
     t["aten.sum.dim_IntList"] = reduce(OpKind::SumDimIntList);
     t["aten.amax.default"] = reduce(OpKind::Amax);
