@@ -27,12 +27,12 @@
 #include <string>
 #include <vector>
 
-#include "graph/json_reader.h"
+#include "export/emitter.h"
+#include "export/export_pipeline.h"
+#include "format/pte_writer.h"
+#include "frontends/json/json_reader.h"
 #include "graph/verifier.h"
 #include "graph_builder.h"
-#include "partition/export_pipeline.h"
-#include "serialize/emitter.h"
-#include "serialize/pte_writer.h"
 #include "support/base64.h"
 
 namespace etc::bench {

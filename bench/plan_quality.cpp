@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "export/export_pipeline.h"
 #include "graph/verifier.h"
 #include "graph_builder.h"
-#include "partition/export_pipeline.h"
 #include "passes/memory_planner.h"
 
 namespace etc::bench {

@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "graph/onnx/onnx_reader.h"
+#include "frontends/onnx/onnx_reader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)etc::parse_onnx_model({data, size}, "fuzz.onnx", "/nonexistent-etc-fuzz-dir", {});

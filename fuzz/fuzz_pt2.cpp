@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "graph/torch_export/torch_import.h"
+#include "frontends/torch_export/torch_import.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto blob = etc::make_blob(std::string(reinterpret_cast<const char*>(data), size));

@@ -5,10 +5,10 @@
 #include <cstdint>
 #include <string>
 
+#include "format/pte_dump.h"
+#include "format/pte_reader.h"
 #include "runtime/method.h"
 #include "runtime/runtime_env.h"
-#include "serialize/pte_dump.h"
-#include "serialize/pte_reader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string bytes(reinterpret_cast<const char*>(data), size);

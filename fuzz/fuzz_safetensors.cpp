@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string>
 
-#include "graph/safetensors.h"
+#include "frontends/json/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string bytes(reinterpret_cast<const char*>(data), size);

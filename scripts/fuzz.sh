@@ -9,7 +9,7 @@
 # Usage: scripts/fuzz.sh [RUNS]   (CI: make fuzz, the defaults; campaigns: make fuzz-long)
 # To fuzz longer: scripts/fuzz.sh 1000000, or run build-fuzz/fuzz/fuzz_pte build-fuzz/corpus/pte
 # directly with -max_total_time=3600. A crash leaves crash-* files in build-fuzz/; turn each
-# into a regression test (test/serialize, test/graph or test/runtime) before fixing it.
+# into a regression test (test/format, test/graph or test/runtime) before fixing it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-20000}
@@ -32,7 +32,7 @@ cp examples/*.safetensors test/graph/bad/*.safetensors "$corpus/safetensors/"
 # Programs ExecuTorch wrote (with ExecuTorch from PyPI, cached): IntLists, inline constants.
 fx=$(test/executorch/fixtures.sh) || { echo "fuzz: ExecuTorch's programs could not be made" >&2; exit 1; }
 cp "$fx"/*.pte "$corpus/pte/"
-cp test/serialize/regressions/*.pte "$corpus/pte/"
+cp test/format/regressions/*.pte "$corpus/pte/"
 cp test/onnx/regressions/*.onnx "$corpus/onnx/"
 # torch.export archives PyTorch wrote (test/torch/programs), one also deflated.
 cp test/torch/programs/*.pt2 "$corpus/pt2/"

@@ -191,7 +191,7 @@ def binary_math():
 
 class Reductions(nn.Module):
     """The reductions, index reductions, scans, sorts and batch-statistics norms of
-    src/graph/torch_export/torch_ops_reduce.cpp as models use them: argmax/argmin and
+    src/frontends/torch_export/torch_ops_reduce.cpp as models use them: argmax/argmin and
     max/min with indices (classification heads, MoE routers), topk and sort, cumsum
     (position ids from masks), var/std, prod and amin, group and instance norm, and div
     with rounding modes (index arithmetic)."""
@@ -228,7 +228,7 @@ def reductions():
 
 class Movement(nn.Module):
     """The data movement real exporters emit, which etc decomposes at import
-    (src/graph/torch_export/torch_ops_movement.cpp): splits, stack, unflatten, narrow,
+    (src/frontends/torch_export/torch_ops_movement.cpp): splits, stack, unflatten, narrow,
     conversions, and the gathers, pads and scatters it writes as indexing."""
 
     def forward(self, x, idx, perm):
@@ -270,7 +270,7 @@ class Movement(nn.Module):
 
 class Composites(nn.Module):
     """The composite ops of the default export that Core ATen decomposes and etc decomposes at
-    import (src/graph/torch_export/torch_ops_composite.cpp, torch_ops_positions.cpp), as
+    import (src/frontends/torch_export/torch_ops_composite.cpp, torch_ops_positions.cpp), as
     models use them: square and rms_norm (RMSNorm decoders), softplus (gates), baddbmm
     (bloom's attention scores), repeat_interleave (rotary tables, grouped-query heads),
     min/max of two tensors, histc (mixture-of-experts token counts: the maximum in the last
@@ -350,7 +350,7 @@ def composites():
 class Segments(nn.Module):
     """scatter_reduce with every reduce and include_self both ways, on floats (a NaN among
     the values), integers (means round down) and bools, with repeated and unreached
-    destinations, and embedding_bag in every mode (src/graph/torch_export/torch_ops_segment.cpp)."""
+    destinations, and embedding_bag in every mode (src/frontends/torch_export/torch_ops_segment.cpp)."""
 
     def __init__(self):
         super().__init__()

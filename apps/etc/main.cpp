@@ -11,25 +11,21 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "graph/json_reader.h"
-#include "graph/model_format.h"
-#include "graph/onnx/onnx_reader.h"
+#include "export/export.h"
+#include "export/export_pipeline.h"
+#include "format/pte_diff.h"
+#include "format/pte_dump.h"
+#include "format/pte_reader.h"
+#include "frontends/frontends.h"
+#include "frontends/onnx/onnx_reader.h"
+#include "frontends/torch_export/torch_import.h"
 #include "graph/printer.h"
 #include "graph/summary.h"
-#include "graph/torch_export/torch_import.h"
-#include "graph/verifier.h"
 #include "partition/cuda_capability.h"
-#include "partition/export_pipeline.h"
-#include "passes/dynamic_shapes.h"
 #include "run_command.h"
 #include "runtime/kernel.h"
 #include "runtime/kernels/conv.h"
 #include "runtime/kernels/gemm.h"
-#include "serialize/emitter.h"
-#include "serialize/pte_diff.h"
-#include "serialize/pte_dump.h"
-#include "serialize/pte_reader.h"
-#include "serialize/pte_writer.h"
 #include "support/file_io.h"
 #include "support/logging.h"
 #include "support/status.h"
@@ -87,96 +83,17 @@ etc::Status usage(std::string message) {
   return etc::Status(etc::ErrorCode::kUsage, std::move(message));
 }
 
-// Loads an etc.graph JSON file, an ONNX model or a torch.export archive, told apart by
-// content (model_format.h); --input-shape applies to ONNX and torch.export inputs with
-// symbolic dims. `format_out`, when given, receives the kind detected.
-etc::Result<etc::Graph> load_model(const std::string& path,
-                                   const std::vector<std::string>& input_shapes,
-                                   etc::ModelFormat* format_out = nullptr,
-                                   const std::map<std::string, int64_t>& symbol_values = {}) {
-  ETC_ASSIGN_OR_RETURN(etc::ModelFormat format, etc::detect_model_format(path));
-  if (format_out != nullptr) *format_out = format;
-  std::map<std::string, std::vector<int64_t>> shapes;
-  for (const std::string& spec : input_shapes) {
-    ETC_ASSIGN_OR_RETURN(auto parsed, etc::parse_input_shape(spec));
-    if (!shapes.emplace(parsed.first, parsed.second).second) {
-      return usage("--input-shape given twice for '" + parsed.first + "'");
-    }
-  }
-  switch (format) {
-    case etc::ModelFormat::kGraphJson:
-      if (!input_shapes.empty()) {
-        return usage("--input-shape applies to ONNX and torch.export models; '" + path +
-                     "' is etc.graph JSON (shapes are in the file)");
-      }
-      return etc::load_graph_file(path);
-    case etc::ModelFormat::kOnnx: {
-      etc::OnnxImportOptions options;
-      options.input_shapes = std::move(shapes);
-      return etc::load_onnx_file(path, options);
-    }
-    case etc::ModelFormat::kTorchExport: {
-      etc::TorchImportOptions options;
-      options.input_shapes = std::move(shapes);
-      options.symbol_values = symbol_values;
-      return etc::load_torch_export_file(path, options);
-    }
-  }
-  return etc::internal_error("unknown model format");
-}
-
-// Bounded dynamic dims (a torch.export program's symbols that --input-shape leaves open):
-// the program is compiled at the upper bound and at two other sizes in range, and what moves
-// between them becomes dynamic (passes/dynamic_shapes.h).
-struct DynamicPoints {
-  std::map<std::string, int64_t> upper;                // every symbol at its upper bound
-  std::vector<std::map<std::string, int64_t>> others;  // max - 1 and min, where distinct
-  std::string text;                                    // "s27 in [1, 128] (tokens, input_pos)"
-};
-
-etc::Result<DynamicPoints> dynamic_points(const std::string& path,
-                                          const std::vector<std::string>& input_shapes) {
-  DynamicPoints p;
-  ETC_ASSIGN_OR_RETURN(etc::ModelFormat format, etc::detect_model_format(path));
-  if (format != etc::ModelFormat::kTorchExport) return p;
-  etc::TorchImportOptions probe;
-  for (const std::string& spec : input_shapes) {
-    ETC_ASSIGN_OR_RETURN(auto parsed, etc::parse_input_shape(spec));
-    probe.input_shapes.insert(parsed);
-  }
-  ETC_ASSIGN_OR_RETURN(std::vector<etc::TorchSymbol> symbols,
-                       etc::torch_export_input_symbols(path, probe));
-  constexpr int64_t kMaxBound = int64_t{1} << 20;
-  std::map<std::string, int64_t> second, third;
-  for (const etc::TorchSymbol& s : symbols) {
-    std::string inputs;
-    for (const std::string& i : s.inputs)
-      inputs += (inputs.empty() ? "" : ", ") + i;
-    if (s.max < 0 || s.max > kMaxBound) {
-      return etc::Status(
-          etc::ErrorCode::kUnsupported,
-          "symbol " + s.name + " (inputs " + inputs + ") has no upper bound" +
-              (s.max > kMaxBound ? " below 2^20" : "") +
-              ": export with dynamic_shapes Dim(max=...) or fix the sizes with --input-shape");
-    }
-    p.upper[s.name] = s.max;
-    second[s.name] = std::max(s.min, s.max - 1);
-    third[s.name] = s.min;
-    p.text += (p.text.empty() ? "" : ", ") + s.name + " in [" + std::to_string(s.min) + ", " +
-              std::to_string(s.max) + "] (" + inputs + ")";
-  }
-  if (!symbols.empty()) {
-    if (second != p.upper) p.others.push_back(second);
-    if (third != p.upper && third != second) p.others.push_back(third);
-  }
-  return p;
-}
-
 int cmd_validate(const std::string& model, const std::vector<std::string>& input_shapes) {
-  etc::Result<DynamicPoints> dyn = dynamic_points(model, input_shapes);
+  etc::ImportRequest request;
+  etc::Result<std::map<std::string, std::vector<int64_t>>> shapes =
+      etc::parse_input_shapes(input_shapes);
+  if (!shapes.ok()) return report(shapes.status());
+  request.input_shapes = std::move(*shapes);
+  etc::Result<etc::DynamicPoints> dyn = etc::dynamic_points(model, request);
   if (!dyn.ok()) return report(dyn.status());
+  request.symbol_values = dyn->upper;
   etc::ModelFormat format{};
-  etc::Result<etc::Graph> g = load_model(model, input_shapes, &format, dyn->upper);
+  etc::Result<etc::Graph> g = etc::import_model(model, request, &format);
   if (!g.ok()) return report(g.status());
   if (!dyn->text.empty())
     std::printf("dynamic dims: %s; checked at the upper bound\n", dyn->text.c_str());
@@ -207,127 +124,45 @@ etc::Status write_text(const std::string& path, const std::string& text) {
 }
 
 etc::Status run_export(const ExportArgs& a) {
-  etc::ExportOptions options;
+  etc::ExportRequest request;
+  request.model = a.model;
   etc::Result<etc::Device> target = etc::parse_device(a.target);
   if (!target.ok()) return usage("--target: " + target.status().message());
-  options.target = *target;
+  request.options.target = *target;
   if (a.io_device == "host") {
-    options.io_device = etc::IoDevice::kHost;
+    request.options.io_device = etc::IoDevice::kHost;
   } else if (a.io_device == "device") {
-    options.io_device = etc::IoDevice::kDevice;
+    request.options.io_device = etc::IoDevice::kDevice;
   } else {
     return usage("--io-device must be 'host' or 'device', got '" + a.io_device + "'");
   }
-  options.partition.min_partition_size = a.min_partition_size;
-  options.partition.excluded_ops = a.exclude_ops;
+  request.options.partition.min_partition_size = a.min_partition_size;
+  request.options.partition.excluded_ops = a.exclude_ops;
   for (const std::string& op : a.exclude_ops) {
     if (!etc::op_from_name(op))
       return usage("--exclude-ops: unknown op '" + op + "' (see 'etc ops')");
   }
-  etc::PassRegistry registry = etc::make_pass_registry();
-  ETC_ASSIGN_OR_RETURN(etc::Pipeline pipeline, etc::parse_pipeline(a.passes, registry));
   if (!a.print_ir_after.empty() && a.print_ir_after != "all" &&
-      registry.find(a.print_ir_after) == nullptr) {
+      etc::make_pass_registry().find(a.print_ir_after) == nullptr) {
     return usage("--print-ir-after: unknown pass '" + a.print_ir_after + "'");
   }
+  ETC_ASSIGN_OR_RETURN(request.import.input_shapes, etc::parse_input_shapes(a.input_shapes));
+  request.passes = a.passes;
+  request.run.verify_each = a.verify_each;
+  request.run.print_ir_after = a.print_ir_after;
+  request.run.time_passes = a.time_passes;
+  request.max_copies = a.max_copies;
 
-  ETC_ASSIGN_OR_RETURN(DynamicPoints dyn, dynamic_points(a.model, a.input_shapes));
-  const std::map<std::string, int64_t>& upper = dyn.upper;
-  const std::vector<std::map<std::string, int64_t>>& points = dyn.others;
-  const std::string& symbols_text = dyn.text;
-  etc::Pipeline before_planning = pipeline;
-  const bool planned = std::find(pipeline.passes.begin(), pipeline.passes.end(), "plan-memory") !=
-                       pipeline.passes.end();
-  if (!points.empty()) {
-    std::erase(before_planning.passes, std::string("plan-memory"));
-  }
-
-  ETC_ASSIGN_OR_RETURN(etc::Graph graph, load_model(a.model, a.input_shapes, nullptr, upper));
-  // The other sizes: compared with the upper bound after import (so that partitioning keeps
-  // the dynamic work on the host) and again after the passes.
-  std::vector<etc::Graph> others;
-  std::string sizes;
-  std::vector<etc::Graph*> builds{&graph};
-  if (!points.empty()) {
-    for (const auto& [name, value] : upper)
-      sizes += (sizes.empty() ? "" : ", ") + name + " = " + std::to_string(value);
-    for (const auto& point : points) {
-      ETC_ASSIGN_OR_RETURN(etc::Graph g, load_model(a.model, a.input_shapes, nullptr, point));
-      for (const auto& [name, value] : point)
-        sizes += " / " + std::to_string(value);
-      others.push_back(std::move(g));
-    }
-    for (etc::Graph& g : others)
-      builds.push_back(&g);
-    ETC_RETURN_IF_ERROR(etc::mark_dynamic_shapes(builds, symbols_text)
-                            .add_context("while importing " + a.model + " with " + sizes));
-  }
-  etc::ExportReport report;
-  etc::PassContext context{options, report};
-  etc::PipelineRunOptions run;
-#ifndef NDEBUG
-  run.verify_each = true;  // debug builds always verify after every pass
-#else
-  run.verify_each = a.verify_each;
-#endif
-  run.print_ir_after = a.print_ir_after;
-  run.time_passes = a.time_passes;
-  etc::Result<etc::PipelineResult> result =
-      etc::run_pipeline(graph, points.empty() ? pipeline : before_planning, registry, context, run);
-  if (!result.ok())
-    return std::move(result).take_status().add_context("while compiling " + a.model);
-  std::fputs(result->ir_dumps.c_str(), stderr);
-  if (a.time_passes) std::fputs(result->timing_table().c_str(), stderr);
-  if (!points.empty()) {
-    for (etc::Graph& g : others) {
-      etc::ExportReport ignored;
-      etc::PassContext ctx{options, ignored};
-      etc::Result<etc::PipelineResult> r =
-          etc::run_pipeline(g, before_planning, registry, ctx, etc::PipelineRunOptions{});
-      if (!r.ok()) {
-        return std::move(r).take_status().add_context("while compiling " + a.model +
-                                                      " with its dynamic dims at other sizes");
-      }
-    }
-    ETC_RETURN_IF_ERROR(etc::mark_dynamic_shapes(builds, symbols_text)
-                            .add_context("while exporting " + a.model + " with " + sizes));
-    ETC_RETURN_IF_ERROR_CTX(etc::verify_graph(graph), "after marking the dynamic dims");
-    if (planned) {
-      etc::Pipeline plan{{"plan-memory"}};
-      etc::Result<etc::PipelineResult> r =
-          etc::run_pipeline(graph, plan, registry, context, etc::PipelineRunOptions{});
-      if (!r.ok()) return std::move(r).take_status().add_context("while compiling " + a.model);
-    }
+  ETC_ASSIGN_OR_RETURN(etc::ExportResult result, etc::export_model(request));
+  std::fputs(result.ir_dumps.c_str(), stderr);
+  std::fputs(result.timing_table.c_str(), stderr);
+  if (!result.dynamic_dims.empty()) {
     std::fprintf(stderr, "dynamic dims: %s; memory planned for the upper bound\n",
-                 symbols_text.c_str());
+                 result.dynamic_dims.c_str());
   }
-
-  if (a.max_copies >= 0 && static_cast<int64_t>(report.copies.size()) > a.max_copies) {
-    etc::Status s =
-        etc::invalid_input("the program needs " + std::to_string(report.copies.size()) +
-                           " host<->device copies per inference, more than --max-copies " +
-                           std::to_string(a.max_copies));
-    for (const etc::ExportReport::Copy& c : report.copies) {
-      s.add_related(etc::invalid_input(c.kind + " '" + c.source + "' -> '" + c.copy + "' (" +
-                                       std::to_string(c.bytes) + " bytes): " + c.cause));
-    }
-    return s;
-  }
-  ETC_ASSIGN_OR_RETURN(etc::pte::File file, etc::emit_program(graph));
-  // Streamed into place (weights copied from their mapped files, not gathered in memory);
-  // never a file etc itself cannot read back.
-  auto reads_back = [&a](const std::string& written) -> etc::Status {
-    ETC_ASSIGN_OR_RETURN(std::shared_ptr<const etc::Blob> blob, etc::map_file(written));
-    etc::Result<etc::pte::File> check = etc::read_pte(blob, a.output);
-    if (!check.ok()) {
-      return etc::internal_error("the program etc produced does not read back: " +
-                                 check.status().to_string());
-    }
-    return etc::Status();
-  };
-  ETC_ASSIGN_OR_RETURN(uint64_t size, etc::write_pte_file(file, a.output, reads_back));
-  if (!a.report.empty()) ETC_RETURN_IF_ERROR(write_text(a.report, report.to_json()));
-  std::fputs(report.summary().c_str(), stderr);
+  ETC_ASSIGN_OR_RETURN(uint64_t size, etc::write_program(result, a.output));
+  if (!a.report.empty()) ETC_RETURN_IF_ERROR(write_text(a.report, result.report.to_json()));
+  std::fputs(result.report.summary().c_str(), stderr);
   std::printf("wrote %s (%llu bytes)\n", a.output.c_str(), static_cast<unsigned long long>(size));
   return etc::Status();
 }

@@ -13,11 +13,11 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "format/pte_reader.h"
 #include "graph/tensor_spec.h"
 #include "runtime/method.h"
 #include "runtime/npy.h"
 #include "runtime/runtime_env.h"
-#include "serialize/pte_reader.h"
 
 #ifdef ETC_WITH_CUDA
 #include "cuda_runtime/cuda_devices.h"

@@ -7,10 +7,10 @@
 
 #include "cuda_runtime/cuda_ops.h"
 #include "cuda_runtime/cuda_status.h"
+#include "format/pte_reader.h"
 #include "graph/graph.h"
 #include "runtime/device_allocator.h"
 #include "runtime/method.h"
-#include "serialize/pte_reader.h"
 
 namespace etc::cuda {
 namespace {

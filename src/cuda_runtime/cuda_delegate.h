@@ -1,5 +1,5 @@
 // The CUDA delegate backend ("EtcCudaBackend"): reads the processed blob the exporter wrote
-// (src/serialize/schema/etc_delegate.fbs: the subgraph as an execution plan, constants by
+// (src/format/schema/etc_delegate.fbs: the subgraph as an execution plan, constants by
 // named-data key, the planned workspace), uploads its constants to the target device once,
 // and loads the plan with the CUDA kernels (cuda_ops.h) at init. Execute binds the call's
 // tensors, which must already be device memory (a host pointer is rejected, never copied),

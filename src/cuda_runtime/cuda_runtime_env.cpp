@@ -3,7 +3,7 @@
 #include "cuda_runtime/cuda_allocator.h"
 #include "cuda_runtime/cuda_context.h"
 #include "cuda_runtime/cuda_delegate.h"
-#include "partition/cuda_capability.h"
+#include "format/backend_ids.h"
 #include "runtime/method.h"
 
 namespace etc::cuda {

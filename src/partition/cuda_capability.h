@@ -7,12 +7,10 @@
 #include <optional>
 #include <string>
 
+#include "format/backend_ids.h"
 #include "graph/graph.h"
 
 namespace etc {
-
-// The backend id written into BackendDelegate.id for etc's CUDA delegate.
-inline constexpr const char* kCudaBackendId = "EtcCudaBackend";
 
 // The largest tensor rank the CUDA kernels index.
 inline constexpr size_t kCudaMaxRank = 8;

@@ -9,8 +9,8 @@
 #include <span>
 #include <string>
 
+#include "format/pte_model.h"
 #include "runtime/tensor.h"
-#include "serialize/pte_model.h"
 #include "support/status.h"
 
 namespace etc::rt {

@@ -2,8 +2,8 @@
 
 #include <map>
 
+#include "format/pte_reader.h"
 #include "runtime/method.h"
-#include "serialize/pte_reader.h"
 
 namespace etc::rt {
 namespace {

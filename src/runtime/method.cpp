@@ -8,9 +8,9 @@
 #include <map>
 #include <optional>
 
+#include "format/pte_reader.h"
 #include "graph/tensor_spec.h"
 #include "runtime/kernels/conv.h"
-#include "serialize/pte_reader.h"
 
 namespace etc::rt {
 namespace {

@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "format/pte_model.h"
 #include "runtime/backend.h"
 #include "runtime/device_allocator.h"
 #include "runtime/kernel.h"
-#include "serialize/pte_model.h"
 
 namespace etc::rt {
 

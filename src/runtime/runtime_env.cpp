@@ -1,6 +1,6 @@
 #include "runtime/runtime_env.h"
 
-#include "partition/cuda_capability.h"
+#include "format/backend_ids.h"
 #include "runtime/cpu_delegate.h"
 #include "runtime/method.h"
 

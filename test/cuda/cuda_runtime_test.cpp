@@ -18,13 +18,13 @@
 #include "cuda_runtime/cuda_ops.h"
 #include "cuda_runtime/cuda_runtime_env.h"
 #include "cuda_runtime/cuda_status.h"
+#include "export/emitter.h"
+#include "format/pte_reader.h"
+#include "format/pte_writer.h"
 #include "graph/ops.h"
 #include "passes/graph_builder.h"
 #include "runtime/export_graph.h"
 #include "runtime/method.h"
-#include "serialize/emitter.h"
-#include "serialize/pte_reader.h"
-#include "serialize/pte_writer.h"
 
 namespace etc::cuda {
 namespace {

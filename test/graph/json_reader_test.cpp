@@ -1,4 +1,4 @@
-#include "graph/json_reader.h"
+#include "frontends/json/json_reader.h"
 
 #include <catch2/catch.hpp>
 #include <cstring>
@@ -6,7 +6,7 @@
 
 #include <unistd.h>
 
-#include "graph/safetensors.h"
+#include "frontends/json/safetensors.h"
 #include "support/base64.h"
 #include "support/file_io.h"
 

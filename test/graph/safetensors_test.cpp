@@ -1,4 +1,4 @@
-#include "graph/safetensors.h"
+#include "frontends/json/safetensors.h"
 
 #include <catch2/catch.hpp>
 #include <cstring>

@@ -9,8 +9,8 @@
 #include <set>
 #include <string>
 
+#include "frontends/torch_export/torch_import.h"
 #include "graph/ops.h"
-#include "graph/torch_export/torch_import.h"
 #include "kernels/kernel_test_util.h"
 #include "partition/cuda_capability.h"
 #include "runtime/method.h"

@@ -30,14 +30,14 @@
 #include <string>
 #include <vector>
 
-#include "graph/onnx/onnx_reader.h"
+#include "export/emitter.h"
+#include "export/export_pipeline.h"
+#include "format/pte_reader.h"
+#include "format/pte_writer.h"
+#include "frontends/onnx/onnx_reader.h"
 #include "onnx.pb.h"
-#include "partition/export_pipeline.h"
 #include "runtime/method.h"
 #include "runtime/runtime_env.h"
-#include "serialize/emitter.h"
-#include "serialize/pte_reader.h"
-#include "serialize/pte_writer.h"
 #include "support/file_io.h"
 
 namespace fs = std::filesystem;

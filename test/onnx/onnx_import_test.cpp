@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "graph/onnx/node_context.h"
-#include "graph/onnx/onnx_reader.h"
+#include "frontends/onnx/node_context.h"
+#include "frontends/onnx/onnx_reader.h"
 #include "onnx.pb.h"
 
 namespace etc {

@@ -4,10 +4,10 @@
 #include <catch2/catch.hpp>
 #include <string>
 
-#include "graph/json_reader.h"
+#include "export/export_pipeline.h"
+#include "frontends/json/json_reader.h"
 #include "graph/printer.h"
 #include "graph/verifier.h"
-#include "partition/export_pipeline.h"
 #include "partition/lower.h"
 
 namespace etc::testing {

@@ -7,11 +7,11 @@
 
 #include <string>
 
+#include "export/emitter.h"
+#include "export/export_pipeline.h"
+#include "format/pte_reader.h"
+#include "format/pte_writer.h"
 #include "graph/verifier.h"
-#include "partition/export_pipeline.h"
-#include "serialize/emitter.h"
-#include "serialize/pte_reader.h"
-#include "serialize/pte_writer.h"
 
 namespace etc::testing {
 

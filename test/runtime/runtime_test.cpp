@@ -5,12 +5,12 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 
+#include "export/emitter.h"
+#include "format/pte_reader.h"
+#include "format/pte_writer.h"
 #include "passes/graph_builder.h"
 #include "runtime/cpu_delegate.h"
 #include "runtime/method.h"
-#include "serialize/emitter.h"
-#include "serialize/pte_reader.h"
-#include "serialize/pte_writer.h"
 
 namespace etc::rt {
 namespace {

@@ -6,14 +6,14 @@
 
 #include <cstring>
 
+#include "export/emitter.h"
+#include "export/export_pipeline.h"
+#include "format/pte_reader.h"
+#include "format/pte_writer.h"
 #include "graph/verifier.h"
-#include "partition/export_pipeline.h"
 #include "runtime/export_graph.h"
 #include "runtime/method.h"
 #include "runtime/runtime_env.h"
-#include "serialize/emitter.h"
-#include "serialize/pte_reader.h"
-#include "serialize/pte_writer.h"
 
 namespace etc {
 namespace {

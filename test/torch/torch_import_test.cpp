@@ -4,8 +4,8 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 
-#include "graph/model_format.h"
-#include "graph/torch_export/torch_import.h"
+#include "frontends/model_format.h"
+#include "frontends/torch_export/torch_import.h"
 #include "runtime/npy.h"
 
 namespace etc {

@@ -1,0 +1,42 @@
+#include "export/export_pipeline.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "partition/lower.h"
+#include "passes/dead_code_elimination.h"
+#include "passes/decompose_host_ops.h"
+#include "passes/fold_batch_norm.h"
+#include "passes/fold_constants.h"
+#include "passes/plan_memory.h"
+#include "passes/propagate_devices.h"
+#include "passes/remove_noops.h"
+
+namespace etc {
+
+PassRegistry make_pass_registry() {
+  PassRegistry r;
+  const PassInfo passes[] = {
+      {"dce", "remove unused nodes and constants", &dead_code_elimination},
+      {"remove-noops", "remove clones, same-shape views and other identity ops", &remove_noops},
+      {"fold-constants", "evaluate data-movement and cast ops on constants", &fold_constants},
+      {"fold-batch-norm", "fold inference batch norms into the convolutions they follow",
+       &fold_batch_norm},
+      {"partition", "group CUDA-capable nodes into delegates (--target)", &partition_pass},
+      {"decompose-host-ops", "rewrite host ops into ExecuTorch's portable kernel set",
+       &decompose_host_ops},
+      {"propagate-devices", "put delegate IO on the delegate's device, insert copies",
+       &propagate_devices},
+      {"plan-memory", "assign buffers and offsets per device", &plan_memory},
+  };
+  for (const PassInfo& p : passes) {
+    Status s = r.add(p);
+    if (!s.ok()) {  // the list above is source code: a duplicate is a bug
+      std::fprintf(stderr, "etc: internal error: %s\n", s.to_string().c_str());
+      std::abort();
+    }
+  }
+  return r;
+}
+
+}  // namespace etc

@@ -1,0 +1,1438 @@
+// ONNX op -> IR converters. Each converter reads its node through NodeCtx and emits ATen
+// ops; opset-dependent rules (attributes that became inputs, changed defaults) are handled
+// here, per op. The spatial ops (convolution, pooling, resizing) are in
+// onnx_ops_spatial.cpp; this file has the rest and the table of all converters.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <set>
+#include <string_view>
+
+#include "frontends/onnx/node_context.h"
+#include "frontends/onnx/onnx_converters.h"
+#include "frontends/onnx/onnx_shapes.h"
+
+namespace etc::onnx_import {
+
+Result<ValueId> reshape(NodeCtx& ctx, ValueId v, std::vector<int64_t> shape) {
+  return ctx.emit(OpKind::Reshape, {{"self", v}, {"shape", std::move(shape)}});
+}
+
+Result<ValueId> permute(NodeCtx& ctx, ValueId v, std::vector<int64_t> dims) {
+  return ctx.emit(OpKind::Permute, {{"self", v}, {"dims", std::move(dims)}});
+}
+
+Scalar scalar_of(DType dtype, double v) {
+  if (dtype_is_float(dtype)) return Scalar{v};
+  if (dtype == DType::kBool) return Scalar{v != 0};
+  return Scalar{static_cast<int64_t>(v)};
+}
+
+Result<ValueId> flip(NodeCtx& ctx, ValueId v, int64_t axis, int64_t size) {
+  std::vector<int64_t> rev(static_cast<size_t>(size));
+  for (int64_t i = 0; i < size; ++i)
+    rev[static_cast<size_t>(i)] = size - 1 - i;
+  std::vector<ValueId> indices(static_cast<size_t>(axis));
+  indices.push_back(ctx.add_constant(host_from_ints(DType::kInt64, {size}, rev)));
+  return ctx.emit(OpKind::IndexTensor, {{"self", v}, {"indices", indices}});
+}
+
+ValueId arange_along(NodeCtx& ctx, int64_t n, int64_t axis, int64_t rank) {
+  std::vector<int64_t> shape(static_cast<size_t>(rank), 1), v(static_cast<size_t>(n));
+  shape[static_cast<size_t>(axis)] = n;
+  std::iota(v.begin(), v.end(), int64_t{0});
+  return ctx.add_constant(host_from_ints(DType::kInt64, shape, v));
+}
+
+ValueId scalar_constant(NodeCtx& ctx, DType dtype, double v) {
+  return ctx.add_constant(host_from_doubles(dtype, {}, {v}));
+}
+
+Result<ValueId> matmul(NodeCtx& ctx, ValueId a, std::vector<int64_t> sa, ValueId b,
+                       std::vector<int64_t> sb) {
+  if (sa.empty() || sb.empty()) return ctx.invalid("MatMul inputs must have rank 1 or more");
+  const bool a_vec = sa.size() == 1, b_vec = sb.size() == 1;
+  if (a_vec) {
+    sa.insert(sa.begin(), 1);
+    ETC_ASSIGN_OR_RETURN(a, reshape(ctx, a, sa));
+  }
+  if (b_vec) {
+    sb.push_back(1);
+    ETC_ASSIGN_OR_RETURN(b, reshape(ctx, b, sb));
+  }
+  const int64_t m = sa[sa.size() - 2], k = sa.back(), k2 = sb[sb.size() - 2], n = sb.back();
+  if (k != k2) {
+    return ctx.invalid("cannot multiply " + shape_to_string(sa) + " by " + shape_to_string(sb) +
+                       " (inner dimensions " + std::to_string(k) + " and " + std::to_string(k2) +
+                       " differ)");
+  }
+  std::vector<int64_t> batch_a(sa.begin(), sa.end() - 2), batch_b(sb.begin(), sb.end() - 2);
+  std::optional<std::vector<int64_t>> batch = broadcast_shapes(batch_a, batch_b);
+  if (!batch) {
+    return ctx.invalid("batch dims " + shape_to_string(batch_a) + " and " +
+                       shape_to_string(batch_b) + " do not broadcast");
+  }
+  int64_t nb = 1;
+  for (int64_t d : *batch)
+    nb *= d;
+  ValueId out;
+  if (batch_b.empty() ||
+      std::all_of(batch_b.begin(), batch_b.end(), [](int64_t d) { return d == 1; })) {
+    // [..., M, K] x [K, N]: one GEMM over all rows of A.
+    if (!batch_b.empty()) {
+      ETC_ASSIGN_OR_RETURN(b, reshape(ctx, b, {k, n}));
+    }
+    std::vector<int64_t> full_a = *batch;
+    full_a.push_back(m);
+    full_a.push_back(k);
+    if (batch_a != *batch) {
+      ETC_ASSIGN_OR_RETURN(a, ctx.emit(OpKind::Expand, {{"self", a}, {"size", full_a}}));
+    }
+    ETC_ASSIGN_OR_RETURN(ValueId a2, reshape(ctx, a, {nb * m, k}));
+    ETC_ASSIGN_OR_RETURN(out, ctx.emit(OpKind::Mm, {{"self", a2}, {"mat2", b}}));
+  } else {
+    std::vector<int64_t> full_a = *batch, full_b = *batch;
+    full_a.insert(full_a.end(), {m, k});
+    full_b.insert(full_b.end(), {k, n});
+    if (batch_a != *batch) {
+      ETC_ASSIGN_OR_RETURN(a, ctx.emit(OpKind::Expand, {{"self", a}, {"size", full_a}}));
+    }
+    if (batch_b != *batch) {
+      ETC_ASSIGN_OR_RETURN(b, ctx.emit(OpKind::Expand, {{"self", b}, {"size", full_b}}));
+    }
+    ETC_ASSIGN_OR_RETURN(ValueId a3, reshape(ctx, a, {nb, m, k}));
+    ETC_ASSIGN_OR_RETURN(ValueId b3, reshape(ctx, b, {nb, k, n}));
+    ETC_ASSIGN_OR_RETURN(out, ctx.emit(OpKind::Bmm, {{"self", a3}, {"mat2", b3}}));
+  }
+  std::vector<int64_t> shape = *batch;
+  if (!a_vec) shape.push_back(m);
+  if (!b_vec) shape.push_back(n);
+  return reshape(ctx, out, shape);
+}
+
+namespace {
+
+using Args = std::initializer_list<std::pair<std::string_view, ArgValue>>;
+constexpr ArgValue kNone = std::monostate{};
+
+// The single value of a constant with one element.
+std::optional<double> single_value(const HostTensor* t) {
+  if (t == nullptr || t->numel() != 1) return std::nullopt;
+  return t->doubles()[0];
+}
+
+Status alias(NodeCtx& ctx, int out, int in) {
+  ETC_ASSIGN_OR_RETURN(ValueId v, ctx.input(in));
+  return ctx.set_output(out, v);
+}
+
+// ---- Elementwise ------------------------------------------------------------------------
+
+Converter unary(OpKind op, bool float_only = true) {
+  return [op, float_only](NodeCtx& ctx) -> Status {
+    if (float_only && !dtype_is_float(ctx.dtype(0))) {
+      return ctx.unsupported("input type " + std::string(dtype_name(ctx.dtype(0))) +
+                             " (floating-point types only)");
+    }
+    ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+    ETC_ASSIGN_OR_RETURN(ValueId y, ctx.emit(op, {{"self", x}}));
+    return ctx.set_output(0, y);
+  };
+}
+
+enum class Bin { kAdd, kSub, kMul, kDiv };
+
+Result<ValueId> binary_values(NodeCtx& ctx, Bin op, int ia, int ib) {
+  const DType dt = ctx.dtype(ia);
+  if (ctx.dtype(ib) != dt) {
+    return ctx.invalid("inputs have different types (" + std::string(dtype_name(dt)) + " and " +
+                       std::string(dtype_name(ctx.dtype(ib))) + ")");
+  }
+  if (dt == DType::kBool) return ctx.unsupported("bool inputs");
+  // ONNX divides integers as C does: truncated (div with rounding_mode "trunc").
+  const bool int_div = op == Bin::kDiv && !dtype_is_float(dt);
+  std::optional<std::vector<int64_t>> shape = broadcast_shapes(ctx.shape(ia), ctx.shape(ib));
+  if (!shape) {
+    return ctx.invalid("shapes " + shape_to_string(ctx.shape(ia)) + " and " +
+                       shape_to_string(ctx.shape(ib)) + " do not broadcast");
+  }
+  // A scalar constant operand becomes an ATen Scalar argument.
+  if (std::optional<double> c = single_value(ctx.constant(ib)); c && *shape == ctx.shape(ia)) {
+    ETC_ASSIGN_OR_RETURN(ValueId a, ctx.input(ia));
+    Scalar s = scalar_of(dt, *c);
+    switch (op) {
+      case Bin::kAdd:
+        return ctx.emit(OpKind::AddScalar, {{"self", a}, {"other", s}});
+      case Bin::kSub:
+        return ctx.emit(OpKind::SubScalar, {{"self", a}, {"other", s}});
+      case Bin::kMul:
+        return ctx.emit(OpKind::MulScalar, {{"self", a}, {"other", s}});
+      case Bin::kDiv:
+        if (int_div) {
+          return ctx.emit(OpKind::DivScalarMode,
+                          {{"self", a}, {"other", s}, {"rounding_mode", std::string("trunc")}});
+        }
+        return ctx.emit(OpKind::DivScalar, {{"self", a}, {"other", s}});
+    }
+  }
+  if (std::optional<double> c = single_value(ctx.constant(ia));
+      c && *shape == ctx.shape(ib) && (op == Bin::kAdd || op == Bin::kMul)) {
+    ETC_ASSIGN_OR_RETURN(ValueId b, ctx.input(ib));
+    Scalar s = scalar_of(dt, *c);
+    return ctx.emit(op == Bin::kAdd ? OpKind::AddScalar : OpKind::MulScalar,
+                    {{"self", b}, {"other", s}});
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId a, ctx.input(ia));
+  ETC_ASSIGN_OR_RETURN(ValueId b, ctx.input(ib));
+  switch (op) {
+    case Bin::kAdd:
+      return ctx.emit(OpKind::AddTensor, {{"self", a}, {"other", b}});
+    case Bin::kSub:
+      return ctx.emit(OpKind::SubTensor, {{"self", a}, {"other", b}});
+    case Bin::kMul:
+      return ctx.emit(OpKind::MulTensor, {{"self", a}, {"other", b}});
+    case Bin::kDiv:
+      if (int_div) {
+        return ctx.emit(OpKind::DivTensorMode,
+                        {{"self", a}, {"other", b}, {"rounding_mode", std::string("trunc")}});
+      }
+      return ctx.emit(OpKind::DivTensor, {{"self", a}, {"other", b}});
+  }
+  return internal_error("unreachable");
+}
+
+Converter binary(Bin op) {
+  return [op](NodeCtx& ctx) -> Status {
+    if (ctx.opset() < 7 && ctx.attr("broadcast")) {
+      return ctx.unsupported("the legacy 'broadcast' attribute (opset < 7)");
+    }
+    ETC_ASSIGN_OR_RETURN(ValueId y, binary_values(ctx, op, 0, 1));
+    return ctx.set_output(0, y);
+  };
+}
+
+// Sum and Mean of any number of inputs.
+Converter variadic_sum(bool mean) {
+  return [mean](NodeCtx& ctx) -> Status {
+    if (ctx.num_inputs() < 1) return ctx.invalid("needs at least one input");
+    if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("non-floating-point inputs");
+    ETC_ASSIGN_OR_RETURN(ValueId acc, ctx.input(0));
+    for (int i = 1; i < ctx.num_inputs(); ++i) {
+      ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(i));
+      ETC_ASSIGN_OR_RETURN(acc, ctx.emit(OpKind::AddTensor, {{"self", acc}, {"other", x}}));
+    }
+    if (mean && ctx.num_inputs() > 1) {
+      ETC_ASSIGN_OR_RETURN(acc,
+                           ctx.emit(OpKind::DivScalar,
+                                    {{"self", acc}, {"other", Scalar{double(ctx.num_inputs())}}}));
+    } else if (ctx.num_inputs() == 1) {
+      ETC_ASSIGN_OR_RETURN(acc, ctx.emit(OpKind::Clone, {{"self", acc}}));
+    }
+    return ctx.set_output(0, acc);
+  };
+}
+
+// Pow(X, Y): the result has X's type. One exponent known at export time is pow.Tensor_Scalar
+// (squares and square roots take their fast paths); otherwise Y in X's type,
+// pow.Tensor_Tensor.
+Status convert_pow(NodeCtx& ctx) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  std::optional<std::vector<int64_t>> shape = broadcast_shapes(ctx.shape(0), ctx.shape(1));
+  if (!shape) return ctx.invalid("the base and the exponent do not broadcast");
+  if (const HostTensor* exponent = ctx.constant(1);
+      exponent != nullptr && dtype_is_float(ctx.dtype(0)) && *shape == ctx.shape(0)) {
+    if (std::optional<double> e = single_value(exponent)) {
+      ETC_ASSIGN_OR_RETURN(
+          ValueId y, ctx.emit(OpKind::PowTensorScalar, {{"self", x}, {"exponent", Scalar{*e}}}));
+      return ctx.set_output(0, y);
+    }
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId e, ctx.input(1));
+  if (ctx.dtype(1) != ctx.dtype(0)) {
+    ETC_ASSIGN_OR_RETURN(e, ctx.emit(OpKind::ToCopy, {{"self", e}, {"dtype", ctx.dtype(0)}}));
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId y,
+                       ctx.emit(OpKind::PowTensorTensor, {{"self", x}, {"exponent", e}}));
+  return ctx.set_output(0, y);
+}
+
+// A binary math op (binary_math.def) on two inputs of one type.
+Converter binary_math(OpKind op) {
+  return [op](NodeCtx& ctx) -> Status {
+    if (ctx.dtype(0) != ctx.dtype(1)) {
+      return ctx.invalid("inputs have different types (" + std::string(dtype_name(ctx.dtype(0))) +
+                         " and " + std::string(dtype_name(ctx.dtype(1))) + ")");
+    }
+    ETC_ASSIGN_OR_RETURN(ValueId a, ctx.input(0));
+    ETC_ASSIGN_OR_RETURN(ValueId b, ctx.input(1));
+    ETC_ASSIGN_OR_RETURN(ValueId y,
+                         ctx.emit(op, {{"self", a}, {op_info(op).schema.args[1].name, b}}));
+    return ctx.set_output(0, y);
+  };
+}
+
+// Max / Min: maximum / minimum over every input, left to right.
+Converter variadic_extreme(OpKind op) {
+  return [op](NodeCtx& ctx) -> Status {
+    if (ctx.num_inputs() < 1) return ctx.invalid("needs at least one input");
+    ETC_ASSIGN_OR_RETURN(ValueId acc, ctx.input(0));
+    for (int i = 1; i < ctx.num_inputs(); ++i) {
+      if (ctx.dtype(i) != ctx.dtype(0)) return ctx.invalid("inputs have different types");
+      ETC_ASSIGN_OR_RETURN(ValueId v, ctx.input(i));
+      ETC_ASSIGN_OR_RETURN(acc, ctx.emit(op, {{"self", acc}, {"other", v}}));
+    }
+    return ctx.set_output(0, acc);
+  };
+}
+
+// Mod(A, B, fmod): C's fmod when fmod=1 (floats need it), Python's remainder when 0.
+Status convert_mod(NodeCtx& ctx) {
+  ETC_ASSIGN_OR_RETURN(int64_t fmod, ctx.attr_int("fmod", 0));
+  if (fmod == 0 && dtype_is_float(ctx.dtype(0)))
+    return ctx.invalid("Mod of floating-point inputs needs fmod=1");
+  return binary_math(fmod != 0 ? OpKind::FmodTensor : OpKind::RemainderTensor)(ctx);
+}
+
+// Not: logical_not.
+Status convert_not(NodeCtx& ctx) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId y, ctx.emit(OpKind::LogicalNot, {{"self", x}}));
+  return ctx.set_output(0, y);
+}
+
+// relu(x) - slope * relu(-x): exact (one of the two terms is zero).
+Result<ValueId> leaky(NodeCtx& ctx, ValueId x, std::optional<double> alpha,
+                      std::optional<ValueId> slope) {
+  ETC_ASSIGN_OR_RETURN(ValueId pos, ctx.emit(OpKind::Relu, {{"self", x}}));
+  ETC_ASSIGN_OR_RETURN(ValueId nx, ctx.emit(OpKind::Neg, {{"self", x}}));
+  ETC_ASSIGN_OR_RETURN(ValueId neg, ctx.emit(OpKind::Relu, {{"self", nx}}));
+  ValueId scaled;
+  if (alpha) {
+    ETC_ASSIGN_OR_RETURN(scaled,
+                         ctx.emit(OpKind::MulScalar, {{"self", neg}, {"other", Scalar{*alpha}}}));
+  } else {
+    ETC_ASSIGN_OR_RETURN(scaled, ctx.emit(OpKind::MulTensor, {{"self", neg}, {"other", *slope}}));
+  }
+  return ctx.emit(OpKind::SubTensor, {{"self", pos}, {"other", scaled}});
+}
+
+Status convert_leaky_relu(NodeCtx& ctx) {
+  if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer inputs");
+  ETC_ASSIGN_OR_RETURN(float alpha, ctx.attr_float("alpha", 0.01f));
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId y, leaky(ctx, x, alpha, std::nullopt));
+  return ctx.set_output(0, y);
+}
+
+Status convert_prelu(NodeCtx& ctx) {
+  if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer inputs");
+  std::optional<std::vector<int64_t>> shape = broadcast_shapes(ctx.shape(0), ctx.shape(1));
+  if (!shape || *shape != ctx.shape(0)) {
+    return ctx.invalid("slope " + shape_to_string(ctx.shape(1)) + " does not broadcast to X " +
+                       shape_to_string(ctx.shape(0)));
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId slope, ctx.input(1));
+  ETC_ASSIGN_OR_RETURN(ValueId y, leaky(ctx, x, std::nullopt, slope));
+  return ctx.set_output(0, y);
+}
+
+Status convert_hard_sigmoid(NodeCtx& ctx) {
+  if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer inputs");
+  ETC_ASSIGN_OR_RETURN(float alpha, ctx.attr_float("alpha", 0.2f));
+  ETC_ASSIGN_OR_RETURN(float beta, ctx.attr_float("beta", 0.5f));
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ValueId y;
+  if (alpha == 1.0f / 6.0f && beta == 0.5f) {
+    ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::Hardsigmoid, {{"self", x}}));
+  } else {
+    // max(0, min(1, alpha * x + beta)), as ONNX defines it.
+    ETC_ASSIGN_OR_RETURN(
+        ValueId ax, ctx.emit(OpKind::MulScalar, {{"self", x}, {"other", Scalar{double(alpha)}}}));
+    ETC_ASSIGN_OR_RETURN(
+        ValueId axb, ctx.emit(OpKind::AddScalar, {{"self", ax}, {"other", Scalar{double(beta)}}}));
+    ETC_ASSIGN_OR_RETURN(
+        y, ctx.emit(OpKind::Clamp, {{"self", axb}, {"min", Scalar{0.0}}, {"max", Scalar{1.0}}}));
+  }
+  return ctx.set_output(0, y);
+}
+
+Status convert_clip(NodeCtx& ctx) {
+  const DType dt = ctx.dtype(0);
+  if (dt == DType::kBool) return ctx.unsupported("bool inputs");
+  ArgValue lo = kNone, hi = kNone;
+  if (ctx.opset() < 11) {
+    if (ctx.attr("min")) {
+      ETC_ASSIGN_OR_RETURN(float v, ctx.attr_float("min", std::nullopt));
+      lo = scalar_of(dt, v);
+    }
+    if (ctx.attr("max")) {
+      ETC_ASSIGN_OR_RETURN(float v, ctx.attr_float("max", std::nullopt));
+      hi = scalar_of(dt, v);
+    }
+  } else {
+    for (int i : {1, 2}) {
+      if (!ctx.has_input(i)) continue;
+      ETC_ASSIGN_OR_RETURN(const HostTensor* t, ctx.require_constant(i, i == 1 ? "min" : "max"));
+      if (t->numel() != 1)
+        return ctx.invalid(std::string(i == 1 ? "min" : "max") + " must be a scalar");
+      if (t->dtype != dt) return ctx.invalid("min and max must have the input's type");
+      Scalar s = dtype_is_float(dt) ? Scalar{t->doubles()[0]} : Scalar{t->ints()[0]};
+      (i == 1 ? lo : hi) = s;
+    }
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  if (std::holds_alternative<std::monostate>(lo) && std::holds_alternative<std::monostate>(hi)) {
+    ETC_ASSIGN_OR_RETURN(ValueId y, ctx.emit(OpKind::Clone, {{"self", x}}));
+    return ctx.set_output(0, y);
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId y, ctx.emit(OpKind::Clamp, {{"self", x}, {"min", lo}, {"max", hi}}));
+  return ctx.set_output(0, y);
+}
+
+Status convert_cast(NodeCtx& ctx) {
+  ETC_ASSIGN_OR_RETURN(int64_t to, ctx.attr_int("to", std::nullopt));
+  std::optional<DType> dt = dtype_from_onnx(static_cast<int32_t>(to));
+  if (!dt) return ctx.unsupported("cast to " + onnx_dtype_name(static_cast<int32_t>(to)));
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId y, ctx.emit(OpKind::ToCopy, {{"self", x}, {"dtype", *dt}}));
+  return ctx.set_output(0, y);
+}
+
+Status convert_where(NodeCtx& ctx) {
+  if (ctx.dtype(0) != DType::kBool) return ctx.invalid("the condition must be bool");
+  ETC_ASSIGN_OR_RETURN(ValueId c, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(1));
+  ETC_ASSIGN_OR_RETURN(ValueId y, ctx.input(2));
+  ETC_ASSIGN_OR_RETURN(ValueId r,
+                       ctx.emit(OpKind::WhereSelf, {{"condition", c}, {"self", x}, {"other", y}}));
+  return ctx.set_output(0, r);
+}
+
+// ---- Matrix products ----------------------------------------------------------------------
+
+Status convert_matmul(NodeCtx& ctx) {
+  if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer matrix products");
+  ETC_ASSIGN_OR_RETURN(ValueId a, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId b, ctx.input(1));
+  ETC_ASSIGN_OR_RETURN(ValueId y, matmul(ctx, a, ctx.shape(0), b, ctx.shape(1)));
+  return ctx.set_output(0, y);
+}
+
+// Det(X [..., n, n]) -> [...]: ATen's linalg_det.
+Status convert_det(NodeCtx& ctx) {
+  if (!dtype_is_float(ctx.dtype(0)))
+    return ctx.unsupported(std::string(dtype_name(ctx.dtype(0))) + " inputs");
+  const std::vector<int64_t>& s = ctx.shape(0);
+  if (s.size() < 2 || s[s.size() - 1] != s[s.size() - 2])
+    return ctx.invalid("X must hold square matrices [..., n, n], got " + shape_to_string(s));
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId y, ctx.emit(OpKind::LinalgDet, {{"A", x}}));
+  return ctx.set_output(0, y);
+}
+
+Status convert_gemm(NodeCtx& ctx) {
+  if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer matrix products");
+  if (ctx.rank(0) != 2 || ctx.rank(1) != 2) return ctx.invalid("A and B must be matrices");
+  ETC_ASSIGN_OR_RETURN(int64_t trans_a, ctx.attr_int("transA", 0));
+  ETC_ASSIGN_OR_RETURN(int64_t trans_b, ctx.attr_int("transB", 0));
+  ETC_ASSIGN_OR_RETURN(float alpha, ctx.attr_float("alpha", 1.0f));
+  ETC_ASSIGN_OR_RETURN(float beta, ctx.attr_float("beta", 1.0f));
+  ETC_ASSIGN_OR_RETURN(ValueId a, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId b, ctx.input(1));
+  if (trans_a) {
+    ETC_ASSIGN_OR_RETURN(a, permute(ctx, a, {1, 0}));
+  }
+  const int64_t n = trans_b ? ctx.shape(1)[0] : ctx.shape(1)[1];
+  const bool has_c = ctx.has_input(2) && beta != 0.0f;
+  ValueId y;
+  if (trans_b && alpha == 1.0f &&
+      (!has_c || (beta == 1.0f && ctx.shape(2) == std::vector<int64_t>{n}))) {
+    ArgValue bias = kNone;
+    if (has_c) {
+      ETC_ASSIGN_OR_RETURN(bias, ctx.input(2));
+    }
+    ETC_ASSIGN_OR_RETURN(y,
+                         ctx.emit(OpKind::Linear, {{"input", a}, {"weight", b}, {"bias", bias}}));
+    return ctx.set_output(0, y);
+  }
+  if (trans_b) {
+    ETC_ASSIGN_OR_RETURN(b, permute(ctx, b, {1, 0}));
+  }
+  if (has_c) {
+    ETC_ASSIGN_OR_RETURN(ValueId c, ctx.input(2));
+    ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::Addmm, {{"self", c},
+                                                     {"mat1", a},
+                                                     {"mat2", b},
+                                                     {"beta", Scalar{double(beta)}},
+                                                     {"alpha", Scalar{double(alpha)}}}));
+  } else {
+    ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::Mm, {{"self", a}, {"mat2", b}}));
+    if (alpha != 1.0f) {
+      ETC_ASSIGN_OR_RETURN(
+          y, ctx.emit(OpKind::MulScalar, {{"self", y}, {"other", Scalar{double(alpha)}}}));
+    }
+  }
+  return ctx.set_output(0, y);
+}
+
+// ---- Normalisation and reductions ---------------------------------------------------------
+
+// BatchNormalization with training_mode=1 (opset 14+): normalised by the batch's own
+// mean and (biased) variance over every dim but C; outputs 1 and 2 are the running
+// statistics moved towards them, mean * momentum + batch_mean * (1 - momentum).
+Status batch_norm_training(NodeCtx& ctx, float eps, float momentum) {
+  const int64_t r = ctx.rank(0);
+  if (r < 2) return ctx.invalid("X must have rank 2 or more (N, C, ...)");
+  const int64_t c = ctx.shape(0)[1];
+  for (int i = 1; i < 5; ++i) {
+    if (ctx.dtype(i) != ctx.dtype(0)) {
+      return ctx.unsupported("scale, B, mean and var of a type other than X's");
+    }
+    if (ctx.shape(i) != std::vector<int64_t>{c})
+      return ctx.invalid("input " + std::to_string(i) + " must have shape [C] = [" +
+                         std::to_string(c) + "]");
+  }
+  std::vector<int64_t> dims{0}, per_channel(static_cast<size_t>(r), 1);
+  for (int64_t d = 2; d < r; ++d)
+    dims.push_back(d);
+  per_channel[1] = c;
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId mean,
+                       ctx.emit(OpKind::MeanDim, {{"self", x}, {"dim", dims}, {"keepdim", true}}));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId var,
+      ctx.emit(OpKind::VarCorrection,
+               {{"self", x}, {"dim", dims}, {"correction", Scalar{0.0}}, {"keepdim", true}}));
+  ETC_ASSIGN_OR_RETURN(ValueId centred,
+                       ctx.emit(OpKind::SubTensor, {{"self", x}, {"other", mean}}));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId denom, ctx.emit(OpKind::AddScalar, {{"self", var}, {"other", Scalar{double(eps)}}}));
+  ETC_ASSIGN_OR_RETURN(denom, ctx.emit(OpKind::Rsqrt, {{"self", denom}}));
+  ETC_ASSIGN_OR_RETURN(ValueId y,
+                       ctx.emit(OpKind::MulTensor, {{"self", centred}, {"other", denom}}));
+  ETC_ASSIGN_OR_RETURN(ValueId scale, ctx.input(1));
+  ETC_ASSIGN_OR_RETURN(scale, reshape(ctx, scale, per_channel));
+  ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::MulTensor, {{"self", y}, {"other", scale}}));
+  ETC_ASSIGN_OR_RETURN(ValueId bias, ctx.input(2));
+  ETC_ASSIGN_OR_RETURN(bias, reshape(ctx, bias, per_channel));
+  ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::AddTensor, {{"self", y}, {"other", bias}}));
+  ETC_RETURN_IF_ERROR(ctx.set_output(0, y));
+  // running = running * momentum + batch * (1 - momentum)
+  auto running = [&](int out, int in, ValueId batch) -> Status {
+    if (!ctx.has_output(out)) return Status();
+    ETC_ASSIGN_OR_RETURN(batch, reshape(ctx, batch, {c}));
+    ETC_ASSIGN_OR_RETURN(ValueId old, ctx.input(in));
+    ETC_ASSIGN_OR_RETURN(
+        old, ctx.emit(OpKind::MulScalar, {{"self", old}, {"other", Scalar{double(momentum)}}}));
+    ETC_ASSIGN_OR_RETURN(
+        batch,
+        ctx.emit(OpKind::MulScalar, {{"self", batch}, {"other", Scalar{1.0 - double(momentum)}}}));
+    ETC_ASSIGN_OR_RETURN(ValueId v, ctx.emit(OpKind::AddTensor, {{"self", old}, {"other", batch}}));
+    return ctx.set_output(out, v);
+  };
+  ETC_RETURN_IF_ERROR(running(1, 3, mean));
+  ETC_RETURN_IF_ERROR(running(2, 4, var));
+  for (int i = 3; i < 5; ++i)
+    ETC_RETURN_IF_ERROR(ctx.require_no_output(i, "saved statistics"));
+  return Status();
+}
+
+Status convert_batch_norm(NodeCtx& ctx) {
+  if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer inputs");
+  ETC_ASSIGN_OR_RETURN(float eps, ctx.attr_float("epsilon", 1e-5f));
+  ETC_ASSIGN_OR_RETURN(float momentum, ctx.attr_float("momentum", 0.9f));
+  ETC_ASSIGN_OR_RETURN(int64_t training, ctx.attr_int("training_mode", 0));
+  if (training) return batch_norm_training(ctx, eps, momentum);
+  if (ctx.opset() < 9) {
+    ETC_ASSIGN_OR_RETURN(int64_t spatial, ctx.attr_int("spatial", 1));
+    if (!spatial) return ctx.unsupported("spatial=0");
+  }
+  for (int i = 1; i < 5; ++i)
+    ETC_RETURN_IF_ERROR(ctx.require_no_output(i, "training statistics"));
+  for (int i = 1; i < 5; ++i) {
+    if (ctx.dtype(i) != ctx.dtype(0)) {
+      return ctx.unsupported("scale, B, mean and var of a type other than X's");
+    }
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId scale, ctx.input(1));
+  ETC_ASSIGN_OR_RETURN(ValueId b, ctx.input(2));
+  ETC_ASSIGN_OR_RETURN(ValueId mean, ctx.input(3));
+  ETC_ASSIGN_OR_RETURN(ValueId var, ctx.input(4));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId y, ctx.emit(OpKind::NativeBatchNormNoTraining, {{"input", x},
+                                                              {"weight", scale},
+                                                              {"bias", b},
+                                                              {"running_mean", mean},
+                                                              {"running_var", var},
+                                                              {"momentum", double(1.0f - momentum)},
+                                                              {"eps", double(eps)}}));
+  return ctx.set_output(0, y);
+}
+
+Status convert_layer_norm(NodeCtx& ctx) {
+  if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer inputs");
+  ETC_ASSIGN_OR_RETURN(int64_t axis, ctx.attr_int("axis", -1));
+  ETC_ASSIGN_OR_RETURN(float eps, ctx.attr_float("epsilon", 1e-5f));
+  ETC_ASSIGN_OR_RETURN(int64_t stash, ctx.attr_int("stash_type", 1));
+  if (stash != 1) return ctx.unsupported("stash_type other than 1 (float)");
+  const int64_t r = ctx.rank(0);
+  ETC_RETURN_IF_ERROR(ctx.check_axis(axis, r, "axis"));
+  axis = ctx.wrap_axis(axis, r);
+  std::vector<int64_t> normalized(ctx.shape(0).begin() + axis, ctx.shape(0).end());
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ArgValue weight = kNone, bias = kNone;
+  for (int i : {1, 2}) {
+    if (!ctx.has_input(i)) continue;
+    if (ctx.shape(i) != normalized) {
+      return ctx.unsupported(std::string(i == 1 ? "Scale" : "B") + " of shape " +
+                             shape_to_string(ctx.shape(i)) + " (only the normalized shape " +
+                             shape_to_string(normalized) + ")");
+    }
+    ETC_ASSIGN_OR_RETURN(ValueId v, ctx.input(i));
+    (i == 1 ? weight : bias) = v;
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId y,
+                       ctx.emit(OpKind::NativeLayerNorm, {{"input", x},
+                                                          {"normalized_shape", normalized},
+                                                          {"weight", weight},
+                                                          {"bias", bias},
+                                                          {"eps", double(eps)}}));
+  // ATen's mean and rstd have ONNX's Mean and InvStdDev shapes (reduced dims kept as 1).
+  std::vector<ValueId> outs = ctx.last_outputs();
+  ETC_RETURN_IF_ERROR(ctx.set_output(1, outs[1]));
+  ETC_RETURN_IF_ERROR(ctx.set_output(2, outs[2]));
+  return ctx.set_output(0, y);
+}
+
+Converter softmax(bool log) {
+  return [log](NodeCtx& ctx) -> Status {
+    if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer inputs");
+    const int64_t r = ctx.rank(0);
+    ETC_ASSIGN_OR_RETURN(int64_t axis, ctx.attr_int("axis", ctx.opset() < 13 ? 1 : -1));
+    if (r == 0) return ctx.invalid("input must have rank 1 or more");
+    ETC_RETURN_IF_ERROR(ctx.check_axis(axis, r, "axis"));
+    axis = ctx.wrap_axis(axis, r);
+    const OpKind op = log ? OpKind::LogSoftmax : OpKind::Softmax;
+    ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+    ValueId y;
+    if (ctx.opset() < 13 && axis != r - 1) {
+      // Before opset 13 the input is viewed as a matrix [prod(dims < axis), prod(rest)].
+      int64_t a = 1, b = 1;
+      for (int64_t d = 0; d < r; ++d)
+        (d < axis ? a : b) *= ctx.shape(0)[d];
+      ETC_ASSIGN_OR_RETURN(ValueId x2, reshape(ctx, x, {a, b}));
+      ETC_ASSIGN_OR_RETURN(
+          ValueId y2, ctx.emit(op, {{"self", x2}, {"dim", int64_t{1}}, {"half_to_float", false}}));
+      ETC_ASSIGN_OR_RETURN(y, reshape(ctx, y2, ctx.shape(0)));
+    } else {
+      ETC_ASSIGN_OR_RETURN(y, ctx.emit(op, {{"self", x}, {"dim", axis}, {"half_to_float", false}}));
+    }
+    return ctx.set_output(0, y);
+  };
+}
+
+// ReduceL2 is sqrt(sum(x * x)) and ReduceSumSquare sum(x * x) (PyTorch exports the 2-norm,
+// as in all-MiniLM-L6-v2's normalisation, as ReduceL2); ReduceL1 sum(|x|), ReduceLogSum
+// log(sum(x)), ReduceLogSumExp m + log(sum(exp(x - m))) with m the maximum (kept finite).
+enum class Reduce { kMean, kSum, kMax, kMin, kProd, kL2, kSumSquare, kL1, kLogSum, kLogSumExp };
+
+Converter reduce(Reduce kind) {
+  return [kind](NodeCtx& ctx) -> Status {
+    // ReduceMax / Min / Prod keep integer dtypes; the sums and means of etc take floats.
+    const bool any_dtype = kind == Reduce::kMax || kind == Reduce::kMin || kind == Reduce::kProd;
+    if (!any_dtype && !dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer inputs");
+    if (ctx.dtype(0) == DType::kBool) return ctx.unsupported("bool inputs");
+    const int64_t r = ctx.rank(0);
+    ETC_ASSIGN_OR_RETURN(int64_t keepdims, ctx.attr_int("keepdims", 1));
+    ETC_ASSIGN_OR_RETURN(int64_t noop, ctx.attr_int("noop_with_empty_axes", 0));
+    ETC_ASSIGN_OR_RETURN(std::optional<std::vector<int64_t>> axes,
+                         axes_of(ctx, kind == Reduce::kSum ? 13 : 18));
+    const bool squares = kind == Reduce::kL2 || kind == Reduce::kSumSquare;
+    const bool summed =
+        squares || kind == Reduce::kL1 || kind == Reduce::kLogSum || kind == Reduce::kLogSumExp;
+    ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+    if (!axes || axes->empty()) {
+      if (noop) {
+        ETC_ASSIGN_OR_RETURN(ValueId y, ctx.emit(OpKind::Clone, {{"self", x}}));
+        return ctx.set_output(0, y);
+      }
+      axes = std::vector<int64_t>();
+      for (int64_t d = 0; d < r; ++d)
+        axes->push_back(d);
+    }
+    for (int64_t& a : *axes) {
+      ETC_RETURN_IF_ERROR(ctx.check_axis(a, r, "axis"));
+      a = ctx.wrap_axis(a, r);
+    }
+    if (r == 0) {
+      if (summed) return ctx.unsupported("a rank-0 input");
+      ETC_ASSIGN_OR_RETURN(ValueId y, ctx.emit(OpKind::Clone, {{"self", x}}));
+      return ctx.set_output(0, y);
+    }
+    if (kind == Reduce::kProd) {
+      // One dim at a time, from the last (the dims before it keep their numbers), in the
+      // input's dtype as ONNX keeps it.
+      ValueId y = x;
+      std::vector<int64_t> sorted = *axes;
+      std::sort(sorted.rbegin(), sorted.rend());
+      sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+      for (int64_t a : sorted) {
+        ETC_ASSIGN_OR_RETURN(
+            y, ctx.emit(
+                   OpKind::ProdDimInt,
+                   {{"self", y}, {"dim", a}, {"keepdim", keepdims != 0}, {"dtype", ctx.dtype(0)}}));
+      }
+      return ctx.set_output(0, y);
+    }
+    const OpKind op = kind == Reduce::kMean  ? OpKind::MeanDim
+                      : kind == Reduce::kMax ? OpKind::Amax
+                      : kind == Reduce::kMin ? OpKind::Amin
+                                             : OpKind::SumDimIntList;
+    if (squares) {
+      ETC_ASSIGN_OR_RETURN(x, ctx.emit(OpKind::MulTensor, {{"self", x}, {"other", x}}));
+    } else if (kind == Reduce::kL1) {
+      ETC_ASSIGN_OR_RETURN(x, ctx.emit(OpKind::Abs, {{"self", x}}));
+    }
+    if (kind == Reduce::kLogSumExp) {
+      // The maximum (0 where it is infinite, so that all -inf stays -inf) taken out before
+      // exp and added back after log.
+      ETC_ASSIGN_OR_RETURN(
+          ValueId m, ctx.emit(OpKind::Amax, {{"self", x}, {"dim", *axes}, {"keepdim", true}}));
+      ETC_ASSIGN_OR_RETURN(ValueId inf, ctx.emit(OpKind::Isinf, {{"self", m}}));
+      ETC_ASSIGN_OR_RETURN(
+          m, ctx.emit(OpKind::WhereSelf, {{"condition", inf},
+                                          {"self", scalar_constant(ctx, ctx.dtype(0), 0)},
+                                          {"other", m}}));
+      ETC_ASSIGN_OR_RETURN(ValueId d, ctx.emit(OpKind::SubTensor, {{"self", x}, {"other", m}}));
+      ETC_ASSIGN_OR_RETURN(ValueId e, ctx.emit(OpKind::Exp, {{"self", d}}));
+      ETC_ASSIGN_OR_RETURN(ValueId s, ctx.emit(OpKind::SumDimIntList,
+                                               {{"self", e}, {"dim", *axes}, {"keepdim", true}}));
+      ETC_ASSIGN_OR_RETURN(ValueId l, ctx.emit(OpKind::Log, {{"self", s}}));
+      ETC_ASSIGN_OR_RETURN(ValueId y, ctx.emit(OpKind::AddTensor, {{"self", l}, {"other", m}}));
+      if (!keepdims) {
+        ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::SqueezeDims, {{"self", y}, {"dim", *axes}}));
+      }
+      return ctx.set_output(0, y);
+    }
+    ETC_ASSIGN_OR_RETURN(ValueId y,
+                         ctx.emit(op, {{"self", x}, {"dim", *axes}, {"keepdim", keepdims != 0}}));
+    if (kind == Reduce::kL2) {
+      ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::Sqrt, {{"self", y}}));
+    } else if (kind == Reduce::kLogSum) {
+      ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::Log, {{"self", y}}));
+    }
+    return ctx.set_output(0, y);
+  };
+}
+
+// ArgMax / ArgMin(axis=0, keepdims=1, select_last_index=0): int64 indices, the first of
+// equal extremes; with select_last_index=1 the last: n - 1 - the first index in the input
+// reversed along the axis.
+Converter arg_extreme(OpKind op) {
+  return [op](NodeCtx& ctx) -> Status {
+    ETC_ASSIGN_OR_RETURN(int64_t last, ctx.attr_int("select_last_index", 0));
+    const int64_t r = ctx.rank(0);
+    ETC_ASSIGN_OR_RETURN(int64_t axis, ctx.attr_int("axis", 0));
+    ETC_ASSIGN_OR_RETURN(int64_t keepdims, ctx.attr_int("keepdims", 1));
+    ETC_RETURN_IF_ERROR(ctx.check_axis(axis, r == 0 ? 1 : r, "axis"));
+    axis = ctx.wrap_axis(axis, r == 0 ? 1 : r);
+    ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+    const bool reversed = last != 0 && r > 0;
+    const int64_t n = r > 0 ? ctx.shape(0)[static_cast<size_t>(axis)] : 1;
+    if (reversed) {
+      ETC_ASSIGN_OR_RETURN(x, flip(ctx, x, axis, n));
+    }
+    ETC_ASSIGN_OR_RETURN(ValueId y,
+                         ctx.emit(op, {{"self", x}, {"dim", axis}, {"keepdim", keepdims != 0}}));
+    if (reversed) {
+      ETC_ASSIGN_OR_RETURN(
+          y, ctx.emit(OpKind::MulScalar, {{"self", y}, {"other", Scalar{int64_t{-1}}}}));
+      ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::AddScalar, {{"self", y}, {"other", Scalar{n - 1}}}));
+    }
+    return ctx.set_output(0, y);
+  };
+}
+
+// CumSum(x, axis; exclusive, reverse), in x's dtype: reverse sums run on the input
+// reversed along the axis (and reverse back); exclusive sums on the input shifted by one
+// (a 0 padded in front, the last element dropped), so each sum is exact, not a difference.
+Status convert_cumsum(NodeCtx& ctx) {
+  ETC_ASSIGN_OR_RETURN(int64_t exclusive, ctx.attr_int("exclusive", 0));
+  ETC_ASSIGN_OR_RETURN(int64_t reverse, ctx.attr_int("reverse", 0));
+  ETC_ASSIGN_OR_RETURN(const HostTensor* a, ctx.require_constant(1, "axis"));
+  if (a->ints().size() != 1) return ctx.invalid("axis must hold one value");
+  const int64_t r = ctx.rank(0);
+  int64_t axis = a->ints()[0];
+  ETC_RETURN_IF_ERROR(ctx.check_axis(axis, r == 0 ? 1 : r, "axis"));
+  axis = ctx.wrap_axis(axis, r == 0 ? 1 : r);
+  if ((exclusive != 0 || reverse != 0) && r == 0)
+    return ctx.unsupported("exclusive or reverse sums of a 0-d input");
+  const int64_t n = r > 0 ? ctx.shape(0)[static_cast<size_t>(axis)] : 1;
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  if (reverse != 0) {
+    ETC_ASSIGN_OR_RETURN(x, flip(ctx, x, axis, n));
+  }
+  if (exclusive != 0) {
+    // constant_pad_nd's pads run from the last dim: (0, 0) for each dim after the axis.
+    std::vector<int64_t> pad(static_cast<size_t>(2 * (r - 1 - axis)), 0);
+    pad.insert(pad.end(), {1, 0});
+    ETC_ASSIGN_OR_RETURN(
+        x, ctx.emit(OpKind::ConstantPadNd,
+                    {{"self", x}, {"pad", pad}, {"value", scalar_of(ctx.dtype(0), 0)}}));
+    ETC_ASSIGN_OR_RETURN(
+        x,
+        ctx.emit(
+            OpKind::SliceTensor,
+            {{"self", x}, {"dim", axis}, {"start", int64_t{0}}, {"end", n}, {"step", int64_t{1}}}));
+  }
+  ETC_ASSIGN_OR_RETURN(
+      ValueId y, ctx.emit(OpKind::Cumsum, {{"self", x}, {"dim", axis}, {"dtype", ctx.dtype(0)}}));
+  if (reverse != 0) {
+    ETC_ASSIGN_OR_RETURN(y, flip(ctx, y, axis, n));
+  }
+  return ctx.set_output(0, y);
+}
+
+// TopK(x, k; axis=-1, largest=1, sorted=1): values and int64 indices, ties by index.
+Status convert_topk(NodeCtx& ctx) {
+  ETC_ASSIGN_OR_RETURN(const HostTensor* kt, ctx.require_constant(1, "K"));
+  if (kt->ints().size() != 1) return ctx.invalid("K must hold one value");
+  const int64_t r = ctx.rank(0);
+  if (r == 0) return ctx.invalid("input must have rank 1 or more");
+  ETC_ASSIGN_OR_RETURN(int64_t axis, ctx.attr_int("axis", -1));
+  ETC_ASSIGN_OR_RETURN(int64_t largest, ctx.attr_int("largest", 1));
+  ETC_RETURN_IF_ERROR(ctx.check_axis(axis, r, "axis"));
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId y, ctx.emit(OpKind::Topk, {{"self", x},
+                                                          {"k", kt->ints()[0]},
+                                                          {"dim", ctx.wrap_axis(axis, r)},
+                                                          {"largest", largest != 0},
+                                                          {"sorted", true}}));
+  ETC_RETURN_IF_ERROR(ctx.set_output(0, y));
+  if (ctx.has_output(1)) ETC_RETURN_IF_ERROR(ctx.set_output(1, ctx.last_outputs()[1]));
+  return Status();
+}
+
+// ---- Shape and layout ---------------------------------------------------------------------
+
+Status convert_view(NodeCtx& ctx) {
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> shape, view_shape(ctx));
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId y, reshape(ctx, x, shape));
+  return ctx.set_output(0, y);
+}
+
+Status convert_transpose(NodeCtx& ctx) {
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> perm, transpose_perm(ctx));
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId y, permute(ctx, x, perm));
+  return ctx.set_output(0, y);
+}
+
+Status convert_concat(NodeCtx& ctx) {
+  ETC_ASSIGN_OR_RETURN(int64_t axis, ctx.attr_int("axis", std::nullopt));
+  std::vector<ValueId> parts;
+  int first = -1;
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    if (!ctx.has_input(i)) continue;
+    if (first < 0) first = i;
+    ETC_ASSIGN_OR_RETURN(ValueId v, ctx.input(i));
+    parts.push_back(v);
+  }
+  if (parts.empty()) return ctx.invalid("needs at least one input");
+  const int64_t r = ctx.rank(first);
+  ETC_RETURN_IF_ERROR(ctx.check_axis(axis, r, "axis"));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId y, ctx.emit(OpKind::Cat, {{"tensors", parts}, {"dim", ctx.wrap_axis(axis, r)}}));
+  return ctx.set_output(0, y);
+}
+
+Status convert_split(NodeCtx& ctx) {
+  const int64_t r = ctx.rank(0);
+  ETC_ASSIGN_OR_RETURN(int64_t axis, ctx.attr_int("axis", 0));
+  ETC_RETURN_IF_ERROR(ctx.check_axis(axis, r, "axis"));
+  axis = ctx.wrap_axis(axis, r);
+  const int64_t dim = ctx.shape(0)[axis];
+  std::vector<int64_t> split;
+  if (ctx.opset() < 13) {
+    ETC_ASSIGN_OR_RETURN(split, ctx.attr_ints("split", std::vector<int64_t>{}));
+  } else if (ctx.has_input(1)) {
+    ETC_ASSIGN_OR_RETURN(const HostTensor* t, ctx.require_constant(1, "split"));
+    split = t->ints();
+  }
+  const int64_t n = ctx.num_outputs();
+  if (split.empty() && ctx.opset() >= 18) {
+    // Opset 18: num_outputs parts of ceil(dim / n), the last one smaller if need be.
+    ETC_ASSIGN_OR_RETURN(int64_t parts, ctx.attr_int("num_outputs", n));
+    if (parts != n || n <= 0 || dim < n) {
+      return ctx.invalid("num_outputs " + std::to_string(parts) + " does not match the node's " +
+                         std::to_string(n) + " outputs for dim " + std::to_string(axis) +
+                         " of size " + std::to_string(dim));
+    }
+    const int64_t chunk = (dim + n - 1) / n;
+    for (int64_t i = 0; i < n; ++i)
+      split.push_back(std::min(chunk, dim - i * chunk));
+    if (split.back() <= 0) {
+      return ctx.invalid("dim " + std::to_string(axis) + " of size " + std::to_string(dim) +
+                         " does not split into " + std::to_string(n) + " non-empty parts");
+    }
+  }
+  if (split.empty()) {
+    if (n == 0 || dim % n != 0) {
+      return ctx.invalid("dim " + std::to_string(axis) + " of size " + std::to_string(dim) +
+                         " does not split into " + std::to_string(n) + " equal parts");
+    }
+    split.assign(static_cast<size_t>(n), dim / n);
+  }
+  if (static_cast<int64_t>(split.size()) != n) {
+    return ctx.invalid("split has " + std::to_string(split.size()) + " entries for " +
+                       std::to_string(n) + " outputs");
+  }
+  if (std::accumulate(split.begin(), split.end(), int64_t{0}) != dim ||
+      std::any_of(split.begin(), split.end(), [](int64_t v) { return v < 0; })) {
+    return ctx.invalid("split " + shape_to_string(split) + " does not add up to dim " +
+                       std::to_string(axis) + " of size " + std::to_string(dim));
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  int64_t start = 0;
+  for (int i = 0; i < n; ++i) {
+    ETC_ASSIGN_OR_RETURN(ValueId y, ctx.emit(OpKind::SliceTensor, {{"self", x},
+                                                                   {"dim", axis},
+                                                                   {"start", start},
+                                                                   {"end", start + split[i]},
+                                                                   {"step", int64_t{1}}}));
+    ETC_RETURN_IF_ERROR(ctx.set_output(i, y));
+    start += split[i];
+  }
+  return Status();
+}
+
+Status convert_slice(NodeCtx& ctx) {
+  ETC_ASSIGN_OR_RETURN(std::vector<SliceAxis> axes, slice_axes(ctx));
+  ETC_ASSIGN_OR_RETURN(ValueId y, ctx.input(0));
+  bool any = false;
+  for (const SliceAxis& a : axes) {
+    const int64_t dim = ctx.shape(0)[a.axis];
+    if (a.step < 0) {
+      // ATen's slice steps forward only: the positions taken, as a constant index.
+      std::vector<int64_t> idx(static_cast<size_t>(a.length));
+      for (int64_t i = 0; i < a.length; ++i)
+        idx[static_cast<size_t>(i)] = a.start + i * a.step;
+      std::vector<ValueId> indices(static_cast<size_t>(a.axis));
+      indices.push_back(ctx.add_constant(host_from_ints(DType::kInt64, {a.length}, idx)));
+      ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::IndexTensor, {{"self", y}, {"indices", indices}}));
+      any = true;
+      continue;
+    }
+    if (a.start == 0 && a.step == 1 && a.length == dim) continue;
+    ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::SliceTensor, {{"self", y},
+                                                           {"dim", a.axis},
+                                                           {"start", a.start},
+                                                           {"end", a.start + a.length * a.step},
+                                                           {"step", a.step}}));
+    any = true;
+  }
+  if (!any) {
+    ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::Clone, {{"self", y}}));
+  }
+  return ctx.set_output(0, y);
+}
+
+// Gather with indices known only at run time (token ids into an embedding table): index.Tensor
+// with the indices at `axis` — ONNX's Gather is exactly that advanced indexing, negative
+// indices included.
+Status gather_at_run_time(NodeCtx& ctx) {
+  const int64_t r = ctx.rank(0);
+  ETC_ASSIGN_OR_RETURN(int64_t axis, ctx.attr_int("axis", 0));
+  if (r == 0) return ctx.invalid("cannot gather from a 0-d tensor");
+  ETC_RETURN_IF_ERROR(ctx.check_axis(axis, r, "axis"));
+  axis = ctx.wrap_axis(axis, r);
+  if (ctx.dtype(1) != DType::kInt64 && ctx.dtype(1) != DType::kInt32)
+    return ctx.invalid("indices must be int64 or int32");
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId idx, ctx.input(1));
+  std::vector<ValueId> indices(static_cast<size_t>(axis));
+  indices.push_back(idx);
+  ETC_ASSIGN_OR_RETURN(ValueId y,
+                       ctx.emit(OpKind::IndexTensor, {{"self", x}, {"indices", indices}}));
+  return ctx.set_output(0, y);
+}
+
+Status convert_gather(NodeCtx& ctx) {
+  if (ctx.constant(1) == nullptr) return gather_at_run_time(ctx);
+  ETC_ASSIGN_OR_RETURN(GatherPlan plan, gather_plan(ctx));
+  const std::vector<int64_t> in = ctx.shape(0);
+  const int64_t r = static_cast<int64_t>(in.size());
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ValueId y;
+  if (plan.indices_shape.empty()) {
+    ETC_ASSIGN_OR_RETURN(
+        y,
+        ctx.emit(OpKind::SelectInt, {{"self", x}, {"dim", plan.axis}, {"index", plan.indices[0]}}));
+    return ctx.set_output(0, y);
+  }
+  // Contiguous 1-d indices are a slice.
+  bool range = plan.indices_shape.size() == 1 && !plan.indices.empty();
+  for (size_t i = 1; range && i < plan.indices.size(); ++i)
+    range = plan.indices[i] == plan.indices[i - 1] + 1;
+  if (range) {
+    ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::SliceTensor, {{"self", x},
+                                                           {"dim", plan.axis},
+                                                           {"start", plan.indices.front()},
+                                                           {"end", plan.indices.back() + 1},
+                                                           {"step", int64_t{1}}}));
+    return ctx.set_output(0, y);
+  }
+  // General case: move the axis first, view as rows, embedding, and move the index dims back.
+  std::vector<int64_t> perm{plan.axis};
+  std::vector<int64_t> rest_shape;
+  for (int64_t d = 0; d < r; ++d) {
+    if (d != plan.axis) {
+      perm.push_back(d);
+      rest_shape.push_back(in[d]);
+    }
+  }
+  int64_t rest = 1;
+  for (int64_t d : rest_shape)
+    rest *= d;
+  ValueId rows = x;
+  if (plan.axis != 0) {
+    ETC_ASSIGN_OR_RETURN(rows, permute(ctx, x, perm));
+  }
+  ETC_ASSIGN_OR_RETURN(rows, reshape(ctx, rows, {in[plan.axis], rest}));
+  ValueId idx = ctx.add_constant(host_from_ints(DType::kInt64, plan.indices_shape, plan.indices));
+  ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::Embedding, {{"weight", rows}, {"indices", idx}}));
+  std::vector<int64_t> shape = plan.indices_shape;
+  shape.insert(shape.end(), rest_shape.begin(), rest_shape.end());
+  ETC_ASSIGN_OR_RETURN(y, reshape(ctx, y, shape));
+  if (plan.axis != 0) {
+    // [idx..., before..., after...] -> [before..., idx..., after...]
+    const int64_t q = static_cast<int64_t>(plan.indices_shape.size());
+    std::vector<int64_t> back;
+    for (int64_t d = 0; d < plan.axis; ++d)
+      back.push_back(q + d);
+    for (int64_t d = 0; d < q; ++d)
+      back.push_back(d);
+    for (int64_t d = q + plan.axis; d < static_cast<int64_t>(shape.size()); ++d)
+      back.push_back(d);
+    ETC_ASSIGN_OR_RETURN(y, permute(ctx, y, back));
+  }
+  return ctx.set_output(0, y);
+}
+
+Status convert_expand(NodeCtx& ctx) {
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> shape, expand_shape(ctx));
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ValueId y;
+  if (shape == ctx.shape(0)) {
+    ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::Clone, {{"self", x}}));
+  } else {
+    ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::Expand, {{"self", x}, {"size", shape}}));
+  }
+  return ctx.set_output(0, y);
+}
+
+// Reflect and edge padding, one dim at a time: the border elements are gathered with a
+// constant index (index.Tensor; reflect: x[p], ..., x[1] before and x[n-2], ... after; edge:
+// x[0] and x[n-1] repeated) and concatenated around the input.
+Status pad_by_gathering(NodeCtx& ctx, const std::vector<int64_t>& pads, bool reflect) {
+  const int64_t r = ctx.rank(0);
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  std::vector<int64_t> shape = ctx.shape(0);
+  for (int64_t d = 0; d < r; ++d) {
+    const int64_t before = pads[static_cast<size_t>(d)], after = pads[static_cast<size_t>(r + d)];
+    if (before == 0 && after == 0) continue;
+    const int64_t n = shape[static_cast<size_t>(d)];
+    if (before < 0 || after < 0) return ctx.unsupported("negative pads with a non-constant mode");
+    if (reflect ? (before >= n || after >= n) : n == 0) {
+      return ctx.invalid("pads " + std::to_string(before) + ", " + std::to_string(after) +
+                         " are too large for dim " + std::to_string(d) + " of size " +
+                         std::to_string(n) + (reflect ? " (reflect needs pads < size)" : ""));
+    }
+    std::vector<ValueId> parts;
+    auto gather = [&](std::vector<int64_t> idx) -> Status {
+      std::vector<ValueId> indices(static_cast<size_t>(d));
+      const auto count = static_cast<int64_t>(idx.size());
+      indices.push_back(ctx.add_constant(host_from_ints(DType::kInt64, {count}, idx)));
+      ETC_ASSIGN_OR_RETURN(ValueId g,
+                           ctx.emit(OpKind::IndexTensor, {{"self", x}, {"indices", indices}}));
+      // index.Tensor puts the indexed dim where it was (one index): the part lines up.
+      parts.push_back(g);
+      return Status();
+    };
+    std::vector<int64_t> idx;
+    for (int64_t k = before; k >= 1; --k)
+      idx.push_back(reflect ? k : 0);
+    if (!idx.empty()) ETC_RETURN_IF_ERROR(gather(idx));
+    parts.push_back(x);
+    idx.clear();
+    for (int64_t k = 1; k <= after; ++k)
+      idx.push_back(reflect ? n - 1 - k : n - 1);
+    if (!idx.empty()) ETC_RETURN_IF_ERROR(gather(idx));
+    ETC_ASSIGN_OR_RETURN(x, ctx.emit(OpKind::Cat, {{"tensors", parts}, {"dim", d}}));
+    shape[static_cast<size_t>(d)] = n + before + after;
+  }
+  return ctx.set_output(0, x);
+}
+
+Status convert_pad(NodeCtx& ctx) {
+  Result<std::string> mode = ctx.attr_string("mode", "constant");
+  if (!mode.ok()) return mode.status();
+  if (*mode != "constant" && *mode != "reflect" && *mode != "edge")
+    return ctx.unsupported("mode '" + *mode + "' (only 'constant', 'reflect' and 'edge')");
+  const int64_t r = ctx.rank(0);
+  std::vector<int64_t> pads;
+  double value = 0;
+  if (ctx.opset() < 11) {
+    ETC_ASSIGN_OR_RETURN(pads, ctx.attr_ints(ctx.opset() < 2 ? "paddings" : "pads", std::nullopt));
+    ETC_ASSIGN_OR_RETURN(float v, ctx.attr_float("value", 0.0f));
+    value = v;
+  } else {
+    ETC_ASSIGN_OR_RETURN(const HostTensor* p, ctx.require_constant(1, "pads"));
+    pads = p->ints();
+    if (ctx.has_input(2)) {
+      ETC_ASSIGN_OR_RETURN(const HostTensor* v, ctx.require_constant(2, "constant_value"));
+      if (v->numel() != 1) return ctx.invalid("constant_value must hold one value");
+      value = v->doubles()[0];
+    }
+    if (ctx.has_input(3)) {
+      // Opset 18: pads holds (begin..., end...) for these axes only; the others get 0.
+      ETC_ASSIGN_OR_RETURN(const HostTensor* a, ctx.require_constant(3, "axes"));
+      std::vector<int64_t> axes = a->ints();
+      if (pads.size() != 2 * axes.size()) {
+        return ctx.invalid("pads has " + std::to_string(pads.size()) + " entries for " +
+                           std::to_string(axes.size()) + " axes");
+      }
+      std::vector<int64_t> full(static_cast<size_t>(2 * r), 0);
+      for (size_t i = 0; i < axes.size(); ++i) {
+        ETC_RETURN_IF_ERROR(ctx.check_axis(axes[i], r, "axes"));
+        const int64_t d = ctx.wrap_axis(axes[i], r);
+        full[static_cast<size_t>(d)] = pads[i];
+        full[static_cast<size_t>(r + d)] = pads[axes.size() + i];
+      }
+      pads = std::move(full);
+    }
+  }
+  if (static_cast<int64_t>(pads.size()) != 2 * r) {
+    return ctx.invalid("pads has " + std::to_string(pads.size()) + " entries, rank " +
+                       std::to_string(r) + " needs " + std::to_string(2 * r));
+  }
+  if (*mode != "constant") return pad_by_gathering(ctx, pads, *mode == "reflect");
+  // ONNX: [x1_begin, x2_begin, ..., x1_end, ...]; ATen: last dim first, (begin, end) pairs.
+  std::vector<int64_t> aten;
+  for (int64_t d = r; d-- > 0;) {
+    aten.push_back(pads[d]);
+    aten.push_back(pads[r + d]);
+  }
+  while (aten.size() > 2 && aten[aten.size() - 1] == 0 && aten[aten.size() - 2] == 0)
+    aten.resize(aten.size() - 2);
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId y, ctx.emit(OpKind::ConstantPadNd,
+                          {{"self", x}, {"pad", aten}, {"value", scalar_of(ctx.dtype(0), value)}}));
+  return ctx.set_output(0, y);
+}
+
+// Gelu (opset 20): approximate 'none' (erf) or 'tanh', as ATen's gelu.
+Status convert_gelu(NodeCtx& ctx) {
+  // (A Result<std::string> checked by hand: GCC 12 misreads ETC_ASSIGN_OR_RETURN's string as
+  // possibly uninitialised, as in convert_pad.)
+  Result<std::string> mode = ctx.attr_string("approximate", "none");
+  if (!mode.ok()) return mode.status();
+  const std::string approximate = *mode;
+  if (approximate != "none" && approximate != "tanh")
+    return ctx.invalid("approximate must be 'none' or 'tanh', got '" + approximate + "'");
+  if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer inputs");
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId y,
+                       ctx.emit(OpKind::Gelu, {{"self", x}, {"approximate", approximate}}));
+  return ctx.set_output(0, y);
+}
+
+Status convert_identity(NodeCtx& ctx) {
+  if (ctx.op_type() == "Dropout") {
+    if (ctx.has_input(2)) {
+      // Training drops at random; with a ratio of 0 it keeps every element, as inference.
+      ETC_ASSIGN_OR_RETURN(const HostTensor* t, ctx.require_constant(2, "training_mode"));
+      if (t->numel() != 1) return ctx.invalid("training_mode must hold one value");
+      if (t->ints()[0] != 0) {
+        if (!ctx.has_input(1)) return ctx.unsupported("training_mode=1 with the default ratio");
+        ETC_ASSIGN_OR_RETURN(const HostTensor* ratio, ctx.require_constant(1, "ratio"));
+        if (ratio->numel() != 1 || ratio->doubles()[0] != 0)
+          return ctx.unsupported("training_mode=1 with a ratio other than 0 (random drops)");
+      }
+    }
+    if (ctx.has_output(1)) {
+      // In inference every element is kept: the mask is all true.
+      ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+      ETC_ASSIGN_OR_RETURN(ValueId mask, ctx.emit(OpKind::FullLike, {{"self", x},
+                                                                     {"fill_value", Scalar{true}},
+                                                                     {"dtype", DType::kBool}}));
+      ETC_RETURN_IF_ERROR(ctx.set_output(1, mask));
+    }
+  }
+  return alias(ctx, 0, 0);
+}
+
+// Resize (opset 10+) and Upsample (opset 7-9) of the two spatial dims of NCHW tensors.
+Status evaluated_only(NodeCtx& ctx) {
+  return ctx.unsupported(
+      "only supported when all inputs are known at export time (etc has no "
+      "run-time kernel for it)");
+}
+
+}  // namespace
+
+int required_inputs(const std::string& op_type) {
+  // The inputs ONNX requires of each op (the leading ones; later inputs are optional).
+  // Where an old opset took an attribute instead (Reshape-1, Slice-1, Upsample-7, Resize's
+  // scales), the converter checks what its opset needs.
+  static const std::map<std::string, int> table = {
+      {"Add", 2},
+      {"And", 2},
+      {"BatchNormalization", 5},
+      {"Constant", 0},
+      {"CastLike", 2},
+      {"Compress", 2},
+      {"DequantizeLinear", 2},
+      {"QuantizeLinear", 2},
+      {"MatMulInteger", 2},
+      {"ConvInteger", 2},
+      {"QLinearMatMul", 8},
+      {"QLinearConv", 8},
+      {"ReverseSequence", 2},
+      {"Conv", 2},
+      {"CumSum", 2},
+      {"ConvTranspose", 2},
+      {"Div", 2},
+      {"Equal", 2},
+      {"Expand", 2},
+      {"Gather", 2},
+      {"Gemm", 2},
+      {"Greater", 2},
+      {"GreaterOrEqual", 2},
+      {"LSTM", 3},
+      {"GRU", 3},
+      {"RNN", 3},
+      {"GatherElements", 2},
+      {"GatherND", 2},
+      {"GridSample", 2},
+      {"LayerNormalization", 2},
+      {"Less", 2},
+      {"LessOrEqual", 2},
+      {"MatMul", 2},
+      {"MaxUnpool", 2},
+      {"Mod", 2},
+      {"Mul", 2},
+      {"NegativeLogLikelihoodLoss", 2},
+      {"OneHot", 3},
+      {"NonMaxSuppression", 2},
+      {"Or", 2},
+      {"PRelu", 2},
+      {"Pow", 2},
+      {"Range", 3},
+      {"Scatter", 3},
+      {"ScatterElements", 3},
+      {"ScatterND", 3},
+      {"SoftmaxCrossEntropyLoss", 2},
+      {"Sub", 2},
+      {"Where", 3},
+      {"Xor", 2},
+      {"TopK", 2},
+      {"STFT", 2},
+      {"InstanceNormalization", 3},
+      {"Tile", 2},
+  };
+  auto it = table.find(op_type);
+  return it == table.end() ? 1 : it->second;
+}
+
+bool same_since_opset1(const std::string& op_type) {
+  // Left out: the binary ops with a `broadcast` attribute before opset 7 other than the
+  // arithmetic ones (which refuse it), Cast (a string `to` before 6), Concat (optional axis
+  // before 4), Tile (other inputs before 6), Dropout and BatchNormalization (`is_test`:
+  // training by default), Split (an input before 2), Gemm, Upsample.
+  static const std::set<std::string> same = {
+      "Abs",           "Add",
+      "ArgMax",        "ArgMin",
+      "AveragePool",   "Ceil",
+      "Clip",          "Constant",
+      "Conv",          "Div",
+      "Elu",           "Exp",
+      "Flatten",       "Floor",
+      "Gather",        "GlobalAveragePool",
+      "GlobalMaxPool", "HardSigmoid",
+      "Identity",      "InstanceNormalization",
+      "LeakyRelu",     "Log",
+      "LogSoftmax",    "MatMul",
+      "Max",           "MaxPool",
+      "Mean",          "Min",
+      "Mul",           "Neg",
+      "Not",           "PRelu",
+      "Pad",           "Reciprocal",
+      "ReduceL1",      "ReduceL2",
+      "ReduceLogSum",  "ReduceLogSumExp",
+      "ReduceMax",     "ReduceMean",
+      "ReduceMin",     "ReduceProd",
+      "ReduceSum",     "ReduceSumSquare",
+      "Relu",          "Reshape",
+      "Selu",          "Shape",
+      "Sigmoid",       "Size",
+      "Slice",         "Softmax",
+      "Softplus",      "Softsign",
+      "Sqrt",          "Squeeze",
+      "Sub",           "Sum",
+      "Tanh",          "Transpose",
+      "Unsqueeze",
+  };
+  return same.count(op_type) != 0;
+}
+
+const std::map<std::string, Converter>& converters() {
+  static const std::map<std::string, Converter> table = [] {
+    std::map<std::string, Converter> t = {
+        {"Add", binary(Bin::kAdd)},
+        {"AveragePool", [](NodeCtx& c) { return convert_pool(c, false); }},
+        {"BatchNormalization", convert_batch_norm},
+        {"CastLike", convert_cast_like},
+        {"Compress", convert_compress},
+        {"Celu", convert_elu},
+        {"DepthToSpace", convert_depth_to_space},
+        {"Det", convert_det},
+        {"DFT", convert_dft},
+        {"STFT", convert_stft},
+        {"DequantizeLinear", convert_dequantize_linear},
+        {"DynamicQuantizeLinear", convert_dynamic_quantize_linear},
+        {"Elu", convert_elu},
+        {"Einsum", convert_einsum},
+        {"EyeLike", convert_eye_like},
+        {"GatherElements", convert_gather_elements},
+        {"GatherND", convert_gather_nd},
+        {"GridSample", convert_grid_sample},
+        {"GRU", convert_gru_rnn},
+        {"Hardmax", convert_hardmax},
+        {"InstanceNormalization", convert_instance_norm},
+        {"IsInf", convert_is_inf},
+        {"LRN", convert_lrn},
+        {"MeanVarianceNormalization", convert_mean_variance_norm},
+        {"NegativeLogLikelihoodLoss", convert_nll_loss},
+        {"NonMaxSuppression", convert_non_max_suppression},
+        {"NonZero", convert_non_zero},
+        {"OneHot", convert_one_hot},
+        {"Unique", convert_unique},
+        {"QuantizeLinear", convert_quantize_linear},
+        {"MatMulInteger", convert_matmul_integer},
+        {"ConvInteger", convert_conv_integer},
+        {"QLinearMatMul", convert_qlinear_matmul},
+        {"QLinearConv", convert_qlinear_conv},
+        {"ReduceL1", reduce(Reduce::kL1)},
+        {"ReduceLogSum", reduce(Reduce::kLogSum)},
+        {"ReduceLogSumExp", reduce(Reduce::kLogSumExp)},
+        {"ReverseSequence", convert_reverse_sequence},
+        {"RNN", convert_gru_rnn},
+        {"Scatter", convert_scatter_elements},
+        {"ScatterElements", convert_scatter_elements},
+        {"ScatterND", convert_scatter_nd},
+        {"Selu", convert_elu},
+        {"Shrink", convert_shrink},
+        {"SoftmaxCrossEntropyLoss", convert_softmax_cross_entropy},
+        {"Softplus", convert_softplus},
+        {"Softsign", convert_softsign},
+        {"SpaceToDepth", convert_space_to_depth},
+        {"TfIdfVectorizer", convert_tfidf_vectorizer},
+        {"ThresholdedRelu", convert_thresholded_relu},
+        {"Tile", convert_tile},
+        {"Trilu", convert_trilu},
+        {"Cast", convert_cast},
+        {"Clip", convert_clip},
+        {"Concat", convert_concat},
+        {"Constant", evaluated_only},
+        {"ConstantOfShape", evaluated_only},
+        {"Conv", [](NodeCtx& c) { return convert_conv(c, false); }},
+        {"ConvTranspose", [](NodeCtx& c) { return convert_conv(c, true); }},
+        {"Div", binary(Bin::kDiv)},
+        {"Dropout", convert_identity},
+        {"Erf", unary(OpKind::Erf)},
+        {"Gelu", convert_gelu},
+        {"Exp", unary(OpKind::Exp)},
+        {"Expand", convert_expand},
+        {"Flatten", convert_view},
+        {"Gather", convert_gather},
+        {"Gemm", convert_gemm},
+        {"GlobalAveragePool", global_pool(false)},
+        {"GlobalMaxPool", global_pool(true)},
+        {"HardSigmoid", convert_hard_sigmoid},
+        {"HardSwish", unary(OpKind::Hardswish)},
+        {"Identity", convert_identity},
+        {"LSTM", convert_lstm},
+        {"LayerNormalization", convert_layer_norm},
+        {"LeakyRelu", convert_leaky_relu},
+        {"Log", unary(OpKind::Log)},
+        {"LogSoftmax", softmax(true)},
+        {"MatMul", convert_matmul},
+        {"Max", variadic_extreme(OpKind::Maximum)},
+        {"MaxPool", [](NodeCtx& c) { return convert_pool(c, true); }},
+        {"MaxUnpool", convert_max_unpool},
+        {"Mean", variadic_sum(true)},
+        {"Min", variadic_extreme(OpKind::Minimum)},
+        {"Mod", convert_mod},
+        {"Mul", binary(Bin::kMul)},
+        {"Neg", unary(OpKind::Neg)},
+        {"Not", convert_not},
+        {"PRelu", convert_prelu},
+        {"Pad", convert_pad},
+        {"Pow", convert_pow},
+        {"Range", evaluated_only},
+        {"ReduceL2", reduce(Reduce::kL2)},
+        {"ReduceMax", reduce(Reduce::kMax)},
+        {"ReduceMin", reduce(Reduce::kMin)},
+        {"ReduceProd", reduce(Reduce::kProd)},
+        {"ArgMax", arg_extreme(OpKind::Argmax)},
+        {"ArgMin", arg_extreme(OpKind::Argmin)},
+        {"CumSum", convert_cumsum},
+        {"TopK", convert_topk},
+        {"ReduceMean", reduce(Reduce::kMean)},
+        {"ReduceSum", reduce(Reduce::kSum)},
+        {"ReduceSumSquare", reduce(Reduce::kSumSquare)},
+        {"Relu", unary(OpKind::Relu)},
+        {"Reshape", convert_view},
+        {"Resize", convert_resize},
+        {"Shape", evaluated_only},
+        {"Sigmoid", unary(OpKind::Sigmoid)},
+        {"Size", evaluated_only},
+        {"Slice", convert_slice},
+        {"Softmax", softmax(false)},
+        {"Split", convert_split},
+        {"Sqrt", unary(OpKind::Sqrt)},
+        {"Squeeze", convert_view},
+        {"Sub", binary(Bin::kSub)},
+        {"Sum", variadic_sum(false)},
+        {"Tanh", unary(OpKind::Tanh)},
+        {"Transpose", convert_transpose},
+        {"Unsqueeze", convert_view},
+        {"Upsample", convert_resize},
+        {"Where", convert_where},
+    };
+    // The unary math ops whose ONNX op type unary_math.def names; the op's inference checks
+    // the dtype.
+#define ETC_UNARY_MATH(op, kind, onnx, expr) \
+  if (std::string_view(onnx) != "") t[onnx] = unary(OpKind::op, false);
+#include "graph/unary_math.def"
+#undef ETC_UNARY_MATH
+    // The binary math ops whose ONNX op type binary_math.def names.
+#define ETC_BINARY_FN(fn, kind, expr)
+#define ETC_BINARY_OP(op, fn, form, onnx) \
+  if (std::string_view(onnx) != "") t[onnx] = binary_math(OpKind::op);
+#include "graph/binary_math.def"
+#undef ETC_BINARY_OP
+#undef ETC_BINARY_FN
+    add_training_converters(t);
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace etc::onnx_import

@@ -1,0 +1,146 @@
+// What a torch.export op converter sees: one node of the serialized graph, its arguments by
+// schema name (tensors as IR values or as values known at export time), and ways to emit
+// IR nodes and define the node's outputs.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "frontends/torch_export/known_tensor.h"
+#include "graph/graph.h"
+
+namespace etc::torch_import {
+
+using Json = nlohmann::json;
+
+// One tensor name of the program: an IR value, a value known at export time, or both.
+struct Entry {
+  std::optional<ValueId> value;
+  std::optional<KnownTensor> known;
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> shape;
+};
+
+class Importer;
+
+class TorchNode {
+ public:
+  TorchNode(Importer& importer, const Json& node, int index, std::string target);
+
+  const std::string& target() const { return target_; }  // "aten.linear.default"
+  const std::string& name() const { return name_; }
+  Location location() const;
+
+  // --- Arguments (by schema name) ---------------------------------------------------------
+  // Present and not None.
+  bool has(std::string_view arg) const;
+  // Whether the argument is a tensor (an `as_tensor`), not a number.
+  bool is_tensor(std::string_view arg) const;
+  Result<const Entry*> entry(std::string_view arg) const;
+  Result<ValueId> tensor(std::string_view arg);
+  Result<std::optional<ValueId>> optional_tensor(std::string_view arg);
+  Result<std::vector<ValueId>> tensors(std::string_view arg);
+  // A Tensor?[] (`as_optional_tensors`, or `as_tensors` when none is None): invalid ids for
+  // the Nones.
+  Result<std::vector<ValueId>> optional_tensors(std::string_view arg);
+  Result<std::vector<const Entry*>> tensor_entries(std::string_view arg) const;
+  Result<int64_t> int_arg(std::string_view arg,
+                          std::optional<int64_t> fallback = std::nullopt) const;
+  Result<std::optional<int64_t>> optional_int(std::string_view arg) const;
+  Result<std::vector<int64_t>> ints(
+      std::string_view arg, std::optional<std::vector<int64_t>> fallback = std::nullopt) const;
+  // The layout PyTorch gave tensor argument `arg` in eager mode (the graph's tensor_values):
+  // strides and storage offset in elements. etc's values are contiguous whatever these say;
+  // ops that read storage (as_strided) need them to know where each element was.
+  struct EagerLayout {
+    std::vector<int64_t> strides;
+    int64_t storage_offset = 0;
+  };
+  Result<EagerLayout> eager_layout(std::string_view arg) const;
+  // A float[]? (`as_floats`); nullopt for None or an absent argument.
+  Result<std::optional<std::vector<double>>> optional_floats(std::string_view arg) const;
+  Result<double> float_arg(std::string_view arg,
+                           std::optional<double> fallback = std::nullopt) const;
+  Result<bool> bool_arg(std::string_view arg, std::optional<bool> fallback = std::nullopt) const;
+  Result<Scalar> scalar(std::string_view arg, std::optional<Scalar> fallback = std::nullopt) const;
+  Result<std::optional<Scalar>> optional_scalar(std::string_view arg) const;
+  Result<std::optional<DType>> dtype_arg(std::string_view arg) const;
+  Result<std::string> string_arg(std::string_view arg, std::optional<std::string> fallback) const;
+
+  // --- IR values ------------------------------------------------------------------------
+  const TensorSpec& spec(ValueId v) const;
+  // A copy: emitting a node may move the graph's values, and with them a reference.
+  std::vector<int64_t> sizes(ValueId v) const { return spec(v).sizes; }
+  DType dtype(ValueId v) const { return spec(v).dtype; }
+  // An IR value for a known tensor (a new constant).
+  ValueId constant(const KnownTensor& t);
+
+  // --- Emitting -------------------------------------------------------------------------
+  Result<ValueId> emit(OpKind op,
+                       std::initializer_list<std::pair<std::string_view, ArgValue>> args);
+  const std::vector<ValueId>& last_outputs() const { return last_outputs_; }
+
+  // --- Outputs --------------------------------------------------------------------------
+  int num_outputs() const;
+  // The tensors the node returns: its list's length for an op that returns Tensor[] (one
+  // `as_tensors` output), else num_outputs().
+  int num_tensor_outputs() const;
+  // Whether a later node or the program's outputs read tensor output i.
+  bool output_used(int i) const;
+  // Whether output i is recorded as None (a value export evaluated while tracing).
+  bool output_is_none(int i) const;
+  // Whether the tensor argument `arg` names is read other than by this node's arguments
+  // (by another node or the program's outputs).
+  bool read_elsewhere(std::string_view arg) const;
+  // Whether argument `arg` names a program input, parameter, constant or a buffer no op
+  // updates in place (which etc cannot update).
+  bool is_placeholder(std::string_view arg) const;
+  Status set_output(int i, ValueId v);
+  Status set_known_output(int i, KnownTensor t);
+  Status set_int_output(int i, int64_t v);  // an `as_sym_int` output
+  // For an in-place op (relu_, add_): later reads of argument `arg` see `v`. When `arg` is a
+  // view of another tensor (the default export's slice, select, view, permute, ...), the
+  // tensors it views are updated through it, as PyTorch's storage sharing does.
+  Status rebind(std::string_view arg, ValueId v);
+  // The value bound to output i by set_output or set_known_output (a known one as a constant).
+  Result<ValueId> output_value(int i);
+
+  // Whether this import is one build of a bounded dynamic export (options.symbol_values).
+  bool dynamic_build() const;
+
+  // --- Errors ---------------------------------------------------------------------------
+  Status invalid(const std::string& message) const;
+  Status unsupported(const std::string& message) const;
+  Result<int64_t> wrap_dim(int64_t dim, int64_t rank, std::string_view what) const;
+
+ private:
+  Result<const Json*> arg_json(std::string_view arg) const;
+  // Program name `name` now holds v (rebind's work; views written through to their bases).
+  Status write(const std::string& name, ValueId v);
+  // `base` with the view `view` made of it replaced by `value`.
+  Result<ValueId> write_back(const std::string& view, ValueId base, ValueId value);
+  // An error when `name` is a view read after a write to its root since it was made.
+  Status check_fresh(const std::string& name) const;
+  Result<int64_t> sym_int(const Json& j, std::string_view arg) const;
+  Location arg_location(std::string_view arg) const;
+
+  Importer& im_;
+  const Json& node_;
+  int index_;
+  std::string target_;
+  std::string name_;
+  std::map<std::string, const Json*, std::less<>> args_;
+  int emitted_ = 0;
+  std::vector<ValueId> last_outputs_;
+};
+
+using Converter = std::function<Status(TorchNode&)>;
+// target ("aten.linear.default") -> converter.
+const std::map<std::string, Converter>& torch_converters();
+
+}  // namespace etc::torch_import

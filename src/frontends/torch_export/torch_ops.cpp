@@ -1,0 +1,1606 @@
+// The torch.export op table: each ATen target of the default export (TRAINING) and of Core
+// ATen (after run_decompositions) mapped onto the IR's ATen ops, decomposed, or evaluated
+// at export time when every input is known then. Attention, indexing and state writes (the
+// decoder ops) are in torch_ops_attention.cpp.
+#include <cmath>
+#include <limits>
+
+#include "frontends/torch_export/torch_node.h"
+#include "frontends/torch_export/torch_ops.h"
+#include "graph/binary_math.h"
+#include "graph/unary_math.h"
+
+namespace etc::torch_import {
+
+Status check_known_size(TorchNode& n, const std::vector<int64_t>& shape) {
+  if (!known_numel(shape)) {
+    return n.unsupported("a tensor of " + shape_to_string(shape) +
+                         " computed at export time is too large (or has a negative dim)");
+  }
+  return Status();
+}
+
+Status cast_to(TorchNode& n, DType to) {
+  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+  if (self->known) {
+    return n.set_known_output(0, known_unary(*self->known, to, [](double x) { return x; }));
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  if (to == n.dtype(x)) return n.set_output(0, x);
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::ToCopy, {{"self", x}, {"dtype", to}}));
+  return n.set_output(0, out);
+}
+
+namespace {
+
+using Fn = std::function<double(double, double)>;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// The known value of tensor argument `arg`, or nullptr when it is only known at run time.
+const KnownTensor* known(TorchNode& n, std::string_view arg) {
+  if (!n.is_tensor(arg)) return nullptr;
+  auto e = n.entry(arg);
+  return e.ok() && (*e)->known ? &*(*e)->known : nullptr;
+}
+
+// A number argument as a 0-d known tensor (for evaluating tensor-scalar ops).
+KnownTensor scalar_known(const Scalar& s) {
+  DType d = s.is_float() ? DType::kFloat32 : s.is_bool() ? DType::kBool : DType::kInt64;
+  return KnownTensor{d, {}, {s.to_double()}};
+}
+
+// ATen's result dtype of a binary op on a tensor of dtype `a` and an operand of dtype `b`
+// (`b_is_number`: a Python number, which only lifts the category: int tensor * 0.5 is
+// float32).
+DType result_dtype(DType a, DType b, bool b_is_number) {
+  if (!b_is_number) return promote_types(a, b);
+  if (dtype_is_float(b) && !dtype_is_float(a)) return DType::kFloat32;
+  if (!dtype_is_float(b) && b != DType::kBool && a == DType::kBool) return DType::kInt64;
+  return a;
+}
+
+// ---- Elementwise -----------------------------------------------------------------------------
+
+// self <op> other, where other is a tensor or a number; alpha scales other (add, sub).
+Converter binary(OpKind tensor_op, OpKind scalar_op, Fn f, bool has_alpha, bool in_place = false) {
+  return [=](TorchNode& n) -> Status {
+    if (!n.is_tensor("self") && n.is_tensor("other")) {
+      // A number on the left (Core ATen writes `1.0 - x` as sub.Tensor(1.0, x)): a 0-d
+      // constant of the result's dtype.
+      ETC_ASSIGN_OR_RETURN(Scalar s, n.scalar("self"));
+      ETC_ASSIGN_OR_RETURN(const Entry* other, n.entry("other"));
+      KnownTensor lhs = scalar_known(s);
+      DType out = result_dtype(other->dtype, lhs.dtype, true);
+      if (tensor_op == OpKind::DivTensor && !dtype_is_float(out)) out = DType::kFloat32;
+      lhs = known_unary(lhs, out, [](double x) { return x; });
+      Scalar alpha{int64_t{1}};
+      if (has_alpha) {
+        ETC_ASSIGN_OR_RETURN(alpha, n.scalar("alpha", Scalar{int64_t{1}}));
+      }
+      if (other->known) {
+        double a = alpha.to_double();
+        auto r =
+            known_binary(lhs, *other->known, out, [&](double x, double y) { return f(x, a * y); });
+        if (!r) return n.invalid("the operands' shapes do not broadcast");
+        return n.set_known_output(0, std::move(*r));
+      }
+      ValueId x = n.constant(lhs);
+      ETC_ASSIGN_OR_RETURN(ValueId y, n.tensor("other"));
+      ValueId r;
+      if (has_alpha) {
+        ETC_ASSIGN_OR_RETURN(r, n.emit(tensor_op, {{"self", x}, {"other", y}, {"alpha", alpha}}));
+      } else {
+        ETC_ASSIGN_OR_RETURN(r, n.emit(tensor_op, {{"self", x}, {"other", y}}));
+      }
+      return n.set_output(0, r);
+    }
+    ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+    Scalar alpha{int64_t{1}};
+    if (has_alpha) {
+      ETC_ASSIGN_OR_RETURN(alpha, n.scalar("alpha", Scalar{int64_t{1}}));
+    }
+    double a = alpha.to_double();
+    bool other_tensor = n.is_tensor("other");
+    if (self->known && (!other_tensor || known(n, "other"))) {
+      KnownTensor other_t;
+      DType out;
+      if (other_tensor) {
+        other_t = *known(n, "other");
+        out = result_dtype(self->dtype, other_t.dtype, false);
+      } else {
+        ETC_ASSIGN_OR_RETURN(Scalar s, n.scalar("other"));
+        other_t = scalar_known(s);
+        out = result_dtype(self->dtype, other_t.dtype, true);
+      }
+      if (tensor_op == OpKind::DivTensor && !dtype_is_float(out)) out = DType::kFloat32;
+      auto r =
+          known_binary(*self->known, other_t, out, [&](double x, double y) { return f(x, a * y); });
+      if (!r) return n.invalid("the operands' shapes do not broadcast");
+      return n.set_known_output(0, std::move(*r));
+    }
+    ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+    ValueId out;
+    if (other_tensor) {
+      ETC_ASSIGN_OR_RETURN(ValueId y, n.tensor("other"));
+      if (has_alpha) {
+        ETC_ASSIGN_OR_RETURN(out, n.emit(tensor_op, {{"self", x}, {"other", y}, {"alpha", alpha}}));
+      } else {
+        ETC_ASSIGN_OR_RETURN(out, n.emit(tensor_op, {{"self", x}, {"other", y}}));
+      }
+    } else {
+      ETC_ASSIGN_OR_RETURN(Scalar s, n.scalar("other"));
+      if (has_alpha) {
+        Scalar scaled = a == 1.0 ? s : Scalar{s.to_double() * a};
+        ETC_ASSIGN_OR_RETURN(out, n.emit(scalar_op, {{"self", x}, {"other", scaled}}));
+      } else {
+        ETC_ASSIGN_OR_RETURN(out, n.emit(scalar_op, {{"self", x}, {"other", s}}));
+      }
+    }
+    if (in_place) ETC_RETURN_IF_ERROR(n.rebind("self", out));
+    return n.set_output(0, out);
+  };
+}
+
+// other - alpha * self (rsub.Scalar: `1.0 - x`).
+Status convert_rsub(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+  ETC_ASSIGN_OR_RETURN(Scalar other, n.scalar("other"));
+  ETC_ASSIGN_OR_RETURN(Scalar alpha, n.scalar("alpha", Scalar{int64_t{1}}));
+  if (self->known) {
+    DType out = result_dtype(self->dtype, scalar_known(other).dtype, true);
+    double o = other.to_double(), a = alpha.to_double();
+    return n.set_known_output(0,
+                              known_unary(*self->known, out, [=](double x) { return o - a * x; }));
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  Scalar neg_alpha = alpha.is_float() ? Scalar{-alpha.to_double()}
+                                      : Scalar{-static_cast<int64_t>(alpha.to_double())};
+  ETC_ASSIGN_OR_RETURN(ValueId scaled,
+                       n.emit(OpKind::MulScalar, {{"self", x}, {"other", neg_alpha}}));
+  ETC_ASSIGN_OR_RETURN(ValueId out,
+                       n.emit(OpKind::AddScalar, {{"self", scaled}, {"other", other}}));
+  return n.set_output(0, out);
+}
+
+// eq.Scalar: evaluated when its input is known, else the IR op (PyTorch's safe softmax).
+Converter compare(Fn f, bool scalar_other, std::optional<OpKind> runtime_op = std::nullopt) {
+  return [=](TorchNode& n) -> Status {
+    ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+    KnownTensor other;
+    bool other_known = true;
+    if (scalar_other) {
+      ETC_ASSIGN_OR_RETURN(Scalar s, n.scalar("other"));
+      other = scalar_known(s);
+    } else if (const KnownTensor* k = known(n, "other")) {
+      other = *k;
+    } else {
+      other_known = false;
+    }
+    if (self->known && other_known) {
+      auto r = known_binary(*self->known, other, DType::kBool, f);
+      if (!r) return n.invalid("the operands' shapes do not broadcast");
+      return n.set_known_output(0, std::move(*r));
+    }
+    if (!runtime_op) {
+      return n.unsupported("only supported when its inputs are known at export time");
+    }
+    ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+    ETC_ASSIGN_OR_RETURN(Scalar s, n.scalar("other"));
+    ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(*runtime_op, {{"self", x}, {"other", s}}));
+    return n.set_output(0, out);
+  };
+}
+
+// The binary math ops of binary_math.def: `self` a tensor or (pow.Scalar) a number, the
+// other operand a tensor or a number. Values known at export time are computed here with the
+// kernels' own functions (integers in int64, floats in double, rounded to the result's dtype);
+// otherwise the op of the table, with a number on the left as a 0-d constant of its dtype.
+// `mode` is div's rounding mode, passed on to the DivTensorMode / DivScalarMode ops.
+template <typename Fn>
+Converter binary_math_op(OpKind tensor_op, std::optional<OpKind> scalar_op,
+                         std::optional<std::string> mode = std::nullopt) {
+  return [=](TorchNode& n) -> Status {
+    using binary_math::Kind;
+    const std::string other_name = n.has("exponent") ? "exponent" : "other";
+    // The operands as entries, or as numbers.
+    auto operand = [&](const std::string& arg, std::optional<Scalar>* number,
+                       const Entry** entry) -> Status {
+      if (n.is_tensor(arg)) {
+        ETC_ASSIGN_OR_RETURN(*entry, n.entry(arg));
+        return Status();
+      }
+      ETC_ASSIGN_OR_RETURN(Scalar s, n.scalar(arg));
+      *number = s;
+      return Status();
+    };
+    std::optional<Scalar> self_number, other_number;
+    const Entry* self = nullptr;
+    const Entry* other = nullptr;
+    ETC_RETURN_IF_ERROR(operand("self", &self_number, &self));
+    ETC_RETURN_IF_ERROR(operand(other_name, &other_number, &other));
+    if (self == nullptr && other == nullptr) return n.invalid("two numbers, no tensor");
+    const KnownTensor a =
+        self ? (self->known ? *self->known : KnownTensor{}) : scalar_known(*self_number);
+    const KnownTensor b =
+        other ? (other->known ? *other->known : KnownTensor{}) : scalar_known(*other_number);
+    // The result's dtype: ATen's result type of the operands, then the kind's rule.
+    DType common = self && other ? promote_types(self->dtype, other->dtype)
+                   : self        ? result_dtype(self->dtype, b.dtype, true)
+                                 : result_dtype(other->dtype, a.dtype, true);
+    if (self && other && (self->shape.empty() != other->shape.empty())) {
+      // A zero-dim tensor only lifts the category (ATen's result_type).
+      const Entry* dims = self->shape.empty() ? other : self;
+      const Entry* zero = self->shape.empty() ? self : other;
+      common = result_dtype(dims->dtype, zero->dtype, true);
+    }
+    const DType result = Fn::kKind == Kind::kCompare || Fn::kKind == Kind::kLogical ? DType::kBool
+                         : Fn::kKind == Kind::kFloat && !dtype_is_float(common) ? DType::kFloat32
+                                                                                : common;
+    const bool known_values =
+        (self == nullptr || self->known) && (other == nullptr || other->known);
+    const bool integral = !dtype_is_float(Fn::kKind == Kind::kCompare ? common : result);
+    if (known_values && !(Fn::kKind == Kind::kBitwise && !integral) &&
+        !(Fn::kKind == Kind::kArith && common == DType::kBool)) {
+      for (double y : b.v) {
+        if (integral && y == 0.0 &&
+            (std::is_same_v<Fn, binary_math::Fmod> || std::is_same_v<Fn, binary_math::Remainder> ||
+             std::is_same_v<Fn, binary_math::DivTrunc> ||
+             std::is_same_v<Fn, binary_math::DivFloor>))
+          return n.invalid("integer division by zero");
+      }
+      auto r = known_binary(a, b, result, [&](double x, double y) -> double {
+        if constexpr (Fn::kKind == Kind::kLogical) {
+          return Fn::apply(x != 0.0, y != 0.0) ? 1.0 : 0.0;
+        } else if constexpr (Fn::kKind == Kind::kBitwise) {
+          return static_cast<double>(Fn::apply(static_cast<int64_t>(x), static_cast<int64_t>(y)));
+        } else {
+          if (integral) {
+            return static_cast<double>(Fn::apply(static_cast<int64_t>(x), static_cast<int64_t>(y)));
+          }
+          return static_cast<double>(Fn::apply(x, y));
+        }
+      });
+      if (!r) return n.invalid("the operands' shapes do not broadcast");
+      return n.set_known_output(0, std::move(*r));
+    }
+    ValueId x;
+    if (self) {
+      ETC_ASSIGN_OR_RETURN(x, n.tensor("self"));
+    } else {  // a number on the left: a 0-d constant of the operands' type (ATen's
+              // result type: pow(5, int32 tensor) is int32)
+      KnownTensor lhs = a;
+      lhs.dtype = common;
+      x = n.constant(lhs);
+    }
+    ValueId out;
+    if (mode) {
+      ValueId y;
+      if (other) {
+        ETC_ASSIGN_OR_RETURN(y, n.tensor(other_name));
+      }
+      ETC_ASSIGN_OR_RETURN(
+          out, other ? n.emit(tensor_op, {{"self", x}, {"other", y}, {"rounding_mode", *mode}})
+                     : n.emit(*scalar_op,
+                              {{"self", x}, {"other", *other_number}, {"rounding_mode", *mode}}));
+    } else if (other) {
+      ETC_ASSIGN_OR_RETURN(ValueId y, n.tensor(other_name));
+      ETC_ASSIGN_OR_RETURN(
+          out, n.emit(tensor_op, {{"self", x}, {op_info(tensor_op).schema.args[1].name, y}}));
+    } else if (scalar_op) {
+      ETC_ASSIGN_OR_RETURN(out, n.emit(*scalar_op, {{"self", x}, {"other", *other_number}}));
+    } else {
+      ETC_ASSIGN_OR_RETURN(
+          out, n.emit(tensor_op,
+                      {{"self", x}, {op_info(tensor_op).schema.args[1].name, n.constant(b)}}));
+    }
+    return n.set_output(0, out);
+  };
+}
+
+// div.Tensor_mode / div.Scalar_mode: without a rounding mode, div.Tensor; else the
+// truncating or flooring division.
+Status convert_div_mode(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(std::string mode, n.string_arg("rounding_mode", std::string()));
+  static const Converter kTrue = binary(
+      OpKind::DivTensor, OpKind::DivScalar, [](double x, double y) { return x / y; }, false);
+  static const Converter kTrunc =
+      binary_math_op<binary_math::DivTrunc>(OpKind::DivTensorMode, OpKind::DivScalarMode, "trunc");
+  static const Converter kFloor =
+      binary_math_op<binary_math::DivFloor>(OpKind::DivTensorMode, OpKind::DivScalarMode, "floor");
+  if (mode.empty()) return kTrue(n);
+  if (mode == "trunc") return kTrunc(n);
+  if (mode == "floor") return kFloor(n);
+  return n.invalid("rounding_mode must be None, 'trunc' or 'floor', got '" + mode + "'");
+}
+
+Status convert_logical_not(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+  if (self->known) {
+    return n.set_known_output(
+        0, known_unary(*self->known, DType::kBool, [](double x) { return x == 0.0; }));
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::LogicalNot, {{"self", x}}));
+  return n.set_output(0, out);
+}
+
+Status convert_any_dim(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(int64_t dim, n.int_arg("dim"));
+  ETC_ASSIGN_OR_RETURN(bool keepdim, n.bool_arg("keepdim", false));
+  ETC_ASSIGN_OR_RETURN(ValueId out,
+                       n.emit(OpKind::AnyDim, {{"self", x}, {"dim", dim}, {"keepdim", keepdim}}));
+  return n.set_output(0, out);
+}
+
+Converter unary(OpKind op, std::function<double(double)> f = nullptr, bool in_place = false) {
+  return [=](TorchNode& n) -> Status {
+    ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+    if (self->known && f) {
+      return n.set_known_output(0, known_unary(*self->known, self->dtype, f));
+    }
+    ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+    ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(op, {{"self", x}}));
+    if (in_place) ETC_RETURN_IF_ERROR(n.rebind("self", out));
+    return n.set_output(0, out);
+  };
+}
+
+// The unary math ops of unary_math.def. A value known at export time is computed here with
+// the kernels' own function (in double, rounded to the result's dtype), so that rotary
+// tables and masks built from known positions stay constants; dtypes the op does not take
+// are left to its inference to refuse.
+template <typename Op>
+Converter unary_math_op(OpKind op) {
+  return [op](TorchNode& n) -> Status {
+    using unary_math::Kind;
+    ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+    const DType in = self->dtype;
+    const bool takes = !(Op::kKind == Kind::kNumeric && in == DType::kBool) &&
+                       !(Op::kKind == Kind::kIntegral && dtype_is_float(in));
+    if (self->known && takes) {
+      const DType out = Op::kKind == Kind::kPredicate                      ? DType::kBool
+                        : Op::kKind == Kind::kFloat && !dtype_is_float(in) ? DType::kFloat32
+                                                                           : in;
+      return n.set_known_output(
+          0, known_unary(*self->known, out, [in](double x) -> double {
+            if constexpr (Op::kKind == Kind::kIntegral) {
+              return in == DType::kBool ? static_cast<double>(Op::apply(x != 0.0))
+                                        : static_cast<double>(Op::apply(static_cast<int64_t>(x)));
+            } else {
+              return static_cast<double>(Op::apply(x));
+            }
+          }));
+    }
+    ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+    ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(op, {{"self", x}}));
+    return n.set_output(0, out);
+  };
+}
+
+Converter hardtanh(bool in_place) {
+  return [=](TorchNode& n) -> Status {
+    ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+    ETC_ASSIGN_OR_RETURN(Scalar lo, n.scalar("min_val", Scalar{-1.0}));
+    ETC_ASSIGN_OR_RETURN(Scalar hi, n.scalar("max_val", Scalar{1.0}));
+    ETC_ASSIGN_OR_RETURN(ValueId out,
+                         n.emit(OpKind::Hardtanh, {{"self", x}, {"min_val", lo}, {"max_val", hi}}));
+    if (in_place) ETC_RETURN_IF_ERROR(n.rebind("self", out));
+    return n.set_output(0, out);
+  };
+}
+
+// clamp(min, max), clamp_min(min), clamp_max(max).
+Converter clamp(bool has_min, bool has_max) {
+  return [=](TorchNode& n) -> Status {
+    ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+    if (n.is_tensor("min") || n.is_tensor("max")) {
+      // Tensor bounds (clamp.Tensor): maximum with min, then minimum with max (NaN stays).
+      ValueId v = x;
+      if (has_min && n.is_tensor("min")) {
+        ETC_ASSIGN_OR_RETURN(ValueId lo_t, n.tensor("min"));
+        ETC_ASSIGN_OR_RETURN(v, n.emit(OpKind::Maximum, {{"self", v}, {"other", lo_t}}));
+      }
+      if (has_max && n.is_tensor("max")) {
+        ETC_ASSIGN_OR_RETURN(ValueId hi_t, n.tensor("max"));
+        ETC_ASSIGN_OR_RETURN(v, n.emit(OpKind::Minimum, {{"self", v}, {"other", hi_t}}));
+      }
+      if ((has_min && n.has("min") && !n.is_tensor("min")) ||
+          (has_max && n.has("max") && !n.is_tensor("max")))
+        return n.unsupported("a tensor bound with a number bound");
+      return n.set_output(0, v);
+    }
+    std::optional<Scalar> lo, hi;
+    if (has_min) {
+      ETC_ASSIGN_OR_RETURN(lo, n.optional_scalar("min"));
+    }
+    if (has_max) {
+      ETC_ASSIGN_OR_RETURN(hi, n.optional_scalar("max"));
+    }
+    ArgValue lo_arg = lo ? ArgValue(*lo) : ArgValue(std::monostate{});
+    ArgValue hi_arg = hi ? ArgValue(*hi) : ArgValue(std::monostate{});
+    ETC_ASSIGN_OR_RETURN(ValueId out,
+                         n.emit(OpKind::Clamp, {{"self", x}, {"min", lo_arg}, {"max", hi_arg}}));
+    return n.set_output(0, out);
+  };
+}
+
+// leaky_relu(x, slope): where(x > 0, x, x * slope), ATen's formula (NaN stays NaN).
+Status convert_leaky_relu(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(Scalar slope, n.scalar("negative_slope", Scalar{0.01}));
+  ETC_ASSIGN_OR_RETURN(ValueId pos,
+                       n.emit(OpKind::GtScalar, {{"self", x}, {"other", Scalar{int64_t{0}}}}));
+  ETC_ASSIGN_OR_RETURN(ValueId neg, n.emit(OpKind::MulScalar, {{"self", x}, {"other", slope}}));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId out, n.emit(OpKind::WhereSelf, {{"condition", pos}, {"self", x}, {"other", neg}}));
+  return n.set_output(0, out);
+}
+
+// elu(x, alpha, scale, input_scale): x <= 0 ? expm1(x * input_scale) * (alpha * scale)
+// : x * scale, ATen's formula.
+Status emit_elu(TorchNode& n, Scalar alpha, Scalar scale, Scalar input_scale) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  const Scalar negcoef{alpha.to_double() * scale.to_double()};
+  ETC_ASSIGN_OR_RETURN(ValueId xs,
+                       n.emit(OpKind::MulScalar, {{"self", x}, {"other", input_scale}}));
+  ETC_ASSIGN_OR_RETURN(ValueId e, n.emit(OpKind::Expm1, {{"self", xs}}));
+  ETC_ASSIGN_OR_RETURN(ValueId neg, n.emit(OpKind::MulScalar, {{"self", e}, {"other", negcoef}}));
+  ETC_ASSIGN_OR_RETURN(ValueId pos, n.emit(OpKind::MulScalar, {{"self", x}, {"other", scale}}));
+  ETC_ASSIGN_OR_RETURN(ValueId le,
+                       n.emit(OpKind::LeScalar, {{"self", x}, {"other", Scalar{int64_t{0}}}}));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId out, n.emit(OpKind::WhereSelf, {{"condition", le}, {"self", neg}, {"other", pos}}));
+  return n.set_output(0, out);
+}
+
+Status convert_elu(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(Scalar alpha, n.scalar("alpha", Scalar{int64_t{1}}));
+  ETC_ASSIGN_OR_RETURN(Scalar scale, n.scalar("scale", Scalar{int64_t{1}}));
+  ETC_ASSIGN_OR_RETURN(Scalar input_scale, n.scalar("input_scale", Scalar{int64_t{1}}));
+  return emit_elu(n, alpha, scale, input_scale);
+}
+
+// selu(x): elu with ATen's SELU constants.
+Status convert_selu(TorchNode& n) {
+  return emit_elu(n, Scalar{1.6732632423543772848170429916717},
+                  Scalar{1.0507009873554804934193349852946}, Scalar{int64_t{1}});
+}
+
+Status convert_gelu(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(std::string approx, n.string_arg("approximate", "none"));
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Gelu, {{"self", x}, {"approximate", approx}}));
+  return n.set_output(0, out);
+}
+
+Status convert_pow(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+  ETC_ASSIGN_OR_RETURN(Scalar e, n.scalar("exponent"));
+  if (self->known) {
+    double p = e.to_double();
+    DType out = result_dtype(self->dtype, scalar_known(e).dtype, true);
+    return n.set_known_output(
+        0, known_unary(*self->known, out, [=](double x) { return std::pow(x, p); }));
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(ValueId out,
+                       n.emit(OpKind::PowTensorScalar, {{"self", x}, {"exponent", e}}));
+  return n.set_output(0, out);
+}
+
+// where.self, and where.ScalarOther / where.ScalarSelf (the default export's
+// `torch.where(c, x, 0.0)`): the number a 0-d constant of the result type (ATen's: the
+// tensor's dtype unless the number lifts its category).
+Status convert_where_scalar(TorchNode& n) {
+  const bool self_number = !n.is_tensor("self");
+  if (self_number == !n.is_tensor("other")) {
+    return n.unsupported("where with two number operands");
+  }
+  const char* tensor_arg = self_number ? "other" : "self";
+  ETC_ASSIGN_OR_RETURN(const Entry* t, n.entry(tensor_arg));
+  ETC_ASSIGN_OR_RETURN(Scalar s, n.scalar(self_number ? "self" : "other"));
+  KnownTensor number = scalar_known(s);
+  number.dtype = result_dtype(t->dtype, number.dtype, true);
+  ETC_ASSIGN_OR_RETURN(ValueId cv, n.tensor("condition"));
+  ETC_ASSIGN_OR_RETURN(ValueId tv, n.tensor(tensor_arg));
+  if (n.dtype(tv) != number.dtype) {
+    ETC_ASSIGN_OR_RETURN(tv, n.emit(OpKind::ToCopy, {{"self", tv}, {"dtype", number.dtype}}));
+  }
+  const ValueId nv = n.constant(number);
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::WhereSelf, {{"condition", cv},
+                                                               {"self", self_number ? nv : tv},
+                                                               {"other", self_number ? tv : nv}}));
+  return n.set_output(0, out);
+}
+
+Status convert_where(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(const Entry* c, n.entry("condition"));
+  const KnownTensor* a = known(n, "self");
+  const KnownTensor* b = known(n, "other");
+  if (!n.is_tensor("self") || !n.is_tensor("other")) return convert_where_scalar(n);
+  ETC_ASSIGN_OR_RETURN(const Entry* ea, n.entry("self"));
+  ETC_ASSIGN_OR_RETURN(const Entry* eb, n.entry("other"));
+  if (c->known && a && b) {
+    auto r = known_where(*c->known, *a, *b, promote_types(ea->dtype, eb->dtype));
+    if (!r) return n.invalid("the operands' shapes do not broadcast");
+    return n.set_known_output(0, std::move(*r));
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId cv, n.tensor("condition"));
+  ETC_ASSIGN_OR_RETURN(ValueId av, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(ValueId bv, n.tensor("other"));
+  ETC_ASSIGN_OR_RETURN(ValueId out,
+                       n.emit(OpKind::WhereSelf, {{"condition", cv}, {"self", av}, {"other", bv}}));
+  return n.set_output(0, out);
+}
+
+// ---- Creation (known at export time) ---------------------------------------------------------
+
+Result<DType> creation_dtype(TorchNode& n, DType fallback) {
+  ETC_ASSIGN_OR_RETURN(std::optional<DType> d, n.dtype_arg("dtype"));
+  return d.value_or(fallback);
+}
+
+Status convert_arange(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(Scalar end, n.scalar("end"));
+  ETC_ASSIGN_OR_RETURN(Scalar start, n.scalar("start", Scalar{int64_t{0}}));
+  ETC_ASSIGN_OR_RETURN(Scalar step, n.scalar("step", Scalar{int64_t{1}}));
+  bool is_float = start.is_float() || end.is_float() || step.is_float();
+  ETC_ASSIGN_OR_RETURN(DType d, creation_dtype(n, is_float ? DType::kFloat32 : DType::kInt64));
+  double s = start.to_double(), e = end.to_double(), st = step.to_double();
+  if (st == 0.0 || !std::isfinite(s) || !std::isfinite(e) || !std::isfinite(st)) {
+    return n.invalid("arange needs finite bounds and a non-zero step");
+  }
+  double count = std::ceil((e - s) / st);
+  if (count < 0) count = 0;
+  if (count > static_cast<double>(kMaxKnownElements)) return check_known_size(n, {-1});
+  KnownTensor t{d, {static_cast<int64_t>(count)}, {}};
+  for (int64_t i = 0; i < static_cast<int64_t>(count); ++i)
+    t.v.push_back(round_to(d, s + st * static_cast<double>(i)));
+  return n.set_known_output(0, std::move(t));
+}
+
+// full/zeros/ones (a size argument) and their *_like forms (the shape of `self`).
+Converter fill(std::optional<double> value, bool like) {
+  return [=](TorchNode& n) -> Status {
+    std::vector<int64_t> shape;
+    DType fallback = DType::kFloat32;
+    if (like) {
+      ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+      shape = self->shape;
+      fallback = self->dtype;
+    } else {
+      ETC_ASSIGN_OR_RETURN(shape, n.ints("size"));
+    }
+    double v = 0.0;
+    if (value) {
+      v = *value;
+    } else {
+      ETC_ASSIGN_OR_RETURN(Scalar s, n.scalar("fill_value"));
+      v = s.to_double();
+      if (!like)
+        fallback = s.is_float() ? DType::kFloat32 : s.is_bool() ? DType::kBool : DType::kInt64;
+    }
+    ETC_ASSIGN_OR_RETURN(DType d, creation_dtype(n, fallback));
+    if (like && n.dynamic_build()) {
+      // In a bounded dynamic build the shape of a run-time tensor may move: full_like stays
+      // an op (fold-constants folds it where the shape is static).
+      ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+      if (!self->known) {
+        ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+        Scalar fill = dtype_is_float(d)   ? Scalar{v}
+                      : d == DType::kBool ? Scalar{v != 0.0}
+                                          : Scalar{static_cast<int64_t>(v)};
+        ETC_ASSIGN_OR_RETURN(
+            ValueId out,
+            n.emit(OpKind::FullLike, {{"self", x}, {"fill_value", fill}, {"dtype", d}}));
+        return n.set_output(0, out);
+      }
+    }
+    ETC_RETURN_IF_ERROR(check_known_size(n, shape));
+    return n.set_known_output(0, known_full(d, shape, v));
+  };
+}
+
+Status convert_scalar_tensor(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(Scalar s, n.scalar("s"));
+  ETC_ASSIGN_OR_RETURN(DType d, creation_dtype(n, DType::kFloat32));
+  return n.set_known_output(0, known_full(d, {}, s.to_double()));
+}
+
+// ---- Views and data movement -----------------------------------------------------------------
+
+Result<std::vector<int64_t>> resolve_shape(TorchNode& n, std::vector<int64_t> shape,
+                                           int64_t numel) {
+  int64_t known_prod = 1;
+  int infer = -1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1 && infer < 0) {
+      infer = static_cast<int>(i);
+    } else if (shape[i] < 0) {
+      return n.invalid("size " + shape_to_string(shape) + " has a negative dim");
+    } else {
+      known_prod *= shape[i];
+    }
+  }
+  if (infer >= 0) {
+    if (known_prod == 0 || numel % known_prod != 0) {
+      return n.invalid("cannot view " + std::to_string(numel) + " elements as " +
+                       shape_to_string(shape));
+    }
+    shape[infer] = numel / known_prod;
+  }
+  return shape;
+}
+
+int64_t numel_of(const std::vector<int64_t>& shape) {
+  int64_t p = 1;
+  for (int64_t d : shape)
+    p *= d;
+  return p;
+}
+
+// view, reshape, _unsafe_view: the size argument is `size` or `shape`.
+Converter reshape_like(const char* size_arg) {
+  return [=](TorchNode& n) -> Status {
+    ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+    ETC_ASSIGN_OR_RETURN(std::vector<int64_t> shape, n.ints(size_arg));
+    if (self->known) {
+      ETC_ASSIGN_OR_RETURN(shape, resolve_shape(n, shape, self->known->numel()));
+      if (numel_of(shape) != self->known->numel())
+        return n.invalid("the sizes do not match the element count");
+      return n.set_known_output(0, known_reshape(*self->known, shape));
+    }
+    ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+    // A -1 is resolved here: a dynamic export marks its one dynamic entry -1 itself.
+    ETC_ASSIGN_OR_RETURN(shape, resolve_shape(n, shape, numel_of(n.sizes(x))));
+    ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Reshape, {{"self", x}, {"shape", shape}}));
+    return n.set_output(0, out);
+  };
+}
+
+Status convert_flatten(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  const std::vector<int64_t> in = n.sizes(x);
+  auto rank = static_cast<int64_t>(in.size());
+  ETC_ASSIGN_OR_RETURN(int64_t s, n.int_arg("start_dim", 0));
+  ETC_ASSIGN_OR_RETURN(int64_t e, n.int_arg("end_dim", -1));
+  ETC_ASSIGN_OR_RETURN(s, n.wrap_dim(s, rank, "start_dim"));
+  ETC_ASSIGN_OR_RETURN(e, n.wrap_dim(e, rank, "end_dim"));
+  if (s > e) return n.invalid("start_dim must not be after end_dim");
+  std::vector<int64_t> shape;
+  for (int64_t i = 0; i < s; ++i)
+    shape.push_back(in[i]);
+  int64_t p = 1;
+  for (int64_t i = s; i <= e && i < rank; ++i)
+    p *= in[i];
+  shape.push_back(p);
+  for (int64_t i = e + 1; i < rank; ++i)
+    shape.push_back(in[i]);
+  if (rank == 0) shape = {1};
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Reshape, {{"self", x}, {"shape", shape}}));
+  return n.set_output(0, out);
+}
+
+Status convert_permute(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> dims, n.ints("dims"));
+  if (self->known) {
+    if (dims.size() != self->shape.size()) return n.invalid("dims must list every dim once");
+    std::vector<bool> seen(dims.size(), false);
+    for (int64_t& d : dims) {
+      ETC_ASSIGN_OR_RETURN(d, n.wrap_dim(d, static_cast<int64_t>(dims.size()), "dim"));
+      if (seen[d]) return n.invalid("dims must list every dim once");
+      seen[d] = true;
+    }
+    return n.set_known_output(0, known_permute(*self->known, dims));
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Permute, {{"self", x}, {"dims", dims}}));
+  return n.set_output(0, out);
+}
+
+Status convert_transpose(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(int64_t a, n.int_arg("dim0"));
+  ETC_ASSIGN_OR_RETURN(int64_t b, n.int_arg("dim1"));
+  ETC_ASSIGN_OR_RETURN(ValueId out,
+                       n.emit(OpKind::TransposeInt, {{"self", x}, {"dim0", a}, {"dim1", b}}));
+  return n.set_output(0, out);
+}
+
+Status convert_t(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  if (n.sizes(x).size() < 2) return n.set_output(0, x);
+  ETC_ASSIGN_OR_RETURN(
+      ValueId out,
+      n.emit(OpKind::TransposeInt, {{"self", x}, {"dim0", int64_t{0}}, {"dim1", int64_t{1}}}));
+  return n.set_output(0, out);
+}
+
+Status convert_unsqueeze(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+  ETC_ASSIGN_OR_RETURN(int64_t dim, n.int_arg("dim"));
+  if (self->known) {
+    auto rank = static_cast<int64_t>(self->shape.size());
+    ETC_ASSIGN_OR_RETURN(dim, n.wrap_dim(dim, rank + 1, "dim"));
+    std::vector<int64_t> shape = self->shape;
+    shape.insert(shape.begin() + dim, 1);
+    return n.set_known_output(0, known_reshape(*self->known, shape));
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Unsqueeze, {{"self", x}, {"dim", dim}}));
+  return n.set_output(0, out);
+}
+
+Status convert_squeeze(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ValueId out;
+  if (n.has("dim")) {
+    ETC_ASSIGN_OR_RETURN(std::vector<int64_t> dims, n.ints("dim"));
+    ETC_ASSIGN_OR_RETURN(out, n.emit(OpKind::SqueezeDims, {{"self", x}, {"dim", dims}}));
+  } else {
+    std::vector<int64_t> dims;
+    for (size_t i = 0; i < n.sizes(x).size(); ++i)
+      if (n.sizes(x)[i] == 1) dims.push_back(static_cast<int64_t>(i));
+    ETC_ASSIGN_OR_RETURN(out, n.emit(OpKind::SqueezeDims, {{"self", x}, {"dim", dims}}));
+  }
+  return n.set_output(0, out);
+}
+
+Status convert_expand(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+  std::vector<int64_t> size;
+  if (n.target() == "aten.expand_as.default") {
+    ETC_ASSIGN_OR_RETURN(const Entry* other, n.entry("other"));
+    size = other->shape;
+  } else {
+    ETC_ASSIGN_OR_RETURN(size, n.ints("size"));
+  }
+  if (self->known) {
+    size_t lead = size.size() >= self->shape.size() ? size.size() - self->shape.size() : 0;
+    if (size.size() < self->shape.size()) return n.invalid("cannot expand to fewer dims");
+    for (size_t i = lead; i < size.size(); ++i) {
+      if (size[i] == -1) size[i] = self->shape[i - lead];
+      if (self->shape[i - lead] != 1 && self->shape[i - lead] != size[i]) {
+        return n.invalid("cannot expand " + shape_to_string(self->shape) + " to " +
+                         shape_to_string(size));
+      }
+    }
+    ETC_RETURN_IF_ERROR(check_known_size(n, size));
+    return n.set_known_output(0, known_expand(*self->known, size));
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Expand, {{"self", x}, {"size", size}}));
+  return n.set_output(0, out);
+}
+
+Status convert_slice(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+  ETC_ASSIGN_OR_RETURN(int64_t dim, n.int_arg("dim", 0));
+  ETC_ASSIGN_OR_RETURN(std::optional<int64_t> start, n.optional_int("start"));
+  ETC_ASSIGN_OR_RETURN(std::optional<int64_t> end, n.optional_int("end"));
+  ETC_ASSIGN_OR_RETURN(int64_t step, n.int_arg("step", 1));
+  if (self->known) {
+    auto rank = static_cast<int64_t>(self->shape.size());
+    ETC_ASSIGN_OR_RETURN(dim, n.wrap_dim(dim, rank, "dim"));
+    if (step <= 0) return n.invalid("step must be positive");
+    int64_t len = self->shape[dim];
+    auto clampi = [len](int64_t v) {
+      if (v < 0) v += len;
+      return std::clamp<int64_t>(v, 0, len);
+    };
+    int64_t s = clampi(start.value_or(0));
+    int64_t e = clampi(end.value_or(len));
+    return n.set_known_output(0, known_slice(*self->known, dim, s, std::max(s, e), step));
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ArgValue s = start ? ArgValue(*start) : ArgValue(std::monostate{});
+  ArgValue e = end ? ArgValue(*end) : ArgValue(std::monostate{});
+  ETC_ASSIGN_OR_RETURN(
+      ValueId out, n.emit(OpKind::SliceTensor,
+                          {{"self", x}, {"dim", dim}, {"start", s}, {"end", e}, {"step", step}}));
+  return n.set_output(0, out);
+}
+
+Status convert_select(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(int64_t dim, n.int_arg("dim"));
+  ETC_ASSIGN_OR_RETURN(int64_t index, n.int_arg("index"));
+  ETC_ASSIGN_OR_RETURN(ValueId out,
+                       n.emit(OpKind::SelectInt, {{"self", x}, {"dim", dim}, {"index", index}}));
+  return n.set_output(0, out);
+}
+
+Status convert_cat(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(std::vector<const Entry*> parts, n.tensor_entries("tensors"));
+  ETC_ASSIGN_OR_RETURN(int64_t dim, n.int_arg("dim", 0));
+  if (parts.empty()) return n.invalid("cat of no tensors");
+  bool all_known = true;
+  for (const Entry* e : parts)
+    all_known = all_known && e->known.has_value();
+  if (all_known) {
+    auto rank = static_cast<int64_t>(parts[0]->shape.size());
+    ETC_ASSIGN_OR_RETURN(dim, n.wrap_dim(dim, rank, "dim"));
+    std::vector<const KnownTensor*> ks;
+    for (const Entry* e : parts) {
+      if (e->shape.size() != parts[0]->shape.size() || e->dtype != parts[0]->dtype) {
+        return n.unsupported("cat of known tensors of different ranks or dtypes");
+      }
+      for (int64_t d = 0; d < rank; ++d)
+        if (d != dim && e->shape[d] != parts[0]->shape[d])
+          return n.invalid("cat of mismatched shapes");
+      ks.push_back(&*e->known);
+    }
+    return n.set_known_output(0, known_cat(ks, dim));
+  }
+  ETC_ASSIGN_OR_RETURN(std::vector<ValueId> xs, n.tensors("tensors"));
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Cat, {{"tensors", xs}, {"dim", dim}}));
+  return n.set_output(0, out);
+}
+
+// clone, alias, contiguous, detach, lift_fresh_copy, dropout in inference: the value itself.
+Converter identity(const char* arg = "self") {
+  return [=](TorchNode& n) -> Status {
+    ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry(arg));
+    if (self->known && !self->value) return n.set_known_output(0, *self->known);
+    ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor(arg));
+    return n.set_output(0, x);
+  };
+}
+
+// dropout(input, p, train) / dropout_: only inference (train=False) is imported.
+Status convert_dropout(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(bool train, n.bool_arg("train"));
+  if (train) return n.unsupported("dropout in training mode (export the model in eval mode)");
+  return identity(n.has("input") ? "input" : "self")(n);
+}
+
+Status convert_to_copy(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+  ETC_ASSIGN_OR_RETURN(std::optional<DType> d, n.dtype_arg("dtype"));
+  return cast_to(n, d.value_or(self->dtype));
+}
+
+// new_zeros / new_ones / new_full / new_empty(self, size, fill_value?, *, dtype): a tensor of
+// `size` in self's dtype unless dtype says otherwise.
+Converter new_fill(std::optional<double> value) {
+  return [=](TorchNode& n) -> Status {
+    ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+    ETC_ASSIGN_OR_RETURN(std::vector<int64_t> shape, n.ints("size"));
+    double v = value.value_or(0.0);
+    if (!value) {
+      ETC_ASSIGN_OR_RETURN(Scalar s, n.scalar("fill_value"));
+      v = s.to_double();
+    }
+    ETC_ASSIGN_OR_RETURN(DType d, creation_dtype(n, self->dtype));
+    ETC_RETURN_IF_ERROR(check_known_size(n, shape));
+    return n.set_known_output(0, known_full(d, shape, v));
+  };
+}
+
+// fill.Scalar(self, value): self's shape and dtype, every element value.
+Status convert_fill_scalar(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(Scalar v, n.scalar("value"));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId out,
+      n.emit(OpKind::FullLike, {{"self", x}, {"fill_value", v}, {"dtype", n.dtype(x)}}));
+  return n.set_output(0, out);
+}
+
+// native_dropout(input, p, train): in inference (or with p = 0) the input and an all-true
+// mask.
+Status convert_native_dropout(TorchNode& n) {
+  // train=None means training, as in ATen.
+  ETC_ASSIGN_OR_RETURN(bool train, n.bool_arg("train", true));
+  ETC_ASSIGN_OR_RETURN(double p, n.float_arg("p"));
+  if (train && p > 0.0)
+    return n.unsupported("dropout in training mode (export the model in eval mode)");
+  ETC_ASSIGN_OR_RETURN(const Entry* x, n.entry("input"));
+  ETC_ASSIGN_OR_RETURN(ValueId v, n.tensor("input"));
+  ETC_RETURN_IF_ERROR(n.set_output(0, v));
+  if (n.num_outputs() > 1 && n.output_used(1)) {
+    ETC_RETURN_IF_ERROR(check_known_size(n, x->shape));
+    ETC_RETURN_IF_ERROR(n.set_known_output(1, known_full(DType::kBool, x->shape, 1.0)));
+  }
+  return Status();
+}
+
+Status convert_noop(TorchNode&) {
+  return Status();
+}
+
+// ---- Matrix, convolution, pooling, normalisation ---------------------------------------------
+
+Status convert_linear(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("input"));
+  ETC_ASSIGN_OR_RETURN(ValueId w, n.tensor("weight"));
+  ETC_ASSIGN_OR_RETURN(std::optional<ValueId> b, n.optional_tensor("bias"));
+  ArgValue bias = b ? ArgValue(*b) : ArgValue(std::monostate{});
+  ETC_ASSIGN_OR_RETURN(ValueId out,
+                       n.emit(OpKind::Linear, {{"input", x}, {"weight", w}, {"bias", bias}}));
+  return n.set_output(0, out);
+}
+
+Status convert_addmm(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId s, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(ValueId a, n.tensor("mat1"));
+  ETC_ASSIGN_OR_RETURN(ValueId b, n.tensor("mat2"));
+  ETC_ASSIGN_OR_RETURN(Scalar beta, n.scalar("beta", Scalar{int64_t{1}}));
+  ETC_ASSIGN_OR_RETURN(Scalar alpha, n.scalar("alpha", Scalar{int64_t{1}}));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId out,
+      n.emit(OpKind::Addmm,
+             {{"self", s}, {"mat1", a}, {"mat2", b}, {"beta", beta}, {"alpha", alpha}}));
+  return n.set_output(0, out);
+}
+
+Converter matmul2(OpKind op) {
+  return [=](TorchNode& n) -> Status {
+    ETC_ASSIGN_OR_RETURN(ValueId a, n.tensor("self"));
+    ETC_ASSIGN_OR_RETURN(ValueId b, n.tensor("mat2"));
+    ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(op, {{"self", a}, {"mat2", b}}));
+    return n.set_output(0, out);
+  };
+}
+
+// The input of a convolution with padding "valid" or "same" (conv*.padding), and the
+// symmetric padding the convolution then takes: for "same", when a dim's total padding is
+// odd, the input is padded by one more at its end first.
+Result<ValueId> same_padding(TorchNode& n, ValueId x, ValueId w, const std::string& mode,
+                             const std::vector<int64_t>& stride,
+                             const std::vector<int64_t>& dilation, size_t spatial,
+                             std::vector<int64_t>& padding) {
+  padding.assign(spatial, 0);
+  if (mode == "valid") return x;
+  if (mode != "same") return n.invalid("padding must be 'same' or 'valid', not '" + mode + "'");
+  for (int64_t s : stride) {
+    if (s != 1)
+      return n.invalid("padding='same' takes stride 1 (ATen does not define it otherwise)");
+  }
+  const auto& ks = n.sizes(w);
+  if (ks.size() != spatial + 2) return n.invalid("the weight's rank does not match the input's");
+  std::vector<int64_t> extra;  // constant_pad_nd's pairs, last dim first
+  bool odd = false;
+  for (size_t i = 0; i < spatial; ++i) {
+    int64_t d = dilation.size() == 1 ? dilation[0] : dilation.at(i);
+    int64_t total = d * (ks[i + 2] - 1);
+    padding[i] = total / 2;
+    odd = odd || total % 2 != 0;
+  }
+  if (!odd) return x;
+  for (size_t i = spatial; i-- > 0;) {
+    int64_t d = dilation.size() == 1 ? dilation[0] : dilation.at(i);
+    extra.push_back(0);
+    extra.push_back(d * (ks[i + 2] - 1) % 2);
+  }
+  return n.emit(OpKind::ConstantPadNd, {{"self", x}, {"pad", extra}, {"value", Scalar{0.0}}});
+}
+
+// conv1d/2d/3d (defaults of the functional form), their .padding forms, conv_transpose1d/2d/3d
+// (`always_transposed`) and convolution.
+Status convert_conv_as(TorchNode& n, bool always_transposed) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("input"));
+  ETC_ASSIGN_OR_RETURN(ValueId w, n.tensor("weight"));
+  ETC_ASSIGN_OR_RETURN(std::optional<ValueId> b, n.optional_tensor("bias"));
+  size_t spatial = n.sizes(x).size() >= 2 ? n.sizes(x).size() - 2 : 0;
+  if (spatial == 0) return n.invalid("input must have a batch, a channel and spatial dims");
+  auto expand = [&](std::vector<int64_t> v) {
+    if (v.size() == 1 && spatial > 1) v.assign(spatial, v[0]);
+    return v;
+  };
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> stride, n.ints("stride", std::vector<int64_t>{1}));
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> dilation, n.ints("dilation", std::vector<int64_t>{1}));
+  std::vector<int64_t> padding;
+  if (auto mode = n.string_arg("padding", std::nullopt); mode.ok()) {
+    // conv*.padding: "valid" is no padding; "same" pads dilation * (kernel - 1) in all, half
+    // before and the rest after, the odd one after as ATen does (stride 1 only).
+    ETC_ASSIGN_OR_RETURN(x, same_padding(n, x, w, *mode, stride, dilation, spatial, padding));
+  } else {
+    ETC_ASSIGN_OR_RETURN(padding, n.ints("padding", std::vector<int64_t>{0}));
+  }
+  ETC_ASSIGN_OR_RETURN(bool transposed, n.bool_arg("transposed", always_transposed));
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> out_pad,
+                       n.ints("output_padding", std::vector<int64_t>(spatial, 0)));
+  ETC_ASSIGN_OR_RETURN(int64_t groups, n.int_arg("groups", 1));
+  ArgValue bias = b ? ArgValue(*b) : ArgValue(std::monostate{});
+  if (spatial == 1) {
+    // The IR's convolution is 2-D: a 1-D one runs as [N, C, 1, L] with a [O, I, 1, K] kernel
+    // ([I, O / groups, 1, K] transposed).
+    ETC_ASSIGN_OR_RETURN(ValueId x2, n.emit(OpKind::Unsqueeze, {{"self", x}, {"dim", int64_t{2}}}));
+    ETC_ASSIGN_OR_RETURN(ValueId w2, n.emit(OpKind::Unsqueeze, {{"self", w}, {"dim", int64_t{2}}}));
+    auto two = [](const std::vector<int64_t>& v, int64_t first) {
+      return std::vector<int64_t>{first, v.at(0)};
+    };
+    if (stride.size() != 1 || padding.size() != 1 || dilation.size() != 1 || out_pad.size() != 1) {
+      return n.invalid("a 1-D convolution takes one stride, padding, dilation and output padding");
+    }
+    ETC_ASSIGN_OR_RETURN(ValueId y2,
+                         n.emit(OpKind::Convolution, {{"input", x2},
+                                                      {"weight", w2},
+                                                      {"bias", bias},
+                                                      {"stride", two(stride, 1)},
+                                                      {"padding", two(padding, 0)},
+                                                      {"dilation", two(dilation, 1)},
+                                                      {"transposed", transposed},
+                                                      {"output_padding", two(out_pad, 0)},
+                                                      {"groups", groups}}));
+    ETC_ASSIGN_OR_RETURN(ValueId y,
+                         n.emit(OpKind::SqueezeDim, {{"self", y2}, {"dim", int64_t{2}}}));
+    return n.set_output(0, y);
+  }
+  if (spatial == 3) {
+    ValueId y;
+    if (transposed) {
+      ETC_ASSIGN_OR_RETURN(y, emit_conv_transpose3d(n, x, w, b, expand(stride), expand(padding),
+                                                    expand(dilation), expand(out_pad), groups));
+    } else {
+      ETC_ASSIGN_OR_RETURN(
+          y, emit_conv3d(n, x, w, b, expand(stride), expand(padding), expand(dilation), groups));
+    }
+    return n.set_output(0, y);
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId out,
+                       n.emit(OpKind::Convolution, {{"input", x},
+                                                    {"weight", w},
+                                                    {"bias", bias},
+                                                    {"stride", expand(stride)},
+                                                    {"padding", expand(padding)},
+                                                    {"dilation", expand(dilation)},
+                                                    {"transposed", transposed},
+                                                    {"output_padding", expand(out_pad)},
+                                                    {"groups", groups}}));
+  return n.set_output(0, out);
+}
+
+Status convert_conv(TorchNode& n) {
+  return convert_conv_as(n, false);
+}
+Status convert_conv_transpose(TorchNode& n) {
+  return convert_conv_as(n, true);
+}
+
+Converter max_pool(bool with_indices) {
+  return [=](TorchNode& n) -> Status {
+    ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+    ETC_ASSIGN_OR_RETURN(std::vector<int64_t> k, n.ints("kernel_size"));
+    ETC_ASSIGN_OR_RETURN(std::vector<int64_t> s, n.ints("stride", std::vector<int64_t>{}));
+    ETC_ASSIGN_OR_RETURN(std::vector<int64_t> p, n.ints("padding", std::vector<int64_t>{0}));
+    ETC_ASSIGN_OR_RETURN(std::vector<int64_t> d, n.ints("dilation", std::vector<int64_t>{1}));
+    ETC_ASSIGN_OR_RETURN(bool ceil, n.bool_arg("ceil_mode", false));
+    // Core ATen writes max_pool2d_with_indices even when nothing reads the indices: then it
+    // is max_pool2d (which a CUDA delegate runs).
+    bool indices = with_indices && n.output_used(1);
+    OpKind op = indices ? OpKind::MaxPool2dWithIndices : OpKind::MaxPool2d;
+    ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(op, {{"self", x},
+                                                  {"kernel_size", k},
+                                                  {"stride", s},
+                                                  {"padding", p},
+                                                  {"dilation", d},
+                                                  {"ceil_mode", ceil}}));
+    ETC_RETURN_IF_ERROR(n.set_output(0, out));
+    if (indices) ETC_RETURN_IF_ERROR(n.set_output(1, n.last_outputs()[1]));
+    return Status();
+  };
+}
+
+Status convert_avg_pool(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> k, n.ints("kernel_size"));
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> s, n.ints("stride", std::vector<int64_t>{}));
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> p, n.ints("padding", std::vector<int64_t>{0}));
+  ETC_ASSIGN_OR_RETURN(bool ceil, n.bool_arg("ceil_mode", false));
+  ETC_ASSIGN_OR_RETURN(bool count_pad, n.bool_arg("count_include_pad", true));
+  ETC_ASSIGN_OR_RETURN(std::optional<int64_t> div, n.optional_int("divisor_override"));
+  ArgValue d = div ? ArgValue(*div) : ArgValue(std::monostate{});
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::AvgPool2d, {{"self", x},
+                                                               {"kernel_size", k},
+                                                               {"stride", s},
+                                                               {"padding", p},
+                                                               {"ceil_mode", ceil},
+                                                               {"count_include_pad", count_pad},
+                                                               {"divisor_override", d}}));
+  return n.set_output(0, out);
+}
+
+Status convert_linalg_det(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId a, n.tensor("A"));
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::LinalgDet, {{"A", a}}));
+  return n.set_output(0, out);
+}
+
+Status convert_adaptive_avg_pool(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> size, n.ints("output_size"));
+  ETC_ASSIGN_OR_RETURN(ValueId out,
+                       n.emit(OpKind::AdaptiveAvgPool2d, {{"self", x}, {"output_size", size}}));
+  return n.set_output(0, out);
+}
+
+Converter reduce(OpKind op) {
+  return [=](TorchNode& n) -> Status {
+    ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+    ETC_ASSIGN_OR_RETURN(std::vector<int64_t> dim, n.ints("dim", std::vector<int64_t>{}));
+    ETC_ASSIGN_OR_RETURN(bool keepdim, n.bool_arg("keepdim", false));
+    ValueId out;
+    if (op == OpKind::Amax) {
+      ETC_ASSIGN_OR_RETURN(out, n.emit(op, {{"self", x}, {"dim", dim}, {"keepdim", keepdim}}));
+    } else {
+      ETC_ASSIGN_OR_RETURN(std::optional<DType> d, n.dtype_arg("dtype"));
+      ArgValue dt = d ? ArgValue(*d) : ArgValue(std::monostate{});
+      ETC_ASSIGN_OR_RETURN(
+          out, n.emit(op, {{"self", x}, {"dim", dim}, {"keepdim", keepdim}, {"dtype", dt}}));
+    }
+    return n.set_output(0, out);
+  };
+}
+
+// _softmax(self, dim, half_to_float) / _log_softmax, and softmax.int(self, dim, dtype).
+Converter softmax(OpKind op, bool has_half_to_float) {
+  return [=](TorchNode& n) -> Status {
+    ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+    ETC_ASSIGN_OR_RETURN(int64_t dim, n.int_arg("dim"));
+    bool half_to_float = false;
+    if (has_half_to_float) {
+      ETC_ASSIGN_OR_RETURN(half_to_float, n.bool_arg("half_to_float", false));
+    } else {
+      ETC_ASSIGN_OR_RETURN(std::optional<DType> d, n.dtype_arg("dtype"));
+      if (d && *d != n.dtype(x)) {
+        ETC_ASSIGN_OR_RETURN(x, n.emit(OpKind::ToCopy, {{"self", x}, {"dtype", *d}}));
+      }
+    }
+    ETC_ASSIGN_OR_RETURN(ValueId out,
+                         n.emit(op, {{"self", x}, {"dim", dim}, {"half_to_float", half_to_float}}));
+    return n.set_output(0, out);
+  };
+}
+
+// layer_norm (one output) and native_layer_norm (output, mean, rstd).
+Converter layer_norm(bool native) {
+  return [=](TorchNode& n) -> Status {
+    ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("input"));
+    ETC_ASSIGN_OR_RETURN(std::vector<int64_t> shape, n.ints("normalized_shape"));
+    ETC_ASSIGN_OR_RETURN(std::optional<ValueId> w, n.optional_tensor("weight"));
+    ETC_ASSIGN_OR_RETURN(std::optional<ValueId> b, n.optional_tensor("bias"));
+    ETC_ASSIGN_OR_RETURN(double eps,
+                         n.float_arg("eps", native ? std::nullopt : std::optional<double>(1e-5)));
+    ArgValue wa = w ? ArgValue(*w) : ArgValue(std::monostate{});
+    ArgValue ba = b ? ArgValue(*b) : ArgValue(std::monostate{});
+    ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::NativeLayerNorm, {{"input", x},
+                                                                       {"normalized_shape", shape},
+                                                                       {"weight", wa},
+                                                                       {"bias", ba},
+                                                                       {"eps", eps}}));
+    ETC_RETURN_IF_ERROR(n.set_output(0, out));
+    if (native) {
+      for (int i = 1; i < n.num_outputs() && i < 3; ++i)
+        ETC_RETURN_IF_ERROR(n.set_output(i, n.last_outputs()[i]));
+    }
+    return Status();
+  };
+}
+
+// batch_norm (training=False) and _native_batch_norm_legit_no_training.
+Converter batch_norm(bool native) {
+  return [=](TorchNode& n) -> Status {
+    if (!native) {
+      ETC_ASSIGN_OR_RETURN(bool training, n.bool_arg("training"));
+      if (training) return convert_batch_norm_training(n, false);
+    }
+    ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("input"));
+    ETC_ASSIGN_OR_RETURN(std::optional<ValueId> w, n.optional_tensor("weight"));
+    ETC_ASSIGN_OR_RETURN(std::optional<ValueId> b, n.optional_tensor("bias"));
+    ETC_ASSIGN_OR_RETURN(std::optional<ValueId> mean, n.optional_tensor("running_mean"));
+    ETC_ASSIGN_OR_RETURN(std::optional<ValueId> var, n.optional_tensor("running_var"));
+    if (!mean || !var) return n.unsupported("batch_norm without running statistics");
+    ETC_ASSIGN_OR_RETURN(double momentum, n.float_arg("momentum", 0.1));
+    ETC_ASSIGN_OR_RETURN(double eps, n.float_arg("eps", 1e-5));
+    ArgValue wa = w ? ArgValue(*w) : ArgValue(std::monostate{});
+    ArgValue ba = b ? ArgValue(*b) : ArgValue(std::monostate{});
+    ETC_ASSIGN_OR_RETURN(ValueId out,
+                         n.emit(OpKind::NativeBatchNormNoTraining, {{"input", x},
+                                                                    {"weight", wa},
+                                                                    {"bias", ba},
+                                                                    {"running_mean", *mean},
+                                                                    {"running_var", *var},
+                                                                    {"momentum", momentum},
+                                                                    {"eps", eps}}));
+    ETC_RETURN_IF_ERROR(n.set_output(0, out));
+    if (native) {
+      for (int i = 1; i < n.num_outputs() && i < 3; ++i)
+        ETC_RETURN_IF_ERROR(n.set_output(i, n.last_outputs()[i]));
+    }
+    return Status();
+  };
+}
+
+// constant_pad_nd(self, pad, value). A negative pad crops (PyTorch's decomposition of col2im
+// writes one): those sides become slices first, so the program's constant_pad_nd pads only,
+// which ExecuTorch's portable kernel requires.
+Status convert_constant_pad(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> pad, n.ints("pad"));
+  ETC_ASSIGN_OR_RETURN(Scalar value, n.scalar("value", Scalar{0.0}));
+  const std::vector<int64_t> in = n.sizes(x);
+  if (pad.size() % 2 != 0 || pad.size() / 2 > in.size()) {
+    return n.invalid("pad " + shape_to_string(pad) + " does not fit " + shape_to_string(in));
+  }
+  bool padded = false;
+  for (size_t k = 0; k < pad.size() / 2; ++k) {
+    int64_t& before = pad[2 * k];
+    int64_t& after = pad[2 * k + 1];
+    const auto dim = static_cast<int64_t>(in.size() - 1 - k);
+    const int64_t len = in[static_cast<size_t>(dim)];
+    const int64_t crop_before = std::max<int64_t>(0, -before);
+    const int64_t crop_after = std::max<int64_t>(0, -after);
+    if (crop_before + crop_after > len) {
+      return n.invalid("pad (" + std::to_string(before) + ", " + std::to_string(after) +
+                       ") crops more than dim " + std::to_string(dim) + "'s " +
+                       std::to_string(len) + " elements");
+    }
+    if (before < 0 || after < 0) {
+      const int64_t start = crop_before;
+      const int64_t end = len - crop_after;
+      ETC_ASSIGN_OR_RETURN(
+          x,
+          n.emit(
+              OpKind::SliceTensor,
+              {{"self", x}, {"dim", dim}, {"start", start}, {"end", end}, {"step", int64_t{1}}}));
+      before = std::max<int64_t>(before, 0);
+      after = std::max<int64_t>(after, 0);
+    }
+    padded = padded || before > 0 || after > 0;
+  }
+  if (!padded && n.sizes(x) != in) return n.set_output(0, x);
+  ETC_ASSIGN_OR_RETURN(
+      ValueId out, n.emit(OpKind::ConstantPadNd, {{"self", x}, {"pad", pad}, {"value", value}}));
+  return n.set_output(0, out);
+}
+
+// linalg_vector_norm(x, ord=2, dim, keepdim): sqrt(sum(x * x)).
+Status convert_vector_norm(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(double ord, n.float_arg("ord", 2.0));
+  if (ord != 2.0) return n.unsupported("ord " + std::to_string(ord) + " (etc imports the 2-norm)");
+  ETC_ASSIGN_OR_RETURN(std::optional<DType> d, n.dtype_arg("dtype"));
+  if (d) return n.unsupported("a dtype argument");
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> dim, n.ints("dim", std::vector<int64_t>{}));
+  ETC_ASSIGN_OR_RETURN(bool keepdim, n.bool_arg("keepdim", false));
+  ETC_ASSIGN_OR_RETURN(ValueId sq, n.emit(OpKind::MulTensor, {{"self", x}, {"other", x}}));
+  ETC_ASSIGN_OR_RETURN(ValueId sum, n.emit(OpKind::SumDimIntList,
+                                           {{"self", sq}, {"dim", dim}, {"keepdim", keepdim}}));
+  ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Sqrt, {{"self", sum}}));
+  return n.set_output(0, out);
+}
+
+// upsample_nearest2d.vec / upsample_bilinear2d.vec: the IR ops themselves (output_size or
+// scale_factors; the inference checks that exactly one is given).
+Converter upsample(OpKind op) {
+  return [=](TorchNode& n) -> Status {
+    ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("input"));
+    ArgValue size_arg = std::monostate{};
+    if (n.has("output_size")) {
+      ETC_ASSIGN_OR_RETURN(std::vector<int64_t> size, n.ints("output_size"));
+      size_arg = std::move(size);
+    }
+    ETC_ASSIGN_OR_RETURN(std::optional<std::vector<double>> scales,
+                         n.optional_floats("scale_factors"));
+    ArgValue scales_arg = scales ? ArgValue(*scales) : ArgValue(std::monostate{});
+    ValueId out;
+    if (op == OpKind::UpsampleBilinear2d) {
+      ETC_ASSIGN_OR_RETURN(bool align, n.bool_arg("align_corners"));
+      ETC_ASSIGN_OR_RETURN(out, n.emit(op, {{"input", x},
+                                            {"output_size", size_arg},
+                                            {"align_corners", align},
+                                            {"scale_factors", scales_arg}}));
+    } else {
+      ETC_ASSIGN_OR_RETURN(
+          out,
+          n.emit(op, {{"input", x}, {"output_size", size_arg}, {"scale_factors", scales_arg}}));
+    }
+    return n.set_output(0, out);
+  };
+}
+
+// mean.default(self, *, dtype): the mean of every element.
+Status convert_mean_all(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(std::optional<DType> d, n.dtype_arg("dtype"));
+  ArgValue dt = d ? ArgValue(*d) : ArgValue(std::monostate{});
+  ETC_ASSIGN_OR_RETURN(
+      ValueId out,
+      n.emit(OpKind::MeanDim,
+             {{"self", x}, {"dim", std::monostate{}}, {"keepdim", false}, {"dtype", dt}}));
+  return n.set_output(0, out);
+}
+
+// any.default(self) and any.dims(self, dim, keepdim): any.dim over each dim, the highest
+// first (every element flattened into one dim when all are reduced without keepdim).
+Status convert_any_dims(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  const auto rank = static_cast<int64_t>(n.sizes(x).size());
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> dims, n.ints("dim", std::vector<int64_t>{}));
+  ETC_ASSIGN_OR_RETURN(bool keepdim, n.bool_arg("keepdim", false));
+  if (dims.empty() && !keepdim) {
+    ETC_ASSIGN_OR_RETURN(
+        x, n.emit(OpKind::Reshape, {{"self", x}, {"shape", std::vector<int64_t>{-1}}}));
+    ETC_ASSIGN_OR_RETURN(
+        ValueId out,
+        n.emit(OpKind::AnyDim, {{"self", x}, {"dim", int64_t{0}}, {"keepdim", false}}));
+    return n.set_output(0, out);
+  }
+  if (dims.empty()) {
+    for (int64_t d = 0; d < rank; ++d)
+      dims.push_back(d);
+  }
+  for (int64_t& d : dims) {
+    ETC_ASSIGN_OR_RETURN(d, n.wrap_dim(d, rank, "dim"));
+  }
+  std::sort(dims.rbegin(), dims.rend());
+  if (std::adjacent_find(dims.begin(), dims.end()) != dims.end())
+    return n.invalid("dim lists a dim twice");
+  for (int64_t d : dims) {
+    ETC_ASSIGN_OR_RETURN(x,
+                         n.emit(OpKind::AnyDim, {{"self", x}, {"dim", d}, {"keepdim", keepdim}}));
+  }
+  return n.set_output(0, x);
+}
+
+// sym_size.int(self, dim): the size, known at export time.
+Status convert_sym_size(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+  ETC_ASSIGN_OR_RETURN(int64_t dim, n.int_arg("dim"));
+  ETC_ASSIGN_OR_RETURN(dim, n.wrap_dim(dim, static_cast<int64_t>(self->shape.size()), "dim"));
+  return n.set_int_output(0, self->shape[dim]);
+}
+
+// sym_numel, sym_stride.int, sym_storage_offset: known at export time (etc's tensors are
+// contiguous and start at their storage).
+Status convert_sym_numel(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+  int64_t numel = 1;
+  for (int64_t d : self->shape)
+    numel *= d;
+  return n.set_int_output(0, numel);
+}
+// sym_is_contiguous(self): export evaluates it while tracing (the output is None and the
+// program is specialised on the answer), so nothing is computed; a program that reads the
+// symbolic bool later is refused.
+Status convert_sym_is_contiguous(TorchNode& n) {
+  ETC_RETURN_IF_ERROR(n.entry("self").status());
+  for (int i = 0; i < n.num_outputs(); ++i) {
+    if (!n.output_is_none(i)) {
+      return n.unsupported("sym_is_contiguous's result is read (etc has no symbolic bools)");
+    }
+  }
+  return Status();
+}
+Status convert_sym_stride(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+  ETC_ASSIGN_OR_RETURN(int64_t dim, n.int_arg("dim"));
+  ETC_ASSIGN_OR_RETURN(dim, n.wrap_dim(dim, static_cast<int64_t>(self->shape.size()), "dim"));
+  int64_t stride = 1;
+  for (size_t d = static_cast<size_t>(dim) + 1; d < self->shape.size(); ++d)
+    stride *= self->shape[d];
+  return n.set_int_output(0, stride);
+}
+Status convert_sym_storage_offset(TorchNode& n) {
+  return n.set_int_output(0, 0);
+}
+
+}  // namespace
+
+const std::map<std::string, Converter>& torch_converters() {
+  static const std::map<std::string, Converter> table = [] {
+    std::map<std::string, Converter> t;
+    Fn add = [](double x, double y) { return x + y; };
+    Fn sub = [](double x, double y) { return x - y; };
+    Fn mul = [](double x, double y) { return x * y; };
+    Fn div = [](double x, double y) { return x / y; };
+    t["aten.add.Tensor"] = binary(OpKind::AddTensor, OpKind::AddScalar, add, true);
+    t["aten.add_.Tensor"] = binary(OpKind::AddTensor, OpKind::AddScalar, add, true, true);
+    t["aten.add.Scalar"] = binary(OpKind::AddTensor, OpKind::AddScalar, add, true);
+    t["aten.sub.Tensor"] = binary(OpKind::SubTensor, OpKind::SubScalar, sub, true);
+    t["aten.sub.Scalar"] = binary(OpKind::SubTensor, OpKind::SubScalar, sub, true);
+    t["aten.sub_.Tensor"] = binary(OpKind::SubTensor, OpKind::SubScalar, sub, true, true);
+    t["aten.mul.Tensor"] = binary(OpKind::MulTensor, OpKind::MulScalar, mul, false);
+    t["aten.mul_.Tensor"] = binary(OpKind::MulTensor, OpKind::MulScalar, mul, false, true);
+    t["aten.mul.Scalar"] = binary(OpKind::MulTensor, OpKind::MulScalar, mul, false);
+    t["aten.div.Tensor"] = binary(OpKind::DivTensor, OpKind::DivScalar, div, false);
+    t["aten.div.Scalar"] = binary(OpKind::DivTensor, OpKind::DivScalar, div, false);
+    t["aten.div_.Tensor"] = binary(OpKind::DivTensor, OpKind::DivScalar, div, false, true);
+    t["aten.div.Tensor_mode"] = convert_div_mode;
+    t["aten.div.Scalar_mode"] = convert_div_mode;
+    // Python's // on tensors.
+    t["aten.floor_divide.default"] = binary_math_op<binary_math::DivFloor>(
+        OpKind::DivTensorMode, OpKind::DivScalarMode, "floor");
+    t["aten.floor_divide.Scalar"] = binary_math_op<binary_math::DivFloor>(
+        OpKind::DivTensorMode, OpKind::DivScalarMode, "floor");
+    t["aten.rsub.Scalar"] = convert_rsub;
+    t["aten.pow.Tensor_Scalar"] = convert_pow;
+    t["aten.where.self"] = convert_where;
+    t["aten.where.ScalarOther"] = convert_where;
+    t["aten.where.ScalarSelf"] = convert_where;
+
+    t["aten.eq.Scalar"] =
+        compare([](double x, double y) { return x == y; }, true, OpKind::EqScalar);
+    t["aten.logical_not.default"] = convert_logical_not;
+    t["aten.any.dim"] = convert_any_dim;
+
+    t["aten.neg.default"] = unary(OpKind::Neg, [](double x) { return -x; });
+    t["aten.relu.default"] = unary(OpKind::Relu, [](double x) { return x > 0 ? x : 0.0; });
+    t["aten.relu_.default"] = unary(OpKind::Relu, nullptr, true);
+    t["aten.sigmoid.default"] = unary(OpKind::Sigmoid);
+    t["aten.tanh.default"] = unary(OpKind::Tanh);
+    t["aten.exp.default"] = unary(OpKind::Exp);
+    t["aten.log.default"] = unary(OpKind::Log);
+    t["aten.sqrt.default"] = unary(OpKind::Sqrt);
+    t["aten.rsqrt.default"] = unary(OpKind::Rsqrt);
+    t["aten.erf.default"] = unary(OpKind::Erf);
+    t["aten.silu.default"] = unary(OpKind::Silu);
+    t["aten.silu_.default"] = unary(OpKind::Silu, nullptr, true);
+    t["aten.hardswish.default"] = unary(OpKind::Hardswish);
+    t["aten.hardswish_.default"] = unary(OpKind::Hardswish, nullptr, true);
+    t["aten.hardsigmoid.default"] = unary(OpKind::Hardsigmoid);
+    t["aten.hardsigmoid_.default"] = unary(OpKind::Hardsigmoid, nullptr, true);
+    t["aten.hardtanh.default"] = hardtanh(false);
+    t["aten.hardtanh_.default"] = hardtanh(true);
+    t["aten.clamp.default"] = clamp(true, true);
+    t["aten.clamp_min.default"] = clamp(true, false);
+    t["aten.clamp_max.default"] = clamp(false, true);
+    t["aten.clamp.Tensor"] = clamp(true, true);
+    t["aten.clamp_min.Tensor"] = clamp(true, false);
+    t["aten.clamp_max.Tensor"] = clamp(false, true);
+    t["aten.gelu.default"] = convert_gelu;
+    t["aten.leaky_relu.default"] = convert_leaky_relu;
+    t["aten.elu.default"] = convert_elu;
+    t["aten.selu.default"] = convert_selu;
+    // The binary math ops: each tensor form of binary_math.def by its own name; the scalar
+    // forms (which Core ATen also writes with a 0-d tensor as `other`); the default export's
+    // operator aliases; pow with a number as its base.
+#define ETC_BINARY_FN(fn, kind, expr)
+#define ETC_BINARY_OP(op, fn, form, onnx)                    \
+  if (binary_math::Form::form == binary_math::Form::kTensor) \
+    t[op_info(OpKind::op).name] = binary_math_op<binary_math::fn>(OpKind::op, std::nullopt);
+#include "graph/binary_math.def"
+#undef ETC_BINARY_OP
+#undef ETC_BINARY_FN
+    t["aten.ne.Scalar"] = binary_math_op<binary_math::Ne>(OpKind::NeTensor, OpKind::NeScalar);
+    t["aten.lt.Scalar"] = binary_math_op<binary_math::Lt>(OpKind::LtTensor, OpKind::LtScalar);
+    t["aten.le.Scalar"] = binary_math_op<binary_math::Le>(OpKind::LeTensor, OpKind::LeScalar);
+    t["aten.gt.Scalar"] = binary_math_op<binary_math::Gt>(OpKind::GtTensor, OpKind::GtScalar);
+    t["aten.ge.Scalar"] = binary_math_op<binary_math::Ge>(OpKind::GeTensor, OpKind::GeScalar);
+    t["aten.bitwise_and.Scalar"] =
+        binary_math_op<binary_math::BitwiseAnd>(OpKind::BitwiseAndTensor, OpKind::BitwiseAndScalar);
+    t["aten.bitwise_or.Scalar"] =
+        binary_math_op<binary_math::BitwiseOr>(OpKind::BitwiseOrTensor, OpKind::BitwiseOrScalar);
+    t["aten.bitwise_xor.Scalar"] =
+        binary_math_op<binary_math::BitwiseXor>(OpKind::BitwiseXorTensor, OpKind::BitwiseXorScalar);
+    t["aten.fmod.Scalar"] =
+        binary_math_op<binary_math::Fmod>(OpKind::FmodTensor, OpKind::FmodScalar);
+    t["aten.remainder.Scalar"] =
+        binary_math_op<binary_math::Remainder>(OpKind::RemainderTensor, OpKind::RemainderScalar);
+    t["aten.__and__.Tensor"] = t["aten.bitwise_and.Tensor"];
+    t["aten.__or__.Tensor"] = t["aten.bitwise_or.Tensor"];
+    t["aten.__xor__.Tensor"] = t["aten.bitwise_xor.Tensor"];
+    t["aten.__and__.Scalar"] = t["aten.bitwise_and.Scalar"];
+    t["aten.__or__.Scalar"] = t["aten.bitwise_or.Scalar"];
+    t["aten.__xor__.Scalar"] = t["aten.bitwise_xor.Scalar"];
+    t["aten.pow.Scalar"] = binary_math_op<binary_math::Pow>(OpKind::PowTensorTensor, std::nullopt);
+#define ETC_UNARY_MATH(op, kind, onnx, expr) \
+  t[op_info(OpKind::op).name] = unary_math_op<unary_math::op>(OpKind::op);
+#include "graph/unary_math.def"
+#undef ETC_UNARY_MATH
+
+    t["aten.arange.default"] = convert_arange;
+    t["aten.arange.start"] = convert_arange;
+    t["aten.arange.start_step"] = convert_arange;
+    t["aten.full.default"] = fill(std::nullopt, false);
+    t["aten.zeros.default"] = fill(0.0, false);
+    t["aten.ones.default"] = fill(1.0, false);
+    t["aten.full_like.default"] = fill(std::nullopt, true);
+    t["aten.zeros_like.default"] = fill(0.0, true);
+    t["aten.ones_like.default"] = fill(1.0, true);
+    t["aten.scalar_tensor.default"] = convert_scalar_tensor;
+
+    t["aten.view.default"] = reshape_like("size");
+    t["aten._unsafe_view.default"] = reshape_like("size");
+    t["aten.reshape.default"] = reshape_like("shape");
+    t["aten.flatten.using_ints"] = convert_flatten;
+    t["aten.permute.default"] = convert_permute;
+    t["aten.transpose.int"] = convert_transpose;
+    t["aten.t.default"] = convert_t;
+    t["aten.unsqueeze.default"] = convert_unsqueeze;
+    t["aten.squeeze.dim"] = convert_squeeze;
+    t["aten.squeeze.dims"] = convert_squeeze;
+    t["aten.squeeze.default"] = convert_squeeze;
+    t["aten.expand.default"] = convert_expand;
+    t["aten.expand_as.default"] = convert_expand;
+    t["aten.slice.Tensor"] = convert_slice;
+    t["aten.select.int"] = convert_select;
+    t["aten.cat.default"] = convert_cat;
+    t["aten.clone.default"] = identity();
+    t["aten.alias.default"] = identity();
+    t["aten.contiguous.default"] = identity();
+    t["aten.detach.default"] = identity();
+    t["aten.detach_.default"] = identity();
+    t["aten.lift_fresh_copy.default"] = identity();
+    t["aten.dropout.default"] = convert_dropout;
+    t["aten.dropout_.default"] = convert_dropout;
+    t["aten._to_copy.default"] = convert_to_copy;
+    t["aten.to.dtype"] = convert_to_copy;
+    t["aten.constant_pad_nd.default"] = convert_constant_pad;
+    t["aten._assert_tensor_metadata.default"] = convert_noop;
+    t["aten.sym_size.int"] = convert_sym_size;
+    t["aten.sym_numel.default"] = convert_sym_numel;
+    t["aten.sym_is_contiguous.default"] = convert_sym_is_contiguous;
+    t["aten.sym_stride.int"] = convert_sym_stride;
+    t["aten.sym_storage_offset.default"] = convert_sym_storage_offset;
+    t["aten.new_zeros.default"] = new_fill(0.0);
+    t["aten.new_ones.default"] = new_fill(1.0);
+    t["aten.new_empty.default"] = new_fill(0.0);
+    t["aten.new_full.default"] = new_fill(std::nullopt);
+    t["aten.empty.memory_format"] = fill(0.0, false);
+    t["aten.empty_strided.default"] = fill(0.0, false);
+    t["aten.fill.Scalar"] = convert_fill_scalar;
+    t["aten.native_dropout.default"] = convert_native_dropout;
+    t["aten.mean.default"] = convert_mean_all;
+    t["aten.any.default"] = convert_any_dims;
+    t["aten.any.dims"] = convert_any_dims;
+    t["aten._adaptive_avg_pool2d.default"] = convert_adaptive_avg_pool;
+
+    t["aten.linear.default"] = convert_linear;
+    t["aten.addmm.default"] = convert_addmm;
+    t["aten.mm.default"] = matmul2(OpKind::Mm);
+    t["aten.linalg_det.default"] = convert_linalg_det;
+    t["aten.bmm.default"] = matmul2(OpKind::Bmm);
+    t["aten.conv1d.default"] = convert_conv;
+    t["aten.conv2d.default"] = convert_conv;
+    t["aten.conv3d.default"] = convert_conv;
+    t["aten.conv3d.padding"] = convert_conv;
+    t["aten.conv_transpose1d.default"] = convert_conv_transpose;
+    t["aten.conv_transpose2d.input"] = convert_conv_transpose;
+    t["aten.conv_transpose3d.input"] = convert_conv_transpose;
+    t["aten.conv1d.padding"] = convert_conv;
+    t["aten.conv2d.padding"] = convert_conv;
+    t["aten.convolution.default"] = convert_conv;
+    t["aten.max_pool2d.default"] = max_pool(false);
+    t["aten.max_pool2d_with_indices.default"] = max_pool(true);
+    t["aten.avg_pool2d.default"] = convert_avg_pool;
+    t["aten.adaptive_avg_pool2d.default"] = convert_adaptive_avg_pool;
+    t["aten.upsample_nearest2d.vec"] = upsample(OpKind::UpsampleNearest2d);
+    t["aten.upsample_bilinear2d.vec"] = upsample(OpKind::UpsampleBilinear2d);
+    t["aten.mean.dim"] = reduce(OpKind::MeanDim);
+    t["aten.sum.dim_IntList"] = reduce(OpKind::SumDimIntList);
+    t["aten.amax.default"] = reduce(OpKind::Amax);
+    t["aten._softmax.default"] = softmax(OpKind::Softmax, true);
+    t["aten._log_softmax.default"] = softmax(OpKind::LogSoftmax, true);
+    t["aten.softmax.int"] = softmax(OpKind::Softmax, false);
+    t["aten.log_softmax.int"] = softmax(OpKind::LogSoftmax, false);
+    t["aten.layer_norm.default"] = layer_norm(false);
+    t["aten.native_layer_norm.default"] = layer_norm(true);
+    t["aten.batch_norm.default"] = batch_norm(false);
+    t["aten._native_batch_norm_legit_no_training.default"] = batch_norm(true);
+    // _native_batch_norm_legit(..., training, momentum, eps): with running statistics and
+    // training=False, the same thing.
+    t["aten._native_batch_norm_legit.default"] = [](TorchNode& n) -> Status {
+      ETC_ASSIGN_OR_RETURN(bool training, n.bool_arg("training"));
+      if (training) return convert_batch_norm_training(n, false);
+      return batch_norm(true)(n);
+    };
+    t["aten.linalg_vector_norm.default"] = convert_vector_norm;
+    add_attention_converters(t);
+    add_movement_converters(t);
+    add_reduce_converters(t);
+    add_position_converters(t);
+    add_volume_converters(t);
+    add_segment_converters(t);
+    add_composite_converters(t);
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace etc::torch_import

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The layering rules of docs/architecture.md, checked against the sources and the build:
+#   1. each folder under src/ includes only the folders its floor may see;
+#   2. the runtime libraries link no compiler library (no frontend, pass, partitioner or
+#      emitter), and no frontend links another frontend or anything above the IR.
+# Usage: check_layers.sh SOURCE_DIR LINK_CLOSURE_FILE (written by test/architecture/CMakeLists.txt)
+set -uo pipefail
+src=$1
+closure_file=$2
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# --- 1. includes ---------------------------------------------------------------------------
+# folder -> the include roots its files may use. A root is an include's first folder, or for
+# frontends/<name>/ the frontend itself; "frontends" alone is what the frontends share
+# (frontends/*.h).
+declare -A allowed=(
+  [support]="support"
+  [graph]="support graph"
+  [format]="support graph format"
+  [frontends]="support graph frontends frontends/json frontends/onnx frontends/torch_export"
+  [frontends/json]="support graph frontends frontends/json"
+  [frontends/onnx]="support graph frontends frontends/onnx"
+  [frontends/torch_export]="support graph frontends frontends/torch_export"
+  [passes]="support graph passes"
+  [partition]="support graph format passes partition"
+  [export]="support graph format frontends passes partition export"
+  [runtime]="support graph format runtime"
+  [cuda_runtime]="support graph format runtime cuda_runtime"
+)
+checked=0
+before=$failures
+while IFS= read -r file; do
+  rel=${file#"$src/src/"}
+  folder=$(dirname "$rel")
+  # The rule of the deepest folder that has one (runtime/kernels follows runtime).
+  rule=$folder
+  while [[ -z ${allowed[$rule]+x} && $rule == */* ]]; do rule=$(dirname "$rule"); done
+  if [[ -z ${allowed[$rule]+x} ]]; then
+    fail "src/$rel: folder $folder has no layering rule (add it to docs/architecture.md and here)"
+    continue
+  fi
+  while IFS= read -r inc; do
+    if [[ $inc =~ ^frontends/(json|onnx|torch_export)/ ]]; then
+      root="frontends/${BASH_REMATCH[1]}"
+    elif [[ $inc == */* ]]; then
+      root=${inc%%/*}
+    else
+      continue  # a generated header next to the file, or a third-party one
+    fi
+    [[ " ${allowed[$rule]} " == *" $root "* ]] || fail "src/$rel includes \"$inc\": $rule may not see $root"
+    checked=$((checked + 1))
+  done < <(sed -nE 's/^[[:space:]]*#[[:space:]]*include[[:space:]]+"([^"]+)".*/\1/p' "$file")
+done < <(find "$src/src" -type f \( -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.def' \) | sort)
+[[ $checked -gt 300 ]] || fail "only $checked includes checked: the scan is broken"
+[[ $failures -eq $before ]] && echo "ok: $checked includes under src/ follow the layering"
+
+# --- 2. link closures ----------------------------------------------------------------------
+[[ -s $closure_file ]] || { fail "no link closure file $closure_file"; exit 1; }
+closure() { sed -n "s/^$1: //p" "$closure_file"; }
+before=$failures
+compiler="etc_frontend_util etc_frontend_json etc_onnx etc_onnx_proto etc_torch_export etc_frontends etc_passes etc_partition etc_export"
+runtime="etc_runtime_core etc_cpu_kernels etc_runtime etc_cuda_runtime"
+# must_not_reach TARGET LIBS...: TARGET's closure holds none of LIBS.
+must_not_reach() {
+  local target=$1; shift
+  grep -q "^$target: " "$closure_file" || { fail "$target is not in the link closure file"; return; }
+  local c; c=" $(closure "$target") "
+  for lib in "$@"; do
+    [[ $c == *" $lib "* ]] && fail "$target links $lib (closure:$c)"
+  done
+}
+for t in etc_runtime_core etc_cpu_kernels etc_runtime runtime_only_runner; do
+  must_not_reach "$t" $compiler
+done
+grep -q '^etc_cuda_runtime: ' "$closure_file" && must_not_reach etc_cuda_runtime $compiler
+must_not_reach etc_graph etc_format $compiler $runtime
+must_not_reach etc_format $compiler $runtime
+for f in etc_frontend_json etc_onnx etc_torch_export; do
+  others=$(echo etc_frontend_json etc_onnx etc_torch_export | tr ' ' '\n' | grep -vx "$f")
+  must_not_reach "$f" $others etc_frontends etc_passes etc_partition etc_export $runtime
+done
+must_not_reach etc_passes etc_partition etc_export etc_frontends $runtime
+must_not_reach etc_export $runtime
+# The closure must be real: the runtime reaches the format, the export library the frontends.
+[[ " $(closure etc_runtime) " == *" etc_format "* ]] || fail "etc_runtime does not reach etc_format: the closure is broken"
+[[ " $(closure etc_export) " == *" etc_onnx "* ]] || fail "etc_export does not reach etc_onnx: the closure is broken"
+[[ $failures -eq $before ]] && echo "ok: the runtime links no compiler library; no frontend links another"
+
+if [[ $failures -ne 0 ]]; then echo "$failures layering failure(s)"; exit 1; fi
