@@ -25,6 +25,7 @@ packages=(
   catch2
   llvm-14-tools
   clang-format
+  clang-tidy
   python3
   python3-numpy
   clang-14

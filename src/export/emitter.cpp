@@ -129,9 +129,10 @@ class PlanEmitter {
       if (n.storage_alias) continue;  // its output is its input's storage: nothing to run
       Result<pte::Instruction> instr =
           n.op == OpKind::DelegateCall ? emit_delegate(n) : emit_kernel(n);
-      if (!instr.ok())
+      if (!instr.ok()) {
         return std::move(instr).take_status().add_location(
             Location{.pointer = n.origin, .node = n.name});
+      }
       chain.instructions.push_back(std::move(instr).value());
     }
     // State write back, after the last node, as ExecuTorch emits it: copy_(state, update),
@@ -211,9 +212,10 @@ class PlanEmitter {
         return internal_error("state '" + val.name + "' outside a host plan");
       // Planned, with its initial bytes in the mutable segment (loaded into the planned
       // memory when the method loads).
-      if (!state->initial.empty())
+      if (!state->initial.empty()) {
         plan_.values[static_cast<size_t>(index)].tensor.data_buffer_idx =
             host_state(state->initial);
+      }
     } else if (val.kind == ValueKind::kConstant) {
       if (mode_ == Mode::kHost) {
         plan_.values[static_cast<size_t>(index)].tensor.data_buffer_idx = host_constant(s.constant);
@@ -282,7 +284,7 @@ class PlanEmitter {
       v.s = *s;
     } else {
       v.kind = pte::ValueKind::kInt;  // ScalarType: its enum number
-      v.i = dtype_to_scalar_type(std::get<DType>(a));
+      v.i = static_cast<uint8_t>(dtype_to_scalar_type(std::get<DType>(a)));  // 0..ScalarType max
     }
     return add_value(std::move(v));
   }

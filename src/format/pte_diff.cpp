@@ -32,10 +32,19 @@ json semantic(const pte::File& f) {
   return out;
 }
 
+// "path.key" (or "key" at the top).
+std::string member_path(const std::string& path, const std::string& key) {
+  if (path.empty()) return key;
+  std::string p = path;
+  p += '.';
+  p += key;
+  return p;
+}
+
 void walk(const json& a, const json& b, const std::string& path, std::vector<PteDifference>& out) {
   if (a.type() == json::value_t::object && b.type() == json::value_t::object) {
     for (const auto& [k, v] : a.items()) {
-      std::string p = path.empty() ? k : path + "." + k;
+      std::string p = member_path(path, k);
       if (!b.contains(k)) {
         out.push_back({p, v.dump(), "(absent)"});
       } else {
@@ -43,7 +52,7 @@ void walk(const json& a, const json& b, const std::string& path, std::vector<Pte
       }
     }
     for (const auto& [k, v] : b.items()) {
-      if (!a.contains(k)) out.push_back({path.empty() ? k : path + "." + k, "(absent)", v.dump()});
+      if (!a.contains(k)) out.push_back({member_path(path, k), "(absent)", v.dump()});
     }
     return;
   }

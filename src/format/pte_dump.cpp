@@ -279,9 +279,10 @@ std::string value_text(const pte::File& file, const pte::Plan& plan, size_t i,
       const pte::Tensor& t = v.tensor;
       s += " " + dtype_text(t.scalar_type) + sizes_text(t.sizes) +
            (t.shape_dynamism == 1 ? " (bound)" : "") + " " + to_string(t.device);
-      if (t.allocation)
+      if (t.allocation) {
         s += " mem=" + std::to_string(t.allocation->memory_id) + "+" +
              std::to_string(t.allocation->offset);
+      }
       if (t.data_buffer_idx > 0 && t.allocation) {
         auto bytes = file.mutable_bytes(t.data_buffer_idx);
         s += " state, initial=" + std::to_string(t.data_buffer_idx) + " (" +
@@ -515,7 +516,11 @@ std::string dump_dot(const pte::File& file) {
         } else {
           label = "control";
         }
-        out += "  " + id + " [label=\"" + label + "\"" + style + "];\n";
+        out += "  ";
+        out += id;
+        out += " [label=\"" + label + "\"";
+        out += style;
+        out += "];\n";
         for (int32_t v : inputs) {
           auto it = producer.find(v);
           if (it == producer.end()) continue;  // constants

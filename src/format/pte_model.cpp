@@ -76,10 +76,11 @@ std::span<const uint8_t> File::mutable_bytes(uint32_t idx) const {
 }
 
 std::span<const uint8_t> File::delegate_bytes(const Delegate& d) const {
-  if (d.location == 0)
+  if (d.location == 0) {
     return d.index < program.delegate_inline_data.size()
                ? program.delegate_inline_data[d.index].bytes()
                : std::span<const uint8_t>();
+  }
   return d.index < segment_data.size() ? segment_data[d.index].bytes() : std::span<const uint8_t>();
 }
 

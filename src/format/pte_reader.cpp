@@ -128,7 +128,7 @@ pte::EValue to_value(const fb::EValue& v) {
 Result<pte::Plan> to_plan(const fb::ExecutionPlan& p, const std::string& path, size_t index) {
   pte::Plan out;
   out.name = str(p.name());
-  auto where = [&](std::string what) {
+  auto where = [&](const std::string& what) {
     return invalid_input("plan " + std::to_string(index) + " ('" + out.name + "'): " + what,
                          Location{.file = path});
   };
@@ -315,7 +315,7 @@ class PlanValidator {
   }
 
  private:
-  Status fail(std::string what) const {
+  Status fail(const std::string& what) const {
     return invalid_input("plan " + std::to_string(index_) + " ('" + p_.name + "'): " + what,
                          Location{.file = path_});
   }
@@ -495,7 +495,7 @@ Status verify_flatbuffer(std::span<const uint8_t> region, const std::string& pat
 
 }  // namespace
 
-Result<pte::File> read_pte(std::shared_ptr<const Blob> blob, const std::string& path) {
+Result<pte::File> read_pte(const std::shared_ptr<const Blob>& blob, const std::string& path) {
   std::span<const uint8_t> bytes = blob->bytes();
   pte::File file;
   file.file_size = bytes.size();
@@ -665,7 +665,7 @@ Result<pte::File> read_pte(std::shared_ptr<const Blob> blob, const std::string& 
 
 Result<pte::File> read_pte_file(const std::string& path) {
   ETC_ASSIGN_OR_RETURN(std::shared_ptr<const Blob> blob, map_file(path));
-  return read_pte(std::move(blob), path);
+  return read_pte(blob, path);
 }
 
 Result<DelegateProgram> read_delegate_program(std::span<const uint8_t> bytes,

@@ -21,7 +21,7 @@
 
 namespace etc {
 
-Result<pte::File> read_pte(std::shared_ptr<const Blob> blob, const std::string& path);
+Result<pte::File> read_pte(const std::shared_ptr<const Blob>& blob, const std::string& path);
 Result<pte::File> read_pte_file(const std::string& path);
 
 // The CUDA delegate's processed blob (etc_delegate.fbs), validated like a plan.

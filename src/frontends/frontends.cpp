@@ -35,6 +35,7 @@ Result<std::vector<ModelSymbol>> torch_symbols(const std::string& path,
   ETC_ASSIGN_OR_RETURN(std::vector<TorchSymbol> found,
                        torch_export_input_symbols(path, torch_options(request)));
   std::vector<ModelSymbol> symbols;
+  symbols.reserve(found.size());
   for (TorchSymbol& s : found)
     symbols.push_back({std::move(s.name), s.min, s.max, std::move(s.inputs)});
   return symbols;

@@ -37,7 +37,9 @@ class MappedBlob final : public Blob {
     if (offset > size_ || size > size_ - offset) return;
     const uintptr_t begin = (base + offset + page - 1) / page * page;
     const uintptr_t end = (base + offset + size) / page * page;
-    if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+    // The pointer from data_ (not cast back from the integer), the same address.
+    if (end > begin)
+      madvise(static_cast<uint8_t*>(data_) + (begin - base), end - begin, MADV_DONTNEED);
   }
 
  private:

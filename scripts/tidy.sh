@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# clang-tidy with the checks of .clang-tidy, on the folders held clean (CTest "lint:
+# clang-tidy" runs this) or on the files given.
+#   scripts/tidy.sh BUILD_DIR                  the held folders; exit 1 on any warning
+#   scripts/tidy.sh BUILD_DIR --changed [REF]  the .cpp files changed since REF (default
+#                                              main), held or not: before a commit
+#   scripts/tidy.sh BUILD_DIR FILE...          these files
+# BUILD_DIR must hold compile_commands.json (every CMake build of etc writes it).
+# A folder joins HELD once it is clean; the list only grows.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+HELD=(src/support src/format src/export src/frontends/frontends.cpp
+      src/frontends/model_format.cpp src/frontends/import_report.cpp)
+
+build=${1:?usage: scripts/tidy.sh BUILD_DIR [--changed [REF] | FILE...]}
+shift
+if [[ ! -f $build/compile_commands.json ]]; then
+  echo "tidy: $build/compile_commands.json not found (configure a build first)" >&2
+  exit 2
+fi
+tidy=$(command -v clang-tidy-14 || command -v clang-tidy) || {
+  echo "tidy: clang-tidy not found (scripts/install-deps.sh installs it)" >&2
+  exit 2
+}
+
+files=()
+if [[ $# -ge 1 && $1 == --changed ]]; then
+  ref=${2:-main}
+  mapfile -t files < <(git diff --name-only --diff-filter=AM "$ref" -- 'src/*.cpp' 'apps/*.cpp' | sort)
+elif [[ $# -ge 1 ]]; then
+  files=("$@")
+else
+  mapfile -t files < <(find "${HELD[@]}" -name '*.cpp' | sort)
+fi
+if [[ ${#files[@]} -eq 0 ]]; then
+  echo "tidy: no files to check"
+  exit 0
+fi
+
+# Two at a time; every warning of every file is printed, then the count.
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+printf '%s\n' "${files[@]}" |
+  xargs -P 2 -I{} sh -c '"$0" -p "$1" --quiet "{}" 2>/dev/null | grep -A3 "warning:\|error:" || true' "$tidy" "$build" > "$out"
+n=$(grep -c "warning:\|error:" "$out")
+cat "$out"
+if [[ $n -ne 0 ]]; then
+  echo "tidy: $n finding(s) in ${#files[@]} file(s)"
+  exit 1
+fi
+echo "tidy: ${#files[@]} file(s) clean"
