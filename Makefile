@@ -10,7 +10,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: run test deps build format clean update-goldens test-sanitize fuzz fuzz-long device-build test-goldens-clang torch-fixtures
+.PHONY: run test deps pyenv build format clean update-goldens test-sanitize fuzz fuzz-long device-build test-goldens-clang torch-fixtures
 
 deps:
 	@scripts/install-deps.sh
@@ -22,7 +22,12 @@ build: deps
 run: build
 	@ETC=$(BUILD)/apps/etc/etc scripts/run-example.sh
 
-test: build
+# The Python references first: the ExecuTorch wheel must be there when the build is
+# configured, for etc's ExecuTorch plugin (src/executorch) and its test.
+pyenv:
+	@scripts/python-env.sh > /dev/null
+
+test: deps pyenv build
 	@ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 # The CPU test suite under AddressSanitizer + UndefinedBehaviorSanitizer (CI runs it too;
@@ -31,7 +36,7 @@ test: build
 test-sanitize: deps
 	@cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DETC_CUDA=OFF -DETC_SANITIZE=address,undefined
 	@cmake --build build-asan -j $(JOBS)
-	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir build-asan --output-on-failure -j $(JOBS) -L cpu -E "format|tidy|rehearsed|zoo|core-aten"
+	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir build-asan --output-on-failure -j $(JOBS) -L cpu -E "format|tidy|plugin|rehearsed|zoo|core-aten"
 
 # The golden suite again with a clang-built etc (Release, no CUDA): exports must be
 # byte-identical whichever compiler built etc (docs/golden-files.md). CI runs it.

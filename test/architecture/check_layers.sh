@@ -27,6 +27,7 @@ declare -A allowed=(
   [export]="support graph format frontends passes partition export"
   [runtime]="support graph format runtime"
   [cuda_runtime]="support graph format runtime cuda_runtime"
+  [executorch]="support graph format runtime cuda_runtime executorch"
 )
 checked=0
 before=$failures
@@ -74,6 +75,7 @@ for t in etc_runtime_core etc_cpu_kernels etc_runtime runtime_only_runner; do
   must_not_reach "$t" $compiler
 done
 grep -q '^etc_cuda_runtime: ' "$closure_file" && must_not_reach etc_cuda_runtime $compiler
+grep -q '^etc_executorch: ' "$closure_file" && must_not_reach etc_executorch $compiler
 must_not_reach etc_graph etc_format $compiler $runtime
 must_not_reach etc_format $compiler $runtime
 for f in etc_frontend_json etc_onnx etc_torch_export; do

@@ -20,27 +20,10 @@ for model in mlp cnn transformer_block; do
       > /dev/null 2> "$case_dir/export.err"; then
       echo "FAIL: export $model for $target: $(cat "$case_dir/export.err")"; failures=$((failures + 1)); continue
     fi
-    # Inputs of the program's shapes and dtypes (from etc inspect), written as .npy by a few
-    # lines of plain Python (no NumPy needed).
+    # Inputs of the program's shapes and dtypes (from etc inspect), seeded.
     mkdir -p "$case_dir/in"
-    "$etc" inspect "$case_dir/p.pte" --format json | python3 -c '
-import array, json, random, sys
-plan = json.load(sys.stdin)["plans"][0]
-rng = random.Random(7)
-codes = {"float32": ("f", "<f4"), "int64": ("q", "<i8"), "int32": ("i", "<i4")}
-for i, v in enumerate(plan["inputs"]):
-    t = plan["values"][v]
-    code, descr = codes[t["dtype"]]
-    n = 1
-    for d in t["sizes"]:
-        n *= d
-    data = array.array(code, [rng.gauss(0, 1) if code == "f" else rng.randrange(4) for _ in range(n)])
-    shape = "(" + "".join("%d, " % d for d in t["sizes"]) + ")" if len(t["sizes"]) != 1 else "(%d,)" % t["sizes"][0]
-    header = "{\x27descr\x27: \x27%s\x27, \x27fortran_order\x27: False, \x27shape\x27: %s, }" % (descr, shape)
-    header += " " * (63 - (10 + len(header)) % 64) + "\n"
-    with open(sys.argv[1] + "/input_%d.npy" % i, "wb") as f:
-        f.write(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode() + data.tobytes())
-' "$case_dir/in" || { echo "FAIL: $model ($target): cannot write inputs"; failures=$((failures + 1)); continue; }
+    "$etc" inspect "$case_dir/p.pte" --format json | python3 "$src/test/architecture/write_inputs.py" "$case_dir/in" 7 ||
+      { echo "FAIL: $model ($target): cannot write inputs"; failures=$((failures + 1)); continue; }
     mapfile -t inputs < <(ls "$case_dir"/in/input_*.npy | sort -V)
     args=()
     for i in "${!inputs[@]}"; do args+=(--input "$i=${inputs[$i]}"); done

@@ -1,0 +1,234 @@
+// etc_et_runner: runs a .pte with ExecuTorch's runtime (the wheel's libexecutorch.so:
+// Program::load with full verification, Method::execute) and etc's plugin registered, as an
+// ExecuTorch application would. Planned buffers are allocated per device as ExecuTorch's
+// Module does: host vectors for CPU buffers, the registered DeviceAllocator for the others.
+//
+//   etc_et_runner PROGRAM.pte OUT_DIR [INPUT.npy ...]
+//
+// Inputs are .npy files in the method's input order; an input the program keeps on the
+// device and does not plan (`etc export --io-device device`) is uploaded through the
+// registered allocator and handed over as a CUDA tensor. Outputs are written as
+// OUT_DIR/output_<i>.npy (device outputs read back through the allocator). Exit codes as
+// etc's: 0 ok, 1 a program or input ExecuTorch or etc refuses, 2 usage, 4 no device memory.
+#include <executorch/extension/data_loader/file_data_loader.h>
+#include <executorch/extension/memory_allocator/malloc_memory_allocator.h>
+#include <executorch/runtime/core/device_allocator.h>
+#include <executorch/runtime/core/device_memory_buffer.h>
+#include <executorch/runtime/executor/method.h>
+#include <executorch/runtime/executor/program.h>
+#include <executorch/runtime/platform/runtime.h>
+
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "executorch/etc_executorch.h"
+#include "format/pte_reader.h"
+#include "graph/dtype.h"
+#include "runtime/npy.h"
+
+namespace {
+
+namespace et = ::executorch::runtime;
+using et::Error;
+using ::executorch::aten::SizesType;
+using ::executorch::aten::TensorImpl;
+
+int fail(const std::string& what, Error e) {
+  std::fprintf(stderr, "etc_et_runner: error: %s (ExecuTorch error 0x%x)\n", what.c_str(),
+               static_cast<unsigned>(e));
+  if (e == Error::MemoryAllocationFailed) return 4;
+  return 1;
+}
+
+// An input the runner owns: its sizes, its bytes (host) or device memory, and the TensorImpl
+// ExecuTorch reads.
+struct OwnedInput {
+  std::vector<SizesType> sizes;
+  std::string host;
+  et::DeviceMemoryBuffer device;
+  std::unique_ptr<TensorImpl> impl;
+};
+
+int run(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: etc_et_runner PROGRAM.pte OUT_DIR [INPUT.npy ...]\n");
+    return 2;
+  }
+  et::runtime_init();
+  if (Error e = etc::executorch_plugin::register_with_executorch(); e != Error::Ok)
+    return fail("registering etc with ExecuTorch", e);
+  std::fprintf(stderr, "etc_et_runner: etc registered (%s)\n",
+               etc::executorch_plugin::registered_mode());
+
+  et::Result<::executorch::extension::FileDataLoader> loader =
+      ::executorch::extension::FileDataLoader::from(argv[1]);
+  if (!loader.ok()) return fail(std::string("cannot open ") + argv[1], loader.error());
+  et::Result<et::Program> program =
+      et::Program::load(&loader.get(), et::Program::Verification::InternalConsistency);
+  if (!program.ok()) return fail(std::string("Program::load refused ") + argv[1], program.error());
+  et::Result<const char*> name = program->get_method_name(0);
+  if (!name.ok()) return fail("the program has no method", name.error());
+  et::Result<et::MethodMeta> meta = program->method_meta(*name);
+  if (!meta.ok()) return fail("no method meta", meta.error());
+
+  // Planned buffers, each on its device.
+  std::vector<std::vector<uint8_t>> host_buffers;
+  std::vector<et::DeviceMemoryBuffer> device_buffers;
+  std::vector<et::Span<uint8_t>> spans;
+  std::vector<et::etensor::Device> devices;
+  bool any_device = false;
+  for (size_t i = 0; i < meta->num_memory_planned_buffers(); ++i) {
+    const size_t size = static_cast<size_t>(meta->memory_planned_buffer_size(i).get());
+    et::Result<et::etensor::Device> device = meta->memory_planned_buffer_device(i);
+    if (!device.ok()) return fail("planned buffer " + std::to_string(i), device.error());
+    devices.push_back(*device);
+    if (device->is_cpu()) {
+      host_buffers.emplace_back(size);
+      spans.emplace_back(host_buffers.back().data(), size);
+      continue;
+    }
+    any_device = true;
+    et::Result<et::DeviceMemoryBuffer> buffer =
+        et::DeviceMemoryBuffer::create(size, device->type(), device->index());
+    if (!buffer.ok()) {
+      return fail("allocating planned buffer " + std::to_string(i) + " (" + std::to_string(size) +
+                      " bytes) on its device",
+                  buffer.error());
+    }
+    device_buffers.push_back(std::move(*buffer));
+    spans.push_back(device_buffers.back().as_span());
+  }
+  et::HierarchicalAllocator planned =
+      any_device ? et::HierarchicalAllocator({spans.data(), spans.size()},
+                                             {devices.data(), devices.size()})
+                 : et::HierarchicalAllocator({spans.data(), spans.size()});
+  ::executorch::extension::MallocMemoryAllocator method_allocator;
+  ::executorch::extension::MallocMemoryAllocator temp_allocator;
+  et::MemoryManager memory(&method_allocator, &planned, &temp_allocator);
+  et::Result<et::Method> method = program->load_method(*name, &memory);
+  if (!method.ok()) return fail(std::string("load_method(") + *name + ") failed", method.error());
+
+  const size_t n_inputs = method->inputs_size();
+  if (static_cast<size_t>(argc - 3) != n_inputs) {
+    std::fprintf(stderr, "etc_et_runner: error: the program takes %zu inputs, %d given\n", n_inputs,
+                 argc - 3);
+    return 1;
+  }
+  // Where each input lives, as the program's TensorSpecs say (ExecuTorch's MethodMeta has no
+  // device): read with etc's own reader of the format.
+  etc::Result<etc::pte::File> file = etc::read_pte_file(argv[1]);
+  if (!file.ok()) {
+    std::fprintf(stderr, "etc_et_runner: error: %s\n", file.status().to_string().c_str());
+    return 1;
+  }
+  const etc::pte::Plan& plan = file->program.plans[0];
+  std::vector<OwnedInput> inputs(n_inputs);
+  for (size_t i = 0; i < n_inputs; ++i) {
+    etc::Result<etc::rt::NpyArray> npy = etc::rt::read_npy(argv[3 + i]);
+    if (!npy.ok()) {
+      std::fprintf(stderr, "etc_et_runner: error: %s\n", npy.status().to_string().c_str());
+      return 1;
+    }
+    const etc::pte::EValue& slot = plan.values[static_cast<size_t>(plan.inputs[i])];
+    if (slot.kind != etc::pte::ValueKind::kTensor) {
+      std::fprintf(stderr, "etc_et_runner: error: input %zu is not a tensor\n", i);
+      return 1;
+    }
+    const etc::Device where = slot.tensor.device;
+    OwnedInput& in = inputs[i];
+    in.sizes.assign(npy->shape.begin(), npy->shape.end());
+    in.host = std::move(npy->data);
+    void* data = in.host.data();
+    const et::etensor::DeviceType device_type =
+        where.is_cpu() ? et::etensor::DeviceType::CPU : et::etensor::DeviceType::CUDA;
+    const et::etensor::DeviceIndex device_index = where.index;
+    if (device_type != et::etensor::DeviceType::CPU) {
+      // A device-resident input: uploaded through the registered allocator.
+      et::Result<et::DeviceMemoryBuffer> buffer =
+          et::DeviceMemoryBuffer::create(in.host.size(), device_type, device_index);
+      if (!buffer.ok()) return fail("allocating input " + std::to_string(i), buffer.error());
+      in.device = std::move(*buffer);
+      et::DeviceAllocator* a = et::get_device_allocator(device_type);
+      if (Error e = a->copy_host_to_device(in.device.data(), in.host.data(), in.host.size(),
+                                           device_index);
+          e != Error::Ok) {
+        return fail("uploading input " + std::to_string(i), e);
+      }
+      data = in.device.data();
+    }
+    in.impl = std::make_unique<TensorImpl>(
+        static_cast<::executorch::aten::ScalarType>(etc::dtype_to_scalar_type(npy->dtype)),
+        static_cast<ssize_t>(in.sizes.size()), in.sizes.data(), data, nullptr, nullptr,
+        ::executorch::aten::TensorShapeDynamism::STATIC, device_type, device_index);
+    if (Error e = method->set_input(et::EValue(::executorch::aten::Tensor(in.impl.get())), i);
+        e != Error::Ok) {
+      return fail("set_input(" + std::to_string(i) + ")", e);
+    }
+  }
+  // Outputs the program does not plan (`--io-device device`): memory on the output's device,
+  // handed to the method with set_output_data_ptr.
+  std::vector<et::DeviceMemoryBuffer> output_device_buffers;
+  std::vector<std::vector<uint8_t>> output_host_buffers;
+  for (size_t i = 0; i < method->outputs_size(); ++i) {
+    et::Result<et::TensorInfo> info = meta->output_tensor_meta(i);
+    if (!info.ok() || info->is_memory_planned()) continue;
+    const etc::pte::EValue& slot = plan.values[static_cast<size_t>(plan.outputs[i])];
+    void* data = nullptr;
+    if (slot.tensor.device.is_cpu()) {
+      output_host_buffers.emplace_back(info->nbytes());
+      data = output_host_buffers.back().data();
+    } else {
+      et::Result<et::DeviceMemoryBuffer> buffer = et::DeviceMemoryBuffer::create(
+          info->nbytes(), et::etensor::DeviceType::CUDA, slot.tensor.device.index);
+      if (!buffer.ok()) return fail("allocating output " + std::to_string(i), buffer.error());
+      output_device_buffers.push_back(std::move(*buffer));
+      data = output_device_buffers.back().data();
+    }
+    if (Error e = method->set_output_data_ptr(data, info->nbytes(), i); e != Error::Ok)
+      return fail("set_output_data_ptr(" + std::to_string(i) + ")", e);
+  }
+  if (Error e = method->execute(); e != Error::Ok) return fail("Method::execute failed", e);
+
+  for (size_t i = 0; i < method->outputs_size(); ++i) {
+    const et::EValue& out = method->get_output(i);
+    if (!out.isTensor()) {
+      std::fprintf(stderr, "etc_et_runner: error: output %zu is not a tensor\n", i);
+      return 1;
+    }
+    const ::executorch::aten::Tensor t = out.toTensor();
+    std::optional<etc::DType> dtype =
+        etc::dtype_from_scalar_type(static_cast<int>(t.scalar_type()));
+    if (!dtype) {
+      std::fprintf(stderr, "etc_et_runner: error: output %zu has a dtype etc does not know\n", i);
+      return 1;
+    }
+    etc::rt::NpyArray npy{*dtype, std::vector<int64_t>(t.sizes().begin(), t.sizes().end()),
+                          std::string(t.nbytes(), '\0')};
+    if (t.device_type() == et::etensor::DeviceType::CPU) {
+      if (t.nbytes() != 0) std::memcpy(npy.data.data(), t.const_data_ptr(), t.nbytes());
+    } else if (t.nbytes() != 0) {
+      et::DeviceAllocator* a = et::get_device_allocator(t.device_type());
+      if (Error e = a->copy_device_to_host(npy.data.data(), t.const_data_ptr(), t.nbytes(),
+                                           t.device_index());
+          e != Error::Ok) {
+        return fail("reading output " + std::to_string(i) + " from its device", e);
+      }
+    }
+    etc::Status s =
+        etc::rt::write_npy(std::string(argv[2]) + "/output_" + std::to_string(i) + ".npy", npy);
+    if (!s.ok()) {
+      std::fprintf(stderr, "etc_et_runner: error: %s\n", s.to_string().c_str());
+      return 1;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return run(argc, argv);
+}

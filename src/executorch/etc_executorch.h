@@ -1,0 +1,31 @@
+// etc inside ExecuTorch's runtime: etc's pieces registered with the runtime of the ExecuTorch
+// wheel (libexecutorch.so), so that an ExecuTorch application loads etc's `--target cuda:N`
+// programs with its own Program::load and Method::execute.
+//
+//   #include "executorch/etc_executorch.h"
+//   if (etc::executorch_plugin::register_with_executorch() != executorch::runtime::Error::Ok)
+//     ...;  // the reason is logged through ExecuTorch's log
+//
+// What it registers (once; later calls return the first call's result):
+//   - a DeviceAllocator for DeviceType::CUDA, through register_device_allocator: etc's CUDA
+//     allocator on a machine with a usable GPU, otherwise host memory standing in for device
+//     memory (as ExecuTorch's own device tests use a mock), so the whole path runs anywhere;
+//   - the backend "EtcCudaBackend", through register_backend: etc's CUDA delegate on a GPU,
+//     otherwise etc's CPU reference implementation of the same delegate.
+// The host ops of etc's programs (the et_copy copies, ATen out variants) run on the kernel
+// library the application links (ExecuTorch's portable or optimized kernels).
+//
+// ETC_EXECUTORCH_DEVICE=host forces the host stand-in; =cuda refuses to register without a GPU.
+#pragma once
+
+#include <executorch/runtime/core/error.h>
+
+namespace etc::executorch_plugin {
+
+::executorch::runtime::Error register_with_executorch();
+
+// After registration: "cuda" (a GPU: etc's CUDA allocator and delegate) or "host" (host memory
+// for CUDA buffers, the CPU reference delegate); nullptr before or after a failed registration.
+const char* registered_mode();
+
+}  // namespace etc::executorch_plugin

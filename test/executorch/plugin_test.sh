@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# etc inside ExecuTorch's runtime: etc_et_runner (ExecuTorch's Program::load and Method from
+# the wheel's libexecutorch.so, etc's allocator and EtcCudaBackend registered through
+# ExecuTorch's registries, ExecuTorch's kernels for the host ops) runs etc's --target cuda:0
+# exports. Without a GPU the CUDA buffers are host memory and the delegate runs on etc's CPU
+# reference, so every output must be byte-identical to `etc run --device cpu`; the PyTorch
+# models are also checked against PyTorch eager. A corrupt delegate is a clean error.
+# Usage: plugin_test.sh ETC RUNNER SOURCE_DIR TORCH_FIXTURES_DIR
+set -uo pipefail
+etc=$1
+runner=$2
+src=$3
+fixtures=$4
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+py=$("$src/scripts/python-env.sh") || { echo "FAIL: no Python environment"; exit 1; }
+
+# run_case NAME MODEL EXPORT_FLAGS INPUT_DIR [EXPECTED_DIR]: export, run both ways, compare.
+run_case() {
+  local name=$1 model=$2 flags=$3 in_dir=$4 expected=${5:-}
+  local d="$tmp/$name"
+  mkdir -p "$d/etc" "$d/et"
+  # shellcheck disable=SC2086
+  if ! "$etc" export "$model" -o "$d/p.pte" $flags > /dev/null 2> "$d/export.err"; then
+    fail "$name: export: $(cat "$d/export.err")"; return
+  fi
+  if [[ -z $in_dir ]]; then
+    in_dir="$d/in"; mkdir -p "$in_dir"
+    "$etc" inspect "$d/p.pte" --format json | python3 "$src/test/architecture/write_inputs.py" "$in_dir" 11 ||
+      { fail "$name: cannot write inputs"; return; }
+  fi
+  mapfile -t inputs < <(ls "$in_dir"/input_*.npy | sort -V)
+  local args=() i
+  for i in "${!inputs[@]}"; do args+=(--input "$i=${inputs[$i]}"); done
+  if ! "$etc" run "$d/p.pte" --device cpu "${args[@]}" --output-dir "$d/etc" > /dev/null 2> "$d/run.err"; then
+    fail "$name: etc run: $(cat "$d/run.err")"; return
+  fi
+  if ! "$runner" "$d/p.pte" "$d/et" "${inputs[@]}" 2> "$d/runner.err"; then
+    fail "$name: etc_et_runner: $(grep -v ' I ' "$d/runner.err" | tail -3)"; return
+  fi
+  grep -q "etc registered (host)" "$d/runner.err" || fail "$name: the plugin did not register in host mode"
+  local n=0 out
+  for out in "$d"/etc/output_*.npy; do
+    cmp -s "$out" "$d/et/$(basename "$out")" || fail "$name: $(basename "$out") differs from etc run"
+    n=$((n + 1))
+  done
+  [[ $n -gt 0 ]] || fail "$name: no outputs"
+  if [[ -n $expected ]]; then
+    "$py" - "$d/et" "$expected" <<'PY' || fail "$name: ExecuTorch's outputs differ from PyTorch eager"
+import glob, os, sys
+import numpy as np
+got_dir, want_dir = sys.argv[1], sys.argv[2]
+for want in sorted(glob.glob(os.path.join(want_dir, "expected_*.npy"))):
+    i = os.path.basename(want)[len("expected_"):-len(".npy")]
+    g, w = np.load(os.path.join(got_dir, "output_%s.npy" % i)), np.load(want)
+    if g.shape != w.shape or not np.allclose(g, w, rtol=1e-3, atol=1e-4):
+        sys.exit("output %s: max |diff| %s" % (i, np.max(np.abs(g - w)) if g.shape == w.shape else "shape"))
+PY
+  fi
+  echo "ok: $name: ${#inputs[@]} input(s), $n output(s) byte-identical to etc run${expected:+, and within 1e-3 of PyTorch eager}"
+}
+
+for m in mlp cnn transformer_block; do
+  run_case "$m" "$src/examples/$m.json" "--target cuda:0" ""
+  run_case "$m-device-io" "$src/examples/$m.json" "--target cuda:0 --io-device device" ""
+done
+for m in resnet18 minilm; do
+  if [[ -f $fixtures/$m/model.pt2 ]]; then
+    run_case "$m" "$fixtures/$m/model.pt2" "--target cuda:0" "$fixtures/$m" "$fixtures/$m"
+  else
+    fail "$m: fixture missing at $fixtures/$m"
+  fi
+done
+
+# A corrupt delegate: the bytes after etc's delegate identifier (ECD1) zeroed. ExecuTorch's
+# runtime must report etc's error and stop, never crash.
+d="$tmp/corrupt"
+mkdir -p "$d"
+"$etc" export "$src/examples/mlp.json" -o "$d/p.pte" --target cuda:0 > /dev/null 2>&1
+"$py" - "$d/p.pte" <<'PY'
+import sys
+data = bytearray(open(sys.argv[1], "rb").read())
+at = data.find(b"ECD1")
+assert at > 0, "no delegate identifier"
+data[at + 4:at + 68] = bytes(64)
+open(sys.argv[1], "wb").write(data)
+PY
+mkdir -p "$d/in"
+"$etc" inspect "$tmp/mlp/p.pte" --format json | python3 "$src/test/architecture/write_inputs.py" "$d/in" 3
+"$runner" "$d/p.pte" "$d" "$d/in/input_0.npy" > /dev/null 2> "$d/err"
+rc=$?
+if [[ $rc -ne 1 ]]; then
+  fail "corrupt delegate: exit $rc, expected 1: $(tail -3 "$d/err")"
+elif ! grep -q "etc: reading the delegate" "$d/err"; then
+  fail "corrupt delegate: etc's error is not in ExecuTorch's log: $(tail -3 "$d/err")"
+else
+  echo "ok: a corrupt delegate is refused at load with etc's error: $(grep -o 'etc: reading the delegate.*' "$d/err" | head -1 | cut -c1-160)"
+fi
+
+if [[ $failures -ne 0 ]]; then echo "$failures failure(s)"; exit 1; fi
