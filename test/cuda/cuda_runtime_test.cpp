@@ -152,6 +152,43 @@ TEST_CASE("cuBLAS is loaded lazily, or its absence is a clear exit-4 error", "[n
         ErrorCode::kDeviceUnavailable);
 }
 
+TEST_CASE("scratch memory: graphs are invalidated as soon as the old buffer is freed", "[nogpu]") {
+  // Stand-ins for cudaStreamSynchronize, cudaMalloc and cudaFree: host memory, and an
+  // allocation that fails on request.
+  std::vector<std::unique_ptr<char[]>> live;
+  bool fail = false;
+  int freed = 0;
+  ScratchBuffer::Ops ops{[] { return Status(); },
+                         [&](size_t bytes) -> Result<void*> {
+                           if (fail) return Status(ErrorCode::kDeviceUnavailable, "out of memory");
+                           live.push_back(std::make_unique<char[]>(bytes));
+                           return static_cast<void*>(live.back().get());
+                         },
+                         [&](void*) { ++freed; }};
+  ScratchBuffer s;
+  Result<void*> first = s.get(100, ops);
+  REQUIRE(first.ok());
+  const uint64_t captured = s.generation();  // a graph captured now uses *first
+  CHECK(*s.get(64, ops) == *first);          // no growth: same buffer, same generation
+  CHECK(s.generation() == captured);
+  // Another delegate on the device asks for more and the allocation fails: the old buffer is
+  // gone, so a graph keyed on `captured` must not replay against it.
+  fail = true;
+  CHECK_FALSE(s.get(1000, ops).ok());
+  CHECK(freed == 1);
+  CHECK(s.data() == nullptr);
+  CHECK(s.generation() != captured);
+  // The next request allocates again (no stale size is remembered).
+  fail = false;
+  const uint64_t after_failure = s.generation();
+  Result<void*> again = s.get(64, ops);
+  REQUIRE(again.ok());
+  CHECK(*again != nullptr);
+  CHECK(s.generation() != after_failure);
+  s.release(ops);
+  CHECK(freed == 2);
+}
+
 // Element offsets of every operand for every index of p's space, in row-major order (what
 // map_kernel computes on the device).
 std::vector<std::array<int64_t, 4>> offsets(const kernels::MapArgs& p) {
