@@ -101,7 +101,10 @@ Result<std::unique_ptr<DeviceContext>> DeviceContext::create(int index) {
                                       built_architectures()));
   std::unique_ptr<DeviceContext> c(new DeviceContext(index));
   ETC_CUDA_RETURN_IF_ERROR(cudaSetDevice(index));
-  ETC_CUDA_RETURN_IF_ERROR(cudaStreamCreate(&c->stream_));
+  // Non-blocking: etc's stream does not synchronise with the legacy default stream, so an
+  // application thread using that stream neither waits on etc's kernels nor breaks a CUDA
+  // graph capture in progress on etc's stream.
+  ETC_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&c->stream_, cudaStreamNonBlocking));
   return c;
 }
 
