@@ -856,11 +856,18 @@ Status Method::check_binding(const TensorView& t, const void* data, const std::s
     return Status();
   }
   ETC_ASSIGN_OR_RETURN(DeviceAllocator * a, env_.allocators->for_device(t.device));
-  ETC_ASSIGN_OR_RETURN(bool on_device, a->owns(data));
-  if (!on_device) {
+  ETC_ASSIGN_OR_RETURN(int index, a->device_of(data));
+  if (index < 0) {
     return invalid_input(what + " is a " + to_string(t.device) +
                          " tensor but was given host memory; upload it to the device first (never "
                          "copied implicitly)");
+  }
+  if (index != t.device.index) {
+    // Without peer access a kernel on t.device faults on it (and poisons the context).
+    return invalid_input(
+        what + " is a " + to_string(t.device) + " tensor but was given memory of " +
+        to_string(Device{t.device.type, static_cast<int8_t>(index)}) + "; copy it to " +
+        to_string(t.device) + " first (never copied implicitly)");
   }
   return Status();
 }

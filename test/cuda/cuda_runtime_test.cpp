@@ -73,6 +73,13 @@ TEST_CASE("a failed pointer query is the CUDA error it is, never 'host memory'",
   CHECK(faulted.status().code() == ErrorCode::kInternal);
   CHECK(faulted.status().to_string().find("cudaPointerGetAttributes failed at f.cpp:7: "
                                           "cudaErrorIllegalAddress") != std::string::npos);
+  // Which device: the query's device for device or managed memory, -1 for host memory.
+  CHECK(*memory_device_from_query(cudaSuccess, cudaMemoryTypeDevice, 1, "f.cpp", 1) == 1);
+  CHECK(*memory_device_from_query(cudaSuccess, cudaMemoryTypeManaged, 0, "f.cpp", 1) == 0);
+  CHECK(*memory_device_from_query(cudaSuccess, cudaMemoryTypeHost, 0, "f.cpp", 1) == -1);
+  CHECK(*memory_device_from_query(cudaSuccess, cudaMemoryTypeUnregistered, -2, "f.cpp", 1) == -1);
+  CHECK_FALSE(
+      memory_device_from_query(cudaErrorIllegalAddress, cudaMemoryTypeDevice, 0, "f.cpp", 1).ok());
   Result<bool> invalid =
       device_memory_from_query(cudaErrorInvalidValue, cudaMemoryTypeUnregistered, "f.cpp", 8);
   REQUIRE_FALSE(invalid.ok());
@@ -425,6 +432,21 @@ TEST_CASE("a delegate with target_device cuda:1 allocates and runs on device 1",
     return;
   }
   run_add(ExportOptions{.target = Device{DeviceType::kCUDA, 1}, .io_device = IoDevice::kDevice});
+}
+
+TEST_CASE("a cuda:0 delegate refuses memory of cuda:1, naming both devices", "[gpu]") {
+  if (visible_devices() < 2) {
+    WARN("SKIPPED: one GPU visible, no second device to bind from");
+    return;
+  }
+  auto [runtime, m] = load_on_gpu(export_add(ExportOptions{.io_device = IoDevice::kDevice}));
+  Result<rt::DeviceBuffer> other =
+      rt::DeviceBuffer::allocate((*runtime).allocators, Device{DeviceType::kCUDA, 1}, 16, 256);
+  REQUIRE(other.ok());
+  Status s = m->bind_input(0, other->data());
+  CHECK(s.message() ==
+        "input 0 is a cuda:0 tensor but was given memory of cuda:1; copy it to cuda:0 first "
+        "(never copied implicitly)");
 }
 
 }  // namespace
