@@ -210,10 +210,17 @@ class PlanEmitter {
       if (state == nullptr || mode_ != Mode::kHost || !host_state)
         return internal_error("state '" + val.name + "' outside a host plan");
       // Planned, with its initial bytes in the mutable segment (loaded into the planned
-      // memory when the method loads).
-      if (!state->initial.empty())
-        plan_.values[static_cast<size_t>(index)].tensor.data_buffer_idx =
-            host_state(state->initial);
+      // memory when the method loads, and again by reset_state()). A state without an initial
+      // value starts as zeros (graph.h): its zeros are written out too, because only an
+      // initial value in the file is restored at load and reset on every device (device
+      // memory is not zeroed when allocated, and planned memory is not cleared at reset).
+      ConstantData initial = state->initial;
+      if (initial.empty() && s.nbytes() > 0) {
+        const auto n = static_cast<size_t>(s.nbytes());
+        initial = ConstantData{make_blob(std::string(n, '\0')), 0, n};
+      }
+      if (!initial.empty())
+        plan_.values[static_cast<size_t>(index)].tensor.data_buffer_idx = host_state(initial);
     } else if (val.kind == ValueKind::kConstant) {
       if (mode_ == Mode::kHost) {
         plan_.values[static_cast<size_t>(index)].tensor.data_buffer_idx = host_constant(s.constant);
@@ -470,9 +477,8 @@ Result<pte::File> emit_program(const Graph& graph, const EmitOptions& options) {
   std::vector<uint64_t> mutable_offsets{0};
   std::vector<PiecewiseBlob::Piece> mutable_pieces;
   uint64_t mutable_size = 0;
-  const bool has_initial_state =
-      std::any_of(graph.states().begin(), graph.states().end(),
-                  [](const StateBuffer& s) { return !s.initial.empty(); });
+  // Every state has an initial value in the file (zeros when the graph gives none).
+  const bool has_initial_state = !graph.states().empty();
   if (has_initial_state) segments.push_back(ConstantData{make_blob(std::string()), 0, 0});
 
   PlanEmitter host(graph, PlanEmitter::Mode::kHost);

@@ -377,8 +377,9 @@ TEST_CASE("an index out of range on the GPU is reported by the next read-back", 
   CHECK(y == std::vector<float>{6, 7, 0, 1, 2, 3});
 }
 
-TEST_CASE("a KV cache in GPU memory keeps each call's write, and resets", "[gpu]") {
-  // cache [1, 2, 4, 3] (state, initial 0..23); y = 2 * index_put(cache, [None, None, pos], x).
+// cache [1, 2, 4, 3] (state, initial 0..23, or no initial value: zeros);
+// y = 2 * index_put(cache, [None, None, pos], x), exported for cuda:0.
+pte::File export_kv_cache(bool initial_value) {
   Graph g;
   ValueId x = g.add_input("x", TensorSpec::make(DType::kFloat32, {1, 2, 1, 3}));
   ValueId pos = g.add_input("pos", TensorSpec::make(DType::kInt64, {1}));
@@ -387,8 +388,9 @@ TEST_CASE("a KV cache in GPU memory keeps each call's write, and resets", "[gpu]
     const auto v = static_cast<float>(i);
     std::memcpy(init.data() + 4 * i, &v, 4);
   }
-  ValueId cache = g.add_state("cache", TensorSpec::make(DType::kFloat32, {1, 2, 4, 3}), "k_cache",
-                              ConstantData{make_blob(std::move(init)), 0, 96});
+  ValueId cache =
+      g.add_state("cache", TensorSpec::make(DType::kFloat32, {1, 2, 4, 3}), "k_cache",
+                  initial_value ? ConstantData{make_blob(std::move(init)), 0, 96} : ConstantData{});
   ValueId upd = etc::testing::add_op(g, OpKind::IndexPut, "upd",
                                      {{"self", cache},
                                       {"indices", std::vector<ValueId>{ValueId(), ValueId(), pos}},
@@ -399,31 +401,52 @@ TEST_CASE("a KV cache in GPU memory keeps each call's write, and resets", "[gpu]
   g.set_outputs({y2});
   g.set_state_update(cache, upd);
   ExportReport report;
-  pte::File f0 = etc::testing::export_graph(g, "kv.pte", Device{DeviceType::kCUDA, 0}, &report);
+  pte::File f = etc::testing::export_graph(g, "kv.pte", Device{DeviceType::kCUDA, 0}, &report);
   CHECK(report.copies.size() == 3);  // x, pos in; y out: never the cache
-  const pte::File* f = &f0;
-  auto [runtime, m] = load_on_gpu(*f);
-  auto step = [&m = m, &runtime = runtime](float value, int64_t p) {
-    std::vector<float> in(6, value), y(24);
-    REQUIRE(m->set_input(0, in.data(), 24).ok());
-    REQUIRE(m->set_input(1, &p, 8).ok());
-    Status s = m->execute();
-    INFO(s.to_string());
-    REQUIRE(s.ok());
-    REQUIRE(synchronize_devices(*runtime).ok());
-    std::memcpy(y.data(), m->output(0).data, 96);
-    return y;
-  };
-  std::vector<float> y = step(100, 1);
+  return f;
+}
+
+// One step of export_kv_cache's program: x = value everywhere, at p; returns y.
+std::vector<float> kv_step(rt::OwnedRuntime& runtime, rt::Method& m, float value, int64_t p) {
+  std::vector<float> in(6, value), y(24);
+  REQUIRE(m.set_input(0, in.data(), 24).ok());
+  REQUIRE(m.set_input(1, &p, 8).ok());
+  Status s = m.execute();
+  INFO(s.to_string());
+  REQUIRE(s.ok());
+  REQUIRE(synchronize_devices(runtime).ok());
+  std::memcpy(y.data(), m.output(0).data, 96);
+  return y;
+}
+
+TEST_CASE("a KV cache in GPU memory keeps each call's write, and resets", "[gpu]") {
+  pte::File f = export_kv_cache(true);
+  auto [runtime, m] = load_on_gpu(f);
+  std::vector<float> y = kv_step(*runtime, *m, 100, 1);
   CHECK(y[3] == 200);
   CHECK(y[6] == 12);
-  y = step(50, 2);
+  y = kv_step(*runtime, *m, 50, 2);
   CHECK(y[3] == 200);
   CHECK(y[6] == 100);
   REQUIRE(m->reset_state().ok());
-  y = step(7, 0);
+  y = kv_step(*runtime, *m, 7, 0);
   CHECK(y[0] == 14);
   CHECK(y[3] == 6);
+}
+
+TEST_CASE("GPU state without an initial value is zeros at load and after a reset", "[gpu]") {
+  pte::File f = export_kv_cache(false);
+  auto [runtime, m] = load_on_gpu(f);
+  // cudaMalloc does not zero: every position but the one written must read 0.
+  std::vector<float> y = kv_step(*runtime, *m, 5, 1);
+  for (int i = 0; i < 24; ++i)
+    CHECK(y[i] == ((i % 12) / 3 == 1 ? 10.0f : 0.0f));
+  y = kv_step(*runtime, *m, 9, 2);
+  CHECK(y[3] == 10);
+  REQUIRE(m->reset_state().ok());
+  y = kv_step(*runtime, *m, 1, 0);  // the writes before the reset are gone
+  for (int i = 0; i < 24; ++i)
+    CHECK(y[i] == ((i % 12) / 3 == 0 ? 2.0f : 0.0f));
 }
 
 TEST_CASE("a delegate with target_device cuda:1 allocates and runs on device 1", "[gpu]") {
