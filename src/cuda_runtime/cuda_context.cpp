@@ -83,9 +83,7 @@ Status status_from_cublas(cublasStatus_t status, const char* call, const char* f
 }
 
 Result<int> visible_device_count() {
-  int count = 0;
-  ETC_CUDA_RETURN_IF_ERROR(cudaGetDeviceCount(&count));
-  return count;
+  return count_devices();
 }
 
 Result<std::unique_ptr<DeviceContext>> DeviceContext::create(int index) {

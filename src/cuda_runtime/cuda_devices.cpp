@@ -2,6 +2,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cctype>
 
@@ -9,11 +11,58 @@
 
 namespace etc::cuda {
 
+std::string no_device_message(cudaError_t err) {
+  const std::string name = std::string(" (") + cudaGetErrorName(err) + ")";
+  switch (err) {
+    case cudaErrorInsufficientDriver:
+      return "no NVIDIA driver, or one too old for this etc's CUDA " + runtime_version_string() +
+             " runtime" + name + ": install or update the NVIDIA driver to run on a GPU";
+    case cudaErrorNoDevice:
+      return "the NVIDIA driver reports no CUDA GPU" + name +
+             ": check nvidia-smi and CUDA_VISIBLE_DEVICES";
+    case cudaErrorSystemDriverMismatch:
+      return "the NVIDIA kernel driver and its user-space library differ in version" + name +
+             ": reinstall the driver or reboot";
+    case cudaErrorDevicesUnavailable:
+      return "every CUDA GPU is busy or in exclusive use by another process" + name +
+             ": check nvidia-smi";
+    case cudaErrorCompatNotSupportedOnDevice:
+      return "the installed CUDA forward-compatibility package does not support this GPU" + name +
+             ": update the NVIDIA driver";
+    default:
+      return std::string("CUDA could not be initialised: ") + cudaGetErrorString(err) + name +
+             "; check the NVIDIA driver with nvidia-smi";
+  }
+}
+
+namespace {
+
+// A failed cudaGetDeviceCount as the user sees it. Where it failed matters to a developer,
+// not to a user: the debug log has it (etc -vv).
+Status device_count_error(cudaError_t err, const char* file, int line) {
+  spdlog::debug("cudaGetDeviceCount failed at {}:{}: {} ({})", file, line, cudaGetErrorName(err),
+                cudaGetErrorString(err));
+  (void)cudaGetLastError();
+  return Status(ErrorCode::kDeviceUnavailable, no_device_message(err));
+}
+
+}  // namespace
+
+Result<int> count_devices() {
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) return device_count_error(err, __FILE__, __LINE__);
+  return count;
+}
+
 Result<std::vector<DeviceInfo>> list_devices() {
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);
-  if (err == cudaErrorNoDevice) return std::vector<DeviceInfo>{};
-  if (err != cudaSuccess) return status_from_cuda(err, "cudaGetDeviceCount", __FILE__, __LINE__);
+  if (err == cudaErrorNoDevice) {
+    (void)cudaGetLastError();
+    return std::vector<DeviceInfo>{};
+  }
+  if (err != cudaSuccess) return device_count_error(err, __FILE__, __LINE__);
   std::vector<DeviceInfo> out;
   for (int i = 0; i < count; ++i) {
     cudaDeviceProp prop{};

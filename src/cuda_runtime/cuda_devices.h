@@ -2,6 +2,8 @@
 // driver: the answer is then an error saying so, never a crash.
 #pragma once
 
+#include <cuda_runtime_api.h>
+
 #include <string>
 #include <vector>
 
@@ -17,8 +19,17 @@ struct DeviceInfo {
   size_t total_memory = 0;
 };
 
-// Visible devices (empty when the driver reports none).
+// Visible devices (empty when the driver reports none). When CUDA cannot even count them
+// (no driver, a driver too old), kDeviceUnavailable with no_device_message()'s text.
 Result<std::vector<DeviceInfo>> list_devices();
+
+// What a user sees when cudaGetDeviceCount fails with `err`: what happened, in words, with
+// CUDA's error name, and what to do; no source location (that goes to the debug log).
+std::string no_device_message(cudaError_t err);
+
+// cudaGetDeviceCount as a Result: the count, or kDeviceUnavailable with no_device_message()
+// (the call's source location logged at debug level).
+Result<int> count_devices();
 
 // The CUDA runtime version etc was built against, e.g. "13.0".
 std::string runtime_version_string();

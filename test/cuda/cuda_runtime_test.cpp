@@ -139,7 +139,30 @@ TEST_CASE("without a GPU the CUDA runtime fails with exit-4 errors that say what
   Result<DeviceContext*> ctx = contexts.get(0);
   REQUIRE(!ctx.ok());
   CHECK(ctx.status().code() == ErrorCode::kDeviceUnavailable);
-  CHECK(ctx.status().message().find("cudaGetDeviceCount") != std::string::npos);
+  // What happened and what to do, never a source file and line (that is in the debug log).
+  CHECK(ctx.status().message().find(".cpp:") == std::string::npos);
+  CHECK(ctx.status().message().find("(cudaError") != std::string::npos);
+}
+
+TEST_CASE("no usable driver or GPU is told in words with what to do, no source location",
+          "[nogpu]") {
+  for (cudaError_t err :
+       {cudaErrorInsufficientDriver, cudaErrorNoDevice, cudaErrorSystemDriverMismatch,
+        cudaErrorDevicesUnavailable, cudaErrorCompatNotSupportedOnDevice, cudaErrorUnknown}) {
+    const std::string m = no_device_message(err);
+    INFO(m);
+    CHECK(m.find(std::string("(") + cudaGetErrorName(err) + ")") != std::string::npos);
+    CHECK(m.find(".cpp") == std::string::npos);
+    CHECK(m.find("failed at") == std::string::npos);
+  }
+  CHECK(no_device_message(cudaErrorInsufficientDriver) ==
+        "no NVIDIA driver, or one too old for this etc's CUDA " + runtime_version_string() +
+            " runtime (cudaErrorInsufficientDriver): install or update the NVIDIA driver to run "
+            "on a GPU");
+  if (visible_devices() == 0) {
+    Result<std::vector<DeviceInfo>> listed = list_devices();
+    if (!listed.ok()) CHECK(listed.status().message().find(".cpp:") == std::string::npos);
+  }
 }
 
 TEST_CASE("cuBLAS is loaded lazily, or its absence is a clear exit-4 error", "[nogpu]") {
