@@ -95,10 +95,13 @@ Result<std::unique_ptr<DeviceContext>> DeviceContext::create(int index) {
   }
   cudaDeviceProp prop{};
   ETC_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, index));
-  ETC_RETURN_IF_ERROR(check_supported(DeviceInfo{index, prop.name, prop.major, prop.minor, 0},
-                                      built_architectures()));
+  const DeviceInfo info{index, prop.name, prop.major, prop.minor, 0};
+  ETC_RETURN_IF_ERROR(check_supported(info, built_architectures()));
   std::unique_ptr<DeviceContext> c(new DeviceContext(index));
   ETC_CUDA_RETURN_IF_ERROR(cudaSetDevice(index));
+  // The recorded architectures can be wrong or unknown; the driver knows whether the device
+  // code loads.
+  ETC_RETURN_IF_ERROR(check_kernel_image(info));
   // Non-blocking: etc's stream does not synchronise with the legacy default stream, so an
   // application thread using that stream neither waits on etc's kernels nor breaks a CUDA
   // graph capture in progress on etc's stream.

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "cuda_runtime/cuda_kernels.h"
 #include "cuda_runtime/cuda_status.h"
 
 namespace etc::cuda {
@@ -72,22 +73,47 @@ Result<std::vector<DeviceInfo>> list_devices() {
   return out;
 }
 
-std::vector<int> built_architectures() {
+std::vector<int> parse_architectures(const std::string& list) {
   std::vector<int> out;
-  std::string list = ETC_CUDA_ARCHITECTURES;  // "80,90", entries may carry -real/-virtual
   size_t start = 0;
   while (start <= list.size()) {
-    size_t end = list.find(',', start);
+    size_t end = list.find_first_of(",;", start);
     if (end == std::string::npos) end = list.size();
     std::string item = list.substr(start, end - start);
+    // "sm_90", "compute_90": the number after the prefix; "90a-real": the leading number.
+    size_t at = item.find('_');
+    at = at == std::string::npos ? 0 : at + 1;
     int value = 0;
     size_t digits = 0;
-    while (digits < item.size() && std::isdigit(static_cast<unsigned char>(item[digits])))
-      value = value * 10 + (item[digits++] - '0');
-    if (digits > 0) out.push_back(value);
+    while (at + digits < item.size() &&
+           std::isdigit(static_cast<unsigned char>(item[at + digits])) && digits < 4)
+      value = value * 10 + (item[at + digits++] - '0');
+    if (digits > 0 && std::find(out.begin(), out.end(), value) == out.end()) out.push_back(value);
     start = end + 1;
   }
   return out;
+}
+
+std::vector<int> built_architectures() {
+  // CMAKE_CUDA_ARCHITECTURES as CMake resolved it (src/cuda_runtime/CMakeLists.txt).
+  return parse_architectures(ETC_CUDA_ARCHITECTURES);
+}
+
+Status check_kernel_image(const DeviceInfo& device) {
+  cudaError_t err = kernels::kernel_image_status();
+  if (err == cudaSuccess) return Status();
+  if (err == cudaErrorNoKernelImageForDevice || err == cudaErrorInvalidDeviceFunction ||
+      err == cudaErrorUnsupportedPtxVersion) {
+    (void)cudaGetLastError();
+    return Status(ErrorCode::kDeviceUnavailable,
+                  "cuda:" + std::to_string(device.index) + " (" + device.name +
+                      ", compute capability " + std::to_string(device.major) + "." +
+                      std::to_string(device.minor) +
+                      "): this etc carries no kernels that load on it (" + cudaGetErrorName(err) +
+                      "; rebuild with -DCMAKE_CUDA_ARCHITECTURES=" +
+                      std::to_string(device.major * 10 + device.minor) + ")");
+  }
+  return status_from_cuda(err, "cudaFuncGetAttributes", __FILE__, __LINE__);
 }
 
 Status check_supported(const DeviceInfo& device, const std::vector<int>& architectures) {
@@ -98,7 +124,8 @@ Status check_supported(const DeviceInfo& device, const std::vector<int>& archite
     built += (built.empty() ? "sm_" : ", sm_") + std::to_string(a);
     lowest = lowest == 0 ? a : std::min(lowest, a);
   }
-  if (lowest != 0 && cc >= lowest) return Status();
+  if (architectures.empty()) return Status();  // not known: the driver decides at load
+  if (cc >= lowest) return Status();
   return Status(ErrorCode::kDeviceUnavailable,
                 "cuda:" + std::to_string(device.index) + " (" + device.name +
                     ") has compute capability " + std::to_string(device.major) + "." +

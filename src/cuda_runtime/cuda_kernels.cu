@@ -819,4 +819,12 @@ cudaError_t launch_gemm(const GemmArgs& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+// An empty kernel whose attributes the driver can only give when the device code loads.
+__global__ void kernel_image_probe() {}
+
+cudaError_t kernel_image_status() {
+  cudaFuncAttributes attr{};
+  return cudaFuncGetAttributes(&attr, kernel_image_probe);
+}
+
 }  // namespace etc::cuda::kernels

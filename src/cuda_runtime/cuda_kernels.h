@@ -88,6 +88,10 @@ struct MapArgs {
 };
 cudaError_t launch_map(const MapArgs& args, cudaStream_t stream);
 
+// Whether this file's device code loads on the current device: cudaSuccess, or the driver's
+// error (cudaErrorNoKernelImageForDevice when no built SASS or PTX fits it).
+cudaError_t kernel_image_status();
+
 // The unary math ops of graph/unary_math.def: out[i] = Op(in[i]) over n contiguous elements,
 // computed as the CPU kernel does (float for float outs, the input first rounded to the
 // out's precision; int64 for integer outs; bool for bool; predicates read float inputs as

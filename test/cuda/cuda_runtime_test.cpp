@@ -6,6 +6,7 @@
 // (CTest: skipped) when none is visible. Tests tagged [nogpu] run everywhere: without a GPU
 // they check that the runtime fails cleanly, with one that it starts.
 #define CATCH_CONFIG_RUNNER
+#include <algorithm>
 #include <array>
 #include <catch2/catch.hpp>
 #include <cstring>
@@ -114,6 +115,32 @@ TEST_CASE("GPUs below the built architectures are refused by name, newer ones ru
   CHECK(old.message() ==
         "cuda:1 (Tesla T4) has compute capability 7.5; this etc was built for sm_80, sm_90 and "
         "needs 8.0 or newer (rebuild with -DCMAKE_CUDA_ARCHITECTURES=75 to run on it)");
+}
+
+TEST_CASE("the architecture parser reads every form CMAKE_CUDA_ARCHITECTURES takes", "[nogpu]") {
+  CHECK(parse_architectures("80,90") == std::vector<int>{80, 90});
+  CHECK(parse_architectures("80-real;90-virtual") == std::vector<int>{80, 90});
+  CHECK(parse_architectures("90a-real,100a") == std::vector<int>{90, 100});
+  CHECK(parse_architectures("sm_86;compute_86") == std::vector<int>{86});
+  // A keyword CMake did not resolve is "not known", which refuses no GPU (the driver's
+  // kernel-image check decides when the device context is made), not "built for nothing".
+  for (const char* keyword : {"native", "all", "all-major", ""}) {
+    INFO(keyword);
+    CHECK(parse_architectures(keyword).empty());
+    CHECK(
+        check_supported(DeviceInfo{0, "NVIDIA H200", 9, 0, 0}, parse_architectures(keyword)).ok());
+  }
+  // What the build records for all / all-major: CMake's expansions with this toolkit, which
+  // the parser must read as numbers (before the fix the keywords themselves were recorded,
+  // and every GPU was refused).
+  const std::vector<int> all = parse_architectures(ETC_TEST_ARCHS_ALL);
+  const std::vector<int> major = parse_architectures(ETC_TEST_ARCHS_ALL_MAJOR);
+  INFO(ETC_TEST_ARCHS_ALL << " / " << ETC_TEST_ARCHS_ALL_MAJOR);
+  REQUIRE_FALSE(all.empty());
+  REQUIRE_FALSE(major.empty());
+  CHECK(std::find(all.begin(), all.end(), 90) != all.end());
+  CHECK(check_supported(DeviceInfo{0, "NVIDIA H200", 9, 0, 0}, all).ok());
+  CHECK(check_supported(DeviceInfo{0, "NVIDIA H200", 9, 0, 0}, major).ok());
 }
 
 TEST_CASE("cuBLAS handles disallow reduced-precision split-K reductions", "[nogpu]") {
