@@ -242,6 +242,14 @@ Result<DeviceContext*> DeviceContexts::get(int index) {
   return contexts_[index].get();
 }
 
+GraphCounts DeviceContexts::graph_counts() {
+  std::lock_guard<std::mutex> lock(mu_);
+  GraphCounts sum;
+  for (const auto& c : contexts_)
+    if (c != nullptr) sum += c->graph_counts();
+  return sum;
+}
+
 Status DeviceContexts::synchronize_all() {
   std::lock_guard<std::mutex> lock(mu_);
   Status first;  // every device is waited for (and its flag read) even after an error

@@ -83,6 +83,21 @@ class ScratchBuffer {
   uint64_t generation_ = 0;
 };
 
+// How the CUDA delegates on a device ran with --cuda-graphs (etc run --json reports them).
+struct GraphCounts {
+  uint64_t captures = 0;  // graphs captured
+  uint64_t replays = 0;   // calls that launched a cached graph
+  uint64_t plain = 0;     // calls run without a graph (first calls for new pointers or sizes)
+  uint64_t failed = 0;    // captures that failed (the delegate then runs without graphs)
+  GraphCounts& operator+=(const GraphCounts& o) {
+    captures += o.captures;
+    replays += o.replays;
+    plain += o.plain;
+    failed += o.failed;
+    return *this;
+  }
+};
+
 // One device's stream, cuBLAS handle and scratch memory. Not thread-safe: a device context is
 // used by one runtime (one thread) at a time, like the Method that runs on it.
 class DeviceContext {
@@ -108,6 +123,8 @@ class DeviceContext {
   // index_put): checking each launch would synchronise, so synchronize() and device-to-host
   // copies read it. Allocated (zeroed) on first use, which must not be inside a graph capture.
   Result<int32_t*> error_flag();
+  // The graph counts of the delegates on this device.
+  GraphCounts& graph_counts() { return graph_counts_; }
 
   // Waits for everything queued on the stream; an error when a kernel set error_flag() since
   // the flag was last read (the flag is cleared). Device-to-host copies read it too.
@@ -125,6 +142,7 @@ class DeviceContext {
   ScratchBuffer scratch_;
   int32_t* error_flag_ = nullptr;         // host side (pinned, mapped)
   int32_t* error_flag_device_ = nullptr;  // its device address
+  GraphCounts graph_counts_;
 };
 
 // The device contexts of one runtime, created on first use per device index.
@@ -133,6 +151,8 @@ class DeviceContexts {
   Result<DeviceContext*> get(int index);
   // Waits for the streams of every device context created so far.
   Status synchronize_all();
+  // The graph counts of every device context created so far, added up.
+  GraphCounts graph_counts();
 
  private:
   std::mutex mu_;

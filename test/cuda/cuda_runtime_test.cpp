@@ -15,6 +15,7 @@
 #include "cuda_runtime/cuda_allocator.h"
 #include "cuda_runtime/cuda_context.h"
 #include "cuda_runtime/cuda_devices.h"
+#include "cuda_runtime/cuda_graph_cache.h"
 #include "cuda_runtime/cuda_op_util.h"
 #include "cuda_runtime/cuda_ops.h"
 #include "cuda_runtime/cuda_runtime_env.h"
@@ -244,6 +245,54 @@ TEST_CASE("scratch memory: graphs are invalidated as soon as the old buffer is f
   CHECK(s.generation() != after_failure);
   s.release(ops);
   CHECK(freed == 2);
+}
+
+TEST_CASE("the graph cache replays alternating pointer sets instead of capturing again",
+          "[nogpu]") {
+  // Stand-in executable graphs: distinct non-null handles, destroyed exactly once.
+  std::vector<int> slots(16);
+  std::vector<cudaGraphExec_t> destroyed;
+  GraphCache cache([&](cudaGraphExec_t e) { destroyed.push_back(e); }, /*capacity=*/2);
+  int next = 0;
+  auto handle = [&] { return reinterpret_cast<cudaGraphExec_t>(&slots[next++]); };
+  using A = GraphCache::Action;
+  // What a delegate does with one call's key: the action taken.
+  auto call = [&](const GraphCache::Key& key) {
+    A a = cache.decide(key);
+    if (a == A::kReplay) REQUIRE(cache.replay(key) != nullptr);
+    if (a == A::kPlain) cache.ran_plainly(key);
+    if (a == A::kCapture) cache.add(key, handle(), {{2, 3}});
+    return a;
+  };
+  // The runner's token-id and position buffers (8 bytes each) come back swapped every other
+  // call: keys A and B alternate. A one-slot cache captured on every call from the third on.
+  const GraphCache::Key a{0x1000, 1, 1, 0x2000, 1, 1, 7}, b{0x2000, 1, 1, 0x1000, 1, 1, 7};
+  std::vector<A> got;
+  for (int i = 0; i < 10; ++i)
+    got.push_back(call(i % 2 == 0 ? a : b));
+  CHECK(got == std::vector<A>{A::kPlain, A::kPlain, A::kCapture, A::kCapture, A::kReplay,
+                              A::kReplay, A::kReplay, A::kReplay, A::kReplay, A::kReplay});
+  CHECK(cache.counters().captures == 2);
+  CHECK(cache.counters().replays == 6);
+  CHECK(cache.counters().plain == 2);
+  CHECK(destroyed.empty());
+  // A replay gives the outputs' sizes at capture.
+  CHECK(cache.replay(a)->out_sizes == GraphCache::Sizes{{2, 3}});
+  // A third key (the scratch buffer moved: generation 8) beyond capacity evicts the least
+  // recently used graph (b), once.
+  GraphCache::Key c = a;
+  c.back() = 8;
+  CHECK(call(c) == A::kPlain);
+  CHECK(call(c) == A::kCapture);
+  CHECK(cache.size() == 2);
+  CHECK(cache.counters().evicted == 1);
+  REQUIRE(destroyed.size() == 1);
+  CHECK(destroyed[0] == reinterpret_cast<cudaGraphExec_t>(&slots[1]));  // b's graph
+  CHECK(call(a) == A::kReplay);
+  CHECK(call(b) == A::kPlain);  // forgotten: plain once more, then captured again
+  cache.clear();
+  CHECK(destroyed.size() == 3);  // every graph destroyed exactly once
+  CHECK(cache.decide(a) == A::kPlain);
 }
 
 // Element offsets of every operand for every index of p's space, in row-major order (what
