@@ -424,6 +424,11 @@ def cases():
         for idx in (I64, I32):
             simple("embedding_%s_%s" % (d, idx), "aten.embedding.default",
                    lambda w, i: {"weight": w, "indices": i}, [("w", d, [5, 16]), ("i", idx, [3, 4])])
+        # Rows of 2 to 20 bytes: the kernel copies 16, 8, 4 or 2 bytes at a time, the widest
+        # unit dividing the row (embedding_kernel); these take each narrower path.
+        for width in (1, 2, 3, 5):
+            simple("embedding_%s_width%d" % (d, width), "aten.embedding.default",
+                   lambda w, i: {"weight": w, "indices": i}, [("w", d, [7, width]), ("i", I64, [2, 9])])
     for d in FLOATS + [I32, I64, BOOL]:
         # Creation ops feed an add so the delegate has an input; fold-constants is left out of the
         # pipeline (cuda_ops_test.sh) so they stay in the graph.
