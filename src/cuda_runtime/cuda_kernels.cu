@@ -717,8 +717,8 @@ constexpr int kTile = 16;
 __global__ void gemm_kernel(GemmArgs p) {
   __shared__ float as[kTile][kTile + 1];
   __shared__ float bs[kTile][kTile + 1];
-  const int64_t batch = blockIdx.z;
-  const int64_t row = static_cast<int64_t>(blockIdx.y) * kTile + threadIdx.y;
+  const int64_t batch = p.batch0 + blockIdx.z;
+  const int64_t row = p.row0 + static_cast<int64_t>(blockIdx.y) * kTile + threadIdx.y;
   const int64_t colj = static_cast<int64_t>(blockIdx.x) * kTile + threadIdx.x;
   const int64_t a0 = batch * p.a_batch, b0 = batch * p.b_batch;
   float acc = 0;
@@ -856,12 +856,23 @@ cudaError_t launch_im2col(const ConvArgs& g, const float* x, int64_t image, int6
 
 cudaError_t launch_gemm(const GemmArgs& p, cudaStream_t stream) {
   if (p.m == 0 || p.n == 0 || p.batch == 0) return cudaSuccess;
-  if (p.batch > 65535) return cudaErrorInvalidValue;
+  static_assert(kTile == kGemmTile, "gemm_launches tiles by the kernel's tile");
+  // Columns: grid.x holds 2^31 - 1 blocks of 16, more than an int32 n needs.
+  if ((p.n + kTile - 1) / kTile > INT32_MAX) return cudaErrorInvalidValue;
   dim3 block(kTile, kTile);
-  dim3 grid(static_cast<unsigned>((p.n + kTile - 1) / kTile),
-            static_cast<unsigned>((p.m + kTile - 1) / kTile), static_cast<unsigned>(p.batch));
-  gemm_kernel<<<grid, block, 0, stream>>>(p);
-  return cudaGetLastError();
+  for (const GemmLaunch& l : gemm_launches(p.m, p.batch)) {
+    GemmArgs q = p;
+    q.row0 = l.row0;
+    q.batch0 = l.batch0;
+    // The kernel checks rows against q.m: rows past this launch's share belong to the next.
+    q.m = p.m;
+    dim3 grid(static_cast<unsigned>((p.n + kTile - 1) / kTile),
+              static_cast<unsigned>((l.rows + kTile - 1) / kTile),
+              static_cast<unsigned>(l.batches));
+    gemm_kernel<<<grid, block, 0, stream>>>(q);
+    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
 }
 
 // An empty kernel whose attributes the driver can only give when the device code loads.

@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace etc::cuda::kernels {
 
@@ -292,7 +293,31 @@ struct GemmArgs {
   const void* bias = nullptr;
   int64_t bias_batch = 0, bias_rs = 0, bias_cs = 0;
   float alpha = 1, beta = 1;
+  // The first row and batch of this launch (launch_gemm tiles large problems).
+  int64_t row0 = 0, batch0 = 0;
 };
+// Any m and batch: a grid's y and z dims hold at most 65,535 blocks, so the rows (16 per
+// block) and batches are covered by as many launches as needed (gemm_launches).
 cudaError_t launch_gemm(const GemmArgs& args, cudaStream_t stream);
+
+// The tile size of the fallback GEMM, and the launches covering an [batch, m] problem:
+// each (row0, rows, batch0, batches) a grid of ceil(rows / kGemmTile) x batches blocks in
+// y and z, both within the 65,535 limit.
+inline constexpr int64_t kGemmTile = 16;
+inline constexpr int64_t kMaxGridYZ = 65535;
+struct GemmLaunch {
+  int64_t row0, rows, batch0, batches;
+};
+inline std::vector<GemmLaunch> gemm_launches(int64_t m, int64_t batch) {
+  std::vector<GemmLaunch> out;
+  const int64_t rows_per = kMaxGridYZ * kGemmTile;
+  for (int64_t b0 = 0; b0 < batch; b0 += kMaxGridYZ) {
+    for (int64_t r0 = 0; r0 < m; r0 += rows_per) {
+      out.push_back(GemmLaunch{r0, m - r0 < rows_per ? m - r0 : rows_per, b0,
+                               batch - b0 < kMaxGridYZ ? batch - b0 : kMaxGridYZ});
+    }
+  }
+  return out;
+}
 
 }  // namespace etc::cuda::kernels

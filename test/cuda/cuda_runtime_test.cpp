@@ -295,6 +295,36 @@ TEST_CASE("the graph cache replays alternating pointer sets instead of capturing
   CHECK(cache.decide(a) == A::kPlain);
 }
 
+TEST_CASE("the fallback 16-bit GEMM tiles rows and batches within the grid limits", "[nogpu]") {
+  // Rows come in tiles of 16 per block in grid.y, batches in grid.z: both at most 65,535.
+  // One launch used to take ceil(m / 16) blocks in y, past the limit from m = 1,048,561.
+  for (auto [m, batch] : {std::pair<int64_t, int64_t>{1, 1},
+                          {16 * 65535, 1},
+                          {16 * 65535 + 1, 1},
+                          {3'000'000, 2},
+                          {5, 65536},
+                          {40, 200'000}}) {
+    INFO("m " << m << ", batch " << batch);
+    const std::vector<kernels::GemmLaunch> launches = kernels::gemm_launches(m, batch);
+    REQUIRE_FALSE(launches.empty());
+    // Every (batch, row) exactly once, each launch within the limits.
+    int64_t covered = 0;
+    for (const kernels::GemmLaunch& l : launches) {
+      CHECK((l.rows + kernels::kGemmTile - 1) / kernels::kGemmTile <= kernels::kMaxGridYZ);
+      CHECK(l.batches <= kernels::kMaxGridYZ);
+      CHECK(l.rows > 0);
+      CHECK(l.batches > 0);
+      CHECK(l.row0 % kernels::kGemmTile == 0);  // tiles of one launch never straddle another's
+      CHECK(l.row0 + l.rows <= m);
+      CHECK(l.batch0 + l.batches <= batch);
+      covered += l.rows * l.batches;
+    }
+    CHECK(covered == m * batch);
+  }
+  CHECK(kernels::gemm_launches(16 * 65535 + 1, 1).size() == 2);
+  CHECK(kernels::gemm_launches(16 * 65535, 1).size() == 1);
+}
+
 // Element offsets of every operand for every index of p's space, in row-major order (what
 // map_kernel computes on the device).
 std::vector<std::array<int64_t, 4>> offsets(const kernels::MapArgs& p) {
