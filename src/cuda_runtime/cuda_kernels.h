@@ -143,7 +143,31 @@ struct ReduceArgs {
   int64_t reduced_strides[kMaxRank] = {};
   bool integer = false;  // accumulate in int64 (sum of integers) instead of double
 };
-cudaError_t launch_reduce(const ReduceArgs& args, cudaStream_t stream);
+// With few outputs and many elements each (a whole-tensor sum), one block per output would
+// use a handful of SMs: each output's reduced elements are cut into reduce_splits() chunks of
+// consecutive elements, one block each writes a partial to `scratch` (reduce_scratch_bytes()
+// of device memory), then one block per output combines its partials. The cut depends only
+// on the shapes, never on the GPU, and every step combines in a fixed order, so a result is
+// the same on every run and every GPU.
+cudaError_t launch_reduce(const ReduceArgs& args, void* scratch, cudaStream_t stream);
+
+// Elements per partial of a split reduction, and the splits of one output (1: not split).
+inline constexpr int64_t kReduceChunk = 16384;
+inline int64_t reduce_splits(int64_t outputs, int64_t count) {
+  // 1024 outputs already fill every SM of today's GPUs with one block each.
+  if (outputs >= 1024 || count < 2 * kReduceChunk) return 1;
+  return (count + kReduceChunk - 1) / kReduceChunk;
+}
+inline size_t reduce_scratch_bytes(const ReduceArgs& args) {
+  int64_t outputs = 1, count = 1;
+  for (int d = 0; d < args.kept.rank; ++d)
+    outputs *= args.kept.sizes[d];
+  for (int d = 0; d < args.reduced.rank; ++d)
+    count *= args.reduced.sizes[d];
+  const int64_t splits = reduce_splits(outputs, count);
+  // Partials are double or int64 (8 bytes).
+  return splits > 1 ? static_cast<size_t>(outputs * splits) * 8 : 0;
+}
 
 // var.correction over the dims of `args` not kept (launch_reduce's layout; args.op and
 // args.integer unused): per output, one block takes the mean and then the sum of squared

@@ -550,7 +550,12 @@ Status run_reduce(const KernelContext& ctx, k::ReduceOp op, const TensorView& se
   p.op = op;
   p.integer = integer;
   ETC_ASSIGN_OR_RETURN(DeviceContext * dev, device_of(ctx));
-  ETC_CUDA_RETURN_IF_ERROR(k::launch_reduce(p, dev->stream()));
+  // A split reduction's partials (k::launch_reduce) live in the device's scratch memory.
+  void* partials = nullptr;
+  if (const size_t bytes = k::reduce_scratch_bytes(p); bytes > 0) {
+    ETC_ASSIGN_OR_RETURN(partials, dev->scratch(bytes));
+  }
+  ETC_CUDA_RETURN_IF_ERROR(k::launch_reduce(p, partials, dev->stream()));
   return Status();
 }
 

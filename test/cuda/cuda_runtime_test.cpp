@@ -325,6 +325,24 @@ TEST_CASE("the fallback 16-bit GEMM tiles rows and batches within the grid limit
   CHECK(kernels::gemm_launches(16 * 65535, 1).size() == 1);
 }
 
+TEST_CASE("reductions to few outputs are split by the shapes alone", "[nogpu]") {
+  using kernels::kReduceChunk;
+  using kernels::reduce_splits;
+  // A whole-tensor sum of 10^8 elements: 6,104 blocks of partials instead of one block.
+  CHECK(reduce_splits(1, 100'000'000) == (100'000'000 + kReduceChunk - 1) / kReduceChunk);
+  CHECK(reduce_splits(3, 1 << 22) == (1 << 22) / kReduceChunk);
+  // Small reductions and many outputs stay one block per output.
+  CHECK(reduce_splits(1, 2 * kReduceChunk - 1) == 1);
+  CHECK(reduce_splits(1024, 1 << 24) == 1);
+  // The partials' scratch: 8 bytes each (double or int64), none without a split.
+  kernels::ReduceArgs p;
+  p.kept = ops::shape_of(std::vector<int64_t>{2});
+  p.reduced = ops::shape_of(std::vector<int64_t>{1024, 2048});
+  CHECK(kernels::reduce_scratch_bytes(p) == static_cast<size_t>(2 * reduce_splits(2, 1 << 21) * 8));
+  p.reduced = ops::shape_of(std::vector<int64_t>{7});
+  CHECK(kernels::reduce_scratch_bytes(p) == 0);
+}
+
 // Element offsets of every operand for every index of p's space, in row-major order (what
 // map_kernel computes on the device).
 std::vector<std::array<int64_t, 4>> offsets(const kernels::MapArgs& p) {

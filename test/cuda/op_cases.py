@@ -315,6 +315,22 @@ def cases():
                [("x", d, [6, 1000])], run_args=tol(d, gemm=True))
         simple("sum_all_%s" % d, "aten.sum.dim_IntList", lambda x: {"self": x, "dim": None},
                [("x", d, [3, 50])], run_args=tol(d, gemm=True))
+    # Whole-tensor and few-output reductions of 2^22 elements: the CUDA kernels split each
+    # output's elements in chunks over many blocks, then combine the partials (two steps).
+    big_x = [("x", F32, [2048, 2048])]
+    simple("sum_whole_2p22_f32", "aten.sum.dim_IntList", lambda x: {"self": x, "dim": None},
+           big_x, run_args=tol(F32, gemm=True))
+    simple("mean_whole_2p22_f32", "aten.mean.dim", lambda x: {"self": x, "dim": [0, 1]}, big_x,
+           run_args=tol(F32, gemm=True))
+    simple("amax_whole_2p22_f32", "aten.amax.default", lambda x: {"self": x, "dim": [0, 1]}, big_x)
+    simple("sum_two_outputs_2p21_f32", "aten.sum.dim_IntList",
+           lambda x: {"self": x, "dim": [1, 2], "keepdim": True}, [("x", F32, [2, 1024, 2048])],
+           run_args=tol(F32, gemm=True))
+    simple("amax_three_outputs_2p22_f32", "aten.amax.default",
+           lambda x: {"self": x, "dim": [1], "keepdim": False}, [("x", F32, [3, 1 << 22])])
+    simple("any_dim_few_outputs_2p22_bool", "aten.any.dim", lambda x: {"self": x, "dim": 1},
+           [("x", BOOL, [2, 1 << 21])])
+    for d in FLOATS:
         for op in ("_softmax", "_log_softmax"):
             simple("%s_last_%s" % (op.strip("_"), d), "aten.%s.default" % op,
                    lambda x: {"self": x, "dim": -1, "half_to_float": False}, [("x", d, [6, 257])])
