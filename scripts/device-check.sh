@@ -3,9 +3,13 @@
 # none of etc's Debian build dependencies) from the repository root, with binaries built
 # elsewhere by scripts/build-for-device.sh and carried in build-device/:
 #   1. nvidia-smi and the binaries' build info;
-#   2. the `cuda` tests: cuda_runtime_test [gpu]/[nogpu], every capability op against the CPU
-#      reference (test/cuda/cuda_ops_test.sh), the examples with --verify, and (not with
-#      --quick) compute-sanitizer memcheck over one case per kernel family;
+#   2. the `cuda` tests: cuda_runtime_test [gpu]/[nogpu] (with issue 38's checks: state
+#      without an initial value zeroed at load and reset, a cuda:1 buffer refused by a cuda:0
+#      delegate when two GPUs are visible), every capability op against the CPU reference
+#      (test/cuda/cuda_ops_test.sh; among them reductions of 2^22 elements to one, two and
+#      three outputs, which take the two-step kernels), the examples with --verify and with
+#      --cuda-graphs, where run --json must show each graph captured once and replayed, and
+#      (not with --quick) compute-sanitizer memcheck over one case per kernel family;
 #   3. the GPU kernel benchmark (bench/cuda_kernels) against the measured peaks;
 #   4. end-to-end latency of the examples (etc run --json: h2d, compute, d2h), with host and
 #      device IO, and the copies per inference the exports report;
@@ -159,9 +163,9 @@ triage() {
 }
 : >"$results.checks"
 step "runtime plumbing without GPU errors ([nogpu])" "$bin/cuda_runtime_test" "[nogpu]"
-step "allocator, host-pointer rule, cuda:0/cuda:1 delegates ([gpu])" "$bin/cuda_runtime_test" "[gpu]"
+step "allocator, host-pointer rule, cuda:0/cuda:1 delegates, zeroed state ([gpu])" "$bin/cuda_runtime_test" "[gpu]"
 step "every capability op vs the CPU reference" bash test/cuda/cuda_ops_test.sh "$etc" "$root" cuda
-step "examples on CUDA with --verify" bash test/cuda/cuda_examples_test.sh "$etc" "$root"
+step "examples on CUDA with --verify, CUDA graphs replayed" bash test/cuda/cuda_examples_test.sh "$etc" "$root"
 # PyTorch archives: the committed ones, and the cached fixtures when carried along.
 step "PyTorch programs on CUDA with --verify" bash test/torch/cuda_models_test.sh "$etc" "$root" "${TORCH_FIXTURES:-}"
 if compgen -G "$bin/../onnx/*.pte" >/dev/null; then

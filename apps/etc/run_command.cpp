@@ -168,8 +168,32 @@ struct Timings {
   std::vector<double> h2d, compute, d2h;
 };
 
+// Memory for a method's bound (unplanned) inputs and outputs, kept across iterations and
+// calls: the same pointers every time, so that a CUDA delegate with --cuda-graphs replays its
+// graph. (Freed and allocated again each call, cudaMalloc may hand the buffers back in
+// another order, and every new set of pointers is a new graph to capture.)
+struct IoBuffers {
+  std::vector<rt::DeviceBuffer> inputs, outputs;
+};
+
+// The buffer `slot` of `buffers` on `device` with at least `bytes`: the one there when it
+// is on that device and large enough, else a new one (at least `capacity` bytes, a
+// dynamic-bound tensor's bound, so that it does not move when the sizes change).
+Result<void*> io_buffer(std::vector<rt::DeviceBuffer>& buffers, size_t slot,
+                        const rt::RuntimeEnv& env, Device device, size_t bytes, size_t capacity) {
+  if (buffers.size() <= slot) buffers.resize(slot + 1);
+  rt::DeviceBuffer& b = buffers[slot];
+  if (b.data() == nullptr || b.device() != device || b.size() < bytes) {
+    b = rt::DeviceBuffer();  // freed first: the new one may take its place
+    ETC_ASSIGN_OR_RETURN(
+        b, rt::DeviceBuffer::allocate(*env.allocators, device, std::max(bytes, capacity), 256));
+  }
+  return b.data();
+}
+
 // Runs `m` with `inputs`: binds (uploading device-resident inputs), executes `warmup` +
-// `iterations` times, and returns the outputs as host tensors.
+// `iterations` times, and returns the outputs as host tensors. Bound inputs and outputs use
+// `io` (kept by the caller across calls) or, without it, buffers kept across the iterations.
 // `sync` waits for queued device work, so that compute time is not counted as d2h.
 // A program with state (a decoder's KV cache) starts every run from its initial state unless
 // `keep_state` (generation feeds one call's state into the next).
@@ -177,10 +201,10 @@ Result<std::vector<HostTensor>> run_method(rt::Method& m, const rt::RuntimeEnv& 
                                            const std::vector<HostTensor>& inputs, int warmup,
                                            int iterations, Timings* timings,
                                            const std::function<Status()>& sync = nullptr,
-                                           bool keep_state = false) {
-  std::vector<rt::DeviceBuffer> bound;  // memory for unplanned inputs/outputs, freed on return
+                                           bool keep_state = false, IoBuffers* io = nullptr) {
+  IoBuffers local;  // memory for unplanned inputs/outputs when the caller keeps none
+  IoBuffers& bound = io != nullptr ? *io : local;
   for (int iter = 0; iter < warmup + iterations; ++iter) {
-    bound.clear();
     if (!keep_state) ETC_RETURN_IF_ERROR(m.reset_state());
     auto t0 = Clock::now();
     for (size_t i = 0; i < m.num_inputs(); ++i) {
@@ -191,26 +215,25 @@ Result<std::vector<HostTensor>> run_method(rt::Method& m, const rt::RuntimeEnv& 
         continue;
       }
       ETC_RETURN_IF_ERROR(m.resize_input(i, h.shape));
-      ETC_ASSIGN_OR_RETURN(rt::DeviceBuffer b, rt::DeviceBuffer::allocate(*env.allocators, t.device,
-                                                                          h.bytes.size(), 256));
+      ETC_ASSIGN_OR_RETURN(void* b,
+                           io_buffer(bound.inputs, i, env, t.device, h.bytes.size(),
+                                     static_cast<size_t>(std::max<int64_t>(0, t.capacity))));
       if (t.device.is_cpu()) {
-        std::memcpy(b.data(), h.bytes.data(), h.bytes.size());
+        if (!h.bytes.empty()) std::memcpy(b, h.bytes.data(), h.bytes.size());
       } else {
         ETC_ASSIGN_OR_RETURN(rt::DeviceAllocator * a, env.allocators->for_device(t.device));
         ETC_RETURN_IF_ERROR(
-            a->copy_host_to_device(b.data(), h.bytes.data(), h.bytes.size(), t.device.index));
+            a->copy_host_to_device(b, h.bytes.data(), h.bytes.size(), t.device.index));
       }
-      ETC_RETURN_IF_ERROR(m.bind_input(i, b.data()));
-      bound.push_back(std::move(b));
+      ETC_RETURN_IF_ERROR(m.bind_input(i, b));
     }
     for (size_t i = 0; i < m.num_outputs(); ++i) {
       if (!m.output_is_bound(i)) continue;
       const rt::TensorView& t = m.output(i);
-      ETC_ASSIGN_OR_RETURN(rt::DeviceBuffer b,
-                           rt::DeviceBuffer::allocate(*env.allocators, t.device,
-                                                      static_cast<size_t>(t.nbytes()), 256));
-      ETC_RETURN_IF_ERROR(m.bind_output(i, b.data()));
-      bound.push_back(std::move(b));
+      ETC_ASSIGN_OR_RETURN(
+          void* b, io_buffer(bound.outputs, i, env, t.device, static_cast<size_t>(t.nbytes()),
+                             static_cast<size_t>(std::max<int64_t>(0, t.capacity))));
+      ETC_RETURN_IF_ERROR(m.bind_output(i, b));
     }
     if (sync) ETC_RETURN_IF_ERROR(sync());
     auto t1 = Clock::now();
@@ -465,6 +488,7 @@ Result<Generation> generate(rt::Method& m, const rt::RuntimeEnv& env,
   const auto prompt_len = static_cast<int64_t>(prompt.size());
   std::vector<int64_t> tokens;
   int64_t pos = 0;
+  IoBuffers io, ref_io;  // the same IO pointers every step (graphs replay)
   while (pos < prompt_len + steps - 1) {
     const bool prefill = pos < prompt_len;
     if (prefill) {
@@ -476,7 +500,7 @@ Result<Generation> generate(rt::Method& m, const rt::RuntimeEnv& env,
     const auto n = static_cast<int64_t>(tokens.size());
     std::vector<HostTensor> in = decoder_inputs(m, tokens, pos, fixed);
     Timings t;
-    Result<std::vector<HostTensor>> out = run_method(m, env, in, 0, 1, &t, sync, true);
+    Result<std::vector<HostTensor>> out = run_method(m, env, in, 0, 1, &t, sync, true, &io);
     if (!out.ok()) {
       return std::move(out).take_status().add_context(
           "at position " + std::to_string(pos) +
@@ -488,8 +512,8 @@ Result<Generation> generate(rt::Method& m, const rt::RuntimeEnv& env,
     g.last = *out;
     (prefill ? g.prefill : g.decode).push_back(t.compute.front());
     if (reference != nullptr) {
-      ETC_ASSIGN_OR_RETURN(std::vector<HostTensor> r,
-                           run_method(*reference, *ref_env, in, 0, 1, nullptr, nullptr, true));
+      ETC_ASSIGN_OR_RETURN(std::vector<HostTensor> r, run_method(*reference, *ref_env, in, 0, 1,
+                                                                 nullptr, nullptr, true, &ref_io));
       last_rows(r[0], n, ref_logits);
     }
     pos += n;
@@ -498,9 +522,28 @@ Result<Generation> generate(rt::Method& m, const rt::RuntimeEnv& env,
   return g;
 }
 
+// With --cuda-graphs on a CUDA device: how many graphs the delegates captured and how many
+// calls replayed one (the device check asserts the replays); null otherwise.
+nlohmann::json graph_counts_json(const RunArgs& args, Device device,
+                                 const rt::OwnedRuntime& runtime) {
+#ifdef ETC_WITH_CUDA
+  if (args.cuda_graphs && device.type == DeviceType::kCUDA) {
+    const cuda::GraphCountsSummary c = cuda::graph_counts(runtime);
+    return {{"captures", c.captures},
+            {"replays", c.replays},
+            {"plain_runs", c.plain},
+            {"failed_captures", c.failed}};
+  }
+#endif
+  (void)args;
+  (void)device;
+  (void)runtime;
+  return nullptr;
+}
+
 Status run_generation(const RunArgs& args, const pte::File& file, rt::Method& method,
                       const rt::RuntimeEnv& env, Device device, double load_seconds,
-                      const std::function<Status()>& sync) {
+                      const std::function<Status()>& sync, const rt::OwnedRuntime& runtime) {
   if (args.steps < 1) return Status(ErrorCode::kUsage, "--steps must be >= 1");
   if (args.prompt.empty()) return Status(ErrorCode::kUsage, "--steps needs --prompt FILE.npy");
   ETC_RETURN_IF_ERROR(check_decoder_signature(method).add_location(Location{.file = args.file}));
@@ -609,6 +652,8 @@ Status run_generation(const RunArgs& args, const pte::File& file, rt::Method& me
                       {"decode_min", decode.min * 1e3},
                       {"decode_max", decode.max * 1e3}};
     j["decode_tokens_per_second"] = tokens_per_s;
+    if (nlohmann::json counts = graph_counts_json(args, device, runtime); !counts.is_null())
+      j["cuda_graphs"] = counts;
     if (args.verify) {
       j["verified"] = !mismatch;
       j["max_abs_error"] = cmp.max_abs;
@@ -667,7 +712,7 @@ Status run_program(const RunArgs& args) {
   Timings timings;
   timings.load = seconds_since(t_load);
   if (args.steps != 0 || !args.prompt.empty())
-    return run_generation(args, file, *method, env, device, timings.load, sync);
+    return run_generation(args, file, *method, env, device, timings.load, sync, *runtime);
   auto [in_names, out_names] = io_names(file);
   ETC_ASSIGN_OR_RETURN(std::vector<HostTensor> inputs, prepare_inputs(args, *method, in_names));
   ETC_ASSIGN_OR_RETURN(
@@ -759,6 +804,8 @@ Status run_program(const RunArgs& args) {
                       {"d2h_median", d2h.median * 1e3},
                       {"iterations", args.iterations}};
     if (args.verify) j["verified"] = !mismatch;
+    if (nlohmann::json counts = graph_counts_json(args, device, *runtime); !counts.is_null())
+      j["cuda_graphs"] = counts;
     std::puts(j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     std::printf("ran %s on %s: %zu input%s, %zu output%s\n", args.file.c_str(),

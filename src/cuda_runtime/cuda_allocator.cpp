@@ -100,6 +100,13 @@ Result<bool> CudaAllocator::owns(const void* ptr) const {
   return device_memory_from_query(err, attr.type, __FILE__, __LINE__);
 }
 
+Result<int> CudaAllocator::device_of(const void* ptr) const {
+  if (ptr == nullptr) return -1;
+  cudaPointerAttributes attr{};
+  cudaError_t err = cudaPointerGetAttributes(&attr, ptr);
+  return memory_device_from_query(err, attr.type, attr.device, __FILE__, __LINE__);
+}
+
 size_t CudaAllocator::live_allocations() const {
   std::lock_guard<std::mutex> lock(mu_);
   return blocks_.size();

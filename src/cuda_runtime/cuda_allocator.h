@@ -29,6 +29,9 @@ class CudaAllocator final : public rt::DeviceAllocator {
   // True for device (or managed) memory of any CUDA device, whoever allocated it; a failed
   // query (a sticky error after a kernel fault) is that CUDA error, not "host memory".
   Result<bool> owns(const void* ptr) const override;
+  // The device cudaPointerGetAttributes names for device or managed memory, -1 for host
+  // memory; a failed query is that CUDA error.
+  Result<int> device_of(const void* ptr) const override;
 
   size_t live_allocations() const;
 

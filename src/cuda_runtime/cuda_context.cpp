@@ -83,9 +83,7 @@ Status status_from_cublas(cublasStatus_t status, const char* call, const char* f
 }
 
 Result<int> visible_device_count() {
-  int count = 0;
-  ETC_CUDA_RETURN_IF_ERROR(cudaGetDeviceCount(&count));
-  return count;
+  return count_devices();
 }
 
 Result<std::unique_ptr<DeviceContext>> DeviceContext::create(int index) {
@@ -97,11 +95,17 @@ Result<std::unique_ptr<DeviceContext>> DeviceContext::create(int index) {
   }
   cudaDeviceProp prop{};
   ETC_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, index));
-  ETC_RETURN_IF_ERROR(check_supported(DeviceInfo{index, prop.name, prop.major, prop.minor, 0},
-                                      built_architectures()));
+  const DeviceInfo info{index, prop.name, prop.major, prop.minor, 0};
+  ETC_RETURN_IF_ERROR(check_supported(info, built_architectures()));
   std::unique_ptr<DeviceContext> c(new DeviceContext(index));
   ETC_CUDA_RETURN_IF_ERROR(cudaSetDevice(index));
-  ETC_CUDA_RETURN_IF_ERROR(cudaStreamCreate(&c->stream_));
+  // The recorded architectures can be wrong or unknown; the driver knows whether the device
+  // code loads.
+  ETC_RETURN_IF_ERROR(check_kernel_image(info));
+  // Non-blocking: etc's stream does not synchronise with the legacy default stream, so an
+  // application thread using that stream neither waits on etc's kernels nor breaks a CUDA
+  // graph capture in progress on etc's stream.
+  ETC_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&c->stream_, cudaStreamNonBlocking));
   return c;
 }
 
@@ -113,7 +117,7 @@ DeviceContext::~DeviceContext() {
   if (cublas_ != nullptr) {
     if (Result<const CublasApi*> api = cublas_api(); api.ok()) (void)(*api)->destroy(cublas_);
   }
-  if (scratch_ != nullptr) teardown_ok(cudaFree(scratch_), "cudaFree");
+  scratch_.release(scratch_ops());
   if (error_flag_ != nullptr) teardown_ok(cudaFreeHost(error_flag_), "cudaFreeHost");
   if (stream_ != nullptr) teardown_ok(cudaStreamDestroy(stream_), "cudaStreamDestroy");
 }
@@ -145,20 +149,53 @@ Result<cublasHandle_t> DeviceContext::cublas() {
   return cublas_;
 }
 
-Result<void*> DeviceContext::scratch(size_t bytes) {
-  if (bytes <= scratch_bytes_) return scratch_;
-  ETC_RETURN_IF_ERROR(activate());
-  if (scratch_ != nullptr) {
+Result<void*> ScratchBuffer::get(size_t bytes, const Ops& ops) {
+  if (bytes <= bytes_) return data_;  // bytes_ is 0 while there is no buffer
+  if (data_ != nullptr) {
     // Kernels queued on the stream may still read the old buffer.
-    ETC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-    ETC_CUDA_RETURN_IF_ERROR(cudaFree(scratch_));
-    scratch_ = nullptr;
-    scratch_bytes_ = 0;
+    ETC_RETURN_IF_ERROR(ops.wait());
+    release(ops);
   }
-  ETC_CUDA_RETURN_IF_ERROR(cudaMalloc(&scratch_, bytes));
-  scratch_bytes_ = bytes;
-  ++scratch_generation_;
-  return scratch_;
+  ETC_ASSIGN_OR_RETURN(void* p, ops.allocate(bytes));
+  data_ = p;
+  bytes_ = bytes;
+  ++generation_;
+  return data_;
+}
+
+void ScratchBuffer::release(const Ops& ops) {
+  if (data_ == nullptr) return;
+  ops.free(data_);
+  data_ = nullptr;
+  bytes_ = 0;
+  // Whatever happens next (the new allocation may fail), graphs that captured the freed
+  // buffer's address are stale from now on.
+  ++generation_;
+}
+
+ScratchBuffer::Ops DeviceContext::scratch_ops() const {
+  return ScratchBuffer::Ops{
+      [this]() -> Status {
+        ETC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+        return Status();
+      },
+      [this](size_t bytes) -> Result<void*> {
+        void* p = nullptr;
+        cudaError_t err = cudaMalloc(&p, bytes);
+        if (err != cudaSuccess) {
+          return std::move(status_from_cuda(err, "cudaMalloc", __FILE__, __LINE__))
+              .add_context("while allocating " + std::to_string(bytes) +
+                           " bytes of scratch memory on cuda:" + std::to_string(index_));
+        }
+        return p;
+      },
+      [](void* p) { teardown_ok(cudaFree(p), "cudaFree"); }};
+}
+
+Result<void*> DeviceContext::scratch(size_t bytes) {
+  if (bytes <= scratch_.bytes()) return scratch_.data();
+  ETC_RETURN_IF_ERROR(activate());
+  return scratch_.get(bytes, scratch_ops());
 }
 
 Result<int32_t*> DeviceContext::error_flag() {
@@ -203,6 +240,14 @@ Result<DeviceContext*> DeviceContexts::get(int index) {
     ETC_ASSIGN_OR_RETURN(contexts_[index], DeviceContext::create(index));
   }
   return contexts_[index].get();
+}
+
+GraphCounts DeviceContexts::graph_counts() {
+  std::lock_guard<std::mutex> lock(mu_);
+  GraphCounts sum;
+  for (const auto& c : contexts_)
+    if (c != nullptr) sum += c->graph_counts();
+  return sum;
 }
 
 Status DeviceContexts::synchronize_all() {

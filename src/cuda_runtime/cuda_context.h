@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 #include <cstdint>
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -55,6 +56,48 @@ Status status_from_cublas(cublasStatus_t status, const char* call, const char* f
 // How many CUDA devices are visible; an error (no driver, no device) says what was found.
 Result<int> visible_device_count();
 
+// The bookkeeping of a device's scratch buffer, apart from the CUDA calls that wait, allocate
+// and free (so that a host test can drive it with stand-ins). The generation changes whenever
+// the buffer the pointer names stops being valid: a CUDA graph captured against the old
+// buffer must not be replayed, even when allocating the new one fails.
+class ScratchBuffer {
+ public:
+  struct Ops {
+    std::function<Status()> wait;  // until queued kernels stop reading it
+    std::function<Result<void*>(size_t)> allocate;
+    std::function<void(void*)> free;
+  };
+  // At least `bytes`, valid until the next call that grows it. Growing waits, frees the old
+  // buffer (bumping the generation at once), then allocates; if that fails, the buffer is
+  // empty and the next call tries again.
+  Result<void*> get(size_t bytes, const Ops& ops);
+  // Frees the buffer (at teardown); the generation moves on.
+  void release(const Ops& ops);
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  uint64_t generation() const { return generation_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+  uint64_t generation_ = 0;
+};
+
+// How the CUDA delegates on a device ran with --cuda-graphs (etc run --json reports them).
+struct GraphCounts {
+  uint64_t captures = 0;  // graphs captured
+  uint64_t replays = 0;   // calls that launched a cached graph
+  uint64_t plain = 0;     // calls run without a graph (first calls for new pointers or sizes)
+  uint64_t failed = 0;    // captures that failed (the delegate then runs without graphs)
+  GraphCounts& operator+=(const GraphCounts& o) {
+    captures += o.captures;
+    replays += o.replays;
+    plain += o.plain;
+    failed += o.failed;
+    return *this;
+  }
+};
+
 // One device's stream, cuBLAS handle and scratch memory. Not thread-safe: a device context is
 // used by one runtime (one thread) at a time, like the Method that runs on it.
 class DeviceContext {
@@ -72,14 +115,16 @@ class DeviceContext {
   Result<cublasHandle_t> cublas();
   // At least `bytes` of device memory, valid until the next call; grows, never shrinks.
   Result<void*> scratch(size_t bytes);
-  // Changes whenever scratch() moves the buffer: a captured CUDA graph that used scratch
-  // memory is stale once this differs from its value at capture.
-  uint64_t scratch_generation() const { return scratch_generation_; }
+  // Changes whenever scratch() frees or moves the buffer: a captured CUDA graph that used
+  // scratch memory is stale once this differs from its value at capture.
+  uint64_t scratch_generation() const { return scratch_.generation(); }
   // A word (pinned host memory mapped into the device; the device address is returned) that
   // kernels set to 1 when they meet an index out of range (embedding, index.Tensor,
   // index_put): checking each launch would synchronise, so synchronize() and device-to-host
   // copies read it. Allocated (zeroed) on first use, which must not be inside a graph capture.
   Result<int32_t*> error_flag();
+  // The graph counts of the delegates on this device.
+  GraphCounts& graph_counts() { return graph_counts_; }
 
   // Waits for everything queued on the stream; an error when a kernel set error_flag() since
   // the flag was last read (the flag is cleared). Device-to-host copies read it too.
@@ -89,14 +134,15 @@ class DeviceContext {
 
  private:
   explicit DeviceContext(int index) : index_(index) {}
+  // The CUDA calls behind scratch_: wait for the stream, cudaMalloc, cudaFree.
+  ScratchBuffer::Ops scratch_ops() const;
   int index_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
-  void* scratch_ = nullptr;
-  size_t scratch_bytes_ = 0;
+  ScratchBuffer scratch_;
   int32_t* error_flag_ = nullptr;         // host side (pinned, mapped)
   int32_t* error_flag_device_ = nullptr;  // its device address
-  uint64_t scratch_generation_ = 0;
+  GraphCounts graph_counts_;
 };
 
 // The device contexts of one runtime, created on first use per device index.
@@ -105,6 +151,8 @@ class DeviceContexts {
   Result<DeviceContext*> get(int index);
   // Waits for the streams of every device context created so far.
   Status synchronize_all();
+  // The graph counts of every device context created so far, added up.
+  GraphCounts graph_counts();
 
  private:
   std::mutex mu_;

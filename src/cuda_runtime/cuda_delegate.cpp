@@ -5,6 +5,7 @@
 
 #include <map>
 
+#include "cuda_runtime/cuda_graph_cache.h"
 #include "cuda_runtime/cuda_ops.h"
 #include "cuda_runtime/cuda_status.h"
 #include "format/pte_reader.h"
@@ -23,16 +24,11 @@ class CudaDelegateHandle final : public rt::DelegateHandle {
     ETC_RETURN_IF_ERROR(device_->activate());
     bool replayed = false;
     ETC_RETURN_IF_ERROR(graphs ? execute_graph(args, &replayed) : method_->execute());
+    // A replay queues the kernels captured for these sizes: execute_graph gave the outputs
+    // the sizes computed at capture.
     if (!replayed) return rt::publish_delegate_outputs(*method_, args);
-    // A replay queues the kernels captured for these sizes: the outputs have the sizes
-    // computed at capture.
-    const size_t n_in = method_->num_inputs();
-    for (size_t k = 0; k < captured_out_sizes_.size(); ++k)
-      args[n_in + k]->tensor.sizes = captured_out_sizes_[k];
     return Status();
   }
-
-  ~CudaDelegateHandle() override { drop_graph(); }
 
   DelegateProgram program;                  // the plan the method points into
   std::vector<rt::DeviceBuffer> constants;  // uploaded once, at init
@@ -41,15 +37,16 @@ class CudaDelegateHandle final : public rt::DelegateHandle {
   bool graphs = false;
 
  private:
-  // Replays the captured graph when the tensors are where, and of the sizes, they were at
-  // capture; otherwise runs plainly once for them (that run may grow scratch memory or create
-  // cuBLAS state, which a capture must not do), and captures on the next such call.
+  // Replays the graph captured for where, and of what sizes, the tensors are; otherwise
+  // runs plainly once for them (that run may grow scratch memory or create cuBLAS state,
+  // which a capture must not do), and captures on the next such call. Graphs for several
+  // sets of pointers stay cached (cuda_graph_cache.h).
   Status execute_graph(std::span<rt::Value*> args, bool* replayed) {
     // The call's tensors and the device's scratch buffer (another delegate may have grown,
     // and so moved, it since the capture).
     // Inputs by pointer and sizes; outputs by pointer and rank (their sizes follow from the
     // inputs', and before the call they hold the previous call's).
-    std::vector<int64_t> where;
+    GraphCache::Key where;
     const size_t n_in = method_->num_inputs();
     for (size_t i = 0; i < args.size(); ++i) {
       const rt::TensorView& t = args[i]->tensor;
@@ -58,26 +55,36 @@ class CudaDelegateHandle final : public rt::DelegateHandle {
       if (i < n_in) where.insert(where.end(), t.sizes.begin(), t.sizes.end());
     }
     where.push_back(static_cast<int64_t>(device_->scratch_generation()));
-    if (exec_ != nullptr && where == captured_at_) {
-      ETC_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(exec_, device_->stream()));
-      *replayed = true;
-      return Status();
+    GraphCounts& counts = device_->graph_counts();
+    switch (cache_.decide(where)) {
+      case GraphCache::Action::kReplay: {
+        const GraphCache::Entry* e = cache_.replay(where);
+        ETC_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(e->exec, device_->stream()));
+        ++counts.replays;
+        const size_t n_out = method_->num_outputs();
+        for (size_t k = 0; k < n_out && k < e->out_sizes.size(); ++k)
+          args[n_in + k]->tensor.sizes = e->out_sizes[k];
+        *replayed = true;
+        return Status();
+      }
+      case GraphCache::Action::kPlain:
+        // Remembered only after a run that completed (it grew scratch memory and made cuBLAS
+        // state for these sizes; a failed one may not have).
+        ETC_RETURN_IF_ERROR(method_->execute());
+        cache_.ran_plainly(where);
+        ++counts.plain;
+        return Status();
+      case GraphCache::Action::kCapture:
+        break;
     }
-    if (where != last_plain_) {
-      // Remembered only after a run that completed (it grew scratch memory and made cuBLAS
-      // state for these sizes; a failed one may not have).
-      ETC_RETURN_IF_ERROR(method_->execute());
-      last_plain_ = std::move(where);
-      return Status();
-    }
-    drop_graph();
     cudaStream_t stream = device_->stream();
     ETC_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
     Status run = method_->execute();
     cudaGraph_t graph = nullptr;
     cudaError_t end = cudaStreamEndCapture(stream, &graph);
+    cudaGraphExec_t exec = nullptr;
     cudaError_t inst = cudaErrorUnknown;
-    if (run.ok() && end == cudaSuccess) inst = cudaGraphInstantiate(&exec_, graph, 0);
+    if (run.ok() && end == cudaSuccess) inst = cudaGraphInstantiate(&exec, graph, 0);
     if (graph != nullptr) teardown_ok(cudaGraphDestroy(graph), "cudaGraphDestroy");
     if (!run.ok() || end != cudaSuccess || inst != cudaSuccess) {
       spdlog::warn("CUDA graph capture of the delegate failed ({}); running it without graphs",
@@ -85,28 +92,24 @@ class CudaDelegateHandle final : public rt::DelegateHandle {
                    : end != cudaSuccess ? cudaGetErrorName(end)
                                         : cudaGetErrorName(inst));
       (void)cudaGetLastError();
-      exec_ = nullptr;
+      cache_.clear();
       graphs = false;
+      ++counts.failed;
+      ++counts.plain;
       return method_->execute();
     }
-    captured_at_ = std::move(where);
-    captured_out_sizes_.clear();
+    GraphCache::Sizes out_sizes;
     for (size_t k = 0; k < method_->num_outputs(); ++k)
-      captured_out_sizes_.push_back(method_->output(k).sizes);
-    ETC_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(exec_, stream));
+      out_sizes.push_back(method_->output(k).sizes);
+    cache_.add(std::move(where), exec, std::move(out_sizes));
+    ++counts.captures;
+    // The capture queued nothing: the first launch computes this call's outputs.
+    ETC_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(exec, stream));
     return Status();
   }
 
-  void drop_graph() {
-    if (exec_ != nullptr) teardown_ok(cudaGraphExecDestroy(exec_), "cudaGraphExecDestroy");
-    exec_ = nullptr;
-    captured_at_.clear();
-  }
-
-  cudaGraphExec_t exec_ = nullptr;
-  std::vector<int64_t> captured_at_;  // the call's tensor pointers and sizes at exec_'s capture
-  std::vector<int64_t> last_plain_;   // the same for the last run without a graph
-  std::vector<std::vector<int64_t>> captured_out_sizes_;  // the outputs' sizes at capture
+  GraphCache cache_{
+      [](cudaGraphExec_t e) { teardown_ok(cudaGraphExecDestroy(e), "cudaGraphExecDestroy"); }};
 };
 
 bool needs_cublas(const pte::Plan& plan) {

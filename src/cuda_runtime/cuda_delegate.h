@@ -15,9 +15,10 @@
 namespace etc::cuda {
 
 // `contexts` must outlive the backend and every handle it creates. With `graphs`, each
-// handle runs plainly once, then captures its kernels as a CUDA graph and replays it while
-// its tensors stay where they are (recapturing when they move); if a capture fails, the
-// handle logs why and keeps running plainly.
+// handle runs plainly once for a set of tensor pointers and input sizes, then captures its
+// kernels as a CUDA graph and replays it whenever the call's tensors are there again (a few
+// such graphs stay cached, cuda_graph_cache.h); if a capture fails, the handle logs why and
+// keeps running plainly. Captures and replays are counted per device (GraphCounts).
 std::unique_ptr<rt::Backend> make_cuda_delegate_backend(DeviceContexts* contexts,
                                                         bool graphs = false);
 

@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace etc::cuda::kernels {
 
@@ -88,6 +89,10 @@ struct MapArgs {
 };
 cudaError_t launch_map(const MapArgs& args, cudaStream_t stream);
 
+// Whether this file's device code loads on the current device: cudaSuccess, or the driver's
+// error (cudaErrorNoKernelImageForDevice when no built SASS or PTX fits it).
+cudaError_t kernel_image_status();
+
 // The unary math ops of graph/unary_math.def: out[i] = Op(in[i]) over n contiguous elements,
 // computed as the CPU kernel does (float for float outs, the input first rounded to the
 // out's precision; int64 for integer outs; bool for bool; predicates read float inputs as
@@ -138,7 +143,31 @@ struct ReduceArgs {
   int64_t reduced_strides[kMaxRank] = {};
   bool integer = false;  // accumulate in int64 (sum of integers) instead of double
 };
-cudaError_t launch_reduce(const ReduceArgs& args, cudaStream_t stream);
+// With few outputs and many elements each (a whole-tensor sum), one block per output would
+// use a handful of SMs: each output's reduced elements are cut into reduce_splits() chunks of
+// consecutive elements, one block each writes a partial to `scratch` (reduce_scratch_bytes()
+// of device memory), then one block per output combines its partials. The cut depends only
+// on the shapes, never on the GPU, and every step combines in a fixed order, so a result is
+// the same on every run and every GPU.
+cudaError_t launch_reduce(const ReduceArgs& args, void* scratch, cudaStream_t stream);
+
+// Elements per partial of a split reduction, and the splits of one output (1: not split).
+inline constexpr int64_t kReduceChunk = 16384;
+inline int64_t reduce_splits(int64_t outputs, int64_t count) {
+  // 1024 outputs already fill every SM of today's GPUs with one block each.
+  if (outputs >= 1024 || count < 2 * kReduceChunk) return 1;
+  return (count + kReduceChunk - 1) / kReduceChunk;
+}
+inline size_t reduce_scratch_bytes(const ReduceArgs& args) {
+  int64_t outputs = 1, count = 1;
+  for (int d = 0; d < args.kept.rank; ++d)
+    outputs *= args.kept.sizes[d];
+  for (int d = 0; d < args.reduced.rank; ++d)
+    count *= args.reduced.sizes[d];
+  const int64_t splits = reduce_splits(outputs, count);
+  // Partials are double or int64 (8 bytes).
+  return splits > 1 ? static_cast<size_t>(outputs * splits) * 8 : 0;
+}
 
 // var.correction over the dims of `args` not kept (launch_reduce's layout; args.op and
 // args.integer unused): per output, one block takes the mean and then the sum of squared
@@ -288,7 +317,31 @@ struct GemmArgs {
   const void* bias = nullptr;
   int64_t bias_batch = 0, bias_rs = 0, bias_cs = 0;
   float alpha = 1, beta = 1;
+  // The first row and batch of this launch (launch_gemm tiles large problems).
+  int64_t row0 = 0, batch0 = 0;
 };
+// Any m and batch: a grid's y and z dims hold at most 65,535 blocks, so the rows (16 per
+// block) and batches are covered by as many launches as needed (gemm_launches).
 cudaError_t launch_gemm(const GemmArgs& args, cudaStream_t stream);
+
+// The tile size of the fallback GEMM, and the launches covering an [batch, m] problem:
+// each (row0, rows, batch0, batches) a grid of ceil(rows / kGemmTile) x batches blocks in
+// y and z, both within the 65,535 limit.
+inline constexpr int64_t kGemmTile = 16;
+inline constexpr int64_t kMaxGridYZ = 65535;
+struct GemmLaunch {
+  int64_t row0, rows, batch0, batches;
+};
+inline std::vector<GemmLaunch> gemm_launches(int64_t m, int64_t batch) {
+  std::vector<GemmLaunch> out;
+  const int64_t rows_per = kMaxGridYZ * kGemmTile;
+  for (int64_t b0 = 0; b0 < batch; b0 += kMaxGridYZ) {
+    for (int64_t r0 = 0; r0 < m; r0 += rows_per) {
+      out.push_back(GemmLaunch{r0, m - r0 < rows_per ? m - r0 : rows_per, b0,
+                               batch - b0 < kMaxGridYZ ? batch - b0 : kMaxGridYZ});
+    }
+  }
+  return out;
+}
 
 }  // namespace etc::cuda::kernels

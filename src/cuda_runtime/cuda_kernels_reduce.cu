@@ -2,8 +2,9 @@
 // computes): sum / mean / amax / amin / prod / any, var, argmax / argmin (max.dim / min.dim),
 // sort and topk, softmax and log_softmax, layer, group and batch norm, cumsum. Like
 // cuda_kernels.cu, written for obvious equivalence with the CPU reference kernels: the same
-// compute types and NaN rules, one block per output, row or lane. Results do not depend on
-// the order in which threads run: block reductions combine in a fixed tree, sorts order by a
+// compute types and NaN rules, one block per output, row or lane (reductions to few outputs:
+// a block per chunk of each output, then a block per output). Results do not depend on the
+// order in which threads run: block reductions combine in a fixed tree, sorts order by a
 // total order, and no kernel uses atomics.
 #include <cstdint>
 #include <type_traits>
@@ -88,32 +89,74 @@ __device__ __forceinline__ int64_t decompose(int64_t i, const Shape& s, const in
   return off;
 }
 
+// Reduces the reduced elements [begin, end) of the output whose first element is at `base`
+// over the block; every thread gets the result.
+template <typename Acc, typename F>
+__device__ Acc reduce_range(const ReduceArgs& p, int64_t base, int64_t begin, int64_t end, Acc init,
+                            F f, Acc* shared) {
+  Acc acc = init;
+  for (int64_t r = begin + threadIdx.x; r < end; r += blockDim.x) {
+    const int64_t at = base + decompose(r, p.reduced, p.reduced_strides);
+    Acc v;
+    if constexpr (std::is_same_v<Acc, int64_t>) {
+      v = load_int(p.in, p.in_type, at);
+    } else {
+      v = static_cast<Acc>(load_double(p.in, p.in_type, at));
+    }
+    acc = f(acc, v);
+  }
+  return block_reduce(acc, f, init, shared);
+}
+
+// Writes output o from its accumulator (a mean divides by the count).
+template <typename Acc>
+__device__ void store_reduced(const ReduceArgs& p, int64_t o, int64_t count, Acc acc) {
+  if constexpr (std::is_same_v<Acc, int64_t>) {
+    store_int(p.out, p.out_type, o, acc);
+  } else {
+    if (p.op == ReduceOp::kMean) acc /= static_cast<Acc>(count);
+    store_double(p.out, p.out_type, o, static_cast<double>(acc));
+  }
+}
+
 // One block per output element; the block's threads stride over the reduced elements.
 template <typename Acc, typename F>
 __global__ void reduce_kernel(ReduceArgs p, int64_t outputs, int64_t count, Acc init, F f) {
   __shared__ Acc shared[32];
   for (int64_t o = blockIdx.x; o < outputs; o += gridDim.x) {
     const int64_t base = decompose(o, p.kept, p.kept_strides);
+    const Acc acc = reduce_range(p, base, 0, count, init, f, shared);
+    if (threadIdx.x == 0) store_reduced(p, o, count, acc);
+  }
+}
+
+// Split reduction, first step: block b takes output b / splits and its chunk b % splits
+// (kReduceChunk consecutive reduced elements, the last one shorter) into partial[b].
+template <typename Acc, typename F>
+__global__ void reduce_partial_kernel(ReduceArgs p, int64_t outputs, int64_t count, int64_t splits,
+                                      Acc init, F f, Acc* partial) {
+  __shared__ Acc shared[32];
+  for (int64_t b = blockIdx.x; b < outputs * splits; b += gridDim.x) {
+    const int64_t o = b / splits, s = b % splits;
+    const int64_t begin = s * kReduceChunk;
+    const int64_t end = begin + kReduceChunk < count ? begin + kReduceChunk : count;
+    const Acc acc =
+        reduce_range(p, decompose(o, p.kept, p.kept_strides), begin, end, init, f, shared);
+    if (threadIdx.x == 0) partial[b] = acc;
+  }
+}
+
+// Second step: one block per output combines its partials in a fixed tree.
+template <typename Acc, typename F>
+__global__ void reduce_final_kernel(ReduceArgs p, int64_t outputs, int64_t count, int64_t splits,
+                                    Acc init, F f, const Acc* partial) {
+  __shared__ Acc shared[32];
+  for (int64_t o = blockIdx.x; o < outputs; o += gridDim.x) {
     Acc acc = init;
-    for (int64_t r = threadIdx.x; r < count; r += blockDim.x) {
-      const int64_t at = base + decompose(r, p.reduced, p.reduced_strides);
-      Acc v;
-      if constexpr (std::is_same_v<Acc, int64_t>) {
-        v = load_int(p.in, p.in_type, at);
-      } else {
-        v = static_cast<Acc>(load_double(p.in, p.in_type, at));
-      }
-      acc = f(acc, v);
-    }
+    for (int64_t s = threadIdx.x; s < splits; s += blockDim.x)
+      acc = f(acc, partial[o * splits + s]);
     acc = block_reduce(acc, f, init, shared);
-    if (threadIdx.x == 0) {
-      if constexpr (std::is_same_v<Acc, int64_t>) {
-        store_int(p.out, p.out_type, o, acc);
-      } else {
-        if (p.op == ReduceOp::kMean) acc /= static_cast<Acc>(count);
-        store_double(p.out, p.out_type, o, static_cast<double>(acc));
-      }
-    }
+    if (threadIdx.x == 0) store_reduced(p, o, count, acc);
   }
 }
 
@@ -122,6 +165,23 @@ unsigned threads_for(int64_t count) {
   while (t < 256 && t < count)
     t *= 2;
   return t;
+}
+
+// Queues the reduction of every output, split in two steps when reduce_splits() says so.
+template <typename Acc, typename F>
+void queue_reduce(const ReduceArgs& p, int64_t outputs, int64_t count, Acc init, F f, void* scratch,
+                  cudaStream_t stream) {
+  const int64_t splits = reduce_splits(outputs, count);
+  const auto cap = [](int64_t n) { return static_cast<unsigned>(n < 65535 * 16 ? n : 65535 * 16); };
+  if (splits == 1) {
+    reduce_kernel<Acc><<<cap(outputs), threads_for(count), 0, stream>>>(p, outputs, count, init, f);
+    return;
+  }
+  auto* partial = static_cast<Acc*>(scratch);
+  reduce_partial_kernel<Acc>
+      <<<cap(outputs * splits), kThreads, 0, stream>>>(p, outputs, count, splits, init, f, partial);
+  reduce_final_kernel<Acc><<<cap(outputs), threads_for(splits), 0, stream>>>(
+      p, outputs, count, splits, init, f, partial);
 }
 
 // ---- var ------------------------------------------------------------------------------
@@ -486,47 +546,46 @@ __global__ void channel_affine_kernel(void* y, const void* weight, const void* b
 
 }  // namespace
 
-cudaError_t launch_reduce(const ReduceArgs& p, cudaStream_t stream) {
+cudaError_t launch_reduce(const ReduceArgs& p, void* scratch, cudaStream_t stream) {
   int64_t outputs = 1, count = 1;
   for (int d = 0; d < p.kept.rank; ++d)
     outputs *= p.kept.sizes[d];
   for (int d = 0; d < p.reduced.rank; ++d)
     count *= p.reduced.sizes[d];
   if (outputs == 0) return cudaSuccess;
-  const unsigned blocks = static_cast<unsigned>(outputs < 65535 * 16 ? outputs : 65535 * 16);
-  const unsigned threads = threads_for(count);
+  if (reduce_splits(outputs, count) > 1 && scratch == nullptr) return cudaErrorInvalidValue;
   const bool fl_in = p.in_type == Elem::kF32 || p.in_type == Elem::kF16 || p.in_type == Elem::kBF16;
+  const auto run = [&](auto init, auto f) {
+    queue_reduce(p, outputs, count, init, f, scratch, stream);
+  };
   if (p.op == ReduceOp::kAny) {
     if (fl_in) {
-      reduce_kernel<double><<<blocks, threads, 0, stream>>>(p, outputs, count, 0.0, AnyNonzero{});
+      run(0.0, AnyNonzero{});
     } else {
-      reduce_kernel<int64_t>
-          <<<blocks, threads, 0, stream>>>(p, outputs, count, int64_t(0), AnyNonzero{});
+      run(int64_t(0), AnyNonzero{});
     }
   } else if (p.op == ReduceOp::kAmax) {
     if (fl_in) {
-      reduce_kernel<double><<<blocks, threads, 0, stream>>>(p, outputs, count, -INFINITY, MaxNan{});
+      run(-static_cast<double>(INFINITY), MaxNan{});
     } else {
-      reduce_kernel<int64_t>
-          <<<blocks, threads, 0, stream>>>(p, outputs, count, INT64_MIN, MaxNan{});
+      run(int64_t(INT64_MIN), MaxNan{});
     }
   } else if (p.op == ReduceOp::kAmin) {
     if (fl_in) {
-      reduce_kernel<double><<<blocks, threads, 0, stream>>>(p, outputs, count, INFINITY, MinNan{});
+      run(static_cast<double>(INFINITY), MinNan{});
     } else {
-      reduce_kernel<int64_t>
-          <<<blocks, threads, 0, stream>>>(p, outputs, count, INT64_MAX, MinNan{});
+      run(int64_t(INT64_MAX), MinNan{});
     }
   } else if (p.op == ReduceOp::kProd) {
     if (p.integer) {
-      reduce_kernel<int64_t><<<blocks, threads, 0, stream>>>(p, outputs, count, int64_t(1), Mul{});
+      run(int64_t(1), Mul{});
     } else {
-      reduce_kernel<double><<<blocks, threads, 0, stream>>>(p, outputs, count, 1.0, Mul{});
+      run(1.0, Mul{});
     }
   } else if (p.integer) {
-    reduce_kernel<int64_t><<<blocks, threads, 0, stream>>>(p, outputs, count, int64_t(0), Add{});
+    run(int64_t(0), Add{});
   } else {
-    reduce_kernel<double><<<blocks, threads, 0, stream>>>(p, outputs, count, 0.0, Add{});
+    run(0.0, Add{});
   }
   return cudaGetLastError();
 }

@@ -67,8 +67,11 @@ Status run_gemm_ex(const KernelContext& ctx, const Gemm& g, DeviceContext* dev,
     ETC_RETURN_IF_ERROR(m.run());
     beta = static_cast<float>(g.beta);
   }
-  if (g.m > INT32_MAX || g.n > INT32_MAX || g.k > INT32_MAX)
-    return unsupported(std::string(ctx.op) + ": matrix dimensions above 2^31 on CUDA");
+  if (g.m > INT32_MAX || g.n > INT32_MAX || g.k > INT32_MAX || g.batch > INT32_MAX)
+    return unsupported(std::string(ctx.op) + ": GEMM [" + std::to_string(g.batch) + ", " +
+                       std::to_string(g.m) + ", " + std::to_string(g.n) + ", " +
+                       std::to_string(g.k) +
+                       "] (batch, m, n, k) has a size above 2^31 - 1, which cuBLAS cannot take");
   if (g.k == 0) {
     if (!use_bias) {
       ETC_CUDA_RETURN_IF_ERROR(
@@ -172,8 +175,11 @@ Status run_gemm(const KernelContext& ctx, const Gemm& g) {
   const auto* b = static_cast<const float*>(g.b->data);
   auto* c = static_cast<float*>(out.data);
   const int m = static_cast<int>(g.m), n = static_cast<int>(g.n), kk = static_cast<int>(g.k);
-  if (g.m > INT32_MAX || g.n > INT32_MAX || g.k > INT32_MAX)
-    return unsupported(std::string(ctx.op) + ": matrix dimensions above 2^31 on CUDA");
+  if (g.m > INT32_MAX || g.n > INT32_MAX || g.k > INT32_MAX || g.batch > INT32_MAX)
+    return unsupported(std::string(ctx.op) + ": GEMM [" + std::to_string(g.batch) + ", " +
+                       std::to_string(g.m) + ", " + std::to_string(g.n) + ", " +
+                       std::to_string(g.k) +
+                       "] (batch, m, n, k) has a size above 2^31 - 1, which cuBLAS cannot take");
   const cublasOperation_t op_b = g.b_transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
   const int ldb = g.b_transposed ? kk : n;
   if (g.k == 0) {
@@ -329,7 +335,11 @@ Status convolution(KernelContext& ctx, std::span<Value*> args) {
   ETC_ASSIGN_OR_RETURN(k::Elem type, elem_of(ctx, x.dtype, "input"));
   const int64_t cin_g = g.c_in / groups, cout_g = g.c_out / groups;
   const bool depthwise = cin_g == 1 && groups > 1;
-  if (x.dtype != DType::kFloat32 || depthwise) {
+  // cuBLAS takes int dimensions: an output plane, im2col column or group's channel count
+  // above 2^31 - 1 goes to the direct kernel (int64 indexing), never a truncated GEMM.
+  const int64_t kdim = cin_g * g.kh * g.kw, plane = g.oh * g.ow;
+  const bool gemm_fits = plane <= INT32_MAX && kdim <= INT32_MAX && cout_g <= INT32_MAX;
+  if (x.dtype != DType::kFloat32 || depthwise || !gemm_fits) {
     ETC_CUDA_RETURN_IF_ERROR(k::launch_conv2d_direct(g, x.data, w.data, bias ? bias->data : nullptr,
                                                      out.data, type, dev->stream()));
     return Status();
@@ -343,7 +353,6 @@ Status convolution(KernelContext& ctx, std::span<Value*> args) {
     ETC_RETURN_IF_ERROR(m.run());
     beta = 1;
   }
-  const int64_t kdim = cin_g * g.kh * g.kw, plane = g.oh * g.ow;
   const bool pointwise = g.kh == 1 && g.kw == 1 && g.stride[0] == 1 && g.stride[1] == 1 &&
                          g.pad[0] == 0 && g.pad[1] == 0;
   float* col = nullptr;
@@ -541,7 +550,12 @@ Status run_reduce(const KernelContext& ctx, k::ReduceOp op, const TensorView& se
   p.op = op;
   p.integer = integer;
   ETC_ASSIGN_OR_RETURN(DeviceContext * dev, device_of(ctx));
-  ETC_CUDA_RETURN_IF_ERROR(k::launch_reduce(p, dev->stream()));
+  // A split reduction's partials (k::launch_reduce) live in the device's scratch memory.
+  void* partials = nullptr;
+  if (const size_t bytes = k::reduce_scratch_bytes(p); bytes > 0) {
+    ETC_ASSIGN_OR_RETURN(partials, dev->scratch(bytes));
+  }
+  ETC_CUDA_RETURN_IF_ERROR(k::launch_reduce(p, partials, dev->stream()));
   return Status();
 }
 

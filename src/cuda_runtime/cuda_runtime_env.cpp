@@ -32,4 +32,11 @@ Status synchronize_devices(const rt::OwnedRuntime& runtime) {
   return contexts == nullptr ? Status() : contexts->synchronize_all();
 }
 
+GraphCountsSummary graph_counts(const rt::OwnedRuntime& runtime) {
+  auto* contexts = static_cast<DeviceContexts*>(runtime.shared_state.get());
+  if (contexts == nullptr) return {};
+  const GraphCounts c = contexts->graph_counts();
+  return GraphCountsSummary{c.captures, c.replays, c.plain, c.failed};
+}
+
 }  // namespace etc::cuda

@@ -22,4 +22,10 @@ Result<std::unique_ptr<rt::OwnedRuntime>> make_cuda_runtime(CudaRuntimeOptions o
 // Waits for all work etc queued on the runtime's devices (for timing).
 Status synchronize_devices(const rt::OwnedRuntime& runtime);
 
+// How the runtime's CUDA delegates ran with graphs on (captures, replays, plain runs).
+struct GraphCountsSummary {
+  uint64_t captures = 0, replays = 0, plain = 0, failed = 0;
+};
+GraphCountsSummary graph_counts(const rt::OwnedRuntime& runtime);
+
 }  // namespace etc::cuda

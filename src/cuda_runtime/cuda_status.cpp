@@ -45,4 +45,10 @@ Result<bool> device_memory_from_query(cudaError_t err, cudaMemoryType type, cons
   return type == cudaMemoryTypeDevice || type == cudaMemoryTypeManaged;
 }
 
+Result<int> memory_device_from_query(cudaError_t err, cudaMemoryType type, int device,
+                                     const char* file, int line) {
+  ETC_ASSIGN_OR_RETURN(bool on_device, device_memory_from_query(err, type, file, line));
+  return on_device ? device : -1;
+}
+
 }  // namespace etc::cuda

@@ -26,6 +26,11 @@ bool teardown_ok(cudaError_t err, const char* call);
 // fault, say) is that error, named, never "not device memory".
 Result<bool> device_memory_from_query(cudaError_t err, cudaMemoryType type, const char* file,
                                       int line);
+// The same query's answer to "which device is `ptr` on?": the device index the query gave
+// for device or managed memory (managed: the device it was allocated from), -1 for host or
+// unregistered memory. An error as above.
+Result<int> memory_device_from_query(cudaError_t err, cudaMemoryType type, int device,
+                                     const char* file, int line);
 
 }  // namespace etc::cuda
 

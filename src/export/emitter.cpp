@@ -211,10 +211,18 @@ class PlanEmitter {
       if (state == nullptr || mode_ != Mode::kHost || !host_state)
         return internal_error("state '" + val.name + "' outside a host plan");
       // Planned, with its initial bytes in the mutable segment (loaded into the planned
-      // memory when the method loads).
+      // memory when the method loads, and again by reset_state()). A state without an initial
+      // value starts as zeros (graph.h): its name goes into ExtraTensorInfo, as ExecuTorch
+      // writes a mutable buffer's with emit_mutable_buffer_names, and the runtime zeroes such
+      // a tensor at load and at reset on every device (device memory is not zeroed when
+      // allocated). Writing the zeros to the file instead would grow a program by its whole
+      // KV cache.
+      pte::Tensor& t = plan_.values[static_cast<size_t>(index)].tensor;
       if (!state->initial.empty()) {
-        plan_.values[static_cast<size_t>(index)].tensor.data_buffer_idx =
-            host_state(state->initial);
+        t.data_buffer_idx = host_state(state->initial);
+      } else {
+        t.has_extra = true;
+        t.fully_qualified_name = state->fqn.empty() ? val.name : state->fqn;
       }
     } else if (val.kind == ValueKind::kConstant) {
       if (mode_ == Mode::kHost) {

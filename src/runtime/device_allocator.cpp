@@ -156,13 +156,17 @@ Result<bool> HostBackedAllocator::owns(const void* ptr) const {
   return owns_block(ptr);
 }
 
-bool HostBackedAllocator::owns_block(const void* ptr) const {
+Result<int> HostBackedAllocator::device_of(const void* ptr) const {
+  return block_device(ptr);
+}
+
+int HostBackedAllocator::block_device(const void* ptr) const {
   std::lock_guard<std::mutex> lock(mu_);
   const char* p = static_cast<const char*>(ptr);
   auto it = blocks_.upper_bound(p);
-  if (it == blocks_.begin()) return false;
+  if (it == blocks_.begin()) return -1;
   --it;
-  return p >= it->first && p <= it->first + it->second.size;
+  return p >= it->first && p <= it->first + it->second.size ? it->second.index : -1;
 }
 
 Status HostBackedAllocator::copy_host_to_device(void* dst, const void* src, size_t bytes, int8_t) {

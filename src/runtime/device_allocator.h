@@ -32,6 +32,10 @@ class DeviceAllocator {
   // Whether `ptr` points into memory this allocator gave out (for binding checks); an error
   // when the device cannot answer (it is broken), which callers report as it is.
   virtual Result<bool> owns(const void* ptr) const = 0;
+  // Which device of this type `ptr`'s memory is on (its index), or -1 when it is not memory
+  // of this type; an error when the device cannot answer. Binding checks compare it with the
+  // tensor's device index: memory of another device of the same type is refused too.
+  virtual Result<int> device_of(const void* ptr) const = 0;
 };
 
 class DeviceAllocatorRegistry {
@@ -94,6 +98,7 @@ class HostBackedAllocator final : public DeviceAllocator {
   Status copy_host_to_device(void* dst, const void* src, size_t bytes, int8_t index) override;
   Status copy_device_to_host(void* dst, const void* src, size_t bytes, int8_t index) override;
   Result<bool> owns(const void* ptr) const override;
+  Result<int> device_of(const void* ptr) const override;
 
   struct Counters {
     size_t allocations = 0;
@@ -111,7 +116,9 @@ class HostBackedAllocator final : public DeviceAllocator {
 
  private:
   // Whether ptr lies in one of the blocks given out (the answer of owns(), never an error).
-  bool owns_block(const void* ptr) const;
+  bool owns_block(const void* ptr) const { return block_device(ptr) >= 0; }
+  // The device index of the block ptr lies in, -1 if none.
+  int block_device(const void* ptr) const;
   struct Block {
     size_t size;
     size_t alignment;

@@ -196,7 +196,12 @@ Result<std::unique_ptr<Method>> Method::load_plan(const pte::Plan& plan,
                                v.tensor.describe());
         }
         m->states_.push_back(StateInit{v.tensor.data, t.device,
-                                       init.subspan(0, static_cast<size_t>(v.tensor.nbytes()))});
+                                       init.subspan(0, static_cast<size_t>(v.tensor.nbytes())), 0});
+      } else if (t.has_extra && !t.fully_qualified_name.empty()) {
+        // A named mutable buffer without an initial value: it starts as zeros, at load and
+        // after every reset, on every device (cudaMalloc does not zero).
+        m->states_.push_back(
+            StateInit{v.tensor.data, t.device, {}, static_cast<size_t>(v.tensor.nbytes())});
       }
     } else {
       ETC_ASSIGN_OR_RETURN(std::optional<std::span<const uint8_t>> bytes, constants(i, t));
@@ -856,11 +861,18 @@ Status Method::check_binding(const TensorView& t, const void* data, const std::s
     return Status();
   }
   ETC_ASSIGN_OR_RETURN(DeviceAllocator * a, env_.allocators->for_device(t.device));
-  ETC_ASSIGN_OR_RETURN(bool on_device, a->owns(data));
-  if (!on_device) {
+  ETC_ASSIGN_OR_RETURN(int index, a->device_of(data));
+  if (index < 0) {
     return invalid_input(what + " is a " + to_string(t.device) +
                          " tensor but was given host memory; upload it to the device first (never "
                          "copied implicitly)");
+  }
+  if (index != t.device.index) {
+    // Without peer access a kernel on t.device faults on it (and poisons the context).
+    return invalid_input(
+        what + " is a " + to_string(t.device) + " tensor but was given memory of " +
+        to_string(Device{t.device.type, static_cast<int8_t>(index)}) + "; copy it to " +
+        to_string(t.device) + " first (never copied implicitly)");
   }
   return Status();
 }
@@ -944,7 +956,21 @@ bool Method::writes_state() const {
 }
 
 Status Method::reset_state() {
+  static const std::vector<uint8_t> kZeros(size_t{1} << 20);  // copied in chunks to devices
   for (const StateInit& s : states_) {
+    if (s.zero_bytes > 0) {
+      if (s.device.is_cpu()) {
+        std::memset(s.data, 0, s.zero_bytes);
+        continue;
+      }
+      ETC_ASSIGN_OR_RETURN(DeviceAllocator * a, env_.allocators->for_device(s.device));
+      for (size_t done = 0; done < s.zero_bytes; done += kZeros.size()) {
+        ETC_RETURN_IF_ERROR(a->copy_host_to_device(static_cast<char*>(s.data) + done, kZeros.data(),
+                                                   std::min(kZeros.size(), s.zero_bytes - done),
+                                                   s.device.index));
+      }
+      continue;
+    }
     if (s.initial.empty()) continue;
     if (s.device.is_cpu()) {
       std::memcpy(s.data, s.initial.data(), s.initial.size());

@@ -94,9 +94,10 @@ class Method {
   // (plan_channels_last).
   size_t channels_last_convolutions() const;
 
-  // State buffers (ExecuTorch's mutable buffers with an initial value: a KV cache, a step
-  // counter). Their planned bytes persist across executions; load() starts them at their
-  // initial values, and reset_state() puts them back there (a new sequence).
+  // State buffers (ExecuTorch's mutable buffers with an initial value, or named in
+  // ExtraTensorInfo without one: a KV cache, a step counter). Their planned bytes persist
+  // across executions; load() starts them at their initial values (zeros for the named ones),
+  // and reset_state() puts them back there (a new sequence).
   size_t num_states() const { return states_.size(); }
   // Whether the program writes state: state with an initial value, or a mutable buffer
   // written in place or copied back (ExecuTorch's own programs keep no initial value; their
@@ -169,6 +170,7 @@ class Method {
     void* data = nullptr;              // the state's planned memory
     Device device;                     // where it is planned
     std::span<const uint8_t> initial;  // its initial bytes, in the program file
+    size_t zero_bytes = 0;             // or, without initial bytes: this many zeros
   };
   std::vector<StateInit> states_;
 };

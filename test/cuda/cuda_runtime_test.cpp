@@ -6,6 +6,7 @@
 // (CTest: skipped) when none is visible. Tests tagged [nogpu] run everywhere: without a GPU
 // they check that the runtime fails cleanly, with one that it starts.
 #define CATCH_CONFIG_RUNNER
+#include <algorithm>
 #include <array>
 #include <catch2/catch.hpp>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include "cuda_runtime/cuda_allocator.h"
 #include "cuda_runtime/cuda_context.h"
 #include "cuda_runtime/cuda_devices.h"
+#include "cuda_runtime/cuda_graph_cache.h"
 #include "cuda_runtime/cuda_op_util.h"
 #include "cuda_runtime/cuda_ops.h"
 #include "cuda_runtime/cuda_runtime_env.h"
@@ -73,6 +75,13 @@ TEST_CASE("a failed pointer query is the CUDA error it is, never 'host memory'",
   CHECK(faulted.status().code() == ErrorCode::kInternal);
   CHECK(faulted.status().to_string().find("cudaPointerGetAttributes failed at f.cpp:7: "
                                           "cudaErrorIllegalAddress") != std::string::npos);
+  // Which device: the query's device for device or managed memory, -1 for host memory.
+  CHECK(*memory_device_from_query(cudaSuccess, cudaMemoryTypeDevice, 1, "f.cpp", 1) == 1);
+  CHECK(*memory_device_from_query(cudaSuccess, cudaMemoryTypeManaged, 0, "f.cpp", 1) == 0);
+  CHECK(*memory_device_from_query(cudaSuccess, cudaMemoryTypeHost, 0, "f.cpp", 1) == -1);
+  CHECK(*memory_device_from_query(cudaSuccess, cudaMemoryTypeUnregistered, -2, "f.cpp", 1) == -1);
+  CHECK_FALSE(
+      memory_device_from_query(cudaErrorIllegalAddress, cudaMemoryTypeDevice, 0, "f.cpp", 1).ok());
   Result<bool> invalid =
       device_memory_from_query(cudaErrorInvalidValue, cudaMemoryTypeUnregistered, "f.cpp", 8);
   REQUIRE_FALSE(invalid.ok());
@@ -109,6 +118,32 @@ TEST_CASE("GPUs below the built architectures are refused by name, newer ones ru
         "needs 8.0 or newer (rebuild with -DCMAKE_CUDA_ARCHITECTURES=75 to run on it)");
 }
 
+TEST_CASE("the architecture parser reads every form CMAKE_CUDA_ARCHITECTURES takes", "[nogpu]") {
+  CHECK(parse_architectures("80,90") == std::vector<int>{80, 90});
+  CHECK(parse_architectures("80-real;90-virtual") == std::vector<int>{80, 90});
+  CHECK(parse_architectures("90a-real,100a") == std::vector<int>{90, 100});
+  CHECK(parse_architectures("sm_86;compute_86") == std::vector<int>{86});
+  // A keyword CMake did not resolve is "not known", which refuses no GPU (the driver's
+  // kernel-image check decides when the device context is made), not "built for nothing".
+  for (const char* keyword : {"native", "all", "all-major", ""}) {
+    INFO(keyword);
+    CHECK(parse_architectures(keyword).empty());
+    CHECK(
+        check_supported(DeviceInfo{0, "NVIDIA H200", 9, 0, 0}, parse_architectures(keyword)).ok());
+  }
+  // What the build records for all / all-major: CMake's expansions with this toolkit, which
+  // the parser must read as numbers (before the fix the keywords themselves were recorded,
+  // and every GPU was refused).
+  const std::vector<int> all = parse_architectures(ETC_TEST_ARCHS_ALL);
+  const std::vector<int> major = parse_architectures(ETC_TEST_ARCHS_ALL_MAJOR);
+  INFO(ETC_TEST_ARCHS_ALL << " / " << ETC_TEST_ARCHS_ALL_MAJOR);
+  REQUIRE_FALSE(all.empty());
+  REQUIRE_FALSE(major.empty());
+  CHECK(std::find(all.begin(), all.end(), 90) != all.end());
+  CHECK(check_supported(DeviceInfo{0, "NVIDIA H200", 9, 0, 0}, all).ok());
+  CHECK(check_supported(DeviceInfo{0, "NVIDIA H200", 9, 0, 0}, major).ok());
+}
+
 TEST_CASE("cuBLAS handles disallow reduced-precision split-K reductions", "[nogpu]") {
   CHECK((kCublasMathMode & CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION) != 0);
   CHECK((kCublasMathMode & ~CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION) ==
@@ -132,7 +167,30 @@ TEST_CASE("without a GPU the CUDA runtime fails with exit-4 errors that say what
   Result<DeviceContext*> ctx = contexts.get(0);
   REQUIRE(!ctx.ok());
   CHECK(ctx.status().code() == ErrorCode::kDeviceUnavailable);
-  CHECK(ctx.status().message().find("cudaGetDeviceCount") != std::string::npos);
+  // What happened and what to do, never a source file and line (that is in the debug log).
+  CHECK(ctx.status().message().find(".cpp:") == std::string::npos);
+  CHECK(ctx.status().message().find("(cudaError") != std::string::npos);
+}
+
+TEST_CASE("no usable driver or GPU is told in words with what to do, no source location",
+          "[nogpu]") {
+  for (cudaError_t err :
+       {cudaErrorInsufficientDriver, cudaErrorNoDevice, cudaErrorSystemDriverMismatch,
+        cudaErrorDevicesUnavailable, cudaErrorCompatNotSupportedOnDevice, cudaErrorUnknown}) {
+    const std::string m = no_device_message(err);
+    INFO(m);
+    CHECK(m.find(std::string("(") + cudaGetErrorName(err) + ")") != std::string::npos);
+    CHECK(m.find(".cpp") == std::string::npos);
+    CHECK(m.find("failed at") == std::string::npos);
+  }
+  CHECK(no_device_message(cudaErrorInsufficientDriver) ==
+        "no NVIDIA driver, or one too old for this etc's CUDA " + runtime_version_string() +
+            " runtime (cudaErrorInsufficientDriver): install or update the NVIDIA driver to run "
+            "on a GPU");
+  if (visible_devices() == 0) {
+    Result<std::vector<DeviceInfo>> listed = list_devices();
+    if (!listed.ok()) CHECK(listed.status().message().find(".cpp:") == std::string::npos);
+  }
 }
 
 TEST_CASE("cuBLAS is loaded lazily, or its absence is a clear exit-4 error", "[nogpu]") {
@@ -150,6 +208,139 @@ TEST_CASE("cuBLAS is loaded lazily, or its absence is a clear exit-4 error", "[n
   CHECK(s.message().find("cublasSgemm_v2(...) failed at f.cpp:7: ") == 0);
   CHECK(status_from_cublas(CUBLAS_STATUS_ALLOC_FAILED, "x", "f", 1).code() ==
         ErrorCode::kDeviceUnavailable);
+}
+
+TEST_CASE("scratch memory: graphs are invalidated as soon as the old buffer is freed", "[nogpu]") {
+  // Stand-ins for cudaStreamSynchronize, cudaMalloc and cudaFree: host memory, and an
+  // allocation that fails on request.
+  std::vector<std::unique_ptr<char[]>> live;
+  bool fail = false;
+  int freed = 0;
+  ScratchBuffer::Ops ops{[] { return Status(); },
+                         [&](size_t bytes) -> Result<void*> {
+                           if (fail) return Status(ErrorCode::kDeviceUnavailable, "out of memory");
+                           live.push_back(std::make_unique<char[]>(bytes));
+                           return static_cast<void*>(live.back().get());
+                         },
+                         [&](void*) { ++freed; }};
+  ScratchBuffer s;
+  Result<void*> first = s.get(100, ops);
+  REQUIRE(first.ok());
+  const uint64_t captured = s.generation();  // a graph captured now uses *first
+  CHECK(*s.get(64, ops) == *first);          // no growth: same buffer, same generation
+  CHECK(s.generation() == captured);
+  // Another delegate on the device asks for more and the allocation fails: the old buffer is
+  // gone, so a graph keyed on `captured` must not replay against it.
+  fail = true;
+  CHECK_FALSE(s.get(1000, ops).ok());
+  CHECK(freed == 1);
+  CHECK(s.data() == nullptr);
+  CHECK(s.generation() != captured);
+  // The next request allocates again (no stale size is remembered).
+  fail = false;
+  const uint64_t after_failure = s.generation();
+  Result<void*> again = s.get(64, ops);
+  REQUIRE(again.ok());
+  CHECK(*again != nullptr);
+  CHECK(s.generation() != after_failure);
+  s.release(ops);
+  CHECK(freed == 2);
+}
+
+TEST_CASE("the graph cache replays alternating pointer sets instead of capturing again",
+          "[nogpu]") {
+  // Stand-in executable graphs: distinct non-null handles, destroyed exactly once.
+  std::vector<int> slots(16);
+  std::vector<cudaGraphExec_t> destroyed;
+  GraphCache cache([&](cudaGraphExec_t e) { destroyed.push_back(e); }, /*capacity=*/2);
+  int next = 0;
+  auto handle = [&] { return reinterpret_cast<cudaGraphExec_t>(&slots[next++]); };
+  using A = GraphCache::Action;
+  // What a delegate does with one call's key: the action taken.
+  auto call = [&](const GraphCache::Key& key) {
+    A a = cache.decide(key);
+    if (a == A::kReplay) REQUIRE(cache.replay(key) != nullptr);
+    if (a == A::kPlain) cache.ran_plainly(key);
+    if (a == A::kCapture) cache.add(key, handle(), {{2, 3}});
+    return a;
+  };
+  // The runner's token-id and position buffers (8 bytes each) come back swapped every other
+  // call: keys A and B alternate. A one-slot cache captured on every call from the third on.
+  const GraphCache::Key a{0x1000, 1, 1, 0x2000, 1, 1, 7}, b{0x2000, 1, 1, 0x1000, 1, 1, 7};
+  std::vector<A> got;
+  for (int i = 0; i < 10; ++i)
+    got.push_back(call(i % 2 == 0 ? a : b));
+  CHECK(got == std::vector<A>{A::kPlain, A::kPlain, A::kCapture, A::kCapture, A::kReplay,
+                              A::kReplay, A::kReplay, A::kReplay, A::kReplay, A::kReplay});
+  CHECK(cache.counters().captures == 2);
+  CHECK(cache.counters().replays == 6);
+  CHECK(cache.counters().plain == 2);
+  CHECK(destroyed.empty());
+  // A replay gives the outputs' sizes at capture.
+  CHECK(cache.replay(a)->out_sizes == GraphCache::Sizes{{2, 3}});
+  // A third key (the scratch buffer moved: generation 8) beyond capacity evicts the least
+  // recently used graph (b), once.
+  GraphCache::Key c = a;
+  c.back() = 8;
+  CHECK(call(c) == A::kPlain);
+  CHECK(call(c) == A::kCapture);
+  CHECK(cache.size() == 2);
+  CHECK(cache.counters().evicted == 1);
+  REQUIRE(destroyed.size() == 1);
+  CHECK(destroyed[0] == reinterpret_cast<cudaGraphExec_t>(&slots[1]));  // b's graph
+  CHECK(call(a) == A::kReplay);
+  CHECK(call(b) == A::kPlain);  // forgotten: plain once more, then captured again
+  cache.clear();
+  CHECK(destroyed.size() == 3);  // every graph destroyed exactly once
+  CHECK(cache.decide(a) == A::kPlain);
+}
+
+TEST_CASE("the fallback 16-bit GEMM tiles rows and batches within the grid limits", "[nogpu]") {
+  // Rows come in tiles of 16 per block in grid.y, batches in grid.z: both at most 65,535.
+  // One launch used to take ceil(m / 16) blocks in y, past the limit from m = 1,048,561.
+  for (auto [m, batch] : {std::pair<int64_t, int64_t>{1, 1},
+                          {16 * 65535, 1},
+                          {16 * 65535 + 1, 1},
+                          {3'000'000, 2},
+                          {5, 65536},
+                          {40, 200'000}}) {
+    INFO("m " << m << ", batch " << batch);
+    const std::vector<kernels::GemmLaunch> launches = kernels::gemm_launches(m, batch);
+    REQUIRE_FALSE(launches.empty());
+    // Every (batch, row) exactly once, each launch within the limits.
+    int64_t covered = 0;
+    for (const kernels::GemmLaunch& l : launches) {
+      CHECK((l.rows + kernels::kGemmTile - 1) / kernels::kGemmTile <= kernels::kMaxGridYZ);
+      CHECK(l.batches <= kernels::kMaxGridYZ);
+      CHECK(l.rows > 0);
+      CHECK(l.batches > 0);
+      CHECK(l.row0 % kernels::kGemmTile == 0);  // tiles of one launch never straddle another's
+      CHECK(l.row0 + l.rows <= m);
+      CHECK(l.batch0 + l.batches <= batch);
+      covered += l.rows * l.batches;
+    }
+    CHECK(covered == m * batch);
+  }
+  CHECK(kernels::gemm_launches(16 * 65535 + 1, 1).size() == 2);
+  CHECK(kernels::gemm_launches(16 * 65535, 1).size() == 1);
+}
+
+TEST_CASE("reductions to few outputs are split by the shapes alone", "[nogpu]") {
+  using kernels::kReduceChunk;
+  using kernels::reduce_splits;
+  // A whole-tensor sum of 10^8 elements: 6,104 blocks of partials instead of one block.
+  CHECK(reduce_splits(1, 100'000'000) == (100'000'000 + kReduceChunk - 1) / kReduceChunk);
+  CHECK(reduce_splits(3, 1 << 22) == (1 << 22) / kReduceChunk);
+  // Small reductions and many outputs stay one block per output.
+  CHECK(reduce_splits(1, 2 * kReduceChunk - 1) == 1);
+  CHECK(reduce_splits(1024, 1 << 24) == 1);
+  // The partials' scratch: 8 bytes each (double or int64), none without a split.
+  kernels::ReduceArgs p;
+  p.kept = ops::shape_of(std::vector<int64_t>{2});
+  p.reduced = ops::shape_of(std::vector<int64_t>{1024, 2048});
+  CHECK(kernels::reduce_scratch_bytes(p) == static_cast<size_t>(2 * reduce_splits(2, 1 << 21) * 8));
+  p.reduced = ops::shape_of(std::vector<int64_t>{7});
+  CHECK(kernels::reduce_scratch_bytes(p) == 0);
 }
 
 // Element offsets of every operand for every index of p's space, in row-major order (what
@@ -333,8 +524,9 @@ TEST_CASE("an index out of range on the GPU is reported by the next read-back", 
   CHECK(y == std::vector<float>{6, 7, 0, 1, 2, 3});
 }
 
-TEST_CASE("a KV cache in GPU memory keeps each call's write, and resets", "[gpu]") {
-  // cache [1, 2, 4, 3] (state, initial 0..23); y = 2 * index_put(cache, [None, None, pos], x).
+// cache [1, 2, 4, 3] (state, initial 0..23, or no initial value: zeros);
+// y = 2 * index_put(cache, [None, None, pos], x), exported for cuda:0.
+pte::File export_kv_cache(bool initial_value) {
   Graph g;
   ValueId x = g.add_input("x", TensorSpec::make(DType::kFloat32, {1, 2, 1, 3}));
   ValueId pos = g.add_input("pos", TensorSpec::make(DType::kInt64, {1}));
@@ -343,8 +535,9 @@ TEST_CASE("a KV cache in GPU memory keeps each call's write, and resets", "[gpu]
     const auto v = static_cast<float>(i);
     std::memcpy(init.data() + 4 * i, &v, 4);
   }
-  ValueId cache = g.add_state("cache", TensorSpec::make(DType::kFloat32, {1, 2, 4, 3}), "k_cache",
-                              ConstantData{make_blob(std::move(init)), 0, 96});
+  ValueId cache =
+      g.add_state("cache", TensorSpec::make(DType::kFloat32, {1, 2, 4, 3}), "k_cache",
+                  initial_value ? ConstantData{make_blob(std::move(init)), 0, 96} : ConstantData{});
   ValueId upd = etc::testing::add_op(g, OpKind::IndexPut, "upd",
                                      {{"self", cache},
                                       {"indices", std::vector<ValueId>{ValueId(), ValueId(), pos}},
@@ -355,31 +548,52 @@ TEST_CASE("a KV cache in GPU memory keeps each call's write, and resets", "[gpu]
   g.set_outputs({y2});
   g.set_state_update(cache, upd);
   ExportReport report;
-  pte::File f0 = etc::testing::export_graph(g, "kv.pte", Device{DeviceType::kCUDA, 0}, &report);
+  pte::File f = etc::testing::export_graph(g, "kv.pte", Device{DeviceType::kCUDA, 0}, &report);
   CHECK(report.copies.size() == 3);  // x, pos in; y out: never the cache
-  const pte::File* f = &f0;
-  auto [runtime, m] = load_on_gpu(*f);
-  auto step = [&m = m, &runtime = runtime](float value, int64_t p) {
-    std::vector<float> in(6, value), y(24);
-    REQUIRE(m->set_input(0, in.data(), 24).ok());
-    REQUIRE(m->set_input(1, &p, 8).ok());
-    Status s = m->execute();
-    INFO(s.to_string());
-    REQUIRE(s.ok());
-    REQUIRE(synchronize_devices(*runtime).ok());
-    std::memcpy(y.data(), m->output(0).data, 96);
-    return y;
-  };
-  std::vector<float> y = step(100, 1);
+  return f;
+}
+
+// One step of export_kv_cache's program: x = value everywhere, at p; returns y.
+std::vector<float> kv_step(rt::OwnedRuntime& runtime, rt::Method& m, float value, int64_t p) {
+  std::vector<float> in(6, value), y(24);
+  REQUIRE(m.set_input(0, in.data(), 24).ok());
+  REQUIRE(m.set_input(1, &p, 8).ok());
+  Status s = m.execute();
+  INFO(s.to_string());
+  REQUIRE(s.ok());
+  REQUIRE(synchronize_devices(runtime).ok());
+  std::memcpy(y.data(), m.output(0).data, 96);
+  return y;
+}
+
+TEST_CASE("a KV cache in GPU memory keeps each call's write, and resets", "[gpu]") {
+  pte::File f = export_kv_cache(true);
+  auto [runtime, m] = load_on_gpu(f);
+  std::vector<float> y = kv_step(*runtime, *m, 100, 1);
   CHECK(y[3] == 200);
   CHECK(y[6] == 12);
-  y = step(50, 2);
+  y = kv_step(*runtime, *m, 50, 2);
   CHECK(y[3] == 200);
   CHECK(y[6] == 100);
   REQUIRE(m->reset_state().ok());
-  y = step(7, 0);
+  y = kv_step(*runtime, *m, 7, 0);
   CHECK(y[0] == 14);
   CHECK(y[3] == 6);
+}
+
+TEST_CASE("GPU state without an initial value is zeros at load and after a reset", "[gpu]") {
+  pte::File f = export_kv_cache(false);
+  auto [runtime, m] = load_on_gpu(f);
+  // cudaMalloc does not zero: every position but the one written must read 0.
+  std::vector<float> y = kv_step(*runtime, *m, 5, 1);
+  for (int i = 0; i < 24; ++i)
+    CHECK(y[i] == ((i % 12) / 3 == 1 ? 10.0f : 0.0f));
+  y = kv_step(*runtime, *m, 9, 2);
+  CHECK(y[3] == 10);
+  REQUIRE(m->reset_state().ok());
+  y = kv_step(*runtime, *m, 1, 0);  // the writes before the reset are gone
+  for (int i = 0; i < 24; ++i)
+    CHECK(y[i] == ((i % 12) / 3 == 0 ? 2.0f : 0.0f));
 }
 
 TEST_CASE("a delegate with target_device cuda:1 allocates and runs on device 1", "[gpu]") {
@@ -388,6 +602,21 @@ TEST_CASE("a delegate with target_device cuda:1 allocates and runs on device 1",
     return;
   }
   run_add(ExportOptions{.target = Device{DeviceType::kCUDA, 1}, .io_device = IoDevice::kDevice});
+}
+
+TEST_CASE("a cuda:0 delegate refuses memory of cuda:1, naming both devices", "[gpu]") {
+  if (visible_devices() < 2) {
+    WARN("SKIPPED: one GPU visible, no second device to bind from");
+    return;
+  }
+  auto [runtime, m] = load_on_gpu(export_add(ExportOptions{.io_device = IoDevice::kDevice}));
+  Result<rt::DeviceBuffer> other =
+      rt::DeviceBuffer::allocate((*runtime).allocators, Device{DeviceType::kCUDA, 1}, 16, 256);
+  REQUIRE(other.ok());
+  Status s = m->bind_input(0, other->data());
+  CHECK(s.message() ==
+        "input 0 is a cuda:0 tensor but was given memory of cuda:1; copy it to cuda:0 first "
+        "(never copied implicitly)");
 }
 
 }  // namespace

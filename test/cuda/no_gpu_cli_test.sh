@@ -35,14 +35,25 @@ elif grep -q '^CUDA device 0: ' <<<"$version"; then
   expect "a device index that does not exist is exit 4" 4 'requested device cuda:9 is not available: [0-9]+ CUDA device\(s\) visible' \
     "$etc" run "$tmp/mlp.pte" --device cuda:9
 else
+  # What happened and what to do; the source location only in the debug log (-vv).
+  if grep -Eq '\.(cpp|cu|h):[0-9]' <<<"$version"; then
+    echo "FAIL: no GPU: etc --version shows a source location:"; grep -E '\.(cpp|cu|h):[0-9]' <<<"$version"
+    failures=$((failures + 1))
+  else
+    echo "ok: no GPU: etc --version says what was found without a source location"
+  fi
+  expect "no GPU: etc --version says why no device is usable and what to do" 0 \
+    '^CUDA devices: none usable \(.*\(cuda[A-Za-z]+\): [a-z].*\)$' "$etc" --version
   expect "no GPU: --device cuda is exit 4 and says what was found" 4 \
-    '^etc: error: requested device cuda:0 is not available: no CUDA device visible: cudaGetDeviceCount failed at .*: cuda[A-Za-z]+ \(.*\); use --device cpu to run on the CPU$' \
+    '^etc: error: requested device cuda:0 is not available: no CUDA device visible: [^/]*\(cuda[A-Za-z]+\): [^/]*; use --device cpu to run on the CPU$' \
     "$etc" run "$tmp/mlp.pte" --device cuda
   expect "no GPU: --device cuda:1 is exit 4 too" 4 'requested device cuda:1 is not available: no CUDA device visible' \
     "$etc" run "$tmp/mlp.pte" --device cuda:1
   expect "no GPU: --device auto runs on the CPU and says why" 0 \
-    'etc: --device auto: no GPU visible \(cudaGetDeviceCount failed .*\); running on the CPU' \
+    'etc: --device auto: no GPU visible \([^/]*\(cuda[A-Za-z]+\)[^/]*\); running on the CPU$' \
     "$etc" run "$tmp/mlp.pte" --device auto
+  expect "no GPU: the debug log keeps where CUDA failed" 0 'cudaGetDeviceCount failed at .*cuda_devices\.cpp:[0-9]+' \
+    "$etc" -vv run "$tmp/mlp.pte" --device auto
   expect "no GPU: --device auto still verifies" 0 'verify: all outputs match' \
     "$etc" run "$tmp/mlp.pte" --device auto --verify
 fi

@@ -315,6 +315,22 @@ def cases():
                [("x", d, [6, 1000])], run_args=tol(d, gemm=True))
         simple("sum_all_%s" % d, "aten.sum.dim_IntList", lambda x: {"self": x, "dim": None},
                [("x", d, [3, 50])], run_args=tol(d, gemm=True))
+    # Whole-tensor and few-output reductions of 2^22 elements: the CUDA kernels split each
+    # output's elements in chunks over many blocks, then combine the partials (two steps).
+    big_x = [("x", F32, [2048, 2048])]
+    simple("sum_whole_2p22_f32", "aten.sum.dim_IntList", lambda x: {"self": x, "dim": None},
+           big_x, run_args=tol(F32, gemm=True))
+    simple("mean_whole_2p22_f32", "aten.mean.dim", lambda x: {"self": x, "dim": [0, 1]}, big_x,
+           run_args=tol(F32, gemm=True))
+    simple("amax_whole_2p22_f32", "aten.amax.default", lambda x: {"self": x, "dim": [0, 1]}, big_x)
+    simple("sum_two_outputs_2p21_f32", "aten.sum.dim_IntList",
+           lambda x: {"self": x, "dim": [1, 2], "keepdim": True}, [("x", F32, [2, 1024, 2048])],
+           run_args=tol(F32, gemm=True))
+    simple("amax_three_outputs_2p22_f32", "aten.amax.default",
+           lambda x: {"self": x, "dim": [1], "keepdim": False}, [("x", F32, [3, 1 << 22])])
+    simple("any_dim_few_outputs_2p22_bool", "aten.any.dim", lambda x: {"self": x, "dim": 1},
+           [("x", BOOL, [2, 1 << 21])])
+    for d in FLOATS:
         for op in ("_softmax", "_log_softmax"):
             simple("%s_last_%s" % (op.strip("_"), d), "aten.%s.default" % op,
                    lambda x: {"self": x, "dim": -1, "half_to_float": False}, [("x", d, [6, 257])])
@@ -424,6 +440,11 @@ def cases():
         for idx in (I64, I32):
             simple("embedding_%s_%s" % (d, idx), "aten.embedding.default",
                    lambda w, i: {"weight": w, "indices": i}, [("w", d, [5, 16]), ("i", idx, [3, 4])])
+        # Rows of 2 to 20 bytes: the kernel copies 16, 8, 4 or 2 bytes at a time, the widest
+        # unit dividing the row (embedding_kernel); these take each narrower path.
+        for width in (1, 2, 3, 5):
+            simple("embedding_%s_width%d" % (d, width), "aten.embedding.default",
+                   lambda w, i: {"weight": w, "indices": i}, [("w", d, [7, width]), ("i", I64, [2, 9])])
     for d in FLOATS + [I32, I64, BOOL]:
         # Creation ops feed an add so the delegate has an input; fold-constants is left out of the
         # pipeline (cuda_ops_test.sh) so they stay in the graph.

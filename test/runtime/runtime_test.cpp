@@ -237,6 +237,25 @@ TEST_CASE("with --io-device device, inputs must be device memory and no copies h
   CHECK(y == std::vector<float>{6, 8, 10, 12});
 }
 
+TEST_CASE("memory of another device of the same type is refused, naming both devices") {
+  pte::File f = export_add(ExportOptions{.io_device = IoDevice::kDevice});  // on cuda:0
+  MockRuntime rt;  // two emulated CUDA devices
+  Result<std::unique_ptr<Method>> loaded = Method::load(f, 0, rt.env());
+  REQUIRE(loaded.ok());
+  Result<DeviceBuffer> other =
+      DeviceBuffer::allocate(rt.allocators, Device{DeviceType::kCUDA, 1}, 16, 256);
+  REQUIRE(other.ok());
+  // Without peer access a cuda:0 kernel would fault on cuda:1 memory: refused at binding.
+  CHECK((*loaded)->bind_input(0, other->data()).message() ==
+        "input 0 is a cuda:0 tensor but was given memory of cuda:1; copy it to cuda:0 first "
+        "(never copied implicitly)");
+  CHECK((*loaded)->bind_output(0, other->data()).message().find("given memory of cuda:1") !=
+        std::string::npos);
+  Result<DeviceBuffer> same = DeviceBuffer::allocate(rt.allocators, kCuda0, 16, 256);
+  REQUIRE(same.ok());
+  CHECK((*loaded)->bind_input(0, same->data()).ok());
+}
+
 TEST_CASE("a device pointer bound to a CPU tensor is refused") {
   pte::File f = export_add(ExportOptions{.target = Device{}});
   MockRuntime rt;

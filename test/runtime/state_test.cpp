@@ -59,12 +59,13 @@ Graph kv_step(bool read_old_cache_after) {
 }
 
 // A call counter: n = counter + 1 (int64 scalar, initial 0), returned and written back.
-Graph counter() {
+// Without `initial_bytes` the state has no initial value (graph.h: it starts as zeros).
+Graph counter(bool initial_bytes = true) {
   Graph g;
   ValueId dummy = g.add_input("dummy", spec(DType::kFloat32, {1}));
   std::string zero(8, '\0');
-  ValueId c =
-      g.add_state("calls", spec(DType::kInt64, {}), "calls", ConstantData{make_blob(zero), 0, 8});
+  ValueId c = g.add_state("calls", spec(DType::kInt64, {}), "calls",
+                          initial_bytes ? ConstantData{make_blob(zero), 0, 8} : ConstantData{});
   ValueId n = node(g, OpKind::AddScalar, "n", {{"self", c}, {"other", Scalar{int64_t{1}}}},
                    spec(DType::kInt64, {}));
   ValueId y = node(g, OpKind::MulTensor, "y", {{"self", dummy}, {"other", dummy}},
@@ -169,7 +170,9 @@ TEST_CASE(
 // The state's tensor in the program (the one planned with an initial value).
 const pte::Tensor* state_tensor(const pte::File& f) {
   for (const pte::EValue& v : f.program.plans[0].values) {
-    if (v.kind == pte::ValueKind::kTensor && v.tensor.data_buffer_idx > 0 && v.tensor.allocation)
+    // State: planned, with initial bytes or named (no initial value: zeros).
+    if (v.kind == pte::ValueKind::kTensor && v.tensor.allocation &&
+        (v.tensor.data_buffer_idx > 0 || !v.tensor.fully_qualified_name.empty()))
       return &v.tensor;
   }
   return nullptr;
@@ -280,6 +283,28 @@ TEST_CASE("a call counter in state counts calls, from its initial value after a 
     CHECK(count_call(*l.method) == want);
   REQUIRE(l.method->reset_state().ok());
   CHECK(count_call(*l.method) == 1);
+}
+
+TEST_CASE("state without an initial value starts as zeros and resets to zeros") {
+  Graph g = counter(/*initial_bytes=*/false);
+  pte::File f = export_graph(g);
+  // Named in ExtraTensorInfo, with no bytes in the file (a KV cache would grow the program
+  // by its size): the runtime zeroes it at load and reset on any device (device memory is
+  // not zeroed when allocated).
+  const pte::Tensor* state = state_tensor(f);
+  REQUIRE(state != nullptr);
+  CHECK(state->data_buffer_idx == 0);
+  REQUIRE(state->allocation.has_value());
+  CHECK(state->has_extra);
+  CHECK(state->fully_qualified_name == "calls");
+  CHECK(f.program.mutable_data_segments.empty());
+  Loaded l = load(f);
+  // Planned memory the previous user left dirty is zeroed at load too.
+  CHECK(l.method->num_states() == 1);
+  for (int64_t want = 1; want <= 3; ++want)
+    CHECK(count_call(*l.method) == want);
+  REQUIRE(l.method->reset_state().ok());
+  CHECK(count_call(*l.method) == 1);  // was 4: planned memory is not cleared at reset
 }
 
 TEST_CASE("a damaged initial-state segment is a located error, never a read past the file") {
