@@ -1,10 +1,12 @@
 #include "export/emitter.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
+#include <span>
 #include <unordered_map>
 
 #include "format/pte_writer.h"
@@ -12,6 +14,19 @@
 
 namespace etc {
 namespace {
+
+// Whether a state's initial value is worth writing: not when it is absent or all zeros (a
+// KV cache), which the runtime restores from the state's name alone.
+bool has_nonzero_initial(const StateBuffer& s) {
+  if (s.initial.empty()) return false;
+  static const uint8_t kZeroPage[4096] = {};
+  std::span<const uint8_t> bytes = s.initial.bytes();
+  for (size_t at = 0; at < bytes.size(); at += sizeof(kZeroPage)) {
+    const size_t n = std::min(sizeof(kZeroPage), bytes.size() - at);
+    if (std::memcmp(bytes.data() + at, kZeroPage, n) != 0) return true;
+  }
+  return false;
+}
 
 // Remembers byte strings by content: an FNV-1a hash, then an exact comparison, so lookups
 // cost one pass over the bytes (no byte strings as map keys).
@@ -212,13 +227,13 @@ class PlanEmitter {
         return internal_error("state '" + val.name + "' outside a host plan");
       // Planned, with its initial bytes in the mutable segment (loaded into the planned
       // memory when the method loads, and again by reset_state()). A state without an initial
-      // value starts as zeros (graph.h): its name goes into ExtraTensorInfo, as ExecuTorch
-      // writes a mutable buffer's with emit_mutable_buffer_names, and the runtime zeroes such
-      // a tensor at load and at reset on every device (device memory is not zeroed when
-      // allocated). Writing the zeros to the file instead would grow a program by its whole
-      // KV cache.
+      // value starts as zeros (graph.h), and so does one whose initial value is all zeros (a
+      // KV cache): its name goes into ExtraTensorInfo, as ExecuTorch writes a mutable
+      // buffer's with emit_mutable_buffer_names, and the runtime zeroes such a tensor at load
+      // and at reset on every device (device memory is not zeroed when allocated). Writing
+      // the zeros to the file instead would grow a program by its whole KV cache.
       pte::Tensor& t = plan_.values[static_cast<size_t>(index)].tensor;
-      if (!state->initial.empty()) {
+      if (has_nonzero_initial(*state)) {
         t.data_buffer_idx = host_state(state->initial);
       } else {
         t.has_extra = true;
@@ -481,8 +496,7 @@ Result<pte::File> emit_program(const Graph& graph, const EmitOptions& options) {
   std::vector<PiecewiseBlob::Piece> mutable_pieces;
   uint64_t mutable_size = 0;
   const bool has_initial_state =
-      std::any_of(graph.states().begin(), graph.states().end(),
-                  [](const StateBuffer& s) { return !s.initial.empty(); });
+      std::any_of(graph.states().begin(), graph.states().end(), has_nonzero_initial);
   if (has_initial_state) segments.push_back(ConstantData{make_blob(std::string()), 0, 0});
 
   PlanEmitter host(graph, PlanEmitter::Mode::kHost);

@@ -153,6 +153,9 @@ json value_json(const pte::File& file, const pte::Plan& plan, const pte::EValue&
       if (t.data_buffer_idx == 0 || state) {
         j["constant"] = json();
       }
+      // A named mutable buffer (ExtraTensorInfo's fully qualified name): planned without an
+      // initial value, it is state that starts as zeros.
+      if (!t.fully_qualified_name.empty()) j["fully_qualified_name"] = t.fully_qualified_name;
       if (t.shape_dynamism != 0) j["shape_dynamism"] = t.shape_dynamism;
       break;
     }
@@ -289,6 +292,8 @@ std::string value_text(const pte::File& file, const pte::Plan& plan, size_t i,
              fingerprint(bytes.subspan(
                  0, std::min<size_t>(bytes.size(), static_cast<size_t>(tensor_nbytes(t))))) +
              ")";
+      } else if (t.allocation && !t.fully_qualified_name.empty()) {
+        s += " state \"" + t.fully_qualified_name + "\", initial zeros";
       } else if (t.data_buffer_idx > 0) {
         auto bytes = file.constant_bytes(t.data_buffer_idx);
         s += " constant=" + std::to_string(t.data_buffer_idx) + " (" +

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <optional>
 
 #include "export/emitter.h"
 #include "export/export_pipeline.h"
@@ -58,14 +59,15 @@ Graph kv_step(bool read_old_cache_after) {
   return g;
 }
 
-// A call counter: n = counter + 1 (int64 scalar, initial 0), returned and written back.
-// Without `initial_bytes` the state has no initial value (graph.h: it starts as zeros).
-Graph counter(bool initial_bytes = true) {
+// A call counter: n = counter + 1 (int64 scalar, from `initial`), returned and written back.
+// Without `initial` the state has no initial value (graph.h: it starts as zeros).
+Graph counter(std::optional<int64_t> initial = 0) {
   Graph g;
   ValueId dummy = g.add_input("dummy", spec(DType::kFloat32, {1}));
-  std::string zero(8, '\0');
+  std::string bytes(8, '\0');
+  if (initial) std::memcpy(bytes.data(), &*initial, 8);
   ValueId c = g.add_state("calls", spec(DType::kInt64, {}), "calls",
-                          initial_bytes ? ConstantData{make_blob(zero), 0, 8} : ConstantData{});
+                          initial ? ConstantData{make_blob(bytes), 0, 8} : ConstantData{});
   ValueId n = node(g, OpKind::AddScalar, "n", {{"self", c}, {"other", Scalar{int64_t{1}}}},
                    spec(DType::kInt64, {}));
   ValueId y = node(g, OpKind::MulTensor, "y", {{"self", dummy}, {"other", dummy}},
@@ -285,8 +287,30 @@ TEST_CASE("a call counter in state counts calls, from its initial value after a 
   CHECK(count_call(*l.method) == 1);
 }
 
+TEST_CASE("an initial value of zeros is not written: the state is named, as without one") {
+  Graph zero_graph = counter(0);
+  pte::File zeros = export_graph(zero_graph);
+  const pte::Tensor* state = state_tensor(zeros);
+  REQUIRE(state != nullptr);
+  CHECK(state->data_buffer_idx == 0);
+  CHECK(state->fully_qualified_name == "calls");
+  CHECK(zeros.program.mutable_data_segments.empty());
+  // Any other value is written and restored from the file.
+  Graph g = counter(41);
+  pte::File f = export_graph(g);
+  state = state_tensor(f);
+  REQUIRE(state != nullptr);
+  CHECK(state->data_buffer_idx > 0);
+  CHECK(state->fully_qualified_name.empty());
+  Loaded l = load(f);
+  CHECK(count_call(*l.method) == 42);
+  CHECK(count_call(*l.method) == 43);
+  REQUIRE(l.method->reset_state().ok());
+  CHECK(count_call(*l.method) == 42);
+}
+
 TEST_CASE("state without an initial value starts as zeros and resets to zeros") {
-  Graph g = counter(/*initial_bytes=*/false);
+  Graph g = counter(std::nullopt);
   pte::File f = export_graph(g);
   // Named in ExtraTensorInfo, with no bytes in the file (a KV cache would grow the program
   // by its size): the runtime zeroes it at load and reset on any device (device memory is
@@ -308,7 +332,7 @@ TEST_CASE("state without an initial value starts as zeros and resets to zeros") 
 }
 
 TEST_CASE("a damaged initial-state segment is a located error, never a read past the file") {
-  Graph g = counter();
+  Graph g = counter(41);  // a value other than zeros: written to the mutable segment
   pte::File f = export_graph(g);
   SECTION("an offset past the segment") {
     f.program.mutable_data_segments[0].offsets[1] = 1 << 20;
