@@ -4,6 +4,12 @@
 // Module does: host vectors for CPU buffers, the registered DeviceAllocator for the others.
 //
 //   etc_et_runner PROGRAM.pte OUT_DIR [INPUT.npy ...]
+//   etc_et_runner PROGRAM.pte OUT_DIR --generate PROMPT.npy STEPS
+//
+// The second form drives a decoder whose state (its KV cache) lives in the method from call
+// to call: the prompt one token per call (token ids [1, 1], their position [1]), then greedy
+// tokens until the prompt and STEPS tokens are covered; OUT_DIR/ids.npy gets the generated
+// ids (int64), as `etc run --prompt --steps` generates them.
 //
 // Inputs are .npy files in the method's input order; an input the program keeps on the
 // device and does not plan (`etc export --io-device device`) is uploaded through the
@@ -19,6 +25,7 @@
 #include <executorch/runtime/platform/runtime.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -51,6 +58,81 @@ struct OwnedInput {
   et::DeviceMemoryBuffer device;
   std::unique_ptr<TensorImpl> impl;
 };
+
+// Sets input i to a host tensor of int64 `values` with `sizes` (planned host inputs copy it).
+Error set_int64_input(et::Method& method, size_t i, std::vector<int64_t>& values,
+                      std::vector<SizesType>& sizes, std::unique_ptr<TensorImpl>& impl) {
+  impl =
+      std::make_unique<TensorImpl>(::executorch::aten::ScalarType::Long,
+                                   static_cast<ssize_t>(sizes.size()), sizes.data(), values.data());
+  return method.set_input(et::EValue(::executorch::aten::Tensor(impl.get())), i);
+}
+
+// Greedy generation (see the top of the file); the logits are output 0, float32, the
+// vocabulary its last dim.
+int generate(et::Method& method, const std::string& prompt_path, int steps,
+             const std::string& out_dir) {
+  etc::Result<etc::rt::NpyArray> prompt_npy = etc::rt::read_npy(prompt_path);
+  if (!prompt_npy.ok() || prompt_npy->dtype != etc::DType::kInt64 || prompt_npy->data.empty()) {
+    std::fprintf(stderr, "etc_et_runner: error: %s: the prompt must be a non-empty int64 .npy\n",
+                 prompt_path.c_str());
+    return 1;
+  }
+  if (method.inputs_size() != 2) {
+    std::fprintf(stderr,
+                 "etc_et_runner: error: --generate needs a program taking (token ids, "
+                 "positions); this one takes %zu inputs\n",
+                 method.inputs_size());
+    return 1;
+  }
+  std::vector<int64_t> prompt(prompt_npy->data.size() / 8);
+  std::memcpy(prompt.data(), prompt_npy->data.data(), prompt.size() * 8);
+  const auto prompt_len = static_cast<int64_t>(prompt.size());
+  std::vector<int64_t> ids;
+  std::vector<int64_t> token{prompt[0]}, position{0};
+  std::vector<SizesType> token_sizes{1, 1}, position_sizes{1};
+  std::unique_ptr<TensorImpl> token_impl, position_impl;
+  for (int64_t pos = 0; pos < prompt_len + steps - 1; ++pos) {
+    position[0] = pos;
+    if (Error e = set_int64_input(method, 0, token, token_sizes, token_impl); e != Error::Ok)
+      return fail("set_input(0) at position " + std::to_string(pos), e);
+    if (Error e = set_int64_input(method, 1, position, position_sizes, position_impl);
+        e != Error::Ok)
+      return fail("set_input(1) at position " + std::to_string(pos), e);
+    if (Error e = method.execute(); e != Error::Ok)
+      return fail("Method::execute failed at position " + std::to_string(pos), e);
+    const et::EValue& out = method.get_output(0);
+    if (!out.isTensor() || out.toTensor().scalar_type() != ::executorch::aten::ScalarType::Float ||
+        out.toTensor().dim() == 0 || out.toTensor().device_type() != et::etensor::DeviceType::CPU) {
+      std::fprintf(stderr, "etc_et_runner: error: output 0 is not float32 logits on the host\n");
+      return 1;
+    }
+    const ::executorch::aten::Tensor logits = out.toTensor();
+    const int64_t vocab = logits.size(logits.dim() - 1);
+    const float* row = logits.const_data_ptr<float>() + (logits.numel() - vocab);
+    int64_t best = 0;
+    for (int64_t k = 1; k < vocab; ++k) {
+      if (row[k] > row[best]) best = k;
+    }
+    if (pos + 1 < prompt_len) {
+      token[0] = prompt[static_cast<size_t>(pos + 1)];
+    } else {
+      token[0] = best;
+      ids.push_back(best);
+    }
+  }
+  etc::rt::NpyArray npy{
+      etc::DType::kInt64, {static_cast<int64_t>(ids.size())}, std::string(ids.size() * 8, '\0')};
+  if (!ids.empty()) std::memcpy(npy.data.data(), ids.data(), ids.size() * 8);
+  etc::Status s = etc::rt::write_npy(out_dir + "/ids.npy", npy);
+  if (!s.ok()) {
+    std::fprintf(stderr, "etc_et_runner: error: %s\n", s.to_string().c_str());
+    return 1;
+  }
+  std::printf("generated %zu tokens after a %lld-token prompt\n", ids.size(),
+              static_cast<long long>(prompt_len));
+  return 0;
+}
 
 int run(int argc, char** argv) {
   if (argc < 3) {
@@ -111,6 +193,21 @@ int run(int argc, char** argv) {
   et::Result<et::Method> method = program->load_method(*name, &memory);
   if (!method.ok()) return fail(std::string("load_method(") + *name + ") failed", method.error());
 
+  if (argc >= 4 && std::string(argv[3]) == "--generate") {
+    if (argc != 6) {
+      std::fprintf(stderr,
+                   "usage: etc_et_runner PROGRAM.pte OUT_DIR --generate PROMPT.npy STEPS\n");
+      return 2;
+    }
+    char* end = nullptr;
+    const long steps = std::strtol(argv[5], &end, 10);
+    if (end == argv[5] || *end != '\0' || steps < 1 || steps > (1 << 20)) {
+      std::fprintf(stderr, "etc_et_runner: error: STEPS must be a positive integer, got '%s'\n",
+                   argv[5]);
+      return 2;
+    }
+    return generate(*method, argv[4], static_cast<int>(steps), argv[2]);
+  }
   const size_t n_inputs = method->inputs_size();
   if (static_cast<size_t>(argc - 3) != n_inputs) {
     std::fprintf(stderr, "etc_et_runner: error: the program takes %zu inputs, %d given\n", n_inputs,

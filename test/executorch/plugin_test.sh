@@ -4,13 +4,16 @@
 # ExecuTorch's registries, ExecuTorch's kernels for the host ops) runs etc's --target cuda:0
 # exports. Without a GPU the CUDA buffers are host memory and the delegate runs on etc's CPU
 # reference, so every output must be byte-identical to `etc run --device cpu`; the PyTorch
-# models are also checked against PyTorch eager. A corrupt delegate is a clean error.
-# Usage: plugin_test.sh ETC RUNNER SOURCE_DIR TORCH_FIXTURES_DIR
+# models are also checked against PyTorch eager, and a decoder generates PyTorch's ids with its
+# KV cache in the (host-backed) CUDA memory ExecuTorch planned. A corrupt delegate is a clean
+# error.
+# Usage: plugin_test.sh ETC RUNNER SOURCE_DIR TORCH_FIXTURES_DIR DECODER_FIXTURES_DIR
 set -uo pipefail
 etc=$1
 runner=$2
 src=$3
 fixtures=$4
+decoders=$5
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failures=0
@@ -71,6 +74,33 @@ for m in resnet18 minilm; do
     run_case "$m" "$fixtures/$m/model.pt2" "--target cuda:0" "$fixtures/$m" "$fixtures/$m"
   else
     fail "$m: fixture missing at $fixtures/$m"
+  fi
+done
+
+# A decoder over several calls: its state (the KV cache) stays in the method's planned CUDA
+# memory from call to call; the ids must be PyTorch eager's and etc run's.
+for m in llama_decoder; do
+  f="$decoders/$m"
+  d="$tmp/gen-$m"
+  mkdir -p "$d/et"
+  if [[ ! -f $f/model.pt2 ]]; then fail "$m: fixture missing at $f"; continue; fi
+  steps=$("$py" -c "import json, sys; print(json.load(open(sys.argv[1]))['steps'])" "$f/meta.json")
+  if ! "$etc" export "$f/model.pt2" -o "$d/p.pte" --target cuda:0 > /dev/null 2> "$d/export.err"; then
+    fail "$m: export: $(cat "$d/export.err")"; continue
+  fi
+  if ! "$runner" "$d/p.pte" "$d/et" --generate "$f/prompt.npy" "$steps" > "$d/out" 2> "$d/err"; then
+    fail "$m: etc_et_runner --generate: $(grep -v ' I ' "$d/err" | tail -3)"; continue
+  fi
+  if "$py" - "$d/et/ids.npy" "$f/expected_ids.npy" <<'PY'
+import sys
+import numpy as np
+got, want = np.load(sys.argv[1]), np.load(sys.argv[2])
+sys.exit(0 if got.shape == want.shape and (got == want).all() else "ids %s, PyTorch %s" % (got.tolist(), want.tolist()))
+PY
+  then
+    echo "ok: $m: ExecuTorch's runtime generates PyTorch's $steps ids ($(cat "$d/out"))"
+  else
+    fail "$m: the generated ids differ from PyTorch eager's"
   fi
 done
 
