@@ -83,6 +83,17 @@ Status CudaAllocator::copy_host_to_device(void* dst, const void* src, size_t byt
   return copy(dst, src, bytes, index, cudaMemcpyHostToDevice);
 }
 
+Status CudaAllocator::zero(void* dst, size_t bytes, int8_t index) {
+  if (bytes == 0) return Status();
+  ETC_ASSIGN_OR_RETURN(bool dst_device, owns(dst));
+  if (!dst_device) return invalid_input("zeroing device memory: the pointer is not device memory");
+  ETC_ASSIGN_OR_RETURN(DeviceContext * ctx, contexts_->get(index));
+  ETC_RETURN_IF_ERROR(ctx->activate());
+  ETC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(dst, 0, bytes, ctx->stream()));
+  ETC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(ctx->stream()));
+  return Status();
+}
+
 Status CudaAllocator::copy_device_to_host(void* dst, const void* src, size_t bytes, int8_t index) {
   if (bytes == 0) return Status();
   ETC_ASSIGN_OR_RETURN(bool src_device, owns(src));

@@ -26,6 +26,8 @@ class CudaAllocator final : public rt::DeviceAllocator {
   void deallocate(void* ptr, int8_t index) override;
   Status copy_host_to_device(void* dst, const void* src, size_t bytes, int8_t index) override;
   Status copy_device_to_host(void* dst, const void* src, size_t bytes, int8_t index) override;
+  // cudaMemsetAsync on the device's stream, synchronised.
+  Status zero(void* dst, size_t bytes, int8_t index) override;
   // True for device (or managed) memory of any CUDA device, whoever allocated it; a failed
   // query (a sticky error after a kernel fault) is that CUDA error, not "host memory".
   Result<bool> owns(const void* ptr) const override;

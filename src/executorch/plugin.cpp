@@ -70,6 +70,12 @@ class CudaDeviceAllocator final : public et::DeviceAllocator {
                              size_t alignment) override {
     Result<void*> p = a_->allocate(nbytes, std::max<size_t>(alignment, 64), device_index(index));
     if (!p.ok()) return to_error(p.status(), "allocating CUDA memory");
+    // Zeroed: ExecuTorch keeps no initial value for state that starts as zeros (a KV cache)
+    // and never clears planned memory, and cudaMalloc does not zero.
+    if (Status s = a_->zero(*p, nbytes, device_index(index)); !s.ok()) {
+      a_->deallocate(*p, device_index(index));
+      return to_error(s, "zeroing CUDA memory");
+    }
     return *p;
   }
   void deallocate(void* ptr, et::etensor::DeviceIndex index) override {

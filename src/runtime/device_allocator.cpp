@@ -1,9 +1,20 @@
 #include "runtime/device_allocator.h"
 
+#include <algorithm>
 #include <cstring>
 #include <new>
+#include <vector>
 
 namespace etc::rt {
+
+Status DeviceAllocator::zero(void* dst, size_t bytes, int8_t index) {
+  static const std::vector<uint8_t> kZeros(size_t{1} << 20);
+  for (size_t done = 0; done < bytes; done += kZeros.size()) {
+    ETC_RETURN_IF_ERROR(copy_host_to_device(static_cast<char*>(dst) + done, kZeros.data(),
+                                            std::min(kZeros.size(), bytes - done), index));
+  }
+  return Status();
+}
 
 Status DeviceAllocatorRegistry::add(std::unique_ptr<DeviceAllocator> allocator) {
   if (allocator == nullptr) return internal_error("registering a null device allocator");

@@ -29,6 +29,10 @@ class DeviceAllocator {
   // destination may be read at once.
   virtual Status copy_host_to_device(void* dst, const void* src, size_t bytes, int8_t index) = 0;
   virtual Status copy_device_to_host(void* dst, const void* src, size_t bytes, int8_t index) = 0;
+  // Sets `bytes` bytes of device memory at `dst` to zero, complete before returning (state
+  // that starts as zeros). The default copies zeros from host memory; an allocator with a
+  // device memset overrides it.
+  virtual Status zero(void* dst, size_t bytes, int8_t index);
   // Whether `ptr` points into memory this allocator gave out (for binding checks); an error
   // when the device cannot answer (it is broken), which callers report as it is.
   virtual Result<bool> owns(const void* ptr) const = 0;

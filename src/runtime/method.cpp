@@ -956,7 +956,6 @@ bool Method::writes_state() const {
 }
 
 Status Method::reset_state() {
-  static const std::vector<uint8_t> kZeros(size_t{1} << 20);  // copied in chunks to devices
   for (const StateInit& s : states_) {
     if (s.zero_bytes > 0) {
       if (s.device.is_cpu()) {
@@ -964,11 +963,7 @@ Status Method::reset_state() {
         continue;
       }
       ETC_ASSIGN_OR_RETURN(DeviceAllocator * a, env_.allocators->for_device(s.device));
-      for (size_t done = 0; done < s.zero_bytes; done += kZeros.size()) {
-        ETC_RETURN_IF_ERROR(a->copy_host_to_device(static_cast<char*>(s.data) + done, kZeros.data(),
-                                                   std::min(kZeros.size(), s.zero_bytes - done),
-                                                   s.device.index));
-      }
+      ETC_RETURN_IF_ERROR(a->zero(s.data, s.zero_bytes, s.device.index));
       continue;
     }
     if (s.initial.empty()) continue;

@@ -255,6 +255,10 @@ TEST_CASE("a step counter a CUDA delegate increments lives on the device") {
   Loaded l = load(f);
   for (int64_t want = 1; want <= 3; ++want)
     CHECK(count_call(*l.method) == want);
+  // Named zero state on the device: zeroed through the device's allocator at reset.
+  CHECK(state->fully_qualified_name == "calls");
+  REQUIRE(l.method->reset_state().ok());
+  CHECK(count_call(*l.method) == 1);
 }
 
 TEST_CASE("a state read after its update is written back by copy_ at the end") {
