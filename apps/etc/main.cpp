@@ -327,7 +327,9 @@ int run(int argc, char** argv) {
   runc->add_option("--input", ra.inputs, "NAME=FILE.npy or INDEX=FILE.npy (repeatable)");
   runc->add_option("--seed", ra.seed, "Seed for random inputs not given with --input")
       ->capture_default_str();
-  runc->add_option("--output-dir", ra.output_dir, "Write outputs as DIR/output_<i>.npy");
+  runc->add_option("--output-dir", ra.output_dir,
+                   "Write outputs as DIR/output_<i>.npy (bfloat16 as float32: NumPy has no "
+                   "bfloat16; a float32 .npy also feeds a bfloat16 input)");
   runc->add_flag("--verify", ra.verify,
                  "Compare every output with the CPU reference (exit 3 on mismatch)");
   runc->add_option("--rtol", rtol, "Relative tolerance for --verify (default by dtype)");

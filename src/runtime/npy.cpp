@@ -114,11 +114,25 @@ Result<NpyArray> read_npy(const std::string& path) {
   return parse_npy(bytes, path);
 }
 
-std::string serialize_npy(const NpyArray& a) {
-  const char* descr = "<f4";
+std::string serialize_npy(const NpyArray& in) {
+  // bfloat16 has no NumPy type: written as float32, which holds every bfloat16 exactly.
+  NpyArray widened;
+  if (in.dtype == DType::kBFloat16) {
+    widened.dtype = DType::kFloat32;
+    widened.shape = in.shape;
+    const size_t n = in.data.size() / 2;
+    widened.data.resize(n * 4);
+    for (size_t i = 0; i < n; ++i) {
+      const auto v = static_cast<float>(load_as_double(DType::kBFloat16, in.data.data() + 2 * i));
+      std::memcpy(widened.data.data() + 4 * i, &v, 4);
+    }
+  }
+  const NpyArray& a = in.dtype == DType::kBFloat16 ? widened : in;
+  const char* descr = nullptr;
   for (const NpyType& t : kTypes) {
     if (t.dtype == a.dtype) descr = t.descr;
   }
+  if (descr == nullptr) return std::string();  // no NumPy type (write_npy says so)
   // NumPy's own spelling: "(2, 3)", "(5,)", "()".
   std::string pretty = "(";
   for (size_t i = 0; i < a.shape.size(); ++i)
@@ -139,6 +153,9 @@ std::string serialize_npy(const NpyArray& a) {
 
 Status write_npy(const std::string& path, const NpyArray& array) {
   std::string bytes = serialize_npy(array);
+  if (bytes.empty()) {
+    return internal_error(path + ": no .npy type for " + std::string(dtype_name(array.dtype)));
+  }
   return write_file_atomic(path, {reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()});
 }
 

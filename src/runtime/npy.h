@@ -1,5 +1,6 @@
 // NumPy .npy files (format versions 1.0-3.0): little-endian, C order, the dtypes etc has
 // (bool, int8/16/32/64, uint8, float16/32/64). Used by `etc run` for inputs and outputs.
+// bfloat16, which NumPy lacks, is written as float32 (every bfloat16 is a float32 exactly).
 #pragma once
 
 #include <string>
