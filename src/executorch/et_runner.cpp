@@ -182,6 +182,10 @@ int run(int argc, char** argv) {
     }
     device_buffers.push_back(std::move(*buffer));
     spans.push_back(device_buffers.back().as_span());
+    std::fprintf(stderr,
+                 "etc_et_runner: planned buffer %zu: %zu bytes on cuda:%d from the registered "
+                 "allocator\n",
+                 i + 1, size, static_cast<int>(device->index()));
   }
   et::HierarchicalAllocator planned =
       any_device ? et::HierarchicalAllocator({spans.data(), spans.size()},

@@ -6,9 +6,12 @@
 # exactly the differences docs/executorch-compat.md explains. Then ExecuTorch's runtime
 # (CPU-only wheel, verification on) loads both programs of every case and must get exactly
 # as far with etc's as with its own.
-# Usage: device_annotations_test.sh ETC SOURCE_DIR
+# With RUNNER (etc_et_runner, src/executorch), ExecuTorch's own device-planned programs also
+# get their CUDA buffers from etc's allocator registered with ExecuTorch's runtime, and stop
+# only at their test backend, which no runtime registers.
+# Usage: device_annotations_test.sh ETC SOURCE_DIR [RUNNER]
 set -u
-etc=$1 src=$2
+etc=$1 src=$2 runner=${3:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failures=0 passes=0
@@ -63,6 +66,31 @@ for name in "${names[@]}"; do
     fail "$name: ExecuTorch's runtime treats the programs differently: ExecuTorch's: $(tr '\n' ';' <"$et") etc's: $(tr '\n' ';' <"$ours")"
   fi
 done
+
+# ExecuTorch's own device-planned programs in ExecuTorch's runtime with etc's plugin: the
+# planned CUDA buffers come from etc's allocator (the wheel alone has none), then the method
+# stops at ExecuTorch's test backend (BackendWithCompilerDemo), which nothing registers.
+if [[ -n "$runner" ]]; then
+  allocated=0
+  for name in "${names[@]}"; do
+    pte="$tmp/fx/$name.et.pte"
+    [[ -f "$tmp/fx/$name.et.json" ]] || continue
+    python3 - "$tmp/fx/$name.et.json" <<'PY' || continue  # only programs with a CUDA buffer
+import json, sys
+plan = json.load(open(sys.argv[1]))["plans"][0]
+sys.exit(0 if any(b["device"] != "cpu" for b in plan["buffers"]) else 1)
+PY
+    ETC_EXECUTORCH_DEVICE=host "$runner" "$pte" "$tmp" >"$tmp/$name.runner.out" 2>&1
+    if grep -q "from the registered allocator" "$tmp/$name.runner.out" &&
+       grep -q "BackendWithCompilerDemo is not registered" "$tmp/$name.runner.out"; then
+      pass "$name: ExecuTorch's program gets its CUDA buffers from etc's allocator ($(grep -c 'from the registered allocator' "$tmp/$name.runner.out") buffer(s)), then stops at its unregistered test backend"
+      allocated=$((allocated + 1))
+    else
+      fail "$name: ExecuTorch's program with etc's plugin: $(grep -v ' I ' "$tmp/$name.runner.out" | tail -3)"
+    fi
+  done
+  [[ $allocated -gt 0 ]] || fail "no ExecuTorch program with a CUDA buffer was run with etc's plugin"
+fi
 
 echo "$passes passed, $failures failed"
 exit $((failures > 0))
