@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "cuda_runtime/cuda_context.h"
-#include "cuda_runtime/cuda_ops.h"
+#include "backends/cuda/runtime/cuda_context.h"
+#include "backends/cuda/runtime/cuda_ops.h"
 #include "runtime/kernel.h"
 #include "runtime/tensor.h"
 

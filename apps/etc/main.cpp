@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "backends/cuda/cuda_capability.h"
 #include "export/export.h"
 #include "export/export_pipeline.h"
 #include "format/pte_diff.h"
@@ -21,7 +22,6 @@
 #include "frontends/torch_export/torch_import.h"
 #include "graph/printer.h"
 #include "graph/summary.h"
-#include "partition/cuda_capability.h"
 #include "run_command.h"
 #include "runtime/kernel.h"
 #include "runtime/kernels/conv.h"
@@ -31,7 +31,7 @@
 #include "support/status.h"
 
 #ifdef ETC_WITH_CUDA
-#include "cuda_runtime/cuda_devices.h"
+#include "backends/cuda/runtime/cuda_devices.h"
 #endif
 
 namespace {

@@ -20,8 +20,8 @@
 #include "runtime/runtime_env.h"
 
 #ifdef ETC_WITH_CUDA
-#include "cuda_runtime/cuda_devices.h"
-#include "cuda_runtime/cuda_runtime_env.h"
+#include "backends/cuda/runtime/cuda_devices.h"
+#include "backends/cuda/runtime/cuda_runtime_env.h"
 #endif
 
 namespace etc {

@@ -20,7 +20,7 @@
 #include "support/file_io.h"
 
 #ifdef ETC_WITH_CUDA
-#include "cuda_runtime/cuda_runtime_env.h"
+#include "backends/cuda/runtime/cuda_runtime_env.h"
 #endif
 
 namespace etc::executorch_plugin {

@@ -6,7 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "partition/cuda_capability.h"
+#include "backends/cuda/cuda_capability.h"
 
 namespace etc {
 namespace {

@@ -23,11 +23,12 @@ declare -A allowed=(
   [frontends/onnx]="support graph frontends frontends/onnx"
   [frontends/torch_export]="support graph frontends frontends/torch_export"
   [passes]="support graph passes"
-  [partition]="support graph format passes partition"
+  [partition]="support graph format passes partition backends/cuda"
   [export]="support graph format frontends passes partition export"
   [runtime]="support graph format runtime"
-  [cuda_runtime]="support graph format runtime cuda_runtime"
-  [executorch]="support graph format runtime cuda_runtime executorch"
+  [backends/cuda]="support graph format backends/cuda"
+  [backends/cuda/runtime]="support graph format runtime backends/cuda/runtime"
+  [executorch]="support graph format runtime backends/cuda/runtime executorch"
 )
 checked=0
 before=$failures
@@ -44,6 +45,10 @@ while IFS= read -r file; do
   while IFS= read -r inc; do
     if [[ $inc =~ ^frontends/(json|onnx|torch_export)/ ]]; then
       root="frontends/${BASH_REMATCH[1]}"
+    elif [[ $inc =~ ^backends/([a-z_]+)/runtime/ ]]; then
+      root="backends/${BASH_REMATCH[1]}/runtime"
+    elif [[ $inc =~ ^backends/([a-z_]+)/ ]]; then
+      root="backends/${BASH_REMATCH[1]}"
     elif [[ $inc == */* ]]; then
       root=${inc%%/*}
     else
@@ -60,7 +65,7 @@ done < <(find "$src/src" -type f \( -name '*.cpp' -o -name '*.h' -o -name '*.cu'
 [[ -s $closure_file ]] || { fail "no link closure file $closure_file"; exit 1; }
 closure() { sed -n "s/^$1: //p" "$closure_file"; }
 before=$failures
-compiler="etc_frontend_util etc_frontend_json etc_onnx etc_onnx_proto etc_torch_export etc_frontends etc_passes etc_partition etc_export"
+compiler="etc_frontend_util etc_frontend_json etc_onnx etc_onnx_proto etc_torch_export etc_frontends etc_passes etc_partition etc_export etc_cuda_capability"
 runtime="etc_runtime_core etc_cpu_kernels etc_runtime etc_cuda_runtime"
 # must_not_reach TARGET LIBS...: TARGET's closure holds none of LIBS.
 must_not_reach() {
@@ -83,6 +88,7 @@ for f in etc_frontend_json etc_onnx etc_torch_export; do
   must_not_reach "$f" $others etc_frontends etc_passes etc_partition etc_export $runtime
 done
 must_not_reach etc_passes etc_partition etc_export etc_frontends $runtime
+must_not_reach etc_cuda_capability etc_passes etc_partition etc_export etc_frontends $runtime
 must_not_reach etc_export $runtime
 # The closure must be real: the runtime reaches the format, the export library the frontends.
 [[ " $(closure etc_runtime) " == *" etc_format "* ]] || fail "etc_runtime does not reach etc_format: the closure is broken"

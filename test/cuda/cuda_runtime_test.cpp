@@ -12,14 +12,14 @@
 #include <cstring>
 #include <string>
 
-#include "cuda_runtime/cuda_allocator.h"
-#include "cuda_runtime/cuda_context.h"
-#include "cuda_runtime/cuda_devices.h"
-#include "cuda_runtime/cuda_graph_cache.h"
-#include "cuda_runtime/cuda_op_util.h"
-#include "cuda_runtime/cuda_ops.h"
-#include "cuda_runtime/cuda_runtime_env.h"
-#include "cuda_runtime/cuda_status.h"
+#include "backends/cuda/runtime/cuda_allocator.h"
+#include "backends/cuda/runtime/cuda_context.h"
+#include "backends/cuda/runtime/cuda_devices.h"
+#include "backends/cuda/runtime/cuda_graph_cache.h"
+#include "backends/cuda/runtime/cuda_op_util.h"
+#include "backends/cuda/runtime/cuda_ops.h"
+#include "backends/cuda/runtime/cuda_runtime_env.h"
+#include "backends/cuda/runtime/cuda_status.h"
 #include "export/emitter.h"
 #include "format/pte_reader.h"
 #include "format/pte_writer.h"

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes one small etc.graph model per CUDA-capable op case (every op of the CUDA capability
-table, src/partition/cuda_capability.cpp, with the dtypes it admits) into DIR, and DIR/cases.txt:
+table, src/backends/cuda/cuda_capability.cpp, with the dtypes it admits) into DIR, and DIR/cases.txt:
     NAME|OP|extra `etc run` arguments (tolerances)
 cuda_ops_test.sh exports each model for CUDA and runs it with `etc run --verify`, which
 compares the CUDA delegate with the CPU reference on fresh random inputs — or, for the stress

@@ -9,14 +9,14 @@
 #include <set>
 #include <string>
 
+#include "backends/cuda/cuda_capability.h"
 #include "frontends/torch_export/torch_import.h"
 #include "graph/ops.h"
 #include "kernels/kernel_test_util.h"
-#include "partition/cuda_capability.h"
 #include "runtime/method.h"
 
 #ifdef ETC_WITH_CUDA
-#include "cuda_runtime/cuda_ops.h"
+#include "backends/cuda/runtime/cuda_ops.h"
 #endif
 
 namespace etc::rt::test {

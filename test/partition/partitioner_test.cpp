@@ -6,7 +6,7 @@
 #include <random>
 #include <set>
 
-#include "partition/cuda_capability.h"
+#include "backends/cuda/cuda_capability.h"
 #include "partition/lower.h"
 #include "passes/graph_builder.h"
 

@@ -10,8 +10,8 @@
 #include <type_traits>
 #include <utility>
 
-#include "cuda_runtime/cuda_kernel_util.cuh"
-#include "cuda_runtime/cuda_kernels.h"
+#include "backends/cuda/runtime/cuda_kernel_util.cuh"
+#include "backends/cuda/runtime/cuda_kernels.h"
 #include "support/wrapping_math.h"
 
 namespace etc::cuda::kernels {

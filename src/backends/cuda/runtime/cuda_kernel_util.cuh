@@ -1,7 +1,7 @@
 // Device helpers shared by the delegate's kernel files (cuda_kernels.cu,
 // cuda_kernels_reduce.cu): the grid-stride loop and its grid size, and element loads and
 // stores with ATen's conversion rules (as the CPU kernels' convert()). Only nvcc compiles
-// this header; private to src/cuda_runtime.
+// this header; private to src/backends/cuda/runtime.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -10,7 +10,7 @@
 #include <climits>
 #include <cstdint>
 
-#include "cuda_runtime/cuda_kernels.h"
+#include "backends/cuda/runtime/cuda_kernels.h"
 
 namespace etc::cuda::kernels {
 

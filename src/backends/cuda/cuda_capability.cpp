@@ -1,4 +1,4 @@
-#include "partition/cuda_capability.h"
+#include "backends/cuda/cuda_capability.h"
 
 #include <algorithm>
 #include <initializer_list>

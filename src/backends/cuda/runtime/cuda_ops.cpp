@@ -1,10 +1,10 @@
-#include "cuda_runtime/cuda_ops.h"
+#include "backends/cuda/runtime/cuda_ops.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "cuda_runtime/cuda_op_util.h"
+#include "backends/cuda/runtime/cuda_op_util.h"
 
 namespace etc::cuda {
 namespace {

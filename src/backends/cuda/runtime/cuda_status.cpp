@@ -1,4 +1,4 @@
-#include "cuda_runtime/cuda_status.h"
+#include "backends/cuda/runtime/cuda_status.h"
 
 #include <spdlog/spdlog.h>
 

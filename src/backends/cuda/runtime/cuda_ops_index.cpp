@@ -7,7 +7,7 @@
 // (src/runtime/kernels/index.cpp, creation.cpp, reduce_index.cpp).
 #include <algorithm>
 
-#include "cuda_runtime/cuda_op_util.h"
+#include "backends/cuda/runtime/cuda_op_util.h"
 
 namespace etc::cuda {
 namespace {

@@ -9,7 +9,7 @@
 
 #include <memory>
 
-#include "cuda_runtime/cuda_context.h"
+#include "backends/cuda/runtime/cuda_context.h"
 #include "runtime/backend.h"
 
 namespace etc::cuda {

@@ -1,4 +1,4 @@
-#include "cuda_runtime/cuda_devices.h"
+#include "backends/cuda/runtime/cuda_devices.h"
 
 #include <cuda_runtime_api.h>
 
@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <cctype>
 
-#include "cuda_runtime/cuda_kernels.h"
-#include "cuda_runtime/cuda_status.h"
+#include "backends/cuda/runtime/cuda_kernels.h"
+#include "backends/cuda/runtime/cuda_status.h"
 
 namespace etc::cuda {
 
@@ -95,7 +95,7 @@ std::vector<int> parse_architectures(const std::string& list) {
 }
 
 std::vector<int> built_architectures() {
-  // CMAKE_CUDA_ARCHITECTURES as CMake resolved it (src/cuda_runtime/CMakeLists.txt).
+  // CMAKE_CUDA_ARCHITECTURES as CMake resolved it (src/backends/cuda/runtime/CMakeLists.txt).
   return parse_architectures(ETC_CUDA_ARCHITECTURES);
 }
 

@@ -1,5 +1,5 @@
 // The CUDA delegate's kernels under the IR op names of the CUDA capability table
-// (src/partition/cuda_capability.cpp): "aten::add.Tensor", "aten::linear.default", ... Each
+// (src/backends/cuda/cuda_capability.cpp): "aten::add.Tensor", "aten::linear.default", ... Each
 // checks its arguments on the host exactly as the CPU reference kernel does (the same
 // check_args schema), then queues its work on the stream of the DeviceContext that the
 // KernelContext carries (backend_state). Tensors are device pointers; nothing is copied to or

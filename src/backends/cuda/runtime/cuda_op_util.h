@@ -1,6 +1,6 @@
 // Helpers shared by the CUDA op wrappers (cuda_ops.cpp, cuda_ops_tensor.cpp): dtype mapping,
 // scalars, operands over an index space with dim coalescing, and a builder for elementwise
-// maps. Private to src/cuda_runtime.
+// maps. Private to src/backends/cuda/runtime.
 #pragma once
 
 #include <cmath>
@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "cuda_runtime/cuda_context.h"
-#include "cuda_runtime/cuda_kernels.h"
-#include "cuda_runtime/cuda_status.h"
+#include "backends/cuda/runtime/cuda_context.h"
+#include "backends/cuda/runtime/cuda_kernels.h"
+#include "backends/cuda/runtime/cuda_status.h"
 #include "graph/ops.h"
 #include "runtime/kernels/kernel_util.h"
 

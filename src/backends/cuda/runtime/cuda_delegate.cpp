@@ -1,13 +1,13 @@
-#include "cuda_runtime/cuda_delegate.h"
+#include "backends/cuda/runtime/cuda_delegate.h"
 
 #include <spdlog/spdlog.h>
 #include <cstdint>
 
 #include <map>
 
-#include "cuda_runtime/cuda_graph_cache.h"
-#include "cuda_runtime/cuda_ops.h"
-#include "cuda_runtime/cuda_status.h"
+#include "backends/cuda/runtime/cuda_graph_cache.h"
+#include "backends/cuda/runtime/cuda_ops.h"
+#include "backends/cuda/runtime/cuda_status.h"
 #include "format/pte_reader.h"
 #include "graph/graph.h"
 #include "runtime/device_allocator.h"

@@ -1,10 +1,10 @@
-#include "cuda_runtime/cuda_allocator.h"
+#include "backends/cuda/runtime/cuda_allocator.h"
 
 #include <spdlog/spdlog.h>
 
 #include <cstdint>
 
-#include "cuda_runtime/cuda_status.h"
+#include "backends/cuda/runtime/cuda_status.h"
 
 namespace etc::cuda {
 

@@ -12,8 +12,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "cuda_runtime/cuda_kernel_util.cuh"
-#include "cuda_runtime/cuda_kernels.h"
+#include "backends/cuda/runtime/cuda_kernel_util.cuh"
+#include "backends/cuda/runtime/cuda_kernels.h"
 #include "graph/binary_math.h"
 #include "graph/unary_math.h"
 #include "support/wrapping_math.h"

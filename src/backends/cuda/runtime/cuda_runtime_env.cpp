@@ -1,8 +1,8 @@
-#include "cuda_runtime/cuda_runtime_env.h"
+#include "backends/cuda/runtime/cuda_runtime_env.h"
 
-#include "cuda_runtime/cuda_allocator.h"
-#include "cuda_runtime/cuda_context.h"
-#include "cuda_runtime/cuda_delegate.h"
+#include "backends/cuda/runtime/cuda_allocator.h"
+#include "backends/cuda/runtime/cuda_context.h"
+#include "backends/cuda/runtime/cuda_delegate.h"
 #include "format/backend_ids.h"
 #include "runtime/method.h"
 

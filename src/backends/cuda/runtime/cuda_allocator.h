@@ -8,7 +8,7 @@
 #include <memory>
 #include <mutex>
 
-#include "cuda_runtime/cuda_context.h"
+#include "backends/cuda/runtime/cuda_context.h"
 #include "runtime/device_allocator.h"
 
 namespace etc::cuda {

@@ -7,7 +7,7 @@
 #include <array>
 #include <cmath>
 
-#include "cuda_runtime/cuda_op_util.h"
+#include "backends/cuda/runtime/cuda_op_util.h"
 
 namespace etc::cuda {
 namespace {

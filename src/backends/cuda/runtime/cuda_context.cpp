@@ -1,11 +1,11 @@
-#include "cuda_runtime/cuda_context.h"
+#include "backends/cuda/runtime/cuda_context.h"
 
 #include <dlfcn.h>
 
 #include <string>
 
-#include "cuda_runtime/cuda_devices.h"
-#include "cuda_runtime/cuda_status.h"
+#include "backends/cuda/runtime/cuda_devices.h"
+#include "backends/cuda/runtime/cuda_status.h"
 
 namespace etc::cuda {
 namespace {

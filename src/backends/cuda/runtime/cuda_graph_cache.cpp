@@ -1,4 +1,4 @@
-#include "cuda_runtime/cuda_graph_cache.h"
+#include "backends/cuda/runtime/cuda_graph_cache.h"
 
 #include <algorithm>
 
