@@ -205,6 +205,36 @@ TEST_CASE("onnx: a shape known only at run time is unsupported, located at the n
         "export time: an initializer, a Constant, or computed from static shapes");
 }
 
+TEST_CASE("onnx: window functions are constants, and a model of constants has no inputs") {
+  SECTION("a size known at export time: the window is a constant, the program has no inputs") {
+    ModelBuilder m(17);
+    auto* t = m.g->add_initializer();
+    t->set_name("n");
+    t->set_data_type(onnx::TensorProto::INT32);
+    t->add_int32_data(4);
+    m.node("HannWindow", {"n"}, {"y"});
+    m.output("y", {4});
+    Result<Graph> g = m.import();
+    INFO(g.status().to_string());
+    REQUIRE(g.ok());
+    CHECK(g->inputs().empty());
+    CHECK(op_names(*g).empty());  // the output is the constant itself
+    CHECK(g->outputs().size() == 1);
+  }
+  SECTION("a size given at run time is refused at the node") {
+    ModelBuilder m(17);
+    m.input("n", {}, onnx::TensorProto::INT32);
+    m.node("BlackmanWindow", {"n"}, {"y"}, "w");
+    m.output("y");
+    Result<Graph> g = m.import();
+    REQUIRE_FALSE(g.ok());
+    CHECK(g.status().code() == ErrorCode::kUnsupported);
+    CHECK(g.status().to_string() ==
+          "m.onnx: /graph/node/0 (node \"w\"): BlackmanWindow: only supported when all inputs "
+          "are known at export time (etc has no run-time kernel for it)");
+  }
+}
+
 TEST_CASE("onnx: conversions of Gemm, asymmetric pads, HardSigmoid and opset-11 Softmax") {
   ModelBuilder m(11);
   m.input("x", {1, 2, 4, 4});

@@ -654,10 +654,6 @@ Result<Graph> Importer::run(onnx::ModelProto& model) {
   ETC_RETURN_IF_ERROR(report_unsupported(g));
   ETC_RETURN_IF_ERROR(read_initializers(g));
   ETC_RETURN_IF_ERROR(read_inputs(g));
-  if (graph_.inputs().empty()) {
-    return etc::unsupported("the model has no runtime inputs (every input has an initializer)",
-                            at("/graph/input"));
-  }
   ETC_RETURN_IF_ERROR(convert_nodes(g));
   ETC_RETURN_IF_ERROR(read_outputs(g));
   Status v = verify_graph(graph_);
