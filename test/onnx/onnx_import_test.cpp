@@ -1,5 +1,6 @@
 // The ONNX importer on small hand-built models: what each ONNX construct becomes in the
 // IR, and the errors for models etc cannot or will not import.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <string>
@@ -232,6 +233,133 @@ TEST_CASE("onnx: window functions are constants, and a model of constants has no
     CHECK(g.status().to_string() ==
           "m.onnx: /graph/node/0 (node \"w\"): BlackmanWindow: only supported when all inputs "
           "are known at export time (etc has no run-time kernel for it)");
+  }
+}
+
+// A subgraph attribute `name` of `n`: inputs `in`, one node `op`, outputs `out`.
+onnx::GraphProto* subgraph(onnx::NodeProto* n, const std::string& name) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::GRAPH);
+  a->mutable_g()->set_name(name);
+  return a->mutable_g();
+}
+onnx::NodeProto* body_node(onnx::GraphProto* g, const std::string& op, std::vector<std::string> in,
+                           std::vector<std::string> out) {
+  auto* n = g->add_node();
+  n->set_op_type(op);
+  for (auto& s : in)
+    n->add_input(s);
+  for (auto& s : out)
+    n->add_output(s);
+  return n;
+}
+
+TEST_CASE("onnx: If selects, Loop and Scan unroll, and what they cannot do is refused") {
+  SECTION("If on a run-time condition computes both branches and selects with where") {
+    ModelBuilder m(13);
+    m.input("c", {}, onnx::TensorProto::BOOL);
+    m.input("x", {2});
+    auto* n = m.node("If", {"c"}, {"y"}, "if");
+    body_node(subgraph(n, "then_branch"), "Neg", {"x"}, {"a"});
+    n->mutable_attribute(0)->mutable_g()->add_output()->set_name("a");
+    body_node(subgraph(n, "else_branch"), "Abs", {"x"}, {"b"});
+    n->mutable_attribute(1)->mutable_g()->add_output()->set_name("b");
+    m.output("y", {2});
+    Result<Graph> g = m.import();
+    INFO(g.status().to_string());
+    REQUIRE(g.ok());
+    const std::vector<std::string> ops = op_names(*g);
+    CHECK(ops.back() == "aten.where.self");
+    CHECK(std::count(ops.begin(), ops.end(), "aten.neg.default") == 1);
+  }
+  SECTION("If's branches of different shapes need a condition known at export time") {
+    ModelBuilder m(13);
+    m.input("c", {}, onnx::TensorProto::BOOL);
+    m.input("x", {2});
+    m.init_ints("zero", {1}, {0});
+    auto* n = m.node("If", {"c"}, {"y"}, "if");
+    body_node(subgraph(n, "then_branch"), "Identity", {"x"}, {"a"});
+    n->mutable_attribute(0)->mutable_g()->add_output()->set_name("a");
+    body_node(subgraph(n, "else_branch"), "Gather", {"x", "zero"}, {"b"});
+    n->mutable_attribute(1)->mutable_g()->add_output()->set_name("b");
+    m.output("y");
+    Result<Graph> g = m.import();
+    REQUIRE_FALSE(g.ok());
+    CHECK(g.status().code() == ErrorCode::kUnsupported);
+    CHECK(g.status().to_string() ==
+          "m.onnx: /graph/node/0 (node \"if\"): If: output 0: the branches give float32[2] and "
+          "float32[1]; with a condition known only at run time etc computes both branches and "
+          "selects, which needs one type and shape");
+  }
+  SECTION("Loop with a constant trip count unrolls over run-time carried values") {
+    ModelBuilder m(13);
+    m.input("x", {2});
+    m.init_ints("three", {}, {3});
+    auto* n = m.node("Loop", {"three", "", "x"}, {"y", "ys"}, "loop");
+    onnx::GraphProto* body = subgraph(n, "body");
+    for (const char* name : {"i", "cond", "acc"})
+      body->add_input()->set_name(name);
+    body_node(body, "Identity", {"cond"}, {"cond_out"});
+    body_node(body, "Add", {"acc", "x"}, {"next"});
+    for (const char* name : {"cond_out", "next", "next"})
+      body->add_output()->set_name(name);
+    m.output("y", {2});
+    m.output("ys", {3, 2});
+    Result<Graph> g = m.import();
+    INFO(g.status().to_string());
+    REQUIRE(g.ok());
+    const std::vector<std::string> ops = op_names(*g);
+    CHECK(std::count(ops.begin(), ops.end(), "aten.add.Tensor") == 3);
+    CHECK(std::count(ops.begin(), ops.end(), "aten.cat.default") == 1);
+  }
+  SECTION("Loop's trip count given at run time is refused at the node") {
+    ModelBuilder m(13);
+    m.input("n", {}, onnx::TensorProto::INT64);
+    m.input("x", {2});
+    auto* n = m.node("Loop", {"n", "", "x"}, {"y"}, "loop");
+    onnx::GraphProto* body = subgraph(n, "body");
+    for (const char* name : {"i", "cond", "acc"})
+      body->add_input()->set_name(name);
+    for (const char* name : {"cond", "acc"})
+      body->add_output()->set_name(name);
+    m.output("y");
+    Result<Graph> g = m.import();
+    REQUIRE_FALSE(g.ok());
+    CHECK(g.status().code() == ErrorCode::kUnsupported);
+    CHECK(g.status().to_string() ==
+          "m.onnx: /graph/node/0 (node \"loop\"): Loop: the trip count M (input 0, 'n') must be "
+          "known at export time: an initializer, a Constant, or computed from static shapes");
+  }
+  SECTION("ops etc cannot import inside a body are reported with the others") {
+    ModelBuilder m(13);
+    m.input("x", {2});
+    m.input("c", {}, onnx::TensorProto::BOOL);
+    auto* n = m.node("If", {"c"}, {"y"}, "if");
+    body_node(subgraph(n, "then_branch"), "NoSuchOp", {"x"}, {"a"});
+    body_node(subgraph(n, "else_branch"), "NoSuchOp", {"x"}, {"b"});
+    m.output("y");
+    Result<Graph> g = m.import();
+    REQUIRE_FALSE(g.ok());
+    CHECK(g.status().code() == ErrorCode::kUnsupported);
+    CHECK(g.status().to_string().find("NoSuchOp x2") != std::string::npos);
+  }
+  SECTION("a body's error is located inside the body") {
+    ModelBuilder m(9);
+    m.input("s", {2});
+    m.input("x", {3, 2});
+    auto* n = m.node("Scan", {"s", "x"}, {"t"}, "scan");
+    ModelBuilder::i(n, "num_scan_inputs", 1);
+    onnx::GraphProto* body = subgraph(n, "body");
+    for (const char* name : {"acc", "row"})
+      body->add_input()->set_name(name);
+    body_node(body, "Reshape", {"acc", "row"}, {"next"});
+    body->add_output()->set_name("next");
+    m.output("t");
+    Result<Graph> g = m.import();
+    REQUIRE_FALSE(g.ok());
+    CHECK(g.status().to_string().rfind("m.onnx: /graph/node/0/body/node/0 (node \"Reshape#0\")",
+                                       0) == 0);
   }
 }
 

@@ -85,6 +85,20 @@ class NodeCtx {
   // Shape of an IR value emitted or read by this node.
   const std::vector<int64_t>& sizes_of(ValueId v) const;
 
+  // --- Subgraphs (If, Loop, Scan) -------------------------------------------------------
+  // Input i as the importer holds it (an IR value and/or a constant).
+  const Entry& input_entry(int i) const { return entry(i); }
+  // An entry for an IR value.
+  Entry entry_of(ValueId v) const;
+  // The IR value of an entry (a constant becomes a new IR constant).
+  ValueId value_of(const Entry& e);
+  // Sets output i to an entry (an IR value or a constant).
+  Status set_output_entry(int i, const Entry& e);
+  // Converts the graph attribute `name` with its inputs bound to `inputs`, in order (the
+  // outer scope's tensors visible), and returns its outputs. Each call converts it anew:
+  // Loop and Scan unroll by calling it once per iteration.
+  Result<std::vector<Entry>> subgraph(const std::string& name, const std::vector<Entry>& inputs);
+
   // --- Errors -------------------------------------------------------------------------
   Status invalid(const std::string& message) const;
   Status unsupported(const std::string& message) const;
@@ -104,6 +118,7 @@ class NodeCtx {
   Importer& im_;
   const onnx::NodeProto& node_;
   int index_;
+  std::string pointer_;  // "/graph/node/N", or within a subgraph ".../then_branch/node/N"
   int64_t opset_;
   int emitted_ = 0;
   std::vector<ValueId> last_outputs_;

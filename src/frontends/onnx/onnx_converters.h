@@ -105,6 +105,11 @@ Status convert_non_zero(NodeCtx& ctx);
 Status convert_non_max_suppression(NodeCtx& ctx);
 Status convert_unique(NodeCtx& ctx);
 
+// onnx_ops_control.cpp: subgraphs converted away (If selects, Loop and Scan unroll)
+Status convert_if(NodeCtx& ctx);
+Status convert_loop(NodeCtx& ctx);
+Status convert_scan(NodeCtx& ctx);
+
 // onnx_ops_loss.cpp
 Status convert_nll_loss(NodeCtx& ctx);
 Status convert_softmax_cross_entropy(NodeCtx& ctx);

@@ -471,6 +471,11 @@ Result<bool> try_evaluate(NodeCtx& ctx) {
     return eval_unary(
         ctx, [](double x) { return std::fabs(x); }, [](int64_t x) { return x < 0 ? -x : x; });
   }
+  if (op == "Relu") {
+    return eval_unary(
+        ctx, [](double x) { return std::isnan(x) || x > 0 ? x : 0.0; },
+        [](int64_t x) { return x > 0 ? x : int64_t{0}; });
+  }
   if (op == "Floor")
     return eval_unary(
         ctx, [](double x) { return std::floor(x); }, nullptr);

@@ -57,6 +57,12 @@ class Importer {
       : file_(std::move(file)), base_dir_(std::move(base_dir)), options_(options) {}
 
   Result<Graph> run(onnx::ModelProto& model);
+  // Converts `body` (a node's graph attribute, at `pointer`) with its inputs bound to
+  // `inputs`; the names it defines shadow the outer scope's while it converts and are
+  // forgotten after, so it can be converted again.
+  Result<std::vector<Entry>> convert_subgraph(const onnx::GraphProto& body,
+                                              const std::string& pointer,
+                                              const std::vector<Entry>& inputs);
 
   Location at(const std::string& pointer, const std::string& node = {}) const {
     return Location{.file = file_, .pointer = pointer, .node = node};
@@ -69,6 +75,7 @@ class Importer {
   std::unordered_set<uint32_t> temps_;          // IR values with generated names
   std::string file_;
   std::string base_dir_;
+  std::string graph_pointer_ = "/graph";  // the graph whose nodes are being converted
 
   // A name no ONNX tensor and no IR value has, nor any of `pending` (names about to be used).
   std::string fresh_value_name(const std::string& base,
@@ -94,6 +101,9 @@ class Importer {
   Status read_initializers(onnx::GraphProto& g);
   Status read_inputs(const onnx::GraphProto& g);
   Status report_unsupported(const onnx::GraphProto& g);
+  // Adds the op types of `g`'s nodes (and of their subgraphs) etc cannot import to `missing`.
+  Status find_unsupported(const onnx::GraphProto& g, const std::string& pointer,
+                          std::map<std::string, UnsupportedOp>& missing);
   Status convert_nodes(const onnx::GraphProto& g);
   Status read_outputs(const onnx::GraphProto& g);
 
@@ -110,12 +120,15 @@ std::string qualified_op_type(const onnx::NodeProto& node) {
 // ---- NodeCtx ------------------------------------------------------------------------------
 
 NodeCtx::NodeCtx(Importer& importer, const onnx::NodeProto& node, int index, int64_t opset)
-    : im_(importer), node_(node), index_(index), opset_(opset) {}
+    : im_(importer),
+      node_(node),
+      index_(index),
+      pointer_(importer.graph_pointer_ + "/node/" + std::to_string(index)),
+      opset_(opset) {}
 
 Location NodeCtx::location() const {
-  return im_.at(
-      "/graph/node/" + std::to_string(index_),
-      node_.name().empty() ? node_.op_type() + "#" + std::to_string(index_) : node_.name());
+  return im_.at(pointer_, node_.name().empty() ? node_.op_type() + "#" + std::to_string(index_)
+                                               : node_.name());
 }
 
 Status NodeCtx::invalid(const std::string& message) const {
@@ -272,13 +285,39 @@ Status NodeCtx::set_output(int i, ValueId value) {
   const std::string& name = node_.output(i);
   if (im_.env_.count(name)) return invalid("tensor '" + name + "' is defined twice");
   if (im_.temps_.erase(value.v)) {
-    if (!im_.graph_.rename_value(value, name)) {
+    // A subgraph converted more than once (an unrolled Loop or Scan) defines its names
+    // again: the IR value gets a fresh one.
+    const std::string ir_name = im_.graph_.find_value(name) ? im_.fresh_value_name(name) : name;
+    if (!im_.graph_.rename_value(value, ir_name)) {
       return internal_error("ONNX import: name '" + name + "' is taken", location());
     }
   }
   const TensorSpec& spec = im_.graph_.value(value).spec;
   im_.env_[name] = Entry{value, std::nullopt, spec.dtype, spec.sizes};
   return Status();
+}
+
+Entry NodeCtx::entry_of(ValueId v) const {
+  const TensorSpec& spec = im_.graph_.value(v).spec;
+  return Entry{v, std::nullopt, spec.dtype, spec.sizes};
+}
+
+ValueId NodeCtx::value_of(const Entry& e) {
+  return e.value ? *e.value : add_constant(*e.constant);
+}
+
+Status NodeCtx::set_output_entry(int i, const Entry& e) {
+  return e.value ? set_output(i, *e.value) : set_output_constant(i, *e.constant);
+}
+
+Result<std::vector<Entry>> NodeCtx::subgraph(const std::string& name,
+                                             const std::vector<Entry>& inputs) {
+  const onnx::AttributeProto* a = attr(name);
+  if (a == nullptr) return invalid("attribute '" + name + "' is required");
+  if (a->type() != onnx::AttributeProto::GRAPH) {
+    return invalid("attribute '" + name + "' must be GRAPH, got " + attr_type_name(a->type()));
+  }
+  return im_.convert_subgraph(a->g(), pointer_ + "/" + name, inputs);
 }
 
 void NodeCtx::mark_dynamic_bound(ValueId v) {
@@ -499,19 +538,30 @@ Status Importer::read_inputs(const onnx::GraphProto& g) {
   return Status();
 }
 
-Status Importer::report_unsupported(const onnx::GraphProto& g) {
+Status Importer::find_unsupported(const onnx::GraphProto& g, const std::string& pointer,
+                                  std::map<std::string, UnsupportedOp>& missing) {
   const auto& table = converters();
-  std::map<std::string, UnsupportedOp> missing;  // op -> node names
   for (int i = 0; i < g.node_size(); ++i) {
     const onnx::NodeProto& n = g.node(i);
     const std::string op = qualified_op_type(n);
+    const std::string node_pointer = pointer + "/node/" + std::to_string(i);
     const bool imported = is_default_domain(n.domain())   ? default_domain_
                           : n.domain() == kTrainingDomain ? training_domain_
                                                           : true;
     if (!imported) {
       return invalid_input("node " + std::to_string(i) + " (" + op + ") is of domain '" +
                                n.domain() + "', which the model's opset_import does not name",
-                           at("/graph/node/" + std::to_string(i)));
+                           at(node_pointer));
+    }
+    // The bodies of If, Loop and Scan: their nodes must be importable too.
+    for (const auto& a : n.attribute()) {
+      if (a.type() == onnx::AttributeProto::GRAPH) {
+        ETC_RETURN_IF_ERROR(find_unsupported(a.g(), node_pointer + "/" + a.name(), missing));
+      }
+      for (int k = 0; k < a.graphs_size(); ++k) {
+        ETC_RETURN_IF_ERROR(find_unsupported(
+            a.graphs(k), node_pointer + "/" + a.name() + "/" + std::to_string(k), missing));
+      }
     }
     // (A default-domain op type never names a domain itself.)
     if (table.count(op) && (!is_default_domain(n.domain()) || op.find(':') == std::string::npos))
@@ -519,6 +569,12 @@ Status Importer::report_unsupported(const onnx::GraphProto& g) {
     missing[op].nodes.push_back(n.name().empty() ? n.op_type() + "#" + std::to_string(i)
                                                  : n.name());
   }
+  return Status();
+}
+
+Status Importer::report_unsupported(const onnx::GraphProto& g) {
+  std::map<std::string, UnsupportedOp> missing;  // op -> node names
+  ETC_RETURN_IF_ERROR(find_unsupported(g, "/graph", missing));
   if (missing.empty()) return Status();
   return etc::unsupported(unsupported_ops_message(missing, "op type", "--onnx"), at("/graph/node"));
 }
@@ -581,6 +637,80 @@ Status Importer::convert_nodes(const onnx::GraphProto& g) {
     }
   }
   return Status();
+}
+
+Result<std::vector<Entry>> Importer::convert_subgraph(const onnx::GraphProto& body,
+                                                      const std::string& pointer,
+                                                      const std::vector<Entry>& inputs) {
+  if (body.input_size() != static_cast<int>(inputs.size())) {
+    return invalid_input("the subgraph has " + std::to_string(body.input_size()) +
+                             " inputs; the node gives it " + std::to_string(inputs.size()),
+                         at(pointer));
+  }
+  if (body.sparse_initializer_size() > 0) {
+    return etc::unsupported("sparse initializers are not supported",
+                            at(pointer + "/sparse_initializer/0"));
+  }
+  // The names the body defines hide the outer scope's while it converts.
+  std::vector<std::string> names;
+  for (const auto& in : body.input())
+    names.push_back(in.name());
+  for (const auto& t : body.initializer())
+    names.push_back(t.name());
+  for (const auto& n : body.node()) {
+    for (const auto& o : n.output()) {
+      if (!o.empty()) names.push_back(o);
+    }
+  }
+  std::vector<std::pair<std::string, Entry>> hidden;
+  for (const std::string& name : names) {
+    auto it = env_.find(name);
+    if (it != env_.end()) {
+      hidden.emplace_back(name, std::move(it->second));
+      env_.erase(it);
+    }
+  }
+  auto convert = [&]() -> Result<std::vector<Entry>> {
+    for (int i = 0; i < body.input_size(); ++i) {
+      const std::string& name = body.input(i).name();
+      const std::string p = pointer + "/input/" + std::to_string(i);
+      if (name.empty()) return invalid_input("a subgraph input has no name", at(p));
+      if (env_.count(name)) return invalid_input("'" + name + "' is defined twice", at(p));
+      env_[name] = inputs[static_cast<size_t>(i)];
+    }
+    for (int i = 0; i < body.initializer_size(); ++i) {
+      onnx::TensorProto t = body.initializer(i);  // decode_tensor moves raw_data out
+      const std::string p = pointer + "/initializer/" + std::to_string(i);
+      if (t.name().empty() || env_.count(t.name())) {
+        return invalid_input("an initializer has no name or one defined twice", at(p));
+      }
+      ETC_ASSIGN_OR_RETURN(HostTensor h, decode_tensor(t, base_dir_, at(p)));
+      const DType dt = h.dtype;
+      std::vector<int64_t> shape = h.shape;
+      env_[t.name()] = Entry{std::nullopt, std::move(h), dt, std::move(shape)};
+    }
+    const std::string outer = graph_pointer_;
+    graph_pointer_ = pointer;
+    Status s = convert_nodes(body);
+    graph_pointer_ = outer;
+    ETC_RETURN_IF_ERROR(s);
+    std::vector<Entry> outs;
+    for (int i = 0; i < body.output_size(); ++i) {
+      auto it = env_.find(body.output(i).name());
+      if (it == env_.end()) {
+        return invalid_input("output '" + body.output(i).name() + "' is not produced by any node",
+                             at(pointer + "/output/" + std::to_string(i)));
+      }
+      outs.push_back(it->second);
+    }
+    return outs;
+  };
+  Result<std::vector<Entry>> outs = convert();
+  for (const std::string& name : names)
+    env_.erase(name);
+  for (auto& [name, e] : hidden)
+    env_[name] = std::move(e);
+  return outs;
 }
 
 Status Importer::read_outputs(const onnx::GraphProto& g) {

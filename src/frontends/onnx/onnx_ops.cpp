@@ -1235,6 +1235,8 @@ int required_inputs(const std::string& op_type) {
       {"Pow", 2},
       {"Range", 3},
       {"MelWeightMatrix", 5},
+      {"Loop", 0},  // M and cond are optional
+      {"Scan", 0},  // Scan-8's sequence_lens is optional
       {"Scatter", 3},
       {"ScatterElements", 3},
       {"ScatterND", 3},
@@ -1387,6 +1389,9 @@ const std::map<std::string, Converter>& converters() {
         {"Pad", convert_pad},
         {"Pow", convert_pow},
         {"Range", evaluated_only},
+        {"If", convert_if},
+        {"Loop", convert_loop},
+        {"Scan", convert_scan},
         {"HannWindow", evaluated_only},
         {"HammingWindow", evaluated_only},
         {"BlackmanWindow", evaluated_only},
