@@ -447,8 +447,25 @@ TEST_CASE("onnx: gathers and scatters are index ops, and what they cannot do is 
   REQUIRE_FALSE(g.ok());
   CHECK(g.status().code() == ErrorCode::kUnsupported);
   CHECK(g.status().to_string() ==
-        "m.onnx: /graph/node/0 (node \"sc\"): ScatterElements: reduction 'mul' (only 'none' "
-        "and 'add')");
+        "m.onnx: /graph/node/0 (node \"sc\"): ScatterElements: the indices of a 'mul' reduction "
+        "(input 1, 'i') must be known at export time: an initializer, a Constant, or computed "
+        "from static shapes");
+  // With constant indices: a product with ones that hold the updates, one layer per repeat.
+  ModelBuilder mulc;
+  mulc.input("x", {3, 4});
+  mulc.init_ints("i", {3, 2}, {0, 0, 1, 1, 2, 3});
+  mulc.input("u", {3, 2});
+  auto* smc = mulc.node("ScatterElements", {"x", "i", "u"}, {"s"}, "sc");
+  ModelBuilder::i(smc, "axis", 1);
+  ModelBuilder::str(smc, "reduction", "mul");
+  mulc.output("s");
+  g = mulc.import();
+  INFO(g.status().to_string());
+  REQUIRE(g.ok());
+  CHECK(op_names(*g) == std::vector<std::string>{"aten.reshape.default", "aten.full_like.default",
+                                                 "aten.index.Tensor", "aten.index_put.default",
+                                                 "aten.mul.Tensor", "aten.index.Tensor",
+                                                 "aten.index_put.default", "aten.mul.Tensor"});
 
   // OneHot's depth sets the output shape: it must be known at export time.
   ModelBuilder hot;
