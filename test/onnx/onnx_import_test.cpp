@@ -363,6 +363,32 @@ TEST_CASE("onnx: If selects, Loop and Scan unroll, and what they cannot do is re
   }
 }
 
+TEST_CASE("onnx: RoiAlign samples with two products, and an adaptive sampling ratio is refused") {
+  auto model = [](int64_t ratio) {
+    ModelBuilder m(16);
+    m.input("x", {1, 2, 8, 8});
+    m.input("rois", {3, 4});
+    m.input("b", {3}, onnx::TensorProto::INT64);
+    auto* n = m.node("RoiAlign", {"x", "rois", "b"}, {"y"}, "roi");
+    ModelBuilder::i(n, "output_height", 2);
+    ModelBuilder::i(n, "output_width", 3);
+    ModelBuilder::i(n, "sampling_ratio", ratio);
+    m.output("y", {3, 2, 2, 3});
+    return m.import();
+  };
+  Result<Graph> g = model(2);
+  INFO(g.status().to_string());
+  REQUIRE(g.ok());
+  const std::vector<std::string> ops = op_names(*g);
+  CHECK(std::count(ops.begin(), ops.end(), "aten.index.Tensor") == 1);
+  g = model(0);
+  REQUIRE_FALSE(g.ok());
+  CHECK(g.status().code() == ErrorCode::kUnsupported);
+  CHECK(g.status().to_string() ==
+        "m.onnx: /graph/node/0 (node \"roi\"): RoiAlign: sampling_ratio 0 (samples per bin that "
+        "follow each region's size, known only at run time); etc needs a fixed sampling_ratio");
+}
+
 TEST_CASE("onnx: conversions of Gemm, asymmetric pads, HardSigmoid and opset-11 Softmax") {
   ModelBuilder m(11);
   m.input("x", {1, 2, 4, 4});

@@ -45,6 +45,8 @@ Converter global_pool(bool is_max);
 Status convert_max_unpool(NodeCtx& ctx);
 // GridSample as ATen's grid_sampler_2d.
 Status convert_grid_sample(NodeCtx& ctx);
+// RoiAlign: per-region bilinear sampling as two matrix products.
+Status convert_roi_align(NodeCtx& ctx);
 // Resize and Upsample (every mode; PyTorch's NCHW cases as ATen's upsample ops).
 Status convert_resize(NodeCtx& ctx);
 // LSTM, unrolled over its static sequence.

@@ -1235,6 +1235,7 @@ int required_inputs(const std::string& op_type) {
       {"Pow", 2},
       {"Range", 3},
       {"MelWeightMatrix", 5},
+      {"RoiAlign", 3},
       {"Loop", 0},  // M and cond are optional
       {"Scan", 0},  // Scan-8's sequence_lens is optional
       {"Scatter", 3},
@@ -1390,6 +1391,7 @@ const std::map<std::string, Converter>& converters() {
         {"Pow", convert_pow},
         {"Range", evaluated_only},
         {"If", convert_if},
+        {"RoiAlign", convert_roi_align},
         {"Loop", convert_loop},
         {"Scan", convert_scan},
         {"HannWindow", evaluated_only},

@@ -863,4 +863,152 @@ Status convert_grid_sample(NodeCtx& ctx) {
   return ctx.set_output(0, y);
 }
 
+namespace {
+
+// RoiAlign's sampling along one axis (y: rows, x: columns) as a matrix per region,
+// [R, out, size]: row p averages the bilinear weights of the bin's `grid` samples over the
+// `size` input positions. Samples outside [-1, size] weigh nothing; the others are clamped
+// into [0, size - 1], as ONNX Runtime and ONNX's reference do. `start` and `extent` ([R, 1])
+// are the regions' first coordinate and length along the axis.
+Result<ValueId> roi_axis_weights(NodeCtx& ctx, ValueId start, ValueId extent, int64_t out,
+                                 int64_t grid, int64_t size) {
+  const int64_t samples = out * grid;
+  std::vector<double> offsets(static_cast<size_t>(samples));
+  for (int64_t p = 0; p < out; ++p) {
+    for (int64_t i = 0; i < grid; ++i)
+      offsets[static_cast<size_t>(p * grid + i)] =
+          static_cast<double>(p) + (static_cast<double>(i) + 0.5) / static_cast<double>(grid);
+  }
+  ValueId c = ctx.add_constant(host_from_doubles(DType::kFloat32, {1, samples}, offsets));
+  // The sample coordinates, [R, samples]: start + bin * (p + (i + 0.5) / grid).
+  ETC_ASSIGN_OR_RETURN(
+      ValueId bin,
+      ctx.emit(OpKind::DivScalar, {{"self", extent}, {"other", Scalar{static_cast<double>(out)}}}));
+  ETC_ASSIGN_OR_RETURN(ValueId at, ctx.emit(OpKind::MulTensor, {{"self", bin}, {"other", c}}));
+  ETC_ASSIGN_OR_RETURN(at, ctx.emit(OpKind::AddTensor, {{"self", at}, {"other", start}}));
+  ETC_ASSIGN_OR_RETURN(ValueId ge,
+                       ctx.emit(OpKind::GeScalar, {{"self", at}, {"other", Scalar{-1.0}}}));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId le,
+      ctx.emit(OpKind::LeScalar, {{"self", at}, {"other", Scalar{static_cast<double>(size)}}}));
+  ETC_ASSIGN_OR_RETURN(ValueId inside, ctx.emit(OpKind::LogicalAnd, {{"self", ge}, {"other", le}}));
+  ETC_ASSIGN_OR_RETURN(inside,
+                       ctx.emit(OpKind::ToCopy, {{"self", inside}, {"dtype", DType::kFloat32}}));
+  ETC_ASSIGN_OR_RETURN(at,
+                       ctx.emit(OpKind::Clamp, {{"self", at},
+                                                {"min", Scalar{0.0}},
+                                                {"max", Scalar{static_cast<double>(size - 1)}}}));
+  ETC_ASSIGN_OR_RETURN(ValueId low, ctx.emit(OpKind::Floor, {{"self", at}}));
+  ETC_ASSIGN_OR_RETURN(ValueId high,
+                       ctx.emit(OpKind::AddScalar, {{"self", low}, {"other", Scalar{1.0}}}));
+  ETC_ASSIGN_OR_RETURN(
+      high,
+      ctx.emit(OpKind::Clamp, {{"self", high}, {"max", Scalar{static_cast<double>(size - 1)}}}));
+  ETC_ASSIGN_OR_RETURN(ValueId w_high, ctx.emit(OpKind::SubTensor, {{"self", at}, {"other", low}}));
+  ETC_ASSIGN_OR_RETURN(w_high, ctx.emit(OpKind::MulTensor, {{"self", w_high}, {"other", inside}}));
+  ETC_ASSIGN_OR_RETURN(ValueId w_low,
+                       ctx.emit(OpKind::SubTensor, {{"self", inside}, {"other", w_high}}));
+  // One-hot rows of the two neighbours, weighted: [R, samples, size].
+  std::vector<double> positions(static_cast<size_t>(size));
+  std::iota(positions.begin(), positions.end(), 0.0);
+  ValueId ar = ctx.add_constant(host_from_doubles(DType::kFloat32, {1, 1, size}, positions));
+  auto weighted = [&](ValueId index, ValueId weight) -> Result<ValueId> {
+    ETC_ASSIGN_OR_RETURN(ValueId i3,
+                         ctx.emit(OpKind::Unsqueeze, {{"self", index}, {"dim", int64_t{2}}}));
+    ETC_ASSIGN_OR_RETURN(ValueId hot, ctx.emit(OpKind::EqTensor, {{"self", i3}, {"other", ar}}));
+    ETC_ASSIGN_OR_RETURN(hot,
+                         ctx.emit(OpKind::ToCopy, {{"self", hot}, {"dtype", DType::kFloat32}}));
+    ETC_ASSIGN_OR_RETURN(ValueId w3,
+                         ctx.emit(OpKind::Unsqueeze, {{"self", weight}, {"dim", int64_t{2}}}));
+    return ctx.emit(OpKind::MulTensor, {{"self", hot}, {"other", w3}});
+  };
+  ETC_ASSIGN_OR_RETURN(ValueId a, weighted(low, w_low));
+  ETC_ASSIGN_OR_RETURN(ValueId b, weighted(high, w_high));
+  ETC_ASSIGN_OR_RETURN(ValueId m, ctx.emit(OpKind::AddTensor, {{"self", a}, {"other", b}}));
+  const int64_t r = ctx.sizes_of(m)[0];
+  ETC_ASSIGN_OR_RETURN(m, reshape(ctx, m, {r, out, grid, size}));
+  return ctx.emit(OpKind::SumDimIntList,
+                  {{"self", m}, {"dim", std::vector<int64_t>{2}}, {"keepdim", false}});
+}
+
+}  // namespace
+
+// RoiAlign(X [N, C, H, W], rois [R, 4] (x1, y1, x2, y2), batch_indices [R]; mode avg,
+// output_height, output_width, sampling_ratio, spatial_scale, coordinate_transformation_mode):
+// bilinear sampling is separable, so each region's output is Wy [out_h, H] @ X[b] [H, W] @
+// Wx^T [W, out_w] with the averaged sampling weights of each axis (roi_axis_weights),
+// computed from the regions at run time; X[b] is index.Tensor of the batch indices.
+Status convert_roi_align(NodeCtx& ctx) {
+  if (ctx.dtype(0) != DType::kFloat32 || ctx.dtype(1) != DType::kFloat32)
+    return ctx.unsupported("X and rois of type " + std::string(dtype_name(ctx.dtype(0))) +
+                           " (float32 only)");
+  if (ctx.rank(0) != 4) return ctx.invalid("X must be [N, C, H, W]");
+  if (ctx.rank(1) != 2 || ctx.shape(1)[1] != 4) return ctx.invalid("rois must be [R, 4]");
+  const int64_t regions = ctx.shape(1)[0];
+  if (ctx.shape(2) != std::vector<int64_t>{regions})
+    return ctx.invalid("batch_indices must be [R], one per region");
+  if (ctx.dtype(2) != DType::kInt64 && ctx.dtype(2) != DType::kInt32)
+    return ctx.invalid("batch_indices must be integers");
+  ETC_ASSIGN_OR_RETURN(std::string mode, ctx.attr_string("mode", "avg"));
+  if (mode != "avg") return ctx.unsupported("mode '" + mode + "' (only 'avg')");
+  // Opset 10 has no attribute and means what opset 16 calls output_half_pixel.
+  ETC_ASSIGN_OR_RETURN(std::string transform,
+                       ctx.attr_string("coordinate_transformation_mode",
+                                       ctx.opset() < 16 ? "output_half_pixel" : "half_pixel"));
+  if (transform != "half_pixel" && transform != "output_half_pixel")
+    return ctx.invalid("coordinate_transformation_mode '" + transform + "'");
+  const bool half_pixel = transform == "half_pixel";
+  ETC_ASSIGN_OR_RETURN(int64_t out_h, ctx.attr_int("output_height", 1));
+  ETC_ASSIGN_OR_RETURN(int64_t out_w, ctx.attr_int("output_width", 1));
+  ETC_ASSIGN_OR_RETURN(int64_t ratio, ctx.attr_int("sampling_ratio", 0));
+  ETC_ASSIGN_OR_RETURN(float scale, ctx.attr_float("spatial_scale", 1.0f));
+  if (out_h < 1 || out_w < 1) return ctx.invalid("output_height and output_width must be positive");
+  if (ratio <= 0) {
+    return ctx.unsupported(
+        "sampling_ratio 0 (samples per bin that follow each region's size, known only at run "
+        "time); etc needs a fixed sampling_ratio");
+  }
+  const int64_t height = ctx.shape(0)[2], width = ctx.shape(0)[3];
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId rois, ctx.input(1));
+  ETC_ASSIGN_OR_RETURN(ValueId batch, ctx.input(2));
+  // Region corners in input coordinates, [R, 1] each.
+  std::vector<ValueId> corner;
+  for (int64_t j = 0; j < 4; ++j) {
+    ETC_ASSIGN_OR_RETURN(ValueId c, ctx.emit(OpKind::SelectInt,
+                                             {{"self", rois}, {"dim", int64_t{1}}, {"index", j}}));
+    ETC_ASSIGN_OR_RETURN(c, ctx.emit(OpKind::MulScalar,
+                                     {{"self", c}, {"other", Scalar{static_cast<double>(scale)}}}));
+    if (half_pixel) {
+      ETC_ASSIGN_OR_RETURN(c, ctx.emit(OpKind::SubScalar, {{"self", c}, {"other", Scalar{0.5}}}));
+    }
+    ETC_ASSIGN_OR_RETURN(c, reshape(ctx, c, {regions, 1}));
+    corner.push_back(c);
+  }
+  auto extent = [&](ValueId start, ValueId end) -> Result<ValueId> {
+    ETC_ASSIGN_OR_RETURN(ValueId e, ctx.emit(OpKind::SubTensor, {{"self", end}, {"other", start}}));
+    if (half_pixel) return e;
+    return ctx.emit(OpKind::Clamp, {{"self", e}, {"min", Scalar{1.0}}});  // at least one pixel
+  };
+  ETC_ASSIGN_OR_RETURN(ValueId ext_w, extent(corner[0], corner[2]));
+  ETC_ASSIGN_OR_RETURN(ValueId ext_h, extent(corner[1], corner[3]));
+  ETC_ASSIGN_OR_RETURN(ValueId wy, roi_axis_weights(ctx, corner[1], ext_h, out_h, ratio, height));
+  ETC_ASSIGN_OR_RETURN(ValueId wx, roi_axis_weights(ctx, corner[0], ext_w, out_w, ratio, width));
+  const int64_t channels = ctx.shape(0)[1];
+  ETC_ASSIGN_OR_RETURN(
+      ValueId xb,
+      ctx.emit(OpKind::IndexTensor, {{"self", x}, {"indices", std::vector<ValueId>{batch}}}));
+  ETC_ASSIGN_OR_RETURN(wy, reshape(ctx, wy, {regions, 1, out_h, height}));
+  ETC_ASSIGN_OR_RETURN(ValueId wxt, permute(ctx, wx, {0, 2, 1}));
+  ETC_ASSIGN_OR_RETURN(wxt, reshape(ctx, wxt, {regions, 1, width, out_w}));
+  ETC_ASSIGN_OR_RETURN(ValueId rows, matmul(ctx, wy, {regions, 1, out_h, height}, xb,
+                                            {regions, channels, height, width}));
+  ETC_ASSIGN_OR_RETURN(ValueId y, matmul(ctx, rows, {regions, channels, out_h, width}, wxt,
+                                         {regions, 1, width, out_w}));
+  ETC_ASSIGN_OR_RETURN(
+      y, ctx.emit(OpKind::DivScalar,
+                  {{"self", y}, {"other", Scalar{static_cast<double>(ratio * ratio)}}}));
+  return ctx.set_output(0, y);
+}
+
 }  // namespace etc::onnx_import
