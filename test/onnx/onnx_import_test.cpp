@@ -389,6 +389,25 @@ TEST_CASE("onnx: RoiAlign samples with two products, and an adaptive sampling ra
         "follow each region's size, known only at run time); etc needs a fixed sampling_ratio");
 }
 
+TEST_CASE("onnx: 3-d Conv and ConvTranspose are 2-d ones, one per kernel depth") {
+  for (const char* op : {"Conv", "ConvTranspose"}) {
+    ModelBuilder m(13);
+    m.input("x", {1, 2, 4, 5, 5});
+    m.init_floats("w", {2, 2, 3, 2, 2}, std::vector<float>(48, 0.5f));
+    m.node(op, {"x", "w"}, {"y"});
+    m.output("y");
+    Result<Graph> g = m.import();
+    INFO(op << ": " << g.status().to_string());
+    REQUIRE(g.ok());
+    const std::vector<std::string> ops = op_names(*g);
+    CHECK(std::count(ops.begin(), ops.end(), "aten.convolution.default") == 3);
+    const std::vector<int64_t> want = std::string(op) == "Conv"
+                                          ? std::vector<int64_t>{1, 2, 2, 4, 4}
+                                          : std::vector<int64_t>{1, 2, 6, 6, 6};
+    CHECK(g->value(g->outputs()[0]).spec.sizes == want);
+  }
+}
+
 TEST_CASE("onnx: conversions of Gemm, asymmetric pads, HardSigmoid and opset-11 Softmax") {
   ModelBuilder m(11);
   m.input("x", {1, 2, 4, 4});

@@ -100,6 +100,97 @@ void window_to_2d(Window& w) {
   w.pad_end.insert(w.pad_end.begin(), 0);
 }
 
+// A 3-d convolution as 2-d ones, one per kernel depth kd, over the depth slices as a batch
+// (`w`'s pads resolved; negative transposed pads extend the output). Conv: output depth od
+// sums the 2-d convolutions of the (padded) input slice od * stride + kd * dilation by
+// W[:, :, kd]. ConvTranspose: input slice id's 2-d transposed convolution by W[:, :, kd]
+// adds into output depth id * stride + kd * dilation (index_put, accumulating), and the pads
+// are cropped from the full output after. The bias is added last.
+Result<ValueId> convolve_3d(NodeCtx& ctx, ValueId x, ValueId wt, std::optional<ValueId> bias,
+                            bool transposed, const Window& w, const std::vector<int64_t>& out_pad,
+                            int64_t group) {
+  const std::vector<int64_t> xs = ctx.sizes_of(x), ws = ctx.sizes_of(wt);
+  const int64_t n = xs[0], depth = xs[2], kd_count = ws[2];
+  const int64_t stride = w.strides[0], dil = w.dilations[0];
+  const std::vector<int64_t> stride2{w.strides[1], w.strides[2]},
+      dil2{w.dilations[1], w.dilations[2]};
+  if (!transposed) {
+    ETC_ASSIGN_OR_RETURN(x, pad_spatial(ctx, x, w, 0.0));
+  }
+  const std::vector<int64_t> ps = ctx.sizes_of(x);  // [N, C, D, H, W], padded for Conv
+  ETC_ASSIGN_OR_RETURN(ValueId slices, permute(ctx, x, {2, 0, 1, 3, 4}));  // [D, N, C, H, W]
+  const int64_t out_depth = transposed
+                                ? (depth - 1) * stride + (kd_count - 1) * dil + 1 + out_pad[0]
+                                : (ps[2] - (kd_count - 1) * dil - 1) / stride + 1;
+  const int64_t steps = transposed ? depth : out_depth;
+  if (steps <= 0) return ctx.invalid("the convolution's output would be empty");
+  std::optional<ValueId> acc;
+  for (int64_t kd = 0; kd < kd_count; ++kd) {
+    ETC_ASSIGN_OR_RETURN(ValueId wk, ctx.emit(OpKind::SelectInt,
+                                              {{"self", wt}, {"dim", int64_t{2}}, {"index", kd}}));
+    ValueId in = slices;
+    if (!transposed) {
+      // The input slices output depth od reads at this kd.
+      std::vector<int64_t> at(static_cast<size_t>(out_depth));
+      for (int64_t od = 0; od < out_depth; ++od)
+        at[static_cast<size_t>(od)] = od * stride + kd * dil;
+      ValueId idx = ctx.add_constant(host_from_ints(DType::kInt64, {out_depth}, at));
+      ETC_ASSIGN_OR_RETURN(in,
+                           ctx.emit(OpKind::IndexTensor,
+                                    {{"self", slices}, {"indices", std::vector<ValueId>{idx}}}));
+    }
+    ETC_ASSIGN_OR_RETURN(in, reshape(ctx, in, {steps * n, ps[1], ps[3], ps[4]}));
+    ETC_ASSIGN_OR_RETURN(ValueId y,
+                         ctx.emit(OpKind::Convolution,
+                                  {{"input", in},
+                                   {"weight", wk},
+                                   {"bias", kNone},
+                                   {"stride", stride2},
+                                   {"padding", std::vector<int64_t>{0, 0}},
+                                   {"dilation", dil2},
+                                   {"transposed", transposed},
+                                   {"output_padding", std::vector<int64_t>{out_pad[1], out_pad[2]}},
+                                   {"groups", group}}));
+    const std::vector<int64_t> ys = ctx.sizes_of(y);
+    ETC_ASSIGN_OR_RETURN(y, reshape(ctx, y, {steps, n, ys[1], ys[2], ys[3]}));
+    if (!transposed) {
+      if (acc) {
+        ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::AddTensor, {{"self", *acc}, {"other", y}}));
+      }
+      acc = y;
+      continue;
+    }
+    if (!acc) {
+      ETC_ASSIGN_OR_RETURN(
+          acc, ctx.emit(OpKind::Zeros,
+                        {{"size", std::vector<int64_t>{out_depth, n, ys[1], ys[2], ys[3]}},
+                         {"dtype", ctx.dtype(0)}}));
+    }
+    std::vector<int64_t> at(static_cast<size_t>(depth));
+    for (int64_t id = 0; id < depth; ++id)
+      at[static_cast<size_t>(id)] = id * stride + kd * dil;
+    ValueId idx = ctx.add_constant(host_from_ints(DType::kInt64, {depth}, at));
+    ETC_ASSIGN_OR_RETURN(acc, ctx.emit(OpKind::IndexPut, {{"self", *acc},
+                                                          {"indices", std::vector<ValueId>{idx}},
+                                                          {"values", y},
+                                                          {"accumulate", true}}));
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId y, permute(ctx, *acc, {1, 2, 0, 3, 4}));  // [N, C, D, H, W]
+  if (transposed) {
+    // Crop the pads (negative ones add zeros).
+    std::vector<int64_t> pad;
+    for (size_t i = w.pad_begin.size(); i-- > 0;)
+      pad.insert(pad.end(), {-w.pad_begin[i], -w.pad_end[i]});
+    ETC_ASSIGN_OR_RETURN(
+        y, ctx.emit(OpKind::ConstantPadNd, {{"self", y}, {"pad", pad}, {"value", Scalar{0.0}}}));
+  }
+  if (bias) {
+    ETC_ASSIGN_OR_RETURN(ValueId b, reshape(ctx, *bias, {1, ctx.sizes_of(y)[1], 1, 1, 1}));
+    ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::AddTensor, {{"self", y}, {"other", b}}));
+  }
+  return y;
+}
+
 }  // namespace
 
 Status convert_conv(NodeCtx& ctx, bool transposed) {
@@ -117,9 +208,9 @@ Status convert_conv(NodeCtx& ctx, bool transposed) {
 Result<ValueId> convolve(NodeCtx& ctx, ValueId x, ValueId wt, std::optional<ValueId> bias_value,
                          bool transposed) {
   const std::vector<int64_t> xs = ctx.sizes_of(x), ws = ctx.sizes_of(wt);
-  if (xs.size() != 3 && xs.size() != 4) {
+  if (xs.size() != 3 && xs.size() != 4 && xs.size() != 5) {
     return ctx.unsupported("input of rank " + std::to_string(xs.size()) +
-                           " (1-d and 2-d convolutions only)");
+                           " (1-d, 2-d and 3-d convolutions only)");
   }
   if (ws.size() != xs.size()) return ctx.invalid("W must have the rank of X");
   const std::vector<int64_t> spatial(xs.begin() + 2, xs.end());
@@ -160,6 +251,7 @@ Result<ValueId> convolve(NodeCtx& ctx, ValueId x, ValueId wt, std::optional<Valu
       }
     }
   }
+  if (xs.size() == 5) return convolve_3d(ctx, x, wt, bias_value, transposed, w, out_pad, group);
   ArgValue bias = kNone;
   bool extended = false;  // negative pads: the bias is added after the zeros are
   for (size_t i = 0; i < w.pad_begin.size(); ++i)
