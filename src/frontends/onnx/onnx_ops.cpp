@@ -1177,6 +1177,42 @@ Status convert_identity(NodeCtx& ctx) {
   return alias(ctx, 0, 0);
 }
 
+// BitShift(X, Y; direction) of uint8 tensors (the unsigned type etc has): in int64, X times
+// (LEFT, then wrapped back to uint8 by the cast) or floor-divided by (RIGHT) 2^min(Y, 8),
+// taken from a constant table; shifts of 8 or more give 0 either way.
+Status convert_bit_shift(NodeCtx& ctx) {
+  if (ctx.dtype(0) != DType::kUInt8 || ctx.dtype(1) != DType::kUInt8) {
+    return ctx.unsupported("X and Y of type " + std::string(dtype_name(ctx.dtype(0))) + " and " +
+                           std::string(dtype_name(ctx.dtype(1))) + " (uint8 only)");
+  }
+  ETC_ASSIGN_OR_RETURN(std::string direction, ctx.attr_string("direction", std::nullopt));
+  if (direction != "LEFT" && direction != "RIGHT")
+    return ctx.invalid("direction must be LEFT or RIGHT, got '" + direction + "'");
+  constexpr int64_t kBits = 8;
+  std::vector<int64_t> powers;
+  for (int64_t k = 0; k <= kBits; ++k)
+    powers.push_back(int64_t{1} << k);
+  ValueId table = ctx.add_constant(host_from_ints(DType::kInt64, {kBits + 1}, powers));
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId y, ctx.input(1));
+  ETC_ASSIGN_OR_RETURN(x, ctx.emit(OpKind::ToCopy, {{"self", x}, {"dtype", DType::kInt64}}));
+  ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::ToCopy, {{"self", y}, {"dtype", DType::kInt64}}));
+  ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::Clamp, {{"self", y}, {"max", Scalar{kBits}}}));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId p,
+      ctx.emit(OpKind::IndexTensor, {{"self", table}, {"indices", std::vector<ValueId>{y}}}));
+  ValueId r;
+  if (direction == "LEFT") {
+    ETC_ASSIGN_OR_RETURN(r, ctx.emit(OpKind::MulTensor, {{"self", x}, {"other", p}}));
+  } else {
+    ETC_ASSIGN_OR_RETURN(
+        r, ctx.emit(OpKind::DivTensorMode,
+                    {{"self", x}, {"other", p}, {"rounding_mode", std::string("floor")}}));
+  }
+  ETC_ASSIGN_OR_RETURN(r, ctx.emit(OpKind::ToCopy, {{"self", r}, {"dtype", DType::kUInt8}}));
+  return ctx.set_output(0, r);
+}
+
 // Resize (opset 10+) and Upsample (opset 7-9) of the two spatial dims of NCHW tensors.
 Status evaluated_only(NodeCtx& ctx) {
   return ctx.unsupported(
@@ -1236,6 +1272,7 @@ int required_inputs(const std::string& op_type) {
       {"Range", 3},
       {"MelWeightMatrix", 5},
       {"RoiAlign", 3},
+      {"BitShift", 2},
       {"Loop", 0},  // M and cond are optional
       {"Scan", 0},  // Scan-8's sequence_lens is optional
       {"Scatter", 3},
@@ -1391,6 +1428,7 @@ const std::map<std::string, Converter>& converters() {
         {"Pow", convert_pow},
         {"Range", evaluated_only},
         {"If", convert_if},
+        {"BitShift", convert_bit_shift},
         {"RoiAlign", convert_roi_align},
         {"Loop", convert_loop},
         {"Scan", convert_scan},
