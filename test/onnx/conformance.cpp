@@ -57,8 +57,8 @@ struct TestResult {
   std::string detail;
 };
 
-// The model with test inputs `keep`.. turned into initializers (inputs before `keep` stay
-// runtime inputs).
+// The model with test inputs `keep`.. turned into initializers (inputs before `keep`, and
+// sequences and optionals, stay runtime inputs).
 Result<Graph> import_with_constant_params(const fs::path& model_path, const fs::path& set,
                                           const OnnxImportOptions& options, size_t keep) {
   ETC_ASSIGN_OR_RETURN(std::shared_ptr<const Blob> blob, map_file(model_path.string()));
@@ -73,7 +73,12 @@ Result<Graph> import_with_constant_params(const fs::path& model_path, const fs::
       is_init = is_init || t.name() == in.name();
     if (!is_init) runtime_inputs.push_back(in.name());
   }
+  std::vector<bool> tensor_input;
+  for (const auto& in : model.graph().input())
+    if (std::find(runtime_inputs.begin(), runtime_inputs.end(), in.name()) != runtime_inputs.end())
+      tensor_input.push_back(in.type().has_tensor_type());
   for (size_t i = keep; i < runtime_inputs.size(); ++i) {
+    if (!tensor_input[i]) continue;
     fs::path p = set / ("input_" + std::to_string(i) + ".pb");
     ETC_ASSIGN_OR_RETURN(std::shared_ptr<const Blob> tb, map_file(p.string()));
     onnx::TensorProto* t = model.mutable_graph()->add_initializer();
@@ -132,24 +137,103 @@ Result<OnnxTensor> load_test_tensor(const fs::path& p, int declared) {
   return load_onnx_tensor_file(p.string());
 }
 
-// The element type a model declares for an input or output (0 where it says none).
-int declared_type(const onnx::ValueInfoProto& info) {
-  return info.type().has_tensor_type() ? info.type().tensor_type().elem_type() : 0;
+// One input or output of a test: a tensor, or a sequence's tensors, or an optional's
+// (none when absent), in the order the program has them.
+struct TestValue {
+  std::vector<OnnxTensor> tensors;
+  bool structured = false;  // a sequence or optional
+  bool absent = false;      // an optional without a value
+};
+
+// The fields of onnx-data.proto's SequenceProto and OptionalProto (the generated classes
+// have onnx.proto's messages only): 2 elem_type, 3 tensor value(s), 5 sequence value(s).
+struct StructuredProto {
+  uint64_t elem_type = 0;
+  std::vector<std::string> tensors, sequences;
+};
+
+bool parse_structured(const std::string& bytes, StructuredProto* out) {
+  size_t at = 0;
+  auto varint = [&](uint64_t* v) {
+    *v = 0;
+    for (int shift = 0; at < bytes.size() && shift < 64; shift += 7) {
+      const auto b = static_cast<uint8_t>(bytes[at++]);
+      *v |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if (!(b & 0x80)) return true;
+    }
+    return false;
+  };
+  while (at < bytes.size()) {
+    uint64_t tag = 0, v = 0;
+    if (!varint(&tag)) return false;
+    const uint64_t field = tag >> 3, wire = tag & 7;
+    if (wire == 0) {
+      if (!varint(&v)) return false;
+      if (field == 2) out->elem_type = v;
+    } else if (wire == 2) {
+      if (!varint(&v) || v > bytes.size() - at) return false;
+      std::string part = bytes.substr(at, static_cast<size_t>(v));
+      at += static_cast<size_t>(v);
+      if (field == 3) out->tensors.push_back(std::move(part));
+      if (field == 5) out->sequences.push_back(std::move(part));
+    } else if (wire == 1 || wire == 5) {
+      at += wire == 1 ? 8 : 4;
+    } else {
+      return false;
+    }
+  }
+  return at == bytes.size();
 }
 
-std::vector<OnnxTensor> load_tensors(const fs::path& dir, const std::string& prefix, Status* error,
-                                     const std::vector<int>& declared = {}) {
-  std::vector<OnnxTensor> out;
-  for (int i = 0;; ++i) {
+// Reads a serialized value of `type` (a TensorProto, SequenceProto or OptionalProto).
+Result<TestValue> load_value(const fs::path& p, const onnx::TypeProto& type) {
+  TestValue v;
+  if (!type.has_sequence_type() && !type.has_optional_type()) {
+    const int declared = type.has_tensor_type() ? type.tensor_type().elem_type() : 0;
+    ETC_ASSIGN_OR_RETURN(OnnxTensor t, load_test_tensor(p, declared));
+    v.tensors.push_back(std::move(t));
+    return v;
+  }
+  v.structured = true;
+  ETC_ASSIGN_OR_RETURN(std::shared_ptr<const Blob> blob, map_file(p.string()));
+  std::string bytes(reinterpret_cast<const char*>(blob->bytes().data()), blob->bytes().size());
+  auto tensor_of = [&](const std::string& b) {
+    return parse_onnx_tensor({reinterpret_cast<const uint8_t*>(b.data()), b.size()}, p.string());
+  };
+  StructuredProto sp;
+  if (!parse_structured(bytes, &sp))
+    return invalid_input("not a SequenceProto or OptionalProto", Location{.file = p.string()});
+  if (type.has_optional_type()) {
+    if (sp.elem_type == 0) {  // UNDEFINED: no value
+      v.absent = true;
+      return v;
+    }
+    if (!sp.sequences.empty()) {
+      StructuredProto seq;
+      if (!parse_structured(sp.sequences[0], &seq))
+        return invalid_input("not a SequenceProto", Location{.file = p.string()});
+      sp = std::move(seq);
+    }
+  }
+  for (const std::string& t : sp.tensors) {
+    ETC_ASSIGN_OR_RETURN(OnnxTensor e, tensor_of(t));
+    v.tensors.push_back(std::move(e));
+  }
+  return v;
+}
+
+std::vector<TestValue> load_values(const fs::path& dir, const std::string& prefix, Status* error,
+                                   const std::vector<onnx::TypeProto>& types) {
+  std::vector<TestValue> out;
+  for (size_t i = 0;; ++i) {
     fs::path p = dir / (prefix + "_" + std::to_string(i) + ".pb");
     if (!fs::exists(p)) break;
-    Result<OnnxTensor> t =
-        load_test_tensor(p, static_cast<size_t>(i) < declared.size() ? declared[i] : 0);
-    if (!t.ok()) {
-      *error = t.status();
+    Result<TestValue> v = load_value(p, i < types.size() ? types[i] : onnx::TypeProto());
+    if (!v.ok()) {
+      *error = v.status();
       return {};
     }
-    out.push_back(std::move(t).value());
+    out.push_back(std::move(v).value());
   }
   return out;
 }
@@ -230,8 +314,10 @@ TestResult run_test(const fs::path& dir, const Device& target) {
   std::sort(sets.begin(), sets.end());
   if (sets.empty()) return fail(Outcome::kFailed, "no test_data_set_* folder");
 
-  // The model's declared types, for the test data of types ONNX 1.12 stored as others.
-  std::vector<int> in_types, out_types;
+  // The model's declared types, for the test data of types ONNX 1.12 stored as others and
+  // for sequences and optionals.
+  std::vector<onnx::TypeProto> in_types, out_types;
+  std::vector<std::string> in_names;
   {
     Result<std::shared_ptr<const Blob>> blob = map_file((dir / "model.onnx").string());
     onnx::ModelProto model;
@@ -242,32 +328,54 @@ TestResult run_test(const fs::path& dir, const Device& target) {
         inits.push_back(t.name());
       for (const auto& in : model.graph().input()) {
         if (std::find(inits.begin(), inits.end(), in.name()) != inits.end()) continue;
-        in_types.push_back(declared_type(in));
+        in_types.push_back(in.type());
+        in_names.push_back(in.name());
       }
       for (const auto& out : model.graph().output())
-        out_types.push_back(declared_type(out));
+        out_types.push_back(out.type());
     }
   }
   Status err;
-  std::vector<OnnxTensor> inputs = load_tensors(sets[0], "input", &err, in_types);
+  std::vector<TestValue> inputs = load_values(sets[0], "input", &err, in_types);
   if (!err.ok()) return fail(Outcome::kUnsupported, err.to_string());
-  OnnxImportOptions options;
-  for (const OnnxTensor& t : inputs) {
-    if (!t.name.empty()) options.input_shapes[t.name] = t.shape;
-  }
+  // --input-shape for each input (a sequence's elements as NAME.i), or absent optionals.
+  auto options_for = [&](size_t count) {
+    OnnxImportOptions o;
+    for (size_t i = 0; i < count && i < inputs.size() && i < in_names.size(); ++i) {
+      const TestValue& v = inputs[i];
+      if (v.absent) o.absent_inputs.insert(in_names[i]);
+      const bool seq = in_types[i].has_sequence_type() ||
+                       (in_types[i].has_optional_type() &&
+                        in_types[i].optional_type().elem_type().has_sequence_type());
+      for (size_t k = 0; k < v.tensors.size(); ++k) {
+        const std::string name = seq ? in_names[i] + "." + std::to_string(k) : in_names[i];
+        if (!seq && v.tensors[k].name.empty()) continue;  // as the model declares it
+        o.input_shapes[name] = v.tensors[k].shape;
+      }
+    }
+    return o;
+  };
+  OnnxImportOptions options = options_for(inputs.size());
   Result<Graph> graph = load_onnx_file((dir / "model.onnx").string(), options);
   // Parameters etc needs at export time: inputs 1.. baked first (input 0 is the data in
   // most tests); when etc still asks for a value (input 0 is a size, as for the window
   // functions, Range or ConstantOfShape), every input, leaving a program without inputs.
+  // Sequences and optionals stay runtime inputs.
   auto needs_constants = [](const Status& s) {
     return s.code() == ErrorCode::kUnsupported &&
            s.message().find("known at export time") != std::string::npos;
   };
   if (!graph.ok() && needs_constants(graph.status()) && sets.size() == 1 && !inputs.empty()) {
     for (size_t keep = inputs.size() > 1 ? 1 : 0;; --keep) {
-      OnnxImportOptions kept_options;
-      for (size_t i = 0; i < keep; ++i) {
-        if (!inputs[i].name.empty()) kept_options.input_shapes[inputs[i].name] = inputs[i].shape;
+      OnnxImportOptions kept_options = options_for(keep);
+      for (size_t i = keep; i < inputs.size(); ++i) {
+        if (!inputs[i].structured) continue;
+        OnnxImportOptions all = options_for(inputs.size());
+        kept_options.absent_inputs.insert(all.absent_inputs.begin(), all.absent_inputs.end());
+        for (const auto& [name, shape] : all.input_shapes) {
+          if (name == in_names[i] || name.rfind(in_names[i] + ".", 0) == 0)
+            kept_options.input_shapes[name] = shape;
+        }
       }
       Result<Graph> retry =
           import_with_constant_params(dir / "model.onnx", sets[0], kept_options, keep);
@@ -275,7 +383,6 @@ TestResult run_test(const fs::path& dir, const Device& target) {
         graph = std::move(retry);
         r.constant_params = true;
         r.kept = keep;
-        inputs.resize(keep);
         break;
       }
       if (keep == 0 || !needs_constants(retry.status())) break;
@@ -305,24 +412,34 @@ TestResult run_test(const fs::path& dir, const Device& target) {
   rt::Method& m = **method;
 
   for (const fs::path& set : sets) {
-    const size_t runtime_inputs = r.constant_params ? r.kept : inputs.size();
-    inputs = load_tensors(set, "input", &err, in_types);
-    inputs.resize(std::min(inputs.size(), runtime_inputs));
-    std::vector<OnnxTensor> outputs = load_tensors(set, "output", &err, out_types);
+    // The program's inputs: every tensor of the inputs not baked, in order.
+    std::vector<TestValue> values = load_values(set, "input", &err, in_types);
+    std::vector<OnnxTensor> feeds;
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (r.constant_params && i >= r.kept && !values[i].structured) continue;
+      for (OnnxTensor& t : values[i].tensors)
+        feeds.push_back(std::move(t));
+    }
+    std::vector<TestValue> out_values = load_values(set, "output", &err, out_types);
     if (!err.ok()) return fail(Outcome::kUnsupported, err.to_string());
-    if (inputs.size() != m.num_inputs() || outputs.size() != m.num_outputs()) {
+    std::vector<OnnxTensor> outputs;
+    for (TestValue& v : out_values) {
+      for (OnnxTensor& t : v.tensors)
+        outputs.push_back(std::move(t));
+    }
+    if (feeds.size() != m.num_inputs() || outputs.size() != m.num_outputs()) {
       return fail(Outcome::kFailed, "the program has " + std::to_string(m.num_inputs()) +
                                         " inputs and " + std::to_string(m.num_outputs()) +
-                                        " outputs; the test data " + std::to_string(inputs.size()) +
+                                        " outputs; the test data " + std::to_string(feeds.size()) +
                                         " and " + std::to_string(outputs.size()));
     }
-    for (size_t i = 0; i < inputs.size(); ++i) {
+    for (size_t i = 0; i < feeds.size(); ++i) {
       const rt::TensorView& want = m.input(i);
-      if (want.dtype != inputs[i].dtype || want.sizes != inputs[i].shape) {
+      if (want.dtype != feeds[i].dtype || want.sizes != feeds[i].shape) {
         return fail(Outcome::kFailed, "input " + std::to_string(i) + " of " +
                                           set.filename().string() + " does not fit the program");
       }
-      Status s = m.set_input(i, inputs[i].bytes.data(), inputs[i].bytes.size());
+      Status s = m.set_input(i, feeds[i].bytes.data(), feeds[i].bytes.size());
       if (!s.ok()) return fail(Outcome::kFailed, s.to_string());
     }
     Status s = m.execute();

@@ -408,6 +408,74 @@ TEST_CASE("onnx: 3-d Conv and ConvTranspose are 2-d ones, one per kernel depth")
   }
 }
 
+TEST_CASE("onnx: sequences and optionals are lists known at export time") {
+  auto seq_input = [](ModelBuilder& m, const std::string& name, int elem) {
+    auto* v = m.g->add_input();
+    v->set_name(name);
+    v->mutable_type()
+        ->mutable_sequence_type()
+        ->mutable_elem_type()
+        ->mutable_tensor_type()
+        ->set_elem_type(elem);
+  };
+  SECTION("a sequence input's elements are program inputs NAME.i, its outputs NAME.i too") {
+    ModelBuilder m(13);
+    seq_input(m, "s", onnx::TensorProto::FLOAT);
+    m.input("t", {3});
+    m.init_ints("zero", {}, {0});
+    m.node("SequenceInsert", {"s", "t", "zero"}, {"u"});
+    m.node("SequenceLength", {"u"}, {"n"});
+    m.g->add_output()->set_name("u");
+    m.output("n");
+    OnnxImportOptions options;
+    options.input_shapes["s.0"] = {2};
+    options.input_shapes["s.1"] = {4};
+    Result<Graph> g = m.import(options);
+    INFO(g.status().to_string());
+    REQUIRE(g.ok());
+    std::vector<std::string> in, out;
+    for (ValueId v : g->inputs())
+      in.push_back(g->value(v).name);
+    for (ValueId v : g->outputs())
+      out.push_back(g->value(v).name);
+    CHECK(in == std::vector<std::string>{"s.0", "s.1", "t"});
+    CHECK(out == std::vector<std::string>{"u.0", "u.1", "u.2", "n"});
+    CHECK(g->value(g->outputs()[0]).spec.sizes == std::vector<int64_t>{3});
+  }
+  SECTION("a sequence reaching an op that takes tensors is refused at the node") {
+    ModelBuilder m(13);
+    seq_input(m, "s", onnx::TensorProto::FLOAT);
+    m.node("Relu", {"s"}, {"y"}, "relu");
+    m.output("y");
+    OnnxImportOptions options;
+    options.input_shapes["s.0"] = {2};
+    Result<Graph> g = m.import(options);
+    REQUIRE_FALSE(g.ok());
+    CHECK(g.status().code() == ErrorCode::kUnsupported);
+    CHECK(g.status().to_string() ==
+          "m.onnx: /graph/node/0 (node \"relu\"): Relu: input 's' is a sequence; this op takes "
+          "tensors");
+  }
+  SECTION("an absent optional input holds nothing") {
+    ModelBuilder m(15);
+    auto* v = m.g->add_input();
+    v->set_name("o");
+    v->mutable_type()
+        ->mutable_optional_type()
+        ->mutable_elem_type()
+        ->mutable_tensor_type()
+        ->set_elem_type(onnx::TensorProto::FLOAT);
+    m.node("OptionalHasElement", {"o"}, {"has"});
+    m.output("has", {}, onnx::TensorProto::BOOL);
+    OnnxImportOptions options;
+    options.absent_inputs.insert("o");
+    Result<Graph> g = m.import(options);
+    INFO(g.status().to_string());
+    REQUIRE(g.ok());
+    CHECK(g->inputs().empty());
+  }
+}
+
 TEST_CASE("onnx: conversions of Gemm, asymmetric pads, HardSigmoid and opset-11 Softmax") {
   ModelBuilder m(11);
   m.input("x", {1, 2, 4, 4});

@@ -16,12 +16,20 @@
 
 namespace etc::onnx_import {
 
-// One ONNX tensor name during import: an IR value, a value known at export time, or both.
+// One ONNX name during import: a tensor (an IR value, a value known at export time, or
+// both), or a sequence or optional whose elements are tensor entries. Sequences and
+// optionals exist only during import: their length (or presence) is known at export time,
+// and at the program's boundary each element is a tensor input or output of its own.
 struct Entry {
+  enum class Kind { kTensor, kSequence, kOptional };
   std::optional<ValueId> value;
   std::optional<HostTensor> constant;
-  DType dtype = DType::kFloat32;
+  DType dtype = DType::kFloat32;  // a sequence's or optional's: its elements'
   std::vector<int64_t> shape;
+  Kind kind = Kind::kTensor;
+  std::vector<Entry> elements;  // a sequence's; an optional's (none, or its value)
+
+  bool is_tensor() const { return kind == Kind::kTensor; }
 };
 
 class Importer;

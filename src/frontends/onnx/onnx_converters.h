@@ -112,6 +112,18 @@ Status convert_if(NodeCtx& ctx);
 Status convert_loop(NodeCtx& ctx);
 Status convert_scan(NodeCtx& ctx);
 
+// onnx_ops_sequence.cpp: sequences and optionals, as lists known at export time
+Status convert_sequence_construct(NodeCtx& ctx);
+Status convert_sequence_empty(NodeCtx& ctx);
+Status convert_sequence_insert(NodeCtx& ctx);
+Status convert_sequence_at(NodeCtx& ctx);
+Status convert_sequence_erase(NodeCtx& ctx);
+Status convert_sequence_length(NodeCtx& ctx);
+Status convert_sequence_map(NodeCtx& ctx);
+Status convert_optional(NodeCtx& ctx);
+Status convert_optional_has_element(NodeCtx& ctx);
+Status convert_optional_get_element(NodeCtx& ctx);
+
 // onnx_ops_loss.cpp
 Status convert_nll_loss(NodeCtx& ctx);
 Status convert_softmax_cross_entropy(NodeCtx& ctx);

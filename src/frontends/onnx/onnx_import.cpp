@@ -101,6 +101,13 @@ class Importer {
   Status read_initializers(onnx::GraphProto& g);
   Status read_inputs(const onnx::GraphProto& g);
   Status report_unsupported(const onnx::GraphProto& g);
+  // A sequence or optional graph input (or one of its tensors): its elements become
+  // program inputs, shaped by the options.
+  Result<Entry> structured_input(const std::string& name, const onnx::TypeProto& type,
+                                 const std::string& p, std::set<std::string>& used_shapes);
+  // Adds the program outputs of graph output `name` (a sequence's elements as NAME.i).
+  Status add_output(const std::string& name, Entry& e, const onnx::TypeProto* declared,
+                    const std::string& p, std::vector<ValueId>& outs);
   // Adds the op types of `g`'s nodes (and of their subgraphs) etc cannot import to `missing`.
   Status find_unsupported(const onnx::GraphProto& g, const std::string& pointer,
                           std::map<std::string, UnsupportedOp>& missing);
@@ -307,7 +314,12 @@ ValueId NodeCtx::value_of(const Entry& e) {
 }
 
 Status NodeCtx::set_output_entry(int i, const Entry& e) {
-  return e.value ? set_output(i, *e.value) : set_output_constant(i, *e.constant);
+  if (e.is_tensor()) return e.value ? set_output(i, *e.value) : set_output_constant(i, *e.constant);
+  if (!has_output(i)) return Status();
+  const std::string& name = node_.output(i);
+  if (im_.env_.count(name)) return invalid("tensor '" + name + "' is defined twice");
+  im_.env_[name] = e;
+  return Status();
 }
 
 Result<std::vector<Entry>> NodeCtx::subgraph(const std::string& name,
@@ -457,10 +469,13 @@ Status Importer::read_inputs(const onnx::GraphProto& g) {
     std::string p = "/graph/input/" + std::to_string(i);
     if (env_.count(in.name())) continue;  // an initializer listed as an input (IR < 4)
     if (in.name().empty()) return invalid_input("a graph input has no name", at(p));
+    if (in.type().has_sequence_type() || in.type().has_optional_type()) {
+      ETC_ASSIGN_OR_RETURN(Entry e, structured_input(in.name(), in.type(), p, used_shapes));
+      env_[in.name()] = std::move(e);
+      continue;
+    }
     if (!in.type().has_tensor_type()) {
-      return etc::unsupported("input '" + in.name() +
-                                  "' is not a tensor (sequences, maps and "
-                                  "optionals are not supported)",
+      return etc::unsupported("input '" + in.name() + "' is not a tensor, sequence or optional",
                               at(p));
     }
     const auto& tt = in.type().tensor_type();
@@ -572,11 +587,104 @@ Status Importer::find_unsupported(const onnx::GraphProto& g, const std::string& 
   return Status();
 }
 
+Result<Entry> Importer::structured_input(const std::string& name, const onnx::TypeProto& type,
+                                         const std::string& p, std::set<std::string>& used_shapes) {
+  if (type.has_tensor_type()) {
+    const auto& tt = type.tensor_type();
+    std::optional<DType> dt = dtype_from_onnx(tt.elem_type());
+    if (!dt) {
+      return etc::unsupported("input '" + name + "' holds " + onnx_dtype_name(tt.elem_type()) +
+                                  ", which etc does not support",
+                              at(p));
+    }
+    std::vector<int64_t> shape;
+    auto given = options_.input_shapes.find(name);
+    if (given != options_.input_shapes.end()) {
+      used_shapes.insert(name);
+      shape = given->second;
+      if (tt.has_shape() && tt.shape().dim_size() != static_cast<int>(shape.size())) {
+        return invalid_input("--input-shape " + name + "=" + shape_to_string(shape) +
+                                 " does not match the declared shape " + dims_string(tt.shape()),
+                             at(p));
+      }
+    } else {
+      bool is_static = tt.has_shape();
+      for (int d = 0; is_static && d < tt.shape().dim_size(); ++d) {
+        is_static = fixed_dim(tt.shape().dim(d));
+        if (is_static) shape.push_back(tt.shape().dim(d).dim_value());
+      }
+      if (!is_static) {
+        return invalid_input("input '" + name +
+                                 "' needs static sizes: give them with --input-shape " + name +
+                                 "=AxBxC",
+                             at(p));
+      }
+    }
+    ValueId v = graph_.add_input(name, TensorSpec::make(*dt, shape));
+    graph_.value(v).origin = p;
+    return Entry{v, std::nullopt, *dt, shape};
+  }
+  if (type.has_sequence_type()) {
+    const onnx::TypeProto& elem = type.sequence_type().elem_type();
+    if (!elem.has_tensor_type()) {
+      return etc::unsupported("input '" + name + "' is a sequence of non-tensors", at(p));
+    }
+    Entry seq;
+    seq.kind = Entry::Kind::kSequence;
+    std::optional<DType> dt = dtype_from_onnx(elem.tensor_type().elem_type());
+    if (!dt) {
+      return etc::unsupported("input '" + name + "' holds " +
+                                  onnx_dtype_name(elem.tensor_type().elem_type()) +
+                                  ", which etc does not support",
+                              at(p));
+    }
+    seq.dtype = *dt;
+    // Its length: the elements NAME.0, NAME.1, ... given shapes.
+    for (int i = 0; options_.input_shapes.count(name + "." + std::to_string(i)); ++i) {
+      ETC_ASSIGN_OR_RETURN(Entry e,
+                           structured_input(name + "." + std::to_string(i), elem, p, used_shapes));
+      seq.elements.push_back(std::move(e));
+    }
+    return seq;
+  }
+  if (type.has_optional_type()) {
+    Entry opt;
+    opt.kind = Entry::Kind::kOptional;
+    const onnx::TypeProto& elem = type.optional_type().elem_type();
+    if (elem.has_tensor_type()) {
+      std::optional<DType> dt = dtype_from_onnx(elem.tensor_type().elem_type());
+      if (dt) opt.dtype = *dt;
+    }
+    if (options_.absent_inputs.count(name)) return opt;
+    ETC_ASSIGN_OR_RETURN(Entry e, structured_input(name, elem, p, used_shapes));
+    opt.dtype = e.dtype;
+    opt.elements.push_back(std::move(e));
+    return opt;
+  }
+  return etc::unsupported("input '" + name + "' is not a tensor, sequence or optional", at(p));
+}
+
 Status Importer::report_unsupported(const onnx::GraphProto& g) {
   std::map<std::string, UnsupportedOp> missing;  // op -> node names
   ETC_RETURN_IF_ERROR(find_unsupported(g, "/graph", missing));
   if (missing.empty()) return Status();
   return etc::unsupported(unsupported_ops_message(missing, "op type", "--onnx"), at("/graph/node"));
+}
+
+// The ops that read sequences or optionals (the others take tensors only).
+static bool takes_structured(const std::string& op_type) {
+  static const std::set<std::string> ops = {"Identity",
+                                            "If",
+                                            "Loop",
+                                            "SequenceAt",
+                                            "SequenceErase",
+                                            "SequenceInsert",
+                                            "SequenceLength",
+                                            "SequenceMap",
+                                            "OptionalHasElement",
+                                            "OptionalGetElement",
+                                            "Optional"};
+  return ops.count(op_type) > 0;
 }
 
 Status Importer::convert_nodes(const onnx::GraphProto& g) {
@@ -592,6 +700,11 @@ Status Importer::convert_nodes(const onnx::GraphProto& g) {
       }
       if (n.input(k).empty()) continue;
       const Entry& e = env_.at(n.input(k));
+      if (!e.is_tensor() && !takes_structured(n.op_type())) {
+        return ctx.unsupported("input '" + n.input(k) + "' is " +
+                               (e.kind == Entry::Kind::kSequence ? "a sequence" : "an optional") +
+                               "; this op takes tensors");
+      }
       if (e.value && graph_.value(*e.value).spec.dynamism == ShapeDynamism::kDynamicBound) {
         return ctx.unsupported("input '" + n.input(k) +
                                "' has a size known only at run time (an output of "
@@ -713,6 +826,67 @@ Result<std::vector<Entry>> Importer::convert_subgraph(const onnx::GraphProto& bo
   return outs;
 }
 
+Status Importer::add_output(const std::string& name, Entry& e, const onnx::TypeProto* declared,
+                            const std::string& p, std::vector<ValueId>& outs) {
+  if (e.kind == Entry::Kind::kSequence) {
+    const onnx::TypeProto* elem = declared && declared->has_sequence_type()
+                                      ? &declared->sequence_type().elem_type()
+                                      : nullptr;
+    for (size_t i = 0; i < e.elements.size(); ++i) {
+      ETC_RETURN_IF_ERROR(add_output(name + "." + std::to_string(i), e.elements[i], elem, p, outs));
+    }
+    return Status();
+  }
+  if (e.kind == Entry::Kind::kOptional) {
+    const onnx::TypeProto* elem = declared && declared->has_optional_type()
+                                      ? &declared->optional_type().elem_type()
+                                      : nullptr;
+    if (!e.elements.empty()) ETC_RETURN_IF_ERROR(add_output(name, e.elements[0], elem, p, outs));
+    return Status();
+  }
+  ValueId v = materialize(name, e);
+  if (graph_.value(v).name != name) {
+    // An alias (Identity) or a constant: give the output its own name.
+    ETC_ASSIGN_OR_RETURN(std::vector<ArgValue> args, bind_args(OpKind::Clone, {{"self", v}}));
+    const TensorSpec& spec = graph_.value(v).spec;
+    NodeId id =
+        graph_.add_node(OpKind::Clone, graph_.unique_node_name(name + "/output"), std::move(args),
+                        {graph_.find_value(name) ? fresh_value_name(name) : name},
+                        {TensorSpec::make(spec.dtype, spec.sizes)});
+    const ShapeDynamism dynamism = spec.dynamism;
+    v = graph_.node(id).outputs[0];
+    graph_.value(v).spec.dynamism = dynamism;
+  }
+  const TensorSpec& spec = graph_.value(v).spec;
+  if (declared && declared->has_tensor_type()) {
+    const auto& tt = declared->tensor_type();
+    std::optional<DType> dt = dtype_from_onnx(tt.elem_type());
+    if (tt.elem_type() != 0 && dt && *dt != spec.dtype) {
+      return invalid_input("output '" + name + "' is declared " + onnx_dtype_name(tt.elem_type()) +
+                               " but computes " + spec.type_string(),
+                           at(p));
+    }
+    if (tt.has_shape()) {
+      bool ok = tt.shape().dim_size() == static_cast<int>(spec.sizes.size());
+      for (int d = 0; ok && d < tt.shape().dim_size(); ++d) {
+        const auto& dim = tt.shape().dim(d);
+        // A dynamic-bound output's sizes are upper bounds.
+        const bool bound = spec.dynamism == ShapeDynamism::kDynamicBound;
+        if (fixed_dim(dim) &&
+            (bound ? dim.dim_value() > spec.sizes[d] : dim.dim_value() != spec.sizes[d]))
+          ok = false;
+      }
+      if (!ok) {
+        return invalid_input("output '" + name + "' is declared with shape " +
+                                 dims_string(tt.shape()) + " but computes " + spec.type_string(),
+                             at(p));
+      }
+    }
+  }
+  outs.push_back(v);
+  return Status();
+}
+
 Status Importer::read_outputs(const onnx::GraphProto& g) {
   if (g.output_size() == 0) return invalid_input("the graph has no outputs", at("/graph/output"));
   std::vector<ValueId> outs;
@@ -723,47 +897,14 @@ Status Importer::read_outputs(const onnx::GraphProto& g) {
     if (it == env_.end()) {
       return invalid_input("output '" + o.name() + "' is not produced by any node", at(p));
     }
-    ValueId v = materialize(o.name(), it->second);
-    if (graph_.value(v).name != o.name()) {
-      // An alias (Identity) or a constant: give the output its own name.
-      std::vector<TensorType> types;
-      ETC_ASSIGN_OR_RETURN(std::vector<ArgValue> args, bind_args(OpKind::Clone, {{"self", v}}));
-      const TensorSpec& spec = graph_.value(v).spec;
-      NodeId id =
-          graph_.add_node(OpKind::Clone, graph_.unique_node_name(o.name() + "/output"),
-                          std::move(args), {o.name()}, {TensorSpec::make(spec.dtype, spec.sizes)});
-      const ShapeDynamism dynamism = spec.dynamism;
-      v = graph_.node(id).outputs[0];
-      graph_.value(v).spec.dynamism = dynamism;
-    }
-    const TensorSpec& spec = graph_.value(v).spec;
-    if (o.type().has_tensor_type()) {
-      const auto& tt = o.type().tensor_type();
-      std::optional<DType> dt = dtype_from_onnx(tt.elem_type());
-      if (tt.elem_type() != 0 && dt && *dt != spec.dtype) {
-        return invalid_input("output '" + o.name() + "' is declared " +
-                                 onnx_dtype_name(tt.elem_type()) + " but computes " +
-                                 spec.type_string(),
-                             at(p));
-      }
-      if (tt.has_shape()) {
-        bool ok = tt.shape().dim_size() == static_cast<int>(spec.sizes.size());
-        for (int d = 0; ok && d < tt.shape().dim_size(); ++d) {
-          const auto& dim = tt.shape().dim(d);
-          // A dynamic-bound output's sizes are upper bounds.
-          const bool bound = spec.dynamism == ShapeDynamism::kDynamicBound;
-          if (fixed_dim(dim) &&
-              (bound ? dim.dim_value() > spec.sizes[d] : dim.dim_value() != spec.sizes[d]))
-            ok = false;
-        }
-        if (!ok) {
-          return invalid_input("output '" + o.name() + "' is declared with shape " +
-                                   dims_string(tt.shape()) + " but computes " + spec.type_string(),
-                               at(p));
-        }
-      }
-    }
-    outs.push_back(v);
+    ETC_RETURN_IF_ERROR(
+        add_output(o.name(), it->second, o.has_type() ? &o.type() : nullptr, p, outs));
+  }
+  if (outs.empty()) {
+    return etc::unsupported(
+        "the outputs are empty sequences or absent optionals: the program "
+        "would have no outputs",
+        at("/graph/output"));
   }
   graph_.set_outputs(std::move(outs));
   return Status();
@@ -854,8 +995,12 @@ Result<std::pair<std::string, std::vector<int64_t>>> parse_input_shape(const std
 
 Result<OnnxTensor> load_onnx_tensor_file(const std::string& path) {
   ETC_ASSIGN_OR_RETURN(std::shared_ptr<const Blob> blob, map_file(path));
+  return parse_onnx_tensor(blob->bytes(), path);
+}
+
+Result<OnnxTensor> parse_onnx_tensor(std::span<const uint8_t> bytes, const std::string& path) {
   onnx::TensorProto t;
-  if (!t.ParseFromArray(blob->bytes().data(), static_cast<int>(blob->bytes().size()))) {
+  if (!t.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
     return invalid_input("not a serialized ONNX TensorProto", Location{.file = path});
   }
   std::string dir = std::filesystem::path(path).parent_path().string();

@@ -1153,6 +1153,7 @@ Status convert_gelu(NodeCtx& ctx) {
 }
 
 Status convert_identity(NodeCtx& ctx) {
+  if (!ctx.input_entry(0).is_tensor()) return ctx.set_output_entry(0, ctx.input_entry(0));
   if (ctx.op_type() == "Dropout") {
     if (ctx.has_input(2)) {
       // Training drops at random; with a ratio of 0 it keeps every element, as inference.
@@ -1272,6 +1273,13 @@ int required_inputs(const std::string& op_type) {
       {"Range", 3},
       {"MelWeightMatrix", 5},
       {"RoiAlign", 3},
+      {"SequenceConstruct", 1},
+      {"SequenceEmpty", 0},
+      {"SequenceInsert", 2},
+      {"SequenceAt", 2},
+      {"SequenceMap", 1},
+      {"Optional", 0},
+      {"OptionalHasElement", 0},
       {"BitShift", 2},
       {"Loop", 0},  // M and cond are optional
       {"Scan", 0},  // Scan-8's sequence_lens is optional
@@ -1428,6 +1436,16 @@ const std::map<std::string, Converter>& converters() {
         {"Pow", convert_pow},
         {"Range", evaluated_only},
         {"If", convert_if},
+        {"SequenceConstruct", convert_sequence_construct},
+        {"SequenceEmpty", convert_sequence_empty},
+        {"SequenceInsert", convert_sequence_insert},
+        {"SequenceAt", convert_sequence_at},
+        {"SequenceErase", convert_sequence_erase},
+        {"SequenceLength", convert_sequence_length},
+        {"SequenceMap", convert_sequence_map},
+        {"Optional", convert_optional},
+        {"OptionalHasElement", convert_optional_has_element},
+        {"OptionalGetElement", convert_optional_get_element},
         {"BitShift", convert_bit_shift},
         {"RoiAlign", convert_roi_align},
         {"Loop", convert_loop},

@@ -29,6 +29,7 @@ Result<Entry> stack_entries(NodeCtx& ctx, const std::vector<Entry>& parts, int64
                             const std::string& what) {
   const Entry& first = parts.front();
   for (const Entry& p : parts) {
+    if (!p.is_tensor()) return ctx.unsupported(what + " is a sequence or optional");
     if (p.dtype != first.dtype || p.shape != first.shape) {
       return ctx.unsupported(what + " differs between iterations (" + shape_to_string(first.shape) +
                              " and " + shape_to_string(p.shape) +
@@ -166,6 +167,11 @@ Status convert_if(NodeCtx& ctx) {
   }
   for (size_t i = 0; i < outputs; ++i) {
     const Entry &a = then_out[i], &b = else_out[i];
+    if (!a.is_tensor() || !b.is_tensor()) {
+      return ctx.unsupported("output " + std::to_string(i) +
+                             " is a sequence or optional: the condition must be known at "
+                             "export time to choose its branch");
+    }
     if (a.dtype != b.dtype || a.shape != b.shape) {
       return ctx.unsupported(
           "output " + std::to_string(i) + ": the branches give " +
