@@ -456,6 +456,24 @@ TEST_CASE("onnx: sequences and optionals are lists known at export time") {
           "m.onnx: /graph/node/0 (node \"relu\"): Relu: input 's' is a sequence; this op takes "
           "tensors");
   }
+  SECTION("a sequence where a tensor is needed is refused, never read as one") {
+    ModelBuilder m(13);
+    seq_input(m, "s", onnx::TensorProto::BOOL);
+    m.input("x", {2});
+    auto* n = m.node("If", {"s"}, {"y"}, "if");
+    body_node(subgraph(n, "then_branch"), "Identity", {"x"}, {"a"});
+    n->mutable_attribute(0)->mutable_g()->add_output()->set_name("a");
+    body_node(subgraph(n, "else_branch"), "Neg", {"x"}, {"b"});
+    n->mutable_attribute(1)->mutable_g()->add_output()->set_name("b");
+    m.output("y");
+    OnnxImportOptions options;
+    options.input_shapes["s.0"] = {};
+    Result<Graph> g = m.import(options);
+    REQUIRE_FALSE(g.ok());
+    INFO(g.status().to_string());
+    CHECK(g.status().code() == ErrorCode::kUnsupported);
+    CHECK(g.status().to_string().find("is a sequence or optional") != std::string::npos);
+  }
   SECTION("an absent optional input holds nothing") {
     ModelBuilder m(15);
     auto* v = m.g->add_input();

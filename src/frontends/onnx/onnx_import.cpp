@@ -173,7 +173,12 @@ const std::vector<int64_t>& NodeCtx::shape(int i) const {
 
 Result<ValueId> NodeCtx::input(int i) {
   if (!has_input(i)) return invalid("input " + std::to_string(i) + " is required");
-  return im_.materialize(node_.input(i), im_.env_.at(node_.input(i)));  // defined: checked
+  Entry& e = im_.env_.at(node_.input(i));  // defined: checked
+  if (!e.is_tensor()) {
+    return unsupported("input " + std::to_string(i) + " ('" + node_.input(i) +
+                       "') is a sequence or optional; a tensor is needed here");
+  }
+  return im_.materialize(node_.input(i), e);
 }
 
 const HostTensor* NodeCtx::constant(int i) const {
