@@ -327,13 +327,24 @@ Status convert_leaky_relu(NodeCtx& ctx) {
 
 Status convert_prelu(NodeCtx& ctx) {
   if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer inputs");
-  std::optional<std::vector<int64_t>> shape = broadcast_shapes(ctx.shape(0), ctx.shape(1));
-  if (!shape || *shape != ctx.shape(0)) {
+  const std::vector<int64_t>& xs = ctx.shape(0);
+  // Before opset 7 (no numpy broadcasting yet), a slope of one value per channel applies
+  // along dim 1, as PyTorch's and Caffe2's exports of that time meant it.
+  const bool per_channel = ctx.opset() < 7 && ctx.rank(1) == 1 && xs.size() > 2 &&
+                           ctx.shape(1)[0] == xs[1] && xs[1] != 1;
+  std::vector<int64_t> channel_view(xs.size() - 1, 1);
+  if (per_channel) channel_view[0] = xs[1];
+  std::optional<std::vector<int64_t>> shape =
+      broadcast_shapes(xs, per_channel ? channel_view : ctx.shape(1));
+  if (!shape || *shape != xs) {
     return ctx.invalid("slope " + shape_to_string(ctx.shape(1)) + " does not broadcast to X " +
-                       shape_to_string(ctx.shape(0)));
+                       shape_to_string(xs));
   }
   ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
   ETC_ASSIGN_OR_RETURN(ValueId slope, ctx.input(1));
+  if (per_channel) {
+    ETC_ASSIGN_OR_RETURN(slope, reshape(ctx, slope, channel_view));
+  }
   ETC_ASSIGN_OR_RETURN(ValueId y, leaky(ctx, x, std::nullopt, slope));
   return ctx.set_output(0, y);
 }
