@@ -548,6 +548,29 @@ TEST_CASE("onnx: before opset 7 only the ops whose meaning has not changed are c
         "m.onnx: /graph/node/0 (node \"cat\"): Concat: a model of opset 3: before opset 7 etc "
         "converts only the op types whose meaning has not changed since opset 1 (broadcasting "
         "and attributes differ)");
+
+  // The legacy `broadcast`: B on A's trailing dims is numpy's broadcasting; at another axis
+  // it is refused.
+  for (int64_t axis : {1, 0}) {
+    ModelBuilder add(6);
+    add.input("a", {2, 3});
+    add.input("b", {axis == 1 ? 3 : 2});
+    auto* n = add.node("Add", {"a", "b"}, {"y"}, "add");
+    ModelBuilder::i(n, "broadcast", 1);
+    ModelBuilder::i(n, "axis", axis);
+    add.output("y");
+    g = add.import();
+    if (axis == 1) {
+      INFO(g.status().to_string());
+      CHECK(g.ok());
+      continue;
+    }
+    REQUIRE_FALSE(g.ok());
+    CHECK(g.status().code() == ErrorCode::kUnsupported);
+    CHECK(g.status().to_string() ==
+          "m.onnx: /graph/node/0 (node \"add\"): Add: the legacy 'broadcast' of B [2] onto A "
+          "[2, 3] at axis 0 (etc takes B aligned with A's trailing dims)");
+  }
 }
 
 TEST_CASE("onnx: gathers and scatters are index ops, and what they cannot do is refused by name") {

@@ -143,6 +143,11 @@ int required_inputs(const std::string& op_type);
 // Whether `op_type` of opsets 1-6 means what it means at opset 7, apart from the
 // `consumed_inputs` hint (the converters read it as at opset 7).
 bool same_since_opset1(const std::string& op_type);
+// Before opset 7: whether the node means what the converters read it as (an op of
+// same_since_opset1(), one whose version in the model's opset already has opset 7's
+// meaning, or a legacy `broadcast` that numpy broadcasting reproduces); an unsupported
+// error saying why not otherwise.
+Status check_before_opset7(NodeCtx& ctx);
 // Evaluates the node at export time when all its inputs are known and small. Returns true
 // when it did (and set every output), false when the op is not evaluable here.
 Result<bool> try_evaluate(NodeCtx& ctx);

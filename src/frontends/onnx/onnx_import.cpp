@@ -17,7 +17,7 @@ namespace onnx_import {
 namespace {
 
 // ONNX's default-domain opsets etc converts (per-op version rules are in the converters;
-// before opset 7 only the ops of same_since_opset1()).
+// before opset 7 only what check_before_opset7() accepts).
 constexpr int64_t kMinOpset = 1;
 constexpr int64_t kMaxOpset = 21;
 // The training domain's optimizers (Adagrad, Adam, Momentum) exist at version 1 only.
@@ -717,11 +717,6 @@ Status Importer::convert_nodes(const onnx::GraphProto& g) {
                                "tensors only as graph outputs");
       }
     }
-    if (opset_ < 7 && !same_since_opset1(n.op_type())) {
-      return ctx.unsupported("a model of opset " + std::to_string(opset_) +
-                             ": before opset 7 etc converts only the op types whose meaning has "
-                             "not changed since opset 1 (broadcasting and attributes differ)");
-    }
     const std::string op = qualified_op_type(n);
     // Arity first, so no converter reads an input or output the node does not have.
     for (int k = 0; k < required_inputs(op); ++k) {
@@ -734,6 +729,7 @@ Status Importer::convert_nodes(const onnx::GraphProto& g) {
     if (!any_output) return ctx.invalid("the node has no outputs");
     const bool y_optional = n.op_type() == "LSTM" || n.op_type() == "GRU" || n.op_type() == "RNN";
     if (!ctx.has_output(0) && !y_optional) return ctx.invalid("the node has no output 0");
+    if (opset_ < 7) ETC_RETURN_IF_ERROR(check_before_opset7(ctx));
     Result<bool> evaluated = try_evaluate(ctx);
     Status converted = !evaluated.ok() ? evaluated.status()
                        : *evaluated    ? Status()

@@ -204,9 +204,6 @@ Result<ValueId> binary_values(NodeCtx& ctx, Bin op, int ia, int ib) {
 
 Converter binary(Bin op) {
   return [op](NodeCtx& ctx) -> Status {
-    if (ctx.opset() < 7 && ctx.attr("broadcast")) {
-      return ctx.unsupported("the legacy 'broadcast' attribute (opset < 7)");
-    }
     ETC_ASSIGN_OR_RETURN(ValueId y, binary_values(ctx, op, 0, 1));
     return ctx.set_output(0, y);
   };
@@ -1349,6 +1346,62 @@ bool same_since_opset1(const std::string& op_type) {
       "Unsqueeze",
   };
   return same.count(op_type) != 0;
+}
+
+Status check_before_opset7(NodeCtx& ctx) {
+  const std::string& op = ctx.op_type();
+  const int64_t v = ctx.opset();
+  // The binary ops' legacy `broadcast`: B aligned with A's trailing dims (or at `axis`),
+  // the result A's shape. Where `axis` is A's rank less B's, numpy broadcasting computes
+  // the same. (Gemm's `broadcast` of C is within opset 7's unidirectional broadcasting.)
+  if (const onnx::AttributeProto* b = ctx.attr("broadcast"); b != nullptr && op != "Gemm") {
+    if (ctx.num_inputs() != 2) return ctx.invalid("'broadcast' needs two inputs");
+    const std::vector<int64_t>&sa = ctx.shape(0), &sb = ctx.shape(1);
+    const auto suffix = static_cast<int64_t>(sa.size()) - static_cast<int64_t>(sb.size());
+    if (b->i() != 0) {
+      ETC_ASSIGN_OR_RETURN(int64_t axis, ctx.attr_int("axis", suffix));
+      std::optional<std::vector<int64_t>> shape = broadcast_shapes(sa, sb);
+      if (axis != suffix || !shape || *shape != sa) {
+        return ctx.unsupported("the legacy 'broadcast' of B " + shape_to_string(sb) + " onto A " +
+                               shape_to_string(sa) + " at axis " + std::to_string(axis) +
+                               " (etc takes B aligned with A's trailing dims)");
+      }
+    } else if (sa != sb) {
+      return ctx.invalid("without 'broadcast', A " + shape_to_string(sa) + " and B " +
+                         shape_to_string(sb) + " must have one shape");
+    }
+  }
+  static const std::set<std::string> binary_with_broadcast = {"Pow",   "And",     "Or",  "Xor",
+                                                              "Equal", "Greater", "Less"};
+  bool same = same_since_opset1(op) || binary_with_broadcast.count(op) > 0 || op == "Gemm" ||
+              (op == "Concat" && v >= 4) || (op == "Split" && v >= 2) || (op == "Tile" && v >= 6);
+  if (op == "ConvTranspose") {
+    // ConvTranspose-1's rules for output_shape and SAME pads differ from opset 11's; with
+    // explicit pads it means the same.
+    ETC_ASSIGN_OR_RETURN(std::string auto_pad, ctx.attr_string("auto_pad", "NOTSET"));
+    if (auto_pad != "NOTSET" || ctx.attr("output_shape")) {
+      return ctx.unsupported("a model of opset " + std::to_string(v) +
+                             ": ConvTranspose with auto_pad or output_shape (their rules "
+                             "changed in opset 11)");
+    }
+    same = true;
+  }
+  if (op == "BatchNormalization" || op == "Dropout") {
+    // `is_test` 1 is inference, all opset 7 has; the default 0 trains.
+    ETC_ASSIGN_OR_RETURN(int64_t is_test, ctx.attr_int("is_test", 0));
+    ETC_ASSIGN_OR_RETURN(int64_t spatial, ctx.attr_int("spatial", 1));
+    if (is_test != 1 || spatial != 1) {
+      return ctx.unsupported("a model of opset " + std::to_string(v) + ": " + op +
+                             " in training mode (is_test=0) or with spatial=0");
+    }
+    same = true;
+  }
+  if (!same) {
+    return ctx.unsupported("a model of opset " + std::to_string(v) +
+                           ": before opset 7 etc converts only the op types whose meaning has "
+                           "not changed since opset 1 (broadcasting and attributes differ)");
+  }
+  return Status();
 }
 
 const std::map<std::string, Converter>& converters() {
