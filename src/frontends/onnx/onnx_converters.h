@@ -120,6 +120,8 @@ Status convert_sequence_at(NodeCtx& ctx);
 Status convert_sequence_erase(NodeCtx& ctx);
 Status convert_sequence_length(NodeCtx& ctx);
 Status convert_sequence_map(NodeCtx& ctx);
+Status convert_concat_from_sequence(NodeCtx& ctx);
+Status convert_split_to_sequence(NodeCtx& ctx);
 Status convert_optional(NodeCtx& ctx);
 Status convert_optional_has_element(NodeCtx& ctx);
 Status convert_optional_get_element(NodeCtx& ctx);

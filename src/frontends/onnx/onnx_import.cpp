@@ -682,6 +682,7 @@ static bool takes_structured(const std::string& op_type) {
                                             "If",
                                             "Loop",
                                             "SequenceAt",
+                                            "ConcatFromSequence",
                                             "SequenceErase",
                                             "SequenceInsert",
                                             "SequenceLength",

@@ -1507,6 +1507,8 @@ const std::map<std::string, Converter>& converters() {
         {"SequenceErase", convert_sequence_erase},
         {"SequenceLength", convert_sequence_length},
         {"SequenceMap", convert_sequence_map},
+        {"ConcatFromSequence", convert_concat_from_sequence},
+        {"SplitToSequence", convert_split_to_sequence},
         {"Optional", convert_optional},
         {"OptionalHasElement", convert_optional_has_element},
         {"OptionalGetElement", convert_optional_get_element},

@@ -163,6 +163,94 @@ Status convert_sequence_map(NodeCtx& ctx) {
   return Status();
 }
 
+// ConcatFromSequence(sequence; axis, new_axis): cat of the elements along axis, or with
+// new_axis 1 stacked along a new one.
+Status convert_concat_from_sequence(NodeCtx& ctx) {
+  ETC_ASSIGN_OR_RETURN(const Entry* seq, sequence_input(ctx, 0));
+  if (seq->elements.empty()) return ctx.invalid("concatenating an empty sequence");
+  ETC_ASSIGN_OR_RETURN(int64_t axis, ctx.attr_int("axis", std::nullopt));
+  ETC_ASSIGN_OR_RETURN(int64_t new_axis, ctx.attr_int("new_axis", 0));
+  const std::vector<int64_t>& first = seq->elements[0].shape;
+  const auto rank = static_cast<int64_t>(first.size()) + (new_axis != 0 ? 1 : 0);
+  ETC_RETURN_IF_ERROR(ctx.check_axis(axis, rank, "axis"));
+  axis = ctx.wrap_axis(axis, rank);
+  std::vector<ValueId> parts;
+  for (const Entry& e : seq->elements) {
+    if (e.shape.size() != first.size()) return ctx.invalid("the tensors differ in rank");
+    for (size_t d = 0; d < first.size(); ++d) {
+      if ((new_axis != 0 || static_cast<int64_t>(d) != axis) && e.shape[d] != first[d]) {
+        return ctx.invalid("tensors " + shape_to_string(first) + " and " +
+                           shape_to_string(e.shape) + " do not concatenate");
+      }
+    }
+    ValueId v = ctx.value_of(e);
+    if (new_axis != 0) {
+      ETC_ASSIGN_OR_RETURN(v, ctx.emit(OpKind::Unsqueeze, {{"self", v}, {"dim", axis}}));
+    }
+    parts.push_back(v);
+  }
+  if (parts.size() == 1) return ctx.set_output(0, parts[0]);
+  ETC_ASSIGN_OR_RETURN(ValueId y, ctx.emit(OpKind::Cat, {{"tensors", parts}, {"dim", axis}}));
+  return ctx.set_output(0, y);
+}
+
+// SplitToSequence(input, split?; axis, keepdims): the input's parts along axis as a
+// sequence: pieces of 1 (without the axis unless keepdims), of the size a scalar split
+// gives (the last one shorter), or of the sizes a 1-d split lists (known at export time).
+Status convert_split_to_sequence(NodeCtx& ctx) {
+  ETC_ASSIGN_OR_RETURN(const Entry* x, tensor_input(ctx, 0));
+  const auto rank = static_cast<int64_t>(x->shape.size());
+  ETC_ASSIGN_OR_RETURN(int64_t axis, ctx.attr_int("axis", 0));
+  ETC_RETURN_IF_ERROR(ctx.check_axis(axis, rank, "axis"));
+  axis = ctx.wrap_axis(axis, rank);
+  ETC_ASSIGN_OR_RETURN(int64_t keepdims, ctx.attr_int("keepdims", 1));
+  const int64_t length = x->shape[static_cast<size_t>(axis)];
+  std::vector<int64_t> sizes;
+  bool drop_axis = false;
+  if (!ctx.has_input(1)) {
+    sizes.assign(static_cast<size_t>(length), 1);
+    drop_axis = keepdims == 0;
+  } else {
+    ETC_ASSIGN_OR_RETURN(const HostTensor* split, ctx.require_constant(1, "split"));
+    std::vector<int64_t> v = split->ints();
+    if (split->shape.empty()) {
+      if (v[0] <= 0) return ctx.invalid("split must be positive");
+      for (int64_t at = 0; at < length; at += v[0])
+        sizes.push_back(std::min(v[0], length - at));
+    } else {
+      sizes = v;
+      int64_t total = 0;
+      for (int64_t n : sizes) {
+        if (n < 0) return ctx.invalid("split sizes must not be negative");
+        total += n;
+      }
+      if (total != length) {
+        return ctx.invalid("split sizes add up to " + std::to_string(total) + ", not " +
+                           std::to_string(length));
+      }
+    }
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId xv, ctx.input(0));
+  std::vector<Entry> parts;
+  int64_t at = 0;
+  for (int64_t n : sizes) {
+    ValueId part;
+    if (drop_axis) {
+      ETC_ASSIGN_OR_RETURN(
+          part, ctx.emit(OpKind::SelectInt, {{"self", xv}, {"dim", axis}, {"index", at}}));
+    } else {
+      ETC_ASSIGN_OR_RETURN(
+          part,
+          ctx.emit(
+              OpKind::SliceTensor,
+              {{"self", xv}, {"dim", axis}, {"start", at}, {"end", at + n}, {"step", int64_t{1}}}));
+    }
+    parts.push_back(ctx.entry_of(part));
+    at += n;
+  }
+  return ctx.set_output_entry(0, sequence_of(x->dtype, std::move(parts)));
+}
+
 // Optional(input?; type): the input wrapped, or an empty optional of `type`.
 Status convert_optional(NodeCtx& ctx) {
   Entry out;
