@@ -5,11 +5,14 @@
 //   onnx_conformance DATA_DIR [--target cpu|cuda:N] [--filter SUBSTR] [--verbose]
 //                    [--min-passed N] [--summary FILE.md]
 //
-// Tests whose later inputs are parameters etc needs at export time (a Reshape's shape, a
-// Resize's scales, Clip's bounds) are retried with those inputs baked in as initializers,
-// which is how real models carry them; such passes are counted separately. When even input
-// 0 is such a parameter (a window function's size, Range's start), every input is baked and
-// the program has none.
+// Tests whose inputs include parameters etc needs at export time (a Reshape's shape, a
+// Resize's scales, Clip's bounds, a Loop's trip count) are retried with those inputs baked
+// in as initializers, which is how real models carry them; such passes are counted
+// separately (--verbose names the inputs baked). The inputs etc's error names are baked one
+// at a time; where it names none, inputs 1.., then every input (a window function's size,
+// Range's start: the program may have no inputs). Sequence and optional test data
+// (SequenceProto, OptionalProto) are the program's tensors in order: a sequence's
+// elements, an optional's value if it has one.
 //
 // A few tests' stored data contradict their model or ONNX's spec and reference
 // implementation (wrong_reference_data() says how); their failures count as unsupported,
@@ -28,6 +31,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -52,15 +56,17 @@ enum class Outcome { kPassed, kUnsupported, kFailed };
 struct TestResult {
   std::string name;
   Outcome outcome = Outcome::kPassed;
-  bool constant_params = false;  // passed with inputs kept.. as initializers
-  size_t kept = 0;               // runtime inputs left when constant_params
+  bool constant_params = false;  // passed with some inputs as initializers
+  std::vector<bool> baked;       // which inputs, when constant_params
+  std::string baked_names;       // their names, for --verbose
   std::string detail;
 };
 
-// The model with test inputs `keep`.. turned into initializers (inputs before `keep`, and
-// sequences and optionals, stay runtime inputs).
+// The model with the `baked` test inputs turned into initializers (sequences and
+// optionals stay runtime inputs).
 Result<Graph> import_with_constant_params(const fs::path& model_path, const fs::path& set,
-                                          const OnnxImportOptions& options, size_t keep) {
+                                          const OnnxImportOptions& options,
+                                          const std::vector<bool>& baked) {
   ETC_ASSIGN_OR_RETURN(std::shared_ptr<const Blob> blob, map_file(model_path.string()));
   onnx::ModelProto model;
   if (!model.ParseFromArray(blob->bytes().data(), static_cast<int>(blob->bytes().size()))) {
@@ -77,8 +83,8 @@ Result<Graph> import_with_constant_params(const fs::path& model_path, const fs::
   for (const auto& in : model.graph().input())
     if (std::find(runtime_inputs.begin(), runtime_inputs.end(), in.name()) != runtime_inputs.end())
       tensor_input.push_back(in.type().has_tensor_type());
-  for (size_t i = keep; i < runtime_inputs.size(); ++i) {
-    if (!tensor_input[i]) continue;
+  for (size_t i = 0; i < runtime_inputs.size(); ++i) {
+    if (i >= baked.size() || !baked[i] || !tensor_input[i]) continue;
     fs::path p = set / ("input_" + std::to_string(i) + ".pb");
     ETC_ASSIGN_OR_RETURN(std::shared_ptr<const Blob> tb, map_file(p.string()));
     onnx::TensorProto* t = model.mutable_graph()->add_initializer();
@@ -338,11 +344,13 @@ TestResult run_test(const fs::path& dir, const Device& target) {
   Status err;
   std::vector<TestValue> inputs = load_values(sets[0], "input", &err, in_types);
   if (!err.ok()) return fail(Outcome::kUnsupported, err.to_string());
-  // --input-shape for each input (a sequence's elements as NAME.i), or absent optionals.
-  auto options_for = [&](size_t count) {
+  // --input-shape for each input not baked (a sequence's elements as NAME.i), or absent
+  // optionals.
+  auto options_for = [&](const std::vector<bool>& baked) {
     OnnxImportOptions o;
-    for (size_t i = 0; i < count && i < inputs.size() && i < in_names.size(); ++i) {
+    for (size_t i = 0; i < inputs.size() && i < in_names.size(); ++i) {
       const TestValue& v = inputs[i];
+      if (!v.structured && i < baked.size() && baked[i]) continue;
       if (v.absent) o.absent_inputs.insert(in_names[i]);
       const bool seq = in_types[i].has_sequence_type() ||
                        (in_types[i].has_optional_type() &&
@@ -355,34 +363,57 @@ TestResult run_test(const fs::path& dir, const Device& target) {
     }
     return o;
   };
-  OnnxImportOptions options = options_for(inputs.size());
+  OnnxImportOptions options = options_for({});
   Result<Graph> graph = load_onnx_file((dir / "model.onnx").string(), options);
-  // Parameters etc needs at export time: inputs 1.. baked first (input 0 is the data in
-  // most tests); when etc still asks for a value (input 0 is a size, as for the window
-  // functions, Range or ConstantOfShape), every input, leaving a program without inputs.
-  // Sequences and optionals stay runtime inputs.
+  // Parameters etc needs at export time are baked in as initializers: first the inputs etc
+  // names, one at a time, so the others stay runtime inputs; where it names none (or a
+  // tensor computed from inputs), inputs 1.. (input 0 is the data in most tests), then
+  // every input (input 0 is a size, as for the window functions or ConstantOfShape),
+  // leaving a program that may have no inputs. Sequences and optionals stay runtime inputs.
   auto needs_constants = [](const Status& s) {
     return s.code() == ErrorCode::kUnsupported &&
            s.message().find("known at export time") != std::string::npos;
   };
+  // The graph input an error names as "(input N, 'NAME')", if any.
+  auto named_input = [&](const Status& s) -> std::optional<size_t> {
+    const std::string& m = s.message();
+    for (size_t i = 0; i < in_names.size(); ++i) {
+      if (m.find(", '" + in_names[i] + "')") != std::string::npos) return i;
+    }
+    return std::nullopt;
+  };
   if (!graph.ok() && needs_constants(graph.status()) && sets.size() == 1 && !inputs.empty()) {
-    for (size_t keep = inputs.size() > 1 ? 1 : 0;; --keep) {
-      OnnxImportOptions kept_options = options_for(keep);
-      for (size_t i = keep; i < inputs.size(); ++i) {
-        if (!inputs[i].structured) continue;
-        OnnxImportOptions all = options_for(inputs.size());
-        kept_options.absent_inputs.insert(all.absent_inputs.begin(), all.absent_inputs.end());
-        for (const auto& [name, shape] : all.input_shapes) {
-          if (name == in_names[i] || name.rfind(in_names[i] + ".", 0) == 0)
-            kept_options.input_shapes[name] = shape;
-        }
+    auto accept = [&](Result<Graph>& retry, const std::vector<bool>& baked) {
+      graph = std::move(retry);
+      r.constant_params = true;
+      r.baked = baked;
+      for (size_t i = 0; i < baked.size() && i < in_names.size(); ++i) {
+        if (baked[i] && !inputs[i].structured)
+          r.baked_names += (r.baked_names.empty() ? "" : ", ") + in_names[i];
       }
+    };
+    std::vector<bool> baked(inputs.size(), false);
+    Status last = graph.status();
+    bool done = false;
+    for (std::optional<size_t> i = named_input(last); i && !baked[*i]; i = named_input(last)) {
+      baked[*i] = true;
       Result<Graph> retry =
-          import_with_constant_params(dir / "model.onnx", sets[0], kept_options, keep);
+          import_with_constant_params(dir / "model.onnx", sets[0], options_for(baked), baked);
       if (retry.ok() || retry.status().code() != ErrorCode::kUnsupported) {
-        graph = std::move(retry);
-        r.constant_params = true;
-        r.kept = keep;
+        accept(retry, baked);
+        done = true;
+        break;
+      }
+      if (!needs_constants(retry.status())) break;
+      last = retry.status();
+    }
+    for (size_t keep = inputs.size() > 1 ? 1 : 0; !done; --keep) {
+      for (size_t i = 0; i < inputs.size(); ++i)
+        baked[i] = i >= keep;
+      Result<Graph> retry =
+          import_with_constant_params(dir / "model.onnx", sets[0], options_for(baked), baked);
+      if (retry.ok() || retry.status().code() != ErrorCode::kUnsupported) {
+        accept(retry, baked);
         break;
       }
       if (keep == 0 || !needs_constants(retry.status())) break;
@@ -416,7 +447,7 @@ TestResult run_test(const fs::path& dir, const Device& target) {
     std::vector<TestValue> values = load_values(set, "input", &err, in_types);
     std::vector<OnnxTensor> feeds;
     for (size_t i = 0; i < values.size(); ++i) {
-      if (r.constant_params && i >= r.kept && !values[i].structured) continue;
+      if (r.constant_params && i < r.baked.size() && r.baked[i] && !values[i].structured) continue;
       for (OnnxTensor& t : values[i].tensors)
         feeds.push_back(std::move(t));
     }
@@ -573,9 +604,10 @@ int main(int argc, char** argv) {
       const char* tag = r.outcome == Outcome::kPassed        ? "PASS"
                         : r.outcome == Outcome::kUnsupported ? "UNSUPPORTED"
                                                              : "FAIL";
-      std::printf("%-11s %s%s%s%s\n", tag, r.name.c_str(),
-                  r.constant_params ? " (constant parameters)" : "", r.detail.empty() ? "" : ": ",
-                  r.detail.c_str());
+      std::printf(
+          "%-11s %s%s%s%s\n", tag, r.name.c_str(),
+          r.constant_params ? (" (constant parameters: " + r.baked_names + ")").c_str() : "",
+          r.detail.empty() ? "" : ": ", r.detail.c_str());
     }
   }
   std::printf(
