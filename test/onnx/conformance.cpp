@@ -5,9 +5,14 @@
 //   onnx_conformance DATA_DIR [--target cpu|cuda:N] [--filter SUBSTR] [--verbose]
 //                    [--min-passed N] [--summary FILE.md]
 //
-// Tests whose later inputs are parameters etc needs at export time (a Reshape's shape, a
-// Resize's scales, Clip's bounds) are retried with those inputs baked in as initializers,
-// which is how real models carry them; such passes are counted separately.
+// Tests whose inputs include parameters etc needs at export time (a Reshape's shape, a
+// Resize's scales, Clip's bounds, a Loop's trip count) are retried with those inputs baked
+// in as initializers, which is how real models carry them; such passes are counted
+// separately (--verbose names the inputs baked). The inputs etc's error names are baked one
+// at a time; where it names none, inputs 1.., then every input (a window function's size,
+// Range's start: the program may have no inputs). Sequence and optional test data
+// (SequenceProto, OptionalProto) are the program's tensors in order: a sequence's
+// elements, an optional's value if it has one.
 //
 // A few tests' stored data contradict their model or ONNX's spec and reference
 // implementation (wrong_reference_data() says how); their failures count as unsupported,
@@ -26,6 +31,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -50,13 +56,17 @@ enum class Outcome { kPassed, kUnsupported, kFailed };
 struct TestResult {
   std::string name;
   Outcome outcome = Outcome::kPassed;
-  bool constant_params = false;  // passed with inputs 1.. as initializers
+  bool constant_params = false;  // passed with some inputs as initializers
+  std::vector<bool> baked;       // which inputs, when constant_params
+  std::string baked_names;       // their names, for --verbose
   std::string detail;
 };
 
-// The model with test inputs 1.. turned into initializers (input 0 stays a runtime input).
+// The model with the `baked` test inputs turned into initializers (sequences and
+// optionals stay runtime inputs).
 Result<Graph> import_with_constant_params(const fs::path& model_path, const fs::path& set,
-                                          const OnnxImportOptions& options) {
+                                          const OnnxImportOptions& options,
+                                          const std::vector<bool>& baked) {
   ETC_ASSIGN_OR_RETURN(std::shared_ptr<const Blob> blob, map_file(model_path.string()));
   onnx::ModelProto model;
   if (!model.ParseFromArray(blob->bytes().data(), static_cast<int>(blob->bytes().size()))) {
@@ -69,7 +79,12 @@ Result<Graph> import_with_constant_params(const fs::path& model_path, const fs::
       is_init = is_init || t.name() == in.name();
     if (!is_init) runtime_inputs.push_back(in.name());
   }
-  for (size_t i = 1; i < runtime_inputs.size(); ++i) {
+  std::vector<bool> tensor_input;
+  for (const auto& in : model.graph().input())
+    if (std::find(runtime_inputs.begin(), runtime_inputs.end(), in.name()) != runtime_inputs.end())
+      tensor_input.push_back(in.type().has_tensor_type());
+  for (size_t i = 0; i < runtime_inputs.size(); ++i) {
+    if (i >= baked.size() || !baked[i] || !tensor_input[i]) continue;
     fs::path p = set / ("input_" + std::to_string(i) + ".pb");
     ETC_ASSIGN_OR_RETURN(std::shared_ptr<const Blob> tb, map_file(p.string()));
     onnx::TensorProto* t = model.mutable_graph()->add_initializer();
@@ -128,24 +143,103 @@ Result<OnnxTensor> load_test_tensor(const fs::path& p, int declared) {
   return load_onnx_tensor_file(p.string());
 }
 
-// The element type a model declares for an input or output (0 where it says none).
-int declared_type(const onnx::ValueInfoProto& info) {
-  return info.type().has_tensor_type() ? info.type().tensor_type().elem_type() : 0;
+// One input or output of a test: a tensor, or a sequence's tensors, or an optional's
+// (none when absent), in the order the program has them.
+struct TestValue {
+  std::vector<OnnxTensor> tensors;
+  bool structured = false;  // a sequence or optional
+  bool absent = false;      // an optional without a value
+};
+
+// The fields of onnx-data.proto's SequenceProto and OptionalProto (the generated classes
+// have onnx.proto's messages only): 2 elem_type, 3 tensor value(s), 5 sequence value(s).
+struct StructuredProto {
+  uint64_t elem_type = 0;
+  std::vector<std::string> tensors, sequences;
+};
+
+bool parse_structured(const std::string& bytes, StructuredProto* out) {
+  size_t at = 0;
+  auto varint = [&](uint64_t* v) {
+    *v = 0;
+    for (int shift = 0; at < bytes.size() && shift < 64; shift += 7) {
+      const auto b = static_cast<uint8_t>(bytes[at++]);
+      *v |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if (!(b & 0x80)) return true;
+    }
+    return false;
+  };
+  while (at < bytes.size()) {
+    uint64_t tag = 0, v = 0;
+    if (!varint(&tag)) return false;
+    const uint64_t field = tag >> 3, wire = tag & 7;
+    if (wire == 0) {
+      if (!varint(&v)) return false;
+      if (field == 2) out->elem_type = v;
+    } else if (wire == 2) {
+      if (!varint(&v) || v > bytes.size() - at) return false;
+      std::string part = bytes.substr(at, static_cast<size_t>(v));
+      at += static_cast<size_t>(v);
+      if (field == 3) out->tensors.push_back(std::move(part));
+      if (field == 5) out->sequences.push_back(std::move(part));
+    } else if (wire == 1 || wire == 5) {
+      at += wire == 1 ? 8 : 4;
+    } else {
+      return false;
+    }
+  }
+  return at == bytes.size();
 }
 
-std::vector<OnnxTensor> load_tensors(const fs::path& dir, const std::string& prefix, Status* error,
-                                     const std::vector<int>& declared = {}) {
-  std::vector<OnnxTensor> out;
-  for (int i = 0;; ++i) {
+// Reads a serialized value of `type` (a TensorProto, SequenceProto or OptionalProto).
+Result<TestValue> load_value(const fs::path& p, const onnx::TypeProto& type) {
+  TestValue v;
+  if (!type.has_sequence_type() && !type.has_optional_type()) {
+    const int declared = type.has_tensor_type() ? type.tensor_type().elem_type() : 0;
+    ETC_ASSIGN_OR_RETURN(OnnxTensor t, load_test_tensor(p, declared));
+    v.tensors.push_back(std::move(t));
+    return v;
+  }
+  v.structured = true;
+  ETC_ASSIGN_OR_RETURN(std::shared_ptr<const Blob> blob, map_file(p.string()));
+  std::string bytes(reinterpret_cast<const char*>(blob->bytes().data()), blob->bytes().size());
+  auto tensor_of = [&](const std::string& b) {
+    return parse_onnx_tensor({reinterpret_cast<const uint8_t*>(b.data()), b.size()}, p.string());
+  };
+  StructuredProto sp;
+  if (!parse_structured(bytes, &sp))
+    return invalid_input("not a SequenceProto or OptionalProto", Location{.file = p.string()});
+  if (type.has_optional_type()) {
+    if (sp.elem_type == 0) {  // UNDEFINED: no value
+      v.absent = true;
+      return v;
+    }
+    if (!sp.sequences.empty()) {
+      StructuredProto seq;
+      if (!parse_structured(sp.sequences[0], &seq))
+        return invalid_input("not a SequenceProto", Location{.file = p.string()});
+      sp = std::move(seq);
+    }
+  }
+  for (const std::string& t : sp.tensors) {
+    ETC_ASSIGN_OR_RETURN(OnnxTensor e, tensor_of(t));
+    v.tensors.push_back(std::move(e));
+  }
+  return v;
+}
+
+std::vector<TestValue> load_values(const fs::path& dir, const std::string& prefix, Status* error,
+                                   const std::vector<onnx::TypeProto>& types) {
+  std::vector<TestValue> out;
+  for (size_t i = 0;; ++i) {
     fs::path p = dir / (prefix + "_" + std::to_string(i) + ".pb");
     if (!fs::exists(p)) break;
-    Result<OnnxTensor> t =
-        load_test_tensor(p, static_cast<size_t>(i) < declared.size() ? declared[i] : 0);
-    if (!t.ok()) {
-      *error = t.status();
+    Result<TestValue> v = load_value(p, i < types.size() ? types[i] : onnx::TypeProto());
+    if (!v.ok()) {
+      *error = v.status();
       return {};
     }
-    out.push_back(std::move(t).value());
+    out.push_back(std::move(v).value());
   }
   return out;
 }
@@ -226,8 +320,10 @@ TestResult run_test(const fs::path& dir, const Device& target) {
   std::sort(sets.begin(), sets.end());
   if (sets.empty()) return fail(Outcome::kFailed, "no test_data_set_* folder");
 
-  // The model's declared types, for the test data of types ONNX 1.12 stored as others.
-  std::vector<int> in_types, out_types;
+  // The model's declared types, for the test data of types ONNX 1.12 stored as others and
+  // for sequences and optionals.
+  std::vector<onnx::TypeProto> in_types, out_types;
+  std::vector<std::string> in_names;
   {
     Result<std::shared_ptr<const Blob>> blob = map_file((dir / "model.onnx").string());
     onnx::ModelProto model;
@@ -238,30 +334,89 @@ TestResult run_test(const fs::path& dir, const Device& target) {
         inits.push_back(t.name());
       for (const auto& in : model.graph().input()) {
         if (std::find(inits.begin(), inits.end(), in.name()) != inits.end()) continue;
-        in_types.push_back(declared_type(in));
+        in_types.push_back(in.type());
+        in_names.push_back(in.name());
       }
       for (const auto& out : model.graph().output())
-        out_types.push_back(declared_type(out));
+        out_types.push_back(out.type());
     }
   }
   Status err;
-  std::vector<OnnxTensor> inputs = load_tensors(sets[0], "input", &err, in_types);
+  std::vector<TestValue> inputs = load_values(sets[0], "input", &err, in_types);
   if (!err.ok()) return fail(Outcome::kUnsupported, err.to_string());
-  OnnxImportOptions options;
-  for (const OnnxTensor& t : inputs) {
-    if (!t.name.empty()) options.input_shapes[t.name] = t.shape;
-  }
+  // --input-shape for each input not baked (a sequence's elements as NAME.i), or absent
+  // optionals.
+  auto options_for = [&](const std::vector<bool>& baked) {
+    OnnxImportOptions o;
+    for (size_t i = 0; i < inputs.size() && i < in_names.size(); ++i) {
+      const TestValue& v = inputs[i];
+      if (!v.structured && i < baked.size() && baked[i]) continue;
+      if (v.absent) o.absent_inputs.insert(in_names[i]);
+      const bool seq = in_types[i].has_sequence_type() ||
+                       (in_types[i].has_optional_type() &&
+                        in_types[i].optional_type().elem_type().has_sequence_type());
+      for (size_t k = 0; k < v.tensors.size(); ++k) {
+        const std::string name = seq ? in_names[i] + "." + std::to_string(k) : in_names[i];
+        if (!seq && v.tensors[k].name.empty()) continue;  // as the model declares it
+        o.input_shapes[name] = v.tensors[k].shape;
+      }
+    }
+    return o;
+  };
+  OnnxImportOptions options = options_for({});
   Result<Graph> graph = load_onnx_file((dir / "model.onnx").string(), options);
-  if (!graph.ok() && graph.status().code() == ErrorCode::kUnsupported && sets.size() == 1 &&
-      inputs.size() > 1 &&
-      graph.status().message().find("must be known at export time") != std::string::npos) {
-    OnnxImportOptions first;
-    if (!inputs[0].name.empty()) first.input_shapes[inputs[0].name] = inputs[0].shape;
-    Result<Graph> retry = import_with_constant_params(dir / "model.onnx", sets[0], first);
-    if (retry.ok() || retry.status().code() != ErrorCode::kUnsupported) {
+  // Parameters etc needs at export time are baked in as initializers: first the inputs etc
+  // names, one at a time, so the others stay runtime inputs; where it names none (or a
+  // tensor computed from inputs), inputs 1.. (input 0 is the data in most tests), then
+  // every input (input 0 is a size, as for the window functions or ConstantOfShape),
+  // leaving a program that may have no inputs. Sequences and optionals stay runtime inputs.
+  auto needs_constants = [](const Status& s) {
+    return s.code() == ErrorCode::kUnsupported &&
+           s.message().find("known at export time") != std::string::npos;
+  };
+  // The graph input an error names as "(input N, 'NAME')", if any.
+  auto named_input = [&](const Status& s) -> std::optional<size_t> {
+    const std::string& m = s.message();
+    for (size_t i = 0; i < in_names.size(); ++i) {
+      if (m.find(", '" + in_names[i] + "')") != std::string::npos) return i;
+    }
+    return std::nullopt;
+  };
+  if (!graph.ok() && needs_constants(graph.status()) && sets.size() == 1 && !inputs.empty()) {
+    auto accept = [&](Result<Graph>& retry, const std::vector<bool>& baked) {
       graph = std::move(retry);
       r.constant_params = true;
-      inputs.resize(1);
+      r.baked = baked;
+      for (size_t i = 0; i < baked.size() && i < in_names.size(); ++i) {
+        if (baked[i] && !inputs[i].structured)
+          r.baked_names += (r.baked_names.empty() ? "" : ", ") + in_names[i];
+      }
+    };
+    std::vector<bool> baked(inputs.size(), false);
+    Status last = graph.status();
+    bool done = false;
+    for (std::optional<size_t> i = named_input(last); i && !baked[*i]; i = named_input(last)) {
+      baked[*i] = true;
+      Result<Graph> retry =
+          import_with_constant_params(dir / "model.onnx", sets[0], options_for(baked), baked);
+      if (retry.ok() || retry.status().code() != ErrorCode::kUnsupported) {
+        accept(retry, baked);
+        done = true;
+        break;
+      }
+      if (!needs_constants(retry.status())) break;
+      last = retry.status();
+    }
+    for (size_t keep = inputs.size() > 1 ? 1 : 0; !done; --keep) {
+      for (size_t i = 0; i < inputs.size(); ++i)
+        baked[i] = i >= keep;
+      Result<Graph> retry =
+          import_with_constant_params(dir / "model.onnx", sets[0], options_for(baked), baked);
+      if (retry.ok() || retry.status().code() != ErrorCode::kUnsupported) {
+        accept(retry, baked);
+        break;
+      }
+      if (keep == 0 || !needs_constants(retry.status())) break;
     }
   }
   if (!graph.ok()) return fail(classify(graph.status()), graph.status().to_string());
@@ -288,24 +443,34 @@ TestResult run_test(const fs::path& dir, const Device& target) {
   rt::Method& m = **method;
 
   for (const fs::path& set : sets) {
-    const size_t runtime_inputs = r.constant_params ? 1 : inputs.size();
-    inputs = load_tensors(set, "input", &err, in_types);
-    inputs.resize(std::min(inputs.size(), runtime_inputs));
-    std::vector<OnnxTensor> outputs = load_tensors(set, "output", &err, out_types);
+    // The program's inputs: every tensor of the inputs not baked, in order.
+    std::vector<TestValue> values = load_values(set, "input", &err, in_types);
+    std::vector<OnnxTensor> feeds;
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (r.constant_params && i < r.baked.size() && r.baked[i] && !values[i].structured) continue;
+      for (OnnxTensor& t : values[i].tensors)
+        feeds.push_back(std::move(t));
+    }
+    std::vector<TestValue> out_values = load_values(set, "output", &err, out_types);
     if (!err.ok()) return fail(Outcome::kUnsupported, err.to_string());
-    if (inputs.size() != m.num_inputs() || outputs.size() != m.num_outputs()) {
+    std::vector<OnnxTensor> outputs;
+    for (TestValue& v : out_values) {
+      for (OnnxTensor& t : v.tensors)
+        outputs.push_back(std::move(t));
+    }
+    if (feeds.size() != m.num_inputs() || outputs.size() != m.num_outputs()) {
       return fail(Outcome::kFailed, "the program has " + std::to_string(m.num_inputs()) +
                                         " inputs and " + std::to_string(m.num_outputs()) +
-                                        " outputs; the test data " + std::to_string(inputs.size()) +
+                                        " outputs; the test data " + std::to_string(feeds.size()) +
                                         " and " + std::to_string(outputs.size()));
     }
-    for (size_t i = 0; i < inputs.size(); ++i) {
+    for (size_t i = 0; i < feeds.size(); ++i) {
       const rt::TensorView& want = m.input(i);
-      if (want.dtype != inputs[i].dtype || want.sizes != inputs[i].shape) {
+      if (want.dtype != feeds[i].dtype || want.sizes != feeds[i].shape) {
         return fail(Outcome::kFailed, "input " + std::to_string(i) + " of " +
                                           set.filename().string() + " does not fit the program");
       }
-      Status s = m.set_input(i, inputs[i].bytes.data(), inputs[i].bytes.size());
+      Status s = m.set_input(i, feeds[i].bytes.data(), feeds[i].bytes.size());
       if (!s.ok()) return fail(Outcome::kFailed, s.to_string());
     }
     Status s = m.execute();
@@ -439,9 +604,10 @@ int main(int argc, char** argv) {
       const char* tag = r.outcome == Outcome::kPassed        ? "PASS"
                         : r.outcome == Outcome::kUnsupported ? "UNSUPPORTED"
                                                              : "FAIL";
-      std::printf("%-11s %s%s%s%s\n", tag, r.name.c_str(),
-                  r.constant_params ? " (constant parameters)" : "", r.detail.empty() ? "" : ": ",
-                  r.detail.c_str());
+      std::printf(
+          "%-11s %s%s%s%s\n", tag, r.name.c_str(),
+          r.constant_params ? (" (constant parameters: " + r.baked_names + ")").c_str() : "",
+          r.detail.empty() ? "" : ": ", r.detail.c_str());
     }
   }
   std::printf(

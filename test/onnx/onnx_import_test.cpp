@@ -1,5 +1,6 @@
 // The ONNX importer on small hand-built models: what each ONNX construct becomes in the
 // IR, and the errors for models etc cannot or will not import.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <string>
@@ -205,6 +206,294 @@ TEST_CASE("onnx: a shape known only at run time is unsupported, located at the n
         "export time: an initializer, a Constant, or computed from static shapes");
 }
 
+TEST_CASE("onnx: window functions are constants, and a model of constants has no inputs") {
+  SECTION("a size known at export time: the window is a constant, the program has no inputs") {
+    ModelBuilder m(17);
+    auto* t = m.g->add_initializer();
+    t->set_name("n");
+    t->set_data_type(onnx::TensorProto::INT32);
+    t->add_int32_data(4);
+    m.node("HannWindow", {"n"}, {"y"});
+    m.output("y", {4});
+    Result<Graph> g = m.import();
+    INFO(g.status().to_string());
+    REQUIRE(g.ok());
+    CHECK(g->inputs().empty());
+    CHECK(op_names(*g).empty());  // the output is the constant itself
+    CHECK(g->outputs().size() == 1);
+  }
+  SECTION("a size given at run time is refused at the node") {
+    ModelBuilder m(17);
+    m.input("n", {}, onnx::TensorProto::INT32);
+    m.node("BlackmanWindow", {"n"}, {"y"}, "w");
+    m.output("y");
+    Result<Graph> g = m.import();
+    REQUIRE_FALSE(g.ok());
+    CHECK(g.status().code() == ErrorCode::kUnsupported);
+    CHECK(g.status().to_string() ==
+          "m.onnx: /graph/node/0 (node \"w\"): BlackmanWindow: only supported when all inputs "
+          "are known at export time (etc has no run-time kernel for it)");
+  }
+}
+
+// A subgraph attribute `name` of `n`: inputs `in`, one node `op`, outputs `out`.
+onnx::GraphProto* subgraph(onnx::NodeProto* n, const std::string& name) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::GRAPH);
+  a->mutable_g()->set_name(name);
+  return a->mutable_g();
+}
+onnx::NodeProto* body_node(onnx::GraphProto* g, const std::string& op, std::vector<std::string> in,
+                           std::vector<std::string> out) {
+  auto* n = g->add_node();
+  n->set_op_type(op);
+  for (auto& s : in)
+    n->add_input(s);
+  for (auto& s : out)
+    n->add_output(s);
+  return n;
+}
+
+TEST_CASE("onnx: If selects, Loop and Scan unroll, and what they cannot do is refused") {
+  SECTION("If on a run-time condition computes both branches and selects with where") {
+    ModelBuilder m(13);
+    m.input("c", {}, onnx::TensorProto::BOOL);
+    m.input("x", {2});
+    auto* n = m.node("If", {"c"}, {"y"}, "if");
+    body_node(subgraph(n, "then_branch"), "Neg", {"x"}, {"a"});
+    n->mutable_attribute(0)->mutable_g()->add_output()->set_name("a");
+    body_node(subgraph(n, "else_branch"), "Abs", {"x"}, {"b"});
+    n->mutable_attribute(1)->mutable_g()->add_output()->set_name("b");
+    m.output("y", {2});
+    Result<Graph> g = m.import();
+    INFO(g.status().to_string());
+    REQUIRE(g.ok());
+    const std::vector<std::string> ops = op_names(*g);
+    CHECK(ops.back() == "aten.where.self");
+    CHECK(std::count(ops.begin(), ops.end(), "aten.neg.default") == 1);
+  }
+  SECTION("If's branches of different shapes need a condition known at export time") {
+    ModelBuilder m(13);
+    m.input("c", {}, onnx::TensorProto::BOOL);
+    m.input("x", {2});
+    m.init_ints("zero", {1}, {0});
+    auto* n = m.node("If", {"c"}, {"y"}, "if");
+    body_node(subgraph(n, "then_branch"), "Identity", {"x"}, {"a"});
+    n->mutable_attribute(0)->mutable_g()->add_output()->set_name("a");
+    body_node(subgraph(n, "else_branch"), "Gather", {"x", "zero"}, {"b"});
+    n->mutable_attribute(1)->mutable_g()->add_output()->set_name("b");
+    m.output("y");
+    Result<Graph> g = m.import();
+    REQUIRE_FALSE(g.ok());
+    CHECK(g.status().code() == ErrorCode::kUnsupported);
+    CHECK(g.status().to_string() ==
+          "m.onnx: /graph/node/0 (node \"if\"): If: output 0: the branches give float32[2] and "
+          "float32[1]; with a condition known only at run time etc computes both branches and "
+          "selects, which needs one type and shape");
+  }
+  SECTION("Loop with a constant trip count unrolls over run-time carried values") {
+    ModelBuilder m(13);
+    m.input("x", {2});
+    m.init_ints("three", {}, {3});
+    auto* n = m.node("Loop", {"three", "", "x"}, {"y", "ys"}, "loop");
+    onnx::GraphProto* body = subgraph(n, "body");
+    for (const char* name : {"i", "cond", "acc"})
+      body->add_input()->set_name(name);
+    body_node(body, "Identity", {"cond"}, {"cond_out"});
+    body_node(body, "Add", {"acc", "x"}, {"next"});
+    for (const char* name : {"cond_out", "next", "next"})
+      body->add_output()->set_name(name);
+    m.output("y", {2});
+    m.output("ys", {3, 2});
+    Result<Graph> g = m.import();
+    INFO(g.status().to_string());
+    REQUIRE(g.ok());
+    const std::vector<std::string> ops = op_names(*g);
+    CHECK(std::count(ops.begin(), ops.end(), "aten.add.Tensor") == 3);
+    CHECK(std::count(ops.begin(), ops.end(), "aten.cat.default") == 1);
+  }
+  SECTION("Loop's trip count given at run time is refused at the node") {
+    ModelBuilder m(13);
+    m.input("n", {}, onnx::TensorProto::INT64);
+    m.input("x", {2});
+    auto* n = m.node("Loop", {"n", "", "x"}, {"y"}, "loop");
+    onnx::GraphProto* body = subgraph(n, "body");
+    for (const char* name : {"i", "cond", "acc"})
+      body->add_input()->set_name(name);
+    for (const char* name : {"cond", "acc"})
+      body->add_output()->set_name(name);
+    m.output("y");
+    Result<Graph> g = m.import();
+    REQUIRE_FALSE(g.ok());
+    CHECK(g.status().code() == ErrorCode::kUnsupported);
+    CHECK(g.status().to_string() ==
+          "m.onnx: /graph/node/0 (node \"loop\"): Loop: the trip count M (input 0, 'n') must be "
+          "known at export time: an initializer, a Constant, or computed from static shapes");
+  }
+  SECTION("ops etc cannot import inside a body are reported with the others") {
+    ModelBuilder m(13);
+    m.input("x", {2});
+    m.input("c", {}, onnx::TensorProto::BOOL);
+    auto* n = m.node("If", {"c"}, {"y"}, "if");
+    body_node(subgraph(n, "then_branch"), "NoSuchOp", {"x"}, {"a"});
+    body_node(subgraph(n, "else_branch"), "NoSuchOp", {"x"}, {"b"});
+    m.output("y");
+    Result<Graph> g = m.import();
+    REQUIRE_FALSE(g.ok());
+    CHECK(g.status().code() == ErrorCode::kUnsupported);
+    CHECK(g.status().to_string().find("NoSuchOp x2") != std::string::npos);
+  }
+  SECTION("a body's error is located inside the body") {
+    ModelBuilder m(9);
+    m.input("s", {2});
+    m.input("x", {3, 2});
+    auto* n = m.node("Scan", {"s", "x"}, {"t"}, "scan");
+    ModelBuilder::i(n, "num_scan_inputs", 1);
+    onnx::GraphProto* body = subgraph(n, "body");
+    for (const char* name : {"acc", "row"})
+      body->add_input()->set_name(name);
+    body_node(body, "Reshape", {"acc", "row"}, {"next"});
+    body->add_output()->set_name("next");
+    m.output("t");
+    Result<Graph> g = m.import();
+    REQUIRE_FALSE(g.ok());
+    CHECK(g.status().to_string().rfind("m.onnx: /graph/node/0/body/node/0 (node \"Reshape#0\")",
+                                       0) == 0);
+  }
+}
+
+TEST_CASE("onnx: RoiAlign samples with two products, and an adaptive sampling ratio is refused") {
+  auto model = [](int64_t ratio) {
+    ModelBuilder m(16);
+    m.input("x", {1, 2, 8, 8});
+    m.input("rois", {3, 4});
+    m.input("b", {3}, onnx::TensorProto::INT64);
+    auto* n = m.node("RoiAlign", {"x", "rois", "b"}, {"y"}, "roi");
+    ModelBuilder::i(n, "output_height", 2);
+    ModelBuilder::i(n, "output_width", 3);
+    ModelBuilder::i(n, "sampling_ratio", ratio);
+    m.output("y", {3, 2, 2, 3});
+    return m.import();
+  };
+  Result<Graph> g = model(2);
+  INFO(g.status().to_string());
+  REQUIRE(g.ok());
+  const std::vector<std::string> ops = op_names(*g);
+  CHECK(std::count(ops.begin(), ops.end(), "aten.index.Tensor") == 1);
+  g = model(0);
+  REQUIRE_FALSE(g.ok());
+  CHECK(g.status().code() == ErrorCode::kUnsupported);
+  CHECK(g.status().to_string() ==
+        "m.onnx: /graph/node/0 (node \"roi\"): RoiAlign: sampling_ratio 0 (samples per bin that "
+        "follow each region's size, known only at run time); etc needs a fixed sampling_ratio");
+}
+
+TEST_CASE("onnx: 3-d Conv and ConvTranspose are 2-d ones, one per kernel depth") {
+  for (const char* op : {"Conv", "ConvTranspose"}) {
+    ModelBuilder m(13);
+    m.input("x", {1, 2, 4, 5, 5});
+    m.init_floats("w", {2, 2, 3, 2, 2}, std::vector<float>(48, 0.5f));
+    m.node(op, {"x", "w"}, {"y"});
+    m.output("y");
+    Result<Graph> g = m.import();
+    INFO(op << ": " << g.status().to_string());
+    REQUIRE(g.ok());
+    const std::vector<std::string> ops = op_names(*g);
+    CHECK(std::count(ops.begin(), ops.end(), "aten.convolution.default") == 3);
+    const std::vector<int64_t> want = std::string(op) == "Conv"
+                                          ? std::vector<int64_t>{1, 2, 2, 4, 4}
+                                          : std::vector<int64_t>{1, 2, 6, 6, 6};
+    CHECK(g->value(g->outputs()[0]).spec.sizes == want);
+  }
+}
+
+TEST_CASE("onnx: sequences and optionals are lists known at export time") {
+  auto seq_input = [](ModelBuilder& m, const std::string& name, int elem) {
+    auto* v = m.g->add_input();
+    v->set_name(name);
+    v->mutable_type()
+        ->mutable_sequence_type()
+        ->mutable_elem_type()
+        ->mutable_tensor_type()
+        ->set_elem_type(elem);
+  };
+  SECTION("a sequence input's elements are program inputs NAME.i, its outputs NAME.i too") {
+    ModelBuilder m(13);
+    seq_input(m, "s", onnx::TensorProto::FLOAT);
+    m.input("t", {3});
+    m.init_ints("zero", {}, {0});
+    m.node("SequenceInsert", {"s", "t", "zero"}, {"u"});
+    m.node("SequenceLength", {"u"}, {"n"});
+    m.g->add_output()->set_name("u");
+    m.output("n");
+    OnnxImportOptions options;
+    options.input_shapes["s.0"] = {2};
+    options.input_shapes["s.1"] = {4};
+    Result<Graph> g = m.import(options);
+    INFO(g.status().to_string());
+    REQUIRE(g.ok());
+    std::vector<std::string> in, out;
+    for (ValueId v : g->inputs())
+      in.push_back(g->value(v).name);
+    for (ValueId v : g->outputs())
+      out.push_back(g->value(v).name);
+    CHECK(in == std::vector<std::string>{"s.0", "s.1", "t"});
+    CHECK(out == std::vector<std::string>{"u.0", "u.1", "u.2", "n"});
+    CHECK(g->value(g->outputs()[0]).spec.sizes == std::vector<int64_t>{3});
+  }
+  SECTION("a sequence reaching an op that takes tensors is refused at the node") {
+    ModelBuilder m(13);
+    seq_input(m, "s", onnx::TensorProto::FLOAT);
+    m.node("Relu", {"s"}, {"y"}, "relu");
+    m.output("y");
+    OnnxImportOptions options;
+    options.input_shapes["s.0"] = {2};
+    Result<Graph> g = m.import(options);
+    REQUIRE_FALSE(g.ok());
+    CHECK(g.status().code() == ErrorCode::kUnsupported);
+    CHECK(g.status().to_string() ==
+          "m.onnx: /graph/node/0 (node \"relu\"): Relu: input 's' is a sequence; this op takes "
+          "tensors");
+  }
+  SECTION("a sequence where a tensor is needed is refused, never read as one") {
+    ModelBuilder m(13);
+    seq_input(m, "s", onnx::TensorProto::BOOL);
+    m.input("x", {2});
+    auto* n = m.node("If", {"s"}, {"y"}, "if");
+    body_node(subgraph(n, "then_branch"), "Identity", {"x"}, {"a"});
+    n->mutable_attribute(0)->mutable_g()->add_output()->set_name("a");
+    body_node(subgraph(n, "else_branch"), "Neg", {"x"}, {"b"});
+    n->mutable_attribute(1)->mutable_g()->add_output()->set_name("b");
+    m.output("y");
+    OnnxImportOptions options;
+    options.input_shapes["s.0"] = {};
+    Result<Graph> g = m.import(options);
+    REQUIRE_FALSE(g.ok());
+    INFO(g.status().to_string());
+    CHECK(g.status().code() == ErrorCode::kUnsupported);
+    CHECK(g.status().to_string().find("is a sequence or optional") != std::string::npos);
+  }
+  SECTION("an absent optional input holds nothing") {
+    ModelBuilder m(15);
+    auto* v = m.g->add_input();
+    v->set_name("o");
+    v->mutable_type()
+        ->mutable_optional_type()
+        ->mutable_elem_type()
+        ->mutable_tensor_type()
+        ->set_elem_type(onnx::TensorProto::FLOAT);
+    m.node("OptionalHasElement", {"o"}, {"has"});
+    m.output("has", {}, onnx::TensorProto::BOOL);
+    OnnxImportOptions options;
+    options.absent_inputs.insert("o");
+    Result<Graph> g = m.import(options);
+    INFO(g.status().to_string());
+    REQUIRE(g.ok());
+    CHECK(g->inputs().empty());
+  }
+}
+
 TEST_CASE("onnx: conversions of Gemm, asymmetric pads, HardSigmoid and opset-11 Softmax") {
   ModelBuilder m(11);
   m.input("x", {1, 2, 4, 4});
@@ -259,6 +548,29 @@ TEST_CASE("onnx: before opset 7 only the ops whose meaning has not changed are c
         "m.onnx: /graph/node/0 (node \"cat\"): Concat: a model of opset 3: before opset 7 etc "
         "converts only the op types whose meaning has not changed since opset 1 (broadcasting "
         "and attributes differ)");
+
+  // The legacy `broadcast`: B on A's trailing dims is numpy's broadcasting; at another axis
+  // it is refused.
+  for (int64_t axis : {1, 0}) {
+    ModelBuilder add(6);
+    add.input("a", {2, 3});
+    add.input("b", {axis == 1 ? 3 : 2});
+    auto* n = add.node("Add", {"a", "b"}, {"y"}, "add");
+    ModelBuilder::i(n, "broadcast", 1);
+    ModelBuilder::i(n, "axis", axis);
+    add.output("y");
+    g = add.import();
+    if (axis == 1) {
+      INFO(g.status().to_string());
+      CHECK(g.ok());
+      continue;
+    }
+    REQUIRE_FALSE(g.ok());
+    CHECK(g.status().code() == ErrorCode::kUnsupported);
+    CHECK(g.status().to_string() ==
+          "m.onnx: /graph/node/0 (node \"add\"): Add: the legacy 'broadcast' of B [2] onto A "
+          "[2, 3] at axis 0 (etc takes B aligned with A's trailing dims)");
+  }
 }
 
 TEST_CASE("onnx: gathers and scatters are index ops, and what they cannot do is refused by name") {
@@ -289,8 +601,25 @@ TEST_CASE("onnx: gathers and scatters are index ops, and what they cannot do is 
   REQUIRE_FALSE(g.ok());
   CHECK(g.status().code() == ErrorCode::kUnsupported);
   CHECK(g.status().to_string() ==
-        "m.onnx: /graph/node/0 (node \"sc\"): ScatterElements: reduction 'mul' (only 'none' "
-        "and 'add')");
+        "m.onnx: /graph/node/0 (node \"sc\"): ScatterElements: the indices of a 'mul' reduction "
+        "(input 1, 'i') must be known at export time: an initializer, a Constant, or computed "
+        "from static shapes");
+  // With constant indices: a product with ones that hold the updates, one layer per repeat.
+  ModelBuilder mulc;
+  mulc.input("x", {3, 4});
+  mulc.init_ints("i", {3, 2}, {0, 0, 1, 1, 2, 3});
+  mulc.input("u", {3, 2});
+  auto* smc = mulc.node("ScatterElements", {"x", "i", "u"}, {"s"}, "sc");
+  ModelBuilder::i(smc, "axis", 1);
+  ModelBuilder::str(smc, "reduction", "mul");
+  mulc.output("s");
+  g = mulc.import();
+  INFO(g.status().to_string());
+  REQUIRE(g.ok());
+  CHECK(op_names(*g) == std::vector<std::string>{"aten.reshape.default", "aten.full_like.default",
+                                                 "aten.index.Tensor", "aten.index_put.default",
+                                                 "aten.mul.Tensor", "aten.index.Tensor",
+                                                 "aten.index_put.default", "aten.mul.Tensor"});
 
   // OneHot's depth sets the output shape: it must be known at export time.
   ModelBuilder hot;

@@ -16,12 +16,20 @@
 
 namespace etc::onnx_import {
 
-// One ONNX tensor name during import: an IR value, a value known at export time, or both.
+// One ONNX name during import: a tensor (an IR value, a value known at export time, or
+// both), or a sequence or optional whose elements are tensor entries. Sequences and
+// optionals exist only during import: their length (or presence) is known at export time,
+// and at the program's boundary each element is a tensor input or output of its own.
 struct Entry {
+  enum class Kind { kTensor, kSequence, kOptional };
   std::optional<ValueId> value;
   std::optional<HostTensor> constant;
-  DType dtype = DType::kFloat32;
+  DType dtype = DType::kFloat32;  // a sequence's or optional's: its elements'
   std::vector<int64_t> shape;
+  Kind kind = Kind::kTensor;
+  std::vector<Entry> elements;  // a sequence's; an optional's (none, or its value)
+
+  bool is_tensor() const { return kind == Kind::kTensor; }
 };
 
 class Importer;
@@ -85,6 +93,20 @@ class NodeCtx {
   // Shape of an IR value emitted or read by this node.
   const std::vector<int64_t>& sizes_of(ValueId v) const;
 
+  // --- Subgraphs (If, Loop, Scan) -------------------------------------------------------
+  // Input i as the importer holds it (an IR value and/or a constant).
+  const Entry& input_entry(int i) const { return entry(i); }
+  // An entry for an IR value.
+  Entry entry_of(ValueId v) const;
+  // The IR value of an entry (a constant becomes a new IR constant).
+  ValueId value_of(const Entry& e);
+  // Sets output i to an entry (an IR value or a constant).
+  Status set_output_entry(int i, const Entry& e);
+  // Converts the graph attribute `name` with its inputs bound to `inputs`, in order (the
+  // outer scope's tensors visible), and returns its outputs. Each call converts it anew:
+  // Loop and Scan unroll by calling it once per iteration.
+  Result<std::vector<Entry>> subgraph(const std::string& name, const std::vector<Entry>& inputs);
+
   // --- Errors -------------------------------------------------------------------------
   Status invalid(const std::string& message) const;
   Status unsupported(const std::string& message) const;
@@ -104,6 +126,7 @@ class NodeCtx {
   Importer& im_;
   const onnx::NodeProto& node_;
   int index_;
+  std::string pointer_;  // "/graph/node/N", or within a subgraph ".../then_branch/node/N"
   int64_t opset_;
   int emitted_ = 0;
   std::vector<ValueId> last_outputs_;
@@ -120,6 +143,11 @@ int required_inputs(const std::string& op_type);
 // Whether `op_type` of opsets 1-6 means what it means at opset 7, apart from the
 // `consumed_inputs` hint (the converters read it as at opset 7).
 bool same_since_opset1(const std::string& op_type);
+// Before opset 7: whether the node means what the converters read it as (an op of
+// same_since_opset1(), one whose version in the model's opset already has opset 7's
+// meaning, or a legacy `broadcast` that numpy broadcasting reproduces); an unsupported
+// error saying why not otherwise.
+Status check_before_opset7(NodeCtx& ctx);
 // Evaluates the node at export time when all its inputs are known and small. Returns true
 // when it did (and set every output), false when the op is not evaluable here.
 Result<bool> try_evaluate(NodeCtx& ctx);

@@ -45,6 +45,8 @@ Converter global_pool(bool is_max);
 Status convert_max_unpool(NodeCtx& ctx);
 // GridSample as ATen's grid_sampler_2d.
 Status convert_grid_sample(NodeCtx& ctx);
+// RoiAlign: per-region bilinear sampling as two matrix products.
+Status convert_roi_align(NodeCtx& ctx);
 // Resize and Upsample (every mode; PyTorch's NCHW cases as ATen's upsample ops).
 Status convert_resize(NodeCtx& ctx);
 // LSTM, unrolled over its static sequence.
@@ -104,6 +106,25 @@ Status convert_tfidf_vectorizer(NodeCtx& ctx);
 Status convert_non_zero(NodeCtx& ctx);
 Status convert_non_max_suppression(NodeCtx& ctx);
 Status convert_unique(NodeCtx& ctx);
+
+// onnx_ops_control.cpp: subgraphs converted away (If selects, Loop and Scan unroll)
+Status convert_if(NodeCtx& ctx);
+Status convert_loop(NodeCtx& ctx);
+Status convert_scan(NodeCtx& ctx);
+
+// onnx_ops_sequence.cpp: sequences and optionals, as lists known at export time
+Status convert_sequence_construct(NodeCtx& ctx);
+Status convert_sequence_empty(NodeCtx& ctx);
+Status convert_sequence_insert(NodeCtx& ctx);
+Status convert_sequence_at(NodeCtx& ctx);
+Status convert_sequence_erase(NodeCtx& ctx);
+Status convert_sequence_length(NodeCtx& ctx);
+Status convert_sequence_map(NodeCtx& ctx);
+Status convert_concat_from_sequence(NodeCtx& ctx);
+Status convert_split_to_sequence(NodeCtx& ctx);
+Status convert_optional(NodeCtx& ctx);
+Status convert_optional_has_element(NodeCtx& ctx);
+Status convert_optional_get_element(NodeCtx& ctx);
 
 // onnx_ops_loss.cpp
 Status convert_nll_loss(NodeCtx& ctx);

@@ -267,6 +267,98 @@ std::vector<int64_t> transpose_index(const std::vector<int64_t>& shape,
   return idx;
 }
 
+// The output type a window function or MelWeightMatrix names (float32 by default).
+Result<DType> output_datatype(NodeCtx& ctx) {
+  ETC_ASSIGN_OR_RETURN(int64_t code, ctx.attr_int("output_datatype", 1));
+  std::optional<DType> dt = dtype_from_onnx(static_cast<int32_t>(code));
+  if (!dt) return ctx.unsupported("output_datatype " + onnx_dtype_name(static_cast<int32_t>(code)));
+  return *dt;
+}
+
+// HannWindow, HammingWindow and BlackmanWindow (opset 17): the generalized cosine window
+// a0 - a1 cos(2 pi n / N') + a2 cos(4 pi n / N'), N' = size (periodic) or size - 1.
+Result<bool> eval_window(NodeCtx& ctx, const std::string& op) {
+  const HostTensor& size_t_ = *ctx.constant(0);
+  if (size_t_.numel() != 1 || dtype_is_float(size_t_.dtype)) {
+    return ctx.invalid("size must be an integer scalar");
+  }
+  const int64_t n = size_t_.ints()[0];
+  if (n < 0) return ctx.invalid("size " + std::to_string(n) + " is negative");
+  if (n > kMaxEvalElements) return false;
+  ETC_ASSIGN_OR_RETURN(int64_t periodic, ctx.attr_int("periodic", 1));
+  ETC_ASSIGN_OR_RETURN(DType dt, output_datatype(ctx));
+  double a0 = 0.5, a1 = 0.5, a2 = 0.0;
+  if (op == "HammingWindow") {
+    a0 = 25.0 / 46.0;
+    a1 = 1.0 - a0;
+  } else if (op == "BlackmanWindow") {
+    a0 = 0.42;
+    a2 = 0.08;
+  }
+  const double denom = static_cast<double>(periodic != 0 ? n : n - 1);
+  std::vector<double> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const double t = 2.0 * M_PI * static_cast<double>(i) / denom;
+    v[static_cast<size_t>(i)] = a0 - a1 * std::cos(t) + a2 * std::cos(2.0 * t);
+  }
+  ETC_RETURN_IF_ERROR(ctx.set_output_constant(0, host_from_doubles(dt, {n}, v)));
+  return true;
+}
+
+// MelWeightMatrix (opset 17): triangular filters on the mel scale, as ONNX's reference
+// implementation computes them ([dft_length / 2 + 1, num_mel_bins]).
+Result<bool> eval_mel_weight_matrix(NodeCtx& ctx) {
+  for (int i = 0; i < 5; ++i) {
+    if (ctx.constant(i)->numel() != 1)
+      return ctx.invalid("input " + std::to_string(i) + " must be a scalar");
+  }
+  const int64_t bins = ctx.constant(0)->ints()[0];
+  const int64_t dft_length = ctx.constant(1)->ints()[0];
+  const int64_t sample_rate = ctx.constant(2)->ints()[0];
+  const double lower = ctx.constant(3)->doubles()[0];
+  const double upper = ctx.constant(4)->doubles()[0];
+  if (bins <= 0 || dft_length <= 0 || sample_rate <= 0) {
+    return ctx.invalid("num_mel_bins, dft_length and sample_rate must be positive");
+  }
+  const int64_t spectrogram_bins = dft_length / 2 + 1;
+  if (spectrogram_bins * bins > kMaxEvalElements) return false;
+  ETC_ASSIGN_OR_RETURN(DType dt, output_datatype(ctx));
+  auto to_mel = [](double hz) { return 2595.0 * std::log10(1.0 + hz / 700.0); };
+  const double low_mel = to_mel(lower);
+  const double mel_step = (to_mel(upper) - low_mel) / static_cast<double>(bins + 2);
+  // The filters' edges as spectrogram bins.
+  std::vector<int64_t> edge(static_cast<size_t>(bins + 2));
+  for (int64_t i = 0; i < bins + 2; ++i) {
+    const double hz =
+        700.0 * std::expm1((static_cast<double>(i) * mel_step + low_mel) / 2595.0 * std::log(10.0));
+    edge[static_cast<size_t>(i)] = static_cast<int64_t>(
+        std::floor(static_cast<double>(dft_length + 1) * hz / static_cast<double>(sample_rate)));
+  }
+  std::vector<double> out(static_cast<size_t>(spectrogram_bins * bins), 0.0);
+  auto at = [&](int64_t j, int64_t i) -> double* {
+    if (j < 0 || j >= spectrogram_bins) return nullptr;
+    return &out[static_cast<size_t>(j * bins + i)];
+  };
+  for (int64_t i = 0; i < bins; ++i) {
+    const int64_t left = edge[i], center = edge[i + 1], right = edge[i + 2];
+    if (center == left) {
+      if (double* p = at(center, i)) *p = 1.0;
+    } else {
+      for (int64_t j = left; j <= center; ++j) {
+        if (double* p = at(j, i))
+          *p = static_cast<double>(j - left) / static_cast<double>(center - left);
+      }
+    }
+    for (int64_t j = center; j < right; ++j) {
+      if (double* p = at(j, i))
+        *p = static_cast<double>(right - j) / static_cast<double>(right - center);
+    }
+  }
+  ETC_RETURN_IF_ERROR(
+      ctx.set_output_constant(0, host_from_doubles(dt, {spectrogram_bins, bins}, out)));
+  return true;
+}
+
 }  // namespace
 
 Result<bool> try_evaluate(NodeCtx& ctx) {
@@ -378,6 +470,11 @@ Result<bool> try_evaluate(NodeCtx& ctx) {
   if (op == "Abs") {
     return eval_unary(
         ctx, [](double x) { return std::fabs(x); }, [](int64_t x) { return x < 0 ? -x : x; });
+  }
+  if (op == "Relu") {
+    return eval_unary(
+        ctx, [](double x) { return std::isnan(x) || x > 0 ? x : 0.0; },
+        [](int64_t x) { return x > 0 ? x : int64_t{0}; });
   }
   if (op == "Floor")
     return eval_unary(
@@ -546,6 +643,10 @@ Result<bool> try_evaluate(NodeCtx& ctx) {
         ctx.set_output_constant(0, make_host_tensor(x.dtype, *shape, std::move(bytes))));
     return true;
   }
+  if (op == "HannWindow" || op == "HammingWindow" || op == "BlackmanWindow") {
+    return eval_window(ctx, op);
+  }
+  if (op == "MelWeightMatrix") return eval_mel_weight_matrix(ctx);
   if (op == "Range") {
     const HostTensor &s = *ctx.constant(0), &l = *ctx.constant(1), &d = *ctx.constant(2);
     if (s.numel() != 1 || l.numel() != 1 || d.numel() != 1) {

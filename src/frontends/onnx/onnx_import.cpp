@@ -17,7 +17,7 @@ namespace onnx_import {
 namespace {
 
 // ONNX's default-domain opsets etc converts (per-op version rules are in the converters;
-// before opset 7 only the ops of same_since_opset1()).
+// before opset 7 only what check_before_opset7() accepts).
 constexpr int64_t kMinOpset = 1;
 constexpr int64_t kMaxOpset = 21;
 // The training domain's optimizers (Adagrad, Adam, Momentum) exist at version 1 only.
@@ -57,6 +57,12 @@ class Importer {
       : file_(std::move(file)), base_dir_(std::move(base_dir)), options_(options) {}
 
   Result<Graph> run(onnx::ModelProto& model);
+  // Converts `body` (a node's graph attribute, at `pointer`) with its inputs bound to
+  // `inputs`; the names it defines shadow the outer scope's while it converts and are
+  // forgotten after, so it can be converted again.
+  Result<std::vector<Entry>> convert_subgraph(const onnx::GraphProto& body,
+                                              const std::string& pointer,
+                                              const std::vector<Entry>& inputs);
 
   Location at(const std::string& pointer, const std::string& node = {}) const {
     return Location{.file = file_, .pointer = pointer, .node = node};
@@ -69,6 +75,7 @@ class Importer {
   std::unordered_set<uint32_t> temps_;          // IR values with generated names
   std::string file_;
   std::string base_dir_;
+  std::string graph_pointer_ = "/graph";  // the graph whose nodes are being converted
 
   // A name no ONNX tensor and no IR value has, nor any of `pending` (names about to be used).
   std::string fresh_value_name(const std::string& base,
@@ -94,6 +101,16 @@ class Importer {
   Status read_initializers(onnx::GraphProto& g);
   Status read_inputs(const onnx::GraphProto& g);
   Status report_unsupported(const onnx::GraphProto& g);
+  // A sequence or optional graph input (or one of its tensors): its elements become
+  // program inputs, shaped by the options.
+  Result<Entry> structured_input(const std::string& name, const onnx::TypeProto& type,
+                                 const std::string& p, std::set<std::string>& used_shapes);
+  // Adds the program outputs of graph output `name` (a sequence's elements as NAME.i).
+  Status add_output(const std::string& name, Entry& e, const onnx::TypeProto* declared,
+                    const std::string& p, std::vector<ValueId>& outs);
+  // Adds the op types of `g`'s nodes (and of their subgraphs) etc cannot import to `missing`.
+  Status find_unsupported(const onnx::GraphProto& g, const std::string& pointer,
+                          std::map<std::string, UnsupportedOp>& missing);
   Status convert_nodes(const onnx::GraphProto& g);
   Status read_outputs(const onnx::GraphProto& g);
 
@@ -110,12 +127,15 @@ std::string qualified_op_type(const onnx::NodeProto& node) {
 // ---- NodeCtx ------------------------------------------------------------------------------
 
 NodeCtx::NodeCtx(Importer& importer, const onnx::NodeProto& node, int index, int64_t opset)
-    : im_(importer), node_(node), index_(index), opset_(opset) {}
+    : im_(importer),
+      node_(node),
+      index_(index),
+      pointer_(importer.graph_pointer_ + "/node/" + std::to_string(index)),
+      opset_(opset) {}
 
 Location NodeCtx::location() const {
-  return im_.at(
-      "/graph/node/" + std::to_string(index_),
-      node_.name().empty() ? node_.op_type() + "#" + std::to_string(index_) : node_.name());
+  return im_.at(pointer_, node_.name().empty() ? node_.op_type() + "#" + std::to_string(index_)
+                                               : node_.name());
 }
 
 Status NodeCtx::invalid(const std::string& message) const {
@@ -153,7 +173,12 @@ const std::vector<int64_t>& NodeCtx::shape(int i) const {
 
 Result<ValueId> NodeCtx::input(int i) {
   if (!has_input(i)) return invalid("input " + std::to_string(i) + " is required");
-  return im_.materialize(node_.input(i), im_.env_.at(node_.input(i)));  // defined: checked
+  Entry& e = im_.env_.at(node_.input(i));  // defined: checked
+  if (!e.is_tensor()) {
+    return unsupported("input " + std::to_string(i) + " ('" + node_.input(i) +
+                       "') is a sequence or optional; a tensor is needed here");
+  }
+  return im_.materialize(node_.input(i), e);
 }
 
 const HostTensor* NodeCtx::constant(int i) const {
@@ -272,13 +297,44 @@ Status NodeCtx::set_output(int i, ValueId value) {
   const std::string& name = node_.output(i);
   if (im_.env_.count(name)) return invalid("tensor '" + name + "' is defined twice");
   if (im_.temps_.erase(value.v)) {
-    if (!im_.graph_.rename_value(value, name)) {
+    // A subgraph converted more than once (an unrolled Loop or Scan) defines its names
+    // again: the IR value gets a fresh one.
+    const std::string ir_name = im_.graph_.find_value(name) ? im_.fresh_value_name(name) : name;
+    if (!im_.graph_.rename_value(value, ir_name)) {
       return internal_error("ONNX import: name '" + name + "' is taken", location());
     }
   }
   const TensorSpec& spec = im_.graph_.value(value).spec;
   im_.env_[name] = Entry{value, std::nullopt, spec.dtype, spec.sizes};
   return Status();
+}
+
+Entry NodeCtx::entry_of(ValueId v) const {
+  const TensorSpec& spec = im_.graph_.value(v).spec;
+  return Entry{v, std::nullopt, spec.dtype, spec.sizes};
+}
+
+ValueId NodeCtx::value_of(const Entry& e) {
+  return e.value ? *e.value : add_constant(*e.constant);
+}
+
+Status NodeCtx::set_output_entry(int i, const Entry& e) {
+  if (e.is_tensor()) return e.value ? set_output(i, *e.value) : set_output_constant(i, *e.constant);
+  if (!has_output(i)) return Status();
+  const std::string& name = node_.output(i);
+  if (im_.env_.count(name)) return invalid("tensor '" + name + "' is defined twice");
+  im_.env_[name] = e;
+  return Status();
+}
+
+Result<std::vector<Entry>> NodeCtx::subgraph(const std::string& name,
+                                             const std::vector<Entry>& inputs) {
+  const onnx::AttributeProto* a = attr(name);
+  if (a == nullptr) return invalid("attribute '" + name + "' is required");
+  if (a->type() != onnx::AttributeProto::GRAPH) {
+    return invalid("attribute '" + name + "' must be GRAPH, got " + attr_type_name(a->type()));
+  }
+  return im_.convert_subgraph(a->g(), pointer_ + "/" + name, inputs);
 }
 
 void NodeCtx::mark_dynamic_bound(ValueId v) {
@@ -418,10 +474,13 @@ Status Importer::read_inputs(const onnx::GraphProto& g) {
     std::string p = "/graph/input/" + std::to_string(i);
     if (env_.count(in.name())) continue;  // an initializer listed as an input (IR < 4)
     if (in.name().empty()) return invalid_input("a graph input has no name", at(p));
+    if (in.type().has_sequence_type() || in.type().has_optional_type()) {
+      ETC_ASSIGN_OR_RETURN(Entry e, structured_input(in.name(), in.type(), p, used_shapes));
+      env_[in.name()] = std::move(e);
+      continue;
+    }
     if (!in.type().has_tensor_type()) {
-      return etc::unsupported("input '" + in.name() +
-                                  "' is not a tensor (sequences, maps and "
-                                  "optionals are not supported)",
+      return etc::unsupported("input '" + in.name() + "' is not a tensor, sequence or optional",
                               at(p));
     }
     const auto& tt = in.type().tensor_type();
@@ -499,19 +558,30 @@ Status Importer::read_inputs(const onnx::GraphProto& g) {
   return Status();
 }
 
-Status Importer::report_unsupported(const onnx::GraphProto& g) {
+Status Importer::find_unsupported(const onnx::GraphProto& g, const std::string& pointer,
+                                  std::map<std::string, UnsupportedOp>& missing) {
   const auto& table = converters();
-  std::map<std::string, UnsupportedOp> missing;  // op -> node names
   for (int i = 0; i < g.node_size(); ++i) {
     const onnx::NodeProto& n = g.node(i);
     const std::string op = qualified_op_type(n);
+    const std::string node_pointer = pointer + "/node/" + std::to_string(i);
     const bool imported = is_default_domain(n.domain())   ? default_domain_
                           : n.domain() == kTrainingDomain ? training_domain_
                                                           : true;
     if (!imported) {
       return invalid_input("node " + std::to_string(i) + " (" + op + ") is of domain '" +
                                n.domain() + "', which the model's opset_import does not name",
-                           at("/graph/node/" + std::to_string(i)));
+                           at(node_pointer));
+    }
+    // The bodies of If, Loop and Scan: their nodes must be importable too.
+    for (const auto& a : n.attribute()) {
+      if (a.type() == onnx::AttributeProto::GRAPH) {
+        ETC_RETURN_IF_ERROR(find_unsupported(a.g(), node_pointer + "/" + a.name(), missing));
+      }
+      for (int k = 0; k < a.graphs_size(); ++k) {
+        ETC_RETURN_IF_ERROR(find_unsupported(
+            a.graphs(k), node_pointer + "/" + a.name() + "/" + std::to_string(k), missing));
+      }
     }
     // (A default-domain op type never names a domain itself.)
     if (table.count(op) && (!is_default_domain(n.domain()) || op.find(':') == std::string::npos))
@@ -519,8 +589,108 @@ Status Importer::report_unsupported(const onnx::GraphProto& g) {
     missing[op].nodes.push_back(n.name().empty() ? n.op_type() + "#" + std::to_string(i)
                                                  : n.name());
   }
+  return Status();
+}
+
+Result<Entry> Importer::structured_input(const std::string& name, const onnx::TypeProto& type,
+                                         const std::string& p, std::set<std::string>& used_shapes) {
+  if (type.has_tensor_type()) {
+    const auto& tt = type.tensor_type();
+    std::optional<DType> dt = dtype_from_onnx(tt.elem_type());
+    if (!dt) {
+      return etc::unsupported("input '" + name + "' holds " + onnx_dtype_name(tt.elem_type()) +
+                                  ", which etc does not support",
+                              at(p));
+    }
+    std::vector<int64_t> shape;
+    auto given = options_.input_shapes.find(name);
+    if (given != options_.input_shapes.end()) {
+      used_shapes.insert(name);
+      shape = given->second;
+      if (tt.has_shape() && tt.shape().dim_size() != static_cast<int>(shape.size())) {
+        return invalid_input("--input-shape " + name + "=" + shape_to_string(shape) +
+                                 " does not match the declared shape " + dims_string(tt.shape()),
+                             at(p));
+      }
+    } else {
+      bool is_static = tt.has_shape();
+      for (int d = 0; is_static && d < tt.shape().dim_size(); ++d) {
+        is_static = fixed_dim(tt.shape().dim(d));
+        if (is_static) shape.push_back(tt.shape().dim(d).dim_value());
+      }
+      if (!is_static) {
+        return invalid_input("input '" + name +
+                                 "' needs static sizes: give them with --input-shape " + name +
+                                 "=AxBxC",
+                             at(p));
+      }
+    }
+    ValueId v = graph_.add_input(name, TensorSpec::make(*dt, shape));
+    graph_.value(v).origin = p;
+    return Entry{v, std::nullopt, *dt, shape};
+  }
+  if (type.has_sequence_type()) {
+    const onnx::TypeProto& elem = type.sequence_type().elem_type();
+    if (!elem.has_tensor_type()) {
+      return etc::unsupported("input '" + name + "' is a sequence of non-tensors", at(p));
+    }
+    Entry seq;
+    seq.kind = Entry::Kind::kSequence;
+    std::optional<DType> dt = dtype_from_onnx(elem.tensor_type().elem_type());
+    if (!dt) {
+      return etc::unsupported("input '" + name + "' holds " +
+                                  onnx_dtype_name(elem.tensor_type().elem_type()) +
+                                  ", which etc does not support",
+                              at(p));
+    }
+    seq.dtype = *dt;
+    // Its length: the elements NAME.0, NAME.1, ... given shapes.
+    for (int i = 0; options_.input_shapes.count(name + "." + std::to_string(i)); ++i) {
+      ETC_ASSIGN_OR_RETURN(Entry e,
+                           structured_input(name + "." + std::to_string(i), elem, p, used_shapes));
+      seq.elements.push_back(std::move(e));
+    }
+    return seq;
+  }
+  if (type.has_optional_type()) {
+    Entry opt;
+    opt.kind = Entry::Kind::kOptional;
+    const onnx::TypeProto& elem = type.optional_type().elem_type();
+    if (elem.has_tensor_type()) {
+      std::optional<DType> dt = dtype_from_onnx(elem.tensor_type().elem_type());
+      if (dt) opt.dtype = *dt;
+    }
+    if (options_.absent_inputs.count(name)) return opt;
+    ETC_ASSIGN_OR_RETURN(Entry e, structured_input(name, elem, p, used_shapes));
+    opt.dtype = e.dtype;
+    opt.elements.push_back(std::move(e));
+    return opt;
+  }
+  return etc::unsupported("input '" + name + "' is not a tensor, sequence or optional", at(p));
+}
+
+Status Importer::report_unsupported(const onnx::GraphProto& g) {
+  std::map<std::string, UnsupportedOp> missing;  // op -> node names
+  ETC_RETURN_IF_ERROR(find_unsupported(g, "/graph", missing));
   if (missing.empty()) return Status();
   return etc::unsupported(unsupported_ops_message(missing, "op type", "--onnx"), at("/graph/node"));
+}
+
+// The ops that read sequences or optionals (the others take tensors only).
+static bool takes_structured(const std::string& op_type) {
+  static const std::set<std::string> ops = {"Identity",
+                                            "If",
+                                            "Loop",
+                                            "SequenceAt",
+                                            "ConcatFromSequence",
+                                            "SequenceErase",
+                                            "SequenceInsert",
+                                            "SequenceLength",
+                                            "SequenceMap",
+                                            "OptionalHasElement",
+                                            "OptionalGetElement",
+                                            "Optional"};
+  return ops.count(op_type) > 0;
 }
 
 Status Importer::convert_nodes(const onnx::GraphProto& g) {
@@ -536,17 +706,17 @@ Status Importer::convert_nodes(const onnx::GraphProto& g) {
       }
       if (n.input(k).empty()) continue;
       const Entry& e = env_.at(n.input(k));
+      if (!e.is_tensor() && !takes_structured(n.op_type())) {
+        return ctx.unsupported("input '" + n.input(k) + "' is " +
+                               (e.kind == Entry::Kind::kSequence ? "a sequence" : "an optional") +
+                               "; this op takes tensors");
+      }
       if (e.value && graph_.value(*e.value).spec.dynamism == ShapeDynamism::kDynamicBound) {
         return ctx.unsupported("input '" + n.input(k) +
                                "' has a size known only at run time (an output of "
                                "NonZero, NonMaxSuppression or Unique); etc takes such "
                                "tensors only as graph outputs");
       }
-    }
-    if (opset_ < 7 && !same_since_opset1(n.op_type())) {
-      return ctx.unsupported("a model of opset " + std::to_string(opset_) +
-                             ": before opset 7 etc converts only the op types whose meaning has "
-                             "not changed since opset 1 (broadcasting and attributes differ)");
     }
     const std::string op = qualified_op_type(n);
     // Arity first, so no converter reads an input or output the node does not have.
@@ -560,6 +730,7 @@ Status Importer::convert_nodes(const onnx::GraphProto& g) {
     if (!any_output) return ctx.invalid("the node has no outputs");
     const bool y_optional = n.op_type() == "LSTM" || n.op_type() == "GRU" || n.op_type() == "RNN";
     if (!ctx.has_output(0) && !y_optional) return ctx.invalid("the node has no output 0");
+    if (opset_ < 7) ETC_RETURN_IF_ERROR(check_before_opset7(ctx));
     Result<bool> evaluated = try_evaluate(ctx);
     Status converted = !evaluated.ok() ? evaluated.status()
                        : *evaluated    ? Status()
@@ -583,6 +754,141 @@ Status Importer::convert_nodes(const onnx::GraphProto& g) {
   return Status();
 }
 
+Result<std::vector<Entry>> Importer::convert_subgraph(const onnx::GraphProto& body,
+                                                      const std::string& pointer,
+                                                      const std::vector<Entry>& inputs) {
+  if (body.input_size() != static_cast<int>(inputs.size())) {
+    return invalid_input("the subgraph has " + std::to_string(body.input_size()) +
+                             " inputs; the node gives it " + std::to_string(inputs.size()),
+                         at(pointer));
+  }
+  if (body.sparse_initializer_size() > 0) {
+    return etc::unsupported("sparse initializers are not supported",
+                            at(pointer + "/sparse_initializer/0"));
+  }
+  // The names the body defines hide the outer scope's while it converts.
+  std::vector<std::string> names;
+  for (const auto& in : body.input())
+    names.push_back(in.name());
+  for (const auto& t : body.initializer())
+    names.push_back(t.name());
+  for (const auto& n : body.node()) {
+    for (const auto& o : n.output()) {
+      if (!o.empty()) names.push_back(o);
+    }
+  }
+  std::vector<std::pair<std::string, Entry>> hidden;
+  for (const std::string& name : names) {
+    auto it = env_.find(name);
+    if (it != env_.end()) {
+      hidden.emplace_back(name, std::move(it->second));
+      env_.erase(it);
+    }
+  }
+  auto convert = [&]() -> Result<std::vector<Entry>> {
+    for (int i = 0; i < body.input_size(); ++i) {
+      const std::string& name = body.input(i).name();
+      const std::string p = pointer + "/input/" + std::to_string(i);
+      if (name.empty()) return invalid_input("a subgraph input has no name", at(p));
+      if (env_.count(name)) return invalid_input("'" + name + "' is defined twice", at(p));
+      env_[name] = inputs[static_cast<size_t>(i)];
+    }
+    for (int i = 0; i < body.initializer_size(); ++i) {
+      onnx::TensorProto t = body.initializer(i);  // decode_tensor moves raw_data out
+      const std::string p = pointer + "/initializer/" + std::to_string(i);
+      if (t.name().empty() || env_.count(t.name())) {
+        return invalid_input("an initializer has no name or one defined twice", at(p));
+      }
+      ETC_ASSIGN_OR_RETURN(HostTensor h, decode_tensor(t, base_dir_, at(p)));
+      const DType dt = h.dtype;
+      std::vector<int64_t> shape = h.shape;
+      env_[t.name()] = Entry{std::nullopt, std::move(h), dt, std::move(shape)};
+    }
+    const std::string outer = graph_pointer_;
+    graph_pointer_ = pointer;
+    Status s = convert_nodes(body);
+    graph_pointer_ = outer;
+    ETC_RETURN_IF_ERROR(s);
+    std::vector<Entry> outs;
+    for (int i = 0; i < body.output_size(); ++i) {
+      auto it = env_.find(body.output(i).name());
+      if (it == env_.end()) {
+        return invalid_input("output '" + body.output(i).name() + "' is not produced by any node",
+                             at(pointer + "/output/" + std::to_string(i)));
+      }
+      outs.push_back(it->second);
+    }
+    return outs;
+  };
+  Result<std::vector<Entry>> outs = convert();
+  for (const std::string& name : names)
+    env_.erase(name);
+  for (auto& [name, e] : hidden)
+    env_[name] = std::move(e);
+  return outs;
+}
+
+Status Importer::add_output(const std::string& name, Entry& e, const onnx::TypeProto* declared,
+                            const std::string& p, std::vector<ValueId>& outs) {
+  if (e.kind == Entry::Kind::kSequence) {
+    const onnx::TypeProto* elem = declared && declared->has_sequence_type()
+                                      ? &declared->sequence_type().elem_type()
+                                      : nullptr;
+    for (size_t i = 0; i < e.elements.size(); ++i) {
+      ETC_RETURN_IF_ERROR(add_output(name + "." + std::to_string(i), e.elements[i], elem, p, outs));
+    }
+    return Status();
+  }
+  if (e.kind == Entry::Kind::kOptional) {
+    const onnx::TypeProto* elem = declared && declared->has_optional_type()
+                                      ? &declared->optional_type().elem_type()
+                                      : nullptr;
+    if (!e.elements.empty()) ETC_RETURN_IF_ERROR(add_output(name, e.elements[0], elem, p, outs));
+    return Status();
+  }
+  ValueId v = materialize(name, e);
+  if (graph_.value(v).name != name) {
+    // An alias (Identity) or a constant: give the output its own name.
+    ETC_ASSIGN_OR_RETURN(std::vector<ArgValue> args, bind_args(OpKind::Clone, {{"self", v}}));
+    const TensorSpec& spec = graph_.value(v).spec;
+    NodeId id =
+        graph_.add_node(OpKind::Clone, graph_.unique_node_name(name + "/output"), std::move(args),
+                        {graph_.find_value(name) ? fresh_value_name(name) : name},
+                        {TensorSpec::make(spec.dtype, spec.sizes)});
+    const ShapeDynamism dynamism = spec.dynamism;
+    v = graph_.node(id).outputs[0];
+    graph_.value(v).spec.dynamism = dynamism;
+  }
+  const TensorSpec& spec = graph_.value(v).spec;
+  if (declared && declared->has_tensor_type()) {
+    const auto& tt = declared->tensor_type();
+    std::optional<DType> dt = dtype_from_onnx(tt.elem_type());
+    if (tt.elem_type() != 0 && dt && *dt != spec.dtype) {
+      return invalid_input("output '" + name + "' is declared " + onnx_dtype_name(tt.elem_type()) +
+                               " but computes " + spec.type_string(),
+                           at(p));
+    }
+    if (tt.has_shape()) {
+      bool ok = tt.shape().dim_size() == static_cast<int>(spec.sizes.size());
+      for (int d = 0; ok && d < tt.shape().dim_size(); ++d) {
+        const auto& dim = tt.shape().dim(d);
+        // A dynamic-bound output's sizes are upper bounds.
+        const bool bound = spec.dynamism == ShapeDynamism::kDynamicBound;
+        if (fixed_dim(dim) &&
+            (bound ? dim.dim_value() > spec.sizes[d] : dim.dim_value() != spec.sizes[d]))
+          ok = false;
+      }
+      if (!ok) {
+        return invalid_input("output '" + name + "' is declared with shape " +
+                                 dims_string(tt.shape()) + " but computes " + spec.type_string(),
+                             at(p));
+      }
+    }
+  }
+  outs.push_back(v);
+  return Status();
+}
+
 Status Importer::read_outputs(const onnx::GraphProto& g) {
   if (g.output_size() == 0) return invalid_input("the graph has no outputs", at("/graph/output"));
   std::vector<ValueId> outs;
@@ -593,47 +899,14 @@ Status Importer::read_outputs(const onnx::GraphProto& g) {
     if (it == env_.end()) {
       return invalid_input("output '" + o.name() + "' is not produced by any node", at(p));
     }
-    ValueId v = materialize(o.name(), it->second);
-    if (graph_.value(v).name != o.name()) {
-      // An alias (Identity) or a constant: give the output its own name.
-      std::vector<TensorType> types;
-      ETC_ASSIGN_OR_RETURN(std::vector<ArgValue> args, bind_args(OpKind::Clone, {{"self", v}}));
-      const TensorSpec& spec = graph_.value(v).spec;
-      NodeId id =
-          graph_.add_node(OpKind::Clone, graph_.unique_node_name(o.name() + "/output"),
-                          std::move(args), {o.name()}, {TensorSpec::make(spec.dtype, spec.sizes)});
-      const ShapeDynamism dynamism = spec.dynamism;
-      v = graph_.node(id).outputs[0];
-      graph_.value(v).spec.dynamism = dynamism;
-    }
-    const TensorSpec& spec = graph_.value(v).spec;
-    if (o.type().has_tensor_type()) {
-      const auto& tt = o.type().tensor_type();
-      std::optional<DType> dt = dtype_from_onnx(tt.elem_type());
-      if (tt.elem_type() != 0 && dt && *dt != spec.dtype) {
-        return invalid_input("output '" + o.name() + "' is declared " +
-                                 onnx_dtype_name(tt.elem_type()) + " but computes " +
-                                 spec.type_string(),
-                             at(p));
-      }
-      if (tt.has_shape()) {
-        bool ok = tt.shape().dim_size() == static_cast<int>(spec.sizes.size());
-        for (int d = 0; ok && d < tt.shape().dim_size(); ++d) {
-          const auto& dim = tt.shape().dim(d);
-          // A dynamic-bound output's sizes are upper bounds.
-          const bool bound = spec.dynamism == ShapeDynamism::kDynamicBound;
-          if (fixed_dim(dim) &&
-              (bound ? dim.dim_value() > spec.sizes[d] : dim.dim_value() != spec.sizes[d]))
-            ok = false;
-        }
-        if (!ok) {
-          return invalid_input("output '" + o.name() + "' is declared with shape " +
-                                   dims_string(tt.shape()) + " but computes " + spec.type_string(),
-                               at(p));
-        }
-      }
-    }
-    outs.push_back(v);
+    ETC_RETURN_IF_ERROR(
+        add_output(o.name(), it->second, o.has_type() ? &o.type() : nullptr, p, outs));
+  }
+  if (outs.empty()) {
+    return etc::unsupported(
+        "the outputs are empty sequences or absent optionals: the program "
+        "would have no outputs",
+        at("/graph/output"));
   }
   graph_.set_outputs(std::move(outs));
   return Status();
@@ -654,10 +927,6 @@ Result<Graph> Importer::run(onnx::ModelProto& model) {
   ETC_RETURN_IF_ERROR(report_unsupported(g));
   ETC_RETURN_IF_ERROR(read_initializers(g));
   ETC_RETURN_IF_ERROR(read_inputs(g));
-  if (graph_.inputs().empty()) {
-    return etc::unsupported("the model has no runtime inputs (every input has an initializer)",
-                            at("/graph/input"));
-  }
   ETC_RETURN_IF_ERROR(convert_nodes(g));
   ETC_RETURN_IF_ERROR(read_outputs(g));
   Status v = verify_graph(graph_);
@@ -728,8 +997,12 @@ Result<std::pair<std::string, std::vector<int64_t>>> parse_input_shape(const std
 
 Result<OnnxTensor> load_onnx_tensor_file(const std::string& path) {
   ETC_ASSIGN_OR_RETURN(std::shared_ptr<const Blob> blob, map_file(path));
+  return parse_onnx_tensor(blob->bytes(), path);
+}
+
+Result<OnnxTensor> parse_onnx_tensor(std::span<const uint8_t> bytes, const std::string& path) {
   onnx::TensorProto t;
-  if (!t.ParseFromArray(blob->bytes().data(), static_cast<int>(blob->bytes().size()))) {
+  if (!t.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
     return invalid_input("not a serialized ONNX TensorProto", Location{.file = path});
   }
   std::string dir = std::filesystem::path(path).parent_path().string();

@@ -204,9 +204,6 @@ Result<ValueId> binary_values(NodeCtx& ctx, Bin op, int ia, int ib) {
 
 Converter binary(Bin op) {
   return [op](NodeCtx& ctx) -> Status {
-    if (ctx.opset() < 7 && ctx.attr("broadcast")) {
-      return ctx.unsupported("the legacy 'broadcast' attribute (opset < 7)");
-    }
     ETC_ASSIGN_OR_RETURN(ValueId y, binary_values(ctx, op, 0, 1));
     return ctx.set_output(0, y);
   };
@@ -327,13 +324,24 @@ Status convert_leaky_relu(NodeCtx& ctx) {
 
 Status convert_prelu(NodeCtx& ctx) {
   if (!dtype_is_float(ctx.dtype(0))) return ctx.unsupported("integer inputs");
-  std::optional<std::vector<int64_t>> shape = broadcast_shapes(ctx.shape(0), ctx.shape(1));
-  if (!shape || *shape != ctx.shape(0)) {
+  const std::vector<int64_t>& xs = ctx.shape(0);
+  // Before opset 7 (no numpy broadcasting yet), a slope of one value per channel applies
+  // along dim 1, as PyTorch's and Caffe2's exports of that time meant it.
+  const bool per_channel = ctx.opset() < 7 && ctx.rank(1) == 1 && xs.size() > 2 &&
+                           ctx.shape(1)[0] == xs[1] && xs[1] != 1;
+  std::vector<int64_t> channel_view(xs.size() - 1, 1);
+  if (per_channel) channel_view[0] = xs[1];
+  std::optional<std::vector<int64_t>> shape =
+      broadcast_shapes(xs, per_channel ? channel_view : ctx.shape(1));
+  if (!shape || *shape != xs) {
     return ctx.invalid("slope " + shape_to_string(ctx.shape(1)) + " does not broadcast to X " +
-                       shape_to_string(ctx.shape(0)));
+                       shape_to_string(xs));
   }
   ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
   ETC_ASSIGN_OR_RETURN(ValueId slope, ctx.input(1));
+  if (per_channel) {
+    ETC_ASSIGN_OR_RETURN(slope, reshape(ctx, slope, channel_view));
+  }
   ETC_ASSIGN_OR_RETURN(ValueId y, leaky(ctx, x, std::nullopt, slope));
   return ctx.set_output(0, y);
 }
@@ -1153,6 +1161,7 @@ Status convert_gelu(NodeCtx& ctx) {
 }
 
 Status convert_identity(NodeCtx& ctx) {
+  if (!ctx.input_entry(0).is_tensor()) return ctx.set_output_entry(0, ctx.input_entry(0));
   if (ctx.op_type() == "Dropout") {
     if (ctx.has_input(2)) {
       // Training drops at random; with a ratio of 0 it keeps every element, as inference.
@@ -1175,6 +1184,42 @@ Status convert_identity(NodeCtx& ctx) {
     }
   }
   return alias(ctx, 0, 0);
+}
+
+// BitShift(X, Y; direction) of uint8 tensors (the unsigned type etc has): in int64, X times
+// (LEFT, then wrapped back to uint8 by the cast) or floor-divided by (RIGHT) 2^min(Y, 8),
+// taken from a constant table; shifts of 8 or more give 0 either way.
+Status convert_bit_shift(NodeCtx& ctx) {
+  if (ctx.dtype(0) != DType::kUInt8 || ctx.dtype(1) != DType::kUInt8) {
+    return ctx.unsupported("X and Y of type " + std::string(dtype_name(ctx.dtype(0))) + " and " +
+                           std::string(dtype_name(ctx.dtype(1))) + " (uint8 only)");
+  }
+  ETC_ASSIGN_OR_RETURN(std::string direction, ctx.attr_string("direction", std::nullopt));
+  if (direction != "LEFT" && direction != "RIGHT")
+    return ctx.invalid("direction must be LEFT or RIGHT, got '" + direction + "'");
+  constexpr int64_t kBits = 8;
+  std::vector<int64_t> powers;
+  for (int64_t k = 0; k <= kBits; ++k)
+    powers.push_back(int64_t{1} << k);
+  ValueId table = ctx.add_constant(host_from_ints(DType::kInt64, {kBits + 1}, powers));
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId y, ctx.input(1));
+  ETC_ASSIGN_OR_RETURN(x, ctx.emit(OpKind::ToCopy, {{"self", x}, {"dtype", DType::kInt64}}));
+  ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::ToCopy, {{"self", y}, {"dtype", DType::kInt64}}));
+  ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::Clamp, {{"self", y}, {"max", Scalar{kBits}}}));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId p,
+      ctx.emit(OpKind::IndexTensor, {{"self", table}, {"indices", std::vector<ValueId>{y}}}));
+  ValueId r;
+  if (direction == "LEFT") {
+    ETC_ASSIGN_OR_RETURN(r, ctx.emit(OpKind::MulTensor, {{"self", x}, {"other", p}}));
+  } else {
+    ETC_ASSIGN_OR_RETURN(
+        r, ctx.emit(OpKind::DivTensorMode,
+                    {{"self", x}, {"other", p}, {"rounding_mode", std::string("floor")}}));
+  }
+  ETC_ASSIGN_OR_RETURN(r, ctx.emit(OpKind::ToCopy, {{"self", r}, {"dtype", DType::kUInt8}}));
+  return ctx.set_output(0, r);
 }
 
 // Resize (opset 10+) and Upsample (opset 7-9) of the two spatial dims of NCHW tensors.
@@ -1234,6 +1279,18 @@ int required_inputs(const std::string& op_type) {
       {"PRelu", 2},
       {"Pow", 2},
       {"Range", 3},
+      {"MelWeightMatrix", 5},
+      {"RoiAlign", 3},
+      {"SequenceConstruct", 1},
+      {"SequenceEmpty", 0},
+      {"SequenceInsert", 2},
+      {"SequenceAt", 2},
+      {"SequenceMap", 1},
+      {"Optional", 0},
+      {"OptionalHasElement", 0},
+      {"BitShift", 2},
+      {"Loop", 0},  // M and cond are optional
+      {"Scan", 0},  // Scan-8's sequence_lens is optional
       {"Scatter", 3},
       {"ScatterElements", 3},
       {"ScatterND", 3},
@@ -1289,6 +1346,62 @@ bool same_since_opset1(const std::string& op_type) {
       "Unsqueeze",
   };
   return same.count(op_type) != 0;
+}
+
+Status check_before_opset7(NodeCtx& ctx) {
+  const std::string& op = ctx.op_type();
+  const int64_t v = ctx.opset();
+  // The binary ops' legacy `broadcast`: B aligned with A's trailing dims (or at `axis`),
+  // the result A's shape. Where `axis` is A's rank less B's, numpy broadcasting computes
+  // the same. (Gemm's `broadcast` of C is within opset 7's unidirectional broadcasting.)
+  if (const onnx::AttributeProto* b = ctx.attr("broadcast"); b != nullptr && op != "Gemm") {
+    if (ctx.num_inputs() != 2) return ctx.invalid("'broadcast' needs two inputs");
+    const std::vector<int64_t>&sa = ctx.shape(0), &sb = ctx.shape(1);
+    const auto suffix = static_cast<int64_t>(sa.size()) - static_cast<int64_t>(sb.size());
+    if (b->i() != 0) {
+      ETC_ASSIGN_OR_RETURN(int64_t axis, ctx.attr_int("axis", suffix));
+      std::optional<std::vector<int64_t>> shape = broadcast_shapes(sa, sb);
+      if (axis != suffix || !shape || *shape != sa) {
+        return ctx.unsupported("the legacy 'broadcast' of B " + shape_to_string(sb) + " onto A " +
+                               shape_to_string(sa) + " at axis " + std::to_string(axis) +
+                               " (etc takes B aligned with A's trailing dims)");
+      }
+    } else if (sa != sb) {
+      return ctx.invalid("without 'broadcast', A " + shape_to_string(sa) + " and B " +
+                         shape_to_string(sb) + " must have one shape");
+    }
+  }
+  static const std::set<std::string> binary_with_broadcast = {"Pow",   "And",     "Or",  "Xor",
+                                                              "Equal", "Greater", "Less"};
+  bool same = same_since_opset1(op) || binary_with_broadcast.count(op) > 0 || op == "Gemm" ||
+              (op == "Concat" && v >= 4) || (op == "Split" && v >= 2) || (op == "Tile" && v >= 6);
+  if (op == "ConvTranspose") {
+    // ConvTranspose-1's rules for output_shape and SAME pads differ from opset 11's; with
+    // explicit pads it means the same.
+    ETC_ASSIGN_OR_RETURN(std::string auto_pad, ctx.attr_string("auto_pad", "NOTSET"));
+    if (auto_pad != "NOTSET" || ctx.attr("output_shape")) {
+      return ctx.unsupported("a model of opset " + std::to_string(v) +
+                             ": ConvTranspose with auto_pad or output_shape (their rules "
+                             "changed in opset 11)");
+    }
+    same = true;
+  }
+  if (op == "BatchNormalization" || op == "Dropout") {
+    // `is_test` 1 is inference, all opset 7 has; the default 0 trains.
+    ETC_ASSIGN_OR_RETURN(int64_t is_test, ctx.attr_int("is_test", 0));
+    ETC_ASSIGN_OR_RETURN(int64_t spatial, ctx.attr_int("spatial", 1));
+    if (is_test != 1 || spatial != 1) {
+      return ctx.unsupported("a model of opset " + std::to_string(v) + ": " + op +
+                             " in training mode (is_test=0) or with spatial=0");
+    }
+    same = true;
+  }
+  if (!same) {
+    return ctx.unsupported("a model of opset " + std::to_string(v) +
+                           ": before opset 7 etc converts only the op types whose meaning has "
+                           "not changed since opset 1 (broadcasting and attributes differ)");
+  }
+  return Status();
 }
 
 const std::map<std::string, Converter>& converters() {
@@ -1386,6 +1499,27 @@ const std::map<std::string, Converter>& converters() {
         {"Pad", convert_pad},
         {"Pow", convert_pow},
         {"Range", evaluated_only},
+        {"If", convert_if},
+        {"SequenceConstruct", convert_sequence_construct},
+        {"SequenceEmpty", convert_sequence_empty},
+        {"SequenceInsert", convert_sequence_insert},
+        {"SequenceAt", convert_sequence_at},
+        {"SequenceErase", convert_sequence_erase},
+        {"SequenceLength", convert_sequence_length},
+        {"SequenceMap", convert_sequence_map},
+        {"ConcatFromSequence", convert_concat_from_sequence},
+        {"SplitToSequence", convert_split_to_sequence},
+        {"Optional", convert_optional},
+        {"OptionalHasElement", convert_optional_has_element},
+        {"OptionalGetElement", convert_optional_get_element},
+        {"BitShift", convert_bit_shift},
+        {"RoiAlign", convert_roi_align},
+        {"Loop", convert_loop},
+        {"Scan", convert_scan},
+        {"HannWindow", evaluated_only},
+        {"HammingWindow", evaluated_only},
+        {"BlackmanWindow", evaluated_only},
+        {"MelWeightMatrix", evaluated_only},
         {"ReduceL2", reduce(Reduce::kL2)},
         {"ReduceMax", reduce(Reduce::kMax)},
         {"ReduceMin", reduce(Reduce::kMin)},

@@ -64,7 +64,71 @@ Result<bool> accumulate_of(NodeCtx& ctx) {
   if (!reduction.ok()) return reduction.status();
   if (*reduction == "none") return false;
   if (*reduction == "add") return true;
-  return ctx.unsupported("reduction '" + *reduction + "' (only 'none' and 'add')");
+  return ctx.unsupported("reduction '" + *reduction +
+                         "' (only 'none', 'add' and, with indices known at export time, 'mul')");
+}
+
+// A scatter with reduction 'mul' whose index tuples (into data, non-negative) are known at
+// export time: data times a tensor of ones with the updates (viewed as [tuples, rest...],
+// `rows_shape`) put at the tuples. Tuples that repeat multiply each of their updates in:
+// the updates go in layers, each tuple at most once per layer (index_put without
+// accumulation keeps one value per index).
+Status scatter_mul(NodeCtx& ctx, const std::vector<std::vector<int64_t>>& tuples,
+                   const std::vector<int64_t>& rows_shape) {
+  std::map<std::vector<int64_t>, int64_t> seen;
+  std::vector<std::vector<int64_t>> rows_of_layer;
+  std::vector<std::vector<std::vector<int64_t>>> tuples_of_layer;
+  for (size_t j = 0; j < tuples.size(); ++j) {
+    const auto layer = static_cast<size_t>(seen[tuples[j]]++);
+    if (layer == rows_of_layer.size()) {
+      rows_of_layer.emplace_back();
+      tuples_of_layer.emplace_back();
+    }
+    rows_of_layer[layer].push_back(static_cast<int64_t>(j));
+    tuples_of_layer[layer].push_back(tuples[j]);
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId updates, ctx.input(2));
+  ETC_ASSIGN_OR_RETURN(updates, reshape(ctx, updates, rows_shape));
+  ETC_ASSIGN_OR_RETURN(ValueId ones,
+                       ctx.emit(OpKind::FullLike, {{"self", x}, {"fill_value", Scalar{1.0}}}));
+  const size_t k = tuples.empty() ? 0 : tuples[0].size();
+  for (size_t layer = 0; layer < rows_of_layer.size(); ++layer) {
+    const auto n = static_cast<int64_t>(rows_of_layer[layer].size());
+    ValueId rows = ctx.add_constant(host_from_ints(DType::kInt64, {n}, rows_of_layer[layer]));
+    ETC_ASSIGN_OR_RETURN(ValueId values,
+                         ctx.emit(OpKind::IndexTensor,
+                                  {{"self", updates}, {"indices", std::vector<ValueId>{rows}}}));
+    std::vector<ValueId> indices;
+    for (size_t d = 0; d < k; ++d) {
+      std::vector<int64_t> component;
+      for (const auto& t : tuples_of_layer[layer])
+        component.push_back(t[d]);
+      indices.push_back(ctx.add_constant(host_from_ints(DType::kInt64, {n}, component)));
+    }
+    ETC_ASSIGN_OR_RETURN(ValueId factor, ctx.emit(OpKind::IndexPut, {{"self", ones},
+                                                                     {"indices", indices},
+                                                                     {"values", values},
+                                                                     {"accumulate", false}}));
+    ETC_ASSIGN_OR_RETURN(x, ctx.emit(OpKind::MulTensor, {{"self", x}, {"other", factor}}));
+  }
+  return ctx.set_output(0, x);
+}
+
+// `t[d]` checked against dim d of data and made non-negative.
+Status wrap_index(NodeCtx& ctx, int64_t& i, size_t d) {
+  const int64_t n = ctx.shape(0)[d];
+  if (i < -n || i >= n) {
+    return ctx.invalid("index " + std::to_string(i) + " is out of range for dim " +
+                       std::to_string(d) + " of size " + std::to_string(n));
+  }
+  if (i < 0) i += n;
+  return Status();
+}
+
+bool is_mul_reduction(NodeCtx& ctx) {
+  Result<std::string> r = ctx.attr_string("reduction", "none");
+  return r.ok() && *r == "mul";
 }
 
 }  // namespace
@@ -99,6 +163,26 @@ Status convert_scatter_elements(NodeCtx& ctx) {
                        " must have the indices' shape " + shape_to_string(ctx.shape(1)));
   }
   if (ctx.dtype(2) != ctx.dtype(0)) return ctx.invalid("updates must have data's type");
+  if (is_mul_reduction(ctx)) {
+    // Each element of indices names data at its own position, `axis` replaced.
+    ETC_ASSIGN_OR_RETURN(const HostTensor* idx,
+                         ctx.require_constant(1, "the indices of a 'mul' reduction"));
+    const std::vector<int64_t> flat = idx->ints();
+    const std::vector<int64_t>& shape = ctx.shape(1);
+    std::vector<std::vector<int64_t>> tuples;
+    std::vector<int64_t> pos(shape.size(), 0);
+    for (int64_t v : flat) {
+      tuples.push_back(pos);
+      tuples.back()[static_cast<size_t>(axis)] = v;
+      ETC_RETURN_IF_ERROR(
+          wrap_index(ctx, tuples.back()[static_cast<size_t>(axis)], static_cast<size_t>(axis)));
+      for (size_t d = shape.size(); d-- > 0;) {
+        if (++pos[d] < shape[d]) break;
+        pos[d] = 0;
+      }
+    }
+    return scatter_mul(ctx, tuples, {static_cast<int64_t>(tuples.size())});
+  }
   ETC_ASSIGN_OR_RETURN(bool accumulate, accumulate_of(ctx));
   ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
   ETC_ASSIGN_OR_RETURN(ValueId idx, ctx.input(1));
@@ -157,6 +241,21 @@ Status convert_scatter_nd(NodeCtx& ctx) {
   if (ctx.shape(2) != want) {
     return ctx.invalid("updates " + shape_to_string(ctx.shape(2)) + " must have shape " +
                        shape_to_string(want));
+  }
+  if (is_mul_reduction(ctx)) {
+    ETC_ASSIGN_OR_RETURN(const HostTensor* idx,
+                         ctx.require_constant(1, "the indices of a 'mul' reduction"));
+    const std::vector<int64_t> flat = idx->ints();
+    std::vector<std::vector<int64_t>> tuples;
+    for (size_t j = 0; j + static_cast<size_t>(k) <= flat.size(); j += static_cast<size_t>(k)) {
+      tuples.emplace_back(flat.begin() + static_cast<int64_t>(j),
+                          flat.begin() + static_cast<int64_t>(j) + k);
+      for (size_t d = 0; d < static_cast<size_t>(k); ++d)
+        ETC_RETURN_IF_ERROR(wrap_index(ctx, tuples.back()[d], d));
+    }
+    std::vector<int64_t> rows_shape{static_cast<int64_t>(tuples.size())};
+    rows_shape.insert(rows_shape.end(), ctx.shape(0).begin() + k, ctx.shape(0).end());
+    return scatter_mul(ctx, tuples, rows_shape);
   }
   ETC_ASSIGN_OR_RETURN(bool accumulate, accumulate_of(ctx));
   ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));

@@ -100,6 +100,97 @@ void window_to_2d(Window& w) {
   w.pad_end.insert(w.pad_end.begin(), 0);
 }
 
+// A 3-d convolution as 2-d ones, one per kernel depth kd, over the depth slices as a batch
+// (`w`'s pads resolved; negative transposed pads extend the output). Conv: output depth od
+// sums the 2-d convolutions of the (padded) input slice od * stride + kd * dilation by
+// W[:, :, kd]. ConvTranspose: input slice id's 2-d transposed convolution by W[:, :, kd]
+// adds into output depth id * stride + kd * dilation (index_put, accumulating), and the pads
+// are cropped from the full output after. The bias is added last.
+Result<ValueId> convolve_3d(NodeCtx& ctx, ValueId x, ValueId wt, std::optional<ValueId> bias,
+                            bool transposed, const Window& w, const std::vector<int64_t>& out_pad,
+                            int64_t group) {
+  const std::vector<int64_t> xs = ctx.sizes_of(x), ws = ctx.sizes_of(wt);
+  const int64_t n = xs[0], depth = xs[2], kd_count = ws[2];
+  const int64_t stride = w.strides[0], dil = w.dilations[0];
+  const std::vector<int64_t> stride2{w.strides[1], w.strides[2]},
+      dil2{w.dilations[1], w.dilations[2]};
+  if (!transposed) {
+    ETC_ASSIGN_OR_RETURN(x, pad_spatial(ctx, x, w, 0.0));
+  }
+  const std::vector<int64_t> ps = ctx.sizes_of(x);  // [N, C, D, H, W], padded for Conv
+  ETC_ASSIGN_OR_RETURN(ValueId slices, permute(ctx, x, {2, 0, 1, 3, 4}));  // [D, N, C, H, W]
+  const int64_t out_depth = transposed
+                                ? (depth - 1) * stride + (kd_count - 1) * dil + 1 + out_pad[0]
+                                : (ps[2] - (kd_count - 1) * dil - 1) / stride + 1;
+  const int64_t steps = transposed ? depth : out_depth;
+  if (steps <= 0) return ctx.invalid("the convolution's output would be empty");
+  std::optional<ValueId> acc;
+  for (int64_t kd = 0; kd < kd_count; ++kd) {
+    ETC_ASSIGN_OR_RETURN(ValueId wk, ctx.emit(OpKind::SelectInt,
+                                              {{"self", wt}, {"dim", int64_t{2}}, {"index", kd}}));
+    ValueId in = slices;
+    if (!transposed) {
+      // The input slices output depth od reads at this kd.
+      std::vector<int64_t> at(static_cast<size_t>(out_depth));
+      for (int64_t od = 0; od < out_depth; ++od)
+        at[static_cast<size_t>(od)] = od * stride + kd * dil;
+      ValueId idx = ctx.add_constant(host_from_ints(DType::kInt64, {out_depth}, at));
+      ETC_ASSIGN_OR_RETURN(in,
+                           ctx.emit(OpKind::IndexTensor,
+                                    {{"self", slices}, {"indices", std::vector<ValueId>{idx}}}));
+    }
+    ETC_ASSIGN_OR_RETURN(in, reshape(ctx, in, {steps * n, ps[1], ps[3], ps[4]}));
+    ETC_ASSIGN_OR_RETURN(ValueId y,
+                         ctx.emit(OpKind::Convolution,
+                                  {{"input", in},
+                                   {"weight", wk},
+                                   {"bias", kNone},
+                                   {"stride", stride2},
+                                   {"padding", std::vector<int64_t>{0, 0}},
+                                   {"dilation", dil2},
+                                   {"transposed", transposed},
+                                   {"output_padding", std::vector<int64_t>{out_pad[1], out_pad[2]}},
+                                   {"groups", group}}));
+    const std::vector<int64_t> ys = ctx.sizes_of(y);
+    ETC_ASSIGN_OR_RETURN(y, reshape(ctx, y, {steps, n, ys[1], ys[2], ys[3]}));
+    if (!transposed) {
+      if (acc) {
+        ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::AddTensor, {{"self", *acc}, {"other", y}}));
+      }
+      acc = y;
+      continue;
+    }
+    if (!acc) {
+      ETC_ASSIGN_OR_RETURN(
+          acc, ctx.emit(OpKind::Zeros,
+                        {{"size", std::vector<int64_t>{out_depth, n, ys[1], ys[2], ys[3]}},
+                         {"dtype", ctx.dtype(0)}}));
+    }
+    std::vector<int64_t> at(static_cast<size_t>(depth));
+    for (int64_t id = 0; id < depth; ++id)
+      at[static_cast<size_t>(id)] = id * stride + kd * dil;
+    ValueId idx = ctx.add_constant(host_from_ints(DType::kInt64, {depth}, at));
+    ETC_ASSIGN_OR_RETURN(acc, ctx.emit(OpKind::IndexPut, {{"self", *acc},
+                                                          {"indices", std::vector<ValueId>{idx}},
+                                                          {"values", y},
+                                                          {"accumulate", true}}));
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId y, permute(ctx, *acc, {1, 2, 0, 3, 4}));  // [N, C, D, H, W]
+  if (transposed) {
+    // Crop the pads (negative ones add zeros).
+    std::vector<int64_t> pad;
+    for (size_t i = w.pad_begin.size(); i-- > 0;)
+      pad.insert(pad.end(), {-w.pad_begin[i], -w.pad_end[i]});
+    ETC_ASSIGN_OR_RETURN(
+        y, ctx.emit(OpKind::ConstantPadNd, {{"self", y}, {"pad", pad}, {"value", Scalar{0.0}}}));
+  }
+  if (bias) {
+    ETC_ASSIGN_OR_RETURN(ValueId b, reshape(ctx, *bias, {1, ctx.sizes_of(y)[1], 1, 1, 1}));
+    ETC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::AddTensor, {{"self", y}, {"other", b}}));
+  }
+  return y;
+}
+
 }  // namespace
 
 Status convert_conv(NodeCtx& ctx, bool transposed) {
@@ -117,9 +208,9 @@ Status convert_conv(NodeCtx& ctx, bool transposed) {
 Result<ValueId> convolve(NodeCtx& ctx, ValueId x, ValueId wt, std::optional<ValueId> bias_value,
                          bool transposed) {
   const std::vector<int64_t> xs = ctx.sizes_of(x), ws = ctx.sizes_of(wt);
-  if (xs.size() != 3 && xs.size() != 4) {
+  if (xs.size() != 3 && xs.size() != 4 && xs.size() != 5) {
     return ctx.unsupported("input of rank " + std::to_string(xs.size()) +
-                           " (1-d and 2-d convolutions only)");
+                           " (1-d, 2-d and 3-d convolutions only)");
   }
   if (ws.size() != xs.size()) return ctx.invalid("W must have the rank of X");
   const std::vector<int64_t> spatial(xs.begin() + 2, xs.end());
@@ -160,6 +251,7 @@ Result<ValueId> convolve(NodeCtx& ctx, ValueId x, ValueId wt, std::optional<Valu
       }
     }
   }
+  if (xs.size() == 5) return convolve_3d(ctx, x, wt, bias_value, transposed, w, out_pad, group);
   ArgValue bias = kNone;
   bool extended = false;  // negative pads: the bias is added after the zeros are
   for (size_t i = 0; i < w.pad_begin.size(); ++i)
@@ -860,6 +952,154 @@ Status convert_grid_sample(NodeCtx& ctx) {
                                                                    {"interpolation_mode", m},
                                                                    {"padding_mode", p},
                                                                    {"align_corners", align != 0}}));
+  return ctx.set_output(0, y);
+}
+
+namespace {
+
+// RoiAlign's sampling along one axis (y: rows, x: columns) as a matrix per region,
+// [R, out, size]: row p averages the bilinear weights of the bin's `grid` samples over the
+// `size` input positions. Samples outside [-1, size] weigh nothing; the others are clamped
+// into [0, size - 1], as ONNX Runtime and ONNX's reference do. `start` and `extent` ([R, 1])
+// are the regions' first coordinate and length along the axis.
+Result<ValueId> roi_axis_weights(NodeCtx& ctx, ValueId start, ValueId extent, int64_t out,
+                                 int64_t grid, int64_t size) {
+  const int64_t samples = out * grid;
+  std::vector<double> offsets(static_cast<size_t>(samples));
+  for (int64_t p = 0; p < out; ++p) {
+    for (int64_t i = 0; i < grid; ++i)
+      offsets[static_cast<size_t>(p * grid + i)] =
+          static_cast<double>(p) + (static_cast<double>(i) + 0.5) / static_cast<double>(grid);
+  }
+  ValueId c = ctx.add_constant(host_from_doubles(DType::kFloat32, {1, samples}, offsets));
+  // The sample coordinates, [R, samples]: start + bin * (p + (i + 0.5) / grid).
+  ETC_ASSIGN_OR_RETURN(
+      ValueId bin,
+      ctx.emit(OpKind::DivScalar, {{"self", extent}, {"other", Scalar{static_cast<double>(out)}}}));
+  ETC_ASSIGN_OR_RETURN(ValueId at, ctx.emit(OpKind::MulTensor, {{"self", bin}, {"other", c}}));
+  ETC_ASSIGN_OR_RETURN(at, ctx.emit(OpKind::AddTensor, {{"self", at}, {"other", start}}));
+  ETC_ASSIGN_OR_RETURN(ValueId ge,
+                       ctx.emit(OpKind::GeScalar, {{"self", at}, {"other", Scalar{-1.0}}}));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId le,
+      ctx.emit(OpKind::LeScalar, {{"self", at}, {"other", Scalar{static_cast<double>(size)}}}));
+  ETC_ASSIGN_OR_RETURN(ValueId inside, ctx.emit(OpKind::LogicalAnd, {{"self", ge}, {"other", le}}));
+  ETC_ASSIGN_OR_RETURN(inside,
+                       ctx.emit(OpKind::ToCopy, {{"self", inside}, {"dtype", DType::kFloat32}}));
+  ETC_ASSIGN_OR_RETURN(at,
+                       ctx.emit(OpKind::Clamp, {{"self", at},
+                                                {"min", Scalar{0.0}},
+                                                {"max", Scalar{static_cast<double>(size - 1)}}}));
+  ETC_ASSIGN_OR_RETURN(ValueId low, ctx.emit(OpKind::Floor, {{"self", at}}));
+  ETC_ASSIGN_OR_RETURN(ValueId high,
+                       ctx.emit(OpKind::AddScalar, {{"self", low}, {"other", Scalar{1.0}}}));
+  ETC_ASSIGN_OR_RETURN(
+      high,
+      ctx.emit(OpKind::Clamp, {{"self", high}, {"max", Scalar{static_cast<double>(size - 1)}}}));
+  ETC_ASSIGN_OR_RETURN(ValueId w_high, ctx.emit(OpKind::SubTensor, {{"self", at}, {"other", low}}));
+  ETC_ASSIGN_OR_RETURN(w_high, ctx.emit(OpKind::MulTensor, {{"self", w_high}, {"other", inside}}));
+  ETC_ASSIGN_OR_RETURN(ValueId w_low,
+                       ctx.emit(OpKind::SubTensor, {{"self", inside}, {"other", w_high}}));
+  // One-hot rows of the two neighbours, weighted: [R, samples, size].
+  std::vector<double> positions(static_cast<size_t>(size));
+  std::iota(positions.begin(), positions.end(), 0.0);
+  ValueId ar = ctx.add_constant(host_from_doubles(DType::kFloat32, {1, 1, size}, positions));
+  auto weighted = [&](ValueId index, ValueId weight) -> Result<ValueId> {
+    ETC_ASSIGN_OR_RETURN(ValueId i3,
+                         ctx.emit(OpKind::Unsqueeze, {{"self", index}, {"dim", int64_t{2}}}));
+    ETC_ASSIGN_OR_RETURN(ValueId hot, ctx.emit(OpKind::EqTensor, {{"self", i3}, {"other", ar}}));
+    ETC_ASSIGN_OR_RETURN(hot,
+                         ctx.emit(OpKind::ToCopy, {{"self", hot}, {"dtype", DType::kFloat32}}));
+    ETC_ASSIGN_OR_RETURN(ValueId w3,
+                         ctx.emit(OpKind::Unsqueeze, {{"self", weight}, {"dim", int64_t{2}}}));
+    return ctx.emit(OpKind::MulTensor, {{"self", hot}, {"other", w3}});
+  };
+  ETC_ASSIGN_OR_RETURN(ValueId a, weighted(low, w_low));
+  ETC_ASSIGN_OR_RETURN(ValueId b, weighted(high, w_high));
+  ETC_ASSIGN_OR_RETURN(ValueId m, ctx.emit(OpKind::AddTensor, {{"self", a}, {"other", b}}));
+  const int64_t r = ctx.sizes_of(m)[0];
+  ETC_ASSIGN_OR_RETURN(m, reshape(ctx, m, {r, out, grid, size}));
+  return ctx.emit(OpKind::SumDimIntList,
+                  {{"self", m}, {"dim", std::vector<int64_t>{2}}, {"keepdim", false}});
+}
+
+}  // namespace
+
+// RoiAlign(X [N, C, H, W], rois [R, 4] (x1, y1, x2, y2), batch_indices [R]; mode avg,
+// output_height, output_width, sampling_ratio, spatial_scale, coordinate_transformation_mode):
+// bilinear sampling is separable, so each region's output is Wy [out_h, H] @ X[b] [H, W] @
+// Wx^T [W, out_w] with the averaged sampling weights of each axis (roi_axis_weights),
+// computed from the regions at run time; X[b] is index.Tensor of the batch indices.
+Status convert_roi_align(NodeCtx& ctx) {
+  if (ctx.dtype(0) != DType::kFloat32 || ctx.dtype(1) != DType::kFloat32)
+    return ctx.unsupported("X and rois of type " + std::string(dtype_name(ctx.dtype(0))) +
+                           " (float32 only)");
+  if (ctx.rank(0) != 4) return ctx.invalid("X must be [N, C, H, W]");
+  if (ctx.rank(1) != 2 || ctx.shape(1)[1] != 4) return ctx.invalid("rois must be [R, 4]");
+  const int64_t regions = ctx.shape(1)[0];
+  if (ctx.shape(2) != std::vector<int64_t>{regions})
+    return ctx.invalid("batch_indices must be [R], one per region");
+  if (ctx.dtype(2) != DType::kInt64 && ctx.dtype(2) != DType::kInt32)
+    return ctx.invalid("batch_indices must be integers");
+  ETC_ASSIGN_OR_RETURN(std::string mode, ctx.attr_string("mode", "avg"));
+  if (mode != "avg") return ctx.unsupported("mode '" + mode + "' (only 'avg')");
+  // Opset 10 has no attribute and means what opset 16 calls output_half_pixel.
+  ETC_ASSIGN_OR_RETURN(std::string transform,
+                       ctx.attr_string("coordinate_transformation_mode",
+                                       ctx.opset() < 16 ? "output_half_pixel" : "half_pixel"));
+  if (transform != "half_pixel" && transform != "output_half_pixel")
+    return ctx.invalid("coordinate_transformation_mode '" + transform + "'");
+  const bool half_pixel = transform == "half_pixel";
+  ETC_ASSIGN_OR_RETURN(int64_t out_h, ctx.attr_int("output_height", 1));
+  ETC_ASSIGN_OR_RETURN(int64_t out_w, ctx.attr_int("output_width", 1));
+  ETC_ASSIGN_OR_RETURN(int64_t ratio, ctx.attr_int("sampling_ratio", 0));
+  ETC_ASSIGN_OR_RETURN(float scale, ctx.attr_float("spatial_scale", 1.0f));
+  if (out_h < 1 || out_w < 1) return ctx.invalid("output_height and output_width must be positive");
+  if (ratio <= 0) {
+    return ctx.unsupported(
+        "sampling_ratio 0 (samples per bin that follow each region's size, known only at run "
+        "time); etc needs a fixed sampling_ratio");
+  }
+  const int64_t height = ctx.shape(0)[2], width = ctx.shape(0)[3];
+  ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
+  ETC_ASSIGN_OR_RETURN(ValueId rois, ctx.input(1));
+  ETC_ASSIGN_OR_RETURN(ValueId batch, ctx.input(2));
+  // Region corners in input coordinates, [R, 1] each.
+  std::vector<ValueId> corner;
+  for (int64_t j = 0; j < 4; ++j) {
+    ETC_ASSIGN_OR_RETURN(ValueId c, ctx.emit(OpKind::SelectInt,
+                                             {{"self", rois}, {"dim", int64_t{1}}, {"index", j}}));
+    ETC_ASSIGN_OR_RETURN(c, ctx.emit(OpKind::MulScalar,
+                                     {{"self", c}, {"other", Scalar{static_cast<double>(scale)}}}));
+    if (half_pixel) {
+      ETC_ASSIGN_OR_RETURN(c, ctx.emit(OpKind::SubScalar, {{"self", c}, {"other", Scalar{0.5}}}));
+    }
+    ETC_ASSIGN_OR_RETURN(c, reshape(ctx, c, {regions, 1}));
+    corner.push_back(c);
+  }
+  auto extent = [&](ValueId start, ValueId end) -> Result<ValueId> {
+    ETC_ASSIGN_OR_RETURN(ValueId e, ctx.emit(OpKind::SubTensor, {{"self", end}, {"other", start}}));
+    if (half_pixel) return e;
+    return ctx.emit(OpKind::Clamp, {{"self", e}, {"min", Scalar{1.0}}});  // at least one pixel
+  };
+  ETC_ASSIGN_OR_RETURN(ValueId ext_w, extent(corner[0], corner[2]));
+  ETC_ASSIGN_OR_RETURN(ValueId ext_h, extent(corner[1], corner[3]));
+  ETC_ASSIGN_OR_RETURN(ValueId wy, roi_axis_weights(ctx, corner[1], ext_h, out_h, ratio, height));
+  ETC_ASSIGN_OR_RETURN(ValueId wx, roi_axis_weights(ctx, corner[0], ext_w, out_w, ratio, width));
+  const int64_t channels = ctx.shape(0)[1];
+  ETC_ASSIGN_OR_RETURN(
+      ValueId xb,
+      ctx.emit(OpKind::IndexTensor, {{"self", x}, {"indices", std::vector<ValueId>{batch}}}));
+  ETC_ASSIGN_OR_RETURN(wy, reshape(ctx, wy, {regions, 1, out_h, height}));
+  ETC_ASSIGN_OR_RETURN(ValueId wxt, permute(ctx, wx, {0, 2, 1}));
+  ETC_ASSIGN_OR_RETURN(wxt, reshape(ctx, wxt, {regions, 1, width, out_w}));
+  ETC_ASSIGN_OR_RETURN(ValueId rows, matmul(ctx, wy, {regions, 1, out_h, height}, xb,
+                                            {regions, channels, height, width}));
+  ETC_ASSIGN_OR_RETURN(ValueId y, matmul(ctx, rows, {regions, channels, out_h, width}, wxt,
+                                         {regions, 1, width, out_w}));
+  ETC_ASSIGN_OR_RETURN(
+      y, ctx.emit(OpKind::DivScalar,
+                  {{"self", y}, {"other", Scalar{static_cast<double>(ratio * ratio)}}}));
   return ctx.set_output(0, y);
 }
 

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -26,6 +27,9 @@ namespace etc {
 struct OnnxImportOptions {
   // Static shapes for graph inputs with symbolic or unknown dims (`--input-shape x=1x3x48x192`).
   std::map<std::string, std::vector<int64_t>> input_shapes;
+  // A sequence input NAME of n tensors is n program inputs NAME.0 ... NAME.(n-1): their
+  // shapes here (none: an empty sequence). Optional inputs named here are absent (None).
+  std::set<std::string> absent_inputs;
 };
 
 // Whether `path` names an ONNX model (by extension, case-insensitive ".onnx").
@@ -47,6 +51,8 @@ struct OnnxTensor {
   std::string bytes;  // little-endian, row-major
 };
 Result<OnnxTensor> load_onnx_tensor_file(const std::string& path);
+// The same from the bytes of a TensorProto (`path` names where they came from).
+Result<OnnxTensor> parse_onnx_tensor(std::span<const uint8_t> bytes, const std::string& path);
 
 // The ONNX op types (default domain) the importer converts, sorted. Some have limits
 // (constant-only inputs, modes) that are checked per node.
