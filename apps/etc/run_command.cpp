@@ -18,6 +18,7 @@
 #include "runtime/method.h"
 #include "runtime/npy.h"
 #include "runtime/runtime_env.h"
+#include "runtime/session.h"
 
 #ifdef ETC_WITH_CUDA
 #include "backends/cuda/runtime/cuda_devices.h"
@@ -26,6 +27,17 @@
 
 namespace etc {
 namespace {
+
+// The runtime's session API (runtime/session.h) does the running; this file parses, prints
+// and compares.
+using rt::check_decoder_signature;
+using rt::generate;
+using rt::Generation;
+using rt::HostTensor;
+using rt::IoBuffers;
+using rt::last_rows;
+using rt::run_method;
+using rt::Timings;
 
 using Clock = std::chrono::steady_clock;
 
@@ -51,13 +63,6 @@ Tolerance default_tolerance(DType t) {
       return {0, 0};
   }
 }
-
-// Host bytes of one tensor, with its metadata.
-struct HostTensor {
-  DType dtype = DType::kFloat32;
-  std::vector<int64_t> shape;
-  std::string bytes;
-};
 
 std::string random_bytes(DType t, int64_t n, std::mt19937_64& rng) {
   std::string out(static_cast<size_t>(n * dtype_size(t)), '\0');
@@ -176,106 +181,6 @@ Result<std::vector<HostTensor>> prepare_inputs(const RunArgs& args, const rt::Me
   return out;
 }
 
-struct Timings {
-  double load = 0;
-  std::vector<double> h2d, compute, d2h;
-};
-
-// Memory for a method's bound (unplanned) inputs and outputs, kept across iterations and
-// calls: the same pointers every time, so that a CUDA delegate with --cuda-graphs replays its
-// graph. (Freed and allocated again each call, cudaMalloc may hand the buffers back in
-// another order, and every new set of pointers is a new graph to capture.)
-struct IoBuffers {
-  std::vector<rt::DeviceBuffer> inputs, outputs;
-};
-
-// The buffer `slot` of `buffers` on `device` with at least `bytes`: the one there when it
-// is on that device and large enough, else a new one (at least `capacity` bytes, a
-// dynamic-bound tensor's bound, so that it does not move when the sizes change).
-Result<void*> io_buffer(std::vector<rt::DeviceBuffer>& buffers, size_t slot,
-                        const rt::RuntimeEnv& env, Device device, size_t bytes, size_t capacity) {
-  if (buffers.size() <= slot) buffers.resize(slot + 1);
-  rt::DeviceBuffer& b = buffers[slot];
-  if (b.data() == nullptr || b.device() != device || b.size() < bytes) {
-    b = rt::DeviceBuffer();  // freed first: the new one may take its place
-    ETC_ASSIGN_OR_RETURN(
-        b, rt::DeviceBuffer::allocate(*env.allocators, device, std::max(bytes, capacity), 256));
-  }
-  return b.data();
-}
-
-// Runs `m` with `inputs`: binds (uploading device-resident inputs), executes `warmup` +
-// `iterations` times, and returns the outputs as host tensors. Bound inputs and outputs use
-// `io` (kept by the caller across calls) or, without it, buffers kept across the iterations.
-// `sync` waits for queued device work, so that compute time is not counted as d2h.
-// A program with state (a decoder's KV cache) starts every run from its initial state unless
-// `keep_state` (generation feeds one call's state into the next).
-Result<std::vector<HostTensor>> run_method(rt::Method& m, const rt::RuntimeEnv& env,
-                                           const std::vector<HostTensor>& inputs, int warmup,
-                                           int iterations, Timings* timings,
-                                           const std::function<Status()>& sync = nullptr,
-                                           bool keep_state = false, IoBuffers* io = nullptr) {
-  IoBuffers local;  // memory for unplanned inputs/outputs when the caller keeps none
-  IoBuffers& bound = io != nullptr ? *io : local;
-  for (int iter = 0; iter < warmup + iterations; ++iter) {
-    if (!keep_state) ETC_RETURN_IF_ERROR(m.reset_state());
-    auto t0 = Clock::now();
-    for (size_t i = 0; i < m.num_inputs(); ++i) {
-      const rt::TensorView& t = m.input(i);
-      const HostTensor& h = inputs[i];
-      if (!m.input_is_bound(i)) {
-        ETC_RETURN_IF_ERROR(m.set_input(i, h.bytes.data(), h.bytes.size(), h.shape));
-        continue;
-      }
-      ETC_RETURN_IF_ERROR(m.resize_input(i, h.shape));
-      ETC_ASSIGN_OR_RETURN(void* b,
-                           io_buffer(bound.inputs, i, env, t.device, h.bytes.size(),
-                                     static_cast<size_t>(std::max<int64_t>(0, t.capacity))));
-      if (t.device.is_cpu()) {
-        if (!h.bytes.empty()) std::memcpy(b, h.bytes.data(), h.bytes.size());
-      } else {
-        ETC_ASSIGN_OR_RETURN(rt::DeviceAllocator * a, env.allocators->for_device(t.device));
-        ETC_RETURN_IF_ERROR(
-            a->copy_host_to_device(b, h.bytes.data(), h.bytes.size(), t.device.index));
-      }
-      ETC_RETURN_IF_ERROR(m.bind_input(i, b));
-    }
-    for (size_t i = 0; i < m.num_outputs(); ++i) {
-      if (!m.output_is_bound(i)) continue;
-      const rt::TensorView& t = m.output(i);
-      ETC_ASSIGN_OR_RETURN(
-          void* b, io_buffer(bound.outputs, i, env, t.device, static_cast<size_t>(t.nbytes()),
-                             static_cast<size_t>(std::max<int64_t>(0, t.capacity))));
-      ETC_RETURN_IF_ERROR(m.bind_output(i, b));
-    }
-    if (sync) ETC_RETURN_IF_ERROR(sync());
-    auto t1 = Clock::now();
-    ETC_RETURN_IF_ERROR(m.execute());
-    if (sync) ETC_RETURN_IF_ERROR(sync());
-    auto t2 = Clock::now();
-    std::vector<HostTensor> outs;
-    for (size_t i = 0; i < m.num_outputs(); ++i) {
-      const rt::TensorView& t = m.output(i);
-      HostTensor h{t.dtype, t.sizes, std::string(static_cast<size_t>(t.nbytes()), '\0')};
-      if (t.device.is_cpu()) {
-        if (!h.bytes.empty()) std::memcpy(h.bytes.data(), t.data, h.bytes.size());
-      } else {
-        ETC_ASSIGN_OR_RETURN(rt::DeviceAllocator * a, env.allocators->for_device(t.device));
-        ETC_RETURN_IF_ERROR(
-            a->copy_device_to_host(h.bytes.data(), t.data, h.bytes.size(), t.device.index));
-      }
-      outs.push_back(std::move(h));
-    }
-    if (iter >= warmup && timings != nullptr) {
-      timings->h2d.push_back(std::chrono::duration<double>(t1 - t0).count());
-      timings->compute.push_back(std::chrono::duration<double>(t2 - t1).count());
-      timings->d2h.push_back(seconds_since(t2));
-    }
-    if (iter == warmup + iterations - 1) return outs;
-  }
-  return std::vector<HostTensor>{};
-}
-
 struct Stats {
   double median = 0, min = 0, max = 0;
 };
@@ -387,154 +292,6 @@ Result<std::unique_ptr<rt::OwnedRuntime>> make_runtime(Device device, bool cuda_
   if (!device.is_cpu()) return internal_error("no runtime for " + to_string(device));
   return rt::make_cpu_runtime();
 }
-
-// One greedy decoding loop: the program takes token ids [1, 1] (or [1]) and their positions
-// [1] (then any inputs held for every call, such as an encoder's output), and returns logits
-// whose last dim is the vocabulary; its state (the KV cache) carries the sequence from call
-// to call.
-struct Generation {
-  std::vector<int64_t> ids;   // generated
-  std::vector<float> logits;  // one row of `vocab` per call
-  int64_t vocab = 0;
-  std::vector<double> prefill, decode;  // seconds per call
-  std::vector<HostTensor> last;         // every output of the last call
-};
-
-Status check_decoder_signature(const rt::Method& m) {
-  auto describe = [&m] {
-    std::string s;
-    for (size_t i = 0; i < m.num_inputs(); ++i)
-      s += (i ? ", " : "") + std::string(dtype_name(m.input(i).dtype)) +
-           shape_to_string(m.input(i).sizes);
-    return s;
-  };
-  // Token ids [1, n] (or [n]) and positions [n]: n is 1, or dynamic-bound (a prompt is then
-  // one call).
-  auto tokens = [&m](size_t i, bool ids) {
-    const rt::TensorView& t = m.input(i);
-    const std::vector<int64_t>& b = m.input_bound(i);
-    const bool dtype_ok =
-        ids ? (t.dtype == DType::kInt64 || t.dtype == DType::kInt32) : t.dtype == DType::kInt64;
-    // ids: [n] or [1, n]; positions: [n].
-    const bool shape_ok = b.size() == 1 || (ids && b.size() == 2 && b[0] == 1);
-    return dtype_ok && shape_ok && (t.numel() == 1 || m.input_is_dynamic(i));
-  };
-  // The ids and their positions are dynamic together (one symbol) or both one token.
-  if (m.num_inputs() < 2 || !tokens(0, true) || !tokens(1, false) || m.input_bound(1).size() != 1 ||
-      m.input_is_dynamic(0) != m.input_is_dynamic(1) || m.num_outputs() < 1 ||
-      m.output(0).rank() < 1 || m.output(0).sizes.back() < 1 ||
-      !dtype_is_float(m.output(0).dtype)) {
-    return invalid_input(
-        "--prompt/--steps need a decoder program: inputs (token ids int64[1, 1], positions "
-        "int64[1], then any inputs held for every call) and logits as output 0; this program "
-        "takes (" +
-        describe() + ")");
-  }
-  if (!m.writes_state()) {
-    return invalid_input(
-        "--prompt/--steps need a program with state (a KV cache held in registered buffers); "
-        "this program has none, so no call would see the tokens before it");
-  }
-  return Status();
-}
-
-// Inputs of one call: the tokens at positions first.., then the held inputs (`fixed`, from
-// --input or seeded random data).
-std::vector<HostTensor> decoder_inputs(const rt::Method& m, std::span<const int64_t> tokens,
-                                       int64_t first, const std::vector<HostTensor>& fixed) {
-  const auto n = static_cast<int64_t>(tokens.size());
-  const DType t = m.input(0).dtype;
-  std::vector<int64_t> ids_shape = m.input_bound(0);
-  ids_shape.back() = n;
-  HostTensor ids{t, ids_shape, std::string(static_cast<size_t>(n * dtype_size(t)), '\0')};
-  HostTensor p{DType::kInt64, {n}, std::string(static_cast<size_t>(n * 8), '\0')};
-  for (int64_t k = 0; k < n; ++k) {
-    const int64_t pos = first + k;
-    if (t == DType::kInt64) {
-      std::memcpy(ids.bytes.data() + k * 8, &tokens[static_cast<size_t>(k)], 8);
-    } else {
-      auto t32 = static_cast<int32_t>(tokens[static_cast<size_t>(k)]);
-      std::memcpy(ids.bytes.data() + k * 4, &t32, 4);
-    }
-    std::memcpy(p.bytes.data() + k * 8, &pos, 8);
-  }
-  std::vector<HostTensor> in{std::move(ids), std::move(p)};
-  in.insert(in.end(), fixed.begin() + 2, fixed.end());
-  return in;
-}
-
-// The last `n` rows of output 0's last dim (the vocabulary) as floats, appended to `rows`;
-// returns the argmax of the last row (the first maximum).
-int64_t last_rows(const HostTensor& logits, int64_t n, std::vector<float>* rows) {
-  const int64_t vocab = logits.shape.back();
-  const int64_t total = static_cast<int64_t>(logits.bytes.size()) / dtype_size(logits.dtype);
-  const int64_t begin = std::max<int64_t>(0, total - n * vocab);
-  int64_t best = 0;
-  double best_v = 0;
-  for (int64_t k = begin; k < total; ++k) {
-    const double v =
-        load_as_double(logits.dtype, logits.bytes.data() + k * dtype_size(logits.dtype));
-    rows->push_back(static_cast<float>(v));
-    const int64_t col = (k - begin) % vocab;
-    if (k >= total - vocab && (col == 0 || v > best_v)) {
-      best = col;
-      best_v = v;
-    }
-  }
-  return best;
-}
-
-// Prefill, then `steps` greedy tokens. The prompt goes in one call per token, or, when the
-// program's token input is dynamic-bound, in calls of up to its bound. `reference`, when
-// given, runs the same calls in lockstep on the CPU reference, and its logits rows go to
-// `ref_logits`.
-Result<Generation> generate(rt::Method& m, const rt::RuntimeEnv& env,
-                            const std::vector<int64_t>& prompt, int steps,
-                            const std::vector<HostTensor>& fixed,
-                            const std::function<Status()>& sync, rt::Method* reference,
-                            const rt::RuntimeEnv* ref_env, std::vector<float>* ref_logits) {
-  Generation g;
-  ETC_RETURN_IF_ERROR(m.reset_state());
-  if (reference != nullptr) ETC_RETURN_IF_ERROR(reference->reset_state());
-  const int64_t chunk =
-      m.input_is_dynamic(0) ? std::min(m.input_bound(0).back(), m.input_bound(1).back()) : 1;
-  const auto prompt_len = static_cast<int64_t>(prompt.size());
-  std::vector<int64_t> tokens;
-  int64_t pos = 0;
-  IoBuffers io, ref_io;  // the same IO pointers every step (graphs replay)
-  while (pos < prompt_len + steps - 1) {
-    const bool prefill = pos < prompt_len;
-    if (prefill) {
-      const int64_t n = std::min(chunk, prompt_len - pos);
-      tokens.assign(prompt.begin() + pos, prompt.begin() + pos + n);
-    } else {
-      tokens = {g.ids.back()};
-    }
-    const auto n = static_cast<int64_t>(tokens.size());
-    std::vector<HostTensor> in = decoder_inputs(m, tokens, pos, fixed);
-    Timings t;
-    Result<std::vector<HostTensor>> out = run_method(m, env, in, 0, 1, &t, sync, true, &io);
-    if (!out.ok()) {
-      return std::move(out).take_status().add_context(
-          "at position " + std::to_string(pos) +
-          (n == 1 ? " (token " + std::to_string(tokens[0]) + ")"
-                  : " (" + std::to_string(n) + " prompt tokens)"));
-    }
-    const int64_t next = last_rows((*out)[0], n, &g.logits);
-    g.vocab = (*out)[0].shape.back();
-    g.last = *out;
-    (prefill ? g.prefill : g.decode).push_back(t.compute.front());
-    if (reference != nullptr) {
-      ETC_ASSIGN_OR_RETURN(std::vector<HostTensor> r, run_method(*reference, *ref_env, in, 0, 1,
-                                                                 nullptr, nullptr, true, &ref_io));
-      last_rows(r[0], n, ref_logits);
-    }
-    pos += n;
-    if (pos >= prompt_len) g.ids.push_back(next);
-  }
-  return g;
-}
-
 // With --cuda-graphs on a CUDA device: how many graphs the delegates captured and how many
 // calls replayed one (the device check asserts the replays); null otherwise.
 nlohmann::json graph_counts_json(const RunArgs& args, Device device,

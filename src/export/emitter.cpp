@@ -232,12 +232,12 @@ class PlanEmitter {
       // buffer's with emit_mutable_buffer_names, and the runtime zeroes such a tensor at load
       // and at reset on every device (device memory is not zeroed when allocated). Writing
       // the zeros to the file instead would grow a program by its whole KV cache.
-      pte::Tensor& t = plan_.values[static_cast<size_t>(index)].tensor;
+      pte::Tensor& emitted = plan_.values[static_cast<size_t>(index)].tensor;
       if (has_nonzero_initial(*state)) {
-        t.data_buffer_idx = host_state(state->initial);
+        emitted.data_buffer_idx = host_state(state->initial);
       } else {
-        t.has_extra = true;
-        t.fully_qualified_name = state->fqn.empty() ? val.name : state->fqn;
+        emitted.has_extra = true;
+        emitted.fully_qualified_name = state->fqn.empty() ? val.name : state->fqn;
       }
     } else if (val.kind == ValueKind::kConstant) {
       if (mode_ == Mode::kHost) {

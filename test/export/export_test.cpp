@@ -1,11 +1,15 @@
 // The export library called directly, as a front end other than the CLI would call it
 // (export/export.h): import, compile, emit, write and read back.
 #include <catch2/catch.hpp>
+#include <cstring>
+#include <memory>
 #include <string>
 
 #include "export/export.h"
 #include "format/backend_ids.h"
 #include "format/pte_reader.h"
+#include "runtime/runtime_env.h"
+#include "runtime/session.h"
 #include "support/file_io.h"
 
 using namespace etc;
@@ -128,4 +132,41 @@ TEST_CASE("the frontend registry has one entry per format, each importing") {
       parse_input_shapes({"x=1x2", "x=1x3"});
   REQUIRE_FALSE(twice.ok());
   CHECK(twice.status().message().find("given twice for 'x'") != std::string::npos);
+}
+
+TEST_CASE("the session API runs an exported program without the CLI") {
+  ExportRequest request;
+  request.model = example("mlp.json");
+  request.options.target = Device{DeviceType::kCUDA, 0};  // a delegate, on the CPU reference
+  Result<ExportResult> r = export_model(request);
+  REQUIRE(r.ok());
+  Result<std::unique_ptr<rt::OwnedRuntime>> runtime = rt::make_cpu_runtime();
+  REQUIRE(runtime.ok());
+  Result<std::unique_ptr<rt::Method>> method = rt::Method::load(r->program, 0, (*runtime)->env());
+  REQUIRE(method.ok());
+  rt::Method& m = **method;
+  REQUIRE(m.num_inputs() == 1);
+  rt::HostTensor x{m.input(0).dtype, m.input(0).sizes,
+                   std::string(static_cast<size_t>(m.input(0).nbytes()), '\0')};
+  for (size_t i = 0; i < x.bytes.size() / 4; ++i) {
+    const float v = 0.01f * static_cast<float>(i % 97) - 0.3f;
+    std::memcpy(x.bytes.data() + 4 * i, &v, 4);
+  }
+  rt::Timings timings;
+  Result<std::vector<rt::HostTensor>> once =
+      rt::run_method(m, (*runtime)->env(), {x}, 0, 1, &timings);
+  REQUIRE(once.ok());
+  REQUIRE(once->size() == 1);
+  CHECK(timings.compute.size() == 1);
+  // Warm-up and several iterations: the same bytes, one timing per measured iteration.
+  rt::Timings three;
+  Result<std::vector<rt::HostTensor>> again =
+      rt::run_method(m, (*runtime)->env(), {x}, 2, 3, &three);
+  REQUIRE(again.ok());
+  CHECK((*again)[0].bytes == (*once)[0].bytes);
+  CHECK(three.compute.size() == 3);
+  // Not a decoder: generation says what it needs.
+  Status s = rt::check_decoder_signature(m);
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.message().find("need a decoder program") != std::string::npos);
 }

@@ -591,8 +591,8 @@ Status TorchNode::write(const std::string& name, ValueId v) {
     ETC_ASSIGN_OR_RETURN(ValueId updated, write_back(name, base, v));
     ETC_RETURN_IF_ERROR(write(base_name, updated));
   } else {
-    if (auto it = im_.fixed_placeholders_.find(name); it != im_.fixed_placeholders_.end()) {
-      return unsupported("in-place update of " + it->second + " '" + name +
+    if (auto fixed = im_.fixed_placeholders_.find(name); fixed != im_.fixed_placeholders_.end()) {
+      return unsupported("in-place update of " + fixed->second + " '" + name +
                          "'; etc imports state as registered buffers (a mutated parameter, "
                          "constant or input is not supported)");
     }
