@@ -155,6 +155,10 @@ void convert(DType from, DType to, const uint8_t* in, uint8_t* out, int64_t n) {
   }
 }
 
+// The most elements of an 8-bit integer constant that a cast to a float type folds (see
+// ToCopy below): biases and zero points fold, weight matrices stay packed.
+constexpr int64_t kMaxWidenedQuantized = 4096;
+
 struct Folder {
   const Graph& g;
   const Node& n;
@@ -203,6 +207,13 @@ struct Folder {
         return self().constant;  // same elements, same order: share the bytes
       case OpKind::ToCopy: {
         if (self().dtype == out.dtype) return self().constant;
+        // A quantized weight (8-bit integers) cast to a float type is the first step of its
+        // dequantization: folding it would store the weight at 2-8 times its size. Large
+        // ones stay packed in the program and are widened at run time.
+        if ((self().dtype == DType::kInt8 || self().dtype == DType::kUInt8) &&
+            dtype_is_float(out.dtype) && self().numel() > kMaxWidenedQuantized) {
+          return std::nullopt;
+        }
         std::string bytes(static_cast<size_t>(out.nbytes()), '\0');
         convert(self().dtype, out.dtype, self().constant.bytes().data(),
                 reinterpret_cast<uint8_t*>(bytes.data()), out.numel());

@@ -136,6 +136,33 @@ TEST_CASE("fold-constants shares bytes for reshapes instead of copying") {
   CHECK(g.value(value_named(g, "k")).spec.constant.bytes().data() == before);
 }
 
+TEST_CASE("fold-constants keeps large int8 weights packed: their cast to float stays") {
+  // A dequantized weight (int8 -> float32 cast) above 4096 elements is left for run time; a
+  // small one (a zero point, a bias) folds.
+  auto graph_with = [](int64_t n) {
+    const std::string size = std::to_string(n);
+    std::string values;
+    for (int64_t i = 0; i < n; ++i)
+      values += (i ? "," : "") + std::to_string(i % 7 - 3);
+    return graph_from_json(
+        "[" + f32("x", "[" + size + "]") + "]",
+        "[" + node("n", "aten._to_copy.default", R"({"self": "q", "dtype": "float32"})", "k") +
+            R"(, {"name": "use", "op": "aten.mul.Tensor", "args": {"self": "x", "other": "k"},
+                                   "outputs": ["y"]}])",
+        R"(["y"])",
+        R"([{"name": "q", "dtype": "int8", "shape": [)" + size + R"(], "values": [)" + values +
+            "]}]");
+  };
+  Graph big = graph_with(4097);
+  Ctx c;
+  CHECK_FALSE(*fold_constants(big, c.ctx));
+  CHECK(big.order().size() == 2);
+  Graph small = graph_with(4096);
+  REQUIRE(*fold_constants(small, c.ctx));
+  CHECK(small.order().size() == 1);
+  CHECK(values_of<float>(small, "k")[0] == -3.0f);
+}
+
 // conv (2 output channels, 1x1 kernel over 1 input channel) -> batch norm -> relu.
 std::string conv_bn(const std::string& bn_outputs, const std::string& graph_outputs,
                     bool with_bias = true) {
