@@ -163,6 +163,29 @@ TEST_CASE("fold-constants keeps large int8 weights packed: their cast to float s
   CHECK(values_of<float>(small, "k")[0] == -3.0f);
 }
 
+TEST_CASE("fold-constants moves a packed weight's widening to just before its first use") {
+  std::string values;
+  for (int i = 0; i < 5000; ++i)
+    values += (i ? "," : "") + std::to_string(i % 5);
+  Graph g = graph_from_json(
+      "[" + f32("x", "[5000]") + "]",
+      "[" + node("cast", "aten._to_copy.default", R"({"self": "q", "dtype": "float32"})", "k") +
+          "," + node("scale", "aten.mul.Tensor", R"({"self": "k", "other": "s"})", "w") + "," +
+          unary("first", "aten.relu.default", "x", "r") + "," +
+          node("use", "aten.mul.Tensor", R"({"self": "r", "other": "w"})", "y") + "]",
+      R"(["y"])",
+      R"([{"name": "q", "dtype": "int8", "shape": [5000], "values": [)" + values +
+          R"(]}, {"name": "s", "dtype": "float32", "shape": [1], "values": [0.5]}])");
+  Ctx c;
+  REQUIRE(*fold_constants(g, c.ctx));
+  require_valid(g);
+  std::vector<std::string> names;
+  for (NodeId id : g.order())
+    names.push_back(g.node(id).name);
+  CHECK(names == std::vector<std::string>{"first", "cast", "scale", "use"});
+  CHECK_FALSE(*fold_constants(g, c.ctx));  // fixed point
+}
+
 // conv (2 output channels, 1x1 kernel over 1 input channel) -> batch norm -> relu.
 std::string conv_bn(const std::string& bn_outputs, const std::string& graph_outputs,
                     bool with_bias = true) {
