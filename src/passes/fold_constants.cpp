@@ -156,9 +156,18 @@ void convert(DType from, DType to, const uint8_t* in, uint8_t* out, int64_t n) {
   }
 }
 
-// The most elements of an 8-bit integer constant that a cast to a float type folds (see
-// ToCopy below): biases and zero points fold, weight matrices stay packed.
+// The most elements of an 8-bit integer constant that a widening cast folds: biases and
+// zero points fold, weight matrices stay packed.
 constexpr int64_t kMaxWidenedQuantized = 4096;
+
+// Whether casting `in` to `to` widens a packed quantized weight: more than
+// kMaxWidenedQuantized 8-bit integers cast to a wider type (float for DequantizeLinear, int32
+// or int64 for the integer products). Folding it would store the weight at 2-8 times its
+// size; it stays packed in the program and is widened at run time.
+bool widens_packed_weight(const TensorSpec& in, DType to) {
+  return (in.dtype == DType::kInt8 || in.dtype == DType::kUInt8) && dtype_size(to) > 1 &&
+         in.numel() > kMaxWidenedQuantized;
+}
 
 struct Folder {
   const Graph& g;
@@ -208,13 +217,7 @@ struct Folder {
         return self().constant;  // same elements, same order: share the bytes
       case OpKind::ToCopy: {
         if (self().dtype == out.dtype) return self().constant;
-        // A quantized weight (8-bit integers) cast to a float type is the first step of its
-        // dequantization: folding it would store the weight at 2-8 times its size. Large
-        // ones stay packed in the program and are widened at run time.
-        if ((self().dtype == DType::kInt8 || self().dtype == DType::kUInt8) &&
-            dtype_is_float(out.dtype) && self().numel() > kMaxWidenedQuantized) {
-          return std::nullopt;
-        }
+        if (widens_packed_weight(self(), out.dtype)) return std::nullopt;
         std::string bytes(static_cast<size_t>(out.nbytes()), '\0');
         convert(self().dtype, out.dtype, self().constant.bytes().data(),
                 reinterpret_cast<uint8_t*>(bytes.data()), out.numel());
@@ -311,7 +314,7 @@ bool all_inputs_constant(const Graph& g, const Node& n) {
   });
 }
 
-// Moves the run-time dequantization of packed weights (an 8-bit constant cast to float, left
+// Moves the run-time dequantization of packed weights (an 8-bit constant's widening, left
 // above, and the nodes after it that read only constants and such values) to just before the
 // first node that reads its result. A QDQ model lists every weight's DequantizeLinear first;
 // in that order all the widened weights would be live at once. Returns whether the order
@@ -333,10 +336,9 @@ bool sink_widened_weights(Graph& graph) {
     if (n.delegate != nullptr) continue;
     std::vector<ValueId> ins = tensor_args(n);
     if (ins.empty() || !std::all_of(ins.begin(), ins.end(), known)) continue;
-    const bool root = n.op == OpKind::ToCopy && graph.value(ins[0]).kind == ValueKind::kConstant &&
-                      (graph.value(ins[0]).spec.dtype == DType::kInt8 ||
-                       graph.value(ins[0]).spec.dtype == DType::kUInt8) &&
-                      dtype_is_float(graph.value(n.outputs[0]).spec.dtype);
+    const bool root =
+        n.op == OpKind::ToCopy && graph.value(ins[0]).kind == ValueKind::kConstant &&
+        widens_packed_weight(graph.value(ins[0]).spec, graph.value(n.outputs[0]).spec.dtype);
     const bool follows = std::any_of(ins.begin(), ins.end(), [&](ValueId v) {
       return graph.value(v).kind == ValueKind::kNodeOutput;
     });

@@ -136,17 +136,18 @@ TEST_CASE("fold-constants shares bytes for reshapes instead of copying") {
   CHECK(g.value(value_named(g, "k")).spec.constant.bytes().data() == before);
 }
 
-TEST_CASE("fold-constants keeps large int8 weights packed: their cast to float stays") {
-  // A dequantized weight (int8 -> float32 cast) above 4096 elements is left for run time; a
-  // small one (a zero point, a bias) folds.
-  auto graph_with = [](int64_t n) {
+TEST_CASE("fold-constants keeps large int8 weights packed: their widening casts stay") {
+  // A dequantized weight (int8 -> float32 cast) or one widened for an integer product (int8 ->
+  // int32) above 4096 elements is left for run time; a small one (a zero point, a bias) folds.
+  auto graph_with = [](int64_t n, const std::string& to = "float32") {
     const std::string size = std::to_string(n);
     std::string values;
     for (int64_t i = 0; i < n; ++i)
       values += (i ? "," : "") + std::to_string(i % 7 - 3);
     return graph_from_json(
-        "[" + f32("x", "[" + size + "]") + "]",
-        "[" + node("n", "aten._to_copy.default", R"({"self": "q", "dtype": "float32"})", "k") +
+        R"([{"name": "x", "dtype": ")" + to + R"(", "shape": [)" + size + "]}]",
+        "[" +
+            node("n", "aten._to_copy.default", R"({"self": "q", "dtype": ")" + to + R"("})", "k") +
             R"(, {"name": "use", "op": "aten.mul.Tensor", "args": {"self": "x", "other": "k"},
                                    "outputs": ["y"]}])",
         R"(["y"])",
@@ -161,6 +162,9 @@ TEST_CASE("fold-constants keeps large int8 weights packed: their cast to float s
   REQUIRE(*fold_constants(small, c.ctx));
   CHECK(small.order().size() == 1);
   CHECK(values_of<float>(small, "k")[0] == -3.0f);
+  Graph big_int = graph_with(4097, "int32");
+  CHECK_FALSE(*fold_constants(big_int, c.ctx));
+  CHECK(big_int.order().size() == 2);
 }
 
 TEST_CASE("fold-constants moves a packed weight's widening to just before its first use") {
