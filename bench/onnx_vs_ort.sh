@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # onnx_vs_ort: CPU latency of the real ONNX models (test/onnx/models.txt, and PyTorch's own ONNX
 # exports of resnet18, mobilenet_v2, mobilenet_v3_small and all-MiniLM-L6-v2 from the torch
-# fixtures) in etc and in ONNX Runtime (the onnxruntime package from PyPI, CPU EP), on the same
+# fixtures; the QDQ quantized resnet18 and mobilenet_v2 of scripts/make-qdq-models.py, made by
+# ONNX Runtime's own quantize_static) in etc and in ONNX Runtime (the onnxruntime package from PyPI, CPU EP), on the same
 # inputs, side by side in one run.
 # Both run with 1 and with 2 intra-op threads (etc run --threads, ORT intra_op_num_threads).
 # Prints a table of medians (ms) and the ratios etc / ORT at equal threads (below 1: etc is
@@ -89,4 +90,13 @@ for id in resnet18 mobilenet_v2 mobilenet_v3_small minilm; do
   done
   shape=$("$PY" -c "import numpy as np,sys; print('x'.join(map(str, np.load(sys.argv[1]).shape)))" "$d/input_0.npy")
   bench "torch_$id" "$d/model.onnx" "torch.onnx $shape" "${ort_args[@]}" -- -- "${inputs[@]}"
+done
+
+# QDQ quantized models made by ONNX Runtime's quantize_static (per-channel and per-tensor int8
+# weights, uint8 activations), on ort_run.py's seeded inputs.
+QDQ=$(bash "$ROOT/test/torch/fixtures.sh" "" make-qdq-models.py 2>/dev/null | tail -1)
+for id in resnet18 mobilenet_v2; do
+  for q in pc pt; do
+    bench "qdq_${id}_$q" "$QDQ/$id.$q.onnx" "QDQ 1x3x224x224" -- -- --input "x=$WORK/ort1_qdq_${id}_$q/input_x.npy"
+  done
 done

@@ -83,8 +83,10 @@ etc::Status usage(std::string message) {
   return etc::Status(etc::ErrorCode::kUsage, std::move(message));
 }
 
-int cmd_validate(const std::string& model, const std::vector<std::string>& input_shapes) {
+int cmd_validate(const std::string& model, const std::vector<std::string>& input_shapes,
+                 const std::vector<std::string>& absent_inputs) {
   etc::ImportRequest request;
+  request.absent_inputs = {absent_inputs.begin(), absent_inputs.end()};
   etc::Result<std::map<std::string, std::vector<int64_t>>> shapes =
       etc::parse_input_shapes(input_shapes);
   if (!shapes.ok()) return report(shapes.status());
@@ -117,6 +119,7 @@ struct ExportArgs {
   size_t min_partition_size = 1;
   std::vector<std::string> exclude_ops;
   std::vector<std::string> input_shapes;
+  std::vector<std::string> absent_inputs;
 };
 
 etc::Status write_text(const std::string& path, const std::string& text) {
@@ -147,6 +150,7 @@ etc::Status run_export(const ExportArgs& a) {
     return usage("--print-ir-after: unknown pass '" + a.print_ir_after + "'");
   }
   ETC_ASSIGN_OR_RETURN(request.import.input_shapes, etc::parse_input_shapes(a.input_shapes));
+  request.import.absent_inputs = {a.absent_inputs.begin(), a.absent_inputs.end()};
   request.passes = a.passes;
   request.run.verify_each = a.verify_each;
   request.run.print_ir_after = a.print_ir_after;
@@ -274,6 +278,7 @@ int run(int argc, char** argv) {
 
   std::string validate_model;
   std::vector<std::string> validate_shapes;
+  std::vector<std::string> validate_absent;
   CLI::App* validate = app.add_subcommand("validate", "Check a model file and print a summary");
   validate
       ->add_option("MODEL", validate_model,
@@ -282,6 +287,8 @@ int run(int argc, char** argv) {
   validate->add_option(
       "--input-shape", validate_shapes,
       "NAME=AxBxC: sizes for an ONNX or torch.export input with symbolic dims (repeatable)");
+  validate->add_option("--absent-input", validate_absent,
+                       "NAME: an ONNX optional input given as absent (repeatable)");
 
   bool ops_onnx = false;
   CLI::App* ops = app.add_subcommand("ops", "List the supported operators with their ATen schemas");
@@ -300,6 +307,8 @@ int run(int argc, char** argv) {
   exp->add_option(
       "--input-shape", ex.input_shapes,
       "NAME=AxBxC: sizes for an ONNX or torch.export input with symbolic dims (repeatable)");
+  exp->add_option("--absent-input", ex.absent_inputs,
+                  "NAME: an ONNX optional input given as absent (repeatable)");
   exp->add_option("-o,--output", ex.output, "Output .pte file")->required();
   exp->add_option("--target", ex.target, "Delegate device: cuda[:N] or cpu (no delegation)")
       ->capture_default_str();
@@ -388,7 +397,7 @@ int run(int argc, char** argv) {
     std::fputs(version_text().c_str(), stdout);
     return 0;
   }
-  if (validate->parsed()) return cmd_validate(validate_model, validate_shapes);
+  if (validate->parsed()) return cmd_validate(validate_model, validate_shapes, validate_absent);
   if (ops->parsed()) {
     return ops_onnx    ? cmd_onnx_ops()
            : ops_torch ? cmd_torch_ops()

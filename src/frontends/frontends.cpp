@@ -16,6 +16,7 @@ Result<Graph> import_json(const std::string& path, const ImportRequest&) {
 Result<Graph> import_onnx(const std::string& path, const ImportRequest& request) {
   OnnxImportOptions options;
   options.input_shapes = request.input_shapes;
+  options.absent_inputs = request.absent_inputs;
   return load_onnx_file(path, options);
 }
 
@@ -83,6 +84,10 @@ Result<Graph> import_model(const std::string& path, const ImportRequest& request
     return Status(ErrorCode::kUsage, "--input-shape applies to ONNX and torch.export models; '" +
                                          path + "' is " + std::string(model_format_name(format)) +
                                          " JSON (shapes are in the file)");
+  }
+  if (format != ModelFormat::kOnnx && !request.absent_inputs.empty()) {
+    return Status(ErrorCode::kUsage, "--absent-input applies to ONNX models (optional inputs); '" +
+                                         path + "' is " + std::string(model_format_name(format)));
   }
   return frontend->import(path, request);
 }

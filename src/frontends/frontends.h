@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -19,6 +20,8 @@ namespace etc {
 struct ImportRequest {
   // Sizes for inputs with symbolic dims (`--input-shape NAME=AxBxC`); ONNX and torch.export.
   std::map<std::string, std::vector<int64_t>> input_shapes;
+  // ONNX: optional graph inputs given as absent (`--absent-input NAME`).
+  std::set<std::string> absent_inputs;
   // torch.export: a value for each symbol the input shapes leave open (one point of a
   // bounded dynamic export).
   std::map<std::string, int64_t> symbol_values;

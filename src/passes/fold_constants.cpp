@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 
 namespace etc {
 namespace {
@@ -155,6 +156,19 @@ void convert(DType from, DType to, const uint8_t* in, uint8_t* out, int64_t n) {
   }
 }
 
+// The most elements of an 8-bit integer constant that a widening cast folds: biases and
+// zero points fold, weight matrices stay packed.
+constexpr int64_t kMaxWidenedQuantized = 4096;
+
+// Whether casting `in` to `to` widens a packed quantized weight: more than
+// kMaxWidenedQuantized 8-bit integers cast to a wider type (float for DequantizeLinear, int32
+// or int64 for the integer products). Folding it would store the weight at 2-8 times its
+// size; it stays packed in the program and is widened at run time.
+bool widens_packed_weight(const TensorSpec& in, DType to) {
+  return (in.dtype == DType::kInt8 || in.dtype == DType::kUInt8) && dtype_size(to) > 1 &&
+         in.numel() > kMaxWidenedQuantized;
+}
+
 struct Folder {
   const Graph& g;
   const Node& n;
@@ -203,6 +217,7 @@ struct Folder {
         return self().constant;  // same elements, same order: share the bytes
       case OpKind::ToCopy: {
         if (self().dtype == out.dtype) return self().constant;
+        if (widens_packed_weight(self(), out.dtype)) return std::nullopt;
         std::string bytes(static_cast<size_t>(out.nbytes()), '\0');
         convert(self().dtype, out.dtype, self().constant.bytes().data(),
                 reinterpret_cast<uint8_t*>(bytes.data()), out.numel());
@@ -299,6 +314,63 @@ bool all_inputs_constant(const Graph& g, const Node& n) {
   });
 }
 
+// Moves the run-time dequantization of packed weights (an 8-bit constant's widening, left
+// above, and the nodes after it that read only constants and such values) to just before the
+// first node that reads its result. A QDQ model lists every weight's DequantizeLinear first;
+// in that order all the widened weights would be live at once. Returns whether the order
+// changed.
+bool sink_widened_weights(Graph& graph) {
+  std::vector<NodeId> order(graph.order().begin(), graph.order().end());
+  size_t ids = 0;
+  for (NodeId id : order)
+    ids = std::max<size_t>(ids, id.v + 1);
+  std::vector<char> sunk(ids, 0);
+  bool any = false;
+  auto known = [&](ValueId v) {
+    const Value& val = graph.value(v);
+    return val.kind == ValueKind::kConstant ||
+           (val.kind == ValueKind::kNodeOutput && sunk[val.producer.v]);
+  };
+  for (NodeId id : order) {
+    const Node& n = graph.node(id);
+    if (n.delegate != nullptr) continue;
+    std::vector<ValueId> ins = tensor_args(n);
+    if (ins.empty() || !std::all_of(ins.begin(), ins.end(), known)) continue;
+    const bool root =
+        n.op == OpKind::ToCopy && graph.value(ins[0]).kind == ValueKind::kConstant &&
+        widens_packed_weight(graph.value(ins[0]).spec, graph.value(n.outputs[0]).spec.dtype);
+    const bool follows = std::any_of(ins.begin(), ins.end(), [&](ValueId v) {
+      return graph.value(v).kind == ValueKind::kNodeOutput;
+    });
+    if (root || follows) {
+      sunk[id.v] = 1;
+      any = true;
+    }
+  }
+  if (!any) return false;
+  // The new order: every other node in place, each preceded by the sunk nodes it needs
+  // (depth first, producers before users) that are not placed yet; sunk nodes nothing
+  // reads (graph outputs) go last.
+  std::vector<NodeId> placed;
+  placed.reserve(order.size());
+  std::vector<char> done(ids, 0);
+  std::function<void(NodeId)> place = [&](NodeId id) {
+    if (done[id.v]) return;
+    done[id.v] = 1;
+    for (ValueId v : tensor_args(graph.node(id))) {
+      const Value& val = graph.value(v);
+      if (val.kind == ValueKind::kNodeOutput && sunk[val.producer.v]) place(val.producer);
+    }
+    placed.push_back(id);
+  };
+  for (NodeId id : order) {
+    if (!sunk[id.v]) place(id);
+  }
+  for (NodeId id : order)
+    place(id);
+  return placed != order && graph.set_order(std::move(placed));
+}
+
 }  // namespace
 
 Result<bool> fold_constants(Graph& graph, PassContext&) {
@@ -329,6 +401,7 @@ Result<bool> fold_constants(Graph& graph, PassContext&) {
     graph.rename_value(folded, name);  // the original name is free again
     changed = true;
   }
+  if (sink_widened_weights(graph)) changed = true;
   return changed;
 }
 

@@ -148,6 +148,11 @@ expect "an exported ONNX model runs" 0 'output 0 \(y\): float32\[1, 1, 4, 3\]' "
 expect "--input-shape on an etc.graph model is a usage error" 2 'applies to ONNX and torch.export models' "$etc" validate "$ex/mlp.json" --input-shape x=1x2
 expect "a malformed --input-shape is a usage error" 2 "must look like NAME=1x3x224x224" "$etc" export "$onnx" -o "$tmp/x.pte" --input-shape x1x2
 expect "--input-shape naming no input is exit 1 with the inputs" 1 "names 'z', which is not an input of the model \(inputs: x, W\)" "$etc" validate "$onnx" --input-shape z=1x1x7x5
+opt=/usr/share/libonnx-testdata/data/node/test_optional_has_element_empty/model.onnx
+expect "--absent-input gives an ONNX optional input as absent" 0 "^wrote $tmp/opt.pte" "$etc" export "$opt" --target cpu --absent-input optional_input -o "$tmp/opt.pte"
+expect "a program with the absent input runs without it" 0 '0 inputs, 1 output' "$etc" run "$tmp/opt.pte" --device cpu
+expect "--absent-input naming a non-optional input is exit 1" 1 "names 'x', which is not an optional input of the model" "$etc" validate "$onnx" --absent-input x
+expect "--absent-input on an etc.graph model is a usage error" 2 'applies to ONNX models' "$etc" validate "$ex/mlp.json" --absent-input x
 head -c 100 "$onnx" >"$tmp/trunc.onnx"
 expect "a truncated ONNX model is exit 1" 1 'not a valid ONNX model' "$etc" validate "$tmp/trunc.onnx"
 expect "export of a truncated ONNX model is exit 1" 1 'not a valid ONNX model' "$etc" export "$tmp/trunc.onnx" -o "$tmp/onnx_fail.pte"

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "graph/ops.h"
+#include "graph/unary_math.h"
 #include "kernels/kernel_test_util.h"
 #include "runtime/kernels/kernel_util.h"
 
@@ -44,6 +45,21 @@ const ShapePair kShapes[] = {
 
 bool unsigned_range(DType t) {
   return t == DType::kUInt8 || t == DType::kBool;
+}
+
+TEST_CASE("round is half to even, as nearbyint, for float and double") {
+  for (float x : {0.5f, 1.5f, 2.5f, -0.5f, -2.5f, 0.49999997f, 3.7f, -3.7f, 8388607.5f, 4194304.5f,
+                  8388608.0f, 1e10f, -1e10f, 0.0f, -0.0f, 1e-30f}) {
+    INFO(x);
+    CHECK(std::signbit(unary_math::math::round(x)) == std::signbit(std::nearbyint(x)));
+    CHECK(unary_math::math::round(x) == std::nearbyint(x));
+  }
+  for (double x : {0.5, 2.5, -1.5, 4503599627370495.5, 1e300, -0.3}) {
+    INFO(x);
+    CHECK(unary_math::math::round(x) == std::nearbyint(x));
+  }
+  CHECK(std::isnan(unary_math::math::round(std::nanf(""))));
+  CHECK(std::isinf(unary_math::math::round(-INFINITY)));
 }
 
 TEST_CASE("integer add, sub, mul and neg wrap in two's complement, as ATen's do") {

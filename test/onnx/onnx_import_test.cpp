@@ -113,6 +113,32 @@ std::vector<std::string> op_names(const Graph& g) {
   return ops;
 }
 
+TEST_CASE("onnx: DequantizeLinear subtracts a zero point only when it is not all zeros") {
+  auto dequantize = [](int zero_point) {
+    ModelBuilder m;
+    m.input("q", {4}, onnx::TensorProto::INT8);
+    m.init_floats("s", {}, {0.5f});
+    auto* t = m.g->add_initializer();
+    t->set_name("z");
+    t->set_data_type(onnx::TensorProto::INT8);
+    t->add_int32_data(zero_point);
+    m.node("DequantizeLinear", {"q", "s", "z"}, {"y"});
+    m.output("y", {4});
+    Result<Graph> g = m.import();
+    INFO(g.status().to_string());
+    REQUIRE(g.ok());
+    return op_names(*g);
+  };
+  // ONNX Runtime's quantizer writes symmetric int8 weights with zero points of 0. (The zero
+  // point's own cast is imported either way, to check its shape; nothing reads it then, and
+  // dead-code elimination drops it.)
+  auto subs = [](const std::vector<std::string>& ops) {
+    return std::count(ops.begin(), ops.end(), "aten.sub.Tensor");
+  };
+  CHECK(subs(dequantize(0)) == 0);
+  CHECK(subs(dequantize(3)) == 1);
+}
+
 TEST_CASE("onnx: a conv net imports with static shapes from --input-shape") {
   ModelBuilder m;
   m.input("x", {-1, 2, 5, 5});

@@ -136,6 +136,60 @@ TEST_CASE("fold-constants shares bytes for reshapes instead of copying") {
   CHECK(g.value(value_named(g, "k")).spec.constant.bytes().data() == before);
 }
 
+TEST_CASE("fold-constants keeps large int8 weights packed: their widening casts stay") {
+  // A dequantized weight (int8 -> float32 cast) or one widened for an integer product (int8 ->
+  // int32) above 4096 elements is left for run time; a small one (a zero point, a bias) folds.
+  auto graph_with = [](int64_t n, const std::string& to = "float32") {
+    const std::string size = std::to_string(n);
+    std::string values;
+    for (int64_t i = 0; i < n; ++i)
+      values += (i ? "," : "") + std::to_string(i % 7 - 3);
+    return graph_from_json(
+        R"([{"name": "x", "dtype": ")" + to + R"(", "shape": [)" + size + "]}]",
+        "[" +
+            node("n", "aten._to_copy.default", R"({"self": "q", "dtype": ")" + to + R"("})", "k") +
+            R"(, {"name": "use", "op": "aten.mul.Tensor", "args": {"self": "x", "other": "k"},
+                                   "outputs": ["y"]}])",
+        R"(["y"])",
+        R"([{"name": "q", "dtype": "int8", "shape": [)" + size + R"(], "values": [)" + values +
+            "]}]");
+  };
+  Graph big = graph_with(4097);
+  Ctx c;
+  CHECK_FALSE(*fold_constants(big, c.ctx));
+  CHECK(big.order().size() == 2);
+  Graph small = graph_with(4096);
+  REQUIRE(*fold_constants(small, c.ctx));
+  CHECK(small.order().size() == 1);
+  CHECK(values_of<float>(small, "k")[0] == -3.0f);
+  Graph big_int = graph_with(4097, "int32");
+  CHECK_FALSE(*fold_constants(big_int, c.ctx));
+  CHECK(big_int.order().size() == 2);
+}
+
+TEST_CASE("fold-constants moves a packed weight's widening to just before its first use") {
+  std::string values;
+  for (int i = 0; i < 5000; ++i)
+    values += (i ? "," : "") + std::to_string(i % 5);
+  Graph g = graph_from_json(
+      "[" + f32("x", "[5000]") + "]",
+      "[" + node("cast", "aten._to_copy.default", R"({"self": "q", "dtype": "float32"})", "k") +
+          "," + node("scale", "aten.mul.Tensor", R"({"self": "k", "other": "s"})", "w") + "," +
+          unary("first", "aten.relu.default", "x", "r") + "," +
+          node("use", "aten.mul.Tensor", R"({"self": "r", "other": "w"})", "y") + "]",
+      R"(["y"])",
+      R"([{"name": "q", "dtype": "int8", "shape": [5000], "values": [)" + values +
+          R"(]}, {"name": "s", "dtype": "float32", "shape": [1], "values": [0.5]}])");
+  Ctx c;
+  REQUIRE(*fold_constants(g, c.ctx));
+  require_valid(g);
+  std::vector<std::string> names;
+  for (NodeId id : g.order())
+    names.push_back(g.node(id).name);
+  CHECK(names == std::vector<std::string>{"first", "cast", "scale", "use"});
+  CHECK_FALSE(*fold_constants(g, c.ctx));  // fixed point
+}
+
 // conv (2 output channels, 1x1 kernel over 1 input channel) -> batch norm -> relu.
 std::string conv_bn(const std::string& bn_outputs, const std::string& graph_outputs,
                     bool with_bias = true) {

@@ -541,6 +541,18 @@ Status Importer::read_inputs(const onnx::GraphProto& g) {
     env_[in.name()] = Entry{v, std::nullopt, *dt, shape};
   }
   ETC_RETURN_IF_ERROR(missing);
+  // An absent input must be one the model declares optional.
+  for (const std::string& name : options_.absent_inputs) {
+    bool optional = false;
+    for (const auto& in : g.input()) {
+      if (in.name() == name) optional = in.type().has_optional_type();
+    }
+    if (!optional) {
+      return invalid_input(
+          "--absent-input names '" + name + "', which is not an optional input of the model",
+          at("/graph/input"));
+    }
+  }
   for (const auto& [name, shape] : options_.input_shapes) {
     if (!used_shapes.count(name)) {
       std::string names;

@@ -43,6 +43,19 @@ Result<int64_t> quant_axis(NodeCtx& ctx) {
   return ctx.attr_int("axis", 1);
 }
 
+// Whether the zero point (input i) is given and not known to be all zeros: ONNX Runtime's
+// quantizer writes symmetric int8 weights with zero points of 0, whose subtraction would
+// cost a pass over the widened weight on every run.
+bool nonzero_zero_point(NodeCtx& ctx, int i) {
+  if (!ctx.has_input(i)) return false;
+  const HostTensor* zp = ctx.constant(i);
+  if (zp == nullptr) return true;
+  for (int64_t v : zp->ints()) {
+    if (v != 0) return true;
+  }
+  return false;
+}
+
 // round(x / scale) + zero_point, saturated to `to` and cast.
 Result<ValueId> quantize(NodeCtx& ctx, ValueId x, ValueId scale, std::optional<ValueId> zp,
                          DType to) {
@@ -70,7 +83,8 @@ Status convert_quantize_linear(NodeCtx& ctx) {
   ETC_ASSIGN_OR_RETURN(ValueId scale, quant_param(ctx, 1, axis));
   std::optional<ValueId> zp;
   if (ctx.has_input(2)) {
-    ETC_ASSIGN_OR_RETURN(zp, quant_param(ctx, 2, axis));
+    ETC_ASSIGN_OR_RETURN(ValueId z, quant_param(ctx, 2, axis));  // checked even when zero
+    if (nonzero_zero_point(ctx, 2)) zp = z;
   }
   ETC_ASSIGN_OR_RETURN(ValueId y, quantize(ctx, x, scale, zp, to));
   return ctx.set_output(0, y);
@@ -86,8 +100,10 @@ Status convert_dequantize_linear(NodeCtx& ctx) {
   ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
   ETC_ASSIGN_OR_RETURN(x, ctx.emit(OpKind::ToCopy, {{"self", x}, {"dtype", DType::kFloat32}}));
   if (ctx.has_input(2)) {
-    ETC_ASSIGN_OR_RETURN(ValueId zp, quant_param(ctx, 2, axis));
-    ETC_ASSIGN_OR_RETURN(x, ctx.emit(OpKind::SubTensor, {{"self", x}, {"other", zp}}));
+    ETC_ASSIGN_OR_RETURN(ValueId zp, quant_param(ctx, 2, axis));  // checked even when zero
+    if (nonzero_zero_point(ctx, 2)) {
+      ETC_ASSIGN_OR_RETURN(x, ctx.emit(OpKind::SubTensor, {{"self", x}, {"other", zp}}));
+    }
   }
   ETC_ASSIGN_OR_RETURN(ValueId scale, quant_param(ctx, 1, axis));
   ETC_ASSIGN_OR_RETURN(ValueId y, ctx.emit(OpKind::MulTensor, {{"self", x}, {"other", scale}}));
