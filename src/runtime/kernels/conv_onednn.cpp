@@ -1,7 +1,7 @@
 // Float convolutions through oneDNN (Debian's libdnnl), where it has a JIT kernel for the
 // shape on this CPU: its brgemm convolutions on channels-last data ran resnet18's 3x3 layers
 // at 220-270 GFLOP/s on one Zen 5 core, against 110-190 for etc's own GEMM and Winograd paths
-// (docs/benchmarks.md, session 10).
+// (docs/benchmarks.md, "What the CPU kernels' knobs change").
 //
 // etc's tensors are NCHW (the .pte is ExecuTorch's): a call copies the input to NHWC, runs
 // the convolution band by band (of output rows, or of output channels), and copies the output
