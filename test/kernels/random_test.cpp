@@ -11,7 +11,7 @@
 namespace etc::rt::test {
 namespace {
 
-TEST_CASE("rand.out: uniform in [0, 1) in every float dtype, new numbers each call") {
+TEST_CASE("rand.out: uniform from 0 to 1 (excluded) in every float dtype, new numbers each call") {
   for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16}) {
     INFO(dtype_name(dt));
     Call c("aten::rand.out");
