@@ -140,6 +140,14 @@ Result<ArgValue> parse_default(const ArgSchema& a, std::string_view text) {
         return ArgValue(std::string(text.substr(1, text.size() - 2)));
       }
       return bad();
+    case ArgType::kScalarType:
+      // The dtype names native_functions.yaml uses for defaults.
+      if (text == "long") return ArgValue(DType::kInt64);
+      if (text == "int") return ArgValue(DType::kInt32);
+      if (text == "float") return ArgValue(DType::kFloat32);
+      if (text == "double") return ArgValue(DType::kFloat64);
+      if (text == "bool") return ArgValue(DType::kBool);
+      return bad();
     case ArgType::kIntList: {
       std::vector<int64_t> items;
       if (auto single = parse_int(text)) {

@@ -1220,6 +1220,58 @@ Status infer_zeros_ones(const InferContext& ctx, std::vector<TensorType>& out) {
   return creation(ctx, ctx.dtype_arg("dtype").value_or(DType::kFloat32), out);
 }
 
+// rand/randn: floats of `size` (float32 unless dtype says another float type).
+Status infer_rand(const InferContext& ctx, std::vector<TensorType>& out) {
+  const DType dtype = ctx.dtype_arg("dtype").value_or(DType::kFloat32);
+  if (!dtype_is_float(dtype)) {
+    return ctx.error("dtype",
+                     "random floats need a floating dtype, got " + std::string(dtype_name(dtype)));
+  }
+  return creation(ctx, dtype, out);
+}
+
+namespace {
+// Whether every integer 0..v is exact in `t` (floats: up to 2^mantissa bits).
+bool dtype_holds_integer(DType t, int64_t v) {
+  switch (t) {
+    case DType::kUInt8:
+      return v <= 255;
+    case DType::kInt8:
+      return v <= 127;
+    case DType::kInt16:
+      return v <= 32767;
+    case DType::kInt32:
+      return v <= 2147483647;
+    case DType::kInt64:
+      return true;
+    case DType::kFloat16:
+      return v <= 2048;
+    case DType::kBFloat16:
+      return v <= 256;
+    case DType::kFloat32:
+      return v <= (int64_t{1} << 24);
+    case DType::kFloat64:
+      return v <= (int64_t{1} << 53);
+    case DType::kBool:
+      return v <= 1;
+  }
+  return false;
+}
+}  // namespace
+
+// randperm(n): a permutation of 0..n-1 (int64 unless dtype says another type that holds n).
+Status infer_randperm(const InferContext& ctx, std::vector<TensorType>& out) {
+  const int64_t n = ctx.int_arg("n");
+  if (n < 0) return ctx.error("n", "negative n " + std::to_string(n));
+  const DType dtype = ctx.dtype_arg("dtype").value_or(DType::kInt64);
+  if (dtype == DType::kBool || (n > 0 && !dtype_holds_integer(dtype, n - 1))) {
+    return ctx.error("dtype",
+                     std::string(dtype_name(dtype)) + " cannot hold " + std::to_string(n - 1));
+  }
+  out.push_back({dtype, {n}});
+  return Status();
+}
+
 // ---- Compiler-inserted ops -------------------------------------------------------------
 
 Status infer_delegate_call(const InferContext& ctx, std::vector<TensorType>&) {

@@ -78,6 +78,12 @@ def value(text, arg):
     """A default as a Python value; a single value for an int[N] stands for N copies."""
     if text is None:
         return None
+    # A ScalarType default: PyTorch's schema gives its enum number (4 for long), etc prints the
+    # dtype; both as the number (c10::ScalarType, which ExecuTorch's ScalarType follows).
+    scalar_types = {"int64": 4, "long": 4, "int32": 3, "int": 3, "float32": 6, "float": 6,
+                    "float64": 7, "double": 7, "bool": 11}
+    if text in scalar_types:
+        return float(scalar_types[text])
     v = ast.literal_eval({"True": "True", "False": "False", "None": "None"}.get(text, text))
     if isinstance(v, bool):
         return v

@@ -129,6 +129,10 @@ Reason cuda_host_form(const Graph&, const Node&) {
   return std::string("the host-only form of max_pool2d (delegates use max_pool2d)");
 }
 
+Reason cuda_random(const Graph&, const Node&) {
+  return std::string("random numbers are drawn on the host (one generator per instruction)");
+}
+
 Reason cuda_compiler_op(const Graph&, const Node&) {
   return std::string("compiler-inserted op");
 }
@@ -169,7 +173,7 @@ std::optional<std::string> cuda_unsupported_reason(const Graph& graph, const Nod
 
 bool cuda_may_delegate(OpKind op) {
   const CapabilityFn fn = kCapability[static_cast<size_t>(op)].fn;
-  return fn != &cuda_host_form && fn != &cuda_compiler_op;
+  return fn != &cuda_host_form && fn != &cuda_compiler_op && fn != &cuda_random;
 }
 
 }  // namespace etc

@@ -603,6 +603,25 @@ Converter fill(std::optional<double> value, bool like) {
   };
 }
 
+// rand/randn(size) and randperm(n): numbers drawn at run time, never known at export time
+// (one generator per instruction: runtime/kernels/random.cpp). A generator argument (the
+// .generator overloads) is not imported.
+Converter random_op(OpKind op) {
+  return [op](TorchNode& n) -> Status {
+    ValueId out;
+    if (op == OpKind::Randperm) {
+      ETC_ASSIGN_OR_RETURN(int64_t count, n.int_arg("n"));
+      ETC_ASSIGN_OR_RETURN(DType d, creation_dtype(n, DType::kInt64));
+      ETC_ASSIGN_OR_RETURN(out, n.emit(op, {{"n", count}, {"dtype", d}}));
+    } else {
+      ETC_ASSIGN_OR_RETURN(std::vector<int64_t> shape, n.ints("size"));
+      ETC_ASSIGN_OR_RETURN(DType d, creation_dtype(n, DType::kFloat32));
+      ETC_ASSIGN_OR_RETURN(out, n.emit(op, {{"size", shape}, {"dtype", d}}));
+    }
+    return n.set_output(0, out);
+  };
+}
+
 Status convert_scalar_tensor(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(Scalar s, n.scalar("s"));
   ETC_ASSIGN_OR_RETURN(DType d, creation_dtype(n, DType::kFloat32));
@@ -1499,6 +1518,9 @@ const std::map<std::string, Converter>& torch_converters() {
     t["aten.arange.start_step"] = convert_arange;
     t["aten.full.default"] = fill(std::nullopt, false);
     t["aten.zeros.default"] = fill(0.0, false);
+    t["aten.rand.default"] = random_op(OpKind::Rand);
+    t["aten.randn.default"] = random_op(OpKind::Randn);
+    t["aten.randperm.default"] = random_op(OpKind::Randperm);
     t["aten.ones.default"] = fill(1.0, false);
     t["aten.full_like.default"] = fill(std::nullopt, true);
     t["aten.zeros_like.default"] = fill(0.0, true);

@@ -612,6 +612,7 @@ Status register_reduce_index_kernels(OperatorRegistry& registry);
 Status register_shape_kernels(OperatorRegistry& registry);
 Status register_index_kernels(OperatorRegistry& registry);
 Status register_creation_kernels(OperatorRegistry& registry);
+Status register_random_kernels(OperatorRegistry& registry);
 Status register_movement_kernels(OperatorRegistry& registry);
 Status register_data_dependent_kernels(OperatorRegistry& registry);
 

@@ -16,6 +16,7 @@ Status register_cpu_kernels(OperatorRegistry& registry) {
   ETC_RETURN_IF_ERROR(kernels::register_reduce_index_kernels(registry));
   ETC_RETURN_IF_ERROR(kernels::register_shape_kernels(registry));
   ETC_RETURN_IF_ERROR(kernels::register_creation_kernels(registry));
+  ETC_RETURN_IF_ERROR(kernels::register_random_kernels(registry));
   ETC_RETURN_IF_ERROR(kernels::register_index_kernels(registry));
   ETC_RETURN_IF_ERROR(kernels::register_movement_kernels(registry));
   ETC_RETURN_IF_ERROR(kernels::register_data_dependent_kernels(registry));
