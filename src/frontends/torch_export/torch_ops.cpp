@@ -1533,6 +1533,12 @@ const std::map<std::string, Converter>& torch_converters() {
     t["aten.to.dtype"] = convert_to_copy;
     t["aten.constant_pad_nd.default"] = convert_constant_pad;
     t["aten._assert_tensor_metadata.default"] = convert_noop;
+    // A tensor subclass's inner tensor (torchao's quantized weights: qdata, scale).
+    t["export.access_subclass_inner_tensor.default"] = [](TorchNode& n) -> Status {
+      ETC_ASSIGN_OR_RETURN(std::string attr, n.string_arg("attr", std::nullopt));
+      ETC_ASSIGN_OR_RETURN(ValueId v, n.subclass_inner_tensor("src_subclass_tensor", attr));
+      return n.set_output(0, v);
+    };
     t["aten.sym_size.int"] = convert_sym_size;
     t["aten.sym_numel.default"] = convert_sym_numel;
     t["aten.sym_is_contiguous.default"] = convert_sym_is_contiguous;
