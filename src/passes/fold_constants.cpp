@@ -203,6 +203,10 @@ struct Folder {
         return self().constant;  // same elements, same order: share the bytes
       case OpKind::ToCopy: {
         if (self().dtype == out.dtype) return self().constant;
+        // A widening cast (int8 -> float32: a weight-only quantized weight) stays a run-time
+        // op: folded, the program would store the wide copy, and quantizing was to keep the
+        // file (and the weights' bytes in memory) small.
+        if (dtype_size(out.dtype) > dtype_size(self().dtype)) return std::nullopt;
         std::string bytes(static_cast<size_t>(out.nbytes()), '\0');
         convert(self().dtype, out.dtype, self().constant.bytes().data(),
                 reinterpret_cast<uint8_t*>(bytes.data()), out.numel());
