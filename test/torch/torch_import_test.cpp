@@ -205,6 +205,13 @@ TEST_CASE("The pickle reader rebuilds Int8Tensor's inner tensors without executi
     CHECK(m.find("data.pkl") != std::string::npos);
     CHECK(bad.status().location().byte_offset == std::optional<uint64_t>(2));
   }
+  SECTION("POP and FRAME (found by fuzz_torch_pickle: their status outlived its result)") {
+    CHECK(!parse("0").ok());
+    Result<torch_import::PickledWeight> r =
+        parse(std::string("\x80\x04\x95\x02\0\0\0\0\0\0\0N0N.", 16));
+    REQUIRE(!r.ok());
+    CHECK(r.status().message().find("holds None, not a tensor") != std::string::npos);
+  }
   SECTION("every truncation is an error") {
     for (size_t n = 0; n < pkl.size(); ++n) {
       Result<torch_import::PickledWeight> r = parse(pkl.substr(0, n));

@@ -421,9 +421,11 @@ Result<PickledWeight> Reader::run() {
         if (v < 2 || v > 5) return refuse("pickle protocol " + std::to_string(v));
         break;
       }
-      case 0x95:  // FRAME (protocol 4): a length hint
-        ETC_RETURN_IF_ERROR(le(8).status());
+      case 0x95: {  // FRAME (protocol 4): a length hint
+        ETC_ASSIGN_OR_RETURN(uint64_t frame, le(8));
+        (void)frame;
         break;
+      }
       case 'c': {  // GLOBAL
         ETC_ASSIGN_OR_RETURN(std::string module, line());
         ETC_ASSIGN_OR_RETURN(std::string name, line());
@@ -591,9 +593,11 @@ Result<PickledWeight> Reader::run() {
         ETC_RETURN_IF_ERROR(push(s));
         break;
       }
-      case '0':  // POP
-        ETC_RETURN_IF_ERROR(pop().status());
+      case '0': {  // POP
+        ETC_ASSIGN_OR_RETURN(Obj * dropped, pop());
+        (void)dropped;
         break;
+      }
       case '.': {  // STOP
         ETC_ASSIGN_OR_RETURN(Obj * top, pop());
         if (!stack_.empty() || !marks_.empty()) return fail("STOP leaves values on the stack");
