@@ -280,9 +280,22 @@ Status check_subclass(const PickledWeight& w, const std::function<Status(const s
              shape_to_string(t.sizes);
   for (const auto& [n, v] : w.attributes)
     found += ", " + n + "=" + v;
+  if (w.class_name == "torchao.quantization.IntxUnpackedToInt8Tensor") {
+    // IntxWeightOnlyConfig: int8 qdata [N, K] holding int1..int8 values, a scale and a zero
+    // point per group; the program dequantizes with torchao.dequantize_affine.
+    const PickledTensor* q = w.tensor("qdata");
+    const std::string* act = w.attribute("activation_quantization");
+    if (q == nullptr || w.tensor("scale") == nullptr || w.tensor("zero_point") == nullptr ||
+        q->dtype != DType::kInt8 || q->sizes != w.sizes || (act != nullptr && *act != "None")) {
+      return no("a torchao IntxUnpackedToInt8Tensor in a layout etc does not import (" + found +
+                "); etc imports IntxWeightOnlyConfig's: int8 qdata of the weight's shape, a "
+                "scale and zero point, no activation quantization");
+    }
+    return Status();
+  }
   if (w.class_name != "torchao.quantization.Int8Tensor") {
     return no("a " + w.class_name + " (" + found +
-              "); etc imports torchao's weight-only Int8Tensor only");
+              "); etc imports torchao's weight-only Int8Tensor and IntxUnpackedToInt8Tensor");
   }
   // Int8WeightOnlyConfig: int8 qdata [N, K] and a scale per row; no activation quantization.
   const PickledTensor* q = w.tensor("qdata");
@@ -319,7 +332,7 @@ Result<TorchSaveArchive> Importer::open_pickled(const std::string& fqn, std::str
     return std::move(read).take_status().add_context(
         "while reading '" + fqn +
         "', which is stored pickled (use_pickle: true): etc reads torch.save archives of "
-        "plain tensors and of torchao's Int8Tensor");
+        "plain tensors and of torchao's Int8Tensor and IntxUnpackedToInt8Tensor");
   }
   return read;
 }

@@ -126,8 +126,14 @@ const std::map<std::string, Allowed>& allow_list() {
         {"BoolStorage", DType::kBool},     {"BFloat16Storage", DType::kBFloat16}};
     for (const auto& [n, d] : storages)
       t[std::string("torch ") + n] = {Obj::K::kStorageType, d};
+    // Sub-byte integer dtypes name what IntxUnpackedToInt8Tensor's int8 qdata holds.
+    for (int bits = 1; bits <= 7; ++bits) {
+      t["torch int" + std::to_string(bits)] = {Obj::K::kDType, DType::kInt8};
+      t["torch uint" + std::to_string(bits)] = {Obj::K::kDType, DType::kUInt8};
+    }
     for (const char* c :
-         {"torchao.quantization Int8Tensor", "torch Tensor", "torch.nn.parameter Parameter"}) {
+         {"torchao.quantization Int8Tensor", "torchao.quantization IntxUnpackedToInt8Tensor",
+          "torch Tensor", "torch.nn.parameter Parameter"}) {
       t[c] = {Obj::K::kClass};
     }
     return t;
@@ -240,7 +246,7 @@ Result<Obj*> Reader::global(const std::string& module, const std::string& name) 
     if (module.rfind("torchao", 0) == 0) {
       hint =
           "; of torchao's tensor subclasses etc imports the weight-only Int8Tensor "
-          "(Int8WeightOnlyConfig)";
+          "(Int8WeightOnlyConfig) and IntxUnpackedToInt8Tensor (IntxWeightOnlyConfig)";
       if (name.find("Kwargs") != std::string::npos || name.find("Granularity") != std::string::npos)
         hint += " without activation quantization";
     } else if (module == "torch") {
@@ -253,7 +259,9 @@ Result<Obj*> Reader::global(const std::string& module, const std::string& name) 
   }
   Obj* o = make(it->second.kind);
   o->dtype = it->second.dtype;
-  o->s = it->second.kind == Obj::K::kClass ? module + "." + name : key;
+  o->s = it->second.kind == Obj::K::kClass || it->second.kind == Obj::K::kDType
+             ? module + "." + name
+             : key;
   return o;
 }
 
@@ -396,7 +404,7 @@ std::string Reader::text(const Obj* o, int depth) const {
       return s + (o->kind == Obj::K::kTuple ? ")" : "]");
     }
     case Obj::K::kDType:
-      return "torch." + std::string(dtype_name(o->dtype));
+      return o->s;  // "torch.int4"
     case Obj::K::kTensor:
       return std::string(dtype_name(o->tensor.dtype)) + " tensor";
     default:

@@ -1,16 +1,21 @@
-"""torchao's weight-only int8 (Int8WeightOnlyConfig) imports, keeps its weights int8, runs.
+"""torchao's weight-only int8 and intx import, keep their weights int8, run as PyTorch does.
 
-    torchao_int8_test.py ETC
+    torchao_weight_only_test.py ETC
 
 A Linear and a small decoder-style block (RMS norm, q/k/v/o projections, causal attention,
-a SiLU-gated MLP) are quantized with torchao's quantize_(m, Int8WeightOnlyConfig()) and
-exported in both forms (torch.export.export, and .run_decompositions()). For each:
+a SiLU-gated MLP) are quantized with torchao's quantize_ and each config below, and
+exported in both forms (torch.export.export, and .run_decompositions()):
+Int8WeightOnlyConfig() (an Int8Tensor: int8 and a scale per row),
+IntxWeightOnlyConfig(int4, PerGroup(32)) and IntxWeightOnlyConfig(int8, PerAxis(0)) (an
+IntxUnpackedToInt8Tensor: int8 values, a scale and zero point per group, dequantized by
+torchao.dequantize_affine). For each:
 - `etc export --target cpu` and `--target cuda:0` succeed;
-- the .pte is at most 0.55x the .pte etc writes for the same model unquantized (float32):
-  the weights stay int8 (plus a float32 scale per row) and are widened at run time;
+- the .pte is at most 0.55x (int8) or 0.35x (int4 in int8 bytes, group 32) the .pte etc
+  writes for the same model unquantized (float32): the weights stay int8 and are widened
+  at run time;
 - `etc run --device cpu` matches PyTorch eager of the quantized model (max abs error at most
   1e-4 of the output's largest magnitude).
-A model quantized with a torchao config etc does not import (IntxWeightOnlyConfig,
+A model quantized with a torchao config etc does not import (Float8WeightOnlyConfig,
 Int8DynamicActivationInt8WeightConfig) is refused, the error naming what it found.
 """
 import os
@@ -22,9 +27,9 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torchao.quantization import (Int8DynamicActivationInt8WeightConfig, Int8WeightOnlyConfig,
-                                  IntxWeightOnlyConfig, quantize_)
-from torchao.quantization.granularity import PerGroup
+from torchao.quantization import (Float8WeightOnlyConfig, Int8DynamicActivationInt8WeightConfig,
+                                  Int8WeightOnlyConfig, IntxWeightOnlyConfig, quantize_)
+from torchao.quantization.granularity import PerAxis, PerGroup
 
 failures = 0
 
@@ -72,28 +77,37 @@ def run(cmd):
     return subprocess.run(cmd, capture_output=True, text=True)
 
 
+CONFIGS = [("int8", Int8WeightOnlyConfig, 0.55),
+           ("int4g32", lambda: IntxWeightOnlyConfig(weight_dtype=torch.int4,
+                                                    granularity=PerGroup(32)), 0.35),
+           ("intx8", lambda: IntxWeightOnlyConfig(weight_dtype=torch.int8,
+                                                  granularity=PerAxis(0)), 0.55)]
+
+
 def main():
     etc = sys.argv[1]
-    torch.manual_seed(0)
-    models = [("linear", Linear(), (torch.randn(4, 256),)),
-              ("block", Block(), (torch.randn(2, 8, 128),))]
     with tempfile.TemporaryDirectory() as tmp:
         p = lambda name: os.path.join(tmp, name)  # noqa: E731
-        for name, model, args in models:
-            model.eval()
+        for (model_name, make, shape), (qname, config, limit) in (
+                (m, c) for m in (("linear", Linear, (4, 256)), ("block", Block, (2, 8, 128)))
+                for c in CONFIGS):
+            torch.manual_seed(0)
+            model = make().eval()
+            args = (torch.randn(*shape),)
+            name = model_name + "_" + qname
             torch.export.save(torch.export.export(model, args), p(name + ".f32.pt2"))
             r = run([etc, "export", p(name + ".f32.pt2"), "-o", p(name + ".f32.pte"),
                      "--target", "cpu"])
             check(r.returncode == 0, "%s float32: etc export" % name, r.stderr)
             float_size = os.path.getsize(p(name + ".f32.pte"))
-            quantize_(model, Int8WeightOnlyConfig())
+            quantize_(model, config())
             with torch.no_grad():
                 want = model(*args).numpy()
             for i, a in enumerate(args):
                 np.save(p("%s.input_%d.npy" % (name, i)), a.numpy())
             ep = torch.export.export(model, args)
             for form, prog in (("export", ep), ("decomposed", ep.run_decompositions())):
-                tag = "%s int8 (%s)" % (name, form)
+                tag = "%s %s (%s)" % (model_name, qname, form)
                 pt2 = p("%s.%s.pt2" % (name, form))
                 torch.export.save(prog, pt2)
                 pte = p("%s.%s.pte" % (name, form))
@@ -104,7 +118,7 @@ def main():
                 r = run([etc, "export", pt2, "-o", p("cuda.pte"), "--target", "cuda:0"])
                 check(r.returncode == 0, tag + ": etc export --target cuda:0", r.stderr)
                 ratio = os.path.getsize(pte) / float_size
-                check(ratio <= 0.55, tag + ": .pte is %.3fx the float32 one (%d / %d bytes)" %
+                check(ratio <= limit, tag + ": .pte is %.3fx the float32 one (%d / %d bytes)" %
                       (ratio, os.path.getsize(pte), float_size))
                 out = p("out_%s_%s" % (name, form))
                 r = run([etc, "run", pte, "--device", "cpu", "--output-dir", out] +
@@ -120,9 +134,7 @@ def main():
                       "the largest output)" % err, "shape %s vs %s" % (got.shape, want.shape))
 
         # Configs etc does not import: refused, the error naming what was found.
-        for cfg, expect in ((IntxWeightOnlyConfig(weight_dtype=torch.int4,
-                                                  granularity=PerGroup(32)),
-                             "torchao.quantization.IntxUnpackedToInt8Tensor"),
+        for cfg, expect in ((Float8WeightOnlyConfig(), "torchao.quantization.Float8Tensor"),
                             (Int8DynamicActivationInt8WeightConfig(),
                              "QuantizeTensorToInt8Kwargs")):
             model = Linear().eval()
@@ -133,7 +145,7 @@ def main():
             check(r.returncode != 0 and expect in r.stderr and "'fc.weight'" in r.stderr and
                   not os.path.exists(p("unsupported.pte")),
                   "%s: refused, naming %s" % (type(cfg).__name__, expect), r.stderr)
-    print("torchao_int8_test: %d failure(s)" % failures)
+    print("torchao_weight_only_test: %d failure(s)" % failures)
     return 1 if failures else 0
 
 
