@@ -15,6 +15,7 @@ torchao.dequantize_affine). For each:
   at run time;
 - `etc run --device cpu` matches PyTorch eager of the quantized model (max abs error at most
   1e-4 of the output's largest magnitude).
+The dequantized weight itself (weight.dequantize()) equals torchao's bit for bit.
 A model quantized with a torchao config etc does not import (Float8WeightOnlyConfig,
 Int8DynamicActivationInt8WeightConfig) is refused, the error naming what it found.
 """
@@ -71,6 +72,17 @@ class Block(nn.Module):
         x = x + self.o(a.transpose(1, 2).reshape(b, t, d))
         h = self.norm2(x)
         return x + self.down(F.silu(self.gate(h)) * self.up(h))
+
+
+class Dequantized(nn.Module):
+    """The quantized weight itself, dequantized (plus a zero input): element by element."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(256, 128)
+
+    def forward(self, x):
+        return self.fc.weight.dequantize() + x
 
 
 def run(cmd):
@@ -132,6 +144,26 @@ def main():
                 check(got.shape == want.shape and err <= 1e-4,
                       tag + ": matches PyTorch eager of the quantized model (max error %.2e of "
                       "the largest output)" % err, "shape %s vs %s" % (got.shape, want.shape))
+
+        # Dequantization element by element: etc's values are torchao's, bit for bit.
+        for qname, config, _ in CONFIGS:
+            torch.manual_seed(0)
+            model = Dequantized().eval()
+            quantize_(model, config())
+            x = torch.zeros(1, 256)
+            with torch.no_grad():
+                want = model(x).numpy()
+            torch.export.save(torch.export.export(model, (x,)), p("deq.pt2"))
+            np.save(p("zeros.npy"), x.numpy())
+            r = run([etc, "export", p("deq.pt2"), "-o", p("deq.pte"), "--target", "cpu"])
+            r = r if r.returncode else run([etc, "run", p("deq.pte"), "--device", "cpu",
+                                            "--input", "0=" + p("zeros.npy"),
+                                            "--output-dir", p("deq_out")])
+            got = np.load(os.path.join(p("deq_out"), "output_0.npy")) if r.returncode == 0 \
+                else None
+            check(got is not None and np.array_equal(got, want),
+                  "%s: the dequantized weight equals torchao's bit for bit" % qname,
+                  r.stderr if got is None else "max difference %g" % np.abs(got - want).max())
 
         # Configs etc does not import: refused, the error naming what was found.
         for cfg, expect in ((Float8WeightOnlyConfig(), "torchao.quantization.Float8Tensor"),
