@@ -14,7 +14,8 @@ torchao.dequantize_affine). For each:
   writes for the same model unquantized (float32): the weights stay int8 and are widened
   at run time;
 - `etc run --device cpu` matches PyTorch eager of the quantized model (max abs error at most
-  1e-4 of the output's largest magnitude).
+  1e-4 of the output's largest magnitude), and so does ExecuTorch's runtime running the
+  same .pte.
 The dequantized weight itself (weight.dequantize()) equals torchao's bit for bit.
 A model quantized with a torchao config etc does not import (Float8WeightOnlyConfig,
 Int8DynamicActivationInt8WeightConfig) is refused, the error naming what it found.
@@ -28,6 +29,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from executorch.runtime import Runtime
 from torchao.quantization import (Float8WeightOnlyConfig, Int8DynamicActivationInt8WeightConfig,
                                   Int8WeightOnlyConfig, IntxWeightOnlyConfig, quantize_)
 from torchao.quantization.granularity import PerAxis, PerGroup
@@ -144,6 +146,12 @@ def main():
                 check(got.shape == want.shape and err <= 1e-4,
                       tag + ": matches PyTorch eager of the quantized model (max error %.2e of "
                       "the largest output)" % err, "shape %s vs %s" % (got.shape, want.shape))
+                # ExecuTorch's own runtime runs the same program (int8 weights, _to_copy.out).
+                method = Runtime.get().load_program(pte).load_method("forward")
+                et = method.execute(list(args))[0].numpy()
+                err = float(np.abs(et - want).max()) / float(np.abs(want).max())
+                check(err <= 1e-4, tag + ": ExecuTorch's runtime runs it and matches too "
+                      "(max error %.2e)" % err)
 
         # Dequantization element by element: etc's values are torchao's, bit for bit.
         for qname, config, _ in CONFIGS:
