@@ -16,11 +16,11 @@ runs=${1:-20000}
 build=build-fuzz
 CC=clang-14 CXX=clang++-14 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DETC_CUDA=OFF \
   -DETC_BUILD_TESTS=OFF -DETC_FUZZ=ON -DETC_SANITIZE=address,undefined,fuzzer-no-link >/dev/null
-cmake --build "$build" --target etc fuzz_pte fuzz_graph_json fuzz_safetensors fuzz_npy fuzz_onnx fuzz_pt2 -j "$(nproc)"
+cmake --build "$build" --target etc fuzz_pte fuzz_graph_json fuzz_safetensors fuzz_npy fuzz_onnx fuzz_pt2 fuzz_torch_pickle -j "$(nproc)"
 
 corpus="$build/corpus"
 rm -rf "$corpus"
-mkdir -p "$corpus"/{pte,graph_json,safetensors,npy,onnx,pt2}
+mkdir -p "$corpus"/{pte,graph_json,safetensors,npy,onnx,pt2,torch_pickle}
 # ONNX: a spread of ONNX's node tests (libonnx-testdata) with static shapes.
 for t in conv_with_strides_padding gemm_all_attributes reshape_reordered_all_dims slice resize_upsample_scales_nearest \
          batchnorm_example maxpool_2d_pads softmax_axis_1 matmul_3d concat_2d_axis_0 gather_0 split_equal_parts_1d; do
@@ -43,6 +43,13 @@ with zipfile.ZipFile(sys.argv[1]) as src, zipfile.ZipFile(sys.argv[2], "w", zipf
     for info in src.infolist():
         dst.writestr(info.filename, src.read(info.filename))
 PY
+# The pickle of torchao's Int8Tensor weight (the torch.save archive inside the .pt2).
+/usr/bin/python3 - test/torch/programs/linear_int8wo.pt2 "$corpus/torch_pickle/int8wo.pkl" <<'PY'
+import io, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as outer:
+    inner = zipfile.ZipFile(io.BytesIO(outer.read("linear_int8wo/data/weights/weight_0")))
+    open(sys.argv[2], "wb").write(inner.read("archive/data.pkl"))
+PY
 for m in mlp cnn; do
   "$build/apps/etc/etc" export "examples/$m.json" -o "$corpus/pte/$m.pte" >/dev/null 2>&1
   "$build/apps/etc/etc" export "examples/$m.json" -o "$corpus/pte/${m}_cpu.pte" --target cpu >/dev/null 2>&1
@@ -64,7 +71,7 @@ report_finding() {  # report_finding TARGET LOG: the log's tail and each crash i
     [[ -f "$f" ]] && echo "input $f (base64): $(base64 -w0 "$f")"
   done
 }
-targets=(pte graph_json safetensors npy onnx pt2)
+targets=(pte graph_json safetensors npy onnx pt2 torch_pickle)
 for t in "${targets[@]}"; do
   echo "fuzz_$t: $runs runs, seed ${FUZZ_SEED:-1}"
   if ! (cd "$build" && ASAN_OPTIONS=detect_leaks=1 "./fuzz/fuzz_$t" -runs="$runs" -seed="${FUZZ_SEED:-1}" -max_len=65536 -timeout=10 \

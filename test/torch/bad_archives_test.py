@@ -108,7 +108,7 @@ def main(argv):
             c["config"]["fc.weight"]["use_pickle"] = True
             return json.dumps(c).encode()
         case("pickled weight", edit(linear, "model_weights_config.json", pickled),
-             ["'fc.weight' is stored pickled"])
+             ["'fc.weight', which is stored pickled", "does not start with 'PK'"])
 
         def flip(data):
             b = bytearray(data)

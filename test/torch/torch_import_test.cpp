@@ -5,7 +5,9 @@
 #include <cstring>
 
 #include "frontends/model_format.h"
+#include "frontends/torch_export/pt2_archive.h"
 #include "frontends/torch_export/torch_import.h"
+#include "frontends/torch_export/torch_pickle.h"
 #include "runtime/npy.h"
 
 namespace etc {
@@ -115,6 +117,121 @@ TEST_CASE("model kinds are told by content, the extension only when content cann
         ModelFormat::kGraphJson);
   CHECK(*detect_model_format("/nonexistent/model.onnx") == ModelFormat::kOnnx);
   CHECK(*detect_model_format("/nonexistent/model.pt2") == ModelFormat::kTorchExport);
+}
+
+// ---- torchao's weight-only int8 (a tensor subclass stored pickled) ---------------------------
+
+// linear_int8wo.pt2: Linear(32, 16) after torchao's quantize_(m, Int8WeightOnlyConfig()),
+// torch.export.export'ed (torch 2.14.1, torchao 0.18.0). Its weight is a torch.save archive
+// whose pickle rebuilds a torchao.quantization.Int8Tensor.
+TEST_CASE("linear_int8wo.pt2: the Int8Tensor weight imports as its int8 qdata and scale") {
+  Result<std::shared_ptr<const Blob>> archive = map_file(kPrograms + "linear_int8wo.pt2");
+  REQUIRE(archive.ok());
+  Result<Graph> g = parse_torch_export(*archive, "linear_int8wo.pt2");
+  INFO(g.status().to_string());
+  REQUIRE(g.ok());
+  const Value& q = value_named(*g, "p_fc_weight_qdata");
+  CHECK(q.kind == ValueKind::kConstant);
+  CHECK(q.spec.type_string() == "int8[16, 32]");
+  CHECK(q.spec.constant.size == 16 * 32);
+  const Value& s = value_named(*g, "p_fc_weight_scale");
+  CHECK(s.spec.type_string() == "float32[16, 1]");
+  // The qdata's bytes are a window into the mapped archive (a stored entry of a stored entry).
+  const uint8_t* base = (*archive)->bytes().data();
+  const uint8_t* at = q.spec.constant.bytes().data();
+  CHECK(at >= base);
+  CHECK(at + 16 * 32 <= base + (*archive)->bytes().size());
+}
+
+namespace {
+// The pickle inside linear_int8wo.pt2's weight_0.
+std::string int8wo_pickle() {
+  Result<std::shared_ptr<const Blob>> archive = map_file(kPrograms + "linear_int8wo.pt2");
+  REQUIRE(archive.ok());
+  Result<torch_import::ZipArchive> zip = torch_import::ZipArchive::open(*archive, "a.pt2");
+  REQUIRE(zip.ok());
+  const torch_import::ZipEntry* e = zip->find("linear_int8wo/data/weights/weight_0");
+  REQUIRE(e != nullptr);
+  Result<ConstantData> bytes = zip->read(*e);
+  REQUIRE(bytes.ok());
+  auto inner_blob =
+      make_blob(std::string(reinterpret_cast<const char*>(bytes->bytes().data()), bytes->size));
+  Result<torch_import::ZipArchive> inner = torch_import::ZipArchive::open(inner_blob, "w");
+  REQUIRE(inner.ok());
+  const torch_import::ZipEntry* p = inner->find("archive/data.pkl");
+  REQUIRE(p != nullptr);
+  Result<std::string> text = inner->read_text(*p);
+  REQUIRE(text.ok());
+  return *text;
+}
+Result<torch_import::PickledWeight> parse(const std::string& bytes) {
+  return torch_import::parse_weight_pickle(
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()),
+      "data.pkl");
+}
+}  // namespace
+
+TEST_CASE("The pickle reader rebuilds Int8Tensor's inner tensors without executing anything") {
+  const std::string pkl = int8wo_pickle();
+  Result<torch_import::PickledWeight> w = parse(pkl);
+  INFO(w.status().to_string());
+  REQUIRE(w.ok());
+  CHECK(w->class_name == "torchao.quantization.Int8Tensor");
+  CHECK(w->dtype == DType::kFloat32);
+  CHECK(w->sizes == std::vector<int64_t>{16, 32});
+  const torch_import::PickledTensor* q = w->tensor("qdata");
+  REQUIRE(q != nullptr);
+  CHECK(q->dtype == DType::kInt8);
+  CHECK(q->sizes == std::vector<int64_t>{16, 32});
+  CHECK(q->strides == std::vector<int64_t>{32, 1});
+  CHECK(q->storage_key == "0");
+  CHECK(q->storage_numel == 512);
+  REQUIRE(w->tensor("scale") != nullptr);
+  CHECK(w->tensor("scale")->dtype == DType::kFloat32);
+  REQUIRE(w->attribute("block_size") != nullptr);
+  CHECK(*w->attribute("block_size") == "[1, 32]");
+  CHECK(*w->attribute("act_quant_kwargs") == "None");
+
+  SECTION("a global off the allow-list is refused by name, at its byte") {
+    // PROTO 2, GLOBAL 'os system', ... : the first global is refused before anything else.
+    Result<torch_import::PickledWeight> bad = parse(std::string("\x80\x02"
+                                                                "cos\nsystem\n",
+                                                                13) +
+                                                    "X\x02\0\0\0ls\x85R.");
+    REQUIRE(!bad.ok());
+    const std::string m = bad.status().to_string();
+    INFO(m);
+    CHECK(m.find("'os.system'") != std::string::npos);
+    CHECK(m.find("data.pkl") != std::string::npos);
+    CHECK(bad.status().location().byte_offset == std::optional<uint64_t>(2));
+  }
+  SECTION("POP and FRAME (found by fuzz_torch_pickle: their status outlived its result)") {
+    CHECK(!parse("0").ok());
+    Result<torch_import::PickledWeight> r =
+        parse(std::string("\x80\x04\x95\x02\0\0\0\0\0\0\0N0N.", 16));
+    REQUIRE(!r.ok());
+    CHECK(r.status().message().find("holds None, not a tensor") != std::string::npos);
+  }
+  SECTION("every truncation is an error") {
+    for (size_t n = 0; n < pkl.size(); ++n) {
+      Result<torch_import::PickledWeight> r = parse(pkl.substr(0, n));
+      INFO(n);
+      CHECK(!r.ok());
+    }
+  }
+  SECTION("every byte changed: an error or a weight, never a crash") {
+    size_t errors = 0;
+    for (size_t i = 0; i < pkl.size(); ++i) {
+      for (int v :
+           {0x00, 0xff, 0x7f, 0x80, int('('), int('R'), int('h'), int('Q'), int('.'), int('t')}) {
+        std::string b = pkl;
+        if (static_cast<uint8_t>(b[i]) == v) continue;
+        b[i] = static_cast<char>(v);
+        errors += !parse(b).ok();
+      }
+    }
+    CHECK(errors > pkl.size());
+  }
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // context converters see (torch_node.cpp). Internal to etc_torch_export.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -11,6 +12,7 @@
 #include "frontends/torch_export/pt2_archive.h"
 #include "frontends/torch_export/torch_import.h"
 #include "frontends/torch_export/torch_node.h"
+#include "frontends/torch_export/torch_pickle.h"
 
 namespace etc::torch_import {
 
@@ -20,6 +22,15 @@ std::optional<DType> dtype_from_torch(int64_t v);
 std::string torch_dtype_name(int64_t v);
 // The node's first stack frame ("m.py:49: return self.fc(x)"), or empty.
 std::string source_line(const Json& node);
+// Row-major strides of `sizes`, in elements.
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes);
+// The tensor `spec` (dtype, sizes) as the view (strides, storage offset, in elements) of a
+// storage of `storage_bytes` bytes (the entry `path`), read by `read`: checked to stay inside
+// the storage, then shared when contiguous, gathered when strided. `fail` words an error.
+Result<TensorSpec> storage_view(TensorSpec spec, const std::vector<int64_t>& strides,
+                                int64_t offset, const std::string& path, uint64_t storage_bytes,
+                                const std::function<Result<ConstantData>()>& read,
+                                const std::function<Status(const std::string&)>& fail);
 
 // One import: the archive, the program, and the name -> value environment nodes build.
 class Importer {
@@ -123,6 +134,16 @@ class Importer {
   std::unordered_set<std::string> weight_buffers_;
   // Buffers the program mutates (placeholder names), found before the inputs are read.
   std::unordered_set<std::string> mutated_buffers_;
+  // Weights that are tensor subclasses (torchao's Int8Tensor, stored pickled), by
+  // placeholder name: the program reads their inner tensors through
+  // export.access_subclass_inner_tensor, each a constant made on first read.
+  struct SubclassWeight {
+    std::string fqn;
+    std::string class_name;  // "torchao.quantization.Int8Tensor"
+    std::map<std::string, TensorSpec> inner;
+    std::map<std::string, ValueId> values;
+  };
+  std::unordered_map<std::string, SubclassWeight> subclass_weights_;
 
   std::string fresh_value_name(const std::string& base) const {
     if (!torch_names_.count(base) && !graph_.find_value(base)) return base;
@@ -155,6 +176,16 @@ class Importer {
   // A weight's type and bytes (as a constant's spec).
   Result<TensorSpec> read_weight(const std::string& fqn, const std::string& pointer);
   Result<ValueId> add_weight(const std::string& graph_name, const std::string& fqn,
+                             const std::string& pointer);
+  // Whether weight `fqn` is stored pickled (use_pickle: true).
+  bool is_pickled(const std::string& fqn) const;
+  // A pickled weight (torch_pickle.h): a torchao subclass becomes a SubclassWeight, a plain
+  // tensor a constant.
+  // Opens pickled weight `fqn`'s torch.save archive; `file` names its entry.
+  Result<TorchSaveArchive> open_pickled(const std::string& fqn, std::string* file) const;
+  // Every pickled weight is a plain tensor or a tensor subclass etc imports.
+  Status check_pickled_weights();
+  Status read_pickled_weight(const std::string& graph_name, const std::string& fqn,
                              const std::string& pointer);
   Status find_mutated_buffers(const Json& nodes);
   Status read_inputs();

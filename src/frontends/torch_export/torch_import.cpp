@@ -13,6 +13,7 @@
 
 #include "frontends/import_report.h"
 #include "frontends/torch_export/importer.h"
+#include "frontends/torch_export/torch_pickle.h"
 #include "graph/verifier.h"
 
 namespace etc {
@@ -262,6 +263,134 @@ Result<ValueId> Importer::add_weight(const std::string& graph_name, const std::s
       graph_.find_value(graph_name) ? fresh_value_name(graph_name) : graph_name, std::move(spec));
 }
 
+bool Importer::is_pickled(const std::string& fqn) const {
+  const Json* cfg = weights_config_.contains(fqn)     ? &weights_config_[fqn]
+                    : constants_config_.contains(fqn) ? &constants_config_[fqn]
+                                                      : nullptr;
+  return cfg != nullptr && cfg->is_object() && cfg->contains("use_pickle") &&
+         (*cfg)["use_pickle"].is_boolean() && (*cfg)["use_pickle"].get<bool>();
+}
+
+namespace {
+// The tensor subclasses etc imports, and what their inner tensors must be.
+Status check_subclass(const PickledWeight& w, const std::function<Status(const std::string&)>& no) {
+  std::string found;
+  for (const auto& [n, t] : w.tensors)
+    found += (found.empty() ? "" : ", ") + n + " " + std::string(dtype_name(t.dtype)) +
+             shape_to_string(t.sizes);
+  for (const auto& [n, v] : w.attributes)
+    found += ", " + n + "=" + v;
+  if (w.class_name == "torchao.quantization.IntxUnpackedToInt8Tensor") {
+    // IntxWeightOnlyConfig: int8 qdata [N, K] holding int1..int8 values, a scale and a zero
+    // point per group; the program dequantizes with torchao.dequantize_affine.
+    const PickledTensor* q = w.tensor("qdata");
+    const std::string* act = w.attribute("activation_quantization");
+    if (q == nullptr || w.tensor("scale") == nullptr || w.tensor("zero_point") == nullptr ||
+        q->dtype != DType::kInt8 || q->sizes != w.sizes || (act != nullptr && *act != "None")) {
+      return no("a torchao IntxUnpackedToInt8Tensor in a layout etc does not import (" + found +
+                "); etc imports IntxWeightOnlyConfig's: int8 qdata of the weight's shape, a "
+                "scale and zero point, no activation quantization");
+    }
+    return Status();
+  }
+  if (w.class_name != "torchao.quantization.Int8Tensor") {
+    return no("a " + w.class_name + " (" + found +
+              "); etc imports torchao's weight-only Int8Tensor and IntxUnpackedToInt8Tensor");
+  }
+  // Int8WeightOnlyConfig: int8 qdata [N, K] and a scale per row; no activation quantization.
+  const PickledTensor* q = w.tensor("qdata");
+  const PickledTensor* scale = w.tensor("scale");
+  const std::string* act = w.attribute("act_quant_kwargs");
+  const std::string* pre = w.attribute("act_pre_scale");
+  if (q == nullptr || scale == nullptr || q->dtype != DType::kInt8 || q->sizes != w.sizes ||
+      w.sizes.size() != 2 || (act != nullptr && *act != "None") ||
+      (pre != nullptr && *pre != "None")) {
+    return no("a torchao Int8Tensor in a layout etc does not import (" + found +
+              "); etc imports Int8WeightOnlyConfig's: int8 qdata of the weight's shape, a "
+              "scale, no activation quantization");
+  }
+  return Status();
+}
+}  // namespace
+
+Result<TorchSaveArchive> Importer::open_pickled(const std::string& fqn, std::string* file) const {
+  const bool is_weight = weights_config_.contains(fqn);
+  const Json& cfg = is_weight ? weights_config_[fqn] : constants_config_[fqn];
+  Location where = zip_.at(is_weight ? weights_entry_ : constants_entry_);
+  where.pointer = "/config/" + fqn;
+  if (!cfg.contains("path_name") || !cfg["path_name"].is_string())
+    return invalid_input("'" + fqn + "': path_name is missing", where);
+  const std::string path = prefix_ + (is_weight ? "data/weights/" : "data/constants/") +
+                           cfg["path_name"].get<std::string>();
+  const ZipEntry* e = zip_.find(path);
+  if (e == nullptr)
+    return invalid_input("'" + fqn + "': its bytes (" + path + ") are missing", where);
+  ETC_ASSIGN_OR_RETURN(ConstantData bytes, zip_.read(*e));
+  *file = zip_.at(path).file;
+  Result<TorchSaveArchive> read = read_torch_save(bytes, *file);
+  if (!read.ok()) {
+    return std::move(read).take_status().add_context(
+        "while reading '" + fqn +
+        "', which is stored pickled (use_pickle: true): etc reads torch.save archives of "
+        "plain tensors and of torchao's Int8Tensor and IntxUnpackedToInt8Tensor");
+  }
+  return read;
+}
+
+Status Importer::check_pickled_weights() {
+  for (const Json* config : {&weights_config_, &constants_config_}) {
+    for (auto it = config->begin(); it != config->end(); ++it) {
+      if (!is_pickled(it.key())) continue;
+      std::string file;
+      ETC_ASSIGN_OR_RETURN(TorchSaveArchive saved, open_pickled(it.key(), &file));
+      if (saved.weight.class_name.empty()) continue;
+      ETC_RETURN_IF_ERROR(check_subclass(saved.weight, [&](const std::string& m) {
+        return etc::unsupported("'" + it.key() + "' is " + m,
+                                saved.zip.at(saved.prefix + "data.pkl"));
+      }));
+    }
+  }
+  return Status();
+}
+
+Status Importer::read_pickled_weight(const std::string& graph_name, const std::string& fqn,
+                                     const std::string& pointer) {
+  std::string file;
+  ETC_ASSIGN_OR_RETURN(TorchSaveArchive saved, open_pickled(fqn, &file));
+  const PickledWeight& w = saved.weight;
+  auto inner_spec = [&](const PickledTensor& t, const std::string& what) -> Result<TensorSpec> {
+    TensorSpec spec = TensorSpec::make(t.dtype, t.sizes);
+    auto fail = [&](const std::string& m) {
+      return invalid_input("'" + fqn + "'" + what + ": " + m,
+                           saved.zip.at(saved.prefix + "data.pkl"));
+    };
+    if (std::string err = check_tensor_spec(spec); !err.empty()) return fail(err);
+    const uint64_t storage_bytes =
+        static_cast<uint64_t>(t.storage_numel) * static_cast<uint64_t>(dtype_size(t.dtype));
+    return storage_view(
+        std::move(spec), t.strides, t.storage_offset, saved.prefix + "data/" + t.storage_key,
+        storage_bytes, [&]() { return saved.storage(t); }, fail);
+  };
+  if (w.class_name.empty()) {  // a plain tensor, pickled
+    ETC_ASSIGN_OR_RETURN(TensorSpec spec, inner_spec(w.tensors[0].second, ""));
+    ValueId v = graph_.add_constant(
+        graph_.find_value(graph_name) ? fresh_value_name(graph_name) : graph_name, std::move(spec));
+    const TensorSpec& s = graph_.value(v).spec;
+    env_[graph_name] = Entry{v, std::nullopt, s.dtype, s.sizes};
+    return Status();
+  }
+  ETC_RETURN_IF_ERROR(check_subclass(w, [&](const std::string& m) {
+    return etc::unsupported("'" + fqn + "' (" + file + ") is " + m, at(pointer));
+  }));
+  SubclassWeight sw{fqn, w.class_name, {}, {}};
+  for (const auto& [n, t] : w.tensors) {
+    ETC_ASSIGN_OR_RETURN(TensorSpec spec, inner_spec(t, "." + n));
+    sw.inner.emplace(n, std::move(spec));
+  }
+  subclass_weights_[graph_name] = std::move(sw);
+  return Status();
+}
+
 Result<TensorSpec> Importer::read_weight(const std::string& fqn, const std::string& pointer) {
   const Json* cfg = nullptr;
   std::string config_entry, dir;
@@ -284,8 +413,8 @@ Result<TensorSpec> Importer::read_weight(const std::string& fqn, const std::stri
   if (cfg->contains("use_pickle") && (*cfg)["use_pickle"].is_boolean() &&
       (*cfg)["use_pickle"].get<bool>()) {
     return etc::unsupported("'" + fqn +
-                                "' is stored pickled (use_pickle: true), which etc cannot read "
-                                "without Python; save it as a plain tensor",
+                                "' is stored pickled (use_pickle: true) and the program "
+                                "updates it; etc reads pickled parameters and constants only",
                             where);
   }
   if (!cfg->contains("path_name") || !(*cfg)["path_name"].is_string()) {
@@ -308,20 +437,33 @@ Result<TensorSpec> Importer::read_weight(const std::string& fqn, const std::stri
       strides.push_back(s["as_int"].get<int64_t>());
     }
   } else {
-    strides.assign(spec.rank(), 0);
-    int64_t st = 1;
-    for (size_t i = spec.rank(); i-- > 0;) {
-      strides[i] = st;
-      st *= spec.sizes[i];
-    }
+    strides = contiguous_strides(spec.sizes);
   }
-  if (strides.size() != spec.rank()) return fail("strides and sizes differ in length");
   int64_t offset = 0;
   if (meta.contains("storage_offset") && meta["storage_offset"].is_object() &&
       meta["storage_offset"].contains("as_int") &&
       meta["storage_offset"]["as_int"].is_number_integer()) {
     offset = meta["storage_offset"]["as_int"].get<int64_t>();
   }
+  return storage_view(
+      std::move(spec), strides, offset, path, e->size, [&]() { return zip_.read(*e); }, fail);
+}
+
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> strides(sizes.size(), 0);
+  int64_t st = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    strides[i] = st;
+    st *= sizes[i];
+  }
+  return strides;
+}
+
+Result<TensorSpec> storage_view(TensorSpec spec, const std::vector<int64_t>& strides,
+                                int64_t offset, const std::string& path, uint64_t storage_bytes,
+                                const std::function<Result<ConstantData>()>& read,
+                                const std::function<Status(const std::string&)>& fail) {
+  if (strides.size() != spec.rank()) return fail("strides and sizes differ in length");
   int64_t es = dtype_size(spec.dtype);
   int64_t numel = spec.numel();
   // The last element read: offset + sum (size-1)*stride, all non-negative, in the storage.
@@ -340,13 +482,13 @@ Result<TensorSpec> Importer::read_weight(const std::string& fqn, const std::stri
     }
     expect *= spec.sizes[i];
   }
-  uint64_t storage_elems = e->size / static_cast<uint64_t>(es);
+  uint64_t storage_elems = storage_bytes / static_cast<uint64_t>(es);
   if (numel > 0 && last >= storage_elems) {
     return fail("tensor_meta reads element " + std::to_string(last) + " of a storage of " +
                 std::to_string(storage_elems) + " elements (" + path + " has " +
-                std::to_string(e->size) + " bytes)");
+                std::to_string(storage_bytes) + " bytes)");
   }
-  ETC_ASSIGN_OR_RETURN(ConstantData data, zip_.read(*e));
+  ETC_ASSIGN_OR_RETURN(ConstantData data, read());
   if (contiguous) {
     data.offset += static_cast<size_t>(offset) * es;
     data.size = static_cast<size_t>(numel * es);
@@ -533,6 +675,10 @@ Status Importer::read_inputs() {
       if (kind != "buffer") fixed_placeholders_[name] = kind;
       if (kind == "buffer") weight_buffers_.insert(name);
       ETC_ASSIGN_OR_RETURN(std::string fqn, fqn_of(key));
+      if (is_pickled(fqn)) {
+        ETC_RETURN_IF_ERROR(read_pickled_weight(name, fqn, ptr));
+        continue;
+      }
       ETC_ASSIGN_OR_RETURN(ValueId v, add_weight(name, fqn, ptr));
       const TensorSpec& spec = graph_.value(v).spec;
       env_[name] = Entry{v, std::nullopt, spec.dtype, spec.sizes};
@@ -920,8 +1066,11 @@ Result<Graph> Importer::run() {
   for (auto it = tensor_values_->begin(); it != tensor_values_->end(); ++it)
     torch_names_.insert(it.key());
   collect_reads(*nodes, program_["graph_module"]);
-  ETC_RETURN_IF_ERROR(report_unsupported());
+  // Tensor-subclass weights first: a torchao layout etc does not read is named as such, not
+  // only by the ops its program calls.
   ETC_RETURN_IF_ERROR(read_weight_configs());
+  ETC_RETURN_IF_ERROR(check_pickled_weights());
+  ETC_RETURN_IF_ERROR(report_unsupported());
   ETC_RETURN_IF_ERROR(find_mutated_buffers(*nodes));
   ETC_RETURN_IF_ERROR(read_inputs());
   ETC_RETURN_IF_ERROR(convert_nodes());

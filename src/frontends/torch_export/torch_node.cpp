@@ -103,11 +103,44 @@ Result<const Entry*> TorchNode::entry(std::string_view arg) const {
       tensor_name((*j)["as_tensor"], "'" + std::string(arg) + "'", arg_location(arg)));
   auto it = im_.env_.find(name);
   if (it == im_.env_.end()) {
+    if (auto sub = im_.subclass_weights_.find(name); sub != im_.subclass_weights_.end()) {
+      return unsupported("reads the weight '" + name + "' (a " + sub->second.class_name +
+                         ") as a whole; etc reads a tensor subclass's inner tensors "
+                         "(export.access_subclass_inner_tensor) only");
+    }
     return invalid_input(target_ + ": tensor '" + name + "' is not defined before this node",
                          arg_location(arg));
   }
   ETC_RETURN_IF_ERROR(check_fresh(name));
   return &it->second;
+}
+
+Result<ValueId> TorchNode::subclass_inner_tensor(std::string_view arg, const std::string& attr) {
+  ETC_ASSIGN_OR_RETURN(const Json* j, arg_json(arg));
+  if (j == nullptr || !j->contains("as_tensor"))
+    return invalid(std::string("argument '") + std::string(arg) + "' must be a tensor");
+  ETC_ASSIGN_OR_RETURN(
+      std::string name,
+      tensor_name((*j)["as_tensor"], "'" + std::string(arg) + "'", arg_location(arg)));
+  auto sub = im_.subclass_weights_.find(name);
+  if (sub == im_.subclass_weights_.end()) {
+    return unsupported("'" + name +
+                       "' is not a tensor-subclass weight etc read (a torchao Int8Tensor "
+                       "parameter or constant)");
+  }
+  Importer::SubclassWeight& w = sub->second;
+  if (auto v = w.values.find(attr); v != w.values.end()) return v->second;
+  auto t = w.inner.find(attr);
+  if (t == w.inner.end()) {
+    std::string have;
+    for (const auto& [n, spec] : w.inner)
+      have += (have.empty() ? "" : ", ") + n;
+    return invalid("'" + name + "' (a " + w.class_name + ") has no inner tensor '" + attr +
+                   "'; it has " + have);
+  }
+  ValueId v = im_.graph_.add_constant(im_.fresh_value_name(name + "_" + attr), t->second);
+  w.values.emplace(attr, v);
+  return v;
 }
 
 Status TorchNode::check_fresh(const std::string& name) const {

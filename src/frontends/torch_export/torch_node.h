@@ -77,6 +77,9 @@ class TorchNode {
   // A copy: emitting a node may move the graph's values, and with them a reference.
   std::vector<int64_t> sizes(ValueId v) const { return spec(v).sizes; }
   DType dtype(ValueId v) const { return spec(v).dtype; }
+  // export.access_subclass_inner_tensor: inner tensor `attr` of the tensor-subclass weight
+  // argument `arg` names (a constant, made on its first read).
+  Result<ValueId> subclass_inner_tensor(std::string_view arg, const std::string& attr);
   // An IR value for a known tensor (a new constant).
   ValueId constant(const KnownTensor& t);
 

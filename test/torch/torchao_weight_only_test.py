@@ -1,0 +1,193 @@
+"""torchao's weight-only int8 and intx import, keep their weights int8, run as PyTorch does.
+
+    torchao_weight_only_test.py ETC
+
+A Linear and a small decoder-style block (RMS norm, q/k/v/o projections, causal attention,
+a SiLU-gated MLP) are quantized with torchao's quantize_ and each config below, and
+exported in both forms (torch.export.export, and .run_decompositions()):
+Int8WeightOnlyConfig() (an Int8Tensor: int8 and a scale per row),
+IntxWeightOnlyConfig(int4, PerGroup(32)) and IntxWeightOnlyConfig(int8, PerAxis(0)) (an
+IntxUnpackedToInt8Tensor: int8 values, a scale and zero point per group, dequantized by
+torchao.dequantize_affine). For each:
+- `etc export --target cpu` and `--target cuda:0` succeed;
+- the .pte is at most 0.55x (int8) or 0.35x (int4 in int8 bytes, group 32) the .pte etc
+  writes for the same model unquantized (float32): the weights stay int8 and are widened
+  at run time;
+- `etc run --device cpu` matches PyTorch eager of the quantized model (max abs error at most
+  1e-4 of the output's largest magnitude), and so does ExecuTorch's runtime running the
+  same .pte.
+The dequantized weight itself (weight.dequantize()) equals torchao's bit for bit.
+A model quantized with a torchao config etc does not import (Float8WeightOnlyConfig,
+Int8DynamicActivationInt8WeightConfig) is refused, the error naming what it found.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from executorch.runtime import Runtime
+from torchao.quantization import (Float8WeightOnlyConfig, Int8DynamicActivationInt8WeightConfig,
+                                  Int8WeightOnlyConfig, IntxWeightOnlyConfig, quantize_)
+from torchao.quantization.granularity import PerAxis, PerGroup
+
+failures = 0
+
+
+def check(ok, what, detail=""):
+    global failures
+    print(("ok: " if ok else "FAIL: ") + what + ("" if ok else ": " + detail))
+    failures += 0 if ok else 1
+
+
+class Linear(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(256, 128)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+class Block(nn.Module):
+    """One pre-norm decoder layer (no KV cache): attention and a gated MLP, no biases."""
+
+    def __init__(self, d=128, heads=4, ff=256):
+        super().__init__()
+        self.heads = heads
+        self.norm1 = nn.RMSNorm(d)
+        self.q, self.k, self.v, self.o = (nn.Linear(d, d, bias=False) for _ in range(4))
+        self.norm2 = nn.RMSNorm(d)
+        self.gate = nn.Linear(d, ff, bias=False)
+        self.up = nn.Linear(d, ff, bias=False)
+        self.down = nn.Linear(ff, d, bias=False)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        h = self.norm1(x)
+        q, k, v = (p(h).view(b, t, self.heads, d // self.heads).transpose(1, 2)
+                   for p in (self.q, self.k, self.v))
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.o(a.transpose(1, 2).reshape(b, t, d))
+        h = self.norm2(x)
+        return x + self.down(F.silu(self.gate(h)) * self.up(h))
+
+
+class Dequantized(nn.Module):
+    """The quantized weight itself, dequantized (plus a zero input): element by element."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(256, 128)
+
+    def forward(self, x):
+        return self.fc.weight.dequantize() + x
+
+
+def run(cmd):
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+CONFIGS = [("int8", Int8WeightOnlyConfig, 0.55),
+           ("int4g32", lambda: IntxWeightOnlyConfig(weight_dtype=torch.int4,
+                                                    granularity=PerGroup(32)), 0.35),
+           ("intx8", lambda: IntxWeightOnlyConfig(weight_dtype=torch.int8,
+                                                  granularity=PerAxis(0)), 0.55)]
+
+
+def main():
+    etc = sys.argv[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        p = lambda name: os.path.join(tmp, name)  # noqa: E731
+        for (model_name, make, shape), (qname, config, limit) in (
+                (m, c) for m in (("linear", Linear, (4, 256)), ("block", Block, (2, 8, 128)))
+                for c in CONFIGS):
+            torch.manual_seed(0)
+            model = make().eval()
+            args = (torch.randn(*shape),)
+            name = model_name + "_" + qname
+            torch.export.save(torch.export.export(model, args), p(name + ".f32.pt2"))
+            r = run([etc, "export", p(name + ".f32.pt2"), "-o", p(name + ".f32.pte"),
+                     "--target", "cpu"])
+            check(r.returncode == 0, "%s float32: etc export" % name, r.stderr)
+            float_size = os.path.getsize(p(name + ".f32.pte"))
+            quantize_(model, config())
+            with torch.no_grad():
+                want = model(*args).numpy()
+            for i, a in enumerate(args):
+                np.save(p("%s.input_%d.npy" % (name, i)), a.numpy())
+            ep = torch.export.export(model, args)
+            for form, prog in (("export", ep), ("decomposed", ep.run_decompositions())):
+                tag = "%s %s (%s)" % (model_name, qname, form)
+                pt2 = p("%s.%s.pt2" % (name, form))
+                torch.export.save(prog, pt2)
+                pte = p("%s.%s.pte" % (name, form))
+                r = run([etc, "export", pt2, "-o", pte, "--target", "cpu"])
+                check(r.returncode == 0, tag + ": etc export --target cpu", r.stderr)
+                if r.returncode != 0:
+                    continue
+                r = run([etc, "export", pt2, "-o", p("cuda.pte"), "--target", "cuda:0"])
+                check(r.returncode == 0, tag + ": etc export --target cuda:0", r.stderr)
+                ratio = os.path.getsize(pte) / float_size
+                check(ratio <= limit, tag + ": .pte is %.3fx the float32 one (%d / %d bytes)" %
+                      (ratio, os.path.getsize(pte), float_size))
+                out = p("out_%s_%s" % (name, form))
+                r = run([etc, "run", pte, "--device", "cpu", "--output-dir", out] +
+                        sum((["--input", "%d=%s" % (i, p("%s.input_%d.npy" % (name, i)))]
+                             for i in range(len(args))), []))
+                check(r.returncode == 0, tag + ": etc run --device cpu", r.stderr)
+                if r.returncode != 0:
+                    continue
+                got = np.load(os.path.join(out, "output_0.npy"))
+                err = float(np.abs(got - want).max()) / float(np.abs(want).max())
+                check(got.shape == want.shape and err <= 1e-4,
+                      tag + ": matches PyTorch eager of the quantized model (max error %.2e of "
+                      "the largest output)" % err, "shape %s vs %s" % (got.shape, want.shape))
+                # ExecuTorch's own runtime runs the same program (int8 weights, _to_copy.out).
+                method = Runtime.get().load_program(pte).load_method("forward")
+                et = method.execute(list(args))[0].numpy()
+                err = float(np.abs(et - want).max()) / float(np.abs(want).max())
+                check(err <= 1e-4, tag + ": ExecuTorch's runtime runs it and matches too "
+                      "(max error %.2e)" % err)
+
+        # Dequantization element by element: etc's values are torchao's, bit for bit.
+        for qname, config, _ in CONFIGS:
+            torch.manual_seed(0)
+            model = Dequantized().eval()
+            quantize_(model, config())
+            x = torch.zeros(1, 256)
+            with torch.no_grad():
+                want = model(x).numpy()
+            torch.export.save(torch.export.export(model, (x,)), p("deq.pt2"))
+            np.save(p("zeros.npy"), x.numpy())
+            r = run([etc, "export", p("deq.pt2"), "-o", p("deq.pte"), "--target", "cpu"])
+            r = r if r.returncode else run([etc, "run", p("deq.pte"), "--device", "cpu",
+                                            "--input", "0=" + p("zeros.npy"),
+                                            "--output-dir", p("deq_out")])
+            got = np.load(os.path.join(p("deq_out"), "output_0.npy")) if r.returncode == 0 \
+                else None
+            check(got is not None and np.array_equal(got, want),
+                  "%s: the dequantized weight equals torchao's bit for bit" % qname,
+                  r.stderr if got is None else "max difference %g" % np.abs(got - want).max())
+
+        # Configs etc does not import: refused, the error naming what was found.
+        for cfg, expect in ((Float8WeightOnlyConfig(), "torchao.quantization.Float8Tensor"),
+                            (Int8DynamicActivationInt8WeightConfig(),
+                             "QuantizeTensorToInt8Kwargs")):
+            model = Linear().eval()
+            quantize_(model, cfg)
+            pt2 = p("unsupported.pt2")
+            torch.export.save(torch.export.export(model, (torch.randn(4, 256),)), pt2)
+            r = run([etc, "export", pt2, "-o", p("unsupported.pte"), "--target", "cpu"])
+            check(r.returncode != 0 and expect in r.stderr and "'fc.weight'" in r.stderr and
+                  not os.path.exists(p("unsupported.pte")),
+                  "%s: refused, naming %s" % (type(cfg).__name__, expect), r.stderr)
+    print("torchao_weight_only_test: %d failure(s)" % failures)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
