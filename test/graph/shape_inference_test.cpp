@@ -475,6 +475,24 @@ TEST_CASE("full, zeros and ones") {
             .find("is too large") != std::string::npos);
 }
 
+TEST_CASE("random numbers: rand and randn are floats of size, randperm n integers") {
+  OpTester t;
+  for (OpKind op : {OpKind::Rand, OpKind::Randn}) {
+    CHECK(t.one(op, {{"size", ints({2, 3})}}) == T(f32, {2, 3}));
+    CHECK(t.one(op, {{"size", ints({4})}, {"dtype", DType::kBFloat16}}) ==
+          T(DType::kBFloat16, {4}));
+    CHECK(t.error(op, {{"size", ints({4})}, {"dtype", DType::kInt64}})
+              .find("need a floating dtype, got int64") != std::string::npos);
+    CHECK(t.error(op, {{"size", ints({-2})}}).find("negative size -2") != std::string::npos);
+  }
+  CHECK(t.one(OpKind::Randperm, {{"n", i64(7)}}) == T(i64t, {7}));  // dtype=long by default
+  CHECK(t.one(OpKind::Randperm, {{"n", i64(0)}, {"dtype", DType::kInt32}}) ==
+        T(DType::kInt32, {0}));
+  CHECK(t.error(OpKind::Randperm, {{"n", i64(-1)}}).find("negative n -1") != std::string::npos);
+  CHECK(t.error(OpKind::Randperm, {{"n", i64(300)}, {"dtype", DType::kInt8}})
+            .find("int8 cannot hold 299") != std::string::npos);
+}
+
 TEST_CASE("device copies keep dtype and shape") {
   OpTester t;
   auto x = t.in(f16, {2, 3});
@@ -724,8 +742,8 @@ TEST_CASE("every op in the table is covered by this file") {
   size_t aten = 0;
   for (const OpInfo& op : all_ops())
     aten += op.schema.ns == "aten";
-  CHECK(aten == 135);
-  CHECK(all_ops().size() == 141);
+  CHECK(aten == 138);
+  CHECK(all_ops().size() == 144);
 }
 
 }  // namespace
