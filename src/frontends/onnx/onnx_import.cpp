@@ -862,7 +862,8 @@ Status Importer::add_output(const std::string& name, Entry& e, const onnx::TypeP
   if (graph_.value(v).name != name) {
     // An alias (Identity) or a constant: give the output its own name.
     ETC_ASSIGN_OR_RETURN(std::vector<ArgValue> args, bind_args(OpKind::Clone, {{"self", v}}));
-    const TensorSpec& spec = graph_.value(v).spec;
+    // Copied before add_node: a new value may move the graph's values (and `spec` with them).
+    const TensorSpec spec = graph_.value(v).spec;
     NodeId id =
         graph_.add_node(OpKind::Clone, graph_.unique_node_name(name + "/output"), std::move(args),
                         {graph_.find_value(name) ? fresh_value_name(name) : name},
