@@ -129,6 +129,9 @@ struct KernelContext {
   // against and what arguments are read by name through. Null for the few kernels whose
   // values no schema describes.
   const OpSchema* schema = nullptr;
+  // The instruction's position in its method (0 when the caller has none): a per-instruction
+  // seed for the random kernels, the same in every method loaded from the program.
+  uint32_t instruction = 0;
   // An invalid-input error naming the op: "aten::add.out: <message>".
   Status error(const std::string& message) const;
 };

@@ -1020,6 +1020,7 @@ Status Method::execute() {
           KernelContext ctx{s.name,        env_.allocators,      env_.kernel_state,
                             &s.state,      s.constant_args,      s.epilogue.get(),
                             s.unread_outs, s.channels_last_args, s.schema};
+          ctx.instruction = static_cast<uint32_t>(pc);
           st = s.kernel(ctx, s.args);
         } else {
           st = delegates_[s.delegate]->execute(s.args);

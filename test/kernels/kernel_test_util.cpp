@@ -211,6 +211,7 @@ Status Call::run_raw(std::vector<Value*> args) {
   ctx.schema = kernel->call_schema();
   ctx.epilogue = epilogue_;
   ctx.channels_last_args = channels_last_args_;
+  ctx.instruction = instruction_;
   if (keep_state_) {
     ctx.state = &state_;
     ctx.constant_args = constant_args_;

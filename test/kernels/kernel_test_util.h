@@ -79,6 +79,8 @@ class Call {
   void set_epilogue(const Epilogue* e) { epilogue_ = e; }
   // Later runs hold the arguments of `args` channels-last (KernelContext::channels_last_args).
   void set_channels_last(uint64_t args) { channels_last_args_ = args; }
+  // Later runs are instruction `i` of a method (KernelContext::instruction).
+  void set_instruction(uint32_t i) { instruction_ = i; }
 
  private:
   Value* add(Value v);
@@ -87,6 +89,7 @@ class Call {
   uint64_t constant_args_ = 0;
   const Epilogue* epilogue_ = nullptr;
   uint64_t channels_last_args_ = 0;
+  uint32_t instruction_ = 0;
   std::unique_ptr<KernelState> state_;
   std::deque<Value> values_;
   std::deque<std::vector<uint64_t>> storage_;  // uint64 keeps every dtype aligned

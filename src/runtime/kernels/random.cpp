@@ -1,9 +1,9 @@
 // Random numbers: rand.out (uniform in [0, 1)), randn.out (standard normal), randperm.out (a
-// permutation of 0..n-1). Each instruction owns a generator (its KernelContext state slot),
-// seeded in the order instructions first run in the process, so a program's numbers differ
-// from call to call and repeat from process to process. Kernels called without a slot (tests)
-// share one process-wide generator.
-#include <atomic>
+// permutation of 0..n-1). Each instruction owns a generator (its KernelContext state slot)
+// seeded from its position in the method, so a program's numbers differ from call to call and
+// from instruction to instruction, and repeat in every method loaded from it (the CPU
+// reference of `etc run --verify` draws the same numbers). Kernels called without a slot
+// (tests) share one process-wide generator.
 #include <cmath>
 #include <cstring>
 #include <mutex>
@@ -21,10 +21,9 @@ struct RandomState final : KernelState {
   std::mt19937_64 rng;
 };
 
-uint64_t next_seed() {
-  // SplitMix64 steps of a counter: well-spread seeds for consecutive instructions.
-  static std::atomic<uint64_t> counter{0};
-  uint64_t z = (counter.fetch_add(1) + 1) * 0x9e3779b97f4a7c15ULL;
+// SplitMix64 of `x`: well-spread seeds for consecutive instructions.
+uint64_t seed_of(uint64_t x) {
+  uint64_t z = (x + 1) * 0x9e3779b97f4a7c15ULL;
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
@@ -36,7 +35,7 @@ void with_generator(KernelContext& ctx, F&& draw) {
   if (ctx.state != nullptr) {
     auto* s = dynamic_cast<RandomState*>(ctx.state->get());
     if (s == nullptr) {
-      auto fresh = std::make_unique<RandomState>(next_seed());
+      auto fresh = std::make_unique<RandomState>(seed_of(ctx.instruction));
       s = fresh.get();
       *ctx.state = std::move(fresh);
     }
@@ -44,7 +43,7 @@ void with_generator(KernelContext& ctx, F&& draw) {
     return;
   }
   static std::mutex mutex;
-  static std::mt19937_64 shared(next_seed());
+  static std::mt19937_64 shared(seed_of(~uint64_t{0}));
   std::lock_guard<std::mutex> lock(mutex);
   draw(shared);
 }
