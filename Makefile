@@ -34,14 +34,14 @@ test: deps pyenv build
 # not the model zoo or the Core ATen suite, which the Release run covers and which would add
 # minutes here).
 test-sanitize: deps
-	@cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DETC_CUDA=OFF -DETC_SANITIZE=address,undefined
+	@cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DETC_CUDA=OFF -DETC_PIC=OFF -DETC_SANITIZE=address,undefined
 	@cmake --build build-asan -j $(JOBS)
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir build-asan --output-on-failure -j $(JOBS) -L cpu -E "format|tidy|plugin|rehearsed|zoo|core-aten"
 
 # The golden suite again with a clang-built etc (Release, no CUDA): exports must be
 # byte-identical whichever compiler built etc (docs/golden-files.md). CI runs it.
 test-goldens-clang: deps
-	@CC=clang-14 CXX=clang++-14 cmake -S . -B build-clang -G Ninja -DCMAKE_BUILD_TYPE=Release -DETC_CUDA=OFF -DETC_BUILD_TESTS=OFF >/dev/null
+	@CC=clang-14 CXX=clang++-14 cmake -S . -B build-clang -G Ninja -DCMAKE_BUILD_TYPE=Release -DETC_CUDA=OFF -DETC_PIC=OFF -DETC_PYTHON=OFF -DETC_BUILD_TESTS=OFF >/dev/null
 	@cmake --build build-clang --target etc -j $(JOBS)
 	@bash test/golden/run_goldens.sh build-clang/apps/etc/etc $(CURDIR)
 

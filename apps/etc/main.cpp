@@ -12,6 +12,7 @@
 #include <string>
 
 #include "backends/cuda/cuda_capability.h"
+#include "backends/runtimes.h"
 #include "export/export.h"
 #include "export/export_pipeline.h"
 #include "format/pte_diff.h"
@@ -30,10 +31,6 @@
 #include "support/logging.h"
 #include "support/status.h"
 
-#ifdef ETC_WITH_CUDA
-#include "backends/cuda/runtime/cuda_devices.h"
-#endif
-
 namespace {
 
 constexpr int kExitUsage = 2;
@@ -45,38 +42,7 @@ int report(const etc::Status& s) {
 }
 
 std::string version_text() {
-  std::string v = "etc " ETC_VERSION "\n";
-  v += std::string("CPU kernels: GEMM micro-kernel ") + etc::rt::kernels::gemm_float_kernel_name() +
-       (etc::rt::kernels::env_max_isa().has_value() ? " ($ETC_MAX_ISA caps the vector builds)\n"
-                                                    : "\n");
-  const std::string dnnl = etc::rt::kernels::onednn_version();
-  v += dnnl.empty() ? "oneDNN: not built (CPU convolutions on etc's own kernels)\n"
-                    : "oneDNN: " + dnnl + " (CPU convolutions where it has a JIT kernel)\n";
-#ifdef ETC_WITH_CUDA
-  std::string archs;
-  for (int a : etc::cuda::built_architectures())
-    archs += (archs.empty() ? "" : ",") + std::to_string(a);
-  v += "CUDA support: built in (CUDA runtime " + etc::cuda::runtime_version_string() +
-       ", architectures " + archs + ")\n";
-  v += "CUDA driver: " + etc::cuda::driver_version_string() + "\n";
-  auto devices = etc::cuda::list_devices();
-  if (!devices.ok()) {
-    v += "CUDA devices: none usable (" + devices.status().message() + ")\n";
-  } else if (devices->empty()) {
-    v += "CUDA devices: none visible\n";
-  } else {
-    for (const auto& d : *devices) {
-      v += "CUDA device " + std::to_string(d.index) + ": " + d.name + " (sm_" +
-           std::to_string(d.major) + std::to_string(d.minor) + ", " +
-           std::to_string(d.total_memory >> 20) + " MiB)";
-      etc::Status usable = etc::cuda::check_supported(d, etc::cuda::built_architectures());
-      v += usable.ok() ? "\n" : " — not usable: " + usable.message() + "\n";
-    }
-  }
-#else
-  v += "CUDA support: not built (CPU-only build)\n";
-#endif
-  return v;
+  return "etc " ETC_VERSION "\n" + etc::describe_runtimes();
 }
 
 etc::Status usage(std::string message) {

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "backends/runtimes.h"
 #include "format/pte_reader.h"
 #include "graph/tensor_spec.h"
 #include "runtime/method.h"
@@ -21,8 +22,7 @@
 #include "runtime/session.h"
 
 #ifdef ETC_WITH_CUDA
-#include "backends/cuda/runtime/cuda_devices.h"
-#include "backends/cuda/runtime/cuda_runtime_env.h"
+#include "backends/cuda/runtime/cuda_runtime_env.h"  // graph_counts
 #endif
 
 namespace etc {
@@ -223,75 +223,6 @@ Comparison compare(const HostTensor& got, const HostTensor& want, Tolerance tol)
   return c;
 }
 
-Result<Device> choose_device(const std::string& requested, std::string* note) {
-  std::string lower = requested;
-  for (char& c : lower)
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (lower == "auto") {
-#ifdef ETC_WITH_CUDA
-    auto devices = cuda::list_devices();
-    if (devices.ok() && !devices->empty()) {
-      Status usable = cuda::check_supported((*devices)[0], cuda::built_architectures());
-      if (usable.ok()) {
-        *note = "--device auto: using cuda:0 (" + (*devices)[0].name + ")";
-        return Device{DeviceType::kCUDA, 0};
-      }
-      *note = "--device auto: " + usable.message() + "; running on the CPU";
-      return Device{};
-    }
-    *note =
-        "--device auto: no GPU visible (" +
-        (devices.ok() ? std::string("the driver reports 0 devices") : devices.status().message()) +
-        "); running on the CPU";
-#else
-    *note = "--device auto: this etc was built without CUDA support; running on the CPU";
-#endif
-    return Device{};
-  }
-  Result<Device> d = parse_device(lower);
-  if (!d.ok()) return Status(ErrorCode::kUsage, "--device: " + d.status().message() + " (or auto)");
-  if (d->is_cpu()) return *d;
-#ifdef ETC_WITH_CUDA
-  auto devices = cuda::list_devices();
-  if (!devices.ok()) {
-    return Status(ErrorCode::kDeviceUnavailable,
-                  "requested device " + to_string(*d) +
-                      " is not available: no CUDA device visible: " + devices.status().message() +
-                      "; use --device cpu to run on the CPU");
-  }
-  if (d->index >= static_cast<int>(devices->size())) {
-    return Status(ErrorCode::kDeviceUnavailable,
-                  "requested device " + to_string(*d) +
-                      " is not available: " + std::to_string(devices->size()) +
-                      " CUDA device(s) visible; use --device cpu to run on the CPU");
-  }
-  Status usable =
-      cuda::check_supported((*devices)[static_cast<size_t>(d->index)], cuda::built_architectures());
-  if (!usable.ok()) {
-    return Status(ErrorCode::kDeviceUnavailable, "requested device " + to_string(*d) +
-                                                     " is not usable: " + usable.message() +
-                                                     "; use --device cpu to run on the CPU");
-  }
-  return *d;
-#else
-  return Status(ErrorCode::kDeviceUnavailable,
-                "requested device " + to_string(*d) +
-                    " is not available: this etc was built without CUDA support; use --device "
-                    "cpu to run on the CPU");
-#endif
-}
-
-// The runtime for `device`: the CUDA runtime for a GPU, the CPU runtime (CUDA memory
-// emulated in host memory, delegates on the CPU reference backend) otherwise.
-Result<std::unique_ptr<rt::OwnedRuntime>> make_runtime(Device device, bool cuda_graphs) {
-#ifdef ETC_WITH_CUDA
-  if (device.type == DeviceType::kCUDA)
-    return cuda::make_cuda_runtime(cuda::CudaRuntimeOptions{.graphs = cuda_graphs});
-#endif
-  (void)cuda_graphs;
-  if (!device.is_cpu()) return internal_error("no runtime for " + to_string(device));
-  return rt::make_cpu_runtime();
-}
 // With --cuda-graphs on a CUDA device: how many graphs the delegates captured and how many
 // calls replayed one (the device check asserts the replays); null otherwise.
 nlohmann::json graph_counts_json(const RunArgs& args, Device device,
@@ -457,7 +388,7 @@ Status run_generation(const RunArgs& args, const pte::File& file, rt::Method& me
 
 Status run_program(const RunArgs& args) {
   std::string note;
-  ETC_ASSIGN_OR_RETURN(Device device, choose_device(args.device, &note));
+  ETC_ASSIGN_OR_RETURN(Device device, choose_device(args.device, "--device", &note));
   if (!note.empty() && !args.json) std::fprintf(stderr, "etc: %s\n", note.c_str());
   if (args.iterations < 1 || args.warmup < 0)
     return Status(ErrorCode::kUsage, "--iterations must be >= 1 and --warmup >= 0");
@@ -466,15 +397,10 @@ Status run_program(const RunArgs& args) {
   auto t_load = Clock::now();
   ETC_ASSIGN_OR_RETURN(pte::File file, read_pte_file(args.file));
   ETC_ASSIGN_OR_RETURN(std::unique_ptr<rt::OwnedRuntime> runtime,
-                       make_runtime(device, args.cuda_graphs));
+                       make_runtime(device, RuntimeOptions{.cuda_graphs = args.cuda_graphs}));
   rt::RuntimeEnv env = runtime->env();
   env.fuse_epilogues = !args.no_fusion;
-  std::function<Status()> sync;
-#ifdef ETC_WITH_CUDA
-  if (device.type == DeviceType::kCUDA) {
-    sync = [&runtime] { return cuda::synchronize_devices(*runtime); };
-  }
-#endif
+  std::function<Status()> sync = device_sync(device, *runtime);
   Result<std::unique_ptr<rt::Method>> loaded = rt::Method::load(file, 0, env);
   if (!loaded.ok())
     return std::move(loaded).take_status().add_location(Location{.file = args.file});

@@ -80,6 +80,7 @@ Result<ExportResult> export_model(const ExportRequest& request) {
 
   ExportResult result;
   result.dynamic_dims = dyn.text;
+  if (request.progress) request.progress("import");
   ETC_ASSIGN_OR_RETURN(Graph graph, import_at(request, dyn.upper));
   // The other sizes: compared with the upper bound after import (so that partitioning keeps
   // the dynamic work on the host) and again after the passes.
@@ -103,6 +104,7 @@ Result<ExportResult> export_model(const ExportRequest& request) {
 
   PassContext context{request.options, result.report};
   PipelineRunOptions run_options = request.run;
+  if (request.progress) run_options.before_pass = request.progress;
 #ifndef NDEBUG
   run_options.verify_each = true;  // debug builds always verify after every pass
 #endif
@@ -134,6 +136,7 @@ Result<ExportResult> export_model(const ExportRequest& request) {
     }
   }
   ETC_RETURN_IF_ERROR(check_copies(result.report, request.max_copies));
+  if (request.progress) request.progress("emit");
   ETC_ASSIGN_OR_RETURN(result.program, emit_program(graph));
   return result;
 }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -31,6 +32,9 @@ struct ExportRequest {
   std::string passes = kDefaultExportPipeline;
   PipelineRunOptions run;   // verify after each pass, IR dumps, pass timing
   int64_t max_copies = -1;  // refuse programs with more host<->device copies; -1: no limit
+  // Called as the export moves on: "import", each pass's name, "emit" (a front end shows it
+  // as progress; the Python package draws a bar on a terminal).
+  std::function<void(const std::string& stage)> progress;
 };
 
 struct ExportResult {

@@ -19,4 +19,14 @@ std::string unsupported_ops_message(const std::map<std::string, UnsupportedOp>& 
          " that etc cannot import (see `etc ops " + ops_flag + "`):" + list;
 }
 
+Status unsupported_ops(const std::map<std::string, UnsupportedOp>& missing, const std::string& what,
+                       const std::string& ops_flag, Location where) {
+  std::vector<std::string> ops;
+  ops.reserve(missing.size());
+  for (const auto& entry : missing)
+    ops.push_back(entry.first);
+  return unsupported(unsupported_ops_message(missing, what, ops_flag), std::move(where))
+      .set_subjects(std::move(ops));
+}
+
 }  // namespace etc

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "support/status.h"
+
 namespace etc {
 
 struct UnsupportedOp {
@@ -19,5 +21,10 @@ struct UnsupportedOp {
 // supported.
 std::string unsupported_ops_message(const std::map<std::string, UnsupportedOp>& missing,
                                     const std::string& what, const std::string& ops_flag);
+
+// The error for `missing`: kUnsupported, the message above, located at `where`, and the
+// ops as its subjects (the Python package's UnsupportedOperatorError.ops).
+Status unsupported_ops(const std::map<std::string, UnsupportedOp>& missing, const std::string& what,
+                       const std::string& ops_flag, Location where);
 
 }  // namespace etc

@@ -80,6 +80,7 @@ Result<PipelineResult> run_pipeline(Graph& graph, const Pipeline& pipeline,
   for (const std::string& name : pipeline.passes) {
     const PassInfo* pass = registry.find(name);
     if (pass == nullptr) return internal_error("pass '" + name + "' is not registered");
+    if (options.before_pass) options.before_pass(name);
     auto start = std::chrono::steady_clock::now();
     Result<bool> changed = pass->run(graph, context);
     double seconds =

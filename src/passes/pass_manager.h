@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,6 +44,8 @@ struct PipelineRunOptions {
   bool verify_each = false;    // run the verifier after every pass
   std::string print_ir_after;  // a pass name, "all", or empty
   bool time_passes = false;
+  // Called before each pass with its name, for a front end that shows progress.
+  std::function<void(const std::string& pass)> before_pass;
 };
 
 struct PassTiming {

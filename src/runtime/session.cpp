@@ -57,6 +57,89 @@ std::vector<HostTensor> decoder_inputs(const Method& m, std::span<const int64_t>
 
 }  // namespace
 
+Status set_inputs(Method& m, const RuntimeEnv& env, std::span<const InputRef> inputs, IoBuffers& io,
+                  CopyCounts* counts) {
+  if (inputs.size() != m.num_inputs()) {
+    return invalid_input("the program takes " + std::to_string(m.num_inputs()) + " inputs, " +
+                         std::to_string(inputs.size()) + " given");
+  }
+  CopyCounts local;
+  CopyCounts& c = counts != nullptr ? *counts : local;
+  for (size_t i = 0; i < m.num_inputs(); ++i) {
+    const TensorView& t = m.input(i);
+    const InputRef& h = inputs[i];
+    if (!m.input_is_bound(i)) {
+      ETC_RETURN_IF_ERROR(m.set_input(i, h.data, h.nbytes, h.shape));
+      ++c.inputs_copied;
+      c.input_bytes_copied += h.nbytes;
+      continue;
+    }
+    ETC_RETURN_IF_ERROR(m.resize_input(i, h.shape));
+    ETC_ASSIGN_OR_RETURN(void* b, io_buffer(io.inputs, i, env, t.device, h.nbytes,
+                                            static_cast<size_t>(std::max<int64_t>(0, t.capacity))));
+    if (t.device.is_cpu()) {
+      if (h.nbytes != 0) std::memcpy(b, h.data, h.nbytes);
+      ++c.inputs_copied;
+      c.input_bytes_copied += h.nbytes;
+    } else {
+      ETC_ASSIGN_OR_RETURN(DeviceAllocator * a, env.allocators->for_device(t.device));
+      ETC_RETURN_IF_ERROR(a->copy_host_to_device(b, h.data, h.nbytes, t.device.index));
+      ++c.inputs_uploaded;
+    }
+    ETC_RETURN_IF_ERROR(m.bind_input(i, b));
+  }
+  return Status();
+}
+
+Status bind_outputs(Method& m, const RuntimeEnv& env, IoBuffers& io) {
+  for (size_t i = 0; i < m.num_outputs(); ++i) {
+    if (!m.output_is_bound(i)) continue;
+    const TensorView& t = m.output(i);
+    ETC_ASSIGN_OR_RETURN(void* b,
+                         io_buffer(io.outputs, i, env, t.device, static_cast<size_t>(t.nbytes()),
+                                   static_cast<size_t>(std::max<int64_t>(0, t.capacity))));
+    ETC_RETURN_IF_ERROR(m.bind_output(i, b));
+  }
+  return Status();
+}
+
+Status read_output(const Method& m, const RuntimeEnv& env, size_t i, void* dst,
+                   CopyCounts* counts) {
+  const TensorView& t = m.output(i);
+  const auto n = static_cast<size_t>(t.nbytes());
+  if (n != 0) {
+    if (t.device.is_cpu()) {
+      std::memcpy(dst, t.data, n);
+    } else {
+      ETC_ASSIGN_OR_RETURN(DeviceAllocator * a, env.allocators->for_device(t.device));
+      ETC_RETURN_IF_ERROR(a->copy_device_to_host(dst, t.data, n, t.device.index));
+    }
+  }
+  if (counts != nullptr) {
+    ++counts->outputs_copied;
+    counts->output_bytes_copied += n;
+  }
+  return Status();
+}
+
+Status check_input(const Method& m, size_t i, DType dtype, std::span<const int64_t> shape,
+                   const std::string& name) {
+  const TensorView& want = m.input(i);
+  const std::vector<int64_t>& bound = m.input_bound(i);
+  bool fits = std::equal(shape.begin(), shape.end(), bound.begin(), bound.end());
+  if (m.input_is_dynamic(i) && shape.size() == bound.size()) {
+    fits = true;  // dynamic-bound: each dim at most its bound
+    for (size_t d = 0; d < bound.size(); ++d)
+      fits = fits && shape[d] >= 0 && shape[d] <= bound[d];
+  }
+  if (dtype == want.dtype && fits) return Status();
+  return invalid_input(name + " must be " + std::string(dtype_name(want.dtype)) +
+                       shape_to_string(bound) +
+                       (m.input_is_dynamic(i) ? " or smaller (dynamic-bound)" : "") + ", got " +
+                       std::string(dtype_name(dtype)) +
+                       shape_to_string(std::vector<int64_t>(shape.begin(), shape.end())));
+}
+
 Result<std::vector<HostTensor>> run_method(Method& m, const RuntimeEnv& env,
                                            const std::vector<HostTensor>& inputs, int warmup,
                                            int iterations, Timings* timings,
@@ -64,37 +147,14 @@ Result<std::vector<HostTensor>> run_method(Method& m, const RuntimeEnv& env,
                                            IoBuffers* io) {
   IoBuffers local;  // memory for unplanned inputs/outputs when the caller keeps none
   IoBuffers& bound = io != nullptr ? *io : local;
+  std::vector<InputRef> refs;
+  for (const HostTensor& h : inputs)
+    refs.push_back(InputRef{h.dtype, h.shape, h.bytes.data(), h.bytes.size()});
   for (int iter = 0; iter < warmup + iterations; ++iter) {
     if (!keep_state) ETC_RETURN_IF_ERROR(m.reset_state());
     auto t0 = Clock::now();
-    for (size_t i = 0; i < m.num_inputs(); ++i) {
-      const TensorView& t = m.input(i);
-      const HostTensor& h = inputs[i];
-      if (!m.input_is_bound(i)) {
-        ETC_RETURN_IF_ERROR(m.set_input(i, h.bytes.data(), h.bytes.size(), h.shape));
-        continue;
-      }
-      ETC_RETURN_IF_ERROR(m.resize_input(i, h.shape));
-      ETC_ASSIGN_OR_RETURN(void* b,
-                           io_buffer(bound.inputs, i, env, t.device, h.bytes.size(),
-                                     static_cast<size_t>(std::max<int64_t>(0, t.capacity))));
-      if (t.device.is_cpu()) {
-        if (!h.bytes.empty()) std::memcpy(b, h.bytes.data(), h.bytes.size());
-      } else {
-        ETC_ASSIGN_OR_RETURN(DeviceAllocator * a, env.allocators->for_device(t.device));
-        ETC_RETURN_IF_ERROR(
-            a->copy_host_to_device(b, h.bytes.data(), h.bytes.size(), t.device.index));
-      }
-      ETC_RETURN_IF_ERROR(m.bind_input(i, b));
-    }
-    for (size_t i = 0; i < m.num_outputs(); ++i) {
-      if (!m.output_is_bound(i)) continue;
-      const TensorView& t = m.output(i);
-      ETC_ASSIGN_OR_RETURN(
-          void* b, io_buffer(bound.outputs, i, env, t.device, static_cast<size_t>(t.nbytes()),
-                             static_cast<size_t>(std::max<int64_t>(0, t.capacity))));
-      ETC_RETURN_IF_ERROR(m.bind_output(i, b));
-    }
+    ETC_RETURN_IF_ERROR(set_inputs(m, env, refs, bound));
+    ETC_RETURN_IF_ERROR(bind_outputs(m, env, bound));
     if (sync) ETC_RETURN_IF_ERROR(sync());
     auto t1 = Clock::now();
     ETC_RETURN_IF_ERROR(m.execute());
@@ -104,13 +164,7 @@ Result<std::vector<HostTensor>> run_method(Method& m, const RuntimeEnv& env,
     for (size_t i = 0; i < m.num_outputs(); ++i) {
       const TensorView& t = m.output(i);
       HostTensor h{t.dtype, t.sizes, std::string(static_cast<size_t>(t.nbytes()), '\0')};
-      if (t.device.is_cpu()) {
-        if (!h.bytes.empty()) std::memcpy(h.bytes.data(), t.data, h.bytes.size());
-      } else {
-        ETC_ASSIGN_OR_RETURN(DeviceAllocator * a, env.allocators->for_device(t.device));
-        ETC_RETURN_IF_ERROR(
-            a->copy_device_to_host(h.bytes.data(), t.data, h.bytes.size(), t.device.index));
-      }
+      ETC_RETURN_IF_ERROR(read_output(m, env, i, h.bytes.data()));
       outs.push_back(std::move(h));
     }
     if (iter >= warmup && timings != nullptr) {

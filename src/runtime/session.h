@@ -40,6 +40,40 @@ struct IoBuffers {
   std::vector<DeviceBuffer> inputs, outputs;
 };
 
+// One input as the caller holds it: host memory it keeps alive until the run returns.
+struct InputRef {
+  DType dtype = DType::kFloat32;
+  std::span<const int64_t> shape;
+  const void* data = nullptr;
+  size_t nbytes = 0;
+};
+
+// What crossed between the caller's memory and the method's, for front ends that promise
+// no needless copy (the Python package reports these).
+struct CopyCounts {
+  uint64_t inputs_copied = 0;  // inputs copied into planned host memory or a bound buffer
+  uint64_t input_bytes_copied = 0;
+  uint64_t inputs_uploaded = 0;  // inputs copied to a device
+  uint64_t outputs_copied = 0;   // outputs copied to caller memory (host or from a device)
+  uint64_t output_bytes_copied = 0;
+};
+
+// Gives `m` its inputs: a planned input is copied into its planned memory, a bound one into
+// the buffer `io` keeps for it (host) or uploaded (device); dynamic-bound inputs take their
+// shape. The caller checked dtypes and shapes (check_input says what is wrong).
+Status set_inputs(Method& m, const RuntimeEnv& env, std::span<const InputRef> inputs, IoBuffers& io,
+                  CopyCounts* counts = nullptr);
+// Points every bound output at a buffer `io` keeps for it.
+Status bind_outputs(Method& m, const RuntimeEnv& env, IoBuffers& io);
+// Copies output i (after execute) into `dst`, which holds m.output(i).nbytes() bytes.
+Status read_output(const Method& m, const RuntimeEnv& env, size_t i, void* dst,
+                   CopyCounts* counts = nullptr);
+
+// Whether `dtype`/`shape` fit input i: its dtype, and its bound (each dim at most the bound
+// for a dynamic-bound input). The error names the input as `name` ("input 1 (pos)").
+Status check_input(const Method& m, size_t i, DType dtype, std::span<const int64_t> shape,
+                   const std::string& name);
+
 // Runs `m` with `inputs`: binds (uploading device-resident inputs), executes `warmup` +
 // `iterations` times, and returns the outputs of the last run as host tensors. Bound inputs
 // and outputs use `io` (kept by the caller across calls) or, without it, buffers kept across

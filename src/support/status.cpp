@@ -8,6 +8,7 @@ struct Status::Rep {
   Location location;
   std::vector<std::string> context;
   std::vector<Status> related;
+  std::vector<std::string> subjects;
 };
 
 namespace {
@@ -116,6 +117,19 @@ const std::vector<std::string>& Status::context() const {
 }
 const std::vector<Status>& Status::related() const {
   return rep_ ? rep_->related : kNoRelated;
+}
+
+const std::vector<std::string>& Status::subjects() const {
+  static const std::vector<std::string> kNone;
+  return rep_ ? rep_->subjects : kNone;
+}
+Status& Status::set_subjects(std::vector<std::string> subjects) & {
+  if (rep_) rep_->subjects = std::move(subjects);
+  return *this;
+}
+Status Status::set_subjects(std::vector<std::string> subjects) && {
+  set_subjects(std::move(subjects));
+  return std::move(*this);
 }
 
 Status& Status::add_context(std::string context) & {

@@ -68,6 +68,11 @@ class [[nodiscard]] Status {
   const std::vector<std::string>& context() const;
   // Further diagnostics reported together with this one.
   const std::vector<Status>& related() const;
+  // What the error is about, by name, for tools that act on it (the operators an import
+  // could not convert); the message says the same in words.
+  const std::vector<std::string>& subjects() const;
+  Status& set_subjects(std::vector<std::string> subjects) &;
+  Status set_subjects(std::vector<std::string> subjects) &&;
 
   // Adds a line of context ("while loading weights from w.safetensors"). No-op when OK.
   Status& add_context(std::string context) &;

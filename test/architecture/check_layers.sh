@@ -26,9 +26,12 @@ declare -A allowed=(
   [partition]="support graph format passes partition backends/cuda"
   [export]="support graph format frontends passes partition export"
   [runtime]="support graph format runtime"
+  [backends]="support graph format runtime backends backends/cuda/runtime"
   [backends/cuda]="support graph format backends/cuda"
   [backends/cuda/runtime]="support graph format runtime backends/cuda/runtime"
   [executorch]="support graph format runtime backends/cuda/runtime executorch"
+  # A front end, like apps/etc: the export library, the runtime and the runtimes' selector.
+  [python]="support graph format frontends passes partition export runtime backends python"
 )
 checked=0
 before=$failures
@@ -76,7 +79,7 @@ must_not_reach() {
     [[ $c == *" $lib "* ]] && fail "$target links $lib (closure:$c)"
   done
 }
-for t in etc_runtime_core etc_cpu_kernels etc_runtime runtime_only_runner; do
+for t in etc_runtime_core etc_cpu_kernels etc_runtime etc_backends runtime_only_runner; do
   must_not_reach "$t" $compiler
 done
 grep -q '^etc_cuda_runtime: ' "$closure_file" && must_not_reach etc_cuda_runtime $compiler

@@ -685,7 +685,7 @@ Status Importer::report_unsupported(const onnx::GraphProto& g) {
   std::map<std::string, UnsupportedOp> missing;  // op -> node names
   ETC_RETURN_IF_ERROR(find_unsupported(g, "/graph", missing));
   if (missing.empty()) return Status();
-  return etc::unsupported(unsupported_ops_message(missing, "op type", "--onnx"), at("/graph/node"));
+  return unsupported_ops(missing, "op type", "--onnx", at("/graph/node"));
 }
 
 // The ops that read sequences or optionals (the others take tensors only).

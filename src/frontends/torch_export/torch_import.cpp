@@ -857,8 +857,7 @@ Status Importer::report_unsupported() {
     u.nodes.push_back(name);
   }
   if (missing.empty()) return Status();
-  return etc::unsupported(unsupported_ops_message(missing, "op", "--torch"),
-                          at("/graph_module/graph/nodes"));
+  return unsupported_ops(missing, "op", "--torch", at("/graph_module/graph/nodes"));
 }
 
 Status Importer::check_output_types(const Json& node, int index, const std::string& node_name) {
