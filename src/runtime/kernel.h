@@ -60,7 +60,8 @@ const S& cached_kernel_state(std::unique_ptr<KernelState>& slot, const typename 
 // operand and no other out overlaps.
 struct Epilogue {
   struct Op {
-    enum class Kind : uint8_t { kClamp, kAdd, kSub, kMul, kDiv };
+    // kSigmoid: out = 1 / (1 + exp(-a)), as the sigmoid kernel computes it (b is null).
+    enum class Kind : uint8_t { kClamp, kAdd, kSub, kMul, kDiv, kSigmoid };
     Kind kind = Kind::kClamp;
     const TensorView* a = nullptr;  // first operand
     const TensorView* b = nullptr;  // second operand; null: `scalar`
@@ -88,6 +89,7 @@ struct Epilogue {
       kHardSigmoid,      // t = clamp(x + add) / div
       kAddTensor,        // t = x + e (a residual add)
       kAddTensorClamp,   // t = clamp(x + e)
+      kSiLU,             // t = x * sigmoid(x): SiLU as sigmoid then mul (torch's silu)
     };
     Kind kind = Kind::kClamp;
     float lo = 0, hi = 0, add = 0, div = 1;

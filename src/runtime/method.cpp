@@ -366,6 +366,8 @@ std::optional<ElementwiseStep> read_elementwise(const std::string& name,
   ElementwiseStep e{Kind::kClamp};
   if (name == "aten::relu.out" && args.size() >= 2) {
     e = {Kind::kClamp, args[0], nullptr, 0, 0.0f, inf, args[1]};
+  } else if (name == "aten::sigmoid.out" && args.size() >= 2) {
+    e = {Kind::kSigmoid, args[0], nullptr, 0, 0, 0, args[1]};
   } else if ((name == "aten::hardtanh.out" || name == "aten::clamp.out") && args.size() >= 4) {
     const bool hardtanh = name == "aten::hardtanh.out";
     if (hardtanh && (args[1]->is_none() || args[2]->is_none())) return std::nullopt;

@@ -326,6 +326,13 @@ TEST_CASE("activation epilogues run in registers, with the bits of their instruc
       {"add then relu into t",
        Act::kAddTensorClamp,
        {{Kind::kAdd, 'x', 'e', 0, 0, 0, 't'}, {Kind::kClamp, 't', 0, 0, 0.0f, inf, 't'}}},
+      // torch's silu as etc emits it: sigmoid, then the product with the out.
+      {"silu (sigmoid, x * t) into t",
+       Act::kSiLU,
+       {{Kind::kSigmoid, 'x', 0, 0, 0, 0, 't'}, {Kind::kMul, 'x', 't', 0, 0, 0, 't'}}},
+      {"silu (sigmoid, t * x) into t",
+       Act::kSiLU,
+       {{Kind::kSigmoid, 'x', 0, 0, 0, 0, 't'}, {Kind::kMul, 't', 'x', 0, 0, 0, 't'}}},
   };
   uint32_t seed = 1700;
   for (kernels::GemmIsa isa :
@@ -432,6 +439,11 @@ TEST_CASE("only chains that are one activation or residual add become an Activat
   Epilogue::Op row{Kind::kAdd, x, &e->tensor, 0, 0, 0, tt};
   row.b_period = 3;
   CHECK_FALSE(match({row}));
+  // SiLU whose sigmoid wrote over the out: the product would read the sigmoid, not x.
+  CHECK_FALSE(match({{Kind::kSigmoid, x, nullptr, 0, 0, 0, x}, {Kind::kMul, x, x, 0, 0, 0, x}}));
+  CHECK(match({{Kind::kSigmoid, x, nullptr, 0, 0, 0, tt}, {Kind::kMul, x, tt, 0, 0, 0, tt}}));
+  // A sigmoid alone is no activation.
+  CHECK_FALSE(match({{Kind::kSigmoid, x, nullptr, 0, 0, 0, tt}}));
   // hardsigmoid without its division is no activation either.
   CHECK_FALSE(
       match({{Kind::kAdd, x, nullptr, 3, 0, 0, tt}, {Kind::kClamp, tt, nullptr, 0, 0, 6, tt}}));

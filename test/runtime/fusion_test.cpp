@@ -183,6 +183,36 @@ TEST_CASE("a decomposed hardswish after a convolution runs as its epilogue") {
   CHECK(*std::min_element(plain.y.begin(), plain.y.end()) < -0.5f);  // the chain did work
 }
 
+TEST_CASE("a silu after a convolution runs as its epilogue, with the unfused bits") {
+  // x -> conv -> t; h = silu(t), which export decomposes into sigmoid and mul (ExecuTorch's
+  // portable library has no silu.out); y = neg(h). A 3x3 layer of 16 channels on 12x10 (the
+  // GEMM path, tile by tile) and a depthwise one; inputs large enough for the sigmoid to
+  // saturate both ways.
+  for (const int64_t groups : {int64_t{1}, int64_t{16}}) {
+    Graph g;
+    ValueId a = g.add_input("a", spec({1, 16, 12, 10}));
+    ValueId x = node(g, OpKind::Neg, "x", {{"self", a}}, spec({1, 16, 12, 10}));
+    ValueId t = conv(g, "t", x, constant(g, "w", {16, 16 / groups, 3, 3}, 7),
+                     constant(g, "b", {16}, 8), 1, groups, spec({1, 16, 12, 10}));
+    ValueId h = node(g, OpKind::Silu, "h", {{"self", t}}, spec({1, 16, 12, 10}));
+    ValueId y = node(g, OpKind::Neg, "y", {{"self", h}}, spec({1, 16, 12, 10}));
+    g.set_outputs({y});
+    const pte::File f = export_graph(g);
+    const Run fused = run(f, true, 16 * 12 * 10), plain = run(f, false, 16 * 12 * 10);
+    INFO("groups " << groups);
+    CHECK(rows(fused.profile) ==
+          std::vector<std::string>{"aten::convolution.out + aten::sigmoid.out + aten::mul.out",
+                                   "aten::neg.out"});
+    CHECK(rows(plain.profile) == std::vector<std::string>{"aten::convolution.out", "aten::mul.out",
+                                                          "aten::neg.out", "aten::sigmoid.out"});
+    REQUIRE(fused.y.size() == plain.y.size());
+    CHECK(std::memcmp(fused.y.data(), plain.y.data(), fused.y.size() * 4) == 0);
+    // silu(v) = v * sigmoid(v) >= -0.279: y = -silu <= 0.279, and some are far below.
+    CHECK(*std::max_element(plain.y.begin(), plain.y.end()) <= 0.2785f);
+    CHECK(*std::min_element(plain.y.begin(), plain.y.end()) < -1.0f);
+  }
+}
+
 TEST_CASE("a hardswish kernel leaves its out unwritten only where nothing reads it after") {
   // x -> conv -> t; u = hardswish(t) as its four instructions; then neg(u), or neg(u +
   // neg(t)), which reads t after the chain. A 1x1 convolution (the GEMM's tiles) and a first layer

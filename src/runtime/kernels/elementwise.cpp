@@ -154,6 +154,14 @@ void float_map(FloatMap f, const float* x, float* o, int64_t n) {
                [&](int64_t begin, int64_t end) { run(f, x + begin, o + begin, end - begin); });
 }
 
+}  // namespace
+
+void sigmoid_floats(const float* x, float* o, int64_t n) {
+  isa_build(float_map_avx512, float_map_avx2, float_map_portable)(FloatMap::kSigmoid, x, o, n);
+}
+
+namespace {
+
 // ---- Binary arithmetic ---------------------------------------------------------------
 
 enum class BinaryOp { kAdd, kSub, kMul, kDiv };

@@ -836,6 +836,10 @@ __attribute__((always_inline)) inline void epilogue_op(const Epilogue::Op& op, i
     case Kind::kDiv:
       run([](float x, float y) { return x / y; });
       break;
+    case Kind::kSigmoid:
+      // The sigmoid kernel's own loop (its ISA builds), so the same bits as unfused.
+      sigmoid_floats(a, o, n);
+      break;
   }
 }
 
@@ -915,6 +919,10 @@ struct TileEpilogueAccess {
           out = clamp(v + add) / div;
         } else if constexpr (K == Kind::kAddTensor) {
           out = v + e[j];
+        } else if constexpr (K == Kind::kSiLU) {
+          // The sigmoid kernel's expression, then the product the mul kernel takes.
+          const float sig = 1.0f / (1.0f + fast_expf(-v));
+          out = v * sig;
         } else {
           out = clamp(v + e[j]);
         }
@@ -939,6 +947,8 @@ struct TileEpilogueAccess {
         return TileEpilogueAccess::rows<Kind::kAddTensor>(t, src, src_ld, at, ld, rows, cols);
       case Kind::kAddTensorClamp:
         return TileEpilogueAccess::rows<Kind::kAddTensorClamp>(t, src, src_ld, at, ld, rows, cols);
+      case Kind::kSiLU:
+        return TileEpilogueAccess::rows<Kind::kSiLU>(t, src, src_ld, at, ld, rows, cols);
     }
   }
 };
@@ -951,7 +961,9 @@ __attribute__((target("avx512f"))) void tile_epilogue_avx512(const TileEpilogue&
                                                              int64_t cols) {
   TileEpilogueAccess::run(t, src, src_ld, at, ld, rows, cols);
 }
-__attribute__((target("avx2"))) void tile_epilogue_avx2(const TileEpilogue& t, const float* src,
+// AVX2 with FMA, as the sigmoid kernel's AVX2 build: fast_expf's multiply-adds contract alike
+// (kSiLU gives the unfused bits); the other kinds have no multiply-add to contract.
+__attribute__((target("avx2,fma"))) void tile_epilogue_avx2(const TileEpilogue& t, const float* src,
                                                         int64_t src_ld, int64_t at, int64_t ld,
                                                         int64_t rows, int64_t cols) {
   TileEpilogueAccess::run(t, src, src_ld, at, ld, rows, cols);
@@ -1018,6 +1030,9 @@ std::optional<Epilogue::Activation> match_activation(const Epilogue& e, const Te
       act.lo = steps[1].lo;
       act.hi = steps[1].hi;
     }
+  } else if (n == 2 && is(0, OpKind::kSigmoid, kX, kS) && commutes(1, OpKind::kMul, kX, kT)) {
+    act.kind = Kind::kSiLU;  // t = sigmoid(x), then t = x * t: x keeps the out's own values
+    if (written->data == y.data) return std::nullopt;
   } else if (n >= 3 && is(0, OpKind::kAdd, kX, kS) && is(1, OpKind::kClamp, kT, kS)) {
     // (x + add) clamped; for hardswish out of place, so that x keeps the out's own values for
     // the product (in place, the product would read t: no activation).

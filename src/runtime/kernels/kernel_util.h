@@ -158,6 +158,10 @@ inline C scalar_to(const Value& v) {
   }
 }
 
+// o[i] = 1 / (1 + exp(-x[i])) for i < n on this thread: the float sigmoid kernel's loop
+// (fast_expf, built per ISA), for epilogues that must give its bits.
+void sigmoid_floats(const float* x, float* o, int64_t n);
+
 // Runs `e` on flat elements [begin, end): the same arithmetic, element for element, as the
 // relu/hardtanh/clamp and add/sub/mul/div kernels it stands for (alpha 1).
 void apply_epilogue(const Epilogue& e, int64_t begin, int64_t end);
