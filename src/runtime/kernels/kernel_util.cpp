@@ -964,8 +964,8 @@ __attribute__((target("avx512f"))) void tile_epilogue_avx512(const TileEpilogue&
 // AVX2 with FMA, as the sigmoid kernel's AVX2 build: fast_expf's multiply-adds contract alike
 // (kSiLU gives the unfused bits); the other kinds have no multiply-add to contract.
 __attribute__((target("avx2,fma"))) void tile_epilogue_avx2(const TileEpilogue& t, const float* src,
-                                                        int64_t src_ld, int64_t at, int64_t ld,
-                                                        int64_t rows, int64_t cols) {
+                                                            int64_t src_ld, int64_t at, int64_t ld,
+                                                            int64_t rows, int64_t cols) {
   TileEpilogueAccess::run(t, src, src_ld, at, ld, rows, cols);
 }
 void tile_epilogue_portable(const TileEpilogue& t, const float* src, int64_t src_ld, int64_t at,
