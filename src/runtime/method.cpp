@@ -495,14 +495,31 @@ void Method::find_unread_outs() {
     const Value* indices = s.args[7];
     if (io[static_cast<size_t>(indices - values_.data())] || indices->tensor.data == nullptr)
       continue;
-    // Read: any other instruction naming it, or an int64 tensor over its bytes (a view).
+    // Read: any other instruction naming it, or an int64 tensor over its bytes (a view). An
+    // out another kernel writes there does not read it: the plan gives every pooling's
+    // indices, dead as soon as they are written, the same bytes (googlenet's 13 pools each
+    // computed indices for that alone, 40% of its time).
     bool read = false;
     for (size_t j = 0; j < steps_.size() && !read; ++j) {
       if (j == i) continue;
-      for (const Value* a : steps_[j].args) {
+      const Step& other = steps_[j];
+      for (size_t k = 0; k < other.args.size(); ++k) {
+        const Value* a = other.args[k];
+        const bool is_kernel = other.kind == pte::InstrKind::kKernel;
+        if (is_kernel && k + 1 == other.args.size()) continue;  // the return value: its outs
+        if (is_kernel && other.schema != nullptr && k < other.schema->args.size() &&
+            other.schema->args[k].is_out)
+          continue;  // written, not read (an input in another position is still seen)
+        auto over = [&](const TensorView* t) {
+          return t != nullptr && t->dtype == DType::kInt64 && t->data != nullptr &&
+                 overlaps(*t, indices->tensor);
+        };
         const bool same = a == indices;
-        const bool alias = a->is_tensor() && a->tensor.dtype == DType::kInt64 &&
-                           a->tensor.data != nullptr && overlaps(a->tensor, indices->tensor);
+        bool alias = a->is_tensor() && over(&a->tensor);
+        if (!a->is_tensor()) {
+          for (const TensorView* t : a->tensors)
+            alias = alias || over(t);  // a list's tensors (cat of the indices)
+        }
         if (same || alias) {
           read = true;
           break;

@@ -364,6 +364,87 @@ TEST_CASE("max pooling leaves indices nothing reads unwritten, and writes those 
   }
 }
 
+TEST_CASE("poolings whose unread indices share bytes leave them all unwritten") {
+  // x -> pool -> neg -> pool -> neg -> y: each pooling's indices die where they are written,
+  // and a plan may give both the same bytes (googlenet's 13 poolings share theirs, and each
+  // computed its indices only because another pooling wrote over them). Here the program is
+  // made to share them: the second indices placed over the first's. A pooling writing there
+  // reads nothing: both stay unwritten.
+  Graph g;
+  ValueId x = g.add_input("x", spec({1, 8, 9, 7}));
+  auto pool_node = [&](ValueId in, const std::string& name, std::vector<int64_t> out) {
+    Result<std::vector<ArgValue>> bound =
+        bind_args(OpKind::MaxPool2dWithIndices, {{"self", in},
+                                                 {"kernel_size", std::vector<int64_t>{3, 3}},
+                                                 {"stride", std::vector<int64_t>{2, 2}},
+                                                 {"padding", std::vector<int64_t>{1, 1}}});
+    REQUIRE(bound.ok());
+    NodeId p =
+        g.add_node(OpKind::MaxPool2dWithIndices, name, std::move(bound).value(),
+                   {name + "_v", name + "_i"}, {spec(out), TensorSpec::make(DType::kInt64, out)});
+    return g.node(p).outputs[0];
+  };
+  ValueId v1 = pool_node(x, "p1", {1, 8, 5, 4});
+  ValueId n1 = node(g, OpKind::Neg, "n1", {{"self", v1}}, spec({1, 8, 5, 4}));
+  ValueId v2 = pool_node(n1, "p2", {1, 8, 3, 2});
+  ValueId y = node(g, OpKind::Neg, "y", {{"self", v2}}, spec({1, 8, 3, 2}));
+  g.set_outputs({y});
+  pte::File f = export_graph(g);
+  std::vector<pte::Tensor*> planned_indices;
+  for (pte::EValue& v : f.program.plans[0].values) {
+    if (v.kind == pte::ValueKind::kTensor && v.tensor.scalar_type == 4 && v.tensor.allocation)
+      planned_indices.push_back(&v.tensor);  // int64 (ScalarType 4), planned
+  }
+  REQUIRE(planned_indices.size() == 2);
+  planned_indices[1]->allocation = planned_indices[0]->allocation;  // dead apart: valid
+  auto runtime = std::move(rt::make_cpu_runtime()).value();
+  Result<std::unique_ptr<rt::Method>> m = rt::Method::load(f, 0, runtime->env());
+  REQUIRE(m.ok());
+  std::vector<const rt::TensorView*> indices;
+  for (const rt::Value& v : (*m)->values()) {
+    if (v.is_tensor() && v.tensor.dtype == DType::kInt64 && v.tensor.data != nullptr)
+      indices.push_back(&v.tensor);
+  }
+  REQUIRE(indices.size() == 2);
+  const auto* a0 = static_cast<const char*>(indices[0]->data);
+  const auto* b0 = static_cast<const char*>(indices[1]->data);
+  REQUIRE((a0 < b0 + indices[1]->nbytes() && b0 < a0 + indices[0]->nbytes()));  // shared bytes
+  std::vector<float> xv(8 * 9 * 7);
+  for (size_t k = 0; k < xv.size(); ++k)
+    xv[k] = std::sin(static_cast<float>(k) * 1.3f);
+  REQUIRE((*m)->set_input(0, xv.data(), xv.size() * 4).ok());
+  for (const rt::TensorView* t : indices)
+    std::fill_n(static_cast<int64_t*>(t->data), t->numel(), int64_t{-7});
+  REQUIRE((*m)->execute().ok());
+  for (const rt::TensorView* t : indices) {
+    const auto* got = static_cast<const int64_t*>(t->data);
+    CHECK(std::all_of(got, got + t->numel(), [](int64_t v) { return v == -7; }));
+  }
+  // The values: pool(-pool(x)) by hand.
+  auto pool_ref = [](const std::vector<float>& in, int64_t h, int64_t w, int64_t oh_n,
+                     int64_t ow_n) {
+    std::vector<float> out;
+    for (int64_t c = 0; c < 8; ++c)
+      for (int64_t oh = 0; oh < oh_n; ++oh)
+        for (int64_t ow = 0; ow < ow_n; ++ow) {
+          float best = -std::numeric_limits<float>::infinity();
+          for (int64_t ih = oh * 2 - 1; ih <= oh * 2 + 1; ++ih)
+            for (int64_t iw = ow * 2 - 1; iw <= ow * 2 + 1; ++iw)
+              if (ih >= 0 && ih < h && iw >= 0 && iw < w)
+                best = std::max(best, in[static_cast<size_t>((c * h + ih) * w + iw)]);
+          out.push_back(best);
+        }
+    return out;
+  };
+  std::vector<float> p1 = pool_ref(xv, 9, 7, 5, 4);
+  for (float& v : p1)
+    v = -v;
+  const std::vector<float> p2 = pool_ref(p1, 5, 4, 3, 2);
+  const float* yv = static_cast<const float*>((*m)->output(0).data);
+  for (size_t k = 0; k < p2.size(); ++k)
+    CHECK(yv[k] == -p2[k]);
+}
+
 // ---- Channels-last chains (Method::plan_channels_last) -----------------------------------
 
 // mean over H and W of x [1, channels, H, W], kept 4-d: "y".

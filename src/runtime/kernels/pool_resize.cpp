@@ -180,20 +180,16 @@ __attribute__((target("avx512f"))) inline __mmask16 columns_inside(int64_t c, in
 // or -inf itself: the same bits), so every output equals the scalar loop's, which skips
 // those taps. Stride 2 keeps the even lanes of two loads (one permute). Lanes past out_w are
 // computed from in-bounds reads only and not stored.
-__attribute__((target("avx512f"))) void max_pool_row_f32_avx512(const float* const* rows,
-                                                                int64_t nrows, int64_t in_w,
-                                                                int64_t kw, int64_t dw,
-                                                                int64_t stride, int64_t pad_w,
-                                                                int64_t out_w, float* out) {
+// kGroups groups of 16 outputs from o0 (fewer than 64 outputs left: only the groups they need).
+template <int kGroups>
+__attribute__((target("avx512f"), always_inline)) inline void max_pool_row_groups_avx512(
+    const float* const* rows, int64_t nrows, int64_t in_w, int64_t kw, int64_t dw, int64_t stride,
+    int64_t pad_w, int64_t out_w, float* out, int64_t o0) {
   const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i width = _mm512_set1_epi32(static_cast<int32_t>(in_w));
-  // Four groups of 16 outputs at a time: each output's taps are a chain of dependent
-  // compares and blends, and four independent chains keep the vector units busy (one chain
-  // at a time waited on each blend: 0.30 ms for resnet18's pooling).
-  constexpr int kGroups = 4;
-  for (int64_t o0 = 0; o0 < out_w; o0 += kGroups * 16) {
+  {
     __m512 best[kGroups];
 #pragma GCC unroll 4
     for (int g = 0; g < kGroups; ++g)
@@ -222,6 +218,30 @@ __attribute__((target("avx512f"))) void max_pool_row_f32_avx512(const float* con
       if (left <= 0) break;
       _mm512_mask_storeu_ps(out + o, left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1),
                             best[g]);
+    }
+  }
+}
+
+// Four groups of 16 outputs at a time: each output's taps are a chain of dependent compares
+// and blends, and four independent chains keep the vector units busy (one chain at a time
+// waited on each blend: 0.30 ms for resnet18's pooling). The last groups of a row only as many
+// as it has outputs: a 14-wide row computed four groups, three of them all masked
+// (googlenet's 14x14 and 7x7 pools took 4x their time).
+__attribute__((target("avx512f"))) void max_pool_row_f32_avx512(const float* const* rows,
+                                                                int64_t nrows, int64_t in_w,
+                                                                int64_t kw, int64_t dw,
+                                                                int64_t stride, int64_t pad_w,
+                                                                int64_t out_w, float* out) {
+  for (int64_t o0 = 0; o0 < out_w; o0 += 64) {
+    const int64_t left = out_w - o0;
+    if (left > 48) {
+      max_pool_row_groups_avx512<4>(rows, nrows, in_w, kw, dw, stride, pad_w, out_w, out, o0);
+    } else if (left > 32) {
+      max_pool_row_groups_avx512<3>(rows, nrows, in_w, kw, dw, stride, pad_w, out_w, out, o0);
+    } else if (left > 16) {
+      max_pool_row_groups_avx512<2>(rows, nrows, in_w, kw, dw, stride, pad_w, out_w, out, o0);
+    } else {
+      max_pool_row_groups_avx512<1>(rows, nrows, in_w, kw, dw, stride, pad_w, out_w, out, o0);
     }
   }
 }
@@ -355,6 +375,15 @@ void max_pool_typed(const PoolParams& p, const TensorView& self, TensorView& out
 // column) order with the scalar loop's rule (the first tap inside the input, then a larger
 // value or a NaN), so the bits of the NCHW kernel. Output rows across threads; built for
 // AVX-512, AVX2 and any x86-64, chosen per call as the GEMM's micro-kernel is.
+// best[c] takes v[c] where it is larger or NaN, the scalar loop's rule. Pointers as restrict
+// parameters, so that the compiler vectorises it (through the window lambda below it kept the
+// loop scalar: 512-channel 14x14 pools ran at one element per cycle).
+__attribute__((always_inline)) inline void max_pool_take(float* __restrict best,
+                                                         const float* __restrict v, int64_t n) {
+  for (int64_t c = 0; c < n; ++c)
+    best[c] = (v[c] > best[c]) | (v[c] != v[c]) ? v[c] : best[c];
+}
+
 __attribute__((always_inline)) inline void max_pool_nhwc_body(const PoolParams& p, int64_t channels,
                                                               const float* x, float* y, int64_t r0,
                                                               int64_t r1) {
@@ -367,13 +396,11 @@ __attribute__((always_inline)) inline void max_pool_nhwc_body(const PoolParams& 
           p, oh, ow, [&](int64_t ih, int64_t iw) __attribute__((always_inline)) {
             const float* __restrict v = x + ((n * p.in_h + ih) * p.in_w + iw) * channels;
             if (first) {
-              for (int64_t c = 0; c < channels; ++c)
-                best[c] = v[c];
+              std::memcpy(best, v, static_cast<size_t>(channels) * sizeof(float));
               first = false;
               return;
             }
-            for (int64_t c = 0; c < channels; ++c)
-              best[c] = (v[c] > best[c]) | (v[c] != v[c]) ? v[c] : best[c];
+            max_pool_take(best, v, channels);
           });
       if (first) {  // no tap inside (impossible with pad <= kernel / 2)
         for (int64_t c = 0; c < channels; ++c)
