@@ -295,14 +295,17 @@ TEST_CASE("a matrix product's bias row and residual add run as its epilogue") {
 }
 
 // max_pool2d_with_indices(x, 3x3, stride 2, padding 1) into `out` sizes: (values, indices).
-std::pair<ValueId, ValueId> max_pool_3x3_s2(Graph& g, ValueId x, std::vector<int64_t> out) {
+std::pair<ValueId, ValueId> max_pool_3x3_s2(Graph& g, ValueId x, std::vector<int64_t> out,
+                                            const std::string& name = "p") {
   Result<std::vector<ArgValue>> bound =
       bind_args(OpKind::MaxPool2dWithIndices, {{"self", x},
                                                {"kernel_size", std::vector<int64_t>{3, 3}},
                                                {"stride", std::vector<int64_t>{2, 2}},
                                                {"padding", std::vector<int64_t>{1, 1}}});
   REQUIRE(bound.ok());
-  NodeId p = g.add_node(OpKind::MaxPool2dWithIndices, "p", std::move(bound).value(), {"v", "i"},
+  const bool first = name == "p";  // the values of the single pooling are "v" and "i"
+  NodeId p = g.add_node(OpKind::MaxPool2dWithIndices, name, std::move(bound).value(),
+                        {first ? "v" : name + "_v", first ? "i" : name + "_i"},
                         {spec(out), TensorSpec::make(DType::kInt64, out)});
   return {g.node(p).outputs[0], g.node(p).outputs[1]};
 }
@@ -372,21 +375,9 @@ TEST_CASE("poolings whose unread indices share bytes leave them all unwritten") 
   // reads nothing: both stay unwritten.
   Graph g;
   ValueId x = g.add_input("x", spec({1, 8, 9, 7}));
-  auto pool_node = [&](ValueId in, const std::string& name, std::vector<int64_t> out) {
-    Result<std::vector<ArgValue>> bound =
-        bind_args(OpKind::MaxPool2dWithIndices, {{"self", in},
-                                                 {"kernel_size", std::vector<int64_t>{3, 3}},
-                                                 {"stride", std::vector<int64_t>{2, 2}},
-                                                 {"padding", std::vector<int64_t>{1, 1}}});
-    REQUIRE(bound.ok());
-    NodeId p =
-        g.add_node(OpKind::MaxPool2dWithIndices, name, std::move(bound).value(),
-                   {name + "_v", name + "_i"}, {spec(out), TensorSpec::make(DType::kInt64, out)});
-    return g.node(p).outputs[0];
-  };
-  ValueId v1 = pool_node(x, "p1", {1, 8, 5, 4});
+  ValueId v1 = max_pool_3x3_s2(g, x, {1, 8, 5, 4}, "p1").first;
   ValueId n1 = node(g, OpKind::Neg, "n1", {{"self", v1}}, spec({1, 8, 5, 4}));
-  ValueId v2 = pool_node(n1, "p2", {1, 8, 3, 2});
+  ValueId v2 = max_pool_3x3_s2(g, n1, {1, 8, 3, 2}, "p2").first;
   ValueId y = node(g, OpKind::Neg, "y", {{"self", v2}}, spec({1, 8, 3, 2}));
   g.set_outputs({y});
   pte::File f = export_graph(g);
