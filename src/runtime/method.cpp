@@ -568,6 +568,8 @@ void Method::fuse_epilogues() {
       out_at = 9;
     } else if (s.name == "aten::mm.out" && s.args.size() >= 3) {
       out_at = 2;
+    } else if (s.name == "aten::_native_batch_norm_legit_no_training.out" && s.args.size() >= 11) {
+      out_at = 7;  // out0; a batch norm before a convolution (densenet's) and its relu
     } else {
       continue;
     }

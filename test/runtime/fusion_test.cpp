@@ -213,6 +213,53 @@ TEST_CASE("a silu after a convolution runs as its epilogue, with the unfused bit
   }
 }
 
+TEST_CASE("a relu after a batch norm runs as its epilogue, with the unfused bits") {
+  // a -> neg -> x -> batch norm (inference, not after a convolution: not folded) -> relu ->
+  // conv 3x3 -> y: densenet's pre-activation. The relu runs on each range of planes the batch
+  // norm writes.
+  Graph g;
+  ValueId a = g.add_input("a", spec({2, 8, 12, 10}));
+  ValueId x = node(g, OpKind::Neg, "x", {{"self", a}}, spec({2, 8, 12, 10}));
+  auto positive = [&](const std::string& name, uint32_t seed) {
+    TensorSpec v = spec({8});
+    std::string bytes(32, '\0');
+    for (int k = 0; k < 8; ++k) {
+      const float f = 0.5f + 0.1f * static_cast<float>((seed * 7 + k * 3) % 10);
+      std::memcpy(bytes.data() + 4 * k, &f, 4);
+    }
+    v.constant = ConstantData{make_blob(bytes), 0, bytes.size()};
+    return g.add_constant(name, std::move(v));
+  };
+  Result<std::vector<ArgValue>> bound =
+      bind_args(OpKind::NativeBatchNormNoTraining, {{"input", x},
+                                                    {"weight", constant(g, "gamma", {8}, 21)},
+                                                    {"bias", constant(g, "beta", {8}, 22)},
+                                                    {"running_mean", constant(g, "mean", {8}, 23)},
+                                                    {"running_var", positive("var", 24)},
+                                                    {"momentum", 0.1},
+                                                    {"eps", 1e-5}});
+  REQUIRE(bound.ok());
+  NodeId bn = g.add_node(OpKind::NativeBatchNormNoTraining, "bn", std::move(bound).value(),
+                         {"bn0", "bn1", "bn2"}, {spec({2, 8, 12, 10}), spec({0}), spec({0})});
+  ValueId r = node(g, OpKind::Relu, "r", {{"self", g.node(bn).outputs[0]}}, spec({2, 8, 12, 10}));
+  ValueId y = conv(g, "y", r, constant(g, "w", {8, 8, 3, 3}, 25), constant(g, "b", {8}, 26), 1, 1,
+                   spec({2, 8, 12, 10}));
+  g.set_outputs({y});
+  const pte::File f = export_graph(g);
+  for (const int threads : {1, 2}) {
+    INFO("threads " << threads);
+    rt::kernels::set_num_threads(threads);
+    const Run fused = run(f, true, 2 * 8 * 12 * 10), plain = run(f, false, 2 * 8 * 12 * 10);
+    CHECK(
+        rows(fused.profile) ==
+        std::vector<std::string>{"aten::_native_batch_norm_legit_no_training.out + aten::relu.out",
+                                 "aten::convolution.out", "aten::neg.out"});
+    REQUIRE(fused.y.size() == plain.y.size());
+    CHECK(std::memcmp(fused.y.data(), plain.y.data(), fused.y.size() * 4) == 0);
+  }
+  rt::kernels::set_num_threads(0);
+}
+
 TEST_CASE("a hardswish kernel leaves its out unwritten only where nothing reads it after") {
   // x -> conv -> t; u = hardswish(t) as its four instructions; then neg(u), or neg(u +
   // neg(t)), which reads t after the chain. A 1x1 convolution (the GEMM's tiles) and a first layer

@@ -598,7 +598,7 @@ Status native_group_norm_kernel(KernelContext& ctx, std::span<Value*> args) {
 template <typename G>
 void batch_norm_typed(const TensorView& x, const TensorView* weight, const TensorView* bias,
                       const TensorView& running_mean, const TensorView& running_var, double eps,
-                      TensorView& out) {
+                      TensorView& out, const Epilogue* epilogue) {
   const int64_t n = x.sizes[0], c = x.sizes[1];
   const int64_t inner = c == 0 || n == 0 ? 0 : x.numel() / (n * c);
   ReadAs<double> rm(running_mean), rv(running_var);
@@ -613,16 +613,27 @@ void batch_norm_typed(const TensorView& x, const TensorView* weight, const Tenso
   }
   ReadAs<G> rx(x);
   WriteAs<G> wy(out);
-  for (int64_t ni = 0; ni < n; ++ni) {
-    for (int64_t ci = 0; ci < c; ++ci) {
-      const G* xs = rx.data() + (ni * c + ci) * inner;
-      G* ys = wy.data() + (ni * c + ci) * inner;
-      const G s = scale[ci], t = shift[ci];
-      for (int64_t j = 0; j < inner; ++j)
-        ys[j] = xs[j] * s + t;
-    }
-  }
+  // Planes across threads (each output computed alike on any thread), and the elementwise
+  // instructions after it (Method::fuse_epilogues: densenet's relu after each batch norm)
+  // on each range of planes while it is in cache; over the whole out at the end where the
+  // chain writes over the input (after_inputs), once every plane of it is read.
+  const bool by_range = epilogue != nullptr && !epilogue->after_inputs;
+  parallel_for(n * c, std::max<int64_t>(1, 16384 / std::max<int64_t>(inner, 1)),
+               [&](int64_t p0, int64_t p1) {
+                 for (int64_t pl = p0; pl < p1; ++pl) {
+                   const G* xs = rx.data() + pl * inner;
+                   G* ys = wy.data() + pl * inner;
+                   const G s = scale[pl % c], t = shift[pl % c];
+                   for (int64_t j = 0; j < inner; ++j)
+                     ys[j] = xs[j] * s + t;
+                 }
+                 if (by_range) apply_epilogue(*epilogue, p0 * inner, p1 * inner);
+               });
   wy.finish();
+  if (epilogue != nullptr && !by_range) {
+    parallel_for(out.numel(), 1 << 15,
+                 [&](int64_t b, int64_t e) { apply_epilogue(*epilogue, b, e); });
+  }
 }
 
 Status batch_norm_no_training_kernel(KernelContext& ctx, std::span<Value*> args) {
@@ -654,9 +665,11 @@ Status batch_norm_no_training_kernel(KernelContext& ctx, std::span<Value*> args)
   ETC_RETURN_IF_ERROR(check_out_shape(ctx, out_arg(args, 9), empty, "out2"));
   if (out.numel() == 0) return Status();
   if (x.dtype == DType::kFloat64) {
-    batch_norm_typed<double>(x, weight, bias, rm, rv, eps, out);
+    batch_norm_typed<double>(x, weight, bias, rm, rv, eps, out, nullptr);
   } else {
-    batch_norm_typed<float>(x, weight, bias, rm, rv, eps, out);
+    // An epilogue only on float32 (Method::fuse_epilogues).
+    batch_norm_typed<float>(x, weight, bias, rm, rv, eps, out,
+                            out.dtype == DType::kFloat32 ? ctx.epilogue : nullptr);
   }
   return Status();
 }
