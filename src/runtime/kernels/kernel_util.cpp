@@ -1095,4 +1095,30 @@ void apply_epilogue(const Epilogue& e, int64_t begin, int64_t end) {
   isa_build(epilogue_avx512, epilogue_avx2, epilogue_portable)(e, begin, end);
 }
 
+Result<LayerNormDims> check_layer_norm(const KernelContext& ctx, std::span<Value*> args) {
+  const TensorView& x = tensor_arg(args, 0);
+  const std::vector<int64_t>& ns = args[1]->ints;
+  if (ns.empty() || ns.size() > x.rank() ||
+      !std::equal(ns.begin(), ns.end(), x.sizes.end() - static_cast<ptrdiff_t>(ns.size()))) {
+    return ctx.error("normalized_shape " + shape_str(ns) +
+                     " does not match the trailing dims of input " + shape_str(x.sizes));
+  }
+  for (const TensorView* t : {opt_tensor_arg(args, 2), opt_tensor_arg(args, 3)}) {
+    if (t != nullptr && t->sizes != ns) {
+      return ctx.error(std::string(t == opt_tensor_arg(args, 2) ? "weight " : "bias ") +
+                       shape_str(t->sizes) + " must have the normalized shape " + shape_str(ns));
+    }
+  }
+  const size_t axis = x.rank() - ns.size();
+  std::vector<int64_t> stat(x.sizes.begin(), x.sizes.begin() + static_cast<ptrdiff_t>(axis));
+  stat.resize(x.rank(), 1);
+  ETC_RETURN_IF_ERROR(check_out(ctx, out_arg(args, 5), x.sizes, x.dtype, "out0"));
+  ETC_RETURN_IF_ERROR(check_out(ctx, out_arg(args, 6), stat, x.dtype, "out1"));
+  ETC_RETURN_IF_ERROR(check_out(ctx, out_arg(args, 7), stat, x.dtype, "out2"));
+  LayerNormDims d{1, 1};
+  for (size_t k = 0; k < x.rank(); ++k)
+    (k < axis ? d.rows : d.cols) *= x.sizes[k];
+  return d;
+}
+
 }  // namespace etc::rt::kernels

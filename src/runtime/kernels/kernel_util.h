@@ -158,6 +158,15 @@ inline C scalar_to(const Value& v) {
   }
 }
 
+// native_layer_norm.out's arguments, checked alike by every device's kernel: normalized_shape
+// a suffix of the input's shape, weight and bias (when given) of that shape, the three outs
+// (out0 the input's shape, out1 and out2 the leading dims then ones). Returns the rows
+// normalized and the elements of each.
+struct LayerNormDims {
+  int64_t rows = 0, cols = 0;
+};
+Result<LayerNormDims> check_layer_norm(const KernelContext& ctx, std::span<Value*> args);
+
 // o[i] = 1 / (1 + exp(-x[i])) for i < n on this thread: the float sigmoid kernel's loop
 // (fast_expf, built per ISA), for epilogues that must give its bits.
 void sigmoid_floats(const float* x, float* o, int64_t n);

@@ -511,36 +511,17 @@ void layer_norm_typed(const TensorView& x, const TensorView* weight, const Tenso
 Status native_layer_norm_kernel(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& x = tensor_arg(args, 0);
-  const std::vector<int64_t>& ns = args[1]->ints;
   const TensorView* weight = opt_tensor_arg(args, 2);
   const TensorView* bias = opt_tensor_arg(args, 3);
   const double eps = float_arg(args, 4);
   if (!dtype_is_float(x.dtype)) {
     return unsupported_dtype(ctx, "input", x.dtype, "a floating-point dtype");
   }
-  if (ns.empty() || ns.size() > x.rank() ||
-      !std::equal(ns.begin(), ns.end(), x.sizes.end() - static_cast<ptrdiff_t>(ns.size()))) {
-    return ctx.error("normalized_shape " + shape_str(ns) +
-                     " does not match the trailing dims of input " + shape_str(x.sizes));
-  }
-  for (const TensorView* t : {weight, bias}) {
-    if (t != nullptr && t->sizes != ns) {
-      return ctx.error(std::string(t == weight ? "weight " : "bias ") + shape_str(t->sizes) +
-                       " must have the normalized shape " + shape_str(ns));
-    }
-  }
-  const size_t axis = x.rank() - ns.size();
-  std::vector<int64_t> stat(x.sizes.begin(), x.sizes.begin() + static_cast<ptrdiff_t>(axis));
-  stat.resize(x.rank(), 1);
+  ETC_ASSIGN_OR_RETURN(const LayerNormDims dims, check_layer_norm(ctx, args));
+  const int64_t rows = dims.rows, cols = dims.cols;
   TensorView& out = out_arg(args, 5);
   TensorView& mean = out_arg(args, 6);
   TensorView& rstd = out_arg(args, 7);
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, x.sizes, x.dtype, "out0"));
-  ETC_RETURN_IF_ERROR(check_out(ctx, mean, stat, x.dtype, "out1"));
-  ETC_RETURN_IF_ERROR(check_out(ctx, rstd, stat, x.dtype, "out2"));
-  int64_t rows = 1, cols = 1;
-  for (size_t d = 0; d < x.rank(); ++d)
-    (d < axis ? rows : cols) *= x.sizes[d];
   if (rows == 0) return Status();
   if (x.dtype == DType::kFloat64) {
     layer_norm_typed<double>(x, weight, bias, eps, rows, cols, out, mean, rstd);

@@ -665,30 +665,20 @@ Status log_softmax(KernelContext& ctx, std::span<Value*> args) {
 Status layer_norm(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& x = tensor_arg(args, 0);
-  const std::vector<int64_t>& ns = args[1]->ints;
   const TensorView* weight = opt_tensor_arg(args, 2);
   const TensorView* bias = opt_tensor_arg(args, 3);
   ETC_RETURN_IF_ERROR(require_float(ctx, "input", x.dtype));
-  if (ns.empty() || ns.size() > x.rank() ||
-      !std::equal(ns.begin(), ns.end(), x.sizes.end() - static_cast<ptrdiff_t>(ns.size())))
-    return ctx.error("normalized_shape " + shape_str(ns) + " is not a suffix of the input's");
+  ETC_ASSIGN_OR_RETURN(const rt::kernels::LayerNormDims dims,
+                       rt::kernels::check_layer_norm(ctx, args));
+  const int64_t rows = dims.rows, cols = dims.cols;
+  // The CUDA kernel reads weight and bias in the input's dtype.
   for (const TensorView* t : {weight, bias}) {
-    if (t != nullptr && (t->sizes != ns || t->dtype != x.dtype))
-      return ctx.error("weight and bias must have shape " + shape_str(ns) +
-                       " and the input's dtype");
+    if (t != nullptr && t->dtype != x.dtype)
+      return ctx.error("weight and bias must have the input's dtype");
   }
-  const size_t axis = x.rank() - ns.size();
-  std::vector<int64_t> stat(x.sizes.begin(), x.sizes.begin() + static_cast<ptrdiff_t>(axis));
-  stat.resize(x.rank(), 1);
   TensorView& out = out_arg(args, 5);
   TensorView& mean = out_arg(args, 6);
   TensorView& rstd = out_arg(args, 7);
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, x.sizes, x.dtype, "out0"));
-  ETC_RETURN_IF_ERROR(check_out(ctx, mean, stat, x.dtype, "out1"));
-  ETC_RETURN_IF_ERROR(check_out(ctx, rstd, stat, x.dtype, "out2"));
-  int64_t rows = 1, cols = 1;
-  for (size_t d = 0; d < x.rank(); ++d)
-    (d < axis ? rows : cols) *= x.sizes[d];
   ETC_ASSIGN_OR_RETURN(k::Elem type, elem_of(ctx, x.dtype, "input"));
   ETC_ASSIGN_OR_RETURN(DeviceContext * dev, device_of(ctx));
   ETC_CUDA_RETURN_IF_ERROR(k::launch_layer_norm(
