@@ -19,7 +19,6 @@ import json
 import os
 import sys
 import tempfile
-import threading
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional, Union
@@ -258,7 +257,6 @@ class Module:
         #: Why ``device="auto"`` chose what it chose (empty for a named device).
         self.device_note: str = native.note
         self._conversions = 0
-        self._lock = threading.Lock()
 
     def _order(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[Any]:
         n = len(self.inputs)
@@ -298,8 +296,7 @@ class Module:
             a, converted = _convert.as_input(x)
             self._conversions += converted
             arrays.append(a)
-        with self._lock:
-            outs = self._p.run(arrays)
+        outs = self._p.run(arrays)  # the native module runs one call at a time
         return [_convert.as_output(o, info.dtype, want_torch) for o, info in zip(outs, self.outputs)]
 
     __call__ = run
@@ -322,8 +319,7 @@ class Module:
             a, converted = _convert.as_input(x)
             self._conversions += converted
             hs.append(a)
-        with self._lock:
-            ids, logits = self._p.generate(p, int(steps), hs)
+        ids, logits = self._p.generate(p, int(steps), hs)
         ids = _convert.as_output(ids, "int64", want_torch)
         if return_logits:
             return ids, _convert.as_output(logits, "float32", want_torch)
