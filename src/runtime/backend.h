@@ -27,9 +27,9 @@ struct RuntimeEnv {
   // Handed to every kernel as KernelContext::backend_state (device kernels find their stream
   // there); null for host programs.
   void* kernel_state = nullptr;
-  // Method::load applies in-place activations and residual adds as the epilogue of the
-  // convolution before them (same bits; fewer passes over memory). Off: every instruction
-  // runs as written (comparisons, etc run --no-fusion).
+  // The kernels' load planner may apply in-place activations and residual adds as the
+  // epilogue of the kernel before them (same bits; fewer passes over memory). Off: every
+  // instruction runs as written (comparisons, etc run --no-fusion).
   bool fuse_epilogues = true;
 };
 

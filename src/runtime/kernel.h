@@ -53,10 +53,10 @@ const S& cached_kernel_state(std::unique_ptr<KernelState>& slot, const typename 
 
 // Elementwise instructions a kernel runs on the part of its float32 out it has just
 // finished, in order, instead of their own passes over memory: the chain of elementwise
-// instructions right after it in the program (Method::load builds it). Every tensor has the
+// instructions right after it in the program (the load planner builds it). Every tensor has the
 // kernel out's shape; each op reads its operands and writes its out at the same flat
 // indices, so running the chain range by range gives the bits of running each instruction
-// whole. Method::load guarantees that the outs are the kernel's out or memory that no
+// whole. The planner guarantees that the outs are the kernel's out or memory that no
 // operand and no other out overlaps.
 struct Epilogue {
   struct Op {
@@ -78,7 +78,7 @@ struct Epilogue {
   // all of them (over the whole out at the end), not range by range as it goes.
   bool after_inputs = false;
   // The chain when it is one activation or residual add (kernels::match_activation, set by
-  // Method::load): then each element goes through it in registers, read once and its
+  // the load planner): then each element goes through it in registers, read once and its
   // result stored once, instead of op by op over memory. The same ops in the same order, so
   // the same bits.
   struct Activation {
@@ -98,7 +98,7 @@ struct Epilogue {
     const TensorView* e = nullptr;  // kAddTensor*: the tensor added
   };
   std::optional<Activation> activation;
-  // No instruction after the chain reads the kernel's out, and no caller sees it (Method::load
+  // No instruction after the chain reads the kernel's out, and no caller sees it (the planner
   // checks): where the activation writes elsewhere (Activation::t), a kernel that runs it on
   // each tile may keep the tile in a scratch buffer and never store its own values.
   bool out_unread = false;
@@ -124,7 +124,7 @@ struct KernelContext {
   bool is_unread(size_t i) const { return i < 64 && ((unread_outs >> i) & 1) != 0; }
   // Bit i set: argument i, a 4-d float tensor, is held channels-last ([N, H, W, C] in memory;
   // its sizes stay [N, C, H, W]). Set at load on the convolutions of a channels-last chain
-  // (Method::plan_channels_last), whose readers and writers all agree; 0 everywhere else.
+  // (kernels/load_plan.h), whose readers and writers all agree; 0 everywhere else.
   uint64_t channels_last_args = 0;
   bool is_channels_last(size_t i) const { return i < 64 && ((channels_last_args >> i) & 1) != 0; }
   // The schema of `args` (RegisteredKernel::schema): what kernels::check_args checks them
@@ -174,6 +174,10 @@ struct RegisteredKernel {
   const OpSchema* call_schema() const { return schema ? &*schema : nullptr; }
 };
 
+// A kernel library's planning over a method it is loaded for (runtime/load_plan.h).
+struct LoadPlanView;
+using LoadPlanner = void (*)(LoadPlanView& method);
+
 class OperatorRegistry {
  public:
   // Registers `fn` for `op` under the names of `forms` (kBoth: the out variant's where the op
@@ -188,10 +192,15 @@ class OperatorRegistry {
   Status add(const std::string& name, KernelFn fn);
   const RegisteredKernel* find(std::string_view name) const;
   std::vector<std::string> names() const;
+  // The planner Method::load runs over the steps of a method whose kernels come from this
+  // registry (null: none; the kernels run as the program names them).
+  void set_load_planner(LoadPlanner planner) { planner_ = planner; }
+  LoadPlanner load_planner() const { return planner_; }
 
  private:
   Status insert(RegisteredKernel k);
   std::map<std::string, RegisteredKernel, std::less<>> kernels_;
+  LoadPlanner planner_ = nullptr;
 };
 
 // Registers every CPU kernel (portable out-variants, IR ops, et_copy is registered by the

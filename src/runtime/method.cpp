@@ -10,7 +10,7 @@
 
 #include "format/pte_reader.h"
 #include "graph/tensor_spec.h"
-#include "runtime/kernels/conv.h"
+#include "runtime/load_plan.h"
 
 namespace etc::rt {
 namespace {
@@ -89,6 +89,22 @@ std::string describe_args(std::span<Value* const> args) {
     }
   }
   return s;
+}
+
+StepKind step_kind(pte::InstrKind k) {
+  switch (k) {
+    case pte::InstrKind::kKernel:
+      return StepKind::kKernel;
+    case pte::InstrKind::kDelegate:
+      return StepKind::kDelegate;
+    case pte::InstrKind::kMove:
+      return StepKind::kMove;
+    case pte::InstrKind::kJumpFalse:
+      return StepKind::kJumpFalse;
+    case pte::InstrKind::kFree:
+      break;
+  }
+  return StepKind::kFree;
 }
 
 std::string op_name(const pte::Operator& o) {
@@ -270,31 +286,29 @@ Result<std::unique_ptr<Method>> Method::load_plan(const pte::Plan& plan,
     m->input_ready_.push_back(!m->input_planned_[i] || m->values_[v].tensor.nbytes() == 0);
     m->input_ever_set_.push_back(m->input_ready_.back());
   }
-  // Int values a kernel writes at run time (the return value of aten::sym_size.int and of
-  // ExecuTorch's executorch_prim scalar ops): IntLists that hold them are re-read per call.
+  // Int values a kernel writes at run time (the return value, always the last argument, of a
+  // kernel returning an Int: aten::sym_size.int, ExecuTorch's executorch_prim scalar ops):
+  // IntLists that hold them are re-read per call.
   std::vector<bool> computed_int(plan.values.size(), false);
   for (const pte::Chain& c : plan.chains) {
     for (const pte::Instruction& in : c.instructions) {
       if (in.kind != pte::InstrKind::kKernel || in.args.empty()) continue;
-      const std::string name = op_name(plan.operators[static_cast<size_t>(in.index)]);
       const auto ret = static_cast<size_t>(in.args.back());
-      if ((name == "aten::sym_size.int" || name.rfind("executorch_prim::", 0) == 0) &&
-          plan.values[ret].kind == pte::ValueKind::kInt)
-        computed_int[ret] = true;
+      if (plan.values[ret].kind == pte::ValueKind::kInt) computed_int[ret] = true;
     }
   }
   // Steps.
   for (const pte::Chain& c : plan.chains) {
     for (const pte::Instruction& in : c.instructions) {
-      Step s;
-      s.kind = in.kind;
+      MethodStep s;
+      s.kind = step_kind(in.kind);
       s.a = in.index;
       s.b = in.target;
       for (int32_t a : in.args) {
         s.args.push_back(&m->values_[static_cast<size_t>(a)]);
         const pte::EValue& ev = plan.values[static_cast<size_t>(a)];
         if (ev.kind != pte::ValueKind::kIntList) continue;
-        Step::IntListRefresh r{&m->values_[static_cast<size_t>(a)], {}};
+        MethodStep::IntListRefresh r{&m->values_[static_cast<size_t>(a)], {}};
         for (size_t k = 0; k < ev.int_items.size(); ++k) {
           const auto item = static_cast<size_t>(ev.int_items[k]);
           if (item < computed_int.size() && computed_int[item])
@@ -307,8 +321,7 @@ Result<std::unique_ptr<Method>> Method::load_plan(const pte::Plan& plan,
           s.constant_args |= uint64_t{1} << i;
       }
       if (in.kind == pte::InstrKind::kKernel) {
-        s.kernel = kernels[static_cast<size_t>(in.index)]->fn;
-        s.schema = kernels[static_cast<size_t>(in.index)]->call_schema();
+        s.kernel = kernels[static_cast<size_t>(in.index)];
         s.name = op_name(plan.operators[static_cast<size_t>(in.index)]);
       } else if (in.kind == pte::InstrKind::kDelegate) {
         const pte::Delegate& d = plan.delegates[static_cast<size_t>(in.index)];
@@ -327,543 +340,37 @@ Result<std::unique_ptr<Method>> Method::load_plan(const pte::Plan& plan,
       m->steps_.push_back(std::move(s));
     }
   }
-  m->find_unread_outs();  // before plan_channels_last, which keeps pools without indices
-  if (env.fuse_epilogues) {
-    m->fuse_epilogues();
-    if (kernels::onednn_conv_enabled()) m->plan_channels_last();
+  // The kernel library's own planning (epilogues, layouts, outs nothing reads).
+  if (LoadPlanner planner = env.operators->load_planner(); planner != nullptr) {
+    LoadPlanView view{m->steps_, m->values_, m->inputs_, m->outputs_, env.fuse_epilogues};
+    planner(view);
   }
   return m;
 }
 
-namespace {
-
-bool overlaps(const TensorView& a, const TensorView& b) {
-  const auto* a0 = static_cast<const char*>(a.data);
-  const auto* b0 = static_cast<const char*>(b.data);
-  return a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes();
-}
-
-// One elementwise instruction read as an epilogue op: its operands (tensors or a scalar), its
-// bounds, its out. Only float32 arithmetic with alpha 1, whose kernels round once per
-// element, so that the epilogue's arithmetic is the kernel's.
-struct ElementwiseStep {
-  Epilogue::Op::Kind kind;
-  const Value* a = nullptr;
-  const Value* b = nullptr;  // null: scalar
-  float scalar = 0, lo = 0, hi = 0;
-  const Value* out = nullptr;
-};
-
-std::optional<ElementwiseStep> read_elementwise(const std::string& name,
-                                                std::span<Value* const> args) {
-  using Kind = Epilogue::Op::Kind;
-  const float inf = std::numeric_limits<float>::infinity();
-  auto scalar = [](const Value* v) -> std::optional<float> {
-    if (!v->is_scalar()) return std::nullopt;
-    return static_cast<float>(v->scalar_as_double());
-  };
-  auto alpha_one = [](const Value* v) { return v->is_scalar() && v->scalar_as_double() == 1.0; };
-  ElementwiseStep e{Kind::kClamp};
-  if (name == "aten::relu.out" && args.size() >= 2) {
-    e = {Kind::kClamp, args[0], nullptr, 0, 0.0f, inf, args[1]};
-  } else if (name == "aten::sigmoid.out" && args.size() >= 2) {
-    e = {Kind::kSigmoid, args[0], nullptr, 0, 0, 0, args[1]};
-  } else if ((name == "aten::hardtanh.out" || name == "aten::clamp.out") && args.size() >= 4) {
-    const bool hardtanh = name == "aten::hardtanh.out";
-    if (hardtanh && (args[1]->is_none() || args[2]->is_none())) return std::nullopt;
-    const std::optional<float> lo = args[1]->is_none() ? -inf : scalar(args[1]);
-    const std::optional<float> hi = args[2]->is_none() ? inf : scalar(args[2]);
-    if (!lo || !hi) return std::nullopt;
-    e = {Kind::kClamp, args[0], nullptr, 0, *lo, *hi, args[3]};
-  } else {
-    static const std::map<std::string, std::pair<Kind, bool>, std::less<>> kBinary = {
-        {"aten::add.out", {Kind::kAdd, true}},
-        {"aten::sub.out", {Kind::kSub, true}},
-        {"aten::mul.out", {Kind::kMul, false}},
-        {"aten::div.out", {Kind::kDiv, false}},
-        {"aten::add.Scalar_out", {Kind::kAdd, true}},
-        {"aten::sub.Scalar_out", {Kind::kSub, true}},
-        {"aten::mul.Scalar_out", {Kind::kMul, false}},
-        {"aten::div.Scalar_out", {Kind::kDiv, false}}};
-    auto it = kBinary.find(name);
-    if (it == kBinary.end()) return std::nullopt;
-    const auto [kind, has_alpha] = it->second;
-    const size_t out_at = has_alpha ? 3 : 2;
-    if (args.size() <= out_at || (has_alpha && !alpha_one(args[2]))) return std::nullopt;
-    e = {kind, args[0], nullptr, 0, 0, 0, args[out_at]};
-    if (args[1]->is_tensor()) {
-      e.b = args[1];
-    } else {
-      const std::optional<float> s = scalar(args[1]);
-      if (!s) return std::nullopt;
-      e.scalar = *s;
-    }
-  }
-  if (!e.a->is_tensor() || !e.out->is_tensor()) return std::nullopt;
-  return e;
-}
-
-}  // namespace
-
-std::vector<bool> Method::io_values() const {
-  std::vector<bool> io(values_.size(), false);
-  for (size_t v : inputs_)
-    io[v] = true;
-  for (size_t v : outputs_)
-    io[v] = true;
-  return io;
-}
-
-bool Method::writes(const Step& s, const Value* u) {
-  if (s.kind != pte::InstrKind::kKernel || s.args.empty()) return false;
-  const Value* ret = s.args.back();
-  return u == ret ||
-         std::find(ret->tensors.begin(), ret->tensors.end(), &u->tensor) != ret->tensors.end();
-}
-
-bool Method::unread_after(size_t after, const TensorView& t) const {
-  if (t.data == nullptr || t.nbytes() == 0) return false;
-  // The bytes of t not yet written anew, as [begin, end) ranges.
-  using Range = std::pair<const char*, const char*>;
-  auto range = [](const TensorView& v) {
-    const auto* v0 = static_cast<const char*>(v.data);
-    return Range{v0, v0 + v.nbytes()};
-  };
-  std::vector<Range> live{range(t)};
-  auto touches = [&live](const Range& r) {
-    return std::any_of(live.begin(), live.end(),
-                       [&r](const Range& l) { return r.first < l.second && l.first < r.second; });
-  };
-  auto written = [&live](const Range& r) {
-    std::vector<Range> rest;
-    for (const Range& l : live) {
-      if (r.second <= l.first || l.second <= r.first) {
-        rest.push_back(l);
-        continue;
-      }
-      if (l.first < r.first) rest.emplace_back(l.first, r.first);
-      if (r.second < l.second) rest.emplace_back(r.second, l.second);
-    }
-    live = std::move(rest);
-  };
-  for (size_t j = after + 1; j < steps_.size(); ++j) {
-    const Step& s = steps_[j];
-    if (s.kind == pte::InstrKind::kJumpFalse || s.kind == pte::InstrKind::kMove) return false;
-    // A kernel's outs: its return value, or the tensors of a returned list, written after its
-    // reads. Any other argument over the live bytes (an input, a list item, a delegate's
-    // argument) reads them.
-    const bool kernel = s.kind == pte::InstrKind::kKernel && !s.args.empty();
-    std::vector<Range> outs;
-    for (const Value* u : s.args) {
-      const bool outs_list = kernel && u == s.args.back() && !u->is_tensor();
-      for (const TensorView* v : u->tensors) {
-        if (v == nullptr || v->data == nullptr || v->nbytes() == 0) continue;
-        if (outs_list) {
-          outs.push_back(range(*v));
-        } else if (touches(range(*v))) {
-          return false;
-        }
-      }
-      if (!u->is_tensor() || u->tensor.data == nullptr || u->tensor.nbytes() == 0) continue;
-      if (writes(s, u)) {
-        outs.push_back(range(u->tensor));
-      } else if (touches(range(u->tensor))) {
-        return false;
-      }
-    }
-    for (const Range& r : outs)
-      written(r);
-    if (live.empty()) return true;
-  }
-  for (size_t k : outputs_) {
-    if (values_[k].is_tensor() && values_[k].tensor.data != nullptr &&
-        values_[k].tensor.nbytes() > 0 && touches(range(values_[k].tensor)))
-      return false;
-  }
-  return true;
-}
-
-void Method::find_unread_outs() {
-  // Only max_pool2d_with_indices' indices (argument 7): a program that pools for inference
-  // never reads them, and they cost as much as the pooling.
-  const std::vector<bool> io = io_values();
-  for (size_t i = 0; i < steps_.size(); ++i) {
-    Step& s = steps_[i];
-    if (s.kind != pte::InstrKind::kKernel || s.name != "aten::max_pool2d_with_indices.out" ||
-        s.args.size() < 8 || !s.args[7]->is_tensor())
-      continue;
-    const Value* indices = s.args[7];
-    if (io[static_cast<size_t>(indices - values_.data())] || indices->tensor.data == nullptr)
-      continue;
-    // Read: any other instruction naming it, or an int64 tensor over its bytes (a view). An
-    // out another kernel writes there does not read it: the plan gives every pooling's
-    // indices, dead as soon as they are written, the same bytes (googlenet's 13 pools each
-    // computed indices for that alone, 40% of its time).
-    bool read = false;
-    for (size_t j = 0; j < steps_.size() && !read; ++j) {
-      if (j == i) continue;
-      const Step& other = steps_[j];
-      for (size_t k = 0; k < other.args.size(); ++k) {
-        const Value* a = other.args[k];
-        const bool is_kernel = other.kind == pte::InstrKind::kKernel;
-        if (is_kernel && k + 1 == other.args.size()) continue;  // the return value: its outs
-        if (is_kernel && other.schema != nullptr && k < other.schema->args.size() &&
-            other.schema->args[k].is_out)
-          continue;  // written, not read (an input in another position is still seen)
-        auto over = [&](const TensorView* t) {
-          return t != nullptr && t->dtype == DType::kInt64 && t->data != nullptr &&
-                 overlaps(*t, indices->tensor);
-        };
-        const bool same = a == indices;
-        bool alias = a->is_tensor() && over(&a->tensor);
-        if (!a->is_tensor()) {
-          for (const TensorView* t : a->tensors)
-            alias = alias || over(t);  // a list's tensors (cat of the indices)
-        }
-        if (same || alias) {
-          read = true;
-          break;
-        }
-      }
-    }
-    if (!read) s.unread_outs |= uint64_t{1} << 7;
-  }
-}
-
-void Method::fuse_epilogues() {
-  // A jump could land between a kernel and the instructions fused into it.
-  for (const Step& s : steps_) {
-    if (s.kind == pte::InstrKind::kJumpFalse) return;
-  }
-  // Method inputs and outputs may be rebound to caller memory: never part of a chain.
-  const std::vector<bool> io = io_values();
-  // A matrix product's out is read through views of other shapes (mm's [24, 384] as [1, 24,
-  // 384]): there the operands need the out's element count only (planned tensors are
-  // contiguous), and a row of the out's last dim may be broadcast (the bias of a linear
-  // layer). A convolution's need its shape.
-  bool by_count = false;
-  auto plain = [&](const Value* v, const TensorView& like) {
-    const TensorView& t = v->tensor;
-    return v->is_tensor() && !io[static_cast<size_t>(v - values_.data())] &&
-           t.dtype == DType::kFloat32 &&
-           (by_count ? t.numel() == like.numel() : t.sizes == like.sizes) && t.capacity < 0 &&
-           t.data != nullptr && t.device.is_cpu();
-  };
-  // A row broadcast along like's last dim: its period, else 0.
-  auto row_of = [&](const Value* v, const TensorView& like) -> int64_t {
-    const TensorView& t = v->tensor;
-    if (!by_count || !v->is_tensor() || t.rank() != 1 || like.rank() < 2 ||
-        t.sizes[0] != like.sizes.back() || t.sizes[0] <= 0 || t.dtype != DType::kFloat32 ||
-        t.capacity >= 0 || t.data == nullptr || !t.device.is_cpu())
-      return 0;
-    return t.sizes[0];
-  };
-  for (size_t i = 0; i < steps_.size(); ++i) {
-    Step& s = steps_[i];
-    // convolution.out: 9 arguments, the out, the return value; mm.out: 2, the out, the return
-    // value.
-    if (s.kind != pte::InstrKind::kKernel) continue;
-    size_t out_at = 0;
-    if (s.name == "aten::convolution.out" && s.args.size() >= 10) {
-      out_at = 9;
-    } else if (s.name == "aten::mm.out" && s.args.size() >= 3) {
-      out_at = 2;
-    } else if (s.name == "aten::_native_batch_norm_legit_no_training.out" && s.args.size() >= 11) {
-      out_at = 7;  // out0; a batch norm before a convolution (densenet's) and its relu
-    } else {
-      continue;
-    }
-    by_count = out_at == 2;
-    if (!plain(s.args[out_at], s.args[out_at]->tensor)) continue;
-    const TensorView& y = s.args[out_at]->tensor;
-    std::vector<const TensorView*> chain{&y};  // memory the chain writes
-    std::vector<const TensorView*> external;   // operands from outside the chain
-    auto in_chain = [&](const TensorView& t) {
-      return std::any_of(chain.begin(), chain.end(),
-                         [&](const TensorView* c) { return c->data == t.data; });
-    };
-    auto overlaps_any = [&](const TensorView& t, const std::vector<const TensorView*>& set) {
-      return std::any_of(set.begin(), set.end(),
-                         [&](const TensorView* c) { return overlaps(*c, t); });
-    };
-    auto epilogue = std::make_unique<Epilogue>();
-    size_t last = i;  // the chain's last step
-    for (size_t j = i + 1; j < steps_.size() && steps_[j].kind == pte::InstrKind::kKernel; ++j) {
-      const std::optional<ElementwiseStep> e = read_elementwise(steps_[j].name, steps_[j].args);
-      if (!e || !plain(e->out, y)) break;
-      // Each operand the out's shape, or (a matrix product's) a broadcast row.
-      const int64_t a_period = plain(e->a, y) ? 0 : row_of(e->a, y);
-      const int64_t b_period = e->b == nullptr || plain(e->b, y) ? 0 : row_of(e->b, y);
-      if ((a_period == 0 && !plain(e->a, y)) ||
-          (e->b != nullptr && b_period == 0 && !plain(e->b, y)))
-        break;
-      // Operands: chain memory, or memory the chain never writes (a broadcast row is never
-      // the chain's).
-      bool reads_chain = false, ok = true;
-      std::vector<const TensorView*> fresh;
-      for (const Value* operand : {e->a, e->b}) {
-        if (operand == nullptr) continue;
-        const bool row = operand == e->a ? a_period > 0 : b_period > 0;
-        if (!row && in_chain(operand->tensor)) {
-          reads_chain = true;
-        } else if (overlaps_any(operand->tensor, chain)) {
-          ok = false;
-        } else {
-          fresh.push_back(&operand->tensor);
-        }
-      }
-      // The out: chain memory, or memory that no operand so far overlaps. Over one of the
-      // kernel's inputs, the chain waits until the kernel has read them.
-      const TensorView& out = e->out->tensor;
-      bool after_inputs = false;
-      if (!in_chain(out)) {
-        ok = ok && !overlaps_any(out, chain) && !overlaps_any(out, external) &&
-             !overlaps_any(out, fresh);
-        for (size_t a = 0; a < out_at; ++a)
-          after_inputs =
-              after_inputs || (s.args[a]->is_tensor() && overlaps(s.args[a]->tensor, out));
-      }
-      if (!ok || !reads_chain) break;
-      epilogue->ops.push_back(Epilogue::Op{e->kind, &e->a->tensor,
-                                           e->b != nullptr ? &e->b->tensor : nullptr, e->scalar,
-                                           e->lo, e->hi, &out, a_period, b_period});
-      epilogue->after_inputs = epilogue->after_inputs || after_inputs;
-      external.insert(external.end(), fresh.begin(), fresh.end());
-      if (!in_chain(out)) chain.push_back(&out);
-      steps_[j].fused = true;
-      s.fused_names += " + " + steps_[j].name;
-      last = j;
-    }
-    if (!epilogue->ops.empty()) {
-      epilogue->activation = kernels::match_activation(*epilogue, y);
-      epilogue->out_unread =
-          epilogue->activation && epilogue->activation->t->data != y.data && unread_after(last, y);
-      s.epilogue = std::move(epilogue);
-    }
-  }
-}
-
 size_t Method::channels_last_convolutions() const {
   return static_cast<size_t>(std::count_if(
-      steps_.begin(), steps_.end(), [](const Step& s) { return s.channels_last_args != 0; }));
+      steps_.begin(), steps_.end(), [](const MethodStep& s) { return s.channels_last_args != 0; }));
 }
 
-void Method::plan_channels_last() {
-  // Without jumps the steps run in order: a tensor lives from the step that writes it until
-  // a step writes its bytes anew.
-  // A move rebinds a value to another's bytes, which no step names: none of that either.
-  for (const Step& s : steps_) {
-    if (s.kind == pte::InstrKind::kJumpFalse || s.kind == pte::InstrKind::kMove) return;
-  }
-  const std::vector<bool> io = io_values();
-  auto index_of = [&](const Value* v) { return static_cast<size_t>(v - values_.data()); };
-  std::map<const TensorView*, const Value*> by_tensor;
-  for (const Value& v : values_)
-    by_tensor[&v.tensor] = &v;
-  // A convolution that can run on oneDNN with channels-last tensors, and what it writes (its
-  // out, its epilogue's outs) and reads through its epilogue (operands from outside).
-  struct Group {
-    size_t step = 0;
-    std::vector<const Value*> writes, operands;
-    bool channels_last = true;
-    // A max pooling (its out at argument 6) rather than a convolution (argument 9): it reads
-    // and writes one layout, its input's.
-    bool pool = false;
-    size_t out_arg = 9;
-  };
-  std::vector<Group> groups;
-  std::map<const Value*, size_t> writer;  // value -> its group
-  std::vector<int64_t> group_of_step(steps_.size(), -1);
-  auto usable = [&](const Value* v) {
-    return v->is_tensor() && !io[index_of(v)] && v->tensor.capacity < 0 &&
-           v->tensor.data != nullptr && v->tensor.device.is_cpu();
-  };
+std::string Method::describe_plan() const {
+  std::string out;
   for (size_t i = 0; i < steps_.size(); ++i) {
-    const Step& s = steps_[i];
-    if (s.kind != pte::InstrKind::kKernel || s.fused || s.name != "aten::convolution.out" ||
-        ((s.constant_args >> 1) & 1) == 0)
-      continue;
-    const std::optional<kernels::ConvGeometry> g = kernels::float_conv2d_geometry(s.args);
-    // Not 1x1 convolutions of fewer than 16 input channels (etc's kernel ran PP-OCR's 12 ->
-    // 96 layer, 64x80, in 0.07 ms, oneDNN in 0.17), nor grouped ones of fewer than 32 channels
-    // (the PP-OCR classifier's 8-24 channel depthwise layers: 5-10% slower in all), nor
-    // ungrouped ones under 2 M multiply-adds (mobilenet_v3_small's 16 -> 16 and 24 -> 88 1x1
-    // layers ran 2.5-3.5x slower on oneDNN at 2 threads: its fixed cost per band).
-    // A first layer reading a method input (NCHW, never in a chain) runs etc's direct loop
-    // into a channels-last out (channels_last_convolution): no oneDNN state to make for it.
-    if (!g || !usable(s.args[9]) || s.args[0]->tensor.capacity >= 0 ||
-        (g->kh * g->kw == 1 && g->c_in < 16) || (g->groups > 1 && g->c_out < 32) ||
-        (g->groups == 1 &&
-         g->batch * g->oh * g->ow * g->c_out * g->c_in * g->kh * g->kw < (int64_t{1} << 21)))
-      continue;
-    const bool direct_first_layer = io[index_of(s.args[0])] && kernels::few_input_channels_conv(*g);
-    if (!direct_first_layer && !kernels::prepare_onednn_conv(s.args, *g, steps_[i].state)) continue;
-    Group group;
-    group.step = i;
-    group.writes.push_back(s.args[9]);
-    bool ok = true;
+    const MethodStep& s = steps_[i];
+    out += std::to_string(i) + " " + s.name + s.fused_names;
+    if (s.fused) out += " fused";
     if (s.epilogue != nullptr) {
-      auto add = [&](std::vector<const Value*>& to, const TensorView* t) {
-        auto it = by_tensor.find(t);
-        if (it == by_tensor.end() || !usable(it->second)) {
-          ok = false;
-          return;
-        }
-        if (std::find(to.begin(), to.end(), it->second) == to.end()) to.push_back(it->second);
-      };
-      for (const Epilogue::Op& op : s.epilogue->ops)
-        add(group.writes, op.out);
-      for (const Epilogue::Op& op : s.epilogue->ops) {
-        for (const TensorView* t : {op.a, op.b}) {
-          if (t == nullptr) continue;
-          auto it = by_tensor.find(t);
-          if (it != by_tensor.end() &&
-              std::find(group.writes.begin(), group.writes.end(), it->second) != group.writes.end())
-            continue;
-          add(group.operands, t);
-        }
-      }
+      out += " epilogue=" + std::to_string(s.epilogue->ops.size());
+      if (s.epilogue->activation)
+        out += " activation=" + std::to_string(static_cast<int>(s.epilogue->activation->kind));
+      if (s.epilogue->after_inputs) out += " after_inputs";
+      if (s.epilogue->out_unread) out += " out_unread";
     }
-    if (!ok) continue;
-    for (const Value* v : group.writes) {
-      if (writer.count(v) != 0) ok = false;  // written by two convolutions: leave both
-    }
-    if (!ok) continue;
-    group_of_step[i] = static_cast<int64_t>(groups.size());
-    for (const Value* v : group.writes)
-      writer[v] = groups.size();
-    groups.push_back(std::move(group));
+    if (s.unread_outs != 0) out += " unread=" + std::to_string(s.unread_outs);
+    if (s.channels_last_args != 0) out += " channels_last=" + std::to_string(s.channels_last_args);
+    out += "\n";
   }
-  // Max poolings whose indices nothing reads, of 4-d float tensors (resnet18's pooling between
-  // its first convolution and its first stage): channels-last where their input is (the
-  // kernel takes 16 channels of a pixel per vector: no stride-2 shuffles).
-  for (size_t i = 0; i < steps_.size(); ++i) {
-    const Step& s = steps_[i];
-    if (s.kind != pte::InstrKind::kKernel || s.fused ||
-        s.name != "aten::max_pool2d_with_indices.out" || s.args.size() != 9 ||
-        ((s.unread_outs >> 7) & 1) == 0 || !usable(s.args[0]) || !usable(s.args[6]) ||
-        s.args[0]->tensor.dtype != DType::kFloat32 || s.args[0]->tensor.rank() != 4 ||
-        s.args[6]->tensor.dtype != DType::kFloat32 || writer.count(s.args[6]) != 0)
-      continue;
-    Group group;
-    group.step = i;
-    group.pool = true;
-    group.out_arg = 6;
-    group.writes.push_back(s.args[6]);
-    group_of_step[i] = static_cast<int64_t>(groups.size());
-    writer[s.args[6]] = groups.size();
-    groups.push_back(std::move(group));
-  }
-  if (groups.empty()) return;
-
-  // Who reads each written tensor. The convolutions of groups may read one as their input
-  // (argument 0); an epilogue may read one as an operand if its own group agrees on the
-  // layout; anything else (another kernel, a delegate, an alias of its memory while it
-  // lives) keeps the tensor NCHW.
-  std::vector<std::pair<size_t, size_t>> agree;  // groups that must share a layout
-  size_t owner = 0;                              // the kernel whose epilogue a fused step is
-  for (size_t j = 0; j < steps_.size(); ++j) {
-    const Step& s = steps_[j];
-    if (!s.fused) owner = j;
-    const int64_t own = group_of_step[owner];
-    for (size_t a = 0; a < s.args.size(); ++a) {
-      // A list of tensors (cat, stack, index) reads its items as NCHW; a kernel's returned
-      // list is its outs (a group's own pooling out among them).
-      const bool outs_list = !s.fused && s.kind == pte::InstrKind::kKernel &&
-                             a + 1 == s.args.size() && !s.args[a]->is_tensor() && own >= 0 &&
-                             static_cast<size_t>(own) < groups.size() &&
-                             groups[static_cast<size_t>(own)].pool;
-      for (const TensorView* t : outs_list ? std::vector<TensorView*>{} : s.args[a]->tensors) {
-        auto item = t == nullptr ? by_tensor.end() : by_tensor.find(t);
-        if (item == by_tensor.end()) continue;
-        auto w = writer.find(item->second);
-        if (w != writer.end()) groups[w->second].channels_last = false;
-      }
-      auto it = writer.find(s.args[a]);
-      if (it == writer.end()) continue;
-      Group& g = groups[it->second];
-      if (own == static_cast<int64_t>(it->second)) {
-        // Its own convolution names it as its out (and return value), its epilogue as operand
-        // or out.
-        if (s.fused || a >= g.out_arg) continue;
-        g.channels_last = false;  // also the convolution's input: in place
-      } else if (!s.fused && own >= 0 && a == 0) {
-        // The input of another oneDNN convolution, or of a pooling, whose out then takes its
-        // layout.
-        if (groups[static_cast<size_t>(own)].pool)
-          agree.emplace_back(it->second, static_cast<size_t>(own));
-      } else if (s.fused && own >= 0) {
-        agree.emplace_back(it->second, static_cast<size_t>(own));
-      } else {
-        g.channels_last = false;
-      }
-    }
-  }
-  // Other values over a written tensor's memory (views the program reads it through, which
-  // assume NCHW), from the group's step until a kernel writes that memory anew (its out, the
-  // last argument: the planner reuses the bytes for another tensor).
-  // And a method output over it that no kernel writes anew after it (a caller reads it as
-  // NCHW).
-  for (Group& g : groups) {
-    for (const Value* v : g.writes) {
-      bool reused = false;
-      for (size_t j = g.step + 1; j < steps_.size() && !reused && g.channels_last; ++j) {
-        const Step& s = steps_[j];
-        // A kernel's outs: its return value, or the tensors of a returned list (max
-        // pooling's values and indices), written after its reads.
-        const bool kernel = s.kind == pte::InstrKind::kKernel && !s.fused;
-        for (const Value* u : s.args) {
-          const bool outs_list = kernel && u == s.args.back() && !u->is_tensor();
-          for (const TensorView* t : u->tensors) {  // list items over it: read as NCHW
-            if (t != nullptr && t->data != nullptr && t->nbytes() > 0 && overlaps(*t, v->tensor)) {
-              if (outs_list) {
-                reused = true;
-              } else {
-                g.channels_last = false;
-              }
-            }
-          }
-          if (!u->is_tensor() || u->tensor.data == nullptr || u->tensor.nbytes() == 0 ||
-              std::find(g.writes.begin(), g.writes.end(), u) != g.writes.end() ||
-              !overlaps(u->tensor, v->tensor))
-            continue;
-          if (kernel && writes(s, u)) {
-            reused = true;  // after this step's reads, checked in this loop too
-          } else {
-            g.channels_last = false;
-          }
-        }
-      }
-      for (size_t k : outputs_) {
-        const Value& o = values_[k];
-        if (!reused && o.is_tensor() && o.tensor.data != nullptr && o.tensor.nbytes() > 0 &&
-            overlaps(o.tensor, v->tensor))
-          g.channels_last = false;
-      }
-    }
-    // An epilogue operand from outside every group is NCHW: the group's layout must be too.
-    for (const Value* v : g.operands) {
-      if (writer.count(v) == 0) g.channels_last = false;
-    }
-    // So is a pooling's input that no group writes.
-    if (g.pool && writer.count(steps_[g.step].args[0]) == 0) g.channels_last = false;
-  }
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (const auto& [a, b] : agree) {
-      if (groups[a].channels_last != groups[b].channels_last) {
-        groups[a].channels_last = groups[b].channels_last = false;
-        changed = true;
-      }
-    }
-  }
-  for (const Group& g : groups) {
-    Step& s = steps_[g.step];
-    if (g.channels_last) s.channels_last_args |= uint64_t{1} << g.out_arg;
-    auto in = writer.find(s.args[0]);
-    if (in != writer.end() && groups[in->second].channels_last)
-      s.channels_last_args |= uint64_t{1} << 0;
-  }
+  return out;
 }
 
 Status Method::check_binding(const TensorView& t, const void* data, const std::string& what) const {
@@ -970,9 +477,13 @@ Status Method::bind_output(size_t i, void* data) {
 
 bool Method::writes_state() const {
   if (!states_.empty()) return true;
-  return std::any_of(steps_.begin(), steps_.end(), [](const Step& s) {
-    return s.kind == pte::InstrKind::kKernel &&
-           (s.name == "aten::copy_" || s.name == "aten::index_put_");
+  // A kernel that writes one of its inputs in place (a mutable argument before the outs, as
+  // aten::copy_ and aten::index_put_ write a mutable buffer).
+  return std::any_of(steps_.begin(), steps_.end(), [](const MethodStep& s) {
+    const OpSchema* schema = s.kernel != nullptr ? s.kernel->call_schema() : nullptr;
+    return s.kind == StepKind::kKernel && schema != nullptr &&
+           std::any_of(schema->args.begin(), schema->args.end(),
+                       [](const ArgSchema& a) { return a.is_out && !a.kwarg_only; });
   });
 }
 
@@ -1021,11 +532,11 @@ Status Method::execute() {
       return invalid_input("output " + std::to_string(i) + " is not bound");
   }
   for (size_t pc = 0; pc < steps_.size();) {
-    Step& s = steps_[pc];
+    MethodStep& s = steps_[pc];
     switch (s.kind) {
-      case pte::InstrKind::kKernel:
-      case pte::InstrKind::kDelegate: {
-        const bool kernel = s.kind == pte::InstrKind::kKernel;
+      case StepKind::kKernel:
+      case StepKind::kDelegate: {
+        const bool kernel = s.kind == StepKind::kKernel;
         if (s.fused) {  // done by the epilogue of the kernel before it
           ++pc;
           break;
@@ -1033,16 +544,16 @@ Status Method::execute() {
         const auto start =
             profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
         Status st;
-        for (const Step::IntListRefresh& r : s.refresh) {
+        for (const MethodStep::IntListRefresh& r : s.refresh) {
           for (const auto& [k, item] : r.items)
             r.list->ints[k] = item->i;
         }
         if (kernel) {
           KernelContext ctx{s.name,        env_.allocators,      env_.kernel_state,
                             &s.state,      s.constant_args,      s.epilogue.get(),
-                            s.unread_outs, s.channels_last_args, s.schema};
+                            s.unread_outs, s.channels_last_args, s.kernel->call_schema()};
           ctx.instruction = static_cast<uint32_t>(pc);
-          st = s.kernel(ctx, s.args);
+          st = s.kernel->fn(ctx, s.args);
         } else {
           st = delegates_[s.delegate]->execute(s.args);
         }
@@ -1063,11 +574,11 @@ Status Method::execute() {
         ++pc;
         break;
       }
-      case pte::InstrKind::kMove:
+      case StepKind::kMove:
         values_[static_cast<size_t>(s.b)] = values_[static_cast<size_t>(s.a)];
         ++pc;
         break;
-      case pte::InstrKind::kJumpFalse: {
+      case StepKind::kJumpFalse: {
         const Value& c = values_[static_cast<size_t>(s.a)];
         bool cond = c.kind == Value::Kind::kBool ? c.b
                     : c.is_tensor() && c.tensor.dtype == DType::kBool && c.tensor.numel() == 1
@@ -1076,7 +587,7 @@ Status Method::execute() {
         pc = cond ? pc + 1 : static_cast<size_t>(s.b);
         break;
       }
-      case pte::InstrKind::kFree:
+      case StepKind::kFree:
         ++pc;  // memory is planned; nothing to free
         break;
     }
@@ -1138,53 +649,6 @@ Status publish_delegate_outputs(const Method& m, std::span<Value*> args) {
     caller.sizes = got.sizes;
   }
   return Status();
-}
-
-// ---- et_copy kernels -----------------------------------------------------------------
-
-namespace {
-
-Status copy_kernel(KernelContext& ctx, std::span<Value*> args, bool to_device) {
-  if (args.size() != 3 || !args[0]->is_tensor() || !args[1]->is_tensor()) {
-    return ctx.error("expected (self, out, return), got " + std::to_string(args.size()) +
-                     " arguments");
-  }
-  const TensorView& src = args[0]->tensor;
-  TensorView& dst = args[1]->tensor;
-  // A dynamic-bound destination takes the source's actual sizes (within its bound).
-  const bool resizable =
-      dst.capacity >= 0 && src.sizes.size() == dst.sizes.size() && src.nbytes() <= dst.capacity;
-  if (src.dtype != dst.dtype || (src.sizes != dst.sizes && !resizable)) {
-    return ctx.error("source " + src.describe() + " and destination " + dst.describe() + " differ");
-  }
-  dst.sizes = src.sizes;
-  const TensorView& device_side = to_device ? dst : src;
-  const TensorView& host_side = to_device ? src : dst;
-  if (device_side.device.is_cpu() || !host_side.device.is_cpu()) {
-    return ctx.error(std::string("expected a ") +
-                     (to_device ? "host source and a device destination"
-                                : "device source and a host destination") +
-                     ", got " + src.describe() + " -> " + dst.describe());
-  }
-  if (ctx.allocators == nullptr) return ctx.error("no device allocators are available");
-  ETC_ASSIGN_OR_RETURN(DeviceAllocator * a, ctx.allocators->for_device(device_side.device));
-  size_t bytes = static_cast<size_t>(src.nbytes());
-  return to_device ? a->copy_host_to_device(dst.data, src.data, bytes, dst.device.index)
-                   : a->copy_device_to_host(dst.data, src.data, bytes, src.device.index);
-}
-
-Status h2d_copy(KernelContext& ctx, std::span<Value*> args) {
-  return copy_kernel(ctx, args, true);
-}
-Status d2h_copy(KernelContext& ctx, std::span<Value*> args) {
-  return copy_kernel(ctx, args, false);
-}
-
-}  // namespace
-
-Status register_copy_kernels(OperatorRegistry& registry) {
-  ETC_RETURN_IF_ERROR(registry.add(OpKind::H2DCopy, &h2d_copy, KernelForms::kOut));
-  return registry.add(OpKind::D2HCopy, &d2h_copy, KernelForms::kOut);
 }
 
 }  // namespace etc::rt

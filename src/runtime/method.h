@@ -19,6 +19,7 @@
 #include "runtime/backend.h"
 #include "runtime/device_allocator.h"
 #include "runtime/kernel.h"
+#include "runtime/load_plan.h"
 
 namespace etc::rt {
 
@@ -90,9 +91,14 @@ class Method {
   }
 
   const std::vector<Value>& values() const { return values_; }
-  // The convolutions (and max poolings) that read or write a channels-last tensor
-  // (plan_channels_last).
+  // The convolutions (and max poolings) that read or write a channels-last tensor (set by the
+  // kernels' load planner).
   size_t channels_last_convolutions() const;
+  // The load-time plan, a line per instruction: its name, the instructions its epilogue runs
+  // ("+ aten::relu.out"), the activation that chain was matched as, the unread outs and the
+  // channels-last arguments (bit masks), "fused" for an instruction an epilogue runs. For tests
+  // and for comparing plans.
+  std::string describe_plan() const;
 
   // State buffers (ExecuTorch's mutable buffers with an initial value, or named in
   // ExtraTensorInfo without one: a KV cache, a step counter). Their planned bytes persist
@@ -110,56 +116,12 @@ class Method {
   Method() = default;
   Status check_binding(const TensorView& t, const void* data, const std::string& what) const;
 
-  struct Step {
-    pte::InstrKind kind = pte::InstrKind::kKernel;
-    KernelFn kernel = nullptr;
-    const OpSchema* schema = nullptr;  // KernelContext::schema
-    std::string name;
-    size_t delegate = 0;
-    std::vector<Value*> args;
-    int32_t a = 0, b = 0;                // move/jump/free operands
-    uint64_t constant_args = 0;          // KernelContext::constant_args
-    std::unique_ptr<KernelState> state;  // KernelContext::state
-    // IntList arguments with an item that a kernel computes at run time (ExecuTorch's
-    // sym_size of a dynamic-bound tensor): the list's position k is re-read from the Int
-    // value before the call.
-    struct IntListRefresh {
-      Value* list;
-      std::vector<std::pair<size_t, const Value*>> items;
-    };
-    std::vector<IntListRefresh> refresh;
-    // This kernel applies these ops (the fused instructions after it) to its out.
-    std::unique_ptr<Epilogue> epilogue;
-    std::string fused_names;          // " + aten::relu.out ...", for the profile
-    bool fused = false;               // applied by an earlier kernel's epilogue: skipped
-    uint64_t unread_outs = 0;         // KernelContext::unread_outs
-    uint64_t channels_last_args = 0;  // KernelContext::channels_last_args
-  };
-  // Marks the outs nothing reads (KernelContext::unread_outs).
-  void find_unread_outs();
-  // Per value: whether it is a method input or output (the caller may rebind its memory).
-  std::vector<bool> io_values() const;
-  // Whether u is among the outs kernel step s writes after its reads: its return value, or a
-  // tensor of a returned list (max pooling's values and indices).
-  static bool writes(const Step& s, const Value* u);
-  // Whether no step after `after` reads bytes of `t` before a kernel writes all of them anew,
-  // and no method output lies over them (jumps and moves: false).
-  bool unread_after(size_t after, const TensorView& t) const;
-  // Gives convolutions and matrix products (mm) the in-place elementwise instructions right
-  // after them as their epilogue (RuntimeEnv::fuse_epilogues); a matrix product's may add a
-  // broadcast row (a bias).
-  void fuse_epilogues();
-  // Keeps the tensors that only convolutions running on oneDNN read (and their epilogues)
-  // channels-last between those convolutions, instead of copying each to NHWC and back
-  // (KernelContext::channels_last_args). After fuse_epilogues.
-  void plan_channels_last();
-
   RuntimeEnv env_;
   Profile* profile_ = nullptr;
   bool profile_by_shape_ = false;
   std::vector<Value> values_;
   std::vector<DeviceBuffer> buffers_;
-  std::vector<Step> steps_;
+  std::vector<MethodStep> steps_;
   std::vector<std::unique_ptr<DelegateHandle>> delegates_;
   std::vector<size_t> inputs_, outputs_;
   std::vector<bool> input_planned_, output_planned_;
@@ -182,8 +144,5 @@ class Method {
 Status bind_delegate_args(Method& m, std::span<Value*> args);
 // After m.execute(): the caller's dynamic-bound outputs take m's actual output sizes.
 Status publish_delegate_outputs(const Method& m, std::span<Value*> args);
-
-// Registers the et_copy::_h2d_copy.out / _d2h_copy.out kernels.
-Status register_copy_kernels(OperatorRegistry& registry);
 
 }  // namespace etc::rt

@@ -1,6 +1,7 @@
 #include "runtime/runtime_env.h"
 
 #include "format/backend_ids.h"
+#include "runtime/copy_kernels.h"
 #include "runtime/cpu_delegate.h"
 #include "runtime/method.h"
 

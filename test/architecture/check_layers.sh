@@ -2,7 +2,10 @@
 # The layering rules of docs/architecture.md, checked against the sources and the build:
 #   1. each folder under src/ includes only the folders its floor may see;
 #   2. the runtime libraries link no compiler library (no frontend, pass, partitioner or
-#      emitter), and no frontend links another frontend or anything above the IR.
+#      emitter), and no frontend links another frontend or anything above the IR;
+#   3. the interpreter (rt::Method and the runtime around it) names no operator: kernels and
+#      their load planner (runtime/kernels/load_plan.h) know operators, the interpreter runs
+#      what they registered.
 # Usage: check_layers.sh SOURCE_DIR LINK_CLOSURE_FILE (written by test/architecture/CMakeLists.txt)
 set -uo pipefail
 src=$1
@@ -97,5 +100,21 @@ must_not_reach etc_export $runtime
 [[ " $(closure etc_runtime) " == *" etc_format "* ]] || fail "etc_runtime does not reach etc_format: the closure is broken"
 [[ " $(closure etc_export) " == *" etc_onnx "* ]] || fail "etc_export does not reach etc_onnx: the closure is broken"
 [[ $failures -eq $before ]] && echo "ok: the runtime links no compiler library; no frontend links another"
+
+# --- 3. the interpreter names no operator --------------------------------------------------
+before=$failures
+interpreter=0
+for file in "$src"/src/runtime/*.h "$src"/src/runtime/*.cpp; do
+  case $(basename "$file") in
+    kernel.h | kernel.cpp | copy_kernels.h | copy_kernels.cpp) continue ;;  # the registry, kernels
+  esac
+  interpreter=$((interpreter + 1))
+  # Code only: comments may name ops as examples.
+  hits=$(sed -E 's#//.*$##' "$file" | grep -nE '"(aten|executorch_prim|et_copy|dim_order_ops)(::|\.)|OpKind::' || true)
+  [[ -z $hits ]] || fail "src/runtime/$(basename "$file") names operators (move that knowledge to the kernels or their load planner):
+$hits"
+done
+[[ $interpreter -ge 10 ]] || fail "only $interpreter interpreter files checked: the scan is broken"
+[[ $failures -eq $before ]] && echo "ok: the interpreter ($interpreter files under src/runtime) names no operator"
 
 if [[ $failures -ne 0 ]]; then echo "$failures layering failure(s)"; exit 1; fi

@@ -13,6 +13,7 @@
 #include "frontends/torch_export/torch_import.h"
 #include "graph/ops.h"
 #include "kernels/kernel_test_util.h"
+#include "runtime/copy_kernels.h"
 #include "runtime/method.h"
 
 #ifdef ETC_WITH_CUDA

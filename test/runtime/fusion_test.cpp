@@ -133,6 +133,56 @@ TEST_CASE("in-place activations and residual adds run as the convolution's epilo
   CHECK(*std::max_element(plain.y.begin(), plain.y.end()) == 0.5f);
 }
 
+// The steps a planner was handed, and whether it was asked to fuse (a captureless planner).
+std::vector<std::string> g_planned;
+bool g_fuse_asked = false;
+void recording_planner(rt::LoadPlanView& m) {
+  g_fuse_asked = m.fuse;
+  for (const rt::MethodStep& s : m.steps)
+    g_planned.push_back(s.name + (s.calls(OpKind::Convolution) ? " (convolution)" : ""));
+}
+
+TEST_CASE("the load plan is the kernel registry's: Method runs what its planner decided") {
+  Graph g = block(false);
+  const pte::File f = export_graph(g);
+  auto runtime = std::move(rt::make_cpu_runtime()).value();
+  // The CPU kernels' planner, installed by register_cpu_kernels.
+  rt::RuntimeEnv env = runtime->env();
+  Result<std::unique_ptr<rt::Method>> planned = rt::Method::load(f, 0, env);
+  REQUIRE(planned.ok());
+  const std::string with = (*planned)->describe_plan();
+  CHECK(with.find("aten::convolution.out + aten::relu.out epilogue=1 activation=0") !=
+        std::string::npos);
+  CHECK(with.find("aten::relu.out fused") != std::string::npos);
+  // Another planner sees every step, in order, with its operator; Method fuses nothing itself.
+  rt::OperatorRegistry ops = runtime->operators;
+  ops.set_load_planner(&recording_planner);
+  env.operators = &ops;
+  g_planned.clear();
+  Result<std::unique_ptr<rt::Method>> recorded = rt::Method::load(f, 0, env);
+  REQUIRE(recorded.ok());
+  CHECK(g_fuse_asked);
+  CHECK(g_planned ==
+        std::vector<std::string>{"aten::convolution.out (convolution)", "aten::relu.out",
+                                 "aten::convolution.out (convolution)", "aten::add.out",
+                                 "aten::hardtanh.out", "aten::neg.out"});
+  CHECK((*recorded)->describe_plan().find("epilogue") == std::string::npos);
+  CHECK((*recorded)->describe_plan().find("fused") == std::string::npos);
+  // No planner: every instruction as written, with the planned method's bits.
+  ops.set_load_planner(nullptr);
+  Result<std::unique_ptr<rt::Method>> plain = rt::Method::load(f, 0, env);
+  REQUIRE(plain.ok());
+  CHECK((*plain)->describe_plan().find("epilogue") == std::string::npos);
+  std::vector<float> x(3 * 9 * 7);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = std::cos(static_cast<float>(i));
+  for (auto* m : {planned->get(), plain->get()})
+    REQUIRE((m->set_input(0, x.data(), x.size() * 4).ok() && m->execute().ok()));
+  const rt::TensorView &a = (*planned)->output(0), &b = (*plain)->output(0);
+  REQUIRE(a.nbytes() == b.nbytes());
+  CHECK(std::memcmp(a.data, b.data, static_cast<size_t>(a.nbytes())) == 0);
+}
+
 TEST_CASE("an activation whose input is read again keeps its own out, also when fused") {
   Graph g = block(true);
   const pte::File f = export_graph(g);

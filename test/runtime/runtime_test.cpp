@@ -9,6 +9,7 @@
 #include "format/pte_reader.h"
 #include "format/pte_writer.h"
 #include "passes/graph_builder.h"
+#include "runtime/copy_kernels.h"
 #include "runtime/cpu_delegate.h"
 #include "runtime/method.h"
 

@@ -14,7 +14,7 @@
 
 namespace etc::rt::kernels {
 
-// Any kernel's epilogue chain as one activation or residual add, for Method::load to keep
+// Any kernel's epilogue chain as one activation or residual add, for the load planner to keep
 // with it (Epilogue::activation; defined in kernel_util.cpp): a clamp (relu, hardtanh,
 // clamp); x + a clamped, then divided (hardsigmoid) and then maybe multiplied by x, the last
 // two either way round (hardswish); x plus a tensor, then maybe a clamp. x: the kernel's out
@@ -122,7 +122,7 @@ struct OnednnConv final : KernelState {
   // w: the constant weights, read again for each new input size.
   static std::unique_ptr<OnednnConv> make(const float* w, const ConvGeometry& g, const Key& key);
   // in_nhwc / out_nhwc: x / y hold their tensors channels-last ([N, H, W, C]) already, set by
-  // the method's channels-last chains (Method::plan_channels_last); no copy on that side.
+  // the method's channels-last chains (kernels/load_plan.h); no copy on that side.
   bool run(const float* x, const float* bias, const ConvGeometry& g, float* y,
            const Epilogue* epilogue, bool in_nhwc = false, bool out_nhwc = false) const;
   // A clamp (relu, relu6, hardtanh) the primitive applies to each output as it stores it (a
@@ -147,10 +147,10 @@ struct OnednnConv final : KernelState {
 // (tests, benchmarks) overrides both ways, but cannot turn on what was not built in.
 bool onednn_conv_enabled();
 void set_onednn_conv_enabled(bool on);
-// For Method::plan_channels_last, at load: the oneDNN state of this aten::convolution.out call
-// (float32 constant weights; g from float_conv2d_geometry) made into `slot`, the instruction's
-// state, where the kernel finds it, with its primitives for an NCHW out and for a
-// channels-last one already made; whether oneDNN has a JIT kernel for both (a chain's
+// For the load planner's channels-last chains (kernels/load_plan.h): the oneDNN state of this
+// aten::convolution.out call (float32 constant weights; g from float_conv2d_geometry) made into
+// `slot`, the instruction's state, where the kernel finds it, with its primitives for an NCHW out
+// and for a channels-last one already made; whether oneDNN has a JIT kernel for both (a chain's
 // convolution needs one). False in builds without oneDNN.
 bool prepare_onednn_conv(std::span<Value* const> args, const ConvGeometry& g,
                          std::unique_ptr<KernelState>& slot);

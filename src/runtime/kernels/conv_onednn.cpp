@@ -6,7 +6,7 @@
 // etc's tensors are NCHW (the .pte is ExecuTorch's): a call copies the input to NHWC, runs
 // the convolution band by band (of output rows, or of output channels), and copies the output
 // back to NCHW, adding the bias and running the epilogue per channel on the way. Inside a
-// channels-last chain (Method::plan_channels_last) the input, the out or both are NHWC
+// channels-last chain (kernels/load_plan.h) the input, the out or both are NHWC
 // already: no copy on that side, the bias in the primitive, the epilogue on the NHWC out.
 //
 // Threads: Debian's oneDNN parallelises with OpenMP; etc keeps its own pool. Each band is its

@@ -757,7 +757,7 @@ Result<UpsampleShape> check_upsample2d(const KernelContext& ctx, std::span<Value
 namespace {
 
 // o[i] = f(a[i], b[i]) where each of a, b is o itself or memory no other pointer overlaps
-// (Method::load's guarantee): every case gets restrict pointers, so the loop vectorises
+// (the load planner's guarantee): every case gets restrict pointers, so the loop vectorises
 // without a run-time overlap check, which an in-place call (a == o) would fail. Inlined into
 // each build of apply_epilogue, so the AVX2 build's loops are 8 wide (a separate function is
 // compiled for any x86-64 only: 4-wide divisions).

@@ -148,7 +148,7 @@ Status mm_kernel(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(visit_gemm_type(ctx, out.dtype, [&]<typename G>() {
     run_matmul<G>(p, a, b, nullptr, nullptr, nullptr, out, constant_b_state(ctx, 1, b));
   }));
-  // The elementwise instructions after it (Method::fuse_epilogues: float32 only), over the
+  // The elementwise instructions after it (the load planner's epilogue: float32 only), over the
   // finished out: a bias row, a residual add.
   if (ctx.epilogue != nullptr && out.dtype == DType::kFloat32) {
     const Epilogue& e = *ctx.epilogue;

@@ -444,7 +444,7 @@ Status max_pool(KernelContext& ctx, std::span<Value*> args, bool with_indices) {
   if (out.numel() == 0) return Status();
   if (ctx.is_channels_last(0) || ctx.is_channels_last(6)) {
     // Set at load only for a float pooling whose indices nothing reads, input and out alike
-    // (Method::plan_channels_last).
+    // (kernels/load_plan.h).
     if (!ctx.is_channels_last(0) || !ctx.is_channels_last(6) || indices != nullptr ||
         self.dtype != DType::kFloat32 || out.dtype != DType::kFloat32 || self.rank() != 4) {
       return internal_error(std::string(ctx.op) +

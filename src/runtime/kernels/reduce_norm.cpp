@@ -595,7 +595,7 @@ void batch_norm_typed(const TensorView& x, const TensorView* weight, const Tenso
   ReadAs<G> rx(x);
   WriteAs<G> wy(out);
   // Planes across threads (each output computed alike on any thread), and the elementwise
-  // instructions after it (Method::fuse_epilogues: densenet's relu after each batch norm)
+  // instructions after it (the load planner's epilogues: densenet's relu after each batch norm)
   // on each range of planes while it is in cache; over the whole out at the end where the
   // chain writes over the input (after_inputs), once every plane of it is read.
   const bool by_range = epilogue != nullptr && !epilogue->after_inputs;
@@ -648,7 +648,7 @@ Status batch_norm_no_training_kernel(KernelContext& ctx, std::span<Value*> args)
   if (x.dtype == DType::kFloat64) {
     batch_norm_typed<double>(x, weight, bias, rm, rv, eps, out, nullptr);
   } else {
-    // An epilogue only on float32 (Method::fuse_epilogues).
+    // An epilogue only on float32 (the load planner).
     batch_norm_typed<float>(x, weight, bias, rm, rv, eps, out,
                             out.dtype == DType::kFloat32 ? ctx.epilogue : nullptr);
   }

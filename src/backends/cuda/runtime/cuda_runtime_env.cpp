@@ -4,6 +4,7 @@
 #include "backends/cuda/runtime/cuda_context.h"
 #include "backends/cuda/runtime/cuda_delegate.h"
 #include "format/backend_ids.h"
+#include "runtime/copy_kernels.h"
 #include "runtime/method.h"
 
 namespace etc::cuda {
