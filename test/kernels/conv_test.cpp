@@ -8,6 +8,7 @@
 
 #include "kernels/kernel_test_util.h"
 #include "runtime/kernels/conv.h"
+#include "runtime/kernels/conv_algorithm.h"
 #include "runtime/kernels/gemm.h"
 
 namespace etc::rt::test {
@@ -842,6 +843,111 @@ TEST_CASE("constant convolution weights are packed once and give the same bits")
     CHECK(run(w) == plain);    // uses the packed weights
     CHECK(run(w2) == plain2);  // other weights: packed again, not the stale ones
   }
+}
+
+TEST_CASE("a convolution runs the algorithm choose_conv_algorithm names for it") {
+  using kernels::ConvAlgorithm;
+  // One layer for each algorithm the chooser has for float32 NCHW calls of constant weights.
+  struct Layer {
+    ConvCase k;
+    ConvAlgorithm without_onednn, with_onednn;
+  };
+  const Layer layers[] = {
+      // n cin h  w  cout kh kw sh sw ph pw dh dw g  transposed oph opw bias
+      {{1, 32, 20, 20, 32, 3, 3, 1, 1, 1, 1, 1, 1, 32, false, 0, 0, true},  // depthwise
+       ConvAlgorithm::kDepthwise,
+       ConvAlgorithm::kDepthwise},
+      {{1, 3, 32, 32, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, false, 0, 0, true},  // an RGB first layer
+       ConvAlgorithm::kFewInputChannels,
+       ConvAlgorithm::kFewInputChannels},
+      {{1, 16, 16, 16, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, 0, 0, true},  // 64 tiles, 0.9 M MACs
+       ConvAlgorithm::kWinograd,
+       ConvAlgorithm::kWinograd},
+      {{1, 32, 40, 40, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, 0, 0, true},  // 400 tiles, 11 M
+       ConvAlgorithm::kWinograd,
+       ConvAlgorithm::kOnednn},
+      {{1, 16, 8, 8, 32, 1, 1, 1, 1, 0, 0, 1, 1, 1, false, 0, 0, false},  // pointwise, small
+       ConvAlgorithm::kGemm,
+       ConvAlgorithm::kGemm},
+      {{1, 96, 7, 7, 576, 1, 1, 1, 1, 0, 0, 1, 1, 1, false, 0, 0, true},  // pointwise on 7x7
+       ConvAlgorithm::kGemm,
+       ConvAlgorithm::kOnednn},
+      {{2, 8, 9, 9, 8, 3, 3, 2, 2, 1, 1, 1, 1, 1, false, 0, 0, true},  // stride 2
+       ConvAlgorithm::kGemm,
+       ConvAlgorithm::kGemm},
+  };
+  uint32_t seed = 2100;
+  int index = 0;
+  for (const bool onednn : {false, true}) {
+    if (onednn && !ETC_WITH_ONEDNN) continue;
+    const OnednnScope scope(onednn);
+    for (const Layer& layer : layers) {
+      const ConvCase& k = layer.k;
+      INFO("onednn " << onednn << " layer " << index++);
+      const auto [oh, ow] = out_size(k);
+      const kernels::ConvGeometry g{k.n,          k.c_in,       k.h,         k.w, k.c_out,
+                                    k.kh,         k.kw,         oh,          ow,  k.groups,
+                                    {k.sh, k.sw}, {k.ph, k.pw}, {k.dh, k.dw}};
+      const ConvAlgorithm chosen = kernels::choose_conv_algorithm(
+          g, kernels::ConvCall{false, DType::kFloat32, true, false, onednn});
+      CHECK(chosen == (onednn ? layer.with_onednn : layer.without_onednn));
+      // Not constant weights: nothing prepared once, so neither oneDNN nor Winograd.
+      const ConvAlgorithm per_call = kernels::choose_conv_algorithm(
+          g, kernels::ConvCall{false, DType::kFloat32, false, false, onednn});
+      CHECK(per_call != ConvAlgorithm::kOnednn);
+      CHECK(per_call != ConvAlgorithm::kWinograd);
+      // The kernel keeps the state of the algorithm it ran, and computes the convolution.
+      Call c("aten::convolution.out");
+      Value* x = c.random(DType::kFloat32, {k.n, k.c_in, k.h, k.w}, seed++);
+      Value* w = c.random(DType::kFloat32, {k.c_out, k.c_in / k.groups, k.kh, k.kw}, seed++);
+      Value* b = k.bias ? c.random(DType::kFloat32, {k.c_out}, seed++) : c.none();
+      c.keep_state(uint64_t{1} << 1);
+      Value* y = c.out(DType::kFloat32, {k.n, k.c_out, oh, ow});
+      REQUIRE(c.run({x, w, b, c.ints({k.sh, k.sw}), c.ints({k.ph, k.pw}), c.ints({k.dh, k.dw}),
+                     c.b(false), c.ints({0, 0}), c.i(k.groups)},
+                    {y})
+                  .ok());
+      const KernelState* state = c.state();
+      switch (chosen) {
+        case ConvAlgorithm::kDepthwise:  // packed weights only in channel blocks
+          CHECK((state == nullptr || dynamic_cast<const kernels::DepthwiseWeights*>(state)));
+          break;
+        case ConvAlgorithm::kFewInputChannels:
+          CHECK(state == nullptr);
+          break;
+        case ConvAlgorithm::kOnednn:
+          CHECK(dynamic_cast<const kernels::OnednnConv*>(state) != nullptr);
+          break;
+        case ConvAlgorithm::kWinograd:
+          CHECK(dynamic_cast<const kernels::WinogradWeights*>(state) != nullptr);
+          break;
+        default:  // the GEMM's packed weights
+          REQUIRE(state != nullptr);
+          CHECK(dynamic_cast<const kernels::WinogradWeights*>(state) == nullptr);
+          CHECK(dynamic_cast<const kernels::OnednnConv*>(state) == nullptr);
+          CHECK(dynamic_cast<const kernels::DepthwiseWeights*>(state) == nullptr);
+          break;
+      }
+      const std::vector<double> want =
+          conv_ref(k, read(x), read(w), k.bias ? read(b) : std::vector<double>{}, oh, ow);
+      Tolerance tol = tolerance_for(DType::kFloat32);
+      tol.atol += 2e-6 * static_cast<double>(k.c_in / k.groups * k.kh * k.kw);
+      require_close(read(y), want, tol);
+    }
+  }
+  // The int64 convolution is ATen's direct sum whatever the geometry; a channels-last chain
+  // takes oneDNN for layers too small for it on NCHW tensors, never 1x1 layers of few inputs.
+  // 3.6 M multiply-adds: enough for oneDNN in a chain (2 M), not on NCHW tensors (8 M).
+  const kernels::ConvGeometry small{1, 16, 28, 28, 32, 3, 3, 28, 28, 1, {1, 1}, {1, 1}, {1, 1}};
+  CHECK(kernels::choose_conv_algorithm(small, {false, DType::kInt64, true, false, true}) ==
+        ConvAlgorithm::kDirectInt64);
+  CHECK(kernels::choose_conv_algorithm(small, {false, DType::kFloat32, true, false, true}) !=
+        ConvAlgorithm::kOnednn);
+  CHECK(kernels::choose_conv_algorithm(small, {false, DType::kFloat32, true, true, true}) ==
+        ConvAlgorithm::kOnednn);
+  const kernels::ConvGeometry few{1, 12, 64, 80, 96, 1, 1, 64, 80, 1, {1, 1}, {0, 0}, {1, 1}};
+  CHECK(kernels::choose_conv_algorithm(few, {false, DType::kFloat32, true, true, true}) ==
+        ConvAlgorithm::kGemm);
 }
 
 TEST_CASE("convolution single-value and empty-batch forms") {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "runtime/kernels/conv.h"
+#include "runtime/kernels/conv_algorithm.h"
 #include "runtime/kernels/gemm.h"
 #include "runtime/kernels/kernel_util.h"
 #include "runtime/kernels/parallel.h"
@@ -309,12 +310,6 @@ void positions_as_rows_f32(const float* x, const PackedB& wt, const float* bias,
   });
 }
 
-// Convolutions of fewer multiply-adds stay on etc's kernels when oneDNN is built in.
-constexpr int64_t kOnednnMinMacs = int64_t{1} << 23;
-// Pointwise convolutions on planes up to this many positions, from this many multiply-adds.
-constexpr int64_t kOnednnPointwisePlane = 64;
-constexpr int64_t kOnednnPointwiseMinMacs = int64_t{1} << 20;
-
 template <typename G>
 void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
                 const TensorView& weight, const TensorView* bias, TensorView& out,
@@ -331,10 +326,11 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
   const int64_t kk = g.kh * g.kw;
   const bool pointwise = g.kh == 1 && g.kw == 1 && g.stride[0] == 1 && g.stride[1] == 1 &&
                          g.pad[0] == 0 && g.pad[1] == 0;
-  // The direct loop is for depthwise convolutions, where a GEMM would have M = cout_g of 1
-  // (or a small channel multiplier); one input channel feeding many outputs (an STFT as a
-  // convolution: 1 -> 258 channels, a 256-wide kernel) is a proper GEMM.
-  const bool is_depthwise = !transposed && cin_g == 1 && cout_g <= 4 && !pointwise;
+  // state: constant float32 weights (the caller passes it only then).
+  ConvCall call{transposed, std::is_same_v<G, float> ? DType::kFloat32 : DType::kFloat64,
+                state != nullptr, false, onednn_conv_enabled()};
+  ConvAlgorithm algorithm = choose_conv_algorithm(g, call);
+  const bool is_depthwise = algorithm == ConvAlgorithm::kDepthwise;
   if constexpr (std::is_same_v<G, float>) {
     if (is_depthwise) {  // writes every output, bias included
       std::optional<ReadAs<G>> rb;
@@ -359,7 +355,7 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
   if constexpr (std::is_same_v<G, float>) {
     // Few input channels into few output channels (an RGB first layer of a MobileNet or of
     // the PP-OCR models): a direct loop with output channels in registers.
-    if (!transposed && few_input_channels_conv(g)) {
+    if (algorithm == ConvAlgorithm::kFewInputChannels) {
       std::optional<ReadAs<G>> rb;
       if (bias != nullptr) rb.emplace(*bias);
       // The input is copied whole before any output row is written: the epilogue goes by
@@ -371,21 +367,8 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
   }
 #if ETC_WITH_ONEDNN
   if constexpr (std::is_same_v<G, float>) {
-    // oneDNN's JIT convolutions where it has one (conv_onednn.cpp); not 1x1 ones, which etc
-    // multiplies straight from the NCHW input while oneDNN needs both layout copies
-    // (resnet18's 1x1 stride-2 layers: 0.13-0.14 ms on etc's kernels, 0.19-0.27 on oneDNN;
-    // mobilenet_v2's pointwise layers 1.3-2.6x slower), and not small ones, where its fixed
-    // costs show (Silero VAD's layers, 0.8-1.3 M multiply-adds each, took 0.15 ms in all
-    // against 0.10 on etc's kernels). Except pointwise layers on planes of at most
-    // kOnednnPointwisePlane positions: there etc's GEMM has few rows and oneDNN's copies are
-    // small (this Zen 5, 1 / 2 threads, copies included: 96 -> 576 on 7x7 41 / 30 -> 27 / 16
-    // us, 576 -> 96 34 / 26 -> 26 / 17, 160 -> 960 80 / 50 -> 71 / 39; on 14x14 and larger
-    // the copies made it slower: 16 -> 72 on 56x56 38 -> 68 us).
-    const int64_t macs = g.batch * out_plane * g.c_out * g.c_in * kk;
-    const bool to_onednn =
-        kk > 1 ? macs >= kOnednnMinMacs
-               : pointwise && out_plane <= kOnednnPointwisePlane && macs >= kOnednnPointwiseMinMacs;
-    if (state != nullptr && !transposed && g.groups == 1 && to_onednn && onednn_conv_enabled()) {
+    // oneDNN's JIT convolutions where it has one (conv_onednn.cpp).
+    if (algorithm == ConvAlgorithm::kOnednn) {
       const OnednnConv::Key key{weight.data, g.c_in, g.c_out, g.kh,    g.kw,
                                 g.stride,    g.pad,  g.dil,   g.groups};
       const OnednnConv& dnn =
@@ -396,20 +379,16 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
         wy.finish();
         return;
       }
+      // No JIT kernel for this shape: etc's own, keeping their state beside oneDNN's.
       state = &dnn.fallback;
+      call.onednn = false;
+      algorithm = choose_conv_algorithm(g, call);
     }
   }
 #endif
   if constexpr (std::is_same_v<G, float>) {
-    // 3x3 stride-1 convolutions of constant weights: Winograd F(2x2, 3x3) where it was
-    // measured faster than im2col + GEMM (resnet18 on this Zen 5, 1 thread: 20% on the 28x28
-    // and 14x14 layers, 196 and 49 tiles): enough tiles for the 16 GEMMs' columns, not so
-    // many that the transformed tiles stream from memory (56x56: 784 tiles, no faster; 7x7: 16
-    // tiles, 5% slower).
-    const int64_t tiles = ((g.oh + 1) / 2) * ((g.ow + 1) / 2);
-    if (state != nullptr && !transposed && g.groups == 1 && g.kh == 3 && g.kw == 3 &&
-        g.stride[0] == 1 && g.stride[1] == 1 && g.dil[0] == 1 && g.dil[1] == 1 && g.c_in >= 16 &&
-        tiles >= 32 && tiles <= 400) {
+    // 3x3 stride-1 convolutions of constant weights: Winograd F(2x2, 3x3).
+    if (algorithm == ConvAlgorithm::kWinograd) {
       const WinogradWeights& wg = cached_kernel_state<WinogradWeights>(
           *state, {weight.data, g.c_out, g.c_in},
           [&] { return WinogradWeights::make(w, g.c_out, g.c_in); });
@@ -967,7 +946,7 @@ Status convolution_kernel(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(
       check_out(ctx, out, std::vector<int64_t>{g.batch, g.c_out, g.oh, g.ow}, x.dtype));
   if (out.numel() == 0) return Status();
-  if (x.dtype == DType::kInt64) {
+  if (choose_conv_algorithm(g, ConvCall{transposed, x.dtype}) == ConvAlgorithm::kDirectInt64) {
     if (ctx.is_channels_last(0) || ctx.is_channels_last(9))
       return ctx.error("an int64 convolution takes contiguous (not channels-last) tensors");
     conv_int64(g, transposed, x, w, bias, out);

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "runtime/kernels/conv.h"
+#include "runtime/kernels/conv_algorithm.h"
 
 namespace etc::rt::kernels {
 namespace {
@@ -392,17 +393,13 @@ void CpuPlanner::plan_channels_last() {
         ((s.constant_args >> 1) & 1) == 0)
       continue;
     const std::optional<kernels::ConvGeometry> g = kernels::float_conv2d_geometry(s.args);
-    // Not 1x1 convolutions of fewer than 16 input channels (etc's kernel ran PP-OCR's 12 ->
-    // 96 layer, 64x80, in 0.07 ms, oneDNN in 0.17), nor grouped ones of fewer than 32 channels
-    // (the PP-OCR classifier's 8-24 channel depthwise layers: 5-10% slower in all), nor
-    // ungrouped ones under 2 M multiply-adds (mobilenet_v3_small's 16 -> 16 and 24 -> 88 1x1
-    // layers ran 2.5-3.5x slower on oneDNN at 2 threads: its fixed cost per band).
+    // The convolutions oneDNN runs on channels-last tensors (their weights are constants,
+    // checked above); choose_conv_algorithm has the thresholds.
     // A first layer reading a method input (NCHW, never in a chain) runs etc's direct loop
     // into a channels-last out (channels_last_convolution): no oneDNN state to make for it.
+    const ConvCall chain{false, DType::kFloat32, true, true, true};
     if (!g || !usable(s.args[9]) || s.args[0]->tensor.capacity >= 0 ||
-        (g->kh * g->kw == 1 && g->c_in < 16) || (g->groups > 1 && g->c_out < 32) ||
-        (g->groups == 1 &&
-         g->batch * g->oh * g->ow * g->c_out * g->c_in * g->kh * g->kw < (int64_t{1} << 21)))
+        choose_conv_algorithm(*g, chain) != ConvAlgorithm::kOnednn)
       continue;
     const bool direct_first_layer = io[index_of(s.args[0])] && kernels::few_input_channels_conv(*g);
     if (!direct_first_layer && !kernels::prepare_onednn_conv(s.args, *g, steps()[i].state))

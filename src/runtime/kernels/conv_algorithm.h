@@ -1,0 +1,44 @@
+// How a 2-d convolution runs on the CPU: one choice, made in one place, from the call's
+// geometry, its dtype, whether its weights are a constant of the program, the layout its
+// tensors may be held in, and what this build and CPU offer. The convolution kernel
+// (conv.cpp) runs what it says; the load planner (load_plan.cpp) asks it which convolutions
+// would run on oneDNN if their tensors were held channels-last.
+#pragma once
+
+#include <cstdint>
+
+#include "graph/dtype.h"
+#include "runtime/kernels/conv.h"
+
+namespace etc::rt::kernels {
+
+enum class ConvAlgorithm : uint8_t {
+  kDepthwise,         // a direct loop per channel (depthwise_conv_f32; float64: its own loop)
+  kFewInputChannels,  // a direct loop with output channels in registers (an RGB first layer)
+  kOnednn,            // oneDNN's JIT kernel (OnednnConv); where it has none, choose again
+                      // without oneDNN
+  kWinograd,          // Winograd F(2x2, 3x3) on the constant weights, transformed once
+  kGemm,              // im2col (the input itself when pointwise) and GEMM; + col2im transposed
+  kDirectInt64,       // int64: direct sums wrapping on overflow, as ATen's CPU fallback
+};
+
+struct ConvCall {
+  bool transposed = false;
+  DType dtype = DType::kFloat32;
+  // The weights are a constant of the program: packed, transformed or reordered once and kept
+  // with the instruction.
+  bool constant_weights = false;
+  // The input and out may be held channels-last (a chain of convolutions that agree on it).
+  // Only oneDNN reads and writes that layout, and with no layout copies to pay for it runs
+  // smaller layers than for NCHW tensors: the answer is kOnednn where it may, else the choice
+  // among etc's own kernels for NCHW tensors.
+  bool channels_last = false;
+  // oneDNN may run it (onednn_conv_enabled(): built in and not turned off).
+  bool onednn = false;
+};
+
+ConvAlgorithm choose_conv_algorithm(const ConvGeometry& g, const ConvCall& call);
+
+const char* conv_algorithm_name(ConvAlgorithm a);
+
+}  // namespace etc::rt::kernels
