@@ -1,5 +1,7 @@
 #include "graph/dtype.h"
 
+#include <cmath>
+#include <cstdint>
 #include <optional>
 
 #include <cstring>
@@ -163,6 +165,90 @@ void store_float_as(DType t, double v, void* p) {
     }
     default:
       std::memcpy(p, &v, 8);
+  }
+}
+
+int64_t load_as_int64(DType t, const void* p) {
+  auto load = [p](auto zero) {
+    decltype(zero) v;
+    std::memcpy(&v, p, sizeof v);
+    return static_cast<int64_t>(v);
+  };
+  switch (t) {
+    case DType::kUInt8:
+      return load(uint8_t{});
+    case DType::kInt8:
+      return load(int8_t{});
+    case DType::kInt16:
+      return load(int16_t{});
+    case DType::kInt32:
+      return load(int32_t{});
+    case DType::kInt64:
+      return load(int64_t{});
+    case DType::kBool:
+      return load(uint8_t{}) != 0 ? 1 : 0;
+    case DType::kFloat16:
+    case DType::kBFloat16:
+    case DType::kFloat32:
+    case DType::kFloat64:
+      break;
+  }
+  const double d = load_as_double(t, p);
+  if (!std::isfinite(d)) return 0;
+  if (d >= 9.2e18) return INT64_MAX;
+  if (d <= -9.2e18) return INT64_MIN;
+  return static_cast<int64_t>(d);
+}
+
+void store_int_as(DType t, int64_t v, void* p) {
+  auto store = [p](auto x) { std::memcpy(p, &x, sizeof x); };
+  switch (t) {
+    case DType::kUInt8:
+      return store(static_cast<uint8_t>(v));
+    case DType::kInt8:
+      return store(static_cast<int8_t>(v));
+    case DType::kInt16:
+      return store(static_cast<int16_t>(v));
+    case DType::kInt32:
+      return store(static_cast<int32_t>(v));
+    case DType::kInt64:
+      return store(v);
+    case DType::kBool:
+      return store(static_cast<uint8_t>(v != 0 ? 1 : 0));
+    case DType::kFloat16:
+    case DType::kBFloat16:
+    case DType::kFloat32:
+    case DType::kFloat64:
+      break;
+  }
+  store_float_as(t, static_cast<double>(v), p);
+}
+
+void convert_element(DType from, const void* in, DType to, void* out) {
+  if (!dtype_is_float(from)) {
+    const int64_t v = load_as_int64(from, in);
+    if (dtype_is_float(to)) {
+      store_float_as(to, static_cast<double>(v), out);
+    } else {
+      store_int_as(to, v, out);
+    }
+    return;
+  }
+  const double v = load_as_double(from, in);
+  if (dtype_is_float(to)) {
+    store_float_as(to, v, out);
+  } else if (to == DType::kBool) {
+    store_int_as(to, v != 0 ? 1 : 0, out);
+  } else if (std::isnan(v)) {
+    store_int_as(to, 0, out);
+  } else {
+    // Beyond int64: x86's "integer indefinite", what the cast compiles to there (a C++ cast
+    // would be undefined).
+    const double t = std::trunc(v);
+    store_int_as(to,
+                 t >= -9223372036854775808.0 && t < 9223372036854775808.0 ? static_cast<int64_t>(t)
+                                                                          : INT64_MIN,
+                 out);
   }
 }
 

@@ -44,6 +44,20 @@ double load_as_double(DType t, const void* p);
 // float16/bfloat16/float32).
 void store_float_as(DType t, double v, void* p);
 
+// Reads one element of type `t` at `p` as an int64: integers exactly, bool as 0/1, floats
+// truncated toward zero (NaN and infinities 0, beyond +-9.2e18 saturated).
+int64_t load_as_int64(DType t, const void* p);
+
+// Writes `v` as one element of type `t` at `p`: integers wrap as a C++ cast would (two's
+// complement truncation), bool is v != 0, floats round to nearest.
+void store_int_as(DType t, int64_t v, void* p);
+
+// The ONNX/ATen cast of one element from `from` at `in` to `to` at `out`: to bool is != 0,
+// float to integer truncates toward zero (NaN 0, beyond int64 INT64_MIN, as x86 converts:
+// defined where C++ and ATen leave it undefined), integer to integer wraps, to float rounds to
+// nearest.
+void convert_element(DType from, const void* in, DType to, void* out);
+
 // ATen's promote_types for two tensor dtypes: bool < integers < floats; within integers
 // the wider signed type (uint8 with int8 gives int16); float16 with bfloat16 gives float32.
 DType promote_types(DType a, DType b);

@@ -97,63 +97,11 @@ void gather(const uint8_t* in, const std::vector<int64_t>& sizes,
   }
 }
 
-int64_t load_int(DType t, const uint8_t* p) {
-  switch (t) {
-    case DType::kUInt8:
-      return *p;
-    case DType::kBool:
-      return *p != 0;
-    case DType::kInt8:
-      return static_cast<int8_t>(*p);
-    case DType::kInt16: {
-      int16_t v;
-      std::memcpy(&v, p, 2);
-      return v;
-    }
-    case DType::kInt32: {
-      int32_t v;
-      std::memcpy(&v, p, 4);
-      return v;
-    }
-    default: {
-      int64_t v;
-      std::memcpy(&v, p, 8);
-      return v;
-    }
-  }
-}
-
-void store_int(DType t, int64_t v, uint8_t* p) {
-  if (t == DType::kBool) {
-    *p = v != 0;
-    return;
-  }
-  std::memcpy(p, &v, static_cast<size_t>(dtype_size(t)));  // little-endian truncation = C++ cast
-}
-
-// ATen's cast semantics: to bool is "!= 0"; float to integer truncates toward zero (values
-// out of range are undefined in C++ and in ATen; we saturate NaN to 0 to stay defined).
+// ATen's cast semantics (convert_element), element by element.
 void convert(DType from, DType to, const uint8_t* in, uint8_t* out, int64_t n) {
-  size_t si = static_cast<size_t>(dtype_size(from)), so = static_cast<size_t>(dtype_size(to));
-  for (int64_t i = 0; i < n; ++i, in += si, out += so) {
-    if (dtype_is_float(from)) {
-      double v = load_as_double(from, in);
-      if (dtype_is_float(to)) {
-        store_float_as(to, v, out);
-      } else if (to == DType::kBool) {
-        *out = v != 0;
-      } else {
-        store_int(to, std::isnan(v) ? 0 : static_cast<int64_t>(std::trunc(v)), out);
-      }
-    } else {
-      int64_t v = load_int(from, in);
-      if (dtype_is_float(to)) {
-        store_float_as(to, static_cast<double>(v), out);
-      } else {
-        store_int(to, v, out);
-      }
-    }
-  }
+  const size_t si = static_cast<size_t>(dtype_size(from)), so = static_cast<size_t>(dtype_size(to));
+  for (int64_t i = 0; i < n; ++i, in += si, out += so)
+    convert_element(from, in, to, out);
 }
 
 // The most elements of an 8-bit integer constant that a widening cast folds: biases and

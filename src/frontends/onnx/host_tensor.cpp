@@ -16,79 +16,12 @@ int64_t HostTensor::numel() const {
   return n;
 }
 
-namespace {
-
-int64_t load_int(DType t, const uint8_t* p) {
-  switch (t) {
-    case DType::kUInt8:
-      return *p;
-    case DType::kInt8:
-      return static_cast<int8_t>(*p);
-    case DType::kBool:
-      return *p != 0;
-    case DType::kInt16: {
-      int16_t v;
-      std::memcpy(&v, p, 2);
-      return v;
-    }
-    case DType::kInt32: {
-      int32_t v;
-      std::memcpy(&v, p, 4);
-      return v;
-    }
-    case DType::kInt64: {
-      int64_t v;
-      std::memcpy(&v, p, 8);
-      return v;
-    }
-    default: {
-      double d = load_as_double(t, p);
-      if (!std::isfinite(d)) return 0;
-      if (d >= 9.2e18) return INT64_MAX;
-      if (d <= -9.2e18) return INT64_MIN;
-      return static_cast<int64_t>(d);
-    }
-  }
-}
-
-void store_int(DType t, int64_t v, uint8_t* p) {
-  switch (t) {
-    case DType::kUInt8:
-      *p = static_cast<uint8_t>(v);
-      return;
-    case DType::kInt8:
-      *p = static_cast<uint8_t>(static_cast<int8_t>(v));
-      return;
-    case DType::kBool:
-      *p = v != 0;
-      return;
-    case DType::kInt16: {
-      auto x = static_cast<int16_t>(v);
-      std::memcpy(p, &x, 2);
-      return;
-    }
-    case DType::kInt32: {
-      auto x = static_cast<int32_t>(v);
-      std::memcpy(p, &x, 4);
-      return;
-    }
-    case DType::kInt64:
-      std::memcpy(p, &v, 8);
-      return;
-    default:
-      store_float_as(t, static_cast<double>(v), p);
-      return;
-  }
-}
-
-}  // namespace
-
 std::vector<int64_t> HostTensor::ints() const {
   std::vector<int64_t> out(static_cast<size_t>(numel()));
   const uint8_t* p = data.bytes().data();
   const int64_t es = dtype_size(dtype);
   for (size_t i = 0; i < out.size(); ++i)
-    out[i] = load_int(dtype, p + static_cast<int64_t>(i) * es);
+    out[i] = load_as_int64(dtype, p + static_cast<int64_t>(i) * es);
   return out;
 }
 
@@ -98,7 +31,7 @@ std::vector<double> HostTensor::doubles() const {
   const int64_t es = dtype_size(dtype);
   for (size_t i = 0; i < out.size(); ++i) {
     out[i] = dtype_is_float(dtype) ? load_as_double(dtype, p + static_cast<int64_t>(i) * es)
-                                   : static_cast<double>(load_int(dtype, p + i * es));
+                                   : static_cast<double>(load_as_int64(dtype, p + i * es));
   }
   return out;
 }
@@ -124,7 +57,7 @@ HostTensor host_from_ints(DType dtype, std::vector<int64_t> shape, const std::ve
   std::string bytes(v.size() * static_cast<size_t>(es), '\0');
   auto* p = reinterpret_cast<uint8_t*>(bytes.data());
   for (size_t i = 0; i < v.size(); ++i)
-    store_int(dtype, v[i], p + static_cast<int64_t>(i) * es);
+    store_int_as(dtype, v[i], p + static_cast<int64_t>(i) * es);
   return make_host_tensor(dtype, std::move(shape), std::move(bytes));
 }
 
@@ -138,8 +71,8 @@ HostTensor host_from_doubles(DType dtype, std::vector<int64_t> shape,
       store_float_as(dtype, v[i], p + static_cast<int64_t>(i) * es);
     } else {
       double d = std::isfinite(v[i]) ? std::trunc(v[i]) : 0.0;
-      store_int(dtype, static_cast<int64_t>(std::clamp(d, -9.2e18, 9.2e18)),
-                p + static_cast<int64_t>(i) * es);
+      store_int_as(dtype, static_cast<int64_t>(std::clamp(d, -9.2e18, 9.2e18)),
+                   p + static_cast<int64_t>(i) * es);
     }
   }
   return make_host_tensor(dtype, std::move(shape), std::move(bytes));
@@ -320,7 +253,7 @@ Result<HostTensor> decode_tensor(onnx::TensorProto& t, const std::string& base_d
       break;
     default:
       s = typed_values(t.int32_data(), *numel, "int32_data", t, where,
-                       [&](size_t i, int32_t v) { store_int(*dtype, v, p + i * es); });
+                       [&](size_t i, int32_t v) { store_int_as(*dtype, v, p + i * es); });
       break;
   }
   ETC_RETURN_IF_ERROR(s);

@@ -62,21 +62,11 @@ double round_to(DType dtype, double x) {
     }
     default: {
       if (!std::isfinite(x)) return 0.0;
-      double t = std::trunc(x);
+      const double t = std::trunc(x);
       if (t >= 9.2e18 || t <= -9.2e18) return 0.0;
-      auto i = static_cast<int64_t>(t);
-      switch (dtype) {
-        case DType::kUInt8:
-          return static_cast<double>(static_cast<uint8_t>(i));
-        case DType::kInt8:
-          return static_cast<double>(static_cast<int8_t>(i));
-        case DType::kInt16:
-          return static_cast<double>(static_cast<int16_t>(i));
-        case DType::kInt32:
-          return static_cast<double>(static_cast<int32_t>(i));
-        default:
-          return static_cast<double>(i);
-      }
+      uint8_t buf[8];  // the integer wrapped to the dtype as a cast would
+      store_int_as(dtype, static_cast<int64_t>(t), buf);
+      return static_cast<double>(load_as_int64(dtype, buf));
     }
   }
 }
@@ -96,33 +86,11 @@ std::string KnownTensor::bytes() const {
   std::string out(v.size() * static_cast<size_t>(es), '\0');
   for (size_t i = 0; i < v.size(); ++i) {
     void* p = out.data() + i * es;
-    double x = round_to(dtype, v[i]);
-    switch (dtype) {
-      case DType::kBool:
-      case DType::kUInt8:
-        *static_cast<uint8_t*>(p) = static_cast<uint8_t>(x);
-        break;
-      case DType::kInt8:
-        *static_cast<int8_t*>(p) = static_cast<int8_t>(x);
-        break;
-      case DType::kInt16: {
-        auto t = static_cast<int16_t>(x);
-        std::memcpy(p, &t, 2);
-        break;
-      }
-      case DType::kInt32: {
-        auto t = static_cast<int32_t>(x);
-        std::memcpy(p, &t, 4);
-        break;
-      }
-      case DType::kInt64: {
-        auto t = static_cast<int64_t>(x);
-        std::memcpy(p, &t, 8);
-        break;
-      }
-      default:
-        store_float_as(dtype, x, p);
-        break;
+    const double x = round_to(dtype, v[i]);
+    if (dtype_is_float(dtype)) {
+      store_float_as(dtype, x, p);
+    } else {
+      store_int_as(dtype, static_cast<int64_t>(x), p);  // exact: round_to made it an integer
     }
   }
   return out;
