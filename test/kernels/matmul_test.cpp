@@ -2,6 +2,8 @@
 // multiples of the GEMM's register and cache blocks, with both the AVX2 and the portable
 // micro-kernels.
 #include <cmath>
+#include <cstring>
+#include <random>
 
 #include "graph/ops.h"
 #include "kernels/kernel_test_util.h"
@@ -273,6 +275,87 @@ TEST_CASE("constant matmul weights are packed once and give the same bits") {
         CHECK(run(w2) == plain2);  // other weights: packed again
       }
     }
+}
+
+TEST_CASE("a quantized right operand gives the bits of the GEMM on its dequantized values") {
+  // B[k, n] = (float(q) - zero) * scale, dequantized as B is packed (DequantB), against the
+  // same GEMM over B materialised with the same float operations: both layouts of q, operands
+  // per output channel, per group of inputs (32, and 24: groups that straddle a K block) and
+  // per element, float and int8 zero points, shapes off every block size, two threads' split.
+  std::mt19937 rng(77);
+  std::uniform_int_distribution<int> qd(-128, 127);
+  std::uniform_real_distribution<float> fd(-2, 2);
+  struct Case {
+    int64_t m, k, n;
+    bool q_nk;      // q stored [N, K] (torchao's), else [K, N]
+    int64_t group;  // inputs per zero/scale group; 0: one per output channel; -1: none
+    bool int8_zero;
+  };
+  const Case cases[] = {
+      {1, 256, 96, true, 32, false},  {3, 520, 70, true, 24, true},   {8, 300, 33, false, 0, false},
+      {5, 64, 300, false, -1, false}, {2, 1000, 130, true, 0, false}, {1, 96, 1030, true, 32, true},
+      {17, 257, 40, false, 1, false}, {4, 512, 600, true, 32, true},  // split by columns
+  };
+  for (GemmIsa isa : {GemmIsa::kAuto, GemmIsa::kAvx2, GemmIsa::kPortable}) {
+    IsaScope guard(isa);
+    int index = 0;
+    for (const Case& c : cases) {
+      INFO("isa " << static_cast<int>(isa) << " case " << index++);
+      std::vector<int8_t> q(static_cast<size_t>(c.k * c.n));
+      for (int8_t& v : q)
+        v = static_cast<int8_t>(qd(rng));
+      const int64_t groups = c.group > 0 ? (c.k + c.group - 1) / c.group : 1;
+      std::vector<float> zero(static_cast<size_t>(c.n * groups)),
+          scale(static_cast<size_t>(c.n * groups));
+      std::vector<int8_t> zero8(zero.size());
+      for (size_t i = 0; i < zero.size(); ++i) {
+        zero8[i] = static_cast<int8_t>(qd(rng) / 16);
+        zero[i] = c.int8_zero ? static_cast<float>(zero8[i]) : fd(rng);
+        scale[i] = fd(rng) / 64;
+      }
+      kernels::DequantB d;
+      d.q = q.data();
+      d.q_n = c.q_nk ? c.k : 1;
+      d.q_k = c.q_nk ? 1 : c.n;
+      if (c.group >= 0) {
+        for (kernels::DequantB::Operand* o : {&d.zero, &d.scale}) {
+          o->n_stride = groups;
+          o->k_stride = c.group > 0 ? 1 : 0;
+          o->k_group = c.group > 0 ? c.group : 1;
+        }
+        d.scale.data = scale.data();
+        if (c.int8_zero) {
+          d.zero.data_i8 = zero8.data();
+        } else {
+          d.zero.data = zero.data();
+        }
+      }
+      // B materialised as the program's steps compute it.
+      std::vector<float> b(static_cast<size_t>(c.k * c.n));
+      for (int64_t kk = 0; kk < c.k; ++kk) {
+        for (int64_t nn = 0; nn < c.n; ++nn) {
+          float v = static_cast<float>(q[static_cast<size_t>(nn * d.q_n + kk * d.q_k)]);
+          if (c.group >= 0) {
+            const size_t at = static_cast<size_t>(nn * groups + (c.group > 0 ? kk / c.group : 0));
+            v = v - zero[at];
+            v = v * scale[at];
+          }
+          b[static_cast<size_t>(kk * c.n + nn)] = v;
+        }
+      }
+      std::vector<float> a(static_cast<size_t>(c.m * c.k));
+      for (float& v : a)
+        v = fd(rng);
+      std::vector<float> want(static_cast<size_t>(c.m * c.n), 0.0f), got = want;
+      kernels::gemm(c.m, c.n, c.k, 1.0f, kernels::MatrixRef<float>{a.data(), c.k, 1},
+                    kernels::MatrixRef<float>{b.data(), c.n, 1}, want.data(), c.n);
+      kernels::MatrixRef<float> quantized{nullptr, 0, 0};
+      quantized.dequant = &d;
+      kernels::gemm(c.m, c.n, c.k, 1.0f, kernels::MatrixRef<float>{a.data(), c.k, 1}, quantized,
+                    got.data(), c.n);
+      REQUIRE(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
+    }
+  }
 }
 
 TEST_CASE("matmul errors") {

@@ -418,6 +418,132 @@ Graph pool(bool indices_out) {
   return g;
 }
 
+// An int8 constant of values in [lo, hi].
+ValueId int8_constant(Graph& g, const std::string& name, std::vector<int64_t> sizes, int lo, int hi,
+                      uint32_t seed) {
+  TensorSpec s = TensorSpec::make(DType::kInt8, std::move(sizes));
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> d(lo, hi);
+  std::string bytes(static_cast<size_t>(s.nbytes()), '\0');
+  for (char& c : bytes)
+    c = static_cast<char>(d(rng));
+  s.constant = ConstantData{make_blob(bytes), 0, bytes.size()};
+  return g.add_constant(name, std::move(s));
+}
+
+// torchao's int4 weight-only layer as its program computes it: x [4, K] @ dequantize(w)^T,
+// w int8 [N, K / 32, 32] (groups of 32 inputs) with a zero point and a scale per group:
+// _to_copy, sub, mul, a view to [N, K], permute, mm. With `int8_zero`, the zero point is int8
+// too, widened by its own _to_copy (as torchao's programs hold it when it is too large for
+// the export to fold: more than 4096 values). With `reread`, the dequantized weight is also
+// an output.
+struct Int4Linear {
+  int64_t n = 128, k = 256;
+  bool int8_zero = false, reread = false;
+};
+Graph int4_linear(const Int4Linear& c) {
+  const int64_t groups = c.k / 32;
+  Graph g;
+  ValueId x = g.add_input("x", spec({4, c.k}));
+  ValueId q = int8_constant(g, "q", {c.n, groups, 32}, -8, 7, 61);
+  ValueId w = node(g, OpKind::ToCopy, "w", {{"self", q}, {"dtype", DType::kFloat32}},
+                   spec({c.n, groups, 32}));
+  ValueId zp = c.int8_zero ? node(g, OpKind::ToCopy, "zpw",
+                                  {{"self", int8_constant(g, "zp", {c.n, groups, 1}, -8, 7, 64)},
+                                   {"dtype", DType::kFloat32}},
+                                  spec({c.n, groups, 1}))
+                           : constant(g, "zp", {c.n, groups, 1}, 62);
+  ValueId z =
+      node(g, OpKind::SubTensor, "z", {{"self", w}, {"other", zp}}, spec({c.n, groups, 32}));
+  ValueId d = node(g, OpKind::MulTensor, "d",
+                   {{"self", z}, {"other", constant(g, "scale", {c.n, groups, 1}, 63)}},
+                   spec({c.n, groups, 32}));
+  ValueId v = node(g, OpKind::View, "v", {{"self", d}, {"size", std::vector<int64_t>{c.n, c.k}}},
+                   spec({c.n, c.k}));
+  ValueId t = node(g, OpKind::Permute, "t", {{"self", v}, {"dims", std::vector<int64_t>{1, 0}}},
+                   spec({c.k, c.n}));
+  ValueId y = node(g, OpKind::Mm, "y", {{"self", x}, {"mat2", t}}, spec({4, c.n}));
+  g.set_outputs(c.reread ? std::vector<ValueId>{y, t} : std::vector<ValueId>{y});
+  return g;
+}
+
+TEST_CASE("a weight-only int4 layer dequantizes its weight inside the product, same bits") {
+  for (const bool int8_zero : {false, true}) {
+    INFO("int8 zero point " << int8_zero);
+    const Int4Linear c{int8_zero ? 512 : 128, int8_zero ? 512 : 256, int8_zero, false};
+    Graph g = int4_linear(c);
+    // The constants' bytes, before the export's passes rewrite the graph.
+    const auto bytes = [&](const char* name) {
+      std::optional<ValueId> id = g.find_value(name);
+      REQUIRE(id.has_value());
+      std::span<const uint8_t> b = g.value(*id).spec.constant.bytes();
+      return std::vector<uint8_t>(b.begin(), b.end());
+    };
+    const std::vector<uint8_t> q = bytes("q"), zp = bytes("zp"), sc = bytes("scale");
+    const pte::File f = export_graph(g);
+    const size_t numel = static_cast<size_t>(4 * c.k);
+    const Run fused = run(f, true, numel), plain = run(f, false, numel);
+    CHECK(rows(fused.profile) ==
+          std::vector<std::string>{int8_zero ? "aten::mm.out + aten::_to_copy.out + "
+                                               "aten::_to_copy.out + aten::sub.out + "
+                                               "aten::mul.out + aten::permute_copy.out"
+                                             : "aten::mm.out + aten::_to_copy.out + "
+                                               "aten::sub.out + aten::mul.out + "
+                                               "aten::permute_copy.out"});
+    REQUIRE(fused.y.size() == plain.y.size());
+    CHECK(std::memcmp(fused.y.data(), plain.y.data(), fused.y.size() * 4) == 0);
+    // And what it computes: y[m, n] = sum_k x[m, k] * (q[n, k] - zp[n, k / 32]) * s[n, k / 32].
+    auto f32 = [](const std::vector<uint8_t>& b, size_t i) {
+      float v;
+      std::memcpy(&v, b.data() + 4 * i, 4);
+      return v;
+    };
+    double worst = 0;
+    for (int64_t m = 0; m < 4; ++m) {
+      for (int64_t n = 0; n < c.n; ++n) {
+        double want = 0;
+        for (int64_t k = 0; k < c.k; ++k) {
+          const size_t grp = static_cast<size_t>(n * (c.k / 32) + k / 32);
+          const double zero =
+              int8_zero ? static_cast<int8_t>(zp[grp]) : static_cast<double>(f32(zp, grp));
+          const double w =
+              (static_cast<int8_t>(q[static_cast<size_t>(n * c.k + k)]) - zero) * f32(sc, grp);
+          want += std::sin(static_cast<float>(m * c.k + k)) * 2 * w;
+        }
+        worst = std::max(worst, std::abs(want - fused.y[static_cast<size_t>(m * c.n + n)]));
+      }
+    }
+    CHECK(worst < 1e-3);
+  }
+}
+
+TEST_CASE("a dequantized weight something else reads is not fused into the product") {
+  Graph g = int4_linear(Int4Linear{128, 256, false, true});
+  const pte::File f = export_graph(g);
+  const Run fused = run(f, true, 4 * 256), plain = run(f, false, 4 * 256);
+  CHECK(rows(fused.profile) == rows(plain.profile));
+  CHECK(std::memcmp(fused.y.data(), plain.y.data(), fused.y.size() * 4) == 0);
+}
+
+TEST_CASE("an int8 weight stored [K, N] is read as int8 by the product, its scale after") {
+  // Int8WeightOnlyConfig's program: mm(x, _to_copy(q [K, N])) * scale [N].
+  Graph g;
+  ValueId x = g.add_input("x", spec({4, 256}));
+  ValueId q = int8_constant(g, "q", {256, 96}, -128, 127, 71);
+  ValueId w =
+      node(g, OpKind::ToCopy, "w", {{"self", q}, {"dtype", DType::kFloat32}}, spec({256, 96}));
+  ValueId m = node(g, OpKind::Mm, "m", {{"self", x}, {"mat2", w}}, spec({4, 96}));
+  ValueId y = node(g, OpKind::MulTensor, "y",
+                   {{"self", m}, {"other", constant(g, "scale", {96}, 72)}}, spec({4, 96}));
+  g.set_outputs({y});
+  const pte::File f = export_graph(g);
+  const Run fused = run(f, true, 4 * 256), plain = run(f, false, 4 * 256);
+  // (The scaling writes the method's output: not an epilogue, which may not write caller memory.)
+  CHECK(rows(fused.profile) ==
+        std::vector<std::string>{"aten::mm.out + aten::_to_copy.out", "aten::mul.out"});
+  CHECK(std::memcmp(fused.y.data(), plain.y.data(), fused.y.size() * 4) == 0);
+}
+
 TEST_CASE("max pooling leaves indices nothing reads unwritten, and writes those a caller sees") {
   for (bool indices_out : {false, true}) {
     INFO("indices are a graph output: " << indices_out);

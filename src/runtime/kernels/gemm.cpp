@@ -2,6 +2,7 @@
 #include "runtime/kernels/gemm.h"
 
 #include "runtime/kernels/parallel.h"
+#include "runtime/kernels/simd_transpose.h"
 
 #include <immintrin.h>
 
@@ -12,6 +13,7 @@
 #include <cstring>
 #include <new>
 #include <type_traits>
+#include <vector>
 
 namespace etc::rt::kernels {
 namespace {
@@ -468,12 +470,119 @@ __attribute__((target("avx2,fma"))) void pack_panel_16_avx2(const float* src, in
   }
 }
 
+// out[i] = dequantized q[i] for a run of values that share one zero point and one scale
+// (null: that step skipped). Each variant is a plain loop the compiler vectorises; the
+// operations are DequantB's, in its order.
+void dequant_run(const int8_t* __restrict q, int64_t count, const float* zero, const float* scale,
+                 float* __restrict out) {
+  if (zero != nullptr && scale != nullptr) {
+    const float z = *zero, s = *scale;
+    for (int64_t i = 0; i < count; ++i)
+      out[i] = (static_cast<float>(q[i]) - z) * s;
+  } else if (zero != nullptr) {
+    const float z = *zero;
+    for (int64_t i = 0; i < count; ++i)
+      out[i] = static_cast<float>(q[i]) - z;
+  } else if (scale != nullptr) {
+    const float s = *scale;
+    for (int64_t i = 0; i < count; ++i)
+      out[i] = static_cast<float>(q[i]) * s;
+  } else {
+    for (int64_t i = 0; i < count; ++i)
+      out[i] = static_cast<float>(q[i]);
+  }
+}
+
+// An operand's value for column n and input k, in `slot` (null when the step is skipped).
+const float* dequant_operand(const DequantB::Operand& o, int64_t n, int64_t k, float& slot) {
+  if (!o.present()) return nullptr;
+  const int64_t at = (n / o.n_group) * o.n_stride + (k / o.k_group) * o.k_stride;
+  slot = o.data != nullptr ? o.data[at] : static_cast<float>(o.data_i8[at]);
+  return &slot;
+}
+
+// The kc x nc block of a quantized B at (p0, j0) into NR-column panels, as pack_b lays them
+// out. A weight stored [N, K] (q_k == 1, torchao's layout) is dequantized a column of B (a
+// row of the weight) at a time, in runs that share a group's zero point and scale, into
+// scratch, then transposed into the panel; one stored [K, N] a row of B at a time, its
+// operands gathered per column first.
+void pack_dequant(const DequantB& d, int64_t p0, int64_t j0, int64_t kc, int64_t nc, int64_t nr,
+                  float* __restrict dst) {
+  thread_local std::vector<float> rows;
+  const FloatKernel isa = float_kernel();
+  for (int64_t jr = 0; jr < nc; jr += nr) {
+    const int64_t cols = std::min(nr, nc - jr), n0 = d.col0 + j0 + jr;
+    if (d.q_k == 1) {
+      rows.resize(static_cast<size_t>(nr * kc));
+      for (int64_t j = 0; j < cols; ++j) {
+        const int64_t n = n0 + j;
+        const int8_t* q = d.q + n * d.q_n + p0;
+        // Runs end where either operand's group ends.
+        for (int64_t p = 0; p < kc;) {
+          const int64_t k = p0 + p;
+          int64_t end = kc;
+          for (const DequantB::Operand* o : {&d.zero, &d.scale}) {
+            if (o->present() && o->k_stride != 0)
+              end = std::min(end, (k / o->k_group + 1) * o->k_group - p0);
+          }
+          float z = 0, sc = 0;
+          dequant_run(q + p, end - p, dequant_operand(d.zero, n, k, z),
+                      dequant_operand(d.scale, n, k, sc), rows.data() + j * kc + p);
+          p = end;
+        }
+      }
+      for (int64_t j = 0; j < cols; j += 16) {  // tiles of at most 16 x 16
+        for (int64_t p = 0; p < kc; p += 16) {
+          transpose_tile(isa, rows.data() + j * kc + p, kc, std::min<int64_t>(16, cols - j),
+                         std::min<int64_t>(16, kc - p), dst + p * nr + j, nr);
+        }
+      }
+    } else {
+      // A row of B at a time: its values contiguous when q_n is 1; the operands of the row's
+      // columns gathered first (they change with k's group).
+      float zrow[64], srow[64];
+      const bool has_zero = d.zero.present(), has_scale = d.scale.present();
+      for (int64_t p = 0; p < kc; ++p) {
+        const int64_t k = p0 + p;
+        const int8_t* q = d.q + k * d.q_k + n0 * d.q_n;
+        float* out = dst + p * nr;
+        if (!has_zero && !has_scale && d.q_n == 1) {
+          dequant_run(q, cols, nullptr, nullptr, out);
+          continue;
+        }
+        for (int64_t j = 0; j < cols; ++j) {
+          float z = 0, sc = 1;
+          dequant_operand(d.zero, n0 + j, k, z);
+          dequant_operand(d.scale, n0 + j, k, sc);
+          zrow[j] = z;
+          srow[j] = sc;
+        }
+        for (int64_t j = 0; j < cols; ++j) {
+          float v = static_cast<float>(q[j * d.q_n]);
+          if (has_zero) v = v - zrow[j];
+          if (has_scale) v = v * srow[j];
+          out[j] = v;
+        }
+      }
+    }
+    for (int64_t p = 0; p < kc; ++p) {
+      for (int64_t j = cols; j < nr; ++j)
+        dst[p * nr + j] = 0.0f;
+    }
+    dst += nr * kc;
+  }
+}
+
 // Packs the kc x nc block of B at (p0, j0) as consecutive NR-column panels, each stored
 // k-major (NR values per k), zero-padding the last panel.
 template <typename T>
 void pack_b(MatrixRef<T> b, int64_t p0, int64_t j0, int64_t kc, int64_t nc, int64_t nr,
             T* __restrict dst) {
   if constexpr (std::is_same_v<T, float>) {
+    if (b.dequant != nullptr) {
+      pack_dequant(*b.dequant, p0, j0, kc, nc, nr, dst);
+      return;
+    }
     // Contiguous columns into the AVX-512 or AVX2 panels (nr says which micro-kernel, and
     // so that the CPU has its instructions).
     if (b.col_stride == 1 && (nr == 32 || nr == 16)) {
@@ -645,6 +754,11 @@ void gemm_parallel(int64_t m, int64_t n, int64_t k, T alpha, MatrixRef<T> a, Mat
       const int64_t j0 = u0 * kUnit, j1 = std::min(n, u1 * kUnit);
       MatrixRef<T> part{b.data == nullptr ? nullptr : b.data + j0 * b.col_stride, b.row_stride,
                         b.col_stride, b.row_offsets};
+      DequantB dequant;  // a quantized B from column j0 on
+      if (b.dequant != nullptr) {
+        dequant = b.dequant->shifted(j0);
+        part.dequant = &dequant;
+      }
       gemm_blocked(m, j1 - j0, k, alpha, a, part, c + j0, ldc, packed, 0, packed_b, j0, init);
     });
   } else {

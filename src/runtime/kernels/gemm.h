@@ -21,6 +21,34 @@ namespace etc::rt::kernels {
 
 enum class FloatKernel { kPortable, kAvx2, kAvx512 };
 
+// A right operand B held as weight-only quantized integers and dequantized as its panels are
+// packed (a program's dequantization steps before a matrix product, which the load planner
+// gives the product instead: load_plan.h). Element (k, n), n counted from col0:
+//   v = float(q[n * q_n + k * q_k]);  v = v - zero[z(k, n)];  v = v * scale[s(k, n)]
+// in float32, each step rounded as the elementwise kernels round it, so the product has the
+// bits of running the steps and then the GEMM. An absent zero or scale skips that step. An
+// operand's offset is (n / n_group) * n_stride + (k / k_group) * k_stride: one value per
+// output channel, per group of k_group inputs, or per element.
+struct DequantB {
+  struct Operand {
+    const float* data = nullptr;
+    // Or int8 values (a zero point the program widens with its own _to_copy: exact).
+    const int8_t* data_i8 = nullptr;
+    int64_t n_stride = 0, n_group = 1, k_stride = 0, k_group = 1;
+    bool present() const { return data != nullptr || data_i8 != nullptr; }
+  };
+  const int8_t* q = nullptr;
+  int64_t q_n = 0, q_k = 0;
+  Operand zero, scale;
+  int64_t col0 = 0;
+  // The same operand from column `cols` on.
+  DequantB shifted(int64_t cols) const {
+    DequantB d = *this;
+    d.col0 += cols;
+    return d;
+  }
+};
+
 template <typename T>
 struct MatrixRef {
   const T* data;
@@ -34,6 +62,8 @@ struct MatrixRef {
   // col_offsets[k]], strides unused (a convolution's transposed column matrix gathered from
   // the padded input: row i an output position, column k a tap).
   const int64_t* col_offsets = nullptr;
+  // When set (a float right operand B only): B's elements come from it; data is unused.
+  const DequantB* dequant = nullptr;
 };
 
 void gemm(int64_t m, int64_t n, int64_t k, float alpha, MatrixRef<float> a, MatrixRef<float> b,

@@ -8,6 +8,7 @@
 
 #include "runtime/kernels/conv.h"
 #include "runtime/kernels/conv_algorithm.h"
+#include "runtime/kernels/weight_only.h"
 
 namespace etc::rt::kernels {
 namespace {
@@ -87,6 +88,7 @@ class CpuPlanner {
   void run() {
     find_unread_outs();  // before plan_channels_last, which keeps pools without indices
     if (!m_.fuse) return;
+    fuse_dequantized_weights();  // before fuse_epilogues: the products' epilogues after
     fuse_epilogues();
     if (onednn_conv_enabled()) plan_channels_last();
   }
@@ -101,10 +103,17 @@ class CpuPlanner {
   // tensor of a returned list (max pooling's values and indices).
   static bool writes(const MethodStep& s, const Value* u);
   // Whether no step after `after` reads bytes of `t` before a kernel writes all of them anew,
-  // and no method output lies over them (jumps and moves: false).
-  bool unread_after(size_t after, const TensorView& t) const;
+  // and no method output lies over them (jumps and moves: false). Bytes of `rewritten` (step
+  // `after`'s out) count as written anew at `after`.
+  bool unread_after(size_t after, const TensorView& t, const TensorView* rewritten = nullptr) const;
   // Marks the outs nothing reads (KernelContext::unread_outs).
   void find_unread_outs();
+  // Gives a matrix product (mm) whose right operand the steps before it dequantize from an
+  // int8 constant those steps (weight_only.h), and marks them fused.
+  void fuse_dequantized_weights();
+  // The step before `before` that writes t: a _to_copy of an int8 constant of t's shape into
+  // exactly t's bytes (float32), with no step between touching t. nullopt otherwise.
+  std::optional<size_t> widened_int8(size_t before, const TensorView& t) const;
   // Gives convolutions, matrix products (mm) and batch norms the in-place elementwise
   // instructions right after them as their epilogue; a matrix product's may add a broadcast
   // row (a bias).
@@ -135,7 +144,8 @@ bool CpuPlanner::writes(const MethodStep& s, const Value* u) {
          std::find(ret->tensors.begin(), ret->tensors.end(), &u->tensor) != ret->tensors.end();
 }
 
-bool CpuPlanner::unread_after(size_t after, const TensorView& t) const {
+bool CpuPlanner::unread_after(size_t after, const TensorView& t,
+                              const TensorView* rewritten) const {
   if (t.data == nullptr || t.nbytes() == 0) return false;
   // The bytes of t not yet written anew, as [begin, end) ranges.
   using Range = std::pair<const char*, const char*>;
@@ -160,6 +170,8 @@ bool CpuPlanner::unread_after(size_t after, const TensorView& t) const {
     }
     live = std::move(rest);
   };
+  if (rewritten != nullptr && rewritten->data != nullptr) written(range(*rewritten));
+  if (live.empty()) return true;
   for (size_t j = after + 1; j < steps().size(); ++j) {
     const MethodStep& s = steps()[j];
     if (s.kind == StepKind::kJumpFalse || s.kind == StepKind::kMove) return false;
@@ -241,6 +253,230 @@ void CpuPlanner::find_unread_outs() {
       }
     }
     if (!read) s.unread_outs |= uint64_t{1} << 7;
+  }
+}
+
+namespace {
+
+// A float operand of a dequantization step broadcast over the chain's elementwise shape,
+// split at `split` into an outer index (the dims before) and an inner one (the dims from it):
+// as DequantB::Operand's two terms, (outer / outer_group) * outer_stride and
+// (inner / inner_group) * inner_stride. Each side may have one dim the operand varies along
+// (after dims of size 1), then dims it is broadcast over; nullopt for any other layout.
+struct SplitOperand {
+  int64_t outer_stride = 0, outer_group = 1, inner_stride = 0, inner_group = 1;
+};
+
+std::optional<SplitOperand> split_operand(const TensorView& operand,
+                                          const std::vector<int64_t>& shape, size_t split) {
+  const size_t rank = shape.size();
+  if (operand.rank() > rank) return std::nullopt;
+  // The operand's strides over `shape` (0 where it is broadcast).
+  std::vector<int64_t> strides(rank, 0);
+  int64_t stride = 1;
+  for (size_t i = 0; i < operand.rank(); ++i) {
+    const size_t d = operand.rank() - 1 - i, at = rank - 1 - i;
+    const int64_t size = operand.sizes[d];
+    if (size != 1 && size != shape[at]) return std::nullopt;
+    if (size != 1) strides[at] = stride;
+    stride *= size;
+  }
+  // One side [from, to): the term (index / group) * stride.
+  auto side = [&](size_t from, size_t to, int64_t& out_stride, int64_t& out_group) {
+    size_t varying = to;  // the dim the operand varies along, if any
+    for (size_t d = from; d < to; ++d) {
+      if (strides[d] == 0) continue;
+      if (varying != to) return false;  // two: not one value per group
+      varying = d;
+    }
+    for (size_t d = from; d < varying && varying != to; ++d)
+      if (shape[d] != 1) return false;  // a dim before it that it is broadcast over
+    int64_t group = 1;
+    for (size_t d = varying == to ? from : varying + 1; d < to; ++d)
+      group *= shape[d];
+    out_stride = varying == to ? 0 : strides[varying];
+    out_group = varying == to ? 1 : group;
+    return true;
+  };
+  SplitOperand s;
+  if (!side(0, split, s.outer_stride, s.outer_group) ||
+      !side(split, rank, s.inner_stride, s.inner_group))
+    return std::nullopt;
+  return s;
+}
+
+}  // namespace
+
+std::optional<size_t> CpuPlanner::widened_int8(size_t before, const TensorView& t) const {
+  for (size_t j = before; j-- > 0;) {
+    const MethodStep& w = steps()[j];
+    if (w.kind != StepKind::kKernel || w.fused || w.args.empty()) return std::nullopt;
+    bool touches = false;
+    for (const Value* a : w.args)
+      touches = touches || (a->is_tensor() && a->tensor.data != nullptr && a->tensor.nbytes() > 0 &&
+                            overlaps(a->tensor, t));
+    if (!touches) continue;
+    const Value* out = w.args.back();
+    const bool widens = w.calls(OpKind::ToCopy) && (w.constant_args & 1) != 0 &&
+                        w.args[0]->is_tensor() && w.args[0]->tensor.dtype == DType::kInt8 &&
+                        w.args[0]->tensor.sizes == t.sizes && out->is_tensor() &&
+                        out->tensor.data == t.data && out->tensor.numel() == t.numel() &&
+                        out->tensor.dtype == DType::kFloat32;
+    return widens ? std::optional<size_t>(j) : std::nullopt;
+  }
+  return std::nullopt;
+}
+
+void CpuPlanner::fuse_dequantized_weights() {
+  for (const MethodStep& s : steps()) {
+    if (s.kind == StepKind::kJumpFalse || s.kind == StepKind::kMove) return;
+  }
+  const std::vector<bool> io = io_values();
+  auto plain_f32 = [&](const Value* v) {
+    return v->is_tensor() && v->tensor.dtype == DType::kFloat32 && v->tensor.capacity < 0 &&
+           v->tensor.data != nullptr && v->tensor.device.is_cpu() &&
+           !io[static_cast<size_t>(v - values().data())];
+  };
+  auto constant_arg = [](const MethodStep& s, size_t i) {
+    return i < 64 && ((s.constant_args >> i) & 1) != 0;
+  };
+  for (size_t i = 0; i < steps().size(); ++i) {
+    MethodStep& mm = steps()[i];
+    if (!mm.calls(OpKind::Mm) || mm.args.size() != 4 || mm.fused || mm.state != nullptr ||
+        !plain_f32(mm.args[1]) || !mm.args[0]->is_tensor() ||
+        mm.args[0]->tensor.dtype != DType::kFloat32 || mm.args[1]->tensor.rank() != 2)
+      continue;
+    const TensorView& b = mm.args[1]->tensor;
+    const int64_t k = b.sizes[0], n = b.sizes[1];
+    // Walk back from mat2 through the steps that wrote it: [permute_copy (a transpose)],
+    // [mul by a constant scale], [sub of a constant zero point], _to_copy of an int8 constant.
+    // Every tensor on the way is read by the next step alone.
+    const TensorView* cur = &b;
+    std::vector<size_t> chain;                   // the steps, last first
+    std::vector<const TensorView*> written{&b};  // what they write
+    bool transposed = false;
+    const TensorView *zero = nullptr, *scale = nullptr, *q = nullptr;
+    const int8_t* zero_i8 = nullptr;  // the zero point's int8 values, widened by a step
+    std::vector<int64_t> shape;       // the elementwise steps' shape (q's)
+    for (size_t j = i; j-- > 0 && q == nullptr;) {
+      if (std::find(chain.begin(), chain.end(), j) != chain.end()) continue;  // a zero's widening
+      const MethodStep& w = steps()[j];
+      if (w.kind != StepKind::kKernel || w.fused || w.args.empty()) break;
+      const Value* out = w.args.back();
+      const bool writes_cur = out->is_tensor() && out->tensor.data != nullptr &&
+                              out->tensor.nbytes() > 0 && overlaps(out->tensor, *cur);
+      if (!writes_cur) {
+        // A step between that reads or writes the chain's bytes: leave the chain alone.
+        bool touches = false;
+        for (const Value* a : w.args)
+          for (const TensorView* t : written)
+            touches = touches || (a->is_tensor() && a->tensor.data != nullptr &&
+                                  a->tensor.nbytes() > 0 && overlaps(a->tensor, *t));
+        if (touches) break;
+        continue;
+      }
+      // Its out must be cur's bytes exactly (a view of them at most), float32.
+      if (!plain_f32(out) || out->tensor.data != cur->data || out->tensor.numel() != cur->numel())
+        break;
+      if (w.calls(OpKind::Permute) && w.args.size() == 4 && !transposed && zero == nullptr &&
+          scale == nullptr && w.args[1]->kind == Value::Kind::kIntList &&
+          w.args[1]->ints == std::vector<int64_t>{1, 0} && plain_f32(w.args[0]) &&
+          w.args[0]->tensor.rank() == 2) {
+        transposed = true;
+        cur = &w.args[0]->tensor;
+      } else if (w.calls(OpKind::MulTensor) && w.args.size() == 4 && scale == nullptr &&
+                 zero == nullptr) {
+        const bool first = constant_arg(w, 1) && plain_f32(w.args[0]);
+        const bool second = constant_arg(w, 0) && plain_f32(w.args[1]);
+        if (first == second || !w.args[0]->is_tensor() || !w.args[1]->is_tensor()) break;
+        scale = &w.args[first ? 1 : 0]->tensor;
+        cur = &w.args[first ? 0 : 1]->tensor;
+        if (scale->dtype != DType::kFloat32 || cur->sizes != out->tensor.sizes) break;
+      } else if (w.calls(OpKind::SubTensor) && w.args.size() == 5 && zero == nullptr &&
+                 plain_f32(w.args[0]) && w.args[1]->is_tensor() &&
+                 w.args[1]->tensor.dtype == DType::kFloat32 && w.args[2]->is_scalar() &&
+                 w.args[2]->scalar_as_double() == 1.0 &&
+                 w.args[0]->tensor.sizes == out->tensor.sizes) {
+        zero = &w.args[1]->tensor;
+        if (!constant_arg(w, 1)) {
+          // A zero point the program widens from int8 itself (too large for the export to
+          // fold): its _to_copy joins the chain.
+          const std::optional<size_t> widen = widened_int8(j, *zero);
+          if (!widen || !plain_f32(w.args[1])) break;
+          zero_i8 = steps()[*widen].args[0]->tensor.data_as<const int8_t>();
+          chain.push_back(*widen);
+          written.push_back(zero);
+        }
+        cur = &w.args[0]->tensor;
+      } else if (w.calls(OpKind::ToCopy) && constant_arg(w, 0) && w.args[0]->is_tensor() &&
+                 w.args[0]->tensor.dtype == DType::kInt8 && w.args[0]->tensor.data != nullptr &&
+                 w.args[0]->tensor.sizes == out->tensor.sizes) {
+        q = &w.args[0]->tensor;
+        shape = q->sizes;
+      } else {
+        break;
+      }
+      chain.push_back(j);
+      written.push_back(&out->tensor);
+    }
+    if (q == nullptr || q->numel() != k * n) continue;
+    // The chain's elementwise values in row-major order are B (k, n) or, transposed, B^T (n, k).
+    const int64_t outer = transposed ? n : k;
+    size_t split = 0;
+    for (int64_t p = 1; split < shape.size() && p != outer; ++split)
+      p *= shape[split];
+    int64_t prefix = 1;
+    for (size_t d = 0; d < split; ++d)
+      prefix *= shape[d];
+    if (prefix != outer) continue;
+    DequantB d;
+    d.q = q->data_as<const int8_t>();
+    d.q_n = transposed ? k : 1;
+    d.q_k = transposed ? 1 : n;
+    bool ok = true;
+    for (auto [operand, to] : {std::pair{zero, &d.zero}, std::pair{scale, &d.scale}}) {
+      if (operand == nullptr) continue;
+      const std::optional<SplitOperand> so = split_operand(*operand, shape, split);
+      if (!so) {
+        ok = false;
+        break;
+      }
+      if (operand == zero && zero_i8 != nullptr) {
+        to->data_i8 = zero_i8;
+      } else {
+        to->data = operand->data_as<const float>();
+      }
+      // outer: n when transposed, else k.
+      to->n_stride = transposed ? so->outer_stride : so->inner_stride;
+      to->n_group = transposed ? so->outer_group : so->inner_group;
+      to->k_stride = transposed ? so->inner_stride : so->outer_stride;
+      to->k_group = transposed ? so->inner_group : so->outer_group;
+    }
+    // No step between the chain's first and the product, but the chain's, touches what the
+    // chain would have written; none after the product reads it (the product's own out,
+    // written at i, may take some of its bytes).
+    const size_t first = *std::min_element(chain.begin(), chain.end());
+    for (size_t j = first; j < i && ok; ++j) {
+      if (std::find(chain.begin(), chain.end(), j) != chain.end()) continue;
+      for (const Value* a : steps()[j].args)
+        for (const TensorView* t : written)
+          ok = ok && !(a->is_tensor() && a->tensor.data != nullptr && a->tensor.nbytes() > 0 &&
+                       overlaps(a->tensor, *t));
+    }
+    for (const TensorView* t : written)
+      ok = ok && unread_after(i, *t, &mm.args[2]->tensor);
+    if (!ok) continue;
+    auto state = std::make_unique<DequantizedWeight>();
+    state->b = b.data;
+    state->k = k;
+    state->n = n;
+    state->dequant = d;
+    mm.state = std::move(state);
+    std::sort(chain.begin(), chain.end());
+    for (size_t j : chain) {
+      steps()[j].fused = true;
+      mm.fused_names += " + " + steps()[j].name;
+    }
   }
 }
 

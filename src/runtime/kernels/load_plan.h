@@ -2,6 +2,9 @@
 // its registry. For every method it loads with these kernels:
 // - marks the outs nothing reads (max_pool2d_with_indices' indices, most of the time), which
 //   the kernel then leaves unwritten (KernelContext::unread_outs);
+// - gives a matrix product (mm) whose right operand the steps before it dequantize from an
+//   int8 constant (a weight-only quantized layer: weight_only.h) those steps, which the
+//   product then runs as it packs the weight, marking them fused;
 // - gives convolutions, matrix products (mm) and inference batch norms the in-place
 //   elementwise steps right after them as their epilogue (Epilogue; a matrix product's may
 //   add a broadcast row, its bias), marking those steps fused;
@@ -9,7 +12,7 @@
 //   write channels-last between them, instead of copying each to NHWC and back
 //   (KernelContext::channels_last_args), making each such convolution's oneDNN state ahead of
 //   its first call.
-// The last two only where the method asks for fusion (LoadPlanView::fuse); the same bits
+// All but the first only where the method asks for fusion (LoadPlanView::fuse); the same bits
 // either way.
 #pragma once
 

@@ -11,6 +11,7 @@
 #include "runtime/kernels/gemm.h"
 #include "runtime/kernels/kernel_util.h"
 #include "runtime/kernels/parallel.h"
+#include "runtime/kernels/weight_only.h"
 
 namespace etc::rt::kernels {
 namespace {
@@ -145,9 +146,25 @@ Status mm_kernel(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_out(ctx, out, std::vector<int64_t>{m, n}, a.dtype));
   if (out.numel() == 0) return Status();
   MatmulArgs p{1, m, n, k, 0, k, 1, 0, n, 1};
-  ETC_RETURN_IF_ERROR(visit_gemm_type(ctx, out.dtype, [&]<typename G>() {
-    run_matmul<G>(p, a, b, nullptr, nullptr, nullptr, out, constant_b_state(ctx, 1, b));
-  }));
+  if (const auto* q =
+          ctx.state != nullptr ? dynamic_cast<const DequantizedWeight*>(ctx.state->get()) : nullptr;
+      q != nullptr) {
+    // mat2 is a quantized weight the skipped steps before would have dequantized.
+    if (q->b != b.data || q->k != k || q->n != n || a.dtype != DType::kFloat32 ||
+        out.dtype != DType::kFloat32) {
+      return internal_error(std::string(ctx.op) + ": mat2 " + b.describe() +
+                            " is not the dequantized weight planned at load");
+    }
+    std::fill_n(out.data_as<float>(), out.numel(), 0.0f);
+    MatrixRef<float> weight{nullptr, 0, 0};
+    weight.dequant = &q->dequant;
+    gemm(m, n, k, 1.0f, MatrixRef<float>{a.data_as<const float>(), k, 1}, weight,
+         out.data_as<float>(), n);
+  } else {
+    ETC_RETURN_IF_ERROR(visit_gemm_type(ctx, out.dtype, [&]<typename G>() {
+      run_matmul<G>(p, a, b, nullptr, nullptr, nullptr, out, constant_b_state(ctx, 1, b));
+    }));
+  }
   // The elementwise instructions after it (the load planner's epilogue: float32 only), over the
   // finished out: a bias row, a residual add.
   if (ctx.epilogue != nullptr && out.dtype == DType::kFloat32) {
