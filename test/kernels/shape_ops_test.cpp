@@ -180,6 +180,26 @@ TEST_CASE("expand, permute and transpose") {
       }
     }
     {
+      // Large enough for the tiled transpose (both swapped dims of 16 or more, partial tiles,
+      // two dims around them).
+      const Sizes s{3, 37, 2, 50};
+      const std::vector<int64_t> perm{0, 3, 2, 1};
+      const Sizes os{3, 50, 2, 37};
+      Call c("aten::permute_copy.out");
+      Value* x = c.random(dt, s, 1203, lo_for(dt), hi_for(dt));
+      Value* out = c.out(dt, os);
+      REQUIRE(c.run({x, c.ints({0, 3, 2, 1})}, {out}).ok());
+      require_close(read(out),
+                    gather_ref(read(x), os,
+                               [&](const Sizes& i) {
+                                 Sizes src(4);
+                                 for (size_t d = 0; d < 4; ++d)
+                                   src[perm[d]] = i[d];
+                                 return flat(src, s);
+                               }),
+                    dt);
+    }
+    {
       const Sizes s{2, 3, 4}, os{4, 3, 2};
       for (const char* name : {"aten::transpose_copy.int_out", "aten::transpose.int"}) {
         Call c(name);

@@ -113,9 +113,56 @@ Status check_tensor(const KernelContext& ctx, const TensorView& t, const What& w
   return Status();
 }
 
+// dst[i * dst_row + j] = src[i + j * src_col] for i < rows, j < cols (a transpose), in 32 x 32
+// tiles: each tile reads and writes whole cache lines, where a walk along either side alone
+// would touch a new line (and a new page, for wide matrices) every element on the other.
+template <typename T>
+void transpose_tiled(const T* __restrict src, int64_t src_col, T* __restrict dst, int64_t dst_row,
+                     int64_t rows, int64_t cols) {
+  constexpr int64_t kTile = 32;
+  for (int64_t i0 = 0; i0 < rows; i0 += kTile) {
+    const int64_t i1 = std::min(rows, i0 + kTile);
+    for (int64_t j0 = 0; j0 < cols; j0 += kTile) {
+      const int64_t j1 = std::min(cols, j0 + kTile);
+      for (int64_t i = i0; i < i1; ++i) {
+        T* d = dst + i * dst_row;
+        const T* s = src + i;
+        for (int64_t j = j0; j < j1; ++j)
+          d[j] = s[j * src_col];
+      }
+    }
+  }
+}
+
 template <typename T>
 void strided_copy_typed(const T* src, std::span<const int64_t> src_strides, T* dst,
                         std::span<const int64_t> dst_strides, std::span<const int64_t> sizes) {
+  // A transpose: dst's contiguous dim (a) is read with a stride, and src is contiguous along
+  // another dim (b). Tiles over (b, a) for each index of the other dims.
+  const size_t rank = sizes.size();
+  size_t a = rank, b = rank;
+  for (size_t d = 0; d < rank; ++d) {
+    if (sizes[d] > 1 && dst_strides[d] == 1) a = d;
+    if (sizes[d] > 1 && src_strides[d] == 1) b = d;
+  }
+  if (a < rank && b < rank && a != b && sizes[a] >= 16 && sizes[b] >= 16 && src_strides[a] != 0 &&
+      dst_strides[b] != 0) {
+    std::vector<int64_t> outer_sizes, outer_dst, outer_src;
+    for (size_t d = 0; d < rank; ++d) {
+      if (d == a || d == b) continue;
+      outer_sizes.push_back(sizes[d]);
+      outer_dst.push_back(dst_strides[d]);
+      outer_src.push_back(src_strides[d]);
+    }
+    StridedLoop<2> outer(outer_sizes, {outer_dst, outer_src});
+    outer.for_each_run([&](int64_t n, const auto& off, const auto& st) {
+      for (int64_t r = 0; r < n; ++r) {
+        transpose_tiled(src + off[1] + r * st[1], src_strides[a], dst + off[0] + r * st[0],
+                        dst_strides[b], sizes[b], sizes[a]);
+      }
+    });
+    return;
+  }
   StridedLoop<2> loop(sizes, {dst_strides, src_strides});
   loop.for_each_run([&](int64_t n, const auto& off, const auto& st) {
     T* __restrict d = dst + off[0];
