@@ -358,6 +358,50 @@ TEST_CASE("a quantized right operand gives the bits of the GEMM on its dequantiz
   }
 }
 
+TEST_CASE("a one-row product gives the bits of that row in a many-row product") {
+  // gemm's one-row path (no A packing, B read in place) against the tile kernels' rows: K over
+  // several K blocks, N over partial panels and N blocks; B row-major, strided (packed), and
+  // packed once (PackedB).
+  std::mt19937 rng(91);
+  std::uniform_real_distribution<float> fd(-1, 1);
+  for (GemmIsa isa : {GemmIsa::kAuto, GemmIsa::kAvx2, GemmIsa::kPortable}) {
+    IsaScope guard(isa);
+    for (auto [k, n] : {std::pair<int64_t, int64_t>{700, 77}, {64, 1100}, {300, 33}}) {
+      INFO("isa " << static_cast<int>(isa) << " k " << k << " n " << n);
+      const int64_t m = 5;
+      std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n));
+      for (float& v : a)
+        v = fd(rng);
+      for (float& v : b)
+        v = fd(rng);
+      const auto packed = kernels::PackedB::pack(k, n, kernels::MatrixRef<float>{b.data(), n, 1});
+      for (const bool transposed_b : {false, true}) {
+        // B^T stored [N, K]: read with swapped strides (packed per call).
+        std::vector<float> bt(b.size());
+        for (int64_t i = 0; i < k; ++i)
+          for (int64_t j = 0; j < n; ++j)
+            bt[static_cast<size_t>(j * k + i)] = b[static_cast<size_t>(i * n + j)];
+        const kernels::MatrixRef<float> bref = transposed_b
+                                                   ? kernels::MatrixRef<float>{bt.data(), 1, k}
+                                                   : kernels::MatrixRef<float>{b.data(), n, 1};
+        std::vector<float> all(static_cast<size_t>(m * n), 0.5f);
+        kernels::gemm(m, n, k, 0.75f, kernels::MatrixRef<float>{a.data(), k, 1}, bref, all.data(),
+                      n);
+        for (int64_t r = 0; r < m; ++r) {
+          std::vector<float> one(static_cast<size_t>(n), 0.5f), one_packed = one;
+          kernels::gemm(1, n, k, 0.75f, kernels::MatrixRef<float>{a.data() + r * k, k, 1}, bref,
+                        one.data(), n);
+          REQUIRE(std::memcmp(one.data(), all.data() + r * n, static_cast<size_t>(n) * 4) == 0);
+          kernels::gemm_packed(1, 0.75f, kernels::MatrixRef<float>{a.data() + r * k, k, 1}, *packed,
+                               one_packed.data(), n);
+          REQUIRE(std::memcmp(one_packed.data(), all.data() + r * n, static_cast<size_t>(n) * 4) ==
+                  0);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("matmul errors") {
   Call c("aten::mm.out");
   Value* a = c.random(DType::kFloat32, {2, 3}, 1);

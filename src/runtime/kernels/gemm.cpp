@@ -304,6 +304,51 @@ __attribute__((target("avx2,fma"))) void rows_avx2(int64_t kc, const float* a, i
   }
 }
 
+// One row of C (m = 1) with the arithmetic the tile kernels give their rows - per element,
+// fused multiply-adds over the kc values in order from 0, then C = alpha * acc + C (or init
+// + alpha * acc) - without the MR - 1 rows of zeros they would compute along. A[0, p] is
+// a[p * a_step]; row p of B starts at b + p * b_step (a packed panel's: NR; B's own rows: its
+// row stride), its first nr <= NR columns valid: lanes past them are neither read nor
+// written.
+__attribute__((target("avx512f"))) void row_kernel_f32_avx512(int64_t kc, const float* a,
+                                                              int64_t a_step, const float* b,
+                                                              int64_t b_step, float* c, float alpha,
+                                                              int64_t nr, const float* init) {
+  const __mmask16 m0 = nr >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nr) - 1);
+  const __mmask16 m1 = nr >= 32  ? __mmask16(0xFFFF)
+                       : nr > 16 ? __mmask16((1u << (nr - 16)) - 1)
+                                 : 0;
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  for (int64_t p = 0; p < kc; ++p, b += b_step) {
+    const __m512 av = _mm512_set1_ps(a[p * a_step]);
+    acc0 = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m0, b), acc0);
+    acc1 = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m1, b + 16), acc1);
+  }
+  const __m512 al = _mm512_set1_ps(alpha);
+  const __m512 c0 = init != nullptr ? _mm512_set1_ps(*init) : _mm512_maskz_loadu_ps(m0, c);
+  const __m512 c1 = init != nullptr ? _mm512_set1_ps(*init) : _mm512_maskz_loadu_ps(m1, c + 16);
+  _mm512_mask_storeu_ps(c, m0, _mm512_fmadd_ps(al, acc0, c0));
+  _mm512_mask_storeu_ps(c + 16, m1, _mm512_fmadd_ps(al, acc1, c1));
+}
+
+__attribute__((target("avx2,fma"))) void row_kernel_f32_avx2(int64_t kc, const float* a,
+                                                             int64_t a_step, const float* b,
+                                                             int64_t b_step, float* c, float alpha,
+                                                             int64_t nr, const float* init) {
+  const __m256i m0 = first_lanes8(nr), m1 = first_lanes8(nr - 8);
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  for (int64_t p = 0; p < kc; ++p, b += b_step) {
+    const __m256 av = _mm256_broadcast_ss(a + p * a_step);
+    acc0 = _mm256_fmadd_ps(av, _mm256_maskload_ps(b, m0), acc0);
+    acc1 = _mm256_fmadd_ps(av, _mm256_maskload_ps(b + 8, m1), acc1);
+  }
+  const __m256 al = _mm256_set1_ps(alpha);
+  const __m256 c0 = init != nullptr ? _mm256_set1_ps(*init) : _mm256_maskload_ps(c, m0);
+  const __m256 c1 = init != nullptr ? _mm256_set1_ps(*init) : _mm256_maskload_ps(c + 8, m1);
+  _mm256_maskstore_ps(c, m0, _mm256_fmadd_ps(al, acc0, c0));
+  _mm256_maskstore_ps(c + 8, m1, _mm256_fmadd_ps(al, acc1, c1));
+}
+
 template <typename T>
 struct GemmConfig {
   int64_t mr;
@@ -493,6 +538,70 @@ void dequant_run(const int8_t* __restrict q, int64_t count, const float* zero, c
   }
 }
 
+// dequant_run in AVX-512 and AVX2 registers: 16 (8) int8 values widened to int32, converted
+// exactly to float, then the subtraction and the multiplication as separate instructions
+// (no fused multiply-add: the scalar loop's roundings).
+__attribute__((target("avx512f"))) void dequant_run_avx512(const int8_t* q, int64_t count,
+                                                           const float* zero, const float* scale,
+                                                           float* out) {
+  const __m512 z = _mm512_set1_ps(zero != nullptr ? *zero : 0.0f);
+  const __m512 sc = _mm512_set1_ps(scale != nullptr ? *scale : 1.0f);
+  int64_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    __m512 v = _mm512_cvtepi32_ps(
+        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + i))));
+    if (zero != nullptr) v = _mm512_sub_ps(v, z);
+    if (scale != nullptr) v = _mm512_mul_ps(v, sc);
+    _mm512_storeu_ps(out + i, v);
+  }
+  dequant_run(q + i, count - i, zero, scale, out + i);
+}
+
+__attribute__((target("avx2"))) void dequant_run_avx2(const int8_t* q, int64_t count,
+                                                      const float* zero, const float* scale,
+                                                      float* out) {
+  const __m256 z = _mm256_set1_ps(zero != nullptr ? *zero : 0.0f);
+  const __m256 sc = _mm256_set1_ps(scale != nullptr ? *scale : 1.0f);
+  int64_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    __m256 v = _mm256_cvtepi32_ps(
+        _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + i))));
+    if (zero != nullptr) v = _mm256_sub_ps(v, z);
+    if (scale != nullptr) v = _mm256_mul_ps(v, sc);
+    _mm256_storeu_ps(out + i, v);
+  }
+  dequant_run(q + i, count - i, zero, scale, out + i);
+}
+
+// An operand's values along k for one column: the offset moves by k_stride every k_group
+// values of k (no division per value).
+class OperandCursor {
+ public:
+  OperandCursor(const DequantB::Operand& o, int64_t n, int64_t k0) : o_(o) {
+    if (!o.present()) return;
+    at_ = (n / o.n_group) * o.n_stride + (k0 / o.k_group) * o.k_stride;
+    left_ = o.k_stride != 0 ? o.k_group - k0 % o.k_group : INT64_MAX;
+  }
+  bool present() const { return o_.present(); }
+  // Values of k left with the current value.
+  int64_t left() const { return left_; }
+  float value() const {
+    return o_.data != nullptr ? o_.data[at_] : static_cast<float>(o_.data_i8[at_]);
+  }
+  void advance(int64_t count) {
+    if (!o_.present() || o_.k_stride == 0) return;
+    left_ -= count;
+    if (left_ == 0) {
+      at_ += o_.k_stride;
+      left_ = o_.k_group;
+    }
+  }
+
+ private:
+  const DequantB::Operand& o_;
+  int64_t at_ = 0, left_ = INT64_MAX;
+};
+
 // An operand's value for column n and input k, in `slot` (null when the step is skipped).
 const float* dequant_operand(const DequantB::Operand& o, int64_t n, int64_t k, float& slot) {
   if (!o.present()) return nullptr;
@@ -514,21 +623,24 @@ void pack_dequant(const DequantB& d, int64_t p0, int64_t j0, int64_t kc, int64_t
     const int64_t cols = std::min(nr, nc - jr), n0 = d.col0 + j0 + jr;
     if (d.q_k == 1) {
       rows.resize(static_cast<size_t>(nr * kc));
+      const auto run = isa == FloatKernel::kAvx512 ? dequant_run_avx512
+                       : isa == FloatKernel::kAvx2 ? dequant_run_avx2
+                                                   : dequant_run;
       for (int64_t j = 0; j < cols; ++j) {
         const int64_t n = n0 + j;
         const int8_t* q = d.q + n * d.q_n + p0;
+        OperandCursor zero(d.zero, n, p0), scale(d.scale, n, p0);
         // Runs end where either operand's group ends.
         for (int64_t p = 0; p < kc;) {
-          const int64_t k = p0 + p;
-          int64_t end = kc;
-          for (const DequantB::Operand* o : {&d.zero, &d.scale}) {
-            if (o->present() && o->k_stride != 0)
-              end = std::min(end, (k / o->k_group + 1) * o->k_group - p0);
-          }
+          const int64_t len = std::min({kc - p, zero.left(), scale.left()});
           float z = 0, sc = 0;
-          dequant_run(q + p, end - p, dequant_operand(d.zero, n, k, z),
-                      dequant_operand(d.scale, n, k, sc), rows.data() + j * kc + p);
-          p = end;
+          if (zero.present()) z = zero.value();
+          if (scale.present()) sc = scale.value();
+          run(q + p, len, zero.present() ? &z : nullptr, scale.present() ? &sc : nullptr,
+              rows.data() + j * kc + p);
+          zero.advance(len);
+          scale.advance(len);
+          p += len;
         }
       }
       for (int64_t j = 0; j < cols; j += 16) {  // tiles of at most 16 x 16
@@ -644,6 +756,64 @@ void pack_b(MatrixRef<T> b, int64_t p0, int64_t j0, int64_t kc, int64_t nc, int6
   }
 }
 
+// gemm_blocked for one row of A (a decode step's matrix-vector product): the same K and N
+// blocks and the same per-element arithmetic as the tile kernels (row_kernel_f32_*), so the
+// same bits, without packing A and without the tile's other rows. B is read in place where
+// its rows are contiguous, else packed (or dequantized) a block at a time as gemm_blocked
+// packs it. nr: the panel width of the ISA's tile kernel (32: AVX-512, 16: AVX2).
+void gemm_one_row(int64_t n, int64_t k, float alpha, MatrixRef<float> a, MatrixRef<float> b,
+                  float* c, const PackedB* packed_b_all, int64_t col0, const GemmInit* init,
+                  int64_t row0, int64_t nr) {
+  const auto row = nr == 32 ? row_kernel_f32_avx512 : row_kernel_f32_avx2;
+  const bool direct = packed_b_all == nullptr && b.dequant == nullptr && b.row_offsets == nullptr &&
+                      b.col_stride == 1;
+  float* scratch_b =
+      packed_b_all != nullptr || direct
+          ? nullptr
+          : scratch<float>(1, std::min(kNC, (n + nr - 1) / nr * nr) * std::min(kKC, k));
+  if (b.dequant != nullptr) {
+    // A quantized B a panel at a time, through every K block before the next panel: the
+    // panel's weight rows are read in order (a [N, K] weight's rows are a page apart: K
+    // blocks outer would revisit each row after all the others). Each element of C still takes
+    // its K blocks in order: the same bits.
+    for (int64_t j = 0; j < n; j += nr) {
+      const int64_t cols = std::min(nr, n - j);
+      for (int64_t pc = 0; pc < k; pc += kKC) {
+        const int64_t kc = std::min(kKC, k - pc);
+        pack_dequant(*b.dequant, pc, j, kc, cols, nr, scratch_b);
+        const float* tile_init = nullptr;
+        if (init != nullptr && pc == 0)
+          tile_init = init->rows != nullptr ? init->rows + row0 : kZeroRows;
+        row(kc, a.data + pc * a.col_stride, a.col_stride, scratch_b, nr, c + j, alpha, cols,
+            tile_init);
+      }
+    }
+    return;
+  }
+  for (int64_t jc = 0; jc < n; jc += kNC) {
+    const int64_t nc = std::min(kNC, n - jc);
+    for (int64_t pc = 0; pc < k; pc += kKC) {
+      const int64_t kc = std::min(kKC, k - pc);
+      const float* panels = nullptr;
+      if (packed_b_all != nullptr) {
+        panels = packed_b_all->panels(pc, col0 + jc);
+      } else if (!direct) {
+        pack_b(b, pc, jc, kc, nc, nr, scratch_b);
+        panels = scratch_b;
+      }
+      const float* tile_init = nullptr;
+      if (init != nullptr && pc == 0)
+        tile_init = init->rows != nullptr ? init->rows + row0 : kZeroRows;
+      for (int64_t jr = 0; jr < nc; jr += nr) {
+        const float* bp =
+            panels != nullptr ? panels + jr * kc : b.data + pc * b.row_stride + jc + jr;
+        row(kc, a.data + pc * a.col_stride, a.col_stride, bp, panels != nullptr ? nr : b.row_stride,
+            c + jc + jr, alpha, std::min(nr, nc - jr), tile_init);
+      }
+    }
+  }
+}
+
 // With `packed` (float only), A's blocks come from it instead of being packed here, and
 // this call's rows start at row `row0` of the packed matrix (a multiple of kMC).
 // With `packed_b`, B's panels come from it, this call's columns starting at its column
@@ -660,6 +830,11 @@ void gemm_blocked(int64_t m, int64_t n, int64_t k, T alpha, MatrixRef<T> a, Matr
   if constexpr (std::is_same_v<T, float>) {
     if (packed != nullptr) cfg = float_config(packed->kernel());
     if (packed_b_all != nullptr) cfg = float_config(packed_b_all->kernel());
+    if (m == 1 && packed == nullptr && a.col_offsets == nullptr && a.row_offsets == nullptr &&
+        (init == nullptr || init->tile_done == nullptr) && cfg.nr != 8) {
+      gemm_one_row(n, k, alpha, a, b, c, packed_b_all, col0, init, row0, cfg.nr);
+      return;
+    }
   }
   const int64_t mc_max = std::min(kMC, (m + cfg.mr - 1) / cfg.mr * cfg.mr);
   const int64_t nc_max = std::min(kNC, (n + cfg.nr - 1) / cfg.nr * cfg.nr);
