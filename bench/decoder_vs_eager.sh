@@ -72,7 +72,9 @@ dump = json.loads(subprocess.run([etc, "inspect", pte, "--format", "json"], capt
 size = {"float32": 4, "int64": 8, "int32": 4, "float16": 2, "bfloat16": 2}
 state = 0
 for v in dump["plans"][0]["values"]:
-    if v.get("type") == "Tensor" and v.get("initial_state"):
+    # State: a planned tensor with an initial value in the file, or a named one (zeros).
+    if v.get("type") == "Tensor" and v.get("allocation") and (
+            v.get("initial_state") or v.get("fully_qualified_name")):
         n = 1
         for s in v["sizes"]:
             n *= s
