@@ -252,11 +252,12 @@ Status run_generation(const RunArgs& args, const pte::File& file, rt::Method& me
   for (const std::string& spec : args.inputs) {
     const std::string key = spec.substr(0, spec.find('='));
     if (key == "0" || key == "1" ||
-        (in_names.size() >= 2 && (key == in_names[0] || key == in_names[1])))
+        (in_names.size() >= 2 && (key == in_names[0] || key == in_names[1]))) {
       return Status(ErrorCode::kUsage,
                     "--input " + key +
                         ": the token ids and positions come from --prompt and the "
                         "generated tokens; --input sets the other inputs");
+    }
   }
   ETC_ASSIGN_OR_RETURN(std::vector<HostTensor> fixed, prepare_inputs(args, method, in_names));
   ETC_ASSIGN_OR_RETURN(rt::NpyArray p, rt::read_npy(args.prompt));
@@ -269,9 +270,10 @@ Status run_generation(const RunArgs& args, const pte::File& file, rt::Method& me
         Location{.file = args.prompt});
   }
   std::vector<int64_t> prompt;
-  for (int64_t i = 0; i < p.shape.back(); ++i)
+  for (int64_t i = 0; i < p.shape.back(); ++i) {
     prompt.push_back(
         static_cast<int64_t>(load_as_double(p.dtype, p.data.data() + i * dtype_size(p.dtype))));
+  }
   std::unique_ptr<rt::OwnedRuntime> ref_rt;
   std::unique_ptr<rt::Method> ref;
   rt::RuntimeEnv ref_env;

@@ -90,7 +90,7 @@ std::optional<DType> dtype_from_name(std::string_view name) {
 }
 
 std::string_view dtype_names() {
-  static const std::string names = [] {
+  static const std::string kNames = [] {
     std::string s;
     for (const DTypeInfo& i : kInfos) {
       if (!s.empty()) s += ", ";
@@ -98,7 +98,7 @@ std::string_view dtype_names() {
     }
     return s;
   }();
-  return names;
+  return kNames;
 }
 
 std::optional<DType> dtype_from_scalar_type(int scalar_type) {

@@ -207,7 +207,7 @@ std::span<const ValueId> Graph::constants() const {
   return constants_;
 }
 
-bool Graph::set_order(std::vector<NodeId> order) {
+bool Graph::set_order(const std::vector<NodeId>& order) {
   if (order.size() != live_nodes_) return false;
   std::vector<bool> seen(nodes_.size(), false);
   for (NodeId id : order) {

@@ -177,7 +177,7 @@ class Graph {
   bool erase_node(NodeId node);
   // Replaces the node order by a permutation of it (the verifier checks it is a schedule).
   // Returns false, changing nothing, if `order` is not a permutation of the live nodes.
-  bool set_order(std::vector<NodeId> order);
+  bool set_order(const std::vector<NodeId>& order);
   // Moves `node` to just before `before` in the order.
   void move_before(NodeId node, NodeId before);
   // Erases an unused constant. Returns false (and changes nothing) if it has uses or is a

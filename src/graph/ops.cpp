@@ -45,7 +45,7 @@ OpSchema parse_or_die(const char* text) {
 
 // Parsed once, on first use.
 const std::vector<OpInfo>& table() {
-  static const std::vector<OpInfo> ops = [] {
+  static const std::vector<OpInfo> kOps = [] {
     std::vector<OpInfo> v;
     v.reserve(std::size(kDecls));
     for (const OpDecl& d : kDecls) {
@@ -68,7 +68,7 @@ const std::vector<OpInfo>& table() {
     }
     return v;
   }();
-  return ops;
+  return kOps;
 }
 
 }  // namespace
@@ -78,7 +78,7 @@ std::string kernel_name_of(const OpSchema& schema) {
 }
 
 std::optional<KernelOp> op_from_kernel_name(std::string_view name) {
-  static const std::unordered_map<std::string_view, KernelOp> index = [] {
+  static const std::unordered_map<std::string_view, KernelOp> kIndex = [] {
     std::unordered_map<std::string_view, KernelOp> m;
     for (const OpInfo& op : table()) {
       m.emplace(op.kernel_name, KernelOp{op.kind, false});
@@ -86,8 +86,8 @@ std::optional<KernelOp> op_from_kernel_name(std::string_view name) {
     }
     return m;
   }();
-  auto it = index.find(name);
-  if (it == index.end()) return std::nullopt;
+  auto it = kIndex.find(name);
+  if (it == kIndex.end()) return std::nullopt;
   return it->second;
 }
 

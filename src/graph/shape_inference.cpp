@@ -22,9 +22,10 @@ std::string str(const Sizes& s) {
 DType result_type(std::initializer_list<const TensorSpec*> tensors,
                   std::initializer_list<Scalar> scalars = {}) {
   std::vector<TypeOperand> ops;
-  for (const TensorSpec* t : tensors)
+  for (const TensorSpec* t : tensors) {
     ops.push_back(
         {t->dtype, t->rank() > 0 ? TypeOperand::Rank::kDims : TypeOperand::Rank::kZeroDim});
+  }
   for (const Scalar& s : scalars) {
     DType st = s.is_float() ? DType::kFloat32 : s.is_bool() ? DType::kBool : DType::kInt64;
     ops.push_back({st, TypeOperand::Rank::kNumber});
@@ -1167,7 +1168,7 @@ Result<std::vector<std::optional<Sizes>>> index_shapes(const InferContext& ctx) 
                                              "of elements; etc needs static shapes)"
                                            : ""));
     }
-    shapes.push_back(t->sizes);
+    shapes.emplace_back(t->sizes);
   }
   return shapes;
 }

@@ -352,14 +352,16 @@ class Verifier {
         continue;
       }
       const TensorSpec& u = g_.value(s.update).spec;
-      if (u.dtype != v.spec.dtype || u.sizes != v.spec.sizes)
+      if (u.dtype != v.spec.dtype || u.sizes != v.spec.sizes) {
         report("state " + value_label(s.value) + " (" + v.spec.type_string() +
                    ") is updated with " + value_label(s.update) + " (" + u.type_string() + ")",
                where(v));
-      if (u.device != v.spec.device)
+      }
+      if (u.device != v.spec.device) {
         report("the update of state " + value_label(s.value) + " is on " + to_string(u.device) +
                    ", the state on " + to_string(v.spec.device),
                where(v));
+      }
     }
     for (size_t i = 0; i < g_.value_slots(); ++i) {
       const Value& v = g_.value(ValueId(static_cast<uint32_t>(i)));

@@ -139,6 +139,7 @@ class Lowerer {
         map[n.outputs[i].v] = sub->node(copy).outputs[i];
     }
     std::vector<ValueId> sub_outputs;
+    sub_outputs.reserve(outputs.size());
     for (ValueId o : outputs)
       sub_outputs.push_back(map.at(o.v));
     sub->set_outputs(std::move(sub_outputs));

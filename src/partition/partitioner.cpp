@@ -135,10 +135,11 @@ PartitionPlan plan_partitions(const Graph& graph, const PartitionOptions& option
     }
     for (const std::vector<size_t>& c : components) {
       if (c.size() < std::max<size_t>(options.min_partition_size, 1)) {
-        for (size_t i : c)
+        for (size_t i : c) {
           reason[i] = "in a group of " + std::to_string(c.size()) + " node" +
                       (c.size() == 1 ? "" : "s") + ", below --min-partition-size " +
                       std::to_string(options.min_partition_size);
+        }
         continue;
       }
       std::vector<NodeId> nodes;

@@ -50,10 +50,11 @@ class Comparison {
       // Values at a delegate's boundary were marked before partitioning (the partitioner
       // only delegates dynamic work the CUDA kernels resize) and keep their marks across it.
       if ((!val.spec.device.is_cpu() || inside_delegate(val)) &&
-          val.spec.dynamism != ShapeDynamism::kDynamicBound)
+          val.spec.dynamism != ShapeDynamism::kDynamicBound) {
         return internal_error(value_label(val) +
                               " has dynamic dims at a delegate's boundary but is not marked "
                               "dynamic-bound");
+      }
       for (Graph* g : all_)
         g->value(ValueId(v)).spec.dynamism = ShapeDynamism::kDynamicBound;
     }
@@ -121,9 +122,10 @@ class Comparison {
           if (*x != std::get<int64_t>(b)) note(Moving{id, i, -1});
         } else if (const auto* xs = std::get_if<std::vector<int64_t>>(&a)) {
           const auto& ys = std::get<std::vector<int64_t>>(b);
-          if (xs->size() != ys.size())
+          if (xs->size() != ys.size()) {
             return depends("argument '" + arg + "' of node '" + n.name + "' changes length",
                            n.name);
+          }
           for (size_t e = 0; e < xs->size(); ++e) {
             if ((*xs)[e] != ys[e]) note(Moving{id, i, static_cast<int32_t>(e)});
           }

@@ -58,10 +58,12 @@ void copy_block_bytes(const uint8_t* in, int64_t rows, int64_t cols, int64_t sr,
     case 8:
       return copy_block<8>(in, rows, cols, sr, sc, out);
     default:
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < cols; ++c)
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = 0; c < cols; ++c) {
           std::memcpy(out + static_cast<size_t>(r * cols + c) * elem,
                       in + static_cast<size_t>(r * sr + c * sc) * elem, elem);
+        }
+      }
   }
 }
 
@@ -316,7 +318,7 @@ bool sink_widened_weights(Graph& graph) {
   }
   for (NodeId id : order)
     place(id);
-  return placed != order && graph.set_order(std::move(placed));
+  return placed != order && graph.set_order(placed);
 }
 
 }  // namespace

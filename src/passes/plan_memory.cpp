@@ -302,9 +302,10 @@ Result<bool> plan_memory(Graph& graph, PassContext& context) {
     r.last = std::max(r.last, l.last);
   }
   for (size_t i = 0; i < root.size(); ++i) {
-    if (root[i].v != i)
+    if (root[i].v != i) {
       graph.value(ValueId(static_cast<uint32_t>(i))).spec.lifetime =
           graph.value(root[i]).spec.lifetime;
+    }
   }
 
   // Buckets by device, CPU first then (type, index): std::map orders Device that way.

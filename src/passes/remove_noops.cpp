@@ -22,9 +22,10 @@ bool is_noop(const Graph& graph, const Node& node) {
     case OpKind::Expand:
     case OpKind::SqueezeDim:
     case OpKind::SqueezeDims:
-      return true;  // same shape, row-major: the same elements in the same order
+    // Same shape, row-major: the same elements in the same order. ToCopy: the same dtype
+    // (checked above); layout/device/memory_format are always None.
     case OpKind::ToCopy:
-      return true;  // same dtype (checked above); layout/device/memory_format are always None
+      return true;
     case OpKind::Permute: {
       const auto& dims = std::get<std::vector<int64_t>>(arg("dims"));
       for (size_t i = 0; i < dims.size(); ++i) {

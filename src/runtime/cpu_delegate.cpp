@@ -41,9 +41,10 @@ class CpuDelegateBackend final : public Backend {
       auto it = keys.find(index);
       if (it == keys.end()) return std::optional<std::span<const uint8_t>>();
       std::optional<std::span<const uint8_t>> bytes = file.named_bytes(it->second);
-      if (!bytes)
+      if (!bytes) {
         return invalid_input("delegate constant '" + it->second +
                              "' is missing from the program's named data");
+      }
       return bytes;
     };
     auto handle_program = std::make_unique<DelegateProgram>(std::move(program));

@@ -86,9 +86,10 @@ Status OperatorRegistry::add(OpKind op, KernelFn fn, KernelForms forms) {
   if (forms == KernelForms::kOut && !info.out_schema)
     return internal_error(info.name + " has no out variant to register a kernel for");
   if (out && info.out_schema) {
-    if (functional && !same_inputs(*info.out_schema, info.schema))
+    if (functional && !same_inputs(*info.out_schema, info.schema)) {
       return internal_error(info.out_kernel_name + " and " + info.kernel_name +
                             " take different arguments: register a kernel for each");
+    }
     ETC_RETURN_IF_ERROR(
         insert(RegisteredKernel{info.out_kernel_name, fn, info.out_schema, op, true}));
   }

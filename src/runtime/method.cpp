@@ -327,9 +327,10 @@ Result<std::unique_ptr<Method>> Method::load_plan(const pte::Plan& plan,
         const pte::Delegate& d = plan.delegates[static_cast<size_t>(in.index)];
         s.name = "delegate " + std::to_string(in.index) + " (" + d.id + ")";
         Backend* backend = env.backends == nullptr ? nullptr : env.backends->find(d.id);
-        if (backend == nullptr)
+        if (backend == nullptr) {
           return unsupported("the program needs backend '" + d.id +
                              "', which this runtime does not have");
+        }
         if (file == nullptr) return unsupported("nested delegates are not supported");
         Result<std::unique_ptr<DelegateHandle>> h =
             backend->init(file->delegate_bytes(d), d.compile_specs, *file, env);
@@ -406,9 +407,10 @@ Status Method::check_binding(const TensorView& t, const void* data, const std::s
 }
 
 Status Method::set_input(size_t i, const void* data, size_t bytes, std::span<const int64_t> sizes) {
-  if (i >= inputs_.size())
+  if (i >= inputs_.size()) {
     return invalid_input("input " + std::to_string(i) + " does not exist (" +
                          std::to_string(inputs_.size()) + " inputs)");
+  }
   ETC_RETURN_IF_ERROR(resize_input(i, sizes));
   return set_input(i, data, bytes);
 }
@@ -435,9 +437,10 @@ Status Method::resize_input(size_t i, std::span<const int64_t> sizes) {
 }
 
 Status Method::set_input(size_t i, const void* data, size_t bytes) {
-  if (i >= inputs_.size())
+  if (i >= inputs_.size()) {
     return invalid_input("input " + std::to_string(i) + " does not exist (" +
                          std::to_string(inputs_.size()) + " inputs)");
+  }
   TensorView& t = values_[inputs_[i]].tensor;
   if (!input_planned_[i]) {
     return invalid_input("input " + std::to_string(i) + " (" + t.describe() +
@@ -568,9 +571,10 @@ Status Method::execute() {
               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
                   .count();
         }
-        if (!st.ok())
+        if (!st.ok()) {
           return std::move(st).add_context("in instruction " + std::to_string(pc) + " (" + s.name +
                                            ")");
+        }
         ++pc;
         break;
       }

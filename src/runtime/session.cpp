@@ -148,6 +148,7 @@ Result<std::vector<HostTensor>> run_method(Method& m, const RuntimeEnv& env,
   IoBuffers local;  // memory for unplanned inputs/outputs when the caller keeps none
   IoBuffers& bound = io != nullptr ? *io : local;
   std::vector<InputRef> refs;
+  refs.reserve(inputs.size());
   for (const HostTensor& h : inputs)
     refs.push_back(InputRef{h.dtype, h.shape, h.bytes.data(), h.bytes.size()});
   for (int iter = 0; iter < warmup + iterations; ++iter) {
@@ -180,9 +181,10 @@ Result<std::vector<HostTensor>> run_method(Method& m, const RuntimeEnv& env,
 Status check_decoder_signature(const Method& m) {
   auto describe = [&m] {
     std::string s;
-    for (size_t i = 0; i < m.num_inputs(); ++i)
+    for (size_t i = 0; i < m.num_inputs(); ++i) {
       s += (i ? ", " : "") + std::string(dtype_name(m.input(i).dtype)) +
            shape_to_string(m.input(i).sizes);
+    }
     return s;
   };
   // Token ids [1, n] (or [n]) and positions [n]: n is 1, or dynamic-bound (a prompt is then

@@ -165,9 +165,10 @@ std::optional<std::string> cuda_unsupported_reason(const Graph& graph, const Nod
   const std::vector<ValueId> reads = tensor_args(node);
   if ((std::any_of(reads.begin(), reads.end(), dynamic) ||
        std::any_of(node.outputs.begin(), node.outputs.end(), dynamic)) &&
-      !cap.resizes)
+      !cap.resizes) {
     return std::string(op_info(node.op).name) +
            " with dynamic dims runs on the host (its CUDA kernel is written for static shapes)";
+  }
   return cap.fn(graph, node);
 }
 

@@ -190,9 +190,10 @@ class Reader {
     ETC_ASSIGN_OR_RETURN(const Json* n,
                          member(obj, pointer, "name", Json::value_t::string, "a string"));
     std::string name = n->get<std::string>();
-    if (name.empty())
+    if (name.empty()) {
       return error(json_pointer_append(pointer, "name"),
                    std::string(what) + " name must not be empty");
+    }
     return name;
   }
 
@@ -375,9 +376,10 @@ class Reader {
                            member(ref, sp, "file", Json::value_t::string, "a string"));
       std::string tensor = name;
       if (auto t = ref.find("tensor"); t != ref.end()) {
-        if (!t->is_string())
+        if (!t->is_string()) {
           return error(json_pointer_append(sp, "tensor"),
                        "'tensor' must be a string, got " + json_type_name(*t));
+        }
         tensor = t->get<std::string>();
       }
       ETC_ASSIGN_OR_RETURN(const SafetensorsFile* wf, weight_file(file->get<std::string>(), sp));
@@ -426,9 +428,10 @@ class Reader {
       if (dtype_is_float(spec.dtype)) {
         store_float(x.get<double>(), spec.dtype, out + i * dtype_size(spec.dtype));
       } else {
-        if (!x.is_number_integer())
+        if (!x.is_number_integer()) {
           return error(ep, "expected an integer for " + std::string(dtype_name(spec.dtype)) +
                                ", got " + x.dump());
+        }
         ETC_RETURN_IF_ERROR(store_int(x, spec.dtype, out + i * dtype_size(spec.dtype), ep));
       }
     }
@@ -490,9 +493,10 @@ class Reader {
     pn.pointer = p;
     ETC_ASSIGN_OR_RETURN(pn.name, name_at(n, p, "node"));
     ETC_RETURN_IF_ERROR(check_keys(n, p, {"name", "op", "args", "outputs"}, pn.name));
-    if (!node_names_.insert(pn.name).second)
+    if (!node_names_.insert(pn.name).second) {
       return error(json_pointer_append(p, "name"), "duplicate node name '" + pn.name + "'",
                    pn.name);
+    }
     ETC_ASSIGN_OR_RETURN(const Json* op,
                          member(n, p, "op", Json::value_t::string, "a string", pn.name));
     auto kind = op_from_name(op->get<std::string>());
@@ -680,9 +684,10 @@ class Reader {
         v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
       return error(p, "integer " + v.dump() + " is out of range", node);
     }
-    if (!v.is_number_integer())
+    if (!v.is_number_integer()) {
       return error(p, "expected an integer, got " + (v.is_number() ? v.dump() : json_type_name(v)),
                    node);
+    }
     return v.get<int64_t>();
   }
 
@@ -690,11 +695,12 @@ class Reader {
   Result<ArgValue> convert(const ArgSchema& a, const Json& v, const std::string& p,
                            const std::string& node) {
     if (v.is_null()) {
-      if (!a.optional)
+      if (!a.optional) {
         return error(p,
                      "argument '" + a.name + "' (" + std::string(arg_type_name(a.type)) +
                          ") must not be null",
                      node);
+      }
       return ArgValue(std::monostate{});
     }
     auto expect = [&](const char* what) {
@@ -719,9 +725,10 @@ class Reader {
             ids.emplace_back();  // None
             continue;
           }
-          if (!v[i].is_string())
+          if (!v[i].is_string()) {
             return error(ep, "expected the name of a tensor value, got " + json_type_name(v[i]),
                          node);
+          }
           ETC_ASSIGN_OR_RETURN(ValueId id, resolve(v[i].get<std::string>(), ep, node));
           ids.push_back(id);
         }
@@ -783,9 +790,10 @@ class Reader {
         if (!v.is_array()) return expect("an array of booleans");
         std::vector<bool> items;
         for (size_t i = 0; i < v.size(); ++i) {
-          if (!v[i].is_boolean())
+          if (!v[i].is_boolean()) {
             return error(json_pointer_append(p, i),
                          "expected true or false, got " + json_type_name(v[i]), node);
+          }
           items.push_back(v[i].get<bool>());
         }
         return ArgValue(std::move(items));
@@ -796,11 +804,12 @@ class Reader {
       case ArgType::kScalarType: {
         if (!v.is_string()) return expect("a dtype name");
         auto t = dtype_from_name(v.get<std::string>());
-        if (!t)
+        if (!t) {
           return error(p,
                        "unknown dtype '" + v.get<std::string>() +
                            "'; expected one of: " + std::string(dtype_names()),
                        node);
+        }
         return ArgValue(*t);
       }
       case ArgType::kLayout:

@@ -110,6 +110,7 @@ std::string write_safetensors(const std::vector<SafetensorsEntryIn>& tensors) {
   nlohmann::json header = nlohmann::json::object();
   std::string data;
   std::vector<const SafetensorsEntryIn*> sorted;
+  sorted.reserve(tensors.size());
   for (const auto& t : tensors)
     sorted.push_back(&t);
   std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->name < b->name; });

@@ -464,9 +464,10 @@ Result<bool> try_evaluate(NodeCtx& ctx) {
     if (fmod == 0 && dtype_is_float(ctx.dtype(0))) return false;
     return eval_binary(ctx, Arith::kMod);
   }
-  if (op == "Neg")
+  if (op == "Neg") {
     return eval_unary(
         ctx, [](double x) { return -x; }, [](int64_t x) { return -x; });
+  }
   if (op == "Abs") {
     return eval_unary(
         ctx, [](double x) { return std::fabs(x); }, [](int64_t x) { return x < 0 ? -x : x; });
@@ -476,12 +477,14 @@ Result<bool> try_evaluate(NodeCtx& ctx) {
         ctx, [](double x) { return std::isnan(x) || x > 0 ? x : 0.0; },
         [](int64_t x) { return x > 0 ? x : int64_t{0}; });
   }
-  if (op == "Floor")
+  if (op == "Floor") {
     return eval_unary(
         ctx, [](double x) { return std::floor(x); }, nullptr);
-  if (op == "Ceil")
+  }
+  if (op == "Ceil") {
     return eval_unary(
         ctx, [](double x) { return std::ceil(x); }, nullptr);
+  }
   if (op == "Not") {
     std::vector<int64_t> v = ctx.constant(0)->ints();
     for (int64_t& x : v)

@@ -510,10 +510,11 @@ Status Importer::read_inputs(const onnx::GraphProto& g) {
     } else {
       bool is_static = tt.has_shape();
       for (int d = 0; is_static && d < tt.shape().dim_size(); ++d) {
-        if (!fixed_dim(tt.shape().dim(d)))
+        if (!fixed_dim(tt.shape().dim(d))) {
           is_static = false;
-        else
+        } else {
           shape.push_back(tt.shape().dim(d).dim_value());
+        }
       }
       if (!is_static) {
         std::string declared = tt.has_shape() ? dims_string(tt.shape()) : "unknown";

@@ -498,9 +498,10 @@ Status batch_norm_training(NodeCtx& ctx, float eps, float momentum) {
     if (ctx.dtype(i) != ctx.dtype(0)) {
       return ctx.unsupported("scale, B, mean and var of a type other than X's");
     }
-    if (ctx.shape(i) != std::vector<int64_t>{c})
+    if (ctx.shape(i) != std::vector<int64_t>{c}) {
       return ctx.invalid("input " + std::to_string(i) + " must have shape [C] = [" +
                          std::to_string(c) + "]");
+    }
   }
   std::vector<int64_t> dims{0}, per_channel(static_cast<size_t>(r), 1);
   for (int64_t d = 2; d < r; ++d)

@@ -741,6 +741,7 @@ Status convert_einsum(NodeCtx& ctx) {
   }
   // A lone operand's dims may broadcast from 1 in the output of a product.
   std::vector<int64_t> want;
+  want.reserve(out.size());
   for (int label : out)
     want.push_back(size_of.count(label) ? size_of[label] : 1);
   if (ctx.sizes_of(y) != want) {

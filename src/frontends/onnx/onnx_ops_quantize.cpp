@@ -178,15 +178,17 @@ Result<ValueId> param_along(NodeCtx& ctx, int i, int64_t rank, int64_t dim, int6
 Result<ValueId> centred(NodeCtx& ctx, int in, int zp, int64_t dim, DType acc,
                         const std::string& what) {
   const DType t = ctx.dtype(in);
-  if (t != DType::kUInt8 && t != DType::kInt8)
+  if (t != DType::kUInt8 && t != DType::kInt8) {
     return ctx.unsupported("input " + std::to_string(in) + " of type " +
                            std::string(dtype_name(t)) + " (uint8 and int8)");
+  }
   ETC_ASSIGN_OR_RETURN(ValueId v, ctx.input(in));
   ETC_ASSIGN_OR_RETURN(v, ctx.emit(OpKind::ToCopy, {{"self", v}, {"dtype", acc}}));
   if (!ctx.has_input(zp)) return v;
-  if (ctx.dtype(zp) != t)
+  if (ctx.dtype(zp) != t) {
     return ctx.invalid(what + " (input " + std::to_string(zp) + ") must have input " +
                        std::to_string(in) + "'s type");
+  }
   const int64_t r = ctx.rank(in);
   const int64_t size = dim >= 0 && dim < r ? ctx.shape(in)[static_cast<size_t>(dim)] : 0;
   ETC_ASSIGN_OR_RETURN(ValueId z, param_along(ctx, zp, r, dim < r ? dim : -1, size, acc, what));

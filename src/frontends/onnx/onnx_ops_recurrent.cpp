@@ -53,9 +53,10 @@ Result<Recurrence> read_recurrence(NodeCtx& ctx, int64_t gates) {
   Result<std::string> dir = ctx.attr_string("direction", "forward");
   if (!dir.ok()) return dir.status();
   rc.direction = *dir;
-  if (rc.direction != "forward" && rc.direction != "reverse" && rc.direction != "bidirectional")
+  if (rc.direction != "forward" && rc.direction != "reverse" && rc.direction != "bidirectional") {
     return ctx.invalid("direction must be forward, reverse or bidirectional, got '" + rc.direction +
                        "'");
+  }
   // layout=1 (opset 14): X [batch, seq, in], states [batch, dirs, H], Y [batch, seq, dirs, H]
   // (ONNX's test_lstm_batchwise checks it; ONNX Runtime refuses it).
   ETC_ASSIGN_OR_RETURN(rc.layout, ctx.attr_int("layout", 0));
@@ -67,24 +68,28 @@ Result<Recurrence> read_recurrence(NodeCtx& ctx, int64_t gates) {
   rc.seq = rc.layout == 0 ? xs[0] : xs[1];
   rc.batch = rc.layout == 0 ? xs[1] : xs[0];
   rc.in = xs[2];
-  if (ctx.shape(1) != std::vector<int64_t>{dirs, gates * hidden, rc.in})
+  if (ctx.shape(1) != std::vector<int64_t>{dirs, gates * hidden, rc.in}) {
     return ctx.invalid("W must be [" + std::to_string(dirs) + ", " +
                        std::to_string(gates * hidden) + ", " + std::to_string(rc.in) + "], got " +
                        shape_to_string(ctx.shape(1)));
-  if (ctx.shape(2) != std::vector<int64_t>{dirs, gates * hidden, hidden})
+  }
+  if (ctx.shape(2) != std::vector<int64_t>{dirs, gates * hidden, hidden}) {
     return ctx.invalid("R must be [" + std::to_string(dirs) + ", " +
                        std::to_string(gates * hidden) + ", " + std::to_string(hidden) + "], got " +
                        shape_to_string(ctx.shape(2)));
-  if (ctx.has_input(3) && ctx.shape(3) != std::vector<int64_t>{dirs, 2 * gates * hidden})
+  }
+  if (ctx.has_input(3) && ctx.shape(3) != std::vector<int64_t>{dirs, 2 * gates * hidden}) {
     return ctx.invalid("B must be [" + std::to_string(dirs) + ", " +
                        std::to_string(2 * gates * hidden) + "], got " +
                        shape_to_string(ctx.shape(3)));
+  }
   if (ctx.has_input(4)) {  // sequence_lens: every sequence must be full length
     ETC_ASSIGN_OR_RETURN(const HostTensor* lens, ctx.require_constant(4, "sequence_lens"));
     for (int64_t l : lens->ints()) {
-      if (l != rc.seq)
+      if (l != rc.seq) {
         return ctx.unsupported("sequence_lens shorter than the sequence (" + std::to_string(l) +
                                ")");
+      }
     }
   }
   if (rc.seq < 1) return ctx.invalid("the sequence is empty");

@@ -80,9 +80,10 @@ Result<int64_t> scalar_int(NodeCtx& ctx, int i, const std::string& what) {
 Status check_signal(NodeCtx& ctx) {
   if (!dtype_is_float(ctx.dtype(0)))
     return ctx.unsupported(std::string(dtype_name(ctx.dtype(0))) + " signals");
-  if (ctx.rank(0) < 2 || (ctx.shape(0).back() != 1 && ctx.shape(0).back() != 2))
+  if (ctx.rank(0) < 2 || (ctx.shape(0).back() != 1 && ctx.shape(0).back() != 2)) {
     return ctx.invalid("the signal's last dim must be 1 (real) or 2 (complex), got shape " +
                        shape_to_string(ctx.shape(0)));
+  }
   return Status();
 }
 
@@ -104,9 +105,10 @@ Status convert_dft(NodeCtx& ctx) {
     ETC_ASSIGN_OR_RETURN(axis, ctx.attr_int("axis", 1));
   }
   if (axis < 0) axis += r;
-  if (axis < 0 || axis >= r - 1)
+  if (axis < 0 || axis >= r - 1) {
     return ctx.invalid("axis " + std::to_string(axis) + " is not a signal dim of shape " +
                        shape_to_string(xs));
+  }
   ETC_ASSIGN_OR_RETURN(int64_t inverse, ctx.attr_int("inverse", 0));
   ETC_ASSIGN_OR_RETURN(int64_t onesided, ctx.attr_int("onesided", 0));
   if (onesided && (inverse || xs.back() == 2))
@@ -136,15 +138,17 @@ Status convert_stft(NodeCtx& ctx) {
   }
   if (ctx.has_input(2)) {
     if (ctx.rank(2) != 1) return ctx.invalid("window must be 1-d");
-    if (frame >= 0 && ctx.shape(2)[0] != frame)
+    if (frame >= 0 && ctx.shape(2)[0] != frame) {
       return ctx.invalid("window has " + std::to_string(ctx.shape(2)[0]) +
                          " values, frame_length is " + std::to_string(frame));
+    }
     frame = ctx.shape(2)[0];
   }
   if (frame < 1) return ctx.invalid("STFT needs a window or a positive frame_length");
-  if (frame > xs[1])
+  if (frame > xs[1]) {
     return ctx.invalid("frame_length " + std::to_string(frame) + " is longer than the signal (" +
                        std::to_string(xs[1]) + ")");
+  }
   ETC_ASSIGN_OR_RETURN(int64_t onesided, ctx.attr_int("onesided", 1));
   if (onesided && xs[2] == 2) return ctx.unsupported("onesided with a complex signal");
   const int64_t frames = (xs[1] - frame) / step + 1;

@@ -519,9 +519,10 @@ Status convert_max_unpool(NodeCtx& ctx) {
   if (ctx.has_input(2)) {
     ETC_ASSIGN_OR_RETURN(const HostTensor* t, ctx.require_constant(2, "output_shape"));
     full = t->ints();
-    if (full.size() != xs.size() || full[0] != xs[0] || full[1] != xs[1])
+    if (full.size() != xs.size() || full[0] != xs[0] || full[1] != xs[1]) {
       return ctx.invalid("output_shape " + shape_to_string(full) + " does not fit X " +
                          shape_to_string(xs));
+    }
     for (size_t d = 2; d < full.size(); ++d) {
       if (full[d] < out[d]) {
         return ctx.unsupported("output_shape " + shape_to_string(full) +
@@ -615,14 +616,15 @@ void resize_taps(const ResizeSpec& r, double x, std::vector<int64_t>* taps,
   if (r.mode == "nearest") {
     bool up = t == 1;
     if (t != 1) {
-      if (r.nearest == "round_prefer_ceil")
+      if (r.nearest == "round_prefer_ceil") {
         up = t >= 0.5;
-      else if (r.nearest == "floor")
+      } else if (r.nearest == "floor") {
         up = false;
-      else if (r.nearest == "ceil")
+      } else if (r.nearest == "ceil") {
         up = true;
-      else
+      } else {
         up = t > 0.5;  // round_prefer_floor
+      }
     }
     taps->push_back(up ? f + 1 : f);
     weights->push_back(1);
@@ -838,14 +840,16 @@ Status convert_resize(NodeCtx& ctx) {
   }
   for (size_t d = 0; d < r; ++d) {
     if (out[d] == in[d] && scale[d] == 1) continue;
-    if (in[d] <= 0 || out[d] <= 0)
+    if (in[d] <= 0 || out[d] <= 0) {
       return ctx.invalid("dim " + std::to_string(d) + " resizes from " + std::to_string(in[d]) +
                          " to " + std::to_string(out[d]) + " (both must be positive)");
+    }
     // The interpolation matrix is in x out; 2^26 entries (256 MiB as float32) at most.
-    if (out[d] > (int64_t{1} << 26) / in[d])
+    if (out[d] > (int64_t{1} << 26) / in[d]) {
       return ctx.unsupported("resizing dim " + std::to_string(d) + " from " +
                              std::to_string(in[d]) + " to " + std::to_string(out[d]) +
                              " (over 2^26 interpolation weights)");
+    }
   }
   ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));
   ValueId y;
@@ -913,9 +917,10 @@ Status convert_grid_sample(NodeCtx& ctx) {
     return ctx.unsupported("X of rank " + std::to_string(ctx.rank(0)) + " (2 spatial dims only)");
   if (!dtype_is_float(ctx.dtype(0)))
     return ctx.unsupported(std::string(dtype_name(ctx.dtype(0))) + " inputs");
-  if (ctx.rank(1) != 4 || ctx.shape(1)[0] != ctx.shape(0)[0] || ctx.shape(1)[3] != 2)
+  if (ctx.rank(1) != 4 || ctx.shape(1)[0] != ctx.shape(0)[0] || ctx.shape(1)[3] != 2) {
     return ctx.invalid("grid must have shape [N, H_out, W_out, 2] for X " +
                        shape_to_string(ctx.shape(0)) + ", got " + shape_to_string(ctx.shape(1)));
+  }
   Result<std::string> mode = ctx.attr_string("mode", ctx.opset() >= 20 ? "linear" : "bilinear");
   if (!mode.ok()) return mode.status();
   Result<std::string> padding = ctx.attr_string("padding_mode", "zeros");
@@ -967,9 +972,10 @@ Result<ValueId> roi_axis_weights(NodeCtx& ctx, ValueId start, ValueId extent, in
   const int64_t samples = out * grid;
   std::vector<double> offsets(static_cast<size_t>(samples));
   for (int64_t p = 0; p < out; ++p) {
-    for (int64_t i = 0; i < grid; ++i)
+    for (int64_t i = 0; i < grid; ++i) {
       offsets[static_cast<size_t>(p * grid + i)] =
           static_cast<double>(p) + (static_cast<double>(i) + 0.5) / static_cast<double>(grid);
+    }
   }
   ValueId c = ctx.add_constant(host_from_doubles(DType::kFloat32, {1, samples}, offsets));
   // The sample coordinates, [R, samples]: start + bin * (p + (i + 0.5) / grid).
@@ -1031,9 +1037,10 @@ Result<ValueId> roi_axis_weights(NodeCtx& ctx, ValueId start, ValueId extent, in
 // Wx^T [W, out_w] with the averaged sampling weights of each axis (roi_axis_weights),
 // computed from the regions at run time; X[b] is index.Tensor of the batch indices.
 Status convert_roi_align(NodeCtx& ctx) {
-  if (ctx.dtype(0) != DType::kFloat32 || ctx.dtype(1) != DType::kFloat32)
+  if (ctx.dtype(0) != DType::kFloat32 || ctx.dtype(1) != DType::kFloat32) {
     return ctx.unsupported("X and rois of type " + std::string(dtype_name(ctx.dtype(0))) +
                            " (float32 only)");
+  }
   if (ctx.rank(0) != 4) return ctx.invalid("X must be [N, C, H, W]");
   if (ctx.rank(1) != 2 || ctx.shape(1)[1] != 4) return ctx.invalid("rois must be [R, 4]");
   const int64_t regions = ctx.shape(1)[0];

@@ -43,9 +43,10 @@ Status convert_tfidf_vectorizer(NodeCtx& ctx) {
     if (i < 0) return ctx.invalid("ngram_indexes has a negative index");
     out_size = std::max(out_size, i + 1);
   }
-  if (!weights.empty() && static_cast<int64_t>(weights.size()) < out_size)
+  if (!weights.empty() && static_cast<int64_t>(weights.size()) < out_size) {
     return ctx.invalid("weights has " + std::to_string(weights.size()) +
                        " values, fewer than the output's " + std::to_string(out_size));
+  }
 
   // The pool's n-grams by size: n-grams of size s start at ngram_counts[s - 1]. Each has
   // an id (its place in the pool) that ngram_indexes maps to an output column; an n-gram
@@ -78,9 +79,10 @@ Status convert_tfidf_vectorizer(NodeCtx& ctx) {
     }
     id += m;
   }
-  if (id > static_cast<int64_t>(indexes.size()))
+  if (id > static_cast<int64_t>(indexes.size())) {
     return ctx.invalid("ngram_indexes has " + std::to_string(indexes.size()) +
                        " entries for the pool's " + std::to_string(id) + " n-grams");
+  }
 
   const int64_t rows = xs.size() == 2 ? xs[0] : 1, len = xs.back();
   ETC_ASSIGN_OR_RETURN(ValueId x, ctx.input(0));

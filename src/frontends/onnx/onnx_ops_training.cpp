@@ -48,9 +48,10 @@ Result<Optimizer> optimizer_inputs(NodeCtx& ctx, int per_tensor, int outputs_per
   for (int64_t k = 0; k < o.n; ++k) {
     for (int g = 0; g < per_tensor; ++g) {
       const int i = 2 + static_cast<int>(g * o.n + k);
-      if (ctx.dtype(i) != o.dtype || ctx.shape(i) != ctx.shape(2 + static_cast<int>(k)))
+      if (ctx.dtype(i) != o.dtype || ctx.shape(i) != ctx.shape(2 + static_cast<int>(k))) {
         return ctx.invalid("input " + std::to_string(i) + " must have the type and shape of X" +
                            std::to_string(k + 1) + " (input " + std::to_string(2 + k) + ")");
+      }
     }
   }
   ETC_ASSIGN_OR_RETURN(o.r, ctx.input(0));

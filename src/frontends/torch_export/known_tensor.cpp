@@ -162,7 +162,7 @@ KnownTensor known_permute(const KnownTensor& a, const std::vector<int64_t>& dims
   return r;
 }
 
-KnownTensor known_expand(const KnownTensor& a, std::vector<int64_t> shape) {
+KnownTensor known_expand(const KnownTensor& a, const std::vector<int64_t>& shape) {
   KnownTensor r{a.dtype, shape, std::vector<double>(static_cast<size_t>(*known_numel(shape)))};
   for_each_broadcast(r.shape, a.shape, [&](int64_t k, int64_t i) { r.v[k] = a.v[i]; });
   return r;
@@ -178,10 +178,12 @@ KnownTensor known_slice(const KnownTensor& a, int64_t dim, int64_t start, int64_
   for (size_t d = dim + 1; d < a.shape.size(); ++d)
     inner *= a.shape[d];
   KnownTensor r{a.dtype, shape, {}};
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t j = 0; j < shape[dim]; ++j)
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t j = 0; j < shape[dim]; ++j) {
       for (int64_t i = 0; i < inner; ++i)
         r.v.push_back(a.v[(o * a.shape[dim] + start + j * step) * inner + i]);
+    }
+  }
   return r;
 }
 
@@ -196,11 +198,12 @@ KnownTensor known_cat(const std::vector<const KnownTensor*>& parts, int64_t dim)
   for (size_t d = dim + 1; d < shape.size(); ++d)
     inner *= shape[d];
   KnownTensor r{parts[0]->dtype, shape, {}};
-  for (int64_t o = 0; o < outer; ++o)
+  for (int64_t o = 0; o < outer; ++o) {
     for (const KnownTensor* p : parts) {
       int64_t n = p->shape[dim] * inner;
       r.v.insert(r.v.end(), p->v.begin() + o * n, p->v.begin() + (o + 1) * n);
     }
+  }
   return r;
 }
 

@@ -43,7 +43,7 @@ std::optional<KnownTensor> known_where(const KnownTensor& c, const KnownTensor& 
                                        const KnownTensor& b, DType out);
 KnownTensor known_reshape(const KnownTensor& a, std::vector<int64_t> shape);
 KnownTensor known_permute(const KnownTensor& a, const std::vector<int64_t>& dims);
-KnownTensor known_expand(const KnownTensor& a, std::vector<int64_t> shape);
+KnownTensor known_expand(const KnownTensor& a, const std::vector<int64_t>& shape);
 KnownTensor known_slice(const KnownTensor& a, int64_t dim, int64_t start, int64_t end,
                         int64_t step);
 KnownTensor known_cat(const std::vector<const KnownTensor*>& parts, int64_t dim);

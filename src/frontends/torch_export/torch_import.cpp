@@ -275,9 +275,10 @@ namespace {
 // The tensor subclasses etc imports, and what their inner tensors must be.
 Status check_subclass(const PickledWeight& w, const std::function<Status(const std::string&)>& no) {
   std::string found;
-  for (const auto& [n, t] : w.tensors)
+  for (const auto& [n, t] : w.tensors) {
     found += (found.empty() ? "" : ", ") + n + " " + std::string(dtype_name(t.dtype)) +
              shape_to_string(t.sizes);
+  }
   for (const auto& [n, v] : w.attributes)
     found += ", " + n + "=" + v;
   if (w.class_name == "torchao.quantization.IntxUnpackedToInt8Tensor") {
@@ -562,9 +563,10 @@ Status Importer::find_mutated_buffers(const Json& nodes) {
       if (!s.is_object() || !s.contains("buffer") || !s["buffer"].is_object()) continue;
       const Json& b = s["buffer"];
       if (b.contains("buffer_name") && b["buffer_name"].is_string() && b.contains("arg") &&
-          b["arg"].is_object() && b["arg"].contains("name") && b["arg"]["name"].is_string())
+          b["arg"].is_object() && b["arg"].contains("name") && b["arg"]["name"].is_string()) {
         buffer_placeholder[b["buffer_name"].get<std::string>()] =
             b["arg"]["name"].get<std::string>();
+      }
     }
   }
   std::unordered_set<std::string> placeholders;
@@ -961,9 +963,10 @@ Status Importer::convert_nodes() {
       for (const Json& o : nodes[i]["outputs"]) {
         if (!o.is_object()) continue;
         if (o.contains("as_tensor")) record(o["as_tensor"]);
-        if (o.contains("as_tensors") && o["as_tensors"].is_array())  // split, chunk, unbind
+        if (o.contains("as_tensors") && o["as_tensors"].is_array()) {  // split, chunk, unbind
           for (const Json& e : o["as_tensors"])
             record(e);
+        }
       }
     }
     ETC_RETURN_IF_ERROR(table.at(t)(ctx));

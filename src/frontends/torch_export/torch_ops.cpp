@@ -847,9 +847,10 @@ Status convert_cat(TorchNode& n) {
       if (e->shape.size() != parts[0]->shape.size() || e->dtype != parts[0]->dtype) {
         return n.unsupported("cat of known tensors of different ranks or dtypes");
       }
-      for (int64_t d = 0; d < rank; ++d)
+      for (int64_t d = 0; d < rank; ++d) {
         if (d != dim && e->shape[d] != parts[0]->shape[d])
           return n.invalid("cat of mismatched shapes");
+      }
       ks.push_back(&*e->known);
     }
     return n.set_known_output(0, known_cat(ks, dim));
@@ -941,9 +942,10 @@ Status convert_dequantize_affine(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(std::optional<DType> input_dtype, n.dtype_arg("input_dtype"));
   ETC_ASSIGN_OR_RETURN(std::optional<DType> output_dtype, n.dtype_arg("output_dtype"));
   const DType out = output_dtype.value_or(DType::kFloat32);
-  if (!dtype_is_float(out))
+  if (!dtype_is_float(out)) {
     return n.unsupported("output dtype " + std::string(dtype_name(out)) +
                          " (torchao allows floats)");
+  }
   if (input_dtype && *input_dtype != n.dtype(x)) {
     return n.invalid("input_dtype is " + std::string(dtype_name(*input_dtype)) + ", the input is " +
                      std::string(dtype_name(n.dtype(x))));

@@ -240,9 +240,10 @@ Status convert_sdpa(TorchNode& n) {
     // The additive causal mask, a constant (bounded like every value computed at export).
     ETC_RETURN_IF_ERROR(check_known_size(n, {L, S}));
     KnownTensor bias{n.dtype(q), {L, S}, {}};
-    for (int64_t i = 0; i < L; ++i)
+    for (int64_t i = 0; i < L; ++i) {
       for (int64_t j = 0; j < S; ++j)
         bias.v.push_back(j <= i ? 0.0 : -kInf);
+    }
     ETC_ASSIGN_OR_RETURN(
         scores, n.emit(OpKind::AddTensor, {{"self", scores}, {"other", n.constant(bias)}}));
   }

@@ -137,9 +137,11 @@ Status convert_stack(TorchNode& n) {
   if (std::all_of(parts.begin(), parts.end(),
                   [&](const Entry* e) { return e->known && e->dtype == parts[0]->dtype; })) {
     std::vector<KnownTensor> reshaped;
+    reshaped.reserve(parts.size());
     for (const Entry* e : parts)
       reshaped.push_back(known_reshape(*e->known, shape));
     std::vector<const KnownTensor*> ks;
+    ks.reserve(reshaped.size());
     for (const KnownTensor& k : reshaped)
       ks.push_back(&k);
     return n.set_known_output(0, known_cat(ks, dim));
@@ -436,10 +438,11 @@ Result<EinsumTerm> einsum_sum_out(TorchNode& n, EinsumTerm t, const std::string&
   std::vector<int64_t> dims;
   std::string left;
   for (size_t i = 0; i < t.labels.size(); ++i) {
-    if (keep.find(t.labels[i]) == std::string::npos)
+    if (keep.find(t.labels[i]) == std::string::npos) {
       dims.push_back(static_cast<int64_t>(i));
-    else
+    } else {
       left += t.labels[i];
+    }
   }
   if (dims.empty()) return t;
   ETC_ASSIGN_OR_RETURN(
@@ -534,9 +537,10 @@ Status convert_einsum(TorchNode& n) {
     out = eq.substr(arrow + 2);
   } else {  // implicit output: the labels seen once, sorted
     std::map<char, int> seen;
-    for (const std::string& s : ins)
+    for (const std::string& s : ins) {
       for (char c : s)
         ++seen[c];
+    }
     for (auto [c, k] : seen)
       if (k == 1) out += c;
   }
@@ -830,9 +834,10 @@ Status pad_by_positions(TorchNode& n, const std::vector<int64_t>& padding, PadMo
 Converter pad(PadMode mode, size_t dims) {
   return [=](TorchNode& n) -> Status {
     ETC_ASSIGN_OR_RETURN(std::vector<int64_t> padding, n.ints("padding"));
-    if (padding.size() != 2 * dims)
+    if (padding.size() != 2 * dims) {
       return n.invalid("padding " + shape_to_string(padding) + " must have " +
                        std::to_string(2 * dims) + " entries");
+    }
     return pad_by_positions(n, padding, mode);
   };
 }
@@ -865,9 +870,10 @@ Status convert_as_strided(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(std::vector<int64_t> size, n.ints("size"));
   ETC_ASSIGN_OR_RETURN(std::vector<int64_t> stride, n.ints("stride"));
   ETC_ASSIGN_OR_RETURN(std::optional<int64_t> offset_arg, n.optional_int("storage_offset"));
-  if (size.size() != stride.size())
+  if (size.size() != stride.size()) {
     return n.invalid("size " + shape_to_string(size) + " and stride " + shape_to_string(stride) +
                      " differ in length");
+  }
   if (layout.strides.size() != in.size())
     return n.unsupported("self's recorded layout does not match its shape");
   ETC_RETURN_IF_ERROR(check_known_size(n, size));

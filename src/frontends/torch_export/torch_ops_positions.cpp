@@ -106,9 +106,10 @@ Status convert_im2col(TorchNode& n) {
 Status convert_col2im(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
   const std::vector<int64_t> in = n.sizes(x);
-  if (in.size() != 2 && in.size() != 3)
+  if (in.size() != 2 && in.size() != 3) {
     return n.invalid("col2im takes [C * kh * kw, L] or [N, C * kh * kw, L], not " +
                      shape_to_string(in));
+  }
   const bool batched = in.size() == 3;
   if (!batched) {
     ETC_ASSIGN_OR_RETURN(x, n.emit(OpKind::Unsqueeze, {{"self", x}, {"dim", int64_t{0}}}));

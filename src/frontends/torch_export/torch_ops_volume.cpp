@@ -31,9 +31,10 @@ Result<ValueId> unfold_depth(TorchNode& n, ValueId y, int64_t batch, int64_t dep
 // A 4-D input (no batch) gains a batch of 1; `batched` says whether to take it off after.
 Result<ValueId> with_batch(TorchNode& n, ValueId x, bool& batched) {
   const size_t rank = n.sizes(x).size();
-  if (rank != 4 && rank != 5)
+  if (rank != 4 && rank != 5) {
     return n.invalid("a 3-D pool takes [C, D, H, W] or [N, C, D, H, W], not " +
                      shape_to_string(n.sizes(x)));
+  }
   batched = rank == 5;
   if (batched) return x;
   return n.emit(OpKind::Unsqueeze, {{"self", x}, {"dim", int64_t{0}}});
@@ -220,10 +221,11 @@ Converter max_pool3d(bool with_indices) {
     if (!three(k) || !three(s) || !three(p) || !three(dl))
       return n.invalid("kernel_size, stride, padding and dilation take 1 or 3 values each");
     for (int i = 0; i < 3; ++i) {
-      if (k[i] <= 0 || s[i] <= 0 || dl[i] <= 0 || p[i] < 0 || p[i] > k[i] / 2)
+      if (k[i] <= 0 || s[i] <= 0 || dl[i] <= 0 || p[i] < 0 || p[i] > k[i] / 2) {
         return n.invalid(
             "kernel, stride and dilation must be positive, padding at most half "
             "the kernel");
+      }
     }
     const bool indices = with_indices && n.output_used(1);
     bool batched = true;

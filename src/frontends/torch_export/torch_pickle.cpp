@@ -413,10 +413,11 @@ std::string Reader::text(const Obj* o, int depth) const {
 }
 
 Result<PickledWeight> Reader::run() {
-  if (b_.size() > kMaxPickleBytes)
+  if (b_.size() > kMaxPickleBytes) {
     return unsupported("the pickle has " + std::to_string(b_.size()) +
                            " bytes; a saved weight's has a few hundred",
                        at(0));
+  }
   while (true) {
     op_ = pos_;
     if (pos_ >= b_.size()) {
@@ -625,10 +626,11 @@ Result<PickledWeight> Reader::run() {
         for (size_t k = 0; k + 1 < top->items.size(); k += 2) {
           const Obj* key = top->items[k];
           const Obj* v = top->items[k + 1];
-          if (key->kind != Obj::K::kStr)
+          if (key->kind != Obj::K::kStr) {
             return fail(
                 "the subclass's state has a key that is "
                 "not a string");
+          }
           if (v->kind == Obj::K::kTensor) {
             w.tensors.emplace_back(key->s, v->tensor);
           } else {

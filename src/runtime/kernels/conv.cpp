@@ -242,9 +242,10 @@ void positions_gathered(const float* x, const PackedB& wt, const ConvGeometry& g
   col_offsets.reserve(static_cast<size_t>(kdim));
   for (int64_t n = 0, r = 0; n < g.batch; ++n) {
     for (int64_t oh = 0; oh < g.oh; ++oh) {
-      for (int64_t ow = 0; ow < g.ow; ++ow, ++r)
+      for (int64_t ow = 0; ow < g.ow; ++ow, ++r) {
         row_offsets[static_cast<size_t>(r)] =
             n * g.c_in * plane + oh * g.stride[0] * wp + ow * g.stride[1];
+      }
     }
   }
   for (int64_t c = 0; c < g.c_in; ++c) {
@@ -529,18 +530,21 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
       for (int64_t gi = 0; gi < g.groups; ++gi) {
         for (int64_t n = 0; n < g.batch; ++n) {
           im2col(x + (n * g.c_in + gi * cin_g) * in_plane, cin_g, g, 0, g.oh, one.data());
-          for (int64_t r = 0; r < kdim; ++r)
+          for (int64_t r = 0; r < kdim; ++r) {
             std::copy_n(one.data() + r * out_plane, out_plane,
                         col.data() + r * cols + n * out_plane);
-          for (int64_t co = 0; co < cout_g; ++co)
+          }
+          for (int64_t co = 0; co < cout_g; ++co) {
             std::copy_n(y + (n * g.c_out + gi * cout_g + co) * out_plane, out_plane,
                         acc.data() + co * cols + n * out_plane);
+          }
         }
         multiply(gi, cols, col.data(), acc.data(), cols);
         for (int64_t n = 0; n < g.batch; ++n) {
-          for (int64_t co = 0; co < cout_g; ++co)
+          for (int64_t co = 0; co < cout_g; ++co) {
             std::copy_n(acc.data() + co * cols + n * out_plane, out_plane,
                         y + (n * g.c_out + gi * cout_g + co) * out_plane);
+          }
         }
       }
       if (epilogue_on) apply_epilogue(*epilogue, 0, out.numel());
@@ -623,9 +627,10 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
                             &init);
                 auto rows = [&](int64_t c0, int64_t c1) {
                   for (int64_t c = c0; c < c1; ++c) {
-                    for (int64_t oh = oh0; oh < oh1; ++oh)
+                    for (int64_t oh = oh0; oh < oh1; ++oh) {
                       std::copy_n(tmp.data() + c * cols + (oh - oh0) * wq, g.ow,
                                   yg + c * out_plane + oh * g.ow);
+                    }
                     epilogue_rows(yg, c, c + 1, oh0, oh1 - oh0);
                   }
                 };
@@ -636,7 +641,7 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
                 }
               };
               const int64_t tmp_floats = cout_g * ((band - 1) * wq + g.ow);
-              if (bands < 2 * num_threads() && num_threads() > 1) {
+              if (bands < int64_t{2} * num_threads() && num_threads() > 1) {
                 Buffer<float> tmp(tmp_floats);
                 for (int64_t bi = 0; bi < bands; ++bi)
                   run_band(bi, tmp, true);
@@ -653,7 +658,7 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
           // Few bands (a small plane: resnet18's 14x14 and 7x7 layers are one band): band by
           // band, with im2col split over channels and the GEMM over its own rows or columns,
           // so that every thread has work.
-          if (bands < 2 * num_threads() && num_threads() > 1) {
+          if (bands < int64_t{2} * num_threads() && num_threads() > 1) {
             Buffer<G> col(kdim * band * g.ow);
             for (int64_t bi = 0; bi < bands; ++bi) {
               const int64_t oh0 = bi * band, oh1 = std::min(g.oh, oh0 + band);

@@ -217,15 +217,17 @@ template <int64_t KW>
 __attribute__((always_inline)) inline void channel(const ChannelTaps& ch, const PaddedPlane& p,
                                                    const ConvGeometry& g, float* yc) {
   auto band = [&](auto c_tag, auto r_tag, int64_t c0, int64_t n) {
-    constexpr int64_t C = decltype(c_tag)::value, R = decltype(r_tag)::value;
-    for (int64_t oh = 0; oh < g.oh; oh += R)
-      strip<C, R, KW>(ch, p, g, oh, std::min(R, g.oh - oh), c0, n, yc + oh * g.ow + c0);
+    constexpr int64_t kC = decltype(c_tag)::value, kR = decltype(r_tag)::value;
+    for (int64_t oh = 0; oh < g.oh; oh += kR) {
+      strip<kC, kR, KW>(ch, p, g, oh, std::min(kR, g.oh - oh), c0, n, yc + oh * g.ow + c0);
+    }
   };
   using std::integral_constant;
   int64_t c0 = 0;
-  for (; c0 + kMaxChunks * kLanes <= g.ow; c0 += kMaxChunks * kLanes)
+  for (; c0 + kMaxChunks * kLanes <= g.ow; c0 += kMaxChunks * kLanes) {
     band(integral_constant<int64_t, kMaxChunks>{}, integral_constant<int64_t, 2>{}, c0,
          kMaxChunks * kLanes);
+  }
   const int64_t rest = g.ow - c0;
   switch ((rest + kLanes - 1) / kLanes) {
     case 1:
@@ -323,7 +325,7 @@ __attribute__((always_inline)) inline void store_v(float* p, V v) {
 // left L2 and ran slower than the plane-by-plane loop; in bands, 1 thread: 16 channels of
 // 112x112 by stride 2 39 -> 31 us, 32 of 112x112 144 -> 120 us, 72 of 56x56 by stride 2 about
 // even).
-constexpr int64_t kBlockedPlane = 28 * 28;
+constexpr int64_t kBlockedPlane = int64_t{28} * 28;
 constexpr int64_t kBlockedSlab = int64_t{1} << 17;
 
 // Channels [0, cn) of pixels [0, cols) of the planes at x (`plane` floats apart), cn and cols
@@ -847,7 +849,7 @@ struct NhwcJob {
 template <typename V, int Cv>
 __attribute__((always_inline)) inline void nhwc_rows(const NhwcJob& job, int64_t r0, int64_t r1) {
   constexpr int64_t kL = sizeof(V) / sizeof(float);
-  constexpr int64_t P = kNhwcPositions<V, Cv>;
+  constexpr int64_t kP = kNhwcPositions<V, Cv>;
   const PaddedPlane& p = job.p;
   const ConvGeometry& g = job.g;
   const TileEpilogue* tiles = job.tiles;
@@ -862,15 +864,15 @@ __attribute__((always_inline)) inline void nhwc_rows(const NhwcJob& job, int64_t
   // Where nothing reads the out after the epilogue, each strip goes to a scratch block and
   // the epilogue reads it there.
   const bool scratch = tiles != nullptr && tiles->out_unread();
-  float strip[P * Cv * kL];
+  float strip[kP * Cv * kL];
   for (int64_t oh = r0; oh < r1; ++oh) {
     const float* row = job.planes + oh * g.stride[0] * p.width;
     float* yrow = job.yn + oh * g.ow * c;
-    for (int64_t c0 = 0; c0 < g.ow; c0 += P) {
-      const int64_t n = std::min(P, g.ow - c0);
+    for (int64_t c0 = 0; c0 < g.ow; c0 += kP) {
+      const int64_t n = std::min(kP, g.ow - c0);
       float* out = yrow + c0 * c;
-      nhwc_strip<V, Cv, P>(row + c0, job.tap_off.data(), taps, job.w, bv, c, n,
-                           scratch ? strip : out);
+      nhwc_strip<V, Cv, kP>(row + c0, job.tap_off.data(), taps, job.w, bv, c, n,
+                            scratch ? strip : out);
       if (scratch) {
         tiles->run_from(strip, n * c, out, n * c, 1, n * c);
       } else if (tiles != nullptr) {
@@ -1039,9 +1041,10 @@ std::vector<float> pack_depthwise_weights(const float* w, int64_t c_out, int64_t
   const int64_t blocks = (c_out + lanes - 1) / lanes;
   std::vector<float> packed(static_cast<size_t>(blocks * taps * lanes), 0.0f);
   for (int64_t c = 0; c < c_out; ++c) {
-    for (int64_t tap = 0; tap < taps; ++tap)
+    for (int64_t tap = 0; tap < taps; ++tap) {
       packed[static_cast<size_t>(((c / lanes) * taps + tap) * lanes + c % lanes)] =
           w[c * taps + tap];
+    }
   }
   return packed;
 }

@@ -40,8 +40,8 @@ std::unique_ptr<WinogradWeights> WinogradWeights::make(const float* w, int64_t c
       for (int r = 0; r < 4; ++r) {
         for (int c = 0; c < 4; ++c) {
           const double v = gg[r][0] * kG[c][0] + gg[r][1] * kG[c][1] + gg[r][2] * kG[c][2];
-          u[static_cast<size_t>(r * 4 + c)][static_cast<size_t>(co * c_in + ci)] =
-              static_cast<float>(v);
+          u[static_cast<size_t>(r) * 4 + static_cast<size_t>(c)]
+           [static_cast<size_t>(co * c_in + ci)] = static_cast<float>(v);
         }
       }
     }

@@ -24,9 +24,9 @@ Status to_copy_kernel(KernelContext& ctx, std::span<Value*> args) {
 // pin_memory); they still run.
 Status to_copy_out_kernel(KernelContext& ctx, std::span<Value*> args) {
   if (args.size() == 9) {
-    static const OpSchema functional = functional_call_schema(op_info(OpKind::ToCopy).schema);
+    static const OpSchema kFunctional = functional_call_schema(op_info(OpKind::ToCopy).schema);
     KernelContext legacy = ctx;
-    legacy.schema = &functional;
+    legacy.schema = &kFunctional;
     return to_copy_kernel(legacy, args);
   }
   ETC_RETURN_IF_ERROR(check_args(ctx, args));

@@ -431,7 +431,7 @@ bool unary_is_float_only(UnaryOp op) {
 }
 
 struct UnaryArgs {
-  UnaryOp op;
+  UnaryOp op{};
   const Value* lo = nullptr;  // clamp bounds; nullptr = unbounded
   const Value* hi = nullptr;
 };

@@ -185,8 +185,8 @@ __attribute__((target("avx2,fma"))) void micro_kernel_f32_avx2(int64_t kc, const
   const __m256 al = _mm256_set1_ps(alpha);
   if (mr == 6 && nr == 16 && init == nullptr) {
 #define ETC_UPDATE_ROW(i, lo, hi)                                                       \
-  _mm256_storeu_ps(c + i * ldc, _mm256_fmadd_ps(al, lo, _mm256_loadu_ps(c + i * ldc))); \
-  _mm256_storeu_ps(c + i * ldc + 8, _mm256_fmadd_ps(al, hi, _mm256_loadu_ps(c + i * ldc + 8)))
+  _mm256_storeu_ps(c + (i)*ldc, _mm256_fmadd_ps(al, lo, _mm256_loadu_ps(c + (i)*ldc))); \
+  _mm256_storeu_ps(c + (i)*ldc + 8, _mm256_fmadd_ps(al, hi, _mm256_loadu_ps(c + (i)*ldc + 8)))
     ETC_UPDATE_ROW(0, c00, c01);
     ETC_UPDATE_ROW(1, c10, c11);
     ETC_UPDATE_ROW(2, c20, c21);
@@ -364,13 +364,13 @@ std::atomic<int>& isa_cap() {
 }
 
 bool cpu_has_avx2_fma() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return has;
+  static const bool kHas = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return kHas;
 }
 
 bool cpu_has_avx512f() {
-  static const bool has = cpu_has_avx2_fma() && __builtin_cpu_supports("avx512f");
-  return has;
+  static const bool kHas = cpu_has_avx2_fma() && __builtin_cpu_supports("avx512f");
+  return kHas;
 }
 
 bool use_avx2() {
@@ -1054,7 +1054,8 @@ void small_m_columns(float alpha, MatrixRef<float> a, const PackedB& b, float* c
       };
       // The last columns: only the panels they need (the rest of B is not there).
       const int64_t need = (cols + nr - 1) / nr;
-      if (need >= kPanels) {
+      // (kPanels is 2 for some R: that branch and the `need == 2` one are then the same.)
+      if (need >= kPanels) {  // NOLINT(bugprone-branch-clone)
         run.template operator()<kPanels>();
       } else if (need == 3) {
         run.template operator()<3>();
@@ -1075,7 +1076,7 @@ void gemm_packed(int64_t m, float alpha, MatrixRef<float> a, const PackedB& b, f
   // columns split across threads in units of four panels.
   if (m >= 1 && m <= 4 && b.depth() > 0 && b.kernel() != FloatKernel::kPortable &&
       a.col_offsets == nullptr) {
-    const int64_t unit = 4 * (b.kernel() == FloatKernel::kAvx512 ? 32 : 16);
+    const int64_t unit = int64_t{4} * (b.kernel() == FloatKernel::kAvx512 ? 32 : 16);
     const int64_t n = b.cols();
     auto part = [&](int64_t u0, int64_t u1) {
       const int64_t j0 = u0 * unit, j1 = std::min(n, u1 * unit);

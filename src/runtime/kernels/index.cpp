@@ -379,7 +379,7 @@ Result<IndexPlan> index_plan(const KernelContext& ctx, const TensorView& self,
       return unsupported_dtype(ctx, ("index " + std::to_string(d)).c_str(), t->dtype,
                                "int64 or int32");
     }
-    shapes.push_back(t->sizes);
+    shapes.emplace_back(t->sizes);
   }
   Result<IndexPlan> plan = plan_index(self.sizes, shapes);
   if (!plan.ok()) return ctx.error(plan.status().message());

@@ -1086,9 +1086,8 @@ std::optional<Epilogue::Activation> match_activation(const Epilogue& e, const Te
     act.add = steps[0].scalar;
     act.lo = steps[1].lo;
     act.hi = steps[1].hi;
-    if (n == 4 && written->data == y.data) {
-      return std::nullopt;
-    } else if (n == 3 && is(2, OpKind::kDiv, kT, kS)) {
+    if (n == 4 && written->data == y.data) return std::nullopt;
+    if (n == 3 && is(2, OpKind::kDiv, kT, kS)) {
       act.kind = Kind::kHardSigmoid;
       act.div = steps[2].scalar;
     } else if (n == 4 && is(2, OpKind::kDiv, kT, kS) && commutes(3, OpKind::kMul, kX, kT)) {

@@ -312,9 +312,10 @@ std::optional<size_t> CpuPlanner::widened_int8(size_t before, const TensorView& 
     const MethodStep& w = steps()[j];
     if (w.kind != StepKind::kKernel || w.fused || w.args.empty()) return std::nullopt;
     bool touches = false;
-    for (const Value* a : w.args)
+    for (const Value* a : w.args) {
       touches = touches || (a->is_tensor() && a->tensor.data != nullptr && a->tensor.nbytes() > 0 &&
                             overlaps(a->tensor, t));
+    }
     if (!touches) continue;
     const Value* out = w.args.back();
     const bool widens = w.calls(OpKind::ToCopy) && (w.constant_args & 1) != 0 &&
@@ -368,10 +369,12 @@ void CpuPlanner::fuse_dequantized_weights() {
       if (!writes_cur) {
         // A step between that reads or writes the chain's bytes: leave the chain alone.
         bool touches = false;
-        for (const Value* a : w.args)
-          for (const TensorView* t : written)
+        for (const Value* a : w.args) {
+          for (const TensorView* t : written) {
             touches = touches || (a->is_tensor() && a->tensor.data != nullptr &&
                                   a->tensor.nbytes() > 0 && overlaps(a->tensor, *t));
+          }
+        }
         if (touches) break;
         continue;
       }
@@ -458,10 +461,12 @@ void CpuPlanner::fuse_dequantized_weights() {
     const size_t first = *std::min_element(chain.begin(), chain.end());
     for (size_t j = first; j < i && ok; ++j) {
       if (std::find(chain.begin(), chain.end(), j) != chain.end()) continue;
-      for (const Value* a : steps()[j].args)
-        for (const TensorView* t : written)
+      for (const Value* a : steps()[j].args) {
+        for (const TensorView* t : written) {
           ok = ok && !(a->is_tensor() && a->tensor.data != nullptr && a->tensor.nbytes() > 0 &&
                        overlaps(a->tensor, *t));
+        }
+      }
     }
     for (const TensorView* t : written)
       ok = ok && unread_after(i, *t, &mm.args[2]->tensor);
@@ -569,9 +574,10 @@ void CpuPlanner::fuse_epilogues() {
       if (!in_chain(out)) {
         ok = ok && !overlaps_any(out, chain) && !overlaps_any(out, external) &&
              !overlaps_any(out, fresh);
-        for (size_t a = 0; a < out_at; ++a)
+        for (size_t a = 0; a < out_at; ++a) {
           after_inputs =
               after_inputs || (s.args[a]->is_tensor() && overlaps(s.args[a]->tensor, out));
+        }
       }
       if (!ok || !reads_chain) break;
       epilogue->ops.push_back(Epilogue::Op{e->kind, &e->a->tensor,

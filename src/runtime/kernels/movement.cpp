@@ -137,22 +137,24 @@ Status scatter_kernel(KernelContext& ctx, std::span<Value*> args) {
     std::memcpy(out.data, self.data, static_cast<size_t>(out.nbytes()));
   if (offsets.empty()) return Status();
   if constexpr (kMode == Scatter::kValue) {
-    Value v = a["value"];
+    const Value& v = a["value"];
     TensorView one{nullptr, self.dtype, {}, self.device};
     std::vector<char> bytes(static_cast<size_t>(dtype_size(self.dtype)));
     one.data = bytes.data();
     fill_scalar(one, v);
-    for (int64_t o : offsets)
+    for (int64_t o : offsets) {
       std::memcpy(static_cast<char*>(out.data) + o * dtype_size(self.dtype), bytes.data(),
                   bytes.size());
+    }
     return Status();
   } else {
     const TensorView& src = a.tensor("src");
     if (src.rank() != index.rank()) return ctx.error("src must have the rank of index");
     for (size_t d = 0; d < src.rank(); ++d) {
-      if (src.sizes[d] < index.sizes[d])
+      if (src.sizes[d] < index.sizes[d]) {
         return ctx.error("src " + shape_str(src.sizes) + " is smaller than index " +
                          shape_str(index.sizes));
+      }
     }
     // The src element at each index position (src may be larger than index).
     std::vector<int64_t> src_strides = strides_of(src), pos(index.rank(), 0);
@@ -466,9 +468,10 @@ Status as_strided_copy_kernel(KernelContext& ctx, std::span<Value*> args) {
   TensorView& out = a.out();
   const Value& offset_value = a["storage_offset"];
   const int64_t offset = offset_value.is_none() ? 0 : offset_value.i;
-  if (size.size() != stride.size())
+  if (size.size() != stride.size()) {
     return ctx.error("size " + shape_str(size) + " and stride " + shape_str(stride) +
                      " differ in length");
+  }
   ETC_RETURN_IF_ERROR(check_out(ctx, out, size, self.dtype));
   if (out.numel() == 0) return Status();
   int64_t last = offset;

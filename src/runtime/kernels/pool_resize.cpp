@@ -19,7 +19,7 @@ namespace {
 // ---- Pooling -------------------------------------------------------------------------
 
 struct PoolParams {
-  std::array<int64_t, 2> kernel, stride, pad, dil;
+  std::array<int64_t, 2> kernel{}, stride{}, pad{}, dil{};
   bool ceil_mode = false;
   int64_t in_h = 0, in_w = 0, out_h = 0, out_w = 0;
   int64_t planes = 0;  // N*C (or C for a rank-3 input)
@@ -198,7 +198,8 @@ __attribute__((target("avx512f"), always_inline)) inline void max_pool_row_group
       for (int64_t j = 0; j < kw; ++j) {
 #pragma GCC unroll 4
         for (int g = 0; g < kGroups; ++g) {
-          const int64_t c = (o0 + g * 16) * stride - pad_w + j * dw;  // the column of lane 0
+          const int64_t c =
+              (o0 + int64_t{16} * g) * stride - pad_w + j * dw;  // the column of lane 0
           const __mmask16 m0 = columns_inside(c, in_w, iota, width);
           __m512 v = _mm512_mask_loadu_ps(neg_inf, m0, rows[i] + c);
           if (stride == 2) {
@@ -214,7 +215,7 @@ __attribute__((target("avx512f"), always_inline)) inline void max_pool_row_group
     }
 #pragma GCC unroll 4
     for (int g = 0; g < kGroups; ++g) {
-      const int64_t o = o0 + g * 16, left = out_w - o;
+      const int64_t o = o0 + int64_t{16} * g, left = out_w - o;
       if (left <= 0) break;
       _mm512_mask_storeu_ps(out + o, left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1),
                             best[g]);
@@ -364,9 +365,10 @@ void max_pool_typed(const PoolParams& p, const TensorView& self, TensorView& out
   };
   // Planes (channels) in parallel: each output element is one thread's, computed as serially.
   parallel_for(p.planes, 1, [&](int64_t pl0, int64_t pl1) {
-    for (int64_t pl = pl0; pl < pl1; ++pl)
+    for (int64_t pl = pl0; pl < pl1; ++pl) {
       for (int64_t oh = 0; oh < p.out_h; ++oh)
         one_row(pl, oh);
+    }
   });
 }
 
@@ -743,11 +745,11 @@ double cubic_far(double x, double a) {  // 1 < |x| < 2
   return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
 }
 void cubic_weights(double t, double w[4]) {
-  constexpr double a = -0.75;
-  w[0] = cubic_far(t + 1, a);
-  w[1] = cubic_near(t, a);
-  w[2] = cubic_near(1 - t, a);
-  w[3] = cubic_far(2 - t, a);
+  constexpr double kA = -0.75;
+  w[0] = cubic_far(t + 1, kA);
+  w[1] = cubic_near(t, kA);
+  w[2] = cubic_near(1 - t, kA);
+  w[3] = cubic_far(2 - t, kA);
 }
 
 template <typename T>

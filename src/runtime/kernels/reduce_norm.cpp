@@ -746,23 +746,26 @@ Status batch_norm_no_stats_kernel(KernelContext& ctx, std::span<Value*> args) {
   const double count = static_cast<double>(n * inner);
   for (int64_t ch = 0; ch < c; ++ch) {
     double s = 0.0, q = 0.0;
-    for (int64_t i = 0; i < n; ++i)
+    for (int64_t i = 0; i < n; ++i) {
       for (int64_t j = 0; j < inner; ++j)
         s += xs[(i * c + ch) * inner + j];
+    }
     const double m = s / count;
-    for (int64_t i = 0; i < n; ++i)
+    for (int64_t i = 0; i < n; ++i) {
       for (int64_t j = 0; j < inner; ++j) {
         const double d = xs[(i * c + ch) * inner + j] - m;
         q += d * d;
       }
+    }
     const double r = 1.0 / std::sqrt(q / count + eps);
     mu[ch] = m;
     inv[ch] = r;
-    for (int64_t i = 0; i < n; ++i)
+    for (int64_t i = 0; i < n; ++i) {
       for (int64_t j = 0; j < inner; ++j) {
         const int64_t at = (i * c + ch) * inner + j;
         y[at] = (xs[at] - m) * r * w[ch] + b[ch];
       }
+    }
   }
   convert_elements(y.data(), DType::kFloat64, out.data, out.dtype, x.numel());
   convert_elements(mu.data(), DType::kFloat64, save_mean.data, save_mean.dtype, c);
