@@ -115,12 +115,20 @@ std::optional<DType> dtype_from_safetensors(std::string_view name) {
   return std::nullopt;
 }
 
+namespace {
+
+// One element of type T at p (any alignment).
+template <typename T>
+T load_raw(const void* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+}  // namespace
+
 double load_as_double(DType t, const void* p) {
-  auto load = [p](auto zero) {
-    decltype(zero) v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-  };
+  auto load = [p](auto zero) { return load_raw<decltype(zero)>(p); };
   switch (t) {
     case DType::kUInt8:
       return load(uint8_t{});
@@ -169,11 +177,7 @@ void store_float_as(DType t, double v, void* p) {
 }
 
 int64_t load_as_int64(DType t, const void* p) {
-  auto load = [p](auto zero) {
-    decltype(zero) v;
-    std::memcpy(&v, p, sizeof v);
-    return static_cast<int64_t>(v);
-  };
+  auto load = [p](auto zero) { return static_cast<int64_t>(load_raw<decltype(zero)>(p)); };
   switch (t) {
     case DType::kUInt8:
       return load(uint8_t{});

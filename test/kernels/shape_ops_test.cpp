@@ -24,6 +24,17 @@ int64_t flat(const Sizes& idx, const Sizes& sizes) {
   return f;
 }
 
+// x (of sizes s) permuted by perm: out dim d is x's dim perm[d].
+std::vector<double> permute_ref(const std::vector<double>& x, const Sizes& s,
+                                const std::vector<int64_t>& perm, const Sizes& out_sizes) {
+  return gather_ref(x, out_sizes, [&](const Sizes& i) {
+    Sizes src(s.size());
+    for (size_t d = 0; d < s.size(); ++d)
+      src[static_cast<size_t>(perm[d])] = i[d];
+    return flat(src, s);
+  });
+}
+
 const DType kMoveTypes[] = {DType::kFloat32, DType::kFloat16, DType::kFloat64,
                             DType::kInt8,    DType::kInt64,   DType::kBool};
 
@@ -168,15 +179,7 @@ TEST_CASE("expand, permute and transpose") {
         Value* x = c.random(dt, s, 1201, lo_for(dt), hi_for(dt));
         Value* out = c.out(dt, os);
         REQUIRE(c.run({x, c.ints({2, 0, -1, 1})}, {out}).ok());
-        require_close(read(out),
-                      gather_ref(read(x), os,
-                                 [&](const Sizes& i) {
-                                   Sizes src(4);
-                                   for (size_t d = 0; d < 4; ++d)
-                                     src[perm[d]] = i[d];
-                                   return flat(src, s);
-                                 }),
-                      dt);
+        require_close(read(out), permute_ref(read(x), s, perm, os), dt);
       }
     }
     {
@@ -189,15 +192,7 @@ TEST_CASE("expand, permute and transpose") {
       Value* x = c.random(dt, s, 1203, lo_for(dt), hi_for(dt));
       Value* out = c.out(dt, os);
       REQUIRE(c.run({x, c.ints({0, 3, 2, 1})}, {out}).ok());
-      require_close(read(out),
-                    gather_ref(read(x), os,
-                               [&](const Sizes& i) {
-                                 Sizes src(4);
-                                 for (size_t d = 0; d < 4; ++d)
-                                   src[perm[d]] = i[d];
-                                 return flat(src, s);
-                               }),
-                    dt);
+      require_close(read(out), permute_ref(read(x), s, perm, os), dt);
     }
     {
       const Sizes s{2, 3, 4}, os{4, 3, 2};
