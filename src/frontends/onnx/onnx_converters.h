@@ -91,6 +91,10 @@ Status convert_conv_integer(NodeCtx& ctx);
 Status convert_qlinear_matmul(NodeCtx& ctx);
 Status convert_qlinear_conv(NodeCtx& ctx);
 
+// onnx_ops_layout.cpp: Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Concat, Split, Slice,
+// Gather, Expand, Pad.
+void add_layout_converters(std::map<std::string, Converter>& table);
+
 // onnx_ops_training.cpp: Adagrad, Adam and Momentum of ai.onnx.preview.training, under
 // their qualified op types.
 void add_training_converters(std::map<std::string, Converter>& table);
