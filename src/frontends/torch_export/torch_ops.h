@@ -39,6 +39,9 @@ Status convert_batch_norm_training(TorchNode& n, bool functional);
 void add_segment_converters(std::map<std::string, Converter>& table);
 // Adds the attention, indexing and state-write converters to the table.
 void add_attention_converters(std::map<std::string, Converter>& table);
+// torch_ops_nn.cpp: matrix products, convolutions, pooling, resizing, reductions, softmax,
+// normalisation.
+void add_nn_converters(std::map<std::string, Converter>& table);
 // Adds the data-movement decompositions (torch_ops_movement.cpp) to the table.
 void add_movement_converters(std::map<std::string, Converter>& table);
 // Adds the reductions, index reductions, scans, sorts and batch-statistics norms
