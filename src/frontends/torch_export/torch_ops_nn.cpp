@@ -402,15 +402,17 @@ Converter upsample(OpKind op) {
 }
 
 // mean.default(self, *, dtype): the mean of every element.
-Status convert_mean_all(TorchNode& n) {
-  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
-  ETC_ASSIGN_OR_RETURN(std::optional<DType> d, n.dtype_arg("dtype"));
-  ArgValue dt = d ? ArgValue(*d) : ArgValue(std::monostate{});
-  ETC_ASSIGN_OR_RETURN(
-      ValueId out,
-      n.emit(OpKind::MeanDim,
-             {{"self", x}, {"dim", std::monostate{}}, {"keepdim", false}, {"dtype", dt}}));
-  return n.set_output(0, out);
+// mean.default / sum.default(self, *, dtype): over every element (dim None).
+Converter reduce_all(OpKind op) {
+  return [op](TorchNode& n) -> Status {
+    ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+    ETC_ASSIGN_OR_RETURN(std::optional<DType> d, n.dtype_arg("dtype"));
+    ArgValue dt = d ? ArgValue(*d) : ArgValue(std::monostate{});
+    ETC_ASSIGN_OR_RETURN(
+        ValueId out,
+        n.emit(op, {{"self", x}, {"dim", std::monostate{}}, {"keepdim", false}, {"dtype", dt}}));
+    return n.set_output(0, out);
+  };
 }
 
 // any.default(self) and any.dims(self, dim, keepdim): any.dim over each dim, the highest
@@ -449,7 +451,8 @@ Status convert_any_dims(TorchNode& n) {
 
 void add_nn_converters(std::map<std::string, Converter>& t) {
   t["aten.constant_pad_nd.default"] = convert_constant_pad;
-  t["aten.mean.default"] = convert_mean_all;
+  t["aten.mean.default"] = reduce_all(OpKind::MeanDim);
+  t["aten.sum.default"] = reduce_all(OpKind::SumDimIntList);
   t["aten.any.default"] = convert_any_dims;
   t["aten.any.dims"] = convert_any_dims;
   t["aten._adaptive_avg_pool2d.default"] = convert_adaptive_avg_pool;
