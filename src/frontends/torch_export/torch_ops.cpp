@@ -870,11 +870,40 @@ Converter identity(const char* arg = "self") {
   };
 }
 
-// dropout(input, p, train) / dropout_: only inference (train=False) is imported.
+// Dropout in training mode, as ATen's native_dropout: a mask drawn at run time, each element
+// kept with probability 1 - p (a uniform draw below 1 - p, one generator per rand
+// instruction), and the output input * mask * scale with scale 1 / (1 - p) (0 when p = 1),
+// multiplied in that order as ATen does. Returns {output, mask (bool)}.
+Result<std::pair<ValueId, ValueId>> emit_dropout_train(TorchNode& n, ValueId x, double p) {
+  if (!(p >= 0.0 && p <= 1.0))
+    return n.invalid("dropout probability must be in [0, 1], got " + std::to_string(p));
+  if (!dtype_is_float(n.dtype(x))) {
+    return n.unsupported("dropout in training mode of a " + std::string(dtype_name(n.dtype(x))) +
+                         " tensor (ATen takes floating-point tensors)");
+  }
+  const double keep = 1.0 - p;
+  ETC_ASSIGN_OR_RETURN(ValueId draw,
+                       n.emit(OpKind::Rand, {{"size", n.sizes(x)}, {"dtype", DType::kFloat32}}));
+  ETC_ASSIGN_OR_RETURN(ValueId mask,
+                       n.emit(OpKind::LtScalar, {{"self", draw}, {"other", Scalar{keep}}}));
+  ETC_ASSIGN_OR_RETURN(ValueId kept, n.emit(OpKind::MulTensor, {{"self", x}, {"other", mask}}));
+  ETC_ASSIGN_OR_RETURN(ValueId out,
+                       n.emit(OpKind::MulScalar,
+                              {{"self", kept}, {"other", Scalar{keep == 0.0 ? 0.0 : 1.0 / keep}}}));
+  return std::pair{out, mask};
+}
+
+// dropout(input, p, train) / dropout_(self, p, train): the input itself in inference.
 Status convert_dropout(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(bool train, n.bool_arg("train"));
-  if (train) return n.unsupported("dropout in training mode (export the model in eval mode)");
-  return identity(n.has("input") ? "input" : "self")(n);
+  const bool in_place = n.has("self");
+  const char* arg = in_place ? "self" : "input";
+  ETC_ASSIGN_OR_RETURN(double p, n.float_arg("p"));
+  if (!train || p == 0.0) return identity(arg)(n);
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor(arg));
+  ETC_ASSIGN_OR_RETURN(auto drop, emit_dropout_train(n, x, p));
+  if (in_place) ETC_RETURN_IF_ERROR(n.rebind(arg, drop.first));
+  return n.set_output(0, drop.first);
 }
 
 Status convert_to_copy(TorchNode& n) {
@@ -910,20 +939,24 @@ Status convert_fill_scalar(TorchNode& n) {
   return n.set_output(0, out);
 }
 
-// native_dropout(input, p, train): in inference (or with p = 0) the input and an all-true
-// mask.
+// native_dropout(input, p, train) -> (output, mask): in inference (or with p = 0) the input
+// and an all-true mask; in training as emit_dropout_train.
 Status convert_native_dropout(TorchNode& n) {
   // train=None means training, as in ATen.
   ETC_ASSIGN_OR_RETURN(bool train, n.bool_arg("train", true));
   ETC_ASSIGN_OR_RETURN(double p, n.float_arg("p"));
-  if (train && p > 0.0)
-    return n.unsupported("dropout in training mode (export the model in eval mode)");
   ETC_ASSIGN_OR_RETURN(const Entry* x, n.entry("input"));
+  const std::vector<int64_t> shape = x->shape;
   ETC_ASSIGN_OR_RETURN(ValueId v, n.tensor("input"));
+  if (train && p > 0.0) {
+    ETC_ASSIGN_OR_RETURN(auto drop, emit_dropout_train(n, v, p));
+    ETC_RETURN_IF_ERROR(n.set_output(0, drop.first));
+    return n.num_outputs() > 1 ? n.set_output(1, drop.second) : Status();
+  }
   ETC_RETURN_IF_ERROR(n.set_output(0, v));
   if (n.num_outputs() > 1 && n.output_used(1)) {
-    ETC_RETURN_IF_ERROR(check_known_size(n, x->shape));
-    ETC_RETURN_IF_ERROR(n.set_known_output(1, known_full(DType::kBool, x->shape, 1.0)));
+    ETC_RETURN_IF_ERROR(check_known_size(n, shape));
+    ETC_RETURN_IF_ERROR(n.set_known_output(1, known_full(DType::kBool, shape, 1.0)));
   }
   return Status();
 }
