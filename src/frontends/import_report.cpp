@@ -12,6 +12,7 @@ std::string unsupported_ops_message(const std::map<std::string, UnsupportedOp>& 
     for (size_t k = 0; k < u.nodes.size() && k < 5; ++k)
       list += (k ? ", " : "") + u.nodes[k];
     if (u.nodes.size() > 5) list += ", ... (" + std::to_string(u.nodes.size() - 5) + " more)";
+    if (!u.reason.empty()) list += "\n      why: " + u.reason;
     if (!u.source.empty()) list += "\n      at " + u.source;
   }
   return std::to_string(total) + " node" + (total == 1 ? "" : "s") + " of " +

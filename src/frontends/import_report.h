@@ -14,6 +14,7 @@ namespace etc {
 struct UnsupportedOp {
   std::vector<std::string> nodes;  // node names, in model order
   std::string source;              // e.g. the Python line of the first node; may be empty
+  std::string reason;              // why etc refuses the op, where it is a known limit
 };
 
 // "3 nodes of 2 op types that etc cannot import (see `etc ops --onnx`):\n  Op x2: a, b\n ..."

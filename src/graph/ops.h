@@ -27,6 +27,9 @@ enum class OpKind : uint16_t {
 struct TensorType {
   DType dtype = DType::kFloat32;
   std::vector<int64_t> sizes;
+  // The sizes are an upper bound and the data decides (nonzero): a dynamic-bound output may
+  // be smaller in any dim (one build of a bounded dynamic export sizes it by its symbol).
+  bool bound_by_data = false;
   bool operator==(const TensorType&) const = default;
 };
 

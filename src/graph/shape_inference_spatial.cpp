@@ -169,7 +169,15 @@ Status infer_grid_sampler_2d(const InferContext& ctx, std::vector<TensorType>& o
 Status infer_onnx_non_zero(const InferContext& ctx, std::vector<TensorType>& out) {
   const TensorSpec& self = ctx.tensor("self");
   if (self.rank() == 0) return ctx.error("self", "expected a tensor of rank 1 or more");
-  out.push_back({DType::kInt64, {static_cast<int64_t>(self.rank()), self.numel()}});
+  out.push_back({DType::kInt64, {static_cast<int64_t>(self.rank()), self.numel()}, true});
+  return Status();
+}
+
+// nonzero: [numel, rank] int64 at most (one row per non-zero element; a 0-d input has rank 0
+// and at most one row).
+Status infer_nonzero(const InferContext& ctx, std::vector<TensorType>& out) {
+  const TensorSpec& self = ctx.tensor("self");
+  out.push_back({DType::kInt64, {self.numel(), static_cast<int64_t>(self.rank())}, true});
   return Status();
 }
 

@@ -36,6 +36,31 @@ TEST_CASE("a stored type that disagrees with inference is reported") {
         "float32[2, 3]");
 }
 
+TEST_CASE("a data-dependent output may be smaller than its bound only when dynamic-bound") {
+  Graph g;
+  ValueId x = g.add_input("x", TensorSpec::make(DType::kFloat32, {2, 3}));
+  NodeId n = g.add_node(OpKind::Nonzero, "nz", *bind_args(OpKind::Nonzero, {{"self", x}}), {"i"},
+                        {TensorSpec::make(DType::kInt64, {4, 2})});
+  ValueId i = g.node(n).outputs[0];
+  g.set_outputs({i});
+  auto verify = [&] {
+    Status s = verify_graph(g);
+    return s.ok() ? "ok" : s.to_string();
+  };
+  // Static: the bound ([6, 2]) exactly.
+  CHECK(verify() ==
+        std::string("(node \"nz\"): output 0 ('i') is int64[4, 2] but aten.nonzero.default "
+                    "produces int64[6, 2]"));
+  g.value(i).spec.dynamism = ShapeDynamism::kDynamicBound;
+  CHECK(verify() == std::string("ok"));
+  g.value(i).spec.sizes = {6, 2};
+  CHECK(verify() == std::string("ok"));
+  g.value(i).spec.sizes = {7, 2};  // past the bound
+  CHECK(verify() != std::string("ok"));
+  g.value(i).spec.sizes = {4};
+  CHECK(verify() != std::string("ok"));
+}
+
 TEST_CASE("a use list missing an entry is reported, and a stale entry too") {
   Fixture f;
   f.g.value(f.x).uses.clear();

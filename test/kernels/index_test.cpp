@@ -1,5 +1,7 @@
 // Advanced indexing (index.Tensor_out, index_put.out, index_put_) and copy_ against
 // element-by-element references written from NumPy's indexing rules.
+#include <limits>
+
 #include "kernels/kernel_test_util.h"
 
 namespace etc::rt::test {
@@ -65,6 +67,46 @@ TEST_CASE("index.Tensor: one index, adjacent indices, separated indices, negativ
     Status s = c.run({x, c.opt_list({i})}, {out});
     REQUIRE_FALSE(s.ok());
     CHECK(s.message().find("index 5 is out of range for dim 0 of size 4") != std::string::npos);
+  }
+}
+
+TEST_CASE("nonzero: row-major indices, resized within the planned bound") {
+  SECTION("a 2-d float tensor: NaN and -inf count, -0.0 does not") {
+    Call c("aten::nonzero.out");
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    const double inf = std::numeric_limits<double>::infinity();
+    Value* x = c.tensor(DType::kFloat32, {2, 3}, {0, nan, -0.0, -inf, 0, 2});
+    Value* out = c.out(DType::kInt64, {6, 2});
+    out->tensor.capacity = 6 * 2 * 8;
+    REQUIRE(c.run({x}, {out}).ok());
+    CHECK(out->tensor.sizes == Sizes{3, 2});
+    CHECK(read(out) == D{0, 1, 1, 0, 1, 2});
+  }
+  SECTION("bool and int64, all zero: no rows") {
+    for (DType t : {DType::kBool, DType::kInt64}) {
+      Call c("aten::nonzero.out");
+      Value* x = c.tensor(t, {4}, {0, 0, 0, 0});
+      Value* out = c.out(DType::kInt64, {4, 1});
+      out->tensor.capacity = 4 * 8;
+      REQUIRE(c.run({x}, {out}).ok());
+      CHECK(out->tensor.sizes == Sizes{0, 1});
+    }
+  }
+  SECTION("a 0-d input: one row of no columns") {
+    Call c("aten::nonzero.out");
+    Value* x = c.tensor(DType::kInt32, {}, {5});
+    Value* out = c.out(DType::kInt64, {1, 0});
+    out->tensor.capacity = 0;
+    REQUIRE(c.run({x}, {out}).ok());
+    CHECK(out->tensor.sizes == Sizes{1, 0});
+  }
+  SECTION("a static out of the wrong count is refused") {
+    Call c("aten::nonzero.out");
+    Value* x = c.tensor(DType::kFloat32, {3}, {1, 0, 1});
+    Value* out = c.out(DType::kInt64, {3, 1});
+    Status s = c.run({x}, {out});
+    REQUIRE_FALSE(s.ok());
+    CHECK(s.message().find("out") != std::string::npos);
   }
 }
 

@@ -717,7 +717,9 @@ def refusal(text, name):
         return None
     ops = sorted(set(re.findall(r"^\s*(aten\.[\w.]+) x\d+", text, re.M)))
     if "cannot import" in text and ops:
-        return "cannot import " + ", ".join(ops)
+        # The reason etc gives for an op it refuses by design ("why: ..." under the op).
+        why = sorted(set(re.findall(r"^\s*why: ([^:;]*)", text, re.M)))
+        return "cannot import " + ", ".join(ops) + ("".join(f" ({w.strip()})" for w in why))
     msg = first_error(text)
     msg = re.sub(r"^\S*model\.pt2!\S*: ", "", msg)
     msg = re.sub(r'^/graph_module/graph/nodes/\d+\S*( \(node "[^"]*"\))?: ', "", msg)

@@ -8,6 +8,8 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
+#include <variant>
 
 #include "frontends/torch_export/pt2_archive.h"
 #include "frontends/torch_export/torch_import.h"
@@ -55,6 +57,20 @@ class Importer {
   Graph graph_;
   std::unordered_map<std::string, Entry> env_;
   std::unordered_map<std::string, int64_t> sym_ints_;
+  // Symbolic bools (_operator.ge, ...), each evaluated at this build's sizes.
+  std::unordered_map<std::string, bool> sym_bools_;
+  // Data-dependent symbols (nonzero's count) -> the range their op guarantees ([0, numel]),
+  // which the program's range constraints may narrow by assertions.
+  std::unordered_map<std::string, std::pair<int64_t, int64_t>> data_symbols_;
+  // Symbol `sym`'s range constraint [min, max]; nullopt where the program gives no bounded
+  // one.
+  std::optional<std::pair<int64_t, int64_t>> symbol_range(const std::string& sym) const;
+  // The expression (sympy's text) the program records for symbolic bool `name`, or "".
+  std::string sym_bool_expr(const std::string& name) const;
+  // The sizes the program records for tensor `name` (tensor_values), each an int or a
+  // symbol's name ("" for another expression); nullopt when it records none.
+  std::optional<std::vector<std::variant<int64_t, std::string>>> recorded_sizes(
+      const std::string& name) const;
   std::unordered_set<std::string> torch_names_;  // every tensor name the program defines
   // Every tensor name a node argument or an output reads, with how many times.
   std::unordered_map<std::string, int> read_names_;

@@ -828,6 +828,54 @@ Status Importer::read_inputs() {
   return Status();
 }
 
+namespace {
+// j[key] when j is an object holding it, else nullptr.
+const Json* member_or_null(const Json& j, const char* key) {
+  if (!j.is_object()) return nullptr;
+  auto it = j.find(key);
+  return it == j.end() ? nullptr : &*it;
+}
+}  // namespace
+
+std::optional<std::pair<int64_t, int64_t>> Importer::symbol_range(const std::string& sym) const {
+  const Json* ranges = member_or_null(program_, "range_constraints");
+  const Json* r = ranges ? member_or_null(*ranges, sym.c_str()) : nullptr;
+  const Json* lo = r ? member_or_null(*r, "min_val") : nullptr;
+  const Json* hi = r ? member_or_null(*r, "max_val") : nullptr;
+  if (!lo || !hi || !lo->is_number_integer() || !hi->is_number_integer()) return std::nullopt;
+  return std::pair{lo->get<int64_t>(), hi->get<int64_t>()};
+}
+
+std::string Importer::sym_bool_expr(const std::string& name) const {
+  const Json* gm = member_or_null(program_, "graph_module");
+  const Json* graph = gm ? member_or_null(*gm, "graph") : nullptr;
+  const Json* values = graph ? member_or_null(*graph, "sym_bool_values") : nullptr;
+  const Json* v = values ? member_or_null(*values, name.c_str()) : nullptr;
+  const Json* e = v ? member_or_null(*v, "as_expr") : nullptr;
+  const Json* text = e ? member_or_null(*e, "expr_str") : nullptr;
+  return text && text->is_string() ? text->get<std::string>() : std::string();
+}
+
+std::optional<std::vector<std::variant<int64_t, std::string>>> Importer::recorded_sizes(
+    const std::string& name) const {
+  const Json* meta = tensor_values_ ? member_or_null(*tensor_values_, name.c_str()) : nullptr;
+  const Json* sizes = meta ? member_or_null(*meta, "sizes") : nullptr;
+  if (!sizes || !sizes->is_array()) return std::nullopt;
+  std::vector<std::variant<int64_t, std::string>> out;
+  for (const Json& d : *sizes) {
+    const Json* i = member_or_null(d, "as_int");
+    const Json* e = member_or_null(d, "as_expr");
+    if (i && i->is_number_integer()) {
+      out.emplace_back(i->get<int64_t>());
+    } else {
+      const Json* text = e ? member_or_null(*e, "expr_str") : nullptr;
+      out.emplace_back(text && text->is_string() ? bare_symbol(text->get<std::string>())
+                                                 : std::string());
+    }
+  }
+  return out;
+}
+
 // ---- Nodes ----------------------------------------------------------------------------------
 
 namespace {
@@ -855,7 +903,10 @@ Status Importer::report_unsupported() {
                            ? nodes[i]["name"].get<std::string>()
                            : t + "#" + std::to_string(i);
     UnsupportedOp& u = missing[t];
-    if (u.nodes.empty()) u.source = source_line(nodes[i]);
+    if (u.nodes.empty()) {
+      u.source = source_line(nodes[i]);
+      u.reason = torch_refusal(t).value_or("");
+    }
     u.nodes.push_back(name);
   }
   if (missing.empty()) return Status();
@@ -1145,6 +1196,46 @@ Result<std::vector<TorchSymbol>> torch_import::Importer::input_symbols() {
       if (std::find(it->inputs.begin(), it->inputs.end(), name) == it->inputs.end())
         it->inputs.push_back(name);
     }
+  }
+  // Data-dependent symbols: nonzero's count (u0), in [its range's min, the input's numel].
+  for (const Json& node : gm["graph"].value("nodes", Json::array())) {
+    if (short_target(node) != "aten.nonzero.default") continue;
+    const Json& outs = node.value("outputs", Json::array());
+    const Json& ins = node.value("inputs", Json::array());
+    if (outs.size() != 1 || !outs[0].is_object() || !outs[0].contains("as_tensor") || ins.empty() ||
+        !ins[0].is_object() || !ins[0].contains("arg"))
+      continue;  // the import says what is wrong with the node
+    const std::string name = outs[0]["as_tensor"].value("name", "");
+    const std::string input = ins[0]["arg"].value("as_tensor", Json::object()).value("name", "");
+    if (!values.contains(name) || !values[name].is_object()) continue;
+    const Json& sizes = values[name].value("sizes", Json::array());
+    if (sizes.empty() || !sizes[0].is_object() || !sizes[0].contains("as_expr") ||
+        !sizes[0]["as_expr"].is_object())
+      continue;  // a count known at export (an empty input)
+    const std::string sym = bare_symbol(sizes[0]["as_expr"].value("expr_str", ""));
+    if (sym.empty() ||
+        std::any_of(out.begin(), out.end(), [&](const TorchSymbol& t) { return t.name == sym; }))
+      continue;
+    TorchSymbol t{sym, 0, -1, {"the count of nonzero '" + name + "'"}};
+    if (ranges.contains(sym) && ranges[sym].is_object()) {
+      const Json& r = ranges[sym];
+      if (r.contains("min_val") && r["min_val"].is_number_integer())
+        t.min = std::max<int64_t>(0, r["min_val"].get<int64_t>());
+      if (r.contains("max_val") && r["max_val"].is_number_integer())
+        t.max = r["max_val"].get<int64_t>();
+    }
+    // The input's numel bounds the count when its sizes are static.
+    int64_t numel = 1;
+    bool known = values.contains(input) && values[input].is_object();
+    for (const Json& d : known ? values[input].value("sizes", Json::array()) : Json::array()) {
+      if (!d.is_object() || !d.contains("as_int") || !d["as_int"].is_number_integer()) {
+        known = false;
+        break;
+      }
+      numel *= d["as_int"].get<int64_t>();
+    }
+    if (known && (t.max < 0 || numel < t.max)) t.max = numel;
+    out.push_back(t);
   }
   return out;
 }

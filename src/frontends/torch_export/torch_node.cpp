@@ -365,8 +365,29 @@ Result<bool> TorchNode::bool_arg(std::string_view arg, std::optional<bool> fallb
     return *fallback;
   }
   if (j->contains("as_bool") && (*j)["as_bool"].is_boolean()) return (*j)["as_bool"].get<bool>();
+  if (j->contains("as_sym_bool") && (*j)["as_sym_bool"].is_object()) {
+    const Json& b = (*j)["as_sym_bool"];
+    if (b.contains("as_bool") && b["as_bool"].is_boolean()) return b["as_bool"].get<bool>();
+    if (b.contains("as_name") && b["as_name"].is_string()) {
+      auto it = im_.sym_bools_.find(b["as_name"].get<std::string>());
+      if (it == im_.sym_bools_.end()) {
+        return invalid_input(target_ + ": symbolic bool '" + b["as_name"].get<std::string>() +
+                                 "' is not defined before this node",
+                             arg_location(arg));
+      }
+      return it->second;
+    }
+  }
   return invalid_input(target_ + ": argument '" + std::string(arg) + "' must be a bool",
                        arg_location(arg));
+}
+
+std::string TorchNode::sym_bool_name(std::string_view arg) const {
+  auto it = args_.find(arg);
+  if (it == args_.end() || it->second == nullptr) return {};
+  const Json& j = *it->second;
+  if (!j.is_object() || !j.contains("as_sym_bool") || !j["as_sym_bool"].is_object()) return {};
+  return j["as_sym_bool"].value("as_name", "");
 }
 
 Result<Scalar> TorchNode::scalar(std::string_view arg, std::optional<Scalar> fallback) const {
@@ -582,8 +603,54 @@ Status TorchNode::set_int_output(int i, int64_t v) {
   return Status();
 }
 
+Status TorchNode::set_bool_output(int i, bool v) {
+  if (i >= num_outputs()) return invalid("output " + std::to_string(i) + " is missing");
+  const Json& o = node_["outputs"][i];
+  if (!o.is_object() || !o.contains("as_sym_bool") || !o["as_sym_bool"].is_object() ||
+      !o["as_sym_bool"].contains("as_name") || !o["as_sym_bool"]["as_name"].is_string()) {
+    return invalid("output " + std::to_string(i) +
+                   " must be a symbolic bool {\"as_sym_bool\": ...}");
+  }
+  im_.sym_bools_[o["as_sym_bool"]["as_name"].get<std::string>()] = v;
+  return Status();
+}
+
+std::optional<std::string> TorchNode::output_name(int i) const {
+  return output_tensor_name(node_, i);
+}
+
+void TorchNode::set_data_bound(ValueId v, std::vector<int64_t> sizes) {
+  TensorSpec& spec = im_.graph_.value(v).spec;
+  spec.sizes = std::move(sizes);
+  spec.dynamism = ShapeDynamism::kDynamicBound;
+}
+
 bool TorchNode::dynamic_build() const {
   return !im_.options().symbol_values.empty();
+}
+
+std::optional<int64_t> TorchNode::symbol_value(const std::string& sym) const {
+  auto it = im_.options().symbol_values.find(sym);
+  if (it == im_.options().symbol_values.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<std::pair<int64_t, int64_t>> TorchNode::symbol_range(const std::string& sym) const {
+  if (auto it = im_.data_symbols_.find(sym); it != im_.data_symbols_.end()) return it->second;
+  return im_.symbol_range(sym);
+}
+
+void TorchNode::set_data_symbol(const std::string& sym, int64_t lo, int64_t hi) {
+  im_.data_symbols_[sym] = {lo, hi};
+}
+
+std::string TorchNode::sym_bool_expr(const std::string& name) const {
+  return im_.sym_bool_expr(name);
+}
+
+std::optional<std::vector<std::variant<int64_t, std::string>>> TorchNode::recorded_sizes(
+    const std::string& name) const {
+  return im_.recorded_sizes(name);
 }
 
 Status TorchNode::rebind(std::string_view arg, ValueId v) {

@@ -7,6 +7,8 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -66,7 +68,10 @@ class TorchNode {
   Result<std::optional<std::vector<double>>> optional_floats(std::string_view arg) const;
   Result<double> float_arg(std::string_view arg,
                            std::optional<double> fallback = std::nullopt) const;
+  // A bool, or a symbolic bool (`as_sym_bool`) evaluated at this build's sizes.
   Result<bool> bool_arg(std::string_view arg, std::optional<bool> fallback = std::nullopt) const;
+  // The name of the symbolic bool argument `arg` names, or "" when it is not one.
+  std::string sym_bool_name(std::string_view arg) const;
   Result<Scalar> scalar(std::string_view arg, std::optional<Scalar> fallback = std::nullopt) const;
   Result<std::optional<Scalar>> optional_scalar(std::string_view arg) const;
   Result<std::optional<DType>> dtype_arg(std::string_view arg) const;
@@ -106,6 +111,12 @@ class TorchNode {
   Status set_output(int i, ValueId v);
   Status set_known_output(int i, KnownTensor t);
   Status set_int_output(int i, int64_t v);  // an `as_sym_int` output
+  Status set_bool_output(int i, bool v);    // an `as_sym_bool` output
+  // The program's name for tensor output i; nullopt when it is not a tensor.
+  std::optional<std::string> output_name(int i) const;
+  // A data-dependent output (nonzero's): `v` sized by this build's value of its symbol (at
+  // most the bound inference gave) and marked dynamic-bound. Before set_output.
+  void set_data_bound(ValueId v, std::vector<int64_t> sizes);
   // For an in-place op (relu_, add_): later reads of argument `arg` see `v`. When `arg` is a
   // view of another tensor (the default export's slice, select, view, permute, ...), the
   // tensors it views are updated through it, as PyTorch's storage sharing does.
@@ -115,6 +126,21 @@ class TorchNode {
 
   // Whether this import is one build of a bounded dynamic export (options.symbol_values).
   bool dynamic_build() const;
+  // --- Symbols --------------------------------------------------------------------------
+  // This build's value of symbol `sym` (a point of a bounded dynamic export), if it has one.
+  std::optional<int64_t> symbol_value(const std::string& sym) const;
+  // The range symbol `sym` keeps at run time: a data-dependent symbol's (set_data_symbol),
+  // else the program's range constraint [min, max] (an input's sizes, which the caller
+  // must respect); nullopt when unbounded or absent.
+  std::optional<std::pair<int64_t, int64_t>> symbol_range(const std::string& sym) const;
+  // `sym` is decided by the data, within [lo, hi] whatever the program asserts.
+  void set_data_symbol(const std::string& sym, int64_t lo, int64_t hi);
+  // The expression (sympy's text) the program records for symbolic bool `name`, or "".
+  std::string sym_bool_expr(const std::string& name) const;
+  // The sizes the program records for tensor `name`: each an int or a symbol's name ("" for
+  // another expression); nullopt when it records none.
+  std::optional<std::vector<std::variant<int64_t, std::string>>> recorded_sizes(
+      const std::string& name) const;
 
   // --- Errors ---------------------------------------------------------------------------
   Status invalid(const std::string& message) const;
@@ -145,5 +171,8 @@ class TorchNode {
 using Converter = std::function<Status(TorchNode&)>;
 // target ("aten.linear.default") -> converter.
 const std::map<std::string, Converter>& torch_converters();
+// Why etc refuses op `target` by design (said with the op in the import's error); nullopt
+// for an op it merely lacks.
+std::optional<std::string> torch_refusal(const std::string& target);
 
 }  // namespace etc::torch_import

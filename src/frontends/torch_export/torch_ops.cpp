@@ -1077,6 +1077,23 @@ Status convert_sym_storage_offset(TorchNode& n) {
 
 }  // namespace
 
+std::optional<std::string> torch_refusal(const std::string& target) {
+  auto starts = [&](std::string_view p) { return target.rfind(p, 0) == 0; };
+  if (starts("aten.fft_") || starts("aten._fft_") || starts("aten.stft.") ||
+      starts("aten.istft.") || starts("aten.view_as_complex.") || starts("aten.view_as_real.") ||
+      starts("aten.complex.") || starts("aten.polar.")) {
+    return "complex numbers: etc's tensors have no complex dtype (an FFT's spectrum is complex); "
+           "compute the transform outside the exported program, or as real-valued products "
+           "(a DFT matrix)";
+  }
+  if (target == "aten.item.default" || target == "aten._local_scalar_dense.default") {
+    return "a number read from tensor data at run time (Tensor.item()) and used as a Python "
+           "number: etc fixes every number at export; keep the value a tensor (x.reshape(()) "
+           "or torch.where instead of x.item())";
+  }
+  return std::nullopt;
+}
+
 const std::map<std::string, Converter>& torch_converters() {
   static const std::map<std::string, Converter> table = [] {
     std::map<std::string, Converter> t;
@@ -1244,6 +1261,7 @@ const std::map<std::string, Converter>& torch_converters() {
     add_nn_converters(t);
     add_attention_converters(t);
     add_movement_converters(t);
+    add_symbolic_converters(t);
     add_reduce_converters(t);
     add_position_converters(t);
     add_volume_converters(t);

@@ -1,4 +1,4 @@
-// Kernels of ONNX's ops whose output sizes depend on the data (onnx::non_zero,
+// Kernels of ops whose output sizes depend on the data (aten::nonzero, onnx::non_zero,
 // onnx::non_max_suppression, onnx::unique): each output is planned at its upper bound
 // (dynamic-bound) and resized to what the data gives, as ExecuTorch's kernels resize_tensor.
 #include <algorithm>
@@ -32,6 +32,30 @@ Status non_zero_kernel(KernelContext& ctx, std::span<Value*> args) {
   for (int64_t k = 0; k < count; ++k) {
     for (int64_t d = 0; d < rank; ++d)
       y[d * count + k] = hits[static_cast<size_t>(k)] / strides[d] % self.sizes[d];
+  }
+  return Status();
+}
+
+// ATen's nonzero: [count, rank] int64, the index of each non-zero element row by row, in
+// row-major order (a 0-d input gives [0 or 1, 0]). A NaN is non-zero.
+Status nonzero_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
+  const Args a(ctx, args);
+  const TensorView& self = a.tensor("self");
+  TensorView& out = a.out();
+  const int64_t n = self.numel(), rank = static_cast<int64_t>(self.rank());
+  const int64_t es = dtype_size(self.dtype);
+  const auto* p = static_cast<const uint8_t*>(self.data);
+  int64_t count = 0;
+  for (int64_t i = 0; i < n; ++i)
+    count += load_as_double(self.dtype, p + i * es) != 0 ? 1 : 0;
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, std::vector<int64_t>{count, rank}, DType::kInt64));
+  int64_t* y = out.data_as<int64_t>();
+  const std::vector<int64_t> strides = contiguous_strides(self.sizes);
+  for (int64_t i = 0; i < n; ++i) {
+    if (load_as_double(self.dtype, p + i * es) == 0) continue;
+    for (int64_t d = 0; d < rank; ++d)
+      *y++ = i / strides[static_cast<size_t>(d)] % self.sizes[static_cast<size_t>(d)];
   }
   return Status();
 }
@@ -220,6 +244,7 @@ Status unique_kernel(KernelContext& ctx, std::span<Value*> args) {
 }  // namespace
 
 Status register_data_dependent_kernels(OperatorRegistry& r) {
+  ETC_RETURN_IF_ERROR(r.add(OpKind::Nonzero, nonzero_kernel));
   ETC_RETURN_IF_ERROR(r.add(OpKind::OnnxNonZero, non_zero_kernel));
   ETC_RETURN_IF_ERROR(r.add(OpKind::OnnxNonMaxSuppression, non_max_suppression_kernel));
   ETC_RETURN_IF_ERROR(r.add(OpKind::OnnxUnique, unique_kernel));
