@@ -12,6 +12,8 @@
 - Dropout in training mode: a mask drawn at run time; checked by its contract (each element
   0 or x / (1 - p), the mask's share near 1 - p, the mask output equal to where it kept).
 - FFTs (complex tensors) and Tensor.item() are refused by name, with the reason.
+- And two ops the default export keeps that the Core ATen suite does not reach: diff
+  (transformers' packed-sequence mask; every order, prepend/append, bool) and sum.default.
 
   data_dependent_test.py ETC      (run with the reference environment's python)
 """
@@ -62,6 +64,12 @@ class NativeDropout(torch.nn.Module):
         return out, mask
 
 
+class Diff(torch.nn.Module):
+    def forward(self, x):
+        return (torch.diff(x), torch.diff(x, n=2, dim=0, prepend=x[:1], append=x[-1:]),
+                torch.diff(x > 0, dim=1), torch.diff(x, n=9, dim=0), x.sum())
+
+
 class Fft(torch.nn.Module):
     def forward(self, x):
         return (torch.fft.rfft(x).abs(),)
@@ -93,6 +101,7 @@ CASES = [
      "dropout"),
     ("native_dropout in training mode", NativeDropout(), torch.randn(64, 64),
      [torch.randn(64, 64)], "dropout"),
+    ("diff and sum of every element", Diff(), torch.randn(5, 6), [torch.randn(5, 6)], None),
     ("an FFT", Fft(), torch.randn(4, 16), [], "why: complex numbers"),
     ("Tensor.item()", Item(), torch.randn(4, 4), [],
      "why: a number read from tensor data at run time (Tensor.item())"),

@@ -563,9 +563,50 @@ Status convert_resize(TorchNode& n) {
   return write_result(n, "self", out, n.dtype(x));
 }
 
+// diff(self, n=1, dim=-1, prepend=None, append=None): prepend and append joined to self
+// along dim, then n times the difference of neighbours, x[1:] - x[:-1] (!= for bool, as
+// ATen's logical_xor). An order past the length leaves the dim empty.
+Status convert_diff(TorchNode& node) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, node.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(int64_t order, node.int_arg("n", 1));
+  ETC_ASSIGN_OR_RETURN(int64_t dim, node.int_arg("dim", -1));
+  ETC_ASSIGN_OR_RETURN(std::optional<ValueId> prepend, node.optional_tensor("prepend"));
+  ETC_ASSIGN_OR_RETURN(std::optional<ValueId> append, node.optional_tensor("append"));
+  const auto rank = static_cast<int64_t>(node.sizes(x).size());
+  if (rank == 0) return node.invalid("diff expects a tensor of rank 1 or more, got a 0-d one");
+  if (order < 0) return node.invalid("order n must be non-negative, got " + std::to_string(order));
+  ETC_ASSIGN_OR_RETURN(dim, node.wrap_dim(dim, rank, "dim"));
+  if (prepend || append) {
+    std::vector<ValueId> parts;
+    if (prepend) parts.push_back(*prepend);
+    parts.push_back(x);
+    if (append) parts.push_back(*append);
+    ETC_ASSIGN_OR_RETURN(x, node.emit(OpKind::Cat, {{"tensors", parts}, {"dim", dim}}));
+  }
+  const bool is_bool = node.dtype(x) == DType::kBool;
+  for (int64_t k = 0; k < order; ++k) {
+    const int64_t len = node.sizes(x)[static_cast<size_t>(dim)];
+    if (len == 0) break;
+    ETC_ASSIGN_OR_RETURN(ValueId hi, node.emit(OpKind::SliceTensor, {{"self", x},
+                                                                     {"dim", dim},
+                                                                     {"start", int64_t{1}},
+                                                                     {"end", len},
+                                                                     {"step", int64_t{1}}}));
+    ETC_ASSIGN_OR_RETURN(ValueId lo, node.emit(OpKind::SliceTensor, {{"self", x},
+                                                                     {"dim", dim},
+                                                                     {"start", int64_t{0}},
+                                                                     {"end", len - 1},
+                                                                     {"step", int64_t{1}}}));
+    ETC_ASSIGN_OR_RETURN(x, node.emit(is_bool ? OpKind::NeTensor : OpKind::SubTensor,
+                                      {{"self", hi}, {"other", lo}}));
+  }
+  return node.set_output(0, x);
+}
+
 }  // namespace
 
 void add_composite_converters(std::map<std::string, Converter>& t) {
+  t["aten.diff.default"] = convert_diff;
   t["aten.square.default"] = convert_square;
   t["aten.softplus.default"] = convert_softplus;
   t["aten.baddbmm.default"] = convert_baddbmm;
