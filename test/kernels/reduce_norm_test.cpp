@@ -270,6 +270,29 @@ TEST_CASE("float softmax over long rows, masked entries and a fully masked row")
   }
 }
 
+TEST_CASE("softmax's row max: in the tail past the 16 running maxima, NaN gives a NaN row") {
+  // Rows of 40 (two blocks of 16 and a tail of 8): the max (95) at each position in turn -
+  // a max taken without it would overflow exp(95 - max) to inf and give NaN -, and a NaN
+  // anywhere makes the whole row NaN, as ATen's softmax does.
+  constexpr int64_t kLen = 40;
+  for (int64_t at = 0; at < kLen; at += 3) {
+    INFO("max at " << at);
+    Call c("aten::_softmax.out");
+    std::vector<double> xv(2 * kLen, -3.0);
+    xv[static_cast<size_t>(at)] = 95.0;
+    xv[static_cast<size_t>(kLen + at)] = NAN;
+    Value* x = c.tensor(DType::kFloat32, {2, kLen}, xv);
+    Value* out = c.out(DType::kFloat32, {2, kLen});
+    REQUIRE(c.run({x, c.i(-1), c.b(false)}, {out}).ok());
+    const std::vector<double> got = read(out);
+    for (int64_t j = 0; j < kLen; ++j) {
+      const double want = j == at ? 1.0 : std::exp(-98.0);
+      REQUIRE(std::fabs(got[static_cast<size_t>(j)] - want) <= 1e-6 * want + 1e-37);
+      REQUIRE(std::isnan(got[static_cast<size_t>(kLen + j)]));
+    }
+  }
+}
+
 TEST_CASE("softmax and log_softmax over each dim") {
   const Sizes shape{3, 4, 5};
   for (const char* name : {"aten::_softmax.out", "aten::_softmax.default", "aten::_log_softmax.out",

@@ -130,6 +130,29 @@ __attribute__((always_inline)) inline Acc sum8(const T* x, int64_t n, F f = {}) 
   return ((part[0] + part[4]) + (part[2] + part[6])) + ((part[1] + part[5]) + (part[3] + part[7]));
 }
 
+// The largest of x[0, n) (-inf when n is 0; NaNs skipped), by 16 interleaved running maxima:
+// one running max waits on each compare's latency (a 1500-wide attention softmax spent most
+// of its time there), 16 vectorise. The maximum does not depend on the order, but for which
+// of +0.0 and -0.0 it returns, and exp(x - max) and x - max are the same for either.
+template <typename T>
+__attribute__((always_inline)) inline T max16(const T* x, int64_t n) {
+  constexpr T kLowest = -std::numeric_limits<T>::infinity();
+  T part[16];
+  for (T& p : part)
+    p = kLowest;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    for (int k = 0; k < 16; ++k)
+      part[k] = x[i + k] > part[k] ? x[i + k] : part[k];
+  }
+  for (int k = 0; i < n; ++i, ++k)
+    part[k] = x[i] > part[k] ? x[i] : part[k];
+  T m = kLowest;
+  for (T p : part)
+    m = p > m ? p : m;
+  return m;
+}
+
 // acc[i] = the double sum of row i of x (rows of `count` floats) for i in [r0, r1), by sum8:
 // built for AVX-512, AVX2 and any x86-64 and chosen per call as the GEMM's micro-kernel is
 // (adds only, in sum8's order: every build gives the same bits). The build for any x86-64
@@ -309,13 +332,11 @@ inline G exp_of(G v) {
 
 // One float softmax row, y = exp(x - max) / sum, built for AVX2 and for any x86-64 (chosen
 // per call as the GEMM's micro-kernel is; no multiply-add is fused in either, so both give
-// the same bits): the max, the exponentials (fast_expf), the sum in eight interleaved partial
-// sums added pairwise (one running sum waits on each add's latency), the scaling. A fully
+// the same bits): the max (max16), the exponentials (fast_expf), the sum in eight interleaved
+// partial sums added pairwise (one running sum waits on each add's latency), the scaling. A fully
 // masked row (max = -inf) gives NaN, as ATen's does.
 __attribute__((always_inline)) inline void softmax_row_body(const float* x, float* y, int64_t len) {
-  float mx = -std::numeric_limits<float>::infinity();
-  for (int64_t i = 0; i < len; ++i)
-    mx = x[i] > mx ? x[i] : mx;
+  const float mx = max16(x, len);
   for (int64_t i = 0; i < len; ++i)
     y[i] = fast_expf(x[i] - mx);
   const float inv = 1.0f / sum8<float>(y, len);
@@ -360,9 +381,7 @@ void softmax_typed(const TensorView& self, int64_t dim, bool log, TensorView& ou
           }
         }
         // Subtracting the row max keeps exp() from overflowing.
-        G mx = neg_inf;
-        for (int64_t i = 0; i < len; ++i)
-          mx = xr[i] > mx ? xr[i] : mx;
+        const G mx = max16(xr, len);
         G sum = 0;
         // exp in a loop of its own, with no reduction in it, so that it vectorises (float:
         // fast_expf, within 2e-7 relative; libm's expf is a call per element); the sum
