@@ -1,7 +1,8 @@
 """zoo_cpu: etc against ONNX Runtime, ExecuTorch+XNNPACK and AOTInductor on the CPU, model by
 model, side by side in one run (issue 39; bench/zoo_cpu.sh runs it).
 
-For each torchvision model (random weights, seed 0, one image of SIZE x SIZE):
+For each model - torchvision's (random weights, seed 0, one image of SIZE x SIZE) and
+transformers encoders and a decoder's prefill at deployed sizes (HF_MODELS) -:
   prepare (cached in WORK/<model>/, so a second run only times):
     - torch.export.export -> model.pt2 (what every engine starts from), the input;
     - etc:       `etc export model.pt2 --target cpu`, timed (the whole process);
@@ -38,6 +39,30 @@ warnings.filterwarnings("ignore")
 os.environ.setdefault("TORCH_LOGS", "-all")
 HERE = os.path.dirname(os.path.abspath(__file__))
 
+
+
+# transformers models at the sizes people deploy (random weights from the config classes'
+# defaults, seed 0; nothing downloaded): the encoders' last hidden state, and a decoder's
+# prefill (the logits of the last position after a 64-token prompt, no cache).
+HF_MODELS = {
+    # BERT-base: 12 layers, hidden 768, 128 tokens.
+    "bert_base": ("bert", {}, "text", 128),
+    # DistilBERT-base: 6 layers, hidden 768, 128 tokens.
+    "distilbert_base": ("distilbert", {}, "text", 128),
+    # Whisper tiny's encoder: 4 layers, d_model 384, 30 s of 80-bin log-mel.
+    "whisper_tiny_encoder": ("whisper", dict(d_model=384, encoder_layers=4, decoder_layers=4,
+                                             encoder_attention_heads=6, decoder_attention_heads=6,
+                                             encoder_ffn_dim=1536, decoder_ffn_dim=1536),
+                             "mel", 3000),
+    # SmolLM-135M's shape (Llama: 30 layers, hidden 576, 9 heads, 3 KV heads, vocab 49152).
+    "llama_135m_prefill": ("llama", dict(hidden_size=576, intermediate_size=1536,
+                                         num_hidden_layers=30, num_attention_heads=9,
+                                         num_key_value_heads=3, vocab_size=49152,
+                                         max_position_embeddings=2048, rope_theta=10000.0,
+                                         tie_word_embeddings=True), "prefill", 64),
+}
+
+
 # torchvision's classification models, one or two per family (the zoo's CI set, as
 # scripts/make-zoo.py), and two segmentation models.
 DEFAULT_MODELS = [
@@ -45,13 +70,51 @@ DEFAULT_MODELS = [
     "mnasnet0_5", "regnet_y_400mf", "regnet_x_400mf", "shufflenet_v2_x0_5", "squeezenet1_1",
     "densenet121", "googlenet", "resnext50_32x4d", "convnext_tiny", "vit_b_32",
     "lraspp_mobilenet_v3_large",
-]
+] + list(HF_MODELS)
+
+
+def build_hf(name):
+    import torch
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
+
+    model_type, kwargs, kind, length = HF_MODELS[name]
+    torch.manual_seed(0)
+    config = AutoConfig.for_model(model_type, **kwargs)
+
+    class Encoder(torch.nn.Module):  # transformers' models return a ModelOutput
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, x):
+            return self.m(x).last_hidden_state
+
+    class Prefill(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, x):
+            return self.m(x, use_cache=False, logits_to_keep=1).logits
+
+    if kind == "prefill":
+        model = Prefill(AutoModelForCausalLM.from_config(config))
+        x = torch.randint(3, config.vocab_size, (1, length))
+    elif kind == "mel":
+        model = Encoder(AutoModel.from_config(config).get_encoder())
+        x = torch.randn(1, config.num_mel_bins, length)
+    else:
+        model = Encoder(AutoModel.from_config(config))
+        x = torch.randint(3, config.vocab_size, (1, length))
+    return model.eval(), x
 
 
 def build(name, size):
     import torch
     import torchvision
 
+    if name in HF_MODELS:
+        return build_hf(name)
     torch.manual_seed(0)
     if name in torchvision.models.list_models(module=torchvision.models.segmentation):
         inner = torchvision.models.get_model(name, weights=None, weights_backbone=None).eval()

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # zoo_cpu: etc against ONNX Runtime, ExecuTorch+XNNPACK and AOTInductor on torchvision's models
-# at 224x224, at 1 and 2 threads, side by side in one run (bench/zoo_cpu.py says how).
+# at 224x224 and on transformers encoders and a decoder's prefill at deployed sizes, at 1 and 2
+# threads, side by side in one run (bench/zoo_cpu.py says how).
 # Prepared programs are kept in WORK (default ~/.cache/etc/bench-zoo) so that a second run
 # only times; AOTInductor compiles each model once (30-60 s).
 #
