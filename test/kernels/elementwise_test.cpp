@@ -635,5 +635,21 @@ TEST_CASE("fast_expf within 2e-7 (relative) and fast_erff within 5e-7 (absolute)
   CHECK(kernels::fast_erff(-0.5f) == -kernels::fast_erff(0.5f));  // odd
 }
 
+// check_arith, check_div_mode: the errors the CUDA kernels give too.
+TEST_CASE("div: true division into an integer out, an unknown rounding mode") {
+  Call c("aten::div.out");
+  Value* a = c.random(DType::kInt32, {2}, 1, 1, 5);
+  CHECK(c.run({a, a}, {c.out(DType::kInt32, {2})}).message() ==
+        "aten::div.out: out has dtype int32, expected a floating-point dtype (div is true "
+        "division)");
+  Call m("aten::div.out_mode");
+  Value* x = m.random(DType::kFloat32, {2}, 2);
+  CHECK(m.run({x, x, m.str("round")}, {m.out(DType::kFloat32, {2})}).message() ==
+        "aten::div.out_mode: rounding_mode must be None, 'trunc' or 'floor', got 'round'");
+  Value* o = m.out(DType::kFloat32, {2});
+  REQUIRE(m.run({x, x, m.str("floor")}, {o}).ok());
+  CHECK(read(o) == std::vector<double>{1, 1});
+}
+
 }  // namespace
 }  // namespace etc::rt::test

@@ -160,11 +160,111 @@ void sigmoid_floats(const float* x, float* o, int64_t n) {
   isa_build(float_map_avx512, float_map_avx2, float_map_portable)(FloatMap::kSigmoid, x, o, n);
 }
 
+// ---- Argument checks shared with the CUDA kernels -------------------------------------
+
+Status check_arith(const KernelContext& ctx, std::span<Value*> args, ArithOp op,
+                   bool scalar_other) {
+  const bool has_alpha = op == ArithOp::kAdd || op == ArithOp::kSub;
+  const TensorView& self = tensor_arg(args, 0);
+  const TensorView* other = scalar_other ? nullptr : &tensor_arg(args, 1);
+  const Value* alpha = has_alpha ? args[2] : nullptr;
+  TensorView& out = out_arg(args, has_alpha ? 3 : 2);
+  std::vector<int64_t> expected = self.sizes;
+  if (other != nullptr) {
+    auto b = broadcast_shapes(self.sizes, other->sizes);
+    if (!b) {
+      return ctx.error("self " + shape_str(self.sizes) + " and other " + shape_str(other->sizes) +
+                       " cannot be broadcast together");
+    }
+    expected = std::move(*b);
+  }
+  ETC_RETURN_IF_ERROR(check_out_shape(ctx, out, expected));
+  if (op == ArithOp::kDiv && !dtype_is_float(out.dtype)) {
+    return unsupported_dtype(ctx, "out", out.dtype,
+                             "a floating-point dtype (div is true division)");
+  }
+  if (op == ArithOp::kSub && out.dtype == DType::kBool) {
+    return ctx.error("subtraction of bool tensors is not supported (out has dtype bool)");
+  }
+  if (alpha != nullptr && dtype_is_integral(out.dtype) && alpha->kind == Value::Kind::kDouble) {
+    return ctx.error("alpha " + std::to_string(alpha->d) +
+                     " must be an integer for an out of dtype " +
+                     std::string(dtype_name(out.dtype)));
+  }
+  return Status();
+}
+
+Status check_pow_tensor_scalar(const KernelContext& ctx, std::span<Value*> args) {
+  const TensorView& self = tensor_arg(args, 0);
+  const Value& exponent = *args[1];
+  TensorView& out = out_arg(args, 2);
+  ETC_RETURN_IF_ERROR(check_out_shape(ctx, out, self.sizes));
+  if (out.dtype == DType::kBool) {
+    return unsupported_dtype(ctx, "out", out.dtype, "a numeric dtype");
+  }
+  if (dtype_is_integral(out.dtype) && exponent.scalar_as_int() < 0) {
+    return ctx.error("integers to negative integer powers are not allowed (exponent " +
+                     std::to_string(exponent.scalar_as_int()) + ")");
+  }
+  return Status();
+}
+
+Status check_where(const KernelContext& ctx, std::span<Value*> args) {
+  const TensorView& cond = tensor_arg(args, 0);
+  const TensorView& self = tensor_arg(args, 1);
+  const TensorView& other = tensor_arg(args, 2);
+  TensorView& out = out_arg(args, 3);
+  if (cond.dtype != DType::kBool && cond.dtype != DType::kUInt8) {
+    return unsupported_dtype(ctx, "condition", cond.dtype, "bool or uint8");
+  }
+  auto ab = broadcast_shapes(self.sizes, other.sizes);
+  auto all = ab ? broadcast_shapes(cond.sizes, *ab) : std::nullopt;
+  if (!all) {
+    return ctx.error("condition " + shape_str(cond.sizes) + ", self " + shape_str(self.sizes) +
+                     " and other " + shape_str(other.sizes) + " cannot be broadcast together");
+  }
+  return check_out_shape(ctx, out, *all);
+}
+
+Status check_unary_map(const KernelContext& ctx, const TensorView& self, TensorView& out,
+                       bool float_only) {
+  ETC_RETURN_IF_ERROR(check_out_shape(ctx, out, self.sizes));
+  if (float_only) {
+    if (!dtype_is_float(out.dtype))
+      return unsupported_dtype(ctx, "out", out.dtype, "a floating-point dtype");
+  } else if (out.dtype == DType::kBool) {
+    return unsupported_dtype(ctx, "out", out.dtype, "a numeric dtype (not bool)");
+  }
+  return Status();
+}
+
+Status check_clamp(const KernelContext& ctx, std::span<Value*> args) {
+  if (args[1]->is_none() && args[2]->is_none()) {
+    return ctx.error("at least one of 'min' or 'max' must not be None");
+  }
+  return Status();
+}
+
+Result<GeluApprox> check_gelu(const KernelContext& ctx, std::span<Value*> args) {
+  const std::string& approx = args[1]->s;
+  if (approx == "none") return GeluApprox::kErf;
+  if (approx == "tanh") return GeluApprox::kTanh;
+  return ctx.error("approximate must be 'none' or 'tanh', got '" + approx + "'");
+}
+
+Result<DivMode> check_div_mode(const KernelContext& ctx, std::span<Value*> args) {
+  const Value& mode = Args(ctx, args)["rounding_mode"];
+  if (mode.is_none()) return DivMode::kTrue;
+  if (mode.s == "trunc") return DivMode::kTrunc;
+  if (mode.s == "floor") return DivMode::kFloor;
+  return ctx.error("rounding_mode must be None, 'trunc' or 'floor', got '" + mode.s + "'");
+}
+
 namespace {
 
 // ---- Binary arithmetic ---------------------------------------------------------------
 
-enum class BinaryOp { kAdd, kSub, kMul, kDiv };
+using BinaryOp = ArithOp;
 
 template <typename O>
 void binary_typed(BinaryOp op, const TensorView& a, const TensorView* b, const Value* b_scalar,
@@ -203,29 +303,7 @@ Status binary_kernel(KernelContext& ctx, std::span<Value*> args, BinaryOp op, bo
   const TensorView* other = scalar_other ? nullptr : &tensor_arg(args, 1);
   const Value* alpha = has_alpha ? args[2] : nullptr;
   TensorView& out = out_arg(args, has_alpha ? 3 : 2);
-
-  std::vector<int64_t> expected = self.sizes;
-  if (other != nullptr) {
-    auto b = broadcast_shapes(self.sizes, other->sizes);
-    if (!b) {
-      return ctx.error("self " + shape_str(self.sizes) + " and other " + shape_str(other->sizes) +
-                       " cannot be broadcast together");
-    }
-    expected = std::move(*b);
-  }
-  ETC_RETURN_IF_ERROR(check_out_shape(ctx, out, expected));
-  if (op == BinaryOp::kDiv && !dtype_is_float(out.dtype)) {
-    return unsupported_dtype(ctx, "out", out.dtype,
-                             "a floating-point dtype (div is true division)");
-  }
-  if (op == BinaryOp::kSub && out.dtype == DType::kBool) {
-    return ctx.error("subtraction of bool tensors is not supported (out has dtype bool)");
-  }
-  if (alpha != nullptr && dtype_is_integral(out.dtype) && alpha->kind == Value::Kind::kDouble) {
-    return ctx.error("alpha " + std::to_string(alpha->d) +
-                     " must be an integer for an out of dtype " +
-                     std::string(dtype_name(out.dtype)));
-  }
+  ETC_RETURN_IF_ERROR(check_arith(ctx, args, op, scalar_other));
   if (out.numel() == 0) return Status();
   const Value* scalar = scalar_other ? args[1] : nullptr;
   visit_dtype(out.dtype,
@@ -277,14 +355,7 @@ Status pow_tensor_scalar(KernelContext& ctx, std::span<Value*> args) {
   const TensorView& self = tensor_arg(args, 0);
   const Value& exponent = *args[1];
   TensorView& out = out_arg(args, 2);
-  ETC_RETURN_IF_ERROR(check_out_shape(ctx, out, self.sizes));
-  if (out.dtype == DType::kBool) {
-    return unsupported_dtype(ctx, "out", out.dtype, "a numeric dtype");
-  }
-  if (dtype_is_integral(out.dtype) && exponent.scalar_as_int() < 0) {
-    return ctx.error("integers to negative integer powers are not allowed (exponent " +
-                     std::to_string(exponent.scalar_as_int()) + ")");
-  }
+  ETC_RETURN_IF_ERROR(check_pow_tensor_scalar(ctx, args));
   if (out.numel() == 0) return Status();
   visit_dtype(out.dtype, [&]<typename O>() {
     using C = ComputeT<O>;
@@ -341,16 +412,7 @@ Status where_self(KernelContext& ctx, std::span<Value*> args) {
   const TensorView& self = tensor_arg(args, 1);
   const TensorView& other = tensor_arg(args, 2);
   TensorView& out = out_arg(args, 3);
-  if (cond.dtype != DType::kBool && cond.dtype != DType::kUInt8) {
-    return unsupported_dtype(ctx, "condition", cond.dtype, "bool or uint8");
-  }
-  auto ab = broadcast_shapes(self.sizes, other.sizes);
-  auto all = ab ? broadcast_shapes(cond.sizes, *ab) : std::nullopt;
-  if (!all) {
-    return ctx.error("condition " + shape_str(cond.sizes) + ", self " + shape_str(self.sizes) +
-                     " and other " + shape_str(other.sizes) + " cannot be broadcast together");
-  }
-  ETC_RETURN_IF_ERROR(check_out_shape(ctx, out, *all));
+  ETC_RETURN_IF_ERROR(check_where(ctx, args));
   if (out.numel() == 0) return Status();
   visit_dtype(out.dtype, [&]<typename O>() { where_typed<O>(cond, self, other, out); });
   return Status();
@@ -514,13 +576,7 @@ void unary_typed(const UnaryArgs& u, const TensorView& self, TensorView& out) {
 }
 
 Status run_unary(KernelContext& ctx, const UnaryArgs& u, const TensorView& self, TensorView& out) {
-  ETC_RETURN_IF_ERROR(check_out_shape(ctx, out, self.sizes));
-  if (unary_is_float_only(u.op)) {
-    if (!dtype_is_float(out.dtype))
-      return unsupported_dtype(ctx, "out", out.dtype, "a floating-point dtype");
-  } else if (out.dtype == DType::kBool) {
-    return unsupported_dtype(ctx, "out", out.dtype, "a numeric dtype (not bool)");
-  }
+  ETC_RETURN_IF_ERROR(check_unary_map(ctx, self, out, unary_is_float_only(u.op)));
   if (out.numel() == 0) return Status();
   if (unary_is_float_only(u.op)) {
     visit_float_dtype(out.dtype, [&]<typename O>() { unary_typed<O>(u, self, out); });
@@ -540,9 +596,7 @@ Status unary_kernel(KernelContext& ctx, std::span<Value*> args) {
 
 Status clamp_kernel(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
-  if (args[1]->is_none() && args[2]->is_none()) {
-    return ctx.error("at least one of 'min' or 'max' must not be None");
-  }
+  ETC_RETURN_IF_ERROR(check_clamp(ctx, args));
   UnaryArgs u{UnaryOp::kClamp, args[1]->is_none() ? nullptr : args[1],
               args[2]->is_none() ? nullptr : args[2]};
   return run_unary(ctx, u, tensor_arg(args, 0), out_arg(args, 3));
@@ -556,11 +610,8 @@ Status hardtanh_kernel(KernelContext& ctx, std::span<Value*> args) {
 
 Status gelu_kernel(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
-  const std::string& approx = args[1]->s;
-  if (approx != "none" && approx != "tanh") {
-    return ctx.error("approximate must be 'none' or 'tanh', got '" + approx + "'");
-  }
-  UnaryArgs u{approx == "none" ? UnaryOp::kGeluErf : UnaryOp::kGeluTanh};
+  ETC_ASSIGN_OR_RETURN(const GeluApprox approx, check_gelu(ctx, args));
+  UnaryArgs u{approx == GeluApprox::kErf ? UnaryOp::kGeluErf : UnaryOp::kGeluTanh};
   return run_unary(ctx, u, tensor_arg(args, 0), out_arg(args, 2));
 }
 
@@ -713,11 +764,16 @@ Status binary_math_kernel(KernelContext& ctx, std::span<Value*> args) {
 template <binary_math::Form kForm>
 Status div_mode_kernel(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
-  const Value& mode = Args(ctx, args)["rounding_mode"];
-  if (mode.is_none()) return binary_math_kernel<binary_math::TrueDiv, kForm>(ctx, args);
-  if (mode.s == "trunc") return binary_math_kernel<binary_math::DivTrunc, kForm>(ctx, args);
-  if (mode.s == "floor") return binary_math_kernel<binary_math::DivFloor, kForm>(ctx, args);
-  return ctx.error("rounding_mode must be None, 'trunc' or 'floor', got '" + mode.s + "'");
+  ETC_ASSIGN_OR_RETURN(const DivMode mode, check_div_mode(ctx, args));
+  switch (mode) {
+    case DivMode::kTrue:
+      return binary_math_kernel<binary_math::TrueDiv, kForm>(ctx, args);
+    case DivMode::kTrunc:
+      return binary_math_kernel<binary_math::DivTrunc, kForm>(ctx, args);
+    case DivMode::kFloor:
+      return binary_math_kernel<binary_math::DivFloor, kForm>(ctx, args);
+  }
+  return internal_error("div: unknown rounding mode");
 }
 
 // clamp.Tensor_out(self, min?, max?, *, out): maximum with min, then minimum with max, all

@@ -515,6 +515,39 @@ struct UpsampleShape {
 Result<UpsampleShape> check_upsample2d(const KernelContext& ctx, std::span<Value*> args,
                                        bool bilinear);
 
+// ---- Elementwise argument checks (elementwise.cpp), for the CPU and CUDA kernels alike ----
+// Each runs after check_args and gives the same error for the same bad call on every device.
+
+// add/sub/mul/div .out and .Scalar_out (other a tensor or, with scalar_other, a number; alpha
+// for add and sub): self and other broadcast together, out of the broadcast sizes, div into a
+// floating-point out, no bool subtraction, an integer alpha for an integral out.
+enum class ArithOp { kAdd, kSub, kMul, kDiv };
+Status check_arith(const KernelContext& ctx, std::span<Value*> args, ArithOp op, bool scalar_other);
+
+// pow.Tensor_Scalar_out(self, exponent, *, out): out of self's sizes and a numeric dtype, no
+// negative exponent for an integral out.
+Status check_pow_tensor_scalar(const KernelContext& ctx, std::span<Value*> args);
+
+// where.self_out(condition, self, other, *, out): a bool or uint8 condition, the three
+// broadcast together into out's sizes.
+Status check_where(const KernelContext& ctx, std::span<Value*> args);
+
+// The unary maps (neg, relu, clamp, exp, ..., gelu): out of self's sizes, a floating-point
+// dtype when `float_only`, else any numeric dtype but bool.
+Status check_unary_map(const KernelContext& ctx, const TensorView& self, TensorView& out,
+                       bool float_only);
+
+// clamp.out(self, min?, max?, *, out): at least one bound given.
+Status check_clamp(const KernelContext& ctx, std::span<Value*> args);
+
+// gelu.out(self, *, approximate, out): 'none' (erf) or 'tanh'.
+enum class GeluApprox { kErf, kTanh };
+Result<GeluApprox> check_gelu(const KernelContext& ctx, std::span<Value*> args);
+
+// div.out_mode / div.Scalar_mode_out: rounding_mode None (true division), 'trunc' or 'floor'.
+enum class DivMode { kTrue, kTrunc, kFloor };
+Result<DivMode> check_div_mode(const KernelContext& ctx, std::span<Value*> args);
+
 // ---- Strided iteration ---------------------------------------------------------------
 
 // Iterates over an index space shared by N operands, each with its own per-dim strides

@@ -14,35 +14,19 @@ using rt::KernelContext;
 using rt::TensorView;
 using rt::Value;
 using rt::kernels::check_args;
-using rt::kernels::check_out_shape;
 using rt::kernels::out_arg;
 using rt::kernels::tensor_arg;
-using rt::kernels::unsupported_dtype;
 
 // ---- Elementwise -------------------------------------------------------------------------
 
-enum class Binary { kAdd, kSub, kMul, kDiv };
+using Binary = rt::kernels::ArithOp;
 
 Status binary(KernelContext& ctx, std::span<Value*> args, Binary op, bool scalar_other) {
   const bool has_alpha = op == Binary::kAdd || op == Binary::kSub;
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
+  ETC_RETURN_IF_ERROR(rt::kernels::check_arith(ctx, args, op, scalar_other));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, has_alpha ? 3 : 2);
-  std::vector<int64_t> expected = self.sizes;
-  if (!scalar_other) {
-    auto b = broadcast_shapes(self.sizes, tensor_arg(args, 1).sizes);
-    if (!b) return ctx.error("self and other cannot be broadcast together");
-    expected = *b;
-  }
-  ETC_RETURN_IF_ERROR(check_out_shape(ctx, out, expected));
-  if (op == Binary::kDiv && !is_float(out.dtype))
-    return unsupported_dtype(ctx, "out", out.dtype,
-                             "a floating-point dtype (div is true division)");
-  if (op == Binary::kSub && out.dtype == DType::kBool)
-    return ctx.error("subtraction of bool tensors is not supported (out has dtype bool)");
-  if (has_alpha && !is_float(out.dtype) && args[2]->kind == Value::Kind::kDouble)
-    return ctx.error("alpha must be an integer for an out of dtype " +
-                     std::string(dtype_name(out.dtype)));
   const k::MapOp kop = op == Binary::kAdd   ? k::MapOp::kAdd
                        : op == Binary::kSub ? k::MapOp::kSub
                        : op == Binary::kMul ? k::MapOp::kMul
@@ -88,10 +72,7 @@ Status pow_tensor_scalar(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 2);
-  ETC_RETURN_IF_ERROR(check_out_shape(ctx, out, self.sizes));
-  if (out.dtype == DType::kBool) return unsupported_dtype(ctx, "out", out.dtype, "a numeric dtype");
-  if (!is_float(out.dtype) && args[1]->scalar_as_int() < 0)
-    return ctx.error("integers to negative integer powers are not allowed");
+  ETC_RETURN_IF_ERROR(rt::kernels::check_pow_tensor_scalar(ctx, args));
   MapBuilder m(ctx, k::MapOp::kPow, out);
   m.p.a = m.broadcast(self);
   m.p.scalar = scalar_of(*args[1], out.dtype);
@@ -102,12 +83,7 @@ Status where_self(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& cond = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 3);
-  if (cond.dtype != DType::kBool && cond.dtype != DType::kUInt8)
-    return unsupported_dtype(ctx, "condition", cond.dtype, "bool or uint8");
-  auto ab = broadcast_shapes(tensor_arg(args, 1).sizes, tensor_arg(args, 2).sizes);
-  auto all = ab ? broadcast_shapes(cond.sizes, *ab) : std::nullopt;
-  if (!all) return ctx.error("condition, self and other cannot be broadcast together");
-  ETC_RETURN_IF_ERROR(check_out_shape(ctx, out, *all));
+  ETC_RETURN_IF_ERROR(rt::kernels::check_where(ctx, args));
   MapBuilder m(ctx, k::MapOp::kWhere, out);
   m.p.a = m.broadcast(cond);
   m.p.b = m.broadcast(tensor_arg(args, 1));
@@ -144,11 +120,7 @@ bool float_only(k::MapOp op) {
 
 Status run_unary(KernelContext& ctx, k::MapOp op, const TensorView& self, TensorView& out,
                  const Value* lo = nullptr, const Value* hi = nullptr) {
-  ETC_RETURN_IF_ERROR(check_out_shape(ctx, out, self.sizes));
-  if (float_only(op) && !is_float(out.dtype))
-    return unsupported_dtype(ctx, "out", out.dtype, "a floating-point dtype");
-  if (!float_only(op) && out.dtype == DType::kBool)
-    return unsupported_dtype(ctx, "out", out.dtype, "a numeric dtype (not bool)");
+  ETC_RETURN_IF_ERROR(rt::kernels::check_unary_map(ctx, self, out, float_only(op)));
   MapBuilder m(ctx, op, out);
   m.p.a = m.broadcast(self);
   if (lo != nullptr) {
@@ -170,8 +142,7 @@ Status unary(KernelContext& ctx, std::span<Value*> args) {
 
 Status clamp(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
-  if (args[1]->is_none() && args[2]->is_none())
-    return ctx.error("at least one of 'min' or 'max' must not be None");
+  ETC_RETURN_IF_ERROR(rt::kernels::check_clamp(ctx, args));
   return run_unary(ctx, k::MapOp::kClamp, tensor_arg(args, 0), out_arg(args, 3),
                    args[1]->is_none() ? nullptr : args[1], args[2]->is_none() ? nullptr : args[2]);
 }
@@ -183,11 +154,10 @@ Status hardtanh(KernelContext& ctx, std::span<Value*> args) {
 
 Status gelu(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
-  const std::string& approx = args[1]->s;
-  if (approx != "none" && approx != "tanh")
-    return ctx.error("approximate must be 'none' or 'tanh', got '" + approx + "'");
-  return run_unary(ctx, approx == "none" ? k::MapOp::kGeluErf : k::MapOp::kGeluTanh,
-                   tensor_arg(args, 0), out_arg(args, 2));
+  ETC_ASSIGN_OR_RETURN(const rt::kernels::GeluApprox approx, rt::kernels::check_gelu(ctx, args));
+  return run_unary(
+      ctx, approx == rt::kernels::GeluApprox::kErf ? k::MapOp::kGeluErf : k::MapOp::kGeluTanh,
+      tensor_arg(args, 0), out_arg(args, 2));
 }
 
 // The unary math ops (graph/unary_math.def): the CPU kernel's dtype rules, one launch.
@@ -243,18 +213,18 @@ Status binary_math_op(KernelContext& ctx, std::span<Value*> args) {
 // div with a rounding mode, as the CPU kernel: by the mode argument, one of three functions.
 template <binary_math::Form kForm>
 Status div_mode_op(KernelContext& ctx, std::span<Value*> args) {
+  using rt::kernels::DivMode;
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
-  const Value& mode = rt::kernels::Args(ctx, args)["rounding_mode"];
-  if (mode.is_none()) {
-    return binary_math_op<binary_math::TrueDiv, kForm, k::BinaryMathFn::kTrueDiv>(ctx, args);
+  ETC_ASSIGN_OR_RETURN(const DivMode mode, rt::kernels::check_div_mode(ctx, args));
+  switch (mode) {
+    case DivMode::kTrue:
+      return binary_math_op<binary_math::TrueDiv, kForm, k::BinaryMathFn::kTrueDiv>(ctx, args);
+    case DivMode::kTrunc:
+      return binary_math_op<binary_math::DivTrunc, kForm, k::BinaryMathFn::kDivTrunc>(ctx, args);
+    case DivMode::kFloor:
+      return binary_math_op<binary_math::DivFloor, kForm, k::BinaryMathFn::kDivFloor>(ctx, args);
   }
-  if (mode.s == "trunc") {
-    return binary_math_op<binary_math::DivTrunc, kForm, k::BinaryMathFn::kDivTrunc>(ctx, args);
-  }
-  if (mode.s == "floor") {
-    return binary_math_op<binary_math::DivFloor, kForm, k::BinaryMathFn::kDivFloor>(ctx, args);
-  }
-  return ctx.error("rounding_mode must be None, 'trunc' or 'floor', got '" + mode.s + "'");
+  return internal_error("div: unknown rounding mode");
 }
 
 }  // namespace
