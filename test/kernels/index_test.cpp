@@ -184,5 +184,21 @@ TEST_CASE("copy_: same shape converts dtype, broadcast, the return value must be
   CHECK(s.message().find("must be self") != std::string::npos);
 }
 
+// check_index_put: the errors the CUDA kernel gives too.
+TEST_CASE("index_put: values of another dtype or shape") {
+  Call c("aten::index_put.out");
+  Value* self = c.random(DType::kFloat32, {3, 2}, 1);
+  Value* idx = c.tensor(DType::kInt64, {2}, {0, 2});
+  CHECK(c.run({self, c.opt_list({idx}), c.random(DType::kFloat32, {3}, 2), c.b(false)},
+              {c.out(DType::kFloat32, {3, 2})})
+            .message() ==
+        "aten::index_put.out: values of shape [3] do not broadcast to the indexed shape [2, 2]");
+  const std::string msg =
+      c.run({self, c.opt_list({idx}), c.random(DType::kFloat16, {2}, 3), c.b(false)},
+            {c.out(DType::kFloat32, {3, 2})})
+          .message();
+  CHECK(msg.find("index_put needs one dtype") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace etc::rt::test

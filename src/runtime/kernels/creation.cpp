@@ -6,6 +6,21 @@
 #include "runtime/kernels/kernel_util.h"
 
 namespace etc::rt::kernels {
+
+Status check_embedding(const KernelContext& ctx, std::span<Value*> args) {
+  const TensorView& weight = tensor_arg(args, 0);
+  const TensorView& indices = tensor_arg(args, 1);
+  if (weight.rank() != 2) {
+    return ctx.error("weight must have rank 2, got " + shape_str(weight.sizes));
+  }
+  if (indices.dtype != DType::kInt64 && indices.dtype != DType::kInt32) {
+    return unsupported_dtype(ctx, "indices", indices.dtype, "int64 or int32");
+  }
+  std::vector<int64_t> sizes = indices.sizes;
+  sizes.push_back(weight.sizes[1]);
+  return check_out(ctx, out_arg(args, 5), sizes, weight.dtype);
+}
+
 namespace {
 
 Status to_copy_kernel(KernelContext& ctx, std::span<Value*> args) {
@@ -81,15 +96,7 @@ Status embedding_kernel(KernelContext& ctx, std::span<Value*> args) {
   const TensorView& weight = tensor_arg(args, 0);
   const TensorView& indices = tensor_arg(args, 1);
   TensorView& out = out_arg(args, 5);
-  if (weight.rank() != 2) {
-    return ctx.error("weight must have rank 2, got " + shape_str(weight.sizes));
-  }
-  if (indices.dtype != DType::kInt64 && indices.dtype != DType::kInt32) {
-    return unsupported_dtype(ctx, "indices", indices.dtype, "int64 or int32");
-  }
-  std::vector<int64_t> sizes = indices.sizes;
-  sizes.push_back(weight.sizes[1]);
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, sizes, weight.dtype));
+  ETC_RETURN_IF_ERROR(check_embedding(ctx, args));
   // padding_idx only affects gradients; the forward pass is a row gather.
   if (indices.dtype == DType::kInt64) return gather_rows<int64_t>(ctx, weight, indices, out);
   return gather_rows<int32_t>(ctx, weight, indices, out);

@@ -32,10 +32,10 @@ struct IndexWalk {
   std::vector<Indexed> indexed;
 };
 
-Result<IndexWalk> make_walk(const KernelContext& ctx, const TensorView& self,
-                            const Value& indices) {
+// The walk of a plan made by index_plan for these indices.
+IndexWalk make_walk(const TensorView& self, const Value& indices, IndexPlan plan) {
   IndexWalk w;
-  ETC_ASSIGN_OR_RETURN(w.plan, index_plan(ctx, self, indices));
+  w.plan = std::move(plan);
   const std::vector<int64_t> strides = contiguous_strides(self.sizes);
   if (w.plan.indexed.empty()) {
     w.block = self.numel();
@@ -71,6 +71,12 @@ Result<IndexWalk> make_walk(const KernelContext& ctx, const TensorView& self,
                          broadcast_strides(t->sizes, w.plan.broadcast)});
   }
   return w;
+}
+
+Result<IndexWalk> make_walk(const KernelContext& ctx, const TensorView& self,
+                            const Value& indices) {
+  ETC_ASSIGN_OR_RETURN(IndexPlan plan, index_plan(ctx, self, indices));
+  return make_walk(self, indices, std::move(plan));
 }
 
 int64_t index_value(const TensorView& t, int64_t i) {
@@ -294,20 +300,6 @@ Status put_values(const KernelContext& ctx, const IndexWalk& w, const TensorView
   });
 }
 
-Status check_values(const KernelContext& ctx, const TensorView& self, const IndexWalk& w,
-                    const TensorView& values) {
-  if (values.dtype != self.dtype) {
-    return ctx.error("values are " + values.describe() + ", self is " + self.describe() +
-                     "; index_put needs one dtype");
-  }
-  auto b = broadcast_shapes(values.sizes, w.plan.result);
-  if (!b || *b != w.plan.result) {
-    return ctx.error("values of shape " + shape_str(values.sizes) +
-                     " do not broadcast to the indexed shape " + shape_str(w.plan.result));
-  }
-  return Status();
-}
-
 // index_put.out(self, indices, values, accumulate, *, out) and ExecuTorch's in-place
 // index_put_(self, indices, values, accumulate) -> self. `out` may be self's own storage
 // (etc plans a KV-cache update in place); the copy is skipped then.
@@ -317,11 +309,8 @@ Status index_put_kernel(KernelContext& ctx, std::span<Value*> args) {
   TensorView& self = args[0]->tensor;
   const TensorView& values = tensor_arg(args, 2);
   TensorView& out = kInPlace ? self : out_arg(args, 4);
-  if (kInPlace && (!args[4]->is_tensor() || args[4]->tensor.data != self.data))
-    return ctx.error("the return value (argument 4) must be self");
-  ETC_ASSIGN_OR_RETURN(IndexWalk w, make_walk(ctx, self, *args[1]));
-  ETC_RETURN_IF_ERROR(check_values(ctx, self, w, values));
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, self.sizes, self.dtype));
+  ETC_ASSIGN_OR_RETURN(IndexPlan plan, check_index_put(ctx, args, kInPlace));
+  const IndexWalk w = make_walk(self, *args[1], std::move(plan));
   if (out.data != self.data && self.nbytes() > 0)
     std::memcpy(out.data, self.data, static_cast<size_t>(self.nbytes()));
   return put_values(ctx, w, values, args[3]->b, out);
@@ -365,6 +354,25 @@ Status copy_inplace_kernel(KernelContext& ctx, std::span<Value*> args) {
 }
 
 }  // namespace
+
+Result<IndexPlan> check_index_put(const KernelContext& ctx, std::span<Value*> args, bool in_place) {
+  TensorView& self = args[0]->tensor;
+  const TensorView& values = tensor_arg(args, 2);
+  if (in_place && (!args[4]->is_tensor() || args[4]->tensor.data != self.data))
+    return ctx.error("the return value (argument 4) must be self");
+  ETC_ASSIGN_OR_RETURN(IndexPlan plan, index_plan(ctx, self, *args[1]));
+  if (values.dtype != self.dtype) {
+    return ctx.error("values are " + values.describe() + ", self is " + self.describe() +
+                     "; index_put needs one dtype");
+  }
+  auto b = broadcast_shapes(values.sizes, plan.result);
+  if (!b || *b != plan.result) {
+    return ctx.error("values of shape " + shape_str(values.sizes) +
+                     " do not broadcast to the indexed shape " + shape_str(plan.result));
+  }
+  ETC_RETURN_IF_ERROR(check_out(ctx, in_place ? self : out_arg(args, 4), self.sizes, self.dtype));
+  return plan;
+}
 
 Result<IndexPlan> index_plan(const KernelContext& ctx, const TensorView& self,
                              const Value& indices) {

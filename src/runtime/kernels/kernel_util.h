@@ -548,6 +548,17 @@ Result<GeluApprox> check_gelu(const KernelContext& ctx, std::span<Value*> args);
 enum class DivMode { kTrue, kTrunc, kFloor };
 Result<DivMode> check_div_mode(const KernelContext& ctx, std::span<Value*> args);
 
+// ---- Gathers and indexing (creation.cpp, index.cpp) -------------------------------------
+
+// embedding.out(weight, indices, padding_idx, scale_grad_by_freq, sparse, *, out): a rank-2
+// weight, int64 or int32 indices, out [*indices, weight.size(1)] of weight's dtype.
+Status check_embedding(const KernelContext& ctx, std::span<Value*> args);
+
+// index_put.out(self, indices, values, accumulate, *, out) and the in-place index_put_ (its
+// return value must be self): values of self's dtype broadcasting to self[indices], out of
+// self's shape. Gives the plan of self[indices].
+Result<IndexPlan> check_index_put(const KernelContext& ctx, std::span<Value*> args, bool in_place);
+
 // ---- Strided iteration ---------------------------------------------------------------
 
 // Iterates over an index space shared by N operands, each with its own per-dim strides

@@ -20,12 +20,7 @@ Status embedding(KernelContext& ctx, std::span<Value*> args) {
   const TensorView& weight = tensor_arg(args, 0);
   const TensorView& indices = tensor_arg(args, 1);
   TensorView& out = out_arg(args, 5);
-  if (weight.rank() != 2) return ctx.error("weight must have rank 2");
-  if (indices.dtype != DType::kInt64 && indices.dtype != DType::kInt32)
-    return unsupported_dtype(ctx, "indices", indices.dtype, "int64 or int32");
-  std::vector<int64_t> sizes = indices.sizes;
-  sizes.push_back(weight.sizes[1]);
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, sizes, weight.dtype));
+  ETC_RETURN_IF_ERROR(rt::kernels::check_embedding(ctx, args));
   ETC_ASSIGN_OR_RETURN(DeviceContext * dev, device_of(ctx));
   // Out-of-range indices give zero rows and set the device's error flag, which the next
   // synchronisation reports (checking here would need a read-back).
@@ -38,11 +33,10 @@ Status embedding(KernelContext& ctx, std::span<Value*> args) {
 
 // ---- Advanced indexing -------------------------------------------------------------------
 
-// `self[indices]` for the index kernels: the same walk as the CPU kernels (index.cpp), with
-// the index tensors' device pointers.
+// `self[indices]` for the index kernels, as `plan` (index_plan's) lays it out: the same walk
+// as the CPU kernels (index.cpp), with the index tensors' device pointers.
 Result<k::IndexArgs> index_args(const KernelContext& ctx, const TensorView& self,
-                                const Value& indices, IndexPlan* plan_out) {
-  ETC_ASSIGN_OR_RETURN(IndexPlan plan, rt::kernels::index_plan(ctx, self, indices));
+                                const Value& indices, const IndexPlan& plan) {
   if (plan.result.size() > static_cast<size_t>(k::kMaxRank) ||
       plan.broadcast.size() > static_cast<size_t>(k::kMaxRank) ||
       self.rank() > static_cast<size_t>(k::kMaxRank))
@@ -92,7 +86,6 @@ Result<k::IndexArgs> index_args(const KernelContext& ctx, const TensorView& self
   }
   ETC_ASSIGN_OR_RETURN(DeviceContext * dev, device_of(ctx));
   ETC_ASSIGN_OR_RETURN(a.bad_index, dev->error_flag());
-  *plan_out = std::move(plan);
   return a;
 }
 
@@ -101,8 +94,8 @@ Status index_tensor(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 2);
-  IndexPlan plan;
-  ETC_ASSIGN_OR_RETURN(k::IndexArgs a, index_args(ctx, self, *args[1], &plan));
+  ETC_ASSIGN_OR_RETURN(const IndexPlan plan, rt::kernels::index_plan(ctx, self, *args[1]));
+  ETC_ASSIGN_OR_RETURN(k::IndexArgs a, index_args(ctx, self, *args[1], plan));
   ETC_RETURN_IF_ERROR(check_out(ctx, out, plan.result, self.dtype));
   ETC_ASSIGN_OR_RETURN(DeviceContext * dev, device_of(ctx));
   ETC_CUDA_RETURN_IF_ERROR(k::launch_index_gather(a, self.data, out.data, dev->stream()));
@@ -118,21 +111,9 @@ Status index_put(KernelContext& ctx, std::span<Value*> args) {
   TensorView& self = args[0]->tensor;
   const TensorView& values = tensor_arg(args, 2);
   TensorView& out = kInPlace ? self : out_arg(args, 4);
-  if (kInPlace && (!args[4]->is_tensor() || args[4]->tensor.data != self.data))
-    return ctx.error("the return value (argument 4) must be self");
   if (args[3]->b) return ctx.error("accumulate=True has no CUDA kernel (it runs on the host)");
-  IndexPlan plan;
-  ETC_ASSIGN_OR_RETURN(k::IndexArgs a, index_args(ctx, self, *args[1], &plan));
-  if (values.dtype != self.dtype) {
-    return ctx.error("values are " + values.describe() + ", self is " + self.describe() +
-                     "; index_put needs one dtype");
-  }
-  auto b = broadcast_shapes(values.sizes, plan.result);
-  if (!b || *b != plan.result) {
-    return ctx.error("values of shape " + shape_str(values.sizes) +
-                     " do not broadcast to the indexed shape " + shape_str(plan.result));
-  }
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, self.sizes, self.dtype));
+  ETC_ASSIGN_OR_RETURN(const IndexPlan plan, rt::kernels::check_index_put(ctx, args, kInPlace));
+  ETC_ASSIGN_OR_RETURN(k::IndexArgs a, index_args(ctx, self, *args[1], plan));
   ETC_RETURN_IF_ERROR(copy_d2d(ctx, self, out));
   const std::vector<int64_t> vstrides = broadcast_strides(values.sizes, plan.result);
   ETC_ASSIGN_OR_RETURN(DeviceContext * dev, device_of(ctx));
