@@ -1015,5 +1015,36 @@ TEST_CASE("convolution errors") {
         "int64");
 }
 
+// check_convolution: the errors the CUDA kernel gives too.
+TEST_CASE("convolution argument errors: groups, stride, dilation, padding, bias") {
+  Call c("aten::convolution.out");
+  Value* x = c.random(DType::kFloat32, {1, 4, 5, 5}, 1);
+  Value* w = c.random(DType::kFloat32, {6, 4, 3, 3}, 2);
+  auto run = [&](Value* bias, const std::vector<int64_t>& stride,
+                 const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation,
+                 const std::vector<int64_t>& output_padding, int64_t groups) {
+    return c
+        .run({x, w, bias, c.ints(stride), c.ints(padding), c.ints(dilation), c.b(false),
+              c.ints(output_padding), c.i(groups)},
+             {c.out(DType::kFloat32, {1, 6, 3, 3})})
+        .message();
+  };
+  CHECK(run(c.none(), {1, 1}, {0, 0}, {1, 1}, {0, 0}, 0) ==
+        "aten::convolution.out: groups must be positive, got 0");
+  CHECK(run(c.none(), {1, 0}, {0, 0}, {1, 1}, {0, 0}, 1) ==
+        "aten::convolution.out: stride must be positive");
+  CHECK(run(c.none(), {1, 1}, {0, 0}, {0, 1}, {0, 0}, 1) ==
+        "aten::convolution.out: dilation must be positive");
+  CHECK(run(c.none(), {1, 1}, {0, -1}, {1, 1}, {0, 0}, 1) ==
+        "aten::convolution.out: padding must not be negative");
+  CHECK(run(c.none(), {1, 1}, {0, 0}, {1, 1}, {1, 0}, 1) ==
+        "aten::convolution.out: output_padding must be 0 unless transposed");
+  CHECK(run(c.random(DType::kFloat32, {4}, 3), {1, 1}, {0, 0}, {1, 1}, {0, 0}, 1) ==
+        "aten::convolution.out: bias must have shape [6], got [4]");
+  CHECK(run(c.random(DType::kFloat16, {6}, 3), {1, 1}, {0, 0}, {1, 1}, {0, 0}, 1) ==
+        "aten::convolution.out: weight and bias must have the input's dtype float32");
+  CHECK(run(c.random(DType::kFloat32, {6}, 3), {1, 1}, {0, 0}, {1, 1}, {0, 0}, 1).empty());
+}
+
 }  // namespace
 }  // namespace etc::rt::test

@@ -419,5 +419,24 @@ TEST_CASE("matmul errors") {
         "aten::mm.out: out has dtype bool, expected a numeric dtype (not bool)");
 }
 
+// check_linear and check_addmm: the errors the CUDA kernels give too.
+TEST_CASE("linear and addmm argument errors") {
+  Call l("aten::linear.default");
+  Value* x0 = l.random(DType::kFloat32, {}, 1);
+  Value* w = l.random(DType::kFloat32, {3, 1}, 2);
+  CHECK(l.run({x0, w, l.none()}, {l.out(DType::kFloat32, {3})}).message() ==
+        "aten::linear.default: input must have rank 1 or more, got []");
+  Value* x = l.random(DType::kFloat32, {2, 1}, 3);
+  Value* bias = l.random(DType::kFloat32, {2}, 4);
+  CHECK(l.run({x, w, bias}, {l.out(DType::kFloat32, {2, 3})}).message() ==
+        "aten::linear.default: bias [2] does not broadcast to [2, 3]");
+  Call a("aten::addmm.out");
+  Value* m1 = a.random(DType::kFloat32, {2, 3}, 5);
+  Value* m2 = a.random(DType::kFloat32, {3, 4}, 6);
+  Value* b16 = a.random(DType::kFloat16, {4}, 7);
+  CHECK(a.run({b16, m1, m2, a.i(1), a.i(1)}, {a.out(DType::kFloat32, {2, 4})}).message() ==
+        "aten::addmm.out: self has dtype float16, expected float32 (the dtype of mat1)");
+}
+
 }  // namespace
 }  // namespace etc::rt::test

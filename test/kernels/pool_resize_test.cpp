@@ -438,5 +438,39 @@ TEST_CASE("upsample_nearest2d takes floor(o / scale) or floor(o * in / out)") {
   CHECK(s.message().find("exactly one of output_size and scale_factors") != std::string::npos);
 }
 
+// check_max_pool2d, check_avg_pool2d, check_adaptive_avg_pool2d: the errors the CUDA kernels
+// give too.
+TEST_CASE("pooling argument errors") {
+  Call m("aten::max_pool2d_with_indices.out");
+  Value* x = m.random(DType::kFloat32, {1, 1, 4, 4}, 1);
+  auto max_pool = [&](const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride,
+                      const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation) {
+    return m
+        .run({x, m.ints(kernel), m.ints(stride), m.ints(padding), m.ints(dilation), m.b(false)},
+             {m.out(DType::kFloat32, {1, 1, 2, 2}), m.out(DType::kInt64, {1, 1, 2, 2})})
+        .message();
+  };
+  CHECK(max_pool({0, 2}, {}, {0}, {1}) ==
+        "aten::max_pool2d_with_indices.out: kernel_size must be positive");
+  CHECK(max_pool({2, 2}, {2, -1}, {0}, {1}) ==
+        "aten::max_pool2d_with_indices.out: stride must be positive");
+  CHECK(max_pool({2, 2}, {}, {0}, {0}) ==
+        "aten::max_pool2d_with_indices.out: dilation must be positive");
+  CHECK(max_pool({5, 5}, {}, {0}, {1}) ==
+        "aten::max_pool2d_with_indices.out: kernel of extent 5 does not fit an input of size 4 "
+        "with padding 0");
+  CHECK(max_pool({2, 2}, {}, {0}, {1}).empty());
+  Call a("aten::avg_pool2d.out");
+  CHECK(a.run({x, a.ints({2}), a.ints({}), a.ints({0}), a.b(false), a.b(true), a.i(0)},
+              {a.out(DType::kFloat32, {1, 1, 2, 2})})
+            .message() == "aten::avg_pool2d.out: divisor_override must not be zero");
+  Call ad("aten::_adaptive_avg_pool2d.out");
+  CHECK(ad.run({x, ad.ints({2, 0})}, {ad.out(DType::kFloat32, {1, 1, 2, 0})}).message() ==
+        "aten::_adaptive_avg_pool2d.out: output_size must be two positive sizes, got [2, 0]");
+  Value* x2 = ad.random(DType::kFloat32, {4, 4}, 2);
+  CHECK(ad.run({x2, ad.ints({2, 2})}, {ad.out(DType::kFloat32, {2, 2})}).message() ==
+        "aten::_adaptive_avg_pool2d.out: self must have rank 3 or 4, got [4, 4]");
+}
+
 }  // namespace
 }  // namespace etc::rt::test

@@ -510,5 +510,32 @@ TEST_CASE("full, ones and zeros") {
             .message() == "aten::zeros.default: out has shape [2], expected [3]");
 }
 
+// check_embedding, check_permute, check_select, check_slice, check_constant_pad_nd: the errors
+// the CUDA kernels give too.
+TEST_CASE("layout and gather argument errors") {
+  Call e("aten::embedding.out");
+  Value* w3 = e.random(DType::kFloat32, {2, 2, 2}, 1);
+  Value* idx = e.tensor(DType::kInt64, {1}, {0});
+  CHECK(e.run({w3, idx, e.i(-1), e.b(false), e.b(false)}, {e.out(DType::kFloat32, {1, 2})})
+            .message() == "aten::embedding.out: weight must have rank 2, got [2, 2, 2]");
+  Call p("aten::permute_copy.out");
+  Value* x = p.random(DType::kFloat32, {2, 3}, 2);
+  CHECK(p.run({x, p.ints({1})}, {p.out(DType::kFloat32, {3})}).message() ==
+        "aten::permute_copy.out: dims [1] must have one entry per dim of self [2, 3]");
+  Call s("aten::select_copy.int_out");
+  Value* x0 = s.random(DType::kFloat32, {}, 3);
+  CHECK(s.run({x0, s.i(0), s.i(0)}, {s.out(DType::kFloat32, {})}).message() ==
+        "aten::select_copy.int_out: cannot select from a zero-dimensional tensor");
+  Call sl("aten::slice_copy.Tensor_out");
+  CHECK(sl.run({x0, sl.i(0), sl.none(), sl.none(), sl.i(1)}, {sl.out(DType::kFloat32, {})})
+            .message() == "aten::slice_copy.Tensor_out: cannot slice a zero-dimensional tensor");
+  Call pad("aten::constant_pad_nd.out");
+  CHECK(pad.run({x, pad.ints({-2, -2}), pad.d(0)}, {pad.out(DType::kFloat32, {2, 0})}).message() ==
+        "aten::constant_pad_nd.out: padding makes dim 1 of self [2, 3] negative");
+  CHECK(pad.run({x, pad.ints({1}), pad.d(0)}, {pad.out(DType::kFloat32, {2, 4})}).message() ==
+        "aten::constant_pad_nd.out: pad must have an even number of values, at most 2 per dim of "
+        "self [2, 3], got 1");
+}
+
 }  // namespace
 }  // namespace etc::rt::test

@@ -710,6 +710,79 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
 
 }  // namespace
 
+Result<ConvGeometry> check_convolution(const KernelContext& ctx, std::span<Value*> args) {
+  const TensorView& x = tensor_arg(args, 0);
+  const TensorView& w = tensor_arg(args, 1);
+  const TensorView* bias = opt_tensor_arg(args, 2);
+  const bool transposed = args[6]->b;
+  const int64_t groups = args[8]->i;
+  if (x.rank() != 4 || w.rank() != 4) {
+    return ctx.error("only 1-d and 2-d convolutions are supported: input " + shape_str(x.sizes) +
+                     " and weight " + shape_str(w.sizes) + " must both have rank 3 or 4");
+  }
+  if (!dtype_is_float(x.dtype) && x.dtype != DType::kInt64) {
+    return unsupported_dtype(ctx, "input", x.dtype, "a floating-point dtype or int64");
+  }
+  if (w.dtype != x.dtype || (bias != nullptr && bias->dtype != x.dtype)) {
+    return ctx.error("weight and bias must have the input's dtype " +
+                     std::string(dtype_name(x.dtype)));
+  }
+  if (groups <= 0) return ctx.error("groups must be positive, got " + std::to_string(groups));
+  ETC_ASSIGN_OR_RETURN(auto stride, pair_arg(ctx, "stride", args[3]->ints, 1, false));
+  ETC_ASSIGN_OR_RETURN(auto pad, pair_arg(ctx, "padding", args[4]->ints, 0, false));
+  ETC_ASSIGN_OR_RETURN(auto dil, pair_arg(ctx, "dilation", args[5]->ints, 1, false));
+  ETC_ASSIGN_OR_RETURN(auto opad, pair_arg(ctx, "output_padding", args[7]->ints, 0, true));
+  for (int i = 0; i < 2; ++i) {
+    if (stride[i] <= 0) return ctx.error("stride must be positive");
+    if (dil[i] <= 0) return ctx.error("dilation must be positive");
+    if (pad[i] < 0) return ctx.error("padding must not be negative");
+    if (opad[i] < 0 || (opad[i] > 0 && !transposed)) {
+      return ctx.error("output_padding must be 0 unless transposed");
+    }
+  }
+  ConvGeometry g{x.sizes[0], x.sizes[1], x.sizes[2], x.sizes[3], 0,   w.sizes[2], w.sizes[3],
+                 0,          0,          groups,     stride,     pad, dil};
+  if (!transposed) {
+    if (w.sizes[0] % groups != 0 || w.sizes[1] * groups != g.c_in) {
+      return ctx.error("weight " + shape_str(w.sizes) + " with groups=" + std::to_string(groups) +
+                       " does not fit input " + shape_str(x.sizes));
+    }
+    g.c_out = w.sizes[0];
+  } else {
+    if (w.sizes[0] != g.c_in || g.c_in % groups != 0) {
+      return ctx.error("transposed weight " + shape_str(w.sizes) + " with groups=" +
+                       std::to_string(groups) + " does not fit input " + shape_str(x.sizes));
+    }
+    g.c_out = w.sizes[1] * groups;
+  }
+  if (bias != nullptr && (bias->rank() != 1 || bias->sizes[0] != g.c_out)) {
+    return ctx.error("bias must have shape [" + std::to_string(g.c_out) + "], got " +
+                     shape_str(bias->sizes));
+  }
+  int64_t spatial[2] = {0, 0};
+  for (int i = 0; i < 2; ++i) {
+    const int64_t in = x.sizes[2 + i];
+    const int64_t k = w.sizes[2 + i];
+    if (!transposed) {
+      const int64_t span = dil[i] * (k - 1) + 1;
+      if (in + 2 * pad[i] < span) {
+        return ctx.error("kernel of extent " + std::to_string(span) +
+                         " is larger than the padded input (" + std::to_string(in + 2 * pad[i]) +
+                         ")");
+      }
+      spatial[i] = (in + 2 * pad[i] - span) / stride[i] + 1;
+    } else {
+      spatial[i] = (in - 1) * stride[i] - 2 * pad[i] + dil[i] * (k - 1) + opad[i] + 1;
+      if (spatial[i] <= 0) return ctx.error("transposed convolution output would be empty");
+    }
+  }
+  g.oh = spatial[0];
+  g.ow = spatial[1];
+  ETC_RETURN_IF_ERROR(check_out(ctx, out_arg(args, 9),
+                                std::vector<int64_t>{g.batch, g.c_out, g.oh, g.ow}, x.dtype));
+  return g;
+}
+
 std::optional<ConvGeometry> float_conv2d_geometry(std::span<Value* const> args) {
   if (args.size() < 10) return std::nullopt;
   for (size_t i : {size_t{0}, size_t{1}, size_t{9}}) {
@@ -857,7 +930,6 @@ Status convolution_kernel(KernelContext& ctx, std::span<Value*> args) {
   const TensorView& w = tensor_arg(args, 1);
   const TensorView* bias = opt_tensor_arg(args, 2);
   const bool transposed = args[6]->b;
-  const int64_t groups = args[8]->i;
   TensorView& out = out_arg(args, 9);
   if (x.rank() == 3 && w.rank() == 3 && out.rank() == 3) {
     // 1-d (ExecuTorch's programs for Conv1d): the same data as [N, C, 1, L] with a
@@ -886,70 +958,7 @@ Status convolution_kernel(KernelContext& ctx, std::span<Value*> args) {
     }
     return convolution_kernel(ctx, ptrs);
   }
-  if (x.rank() != 4 || w.rank() != 4) {
-    return ctx.error("only 1-d and 2-d convolutions are supported: input " + shape_str(x.sizes) +
-                     " and weight " + shape_str(w.sizes) + " must both have rank 3 or 4");
-  }
-  if (!dtype_is_float(x.dtype) && x.dtype != DType::kInt64) {
-    return unsupported_dtype(ctx, "input", x.dtype, "a floating-point dtype or int64");
-  }
-  if (w.dtype != x.dtype || (bias != nullptr && bias->dtype != x.dtype)) {
-    return ctx.error("weight and bias must have the input's dtype " +
-                     std::string(dtype_name(x.dtype)));
-  }
-  if (groups <= 0) return ctx.error("groups must be positive, got " + std::to_string(groups));
-  ETC_ASSIGN_OR_RETURN(auto stride, pair_arg(ctx, "stride", args[3]->ints, 1, false));
-  ETC_ASSIGN_OR_RETURN(auto pad, pair_arg(ctx, "padding", args[4]->ints, 0, false));
-  ETC_ASSIGN_OR_RETURN(auto dil, pair_arg(ctx, "dilation", args[5]->ints, 1, false));
-  ETC_ASSIGN_OR_RETURN(auto opad, pair_arg(ctx, "output_padding", args[7]->ints, 0, true));
-  for (int i = 0; i < 2; ++i) {
-    if (stride[i] <= 0) return ctx.error("stride must be positive");
-    if (dil[i] <= 0) return ctx.error("dilation must be positive");
-    if (pad[i] < 0) return ctx.error("padding must not be negative");
-    if (opad[i] < 0 || (opad[i] > 0 && !transposed)) {
-      return ctx.error("output_padding must be 0 unless transposed");
-    }
-  }
-  ConvGeometry g{x.sizes[0], x.sizes[1], x.sizes[2], x.sizes[3], 0,   w.sizes[2], w.sizes[3],
-                 0,          0,          groups,     stride,     pad, dil};
-  if (!transposed) {
-    if (w.sizes[0] % groups != 0 || w.sizes[1] * groups != g.c_in) {
-      return ctx.error("weight " + shape_str(w.sizes) + " with groups=" + std::to_string(groups) +
-                       " does not fit input " + shape_str(x.sizes));
-    }
-    g.c_out = w.sizes[0];
-  } else {
-    if (w.sizes[0] != g.c_in || g.c_in % groups != 0) {
-      return ctx.error("transposed weight " + shape_str(w.sizes) + " with groups=" +
-                       std::to_string(groups) + " does not fit input " + shape_str(x.sizes));
-    }
-    g.c_out = w.sizes[1] * groups;
-  }
-  if (bias != nullptr && (bias->rank() != 1 || bias->sizes[0] != g.c_out)) {
-    return ctx.error("bias must have shape [" + std::to_string(g.c_out) + "], got " +
-                     shape_str(bias->sizes));
-  }
-  int64_t spatial[2] = {0, 0};
-  for (int i = 0; i < 2; ++i) {
-    const int64_t in = x.sizes[2 + i];
-    const int64_t k = w.sizes[2 + i];
-    if (!transposed) {
-      const int64_t span = dil[i] * (k - 1) + 1;
-      if (in + 2 * pad[i] < span) {
-        return ctx.error("kernel of extent " + std::to_string(span) +
-                         " is larger than the padded input (" + std::to_string(in + 2 * pad[i]) +
-                         ")");
-      }
-      spatial[i] = (in + 2 * pad[i] - span) / stride[i] + 1;
-    } else {
-      spatial[i] = (in - 1) * stride[i] - 2 * pad[i] + dil[i] * (k - 1) + opad[i] + 1;
-      if (spatial[i] <= 0) return ctx.error("transposed convolution output would be empty");
-    }
-  }
-  g.oh = spatial[0];
-  g.ow = spatial[1];
-  ETC_RETURN_IF_ERROR(
-      check_out(ctx, out, std::vector<int64_t>{g.batch, g.c_out, g.oh, g.ow}, x.dtype));
+  ETC_ASSIGN_OR_RETURN(const ConvGeometry g, check_convolution(ctx, args));
   if (out.numel() == 0) return Status();
   if (choose_conv_algorithm(g, ConvCall{transposed, x.dtype}) == ConvAlgorithm::kDirectInt64) {
     if (ctx.is_channels_last(0) || ctx.is_channels_last(9))

@@ -11,6 +11,7 @@
 
 #include "runtime/kernel.h"
 #include "runtime/kernels/gemm.h"
+#include "runtime/kernels/kernel_util.h"  // ConvGeometry
 
 namespace etc::rt::kernels {
 
@@ -20,15 +21,6 @@ namespace etc::rt::kernels {
 // two either way round (hardswish); x plus a tensor, then maybe a clamp. x: the kernel's out
 // `y`. nullopt for any other chain and for chains that broadcast a row.
 std::optional<Epilogue::Activation> match_activation(const Epilogue& e, const TensorView& y);
-
-// One 2-d convolution's sizes (NCHW input, [C_out, C_in / groups, KH, KW] weight).
-struct ConvGeometry {
-  int64_t batch, c_in, h, w;
-  int64_t c_out, kh, kw;
-  int64_t oh, ow;
-  int64_t groups;
-  std::array<int64_t, 2> stride, pad, dil;
-};
 
 // A depthwise float convolution (one input channel per group, cout_g output channels per
 // group) of every image: y[n, c] = bias[c] (0 when bias is null) + sum over the taps of

@@ -548,6 +548,62 @@ Result<GeluApprox> check_gelu(const KernelContext& ctx, std::span<Value*> args);
 enum class DivMode { kTrue, kTrunc, kFloor };
 Result<DivMode> check_div_mode(const KernelContext& ctx, std::span<Value*> args);
 
+// ---- Matrix products (matmul.cpp), for the CPU and CUDA kernels alike -------------------
+
+// out[b] (m x n) = self[b] (m x k) @ mat2[b] (k x n); batch 1 but for bmm.
+struct MatmulShape {
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+};
+// mm.out(self, mat2, *, out): two matrices of one dtype whose inner dims agree; out [m, n].
+Result<MatmulShape> check_mm(const KernelContext& ctx, std::span<Value*> args);
+// bmm.out(self, mat2, *, out): rank 3, equal batch sizes; out [batch, m, n].
+Result<MatmulShape> check_bmm(const KernelContext& ctx, std::span<Value*> args);
+// addmm.out(self, mat1, mat2, *, beta, alpha, out): as mm for mat1 @ mat2, self (the bias) of
+// their dtype broadcasting to [m, n], integer beta and alpha for an integral out.
+Result<MatmulShape> check_addmm(const KernelContext& ctx, std::span<Value*> args);
+// linear(input[..., k], weight[n, k], bias?): one dtype, bias broadcasting to the out
+// [..., n]; m is the product of input's leading dims.
+Result<MatmulShape> check_linear(const KernelContext& ctx, std::span<Value*> args);
+
+// ---- Convolution and pooling (conv.cpp, pool_resize.cpp) --------------------------------
+
+// One 2-d convolution's sizes (NCHW input, [C_out, C_in / groups, KH, KW] weight).
+struct ConvGeometry {
+  int64_t batch, c_in, h, w;
+  int64_t c_out, kh, kw;
+  int64_t oh, ow;
+  int64_t groups;
+  std::array<int64_t, 2> stride, pad, dil;
+};
+// convolution.out(input, weight, bias?, stride, padding, dilation, transposed,
+// output_padding, groups, *, out) with rank-4 input and weight (the CPU kernel reads the 1-d
+// form as 2-d first): one dtype (float or int64), positive groups, stride and dilation,
+// padding not negative, output_padding only when transposed, a weight that fits the input
+// and groups, bias [C_out], a kernel within the padded input; out checked.
+Result<ConvGeometry> check_convolution(const KernelContext& ctx, std::span<Value*> args);
+
+// A 2-d pooling window over the last two dims of a rank-3 or rank-4 self.
+struct PoolGeometry {
+  std::array<int64_t, 2> kernel{}, stride{}, pad{}, dil{};
+  bool ceil_mode = false;
+  int64_t in_h = 0, in_w = 0, out_h = 0, out_w = 0;
+  int64_t planes = 0;  // N*C (or C for a rank-3 input)
+  std::vector<int64_t> out_sizes;
+};
+// max_pool2d(self, kernel_size, stride, padding, dilation, ceil_mode, *, out) and
+// max_pool2d_with_indices.out (`with_indices`: the int64 indices out too): self not bool,
+// positive kernel_size, stride (empty: the kernel size) and dilation, padding within half
+// the kernel, a window that fits the padded input (ATen's output size); outs checked.
+Result<PoolGeometry> check_max_pool2d(const KernelContext& ctx, std::span<Value*> args,
+                                      bool with_indices);
+// avg_pool2d.out(self, kernel_size, stride, padding, ceil_mode, count_include_pad,
+// divisor_override?, *, out): a float or int64 self, divisor_override not 0, the window as
+// max_pool2d's (no dilation); out checked.
+Result<PoolGeometry> check_avg_pool2d(const KernelContext& ctx, std::span<Value*> args);
+// _adaptive_avg_pool2d.out(self, output_size, *, out): a float rank-3 or rank-4 self, two
+// positive output sizes; out checked. Gives in/out sizes and planes (no window).
+Result<PoolGeometry> check_adaptive_avg_pool2d(const KernelContext& ctx, std::span<Value*> args);
+
 // ---- Gathers and indexing (creation.cpp, index.cpp) -------------------------------------
 
 // embedding.out(weight, indices, padding_idx, scale_grad_by_freq, sparse, *, out): a rank-2
@@ -558,6 +614,26 @@ Status check_embedding(const KernelContext& ctx, std::span<Value*> args);
 // return value must be self): values of self's dtype broadcasting to self[indices], out of
 // self's shape. Gives the plan of self[indices].
 Result<IndexPlan> check_index_put(const KernelContext& ctx, std::span<Value*> args, bool in_place);
+
+// ---- Layout ops (shape_ops.cpp), for the CPU and CUDA kernels alike ----------------------
+
+// out = self read from `offset` with `strides` (in elements) over out's sizes.
+struct StridedView {
+  int64_t offset = 0;
+  std::vector<int64_t> sizes, strides;
+};
+// permute_copy.out(self, dims, *, out): dims a permutation of self's dims; out checked.
+Result<StridedView> check_permute(const KernelContext& ctx, std::span<Value*> args);
+// select_copy.int_out(self, dim, index, *, out): a dim of self, index in [-size, size).
+Result<StridedView> check_select(const KernelContext& ctx, std::span<Value*> args);
+// slice_copy.Tensor_out(self, dim, start?, end?, step, *, out): a positive step; start and
+// end wrapped once and clamped, as ATen.
+Result<StridedView> check_slice(const KernelContext& ctx, std::span<Value*> args);
+// constant_pad_nd.out(self, pad, value, *, out): an even pad list of at most 2 per dim,
+// (before, after) pairs from the last dim backwards, no dim made negative; out checked.
+// Gives the elements added (negative: removed) in front of each dim.
+Result<std::vector<int64_t>> check_constant_pad_nd(const KernelContext& ctx,
+                                                   std::span<Value*> args);
 
 // ---- Strided iteration ---------------------------------------------------------------
 

@@ -51,6 +51,95 @@ Status inner_mismatch(const KernelContext& ctx, const TensorView& a, const Tenso
                    " (inner dimensions differ)");
 }
 
+}  // namespace
+
+// ---- Argument checks shared with the CUDA kernels -------------------------------------
+
+Result<MatmulShape> check_mm(const KernelContext& ctx, std::span<Value*> args) {
+  const TensorView& a = tensor_arg(args, 0);
+  const TensorView& b = tensor_arg(args, 1);
+  ETC_RETURN_IF_ERROR(check_rank(ctx, "self", a, 2));
+  ETC_RETURN_IF_ERROR(check_rank(ctx, "mat2", b, 2));
+  ETC_RETURN_IF_ERROR(check_same_dtype(ctx, "mat2", b, "self", a.dtype));
+  if (a.sizes[1] != b.sizes[0]) return inner_mismatch(ctx, a, b);
+  const MatmulShape s{1, a.sizes[0], b.sizes[1], a.sizes[1]};
+  ETC_RETURN_IF_ERROR(check_out(ctx, out_arg(args, 2), std::vector<int64_t>{s.m, s.n}, a.dtype));
+  return s;
+}
+
+Result<MatmulShape> check_bmm(const KernelContext& ctx, std::span<Value*> args) {
+  const TensorView& a = tensor_arg(args, 0);
+  const TensorView& b = tensor_arg(args, 1);
+  ETC_RETURN_IF_ERROR(check_rank(ctx, "self", a, 3));
+  ETC_RETURN_IF_ERROR(check_rank(ctx, "mat2", b, 3));
+  ETC_RETURN_IF_ERROR(check_same_dtype(ctx, "mat2", b, "self", a.dtype));
+  if (a.sizes[0] != b.sizes[0]) {
+    return ctx.error("batch sizes differ: self " + shape_str(a.sizes) + ", mat2 " +
+                     shape_str(b.sizes));
+  }
+  if (a.sizes[2] != b.sizes[1]) return inner_mismatch(ctx, a, b);
+  const MatmulShape s{a.sizes[0], a.sizes[1], b.sizes[2], a.sizes[2]};
+  ETC_RETURN_IF_ERROR(
+      check_out(ctx, out_arg(args, 2), std::vector<int64_t>{s.batch, s.m, s.n}, a.dtype));
+  return s;
+}
+
+Result<MatmulShape> check_addmm(const KernelContext& ctx, std::span<Value*> args) {
+  const TensorView& bias = tensor_arg(args, 0);
+  const TensorView& a = tensor_arg(args, 1);
+  const TensorView& b = tensor_arg(args, 2);
+  TensorView& out = out_arg(args, 5);
+  ETC_RETURN_IF_ERROR(check_rank(ctx, "mat1", a, 2));
+  ETC_RETURN_IF_ERROR(check_rank(ctx, "mat2", b, 2));
+  ETC_RETURN_IF_ERROR(check_same_dtype(ctx, "mat2", b, "mat1", a.dtype));
+  ETC_RETURN_IF_ERROR(check_same_dtype(ctx, "self", bias, "mat1", a.dtype));
+  if (a.sizes[1] != b.sizes[0]) return inner_mismatch(ctx, a, b);
+  const MatmulShape s{1, a.sizes[0], b.sizes[1], a.sizes[1]};
+  const std::vector<int64_t> mn{s.m, s.n};
+  auto bc = broadcast_shapes(bias.sizes, mn);
+  if (!bc || *bc != mn) {
+    return ctx.error("self " + shape_str(bias.sizes) + " does not broadcast to " + shape_str(mn));
+  }
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, mn, a.dtype));
+  if (dtype_is_integral(out.dtype) &&
+      (args[3]->kind == Value::Kind::kDouble || args[4]->kind == Value::Kind::kDouble)) {
+    return ctx.error("beta and alpha must be integers for an out of dtype " +
+                     std::string(dtype_name(out.dtype)));
+  }
+  return s;
+}
+
+Result<MatmulShape> check_linear(const KernelContext& ctx, std::span<Value*> args) {
+  const TensorView& x = tensor_arg(args, 0);
+  const TensorView& w = tensor_arg(args, 1);
+  const TensorView* bias = opt_tensor_arg(args, 2);
+  TensorView& out = out_arg(args, 3);
+  if (x.rank() < 1) return ctx.error("input must have rank 1 or more, got " + shape_str(x.sizes));
+  ETC_RETURN_IF_ERROR(check_rank(ctx, "weight", w, 2));
+  ETC_RETURN_IF_ERROR(check_same_dtype(ctx, "weight", w, "input", x.dtype));
+  const int64_t k = x.sizes.back();
+  if (w.sizes[1] != k) {
+    return ctx.error("input " + shape_str(x.sizes) + " has " + std::to_string(k) +
+                     " features but weight " + shape_str(w.sizes) + " expects " +
+                     std::to_string(w.sizes[1]));
+  }
+  const int64_t n = w.sizes[0];
+  std::vector<int64_t> expected = x.sizes;
+  expected.back() = n;
+  if (bias != nullptr) {
+    ETC_RETURN_IF_ERROR(check_same_dtype(ctx, "bias", *bias, "input", x.dtype));
+    auto bc = broadcast_shapes(bias->sizes, expected);
+    if (!bc || *bc != expected) {
+      return ctx.error("bias " + shape_str(bias->sizes) + " does not broadcast to " +
+                       shape_str(expected));
+    }
+  }
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, expected, x.dtype));
+  return MatmulShape{1, n == 0 ? 0 : out.numel() / n, n, k};
+}
+
+namespace {
+
 // c (contiguous `c_sizes`, compute type G) = scale * bias broadcast to c_sizes.
 template <typename G>
 void init_from_bias(const TensorView& bias, G scale, G* c, std::span<const int64_t> c_sizes) {
@@ -138,12 +227,8 @@ Status mm_kernel(KernelContext& ctx, std::span<Value*> args) {
   const TensorView& a = tensor_arg(args, 0);
   const TensorView& b = tensor_arg(args, 1);
   TensorView& out = out_arg(args, 2);
-  ETC_RETURN_IF_ERROR(check_rank(ctx, "self", a, 2));
-  ETC_RETURN_IF_ERROR(check_rank(ctx, "mat2", b, 2));
-  ETC_RETURN_IF_ERROR(check_same_dtype(ctx, "mat2", b, "self", a.dtype));
-  if (a.sizes[1] != b.sizes[0]) return inner_mismatch(ctx, a, b);
-  const int64_t m = a.sizes[0], k = a.sizes[1], n = b.sizes[1];
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, std::vector<int64_t>{m, n}, a.dtype));
+  ETC_ASSIGN_OR_RETURN(const MatmulShape s, check_mm(ctx, args));
+  const int64_t m = s.m, k = s.k, n = s.n;
   if (out.numel() == 0) return Status();
   MatmulArgs p{1, m, n, k, 0, k, 1, 0, n, 1};
   if (const auto* q =
@@ -180,16 +265,8 @@ Status bmm_kernel(KernelContext& ctx, std::span<Value*> args) {
   const TensorView& a = tensor_arg(args, 0);
   const TensorView& b = tensor_arg(args, 1);
   TensorView& out = out_arg(args, 2);
-  ETC_RETURN_IF_ERROR(check_rank(ctx, "self", a, 3));
-  ETC_RETURN_IF_ERROR(check_rank(ctx, "mat2", b, 3));
-  ETC_RETURN_IF_ERROR(check_same_dtype(ctx, "mat2", b, "self", a.dtype));
-  if (a.sizes[0] != b.sizes[0]) {
-    return ctx.error("batch sizes differ: self " + shape_str(a.sizes) + ", mat2 " +
-                     shape_str(b.sizes));
-  }
-  if (a.sizes[2] != b.sizes[1]) return inner_mismatch(ctx, a, b);
-  const int64_t batch = a.sizes[0], m = a.sizes[1], k = a.sizes[2], n = b.sizes[2];
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, std::vector<int64_t>{batch, m, n}, a.dtype));
+  ETC_ASSIGN_OR_RETURN(const MatmulShape s, check_bmm(ctx, args));
+  const int64_t batch = s.batch, m = s.m, k = s.k, n = s.n;
   if (out.numel() == 0) return Status();
   MatmulArgs p{batch, m, n, k, m * k, k, 1, k * n, n, 1};
   return visit_gemm_type(ctx, out.dtype, [&]<typename G>() {
@@ -203,23 +280,8 @@ Status addmm_kernel(KernelContext& ctx, std::span<Value*> args) {
   const TensorView& a = tensor_arg(args, 1);
   const TensorView& b = tensor_arg(args, 2);
   TensorView& out = out_arg(args, 5);
-  ETC_RETURN_IF_ERROR(check_rank(ctx, "mat1", a, 2));
-  ETC_RETURN_IF_ERROR(check_rank(ctx, "mat2", b, 2));
-  ETC_RETURN_IF_ERROR(check_same_dtype(ctx, "mat2", b, "mat1", a.dtype));
-  ETC_RETURN_IF_ERROR(check_same_dtype(ctx, "self", bias, "mat1", a.dtype));
-  if (a.sizes[1] != b.sizes[0]) return inner_mismatch(ctx, a, b);
-  const int64_t m = a.sizes[0], k = a.sizes[1], n = b.sizes[1];
-  const std::vector<int64_t> mn{m, n};
-  auto bc = broadcast_shapes(bias.sizes, mn);
-  if (!bc || *bc != mn) {
-    return ctx.error("self " + shape_str(bias.sizes) + " does not broadcast to " + shape_str(mn));
-  }
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, mn, a.dtype));
-  if (dtype_is_integral(out.dtype) &&
-      (args[3]->kind == Value::Kind::kDouble || args[4]->kind == Value::Kind::kDouble)) {
-    return ctx.error("beta and alpha must be integers for an out of dtype " +
-                     std::string(dtype_name(out.dtype)));
-  }
+  ETC_ASSIGN_OR_RETURN(const MatmulShape s, check_addmm(ctx, args));
+  const int64_t m = s.m, k = s.k, n = s.n;
   if (out.numel() == 0) return Status();
   MatmulArgs p{1, m, n, k, 0, k, 1, 0, n, 1};
   return visit_gemm_type(ctx, out.dtype, [&]<typename G>() {
@@ -235,29 +297,9 @@ Status linear_kernel(KernelContext& ctx, std::span<Value*> args) {
   const TensorView& w = tensor_arg(args, 1);
   const TensorView* bias = opt_tensor_arg(args, 2);
   TensorView& out = out_arg(args, 3);
-  if (x.rank() < 1) return ctx.error("input must have rank 1 or more, got " + shape_str(x.sizes));
-  ETC_RETURN_IF_ERROR(check_rank(ctx, "weight", w, 2));
-  ETC_RETURN_IF_ERROR(check_same_dtype(ctx, "weight", w, "input", x.dtype));
-  const int64_t k = x.sizes.back();
-  if (w.sizes[1] != k) {
-    return ctx.error("input " + shape_str(x.sizes) + " has " + std::to_string(k) +
-                     " features but weight " + shape_str(w.sizes) + " expects " +
-                     std::to_string(w.sizes[1]));
-  }
-  const int64_t n = w.sizes[0];
-  std::vector<int64_t> expected = x.sizes;
-  expected.back() = n;
-  if (bias != nullptr) {
-    ETC_RETURN_IF_ERROR(check_same_dtype(ctx, "bias", *bias, "input", x.dtype));
-    auto bc = broadcast_shapes(bias->sizes, expected);
-    if (!bc || *bc != expected) {
-      return ctx.error("bias " + shape_str(bias->sizes) + " does not broadcast to " +
-                       shape_str(expected));
-    }
-  }
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, expected, x.dtype));
+  ETC_ASSIGN_OR_RETURN(const MatmulShape s, check_linear(ctx, args));
   if (out.numel() == 0) return Status();
-  const int64_t m = out.numel() / n;
+  const int64_t m = s.m, n = s.n, k = s.k;
   // B[k, j] = weight[j, k]: the transpose is read through strides.
   MatmulArgs p{1, m, n, k, 0, k, 1, 0, 1, k};
   return visit_gemm_type(ctx, out.dtype, [&]<typename G>() {

@@ -18,14 +18,6 @@ namespace {
 
 // ---- Pooling -------------------------------------------------------------------------
 
-struct PoolParams {
-  std::array<int64_t, 2> kernel{}, stride{}, pad{}, dil{};
-  bool ceil_mode = false;
-  int64_t in_h = 0, in_w = 0, out_h = 0, out_w = 0;
-  int64_t planes = 0;  // N*C (or C for a rank-3 input)
-  std::vector<int64_t> out_sizes;
-};
-
 // ATen's pooling_output_shape.
 Result<int64_t> pooled_size(const KernelContext& ctx, int64_t in, int64_t k, int64_t pad,
                             int64_t stride, int64_t dilation, bool ceil_mode) {
@@ -42,13 +34,13 @@ Result<int64_t> pooled_size(const KernelContext& ctx, int64_t in, int64_t k, int
   return out;
 }
 
-Result<PoolParams> pool_params(const KernelContext& ctx, const TensorView& self,
-                               const Value& kernel, const Value& stride, const Value& padding,
-                               const Value* dilation, bool ceil_mode) {
+Result<PoolGeometry> pool_params(const KernelContext& ctx, const TensorView& self,
+                                 const Value& kernel, const Value& stride, const Value& padding,
+                                 const Value* dilation, bool ceil_mode) {
   if (self.rank() != 3 && self.rank() != 4) {
     return ctx.error("self must have rank 3 or 4, got " + shape_str(self.sizes));
   }
-  PoolParams p;
+  PoolGeometry p;
   ETC_ASSIGN_OR_RETURN(p.kernel, pair_arg(ctx, "kernel_size", kernel.ints, 0, false));
   ETC_ASSIGN_OR_RETURN(p.stride, pair_arg(ctx, "stride", stride.ints, 0, true));
   if (stride.ints.empty()) p.stride = p.kernel;  // stride=[] means the kernel size
@@ -83,6 +75,66 @@ Result<PoolParams> pool_params(const KernelContext& ctx, const TensorView& self,
   return p;
 }
 
+}  // namespace
+
+// ---- Argument checks shared with the CUDA kernels -------------------------------------
+
+Result<PoolGeometry> check_max_pool2d(const KernelContext& ctx, std::span<Value*> args,
+                                      bool with_indices) {
+  const TensorView& self = tensor_arg(args, 0);
+  if (self.dtype == DType::kBool) {
+    return unsupported_dtype(ctx, "self", self.dtype, "a numeric dtype (not bool)");
+  }
+  ETC_ASSIGN_OR_RETURN(PoolGeometry p,
+                       pool_params(ctx, self, *args[1], *args[2], *args[3], args[4], args[5]->b));
+  ETC_RETURN_IF_ERROR(check_out(ctx, out_arg(args, 6), p.out_sizes, self.dtype));
+  if (with_indices) {
+    ETC_RETURN_IF_ERROR(check_out(ctx, out_arg(args, 7), p.out_sizes, DType::kInt64, "indices"));
+  }
+  return p;
+}
+
+Result<PoolGeometry> check_avg_pool2d(const KernelContext& ctx, std::span<Value*> args) {
+  const TensorView& self = tensor_arg(args, 0);
+  if (!dtype_is_float(self.dtype) && self.dtype != DType::kInt64) {
+    return unsupported_dtype(ctx, "self", self.dtype, "a floating-point dtype or int64");
+  }
+  std::optional<int64_t> divisor = opt_int_arg(args, 6);
+  if (divisor && *divisor == 0) return ctx.error("divisor_override must not be zero");
+  ETC_ASSIGN_OR_RETURN(PoolGeometry p,
+                       pool_params(ctx, self, *args[1], *args[2], *args[3], nullptr, args[4]->b));
+  ETC_RETURN_IF_ERROR(check_out(ctx, out_arg(args, 7), p.out_sizes, self.dtype));
+  return p;
+}
+
+Result<PoolGeometry> check_adaptive_avg_pool2d(const KernelContext& ctx, std::span<Value*> args) {
+  const TensorView& self = tensor_arg(args, 0);
+  const std::vector<int64_t>& os = args[1]->ints;
+  if (self.rank() != 3 && self.rank() != 4) {
+    return ctx.error("self must have rank 3 or 4, got " + shape_str(self.sizes));
+  }
+  if (!dtype_is_float(self.dtype)) {
+    return unsupported_dtype(ctx, "self", self.dtype, "a floating-point dtype");
+  }
+  if (os.size() != 2 || os[0] <= 0 || os[1] <= 0) {
+    return ctx.error("output_size must be two positive sizes, got " + shape_str(os));
+  }
+  const size_t r = self.rank();
+  PoolGeometry p;
+  p.in_h = self.sizes[r - 2];
+  p.in_w = self.sizes[r - 1];
+  p.out_h = os[0];
+  p.out_w = os[1];
+  p.planes = self.numel() / std::max<int64_t>(p.in_h * p.in_w, 1);
+  p.out_sizes = self.sizes;
+  p.out_sizes[r - 2] = os[0];
+  p.out_sizes[r - 1] = os[1];
+  ETC_RETURN_IF_ERROR(check_out(ctx, out_arg(args, 2), p.out_sizes, self.dtype));
+  return p;
+}
+
+namespace {
+
 // One output element: the window's largest value (NaN wins, as in PyTorch) and its flat
 // index in the plane; the first of equal values is kept.
 template <typename C>
@@ -94,7 +146,7 @@ inline bool max_pool_takes(C v, C best, bool have) {
 // fn(ih, iw) for each tap of output (oh, ow)'s window that lies inside the input, in (row,
 // column) order: padding is no tap.
 template <typename F>
-__attribute__((always_inline)) inline void for_each_window_tap(const PoolParams& p, int64_t oh,
+__attribute__((always_inline)) inline void for_each_window_tap(const PoolGeometry& p, int64_t oh,
                                                                int64_t ow, F&& fn) {
   const int64_t h0 = oh * p.stride[0] - p.pad[0], w0 = ow * p.stride[1] - p.pad[1];
   for (int64_t i = 0; i < p.kernel[0]; ++i) {
@@ -278,7 +330,7 @@ void pool_row_tap(const T* __restrict src, int64_t stride, int64_t count, T* __r
 }
 
 template <typename T>
-void max_pool_typed(const PoolParams& p, const TensorView& self, TensorView& out,
+void max_pool_typed(const PoolGeometry& p, const TensorView& self, TensorView& out,
                     int64_t* indices) {
   using C = ComputeT<T>;
   const T* x = self.data_as<const T>();
@@ -386,9 +438,9 @@ __attribute__((always_inline)) inline void max_pool_take(float* __restrict best,
     best[c] = (v[c] > best[c]) | (v[c] != v[c]) ? v[c] : best[c];
 }
 
-__attribute__((always_inline)) inline void max_pool_nhwc_body(const PoolParams& p, int64_t channels,
-                                                              const float* x, float* y, int64_t r0,
-                                                              int64_t r1) {
+__attribute__((always_inline)) inline void max_pool_nhwc_body(const PoolGeometry& p,
+                                                              int64_t channels, const float* x,
+                                                              float* y, int64_t r0, int64_t r1) {
   for (int64_t r = r0; r < r1; ++r) {
     const int64_t n = r / p.out_h, oh = r % p.out_h;
     for (int64_t ow = 0; ow < p.out_w; ++ow) {
@@ -411,17 +463,17 @@ __attribute__((always_inline)) inline void max_pool_nhwc_body(const PoolParams& 
     }
   }
 }
-__attribute__((target("avx512f"))) void max_pool_nhwc_avx512(const PoolParams& p, int64_t channels,
-                                                             const float* x, float* y, int64_t r0,
-                                                             int64_t r1) {
+__attribute__((target("avx512f"))) void max_pool_nhwc_avx512(const PoolGeometry& p,
+                                                             int64_t channels, const float* x,
+                                                             float* y, int64_t r0, int64_t r1) {
   max_pool_nhwc_body(p, channels, x, y, r0, r1);
 }
-__attribute__((target("avx2"))) void max_pool_nhwc_avx2(const PoolParams& p, int64_t channels,
+__attribute__((target("avx2"))) void max_pool_nhwc_avx2(const PoolGeometry& p, int64_t channels,
                                                         const float* x, float* y, int64_t r0,
                                                         int64_t r1) {
   max_pool_nhwc_body(p, channels, x, y, r0, r1);
 }
-void max_pool_nhwc_portable(const PoolParams& p, int64_t channels, const float* x, float* y,
+void max_pool_nhwc_portable(const PoolGeometry& p, int64_t channels, const float* x, float* y,
                             int64_t r0, int64_t r1) {
   max_pool_nhwc_body(p, channels, x, y, r0, r1);
 }
@@ -429,20 +481,11 @@ void max_pool_nhwc_portable(const PoolParams& p, int64_t channels, const float* 
 Status max_pool(KernelContext& ctx, std::span<Value*> args, bool with_indices) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
-  if (self.dtype == DType::kBool) {
-    return unsupported_dtype(ctx, "self", self.dtype, "a numeric dtype (not bool)");
-  }
-  ETC_ASSIGN_OR_RETURN(PoolParams p,
-                       pool_params(ctx, self, *args[1], *args[2], *args[3], args[4], args[5]->b));
+  ETC_ASSIGN_OR_RETURN(const PoolGeometry p, check_max_pool2d(ctx, args, with_indices));
   TensorView& out = out_arg(args, 6);
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, p.out_sizes, self.dtype));
   int64_t* indices = nullptr;
-  if (with_indices) {
-    TensorView& idx = out_arg(args, 7);
-    ETC_RETURN_IF_ERROR(check_out(ctx, idx, p.out_sizes, DType::kInt64, "indices"));
-    // Indices nothing reads (an inference program's) are not computed: a plain max.
-    if (!ctx.is_unread(7)) indices = idx.data_as<int64_t>();
-  }
+  // Indices nothing reads (an inference program's) are not computed: a plain max.
+  if (with_indices && !ctx.is_unread(7)) indices = out_arg(args, 7).data_as<int64_t>();
   if (out.numel() == 0) return Status();
   if (ctx.is_channels_last(0) || ctx.is_channels_last(6)) {
     // Set at load only for a float pooling whose indices nothing reads, input and out alike
@@ -477,7 +520,7 @@ Status max_pool2d_kernel(KernelContext& ctx, std::span<Value*> args) {
 }
 
 template <typename T>
-void avg_pool_typed(const PoolParams& p, bool count_include_pad,
+void avg_pool_typed(const PoolGeometry& p, bool count_include_pad,
                     std::optional<int64_t> divisor_override, const TensorView& self,
                     TensorView& out) {
   const T* x = self.data_as<const T>();
@@ -527,15 +570,9 @@ void avg_pool_typed(const PoolParams& p, bool count_include_pad,
 Status avg_pool2d_kernel(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
-  if (!dtype_is_float(self.dtype) && self.dtype != DType::kInt64) {
-    return unsupported_dtype(ctx, "self", self.dtype, "a floating-point dtype or int64");
-  }
-  std::optional<int64_t> divisor = opt_int_arg(args, 6);
-  if (divisor && *divisor == 0) return ctx.error("divisor_override must not be zero");
-  ETC_ASSIGN_OR_RETURN(PoolParams p,
-                       pool_params(ctx, self, *args[1], *args[2], *args[3], nullptr, args[4]->b));
+  ETC_ASSIGN_OR_RETURN(const PoolGeometry p, check_avg_pool2d(ctx, args));
+  const std::optional<int64_t> divisor = opt_int_arg(args, 6);
   TensorView& out = out_arg(args, 7);
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, p.out_sizes, self.dtype));
   if (out.numel() == 0) return Status();
   if (self.dtype == DType::kInt64) {
     avg_pool_typed<int64_t>(p, args[5]->b, divisor, self, out);
@@ -551,23 +588,9 @@ Status adaptive_avg_pool2d_kernel(KernelContext& ctx, std::span<Value*> args) {
   const TensorView& self = tensor_arg(args, 0);
   const std::vector<int64_t>& os = args[1]->ints;
   TensorView& out = out_arg(args, 2);
-  if (self.rank() != 3 && self.rank() != 4) {
-    return ctx.error("self must have rank 3 or 4, got " + shape_str(self.sizes));
-  }
-  if (!dtype_is_float(self.dtype)) {
-    return unsupported_dtype(ctx, "self", self.dtype, "a floating-point dtype");
-  }
-  if (os.size() != 2 || os[0] <= 0 || os[1] <= 0) {
-    return ctx.error("output_size must be two positive sizes, got " + shape_str(os));
-  }
-  const size_t r = self.rank();
-  std::vector<int64_t> expected = self.sizes;
-  expected[r - 2] = os[0];
-  expected[r - 1] = os[1];
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, expected, self.dtype));
+  ETC_ASSIGN_OR_RETURN(const PoolGeometry geo, check_adaptive_avg_pool2d(ctx, args));
   if (out.numel() == 0) return Status();
-  const int64_t ih = self.sizes[r - 2], iw = self.sizes[r - 1];
-  const int64_t planes = self.numel() / std::max<int64_t>(ih * iw, 1);
+  const int64_t ih = geo.in_h, iw = geo.in_w, planes = geo.planes;
   if (os[0] == 1 && os[1] == 1 && self.dtype == DType::kFloat32) {
     // A global mean (mobilenet_v3's squeeze-and-excitation blocks, every classifier's pool):
     // each plane summed by the vector builds in double, as mean.dim; the plane-by-plane loop

@@ -187,24 +187,8 @@ Status permute_kernel(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 2);
-  const std::vector<int64_t>& dims = args[1]->ints;
-  const auto rank = static_cast<int64_t>(self.rank());
-  if (dims.size() != self.rank()) {
-    return ctx.error("dims " + shape_str(dims) + " must have one entry per dim of self " +
-                     shape_str(self.sizes));
-  }
-  const std::vector<int64_t> in_strides = contiguous_strides(self.sizes);
-  std::vector<bool> seen(self.rank(), false);
-  std::vector<int64_t> sizes, strides;
-  for (int64_t d : dims) {
-    ETC_ASSIGN_OR_RETURN(int64_t w, wrap_dim(ctx, "dim", d, rank));
-    if (seen[w]) return ctx.error("dim " + std::to_string(w) + " appears more than once in dims");
-    seen[w] = true;
-    sizes.push_back(self.sizes[w]);
-    strides.push_back(in_strides[w]);
-  }
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, sizes, self.dtype));
-  copy_view(self, 0, strides, out);
+  ETC_ASSIGN_OR_RETURN(const StridedView v, check_permute(ctx, args));
+  copy_view(self, v.offset, v.strides, out);
   return Status();
 }
 
@@ -230,23 +214,8 @@ Status select_kernel(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 3);
-  if (self.rank() == 0) return ctx.error("cannot select from a zero-dimensional tensor");
-  ETC_ASSIGN_OR_RETURN(int64_t dim,
-                       wrap_dim(ctx, "dim", args[1]->i, static_cast<int64_t>(self.rank())));
-  const int64_t n = self.sizes[dim];
-  int64_t index = args[2]->i;
-  if (index < -n || index >= n) {
-    return ctx.error("index " + std::to_string(index) + " is out of range for dim " +
-                     std::to_string(dim) + " of size " + std::to_string(n));
-  }
-  if (index < 0) index += n;
-  std::vector<int64_t> sizes = self.sizes;
-  std::vector<int64_t> strides = contiguous_strides(self.sizes);
-  const int64_t offset = index * strides[dim];
-  sizes.erase(sizes.begin() + dim);
-  strides.erase(strides.begin() + dim);
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, sizes, self.dtype));
-  copy_view(self, offset, strides, out);
+  ETC_ASSIGN_OR_RETURN(const StridedView v, check_select(ctx, args));
+  copy_view(self, v.offset, v.strides, out);
   return Status();
 }
 
@@ -254,26 +223,8 @@ Status slice_kernel(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 5);
-  if (self.rank() == 0) return ctx.error("cannot slice a zero-dimensional tensor");
-  ETC_ASSIGN_OR_RETURN(int64_t dim,
-                       wrap_dim(ctx, "dim", args[1]->i, static_cast<int64_t>(self.rank())));
-  const int64_t n = self.sizes[dim];
-  const int64_t step = args[4]->i;
-  if (step <= 0) return ctx.error("slice step must be positive, got " + std::to_string(step));
-  // ATen wraps a negative start/end once, then clamps into [0, n].
-  auto clamp_index = [n](int64_t i) {
-    if (i < 0) i += n;
-    return std::clamp<int64_t>(i, 0, n);
-  };
-  const int64_t start = clamp_index(opt_int_arg(args, 2).value_or(0));
-  const int64_t end = clamp_index(opt_int_arg(args, 3).value_or(n));
-  std::vector<int64_t> sizes = self.sizes;
-  sizes[dim] = end > start ? (end - start + step - 1) / step : 0;
-  std::vector<int64_t> strides = contiguous_strides(self.sizes);
-  const int64_t offset = start * strides[dim];
-  strides[dim] *= step;
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, sizes, self.dtype));
-  copy_view(self, sizes[dim] > 0 ? offset : 0, strides, out);
+  ETC_ASSIGN_OR_RETURN(const StridedView v, check_slice(ctx, args));
+  copy_view(self, v.offset, v.strides, out);
   return Status();
 }
 
@@ -282,25 +233,11 @@ Status slice_kernel(KernelContext& ctx, std::span<Value*> args) {
 Status constant_pad_nd_kernel(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
-  const std::vector<int64_t>& pad = args[1]->ints;
   TensorView& out = out_arg(args, 3);
-  if (pad.size() % 2 != 0 || pad.size() / 2 > self.rank()) {
-    return ctx.error("pad must have an even number of values, at most 2 per dim of self " +
-                     shape_str(self.sizes) + ", got " + std::to_string(pad.size()));
-  }
-  const size_t rank = self.rank();
   // before[d]: elements added (negative: removed) in front of dim d.
-  std::vector<int64_t> before(rank, 0), sizes = self.sizes;
-  for (size_t i = 0; i < pad.size() / 2; ++i) {
-    const size_t d = rank - 1 - i;  // pads run from the last dim backwards
-    before[d] = pad[2 * i];
-    sizes[d] += pad[2 * i] + pad[2 * i + 1];
-    if (sizes[d] < 0) {
-      return ctx.error("padding makes dim " + std::to_string(d) + " of self " +
-                       shape_str(self.sizes) + " negative");
-    }
-  }
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, sizes, self.dtype));
+  ETC_ASSIGN_OR_RETURN(const std::vector<int64_t> before, check_constant_pad_nd(ctx, args));
+  const size_t rank = self.rank();
+  const std::vector<int64_t>& sizes = out.sizes;
   if (out.numel() == 0) return Status();
   fill_scalar(out, *args[2]);
   // Copy the part of self that survives the cropping into its place in out.
@@ -323,6 +260,99 @@ Status constant_pad_nd_kernel(KernelContext& ctx, std::span<Value*> args) {
 }
 
 }  // namespace
+
+// ---- Argument checks shared with the CUDA kernels -------------------------------------
+
+Result<StridedView> check_permute(const KernelContext& ctx, std::span<Value*> args) {
+  const TensorView& self = tensor_arg(args, 0);
+  const std::vector<int64_t>& dims = args[1]->ints;
+  const auto rank = static_cast<int64_t>(self.rank());
+  if (dims.size() != self.rank()) {
+    return ctx.error("dims " + shape_str(dims) + " must have one entry per dim of self " +
+                     shape_str(self.sizes));
+  }
+  const std::vector<int64_t> in_strides = contiguous_strides(self.sizes);
+  std::vector<bool> seen(self.rank(), false);
+  StridedView v;
+  for (int64_t d : dims) {
+    ETC_ASSIGN_OR_RETURN(const int64_t w, wrap_dim(ctx, "dim", d, rank));
+    const auto u = static_cast<size_t>(w);
+    if (seen[u]) return ctx.error("dim " + std::to_string(w) + " appears more than once in dims");
+    seen[u] = true;
+    v.sizes.push_back(self.sizes[u]);
+    v.strides.push_back(in_strides[u]);
+  }
+  ETC_RETURN_IF_ERROR(check_out(ctx, out_arg(args, 2), v.sizes, self.dtype));
+  return v;
+}
+
+Result<StridedView> check_select(const KernelContext& ctx, std::span<Value*> args) {
+  const TensorView& self = tensor_arg(args, 0);
+  if (self.rank() == 0) return ctx.error("cannot select from a zero-dimensional tensor");
+  ETC_ASSIGN_OR_RETURN(const int64_t dim,
+                       wrap_dim(ctx, "dim", args[1]->i, static_cast<int64_t>(self.rank())));
+  const auto d = static_cast<size_t>(dim);
+  const int64_t n = self.sizes[d];
+  int64_t index = args[2]->i;
+  if (index < -n || index >= n) {
+    return ctx.error("index " + std::to_string(index) + " is out of range for dim " +
+                     std::to_string(dim) + " of size " + std::to_string(n));
+  }
+  if (index < 0) index += n;
+  StridedView v{0, self.sizes, contiguous_strides(self.sizes)};
+  v.offset = index * v.strides[d];
+  v.sizes.erase(v.sizes.begin() + dim);
+  v.strides.erase(v.strides.begin() + dim);
+  ETC_RETURN_IF_ERROR(check_out(ctx, out_arg(args, 3), v.sizes, self.dtype));
+  return v;
+}
+
+Result<StridedView> check_slice(const KernelContext& ctx, std::span<Value*> args) {
+  const TensorView& self = tensor_arg(args, 0);
+  if (self.rank() == 0) return ctx.error("cannot slice a zero-dimensional tensor");
+  ETC_ASSIGN_OR_RETURN(const int64_t dim,
+                       wrap_dim(ctx, "dim", args[1]->i, static_cast<int64_t>(self.rank())));
+  const auto d = static_cast<size_t>(dim);
+  const int64_t n = self.sizes[d];
+  const int64_t step = args[4]->i;
+  if (step <= 0) return ctx.error("slice step must be positive, got " + std::to_string(step));
+  // ATen wraps a negative start/end once, then clamps into [0, n].
+  auto clamp_index = [n](int64_t i) {
+    if (i < 0) i += n;
+    return std::clamp<int64_t>(i, 0, n);
+  };
+  const int64_t start = clamp_index(opt_int_arg(args, 2).value_or(0));
+  const int64_t end = clamp_index(opt_int_arg(args, 3).value_or(n));
+  StridedView v{0, self.sizes, contiguous_strides(self.sizes)};
+  v.sizes[d] = end > start ? (end - start + step - 1) / step : 0;
+  v.offset = v.sizes[d] > 0 ? start * v.strides[d] : 0;
+  v.strides[d] *= step;
+  ETC_RETURN_IF_ERROR(check_out(ctx, out_arg(args, 5), v.sizes, self.dtype));
+  return v;
+}
+
+Result<std::vector<int64_t>> check_constant_pad_nd(const KernelContext& ctx,
+                                                   std::span<Value*> args) {
+  const TensorView& self = tensor_arg(args, 0);
+  const std::vector<int64_t>& pad = args[1]->ints;
+  if (pad.size() % 2 != 0 || pad.size() / 2 > self.rank()) {
+    return ctx.error("pad must have an even number of values, at most 2 per dim of self " +
+                     shape_str(self.sizes) + ", got " + std::to_string(pad.size()));
+  }
+  const size_t rank = self.rank();
+  std::vector<int64_t> before(rank, 0), sizes = self.sizes;
+  for (size_t i = 0; i < pad.size() / 2; ++i) {
+    const size_t d = rank - 1 - i;  // pads run from the last dim backwards
+    before[d] = pad[2 * i];
+    sizes[d] += pad[2 * i] + pad[2 * i + 1];
+    if (sizes[d] < 0) {
+      return ctx.error("padding makes dim " + std::to_string(d) + " of self " +
+                       shape_str(self.sizes) + " negative");
+    }
+  }
+  ETC_RETURN_IF_ERROR(check_out(ctx, out_arg(args, 3), sizes, self.dtype));
+  return before;
+}
 
 Result<std::vector<int64_t>> view_sizes(const KernelContext& ctx, const TensorView& self,
                                         std::span<const int64_t> size, const char* arg) {

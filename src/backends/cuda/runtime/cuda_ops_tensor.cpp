@@ -15,7 +15,6 @@ namespace {
 using namespace ops;  // NOLINT: the helpers of cuda_op_util.h
 using rt::kernels::opt_dtype_arg;
 using rt::kernels::opt_int_arg;
-using rt::kernels::pair_arg;
 using rt::kernels::reduced_dims;
 using rt::kernels::reduced_shape;
 using rt::kernels::wrap_dim;
@@ -23,12 +22,6 @@ using rt::kernels::wrap_dim;
 Status require_float(const KernelContext& ctx, const char* what, DType t) {
   if (is_float(t)) return Status();
   return unsupported_dtype(ctx, what, t, "float32, float16 or bfloat16");
-}
-
-Status same_dtype(const KernelContext& ctx, const char* name, const TensorView& t, DType want) {
-  if (t.dtype == want) return Status();
-  return ctx.error(std::string(name) + " has dtype " + std::string(dtype_name(t.dtype)) +
-                   ", expected " + std::string(dtype_name(want)));
 }
 
 // out (contiguous) = self read at `offset` with `strides` over out's shape.
@@ -200,56 +193,31 @@ Status run_gemm(const KernelContext& ctx, const Gemm& g) {
   return Status();
 }
 
-Status check_matrix(const KernelContext& ctx, const char* name, const TensorView& t, size_t rank,
-                    DType dtype) {
-  if (t.rank() != rank)
-    return ctx.error(std::string(name) + " must have rank " + std::to_string(rank) + ", got " +
-                     shape_str(t.sizes));
-  return same_dtype(ctx, name, t, dtype);
-}
-
 Status mm(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
-  const TensorView& a = tensor_arg(args, 0);
-  const TensorView& b = tensor_arg(args, 1);
-  TensorView& out = out_arg(args, 2);
-  ETC_RETURN_IF_ERROR(check_matrix(ctx, "self", a, 2, a.dtype));
-  ETC_RETURN_IF_ERROR(check_matrix(ctx, "mat2", b, 2, a.dtype));
-  if (a.sizes[1] != b.sizes[0]) return ctx.error("inner dimensions differ");
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, std::vector<int64_t>{a.sizes[0], b.sizes[1]}, a.dtype));
-  return run_gemm(ctx, Gemm{&a, &b, nullptr, &out, 1, a.sizes[0], b.sizes[1], a.sizes[1]});
+  ETC_ASSIGN_OR_RETURN(const rt::kernels::MatmulShape s, rt::kernels::check_mm(ctx, args));
+  return run_gemm(ctx, Gemm{&tensor_arg(args, 0), &tensor_arg(args, 1), nullptr, &out_arg(args, 2),
+                            1, s.m, s.n, s.k});
 }
 
 Status bmm(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
-  const TensorView& a = tensor_arg(args, 0);
-  const TensorView& b = tensor_arg(args, 1);
-  TensorView& out = out_arg(args, 2);
-  ETC_RETURN_IF_ERROR(check_matrix(ctx, "self", a, 3, a.dtype));
-  ETC_RETURN_IF_ERROR(check_matrix(ctx, "mat2", b, 3, a.dtype));
-  if (a.sizes[0] != b.sizes[0]) return ctx.error("batch sizes differ");
-  if (a.sizes[2] != b.sizes[1]) return ctx.error("inner dimensions differ");
-  ETC_RETURN_IF_ERROR(
-      check_out(ctx, out, std::vector<int64_t>{a.sizes[0], a.sizes[1], b.sizes[2]}, a.dtype));
-  return run_gemm(ctx, Gemm{&a, &b, nullptr, &out, a.sizes[0], a.sizes[1], b.sizes[2], a.sizes[2]});
+  ETC_ASSIGN_OR_RETURN(const rt::kernels::MatmulShape s, rt::kernels::check_bmm(ctx, args));
+  return run_gemm(ctx, Gemm{&tensor_arg(args, 0), &tensor_arg(args, 1), nullptr, &out_arg(args, 2),
+                            s.batch, s.m, s.n, s.k});
 }
 
 Status addmm(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
-  const TensorView& bias = tensor_arg(args, 0);
-  const TensorView& a = tensor_arg(args, 1);
-  const TensorView& b = tensor_arg(args, 2);
-  TensorView& out = out_arg(args, 5);
-  ETC_RETURN_IF_ERROR(check_matrix(ctx, "mat1", a, 2, a.dtype));
-  ETC_RETURN_IF_ERROR(check_matrix(ctx, "mat2", b, 2, a.dtype));
-  ETC_RETURN_IF_ERROR(same_dtype(ctx, "self", bias, a.dtype));
-  if (a.sizes[1] != b.sizes[0]) return ctx.error("inner dimensions differ");
-  const std::vector<int64_t> mn{a.sizes[0], b.sizes[1]};
-  auto bc = broadcast_shapes(bias.sizes, mn);
-  if (!bc || *bc != mn)
-    return ctx.error("self " + shape_str(bias.sizes) + " does not broadcast to " + shape_str(mn));
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, mn, a.dtype));
-  Gemm g{&a, &b, &bias, &out, 1, a.sizes[0], b.sizes[1], a.sizes[1]};
+  ETC_ASSIGN_OR_RETURN(const rt::kernels::MatmulShape s, rt::kernels::check_addmm(ctx, args));
+  Gemm g{&tensor_arg(args, 1),
+         &tensor_arg(args, 2),
+         &tensor_arg(args, 0),
+         &out_arg(args, 5),
+         1,
+         s.m,
+         s.n,
+         s.k};
   g.beta = args[3]->scalar_as_double();
   g.alpha = args[4]->scalar_as_double();
   return run_gemm(ctx, g);
@@ -261,21 +229,9 @@ Status linear(KernelContext& ctx, std::span<Value*> args) {
   const TensorView& w = tensor_arg(args, 1);
   const TensorView* bias = opt_tensor_arg(args, 2);
   TensorView& out = out_arg(args, 3);
-  if (x.rank() < 1) return ctx.error("input must have rank 1 or more");
-  ETC_RETURN_IF_ERROR(check_matrix(ctx, "weight", w, 2, x.dtype));
-  const int64_t kk = x.sizes.back();
-  if (w.sizes[1] != kk) return ctx.error("input features and weight differ");
-  const int64_t n = w.sizes[0];
-  std::vector<int64_t> expected = x.sizes;
-  expected.back() = n;
-  if (bias != nullptr) {
-    ETC_RETURN_IF_ERROR(same_dtype(ctx, "bias", *bias, x.dtype));
-    auto bc = broadcast_shapes(bias->sizes, expected);
-    if (!bc || *bc != expected) return ctx.error("bias does not broadcast to the output");
-  }
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, expected, x.dtype));
+  ETC_ASSIGN_OR_RETURN(const rt::kernels::MatmulShape s, rt::kernels::check_linear(ctx, args));
   if (out.numel() == 0) return Status();
-  Gemm g{&x, &w, bias, &out, 1, out.numel() / n, n, kk};
+  Gemm g{&x, &w, bias, &out, 1, s.m, s.n, s.k};
   g.b_transposed = true;
   return run_gemm(ctx, g);
 }
@@ -288,48 +244,30 @@ Status convolution(KernelContext& ctx, std::span<Value*> args) {
   const TensorView& w = tensor_arg(args, 1);
   const TensorView* bias = opt_tensor_arg(args, 2);
   TensorView& out = out_arg(args, 9);
-  const int64_t groups = args[8]->i;
+  // What the CUDA kernels lack (2-d, not transposed, 16- and 32-bit floats) first; then the
+  // CPU kernel's checks of the call itself.
   if (args[6]->b) return unsupported(std::string(ctx.op) + ": transposed convolution on CUDA");
   if (x.rank() != 4 || w.rank() != 4) return ctx.error("only 2-d convolution is supported");
   ETC_RETURN_IF_ERROR(require_float(ctx, "input", x.dtype));
-  ETC_RETURN_IF_ERROR(same_dtype(ctx, "weight", w, x.dtype));
-  if (bias != nullptr) ETC_RETURN_IF_ERROR(same_dtype(ctx, "bias", *bias, x.dtype));
-  if (groups <= 0) return ctx.error("groups must be positive");
-  ETC_ASSIGN_OR_RETURN(auto stride, pair_arg(ctx, "stride", args[3]->ints, 1, false));
-  ETC_ASSIGN_OR_RETURN(auto pad, pair_arg(ctx, "padding", args[4]->ints, 0, false));
-  ETC_ASSIGN_OR_RETURN(auto dil, pair_arg(ctx, "dilation", args[5]->ints, 1, false));
+  ETC_ASSIGN_OR_RETURN(const rt::kernels::ConvGeometry geo,
+                       rt::kernels::check_convolution(ctx, args));
+  const int64_t groups = geo.groups;
   k::ConvArgs g;
-  g.batch = x.sizes[0];
-  g.c_in = x.sizes[1];
-  g.h = x.sizes[2];
-  g.w = x.sizes[3];
-  g.c_out = w.sizes[0];
-  g.kh = w.sizes[2];
-  g.kw = w.sizes[3];
+  g.batch = geo.batch;
+  g.c_in = geo.c_in;
+  g.h = geo.h;
+  g.w = geo.w;
+  g.c_out = geo.c_out;
+  g.kh = geo.kh;
+  g.kw = geo.kw;
   g.groups = groups;
   for (int i = 0; i < 2; ++i) {
-    if (stride[i] <= 0 || dil[i] <= 0 || pad[i] < 0)
-      return ctx.error("stride and dilation must be positive, padding not negative");
-    g.stride[i] = stride[i];
-    g.pad[i] = pad[i];
-    g.dil[i] = dil[i];
+    g.stride[i] = geo.stride[i];
+    g.pad[i] = geo.pad[i];
+    g.dil[i] = geo.dil[i];
   }
-  if (g.c_out % groups != 0 || w.sizes[1] * groups != g.c_in)
-    return ctx.error("weight " + shape_str(w.sizes) + " with groups=" + std::to_string(groups) +
-                     " does not fit input " + shape_str(x.sizes));
-  if (bias != nullptr && (bias->rank() != 1 || bias->sizes[0] != g.c_out))
-    return ctx.error("bias must have shape [" + std::to_string(g.c_out) + "]");
-  const int64_t in_sp[2] = {g.h, g.w}, ksz[2] = {g.kh, g.kw};
-  int64_t osz[2];
-  for (int i = 0; i < 2; ++i) {
-    const int64_t span = dil[i] * (ksz[i] - 1) + 1;
-    if (in_sp[i] + 2 * pad[i] < span) return ctx.error("kernel is larger than the padded input");
-    osz[i] = (in_sp[i] + 2 * pad[i] - span) / stride[i] + 1;
-  }
-  g.oh = osz[0];
-  g.ow = osz[1];
-  ETC_RETURN_IF_ERROR(
-      check_out(ctx, out, std::vector<int64_t>{g.batch, g.c_out, g.oh, g.ow}, x.dtype));
+  g.oh = geo.oh;
+  g.ow = geo.ow;
   if (out.numel() == 0) return Status();
   ETC_ASSIGN_OR_RETURN(DeviceContext * dev, device_of(ctx));
   ETC_ASSIGN_OR_RETURN(k::Elem type, elem_of(ctx, x.dtype, "input"));
@@ -385,49 +323,21 @@ Status convolution(KernelContext& ctx, std::span<Value*> args) {
 
 // ---- Pooling -------------------------------------------------------------------------------
 
-Result<int64_t> pooled_size(const KernelContext& ctx, int64_t in, int64_t k, int64_t pad,
-                            int64_t stride, int64_t dilation, bool ceil_mode) {
-  const int64_t span = dilation * (k - 1) + 1;
-  const int64_t num = in + 2 * pad - span;
-  if (num < 0) return ctx.error("kernel does not fit the input");
-  int64_t out = (num + (ceil_mode ? stride - 1 : 0)) / stride + 1;
-  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
-  return out;
-}
-
-Result<k::PoolArgs> pool_args(const KernelContext& ctx, const TensorView& self, const Value& kernel,
-                              const Value& stride, const Value& padding, const Value* dilation,
-                              bool ceil_mode, std::vector<int64_t>* out_sizes) {
-  if (self.rank() != 3 && self.rank() != 4) return ctx.error("self must have rank 3 or 4");
+// The pooling window of the CPU kernel's checks, for the launch.
+Result<k::PoolArgs> pool_args(const KernelContext& ctx, const TensorView& self,
+                              const rt::kernels::PoolGeometry& geo) {
   k::PoolArgs p;
-  ETC_ASSIGN_OR_RETURN(auto ks, pair_arg(ctx, "kernel_size", kernel.ints, 0, false));
-  ETC_ASSIGN_OR_RETURN(auto st, pair_arg(ctx, "stride", stride.ints, 0, true));
-  if (stride.ints.empty()) st = ks;
-  ETC_ASSIGN_OR_RETURN(auto pd, pair_arg(ctx, "padding", padding.ints, 0, false));
-  std::array<int64_t, 2> dl{1, 1};
-  if (dilation != nullptr) {
-    ETC_ASSIGN_OR_RETURN(dl, pair_arg(ctx, "dilation", dilation->ints, 1, false));
-  }
   for (int i = 0; i < 2; ++i) {
-    if (ks[i] <= 0 || st[i] <= 0 || dl[i] <= 0) return ctx.error("sizes must be positive");
-    if (pd[i] < 0 || pd[i] * 2 > ks[i])
-      return ctx.error("padding must be between 0 and half the kernel size");
-    p.kernel[i] = ks[i];
-    p.stride[i] = st[i];
-    p.pad[i] = pd[i];
-    p.dil[i] = dl[i];
+    p.kernel[i] = geo.kernel[i];
+    p.stride[i] = geo.stride[i];
+    p.pad[i] = geo.pad[i];
+    p.dil[i] = geo.dil[i];
   }
-  const size_t r = self.rank();
-  p.in_h = self.sizes[r - 2];
-  p.in_w = self.sizes[r - 1];
-  ETC_ASSIGN_OR_RETURN(p.out_h, pooled_size(ctx, p.in_h, ks[0], pd[0], st[0], dl[0], ceil_mode));
-  ETC_ASSIGN_OR_RETURN(p.out_w, pooled_size(ctx, p.in_w, ks[1], pd[1], st[1], dl[1], ceil_mode));
-  p.planes = 1;
-  for (size_t d = 0; d + 2 < r; ++d)
-    p.planes *= self.sizes[d];
-  *out_sizes = self.sizes;
-  (*out_sizes)[r - 2] = p.out_h;
-  (*out_sizes)[r - 1] = p.out_w;
+  p.in_h = geo.in_h;
+  p.in_w = geo.in_w;
+  p.out_h = geo.out_h;
+  p.out_w = geo.out_w;
+  p.planes = geo.planes;
   p.in = self.data;
   ETC_ASSIGN_OR_RETURN(p.type, elem_of(ctx, self.dtype, "self"));
   return p;
@@ -438,10 +348,9 @@ Status max_pool2d(KernelContext& ctx, std::span<Value*> args) {
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 6);
   ETC_RETURN_IF_ERROR(require_float(ctx, "self", self.dtype));
-  std::vector<int64_t> sizes;
-  ETC_ASSIGN_OR_RETURN(k::PoolArgs p, pool_args(ctx, self, *args[1], *args[2], *args[3], args[4],
-                                                args[5]->b, &sizes));
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, sizes, self.dtype));
+  ETC_ASSIGN_OR_RETURN(const rt::kernels::PoolGeometry geo,
+                       rt::kernels::check_max_pool2d(ctx, args, false));
+  ETC_ASSIGN_OR_RETURN(k::PoolArgs p, pool_args(ctx, self, geo));
   p.out = out.data;
   ETC_ASSIGN_OR_RETURN(DeviceContext * dev, device_of(ctx));
   ETC_CUDA_RETURN_IF_ERROR(k::launch_max_pool2d(p, dev->stream()));
@@ -453,12 +362,10 @@ Status avg_pool2d(KernelContext& ctx, std::span<Value*> args) {
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 7);
   ETC_RETURN_IF_ERROR(require_float(ctx, "self", self.dtype));
-  std::optional<int64_t> divisor = opt_int_arg(args, 6);
-  if (divisor && *divisor == 0) return ctx.error("divisor_override must not be zero");
-  std::vector<int64_t> sizes;
-  ETC_ASSIGN_OR_RETURN(k::PoolArgs p, pool_args(ctx, self, *args[1], *args[2], *args[3], nullptr,
-                                                args[4]->b, &sizes));
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, sizes, self.dtype));
+  ETC_ASSIGN_OR_RETURN(const rt::kernels::PoolGeometry geo,
+                       rt::kernels::check_avg_pool2d(ctx, args));
+  const std::optional<int64_t> divisor = opt_int_arg(args, 6);
+  ETC_ASSIGN_OR_RETURN(k::PoolArgs p, pool_args(ctx, self, geo));
   p.out = out.data;
   p.count_include_pad = args[5]->b;
   p.divisor = divisor.value_or(0);
@@ -470,26 +377,13 @@ Status avg_pool2d(KernelContext& ctx, std::span<Value*> args) {
 Status adaptive_avg_pool2d(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
-  const std::vector<int64_t>& os = args[1]->ints;
   TensorView& out = out_arg(args, 2);
-  if (self.rank() != 3 && self.rank() != 4) return ctx.error("self must have rank 3 or 4");
   ETC_RETURN_IF_ERROR(require_float(ctx, "self", self.dtype));
-  if (os.size() != 2 || os[0] <= 0 || os[1] <= 0)
-    return ctx.error("output_size must be two positive sizes");
-  const size_t r = self.rank();
-  std::vector<int64_t> expected = self.sizes;
-  expected[r - 2] = os[0];
-  expected[r - 1] = os[1];
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, expected, self.dtype));
-  k::PoolArgs p;
-  p.in = self.data;
+  ETC_ASSIGN_OR_RETURN(const rt::kernels::PoolGeometry geo,
+                       rt::kernels::check_adaptive_avg_pool2d(ctx, args));
+  ETC_ASSIGN_OR_RETURN(k::PoolArgs p, pool_args(ctx, self, geo));
   p.out = out.data;
-  ETC_ASSIGN_OR_RETURN(p.type, elem_of(ctx, self.dtype, "self"));
-  p.in_h = self.sizes[r - 2];
-  p.in_w = self.sizes[r - 1];
-  p.out_h = os[0];
-  p.out_w = os[1];
-  p.planes = self.numel() / std::max<int64_t>(p.in_h * p.in_w, 1);
+  // The CPU kernel averages an empty window to NaN; this kernel does not take one.
   if (p.in_h * p.in_w == 0) return ctx.error("self has an empty plane");
   ETC_ASSIGN_OR_RETURN(DeviceContext * dev, device_of(ctx));
   ETC_CUDA_RETURN_IF_ERROR(k::launch_adaptive_avg_pool2d(p, dev->stream()));
@@ -836,17 +730,8 @@ Status permute(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 2);
-  const std::vector<int64_t>& dims = args[1]->ints;
-  if (dims.size() != self.rank()) return ctx.error("dims must list every dim once");
-  const std::vector<int64_t> in_strides = rt::contiguous_strides(self.sizes);
-  std::vector<int64_t> sizes, strides;
-  for (int64_t d : dims) {
-    ETC_ASSIGN_OR_RETURN(int64_t w, wrap_dim(ctx, "dim", d, static_cast<int64_t>(self.rank())));
-    sizes.push_back(self.sizes[static_cast<size_t>(w)]);
-    strides.push_back(in_strides[static_cast<size_t>(w)]);
-  }
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, sizes, self.dtype));
-  return copy_view(ctx, self, 0, strides, out);
+  ETC_ASSIGN_OR_RETURN(const rt::kernels::StridedView v, rt::kernels::check_permute(ctx, args));
+  return copy_view(ctx, self, v.offset, v.strides, out);
 }
 
 Status transpose(KernelContext& ctx, std::span<Value*> args) {
@@ -870,63 +755,26 @@ Status select(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 3);
-  ETC_ASSIGN_OR_RETURN(int64_t dim,
-                       wrap_dim(ctx, "dim", args[1]->i, static_cast<int64_t>(self.rank())));
-  const auto d = static_cast<size_t>(dim);
-  const int64_t n = self.sizes[d];
-  int64_t index = args[2]->i;
-  if (index < -n || index >= n) return ctx.error("index out of range");
-  if (index < 0) index += n;
-  std::vector<int64_t> sizes = self.sizes;
-  std::vector<int64_t> strides = rt::contiguous_strides(self.sizes);
-  const int64_t offset = index * strides[d];
-  sizes.erase(sizes.begin() + dim);
-  strides.erase(strides.begin() + dim);
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, sizes, self.dtype));
-  return copy_view(ctx, self, offset, strides, out);
+  ETC_ASSIGN_OR_RETURN(const rt::kernels::StridedView v, rt::kernels::check_select(ctx, args));
+  return copy_view(ctx, self, v.offset, v.strides, out);
 }
 
 Status slice(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 5);
-  ETC_ASSIGN_OR_RETURN(int64_t dim,
-                       wrap_dim(ctx, "dim", args[1]->i, static_cast<int64_t>(self.rank())));
-  const auto d = static_cast<size_t>(dim);
-  const int64_t n = self.sizes[d];
-  const int64_t step = args[4]->i;
-  if (step <= 0) return ctx.error("step must be positive");
-  auto clamp_index = [n](int64_t i) {
-    if (i < 0) i += n;
-    return std::clamp<int64_t>(i, 0, n);
-  };
-  const int64_t start = clamp_index(opt_int_arg(args, 2).value_or(0));
-  const int64_t end = clamp_index(opt_int_arg(args, 3).value_or(n));
-  std::vector<int64_t> sizes = self.sizes;
-  sizes[d] = end > start ? (end - start + step - 1) / step : 0;
-  std::vector<int64_t> strides = rt::contiguous_strides(self.sizes);
-  const int64_t offset = start * strides[d];
-  strides[d] *= step;
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, sizes, self.dtype));
-  return copy_view(ctx, self, sizes[d] > 0 ? offset : 0, strides, out);
+  ETC_ASSIGN_OR_RETURN(const rt::kernels::StridedView v, rt::kernels::check_slice(ctx, args));
+  return copy_view(ctx, self, v.offset, v.strides, out);
 }
 
 Status constant_pad_nd(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
-  const std::vector<int64_t>& pad = args[1]->ints;
   TensorView& out = out_arg(args, 3);
+  ETC_ASSIGN_OR_RETURN(const std::vector<int64_t> before,
+                       rt::kernels::check_constant_pad_nd(ctx, args));
   const size_t rank = self.rank();
-  if (pad.size() % 2 != 0 || pad.size() / 2 > rank)
-    return ctx.error("pad must have an even length of at most twice the rank");
-  std::vector<int64_t> before(rank, 0), sizes = self.sizes;
-  for (size_t i = 0; i < pad.size() / 2; ++i) {
-    const size_t d = rank - 1 - i;
-    before[d] = pad[2 * i];
-    sizes[d] += pad[2 * i] + pad[2 * i + 1];
-    if (sizes[d] < 0) return ctx.error("padding makes a dim negative");
-  }
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, sizes, self.dtype));
+  const std::vector<int64_t>& sizes = out.sizes;
   if (out.numel() == 0) return Status();
   MapBuilder fill(ctx, k::MapOp::kFill, out);
   fill.p.scalar = scalar_of(*args[2], out.dtype);
