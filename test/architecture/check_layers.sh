@@ -5,7 +5,9 @@
 #      emitter), and no frontend links another frontend or anything above the IR;
 #   3. the interpreter (rt::Method and the runtime around it) names no operator: kernels and
 #      their load planner (runtime/kernels/load_plan.h) know operators, the interpreter runs
-#      what they registered.
+#      what they registered;
+#   4. the CUDA delegate's kernels take from the CPU kernels' folder only the shared argument
+#      checks (runtime/kernels/op_checks.h), not their private helpers.
 # Usage: check_layers.sh SOURCE_DIR LINK_CLOSURE_FILE (written by test/architecture/CMakeLists.txt)
 set -uo pipefail
 src=$1
@@ -116,5 +118,18 @@ $hits"
 done
 [[ $interpreter -ge 10 ]] || fail "only $interpreter interpreter files checked: the scan is broken"
 [[ $failures -eq $before ]] && echo "ok: the interpreter ($interpreter files under src/runtime) names no operator"
+
+# --- 4. the CUDA kernels share the argument checks, nothing else of the CPU kernels --------
+before=$failures
+cuda_files=0
+for file in "$src"/src/backends/cuda/runtime/*; do
+  [[ -f $file ]] || continue
+  cuda_files=$((cuda_files + 1))
+  hits=$(grep -nE '#include "runtime/kernels/' "$file" | grep -v '"runtime/kernels/op_checks.h"' || true)
+  [[ -z $hits ]] || fail "src/backends/cuda/runtime/$(basename "$file") includes a CPU kernel header (share what both need through runtime/kernels/op_checks.h):
+$hits"
+done
+[[ $cuda_files -ge 10 ]] || fail "only $cuda_files CUDA runtime files checked: the scan is broken"
+[[ $failures -eq $before ]] && echo "ok: the CUDA kernels take only op_checks.h of the CPU kernels ($cuda_files files)"
 
 if [[ $failures -ne 0 ]]; then echo "$failures layering failure(s)"; exit 1; fi

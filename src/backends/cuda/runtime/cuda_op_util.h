@@ -13,7 +13,7 @@
 #include "backends/cuda/runtime/cuda_kernels.h"
 #include "backends/cuda/runtime/cuda_status.h"
 #include "graph/ops.h"
-#include "runtime/kernels/kernel_util.h"
+#include "runtime/kernels/op_checks.h"
 
 namespace etc::cuda::ops {
 
