@@ -345,9 +345,15 @@ Result<StridedView> check_select(const KernelContext& ctx, std::span<Value*> arg
 Result<StridedView> check_slice(const KernelContext& ctx, std::span<Value*> args);
 // constant_pad_nd.out(self, pad, value, *, out): an even pad list of at most 2 per dim,
 // (before, after) pairs from the last dim backwards, no dim made negative; out checked.
-// Gives the elements added (negative: removed) in front of each dim.
-Result<std::vector<int64_t>> check_constant_pad_nd(const KernelContext& ctx,
-                                                   std::span<Value*> args);
+// Gives what the kernel copies after filling out with the value: the part of self the
+// cropping leaves (`region`; empty for a self of rank 1 or more when nothing is left), read at
+// `in_offset` of self and written at `out_offset` of out (elements; both contiguous, with
+// `in_strides`/`out_strides`).
+struct PadCopy {
+  std::vector<int64_t> region, in_strides, out_strides;
+  int64_t in_offset = 0, out_offset = 0;
+};
+Result<PadCopy> check_constant_pad_nd(const KernelContext& ctx, std::span<Value*> args);
 
 // `self[indices]` (index.Tensor, index_put) planned from the index tensors' shapes (each int64
 // or int32; a null entry is None): plan_index's result, or its error for this kernel.

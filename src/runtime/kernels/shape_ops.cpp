@@ -234,28 +234,13 @@ Status constant_pad_nd_kernel(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 3);
-  // before[d]: elements added (negative: removed) in front of dim d.
-  ETC_ASSIGN_OR_RETURN(const std::vector<int64_t> before, check_constant_pad_nd(ctx, args));
-  const size_t rank = self.rank();
-  const std::vector<int64_t>& sizes = out.sizes;
+  ETC_ASSIGN_OR_RETURN(const PadCopy c, check_constant_pad_nd(ctx, args));
   if (out.numel() == 0) return Status();
   fill_scalar(out, *args[2]);
-  // Copy the part of self that survives the cropping into its place in out.
-  const std::vector<int64_t> in_strides = contiguous_strides(self.sizes);
-  const std::vector<int64_t> out_strides = contiguous_strides(sizes);
-  std::vector<int64_t> region(rank);
-  int64_t in_off = 0, out_off = 0;
-  for (size_t d = 0; d < rank; ++d) {
-    const int64_t src0 = std::max<int64_t>(-before[d], 0);
-    const int64_t dst0 = std::max<int64_t>(before[d], 0);
-    region[d] = std::min(self.sizes[d] - src0, sizes[d] - dst0);
-    if (region[d] <= 0) return Status();  // nothing of self remains
-    in_off += src0 * in_strides[d];
-    out_off += dst0 * out_strides[d];
-  }
+  if (c.region.empty() && self.rank() > 0) return Status();  // nothing of self remains
   const int64_t elem = dtype_size(self.dtype);
-  strided_copy(static_cast<const char*>(self.data) + in_off * elem, in_strides,
-               static_cast<char*>(out.data) + out_off * elem, out_strides, region, elem);
+  strided_copy(static_cast<const char*>(self.data) + c.in_offset * elem, c.in_strides,
+               static_cast<char*>(out.data) + c.out_offset * elem, c.out_strides, c.region, elem);
   return Status();
 }
 
@@ -331,8 +316,7 @@ Result<StridedView> check_slice(const KernelContext& ctx, std::span<Value*> args
   return v;
 }
 
-Result<std::vector<int64_t>> check_constant_pad_nd(const KernelContext& ctx,
-                                                   std::span<Value*> args) {
+Result<PadCopy> check_constant_pad_nd(const KernelContext& ctx, std::span<Value*> args) {
   const TensorView& self = tensor_arg(args, 0);
   const std::vector<int64_t>& pad = args[1]->ints;
   if (pad.size() % 2 != 0 || pad.size() / 2 > self.rank()) {
@@ -351,7 +335,23 @@ Result<std::vector<int64_t>> check_constant_pad_nd(const KernelContext& ctx,
     }
   }
   ETC_RETURN_IF_ERROR(check_out(ctx, out_arg(args, 3), sizes, self.dtype));
-  return before;
+  // Where the part of self the cropping leaves goes.
+  PadCopy c;
+  c.in_strides = contiguous_strides(self.sizes);
+  c.out_strides = contiguous_strides(sizes);
+  c.region.resize(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    const int64_t src0 = std::max<int64_t>(-before[d], 0);
+    const int64_t dst0 = std::max<int64_t>(before[d], 0);
+    c.region[d] = std::min(self.sizes[d] - src0, sizes[d] - dst0);
+    if (c.region[d] <= 0) {
+      c.region.clear();
+      break;
+    }
+    c.in_offset += src0 * c.in_strides[d];
+    c.out_offset += dst0 * c.out_strides[d];
+  }
+  return c;
 }
 
 Result<std::vector<int64_t>> view_sizes(const KernelContext& ctx, const TensorView& self,

@@ -771,32 +771,18 @@ Status constant_pad_nd(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 3);
-  ETC_ASSIGN_OR_RETURN(const std::vector<int64_t> before,
-                       rt::kernels::check_constant_pad_nd(ctx, args));
-  const size_t rank = self.rank();
-  const std::vector<int64_t>& sizes = out.sizes;
+  ETC_ASSIGN_OR_RETURN(const rt::kernels::PadCopy c, rt::kernels::check_constant_pad_nd(ctx, args));
   if (out.numel() == 0) return Status();
   MapBuilder fill(ctx, k::MapOp::kFill, out);
   fill.p.scalar = scalar_of(*args[2], out.dtype);
   ETC_RETURN_IF_ERROR(fill.run());
-  const std::vector<int64_t> in_strides = rt::contiguous_strides(self.sizes);
-  const std::vector<int64_t> out_strides = rt::contiguous_strides(sizes);
-  std::vector<int64_t> region(rank);
-  int64_t in_off = 0, out_off = 0;
-  for (size_t d = 0; d < rank; ++d) {
-    const int64_t src0 = std::max<int64_t>(-before[d], 0);
-    const int64_t dst0 = std::max<int64_t>(before[d], 0);
-    region[d] = std::min(self.sizes[d] - src0, sizes[d] - dst0);
-    if (region[d] <= 0) return Status();
-    in_off += src0 * in_strides[d];
-    out_off += dst0 * out_strides[d];
-  }
+  if (c.region.empty() && self.rank() > 0) return Status();  // nothing of self remains
   k::MapArgs p;
   p.op = k::MapOp::kCopy;
-  p.shape = shape_of(region);
+  p.shape = shape_of(c.region);
   Status error;
-  p.out = operand(ctx, out, out_strides, out_off, &error);
-  p.a = operand(ctx, self, in_strides, in_off, &error);
+  p.out = operand(ctx, out, c.out_strides, c.out_offset, &error);
+  p.a = operand(ctx, self, c.in_strides, c.in_offset, &error);
   ETC_RETURN_IF_ERROR(error);
   ETC_RETURN_IF_ERROR(check_rank(ctx, self));
   return run_map(ctx, p);
