@@ -129,6 +129,19 @@ Reason cuda_host_form(const Graph&, const Node&) {
   return std::string("the host-only form of max_pool2d (delegates use max_pool2d)");
 }
 
+// Ops whose output size the data decides (nonzero, ONNX's NonZero, NonMaxSuppression,
+// Unique): the count must be known where the next op is sized, on the host.
+Reason cuda_data_dependent(const Graph&, const Node& n) {
+  return std::string(op_info(n.op).name) +
+         "'s output size depends on the data: it runs on the host, where the count sizes what "
+         "follows";
+}
+
+// Ops with no CUDA kernel (yet): they run on the host and split the delegate around them.
+Reason cuda_host_only(const Graph&, const Node& n) {
+  return std::string(op_info(n.op).name) + " has no CUDA kernel: it runs on the host";
+}
+
 Reason cuda_random(const Graph&, const Node&) {
   return std::string("random numbers are drawn on the host (one generator per instruction)");
 }
@@ -174,7 +187,8 @@ std::optional<std::string> cuda_unsupported_reason(const Graph& graph, const Nod
 
 bool cuda_may_delegate(OpKind op) {
   const CapabilityFn fn = kCapability[static_cast<size_t>(op)].fn;
-  return fn != &cuda_host_form && fn != &cuda_compiler_op && fn != &cuda_random;
+  return fn != &cuda_host_form && fn != &cuda_compiler_op && fn != &cuda_random &&
+         fn != &cuda_data_dependent && fn != &cuda_host_only;
 }
 
 }  // namespace etc
