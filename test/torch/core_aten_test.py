@@ -359,8 +359,12 @@ def generate(out_dir, log):
     # in a tensor op (sym_size as a view's size, as dynamic programs do; the others as a
     # scalar_tensor), so that it has a tensor output.
     as_tensor = lambda r, xs: torch.ops.aten.scalar_tensor.default(r)
+    CALLED_BY_EDIT = {"sym_numel.default", "sym_stride.int", "sym_storage_offset.default"}
     WRAP = {n: as_tensor for n in checked if n.startswith("sym_") or n == "_local_scalar_dense.default"}
     WRAP["sym_size.int"] = lambda r, xs: torch.ops.aten.view.default(xs[0], [r, xs[0].shape[1]])
+    # numel and stride(0) as a view's size, as sym_size: a size that moves with the dynamic dim
+    WRAP["sym_numel.default"] = lambda r, xs: torch.ops.aten.view.default(xs[0], [r])
+    WRAP["sym_stride.int"] = lambda r, xs: torch.ops.aten.view.default(xs[0], [xs[0].shape[0], r])
 
     def features(c, name):
         ts = tensors_of((c["args"], c["kwargs"]))
@@ -395,6 +399,38 @@ def generate(out_dir, log):
     core_ops = set(core.values())
     decompositions = torch._decomp.decomposition_table
 
+    # sym_numel, sym_stride and sym_storage_offset: torch.export computes them from sym_size
+    # (or, for a contiguous input's offset, 0) and leaves none in the program. The sample's
+    # program is edited to call the overload where its scalar_tensor reads the value - a
+    # program the serializer writes and etc must read like any other.
+    def call_directly(ep, op, rest):
+        g = ep.graph
+        # The node that reads the value: the scalar_tensor, or the view (its size list).
+        users = [n for n in g.nodes if n.op == "call_function" and n.target in
+                 (torch.ops.aten.scalar_tensor.default, torch.ops.aten.view.default)]
+        xs = [n for n in g.nodes if n.op == "placeholder"]
+        if len(users) != 1 or not xs:
+            return None
+        user = users[0]
+        with g.inserting_before(user):
+            call = g.call_function(op, (xs[-1], *rest))
+        val = xs[-1].meta["val"]
+        call.meta["val"] = (val.numel() if op == torch.ops.aten.sym_numel.default else
+                            val.stride(rest[0]) if op == torch.ops.aten.sym_stride.int else
+                            val.storage_offset())
+        if user.target == torch.ops.aten.scalar_tensor.default:
+            user.args = (call,) + tuple(user.args[1:])
+        else:  # the one size of the list that is computed (a node)
+            sizes = list(user.args[1])
+            moving = [i for i, v in enumerate(sizes) if isinstance(v, torch.fx.Node)]
+            if len(moving) != 1:
+                return None
+            sizes[moving[0]] = call
+            user.args = (user.args[0], sizes) + tuple(user.args[2:])
+        g.eliminate_dead_code()
+        ep.graph_module.recompile()
+        return ep
+
     def export(name, c, sample_dir):
         """None, or the reason the sample is skipped."""
         mod, xs = build(name, c)
@@ -428,6 +464,11 @@ def generate(out_dir, log):
                     chosen, form = core_ep, "core"
             except Exception:
                 pass
+        if op not in targets(chosen) and name in CALLED_BY_EDIT:
+            edited = call_directly(chosen, op, c["args"][1:])
+            if edited is not None:
+                chosen = edited
+                c["source"] += " (the program edited to call it)"
         if op not in targets(chosen):
             return "not exportable: the exported program has no " + name + " (" + \
                 ", ".join(sorted({target_name(t) for t in targets(ep)})) + ")"
