@@ -391,6 +391,51 @@ TEST_CASE("a matrix product's bias row and residual add run as its epilogue") {
   CHECK(*std::min_element(plain.y.begin(), plain.y.end()) < -0.1f);
 }
 
+// q [2, 100, 16] (the input) -> bmm with k^T [2, 16, 90] -> * 0.3 -> softmax over the last
+// dim (viewed [2, 1, 100, 90] as a head dim would) -> bmm with v [2, 90, 24] -> neg. With
+// `read_scores`, the softmax's out is a method output too.
+Graph attention(bool read_scores) {
+  Graph g;
+  ValueId q = g.add_input("q", spec({2, 100, 16}));
+  ValueId s = node(g, OpKind::Bmm, "qk",
+                   {{"self", q}, {"mat2", constant(g, "kt", {2, 16, 90}, 61)}}, spec({2, 100, 90}));
+  ValueId c =
+      node(g, OpKind::MulScalar, "c", {{"self", s}, {"other", Scalar{0.3}}}, spec({2, 100, 90}));
+  ValueId h =
+      node(g, OpKind::View, "h", {{"self", c}, {"size", std::vector<int64_t>{2, 1, 100, 90}}},
+           spec({2, 1, 100, 90}));
+  ValueId p =
+      node(g, OpKind::Softmax, "p", {{"self", h}, {"dim", int64_t{-1}}, {"half_to_float", false}},
+           spec({2, 1, 100, 90}));
+  ValueId pv = node(g, OpKind::View, "pv",
+                    {{"self", p}, {"size", std::vector<int64_t>{2, 100, 90}}}, spec({2, 100, 90}));
+  ValueId o = node(g, OpKind::Bmm, "o", {{"self", pv}, {"mat2", constant(g, "v", {2, 90, 24}, 62)}},
+                   spec({2, 100, 24}));
+  ValueId y = node(g, OpKind::Neg, "y", {{"self", o}}, spec({2, 100, 24}));
+  g.set_outputs(read_scores ? std::vector<ValueId>{y, p} : std::vector<ValueId>{y});
+  return g;
+}
+
+TEST_CASE("an attention's four instructions run as one, a block of query rows at a time") {
+  // 100 query rows: a block of 64 and a partial one. The fused method gives the unfused bits.
+  Graph g = attention(false);
+  const pte::File f = export_graph(g);
+  const Run fused = run(f, true, 2 * 100 * 16), plain = run(f, false, 2 * 100 * 16);
+  CHECK(rows(fused.profile) ==
+        std::vector<std::string>{"aten::bmm.out + aten::mul.Scalar_out + aten::_softmax.out + "
+                                 "aten::bmm.out",
+                                 "aten::neg.out"});
+  REQUIRE(fused.y.size() == plain.y.size());
+  CHECK(std::memcmp(fused.y.data(), plain.y.data(), fused.y.size() * 4) == 0);
+  CHECK(*std::max_element(plain.y.begin(), plain.y.end()) > 0.1f);
+  // Scores a caller reads stay an instruction's.
+  Graph h = attention(true);
+  const pte::File fh = export_graph(h);
+  const Run kept = run(fh, true, 2 * 100 * 16);
+  const std::vector<std::string> names = rows(kept.profile);
+  CHECK(std::find(names.begin(), names.end(), "aten::_softmax.out") != names.end());
+}
+
 // max_pool2d_with_indices(x, 3x3, stride 2, padding 1) into `out` sizes: (values, indices).
 std::pair<ValueId, ValueId> max_pool_3x3_s2(Graph& g, ValueId x, std::vector<int64_t> out,
                                             const std::string& name = "p") {

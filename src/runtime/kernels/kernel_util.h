@@ -159,6 +159,10 @@ inline C scalar_to(const Value& v) {
   }
 }
 
+// rows x len floats, each row replaced by its softmax exactly as the float _softmax kernel
+// computes it over a last dim (rows split across threads).
+void softmax_rows_in_place(float* x, int64_t rows, int64_t len);
+
 // o[i] = 1 / (1 + exp(-x[i])) for i < n on this thread: the float sigmoid kernel's loop
 // (fast_expf, built per ISA), for epilogues that must give its bits.
 void sigmoid_floats(const float* x, float* o, int64_t n);

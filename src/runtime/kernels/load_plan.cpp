@@ -8,6 +8,7 @@
 
 #include "runtime/kernels/conv.h"
 #include "runtime/kernels/conv_algorithm.h"
+#include "runtime/kernels/fused_attention.h"
 #include "runtime/kernels/weight_only.h"
 
 namespace etc::rt::kernels {
@@ -89,6 +90,7 @@ class CpuPlanner {
     find_unread_outs();  // before plan_channels_last, which keeps pools without indices
     if (!m_.fuse) return;
     fuse_dequantized_weights();  // before fuse_epilogues: the products' epilogues after
+    fuse_attention();
     fuse_epilogues();
     if (onednn_conv_enabled()) plan_channels_last();
   }
@@ -114,6 +116,9 @@ class CpuPlanner {
   // The step before `before` that writes t: a _to_copy of an int8 constant of t's shape into
   // exactly t's bytes (float32), with no step between touching t. nullopt otherwise.
   std::optional<size_t> widened_int8(size_t before, const TensorView& t) const;
+  // Gives a bmm(Q, K^T) followed by mul.Scalar, a last-dim _softmax and bmm(., V), whose
+  // scores nothing else reads, the whole attention (fused_attention.h).
+  void fuse_attention();
   // Gives convolutions, matrix products (mm) and batch norms the in-place elementwise
   // instructions right after them as their epilogue; a matrix product's may add a broadcast
   // row (a bias).
@@ -482,6 +487,79 @@ void CpuPlanner::fuse_dequantized_weights() {
       steps()[j].fused = true;
       mm.fused_names += " + " + steps()[j].name;
     }
+  }
+}
+
+void CpuPlanner::fuse_attention() {
+  for (const MethodStep& s : steps()) {
+    if (s.kind == StepKind::kJumpFalse) return;
+  }
+  const std::vector<bool> io = io_values();
+  auto usable = [&](const Value* v, size_t rank) {
+    const TensorView& t = v->tensor;
+    return v->is_tensor() && t.dtype == DType::kFloat32 && t.rank() == rank && t.capacity < 0 &&
+           t.data != nullptr && t.device.is_cpu() && t.numel() > 0;
+  };
+  auto io_value = [&](const Value* v) { return io[static_cast<size_t>(v - values().data())]; };
+  // The same bytes read as another view (the scores [B, L, S] as [b, h, L, S]).
+  auto same = [](const Value* a, const Value* b) {
+    return a->tensor.data == b->tensor.data && a->tensor.numel() == b->tensor.numel();
+  };
+  for (size_t i = 0; i + 3 < steps().size(); ++i) {
+    MethodStep& qk = steps()[i];
+    const MethodStep& scale = steps()[i + 1];
+    const MethodStep& softmax = steps()[i + 2];
+    const MethodStep& pv = steps()[i + 3];
+    // bmm.out(self, mat2, out), mul.Scalar_out(self, other, out), _softmax.out(self, dim,
+    // half_to_float, out), bmm.out(self, mat2, out); each with its return value after.
+    if (!qk.calls(OpKind::Bmm) || !scale.calls(OpKind::MulScalar) ||
+        !softmax.calls(OpKind::Softmax) || !pv.calls(OpKind::Bmm) || qk.args.size() < 3 ||
+        scale.args.size() < 3 || softmax.args.size() < 4 || pv.args.size() < 3 || qk.fused ||
+        qk.state != nullptr || scale.fused || softmax.fused || pv.fused || pv.state != nullptr)
+      continue;
+    const Value *q = qk.args[0], *kt = qk.args[1], *s1 = qk.args[2];
+    const Value *s2 = scale.args[2], *p = softmax.args[3], *v = pv.args[1], *o = pv.args[2];
+    if (!usable(q, 3) || !usable(kt, 3) || !usable(s1, 3) || !usable(v, 3) || !usable(o, 3) ||
+        !usable(pv.args[0], 3) || !scale.args[0]->is_tensor() || !s2->is_tensor() ||
+        !softmax.args[0]->is_tensor() || !p->is_tensor() || !same(scale.args[0], s1) ||
+        !same(softmax.args[0], s2) || !same(pv.args[0], p) || s2->tensor.dtype != DType::kFloat32 ||
+        p->tensor.dtype != DType::kFloat32)
+      continue;
+    const Value* factor = scale.args[1];
+    const Value* dim = softmax.args[1];
+    const Value* half_to_float = softmax.args[2];
+    const TensorView& sm_in = softmax.args[0]->tensor;
+    const int64_t rank = static_cast<int64_t>(sm_in.rank());
+    if (!factor->is_scalar() || dim->kind != Value::Kind::kInt ||
+        (dim->i != -1 && dim->i != rank - 1) || half_to_float->kind != Value::Kind::kBool ||
+        half_to_float->b || rank < 1)
+      continue;
+    const int64_t batch = q->tensor.sizes[0], l = q->tensor.sizes[1], e = q->tensor.sizes[2];
+    const int64_t len = kt->tensor.sizes[2];
+    if (kt->tensor.sizes != std::vector<int64_t>{batch, e, len} || sm_in.sizes.back() != len ||
+        pv.args[0]->tensor.sizes != std::vector<int64_t>{batch, l, len} ||
+        v->tensor.sizes[0] != batch || v->tensor.sizes[1] != len ||
+        o->tensor.sizes != std::vector<int64_t>{batch, l, v->tensor.sizes[2]})
+      continue;
+    // The scores are the kernel's alone: no method input or output, nothing reads them after.
+    if (io_value(s1) || io_value(s2) || io_value(p) || io_value(o) ||
+        !unread_after(i + 3, s1->tensor, &o->tensor) ||
+        !unread_after(i + 3, s2->tensor, &o->tensor) || !unread_after(i + 3, p->tensor, &o->tensor))
+      continue;
+    // The out is written block by block while Q, K^T and V are still read.
+    if (overlaps(o->tensor, q->tensor) || overlaps(o->tensor, kt->tensor) ||
+        overlaps(o->tensor, v->tensor))
+      continue;
+    auto state = std::make_unique<FusedAttention>();
+    state->scale = static_cast<float>(factor->scalar_as_double());
+    state->v = &v->tensor;
+    state->out = &o->tensor;
+    qk.state = std::move(state);
+    for (size_t j = i + 1; j <= i + 3; ++j) {
+      steps()[j].fused = true;
+      qk.fused_names += " + " + steps()[j].name;
+    }
+    i += 3;
   }
 }
 

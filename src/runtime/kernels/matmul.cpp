@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "graph/ops.h"
+#include "runtime/kernels/fused_attention.h"
 #include "runtime/kernels/gemm.h"
 #include "runtime/kernels/kernel_util.h"
 #include "runtime/kernels/parallel.h"
@@ -260,12 +261,59 @@ Status mm_kernel(KernelContext& ctx, std::span<Value*> args) {
   return Status();
 }
 
+// softmax(Q K^T * scale) V for q [B, L, E], kt [B, E, S] (fused_attention.h): per batch and
+// block of query rows, the scores by the bmm's GEMM into the block's buffer, scaled as
+// mul.Scalar does (in float), each row's softmax, then the rows' product with V by the second
+// bmm's GEMM, into the out.
+Status run_fused_attention(KernelContext& ctx, const FusedAttention& fa, const TensorView& q,
+                           const TensorView& kt) {
+  const int64_t batch = q.sizes[0], l = q.sizes[1], e = q.sizes[2], s = kt.sizes[2];
+  const TensorView& v = *fa.v;
+  const TensorView& o = *fa.out;
+  if (q.dtype != DType::kFloat32 || kt.dtype != DType::kFloat32 || v.dtype != DType::kFloat32 ||
+      o.dtype != DType::kFloat32 || v.sizes.size() != 3 || v.sizes[0] != batch || v.sizes[1] != s ||
+      o.sizes != std::vector<int64_t>{batch, l, v.sizes[2]}) {
+    return internal_error(std::string(ctx.op) + ": the attention planned at load does not fit " +
+                          q.describe() + ", " + kt.describe() + ", " + v.describe() + " -> " +
+                          o.describe());
+  }
+  const int64_t ev = v.sizes[2];
+  const auto* qd = q.data_as<const float>();
+  const auto* kd = kt.data_as<const float>();
+  const auto* vd = v.data_as<const float>();
+  auto* od = static_cast<float*>(o.data);
+  fa.scores.resize(static_cast<size_t>(kAttentionRows * s));
+  float* sc = fa.scores.data();
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t r0 = 0; r0 < l; r0 += kAttentionRows) {
+      const int64_t rows = std::min(kAttentionRows, l - r0);
+      std::fill_n(sc, rows * s, 0.0f);
+      gemm(rows, s, e, 1.0f, MatrixRef<float>{qd + (b * l + r0) * e, e, 1},
+           MatrixRef<float>{kd + b * e * s, s, 1}, sc, s);
+      const float scale = fa.scale;
+      for (int64_t i = 0; i < rows * s; ++i)
+        sc[i] = sc[i] * scale;
+      softmax_rows_in_place(sc, rows, s);
+      float* ob = od + (b * l + r0) * ev;
+      std::fill_n(ob, rows * ev, 0.0f);
+      gemm(rows, ev, s, 1.0f, MatrixRef<float>{sc, s, 1}, MatrixRef<float>{vd + b * s * ev, ev, 1},
+           ob, ev);
+    }
+  }
+  return Status();
+}
+
 Status bmm_kernel(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& a = tensor_arg(args, 0);
   const TensorView& b = tensor_arg(args, 1);
   TensorView& out = out_arg(args, 2);
   ETC_ASSIGN_OR_RETURN(const MatmulShape s, check_bmm(ctx, args));
+  if (const auto* fa =
+          ctx.state != nullptr ? dynamic_cast<const FusedAttention*>(ctx.state->get()) : nullptr;
+      fa != nullptr) {
+    return run_fused_attention(ctx, *fa, a, b);  // out (the scores) is never written
+  }
   const int64_t batch = s.batch, m = s.m, k = s.k, n = s.n;
   if (out.numel() == 0) return Status();
   MatmulArgs p{batch, m, n, k, m * k, k, 1, k * n, n, 1};

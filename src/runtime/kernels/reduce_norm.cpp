@@ -350,6 +350,19 @@ void softmax_row_portable(const float* x, float* y, int64_t len) {
   softmax_row_body(x, y, len);
 }
 
+}  // namespace
+
+void softmax_rows_in_place(float* x, int64_t rows, int64_t len) {
+  auto* softmax_row = isa_build(softmax_row_avx2, softmax_row_avx2, softmax_row_portable);
+  const int64_t grain = std::max<int64_t>(1, 1024 / std::max<int64_t>(len, 1));
+  parallel_for(rows, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r)
+      softmax_row(x + r * len, x + r * len, len);
+  });
+}
+
+namespace {
+
 template <typename G>
 void softmax_typed(const TensorView& self, int64_t dim, bool log, TensorView& out) {
   ReadAs<G> in(self);
