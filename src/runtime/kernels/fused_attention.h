@@ -7,7 +7,6 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
 
 #include "runtime/kernel.h"
 #include "runtime/tensor.h"
@@ -18,11 +17,10 @@ struct FusedAttention final : KernelState {
   float scale = 1;                  // the mul.Scalar's factor, as its kernel rounds it
   const TensorView* v = nullptr;    // [B, S, Ev], the second bmm's mat2
   const TensorView* out = nullptr;  // [B, L, Ev], the second bmm's out
-  mutable std::vector<float>
-      scores;  // one block of rows of scores (the method runs one call at a time)
 };
 
-// Query rows a block: their scores (rows x S floats) stay in the core's cache.
+// Query rows a block: their scores (rows x S floats) stay in the core's cache. Each block is
+// a task of its own, on one thread, with its own buffer.
 inline constexpr int64_t kAttentionRows = 64;
 
 }  // namespace etc::rt::kernels

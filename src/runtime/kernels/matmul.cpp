@@ -282,15 +282,19 @@ Status run_fused_attention(KernelContext& ctx, const FusedAttention& fa, const T
   const auto* kd = kt.data_as<const float>();
   const auto* vd = v.data_as<const float>();
   auto* od = static_cast<float*>(o.data);
-  fa.scores.resize(static_cast<size_t>(kAttentionRows * s));
-  float* sc = fa.scores.data();
-  for (int64_t b = 0; b < batch; ++b) {
-    for (int64_t r0 = 0; r0 < l; r0 += kAttentionRows) {
+  // Each (batch, block of rows) is one task; the tasks split across threads, each with its
+  // own block of scores (the GEMMs and softmax inside a task run on its thread).
+  const int64_t blocks = (l + kAttentionRows - 1) / kAttentionRows;
+  parallel_for(batch * blocks, 1, [&](int64_t t0, int64_t t1) {
+    std::vector<float> scores(static_cast<size_t>(kAttentionRows * s));
+    float* sc = scores.data();
+    const float scale = fa.scale;
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t b = t / blocks, r0 = t % blocks * kAttentionRows;
       const int64_t rows = std::min(kAttentionRows, l - r0);
       std::fill_n(sc, rows * s, 0.0f);
       gemm(rows, s, e, 1.0f, MatrixRef<float>{qd + (b * l + r0) * e, e, 1},
            MatrixRef<float>{kd + b * e * s, s, 1}, sc, s);
-      const float scale = fa.scale;
       for (int64_t i = 0; i < rows * s; ++i)
         sc[i] = sc[i] * scale;
       softmax_rows_in_place(sc, rows, s);
@@ -299,7 +303,7 @@ Status run_fused_attention(KernelContext& ctx, const FusedAttention& fa, const T
       gemm(rows, ev, s, 1.0f, MatrixRef<float>{sc, s, 1}, MatrixRef<float>{vd + b * s * ev, ev, 1},
            ob, ev);
     }
-  }
+  });
   return Status();
 }
 
