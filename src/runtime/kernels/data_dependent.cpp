@@ -12,51 +12,54 @@
 namespace etc::rt::kernels {
 namespace {
 
+// The row-major positions of self's non-zero elements (a NaN is non-zero), and a writer of
+// their indices: index d of the k-th into out[k * k_step + d * d_step].
+struct NonZero {
+  std::vector<int64_t> hits;
+  explicit NonZero(const TensorView& self) {
+    const int64_t es = dtype_size(self.dtype);
+    const auto* p = static_cast<const uint8_t*>(self.data);
+    for (int64_t i = 0; i < self.numel(); ++i) {
+      if (load_as_double(self.dtype, p + i * es) != 0) hits.push_back(i);
+    }
+  }
+  int64_t count() const { return static_cast<int64_t>(hits.size()); }
+  void write(const TensorView& self, int64_t* out, int64_t k_step, int64_t d_step) const {
+    const std::vector<int64_t> strides = contiguous_strides(self.sizes);
+    for (size_t k = 0; k < hits.size(); ++k) {
+      for (size_t d = 0; d < self.rank(); ++d) {
+        out[static_cast<int64_t>(k) * k_step + static_cast<int64_t>(d) * d_step] =
+            hits[k] / strides[d] % self.sizes[d];
+      }
+    }
+  }
+};
+
+// ONNX's NonZero: [rank, count] int64, one column per non-zero element.
 Status non_zero_kernel(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const Args a(ctx, args);
   const TensorView& self = a.tensor("self");
   TensorView& out = a.out();
-  const int64_t n = self.numel(), rank = static_cast<int64_t>(self.rank());
+  const auto rank = static_cast<int64_t>(self.rank());
   if (rank == 0) return ctx.error("self must have rank 1 or more");
-  std::vector<int64_t> hits;
-  const int64_t es = dtype_size(self.dtype);
-  const auto* p = static_cast<const uint8_t*>(self.data);
-  for (int64_t i = 0; i < n; ++i) {
-    if (load_as_double(self.dtype, p + i * es) != 0) hits.push_back(i);
-  }
-  const auto count = static_cast<int64_t>(hits.size());
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, std::vector<int64_t>{rank, count}, DType::kInt64));
-  int64_t* y = out.data_as<int64_t>();
-  const std::vector<int64_t> strides = contiguous_strides(self.sizes);
-  for (int64_t k = 0; k < count; ++k) {
-    for (int64_t d = 0; d < rank; ++d)
-      y[d * count + k] = hits[static_cast<size_t>(k)] / strides[d] % self.sizes[d];
-  }
+  const NonZero nz(self);
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, std::vector<int64_t>{rank, nz.count()}, DType::kInt64));
+  nz.write(self, out.data_as<int64_t>(), 1, nz.count());
   return Status();
 }
 
-// ATen's nonzero: [count, rank] int64, the index of each non-zero element row by row, in
-// row-major order (a 0-d input gives [0 or 1, 0]). A NaN is non-zero.
+// ATen's nonzero: [count, rank] int64, one row per non-zero element, in row-major order (a
+// 0-d input gives [0 or 1, 0]).
 Status nonzero_kernel(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const Args a(ctx, args);
   const TensorView& self = a.tensor("self");
   TensorView& out = a.out();
-  const int64_t n = self.numel(), rank = static_cast<int64_t>(self.rank());
-  const int64_t es = dtype_size(self.dtype);
-  const auto* p = static_cast<const uint8_t*>(self.data);
-  int64_t count = 0;
-  for (int64_t i = 0; i < n; ++i)
-    count += load_as_double(self.dtype, p + i * es) != 0 ? 1 : 0;
-  ETC_RETURN_IF_ERROR(check_out(ctx, out, std::vector<int64_t>{count, rank}, DType::kInt64));
-  int64_t* y = out.data_as<int64_t>();
-  const std::vector<int64_t> strides = contiguous_strides(self.sizes);
-  for (int64_t i = 0; i < n; ++i) {
-    if (load_as_double(self.dtype, p + i * es) == 0) continue;
-    for (int64_t d = 0; d < rank; ++d)
-      *y++ = i / strides[static_cast<size_t>(d)] % self.sizes[static_cast<size_t>(d)];
-  }
+  const auto rank = static_cast<int64_t>(self.rank());
+  const NonZero nz(self);
+  ETC_RETURN_IF_ERROR(check_out(ctx, out, std::vector<int64_t>{nz.count(), rank}, DType::kInt64));
+  nz.write(self, out.data_as<int64_t>(), rank, 1);
   return Status();
 }
 
