@@ -8,6 +8,8 @@
 #include <cmath>
 #include <functional>
 
+#include <immintrin.h>
+
 #include "runtime/kernels/gemm.h"
 #include "runtime/kernels/kernel_util.h"
 #include "runtime/kernels/parallel.h"
@@ -350,10 +352,85 @@ void softmax_row_portable(const float* x, float* y, int64_t len) {
   softmax_row_body(x, y, len);
 }
 
+// The AVX-512 build, 16 lanes, rounding as the two builds above: fast_expf's steps lane by
+// lane in the same order, each product and sum its own rounding. The arithmetic goes through
+// the _round_ intrinsics (current rounding mode), which GCC never fuses into a multiply-add
+// (it would fuse the plain ones, written as vector arithmetic, under -ffp-contract=fast); the
+// tail runs masked, not as scalar code the compiler could contract; the sum keeps sum8's
+// eight partial sums.
+#define ETC_CUR _MM_FROUND_CUR_DIRECTION
+__attribute__((target("avx512f"), always_inline)) inline __m512 add16(__m512 a, __m512 b) {
+  return _mm512_add_round_ps(a, b, ETC_CUR);
+}
+__attribute__((target("avx512f"), always_inline)) inline __m512 sub16(__m512 a, __m512 b) {
+  return _mm512_sub_round_ps(a, b, ETC_CUR);
+}
+__attribute__((target("avx512f"), always_inline)) inline __m512 mul16(__m512 a, __m512 b) {
+  return _mm512_mul_round_ps(a, b, ETC_CUR);
+}
+#undef ETC_CUR
+
+// fast_expf (kernel_util.h) on 16 lanes.
+__attribute__((target("avx512f"), always_inline)) inline __m512 exp16(__m512 x) {
+  const __m512 hi = _mm512_set1_ps(88.7228394f), lo = _mm512_set1_ps(-104.0f);
+  __m512 xc = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), x, lo);
+  xc = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(xc, hi, _CMP_GT_OQ), xc, hi);
+  xc = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(xc, xc, _CMP_EQ_OQ), xc);
+  const __m512 magic = _mm512_set1_ps(12582912.0f);
+  const __m512 t = mul16(xc, _mm512_set1_ps(1.44269504088896341f));
+  const __m512 fn = sub16(add16(t, magic), magic);
+  const __m512i n = _mm512_cvttps_epi32(fn);
+  const __m512 r = sub16(sub16(xc, mul16(fn, _mm512_set1_ps(0.693359375f))),
+                         mul16(fn, _mm512_set1_ps(-2.12194440e-4f)));
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = add16(mul16(p, r), _mm512_set1_ps(1.3981999507e-3f));
+  p = add16(mul16(p, r), _mm512_set1_ps(8.3334519073e-3f));
+  p = add16(mul16(p, r), _mm512_set1_ps(4.1665795894e-2f));
+  p = add16(mul16(p, r), _mm512_set1_ps(1.6666665459e-1f));
+  p = add16(mul16(p, r), _mm512_set1_ps(5.0000001201e-1f));
+  const __m512 e = add16(add16(mul16(p, mul16(r, r)), r), _mm512_set1_ps(1.0f));
+  // n / 2 rounded toward zero, as C's integer division.
+  const __m512i n1 = _mm512_srai_epi32(_mm512_add_epi32(n, _mm512_srli_epi32(n, 31)), 1);
+  const __m512i n2 = _mm512_sub_epi32(n, n1);
+  const __m512i bias = _mm512_set1_epi32(127);
+  const __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, bias), 23));
+  const __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
+  __m512 y = mul16(mul16(e, s1), s2);
+  y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+  y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ),
+                         _mm512_set1_ps(std::numeric_limits<float>::infinity()));
+  return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), _mm512_setzero_ps());
+}
+
+__attribute__((target("avx512f"))) void softmax_row_avx512(const float* x, float* y, int64_t len) {
+  const __m512 mx = _mm512_set1_ps(max16(x, len));
+  for (int64_t i = 0; i < len; i += 16) {
+    const auto lanes = static_cast<__mmask16>(len - i >= 16 ? 0xffff : (1u << (len - i)) - 1);
+    const __m512 v = _mm512_maskz_loadu_ps(lanes, x + i);
+    _mm512_mask_storeu_ps(y + i, lanes, exp16(sub16(v, mx)));
+  }
+  // sum8: element i into partial sum i % 8, in order.
+  __m256 acc = _mm256_setzero_ps();
+  int64_t j = 0;
+  for (; j + 8 <= len; j += 8)
+    acc = _mm256_add_ps(acc, _mm256_loadu_ps(y + j));
+  float part[8];
+  _mm256_storeu_ps(part, acc);
+  for (int k = 0; j < len; ++j, ++k)
+    part[k] += y[j];
+  const float sum =
+      ((part[0] + part[4]) + (part[2] + part[6])) + ((part[1] + part[5]) + (part[3] + part[7]));
+  const __m512 inv = _mm512_set1_ps(1.0f / sum);
+  for (int64_t i = 0; i < len; i += 16) {
+    const auto lanes = static_cast<__mmask16>(len - i >= 16 ? 0xffff : (1u << (len - i)) - 1);
+    _mm512_mask_storeu_ps(y + i, lanes, mul16(_mm512_maskz_loadu_ps(lanes, y + i), inv));
+  }
+}
+
 }  // namespace
 
 void softmax_rows_in_place(float* x, int64_t rows, int64_t len) {
-  auto* softmax_row = isa_build(softmax_row_avx2, softmax_row_avx2, softmax_row_portable);
+  auto* softmax_row = isa_build(softmax_row_avx512, softmax_row_avx2, softmax_row_portable);
   const int64_t grain = std::max<int64_t>(1, 1024 / std::max<int64_t>(len, 1));
   parallel_for(rows, grain, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r)
@@ -382,7 +459,7 @@ void softmax_typed(const TensorView& self, int64_t dim, bool log, TensorView& ou
     // About 1024 elements per thread at least (an attention softmax of 12 heads x 24 x 24
     // is 6912: with 4096 it ran on one thread of two).
     const int64_t grain = std::max<int64_t>(1, 1024 / std::max<int64_t>(len, 1));
-    auto* softmax_row = isa_build(softmax_row_avx2, softmax_row_avx2, softmax_row_portable);
+    auto* softmax_row = isa_build(softmax_row_avx512, softmax_row_avx2, softmax_row_portable);
     parallel_for(outer, grain, [&](int64_t begin, int64_t end) {
       for (int64_t o = begin; o < end; ++o) {
         const G* xr = x + o * len;
