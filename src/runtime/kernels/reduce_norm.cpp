@@ -354,11 +354,14 @@ void softmax_row_portable(const float* x, float* y, int64_t len) {
 
 // The AVX-512 build, 16 lanes, rounding as the two builds above: fast_expf's steps lane by
 // lane in the same order, each product and sum its own rounding. The arithmetic goes through
-// the _round_ intrinsics (current rounding mode), which GCC never fuses into a multiply-add
-// (it would fuse the plain ones, written as vector arithmetic, under -ffp-contract=fast); the
+// the _round_ intrinsics with an explicit rounding mode, which no compiler fuses into a
+// multiply-add (GCC and clang would fuse the plain ones under -ffp-contract=fast); the
 // tail runs masked, not as scalar code the compiler could contract; the sum keeps sum8's
 // eight partial sums.
-#define ETC_CUR _MM_FROUND_CUR_DIRECTION
+// Round to nearest (the default mode) given explicitly: with the current direction, clang
+// lowers the intrinsics to plain vector arithmetic, which -ffp-contract=fast lets its
+// backend fuse whatever a pragma says; with an explicit one neither compiler fuses them.
+#define ETC_CUR (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 __attribute__((target("avx512f"), always_inline)) inline __m512 add16(__m512 a, __m512 b) {
   return _mm512_add_round_ps(a, b, ETC_CUR);
 }
