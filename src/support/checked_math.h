@@ -19,6 +19,12 @@ inline std::optional<int64_t> checked_add(int64_t a, int64_t b) {
   return r;
 }
 
+inline std::optional<int64_t> checked_sub(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_sub_overflow(a, b, &r)) return std::nullopt;
+  return r;
+}
+
 // Product of non-negative dims; nullopt on overflow of int64.
 inline std::optional<int64_t> checked_numel(std::span<const int64_t> dims) {
   int64_t n = 1;

@@ -12,6 +12,8 @@
 - Dropout in training mode: a mask drawn at run time; checked by its contract (each element
   0 or x / (1 - p), the mask's share near 1 - p, the mask output equal to where it kept).
 - FFTs (complex tensors) and Tensor.item() are refused by name, with the reason.
+- Symbolic arithmetic past int64 (an archive edited so that the count's multiplier is 2^62) is
+  an error that says so, exit 1, no output file.
 - And two ops the default export keeps that the Core ATen suite does not reach: diff
   (transformers' packed-sequence mask; every order, prepend/append, bool) and sum.default.
 
@@ -127,6 +129,37 @@ def check_dropout(p, x, outs):
     return None
 
 
+def check_overflow(etc, d):
+    """NonzeroGather's `idx.shape[0] * 2` made `* 2**62` in the archive: at the count's bound
+    the product passes int64."""
+    import json
+    import zipfile
+    path = os.path.join(d, "overflow.pt2")
+    torch.export.save(torch.export.export(NonzeroGather(), (torch.rand(5, 6),)), path)
+    edited = os.path.join(d, "overflow_edited.pt2")
+    with zipfile.ZipFile(path) as zin, zipfile.ZipFile(edited, "w") as zout:
+        for item in zin.infolist():
+            data = zin.read(item.filename)
+            if item.filename.endswith("models/model.json"):
+                program = json.loads(data)
+                muls = [n for n in program["graph_module"]["graph"]["nodes"]
+                        if n["target"] == "_operator.mul"]
+                if len(muls) != 1:
+                    return ["overflow: expected one _operator.mul, found %d" % len(muls)]
+                for arg in muls[0]["inputs"]:
+                    if "as_int" in arg["arg"]:
+                        arg["arg"]["as_int"] = 2 ** 62
+                data = json.dumps(program).encode()
+            zout.writestr(item, data)
+    pte = os.path.join(d, "overflow.pte")
+    r = subprocess.run([etc, "export", edited, "-o", pte, "--target", "cpu"],
+                       capture_output=True, text=True)
+    if r.returncode != 1 or "overflows int64" not in r.stderr or os.path.exists(pte):
+        return ["overflow: expected exit 1 naming the overflow and no output, got exit %d: %s"
+                % (r.returncode, r.stderr.strip())]
+    return []
+
+
 def main():
     etc = sys.argv[1]
     failures = []
@@ -181,6 +214,7 @@ def main():
                         elif not np.allclose(got[j], w, rtol=1e-5, atol=1e-6, equal_nan=True):
                             failures.append("%s, input %d: output %d differs from PyTorch eager"
                                             % (name, k, j))
+        failures += check_overflow(etc, d)
     for f in failures:
         print("FAIL " + f)
     print("data-dependent sizes and values: %d cases, %s" %

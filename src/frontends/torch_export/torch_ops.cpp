@@ -1033,48 +1033,6 @@ Status convert_noop(TorchNode&) {
   return Status();
 }
 
-// sym_size.int(self, dim): the size, known at export time.
-Status convert_sym_size(TorchNode& n) {
-  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
-  ETC_ASSIGN_OR_RETURN(int64_t dim, n.int_arg("dim"));
-  ETC_ASSIGN_OR_RETURN(dim, n.wrap_dim(dim, static_cast<int64_t>(self->shape.size()), "dim"));
-  return n.set_int_output(0, self->shape[dim]);
-}
-
-// sym_numel, sym_stride.int, sym_storage_offset: known at export time (etc's tensors are
-// contiguous and start at their storage).
-Status convert_sym_numel(TorchNode& n) {
-  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
-  int64_t numel = 1;
-  for (int64_t d : self->shape)
-    numel *= d;
-  return n.set_int_output(0, numel);
-}
-// sym_is_contiguous(self): export evaluates it while tracing (the output is None and the
-// program is specialised on the answer), so nothing is computed; a program that reads the
-// symbolic bool later is refused.
-Status convert_sym_is_contiguous(TorchNode& n) {
-  ETC_RETURN_IF_ERROR(n.entry("self").status());
-  for (int i = 0; i < n.num_outputs(); ++i) {
-    if (!n.output_is_none(i)) {
-      return n.unsupported("sym_is_contiguous's result is read (etc has no symbolic bools)");
-    }
-  }
-  return Status();
-}
-Status convert_sym_stride(TorchNode& n) {
-  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
-  ETC_ASSIGN_OR_RETURN(int64_t dim, n.int_arg("dim"));
-  ETC_ASSIGN_OR_RETURN(dim, n.wrap_dim(dim, static_cast<int64_t>(self->shape.size()), "dim"));
-  int64_t stride = 1;
-  for (size_t d = static_cast<size_t>(dim) + 1; d < self->shape.size(); ++d)
-    stride *= self->shape[d];
-  return n.set_int_output(0, stride);
-}
-Status convert_sym_storage_offset(TorchNode& n) {
-  return n.set_int_output(0, 0);
-}
-
 }  // namespace
 
 std::optional<std::string> torch_refusal(const std::string& target) {
@@ -1244,11 +1202,6 @@ const std::map<std::string, Converter>& torch_converters() {
       ETC_ASSIGN_OR_RETURN(ValueId v, n.subclass_inner_tensor("src_subclass_tensor", attr));
       return n.set_output(0, v);
     };
-    t["aten.sym_size.int"] = convert_sym_size;
-    t["aten.sym_numel.default"] = convert_sym_numel;
-    t["aten.sym_is_contiguous.default"] = convert_sym_is_contiguous;
-    t["aten.sym_stride.int"] = convert_sym_stride;
-    t["aten.sym_storage_offset.default"] = convert_sym_storage_offset;
     t["aten.new_zeros.default"] = new_fill(0.0);
     t["aten.new_ones.default"] = new_fill(1.0);
     t["aten.new_empty.default"] = new_fill(0.0);

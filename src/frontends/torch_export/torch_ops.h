@@ -42,7 +42,7 @@ void add_attention_converters(std::map<std::string, Converter>& table);
 // torch_ops_nn.cpp: matrix products, convolutions, pooling, resizing, reductions, softmax,
 // normalisation.
 void add_nn_converters(std::map<std::string, Converter>& table);
-// Adds the symbolic int and bool operators, _assert_scalar and nonzero
+// Adds sym_size and its kin, the symbolic int and bool operators, _assert_scalar and nonzero
 // (torch_ops_symbolic.cpp).
 void add_symbolic_converters(std::map<std::string, Converter>& table);
 // Adds the data-movement decompositions (torch_ops_movement.cpp) to the table.

@@ -1,5 +1,5 @@
-// Symbolic ints and bools, the run-time assertions on them, and nonzero, whose size is a
-// symbol of its own.
+// Symbolic ints and bools (a tensor's sizes as symbols, the arithmetic and comparisons on
+// them), the run-time assertions on them, and nonzero, whose size is a symbol of its own.
 //
 // A program exported with dynamic sizes computes with its symbols (`_operator.mul(s0, 2)`,
 // `_operator.ge(u0, 0)`). etc imports such a program once per point of its symbols' ranges
@@ -11,6 +11,7 @@
 // range of an input's symbol is the program's contract with its caller; that of a
 // data-dependent symbol is what its op guarantees (nonzero: [0, numel]), not the narrower
 // range torch.export records after the program's own torch._check calls.
+#include <limits>
 #include <optional>
 #include <regex>
 #include <string>
@@ -18,25 +19,85 @@
 
 #include "frontends/torch_export/torch_node.h"
 #include "frontends/torch_export/torch_ops.h"
+#include "support/checked_math.h"
 
 namespace etc::torch_import {
 namespace {
 
-// Python's integer operators on two ints (floor division and modulo round toward -inf).
-Result<int64_t> int_operator(TorchNode& n, const std::string& op, int64_t a, int64_t b) {
-  if (op == "add") return a + b;
-  if (op == "sub") return a - b;
-  if (op == "mul") return a * b;
-  if (op == "floordiv" || op == "mod") {
-    if (b == 0) return n.invalid("integer division by zero");
-    int64_t q = a / b, r = a % b;
-    if (r != 0 && ((r < 0) != (b < 0))) {
-      --q;
-      r += b;
+// sym_size.int(self, dim): the size, known at export time.
+Status convert_sym_size(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+  ETC_ASSIGN_OR_RETURN(int64_t dim, n.int_arg("dim"));
+  ETC_ASSIGN_OR_RETURN(dim, n.wrap_dim(dim, static_cast<int64_t>(self->shape.size()), "dim"));
+  return n.set_int_output(0, self->shape[dim]);
+}
+
+// sym_numel, sym_stride.int, sym_storage_offset: known at export time (etc's tensors are
+// contiguous and start at their storage).
+Status convert_sym_numel(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+  int64_t numel = 1;
+  for (int64_t d : self->shape)
+    numel *= d;
+  return n.set_int_output(0, numel);
+}
+// sym_is_contiguous(self): export evaluates it while tracing (the output is None and the
+// program is specialised on the answer), so nothing is computed; a program that reads the
+// symbolic bool later is refused.
+Status convert_sym_is_contiguous(TorchNode& n) {
+  ETC_RETURN_IF_ERROR(n.entry("self").status());
+  for (int i = 0; i < n.num_outputs(); ++i) {
+    if (!n.output_is_none(i)) {
+      return n.unsupported(
+          "sym_is_contiguous's result is read (it depends on PyTorch's memory layout, which "
+          "etc's contiguous tensors do not keep)");
     }
-    return op == "floordiv" ? q : r;
   }
-  return n.unsupported("symbolic operator " + op);
+  return Status();
+}
+Status convert_sym_stride(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
+  ETC_ASSIGN_OR_RETURN(int64_t dim, n.int_arg("dim"));
+  ETC_ASSIGN_OR_RETURN(dim, n.wrap_dim(dim, static_cast<int64_t>(self->shape.size()), "dim"));
+  int64_t stride = 1;
+  for (size_t d = static_cast<size_t>(dim) + 1; d < self->shape.size(); ++d)
+    stride *= self->shape[d];
+  return n.set_int_output(0, stride);
+}
+Status convert_sym_storage_offset(TorchNode& n) {
+  return n.set_int_output(0, 0);
+}
+
+// Python's integer operators on two ints (floor division and modulo round toward -inf). A
+// result past int64 is an error: the program's sizes cannot reach it.
+Result<int64_t> int_operator(TorchNode& n, const std::string& op, int64_t a, int64_t b) {
+  std::optional<int64_t> r;
+  if (op == "add") {
+    r = checked_add(a, b);
+  } else if (op == "sub") {
+    r = checked_sub(a, b);
+  } else if (op == "mul") {
+    r = checked_mul(a, b);
+  } else if (op == "floordiv" || op == "mod") {
+    if (b == 0) return n.invalid("integer division by zero");
+    if (a == std::numeric_limits<int64_t>::min() && b == -1) {
+      r = op == "mod" ? std::optional<int64_t>(0) : std::nullopt;
+    } else {
+      int64_t q = a / b, m = a % b;
+      if (m != 0 && ((m < 0) != (b < 0))) {
+        --q;
+        m += b;
+      }
+      r = op == "floordiv" ? q : m;
+    }
+  } else {
+    return n.unsupported("symbolic operator " + op);
+  }
+  if (!r) {
+    return n.invalid("symbolic " + op + " of " + std::to_string(a) + " and " + std::to_string(b) +
+                     " overflows int64");
+  }
+  return *r;
 }
 
 Converter sym_int_binary(const std::string& op) {
@@ -50,6 +111,7 @@ Converter sym_int_binary(const std::string& op) {
 
 Status convert_sym_neg(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(int64_t a, n.int_arg("a"));
+  if (a == std::numeric_limits<int64_t>::min()) return n.invalid("symbolic neg overflows int64");
   return n.set_int_output(0, -a);
 }
 
@@ -84,14 +146,13 @@ struct Side {
 };
 
 std::optional<Side> parse_side(const std::string& text) {
-  static const std::regex kSymbol(
-      R"re(^\s*(?:Symbol\('([A-Za-z_]\w*)'[^)]*\)|([A-Za-z_]\w*))\s*$)re");
   static const std::regex kNumber(R"re(^\s*(?:Integer\((-?\d{1,18})\)|(-?\d{1,18}))\s*$)re");
   std::smatch m;
-  if (std::regex_match(text, m, kSymbol)) return Side{m[1].matched ? m[1].str() : m[2].str(), 0};
   if (std::regex_match(text, m, kNumber))
     return Side{{}, std::stoll(m[1].matched ? m[1].str() : m[2].str())};
-  return std::nullopt;
+  std::string symbol = bare_symbol(text);
+  if (symbol.empty()) return std::nullopt;
+  return Side{std::move(symbol), 0};
 }
 
 // A comparison of one symbol with a number: "GreaterThan(Symbol('u0', ...), Integer(0))"
@@ -217,6 +278,11 @@ Status convert_nonzero(TorchNode& n) {
 void add_symbolic_converters(std::map<std::string, Converter>& t) {
   for (const char* op : {"add", "sub", "mul", "floordiv", "mod"})
     t[std::string("_operator.") + op] = sym_int_binary(op);
+  t["aten.sym_size.int"] = convert_sym_size;
+  t["aten.sym_numel.default"] = convert_sym_numel;
+  t["aten.sym_is_contiguous.default"] = convert_sym_is_contiguous;
+  t["aten.sym_stride.int"] = convert_sym_stride;
+  t["aten.sym_storage_offset.default"] = convert_sym_storage_offset;
   t["_operator.neg"] = convert_sym_neg;
   for (const char* op : {"eq", "ne", "ge", "gt", "le", "lt"})
     t[std::string("_operator.") + op] = sym_compare(op);
