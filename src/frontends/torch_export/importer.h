@@ -22,6 +22,10 @@ namespace etc::torch_import {
 std::optional<DType> dtype_from_torch(int64_t v);
 // The dtype enum's name ("float32", "complex64", ...).
 std::string torch_dtype_name(int64_t v);
+// "torch.ops.aten.linear.default" -> "aten.linear.default"; other targets as written.
+std::string short_target(const Json& node);
+// j[key] when j is an object holding it, else nullptr (never throws, never copies).
+const Json* member_or_null(const Json& j, const char* key);
 // The node's first stack frame ("m.py:49: return self.fc(x)"), or empty.
 std::string source_line(const Json& node);
 // Row-major strides of `sizes`, in elements.

@@ -519,17 +519,6 @@ Result<TensorSpec> storage_view(TensorSpec spec, const std::vector<int64_t>& str
 // ---- Signature: inputs ----------------------------------------------------------------------
 
 namespace {
-// "Symbol('s11', positive=True, integer=True)" or "s11" -> "s11"; other expressions: empty.
-std::string bare_symbol(const std::string& expr) {
-  static const std::regex sym(
-      R"re(^\s*(?:Symbol\('([A-Za-z_][A-Za-z0-9_]*)'.*\)|([A-Za-z_][A-Za-z0-9_]*))\s*$)re");
-  std::smatch m;
-  if (!std::regex_match(expr, m, sym)) return {};
-  return m[1].matched ? m[1].str() : m[2].str();
-}
-}  // namespace
-
-namespace {
 // "torch.ops.aten.index_copy_.default" -> true: ATen's in-place ops end their name (the part
 // before the overload) with '_'.
 bool is_in_place_target(const std::string& target) {
@@ -828,57 +817,8 @@ Status Importer::read_inputs() {
   return Status();
 }
 
-namespace {
-// j[key] when j is an object holding it, else nullptr.
-const Json* member_or_null(const Json& j, const char* key) {
-  if (!j.is_object()) return nullptr;
-  auto it = j.find(key);
-  return it == j.end() ? nullptr : &*it;
-}
-}  // namespace
-
-std::optional<std::pair<int64_t, int64_t>> Importer::symbol_range(const std::string& sym) const {
-  const Json* ranges = member_or_null(program_, "range_constraints");
-  const Json* r = ranges ? member_or_null(*ranges, sym.c_str()) : nullptr;
-  const Json* lo = r ? member_or_null(*r, "min_val") : nullptr;
-  const Json* hi = r ? member_or_null(*r, "max_val") : nullptr;
-  if (!lo || !hi || !lo->is_number_integer() || !hi->is_number_integer()) return std::nullopt;
-  return std::pair{lo->get<int64_t>(), hi->get<int64_t>()};
-}
-
-std::string Importer::sym_bool_expr(const std::string& name) const {
-  const Json* gm = member_or_null(program_, "graph_module");
-  const Json* graph = gm ? member_or_null(*gm, "graph") : nullptr;
-  const Json* values = graph ? member_or_null(*graph, "sym_bool_values") : nullptr;
-  const Json* v = values ? member_or_null(*values, name.c_str()) : nullptr;
-  const Json* e = v ? member_or_null(*v, "as_expr") : nullptr;
-  const Json* text = e ? member_or_null(*e, "expr_str") : nullptr;
-  return text && text->is_string() ? text->get<std::string>() : std::string();
-}
-
-std::optional<std::vector<std::variant<int64_t, std::string>>> Importer::recorded_sizes(
-    const std::string& name) const {
-  const Json* meta = tensor_values_ ? member_or_null(*tensor_values_, name.c_str()) : nullptr;
-  const Json* sizes = meta ? member_or_null(*meta, "sizes") : nullptr;
-  if (!sizes || !sizes->is_array()) return std::nullopt;
-  std::vector<std::variant<int64_t, std::string>> out;
-  for (const Json& d : *sizes) {
-    const Json* i = member_or_null(d, "as_int");
-    const Json* e = member_or_null(d, "as_expr");
-    if (i && i->is_number_integer()) {
-      out.emplace_back(i->get<int64_t>());
-    } else {
-      const Json* text = e ? member_or_null(*e, "expr_str") : nullptr;
-      out.emplace_back(text && text->is_string() ? bare_symbol(text->get<std::string>())
-                                                 : std::string());
-    }
-  }
-  return out;
-}
-
 // ---- Nodes ----------------------------------------------------------------------------------
 
-namespace {
 // "torch.ops.aten.linear.default" -> "aten.linear.default"; other targets as written.
 std::string short_target(const Json& node) {
   if (!node.is_object() || !node.contains("target") || !node["target"].is_string()) return "";
@@ -886,7 +826,6 @@ std::string short_target(const Json& node) {
   if (t.rfind("torch.ops.", 0) == 0) t = t.substr(10);
   return t;
 }
-}  // namespace
 
 Status Importer::report_unsupported() {
   const auto& table = torch_converters();
@@ -1146,108 +1085,6 @@ Result<Graph> parse_torch_export(std::shared_ptr<const Blob> archive, const std:
                        torch_import::ZipArchive::open(std::move(archive), file));
   torch_import::Importer importer(std::move(zip), options);
   return importer.run();
-}
-
-Result<std::vector<TorchSymbol>> torch_import::Importer::input_symbols() {
-  ETC_RETURN_IF_ERROR(find_layout());
-  ETC_RETURN_IF_ERROR(check_versions());
-  ETC_RETURN_IF_ERROR(read_program());
-  std::vector<TorchSymbol> out;
-  const Json& gm = program_["graph_module"];
-  if (!gm.is_object() || !gm.contains("signature") || !gm.contains("graph")) return out;
-  const Json& specs = gm["signature"].value("input_specs", Json::array());
-  const Json& inputs = gm["graph"].value("inputs", Json::array());
-  const Json& values = gm["graph"].value("tensor_values", Json::object());
-  const Json& ranges = program_.value("range_constraints", Json::object());
-  // A symbol an --input-shape fixes (on any input it sizes) is not open.
-  std::set<std::string> fixed;
-  for (size_t i = 0; i < specs.size() && i < inputs.size(); ++i) {
-    if (!inputs[i].is_object() || !inputs[i].contains("as_tensor")) continue;
-    const std::string name = inputs[i]["as_tensor"].value("name", "");
-    if (!options_.input_shapes.count(name) || !values.contains(name)) continue;
-    for (const Json& d : values[name].value("sizes", Json::array())) {
-      if (d.is_object() && d.contains("as_expr") && d["as_expr"].is_object())
-        fixed.insert(bare_symbol(d["as_expr"].value("expr_str", "")));
-    }
-  }
-  for (size_t i = 0; i < specs.size() && i < inputs.size(); ++i) {
-    if (!specs[i].is_object() || !specs[i].contains("user_input")) continue;
-    if (!inputs[i].is_object() || !inputs[i].contains("as_tensor")) continue;
-    const std::string name = inputs[i]["as_tensor"].value("name", "");
-    if (options_.input_shapes.count(name) || !values.contains(name)) continue;
-    for (const Json& d : values[name].value("sizes", Json::array())) {
-      if (!d.is_object() || !d.contains("as_expr") || !d["as_expr"].is_object()) continue;
-      const std::string sym = bare_symbol(d["as_expr"].value("expr_str", ""));
-      if (sym.empty() || fixed.count(sym)) continue;  // read_inputs checks these
-      auto it =
-          std::find_if(out.begin(), out.end(), [&](const TorchSymbol& s) { return s.name == sym; });
-      if (it == out.end()) {
-        TorchSymbol s{sym, 0, -1, {}};
-        if (ranges.contains(sym) && ranges[sym].is_object()) {
-          const Json& r = ranges[sym];
-          if (r.contains("min_val") && r["min_val"].is_number_integer())
-            s.min = r["min_val"].get<int64_t>();
-          if (r.contains("max_val") && r["max_val"].is_number_integer())
-            s.max = r["max_val"].get<int64_t>();
-        }
-        out.push_back(s);
-        it = out.end() - 1;
-      }
-      if (std::find(it->inputs.begin(), it->inputs.end(), name) == it->inputs.end())
-        it->inputs.push_back(name);
-    }
-  }
-  // Data-dependent symbols: nonzero's count (u0), in [its range's min, the input's numel].
-  for (const Json& node : gm["graph"].value("nodes", Json::array())) {
-    if (short_target(node) != "aten.nonzero.default") continue;
-    const Json& outs = node.value("outputs", Json::array());
-    const Json& ins = node.value("inputs", Json::array());
-    if (outs.size() != 1 || !outs[0].is_object() || !outs[0].contains("as_tensor") || ins.empty() ||
-        !ins[0].is_object() || !ins[0].contains("arg"))
-      continue;  // the import says what is wrong with the node
-    const std::string name = outs[0]["as_tensor"].value("name", "");
-    const std::string input = ins[0]["arg"].value("as_tensor", Json::object()).value("name", "");
-    if (!values.contains(name) || !values[name].is_object()) continue;
-    const Json& sizes = values[name].value("sizes", Json::array());
-    if (sizes.empty() || !sizes[0].is_object() || !sizes[0].contains("as_expr") ||
-        !sizes[0]["as_expr"].is_object())
-      continue;  // a count known at export (an empty input)
-    const std::string sym = bare_symbol(sizes[0]["as_expr"].value("expr_str", ""));
-    if (sym.empty() ||
-        std::any_of(out.begin(), out.end(), [&](const TorchSymbol& t) { return t.name == sym; }))
-      continue;
-    TorchSymbol t{sym, 0, -1, {"the count of nonzero '" + name + "'"}};
-    if (ranges.contains(sym) && ranges[sym].is_object()) {
-      const Json& r = ranges[sym];
-      if (r.contains("min_val") && r["min_val"].is_number_integer())
-        t.min = std::max<int64_t>(0, r["min_val"].get<int64_t>());
-      if (r.contains("max_val") && r["max_val"].is_number_integer())
-        t.max = r["max_val"].get<int64_t>();
-    }
-    // The input's numel bounds the count when its sizes are static.
-    int64_t numel = 1;
-    bool known = values.contains(input) && values[input].is_object();
-    for (const Json& d : known ? values[input].value("sizes", Json::array()) : Json::array()) {
-      if (!d.is_object() || !d.contains("as_int") || !d["as_int"].is_number_integer()) {
-        known = false;
-        break;
-      }
-      numel *= d["as_int"].get<int64_t>();
-    }
-    if (known && (t.max < 0 || numel < t.max)) t.max = numel;
-    out.push_back(t);
-  }
-  return out;
-}
-
-Result<std::vector<TorchSymbol>> torch_export_input_symbols(const std::string& path,
-                                                            const TorchImportOptions& options) {
-  ETC_ASSIGN_OR_RETURN(std::shared_ptr<const Blob> blob, map_file(path));
-  if (!torch_import::looks_like_zip(blob->bytes())) return std::vector<TorchSymbol>();
-  ETC_ASSIGN_OR_RETURN(torch_import::ZipArchive zip,
-                       torch_import::ZipArchive::open(std::move(blob), path));
-  torch_import::Importer importer(std::move(zip), options);
-  return importer.input_symbols();
 }
 
 Result<Graph> load_torch_export_file(const std::string& path, const TorchImportOptions& options) {

@@ -168,6 +168,10 @@ class TorchNode {
   std::vector<ValueId> last_outputs_;
 };
 
+// "Symbol('s11', positive=True, integer=True)" or "s11" -> "s11" (sympy's text of one
+// symbol); other expressions: empty (torch_symbols.cpp).
+std::string bare_symbol(const std::string& expr);
+
 using Converter = std::function<Status(TorchNode&)>;
 // target ("aten.linear.default") -> converter.
 const std::map<std::string, Converter>& torch_converters();
