@@ -9,7 +9,7 @@
 # A folder joins HELD once it is clean; the list only grows.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-HELD=(src/support src/graph src/format src/passes src/partition src/export src/runtime
+HELD=(src/support src/graph src/format src/consteval src/passes src/partition src/export src/runtime
       src/frontends/frontends.cpp
       src/frontends/model_format.cpp src/frontends/import_report.cpp)
 

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <functional>
 
+#include "consteval/evaluate.h"
+
 namespace etc {
 namespace {
 
@@ -134,6 +136,8 @@ struct Folder {
     return d < 0 ? d + static_cast<int64_t>(std::max<size_t>(rank, 1)) : d;
   }
 
+  std::optional<ConstantData> evaluated() const;
+
   // The folded bytes of output 0, or nullopt when this node is not foldable.
   std::optional<ConstantData> run() const {
     const TensorSpec& out = g.value(n.outputs[0]).spec;
@@ -248,7 +252,7 @@ struct Folder {
         break;
       }
       default:
-        return std::nullopt;
+        return evaluated();
     }
     const auto size = static_cast<size_t>(out.nbytes());
     WritableArena::Piece piece = arena.allocate(size);
@@ -256,6 +260,23 @@ struct Folder {
     return ConstantData{std::move(piece.blob), piece.offset, size};
   }
 };
+
+// The bytes of output 0 computed by the op's CPU kernel (consteval/evaluate.h), for ops
+// without a copy above: when the op is evaluable, has one output, and its result is no
+// larger than its inputs together plus kMaxGrowth (folding never makes a program much
+// larger: a dequantized weight or an outer product stays a node). A kernel's refusal is
+// left for the verifier and the runtime to report, where it is located.
+std::optional<ConstantData> Folder::evaluated() const {
+  constexpr int64_t kMaxGrowth = int64_t{64} * 1024;
+  if (!why_not_evaluable(n.op).empty()) return std::nullopt;
+  int64_t in_bytes = 0;
+  for (ValueId v : tensor_args(n))
+    in_bytes += g.value(v).spec.nbytes();
+  if (g.value(n.outputs[0]).spec.nbytes() > in_bytes + kMaxGrowth) return std::nullopt;
+  Result<std::vector<ConstantData>> r = evaluate_node(g, n);
+  if (!r.ok()) return std::nullopt;
+  return std::move(r->front());
+}
 
 bool all_inputs_constant(const Graph& g, const Node& n) {
   std::vector<ValueId> ins = tensor_args(n);

@@ -24,12 +24,13 @@ declare -A allowed=(
   [graph]="support graph"
   [format]="support graph format"
   [frontends]="support graph frontends frontends/json frontends/onnx frontends/torch_export"
-  [frontends/json]="support graph frontends frontends/json"
-  [frontends/onnx]="support graph frontends frontends/onnx"
-  [frontends/torch_export]="support graph frontends frontends/torch_export"
-  [passes]="support graph passes"
+  [frontends/json]="support graph consteval frontends frontends/json"
+  [frontends/onnx]="support graph consteval frontends frontends/onnx"
+  [frontends/torch_export]="support graph consteval frontends frontends/torch_export"
+  [consteval]="support graph runtime consteval"
+  [passes]="support graph consteval passes"
   [partition]="support graph format passes partition backends/cuda"
-  [export]="support graph format frontends passes partition export"
+  [export]="support graph format consteval frontends passes partition export"
   [runtime]="support graph format runtime"
   [backends]="support graph format runtime backends backends/cuda/runtime"
   [backends/cuda]="support graph format backends/cuda"
@@ -73,7 +74,7 @@ done < <(find "$src/src" -type f \( -name '*.cpp' -o -name '*.h' -o -name '*.cu'
 [[ -s $closure_file ]] || { fail "no link closure file $closure_file"; exit 1; }
 closure() { sed -n "s/^$1: //p" "$closure_file"; }
 before=$failures
-compiler="etc_frontend_util etc_frontend_json etc_onnx etc_onnx_proto etc_torch_export etc_frontends etc_passes etc_partition etc_export etc_cuda_capability"
+compiler="etc_frontend_util etc_frontend_json etc_onnx etc_onnx_proto etc_torch_export etc_frontends etc_consteval etc_passes etc_partition etc_export etc_cuda_capability"
 runtime="etc_runtime_core etc_cpu_kernels etc_runtime etc_cuda_runtime"
 # must_not_reach TARGET LIBS...: TARGET's closure holds none of LIBS.
 must_not_reach() {
@@ -91,13 +92,18 @@ grep -q '^etc_cuda_runtime: ' "$closure_file" && must_not_reach etc_cuda_runtime
 grep -q '^etc_executorch: ' "$closure_file" && must_not_reach etc_executorch $compiler
 must_not_reach etc_graph etc_format $compiler $runtime
 must_not_reach etc_format $compiler $runtime
+# The compiler evaluates constants with the CPU kernels (etc_consteval reaches etc_cpu_kernels
+# and etc_runtime_core) and never reaches the interpreter, the loader or a device runtime.
+interpreter="etc_runtime etc_cuda_runtime etc_backends"
+must_not_reach etc_consteval etc_format $interpreter $(echo $compiler | tr ' ' '\n' | grep -vx etc_consteval)
 for f in etc_frontend_json etc_onnx etc_torch_export; do
   others=$(echo etc_frontend_json etc_onnx etc_torch_export | tr ' ' '\n' | grep -vx "$f")
-  must_not_reach "$f" $others etc_frontends etc_passes etc_partition etc_export $runtime
+  must_not_reach "$f" $others etc_frontends etc_passes etc_partition etc_export $interpreter
 done
-must_not_reach etc_passes etc_partition etc_export etc_frontends $runtime
+must_not_reach etc_passes etc_partition etc_export etc_frontends $interpreter
 must_not_reach etc_cuda_capability etc_passes etc_partition etc_export etc_frontends $runtime
-must_not_reach etc_export $runtime
+must_not_reach etc_export $interpreter
+[[ " $(closure etc_passes) " == *" etc_cpu_kernels "* ]] || fail "etc_passes does not reach etc_cpu_kernels (through etc_consteval): the closure is broken"
 # The closure must be real: the runtime reaches the format, the export library the frontends.
 [[ " $(closure etc_runtime) " == *" etc_format "* ]] || fail "etc_runtime does not reach etc_format: the closure is broken"
 [[ " $(closure etc_export) " == *" etc_onnx "* ]] || fail "etc_export does not reach etc_onnx: the closure is broken"

@@ -1,7 +1,9 @@
 // dce, remove-noops and fold-constants.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstring>
 
+#include "consteval/evaluate.h"
 #include "passes/dead_code_elimination.h"
 #include "passes/fold_batch_norm.h"
 #include "passes/fold_constants.h"
@@ -165,6 +167,82 @@ TEST_CASE("fold-constants keeps large int8 weights packed: their widening casts 
   Graph big_int = graph_with(4097, "int32");
   CHECK_FALSE(*fold_constants(big_int, c.ctx));
   CHECK(big_int.order().size() == 2);
+}
+
+TEST_CASE("fold-constants computes other ops with their CPU kernels") {
+  // exp(w) * 3 + w over constants: every node folds, to the float32 bits the runtime's
+  // kernels give (exp in float32, not a double rounded once).
+  const std::string constants =
+      R"([{"name": "w", "dtype": "float32", "shape": [3], "values": [0.1, -1.5, 2.25]},
+          {"name": "i", "dtype": "int64", "shape": [3], "values": [7, -7, 9]}])";
+  Graph g = graph_from_json(
+      "[" + f32("x", "[3]") + "]",
+      "[" + unary("e", "aten.exp.default", "w", "ew") + "," +
+          node("m", "aten.mul.Scalar", R"({"self": "ew", "other": 3.0})", "m3") + "," +
+          node("a", "aten.add.Tensor", R"({"self": "m3", "other": "w"})", "k") + "," +
+          node("use", "aten.add.Tensor", R"({"self": "x", "other": "k"})", "y") + "]",
+      R"(["y"])", constants);
+  Ctx c;
+  REQUIRE(*fold_constants(g, c.ctx));
+  require_valid(g);
+  REQUIRE(g.order().size() == 1);
+  const std::vector<float> w{0.1f, -1.5f, 2.25f};
+  std::vector<float> expected;
+  for (float v : w)
+    expected.push_back(std::exp(v) * 3.0f + v);
+  CHECK(values_of<float>(g, "k") == expected);
+
+  // Integer division rounds toward negative infinity with rounding_mode "floor", as ATen.
+  Graph div = graph_from_json(
+      R"([{"name": "x", "dtype": "int64", "shape": [3]}])",
+      "[" +
+          node("d", "aten.div.Tensor_mode",
+               R"({"self": "i", "other": "two", "rounding_mode": "floor"})", "k") +
+          "," + node("use", "aten.add.Tensor", R"({"self": "x", "other": "k"})", "y") + "]",
+      R"(["y"])",
+      R"([{"name": "i", "dtype": "int64", "shape": [3], "values": [7, -7, 9]},
+          {"name": "two", "dtype": "int64", "shape": [], "values": [2]}])");
+  REQUIRE(*fold_constants(div, c.ctx));
+  CHECK(values_of<int64_t>(div, "k") == std::vector<int64_t>{3, -4, 4});
+}
+
+TEST_CASE(
+    "export-time evaluation leaves random ops; fold-constants, results much larger than their "
+    "inputs") {
+  // rand draws anew on every run: evaluating it once would freeze one draw.
+  CHECK_THAT(why_not_evaluable(OpKind::Rand), Catch::Contains("random"));
+  CHECK(why_not_evaluable(OpKind::AddTensor).empty());
+  const std::vector<ArgValue> size_only{std::vector<int64_t>{3}, std::monostate{}, std::monostate{},
+                                        std::monostate{}, std::monostate{}};
+  Result<std::vector<ConstantData>> r = evaluate_op(
+      OpKind::Rand, size_only, {}, std::vector<TensorSpec>{TensorSpec::make(DType::kFloat32, {3})});
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.status().message(), Catch::Contains("random"));
+  Ctx c;
+
+  // An outer product of two 200-vectors (1.6 KB in, 160 KB out) stays a node: folding it
+  // would grow the program; the same product of 100-vectors (40 KB) folds.
+  auto outer = [](int n) {
+    std::string values;
+    for (int i = 0; i < n; ++i)
+      values += (i ? "," : "") + std::to_string(i);
+    const std::string size = std::to_string(n);
+    return graph_from_json(
+        "[" + f32("x", "[" + size + ", " + size + "]") + "]",
+        "[" + node("o", "aten.mm.default", R"({"self": "a", "mat2": "b"})", "k") + "," +
+            node("use", "aten.add.Tensor", R"({"self": "x", "other": "k"})", "y") + "]",
+        R"(["y"])",
+        R"([{"name": "a", "dtype": "float32", "shape": [)" + size + R"(, 1], "values": [)" +
+            values + R"(]}, {"name": "b", "dtype": "float32", "shape": [1, )" + size +
+            R"(], "values": [)" + values + "]}]");
+  };
+  Graph big = outer(200);
+  CHECK_FALSE(*fold_constants(big, c.ctx));
+  Graph small = outer(100);
+  REQUIRE(*fold_constants(small, c.ctx));
+  std::vector<float> k = values_of<float>(small, "k");
+  REQUIRE(k.size() == 10000);
+  CHECK(k[3 * 100 + 7] == 21.0f);
 }
 
 TEST_CASE("fold-constants moves a packed weight's widening to just before its first use") {

@@ -1,0 +1,43 @@
+// Values known at export time, computed by the runtime's CPU kernels.
+//
+// The compiler's one constant evaluator. The importers (values they must know to go on: a
+// shape computed from other shapes, a causal mask built from arange) and the fold-constants
+// pass (nodes whose tensor arguments are all constants) evaluate an IR node with the kernel
+// the runtime would run it with, so a value folded at export has the bits it would have had
+// at run time, and every op with a CPU kernel folds without a second implementation. As
+// MLIR's fold hooks and TVM's FoldConstant do, this layer decides nothing: its callers choose
+// which nodes to fold and how large a result may be.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "graph/ops.h"
+#include "graph/tensor_spec.h"
+#include "support/status.h"
+
+namespace etc {
+
+// Why `op` cannot be evaluated at export time, or "" when it can: it has a functional CPU
+// kernel and its result depends on its arguments only (not a random op; not one whose
+// result sizes the data decides).
+std::string why_not_evaluable(OpKind op);
+
+// Evaluates `node` of `graph`, every tensor argument of which is a constant with static
+// sizes, with its CPU kernel; returns the bytes of each output, sized by the output's spec
+// (which must be static). Fails when the node cannot be evaluated (why_not_evaluable, an
+// argument that is not a constant) or the kernel rejects the call, with the kernel's message.
+Result<std::vector<ConstantData>> evaluate_node(const Graph& graph, const Node& node);
+
+// The same for an op outside any graph: `args` as a node of `op` holds them (every schema
+// argument; tensors are indices into `tensors`, the known tensors, each a spec with its
+// constant bytes), `outputs` the types shape inference gives.
+Result<std::vector<ConstantData>> evaluate_op(OpKind op, std::span<const ArgValue> args,
+                                              std::span<const TensorSpec> tensors,
+                                              std::span<const TensorSpec> outputs);
+
+}  // namespace etc
