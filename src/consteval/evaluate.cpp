@@ -9,7 +9,7 @@
 namespace etc {
 namespace {
 
-using SpecOf = std::function<const TensorSpec*(ValueId)>;
+using SpecOf = KnownSpecOf;
 
 const rt::OperatorRegistry& cpu_kernels() {
   static const rt::OperatorRegistry* registry = [] {
@@ -217,12 +217,9 @@ Result<std::vector<ConstantData>> evaluate_node(const Graph& graph, const Node& 
 }
 
 Result<std::vector<ConstantData>> evaluate_op(OpKind op, std::span<const ArgValue> args,
-                                              std::span<const TensorSpec> tensors,
+                                              const KnownSpecOf& known,
                                               std::span<const TensorSpec> outputs) {
-  SpecOf spec_of = [tensors](ValueId id) -> const TensorSpec* {
-    return id.v < tensors.size() ? &tensors[id.v] : nullptr;
-  };
-  return run_kernel(op, args, spec_of, outputs);
+  return run_kernel(op, args, known, outputs);
 }
 
 }  // namespace etc

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -33,11 +34,12 @@ std::string why_not_evaluable(OpKind op);
 // argument that is not a constant) or the kernel rejects the call, with the kernel's message.
 Result<std::vector<ConstantData>> evaluate_node(const Graph& graph, const Node& node);
 
-// The same for an op outside any graph: `args` as a node of `op` holds them (every schema
-// argument; tensors are indices into `tensors`, the known tensors, each a spec with its
-// constant bytes), `outputs` the types shape inference gives.
+// The same for a node not (yet) in a graph: `args` as a node of `op` holds them (every schema
+// argument), `known(v)` the spec, with its constant bytes, of each tensor argument (null for
+// one that is not known), `outputs` the types shape inference gives.
+using KnownSpecOf = std::function<const TensorSpec*(ValueId)>;
 Result<std::vector<ConstantData>> evaluate_op(OpKind op, std::span<const ArgValue> args,
-                                              std::span<const TensorSpec> tensors,
+                                              const KnownSpecOf& known,
                                               std::span<const TensorSpec> outputs);
 
 }  // namespace etc

@@ -79,6 +79,9 @@ class Importer {
   // Every tensor name a node argument or an output reads, with how many times.
   std::unordered_map<std::string, int> read_names_;
   std::unordered_set<uint32_t> named_values_;  // IR values bound to a program name by a node
+  // Constants whose values the importer computed (from known tensors, or evaluated by
+  // TorchNode::emit over such constants): the values a converter may read as known.
+  std::unordered_set<uint32_t> known_values_;
   // The default export's views (kViews in torch_import.cpp): each view's name -> the tensor
   // it views and the node that made it. An in-place op on a view writes through to the
   // tensors it views (TorchNode::write); a view read after a write to its root since it was
@@ -183,6 +186,7 @@ class Importer {
       // The program's own name for the value, unless the graph has it already.
       e.value = graph_.add_constant(graph_.find_value(name) ? fresh_value_name(name) : name,
                                     std::move(spec));
+      known_values_.insert(e.value->v);
     }
     return *e.value;
   }

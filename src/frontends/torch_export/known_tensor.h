@@ -1,17 +1,18 @@
-// Tensors whose values the torch.export importer knows at export time: results of
-// arange/full/scalar_tensor, *_like of a static shape, and elementwise and view ops over
-// them (the causal masks PyTorch's decompositions build). Elements are held as doubles,
-// rounded to the dtype after every op (exact for integers up to 2^53, as float32 rounds for
-// float32), and become IR constants when a runtime op reads them.
+// Tensors whose values the torch.export importer knows at export time: the results of
+// arange/full/scalar_tensor and *_like of a static shape (made here, from numbers), and of
+// any op over known tensors, which TorchNode::emit evaluates with the one constant evaluator
+// (consteval/evaluate.h, the CPU kernels) instead of emitting a node. A converter reads a
+// known value's elements (as doubles: exact for integers up to 2^53); it becomes an IR
+// constant when an op reads it.
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "graph/dtype.h"
+#include "graph/tensor_spec.h"
 
 namespace etc::torch_import {
 
@@ -34,18 +35,9 @@ double round_to(DType dtype, double x);
 // Numel of `shape`, or nullopt when it overflows or exceeds kMaxKnownElements.
 std::optional<int64_t> known_numel(const std::vector<int64_t>& shape);
 
+// The elements of a constant's bytes (a value the importer computed).
+KnownTensor known_from_constant(const TensorSpec& spec);
+
 KnownTensor known_full(DType dtype, std::vector<int64_t> shape, double value);
-// Broadcasting elementwise op; nullopt when the shapes do not broadcast.
-std::optional<KnownTensor> known_binary(const KnownTensor& a, const KnownTensor& b, DType out,
-                                        const std::function<double(double, double)>& f);
-KnownTensor known_unary(const KnownTensor& a, DType out, const std::function<double(double)>& f);
-std::optional<KnownTensor> known_where(const KnownTensor& c, const KnownTensor& a,
-                                       const KnownTensor& b, DType out);
-KnownTensor known_reshape(const KnownTensor& a, std::vector<int64_t> shape);
-KnownTensor known_permute(const KnownTensor& a, const std::vector<int64_t>& dims);
-KnownTensor known_expand(const KnownTensor& a, const std::vector<int64_t>& shape);
-KnownTensor known_slice(const KnownTensor& a, int64_t dim, int64_t start, int64_t end,
-                        int64_t step);
-KnownTensor known_cat(const std::vector<const KnownTensor*>& parts, int64_t dim);
 
 }  // namespace etc::torch_import

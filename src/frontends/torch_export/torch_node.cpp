@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "consteval/evaluate.h"
 #include "frontends/torch_export/importer.h"
 #include "graph/verifier.h"
 
@@ -474,6 +475,11 @@ Result<ValueId> TorchNode::emit(
     specs.push_back(TensorSpec::make(t.dtype, t.sizes));
     if (std::string err = check_tensor_spec(specs.back()); !err.empty()) return invalid(err);
   }
+  ETC_ASSIGN_OR_RETURN(bool folded, fold(op, args, names, specs));
+  if (folded) {
+    ++emitted_;
+    return last_outputs_[0];
+  }
   std::string node_name =
       im_.graph_.unique_node_name(emitted_ == 0 ? name_ : name_ + "/" + std::to_string(emitted_));
   ++emitted_;
@@ -481,6 +487,51 @@ Result<ValueId> TorchNode::emit(
   im_.graph_.node(id).origin = loc.pointer;
   last_outputs_ = im_.graph_.node(id).outputs;
   return last_outputs_[0];
+}
+
+Result<bool> TorchNode::fold(OpKind op, const std::vector<ArgValue>& args,
+                             const std::vector<std::string>& names,
+                             const std::vector<TensorSpec>& specs) {
+  bool any_tensor = false;
+  auto known = [this, &any_tensor](ValueId v) {
+    any_tensor = true;
+    return im_.known_values_.count(v.v) != 0;
+  };
+  for (const ArgValue& a : args) {
+    if (const auto* id = std::get_if<ValueId>(&a)) {
+      if (!known(*id)) return false;
+    } else if (const auto* list = std::get_if<std::vector<ValueId>>(&a)) {
+      for (ValueId item : *list) {
+        if (item.valid() && !known(item)) return false;
+      }
+    }
+  }
+  if (!any_tensor || !why_not_evaluable(op).empty()) return false;
+  int64_t elements = 0;
+  for (const TensorSpec& s : specs)
+    elements += s.numel();
+  if (elements > kMaxKnownElements) return false;
+  auto spec_of = [this](ValueId v) -> const TensorSpec* { return &im_.graph_.value(v).spec; };
+  Result<std::vector<ConstantData>> r = evaluate_op(op, args, spec_of, specs);
+  if (!r.ok()) {
+    Status s = r.status();
+    std::string where = source_line(node_);
+    return std::move(s)
+        .add_location(location())
+        .add_context("while evaluating " + op_info(op).name + " for " + target_ +
+                     " at export time (its inputs are known" +
+                     (where.empty() ? ")" : "), from " + where));
+  }
+  last_outputs_.clear();
+  for (size_t i = 0; i < specs.size(); ++i) {
+    TensorSpec spec = specs[i];
+    spec.is_const = true;
+    spec.constant = std::move((*r)[i]);
+    ValueId v = im_.graph_.add_constant(names[i], std::move(spec));
+    im_.known_values_.insert(v.v);
+    last_outputs_.push_back(v);
+  }
+  return true;
 }
 
 bool TorchNode::output_used(int i) const {
@@ -578,7 +629,9 @@ Status TorchNode::set_output(int i, ValueId v) {
     if (!im_.named_values_.count(v.v)) im_.graph_.rename_value(v, *name);
   }
   im_.named_values_.insert(v.v);
-  im_.env_[*name] = Entry{v, std::nullopt, spec.dtype, spec.sizes};
+  std::optional<KnownTensor> known;
+  if (im_.known_values_.count(v.v)) known = known_from_constant(spec);
+  im_.env_[*name] = Entry{v, std::move(known), spec.dtype, spec.sizes};
   return Status();
 }
 

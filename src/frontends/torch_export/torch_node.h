@@ -151,6 +151,11 @@ class TorchNode {
   Result<const Json*> arg_json(std::string_view arg) const;
   // Program name `name` now holds v (rebind's work; views written through to their bases).
   Status write(const std::string& name, ValueId v);
+  // Evaluates a node about to be emitted when every tensor argument is known (consteval):
+  // its outputs become known constants (last_outputs_) instead of a node. False when it
+  // cannot be evaluated now; an error when the kernel rejects the known arguments.
+  Result<bool> fold(OpKind op, const std::vector<ArgValue>& args,
+                    const std::vector<std::string>& names, const std::vector<TensorSpec>& specs);
   // `base` with the view `view` made of it replaced by `value`.
   Result<ValueId> write_back(const std::string& view, ValueId base, ValueId value);
   // An error when `name` is a view read after a write to its root since it was made.

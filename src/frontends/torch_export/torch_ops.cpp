@@ -21,10 +21,6 @@ Status check_known_size(TorchNode& n, const std::vector<int64_t>& shape) {
 }
 
 Status cast_to(TorchNode& n, DType to) {
-  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
-  if (self->known) {
-    return n.set_known_output(0, known_unary(*self->known, to, [](double x) { return x; }));
-  }
   ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
   if (to == n.dtype(x)) return n.set_output(0, x);
   ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::ToCopy, {{"self", x}, {"dtype", to}}));
@@ -33,16 +29,7 @@ Status cast_to(TorchNode& n, DType to) {
 
 namespace {
 
-using Fn = std::function<double(double, double)>;
-
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-// The known value of tensor argument `arg`, or nullptr when it is only known at run time.
-const KnownTensor* known(TorchNode& n, std::string_view arg) {
-  if (!n.is_tensor(arg)) return nullptr;
-  auto e = n.entry(arg);
-  return e.ok() && (*e)->known ? &*(*e)->known : nullptr;
-}
 
 // A number argument as a 0-d known tensor (for evaluating tensor-scalar ops).
 KnownTensor scalar_known(const Scalar& s) {
@@ -63,7 +50,7 @@ DType result_dtype(DType a, DType b, bool b_is_number) {
 // ---- Elementwise -----------------------------------------------------------------------------
 
 // self <op> other, where other is a tensor or a number; alpha scales other (add, sub).
-Converter binary(OpKind tensor_op, OpKind scalar_op, Fn f, bool has_alpha, bool in_place = false) {
+Converter binary(OpKind tensor_op, OpKind scalar_op, bool has_alpha, bool in_place = false) {
   return [=](TorchNode& n) -> Status {
     if (!n.is_tensor("self") && n.is_tensor("other")) {
       // A number on the left (Core ATen writes `1.0 - x` as sub.Tensor(1.0, x)): a 0-d
@@ -73,17 +60,10 @@ Converter binary(OpKind tensor_op, OpKind scalar_op, Fn f, bool has_alpha, bool 
       KnownTensor lhs = scalar_known(s);
       DType out = result_dtype(other->dtype, lhs.dtype, true);
       if (tensor_op == OpKind::DivTensor && !dtype_is_float(out)) out = DType::kFloat32;
-      lhs = known_unary(lhs, out, [](double x) { return x; });
+      lhs.dtype = out;
       Scalar alpha{int64_t{1}};
       if (has_alpha) {
         ETC_ASSIGN_OR_RETURN(alpha, n.scalar("alpha", Scalar{int64_t{1}}));
-      }
-      if (other->known) {
-        double a = alpha.to_double();
-        auto r =
-            known_binary(lhs, *other->known, out, [&](double x, double y) { return f(x, a * y); });
-        if (!r) return n.invalid("the operands' shapes do not broadcast");
-        return n.set_known_output(0, std::move(*r));
       }
       ValueId x = n.constant(lhs);
       ETC_ASSIGN_OR_RETURN(ValueId y, n.tensor("other"));
@@ -95,30 +75,12 @@ Converter binary(OpKind tensor_op, OpKind scalar_op, Fn f, bool has_alpha, bool 
       }
       return n.set_output(0, r);
     }
-    ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
     Scalar alpha{int64_t{1}};
     if (has_alpha) {
       ETC_ASSIGN_OR_RETURN(alpha, n.scalar("alpha", Scalar{int64_t{1}}));
     }
     double a = alpha.to_double();
     bool other_tensor = n.is_tensor("other");
-    if (self->known && (!other_tensor || known(n, "other"))) {
-      KnownTensor other_t;
-      DType out;
-      if (other_tensor) {
-        other_t = *known(n, "other");
-        out = result_dtype(self->dtype, other_t.dtype, false);
-      } else {
-        ETC_ASSIGN_OR_RETURN(Scalar s, n.scalar("other"));
-        other_t = scalar_known(s);
-        out = result_dtype(self->dtype, other_t.dtype, true);
-      }
-      if (tensor_op == OpKind::DivTensor && !dtype_is_float(out)) out = DType::kFloat32;
-      auto r =
-          known_binary(*self->known, other_t, out, [&](double x, double y) { return f(x, a * y); });
-      if (!r) return n.invalid("the operands' shapes do not broadcast");
-      return n.set_known_output(0, std::move(*r));
-    }
     ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
     ValueId out;
     if (other_tensor) {
@@ -144,15 +106,8 @@ Converter binary(OpKind tensor_op, OpKind scalar_op, Fn f, bool has_alpha, bool 
 
 // other - alpha * self (rsub.Scalar: `1.0 - x`).
 Status convert_rsub(TorchNode& n) {
-  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
   ETC_ASSIGN_OR_RETURN(Scalar other, n.scalar("other"));
   ETC_ASSIGN_OR_RETURN(Scalar alpha, n.scalar("alpha", Scalar{int64_t{1}}));
-  if (self->known) {
-    DType out = result_dtype(self->dtype, scalar_known(other).dtype, true);
-    double o = other.to_double(), a = alpha.to_double();
-    return n.set_known_output(0,
-                              known_unary(*self->known, out, [=](double x) { return o - a * x; }));
-  }
   ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
   Scalar neg_alpha = alpha.is_float() ? Scalar{-alpha.to_double()}
                                       : Scalar{-static_cast<int64_t>(alpha.to_double())};
@@ -163,45 +118,23 @@ Status convert_rsub(TorchNode& n) {
   return n.set_output(0, out);
 }
 
-// eq.Scalar: evaluated when its input is known, else the IR op (PyTorch's safe softmax).
-Converter compare(Fn f, bool scalar_other, std::optional<OpKind> runtime_op = std::nullopt) {
+// A tensor compared with a number (eq.Scalar: PyTorch's safe softmax).
+Converter compare_scalar(OpKind op) {
   return [=](TorchNode& n) -> Status {
-    ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
-    KnownTensor other;
-    bool other_known = true;
-    if (scalar_other) {
-      ETC_ASSIGN_OR_RETURN(Scalar s, n.scalar("other"));
-      other = scalar_known(s);
-    } else if (const KnownTensor* k = known(n, "other")) {
-      other = *k;
-    } else {
-      other_known = false;
-    }
-    if (self->known && other_known) {
-      auto r = known_binary(*self->known, other, DType::kBool, f);
-      if (!r) return n.invalid("the operands' shapes do not broadcast");
-      return n.set_known_output(0, std::move(*r));
-    }
-    if (!runtime_op) {
-      return n.unsupported("only supported when its inputs are known at export time");
-    }
     ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
     ETC_ASSIGN_OR_RETURN(Scalar s, n.scalar("other"));
-    ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(*runtime_op, {{"self", x}, {"other", s}}));
+    ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(op, {{"self", x}, {"other", s}}));
     return n.set_output(0, out);
   };
 }
 
 // The binary math ops of binary_math.def: `self` a tensor or (pow.Scalar) a number, the
-// other operand a tensor or a number. Values known at export time are computed here with the
-// kernels' own functions (integers in int64, floats in double, rounded to the result's dtype);
-// otherwise the op of the table, with a number on the left as a 0-d constant of its dtype.
+// other operand a tensor or a number: the op of the table, with a number on the left as a
+// 0-d constant of the operands' dtype (values known at export time are evaluated by emit()).
 // `mode` is div's rounding mode, passed on to the DivTensorMode / DivScalarMode ops.
-template <typename Fn>
 Converter binary_math_op(OpKind tensor_op, std::optional<OpKind> scalar_op,
                          std::optional<std::string> mode = std::nullopt) {
   return [=](TorchNode& n) -> Status {
-    using binary_math::Kind;
     const std::string other_name = n.has("exponent") ? "exponent" : "other";
     // The operands as entries, or as numbers.
     auto operand = [&](const std::string& arg, std::optional<Scalar>* number,
@@ -233,36 +166,6 @@ Converter binary_math_op(OpKind tensor_op, std::optional<OpKind> scalar_op,
       const Entry* dims = self->shape.empty() ? other : self;
       const Entry* zero = self->shape.empty() ? self : other;
       common = result_dtype(dims->dtype, zero->dtype, true);
-    }
-    const DType result = Fn::kKind == Kind::kCompare || Fn::kKind == Kind::kLogical ? DType::kBool
-                         : Fn::kKind == Kind::kFloat && !dtype_is_float(common) ? DType::kFloat32
-                                                                                : common;
-    const bool known_values =
-        (self == nullptr || self->known) && (other == nullptr || other->known);
-    const bool integral = !dtype_is_float(Fn::kKind == Kind::kCompare ? common : result);
-    if (known_values && !(Fn::kKind == Kind::kBitwise && !integral) &&
-        !(Fn::kKind == Kind::kArith && common == DType::kBool)) {
-      for (double y : b.v) {
-        if (integral && y == 0.0 &&
-            (std::is_same_v<Fn, binary_math::Fmod> || std::is_same_v<Fn, binary_math::Remainder> ||
-             std::is_same_v<Fn, binary_math::DivTrunc> ||
-             std::is_same_v<Fn, binary_math::DivFloor>))
-          return n.invalid("integer division by zero");
-      }
-      auto r = known_binary(a, b, result, [&](double x, double y) -> double {
-        if constexpr (Fn::kKind == Kind::kLogical) {
-          return Fn::apply(x != 0.0, y != 0.0) ? 1.0 : 0.0;
-        } else if constexpr (Fn::kKind == Kind::kBitwise) {
-          return static_cast<double>(Fn::apply(static_cast<int64_t>(x), static_cast<int64_t>(y)));
-        } else {
-          if (integral) {
-            return static_cast<double>(Fn::apply(static_cast<int64_t>(x), static_cast<int64_t>(y)));
-          }
-          return static_cast<double>(Fn::apply(x, y));
-        }
-      });
-      if (!r) return n.invalid("the operands' shapes do not broadcast");
-      return n.set_known_output(0, std::move(*r));
     }
     ValueId x;
     if (self) {
@@ -302,12 +205,11 @@ Converter binary_math_op(OpKind tensor_op, std::optional<OpKind> scalar_op,
 // truncating or flooring division.
 Status convert_div_mode(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(std::string mode, n.string_arg("rounding_mode", std::string()));
-  static const Converter kTrue = binary(
-      OpKind::DivTensor, OpKind::DivScalar, [](double x, double y) { return x / y; }, false);
+  static const Converter kTrue = binary(OpKind::DivTensor, OpKind::DivScalar, false);
   static const Converter kTrunc =
-      binary_math_op<binary_math::DivTrunc>(OpKind::DivTensorMode, OpKind::DivScalarMode, "trunc");
+      binary_math_op(OpKind::DivTensorMode, OpKind::DivScalarMode, "trunc");
   static const Converter kFloor =
-      binary_math_op<binary_math::DivFloor>(OpKind::DivTensorMode, OpKind::DivScalarMode, "floor");
+      binary_math_op(OpKind::DivTensorMode, OpKind::DivScalarMode, "floor");
   if (mode.empty()) return kTrue(n);
   if (mode == "trunc") return kTrunc(n);
   if (mode == "floor") return kFloor(n);
@@ -315,11 +217,6 @@ Status convert_div_mode(TorchNode& n) {
 }
 
 Status convert_logical_not(TorchNode& n) {
-  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
-  if (self->known) {
-    return n.set_known_output(
-        0, known_unary(*self->known, DType::kBool, [](double x) { return x == 0.0; }));
-  }
   ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
   ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::LogicalNot, {{"self", x}}));
   return n.set_output(0, out);
@@ -334,12 +231,8 @@ Status convert_any_dim(TorchNode& n) {
   return n.set_output(0, out);
 }
 
-Converter unary(OpKind op, std::function<double(double)> f = nullptr, bool in_place = false) {
+Converter unary(OpKind op, bool in_place = false) {
   return [=](TorchNode& n) -> Status {
-    ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
-    if (self->known && f) {
-      return n.set_known_output(0, known_unary(*self->known, self->dtype, f));
-    }
     ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
     ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(op, {{"self", x}}));
     if (in_place) ETC_RETURN_IF_ERROR(n.rebind("self", out));
@@ -347,32 +240,10 @@ Converter unary(OpKind op, std::function<double(double)> f = nullptr, bool in_pl
   };
 }
 
-// The unary math ops of unary_math.def. A value known at export time is computed here with
-// the kernels' own function (in double, rounded to the result's dtype), so that rotary
-// tables and masks built from known positions stay constants; dtypes the op does not take
-// are left to its inference to refuse.
-template <typename Op>
+// The unary math ops of unary_math.def (values known at export time are evaluated by
+// emit(); dtypes the op does not take are left to its inference to refuse).
 Converter unary_math_op(OpKind op) {
   return [op](TorchNode& n) -> Status {
-    using unary_math::Kind;
-    ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
-    const DType in = self->dtype;
-    const bool takes = !(Op::kKind == Kind::kNumeric && in == DType::kBool) &&
-                       !(Op::kKind == Kind::kIntegral && dtype_is_float(in));
-    if (self->known && takes) {
-      const DType out = Op::kKind == Kind::kPredicate                      ? DType::kBool
-                        : Op::kKind == Kind::kFloat && !dtype_is_float(in) ? DType::kFloat32
-                                                                           : in;
-      return n.set_known_output(
-          0, known_unary(*self->known, out, [in](double x) -> double {
-            if constexpr (Op::kKind == Kind::kIntegral) {
-              return in == DType::kBool ? static_cast<double>(Op::apply(x != 0.0))
-                                        : static_cast<double>(Op::apply(static_cast<int64_t>(x)));
-            } else {
-              return static_cast<double>(Op::apply(x));
-            }
-          }));
-    }
     ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
     ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(op, {{"self", x}}));
     return n.set_output(0, out);
@@ -476,17 +347,28 @@ Status convert_gelu(TorchNode& n) {
 }
 
 Status convert_pow(TorchNode& n) {
-  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
   ETC_ASSIGN_OR_RETURN(Scalar e, n.scalar("exponent"));
-  if (self->known) {
-    double p = e.to_double();
-    DType out = result_dtype(self->dtype, scalar_known(e).dtype, true);
-    return n.set_known_output(
-        0, known_unary(*self->known, out, [=](double x) { return std::pow(x, p); }));
-  }
   ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
   ETC_ASSIGN_OR_RETURN(ValueId out,
                        n.emit(OpKind::PowTensorScalar, {{"self", x}, {"exponent", e}}));
+  return n.set_output(0, out);
+}
+
+// where.Scalar (`torch.where(c, 0.0, float("-inf"))`): both numbers, 0-d constants of
+// their result type (ATen's for two numbers: float32, the default dtype, when either is a
+// float; else int64 when either is an int; else bool).
+Status convert_where_numbers(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(Scalar a, n.scalar("self"));
+  ETC_ASSIGN_OR_RETURN(Scalar b, n.scalar("other"));
+  const DType d = a.is_float() || b.is_float() ? DType::kFloat32
+                  : a.is_bool() && b.is_bool() ? DType::kBool
+                                               : DType::kInt64;
+  ETC_ASSIGN_OR_RETURN(ValueId cv, n.tensor("condition"));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId out,
+      n.emit(OpKind::WhereSelf, {{"condition", cv},
+                                 {"self", n.constant(known_full(d, {}, a.to_double()))},
+                                 {"other", n.constant(known_full(d, {}, b.to_double()))}}));
   return n.set_output(0, out);
 }
 
@@ -495,9 +377,7 @@ Status convert_pow(TorchNode& n) {
 // tensor's dtype unless the number lifts its category).
 Status convert_where_scalar(TorchNode& n) {
   const bool self_number = !n.is_tensor("self");
-  if (self_number == !n.is_tensor("other")) {
-    return n.unsupported("where with two number operands");
-  }
+  if (self_number && !n.is_tensor("other")) return convert_where_numbers(n);
   const char* tensor_arg = self_number ? "other" : "self";
   ETC_ASSIGN_OR_RETURN(const Entry* t, n.entry(tensor_arg));
   ETC_ASSIGN_OR_RETURN(Scalar s, n.scalar(self_number ? "self" : "other"));
@@ -516,17 +396,7 @@ Status convert_where_scalar(TorchNode& n) {
 }
 
 Status convert_where(TorchNode& n) {
-  ETC_ASSIGN_OR_RETURN(const Entry* c, n.entry("condition"));
-  const KnownTensor* a = known(n, "self");
-  const KnownTensor* b = known(n, "other");
   if (!n.is_tensor("self") || !n.is_tensor("other")) return convert_where_scalar(n);
-  ETC_ASSIGN_OR_RETURN(const Entry* ea, n.entry("self"));
-  ETC_ASSIGN_OR_RETURN(const Entry* eb, n.entry("other"));
-  if (c->known && a && b) {
-    auto r = known_where(*c->known, *a, *b, promote_types(ea->dtype, eb->dtype));
-    if (!r) return n.invalid("the operands' shapes do not broadcast");
-    return n.set_known_output(0, std::move(*r));
-  }
   ETC_ASSIGN_OR_RETURN(ValueId cv, n.tensor("condition"));
   ETC_ASSIGN_OR_RETURN(ValueId av, n.tensor("self"));
   ETC_ASSIGN_OR_RETURN(ValueId bv, n.tensor("other"));
@@ -663,14 +533,7 @@ int64_t numel_of(const std::vector<int64_t>& shape) {
 // view, reshape, _unsafe_view: the size argument is `size` or `shape`.
 Converter reshape_like(const char* size_arg) {
   return [=](TorchNode& n) -> Status {
-    ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
     ETC_ASSIGN_OR_RETURN(std::vector<int64_t> shape, n.ints(size_arg));
-    if (self->known) {
-      ETC_ASSIGN_OR_RETURN(shape, resolve_shape(n, shape, self->known->numel()));
-      if (numel_of(shape) != self->known->numel())
-        return n.invalid("the sizes do not match the element count");
-      return n.set_known_output(0, known_reshape(*self->known, shape));
-    }
     ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
     // A -1 is resolved here: a dynamic export marks its one dynamic entry -1 itself.
     ETC_ASSIGN_OR_RETURN(shape, resolve_shape(n, shape, numel_of(n.sizes(x))));
@@ -703,18 +566,7 @@ Status convert_flatten(TorchNode& n) {
 }
 
 Status convert_permute(TorchNode& n) {
-  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
   ETC_ASSIGN_OR_RETURN(std::vector<int64_t> dims, n.ints("dims"));
-  if (self->known) {
-    if (dims.size() != self->shape.size()) return n.invalid("dims must list every dim once");
-    std::vector<bool> seen(dims.size(), false);
-    for (int64_t& d : dims) {
-      ETC_ASSIGN_OR_RETURN(d, n.wrap_dim(d, static_cast<int64_t>(dims.size()), "dim"));
-      if (seen[d]) return n.invalid("dims must list every dim once");
-      seen[d] = true;
-    }
-    return n.set_known_output(0, known_permute(*self->known, dims));
-  }
   ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
   ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Permute, {{"self", x}, {"dims", dims}}));
   return n.set_output(0, out);
@@ -739,15 +591,7 @@ Status convert_t(TorchNode& n) {
 }
 
 Status convert_unsqueeze(TorchNode& n) {
-  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
   ETC_ASSIGN_OR_RETURN(int64_t dim, n.int_arg("dim"));
-  if (self->known) {
-    auto rank = static_cast<int64_t>(self->shape.size());
-    ETC_ASSIGN_OR_RETURN(dim, n.wrap_dim(dim, rank + 1, "dim"));
-    std::vector<int64_t> shape = self->shape;
-    shape.insert(shape.begin() + dim, 1);
-    return n.set_known_output(0, known_reshape(*self->known, shape));
-  }
   ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
   ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Unsqueeze, {{"self", x}, {"dim", dim}}));
   return n.set_output(0, out);
@@ -769,7 +613,6 @@ Status convert_squeeze(TorchNode& n) {
 }
 
 Status convert_expand(TorchNode& n) {
-  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
   std::vector<int64_t> size;
   if (n.target() == "aten.expand_as.default") {
     ETC_ASSIGN_OR_RETURN(const Entry* other, n.entry("other"));
@@ -777,43 +620,16 @@ Status convert_expand(TorchNode& n) {
   } else {
     ETC_ASSIGN_OR_RETURN(size, n.ints("size"));
   }
-  if (self->known) {
-    size_t lead = size.size() >= self->shape.size() ? size.size() - self->shape.size() : 0;
-    if (size.size() < self->shape.size()) return n.invalid("cannot expand to fewer dims");
-    for (size_t i = lead; i < size.size(); ++i) {
-      if (size[i] == -1) size[i] = self->shape[i - lead];
-      if (self->shape[i - lead] != 1 && self->shape[i - lead] != size[i]) {
-        return n.invalid("cannot expand " + shape_to_string(self->shape) + " to " +
-                         shape_to_string(size));
-      }
-    }
-    ETC_RETURN_IF_ERROR(check_known_size(n, size));
-    return n.set_known_output(0, known_expand(*self->known, size));
-  }
   ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
   ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Expand, {{"self", x}, {"size", size}}));
   return n.set_output(0, out);
 }
 
 Status convert_slice(TorchNode& n) {
-  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
   ETC_ASSIGN_OR_RETURN(int64_t dim, n.int_arg("dim", 0));
   ETC_ASSIGN_OR_RETURN(std::optional<int64_t> start, n.optional_int("start"));
   ETC_ASSIGN_OR_RETURN(std::optional<int64_t> end, n.optional_int("end"));
   ETC_ASSIGN_OR_RETURN(int64_t step, n.int_arg("step", 1));
-  if (self->known) {
-    auto rank = static_cast<int64_t>(self->shape.size());
-    ETC_ASSIGN_OR_RETURN(dim, n.wrap_dim(dim, rank, "dim"));
-    if (step <= 0) return n.invalid("step must be positive");
-    int64_t len = self->shape[dim];
-    auto clampi = [len](int64_t v) {
-      if (v < 0) v += len;
-      return std::clamp<int64_t>(v, 0, len);
-    };
-    int64_t s = clampi(start.value_or(0));
-    int64_t e = clampi(end.value_or(len));
-    return n.set_known_output(0, known_slice(*self->known, dim, s, std::max(s, e), step));
-  }
   ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
   ArgValue s = start ? ArgValue(*start) : ArgValue(std::monostate{});
   ArgValue e = end ? ArgValue(*end) : ArgValue(std::monostate{});
@@ -833,28 +649,7 @@ Status convert_select(TorchNode& n) {
 }
 
 Status convert_cat(TorchNode& n) {
-  ETC_ASSIGN_OR_RETURN(std::vector<const Entry*> parts, n.tensor_entries("tensors"));
   ETC_ASSIGN_OR_RETURN(int64_t dim, n.int_arg("dim", 0));
-  if (parts.empty()) return n.invalid("cat of no tensors");
-  bool all_known = true;
-  for (const Entry* e : parts)
-    all_known = all_known && e->known.has_value();
-  if (all_known) {
-    auto rank = static_cast<int64_t>(parts[0]->shape.size());
-    ETC_ASSIGN_OR_RETURN(dim, n.wrap_dim(dim, rank, "dim"));
-    std::vector<const KnownTensor*> ks;
-    for (const Entry* e : parts) {
-      if (e->shape.size() != parts[0]->shape.size() || e->dtype != parts[0]->dtype) {
-        return n.unsupported("cat of known tensors of different ranks or dtypes");
-      }
-      for (int64_t d = 0; d < rank; ++d) {
-        if (d != dim && e->shape[d] != parts[0]->shape[d])
-          return n.invalid("cat of mismatched shapes");
-      }
-      ks.push_back(&*e->known);
-    }
-    return n.set_known_output(0, known_cat(ks, dim));
-  }
   ETC_ASSIGN_OR_RETURN(std::vector<ValueId> xs, n.tensors("tensors"));
   ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Cat, {{"tensors", xs}, {"dim", dim}}));
   return n.set_output(0, out);
@@ -1055,43 +850,39 @@ std::optional<std::string> torch_refusal(const std::string& target) {
 const std::map<std::string, Converter>& torch_converters() {
   static const std::map<std::string, Converter> table = [] {
     std::map<std::string, Converter> t;
-    Fn add = [](double x, double y) { return x + y; };
-    Fn sub = [](double x, double y) { return x - y; };
-    Fn mul = [](double x, double y) { return x * y; };
-    Fn div = [](double x, double y) { return x / y; };
-    t["aten.add.Tensor"] = binary(OpKind::AddTensor, OpKind::AddScalar, add, true);
-    t["aten.add_.Tensor"] = binary(OpKind::AddTensor, OpKind::AddScalar, add, true, true);
-    t["aten.add.Scalar"] = binary(OpKind::AddTensor, OpKind::AddScalar, add, true);
-    t["aten.sub.Tensor"] = binary(OpKind::SubTensor, OpKind::SubScalar, sub, true);
-    t["aten.sub.Scalar"] = binary(OpKind::SubTensor, OpKind::SubScalar, sub, true);
-    t["aten.sub_.Tensor"] = binary(OpKind::SubTensor, OpKind::SubScalar, sub, true, true);
-    t["aten.mul.Tensor"] = binary(OpKind::MulTensor, OpKind::MulScalar, mul, false);
-    t["aten.mul_.Tensor"] = binary(OpKind::MulTensor, OpKind::MulScalar, mul, false, true);
-    t["aten.mul.Scalar"] = binary(OpKind::MulTensor, OpKind::MulScalar, mul, false);
-    t["aten.div.Tensor"] = binary(OpKind::DivTensor, OpKind::DivScalar, div, false);
-    t["aten.div.Scalar"] = binary(OpKind::DivTensor, OpKind::DivScalar, div, false);
-    t["aten.div_.Tensor"] = binary(OpKind::DivTensor, OpKind::DivScalar, div, false, true);
+    t["aten.add.Tensor"] = binary(OpKind::AddTensor, OpKind::AddScalar, true);
+    t["aten.add_.Tensor"] = binary(OpKind::AddTensor, OpKind::AddScalar, true, true);
+    t["aten.add.Scalar"] = binary(OpKind::AddTensor, OpKind::AddScalar, true);
+    t["aten.sub.Tensor"] = binary(OpKind::SubTensor, OpKind::SubScalar, true);
+    t["aten.sub.Scalar"] = binary(OpKind::SubTensor, OpKind::SubScalar, true);
+    t["aten.sub_.Tensor"] = binary(OpKind::SubTensor, OpKind::SubScalar, true, true);
+    t["aten.mul.Tensor"] = binary(OpKind::MulTensor, OpKind::MulScalar, false);
+    t["aten.mul_.Tensor"] = binary(OpKind::MulTensor, OpKind::MulScalar, false, true);
+    t["aten.mul.Scalar"] = binary(OpKind::MulTensor, OpKind::MulScalar, false);
+    t["aten.div.Tensor"] = binary(OpKind::DivTensor, OpKind::DivScalar, false);
+    t["aten.div.Scalar"] = binary(OpKind::DivTensor, OpKind::DivScalar, false);
+    t["aten.div_.Tensor"] = binary(OpKind::DivTensor, OpKind::DivScalar, false, true);
     t["aten.div.Tensor_mode"] = convert_div_mode;
     t["aten.div.Scalar_mode"] = convert_div_mode;
     // Python's // on tensors.
-    t["aten.floor_divide.default"] = binary_math_op<binary_math::DivFloor>(
-        OpKind::DivTensorMode, OpKind::DivScalarMode, "floor");
-    t["aten.floor_divide.Scalar"] = binary_math_op<binary_math::DivFloor>(
-        OpKind::DivTensorMode, OpKind::DivScalarMode, "floor");
+    t["aten.floor_divide.default"] =
+        binary_math_op(OpKind::DivTensorMode, OpKind::DivScalarMode, "floor");
+    t["aten.floor_divide.Scalar"] =
+        binary_math_op(OpKind::DivTensorMode, OpKind::DivScalarMode, "floor");
     t["aten.rsub.Scalar"] = convert_rsub;
     t["aten.pow.Tensor_Scalar"] = convert_pow;
     t["aten.where.self"] = convert_where;
     t["aten.where.ScalarOther"] = convert_where;
     t["aten.where.ScalarSelf"] = convert_where;
+    t["aten.where.Scalar"] = convert_where;
 
-    t["aten.eq.Scalar"] =
-        compare([](double x, double y) { return x == y; }, true, OpKind::EqScalar);
+    t["aten.eq.Scalar"] = compare_scalar(OpKind::EqScalar);
     t["aten.logical_not.default"] = convert_logical_not;
     t["aten.any.dim"] = convert_any_dim;
 
-    t["aten.neg.default"] = unary(OpKind::Neg, [](double x) { return -x; });
-    t["aten.relu.default"] = unary(OpKind::Relu, [](double x) { return x > 0 ? x : 0.0; });
-    t["aten.relu_.default"] = unary(OpKind::Relu, nullptr, true);
+    t["aten.neg.default"] = unary(OpKind::Neg);
+    t["aten.relu.default"] = unary(OpKind::Relu);
+    t["aten.relu_.default"] = unary(OpKind::Relu, true);
     t["aten.sigmoid.default"] = unary(OpKind::Sigmoid);
     t["aten.tanh.default"] = unary(OpKind::Tanh);
     t["aten.exp.default"] = unary(OpKind::Exp);
@@ -1100,11 +891,11 @@ const std::map<std::string, Converter>& torch_converters() {
     t["aten.rsqrt.default"] = unary(OpKind::Rsqrt);
     t["aten.erf.default"] = unary(OpKind::Erf);
     t["aten.silu.default"] = unary(OpKind::Silu);
-    t["aten.silu_.default"] = unary(OpKind::Silu, nullptr, true);
+    t["aten.silu_.default"] = unary(OpKind::Silu, true);
     t["aten.hardswish.default"] = unary(OpKind::Hardswish);
-    t["aten.hardswish_.default"] = unary(OpKind::Hardswish, nullptr, true);
+    t["aten.hardswish_.default"] = unary(OpKind::Hardswish, true);
     t["aten.hardsigmoid.default"] = unary(OpKind::Hardsigmoid);
-    t["aten.hardsigmoid_.default"] = unary(OpKind::Hardsigmoid, nullptr, true);
+    t["aten.hardsigmoid_.default"] = unary(OpKind::Hardsigmoid, true);
     t["aten.hardtanh.default"] = hardtanh(false);
     t["aten.hardtanh_.default"] = hardtanh(true);
     t["aten.clamp.default"] = clamp(true, true);
@@ -1123,34 +914,31 @@ const std::map<std::string, Converter>& torch_converters() {
 #define ETC_BINARY_FN(fn, kind, expr)
 #define ETC_BINARY_OP(op, fn, form, onnx)                    \
   if (binary_math::Form::form == binary_math::Form::kTensor) \
-    t[op_info(OpKind::op).name] = binary_math_op<binary_math::fn>(OpKind::op, std::nullopt);
+    t[op_info(OpKind::op).name] = binary_math_op(OpKind::op, std::nullopt);
 #include "graph/binary_math.def"
 #undef ETC_BINARY_OP
 #undef ETC_BINARY_FN
-    t["aten.ne.Scalar"] = binary_math_op<binary_math::Ne>(OpKind::NeTensor, OpKind::NeScalar);
-    t["aten.lt.Scalar"] = binary_math_op<binary_math::Lt>(OpKind::LtTensor, OpKind::LtScalar);
-    t["aten.le.Scalar"] = binary_math_op<binary_math::Le>(OpKind::LeTensor, OpKind::LeScalar);
-    t["aten.gt.Scalar"] = binary_math_op<binary_math::Gt>(OpKind::GtTensor, OpKind::GtScalar);
-    t["aten.ge.Scalar"] = binary_math_op<binary_math::Ge>(OpKind::GeTensor, OpKind::GeScalar);
+    t["aten.ne.Scalar"] = binary_math_op(OpKind::NeTensor, OpKind::NeScalar);
+    t["aten.lt.Scalar"] = binary_math_op(OpKind::LtTensor, OpKind::LtScalar);
+    t["aten.le.Scalar"] = binary_math_op(OpKind::LeTensor, OpKind::LeScalar);
+    t["aten.gt.Scalar"] = binary_math_op(OpKind::GtTensor, OpKind::GtScalar);
+    t["aten.ge.Scalar"] = binary_math_op(OpKind::GeTensor, OpKind::GeScalar);
     t["aten.bitwise_and.Scalar"] =
-        binary_math_op<binary_math::BitwiseAnd>(OpKind::BitwiseAndTensor, OpKind::BitwiseAndScalar);
-    t["aten.bitwise_or.Scalar"] =
-        binary_math_op<binary_math::BitwiseOr>(OpKind::BitwiseOrTensor, OpKind::BitwiseOrScalar);
+        binary_math_op(OpKind::BitwiseAndTensor, OpKind::BitwiseAndScalar);
+    t["aten.bitwise_or.Scalar"] = binary_math_op(OpKind::BitwiseOrTensor, OpKind::BitwiseOrScalar);
     t["aten.bitwise_xor.Scalar"] =
-        binary_math_op<binary_math::BitwiseXor>(OpKind::BitwiseXorTensor, OpKind::BitwiseXorScalar);
-    t["aten.fmod.Scalar"] =
-        binary_math_op<binary_math::Fmod>(OpKind::FmodTensor, OpKind::FmodScalar);
-    t["aten.remainder.Scalar"] =
-        binary_math_op<binary_math::Remainder>(OpKind::RemainderTensor, OpKind::RemainderScalar);
+        binary_math_op(OpKind::BitwiseXorTensor, OpKind::BitwiseXorScalar);
+    t["aten.fmod.Scalar"] = binary_math_op(OpKind::FmodTensor, OpKind::FmodScalar);
+    t["aten.remainder.Scalar"] = binary_math_op(OpKind::RemainderTensor, OpKind::RemainderScalar);
     t["aten.__and__.Tensor"] = t["aten.bitwise_and.Tensor"];
     t["aten.__or__.Tensor"] = t["aten.bitwise_or.Tensor"];
     t["aten.__xor__.Tensor"] = t["aten.bitwise_xor.Tensor"];
     t["aten.__and__.Scalar"] = t["aten.bitwise_and.Scalar"];
     t["aten.__or__.Scalar"] = t["aten.bitwise_or.Scalar"];
     t["aten.__xor__.Scalar"] = t["aten.bitwise_xor.Scalar"];
-    t["aten.pow.Scalar"] = binary_math_op<binary_math::Pow>(OpKind::PowTensorTensor, std::nullopt);
+    t["aten.pow.Scalar"] = binary_math_op(OpKind::PowTensorTensor, std::nullopt);
 #define ETC_UNARY_MATH(op, kind, onnx, expr) \
-  t[op_info(OpKind::op).name] = unary_math_op<unary_math::op>(OpKind::op);
+  t[op_info(OpKind::op).name] = unary_math_op(OpKind::op);
 #include "graph/unary_math.def"
 #undef ETC_UNARY_MATH
 

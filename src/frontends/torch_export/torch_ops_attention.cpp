@@ -256,16 +256,11 @@ Status convert_sdpa(TorchNode& n) {
                                  [&](double x) { return boolean ? x == 0.0 : x == -kInf; });
     ValueId bias;
     if (m->dtype == DType::kBool) {
-      if (m->known) {
-        bias = n.constant(
-            known_unary(*m->known, n.dtype(q), [](double x) { return x != 0.0 ? 0.0 : -kInf; }));
-      } else {
-        ETC_ASSIGN_OR_RETURN(ValueId mv, n.tensor("attn_mask"));
-        ValueId zero = n.constant(known_full(n.dtype(q), {}, 0.0));
-        ValueId ninf = n.constant(known_full(n.dtype(q), {}, -kInf));
-        ETC_ASSIGN_OR_RETURN(
-            bias, n.emit(OpKind::WhereSelf, {{"condition", mv}, {"self", zero}, {"other", ninf}}));
-      }
+      ETC_ASSIGN_OR_RETURN(ValueId mv, n.tensor("attn_mask"));
+      ValueId zero = n.constant(known_full(n.dtype(q), {}, 0.0));
+      ValueId ninf = n.constant(known_full(n.dtype(q), {}, -kInf));
+      ETC_ASSIGN_OR_RETURN(
+          bias, n.emit(OpKind::WhereSelf, {{"condition", mv}, {"self", zero}, {"other", ninf}}));
     } else {
       ETC_ASSIGN_OR_RETURN(bias, n.tensor("attn_mask"));
     }

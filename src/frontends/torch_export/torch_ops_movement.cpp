@@ -47,23 +47,17 @@ Status emit_splits(TorchNode& n, int64_t dim, const std::vector<int64_t>& length
     return n.invalid("splits into " + std::to_string(lengths.size()) + " pieces, the program has " +
                      std::to_string(n.num_tensor_outputs()) + " outputs");
   }
-  ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
   int64_t start = 0;
   for (size_t i = 0; i < lengths.size(); ++i) {
     const int64_t end = start + lengths[i];
     if (n.output_used(static_cast<int>(i))) {
-      if (self->known) {
-        ETC_RETURN_IF_ERROR(
-            n.set_known_output(static_cast<int>(i), known_slice(*self->known, dim, start, end, 1)));
-      } else {
-        ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
-        ETC_ASSIGN_OR_RETURN(
-            ValueId out,
-            n.emit(
-                OpKind::SliceTensor,
-                {{"self", x}, {"dim", dim}, {"start", start}, {"end", end}, {"step", int64_t{1}}}));
-        ETC_RETURN_IF_ERROR(n.set_output(static_cast<int>(i), out));
-      }
+      ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+      ETC_ASSIGN_OR_RETURN(
+          ValueId out,
+          n.emit(
+              OpKind::SliceTensor,
+              {{"self", x}, {"dim", dim}, {"start", start}, {"end", end}, {"step", int64_t{1}}}));
+      ETC_RETURN_IF_ERROR(n.set_output(static_cast<int>(i), out));
     }
     start = end;
   }
@@ -131,20 +125,6 @@ Status convert_stack(TorchNode& n) {
       return n.invalid("stack of tensors of different shapes (" + shape_to_string(parts[0]->shape) +
                        " and " + shape_to_string(e->shape) + ")");
     }
-  }
-  std::vector<int64_t> shape = parts[0]->shape;
-  shape.insert(shape.begin() + dim, 1);
-  if (std::all_of(parts.begin(), parts.end(),
-                  [&](const Entry* e) { return e->known && e->dtype == parts[0]->dtype; })) {
-    std::vector<KnownTensor> reshaped;
-    reshaped.reserve(parts.size());
-    for (const Entry* e : parts)
-      reshaped.push_back(known_reshape(*e->known, shape));
-    std::vector<const KnownTensor*> ks;
-    ks.reserve(reshaped.size());
-    for (const KnownTensor& k : reshaped)
-      ks.push_back(&k);
-    return n.set_known_output(0, known_cat(ks, dim));
   }
   ETC_ASSIGN_OR_RETURN(std::vector<ValueId> xs, n.tensors("tensors"));
   std::vector<ValueId> unsqueezed;
@@ -365,29 +345,18 @@ Status convert_matmul(TorchNode& n) {
 // self's dtype (as ATen casts it).
 Status convert_masked_fill(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(const Entry* self, n.entry("self"));
-  ETC_ASSIGN_OR_RETURN(const Entry* mask, n.entry("mask"));
   ValueId value;
   if (n.is_tensor("value")) {
     ETC_ASSIGN_OR_RETURN(const Entry* v, n.entry("value"));
     if (!v->shape.empty()) return n.invalid("masked_fill's value must be a 0-d tensor");
-    if (v->known) {
-      value = n.constant(known_unary(*v->known, self->dtype, [](double x) { return x; }));
-    } else {
-      ETC_ASSIGN_OR_RETURN(value, n.tensor("value"));
-      if (v->dtype != self->dtype) {
-        ETC_ASSIGN_OR_RETURN(value,
-                             n.emit(OpKind::ToCopy, {{"self", value}, {"dtype", self->dtype}}));
-      }
+    ETC_ASSIGN_OR_RETURN(value, n.tensor("value"));
+    if (v->dtype != self->dtype) {
+      ETC_ASSIGN_OR_RETURN(value,
+                           n.emit(OpKind::ToCopy, {{"self", value}, {"dtype", self->dtype}}));
     }
   } else {
     ETC_ASSIGN_OR_RETURN(Scalar s, n.scalar("value"));
-    KnownTensor k = known_full(self->dtype, {}, s.to_double());
-    if (self->known && mask->known) {
-      auto r = known_where(*mask->known, k, *self->known, self->dtype);
-      if (!r) return n.invalid("mask does not broadcast to self");
-      return n.set_known_output(0, std::move(*r));
-    }
-    value = n.constant(k);
+    value = n.constant(known_full(self->dtype, {}, s.to_double()));
   }
   ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
   ETC_ASSIGN_OR_RETURN(ValueId m, n.tensor("mask"));
