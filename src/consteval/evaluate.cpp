@@ -205,6 +205,11 @@ std::string why_not_evaluable(OpKind op) {
   return "";
 }
 
+bool keeps_program_small(int64_t input_bytes, int64_t output_bytes) {
+  constexpr int64_t kMaxGrowth = int64_t{64} * 1024;
+  return output_bytes <= input_bytes + kMaxGrowth;
+}
+
 Result<std::vector<ConstantData>> evaluate_node(const Graph& graph, const Node& node) {
   SpecOf spec_of = [&graph](ValueId id) -> const TensorSpec* {
     const Value& v = graph.value(id);

@@ -28,6 +28,11 @@ namespace etc {
 // result sizes the data decides).
 std::string why_not_evaluable(OpKind op);
 
+// Whether replacing a node by its evaluated result keeps a program about the size it was:
+// the result is no larger than the constants it reads plus 64 KiB. A dequantized weight (4x
+// its int8 bytes) or an outer product stays a node, computed at run time.
+bool keeps_program_small(int64_t input_bytes, int64_t output_bytes);
+
 // Evaluates `node` of `graph`, every tensor argument of which is a constant with static
 // sizes, with its CPU kernel; returns the bytes of each output, sized by the output's spec
 // (which must be static). Fails when the node cannot be evaluated (why_not_evaluable, an

@@ -262,17 +262,15 @@ struct Folder {
 };
 
 // The bytes of output 0 computed by the op's CPU kernel (consteval/evaluate.h), for ops
-// without a copy above: when the op is evaluable, has one output, and its result is no
-// larger than its inputs together plus kMaxGrowth (folding never makes a program much
-// larger: a dequantized weight or an outer product stays a node). A kernel's refusal is
-// left for the verifier and the runtime to report, where it is located.
+// without a copy above: when the op is evaluable, has one output, and folding keeps the
+// program small (a dequantized weight or an outer product stays a node). A kernel's refusal
+// is left for the verifier and the runtime to report, where it is located.
 std::optional<ConstantData> Folder::evaluated() const {
-  constexpr int64_t kMaxGrowth = int64_t{64} * 1024;
   if (!why_not_evaluable(n.op).empty()) return std::nullopt;
   int64_t in_bytes = 0;
   for (ValueId v : tensor_args(n))
     in_bytes += g.value(v).spec.nbytes();
-  if (g.value(n.outputs[0]).spec.nbytes() > in_bytes + kMaxGrowth) return std::nullopt;
+  if (!keeps_program_small(in_bytes, g.value(n.outputs[0]).spec.nbytes())) return std::nullopt;
   Result<std::vector<ConstantData>> r = evaluate_node(g, n);
   if (!r.ok()) return std::nullopt;
   return std::move(r->front());

@@ -2,6 +2,7 @@
 // IR, and the errors for models etc cannot or will not import.
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -215,6 +216,65 @@ TEST_CASE("onnx: shape computations fold into a static reshape") {
   REQUIRE(op_names(*g) == std::vector<std::string>{"aten.reshape.default"});
   const Node& n = g->node(g->order()[0]);
   CHECK(std::get<std::vector<int64_t>>(n.args[1]) == std::vector<int64_t>{2, 12});
+}
+
+TEST_CASE("onnx: known values are evaluated by the CPU kernels, whatever the op") {
+  // A reshape target computed through ops no ONNX-specific evaluator knew (Sqrt, Pow, Cast
+  // of floats): sqrt(16) ^ 1 = 4 -> [4, -1].
+  ModelBuilder m(13);
+  m.input("x", {2, 3, 4});
+  m.init_floats("sixteen", {1}, {16.0f});
+  m.init_floats("one", {}, {1.0f});
+  m.init_ints("minus1", {1}, {-1});
+  m.node("Sqrt", {"sixteen"}, {"four"});
+  m.node("Pow", {"four", "one"}, {"four_p"});
+  auto* cast = m.node("Cast", {"four_p"}, {"four_i"});
+  ModelBuilder::i(cast, "to", onnx::TensorProto::INT64);
+  auto* cat = m.node("Concat", {"four_i", "minus1"}, {"shape"});
+  ModelBuilder::i(cat, "axis", 0);
+  m.node("Reshape", {"x", "shape"}, {"y"});
+  m.output("y", {4, 6});
+  Result<Graph> g = m.import();
+  INFO(g.status().to_string());
+  REQUIRE(g.ok());
+  REQUIRE(op_names(*g) == std::vector<std::string>{"aten.reshape.default"});
+  CHECK(std::get<std::vector<int64_t>>(g->node(g->order()[0]).args[1]) ==
+        std::vector<int64_t>{4, 6});
+
+  // int64 past 2^53 stays exact: 2^60 * 3 + 1 (a double would lose the + 1).
+  ModelBuilder big(13);
+  big.input("x", {1}, onnx::TensorProto::INT64);
+  big.init_ints("a", {1}, {int64_t{1} << 60});
+  big.init_ints("three", {1}, {3});
+  big.init_ints("one", {1}, {1});
+  big.node("Mul", {"a", "three"}, {"p"});
+  big.node("Add", {"p", "one"}, {"k"});
+  big.node("Add", {"x", "k"}, {"y"});
+  big.output("y", {1}, onnx::TensorProto::INT64);
+  Result<Graph> bg = big.import();
+  INFO(bg.status().to_string());
+  REQUIRE(bg.ok());
+  // A one-element known operand is the op's Scalar argument: an int64, not a double.
+  REQUIRE(op_names(*bg) == std::vector<std::string>{"aten.add.Scalar"});
+  const Node& add = bg->node(bg->order()[0]);
+  const Scalar& k = std::get<Scalar>(add.args[1]);
+  REQUIRE(std::holds_alternative<int64_t>(k.v));
+  const int64_t value = std::get<int64_t>(k.v);
+  CHECK(value == (int64_t{3} << 60) + 1);
+
+  // A known integer division by zero: an error at the node, as the kernel would raise it.
+  ModelBuilder div(13);
+  div.input("x", {2}, onnx::TensorProto::INT64);
+  div.init_ints("n", {2}, {6, 7});
+  div.init_ints("d", {2}, {2, 0});
+  div.node("Div", {"n", "d"}, {"q"}, "div_by_zero");
+  div.node("Add", {"x", "q"}, {"y"});
+  div.output("y", {2}, onnx::TensorProto::INT64);
+  Result<Graph> dg = div.import();
+  REQUIRE_FALSE(dg.ok());
+  CHECK_THAT(dg.status().to_string(), Catch::Contains("/graph/node/0 (node \"div_by_zero\")") &&
+                                          Catch::Contains("integer division by zero") &&
+                                          Catch::Contains("at export time"));
 }
 
 TEST_CASE("onnx: a shape known only at run time is unsupported, located at the node") {

@@ -84,6 +84,10 @@ class NodeCtx {
                        std::initializer_list<std::pair<std::string_view, ArgValue>> args);
   // Every output of the node emit() added last.
   const std::vector<ValueId>& last_outputs() const { return last_outputs_; }
+  // Values known at export time: emit() evaluates a node whose tensor arguments are all
+  // constants of at most this many elements (and whose result is no larger) with its CPU
+  // kernel (consteval/evaluate.h) instead of adding it; its outputs are known constants.
+  static constexpr int64_t kMaxEvalElements = int64_t{1} << 20;
   // A new IR constant.
   ValueId add_constant(const HostTensor& value);
   // Marks `v` (emitted by this node, its shape an upper bound) dynamic-bound: its size is
@@ -122,6 +126,9 @@ class NodeCtx {
 
  private:
   const Entry& entry(int i) const;
+  // emit()'s evaluation: true when the node's outputs became known constants (last_outputs_).
+  Result<bool> fold(OpKind op, const std::vector<ArgValue>& args,
+                    const std::vector<std::string>& names, const std::vector<TensorSpec>& specs);
   mutable Status missing_;
   Importer& im_;
   const onnx::NodeProto& node_;

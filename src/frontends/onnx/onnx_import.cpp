@@ -5,6 +5,7 @@
 #include <limits>
 #include <sstream>
 
+#include "consteval/evaluate.h"
 #include "frontends/import_report.h"
 #include "frontends/onnx/node_context.h"
 #include "frontends/onnx/onnx_reader.h"
@@ -304,8 +305,11 @@ Status NodeCtx::set_output(int i, ValueId value) {
       return internal_error("ONNX import: name '" + name + "' is taken", location());
     }
   }
-  const TensorSpec& spec = im_.graph_.value(value).spec;
-  im_.env_[name] = Entry{value, std::nullopt, spec.dtype, spec.sizes};
+  const Value& v = im_.graph_.value(value);
+  std::optional<HostTensor> known;
+  if (v.kind == ValueKind::kConstant)
+    known = HostTensor{v.spec.dtype, v.spec.sizes, v.spec.constant};
+  im_.env_[name] = Entry{value, std::move(known), v.spec.dtype, v.spec.sizes};
   return Status();
 }
 
@@ -376,6 +380,11 @@ Result<ValueId> NodeCtx::emit(OpKind op,
     specs.push_back(TensorSpec::make(t.dtype, t.sizes));
     if (std::string err = check_tensor_spec(specs.back()); !err.empty()) return invalid(err);
   }
+  ETC_ASSIGN_OR_RETURN(bool folded, fold(op, args, names, specs));
+  if (folded) {
+    ++emitted_;
+    return last_outputs_[0];
+  }
   std::string node_name = im_.graph_.unique_node_name(
       emitted_ == 0 ? loc.node : loc.node + "/" + std::to_string(emitted_));
   ++emitted_;
@@ -385,6 +394,55 @@ Result<ValueId> NodeCtx::emit(OpKind op,
   for (ValueId v : last_outputs_)
     im_.temps_.insert(v.v);
   return last_outputs_[0];
+}
+
+Result<bool> NodeCtx::fold(OpKind op, const std::vector<ArgValue>& args,
+                           const std::vector<std::string>& names,
+                           const std::vector<TensorSpec>& specs) {
+  int64_t in_bytes = 0, out_bytes = 0, out_elements = 0;
+  bool all_known = true, any_tensor = false;
+  auto known = [&](ValueId v) {
+    const Value& val = im_.graph_.value(v);
+    any_tensor = true;
+    all_known =
+        all_known && val.kind == ValueKind::kConstant && val.spec.numel() <= kMaxEvalElements;
+    in_bytes += val.spec.nbytes();
+  };
+  for (const ArgValue& a : args) {
+    if (const auto* id = std::get_if<ValueId>(&a)) {
+      known(*id);
+    } else if (const auto* list = std::get_if<std::vector<ValueId>>(&a)) {
+      for (ValueId item : *list) {
+        if (item.valid()) known(item);
+      }
+    }
+  }
+  for (const TensorSpec& s : specs) {
+    out_bytes += s.nbytes();
+    out_elements += s.numel();
+  }
+  if (!any_tensor || !all_known || out_elements > kMaxEvalElements ||
+      !keeps_program_small(in_bytes, out_bytes) || !why_not_evaluable(op).empty())
+    return false;
+  auto spec_of = [this](ValueId v) -> const TensorSpec* { return &im_.graph_.value(v).spec; };
+  Result<std::vector<ConstantData>> r = evaluate_op(op, args, spec_of, specs);
+  if (!r.ok()) {
+    Status s = r.status();
+    return std::move(s)
+        .add_location(location())
+        .add_context("while evaluating ONNX " + op_type() + " (as " + op_info(op).name +
+                     ") at export time: its inputs are known");
+  }
+  last_outputs_.clear();
+  for (size_t i = 0; i < specs.size(); ++i) {
+    TensorSpec spec = specs[i];
+    spec.is_const = true;
+    spec.constant = std::move((*r)[i]);
+    ValueId v = im_.graph_.add_constant(names[i], std::move(spec));
+    im_.temps_.insert(v.v);
+    last_outputs_.push_back(v);
+  }
+  return true;
 }
 
 ValueId NodeCtx::add_constant(const HostTensor& value) {

@@ -122,6 +122,15 @@ std::optional<double> single_value(const HostTensor* t) {
   return t->doubles()[0];
 }
 
+// The one element of a known tensor as a Scalar of `dtype`'s kind, exactly (an int64 past
+// 2^53 is not rounded through a double).
+std::optional<Scalar> single_scalar(const HostTensor* t, DType dtype) {
+  if (t == nullptr || t->numel() != 1) return std::nullopt;
+  if (dtype_is_float(dtype)) return Scalar{t->doubles()[0]};
+  if (dtype == DType::kBool) return Scalar{t->ints()[0] != 0};
+  return Scalar{t->ints()[0]};
+}
+
 Status alias(NodeCtx& ctx, int out, int in) {
   ETC_ASSIGN_OR_RETURN(ValueId v, ctx.input(in));
   return ctx.set_output(out, v);
@@ -158,9 +167,9 @@ Result<ValueId> binary_values(NodeCtx& ctx, Bin op, int ia, int ib) {
                        shape_to_string(ctx.shape(ib)) + " do not broadcast");
   }
   // A scalar constant operand becomes an ATen Scalar argument.
-  if (std::optional<double> c = single_value(ctx.constant(ib)); c && *shape == ctx.shape(ia)) {
+  if (std::optional<Scalar> c = single_scalar(ctx.constant(ib), dt); c && *shape == ctx.shape(ia)) {
     ETC_ASSIGN_OR_RETURN(ValueId a, ctx.input(ia));
-    Scalar s = scalar_of(dt, *c);
+    const Scalar& s = *c;
     switch (op) {
       case Bin::kAdd:
         return ctx.emit(OpKind::AddScalar, {{"self", a}, {"other", s}});
@@ -176,10 +185,10 @@ Result<ValueId> binary_values(NodeCtx& ctx, Bin op, int ia, int ib) {
         return ctx.emit(OpKind::DivScalar, {{"self", a}, {"other", s}});
     }
   }
-  if (std::optional<double> c = single_value(ctx.constant(ia));
+  if (std::optional<Scalar> c = single_scalar(ctx.constant(ia), dt);
       c && *shape == ctx.shape(ib) && (op == Bin::kAdd || op == Bin::kMul)) {
     ETC_ASSIGN_OR_RETURN(ValueId b, ctx.input(ib));
-    Scalar s = scalar_of(dt, *c);
+    const Scalar& s = *c;
     return ctx.emit(op == Bin::kAdd ? OpKind::AddScalar : OpKind::MulScalar,
                     {{"self", b}, {"other", s}});
   }
@@ -1169,7 +1178,7 @@ const std::map<std::string, Converter>& converters() {
         {"Min", variadic_extreme(OpKind::Minimum)},
         {"Mod", convert_mod},
         {"Mul", binary(Bin::kMul)},
-        {"Neg", unary(OpKind::Neg)},
+        {"Neg", unary(OpKind::Neg, false)},
         {"Not", convert_not},
         {"PRelu", convert_prelu},
         {"Pow", convert_pow},
@@ -1206,7 +1215,7 @@ const std::map<std::string, Converter>& converters() {
         {"ReduceMean", reduce(Reduce::kMean)},
         {"ReduceSum", reduce(Reduce::kSum)},
         {"ReduceSumSquare", reduce(Reduce::kSumSquare)},
-        {"Relu", unary(OpKind::Relu)},
+        {"Relu", unary(OpKind::Relu, false)},
         {"Resize", convert_resize},
         {"Shape", evaluated_only},
         {"Sigmoid", unary(OpKind::Sigmoid)},
