@@ -44,6 +44,33 @@ ConstantData write_floats(DType dtype, const std::vector<double>& v) {
   return ConstantData{std::move(blob), 0, v.size() * elem};
 }
 
+// `w` (float32/float64, [channels, ...]) with row c multiplied by scale[c], each element
+// computed in double and rounded once, written straight into the new constant: no copy of
+// the weight in doubles (for resnet18's largest layer that would be 19 MB at once).
+ConstantData scale_rows(const TensorSpec& w, const std::vector<double>& scale) {
+  const size_t elem = w.dtype == DType::kFloat32 ? 4 : 8;
+  const auto n = static_cast<size_t>(w.numel());
+  const size_t per = n / std::max<size_t>(scale.size(), 1);
+  std::span<const uint8_t> in = w.constant.bytes();
+  uint8_t* data = nullptr;
+  std::shared_ptr<const Blob> blob = make_writable_blob(std::max<size_t>(n * elem, 1), &data);
+  for (size_t i = 0; i < n; ++i) {
+    const double s = scale[i / std::max<size_t>(per, 1)];
+    if (w.dtype == DType::kFloat32) {
+      float f;
+      std::memcpy(&f, in.data() + i * 4, 4);
+      f = static_cast<float>(static_cast<double>(f) * s);
+      std::memcpy(data + i * 4, &f, 4);
+    } else {
+      double d;
+      std::memcpy(&d, in.data() + i * 8, 8);
+      d *= s;
+      std::memcpy(data + i * 8, &d, 8);
+    }
+  }
+  return ConstantData{std::move(blob), 0, n * elem};
+}
+
 const Value* constant_arg(const Graph& g, const Node& n, const char* name) {
   const ArgValue& a = n.args[static_cast<size_t>(op_info(n.op).schema.arg_index(name))];
   const auto* id = std::get_if<ValueId>(&a);
@@ -100,9 +127,9 @@ Result<bool> fold_batch_norm(Graph& graph, PassContext&) {
     if (!per_channel(b) || !per_channel(gamma) || !per_channel(beta) || !per_channel(mean) ||
         !per_channel(var))
       continue;
-    std::optional<std::vector<double>> wv = read_floats(w->spec);
+    if (w->spec.dtype != DType::kFloat32 && w->spec.dtype != DType::kFloat64) continue;
     std::optional<std::vector<double>> mv = read_floats(mean->spec), vv = read_floats(var->spec);
-    if (!wv || !mv || !vv) continue;
+    if (!mv || !vv) continue;
     std::vector<double> bias(static_cast<size_t>(channels), 0.0);
     std::vector<double> g(static_cast<size_t>(channels), 1.0),
         be(static_cast<size_t>(channels), 0.0);
@@ -111,16 +138,14 @@ Result<bool> fold_batch_norm(Graph& graph, PassContext&) {
     if (beta != nullptr) be = *read_floats(beta->spec);
     const double eps =
         std::get<double>(bn.args[static_cast<size_t>(op_info(bn.op).schema.arg_index("eps"))]);
-    const size_t per = wv->size() / static_cast<size_t>(std::max<int64_t>(channels, 1));
+    std::vector<double> scale(static_cast<size_t>(channels));
     for (size_t c = 0; c < static_cast<size_t>(channels); ++c) {
-      const double scale = g[c] / std::sqrt((*vv)[c] + eps);
-      for (size_t i = 0; i < per; ++i)
-        (*wv)[c * per + i] *= scale;
-      bias[c] = (bias[c] - (*mv)[c]) * scale + be[c];
+      scale[c] = g[c] / std::sqrt((*vv)[c] + eps);
+      bias[c] = (bias[c] - (*mv)[c]) * scale[c] + be[c];
     }
     // New constants for the folded weight and bias; the old ones go when nothing reads them.
     TensorSpec ws = TensorSpec::make(dtype, w->spec.sizes);
-    ws.constant = write_floats(dtype, *wv);
+    ws.constant = scale_rows(w->spec, scale);
     TensorSpec bs = TensorSpec::make(dtype, {channels});
     bs.constant = write_floats(dtype, bias);
     const ValueId old_w = w->id;
