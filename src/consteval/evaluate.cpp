@@ -32,13 +32,16 @@ bool is_random(OpKind op) {
 // offset), and the outputs, which become the results' blobs.
 class Buffers {
  public:
-  // A view of `spec`'s constant bytes, copied when they are not aligned.
+  explicit Buffers(WritableArena* arena) : arena_(arena) {}
+  // A view of `spec`'s constant bytes, copied when they are not aligned to their element
+  // (kernels read elements as their C++ type; their SIMD loads need no more).
   rt::TensorView input(const TensorSpec& spec) {
     rt::TensorView t;
     t.dtype = spec.dtype;
     t.sizes = spec.sizes;
     std::span<const uint8_t> bytes = spec.constant.bytes();
-    if (reinterpret_cast<uintptr_t>(bytes.data()) % kAlign == 0) {
+    const auto align = static_cast<uintptr_t>(dtype_size(spec.dtype));
+    if (reinterpret_cast<uintptr_t>(bytes.data()) % align == 0) {
       t.data = const_cast<uint8_t*>(bytes.data());  // kernels do not write their inputs
     } else {
       uint8_t* data = nullptr;
@@ -55,22 +58,31 @@ class Buffers {
     t.sizes = spec.sizes;
     const auto size = static_cast<size_t>(spec.nbytes());
     uint8_t* data = nullptr;
-    result->blob = make_writable_blob(std::max<size_t>(size, 1), &data);
-    result->offset = 0;
+    if (arena_ != nullptr && size > 0) {
+      // Never handed out before: fresh pages of an anonymous mapping, zero.
+      WritableArena::Piece piece = arena_->allocate(size);
+      result->blob = std::move(piece.blob);
+      result->offset = piece.offset;
+      data = piece.data;
+    } else {
+      result->blob = make_writable_blob(std::max<size_t>(size, 1), &data);
+      result->offset = 0;
+      if (size > 0) std::memset(data, 0, size);  // the bytes are the same on every export
+    }
     result->size = size;
-    if (size > 0) std::memset(data, 0, size);
     t.data = data;
     return t;
   }
 
  private:
-  static constexpr uintptr_t kAlign = 64;
+  WritableArena* arena_;
   std::vector<std::shared_ptr<const Blob>> keep_;
 };
 
 Result<std::vector<ConstantData>> run_kernel(OpKind op, std::span<const ArgValue> args,
                                              const SpecOf& spec_of,
-                                             std::span<const TensorSpec> outputs) {
+                                             std::span<const TensorSpec> outputs,
+                                             WritableArena* arena) {
   const OpInfo& info = op_info(op);
   if (std::string why = why_not_evaluable(op); !why.empty())
     return invalid_input(info.name + " cannot be evaluated at export time: " + why);
@@ -92,7 +104,7 @@ Result<std::vector<ConstantData>> run_kernel(OpKind op, std::span<const ArgValue
     values.push_back(std::make_unique<rt::Value>(std::move(v)));
     return values.back().get();
   };
-  Buffers buffers;
+  Buffers buffers(arena);
   auto tensor_value = [&](ValueId id) -> Result<rt::Value*> {
     const TensorSpec* spec = id.valid() ? spec_of(id) : nullptr;
     if (spec == nullptr) return invalid_input(info.name + ": a tensor argument is not known");
@@ -210,7 +222,8 @@ bool keeps_program_small(int64_t input_bytes, int64_t output_bytes) {
   return output_bytes <= input_bytes + kMaxGrowth;
 }
 
-Result<std::vector<ConstantData>> evaluate_node(const Graph& graph, const Node& node) {
+Result<std::vector<ConstantData>> evaluate_node(const Graph& graph, const Node& node,
+                                                WritableArena* arena) {
   SpecOf spec_of = [&graph](ValueId id) -> const TensorSpec* {
     const Value& v = graph.value(id);
     return v.kind == ValueKind::kConstant ? &v.spec : nullptr;
@@ -218,13 +231,14 @@ Result<std::vector<ConstantData>> evaluate_node(const Graph& graph, const Node& 
   std::vector<TensorSpec> outputs;
   for (ValueId o : node.outputs)
     outputs.push_back(graph.value(o).spec);
-  return run_kernel(node.op, node.args, spec_of, outputs);
+  return run_kernel(node.op, node.args, spec_of, outputs, arena);
 }
 
 Result<std::vector<ConstantData>> evaluate_op(OpKind op, std::span<const ArgValue> args,
                                               const KnownSpecOf& known,
-                                              std::span<const TensorSpec> outputs) {
-  return run_kernel(op, args, known, outputs);
+                                              std::span<const TensorSpec> outputs,
+                                              WritableArena* arena) {
+  return run_kernel(op, args, known, outputs, arena);
 }
 
 }  // namespace etc

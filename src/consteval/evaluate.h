@@ -19,6 +19,7 @@
 #include "graph/graph.h"
 #include "graph/ops.h"
 #include "graph/tensor_spec.h"
+#include "support/file_io.h"
 #include "support/status.h"
 
 namespace etc {
@@ -37,7 +38,10 @@ bool keeps_program_small(int64_t input_bytes, int64_t output_bytes);
 // sizes, with its CPU kernel; returns the bytes of each output, sized by the output's spec
 // (which must be static). Fails when the node cannot be evaluated (why_not_evaluable, an
 // argument that is not a constant) or the kernel rejects the call, with the kernel's message.
-Result<std::vector<ConstantData>> evaluate_node(const Graph& graph, const Node& node);
+// The results' memory comes from `arena` when one is given (many medium-sized results fill
+// its huge pages), else each result is a blob of its own.
+Result<std::vector<ConstantData>> evaluate_node(const Graph& graph, const Node& node,
+                                                WritableArena* arena = nullptr);
 
 // The same for a node not (yet) in a graph: `args` as a node of `op` holds them (every schema
 // argument), `known(v)` the spec, with its constant bytes, of each tensor argument (null for
@@ -45,6 +49,7 @@ Result<std::vector<ConstantData>> evaluate_node(const Graph& graph, const Node& 
 using KnownSpecOf = std::function<const TensorSpec*(ValueId)>;
 Result<std::vector<ConstantData>> evaluate_op(OpKind op, std::span<const ArgValue> args,
                                               const KnownSpecOf& known,
-                                              std::span<const TensorSpec> outputs);
+                                              std::span<const TensorSpec> outputs,
+                                              WritableArena* arena = nullptr);
 
 }  // namespace etc

@@ -10,104 +10,6 @@
 namespace etc {
 namespace {
 
-std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes) {
-  std::vector<int64_t> s(sizes.size(), 1);
-  for (size_t i = sizes.size(); i-- > 1;)
-    s[i - 1] = s[i] * std::max<int64_t>(sizes[i], 1);
-  return s;
-}
-
-// Copies the strided view (sizes, element strides, element offset) of `in` into `out`
-// contiguously; `elem` is the element size.
-// Copies an R x C block whose input strides are (sr, sc) elements, in 32 x 32 tiles so that
-// a transpose reads and writes whole cache lines (a weight transpose is most of the work
-// when folding a large model). Elements are copied with fixed-size memcpy: the input may be a
-// window into a mapped archive at any alignment.
-template <size_t E>
-void copy_block(const uint8_t* in, int64_t rows, int64_t cols, int64_t sr, int64_t sc,
-                uint8_t* out) {
-  constexpr int64_t kTile = 32;
-  for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
-    const int64_t r1 = std::min(rows, r0 + kTile);
-    for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
-      const int64_t c1 = std::min(cols, c0 + kTile);
-      for (int64_t r = r0; r < r1; ++r) {
-        const uint8_t* src = in + static_cast<size_t>(r * sr) * E;
-        uint8_t* dst = out + static_cast<size_t>(r * cols) * E;
-        for (int64_t c = c0; c < c1; ++c)
-          std::memcpy(dst + static_cast<size_t>(c) * E, src + static_cast<size_t>(c * sc) * E, E);
-      }
-    }
-  }
-}
-
-void copy_block_bytes(const uint8_t* in, int64_t rows, int64_t cols, int64_t sr, int64_t sc,
-                      size_t elem, uint8_t* out) {
-  if (sc == 1) {  // rows are contiguous runs
-    for (int64_t r = 0; r < rows; ++r) {
-      std::memcpy(out + static_cast<size_t>(r * cols) * elem,
-                  in + static_cast<size_t>(r * sr) * elem, static_cast<size_t>(cols) * elem);
-    }
-    return;
-  }
-  switch (elem) {
-    case 1:
-      return copy_block<1>(in, rows, cols, sr, sc, out);
-    case 2:
-      return copy_block<2>(in, rows, cols, sr, sc, out);
-    case 4:
-      return copy_block<4>(in, rows, cols, sr, sc, out);
-    case 8:
-      return copy_block<8>(in, rows, cols, sr, sc, out);
-    default:
-      for (int64_t r = 0; r < rows; ++r) {
-        for (int64_t c = 0; c < cols; ++c) {
-          std::memcpy(out + static_cast<size_t>(r * cols + c) * elem,
-                      in + static_cast<size_t>(r * sr + c * sc) * elem, elem);
-        }
-      }
-  }
-}
-
-// out (contiguous, `sizes`) = the elements of `in` at offset + sum(index[d] * strides[d]).
-// The two innermost output dims are copied as a block; the outer ones are iterated.
-void gather(const uint8_t* in, const std::vector<int64_t>& sizes,
-            const std::vector<int64_t>& strides, int64_t offset, size_t elem, uint8_t* out) {
-  const size_t rank = sizes.size();
-  for (int64_t d : sizes)
-    if (d == 0) return;
-  if (rank == 0) {
-    std::memcpy(out, in + static_cast<size_t>(offset) * elem, elem);
-    return;
-  }
-  const int64_t cols = sizes[rank - 1], sc = strides[rank - 1];
-  const int64_t rows = rank >= 2 ? sizes[rank - 2] : 1, sr = rank >= 2 ? strides[rank - 2] : 0;
-  const size_t outer_rank = rank >= 2 ? rank - 2 : 0;
-  int64_t outer = 1;
-  for (size_t d = 0; d < outer_rank; ++d)
-    outer *= sizes[d];
-  std::vector<int64_t> idx(outer_rank, 0);
-  const size_t block = static_cast<size_t>(rows * cols) * elem;
-  for (int64_t i = 0; i < outer; ++i) {
-    int64_t src = offset;
-    for (size_t d = 0; d < outer_rank; ++d)
-      src += idx[d] * strides[d];
-    copy_block_bytes(in + static_cast<size_t>(src) * elem, rows, cols, sr, sc, elem,
-                     out + static_cast<size_t>(i) * block);
-    for (size_t d = outer_rank; d-- > 0;) {
-      if (++idx[d] < sizes[d]) break;
-      idx[d] = 0;
-    }
-  }
-}
-
-// ATen's cast semantics (convert_element), element by element.
-void convert(DType from, DType to, const uint8_t* in, uint8_t* out, int64_t n) {
-  const size_t si = static_cast<size_t>(dtype_size(from)), so = static_cast<size_t>(dtype_size(to));
-  for (int64_t i = 0; i < n; ++i, in += si, out += so)
-    convert_element(from, in, to, out);
-}
-
 // The most elements of an 8-bit integer constant that a widening cast folds: biases and
 // zero points fold, weight matrices stay packed.
 constexpr int64_t kMaxWidenedQuantized = 4096;
@@ -124,17 +26,13 @@ bool widens_packed_weight(const TensorSpec& in, DType to) {
 struct Folder {
   const Graph& g;
   const Node& n;
-  WritableArena& arena;  // memory for strided copies
+  WritableArena& arena;  // memory for the evaluated results
   const OpSchema& schema = op_info(n.op).schema;
 
   const ArgValue& arg(const char* name) const {
     return n.args[static_cast<size_t>(schema.arg_index(name))];
   }
-  int64_t int_arg(const char* name) const { return std::get<int64_t>(arg(name)); }
   const TensorSpec& self() const { return g.value(std::get<ValueId>(n.args[0])).spec; }
-  static int64_t wrap(int64_t d, size_t rank) {
-    return d < 0 ? d + static_cast<int64_t>(std::max<size_t>(rank, 1)) : d;
-  }
 
   std::optional<ConstantData> evaluated() const;
 
@@ -169,109 +67,30 @@ struct Folder {
       case OpKind::SqueezeDims:
       case OpKind::Unsqueeze:
         return self().constant;  // same elements, same order: share the bytes
-      case OpKind::ToCopy: {
-        if (self().dtype == out.dtype) return self().constant;
+      case OpKind::ToCopy:
+        if (self().dtype == out.dtype) return self().constant;  // same elements: share
         if (widens_packed_weight(self(), out.dtype)) return std::nullopt;
-        std::string bytes(static_cast<size_t>(out.nbytes()), '\0');
-        convert(self().dtype, out.dtype, self().constant.bytes().data(),
-                reinterpret_cast<uint8_t*>(bytes.data()), out.numel());
-        return fresh(std::move(bytes));
-      }
-      case OpKind::Cat: {
-        const auto& ins = std::get<std::vector<ValueId>>(arg("tensors"));
-        for (ValueId v : ins) {
-          if (g.value(v).spec.dtype != out.dtype) return std::nullopt;  // mixed dtypes: leave it
-        }
-        int64_t dim = wrap(int_arg("dim"), out.rank());
-        std::string bytes(static_cast<size_t>(out.nbytes()), '\0');
-        // outer = product of dims before `dim`; each input contributes a contiguous chunk per outer
-        // index.
-        int64_t outer = 1;
-        for (int64_t d = 0; d < dim; ++d)
-          outer *= out.sizes[static_cast<size_t>(d)];
-        size_t pos = 0;
-        for (int64_t o = 0; o < outer; ++o) {
-          for (ValueId v : ins) {
-            const TensorSpec& s = g.value(v).spec;
-            if (s.rank() == 1 && s.sizes[0] == 0) continue;
-            size_t chunk = static_cast<size_t>(s.nbytes() / std::max<int64_t>(outer, 1));
-            std::memcpy(bytes.data() + pos,
-                        s.constant.bytes().data() + static_cast<size_t>(o) * chunk, chunk);
-            pos += chunk;
-          }
-        }
-        return fresh(std::move(bytes));
-      }
+        break;
       default:
         break;
     }
-    // Strided views: describe output dim d by a stride into the input and an offset.
-    const TensorSpec& in = self();
-    std::vector<int64_t> in_strides = contiguous_strides(in.sizes);
-    std::vector<int64_t> strides;
-    int64_t offset = 0;
-    switch (n.op) {
-      case OpKind::Permute:
-        for (int64_t d : std::get<std::vector<int64_t>>(arg("dims"))) {
-          strides.push_back(in_strides[static_cast<size_t>(wrap(d, in.rank()))]);
-        }
-        break;
-      case OpKind::TransposeInt: {
-        strides = in_strides;
-        if (in.rank() > 0) {
-          std::swap(strides[static_cast<size_t>(wrap(int_arg("dim0"), in.rank()))],
-                    strides[static_cast<size_t>(wrap(int_arg("dim1"), in.rank()))]);
-        }
-        break;
-      }
-      case OpKind::Expand: {
-        size_t lead = out.rank() - in.rank();
-        strides.assign(out.rank(), 0);
-        for (size_t d = 0; d < in.rank(); ++d)
-          strides[lead + d] = in.sizes[d] == 1 ? 0 : in_strides[d];
-        break;
-      }
-      case OpKind::SliceTensor: {
-        int64_t dim = wrap(int_arg("dim"), in.rank());
-        int64_t size = in.sizes[static_cast<size_t>(dim)];
-        int64_t start = 0;
-        if (auto* s = std::get_if<int64_t>(&arg("start")))
-          start = std::clamp<int64_t>(*s < 0 ? *s + size : *s, 0, size);
-        strides = in_strides;
-        strides[static_cast<size_t>(dim)] *= int_arg("step");
-        offset = start * in_strides[static_cast<size_t>(dim)];
-        break;
-      }
-      case OpKind::SelectInt: {
-        int64_t dim = wrap(int_arg("dim"), in.rank());
-        int64_t index = int_arg("index");
-        if (index < 0) index += in.sizes[static_cast<size_t>(dim)];
-        offset = index * in_strides[static_cast<size_t>(dim)];
-        strides = in_strides;
-        strides.erase(strides.begin() + dim);
-        break;
-      }
-      default:
-        return evaluated();
-    }
-    const auto size = static_cast<size_t>(out.nbytes());
-    WritableArena::Piece piece = arena.allocate(size);
-    gather(in.constant.bytes().data(), out.sizes, strides, offset, elem, piece.data);
-    return ConstantData{std::move(piece.blob), piece.offset, size};
+    return evaluated();
   }
 };
 
-// The bytes of output 0 computed by the op's CPU kernel (consteval/evaluate.h), for ops
-// without a copy above: when the op is evaluable, has one output, and folding keeps the
-// program small (a dequantized weight or an outer product stays a node). A kernel's refusal
-// is left for the verifier and the runtime to report, where it is located.
+// The bytes of output 0 computed by the op's CPU kernel (consteval/evaluate.h): every op
+// but the shape-only ones above (transposes, slices, cat, casts, arithmetic), when the op
+// is evaluable, has one output, and folding keeps the program small (a dequantized weight
+// or an outer product stays a node). Results go into the pass's arena: many medium-sized
+// ones (a model's transposed weights) fill huge pages. A kernel's refusal is left for the
+// verifier and the runtime to report, where it is located.
 std::optional<ConstantData> Folder::evaluated() const {
   if (!why_not_evaluable(n.op).empty()) return std::nullopt;
   int64_t in_bytes = 0;
   for (ValueId v : tensor_args(n))
     in_bytes += g.value(v).spec.nbytes();
   if (!keeps_program_small(in_bytes, g.value(n.outputs[0]).spec.nbytes())) return std::nullopt;
-  Result<std::vector<ConstantData>> r = evaluate_node(g, n);
+  Result<std::vector<ConstantData>> r = evaluate_node(g, n, &arena);
   if (!r.ok()) return std::nullopt;
   return std::move(r->front());
 }
