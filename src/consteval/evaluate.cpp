@@ -79,6 +79,42 @@ class Buffers {
   std::vector<std::shared_ptr<const Blob>> keep_;
 };
 
+// A non-tensor argument as the kernel's value (a Scalar as its int, double or bool).
+rt::Value plain_value(const ArgValue& a) {
+  rt::Value v;
+  if (const auto* sc = std::get_if<Scalar>(&a)) {
+    return plain_value(std::visit([](auto x) { return ArgValue(x); }, sc->v));
+  }
+  if (const auto* n = std::get_if<int64_t>(&a)) {
+    v.kind = rt::Value::Kind::kInt;
+    v.i = *n;
+  } else if (const auto* il = std::get_if<std::vector<int64_t>>(&a)) {
+    v.kind = rt::Value::Kind::kIntList;
+    v.ints = *il;
+  } else if (const auto* d = std::get_if<double>(&a)) {
+    v.kind = rt::Value::Kind::kDouble;
+    v.d = *d;
+  } else if (const auto* dl = std::get_if<std::vector<double>>(&a)) {
+    v.kind = rt::Value::Kind::kDoubleList;
+    v.doubles = *dl;
+  } else if (const auto* b = std::get_if<bool>(&a)) {
+    v.kind = rt::Value::Kind::kBool;
+    v.b = *b;
+  } else if (const auto* bl = std::get_if<std::vector<bool>>(&a)) {
+    v.kind = rt::Value::Kind::kBoolList;
+    v.bools = *bl;
+  } else if (const auto* str = std::get_if<std::string>(&a)) {
+    v.kind = rt::Value::Kind::kString;
+    v.s = *str;
+  } else if (const auto* dt = std::get_if<DType>(&a)) {
+    v.kind = rt::Value::Kind::kInt;                         // a ScalarType, as programs carry it
+    v.i = static_cast<uint8_t>(dtype_to_scalar_type(*dt));  // 0..max
+  } else {
+    v.kind = rt::Value::Kind::kNone;  // None (tensors are handled by the caller)
+  }
+  return v;
+}
+
 Result<std::vector<ConstantData>> run_kernel(OpKind op, std::span<const ArgValue> args,
                                              const SpecOf& spec_of,
                                              std::span<const TensorSpec> outputs,
@@ -135,43 +171,8 @@ Result<std::vector<ConstantData>> run_kernel(OpKind op, std::span<const ArgValue
         ETC_ASSIGN_OR_RETURN(rt::Value * item, tensor_value(t));
         v.tensors.push_back(&item->tensor);
       }
-    } else if (std::holds_alternative<std::monostate>(a)) {
-      v.kind = rt::Value::Kind::kNone;
-    } else if (const auto* sc = std::get_if<Scalar>(&a)) {
-      if (const auto* n = std::get_if<int64_t>(&sc->v)) {
-        v.kind = rt::Value::Kind::kInt;
-        v.i = *n;
-      } else if (const auto* d = std::get_if<double>(&sc->v)) {
-        v.kind = rt::Value::Kind::kDouble;
-        v.d = *d;
-      } else {
-        v.kind = rt::Value::Kind::kBool;
-        v.b = std::get<bool>(sc->v);
-      }
-    } else if (const auto* n = std::get_if<int64_t>(&a)) {
-      v.kind = rt::Value::Kind::kInt;
-      v.i = *n;
-    } else if (const auto* il = std::get_if<std::vector<int64_t>>(&a)) {
-      v.kind = rt::Value::Kind::kIntList;
-      v.ints = *il;
-    } else if (const auto* d = std::get_if<double>(&a)) {
-      v.kind = rt::Value::Kind::kDouble;
-      v.d = *d;
-    } else if (const auto* dl = std::get_if<std::vector<double>>(&a)) {
-      v.kind = rt::Value::Kind::kDoubleList;
-      v.doubles = *dl;
-    } else if (const auto* b = std::get_if<bool>(&a)) {
-      v.kind = rt::Value::Kind::kBool;
-      v.b = *b;
-    } else if (const auto* bl = std::get_if<std::vector<bool>>(&a)) {
-      v.kind = rt::Value::Kind::kBoolList;
-      v.bools = *bl;
-    } else if (const auto* s = std::get_if<std::string>(&a)) {
-      v.kind = rt::Value::Kind::kString;
-      v.s = *s;
     } else {
-      v.kind = rt::Value::Kind::kInt;  // a ScalarType, as programs carry it
-      v.i = static_cast<uint8_t>(dtype_to_scalar_type(std::get<DType>(a)));  // 0..max
+      v = plain_value(a);
     }
     call.push_back(add(std::move(v)));
   }
@@ -239,6 +240,25 @@ Result<std::vector<ConstantData>> evaluate_op(OpKind op, std::span<const ArgValu
                                               std::span<const TensorSpec> outputs,
                                               WritableArena* arena) {
   return run_kernel(op, args, known, outputs, arena);
+}
+
+Result<std::vector<ValueId>> add_evaluated(Graph& graph, OpKind op, std::span<const ArgValue> args,
+                                           std::span<const std::string> names,
+                                           std::span<const TensorSpec> specs) {
+  KnownSpecOf spec_of = [&graph](ValueId v) -> const TensorSpec* {
+    const Value& value = graph.value(v);
+    return value.kind == ValueKind::kConstant ? &value.spec : nullptr;
+  };
+  ETC_ASSIGN_OR_RETURN(std::vector<ConstantData> results,
+                       run_kernel(op, args, spec_of, specs, nullptr));
+  std::vector<ValueId> ids;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    TensorSpec spec = specs[i];
+    spec.is_const = true;
+    spec.constant = std::move(results[i]);
+    ids.push_back(graph.add_constant(names[i], std::move(spec)));
+  }
+  return ids;
 }
 
 }  // namespace etc

@@ -52,4 +52,11 @@ Result<std::vector<ConstantData>> evaluate_op(OpKind op, std::span<const ArgValu
                                               std::span<const TensorSpec> outputs,
                                               WritableArena* arena = nullptr);
 
+// An importer's fold: evaluates a node about to be added to `graph` (its arguments, the
+// names and specs its outputs would have; every tensor argument a constant of `graph`) and
+// adds its results as constants under those names instead. Returns them, in output order.
+Result<std::vector<ValueId>> add_evaluated(Graph& graph, OpKind op, std::span<const ArgValue> args,
+                                           std::span<const std::string> names,
+                                           std::span<const TensorSpec> specs);
+
 }  // namespace etc

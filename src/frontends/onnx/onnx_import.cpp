@@ -424,8 +424,7 @@ Result<bool> NodeCtx::fold(OpKind op, const std::vector<ArgValue>& args,
   if (!any_tensor || !all_known || out_elements > kMaxEvalElements ||
       !keeps_program_small(in_bytes, out_bytes) || !why_not_evaluable(op).empty())
     return false;
-  auto spec_of = [this](ValueId v) -> const TensorSpec* { return &im_.graph_.value(v).spec; };
-  Result<std::vector<ConstantData>> r = evaluate_op(op, args, spec_of, specs);
+  Result<std::vector<ValueId>> r = add_evaluated(im_.graph_, op, args, names, specs);
   if (!r.ok()) {
     Status s = r.status();
     return std::move(s)
@@ -433,15 +432,9 @@ Result<bool> NodeCtx::fold(OpKind op, const std::vector<ArgValue>& args,
         .add_context("while evaluating ONNX " + op_type() + " (as " + op_info(op).name +
                      ") at export time: its inputs are known");
   }
-  last_outputs_.clear();
-  for (size_t i = 0; i < specs.size(); ++i) {
-    TensorSpec spec = specs[i];
-    spec.is_const = true;
-    spec.constant = std::move((*r)[i]);
-    ValueId v = im_.graph_.add_constant(names[i], std::move(spec));
-    im_.temps_.insert(v.v);
-    last_outputs_.push_back(v);
-  }
+  last_outputs_ = std::move(*r);
+  for (ValueId v : last_outputs_)
+    im_.temps_.insert(v.v);  // named as the node's outputs by set_output
   return true;
 }
 

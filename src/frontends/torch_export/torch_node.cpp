@@ -511,8 +511,7 @@ Result<bool> TorchNode::fold(OpKind op, const std::vector<ArgValue>& args,
   for (const TensorSpec& s : specs)
     elements += s.numel();
   if (elements > kMaxKnownElements) return false;
-  auto spec_of = [this](ValueId v) -> const TensorSpec* { return &im_.graph_.value(v).spec; };
-  Result<std::vector<ConstantData>> r = evaluate_op(op, args, spec_of, specs);
+  Result<std::vector<ValueId>> r = add_evaluated(im_.graph_, op, args, names, specs);
   if (!r.ok()) {
     Status s = r.status();
     std::string where = source_line(node_);
@@ -522,15 +521,9 @@ Result<bool> TorchNode::fold(OpKind op, const std::vector<ArgValue>& args,
                      " at export time (its inputs are known" +
                      (where.empty() ? ")" : "), from " + where));
   }
-  last_outputs_.clear();
-  for (size_t i = 0; i < specs.size(); ++i) {
-    TensorSpec spec = specs[i];
-    spec.is_const = true;
-    spec.constant = std::move((*r)[i]);
-    ValueId v = im_.graph_.add_constant(names[i], std::move(spec));
+  last_outputs_ = std::move(*r);
+  for (ValueId v : last_outputs_)
     im_.known_values_.insert(v.v);
-    last_outputs_.push_back(v);
-  }
   return true;
 }
 
