@@ -1007,6 +1007,7 @@ const std::map<std::string, Converter>& torch_converters() {
     add_position_converters(t);
     add_volume_converters(t);
     add_segment_converters(t);
+    add_quantized_converters(t);
     add_composite_converters(t);
     return t;
   }();

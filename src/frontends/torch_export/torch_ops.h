@@ -35,6 +35,9 @@ Result<ValueId> emit_scatter_reduce(TorchNode& n, ValueId x, const std::vector<V
 // Batch norm in training mode, the forms that update the running statistics in place
 // (_native_batch_norm_legit, batch_norm with training=True) (torch_ops_reduce.cpp).
 Status convert_batch_norm_training(TorchNode& n, bool functional);
+// Adds PT2E's quantize and dequantize ops, per tensor and per channel
+// (quantized_decomposed.*, torch_ops_quantized.cpp).
+void add_quantized_converters(std::map<std::string, Converter>& table);
 // Adds embedding_bag (torch_ops_segment.cpp).
 void add_segment_converters(std::map<std::string, Converter>& table);
 // Adds the attention, indexing and state-write converters to the table.

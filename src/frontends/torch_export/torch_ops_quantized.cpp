@@ -1,0 +1,270 @@
+// The quantized_decomposed ops that PT2E quantization (prepare_pt2e / convert_pt2e with
+// ExecuTorch's XNNPACKQuantizer, torchao's quantizers) leaves in a program: quantize and
+// dequantize per tensor and per channel. Each becomes the elementwise ops of PyTorch's own
+// reference implementation (torch/ao/quantization/fx/_decomposed.py), in its order and
+// dtypes, so that etc computes what eager computes for the converted model: quantizing is
+// round(x * (1 / scale)) + zero_point clamped to [quant_min, quant_max] and cast, and
+// dequantizing (q - zero_point) * scale. The int8 weights stay int8 in the program.
+#include <cmath>
+#include <cstdint>
+
+#include "frontends/torch_export/torch_ops.h"
+
+namespace etc::torch_import {
+namespace {
+
+// An integer dtype PT2E quantizes to, and the bounds it must respect.
+Status check_quantized(TorchNode& n, DType dtype, int64_t quant_min, int64_t quant_max) {
+  int64_t lo = 0, hi = 0;
+  switch (dtype) {
+    case DType::kInt8:
+      lo = -128, hi = 127;
+      break;
+    case DType::kUInt8:
+      lo = 0, hi = 255;
+      break;
+    case DType::kInt16:
+      lo = -32768, hi = 32767;
+      break;
+    case DType::kInt32:
+      lo = INT32_MIN, hi = INT32_MAX;
+      break;
+    default:
+      return n.unsupported("quantized dtype " + std::string(dtype_name(dtype)) +
+                           " (etc takes int8, uint8, int16 and int32)");
+  }
+  if (quant_min < lo || quant_max > hi || quant_min > quant_max) {
+    return n.invalid("quant_min " + std::to_string(quant_min) + " and quant_max " +
+                     std::to_string(quant_max) + " are not a range of " +
+                     std::string(dtype_name(dtype)));
+  }
+  return Status();
+}
+
+struct QuantArgs {
+  int64_t quant_min = 0, quant_max = 0;
+  DType dtype = DType::kInt8;
+};
+
+Result<QuantArgs> quant_args(TorchNode& n) {
+  QuantArgs a;
+  ETC_ASSIGN_OR_RETURN(a.quant_min, n.int_arg("quant_min"));
+  ETC_ASSIGN_OR_RETURN(a.quant_max, n.int_arg("quant_max"));
+  ETC_ASSIGN_OR_RETURN(std::optional<DType> dtype, n.dtype_arg("dtype"));
+  if (!dtype) return n.invalid("dtype is required");
+  a.dtype = *dtype;
+  ETC_RETURN_IF_ERROR(check_quantized(n, a.dtype, a.quant_min, a.quant_max));
+  return a;
+}
+
+// The float input as float32 (PyTorch's reference casts float16 and bfloat16 up).
+Result<ValueId> float_input(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("input"));
+  const DType d = n.dtype(x);
+  if (d == DType::kFloat32) return x;
+  if (d != DType::kFloat16 && d != DType::kBFloat16) {
+    return n.invalid("the input is " + std::string(dtype_name(d)) +
+                     "; quantizing takes float32, float16 or bfloat16");
+  }
+  return n.emit(OpKind::ToCopy, {{"self", x}, {"dtype", DType::kFloat32}});
+}
+
+// clamp(r + zero_point, quant_min, quant_max).to(dtype), where r is the rounded, scaled
+// input; zero_point a number or a tensor broadcasting with r.
+Result<ValueId> finish_quantize(TorchNode& n, ValueId r, const ArgValue& zero_point,
+                                const QuantArgs& a) {
+  ValueId v = r;
+  if (const auto* z = std::get_if<ValueId>(&zero_point)) {
+    ETC_ASSIGN_OR_RETURN(v, n.emit(OpKind::AddTensor, {{"self", v}, {"other", *z}}));
+  } else {
+    ETC_ASSIGN_OR_RETURN(
+        v, n.emit(OpKind::AddScalar, {{"self", v}, {"other", std::get<Scalar>(zero_point)}}));
+  }
+  ETC_ASSIGN_OR_RETURN(
+      v, n.emit(OpKind::Clamp,
+                {{"self", v}, {"min", Scalar{a.quant_min}}, {"max", Scalar{a.quant_max}}}));
+  return n.emit(OpKind::ToCopy, {{"self", v}, {"dtype", a.dtype}});
+}
+
+// The input's dtype must be the one the op names.
+Status check_input_dtype(TorchNode& n, ValueId q, DType dtype) {
+  if (n.dtype(q) == dtype) return Status();
+  return n.invalid("the input is " + std::string(dtype_name(n.dtype(q))) + "; dtype says " +
+                   std::string(dtype_name(dtype)));
+}
+
+Result<DType> out_dtype(TorchNode& n) {
+  if (!n.has("out_dtype")) return DType::kFloat32;
+  ETC_ASSIGN_OR_RETURN(std::optional<DType> d, n.dtype_arg("out_dtype"));
+  const DType out = d.value_or(DType::kFloat32);
+  if (!dtype_is_float(out)) {
+    return n.invalid("out_dtype " + std::string(dtype_name(out)) + " is not a float dtype");
+  }
+  return out;
+}
+
+// A one-element tensor argument (the .tensor overloads' scale and zero point) as a 0-d
+// value, so that it broadcasts as the number it stands for.
+Result<ValueId> scalar_tensor(TorchNode& n, const char* arg) {
+  ETC_ASSIGN_OR_RETURN(ValueId v, n.tensor(arg));
+  if (n.spec(v).numel() != 1) {
+    return n.invalid(std::string(arg) + " must hold one element, it has " +
+                     std::to_string(n.spec(v).numel()));
+  }
+  return n.emit(OpKind::Reshape, {{"self", v}, {"shape", std::vector<int64_t>{}}});
+}
+
+// quantize_per_tensor(input, scale, zero_point, quant_min, quant_max, dtype); the .tensor
+// overload takes scale and zero_point as one-element tensors (read with .item() by the
+// reference: the same float32 product with the reciprocal rounded to float32).
+Status convert_quantize_per_tensor(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(QuantArgs a, quant_args(n));
+  ETC_ASSIGN_OR_RETURN(ValueId x, float_input(n));
+  ValueId scaled;
+  ArgValue zero_point;
+  if (n.is_tensor("scale")) {
+    ETC_ASSIGN_OR_RETURN(ValueId s, scalar_tensor(n, "scale"));
+    ETC_ASSIGN_OR_RETURN(ValueId inv, n.emit(OpKind::Reciprocal, {{"self", s}}));
+    if (n.dtype(inv) != DType::kFloat32) {
+      ETC_ASSIGN_OR_RETURN(inv,
+                           n.emit(OpKind::ToCopy, {{"self", inv}, {"dtype", DType::kFloat32}}));
+    }
+    ETC_ASSIGN_OR_RETURN(scaled, n.emit(OpKind::MulTensor, {{"self", x}, {"other", inv}}));
+    ETC_ASSIGN_OR_RETURN(ValueId z, scalar_tensor(n, "zero_point"));
+    if (dtype_is_float(n.dtype(z))) return n.invalid("zero_point must be an integer");
+    ETC_ASSIGN_OR_RETURN(z, n.emit(OpKind::ToCopy, {{"self", z}, {"dtype", DType::kFloat32}}));
+    zero_point = z;
+  } else {
+    ETC_ASSIGN_OR_RETURN(double scale, n.float_arg("scale"));
+    if (!(scale > 0) || !std::isfinite(scale)) {
+      return n.invalid("scale " + std::to_string(scale) + " must be positive and finite");
+    }
+    ETC_ASSIGN_OR_RETURN(scaled,
+                         n.emit(OpKind::MulScalar, {{"self", x}, {"other", Scalar{1.0 / scale}}}));
+    ETC_ASSIGN_OR_RETURN(int64_t zp, n.int_arg("zero_point"));
+    zero_point = Scalar{zp};
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId r, n.emit(OpKind::Round, {{"self", scaled}}));
+  ETC_ASSIGN_OR_RETURN(ValueId out, finish_quantize(n, r, zero_point, a));
+  return n.set_output(0, out);
+}
+
+// dequantize_per_tensor(input, scale, zero_point, quant_min, quant_max, dtype, *,
+// out_dtype=float32): (input.to(out_dtype) - zero_point) * scale.
+Status convert_dequantize_per_tensor(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(QuantArgs a, quant_args(n));
+  ETC_ASSIGN_OR_RETURN(DType out, out_dtype(n));
+  ETC_ASSIGN_OR_RETURN(ValueId q, n.tensor("input"));
+  ETC_RETURN_IF_ERROR(check_input_dtype(n, q, a.dtype));
+  ETC_ASSIGN_OR_RETURN(ValueId d, n.emit(OpKind::ToCopy, {{"self", q}, {"dtype", out}}));
+  if (n.is_tensor("scale")) {
+    ETC_ASSIGN_OR_RETURN(ValueId z, scalar_tensor(n, "zero_point"));
+    ETC_ASSIGN_OR_RETURN(z, n.emit(OpKind::ToCopy, {{"self", z}, {"dtype", out}}));
+    ETC_ASSIGN_OR_RETURN(d, n.emit(OpKind::SubTensor, {{"self", d}, {"other", z}}));
+    ETC_ASSIGN_OR_RETURN(ValueId s, scalar_tensor(n, "scale"));
+    ETC_ASSIGN_OR_RETURN(s, n.emit(OpKind::ToCopy, {{"self", s}, {"dtype", out}}));
+    ETC_ASSIGN_OR_RETURN(d, n.emit(OpKind::MulTensor, {{"self", d}, {"other", s}}));
+  } else {
+    ETC_ASSIGN_OR_RETURN(int64_t zp, n.int_arg("zero_point"));
+    ETC_ASSIGN_OR_RETURN(double scale, n.float_arg("scale"));
+    ETC_ASSIGN_OR_RETURN(d, n.emit(OpKind::SubScalar, {{"self", d}, {"other", Scalar{zp}}}));
+    ETC_ASSIGN_OR_RETURN(d, n.emit(OpKind::MulScalar, {{"self", d}, {"other", Scalar{scale}}}));
+  }
+  return n.set_output(0, d);
+}
+
+// A per-channel parameter (scales, zero_points: [C]) viewed to broadcast along `axis` of a
+// tensor of rank `rank`.
+Result<ValueId> along_axis(TorchNode& n, ValueId v, int64_t axis, int64_t rank, int64_t channels,
+                           const char* what) {
+  if (n.spec(v).numel() != channels) {
+    return n.invalid(std::string(what) + " has " + std::to_string(n.spec(v).numel()) +
+                     " elements for the " + std::to_string(channels) + " channels of axis " +
+                     std::to_string(axis));
+  }
+  std::vector<int64_t> shape(static_cast<size_t>(rank), 1);
+  shape[static_cast<size_t>(axis)] = channels;
+  return n.emit(OpKind::Reshape, {{"self", v}, {"shape", shape}});
+}
+
+struct ChannelArgs {
+  int64_t axis = 0;
+  int64_t channels = 0;
+  int64_t rank = 0;
+};
+
+Result<ChannelArgs> channel_args(TorchNode& n, ValueId x) {
+  ChannelArgs c;
+  c.rank = static_cast<int64_t>(n.sizes(x).size());
+  ETC_ASSIGN_OR_RETURN(int64_t axis, n.int_arg("axis"));
+  ETC_ASSIGN_OR_RETURN(c.axis, n.wrap_dim(axis, c.rank, "axis"));
+  c.channels = n.sizes(x)[static_cast<size_t>(c.axis)];
+  return c;
+}
+
+// quantize_per_channel(input, scales, zero_points, axis, quant_min, quant_max, dtype):
+// clamp(round(input * (1.0 / scales)) + zero_points, quant_min, quant_max).to(dtype), the
+// parameters along axis.
+Status convert_quantize_per_channel(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(QuantArgs a, quant_args(n));
+  ETC_ASSIGN_OR_RETURN(ValueId x, float_input(n));
+  ETC_ASSIGN_OR_RETURN(ChannelArgs c, channel_args(n, x));
+  ETC_ASSIGN_OR_RETURN(ValueId s, n.tensor("scales"));
+  ETC_ASSIGN_OR_RETURN(s, along_axis(n, s, c.axis, c.rank, c.channels, "scales"));
+  ETC_ASSIGN_OR_RETURN(ValueId inv, n.emit(OpKind::Reciprocal, {{"self", s}}));
+  ETC_ASSIGN_OR_RETURN(ValueId scaled, n.emit(OpKind::MulTensor, {{"self", x}, {"other", inv}}));
+  ETC_ASSIGN_OR_RETURN(ValueId r, n.emit(OpKind::Round, {{"self", scaled}}));
+  ETC_ASSIGN_OR_RETURN(ValueId z, n.tensor("zero_points"));
+  ETC_ASSIGN_OR_RETURN(z, along_axis(n, z, c.axis, c.rank, c.channels, "zero_points"));
+  ETC_ASSIGN_OR_RETURN(ValueId out, finish_quantize(n, r, z, a));
+  return n.set_output(0, out);
+}
+
+// dequantize_per_channel(input, scales, zero_points, axis, quant_min, quant_max, dtype, *,
+// out_dtype=float32): ((input - zero_points) * scales).to(out_dtype), the parameters along
+// axis (no zero points: input * scales). PyTorch subtracts in int64; with float32 scales
+// and 8- or 16-bit values the difference is exact in float32 too, so etc subtracts after a
+// cast to float32 (the same bits, without an int64 copy of the weight at run time; the
+// form the CPU kernels dequantize inside a matrix product). Else ATen's dtypes, literally.
+Status convert_dequantize_per_channel(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(QuantArgs a, quant_args(n));
+  ETC_ASSIGN_OR_RETURN(DType out, out_dtype(n));
+  ETC_ASSIGN_OR_RETURN(ValueId q, n.tensor("input"));
+  ETC_RETURN_IF_ERROR(check_input_dtype(n, q, a.dtype));
+  ETC_ASSIGN_OR_RETURN(ChannelArgs c, channel_args(n, q));
+  ETC_ASSIGN_OR_RETURN(ValueId s, n.tensor("scales"));
+  ETC_ASSIGN_OR_RETURN(s, along_axis(n, s, c.axis, c.rank, c.channels, "scales"));
+  ETC_ASSIGN_OR_RETURN(std::optional<ValueId> zero_points, n.optional_tensor("zero_points"));
+  const bool in_float = n.dtype(s) == DType::kFloat32 && a.dtype != DType::kInt32;
+  ValueId d = q;
+  if (in_float) {
+    ETC_ASSIGN_OR_RETURN(d, n.emit(OpKind::ToCopy, {{"self", d}, {"dtype", DType::kFloat32}}));
+  }
+  if (zero_points) {
+    ETC_ASSIGN_OR_RETURN(ValueId z,
+                         along_axis(n, *zero_points, c.axis, c.rank, c.channels, "zero_points"));
+    if (in_float) {
+      if (dtype_is_float(n.dtype(z))) return n.invalid("zero_points must be integers");
+      ETC_ASSIGN_OR_RETURN(z, n.emit(OpKind::ToCopy, {{"self", z}, {"dtype", DType::kFloat32}}));
+    }
+    ETC_ASSIGN_OR_RETURN(d, n.emit(OpKind::SubTensor, {{"self", d}, {"other", z}}));
+  }
+  ETC_ASSIGN_OR_RETURN(d, n.emit(OpKind::MulTensor, {{"self", d}, {"other", s}}));
+  if (n.dtype(d) != out) {
+    ETC_ASSIGN_OR_RETURN(d, n.emit(OpKind::ToCopy, {{"self", d}, {"dtype", out}}));
+  }
+  return n.set_output(0, d);
+}
+
+}  // namespace
+
+void add_quantized_converters(std::map<std::string, Converter>& table) {
+  table["quantized_decomposed.quantize_per_tensor.default"] = convert_quantize_per_tensor;
+  table["quantized_decomposed.quantize_per_tensor.tensor"] = convert_quantize_per_tensor;
+  table["quantized_decomposed.dequantize_per_tensor.default"] = convert_dequantize_per_tensor;
+  table["quantized_decomposed.dequantize_per_tensor.tensor"] = convert_dequantize_per_tensor;
+  table["quantized_decomposed.quantize_per_channel.default"] = convert_quantize_per_channel;
+  table["quantized_decomposed.dequantize_per_channel.default"] = convert_dequantize_per_channel;
+}
+
+}  // namespace etc::torch_import
