@@ -589,6 +589,37 @@ TEST_CASE("an int8 weight stored [K, N] is read as int8 by the product, its scal
   CHECK(std::memcmp(fused.y.data(), plain.y.data(), fused.y.size() * 4) == 0);
 }
 
+TEST_CASE("a PT2E linear with a bias (addmm) dequantizes its per-channel weight inside") {
+  // dequantize_per_channel's program: (_to_copy(q [N, K]) - zp [N, 1]) * scale [N, 1],
+  // permute, addmm(bias, x, w^T, beta, alpha); beta and alpha not 1, so that both count.
+  Graph g;
+  ValueId x = g.add_input("x", spec({3, 192}));
+  ValueId q = int8_constant(g, "q", {80, 192}, -127, 127, 81);
+  ValueId w =
+      node(g, OpKind::ToCopy, "w", {{"self", q}, {"dtype", DType::kFloat32}}, spec({80, 192}));
+  ValueId z = node(g, OpKind::SubTensor, "z",
+                   {{"self", w}, {"other", constant(g, "zp", {80, 1}, 82)}}, spec({80, 192}));
+  ValueId d = node(g, OpKind::MulTensor, "d",
+                   {{"self", z}, {"other", constant(g, "scale", {80, 1}, 83)}}, spec({80, 192}));
+  ValueId t = node(g, OpKind::Permute, "t", {{"self", d}, {"dims", std::vector<int64_t>{1, 0}}},
+                   spec({192, 80}));
+  ValueId y = node(g, OpKind::Addmm, "y",
+                   {{"self", constant(g, "bias", {80}, 84)},
+                    {"mat1", x},
+                    {"mat2", t},
+                    {"beta", Scalar{0.5}},
+                    {"alpha", Scalar{2.0}}},
+                   spec({3, 80}));
+  g.set_outputs({y});
+  const pte::File f = export_graph(g);
+  const Run fused = run(f, true, 3 * 192), plain = run(f, false, 3 * 192);
+  CHECK(rows(fused.profile) ==
+        std::vector<std::string>{"aten::addmm.out + aten::_to_copy.out + aten::sub.out + "
+                                 "aten::mul.out + aten::permute_copy.out"});
+  REQUIRE(fused.y.size() == plain.y.size());
+  CHECK(std::memcmp(fused.y.data(), plain.y.data(), fused.y.size() * 4) == 0);
+}
+
 TEST_CASE("max pooling leaves indices nothing reads unwritten, and writes those a caller sees") {
   for (bool indices_out : {false, true}) {
     INFO("indices are a graph output: " << indices_out);

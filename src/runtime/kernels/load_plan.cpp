@@ -348,11 +348,15 @@ void CpuPlanner::fuse_dequantized_weights() {
   };
   for (size_t i = 0; i < steps().size(); ++i) {
     MethodStep& mm = steps()[i];
-    if (!mm.calls(OpKind::Mm) || mm.args.size() != 4 || mm.fused || mm.state != nullptr ||
-        !plain_f32(mm.args[1]) || !mm.args[0]->is_tensor() ||
-        mm.args[0]->tensor.dtype != DType::kFloat32 || mm.args[1]->tensor.rank() != 2)
+    // mm.out(self, mat2, out) or addmm.out(bias, mat1, mat2, beta, alpha, out), each with its
+    // return value after: where the left operand, the weight and the out are.
+    const bool addmm = mm.calls(OpKind::Addmm) && mm.args.size() == 7;
+    const size_t ia = addmm ? 1 : 0, ib = addmm ? 2 : 1, iout = addmm ? 5 : 2;
+    if (!(addmm || (mm.calls(OpKind::Mm) && mm.args.size() == 4)) || mm.fused ||
+        mm.state != nullptr || !plain_f32(mm.args[ib]) || !mm.args[ia]->is_tensor() ||
+        mm.args[ia]->tensor.dtype != DType::kFloat32 || mm.args[ib]->tensor.rank() != 2)
       continue;
-    const TensorView& b = mm.args[1]->tensor;
+    const TensorView& b = mm.args[ib]->tensor;
     const int64_t k = b.sizes[0], n = b.sizes[1];
     // Walk back from mat2 through the steps that wrote it: [permute_copy (a transpose)],
     // [mul by a constant scale], [sub of a constant zero point], _to_copy of an int8 constant.
@@ -474,7 +478,7 @@ void CpuPlanner::fuse_dequantized_weights() {
       }
     }
     for (const TensorView* t : written)
-      ok = ok && unread_after(i, *t, &mm.args[2]->tensor);
+      ok = ok && unread_after(i, *t, &mm.args[iout]->tensor);
     if (!ok) continue;
     auto state = std::make_unique<DequantizedWeight>();
     state->b = b.data;

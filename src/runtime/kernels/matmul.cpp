@@ -223,6 +223,37 @@ void run_matmul(const MatmulArgs& p, const TensorView& a, const TensorView& b,
   wo.finish();
 }
 
+// The quantized weight the load planner gave this product (kernels/load_plan.h), if any.
+const DequantizedWeight* dequantized_weight(const KernelContext& ctx) {
+  return ctx.state != nullptr ? dynamic_cast<const DequantizedWeight*>(ctx.state->get()) : nullptr;
+}
+
+// out = beta * bias + alpha * a @ B (as run_matmul starts from the bias), where B is the
+// quantized weight q describes: the skipped steps before would have dequantized it into b.
+// The GEMM dequantizes it while packing its panels: the bits of the unfused steps.
+Status run_dequantized(const KernelContext& ctx, const DequantizedWeight& q, const TensorView& a,
+                       const TensorView& b, const TensorView* bias, const Value* beta,
+                       const Value* alpha, TensorView& out, const MatmulShape& s) {
+  const int64_t m = s.m, k = s.k, n = s.n;
+  if (q.b != b.data || q.k != k || q.n != n || a.dtype != DType::kFloat32 ||
+      out.dtype != DType::kFloat32) {
+    return internal_error(std::string(ctx.op) + ": mat2 " + b.describe() +
+                          " is not the dequantized weight planned at load");
+  }
+  auto* c = out.data_as<float>();
+  const float beta_v = beta ? scalar_to<float>(*beta) : 1.0f;
+  if (bias != nullptr && beta_v != 0.0f) {
+    init_from_bias<float>(*bias, beta_v, c, out.sizes);
+  } else {
+    std::fill_n(c, out.numel(), 0.0f);
+  }
+  MatrixRef<float> weight{nullptr, 0, 0};
+  weight.dequant = &q.dequant;
+  const float alpha_v = alpha ? scalar_to<float>(*alpha) : 1.0f;
+  gemm(m, n, k, alpha_v, MatrixRef<float>{a.data_as<const float>(), k, 1}, weight, c, n);
+  return Status();
+}
+
 Status mm_kernel(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& a = tensor_arg(args, 0);
@@ -232,20 +263,8 @@ Status mm_kernel(KernelContext& ctx, std::span<Value*> args) {
   const int64_t m = s.m, k = s.k, n = s.n;
   if (out.numel() == 0) return Status();
   MatmulArgs p{1, m, n, k, 0, k, 1, 0, n, 1};
-  if (const auto* q =
-          ctx.state != nullptr ? dynamic_cast<const DequantizedWeight*>(ctx.state->get()) : nullptr;
-      q != nullptr) {
-    // mat2 is a quantized weight the skipped steps before would have dequantized.
-    if (q->b != b.data || q->k != k || q->n != n || a.dtype != DType::kFloat32 ||
-        out.dtype != DType::kFloat32) {
-      return internal_error(std::string(ctx.op) + ": mat2 " + b.describe() +
-                            " is not the dequantized weight planned at load");
-    }
-    std::fill_n(out.data_as<float>(), out.numel(), 0.0f);
-    MatrixRef<float> weight{nullptr, 0, 0};
-    weight.dequant = &q->dequant;
-    gemm(m, n, k, 1.0f, MatrixRef<float>{a.data_as<const float>(), k, 1}, weight,
-         out.data_as<float>(), n);
+  if (const DequantizedWeight* q = dequantized_weight(ctx)) {
+    ETC_RETURN_IF_ERROR(run_dequantized(ctx, *q, a, b, nullptr, nullptr, nullptr, out, s));
   } else {
     ETC_RETURN_IF_ERROR(visit_gemm_type(ctx, out.dtype, [&]<typename G>() {
       run_matmul<G>(p, a, b, nullptr, nullptr, nullptr, out, constant_b_state(ctx, 1, b));
@@ -335,6 +354,8 @@ Status addmm_kernel(KernelContext& ctx, std::span<Value*> args) {
   ETC_ASSIGN_OR_RETURN(const MatmulShape s, check_addmm(ctx, args));
   const int64_t m = s.m, k = s.k, n = s.n;
   if (out.numel() == 0) return Status();
+  if (const DequantizedWeight* q = dequantized_weight(ctx))
+    return run_dequantized(ctx, *q, a, b, &bias, args[3], args[4], out, s);
   MatmulArgs p{1, m, n, k, 0, k, 1, 0, n, 1};
   return visit_gemm_type(ctx, out.dtype, [&]<typename G>() {
     run_matmul<G>(p, a, b, &bias, args[3], args[4], out, constant_b_state(ctx, 2, b));
