@@ -256,6 +256,55 @@ Status convert_dequantize_per_channel(TorchNode& n) {
   return n.set_output(0, d);
 }
 
+// choose_qparams.tensor(input, quant_min, quant_max, eps, dtype) -> (scale, zero_point):
+// dynamic quantization's parameters for the whole tensor, as PyTorch's reference
+// (determine_qparams, per-tensor affine) computes them from aminmax(input): with
+// lo = min(min, 0) and hi = max(max, 0), scale = max((hi - lo) / (quant_max - quant_min),
+// eps) in float32, zero_point = clamp(quant_min - round(lo / scale), quant_min, quant_max);
+// returned as float64 and int64 tensors of one element.
+Status convert_choose_qparams(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(QuantArgs a, quant_args(n));
+  ETC_ASSIGN_OR_RETURN(double eps, n.float_arg("eps"));
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("input"));
+  if (n.dtype(x) != DType::kFloat32) {
+    return n.unsupported("an input of " + std::string(dtype_name(n.dtype(x))) +
+                         " (etc chooses quantization parameters for float32 inputs)");
+  }
+  if (n.spec(x).numel() == 0) return n.unsupported("an empty input (no range to quantize)");
+  std::vector<int64_t> all(n.sizes(x).size());
+  for (size_t d = 0; d < all.size(); ++d)
+    all[d] = static_cast<int64_t>(d);
+  ETC_ASSIGN_OR_RETURN(ValueId mn,
+                       n.emit(OpKind::Amin, {{"self", x}, {"dim", all}, {"keepdim", false}}));
+  ETC_ASSIGN_OR_RETURN(ValueId mx,
+                       n.emit(OpKind::Amax, {{"self", x}, {"dim", all}, {"keepdim", false}}));
+  const ValueId zero = n.constant(known_full(DType::kFloat32, {}, 0.0));
+  ETC_ASSIGN_OR_RETURN(ValueId lo, n.emit(OpKind::Minimum, {{"self", mn}, {"other", zero}}));
+  ETC_ASSIGN_OR_RETURN(ValueId hi, n.emit(OpKind::Maximum, {{"self", mx}, {"other", zero}}));
+  ETC_ASSIGN_OR_RETURN(ValueId range, n.emit(OpKind::SubTensor, {{"self", hi}, {"other", lo}}));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId scale,
+      n.emit(OpKind::DivScalar,
+             {{"self", range}, {"other", Scalar{static_cast<double>(a.quant_max - a.quant_min)}}}));
+  // eps as torch.Tensor([eps]): float32, one element (which gives the results their shape).
+  const ValueId eps_t = n.constant(known_full(DType::kFloat32, {1}, eps));
+  ETC_ASSIGN_OR_RETURN(scale, n.emit(OpKind::Maximum, {{"self", scale}, {"other", eps_t}}));
+  ETC_ASSIGN_OR_RETURN(ValueId ratio, n.emit(OpKind::DivTensor, {{"self", lo}, {"other", scale}}));
+  ETC_ASSIGN_OR_RETURN(ValueId r, n.emit(OpKind::Round, {{"self", ratio}}));
+  ETC_ASSIGN_OR_RETURN(r, n.emit(OpKind::ToCopy, {{"self", r}, {"dtype", DType::kInt32}}));
+  ETC_ASSIGN_OR_RETURN(ValueId zp, n.emit(OpKind::Neg, {{"self", r}}));
+  ETC_ASSIGN_OR_RETURN(zp,
+                       n.emit(OpKind::AddScalar, {{"self", zp}, {"other", Scalar{a.quant_min}}}));
+  ETC_ASSIGN_OR_RETURN(
+      zp, n.emit(OpKind::Clamp,
+                 {{"self", zp}, {"min", Scalar{a.quant_min}}, {"max", Scalar{a.quant_max}}}));
+  ETC_ASSIGN_OR_RETURN(scale,
+                       n.emit(OpKind::ToCopy, {{"self", scale}, {"dtype", DType::kFloat64}}));
+  ETC_ASSIGN_OR_RETURN(zp, n.emit(OpKind::ToCopy, {{"self", zp}, {"dtype", DType::kInt64}}));
+  ETC_RETURN_IF_ERROR(n.set_output(0, scale));
+  return n.set_output(1, zp);
+}
+
 }  // namespace
 
 void add_quantized_converters(std::map<std::string, Converter>& table) {
@@ -265,6 +314,7 @@ void add_quantized_converters(std::map<std::string, Converter>& table) {
   table["quantized_decomposed.dequantize_per_tensor.tensor"] = convert_dequantize_per_tensor;
   table["quantized_decomposed.quantize_per_channel.default"] = convert_quantize_per_channel;
   table["quantized_decomposed.dequantize_per_channel.default"] = convert_dequantize_per_channel;
+  table["quantized_decomposed.choose_qparams.tensor"] = convert_choose_qparams;
 }
 
 }  // namespace etc::torch_import
