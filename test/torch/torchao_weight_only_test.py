@@ -8,9 +8,12 @@ exported in both forms (torch.export.export, and .run_decompositions()):
 Int8WeightOnlyConfig() (an Int8Tensor: int8 and a scale per row),
 IntxWeightOnlyConfig(int4, PerGroup(32)) and IntxWeightOnlyConfig(int8, PerAxis(0)) (an
 IntxUnpackedToInt8Tensor: int8 values, a scale and zero point per group, dequantized by
-torchao.dequantize_affine). For each:
+torchao.dequantize_affine), and Int8DynamicActivationIntxWeightConfig(int4, PerGroup(32))
+(ExecuTorch's 8da4w: the same weights, each activation row quantized to int8 at run time by
+torchao.choose_qparams_affine and quantize_affine). For each:
 - `etc export --target cpu` and `--target cuda:0` succeed;
-- the .pte is at most 0.55x (int8) or 0.35x (int4 in int8 bytes, group 32) the .pte etc
+- the .pte is at most 0.55x (int8) or 0.35x (int4 in int8 bytes, group 32; 0.37x for 8da4w,
+  whose zero points are int8 per group and whose program also quantizes activations) the .pte etc
   writes for the same model unquantized (float32): the weights stay int8 and are widened
   at run time;
 - `etc run --device cpu` matches PyTorch eager of the quantized model (max abs error at most
@@ -31,7 +34,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from executorch.runtime import Runtime
 from torchao.quantization import (Float8WeightOnlyConfig, Int8DynamicActivationInt8WeightConfig,
-                                  Int8WeightOnlyConfig, IntxWeightOnlyConfig, quantize_)
+                                  Int8DynamicActivationIntxWeightConfig, Int8WeightOnlyConfig,
+                                  IntxWeightOnlyConfig, quantize_)
 from torchao.quantization.granularity import PerAxis, PerGroup
 
 failures = 0
@@ -95,7 +99,11 @@ CONFIGS = [("int8", Int8WeightOnlyConfig, 0.55),
            ("int4g32", lambda: IntxWeightOnlyConfig(weight_dtype=torch.int4,
                                                     granularity=PerGroup(32)), 0.35),
            ("intx8", lambda: IntxWeightOnlyConfig(weight_dtype=torch.int8,
-                                                  granularity=PerAxis(0)), 0.55)]
+                                                  granularity=PerAxis(0)), 0.55),
+           # ExecuTorch's 8da4w: int4 weights in groups of 32 and each activation row
+           # quantized to int8 at run time (choose_qparams_affine, quantize_affine).
+           ("8da4w", lambda: Int8DynamicActivationIntxWeightConfig(
+               weight_dtype=torch.int4, weight_granularity=PerGroup(32)), 0.37)]
 
 
 def main():

@@ -284,13 +284,20 @@ Status check_subclass(const PickledWeight& w, const std::function<Status(const s
   if (w.class_name == "torchao.quantization.IntxUnpackedToInt8Tensor") {
     // IntxWeightOnlyConfig: int8 qdata [N, K] holding int1..int8 values, a scale and a zero
     // point per group; the program dequantizes with torchao.dequantize_affine.
+    // Int8DynamicActivationIntxWeightConfig (ExecuTorch's 8da4w) has the same weight and
+    // quantizes each activation per token in the program itself (choose_qparams_affine,
+    // quantize_affine, dequantize_affine before the linear).
     const PickledTensor* q = w.tensor("qdata");
     const std::string* act = w.attribute("activation_quantization");
+    const bool act_ok = act == nullptr || *act == "None" || *act == "'int8_asym_per_token'" ||
+                        *act == "int8_asym_per_token";
     if (q == nullptr || w.tensor("scale") == nullptr || w.tensor("zero_point") == nullptr ||
-        q->dtype != DType::kInt8 || q->sizes != w.sizes || (act != nullptr && *act != "None")) {
-      return no("a torchao IntxUnpackedToInt8Tensor in a layout etc does not import (" + found +
-                "); etc imports IntxWeightOnlyConfig's: int8 qdata of the weight's shape, a "
-                "scale and zero point, no activation quantization");
+        q->dtype != DType::kInt8 || q->sizes != w.sizes || !act_ok) {
+      return no(
+          "a torchao IntxUnpackedToInt8Tensor in a layout etc does not import (" + found +
+          "); etc imports IntxWeightOnlyConfig's and Int8DynamicActivationIntxWeightConfig's: "
+          "int8 qdata of the weight's shape, a scale and zero point, activations not "
+          "quantized or quantized per token in the program");
     }
     return Status();
   }

@@ -756,74 +756,6 @@ Status convert_native_dropout(TorchNode& n) {
   return Status();
 }
 
-// torchao.dequantize_affine(input, block_size, scale, zero_point, input_dtype, quant_min,
-// quant_max, output_dtype=float32), as torchao's reference computes it
-// (quant_primitives._dequantize_affine_no_dtype_check): the input is viewed as blocks of
-// block_size elements that share one scale and zero point, each element is
-// (input.to(out) - zero_point.to(out)) * scale, and the result is viewed back and cast to
-// out. quant_min and quant_max only describe the input's range (dequantizing never clamps).
-Status convert_dequantize_affine(TorchNode& n) {
-  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("input"));
-  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> block, n.ints("block_size"));
-  ETC_ASSIGN_OR_RETURN(ValueId scale, n.tensor("scale"));
-  ETC_ASSIGN_OR_RETURN(std::optional<ValueId> zero_point, n.optional_tensor("zero_point"));
-  ETC_ASSIGN_OR_RETURN(std::optional<DType> input_dtype, n.dtype_arg("input_dtype"));
-  ETC_ASSIGN_OR_RETURN(std::optional<DType> output_dtype, n.dtype_arg("output_dtype"));
-  const DType out = output_dtype.value_or(DType::kFloat32);
-  if (!dtype_is_float(out)) {
-    return n.unsupported("output dtype " + std::string(dtype_name(out)) +
-                         " (torchao allows floats)");
-  }
-  if (input_dtype && *input_dtype != n.dtype(x)) {
-    return n.invalid("input_dtype is " + std::string(dtype_name(*input_dtype)) + ", the input is " +
-                     std::string(dtype_name(n.dtype(x))));
-  }
-  const std::vector<int64_t> sizes = n.sizes(x);
-  if (block.size() != sizes.size()) {
-    return n.invalid("block_size has " + std::to_string(block.size()) +
-                     " entries for an input of rank " + std::to_string(sizes.size()));
-  }
-  // The input's shape split into blocks, and the shape of its scales (one per block).
-  std::vector<int64_t> blocked, per_block;
-  int64_t blocks = 1;
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    if (block[i] != sizes[i] && block[i] > 1) {
-      if (sizes[i] % block[i] != 0) {
-        return n.invalid("dim " + std::to_string(i) + " (" + std::to_string(sizes[i]) +
-                         ") is not a multiple of its block size " + std::to_string(block[i]));
-      }
-      blocked.insert(blocked.end(), {sizes[i] / block[i], block[i]});
-      per_block.insert(per_block.end(), {sizes[i] / block[i], 1});
-      blocks *= sizes[i] / block[i];
-    } else {
-      blocked.push_back(sizes[i]);
-      per_block.push_back(block[i] == 1 ? sizes[i] : 1);
-      blocks *= block[i] == 1 ? sizes[i] : 1;
-    }
-  }
-  auto per_block_view = [&](ValueId v, const char* what) -> Result<ValueId> {
-    if (n.spec(v).numel() != blocks) {
-      return n.invalid(std::string(what) + " has " + std::to_string(n.spec(v).numel()) +
-                       " elements; block_size makes " + std::to_string(blocks) + " blocks");
-    }
-    return n.emit(OpKind::Reshape, {{"self", v}, {"shape", per_block}});
-  };
-  ETC_ASSIGN_OR_RETURN(ValueId q, n.emit(OpKind::Reshape, {{"self", x}, {"shape", blocked}}));
-  ETC_ASSIGN_OR_RETURN(ValueId d, n.emit(OpKind::ToCopy, {{"self", q}, {"dtype", out}}));
-  if (zero_point) {
-    ETC_ASSIGN_OR_RETURN(ValueId z, per_block_view(*zero_point, "zero_point"));
-    ETC_ASSIGN_OR_RETURN(z, n.emit(OpKind::ToCopy, {{"self", z}, {"dtype", out}}));
-    ETC_ASSIGN_OR_RETURN(d, n.emit(OpKind::SubTensor, {{"self", d}, {"other", z}}));
-  }
-  ETC_ASSIGN_OR_RETURN(ValueId s, per_block_view(scale, "scale"));
-  ETC_ASSIGN_OR_RETURN(d, n.emit(OpKind::MulTensor, {{"self", d}, {"other", s}}));
-  ETC_ASSIGN_OR_RETURN(d, n.emit(OpKind::Reshape, {{"self", d}, {"shape", sizes}}));
-  if (n.dtype(d) != out) {
-    ETC_ASSIGN_OR_RETURN(d, n.emit(OpKind::ToCopy, {{"self", d}, {"dtype", out}}));
-  }
-  return n.set_output(0, d);
-}
-
 Status convert_noop(TorchNode&) {
   return Status();
 }
@@ -983,7 +915,6 @@ const std::map<std::string, Converter>& torch_converters() {
     t["aten._to_copy.default"] = convert_to_copy;
     t["aten.to.dtype"] = convert_to_copy;
     t["aten._assert_tensor_metadata.default"] = convert_noop;
-    t["torchao.dequantize_affine.default"] = convert_dequantize_affine;
     // A tensor subclass's inner tensor (torchao's quantized weights: qdata, scale).
     t["export.access_subclass_inner_tensor.default"] = [](TorchNode& n) -> Status {
       ETC_ASSIGN_OR_RETURN(std::string attr, n.string_arg("attr", std::nullopt));

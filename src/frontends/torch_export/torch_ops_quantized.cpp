@@ -305,6 +305,243 @@ Status convert_choose_qparams(TorchNode& n) {
   return n.set_output(1, zp);
 }
 
+// ---- torchao's affine quantization (quant_primitives.py) ---------------------------------
+
+// _get_reduction_params: the input viewed so that each block of block_size elements spans
+// whole dims (a dim split into [size / block, block] where the block is neither 1 nor the
+// dim), the dims a block reduces over, and the shape of one value per block (those dims 1).
+struct Blocks {
+  std::vector<int64_t> shape;      // shape_for_reduction
+  std::vector<int64_t> reduced;    // reduction_dims
+  std::vector<int64_t> per_block;  // shape_after_reduction
+  int64_t count = 1;               // blocks
+};
+
+Result<Blocks> blocks_of(TorchNode& n, const std::vector<int64_t>& block,
+                         const std::vector<int64_t>& sizes) {
+  if (block.size() != sizes.size()) {
+    return n.invalid("block_size has " + std::to_string(block.size()) +
+                     " entries for an input of rank " + std::to_string(sizes.size()));
+  }
+  Blocks b;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (block[i] != sizes[i] && block[i] > 1) {
+      if (sizes[i] % block[i] != 0) {
+        return n.invalid("dim " + std::to_string(i) + " (" + std::to_string(sizes[i]) +
+                         ") is not a multiple of its block size " + std::to_string(block[i]));
+      }
+      b.shape.insert(b.shape.end(), {sizes[i] / block[i], block[i]});
+      b.reduced.push_back(static_cast<int64_t>(b.shape.size()) - 1);
+      b.per_block.insert(b.per_block.end(), {sizes[i] / block[i], 1});
+      b.count *= sizes[i] / block[i];
+    } else {
+      b.shape.push_back(sizes[i]);
+      if (block[i] != 1) b.reduced.push_back(static_cast<int64_t>(b.shape.size()) - 1);
+      b.per_block.push_back(block[i] == 1 ? sizes[i] : 1);
+      b.count *= block[i] == 1 ? sizes[i] : 1;
+    }
+  }
+  return b;
+}
+
+// A per-block parameter (scale, zero point) viewed to broadcast over the blocked input.
+Result<ValueId> per_block_view(TorchNode& n, const Blocks& b, ValueId v, const char* what) {
+  if (n.spec(v).numel() != b.count) {
+    return n.invalid(std::string(what) + " has " + std::to_string(n.spec(v).numel()) +
+                     " elements; block_size makes " + std::to_string(b.count) + " blocks");
+  }
+  return n.emit(OpKind::Reshape, {{"self", v}, {"shape", b.per_block}});
+}
+
+// The bounds of a quantized dtype (torchao's _get_and_check_qmin_qmax when none are given).
+Result<std::pair<int64_t, int64_t>> dtype_bounds(TorchNode& n, DType d) {
+  switch (d) {
+    case DType::kInt8:
+      return std::pair<int64_t, int64_t>{-128, 127};
+    case DType::kUInt8:
+      return std::pair<int64_t, int64_t>{0, 255};
+    case DType::kInt16:
+      return std::pair<int64_t, int64_t>{-32768, 32767};
+    case DType::kInt32:
+      return std::pair<int64_t, int64_t>{INT32_MIN, INT32_MAX};
+    default:
+      return n.unsupported("quantized dtype " + std::string(dtype_name(d)) +
+                           " (etc takes int8, uint8, int16 and int32)");
+  }
+}
+
+// quant_min / quant_max as given (numbers, or None for the dtype's bounds), checked.
+Result<std::pair<int64_t, int64_t>> affine_bounds(TorchNode& n, DType d) {
+  ETC_ASSIGN_OR_RETURN(auto bounds, dtype_bounds(n, d));
+  ETC_ASSIGN_OR_RETURN(std::optional<Scalar> lo, n.optional_scalar("quant_min"));
+  ETC_ASSIGN_OR_RETURN(std::optional<Scalar> hi, n.optional_scalar("quant_max"));
+  if (lo) bounds.first = static_cast<int64_t>(lo->to_double());
+  if (hi) bounds.second = static_cast<int64_t>(hi->to_double());
+  ETC_RETURN_IF_ERROR(check_quantized(n, d, bounds.first, bounds.second));
+  return bounds;
+}
+
+// torchao.dequantize_affine(input, block_size, scale, zero_point, input_dtype, quant_min,
+// quant_max, output_dtype=float32), as torchao's reference computes it
+// (quant_primitives._dequantize_affine_no_dtype_check): the input is viewed as blocks of
+// block_size elements that share one scale and zero point, each element is
+// (input.to(out) - zero_point.to(out)) * scale, and the result is viewed back and cast to
+// out. quant_min and quant_max only describe the input's range (dequantizing never clamps).
+Status convert_dequantize_affine(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("input"));
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> block, n.ints("block_size"));
+  ETC_ASSIGN_OR_RETURN(ValueId scale, n.tensor("scale"));
+  ETC_ASSIGN_OR_RETURN(std::optional<ValueId> zero_point, n.optional_tensor("zero_point"));
+  ETC_ASSIGN_OR_RETURN(std::optional<DType> input_dtype, n.dtype_arg("input_dtype"));
+  ETC_ASSIGN_OR_RETURN(std::optional<DType> output_dtype, n.dtype_arg("output_dtype"));
+  const DType out = output_dtype.value_or(DType::kFloat32);
+  if (!dtype_is_float(out)) {
+    return n.unsupported("output dtype " + std::string(dtype_name(out)) +
+                         " (torchao allows floats)");
+  }
+  if (input_dtype && *input_dtype != n.dtype(x)) {
+    return n.invalid("input_dtype is " + std::string(dtype_name(*input_dtype)) + ", the input is " +
+                     std::string(dtype_name(n.dtype(x))));
+  }
+  const std::vector<int64_t> sizes = n.sizes(x);
+  ETC_ASSIGN_OR_RETURN(Blocks b, blocks_of(n, block, sizes));
+  ETC_ASSIGN_OR_RETURN(ValueId q, n.emit(OpKind::Reshape, {{"self", x}, {"shape", b.shape}}));
+  ETC_ASSIGN_OR_RETURN(ValueId d, n.emit(OpKind::ToCopy, {{"self", q}, {"dtype", out}}));
+  if (zero_point) {
+    ETC_ASSIGN_OR_RETURN(ValueId z, per_block_view(n, b, *zero_point, "zero_point"));
+    ETC_ASSIGN_OR_RETURN(z, n.emit(OpKind::ToCopy, {{"self", z}, {"dtype", out}}));
+    ETC_ASSIGN_OR_RETURN(d, n.emit(OpKind::SubTensor, {{"self", d}, {"other", z}}));
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId s, per_block_view(n, b, scale, "scale"));
+  ETC_ASSIGN_OR_RETURN(d, n.emit(OpKind::MulTensor, {{"self", d}, {"other", s}}));
+  ETC_ASSIGN_OR_RETURN(d, n.emit(OpKind::Reshape, {{"self", d}, {"shape", sizes}}));
+  if (n.dtype(d) != out) {
+    ETC_ASSIGN_OR_RETURN(d, n.emit(OpKind::ToCopy, {{"self", d}, {"dtype", out}}));
+  }
+  return n.set_output(0, d);
+}
+
+// torchao.choose_qparams_affine(input, mapping_type, block_size, target_dtype, quant_min,
+// quant_max, eps, scale_dtype, zero_point_dtype, keepdim=False) -> (scale, zero_point), as
+// _choose_qparams_affine computes them per block from amin/amax of the blocked input, with
+// lo = min(min, 0), hi = max(max, 0): ASYMMETRIC scale = clamp((hi - lo) / (quant_max -
+// quant_min), eps), zero point clamp(quant_min - round(lo / scale)); SYMMETRIC scale =
+// clamp(max(-lo, hi) / ((quant_max - quant_min) / 2), eps), zero point the range's middle.
+// eps defaults to the input dtype's smallest normal; the results take scale_dtype (the
+// input's) and zero_point_dtype (int32 when asymmetric).
+Status convert_choose_qparams_affine(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("input"));
+  ETC_ASSIGN_OR_RETURN(std::string mapping, n.string_arg("mapping_type", std::nullopt));
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> block, n.ints("block_size"));
+  ETC_ASSIGN_OR_RETURN(std::optional<DType> target, n.dtype_arg("target_dtype"));
+  if (!target) return n.invalid("target_dtype is required");
+  ETC_ASSIGN_OR_RETURN(auto bounds, affine_bounds(n, *target));
+  const auto [qmin, qmax] = bounds;
+  const DType in = n.dtype(x);
+  if (!dtype_is_float(in) || in == DType::kFloat64) {
+    return n.unsupported("an input of " + std::string(dtype_name(in)) +
+                         " (torchao takes float32, float16 and bfloat16)");
+  }
+  if (mapping != "ASYMMETRIC" && mapping != "SYMMETRIC") {
+    return n.unsupported("mapping_type " + mapping + " (etc takes ASYMMETRIC and SYMMETRIC)");
+  }
+  // eps: the input dtype's smallest normal unless given.
+  double eps = in == DType::kFloat16 ? 6.103515625e-05 : 1.1754943508222875e-38;
+  if (n.has("eps")) {
+    ETC_ASSIGN_OR_RETURN(eps, n.float_arg("eps"));
+  }
+  ETC_ASSIGN_OR_RETURN(std::optional<DType> scale_dtype, n.dtype_arg("scale_dtype"));
+  ETC_ASSIGN_OR_RETURN(std::optional<DType> zp_dtype, n.dtype_arg("zero_point_dtype"));
+  bool keepdim = false;
+  if (n.has("keepdim")) {
+    ETC_ASSIGN_OR_RETURN(keepdim, n.bool_arg("keepdim", false));
+  }
+  ETC_ASSIGN_OR_RETURN(Blocks b, blocks_of(n, block, n.sizes(x)));
+  ETC_ASSIGN_OR_RETURN(ValueId v, n.emit(OpKind::Reshape, {{"self", x}, {"shape", b.shape}}));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId mn, n.emit(OpKind::Amin, {{"self", v}, {"dim", b.reduced}, {"keepdim", keepdim}}));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId mx, n.emit(OpKind::Amax, {{"self", v}, {"dim", b.reduced}, {"keepdim", keepdim}}));
+  const ValueId zero = n.constant(known_full(in, {}, 0.0));
+  ETC_ASSIGN_OR_RETURN(ValueId lo, n.emit(OpKind::Minimum, {{"self", mn}, {"other", zero}}));
+  ETC_ASSIGN_OR_RETURN(ValueId hi, n.emit(OpKind::Maximum, {{"self", mx}, {"other", zero}}));
+  ValueId scale, zp;
+  const Scalar eps_s{eps};
+  if (mapping == "SYMMETRIC") {
+    ETC_ASSIGN_OR_RETURN(ValueId neg, n.emit(OpKind::Neg, {{"self", lo}}));
+    ETC_ASSIGN_OR_RETURN(hi, n.emit(OpKind::Maximum, {{"self", neg}, {"other", hi}}));
+    ETC_ASSIGN_OR_RETURN(
+        scale, n.emit(OpKind::DivScalar,
+                      {{"self", hi}, {"other", Scalar{static_cast<double>(qmax - qmin) / 2}}}));
+    // full_like(scale, int((quant_max + quant_min + 1) / 2)), before the clamp (its dtype).
+    const auto middle = static_cast<int64_t>(static_cast<double>(qmax + qmin + 1) / 2);
+    ETC_ASSIGN_OR_RETURN(
+        zp, n.emit(OpKind::FullLike, {{"self", scale}, {"fill_value", Scalar{middle}}}));
+    ETC_ASSIGN_OR_RETURN(
+        scale, n.emit(OpKind::Clamp, {{"self", scale}, {"min", eps_s}, {"max", std::monostate{}}}));
+  } else {
+    ETC_ASSIGN_OR_RETURN(ValueId range, n.emit(OpKind::SubTensor, {{"self", hi}, {"other", lo}}));
+    ETC_ASSIGN_OR_RETURN(
+        scale, n.emit(OpKind::DivScalar,
+                      {{"self", range}, {"other", Scalar{static_cast<double>(qmax - qmin)}}}));
+    ETC_ASSIGN_OR_RETURN(
+        scale, n.emit(OpKind::Clamp, {{"self", scale}, {"min", eps_s}, {"max", std::monostate{}}}));
+    ETC_ASSIGN_OR_RETURN(ValueId ratio,
+                         n.emit(OpKind::DivTensor, {{"self", lo}, {"other", scale}}));
+    ETC_ASSIGN_OR_RETURN(ValueId r, n.emit(OpKind::Round, {{"self", ratio}}));
+    // quant_min - r, in r's (float) dtype.
+    ETC_ASSIGN_OR_RETURN(zp, n.emit(OpKind::Neg, {{"self", r}}));
+    ETC_ASSIGN_OR_RETURN(zp, n.emit(OpKind::AddScalar, {{"self", zp}, {"other", Scalar{qmin}}}));
+    ETC_ASSIGN_OR_RETURN(
+        zp, n.emit(OpKind::Clamp, {{"self", zp}, {"min", Scalar{qmin}}, {"max", Scalar{qmax}}}));
+    if (!zp_dtype) zp_dtype = DType::kInt32;
+  }
+  const DType sd = scale_dtype.value_or(in);
+  if (n.dtype(scale) != sd) {
+    ETC_ASSIGN_OR_RETURN(scale, n.emit(OpKind::ToCopy, {{"self", scale}, {"dtype", sd}}));
+  }
+  if (zp_dtype && n.dtype(zp) != *zp_dtype) {
+    ETC_ASSIGN_OR_RETURN(zp, n.emit(OpKind::ToCopy, {{"self", zp}, {"dtype", *zp_dtype}}));
+  }
+  ETC_RETURN_IF_ERROR(n.set_output(0, scale));
+  return n.set_output(1, zp);
+}
+
+// torchao.quantize_affine(input, block_size, scale, zero_point, output_dtype, quant_min,
+// quant_max), as _quantize_affine_no_dtype_cast: the blocked input times 1 / scale, rounded
+// half to even, plus the zero point, clamped, viewed back and cast to output_dtype.
+Status convert_quantize_affine(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("input"));
+  ETC_ASSIGN_OR_RETURN(std::vector<int64_t> block, n.ints("block_size"));
+  ETC_ASSIGN_OR_RETURN(ValueId scale, n.tensor("scale"));
+  ETC_ASSIGN_OR_RETURN(std::optional<ValueId> zero_point, n.optional_tensor("zero_point"));
+  ETC_ASSIGN_OR_RETURN(std::optional<DType> out, n.dtype_arg("output_dtype"));
+  if (!out) return n.invalid("output_dtype is required");
+  ETC_ASSIGN_OR_RETURN(auto bounds, affine_bounds(n, *out));
+  const DType in = n.dtype(x);
+  if (!dtype_is_float(in) || in == DType::kFloat64) {
+    return n.invalid("the input is " + std::string(dtype_name(in)) +
+                     "; torchao quantizes float32, float16 and bfloat16");
+  }
+  const std::vector<int64_t> sizes = n.sizes(x);
+  ETC_ASSIGN_OR_RETURN(Blocks b, blocks_of(n, block, sizes));
+  ETC_ASSIGN_OR_RETURN(ValueId v, n.emit(OpKind::Reshape, {{"self", x}, {"shape", b.shape}}));
+  ETC_ASSIGN_OR_RETURN(ValueId s, per_block_view(n, b, scale, "scale"));
+  ETC_ASSIGN_OR_RETURN(ValueId inv, n.emit(OpKind::Reciprocal, {{"self", s}}));
+  ETC_ASSIGN_OR_RETURN(v, n.emit(OpKind::MulTensor, {{"self", v}, {"other", inv}}));
+  ETC_ASSIGN_OR_RETURN(v, n.emit(OpKind::Round, {{"self", v}}));
+  if (zero_point && n.spec(*zero_point).numel() > 0) {
+    ETC_ASSIGN_OR_RETURN(ValueId z, per_block_view(n, b, *zero_point, "zero_point"));
+    ETC_ASSIGN_OR_RETURN(v, n.emit(OpKind::AddTensor, {{"self", v}, {"other", z}}));
+  }
+  ETC_ASSIGN_OR_RETURN(
+      v, n.emit(OpKind::Clamp,
+                {{"self", v}, {"min", Scalar{bounds.first}}, {"max", Scalar{bounds.second}}}));
+  ETC_ASSIGN_OR_RETURN(v, n.emit(OpKind::Reshape, {{"self", v}, {"shape", sizes}}));
+  ETC_ASSIGN_OR_RETURN(v, n.emit(OpKind::ToCopy, {{"self", v}, {"dtype", *out}}));
+  return n.set_output(0, v);
+}
+
 }  // namespace
 
 void add_quantized_converters(std::map<std::string, Converter>& table) {
@@ -315,6 +552,9 @@ void add_quantized_converters(std::map<std::string, Converter>& table) {
   table["quantized_decomposed.quantize_per_channel.default"] = convert_quantize_per_channel;
   table["quantized_decomposed.dequantize_per_channel.default"] = convert_dequantize_per_channel;
   table["quantized_decomposed.choose_qparams.tensor"] = convert_choose_qparams;
+  table["torchao.dequantize_affine.default"] = convert_dequantize_affine;
+  table["torchao.quantize_affine.default"] = convert_quantize_affine;
+  table["torchao.choose_qparams_affine.default"] = convert_choose_qparams_affine;
 }
 
 }  // namespace etc::torch_import
