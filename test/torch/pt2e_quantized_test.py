@@ -12,6 +12,9 @@ on int8 weights. etc imports each as PyTorch's reference arithmetic, so
 - dynamic quantization (is_dynamic=True: choose_qparams.tensor picks each call's activation
   scale and zero point, the .tensor overloads use them) matches on inputs of very different
   ranges;
+- torchao's affine primitives called directly (choose_qparams_affine ASYMMETRIC and
+  SYMMETRIC, per row, per group, per column with keepdim, int8 and uint8; quantize_affine;
+  dequantize_affine) give eager's bits exactly;
 - a large int8 weight stays int8 in the .pte (dequantized at run time, not stored as float);
 - a quantized dtype etc does not take (int4 via torch.int8 bounds [-8, 7] is fine; uint16 is
   not) is refused at import with the op's name.
@@ -78,7 +81,23 @@ def quantize(module, example, per_channel, fold_quantize=True, dynamic=False):
     return convert_pt2e(prepared, fold_quantize=fold_quantize)
 
 
-def run(etc, d, name, converted, example, inputs, failures, expect_int8=None):
+class AffineDirect(torch.nn.Module):
+    """torchao's affine primitives called directly: parameters per block of the input, the
+    input quantized and dequantized with them."""
+
+    def __init__(self, mapping, block, dtype=torch.int8, qmin=-128, qmax=127, keepdim=False):
+        super().__init__()
+        self.args = (mapping, block, dtype, qmin, qmax, keepdim)
+
+    def forward(self, x):
+        mapping, block, dtype, qmin, qmax, keepdim = self.args
+        s, z = torch.ops.torchao.choose_qparams_affine(x, mapping, block, dtype, qmin, qmax,
+                                                       None, None, None, keepdim)
+        q = torch.ops.torchao.quantize_affine(x, block, s, z, dtype, qmin, qmax)
+        return torch.ops.torchao.dequantize_affine(q, block, s, z, dtype, qmin, qmax)
+
+
+def run(etc, d, name, converted, example, inputs, failures, expect_int8=None, exact=False):
     ep = torch.export.export(converted, (example,))
     targets = {str(n.target) for n in ep.graph.nodes if n.op == "call_function"}
     scales = [n.args[1] for n in ep.graph.nodes
@@ -120,14 +139,15 @@ def run(etc, d, name, converted, example, inputs, failures, expect_int8=None):
         # the elements. A float output (dynamic: the products' sums are not requantized): the
         # float32 rounding of a sum in another order, far below one activation quantum.
         on_grid = step > 0 and diff.max() <= 1.01 * step and off <= 0.01
-        float_close = step == 0 and diff.max() <= 1e-5 * float(np.abs(want).max())
+        float_close = step == 0 and diff.max() <= 1e-5 * float(np.abs(want).max()) and not exact
+        on_grid = on_grid or (exact and diff.max() == 0)
         if got.shape != want.shape or not (on_grid or float_close):
             failures.append("%s, input %d: max |etc - eager| %.3g (output step %.3g), %.2f%% of "
                             "elements differ" % (name, k, diff.max(), step, 100 * off))
         else:
             print("ok: %s, input %d: %.2f%% of elements one step away (step %.3g); ops %s"
                   % (name, k, 100 * off, step,
-                     sorted(t.split(".")[1] for t in targets if t.startswith("quantized")))
+                     sorted(t.split(".")[1] for t in targets if t.startswith(("quantized", "torchao"))))
                   , flush=True)
 
 
@@ -153,6 +173,18 @@ def main():
         run(etc, d, "mlp_dynamic", quantize(Mlp(), mlp_x, True, dynamic=True), mlp_x,
             [torch.randn(4, 64) * s for s in (0.1, 1.0, 30.0)] + [torch.rand(4, 64) + 1],
             failures)
+
+        # torchao's primitives themselves, both mappings, blocks along each dim, keepdim,
+        # uint8: the same elementwise ops as eager, so the same bits.
+        import torchao.quantization.quant_primitives  # noqa: F401  (registers torch.ops.torchao)
+        x3 = torch.randn(2, 8, 64)
+        for label, module in (
+                ("affine_asym_rows", AffineDirect("ASYMMETRIC", [1, 1, 64])),
+                ("affine_sym_groups", AffineDirect("SYMMETRIC", [1, 1, 16])),
+                ("affine_sym_cols_keepdim", AffineDirect("SYMMETRIC", [2, 8, 1], keepdim=True)),
+                ("affine_asym_uint8", AffineDirect("ASYMMETRIC", [1, 8, 64], torch.uint8, 0, 255))):
+            run(etc, d, label, module, x3, [torch.randn(2, 8, 64) * 3, torch.rand(2, 8, 64)],
+                failures, exact=True)
 
         # A quantized dtype etc does not take: refused by name, no output file.
         class U16(torch.nn.Module):

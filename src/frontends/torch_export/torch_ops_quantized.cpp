@@ -256,6 +256,52 @@ Status convert_dequantize_per_channel(TorchNode& n) {
   return n.set_output(0, d);
 }
 
+// lo = min(amin(v, dims), 0) and hi = max(amax(v, dims), 0): the range a quantization
+// must hold, zero included.
+Result<std::pair<ValueId, ValueId>> range_with_zero(TorchNode& n, ValueId v,
+                                                    const std::vector<int64_t>& dims,
+                                                    bool keepdim) {
+  ETC_ASSIGN_OR_RETURN(ValueId mn,
+                       n.emit(OpKind::Amin, {{"self", v}, {"dim", dims}, {"keepdim", keepdim}}));
+  ETC_ASSIGN_OR_RETURN(ValueId mx,
+                       n.emit(OpKind::Amax, {{"self", v}, {"dim", dims}, {"keepdim", keepdim}}));
+  const ValueId zero = n.constant(known_full(n.dtype(v), {}, 0.0));
+  ETC_ASSIGN_OR_RETURN(ValueId lo, n.emit(OpKind::Minimum, {{"self", mn}, {"other", zero}}));
+  ETC_ASSIGN_OR_RETURN(ValueId hi, n.emit(OpKind::Maximum, {{"self", mx}, {"other", zero}}));
+  return std::pair{lo, hi};
+}
+
+// The asymmetric parameters of [lo, hi], as both references compute them: scale =
+// (hi - lo) / (quant_max - quant_min) bounded below by eps (a number: clamp; a tensor:
+// maximum with it, whose shape it then takes), zero point clamp(quant_min - round(lo /
+// scale), quant_min, quant_max): in int32 when `int_zero` (PyTorch's determine_qparams casts
+// the rounded value first), else in the scale's float dtype (torchao).
+Result<std::pair<ValueId, ValueId>> asymmetric_qparams(TorchNode& n, ValueId lo, ValueId hi,
+                                                       int64_t qmin, int64_t qmax,
+                                                       const ArgValue& eps, bool int_zero) {
+  ETC_ASSIGN_OR_RETURN(ValueId range, n.emit(OpKind::SubTensor, {{"self", hi}, {"other", lo}}));
+  ETC_ASSIGN_OR_RETURN(
+      ValueId scale,
+      n.emit(OpKind::DivScalar,
+             {{"self", range}, {"other", Scalar{static_cast<double>(qmax - qmin)}}}));
+  if (const auto* t = std::get_if<ValueId>(&eps)) {
+    ETC_ASSIGN_OR_RETURN(scale, n.emit(OpKind::Maximum, {{"self", scale}, {"other", *t}}));
+  } else {
+    ETC_ASSIGN_OR_RETURN(
+        scale, n.emit(OpKind::Clamp, {{"self", scale}, {"min", eps}, {"max", std::monostate{}}}));
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId ratio, n.emit(OpKind::DivTensor, {{"self", lo}, {"other", scale}}));
+  ETC_ASSIGN_OR_RETURN(ValueId zp, n.emit(OpKind::Round, {{"self", ratio}}));
+  if (int_zero) {
+    ETC_ASSIGN_OR_RETURN(zp, n.emit(OpKind::ToCopy, {{"self", zp}, {"dtype", DType::kInt32}}));
+  }
+  ETC_ASSIGN_OR_RETURN(zp, n.emit(OpKind::Neg, {{"self", zp}}));
+  ETC_ASSIGN_OR_RETURN(zp, n.emit(OpKind::AddScalar, {{"self", zp}, {"other", Scalar{qmin}}}));
+  ETC_ASSIGN_OR_RETURN(
+      zp, n.emit(OpKind::Clamp, {{"self", zp}, {"min", Scalar{qmin}}, {"max", Scalar{qmax}}}));
+  return std::pair{scale, zp};
+}
+
 // choose_qparams.tensor(input, quant_min, quant_max, eps, dtype) -> (scale, zero_point):
 // dynamic quantization's parameters for the whole tensor, as PyTorch's reference
 // (determine_qparams, per-tensor affine) computes them from aminmax(input): with
@@ -274,30 +320,12 @@ Status convert_choose_qparams(TorchNode& n) {
   std::vector<int64_t> all(n.sizes(x).size());
   for (size_t d = 0; d < all.size(); ++d)
     all[d] = static_cast<int64_t>(d);
-  ETC_ASSIGN_OR_RETURN(ValueId mn,
-                       n.emit(OpKind::Amin, {{"self", x}, {"dim", all}, {"keepdim", false}}));
-  ETC_ASSIGN_OR_RETURN(ValueId mx,
-                       n.emit(OpKind::Amax, {{"self", x}, {"dim", all}, {"keepdim", false}}));
-  const ValueId zero = n.constant(known_full(DType::kFloat32, {}, 0.0));
-  ETC_ASSIGN_OR_RETURN(ValueId lo, n.emit(OpKind::Minimum, {{"self", mn}, {"other", zero}}));
-  ETC_ASSIGN_OR_RETURN(ValueId hi, n.emit(OpKind::Maximum, {{"self", mx}, {"other", zero}}));
-  ETC_ASSIGN_OR_RETURN(ValueId range, n.emit(OpKind::SubTensor, {{"self", hi}, {"other", lo}}));
-  ETC_ASSIGN_OR_RETURN(
-      ValueId scale,
-      n.emit(OpKind::DivScalar,
-             {{"self", range}, {"other", Scalar{static_cast<double>(a.quant_max - a.quant_min)}}}));
+  ETC_ASSIGN_OR_RETURN(auto range, range_with_zero(n, x, all, false));
   // eps as torch.Tensor([eps]): float32, one element (which gives the results their shape).
   const ValueId eps_t = n.constant(known_full(DType::kFloat32, {1}, eps));
-  ETC_ASSIGN_OR_RETURN(scale, n.emit(OpKind::Maximum, {{"self", scale}, {"other", eps_t}}));
-  ETC_ASSIGN_OR_RETURN(ValueId ratio, n.emit(OpKind::DivTensor, {{"self", lo}, {"other", scale}}));
-  ETC_ASSIGN_OR_RETURN(ValueId r, n.emit(OpKind::Round, {{"self", ratio}}));
-  ETC_ASSIGN_OR_RETURN(r, n.emit(OpKind::ToCopy, {{"self", r}, {"dtype", DType::kInt32}}));
-  ETC_ASSIGN_OR_RETURN(ValueId zp, n.emit(OpKind::Neg, {{"self", r}}));
-  ETC_ASSIGN_OR_RETURN(zp,
-                       n.emit(OpKind::AddScalar, {{"self", zp}, {"other", Scalar{a.quant_min}}}));
-  ETC_ASSIGN_OR_RETURN(
-      zp, n.emit(OpKind::Clamp,
-                 {{"self", zp}, {"min", Scalar{a.quant_min}}, {"max", Scalar{a.quant_max}}}));
+  ETC_ASSIGN_OR_RETURN(auto qparams, asymmetric_qparams(n, range.first, range.second, a.quant_min,
+                                                        a.quant_max, eps_t, true));
+  auto [scale, zp] = qparams;
   ETC_ASSIGN_OR_RETURN(scale,
                        n.emit(OpKind::ToCopy, {{"self", scale}, {"dtype", DType::kFloat64}}));
   ETC_ASSIGN_OR_RETURN(zp, n.emit(OpKind::ToCopy, {{"self", zp}, {"dtype", DType::kInt64}}));
@@ -458,13 +486,8 @@ Status convert_choose_qparams_affine(TorchNode& n) {
   }
   ETC_ASSIGN_OR_RETURN(Blocks b, blocks_of(n, block, n.sizes(x)));
   ETC_ASSIGN_OR_RETURN(ValueId v, n.emit(OpKind::Reshape, {{"self", x}, {"shape", b.shape}}));
-  ETC_ASSIGN_OR_RETURN(
-      ValueId mn, n.emit(OpKind::Amin, {{"self", v}, {"dim", b.reduced}, {"keepdim", keepdim}}));
-  ETC_ASSIGN_OR_RETURN(
-      ValueId mx, n.emit(OpKind::Amax, {{"self", v}, {"dim", b.reduced}, {"keepdim", keepdim}}));
-  const ValueId zero = n.constant(known_full(in, {}, 0.0));
-  ETC_ASSIGN_OR_RETURN(ValueId lo, n.emit(OpKind::Minimum, {{"self", mn}, {"other", zero}}));
-  ETC_ASSIGN_OR_RETURN(ValueId hi, n.emit(OpKind::Maximum, {{"self", mx}, {"other", zero}}));
+  ETC_ASSIGN_OR_RETURN(auto range, range_with_zero(n, v, b.reduced, keepdim));
+  auto [lo, hi] = range;
   ValueId scale, zp;
   const Scalar eps_s{eps};
   if (mapping == "SYMMETRIC") {
@@ -480,20 +503,9 @@ Status convert_choose_qparams_affine(TorchNode& n) {
     ETC_ASSIGN_OR_RETURN(
         scale, n.emit(OpKind::Clamp, {{"self", scale}, {"min", eps_s}, {"max", std::monostate{}}}));
   } else {
-    ETC_ASSIGN_OR_RETURN(ValueId range, n.emit(OpKind::SubTensor, {{"self", hi}, {"other", lo}}));
-    ETC_ASSIGN_OR_RETURN(
-        scale, n.emit(OpKind::DivScalar,
-                      {{"self", range}, {"other", Scalar{static_cast<double>(qmax - qmin)}}}));
-    ETC_ASSIGN_OR_RETURN(
-        scale, n.emit(OpKind::Clamp, {{"self", scale}, {"min", eps_s}, {"max", std::monostate{}}}));
-    ETC_ASSIGN_OR_RETURN(ValueId ratio,
-                         n.emit(OpKind::DivTensor, {{"self", lo}, {"other", scale}}));
-    ETC_ASSIGN_OR_RETURN(ValueId r, n.emit(OpKind::Round, {{"self", ratio}}));
-    // quant_min - r, in r's (float) dtype.
-    ETC_ASSIGN_OR_RETURN(zp, n.emit(OpKind::Neg, {{"self", r}}));
-    ETC_ASSIGN_OR_RETURN(zp, n.emit(OpKind::AddScalar, {{"self", zp}, {"other", Scalar{qmin}}}));
-    ETC_ASSIGN_OR_RETURN(
-        zp, n.emit(OpKind::Clamp, {{"self", zp}, {"min", Scalar{qmin}}, {"max", Scalar{qmax}}}));
+    ETC_ASSIGN_OR_RETURN(auto qparams, asymmetric_qparams(n, lo, hi, qmin, qmax, eps_s, false));
+    scale = qparams.first;
+    zp = qparams.second;
     if (!zp_dtype) zp_dtype = DType::kInt32;
   }
   const DType sd = scale_dtype.value_or(in);
