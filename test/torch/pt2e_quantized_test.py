@@ -3,7 +3,8 @@
 prepare_pt2e / convert_pt2e with ExecuTorch's XNNPACKQuantizer, then torch.export. The
 program holds quantized_decomposed.quantize_per_tensor / dequantize_per_tensor around each
 quantized op and dequantize_per_channel (or, with fold_quantize=False, quantize_per_channel)
-on int8 weights. etc imports each as PyTorch's reference arithmetic, so
+on int8 weights. etc imports each as PyTorch's reference arithmetic, in both export forms
+(the default one and run_decompositions(), which keeps these ops), so
 
 - every output matches the converted model run in eager: the same quantization grid, an
   element at most one output quantum away where a float sum rounds differently before a
@@ -98,7 +99,14 @@ class AffineDirect(torch.nn.Module):
 
 
 def run(etc, d, name, converted, example, inputs, failures, expect_int8=None, exact=False):
+    """Both export forms: the default one and run_decompositions() (PT2E's ops stay)."""
     ep = torch.export.export(converted, (example,))
+    run_form(etc, d, name, ep, converted, inputs, failures, expect_int8, exact)
+    run_form(etc, d, name + "_core", ep.run_decompositions(), converted, inputs, failures,
+             expect_int8, exact)
+
+
+def run_form(etc, d, name, ep, converted, inputs, failures, expect_int8, exact):
     targets = {str(n.target) for n in ep.graph.nodes if n.op == "call_function"}
     scales = [n.args[1] for n in ep.graph.nodes
               if str(n.target) == "quantized_decomposed.dequantize_per_tensor.default"]
