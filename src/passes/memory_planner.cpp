@@ -30,8 +30,7 @@ std::vector<size_t> by_size_desc(const std::vector<PlanTensor>& tensors) {
 // query() returns every placed tensor whose lifetime intersects a range.
 class IntervalIndex {
  public:
-  explicit IntervalIndex(int32_t span) : span_(span) {
-    size_ = 1;
+  explicit IntervalIndex(int32_t span) {
     while (size_ < span)
       size_ <<= 1;
     nodes_.resize(2 * static_cast<size_t>(size_));
@@ -78,7 +77,6 @@ class IntervalIndex {
     std::vector<size_t> covering;
     bool any_below = false;  // this subtree holds something: prune empty subtrees
   };
-  int32_t span_;
   int32_t size_ = 1;
   std::vector<Node> nodes_;
 };

@@ -15,7 +15,6 @@ namespace etc::onnx_import {
 namespace {
 
 using Args = std::initializer_list<std::pair<std::string_view, ArgValue>>;
-constexpr ArgValue kNone = std::monostate{};
 
 // ---- Shape and layout ---------------------------------------------------------------------
 

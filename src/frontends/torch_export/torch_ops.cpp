@@ -3,7 +3,6 @@
 // at export time when every input is known then. Attention, indexing and state writes (the
 // decoder ops) are in torch_ops_attention.cpp.
 #include <cmath>
-#include <limits>
 
 #include "frontends/torch_export/torch_node.h"
 #include "frontends/torch_export/torch_ops.h"
@@ -28,8 +27,6 @@ Status cast_to(TorchNode& n, DType to) {
 }
 
 namespace {
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // A number argument as a 0-d known tensor (for evaluating tensor-scalar ops).
 KnownTensor scalar_known(const Scalar& s) {
