@@ -184,11 +184,13 @@ TEST_CASE("max_pool2d propagates NaN and errors on bad padding") {
 
 TEST_CASE("max_pool2d's vector rows take NaN as the scalar loop does") {
   // Rows with NaNs here and there: max_pool2d (no indices: the vector loops) gives the bits
-  // of max_pool2d_with_indices (the scalar loop), NaN wherever a window holds one. Wide rows
-  // (53: groups of 16 along a row) and narrow ones (14 and 7: several rows at a time, across
-  // planes, five planes of seven rows leaving a remainder), top and bottom rows padded.
+  // of max_pool2d_with_indices (the scalar loop), NaN wherever a window holds one. Rows of
+  // more than 64 outputs (150: AVX-512's row kernel, groups of 16 along a row) and of fewer
+  // (53, 14, 7: the -inf-bordered plane, four rows at a time; five planes of seven rows leave
+  // a remainder), top and bottom rows padded; the ETC_MAX_ISA tests run it on AVX2 and
+  // portable code too.
   for (const auto& [stride, w] : std::vector<std::pair<int64_t, int64_t>>{
-           {1, 53}, {2, 53}, {1, 14}, {2, 14}, {1, 7}, {2, 7}}) {
+           {1, 150}, {2, 150}, {1, 53}, {2, 53}, {1, 14}, {2, 14}, {1, 7}, {2, 7}}) {
     INFO("stride " << stride << ", width " << w);
     const int64_t h = 7, planes = w < 16 ? 5 : 1;
     std::vector<double> xv(static_cast<size_t>(planes * h * w));

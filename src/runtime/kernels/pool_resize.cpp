@@ -190,31 +190,6 @@ __attribute__((target("avx2"))) inline __m256 tap_values_avx2(const float* src, 
   return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even), _MM_SHUFFLE(3, 1, 2, 0)));
 }
 
-// A row of float32 max-pool outputs without indices whose windows lie inside the input
-// across (rows[i] + j * dw + o * stride: the window's rows inside the input, in order; stride
-// 1 or 2; count >= 8), 8 outputs at a time with every tap in registers: each output takes
-// its taps in the scalar loop's order with its comparison (the larger or a NaN value wins),
-// so the same bits. The last 8 outputs overlap the previous ones where count is not a
-// multiple of 8 (computed twice, the same values).
-__attribute__((target("avx2"))) void max_pool_row_f32_avx2(const float* const* rows, int64_t nrows,
-                                                           int64_t kw, int64_t dw, int64_t stride,
-                                                           int64_t count, float* out) {
-  for (int64_t o = 0; o < count; o += 8) {
-    const int64_t at = std::min(o, count - 8);
-    const bool whole = at + 8 < count;
-    __m256 best = tap_values_avx2(rows[0] + at * stride, stride, whole);
-    for (int64_t i = 0; i < nrows; ++i) {
-      for (int64_t j = i == 0 ? 1 : 0; j < kw; ++j) {
-        const __m256 v = tap_values_avx2(rows[i] + j * dw + at * stride, stride, whole);
-        const __m256 take =
-            _mm256_or_ps(_mm256_cmp_ps(v, best, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-        best = _mm256_blendv_ps(best, v, take);
-      }
-    }
-    _mm256_storeu_ps(out + at, best);
-  }
-}
-
 // The lanes of the 16 columns from c that lie in [0, in_w) (iota: 0..15; width: in_w).
 __attribute__((target("avx512f"))) inline __mmask16 columns_inside(int64_t c, int64_t in_w,
                                                                    __m512i iota, __m512i width) {
@@ -329,87 +304,94 @@ void pool_row_tap(const T* __restrict src, int64_t stride, int64_t count, T* __r
   }
 }
 
-// Narrow rows (out_w <= 16: googlenet's 14x14 and 7x7 pools) on AVX-512: one group of 16
-// outputs per row is a single chain of dependent compares and blends, which left the vector
-// units waiting (0.165 ms for [512, 14, 14], 23 ns a row). kChains output rows go together,
-// each its own chain over its window's kh rows (a row of padding is the -inf row: -inf never
-// wins, as the masked columns do not), so each output takes its taps in the scalar loop's
-// order with its rule: the same bits. `rows` holds kh row starts per chain.
+// Float max pooling without indices on AVX2 (and on AVX-512 for rows of up to 64 outputs).
+// Each plane is first copied into a buffer bordered with -inf (as many columns past it as a
+// group of 8 outputs at stride 2 reads), so that every tap is a plain load with no bounds or
+// mask to compute; its output rows then go four at a time as independent chains (one chain
+// per row kept the vector units waiting on each compare and blend on narrow rows), each
+// over its window's taps in the scalar loop's order with its rule (best starts at -inf,
+// which the first tap replaces unless it is -inf itself; a border tap is -inf, which never
+// wins): the same bits. Without masks this beats the AVX-512 row kernel up to 64 outputs.
 template <int kChains>
-__attribute__((target("avx512f"), always_inline)) inline void max_pool_chains_avx512(
-    const float* const* rows, int64_t kh, int64_t in_w, int64_t kw, int64_t dw, int64_t stride,
-    int64_t pad_w, int64_t out_w, float* const* outs) {
-  const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i width = _mm512_set1_epi32(static_cast<int32_t>(in_w));
-  __m512 best[kChains];
+__attribute__((target("avx2"), always_inline)) inline void max_pool_chains_avx2(
+    const float* const* rows, int64_t kh, int64_t kw, int64_t dw, int64_t stride, int64_t groups,
+    int64_t out_w, float* const* outs) {
+  const __m256 neg_inf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int64_t g = 0; g < groups; ++g) {
+    __m256 best[kChains];
 #pragma GCC unroll 4
-  for (int ch = 0; ch < kChains; ++ch)
-    best[ch] = neg_inf;
-  for (int64_t i = 0; i < kh; ++i) {
-    for (int64_t j = 0; j < kw; ++j) {
-      const int64_t c = j * dw - pad_w;  // the column of lane 0
-      const __mmask16 m0 = columns_inside(c, in_w, iota, width);
-      const __mmask16 m1 = stride == 2 ? columns_inside(c + 16, in_w, iota, width) : 0;
+    for (int ch = 0; ch < kChains; ++ch)
+      best[ch] = neg_inf;
+    for (int64_t i = 0; i < kh; ++i) {
+      for (int64_t j = 0; j < kw; ++j) {
 #pragma GCC unroll 4
-      for (int ch = 0; ch < kChains; ++ch) {
-        const float* r = rows[ch * kh + i];
-        __m512 v = _mm512_mask_loadu_ps(neg_inf, m0, r + c);
-        if (stride == 2)
-          v = _mm512_permutex2var_ps(v, even, _mm512_mask_loadu_ps(neg_inf, m1, r + c + 16));
-        const __mmask16 take = _mm512_kor(_mm512_cmp_ps_mask(v, best[ch], _CMP_GT_OQ),
-                                          _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q));
-        best[ch] = _mm512_mask_blend_ps(take, best[ch], v);
+        for (int ch = 0; ch < kChains; ++ch) {
+          const __m256 v =
+              tap_values_avx2(rows[ch * kh + i] + j * dw + 8 * g * stride, stride, true);
+          const __m256 take = _mm256_or_ps(_mm256_cmp_ps(v, best[ch], _CMP_GT_OQ),
+                                           _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+          best[ch] = _mm256_blendv_ps(best[ch], v, take);
+        }
       }
     }
-  }
-  const auto store = static_cast<__mmask16>((1u << out_w) - 1);
+    const int64_t left = std::min<int64_t>(8, out_w - 8 * g);
+    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i store = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(left)), lanes);
 #pragma GCC unroll 4
-  for (int ch = 0; ch < kChains; ++ch)
-    _mm512_mask_storeu_ps(outs[ch], store, best[ch]);
+    for (int ch = 0; ch < kChains; ++ch)
+      _mm256_maskstore_ps(outs[ch] + 8 * g, store, best[ch]);
+  }
 }
 
-// Output rows [r0, r1) of a float max pooling without indices, out_w <= 16, stride 1 or 2,
-// kernel height <= 16 (row r is plane r / out_h, output row r % out_h), four at a time.
-__attribute__((target("avx512f"))) void max_pool_narrow_avx512(const PoolGeometry& p,
-                                                               const float* x, float* y, int64_t r0,
-                                                               int64_t r1) {
-  const int64_t kh = p.kernel[0];
-  // The padding rows' values: -inf, as many as a row reads.
-  thread_local std::vector<float> pad;
-  if (static_cast<int64_t>(pad.size()) < p.in_w)
-    pad.assign(static_cast<size_t>(p.in_w), -std::numeric_limits<float>::infinity());
+__attribute__((target("avx2"))) void max_pool_bordered_avx2(const PoolGeometry& p, const float* x,
+                                                            float* y, int64_t r0, int64_t r1) {
+  const int64_t kh = p.kernel[0], kw = p.kernel[1];
+  // The bordered plane: pad rows above, enough below for the last window; pad columns to the
+  // left, and to the right the last window's reach plus a stride-2 group's 16 loads.
+  const int64_t top = p.pad[0];
+  const int64_t bottom =
+      std::max<int64_t>(0, (p.out_h - 1) * p.stride[0] + (kh - 1) * p.dil[0] - top - p.in_h + 1);
+  const int64_t left = p.pad[1];
+  const int64_t width =
+      left +
+      std::max<int64_t>(p.in_w, (p.out_w - 1) * p.stride[1] + (kw - 1) * p.dil[1] - left + 1) + 32;
+  const int64_t height = top + p.in_h + bottom;
+  // The border is -inf once for the whole call: each plane's copy writes the interior only.
+  thread_local std::vector<float> plane;
+  plane.assign(static_cast<size_t>(height * width), -std::numeric_limits<float>::infinity());
   const float* rows[4 * 16];
   float* outs[4];
-  for (int64_t r = r0; r < r1; r += 4) {
-    const int chains = static_cast<int>(std::min<int64_t>(4, r1 - r));
-    for (int ch = 0; ch < chains; ++ch) {
-      const int64_t pl = (r + ch) / p.out_h, oh = (r + ch) % p.out_h;
-      const float* xp = x + pl * p.in_h * p.in_w;
-      const int64_t h0 = oh * p.stride[0] - p.pad[0];
-      for (int64_t i = 0; i < kh; ++i) {
-        const int64_t ih = h0 + i * p.dil[0];
-        rows[ch * kh + i] = ih >= 0 && ih < p.in_h ? xp + ih * p.in_w : pad.data();
-      }
-      outs[ch] = y + (pl * p.out_h + oh) * p.out_w;
+  const int64_t groups = (p.out_w + 7) / 8;
+  for (int64_t r = r0; r < r1;) {
+    const int64_t pl = r / p.out_h;
+    const float* xp = x + pl * p.in_h * p.in_w;
+    for (int64_t ih = 0; ih < p.in_h; ++ih) {
+      std::memcpy(plane.data() + (top + ih) * width + left, xp + ih * p.in_w,
+                  static_cast<size_t>(p.in_w) * sizeof(float));
     }
-    switch (chains) {
-      case 4:
-        max_pool_chains_avx512<4>(rows, kh, p.in_w, p.kernel[1], p.dil[1], p.stride[1], p.pad[1],
-                                  p.out_w, outs);
-        break;
-      case 3:
-        max_pool_chains_avx512<3>(rows, kh, p.in_w, p.kernel[1], p.dil[1], p.stride[1], p.pad[1],
-                                  p.out_w, outs);
-        break;
-      case 2:
-        max_pool_chains_avx512<2>(rows, kh, p.in_w, p.kernel[1], p.dil[1], p.stride[1], p.pad[1],
-                                  p.out_w, outs);
-        break;
-      default:
-        max_pool_chains_avx512<1>(rows, kh, p.in_w, p.kernel[1], p.dil[1], p.stride[1], p.pad[1],
-                                  p.out_w, outs);
+    const int64_t end = std::min(r1, (pl + 1) * p.out_h);  // this plane's rows
+    while (r < end) {
+      const int chains = static_cast<int>(std::min<int64_t>(4, end - r));
+      for (int ch = 0; ch < chains; ++ch) {
+        const int64_t oh = (r + ch) % p.out_h;
+        for (int64_t i = 0; i < kh; ++i)
+          rows[ch * kh + i] = plane.data() + (oh * p.stride[0] + i * p.dil[0]) * width;
+        outs[ch] = y + (pl * p.out_h + oh) * p.out_w;
+      }
+      switch (chains) {
+        case 4:
+          max_pool_chains_avx2<4>(rows, kh, kw, p.dil[1], p.stride[1], groups, p.out_w, outs);
+          break;
+        case 3:
+          max_pool_chains_avx2<3>(rows, kh, kw, p.dil[1], p.stride[1], groups, p.out_w, outs);
+          break;
+        case 2:
+          max_pool_chains_avx2<2>(rows, kh, kw, p.dil[1], p.stride[1], groups, p.out_w, outs);
+          break;
+        default:
+          max_pool_chains_avx2<1>(rows, kh, kw, p.dil[1], p.stride[1], groups, p.out_w, outs);
+      }
+      r += chains;
     }
   }
 }
@@ -475,15 +457,6 @@ void max_pool_typed(const PoolGeometry& p, const TensorView& self, TensorView& o
                                     p.pad[1], p.out_w, yr);
             return;  // the whole row, edges included
           }
-          if (ir == nullptr && hi - lo >= 8 && (p.stride[1] == 1 || p.stride[1] == 2) &&
-              i1 - i0 <= 16 && gemm_uses_avx2()) {
-            const float* rows[16];
-            for (int64_t i = i0; i < i1; ++i)
-              rows[i - i0] = xp + (h0 + i * p.dil[0]) * p.in_w - p.pad[1] + lo * p.stride[1];
-            max_pool_row_f32_avx2(rows, i1 - i0, p.kernel[1], p.dil[1], p.stride[1], hi - lo,
-                                  yr + lo);
-            i1 = i0;  // done: no taps left for the loop below
-          }
         }
         for (int64_t i = i0; i < i1; ++i) {
           for (int64_t j = 0; j < p.kernel[1]; ++j) {
@@ -501,11 +474,11 @@ void max_pool_typed(const PoolGeometry& p, const TensorView& self, TensorView& o
       one_output(xp, pl, oh, ow);
   };
   if constexpr (std::is_same_v<T, float>) {
-    if (indices == nullptr && p.out_w <= 16 && (p.stride[1] == 1 || p.stride[1] == 2) &&
-        p.kernel[0] <= 16 && gemm_float_kernel() == FloatKernel::kAvx512) {
+    if (indices == nullptr && (p.out_w <= 64 || gemm_float_kernel() == FloatKernel::kAvx2) &&
+        (p.stride[1] == 1 || p.stride[1] == 2) && p.kernel[0] <= 16 && gemm_uses_avx2()) {
       // Output rows across threads, four at a time on each.
       parallel_for(p.planes * p.out_h, 64,
-                   [&](int64_t r0, int64_t r1) { max_pool_narrow_avx512(p, x, y, r0, r1); });
+                   [&](int64_t r0, int64_t r1) { max_pool_bordered_avx2(p, x, y, r0, r1); });
       return;
     }
   }
