@@ -9,16 +9,19 @@
 namespace etc {
 namespace {
 
-using SpecOf = KnownSpecOf;
-
-const rt::OperatorRegistry& cpu_kernels() {
-  static const rt::OperatorRegistry* registry = [] {
-    auto* r = new rt::OperatorRegistry();
-    Status s = rt::register_cpu_kernels(*r);
-    (void)s;  // a failure here is a bug the runtime's tests catch; find() then fails
-    return r;
+// The CPU kernels, registered once for the process (never destroyed: evaluation may run
+// from static destructors' callers), and whether registering them succeeded.
+struct CpuKernels {
+  rt::OperatorRegistry registry;
+  Status registered;
+};
+const CpuKernels& cpu_kernels() {
+  static const CpuKernels* kernels = [] {
+    auto* k = new CpuKernels();
+    k->registered = rt::register_cpu_kernels(k->registry);
+    return k;
   }();
-  return *registry;
+  return *kernels;
 }
 
 // Ops whose result is not a function of their arguments: evaluating them once at export
@@ -116,13 +119,13 @@ rt::Value plain_value(const ArgValue& a) {
 }
 
 Result<std::vector<ConstantData>> run_kernel(OpKind op, std::span<const ArgValue> args,
-                                             const SpecOf& spec_of,
+                                             const KnownSpecOf& spec_of,
                                              std::span<const TensorSpec> outputs,
                                              WritableArena* arena) {
   const OpInfo& info = op_info(op);
   if (std::string why = why_not_evaluable(op); !why.empty())
     return invalid_input(info.name + " cannot be evaluated at export time: " + why);
-  const rt::RegisteredKernel* kernel = cpu_kernels().find(info.kernel_name);
+  const rt::RegisteredKernel* kernel = cpu_kernels().registry.find(info.kernel_name);
   const OpSchema& schema = info.schema;
   if (args.size() != schema.args.size()) {
     return internal_error(info.name + ": " + std::to_string(args.size()) + " arguments for " +
@@ -211,9 +214,10 @@ Result<std::vector<ConstantData>> run_kernel(OpKind op, std::span<const ArgValue
 
 std::string why_not_evaluable(OpKind op) {
   if (is_random(op)) return "a random op draws anew on every run";
+  const CpuKernels& k = cpu_kernels();
+  if (!k.registered.ok()) return "the CPU kernels did not register: " + k.registered.message();
   const OpInfo& info = op_info(op);
-  const rt::RegisteredKernel* kernel = cpu_kernels().find(info.kernel_name);
-  if (kernel == nullptr || info.kernel_name.empty())
+  if (info.kernel_name.empty() || k.registry.find(info.kernel_name) == nullptr)
     return "no CPU kernel runs its functional form";
   return "";
 }
@@ -225,7 +229,7 @@ bool keeps_program_small(int64_t input_bytes, int64_t output_bytes) {
 
 Result<std::vector<ConstantData>> evaluate_node(const Graph& graph, const Node& node,
                                                 WritableArena* arena) {
-  SpecOf spec_of = [&graph](ValueId id) -> const TensorSpec* {
+  KnownSpecOf spec_of = [&graph](ValueId id) -> const TensorSpec* {
     const Value& v = graph.value(id);
     return v.kind == ValueKind::kConstant ? &v.spec : nullptr;
   };

@@ -622,10 +622,18 @@ Status TorchNode::set_output(int i, ValueId v) {
     if (!im_.named_values_.count(v.v)) im_.graph_.rename_value(v, *name);
   }
   im_.named_values_.insert(v.v);
-  std::optional<KnownTensor> known;
-  if (im_.known_values_.count(v.v)) known = known_from_constant(spec);
-  im_.env_[*name] = Entry{v, std::move(known), spec.dtype, spec.sizes};
+  im_.env_[*name] = Entry{v, std::nullopt, spec.dtype, spec.sizes};
   return Status();
+}
+
+std::optional<KnownTensor> TorchNode::known_value(std::string_view arg) const {
+  if (!is_tensor(arg)) return std::nullopt;
+  Result<const Entry*> e = entry(arg);
+  if (!e.ok()) return std::nullopt;
+  if ((*e)->known) return *(*e)->known;
+  if ((*e)->value && im_.known_values_.count((*e)->value->v))
+    return known_from_constant(im_.graph_.value(*(*e)->value).spec);
+  return std::nullopt;
 }
 
 Status TorchNode::set_known_output(int i, KnownTensor t) {

@@ -51,6 +51,9 @@ class TorchNode {
   // the Nones.
   Result<std::vector<ValueId>> optional_tensors(std::string_view arg);
   Result<std::vector<const Entry*>> tensor_entries(std::string_view arg) const;
+  // The elements of tensor argument `arg` when they are known at export time (made from
+  // numbers, or computed by emit()'s evaluation), read on demand; nullopt otherwise.
+  std::optional<KnownTensor> known_value(std::string_view arg) const;
   Result<int64_t> int_arg(std::string_view arg,
                           std::optional<int64_t> fallback = std::nullopt) const;
   Result<std::optional<int64_t>> optional_int(std::string_view arg) const;

@@ -150,14 +150,10 @@ Converter binary_math_op(OpKind tensor_op, std::optional<OpKind> scalar_op,
     ETC_RETURN_IF_ERROR(operand("self", &self_number, &self));
     ETC_RETURN_IF_ERROR(operand(other_name, &other_number, &other));
     if (self == nullptr && other == nullptr) return n.invalid("two numbers, no tensor");
-    const KnownTensor a =
-        self ? (self->known ? *self->known : KnownTensor{}) : scalar_known(*self_number);
-    const KnownTensor b =
-        other ? (other->known ? *other->known : KnownTensor{}) : scalar_known(*other_number);
     // The result's dtype: ATen's result type of the operands, then the kind's rule.
     DType common = self && other ? promote_types(self->dtype, other->dtype)
-                   : self        ? result_dtype(self->dtype, b.dtype, true)
-                                 : result_dtype(other->dtype, a.dtype, true);
+                   : self ? result_dtype(self->dtype, scalar_known(*other_number).dtype, true)
+                          : result_dtype(other->dtype, scalar_known(*self_number).dtype, true);
     if (self && other && (self->shape.empty() != other->shape.empty())) {
       // A zero-dim tensor only lifts the category (ATen's result_type).
       const Entry* dims = self->shape.empty() ? other : self;
@@ -169,7 +165,7 @@ Converter binary_math_op(OpKind tensor_op, std::optional<OpKind> scalar_op,
       ETC_ASSIGN_OR_RETURN(x, n.tensor("self"));
     } else {  // a number on the left: a 0-d constant of the operands' type (ATen's
               // result type: pow(5, int32 tensor) is int32)
-      KnownTensor lhs = a;
+      KnownTensor lhs = scalar_known(*self_number);
       lhs.dtype = common;
       x = n.constant(lhs);
     }
@@ -190,9 +186,9 @@ Converter binary_math_op(OpKind tensor_op, std::optional<OpKind> scalar_op,
     } else if (scalar_op) {
       ETC_ASSIGN_OR_RETURN(out, n.emit(*scalar_op, {{"self", x}, {"other", *other_number}}));
     } else {
-      ETC_ASSIGN_OR_RETURN(
-          out, n.emit(tensor_op,
-                      {{"self", x}, {op_info(tensor_op).schema.args[1].name, n.constant(b)}}));
+      ETC_ASSIGN_OR_RETURN(out, n.emit(tensor_op, {{"self", x},
+                                                   {op_info(tensor_op).schema.args[1].name,
+                                                    n.constant(scalar_known(*other_number))}}));
     }
     return n.set_output(0, out);
   };

@@ -251,9 +251,10 @@ Status convert_sdpa(TorchNode& n) {
   if (n.has("attn_mask")) {
     ETC_ASSIGN_OR_RETURN(const Entry* m, n.entry("attn_mask"));
     const bool boolean = m->dtype == DType::kBool;
-    may_mask_a_row =
-        !m->known || std::any_of(m->known->v.begin(), m->known->v.end(),
-                                 [&](double x) { return boolean ? x == 0.0 : x == -kInf; });
+    const std::optional<KnownTensor> known = n.known_value("attn_mask");
+    may_mask_a_row = !known || std::any_of(known->v.begin(), known->v.end(), [&](double x) {
+      return boolean ? x == 0.0 : x == -kInf;
+    });
     ValueId bias;
     if (m->dtype == DType::kBool) {
       ETC_ASSIGN_OR_RETURN(ValueId mv, n.tensor("attn_mask"));
