@@ -95,6 +95,10 @@ Status convert_qlinear_conv(NodeCtx& ctx);
 // Gather, Expand, Pad.
 void add_layout_converters(std::map<std::string, Converter>& table);
 
+// onnx_ops_norm_reduce.cpp: BatchNormalization, LayerNormalization, Softmax, LogSoftmax,
+// the Reduce* ops, ArgMax, ArgMin, CumSum, TopK.
+void add_norm_reduce_converters(std::map<std::string, Converter>& table);
+
 // onnx_ops_training.cpp: Adagrad, Adam and Momentum of ai.onnx.preview.training, under
 // their qualified op types.
 void add_training_converters(std::map<std::string, Converter>& table);
