@@ -13,27 +13,27 @@
 namespace etc::torch_import {
 namespace {
 
-// An integer dtype PT2E quantizes to, and the bounds it must respect.
-Status check_quantized(TorchNode& n, DType dtype, int64_t quant_min, int64_t quant_max) {
-  int64_t lo = 0, hi = 0;
-  switch (dtype) {
+// The bounds of a quantized dtype (torchao's _get_and_check_qmin_qmax when none are given).
+Result<std::pair<int64_t, int64_t>> dtype_bounds(TorchNode& n, DType d) {
+  switch (d) {
     case DType::kInt8:
-      lo = -128, hi = 127;
-      break;
+      return std::pair<int64_t, int64_t>{-128, 127};
     case DType::kUInt8:
-      lo = 0, hi = 255;
-      break;
+      return std::pair<int64_t, int64_t>{0, 255};
     case DType::kInt16:
-      lo = -32768, hi = 32767;
-      break;
+      return std::pair<int64_t, int64_t>{-32768, 32767};
     case DType::kInt32:
-      lo = INT32_MIN, hi = INT32_MAX;
-      break;
+      return std::pair<int64_t, int64_t>{INT32_MIN, INT32_MAX};
     default:
-      return n.unsupported("quantized dtype " + std::string(dtype_name(dtype)) +
+      return n.unsupported("quantized dtype " + std::string(dtype_name(d)) +
                            " (etc takes int8, uint8, int16 and int32)");
   }
-  if (quant_min < lo || quant_max > hi || quant_min > quant_max) {
+}
+
+// An integer dtype etc quantizes to, and a range [quant_min, quant_max] inside its bounds.
+Status check_quantized(TorchNode& n, DType dtype, int64_t quant_min, int64_t quant_max) {
+  ETC_ASSIGN_OR_RETURN(auto bounds, dtype_bounds(n, dtype));
+  if (quant_min < bounds.first || quant_max > bounds.second || quant_min > quant_max) {
     return n.invalid("quant_min " + std::to_string(quant_min) + " and quant_max " +
                      std::to_string(quant_max) + " are not a range of " +
                      std::string(dtype_name(dtype)));
@@ -379,23 +379,6 @@ Result<ValueId> per_block_view(TorchNode& n, const Blocks& b, ValueId v, const c
                      " elements; block_size makes " + std::to_string(b.count) + " blocks");
   }
   return n.emit(OpKind::Reshape, {{"self", v}, {"shape", b.per_block}});
-}
-
-// The bounds of a quantized dtype (torchao's _get_and_check_qmin_qmax when none are given).
-Result<std::pair<int64_t, int64_t>> dtype_bounds(TorchNode& n, DType d) {
-  switch (d) {
-    case DType::kInt8:
-      return std::pair<int64_t, int64_t>{-128, 127};
-    case DType::kUInt8:
-      return std::pair<int64_t, int64_t>{0, 255};
-    case DType::kInt16:
-      return std::pair<int64_t, int64_t>{-32768, 32767};
-    case DType::kInt32:
-      return std::pair<int64_t, int64_t>{INT32_MIN, INT32_MAX};
-    default:
-      return n.unsupported("quantized dtype " + std::string(dtype_name(d)) +
-                           " (etc takes int8, uint8, int16 and int32)");
-  }
 }
 
 // quant_min / quant_max as given (numbers, or None for the dtype's bounds), checked.
