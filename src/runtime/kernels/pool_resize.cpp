@@ -178,15 +178,11 @@ inline T select_bits(bool c, T a, T b) {
 }
 
 // 8 consecutive outputs of one tap row: src[0], src[stride], ... for stride 1 or 2 (stride
-// 2 loads 16 values and keeps the even ones; lane 7 of the second load, one past the last
-// value used, is masked off unless `whole`).
-__attribute__((target("avx2"))) inline __m256 tap_values_avx2(const float* src, int64_t stride,
-                                                              bool whole) {
+// 2 loads 16 values and keeps the even ones; the caller's buffer holds all 16).
+__attribute__((target("avx2"))) inline __m256 tap_values_avx2(const float* src, int64_t stride) {
   if (stride == 1) return _mm256_loadu_ps(src);
-  const __m256i mask =
-      whole ? _mm256_set1_epi32(-1) : _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, -1, 0);
-  const __m256 even = _mm256_shuffle_ps(_mm256_loadu_ps(src), _mm256_maskload_ps(src + 8, mask),
-                                        _MM_SHUFFLE(2, 0, 2, 0));
+  const __m256 even =
+      _mm256_shuffle_ps(_mm256_loadu_ps(src), _mm256_loadu_ps(src + 8), _MM_SHUFFLE(2, 0, 2, 0));
   return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even), _MM_SHUFFLE(3, 1, 2, 0)));
 }
 
@@ -326,8 +322,7 @@ __attribute__((target("avx2"), always_inline)) inline void max_pool_chains_avx2(
       for (int64_t j = 0; j < kw; ++j) {
 #pragma GCC unroll 4
         for (int ch = 0; ch < kChains; ++ch) {
-          const __m256 v =
-              tap_values_avx2(rows[ch * kh + i] + j * dw + 8 * g * stride, stride, true);
+          const __m256 v = tap_values_avx2(rows[ch * kh + i] + j * dw + 8 * g * stride, stride);
           const __m256 take = _mm256_or_ps(_mm256_cmp_ps(v, best[ch], _CMP_GT_OQ),
                                            _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
           best[ch] = _mm256_blendv_ps(best[ch], v, take);
