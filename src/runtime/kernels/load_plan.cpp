@@ -1,6 +1,7 @@
 #include "runtime/kernels/load_plan.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <iterator>
 #include <limits>
 #include <map>
@@ -14,10 +15,15 @@
 namespace etc::rt::kernels {
 namespace {
 
+// Whether two tensors' bytes may share memory. Addresses compare as integers: a tensor the
+// caller binds before execute (an unplanned input or output) has no data yet, and an offset
+// from a null pointer is undefined. Such a tensor is the caller's memory, which never lies in
+// a planned buffer; two of them may be the same buffer, which their equal null addresses say.
 bool overlaps(const TensorView& a, const TensorView& b) {
-  const auto* a0 = static_cast<const char*>(a.data);
-  const auto* b0 = static_cast<const char*>(b.data);
-  return a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes();
+  const auto a0 = reinterpret_cast<std::uintptr_t>(a.data);
+  const auto b0 = reinterpret_cast<std::uintptr_t>(b.data);
+  return a0 < b0 + static_cast<std::uintptr_t>(b.nbytes()) &&
+         b0 < a0 + static_cast<std::uintptr_t>(a.nbytes());
 }
 
 // One elementwise instruction read as an epilogue op: its operands (tensors or a scalar), its
