@@ -3,8 +3,14 @@
 // ExecuTorch application would. Planned buffers are allocated per device as ExecuTorch's
 // Module does: host vectors for CPU buffers, the registered DeviceAllocator for the others.
 //
-//   etc_et_runner PROGRAM.pte OUT_DIR [INPUT.npy ...]
+//   etc_et_runner [--iterations N] PROGRAM.pte OUT_DIR [INPUT.npy ...]
 //   etc_et_runner PROGRAM.pte OUT_DIR --generate PROMPT.npy STEPS
+//
+// etc_et_runner_etc_kernels is the same runner linked without the wheel's kernel libraries:
+// it registers etc's CPU kernels (register_kernels_with_executorch) for the program's host ops.
+// With --iterations N, the method runs N more times after the first (inputs set again before
+// each: ExecuTorch may plan other tensors over them) and the median and fastest
+// Method::execute times are printed to stderr.
 //
 // The second form drives a decoder whose state (its KV cache) lives in the method from call
 // to call: the prompt one token per call (token ids [1, 1], their position [1]), then greedy
@@ -24,6 +30,8 @@
 #include <executorch/runtime/executor/program.h>
 #include <executorch/runtime/platform/runtime.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -135,11 +143,30 @@ int generate(et::Method& method, const std::string& prompt_path, int steps,
 }
 
 int run(int argc, char** argv) {
+  long iterations = 0;
+  if (argc >= 3 && std::string(argv[1]) == "--iterations") {
+    char* end = nullptr;
+    iterations = std::strtol(argv[2], &end, 10);
+    if (end == argv[2] || *end != '\0' || iterations < 0 || iterations > 100000) {
+      std::fprintf(stderr, "etc_et_runner: error: --iterations takes 0..100000, not '%s'\n",
+                   argv[2]);
+      return 2;
+    }
+    argc -= 2;
+    argv += 2;
+  }
   if (argc < 3) {
-    std::fprintf(stderr, "usage: etc_et_runner PROGRAM.pte OUT_DIR [INPUT.npy ...]\n");
+    std::fprintf(stderr,
+                 "usage: etc_et_runner [--iterations N] PROGRAM.pte OUT_DIR [INPUT.npy ...]\n");
     return 2;
   }
   et::runtime_init();
+#ifdef ETC_ET_RUNNER_ETC_KERNELS
+  size_t kernels = 0;
+  if (Error e = etc::executorch_plugin::register_kernels_with_executorch(&kernels); e != Error::Ok)
+    return fail("registering etc's CPU kernels with ExecuTorch", e);
+  std::fprintf(stderr, "etc_et_runner: etc's CPU kernels registered (%zu)\n", kernels);
+#endif
   if (Error e = etc::executorch_plugin::register_with_executorch(); e != Error::Ok)
     return fail("registering etc with ExecuTorch", e);
   std::fprintf(stderr, "etc_et_runner: etc registered (%s)\n",
@@ -292,6 +319,26 @@ int run(int argc, char** argv) {
       return fail("set_output_data_ptr(" + std::to_string(i) + ")", e);
   }
   if (Error e = method->execute(); e != Error::Ok) return fail("Method::execute failed", e);
+  if (iterations > 0) {
+    std::vector<double> ms;
+    for (long it = 0; it < iterations; ++it) {
+      for (size_t i = 0; i < n_inputs; ++i) {
+        if (Error e =
+                method->set_input(et::EValue(::executorch::aten::Tensor(inputs[i].impl.get())), i);
+            e != Error::Ok) {
+          return fail("set_input(" + std::to_string(i) + ")", e);
+        }
+      }
+      const auto start = std::chrono::steady_clock::now();
+      if (Error e = method->execute(); e != Error::Ok) return fail("Method::execute failed", e);
+      ms.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count());
+    }
+    std::sort(ms.begin(), ms.end());
+    std::fprintf(stderr, "etc_et_runner: execute: median %.4f ms, fastest %.4f ms over %ld calls\n",
+                 ms[ms.size() / 2], ms.front(), iterations);
+  }
 
   for (size_t i = 0; i < method->outputs_size(); ++i) {
     const et::EValue& out = method->get_output(i);

@@ -13,16 +13,31 @@
 //   - the backend "EtcCudaBackend", through register_backend: etc's CUDA delegate on a GPU,
 //     otherwise etc's CPU reference implementation of the same delegate.
 // The host ops of etc's programs (the et_copy copies, ATen out variants) run on the kernel
-// library the application links (ExecuTorch's portable or optimized kernels).
+// library the application links: ExecuTorch's portable or optimized kernels, or etc's CPU
+// kernels through register_kernels_with_executorch below.
 //
 // ETC_EXECUTORCH_DEVICE=host forces the host stand-in; =cuda refuses to register without a GPU.
 #pragma once
 
 #include <executorch/runtime/core/error.h>
 
+#include <cstddef>
+
 namespace etc::executorch_plugin {
 
 ::executorch::runtime::Error register_with_executorch();
+
+// etc's CPU kernels as an ExecuTorch kernel library: every kernel an ExecuTorch program may
+// call by name (the ATen out variants, in-place forms) registered through register_kernels
+// under that name, for all dtypes, skipping the names some kernel already registered
+// (ExecuTorch stops the process on a second registration of a name). An application that
+// wants etc's kernels throughout links no other kernel library (not the wheel's
+// kernels_optimized) and calls this after runtime_init, before loading a method; one that
+// links another gets etc's kernels for the operators the other lacks. Arguments are used in
+// place (no copies); tensors must be contiguous host tensors, else the call fails with
+// NotSupported and the reason in ExecuTorch's log. Once per process; later calls return the
+// first call's result. `registered`, if set, receives how many kernels were registered.
+::executorch::runtime::Error register_kernels_with_executorch(size_t* registered = nullptr);
 
 // After registration: "cuda" (a GPU: etc's CUDA allocator and delegate) or "host" (host memory
 // for CUDA buffers, the CPU reference delegate); nullptr before or after a failed registration.

@@ -1,0 +1,298 @@
+// etc's CPU kernels as an ExecuTorch kernel library (etc_executorch.h,
+// register_kernels_with_executorch).
+//
+// ExecuTorch calls a kernel as void(KernelRuntimeContext&, et::Span<EValue*>): a plain function
+// pointer, no closure. Each etc kernel gets one of kMaxKernels trampolines, trampoline<I>
+// calling the I-th registered kernel. The arguments are the instruction's values in the same
+// convention as etc's own runtime (every schema argument in order, the outs among them, then
+// the return value), so the adapter only translates ExecuTorch's EValues into etc's
+// rt::Values: tensors become views of the same memory, nothing is copied.
+//
+// Per instruction (ExecuTorch keeps each instruction's argument array for the method's
+// lifetime; its address is the instruction's identity) the adapter keeps the translated values
+// and the largest size each dynamic-bound tensor has had, which is its bound: ExecuTorch loads
+// a dynamic-bound tensor at its upper bound and only the instruction writing it resizes it.
+#include <executorch/runtime/core/evalue.h>
+#include <executorch/runtime/core/exec_aten/util/tensor_util.h>
+#include <executorch/runtime/kernel/kernel_runtime_context.h>
+#include <executorch/runtime/kernel/operator_registry.h>
+#include <executorch/runtime/platform/log.h>
+
+#include <array>
+#include <cstddef>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "executorch/etc_executorch.h"
+#include "graph/dtype.h"
+#include "runtime/kernel.h"
+#include "runtime/tensor.h"
+
+namespace etc::executorch_plugin {
+namespace {
+
+namespace et = ::executorch::runtime;
+using et::Error;
+using et::EValue;
+using et::KernelRuntimeContext;
+using ::executorch::aten::SizesType;
+using ::executorch::aten::Tensor;
+using ::executorch::aten::TensorImpl;
+
+// Trampolines available: more than etc registers (the test checks the margin).
+constexpr size_t kMaxKernels = 768;
+
+// One instruction's translated arguments, rebuilt on every call into the same storage.
+struct Instruction {
+  std::vector<rt::Value> values;  // one per distinct EValue
+  std::vector<rt::Value*> args;   // the call's arguments (a repeated EValue: the same Value)
+  std::deque<rt::TensorView> list_items;  // the tensors of tensor lists
+  std::vector<const EValue*> seen;        // the distinct EValues, in order
+  std::unique_ptr<rt::KernelState> state;
+  // Dynamic-bound tensors: the largest size in bytes each has had.
+  std::unordered_map<const TensorImpl*, int64_t> bounds;
+};
+
+struct Library {
+  rt::OperatorRegistry registry;
+  std::vector<const rt::RegisteredKernel*> kernels;  // by trampoline index
+  std::vector<::executorch::ET_RUNTIME_NAMESPACE::Kernel> registered;
+  size_t count = 0;
+  Error result = Error::Ok;
+  std::mutex mu;  // guards `instructions` (methods may run on several threads)
+  std::unordered_map<const EValue* const*, std::unique_ptr<Instruction>> instructions;
+};
+
+Library& library() {
+  static Library* lib = new Library();  // never destroyed: ExecuTorch holds its kernels for good
+  return *lib;
+}
+
+// A tensor of ExecuTorch's as a view of the same memory; an empty string or why not.
+std::string view_of(const Tensor& t, Instruction& ins, rt::TensorView& v) {
+  const std::optional<DType> dtype = dtype_from_scalar_type(static_cast<int>(t.scalar_type()));
+  if (!dtype) return "a tensor of ScalarType " + std::to_string(static_cast<int>(t.scalar_type()));
+  if (t.device_type() != et::etensor::DeviceType::CPU)
+    return "a tensor outside host memory (etc's CPU kernels read host memory only)";
+  const auto order = t.dim_order();
+  for (size_t d = 0; d < order.size(); ++d) {
+    if (order[d] != d) {
+      return "a tensor in a dim order other than contiguous (etc's CPU kernels take contiguous "
+             "tensors)";
+    }
+  }
+  v.data = t.mutable_data_ptr();
+  v.dtype = *dtype;
+  v.sizes.assign(t.sizes().begin(), t.sizes().end());
+  v.device = Device{};
+  v.capacity = -1;
+  if (t.shape_dynamism() != ::executorch::aten::TensorShapeDynamism::STATIC) {
+    int64_t& bound = ins.bounds[t.unsafeGetTensorImpl()];
+    bound = std::max(bound, static_cast<int64_t>(t.nbytes()));
+    v.capacity = bound;
+  }
+  return {};
+}
+
+// ExecuTorch's value as etc's; an empty string or why not.
+std::string translate(const EValue& e, Instruction& ins, rt::Value& v) {
+  using Kind = rt::Value::Kind;
+  v.tensors.clear();
+  if (e.isNone()) {
+    v.kind = Kind::kNone;
+  } else if (e.isInt()) {
+    v.kind = Kind::kInt;
+    v.i = e.toInt();
+  } else if (e.isDouble()) {
+    v.kind = Kind::kDouble;
+    v.d = e.toDouble();
+  } else if (e.isBool()) {
+    v.kind = Kind::kBool;
+    v.b = e.toBool();
+  } else if (e.isString()) {
+    v.kind = Kind::kString;
+    v.s = std::string(e.toString());
+  } else if (e.isIntList()) {
+    et::Result<::executorch::aten::ArrayRef<int64_t>> ints = e.tryToIntList();
+    if (!ints.ok()) return "an int list ExecuTorch could not read";
+    v.kind = Kind::kIntList;
+    v.ints.assign(ints->begin(), ints->end());
+  } else if (e.isDoubleList()) {
+    v.kind = Kind::kDoubleList;
+    const auto d = e.toDoubleList();
+    v.doubles.assign(d.begin(), d.end());
+  } else if (e.isBoolList()) {
+    v.kind = Kind::kBoolList;
+    const auto b = e.toBoolList();
+    v.bools.assign(b.begin(), b.end());
+  } else if (e.isTensor()) {
+    v.kind = Kind::kTensor;
+    return view_of(e.toTensor(), ins, v.tensor);
+  } else if (e.isTensorList()) {
+    v.kind = Kind::kTensorList;
+    for (const Tensor& t : e.toTensorList()) {
+      rt::TensorView& item = ins.list_items.emplace_back();
+      if (std::string why = view_of(t, ins, item); !why.empty()) return why;
+      v.tensors.push_back(&item);
+    }
+  } else if (e.isListOptionalTensor()) {
+    v.kind = Kind::kOptionalTensorList;
+    for (const std::optional<Tensor>& t : e.toListOptionalTensor()) {
+      if (!t) {
+        v.tensors.push_back(nullptr);
+        continue;
+      }
+      rt::TensorView& item = ins.list_items.emplace_back();
+      if (std::string why = view_of(*t, ins, item); !why.empty()) return why;
+      v.tensors.push_back(&item);
+    }
+  } else {
+    return "a value of EValue tag " + std::to_string(static_cast<int>(e.tag));
+  }
+  return {};
+}
+
+// After the kernel: a tensor the kernel resized (a dynamic-bound out) takes its new sizes in
+// ExecuTorch's tensor too.
+Error resize_back(const Tensor& t, const rt::TensorView& v) {
+  const auto sizes = t.sizes();
+  bool same = sizes.size() == v.sizes.size();
+  for (size_t d = 0; same && d < v.sizes.size(); ++d)
+    same = sizes[d] == v.sizes[d];
+  if (same) return Error::Ok;
+  std::vector<SizesType> to(v.sizes.begin(), v.sizes.end());
+  return et::resize_tensor(t, {to.data(), to.size()});
+}
+
+Error resize_outs(et::Span<EValue*> args, const std::vector<rt::Value*>& values) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const EValue& e = *args[i];
+    const rt::Value& v = *values[i];
+    if (e.isTensor()) {
+      if (Error err = resize_back(e.toTensor(), v.tensor); err != Error::Ok) return err;
+    } else if (e.isTensorList()) {
+      const auto list = e.toTensorList();
+      for (size_t k = 0; k < list.size() && k < v.tensors.size(); ++k) {
+        if (Error err = resize_back(list[k], *v.tensors[k]); err != Error::Ok) return err;
+      }
+    }
+  }
+  return Error::Ok;
+}
+
+// The call fails: etc's reason in ExecuTorch's log, its code in the context. `why` names the
+// op already when etc's kernel gave it.
+void fail(KernelRuntimeContext& ctx, const std::string& op, const std::string& why, Error e) {
+  if (why.compare(0, op.size(), op) == 0) {
+    ET_LOG(Error, "etc: %s", why.c_str());
+  } else {
+    ET_LOG(Error, "etc: %s: %s", op.c_str(), why.c_str());
+  }
+  ctx.fail(e);
+}
+
+void call(size_t index, KernelRuntimeContext& ctx, et::Span<EValue*> args) {
+  Library& lib = library();
+  const rt::RegisteredKernel& k = *lib.kernels[index];
+  Instruction* ins = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(lib.mu);
+    std::unique_ptr<Instruction>& slot = lib.instructions[args.data()];
+    if (!slot) slot = std::make_unique<Instruction>();
+    ins = slot.get();
+  }
+  // The distinct EValues, in order of first appearance (the out and the return value are
+  // often one EValue: one etc Value, as etc's own runtime has it).
+  ins->list_items.clear();
+  ins->args.clear();
+  ins->values.resize(args.size());
+  std::vector<const EValue*>& seen = ins->seen;
+  seen.clear();
+  for (EValue* e : args) {
+    if (e == nullptr) return fail(ctx, k.name, "a null argument", Error::InvalidArgument);
+    size_t at = 0;
+    while (at < seen.size() && seen[at] != e)
+      ++at;
+    if (at == seen.size()) {
+      seen.push_back(e);
+      if (std::string why = translate(*e, *ins, ins->values[at]); !why.empty()) {
+        return fail(ctx, k.name, "argument " + std::to_string(ins->args.size()) + " is " + why,
+                    Error::NotSupported);
+      }
+    }
+    ins->args.push_back(&ins->values[at]);
+  }
+  rt::KernelContext kc;
+  kc.op = k.name;
+  kc.schema = k.call_schema();
+  kc.state = &ins->state;
+  const Status s = k.fn(kc, ins->args);
+  if (!s.ok()) {
+    return fail(ctx, k.name, s.to_string(),
+                s.code() == ErrorCode::kUnsupported ? Error::NotSupported : Error::InvalidArgument);
+  }
+  if (Error e = resize_outs(args, ins->args); e != Error::Ok)
+    return fail(ctx, k.name, "resizing an out to the sizes the kernel gave it", e);
+}
+
+template <size_t I>
+void trampoline(KernelRuntimeContext& ctx, et::Span<EValue*> args) {
+  call(I, ctx, args);
+}
+
+template <size_t... I>
+constexpr std::array<et::OpFunction, sizeof...(I)> make_trampolines(std::index_sequence<I...>) {
+  return {&trampoline<I>...};
+}
+
+constexpr std::array<et::OpFunction, kMaxKernels> kTrampolines =
+    make_trampolines(std::make_index_sequence<kMaxKernels>{});
+
+// Whether ExecuTorch's programs call a kernel by this name: out variants and the kernels
+// outside the op table (in-place forms); functional forms appear only inside etc's delegates.
+bool program_facing(const rt::RegisteredKernel& k) {
+  return k.out_variant || !k.op;
+}
+
+Error register_once() {
+  Library& lib = library();
+  if (Status s = rt::register_cpu_kernels(lib.registry); !s.ok()) {
+    ET_LOG(Error, "etc: registering etc's CPU kernels: %s", s.to_string().c_str());
+    return Error::Internal;
+  }
+  // The names already registered (registry_has_op_function would log every miss as an error).
+  std::set<std::string_view> taken;
+  for (const auto& kernel : et::get_registered_kernels())
+    taken.insert(kernel.name_);
+  for (const std::string& name : lib.registry.names()) {
+    const rt::RegisteredKernel* k = lib.registry.find(name);
+    if (!program_facing(*k) || taken.count(k->name) != 0) continue;
+    if (lib.kernels.size() == kMaxKernels) {
+      ET_LOG(Error, "etc: more than %zu kernels to register; raise kMaxKernels", kMaxKernels);
+      return Error::Internal;
+    }
+    lib.registered.emplace_back(k->name.c_str(), kTrampolines[lib.kernels.size()]);
+    lib.kernels.push_back(k);
+  }
+  lib.count = lib.kernels.size();
+  if (lib.registered.empty()) return Error::Ok;
+  return et::register_kernels({lib.registered.data(), lib.registered.size()});
+}
+
+}  // namespace
+
+Error register_kernels_with_executorch(size_t* registered) {
+  static std::once_flag once;
+  std::call_once(once, [] { library().result = register_once(); });
+  if (registered != nullptr) *registered = library().count;
+  return library().result;
+}
+
+}  // namespace etc::executorch_plugin
