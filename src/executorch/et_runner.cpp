@@ -175,8 +175,12 @@ int run(int argc, char** argv) {
   et::Result<::executorch::extension::FileDataLoader> loader =
       ::executorch::extension::FileDataLoader::from(argv[1]);
   if (!loader.ok()) return fail(std::string("cannot open ") + argv[1], loader.error());
+  // Through etc's loader wrapper, which tells etc's kernels (when registered) where the
+  // program's constants are.
+  const std::unique_ptr<et::DataLoader> tracking =
+      etc::executorch_plugin::constant_tracking_loader(loader.get());
   et::Result<et::Program> program =
-      et::Program::load(&loader.get(), et::Program::Verification::InternalConsistency);
+      et::Program::load(tracking.get(), et::Program::Verification::InternalConsistency);
   if (!program.ok()) return fail(std::string("Program::load refused ") + argv[1], program.error());
   et::Result<const char*> name = program->get_method_name(0);
   if (!name.ok()) return fail("the program has no method", name.error());

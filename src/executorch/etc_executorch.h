@@ -19,9 +19,11 @@
 // ETC_EXECUTORCH_DEVICE=host forces the host stand-in; =cuda refuses to register without a GPU.
 #pragma once
 
+#include <executorch/runtime/core/data_loader.h>
 #include <executorch/runtime/core/error.h>
 
 #include <cstddef>
+#include <memory>
 
 namespace etc::executorch_plugin {
 
@@ -38,6 +40,15 @@ namespace etc::executorch_plugin {
 // NotSupported and the reason in ExecuTorch's log. Once per process; later calls return the
 // first call's result. `registered`, if set, receives how many kernels were registered.
 ::executorch::runtime::Error register_kernels_with_executorch(size_t* registered = nullptr);
+
+// A DataLoader that loads through `inner` (which must outlive it) and tells etc's kernels
+// where the program's constants are: the constant segments ExecuTorch loads through it, for
+// as long as ExecuTorch holds them. Given to Program::load, it lets a kernel whose weight is a
+// constant pack it once per instruction (a convolution on oneDNN, a matrix product's packed
+// right operand) instead of at every call; without it every weight is packed at every call.
+// Releasing a constant segment drops every packed weight (its memory may be reused).
+std::unique_ptr<::executorch::runtime::DataLoader> constant_tracking_loader(
+    ::executorch::runtime::DataLoader& inner);
 
 // After registration: "cuda" (a GPU: etc's CUDA allocator and delegate) or "host" (host memory
 // for CUDA buffers, the CPU reference delegate); nullptr before or after a failed registration.

@@ -9,9 +9,16 @@
 // rt::Values: tensors become views of the same memory, nothing is copied.
 //
 // Per instruction (ExecuTorch keeps each instruction's argument array for the method's
-// lifetime; its address is the instruction's identity) the adapter keeps the translated values
-// and the largest size each dynamic-bound tensor has had, which is its bound: ExecuTorch loads
-// a dynamic-bound tensor at its upper bound and only the instruction writing it resizes it.
+// lifetime; its address is the instruction's identity) the adapter keeps the translated values,
+// the kernel's state (weights it packed) and the largest size each dynamic-bound tensor has
+// had, which is its bound: ExecuTorch loads a dynamic-bound tensor at its upper bound and only
+// the instruction writing it resizes it.
+//
+// Constants: a kernel packs a weight once only when told it is a program constant, and nothing
+// in ExecuTorch's call says so. constant_tracking_loader wraps the application's DataLoader
+// and records the memory of every constant segment ExecuTorch loads, for as long as ExecuTorch
+// keeps it; a tensor inside such memory is a constant. When one is released, every state
+// packed before is dropped (other memory may take its address).
 #include <executorch/runtime/core/evalue.h>
 #include <executorch/runtime/core/exec_aten/util/tensor_util.h>
 #include <executorch/runtime/kernel/kernel_runtime_context.h>
@@ -20,7 +27,9 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -56,6 +65,7 @@ struct Instruction {
   std::deque<rt::TensorView> list_items;  // the tensors of tensor lists
   std::vector<const EValue*> seen;        // the distinct EValues, in order
   std::unique_ptr<rt::KernelState> state;
+  uint64_t state_generation = 0;  // ConstantMemory::generation when `state` was made
   // Dynamic-bound tensors: the largest size in bytes each has had.
   std::unordered_map<const TensorImpl*, int64_t> bounds;
 };
@@ -74,6 +84,81 @@ Library& library() {
   static Library* lib = new Library();  // never destroyed: ExecuTorch holds its kernels for good
   return *lib;
 }
+
+// The constant segments ExecuTorch holds, loaded through constant_tracking_loader.
+struct ConstantMemory {
+  std::mutex mu;
+  std::map<std::uintptr_t, std::uintptr_t> spans;  // begin -> end
+  uint64_t generation = 0;                         // bumped when a segment is released
+};
+
+ConstantMemory& constant_memory() {
+  static ConstantMemory* m = new ConstantMemory();  // never destroyed, as the library
+  return *m;
+}
+
+// Bit i set: argument i is a tensor lying wholly in a constant segment (the first 64). Also
+// the current generation.
+uint64_t constant_args(const std::vector<rt::Value*>& args, uint64_t& generation) {
+  ConstantMemory& cm = constant_memory();
+  std::lock_guard<std::mutex> lock(cm.mu);
+  generation = cm.generation;
+  uint64_t bits = 0;
+  if (cm.spans.empty()) return bits;
+  for (size_t i = 0; i < args.size() && i < 64; ++i) {
+    const rt::Value& v = *args[i];
+    if (!v.is_tensor() || v.tensor.data == nullptr || v.tensor.nbytes() <= 0) continue;
+    const auto begin = reinterpret_cast<std::uintptr_t>(v.tensor.data);
+    const auto end = begin + static_cast<std::uintptr_t>(v.tensor.nbytes());
+    auto it = cm.spans.upper_bound(begin);
+    if (it == cm.spans.begin()) continue;
+    --it;
+    if (it->first <= begin && end <= it->second) bits |= uint64_t{1} << i;
+  }
+  return bits;
+}
+
+class ConstantTrackingLoader final : public et::DataLoader {
+ public:
+  explicit ConstantTrackingLoader(et::DataLoader& inner) : inner_(inner) {}
+
+  et::Result<et::FreeableBuffer> load(size_t offset, size_t size,
+                                      const SegmentInfo& info) const override {
+    et::Result<et::FreeableBuffer> loaded = inner_.load(offset, size, info);
+    if (!loaded.ok() || info.segment_type != SegmentInfo::Type::Constant ||
+        loaded->data() == nullptr || loaded->size() == 0)
+      return loaded;
+    // The inner buffer moves into the context of the one returned, whose release forgets
+    // the span before releasing it.
+    auto* held = new et::FreeableBuffer(std::move(*loaded));
+    const void* data = held->data();
+    const size_t n = held->size();
+    ConstantMemory& cm = constant_memory();
+    {
+      std::lock_guard<std::mutex> lock(cm.mu);
+      const auto begin = reinterpret_cast<std::uintptr_t>(data);
+      cm.spans[begin] = begin + n;
+    }
+    return et::FreeableBuffer(data, n, &release, held);
+  }
+  et::Error load_into(size_t offset, size_t size, const SegmentInfo& info,
+                      void* buffer) const override {
+    return inner_.load_into(offset, size, info, buffer);
+  }
+  et::Result<size_t> size() const override { return inner_.size(); }
+
+ private:
+  static void release(void* context, void* data, size_t /*size*/) {
+    ConstantMemory& cm = constant_memory();
+    {
+      std::lock_guard<std::mutex> lock(cm.mu);
+      cm.spans.erase(reinterpret_cast<std::uintptr_t>(data));
+      ++cm.generation;
+    }
+    delete static_cast<et::FreeableBuffer*>(context);  // releases the inner buffer
+  }
+  et::DataLoader& inner_;
+};
 
 // A tensor of ExecuTorch's as a view of the same memory; an empty string or why not.
 std::string view_of(const Tensor& t, Instruction& ins, rt::TensorView& v) {
@@ -232,6 +317,12 @@ void call(size_t index, KernelRuntimeContext& ctx, et::Span<EValue*> args) {
   rt::KernelContext kc;
   kc.op = k.name;
   kc.schema = k.call_schema();
+  uint64_t generation = 0;
+  kc.constant_args = constant_args(ins->args, generation);
+  if (generation != ins->state_generation) {
+    ins->state.reset();  // packed from memory that may since hold something else
+    ins->state_generation = generation;
+  }
   kc.state = &ins->state;
   const Status s = k.fn(kc, ins->args);
   if (!s.ok()) {
@@ -287,6 +378,10 @@ Error register_once() {
 }
 
 }  // namespace
+
+std::unique_ptr<et::DataLoader> constant_tracking_loader(et::DataLoader& inner) {
+  return std::make_unique<ConstantTrackingLoader>(inner);
+}
 
 Error register_kernels_with_executorch(size_t* registered) {
   static std::once_flag once;

@@ -4,6 +4,7 @@
 // libexecutorch.so alone (no other kernel library), so every lookup finds etc's kernel.
 #include <catch2/catch.hpp>
 
+#include <executorch/runtime/core/data_loader.h>
 #include <executorch/runtime/core/evalue.h>
 #include <executorch/runtime/kernel/kernel_runtime_context.h>
 #include <executorch/runtime/kernel/operator_registry.h>
@@ -152,6 +153,87 @@ TEST_CASE("what etc's kernels cannot take fails the call with a reason, never a 
   CHECK(call("aten::relu.out", {&ex2, &eb, &eb}) == Error::InvalidArgument);
   // Too few arguments for the schema.
   CHECK(call("aten::relu.out", {&ex2}) != Error::Ok);
+}
+
+// A DataLoader over bytes the test owns (released buffers leave them in place).
+class BytesLoader final : public et::DataLoader {
+ public:
+  explicit BytesLoader(std::vector<float>& bytes) : bytes_(bytes) {}
+  et::Result<et::FreeableBuffer> load(size_t offset, size_t size,
+                                      const SegmentInfo& /*info*/) const override {
+    if (offset + size > bytes_.size() * sizeof(float)) return Error::InvalidArgument;
+    return et::FreeableBuffer(reinterpret_cast<const char*>(bytes_.data()) + offset, size, nullptr);
+  }
+  et::Result<size_t> size() const override { return bytes_.size() * sizeof(float); }
+
+ private:
+  std::vector<float>& bytes_;
+};
+
+// out = a [2, 3] @ b [3, 2], by hand.
+std::vector<float> matmul(const std::vector<float>& a, const float* b) {
+  std::vector<float> out(4, 0.0f);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 2; ++j)
+      for (int k = 0; k < 3; ++k)
+        out[i * 2 + j] += a[i * 3 + k] * b[k * 2 + j];
+  return out;
+}
+
+TEST_CASE("weights in constant segments are packed once, and dropped with their segment") {
+  registered();
+  // A program's constant segment, as ExecuTorch loads it through the tracking loader.
+  std::vector<float> file{1, 2, 3, 4, 5, 6};
+  BytesLoader inner(file);
+  std::unique_ptr<et::DataLoader> loader = etc::executorch_plugin::constant_tracking_loader(inner);
+  const et::DataLoader::SegmentInfo constant(et::DataLoader::SegmentInfo::Type::Constant);
+  std::vector<float> a{1, 0, 2, -1, 3, 1}, out(4, -1);
+  FloatTensor ta({2, 3}, a.data()), to({2, 2}, out.data());
+  EValue ea(ta.tensor()), eo(to.tensor());
+  // One instruction, mm.out(a, b, out) -> out: ExecuTorch keeps its argument array in place.
+  std::vector<EValue*> args{&ea, nullptr, &eo, &eo};
+  auto mm = [&] {
+    et::KernelRuntimeContext ctx;
+    kernel("aten::mm.out")(ctx, {args.data(), args.size()});
+    return ctx.failure_state();
+  };
+  {
+    et::Result<et::FreeableBuffer> segment = loader->load(0, 24, constant);
+    REQUIRE(segment.ok());
+    auto* b = static_cast<float*>(const_cast<void*>(segment->data()));
+    FloatTensor tb({3, 2}, b);
+    EValue eb(tb.tensor());
+    args[1] = &eb;
+    REQUIRE(mm() == Error::Ok);
+    CHECK(out == matmul(a, file.data()));
+    // A constant never changes while the program holds it: the packed copy is what the
+    // kernel reads from now on (this write is the test's, to see that it is).
+    const std::vector<float> packed_result = out;
+    b[0] = 100;
+    REQUIRE(mm() == Error::Ok);
+    CHECK(out == packed_result);
+  }
+  // The segment is released; the same memory comes back holding other values (a program
+  // loaded again): the instruction must not read the weights it packed before.
+  file = {6, 5, 4, 3, 2, 1};
+  et::Result<et::FreeableBuffer> again = loader->load(0, 24, constant);
+  REQUIRE(again.ok());
+  REQUIRE(again->data() == static_cast<const void*>(file.data()));
+  FloatTensor tb({3, 2}, file.data());
+  EValue eb(tb.tensor());
+  args[1] = &eb;
+  REQUIRE(mm() == Error::Ok);
+  CHECK(out == matmul(a, file.data()));
+  // Memory outside constant segments is read at every call.
+  std::vector<float> activation{1, 1, 1, 1, 1, 1};
+  FloatTensor tv({3, 2}, activation.data());
+  EValue ev(tv.tensor());
+  args[1] = &ev;
+  REQUIRE(mm() == Error::Ok);
+  CHECK(out == matmul(a, activation.data()));
+  activation[0] = 7;
+  REQUIRE(mm() == Error::Ok);
+  CHECK(out == matmul(a, activation.data()));
 }
 
 }  // namespace

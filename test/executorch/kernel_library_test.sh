@@ -27,12 +27,13 @@ fi
 if [[ -n $shared ]]; then
   exported=$(nm -DC --defined-only "$shared" | awk '{$1 = ""; $2 = ""; print substr($0, 3)}' | sort)
   want=$(printf '%s\n' "etc::executorch_plugin::register_kernels_with_executorch(unsigned long*)" \
+                        "etc::executorch_plugin::constant_tracking_loader(executorch::runtime::DataLoader&)" \
                         "etc::executorch_plugin::register_with_executorch()" \
                         "etc::executorch_plugin::registered_mode()" | sort)
   if [[ $exported != "$want" ]]; then
     fail "$(basename "$shared") exports more or less than etc_executorch.h: $(echo "$exported" | head -5 | tr '\n' ';')"
   else
-    echo "ok: $(basename "$shared") exports the three calls of etc_executorch.h and nothing else"
+    echo "ok: $(basename "$shared") exports the four calls of etc_executorch.h and nothing else"
   fi
 fi
 
