@@ -3,12 +3,14 @@
 // ExecuTorch application would. Planned buffers are allocated per device as ExecuTorch's
 // Module does: host vectors for CPU buffers, the registered DeviceAllocator for the others.
 //
-//   etc_et_runner [--iterations N] PROGRAM.pte OUT_DIR [INPUT.npy ...]
+//   etc_et_runner [--iterations N] PROGRAM.pte OUT_DIR [INPUT.npy ...] [-- INPUT.npy ...]...
 //   etc_et_runner PROGRAM.pte OUT_DIR --generate PROMPT.npy STEPS
 //
 // etc_et_runner_etc_kernels is the same runner linked without the wheel's kernel libraries:
 // it registers etc's CPU kernels (register_kernels_with_executorch) for the program's host ops.
-// With --iterations N, the method runs N more times after the first (inputs set again before
+// Inputs separated by "--" are successive calls of the same method (inputs of other sizes, for
+// a program with dynamic shapes); the outputs of call k go to OUT_DIR/call_<k>/. With
+// --iterations N, the method runs N more times after the last call (inputs set again before
 // each: ExecuTorch may plan other tensors over them) and the median and fastest
 // Method::execute times are printed to stderr.
 //
@@ -30,7 +32,10 @@
 #include <executorch/runtime/executor/program.h>
 #include <executorch/runtime/platform/runtime.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -156,8 +161,10 @@ int run(int argc, char** argv) {
     argv += 2;
   }
   if (argc < 3) {
-    std::fprintf(stderr,
-                 "usage: etc_et_runner [--iterations N] PROGRAM.pte OUT_DIR [INPUT.npy ...]\n");
+    std::fprintf(
+        stderr,
+        "usage: etc_et_runner [--iterations N] PROGRAM.pte OUT_DIR [INPUT.npy ...] [-- INPUT.npy "
+        "...]...\n");
     return 2;
   }
   et::runtime_init();
@@ -243,11 +250,23 @@ int run(int argc, char** argv) {
     }
     return generate(*method, argv[4], static_cast<int>(steps), argv[2]);
   }
+  // The calls: groups of inputs separated by "--", one Method::execute each.
+  std::vector<std::vector<const char*>> calls(1);
+  for (int a = 3; a < argc; ++a) {
+    if (std::string(argv[a]) == "--") {
+      calls.emplace_back();
+    } else {
+      calls.back().push_back(argv[a]);
+    }
+  }
   const size_t n_inputs = method->inputs_size();
-  if (static_cast<size_t>(argc - 3) != n_inputs) {
-    std::fprintf(stderr, "etc_et_runner: error: the program takes %zu inputs, %d given\n", n_inputs,
-                 argc - 3);
-    return 1;
+  for (size_t c = 0; c < calls.size(); ++c) {
+    if (calls[c].size() != n_inputs) {
+      std::fprintf(stderr,
+                   "etc_et_runner: error: the program takes %zu inputs, call %zu gives %zu\n",
+                   n_inputs, c + 1, calls[c].size());
+      return 1;
+    }
   }
   // Where each input lives, as the program's TensorSpecs say (ExecuTorch's MethodMeta has no
   // device): read with etc's own reader of the format.
@@ -258,48 +277,53 @@ int run(int argc, char** argv) {
   }
   const etc::pte::Plan& plan = file->program.plans[0];
   std::vector<OwnedInput> inputs(n_inputs);
-  for (size_t i = 0; i < n_inputs; ++i) {
-    etc::Result<etc::rt::NpyArray> npy = etc::rt::read_npy(argv[3 + i]);
-    if (!npy.ok()) {
-      std::fprintf(stderr, "etc_et_runner: error: %s\n", npy.status().to_string().c_str());
-      return 1;
-    }
-    const etc::pte::EValue& slot = plan.values[static_cast<size_t>(plan.inputs[i])];
-    if (slot.kind != etc::pte::ValueKind::kTensor) {
-      std::fprintf(stderr, "etc_et_runner: error: input %zu is not a tensor\n", i);
-      return 1;
-    }
-    const etc::Device where = slot.tensor.device;
-    OwnedInput& in = inputs[i];
-    in.sizes.assign(npy->shape.begin(), npy->shape.end());
-    in.host = std::move(npy->data);
-    void* data = in.host.data();
-    const et::etensor::DeviceType device_type =
-        where.is_cpu() ? et::etensor::DeviceType::CPU : et::etensor::DeviceType::CUDA;
-    const et::etensor::DeviceIndex device_index = where.index;
-    if (device_type != et::etensor::DeviceType::CPU) {
-      // A device-resident input: uploaded through the registered allocator.
-      et::Result<et::DeviceMemoryBuffer> buffer =
-          et::DeviceMemoryBuffer::create(in.host.size(), device_type, device_index);
-      if (!buffer.ok()) return fail("allocating input " + std::to_string(i), buffer.error());
-      in.device = std::move(*buffer);
-      et::DeviceAllocator* a = et::get_device_allocator(device_type);
-      if (Error e = a->copy_host_to_device(in.device.data(), in.host.data(), in.host.size(),
-                                           device_index);
-          e != Error::Ok) {
-        return fail("uploading input " + std::to_string(i), e);
+  // Reads and sets one call's inputs; 0 or the exit code.
+  auto set_inputs = [&](const std::vector<const char*>& paths) -> int {
+    for (size_t i = 0; i < n_inputs; ++i) {
+      etc::Result<etc::rt::NpyArray> npy = etc::rt::read_npy(paths[i]);
+      if (!npy.ok()) {
+        std::fprintf(stderr, "etc_et_runner: error: %s\n", npy.status().to_string().c_str());
+        return 1;
       }
-      data = in.device.data();
+      const etc::pte::EValue& slot = plan.values[static_cast<size_t>(plan.inputs[i])];
+      if (slot.kind != etc::pte::ValueKind::kTensor) {
+        std::fprintf(stderr, "etc_et_runner: error: input %zu is not a tensor\n", i);
+        return 1;
+      }
+      const etc::Device where = slot.tensor.device;
+      OwnedInput& in = inputs[i];
+      in.sizes.assign(npy->shape.begin(), npy->shape.end());
+      in.host = std::move(npy->data);
+      in.device = et::DeviceMemoryBuffer();
+      void* data = in.host.data();
+      const et::etensor::DeviceType device_type =
+          where.is_cpu() ? et::etensor::DeviceType::CPU : et::etensor::DeviceType::CUDA;
+      const et::etensor::DeviceIndex device_index = where.index;
+      if (device_type != et::etensor::DeviceType::CPU) {
+        // A device-resident input: uploaded through the registered allocator.
+        et::Result<et::DeviceMemoryBuffer> buffer =
+            et::DeviceMemoryBuffer::create(in.host.size(), device_type, device_index);
+        if (!buffer.ok()) return fail("allocating input " + std::to_string(i), buffer.error());
+        in.device = std::move(*buffer);
+        et::DeviceAllocator* a = et::get_device_allocator(device_type);
+        if (Error e = a->copy_host_to_device(in.device.data(), in.host.data(), in.host.size(),
+                                             device_index);
+            e != Error::Ok) {
+          return fail("uploading input " + std::to_string(i), e);
+        }
+        data = in.device.data();
+      }
+      in.impl = std::make_unique<TensorImpl>(
+          static_cast<::executorch::aten::ScalarType>(etc::dtype_to_scalar_type(npy->dtype)),
+          static_cast<ssize_t>(in.sizes.size()), in.sizes.data(), data, nullptr, nullptr,
+          ::executorch::aten::TensorShapeDynamism::STATIC, device_type, device_index);
+      if (Error e = method->set_input(et::EValue(::executorch::aten::Tensor(in.impl.get())), i);
+          e != Error::Ok) {
+        return fail("set_input(" + std::to_string(i) + ")", e);
+      }
     }
-    in.impl = std::make_unique<TensorImpl>(
-        static_cast<::executorch::aten::ScalarType>(etc::dtype_to_scalar_type(npy->dtype)),
-        static_cast<ssize_t>(in.sizes.size()), in.sizes.data(), data, nullptr, nullptr,
-        ::executorch::aten::TensorShapeDynamism::STATIC, device_type, device_index);
-    if (Error e = method->set_input(et::EValue(::executorch::aten::Tensor(in.impl.get())), i);
-        e != Error::Ok) {
-      return fail("set_input(" + std::to_string(i) + ")", e);
-    }
-  }
+    return 0;
+  };
   // Outputs the program does not plan (`--io-device device`): memory on the output's device,
   // handed to the method with set_output_data_ptr.
   std::vector<et::DeviceMemoryBuffer> output_device_buffers;
@@ -322,8 +346,58 @@ int run(int argc, char** argv) {
     if (Error e = method->set_output_data_ptr(data, info->nbytes(), i); e != Error::Ok)
       return fail("set_output_data_ptr(" + std::to_string(i) + ")", e);
   }
-  if (Error e = method->execute(); e != Error::Ok) return fail("Method::execute failed", e);
-  if (iterations > 0) {
+  // Writes the outputs of the call just made into `dir`; 0 or the exit code.
+  auto write_outputs = [&](const std::string& dir) -> int {
+    for (size_t i = 0; i < method->outputs_size(); ++i) {
+      const et::EValue& out = method->get_output(i);
+      if (!out.isTensor()) {
+        std::fprintf(stderr, "etc_et_runner: error: output %zu is not a tensor\n", i);
+        return 1;
+      }
+      const ::executorch::aten::Tensor t = out.toTensor();
+      std::optional<etc::DType> dtype =
+          etc::dtype_from_scalar_type(static_cast<int>(t.scalar_type()));
+      if (!dtype) {
+        std::fprintf(stderr, "etc_et_runner: error: output %zu has a dtype etc does not know\n", i);
+        return 1;
+      }
+      etc::rt::NpyArray npy{*dtype, std::vector<int64_t>(t.sizes().begin(), t.sizes().end()),
+                            std::string(t.nbytes(), '\0')};
+      if (t.device_type() == et::etensor::DeviceType::CPU) {
+        if (t.nbytes() != 0) std::memcpy(npy.data.data(), t.const_data_ptr(), t.nbytes());
+      } else if (t.nbytes() != 0) {
+        et::DeviceAllocator* a = et::get_device_allocator(t.device_type());
+        if (Error e = a->copy_device_to_host(npy.data.data(), t.const_data_ptr(), t.nbytes(),
+                                             t.device_index());
+            e != Error::Ok) {
+          return fail("reading output " + std::to_string(i) + " from its device", e);
+        }
+      }
+      etc::Status s = etc::rt::write_npy(dir + "/output_" + std::to_string(i) + ".npy", npy);
+      if (!s.ok()) {
+        std::fprintf(stderr, "etc_et_runner: error: %s\n", s.to_string().c_str());
+        return 1;
+      }
+    }
+    return 0;
+  };
+
+  for (size_t c = 0; c < calls.size(); ++c) {
+    if (int rc = set_inputs(calls[c]); rc != 0) return rc;
+    if (Error e = method->execute(); e != Error::Ok) return fail("Method::execute failed", e);
+    // One call: OUT_DIR/output_<i>.npy; several: OUT_DIR/call_<k>/output_<i>.npy.
+    std::string dir = argv[2];
+    if (calls.size() > 1) {
+      dir += "/call_" + std::to_string(c + 1);
+      if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST) {
+        std::fprintf(stderr, "etc_et_runner: error: cannot create %s: %s\n", dir.c_str(),
+                     std::strerror(errno));
+        return 1;
+      }
+    }
+    if (int rc = write_outputs(dir); rc != 0) return rc;
+  }
+  if (iterations > 0) {  // the last call's inputs, again and again
     std::vector<double> ms;
     for (long it = 0; it < iterations; ++it) {
       for (size_t i = 0; i < n_inputs; ++i) {
@@ -342,39 +416,6 @@ int run(int argc, char** argv) {
     std::sort(ms.begin(), ms.end());
     std::fprintf(stderr, "etc_et_runner: execute: median %.4f ms, fastest %.4f ms over %ld calls\n",
                  ms[ms.size() / 2], ms.front(), iterations);
-  }
-
-  for (size_t i = 0; i < method->outputs_size(); ++i) {
-    const et::EValue& out = method->get_output(i);
-    if (!out.isTensor()) {
-      std::fprintf(stderr, "etc_et_runner: error: output %zu is not a tensor\n", i);
-      return 1;
-    }
-    const ::executorch::aten::Tensor t = out.toTensor();
-    std::optional<etc::DType> dtype =
-        etc::dtype_from_scalar_type(static_cast<int>(t.scalar_type()));
-    if (!dtype) {
-      std::fprintf(stderr, "etc_et_runner: error: output %zu has a dtype etc does not know\n", i);
-      return 1;
-    }
-    etc::rt::NpyArray npy{*dtype, std::vector<int64_t>(t.sizes().begin(), t.sizes().end()),
-                          std::string(t.nbytes(), '\0')};
-    if (t.device_type() == et::etensor::DeviceType::CPU) {
-      if (t.nbytes() != 0) std::memcpy(npy.data.data(), t.const_data_ptr(), t.nbytes());
-    } else if (t.nbytes() != 0) {
-      et::DeviceAllocator* a = et::get_device_allocator(t.device_type());
-      if (Error e = a->copy_device_to_host(npy.data.data(), t.const_data_ptr(), t.nbytes(),
-                                           t.device_index());
-          e != Error::Ok) {
-        return fail("reading output " + std::to_string(i) + " from its device", e);
-      }
-    }
-    etc::Status s =
-        etc::rt::write_npy(std::string(argv[2]) + "/output_" + std::to_string(i) + ".npy", npy);
-    if (!s.ok()) {
-      std::fprintf(stderr, "etc_et_runner: error: %s\n", s.to_string().c_str());
-      return 1;
-    }
   }
   return 0;
 }

@@ -39,8 +39,8 @@
 #include <utility>
 #include <vector>
 
+#include "executorch/et_tensors.h"
 #include "executorch/etc_executorch.h"
-#include "graph/dtype.h"
 #include "runtime/kernel.h"
 #include "runtime/tensor.h"
 
@@ -51,9 +51,7 @@ namespace et = ::executorch::runtime;
 using et::Error;
 using et::EValue;
 using et::KernelRuntimeContext;
-using ::executorch::aten::SizesType;
 using ::executorch::aten::Tensor;
-using ::executorch::aten::TensorImpl;
 
 // Trampolines available: more than etc registers (the test checks the margin).
 constexpr size_t kMaxKernels = 768;
@@ -66,8 +64,7 @@ struct Instruction {
   std::vector<const EValue*> seen;        // the distinct EValues, in order
   std::unique_ptr<rt::KernelState> state;
   uint64_t state_generation = 0;  // ConstantMemory::generation when `state` was made
-  // Dynamic-bound tensors: the largest size in bytes each has had.
-  std::unordered_map<const TensorImpl*, int64_t> bounds;
+  TensorBounds bounds;            // of its dynamic-bound tensors
 };
 
 struct Library {
@@ -160,32 +157,6 @@ class ConstantTrackingLoader final : public et::DataLoader {
   et::DataLoader& inner_;
 };
 
-// A tensor of ExecuTorch's as a view of the same memory; an empty string or why not.
-std::string view_of(const Tensor& t, Instruction& ins, rt::TensorView& v) {
-  const std::optional<DType> dtype = dtype_from_scalar_type(static_cast<int>(t.scalar_type()));
-  if (!dtype) return "a tensor of ScalarType " + std::to_string(static_cast<int>(t.scalar_type()));
-  if (t.device_type() != et::etensor::DeviceType::CPU)
-    return "a tensor outside host memory (etc's CPU kernels read host memory only)";
-  const auto order = t.dim_order();
-  for (size_t d = 0; d < order.size(); ++d) {
-    if (order[d] != d) {
-      return "a tensor in a dim order other than contiguous (etc's CPU kernels take contiguous "
-             "tensors)";
-    }
-  }
-  v.data = t.mutable_data_ptr();
-  v.dtype = *dtype;
-  v.sizes.assign(t.sizes().begin(), t.sizes().end());
-  v.device = Device{};
-  v.capacity = -1;
-  if (t.shape_dynamism() != ::executorch::aten::TensorShapeDynamism::STATIC) {
-    int64_t& bound = ins.bounds[t.unsafeGetTensorImpl()];
-    bound = std::max(bound, static_cast<int64_t>(t.nbytes()));
-    v.capacity = bound;
-  }
-  return {};
-}
-
 // ExecuTorch's value as etc's; an empty string or why not.
 std::string translate(const EValue& e, Instruction& ins, rt::Value& v) {
   using Kind = rt::Value::Kind;
@@ -219,12 +190,12 @@ std::string translate(const EValue& e, Instruction& ins, rt::Value& v) {
     v.bools.assign(b.begin(), b.end());
   } else if (e.isTensor()) {
     v.kind = Kind::kTensor;
-    return view_of(e.toTensor(), ins, v.tensor);
+    return view_of(e.toTensor(), ins.bounds, true, v.tensor);
   } else if (e.isTensorList()) {
     v.kind = Kind::kTensorList;
     for (const Tensor& t : e.toTensorList()) {
       rt::TensorView& item = ins.list_items.emplace_back();
-      if (std::string why = view_of(t, ins, item); !why.empty()) return why;
+      if (std::string why = view_of(t, ins.bounds, true, item); !why.empty()) return why;
       v.tensors.push_back(&item);
     }
   } else if (e.isListOptionalTensor()) {
@@ -235,7 +206,7 @@ std::string translate(const EValue& e, Instruction& ins, rt::Value& v) {
         continue;
       }
       rt::TensorView& item = ins.list_items.emplace_back();
-      if (std::string why = view_of(*t, ins, item); !why.empty()) return why;
+      if (std::string why = view_of(*t, ins.bounds, true, item); !why.empty()) return why;
       v.tensors.push_back(&item);
     }
   } else {
@@ -244,28 +215,16 @@ std::string translate(const EValue& e, Instruction& ins, rt::Value& v) {
   return {};
 }
 
-// After the kernel: a tensor the kernel resized (a dynamic-bound out) takes its new sizes in
-// ExecuTorch's tensor too.
-Error resize_back(const Tensor& t, const rt::TensorView& v) {
-  const auto sizes = t.sizes();
-  bool same = sizes.size() == v.sizes.size();
-  for (size_t d = 0; same && d < v.sizes.size(); ++d)
-    same = sizes[d] == v.sizes[d];
-  if (same) return Error::Ok;
-  std::vector<SizesType> to(v.sizes.begin(), v.sizes.end());
-  return et::resize_tensor(t, {to.data(), to.size()});
-}
-
 Error resize_outs(et::Span<EValue*> args, const std::vector<rt::Value*>& values) {
   for (size_t i = 0; i < args.size(); ++i) {
     const EValue& e = *args[i];
     const rt::Value& v = *values[i];
     if (e.isTensor()) {
-      if (Error err = resize_back(e.toTensor(), v.tensor); err != Error::Ok) return err;
+      if (Error err = resize_to_view(e.toTensor(), v.tensor); err != Error::Ok) return err;
     } else if (e.isTensorList()) {
       const auto list = e.toTensorList();
       for (size_t k = 0; k < list.size() && k < v.tensors.size(); ++k) {
-        if (Error err = resize_back(list[k], *v.tensors[k]); err != Error::Ok) return err;
+        if (Error err = resize_to_view(list[k], *v.tensors[k]); err != Error::Ok) return err;
       }
     }
   }

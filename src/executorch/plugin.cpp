@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "executorch/et_tensors.h"
 #include "format/backend_ids.h"
 #include "format/pte_reader.h"
 #include "runtime/backend.h"
@@ -120,19 +121,8 @@ class FreeableBlob final : public Blob {
 struct Handle {
   std::unique_ptr<pte::File> file;
   std::unique_ptr<rt::DelegateHandle> delegate;
+  TensorBounds bounds;  // of its dynamic-bound arguments
 };
-
-Result<Device> tensor_device(const ::executorch::aten::Tensor& t) {
-  switch (t.device_type()) {
-    case et::etensor::DeviceType::CPU:
-      return Device{DeviceType::kCPU, 0};
-    case et::etensor::DeviceType::CUDA:
-      return Device{DeviceType::kCUDA, static_cast<int8_t>(std::max<int>(t.device_index(), 0))};
-    default:
-      return invalid_input("a tensor on a device type etc does not know (" +
-                           std::to_string(static_cast<int>(t.device_type())) + ")");
-  }
-}
 
 class EtcCudaBackend final : public et::BackendInterface {
  public:
@@ -193,19 +183,11 @@ class EtcCudaBackend final : public et::BackendInterface {
       const et::EValue& e = *args[i];
       rt::Value& v = values[i];
       if (e.isTensor()) {
-        const ::executorch::aten::Tensor& t = e.toTensor();
-        std::optional<DType> dtype = dtype_from_scalar_type(static_cast<int>(t.scalar_type()));
-        Result<Device> device = tensor_device(t);
-        if (!dtype || !device.ok()) {
-          return to_error(device.ok() ? invalid_input("a tensor of a dtype etc does not know")
-                                      : device.status(),
-                          ("delegate argument " + std::to_string(i)).c_str());
-        }
         v.kind = rt::Value::Kind::kTensor;
-        v.tensor.data = t.mutable_data_ptr();
-        v.tensor.dtype = *dtype;
-        v.tensor.sizes.assign(t.sizes().begin(), t.sizes().end());
-        v.tensor.device = *device;
+        if (std::string why = view_of(e.toTensor(), handle->bounds, false, v.tensor);
+            !why.empty()) {
+          return to_error(invalid_input(why), ("delegate argument " + std::to_string(i)).c_str());
+        }
       } else if (e.isInt()) {
         v.kind = rt::Value::Kind::kInt;
         v.i = e.toInt();
@@ -226,12 +208,7 @@ class EtcCudaBackend final : public et::BackendInterface {
     // Outputs whose sizes the delegate set (dynamic-bound tensors) take them.
     for (size_t i = 0; i < args.size(); ++i) {
       if (!args[i]->isTensor()) continue;
-      ::executorch::aten::Tensor t = args[i]->toTensor();
-      const std::vector<int64_t>& sizes = values[i].tensor.sizes;
-      if (std::equal(sizes.begin(), sizes.end(), t.sizes().begin(), t.sizes().end())) continue;
-      std::vector<::executorch::aten::SizesType> new_sizes(sizes.begin(), sizes.end());
-      Error e = ::executorch::runtime::resize_tensor(t, {new_sizes.data(), new_sizes.size()});
-      if (e != Error::Ok) {
+      if (Error e = resize_to_view(args[i]->toTensor(), values[i].tensor); e != Error::Ok) {
         ET_LOG(Error, "etc: delegate output %zu cannot take the sizes the delegate computed", i);
         return e;
       }

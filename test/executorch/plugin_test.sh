@@ -77,6 +77,39 @@ for m in resnet18 minilm; do
   fi
 done
 
+# Dynamic shapes through the delegate: linear_dynamic's batch is a symbol (at most 64), and
+# one method is called with 4, 64, 1 and 17 rows in turn; the delegate's dynamic-bound output
+# shrinks and grows back within the bound the program planned. Each call's output must be
+# byte-identical to `etc run` on the same input.
+d="$tmp/dynamic"
+mkdir -p "$d/et"
+if [[ ! -f $fixtures/linear_dynamic/model.pt2 ]]; then
+  fail "linear_dynamic: fixture missing at $fixtures/linear_dynamic"
+elif ! "$etc" export "$fixtures/linear_dynamic/model.pt2" -o "$d/p.pte" --target cuda:0 > /dev/null 2> "$d/export.err"; then
+  fail "linear_dynamic: export: $(cat "$d/export.err")"
+else
+  "$py" - "$d" <<'PY'
+import sys
+import numpy as np
+rng = np.random.default_rng(7)
+for n in (4, 64, 1, 17):
+    np.save(f"{sys.argv[1]}/in{n}.npy", rng.standard_normal((n, 32)).astype(np.float32))
+PY
+  if ! "$runner" "$d/p.pte" "$d/et" "$d/in4.npy" -- "$d/in64.npy" -- "$d/in1.npy" -- "$d/in17.npy" 2> "$d/err"; then
+    fail "linear_dynamic: etc_et_runner: $(grep -v ' I ' "$d/err" | tail -3)"
+  else
+    k=0 ok=1
+    for n in 4 64 1 17; do
+      k=$((k + 1))
+      "$etc" run "$d/p.pte" --device cpu --input "0=$d/in$n.npy" --output-dir "$d/etc$k" > /dev/null 2>&1 ||
+        { fail "linear_dynamic: etc run with $n rows"; ok=0; continue; }
+      cmp -s "$d/etc$k/output_0.npy" "$d/et/call_$k/output_0.npy" ||
+        { fail "linear_dynamic: call $k ($n rows) differs from etc run"; ok=0; }
+    done
+    [[ $ok -eq 1 ]] && echo "ok: linear_dynamic: one method called with 4, 64, 1 and 17 rows, each byte-identical to etc run"
+  fi
+fi
+
 # A decoder over several calls: its state (the KV cache) stays in the method's planned CUDA
 # memory from call to call; the ids must be PyTorch eager's and etc run's.
 for m in llama_decoder; do

@@ -1,0 +1,32 @@
+// ExecuTorch's tensors as etc's runtime views, for the plugin's backend and kernel library:
+// the same memory, nothing copied.
+#pragma once
+
+#include <executorch/runtime/core/error.h>
+#include <executorch/runtime/core/exec_aten/exec_aten.h>
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+
+#include "runtime/tensor.h"
+
+namespace etc::executorch_plugin {
+
+// The largest size in bytes each dynamic-bound tensor has had: its bound. ExecuTorch loads a
+// dynamic-bound tensor at its upper bound and gives no way to ask it later, and only the
+// instruction (or delegate) writing a tensor resizes it, so the size it has when that
+// instruction first sees it is the bound.
+using TensorBounds = std::unordered_map<const ::executorch::aten::TensorImpl*, int64_t>;
+
+// `t` as a view `v`: data, dtype, sizes, device; for a dynamic-bound tensor its capacity from
+// `bounds`. Tensors must be contiguous (dim order 0, 1, ...); with `host_only`, in host
+// memory. Returns an empty string, or why `t` cannot be viewed.
+std::string view_of(const ::executorch::aten::Tensor& t, TensorBounds& bounds, bool host_only,
+                    rt::TensorView& v);
+
+// After etc's code ran: `t` takes the sizes etc gave its view (a dynamic-bound out resized).
+::executorch::runtime::Error resize_to_view(const ::executorch::aten::Tensor& t,
+                                            const rt::TensorView& v);
+
+}  // namespace etc::executorch_plugin
