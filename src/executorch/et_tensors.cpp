@@ -8,7 +8,7 @@
 
 #include "graph/dtype.h"
 
-namespace etc::executorch_plugin {
+namespace etc::et_interop {
 
 namespace et = ::executorch::runtime;
 
@@ -54,4 +54,4 @@ et::Error resize_to_view(const ::executorch::aten::Tensor& t, const rt::TensorVi
   return et::resize_tensor(t, {to.data(), to.size()});
 }
 
-}  // namespace etc::executorch_plugin
+}  // namespace etc::et_interop

@@ -1,5 +1,6 @@
 // ExecuTorch's tensors as etc's runtime views, for the plugin's backend and kernel library:
-// the same memory, nothing copied.
+// the same memory, nothing copied. Internal to the plugin: etc::executorch_plugin holds the
+// calls libetc_executorch.so exports (exports.map), and nothing else.
 #pragma once
 
 #include <executorch/runtime/core/error.h>
@@ -11,7 +12,7 @@
 
 #include "runtime/tensor.h"
 
-namespace etc::executorch_plugin {
+namespace etc::et_interop {
 
 // The largest size in bytes each dynamic-bound tensor has had: its bound. ExecuTorch loads a
 // dynamic-bound tensor at its upper bound and gives no way to ask it later, and only the
@@ -29,4 +30,4 @@ std::string view_of(const ::executorch::aten::Tensor& t, TensorBounds& bounds, b
 ::executorch::runtime::Error resize_to_view(const ::executorch::aten::Tensor& t,
                                             const rt::TensorView& v);
 
-}  // namespace etc::executorch_plugin
+}  // namespace etc::et_interop

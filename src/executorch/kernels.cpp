@@ -51,6 +51,9 @@ namespace et = ::executorch::runtime;
 using et::Error;
 using et::EValue;
 using et::KernelRuntimeContext;
+using et_interop::resize_to_view;
+using et_interop::TensorBounds;
+using et_interop::view_of;
 using ::executorch::aten::Tensor;
 
 // Trampolines available: more than etc registers (the test checks the margin).

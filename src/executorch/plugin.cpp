@@ -29,6 +29,9 @@ namespace {
 
 namespace et = ::executorch::runtime;
 using et::Error;
+using et_interop::resize_to_view;
+using et_interop::TensorBounds;
+using et_interop::view_of;
 
 // etc's registries behind the plugin: its allocators and delegate backends. Static lifetime,
 // as ExecuTorch's registries hold raw pointers for the life of the process.
