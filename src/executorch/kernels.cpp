@@ -19,6 +19,7 @@
 // and records the memory of every constant segment ExecuTorch loads, for as long as ExecuTorch
 // keeps it; a tensor inside such memory is a constant. When one is released, every state
 // packed before is dropped (other memory may take its address).
+#include <executorch/runtime/core/device_allocator.h>
 #include <executorch/runtime/core/evalue.h>
 #include <executorch/runtime/core/exec_aten/util/tensor_util.h>
 #include <executorch/runtime/kernel/kernel_runtime_context.h>
@@ -41,6 +42,8 @@
 
 #include "executorch/et_tensors.h"
 #include "executorch/etc_executorch.h"
+#include "runtime/copy_kernels.h"
+#include "runtime/device_allocator.h"
 #include "runtime/kernel.h"
 #include "runtime/tensor.h"
 
@@ -70,8 +73,54 @@ struct Instruction {
   TensorBounds bounds;            // of its dynamic-bound tensors
 };
 
+// etc's view of ExecuTorch's device allocator registry, for the et_copy kernels: the copies
+// go through whatever allocator ExecuTorch has for CUDA (etc's, when the plugin registered
+// it; another library's otherwise), the one that gave the device tensors their memory.
+class ExecuTorchCudaMemory final : public rt::DeviceAllocator {
+ public:
+  DeviceType type() const override { return DeviceType::kCUDA; }
+  // ExecuTorch's allocators do not say how many devices there are: the allocator checks.
+  int device_count() const override { return 128; }
+  Result<void*> allocate(size_t, size_t, int8_t) override {
+    return Status(ErrorCode::kInternal, "the kernel library allocates no device memory");
+  }
+  void deallocate(void*, int8_t) override {}
+  Status copy_host_to_device(void* dst, const void* src, size_t bytes, int8_t index) override {
+    ETC_ASSIGN_OR_RETURN(et::DeviceAllocator * a, allocator());
+    return check(a->copy_host_to_device(dst, src, bytes, index), "to");
+  }
+  Status copy_device_to_host(void* dst, const void* src, size_t bytes, int8_t index) override {
+    ETC_ASSIGN_OR_RETURN(et::DeviceAllocator * a, allocator());
+    return check(a->copy_device_to_host(dst, src, bytes, index), "from");
+  }
+  Result<bool> owns(const void*) const override {
+    return Status(ErrorCode::kUnsupported, "ExecuTorch's allocators do not say what they own");
+  }
+  Result<int> device_of(const void*) const override {
+    return Status(ErrorCode::kUnsupported, "ExecuTorch's allocators do not say what they own");
+  }
+
+ private:
+  static Result<et::DeviceAllocator*> allocator() {
+    et::DeviceAllocator* a = et::get_device_allocator(et::etensor::DeviceType::CUDA);
+    if (a == nullptr) {
+      return Status(ErrorCode::kDeviceUnavailable,
+                    "no DeviceAllocator for CUDA is registered with ExecuTorch (register_with_"
+                    "executorch registers etc's)");
+    }
+    return a;
+  }
+  static Status check(Error e, const char* direction) {
+    if (e == Error::Ok) return Status();
+    return Status(ErrorCode::kDeviceUnavailable,
+                  std::string("ExecuTorch's CUDA allocator failed copying ") + direction +
+                      " the device (ExecuTorch error " + std::to_string(static_cast<int>(e)) + ")");
+  }
+};
+
 struct Library {
   rt::OperatorRegistry registry;
+  rt::DeviceAllocatorRegistry allocators;            // for the et_copy kernels
   std::vector<const rt::RegisteredKernel*> kernels;  // by trampoline index
   std::vector<::executorch::ET_RUNTIME_NAMESPACE::Kernel> registered;
   size_t count = 0;
@@ -161,7 +210,7 @@ class ConstantTrackingLoader final : public et::DataLoader {
 };
 
 // ExecuTorch's value as etc's; an empty string or why not.
-std::string translate(const EValue& e, Instruction& ins, rt::Value& v) {
+std::string translate(const EValue& e, Instruction& ins, bool host_only, rt::Value& v) {
   using Kind = rt::Value::Kind;
   v.tensors.clear();
   if (e.isNone()) {
@@ -193,12 +242,12 @@ std::string translate(const EValue& e, Instruction& ins, rt::Value& v) {
     v.bools.assign(b.begin(), b.end());
   } else if (e.isTensor()) {
     v.kind = Kind::kTensor;
-    return view_of(e.toTensor(), ins.bounds, true, v.tensor);
+    return view_of(e.toTensor(), ins.bounds, host_only, v.tensor);
   } else if (e.isTensorList()) {
     v.kind = Kind::kTensorList;
     for (const Tensor& t : e.toTensorList()) {
       rt::TensorView& item = ins.list_items.emplace_back();
-      if (std::string why = view_of(t, ins.bounds, true, item); !why.empty()) return why;
+      if (std::string why = view_of(t, ins.bounds, host_only, item); !why.empty()) return why;
       v.tensors.push_back(&item);
     }
   } else if (e.isListOptionalTensor()) {
@@ -209,7 +258,7 @@ std::string translate(const EValue& e, Instruction& ins, rt::Value& v) {
         continue;
       }
       rt::TensorView& item = ins.list_items.emplace_back();
-      if (std::string why = view_of(*t, ins.bounds, true, item); !why.empty()) return why;
+      if (std::string why = view_of(*t, ins.bounds, host_only, item); !why.empty()) return why;
       v.tensors.push_back(&item);
     }
   } else {
@@ -260,6 +309,8 @@ void call(size_t index, KernelRuntimeContext& ctx, et::Span<EValue*> args) {
   ins->list_items.clear();
   ins->args.clear();
   ins->values.resize(args.size());
+  // Only the copies between host and device touch device memory.
+  const bool host_only = !(k.op == OpKind::H2DCopy || k.op == OpKind::D2HCopy);
   std::vector<const EValue*>& seen = ins->seen;
   seen.clear();
   for (EValue* e : args) {
@@ -269,7 +320,7 @@ void call(size_t index, KernelRuntimeContext& ctx, et::Span<EValue*> args) {
       ++at;
     if (at == seen.size()) {
       seen.push_back(e);
-      if (std::string why = translate(*e, *ins, ins->values[at]); !why.empty()) {
+      if (std::string why = translate(*e, *ins, host_only, ins->values[at]); !why.empty()) {
         return fail(ctx, k.name, "argument " + std::to_string(ins->args.size()) + " is " + why,
                     Error::NotSupported);
       }
@@ -279,6 +330,7 @@ void call(size_t index, KernelRuntimeContext& ctx, et::Span<EValue*> args) {
   rt::KernelContext kc;
   kc.op = k.name;
   kc.schema = k.call_schema();
+  kc.allocators = &lib.allocators;
   uint64_t generation = 0;
   kc.constant_args = constant_args(ins->args, generation);
   if (generation != ins->state_generation) {
@@ -316,7 +368,10 @@ bool program_facing(const rt::RegisteredKernel& k) {
 
 Error register_once() {
   Library& lib = library();
-  if (Status s = rt::register_cpu_kernels(lib.registry); !s.ok()) {
+  Status s = rt::register_cpu_kernels(lib.registry);
+  if (s.ok()) s = rt::register_copy_kernels(lib.registry);
+  if (s.ok()) s = lib.allocators.add(std::make_unique<ExecuTorchCudaMemory>());
+  if (!s.ok()) {
     ET_LOG(Error, "etc: registering etc's CPU kernels: %s", s.to_string().c_str());
     return Error::Internal;
   }

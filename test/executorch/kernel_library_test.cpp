@@ -85,8 +85,9 @@ TEST_CASE("etc's kernels register under ExecuTorch's names, once") {
   size_t again = 0;
   CHECK(etc::executorch_plugin::register_kernels_with_executorch(&again) == Error::Ok);
   CHECK(again == n);
-  for (const char* name : {"aten::add.out", "aten::convolution.out", "aten::_softmax.out",
-                           "aten::cat.out", "aten::index_put_", "aten::mm.out"}) {
+  for (const char* name :
+       {"aten::add.out", "aten::convolution.out", "aten::_softmax.out", "aten::cat.out",
+        "aten::index_put_", "aten::mm.out", "et_copy::_h2d_copy.out", "et_copy::_d2h_copy.out"}) {
     INFO(name);
     CHECK(et::registry_has_op_function(name));
   }

@@ -7,13 +7,18 @@
 # models are also checked against PyTorch eager, and a decoder generates PyTorch's ids with its
 # KV cache in the (host-backed) CUDA memory ExecuTorch planned. A corrupt delegate is a clean
 # error.
+# With ETC_KERNELS_RUNNER (etc_et_runner_etc_kernels: the same runner with etc's CPU kernels
+# as its kernel library, the et_copy copies among them), each program runs there too, with
+# the same outputs.
 # Usage: plugin_test.sh ETC RUNNER SOURCE_DIR TORCH_FIXTURES_DIR DECODER_FIXTURES_DIR
+#        [ETC_KERNELS_RUNNER]
 set -uo pipefail
 etc=$1
 runner=$2
 src=$3
 fixtures=$4
 decoders=$5
+etc_kernels_runner=${6:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failures=0
@@ -49,6 +54,17 @@ run_case() {
     cmp -s "$out" "$d/et/$(basename "$out")" || fail "$name: $(basename "$out") differs from etc run"
     n=$((n + 1))
   done
+  if [[ -n $etc_kernels_runner ]]; then
+    mkdir -p "$d/etk"
+    if ! "$etc_kernels_runner" "$d/p.pte" "$d/etk" "${inputs[@]}" 2> "$d/etk.err"; then
+      fail "$name: on etc's kernels: $(grep -v ' I ' "$d/etk.err" | tail -3)"
+    else
+      for out in "$d"/etc/output_*.npy; do
+        cmp -s "$out" "$d/etk/$(basename "$out")" ||
+          fail "$name: on etc's kernels, $(basename "$out") differs from etc run"
+      done
+    fi
+  fi
   [[ $n -gt 0 ]] || fail "$name: no outputs"
   if [[ -n $expected ]]; then
     "$py" - "$d/et" "$expected" <<'PY' || fail "$name: ExecuTorch's outputs differ from PyTorch eager"
@@ -62,7 +78,7 @@ for want in sorted(glob.glob(os.path.join(want_dir, "expected_*.npy"))):
         sys.exit("output %s: max |diff| %s" % (i, np.max(np.abs(g - w)) if g.shape == w.shape else "shape"))
 PY
   fi
-  echo "ok: $name: ${#inputs[@]} input(s), $n output(s) byte-identical to etc run${expected:+, and within 1e-3 of PyTorch eager}"
+  echo "ok: $name: ${#inputs[@]} input(s), $n output(s) byte-identical to etc run${etc_kernels_runner:+ (also with the etc kernel library)}${expected:+, and within 1e-3 of PyTorch eager}"
 }
 
 for m in mlp cnn transformer_block; do
@@ -82,7 +98,7 @@ done
 # shrinks and grows back within the bound the program planned. Each call's output must be
 # byte-identical to `etc run` on the same input.
 d="$tmp/dynamic"
-mkdir -p "$d/et"
+mkdir -p "$d/et" "$d/etk"
 if [[ ! -f $fixtures/linear_dynamic/model.pt2 ]]; then
   fail "linear_dynamic: fixture missing at $fixtures/linear_dynamic"
 elif ! "$etc" export "$fixtures/linear_dynamic/model.pt2" -o "$d/p.pte" --target cuda:0 > /dev/null 2> "$d/export.err"; then
@@ -106,6 +122,16 @@ PY
       cmp -s "$d/etc$k/output_0.npy" "$d/et/call_$k/output_0.npy" ||
         { fail "linear_dynamic: call $k ($n rows) differs from etc run"; ok=0; }
     done
+    if [[ -n $etc_kernels_runner ]]; then
+      if ! "$etc_kernels_runner" "$d/p.pte" "$d/etk" "$d/in4.npy" -- "$d/in64.npy" -- "$d/in1.npy" -- "$d/in17.npy" 2> "$d/etk.err"; then
+        fail "linear_dynamic: on etc's kernels: $(grep -v ' I ' "$d/etk.err" | tail -3)"; ok=0
+      else
+        for k in 1 2 3 4; do
+          cmp -s "$d/etc$k/output_0.npy" "$d/etk/call_$k/output_0.npy" ||
+            { fail "linear_dynamic: on etc's kernels, call $k differs from etc run"; ok=0; }
+        done
+      fi
+    fi
     [[ $ok -eq 1 ]] && echo "ok: linear_dynamic: one method called with 4, 64, 1 and 17 rows, each byte-identical to etc run"
   fi
 fi
@@ -134,6 +160,16 @@ PY
     echo "ok: $m: ExecuTorch's runtime generates PyTorch's $steps ids ($(cat "$d/out"))"
   else
     fail "$m: the generated ids differ from PyTorch eager's"
+  fi
+  if [[ -n $etc_kernels_runner ]]; then
+    mkdir -p "$d/etk"
+    if ! "$etc_kernels_runner" "$d/p.pte" "$d/etk" --generate "$f/prompt.npy" "$steps" > /dev/null 2> "$d/etk.err"; then
+      fail "$m: generating with the etc kernel library: $(grep -v ' I ' "$d/etk.err" | tail -3)"
+    elif ! cmp -s "$d/et/ids.npy" "$d/etk/ids.npy"; then
+      fail "$m: the etc kernel library generates other ids"
+    else
+      echo "ok: $m: the same ids with the etc kernel library"
+    fi
   fi
 done
 
