@@ -5,6 +5,8 @@
 #   build-device/bin/etc                the CLI (CUDA runtime, cuBLAS loaded at run time)
 #   build-device/bin/cuda_runtime_test  allocator / delegate plumbing ([gpu], [nogpu])
 #   build-device/bin/cuda_kernels       the GPU kernel benchmark
+#   build-device/bin/etc_et_runner_etc_kernels, build-device/lib/libexecutorch.so
+#                                       etc inside ExecuTorch's runtime (when the wheel is found)
 #   build-device/onnx/*.pte             the ONNX models of test/onnx/models.txt, for cuda:0
 #   build-device/BUILD_INFO             commit, date, flags
 # The object tree stays in build-device-tree/. Fails if build-device/ exceeds 50 MiB.
@@ -19,6 +21,15 @@ nice cmake --build "$tree" -j"${JOBS:-1}" --target etc cuda_runtime_test cuda_ke
 rm -rf "$out"
 mkdir -p "$out/bin"
 cp "$tree/apps/etc/etc" "$tree/test/cuda/cuda_runtime_test" "$tree/bench/cuda_kernels" "$out/bin/"
+# etc inside ExecuTorch's runtime, when the wheel was found: the runner with etc's kernels
+# and the wheel's libexecutorch.so it needs (the device machine has no ExecuTorch).
+if grep -q '^etc_et_runner_etc_kernels:' <(nice cmake --build "$tree" --target help 2>/dev/null); then
+  nice cmake --build "$tree" -j"${JOBS:-1}" --target etc_et_runner_etc_kernels
+  cp "$tree/src/executorch/etc_et_runner_etc_kernels" "$out/bin/"
+  mkdir -p "$out/lib"
+  lib=$(ldd "$out/bin/etc_et_runner_etc_kernels" | awk '/libexecutorch.so/ {print $3}')
+  [[ -f $lib ]] && cp "$lib" "$out/lib/"
+fi
 strip "$out"/bin/*
 # The real ONNX models (test/onnx/models.txt), exported here for cuda:0 so the GPU check can run
 # them with --verify (the device machine reaches no registry).
@@ -49,6 +60,12 @@ fi
 } >"$out/BUILD_INFO"
 cat "$out/BUILD_INFO"
 size_kib=$(du -sk "$out" | cut -f1)
+if ((size_kib > 50 * 1024)) && [[ -f $out/bin/etc_et_runner_etc_kernels ]]; then
+  # The ExecuTorch runner is the first thing to go when the carry is full.
+  rm -rf "$out/bin/etc_et_runner_etc_kernels" "$out/lib"
+  echo "build-for-device: over 50 MiB with etc_et_runner_etc_kernels; left out (its GPU check reports not run)" >&2
+  size_kib=$(du -sk "$out" | cut -f1)
+fi
 echo "build-device: $((size_kib / 1024)) MiB"
 if ((size_kib > 50 * 1024)); then
   echo "build-for-device: $out is over 50 MiB; it cannot be carried" >&2

@@ -15,7 +15,10 @@
 #      device IO, and the copies per inference the exports report;
 #   5. the same models in PyTorch eager (bench/torch_eager.py) when torch imports, as ratios;
 #   6. the carried decoders: generation with the KV cache on the GPU against PyTorch eager on
-#      the same GPU (bench/decoder_gpu.sh).
+#      the same GPU (bench/decoder_gpu.sh);
+#   7. (among the checks of 2) ExecuTorch's runtime running the examples' cuda:0 exports on
+#      the GPU through etc's plugin (test/executorch/plugin_gpu_test.sh), when the runner was
+#      carried.
 # Writes OUT/device-check.log (everything), OUT/results.md (tables for docs/benchmarks.md) and
 # OUT/steps/ (each check's own log). A failed check is rerun once with CUDA_LAUNCH_BLOCKING=1
 # (only its failing cases, for the op cases), so that the failing launch names itself; both
@@ -175,6 +178,10 @@ if compgen -G "$bin/../decoders/*.pte" >/dev/null; then
   step "decoders on CUDA: KV cache on the GPU, PyTorch's ids, --verify" \
     bash test/torch/cuda_decoders_test.sh "$etc" "$bin/../decoders"
 fi
+# etc inside ExecuTorch's runtime (the wheel's libexecutorch.so carried in ../lib).
+step "ExecuTorch's runtime on the GPU through etc's plugin" \
+  env LD_LIBRARY_PATH="$bin/../lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+  bash test/executorch/plugin_gpu_test.sh "$etc" "$bin/etc_et_runner_etc_kernels" "$root"
 ((quick)) || step "compute-sanitizer memcheck, one case per kernel family" \
   timeout 150 bash test/cuda/memcheck.sh "$etc" "$root"
 ops_summary=$(grep -E 'op cases pass on cuda' "$log" | tail -1)
