@@ -41,6 +41,11 @@ namespace etc::executorch_plugin {
 // first call's result. `registered`, if set, receives how many kernels were registered.
 ::executorch::runtime::Error register_kernels_with_executorch(size_t* registered = nullptr);
 
+// libetc_executorch_autoregister.so calls register_kernels_with_executorch and
+// register_with_executorch when it loads (link it with -Wl,--no-as-needed, as ExecuTorch's
+// own registration-only libraries); this is what they returned.
+::executorch::runtime::Error registered_at_load();
+
 // A DataLoader that loads through `inner` (which must outlive it) and tells etc's kernels
 // where the program's constants are: the constant segments ExecuTorch loads through it, for
 // as long as ExecuTorch holds them. Given to Program::load, it lets a kernel whose weight is a
