@@ -5,7 +5,9 @@
 For torchao's Int8WeightOnlyConfig (int8, a scale per output channel) and
 IntxWeightOnlyConfig(int4, PerGroup(32)) (int4 values held in int8, a zero point and scale per
 group of 32 inputs), a bias-free nn.Linear of K inputs and N outputs is quantized, exported
-(torch.export) and run on M rows (M = 1: a decode step; M = 8: a short prompt):
+(torch.export) and run on M rows (M = 1: a decode step; M = 8: a short prompt); "bf16" is the
+same layer unquantized in bf16 (weights, input, output), as bf16 models run. CONFIGS=bf16,int8
+(names as printed, comma-separated) runs only those:
 - etc: `etc export --target cpu`, then `etc run` (median over its timed iterations), with the
   load planner's fused dequantization (the product reads the int8 weight while packing it) and
   with --no-fusion (every step of the program as written: the weight widened to float32
@@ -35,6 +37,8 @@ ROWS = [1, 8]
 CONFIGS = {
     "int8": lambda: Int8WeightOnlyConfig(),
     "int4 g32": lambda: IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(32)),
+    # Not quantized: the layer in bf16 (weights, input and output), as bf16 models run.
+    "bf16": None,
 }
 
 
@@ -81,30 +85,38 @@ def main():
           f"{ITERS} timed calls each")
     print(f"{'config':9} {'K x N':>11} {'M':>2} {'thr':>3} {'etc ms':>8} {'no-fusion':>9} "
           f"{'eager ms':>8} {'etc/eager':>9} {'fused gain':>10} {'etc GB/s':>8} {'max err':>8}")
+    only = [c for c in os.environ.get("CONFIGS", "").split(",") if c]
     for name, config in CONFIGS.items():
+        if only and name not in only:
+            continue
         for k, n in SIZES:
             torch.manual_seed(0)
             model = nn.Sequential(nn.Linear(k, n, bias=False)).eval()
-            quantize_(model, config())
+            dtype = torch.float32
+            if config is None:
+                dtype = torch.bfloat16
+                model = model.to(dtype)
+            else:
+                quantize_(model, config())
             for m in ROWS:
-                x = torch.randn(m, k)
+                x = torch.randn(m, k).to(dtype)
                 tag = f"{name.replace(' ', '_')}_{k}x{n}_m{m}"
                 pt2, pte = os.path.join(WORK, tag + ".pt2"), os.path.join(WORK, tag + ".pte")
                 x_path = os.path.join(WORK, tag + ".x.npy")
-                np.save(x_path, x.numpy())
+                np.save(x_path, x.float().numpy())  # etc run rounds a float32 .npy to bf16
                 torch.export.save(torch.export.export(model, (x,)), pt2)
                 subprocess.run([ETC, "export", pt2, "-o", pte, "--target", "cpu"], check=True,
                                capture_output=True)
                 with torch.no_grad():
-                    want = model(x).numpy()
+                    want = model(x).float().numpy()
                 for threads in (1, 2):
                     fused, got = etc_ms(pte, x_path, threads, True)
                     plain, got_plain = etc_ms(pte, x_path, threads, False)
-                    same = np.array_equal(got.view(np.uint32), got_plain.view(np.uint32))
+                    same = np.array_equal(got, got_plain)
                     eager = eager_ms(model, x, threads)
                     err = float(np.abs(got - want).max() / np.abs(want).max())
-                    # The int8 bytes of the weight read per call (int4 is held a value per byte).
-                    gbs = k * n / (fused * 1e-3) / 1e9
+                    # The weight's bytes read per call (int4 is held a value per byte).
+                    gbs = k * n * (2 if config is None else 1) / (fused * 1e-3) / 1e9
                     print(f"{name:9} {f'{k}x{n}':>11} {m:>2} {threads:>3} {fused:8.3f} {plain:9.3f} "
                           f"{eager:8.3f} {fused / eager:9.2f} {plain / fused:9.1f}x {gbs:8.1f} "
                           f"{err:8.1e}" + ("" if same else "  FUSED BITS DIFFER"))

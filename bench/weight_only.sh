@@ -2,7 +2,8 @@
 # weight_only: torchao's weight-only int8 and int4 linear layers on the CPU, etc (fused
 # dequantization, and --no-fusion) against PyTorch eager in one run (bench/weight_only.py).
 # Usage: bench/weight_only.sh [ETC_BINARY]   (default build/apps/etc/etc)
-# Environment: ITERATIONS (20 timed calls per measurement).
+# Environment: ITERATIONS (20 timed calls per measurement), CONFIGS (e.g. "bf16,int8": only
+# those; default all).
 set -euo pipefail
 ETC=${1:-build/apps/etc/etc}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

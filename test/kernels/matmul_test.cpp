@@ -8,6 +8,7 @@
 #include "graph/ops.h"
 #include "kernels/kernel_test_util.h"
 #include "runtime/kernels/gemm.h"
+#include "support/half.h"
 
 namespace etc::rt::test {
 namespace {
@@ -98,6 +99,54 @@ TEST_CASE("the AVX-512 and AVX2 float micro-kernels give the same bits") {
       return read(out);
     };
     CHECK(run(GemmIsa::kAuto) == run(GemmIsa::kAvx2));
+  }
+}
+
+TEST_CASE("16-bit right operands are widened as they are packed, with float32's bits") {
+  // A bf16/fp16 B is read in its own dtype and widened into the GEMM's panels (never copied
+  // whole to float32 first): the product is the float32 product of the widened values,
+  // rounded once to the out dtype. Shapes: a decode step's one row (the one-row path, K over
+  // several blocks), a short prompt, a parallel split over N, a transposed weight (linear).
+  struct Case {
+    const char* op;
+    Sizes a, b;
+  };
+  const Case cases[] = {
+      {"aten::mm.out", {1, 700}, {700, 300}},        {"aten::mm.out", {8, 300}, {300, 70}},
+      {"aten::mm.out", {70, 130}, {130, 2100}},      {"aten::linear.default", {3, 520}, {33, 520}},
+      {"aten::linear.default", {1, 96}, {2048, 96}}, {"aten::bmm.out", {3, 9, 40}, {3, 40, 17}}};
+  for (GemmIsa isa : {GemmIsa::kAuto, GemmIsa::kAvx2, GemmIsa::kPortable}) {
+    IsaScope guard(isa);
+    for (DType dt : {DType::kBFloat16, DType::kFloat16}) {
+      for (const Case& k : cases) {
+        INFO("isa " << static_cast<int>(isa) << " " << dtype_name(dt) << " " << k.op << " "
+                    << shape_to_string(k.a) << " x " << shape_to_string(k.b));
+        const bool linear = std::string(k.op) == "aten::linear.default";
+        Sizes out_sizes = k.a;
+        out_sizes.back() = linear ? k.b[0] : k.b.back();
+        Call c(k.op);
+        Value* a = c.random(dt, k.a, 151);
+        Value* b = c.random(dt, k.b, 152);
+        Value* out = c.out(dt, out_sizes);
+        REQUIRE((linear ? c.run({a, b, c.none()}, {out}) : c.run({a, b}, {out})).ok());
+        // The float32 product of the same (exactly widened) values, rounded to dt.
+        Call f(k.op);
+        Value* fa = f.tensor(DType::kFloat32, k.a, read(a));
+        Value* fb = f.tensor(DType::kFloat32, k.b, read(b));
+        Value* fout = f.out(DType::kFloat32, out_sizes);
+        REQUIRE((linear ? f.run({fa, fb, f.none()}, {fout}) : f.run({fa, fb}, {fout})).ok());
+        const std::vector<double> got = read(out), wide = read(fout);
+        REQUIRE(got.size() == wide.size());
+        size_t differ = 0;
+        for (size_t i = 0; i < got.size(); ++i) {
+          const float w = static_cast<float>(wide[i]);
+          const float rounded = dt == DType::kBFloat16 ? bfloat16_to_float(float_to_bfloat16(w))
+                                                       : half_to_float(float_to_half(w));
+          differ += got[i] != static_cast<double>(rounded) ? 1 : 0;
+        }
+        CHECK(differ == 0);
+      }
+    }
   }
 }
 

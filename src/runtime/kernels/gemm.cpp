@@ -3,6 +3,7 @@
 
 #include "runtime/kernels/parallel.h"
 #include "runtime/kernels/simd_transpose.h"
+#include "support/half.h"
 
 #include <immintrin.h>
 
@@ -610,6 +611,87 @@ const float* dequant_operand(const DequantB::Operand& o, int64_t n, int64_t k, f
   return &slot;
 }
 
+// out[i] = the float value of 16-bit float i (bf16: its bits are a float's upper half; fp16:
+// IEEE half), exactly.
+void widen16_run(const uint16_t* __restrict src, int64_t count, bool float16,
+                 float* __restrict out) {
+  if (float16) {
+    for (int64_t i = 0; i < count; ++i)
+      out[i] = half_to_float(src[i]);
+  } else {
+    for (int64_t i = 0; i < count; ++i)
+      out[i] = bfloat16_to_float(src[i]);
+  }
+}
+
+__attribute__((target("avx512f"))) void widen16_run_avx512(const uint16_t* src, int64_t count,
+                                                           bool float16, float* out) {
+  int64_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
+    const __m512 v = float16 ? _mm512_cvtph_ps(h)
+                             : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    _mm512_storeu_ps(out + i, v);
+  }
+  widen16_run(src + i, count - i, float16, out + i);
+}
+
+// fp16 needs F16C (every AVX2 CPU etc has met has it; checked once).
+__attribute__((target("avx2,f16c"))) void widen16_run_avx2(const uint16_t* src, int64_t count,
+                                                           bool float16, float* out) {
+  static const bool f16c = __builtin_cpu_supports("f16c");
+  if (float16 && !f16c) return widen16_run(src, count, float16, out);
+  int64_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    const __m256 v = float16 ? _mm256_cvtph_ps(h)
+                             : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    _mm256_storeu_ps(out + i, v);
+  }
+  widen16_run(src + i, count - i, float16, out + i);
+}
+
+// pack_dequant for 16-bit floats (DequantB::bits16): the same panels, each value widened.
+void pack_widened(const DequantB& d, int64_t p0, int64_t j0, int64_t kc, int64_t nc, int64_t nr,
+                  float* __restrict dst) {
+  thread_local std::vector<float> rows;
+  const FloatKernel isa = float_kernel();
+  const auto run = isa == FloatKernel::kAvx512 ? widen16_run_avx512
+                   : isa == FloatKernel::kAvx2 ? widen16_run_avx2
+                                               : widen16_run;
+  for (int64_t jr = 0; jr < nc; jr += nr) {
+    const int64_t cols = std::min(nr, nc - jr), n0 = d.col0 + j0 + jr;
+    if (d.q_k == 1) {
+      // Stored [N, K] (a linear layer's weight): a column of B at a time, then transposed.
+      rows.resize(static_cast<size_t>(nr * kc));
+      for (int64_t j = 0; j < cols; ++j)
+        run(d.bits16 + (n0 + j) * d.q_n + p0, kc, d.float16, rows.data() + j * kc);
+      for (int64_t j = 0; j < cols; j += 16) {
+        for (int64_t p = 0; p < kc; p += 16) {
+          transpose_tile(isa, rows.data() + j * kc + p, kc, std::min<int64_t>(16, cols - j),
+                         std::min<int64_t>(16, kc - p), dst + p * nr + j, nr);
+        }
+      }
+    } else {
+      for (int64_t p = 0; p < kc; ++p) {
+        const uint16_t* src = d.bits16 + (p0 + p) * d.q_k + n0 * d.q_n;
+        float* out = dst + p * nr;
+        if (d.q_n == 1) {
+          run(src, cols, d.float16, out);
+        } else {
+          for (int64_t j = 0; j < cols; ++j)
+            widen16_run(src + j * d.q_n, 1, d.float16, out + j);
+        }
+      }
+    }
+    for (int64_t p = 0; p < kc; ++p) {
+      for (int64_t j = cols; j < nr; ++j)
+        dst[p * nr + j] = 0.0f;
+    }
+    dst += nr * kc;
+  }
+}
+
 // The kc x nc block of a quantized B at (p0, j0) into NR-column panels, as pack_b lays them
 // out. A weight stored [N, K] (q_k == 1, torchao's layout) is dequantized a column of B (a
 // row of the weight) at a time, in runs that share a group's zero point and scale, into
@@ -617,6 +699,7 @@ const float* dequant_operand(const DequantB::Operand& o, int64_t n, int64_t k, f
 // operands gathered per column first.
 void pack_dequant(const DequantB& d, int64_t p0, int64_t j0, int64_t kc, int64_t nc, int64_t nr,
                   float* __restrict dst) {
+  if (d.bits16 != nullptr) return pack_widened(d, p0, j0, kc, nc, nr, dst);
   thread_local std::vector<float> rows;
   const FloatKernel isa = float_kernel();
   for (int64_t jr = 0; jr < nc; jr += nr) {

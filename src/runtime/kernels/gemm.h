@@ -21,9 +21,10 @@ namespace etc::rt::kernels {
 
 enum class FloatKernel { kPortable, kAvx2, kAvx512 };
 
-// A right operand B held as weight-only quantized integers and dequantized as its panels are
-// packed (a program's dequantization steps before a matrix product, which the load planner
-// gives the product instead: load_plan.h). Element (k, n), n counted from col0:
+// A right operand B held as weight-only quantized integers (or 16-bit floats, below) and
+// dequantized as its panels are packed (a program's dequantization steps before a matrix
+// product, which the load planner gives the product instead: load_plan.h). Element (k, n), n
+// counted from col0:
 //   v = float(q[n * q_n + k * q_k]);  v = v - zero[z(k, n)];  v = v * scale[s(k, n)]
 // in float32, each step rounded as the elementwise kernels round it, so the product has the
 // bits of running the steps and then the GEMM. An absent zero or scale skips that step. An
@@ -38,6 +39,11 @@ struct DequantB {
     bool present() const { return data != nullptr || data_i8 != nullptr; }
   };
   const int8_t* q = nullptr;
+  // Or 16-bit floats (bf16, or fp16 with `float16`), widened exactly as they are packed, with
+  // no zero point and no scale: a bf16/fp16 right operand read in its own dtype instead of
+  // converted whole to a float32 copy first. q_n and q_k are their strides.
+  const uint16_t* bits16 = nullptr;
+  bool float16 = false;
   int64_t q_n = 0, q_k = 0;
   Operand zero, scale;
   int64_t col0 = 0;

@@ -200,6 +200,25 @@ void run_matmul(const MatmulArgs& p, const TensorView& a, const TensorView& b,
   if (p.k > 0 && p.m > 0 && p.n > 0) {
     const G alpha_v = alpha ? scalar_to<G>(*alpha) : G(1);
     if constexpr (std::is_same_v<G, float>) {
+      if (b.dtype == DType::kBFloat16 || b.dtype == DType::kFloat16) {
+        // A 16-bit B (a bf16/fp16 model's weight) widened as its panels are packed: read in
+        // its own dtype, never copied whole to float32 first. The same values and order of
+        // accumulation as the copy: the same bits.
+        ReadAs<G> ra(a);
+        for (int64_t i = 0; i < p.batch; ++i) {
+          DequantB wide;
+          wide.bits16 = b.data_as<const uint16_t>() + i * p.b_batch;
+          wide.float16 = b.dtype == DType::kFloat16;
+          wide.q_n = p.b_cs;
+          wide.q_k = p.b_rs;
+          MatrixRef<float> wb{nullptr, 0, 0};
+          wb.dequant = &wide;
+          gemm(p.m, p.n, p.k, alpha_v, MatrixRef<G>{ra.data() + i * p.a_batch, p.a_rs, p.a_cs}, wb,
+               c + i * p.m * p.n, p.n);
+        }
+        wo.finish();
+        return;
+      }
       if (state != nullptr && p.batch == 1) {
         const PackedMatmulWeights& st = cached_kernel_state<PackedMatmulWeights>(
             *state, {b.data, p.k, p.n, p.b_rs, p.b_cs}, [&] {
