@@ -5,6 +5,7 @@
 #include "runtime/kernels/simd_transpose.h"
 #include "support/half.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <algorithm>
@@ -636,11 +637,20 @@ __attribute__((target("avx512f"))) void widen16_run_avx512(const uint16_t* src, 
   widen16_run(src + i, count - i, float16, out + i);
 }
 
+// F16C (CPUID leaf 1, ECX bit 29), asked of the CPU itself: clang's __builtin_cpu_supports
+// does not know the name.
+bool cpu_has_f16c() {
+  static const bool kHas = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 29)) != 0;
+  }();
+  return kHas;
+}
+
 // fp16 needs F16C (every AVX2 CPU etc has met has it; checked once).
 __attribute__((target("avx2,f16c"))) void widen16_run_avx2(const uint16_t* src, int64_t count,
                                                            bool float16, float* out) {
-  static const bool f16c = __builtin_cpu_supports("f16c");
-  if (float16 && !f16c) return widen16_run(src, count, float16, out);
+  if (float16 && !cpu_has_f16c()) return widen16_run(src, count, float16, out);
   int64_t i = 0;
   for (; i + 8 <= count; i += 8) {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
