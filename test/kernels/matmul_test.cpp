@@ -110,11 +110,20 @@ TEST_CASE("16-bit right operands are widened as they are packed, with float32's 
   struct Case {
     const char* op;
     Sizes a, b;
+    bool bias = false;
   };
-  const Case cases[] = {
-      {"aten::mm.out", {1, 700}, {700, 300}},        {"aten::mm.out", {8, 300}, {300, 70}},
-      {"aten::mm.out", {70, 130}, {130, 2100}},      {"aten::linear.default", {3, 520}, {33, 520}},
-      {"aten::linear.default", {1, 96}, {2048, 96}}, {"aten::bmm.out", {3, 9, 40}, {3, 40, 17}}};
+  // One-row cases: a [K, N] weight (mm) takes one_row_w16, a [N, K] one (linear) the panels;
+  // 45 outputs (= 32 + 13 = 2 x 16 + 13) cut the panels and vectors short, 700 inputs end K
+  // blocks inside 16 values (256 + 256 + 188), a bias starts the rows.
+  const Case cases[] = {{"aten::mm.out", {1, 700}, {700, 300}},
+                        {"aten::mm.out", {1, 700}, {700, 45}},
+                        {"aten::mm.out", {8, 300}, {300, 70}},
+                        {"aten::mm.out", {70, 130}, {130, 2100}},
+                        {"aten::linear.default", {3, 520}, {33, 520}},
+                        {"aten::linear.default", {1, 96}, {2048, 96}},
+                        {"aten::linear.default", {1, 700}, {45, 700}},
+                        {"aten::linear.default", {1, 700}, {45, 700}, true},
+                        {"aten::bmm.out", {3, 9, 40}, {3, 40, 17}}};
   for (GemmIsa isa : {GemmIsa::kAuto, GemmIsa::kAvx2, GemmIsa::kPortable}) {
     IsaScope guard(isa);
     for (DType dt : {DType::kBFloat16, DType::kFloat16}) {
@@ -128,13 +137,15 @@ TEST_CASE("16-bit right operands are widened as they are packed, with float32's 
         Value* a = c.random(dt, k.a, 151);
         Value* b = c.random(dt, k.b, 152);
         Value* out = c.out(dt, out_sizes);
-        REQUIRE((linear ? c.run({a, b, c.none()}, {out}) : c.run({a, b}, {out})).ok());
+        Value* bias = k.bias ? c.random(dt, {k.b[0]}, 153) : c.none();
+        REQUIRE((linear ? c.run({a, b, bias}, {out}) : c.run({a, b}, {out})).ok());
         // The float32 product of the same (exactly widened) values, rounded to dt.
         Call f(k.op);
         Value* fa = f.tensor(DType::kFloat32, k.a, read(a));
         Value* fb = f.tensor(DType::kFloat32, k.b, read(b));
+        Value* fbias = k.bias ? f.tensor(DType::kFloat32, {k.b[0]}, read(bias)) : f.none();
         Value* fout = f.out(DType::kFloat32, out_sizes);
-        REQUIRE((linear ? f.run({fa, fb, f.none()}, {fout}) : f.run({fa, fb}, {fout})).ok());
+        REQUIRE((linear ? f.run({fa, fb, fbias}, {fout}) : f.run({fa, fb}, {fout})).ok());
         const std::vector<double> got = read(out), wide = read(fout);
         REQUIRE(got.size() == wide.size());
         size_t differ = 0;

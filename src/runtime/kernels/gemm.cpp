@@ -702,6 +702,93 @@ void pack_widened(const DequantB& d, int64_t p0, int64_t j0, int64_t kc, int64_t
   }
 }
 
+// acc[i] = fma(av, widened src[i], acc[i]) for i < count: one row of a 16-bit [K, N] weight
+// multiplied into a row of accumulators (one_row_w16).
+__attribute__((target("avx512f"))) void axpy_w16_avx512(float av, const uint16_t* src,
+                                                        int64_t count, bool float16, float* acc) {
+  const __m512 a = _mm512_set1_ps(av);
+  int64_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
+    const __m512 v = float16 ? _mm512_cvtph_ps(h)
+                             : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    _mm512_storeu_ps(acc + i, _mm512_fmadd_ps(a, v, _mm512_loadu_ps(acc + i)));
+  }
+  for (; i < count; ++i)
+    acc[i] = std::fma(av, float16 ? half_to_float(src[i]) : bfloat16_to_float(src[i]), acc[i]);
+}
+
+__attribute__((target("avx2,fma,f16c"))) void axpy_w16_avx2(float av, const uint16_t* src,
+                                                            int64_t count, bool float16,
+                                                            float* acc) {
+  int64_t i = 0;
+  if (!float16 || cpu_has_f16c()) {
+    const __m256 a = _mm256_set1_ps(av);
+    for (; i + 8 <= count; i += 8) {
+      const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+      const __m256 v = float16
+                           ? _mm256_cvtph_ps(h)
+                           : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+      _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(a, v, _mm256_loadu_ps(acc + i)));
+    }
+  }
+  for (; i < count; ++i)
+    acc[i] = std::fma(av, float16 ? half_to_float(src[i]) : bfloat16_to_float(src[i]), acc[i]);
+}
+
+// out[j] = fma(alpha, acc[j], init ? *init : out[j]) for j < count: a K block's sums into C.
+__attribute__((target("avx512f"))) void finish_row_avx512(float alpha, const float* acc,
+                                                          int64_t count, const float* init,
+                                                          float* out) {
+  const __m512 al = _mm512_set1_ps(alpha);
+  int64_t j = 0;
+  for (; j + 16 <= count; j += 16) {
+    const __m512 c0 = init != nullptr ? _mm512_set1_ps(*init) : _mm512_loadu_ps(out + j);
+    _mm512_storeu_ps(out + j, _mm512_fmadd_ps(al, _mm512_loadu_ps(acc + j), c0));
+  }
+  for (; j < count; ++j)
+    out[j] = std::fma(alpha, acc[j], init != nullptr ? *init : out[j]);
+}
+
+__attribute__((target("avx2,fma"))) void finish_row_avx2(float alpha, const float* acc,
+                                                         int64_t count, const float* init,
+                                                         float* out) {
+  const __m256 al = _mm256_set1_ps(alpha);
+  int64_t j = 0;
+  for (; j + 8 <= count; j += 8) {
+    const __m256 c0 = init != nullptr ? _mm256_set1_ps(*init) : _mm256_loadu_ps(out + j);
+    _mm256_storeu_ps(out + j, _mm256_fmadd_ps(al, _mm256_loadu_ps(acc + j), c0));
+  }
+  for (; j < count; ++j)
+    out[j] = std::fma(alpha, acc[j], init != nullptr ? *init : out[j]);
+}
+
+// The one-row product over a 16-bit weight stored [K, N] (the rows of B contiguous: a bf16
+// model's linear layer as etc's export folds its transpose), for a decode step: row by row
+// of the weight, each read once and in order, into a row of accumulators, a chunk of columns
+// at a time. Each column's accumulator takes k in order from zero within a K block and C
+// takes alpha * acc + C (or the row's init) after each, as the row kernels do: the same bits.
+// `avx512`: the AVX-512 step, else AVX2.
+void one_row_w16(bool avx512, int64_t n, int64_t k, float alpha, MatrixRef<float> a,
+                 const DequantB& d, float* c, const float* init) {
+  constexpr int64_t kChunk = 2048;  // columns per pass: 8 KiB of accumulators in the L1 cache
+  alignas(64) float acc[kChunk];
+  const auto axpy = avx512 ? axpy_w16_avx512 : axpy_w16_avx2;
+  const auto finish = avx512 ? finish_row_avx512 : finish_row_avx2;
+  for (int64_t n0 = 0; n0 < n; n0 += kChunk) {
+    const int64_t cn = std::min(kChunk, n - n0);
+    for (int64_t pc = 0; pc < k; pc += kKC) {
+      const int64_t kc = std::min(kKC, k - pc);
+      std::fill_n(acc, cn, 0.0f);
+      for (int64_t p = 0; p < kc; ++p) {
+        axpy(a.data[(pc + p) * a.col_stride], d.bits16 + (pc + p) * d.q_k + d.col0 + n0, cn,
+             d.float16, acc);
+      }
+      finish(alpha, acc, cn, pc == 0 ? init : nullptr, c + n0);
+    }
+  }
+}
+
 // The kc x nc block of a quantized B at (p0, j0) into NR-column panels, as pack_b lays them
 // out. A weight stored [N, K] (q_k == 1, torchao's layout) is dequantized a column of B (a
 // row of the weight) at a time, in runs that share a group's zero point and scale, into
@@ -864,6 +951,12 @@ void gemm_one_row(int64_t n, int64_t k, float alpha, MatrixRef<float> a, MatrixR
       packed_b_all != nullptr || direct
           ? nullptr
           : scratch<float>(1, std::min(kNC, (n + nr - 1) / nr * nr) * std::min(kKC, k));
+  if (b.dequant != nullptr && b.dequant->bits16 != nullptr && b.dequant->q_n == 1) {
+    const float* row_init = nullptr;
+    if (init != nullptr) row_init = init->rows != nullptr ? init->rows + row0 : kZeroRows;
+    one_row_w16(nr == 32, n, k, alpha, a, *b.dequant, c, row_init);
+    return;
+  }
   if (b.dequant != nullptr) {
     // A quantized B a panel at a time, through every K block before the next panel: the
     // panel's weight rows are read in order (a [N, K] weight's rows are a page apart: K
