@@ -161,6 +161,41 @@ TEST_CASE("16-bit right operands are widened as they are packed, with float32's 
   }
 }
 
+TEST_CASE("a 16-bit addmm over a few rows gives float32's bits, beta and alpha included") {
+  // One row over a [K, N] weight takes the row-by-row path (one_row_w16), more the tile
+  // kernels: C starts from the bias scaled by beta and takes alpha times the sums in both.
+  for (GemmIsa isa : {GemmIsa::kAuto, GemmIsa::kAvx2, GemmIsa::kPortable}) {
+    IsaScope guard(isa);
+    for (DType dt : {DType::kBFloat16, DType::kFloat16}) {
+      for (int64_t m : {1, 5, 8}) {
+        INFO("isa " << static_cast<int>(isa) << " " << dtype_name(dt) << " m=" << m);
+        Call c("aten::addmm.out");
+        Value* bias = c.random(dt, {45}, 161);
+        Value* a = c.random(dt, {m, 600}, 162);
+        Value* b = c.random(dt, {600, 45}, 163);
+        Value* out = c.out(dt, {m, 45});
+        REQUIRE(c.run({bias, a, b, c.d(0.5), c.d(-2)}, {out}).ok());
+        Call f("aten::addmm.out");
+        Value* fout = f.out(DType::kFloat32, {m, 45});
+        REQUIRE(f.run({f.tensor(DType::kFloat32, {45}, read(bias)),
+                       f.tensor(DType::kFloat32, {m, 600}, read(a)),
+                       f.tensor(DType::kFloat32, {600, 45}, read(b)), f.d(0.5), f.d(-2)},
+                      {fout})
+                    .ok());
+        const std::vector<double> got = read(out), wide = read(fout);
+        size_t differ = 0;
+        for (size_t i = 0; i < got.size(); ++i) {
+          const float w = static_cast<float>(wide[i]);
+          const float rounded = dt == DType::kBFloat16 ? bfloat16_to_float(float_to_bfloat16(w))
+                                                       : half_to_float(float_to_half(w));
+          differ += got[i] != static_cast<double>(rounded) ? 1 : 0;
+        }
+        CHECK(differ == 0);
+      }
+    }
+  }
+}
+
 TEST_CASE("mm with empty dims") {
   for (const Shape& s : {Shape{0, 3, 4}, Shape{3, 0, 4}, Shape{3, 4, 0}}) {
     Call c("aten::mm.out");
