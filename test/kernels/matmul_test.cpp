@@ -102,6 +102,19 @@ TEST_CASE("the AVX-512 and AVX2 float micro-kernels give the same bits") {
   }
 }
 
+// How many of `got` (dt's values) differ from the float32 values `wide` rounded to dt.
+size_t differ_from_rounded(const std::vector<double>& got, const std::vector<double>& wide,
+                           DType dt) {
+  size_t differ = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const float w = static_cast<float>(wide[i]);
+    const float rounded = dt == DType::kBFloat16 ? bfloat16_to_float(float_to_bfloat16(w))
+                                                 : half_to_float(float_to_half(w));
+    differ += got[i] != static_cast<double>(rounded) ? 1 : 0;
+  }
+  return differ;
+}
+
 TEST_CASE("16-bit right operands are widened as they are packed, with float32's bits") {
   // A bf16/fp16 B is read in its own dtype and widened into the GEMM's panels (never copied
   // whole to float32 first): the product is the float32 product of the widened values,
@@ -148,14 +161,7 @@ TEST_CASE("16-bit right operands are widened as they are packed, with float32's 
         REQUIRE((linear ? f.run({fa, fb, fbias}, {fout}) : f.run({fa, fb}, {fout})).ok());
         const std::vector<double> got = read(out), wide = read(fout);
         REQUIRE(got.size() == wide.size());
-        size_t differ = 0;
-        for (size_t i = 0; i < got.size(); ++i) {
-          const float w = static_cast<float>(wide[i]);
-          const float rounded = dt == DType::kBFloat16 ? bfloat16_to_float(float_to_bfloat16(w))
-                                                       : half_to_float(float_to_half(w));
-          differ += got[i] != static_cast<double>(rounded) ? 1 : 0;
-        }
-        CHECK(differ == 0);
+        CHECK(differ_from_rounded(got, wide, dt) == 0);
       }
     }
   }
@@ -183,14 +189,7 @@ TEST_CASE("a 16-bit addmm over a few rows gives float32's bits, beta and alpha i
                       {fout})
                     .ok());
         const std::vector<double> got = read(out), wide = read(fout);
-        size_t differ = 0;
-        for (size_t i = 0; i < got.size(); ++i) {
-          const float w = static_cast<float>(wide[i]);
-          const float rounded = dt == DType::kBFloat16 ? bfloat16_to_float(float_to_bfloat16(w))
-                                                       : half_to_float(float_to_half(w));
-          differ += got[i] != static_cast<double>(rounded) ? 1 : 0;
-        }
-        CHECK(differ == 0);
+        CHECK(differ_from_rounded(got, wide, dt) == 0);
       }
     }
   }
