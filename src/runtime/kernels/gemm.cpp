@@ -763,6 +763,61 @@ __attribute__((target("avx2,fma"))) void finish_row_avx2(float alpha, const floa
     out[j] = std::fma(alpha, acc[j], init != nullptr ? *init : out[j]);
 }
 
+// The AVX-512 tile kernel (micro_kernel_f32_avx512) for m <= 8 rows of A read in place and a
+// 16-bit weight stored [K, N] read in place (cols <= 32 of its columns at w, rows ldw apart),
+// widened as it is multiplied: a short prompt's product, without packing either operand
+// (each packed value would be read once). The accumulators take k in order from zero and C
+// takes alpha * acc + C (or init[i]), as the tile kernel does: the same bits.
+__attribute__((target("avx512f"))) void tile_w16_avx512(int64_t kc, const float* a, int64_t a_rs,
+                                                        int64_t a_cs, int64_t m, const uint16_t* w,
+                                                        int64_t ldw, int64_t cols, bool float16,
+                                                        float* c, int64_t ldc, float alpha,
+                                                        const float* init) {
+  __m512 acc[8][2];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    acc[i][0] = _mm512_setzero_ps();
+    acc[i][1] = _mm512_setzero_ps();
+  }
+  alignas(64) uint16_t edge[32] = {};  // a row's columns when fewer than 32
+  for (int64_t p = 0; p < kc; ++p) {
+    const uint16_t* row = w + p * ldw;
+    if (cols < 32) {
+      std::memcpy(edge, row, static_cast<size_t>(cols) * sizeof(uint16_t));
+      row = edge;
+    }
+    const __m256i h0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row));
+    const __m256i h1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 16));
+    const __m512 b0 = float16
+                          ? _mm512_cvtph_ps(h0)
+                          : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h0), 16));
+    const __m512 b1 = float16
+                          ? _mm512_cvtph_ps(h1)
+                          : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h1), 16));
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) {
+      if (i < m) {
+        const __m512 av = _mm512_set1_ps(a[i * a_rs + p * a_cs]);
+        acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);
+        acc[i][1] = _mm512_fmadd_ps(av, b1, acc[i][1]);
+      }
+    }
+  }
+  const __m512 al = _mm512_set1_ps(alpha);
+  const __mmask16 m0 = first_lanes(std::min<int64_t>(16, cols)),
+                  m1 = cols > 16 ? first_lanes(cols - 16) : __mmask16(0);
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    if (i >= m) break;
+    float* out = c + i * ldc;
+    const __m512 c0 = init != nullptr ? _mm512_set1_ps(init[i]) : _mm512_maskz_loadu_ps(m0, out);
+    const __m512 c1 =
+        init != nullptr ? _mm512_set1_ps(init[i]) : _mm512_maskz_loadu_ps(m1, out + 16);
+    _mm512_mask_storeu_ps(out, m0, _mm512_fmadd_ps(al, acc[i][0], c0));
+    _mm512_mask_storeu_ps(out + 16, m1, _mm512_fmadd_ps(al, acc[i][1], c1));
+  }
+}
+
 // The one-row product over a 16-bit weight stored [K, N] (the rows of B contiguous: a bf16
 // model's linear layer as etc's export folds its transpose), for a decode step: row by row
 // of the weight, each read once and in order, into a row of accumulators, a chunk of columns
@@ -1016,9 +1071,28 @@ void gemm_blocked(int64_t m, int64_t n, int64_t k, T alpha, MatrixRef<T> a, Matr
   if constexpr (std::is_same_v<T, float>) {
     if (packed != nullptr) cfg = float_config(packed->kernel());
     if (packed_b_all != nullptr) cfg = float_config(packed_b_all->kernel());
-    if (m == 1 && packed == nullptr && a.col_offsets == nullptr && a.row_offsets == nullptr &&
-        (init == nullptr || init->tile_done == nullptr) && cfg.nr != 8) {
+    const bool plain_rows = packed == nullptr && a.col_offsets == nullptr &&
+                            a.row_offsets == nullptr &&
+                            (init == nullptr || init->tile_done == nullptr);
+    if (m == 1 && plain_rows && cfg.nr != 8) {
       gemm_one_row(n, k, alpha, a, b, c, packed_b_all, col0, init, row0, cfg.nr);
+      return;
+    }
+    if (m <= 8 && plain_rows && cfg.nr == 32 && b.dequant != nullptr &&
+        b.dequant->bits16 != nullptr && b.dequant->q_n == 1) {
+      // A short prompt over a 16-bit [K, N] weight: both read in place (tile_w16_avx512), a
+      // K block of the weight's rows across all its columns before the next.
+      const DequantB& d = *b.dequant;
+      const float* rows_init = nullptr;
+      if (init != nullptr) rows_init = init->rows != nullptr ? init->rows + row0 : kZeroRows;
+      for (int64_t pc = 0; pc < k; pc += kKC) {
+        const int64_t kc = std::min(kKC, k - pc);
+        for (int64_t j = 0; j < n; j += 32) {
+          tile_w16_avx512(kc, a.data + pc * a.col_stride, a.row_stride, a.col_stride, m,
+                          d.bits16 + pc * d.q_k + d.col0 + j, d.q_k, std::min<int64_t>(32, n - j),
+                          d.float16, c + j, ldc, alpha, pc == 0 ? rows_init : nullptr);
+        }
+      }
       return;
     }
   }
