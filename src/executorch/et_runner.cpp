@@ -236,6 +236,10 @@ int run(int argc, char** argv) {
   if (!method.ok()) return fail(std::string("load_method(") + *name + ") failed", method.error());
 
   if (argc >= 4 && std::string(argv[3]) == "--generate") {
+    if (iterations > 0) {
+      std::fprintf(stderr, "etc_et_runner: error: --iterations does not apply to --generate\n");
+      return 2;
+    }
     if (argc != 6) {
       std::fprintf(stderr,
                    "usage: etc_et_runner PROGRAM.pte OUT_DIR --generate PROMPT.npy STEPS\n");

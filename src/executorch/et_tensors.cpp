@@ -40,9 +40,14 @@ std::string view_of(const ::executorch::aten::Tensor& t, TensorBounds& bounds, b
   v.sizes.assign(t.sizes().begin(), t.sizes().end());
   v.capacity = -1;
   if (t.shape_dynamism() != ::executorch::aten::TensorShapeDynamism::STATIC) {
-    int64_t& bound = bounds[t.unsafeGetTensorImpl()];
-    bound = std::max(bound, static_cast<int64_t>(t.nbytes()));
-    v.capacity = bound;
+    TensorBound& bound = bounds[t.unsafeGetTensorImpl()];
+    const auto now = static_cast<int64_t>(t.nbytes());
+    if (bound.data != v.data) {
+      bound = TensorBound{v.data, now};
+    } else {
+      bound.bytes = std::max(bound.bytes, now);
+    }
+    v.capacity = bound.bytes;
   }
   return {};
 }

@@ -14,11 +14,17 @@
 
 namespace etc::et_interop {
 
-// The largest size in bytes each dynamic-bound tensor has had: its bound. ExecuTorch loads a
-// dynamic-bound tensor at its upper bound and gives no way to ask it later, and only the
-// instruction (or delegate) writing a tensor resizes it, so the size it has when that
-// instruction first sees it is the bound.
-using TensorBounds = std::unordered_map<const ::executorch::aten::TensorImpl*, int64_t>;
+// The largest size in bytes each dynamic-bound tensor has had over the same memory: its
+// bound. ExecuTorch loads a dynamic-bound tensor at its upper bound and gives no way to ask
+// it later, and only the instruction (or delegate) writing a tensor resizes it, so the size it
+// has when that instruction first sees it is the bound. A tensor found over other memory
+// (another method's tensor at a reused address, an output the caller bound elsewhere) starts
+// again from its current size: it may shrink, never grow past what is known to be there.
+struct TensorBound {
+  const void* data = nullptr;
+  int64_t bytes = 0;
+};
+using TensorBounds = std::unordered_map<const ::executorch::aten::TensorImpl*, TensorBound>;
 
 // `t` as a view `v`: data, dtype, sizes, device; for a dynamic-bound tensor its capacity from
 // `bounds`. Tensors must be contiguous (dim order 0, 1, ...); with `host_only`, in host

@@ -43,7 +43,10 @@ namespace etc::executorch_plugin {
 
 // libetc_executorch_autoregister.so calls register_kernels_with_executorch and
 // register_with_executorch when it loads (link it with -Wl,--no-as-needed, as ExecuTorch's
-// own registration-only libraries); this is what they returned.
+// own registration-only libraries); this is what they returned. Link it with no other kernel
+// library: one whose registrations run after it (a static library's, or a shared library
+// loaded later) would register names etc took, and ExecuTorch stops the process on that.
+// With another kernel library, call register_kernels_with_executorch after it has loaded.
 ::executorch::runtime::Error registered_at_load();
 
 // A DataLoader that loads through `inner` (which must outlive it) and tells etc's kernels

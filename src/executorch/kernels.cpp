@@ -26,6 +26,7 @@
 #include <executorch/runtime/kernel/operator_registry.h>
 #include <executorch/runtime/platform/log.h>
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -70,7 +71,12 @@ struct Instruction {
   std::vector<const EValue*> seen;        // the distinct EValues, in order
   std::unique_ptr<rt::KernelState> state;
   uint64_t state_generation = 0;  // ConstantMemory::generation when `state` was made
-  TensorBounds bounds;            // of its dynamic-bound tensors
+  // Whose entry this is: the kernel and the argument EValues it was made for. ExecuTorch's
+  // memory is reused (a method destroyed, another loaded in its place): a call whose kernel
+  // or arguments differ is another instruction, and finds everything forgotten.
+  size_t kernel = SIZE_MAX;
+  std::vector<const EValue*> identity;
+  TensorBounds bounds;  // of its dynamic-bound tensors
 };
 
 // etc's view of ExecuTorch's device allocator registry, for the et_copy kernels: the copies
@@ -136,9 +142,13 @@ Library& library() {
 
 // The constant segments ExecuTorch holds, loaded through constant_tracking_loader.
 struct ConstantMemory {
+  struct Span {
+    std::uintptr_t end = 0;
+    int holders = 0;  // segments loaded over the same bytes (one buffer, two programs)
+  };
   std::mutex mu;
-  std::map<std::uintptr_t, std::uintptr_t> spans;  // begin -> end
-  uint64_t generation = 0;                         // bumped when a segment is released
+  std::map<std::uintptr_t, Span> spans;  // by begin
+  uint64_t generation = 0;               // bumped when a segment is released
 };
 
 ConstantMemory& constant_memory() {
@@ -162,7 +172,7 @@ uint64_t constant_args(const std::vector<rt::Value*>& args, uint64_t& generation
     auto it = cm.spans.upper_bound(begin);
     if (it == cm.spans.begin()) continue;
     --it;
-    if (it->first <= begin && end <= it->second) bits |= uint64_t{1} << i;
+    if (it->first <= begin && end <= it->second.end) bits |= uint64_t{1} << i;
   }
   return bits;
 }
@@ -174,19 +184,24 @@ class ConstantTrackingLoader final : public et::DataLoader {
   et::Result<et::FreeableBuffer> load(size_t offset, size_t size,
                                       const SegmentInfo& info) const override {
     et::Result<et::FreeableBuffer> loaded = inner_.load(offset, size, info);
-    if (!loaded.ok() || info.segment_type != SegmentInfo::Type::Constant ||
-        loaded->data() == nullptr || loaded->size() == 0)
+    if (!loaded.ok() || info.segment_type != SegmentInfo::Type::Constant || loaded->size() == 0)
       return loaded;
+    // data_safe: a buffer of another core's memory (held as an integer address) is passed on
+    // untracked, where data() would stop the process.
+    et::Result<const void*> where = loaded->data_safe();
+    if (!where.ok() || *where == nullptr) return loaded;
     // The inner buffer moves into the context of the one returned, whose release forgets
     // the span before releasing it.
+    const void* data = *where;
     auto* held = new et::FreeableBuffer(std::move(*loaded));
-    const void* data = held->data();
     const size_t n = held->size();
     ConstantMemory& cm = constant_memory();
     {
       std::lock_guard<std::mutex> lock(cm.mu);
       const auto begin = reinterpret_cast<std::uintptr_t>(data);
-      cm.spans[begin] = begin + n;
+      ConstantMemory::Span& span = cm.spans[begin];
+      span.end = std::max(span.end, begin + n);
+      ++span.holders;
     }
     return et::FreeableBuffer(data, n, &release, held);
   }
@@ -201,7 +216,8 @@ class ConstantTrackingLoader final : public et::DataLoader {
     ConstantMemory& cm = constant_memory();
     {
       std::lock_guard<std::mutex> lock(cm.mu);
-      cm.spans.erase(reinterpret_cast<std::uintptr_t>(data));
+      auto it = cm.spans.find(reinterpret_cast<std::uintptr_t>(data));
+      if (it != cm.spans.end() && --it->second.holders == 0) cm.spans.erase(it);
       ++cm.generation;
     }
     delete static_cast<et::FreeableBuffer*>(context);  // releases the inner buffer
@@ -303,6 +319,13 @@ void call(size_t index, KernelRuntimeContext& ctx, et::Span<EValue*> args) {
     std::unique_ptr<Instruction>& slot = lib.instructions[args.data()];
     if (!slot) slot = std::make_unique<Instruction>();
     ins = slot.get();
+  }
+  if (ins->kernel != index ||
+      !std::equal(ins->identity.begin(), ins->identity.end(), args.begin(), args.end())) {
+    ins->kernel = index;
+    ins->identity.assign(args.begin(), args.end());
+    ins->state.reset();
+    ins->bounds.clear();
   }
   // The distinct EValues, in order of first appearance (the out and the return value are
   // often one EValue: one etc Value, as etc's own runtime has it).

@@ -6,6 +6,7 @@
 
 #include <executorch/runtime/core/data_loader.h>
 #include <executorch/runtime/core/evalue.h>
+#include <executorch/runtime/core/exec_aten/util/tensor_util.h>
 #include <executorch/runtime/kernel/kernel_runtime_context.h>
 #include <executorch/runtime/kernel/operator_registry.h>
 #include <executorch/runtime/platform/runtime.h>
@@ -139,6 +140,29 @@ TEST_CASE("a dynamic-bound out shrinks and grows back within the bound it was lo
   CHECK(call("aten::relu.out", {&ex, &eo, &eo}) != Error::Ok);
 }
 
+TEST_CASE("a dynamic-bound out over other memory starts again from its current size") {
+  registered();
+  // The same TensorImpl, EValue and argument array (as a method loaded where a destroyed one
+  // was may have them), its memory now a smaller buffer: the bound learnt over the old
+  // memory must not let the kernel write past the new one.
+  std::vector<float> x(8, 1.0f), big(8, -1.0f), small(4, -1.0f);
+  FloatTensor to({4, 2}, big.data(), TensorShapeDynamism::DYNAMIC_BOUND);
+  FloatTensor tx({4, 2}, x.data());
+  EValue ex(tx.tensor()), eo(to.tensor());
+  std::vector<EValue*> args{&ex, &eo, &eo};
+  auto relu = [&] {
+    et::KernelRuntimeContext ctx;
+    kernel("aten::relu.out")(ctx, {args.data(), args.size()});
+    return ctx.failure_state();
+  };
+  REQUIRE(relu() == Error::Ok);  // learns 32 bytes over `big`
+  to.impl->set_data(small.data());
+  const SizesType two[] = {2, 2};
+  REQUIRE(et::resize_tensor(to.tensor(), {two, 2}) == Error::Ok);  // 16 bytes over `small`
+  CHECK(relu() != Error::Ok);  // [4, 2] does not fit what is known to be there
+  CHECK(small == std::vector<float>(4, -1.0f));
+}
+
 TEST_CASE("what etc's kernels cannot take fails the call with a reason, never a crash") {
   registered();
   std::vector<float> x(24, 1.0f), out(24, -1.0f);
@@ -191,8 +215,11 @@ TEST_CASE("weights in constant segments are packed once, and dropped with their 
   std::vector<float> a{1, 0, 2, -1, 3, 1}, out(4, -1);
   FloatTensor ta({2, 3}, a.data()), to({2, 2}, out.data());
   EValue ea(ta.tensor()), eo(to.tensor());
-  // One instruction, mm.out(a, b, out) -> out: ExecuTorch keeps its argument array in place.
-  std::vector<EValue*> args{&ea, nullptr, &eo, &eo};
+  // One instruction, mm.out(a, b, out) -> out: ExecuTorch keeps its argument array and its
+  // EValues in place (a reloaded program's may land at the same addresses: eb is one EValue
+  // throughout, so that only the segment's release tells the kernel).
+  EValue eb;
+  std::vector<EValue*> args{&ea, &eb, &eo, &eo};
   auto mm = [&] {
     et::KernelRuntimeContext ctx;
     kernel("aten::mm.out")(ctx, {args.data(), args.size()});
@@ -203,8 +230,7 @@ TEST_CASE("weights in constant segments are packed once, and dropped with their 
     REQUIRE(segment.ok());
     auto* b = static_cast<float*>(const_cast<void*>(segment->data()));
     FloatTensor tb({3, 2}, b);
-    EValue eb(tb.tensor());
-    args[1] = &eb;
+    eb = EValue(tb.tensor());
     REQUIRE(mm() == Error::Ok);
     CHECK(out == matmul(a, file.data()));
     // A constant never changes while the program holds it: the packed copy is what the
@@ -221,15 +247,13 @@ TEST_CASE("weights in constant segments are packed once, and dropped with their 
   REQUIRE(again.ok());
   REQUIRE(again->data() == static_cast<const void*>(file.data()));
   FloatTensor tb({3, 2}, file.data());
-  EValue eb(tb.tensor());
-  args[1] = &eb;
+  eb = EValue(tb.tensor());
   REQUIRE(mm() == Error::Ok);
   CHECK(out == matmul(a, file.data()));
   // Memory outside constant segments is read at every call.
   std::vector<float> activation{1, 1, 1, 1, 1, 1};
   FloatTensor tv({3, 2}, activation.data());
-  EValue ev(tv.tensor());
-  args[1] = &ev;
+  eb = EValue(tv.tensor());
   REQUIRE(mm() == Error::Ok);
   CHECK(out == matmul(a, activation.data()));
   activation[0] = 7;
