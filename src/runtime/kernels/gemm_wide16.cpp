@@ -1,0 +1,270 @@
+// The GEMM's 16-bit right operands (gemm_wide16.h): widening, packing, and the in-place
+// products for a decode step and a short prompt.
+#include "runtime/kernels/gemm_wide16.h"
+
+#include <cpuid.h>
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "runtime/kernels/simd_transpose.h"
+#include "support/half.h"
+
+namespace etc::rt::kernels {
+namespace {
+
+// out[i] = the float value of 16-bit float i (bf16: its bits are a float's upper half; fp16:
+// IEEE half), exactly.
+void widen16_run(const uint16_t* __restrict src, int64_t count, bool float16,
+                 float* __restrict out) {
+  if (float16) {
+    for (int64_t i = 0; i < count; ++i)
+      out[i] = half_to_float(src[i]);
+  } else {
+    for (int64_t i = 0; i < count; ++i)
+      out[i] = bfloat16_to_float(src[i]);
+  }
+}
+
+__attribute__((target("avx512f"))) void widen16_run_avx512(const uint16_t* src, int64_t count,
+                                                           bool float16, float* out) {
+  int64_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
+    const __m512 v = float16 ? _mm512_cvtph_ps(h)
+                             : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    _mm512_storeu_ps(out + i, v);
+  }
+  widen16_run(src + i, count - i, float16, out + i);
+}
+
+// F16C (CPUID leaf 1, ECX bit 29), asked of the CPU itself: clang's __builtin_cpu_supports
+// does not know the name.
+bool cpu_has_f16c() {
+  static const bool kHas = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 29)) != 0;
+  }();
+  return kHas;
+}
+
+// fp16 needs F16C (every AVX2 CPU etc has met has it; checked once).
+__attribute__((target("avx2,f16c"))) void widen16_run_avx2(const uint16_t* src, int64_t count,
+                                                           bool float16, float* out) {
+  if (float16 && !cpu_has_f16c()) return widen16_run(src, count, float16, out);
+  int64_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    const __m256 v = float16 ? _mm256_cvtph_ps(h)
+                             : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    _mm256_storeu_ps(out + i, v);
+  }
+  widen16_run(src + i, count - i, float16, out + i);
+}
+
+// pack_dequant for 16-bit floats (DequantB::bits16): the same panels, each value widened.
+}  // namespace
+
+void pack_widened(FloatKernel isa, const DequantB& d, int64_t p0, int64_t j0, int64_t kc,
+                  int64_t nc, int64_t nr, float* __restrict dst) {
+  thread_local std::vector<float> rows;
+  const auto run = isa == FloatKernel::kAvx512 ? widen16_run_avx512
+                   : isa == FloatKernel::kAvx2 ? widen16_run_avx2
+                                               : widen16_run;
+  for (int64_t jr = 0; jr < nc; jr += nr) {
+    const int64_t cols = std::min(nr, nc - jr), n0 = d.col0 + j0 + jr;
+    if (d.q_k == 1) {
+      // Stored [N, K] (a linear layer's weight): a column of B at a time, then transposed.
+      rows.resize(static_cast<size_t>(nr * kc));
+      for (int64_t j = 0; j < cols; ++j)
+        run(d.bits16 + (n0 + j) * d.q_n + p0, kc, d.float16, rows.data() + j * kc);
+      for (int64_t j = 0; j < cols; j += 16) {
+        for (int64_t p = 0; p < kc; p += 16) {
+          transpose_tile(isa, rows.data() + j * kc + p, kc, std::min<int64_t>(16, cols - j),
+                         std::min<int64_t>(16, kc - p), dst + p * nr + j, nr);
+        }
+      }
+    } else {
+      for (int64_t p = 0; p < kc; ++p) {
+        const uint16_t* src = d.bits16 + (p0 + p) * d.q_k + n0 * d.q_n;
+        float* out = dst + p * nr;
+        if (d.q_n == 1) {
+          run(src, cols, d.float16, out);
+        } else {
+          for (int64_t j = 0; j < cols; ++j)
+            widen16_run(src + j * d.q_n, 1, d.float16, out + j);
+        }
+      }
+    }
+    for (int64_t p = 0; p < kc; ++p) {
+      for (int64_t j = cols; j < nr; ++j)
+        dst[p * nr + j] = 0.0f;
+    }
+    dst += nr * kc;
+  }
+}
+
+namespace {
+
+// acc[i] = fma(av, widened src[i], acc[i]) for i < count: one row of a 16-bit [K, N] weight
+// multiplied into a row of accumulators (one_row_w16).
+__attribute__((target("avx512f"))) void axpy_w16_avx512(float av, const uint16_t* src,
+                                                        int64_t count, bool float16, float* acc) {
+  const __m512 a = _mm512_set1_ps(av);
+  int64_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
+    const __m512 v = float16 ? _mm512_cvtph_ps(h)
+                             : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    _mm512_storeu_ps(acc + i, _mm512_fmadd_ps(a, v, _mm512_loadu_ps(acc + i)));
+  }
+  for (; i < count; ++i)
+    acc[i] = std::fma(av, float16 ? half_to_float(src[i]) : bfloat16_to_float(src[i]), acc[i]);
+}
+
+__attribute__((target("avx2,fma,f16c"))) void axpy_w16_avx2(float av, const uint16_t* src,
+                                                            int64_t count, bool float16,
+                                                            float* acc) {
+  int64_t i = 0;
+  if (!float16 || cpu_has_f16c()) {
+    const __m256 a = _mm256_set1_ps(av);
+    for (; i + 8 <= count; i += 8) {
+      const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+      const __m256 v = float16
+                           ? _mm256_cvtph_ps(h)
+                           : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+      _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(a, v, _mm256_loadu_ps(acc + i)));
+    }
+  }
+  for (; i < count; ++i)
+    acc[i] = std::fma(av, float16 ? half_to_float(src[i]) : bfloat16_to_float(src[i]), acc[i]);
+}
+
+// out[j] = fma(alpha, acc[j], init ? *init : out[j]) for j < count: a K block's sums into C.
+__attribute__((target("avx512f"))) void finish_row_avx512(float alpha, const float* acc,
+                                                          int64_t count, const float* init,
+                                                          float* out) {
+  const __m512 al = _mm512_set1_ps(alpha);
+  int64_t j = 0;
+  for (; j + 16 <= count; j += 16) {
+    const __m512 c0 = init != nullptr ? _mm512_set1_ps(*init) : _mm512_loadu_ps(out + j);
+    _mm512_storeu_ps(out + j, _mm512_fmadd_ps(al, _mm512_loadu_ps(acc + j), c0));
+  }
+  for (; j < count; ++j)
+    out[j] = std::fma(alpha, acc[j], init != nullptr ? *init : out[j]);
+}
+
+__attribute__((target("avx2,fma"))) void finish_row_avx2(float alpha, const float* acc,
+                                                         int64_t count, const float* init,
+                                                         float* out) {
+  const __m256 al = _mm256_set1_ps(alpha);
+  int64_t j = 0;
+  for (; j + 8 <= count; j += 8) {
+    const __m256 c0 = init != nullptr ? _mm256_set1_ps(*init) : _mm256_loadu_ps(out + j);
+    _mm256_storeu_ps(out + j, _mm256_fmadd_ps(al, _mm256_loadu_ps(acc + j), c0));
+  }
+  for (; j < count; ++j)
+    out[j] = std::fma(alpha, acc[j], init != nullptr ? *init : out[j]);
+}
+
+// The AVX-512 tile kernel (micro_kernel_f32_avx512) for m <= 8 rows of A read in place and a
+// 16-bit weight stored [K, N] read in place (cols <= 32 of its columns at w, rows ldw apart),
+// widened as it is multiplied: a short prompt's product, without packing either operand
+// (each packed value would be read once). The accumulators take k in order from zero and C
+// takes alpha * acc + C (or init[i]), as the tile kernel does: the same bits.
+__attribute__((target("avx512f"))) void tile_w16_avx512(int64_t kc, const float* a, int64_t a_rs,
+                                                        int64_t a_cs, int64_t m, const uint16_t* w,
+                                                        int64_t ldw, int64_t cols, bool float16,
+                                                        float* c, int64_t ldc, float alpha,
+                                                        const float* init) {
+  __m512 acc[8][2];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    acc[i][0] = _mm512_setzero_ps();
+    acc[i][1] = _mm512_setzero_ps();
+  }
+  alignas(64) uint16_t edge[32] = {};  // a row's columns when fewer than 32
+  for (int64_t p = 0; p < kc; ++p) {
+    const uint16_t* row = w + p * ldw;
+    if (cols < 32) {
+      std::memcpy(edge, row, static_cast<size_t>(cols) * sizeof(uint16_t));
+      row = edge;
+    }
+    const __m256i h0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row));
+    const __m256i h1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 16));
+    const __m512 b0 = float16
+                          ? _mm512_cvtph_ps(h0)
+                          : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h0), 16));
+    const __m512 b1 = float16
+                          ? _mm512_cvtph_ps(h1)
+                          : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h1), 16));
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) {
+      if (i < m) {
+        const __m512 av = _mm512_set1_ps(a[i * a_rs + p * a_cs]);
+        acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);
+        acc[i][1] = _mm512_fmadd_ps(av, b1, acc[i][1]);
+      }
+    }
+  }
+  const __m512 al = _mm512_set1_ps(alpha);
+  const __mmask16 m0 = first_lanes(std::min<int64_t>(16, cols)),
+                  m1 = cols > 16 ? first_lanes(cols - 16) : __mmask16(0);
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    if (i >= m) break;
+    float* out = c + i * ldc;
+    const __m512 c0 = init != nullptr ? _mm512_set1_ps(init[i]) : _mm512_maskz_loadu_ps(m0, out);
+    const __m512 c1 =
+        init != nullptr ? _mm512_set1_ps(init[i]) : _mm512_maskz_loadu_ps(m1, out + 16);
+    _mm512_mask_storeu_ps(out, m0, _mm512_fmadd_ps(al, acc[i][0], c0));
+    _mm512_mask_storeu_ps(out + 16, m1, _mm512_fmadd_ps(al, acc[i][1], c1));
+  }
+}
+
+// The one-row product over a 16-bit weight stored [K, N] (the rows of B contiguous: a bf16
+// model's linear layer as etc's export folds its transpose), for a decode step: row by row
+// of the weight, each read once and in order, into a row of accumulators, a chunk of columns
+// at a time. Each column's accumulator takes k in order from zero within a K block and C
+// takes alpha * acc + C (or the row's init) after each, as the row kernels do: the same bits.
+// `avx512`: the AVX-512 step, else AVX2.
+void one_row_w16(bool avx512, int64_t n, int64_t k, int64_t kc_block, float alpha,
+                 MatrixRef<float> a, const DequantB& d, float* c, const float* init) {
+  constexpr int64_t kChunk = 2048;  // columns per pass: 8 KiB of accumulators in the L1 cache
+  alignas(64) float acc[kChunk];
+  const auto axpy = avx512 ? axpy_w16_avx512 : axpy_w16_avx2;
+  const auto finish = avx512 ? finish_row_avx512 : finish_row_avx2;
+  for (int64_t n0 = 0; n0 < n; n0 += kChunk) {
+    const int64_t cn = std::min(kChunk, n - n0);
+    for (int64_t pc = 0; pc < k; pc += kc_block) {
+      const int64_t kc = std::min(kc_block, k - pc);
+      std::fill_n(acc, cn, 0.0f);
+      for (int64_t p = 0; p < kc; ++p) {
+        axpy(a.data[(pc + p) * a.col_stride], d.bits16 + (pc + p) * d.q_k + d.col0 + n0, cn,
+             d.float16, acc);
+      }
+      finish(alpha, acc, cn, pc == 0 ? init : nullptr, c + n0);
+    }
+  }
+}
+
+}  // namespace
+
+void wide16_rows(bool avx512, int64_t m, int64_t n, int64_t k, int64_t kc_block, float alpha,
+                 MatrixRef<float> a, const DequantB& d, float* c, int64_t ldc, const float* init) {
+  if (m == 1) return one_row_w16(avx512, n, k, kc_block, alpha, a, d, c, init);
+  // A K block of the weight's rows across all its columns before the next.
+  for (int64_t pc = 0; pc < k; pc += kc_block) {
+    const int64_t kc = std::min(kc_block, k - pc);
+    for (int64_t j = 0; j < n; j += 32) {
+      tile_w16_avx512(kc, a.data + pc * a.col_stride, a.row_stride, a.col_stride, m,
+                      d.bits16 + pc * d.q_k + d.col0 + j, d.q_k, std::min<int64_t>(32, n - j),
+                      d.float16, c + j, ldc, alpha, pc == 0 ? init : nullptr);
+    }
+  }
+}
+
+}  // namespace etc::rt::kernels
