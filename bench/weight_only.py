@@ -115,8 +115,10 @@ def main():
                     same = np.array_equal(got, got_plain)
                     eager = eager_ms(model, x, threads)
                     err = float(np.abs(got - want).max() / np.abs(want).max())
-                    # The weight's bytes read per call (int4 is held a value per byte).
-                    gbs = k * n * (2 if config is None else 1) / (fused * 1e-3) / 1e9
+                    # The weight's bytes read per call (int4: two values a byte, as etc's
+                    # export stores them).
+                    per_value = 2 if config is None else 0.5 if name.startswith("int4") else 1
+                    gbs = k * n * per_value / (fused * 1e-3) / 1e9
                     print(f"{name:9} {f'{k}x{n}':>11} {m:>2} {threads:>3} {fused:8.3f} {plain:9.3f} "
                           f"{eager:8.3f} {fused / eager:9.2f} {plain / fused:9.1f}x {gbs:8.1f} "
                           f"{err:8.1e}" + ("" if same else "  FUSED BITS DIFFER"))

@@ -8,6 +8,7 @@
 #include "passes/decompose_host_ops.h"
 #include "passes/fold_batch_norm.h"
 #include "passes/fold_constants.h"
+#include "passes/pack_int4_weights.h"
 #include "passes/plan_memory.h"
 #include "passes/propagate_devices.h"
 #include "passes/remove_noops.h"
@@ -22,6 +23,8 @@ PassRegistry make_pass_registry() {
       {"fold-constants", "evaluate data-movement and cast ops on constants", &fold_constants},
       {"fold-batch-norm", "fold inference batch norms into the convolutions they follow",
        &fold_batch_norm},
+      {"pack-int4-weights", "store int8 weights whose values fit in 4 bits two a byte",
+       &pack_int4_weights},
       {"partition", "group CUDA-capable nodes into delegates (--target)", &partition_pass},
       {"decompose-host-ops", "rewrite host ops into ExecuTorch's portable kernel set",
        &decompose_host_ops},

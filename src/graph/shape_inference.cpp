@@ -300,6 +300,25 @@ Status infer_to_copy(const InferContext& ctx, std::vector<TensorType>& out) {
   return Status();
 }
 
+// etc::unpack_int4: uint8 [..., ceil(size / 2)] -> int8 [..., size].
+Status infer_unpack_int4(const InferContext& ctx, std::vector<TensorType>& out) {
+  const TensorSpec& packed = ctx.tensor("packed");
+  if (packed.dtype != DType::kUInt8) {
+    return ctx.error("packed",
+                     "expected uint8 (two 4-bit values a byte), got " + packed.type_string());
+  }
+  if (packed.rank() == 0) return ctx.error("packed", "expected a tensor of rank 1 or more");
+  const int64_t size = ctx.int_arg("size");
+  if (size < 0 || (size + 1) / 2 != packed.sizes.back()) {
+    return ctx.error("size", std::to_string(size) + " values do not pack into the last dim of " +
+                                 packed.type_string() + " (ceil(size / 2) bytes)");
+  }
+  Sizes sizes = packed.sizes;
+  sizes.back() = size;
+  out.push_back({DType::kInt8, sizes});
+  return Status();
+}
+
 Status infer_embedding(const InferContext& ctx, std::vector<TensorType>& out) {
   const TensorSpec& w = ctx.tensor("weight");
   const TensorSpec& idx = ctx.tensor("indices");

@@ -67,6 +67,8 @@ struct Folder {
       case OpKind::SqueezeDims:
       case OpKind::Unsqueeze:
         return self().constant;  // same elements, same order: share the bytes
+      case OpKind::UnpackInt4:   // a weight stored two values a byte stays so
+        return std::nullopt;
       case OpKind::ToCopy:
         if (self().dtype == out.dtype) return self().constant;  // same elements: share
         if (widens_packed_weight(self(), out.dtype)) return std::nullopt;
@@ -103,10 +105,10 @@ bool all_inputs_constant(const Graph& g, const Node& n) {
 }
 
 // Moves the run-time dequantization of packed weights (an 8-bit constant's widening, left
-// above, and the nodes after it that read only constants and such values) to just before the
-// first node that reads its result. A QDQ model lists every weight's DequantizeLinear first;
-// in that order all the widened weights would be live at once. Returns whether the order
-// changed.
+// above, or a 4-bit one's unpacking, and the nodes after it that read only constants and such
+// values) to just before the first node that reads its result. A QDQ model lists every weight's
+// DequantizeLinear first; in that order all the widened weights would be live at once. Returns
+// whether the order changed.
 bool sink_widened_weights(Graph& graph) {
   std::vector<NodeId> order(graph.order().begin(), graph.order().end());
   size_t ids = 0;
@@ -125,8 +127,10 @@ bool sink_widened_weights(Graph& graph) {
     std::vector<ValueId> ins = tensor_args(n);
     if (ins.empty() || !std::all_of(ins.begin(), ins.end(), known)) continue;
     const bool root =
-        n.op == OpKind::ToCopy && graph.value(ins[0]).kind == ValueKind::kConstant &&
-        widens_packed_weight(graph.value(ins[0]).spec, graph.value(n.outputs[0]).spec.dtype);
+        graph.value(ins[0]).kind == ValueKind::kConstant &&
+        (n.op == OpKind::UnpackInt4 ||
+         (n.op == OpKind::ToCopy &&
+          widens_packed_weight(graph.value(ins[0]).spec, graph.value(n.outputs[0]).spec.dtype)));
     const bool follows = std::any_of(ins.begin(), ins.end(), [&](ValueId v) {
       return graph.value(v).kind == ValueKind::kNodeOutput;
     });

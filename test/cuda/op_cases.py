@@ -445,6 +445,21 @@ def cases():
         for width in (1, 2, 3, 5):
             simple("embedding_%s_width%d" % (d, width), "aten.embedding.default",
                    lambda w, i: {"weight": w, "indices": i}, [("w", d, [7, width]), ("i", I64, [2, 9])])
+    # etc::unpack_int4 (the pack-int4-weights pass puts it after an int4 weight): every byte
+    # value over rows of even and odd length, widened to float and multiplied by the input.
+    for size in (8, 7):
+        c = Case("unpack_int4_size%d" % size, "etc.unpack_int4.default")
+        x = c.input("x", F32, [32, size])
+        row = (size + 1) // 2
+        values = [(r * row + b) % 256 for r in range(32) for b in range(row)]
+        if size % 2:  # an odd row's last high nibble is 0
+            values = [v & 0x0F if i % row == row - 1 else v for i, v in enumerate(values)]
+        k = c.constant("k", "uint8", [32, row], values)
+        c.node("etc.unpack_int4.default", {"packed": k, "size": size}, ["q"])
+        c.node("aten._to_copy.default", {"self": "q", "dtype": F32}, ["w"])
+        c.node("aten.mul.Tensor", {"self": x, "other": "w"}, ["y"])
+        c.outputs = ["y"]
+        out.append(c)
     for d in FLOATS + [I32, I64, BOOL]:
         # Creation ops feed an add so the delegate has an input; fold-constants is left out of the
         # pipeline (cuda_ops_test.sh) so they stay in the graph.

@@ -402,6 +402,17 @@ TEST_CASE("_to_copy, embedding, constant_pad_nd") {
         T(f32, {2, 7, 16}));
   CHECK(t.error(OpKind::Embedding, {{"weight", w}, {"indices", t.in(f32, {2})}})
             .find("expected int64 or int32") != std::string::npos);
+  // etc::unpack_int4: uint8 [..., ceil(size / 2)] -> int8 [..., size].
+  auto packed = t.in(DType::kUInt8, {5, 2, 4});
+  CHECK(t.one(OpKind::UnpackInt4, {{"packed", packed}, {"size", i64(8)}}) ==
+        T(DType::kInt8, {5, 2, 8}));
+  CHECK(t.one(OpKind::UnpackInt4, {{"packed", packed}, {"size", i64(7)}}) ==
+        T(DType::kInt8, {5, 2, 7}));
+  CHECK(t.error(OpKind::UnpackInt4, {{"packed", packed}, {"size", i64(9)}})
+            .find("9 values do not pack into the last dim of uint8[5, 2, 4] (ceil(size / 2) "
+                  "bytes)") != std::string::npos);
+  CHECK(t.error(OpKind::UnpackInt4, {{"packed", t.in(DType::kInt8, {4})}, {"size", i64(8)}})
+            .find("expected uint8 (two 4-bit values a byte), got int8[4]") != std::string::npos);
   auto img = t.in(f32, {1, 3, 4, 4});
   CHECK(t.one(OpKind::ConstantPadNd, {{"self", img}, {"pad", ints({1, 2, 0, 3})}}) ==
         T(f32, {1, 3, 7, 7}));
@@ -752,7 +763,7 @@ TEST_CASE("every op in the table is covered by this file") {
   for (const OpInfo& op : all_ops())
     aten += op.schema.ns == "aten";
   CHECK(aten == 139);
-  CHECK(all_ops().size() == 145);
+  CHECK(all_ops().size() == 146);
 }
 
 }  // namespace

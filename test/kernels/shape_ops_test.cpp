@@ -460,6 +460,44 @@ TEST_CASE("embedding gathers rows and checks indices") {
         "aten::embedding.out: indices has dtype float32, expected int64 or int32");
 }
 
+TEST_CASE("unpack_int4 gives every byte's two signed nibbles, the low one first") {
+  // Rows of 512 values (every byte value twice) and of 511 (the last byte's high nibble
+  // unused); the result is the low nibble of byte c / 2 for even c, the high one for odd c,
+  // sign-extended.
+  for (const int64_t size : {int64_t{512}, int64_t{511}}) {
+    INFO("size " << size);
+    const int64_t row = (size + 1) / 2;
+    std::vector<double> bytes;
+    for (int64_t r = 0; r < 3; ++r) {
+      for (int64_t b = 0; b < row; ++b)
+        bytes.push_back(static_cast<double>((b + 37 * r) % 256));
+    }
+    Call c("etc::unpack_int4.out");
+    Value* packed = c.tensor(DType::kUInt8, {3, row}, bytes);
+    Value* out = c.out(DType::kInt8, {3, size});
+    REQUIRE(c.run({packed, c.i(size)}, {out}).ok());
+    std::vector<double> want;
+    for (int64_t r = 0; r < 3; ++r) {
+      for (int64_t col = 0; col < size; ++col) {
+        const auto b = static_cast<unsigned>(bytes[static_cast<size_t>(r * row + col / 2)]);
+        const unsigned nibble = col % 2 ? b >> 4 : b & 15u;
+        want.push_back(nibble >= 8 ? static_cast<double>(nibble) - 16 : nibble);
+      }
+    }
+    CHECK(read(out) == want);
+  }
+  Call c("etc::unpack_int4.out");
+  Value* packed = c.tensor(DType::kUInt8, {2, 3}, {1, 2, 3, 4, 5, 6});
+  CHECK(c.run({packed, c.i(7)}, {c.out(DType::kInt8, {2, 7})}).message() ==
+        "etc::unpack_int4.out: 7 values do not pack into packed [2, 3] (ceil(size / 2) bytes a "
+        "row)");
+  CHECK(c.run({packed, c.i(6)}, {c.out(DType::kInt8, {2, 7})}).message() ==
+        "etc::unpack_int4.out: out has shape [2, 7], expected [2, 6]");
+  Value* signed_bytes = c.tensor(DType::kInt8, {2, 3}, {1, 2, 3, 4, 5, 6});
+  CHECK(c.run({signed_bytes, c.i(6)}, {c.out(DType::kInt8, {2, 6})}).message() ==
+        "etc::unpack_int4.out: packed has dtype int8, expected uint8");
+}
+
 TEST_CASE("full, ones and zeros") {
   for (DType dt : {DType::kFloat32, DType::kFloat16, DType::kInt64, DType::kInt8, DType::kBool}) {
     for (const Sizes& s : {Sizes{2, 3}, Sizes{}, Sizes{0, 4}}) {

@@ -1,4 +1,4 @@
-// dce, remove-noops and fold-constants.
+// dce, remove-noops, fold-constants and pack-int4-weights.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -8,6 +8,7 @@
 #include "passes/fold_batch_norm.h"
 #include "passes/fold_constants.h"
 #include "passes/graph_builder.h"
+#include "passes/pack_int4_weights.h"
 #include "passes/remove_noops.h"
 
 namespace etc {
@@ -167,6 +168,76 @@ TEST_CASE("fold-constants keeps large int8 weights packed: their widening casts 
   Graph big_int = graph_with(4097, "int32");
   CHECK_FALSE(*fold_constants(big_int, c.ctx));
   CHECK(big_int.order().size() == 2);
+}
+
+TEST_CASE("pack-int4-weights stores int8 weights of 4-bit values two a byte, exactly") {
+  // q: int8 [rows, cols] of values `value(i)`, widened and multiplied by x (and, with
+  // `output`, also a graph output itself).
+  auto graph_with = [](int64_t rows, int64_t cols, int (*value)(int64_t), bool output = false) {
+    const std::string shape = "[" + std::to_string(rows) + ", " + std::to_string(cols) + "]";
+    std::string values;
+    for (int64_t i = 0; i < rows * cols; ++i)
+      values += (i ? "," : "") + std::to_string(value(i));
+    return graph_from_json(
+        "[" + f32("x", shape) + "]",
+        "[" + node("n", "aten._to_copy.default", R"({"self": "q", "dtype": "float32"})", "k") +
+            R"(, {"name": "use", "op": "aten.mul.Tensor", "args": {"self": "x", "other": "k"},
+                                   "outputs": ["y"]}])",
+        output ? R"(["y", "q"])" : R"(["y"])",
+        R"([{"name": "q", "dtype": "int8", "shape": )" + shape + R"(, "values": [)" + values +
+            "]}]");
+  };
+  auto in_range = [](int64_t i) { return static_cast<int>((i * 7 + i / 5) % 16) - 8; };
+  for (const int64_t cols : {int64_t{64}, int64_t{63}}) {
+    INFO("cols " << cols);
+    Graph g = graph_with(80, cols, in_range);
+    const TensorSpec before = g.value(value_named(g, "q")).spec;
+    const std::span<const uint8_t> original = before.constant.bytes();
+    Ctx c;
+    REQUIRE(*pack_int4_weights(g, c.ctx));
+    require_valid(g);
+    // q is now the output of an unpack_int4 (before its reader) of a uint8 constant.
+    const Value& q = g.value(value_named(g, "q"));
+    REQUIRE(q.kind == ValueKind::kNodeOutput);
+    const Node& unpack = g.node(q.producer);
+    CHECK(unpack.op == OpKind::UnpackInt4);
+    CHECK(g.order().front() == q.producer);
+    CHECK(q.spec.dtype == DType::kInt8);
+    CHECK(q.spec.sizes == before.sizes);
+    CHECK(std::get<int64_t>(unpack.args[1]) == cols);
+    const TensorSpec& packed = g.value(std::get<ValueId>(unpack.args[0])).spec;
+    const int64_t row = (cols + 1) / 2;
+    CHECK(packed.dtype == DType::kUInt8);
+    CHECK(packed.sizes == std::vector<int64_t>{80, row});
+    // Value c of row r: the low nibble of byte c / 2 when c is even, else the high one.
+    const std::span<const uint8_t> bytes = packed.constant.bytes();
+    REQUIRE(bytes.size() == static_cast<size_t>(80 * row));
+    for (int64_t r = 0; r < 80; ++r) {
+      for (int64_t col = 0; col < cols; ++col) {
+        const unsigned b = bytes[static_cast<size_t>(r * row + col / 2)];
+        const int nibble = static_cast<int>(col % 2 ? b >> 4 : b & 15);
+        const int v = nibble >= 8 ? nibble - 16 : nibble;
+        REQUIRE(v == static_cast<int8_t>(original[static_cast<size_t>(r * cols + col)]));
+      }
+      if (cols % 2) CHECK((bytes[static_cast<size_t>(r * row + row - 1)] >> 4) == 0);
+    }
+    // fold-constants leaves the unpacking alone: the weight stays packed.
+    CHECK_FALSE(*fold_constants(g, c.ctx));
+    CHECK(g.node(g.value(value_named(g, "q")).producer).op == OpKind::UnpackInt4);
+  }
+  // Left as they are: a value out of range, fewer than kMinPackedInt4 values, a last dim of
+  // 1 (no byte saved), a constant that is itself a graph output.
+  Ctx c;
+  Graph wide = graph_with(80, 64, [](int64_t i) { return i == 4000 ? 8 : -8; });
+  CHECK_FALSE(*pack_int4_weights(wide, c.ctx));
+  Graph column = graph_with(8192, 1, [](int64_t) { return 3; });
+  CHECK_FALSE(*pack_int4_weights(column, c.ctx));
+  Graph few = graph_with(63, 65, [](int64_t) { return -1; });
+  CHECK_FALSE(*pack_int4_weights(few, c.ctx));
+  Graph output = graph_with(
+      80, 64, [](int64_t) { return 1; }, true);
+  CHECK_FALSE(*pack_int4_weights(output, c.ctx));
+  CHECK(output.value(value_named(output, "q")).kind == ValueKind::kConstant);
 }
 
 TEST_CASE("fold-constants computes other ops with their CPU kernels") {

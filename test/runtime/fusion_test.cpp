@@ -528,13 +528,16 @@ TEST_CASE("a weight-only int4 layer dequantizes its weight inside the product, s
     const pte::File f = export_graph(g);
     const size_t numel = static_cast<size_t>(4 * c.k);
     const Run fused = run(f, true, numel), plain = run(f, false, numel);
+    // The export stores q's 4-bit values two a byte (pack-int4-weights): the product reads
+    // the nibbles, and the unpacking joins the chain.
     CHECK(rows(fused.profile) ==
-          std::vector<std::string>{int8_zero ? "aten::mm.out + aten::_to_copy.out + "
-                                               "aten::_to_copy.out + aten::sub.out + "
-                                               "aten::mul.out + aten::permute_copy.out"
-                                             : "aten::mm.out + aten::_to_copy.out + "
+          std::vector<std::string>{int8_zero ? "aten::mm.out + etc::unpack_int4.out + "
+                                               "aten::_to_copy.out + aten::_to_copy.out + "
                                                "aten::sub.out + aten::mul.out + "
-                                               "aten::permute_copy.out"});
+                                               "aten::permute_copy.out"
+                                             : "aten::mm.out + etc::unpack_int4.out + "
+                                               "aten::_to_copy.out + aten::sub.out + "
+                                               "aten::mul.out + aten::permute_copy.out"});
     REQUIRE(fused.y.size() == plain.y.size());
     CHECK(std::memcmp(fused.y.data(), plain.y.data(), fused.y.size() * 4) == 0);
     // And what it computes: y[m, n] = sum_k x[m, k] * (q[n, k] - zp[n, k / 32]) * s[n, k / 32].
@@ -556,6 +559,63 @@ TEST_CASE("a weight-only int4 layer dequantizes its weight inside the product, s
           want += std::sin(static_cast<float>(m * c.k + k)) * 2 * w;
         }
         worst = std::max(worst, std::abs(want - fused.y[static_cast<size_t>(m * c.n + n)]));
+      }
+    }
+    CHECK(worst < 1e-3);
+  }
+}
+
+TEST_CASE("4-bit weights and zero points stay packed and the product reads their nibbles") {
+  // q [N, K] and a zero point per element [N, K], both int8 of values in [-8, 7] (stored two
+  // a byte by the export), a scale per row; K odd too (rows of K values, the last byte of
+  // each half used), and over several of the GEMM's K blocks.
+  for (const int64_t k : {int64_t{256}, int64_t{255}, int64_t{601}}) {
+    INFO("K " << k);
+    const int64_t n = 96;
+    Graph g;
+    ValueId x = g.add_input("x", spec({4, k}));
+    ValueId q = int8_constant(g, "q", {n, k}, -8, 7, 91);
+    ValueId zp = int8_constant(g, "zp", {n, k}, -8, 7, 92);
+    const std::span<const uint8_t> qb = g.value(q).spec.constant.bytes();
+    const std::vector<int8_t> qv(qb.begin(), qb.end());
+    const std::span<const uint8_t> zb = g.value(zp).spec.constant.bytes();
+    const std::vector<int8_t> zv(zb.begin(), zb.end());
+    ValueId w =
+        node(g, OpKind::ToCopy, "w", {{"self", q}, {"dtype", DType::kFloat32}}, spec({n, k}));
+    ValueId zw =
+        node(g, OpKind::ToCopy, "zw", {{"self", zp}, {"dtype", DType::kFloat32}}, spec({n, k}));
+    ValueId z = node(g, OpKind::SubTensor, "z", {{"self", w}, {"other", zw}}, spec({n, k}));
+    ValueId scale = constant(g, "scale", {n, 1}, 93);
+    const std::span<const uint8_t> sb = g.value(scale).spec.constant.bytes();
+    std::vector<float> sv(static_cast<size_t>(n));
+    std::memcpy(sv.data(), sb.data(), sv.size() * 4);
+    ValueId d = node(g, OpKind::MulTensor, "d", {{"self", z}, {"other", scale}}, spec({n, k}));
+    ValueId t = node(g, OpKind::Permute, "t", {{"self", d}, {"dims", std::vector<int64_t>{1, 0}}},
+                     spec({k, n}));
+    ValueId y = node(g, OpKind::Mm, "y", {{"self", x}, {"mat2", t}}, spec({4, n}));
+    g.set_outputs({y});
+    const pte::File f = export_graph(g);
+    const size_t numel = static_cast<size_t>(4 * k);
+    const Run fused = run(f, true, numel), plain = run(f, false, numel);
+    CHECK(rows(fused.profile) ==
+          std::vector<std::string>{"aten::mm.out + etc::unpack_int4.out + aten::_to_copy.out + "
+                                   "etc::unpack_int4.out + aten::_to_copy.out + aten::sub.out + "
+                                   "aten::mul.out + aten::permute_copy.out"});
+    const std::vector<std::string> unfused = rows(plain.profile);
+    CHECK(std::count(unfused.begin(), unfused.end(), std::string("etc::unpack_int4.out")) == 1);
+    REQUIRE(fused.y.size() == plain.y.size());
+    CHECK(std::memcmp(fused.y.data(), plain.y.data(), fused.y.size() * 4) == 0);
+    // y[m, n] = sum_k x[m, k] * (q[n, k] - zp[n, k]) * s[n]: the bytes the export packed.
+    double worst = 0;
+    for (int64_t m = 0; m < 4; ++m) {
+      for (int64_t j = 0; j < n; ++j) {
+        double want = 0;
+        for (int64_t c = 0; c < k; ++c) {
+          const size_t e = static_cast<size_t>(j * k + c);
+          want += std::sin(static_cast<float>(m * k + c)) * 2 *
+                  ((static_cast<double>(qv[e]) - zv[e]) * sv[static_cast<size_t>(j)]);
+        }
+        worst = std::max(worst, std::abs(want - fused.y[static_cast<size_t>(m * n + j)]));
       }
     }
     CHECK(worst < 1e-3);

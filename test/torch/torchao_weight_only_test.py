@@ -1,6 +1,6 @@
 """torchao's weight-only int8 and intx import, keep their weights int8, run as PyTorch does.
 
-    torchao_weight_only_test.py ETC
+    torchao_weight_only_test.py ETC [LIBETC_EXECUTORCH_AUTOREGISTER]
 
 A Linear and a small decoder-style block (RMS norm, q/k/v/o projections, causal attention,
 a SiLU-gated MLP) are quantized with torchao's quantize_ and each config below, and
@@ -12,17 +12,24 @@ torchao.dequantize_affine), and Int8DynamicActivationIntxWeightConfig(int4, PerG
 (ExecuTorch's 8da4w: the same weights, each activation row quantized to int8 at run time by
 torchao.choose_qparams_affine and quantize_affine). For each:
 - `etc export --target cpu` and `--target cuda:0` succeed;
-- the .pte is at most 0.55x (int8) or 0.35x (int4 in int8 bytes, group 32; 0.37x for 8da4w,
-  whose zero points are int8 per group and whose program also quantizes activations) the .pte etc
-  writes for the same model unquantized (float32): the weights stay int8 and are widened
-  at run time;
+- the .pte is at most 0.55x (int8) or 0.22x (int4, stored two values a byte by the
+  pack-int4-weights pass, group 32: a float32 scale and zero point per 32 values; 0.24x for
+  8da4w, whose program also quantizes activations) the .pte etc writes for the same model
+  unquantized (float32): the weights stay packed and are widened at run time;
 - `etc run --device cpu` matches PyTorch eager of the quantized model (max abs error at most
   1e-4 of the output's largest magnitude), and so does ExecuTorch's runtime running the
-  same .pte.
+  same .pte: with the wheel's kernels and, for the one op they lack (etc::unpack_int4.out),
+  etc's kernel library loaded into the process (LIBETC_EXECUTORCH_AUTOREGISTER, which
+  registers only what is missing); and the program exported without packing
+  (--passes without pack-int4-weights) on the wheel's kernels alone.
+- A bf16 model (the form language models ship in) quantized with int8 per channel and int4
+  in groups of 128: the .pte at most 0.55x and 0.30x the bf16 model's, matching eager in
+  bf16 within bf16's rounding (2e-2 of the largest output).
 The dequantized weight itself (weight.dequantize()) equals torchao's bit for bit.
 A model quantized with a torchao config etc does not import (Float8WeightOnlyConfig,
 Int8DynamicActivationInt8WeightConfig) is refused, the error naming what it found.
 """
+import ctypes
 import os
 import subprocess
 import sys
@@ -97,17 +104,33 @@ def run(cmd):
 
 CONFIGS = [("int8", Int8WeightOnlyConfig, 0.55),
            ("int4g32", lambda: IntxWeightOnlyConfig(weight_dtype=torch.int4,
-                                                    granularity=PerGroup(32)), 0.35),
+                                                    granularity=PerGroup(32)), 0.22),
            ("intx8", lambda: IntxWeightOnlyConfig(weight_dtype=torch.int8,
                                                   granularity=PerAxis(0)), 0.55),
            # ExecuTorch's 8da4w: int4 weights in groups of 32 and each activation row
            # quantized to int8 at run time (choose_qparams_affine, quantize_affine).
            ("8da4w", lambda: Int8DynamicActivationIntxWeightConfig(
-               weight_dtype=torch.int4, weight_granularity=PerGroup(32)), 0.37)]
+               weight_dtype=torch.int4, weight_granularity=PerGroup(32)), 0.24)]
+
+# The default pipeline without the pass that packs 4-bit weights two a byte: a program the
+# wheel's kernels run alone.
+UNPACKED = ("dce,remove-noops,fold-constants,fold-batch-norm,dce,partition,decompose-host-ops,"
+            "fold-constants,dce,propagate-devices,plan-memory")
+
+
+def execute(pte, args):
+    return Runtime.get().load_program(pte).load_method("forward").execute(list(args))[0]
 
 
 def main():
     etc = sys.argv[1]
+    Runtime.get()  # the wheel's runtime and kernels first: etc's library fills only gaps
+    if len(sys.argv) > 2 and sys.argv[2]:
+        ctypes.CDLL(sys.argv[2], mode=ctypes.RTLD_GLOBAL)
+    else:
+        print("note: etc's ExecuTorch kernel library was not built (a build without the "
+              "ExecuTorch wheel or position-independent code): packed programs are not run "
+              "by ExecuTorch's runtime here")
     with tempfile.TemporaryDirectory() as tmp:
         p = lambda name: os.path.join(tmp, name)  # noqa: E731
         for (model_name, make, shape), (qname, config, limit) in (
@@ -154,12 +177,61 @@ def main():
                 check(got.shape == want.shape and err <= 1e-4,
                       tag + ": matches PyTorch eager of the quantized model (max error %.2e of "
                       "the largest output)" % err, "shape %s vs %s" % (got.shape, want.shape))
-                # ExecuTorch's own runtime runs the same program (int8 weights, _to_copy.out).
-                method = Runtime.get().load_program(pte).load_method("forward")
-                et = method.execute(list(args))[0].numpy()
-                err = float(np.abs(et - want).max()) / float(np.abs(want).max())
-                check(err <= 1e-4, tag + ": ExecuTorch's runtime runs it and matches too "
-                      "(max error %.2e)" % err)
+                # ExecuTorch's own runtime runs the same program (packed weights: with etc's
+                # unpack_int4.out), and the unpacked form on the wheel's kernels alone.
+                if len(sys.argv) > 2 and sys.argv[2]:
+                    et = execute(pte, args).numpy()
+                    err = float(np.abs(et - want).max()) / float(np.abs(want).max())
+                    check(err <= 1e-4, tag + ": ExecuTorch's runtime runs it and matches too "
+                          "(max error %.2e)" % err)
+                plain = p("%s.%s.unpacked.pte" % (name, form))
+                r = run([etc, "export", pt2, "-o", plain, "--target", "cpu", "--passes", UNPACKED])
+                check(r.returncode == 0, tag + ": etc export without packing", r.stderr)
+                if r.returncode == 0:
+                    et = execute(plain, args).numpy()
+                    err = float(np.abs(et - want).max()) / float(np.abs(want).max())
+                    check(err <= 1e-4, tag + ": ExecuTorch's kernels alone run the unpacked form "
+                          "and match (max error %.2e)" % err)
+
+        # bf16 models, the form language models ship in: int8 per channel and int4 in groups
+        # of 128 against the bf16 program's size, and eager in bf16.
+        for qname, config, limit in (
+                ("int8", lambda: IntxWeightOnlyConfig(weight_dtype=torch.int8,
+                                                      granularity=PerAxis(0)), 0.55),
+                ("int4g128", lambda: IntxWeightOnlyConfig(weight_dtype=torch.int4,
+                                                          granularity=PerGroup(128)), 0.30)):
+            torch.manual_seed(0)
+            model = Block(d=256, ff=512).eval().to(torch.bfloat16)
+            x = torch.randn(2, 8, 256, dtype=torch.bfloat16)
+            name = "block_bf16_" + qname
+            torch.export.save(torch.export.export(model, (x,)), p(name + ".bf16.pt2"))
+            r = run([etc, "export", p(name + ".bf16.pt2"), "-o", p(name + ".bf16.pte"),
+                     "--target", "cpu"])
+            check(r.returncode == 0, name + ": etc export of the bf16 model", r.stderr)
+            quantize_(model, config())
+            with torch.no_grad():
+                want = model(x).float().numpy()
+            pt2 = p(name + ".pt2")
+            torch.export.save(torch.export.export(model, (x,)), pt2)
+            pte = p(name + ".pte")
+            r = run([etc, "export", pt2, "-o", pte, "--target", "cpu"])
+            check(r.returncode == 0, name + ": etc export", r.stderr)
+            if r.returncode != 0 or not os.path.exists(p(name + ".bf16.pte")):
+                continue
+            ratio = os.path.getsize(pte) / os.path.getsize(p(name + ".bf16.pte"))
+            check(ratio <= limit, name + ": .pte is %.3fx the bf16 one (at most %.2fx)" %
+                  (ratio, limit))
+            np.save(p(name + ".x.npy"), x.float().numpy())
+            out = p(name + ".out")
+            r = run([etc, "run", pte, "--device", "cpu", "--output-dir", out,
+                     "--input", "0=" + p(name + ".x.npy")])
+            check(r.returncode == 0, name + ": etc run --device cpu", r.stderr)
+            if r.returncode == 0:
+                got = np.load(os.path.join(out, "output_0.npy")).astype(np.float32)
+                err = float(np.abs(got - want).max()) / float(np.abs(want).max())
+                check(got.shape == want.shape and err <= 2e-2,
+                      name + ": matches PyTorch eager in bf16 (max error %.2e of the largest "
+                      "output)" % err)
 
         # Dequantization element by element: etc's values are torchao's, bit for bit.
         for qname, config, _ in CONFIGS:

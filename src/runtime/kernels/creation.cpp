@@ -3,7 +3,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "graph/int4.h"
 #include "runtime/kernels/kernel_util.h"
+#include "runtime/kernels/parallel.h"
 
 namespace etc::rt::kernels {
 
@@ -19,6 +21,20 @@ Status check_embedding(const KernelContext& ctx, std::span<Value*> args) {
   std::vector<int64_t> sizes = indices.sizes;
   sizes.push_back(weight.sizes[1]);
   return check_out(ctx, out_arg(args, 5), sizes, weight.dtype);
+}
+
+Status check_unpack_int4(const KernelContext& ctx, std::span<Value*> args) {
+  const TensorView& packed = tensor_arg(args, 0);
+  const int64_t size = args[1]->i;
+  if (packed.dtype != DType::kUInt8) return unsupported_dtype(ctx, "packed", packed.dtype, "uint8");
+  if (packed.rank() == 0) return ctx.error("packed must have rank 1 or more");
+  if (size < 0 || (size + 1) / 2 != packed.sizes.back()) {
+    return ctx.error(std::to_string(size) + " values do not pack into packed " +
+                     shape_str(packed.sizes) + " (ceil(size / 2) bytes a row)");
+  }
+  std::vector<int64_t> sizes = packed.sizes;
+  sizes.back() = size;
+  return check_out(ctx, out_arg(args, 2), sizes, DType::kInt8);
 }
 
 namespace {
@@ -188,6 +204,24 @@ Status scalar_tensor_out_kernel(KernelContext& ctx, std::span<Value*> args) {
   return fill(ctx, std::vector<int64_t>{}, std::nullopt, *args[0], out_arg(args, 1));
 }
 
+// Two signed 4-bit values a byte, the low nibble first, into int8 (etc::unpack_int4).
+Status unpack_int4_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
+  ETC_RETURN_IF_ERROR(check_unpack_int4(ctx, args));
+  const TensorView& packed = tensor_arg(args, 0);
+  TensorView& out = out_arg(args, 2);
+  const int64_t size = args[1]->i, row_bytes = packed.sizes.back();
+  if (row_bytes == 0) return Status();
+  const uint8_t* in = packed.data_as<const uint8_t>();
+  int8_t* o = out.data_as<int8_t>();
+  parallel_for(packed.numel() / row_bytes, std::max<int64_t>(1, 65536 / row_bytes),
+               [&](int64_t r0, int64_t r1) {
+                 for (int64_t r = r0; r < r1; ++r)
+                   int4::unpack(in + r * row_bytes, 0, size, o + r * size);
+               });
+  return Status();
+}
+
 }  // namespace
 
 Status register_creation_kernels(OperatorRegistry& r) {
@@ -196,6 +230,7 @@ Status register_creation_kernels(OperatorRegistry& r) {
   ETC_RETURN_IF_ERROR(r.add(OpKind::ToCopy, to_copy_kernel, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(r.add(OpKind::ToCopy, to_copy_out_kernel, KernelForms::kOut));
   ETC_RETURN_IF_ERROR(r.add(OpKind::Embedding, embedding_kernel));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::UnpackInt4, unpack_int4_kernel));
   ETC_RETURN_IF_ERROR(r.add(OpKind::Full, full_out_kernel, KernelForms::kOut));
   ETC_RETURN_IF_ERROR(r.add(OpKind::Ones, constant_out_kernel<1>, KernelForms::kOut));
   ETC_RETURN_IF_ERROR(r.add(OpKind::Zeros, constant_out_kernel<0>, KernelForms::kOut));

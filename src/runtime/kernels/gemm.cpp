@@ -1,6 +1,7 @@
 // Packed, cache-blocked GEMM with register-blocked micro-kernels (see gemm.h).
 #include "runtime/kernels/gemm.h"
 
+#include "graph/int4.h"
 #include "runtime/kernels/gemm_wide16.h"
 #include "runtime/kernels/parallel.h"
 #include "runtime/kernels/simd_transpose.h"
@@ -574,6 +575,90 @@ __attribute__((target("avx2"))) void dequant_run_avx2(const int8_t* q, int64_t c
   dequant_run(q + i, count - i, zero, scale, out + i);
 }
 
+// dequant_run over 4-bit values: values [from, from + count) of a packed row (graph/int4.h),
+// unpacked a stretch at a time.
+void dequant_run4(const uint8_t* row, int64_t from, int64_t count, const float* zero,
+                  const float* scale, float* out) {
+  int8_t values[256];
+  for (int64_t i = 0; i < count; i += 256) {
+    const int64_t len = std::min<int64_t>(256, count - i);
+    int4::unpack(row, from + i, len, values);
+    dequant_run(values, len, zero, scale, out + i);
+  }
+}
+
+// The 16 (8) 4-bit values of 8 (4) bytes in order, each sign-extended to a byte: the low
+// nibbles and the high ones interleaved, then (x ^ 8) - 8.
+inline __m128i nibbles_to_bytes(__m128i v) {
+  const __m128i low = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
+  const __m128i x =
+      _mm_unpacklo_epi8(_mm_and_si128(v, low), _mm_and_si128(_mm_srli_epi16(v, 4), low));
+  return _mm_sub_epi8(_mm_xor_si128(x, eight), eight);
+}
+
+// 16 int8 values widened into `to` as dequant_run_avx512 widens them (zero and scale: which
+// steps run).
+__attribute__((target("avx512f"))) inline void widen16_avx512(__m128i bytes, __m512 z, __m512 sc,
+                                                              const float* zero, const float* scale,
+                                                              float* to) {
+  __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes));
+  if (zero != nullptr) v = _mm512_sub_ps(v, z);
+  if (scale != nullptr) v = _mm512_mul_ps(v, sc);
+  _mm512_storeu_ps(to, v);
+}
+
+// dequant_run4 in AVX-512 and AVX2 registers: the values widened as dequant_run_avx512's
+// (the same instructions after the nibbles become bytes: the same bits).
+__attribute__((target("avx512f"))) void dequant_run4_avx512(const uint8_t* row, int64_t from,
+                                                            int64_t count, const float* zero,
+                                                            const float* scale, float* out) {
+  int64_t i = 0;
+  if ((from & 1) != 0 && count > 0) {
+    dequant_run4(row, from, 1, zero, scale, out);
+    i = 1;
+  }
+  const __m512 z = _mm512_set1_ps(zero != nullptr ? *zero : 0.0f);
+  const __m512 sc = _mm512_set1_ps(scale != nullptr ? *scale : 1.0f);
+
+  const uint8_t* b = row + ((from + i) >> 1);
+  const __m128i low = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
+  for (; i + 32 <= count; i += 32, b += 16) {  // 32 values from 16 bytes
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
+    const __m128i lo = _mm_and_si128(v, low), hi = _mm_and_si128(_mm_srli_epi16(v, 4), low);
+    widen16_avx512(_mm_sub_epi8(_mm_xor_si128(_mm_unpacklo_epi8(lo, hi), eight), eight), z, sc,
+                   zero, scale, out + i);
+    widen16_avx512(_mm_sub_epi8(_mm_xor_si128(_mm_unpackhi_epi8(lo, hi), eight), eight), z, sc,
+                   zero, scale, out + i + 16);
+  }
+  for (; i + 16 <= count; i += 16, b += 8) {
+    widen16_avx512(nibbles_to_bytes(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b))), z, sc,
+                   zero, scale, out + i);
+  }
+  if (i < count) dequant_run4(row, from + i, count - i, zero, scale, out + i);
+}
+
+__attribute__((target("avx2"))) void dequant_run4_avx2(const uint8_t* row, int64_t from,
+                                                       int64_t count, const float* zero,
+                                                       const float* scale, float* out) {
+  int64_t i = 0;
+  if ((from & 1) != 0 && count > 0) {
+    dequant_run4(row, from, 1, zero, scale, out);
+    i = 1;
+  }
+  const __m256 z = _mm256_set1_ps(zero != nullptr ? *zero : 0.0f);
+  const __m256 sc = _mm256_set1_ps(scale != nullptr ? *scale : 1.0f);
+  for (const uint8_t* b = row + ((from + i) >> 1); i + 8 <= count; i += 8, b += 4) {
+    int32_t four;
+    std::memcpy(&four, b, 4);
+    const __m128i bytes = nibbles_to_bytes(_mm_cvtsi32_si128(four));
+    __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes));
+    if (zero != nullptr) v = _mm256_sub_ps(v, z);
+    if (scale != nullptr) v = _mm256_mul_ps(v, sc);
+    _mm256_storeu_ps(out + i, v);
+  }
+  if (i < count) dequant_run4(row, from + i, count - i, zero, scale, out + i);
+}
+
 // An operand's values along k for one column: the offset moves by k_stride every k_group
 // values of k (no division per value).
 class OperandCursor {
@@ -586,9 +671,7 @@ class OperandCursor {
   bool present() const { return o_.present(); }
   // Values of k left with the current value.
   int64_t left() const { return left_; }
-  float value() const {
-    return o_.data != nullptr ? o_.data[at_] : static_cast<float>(o_.data_i8[at_]);
-  }
+  float value() const { return o_.at(at_); }
   void advance(int64_t count) {
     if (!o_.present() || o_.k_stride == 0) return;
     left_ -= count;
@@ -607,7 +690,7 @@ class OperandCursor {
 const float* dequant_operand(const DequantB::Operand& o, int64_t n, int64_t k, float& slot) {
   if (!o.present()) return nullptr;
   const int64_t at = (n / o.n_group) * o.n_stride + (k / o.k_group) * o.k_stride;
-  slot = o.data != nullptr ? o.data[at] : static_cast<float>(o.data_i8[at]);
+  slot = o.at(at);
   return &slot;
 }
 
@@ -628,9 +711,14 @@ void pack_dequant(const DequantB& d, int64_t p0, int64_t j0, int64_t kc, int64_t
       const auto run = isa == FloatKernel::kAvx512 ? dequant_run_avx512
                        : isa == FloatKernel::kAvx2 ? dequant_run_avx2
                                                    : dequant_run;
+      const auto run4 = isa == FloatKernel::kAvx512 ? dequant_run4_avx512
+                        : isa == FloatKernel::kAvx2 ? dequant_run4_avx2
+                                                    : dequant_run4;
       for (int64_t j = 0; j < cols; ++j) {
         const int64_t n = n0 + j;
-        const int8_t* q = d.q + n * d.q_n + p0;
+        // int8 values from k = p0 on, or a packed 4-bit row.
+        const int8_t* q = d.q4 != nullptr ? nullptr : d.q + n * d.q_n + p0;
+        const uint8_t* row4 = d.q4 != nullptr ? d.q4 + n * d.q4_row : nullptr;
         OperandCursor zero(d.zero, n, p0), scale(d.scale, n, p0);
         // Runs end where either operand's group ends.
         for (int64_t p = 0; p < kc;) {
@@ -638,8 +726,13 @@ void pack_dequant(const DequantB& d, int64_t p0, int64_t j0, int64_t kc, int64_t
           float z = 0, sc = 0;
           if (zero.present()) z = zero.value();
           if (scale.present()) sc = scale.value();
-          run(q + p, len, zero.present() ? &z : nullptr, scale.present() ? &sc : nullptr,
-              rows.data() + j * kc + p);
+          const float* zp = zero.present() ? &z : nullptr;
+          const float* sp = scale.present() ? &sc : nullptr;
+          if (row4 != nullptr) {
+            run4(row4, p0 + p, len, zp, sp, rows.data() + j * kc + p);
+          } else {
+            run(q + p, len, zp, sp, rows.data() + j * kc + p);
+          }
           zero.advance(len);
           scale.advance(len);
           p += len;

@@ -17,6 +17,8 @@
 #include <string_view>
 #include <vector>
 
+#include "graph/int4.h"
+
 namespace etc::rt::kernels {
 
 enum class FloatKernel { kPortable, kAvx2, kAvx512 };
@@ -35,10 +37,26 @@ struct DequantB {
     const float* data = nullptr;
     // Or int8 values (a zero point the program widens with its own _to_copy: exact).
     const int8_t* data_i8 = nullptr;
+    // Or 4-bit values two a byte in rows of i4_size values (graph/int4.h), widened the same
+    // way; element i is value i % i4_size of row i / i4_size.
+    const uint8_t* data_i4 = nullptr;
+    int64_t i4_size = 0;
     int64_t n_stride = 0, n_group = 1, k_stride = 0, k_group = 1;
-    bool present() const { return data != nullptr || data_i8 != nullptr; }
+    bool present() const { return data != nullptr || data_i8 != nullptr || data_i4 != nullptr; }
+    // Element i, widened to float (read once per group: the division is not per value).
+    float at(int64_t i) const {
+      if (data != nullptr) return data[i];
+      if (data_i8 != nullptr) return static_cast<float>(data_i8[i]);
+      const int64_t row = i / i4_size;
+      return static_cast<float>(
+          int4::at(data_i4 + row * int4::row_bytes(i4_size), i - row * i4_size));
+    }
   };
   const int8_t* q = nullptr;
+  // Or 4-bit values two a byte (etc::unpack_int4's layout, graph/int4.h): element (k, n) is
+  // value k of the packed row at q4 + n * q4_row. Only that layout (q_k == 1).
+  const uint8_t* q4 = nullptr;
+  int64_t q4_row = 0;
   // Or 16-bit floats (bf16, or fp16 with `float16`), widened exactly as they are packed, with
   // no zero point and no scale: a bf16/fp16 right operand read in its own dtype instead of
   // converted whole to a float32 copy first. q_n and q_k are their strides.

@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 
+#include "graph/int4.h"
 #include "runtime/kernels/conv.h"
 #include "runtime/kernels/conv_algorithm.h"
 #include "runtime/kernels/fused_attention.h"
@@ -119,9 +120,12 @@ class CpuPlanner {
   // Gives a matrix product (mm) whose right operand the steps before it dequantize from an
   // int8 constant those steps (weight_only.h), and marks them fused.
   void fuse_dequantized_weights();
-  // The step before `before` that writes t: a _to_copy of an int8 constant of t's shape into
+  // The step before `before` that writes t: a _to_copy of int8 values of t's shape into
   // exactly t's bytes (float32), with no step between touching t. nullopt otherwise.
   std::optional<size_t> widened_int8(size_t before, const TensorView& t) const;
+  // The step before `before` that writes t: an etc::unpack_int4 of a uint8 constant into
+  // exactly t's bytes (int8), with no step between touching t. nullopt otherwise.
+  std::optional<size_t> unpacked_int4(size_t before, const TensorView& t) const;
   // Gives a bmm(Q, K^T) followed by mul.Scalar, a last-dim _softmax and bmm(., V), whose
   // scores nothing else reads, the whole attention (fused_attention.h).
   void fuse_attention();
@@ -329,12 +333,33 @@ std::optional<size_t> CpuPlanner::widened_int8(size_t before, const TensorView& 
     }
     if (!touches) continue;
     const Value* out = w.args.back();
-    const bool widens = w.calls(OpKind::ToCopy) && (w.constant_args & 1) != 0 &&
-                        w.args[0]->is_tensor() && w.args[0]->tensor.dtype == DType::kInt8 &&
-                        w.args[0]->tensor.sizes == t.sizes && out->is_tensor() &&
-                        out->tensor.data == t.data && out->tensor.numel() == t.numel() &&
-                        out->tensor.dtype == DType::kFloat32;
+    const bool widens = w.calls(OpKind::ToCopy) && w.args[0]->is_tensor() &&
+                        w.args[0]->tensor.dtype == DType::kInt8 &&
+                        w.args[0]->tensor.data != nullptr && w.args[0]->tensor.sizes == t.sizes &&
+                        out->is_tensor() && out->tensor.data == t.data &&
+                        out->tensor.numel() == t.numel() && out->tensor.dtype == DType::kFloat32;
     return widens ? std::optional<size_t>(j) : std::nullopt;
+  }
+  return std::nullopt;
+}
+
+std::optional<size_t> CpuPlanner::unpacked_int4(size_t before, const TensorView& t) const {
+  for (size_t j = before; j-- > 0;) {
+    const MethodStep& w = steps()[j];
+    if (w.kind != StepKind::kKernel || w.fused || w.args.empty()) return std::nullopt;
+    bool touches = false;
+    for (const Value* a : w.args) {
+      touches = touches || (a->is_tensor() && a->tensor.data != nullptr && a->tensor.nbytes() > 0 &&
+                            overlaps(a->tensor, t));
+    }
+    if (!touches) continue;
+    const Value* out = w.args.back();
+    const bool unpacks =
+        w.calls(OpKind::UnpackInt4) && w.args.size() == 4 && (w.constant_args & 1) != 0 &&
+        w.args[0]->is_tensor() && w.args[0]->tensor.dtype == DType::kUInt8 &&
+        w.args[0]->tensor.data != nullptr && out->is_tensor() && out->tensor.data == t.data &&
+        out->tensor.numel() == t.numel() && out->tensor.dtype == DType::kInt8;
+    return unpacks ? std::optional<size_t>(j) : std::nullopt;
   }
   return std::nullopt;
 }
@@ -372,8 +397,11 @@ void CpuPlanner::fuse_dequantized_weights() {
     std::vector<const TensorView*> written{&b};  // what they write
     bool transposed = false;
     const TensorView *zero = nullptr, *scale = nullptr, *q = nullptr;
-    const int8_t* zero_i8 = nullptr;  // the zero point's int8 values, widened by a step
-    std::vector<int64_t> shape;       // the elementwise steps' shape (q's)
+    const MethodStep* unpack = nullptr;  // the step that unpacked q from 4-bit values, if one
+    const int8_t* zero_i8 = nullptr;     // the zero point's int8 values, widened by a step
+    const uint8_t* zero_i4 = nullptr;    // or its 4-bit values, unpacked and widened by steps
+    int64_t zero_i4_size = 0;
+    std::vector<int64_t> shape;  // the elementwise steps' shape (q's)
     for (size_t j = i; j-- > 0 && q == nullptr;) {
       if (std::find(chain.begin(), chain.end(), j) != chain.end()) continue;  // a zero's widening
       const MethodStep& w = steps()[j];
@@ -421,14 +449,35 @@ void CpuPlanner::fuse_dequantized_weights() {
           // fold): its _to_copy joins the chain.
           const std::optional<size_t> widen = widened_int8(j, *zero);
           if (!widen || !plain_f32(w.args[1])) break;
-          zero_i8 = steps()[*widen].args[0]->tensor.data_as<const int8_t>();
+          const MethodStep& cast = steps()[*widen];
+          const TensorView& values = cast.args[0]->tensor;
+          if (constant_arg(cast, 0)) {
+            zero_i8 = values.data_as<const int8_t>();
+          } else {
+            // Unpacked from 4-bit values.
+            const std::optional<size_t> from = unpacked_int4(*widen, values);
+            if (!from || steps()[*from].args[1]->i <= 0) break;
+            zero_i4 = steps()[*from].args[0]->tensor.data_as<const uint8_t>();
+            zero_i4_size = steps()[*from].args[1]->i;
+            chain.push_back(*from);
+            written.push_back(&values);
+          }
           chain.push_back(*widen);
           written.push_back(zero);
         }
         cur = &w.args[0]->tensor;
-      } else if (w.calls(OpKind::ToCopy) && constant_arg(w, 0) && w.args[0]->is_tensor() &&
+      } else if (w.calls(OpKind::ToCopy) && w.args[0]->is_tensor() &&
                  w.args[0]->tensor.dtype == DType::kInt8 && w.args[0]->tensor.data != nullptr &&
                  w.args[0]->tensor.sizes == out->tensor.sizes) {
+        if (!constant_arg(w, 0)) {
+          // Int8 values a step unpacked from a constant's nibbles: that step joins the chain,
+          // and the product reads the nibbles.
+          const std::optional<size_t> from = unpacked_int4(j, w.args[0]->tensor);
+          if (!from || io[static_cast<size_t>(w.args[0] - values().data())]) break;
+          unpack = &steps()[*from];
+          chain.push_back(*from);
+          written.push_back(&w.args[0]->tensor);
+        }
         q = &w.args[0]->tensor;
         shape = q->sizes;
       } else {
@@ -448,9 +497,20 @@ void CpuPlanner::fuse_dequantized_weights() {
       prefix *= shape[d];
     if (prefix != outer) continue;
     DequantB d;
-    d.q = q->data_as<const int8_t>();
     d.q_n = transposed ? k : 1;
     d.q_k = transposed ? 1 : n;
+    if (unpack != nullptr) {
+      // The weight's [N, K] layout only (row n of the values is B's column n), packed in rows
+      // of K values, or in rows of any even length (then the values are packed end to end:
+      // row n starts at byte n * K / 2 when K is even).
+      const TensorView& packed = unpack->args[0]->tensor;
+      const int64_t size = unpack->args[1]->i;
+      if (!transposed || !(size == k || (size % 2 == 0 && k % 2 == 0))) continue;
+      d.q4 = packed.data_as<const uint8_t>();
+      d.q4_row = int4::row_bytes(k);
+    } else {
+      d.q = q->data_as<const int8_t>();
+    }
     bool ok = true;
     for (auto [operand, to] : {std::pair{zero, &d.zero}, std::pair{scale, &d.scale}}) {
       if (operand == nullptr) continue;
@@ -461,6 +521,9 @@ void CpuPlanner::fuse_dequantized_weights() {
       }
       if (operand == zero && zero_i8 != nullptr) {
         to->data_i8 = zero_i8;
+      } else if (operand == zero && zero_i4 != nullptr) {
+        to->data_i4 = zero_i4;
+        to->i4_size = zero_i4_size;
       } else {
         to->data = operand->data_as<const float>();
       }

@@ -323,6 +323,8 @@ Result<PoolGeometry> check_adaptive_avg_pool2d(const KernelContext& ctx, std::sp
 // embedding.out(weight, indices, padding_idx, scale_grad_by_freq, sparse, *, out): a rank-2
 // weight, int64 or int32 indices, out [*indices, weight.size(1)] of weight's dtype.
 Status check_embedding(const KernelContext& ctx, std::span<Value*> args);
+// etc::unpack_int4: packed uint8 [..., ceil(size / 2)], out int8 [..., size].
+Status check_unpack_int4(const KernelContext& ctx, std::span<Value*> args);
 
 // index_put.out(self, indices, values, accumulate, *, out) and the in-place index_put_ (its
 // return value must be self): values of self's dtype broadcasting to self[indices], out of

@@ -552,6 +552,17 @@ __global__ void embedding_kernel(const V* weight, int64_t rows, I row_units, con
   }
 }
 
+// etc::unpack_int4: one thread per output value, the layout of graph/int4.h.
+template <typename I>
+__global__ void unpack_int4_kernel(const uint8_t* packed, I size, I row_bytes, I n, int8_t* out) {
+  const I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const I r = i / size, c = i - r * size;
+  const unsigned b = packed[r * row_bytes + (c >> 1)];
+  const unsigned nibble = ((c & 1) != 0 ? b >> 4 : b) & 0x0Fu;
+  out[i] = static_cast<int8_t>(static_cast<int>(nibble ^ 0x08u) - 8);
+}
+
 template <typename V>
 cudaError_t launch_embedding_as(const void* weight, int64_t rows, int64_t row_bytes,
                                 const void* indices, bool i64, int64_t n, void* out, int32_t* bad,
@@ -782,6 +793,21 @@ cudaError_t launch_adaptive_avg_pool2d(const PoolArgs& p, cudaStream_t stream) {
   const int64_t total = p.planes * p.out_h * p.out_w;
   if (total == 0) return cudaSuccess;
   adaptive_avg_pool_kernel<<<grid_for(total), kThreads, 0, stream>>>(p, total);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_unpack_int4(const uint8_t* packed, int64_t rows, int64_t size, int8_t* out,
+                               cudaStream_t stream) {
+  const int64_t n = rows * size, row_bytes = (size + 1) / 2;
+  if (n == 0) return cudaSuccess;
+  if (n <= INT32_MAX) {
+    unpack_int4_kernel<int32_t><<<grid_for(n), kThreads, 0, stream>>>(
+        packed, static_cast<int32_t>(size), static_cast<int32_t>(row_bytes),
+        static_cast<int32_t>(n), out);
+  } else {
+    unpack_int4_kernel<int64_t>
+        <<<grid_for(n), kThreads, 0, stream>>>(packed, size, row_bytes, n, out);
+  }
   return cudaGetLastError();
 }
 

@@ -252,6 +252,11 @@ struct UpsampleArgs {
 };
 cudaError_t launch_upsample2d(const UpsampleArgs& args, cudaStream_t stream);
 
+// etc::unpack_int4: `rows` rows of `size` signed 4-bit values, two a byte (graph/int4.h),
+// into int8.
+cudaError_t launch_unpack_int4(const uint8_t* packed, int64_t rows, int64_t size, int8_t* out,
+                               cudaStream_t stream);
+
 // out[i, :] = weight[indices[i], :]; rows outside [0, rows) give zeros and set *bad_index
 // (device memory, may be null) to 1.
 cudaError_t launch_embedding(const void* weight, int64_t rows, int64_t row_bytes,

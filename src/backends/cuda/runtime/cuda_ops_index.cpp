@@ -1,8 +1,8 @@
-// CUDA op wrappers for gathers, creation and the ops that give indices: embedding, advanced
-// indexing (index.Tensor, index_put, index_put_), the fill ops (full, full_like, ones, zeros)
-// the index reductions (argmax, argmin, max.dim, min.dim), sort and topk. An index out of
-// range cannot fail at launch (that would need a read-back): the kernels write zeros or skip
-// the element and set the device's error flag, which the next read-back reports
+// CUDA op wrappers for gathers, creation and the ops that give indices: embedding,
+// unpack_int4, advanced indexing (index.Tensor, index_put, index_put_), the fill ops (full,
+// full_like, ones, zeros) the index reductions (argmax, argmin, max.dim, min.dim), sort and topk.
+// An index out of range cannot fail at launch (that would need a read-back): the kernels write
+// zeros or skip the element and set the device's error flag, which the next read-back reports
 // (DeviceContext::error_flag). Argument checks follow the CPU reference kernels
 // (src/runtime/kernels/index.cpp, creation.cpp, reduce_index.cpp).
 #include <algorithm>
@@ -28,6 +28,20 @@ Status embedding(KernelContext& ctx, std::span<Value*> args) {
   ETC_CUDA_RETURN_IF_ERROR(k::launch_embedding(
       weight.data, weight.sizes[0], weight.sizes[1] * dtype_size(weight.dtype), indices.data,
       indices.dtype == DType::kInt64, indices.numel(), out.data, bad, dev->stream()));
+  return Status();
+}
+
+Status unpack_int4(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
+  ETC_RETURN_IF_ERROR(rt::kernels::check_unpack_int4(ctx, args));
+  const TensorView& packed = tensor_arg(args, 0);
+  TensorView& out = out_arg(args, 2);
+  const int64_t size = args[1]->i, row_bytes = packed.sizes.back();
+  if (row_bytes == 0) return Status();
+  ETC_ASSIGN_OR_RETURN(DeviceContext * dev, device_of(ctx));
+  ETC_CUDA_RETURN_IF_ERROR(k::launch_unpack_int4(packed.data_as<const uint8_t>(),
+                                                 packed.numel() / row_bytes, size,
+                                                 out.data_as<int8_t>(), dev->stream()));
   return Status();
 }
 
@@ -229,6 +243,7 @@ Status topk(KernelContext& ctx, std::span<Value*> args) {
 
 Status register_cuda_index_kernels(rt::OperatorRegistry& r) {
   ETC_RETURN_IF_ERROR(r.add(OpKind::Embedding, embedding, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::UnpackInt4, unpack_int4, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(r.add(OpKind::IndexTensor, index_tensor, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(r.add(OpKind::IndexPut, index_put<false>, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(r.add("aten::index_put_", rt::kIndexPutInPlaceSchema, index_put<true>));
