@@ -86,7 +86,11 @@ class ConstantPool {
       std::span<const uint8_t> b = spans_.at(offset);
       return std::string_view(reinterpret_cast<const char*>(b.data()), std::min(b.size(), size));
     };
-    if (auto seen = index_.find(key, bytes_at)) return *seen;
+    std::optional<uint64_t> seen = index_.find(key, bytes_at);
+    // Looked at (hashed, maybe compared): a mapped weight's pages leave the process until the
+    // writer reads them, so emitting a program does not hold every weight at once.
+    if (data.blob != nullptr) data.blob->release(data.offset, data.size);
+    if (seen) return *seen;
     size_ = (size_ + alignment_ - 1) / alignment_ * alignment_;
     uint64_t offset = size_;
     if (!bytes.empty())
@@ -475,10 +479,11 @@ Result<pte::File> emit_program(const Graph& graph, const EmitOptions& options) {
       return std::string_view(reinterpret_cast<const char*>(b.data()), b.size());
     };
     auto bytes_of = [&](uint64_t i) { return view(segments[static_cast<size_t>(i)]); };
-    if (auto seen = segment_of_bytes.find(view(data), bytes_of))
-      return static_cast<uint32_t>(*seen);
+    std::optional<uint64_t> seen = segment_of_bytes.find(view(data), bytes_of);
     auto index = static_cast<uint32_t>(segments.size());
-    segment_of_bytes.add(view(data), index);
+    if (!seen) segment_of_bytes.add(view(data), index);
+    if (data.blob != nullptr) data.blob->release(data.offset, data.size);  // as ConstantPool
+    if (seen) return static_cast<uint32_t>(*seen);
     segments.push_back(std::move(data));
     return index;
   };

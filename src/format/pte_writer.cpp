@@ -349,10 +349,15 @@ Status stream_pte(const pte::File& file, uint64_t segment_alignment, Emit&& emit
       for (const PiecewiseBlob::Piece& p : pieces->pieces()) {
         ETC_RETURN_IF_ERROR(pad_to(start + p.offset));
         if (p.size > 0) ETC_RETURN_IF_ERROR(put(p.blob->bytes().subspan(p.begin, p.size)));
+        // Written: a weight mapped from the model's file leaves the process's memory (it is
+        // read again from the file if anything asks), so writing a program holds one weight
+        // at a time, not all of them.
+        p.blob->release(p.begin, p.size);
       }
       ETC_RETURN_IF_ERROR(pad_to(start + d.size));
     } else {
       ETC_RETURN_IF_ERROR(put(d.bytes()));
+      if (d.blob != nullptr) d.blob->release(d.offset, d.size);
     }
   }
   return Status();

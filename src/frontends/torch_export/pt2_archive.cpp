@@ -288,7 +288,11 @@ Result<ConstantData> ZipArchive::read(const ZipEntry& e) const {
   std::span<const uint8_t> bytes = blob_->bytes();
   if (e.method == 0) {
     std::span<const uint8_t> data = bytes.subspan(e.data_offset, e.size);
-    if (crc32_parallel(data) != e.crc) {
+    const uint32_t crc = crc32_parallel(data);
+    // Checked: the pages read leave the process (they are read again from the file where the
+    // export needs the bytes), so checking a model's weights does not hold them all at once.
+    blob_->release(e.data_offset, e.size);
+    if (crc != e.crc) {
       return invalid_input("CRC-32 mismatch: the entry's bytes are damaged",
                            at(e.name, e.data_offset));
     }
