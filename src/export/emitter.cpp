@@ -87,18 +87,19 @@ class ConstantPool {
       return std::string_view(reinterpret_cast<const char*>(b.data()), std::min(b.size(), size));
     };
     std::optional<uint64_t> seen = index_.find(key, bytes_at);
+    if (!seen) {
+      size_ = (size_ + alignment_ - 1) / alignment_ * alignment_;
+      seen = size_;
+      if (!bytes.empty())
+        pieces_.push_back(PiecewiseBlob::Piece{size_, data.blob, data.offset, data.size});
+      spans_.emplace(size_, bytes);
+      size_ += bytes.size();
+      index_.add(key, *seen);
+    }
     // Looked at (hashed, maybe compared): a mapped weight's pages leave the process until the
     // writer reads them, so emitting a program does not hold every weight at once.
     if (data.blob != nullptr) data.blob->release(data.offset, data.size);
-    if (seen) return *seen;
-    size_ = (size_ + alignment_ - 1) / alignment_ * alignment_;
-    uint64_t offset = size_;
-    if (!bytes.empty())
-      pieces_.push_back(PiecewiseBlob::Piece{offset, data.blob, data.offset, data.size});
-    spans_.emplace(offset, bytes);
-    size_ += bytes.size();
-    index_.add(key, offset);
-    return offset;
+    return *seen;
   }
   ConstantData segment() const {
     return ConstantData{std::make_shared<PiecewiseBlob>(pieces_, size_), 0,

@@ -167,7 +167,10 @@ bool sink_widened_weights(Graph& graph) {
 
 Result<bool> fold_constants(Graph& graph, PassContext&) {
   bool changed = false;
-  WritableArena arena;
+  // Past 64 MiB of folded bytes (a large model's transposed weights), results go to a
+  // temporary file and leave the process once made: the export's peak memory does not grow
+  // with the model.
+  WritableArena arena(size_t{64} << 20);
   std::vector<NodeId> order(graph.order().begin(), graph.order().end());
   for (NodeId id : order) {
     const Node& n = graph.node(id);
@@ -183,6 +186,7 @@ Result<bool> fold_constants(Graph& graph, PassContext&) {
     spec.constant = std::move(*data);
     std::string name = graph.value(out).name;
     std::vector<ValueId> inputs = tensor_args(n);
+    if (spec.constant.blob) spec.constant.blob->release(spec.constant.offset, spec.constant.size);
     ValueId folded = graph.add_constant(graph.unique_value_name(name + ".folded"), std::move(spec));
     graph.replace_all_uses(out, folded);
     graph.erase_node(id);

@@ -31,11 +31,16 @@ Result<bool> pack_int4_weights(Graph& graph, PassContext&) {
     // (A last dim of 1 would take a byte a value all the same.)
     if (s.dtype != DType::kInt8 || s.rank() == 0 || s.sizes.back() < 2 ||
         s.numel() < kMinPackedInt4 || s.constant.size != static_cast<size_t>(s.nbytes()) ||
-        v.uses.empty() || graph.is_graph_output(id) || !all_fit(s))
+        v.uses.empty() || graph.is_graph_output(id))
       continue;
-    candidates.push_back(id);
+    const bool fit = all_fit(s);
+    // Read once: a mapped weight's pages leave the process (read again when written out).
+    s.constant.blob->release(s.constant.offset, s.constant.size);
+    if (fit) candidates.push_back(id);
   }
-  WritableArena arena;
+  // Past 64 MiB the packed weights go to a temporary file, and each leaves the process once
+  // packed: peak memory does not grow with the model (as fold-constants).
+  WritableArena arena(size_t{64} << 20);
   bool changed = false;
   for (ValueId id : candidates) {
     const Value& v = graph.value(id);
@@ -65,6 +70,7 @@ Result<bool> pack_int4_weights(Graph& graph, PassContext&) {
     const auto* values = reinterpret_cast<const int8_t*>(v.spec.constant.bytes().data());
     for (int64_t r = 0; r < rows; ++r)
       int4::pack(values + r * size, size, piece.data + r * row_bytes);
+    piece.blob->release(piece.offset, nbytes);
     packed_spec.constant = ConstantData{piece.blob, piece.offset, nbytes};
     const ValueId packed =
         graph.add_constant(graph.unique_value_name(name + ".int4"), std::move(packed_spec));

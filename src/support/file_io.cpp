@@ -8,9 +8,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <new>
+#include <string>
 
 namespace etc {
 namespace {
@@ -88,6 +90,28 @@ class BufferBlob final : public Blob {
   std::unique_ptr<uint8_t[]> owned_;
 };
 
+// Results spilled to an unlinked temporary file, mapped shared: the pages written stay in
+// the file when the process lets them go.
+class SpillBlob final : public Blob {
+ public:
+  SpillBlob(uint8_t* data, size_t size) : data_(data), size_(size) {}
+  ~SpillBlob() override { munmap(data_, size_); }
+  SpillBlob(const SpillBlob&) = delete;
+  SpillBlob& operator=(const SpillBlob&) = delete;
+  std::span<const uint8_t> bytes() const override { return {data_, size_}; }
+  void release(size_t offset, size_t size) const override {
+    // A shared file mapping: dropped pages (written or not) read back from the file.
+    const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    if (offset > size_ || size > size_ - offset) return;
+    const size_t begin = (offset + page - 1) / page * page, end = (offset + size) / page * page;
+    if (end > begin) madvise(data_ + begin, end - begin, MADV_DONTNEED);
+  }
+
+ private:
+  uint8_t* data_;
+  size_t size_;
+};
+
 // Closes a descriptor on every path out of a function.
 struct FdCloser {
   int fd;
@@ -135,16 +159,39 @@ std::shared_ptr<const Blob> make_writable_blob(size_t size, uint8_t** data) {
   return blob;
 }
 
+std::shared_ptr<const Blob> make_spill_blob(size_t size, uint8_t** data) {
+  const char* env = std::getenv("TMPDIR");
+  const std::string dir = env != nullptr && *env != '\0' ? env : "/var/tmp";
+  int fd = open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) {  // no O_TMPFILE there: a named file, unlinked at once
+    std::string name = dir + "/etc-spill-XXXXXX";
+    fd = mkostemp(name.data(), O_CLOEXEC);
+    if (fd < 0) return nullptr;
+    unlink(name.c_str());
+  }
+  FdCloser closer{fd};  // the mapping keeps the file
+  // The blocks reserved now (a full disk refuses here, not with SIGBUS on a later write
+  // through the mapping).
+  if (size == 0 || posix_fallocate(fd, 0, static_cast<off_t>(size)) != 0) return nullptr;
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) return nullptr;
+  *data = static_cast<uint8_t*>(p);
+  return std::make_shared<SpillBlob>(*data, size);
+}
+
 WritableArena::Piece WritableArena::allocate(size_t size) {
   constexpr size_t kAlign = 64, kChunk = size_t{64} << 20;
   const size_t start = (used_ + kAlign - 1) / kAlign * kAlign;
   if (chunk_ == nullptr || start > capacity_ || size > capacity_ - start) {
     capacity_ = std::max(kChunk, size);
-    chunk_ = make_writable_blob(capacity_, &base_);
+    chunk_ = nullptr;
+    if (handed_out_ >= in_memory_) chunk_ = make_spill_blob(capacity_, &base_);
+    if (chunk_ == nullptr) chunk_ = make_writable_blob(capacity_, &base_);
     used_ = 0;
     return allocate(size);
   }
   used_ = start + size;
+  handed_out_ += size;
   return Piece{chunk_, start, base_ + start};
 }
 

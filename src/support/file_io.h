@@ -88,10 +88,18 @@ std::shared_ptr<const Blob> make_blob(std::string bytes);
 // faults instead of ten thousand. Throws std::bad_alloc when memory cannot be had.
 std::shared_ptr<const Blob> make_writable_blob(size_t size, uint8_t** data);
 
+// A blob of `size` bytes like make_writable_blob's, backed by an unlinked temporary file
+// (in $TMPDIR, else /var/tmp) mapped shared: release() drops its pages from the process and
+// the next read brings the written bytes back from the file, so results larger than memory
+// can be computed and written out piece by piece. Null when no such file can be made.
+std::shared_ptr<const Blob> make_spill_blob(size_t size, uint8_t** data);
+
 // Hands out writable pieces of large shared blobs (make_writable_blob chunks of at least
 // 64 MiB, of which only the pieces handed out are ever touched), so that many medium-sized
 // results (a model's transposed weights, 0.5-3 MB each) fill huge pages too. A piece lives
-// as long as its chunk, which lives as long as any piece of it is referenced.
+// as long as its chunk, which lives as long as any piece of it is referenced. Once more
+// than `in_memory` bytes have been handed out, chunks are make_spill_blob's (where one can
+// be made): a piece released after use then stays out of the process.
 class WritableArena {
  public:
   struct Piece {
@@ -99,12 +107,14 @@ class WritableArena {
     size_t offset = 0;
     uint8_t* data = nullptr;
   };
+  explicit WritableArena(size_t in_memory = SIZE_MAX) : in_memory_(in_memory) {}
   Piece allocate(size_t size);
 
  private:
   std::shared_ptr<const Blob> chunk_;
   uint8_t* base_ = nullptr;
   size_t used_ = 0, capacity_ = 0;
+  size_t in_memory_, handed_out_ = 0;
 };
 
 Result<std::string> read_text_file(const std::string& path);

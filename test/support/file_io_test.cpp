@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -117,4 +118,51 @@ TEST_CASE("a writable arena hands out aligned, disjoint pieces that keep their b
   }
   CHECK(pieces[0].blob == pieces[1].blob);  // small and medium pieces share a chunk
   CHECK(pieces[3].blob != pieces[0].blob);  // a piece larger than a chunk gets its own
+}
+
+TEST_CASE("past its in-memory budget an arena spills to a file: released pieces keep bytes") {
+  // Budget 1 MiB: the first chunk is memory, the chunks after it spill files. A spilled
+  // piece released (its pages dropped from the process) reads back what was written; an
+  // anonymous mapping would read zeros.
+  etc::WritableArena arena(size_t{1} << 20);
+  const size_t size = size_t{3} << 20;
+  std::vector<etc::WritableArena::Piece> pieces;
+  for (size_t i = 0; i < 3; ++i) {
+    pieces.push_back(arena.allocate(i == 0 ? size : (size_t{65} << 20)));
+    for (size_t k = 0; k < size; ++k)
+      pieces.back().data[k] = static_cast<uint8_t>(k * 7 + i);
+  }
+  CHECK(pieces[1].blob != pieces[0].blob);
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    INFO("piece " << i);
+    const etc::WritableArena::Piece& p = pieces[i];
+    p.blob->release(p.offset, size);
+    std::span<const uint8_t> b = p.blob->bytes().subspan(p.offset, size);
+    size_t wrong = 0;
+    for (size_t k = 0; k < size; ++k)
+      wrong += b[k] != static_cast<uint8_t>(k * 7 + i);
+    CHECK(wrong == 0);
+  }
+  // A spill blob made directly, and one where no temporary file can be made: null, and the
+  // arena then keeps its chunks in memory.
+  uint8_t* data = nullptr;
+  std::shared_ptr<const etc::Blob> spill = etc::make_spill_blob(8192, &data);
+  REQUIRE(spill != nullptr);
+  std::memset(data, 0x5a, 8192);
+  spill->release(0, 8192);
+  CHECK(std::all_of(spill->bytes().begin(), spill->bytes().end(),
+                    [](uint8_t x) { return x == 0x5a; }));
+  const char* old = std::getenv("TMPDIR");
+  const std::string saved = old != nullptr ? old : "";
+  setenv("TMPDIR", "/nonexistent/etc-no-such-folder", 1);
+  CHECK(etc::make_spill_blob(8192, &data) == nullptr);
+  etc::WritableArena fallback(0);
+  etc::WritableArena::Piece p = fallback.allocate(4096);
+  std::memset(p.data, 3, 4096);
+  CHECK(p.blob->bytes()[p.offset + 4095] == 3);
+  if (old != nullptr) {
+    setenv("TMPDIR", saved.c_str(), 1);
+  } else {
+    unsetenv("TMPDIR");
+  }
 }
