@@ -8,6 +8,7 @@
 #include "passes/decompose_host_ops.h"
 #include "passes/fold_batch_norm.h"
 #include "passes/fold_constants.h"
+#include "passes/gather_rows_first.h"
 #include "passes/pack_int4_weights.h"
 #include "passes/plan_memory.h"
 #include "passes/propagate_devices.h"
@@ -25,6 +26,9 @@ PassRegistry make_pass_registry() {
        &fold_batch_norm},
       {"pack-int4-weights", "store int8 weights whose values fit in 4 bits two a byte",
        &pack_int4_weights},
+      {"gather-rows-first",
+       "look up an embedding's rows before computing them (quantized embeddings)",
+       &gather_rows_first},
       {"partition", "group CUDA-capable nodes into delegates (--target)", &partition_pass},
       {"decompose-host-ops", "rewrite host ops into ExecuTorch's portable kernel set",
        &decompose_host_ops},

@@ -445,6 +445,12 @@ def cases():
         for width in (1, 2, 3, 5):
             simple("embedding_%s_width%d" % (d, width), "aten.embedding.default",
                    lambda w, i: {"weight": w, "indices": i}, [("w", d, [7, width]), ("i", I64, [2, 9])])
+    # 8-bit tables: a quantized embedding's rows gathered before they are dequantized
+    # (gather-rows-first), widths that take the kernel's narrow copies too.
+    for d in ("int8", "uint8"):
+        for width in (16, 3):
+            simple("embedding_%s_width%d" % (d, width), "aten.embedding.default",
+                   lambda w, i: {"weight": w, "indices": i}, [("w", d, [7, width]), ("i", I64, [2, 9])])
     # etc::unpack_int4 (the pack-int4-weights pass puts it after an int4 weight): every byte
     # value over rows of even and odd length, widened to float and multiplied by the input.
     for size in (8, 7):

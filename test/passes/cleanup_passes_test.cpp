@@ -1,4 +1,4 @@
-// dce, remove-noops, fold-constants and pack-int4-weights.
+// dce, remove-noops, fold-constants, pack-int4-weights and gather-rows-first.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -7,6 +7,7 @@
 #include "passes/dead_code_elimination.h"
 #include "passes/fold_batch_norm.h"
 #include "passes/fold_constants.h"
+#include "passes/gather_rows_first.h"
 #include "passes/graph_builder.h"
 #include "passes/pack_int4_weights.h"
 #include "passes/remove_noops.h"
@@ -238,6 +239,59 @@ TEST_CASE("pack-int4-weights stores int8 weights of 4-bit values two a byte, exa
       80, 64, [](int64_t) { return 1; }, true);
   CHECK_FALSE(*pack_int4_weights(output, c.ctx));
   CHECK(output.value(value_named(output, "q")).kind == ValueKind::kConstant);
+}
+
+TEST_CASE("gather-rows-first dequantizes the rows an embedding reads, not its table") {
+  // A table of 64 rows dequantized in groups of 8 (int8 [64, 4, 8], a zero point and a scale
+  // per group, [64, 4, 1]), viewed [64, 32], read at 3 indices.
+  std::string q, zp, scale;
+  for (int i = 0; i < 64 * 32; ++i)
+    q += (i ? "," : "") + std::to_string(i % 13 - 6);
+  for (int i = 0; i < 64 * 4; ++i) {
+    zp += (i ? "," : "") + std::to_string(i % 3 - 1);
+    scale += (i ? "," : "") + std::to_string(0.01 * (i % 7 + 1));
+  }
+  auto graph = [&](const std::string& indices_shape) {
+    return graph_from_json(
+        R"([{"name": "idx", "dtype": "int64", "shape": )" + indices_shape + "}]",
+        "[" + node("c", "aten._to_copy.default", R"({"self": "q", "dtype": "float32"})", "f") +
+            "," + node("s", "aten.sub.Tensor", R"({"self": "f", "other": "zp"})", "d") + "," +
+            node("m", "aten.mul.Tensor", R"({"self": "d", "other": "scale"})", "w3") + "," +
+            node("v", "aten.reshape.default", R"({"self": "w3", "shape": [64, 32]})", "w") + "," +
+            node("e", "aten.embedding.default", R"({"weight": "w", "indices": "idx"})", "y") + "]",
+        R"(["y"])",
+        R"([{"name": "q", "dtype": "int8", "shape": [64, 4, 8], "values": [)" + q +
+            R"(]}, {"name": "zp", "dtype": "float32", "shape": [64, 4, 1], "values": [)" + zp +
+            R"(]}, {"name": "scale", "dtype": "float32", "shape": [64, 4, 1], "values": [)" +
+            scale + "]}]");
+  };
+  Graph g = graph("[1, 3]");
+  Ctx c;
+  REQUIRE(*gather_rows_first(g, c.ctx));
+  require_valid(g);
+  // Three gathers, one per constant, each of the constant (viewed [64, rest]); every other
+  // node works on the 3 rows read, none on the 64-row table.
+  int gathers = 0;
+  for (NodeId id : g.order()) {
+    const Node& n = g.node(id);
+    const TensorSpec& out = g.value(n.outputs[0]).spec;
+    if (n.op == OpKind::Embedding) {
+      ++gathers;
+      const ValueId w = std::get<ValueId>(n.args[0]);
+      CHECK(g.value(w).spec.sizes[0] == 64);
+      CHECK(out.sizes[0] == 1);
+      CHECK(out.sizes[1] == 3);
+    } else if (n.op != OpKind::Reshape ||
+               g.value(std::get<ValueId>(n.args[0])).kind != ValueKind::kConstant) {
+      INFO(n.name);
+      CHECK(out.sizes[0] == 1);
+    }
+  }
+  CHECK(gathers == 3);
+  CHECK(g.value(value_named(g, "y")).spec.sizes == std::vector<int64_t>{1, 3, 32});
+  // As many indices as rows (or more): the table is computed once, as written.
+  Graph all = graph("[64]");
+  CHECK_FALSE(*gather_rows_first(all, c.ctx));
 }
 
 TEST_CASE("fold-constants computes other ops with their CPU kernels") {

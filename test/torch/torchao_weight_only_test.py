@@ -233,6 +233,55 @@ def main():
                       name + ": matches PyTorch eager in bf16 (max error %.2e of the largest "
                       "output)" % err)
 
+        # Quantized embeddings (ExecuTorch's llama recipe quantizes the token embedding too):
+        # the program dequantizes the whole table and then looks up rows; etc's export looks
+        # up the quantized rows first (gather-rows-first), so the planned memory holds the
+        # rows read, not the dequantized table (1000 x 256 float32: 1 MB).
+        class Embed(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.e = nn.Embedding(1000, 256)
+                self.fc = nn.Linear(256, 64, bias=False)
+
+            def forward(self, t):
+                return self.fc(self.e(t))
+
+        for qname, config in (("int4g32", lambda: IntxWeightOnlyConfig(
+                weight_dtype=torch.int4, granularity=PerGroup(32))),
+                              ("int8", lambda: IntxWeightOnlyConfig(
+                                  weight_dtype=torch.int8, granularity=PerAxis(0)))):
+            torch.manual_seed(0)
+            model = Embed().eval()
+            quantize_(model, config(),
+                      filter_fn=lambda m, fqn: isinstance(m, (nn.Linear, nn.Embedding)))
+            t = torch.tensor([[3, 999, 0, 17, 3]])
+            with torch.no_grad():
+                want = model(t).numpy()
+            pt2, pte = p("embed_%s.pt2" % qname), p("embed_%s.pte" % qname)
+            torch.export.save(torch.export.export(model, (t,)), pt2)
+            np.save(p("tokens.npy"), t.numpy())
+            for target in ("cpu", "cuda:0"):
+                r = run([etc, "export", pt2, "-o", pte, "--target", target])
+                planned = [int(line.split()[3]) for line in r.stderr.splitlines()
+                           if line.startswith("buffer ") and "bytes planned" in line]
+                check(r.returncode == 0 and planned and max(planned) < 1000 * 256 * 4,
+                      "embedding %s (%s): the table is not dequantized whole (planned %s "
+                      "bytes)" % (qname, target, planned), r.stderr)
+            r = run([etc, "export", pt2, "-o", pte, "--target", "cpu"])
+            r = r if r.returncode else run([etc, "run", pte, "--device", "cpu", "--input",
+                                            "0=" + p("tokens.npy"), "--output-dir",
+                                            p("embed_out")])
+            got = np.load(os.path.join(p("embed_out"), "output_0.npy")) if r.returncode == 0 \
+                else None
+            err = float(np.abs(got - want).max() / np.abs(want).max()) if got is not None else 1
+            check(got is not None and err <= 1e-6,
+                  "embedding %s: matches PyTorch eager (max error %.1e)" % (qname, err), r.stderr)
+            if len(sys.argv) > 2 and sys.argv[2]:
+                et = execute(pte, (t,)).numpy()
+                err = float(np.abs(et - want).max() / np.abs(want).max())
+                check(err <= 1e-6, "embedding %s: ExecuTorch's runtime runs it and matches too "
+                      "(max error %.1e)" % (qname, err))
+
         # Dequantization element by element: etc's values are torchao's, bit for bit.
         for qname, config, _ in CONFIGS:
             torch.manual_seed(0)

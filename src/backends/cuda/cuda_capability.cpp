@@ -102,10 +102,15 @@ Reason cuda_convolution(const Graph& g, const Node& n) {
   return floats_only(g, n);
 }
 
+// A row gather: float tables, and 8-bit ones (a quantized embedding's rows, gather-rows-first).
 Reason cuda_embedding(const Graph& g, const Node& n) {
   return check_tensors(
-      g, n, [](DType t) { return is_cuda_float(t) || t == DType::kInt32 || t == DType::kInt64; },
-      "float weights and int32/int64 indices");
+      g, n,
+      [](DType t) {
+        return is_cuda_float(t) || t == DType::kInt32 || t == DType::kInt64 || t == DType::kInt8 ||
+               t == DType::kUInt8;
+      },
+      "float or 8-bit weights and int32/int64 indices");
 }
 
 // Layout, copy, indexing and creation ops move bytes of any dtype but float64.
