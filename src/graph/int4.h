@@ -9,7 +9,7 @@
 namespace etc::int4 {
 
 inline int64_t row_bytes(int64_t size) {
-  return (size + 1) / 2;
+  return size / 2 + size % 2;  // (size + 1) / 2 without overflow
 }
 
 // Whether v is a value a nibble holds.

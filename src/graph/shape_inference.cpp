@@ -10,6 +10,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "graph/int4.h"
 #include "graph/shape_inference_helpers.h"
 
 namespace etc::infer {
@@ -309,7 +310,7 @@ Status infer_unpack_int4(const InferContext& ctx, std::vector<TensorType>& out) 
   }
   if (packed.rank() == 0) return ctx.error("packed", "expected a tensor of rank 1 or more");
   const int64_t size = ctx.int_arg("size");
-  if (size < 0 || (size + 1) / 2 != packed.sizes.back()) {
+  if (size < 0 || int4::row_bytes(size) != packed.sizes.back()) {
     return ctx.error("size", std::to_string(size) + " values do not pack into the last dim of " +
                                  packed.type_string() + " (ceil(size / 2) bytes)");
   }

@@ -47,13 +47,14 @@ ConstantData write_floats(DType dtype, const std::vector<double>& v) {
 // `w` (float32/float64, [channels, ...]) with row c multiplied by scale[c], each element
 // computed in double and rounded once, written straight into the new constant: no copy of
 // the weight in doubles (for resnet18's largest layer that would be 19 MB at once).
-ConstantData scale_rows(const TensorSpec& w, const std::vector<double>& scale) {
+ConstantData scale_rows(const TensorSpec& w, const std::vector<double>& scale,
+                        WritableArena& arena) {
   const size_t elem = w.dtype == DType::kFloat32 ? 4 : 8;
   const auto n = static_cast<size_t>(w.numel());
   const size_t per = n / std::max<size_t>(scale.size(), 1);
   std::span<const uint8_t> in = w.constant.bytes();
-  uint8_t* data = nullptr;
-  std::shared_ptr<const Blob> blob = make_writable_blob(std::max<size_t>(n * elem, 1), &data);
+  const WritableArena::Piece piece = arena.allocate(std::max<size_t>(n * elem, 1));
+  uint8_t* data = piece.data;
   for (size_t i = 0; i < n; ++i) {
     const double s = scale[i / std::max<size_t>(per, 1)];
     if (w.dtype == DType::kFloat32) {
@@ -68,7 +69,9 @@ ConstantData scale_rows(const TensorSpec& w, const std::vector<double>& scale) {
       std::memcpy(data + i * 8, &d, 8);
     }
   }
-  return ConstantData{std::move(blob), 0, n * elem};
+  // Made: out of the process until the writer reads it (past the arena's memory budget).
+  piece.blob->release(piece.offset, n * elem);
+  return ConstantData{piece.blob, piece.offset, n * elem};
 }
 
 const Value* constant_arg(const Graph& g, const Node& n, const char* name) {
@@ -92,6 +95,8 @@ bool unread(const Graph& g, ValueId v) {
 
 Result<bool> fold_batch_norm(Graph& graph, PassContext&) {
   bool changed = false;
+  // The scaled weights: past kComputedWeightsInMemory in a temporary file (pass.h).
+  WritableArena arena(kComputedWeightsInMemory);
   std::vector<NodeId> order(graph.order().begin(), graph.order().end());
   for (NodeId bn_id : order) {
     const Node& bn = graph.node(bn_id);
@@ -145,7 +150,7 @@ Result<bool> fold_batch_norm(Graph& graph, PassContext&) {
     }
     // New constants for the folded weight and bias; the old ones go when nothing reads them.
     TensorSpec ws = TensorSpec::make(dtype, w->spec.sizes);
-    ws.constant = scale_rows(w->spec, scale);
+    ws.constant = scale_rows(w->spec, scale, arena);
     TensorSpec bs = TensorSpec::make(dtype, {channels});
     bs.constant = write_floats(dtype, bias);
     const ValueId old_w = w->id;

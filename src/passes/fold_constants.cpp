@@ -167,10 +167,10 @@ bool sink_widened_weights(Graph& graph) {
 
 Result<bool> fold_constants(Graph& graph, PassContext&) {
   bool changed = false;
-  // Past 64 MiB of folded bytes (a large model's transposed weights), results go to a
-  // temporary file and leave the process once made: the export's peak memory does not grow
-  // with the model.
-  WritableArena arena(size_t{64} << 20);
+  // Past kComputedWeightsInMemory folded bytes (a large model's transposed weights), results go to
+  // a temporary file and leave the process once made: the export's peak memory does not grow with
+  // the model.
+  WritableArena arena(kComputedWeightsInMemory);
   std::vector<NodeId> order(graph.order().begin(), graph.order().end());
   for (NodeId id : order) {
     const Node& n = graph.node(id);

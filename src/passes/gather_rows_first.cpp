@@ -1,7 +1,6 @@
 #include "passes/gather_rows_first.h"
 
 #include <algorithm>
-#include <functional>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
@@ -40,47 +39,44 @@ struct Chain {
 std::optional<Chain> chain_of(const Graph& g, ValueId table, int64_t rows) {
   Chain c;
   std::unordered_set<uint32_t> seen;
-  bool ok = true;
-  std::function<void(ValueId)> visit = [&](ValueId v) {
+  // Depth first, without recursion (a chain may be as long as the program).
+  std::vector<ValueId> stack{table};
+  while (!stack.empty()) {
+    const ValueId v = stack.back();
+    stack.pop_back();
     const Value& val = g.value(v);
-    if (!ok || seen.count(v.v) != 0) return;
-    seen.insert(v.v);
+    if (!seen.insert(v.v).second) continue;
     if (val.kind == ValueKind::kConstant) {
       c.leaves.push_back(v);
-      return;
+      continue;
     }
     if (val.kind != ValueKind::kNodeOutput || val.uses.size() != 1 || g.is_live_out(v) ||
-        val.spec.rank() == 0 || val.spec.sizes[0] != rows) {
-      ok = false;
-      return;
-    }
+        val.spec.rank() == 0 || val.spec.sizes[0] != rows)
+      return std::nullopt;
     const Node& n = g.node(val.producer);
-    if (!row_wise(n.op) || n.outputs.size() != 1 || n.delegate != nullptr) {
-      ok = false;
-      return;
-    }
+    if (!row_wise(n.op) || n.outputs.size() != 1 || n.delegate != nullptr) return std::nullopt;
     const size_t rank = val.spec.rank();
+    const bool unary = n.op != OpKind::SubTensor && n.op != OpKind::MulTensor &&
+                       n.op != OpKind::AddTensor && n.op != OpKind::DivTensor;
+    std::vector<ValueId> next;
     for (ValueId in : tensor_args(n)) {
       const TensorSpec& s = g.value(in).spec;
       // An operand indexed by row: as long as the output and row-sized at dim 0 (reshapes
       // and unary ops: their input, which must keep the rows). Others broadcast over rows.
-      const bool unary = n.op != OpKind::SubTensor && n.op != OpKind::MulTensor &&
-                         n.op != OpKind::AddTensor && n.op != OpKind::DivTensor;
       const bool by_row = s.rank() == rank && s.sizes[0] == rows;
-      if (unary && (s.rank() == 0 || s.sizes[0] != rows)) {
-        ok = false;
-        return;
-      }
+      if (unary && (s.rank() == 0 || s.sizes[0] != rows)) return std::nullopt;
       if (!unary && !by_row) {
-        if (g.value(in).kind == ValueKind::kNodeOutput) ok = false;  // computed, not a row
-        continue;  // a constant broadcast over the rows: stays as it is
+        // A constant or input broadcast over the rows stays as it is; a computed one is not
+        // worth the trouble.
+        if (g.value(in).kind == ValueKind::kNodeOutput) return std::nullopt;
+        continue;
       }
-      visit(in);
+      next.push_back(in);
     }
+    stack.insert(stack.end(), next.rbegin(), next.rend());  // visited in argument order
     c.nodes.push_back(val.producer);
-  };
-  visit(table);
-  if (!ok || c.nodes.empty() || c.leaves.empty()) return std::nullopt;
+  }
+  if (c.nodes.empty() || c.leaves.empty()) return std::nullopt;
   return c;
 }
 

@@ -38,9 +38,9 @@ Result<bool> pack_int4_weights(Graph& graph, PassContext&) {
     s.constant.blob->release(s.constant.offset, s.constant.size);
     if (fit) candidates.push_back(id);
   }
-  // Past 64 MiB the packed weights go to a temporary file, and each leaves the process once
-  // packed: peak memory does not grow with the model (as fold-constants).
-  WritableArena arena(size_t{64} << 20);
+  // Past kComputedWeightsInMemory the packed weights go to a temporary file, and each leaves the
+  // process once packed: peak memory does not grow with the model (as fold-constants).
+  WritableArena arena(kComputedWeightsInMemory);
   bool changed = false;
   for (ValueId id : candidates) {
     const Value& v = graph.value(id);

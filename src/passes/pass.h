@@ -3,6 +3,7 @@
 // returns whether it changed the graph.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,11 @@ struct PassContext {
   const ExportOptions& options;
   ExportReport& report;
 };
+
+// Weights a pass computes (folded, scaled, packed) are kept in memory up to this many bytes
+// per pass run; past it they go to a temporary file and leave the process once made
+// (WritableArena), so an export's peak memory does not grow with the model.
+inline constexpr size_t kComputedWeightsInMemory = size_t{32} << 20;
 
 // Returns true if the graph changed.
 using PassFn = Result<bool> (*)(Graph& graph, PassContext& context);

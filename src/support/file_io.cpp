@@ -183,9 +183,13 @@ WritableArena::Piece WritableArena::allocate(size_t size) {
   constexpr size_t kAlign = 64, kChunk = size_t{64} << 20;
   const size_t start = (used_ + kAlign - 1) / kAlign * kAlign;
   if (chunk_ == nullptr || start > capacity_ || size > capacity_ - start) {
-    capacity_ = std::max(kChunk, size);
+    // A memory chunk holds at most what is left of the budget; a piece that does not fit
+    // in it starts spilling.
+    const size_t left = in_memory_ - std::min(in_memory_, handed_out_);
+    const bool spill = size > left;
+    capacity_ = spill ? std::max(kChunk, size) : std::max(std::min(kChunk, left), size);
     chunk_ = nullptr;
-    if (handed_out_ >= in_memory_) chunk_ = make_spill_blob(capacity_, &base_);
+    if (spill) chunk_ = make_spill_blob(capacity_, &base_);
     if (chunk_ == nullptr) chunk_ = make_writable_blob(capacity_, &base_);
     used_ = 0;
     return allocate(size);

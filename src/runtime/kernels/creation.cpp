@@ -28,7 +28,7 @@ Status check_unpack_int4(const KernelContext& ctx, std::span<Value*> args) {
   const int64_t size = args[1]->i;
   if (packed.dtype != DType::kUInt8) return unsupported_dtype(ctx, "packed", packed.dtype, "uint8");
   if (packed.rank() == 0) return ctx.error("packed must have rank 1 or more");
-  if (size < 0 || (size + 1) / 2 != packed.sizes.back()) {
+  if (size < 0 || int4::row_bytes(size) != packed.sizes.back()) {
     return ctx.error(std::to_string(size) + " values do not pack into packed " +
                      shape_str(packed.sizes) + " (ceil(size / 2) bytes a row)");
   }

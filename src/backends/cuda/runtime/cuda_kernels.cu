@@ -798,7 +798,7 @@ cudaError_t launch_adaptive_avg_pool2d(const PoolArgs& p, cudaStream_t stream) {
 
 cudaError_t launch_unpack_int4(const uint8_t* packed, int64_t rows, int64_t size, int8_t* out,
                                cudaStream_t stream) {
-  const int64_t n = rows * size, row_bytes = (size + 1) / 2;
+  const int64_t n = rows * size, row_bytes = size / 2 + size % 2;
   if (n == 0) return cudaSuccess;
   if (n <= INT32_MAX) {
     unpack_int4_kernel<int32_t><<<grid_for(n), kThreads, 0, stream>>>(
