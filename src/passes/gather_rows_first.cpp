@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <span>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -103,10 +104,11 @@ Result<bool> gather_rows_first(Graph& graph, PassContext&) {
     const int64_t rows = ts.sizes[0];
     std::optional<Chain> chain = chain_of(graph, table, rows);
     if (!chain) continue;
-    // The order the chain's nodes run in.
+    // The order the chain's nodes run in (the order now: earlier rewrites added nodes).
     std::unordered_map<uint32_t, size_t> position;
-    for (size_t i = 0; i < order.size(); ++i)
-      position[order[i].v] = i;
+    const std::span<const NodeId> now_order = graph.order();
+    for (size_t i = 0; i < now_order.size(); ++i)
+      position[now_order[i].v] = i;
     std::sort(chain->nodes.begin(), chain->nodes.end(),
               [&](NodeId a, NodeId b) { return position[a.v] < position[b.v]; });
 
