@@ -120,6 +120,9 @@ class CpuPlanner {
   // Gives a matrix product (mm) whose right operand the steps before it dequantize from an
   // int8 constant those steps (weight_only.h), and marks them fused.
   void fuse_dequantized_weights();
+  // The step before `before` that touches t's bytes last, if it writes exactly them (t's
+  // dtype, a view at most) and no step between reads or writes them otherwise.
+  std::optional<size_t> last_writer(size_t before, const TensorView& t) const;
   // The step before `before` that writes t: a _to_copy of int8 values of t's shape into
   // exactly t's bytes (float32), with no step between touching t. nullopt otherwise.
   std::optional<size_t> widened_int8(size_t before, const TensorView& t) const;
@@ -322,7 +325,7 @@ std::optional<SplitOperand> split_operand(const TensorView& operand,
 
 }  // namespace
 
-std::optional<size_t> CpuPlanner::widened_int8(size_t before, const TensorView& t) const {
+std::optional<size_t> CpuPlanner::last_writer(size_t before, const TensorView& t) const {
   for (size_t j = before; j-- > 0;) {
     const MethodStep& w = steps()[j];
     if (w.kind != StepKind::kKernel || w.fused || w.args.empty()) return std::nullopt;
@@ -333,35 +336,33 @@ std::optional<size_t> CpuPlanner::widened_int8(size_t before, const TensorView& 
     }
     if (!touches) continue;
     const Value* out = w.args.back();
-    const bool widens = w.calls(OpKind::ToCopy) && w.args[0]->is_tensor() &&
-                        w.args[0]->tensor.dtype == DType::kInt8 &&
-                        w.args[0]->tensor.data != nullptr && w.args[0]->tensor.sizes == t.sizes &&
-                        out->is_tensor() && out->tensor.data == t.data &&
-                        out->tensor.numel() == t.numel() && out->tensor.dtype == DType::kFloat32;
-    return widens ? std::optional<size_t>(j) : std::nullopt;
+    const bool writes = out->is_tensor() && out->tensor.data == t.data &&
+                        out->tensor.numel() == t.numel() && out->tensor.dtype == t.dtype;
+    return writes ? std::optional<size_t>(j) : std::nullopt;
   }
   return std::nullopt;
 }
 
+std::optional<size_t> CpuPlanner::widened_int8(size_t before, const TensorView& t) const {
+  const std::optional<size_t> j =
+      t.dtype == DType::kFloat32 ? last_writer(before, t) : std::nullopt;
+  if (!j) return std::nullopt;
+  const MethodStep& w = steps()[*j];
+  const bool widens = w.calls(OpKind::ToCopy) && w.args[0]->is_tensor() &&
+                      w.args[0]->tensor.dtype == DType::kInt8 &&
+                      w.args[0]->tensor.data != nullptr && w.args[0]->tensor.sizes == t.sizes;
+  return widens ? j : std::nullopt;
+}
+
 std::optional<size_t> CpuPlanner::unpacked_int4(size_t before, const TensorView& t) const {
-  for (size_t j = before; j-- > 0;) {
-    const MethodStep& w = steps()[j];
-    if (w.kind != StepKind::kKernel || w.fused || w.args.empty()) return std::nullopt;
-    bool touches = false;
-    for (const Value* a : w.args) {
-      touches = touches || (a->is_tensor() && a->tensor.data != nullptr && a->tensor.nbytes() > 0 &&
-                            overlaps(a->tensor, t));
-    }
-    if (!touches) continue;
-    const Value* out = w.args.back();
-    const bool unpacks =
-        w.calls(OpKind::UnpackInt4) && w.args.size() == 4 && (w.constant_args & 1) != 0 &&
-        w.args[0]->is_tensor() && w.args[0]->tensor.dtype == DType::kUInt8 &&
-        w.args[0]->tensor.data != nullptr && out->is_tensor() && out->tensor.data == t.data &&
-        out->tensor.numel() == t.numel() && out->tensor.dtype == DType::kInt8;
-    return unpacks ? std::optional<size_t>(j) : std::nullopt;
-  }
-  return std::nullopt;
+  const std::optional<size_t> j = t.dtype == DType::kInt8 ? last_writer(before, t) : std::nullopt;
+  if (!j) return std::nullopt;
+  const MethodStep& w = steps()[*j];
+  const bool unpacks = w.calls(OpKind::UnpackInt4) && w.args.size() == 4 &&
+                       (w.constant_args & 1) != 0 && w.args[0]->is_tensor() &&
+                       w.args[0]->tensor.dtype == DType::kUInt8 &&
+                       w.args[0]->tensor.data != nullptr;
+  return unpacks ? j : std::nullopt;
 }
 
 void CpuPlanner::fuse_dequantized_weights() {
