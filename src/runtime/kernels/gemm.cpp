@@ -1,7 +1,7 @@
 // Packed, cache-blocked GEMM with register-blocked micro-kernels (see gemm.h).
 #include "runtime/kernels/gemm.h"
 
-#include "graph/int4.h"
+#include "runtime/kernels/gemm_dequant.h"
 #include "runtime/kernels/gemm_wide16.h"
 #include "runtime/kernels/parallel.h"
 #include "runtime/kernels/simd_transpose.h"
@@ -517,269 +517,6 @@ __attribute__((target("avx2,fma"))) void pack_panel_16_avx2(const float* src, in
   }
 }
 
-// out[i] = dequantized q[i] for a run of values that share one zero point and one scale
-// (null: that step skipped). Each variant is a plain loop the compiler vectorises; the
-// operations are DequantB's, in its order.
-void dequant_run(const int8_t* __restrict q, int64_t count, const float* zero, const float* scale,
-                 float* __restrict out) {
-  if (zero != nullptr && scale != nullptr) {
-    const float z = *zero, s = *scale;
-    for (int64_t i = 0; i < count; ++i)
-      out[i] = (static_cast<float>(q[i]) - z) * s;
-  } else if (zero != nullptr) {
-    const float z = *zero;
-    for (int64_t i = 0; i < count; ++i)
-      out[i] = static_cast<float>(q[i]) - z;
-  } else if (scale != nullptr) {
-    const float s = *scale;
-    for (int64_t i = 0; i < count; ++i)
-      out[i] = static_cast<float>(q[i]) * s;
-  } else {
-    for (int64_t i = 0; i < count; ++i)
-      out[i] = static_cast<float>(q[i]);
-  }
-}
-
-// dequant_run in AVX-512 and AVX2 registers: 16 (8) int8 values widened to int32, converted
-// exactly to float, then the subtraction and the multiplication as separate instructions
-// (no fused multiply-add: the scalar loop's roundings).
-__attribute__((target("avx512f"))) void dequant_run_avx512(const int8_t* q, int64_t count,
-                                                           const float* zero, const float* scale,
-                                                           float* out) {
-  const __m512 z = _mm512_set1_ps(zero != nullptr ? *zero : 0.0f);
-  const __m512 sc = _mm512_set1_ps(scale != nullptr ? *scale : 1.0f);
-  int64_t i = 0;
-  for (; i + 16 <= count; i += 16) {
-    __m512 v = _mm512_cvtepi32_ps(
-        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + i))));
-    if (zero != nullptr) v = _mm512_sub_ps(v, z);
-    if (scale != nullptr) v = _mm512_mul_ps(v, sc);
-    _mm512_storeu_ps(out + i, v);
-  }
-  dequant_run(q + i, count - i, zero, scale, out + i);
-}
-
-__attribute__((target("avx2"))) void dequant_run_avx2(const int8_t* q, int64_t count,
-                                                      const float* zero, const float* scale,
-                                                      float* out) {
-  const __m256 z = _mm256_set1_ps(zero != nullptr ? *zero : 0.0f);
-  const __m256 sc = _mm256_set1_ps(scale != nullptr ? *scale : 1.0f);
-  int64_t i = 0;
-  for (; i + 8 <= count; i += 8) {
-    __m256 v = _mm256_cvtepi32_ps(
-        _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + i))));
-    if (zero != nullptr) v = _mm256_sub_ps(v, z);
-    if (scale != nullptr) v = _mm256_mul_ps(v, sc);
-    _mm256_storeu_ps(out + i, v);
-  }
-  dequant_run(q + i, count - i, zero, scale, out + i);
-}
-
-// dequant_run over 4-bit values: values [from, from + count) of a packed row (graph/int4.h),
-// unpacked a stretch at a time.
-void dequant_run4(const uint8_t* row, int64_t from, int64_t count, const float* zero,
-                  const float* scale, float* out) {
-  int8_t values[256];
-  for (int64_t i = 0; i < count; i += 256) {
-    const int64_t len = std::min<int64_t>(256, count - i);
-    int4::unpack(row, from + i, len, values);
-    dequant_run(values, len, zero, scale, out + i);
-  }
-}
-
-// The 16 (8) 4-bit values of 8 (4) bytes in order, each sign-extended to a byte: the low
-// nibbles and the high ones interleaved, then (x ^ 8) - 8.
-inline __m128i nibbles_to_bytes(__m128i v) {
-  const __m128i low = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
-  const __m128i x =
-      _mm_unpacklo_epi8(_mm_and_si128(v, low), _mm_and_si128(_mm_srli_epi16(v, 4), low));
-  return _mm_sub_epi8(_mm_xor_si128(x, eight), eight);
-}
-
-// 16 int8 values widened into `to` as dequant_run_avx512 widens them (zero and scale: which
-// steps run).
-__attribute__((target("avx512f"))) inline void widen16_avx512(__m128i bytes, __m512 z, __m512 sc,
-                                                              const float* zero, const float* scale,
-                                                              float* to) {
-  __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes));
-  if (zero != nullptr) v = _mm512_sub_ps(v, z);
-  if (scale != nullptr) v = _mm512_mul_ps(v, sc);
-  _mm512_storeu_ps(to, v);
-}
-
-// dequant_run4 in AVX-512 and AVX2 registers: the values widened as dequant_run_avx512's
-// (the same instructions after the nibbles become bytes: the same bits).
-__attribute__((target("avx512f"))) void dequant_run4_avx512(const uint8_t* row, int64_t from,
-                                                            int64_t count, const float* zero,
-                                                            const float* scale, float* out) {
-  int64_t i = 0;
-  if ((from & 1) != 0 && count > 0) {
-    dequant_run4(row, from, 1, zero, scale, out);
-    i = 1;
-  }
-  const __m512 z = _mm512_set1_ps(zero != nullptr ? *zero : 0.0f);
-  const __m512 sc = _mm512_set1_ps(scale != nullptr ? *scale : 1.0f);
-
-  const uint8_t* b = row + ((from + i) >> 1);
-  const __m128i low = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
-  for (; i + 32 <= count; i += 32, b += 16) {  // 32 values from 16 bytes
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
-    const __m128i lo = _mm_and_si128(v, low), hi = _mm_and_si128(_mm_srli_epi16(v, 4), low);
-    widen16_avx512(_mm_sub_epi8(_mm_xor_si128(_mm_unpacklo_epi8(lo, hi), eight), eight), z, sc,
-                   zero, scale, out + i);
-    widen16_avx512(_mm_sub_epi8(_mm_xor_si128(_mm_unpackhi_epi8(lo, hi), eight), eight), z, sc,
-                   zero, scale, out + i + 16);
-  }
-  for (; i + 16 <= count; i += 16, b += 8) {
-    widen16_avx512(nibbles_to_bytes(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b))), z, sc,
-                   zero, scale, out + i);
-  }
-  if (i < count) dequant_run4(row, from + i, count - i, zero, scale, out + i);
-}
-
-__attribute__((target("avx2"))) void dequant_run4_avx2(const uint8_t* row, int64_t from,
-                                                       int64_t count, const float* zero,
-                                                       const float* scale, float* out) {
-  int64_t i = 0;
-  if ((from & 1) != 0 && count > 0) {
-    dequant_run4(row, from, 1, zero, scale, out);
-    i = 1;
-  }
-  const __m256 z = _mm256_set1_ps(zero != nullptr ? *zero : 0.0f);
-  const __m256 sc = _mm256_set1_ps(scale != nullptr ? *scale : 1.0f);
-  for (const uint8_t* b = row + ((from + i) >> 1); i + 8 <= count; i += 8, b += 4) {
-    int32_t four;
-    std::memcpy(&four, b, 4);
-    const __m128i bytes = nibbles_to_bytes(_mm_cvtsi32_si128(four));
-    __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes));
-    if (zero != nullptr) v = _mm256_sub_ps(v, z);
-    if (scale != nullptr) v = _mm256_mul_ps(v, sc);
-    _mm256_storeu_ps(out + i, v);
-  }
-  if (i < count) dequant_run4(row, from + i, count - i, zero, scale, out + i);
-}
-
-// An operand's values along k for one column: the offset moves by k_stride every k_group
-// values of k (no division per value).
-class OperandCursor {
- public:
-  OperandCursor(const DequantB::Operand& o, int64_t n, int64_t k0) : o_(o) {
-    if (!o.present()) return;
-    at_ = (n / o.n_group) * o.n_stride + (k0 / o.k_group) * o.k_stride;
-    left_ = o.k_stride != 0 ? o.k_group - k0 % o.k_group : INT64_MAX;
-  }
-  bool present() const { return o_.present(); }
-  // Values of k left with the current value.
-  int64_t left() const { return left_; }
-  float value() const { return o_.at(at_); }
-  void advance(int64_t count) {
-    if (!o_.present() || o_.k_stride == 0) return;
-    left_ -= count;
-    if (left_ == 0) {
-      at_ += o_.k_stride;
-      left_ = o_.k_group;
-    }
-  }
-
- private:
-  const DequantB::Operand& o_;
-  int64_t at_ = 0, left_ = INT64_MAX;
-};
-
-// An operand's value for column n and input k, in `slot` (null when the step is skipped).
-const float* dequant_operand(const DequantB::Operand& o, int64_t n, int64_t k, float& slot) {
-  if (!o.present()) return nullptr;
-  const int64_t at = (n / o.n_group) * o.n_stride + (k / o.k_group) * o.k_stride;
-  slot = o.at(at);
-  return &slot;
-}
-
-// The kc x nc block of a quantized B at (p0, j0) into NR-column panels, as pack_b lays them
-// out. A weight stored [N, K] (q_k == 1, torchao's layout) is dequantized a column of B (a
-// row of the weight) at a time, in runs that share a group's zero point and scale, into
-// scratch, then transposed into the panel; one stored [K, N] a row of B at a time, its
-// operands gathered per column first.
-void pack_dequant(const DequantB& d, int64_t p0, int64_t j0, int64_t kc, int64_t nc, int64_t nr,
-                  float* __restrict dst) {
-  if (d.bits16 != nullptr) return pack_widened(float_kernel(), d, p0, j0, kc, nc, nr, dst);
-  thread_local std::vector<float> rows;
-  const FloatKernel isa = float_kernel();
-  for (int64_t jr = 0; jr < nc; jr += nr) {
-    const int64_t cols = std::min(nr, nc - jr), n0 = d.col0 + j0 + jr;
-    if (d.q_k == 1) {
-      rows.resize(static_cast<size_t>(nr * kc));
-      const auto run = isa == FloatKernel::kAvx512 ? dequant_run_avx512
-                       : isa == FloatKernel::kAvx2 ? dequant_run_avx2
-                                                   : dequant_run;
-      const auto run4 = isa == FloatKernel::kAvx512 ? dequant_run4_avx512
-                        : isa == FloatKernel::kAvx2 ? dequant_run4_avx2
-                                                    : dequant_run4;
-      for (int64_t j = 0; j < cols; ++j) {
-        const int64_t n = n0 + j;
-        // int8 values from k = p0 on, or a packed 4-bit row.
-        const int8_t* q = d.q4 != nullptr ? nullptr : d.q + n * d.q_n + p0;
-        const uint8_t* row4 = d.q4 != nullptr ? d.q4 + n * d.q4_row : nullptr;
-        OperandCursor zero(d.zero, n, p0), scale(d.scale, n, p0);
-        // Runs end where either operand's group ends.
-        for (int64_t p = 0; p < kc;) {
-          const int64_t len = std::min({kc - p, zero.left(), scale.left()});
-          float z = 0, sc = 0;
-          if (zero.present()) z = zero.value();
-          if (scale.present()) sc = scale.value();
-          const float* zp = zero.present() ? &z : nullptr;
-          const float* sp = scale.present() ? &sc : nullptr;
-          if (row4 != nullptr) {
-            run4(row4, p0 + p, len, zp, sp, rows.data() + j * kc + p);
-          } else {
-            run(q + p, len, zp, sp, rows.data() + j * kc + p);
-          }
-          zero.advance(len);
-          scale.advance(len);
-          p += len;
-        }
-      }
-      for (int64_t j = 0; j < cols; j += 16) {  // tiles of at most 16 x 16
-        for (int64_t p = 0; p < kc; p += 16) {
-          transpose_tile(isa, rows.data() + j * kc + p, kc, std::min<int64_t>(16, cols - j),
-                         std::min<int64_t>(16, kc - p), dst + p * nr + j, nr);
-        }
-      }
-    } else {
-      // A row of B at a time: its values contiguous when q_n is 1; the operands of the row's
-      // columns gathered first (they change with k's group).
-      float zrow[64], srow[64];
-      const bool has_zero = d.zero.present(), has_scale = d.scale.present();
-      for (int64_t p = 0; p < kc; ++p) {
-        const int64_t k = p0 + p;
-        const int8_t* q = d.q + k * d.q_k + n0 * d.q_n;
-        float* out = dst + p * nr;
-        if (!has_zero && !has_scale && d.q_n == 1) {
-          dequant_run(q, cols, nullptr, nullptr, out);
-          continue;
-        }
-        for (int64_t j = 0; j < cols; ++j) {
-          float z = 0, sc = 1;
-          dequant_operand(d.zero, n0 + j, k, z);
-          dequant_operand(d.scale, n0 + j, k, sc);
-          zrow[j] = z;
-          srow[j] = sc;
-        }
-        for (int64_t j = 0; j < cols; ++j) {
-          float v = static_cast<float>(q[j * d.q_n]);
-          if (has_zero) v = v - zrow[j];
-          if (has_scale) v = v * srow[j];
-          out[j] = v;
-        }
-      }
-    }
-    for (int64_t p = 0; p < kc; ++p) {
-      for (int64_t j = cols; j < nr; ++j)
-        dst[p * nr + j] = 0.0f;
-    }
-    dst += nr * kc;
-  }
-}
-
 // Packs the kc x nc block of B at (p0, j0) as consecutive NR-column panels, each stored
 // k-major (NR values per k), zero-padding the last panel.
 template <typename T>
@@ -787,7 +524,7 @@ void pack_b(MatrixRef<T> b, int64_t p0, int64_t j0, int64_t kc, int64_t nc, int6
             T* __restrict dst) {
   if constexpr (std::is_same_v<T, float>) {
     if (b.dequant != nullptr) {
-      pack_dequant(*b.dequant, p0, j0, kc, nc, nr, dst);
+      pack_dequant(float_kernel(), *b.dequant, p0, j0, kc, nc, nr, dst);
       return;
     }
     // Contiguous columns into the AVX-512 or AVX2 panels (nr says which micro-kernel, and
@@ -875,7 +612,7 @@ void gemm_one_row(int64_t n, int64_t k, float alpha, MatrixRef<float> a, MatrixR
       const int64_t cols = std::min(nr, n - j);
       for (int64_t pc = 0; pc < k; pc += kKC) {
         const int64_t kc = std::min(kKC, k - pc);
-        pack_dequant(*b.dequant, pc, j, kc, cols, nr, scratch_b);
+        pack_dequant(float_kernel(), *b.dequant, pc, j, kc, cols, nr, scratch_b);
         const float* tile_init = nullptr;
         if (init != nullptr && pc == 0)
           tile_init = init->rows != nullptr ? init->rows + row0 : kZeroRows;
