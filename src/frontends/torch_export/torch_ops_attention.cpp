@@ -155,10 +155,20 @@ Status convert_copy(TorchNode& n, bool in_place) {
 // is masked gives 0, as PyTorch's kernels do (its _safe_softmax), where a plain softmax gives
 // NaN: when the mask may mask a whole row, the weights go through
 // where(any(scores != -inf, -1), softmax, 0) as in PyTorch's Core ATen decomposition.
+// bf16 and fp16 attention runs in float32 and rounds once, at the output, as PyTorch's
+// decomposition and its CPU kernels do: scores rounded to 8 mantissa bits before the softmax
+// would put errors of several percent into the weights of a long context.
 Status convert_sdpa(TorchNode& n) {
   ETC_ASSIGN_OR_RETURN(ValueId q, n.tensor("query"));
   ETC_ASSIGN_OR_RETURN(ValueId k, n.tensor("key"));
   ETC_ASSIGN_OR_RETURN(ValueId v, n.tensor("value"));
+  const DType io_dtype = n.dtype(q);
+  const bool widen = io_dtype == DType::kBFloat16 || io_dtype == DType::kFloat16;
+  if (widen) {
+    for (ValueId* x : {&q, &k, &v}) {
+      ETC_ASSIGN_OR_RETURN(*x, n.emit(OpKind::ToCopy, {{"self", *x}, {"dtype", DType::kFloat32}}));
+    }
+  }
   ETC_ASSIGN_OR_RETURN(double dropout, n.float_arg("dropout_p", 0.0));
   ETC_ASSIGN_OR_RETURN(bool causal, n.bool_arg("is_causal", false));
   ETC_ASSIGN_OR_RETURN(bool gqa, n.bool_arg("enable_gqa", false));
@@ -264,6 +274,9 @@ Status convert_sdpa(TorchNode& n) {
           bias, n.emit(OpKind::WhereSelf, {{"condition", mv}, {"self", zero}, {"other", ninf}}));
     } else {
       ETC_ASSIGN_OR_RETURN(bias, n.tensor("attn_mask"));
+      if (n.dtype(bias) != n.dtype(q)) {
+        ETC_ASSIGN_OR_RETURN(bias, n.emit(OpKind::ToCopy, {{"self", bias}, {"dtype", n.dtype(q)}}));
+      }
     }
     if (rep > 1 && m->shape.size() >= 3) {  // [.., 1 (heads), L, S] -> [.., 1, 1 (group), L, S]
       ETC_ASSIGN_OR_RETURN(
@@ -297,6 +310,9 @@ Status convert_sdpa(TorchNode& n) {
   out_shape.push_back(L);
   out_shape.push_back(Ev);
   ETC_ASSIGN_OR_RETURN(ValueId out, n.emit(OpKind::Reshape, {{"self", o3}, {"shape", out_shape}}));
+  if (widen) {
+    ETC_ASSIGN_OR_RETURN(out, n.emit(OpKind::ToCopy, {{"self", out}, {"dtype", io_dtype}}));
+  }
   return n.set_output(0, out);
 }
 
