@@ -64,6 +64,12 @@ struct DequantB {
   bool float16 = false;
   int64_t q_n = 0, q_k = 0;
   Operand zero, scale;
+  // The program's steps ran in bf16 or fp16 (a 16-bit model's dequantization): each value is
+  // rounded to that dtype after the last step, as the elementwise kernel rounds it. Only where
+  // the steps before are exact in it (the load planner checks): widening int8 values, and
+  // subtracting integer zero points.
+  enum class Round16 : uint8_t { kNone, kBFloat16, kFloat16 };
+  Round16 round16 = Round16::kNone;
   int64_t col0 = 0;
   // The same operand from column `cols` on.
   DequantB shifted(int64_t cols) const {

@@ -1,7 +1,8 @@
 // The GEMM's quantized right operands (DequantB with int8 or 4-bit values): dequantized into
 // the packed panels as they are packed, never as a float copy of the whole weight. The
 // arithmetic is the program's own dequantization steps, in their order, so the product has the
-// bits of running those steps and then the float32 GEMM.
+// bits of running those steps and then the float32 GEMM (a bf16/fp16 program's steps rounded
+// to its dtype: DequantB::round16).
 #include "runtime/kernels/gemm_dequant.h"
 
 #include <immintrin.h>
@@ -14,6 +15,7 @@
 #include "graph/int4.h"
 #include "runtime/kernels/gemm_wide16.h"
 #include "runtime/kernels/simd_transpose.h"
+#include "support/half.h"
 
 namespace etc::rt::kernels {
 namespace {
@@ -160,6 +162,24 @@ __attribute__((target("avx2"))) void dequant_run4_avx2(const uint8_t* row, int64
   if (i < count) dequant_run4(row, from + i, count - i, zero, scale, out + i);
 }
 
+// v[0, count) rounded to bf16 or fp16 and widened back: the values a 16-bit elementwise kernel
+// stores (round to nearest even, a NaN made the quiet NaN of its sign: support/half.h).
+void round16_run(DequantB::Round16 to, float* v, int64_t count) {
+  if (to == DequantB::Round16::kBFloat16) {
+    for (int64_t i = 0; i < count; ++i) {  // a plain loop the compiler vectorises
+      uint32_t b;
+      std::memcpy(&b, v + i, 4);
+      const uint32_t rounded = (b + 0x7fffu + ((b >> 16) & 1u)) & 0xffff0000u;
+      const uint32_t r =
+          (b & 0x7fffffffu) > 0x7f800000u ? (b & 0x80000000u) | 0x7fc00000u : rounded;
+      std::memcpy(v + i, &r, 4);
+    }
+  } else if (to == DequantB::Round16::kFloat16) {
+    for (int64_t i = 0; i < count; ++i)
+      v[i] = half_to_float(float_to_half(v[i]));
+  }
+}
+
 // An operand's values along k for one column: the offset moves by k_stride every k_group
 // values of k (no division per value).
 class OperandCursor {
@@ -239,6 +259,7 @@ void pack_dequant(FloatKernel isa, const DequantB& d, int64_t p0, int64_t j0, in
           scale.advance(len);
           p += len;
         }
+        round16_run(d.round16, rows.data() + j * kc, kc);
       }
       for (int64_t j = 0; j < cols; j += 16) {  // tiles of at most 16 x 16
         for (int64_t p = 0; p < kc; p += 16) {
@@ -272,6 +293,7 @@ void pack_dequant(FloatKernel isa, const DequantB& d, int64_t p0, int64_t j0, in
           if (has_scale) v = v * srow[j];
           out[j] = v;
         }
+        round16_run(d.round16, out, cols);
       }
     }
     for (int64_t p = 0; p < kc; ++p) {

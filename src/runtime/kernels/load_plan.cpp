@@ -1,6 +1,7 @@
 #include "runtime/kernels/load_plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <iterator>
 #include <limits>
@@ -12,6 +13,7 @@
 #include "runtime/kernels/conv_algorithm.h"
 #include "runtime/kernels/fused_attention.h"
 #include "runtime/kernels/weight_only.h"
+#include "support/half.h"
 
 namespace etc::rt::kernels {
 namespace {
@@ -124,7 +126,7 @@ class CpuPlanner {
   // dtype, a view at most) and no step between reads or writes them otherwise.
   std::optional<size_t> last_writer(size_t before, const TensorView& t) const;
   // The step before `before` that writes t: a _to_copy of int8 values of t's shape into
-  // exactly t's bytes (float32), with no step between touching t. nullopt otherwise.
+  // exactly t's bytes (a float dtype), with no step between touching t. nullopt otherwise.
   std::optional<size_t> widened_int8(size_t before, const TensorView& t) const;
   // The step before `before` that writes t: an etc::unpack_int4 of a uint8 constant into
   // exactly t's bytes (int8), with no step between touching t. nullopt otherwise.
@@ -344,8 +346,7 @@ std::optional<size_t> CpuPlanner::last_writer(size_t before, const TensorView& t
 }
 
 std::optional<size_t> CpuPlanner::widened_int8(size_t before, const TensorView& t) const {
-  const std::optional<size_t> j =
-      t.dtype == DType::kFloat32 ? last_writer(before, t) : std::nullopt;
+  const std::optional<size_t> j = dtype_is_float(t.dtype) ? last_writer(before, t) : std::nullopt;
   if (!j) return std::nullopt;
   const MethodStep& w = steps()[*j];
   const bool widens = w.calls(OpKind::ToCopy) && w.args[0]->is_tensor() &&
@@ -370,8 +371,10 @@ void CpuPlanner::fuse_dequantized_weights() {
     if (s.kind == StepKind::kJumpFalse || s.kind == StepKind::kMove) return;
   }
   const std::vector<bool> io = io_values();
-  auto plain_f32 = [&](const Value* v) {
-    return v->is_tensor() && v->tensor.dtype == DType::kFloat32 && v->tensor.capacity < 0 &&
+  // The chain's dtype: float32, or a bf16/fp16 model's (each step rounded to it).
+  DType wd = DType::kFloat32;
+  auto plain = [&](const Value* v) {
+    return v->is_tensor() && v->tensor.dtype == wd && v->tensor.capacity < 0 &&
            v->tensor.data != nullptr && v->tensor.device.is_cpu() &&
            !io[static_cast<size_t>(v - values().data())];
   };
@@ -385,8 +388,12 @@ void CpuPlanner::fuse_dequantized_weights() {
     const bool addmm = mm.calls(OpKind::Addmm) && mm.args.size() == 7;
     const size_t ia = addmm ? 1 : 0, ib = addmm ? 2 : 1, iout = addmm ? 5 : 2;
     if (!(addmm || (mm.calls(OpKind::Mm) && mm.args.size() == 4)) || mm.fused ||
-        mm.state != nullptr || !plain_f32(mm.args[ib]) || !mm.args[ia]->is_tensor() ||
-        mm.args[ia]->tensor.dtype != DType::kFloat32 || mm.args[ib]->tensor.rank() != 2)
+        mm.state != nullptr || !mm.args[ib]->is_tensor())
+      continue;
+    wd = mm.args[ib]->tensor.dtype;
+    if ((wd != DType::kFloat32 && wd != DType::kBFloat16 && wd != DType::kFloat16) ||
+        !plain(mm.args[ib]) || !mm.args[ia]->is_tensor() || mm.args[ia]->tensor.dtype != wd ||
+        mm.args[ib]->tensor.rank() != 2)
       continue;
     const TensorView& b = mm.args[ib]->tensor;
     const int64_t k = b.sizes[0], n = b.sizes[1];
@@ -422,34 +429,33 @@ void CpuPlanner::fuse_dequantized_weights() {
         if (touches) break;
         continue;
       }
-      // Its out must be cur's bytes exactly (a view of them at most), float32.
-      if (!plain_f32(out) || out->tensor.data != cur->data || out->tensor.numel() != cur->numel())
+      // Its out must be cur's bytes exactly (a view of them at most), in the chain's dtype.
+      if (!plain(out) || out->tensor.data != cur->data || out->tensor.numel() != cur->numel())
         break;
       if (w.calls(OpKind::Permute) && w.args.size() == 4 && !transposed && zero == nullptr &&
           scale == nullptr && w.args[1]->kind == Value::Kind::kIntList &&
-          w.args[1]->ints == std::vector<int64_t>{1, 0} && plain_f32(w.args[0]) &&
+          w.args[1]->ints == std::vector<int64_t>{1, 0} && plain(w.args[0]) &&
           w.args[0]->tensor.rank() == 2) {
         transposed = true;
         cur = &w.args[0]->tensor;
       } else if (w.calls(OpKind::MulTensor) && w.args.size() == 4 && scale == nullptr &&
                  zero == nullptr) {
-        const bool first = constant_arg(w, 1) && plain_f32(w.args[0]);
-        const bool second = constant_arg(w, 0) && plain_f32(w.args[1]);
+        const bool first = constant_arg(w, 1) && plain(w.args[0]);
+        const bool second = constant_arg(w, 0) && plain(w.args[1]);
         if (first == second || !w.args[0]->is_tensor() || !w.args[1]->is_tensor()) break;
         scale = &w.args[first ? 1 : 0]->tensor;
         cur = &w.args[first ? 0 : 1]->tensor;
-        if (scale->dtype != DType::kFloat32 || cur->sizes != out->tensor.sizes) break;
+        if (scale->dtype != wd || cur->sizes != out->tensor.sizes) break;
       } else if (w.calls(OpKind::SubTensor) && w.args.size() == 5 && zero == nullptr &&
-                 plain_f32(w.args[0]) && w.args[1]->is_tensor() &&
-                 w.args[1]->tensor.dtype == DType::kFloat32 && w.args[2]->is_scalar() &&
-                 w.args[2]->scalar_as_double() == 1.0 &&
+                 plain(w.args[0]) && w.args[1]->is_tensor() && w.args[1]->tensor.dtype == wd &&
+                 w.args[2]->is_scalar() && w.args[2]->scalar_as_double() == 1.0 &&
                  w.args[0]->tensor.sizes == out->tensor.sizes) {
         zero = &w.args[1]->tensor;
         if (!constant_arg(w, 1)) {
           // A zero point the program widens from int8 itself (too large for the export to
           // fold): its _to_copy joins the chain.
           const std::optional<size_t> widen = widened_int8(j, *zero);
-          if (!widen || !plain_f32(w.args[1])) break;
+          if (!widen || !plain(w.args[1])) break;
           const MethodStep& cast = steps()[*widen];
           const TensorView& values = cast.args[0]->tensor;
           if (constant_arg(cast, 0)) {
@@ -512,6 +518,16 @@ void CpuPlanner::fuse_dequantized_weights() {
     } else {
       d.q = q->data_as<const int8_t>();
     }
+    auto state = std::make_unique<DequantizedWeight>();
+    // A bf16/fp16 chain rounds each step's values to its dtype. The widening of int8 values
+    // is exact there, and so is the subtraction of a zero point when the zero points are
+    // integers of at most 128 in magnitude (|q - z| <= 256 has 8 significant bits): the
+    // values need rounding after the last step only, which the packing does. A float zero
+    // point of another kind leaves the chain unfused.
+    if (wd != DType::kFloat32) {
+      d.round16 =
+          wd == DType::kBFloat16 ? DequantB::Round16::kBFloat16 : DequantB::Round16::kFloat16;
+    }
     bool ok = true;
     for (auto [operand, to] : {std::pair{zero, &d.zero}, std::pair{scale, &d.scale}}) {
       if (operand == nullptr) continue;
@@ -525,8 +541,20 @@ void CpuPlanner::fuse_dequantized_weights() {
       } else if (operand == zero && zero_i4 != nullptr) {
         to->data_i4 = zero_i4;
         to->i4_size = zero_i4_size;
-      } else {
+      } else if (wd == DType::kFloat32) {
         to->data = operand->data_as<const float>();
+      } else {
+        // The 16-bit constant widened once, exactly.
+        std::vector<float>& wide = operand == zero ? state->zero_f32 : state->scale_f32;
+        wide.resize(static_cast<size_t>(operand->numel()));
+        for (int64_t e = 0; e < operand->numel(); ++e) {
+          const uint16_t bits = operand->data_as<const uint16_t>()[e];
+          wide[static_cast<size_t>(e)] =
+              wd == DType::kBFloat16 ? bfloat16_to_float(bits) : half_to_float(bits);
+          const float v = wide[static_cast<size_t>(e)];
+          if (operand == zero && !(v == std::nearbyint(v) && std::fabs(v) <= 128.0f)) ok = false;
+        }
+        to->data = wide.data();
       }
       // outer: n when transposed, else k.
       to->n_stride = transposed ? so->outer_stride : so->inner_stride;
@@ -550,7 +578,6 @@ void CpuPlanner::fuse_dequantized_weights() {
     for (const TensorView* t : written)
       ok = ok && unread_after(i, *t, &mm.args[iout]->tensor);
     if (!ok) continue;
-    auto state = std::make_unique<DequantizedWeight>();
     state->b = b.data;
     state->k = k;
     state->n = n;

@@ -254,12 +254,17 @@ Status run_dequantized(const KernelContext& ctx, const DequantizedWeight& q, con
                        const TensorView& b, const TensorView* bias, const Value* beta,
                        const Value* alpha, TensorView& out, const MatmulShape& s) {
   const int64_t m = s.m, k = s.k, n = s.n;
-  if (q.b != b.data || q.k != k || q.n != n || a.dtype != DType::kFloat32 ||
-      out.dtype != DType::kFloat32) {
+  const DType wd = q.dequant.round16 == DequantB::Round16::kNone       ? DType::kFloat32
+                   : q.dequant.round16 == DequantB::Round16::kBFloat16 ? DType::kBFloat16
+                                                                       : DType::kFloat16;
+  if (q.b != b.data || q.k != k || q.n != n || a.dtype != wd || out.dtype != wd) {
     return internal_error(std::string(ctx.op) + ": mat2 " + b.describe() +
                           " is not the dequantized weight planned at load");
   }
-  auto* c = out.data_as<float>();
+  // A 16-bit product as run_matmul runs it: in float32, rounded once at the end.
+  ReadAs<float> ra(a);
+  WriteAs<float> wo(out);
+  float* c = wo.data();
   const float beta_v = beta ? scalar_to<float>(*beta) : 1.0f;
   if (bias != nullptr && beta_v != 0.0f) {
     init_from_bias<float>(*bias, beta_v, c, out.sizes);
@@ -269,7 +274,8 @@ Status run_dequantized(const KernelContext& ctx, const DequantizedWeight& q, con
   MatrixRef<float> weight{nullptr, 0, 0};
   weight.dequant = &q.dequant;
   const float alpha_v = alpha ? scalar_to<float>(*alpha) : 1.0f;
-  gemm(m, n, k, alpha_v, MatrixRef<float>{a.data_as<const float>(), k, 1}, weight, c, n);
+  gemm(m, n, k, alpha_v, MatrixRef<float>{ra.data(), k, 1}, weight, c, n);
+  wo.finish();
   return Status();
 }
 
