@@ -624,22 +624,26 @@ TEST_CASE("4-bit weights and zero points stay packed and the product reads their
   }
 }
 
-// A bf16 or fp16 constant of `sizes` whose element i is value(i) rounded to that dtype.
-ValueId constant16(Graph& g, const std::string& name, DType dt, std::vector<int64_t> sizes,
-                   const std::function<float(int64_t)>& value) {
+// A constant of dtype dt (float32, bf16 or fp16) whose element i is value(i) rounded to it.
+ValueId constant_of(Graph& g, const std::string& name, DType dt, std::vector<int64_t> sizes,
+                    const std::function<float(int64_t)>& value) {
   TensorSpec s = TensorSpec::make(dt, std::move(sizes));
-  std::vector<uint16_t> bits(static_cast<size_t>(s.numel()));
-  for (size_t i = 0; i < bits.size(); ++i) {
-    const float v = value(static_cast<int64_t>(i));
-    bits[i] = dt == DType::kBFloat16 ? float_to_bfloat16(v) : float_to_half(v);
+  std::string bytes;
+  for (int64_t i = 0; i < s.numel(); ++i) {
+    const float v = value(i);
+    if (dt == DType::kFloat32) {
+      bytes.append(reinterpret_cast<const char*>(&v), 4);
+    } else {
+      const uint16_t bits = dt == DType::kBFloat16 ? float_to_bfloat16(v) : float_to_half(v);
+      bytes.append(reinterpret_cast<const char*>(&bits), 2);
+    }
   }
-  std::string bytes(reinterpret_cast<const char*>(bits.data()), bits.size() * 2);
   s.constant = ConstantData{make_blob(bytes), 0, bytes.size()};
   return g.add_constant(name, std::move(s));
 }
 
-// The graph's 16-bit output bits for a 16-bit input x[i] = 2 sin(i) (rounded to its dtype).
-std::vector<uint16_t> run16(const pte::File& f, bool fuse, DType dt, size_t input_numel,
+// The graph's output bytes for an input x[i] = 2 sin(i) of dtype dt.
+std::vector<uint8_t> run_as(const pte::File& f, bool fuse, DType dt, size_t input_numel,
                             rt::Method::Profile* profile) {
   auto runtime = std::move(rt::make_cpu_runtime()).value();
   rt::RuntimeEnv env = runtime->env();
@@ -647,80 +651,89 @@ std::vector<uint16_t> run16(const pte::File& f, bool fuse, DType dt, size_t inpu
   Result<std::unique_ptr<rt::Method>> m = rt::Method::load(f, 0, env);
   INFO(m.status().to_string());
   REQUIRE(m.ok());
-  std::vector<uint16_t> x(input_numel);
-  for (size_t i = 0; i < x.size(); ++i) {
+  std::string x;
+  for (size_t i = 0; i < input_numel; ++i) {
     const float v = std::sin(static_cast<float>(i)) * 2;
-    x[i] = dt == DType::kBFloat16 ? float_to_bfloat16(v) : float_to_half(v);
+    if (dt == DType::kFloat32) {
+      x.append(reinterpret_cast<const char*>(&v), 4);
+    } else {
+      const uint16_t bits = dt == DType::kBFloat16 ? float_to_bfloat16(v) : float_to_half(v);
+      x.append(reinterpret_cast<const char*>(&bits), 2);
+    }
   }
-  REQUIRE((*m)->set_input(0, x.data(), x.size() * 2).ok());
+  REQUIRE((*m)->set_input(0, x.data(), x.size()).ok());
   (*m)->set_profile(profile);
   REQUIRE((*m)->execute().ok());
   const rt::TensorView& y = (*m)->output(0);
-  std::vector<uint16_t> out(static_cast<size_t>(y.numel()));
-  std::memcpy(out.data(), y.data, out.size() * 2);
-  return out;
+  const auto* bytes = static_cast<const uint8_t*>(y.data);
+  return std::vector<uint8_t>(bytes, bytes + y.nbytes());
 }
 
-TEST_CASE("a bf16 or fp16 model's int4 and int8 layers dequantize inside the product, same bits") {
-  // torchao's weight-only layers on a 16-bit model: the steps run in the model's dtype, each
-  // rounded to it ((q - zp) * scale is rounded after the multiplication: the product of an
-  // integer and a 16-bit scale has more bits than the dtype holds). The product must round
-  // every value as the steps do, or its bits differ from the unfused program's.
-  const int64_t n = 128, k = 256, groups = k / 32;
-  for (const DType dt : {DType::kBFloat16, DType::kFloat16}) {
-    for (const int form : {0, 1, 2}) {  // int4 with zero points, int8 per row, fractional zero
-      INFO(dtype_name(dt) << " form " << form);
-      const auto s16 = [&](std::vector<int64_t> sizes) {
-        return TensorSpec::make(dt, std::move(sizes));
-      };
-      Graph g;
-      ValueId x = g.add_input("x", s16({4, k}));
-      const bool int4 = form != 1;
-      // int4: [N, K / 32, 32] (groups of 32); int8: [N, K].
-      const std::vector<int64_t> q_sizes =
-          int4 ? std::vector<int64_t>{n, groups, 32} : std::vector<int64_t>{n, k};
-      ValueId q = int4 ? int8_constant(g, "q", q_sizes, -8, 7, 71)
-                       : int8_constant(g, "q", q_sizes, -128, 127, 72);
-      ValueId w = node(g, OpKind::ToCopy, "w", {{"self", q}, {"dtype", dt}}, s16(q_sizes));
-      if (int4) {
-        // Integer zero points (torchao's), or ones with a fraction, which the product cannot
-        // take (q - zp would need rounding too): that chain stays as the program wrote it.
-        ValueId zp = constant16(g, "zp", dt, {n, groups, 1}, [&](int64_t i) {
-          return static_cast<float>(i % 15 - 7) + (form == 2 ? 0.375f : 0.0f);
+TEST_CASE("int4 and int8 layers of float32, bf16 and fp16 models dequantize inside the product") {
+  // torchao's weight-only layers in the model's dtype, each step rounded to it ((q - zp) *
+  // scale is rounded after the multiplication in bf16/fp16: the product of an integer and a
+  // 16-bit scale has more bits than the dtype holds). The product must give every value the
+  // steps' rounding, or its bits differ from the unfused program's. One row (a decode step:
+  // 4-bit weights widened in registers on AVX-512) and four; N = 40 leaves a part panel, K
+  // = 512 takes two K blocks.
+  const int64_t n = 40, k = 512, groups = k / 32;
+  for (const DType dt : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
+    for (const int64_t m : {int64_t{1}, int64_t{4}}) {
+      for (const int form : {0, 1, 2}) {  // int4 with zero points, int8 per row, fractional zero
+        if (form == 2 && dt == DType::kFloat32) continue;  // float32 takes any zero point
+        INFO(dtype_name(dt) << ", " << m << " row(s), form " << form);
+        const auto sp = [&](std::vector<int64_t> sizes) {
+          return TensorSpec::make(dt, std::move(sizes));
+        };
+        Graph g;
+        ValueId x = g.add_input("x", sp({m, k}));
+        const bool int4 = form != 1;
+        // int4: [N, K / 32, 32] (groups of 32); int8: [N, K].
+        const std::vector<int64_t> q_sizes =
+            int4 ? std::vector<int64_t>{n, groups, 32} : std::vector<int64_t>{n, k};
+        ValueId q = int4 ? int8_constant(g, "q", q_sizes, -8, 7, 71)
+                         : int8_constant(g, "q", q_sizes, -128, 127, 72);
+        ValueId w = node(g, OpKind::ToCopy, "w", {{"self", q}, {"dtype", dt}}, sp(q_sizes));
+        if (int4) {
+          // Integer zero points (torchao's), or ones with a fraction, which a 16-bit product
+          // cannot take (q - zp would need rounding too): that chain stays as written.
+          ValueId zp = constant_of(g, "zp", dt, {n, groups, 1}, [&](int64_t i) {
+            return static_cast<float>(i % 15 - 7) + (form == 2 ? 0.375f : 0.0f);
+          });
+          w = node(g, OpKind::SubTensor, "z", {{"self", w}, {"other", zp}}, sp({n, groups, 32}));
+        }
+        const std::vector<int64_t> scale_sizes =
+            int4 ? std::vector<int64_t>{n, groups, 1} : std::vector<int64_t>{n, 1};
+        ValueId scale = constant_of(g, "scale", dt, scale_sizes, [](int64_t i) {
+          return 0.01f + 0.37f * std::fabs(std::sin(static_cast<float>(i) * 1.7f));
         });
-        w = node(g, OpKind::SubTensor, "z", {{"self", w}, {"other", zp}}, s16({n, groups, 32}));
+        if (!int4) {  // int8: a scale per row
+          w = node(g, OpKind::MulTensor, "d", {{"self", w}, {"other", scale}}, sp({n, k}));
+        } else {
+          ValueId d =
+              node(g, OpKind::MulTensor, "d", {{"self", w}, {"other", scale}}, sp({n, groups, 32}));
+          w = node(g, OpKind::View, "v", {{"self", d}, {"size", std::vector<int64_t>{n, k}}},
+                   sp({n, k}));
+        }
+        ValueId t = node(g, OpKind::Permute, "t",
+                         {{"self", w}, {"dims", std::vector<int64_t>{1, 0}}}, sp({k, n}));
+        ValueId y = node(g, OpKind::Mm, "y", {{"self", x}, {"mat2", t}}, sp({m, n}));
+        g.set_outputs({y});
+        const pte::File f = export_graph(g);
+        rt::Method::Profile fused_profile, plain_profile;
+        const std::vector<uint8_t> fused = run_as(f, true, dt, m * k, &fused_profile);
+        const std::vector<uint8_t> plain = run_as(f, false, dt, m * k, &plain_profile);
+        const std::vector<std::string> want =
+            form == 0   ? std::vector<std::string>{"aten::mm.out + etc::unpack_int4.out + "
+                                                   "aten::_to_copy.out + aten::sub.out + "
+                                                   "aten::mul.out + aten::permute_copy.out"}
+            : form == 1 ? std::vector<std::string>{"aten::mm.out + aten::_to_copy.out + "
+                                                   "aten::mul.out + aten::permute_copy.out"}
+                        : rows(plain_profile);
+        CHECK(rows(fused_profile) == want);
+        REQUIRE(fused.size() == plain.size());
+        CHECK(fused == plain);
       }
-      const std::vector<int64_t> scale_sizes =
-          int4 ? std::vector<int64_t>{n, groups, 1} : std::vector<int64_t>{n, 1};
-      ValueId scale = constant16(g, "scale", dt, scale_sizes, [](int64_t i) {
-        return 0.01f + 0.37f * std::fabs(std::sin(static_cast<float>(i) * 1.7f));
-      });
-      if (!int4) {  // int8: a scale per row
-        w = node(g, OpKind::MulTensor, "d", {{"self", w}, {"other", scale}}, s16({n, k}));
-      } else {
-        ValueId d =
-            node(g, OpKind::MulTensor, "d", {{"self", w}, {"other", scale}}, s16({n, groups, 32}));
-        w = node(g, OpKind::View, "v", {{"self", d}, {"size", std::vector<int64_t>{n, k}}},
-                 s16({n, k}));
-      }
-      ValueId t = node(g, OpKind::Permute, "t", {{"self", w}, {"dims", std::vector<int64_t>{1, 0}}},
-                       s16({k, n}));
-      ValueId y = node(g, OpKind::Mm, "y", {{"self", x}, {"mat2", t}}, s16({4, n}));
-      g.set_outputs({y});
-      const pte::File f = export_graph(g);
-      rt::Method::Profile fused_profile, plain_profile;
-      const std::vector<uint16_t> fused = run16(f, true, dt, 4 * k, &fused_profile);
-      const std::vector<uint16_t> plain = run16(f, false, dt, 4 * k, &plain_profile);
-      const std::vector<std::string> want =
-          form == 0   ? std::vector<std::string>{"aten::mm.out + etc::unpack_int4.out + "
-                                                 "aten::_to_copy.out + aten::sub.out + "
-                                                 "aten::mul.out + aten::permute_copy.out"}
-          : form == 1 ? std::vector<std::string>{"aten::mm.out + aten::_to_copy.out + "
-                                                 "aten::mul.out + aten::permute_copy.out"}
-                      : rows(plain_profile);
-      CHECK(rows(fused_profile) == want);
-      REQUIRE(fused.size() == plain.size());
-      CHECK(fused == plain);
     }
   }
 }

@@ -608,14 +608,21 @@ void gemm_one_row(int64_t n, int64_t k, float alpha, MatrixRef<float> a, MatrixR
     // panel's weight rows are read in order (a [N, K] weight's rows are a page apart: K
     // blocks outer would revisit each row after all the others). Each element of C still takes
     // its K blocks in order: the same bits.
+    // 4-bit weights on AVX-512 skip the panel: dequantized in registers (the same bits).
+    const bool in_registers = nr == 32 && q4_row_applies(float_kernel(), *b.dequant, k, kKC);
     for (int64_t j = 0; j < n; j += nr) {
       const int64_t cols = std::min(nr, n - j);
       for (int64_t pc = 0; pc < k; pc += kKC) {
         const int64_t kc = std::min(kKC, k - pc);
-        pack_dequant(float_kernel(), *b.dequant, pc, j, kc, cols, nr, scratch_b);
         const float* tile_init = nullptr;
         if (init != nullptr && pc == 0)
           tile_init = init->rows != nullptr ? init->rows + row0 : kZeroRows;
+        if (in_registers) {
+          q4_row_avx512(*b.dequant, pc, kc, j, cols, a.data + pc * a.col_stride, a.col_stride,
+                        c + j, alpha, tile_init);
+          continue;
+        }
+        pack_dequant(float_kernel(), *b.dequant, pc, j, kc, cols, nr, scratch_b);
         row(kc, a.data + pc * a.col_stride, a.col_stride, scratch_b, nr, c + j, alpha, cols,
             tile_init);
       }

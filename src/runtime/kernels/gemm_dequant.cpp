@@ -304,4 +304,122 @@ void pack_dequant(FloatKernel isa, const DequantB& d, int64_t p0, int64_t j0, in
   }
 }
 
+bool q4_row_applies(FloatKernel isa, const DequantB& d, int64_t k, int64_t kc_block) {
+  if (isa != FloatKernel::kAvx512 || d.q4 == nullptr || d.q_k != 1 || k % 8 != 0 ||
+      kc_block % 8 != 0 || d.round16 == DequantB::Round16::kFloat16)
+    return false;
+  // Gather offsets are int32: 32 rows of the weight from the panel's first.
+  if (d.q4_row <= 0 || d.q4_row > (int64_t{1} << 25)) return false;
+  for (const DequantB::Operand* o : {&d.zero, &d.scale}) {
+    if (o->present() && (o->n_group != 1 || (o->k_stride != 0 && o->k_group % 8 != 0)))
+      return false;
+  }
+  return true;
+}
+
+namespace {
+
+// The operand's values of weight rows [n0, n0 + 16) at input k (rows past `rows`: 0).
+__attribute__((target("avx512f"))) __m512 operand_lanes(const DequantB::Operand& o, int64_t n0,
+                                                        int64_t rows, int64_t k) {
+  const int64_t kk = o.k_stride != 0 ? (k / o.k_group) * o.k_stride : 0;
+  if (o.data != nullptr && o.n_stride < (int64_t{1} << 26)) {  // float values: one gather
+    const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    const __m512i at = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(o.n_stride)));
+    const auto mask = static_cast<__mmask16>((1u << rows) - 1);
+    return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mask, at, o.data + n0 * o.n_stride + kk,
+                                    4);
+  }
+  alignas(64) float v[16] = {};
+  for (int64_t r = 0; r < rows; ++r)
+    v[r] = o.at((n0 + r) * o.n_stride + kk);
+  return _mm512_load_ps(v);
+}
+
+// round16_run's bf16 rounding of 16 lanes.
+__attribute__((target("avx512f"))) inline __m512 round_bf16_lanes(__m512 v) {
+  const __m512i b = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1));
+  const __m512i r =
+      _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(b, _mm512_set1_epi32(0x7fff)), lsb),
+                       _mm512_set1_epi32(static_cast<int>(0xffff0000u)));
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(b, _mm512_set1_epi32(0x7fffffff)),
+                                                _mm512_set1_epi32(0x7f800000));
+  const __m512i quiet =
+      _mm512_or_si512(_mm512_and_si512(b, _mm512_set1_epi32(static_cast<int>(0x80000000u))),
+                      _mm512_set1_epi32(0x7fc00000));
+  return _mm512_castsi512_ps(_mm512_mask_mov_epi32(r, nan, quiet));
+}
+
+}  // namespace
+
+__attribute__((target("avx512f"))) void q4_row_avx512(const DequantB& d, int64_t pc, int64_t kc,
+                                                      int64_t j, int64_t cols, const float* a,
+                                                      int64_t a_step, float* c, float alpha,
+                                                      const float* init) {
+  const int64_t n0 = d.col0 + j;
+  const int64_t rows0 = std::min<int64_t>(16, cols), rows1 = std::max<int64_t>(0, cols - 16);
+  const __mmask16 m0 = static_cast<__mmask16>((1u << rows0) - 1);
+  const __mmask16 m1 = static_cast<__mmask16>((1u << rows1) - 1);
+  // Byte offsets of the 32 rows' dwords from row n0's; lanes past `cols` are not gathered.
+  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i row_bytes = _mm512_set1_epi32(static_cast<int>(d.q4_row));
+  const __m512i idx0 = _mm512_mullo_epi32(lane, row_bytes);
+  const __m512i idx1 = _mm512_mullo_epi32(_mm512_add_epi32(lane, _mm512_set1_epi32(16)), row_bytes);
+  const bool has_zero = d.zero.present(), has_scale = d.scale.present();
+  const bool bf16 = d.round16 == DequantB::Round16::kBFloat16;
+  __m512 z0 = _mm512_setzero_ps(), z1 = z0, s0 = _mm512_set1_ps(1.0f), s1 = s0;
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  const uint8_t* rows = d.q4 + n0 * d.q4_row;
+  for (int64_t p = 0; p < kc; p += 8) {
+    const int64_t k = pc + p;
+    // A group's zero points and scales, for each of the 32 rows, when it starts.
+    if (has_zero && (p == 0 || (d.zero.k_stride != 0 && k % d.zero.k_group == 0))) {
+      z0 = operand_lanes(d.zero, n0, rows0, k);
+      if (rows1 > 0) z1 = operand_lanes(d.zero, n0 + 16, rows1, k);
+    }
+    if (has_scale && (p == 0 || (d.scale.k_stride != 0 && k % d.scale.k_group == 0))) {
+      s0 = operand_lanes(d.scale, n0, rows0, k);
+      if (rows1 > 0) s1 = operand_lanes(d.scale, n0 + 16, rows1, k);
+    }
+    // Values k .. k + 7 of each row: one dword, value i in bits 4i .. 4i + 3 (graph/int4.h).
+    const uint8_t* base = rows + k / 2;
+    const __m512i g0 = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m0, idx0, base, 1);
+    const __m512i g1 = rows1 > 0
+                           ? _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m1, idx1, base, 1)
+                           : _mm512_setzero_si512();
+    const int64_t steps = std::min<int64_t>(8, kc - p);
+    for (int64_t i = 0; i < steps; ++i) {
+      const __m512 av = _mm512_set1_ps(a[(p + i) * a_step]);
+      const __m128i shift_left = _mm_cvtsi32_si128(static_cast<int>(28 - 4 * i));
+      const __m128i shift_right = _mm_cvtsi32_si128(28);
+      // Sign-extended 4-bit values, widened exactly, then dequant_run's steps in its order.
+      __m512 v0 =
+          _mm512_cvtepi32_ps(_mm512_sra_epi32(_mm512_sll_epi32(g0, shift_left), shift_right));
+      __m512 v1 =
+          _mm512_cvtepi32_ps(_mm512_sra_epi32(_mm512_sll_epi32(g1, shift_left), shift_right));
+      if (has_zero) {
+        v0 = _mm512_sub_ps(v0, z0);
+        v1 = _mm512_sub_ps(v1, z1);
+      }
+      if (has_scale) {
+        v0 = _mm512_mul_ps(v0, s0);
+        v1 = _mm512_mul_ps(v1, s1);
+      }
+      if (bf16) {
+        v0 = round_bf16_lanes(v0);
+        v1 = round_bf16_lanes(v1);
+      }
+      acc0 = _mm512_fmadd_ps(av, v0, acc0);
+      acc1 = _mm512_fmadd_ps(av, v1, acc1);
+    }
+  }
+  // row_kernel_f32_avx512's store.
+  const __m512 al = _mm512_set1_ps(alpha);
+  const __m512 c0 = init != nullptr ? _mm512_set1_ps(*init) : _mm512_maskz_loadu_ps(m0, c);
+  const __m512 c1 = init != nullptr ? _mm512_set1_ps(*init) : _mm512_maskz_loadu_ps(m1, c + 16);
+  _mm512_mask_storeu_ps(c, m0, _mm512_fmadd_ps(al, acc0, c0));
+  _mm512_mask_storeu_ps(c + 16, m1, _mm512_fmadd_ps(al, acc1, c1));
+}
+
 }  // namespace etc::rt::kernels
