@@ -127,9 +127,11 @@ TEST_CASE("16-bit right operands are widened as they are packed, with float32's 
   };
   // One-row cases: a [K, N] weight (mm) takes one_row_w16, a [N, K] one (linear) the panels;
   // 45 outputs (= 32 + 13 = 2 x 16 + 13) cut the panels and vectors short, 700 inputs end K
-  // blocks inside 16 values (256 + 256 + 188), a bias starts the rows.
+  // blocks inside 16 values (256 + 256 + 188), a bias starts the rows; 1000 outputs take
+  // AVX-512's groups of 384 columns in registers twice, then 232 (14 x 16 + 8).
   const Case cases[] = {{"aten::mm.out", {1, 700}, {700, 300}},
                         {"aten::mm.out", {1, 700}, {700, 45}},
+                        {"aten::mm.out", {1, 300}, {300, 1000}},
                         {"aten::mm.out", {8, 300}, {300, 70}},
                         {"aten::mm.out", {70, 130}, {130, 2100}},
                         {"aten::linear.default", {3, 520}, {33, 520}},

@@ -225,6 +225,63 @@ __attribute__((target("avx512f"))) void tile_w16_avx512(int64_t kc, const float*
   }
 }
 
+// 16 bf16 (fp16) values widened exactly.
+__attribute__((target("avx512f"))) inline __m512 widen16_lanes(__m256i h, bool float16) {
+  return float16 ? _mm512_cvtph_ps(h)
+                 : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+// One row of A times columns [0, cols) (cols <= 128) of a 16-bit [K, N] weight over a K block
+// of kc rows: C = alpha * acc + (init ? *init : C) with each column's acc in a register,
+// k in order from zero (the row kernels' arithmetic). Per 16 products one load of the weight
+// and one multiply-add, where an accumulator row in memory costs a load and a store more.
+__attribute__((target("avx512f"))) void cols_w16_avx512(int64_t kc, const float* a, int64_t a_step,
+                                                        const uint16_t* b, int64_t b_step,
+                                                        int64_t cols, bool float16, float* c,
+                                                        float alpha, const float* init) {
+  constexpr int kVecs = 24;
+  constexpr int64_t kPrefetchRows = 8;
+  __mmask16 mask[kVecs];
+  for (int v = 0; v < kVecs; ++v) {
+    const int64_t left = cols - 16 * v;
+    mask[v] = left >= 16 ? __mmask16(0xFFFF) : left > 0 ? first_lanes(left) : __mmask16(0);
+  }
+  const int vecs = static_cast<int>((cols + 15) / 16), full = static_cast<int>(cols / 16);
+  const int64_t tail = cols % 16;  // a last part vector, read through a zeroed copy
+  __m512 acc[kVecs];
+  for (__m512& x : acc)
+    x = _mm512_setzero_ps();
+  for (int64_t p = 0; p < kc; ++p, b += b_step) {
+    const __m512 av = _mm512_set1_ps(a[p * a_step]);
+    // The rows a page or more apart defeat the hardware's stream prefetch: ask for the
+    // chunk kPrefetchRows rows ahead.
+    if (p + kPrefetchRows < kc) {
+      const char* ahead = reinterpret_cast<const char*>(b + kPrefetchRows * b_step);
+      for (int64_t byte = 0; byte < cols * 2; byte += 64)
+        _mm_prefetch(ahead + byte, _MM_HINT_T0);
+    }
+#pragma GCC unroll 24
+    for (int v = 0; v < kVecs; ++v) {
+      if (v < full) {
+        const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 * v));
+        acc[v] = _mm512_fmadd_ps(av, widen16_lanes(h, float16), acc[v]);
+      }
+    }
+    if (tail != 0) {
+      alignas(32) uint16_t part[16] = {};
+      std::memcpy(part, b + 16 * full, static_cast<size_t>(tail) * 2);
+      const __m256i h = _mm256_load_si256(reinterpret_cast<const __m256i*>(part));
+      acc[full] = _mm512_fmadd_ps(av, widen16_lanes(h, float16), acc[full]);
+    }
+  }
+  const __m512 al = _mm512_set1_ps(alpha);
+  for (int v = 0; v < vecs; ++v) {
+    float* out = c + 16 * v;
+    const __m512 c0 = init != nullptr ? _mm512_set1_ps(*init) : _mm512_maskz_loadu_ps(mask[v], out);
+    _mm512_mask_storeu_ps(out, mask[v], _mm512_fmadd_ps(al, acc[v], c0));
+  }
+}
+
 // The one-row product over a 16-bit weight stored [K, N] (the rows of B contiguous: a bf16
 // model's linear layer as etc's export folds its transpose), for a decode step: row by row
 // of the weight, each read once and in order, into a row of accumulators, a chunk of columns
@@ -233,6 +290,16 @@ __attribute__((target("avx512f"))) void tile_w16_avx512(int64_t kc, const float*
 // `avx512`: the AVX-512 step, else AVX2.
 void one_row_w16(bool avx512, int64_t n, int64_t k, int64_t kc_block, float alpha,
                  MatrixRef<float> a, const DequantB& d, float* c, const float* init) {
+  if (avx512) {
+    for (int64_t j = 0; j < n; j += 384) {
+      for (int64_t pc = 0; pc < k; pc += kc_block) {
+        cols_w16_avx512(std::min(kc_block, k - pc), a.data + pc * a.col_stride, a.col_stride,
+                        d.bits16 + pc * d.q_k + d.col0 + j, d.q_k, std::min<int64_t>(384, n - j),
+                        d.float16, c + j, alpha, pc == 0 ? init : nullptr);
+      }
+    }
+    return;
+  }
   constexpr int64_t kChunk = 2048;  // columns per pass: 8 KiB of accumulators in the L1 cache
   alignas(64) float acc[kChunk];
   const auto axpy = avx512 ? axpy_w16_avx512 : axpy_w16_avx2;
