@@ -9,6 +9,7 @@
 #include <functional>
 #include <limits>
 #include <random>
+#include <tuple>
 
 #include "kernels/kernel_test_util.h"
 #include "runtime/export_graph.h"
@@ -679,7 +680,9 @@ TEST_CASE("int4 and int8 layers of float32, bf16 and fp16 models dequantize insi
   const int64_t n = 40, k = 512, groups = k / 32;
   for (const DType dt : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
     for (const int64_t m : {int64_t{1}, int64_t{4}}) {
-      for (const int form : {0, 1, 2}) {  // int4 with zero points, int8 per row, fractional zero
+      // int4 with zero points, int8 per row, fractional zero points, int4 with a subnormal
+      // scale (where the CPU's bf16 conversion would differ: the exact rounding instead).
+      for (const int form : {0, 1, 2, 3}) {
         if (form == 2 && dt == DType::kFloat32) continue;  // float32 takes any zero point
         INFO(dtype_name(dt) << ", " << m << " row(s), form " << form);
         const auto sp = [&](std::vector<int64_t> sizes) {
@@ -704,7 +707,8 @@ TEST_CASE("int4 and int8 layers of float32, bf16 and fp16 models dequantize insi
         }
         const std::vector<int64_t> scale_sizes =
             int4 ? std::vector<int64_t>{n, groups, 1} : std::vector<int64_t>{n, 1};
-        ValueId scale = constant_of(g, "scale", dt, scale_sizes, [](int64_t i) {
+        ValueId scale = constant_of(g, "scale", dt, scale_sizes, [&](int64_t i) {
+          if (form == 3 && i == 5) return 1e-40f;
           return 0.01f + 0.37f * std::fabs(std::sin(static_cast<float>(i) * 1.7f));
         });
         if (!int4) {  // int8: a scale per row
@@ -724,7 +728,7 @@ TEST_CASE("int4 and int8 layers of float32, bf16 and fp16 models dequantize insi
         const std::vector<uint8_t> fused = run_as(f, true, dt, m * k, &fused_profile);
         const std::vector<uint8_t> plain = run_as(f, false, dt, m * k, &plain_profile);
         const std::vector<std::string> want =
-            form == 0   ? std::vector<std::string>{"aten::mm.out + etc::unpack_int4.out + "
+            form == 0 || form == 3 ? std::vector<std::string>{"aten::mm.out + etc::unpack_int4.out + "
                                                    "aten::_to_copy.out + aten::sub.out + "
                                                    "aten::mul.out + aten::permute_copy.out"}
             : form == 1 ? std::vector<std::string>{"aten::mm.out + aten::_to_copy.out + "
@@ -738,6 +742,41 @@ TEST_CASE("int4 and int8 layers of float32, bf16 and fp16 models dequantize insi
   }
 }
 
+TEST_CASE("a decode step over 4-bit rows of 264 values: blocks of 32 and dwords of 8 alike") {
+  // K = 264: the first K block (256) is read 32 values of 16 rows at a time, the last 8 a
+  // dword a row at a time; a zero point and a scale per row; float32 and bf16.
+  const int64_t n = 40, k = 264;
+  for (const DType dt : {DType::kFloat32, DType::kBFloat16}) {
+    INFO(dtype_name(dt));
+    const auto sp = [&](std::vector<int64_t> sizes) {
+      return TensorSpec::make(dt, std::move(sizes));
+    };
+    Graph g;
+    ValueId x = g.add_input("x", sp({1, k}));
+    ValueId q = int8_constant(g, "q", {n, k}, -8, 7, 81);
+    ValueId w = node(g, OpKind::ToCopy, "w", {{"self", q}, {"dtype", dt}}, sp({n, k}));
+    ValueId zp =
+        constant_of(g, "zp", dt, {n, 1}, [](int64_t i) { return static_cast<float>(i % 9 - 4); });
+    ValueId z = node(g, OpKind::SubTensor, "z", {{"self", w}, {"other", zp}}, sp({n, k}));
+    ValueId scale = constant_of(g, "scale", dt, {n, 1}, [](int64_t i) {
+      return 0.02f + 0.3f * std::fabs(std::cos(static_cast<float>(i) * 0.9f));
+    });
+    ValueId d = node(g, OpKind::MulTensor, "d", {{"self", z}, {"other", scale}}, sp({n, k}));
+    ValueId t = node(g, OpKind::Permute, "t", {{"self", d}, {"dims", std::vector<int64_t>{1, 0}}},
+                     sp({k, n}));
+    ValueId y = node(g, OpKind::Mm, "y", {{"self", x}, {"mat2", t}}, sp({1, n}));
+    g.set_outputs({y});
+    const pte::File f = export_graph(g);
+    rt::Method::Profile fused_profile, plain_profile;
+    const std::vector<uint8_t> fused = run_as(f, true, dt, k, &fused_profile);
+    const std::vector<uint8_t> plain = run_as(f, false, dt, k, &plain_profile);
+    CHECK(rows(fused_profile) ==
+          std::vector<std::string>{"aten::mm.out + etc::unpack_int4.out + aten::_to_copy.out + "
+                                   "aten::sub.out + aten::mul.out + aten::permute_copy.out"});
+    CHECK(fused == plain);
+  }
+}
+
 TEST_CASE("a dequantized weight something else reads is not fused into the product") {
   Graph g = int4_linear(Int4Linear{128, 256, false, true});
   const pte::File f = export_graph(g);
@@ -747,22 +786,33 @@ TEST_CASE("a dequantized weight something else reads is not fused into the produ
 }
 
 TEST_CASE("an int8 weight stored [K, N] is read as int8 by the product, its scale after") {
-  // Int8WeightOnlyConfig's program: mm(x, _to_copy(q [K, N])) * scale [N].
-  Graph g;
-  ValueId x = g.add_input("x", spec({4, 256}));
-  ValueId q = int8_constant(g, "q", {256, 96}, -128, 127, 71);
-  ValueId w =
-      node(g, OpKind::ToCopy, "w", {{"self", q}, {"dtype", DType::kFloat32}}, spec({256, 96}));
-  ValueId m = node(g, OpKind::Mm, "m", {{"self", x}, {"mat2", w}}, spec({4, 96}));
-  ValueId y = node(g, OpKind::MulTensor, "y",
-                   {{"self", m}, {"other", constant(g, "scale", {96}, 72)}}, spec({4, 96}));
-  g.set_outputs({y});
-  const pte::File f = export_graph(g);
-  const Run fused = run(f, true, 4 * 256), plain = run(f, false, 4 * 256);
-  // (The scaling writes the method's output: not an epilogue, which may not write caller memory.)
-  CHECK(rows(fused.profile) ==
-        std::vector<std::string>{"aten::mm.out + aten::_to_copy.out", "aten::mul.out"});
-  CHECK(std::memcmp(fused.y.data(), plain.y.data(), fused.y.size() * 4) == 0);
+  // Int8WeightOnlyConfig's program: mm(x, _to_copy(q [K, N])) * scale [N]. Four rows, and
+  // one (a decode step: on AVX-512 the weight's rows read in place, 384 columns at a time in
+  // registers; 405 columns end in a part group and a part vector, K = 300 takes two blocks).
+  for (const auto [rows_a, k, n] : {std::tuple<int64_t, int64_t, int64_t>{4, 256, 96},
+                                    {1, 256, 96},
+                                    {1, 300, 405},
+                                    {4, 300, 405}}) {
+    INFO(rows_a << " x " << k << " x " << n);
+    Graph g;
+    ValueId x = g.add_input("x", spec({rows_a, k}));
+    ValueId q = int8_constant(g, "q", {k, n}, -128, 127, 71);
+    ValueId w =
+        node(g, OpKind::ToCopy, "w", {{"self", q}, {"dtype", DType::kFloat32}}, spec({k, n}));
+    ValueId m = node(g, OpKind::Mm, "m", {{"self", x}, {"mat2", w}}, spec({rows_a, n}));
+    ValueId y = node(g, OpKind::MulTensor, "y",
+                     {{"self", m}, {"other", constant(g, "scale", {n}, 72)}}, spec({rows_a, n}));
+    g.set_outputs({y});
+    const pte::File f = export_graph(g);
+    const size_t numel = static_cast<size_t>(rows_a * k);
+    const Run fused = run(f, true, numel), plain = run(f, false, numel);
+    // (The scaling writes the method's output: not an epilogue, which may not write caller
+    // memory.)
+    CHECK(rows(fused.profile) ==
+          std::vector<std::string>{"aten::mm.out + aten::_to_copy.out", "aten::mul.out"});
+    REQUIRE(fused.y.size() == plain.y.size());
+    CHECK(std::memcmp(fused.y.data(), plain.y.data(), fused.y.size() * 4) == 0);
+  }
 }
 
 TEST_CASE("a PT2E linear with a bias (addmm) dequantizes its per-channel weight inside") {

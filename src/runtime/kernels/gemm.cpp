@@ -608,8 +608,10 @@ void gemm_one_row(int64_t n, int64_t k, float alpha, MatrixRef<float> a, MatrixR
     // panel's weight rows are read in order (a [N, K] weight's rows are a page apart: K
     // blocks outer would revisit each row after all the others). Each element of C still takes
     // its K blocks in order: the same bits.
-    // 4-bit weights on AVX-512 skip the panel: dequantized in registers (the same bits).
-    const bool in_registers = nr == 32 && q4_row_applies(float_kernel(), *b.dequant, k, kKC);
+    // int8 and 4-bit weights on AVX-512 skip the panel: dequantized in registers (the same
+    // bits).
+    const bool in_registers =
+        nr == 32 && row_in_registers_applies(float_kernel(), *b.dequant, k, kKC);
     for (int64_t j = 0; j < n; j += nr) {
       const int64_t cols = std::min(nr, n - j);
       for (int64_t pc = 0; pc < k; pc += kKC) {
@@ -618,8 +620,8 @@ void gemm_one_row(int64_t n, int64_t k, float alpha, MatrixRef<float> a, MatrixR
         if (init != nullptr && pc == 0)
           tile_init = init->rows != nullptr ? init->rows + row0 : kZeroRows;
         if (in_registers) {
-          q4_row_avx512(*b.dequant, pc, kc, j, cols, a.data + pc * a.col_stride, a.col_stride,
-                        c + j, alpha, tile_init);
+          row_in_registers_avx512(*b.dequant, pc, kc, j, cols, a.data + pc * a.col_stride,
+                                  a.col_stride, c + j, alpha, tile_init);
           continue;
         }
         pack_dequant(float_kernel(), *b.dequant, pc, j, kc, cols, nr, scratch_b);
@@ -678,6 +680,14 @@ void gemm_blocked(int64_t m, int64_t n, int64_t k, T alpha, MatrixRef<T> a, Matr
       const float* rows_init = nullptr;
       if (init != nullptr) rows_init = init->rows != nullptr ? init->rows + row0 : kZeroRows;
       wide16_rows(cfg.nr == 32, m, n, k, kKC, alpha, a, *b.dequant, c, ldc, rows_init);
+      return;
+    }
+    if (m == 1 && plain_rows && cfg.nr == 32 && b.dequant != nullptr &&
+        int8_row_applies(*b.dequant)) {
+      // A decode step over an int8 [K, N] weight, read in place.
+      const float* rows_init = nullptr;
+      if (init != nullptr) rows_init = init->rows != nullptr ? init->rows + row0 : kZeroRows;
+      int8_one_row_avx512(n, k, kKC, alpha, a, *b.dequant, c, rows_init);
       return;
     }
     if (m == 1 && plain_rows && cfg.nr != 8) {

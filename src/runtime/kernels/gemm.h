@@ -70,6 +70,10 @@ struct DequantB {
   // subtracting integer zero points.
   enum class Round16 : uint8_t { kNone, kBFloat16, kFloat16 };
   Round16 round16 = Round16::kNone;
+  // Every dequantized value is known finite and zero or a normal float (the scales and zero
+  // points are finite, each nonzero scale at least FLT_MIN): the CPU's own bf16 conversion
+  // then rounds as the elementwise kernel does.
+  bool normal_values = false;
   int64_t col0 = 0;
   // The same operand from column `cols` on.
   DequantB shifted(int64_t cols) const {

@@ -8,6 +8,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <bit>
 #include <climits>
 #include <cstring>
 #include <vector>
@@ -304,14 +305,19 @@ void pack_dequant(FloatKernel isa, const DequantB& d, int64_t p0, int64_t j0, in
   }
 }
 
-bool q4_row_applies(FloatKernel isa, const DequantB& d, int64_t k, int64_t kc_block) {
-  if (isa != FloatKernel::kAvx512 || d.q4 == nullptr || d.q_k != 1 || k % 8 != 0 ||
-      kc_block % 8 != 0 || d.round16 == DequantB::Round16::kFloat16)
+bool row_in_registers_applies(FloatKernel isa, const DequantB& d, int64_t k, int64_t kc_block) {
+  if (isa != FloatKernel::kAvx512 || d.q_k != 1 || d.bits16 != nullptr ||
+      d.round16 == DequantB::Round16::kFloat16)
     return false;
-  // Gather offsets are int32: 32 rows of the weight from the panel's first.
-  if (d.q4_row <= 0 || d.q4_row > (int64_t{1} << 25)) return false;
+  // Whole dwords: 8 values of 4 bits, or 4 of 8. Gather offsets are int32: 32 rows of the
+  // weight from the panel's first.
+  const int64_t per_dword = d.q4 != nullptr ? 8 : 4;
+  const int64_t row_bytes = d.q4 != nullptr ? d.q4_row : d.q_n;
+  if ((d.q4 == nullptr && d.q == nullptr) || k % per_dword != 0 || kc_block % per_dword != 0 ||
+      row_bytes <= 0 || row_bytes > (int64_t{1} << 25))
+    return false;
   for (const DequantB::Operand* o : {&d.zero, &d.scale}) {
-    if (o->present() && (o->n_group != 1 || (o->k_stride != 0 && o->k_group % 8 != 0)))
+    if (o->present() && (o->n_group != 1 || (o->k_stride != 0 && o->k_group % per_dword != 0)))
       return false;
   }
   return true;
@@ -351,27 +357,44 @@ __attribute__((target("avx512f"))) inline __m512 round_bf16_lanes(__m512 v) {
   return _mm512_castsi512_ps(_mm512_mask_mov_epi32(r, nan, quiet));
 }
 
-}  // namespace
+// The same with the CPU's bf16 conversion (AVX512_BF16: round to nearest even, one
+// instruction), for values known finite and normal or zero: the conversion treats denormals
+// as zero and quiets NaNs otherwise than float_to_bfloat16.
+__attribute__((target("avx512f,avx512bf16"))) inline __m512 round_bf16_native(__m512 v) {
+  const auto h = std::bit_cast<__m256i>(_mm512_cvtneps_pbh(v));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
 
-__attribute__((target("avx512f"))) void q4_row_avx512(const DequantB& d, int64_t pc, int64_t kc,
-                                                      int64_t j, int64_t cols, const float* a,
-                                                      int64_t a_step, float* c, float alpha,
-                                                      const float* init) {
+bool cpu_has_avx512bf16() {
+  static const bool kHas = __builtin_cpu_supports("avx512bf16");
+  return kHas;
+}
+
+enum class Rounding { kNone, kBf16, kBf16Native };
+
+// row_in_registers_avx512 for `bits`-bit values (4 or 8) and one rounding.
+template <int kBits, Rounding kRound>
+__attribute__((target("avx512f,avx512bf16"))) void row_in_registers(
+    const DequantB& d, int64_t pc, int64_t kc, int64_t j, int64_t cols, const float* a,
+    int64_t a_step, float* c, float alpha, const float* init) {
+  constexpr int kPerDword = 32 / kBits;
   const int64_t n0 = d.col0 + j;
   const int64_t rows0 = std::min<int64_t>(16, cols), rows1 = std::max<int64_t>(0, cols - 16);
   const __mmask16 m0 = static_cast<__mmask16>((1u << rows0) - 1);
   const __mmask16 m1 = static_cast<__mmask16>((1u << rows1) - 1);
   // Byte offsets of the 32 rows' dwords from row n0's; lanes past `cols` are not gathered.
+  const int64_t row_stride = kBits == 4 ? d.q4_row : d.q_n;
   const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-  const __m512i row_bytes = _mm512_set1_epi32(static_cast<int>(d.q4_row));
+  const __m512i row_bytes = _mm512_set1_epi32(static_cast<int>(row_stride));
   const __m512i idx0 = _mm512_mullo_epi32(lane, row_bytes);
   const __m512i idx1 = _mm512_mullo_epi32(_mm512_add_epi32(lane, _mm512_set1_epi32(16)), row_bytes);
   const bool has_zero = d.zero.present(), has_scale = d.scale.present();
-  const bool bf16 = d.round16 == DequantB::Round16::kBFloat16;
   __m512 z0 = _mm512_setzero_ps(), z1 = z0, s0 = _mm512_set1_ps(1.0f), s1 = s0;
   __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-  const uint8_t* rows = d.q4 + n0 * d.q4_row;
-  for (int64_t p = 0; p < kc; p += 8) {
+  const uint8_t* rows =
+      kBits == 4 ? d.q4 + n0 * d.q4_row : reinterpret_cast<const uint8_t*>(d.q + n0 * d.q_n);
+  const __m128i shift_right = _mm_cvtsi32_si128(32 - kBits);
+  for (int64_t p = 0; p < kc; p += kPerDword) {
     const int64_t k = pc + p;
     // A group's zero points and scales, for each of the 32 rows, when it starts.
     if (has_zero && (p == 0 || (d.zero.k_stride != 0 && k % d.zero.k_group == 0))) {
@@ -382,18 +405,18 @@ __attribute__((target("avx512f"))) void q4_row_avx512(const DequantB& d, int64_t
       s0 = operand_lanes(d.scale, n0, rows0, k);
       if (rows1 > 0) s1 = operand_lanes(d.scale, n0 + 16, rows1, k);
     }
-    // Values k .. k + 7 of each row: one dword, value i in bits 4i .. 4i + 3 (graph/int4.h).
-    const uint8_t* base = rows + k / 2;
+    // Values k .. k + kPerDword - 1 of each row: one dword, value i in bits [i * kBits, (i + 1)
+    // * kBits) (graph/int4.h's nibble order; int8 in memory order).
+    const uint8_t* base = rows + k * kBits / 8;
     const __m512i g0 = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m0, idx0, base, 1);
     const __m512i g1 = rows1 > 0
                            ? _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m1, idx1, base, 1)
                            : _mm512_setzero_si512();
-    const int64_t steps = std::min<int64_t>(8, kc - p);
-    for (int64_t i = 0; i < steps; ++i) {
+#pragma GCC unroll 8
+    for (int i = 0; i < kPerDword; ++i) {
       const __m512 av = _mm512_set1_ps(a[(p + i) * a_step]);
-      const __m128i shift_left = _mm_cvtsi32_si128(static_cast<int>(28 - 4 * i));
-      const __m128i shift_right = _mm_cvtsi32_si128(28);
-      // Sign-extended 4-bit values, widened exactly, then dequant_run's steps in its order.
+      const __m128i shift_left = _mm_cvtsi32_si128(32 - kBits * (i + 1));
+      // Sign-extended values, widened exactly, then dequant_run's steps in its order.
       __m512 v0 =
           _mm512_cvtepi32_ps(_mm512_sra_epi32(_mm512_sll_epi32(g0, shift_left), shift_right));
       __m512 v1 =
@@ -406,9 +429,12 @@ __attribute__((target("avx512f"))) void q4_row_avx512(const DequantB& d, int64_t
         v0 = _mm512_mul_ps(v0, s0);
         v1 = _mm512_mul_ps(v1, s1);
       }
-      if (bf16) {
+      if constexpr (kRound == Rounding::kBf16) {
         v0 = round_bf16_lanes(v0);
         v1 = round_bf16_lanes(v1);
+      } else if constexpr (kRound == Rounding::kBf16Native) {
+        v0 = round_bf16_native(v0);
+        v1 = round_bf16_native(v1);
       }
       acc0 = _mm512_fmadd_ps(av, v0, acc0);
       acc1 = _mm512_fmadd_ps(av, v1, acc1);
@@ -420,6 +446,185 @@ __attribute__((target("avx512f"))) void q4_row_avx512(const DequantB& d, int64_t
   const __m512 c1 = init != nullptr ? _mm512_set1_ps(*init) : _mm512_maskz_loadu_ps(m1, c + 16);
   _mm512_mask_storeu_ps(c, m0, _mm512_fmadd_ps(al, acc0, c0));
   _mm512_mask_storeu_ps(c + 16, m1, _mm512_fmadd_ps(al, acc1, c1));
+}
+
+// The lane order of load_rows_transposed: lane l holds weight row kLaneRow(l) of the 16 (a 4x4
+// transpose, its own inverse).
+constexpr int lane_row(int l) {
+  return 4 * (l % 4) + l / 4;
+}
+
+// 16 bytes (32 4-bit values) of each of 16 rows as four vectors of a dword per row: vector d
+// holds dword d of row lane_row(l) in lane l. Four rows to a register, then two rounds of
+// unpacking (no gather).
+__attribute__((target("avx512f"))) inline void load_rows_transposed(const uint8_t* const rows[16],
+                                                                    __m512i out[4]) {
+  __m512i quad[4];
+  for (int j = 0; j < 4; ++j) {
+    __m512i q =
+        _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[4 * j])));
+    q = _mm512_inserti32x4(q, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[4 * j + 1])),
+                           1);
+    q = _mm512_inserti32x4(q, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[4 * j + 2])),
+                           2);
+    quad[j] = _mm512_inserti32x4(
+        q, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[4 * j + 3])), 3);
+  }
+  const __m512i t0 = _mm512_unpacklo_epi32(quad[0], quad[1]);
+  const __m512i t1 = _mm512_unpackhi_epi32(quad[0], quad[1]);
+  const __m512i t2 = _mm512_unpacklo_epi32(quad[2], quad[3]);
+  const __m512i t3 = _mm512_unpackhi_epi32(quad[2], quad[3]);
+  out[0] = _mm512_unpacklo_epi64(t0, t2);
+  out[1] = _mm512_unpackhi_epi64(t0, t2);
+  out[2] = _mm512_unpacklo_epi64(t1, t3);
+  out[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+// The operand's values of rows n0 + lane_row(l) (rows past `rows`: 0) at input k.
+__attribute__((target("avx512f"))) __m512 operand_lanes_transposed(const DequantB::Operand& o,
+                                                                   int64_t n0, int64_t rows,
+                                                                   int64_t k) {
+  const int64_t kk = o.k_stride != 0 ? (k / o.k_group) * o.k_stride : 0;
+  if (o.data != nullptr && o.n_stride < (int64_t{1} << 26)) {  // float values: one gather
+    const __m512i row = _mm512_set_epi32(lane_row(15), lane_row(14), lane_row(13), lane_row(12),
+                                         lane_row(11), lane_row(10), lane_row(9), lane_row(8),
+                                         lane_row(7), lane_row(6), lane_row(5), lane_row(4),
+                                         lane_row(3), lane_row(2), lane_row(1), lane_row(0));
+    const __mmask16 valid = _mm512_cmplt_epi32_mask(row, _mm512_set1_epi32(static_cast<int>(rows)));
+    const __m512i at = _mm512_mullo_epi32(row, _mm512_set1_epi32(static_cast<int>(o.n_stride)));
+    return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), valid, at, o.data + n0 * o.n_stride + kk,
+                                    4);
+  }
+  alignas(64) float v[16] = {};
+  if (o.data_i4 != nullptr && o.n_stride == o.i4_size && kk < o.i4_size) {
+    // 4-bit values a row of the operand per weight row (a zero point per group): element
+    // kk of packed row n, found without Operand::at's division.
+    const int64_t bytes = int4::row_bytes(o.i4_size);
+    for (int l = 0; l < 16; ++l) {
+      if (lane_row(l) < rows)
+        v[l] = static_cast<float>(int4::at(o.data_i4 + (n0 + lane_row(l)) * bytes, kk));
+    }
+    return _mm512_load_ps(v);
+  }
+  for (int l = 0; l < 16; ++l) {
+    if (lane_row(l) < rows) v[l] = o.at((n0 + lane_row(l)) * o.n_stride + kk);
+  }
+  return _mm512_load_ps(v);
+}
+
+// row_in_registers for 4-bit values in blocks of 32 inputs (k, the K blocks and the operands'
+// groups multiples of 32): each row's 16 bytes loaded and transposed in registers instead of
+// gathered. The lanes hold the rows in lane_row's order until the store.
+template <Rounding kRound>
+__attribute__((target("avx512f,avx512bf16"))) void row4_blocked(const DequantB& d, int64_t pc,
+                                                                int64_t kc, int64_t j, int64_t cols,
+                                                                const float* a, int64_t a_step,
+                                                                float* c, float alpha,
+                                                                const float* init) {
+  static const uint8_t kZeros[16] = {};
+  const int64_t n0 = d.col0 + j;
+  const int64_t rows_in[2] = {std::min<int64_t>(16, cols), std::max<int64_t>(0, cols - 16)};
+  const bool has_zero = d.zero.present(), has_scale = d.scale.present();
+  __m512 z[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+  __m512 sc[2] = {_mm512_set1_ps(1.0f), _mm512_set1_ps(1.0f)};
+  __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+  const uint8_t* rows[2][16];
+  for (int h = 0; h < 2; ++h) {
+    for (int r = 0; r < 16; ++r)
+      rows[h][r] = 16 * h + r < cols ? d.q4 + (n0 + 16 * h + r) * d.q4_row + pc / 2 : kZeros;
+  }
+  constexpr int halves = 2;  // the second over zero rows when cols <= 16 (the last panel)
+  for (int64_t p = 0; p < kc; p += 32) {
+    const int64_t k = pc + p;
+    for (int h = 0; h < halves; ++h) {
+      if (has_zero && (p == 0 || (d.zero.k_stride != 0 && k % d.zero.k_group == 0)))
+        z[h] = operand_lanes_transposed(d.zero, n0 + 16 * h, rows_in[h], k);
+      if (has_scale && (p == 0 || (d.scale.k_stride != 0 && k % d.scale.k_group == 0)))
+        sc[h] = operand_lanes_transposed(d.scale, n0 + 16 * h, rows_in[h], k);
+    }
+    __m512i dw[2][4];
+    for (int h = 0; h < halves; ++h) {
+      load_rows_transposed(rows[h], dw[h]);
+      for (const uint8_t*& row : rows[h]) {
+        if (row != kZeros) row += 16;
+      }
+    }
+    for (int q = 0; q < 4; ++q) {
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) {
+        const __m512 av = _mm512_set1_ps(a[(p + 8 * q + i) * a_step]);
+        for (int h = 0; h < halves; ++h) {
+          // Value 8q + i of each row: sign-extended, widened exactly, dequant_run's steps.
+          __m512 v =
+              _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(dw[h][q], 28 - 4 * i), 28));
+          if (has_zero) v = _mm512_sub_ps(v, z[h]);
+          if (has_scale) v = _mm512_mul_ps(v, sc[h]);
+          if constexpr (kRound == Rounding::kBf16) {
+            v = round_bf16_lanes(v);
+          } else if constexpr (kRound == Rounding::kBf16Native) {
+            v = round_bf16_native(v);
+          }
+          acc[h] = _mm512_fmadd_ps(av, v, acc[h]);
+        }
+      }
+    }
+  }
+  // Back to row order, then row_kernel_f32_avx512's store.
+  const __m512i order = _mm512_set_epi32(lane_row(15), lane_row(14), lane_row(13), lane_row(12),
+                                         lane_row(11), lane_row(10), lane_row(9), lane_row(8),
+                                         lane_row(7), lane_row(6), lane_row(5), lane_row(4),
+                                         lane_row(3), lane_row(2), lane_row(1), lane_row(0));
+  const __m512 al = _mm512_set1_ps(alpha);
+  for (int h = 0; h < halves; ++h) {
+    const __mmask16 m = static_cast<__mmask16>((1u << rows_in[h]) - 1);
+    float* out = c + 16 * h;
+    const __m512 c0 = init != nullptr ? _mm512_set1_ps(*init) : _mm512_maskz_loadu_ps(m, out);
+    _mm512_mask_storeu_ps(out, m, _mm512_fmadd_ps(al, _mm512_permutexvar_ps(order, acc[h]), c0));
+  }
+}
+
+// Whether row4_blocked takes the block at pc of kc inputs.
+bool row4_blocks(const DequantB& d, int64_t pc, int64_t kc) {
+  if (d.q4 == nullptr || pc % 32 != 0 || kc % 32 != 0) return false;
+  for (const DequantB::Operand* o : {&d.zero, &d.scale}) {
+    if (o->present() && o->k_stride != 0 && o->k_group % 32 != 0) return false;
+  }
+  return true;
+}
+
+template <int kBits>
+void row_in_registers_bits(const DequantB& d, int64_t pc, int64_t kc, int64_t j, int64_t cols,
+                           const float* a, int64_t a_step, float* c, float alpha,
+                           const float* init) {
+  if (kBits == 4 && row4_blocks(d, pc, kc)) {
+    if (d.round16 == DequantB::Round16::kNone) {
+      row4_blocked<Rounding::kNone>(d, pc, kc, j, cols, a, a_step, c, alpha, init);
+    } else if (d.normal_values && cpu_has_avx512bf16()) {
+      row4_blocked<Rounding::kBf16Native>(d, pc, kc, j, cols, a, a_step, c, alpha, init);
+    } else {
+      row4_blocked<Rounding::kBf16>(d, pc, kc, j, cols, a, a_step, c, alpha, init);
+    }
+    return;
+  }
+  if (d.round16 == DequantB::Round16::kNone) {
+    row_in_registers<kBits, Rounding::kNone>(d, pc, kc, j, cols, a, a_step, c, alpha, init);
+  } else if (d.normal_values && cpu_has_avx512bf16()) {
+    row_in_registers<kBits, Rounding::kBf16Native>(d, pc, kc, j, cols, a, a_step, c, alpha, init);
+  } else {
+    row_in_registers<kBits, Rounding::kBf16>(d, pc, kc, j, cols, a, a_step, c, alpha, init);
+  }
+}
+
+}  // namespace
+
+void row_in_registers_avx512(const DequantB& d, int64_t pc, int64_t kc, int64_t j, int64_t cols,
+                             const float* a, int64_t a_step, float* c, float alpha,
+                             const float* init) {
+  if (d.q4 != nullptr) {
+    row_in_registers_bits<4>(d, pc, kc, j, cols, a, a_step, c, alpha, init);
+  } else {
+    row_in_registers_bits<8>(d, pc, kc, j, cols, a, a_step, c, alpha, init);
+  }
 }
 
 }  // namespace etc::rt::kernels

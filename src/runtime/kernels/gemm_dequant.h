@@ -15,17 +15,19 @@ namespace etc::rt::kernels {
 void pack_dequant(FloatKernel isa, const DequantB& d, int64_t p0, int64_t j0, int64_t kc,
                   int64_t nc, int64_t nr, float* dst);
 
-// One row of A (a decode step) times a 4-bit weight stored [N, K] (q4): whether
-// q4_row_avx512 takes this operand for a product of depth k in K blocks of kc_block (AVX-512;
-// values in whole dwords: k and the blocks multiples of 8; a zero point and a scale per row
-// or per group of a multiple of 8 inputs; float32 or bf16 steps).
-bool q4_row_applies(FloatKernel isa, const DequantB& d, int64_t k, int64_t kc_block);
+// One row of A (a decode step) times an int8 or 4-bit weight stored [N, K] (q or q4, q_k
+// == 1): whether row_in_registers_avx512 takes this operand for a product of depth k in K
+// blocks of kc_block (AVX-512; values in whole dwords: k and the blocks multiples of 8 (4-bit)
+// or 4 (int8); a zero point and a scale per row or per group of such a multiple; float32 or
+// bf16 steps).
+bool row_in_registers_applies(FloatKernel isa, const DequantB& d, int64_t k, int64_t kc_block);
 // C[j, j + cols) (cols <= 32) = alpha * acc + (init ? *init : C), acc the sum over the K block
 // [pc, pc + kc) of A[p] (a[p * a_step], p from 0) times B's dequantized values: the bits of
-// pack_dequant's 32-column panel then row_kernel_f32_avx512, with the nibbles of 16 weight
+// pack_dequant's 32-column panel then row_kernel_f32_avx512, with the values of 16 weight
 // rows gathered a dword at a time and dequantized in registers, straight into the
 // multiply-adds (no panel in memory, no transpose).
-void q4_row_avx512(const DequantB& d, int64_t pc, int64_t kc, int64_t j, int64_t cols,
-                   const float* a, int64_t a_step, float* c, float alpha, const float* init);
+void row_in_registers_avx512(const DequantB& d, int64_t pc, int64_t kc, int64_t j, int64_t cols,
+                             const float* a, int64_t a_step, float* c, float alpha,
+                             const float* init);
 
 }  // namespace etc::rt::kernels

@@ -231,14 +231,26 @@ __attribute__((target("avx512f"))) inline __m512 widen16_lanes(__m256i h, bool f
                  : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-// One row of A times columns [0, cols) (cols <= 128) of a 16-bit [K, N] weight over a K block
-// of kc rows: C = alpha * acc + (init ? *init : C) with each column's acc in a register,
-// k in order from zero (the row kernels' arithmetic). Per 16 products one load of the weight
-// and one multiply-add, where an accumulator row in memory costs a load and a store more.
-__attribute__((target("avx512f"))) void cols_w16_avx512(int64_t kc, const float* a, int64_t a_step,
-                                                        const uint16_t* b, int64_t b_step,
-                                                        int64_t cols, bool float16, float* c,
-                                                        float alpha, const float* init) {
+// 16 values of a weight row from src, widened exactly: bf16/fp16 (uint16_t) or int8.
+__attribute__((target("avx512f"))) inline __m512 load_widened(const uint16_t* src, bool float16) {
+  return widen16_lanes(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src)), float16);
+}
+__attribute__((target("avx512f"))) inline __m512 load_widened(const int8_t* src, bool) {
+  return _mm512_cvtepi32_ps(
+      _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src))));
+}
+
+// One row of A times columns [0, cols) (cols <= 384) of a [K, N] weight of 16-bit floats or
+// int8 over a K block of kc rows: C = alpha * acc + (init ? *init : C) with each column's acc
+// in a register, k in order from zero (the row kernels' arithmetic). Per 16 products one load
+// of the weight and one multiply-add, where an accumulator row in memory costs a load and a
+// store more.
+template <typename Src>
+__attribute__((target("avx512f"))) void cols_in_registers(int64_t kc, const float* a,
+                                                          int64_t a_step, const Src* b,
+                                                          int64_t b_step, int64_t cols,
+                                                          bool float16, float* c, float alpha,
+                                                          const float* init) {
   constexpr int kVecs = 24;
   constexpr int64_t kPrefetchRows = 8;
   __mmask16 mask[kVecs];
@@ -257,21 +269,17 @@ __attribute__((target("avx512f"))) void cols_w16_avx512(int64_t kc, const float*
     // chunk kPrefetchRows rows ahead.
     if (p + kPrefetchRows < kc) {
       const char* ahead = reinterpret_cast<const char*>(b + kPrefetchRows * b_step);
-      for (int64_t byte = 0; byte < cols * 2; byte += 64)
+      for (int64_t byte = 0; byte < cols * static_cast<int64_t>(sizeof(Src)); byte += 64)
         _mm_prefetch(ahead + byte, _MM_HINT_T0);
     }
 #pragma GCC unroll 24
     for (int v = 0; v < kVecs; ++v) {
-      if (v < full) {
-        const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 * v));
-        acc[v] = _mm512_fmadd_ps(av, widen16_lanes(h, float16), acc[v]);
-      }
+      if (v < full) acc[v] = _mm512_fmadd_ps(av, load_widened(b + 16 * v, float16), acc[v]);
     }
     if (tail != 0) {
-      alignas(32) uint16_t part[16] = {};
-      std::memcpy(part, b + 16 * full, static_cast<size_t>(tail) * 2);
-      const __m256i h = _mm256_load_si256(reinterpret_cast<const __m256i*>(part));
-      acc[full] = _mm512_fmadd_ps(av, widen16_lanes(h, float16), acc[full]);
+      Src part[16] = {};
+      std::memcpy(part, b + 16 * full, static_cast<size_t>(tail) * sizeof(Src));
+      acc[full] = _mm512_fmadd_ps(av, load_widened(part, float16), acc[full]);
     }
   }
   const __m512 al = _mm512_set1_ps(alpha);
@@ -279,6 +287,19 @@ __attribute__((target("avx512f"))) void cols_w16_avx512(int64_t kc, const float*
     float* out = c + 16 * v;
     const __m512 c0 = init != nullptr ? _mm512_set1_ps(*init) : _mm512_maskz_loadu_ps(mask[v], out);
     _mm512_mask_storeu_ps(out, mask[v], _mm512_fmadd_ps(al, acc[v], c0));
+  }
+}
+
+// The one-row product over a [K, N] weight in registers, 384 columns at a time (AVX-512).
+template <typename Src>
+void one_row_in_registers(int64_t n, int64_t k, int64_t kc_block, float alpha, MatrixRef<float> a,
+                          const Src* b, int64_t b_step, bool float16, float* c, const float* init) {
+  for (int64_t j = 0; j < n; j += 384) {
+    for (int64_t pc = 0; pc < k; pc += kc_block) {
+      cols_in_registers(std::min(kc_block, k - pc), a.data + pc * a.col_stride, a.col_stride,
+                        b + pc * b_step + j, b_step, std::min<int64_t>(384, n - j), float16, c + j,
+                        alpha, pc == 0 ? init : nullptr);
+    }
   }
 }
 
@@ -291,14 +312,8 @@ __attribute__((target("avx512f"))) void cols_w16_avx512(int64_t kc, const float*
 void one_row_w16(bool avx512, int64_t n, int64_t k, int64_t kc_block, float alpha,
                  MatrixRef<float> a, const DequantB& d, float* c, const float* init) {
   if (avx512) {
-    for (int64_t j = 0; j < n; j += 384) {
-      for (int64_t pc = 0; pc < k; pc += kc_block) {
-        cols_w16_avx512(std::min(kc_block, k - pc), a.data + pc * a.col_stride, a.col_stride,
-                        d.bits16 + pc * d.q_k + d.col0 + j, d.q_k, std::min<int64_t>(384, n - j),
-                        d.float16, c + j, alpha, pc == 0 ? init : nullptr);
-      }
-    }
-    return;
+    return one_row_in_registers(n, k, kc_block, alpha, a, d.bits16 + d.col0, d.q_k, d.float16, c,
+                                init);
   }
   constexpr int64_t kChunk = 2048;  // columns per pass: 8 KiB of accumulators in the L1 cache
   alignas(64) float acc[kChunk];
@@ -332,6 +347,15 @@ void wide16_rows(bool avx512, int64_t m, int64_t n, int64_t k, int64_t kc_block,
                       d.float16, c + j, ldc, alpha, pc == 0 ? init : nullptr);
     }
   }
+}
+
+bool int8_row_applies(const DequantB& d) {
+  return d.q != nullptr && d.q_n == 1 && !d.zero.present() && !d.scale.present();
+}
+
+void int8_one_row_avx512(int64_t n, int64_t k, int64_t kc_block, float alpha, MatrixRef<float> a,
+                         const DequantB& d, float* c, const float* init) {
+  one_row_in_registers(n, k, kc_block, alpha, a, d.q + d.col0, d.q_k, false, c, init);
 }
 
 }  // namespace etc::rt::kernels

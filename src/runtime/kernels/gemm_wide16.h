@@ -1,4 +1,5 @@
-// The GEMM's paths for a 16-bit (bf16, fp16) right operand read in its own dtype
+// The GEMM's paths for a 16-bit (bf16, fp16) right operand (and a plainly widened int8 one) read
+// in its own dtype
 // (DequantB::bits16) and widened to float32 on the way, never copied whole to float32 first:
 // into the packed panels (any shape), or read in place for a decode step or a short prompt
 // over a weight stored [K, N]. Each keeps the arithmetic of the float32 kernels (gemm.cpp):
@@ -26,5 +27,12 @@ void pack_widened(FloatKernel isa, const DequantB& d, int64_t p0, int64_t j0, in
 // its contents in the first block.
 void wide16_rows(bool avx512, int64_t m, int64_t n, int64_t k, int64_t kc_block, float alpha,
                  MatrixRef<float> a, const DequantB& d, float* c, int64_t ldc, const float* init);
+
+// An int8 weight stored [K, N] that the product only widens (DequantB with q, q_n == 1, no
+// zero point, no scale: torchao's Int8WeightOnlyConfig, whose scale multiplies the product's
+// output), for a decode step on AVX-512: read in place as wide16_rows reads a 16-bit one.
+bool int8_row_applies(const DequantB& d);
+void int8_one_row_avx512(int64_t n, int64_t k, int64_t kc_block, float alpha, MatrixRef<float> a,
+                         const DequantB& d, float* c, const float* init);
 
 }  // namespace etc::rt::kernels

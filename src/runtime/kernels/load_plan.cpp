@@ -562,6 +562,21 @@ void CpuPlanner::fuse_dequantized_weights() {
       to->k_stride = transposed ? so->inner_stride : so->outer_stride;
       to->k_group = transposed ? so->inner_group : so->outer_group;
     }
+    // Whether every value the chain computes is finite and zero or normal: a nonzero scale
+    // of at least FLT_MIN times an integer, finite zero points (DequantB::normal_values).
+    if (ok && d.round16 != DequantB::Round16::kNone) {
+      d.normal_values = true;
+      for (const DequantB::Operand* o : {&d.zero, &d.scale}) {
+        if (o->data == nullptr) continue;
+        const TensorView* operand = o == &d.zero ? zero : scale;
+        for (int64_t e = 0; e < operand->numel(); ++e) {
+          const float v = o->data[e];
+          d.normal_values =
+              d.normal_values && std::isfinite(v) &&
+              (o == &d.zero || v == 0.0f || std::fabs(v) >= std::numeric_limits<float>::min());
+        }
+      }
+    }
     // No step between the chain's first and the product, but the chain's, touches what the
     // chain would have written; none after the product reads it (the product's own out,
     // written at i, may take some of its bytes).
