@@ -93,23 +93,39 @@ struct Run {
   rt::Method::Profile profile;
 };
 
-Run run(const pte::File& f, bool fuse, size_t input_numel = 3 * 9 * 7) {
+// The graph's output bytes for an input x[i] = 2 sin(i) of dtype dt.
+std::vector<uint8_t> run_as(const pte::File& f, bool fuse, DType dt, size_t input_numel,
+                            rt::Method::Profile* profile) {
   auto runtime = std::move(rt::make_cpu_runtime()).value();
   rt::RuntimeEnv env = runtime->env();
   env.fuse_epilogues = fuse;
   Result<std::unique_ptr<rt::Method>> m = rt::Method::load(f, 0, env);
   INFO(m.status().to_string());
   REQUIRE(m.ok());
-  std::vector<float> x(input_numel);
-  for (size_t i = 0; i < x.size(); ++i)
-    x[i] = std::sin(static_cast<float>(i)) * 2;
-  REQUIRE((*m)->set_input(0, x.data(), x.size() * 4).ok());
-  Run out;
-  (*m)->set_profile(&out.profile);
+  std::string x;
+  for (size_t i = 0; i < input_numel; ++i) {
+    const float v = std::sin(static_cast<float>(i)) * 2;
+    if (dt == DType::kFloat32) {
+      x.append(reinterpret_cast<const char*>(&v), 4);
+    } else {
+      const uint16_t bits = dt == DType::kBFloat16 ? float_to_bfloat16(v) : float_to_half(v);
+      x.append(reinterpret_cast<const char*>(&bits), 2);
+    }
+  }
+  REQUIRE((*m)->set_input(0, x.data(), x.size()).ok());
+  (*m)->set_profile(profile);
   REQUIRE((*m)->execute().ok());
   const rt::TensorView& y = (*m)->output(0);
-  out.y.resize(static_cast<size_t>(y.numel()));
-  std::memcpy(out.y.data(), y.data, out.y.size() * 4);
+  const auto* bytes = static_cast<const uint8_t*>(y.data);
+  return std::vector<uint8_t>(bytes, bytes + y.nbytes());
+}
+
+// The float32 graph's output for x[i] = 2 sin(i).
+Run run(const pte::File& f, bool fuse, size_t input_numel = 3 * 9 * 7) {
+  Run out;
+  const std::vector<uint8_t> y = run_as(f, fuse, DType::kFloat32, input_numel, &out.profile);
+  out.y.resize(y.size() / 4);
+  std::memcpy(out.y.data(), y.data(), y.size());
   return out;
 }
 
@@ -641,33 +657,6 @@ ValueId constant_of(Graph& g, const std::string& name, DType dt, std::vector<int
   }
   s.constant = ConstantData{make_blob(bytes), 0, bytes.size()};
   return g.add_constant(name, std::move(s));
-}
-
-// The graph's output bytes for an input x[i] = 2 sin(i) of dtype dt.
-std::vector<uint8_t> run_as(const pte::File& f, bool fuse, DType dt, size_t input_numel,
-                            rt::Method::Profile* profile) {
-  auto runtime = std::move(rt::make_cpu_runtime()).value();
-  rt::RuntimeEnv env = runtime->env();
-  env.fuse_epilogues = fuse;
-  Result<std::unique_ptr<rt::Method>> m = rt::Method::load(f, 0, env);
-  INFO(m.status().to_string());
-  REQUIRE(m.ok());
-  std::string x;
-  for (size_t i = 0; i < input_numel; ++i) {
-    const float v = std::sin(static_cast<float>(i)) * 2;
-    if (dt == DType::kFloat32) {
-      x.append(reinterpret_cast<const char*>(&v), 4);
-    } else {
-      const uint16_t bits = dt == DType::kBFloat16 ? float_to_bfloat16(v) : float_to_half(v);
-      x.append(reinterpret_cast<const char*>(&bits), 2);
-    }
-  }
-  REQUIRE((*m)->set_input(0, x.data(), x.size()).ok());
-  (*m)->set_profile(profile);
-  REQUIRE((*m)->execute().ok());
-  const rt::TensorView& y = (*m)->output(0);
-  const auto* bytes = static_cast<const uint8_t*>(y.data);
-  return std::vector<uint8_t>(bytes, bytes + y.nbytes());
 }
 
 TEST_CASE("int4 and int8 layers of float32, bf16 and fp16 models dequantize inside the product") {

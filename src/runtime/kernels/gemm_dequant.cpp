@@ -460,7 +460,7 @@ constexpr int lane_row(int l) {
 __attribute__((target("avx512f"))) inline void load_rows_transposed(const uint8_t* const rows[16],
                                                                     __m512i out[4]) {
   __m512i quad[4];
-  for (int j = 0; j < 4; ++j) {
+  for (int64_t j = 0; j < 4; ++j) {
     __m512i q =
         _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[4 * j])));
     q = _mm512_inserti32x4(q, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[4 * j + 1])),
@@ -529,34 +529,34 @@ __attribute__((target("avx512f,avx512bf16"))) void row4_blocked(const DequantB& 
   __m512 sc[2] = {_mm512_set1_ps(1.0f), _mm512_set1_ps(1.0f)};
   __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
   const uint8_t* rows[2][16];
-  for (int h = 0; h < 2; ++h) {
-    for (int r = 0; r < 16; ++r)
+  for (int64_t h = 0; h < 2; ++h) {
+    for (int64_t r = 0; r < 16; ++r)
       rows[h][r] = 16 * h + r < cols ? d.q4 + (n0 + 16 * h + r) * d.q4_row + pc / 2 : kZeros;
   }
-  constexpr int halves = 2;  // the second over zero rows when cols <= 16 (the last panel)
+  constexpr int64_t kHalves = 2;  // the second over zero rows when cols <= 16 (the last panel)
   for (int64_t p = 0; p < kc; p += 32) {
     const int64_t k = pc + p;
-    for (int h = 0; h < halves; ++h) {
+    for (int64_t h = 0; h < kHalves; ++h) {
       if (has_zero && (p == 0 || (d.zero.k_stride != 0 && k % d.zero.k_group == 0)))
         z[h] = operand_lanes_transposed(d.zero, n0 + 16 * h, rows_in[h], k);
       if (has_scale && (p == 0 || (d.scale.k_stride != 0 && k % d.scale.k_group == 0)))
         sc[h] = operand_lanes_transposed(d.scale, n0 + 16 * h, rows_in[h], k);
     }
     __m512i dw[2][4];
-    for (int h = 0; h < halves; ++h) {
+    for (int64_t h = 0; h < kHalves; ++h) {
       load_rows_transposed(rows[h], dw[h]);
       for (const uint8_t*& row : rows[h]) {
         if (row != kZeros) row += 16;
       }
     }
-    for (int q = 0; q < 4; ++q) {
+    for (int64_t q = 0; q < 4; ++q) {
 #pragma GCC unroll 8
-      for (int i = 0; i < 8; ++i) {
+      for (int64_t i = 0; i < 8; ++i) {
         const __m512 av = _mm512_set1_ps(a[(p + 8 * q + i) * a_step]);
-        for (int h = 0; h < halves; ++h) {
+        for (int64_t h = 0; h < kHalves; ++h) {
           // Value 8q + i of each row: sign-extended, widened exactly, dequant_run's steps.
-          __m512 v =
-              _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(dw[h][q], 28 - 4 * i), 28));
+          __m512 v = _mm512_cvtepi32_ps(_mm512_srai_epi32(
+              _mm512_slli_epi32(dw[h][q], static_cast<unsigned>(28 - 4 * i)), 28));
           if (has_zero) v = _mm512_sub_ps(v, z[h]);
           if (has_scale) v = _mm512_mul_ps(v, sc[h]);
           if constexpr (kRound == Rounding::kBf16) {
@@ -575,7 +575,7 @@ __attribute__((target("avx512f,avx512bf16"))) void row4_blocked(const DequantB& 
                                          lane_row(7), lane_row(6), lane_row(5), lane_row(4),
                                          lane_row(3), lane_row(2), lane_row(1), lane_row(0));
   const __m512 al = _mm512_set1_ps(alpha);
-  for (int h = 0; h < halves; ++h) {
+  for (int64_t h = 0; h < kHalves; ++h) {
     const __mmask16 m = static_cast<__mmask16>((1u << rows_in[h]) - 1);
     float* out = c + 16 * h;
     const __m512 c0 = init != nullptr ? _mm512_set1_ps(*init) : _mm512_maskz_loadu_ps(m, out);

@@ -251,14 +251,14 @@ __attribute__((target("avx512f"))) void cols_in_registers(int64_t kc, const floa
                                                           int64_t b_step, int64_t cols,
                                                           bool float16, float* c, float alpha,
                                                           const float* init) {
-  constexpr int kVecs = 24;
+  constexpr int64_t kVecs = 24;
   constexpr int64_t kPrefetchRows = 8;
   __mmask16 mask[kVecs];
-  for (int v = 0; v < kVecs; ++v) {
+  for (int64_t v = 0; v < kVecs; ++v) {
     const int64_t left = cols - 16 * v;
     mask[v] = left >= 16 ? __mmask16(0xFFFF) : left > 0 ? first_lanes(left) : __mmask16(0);
   }
-  const int vecs = static_cast<int>((cols + 15) / 16), full = static_cast<int>(cols / 16);
+  const int64_t vecs = (cols + 15) / 16, full = cols / 16;
   const int64_t tail = cols % 16;  // a last part vector, read through a zeroed copy
   __m512 acc[kVecs];
   for (__m512& x : acc)
@@ -273,7 +273,7 @@ __attribute__((target("avx512f"))) void cols_in_registers(int64_t kc, const floa
         _mm_prefetch(ahead + byte, _MM_HINT_T0);
     }
 #pragma GCC unroll 24
-    for (int v = 0; v < kVecs; ++v) {
+    for (int64_t v = 0; v < kVecs; ++v) {
       if (v < full) acc[v] = _mm512_fmadd_ps(av, load_widened(b + 16 * v, float16), acc[v]);
     }
     if (tail != 0) {
@@ -283,7 +283,7 @@ __attribute__((target("avx512f"))) void cols_in_registers(int64_t kc, const floa
     }
   }
   const __m512 al = _mm512_set1_ps(alpha);
-  for (int v = 0; v < vecs; ++v) {
+  for (int64_t v = 0; v < vecs; ++v) {
     float* out = c + 16 * v;
     const __m512 c0 = init != nullptr ? _mm512_set1_ps(*init) : _mm512_maskz_loadu_ps(mask[v], out);
     _mm512_mask_storeu_ps(out, mask[v], _mm512_fmadd_ps(al, acc[v], c0));
