@@ -30,6 +30,9 @@ import torch.nn as nn
 from torchao.quantization import Int8WeightOnlyConfig, IntxWeightOnlyConfig, quantize_
 from torchao.quantization.granularity import PerGroup
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from memory_bandwidth import copy_bandwidth  # noqa: E402
+
 ETC, WORK = sys.argv[1], sys.argv[2]
 ITERS = int(os.environ.get("ITERATIONS", "20"))
 SIZES = [(2048, 2048), (4096, 4096)]
@@ -40,18 +43,6 @@ CONFIGS = {
     # Not quantized: the layer in bf16 (weights, input and output), as bf16 models run.
     "bf16": None,
 }
-
-
-def copy_bandwidth():
-    """GB/s of a plain copy of 256 MiB (read + write counted once each), best of 5."""
-    a = np.ones(1 << 26, dtype=np.float32)
-    b = np.empty_like(a)
-    best = 1e9
-    for _ in range(5):
-        t = time.perf_counter()
-        np.copyto(b, a)
-        best = min(best, time.perf_counter() - t)
-    return 2 * a.nbytes / best / 1e9
 
 
 def etc_ms(pte, x_path, threads, fusion):
