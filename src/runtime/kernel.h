@@ -60,8 +60,9 @@ const S& cached_kernel_state(std::unique_ptr<KernelState>& slot, const typename 
 // operand and no other out overlaps.
 struct Epilogue {
   struct Op {
-    // kSigmoid: out = 1 / (1 + exp(-a)), as the sigmoid kernel computes it (b is null).
-    enum class Kind : uint8_t { kClamp, kAdd, kSub, kMul, kDiv, kSigmoid };
+    // kSigmoid: out = 1 / (1 + exp(-a)), as the sigmoid kernel computes it (b is null);
+    // kGeluErf: out = gelu(a) (approximate 'none'), as the gelu kernel computes it.
+    enum class Kind : uint8_t { kClamp, kAdd, kSub, kMul, kDiv, kSigmoid, kGeluErf };
     Kind kind = Kind::kClamp;
     const TensorView* a = nullptr;  // first operand
     const TensorView* b = nullptr;  // second operand; null: `scalar`

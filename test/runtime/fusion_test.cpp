@@ -410,6 +410,42 @@ TEST_CASE("a matrix product's bias row and residual add run as its epilogue") {
   CHECK(*std::min_element(plain.y.begin(), plain.y.end()) < -0.1f);
 }
 
+TEST_CASE("a linear layer's GELU and residual add run as its addmm's epilogue, same bits") {
+  // x [1, 24, 40] -> view -> addmm(bias [48], x, w [40, 48]) -> view [1, 24, 48] -> gelu
+  // (erf) -> + skip -> neg: ConvNeXt's and the transformers' MLP. The tanh form stays a step.
+  for (const std::string approx : {"none", "tanh"}) {
+    INFO(approx);
+    Graph g;
+    ValueId x = g.add_input("x", spec({1, 24, 40}));
+    ValueId v = node(g, OpKind::View, "v", {{"self", x}, {"size", std::vector<int64_t>{24, 40}}},
+                     spec({24, 40}));
+    ValueId m = node(g, OpKind::Addmm, "m",
+                     {{"self", constant(g, "bias", {48}, 52)},
+                      {"mat1", v},
+                      {"mat2", constant(g, "w", {40, 48}, 51)}},
+                     spec({24, 48}));
+    ValueId u = node(g, OpKind::View, "u", {{"self", m}, {"size", std::vector<int64_t>{1, 24, 48}}},
+                     spec({1, 24, 48}));
+    ValueId a =
+        node(g, OpKind::Gelu, "a", {{"self", u}, {"approximate", approx}}, spec({1, 24, 48}));
+    ValueId r =
+        node(g, OpKind::AddTensor, "r",
+             {{"self", a}, {"other", constant(g, "skip", {1, 24, 48}, 53)}}, spec({1, 24, 48}));
+    ValueId y = node(g, OpKind::Neg, "y", {{"self", r}}, spec({1, 24, 48}));
+    g.set_outputs({y});
+    const pte::File f = export_graph(g);
+    const Run fused = run(f, true, 24 * 40), plain = run(f, false, 24 * 40);
+    CHECK(rows(fused.profile) ==
+          (approx == "none"
+               ? std::vector<std::string>{"aten::addmm.out + aten::gelu.out + aten::add.out",
+                                          "aten::neg.out"}
+               : std::vector<std::string>{"aten::add.out", "aten::addmm.out", "aten::gelu.out",
+                                          "aten::neg.out"}));
+    REQUIRE(fused.y.size() == plain.y.size());
+    CHECK(std::memcmp(fused.y.data(), plain.y.data(), fused.y.size() * 4) == 0);
+  }
+}
+
 // q [2, 100, 16] (the input) -> bmm with k^T [2, 16, 90] -> * 0.3 -> softmax over the last
 // dim (viewed [2, 1, 100, 90] as a head dim would) -> bmm with v [2, 90, 24] -> neg. With
 // `read_scores`, the softmax's out is a method output too.

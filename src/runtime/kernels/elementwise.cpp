@@ -160,6 +160,10 @@ void sigmoid_floats(const float* x, float* o, int64_t n) {
   isa_build(float_map_avx512, float_map_avx2, float_map_portable)(FloatMap::kSigmoid, x, o, n);
 }
 
+void gelu_erf_floats(const float* x, float* o, int64_t n) {
+  isa_build(float_map_avx512, float_map_avx2, float_map_portable)(FloatMap::kGeluErf, x, o, n);
+}
+
 // ---- Argument checks shared with the CUDA kernels -------------------------------------
 
 Status check_arith(const KernelContext& ctx, std::span<Value*> args, ArithOp op,

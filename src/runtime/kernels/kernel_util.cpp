@@ -887,6 +887,9 @@ __attribute__((always_inline)) inline void epilogue_op(const Epilogue::Op& op, i
       // The sigmoid kernel's own loop (its ISA builds), so the same bits as unfused.
       sigmoid_floats(a, o, n);
       break;
+    case Kind::kGeluErf:
+      gelu_erf_floats(a, o, n);  // the same for gelu
+      break;
   }
 }
 

@@ -166,6 +166,8 @@ void softmax_rows_in_place(float* x, int64_t rows, int64_t len);
 // o[i] = 1 / (1 + exp(-x[i])) for i < n on this thread: the float sigmoid kernel's loop
 // (fast_expf, built per ISA), for epilogues that must give its bits.
 void sigmoid_floats(const float* x, float* o, int64_t n);
+// o[i] = gelu(x[i]) (approximate 'none') as the gelu kernel computes float32, on this thread.
+void gelu_erf_floats(const float* x, float* o, int64_t n);
 
 // Runs `e` on flat elements [begin, end): the same arithmetic, element for element, as the
 // relu/hardtanh/clamp and add/sub/mul/div kernels it stands for (alpha 1).

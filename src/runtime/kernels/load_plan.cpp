@@ -54,6 +54,10 @@ std::optional<ElementwiseStep> read_elementwise(const MethodStep& s) {
     e = {Kind::kClamp, args[0], nullptr, 0, 0.0f, inf, args[1]};
   } else if (s.calls(OpKind::Sigmoid) && args.size() >= 2) {
     e = {Kind::kSigmoid, args[0], nullptr, 0, 0, 0, args[1]};
+  } else if (s.calls(OpKind::Gelu) && args.size() >= 3) {
+    // gelu.out(self, approximate, out): the erf form only.
+    if (args[1]->kind != Value::Kind::kString || args[1]->s != "none") return std::nullopt;
+    e = {Kind::kGeluErf, args[0], nullptr, 0, 0, 0, args[2]};
   } else if ((s.calls(OpKind::Hardtanh) || s.calls(OpKind::Clamp)) && args.size() >= 4) {
     const bool hardtanh = s.calls(OpKind::Hardtanh);
     if (hardtanh && (args[1]->is_none() || args[2]->is_none())) return std::nullopt;
@@ -717,12 +721,14 @@ void CpuPlanner::fuse_epilogues() {
       out_at = 9;
     } else if (s.calls(OpKind::Mm) && s.args.size() >= 3) {
       out_at = 2;
+    } else if (s.calls(OpKind::Addmm) && s.args.size() >= 6) {
+      out_at = 5;  // a linear layer with a bias (its bias row is in the out already)
     } else if (s.calls(OpKind::NativeBatchNormNoTraining) && s.args.size() >= 11) {
       out_at = 7;  // out0; a batch norm before a convolution (densenet's) and its relu
     } else {
       continue;
     }
-    by_count = out_at == 2;
+    by_count = out_at == 2 || out_at == 5;
     if (!plain(s.args[out_at], s.args[out_at]->tensor)) continue;
     const TensorView& y = s.args[out_at]->tensor;
     std::vector<const TensorView*> chain{&y};  // memory the chain writes

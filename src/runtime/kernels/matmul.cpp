@@ -279,6 +279,16 @@ Status run_dequantized(const KernelContext& ctx, const DequantizedWeight& q, con
   return Status();
 }
 
+// The elementwise instructions after a matrix product (the load planner's epilogue: float32
+// only), over its finished out, rows split across threads: a bias row, a residual add, an
+// activation.
+void run_product_epilogue(const KernelContext& ctx, const TensorView& out, int64_t m, int64_t n) {
+  if (ctx.epilogue == nullptr || out.dtype != DType::kFloat32) return;
+  const Epilogue& e = *ctx.epilogue;
+  parallel_for(m, std::max<int64_t>(1, 4096 / n),
+               [&](int64_t r0, int64_t r1) { apply_epilogue(e, r0 * n, r1 * n); });
+}
+
 Status mm_kernel(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& a = tensor_arg(args, 0);
@@ -295,13 +305,7 @@ Status mm_kernel(KernelContext& ctx, std::span<Value*> args) {
       run_matmul<G>(p, a, b, nullptr, nullptr, nullptr, out, constant_b_state(ctx, 1, b));
     }));
   }
-  // The elementwise instructions after it (the load planner's epilogue: float32 only), over the
-  // finished out: a bias row, a residual add.
-  if (ctx.epilogue != nullptr && out.dtype == DType::kFloat32) {
-    const Epilogue& e = *ctx.epilogue;
-    parallel_for(m, std::max<int64_t>(1, 4096 / n),
-                 [&](int64_t r0, int64_t r1) { apply_epilogue(e, r0 * n, r1 * n); });
-  }
+  run_product_epilogue(ctx, out, m, n);
   return Status();
 }
 
@@ -379,12 +383,16 @@ Status addmm_kernel(KernelContext& ctx, std::span<Value*> args) {
   ETC_ASSIGN_OR_RETURN(const MatmulShape s, check_addmm(ctx, args));
   const int64_t m = s.m, k = s.k, n = s.n;
   if (out.numel() == 0) return Status();
-  if (const DequantizedWeight* q = dequantized_weight(ctx))
-    return run_dequantized(ctx, *q, a, b, &bias, args[3], args[4], out, s);
-  MatmulArgs p{1, m, n, k, 0, k, 1, 0, n, 1};
-  return visit_gemm_type(ctx, out.dtype, [&]<typename G>() {
-    run_matmul<G>(p, a, b, &bias, args[3], args[4], out, constant_b_state(ctx, 2, b));
-  });
+  if (const DequantizedWeight* q = dequantized_weight(ctx)) {
+    ETC_RETURN_IF_ERROR(run_dequantized(ctx, *q, a, b, &bias, args[3], args[4], out, s));
+  } else {
+    MatmulArgs p{1, m, n, k, 0, k, 1, 0, n, 1};
+    ETC_RETURN_IF_ERROR(visit_gemm_type(ctx, out.dtype, [&]<typename G>() {
+      run_matmul<G>(p, a, b, &bias, args[3], args[4], out, constant_b_state(ctx, 2, b));
+    }));
+  }
+  run_product_epilogue(ctx, out, m, n);
+  return Status();
 }
 
 // linear(input[..., in], weight[out, in], bias?) = input @ weight^T + bias: an IR op
