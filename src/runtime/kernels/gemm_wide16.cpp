@@ -175,6 +175,8 @@ __attribute__((target("avx2,fma"))) void finish_row_avx2(float alpha, const floa
 // widened as it is multiplied: a short prompt's product, without packing either operand
 // (each packed value would be read once). The accumulators take k in order from zero and C
 // takes alpha * acc + C (or init[i]), as the tile kernel does: the same bits.
+constexpr int64_t kTilePrefetchRows = 16;
+
 __attribute__((target("avx512f"))) void tile_w16_avx512(int64_t kc, const float* a, int64_t a_rs,
                                                         int64_t a_cs, int64_t m, const uint16_t* w,
                                                         int64_t ldw, int64_t cols, bool float16,
@@ -189,6 +191,15 @@ __attribute__((target("avx512f"))) void tile_w16_avx512(int64_t kc, const float*
   alignas(64) uint16_t edge[32] = {};  // a row's columns when fewer than 32
   for (int64_t p = 0; p < kc; ++p) {
     const uint16_t* row = w + p * ldw;
+    // The weight's rows lie a row of the weight apart, too far for the hardware's stream
+    // prefetch: ask for the row kPrefetchRows ahead (its 64 bytes may span two lines).
+    if (p + kTilePrefetchRows < kc) {
+      const char* ahead = reinterpret_cast<const char*>(row + kTilePrefetchRows * ldw);
+      _mm_prefetch(ahead, _MM_HINT_T0);
+      _mm_prefetch(ahead + 63, _MM_HINT_T0);
+    }
+    // And this row's next 32 columns, which the next tile reads after kc rows.
+    _mm_prefetch(reinterpret_cast<const char*>(row + 32) + 63, _MM_HINT_T1);
     if (cols < 32) {
       std::memcpy(edge, row, static_cast<size_t>(cols) * sizeof(uint16_t));
       row = edge;
