@@ -682,6 +682,21 @@ void gemm_blocked(int64_t m, int64_t n, int64_t k, T alpha, MatrixRef<T> a, Matr
       wide16_rows(cfg.nr == 32, m, n, k, kKC, alpha, a, *b.dequant, c, ldc, rows_init);
       return;
     }
+    if (m > 1 && m <= kRowsInRegisters && plain_rows && cfg.nr == 32 && b.dequant != nullptr &&
+        rows_in_registers_applies(float_kernel(), *b.dequant, k, kKC)) {
+      // A short prompt over a 4-bit weight: each value dequantized once for all its rows.
+      const float* rows_init = nullptr;
+      if (init != nullptr) rows_init = init->rows != nullptr ? init->rows + row0 : kZeroRows;
+      for (int64_t j = 0; j < n; j += 32) {
+        for (int64_t pc = 0; pc < k; pc += kKC) {
+          rows_in_registers_avx512(*b.dequant, pc, std::min(kKC, k - pc), j,
+                                   std::min<int64_t>(32, n - j), m, a.data + pc * a.col_stride,
+                                   a.row_stride, a.col_stride, c + j, ldc, alpha,
+                                   pc == 0 ? rows_init : nullptr);
+        }
+      }
+      return;
+    }
     if (m == 1 && plain_rows && cfg.nr == 32 && b.dequant != nullptr &&
         int8_row_applies(*b.dequant)) {
       // A decode step over an int8 [K, N] weight, read in place.

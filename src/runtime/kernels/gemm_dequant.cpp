@@ -513,21 +513,23 @@ __attribute__((target("avx512f"))) __m512 operand_lanes_transposed(const Dequant
 }
 
 // row_in_registers for 4-bit values in blocks of 32 inputs (k, the K blocks and the operands'
-// groups multiples of 32): each row's 16 bytes loaded and transposed in registers instead of
-// gathered. The lanes hold the rows in lane_row's order until the store.
-template <Rounding kRound>
-__attribute__((target("avx512f,avx512bf16"))) void row4_blocked(const DequantB& d, int64_t pc,
-                                                                int64_t kc, int64_t j, int64_t cols,
-                                                                const float* a, int64_t a_step,
-                                                                float* c, float alpha,
-                                                                const float* init) {
+// groups multiples of 32): each weight row's 16 bytes loaded and transposed in registers
+// instead of gathered. The lanes hold the weight rows in lane_row's order until the store.
+// Up to kARows rows of A (m of them: row r at a + r * a_rs, C's at c + r * ldc, init[r])
+// share each dequantized value: a short prompt dequantizes the weight once, not per row.
+template <Rounding kRound, int64_t kARows>
+__attribute__((target("avx512f,avx512bf16"))) void row4_blocked(
+    const DequantB& d, int64_t pc, int64_t kc, int64_t j, int64_t cols, int64_t m, const float* a,
+    int64_t a_rs, int64_t a_cs, float* c, int64_t ldc, float alpha, const float* init) {
   static const uint8_t kZeros[16] = {};
   const int64_t n0 = d.col0 + j;
   const int64_t rows_in[2] = {std::min<int64_t>(16, cols), std::max<int64_t>(0, cols - 16)};
   const bool has_zero = d.zero.present(), has_scale = d.scale.present();
   __m512 z[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
   __m512 sc[2] = {_mm512_set1_ps(1.0f), _mm512_set1_ps(1.0f)};
-  __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+  __m512 acc[kARows][2];
+  for (auto& row : acc)
+    row[0] = row[1] = _mm512_setzero_ps();
   const uint8_t* rows[2][16];
   for (int64_t h = 0; h < 2; ++h) {
     for (int64_t r = 0; r < 16; ++r)
@@ -552,34 +554,46 @@ __attribute__((target("avx512f,avx512bf16"))) void row4_blocked(const DequantB& 
     for (int64_t q = 0; q < 4; ++q) {
 #pragma GCC unroll 8
       for (int64_t i = 0; i < 8; ++i) {
-        const __m512 av = _mm512_set1_ps(a[(p + 8 * q + i) * a_step]);
+        __m512 v[kHalves];
         for (int64_t h = 0; h < kHalves; ++h) {
           // Value 8q + i of each row: sign-extended, widened exactly, dequant_run's steps.
-          __m512 v = _mm512_cvtepi32_ps(_mm512_srai_epi32(
+          v[h] = _mm512_cvtepi32_ps(_mm512_srai_epi32(
               _mm512_slli_epi32(dw[h][q], static_cast<unsigned>(28 - 4 * i)), 28));
-          if (has_zero) v = _mm512_sub_ps(v, z[h]);
-          if (has_scale) v = _mm512_mul_ps(v, sc[h]);
+          if (has_zero) v[h] = _mm512_sub_ps(v[h], z[h]);
+          if (has_scale) v[h] = _mm512_mul_ps(v[h], sc[h]);
           if constexpr (kRound == Rounding::kBf16) {
-            v = round_bf16_lanes(v);
+            v[h] = round_bf16_lanes(v[h]);
           } else if constexpr (kRound == Rounding::kBf16Native) {
-            v = round_bf16_native(v);
+            v[h] = round_bf16_native(v[h]);
           }
-          acc[h] = _mm512_fmadd_ps(av, v, acc[h]);
+        }
+        const int64_t at = (p + 8 * q + i) * a_cs;
+#pragma GCC unroll 8
+        for (int64_t r = 0; r < kARows; ++r) {
+          if (r < m) {
+            const __m512 av = _mm512_set1_ps(a[r * a_rs + at]);
+            acc[r][0] = _mm512_fmadd_ps(av, v[0], acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(av, v[1], acc[r][1]);
+          }
         }
       }
     }
   }
-  // Back to row order, then row_kernel_f32_avx512's store.
+  // Back to row order, then row_kernel_f32_avx512's store (the tile kernel's, per row).
   const __m512i order = _mm512_set_epi32(lane_row(15), lane_row(14), lane_row(13), lane_row(12),
                                          lane_row(11), lane_row(10), lane_row(9), lane_row(8),
                                          lane_row(7), lane_row(6), lane_row(5), lane_row(4),
                                          lane_row(3), lane_row(2), lane_row(1), lane_row(0));
   const __m512 al = _mm512_set1_ps(alpha);
-  for (int64_t h = 0; h < kHalves; ++h) {
-    const __mmask16 m = static_cast<__mmask16>((1u << rows_in[h]) - 1);
-    float* out = c + 16 * h;
-    const __m512 c0 = init != nullptr ? _mm512_set1_ps(*init) : _mm512_maskz_loadu_ps(m, out);
-    _mm512_mask_storeu_ps(out, m, _mm512_fmadd_ps(al, _mm512_permutexvar_ps(order, acc[h]), c0));
+  for (int64_t r = 0; r < std::min(m, kARows); ++r) {
+    for (int64_t h = 0; h < kHalves; ++h) {
+      const __mmask16 mask = static_cast<__mmask16>((1u << rows_in[h]) - 1);
+      float* out = c + r * ldc + 16 * h;
+      const __m512 c0 =
+          init != nullptr ? _mm512_set1_ps(init[r]) : _mm512_maskz_loadu_ps(mask, out);
+      _mm512_mask_storeu_ps(out, mask,
+                            _mm512_fmadd_ps(al, _mm512_permutexvar_ps(order, acc[r][h]), c0));
+    }
   }
 }
 
@@ -592,19 +606,29 @@ bool row4_blocks(const DequantB& d, int64_t pc, int64_t kc) {
   return true;
 }
 
+// row4_blocked with the rounding the operand needs.
+template <int64_t kARows>
+void row4_blocked_rows(const DequantB& d, int64_t pc, int64_t kc, int64_t j, int64_t cols,
+                       int64_t m, const float* a, int64_t a_rs, int64_t a_cs, float* c, int64_t ldc,
+                       float alpha, const float* init) {
+  if (d.round16 == DequantB::Round16::kNone) {
+    row4_blocked<Rounding::kNone, kARows>(d, pc, kc, j, cols, m, a, a_rs, a_cs, c, ldc, alpha,
+                                          init);
+  } else if (d.normal_values && cpu_has_avx512bf16()) {
+    row4_blocked<Rounding::kBf16Native, kARows>(d, pc, kc, j, cols, m, a, a_rs, a_cs, c, ldc, alpha,
+                                                init);
+  } else {
+    row4_blocked<Rounding::kBf16, kARows>(d, pc, kc, j, cols, m, a, a_rs, a_cs, c, ldc, alpha,
+                                          init);
+  }
+}
+
 template <int kBits>
 void row_in_registers_bits(const DequantB& d, int64_t pc, int64_t kc, int64_t j, int64_t cols,
                            const float* a, int64_t a_step, float* c, float alpha,
                            const float* init) {
   if (kBits == 4 && row4_blocks(d, pc, kc)) {
-    if (d.round16 == DequantB::Round16::kNone) {
-      row4_blocked<Rounding::kNone>(d, pc, kc, j, cols, a, a_step, c, alpha, init);
-    } else if (d.normal_values && cpu_has_avx512bf16()) {
-      row4_blocked<Rounding::kBf16Native>(d, pc, kc, j, cols, a, a_step, c, alpha, init);
-    } else {
-      row4_blocked<Rounding::kBf16>(d, pc, kc, j, cols, a, a_step, c, alpha, init);
-    }
-    return;
+    return row4_blocked_rows<1>(d, pc, kc, j, cols, 1, a, 0, a_step, c, 0, alpha, init);
   }
   if (d.round16 == DequantB::Round16::kNone) {
     row_in_registers<kBits, Rounding::kNone>(d, pc, kc, j, cols, a, a_step, c, alpha, init);
@@ -616,6 +640,17 @@ void row_in_registers_bits(const DequantB& d, int64_t pc, int64_t kc, int64_t j,
 }
 
 }  // namespace
+
+bool rows_in_registers_applies(FloatKernel isa, const DequantB& d, int64_t k, int64_t kc_block) {
+  return row_in_registers_applies(isa, d, k, kc_block) && d.q4 != nullptr && k % 32 == 0 &&
+         row4_blocks(d, 0, kc_block);
+}
+
+void rows_in_registers_avx512(const DequantB& d, int64_t pc, int64_t kc, int64_t j, int64_t cols,
+                              int64_t m, const float* a, int64_t a_rs, int64_t a_cs, float* c,
+                              int64_t ldc, float alpha, const float* init) {
+  row4_blocked_rows<kRowsInRegisters>(d, pc, kc, j, cols, m, a, a_rs, a_cs, c, ldc, alpha, init);
+}
 
 void row_in_registers_avx512(const DequantB& d, int64_t pc, int64_t kc, int64_t j, int64_t cols,
                              const float* a, int64_t a_step, float* c, float alpha,

@@ -30,4 +30,15 @@ void row_in_registers_avx512(const DequantB& d, int64_t pc, int64_t kc, int64_t 
                              const float* a, int64_t a_step, float* c, float alpha,
                              const float* init);
 
+// Rows of A at most for rows_in_registers_avx512 (a short prompt).
+inline constexpr int64_t kRowsInRegisters = 8;
+// The same for m <= kRowsInRegisters rows of A (row r at a + r * a_rs, its columns a_cs
+// apart; C's at c + r * ldc; init, when set, one value per row), each dequantized value shared
+// by the rows: whether it takes this operand (4-bit values in blocks of 32 inputs: k, the K
+// blocks and the operands' groups multiples of 32), and the product of one K block.
+bool rows_in_registers_applies(FloatKernel isa, const DequantB& d, int64_t k, int64_t kc_block);
+void rows_in_registers_avx512(const DequantB& d, int64_t pc, int64_t kc, int64_t j, int64_t cols,
+                              int64_t m, const float* a, int64_t a_rs, int64_t a_cs, float* c,
+                              int64_t ldc, float alpha, const float* init);
+
 }  // namespace etc::rt::kernels
