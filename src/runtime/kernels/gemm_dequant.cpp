@@ -8,7 +8,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <bit>
 #include <climits>
 #include <cstring>
 #include <vector>
@@ -361,7 +360,9 @@ __attribute__((target("avx512f"))) inline __m512 round_bf16_lanes(__m512 v) {
 // instruction), for values known finite and normal or zero: the conversion treats denormals
 // as zero and quiets NaNs otherwise than float_to_bfloat16.
 __attribute__((target("avx512f,avx512bf16"))) inline __m512 round_bf16_native(__m512 v) {
-  const auto h = std::bit_cast<__m256i>(_mm512_cvtneps_pbh(v));
+  const __m256bh narrowed = _mm512_cvtneps_pbh(v);
+  __m256i h;  // the same 32 bytes as integers (a copy the compiler elides)
+  std::memcpy(&h, &narrowed, sizeof(h));
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
