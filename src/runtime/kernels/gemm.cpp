@@ -697,12 +697,12 @@ void gemm_blocked(int64_t m, int64_t n, int64_t k, T alpha, MatrixRef<T> a, Matr
       }
       return;
     }
-    if (m == 1 && plain_rows && cfg.nr == 32 && b.dequant != nullptr &&
+    if (m <= kWide16Rows && plain_rows && cfg.nr == 32 && b.dequant != nullptr &&
         int8_row_applies(*b.dequant)) {
-      // A decode step over an int8 [K, N] weight, read in place.
+      // A decode step or a short prompt over an int8 [K, N] weight, read in place.
       const float* rows_init = nullptr;
       if (init != nullptr) rows_init = init->rows != nullptr ? init->rows + row0 : kZeroRows;
-      int8_one_row_avx512(n, k, kKC, alpha, a, *b.dequant, c, rows_init);
+      int8_rows_avx512(m, n, k, kKC, alpha, a, *b.dequant, c, ldc, rows_init);
       return;
     }
     if (m == 1 && plain_rows && cfg.nr != 8) {

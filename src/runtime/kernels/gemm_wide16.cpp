@@ -175,10 +175,26 @@ __attribute__((target("avx2,fma"))) void finish_row_avx2(float alpha, const floa
 // widened as it is multiplied: a short prompt's product, without packing either operand
 // (each packed value would be read once). The accumulators take k in order from zero and C
 // takes alpha * acc + C (or init[i]), as the tile kernel does: the same bits.
+// 16 bf16 (fp16) values widened exactly.
+__attribute__((target("avx512f"))) inline __m512 widen16_lanes(__m256i h, bool float16) {
+  return float16 ? _mm512_cvtph_ps(h)
+                 : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+// 16 values of a weight row from src, widened exactly: bf16/fp16 (uint16_t) or int8.
+__attribute__((target("avx512f"))) inline __m512 load_widened(const uint16_t* src, bool float16) {
+  return widen16_lanes(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src)), float16);
+}
+__attribute__((target("avx512f"))) inline __m512 load_widened(const int8_t* src, bool) {
+  return _mm512_cvtepi32_ps(
+      _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src))));
+}
+
 constexpr int64_t kTilePrefetchRows = 16;
 
+template <typename Src>
 __attribute__((target("avx512f"))) void tile_w16_avx512(int64_t kc, const float* a, int64_t a_rs,
-                                                        int64_t a_cs, int64_t m, const uint16_t* w,
+                                                        int64_t a_cs, int64_t m, const Src* w,
                                                         int64_t ldw, int64_t cols, bool float16,
                                                         float* c, int64_t ldc, float alpha,
                                                         const float* init) {
@@ -188,9 +204,9 @@ __attribute__((target("avx512f"))) void tile_w16_avx512(int64_t kc, const float*
     acc[i][0] = _mm512_setzero_ps();
     acc[i][1] = _mm512_setzero_ps();
   }
-  alignas(64) uint16_t edge[32] = {};  // a row's columns when fewer than 32
+  alignas(64) Src edge[32] = {};  // a row's columns when fewer than 32
   for (int64_t p = 0; p < kc; ++p) {
-    const uint16_t* row = w + p * ldw;
+    const Src* row = w + p * ldw;
     // The weight's rows lie a row of the weight apart, too far for the hardware's stream
     // prefetch: ask for the row kPrefetchRows ahead (its 64 bytes may span two lines).
     if (p + kTilePrefetchRows < kc) {
@@ -201,17 +217,11 @@ __attribute__((target("avx512f"))) void tile_w16_avx512(int64_t kc, const float*
     // And this row's next 32 columns, which the next tile reads after kc rows.
     _mm_prefetch(reinterpret_cast<const char*>(row + 32) + 63, _MM_HINT_T1);
     if (cols < 32) {
-      std::memcpy(edge, row, static_cast<size_t>(cols) * sizeof(uint16_t));
+      std::memcpy(edge, row, static_cast<size_t>(cols) * sizeof(Src));
       row = edge;
     }
-    const __m256i h0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row));
-    const __m256i h1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 16));
-    const __m512 b0 = float16
-                          ? _mm512_cvtph_ps(h0)
-                          : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h0), 16));
-    const __m512 b1 = float16
-                          ? _mm512_cvtph_ps(h1)
-                          : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h1), 16));
+    const __m512 b0 = load_widened(row, float16);
+    const __m512 b1 = load_widened(row + 16, float16);
 #pragma GCC unroll 8
     for (int i = 0; i < 8; ++i) {
       if (i < m) {
@@ -234,21 +244,6 @@ __attribute__((target("avx512f"))) void tile_w16_avx512(int64_t kc, const float*
     _mm512_mask_storeu_ps(out, m0, _mm512_fmadd_ps(al, acc[i][0], c0));
     _mm512_mask_storeu_ps(out + 16, m1, _mm512_fmadd_ps(al, acc[i][1], c1));
   }
-}
-
-// 16 bf16 (fp16) values widened exactly.
-__attribute__((target("avx512f"))) inline __m512 widen16_lanes(__m256i h, bool float16) {
-  return float16 ? _mm512_cvtph_ps(h)
-                 : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-
-// 16 values of a weight row from src, widened exactly: bf16/fp16 (uint16_t) or int8.
-__attribute__((target("avx512f"))) inline __m512 load_widened(const uint16_t* src, bool float16) {
-  return widen16_lanes(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src)), float16);
-}
-__attribute__((target("avx512f"))) inline __m512 load_widened(const int8_t* src, bool) {
-  return _mm512_cvtepi32_ps(
-      _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src))));
 }
 
 // One row of A times columns [0, cols) (cols <= 384) of a [K, N] weight of 16-bit floats or
@@ -364,9 +359,20 @@ bool int8_row_applies(const DequantB& d) {
   return d.q != nullptr && d.q_n == 1 && !d.zero.present() && !d.scale.present();
 }
 
-void int8_one_row_avx512(int64_t n, int64_t k, int64_t kc_block, float alpha, MatrixRef<float> a,
-                         const DequantB& d, float* c, const float* init) {
-  one_row_in_registers(n, k, kc_block, alpha, a, d.q + d.col0, d.q_k, false, c, init);
+void int8_rows_avx512(int64_t m, int64_t n, int64_t k, int64_t kc_block, float alpha,
+                      MatrixRef<float> a, const DequantB& d, float* c, int64_t ldc,
+                      const float* init) {
+  if (m == 1)
+    return one_row_in_registers(n, k, kc_block, alpha, a, d.q + d.col0, d.q_k, false, c, init);
+  // wide16_rows' short-prompt tiles over int8 values.
+  for (int64_t pc = 0; pc < k; pc += kc_block) {
+    const int64_t kc = std::min(kc_block, k - pc);
+    for (int64_t j = 0; j < n; j += 32) {
+      tile_w16_avx512(kc, a.data + pc * a.col_stride, a.row_stride, a.col_stride, m,
+                      d.q + pc * d.q_k + d.col0 + j, d.q_k, std::min<int64_t>(32, n - j), false,
+                      c + j, ldc, alpha, pc == 0 ? init : nullptr);
+    }
+  }
 }
 
 }  // namespace etc::rt::kernels

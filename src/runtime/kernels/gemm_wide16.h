@@ -30,9 +30,11 @@ void wide16_rows(bool avx512, int64_t m, int64_t n, int64_t k, int64_t kc_block,
 
 // An int8 weight stored [K, N] that the product only widens (DequantB with q, q_n == 1, no
 // zero point, no scale: torchao's Int8WeightOnlyConfig, whose scale multiplies the product's
-// output), for a decode step on AVX-512: read in place as wide16_rows reads a 16-bit one.
+// output), for a decode step or a short prompt (m <= kWide16Rows) on AVX-512: read in place
+// as wide16_rows reads a 16-bit one.
 bool int8_row_applies(const DequantB& d);
-void int8_one_row_avx512(int64_t n, int64_t k, int64_t kc_block, float alpha, MatrixRef<float> a,
-                         const DequantB& d, float* c, const float* init);
+void int8_rows_avx512(int64_t m, int64_t n, int64_t k, int64_t kc_block, float alpha,
+                      MatrixRef<float> a, const DequantB& d, float* c, int64_t ldc,
+                      const float* init);
 
 }  // namespace etc::rt::kernels
