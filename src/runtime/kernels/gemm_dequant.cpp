@@ -324,20 +324,45 @@ bool row_in_registers_applies(FloatKernel isa, const DequantB& d, int64_t k, int
 
 namespace {
 
-// The operand's values of weight rows [n0, n0 + 16) at input k (rows past `rows`: 0).
+// The order of load_rows_transposed's lanes: lane l holds weight row lane_row(l) of the 16 (a
+// 4x4 transpose, its own inverse).
+constexpr int lane_row(int l) {
+  return 4 * (l % 4) + l / 4;
+}
+
+// The weight row of each lane: 0, 1, ..., 15 (gathered rows), or lane_row's order.
+__attribute__((target("avx512f"))) inline __m512i lane_rows(bool transposed) {
+  if (!transposed) return _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  return _mm512_set_epi32(lane_row(15), lane_row(14), lane_row(13), lane_row(12), lane_row(11),
+                          lane_row(10), lane_row(9), lane_row(8), lane_row(7), lane_row(6),
+                          lane_row(5), lane_row(4), lane_row(3), lane_row(2), lane_row(1),
+                          lane_row(0));
+}
+
+// The operand's values of weight rows n0 + (lane's row) at input k, rows past `rows` 0; the
+// lanes in row order, or in lane_row's (`transposed`).
 __attribute__((target("avx512f"))) __m512 operand_lanes(const DequantB::Operand& o, int64_t n0,
-                                                        int64_t rows, int64_t k) {
+                                                        int64_t rows, int64_t k,
+                                                        bool transposed = false) {
   const int64_t kk = o.k_stride != 0 ? (k / o.k_group) * o.k_stride : 0;
   if (o.data != nullptr && o.n_stride < (int64_t{1} << 26)) {  // float values: one gather
-    const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-    const __m512i at = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(o.n_stride)));
-    const auto mask = static_cast<__mmask16>((1u << rows) - 1);
-    return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mask, at, o.data + n0 * o.n_stride + kk,
+    const __m512i row = lane_rows(transposed);
+    const __mmask16 valid = _mm512_cmplt_epi32_mask(row, _mm512_set1_epi32(static_cast<int>(rows)));
+    const __m512i at = _mm512_mullo_epi32(row, _mm512_set1_epi32(static_cast<int>(o.n_stride)));
+    return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), valid, at, o.data + n0 * o.n_stride + kk,
                                     4);
   }
   alignas(64) float v[16] = {};
-  for (int64_t r = 0; r < rows; ++r)
-    v[r] = o.at((n0 + r) * o.n_stride + kk);
+  // 4-bit values a row of the operand per weight row (a zero point per group): element kk of
+  // packed row n, found without Operand::at's division.
+  const bool packed_rows = o.data_i4 != nullptr && o.n_stride == o.i4_size && kk < o.i4_size;
+  for (int l = 0; l < 16; ++l) {
+    const int64_t r = transposed ? lane_row(l) : l;
+    if (r >= rows) continue;
+    v[l] = packed_rows
+               ? static_cast<float>(int4::at(o.data_i4 + (n0 + r) * int4::row_bytes(o.i4_size), kk))
+               : o.at((n0 + r) * o.n_stride + kk);
+  }
   return _mm512_load_ps(v);
 }
 
@@ -373,6 +398,35 @@ bool cpu_has_avx512bf16() {
 
 enum class Rounding { kNone, kBf16, kBf16Native };
 
+// Widened values v through dequant_run's steps, in its order: minus the zero points, times
+// the scales, rounded as the program's dtype rounds (none for float32).
+template <Rounding kRound>
+__attribute__((target("avx512f,avx512bf16"))) inline __m512 dequant_lanes(__m512 v, bool has_zero,
+                                                                          __m512 zero,
+                                                                          bool has_scale,
+                                                                          __m512 scale) {
+  if (has_zero) v = _mm512_sub_ps(v, zero);
+  if (has_scale) v = _mm512_mul_ps(v, scale);
+  if constexpr (kRound == Rounding::kBf16) {
+    v = round_bf16_lanes(v);
+  } else if constexpr (kRound == Rounding::kBf16Native) {
+    v = round_bf16_native(v);
+  }
+  return v;
+}
+
+// f.template operator()<R>() with R the rounding d's values need.
+template <typename F>
+void with_rounding(const DequantB& d, F&& f) {
+  if (d.round16 == DequantB::Round16::kNone) {
+    f.template operator()<Rounding::kNone>();
+  } else if (d.normal_values && cpu_has_avx512bf16()) {
+    f.template operator()<Rounding::kBf16Native>();
+  } else {
+    f.template operator()<Rounding::kBf16>();
+  }
+}
+
 // row_in_registers_avx512 for `bits`-bit values (4 or 8) and one rounding.
 template <int kBits, Rounding kRound>
 __attribute__((target("avx512f,avx512bf16"))) void row_in_registers(
@@ -385,7 +439,7 @@ __attribute__((target("avx512f,avx512bf16"))) void row_in_registers(
   const __mmask16 m1 = static_cast<__mmask16>((1u << rows1) - 1);
   // Byte offsets of the 32 rows' dwords from row n0's; lanes past `cols` are not gathered.
   const int64_t row_stride = kBits == 4 ? d.q4_row : d.q_n;
-  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i lane = lane_rows(false);
   const __m512i row_bytes = _mm512_set1_epi32(static_cast<int>(row_stride));
   const __m512i idx0 = _mm512_mullo_epi32(lane, row_bytes);
   const __m512i idx1 = _mm512_mullo_epi32(_mm512_add_epi32(lane, _mm512_set1_epi32(16)), row_bytes);
@@ -417,26 +471,13 @@ __attribute__((target("avx512f,avx512bf16"))) void row_in_registers(
     for (int i = 0; i < kPerDword; ++i) {
       const __m512 av = _mm512_set1_ps(a[(p + i) * a_step]);
       const __m128i shift_left = _mm_cvtsi32_si128(32 - kBits * (i + 1));
-      // Sign-extended values, widened exactly, then dequant_run's steps in its order.
-      __m512 v0 =
-          _mm512_cvtepi32_ps(_mm512_sra_epi32(_mm512_sll_epi32(g0, shift_left), shift_right));
-      __m512 v1 =
-          _mm512_cvtepi32_ps(_mm512_sra_epi32(_mm512_sll_epi32(g1, shift_left), shift_right));
-      if (has_zero) {
-        v0 = _mm512_sub_ps(v0, z0);
-        v1 = _mm512_sub_ps(v1, z1);
-      }
-      if (has_scale) {
-        v0 = _mm512_mul_ps(v0, s0);
-        v1 = _mm512_mul_ps(v1, s1);
-      }
-      if constexpr (kRound == Rounding::kBf16) {
-        v0 = round_bf16_lanes(v0);
-        v1 = round_bf16_lanes(v1);
-      } else if constexpr (kRound == Rounding::kBf16Native) {
-        v0 = round_bf16_native(v0);
-        v1 = round_bf16_native(v1);
-      }
+      // Sign-extended values, widened exactly, then dequantized.
+      const __m512 v0 = dequant_lanes<kRound>(
+          _mm512_cvtepi32_ps(_mm512_sra_epi32(_mm512_sll_epi32(g0, shift_left), shift_right)),
+          has_zero, z0, has_scale, s0);
+      const __m512 v1 = dequant_lanes<kRound>(
+          _mm512_cvtepi32_ps(_mm512_sra_epi32(_mm512_sll_epi32(g1, shift_left), shift_right)),
+          has_zero, z1, has_scale, s1);
       acc0 = _mm512_fmadd_ps(av, v0, acc0);
       acc1 = _mm512_fmadd_ps(av, v1, acc1);
     }
@@ -447,12 +488,6 @@ __attribute__((target("avx512f,avx512bf16"))) void row_in_registers(
   const __m512 c1 = init != nullptr ? _mm512_set1_ps(*init) : _mm512_maskz_loadu_ps(m1, c + 16);
   _mm512_mask_storeu_ps(c, m0, _mm512_fmadd_ps(al, acc0, c0));
   _mm512_mask_storeu_ps(c + 16, m1, _mm512_fmadd_ps(al, acc1, c1));
-}
-
-// The lane order of load_rows_transposed: lane l holds weight row kLaneRow(l) of the 16 (a 4x4
-// transpose, its own inverse).
-constexpr int lane_row(int l) {
-  return 4 * (l % 4) + l / 4;
 }
 
 // 16 bytes (32 4-bit values) of each of 16 rows as four vectors of a dword per row: vector d
@@ -479,38 +514,6 @@ __attribute__((target("avx512f"))) inline void load_rows_transposed(const uint8_
   out[1] = _mm512_unpackhi_epi64(t0, t2);
   out[2] = _mm512_unpacklo_epi64(t1, t3);
   out[3] = _mm512_unpackhi_epi64(t1, t3);
-}
-
-// The operand's values of rows n0 + lane_row(l) (rows past `rows`: 0) at input k.
-__attribute__((target("avx512f"))) __m512 operand_lanes_transposed(const DequantB::Operand& o,
-                                                                   int64_t n0, int64_t rows,
-                                                                   int64_t k) {
-  const int64_t kk = o.k_stride != 0 ? (k / o.k_group) * o.k_stride : 0;
-  if (o.data != nullptr && o.n_stride < (int64_t{1} << 26)) {  // float values: one gather
-    const __m512i row = _mm512_set_epi32(lane_row(15), lane_row(14), lane_row(13), lane_row(12),
-                                         lane_row(11), lane_row(10), lane_row(9), lane_row(8),
-                                         lane_row(7), lane_row(6), lane_row(5), lane_row(4),
-                                         lane_row(3), lane_row(2), lane_row(1), lane_row(0));
-    const __mmask16 valid = _mm512_cmplt_epi32_mask(row, _mm512_set1_epi32(static_cast<int>(rows)));
-    const __m512i at = _mm512_mullo_epi32(row, _mm512_set1_epi32(static_cast<int>(o.n_stride)));
-    return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), valid, at, o.data + n0 * o.n_stride + kk,
-                                    4);
-  }
-  alignas(64) float v[16] = {};
-  if (o.data_i4 != nullptr && o.n_stride == o.i4_size && kk < o.i4_size) {
-    // 4-bit values a row of the operand per weight row (a zero point per group): element
-    // kk of packed row n, found without Operand::at's division.
-    const int64_t bytes = int4::row_bytes(o.i4_size);
-    for (int l = 0; l < 16; ++l) {
-      if (lane_row(l) < rows)
-        v[l] = static_cast<float>(int4::at(o.data_i4 + (n0 + lane_row(l)) * bytes, kk));
-    }
-    return _mm512_load_ps(v);
-  }
-  for (int l = 0; l < 16; ++l) {
-    if (lane_row(l) < rows) v[l] = o.at((n0 + lane_row(l)) * o.n_stride + kk);
-  }
-  return _mm512_load_ps(v);
 }
 
 // row_in_registers for 4-bit values in blocks of 32 inputs (k, the K blocks and the operands'
@@ -541,9 +544,9 @@ __attribute__((target("avx512f,avx512bf16"))) void row4_blocked(
     const int64_t k = pc + p;
     for (int64_t h = 0; h < kHalves; ++h) {
       if (has_zero && (p == 0 || (d.zero.k_stride != 0 && k % d.zero.k_group == 0)))
-        z[h] = operand_lanes_transposed(d.zero, n0 + 16 * h, rows_in[h], k);
+        z[h] = operand_lanes(d.zero, n0 + 16 * h, rows_in[h], k, true);
       if (has_scale && (p == 0 || (d.scale.k_stride != 0 && k % d.scale.k_group == 0)))
-        sc[h] = operand_lanes_transposed(d.scale, n0 + 16 * h, rows_in[h], k);
+        sc[h] = operand_lanes(d.scale, n0 + 16 * h, rows_in[h], k, true);
     }
     __m512i dw[2][4];
     for (int64_t h = 0; h < kHalves; ++h) {
@@ -557,16 +560,11 @@ __attribute__((target("avx512f,avx512bf16"))) void row4_blocked(
       for (int64_t i = 0; i < 8; ++i) {
         __m512 v[kHalves];
         for (int64_t h = 0; h < kHalves; ++h) {
-          // Value 8q + i of each row: sign-extended, widened exactly, dequant_run's steps.
-          v[h] = _mm512_cvtepi32_ps(_mm512_srai_epi32(
-              _mm512_slli_epi32(dw[h][q], static_cast<unsigned>(28 - 4 * i)), 28));
-          if (has_zero) v[h] = _mm512_sub_ps(v[h], z[h]);
-          if (has_scale) v[h] = _mm512_mul_ps(v[h], sc[h]);
-          if constexpr (kRound == Rounding::kBf16) {
-            v[h] = round_bf16_lanes(v[h]);
-          } else if constexpr (kRound == Rounding::kBf16Native) {
-            v[h] = round_bf16_native(v[h]);
-          }
+          // Value 8q + i of each row: sign-extended, widened exactly, dequantized.
+          v[h] = dequant_lanes<kRound>(
+              _mm512_cvtepi32_ps(_mm512_srai_epi32(
+                  _mm512_slli_epi32(dw[h][q], static_cast<unsigned>(28 - 4 * i)), 28)),
+              has_zero, z[h], has_scale, sc[h]);
         }
         const int64_t at = (p + 8 * q + i) * a_cs;
 #pragma GCC unroll 8
@@ -581,10 +579,7 @@ __attribute__((target("avx512f,avx512bf16"))) void row4_blocked(
     }
   }
   // Back to row order, then row_kernel_f32_avx512's store (the tile kernel's, per row).
-  const __m512i order = _mm512_set_epi32(lane_row(15), lane_row(14), lane_row(13), lane_row(12),
-                                         lane_row(11), lane_row(10), lane_row(9), lane_row(8),
-                                         lane_row(7), lane_row(6), lane_row(5), lane_row(4),
-                                         lane_row(3), lane_row(2), lane_row(1), lane_row(0));
+  const __m512i order = lane_rows(true);
   const __m512 al = _mm512_set1_ps(alpha);
   for (int64_t r = 0; r < std::min(m, kARows); ++r) {
     for (int64_t h = 0; h < kHalves; ++h) {
@@ -607,37 +602,17 @@ bool row4_blocks(const DequantB& d, int64_t pc, int64_t kc) {
   return true;
 }
 
-// row4_blocked with the rounding the operand needs.
-template <int64_t kARows>
-void row4_blocked_rows(const DequantB& d, int64_t pc, int64_t kc, int64_t j, int64_t cols,
-                       int64_t m, const float* a, int64_t a_rs, int64_t a_cs, float* c, int64_t ldc,
-                       float alpha, const float* init) {
-  if (d.round16 == DequantB::Round16::kNone) {
-    row4_blocked<Rounding::kNone, kARows>(d, pc, kc, j, cols, m, a, a_rs, a_cs, c, ldc, alpha,
-                                          init);
-  } else if (d.normal_values && cpu_has_avx512bf16()) {
-    row4_blocked<Rounding::kBf16Native, kARows>(d, pc, kc, j, cols, m, a, a_rs, a_cs, c, ldc, alpha,
-                                                init);
-  } else {
-    row4_blocked<Rounding::kBf16, kARows>(d, pc, kc, j, cols, m, a, a_rs, a_cs, c, ldc, alpha,
-                                          init);
-  }
-}
-
 template <int kBits>
 void row_in_registers_bits(const DequantB& d, int64_t pc, int64_t kc, int64_t j, int64_t cols,
                            const float* a, int64_t a_step, float* c, float alpha,
                            const float* init) {
-  if (kBits == 4 && row4_blocks(d, pc, kc)) {
-    return row4_blocked_rows<1>(d, pc, kc, j, cols, 1, a, 0, a_step, c, 0, alpha, init);
-  }
-  if (d.round16 == DequantB::Round16::kNone) {
-    row_in_registers<kBits, Rounding::kNone>(d, pc, kc, j, cols, a, a_step, c, alpha, init);
-  } else if (d.normal_values && cpu_has_avx512bf16()) {
-    row_in_registers<kBits, Rounding::kBf16Native>(d, pc, kc, j, cols, a, a_step, c, alpha, init);
-  } else {
-    row_in_registers<kBits, Rounding::kBf16>(d, pc, kc, j, cols, a, a_step, c, alpha, init);
-  }
+  with_rounding(d, [&]<Rounding kRound>() {
+    if (kBits == 4 && row4_blocks(d, pc, kc)) {
+      row4_blocked<kRound, 1>(d, pc, kc, j, cols, 1, a, 0, a_step, c, 0, alpha, init);
+    } else {
+      row_in_registers<kBits, kRound>(d, pc, kc, j, cols, a, a_step, c, alpha, init);
+    }
+  });
 }
 
 }  // namespace
@@ -650,7 +625,10 @@ bool rows_in_registers_applies(FloatKernel isa, const DequantB& d, int64_t k, in
 void rows_in_registers_avx512(const DequantB& d, int64_t pc, int64_t kc, int64_t j, int64_t cols,
                               int64_t m, const float* a, int64_t a_rs, int64_t a_cs, float* c,
                               int64_t ldc, float alpha, const float* init) {
-  row4_blocked_rows<kRowsInRegisters>(d, pc, kc, j, cols, m, a, a_rs, a_cs, c, ldc, alpha, init);
+  with_rounding(d, [&]<Rounding kRound>() {
+    row4_blocked<kRound, kRowsInRegisters>(d, pc, kc, j, cols, m, a, a_rs, a_cs, c, ldc, alpha,
+                                           init);
+  });
 }
 
 void row_in_registers_avx512(const DequantB& d, int64_t pc, int64_t kc, int64_t j, int64_t cols,

@@ -528,9 +528,14 @@ void CpuPlanner::fuse_dequantized_weights() {
     // integers of at most 128 in magnitude (|q - z| <= 256 has 8 significant bits): the
     // values need rounding after the last step only, which the packing does. A float zero
     // point of another kind leaves the chain unfused.
+    // Whether every value the chain computes is finite and zero or normal (integers times
+    // finite scales that are 0 or at least FLT_MIN, finite zero points), which lets the
+    // packing use the CPU's bf16 conversion (DequantB::normal_values): checked below as the
+    // 16-bit operands are widened.
     if (wd != DType::kFloat32) {
       d.round16 =
           wd == DType::kBFloat16 ? DequantB::Round16::kBFloat16 : DequantB::Round16::kFloat16;
+      d.normal_values = true;
     }
     bool ok = true;
     for (auto [operand, to] : {std::pair{zero, &d.zero}, std::pair{scale, &d.scale}}) {
@@ -557,6 +562,9 @@ void CpuPlanner::fuse_dequantized_weights() {
               wd == DType::kBFloat16 ? bfloat16_to_float(bits) : half_to_float(bits);
           const float v = wide[static_cast<size_t>(e)];
           if (operand == zero && !(v == std::nearbyint(v) && std::fabs(v) <= 128.0f)) ok = false;
+          d.normal_values =
+              d.normal_values && std::isfinite(v) &&
+              (operand == zero || v == 0.0f || std::fabs(v) >= std::numeric_limits<float>::min());
         }
         to->data = wide.data();
       }
@@ -565,21 +573,6 @@ void CpuPlanner::fuse_dequantized_weights() {
       to->n_group = transposed ? so->outer_group : so->inner_group;
       to->k_stride = transposed ? so->inner_stride : so->outer_stride;
       to->k_group = transposed ? so->inner_group : so->outer_group;
-    }
-    // Whether every value the chain computes is finite and zero or normal: a nonzero scale
-    // of at least FLT_MIN times an integer, finite zero points (DequantB::normal_values).
-    if (ok && d.round16 != DequantB::Round16::kNone) {
-      d.normal_values = true;
-      for (const DequantB::Operand* o : {&d.zero, &d.scale}) {
-        if (o->data == nullptr) continue;
-        const TensorView* operand = o == &d.zero ? zero : scale;
-        for (int64_t e = 0; e < operand->numel(); ++e) {
-          const float v = o->data[e];
-          d.normal_values =
-              d.normal_values && std::isfinite(v) &&
-              (o == &d.zero || v == 0.0f || std::fabs(v) >= std::numeric_limits<float>::min());
-        }
-      }
     }
     // No step between the chain's first and the product, but the chain's, touches what the
     // chain would have written; none after the product reads it (the product's own out,
