@@ -110,21 +110,7 @@ void pack_widened(FloatKernel isa, const DequantB& d, int64_t p0, int64_t j0, in
 namespace {
 
 // acc[i] = fma(av, widened src[i], acc[i]) for i < count: one row of a 16-bit [K, N] weight
-// multiplied into a row of accumulators (one_row_w16).
-__attribute__((target("avx512f"))) void axpy_w16_avx512(float av, const uint16_t* src,
-                                                        int64_t count, bool float16, float* acc) {
-  const __m512 a = _mm512_set1_ps(av);
-  int64_t i = 0;
-  for (; i + 16 <= count; i += 16) {
-    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
-    const __m512 v = float16 ? _mm512_cvtph_ps(h)
-                             : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-    _mm512_storeu_ps(acc + i, _mm512_fmadd_ps(a, v, _mm512_loadu_ps(acc + i)));
-  }
-  for (; i < count; ++i)
-    acc[i] = std::fma(av, float16 ? half_to_float(src[i]) : bfloat16_to_float(src[i]), acc[i]);
-}
-
+// multiplied into a row of accumulators (one_row_w16 without AVX-512).
 __attribute__((target("avx2,fma,f16c"))) void axpy_w16_avx2(float av, const uint16_t* src,
                                                             int64_t count, bool float16,
                                                             float* acc) {
@@ -144,19 +130,6 @@ __attribute__((target("avx2,fma,f16c"))) void axpy_w16_avx2(float av, const uint
 }
 
 // out[j] = fma(alpha, acc[j], init ? *init : out[j]) for j < count: a K block's sums into C.
-__attribute__((target("avx512f"))) void finish_row_avx512(float alpha, const float* acc,
-                                                          int64_t count, const float* init,
-                                                          float* out) {
-  const __m512 al = _mm512_set1_ps(alpha);
-  int64_t j = 0;
-  for (; j + 16 <= count; j += 16) {
-    const __m512 c0 = init != nullptr ? _mm512_set1_ps(*init) : _mm512_loadu_ps(out + j);
-    _mm512_storeu_ps(out + j, _mm512_fmadd_ps(al, _mm512_loadu_ps(acc + j), c0));
-  }
-  for (; j < count; ++j)
-    out[j] = std::fma(alpha, acc[j], init != nullptr ? *init : out[j]);
-}
-
 __attribute__((target("avx2,fma"))) void finish_row_avx2(float alpha, const float* acc,
                                                          int64_t count, const float* init,
                                                          float* out) {
@@ -170,11 +143,6 @@ __attribute__((target("avx2,fma"))) void finish_row_avx2(float alpha, const floa
     out[j] = std::fma(alpha, acc[j], init != nullptr ? *init : out[j]);
 }
 
-// The AVX-512 tile kernel (micro_kernel_f32_avx512) for m <= 8 rows of A read in place and a
-// 16-bit weight stored [K, N] read in place (cols <= 32 of its columns at w, rows ldw apart),
-// widened as it is multiplied: a short prompt's product, without packing either operand
-// (each packed value would be read once). The accumulators take k in order from zero and C
-// takes alpha * acc + C (or init[i]), as the tile kernel does: the same bits.
 // 16 bf16 (fp16) values widened exactly.
 __attribute__((target("avx512f"))) inline __m512 widen16_lanes(__m256i h, bool float16) {
   return float16 ? _mm512_cvtph_ps(h)
@@ -192,6 +160,11 @@ __attribute__((target("avx512f"))) inline __m512 load_widened(const int8_t* src,
 
 constexpr int64_t kTilePrefetchRows = 16;
 
+// The AVX-512 tile kernel (micro_kernel_f32_avx512) for m <= 8 rows of A read in place and a
+// [K, N] weight of 16-bit floats or int8 read in place (cols <= 32 of its columns at w, rows
+// ldw apart), widened as it is multiplied: a short prompt's product, without packing either
+// operand (each packed value would be read once). The accumulators take k in order from zero
+// and C takes alpha * acc + C (or init[i]), as the tile kernel does: the same bits.
 template <typename Src>
 __attribute__((target("avx512f"))) void tile_w16_avx512(int64_t kc, const float* a, int64_t a_rs,
                                                         int64_t a_cs, int64_t m, const Src* w,
@@ -309,12 +282,29 @@ void one_row_in_registers(int64_t n, int64_t k, int64_t kc_block, float alpha, M
   }
 }
 
+// m <= 8 rows of A times a [K, N] weight (b, rows ldb apart) by tile_w16_avx512, a K block of
+// the weight's rows across all its columns before the next.
+template <typename Src>
+void rows_in_tiles(int64_t m, int64_t n, int64_t k, int64_t kc_block, float alpha,
+                   MatrixRef<float> a, const Src* b, int64_t ldb, bool float16, float* c,
+                   int64_t ldc, const float* init) {
+  for (int64_t pc = 0; pc < k; pc += kc_block) {
+    const int64_t kc = std::min(kc_block, k - pc);
+    for (int64_t j = 0; j < n; j += 32) {
+      tile_w16_avx512(kc, a.data + pc * a.col_stride, a.row_stride, a.col_stride, m,
+                      b + pc * ldb + j, ldb, std::min<int64_t>(32, n - j), float16, c + j, ldc,
+                      alpha, pc == 0 ? init : nullptr);
+    }
+  }
+}
+
 // The one-row product over a 16-bit weight stored [K, N] (the rows of B contiguous: a bf16
-// model's linear layer as etc's export folds its transpose), for a decode step: row by row
-// of the weight, each read once and in order, into a row of accumulators, a chunk of columns
-// at a time. Each column's accumulator takes k in order from zero within a K block and C
-// takes alpha * acc + C (or the row's init) after each, as the row kernels do: the same bits.
-// `avx512`: the AVX-512 step, else AVX2.
+// model's linear layer as etc's export folds its transpose), for a decode step. AVX-512: 384
+// columns' accumulators in registers (one_row_in_registers). AVX2: row by row of the weight,
+// each read once and in order, into a row of accumulators in memory, a chunk of columns at a
+// time. Either way each column's accumulator takes k in order from zero within a K block and
+// C takes alpha * acc + C (or the row's init) after each, as the row kernels do: the same
+// bits.
 void one_row_w16(bool avx512, int64_t n, int64_t k, int64_t kc_block, float alpha,
                  MatrixRef<float> a, const DequantB& d, float* c, const float* init) {
   if (avx512) {
@@ -323,18 +313,16 @@ void one_row_w16(bool avx512, int64_t n, int64_t k, int64_t kc_block, float alph
   }
   constexpr int64_t kChunk = 2048;  // columns per pass: 8 KiB of accumulators in the L1 cache
   alignas(64) float acc[kChunk];
-  const auto axpy = avx512 ? axpy_w16_avx512 : axpy_w16_avx2;
-  const auto finish = avx512 ? finish_row_avx512 : finish_row_avx2;
   for (int64_t n0 = 0; n0 < n; n0 += kChunk) {
     const int64_t cn = std::min(kChunk, n - n0);
     for (int64_t pc = 0; pc < k; pc += kc_block) {
       const int64_t kc = std::min(kc_block, k - pc);
       std::fill_n(acc, cn, 0.0f);
       for (int64_t p = 0; p < kc; ++p) {
-        axpy(a.data[(pc + p) * a.col_stride], d.bits16 + (pc + p) * d.q_k + d.col0 + n0, cn,
-             d.float16, acc);
+        axpy_w16_avx2(a.data[(pc + p) * a.col_stride], d.bits16 + (pc + p) * d.q_k + d.col0 + n0,
+                      cn, d.float16, acc);
       }
-      finish(alpha, acc, cn, pc == 0 ? init : nullptr, c + n0);
+      finish_row_avx2(alpha, acc, cn, pc == 0 ? init : nullptr, c + n0);
     }
   }
 }
@@ -344,15 +332,7 @@ void one_row_w16(bool avx512, int64_t n, int64_t k, int64_t kc_block, float alph
 void wide16_rows(bool avx512, int64_t m, int64_t n, int64_t k, int64_t kc_block, float alpha,
                  MatrixRef<float> a, const DequantB& d, float* c, int64_t ldc, const float* init) {
   if (m == 1) return one_row_w16(avx512, n, k, kc_block, alpha, a, d, c, init);
-  // A K block of the weight's rows across all its columns before the next.
-  for (int64_t pc = 0; pc < k; pc += kc_block) {
-    const int64_t kc = std::min(kc_block, k - pc);
-    for (int64_t j = 0; j < n; j += 32) {
-      tile_w16_avx512(kc, a.data + pc * a.col_stride, a.row_stride, a.col_stride, m,
-                      d.bits16 + pc * d.q_k + d.col0 + j, d.q_k, std::min<int64_t>(32, n - j),
-                      d.float16, c + j, ldc, alpha, pc == 0 ? init : nullptr);
-    }
-  }
+  rows_in_tiles(m, n, k, kc_block, alpha, a, d.bits16 + d.col0, d.q_k, d.float16, c, ldc, init);
 }
 
 bool int8_row_applies(const DequantB& d) {
@@ -364,15 +344,7 @@ void int8_rows_avx512(int64_t m, int64_t n, int64_t k, int64_t kc_block, float a
                       const float* init) {
   if (m == 1)
     return one_row_in_registers(n, k, kc_block, alpha, a, d.q + d.col0, d.q_k, false, c, init);
-  // wide16_rows' short-prompt tiles over int8 values.
-  for (int64_t pc = 0; pc < k; pc += kc_block) {
-    const int64_t kc = std::min(kc_block, k - pc);
-    for (int64_t j = 0; j < n; j += 32) {
-      tile_w16_avx512(kc, a.data + pc * a.col_stride, a.row_stride, a.col_stride, m,
-                      d.q + pc * d.q_k + d.col0 + j, d.q_k, std::min<int64_t>(32, n - j), false,
-                      c + j, ldc, alpha, pc == 0 ? init : nullptr);
-    }
-  }
+  rows_in_tiles(m, n, k, kc_block, alpha, a, d.q + d.col0, d.q_k, false, c, ldc, init);
 }
 
 }  // namespace etc::rt::kernels
