@@ -1,0 +1,308 @@
+// The load planner's weight-only dequantization end to end: a program's steps that widen a
+// quantized constant weight (int8, or 4-bit values two a byte) into a matrix product's right
+// operand are given to the product, which dequantizes as it packs (or, for a few rows on
+// AVX-512, in registers). The fused method must give the unfused method's bits, in float32,
+// bf16 and fp16.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <optional>
+#include <tuple>
+
+#include "runtime/fusion_test_util.h"
+
+namespace etc {
+namespace {
+
+using namespace fusion_test;  // NOLINT(google-build-using-namespace): the tests' helpers
+
+TEST_CASE("a weight-only int4 layer dequantizes its weight inside the product, same bits") {
+  for (const bool int8_zero : {false, true}) {
+    INFO("int8 zero point " << int8_zero);
+    const Int4Linear c{int8_zero ? 512 : 128, int8_zero ? 512 : 256, int8_zero, false};
+    Graph g = int4_linear(c);
+    // The constants' bytes, before the export's passes rewrite the graph.
+    const auto bytes = [&](const char* name) {
+      std::optional<ValueId> id = g.find_value(name);
+      REQUIRE(id.has_value());
+      std::span<const uint8_t> b = g.value(*id).spec.constant.bytes();
+      return std::vector<uint8_t>(b.begin(), b.end());
+    };
+    const std::vector<uint8_t> q = bytes("q"), zp = bytes("zp"), sc = bytes("scale");
+    const pte::File f = export_graph(g);
+    const size_t numel = static_cast<size_t>(4 * c.k);
+    const Run fused = run(f, true, numel), plain = run(f, false, numel);
+    // The export stores q's 4-bit values two a byte (pack-int4-weights): the product reads
+    // the nibbles, and the unpacking joins the chain.
+    CHECK(rows(fused.profile) ==
+          std::vector<std::string>{int8_zero ? "aten::mm.out + etc::unpack_int4.out + "
+                                               "aten::_to_copy.out + aten::_to_copy.out + "
+                                               "aten::sub.out + aten::mul.out + "
+                                               "aten::permute_copy.out"
+                                             : "aten::mm.out + etc::unpack_int4.out + "
+                                               "aten::_to_copy.out + aten::sub.out + "
+                                               "aten::mul.out + aten::permute_copy.out"});
+    REQUIRE(fused.y.size() == plain.y.size());
+    CHECK(std::memcmp(fused.y.data(), plain.y.data(), fused.y.size() * 4) == 0);
+    // And what it computes: y[m, n] = sum_k x[m, k] * (q[n, k] - zp[n, k / 32]) * s[n, k / 32].
+    auto f32 = [](const std::vector<uint8_t>& b, size_t i) {
+      float v;
+      std::memcpy(&v, b.data() + 4 * i, 4);
+      return v;
+    };
+    double worst = 0;
+    for (int64_t m = 0; m < 4; ++m) {
+      for (int64_t n = 0; n < c.n; ++n) {
+        double want = 0;
+        for (int64_t k = 0; k < c.k; ++k) {
+          const size_t grp = static_cast<size_t>(n * (c.k / 32) + k / 32);
+          const double zero =
+              int8_zero ? static_cast<int8_t>(zp[grp]) : static_cast<double>(f32(zp, grp));
+          const double w =
+              (static_cast<int8_t>(q[static_cast<size_t>(n * c.k + k)]) - zero) * f32(sc, grp);
+          want += std::sin(static_cast<float>(m * c.k + k)) * 2 * w;
+        }
+        worst = std::max(worst, std::abs(want - fused.y[static_cast<size_t>(m * c.n + n)]));
+      }
+    }
+    CHECK(worst < 1e-3);
+  }
+}
+
+TEST_CASE("4-bit weights and zero points stay packed and the product reads their nibbles") {
+  // q [N, K] and a zero point per element [N, K], both int8 of values in [-8, 7] (stored two
+  // a byte by the export), a scale per row; K odd too (rows of K values, the last byte of
+  // each half used), and over several of the GEMM's K blocks.
+  for (const int64_t k : {int64_t{256}, int64_t{255}, int64_t{601}}) {
+    INFO("K " << k);
+    const int64_t n = 96;
+    Graph g;
+    ValueId x = g.add_input("x", spec({4, k}));
+    ValueId q = int8_constant(g, "q", {n, k}, -8, 7, 91);
+    ValueId zp = int8_constant(g, "zp", {n, k}, -8, 7, 92);
+    const std::span<const uint8_t> qb = g.value(q).spec.constant.bytes();
+    const std::vector<int8_t> qv(qb.begin(), qb.end());
+    const std::span<const uint8_t> zb = g.value(zp).spec.constant.bytes();
+    const std::vector<int8_t> zv(zb.begin(), zb.end());
+    ValueId w =
+        node(g, OpKind::ToCopy, "w", {{"self", q}, {"dtype", DType::kFloat32}}, spec({n, k}));
+    ValueId zw =
+        node(g, OpKind::ToCopy, "zw", {{"self", zp}, {"dtype", DType::kFloat32}}, spec({n, k}));
+    ValueId z = node(g, OpKind::SubTensor, "z", {{"self", w}, {"other", zw}}, spec({n, k}));
+    ValueId scale = constant(g, "scale", {n, 1}, 93);
+    const std::span<const uint8_t> sb = g.value(scale).spec.constant.bytes();
+    std::vector<float> sv(static_cast<size_t>(n));
+    std::memcpy(sv.data(), sb.data(), sv.size() * 4);
+    ValueId d = node(g, OpKind::MulTensor, "d", {{"self", z}, {"other", scale}}, spec({n, k}));
+    ValueId t = node(g, OpKind::Permute, "t", {{"self", d}, {"dims", std::vector<int64_t>{1, 0}}},
+                     spec({k, n}));
+    ValueId y = node(g, OpKind::Mm, "y", {{"self", x}, {"mat2", t}}, spec({4, n}));
+    g.set_outputs({y});
+    const pte::File f = export_graph(g);
+    const size_t numel = static_cast<size_t>(4 * k);
+    const Run fused = run(f, true, numel), plain = run(f, false, numel);
+    CHECK(rows(fused.profile) ==
+          std::vector<std::string>{"aten::mm.out + etc::unpack_int4.out + aten::_to_copy.out + "
+                                   "etc::unpack_int4.out + aten::_to_copy.out + aten::sub.out + "
+                                   "aten::mul.out + aten::permute_copy.out"});
+    const std::vector<std::string> unfused = rows(plain.profile);
+    CHECK(std::count(unfused.begin(), unfused.end(), std::string("etc::unpack_int4.out")) == 1);
+    REQUIRE(fused.y.size() == plain.y.size());
+    CHECK(std::memcmp(fused.y.data(), plain.y.data(), fused.y.size() * 4) == 0);
+    // y[m, n] = sum_k x[m, k] * (q[n, k] - zp[n, k]) * s[n]: the bytes the export packed.
+    double worst = 0;
+    for (int64_t m = 0; m < 4; ++m) {
+      for (int64_t j = 0; j < n; ++j) {
+        double want = 0;
+        for (int64_t c = 0; c < k; ++c) {
+          const size_t e = static_cast<size_t>(j * k + c);
+          want += std::sin(static_cast<float>(m * k + c)) * 2 *
+                  ((static_cast<double>(qv[e]) - zv[e]) * sv[static_cast<size_t>(j)]);
+        }
+        worst = std::max(worst, std::abs(want - fused.y[static_cast<size_t>(m * n + j)]));
+      }
+    }
+    CHECK(worst < 1e-3);
+  }
+}
+
+TEST_CASE("int4 and int8 layers of float32, bf16 and fp16 models dequantize inside the product") {
+  // torchao's weight-only layers in the model's dtype, each step rounded to it ((q - zp) *
+  // scale is rounded after the multiplication in bf16/fp16: the product of an integer and a
+  // 16-bit scale has more bits than the dtype holds). The product must give every value the
+  // steps' rounding, or its bits differ from the unfused program's. One row (a decode step:
+  // 4-bit weights widened in registers on AVX-512) and four; N = 40 leaves a part panel, K
+  // = 512 takes two K blocks.
+  const int64_t n = 40, k = 512, groups = k / 32;
+  for (const DType dt : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
+    for (const int64_t m : {int64_t{1}, int64_t{4}}) {
+      // int4 with zero points, int8 per row, fractional zero points, int4 with a subnormal
+      // scale (where the CPU's bf16 conversion would differ: the exact rounding instead).
+      for (const int form : {0, 1, 2, 3}) {
+        if (form == 2 && dt == DType::kFloat32) continue;  // float32 takes any zero point
+        INFO(dtype_name(dt) << ", " << m << " row(s), form " << form);
+        const auto sp = [&](std::vector<int64_t> sizes) {
+          return TensorSpec::make(dt, std::move(sizes));
+        };
+        Graph g;
+        ValueId x = g.add_input("x", sp({m, k}));
+        const bool int4 = form != 1;
+        // int4: [N, K / 32, 32] (groups of 32); int8: [N, K].
+        const std::vector<int64_t> q_sizes =
+            int4 ? std::vector<int64_t>{n, groups, 32} : std::vector<int64_t>{n, k};
+        ValueId q = int4 ? int8_constant(g, "q", q_sizes, -8, 7, 71)
+                         : int8_constant(g, "q", q_sizes, -128, 127, 72);
+        ValueId w = node(g, OpKind::ToCopy, "w", {{"self", q}, {"dtype", dt}}, sp(q_sizes));
+        if (int4) {
+          // Integer zero points (torchao's), or ones with a fraction, which a 16-bit product
+          // cannot take (q - zp would need rounding too): that chain stays as written.
+          ValueId zp = constant_of(g, "zp", dt, {n, groups, 1}, [&](int64_t i) {
+            return static_cast<float>(i % 15 - 7) + (form == 2 ? 0.375f : 0.0f);
+          });
+          w = node(g, OpKind::SubTensor, "z", {{"self", w}, {"other", zp}}, sp({n, groups, 32}));
+        }
+        const std::vector<int64_t> scale_sizes =
+            int4 ? std::vector<int64_t>{n, groups, 1} : std::vector<int64_t>{n, 1};
+        ValueId scale = constant_of(g, "scale", dt, scale_sizes, [&](int64_t i) {
+          if (form == 3 && i == 5) return 1e-40f;
+          return 0.01f + 0.37f * std::fabs(std::sin(static_cast<float>(i) * 1.7f));
+        });
+        if (!int4) {  // int8: a scale per row
+          w = node(g, OpKind::MulTensor, "d", {{"self", w}, {"other", scale}}, sp({n, k}));
+        } else {
+          ValueId d =
+              node(g, OpKind::MulTensor, "d", {{"self", w}, {"other", scale}}, sp({n, groups, 32}));
+          w = node(g, OpKind::View, "v", {{"self", d}, {"size", std::vector<int64_t>{n, k}}},
+                   sp({n, k}));
+        }
+        ValueId t = node(g, OpKind::Permute, "t",
+                         {{"self", w}, {"dims", std::vector<int64_t>{1, 0}}}, sp({k, n}));
+        ValueId y = node(g, OpKind::Mm, "y", {{"self", x}, {"mat2", t}}, sp({m, n}));
+        g.set_outputs({y});
+        const pte::File f = export_graph(g);
+        rt::Method::Profile fused_profile, plain_profile;
+        const std::vector<uint8_t> fused = run_as(f, true, dt, m * k, &fused_profile);
+        const std::vector<uint8_t> plain = run_as(f, false, dt, m * k, &plain_profile);
+        const std::vector<std::string> want =
+            form == 0 || form == 3 ? std::vector<std::string>{"aten::mm.out + etc::unpack_int4.out + "
+                                                   "aten::_to_copy.out + aten::sub.out + "
+                                                   "aten::mul.out + aten::permute_copy.out"}
+            : form == 1 ? std::vector<std::string>{"aten::mm.out + aten::_to_copy.out + "
+                                                   "aten::mul.out + aten::permute_copy.out"}
+                        : rows(plain_profile);
+        CHECK(rows(fused_profile) == want);
+        REQUIRE(fused.size() == plain.size());
+        CHECK(fused == plain);
+      }
+    }
+  }
+}
+
+TEST_CASE("a decode step over 4-bit rows of 264 values: blocks of 32 and dwords of 8 alike") {
+  // K = 264: the first K block (256) is read 32 values of 16 rows at a time, the last 8 a
+  // dword a row at a time; a zero point and a scale per row; float32 and bf16.
+  const int64_t n = 40, k = 264;
+  for (const DType dt : {DType::kFloat32, DType::kBFloat16}) {
+    INFO(dtype_name(dt));
+    const auto sp = [&](std::vector<int64_t> sizes) {
+      return TensorSpec::make(dt, std::move(sizes));
+    };
+    Graph g;
+    ValueId x = g.add_input("x", sp({1, k}));
+    ValueId q = int8_constant(g, "q", {n, k}, -8, 7, 81);
+    ValueId w = node(g, OpKind::ToCopy, "w", {{"self", q}, {"dtype", dt}}, sp({n, k}));
+    ValueId zp =
+        constant_of(g, "zp", dt, {n, 1}, [](int64_t i) { return static_cast<float>(i % 9 - 4); });
+    ValueId z = node(g, OpKind::SubTensor, "z", {{"self", w}, {"other", zp}}, sp({n, k}));
+    ValueId scale = constant_of(g, "scale", dt, {n, 1}, [](int64_t i) {
+      return 0.02f + 0.3f * std::fabs(std::cos(static_cast<float>(i) * 0.9f));
+    });
+    ValueId d = node(g, OpKind::MulTensor, "d", {{"self", z}, {"other", scale}}, sp({n, k}));
+    ValueId t = node(g, OpKind::Permute, "t", {{"self", d}, {"dims", std::vector<int64_t>{1, 0}}},
+                     sp({k, n}));
+    ValueId y = node(g, OpKind::Mm, "y", {{"self", x}, {"mat2", t}}, sp({1, n}));
+    g.set_outputs({y});
+    const pte::File f = export_graph(g);
+    rt::Method::Profile fused_profile, plain_profile;
+    const std::vector<uint8_t> fused = run_as(f, true, dt, k, &fused_profile);
+    const std::vector<uint8_t> plain = run_as(f, false, dt, k, &plain_profile);
+    CHECK(rows(fused_profile) ==
+          std::vector<std::string>{"aten::mm.out + etc::unpack_int4.out + aten::_to_copy.out + "
+                                   "aten::sub.out + aten::mul.out + aten::permute_copy.out"});
+    CHECK(fused == plain);
+  }
+}
+
+TEST_CASE("a dequantized weight something else reads is not fused into the product") {
+  Graph g = int4_linear(Int4Linear{128, 256, false, true});
+  const pte::File f = export_graph(g);
+  const Run fused = run(f, true, 4 * 256), plain = run(f, false, 4 * 256);
+  CHECK(rows(fused.profile) == rows(plain.profile));
+  CHECK(std::memcmp(fused.y.data(), plain.y.data(), fused.y.size() * 4) == 0);
+}
+
+TEST_CASE("an int8 weight stored [K, N] is read as int8 by the product, its scale after") {
+  // Int8WeightOnlyConfig's program: mm(x, _to_copy(q [K, N])) * scale [N]. Four rows, and
+  // one (a decode step: on AVX-512 the weight's rows read in place, 384 columns at a time in
+  // registers; 405 columns end in a part group and a part vector, K = 300 takes two blocks).
+  for (const auto& [rows_a, k, n] : {std::tuple<int64_t, int64_t, int64_t>{4, 256, 96},
+                                     {1, 256, 96},
+                                     {1, 300, 405},
+                                     {4, 300, 405}}) {
+    INFO(rows_a << " x " << k << " x " << n);
+    Graph g;
+    ValueId x = g.add_input("x", spec({rows_a, k}));
+    ValueId q = int8_constant(g, "q", {k, n}, -128, 127, 71);
+    ValueId w =
+        node(g, OpKind::ToCopy, "w", {{"self", q}, {"dtype", DType::kFloat32}}, spec({k, n}));
+    ValueId m = node(g, OpKind::Mm, "m", {{"self", x}, {"mat2", w}}, spec({rows_a, n}));
+    ValueId y = node(g, OpKind::MulTensor, "y",
+                     {{"self", m}, {"other", constant(g, "scale", {n}, 72)}}, spec({rows_a, n}));
+    g.set_outputs({y});
+    const pte::File f = export_graph(g);
+    const size_t numel = static_cast<size_t>(rows_a * k);
+    const Run fused = run(f, true, numel), plain = run(f, false, numel);
+    // (The scaling writes the method's output: not an epilogue, which may not write caller
+    // memory.)
+    CHECK(rows(fused.profile) ==
+          std::vector<std::string>{"aten::mm.out + aten::_to_copy.out", "aten::mul.out"});
+    REQUIRE(fused.y.size() == plain.y.size());
+    CHECK(std::memcmp(fused.y.data(), plain.y.data(), fused.y.size() * 4) == 0);
+  }
+}
+
+TEST_CASE("a PT2E linear with a bias (addmm) dequantizes its per-channel weight inside") {
+  // dequantize_per_channel's program: (_to_copy(q [N, K]) - zp [N, 1]) * scale [N, 1],
+  // permute, addmm(bias, x, w^T, beta, alpha); beta and alpha not 1, so that both count.
+  Graph g;
+  ValueId x = g.add_input("x", spec({3, 192}));
+  ValueId q = int8_constant(g, "q", {80, 192}, -127, 127, 81);
+  ValueId w =
+      node(g, OpKind::ToCopy, "w", {{"self", q}, {"dtype", DType::kFloat32}}, spec({80, 192}));
+  ValueId z = node(g, OpKind::SubTensor, "z",
+                   {{"self", w}, {"other", constant(g, "zp", {80, 1}, 82)}}, spec({80, 192}));
+  ValueId d = node(g, OpKind::MulTensor, "d",
+                   {{"self", z}, {"other", constant(g, "scale", {80, 1}, 83)}}, spec({80, 192}));
+  ValueId t = node(g, OpKind::Permute, "t", {{"self", d}, {"dims", std::vector<int64_t>{1, 0}}},
+                   spec({192, 80}));
+  ValueId y = node(g, OpKind::Addmm, "y",
+                   {{"self", constant(g, "bias", {80}, 84)},
+                    {"mat1", x},
+                    {"mat2", t},
+                    {"beta", Scalar{0.5}},
+                    {"alpha", Scalar{2.0}}},
+                   spec({3, 80}));
+  g.set_outputs({y});
+  const pte::File f = export_graph(g);
+  const Run fused = run(f, true, 3 * 192), plain = run(f, false, 3 * 192);
+  CHECK(rows(fused.profile) ==
+        std::vector<std::string>{"aten::addmm.out + aten::_to_copy.out + aten::sub.out + "
+                                 "aten::mul.out + aten::permute_copy.out"});
+  REQUIRE(fused.y.size() == plain.y.size());
+  CHECK(std::memcmp(fused.y.data(), plain.y.data(), fused.y.size() * 4) == 0);
+}
+
+}  // namespace
+}  // namespace etc
