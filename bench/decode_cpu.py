@@ -203,6 +203,8 @@ def main():
                                     str(threads), "--warmup", "1", "--iterations", "1",
                                     "--prompt", os.path.join(work, "prompt.npy"), "--steps",
                                     str(args.steps), "--json"], capture_output=True, text=True)
+                if r.returncode != 0:
+                    sys.exit(f"decode_cpu: etc run {pte} exited {r.returncode}: {r.stderr[-500:]}")
                 out = json.loads(r.stdout)
                 etc_ms = out["timing_ms"]["decode_median"]
                 ids["etc"] = out["generated_ids"]
@@ -215,6 +217,9 @@ def main():
                 r = subprocess.run([sys.executable, __file__, "et-run", xnn,
                                     os.path.join(work, "prompt.npy"), str(args.steps),
                                     str(threads)], capture_output=True, text=True)
+                if r.returncode != 0:
+                    sys.exit(f"decode_cpu: ExecuTorch's run of {xnn} exited {r.returncode}: "
+                             f"{r.stderr[-500:]}")
                 et = json.loads(r.stdout.strip().splitlines()[-1])
                 ids["executorch"] = et["generated_ids"]
                 times["executorch"].append(et["decode_median_ms"])
