@@ -93,17 +93,14 @@ inline Status reduce(const InferContext& ctx, const TensorSpec& self,
 // Output size of one pooled/convolved spatial dim, ATen's pooling_output_shape.
 inline Result<int64_t> pooled_size(const InferContext& ctx, int64_t in, int64_t k, int64_t pad,
                                    int64_t stride, int64_t dilation, bool ceil_mode) {
-  int64_t span = dilation * (k - 1) + 1;
-  int64_t num = in + 2 * pad - span;
-  if (num < 0) {
-    return ctx.error("kernel_size", "kernel of extent " + std::to_string(span) +
+  const std::optional<SlidingWindow> win = sliding_window(in, k, pad, stride, dilation, ceil_mode);
+  if (!win) return ctx.error("kernel_size", "kernel extent or padding overflows a 64-bit size");
+  if (win->count == 0) {
+    return ctx.error("kernel_size", "kernel of extent " + std::to_string(win->span) +
                                         " does not fit an input of size " + std::to_string(in) +
                                         " with padding " + std::to_string(pad));
   }
-  int64_t out = (num + (ceil_mode ? stride - 1 : 0)) / stride + 1;
-  // A last window that starts inside the right padding is dropped (ATen).
-  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
-  return out;
+  return win->count;
 }
 
 inline Result<std::vector<int64_t>> pair_arg(const InferContext& ctx, std::string_view arg,
@@ -132,7 +129,7 @@ inline Status pool2d(const InferContext& ctx, std::vector<TensorType>& out, bool
     if (k[i] <= 0) return ctx.error("kernel_size", "kernel size must be positive");
     if (s[i] <= 0) return ctx.error("stride", "stride must be positive");
     if (d[i] <= 0) return ctx.error("dilation", "dilation must be positive");
-    if (p[i] < 0 || p[i] * 2 > k[i]) {
+    if (p[i] < 0 || p[i] > k[i] / 2) {
       return ctx.error("padding", "padding must be between 0 and half the kernel size, got " +
                                       std::to_string(p[i]));
     }

@@ -42,10 +42,11 @@ Status infer_convolution(const InferContext& ctx, std::vector<TensorType>& out) 
       return ctx.error("weight", "out channels " + std::to_string(w.sizes[0]) +
                                      " are not divisible by groups " + std::to_string(groups));
     }
-    if (w.sizes[1] * groups != c_in) {
+    const std::optional<int64_t> expected = checked_mul(w.sizes[1], groups);
+    if (expected != c_in) {
       return ctx.error("weight", "weight " + w.type_string() +
                                      " with groups=" + std::to_string(groups) + " expects " +
-                                     std::to_string(w.sizes[1] * groups) +
+                                     (expected ? std::to_string(*expected) : "more") +
                                      " input channels, but input " + x.type_string() + " has " +
                                      std::to_string(c_in));
     }
@@ -60,7 +61,12 @@ Status infer_convolution(const InferContext& ctx, std::vector<TensorType>& out) 
       return ctx.error("groups", "input channels " + std::to_string(c_in) +
                                      " are not divisible by groups " + std::to_string(groups));
     }
-    c_out = w.sizes[1] * groups;
+    const std::optional<int64_t> channels = checked_mul(w.sizes[1], groups);
+    if (!channels) {
+      return ctx.error("groups", "weight " + w.type_string() + " with groups=" +
+                                     std::to_string(groups) + " overflows a 64-bit size");
+    }
+    c_out = *channels;
   }
   if (const TensorSpec* b = ctx.optional_tensor("bias")) {
     if (b->rank() != 1 || b->sizes[0] != c_out) {
@@ -74,16 +80,21 @@ Status infer_convolution(const InferContext& ctx, std::vector<TensorType>& out) 
     int64_t k = w.sizes[2 + i];
     int64_t o = 0;
     if (!transposed) {
-      int64_t span = dil[i] * (k - 1) + 1;
-      if (in + 2 * pad[i] < span) {
-        return ctx.error("weight", "kernel of extent " + std::to_string(span) +
+      const std::optional<SlidingWindow> win = sliding_window(in, k, pad[i], stride[i], dil[i]);
+      if (!win) return ctx.error("padding", "kernel extent or padding overflows a 64-bit size");
+      if (win->count == 0) {
+        return ctx.error("weight", "kernel of extent " + std::to_string(win->span) +
                                        " is larger than the padded input (" +
-                                       std::to_string(in + 2 * pad[i]) + ")");
+                                       std::to_string(win->padded) + ")");
       }
-      o = (in + 2 * pad[i] - span) / stride[i] + 1;
+      o = win->count;
     } else {
-      o = (in - 1) * stride[i] - 2 * pad[i] + dil[i] * (k - 1) + opad[i] + 1;
-      if (o <= 0) return ctx.error("padding", "transposed convolution output would be empty");
+      const std::optional<int64_t> extent =
+          transposed_window_extent(in, k, pad[i], stride[i], dil[i], opad[i]);
+      if (!extent)
+        return ctx.error("padding", "transposed convolution output size overflows a 64-bit size");
+      if (*extent <= 0) return ctx.error("padding", "transposed convolution output would be empty");
+      o = *extent;
     }
     sizes[2 + i] = o;
   }

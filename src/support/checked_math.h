@@ -36,4 +36,54 @@ inline std::optional<int64_t> checked_numel(std::span<const int64_t> dims) {
   return n;
 }
 
+// One spatial dim of a sliding window (convolution, pooling) as ATen computes it, every step
+// checked: kernel sizes, strides, paddings and dilations come from a user's program. Callers
+// have checked in, pad >= 0 and stride, dilation >= 1.
+struct SlidingWindow {
+  int64_t span = 0;    // the window's extent, dilation * (k - 1) + 1
+  int64_t padded = 0;  // in + 2 * pad
+  int64_t count = 0;   // windows that fit: 0 when span > padded (the caller says so)
+};
+
+// nullopt when a step leaves int64. ceil_mode counts a last partial window, except one that
+// starts inside the right padding (ATen's pooling_output_shape).
+inline std::optional<SlidingWindow> sliding_window(int64_t in, int64_t k, int64_t pad,
+                                                   int64_t stride, int64_t dilation,
+                                                   bool ceil_mode = false) {
+  SlidingWindow w;
+  const std::optional<int64_t> reach = checked_mul(dilation, k - 1);
+  const std::optional<int64_t> twice_pad = checked_mul(pad, 2);
+  if (!reach || !twice_pad || !checked_add(*reach, 1) || !checked_add(in, *twice_pad))
+    return std::nullopt;
+  w.span = *reach + 1;
+  w.padded = in + *twice_pad;
+  const std::optional<int64_t> room = checked_sub(w.padded, w.span);
+  if (!room) return std::nullopt;
+  if (*room < 0) return w;
+  w.count = *room / stride + 1;
+  if (ceil_mode) {
+    if (*room % stride != 0) ++w.count;
+    // A start past int64 certainly lies beyond in + pad.
+    const std::optional<int64_t> last_start = checked_mul(w.count - 1, stride);
+    if (!last_start || *last_start >= in + pad) --w.count;
+  }
+  return w;
+}
+
+// A transposed convolution's output extent, (in - 1) * stride - 2 * pad + dilation * (k - 1) +
+// output_padding + 1, nullopt when a step leaves int64.
+inline std::optional<int64_t> transposed_window_extent(int64_t in, int64_t k, int64_t pad,
+                                                       int64_t stride, int64_t dilation,
+                                                       int64_t output_padding) {
+  std::optional<int64_t> r = checked_mul(in - 1, stride);
+  const std::optional<int64_t> twice_pad = checked_mul(pad, 2);
+  const std::optional<int64_t> reach = checked_mul(dilation, k - 1);
+  if (!r || !twice_pad || !reach) return std::nullopt;
+  r = checked_sub(*r, *twice_pad);
+  if (r) r = checked_add(*r, *reach);
+  if (r) r = checked_add(*r, output_padding);
+  if (r) r = checked_add(*r, 1);
+  return r;
+}
+
 }  // namespace etc

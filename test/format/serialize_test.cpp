@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "export/emitter.h"
@@ -389,10 +390,11 @@ TEST_CASE("inputs the fuzzer found are read without undefined behaviour") {
   // copy. delegate_workspace_64gib.pte: see the budget test below. unplanned_conv_input.pte:
   // a convolution whose input the caller binds (no memory at load); fuzz_pte's load planned
   // its epilogue by offsetting the null pointer (test/runtime/fusion_test.cpp).
-  for (const char* name :
-       {"misaligned_int64_vector.pte", "implausible_buffer_size.pte", "segment_size_all_ones.pte",
-        "instruction_without_arguments.pte", "misaligned_delegate_blob.pte",
-        "delegate_workspace_64gib.pte", "unplanned_conv_input.pte"}) {
+  // conv_padding_past_int64.pte: see the window test below.
+  for (const char* name : {"misaligned_int64_vector.pte", "implausible_buffer_size.pte",
+                           "segment_size_all_ones.pte", "instruction_without_arguments.pte",
+                           "misaligned_delegate_blob.pte", "delegate_workspace_64gib.pte",
+                           "unplanned_conv_input.pte", "conv_padding_past_int64.pte"}) {
     INFO(name);
     Result<std::shared_ptr<const Blob>> blob =
         map_file(kSource + std::string("/test/format/regressions/") + name);
@@ -429,6 +431,67 @@ TEST_CASE("a delegate whose own plan claims 64 GiB fails to load cleanly under a
   CHECK(m.status().code() == ErrorCode::kDeviceUnavailable);
   CHECK(m.status().to_string().find("out of device memory allocating 68719607808 bytes") !=
         std::string::npos);
+}
+
+TEST_CASE("a convolution padded past int64 loads and fails its run with the reason") {
+  // conv_padding_past_int64.pte: fuzz_pte's finding rebuilt (a convolution padded by
+  // 5800203835558658049 on both sides): the load planner's check of the convolution computed
+  // in + 2 * padding past int64 (undefined behaviour, reported by the sanitizer build).
+  Result<std::shared_ptr<const Blob>> blob =
+      map_file(kSource + "/test/format/regressions/conv_padding_past_int64.pte");
+  REQUIRE(blob.ok());
+  Result<pte::File> f = read_pte(*blob, "x.pte");
+  REQUIRE(f.ok());
+  auto runtime = rt::make_cpu_runtime();
+  REQUIRE(runtime.ok());
+  Result<std::unique_ptr<rt::Method>> m = rt::Method::load(*f, 0, (*runtime)->env());
+  REQUIRE(m.ok());
+  const std::vector<float> x(4, 1.0f);
+  REQUIRE((*m)->set_input(0, x.data(), x.size() * sizeof(float)).ok());
+  const Status s = (*m)->execute();
+  CHECK(s.code() == ErrorCode::kInvalidInput);
+  CHECK(s.message() == "aten::convolution.out: kernel extent or padding overflows a 64-bit size");
+}
+
+TEST_CASE("each Int of the examples' programs at int64's ends: a run or a clean error") {
+  // fuzz_pte finds kernels whose arithmetic on a program's integers (paddings, dims, sizes,
+  // groups) leaves int64: undefined behaviour, which the sanitizer build (make
+  // test-sanitize) stops on. Every Int value of the examples' programs, set in turn to values
+  // at int64's ends: the load plans and the run computes, or either refuses with an error
+  // that is not internal.
+  constexpr int64_t kBig = int64_t{1} << 62;
+  const std::vector<int64_t> extremes{std::numeric_limits<int64_t>::max(),
+                                      std::numeric_limits<int64_t>::min(), kBig, -kBig, -1};
+  auto runtime = std::move(rt::make_cpu_runtime()).value();
+  size_t tried = 0, refused = 0;
+  for (const char* name : {"mlp", "cnn", "transformer_block"}) {
+    Result<pte::File> f =
+        emit_program(compile(kSource + "/examples/" + name + ".json", {.target = {}}));
+    REQUIRE(f.ok());
+    const std::vector<pte::EValue>& values = f->program.plans[0].values;
+    for (size_t v = 0; v < values.size(); ++v) {
+      if (values[v].kind != pte::ValueKind::kInt) continue;
+      for (int64_t e : extremes) {
+        INFO(name << ": value " << v << " = " << e);
+        pte::File g = *f;
+        g.program.plans[0].values[v].i = e;
+        ++tried;
+        Result<std::unique_ptr<rt::Method>> m = rt::Method::load(g, 0, runtime->env());
+        Status s = m.status();
+        for (size_t i = 0; m.ok() && s.ok() && i < (*m)->num_inputs(); ++i) {
+          const std::vector<char> zeros((*m)->input(i).nbytes(), 0);
+          s = (*m)->set_input(i, zeros.data(), zeros.size());
+        }
+        if (s.ok()) s = (*m)->execute();
+        if (!s.ok()) {
+          ++refused;
+          CHECK(s.code() != ErrorCode::kInternal);
+        }
+      }
+    }
+  }
+  CHECK(tried > 200);
+  CHECK(refused > tried / 4);
 }
 
 TEST_CASE("sizes no machine can address are invalid programs, located") {

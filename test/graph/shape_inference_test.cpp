@@ -161,6 +161,14 @@ TEST_CASE("convolution: stride, padding, dilation, groups and transposed") {
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().message() ==
         "aten.convolution.default: kernel of extent 11 is larger than the padded input (10)");
+  r = conv(t.in(f32, {8, 4, 3, 3}), {1, 1}, {int64_t{1} << 62, 0}, {1, 1}, false, 1);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().message() ==
+        "aten.convolution.default: kernel extent or padding overflows a 64-bit size");
+  r = conv(t.in(f32, {4, 2, 2, 2}), {int64_t{1} << 62, 1}, {0, 0}, {1, 1}, true, 1);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().message() ==
+        "aten.convolution.default: transposed convolution output size overflows a 64-bit size");
 }
 
 TEST_CASE("pooling: max_pool2d, avg_pool2d and adaptive_avg_pool2d") {

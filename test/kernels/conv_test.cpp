@@ -1044,6 +1044,20 @@ TEST_CASE("convolution argument errors: groups, stride, dilation, padding, bias"
   CHECK(run(c.random(DType::kFloat16, {6}, 3), {1, 1}, {0, 0}, {1, 1}, {0, 0}, 1) ==
         "aten::convolution.out: weight and bias must have the input's dtype float32");
   CHECK(run(c.random(DType::kFloat32, {6}, 3), {1, 1}, {0, 0}, {1, 1}, {0, 0}, 1).empty());
+  // Paddings and dilations whose window arithmetic leaves int64 (fuzz_pte's padding first).
+  CHECK(run(c.none(), {1, 1}, {5800203835558658049, 0}, {1, 1}, {0, 0}, 1) ==
+        "aten::convolution.out: kernel extent or padding overflows a 64-bit size");
+  CHECK(run(c.none(), {1, 1}, {0, 0}, {1, int64_t{1} << 62}, {0, 0}, 1) ==
+        "aten::convolution.out: kernel extent or padding overflows a 64-bit size");
+  CHECK(run(c.none(), {1, 1}, {0, 0}, {1, 1}, {0, 0}, int64_t{1} << 62) ==
+        "aten::convolution.out: weight [6, 4, 3, 3] with groups=4611686018427387904 does not "
+        "fit input [1, 4, 5, 5]");
+  CHECK(
+      c.run({x, c.random(DType::kFloat32, {4, 6, 3, 3}, 4), c.none(), c.ints({int64_t{1} << 62, 1}),
+             c.ints({0, 0}), c.ints({1, 1}), c.b(true), c.ints({0, 0}), c.i(1)},
+            {c.out(DType::kFloat32, {1, 6, 7, 7})})
+          .message() ==
+      "aten::convolution.out: transposed convolution output size overflows a 64-bit size");
 }
 
 }  // namespace

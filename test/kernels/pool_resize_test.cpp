@@ -466,6 +466,8 @@ TEST_CASE("pooling argument errors") {
   CHECK(max_pool({5, 5}, {}, {0}, {1}) ==
         "aten::max_pool2d_with_indices.out: kernel of extent 5 does not fit an input of size 4 "
         "with padding 0");
+  CHECK(max_pool({3, 3}, {}, {0}, {int64_t{1} << 62}) ==
+        "aten::max_pool2d_with_indices.out: kernel extent or padding overflows a 64-bit size");
   CHECK(max_pool({2, 2}, {}, {0}, {1}).empty());
   Call a("aten::avg_pool2d.out");
   CHECK(a.run({x, a.ints({2}), a.ints({}), a.ints({0}), a.b(false), a.b(true), a.i(0)},

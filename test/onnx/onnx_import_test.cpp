@@ -609,6 +609,37 @@ TEST_CASE("onnx: conversions of Gemm, asymmetric pads, HardSigmoid and opset-11 
                                                  "aten._softmax.default"});
 }
 
+TEST_CASE("onnx: window attributes whose arithmetic leaves int64 are located errors") {
+  // SAME padding computes (out - 1) * stride + (k - 1) * dilation + 1 - in; a dilation of
+  // 2^62 took it past int64 (undefined behaviour) before it was checked.
+  auto conv = [](const char* op, const char* pad_mode, int64_t dilation, int64_t stride) {
+    ModelBuilder m(11);
+    m.input("x", {1, 2, 4, 4});
+    m.init_floats("w", {2, 2, 3, 3}, std::vector<float>(36, 0.25f));
+    auto* n = m.node(op, {"x", "w"}, {"y"});
+    ModelBuilder::str(n, "auto_pad", pad_mode);
+    ModelBuilder::ints(n, "dilations", {dilation, 1});
+    ModelBuilder::ints(n, "strides", {stride, 1});
+    m.output("y");
+    Result<Graph> g = m.import();
+    return g.ok() ? std::string() : g.status().to_string();
+  };
+  const int64_t big = int64_t{1} << 62;
+  CHECK(
+      conv("Conv", "SAME_UPPER", big, 1) ==
+      "m.onnx: /graph/node/0 (node \"Conv#0\"): Conv: the window's extent overflows a 64-bit size");
+  CHECK(conv("ConvTranspose", "SAME_LOWER", 1, big) ==
+        "m.onnx: /graph/node/0 (node \"ConvTranspose#0\"): ConvTranspose: the transposed output "
+        "size overflows a 64-bit "
+        "size");
+  CHECK(conv("ConvTranspose", "SAME_LOWER", big, 1) ==
+        "m.onnx: /graph/node/0 (node \"ConvTranspose#0\"): ConvTranspose: the transposed window's "
+        "extent overflows a 64-bit "
+        "size");
+  CHECK(conv("Conv", "SAME_UPPER", 1, 1).empty());
+  CHECK(conv("ConvTranspose", "SAME_LOWER", 1, 2).empty());
+}
+
 TEST_CASE("onnx: before opset 7 only the ops whose meaning has not changed are converted") {
   ModelBuilder old(6);
   old.input("x", {2, 3});

@@ -829,5 +829,51 @@ TEST_CASE("the load planner meets tensors without memory without undefined behav
   CHECK(loaded > 0);
 }
 
+TEST_CASE("window arguments at int64's ends are refused cleanly, at load and at run") {
+  // fuzz_pte found the load planner's check of a convolution (float_conv2d_geometry)
+  // computing in + 2 * padding past int64 for a program whose padding was 5.8e18: undefined
+  // behaviour, which the sanitizer build (make test-sanitize, make fuzz) stops on. Each Int
+  // value of the convolution and pooling graphs above, set in turn to values at int64's ends
+  // (strides, paddings, dilations, kernel sizes, groups, dims): the load plans and the run
+  // computes, or either refuses with an error that is not internal.
+  std::vector<Graph> graphs;
+  graphs.push_back(block(false));
+  graphs.push_back(pool(false));
+  graphs.push_back(inverted_residual(false));
+  graphs.push_back(stem(false));
+  const int64_t big = int64_t{1} << 62;
+  const std::vector<int64_t> extremes{std::numeric_limits<int64_t>::max(),
+                                      std::numeric_limits<int64_t>::min(), big, big + 1, -big};
+  auto runtime = std::move(rt::make_cpu_runtime()).value();
+  size_t tried = 0, refused = 0;
+  for (size_t gi = 0; gi < graphs.size(); ++gi) {
+    const pte::File f = export_graph(graphs[gi]);
+    const std::vector<pte::EValue>& values = f.program.plans[0].values;
+    for (size_t v = 0; v < values.size(); ++v) {
+      if (values[v].kind != pte::ValueKind::kInt) continue;
+      for (int64_t e : extremes) {
+        INFO("graph " << gi << ", value " << v << " = " << e);
+        pte::File g = f;
+        g.program.plans[0].values[v].i = e;
+        ++tried;
+        Result<std::unique_ptr<rt::Method>> m = rt::Method::load(g, 0, runtime->env());
+        Status s = m.status();
+        if (m.ok()) {
+          const rt::TensorView& x = (*m)->input(0);
+          const std::vector<char> zeros(x.nbytes(), 0);
+          s = (*m)->set_input(0, zeros.data(), zeros.size());
+          if (s.ok()) s = (*m)->execute();
+        }
+        if (!s.ok()) {
+          ++refused;
+          CHECK(s.code() != ErrorCode::kInternal);
+        }
+      }
+    }
+  }
+  CHECK(tried > 100);
+  CHECK(refused > tried / 2);
+}
+
 }  // namespace
 }  // namespace etc

@@ -7,6 +7,7 @@
 
 #include "frontends/onnx/node_context.h"
 #include "frontends/onnx/onnx_converters.h"
+#include "support/checked_math.h"
 
 namespace etc::onnx_import {
 namespace {
@@ -64,9 +65,13 @@ Result<Window> window(NodeCtx& ctx, const std::vector<int64_t>& spatial,
     return w;
   }
   for (size_t i = 0; i < n; ++i) {
-    int64_t out = (spatial[i] + w.strides[i] - 1) / w.strides[i];
-    int64_t total = std::max<int64_t>(
-        0, (out - 1) * w.strides[i] + (w.kernel[i] - 1) * w.dilations[i] + 1 - spatial[i]);
+    // The output keeps ceil(in / stride) positions; the pads make up what its windows
+    // reach beyond the input, (out - 1) * stride + (k - 1) * dilation + 1 - in.
+    const int64_t out = spatial[i] / w.strides[i] + (spatial[i] % w.strides[i] != 0 ? 1 : 0);
+    const std::optional<int64_t> reach = transposed_window_extent(
+        out, w.kernel[i], 0, w.strides[i], w.dilations[i], /*output_padding=*/0);
+    if (!reach) return ctx.invalid("the window's extent overflows a 64-bit size");
+    const int64_t total = std::max<int64_t>(0, *reach - spatial[i]);
     int64_t small = total / 2, large = total - small;
     w.pad_begin[i] = auto_pad == "SAME_UPPER" ? small : large;
     w.pad_end[i] = auto_pad == "SAME_UPPER" ? large : small;
@@ -234,18 +239,27 @@ Result<ValueId> convolve(NodeCtx& ctx, ValueId x, ValueId wt, std::optional<Valu
         return ctx.invalid("output_shape needs one entry per spatial dim");
     } else if (w.auto_pad != "NOTSET") {
       target = spatial;
-      for (size_t i = 0; i < spatial.size(); ++i)
-        (*target)[i] *= w.strides[i];
+      for (size_t i = 0; i < spatial.size(); ++i) {
+        const std::optional<int64_t> scaled = checked_mul(spatial[i], w.strides[i]);
+        if (!scaled) return ctx.invalid("the transposed output size overflows a 64-bit size");
+        (*target)[i] = *scaled;
+      }
     }
     if (target) {
       for (size_t i = 0; i < spatial.size(); ++i) {
-        int64_t total = w.strides[i] * (spatial[i] - 1) + out_pad[i] +
-                        (w.kernel[i] - 1) * w.dilations[i] + 1 - (*target)[i];
+        const std::optional<int64_t> full = transposed_window_extent(
+            spatial[i], w.kernel[i], 0, w.strides[i], w.dilations[i], out_pad[i]);
+        const std::optional<int64_t> difference =
+            full ? checked_sub(*full, (*target)[i]) : std::nullopt;
+        if (!difference)
+          return ctx.invalid("the transposed window's extent overflows a 64-bit size");
+        const int64_t total = *difference;
         // ONNX's rule: SAME_UPPER puts the larger half at the end, otherwise at the start
         // (halves rounded down, so a negative total, an output_shape larger than the full
         // output, extends it with zeros (plus the bias) at the end, or with SAME_UPPER at
         // the start).
-        const int64_t small = total >= 0 ? total / 2 : -((1 - total) / 2), large = total - small;
+        const int64_t small = total / 2 - (total < 0 && total % 2 != 0 ? 1 : 0);  // floor
+        const int64_t large = total - small;
         w.pad_begin[i] = w.auto_pad == "SAME_UPPER" ? small : large;
         w.pad_end[i] = w.auto_pad == "SAME_UPPER" ? large : small;
       }

@@ -5,6 +5,7 @@
 
 #include "frontends/torch_export/torch_node.h"
 #include "frontends/torch_export/torch_ops.h"
+#include "support/checked_math.h"
 
 namespace etc::torch_import {
 namespace {
@@ -61,17 +62,22 @@ Result<ValueId> same_padding(TorchNode& n, ValueId x, ValueId w, const std::stri
   if (ks.size() != spatial + 2) return n.invalid("the weight's rank does not match the input's");
   std::vector<int64_t> extra;  // constant_pad_nd's pairs, last dim first
   bool odd = false;
+  if (dilation.size() != 1 && dilation.size() != spatial)
+    return n.invalid("dilation takes 1 or " + std::to_string(spatial) + " values");
+  std::vector<int64_t> totals(spatial);
   for (size_t i = 0; i < spatial; ++i) {
-    int64_t d = dilation.size() == 1 ? dilation[0] : dilation.at(i);
-    int64_t total = d * (ks[i + 2] - 1);
-    padding[i] = total / 2;
-    odd = odd || total % 2 != 0;
+    const int64_t d = dilation.size() == 1 ? dilation[0] : dilation[i];
+    const std::optional<int64_t> total = checked_mul(d, ks[i + 2] - 1);
+    if (d < 1 || !total)
+      return n.invalid("dilation must be positive and dilation * (kernel - 1) fit 64 bits");
+    totals[i] = *total;
+    padding[i] = *total / 2;
+    odd = odd || *total % 2 != 0;
   }
   if (!odd) return x;
   for (size_t i = spatial; i-- > 0;) {
-    int64_t d = dilation.size() == 1 ? dilation[0] : dilation.at(i);
     extra.push_back(0);
-    extra.push_back(d * (ks[i + 2] - 1) % 2);
+    extra.push_back(totals[i] % 2);
   }
   return n.emit(OpKind::ConstantPadNd, {{"self", x}, {"pad", extra}, {"value", Scalar{0.0}}});
 }

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "frontends/torch_export/torch_ops.h"
+#include "support/checked_math.h"
 
 namespace etc::torch_import {
 namespace {
@@ -60,13 +61,13 @@ Window1d windows_1d(int64_t size, int64_t out, int64_t k, int64_t s, int64_t p) 
   return w;
 }
 
-// ATen's pooled size: (size + 2 pad - k) / stride + 1, rounded up with ceil_mode unless the
-// last window would start past the input and its left padding.
-int64_t pooled_size(int64_t size, int64_t k, int64_t s, int64_t p, bool ceil_mode) {
-  const int64_t span = size + 2 * p - k;
-  int64_t out = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
-  if (ceil_mode && (out - 1) * s >= size + p) --out;
-  return out;
+// ATen's pooled size: (size + 2 pad - span) / stride + 1, rounded up with ceil_mode unless the
+// last window would start past the input and its left padding; 0 when the window does not
+// fit, -1 when the arithmetic leaves int64.
+int64_t pooled_size(int64_t size, int64_t k, int64_t dilation, int64_t s, int64_t p,
+                    bool ceil_mode) {
+  const std::optional<SlidingWindow> win = sliding_window(size, k, p, s, dilation, ceil_mode);
+  return win ? win->count : -1;
 }
 
 // The depth slices [start, end) of x [N, C, D, ...] reduced by `op` (sum or mean), one per
@@ -118,9 +119,9 @@ Status convert_avg_pool3d(TorchNode& n) {
   bool batched = true;
   ETC_ASSIGN_OR_RETURN(x, with_batch(n, x, batched));
   const std::vector<int64_t> in = n.sizes(x);
-  const int64_t od = pooled_size(in[2], k[0], s[0], p[0], ceil_mode);
-  const int64_t oh = pooled_size(in[3], k[1], s[1], p[1], ceil_mode);
-  const int64_t ow = pooled_size(in[4], k[2], s[2], p[2], ceil_mode);
+  const int64_t od = pooled_size(in[2], k[0], 1, s[0], p[0], ceil_mode);
+  const int64_t oh = pooled_size(in[3], k[1], 1, s[1], p[1], ceil_mode);
+  const int64_t ow = pooled_size(in[4], k[2], 1, s[2], p[2], ceil_mode);
   if (od <= 0 || oh <= 0 || ow <= 0) return n.invalid("the pooled output is empty");
   // Window sums of every depth slice (divisor 1), then summed over each depth window.
   ETC_ASSIGN_OR_RETURN(ValueId flat, fold_depth(n, x));
@@ -232,8 +233,7 @@ Converter max_pool3d(bool with_indices) {
     ETC_ASSIGN_OR_RETURN(x, with_batch(n, x, batched));
     const std::vector<int64_t> in = n.sizes(x);
     const int64_t depth = in[2];
-    const int64_t span = dl[0] * (k[0] - 1) + 1;  // the dilated kernel's depth
-    const int64_t od = pooled_size(depth, span, s[0], p[0], ceil_mode);
+    const int64_t od = pooled_size(depth, k[0], dl[0], s[0], p[0], ceil_mode);
     if (od <= 0 || depth <= 0) return n.invalid("the pooled output is empty");
     ETC_ASSIGN_OR_RETURN(ValueId flat, fold_depth(n, x));
     ETC_ASSIGN_OR_RETURN(ValueId vals,
@@ -335,13 +335,15 @@ Result<ValueId> emit_conv3d(TorchNode& n, ValueId x, ValueId w, std::optional<Va
     if (stride[i] <= 0 || dilation[i] <= 0 || padding[i] < 0)
       return n.invalid("stride and dilation must be positive and padding not negative");
   }
-  const int64_t batch = xs[0], depth = xs[2] + 2 * padding[0], kd = ws[2];
-  const int64_t span = dilation[0] * (kd - 1) + 1;
-  if (depth < span) {
-    return n.invalid("the kernel's depth extent " + std::to_string(span) +
-                     " is larger than the padded input's " + std::to_string(depth));
+  const int64_t batch = xs[0], kd = ws[2];
+  const std::optional<SlidingWindow> win =
+      sliding_window(xs[2], kd, padding[0], stride[0], dilation[0]);
+  if (!win) return n.invalid("the kernel's depth extent or padding overflows a 64-bit size");
+  if (win->count == 0) {
+    return n.invalid("the kernel's depth extent " + std::to_string(win->span) +
+                     " is larger than the padded input's " + std::to_string(win->padded));
   }
-  const int64_t od = (depth - span) / stride[0] + 1;
+  const int64_t od = win->count;
   if (padding[0] != 0) {
     ETC_ASSIGN_OR_RETURN(x,
                          n.emit(OpKind::ConstantPadNd,
@@ -406,11 +408,22 @@ Result<ValueId> emit_conv_transpose3d(TorchNode& n, ValueId x, ValueId w,
       output_padding.size() != 3) {
     return n.invalid("a 3-D convolution takes 3 strides, paddings, dilations and output paddings");
   }
+  for (int i = 0; i < 3; ++i) {
+    if (stride[i] <= 0 || dilation[i] <= 0 || padding[i] < 0 || output_padding[i] < 0) {
+      return n.invalid(
+          "stride and dilation must be positive and padding and output padding not negative");
+    }
+  }
   const int64_t batch = xs[0], depth = xs[2], kd = ws[2];
   // Input slice d, through kernel plane k, lands on output depth d * stride + k * dilation
   // (before the padding is cut from both ends and output_padding added at the end).
-  const int64_t full = (depth - 1) * stride[0] + dilation[0] * (kd - 1) + 1 + output_padding[0];
-  const int64_t out_depth = full - 2 * padding[0];
+  const std::optional<int64_t> full_extent =
+      transposed_window_extent(depth, kd, 0, stride[0], dilation[0], output_padding[0]);
+  const std::optional<int64_t> extent =
+      transposed_window_extent(depth, kd, padding[0], stride[0], dilation[0], output_padding[0]);
+  if (!full_extent || !extent)
+    return n.invalid("the transposed convolution's output depth overflows a 64-bit size");
+  const int64_t full = *full_extent, out_depth = *extent;
   if (out_depth <= 0) return n.invalid("the transposed convolution's output depth is empty");
   ETC_ASSIGN_OR_RETURN(
       ValueId flat,

@@ -21,6 +21,7 @@
 #include "runtime/kernels/kernel_util.h"
 #include "runtime/kernels/parallel.h"
 #include "runtime/kernels/simd_transpose.h"
+#include "support/checked_math.h"
 
 namespace etc::rt::kernels {
 namespace {
@@ -743,13 +744,13 @@ Result<ConvGeometry> check_convolution(const KernelContext& ctx, std::span<Value
   ConvGeometry g{x.sizes[0], x.sizes[1], x.sizes[2], x.sizes[3], 0,   w.sizes[2], w.sizes[3],
                  0,          0,          groups,     stride,     pad, dil};
   if (!transposed) {
-    if (w.sizes[0] % groups != 0 || w.sizes[1] * groups != g.c_in) {
+    if (w.sizes[0] % groups != 0 || checked_mul(w.sizes[1], groups) != g.c_in) {
       return ctx.error("weight " + shape_str(w.sizes) + " with groups=" + std::to_string(groups) +
                        " does not fit input " + shape_str(x.sizes));
     }
     g.c_out = w.sizes[0];
   } else {
-    if (w.sizes[0] != g.c_in || g.c_in % groups != 0) {
+    if (w.sizes[0] != g.c_in || g.c_in % groups != 0 || !checked_mul(w.sizes[1], groups)) {
       return ctx.error("transposed weight " + shape_str(w.sizes) + " with groups=" +
                        std::to_string(groups) + " does not fit input " + shape_str(x.sizes));
     }
@@ -764,16 +765,19 @@ Result<ConvGeometry> check_convolution(const KernelContext& ctx, std::span<Value
     const int64_t in = x.sizes[2 + i];
     const int64_t k = w.sizes[2 + i];
     if (!transposed) {
-      const int64_t span = dil[i] * (k - 1) + 1;
-      if (in + 2 * pad[i] < span) {
-        return ctx.error("kernel of extent " + std::to_string(span) +
-                         " is larger than the padded input (" + std::to_string(in + 2 * pad[i]) +
-                         ")");
+      const std::optional<SlidingWindow> win = sliding_window(in, k, pad[i], stride[i], dil[i]);
+      if (!win) return ctx.error("kernel extent or padding overflows a 64-bit size");
+      if (win->count == 0) {
+        return ctx.error("kernel of extent " + std::to_string(win->span) +
+                         " is larger than the padded input (" + std::to_string(win->padded) + ")");
       }
-      spatial[i] = (in + 2 * pad[i] - span) / stride[i] + 1;
+      spatial[i] = win->count;
     } else {
-      spatial[i] = (in - 1) * stride[i] - 2 * pad[i] + dil[i] * (k - 1) + opad[i] + 1;
-      if (spatial[i] <= 0) return ctx.error("transposed convolution output would be empty");
+      const std::optional<int64_t> o =
+          transposed_window_extent(in, k, pad[i], stride[i], dil[i], opad[i]);
+      if (!o) return ctx.error("transposed convolution output size overflows a 64-bit size");
+      if (*o <= 0) return ctx.error("transposed convolution output would be empty");
+      spatial[i] = *o;
     }
   }
   g.oh = spatial[0];
@@ -809,13 +813,16 @@ std::optional<ConvGeometry> float_conv2d_geometry(std::span<Value* const> args) 
     g.dil[i] = args[5]->ints[i];
     if (g.stride[i] < 1 || g.pad[i] < 0 || g.dil[i] < 1) return std::nullopt;
   }
-  if (groups < 1 || g.c_in % groups != 0 || w.sizes[1] * groups != g.c_in ||
-      g.c_out % groups != 0 || y.sizes[0] != g.batch || y.sizes[1] != g.c_out)
+  const std::optional<int64_t> weight_c_in = checked_mul(w.sizes[1], groups);
+  if (groups < 1 || g.c_in % groups != 0 || weight_c_in != g.c_in || g.c_out % groups != 0 ||
+      y.sizes[0] != g.batch || y.sizes[1] != g.c_out)
     return std::nullopt;
-  const int64_t span_h = g.dil[0] * (g.kh - 1) + 1, span_w = g.dil[1] * (g.kw - 1) + 1;
-  if (g.h + 2 * g.pad[0] < span_h || g.w + 2 * g.pad[1] < span_w ||
-      g.oh != (g.h + 2 * g.pad[0] - span_h) / g.stride[0] + 1 ||
-      g.ow != (g.w + 2 * g.pad[1] - span_w) / g.stride[1] + 1)
+  const std::optional<SlidingWindow> rows =
+      sliding_window(g.h, g.kh, g.pad[0], g.stride[0], g.dil[0]);
+  const std::optional<SlidingWindow> cols =
+      sliding_window(g.w, g.kw, g.pad[1], g.stride[1], g.dil[1]);
+  if (!rows || !cols || rows->count == 0 || cols->count == 0 || g.oh != rows->count ||
+      g.ow != cols->count)
     return std::nullopt;
   return g;
 }

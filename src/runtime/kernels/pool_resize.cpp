@@ -12,6 +12,7 @@
 #include "runtime/kernels/gemm.h"
 #include "runtime/kernels/kernel_util.h"
 #include "runtime/kernels/parallel.h"
+#include "support/checked_math.h"
 
 namespace etc::rt::kernels {
 namespace {
@@ -21,17 +22,14 @@ namespace {
 // ATen's pooling_output_shape.
 Result<int64_t> pooled_size(const KernelContext& ctx, int64_t in, int64_t k, int64_t pad,
                             int64_t stride, int64_t dilation, bool ceil_mode) {
-  const int64_t span = dilation * (k - 1) + 1;
-  const int64_t num = in + 2 * pad - span;
-  if (num < 0) {
-    return ctx.error("kernel of extent " + std::to_string(span) +
+  const std::optional<SlidingWindow> win = sliding_window(in, k, pad, stride, dilation, ceil_mode);
+  if (!win) return ctx.error("kernel extent or padding overflows a 64-bit size");
+  if (win->count == 0) {
+    return ctx.error("kernel of extent " + std::to_string(win->span) +
                      " does not fit an input of size " + std::to_string(in) + " with padding " +
                      std::to_string(pad));
   }
-  int64_t out = (num + (ceil_mode ? stride - 1 : 0)) / stride + 1;
-  // A last window that starts inside the right padding is dropped.
-  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
-  return out;
+  return win->count;
 }
 
 Result<PoolGeometry> pool_params(const KernelContext& ctx, const TensorView& self,
@@ -53,7 +51,7 @@ Result<PoolGeometry> pool_params(const KernelContext& ctx, const TensorView& sel
     if (p.kernel[i] <= 0) return ctx.error("kernel_size must be positive");
     if (p.stride[i] <= 0) return ctx.error("stride must be positive");
     if (p.dil[i] <= 0) return ctx.error("dilation must be positive");
-    if (p.pad[i] < 0 || p.pad[i] * 2 > p.kernel[i]) {
+    if (p.pad[i] < 0 || p.pad[i] > p.kernel[i] / 2) {
       return ctx.error("padding must be between 0 and half the kernel size, got " +
                        std::to_string(p.pad[i]));
     }
