@@ -64,7 +64,17 @@ Status infer_constant_pad_nd(const InferContext& ctx, std::vector<TensorType>& o
   Sizes sizes = self.sizes;
   for (size_t i = 0; i < pad.size() / 2; ++i) {
     size_t d = self.rank() - 1 - i;  // pads run from the last dim backwards
-    sizes[d] += pad[2 * i] + pad[2 * i + 1];
+    // A negative pad crops, at most the whole dim (ATen narrows by it).
+    if (pad[2 * i] < -self.sizes[d] || pad[2 * i + 1] < -self.sizes[d]) {
+      return ctx.error("pad", "pad crops more than dim " + std::to_string(d) + " of " +
+                                  self.type_string() + " holds");
+    }
+    const std::optional<int64_t> padded = checked_add(sizes[d], pad[2 * i]);
+    const std::optional<int64_t> both = padded ? checked_add(*padded, pad[2 * i + 1]) : padded;
+    if (!both) {
+      return ctx.error("pad", "padding dim " + std::to_string(d) + " overflows a 64-bit size");
+    }
+    sizes[d] = *both;
     if (sizes[d] < 0) {
       return ctx.error("pad", "padding makes dim " + std::to_string(d) + " negative");
     }
@@ -159,7 +169,7 @@ Status infer_slice(const InferContext& ctx, std::vector<TensorType>& out) {
   int64_t start = clamp_index(ctx.optional_int("start").value_or(0));
   int64_t end = clamp_index(ctx.optional_int("end").value_or(n));
   Sizes sizes = self.sizes;
-  sizes[dim] = end > start ? (end - start + step - 1) / step : 0;
+  sizes[dim] = end > start ? (end - start - 1) / step + 1 : 0;
   out.push_back({self.dtype, sizes});
   return Status();
 }

@@ -453,44 +453,75 @@ TEST_CASE("a convolution padded past int64 loads and fails its run with the reas
   CHECK(s.message() == "aten::convolution.out: kernel extent or padding overflows a 64-bit size");
 }
 
-TEST_CASE("each Int of the examples' programs at int64's ends: a run or a clean error") {
-  // fuzz_pte finds kernels whose arithmetic on a program's integers (paddings, dims, sizes,
-  // groups) leaves int64: undefined behaviour, which the sanitizer build (make
-  // test-sanitize) stops on. Every Int value of the examples' programs, set in turn to values
-  // at int64's ends: the load plans and the run computes, or either refuses with an error
-  // that is not internal.
+TEST_CASE("each number of etc's and ExecuTorch's programs at its type's ends: a run or an error") {
+  // fuzz_pte finds kernels whose arithmetic on a program's numbers (paddings, dims, sizes,
+  // groups, scalars) leaves its type: undefined behaviour, which the sanitizer build (make
+  // test-sanitize) stops on. Every Int and Double value of the examples' programs and of the
+  // programs ExecuTorch wrote, set in turn to values at its type's ends (and every Bool
+  // negated): the load plans and the run computes, or either refuses with an error that is
+  // not internal.
   constexpr int64_t kBig = int64_t{1} << 62;
-  const std::vector<int64_t> extremes{std::numeric_limits<int64_t>::max(),
-                                      std::numeric_limits<int64_t>::min(), kBig, -kBig, -1};
-  auto runtime = std::move(rt::make_cpu_runtime()).value();
-  size_t tried = 0, refused = 0;
+  const std::vector<int64_t> ints{std::numeric_limits<int64_t>::max(),
+                                  std::numeric_limits<int64_t>::min(), kBig, -kBig, -1};
+  const std::vector<double> doubles{std::numeric_limits<double>::infinity(),
+                                    -std::numeric_limits<double>::infinity(),
+                                    std::numeric_limits<double>::quiet_NaN(), 1e300, -1e300};
+  std::vector<std::pair<std::string, pte::File>> programs;
   for (const char* name : {"mlp", "cnn", "transformer_block"}) {
     Result<pte::File> f =
         emit_program(compile(kSource + "/examples/" + name + ".json", {.target = {}}));
     REQUIRE(f.ok());
-    const std::vector<pte::EValue>& values = f->program.plans[0].values;
+    programs.emplace_back(name, std::move(f).value());
+  }
+  for (const char* name :
+       {"add", "cast", "conv", "inline_constants", "linear", "norm", "pad", "views"}) {
+    Result<pte::File> f = read_pte_file(executorch_program(name));
+    INFO(f.status().to_string());
+    REQUIRE(f.ok());
+    programs.emplace_back(std::string("ExecuTorch's ") + name, std::move(f).value());
+  }
+  auto runtime = std::move(rt::make_cpu_runtime()).value();
+  size_t tried = 0, refused = 0;
+  auto attempt = [&](const pte::File& g) {
+    ++tried;
+    Result<std::unique_ptr<rt::Method>> m = rt::Method::load(g, 0, runtime->env());
+    Status s = m.status();
+    for (size_t i = 0; m.ok() && s.ok() && i < (*m)->num_inputs(); ++i) {
+      const std::vector<char> zeros((*m)->input(i).nbytes(), 0);
+      s = (*m)->set_input(i, zeros.data(), zeros.size());
+    }
+    if (s.ok()) s = (*m)->execute();
+    if (!s.ok()) {
+      ++refused;
+      CHECK(s.code() != ErrorCode::kInternal);
+    }
+  };
+  for (const auto& [name, f] : programs) {
+    const std::vector<pte::EValue>& values = f.program.plans[0].values;
     for (size_t v = 0; v < values.size(); ++v) {
-      if (values[v].kind != pte::ValueKind::kInt) continue;
-      for (int64_t e : extremes) {
-        INFO(name << ": value " << v << " = " << e);
-        pte::File g = *f;
-        g.program.plans[0].values[v].i = e;
-        ++tried;
-        Result<std::unique_ptr<rt::Method>> m = rt::Method::load(g, 0, runtime->env());
-        Status s = m.status();
-        for (size_t i = 0; m.ok() && s.ok() && i < (*m)->num_inputs(); ++i) {
-          const std::vector<char> zeros((*m)->input(i).nbytes(), 0);
-          s = (*m)->set_input(i, zeros.data(), zeros.size());
+      if (values[v].kind == pte::ValueKind::kInt) {
+        for (int64_t e : ints) {
+          INFO(name << ": value " << v << " = " << e);
+          pte::File g = f;
+          g.program.plans[0].values[v].i = e;
+          attempt(g);
         }
-        if (s.ok()) s = (*m)->execute();
-        if (!s.ok()) {
-          ++refused;
-          CHECK(s.code() != ErrorCode::kInternal);
+      } else if (values[v].kind == pte::ValueKind::kBool) {
+        INFO(name << ": value " << v << " negated");
+        pte::File g = f;
+        g.program.plans[0].values[v].b = !values[v].b;
+        attempt(g);
+      } else if (values[v].kind == pte::ValueKind::kDouble) {
+        for (double e : doubles) {
+          INFO(name << ": value " << v << " = " << e);
+          pte::File g = f;
+          g.program.plans[0].values[v].d = e;
+          attempt(g);
         }
       }
     }
   }
-  CHECK(tried > 200);
+  CHECK(tried > 300);
   CHECK(refused > tried / 4);
 }
 

@@ -1,6 +1,7 @@
 // Shape and dtype inference, op by op: at least one case per op in ops.def, plus the
 // errors users hit most.
 #include <catch2/catch.hpp>
+#include <limits>
 
 #include "graph/op_tester.h"
 
@@ -391,6 +392,10 @@ TEST_CASE("slice and select") {
         T(f32, {10, 4}));
   CHECK(t.one(OpKind::SliceTensor, {{"self", x}, {"start", i64(8)}, {"end", i64(2)}}) ==
         T(f32, {0, 4}));
+  CHECK(
+      t.one(OpKind::SliceTensor,
+            {{"self", x}, {"start", i64(1)}, {"step", i64(std::numeric_limits<int64_t>::max())}}) ==
+      T(f32, {1, 4}));  // end - start + step - 1 left int64
   CHECK(t.error(OpKind::SliceTensor, {{"self", x}, {"step", i64(0)}})
             .find("slice step must be positive") != std::string::npos);
   CHECK(t.one(OpKind::SelectInt, {{"self", x}, {"dim", i64(1)}, {"index", i64(-1)}}) ==
@@ -428,6 +433,11 @@ TEST_CASE("_to_copy, embedding, constant_pad_nd") {
         T(f32, {1, 3, 4, 2}));
   CHECK(t.error(OpKind::ConstantPadNd, {{"self", img}, {"pad", ints({1})}})
             .find("expected an even number") != std::string::npos);
+  CHECK(t.error(OpKind::ConstantPadNd, {{"self", img}, {"pad", ints({-5, 6})}})
+            .find("pad crops more than dim 3 of float32[1, 3, 4, 4] holds") != std::string::npos);
+  CHECK(t.error(OpKind::ConstantPadNd,
+                {{"self", img}, {"pad", ints({std::numeric_limits<int64_t>::max(), 1})}})
+            .find("padding dim 3 overflows a 64-bit size") != std::string::npos);
 }
 
 TEST_CASE("advanced indexing: index.Tensor and index_put") {

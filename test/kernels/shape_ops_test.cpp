@@ -2,6 +2,7 @@
 // conversion/indexing/creation kernels (_to_copy, embedding, full/ones/zeros) against
 // index-by-index references.
 #include <cmath>
+#include <limits>
 
 #include "kernels/kernel_test_util.h"
 
@@ -570,6 +571,18 @@ TEST_CASE("layout and gather argument errors") {
   Call pad("aten::constant_pad_nd.out");
   CHECK(pad.run({x, pad.ints({-2, -2}), pad.d(0)}, {pad.out(DType::kFloat32, {2, 0})}).message() ==
         "aten::constant_pad_nd.out: padding makes dim 1 of self [2, 3] negative");
+  CHECK(pad.run({x, pad.ints({-4, 5}), pad.d(0)}, {pad.out(DType::kFloat32, {2, 4})}).message() ==
+        "aten::constant_pad_nd.out: pad crops more than dim 1 of self [2, 3] holds");
+  const int64_t big = std::numeric_limits<int64_t>::max();
+  CHECK(pad.run({x, pad.ints({big, 1}), pad.d(0)}, {pad.out(DType::kFloat32, {2, 4})}).message() ==
+        "aten::constant_pad_nd.out: padding dim 1 overflows a 64-bit size");
+  // A step past the slice's length takes its first element (end - start + step - 1 left int64).
+  Call sl2("aten::slice_copy.Tensor_out");
+  Value* xs = sl2.random(DType::kFloat32, {2, 3}, 4);
+  CHECK(
+      sl2.run({xs, sl2.i(1), sl2.i(1), sl2.none(), sl2.i(big)}, {sl2.out(DType::kFloat32, {2, 1})})
+          .message()
+          .empty());
   CHECK(pad.run({x, pad.ints({1}), pad.d(0)}, {pad.out(DType::kFloat32, {2, 4})}).message() ==
         "aten::constant_pad_nd.out: pad must have an even number of values, at most 2 per dim of "
         "self [2, 3], got 1");

@@ -309,7 +309,7 @@ Result<StridedView> check_slice(const KernelContext& ctx, std::span<Value*> args
   const int64_t start = clamp_index(opt_int_arg(args, 2).value_or(0));
   const int64_t end = clamp_index(opt_int_arg(args, 3).value_or(n));
   StridedView v{0, self.sizes, contiguous_strides(self.sizes)};
-  v.sizes[d] = end > start ? (end - start + step - 1) / step : 0;
+  v.sizes[d] = end > start ? (end - start - 1) / step + 1 : 0;
   v.offset = v.sizes[d] > 0 ? start * v.strides[d] : 0;
   v.strides[d] *= step;
   ETC_RETURN_IF_ERROR(check_out(ctx, out_arg(args, 5), v.sizes, self.dtype));
@@ -328,7 +328,15 @@ Result<PadCopy> check_constant_pad_nd(const KernelContext& ctx, std::span<Value*
   for (size_t i = 0; i < pad.size() / 2; ++i) {
     const size_t d = rank - 1 - i;  // pads run from the last dim backwards
     before[d] = pad[2 * i];
-    sizes[d] += pad[2 * i] + pad[2 * i + 1];
+    // A negative pad crops, at most the whole dim (ATen narrows by it).
+    if (pad[2 * i] < -self.sizes[d] || pad[2 * i + 1] < -self.sizes[d]) {
+      return ctx.error("pad crops more than dim " + std::to_string(d) + " of self " +
+                       shape_str(self.sizes) + " holds");
+    }
+    const std::optional<int64_t> padded = checked_add(sizes[d], pad[2 * i]);
+    const std::optional<int64_t> both = padded ? checked_add(*padded, pad[2 * i + 1]) : padded;
+    if (!both) return ctx.error("padding dim " + std::to_string(d) + " overflows a 64-bit size");
+    sizes[d] = *both;
     if (sizes[d] < 0) {
       return ctx.error("padding makes dim " + std::to_string(d) + " of self " +
                        shape_str(self.sizes) + " negative");
