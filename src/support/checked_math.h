@@ -50,13 +50,12 @@ struct SlidingWindow {
 inline std::optional<SlidingWindow> sliding_window(int64_t in, int64_t k, int64_t pad,
                                                    int64_t stride, int64_t dilation,
                                                    bool ceil_mode = false) {
-  SlidingWindow w;
   const std::optional<int64_t> reach = checked_mul(dilation, k - 1);
+  const std::optional<int64_t> span = reach ? checked_add(*reach, 1) : std::nullopt;
   const std::optional<int64_t> twice_pad = checked_mul(pad, 2);
-  if (!reach || !twice_pad || !checked_add(*reach, 1) || !checked_add(in, *twice_pad))
-    return std::nullopt;
-  w.span = *reach + 1;
-  w.padded = in + *twice_pad;
+  const std::optional<int64_t> padded = twice_pad ? checked_add(in, *twice_pad) : std::nullopt;
+  if (!span || !padded) return std::nullopt;
+  SlidingWindow w{*span, *padded, 0};
   const std::optional<int64_t> room = checked_sub(w.padded, w.span);
   if (!room) return std::nullopt;
   if (*room < 0) return w;

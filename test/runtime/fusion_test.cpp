@@ -787,15 +787,9 @@ TEST_CASE("tensors a list argument reads (cat) stay NCHW") {
     CHECK(chained.y[i] == Approx(own.y[i]).epsilon(1e-4).margin(1e-5));
 }
 
-TEST_CASE("the load planner meets tensors without memory without undefined behaviour") {
-  // A program may leave a tensor unplanned and not constant: the caller binds it before
-  // execute (ExecuTorch's unplanned inputs and outputs), or, in a malformed program, nothing
-  // ever does. Until then it has no data, and the planner's aliasing questions meet it.
-  // fuzz_pte found the epilogue's check of a convolution's input offsetting the null pointer
-  // (undefined behaviour that clang's UBSan reports; GCC's does not check null offsets, so
-  // test/format/regressions/unplanned_conv_input.pte, the second graph here with its input
-  // unplanned, is in fuzz_pte's seed corpus too). Each graph above, with each of its planned
-  // tensors in turn left without memory: the load plans, or refuses cleanly.
+// Graphs of every kind the load planner fuses: convolutions with epilogues, attention,
+// pooling, int4 weight-only products, an inverted residual block and a stem.
+std::vector<Graph> planned_graphs() {
   std::vector<Graph> graphs;
   graphs.push_back(block(false));
   graphs.push_back(block(true));
@@ -805,6 +799,19 @@ TEST_CASE("the load planner meets tensors without memory without undefined behav
   graphs.push_back(int4_linear(Int4Linear{64, 64, true, false}));
   graphs.push_back(inverted_residual(false));
   graphs.push_back(stem(false));
+  return graphs;
+}
+
+TEST_CASE("the load planner meets tensors without memory without undefined behaviour") {
+  // A program may leave a tensor unplanned and not constant: the caller binds it before
+  // execute (ExecuTorch's unplanned inputs and outputs), or, in a malformed program, nothing
+  // ever does. Until then it has no data, and the planner's aliasing questions meet it.
+  // fuzz_pte found the epilogue's check of a convolution's input offsetting the null pointer
+  // (undefined behaviour that clang's UBSan reports; GCC's does not check null offsets, so
+  // test/format/regressions/unplanned_conv_input.pte, the second graph here with its input
+  // unplanned, is in fuzz_pte's seed corpus too). Each graph above, with each of its planned
+  // tensors in turn left without memory: the load plans, or refuses cleanly.
+  std::vector<Graph> graphs = planned_graphs();
   auto runtime = std::move(rt::make_cpu_runtime()).value();
   size_t loaded = 0, tried = 0;
   for (size_t gi = 0; gi < graphs.size(); ++gi) {
@@ -833,14 +840,10 @@ TEST_CASE("window arguments at int64's ends are refused cleanly, at load and at 
   // fuzz_pte found the load planner's check of a convolution (float_conv2d_geometry)
   // computing in + 2 * padding past int64 for a program whose padding was 5.8e18: undefined
   // behaviour, which the sanitizer build (make test-sanitize, make fuzz) stops on. Each Int
-  // value of the convolution and pooling graphs above, set in turn to values at int64's ends
+  // value of the planned graphs above, set in turn to values at int64's ends
   // (strides, paddings, dilations, kernel sizes, groups, dims): the load plans and the run
   // computes, or either refuses with an error that is not internal.
-  std::vector<Graph> graphs;
-  graphs.push_back(block(false));
-  graphs.push_back(pool(false));
-  graphs.push_back(inverted_residual(false));
-  graphs.push_back(stem(false));
+  std::vector<Graph> graphs = planned_graphs();
   const int64_t big = int64_t{1} << 62;
   const std::vector<int64_t> extremes{std::numeric_limits<int64_t>::max(),
                                       std::numeric_limits<int64_t>::min(), big, big + 1, -big};

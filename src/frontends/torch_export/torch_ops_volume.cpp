@@ -63,11 +63,12 @@ Window1d windows_1d(int64_t size, int64_t out, int64_t k, int64_t s, int64_t p) 
 
 // ATen's pooled size: (size + 2 pad - span) / stride + 1, rounded up with ceil_mode unless the
 // last window would start past the input and its left padding; 0 when the window does not
-// fit, -1 when the arithmetic leaves int64.
-int64_t pooled_size(int64_t size, int64_t k, int64_t dilation, int64_t s, int64_t p,
-                    bool ceil_mode) {
+// fit, an error when the arithmetic leaves int64.
+Result<int64_t> pooled_size(TorchNode& n, int64_t size, int64_t k, int64_t dilation, int64_t s,
+                            int64_t p, bool ceil_mode) {
   const std::optional<SlidingWindow> win = sliding_window(size, k, p, s, dilation, ceil_mode);
-  return win ? win->count : -1;
+  if (!win) return n.invalid("the pooling window's extent or padding overflows a 64-bit size");
+  return win->count;
 }
 
 // The depth slices [start, end) of x [N, C, D, ...] reduced by `op` (sum or mean), one per
@@ -119,9 +120,9 @@ Status convert_avg_pool3d(TorchNode& n) {
   bool batched = true;
   ETC_ASSIGN_OR_RETURN(x, with_batch(n, x, batched));
   const std::vector<int64_t> in = n.sizes(x);
-  const int64_t od = pooled_size(in[2], k[0], 1, s[0], p[0], ceil_mode);
-  const int64_t oh = pooled_size(in[3], k[1], 1, s[1], p[1], ceil_mode);
-  const int64_t ow = pooled_size(in[4], k[2], 1, s[2], p[2], ceil_mode);
+  ETC_ASSIGN_OR_RETURN(const int64_t od, pooled_size(n, in[2], k[0], 1, s[0], p[0], ceil_mode));
+  ETC_ASSIGN_OR_RETURN(const int64_t oh, pooled_size(n, in[3], k[1], 1, s[1], p[1], ceil_mode));
+  ETC_ASSIGN_OR_RETURN(const int64_t ow, pooled_size(n, in[4], k[2], 1, s[2], p[2], ceil_mode));
   if (od <= 0 || oh <= 0 || ow <= 0) return n.invalid("the pooled output is empty");
   // Window sums of every depth slice (divisor 1), then summed over each depth window.
   ETC_ASSIGN_OR_RETURN(ValueId flat, fold_depth(n, x));
@@ -233,7 +234,8 @@ Converter max_pool3d(bool with_indices) {
     ETC_ASSIGN_OR_RETURN(x, with_batch(n, x, batched));
     const std::vector<int64_t> in = n.sizes(x);
     const int64_t depth = in[2];
-    const int64_t od = pooled_size(depth, k[0], dl[0], s[0], p[0], ceil_mode);
+    ETC_ASSIGN_OR_RETURN(const int64_t od,
+                         pooled_size(n, depth, k[0], dl[0], s[0], p[0], ceil_mode));
     if (od <= 0 || depth <= 0) return n.invalid("the pooled output is empty");
     ETC_ASSIGN_OR_RETURN(ValueId flat, fold_depth(n, x));
     ETC_ASSIGN_OR_RETURN(ValueId vals,

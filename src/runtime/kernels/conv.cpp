@@ -750,11 +750,12 @@ Result<ConvGeometry> check_convolution(const KernelContext& ctx, std::span<Value
     }
     g.c_out = w.sizes[0];
   } else {
-    if (w.sizes[0] != g.c_in || g.c_in % groups != 0 || !checked_mul(w.sizes[1], groups)) {
+    const std::optional<int64_t> c_out = checked_mul(w.sizes[1], groups);
+    if (w.sizes[0] != g.c_in || g.c_in % groups != 0 || !c_out) {
       return ctx.error("transposed weight " + shape_str(w.sizes) + " with groups=" +
                        std::to_string(groups) + " does not fit input " + shape_str(x.sizes));
     }
-    g.c_out = w.sizes[1] * groups;
+    g.c_out = *c_out;
   }
   if (bias != nullptr && (bias->rank() != 1 || bias->sizes[0] != g.c_out)) {
     return ctx.error("bias must have shape [" + std::to_string(g.c_out) + "], got " +
