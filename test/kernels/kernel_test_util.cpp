@@ -298,6 +298,21 @@ Tolerance tolerance_for(DType dtype) {
   }
 }
 
+bool same_bits(const std::vector<double>& got, const std::vector<double>& want) {
+  if (got.size() != want.size()) {
+    UNSCOPED_INFO("sizes " << got.size() << " and " << want.size());
+    return false;
+  }
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(got[i]) && std::isnan(want[i])) continue;
+    if (std::memcmp(&got[i], &want[i], sizeof(double)) != 0) {
+      UNSCOPED_INFO("first difference at " << i << ": " << got[i] << " and " << want[i]);
+      return false;
+    }
+  }
+  return true;
+}
+
 void require_close(const std::vector<double>& got, const std::vector<double>& want, Tolerance tol) {
   REQUIRE(got.size() == want.size());
   for (size_t i = 0; i < got.size(); ++i) {

@@ -125,6 +125,11 @@ inline void require_close(const std::vector<double>& got, const std::vector<doub
   require_close(got, want, tolerance_for(dtype));
 }
 
+// Whether got and want hold the same values bit for bit, a NaN matching any NaN (a NaN's sign
+// and payload follow which operand of an instruction the compiler put first, not the
+// function); reports the first difference with its index.
+bool same_bits(const std::vector<double>& got, const std::vector<double>& want);
+
 // Convolutions through oneDNN on or off for a scope (as before at its end): the tests of
 // etc's own convolution paths turn it off, so that they test those paths in every build.
 class OnednnScope {

@@ -341,9 +341,9 @@ using PixelsToPlanes = void (*)(const float* src, int64_t cn, int64_t cols, floa
 #pragma GCC diagnostic push  // transpose16's shuffles (simd_transpose.h)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-__attribute__((target("avx512f"))) void planes_to_pixels_avx512(const float* x, int64_t plane,
-                                                                int64_t cn, int64_t cols,
-                                                                float* const* dst) {
+__attribute__((target("avx512f,fma"))) void planes_to_pixels_avx512(const float* x, int64_t plane,
+                                                                    int64_t cn, int64_t cols,
+                                                                    float* const* dst) {
   const __mmask16 m = first_lanes(cols);
   __m512 r[16];
   // Channels past the last: no lane read (a masked load does not touch them).
@@ -354,9 +354,9 @@ __attribute__((target("avx512f"))) void planes_to_pixels_avx512(const float* x, 
     _mm512_storeu_ps(dst[j], r[j]);
 }
 
-__attribute__((target("avx512f"))) void pixels_to_planes_avx512(const float* src, int64_t cn,
-                                                                int64_t cols, float* y,
-                                                                int64_t plane) {
+__attribute__((target("avx512f,fma"))) void pixels_to_planes_avx512(const float* src, int64_t cn,
+                                                                    int64_t cols, float* y,
+                                                                    int64_t plane) {
   const __mmask16 m = first_lanes(cols);
   __m512 r[16];
   for (int64_t j = 0; j < 16; ++j)
@@ -604,7 +604,7 @@ __attribute__((always_inline)) inline void depthwise_blocks(
   }
 }
 
-__attribute__((target("avx512f"))) void depthwise_blocks_avx512(
+__attribute__((target("avx512f,fma"))) void depthwise_blocks_avx512(
     const float* x, const float* wpack, const float* bias, const ConvGeometry& g, float* y,
     const Epilogue* epilogue, int64_t band, int64_t begin, int64_t end) {
   depthwise_blocks<Vec16>(x, wpack, bias, g, y, epilogue, band, begin, end, planes_to_pixels_avx512,
@@ -743,7 +743,7 @@ using DenseRowsFn = void (*)(const float*, int64_t, const PaddedPlane&, const Co
                              const float*, const float*, float*, int64_t, int64_t, int64_t, int64_t,
                              const TileEpilogue*);
 
-__attribute__((target("avx512f"))) void dense_rows_avx512(
+__attribute__((target("avx512f,fma"))) void dense_rows_avx512(
     const float* planes, int64_t plane_floats, const PaddedPlane& p, const ConvGeometry& g,
     const float* wpack, const float* bias, float* y, int64_t y_plane, int64_t y_row0, int64_t r0,
     int64_t r1, const TileEpilogue* tiles) {
@@ -897,8 +897,8 @@ __attribute__((always_inline)) inline void nhwc_rows_any(const NhwcJob& job, int
   }
 }
 
-__attribute__((target("avx512f"))) void nhwc_rows_avx512(const NhwcJob& job, int64_t r0,
-                                                         int64_t r1) {
+__attribute__((target("avx512f,fma"))) void nhwc_rows_avx512(const NhwcJob& job, int64_t r0,
+                                                             int64_t r1) {
   nhwc_rows_any<Vec16>(job, r0, r1);
 }
 __attribute__((target("avx2,fma"))) void nhwc_rows_avx2(const NhwcJob& job, int64_t r0,

@@ -46,9 +46,9 @@ void dequant_run(const int8_t* __restrict q, int64_t count, const float* zero, c
 // dequant_run in AVX-512 and AVX2 registers: 16 (8) int8 values widened to int32, converted
 // exactly to float, then the subtraction and the multiplication as separate instructions
 // (no fused multiply-add: the scalar loop's roundings).
-__attribute__((target("avx512f"))) void dequant_run_avx512(const int8_t* q, int64_t count,
-                                                           const float* zero, const float* scale,
-                                                           float* out) {
+__attribute__((target("avx512f,fma"))) void dequant_run_avx512(const int8_t* q, int64_t count,
+                                                               const float* zero,
+                                                               const float* scale, float* out) {
   const __m512 z = _mm512_set1_ps(zero != nullptr ? *zero : 0.0f);
   const __m512 sc = _mm512_set1_ps(scale != nullptr ? *scale : 1.0f);
   int64_t i = 0;
@@ -101,9 +101,9 @@ inline __m128i nibbles_to_bytes(__m128i v) {
 
 // 16 int8 values widened into `to` as dequant_run_avx512 widens them (zero and scale: which
 // steps run).
-__attribute__((target("avx512f"))) inline void widen16_avx512(__m128i bytes, __m512 z, __m512 sc,
-                                                              const float* zero, const float* scale,
-                                                              float* to) {
+__attribute__((target("avx512f,fma"))) inline void widen16_avx512(__m128i bytes, __m512 z,
+                                                                  __m512 sc, const float* zero,
+                                                                  const float* scale, float* to) {
   __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes));
   if (zero != nullptr) v = _mm512_sub_ps(v, z);
   if (scale != nullptr) v = _mm512_mul_ps(v, sc);
@@ -112,9 +112,9 @@ __attribute__((target("avx512f"))) inline void widen16_avx512(__m128i bytes, __m
 
 // dequant_run4 in AVX-512 and AVX2 registers: the values widened as dequant_run_avx512's
 // (the same instructions after the nibbles become bytes: the same bits).
-__attribute__((target("avx512f"))) void dequant_run4_avx512(const uint8_t* row, int64_t from,
-                                                            int64_t count, const float* zero,
-                                                            const float* scale, float* out) {
+__attribute__((target("avx512f,fma"))) void dequant_run4_avx512(const uint8_t* row, int64_t from,
+                                                                int64_t count, const float* zero,
+                                                                const float* scale, float* out) {
   int64_t i = 0;
   if ((from & 1) != 0 && count > 0) {
     dequant_run4(row, from, 1, zero, scale, out);
@@ -331,7 +331,7 @@ constexpr int lane_row(int l) {
 }
 
 // The weight row of each lane: 0, 1, ..., 15 (gathered rows), or lane_row's order.
-__attribute__((target("avx512f"))) inline __m512i lane_rows(bool transposed) {
+__attribute__((target("avx512f,fma"))) inline __m512i lane_rows(bool transposed) {
   if (!transposed) return _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
   return _mm512_set_epi32(lane_row(15), lane_row(14), lane_row(13), lane_row(12), lane_row(11),
                           lane_row(10), lane_row(9), lane_row(8), lane_row(7), lane_row(6),
@@ -341,9 +341,9 @@ __attribute__((target("avx512f"))) inline __m512i lane_rows(bool transposed) {
 
 // The operand's values of weight rows n0 + (lane's row) at input k, rows past `rows` 0; the
 // lanes in row order, or in lane_row's (`transposed`).
-__attribute__((target("avx512f"))) __m512 operand_lanes(const DequantB::Operand& o, int64_t n0,
-                                                        int64_t rows, int64_t k,
-                                                        bool transposed = false) {
+__attribute__((target("avx512f,fma"))) __m512 operand_lanes(const DequantB::Operand& o, int64_t n0,
+                                                            int64_t rows, int64_t k,
+                                                            bool transposed = false) {
   const int64_t kk = o.k_stride != 0 ? (k / o.k_group) * o.k_stride : 0;
   if (o.data != nullptr && o.n_stride < (int64_t{1} << 26)) {  // float values: one gather
     const __m512i row = lane_rows(transposed);
@@ -367,7 +367,7 @@ __attribute__((target("avx512f"))) __m512 operand_lanes(const DequantB::Operand&
 }
 
 // round16_run's bf16 rounding of 16 lanes.
-__attribute__((target("avx512f"))) inline __m512 round_bf16_lanes(__m512 v) {
+__attribute__((target("avx512f,fma"))) inline __m512 round_bf16_lanes(__m512 v) {
   const __m512i b = _mm512_castps_si512(v);
   const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1));
   const __m512i r =
@@ -384,7 +384,7 @@ __attribute__((target("avx512f"))) inline __m512 round_bf16_lanes(__m512 v) {
 // The same with the CPU's bf16 conversion (AVX512_BF16: round to nearest even, one
 // instruction), for values known finite and normal or zero: the conversion treats denormals
 // as zero and quiets NaNs otherwise than float_to_bfloat16.
-__attribute__((target("avx512f,avx512bf16"))) inline __m512 round_bf16_native(__m512 v) {
+__attribute__((target("avx512f,avx512bf16,fma"))) inline __m512 round_bf16_native(__m512 v) {
   const __m256bh narrowed = _mm512_cvtneps_pbh(v);
   __m256i h;  // the same 32 bytes as integers (a copy the compiler elides)
   std::memcpy(&h, &narrowed, sizeof(h));
@@ -401,10 +401,8 @@ enum class Rounding { kNone, kBf16, kBf16Native };
 // Widened values v through dequant_run's steps, in its order: minus the zero points, times
 // the scales, rounded as the program's dtype rounds (none for float32).
 template <Rounding kRound>
-__attribute__((target("avx512f,avx512bf16"))) inline __m512 dequant_lanes(__m512 v, bool has_zero,
-                                                                          __m512 zero,
-                                                                          bool has_scale,
-                                                                          __m512 scale) {
+__attribute__((target("avx512f,avx512bf16,fma"))) inline __m512 dequant_lanes(
+    __m512 v, bool has_zero, __m512 zero, bool has_scale, __m512 scale) {
   if (has_zero) v = _mm512_sub_ps(v, zero);
   if (has_scale) v = _mm512_mul_ps(v, scale);
   if constexpr (kRound == Rounding::kBf16) {
@@ -429,7 +427,7 @@ void with_rounding(const DequantB& d, F&& f) {
 
 // row_in_registers_avx512 for `bits`-bit values (4 or 8) and one rounding.
 template <int kBits, Rounding kRound>
-__attribute__((target("avx512f,avx512bf16"))) void row_in_registers(
+__attribute__((target("avx512f,avx512bf16,fma"))) void row_in_registers(
     const DequantB& d, int64_t pc, int64_t kc, int64_t j, int64_t cols, const float* a,
     int64_t a_step, float* c, float alpha, const float* init) {
   constexpr int kPerDword = 32 / kBits;
@@ -493,8 +491,8 @@ __attribute__((target("avx512f,avx512bf16"))) void row_in_registers(
 // 16 bytes (32 4-bit values) of each of 16 rows as four vectors of a dword per row: vector d
 // holds dword d of row lane_row(l) in lane l. Four rows to a register, then two rounds of
 // unpacking (no gather).
-__attribute__((target("avx512f"))) inline void load_rows_transposed(const uint8_t* const rows[16],
-                                                                    __m512i out[4]) {
+__attribute__((target("avx512f,fma"))) inline void load_rows_transposed(
+    const uint8_t* const rows[16], __m512i out[4]) {
   __m512i quad[4];
   for (int64_t j = 0; j < 4; ++j) {
     __m512i q =
@@ -522,7 +520,7 @@ __attribute__((target("avx512f"))) inline void load_rows_transposed(const uint8_
 // Up to kARows rows of A (m of them: row r at a + r * a_rs, C's at c + r * ldc, init[r])
 // share each dequantized value: a short prompt dequantizes the weight once, not per row.
 template <Rounding kRound, int64_t kARows>
-__attribute__((target("avx512f,avx512bf16"))) void row4_blocked(
+__attribute__((target("avx512f,avx512bf16,fma"))) void row4_blocked(
     const DequantB& d, int64_t pc, int64_t kc, int64_t j, int64_t cols, int64_t m, const float* a,
     int64_t a_rs, int64_t a_cs, float* c, int64_t ldc, float alpha, const float* init) {
   static const uint8_t kZeros[16] = {};

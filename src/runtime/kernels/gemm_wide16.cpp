@@ -29,8 +29,8 @@ void widen16_run(const uint16_t* __restrict src, int64_t count, bool float16,
   }
 }
 
-__attribute__((target("avx512f"))) void widen16_run_avx512(const uint16_t* src, int64_t count,
-                                                           bool float16, float* out) {
+__attribute__((target("avx512f,fma"))) void widen16_run_avx512(const uint16_t* src, int64_t count,
+                                                               bool float16, float* out) {
   int64_t i = 0;
   for (; i + 16 <= count; i += 16) {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
@@ -144,16 +144,17 @@ __attribute__((target("avx2,fma"))) void finish_row_avx2(float alpha, const floa
 }
 
 // 16 bf16 (fp16) values widened exactly.
-__attribute__((target("avx512f"))) inline __m512 widen16_lanes(__m256i h, bool float16) {
+__attribute__((target("avx512f,fma"))) inline __m512 widen16_lanes(__m256i h, bool float16) {
   return float16 ? _mm512_cvtph_ps(h)
                  : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
 // 16 values of a weight row from src, widened exactly: bf16/fp16 (uint16_t) or int8.
-__attribute__((target("avx512f"))) inline __m512 load_widened(const uint16_t* src, bool float16) {
+__attribute__((target("avx512f,fma"))) inline __m512 load_widened(const uint16_t* src,
+                                                                  bool float16) {
   return widen16_lanes(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src)), float16);
 }
-__attribute__((target("avx512f"))) inline __m512 load_widened(const int8_t* src, bool) {
+__attribute__((target("avx512f,fma"))) inline __m512 load_widened(const int8_t* src, bool) {
   return _mm512_cvtepi32_ps(
       _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src))));
 }
@@ -166,11 +167,11 @@ constexpr int64_t kTilePrefetchRows = 16;
 // operand (each packed value would be read once). The accumulators take k in order from zero
 // and C takes alpha * acc + C (or init[i]), as the tile kernel does: the same bits.
 template <typename Src>
-__attribute__((target("avx512f"))) void tile_w16_avx512(int64_t kc, const float* a, int64_t a_rs,
-                                                        int64_t a_cs, int64_t m, const Src* w,
-                                                        int64_t ldw, int64_t cols, bool float16,
-                                                        float* c, int64_t ldc, float alpha,
-                                                        const float* init) {
+__attribute__((target("avx512f,fma"))) void tile_w16_avx512(int64_t kc, const float* a,
+                                                            int64_t a_rs, int64_t a_cs, int64_t m,
+                                                            const Src* w, int64_t ldw, int64_t cols,
+                                                            bool float16, float* c, int64_t ldc,
+                                                            float alpha, const float* init) {
   __m512 acc[8][2];
 #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) {
@@ -225,11 +226,11 @@ __attribute__((target("avx512f"))) void tile_w16_avx512(int64_t kc, const float*
 // of the weight and one multiply-add, where an accumulator row in memory costs a load and a
 // store more.
 template <typename Src>
-__attribute__((target("avx512f"))) void cols_in_registers(int64_t kc, const float* a,
-                                                          int64_t a_step, const Src* b,
-                                                          int64_t b_step, int64_t cols,
-                                                          bool float16, float* c, float alpha,
-                                                          const float* init) {
+__attribute__((target("avx512f,fma"))) void cols_in_registers(int64_t kc, const float* a,
+                                                              int64_t a_step, const Src* b,
+                                                              int64_t b_step, int64_t cols,
+                                                              bool float16, float* c, float alpha,
+                                                              const float* init) {
   constexpr int64_t kVecs = 24;
   constexpr int64_t kPrefetchRows = 8;
   __mmask16 mask[kVecs];

@@ -918,8 +918,8 @@ __attribute__((always_inline)) inline void epilogue_chunks(const Epilogue& e, in
   }
 }
 
-__attribute__((target("avx512f"))) void epilogue_avx512(const Epilogue& e, int64_t begin,
-                                                        int64_t end) {
+__attribute__((target("avx512f,fma"))) void epilogue_avx512(const Epilogue& e, int64_t begin,
+                                                            int64_t end) {
   epilogue_chunks(e, begin, end);
 }
 __attribute__((target("avx2"))) void epilogue_avx2(const Epilogue& e, int64_t begin, int64_t end) {
@@ -971,8 +971,7 @@ struct TileEpilogueAccess {
           out = v + e[j];
         } else if constexpr (K == Kind::kSiLU) {
           // The sigmoid kernel's expression, then the product the mul kernel takes.
-          const float sig = 1.0f / (1.0f + fast_expf(-v));
-          out = v * sig;
+          out = v * fast_sigmoidf(v);
         } else {
           out = clamp(v + e[j]);
         }
@@ -1005,13 +1004,13 @@ struct TileEpilogueAccess {
 
 namespace {
 
-__attribute__((target("avx512f"))) void tile_epilogue_avx512(const TileEpilogue& t,
-                                                             const float* src, int64_t src_ld,
-                                                             int64_t at, int64_t ld, int64_t rows,
-                                                             int64_t cols) {
+__attribute__((target("avx512f,fma"))) void tile_epilogue_avx512(const TileEpilogue& t,
+                                                                 const float* src, int64_t src_ld,
+                                                                 int64_t at, int64_t ld,
+                                                                 int64_t rows, int64_t cols) {
   TileEpilogueAccess::run(t, src, src_ld, at, ld, rows, cols);
 }
-// AVX2 with FMA, as the sigmoid kernel's AVX2 build: fast_expf's multiply-adds contract alike
+// AVX2 with FMA, as the sigmoid kernel's AVX2 build: fast_sigmoidf's multiply-adds contract alike
 // (kSiLU gives the unfused bits); the other kinds have no multiply-add to contract.
 __attribute__((target("avx2,fma"))) void tile_epilogue_avx2(const TileEpilogue& t, const float* src,
                                                             int64_t src_ld, int64_t at, int64_t ld,

@@ -71,6 +71,42 @@ inline float fast_expf(float x) {
   return x < lo ? 0.0f : (x > hi ? std::numeric_limits<float>::infinity() : (x == x ? y : x));
 }
 
+// sigmoid(x) = 1 / (1 + exp(-x)) in float, vectorisable as fast_expf and about half its
+// instructions (the sigmoid of SiLU layers was a fifth of efficientnet_b0's time): with
+// z = -|x|, e = exp(z) in (0, 1] by fast_expf's range reduction and polynomial, except that
+// n = round(z / ln2) is read off the bits of z log2(e) + 1.5 * 2^23 + 127 (shifted into the
+// exponent field they are 2^n, n in [-126, 0]: no float-to-int conversion, one scale), and
+// e = s + s (r + r^2 p(r)); then f = e / (1 + e) = sigmoid(-|x|), and 1 - f for x > 0.
+// Relative error at most 1.8e-7 (tested over every 97th float); 0 below -87.34, where the
+// sigmoid is below FLT_MIN (no denormal results); 1 at +inf, 0 at -inf, NaN for NaN.
+inline float fast_sigmoidf(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  bits |= 0x80000000u;
+  float z;
+  std::memcpy(&z, &bits, 4);
+  const float magic = 12583039.0f;  // 1.5 * 2^23 + 127
+  const float t = z * 1.44269504088896341f + magic;
+  uint32_t t_bits;
+  std::memcpy(&t_bits, &t, 4);
+  const uint32_t s_bits = t_bits << 23;  // (n + 127) << 23: the bits above fall off
+  float s;
+  std::memcpy(&s, &s_bits, 4);
+  const float fn = t - magic;
+  const float r = (z - fn * 0.693359375f) - fn * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float y = p * (r * r) + r;
+  const float e = y * s + s;
+  float f = e / (1.0f + e);
+  f = z < -87.33654f ? 0.0f : f;  // below ln(FLT_MIN): 2^n would not be a normal float
+  return x > 0.0f ? 1.0f - f : f;
+}
+
 // erf(x) in float, vectorisable as fast_expf (GELU's erf was 30% of all-MiniLM-L6-v2's time
 // as a libm call per element): Abramowitz and Stegun 7.1.26, erf(|x|) = 1 - t (a1 + t (a2 +
 // ...)) e^-x^2 with t = 1 / (1 + p |x|), the sign put back by its bit; absolute error at most

@@ -185,8 +185,9 @@ __attribute__((target("avx2"))) inline __m256 tap_values_avx2(const float* src, 
 }
 
 // The lanes of the 16 columns from c that lie in [0, in_w) (iota: 0..15; width: in_w).
-__attribute__((target("avx512f"))) inline __mmask16 columns_inside(int64_t c, int64_t in_w,
-                                                                   __m512i iota, __m512i width) {
+__attribute__((target("avx512f,fma"))) inline __mmask16 columns_inside(int64_t c, int64_t in_w,
+                                                                       __m512i iota,
+                                                                       __m512i width) {
   if (c >= 0 && c + 16 <= in_w) return __mmask16(0xFFFF);
   if (c >= in_w || c + 16 <= 0) return __mmask16(0);
   const __m512i col = _mm512_add_epi32(iota, _mm512_set1_epi32(static_cast<int32_t>(c)));
@@ -203,7 +204,7 @@ __attribute__((target("avx512f"))) inline __mmask16 columns_inside(int64_t c, in
 // computed from in-bounds reads only and not stored.
 // kGroups groups of 16 outputs from o0 (fewer than 64 outputs left: only the groups they need).
 template <int kGroups>
-__attribute__((target("avx512f"), always_inline)) inline void max_pool_row_groups_avx512(
+__attribute__((target("avx512f,fma"), always_inline)) inline void max_pool_row_groups_avx512(
     const float* const* rows, int64_t nrows, int64_t in_w, int64_t kw, int64_t dw, int64_t stride,
     int64_t pad_w, int64_t out_w, float* out, int64_t o0) {
   const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
@@ -249,11 +250,11 @@ __attribute__((target("avx512f"), always_inline)) inline void max_pool_row_group
 // waited on each blend: 0.30 ms for resnet18's pooling). The last groups of a row only as many
 // as it has outputs: a 14-wide row computed four groups, three of them all masked
 // (googlenet's 14x14 and 7x7 pools took 4x their time).
-__attribute__((target("avx512f"))) void max_pool_row_f32_avx512(const float* const* rows,
-                                                                int64_t nrows, int64_t in_w,
-                                                                int64_t kw, int64_t dw,
-                                                                int64_t stride, int64_t pad_w,
-                                                                int64_t out_w, float* out) {
+__attribute__((target("avx512f,fma"))) void max_pool_row_f32_avx512(const float* const* rows,
+                                                                    int64_t nrows, int64_t in_w,
+                                                                    int64_t kw, int64_t dw,
+                                                                    int64_t stride, int64_t pad_w,
+                                                                    int64_t out_w, float* out) {
   for (int64_t o0 = 0; o0 < out_w; o0 += 64) {
     const int64_t left = out_w - o0;
     if (left > 48) {
@@ -523,9 +524,9 @@ __attribute__((always_inline)) inline void max_pool_nhwc_body(const PoolGeometry
     }
   }
 }
-__attribute__((target("avx512f"))) void max_pool_nhwc_avx512(const PoolGeometry& p,
-                                                             int64_t channels, const float* x,
-                                                             float* y, int64_t r0, int64_t r1) {
+__attribute__((target("avx512f,fma"))) void max_pool_nhwc_avx512(const PoolGeometry& p,
+                                                                 int64_t channels, const float* x,
+                                                                 float* y, int64_t r0, int64_t r1) {
   max_pool_nhwc_body(p, channels, x, y, r0, r1);
 }
 __attribute__((target("avx2"))) void max_pool_nhwc_avx2(const PoolGeometry& p, int64_t channels,

@@ -164,8 +164,8 @@ __attribute__((always_inline)) inline void row_sums_body(const float* x, int64_t
   for (int64_t i = r0; i < r1; ++i)
     acc[i] = sum8<double>(x + i * count, count);
 }
-__attribute__((target("avx512f"))) void row_sums_avx512(const float* x, int64_t count, int64_t r0,
-                                                        int64_t r1, double* acc) {
+__attribute__((target("avx512f,fma"))) void row_sums_avx512(const float* x, int64_t count,
+                                                            int64_t r0, int64_t r1, double* acc) {
   row_sums_body(x, count, r0, r1, acc);
 }
 __attribute__((target("avx2"))) void row_sums_avx2(const float* x, int64_t count, int64_t r0,
@@ -362,19 +362,19 @@ void softmax_row_portable(const float* x, float* y, int64_t len) {
 // lowers the intrinsics to plain vector arithmetic, which -ffp-contract=fast lets its
 // backend fuse whatever a pragma says; with an explicit one neither compiler fuses them.
 #define ETC_CUR (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
-__attribute__((target("avx512f"), always_inline)) inline __m512 add16(__m512 a, __m512 b) {
+__attribute__((target("avx512f,fma"), always_inline)) inline __m512 add16(__m512 a, __m512 b) {
   return _mm512_add_round_ps(a, b, ETC_CUR);
 }
-__attribute__((target("avx512f"), always_inline)) inline __m512 sub16(__m512 a, __m512 b) {
+__attribute__((target("avx512f,fma"), always_inline)) inline __m512 sub16(__m512 a, __m512 b) {
   return _mm512_sub_round_ps(a, b, ETC_CUR);
 }
-__attribute__((target("avx512f"), always_inline)) inline __m512 mul16(__m512 a, __m512 b) {
+__attribute__((target("avx512f,fma"), always_inline)) inline __m512 mul16(__m512 a, __m512 b) {
   return _mm512_mul_round_ps(a, b, ETC_CUR);
 }
 #undef ETC_CUR
 
 // fast_expf (kernel_util.h) on 16 lanes.
-__attribute__((target("avx512f"), always_inline)) inline __m512 exp16(__m512 x) {
+__attribute__((target("avx512f,fma"), always_inline)) inline __m512 exp16(__m512 x) {
   const __m512 hi = _mm512_set1_ps(88.7228394f), lo = _mm512_set1_ps(-104.0f);
   __m512 xc = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), x, lo);
   xc = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(xc, hi, _CMP_GT_OQ), xc, hi);
@@ -405,7 +405,8 @@ __attribute__((target("avx512f"), always_inline)) inline __m512 exp16(__m512 x) 
   return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), _mm512_setzero_ps());
 }
 
-__attribute__((target("avx512f"))) void softmax_row_avx512(const float* x, float* y, int64_t len) {
+__attribute__((target("avx512f,fma"))) void softmax_row_avx512(const float* x, float* y,
+                                                               int64_t len) {
   const __m512 mx = _mm512_set1_ps(max16(x, len));
   for (int64_t i = 0; i < len; i += 16) {
     const auto lanes = static_cast<__mmask16>(len - i >= 16 ? 0xffff : (1u << (len - i)) - 1);

@@ -20,7 +20,7 @@ namespace etc::rt::kernels {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-__attribute__((target("avx512f"))) inline void transpose16(__m512 (&r)[16]) {
+__attribute__((target("avx512f,fma"))) inline void transpose16(__m512 (&r)[16]) {
   __m512 t[16];
   for (int i = 0; i < 16; i += 2) {
     t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
@@ -76,7 +76,7 @@ __attribute__((target("avx2"))) inline __m256i first_lanes8(int64_t n) {
 }
 
 // The mask of the first min(n, 16) lanes.
-__attribute__((target("avx512f"))) inline __mmask16 first_lanes(int64_t n) {
+__attribute__((target("avx512f,fma"))) inline __mmask16 first_lanes(int64_t n) {
   return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
 }
 
@@ -87,11 +87,9 @@ __attribute__((target("avx512f"))) inline __mmask16 first_lanes(int64_t n) {
 // dst[j * dst_ld + i] = src[i * src_ld + j] (+ add[j] when `add` is given) for i < rows and
 // j < cols, both at most 16: one tile of a layout change between [C, P] planes and [P, C]
 // channels-last rows. Lanes outside the tile are neither read nor written.
-__attribute__((target("avx512f"))) inline void transpose_tile_avx512(const float* src,
-                                                                     int64_t src_ld, int64_t rows,
-                                                                     int64_t cols, float* dst,
-                                                                     int64_t dst_ld,
-                                                                     const float* add = nullptr) {
+__attribute__((target("avx512f,fma"))) inline void transpose_tile_avx512(
+    const float* src, int64_t src_ld, int64_t rows, int64_t cols, float* dst, int64_t dst_ld,
+    const float* add = nullptr) {
   __m512 r[16];
   const __mmask16 along_cols = first_lanes(cols), along_rows = first_lanes(rows);
   for (int64_t i = 0; i < 16; ++i)
