@@ -328,12 +328,21 @@ __attribute__((target("avx2"), always_inline)) inline void max_pool_chains_avx2(
         }
       }
     }
+    // Whole groups as plain stores; the last one's valid lanes one by one (a masked store,
+    // vmaskmovps, is microcoded on AMD's cores: as masked stores every group took a quarter
+    // of squeezenet's 111x111 pool).
     const int64_t left = std::min<int64_t>(8, out_w - 8 * g);
-    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256i store = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(left)), lanes);
+    if (left == 8) {
 #pragma GCC unroll 4
-    for (int ch = 0; ch < kChains; ++ch)
-      _mm256_maskstore_ps(outs[ch] + 8 * g, store, best[ch]);
+      for (int ch = 0; ch < kChains; ++ch)
+        _mm256_storeu_ps(outs[ch] + 8 * g, best[ch]);
+    } else {
+      alignas(32) float lanes[8];
+      for (int ch = 0; ch < kChains; ++ch) {
+        _mm256_store_ps(lanes, best[ch]);
+        std::memcpy(outs[ch] + 8 * g, lanes, static_cast<size_t>(left) * sizeof(float));
+      }
+    }
   }
 }
 
@@ -499,26 +508,75 @@ __attribute__((always_inline)) inline void max_pool_take(float* __restrict best,
     best[c] = (v[c] > best[c]) | (v[c] != v[c]) ? v[c] : best[c];
 }
 
+// 64 channels of one output over its taps (channel-block pointers) in four zmm: taking each
+// tap into the out in memory cost a load and a store of the running maximum per tap (and a
+// local array stayed on the stack). The same rule in the same tap order: the same bits.
+constexpr int64_t kPoolChannelBlock = 64;
+constexpr int64_t kPoolBlockTaps = 64;
+__attribute__((target("avx512f,fma"))) inline void max_pool_block_avx512(const float* const* taps,
+                                                                         int64_t count,
+                                                                         float* out) {
+  __m512 best[4];
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k)
+    best[k] = _mm512_loadu_ps(taps[0] + 16 * k);
+  for (int64_t t = 1; t < count; ++t) {
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      const __m512 v = _mm512_loadu_ps(taps[t] + 16 * k);
+      const __mmask16 take =
+          _mm512_cmp_ps_mask(v, best[k], _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+      best[k] = _mm512_mask_mov_ps(best[k], take, v);
+    }
+  }
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k)
+    _mm512_storeu_ps(out + 16 * k, best[k]);
+}
+
+// `blocks`: blocks of 64 channels by max_pool_block_avx512 (an AVX-512 build whose window
+// has at most kPoolBlockTaps taps), the rest by the loop below.
 __attribute__((always_inline)) inline void max_pool_nhwc_body(const PoolGeometry& p,
                                                               int64_t channels, const float* x,
-                                                              float* y, int64_t r0, int64_t r1) {
+                                                              float* y, int64_t r0, int64_t r1,
+                                                              bool blocks = false) {
+  const int64_t whole = blocks ? channels / kPoolChannelBlock * kPoolChannelBlock : 0;
   for (int64_t r = r0; r < r1; ++r) {
     const int64_t n = r / p.out_h, oh = r % p.out_h;
     for (int64_t ow = 0; ow < p.out_w; ++ow) {
       float* __restrict best = y + ((n * p.out_h + oh) * p.out_w + ow) * channels;
+      if (whole > 0) {
+        const float* taps[kPoolBlockTaps];
+        int64_t count = 0;
+        for_each_window_tap(p, oh, ow, [&](int64_t ih, int64_t iw) {
+          taps[count++] = x + ((n * p.in_h + ih) * p.in_w + iw) * channels;
+        });
+        if (count == 0) {  // no tap inside (impossible with pad <= kernel / 2)
+          std::fill_n(best, whole, -std::numeric_limits<float>::infinity());
+        }
+        for (int64_t c0 = 0; count > 0 && c0 < whole; c0 += kPoolChannelBlock) {
+          max_pool_block_avx512(taps, count, best + c0);
+          for (int64_t t = 0; t < count; ++t)
+            taps[t] += kPoolChannelBlock;
+        }
+      }
+      if (whole == channels) continue;
+      // The channels past the last block: the running maximum in the out.
+      best += whole;
+      const int64_t rest = channels - whole;
       bool first = true;
       for_each_window_tap(
           p, oh, ow, [&](int64_t ih, int64_t iw) __attribute__((always_inline)) {
-            const float* __restrict v = x + ((n * p.in_h + ih) * p.in_w + iw) * channels;
+            const float* __restrict v = x + ((n * p.in_h + ih) * p.in_w + iw) * channels + whole;
             if (first) {
-              std::memcpy(best, v, static_cast<size_t>(channels) * sizeof(float));
+              std::memcpy(best, v, static_cast<size_t>(rest) * sizeof(float));
               first = false;
               return;
             }
-            max_pool_take(best, v, channels);
+            max_pool_take(best, v, rest);
           });
       if (first) {  // no tap inside (impossible with pad <= kernel / 2)
-        for (int64_t c = 0; c < channels; ++c)
+        for (int64_t c = 0; c < rest; ++c)
           best[c] = -std::numeric_limits<float>::infinity();
       }
     }
@@ -527,7 +585,7 @@ __attribute__((always_inline)) inline void max_pool_nhwc_body(const PoolGeometry
 __attribute__((target("avx512f,fma"))) void max_pool_nhwc_avx512(const PoolGeometry& p,
                                                                  int64_t channels, const float* x,
                                                                  float* y, int64_t r0, int64_t r1) {
-  max_pool_nhwc_body(p, channels, x, y, r0, r1);
+  max_pool_nhwc_body(p, channels, x, y, r0, r1, p.kernel[0] * p.kernel[1] <= kPoolBlockTaps);
 }
 __attribute__((target("avx2"))) void max_pool_nhwc_avx2(const PoolGeometry& p, int64_t channels,
                                                         const float* x, float* y, int64_t r0,
