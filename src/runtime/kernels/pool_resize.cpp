@@ -518,11 +518,11 @@ __attribute__((target("avx512f,fma"))) inline void max_pool_block_avx512(const f
                                                                          float* out) {
   __m512 best[4];
 #pragma GCC unroll 4
-  for (int k = 0; k < 4; ++k)
+  for (int64_t k = 0; k < 4; ++k)
     best[k] = _mm512_loadu_ps(taps[0] + 16 * k);
   for (int64_t t = 1; t < count; ++t) {
 #pragma GCC unroll 4
-    for (int k = 0; k < 4; ++k) {
+    for (int64_t k = 0; k < 4; ++k) {
       const __m512 v = _mm512_loadu_ps(taps[t] + 16 * k);
       const __mmask16 take =
           _mm512_cmp_ps_mask(v, best[k], _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
@@ -530,7 +530,7 @@ __attribute__((target("avx512f,fma"))) inline void max_pool_block_avx512(const f
     }
   }
 #pragma GCC unroll 4
-  for (int k = 0; k < 4; ++k)
+  for (int64_t k = 0; k < 4; ++k)
     _mm512_storeu_ps(out + 16 * k, best[k]);
 }
 
