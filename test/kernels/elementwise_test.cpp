@@ -639,6 +639,35 @@ TEST_CASE("fast_expf within 2e-7 (relative) and fast_erff within 5e-7 (absolute)
   CHECK(kernels::fast_erff(-0.5f) == -kernels::fast_erff(0.5f));  // odd
 }
 
+TEST_CASE("fast_exp_nonpositive within 2e-7 (relative) of exp in double for z <= 0") {
+  // Every 97th float in [-87.33, 0] (a softmax's x - max; a sigmoid's -|x|): about 11 million.
+  double worst = 0;
+  float worst_at = 0;
+  const float lo = -87.33f;
+  uint32_t lo_bits, zero_bits = 0x80000000u;  // -0
+  std::memcpy(&lo_bits, &lo, 4);
+  for (uint32_t b = zero_bits; b <= lo_bits; b += 97) {
+    float z;
+    std::memcpy(&z, &b, 4);
+    const double want = std::exp(static_cast<double>(z));
+    const double err =
+        std::fabs(static_cast<double>(kernels::fast_exp_nonpositive(z)) - want) / want;
+    if (err > worst) {
+      worst = err;
+      worst_at = z;
+    }
+  }
+  INFO("worst at " << worst_at);
+  CHECK(worst <= 2e-7);
+  CHECK(kernels::fast_exp_nonpositive(0.0f) == 1.0f);
+  CHECK(kernels::fast_exp_nonpositive(-0.0f) == 1.0f);
+  CHECK(kernels::fast_exp_nonpositive(-87.4f) == 0.0f);  // below FLT_MIN: no denormals
+  CHECK(kernels::fast_exp_nonpositive(-1000.0f) == 0.0f);
+  CHECK(kernels::fast_exp_nonpositive(-std::numeric_limits<float>::infinity()) == 0.0f);
+  CHECK(kernels::fast_exp_nonpositive(-87.3f) >= std::numeric_limits<float>::min());
+  CHECK(std::isnan(kernels::fast_exp_nonpositive(std::numeric_limits<float>::quiet_NaN())));
+}
+
 TEST_CASE("fast_sigmoidf within 1.8e-7 (relative) of the sigmoid in double, and monotone") {
   // Every 389th float with |x| < 200 whose sigmoid is a normal float (about 11 million).
   double worst = 0;

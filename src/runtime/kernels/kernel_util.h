@@ -71,20 +71,15 @@ inline float fast_expf(float x) {
   return x < lo ? 0.0f : (x > hi ? std::numeric_limits<float>::infinity() : (x == x ? y : x));
 }
 
-// sigmoid(x) = 1 / (1 + exp(-x)) in float, vectorisable as fast_expf and about half its
-// instructions (the sigmoid of SiLU layers was a fifth of efficientnet_b0's time): with
-// z = -|x|, e = exp(z) in (0, 1] by fast_expf's range reduction and polynomial, except that
-// n = round(z / ln2) is read off the bits of z log2(e) + 1.5 * 2^23 + 127 (shifted into the
-// exponent field they are 2^n, n in [-126, 0]: no float-to-int conversion, one scale), and
-// e = s + s (r + r^2 p(r)); then f = e / (1 + e) = sigmoid(-|x|), and 1 - f for x > 0.
-// Relative error at most 1.8e-7 (tested over every 97th float); 0 below -87.34, where the
-// sigmoid is below FLT_MIN (no denormal results); 1 at +inf, 0 at -inf, NaN for NaN.
-inline float fast_sigmoidf(float x) {
-  uint32_t bits;
-  std::memcpy(&bits, &x, 4);
-  bits |= 0x80000000u;
-  float z;
-  std::memcpy(&z, &bits, 4);
+// exp(z) for z <= 0 (a softmax's x - max, a sigmoid's -|x|), -inf or NaN, in float and
+// vectorisable as fast_expf in about half its instructions: fast_expf's range reduction and
+// polynomial, except that n = round(z / ln2) is read off the bits of z log2(e) + 1.5 * 2^23
+// + 127 (shifted into the exponent field they are 2^n, n in [-126, 0]: no float-to-int
+// conversion, no clamping, one scale), and e = s + s (r + r^2 p(r)). Relative error within
+// 2e-7 (tested); 0 below -87.34, where exp(z) is below FLT_MIN (no denormal results), 0 at
+// -inf, NaN for NaN. Where a build fuses multiply-adds it fuses these: the softmax rows
+// build it without FMA, with an AVX-512 twin that rounds each step (reduce_norm.cpp).
+inline float fast_exp_nonpositive(float z) {
   const float magic = 12583039.0f;  // 1.5 * 2^23 + 127
   const float t = z * 1.44269504088896341f + magic;
   uint32_t t_bits;
@@ -102,8 +97,22 @@ inline float fast_sigmoidf(float x) {
   p = p * r + 5.0000001201e-1f;
   const float y = p * (r * r) + r;
   const float e = y * s + s;
-  float f = e / (1.0f + e);
-  f = z < -87.33654f ? 0.0f : f;  // below ln(FLT_MIN): 2^n would not be a normal float
+  return z < -87.33654f ? 0.0f : e;  // below ln(FLT_MIN): 2^n would not be a normal float
+}
+
+// sigmoid(x) = 1 / (1 + exp(-x)) in float, vectorisable, about half fast_expf's instructions
+// (the sigmoid of SiLU layers was a fifth of efficientnet_b0's time): with z = -|x|,
+// e = fast_exp_nonpositive(z), f = e / (1 + e) = sigmoid(-|x|), and 1 - f for x > 0.
+// Relative error at most 1.8e-7 (tested over every 389th float); 0 below -87.34 (no denormal
+// results); 1 at +inf, 0 at -inf, NaN for NaN.
+inline float fast_sigmoidf(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  bits |= 0x80000000u;
+  float z;
+  std::memcpy(&z, &bits, 4);
+  const float e = fast_exp_nonpositive(z);
+  const float f = e / (1.0f + e);
   return x > 0.0f ? 1.0f - f : f;
 }
 

@@ -322,11 +322,16 @@ Status var_kernel(KernelContext& ctx, std::span<Value*> args) {
 
 // ---- softmax -------------------------------------------------------------------------
 
-// exp for softmax: fast_expf for float (vectorisable), libm for double.
+// fast_exp_nonpositive's constants (kernel_util.h), for its AVX-512 build below.
+constexpr float kExpMagic = 12583039.0f;  // 1.5 * 2^23 + 127
+constexpr float kExpCutoff = -87.33654f;  // ln(FLT_MIN)
+
+// exp for softmax (of x - max, never positive): fast_exp_nonpositive for float
+// (vectorisable), libm for double.
 template <typename G>
 inline G exp_of(G v) {
   if constexpr (std::is_same_v<G, float>) {
-    return fast_expf(v);
+    return fast_exp_nonpositive(v);
   } else {
     return std::exp(v);
   }
@@ -334,13 +339,13 @@ inline G exp_of(G v) {
 
 // One float softmax row, y = exp(x - max) / sum, built for AVX2 and for any x86-64 (chosen
 // per call as the GEMM's micro-kernel is; no multiply-add is fused in either, so both give
-// the same bits): the max (max16), the exponentials (fast_expf), the sum in eight interleaved
-// partial sums added pairwise (one running sum waits on each add's latency), the scaling. A fully
-// masked row (max = -inf) gives NaN, as ATen's does.
+// the same bits): the max (max16), the exponentials (fast_exp_nonpositive), the sum in eight
+// interleaved partial sums added pairwise (one running sum waits on each add's latency), the
+// scaling. A fully masked row (max = -inf) gives NaN, as ATen's does.
 __attribute__((always_inline)) inline void softmax_row_body(const float* x, float* y, int64_t len) {
   const float mx = max16(x, len);
   for (int64_t i = 0; i < len; ++i)
-    y[i] = fast_expf(x[i] - mx);
+    y[i] = fast_exp_nonpositive(x[i] - mx);
   const float inv = 1.0f / sum8<float>(y, len);
   for (int64_t j = 0; j < len; ++j)
     y[j] *= inv;
@@ -352,15 +357,14 @@ void softmax_row_portable(const float* x, float* y, int64_t len) {
   softmax_row_body(x, y, len);
 }
 
-// The AVX-512 build, 16 lanes, rounding as the two builds above: fast_expf's steps lane by
-// lane in the same order, each product and sum its own rounding. The arithmetic goes through
-// the _round_ intrinsics with an explicit rounding mode, which no compiler fuses into a
-// multiply-add (GCC and clang would fuse the plain ones under -ffp-contract=fast); the
-// tail runs masked, not as scalar code the compiler could contract; the sum keeps sum8's
-// eight partial sums.
-// Round to nearest (the default mode) given explicitly: with the current direction, clang
-// lowers the intrinsics to plain vector arithmetic, which -ffp-contract=fast lets its
-// backend fuse whatever a pragma says; with an explicit one neither compiler fuses them.
+// The AVX-512 build, 16 lanes, rounding as the two builds above: fast_exp_nonpositive's steps lane
+// by lane in the same order, each product and sum its own rounding. The arithmetic goes through the
+// _round_ intrinsics with an explicit rounding mode, which no compiler fuses into a multiply-add
+// (GCC and clang would fuse the plain ones under -ffp-contract=fast); the tail runs masked, not as
+// scalar code the compiler could contract; the sum keeps sum8's eight partial sums. Round to
+// nearest (the default mode) given explicitly: with the current direction, clang lowers the
+// intrinsics to plain vector arithmetic, which -ffp-contract=fast lets its backend fuse whatever a
+// pragma says; with an explicit one neither compiler fuses them.
 #define ETC_CUR (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 __attribute__((target("avx512f,fma"), always_inline)) inline __m512 add16(__m512 a, __m512 b) {
   return _mm512_add_round_ps(a, b, ETC_CUR);
@@ -373,17 +377,13 @@ __attribute__((target("avx512f,fma"), always_inline)) inline __m512 mul16(__m512
 }
 #undef ETC_CUR
 
-// fast_expf (kernel_util.h) on 16 lanes.
-__attribute__((target("avx512f,fma"), always_inline)) inline __m512 exp16(__m512 x) {
-  const __m512 hi = _mm512_set1_ps(88.7228394f), lo = _mm512_set1_ps(-104.0f);
-  __m512 xc = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), x, lo);
-  xc = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(xc, hi, _CMP_GT_OQ), xc, hi);
-  xc = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(xc, xc, _CMP_EQ_OQ), xc);
-  const __m512 magic = _mm512_set1_ps(12582912.0f);
-  const __m512 t = mul16(xc, _mm512_set1_ps(1.44269504088896341f));
-  const __m512 fn = sub16(add16(t, magic), magic);
-  const __m512i n = _mm512_cvttps_epi32(fn);
-  const __m512 r = sub16(sub16(xc, mul16(fn, _mm512_set1_ps(0.693359375f))),
+// fast_exp_nonpositive on 16 lanes, step for step, each product and sum its own rounding.
+__attribute__((target("avx512f,fma"), always_inline)) inline __m512 exp16_nonpositive(__m512 z) {
+  const __m512 magic = _mm512_set1_ps(kExpMagic);
+  const __m512 t = add16(mul16(z, _mm512_set1_ps(1.44269504088896341f)), magic);
+  const __m512 s = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_castps_si512(t), 23));
+  const __m512 fn = sub16(t, magic);
+  const __m512 r = sub16(sub16(z, mul16(fn, _mm512_set1_ps(0.693359375f))),
                          mul16(fn, _mm512_set1_ps(-2.12194440e-4f)));
   __m512 p = _mm512_set1_ps(1.9875691500e-4f);
   p = add16(mul16(p, r), _mm512_set1_ps(1.3981999507e-3f));
@@ -391,18 +391,10 @@ __attribute__((target("avx512f,fma"), always_inline)) inline __m512 exp16(__m512
   p = add16(mul16(p, r), _mm512_set1_ps(4.1665795894e-2f));
   p = add16(mul16(p, r), _mm512_set1_ps(1.6666665459e-1f));
   p = add16(mul16(p, r), _mm512_set1_ps(5.0000001201e-1f));
-  const __m512 e = add16(add16(mul16(p, mul16(r, r)), r), _mm512_set1_ps(1.0f));
-  // n / 2 rounded toward zero, as C's integer division.
-  const __m512i n1 = _mm512_srai_epi32(_mm512_add_epi32(n, _mm512_srli_epi32(n, 31)), 1);
-  const __m512i n2 = _mm512_sub_epi32(n, n1);
-  const __m512i bias = _mm512_set1_epi32(127);
-  const __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, bias), 23));
-  const __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
-  __m512 y = mul16(mul16(e, s1), s2);
-  y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
-  y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ),
-                         _mm512_set1_ps(std::numeric_limits<float>::infinity()));
-  return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), _mm512_setzero_ps());
+  const __m512 y = add16(mul16(p, mul16(r, r)), r);
+  const __m512 e = add16(mul16(y, s), s);
+  return _mm512_mask_mov_ps(e, _mm512_cmp_ps_mask(z, _mm512_set1_ps(kExpCutoff), _CMP_LT_OQ),
+                            _mm512_setzero_ps());
 }
 
 __attribute__((target("avx512f,fma"))) void softmax_row_avx512(const float* x, float* y,
@@ -411,7 +403,7 @@ __attribute__((target("avx512f,fma"))) void softmax_row_avx512(const float* x, f
   for (int64_t i = 0; i < len; i += 16) {
     const auto lanes = static_cast<__mmask16>(len - i >= 16 ? 0xffff : (1u << (len - i)) - 1);
     const __m512 v = _mm512_maskz_loadu_ps(lanes, x + i);
-    _mm512_mask_storeu_ps(y + i, lanes, exp16(sub16(v, mx)));
+    _mm512_mask_storeu_ps(y + i, lanes, exp16_nonpositive(sub16(v, mx)));
   }
   // sum8: element i into partial sum i % 8, in order.
   __m256 acc = _mm256_setzero_ps();
@@ -478,7 +470,7 @@ void softmax_typed(const TensorView& self, int64_t dim, bool log, TensorView& ou
         const G mx = max16(xr, len);
         G sum = 0;
         // exp in a loop of its own, with no reduction in it, so that it vectorises (float:
-        // fast_expf, within 2e-7 relative; libm's expf is a call per element); the sum
+        // fast_exp_nonpositive, within 2e-7 relative; libm's expf is a call per element); the sum
         // follows. A fully masked row (mx = -inf) gives NaN, as ATen's does.
         auto e = [mx](G v) { return exp_of(v - mx); };
         if (log) {
