@@ -373,24 +373,23 @@ TEST_CASE("a linear layer's GELU and residual add run as its addmm's epilogue, s
 // q [2, 100, 16] (the input) -> bmm with k^T [2, 16, 90] -> * 0.3 -> softmax over the last
 // dim (viewed [2, 1, 100, 90] as a head dim would) -> bmm with v [2, 90, 24] -> neg. With
 // `read_scores`, the softmax's out is a method output too.
-Graph attention(bool read_scores) {
+Graph attention(bool read_scores, int64_t l = 100) {
   Graph g;
-  ValueId q = g.add_input("q", spec({2, 100, 16}));
+  ValueId q = g.add_input("q", spec({2, l, 16}));
   ValueId s = node(g, OpKind::Bmm, "qk",
-                   {{"self", q}, {"mat2", constant(g, "kt", {2, 16, 90}, 61)}}, spec({2, 100, 90}));
+                   {{"self", q}, {"mat2", constant(g, "kt", {2, 16, 90}, 61)}}, spec({2, l, 90}));
   ValueId c =
-      node(g, OpKind::MulScalar, "c", {{"self", s}, {"other", Scalar{0.3}}}, spec({2, 100, 90}));
-  ValueId h =
-      node(g, OpKind::View, "h", {{"self", c}, {"size", std::vector<int64_t>{2, 1, 100, 90}}},
-           spec({2, 1, 100, 90}));
+      node(g, OpKind::MulScalar, "c", {{"self", s}, {"other", Scalar{0.3}}}, spec({2, l, 90}));
+  ValueId h = node(g, OpKind::View, "h", {{"self", c}, {"size", std::vector<int64_t>{2, 1, l, 90}}},
+                   spec({2, 1, l, 90}));
   ValueId p =
       node(g, OpKind::Softmax, "p", {{"self", h}, {"dim", int64_t{-1}}, {"half_to_float", false}},
-           spec({2, 1, 100, 90}));
-  ValueId pv = node(g, OpKind::View, "pv",
-                    {{"self", p}, {"size", std::vector<int64_t>{2, 100, 90}}}, spec({2, 100, 90}));
+           spec({2, 1, l, 90}));
+  ValueId pv = node(g, OpKind::View, "pv", {{"self", p}, {"size", std::vector<int64_t>{2, l, 90}}},
+                    spec({2, l, 90}));
   ValueId o = node(g, OpKind::Bmm, "o", {{"self", pv}, {"mat2", constant(g, "v", {2, 90, 24}, 62)}},
-                   spec({2, 100, 24}));
-  ValueId y = node(g, OpKind::Neg, "y", {{"self", o}}, spec({2, 100, 24}));
+                   spec({2, l, 24}));
+  ValueId y = node(g, OpKind::Neg, "y", {{"self", o}}, spec({2, l, 24}));
   g.set_outputs(read_scores ? std::vector<ValueId>{y, p} : std::vector<ValueId>{y});
   return g;
 }
@@ -407,6 +406,21 @@ TEST_CASE("an attention's four instructions run as one, a block of query rows at
   REQUIRE(fused.y.size() == plain.y.size());
   CHECK(std::memcmp(fused.y.data(), plain.y.data(), fused.y.size() * 4) == 0);
   CHECK(*std::max_element(plain.y.begin(), plain.y.end()) > 0.1f);
+  // A last block of 3 rows and of 1 (the GEMM's few-row kernels over the packed panels); on
+  // one thread too, where one thread's blocks span both batches (each packs its own K^T, V).
+  for (const int64_t l : {int64_t{67}, int64_t{65}}) {
+    for (const int threads : {0, 1}) {
+      INFO(l << " query rows, threads " << threads << " (0: the default)");
+      Graph gl = attention(false, l);
+      const pte::File fl = export_graph(gl);
+      rt::kernels::set_num_threads(threads);
+      const Run fused_l = run(fl, true, 2 * l * 16);
+      rt::kernels::set_num_threads(0);
+      const Run plain_l = run(fl, false, 2 * l * 16);
+      REQUIRE(fused_l.y.size() == plain_l.y.size());
+      CHECK(std::memcmp(fused_l.y.data(), plain_l.y.data(), fused_l.y.size() * 4) == 0);
+    }
+  }
   // Scores a caller reads stay an instruction's.
   Graph h = attention(true);
   const pte::File fh = export_graph(h);
