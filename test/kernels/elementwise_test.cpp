@@ -612,27 +612,13 @@ TEST_CASE("a large contiguous float32 add matches the reference") {
 namespace etc::rt::test {
 namespace {
 
-TEST_CASE("fast_expf within 2e-7 (relative) and fast_erff within 5e-7 (absolute) of libm") {
-  double exp_worst = 0, erf_worst = 0;
-  for (float x = -87.0f; x <= 88.7f; x += 0.0137f) {
-    const double want = std::exp(static_cast<double>(x));
-    exp_worst =
-        std::max(exp_worst, std::fabs(static_cast<double>(kernels::fast_expf(x)) - want) / want);
-  }
+TEST_CASE("fast_erff within 5e-7 (absolute) of libm") {
+  double erf_worst = 0;
   for (float x = -6.0f; x <= 6.0f; x += 0.00071f) {
     erf_worst = std::max(erf_worst, std::fabs(static_cast<double>(kernels::fast_erff(x)) -
                                               std::erf(static_cast<double>(x))));
   }
-  CHECK(exp_worst <= 2e-7);  // relative
-  CHECK(erf_worst <= 5e-7);  // absolute
-  CHECK(kernels::fast_expf(0.0f) == 1.0f);
-  CHECK(kernels::fast_expf(-std::numeric_limits<float>::infinity()) == 0.0f);
-  CHECK(kernels::fast_expf(-200.0f) == 0.0f);
-  CHECK(std::isinf(kernels::fast_expf(89.0f)));
-  CHECK(std::fabs(kernels::fast_expf(-95.0f) - std::exp(-95.0f)) < 1e-44f);  // denormal
-  CHECK(std::isnan(kernels::fast_expf(std::numeric_limits<float>::quiet_NaN())));
-  CHECK(kernels::fast_expf(std::numeric_limits<float>::infinity()) ==
-        std::numeric_limits<float>::infinity());
+  CHECK(erf_worst <= 5e-7);
   CHECK(kernels::fast_erff(0.0f) == 0.0f);
   CHECK(kernels::fast_erff(10.0f) == 1.0f);
   CHECK(kernels::fast_erff(-10.0f) == -1.0f);

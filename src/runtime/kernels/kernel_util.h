@@ -39,46 +39,16 @@ struct BFloat16 {
   uint16_t x;
 };
 
-// exp(x) in float, written so that a loop over it vectorises (libm's expf is a call per
-// element; the selects need -fno-trapping-math, set for this library): x = n ln2 + r with
-// |r| <= ln2/2 (n rounded to nearest by adding and subtracting 1.5 * 2^23), exp(r) by a
-// degree-6 polynomial (Cephes' expf coefficients), 2^n as two exponent-field halves so that
-// results near the top of the range and denormal ones come out right. Relative error at
-// most 2e-7 for normal results; 0 below -104 (exp(-inf) = 0), inf above 88.72, NaN for NaN
-// (computed from 0, so that no NaN is converted to an integer).
-inline float fast_expf(float x) {
-  const float hi = 88.7228394f, lo = -104.0f;
-  float xc = x < lo ? lo : x;
-  xc = xc > hi ? hi : xc;
-  xc = xc == xc ? xc : 0.0f;
-  const float t = xc * 1.44269504088896341f;
-  const float fn = (t + 12582912.0f) - 12582912.0f;
-  const auto n = static_cast<int32_t>(fn);
-  const float r = (xc - fn * 0.693359375f) - fn * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float e = p * (r * r) + r + 1.0f;
-  const int32_t n1 = n / 2, n2 = n - n1;  // each in [-75, 64]
-  const int32_t b1 = (n1 + 127) << 23, b2 = (n2 + 127) << 23;
-  float s1, s2;
-  std::memcpy(&s1, &b1, 4);
-  std::memcpy(&s2, &b2, 4);
-  const float y = e * s1 * s2;
-  return x < lo ? 0.0f : (x > hi ? std::numeric_limits<float>::infinity() : (x == x ? y : x));
-}
-
-// exp(z) for z <= 0 (a softmax's x - max, a sigmoid's -|x|), -inf or NaN, in float and
-// vectorisable as fast_expf in about half its instructions: fast_expf's range reduction and
-// polynomial, except that n = round(z / ln2) is read off the bits of z log2(e) + 1.5 * 2^23
-// + 127 (shifted into the exponent field they are 2^n, n in [-126, 0]: no float-to-int
-// conversion, no clamping, one scale), and e = s + s (r + r^2 p(r)). Relative error within
-// 2e-7 (tested); 0 below -87.34, where exp(z) is below FLT_MIN (no denormal results), 0 at
-// -inf, NaN for NaN. Where a build fuses multiply-adds it fuses these: the softmax rows
-// build it without FMA, with an AVX-512 twin that rounds each step (reduce_norm.cpp).
+// exp(z) for z <= 0 (a softmax's x - max, a sigmoid's -|x|, erf's -x^2), -inf or NaN, in
+// float, written so that a loop over it vectorises (libm's expf is a call per element; the
+// select needs -fno-trapping-math, set for this library): z = n ln2 + r with |r| <= ln2/2,
+// n = round(z / ln2) read off the bits of z log2(e) + 1.5 * 2^23 + 127 (shifted into the
+// exponent field they are 2^n, n in [-126, 0]: no float-to-int conversion, no clamping, one
+// scale), exp(r) - 1 by r + r^2 p(r) (Cephes' expf coefficients), e = s + s (r + r^2 p(r)).
+// Relative error within 2e-7 (tested); 0 below -87.34, where exp(z) is below FLT_MIN (no
+// denormal results), 0 at -inf, NaN for NaN. Where a build fuses multiply-adds it fuses
+// these: the softmax rows build it without FMA, with an AVX-512 twin that rounds each step
+// (reduce_norm.cpp).
 inline float fast_exp_nonpositive(float z) {
   const float magic = 12583039.0f;  // 1.5 * 2^23 + 127
   const float t = z * 1.44269504088896341f + magic;
@@ -100,8 +70,8 @@ inline float fast_exp_nonpositive(float z) {
   return z < -87.33654f ? 0.0f : e;  // below ln(FLT_MIN): 2^n would not be a normal float
 }
 
-// sigmoid(x) = 1 / (1 + exp(-x)) in float, vectorisable, about half fast_expf's instructions
-// (the sigmoid of SiLU layers was a fifth of efficientnet_b0's time): with z = -|x|,
+// sigmoid(x) = 1 / (1 + exp(-x)) in float, vectorisable (the sigmoid of SiLU layers was a
+// fifth of efficientnet_b0's time with a general exp of twice the steps): with z = -|x|,
 // e = fast_exp_nonpositive(z), f = e / (1 + e) = sigmoid(-|x|), and 1 - f for x > 0.
 // Relative error at most 1.8e-7 (tested over every 389th float); 0 below -87.34 (no denormal
 // results); 1 at +inf, 0 at -inf, NaN for NaN.
@@ -116,8 +86,8 @@ inline float fast_sigmoidf(float x) {
   return x > 0.0f ? 1.0f - f : f;
 }
 
-// erf(x) in float, vectorisable as fast_expf (GELU's erf was 30% of all-MiniLM-L6-v2's time
-// as a libm call per element): Abramowitz and Stegun 7.1.26, erf(|x|) = 1 - t (a1 + t (a2 +
+// erf(x) in float, vectorisable as fast_exp_nonpositive (GELU's erf was 30% of all-MiniLM-L6-v2's
+// time as a libm call per element): Abramowitz and Stegun 7.1.26, erf(|x|) = 1 - t (a1 + t (a2 +
 // ...)) e^-x^2 with t = 1 / (1 + p |x|), the sign put back by its bit; absolute error at most
 // 1.5e-7 in exact arithmetic, 5e-7 as computed in float (tested). Not for NaN inputs (gives
 // 1 with the NaN's sign bit).
@@ -132,7 +102,7 @@ inline float fast_erff(float x) {
       ((((1.061405429f * t - 1.453152027f) * t + 1.421413741f) * t - 0.284496736f) * t +
        0.254829592f) *
       t;
-  const float m = 1.0f - poly * fast_expf(-a * a);
+  const float m = 1.0f - poly * fast_exp_nonpositive(-a * a);
   uint32_t out;
   std::memcpy(&out, &m, 4);
   out |= sign;
@@ -209,7 +179,7 @@ inline C scalar_to(const Value& v) {
 void softmax_rows_in_place(float* x, int64_t rows, int64_t len);
 
 // o[i] = 1 / (1 + exp(-x[i])) for i < n on this thread: the float sigmoid kernel's loop
-// (fast_expf, built per ISA), for epilogues that must give its bits.
+// (fast_sigmoidf, built per ISA), for epilogues that must give its bits.
 void sigmoid_floats(const float* x, float* o, int64_t n);
 // o[i] = gelu(x[i]) (approximate 'none') as the gelu kernel computes float32, on this thread.
 void gelu_erf_floats(const float* x, float* o, int64_t n);
