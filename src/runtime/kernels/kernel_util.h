@@ -49,25 +49,31 @@ struct BFloat16 {
 // denormal results), 0 at -inf, NaN for NaN. Where a build fuses multiply-adds it fuses
 // these: the softmax rows build it without FMA, with an AVX-512 twin that rounds each step
 // (reduce_norm.cpp).
+// Its constants, shared with its AVX-512 twin.
+inline constexpr float kExpLog2e = 1.44269504088896341f;
+inline constexpr float kExpMagic = 12583039.0f;  // 1.5 * 2^23 + 127
+inline constexpr float kExpLn2Hi = 0.693359375f, kExpLn2Lo = -2.12194440e-4f;
+inline constexpr float kExpPoly[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                                      4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+inline constexpr float kExpCutoff = -87.33654f;  // ln(FLT_MIN)
 inline float fast_exp_nonpositive(float z) {
-  const float magic = 12583039.0f;  // 1.5 * 2^23 + 127
-  const float t = z * 1.44269504088896341f + magic;
+  const float t = z * kExpLog2e + kExpMagic;
   uint32_t t_bits;
   std::memcpy(&t_bits, &t, 4);
   const uint32_t s_bits = t_bits << 23;  // (n + 127) << 23: the bits above fall off
   float s;
   std::memcpy(&s, &s_bits, 4);
-  const float fn = t - magic;
-  const float r = (z - fn * 0.693359375f) - fn * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
+  const float fn = t - kExpMagic;
+  const float r = (z - fn * kExpLn2Hi) - fn * kExpLn2Lo;
+  float p = kExpPoly[0];
+  p = p * r + kExpPoly[1];
+  p = p * r + kExpPoly[2];
+  p = p * r + kExpPoly[3];
+  p = p * r + kExpPoly[4];
+  p = p * r + kExpPoly[5];
   const float y = p * (r * r) + r;
   const float e = y * s + s;
-  return z < -87.33654f ? 0.0f : e;  // below ln(FLT_MIN): 2^n would not be a normal float
+  return z < kExpCutoff ? 0.0f : e;  // below ln(FLT_MIN): 2^n would not be a normal float
 }
 
 // sigmoid(x) = 1 / (1 + exp(-x)) in float, vectorisable (the sigmoid of SiLU layers was a

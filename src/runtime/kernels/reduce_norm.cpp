@@ -322,10 +322,6 @@ Status var_kernel(KernelContext& ctx, std::span<Value*> args) {
 
 // ---- softmax -------------------------------------------------------------------------
 
-// fast_exp_nonpositive's constants (kernel_util.h), for its AVX-512 build below.
-constexpr float kExpMagic = 12583039.0f;  // 1.5 * 2^23 + 127
-constexpr float kExpCutoff = -87.33654f;  // ln(FLT_MIN)
-
 // exp for softmax (of x - max, never positive): fast_exp_nonpositive for float
 // (vectorisable), libm for double.
 template <typename G>
@@ -380,17 +376,14 @@ __attribute__((target("avx512f,fma"), always_inline)) inline __m512 mul16(__m512
 // fast_exp_nonpositive on 16 lanes, step for step, each product and sum its own rounding.
 __attribute__((target("avx512f,fma"), always_inline)) inline __m512 exp16_nonpositive(__m512 z) {
   const __m512 magic = _mm512_set1_ps(kExpMagic);
-  const __m512 t = add16(mul16(z, _mm512_set1_ps(1.44269504088896341f)), magic);
+  const __m512 t = add16(mul16(z, _mm512_set1_ps(kExpLog2e)), magic);
   const __m512 s = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_castps_si512(t), 23));
   const __m512 fn = sub16(t, magic);
-  const __m512 r = sub16(sub16(z, mul16(fn, _mm512_set1_ps(0.693359375f))),
-                         mul16(fn, _mm512_set1_ps(-2.12194440e-4f)));
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = add16(mul16(p, r), _mm512_set1_ps(1.3981999507e-3f));
-  p = add16(mul16(p, r), _mm512_set1_ps(8.3334519073e-3f));
-  p = add16(mul16(p, r), _mm512_set1_ps(4.1665795894e-2f));
-  p = add16(mul16(p, r), _mm512_set1_ps(1.6666665459e-1f));
-  p = add16(mul16(p, r), _mm512_set1_ps(5.0000001201e-1f));
+  const __m512 r =
+      sub16(sub16(z, mul16(fn, _mm512_set1_ps(kExpLn2Hi))), mul16(fn, _mm512_set1_ps(kExpLn2Lo)));
+  __m512 p = _mm512_set1_ps(kExpPoly[0]);
+  for (int i = 1; i < 6; ++i)
+    p = add16(mul16(p, r), _mm512_set1_ps(kExpPoly[i]));
   const __m512 y = add16(mul16(p, mul16(r, r)), r);
   const __m512 e = add16(mul16(y, s), s);
   return _mm512_mask_mov_ps(e, _mm512_cmp_ps_mask(z, _mm512_set1_ps(kExpCutoff), _CMP_LT_OQ),
