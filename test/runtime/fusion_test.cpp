@@ -777,28 +777,69 @@ TEST_CASE("a clamp after a oneDNN convolution is its post-op: NaN becomes the lo
 #endif
 }
 
-TEST_CASE("tensors a list argument reads (cat) stay NCHW") {
-  // x -> conv a, x -> conv b; cat([a, b], dim 1) -> conv c -> mean. Only convolutions name a
-  // and b as arguments, but the cat reads them through its list: they stay NCHW.
+// x -> conv a (16 -> 32) -> relu, x -> conv b (16 -> 24); cat([a, b], `dim`) -> conv c -> mean:
+// squeezenet's fire module, small. `input_item`: x is cat's first item instead of a;
+// `side_reader`: the cat's out is also read by a neg (a second output).
+struct CatCase {
+  int64_t dim = 1;
+  bool input_item = false;
+  bool side_reader = false;
+};
+
+Graph cat_block(const CatCase& c) {
   Graph g;
   ValueId x = g.add_input("x", spec({1, 16, 40, 40}));
   ValueId a = conv_s(g, "a", x, constant(g, "wa", {32, 16, 3, 3}, 21), constant(g, "ba", {32}, 22),
                      1, 1, 1, spec({1, 32, 40, 40}));
-  ValueId b = conv_s(g, "b", x, constant(g, "wb", {32, 16, 3, 3}, 23), constant(g, "bb", {32}, 24),
-                     1, 1, 1, spec({1, 32, 40, 40}));
-  ValueId cat =
-      node(g, OpKind::Cat, "cat", {{"tensors", std::vector<ValueId>{a, b}}, {"dim", int64_t{1}}},
-           spec({1, 64, 40, 40}));
-  ValueId c = conv_s(g, "c", cat, constant(g, "wc", {16, 64, 3, 3}, 25), std::monostate{}, 1, 1, 1,
-                     spec({1, 16, 40, 40}));
-  ValueId y = global_mean(g, c, 16);
-  g.set_outputs({y});
-  const pte::File f = export_graph(g);
-  const ChainRun own = run_chain(f, false, 1), chained = run_chain(f, true, 2);
-  CHECK(chained.channels_last == 0);
-  REQUIRE(chained.y.size() == own.y.size());
-  for (size_t i = 0; i < own.y.size(); ++i)
-    CHECK(chained.y[i] == Approx(own.y[i]).epsilon(1e-4).margin(1e-5));
+  ValueId ra = node(g, OpKind::Relu, "ra", {{"self", a}}, spec({1, 32, 40, 40}));
+  ValueId b = conv_s(g, "b", x, constant(g, "wb", {24, 16, 3, 3}, 23), constant(g, "bb", {24}, 24),
+                     1, 1, 1, spec({1, 24, 40, 40}));
+  const ValueId first = c.input_item ? x : ra;
+  const int64_t first_c = c.input_item ? 16 : 32;
+  std::vector<int64_t> joined{1, first_c + 24, 40, 40};
+  if (c.dim == 2) {
+    b = conv_s(g, "b2", b, constant(g, "wb2", {first_c, 24, 1, 1}, 26), std::monostate{}, 1, 0, 1,
+               spec({1, first_c, 40, 40}));
+    joined = {1, first_c, 80, 40};
+  }
+  ValueId cat = node(g, OpKind::Cat, "cat",
+                     {{"tensors", std::vector<ValueId>{first, b}}, {"dim", c.dim}}, spec(joined));
+  ValueId conv = conv_s(g, "c", cat, constant(g, "wc", {16, joined[1], 3, 3}, 25), std::monostate{},
+                        1, 1, 1, spec({1, 16, joined[2], 40}));
+  ValueId y = global_mean(g, conv, 16);
+  if (c.side_reader) {
+    g.set_outputs({y, node(g, OpKind::Neg, "n", {{"self", cat}}, spec(joined))});
+  } else {
+    g.set_outputs({y});
+  }
+  return g;
+}
+
+TEST_CASE("a cat along the channels of channels-last tensors runs channels-last with them") {
+  // a (with its relu), b and c write or read channels-last, the cat joins each position's
+  // channels item by item: the chain goes on through it.
+  Graph plain = cat_block(CatCase{}), minus3 = cat_block(CatCase{-3});
+  const ChainRun own = check_chain(export_graph(plain), 4);
+  // -3 names the same dimension.
+  const ChainRun neg = check_chain(export_graph(minus3), 4);
+  CHECK(std::memcmp(own.y.data(), neg.y.data(), own.y.size() * 4) == 0);
+}
+
+TEST_CASE("a cat stays NCHW, with its items, where anything but the chain reads or writes them") {
+  // An item from outside every group (the method's input), a join along the rows, and a cat
+  // another kernel reads: the cat and the convolutions whose outs it joins stay NCHW.
+  for (const CatCase& c :
+       {CatCase{1, true, false}, CatCase{2, false, false}, CatCase{1, false, true}}) {
+    CAPTURE(c.dim, c.input_item, c.side_reader);
+    Graph g = cat_block(c);
+    const pte::File f = export_graph(g);
+    const ChainRun own = run_chain(f, false, 1), chained = run_chain(f, true, 2);
+    // Only c (a oneDNN 3x3 layer reading an NCHW input) could run on its own: not in a chain.
+    CHECK(chained.channels_last == 0);
+    REQUIRE(chained.y.size() == own.y.size());
+    for (size_t i = 0; i < own.y.size(); ++i)
+      CHECK(chained.y[i] == Approx(own.y[i]).epsilon(1e-4).margin(1e-5));
+  }
 }
 
 // Graphs of every kind the load planner fuses: convolutions with epilogues, attention,

@@ -813,6 +813,8 @@ void CpuPlanner::plan_channels_last() {
     // A max pooling (its out at argument 6) rather than a convolution (argument 9): it reads
     // and writes one layout, its input's.
     bool pool = false;
+    // A cat along the channels (its out at argument 2): its items and its out share a layout.
+    bool cat = false;
     size_t out_arg = 9;
   };
   std::vector<Group> groups;
@@ -895,6 +897,42 @@ void CpuPlanner::plan_channels_last() {
     writer[s.args[6]] = groups.size();
     groups.push_back(std::move(group));
   }
+  // Cats of 4-d float tensors along their channels (squeezenet's and googlenet's blocks join
+  // convolutions' outs for the next convolutions): channels-last where every item is, each
+  // position's channels copied item by item, so the chain goes on through them.
+  std::map<const Value*, size_t> cat_items;  // item -> the cat group that reads it
+  for (size_t i = 0; i < steps().size(); ++i) {
+    const MethodStep& s = steps()[i];
+    if (s.kind != StepKind::kKernel || s.fused || !s.calls(OpKind::Cat) || s.args.size() < 3 ||
+        s.args[0]->is_tensor() || s.args[1]->kind != Value::Kind::kInt || !usable(s.args[2]) ||
+        s.args[2]->tensor.dtype != DType::kFloat32 || s.args[2]->tensor.rank() != 4 ||
+        (s.args[1]->i != 1 && s.args[1]->i != -3) || writer.count(s.args[2]) != 0)
+      continue;
+    bool ok = !s.args[0]->tensors.empty();
+    std::vector<const Value*> items;
+    for (const TensorView* t : s.args[0]->tensors) {
+      auto it = t == nullptr ? by_tensor.end() : by_tensor.find(t);
+      if (it == by_tensor.end() || !usable(it->second) || t->dtype != DType::kFloat32 ||
+          t->rank() != 4 || t->numel() == 0 || cat_items.count(it->second) != 0 ||
+          std::find(items.begin(), items.end(), it->second) != items.end()) {
+        ok = false;
+        break;
+      }
+      items.push_back(it->second);
+    }
+    if (!ok) continue;
+    Group group;
+    group.step = i;
+    group.cat = true;
+    group.out_arg = 2;
+    group.writes.push_back(s.args[2]);
+    group.operands = items;  // read in the group's layout: each must be a group's out
+    group_of_step[i] = static_cast<int64_t>(groups.size());
+    writer[s.args[2]] = groups.size();
+    for (const Value* v : items)
+      cat_items[v] = groups.size();
+    groups.push_back(std::move(group));
+  }
   if (groups.empty()) return;
 
   // Who reads each written tensor. The convolutions of groups may read one as their input
@@ -914,11 +952,20 @@ void CpuPlanner::plan_channels_last() {
                              !s.args[a]->is_tensor() && own >= 0 &&
                              static_cast<size_t>(own) < groups.size() &&
                              groups[static_cast<size_t>(own)].pool;
+      // A cat group's items: read in its layout.
+      const bool cat_list = !s.fused && a == 0 && own >= 0 &&
+                            static_cast<size_t>(own) < groups.size() &&
+                            groups[static_cast<size_t>(own)].cat;
       for (const TensorView* t : outs_list ? std::vector<TensorView*>{} : s.args[a]->tensors) {
         auto item = t == nullptr ? by_tensor.end() : by_tensor.find(t);
         if (item == by_tensor.end()) continue;
         auto w = writer.find(item->second);
-        if (w != writer.end()) groups[w->second].channels_last = false;
+        if (w == writer.end()) continue;
+        if (cat_list) {
+          agree.emplace_back(w->second, static_cast<size_t>(own));
+        } else {
+          groups[w->second].channels_last = false;
+        }
       }
       auto it = writer.find(s.args[a]);
       if (it == writer.end()) continue;
@@ -956,6 +1003,15 @@ void CpuPlanner::plan_channels_last() {
         for (const Value* u : s.args) {
           const bool outs_list = kernel && u == s.args.back() && !u->is_tensor();
           for (const TensorView* t : u->tensors) {  // list items over it: read as NCHW
+            // A cat group reading one of the group's tensors as an item (the loop above tied
+            // their layouts).
+            if (u == s.args[0] && group_of_step[j] >= 0 &&
+                groups[static_cast<size_t>(group_of_step[j])].cat) {
+              auto item = by_tensor.find(t);
+              if (item != by_tensor.end() &&
+                  std::find(g.writes.begin(), g.writes.end(), item->second) != g.writes.end())
+                continue;
+            }
             if (t != nullptr && t->data != nullptr && t->nbytes() > 0 && overlaps(*t, v->tensor)) {
               if (outs_list) {
                 reused = true;
@@ -982,7 +1038,8 @@ void CpuPlanner::plan_channels_last() {
           g.channels_last = false;
       }
     }
-    // An epilogue operand from outside every group is NCHW: the group's layout must be too.
+    // An epilogue operand (or a cat's item) from outside every group is NCHW: the group's
+    // layout must be too.
     for (const Value* v : g.operands) {
       if (writer.count(v) == 0) g.channels_last = false;
     }

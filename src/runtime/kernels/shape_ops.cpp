@@ -6,10 +6,12 @@
 // over out's dims, so they share one strided byte copy; dtype conversion is never needed
 // except in cat, whose out may have the promoted dtype of its inputs.
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <numeric>
 
 #include "runtime/kernels/kernel_util.h"
+#include "runtime/kernels/parallel.h"
 #include "support/checked_math.h"
 
 namespace etc::rt::kernels {
@@ -46,6 +48,33 @@ Status cat_kernel(KernelContext& ctx, std::span<Value*> args) {
   for (size_t d = static_cast<size_t>(dim) + 1; d < sizes.size(); ++d)
     inner *= sizes[d];
   const int64_t out_elem = dtype_size(out.dtype);
+  if (ctx.is_channels_last(2)) {
+    // Items and out of a channels-last chain (kernels/load_plan.h), held [N, H, W, C]: the
+    // channels of each position one after the other, item by item. The load planner sets
+    // this only for float32 4-d tensors joined along their channels.
+    bool planned = dim == 1 && sizes.size() == 4 && out.dtype == DType::kFloat32;
+    for (const TensorView* t : ts)
+      planned = planned && t->dtype == DType::kFloat32 && t->rank() == 4;
+    if (!planned) {
+      return internal_error(std::string(ctx.op) +
+                            ": a channels-last cat takes 4-d float32 tensors joined along dim 1");
+    }
+    const int64_t positions = sizes[0] * sizes[2] * sizes[3];
+    auto* o = static_cast<float*>(out.data);
+    parallel_for(positions, std::max<int64_t>(1, (int64_t{1} << 13) / sizes[1]),
+                 [&](int64_t p0, int64_t p1) {
+                   for (int64_t p = p0; p < p1; ++p) {
+                     float* to = o + p * sizes[1];
+                     for (const TensorView* t : ts) {
+                       const int64_t c = t->sizes[1];
+                       std::memcpy(to, static_cast<const float*>(t->data) + p * c,
+                                   static_cast<size_t>(c) * sizeof(float));
+                       to += c;
+                     }
+                   }
+                 });
+    return Status();
+  }
   const int64_t out_row = sizes[dim] * inner;
   int64_t at = 0;  // element offset of the current input inside each out row
   for (const TensorView* t : ts) {
