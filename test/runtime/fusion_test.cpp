@@ -206,6 +206,35 @@ TEST_CASE("a silu after a convolution runs as its epilogue, with the unfused bit
   }
 }
 
+TEST_CASE("a Winograd convolution's epilogue writes over its input only once it is read") {
+  // x -> neg -> conv 3x3 (16 -> 48, Winograd on etc's own kernels) -> silu -> neg -> y. The
+  // silu's sigmoid writes a tensor the planner may lay over the convolution's input (dead
+  // after it): the epilogue must wait for the whole input, which Winograd reads a block of
+  // tile rows (40x40: two blocks) or an image (two of 20x20) at a time.
+  for (const std::vector<int64_t>& in :
+       {std::vector<int64_t>{1, 16, 40, 40}, std::vector<int64_t>{2, 16, 20, 20}}) {
+    CAPTURE(in);
+    std::vector<int64_t> out_sizes = in;
+    out_sizes[1] = 48;
+    Graph g;
+    ValueId a = g.add_input("a", spec(in));
+    ValueId x = node(g, OpKind::Neg, "x", {{"self", a}}, spec(in));
+    ValueId t = conv(g, "t", x, constant(g, "w", {48, 16, 3, 3}, 71), constant(g, "b", {48}, 72), 1,
+                     1, spec(out_sizes));
+    ValueId h = node(g, OpKind::Silu, "h", {{"self", t}}, spec(out_sizes));
+    g.set_outputs({node(g, OpKind::Neg, "y", {{"self", h}}, spec(out_sizes))});
+    const pte::File f = export_graph(g);
+    const rt::test::OnednnScope scope(false);
+    const size_t numel = static_cast<size_t>(in[0] * in[1] * in[2] * in[3]);
+    const Run fused = run(f, true, numel), plain = run(f, false, numel);
+    CHECK(rows(fused.profile) ==
+          std::vector<std::string>{"aten::convolution.out + aten::sigmoid.out + aten::mul.out",
+                                   "aten::neg.out"});
+    REQUIRE(fused.y.size() == plain.y.size());
+    CHECK(std::memcmp(fused.y.data(), plain.y.data(), fused.y.size() * 4) == 0);
+  }
+}
+
 TEST_CASE("a relu after a batch norm runs as its epilogue, with the unfused bits") {
   // a -> neg -> x -> batch norm (inference, not after a convolution: not folded) -> relu ->
   // conv 3x3 -> y: densenet's pre-activation. The relu runs on each range of planes the batch

@@ -396,9 +396,13 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
           [&] { return WinogradWeights::make(w, g.c_out, g.c_in); });
       std::optional<ReadAs<G>> rb;
       if (bias != nullptr) rb.emplace(*bias);
-      // The input is read whole before any output is written: the epilogue may go channel by
-      // channel even where its outs overlap the input.
-      winograd_conv_f32(x, wg, rb ? rb->data() : nullptr, g, y, epilogue, wg.scratch);
+      // The input is read a block of tile rows (and an image) at a time, after the blocks
+      // before are written: where an out of the epilogue lies over the input, the epilogue
+      // waits for the whole out.
+      const bool by_block = epilogue != nullptr && !epilogue->after_inputs;
+      winograd_conv_f32(x, wg, rb ? rb->data() : nullptr, g, y, by_block ? epilogue : nullptr,
+                        wg.scratch);
+      if (epilogue != nullptr && !by_block) apply_epilogue_whole(*epilogue, out.numel());
       wy.finish();
       return;
     }
