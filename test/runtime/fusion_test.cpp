@@ -699,8 +699,8 @@ ChainRun check_chain(const pte::File& f, size_t channels_last, size_t input_nume
 TEST_CASE("tensors only oneDNN convolutions read stay channels-last between them") {
   Graph g = inverted_residual(false);
   // c1, dw and pw write channels-last (the residual add joins pw to c1); dw, pw and t read it;
-  // t writes NCHW for the mean.
-  check_chain(export_graph(g), 4);
+  // t writes channels-last too, for the mean over H and W, which reads either layout.
+  check_chain(export_graph(g), 5);
 }
 
 TEST_CASE("a first layer of few input channels writes a chain's first tensor channels-last") {
@@ -721,8 +721,8 @@ TEST_CASE("a first layer of few input channels writes a chain's first tensor cha
                       spec({1, 32, 64, 64}));
   ValueId y = global_mean(g, pw, 32);
   g.set_outputs({y});
-  // c1 writes channels-last, dw reads and writes, pw reads.
-  check_chain(export_graph(g), 3, 3 * 128 * 128);
+  // c1 writes channels-last, dw reads and writes, pw reads (and writes, for the mean).
+  check_chain(export_graph(g), 4, 3 * 128 * 128);
 }
 
 // x [1, 16, 40, 40] -> conv 3x3 (16 -> 32) -> relu -> max pool 3x3 stride 2 -> p -> conv 3x3
@@ -748,11 +748,12 @@ Graph stem(bool indices_read) {
 TEST_CASE("a max pooling between oneDNN convolutions runs channels-last with them") {
   Graph plain = stem(false), indices = stem(true);
   // c1 writes channels-last, the pooling reads and writes, c2 (whose residual add reads the
-  // pooling's out) reads and writes, c3 reads.
-  const ChainRun own = check_chain(export_graph(plain), 4);
-  // Indices a caller reads: the pooling computes them, NCHW, and so the convolutions around it.
+  // pooling's out) reads and writes, c3 reads and writes, the mean reads.
+  const ChainRun own = check_chain(export_graph(plain), 5);
+  // Indices a caller reads: the pooling computes them, NCHW, and so the convolutions around it
+  // (c3, after the residual add, writes channels-last for the mean).
   const ChainRun read = run_chain(export_graph(indices), true, 1);
-  CHECK(read.channels_last == 0);
+  CHECK(read.channels_last == 2);
   for (size_t i = 0; i < own.y.size(); ++i)
     CHECK(read.y[i] == Approx(own.y[i]).epsilon(1e-4).margin(1e-5));
 }
@@ -763,8 +764,9 @@ TEST_CASE("a tensor another kernel reads stays NCHW, with the convolutions tied 
   const ChainRun own = run_chain(f, false, 1), chained = run_chain(f, true, 2);
 #if ETC_WITH_ONEDNN
   // r1 is read by the neg: c1 and pw (whose residual add reads r1) stay NCHW; only dw's out
-  // (read by pw alone) is channels-last: dw writes it, pw reads it.
-  CHECK(chained.channels_last == 2);
+  // (read by pw alone) is channels-last: dw writes it, pw reads it. t (reading the add's NCHW
+  // out) writes channels-last for the mean.
+  CHECK(chained.channels_last == 4);
 #else
   CHECK(chained.channels_last == 0);
 #endif
@@ -790,14 +792,14 @@ TEST_CASE("a clamp after a oneDNN convolution is its post-op: NaN becomes the lo
   const pte::File f = export_graph(g);
   const size_t numel = 32 * 24 * 24, nan_pixel = 5 * 24 + 7;  // channel 0, row 5, column 7
   // Finite inputs: the same values either way (within rounding), at any thread count.
-  check_chain(f, 2, numel);
+  check_chain(f, 3, numel);
   const ChainRun own = run_chain(f, false, 1, numel, {nan_pixel});
   const ChainRun one = run_chain(f, true, 1, numel, {nan_pixel});
   const ChainRun three = run_chain(f, true, 3, numel, {nan_pixel});
   REQUIRE(own.y.size() == 64);
   CHECK(std::all_of(own.y.begin(), own.y.end(), [](float v) { return std::isnan(v); }));
 #if ETC_WITH_ONEDNN
-  CHECK(one.channels_last == 2);
+  CHECK(one.channels_last == 3);
   CHECK(std::all_of(one.y.begin(), one.y.end(), [](float v) { return std::isfinite(v); }));
   CHECK(std::memcmp(one.y.data(), three.y.data(), one.y.size() * 4) == 0);
 #else
@@ -848,9 +850,9 @@ TEST_CASE("a cat along the channels of channels-last tensors runs channels-last 
   // a (with its relu), b and c write or read channels-last, the cat joins each position's
   // channels item by item: the chain goes on through it.
   Graph plain = cat_block(CatCase{}), minus3 = cat_block(CatCase{-3});
-  const ChainRun own = check_chain(export_graph(plain), 4);
+  const ChainRun own = check_chain(export_graph(plain), 5);
   // -3 names the same dimension.
-  const ChainRun neg = check_chain(export_graph(minus3), 4);
+  const ChainRun neg = check_chain(export_graph(minus3), 5);
   CHECK(std::memcmp(own.y.data(), neg.y.data(), own.y.size() * 4) == 0);
 }
 
@@ -863,12 +865,89 @@ TEST_CASE("a cat stays NCHW, with its items, where anything but the chain reads 
     Graph g = cat_block(c);
     const pte::File f = export_graph(g);
     const ChainRun own = run_chain(f, false, 1), chained = run_chain(f, true, 2);
-    // Only c (a oneDNN 3x3 layer reading an NCHW input) could run on its own: not in a chain.
-    CHECK(chained.channels_last == 0);
+    // Only c (a oneDNN 3x3 layer reading an NCHW input) writes channels-last, for the mean.
+    CHECK(chained.channels_last == 2);
     REQUIRE(chained.y.size() == own.y.size());
     for (size_t i = 0; i < own.y.size(); ++i)
       CHECK(chained.y[i] == Approx(own.y[i]).epsilon(1e-4).margin(1e-5));
   }
+}
+
+// x -> conv 3x3 (16 -> 48) -> silu -> a; squeeze-and-excitation: global mean of a (adaptive
+// average pooling, or mean over H and W with `mean_dim`) -> conv 1x1 (48 -> 8) -> relu ->
+// conv 1x1 (8 -> 48) -> sigmoid -> s; s * a (a * s with `scaled_first`) -> conv 1x1 (48 ->
+// 48) -> b: efficientnet's block, small, `blocks` times (b the next block's c1 out), then a
+// mean over H, W -> y. With `side_reader`, the first a is also read by a neg (a second
+// output).
+struct SeCase {
+  bool mean_dim = false;
+  bool scaled_first = false;
+  bool side_reader = false;
+  int blocks = 1;
+};
+
+Graph se_block(const SeCase& c) {
+  Graph g;
+  ValueId x = g.add_input("x", spec({1, 16, 40, 40}));
+  ValueId b = conv_s(g, "c1", x, constant(g, "w1", {48, 16, 3, 3}, 61), constant(g, "b1", {48}, 62),
+                     1, 1, 1, spec({1, 48, 40, 40}));
+  ValueId first_a;
+  for (int k = 0; k < c.blocks; ++k) {
+    const std::string n = std::to_string(k);
+    const auto seed = static_cast<uint32_t>(70 + 10 * k);
+    ValueId a = node(g, OpKind::Silu, "a" + n, {{"self", b}}, spec({1, 48, 40, 40}));
+    if (k == 0) first_a = a;
+    ValueId m =
+        c.mean_dim
+            ? node(g, OpKind::MeanDim, "m" + n,
+                   {{"self", a}, {"dim", std::vector<int64_t>{-1, -2}}, {"keepdim", true}},
+                   spec({1, 48, 1, 1}))
+            : node(g, OpKind::AdaptiveAvgPool2d, "m" + n,
+                   {{"self", a}, {"output_size", std::vector<int64_t>{1, 1}}}, spec({1, 48, 1, 1}));
+    ValueId q = conv_s(g, "q" + n, m, constant(g, "wq" + n, {8, 48, 1, 1}, seed),
+                       constant(g, "bq" + n, {8}, seed + 1), 1, 0, 1, spec({1, 8, 1, 1}));
+    ValueId qr = node(g, OpKind::Relu, "qr" + n, {{"self", q}}, spec({1, 8, 1, 1}));
+    ValueId e = conv_s(g, "e" + n, qr, constant(g, "we" + n, {48, 8, 1, 1}, seed + 2),
+                       constant(g, "be" + n, {48}, seed + 3), 1, 0, 1, spec({1, 48, 1, 1}));
+    ValueId sc = node(g, OpKind::Sigmoid, "sc" + n, {{"self", e}}, spec({1, 48, 1, 1}));
+    ValueId scaled = c.scaled_first ? node(g, OpKind::MulTensor, "mul" + n,
+                                           {{"self", a}, {"other", sc}}, spec({1, 48, 40, 40}))
+                                    : node(g, OpKind::MulTensor, "mul" + n,
+                                           {{"self", sc}, {"other", a}}, spec({1, 48, 40, 40}));
+    b = conv_s(g, "p" + n, scaled, constant(g, "wp" + n, {48, 48, 1, 1}, seed + 4),
+               std::monostate{}, 1, 0, 1, spec({1, 48, 40, 40}));
+  }
+  ValueId y = global_mean(g, b, 48);
+  if (c.side_reader) {
+    g.set_outputs({y, node(g, OpKind::Neg, "n", {{"self", first_a}}, spec({1, 48, 40, 40}))});
+  } else {
+    g.set_outputs({y});
+  }
+  return g;
+}
+
+TEST_CASE("a squeeze-and-excitation block runs channels-last between its convolutions") {
+  // c1 writes channels-last (with its silu), the global mean reads it, the product by the
+  // block's scales reads and writes it, p reads it (and writes it for the last mean): the
+  // chain goes through the block.
+  for (const SeCase& c : {SeCase{}, SeCase{true, false}, SeCase{false, true}}) {
+    CAPTURE(c.mean_dim, c.scaled_first);
+    Graph g = se_block(c);
+    check_chain(export_graph(g), 5);
+  }
+  // Three blocks: the later blocks' scales (a sigmoid run as its convolution's epilogue) are
+  // planned over the bytes of chain tensors dead by then, which the epilogue writes anew: the
+  // chain holds (c1, then a mean, a product and a convolution per block, then the last mean).
+  Graph three = se_block(SeCase{false, false, false, 3});
+  check_chain(export_graph(three), 11);
+  // A tensor another kernel reads: c1 and the product stay NCHW (p reads the product, and
+  // writes channels-last for the last mean).
+  Graph side = se_block(SeCase{false, false, true});
+  const pte::File f = export_graph(side);
+  const ChainRun own = run_chain(f, false, 1), chained = run_chain(f, true, 2);
+  CHECK(chained.channels_last == 2);
+  for (size_t i = 0; i < own.y.size(); ++i)
+    CHECK(chained.y[i] == Approx(own.y[i]).epsilon(1e-4).margin(1e-5));
 }
 
 // Graphs of every kind the load planner fuses: convolutions with epilogues, attention,

@@ -321,7 +321,53 @@ Status add_tensor(KernelContext& ctx, std::span<Value*> args) {
 Status sub_tensor(KernelContext& ctx, std::span<Value*> args) {
   return binary_kernel(ctx, args, BinaryOp::kSub, false);
 }
+// self * other where one is a channels-last [N, C, H, W] tensor of a chain
+// (kernels/load_plan.h) and the other one value per channel ([N or 1, C, 1, 1], the same
+// bytes in either layout): a squeeze-and-excitation block's scaling, out channels-last too.
+// The load planner sets this only for float32 tensors of those shapes.
+Status channels_last_channel_scale(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
+  const TensorView& self = tensor_arg(args, 0);
+  const TensorView& other = tensor_arg(args, 1);
+  TensorView& out = out_arg(args, 2);
+  const bool self_big = ctx.is_channels_last(0);
+  const TensorView& x = self_big ? self : other;
+  const TensorView& s = self_big ? other : self;
+  const bool planned = self.dtype == DType::kFloat32 && other.dtype == DType::kFloat32 &&
+                       out.dtype == DType::kFloat32 && x.rank() == 4 && s.rank() == 4 &&
+                       out.sizes == x.sizes && (s.sizes[0] == x.sizes[0] || s.sizes[0] == 1) &&
+                       s.sizes[1] == x.sizes[1] && s.sizes[2] == 1 && s.sizes[3] == 1 &&
+                       ctx.is_channels_last(self_big ? 0 : 1);
+  if (!planned) {
+    return internal_error(std::string(ctx.op) +
+                          ": a channels-last product takes a float32 [N, C, H, W] tensor and "
+                          "[N, C, 1, 1] scales");
+  }
+  const int64_t channels = x.sizes[1], positions = x.sizes[2] * x.sizes[3];
+  const float* xv = x.data_as<const float>();
+  const float* sv = s.data_as<const float>();
+  float* y = out.data_as<float>();
+  const int64_t rows = x.sizes[0] * positions;
+  parallel_for(rows, std::max<int64_t>(1, (int64_t{1} << 14) / channels),
+               [&](int64_t r0, int64_t r1) {
+                 for (int64_t r = r0; r < r1; ++r) {
+                   const float* scale = sv + (s.sizes[0] == 1 ? 0 : r / positions) * channels;
+                   const float* from = xv + r * channels;
+                   float* to = y + r * channels;
+                   if (self_big) {
+                     for (int64_t c = 0; c < channels; ++c)
+                       to[c] = from[c] * scale[c];
+                   } else {
+                     for (int64_t c = 0; c < channels; ++c)
+                       to[c] = scale[c] * from[c];
+                   }
+                 }
+               });
+  return Status();
+}
+
 Status mul_tensor(KernelContext& ctx, std::span<Value*> args) {
+  if (ctx.is_channels_last(2)) return channels_last_channel_scale(ctx, args);
   return binary_kernel(ctx, args, BinaryOp::kMul, false);
 }
 Status div_tensor(KernelContext& ctx, std::span<Value*> args) {

@@ -815,7 +815,14 @@ void CpuPlanner::plan_channels_last() {
     bool pool = false;
     // A cat along the channels (its out at argument 2): its items and its out share a layout.
     bool cat = false;
+    // A product by one value per channel (its out at argument 2): its argument `scaled` and
+    // its out share a layout; the other, [N, C, 1, 1], has the same bytes in either.
+    bool scale = false;
+    size_t scaled = 0;
     size_t out_arg = 9;
+    // The argument the step reads in the group's layout (a convolution reads either).
+    bool same_layout(size_t a) const { return (pool && a == 0) || (scale && a == scaled); }
+    bool convolution() const { return !pool && !cat && !scale; }
   };
   std::vector<Group> groups;
   std::map<const Value*, size_t> writer;  // value -> its group
@@ -933,6 +940,52 @@ void CpuPlanner::plan_channels_last() {
       cat_items[v] = groups.size();
     groups.push_back(std::move(group));
   }
+  // Squeeze-and-excitation blocks (efficientnet's, mobilenet_v3's): a global mean of a
+  // chain tensor (adaptive average pooling to 1x1, or mean over H and W), whose out has the
+  // same bytes in either layout, and the product of the tensor by the [N, C, 1, 1] result,
+  // channels-last with it, so that the chain goes on to the next convolution.
+  auto float4d = [](const Value* v) {
+    return v->is_tensor() && v->tensor.dtype == DType::kFloat32 && v->tensor.rank() == 4;
+  };
+  auto per_channel = [](const TensorView& s, const TensorView& x) {
+    return s.rank() == 4 && (s.sizes[0] == x.sizes[0] || s.sizes[0] == 1) &&
+           s.sizes[1] == x.sizes[1] && s.sizes[2] == 1 && s.sizes[3] == 1;
+  };
+  std::vector<bool> reads_either(steps().size(), false);  // a global mean: argument 0
+  for (size_t i = 0; i < steps().size(); ++i) {
+    const MethodStep& s = steps()[i];
+    if (s.kind != StepKind::kKernel || s.fused) continue;
+    if (s.calls(OpKind::AdaptiveAvgPool2d) && s.args.size() >= 3 && float4d(s.args[0]) &&
+        s.args[1]->ints == std::vector<int64_t>{1, 1} && float4d(s.args[2])) {
+      reads_either[i] = true;
+    } else if (s.calls(OpKind::MeanDim) && s.args.size() >= 5 && float4d(s.args[0]) &&
+               s.args[4]->is_tensor() && s.args[4]->tensor.dtype == DType::kFloat32 &&
+               s.args[1]->ints.size() == 2) {
+      std::vector<int64_t> dims = s.args[1]->ints;
+      for (int64_t& d : dims)
+        d = d < 0 ? d + 4 : d;
+      std::sort(dims.begin(), dims.end());
+      reads_either[i] = dims == std::vector<int64_t>{2, 3};
+    } else if (s.calls(OpKind::MulTensor) && s.args.size() >= 3 && float4d(s.args[0]) &&
+               float4d(s.args[1]) && usable(s.args[2]) && float4d(s.args[2]) &&
+               writer.count(s.args[2]) == 0) {
+      const TensorView& a = s.args[0]->tensor;
+      const TensorView& b = s.args[1]->tensor;
+      const size_t scaled = per_channel(b, a) ? 0 : per_channel(a, b) ? 1 : 2;
+      if (scaled == 2 || s.args[2]->tensor.sizes != s.args[scaled]->tensor.sizes ||
+          s.args[2]->tensor.sizes[2] * s.args[2]->tensor.sizes[3] == 1)
+        continue;
+      Group group;
+      group.step = i;
+      group.scale = true;
+      group.scaled = scaled;
+      group.out_arg = 2;
+      group.writes.push_back(s.args[2]);
+      group_of_step[i] = static_cast<int64_t>(groups.size());
+      writer[s.args[2]] = groups.size();
+      groups.push_back(std::move(group));
+    }
+  }
   if (groups.empty()) return;
 
   // Who reads each written tensor. The convolutions of groups may read one as their input
@@ -973,16 +1026,19 @@ void CpuPlanner::plan_channels_last() {
       if (own == static_cast<int64_t>(it->second)) {
         // Its own convolution names it as its out (and return value), its epilogue as operand
         // or out.
-        if (s.fused || a >= g.out_arg) continue;
-        g.channels_last = false;  // also the convolution's input: in place
-      } else if (!s.fused && own >= 0 && a == 0) {
-        // The input of another oneDNN convolution, or of a pooling, whose out then takes its
-        // layout.
-        if (groups[static_cast<size_t>(own)].pool)
-          agree.emplace_back(it->second, static_cast<size_t>(own));
-      } else if (s.fused && own >= 0) {
+        if (!s.fused && a < g.out_arg) g.channels_last = false;  // also its input: in place
+        continue;
+      }
+      const Group* by = own >= 0 ? &groups[static_cast<size_t>(own)] : nullptr;
+      // The input of a pooling or a channel scaling, whose out then takes its layout, or an
+      // operand of an epilogue.
+      const bool tied = by != nullptr && (s.fused || by->same_layout(a));
+      // The input of another oneDNN convolution, or of a global mean: either layout.
+      const bool either =
+          !s.fused && a == 0 && ((by != nullptr && by->convolution()) || reads_either[j]);
+      if (tied) {
         agree.emplace_back(it->second, static_cast<size_t>(own));
-      } else {
+      } else if (!either) {
         g.channels_last = false;
       }
     }
@@ -1024,7 +1080,9 @@ void CpuPlanner::plan_channels_last() {
               std::find(g.writes.begin(), g.writes.end(), u) != g.writes.end() ||
               !overlaps(u->tensor, v->tensor))
             continue;
-          if (kernel && writes(s, u)) {
+          // A kernel's out, or an epilogue's (a fused step writes its out as its kernel
+          // runs, and the method reads v's bytes no more once anything is planned over them).
+          if (s.kind == StepKind::kKernel && writes(s, u)) {
             reused = true;  // after this step's reads, checked in this loop too
           } else {
             g.channels_last = false;
@@ -1043,8 +1101,9 @@ void CpuPlanner::plan_channels_last() {
     for (const Value* v : g.operands) {
       if (writer.count(v) == 0) g.channels_last = false;
     }
-    // So is a pooling's input that no group writes.
+    // So is a pooling's (or a channel scaling's) input that no group writes.
     if (g.pool && writer.count(steps()[g.step].args[0]) == 0) g.channels_last = false;
+    if (g.scale && writer.count(steps()[g.step].args[g.scaled]) == 0) g.channels_last = false;
   }
   for (bool changed = true; changed;) {
     changed = false;
@@ -1055,12 +1114,19 @@ void CpuPlanner::plan_channels_last() {
       }
     }
   }
+  auto channels_last_in = [&](const MethodStep& s) {
+    auto in = writer.find(s.args[0]);
+    return in != writer.end() && groups[in->second].channels_last;
+  };
   for (const Group& g : groups) {
     MethodStep& s = steps()[g.step];
     if (g.channels_last) s.channels_last_args |= uint64_t{1} << g.out_arg;
-    auto in = writer.find(s.args[0]);
-    if (in != writer.end() && groups[in->second].channels_last)
-      s.channels_last_args |= uint64_t{1} << 0;
+    if (g.scale && g.channels_last) s.channels_last_args |= uint64_t{1} << g.scaled;
+    // A convolution's or a pooling's input.
+    if (!g.cat && !g.scale && channels_last_in(s)) s.channels_last_args |= uint64_t{1} << 0;
+  }
+  for (size_t i = 0; i < steps().size(); ++i) {
+    if (reads_either[i] && channels_last_in(steps()[i])) steps()[i].channels_last_args |= 1;
   }
 }
 

@@ -710,6 +710,22 @@ Status adaptive_avg_pool2d_kernel(KernelContext& ctx, std::span<Value*> args) {
   ETC_ASSIGN_OR_RETURN(const PoolGeometry geo, check_adaptive_avg_pool2d(ctx, args));
   if (out.numel() == 0) return Status();
   const int64_t ih = geo.in_h, iw = geo.in_w, planes = geo.planes;
+  if (ctx.is_channels_last(0)) {
+    // The input of a channels-last chain (kernels/load_plan.h), held [N, H, W, C]: a
+    // squeeze-and-excitation block's global mean. The load planner sets this only for a
+    // float32 4-d input and a 1x1 output, whose bytes are the same in either layout.
+    if (os[0] != 1 || os[1] != 1 || self.dtype != DType::kFloat32 || self.rank() != 4) {
+      return internal_error(std::string(ctx.op) +
+                            ": a channels-last input takes a float32 4-d tensor and a 1x1 out");
+    }
+    Buffer<double> sums(planes);
+    channels_last_sums(self.data_as<const float>(), self.sizes[0], ih * iw, self.sizes[1],
+                       sums.data());
+    float* y = out.data_as<float>();
+    for (int64_t pl = 0; pl < planes; ++pl)
+      y[pl] = static_cast<float>(sums[pl] / static_cast<double>(ih * iw));
+    return Status();
+  }
   if (os[0] == 1 && os[1] == 1 && self.dtype == DType::kFloat32) {
     // A global mean (mobilenet_v3's squeeze-and-excitation blocks, every classifier's pool):
     // each plane summed by the vector builds in double, as mean.dim; the plane-by-plane loop

@@ -204,6 +204,23 @@ Status sum_mean(KernelContext& ctx, std::span<Value*> args, bool mean) {
     --first_reduced;
   const bool trailing =
       std::none_of(reduced.begin(), reduced.begin() + first_reduced, [](bool r) { return r; });
+  if (ctx.is_channels_last(0)) {
+    // The input of a channels-last chain (kernels/load_plan.h), held [N, H, W, C]: a mean
+    // over H and W (mnasnet's head). The load planner sets this only for a float32 4-d input
+    // reduced over exactly those dims into float32.
+    if (!mean || self.dtype != DType::kFloat32 || want != DType::kFloat32 || self.rank() != 4 ||
+        reduced != std::vector<bool>{false, false, true, true}) {
+      return internal_error(std::string(ctx.op) +
+                            ": a channels-last input takes a float32 mean over dims 2 and 3");
+    }
+    Buffer<double> acc(n);
+    channels_last_sums(self.data_as<const float>(), self.sizes[0], count, self.sizes[1],
+                       acc.data());
+    float* y = out.data_as<float>();
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = static_cast<float>(acc[i] / static_cast<double>(count));
+    return Status();
+  }
   auto run = [&]<typename Acc>() {
     Buffer<Acc> acc(n);
     std::fill_n(acc.data(), n, Acc(0));
@@ -878,6 +895,29 @@ void float_row_sums(const float* x, int64_t rows, int64_t count, double* acc) {
   auto* sums = isa_build(row_sums_avx512, row_sums_avx2, row_sums_portable);
   parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(count, 1)),
                [&](int64_t begin, int64_t end) { sums(x, count, begin, end, acc); });
+}
+
+void channels_last_sums(const float* x, int64_t batch, int64_t positions, int64_t channels,
+                        double* acc) {
+  // Blocks of 64 channels (a cache line of floats, 4 of doubles) over every position, in
+  // position order; at least about 16384 floats a task.
+  constexpr int64_t kBlock = 64;
+  const int64_t blocks = (channels + kBlock - 1) / kBlock;
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(positions * kBlock, 1));
+  parallel_for(batch * blocks, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t n = t / blocks, c0 = t % blocks * kBlock;
+      const int64_t cn = std::min(kBlock, channels - c0);
+      double* a = acc + n * channels + c0;
+      std::fill_n(a, cn, 0.0);
+      const float* xn = x + n * positions * channels + c0;
+      for (int64_t p = 0; p < positions; ++p) {
+        const float* row = xn + p * channels;
+        for (int64_t c = 0; c < cn; ++c)
+          a[c] += static_cast<double>(row[c]);
+      }
+    }
+  });
 }
 
 Status register_reduce_norm_kernels(OperatorRegistry& r) {
