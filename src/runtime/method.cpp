@@ -111,6 +111,16 @@ std::string op_name(const pte::Operator& o) {
   return o.name + (o.overload.empty() ? "" : "." + o.overload);
 }
 
+// " channels-last 0 9": the arguments a kernel reads or writes channels-last
+// (KernelContext::channels_last_args), for profiles by shape; "" for none.
+std::string describe_layout(uint64_t channels_last_args) {
+  std::string out;
+  for (size_t i = 0; i < 64; ++i) {
+    if (((channels_last_args >> i) & 1) != 0) out += " " + std::to_string(i);
+  }
+  return out.empty() ? out : " channels-last" + out;
+}
+
 }  // namespace
 
 Method::~Method() {
@@ -563,7 +573,8 @@ Status Method::execute() {
         if (profile_) {
           OpTime& t =
               (*profile_)[!kernel             ? "delegate " + s.name
-                          : profile_by_shape_ ? s.name + s.fused_names + describe_args(s.args)
+                          : profile_by_shape_ ? s.name + s.fused_names + describe_args(s.args) +
+                                                    describe_layout(s.channels_last_args)
                                               : s.name + s.fused_names];
           ++t.calls;
           if (kernel) t.flops += kernel_flops(s.name, s.args);
