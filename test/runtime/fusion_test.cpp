@@ -950,6 +950,80 @@ TEST_CASE("a squeeze-and-excitation block runs channels-last between its convolu
     CHECK(chained.y[i] == Approx(own.y[i]).epsilon(1e-4).margin(1e-5));
 }
 
+// Inference batch norm of x ([1, c, h, w]) with positive variances, then relu (densenet's
+// pre-activation): the relu's out.
+ValueId batch_norm_relu(Graph& g, const std::string& name, ValueId x, int64_t c,
+                        std::vector<int64_t> sizes, uint32_t seed) {
+  TensorSpec var = spec({c});
+  std::string bytes(static_cast<size_t>(4 * c), '\0');
+  for (int64_t k = 0; k < c; ++k) {
+    const float f = 0.5f + 0.1f * static_cast<float>((seed * 7 + k * 3) % 10);
+    std::memcpy(bytes.data() + 4 * k, &f, 4);
+  }
+  var.constant = ConstantData{make_blob(bytes), 0, bytes.size()};
+  Result<std::vector<ArgValue>> bound =
+      bind_args(OpKind::NativeBatchNormNoTraining,
+                {{"input", x},
+                 {"weight", constant(g, name + "_gamma", {c}, seed)},
+                 {"bias", constant(g, name + "_beta", {c}, seed + 1)},
+                 {"running_mean", constant(g, name + "_mean", {c}, seed + 2)},
+                 {"running_var", g.add_constant(name + "_var", std::move(var))},
+                 {"momentum", 0.1},
+                 {"eps", 1e-5}});
+  REQUIRE(bound.ok());
+  NodeId bn = g.add_node(OpKind::NativeBatchNormNoTraining, name, std::move(bound).value(),
+                         {name + "0", name + "1", name + "2"}, {spec(sizes), spec({0}), spec({0})});
+  return node(g, OpKind::Relu, name + "_relu", {{"self", g.node(bn).outputs[0]}}, spec(sizes));
+}
+
+// densenet, small: x -> conv 3x3 (16 -> 32) -> f0; two dense layers, each cat(all f so far)
+// -> batch norm -> relu -> conv 1x1 (-> 48) -> relu -> conv 3x3 (48 -> 16) -> f1, f2; a
+// transition: cat(f0, f1, f2) -> batch norm -> relu -> conv 1x1 (64 -> 32) -> average pooling
+// 2x2 -> conv 3x3 (32 -> 32) -> mean.
+Graph dense_block() {
+  Graph g;
+  auto sized = [](int64_t c, int64_t h) { return std::vector<int64_t>{1, c, h, h}; };
+  ValueId x = g.add_input("x", spec(sized(16, 40)));
+  std::vector<ValueId> features{conv_s(g, "f0", x, constant(g, "w0", {32, 16, 3, 3}, 81),
+                                       constant(g, "b0", {32}, 82), 1, 1, 1, spec(sized(32, 40)))};
+  int64_t channels = 32;
+  for (int k = 1; k <= 2; ++k) {
+    const std::string n = std::to_string(k);
+    const auto seed = static_cast<uint32_t>(90 + 10 * k);
+    ValueId joined = node(g, OpKind::Cat, "cat" + n, {{"tensors", features}, {"dim", int64_t{1}}},
+                          spec(sized(channels, 40)));
+    ValueId r = batch_norm_relu(g, "bn" + n, joined, channels, sized(channels, 40), seed);
+    ValueId b = conv_s(g, "pw" + n, r, constant(g, "wp" + n, {48, channels, 1, 1}, seed + 5),
+                       constant(g, "bp" + n, {48}, seed + 6), 1, 0, 1, spec(sized(48, 40)));
+    ValueId br = node(g, OpKind::Relu, "pr" + n, {{"self", b}}, spec(sized(48, 40)));
+    features.push_back(conv_s(g, "f" + n, br, constant(g, "wf" + n, {16, 48, 3, 3}, seed + 7),
+                              std::monostate{}, 1, 1, 1, spec(sized(16, 40))));
+    channels += 16;
+  }
+  ValueId joined = node(g, OpKind::Cat, "cat_t", {{"tensors", features}, {"dim", int64_t{1}}},
+                        spec(sized(channels, 40)));
+  ValueId r = batch_norm_relu(g, "bn_t", joined, channels, sized(channels, 40), 131);
+  ValueId t = conv_s(g, "t", r, constant(g, "wt", {32, channels, 1, 1}, 136), std::monostate{}, 1,
+                     0, 1, spec(sized(32, 40)));
+  ValueId pooled = node(g, OpKind::AvgPool2d, "avg",
+                        {{"self", t},
+                         {"kernel_size", std::vector<int64_t>{2, 2}},
+                         {"stride", std::vector<int64_t>{2, 2}}},
+                        spec(sized(32, 20)));
+  ValueId c = conv_s(g, "c", pooled, constant(g, "wc", {32, 32, 3, 3}, 137),
+                     constant(g, "bc", {32}, 138), 1, 1, 1, spec(sized(32, 20)));
+  g.set_outputs({global_mean(g, c, 32)});
+  return g;
+}
+
+TEST_CASE("a dense block's batch norms, cats and average pooling run channels-last") {
+  // Every step: f0, per layer its cat, batch norm (with its relu), 1x1 and 3x3 convolutions;
+  // the transition's cat, batch norm, 1x1 convolution, pooling and 3x3 convolution; the mean.
+  // f0 is an item of all three cats.
+  Graph g = dense_block();
+  check_chain(export_graph(g), 1 + 2 * 4 + 5 + 1);
+}
+
 // Graphs of every kind the load planner fuses: convolutions with epilogues, attention,
 // pooling, int4 weight-only products, an inverted residual block and a stem.
 std::vector<Graph> planned_graphs() {

@@ -35,15 +35,18 @@ bool onednn_for_nchw(const ConvGeometry& g) {
 
 // oneDNN in a channels-last chain, where no layout copy is made: any layer but 1x1 layers of
 // fewer than 16 input channels (etc's GEMM wins there: PP-OCR's 12 -> 96), grouped layers of
-// fewer than 32 channels (the PP-OCR classifier's 8-24 channel depthwise layers) and
-// ungrouped layers under 2 M multiply-adds (mobilenet_v3_small's 16 -> 16 and 24 -> 88 1x1
-// layers: oneDNN's fixed cost per band).
+// fewer than 32 channels (the PP-OCR classifier's 8-24 channel depthwise layers), ungrouped
+// 1x1 layers under 2 M multiply-adds (mobilenet_v3_small's 16 -> 16 and 24 -> 88 1x1 layers:
+// oneDNN's fixed cost per band) and other ungrouped layers under 1 M (densenet121's 3x3 128
+// -> 32 layers on 7x7, 1.8 M: 79 us a call on etc's own kernels, 50 on oneDNN in the chain,
+// Zen 4, 1 thread).
 constexpr int64_t kChainMinMacs = int64_t{1} << 21;
+constexpr int64_t kChainMinMacsSpatial = int64_t{1} << 20;
 
 bool onednn_in_chain(const ConvGeometry& g) {
   if (g.kh * g.kw == 1 && g.c_in < 16) return false;
   if (g.groups > 1) return g.c_out >= 32;
-  return macs(g) >= kChainMinMacs;
+  return macs(g) >= (g.kh * g.kw == 1 ? kChainMinMacs : kChainMinMacsSpatial);
 }
 
 // Winograd F(2x2, 3x3) where it was measured faster than im2col + GEMM (resnet18's 28x28 and

@@ -813,6 +813,10 @@ void CpuPlanner::plan_channels_last() {
     // A max pooling (its out at argument 6) rather than a convolution (argument 9): it reads
     // and writes one layout, its input's.
     bool pool = false;
+    // A batch norm or an average pooling: reads its input (argument 0) in its out's layout.
+    bool same_in = false;
+    // Its kernel returns a list of its outs (batch norm's three, max pooling's two).
+    bool returns_list = false;
     // A cat along the channels (its out at argument 2): its items and its out share a layout.
     bool cat = false;
     // A product by one value per channel (its out at argument 2): its argument `scaled` and
@@ -821,8 +825,10 @@ void CpuPlanner::plan_channels_last() {
     size_t scaled = 0;
     size_t out_arg = 9;
     // The argument the step reads in the group's layout (a convolution reads either).
-    bool same_layout(size_t a) const { return (pool && a == 0) || (scale && a == scaled); }
-    bool convolution() const { return !pool && !cat && !scale; }
+    bool same_layout(size_t a) const {
+      return ((pool || same_in) && a == 0) || (scale && a == scaled);
+    }
+    bool convolution() const { return !pool && !same_in && !cat && !scale; }
   };
   std::vector<Group> groups;
   std::map<const Value*, size_t> writer;  // value -> its group
@@ -831,26 +837,12 @@ void CpuPlanner::plan_channels_last() {
     return v->is_tensor() && !io[index_of(v)] && v->tensor.capacity < 0 &&
            v->tensor.data != nullptr && v->tensor.device.is_cpu();
   };
-  for (size_t i = 0; i < steps().size(); ++i) {
-    const MethodStep& s = steps()[i];
-    if (s.kind != StepKind::kKernel || s.fused || !s.calls(OpKind::Convolution) ||
-        ((s.constant_args >> 1) & 1) == 0)
-      continue;
-    const std::optional<kernels::ConvGeometry> g = kernels::float_conv2d_geometry(s.args);
-    // The convolutions oneDNN runs on channels-last tensors (their weights are constants,
-    // checked above); choose_conv_algorithm has the thresholds.
-    // A first layer reading a method input (NCHW, never in a chain) runs etc's direct loop
-    // into a channels-last out (channels_last_convolution): no oneDNN state to make for it.
-    const ConvCall chain{false, DType::kFloat32, true, true, true};
-    if (!g || !usable(s.args[9]) || s.args[0]->tensor.capacity >= 0 ||
-        choose_conv_algorithm(*g, chain) != ConvAlgorithm::kOnednn)
-      continue;
-    const bool direct_first_layer = io[index_of(s.args[0])] && kernels::few_input_channels_conv(*g);
-    if (!direct_first_layer && !kernels::prepare_onednn_conv(s.args, *g, steps()[i].state))
-      continue;
-    Group group;
-    group.step = i;
-    group.writes.push_back(s.args[9]);
+  // Takes a step's group (its out at group.out_arg) with its epilogue: the epilogue's outs
+  // are the group's too, and its operands from outside must be chain tensors. False where an
+  // out is not plain planned memory or another group writes it.
+  auto adopt = [&](Group group) {
+    const MethodStep& s = steps()[group.step];
+    group.writes.push_back(s.args[group.out_arg]);
     bool ok = true;
     if (s.epilogue != nullptr) {
       auto add = [&](std::vector<const Value*>& to, const TensorView* t) {
@@ -874,15 +866,36 @@ void CpuPlanner::plan_channels_last() {
         }
       }
     }
-    if (!ok) continue;
     for (const Value* v : group.writes) {
-      if (writer.count(v) != 0) ok = false;  // written by two convolutions: leave both
+      if (writer.count(v) != 0) ok = false;  // written by two steps: leave both
     }
-    if (!ok) continue;
-    group_of_step[i] = static_cast<int64_t>(groups.size());
+    if (!ok) return false;
+    group_of_step[group.step] = static_cast<int64_t>(groups.size());
     for (const Value* v : group.writes)
       writer[v] = groups.size();
     groups.push_back(std::move(group));
+    return true;
+  };
+  for (size_t i = 0; i < steps().size(); ++i) {
+    const MethodStep& s = steps()[i];
+    if (s.kind != StepKind::kKernel || s.fused || !s.calls(OpKind::Convolution) ||
+        ((s.constant_args >> 1) & 1) == 0)
+      continue;
+    const std::optional<kernels::ConvGeometry> g = kernels::float_conv2d_geometry(s.args);
+    // The convolutions oneDNN runs on channels-last tensors (their weights are constants,
+    // checked above); choose_conv_algorithm has the thresholds.
+    // A first layer reading a method input (NCHW, never in a chain) runs etc's direct loop
+    // into a channels-last out (channels_last_convolution): no oneDNN state to make for it.
+    const ConvCall chain{false, DType::kFloat32, true, true, true};
+    if (!g || !usable(s.args[9]) || s.args[0]->tensor.capacity >= 0 ||
+        choose_conv_algorithm(*g, chain) != ConvAlgorithm::kOnednn)
+      continue;
+    const bool direct_first_layer = io[index_of(s.args[0])] && kernels::few_input_channels_conv(*g);
+    if (!direct_first_layer && !kernels::prepare_onednn_conv(s.args, *g, steps()[i].state))
+      continue;
+    Group group;
+    group.step = i;
+    adopt(std::move(group));
   }
   // Max poolings whose indices nothing reads, of 4-d float tensors (resnet18's pooling between
   // its first convolution and its first stage): channels-last where their input is (the
@@ -898,16 +911,43 @@ void CpuPlanner::plan_channels_last() {
     Group group;
     group.step = i;
     group.pool = true;
+    group.returns_list = true;
     group.out_arg = 6;
     group.writes.push_back(s.args[6]);
     group_of_step[i] = static_cast<int64_t>(groups.size());
     writer[s.args[6]] = groups.size();
     groups.push_back(std::move(group));
   }
+  // Inference batch norms (with their epilogue: densenet's relu) and average poolings of 4-d
+  // float tensors (densenet's layers and transitions, between its convolutions): each
+  // position's channels scaled and shifted, or averaged over the window, channels-last where
+  // their input is.
+  auto float4d_out = [&](const Value* v) {
+    return usable(v) && v->tensor.dtype == DType::kFloat32 && v->tensor.rank() == 4;
+  };
+  for (size_t i = 0; i < steps().size(); ++i) {
+    const MethodStep& s = steps()[i];
+    if (s.kind != StepKind::kKernel || s.fused || !s.args[0]->is_tensor() ||
+        s.args[0]->tensor.dtype != DType::kFloat32 || s.args[0]->tensor.rank() != 4)
+      continue;
+    Group group;
+    group.step = i;
+    group.same_in = true;
+    if (s.calls(OpKind::NativeBatchNormNoTraining) && s.args.size() >= 11 &&
+        float4d_out(s.args[7])) {
+      group.out_arg = 7;
+      group.returns_list = true;
+      adopt(std::move(group));
+    } else if (s.calls(OpKind::AvgPool2d) && s.args.size() >= 8 && float4d_out(s.args[7]) &&
+               s.epilogue == nullptr) {
+      group.out_arg = 7;
+      adopt(std::move(group));
+    }
+  }
   // Cats of 4-d float tensors along their channels (squeezenet's and googlenet's blocks join
-  // convolutions' outs for the next convolutions): channels-last where every item is, each
-  // position's channels copied item by item, so the chain goes on through them.
-  std::map<const Value*, size_t> cat_items;  // item -> the cat group that reads it
+  // convolutions' outs for the next convolutions; each of densenet's layers joins all the
+  // outs before it): channels-last where every item is, each position's channels copied
+  // item by item, so the chain goes on through them.
   for (size_t i = 0; i < steps().size(); ++i) {
     const MethodStep& s = steps()[i];
     if (s.kind != StepKind::kKernel || s.fused || !s.calls(OpKind::Cat) || s.args.size() < 3 ||
@@ -920,7 +960,7 @@ void CpuPlanner::plan_channels_last() {
     for (const TensorView* t : s.args[0]->tensors) {
       auto it = t == nullptr ? by_tensor.end() : by_tensor.find(t);
       if (it == by_tensor.end() || !usable(it->second) || t->dtype != DType::kFloat32 ||
-          t->rank() != 4 || t->numel() == 0 || cat_items.count(it->second) != 0 ||
+          t->rank() != 4 || t->numel() == 0 ||
           std::find(items.begin(), items.end(), it->second) != items.end()) {
         ok = false;
         break;
@@ -936,8 +976,6 @@ void CpuPlanner::plan_channels_last() {
     group.operands = items;  // read in the group's layout: each must be a group's out
     group_of_step[i] = static_cast<int64_t>(groups.size());
     writer[s.args[2]] = groups.size();
-    for (const Value* v : items)
-      cat_items[v] = groups.size();
     groups.push_back(std::move(group));
   }
   // Squeeze-and-excitation blocks (efficientnet's, mobilenet_v3's): a global mean of a
@@ -1004,7 +1042,7 @@ void CpuPlanner::plan_channels_last() {
       const bool outs_list = !s.fused && s.kind == StepKind::kKernel && a + 1 == s.args.size() &&
                              !s.args[a]->is_tensor() && own >= 0 &&
                              static_cast<size_t>(own) < groups.size() &&
-                             groups[static_cast<size_t>(own)].pool;
+                             groups[static_cast<size_t>(own)].returns_list;
       // A cat group's items: read in its layout.
       const bool cat_list = !s.fused && a == 0 && own >= 0 &&
                             static_cast<size_t>(own) < groups.size() &&
@@ -1101,8 +1139,9 @@ void CpuPlanner::plan_channels_last() {
     for (const Value* v : g.operands) {
       if (writer.count(v) == 0) g.channels_last = false;
     }
-    // So is a pooling's (or a channel scaling's) input that no group writes.
-    if (g.pool && writer.count(steps()[g.step].args[0]) == 0) g.channels_last = false;
+    // So is a pooling's (a batch norm's, a channel scaling's) input that no group writes.
+    if ((g.pool || g.same_in) && writer.count(steps()[g.step].args[0]) == 0)
+      g.channels_last = false;
     if (g.scale && writer.count(steps()[g.step].args[g.scaled]) == 0) g.channels_last = false;
   }
   for (bool changed = true; changed;) {

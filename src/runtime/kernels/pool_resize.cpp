@@ -686,6 +686,49 @@ void avg_pool_typed(const PoolGeometry& p, bool count_include_pad,
   }
 }
 
+// avg_pool_typed for float [N, H, W, C] tensors of a channels-last chain
+// (kernels/load_plan.h): each output position's channels summed over the same window in the
+// same order, in double, and divided alike.
+void avg_pool_channels_last(const PoolGeometry& p, bool count_include_pad,
+                            std::optional<int64_t> divisor_override, const TensorView& self,
+                            TensorView& out) {
+  const int64_t c = self.sizes[1];
+  const float* x = self.data_as<const float>();
+  float* y = out.data_as<float>();
+  const int64_t rows = self.sizes[0] * p.out_h;  // output rows of every image
+  parallel_for(rows, 1, [&](int64_t r0, int64_t r1) {
+    std::vector<double> sum(static_cast<size_t>(c));
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t n = r / p.out_h, oh = r % p.out_h;
+      for (int64_t ow = 0; ow < p.out_w; ++ow) {
+        int64_t h0 = oh * p.stride[0] - p.pad[0];
+        int64_t w0 = ow * p.stride[1] - p.pad[1];
+        int64_t h1 = std::min(h0 + p.kernel[0], p.in_h + p.pad[0]);
+        int64_t w1 = std::min(w0 + p.kernel[1], p.in_w + p.pad[1]);
+        const int64_t padded_count = (h1 - h0) * (w1 - w0);
+        h0 = std::max<int64_t>(h0, 0);
+        w0 = std::max<int64_t>(w0, 0);
+        h1 = std::min(h1, p.in_h);
+        w1 = std::min(w1, p.in_w);
+        const int64_t divisor = divisor_override    ? *divisor_override
+                                : count_include_pad ? padded_count
+                                                    : (h1 - h0) * (w1 - w0);
+        std::fill(sum.begin(), sum.end(), 0.0);
+        for (int64_t ih = h0; ih < h1; ++ih) {
+          for (int64_t iw = w0; iw < w1; ++iw) {
+            const float* px = x + ((n * p.in_h + ih) * p.in_w + iw) * c;
+            for (int64_t k = 0; k < c; ++k)
+              sum[static_cast<size_t>(k)] += static_cast<double>(px[k]);
+          }
+        }
+        float* py = y + ((n * p.out_h + oh) * p.out_w + ow) * c;
+        for (int64_t k = 0; k < c; ++k)
+          py[k] = static_cast<float>(sum[static_cast<size_t>(k)] / static_cast<double>(divisor));
+      }
+    }
+  });
+}
+
 Status avg_pool2d_kernel(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
@@ -693,6 +736,16 @@ Status avg_pool2d_kernel(KernelContext& ctx, std::span<Value*> args) {
   const std::optional<int64_t> divisor = opt_int_arg(args, 6);
   TensorView& out = out_arg(args, 7);
   if (out.numel() == 0) return Status();
+  if (ctx.is_channels_last(7)) {
+    // The load planner sets this only for float32 4-d tensors, the input channels-last too.
+    if (self.dtype != DType::kFloat32 || out.dtype != DType::kFloat32 || self.rank() != 4 ||
+        !ctx.is_channels_last(0)) {
+      return internal_error(std::string(ctx.op) +
+                            ": a channels-last average pooling takes float32 4-d tensors");
+    }
+    avg_pool_channels_last(p, args[5]->b, divisor, self, out);
+    return Status();
+  }
   if (self.dtype == DType::kInt64) {
     avg_pool_typed<int64_t>(p, args[5]->b, divisor, self, out);
   } else {

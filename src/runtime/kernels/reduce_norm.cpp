@@ -691,10 +691,12 @@ Status native_group_norm_kernel(KernelContext& ctx, std::span<Value*> args) {
   return Status();
 }
 
+// `channels_last`: x and out are [N, H, W, C] tensors of a channels-last chain
+// (kernels/load_plan.h); each position's channels get the same operations as the planes.
 template <typename G>
 void batch_norm_typed(const TensorView& x, const TensorView* weight, const TensorView* bias,
                       const TensorView& running_mean, const TensorView& running_var, double eps,
-                      TensorView& out, const Epilogue* epilogue) {
+                      TensorView& out, const Epilogue* epilogue, bool channels_last = false) {
   const int64_t n = x.sizes[0], c = x.sizes[1];
   const int64_t inner = c == 0 || n == 0 ? 0 : x.numel() / (n * c);
   ReadAs<double> rm(running_mean), rv(running_var);
@@ -714,17 +716,30 @@ void batch_norm_typed(const TensorView& x, const TensorView* weight, const Tenso
   // on each range of planes while it is in cache; over the whole out at the end where the
   // chain writes over the input (after_inputs), once every plane of it is read.
   const bool by_range = epilogue != nullptr && !epilogue->after_inputs;
-  parallel_for(n * c, std::max<int64_t>(1, 16384 / std::max<int64_t>(inner, 1)),
-               [&](int64_t p0, int64_t p1) {
-                 for (int64_t pl = p0; pl < p1; ++pl) {
-                   const G* xs = rx.data() + pl * inner;
-                   G* ys = wy.data() + pl * inner;
-                   const G s = scale[pl % c], t = shift[pl % c];
-                   for (int64_t j = 0; j < inner; ++j)
-                     ys[j] = xs[j] * s + t;
-                 }
-                 if (by_range) apply_epilogue(*epilogue, p0 * inner, p1 * inner);
-               });
+  if (channels_last) {
+    parallel_for(n * inner, std::max<int64_t>(1, 16384 / std::max<int64_t>(c, 1)),
+                 [&](int64_t r0, int64_t r1) {
+                   for (int64_t r = r0; r < r1; ++r) {
+                     const G* xs = rx.data() + r * c;
+                     G* ys = wy.data() + r * c;
+                     for (int64_t j = 0; j < c; ++j)
+                       ys[j] = xs[j] * scale[j] + shift[j];
+                   }
+                   if (by_range) apply_epilogue(*epilogue, r0 * c, r1 * c);
+                 });
+  } else {
+    parallel_for(n * c, std::max<int64_t>(1, 16384 / std::max<int64_t>(inner, 1)),
+                 [&](int64_t p0, int64_t p1) {
+                   for (int64_t pl = p0; pl < p1; ++pl) {
+                     const G* xs = rx.data() + pl * inner;
+                     G* ys = wy.data() + pl * inner;
+                     const G s = scale[pl % c], t = shift[pl % c];
+                     for (int64_t j = 0; j < inner; ++j)
+                       ys[j] = xs[j] * s + t;
+                   }
+                   if (by_range) apply_epilogue(*epilogue, p0 * inner, p1 * inner);
+                 });
+  }
   wy.finish();
   if (epilogue != nullptr && !by_range) {
     parallel_for(out.numel(), 1 << 15,
@@ -760,6 +775,17 @@ Status batch_norm_no_training_kernel(KernelContext& ctx, std::span<Value*> args)
   ETC_RETURN_IF_ERROR(check_out_shape(ctx, out_arg(args, 8), empty, "out1"));
   ETC_RETURN_IF_ERROR(check_out_shape(ctx, out_arg(args, 9), empty, "out2"));
   if (out.numel() == 0) return Status();
+  if (ctx.is_channels_last(7)) {
+    // A channels-last chain's (kernels/load_plan.h): the load planner sets this only for
+    // float32 4-d tensors, the input channels-last too.
+    if (x.dtype != DType::kFloat32 || out.dtype != DType::kFloat32 || x.rank() != 4 ||
+        !ctx.is_channels_last(0)) {
+      return internal_error(std::string(ctx.op) +
+                            ": a channels-last batch norm takes float32 4-d tensors");
+    }
+    batch_norm_typed<float>(x, weight, bias, rm, rv, eps, out, ctx.epilogue, true);
+    return Status();
+  }
   if (x.dtype == DType::kFloat64) {
     batch_norm_typed<double>(x, weight, bias, rm, rv, eps, out, nullptr);
   } else {
