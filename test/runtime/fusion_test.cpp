@@ -11,6 +11,7 @@
 #include <random>
 #include <tuple>
 
+#include "format/pte_reader.h"
 #include "runtime/fusion_test_util.h"
 #include "runtime/kernels/parallel.h"
 
@@ -1071,6 +1072,20 @@ TEST_CASE("the load planner meets tensors without memory without undefined behav
   }
   CHECK(tried > 50);
   CHECK(loaded > 0);
+}
+
+TEST_CASE("the load planner meets a kernel call without arguments without undefined behaviour") {
+  // test/format/regressions/kernel_call_without_arguments.pte (fuzz_pte): a
+  // constant_pad_nd.out instruction with no arguments; the channels-last planner read its
+  // first argument (UBSan: a reference to element 0 of an empty vector). The load fails
+  // cleanly or succeeds, never with an internal error.
+  Result<pte::File> f = read_pte_file(std::string(ETC_SOURCE_DIR) +
+                                      "/test/format/regressions/kernel_call_without_arguments.pte");
+  REQUIRE(f.ok());
+  const rt::test::OnednnScope scope(true);
+  auto runtime = std::move(rt::make_cpu_runtime()).value();
+  Result<std::unique_ptr<rt::Method>> m = rt::Method::load(*f, 0, runtime->env());
+  if (!m.ok()) CHECK(m.status().code() != ErrorCode::kInternal);
 }
 
 TEST_CASE("window arguments at int64's ends are refused cleanly, at load and at run") {

@@ -927,7 +927,7 @@ void CpuPlanner::plan_channels_last() {
   };
   for (size_t i = 0; i < steps().size(); ++i) {
     const MethodStep& s = steps()[i];
-    if (s.kind != StepKind::kKernel || s.fused || !s.args[0]->is_tensor() ||
+    if (s.kind != StepKind::kKernel || s.fused || s.args.empty() || !s.args[0]->is_tensor() ||
         s.args[0]->tensor.dtype != DType::kFloat32 || s.args[0]->tensor.rank() != 4)
       continue;
     Group group;
