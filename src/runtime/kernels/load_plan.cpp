@@ -913,10 +913,7 @@ void CpuPlanner::plan_channels_last() {
     group.pool = true;
     group.returns_list = true;
     group.out_arg = 6;
-    group.writes.push_back(s.args[6]);
-    group_of_step[i] = static_cast<int64_t>(groups.size());
-    writer[s.args[6]] = groups.size();
-    groups.push_back(std::move(group));
+    adopt(std::move(group));
   }
   // Inference batch norms (with their epilogue: densenet's relu) and average poolings of 4-d
   // float tensors (densenet's layers and transitions, between its convolutions): each
@@ -972,11 +969,8 @@ void CpuPlanner::plan_channels_last() {
     group.step = i;
     group.cat = true;
     group.out_arg = 2;
-    group.writes.push_back(s.args[2]);
     group.operands = items;  // read in the group's layout: each must be a group's out
-    group_of_step[i] = static_cast<int64_t>(groups.size());
-    writer[s.args[2]] = groups.size();
-    groups.push_back(std::move(group));
+    adopt(std::move(group));
   }
   // Squeeze-and-excitation blocks (efficientnet's, mobilenet_v3's): a global mean of a
   // chain tensor (adaptive average pooling to 1x1, or mean over H and W), whose out has the
@@ -1018,10 +1012,7 @@ void CpuPlanner::plan_channels_last() {
       group.scale = true;
       group.scaled = scaled;
       group.out_arg = 2;
-      group.writes.push_back(s.args[2]);
-      group_of_step[i] = static_cast<int64_t>(groups.size());
-      writer[s.args[2]] = groups.size();
-      groups.push_back(std::move(group));
+      adopt(std::move(group));
     }
   }
   if (groups.empty()) return;

@@ -638,6 +638,30 @@ Status max_pool2d_kernel(KernelContext& ctx, std::span<Value*> args) {
   return max_pool(ctx, args, false);
 }
 
+// The input window of average pooling's output (oh, ow) and its divisor. ATen: the padded
+// window (clipped to input + padding) sets count_include_pad's divisor; the sum runs over the
+// part inside the input, rows [h0, h1) and columns [w0, w1).
+struct AvgWindow {
+  int64_t h0 = 0, h1 = 0, w0 = 0, w1 = 0, divisor = 1;
+};
+AvgWindow avg_window(const PoolGeometry& p, int64_t oh, int64_t ow, bool count_include_pad,
+                     std::optional<int64_t> divisor_override) {
+  AvgWindow a;
+  a.h0 = oh * p.stride[0] - p.pad[0];
+  a.w0 = ow * p.stride[1] - p.pad[1];
+  a.h1 = std::min(a.h0 + p.kernel[0], p.in_h + p.pad[0]);
+  a.w1 = std::min(a.w0 + p.kernel[1], p.in_w + p.pad[1]);
+  const int64_t padded_count = (a.h1 - a.h0) * (a.w1 - a.w0);
+  a.h0 = std::max<int64_t>(a.h0, 0);
+  a.w0 = std::max<int64_t>(a.w0, 0);
+  a.h1 = std::min(a.h1, p.in_h);
+  a.w1 = std::min(a.w1, p.in_w);
+  a.divisor = divisor_override    ? *divisor_override
+              : count_include_pad ? padded_count
+                                  : (a.h1 - a.h0) * (a.w1 - a.w0);
+  return a;
+}
+
 template <typename T>
 void avg_pool_typed(const PoolGeometry& p, bool count_include_pad,
                     std::optional<int64_t> divisor_override, const TensorView& self,
@@ -649,20 +673,8 @@ void avg_pool_typed(const PoolGeometry& p, bool count_include_pad,
     const T* xp = x + pl * in_plane;
     for (int64_t oh = 0; oh < p.out_h; ++oh) {
       for (int64_t ow = 0; ow < p.out_w; ++ow) {
-        // ATen: the padded window (clipped to input + padding) sets count_include_pad's
-        // divisor; the sum runs over the part inside the input.
-        int64_t h0 = oh * p.stride[0] - p.pad[0];
-        int64_t w0 = ow * p.stride[1] - p.pad[1];
-        int64_t h1 = std::min(h0 + p.kernel[0], p.in_h + p.pad[0]);
-        int64_t w1 = std::min(w0 + p.kernel[1], p.in_w + p.pad[1]);
-        const int64_t padded_count = (h1 - h0) * (w1 - w0);
-        h0 = std::max<int64_t>(h0, 0);
-        w0 = std::max<int64_t>(w0, 0);
-        h1 = std::min(h1, p.in_h);
-        w1 = std::min(w1, p.in_w);
-        const int64_t divisor = divisor_override    ? *divisor_override
-                                : count_include_pad ? padded_count
-                                                    : (h1 - h0) * (w1 - w0);
+        const AvgWindow win = avg_window(p, oh, ow, count_include_pad, divisor_override);
+        const int64_t h0 = win.h0, h1 = win.h1, w0 = win.w0, w1 = win.w1, divisor = win.divisor;
         T& result = y[(pl * p.out_h + oh) * p.out_w + ow];
         if constexpr (std::is_same_v<T, int64_t>) {
           // ATen sums int64 in int64 (wrapping) and divides truncating toward zero.
@@ -701,29 +713,19 @@ void avg_pool_channels_last(const PoolGeometry& p, bool count_include_pad,
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t n = r / p.out_h, oh = r % p.out_h;
       for (int64_t ow = 0; ow < p.out_w; ++ow) {
-        int64_t h0 = oh * p.stride[0] - p.pad[0];
-        int64_t w0 = ow * p.stride[1] - p.pad[1];
-        int64_t h1 = std::min(h0 + p.kernel[0], p.in_h + p.pad[0]);
-        int64_t w1 = std::min(w0 + p.kernel[1], p.in_w + p.pad[1]);
-        const int64_t padded_count = (h1 - h0) * (w1 - w0);
-        h0 = std::max<int64_t>(h0, 0);
-        w0 = std::max<int64_t>(w0, 0);
-        h1 = std::min(h1, p.in_h);
-        w1 = std::min(w1, p.in_w);
-        const int64_t divisor = divisor_override    ? *divisor_override
-                                : count_include_pad ? padded_count
-                                                    : (h1 - h0) * (w1 - w0);
+        const AvgWindow win = avg_window(p, oh, ow, count_include_pad, divisor_override);
         std::fill(sum.begin(), sum.end(), 0.0);
-        for (int64_t ih = h0; ih < h1; ++ih) {
-          for (int64_t iw = w0; iw < w1; ++iw) {
+        for (int64_t ih = win.h0; ih < win.h1; ++ih) {
+          for (int64_t iw = win.w0; iw < win.w1; ++iw) {
             const float* px = x + ((n * p.in_h + ih) * p.in_w + iw) * c;
             for (int64_t k = 0; k < c; ++k)
               sum[static_cast<size_t>(k)] += static_cast<double>(px[k]);
           }
         }
         float* py = y + ((n * p.out_h + oh) * p.out_w + ow) * c;
+        const auto divisor = static_cast<double>(win.divisor);
         for (int64_t k = 0; k < c; ++k)
-          py[k] = static_cast<float>(sum[static_cast<size_t>(k)] / static_cast<double>(divisor));
+          py[k] = static_cast<float>(sum[static_cast<size_t>(k)] / divisor);
       }
     }
   });
