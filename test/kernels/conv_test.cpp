@@ -937,7 +937,8 @@ TEST_CASE("a convolution runs the algorithm choose_conv_algorithm names for it")
   }
   // The int64 convolution is ATen's direct sum whatever the geometry; a channels-last chain
   // takes oneDNN for layers too small for it on NCHW tensors, never 1x1 layers of few inputs.
-  // 3.6 M multiply-adds: enough for oneDNN in a chain (2 M), not on NCHW tensors (8 M).
+  // 3.6 M multiply-adds: enough for oneDNN in a chain (1 M for k x k layers, 512 K for 1x1),
+  // not on NCHW tensors (8 M).
   const kernels::ConvGeometry small{1, 16, 28, 28, 32, 3, 3, 28, 28, 1, {1, 1}, {1, 1}, {1, 1}};
   CHECK(kernels::choose_conv_algorithm(small, {false, DType::kInt64, true, false, true}) ==
         ConvAlgorithm::kDirectInt64);
@@ -948,6 +949,19 @@ TEST_CASE("a convolution runs the algorithm choose_conv_algorithm names for it")
   const kernels::ConvGeometry few{1, 12, 64, 80, 96, 1, 1, 64, 80, 1, {1, 1}, {0, 0}, {1, 1}};
   CHECK(kernels::choose_conv_algorithm(few, {false, DType::kFloat32, true, true, true}) ==
         ConvAlgorithm::kGemm);
+  // 1x1 layers in a chain from 512 K multiply-adds (mobilenet_v3_small's 16 -> 16 on 56x56,
+  // 0.8 M; on 28x28, 0.2 M), k x k layers from 1 M (densenet's 3x3 128 -> 32 on 7x7, 1.8 M; a
+  // 3x3 16 -> 16 on 14x14, 0.45 M).
+  const kernels::ConvCall chain{false, DType::kFloat32, true, true, true};
+  auto in_chain = [&](int64_t cin, int64_t plane, int64_t cout, int64_t k) {
+    const kernels::ConvGeometry g{1,     cin,   plane, plane,  cout,           k,     k,
+                                  plane, plane, 1,     {1, 1}, {k / 2, k / 2}, {1, 1}};
+    return kernels::choose_conv_algorithm(g, chain) == ConvAlgorithm::kOnednn;
+  };
+  CHECK(in_chain(16, 56, 16, 1));
+  CHECK_FALSE(in_chain(16, 28, 16, 1));
+  CHECK(in_chain(128, 7, 32, 3));
+  CHECK_FALSE(in_chain(16, 14, 16, 3));
 }
 
 TEST_CASE("convolution single-value and empty-batch forms") {

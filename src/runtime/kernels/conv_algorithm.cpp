@@ -36,11 +36,14 @@ bool onednn_for_nchw(const ConvGeometry& g) {
 // oneDNN in a channels-last chain, where no layout copy is made: any layer but 1x1 layers of
 // fewer than 16 input channels (etc's GEMM wins there: PP-OCR's 12 -> 96), grouped layers of
 // fewer than 32 channels (the PP-OCR classifier's 8-24 channel depthwise layers), ungrouped
-// 1x1 layers under 2 M multiply-adds (mobilenet_v3_small's 16 -> 16 and 24 -> 88 1x1 layers:
-// oneDNN's fixed cost per band) and other ungrouped layers under 1 M (densenet121's 3x3 128
-// -> 32 layers on 7x7, 1.8 M: 79 us a call on etc's own kernels, 50 on oneDNN in the chain,
-// Zen 4, 1 thread).
-constexpr int64_t kChainMinMacs = int64_t{1} << 21;
+// 1x1 layers under 512 K multiply-adds and other ungrouped layers under 1 M (densenet121's 3x3
+// 128 -> 32 layers on 7x7, 1.8 M: 79 us a call on etc's own kernels, 50 on oneDNN in the
+// chain). The 1x1 threshold was 2 M while squeeze-and-excitation blocks broke the chains
+// (mobilenet_v3_small's 16 -> 16 and 24 -> 88 layers then ran slower on oneDNN, each between
+// layout copies); with the chains through those blocks, 512 K took mobilenet_v3_small from
+// 1.97 to 1.78 ms and mnasnet0_5 from 2.91 to 2.82 at 1 thread (Zen 4, alternating rounds),
+// regnet_x_400mf 9.16 -> 8.60, the other zoo models even.
+constexpr int64_t kChainMinMacs = int64_t{1} << 19;
 constexpr int64_t kChainMinMacsSpatial = int64_t{1} << 20;
 
 bool onednn_in_chain(const ConvGeometry& g) {
