@@ -810,10 +810,8 @@ void CpuPlanner::plan_channels_last() {
     size_t step = 0;
     std::vector<const Value*> writes, operands;
     bool channels_last = true;
-    // A max pooling (its out at argument 6) rather than a convolution (argument 9): it reads
-    // and writes one layout, its input's.
-    bool pool = false;
-    // A batch norm or an average pooling: reads its input (argument 0) in its out's layout.
+    // Not a convolution (its out at argument 9) but a step that reads its input (argument 0)
+    // in its out's layout: a max pooling (out at 6), a batch norm or an average pooling (7).
     bool same_in = false;
     // Its kernel returns a list of its outs (batch norm's three, max pooling's two).
     bool returns_list = false;
@@ -824,11 +822,14 @@ void CpuPlanner::plan_channels_last() {
     bool scale = false;
     size_t scaled = 0;
     size_t out_arg = 9;
-    // The argument the step reads in the group's layout (a convolution reads either).
-    bool same_layout(size_t a) const {
-      return ((pool || same_in) && a == 0) || (scale && a == scaled);
+    // The argument the step reads in the group's layout, if any (a convolution reads either;
+    // a cat's items are a list).
+    std::optional<size_t> tied_arg() const {
+      if (same_in) return 0;
+      if (scale) return scaled;
+      return std::nullopt;
     }
-    bool convolution() const { return !pool && !same_in && !cat && !scale; }
+    bool convolution() const { return !same_in && !cat && !scale; }
   };
   std::vector<Group> groups;
   std::map<const Value*, size_t> writer;  // value -> its group
@@ -910,7 +911,7 @@ void CpuPlanner::plan_channels_last() {
       continue;
     Group group;
     group.step = i;
-    group.pool = true;
+    group.same_in = true;
     group.returns_list = true;
     group.out_arg = 6;
     adopt(std::move(group));
@@ -1061,7 +1062,7 @@ void CpuPlanner::plan_channels_last() {
       const Group* by = own >= 0 ? &groups[static_cast<size_t>(own)] : nullptr;
       // The input of a pooling or a channel scaling, whose out then takes its layout, or an
       // operand of an epilogue.
-      const bool tied = by != nullptr && (s.fused || by->same_layout(a));
+      const bool tied = by != nullptr && (s.fused || by->tied_arg() == a);
       // The input of another oneDNN convolution, or of a global mean: either layout.
       const bool either =
           !s.fused && a == 0 && ((by != nullptr && by->convolution()) || reads_either[j]);
@@ -1131,9 +1132,9 @@ void CpuPlanner::plan_channels_last() {
       if (writer.count(v) == 0) g.channels_last = false;
     }
     // So is a pooling's (a batch norm's, a channel scaling's) input that no group writes.
-    if ((g.pool || g.same_in) && writer.count(steps()[g.step].args[0]) == 0)
+    if (const std::optional<size_t> in = g.tied_arg();
+        in && writer.count(steps()[g.step].args[*in]) == 0)
       g.channels_last = false;
-    if (g.scale && writer.count(steps()[g.step].args[g.scaled]) == 0) g.channels_last = false;
   }
   for (bool changed = true; changed;) {
     changed = false;
@@ -1151,9 +1152,10 @@ void CpuPlanner::plan_channels_last() {
   for (const Group& g : groups) {
     MethodStep& s = steps()[g.step];
     if (g.channels_last) s.channels_last_args |= uint64_t{1} << g.out_arg;
-    if (g.scale && g.channels_last) s.channels_last_args |= uint64_t{1} << g.scaled;
-    // A convolution's or a pooling's input.
-    if (!g.cat && !g.scale && channels_last_in(s)) s.channels_last_args |= uint64_t{1} << 0;
+    // The input a step reads in its out's layout (agreed above), or a convolution's input.
+    if (const std::optional<size_t> in = g.tied_arg(); in && g.channels_last)
+      s.channels_last_args |= uint64_t{1} << *in;
+    if (g.convolution() && channels_last_in(s)) s.channels_last_args |= uint64_t{1} << 0;
   }
   for (size_t i = 0; i < steps().size(); ++i) {
     if (reads_either[i] && channels_last_in(steps()[i])) steps()[i].channels_last_args |= 1;
