@@ -304,5 +304,130 @@ TEST_CASE("a PT2E linear with a bias (addmm) dequantizes its per-channel weight 
   CHECK(std::memcmp(fused.y.data(), plain.y.data(), fused.y.size() * 4) == 0);
 }
 
+// ExecuTorch's 8da4w linear layer as torchao's program computes it: each row of x [m, k]
+// quantized to int8 at run time (choose_qparams_affine's asymmetric form: the row's min and
+// max, a scale of their span over 255, a zero point rounded and clamped; quantize_affine's
+// clamp(round(x / scale) + zero)), dequantized again ((q - zero) * scale), times a 4-bit
+// weight in groups of `group` inputs dequantized the same way. With `int8_zero` the rows'
+// zero points are cast to int8 and widened back (torchao's dtype); with `fractional_zero` the
+// zero point is not rounded (not torchao's form: the integer product must not take it).
+struct Da4w {
+  int64_t m = 3, n = 48, k = 256, group = 32;
+  bool int8_zero = true, fractional_zero = false;
+};
+Graph da4w_linear(const Da4w& c) {
+  const int64_t groups = c.k / c.group;
+  const auto ints = [](std::vector<int64_t> v) { return v; };
+  Graph g;
+  ValueId x = g.add_input("x", spec({c.m, c.k}));
+  const TensorSpec row = spec({c.m, 1}), all = spec({c.m, c.k});
+  ValueId mn =
+      node(g, OpKind::Amin, "mn", {{"self", x}, {"dim", ints({1})}, {"keepdim", true}}, row);
+  ValueId mx =
+      node(g, OpKind::Amax, "mx", {{"self", x}, {"dim", ints({1})}, {"keepdim", true}}, row);
+  ValueId span = node(g, OpKind::SubTensor, "span", {{"self", mx}, {"other", mn}}, row);
+  ValueId sc = node(g, OpKind::DivScalar, "sc", {{"self", span}, {"other", Scalar{255.0}}}, row);
+  ValueId z0 = node(g, OpKind::DivTensor, "z0", {{"self", mn}, {"other", sc}}, row);
+  if (!c.fractional_zero) z0 = node(g, OpKind::Round, "z0r", {{"self", z0}}, row);
+  ValueId z1 = node(g, OpKind::Neg, "z1", {{"self", z0}}, row);
+  ValueId z2 =
+      node(g, OpKind::AddScalar, "z2", {{"self", z1}, {"other", Scalar{int64_t{-128}}}}, row);
+  ValueId zp =
+      node(g, OpKind::Clamp, "zp",
+           {{"self", z2}, {"min", Scalar{int64_t{-128}}}, {"max", Scalar{int64_t{127}}}}, row);
+  ValueId inv = node(g, OpKind::Reciprocal, "inv", {{"self", sc}}, row);
+  ValueId xs = node(g, OpKind::MulTensor, "xs", {{"self", x}, {"other", inv}}, all);
+  ValueId xr = node(g, OpKind::Round, "xr", {{"self", xs}}, all);
+  ValueId xz = node(g, OpKind::AddTensor, "xz", {{"self", xr}, {"other", zp}}, all);
+  ValueId xc =
+      node(g, OpKind::Clamp, "xc",
+           {{"self", xz}, {"min", Scalar{int64_t{-128}}}, {"max", Scalar{int64_t{127}}}}, all);
+  ValueId qx = node(g, OpKind::ToCopy, "qx", {{"self", xc}, {"dtype", DType::kInt8}},
+                    TensorSpec::make(DType::kInt8, {c.m, c.k}));
+  ValueId zx = zp;
+  if (c.int8_zero) {
+    ValueId zi = node(g, OpKind::ToCopy, "zi", {{"self", zp}, {"dtype", DType::kInt8}},
+                      TensorSpec::make(DType::kInt8, {c.m, 1}));
+    zx = node(g, OpKind::ToCopy, "zx", {{"self", zi}, {"dtype", DType::kFloat32}}, row);
+  }
+  ValueId xq = node(g, OpKind::ToCopy, "xq", {{"self", qx}, {"dtype", DType::kFloat32}}, all);
+  ValueId xd0 = node(g, OpKind::SubTensor, "xd0", {{"self", xq}, {"other", zx}}, all);
+  ValueId xd = node(g, OpKind::MulTensor, "xd", {{"self", xd0}, {"other", sc}}, all);
+  // The weight: int8 values in [-8, 7] [n, groups, group] (stored two a byte by the export), a
+  // zero point and a scale per group.
+  const TensorSpec wspec = spec({c.n, groups, c.group});
+  ValueId q = int8_constant(g, "q", {c.n, groups, c.group}, -8, 7, 91);
+  ValueId w = node(g, OpKind::ToCopy, "w", {{"self", q}, {"dtype", DType::kFloat32}}, wspec);
+  ValueId wz =
+      node(g, OpKind::SubTensor, "wz",
+           {{"self", w},
+            {"other", constant_of(g, "wzp", DType::kFloat32, {c.n, groups, 1},
+                                  [](int64_t i) { return static_cast<float>(i % 5 - 2); })}},
+           wspec);
+  ValueId wd = node(
+      g, OpKind::MulTensor, "wd",
+      {{"self", wz},
+       {"other", constant_of(g, "ws", DType::kFloat32, {c.n, groups, 1},
+                             [](int64_t i) {
+                               return 0.01f + 0.02f * std::fabs(std::sin(static_cast<float>(i)));
+                             })}},
+      wspec);
+  ValueId v =
+      node(g, OpKind::View, "v", {{"self", wd}, {"size", ints({c.n, c.k})}}, spec({c.n, c.k}));
+  ValueId t =
+      node(g, OpKind::Permute, "t", {{"self", v}, {"dims", ints({1, 0})}}, spec({c.k, c.n}));
+  ValueId y = node(g, OpKind::Mm, "y", {{"self", xd}, {"mat2", t}}, spec({c.m, c.n}));
+  g.set_outputs({y});
+  return g;
+}
+
+TEST_CASE("an 8da4w layer multiplies its int8 rows by the 4-bit weight in integers") {
+  // The product takes both chains: the rows' _to_copy, sub and mul (and the zero points'
+  // widening) and the weight's. Its result is the group sums' exact integers combined in
+  // float32, not the float steps' bits: within float rounding of them (the kernel's own test
+  // checks its bits against the exact sums).
+  for (const Da4w& c : {Da4w{3, 48, 256, 32, true}, Da4w{1, 40, 512, 128, false},
+                        Da4w{5, 33, 384, 128, true}, Da4w{2, 20, 256, 64, true}}) {
+    INFO("m " << c.m << " n " << c.n << " k " << c.k << " group " << c.group);
+    Graph g = da4w_linear(c);
+    const pte::File f = export_graph(g);
+    const size_t numel = static_cast<size_t>(c.m * c.k);
+    const Run fused = run(f, true, numel), plain = run(f, false, numel);
+    const std::string rows_steps = c.int8_zero ? "aten::_to_copy.out + aten::_to_copy.out + "
+                                                 "aten::sub.out + aten::mul.out + "
+                                               : "aten::_to_copy.out + aten::sub.out + "
+                                                 "aten::mul.out + ";
+    bool fused_rows = false;
+    for (const std::string& name : rows(fused.profile)) {
+      fused_rows = fused_rows || name == "aten::mm.out + " + rows_steps +
+                                             "etc::unpack_int4.out + aten::_to_copy.out + "
+                                             "aten::sub.out + aten::mul.out + "
+                                             "aten::permute_copy.out";
+    }
+    CHECK(fused_rows);
+    REQUIRE(fused.y.size() == plain.y.size());
+    float largest = 0, worst = 0;
+    for (size_t i = 0; i < plain.y.size(); ++i) {
+      largest = std::max(largest, std::fabs(plain.y[i]));
+      worst = std::max(worst, std::fabs(plain.y[i] - fused.y[i]));
+    }
+    CHECK(largest > 0.1f);
+    CHECK(worst <= 2e-6f * largest);
+  }
+}
+
+TEST_CASE("an 8da4w layer whose rows' zero points are not integers keeps the float steps' bits") {
+  // The planner cannot know the zero points at load: the product sees them when it runs and,
+  // finding one with a fraction, computes the rows' steps itself, each rounded as the
+  // program's kernels round it.
+  Graph g = da4w_linear(Da4w{3, 48, 256, 32, false, true});
+  const pte::File f = export_graph(g);
+  const size_t numel = size_t{3} * 256;
+  const Run fused = run(f, true, numel), plain = run(f, false, numel);
+  CHECK(rows(fused.profile).size() < rows(plain.profile).size());
+  REQUIRE(fused.y.size() == plain.y.size());
+  CHECK(std::memcmp(fused.y.data(), plain.y.data(), fused.y.size() * 4) == 0);
+}
+
 }  // namespace
 }  // namespace etc

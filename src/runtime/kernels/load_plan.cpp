@@ -135,6 +135,18 @@ class CpuPlanner {
   // The step before `before` that writes t: an etc::unpack_int4 of a uint8 constant into
   // exactly t's bytes (int8), with no step between touching t. nullopt otherwise.
   std::optional<size_t> unpacked_int4(size_t before, const TensorView& t) const;
+  // The steps before product step i that dequantize its left operand `a` [rows, k] from int8
+  // rows the program quantized at run time: _to_copy of the int8 values, [sub of a zero point
+  // per row], mul by a scale per row (ExecuTorch's 8da4w), each out read by the next step
+  // alone and by nothing after the product (whose out is `out`); the int8 values, zero points
+  // and scales left as they are until step i but for the steps in `skipped`, which will not
+  // run. The steps into `chain`.
+  // With `widen_zero`, a _to_copy that widens the zero points from int8 joins too.
+  std::optional<DequantizedWeight::QuantizedRows> quantized_rows(size_t i, const TensorView& a,
+                                                                 const TensorView& out,
+                                                                 const std::vector<size_t>& skipped,
+                                                                 bool widen_zero,
+                                                                 std::vector<size_t>& chain) const;
   // Gives a bmm(Q, K^T) followed by mul.Scalar, a last-dim _softmax and bmm(., V), whose
   // scores nothing else reads, the whole attention (fused_attention.h).
   void fuse_attention();
@@ -594,6 +606,23 @@ void CpuPlanner::fuse_dequantized_weights() {
     state->k = k;
     state->n = n;
     state->dequant = d;
+    if (d.q4 != nullptr && wd == DType::kFloat32) {
+      // An 8da4w product: the left operand's dequantization joins too, and the product runs
+      // in integers (gemm_int8x4.h), where its weight fits that kernel.
+      std::vector<size_t> rows_chain;
+      std::optional<DequantizedWeight::QuantizedRows> rows;
+      for (const bool widen_zero : {true, false}) {
+        if (rows) break;
+        rows = quantized_rows(i, mm.args[ia]->tensor, mm.args[iout]->tensor, chain, widen_zero,
+                              rows_chain);
+      }
+      std::optional<Int4Weight> int4 = rows ? prepare_int4_weight(d, k, n) : std::nullopt;
+      if (int4) {
+        state->quantized_rows = rows;
+        state->int4 = std::move(int4);
+        chain.insert(chain.end(), rows_chain.begin(), rows_chain.end());
+      }
+    }
     mm.state = std::move(state);
     std::sort(chain.begin(), chain.end());
     for (size_t j : chain) {
@@ -601,6 +630,117 @@ void CpuPlanner::fuse_dequantized_weights() {
       mm.fused_names += " + " + steps()[j].name;
     }
   }
+}
+
+std::optional<DequantizedWeight::QuantizedRows> CpuPlanner::quantized_rows(
+    size_t i, const TensorView& a, const TensorView& out, const std::vector<size_t>& skipped,
+    bool widen_zero, std::vector<size_t>& chain) const {
+  const std::vector<bool> io = io_values();
+  auto io_value = [&](const Value* v) { return io[static_cast<size_t>(v - values().data())]; };
+  if (a.dtype != DType::kFloat32 || a.rank() != 2) return std::nullopt;
+  const int64_t rows = a.sizes[0], k = a.sizes[1];
+  // mul: the chain's values times a scale per row.
+  const std::optional<size_t> mul_at = last_writer(i, a);
+  if (!mul_at) return std::nullopt;
+  const MethodStep& mul = steps()[*mul_at];
+  if (!mul.calls(OpKind::MulTensor) || mul.args.size() != 4 || !mul.args[0]->is_tensor() ||
+      !mul.args[1]->is_tensor())
+    return std::nullopt;
+  const std::vector<int64_t>& shape = mul.args[3]->tensor.sizes;
+  if (shape.empty() || shape.back() != k || mul.args[3]->tensor.numel() != rows * k)
+    return std::nullopt;
+  const size_t side = mul.args[0]->tensor.sizes == shape ? 0 : 1;
+  // A per-row operand: one value per row (or one for all), the same along k.
+  auto per_row = [&](const Value* v, int64_t& stride, int64_t& group) {
+    if (!v->is_tensor() || v->tensor.dtype != DType::kFloat32 || v->tensor.data == nullptr ||
+        io_value(v))
+      return false;
+    const std::optional<SplitOperand> so = split_operand(v->tensor, shape, shape.size() - 1);
+    if (!so || so->inner_stride != 0) return false;
+    stride = so->outer_stride;
+    group = so->outer_group;
+    return true;
+  };
+  DequantizedWeight::QuantizedRows q;
+  q.rows = rows;
+  const Value* sx = mul.args[1 - side];
+  if (!per_row(sx, q.scale_stride, q.scale_group)) return std::nullopt;
+  q.scale = sx->tensor.data_as<const float>();
+  // Each value the chain reads, with the step that reads it; each out it writes.
+  std::vector<std::pair<const Value*, size_t>> inputs{{sx, *mul_at}};
+  std::vector<const Value*> outs{mul.args[3]};
+  chain.assign({*mul_at});
+  const TensorView* cur = &mul.args[side]->tensor;
+  size_t at = *mul_at;
+  // [sub: the values less a zero point per row]
+  if (const std::optional<size_t> sub_at = last_writer(at, *cur)) {
+    const MethodStep& sub = steps()[*sub_at];
+    if (sub.calls(OpKind::SubTensor) && sub.args.size() == 5 && sub.args[0]->is_tensor() &&
+        sub.args[0]->tensor.sizes == shape && sub.args[2]->is_scalar() &&
+        sub.args[2]->scalar_as_double() == 1.0) {
+      const Value* zx = sub.args[1];
+      if (!per_row(zx, q.zero_stride, q.zero_group)) return std::nullopt;
+      q.zero = zx->tensor.data_as<const float>();
+      inputs.emplace_back(zx, *sub_at);
+      outs.push_back(sub.args[4]);
+      chain.push_back(*sub_at);
+      // The zero points the program widens from int8 itself (its _to_copy's out may lie
+      // over the int8 rows, dead in the program by then): that step joins too, and the
+      // product reads the int8 values.
+      const std::optional<size_t> widen =
+          widen_zero ? widened_int8(*sub_at, zx->tensor) : std::nullopt;
+      if (widen) {
+        const Value* zi = steps()[*widen].args[0];
+        if (io_value(zi)) return std::nullopt;
+        q.zero = nullptr;
+        q.zero_i8 = zi->tensor.data_as<const int8_t>();
+        inputs.back() = {zi, *widen};
+        outs.push_back(zx);
+        chain.push_back(*widen);
+      }
+      cur = &sub.args[0]->tensor;
+      at = *sub_at;
+    }
+  }
+  // _to_copy: the int8 rows widened.
+  const std::optional<size_t> cast_at = widened_int8(at, *cur);
+  if (!cast_at) return std::nullopt;
+  const MethodStep& cast = steps()[*cast_at];
+  const Value* qx = cast.args[0];
+  if (io_value(qx) || qx->tensor.numel() != rows * k) return std::nullopt;
+  q.q = qx->tensor.data_as<const int8_t>();
+  inputs.emplace_back(qx, *cast_at);
+  outs.push_back(cast.args.back());
+  chain.push_back(*cast_at);
+  auto runs = [&](size_t j) {
+    return std::find(chain.begin(), chain.end(), j) == chain.end() &&
+           std::find(skipped.begin(), skipped.end(), j) == skipped.end();
+  };
+  auto touches = [](const MethodStep& s, const TensorView& t) {
+    return std::any_of(s.args.begin(), s.args.end(), [&](const Value* v) {
+      return v->is_tensor() && v->tensor.data != nullptr && v->tensor.nbytes() > 0 &&
+             overlaps(v->tensor, t);
+    });
+  };
+  // The outs: float32 planned memory, no step but the chain's between touching them, nothing
+  // after the product reading them.
+  for (const Value* o : outs) {
+    const TensorView& t = o->tensor;
+    if (t.dtype != DType::kFloat32 || t.capacity >= 0 || t.data == nullptr || !t.device.is_cpu() ||
+        io_value(o) || !unread_after(i, t, &out))
+      return std::nullopt;
+    for (size_t j = *cast_at; j < i; ++j) {
+      if (runs(j) && touches(steps()[j], t)) return std::nullopt;
+    }
+  }
+  // The inputs: left as they are from their reader to the product (which reads them all
+  // before it writes its out, which may lie over them).
+  for (const auto& [v, reader] : inputs) {
+    for (size_t j = reader + 1; j < i; ++j) {
+      if (runs(j) && touches(steps()[j], v->tensor)) return std::nullopt;
+    }
+  }
+  return q;
 }
 
 void CpuPlanner::fuse_attention() {

@@ -261,19 +261,71 @@ Status run_dequantized(const KernelContext& ctx, const DequantizedWeight& q, con
     return internal_error(std::string(ctx.op) + ": mat2 " + b.describe() +
                           " is not the dequantized weight planned at load");
   }
+  if (q.quantized_rows && q.quantized_rows->rows != m) {
+    return internal_error(std::string(ctx.op) + ": the left operand " + a.describe() +
+                          " is not the quantized rows planned at load");
+  }
+  const float beta_v = beta ? scalar_to<float>(*beta) : 1.0f;
+  const float alpha_v = alpha ? scalar_to<float>(*alpha) : 1.0f;
+  MatrixRef<float> weight{nullptr, 0, 0};
+  weight.dequant = &q.dequant;
+  // Fills C with the bias (or zeros): after every operand is read, as the out may lie over
+  // the left operand's quantized rows (the program read them before it wrote the out).
+  auto init = [&](float* c) {
+    if (bias != nullptr && beta_v != 0.0f) {
+      init_from_bias<float>(*bias, beta_v, c, out.sizes);
+    } else {
+      std::fill_n(c, out.numel(), 0.0f);
+    }
+  };
+  if (q.quantized_rows) {
+    // The left operand's steps were skipped too (an 8da4w product): its int8 rows times the
+    // 4-bit weight in integers, where the rows' zero points are integers the kernel takes
+    // (choose_qparams_affine rounds them: always, in torchao's programs).
+    const DequantizedWeight::QuantizedRows& r = *q.quantized_rows;
+    std::vector<int32_t> zero(static_cast<size_t>(m));
+    std::vector<float> zero_f(static_cast<size_t>(m)), scale(static_cast<size_t>(m));
+    bool integers = true;
+    for (int64_t i = 0; i < m; ++i) {
+      const int64_t zi = (i / r.zero_group) * r.zero_stride;
+      const float z = r.zero != nullptr      ? r.zero[zi]
+                      : r.zero_i8 != nullptr ? static_cast<float>(r.zero_i8[zi])
+                                             : 0.0f;
+      zero_f[static_cast<size_t>(i)] = z;
+      scale[static_cast<size_t>(i)] = r.scale[(i / r.scale_group) * r.scale_stride];
+      integers = integers && z == std::nearbyint(z) && std::fabs(z) <= kInt8x4MaxZero;
+      if (integers) zero[static_cast<size_t>(i)] = static_cast<int32_t>(z);
+    }
+    if (integers) {
+      const Int8x4Rows rows =
+          arrange_int8_rows(m, Int8Rows{r.q, k, zero.data(), scale.data()}, *q.int4);
+      WriteAs<float> wo(out);
+      init(wo.data());
+      gemm_int8x4(rows, *q.int4, alpha_v, wo.data(), n);
+      wo.finish();
+      return Status();
+    }
+    // Otherwise the skipped steps' values (each step's rounding: the unfused bits), then the
+    // float product.
+    Buffer<float> rows(m * k);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < k; ++j) {
+        float v = static_cast<float>(r.q[i * k + j]);
+        if (r.zero != nullptr || r.zero_i8 != nullptr) v = v - zero_f[static_cast<size_t>(i)];
+        rows[i * k + j] = v * scale[static_cast<size_t>(i)];
+      }
+    }
+    WriteAs<float> wo(out);
+    init(wo.data());
+    gemm(m, n, k, alpha_v, MatrixRef<float>{rows.data(), k, 1}, weight, wo.data(), n);
+    wo.finish();
+    return Status();
+  }
   // A 16-bit product as run_matmul runs it: in float32, rounded once at the end.
   ReadAs<float> ra(a);
   WriteAs<float> wo(out);
   float* c = wo.data();
-  const float beta_v = beta ? scalar_to<float>(*beta) : 1.0f;
-  if (bias != nullptr && beta_v != 0.0f) {
-    init_from_bias<float>(*bias, beta_v, c, out.sizes);
-  } else {
-    std::fill_n(c, out.numel(), 0.0f);
-  }
-  MatrixRef<float> weight{nullptr, 0, 0};
-  weight.dequant = &q.dequant;
-  const float alpha_v = alpha ? scalar_to<float>(*alpha) : 1.0f;
+  init(c);
   gemm(m, n, k, alpha_v, MatrixRef<float>{ra.data(), k, 1}, weight, c, n);
   wo.finish();
   return Status();
