@@ -74,6 +74,10 @@ struct DequantB {
   // points are finite, each nonzero scale at least FLT_MIN): the CPU's own bf16 conversion
   // then rounds as the elementwise kernel does.
   bool normal_values = false;
+  // Every zero point is an integer of magnitude at most 2^20, or there is none (the load
+  // planner checks): q - z is then (2^23 + (q + 8)) - (2^23 + 8 + z) exactly, which lets the
+  // 4-bit kernels widen a nibble by setting a float's low mantissa bits instead of converting.
+  bool integer_zero = false;
   int64_t col0 = 0;
   // The same operand from column `cols` on.
   DequantB shifted(int64_t cols) const {

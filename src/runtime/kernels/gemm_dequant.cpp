@@ -514,21 +514,42 @@ __attribute__((target("avx512f,fma"))) inline void load_rows_transposed(
   out[3] = _mm512_unpackhi_epi64(t1, t3);
 }
 
+// The lanes of paired_round's two products back in row order: out vector h (weight rows
+// 16h .. 16h + 15, in row order) from permutex2var(even, index, odd).
+__attribute__((target("avx512f,fma"))) inline __m512i paired_order(int h) {
+  alignas(64) int32_t v[16];
+  for (int j = 0; j < 16; ++j) {
+    const int l = lane_row(j);  // half h's lane that holds row 16h + j
+    v[j] = (l % 2 != 0 ? 16 : 0) + 8 * h + l / 2;
+  }
+  return _mm512_load_si512(v);
+}
+
 // row_in_registers for 4-bit values in blocks of 32 inputs (k, the K blocks and the operands'
 // groups multiples of 32): each weight row's 16 bytes loaded and transposed in registers
 // instead of gathered. The lanes hold the weight rows in lane_row's order until the store.
 // Up to kARows rows of A (m of them: row r at a + r * a_rs, C's at c + r * ldc, init[r])
 // share each dequantized value: a short prompt dequantizes the weight once, not per row.
-template <Rounding kRound, int64_t kARows>
+// kMagic (DequantB::integer_zero): each nibble, its top bit flipped (q + 8, 0..15), becomes
+// the low mantissa bits of 2^23, so that subtracting 2^23 + 8 + z gives q - z exactly (one
+// logic instruction instead of two shifts and a conversion; the same values). With the CPU's
+// bf16 conversion, the two halves' values are rounded together (one instruction for 32) and
+// widened as their even and odd 16-bit words: the accumulators then hold the rows in
+// paired_order's order.
+template <Rounding kRound, int64_t kARows, bool kMagic>
 __attribute__((target("avx512f,avx512bf16,fma"))) void row4_blocked(
     const DequantB& d, int64_t pc, int64_t kc, int64_t j, int64_t cols, int64_t m, const float* a,
     int64_t a_rs, int64_t a_cs, float* c, int64_t ldc, float alpha, const float* init) {
+  constexpr bool kPaired = kRound == Rounding::kBf16Native;
   static const uint8_t kZeros[16] = {};
   const int64_t n0 = d.col0 + j;
   const int64_t rows_in[2] = {std::min<int64_t>(16, cols), std::max<int64_t>(0, cols - 16)};
   const bool has_zero = d.zero.present(), has_scale = d.scale.present();
-  __m512 z[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+  // 2^23 + 8: the widened nibble's offset (kMagic).
+  const __m512 offset = _mm512_set1_ps(8388616.0f);
+  __m512 z[2] = {kMagic ? offset : _mm512_setzero_ps(), kMagic ? offset : _mm512_setzero_ps()};
   __m512 sc[2] = {_mm512_set1_ps(1.0f), _mm512_set1_ps(1.0f)};
+  // kPaired: [r][0] the even 16-bit words' rows, [r][1] the odd ones'; else the two halves.
   __m512 acc[kARows][2];
   for (auto& row : acc)
     row[0] = row[1] = _mm512_setzero_ps();
@@ -537,12 +558,17 @@ __attribute__((target("avx512f,avx512bf16,fma"))) void row4_blocked(
     for (int64_t r = 0; r < 16; ++r)
       rows[h][r] = 16 * h + r < cols ? d.q4 + (n0 + 16 * h + r) * d.q4_row + pc / 2 : kZeros;
   }
+  const __m512i flip = _mm512_set1_epi32(static_cast<int>(0x88888888u));
+  const __m512i nibble = _mm512_set1_epi32(0x0F), magic = _mm512_set1_epi32(0x4B000000);
+  const __m512i high_words = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
   constexpr int64_t kHalves = 2;  // the second over zero rows when cols <= 16 (the last panel)
   for (int64_t p = 0; p < kc; p += 32) {
     const int64_t k = pc + p;
     for (int64_t h = 0; h < kHalves; ++h) {
-      if (has_zero && (p == 0 || (d.zero.k_stride != 0 && k % d.zero.k_group == 0)))
+      if (has_zero && (p == 0 || (d.zero.k_stride != 0 && k % d.zero.k_group == 0))) {
         z[h] = operand_lanes(d.zero, n0 + 16 * h, rows_in[h], k, true);
+        if constexpr (kMagic) z[h] = _mm512_add_ps(z[h], offset);  // exact: |z| <= 2^20
+      }
       if (has_scale && (p == 0 || (d.scale.k_stride != 0 && k % d.scale.k_group == 0)))
         sc[h] = operand_lanes(d.scale, n0 + 16 * h, rows_in[h], k, true);
     }
@@ -552,17 +578,43 @@ __attribute__((target("avx512f,avx512bf16,fma"))) void row4_blocked(
       for (const uint8_t*& row : rows[h]) {
         if (row != kZeros) row += 16;
       }
+      if constexpr (kMagic) {
+        for (__m512i& v : dw[h])
+          v = _mm512_xor_si512(v, flip);
+      }
     }
     for (int64_t q = 0; q < 4; ++q) {
 #pragma GCC unroll 8
       for (int64_t i = 0; i < 8; ++i) {
         __m512 v[kHalves];
         for (int64_t h = 0; h < kHalves; ++h) {
-          // Value 8q + i of each row: sign-extended, widened exactly, dequantized.
-          v[h] = dequant_lanes<kRound>(
-              _mm512_cvtepi32_ps(_mm512_srai_epi32(
-                  _mm512_slli_epi32(dw[h][q], static_cast<unsigned>(28 - 4 * i)), 28)),
-              has_zero, z[h], has_scale, sc[h]);
+          // Value 8q + i of each row, widened exactly, less its zero point, times its scale.
+          if constexpr (kMagic) {
+            // (x & 15) | 0x4B000000: 0xF0 & 0xCC | 0xAA.
+            const __m512i x =
+                i == 0 ? dw[h][q] : _mm512_srli_epi32(dw[h][q], static_cast<unsigned>(4 * i));
+            v[h] = _mm512_sub_ps(
+                _mm512_castsi512_ps(_mm512_ternarylogic_epi32(x, nibble, magic, 0xEA)), z[h]);
+            if (has_scale) v[h] = _mm512_mul_ps(v[h], sc[h]);
+            if constexpr (kRound == Rounding::kBf16) v[h] = round_bf16_lanes(v[h]);
+          } else {
+            v[h] =
+                dequant_lanes < kPaired
+                    ? Rounding::kNone
+                    : kRound >
+                          (_mm512_cvtepi32_ps(_mm512_srai_epi32(
+                               _mm512_slli_epi32(dw[h][q], static_cast<unsigned>(28 - 4 * i)), 28)),
+                           has_zero, z[h], has_scale, sc[h]);
+          }
+        }
+        if constexpr (kPaired) {
+          // Both halves rounded to bf16 at once: words 0-15 the first half's, 16-31 the
+          // second's; the even words widened by a shift, the odd ones by clearing the low.
+          const __m512bh both = _mm512_cvtne2ps_pbh(v[1], v[0]);
+          __m512i w;
+          std::memcpy(&w, &both, sizeof(w));
+          v[0] = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+          v[1] = _mm512_castsi512_ps(_mm512_and_si512(w, high_words));
         }
         const int64_t at = (p + 8 * q + i) * a_cs;
 #pragma GCC unroll 8
@@ -578,6 +630,7 @@ __attribute__((target("avx512f,avx512bf16,fma"))) void row4_blocked(
   }
   // Back to row order, then row_kernel_f32_avx512's store (the tile kernel's, per row).
   const __m512i order = lane_rows(true);
+  const __m512i paired[2] = {paired_order(0), paired_order(1)};
   const __m512 al = _mm512_set1_ps(alpha);
   for (int64_t r = 0; r < std::min(m, kARows); ++r) {
     for (int64_t h = 0; h < kHalves; ++h) {
@@ -585,9 +638,22 @@ __attribute__((target("avx512f,avx512bf16,fma"))) void row4_blocked(
       float* out = c + r * ldc + 16 * h;
       const __m512 c0 =
           init != nullptr ? _mm512_set1_ps(init[r]) : _mm512_maskz_loadu_ps(mask, out);
-      _mm512_mask_storeu_ps(out, mask,
-                            _mm512_fmadd_ps(al, _mm512_permutexvar_ps(order, acc[r][h]), c0));
+      const __m512 sum = kPaired ? _mm512_permutex2var_ps(acc[r][0], paired[h], acc[r][1])
+                                 : _mm512_permutexvar_ps(order, acc[r][h]);
+      _mm512_mask_storeu_ps(out, mask, _mm512_fmadd_ps(al, sum, c0));
     }
+  }
+}
+
+// row4_blocked with kMagic where d's zero points allow it.
+template <Rounding kRound, int64_t kARows>
+void row4_blocked_for(const DequantB& d, int64_t pc, int64_t kc, int64_t j, int64_t cols, int64_t m,
+                      const float* a, int64_t a_rs, int64_t a_cs, float* c, int64_t ldc,
+                      float alpha, const float* init) {
+  if (d.integer_zero) {
+    row4_blocked<kRound, kARows, true>(d, pc, kc, j, cols, m, a, a_rs, a_cs, c, ldc, alpha, init);
+  } else {
+    row4_blocked<kRound, kARows, false>(d, pc, kc, j, cols, m, a, a_rs, a_cs, c, ldc, alpha, init);
   }
 }
 
@@ -606,7 +672,7 @@ void row_in_registers_bits(const DequantB& d, int64_t pc, int64_t kc, int64_t j,
                            const float* init) {
   with_rounding(d, [&]<Rounding kRound>() {
     if (kBits == 4 && row4_blocks(d, pc, kc)) {
-      row4_blocked<kRound, 1>(d, pc, kc, j, cols, 1, a, 0, a_step, c, 0, alpha, init);
+      row4_blocked_for<kRound, 1>(d, pc, kc, j, cols, 1, a, 0, a_step, c, 0, alpha, init);
     } else {
       row_in_registers<kBits, kRound>(d, pc, kc, j, cols, a, a_step, c, alpha, init);
     }
@@ -624,8 +690,8 @@ void rows_in_registers_avx512(const DequantB& d, int64_t pc, int64_t kc, int64_t
                               int64_t m, const float* a, int64_t a_rs, int64_t a_cs, float* c,
                               int64_t ldc, float alpha, const float* init) {
   with_rounding(d, [&]<Rounding kRound>() {
-    row4_blocked<kRound, kRowsInRegisters>(d, pc, kc, j, cols, m, a, a_rs, a_cs, c, ldc, alpha,
-                                           init);
+    row4_blocked_for<kRound, kRowsInRegisters>(d, pc, kc, j, cols, m, a, a_rs, a_cs, c, ldc, alpha,
+                                               init);
   });
 }
 

@@ -550,6 +550,7 @@ void CpuPlanner::fuse_dequantized_weights() {
       d.normal_values = true;
     }
     bool ok = true;
+    d.integer_zero = true;  // int8 and 4-bit zero points, and the 16-bit chains' (checked below)
     for (auto [operand, to] : {std::pair{zero, &d.zero}, std::pair{scale, &d.scale}}) {
       if (operand == nullptr) continue;
       const std::optional<SplitOperand> so = split_operand(*operand, shape, split);
@@ -564,6 +565,10 @@ void CpuPlanner::fuse_dequantized_weights() {
         to->i4_size = zero_i4_size;
       } else if (wd == DType::kFloat32) {
         to->data = operand->data_as<const float>();
+        for (int64_t e = 0; operand == zero && e < operand->numel(); ++e) {
+          const float v = to->data[e];
+          d.integer_zero = d.integer_zero && v == std::nearbyint(v) && std::fabs(v) <= 1048576.0f;
+        }
       } else {
         // The 16-bit constant widened once, exactly.
         std::vector<float>& wide = operand == zero ? state->zero_f32 : state->scale_f32;
