@@ -572,6 +572,14 @@ __attribute__((target("avx512f,avx512bf16,fma"))) void row4_blocked(
       if (has_scale && (p == 0 || (d.scale.k_stride != 0 && k % d.scale.k_group == 0)))
         sc[h] = operand_lanes(d.scale, n0 + 16 * h, rows_in[h], k, true);
     }
+    // The next panel's 32 rows, a line of each per 4 blocks (8 rows a block): the rows of
+    // one panel are 32 short streams, which the hardware's prefetchers do not follow far
+    // enough ahead for a decode step, whose weight comes from memory. (A prefetch past the
+    // weight's end is harmless.)
+    for (int64_t r = (p / 32) % 4 * 8, e = r + 8; r < e; ++r) {
+      _mm_prefetch(reinterpret_cast<const char*>(d.q4 + (n0 + 32 + r) * d.q4_row + (k & ~127) / 2),
+                   _MM_HINT_T0);
+    }
     __m512i dw[2][4];
     for (int64_t h = 0; h < kHalves; ++h) {
       load_rows_transposed(rows[h], dw[h]);

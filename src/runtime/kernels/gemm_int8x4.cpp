@@ -136,6 +136,10 @@ __attribute__((target("avx512f,avx512bw,avx512vnni,fma"))) void tile_vnni(const 
       const __m512i odd = _mm512_loadu_si512(xa + ch * kChunk + 64);
       const uint8_t* at = first + ch * 64;
       for (int64_t j = 0; j < 16; ++j) {
+        // The next tile's line of this chunk (its rows are 16 short streams the hardware's
+        // prefetchers do not follow; past the weight's end a prefetch is harmless).
+        if (r == 0)
+          _mm_prefetch(reinterpret_cast<const char*>(at + (16 + j) * stride), _MM_HINT_T0);
         const __m512i v = _mm512_maskz_loadu_epi8(j < rows ? load : 0, at + j * stride);
         // (v ^ 8) & 15 per nibble: 0xF0 ^ 0xCC then & 0xAA.
         const __m512i lo = _mm512_ternarylogic_epi32(v, flip, low, 0x28);

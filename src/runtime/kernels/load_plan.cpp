@@ -558,7 +558,12 @@ void CpuPlanner::fuse_dequantized_weights() {
         ok = false;
         break;
       }
-      if (operand == zero && zero_i8 != nullptr) {
+      if (operand == zero && zero_i8 != nullptr && operand->numel() * 8 <= k * n) {
+        // Widened once (exact), where that is small beside the weight: the products read
+        // float zero points a vector at a time (int8 ones a value at a time).
+        state->zero_f32.assign(zero_i8, zero_i8 + operand->numel());
+        to->data = state->zero_f32.data();
+      } else if (operand == zero && zero_i8 != nullptr) {
         to->data_i8 = zero_i8;
       } else if (operand == zero && zero_i4 != nullptr) {
         to->data_i4 = zero_i4;
