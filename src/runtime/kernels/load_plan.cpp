@@ -660,6 +660,7 @@ std::optional<DequantizedWeight::QuantizedRows> CpuPlanner::quantized_rows(
   if (shape.empty() || shape.back() != k || mul.args[3]->tensor.numel() != rows * k)
     return std::nullopt;
   const size_t side = mul.args[0]->tensor.sizes == shape ? 0 : 1;
+  if (mul.args[side]->tensor.sizes != shape) return std::nullopt;  // an outer product
   // A per-row operand: one value per row (or one for all), the same along k.
   auto per_row = [&](const Value* v, int64_t& stride, int64_t& group) {
     if (!v->is_tensor() || v->tensor.dtype != DType::kFloat32 || v->tensor.data == nullptr ||
