@@ -235,6 +235,32 @@ TEST_CASE("a decode step over 4-bit rows of 264 values: blocks of 32 and dwords 
   }
 }
 
+TEST_CASE("packed 4-bit bytes that do not hold the unpacked values are not read in their place") {
+  // A program (not one etc writes) whose etc::unpack_int4 reads a packed constant of one row
+  // where its out has 128: the product must not take the packed bytes for the weight (it would
+  // read past them); the unpacking runs, and its own check fails the call.
+  Graph g = int4_linear(Int4Linear{128, 256, false, false});
+  pte::File f = export_graph(g);
+  bool shrunk = false;
+  for (pte::EValue& v : f.program.plans[0].values) {
+    if (v.kind == pte::ValueKind::kTensor &&
+        v.tensor.scalar_type == dtype_to_scalar_type(DType::kUInt8) &&
+        v.tensor.sizes == std::vector<int32_t>{128, 8, 16}) {  // 32 values in 16 bytes a row
+      v.tensor.sizes = {1, 8, 16};
+      shrunk = true;
+    }
+  }
+  REQUIRE(shrunk);
+  auto runtime = std::move(rt::make_cpu_runtime()).value();
+  Result<std::unique_ptr<rt::Method>> m = rt::Method::load(f, 0, runtime->env());
+  REQUIRE(m.ok());
+  const std::vector<float> x(4 * 256, 0.5f);
+  REQUIRE((*m)->set_input(0, x.data(), x.size() * sizeof(float)).ok());
+  const Status st = (*m)->execute();
+  CHECK(!st.ok());
+  CHECK(st.to_string().find("unpack_int4") != std::string::npos);
+}
+
 TEST_CASE("a dequantized weight something else reads is not fused into the product") {
   Graph g = int4_linear(Int4Linear{128, 256, false, true});
   const pte::File f = export_graph(g);

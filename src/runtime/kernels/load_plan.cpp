@@ -378,8 +378,16 @@ std::optional<size_t> CpuPlanner::unpacked_int4(size_t before, const TensorView&
   const bool unpacks = w.calls(OpKind::UnpackInt4) && w.args.size() == 4 &&
                        (w.constant_args & 1) != 0 && w.args[0]->is_tensor() &&
                        w.args[0]->tensor.dtype == DType::kUInt8 &&
-                       w.args[0]->tensor.data != nullptr;
-  return unpacks ? j : std::nullopt;
+                       w.args[0]->tensor.data != nullptr && w.args[1]->kind == Value::Kind::kInt;
+  if (!unpacks) return std::nullopt;
+  // The packed bytes hold t's values (check_unpack_int4's rule: rows of ceil(size / 2) bytes,
+  // size values each): the product reads them in place of t, and no kernel checks them then.
+  const TensorView& packed = w.args[0]->tensor;
+  const int64_t size = w.args[1]->i;
+  if (packed.rank() == 0 || size <= 0 || packed.sizes.back() != int4::row_bytes(size) ||
+      packed.numel() / packed.sizes.back() * size != t.numel())
+    return std::nullopt;
+  return j;
 }
 
 void CpuPlanner::fuse_dequantized_weights() {
