@@ -31,10 +31,13 @@ bool group_fits(int64_t g) {
   return g == 32 || g == 64 || (g % kChunk == 0 && g <= kInt8x4MaxGroup);
 }
 
-// The portable build: per row and group, dp over the group's bytes, then the same float
-// steps as the vector build. Rows [n0, n1).
-void rows_portable(const Int8x4Rows& a, const Int4Weight& w, int64_t n0, int64_t n1, float alpha,
-                   float* c, int64_t ldc) {
+// Per row and group, dp over the group's bytes (a group lies in one chunk or is whole
+// chunks: its bytes in runs of at most 64), then the float steps of the vector build. Rows
+// [n0, n1). Inlined into a portable build and an AVX2 one (where the compiler vectorises the
+// byte products): the builds for CPUs without AVX-512 VNNI.
+__attribute__((always_inline)) inline void rows_any(const Int8x4Rows& a, const Int4Weight& w,
+                                                    int64_t n0, int64_t n1, float alpha, float* c,
+                                                    int64_t ldc) {
   const int64_t groups = w.groups(), half = w.group / 2;
   for (int64_t r = 0; r < a.m; ++r) {
     const int8_t* xa = a.bytes.data() + r * a.chunks * kChunk;
@@ -45,38 +48,6 @@ void rows_portable(const Int8x4Rows& a, const Int4Weight& w, int64_t n0, int64_t
       float acc = 0.0f;
       for (int64_t g = 0; g < groups; ++g) {
         int32_t dp = 0;
-        for (int64_t b = g * half; b < (g + 1) * half; ++b) {
-          const int64_t chunk = b / 64, j = b % 64;
-          const int32_t lo = static_cast<int32_t>((row[b] & 0x0Fu) ^ 0x08u);
-          const int32_t hi = static_cast<int32_t>((row[b] >> 4) ^ 0x08u);
-          dp += lo * xa[chunk * kChunk + j] + hi * xa[chunk * kChunk + 64 + j];
-        }
-        const size_t at = w.at(n, g);
-        const int32_t s = dp - w.c1[at] * sums[g] - zx * w.c2[at];
-        acc = std::fma(w.scale[at], static_cast<float>(s), acc);
-      }
-      float& out = c[r * ldc + n];
-      out = std::fma(alpha, acc * a.scale[static_cast<size_t>(r)], out);
-    }
-  }
-}
-
-// The same loop built for AVX2 (the compiler vectorises the byte products): the build for
-// CPUs without AVX-512 VNNI.
-__attribute__((target("avx2,fma"))) void rows_avx2(const Int8x4Rows& a, const Int4Weight& w,
-                                                   int64_t n0, int64_t n1, float alpha, float* c,
-                                                   int64_t ldc) {
-  const int64_t groups = w.groups(), half = w.group / 2;
-  for (int64_t r = 0; r < a.m; ++r) {
-    const int8_t* xa = a.bytes.data() + r * a.chunks * kChunk;
-    const int32_t* sums = a.sums.data() + r * groups;
-    const int32_t zx = a.zero[static_cast<size_t>(r)];
-    for (int64_t n = n0; n < n1; ++n) {
-      const uint8_t* row = w.q4 + n * w.row_bytes;
-      float acc = 0.0f;
-      for (int64_t g = 0; g < groups; ++g) {
-        int32_t dp = 0;
-        // A group lies in one chunk or is whole chunks: its bytes in runs of at most 64.
         for (int64_t b = g * half; b < (g + 1) * half;) {
           const int64_t chunk = b / 64, j0 = b % 64,
                         len = std::min<int64_t>(64 - j0, (g + 1) * half - b);
@@ -98,6 +69,17 @@ __attribute__((target("avx2,fma"))) void rows_avx2(const Int8x4Rows& a, const In
       out = std::fma(alpha, acc * a.scale[static_cast<size_t>(r)], out);
     }
   }
+}
+
+void rows_portable(const Int8x4Rows& a, const Int4Weight& w, int64_t n0, int64_t n1, float alpha,
+                   float* c, int64_t ldc) {
+  rows_any(a, w, n0, n1, alpha, c, ldc);
+}
+
+__attribute__((target("avx2,fma"))) void rows_avx2(const Int8x4Rows& a, const Int4Weight& w,
+                                                   int64_t n0, int64_t n1, float alpha, float* c,
+                                                   int64_t ldc) {
+  rows_any(a, w, n0, n1, alpha, c, ldc);
 }
 
 // The AVX-512 VNNI build over tiles of 16 weight rows: each row's chunk of 64 bytes split
