@@ -29,6 +29,22 @@ bool overlaps(const TensorView& a, const TensorView& b) {
          b0 < a0 + static_cast<std::uintptr_t>(a.nbytes());
 }
 
+// Whether argument v (a tensor, or each tensor of a list: cat's items, split's outs) has
+// bytes in common with t.
+bool arg_overlaps(const Value* v, const TensorView& t) {
+  auto hit = [&t](const TensorView* u) {
+    return u != nullptr && u->data != nullptr && u->nbytes() > 0 && overlaps(*u, t);
+  };
+  if (v->is_tensor()) return hit(&v->tensor);
+  return std::any_of(v->tensors.begin(), v->tensors.end(), hit);
+}
+
+// Whether any argument of step s has bytes in common with t.
+bool step_touches(const MethodStep& s, const TensorView& t) {
+  return std::any_of(s.args.begin(), s.args.end(),
+                     [&t](const Value* v) { return arg_overlaps(v, t); });
+}
+
 // One elementwise instruction read as an epilogue op: its operands (tensors or a scalar), its
 // bounds, its out. Only float32 arithmetic with alpha 1, whose kernels round once per
 // element, so that the epilogue's arithmetic is the kernel's.
@@ -138,15 +154,13 @@ class CpuPlanner {
   // The steps before product step i that dequantize its left operand `a` [rows, k] from int8
   // rows the program quantized at run time: _to_copy of the int8 values, [sub of a zero point
   // per row], mul by a scale per row (ExecuTorch's 8da4w), each out read by the next step
-  // alone and by nothing after the product (whose out is `out`); the int8 values, zero points
-  // and scales left as they are until step i but for the steps in `skipped`, which will not
-  // run. The steps into `chain`.
-  // With `widen_zero`, a _to_copy that widens the zero points from int8 joins too.
-  std::optional<DequantizedWeight::QuantizedRows> quantized_rows(size_t i, const TensorView& a,
-                                                                 const TensorView& out,
-                                                                 const std::vector<size_t>& skipped,
-                                                                 bool widen_zero,
-                                                                 std::vector<size_t>& chain) const;
+  // alone and by nothing after the product (whose weight is `b`, skipped too, and whose out
+  // is `out`); the int8 values, zero points and scales left as they are until step i but for
+  // the steps in `skipped`, which will not run. The steps into `chain`. With `widen_zero`, a
+  // _to_copy that widens the zero points from int8 joins too.
+  std::optional<DequantizedWeight::QuantizedRows> quantized_rows(
+      size_t i, const TensorView& a, const TensorView& b, const TensorView& out,
+      const std::vector<size_t>& skipped, bool widen_zero, std::vector<size_t>& chain) const;
   // Gives a bmm(Q, K^T) followed by mul.Scalar, a last-dim _softmax and bmm(., V), whose
   // scores nothing else reads, the whole attention (fused_attention.h).
   void fuse_attention();
@@ -347,12 +361,7 @@ std::optional<size_t> CpuPlanner::last_writer(size_t before, const TensorView& t
   for (size_t j = before; j-- > 0;) {
     const MethodStep& w = steps()[j];
     if (w.kind != StepKind::kKernel || w.fused || w.args.empty()) return std::nullopt;
-    bool touches = false;
-    for (const Value* a : w.args) {
-      touches = touches || (a->is_tensor() && a->tensor.data != nullptr && a->tensor.nbytes() > 0 &&
-                            overlaps(a->tensor, t));
-    }
-    if (!touches) continue;
+    if (!step_touches(w, t)) continue;
     const Value* out = w.args.back();
     const bool writes = out->is_tensor() && out->tensor.data == t.data &&
                         out->tensor.numel() == t.numel() && out->tensor.dtype == t.dtype;
@@ -443,14 +452,9 @@ void CpuPlanner::fuse_dequantized_weights() {
                               out->tensor.nbytes() > 0 && overlaps(out->tensor, *cur);
       if (!writes_cur) {
         // A step between that reads or writes the chain's bytes: leave the chain alone.
-        bool touches = false;
-        for (const Value* a : w.args) {
-          for (const TensorView* t : written) {
-            touches = touches || (a->is_tensor() && a->tensor.data != nullptr &&
-                                  a->tensor.nbytes() > 0 && overlaps(a->tensor, *t));
-          }
-        }
-        if (touches) break;
+        if (std::any_of(written.begin(), written.end(),
+                        [&](const TensorView* t) { return step_touches(w, *t); }))
+          break;
         continue;
       }
       // Its out must be cur's bytes exactly (a view of them at most), in the chain's dtype.
@@ -610,15 +614,19 @@ void CpuPlanner::fuse_dequantized_weights() {
     const size_t first = *std::min_element(chain.begin(), chain.end());
     for (size_t j = first; j < i && ok; ++j) {
       if (std::find(chain.begin(), chain.end(), j) != chain.end()) continue;
-      for (const Value* a : steps()[j].args) {
-        for (const TensorView* t : written) {
-          ok = ok && !(a->is_tensor() && a->tensor.data != nullptr && a->tensor.nbytes() > 0 &&
-                       overlaps(a->tensor, *t));
-        }
+      for (const TensorView* t : written)
+        ok = ok && !step_touches(steps()[j], *t);
+    }
+    for (const TensorView* t : written) {
+      ok = ok && unread_after(i, *t, &mm.args[iout]->tensor);
+      // Nor the product's other operands (an addmm's bias): they would read what the chain
+      // no longer writes.
+      for (size_t arg = 0; arg < mm.args.size(); ++arg) {
+        const Value* v = mm.args[arg];
+        const bool own = arg == ib || arg == iout || arg + 1 == mm.args.size();
+        ok = ok && (own || !arg_overlaps(v, *t));
       }
     }
-    for (const TensorView* t : written)
-      ok = ok && unread_after(i, *t, &mm.args[iout]->tensor);
     if (!ok) continue;
     state->b = b.data;
     state->k = k;
@@ -631,8 +639,8 @@ void CpuPlanner::fuse_dequantized_weights() {
       std::optional<DequantizedWeight::QuantizedRows> rows;
       for (const bool widen_zero : {true, false}) {
         if (rows) break;
-        rows = quantized_rows(i, mm.args[ia]->tensor, mm.args[iout]->tensor, chain, widen_zero,
-                              rows_chain);
+        rows = quantized_rows(i, mm.args[ia]->tensor, mm.args[ib]->tensor, mm.args[iout]->tensor,
+                              chain, widen_zero, rows_chain);
       }
       std::optional<Int4Weight> int4 = rows ? prepare_int4_weight(d, k, n) : std::nullopt;
       if (int4) {
@@ -651,8 +659,8 @@ void CpuPlanner::fuse_dequantized_weights() {
 }
 
 std::optional<DequantizedWeight::QuantizedRows> CpuPlanner::quantized_rows(
-    size_t i, const TensorView& a, const TensorView& out, const std::vector<size_t>& skipped,
-    bool widen_zero, std::vector<size_t>& chain) const {
+    size_t i, const TensorView& a, const TensorView& b, const TensorView& out,
+    const std::vector<size_t>& skipped, bool widen_zero, std::vector<size_t>& chain) const {
   const std::vector<bool> io = io_values();
   auto io_value = [&](const Value* v) { return io[static_cast<size_t>(v - values().data())]; };
   if (a.dtype != DType::kFloat32 || a.rank() != 2) return std::nullopt;
@@ -735,28 +743,31 @@ std::optional<DequantizedWeight::QuantizedRows> CpuPlanner::quantized_rows(
     return std::find(chain.begin(), chain.end(), j) == chain.end() &&
            std::find(skipped.begin(), skipped.end(), j) == skipped.end();
   };
-  auto touches = [](const MethodStep& s, const TensorView& t) {
-    return std::any_of(s.args.begin(), s.args.end(), [&](const Value* v) {
-      return v->is_tensor() && v->tensor.data != nullptr && v->tensor.nbytes() > 0 &&
-             overlaps(v->tensor, t);
-    });
-  };
   // The outs: float32 planned memory, no step but the chain's between touching them, nothing
-  // after the product reading them.
+  // after the product reading them, nor the product's other operands (an addmm's bias: the
+  // weight's chain is skipped too, its out not read).
+  const MethodStep& product = steps()[i];
   for (const Value* o : outs) {
     const TensorView& t = o->tensor;
     if (t.dtype != DType::kFloat32 || t.capacity >= 0 || t.data == nullptr || !t.device.is_cpu() ||
         io_value(o) || !unread_after(i, t, &out))
       return std::nullopt;
     for (size_t j = *cast_at; j < i; ++j) {
-      if (runs(j) && touches(steps()[j], t)) return std::nullopt;
+      if (runs(j) && step_touches(steps()[j], t)) return std::nullopt;
+    }
+    for (size_t arg = 0; arg < product.args.size(); ++arg) {
+      const Value* v = product.args[arg];
+      const bool own = (v->is_tensor() &&
+                        (&v->tensor == &a || &v->tensor == &b || v->tensor.data == out.data)) ||
+                       arg + 1 == product.args.size();
+      if (!own && arg_overlaps(v, t)) return std::nullopt;
     }
   }
   // The inputs: left as they are from their reader to the product (which reads them all
   // before it writes its out, which may lie over them).
   for (const auto& [v, reader] : inputs) {
     for (size_t j = reader + 1; j < i; ++j) {
-      if (runs(j) && touches(steps()[j], v->tensor)) return std::nullopt;
+      if (runs(j) && step_touches(steps()[j], v->tensor)) return std::nullopt;
     }
   }
   return q;
