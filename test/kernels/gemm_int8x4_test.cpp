@@ -13,6 +13,7 @@
 #include "graph/int4.h"
 #include "runtime/kernels/gemm.h"
 #include "runtime/kernels/gemm_int8x4.h"
+#include "runtime/kernels/parallel.h"
 
 namespace etc {
 namespace {
@@ -149,15 +150,19 @@ TEST_CASE("int8 rows times 4-bit weights: exact group sums, the same bits on eve
     }
     CHECK(worst <= 1e-5 * largest);
     for (const GemmIsa isa : isas) {
-      INFO("isa " << static_cast<int>(isa));
-      rt::kernels::set_gemm_isa(isa);
-      std::vector<float> y = o.c0;
-      const rt::kernels::Int8x4Rows rows = rt::kernels::arrange_int8_rows(
-          c.m, rt::kernels::Int8Rows{o.qx.data(), c.k, o.zx.data(), o.sx.data()}, *w);
-      rt::kernels::gemm_int8x4(rows, *w, alpha, y.data(), c.n);
-      CHECK(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
+      for (const int threads : {1, 3}) {  // the columns split across threads: the same bits
+        INFO("isa " << static_cast<int>(isa) << ", " << threads << " threads");
+        rt::kernels::set_gemm_isa(isa);
+        rt::kernels::set_num_threads(threads);
+        std::vector<float> y = o.c0;
+        const rt::kernels::Int8x4Rows rows = rt::kernels::arrange_int8_rows(
+            c.m, rt::kernels::Int8Rows{o.qx.data(), c.k, o.zx.data(), o.sx.data()}, *w);
+        rt::kernels::gemm_int8x4(rows, *w, alpha, y.data(), c.n);
+        CHECK(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
+      }
     }
     rt::kernels::set_gemm_isa(GemmIsa::kAuto);
+    rt::kernels::set_num_threads(0);
   }
 }
 
