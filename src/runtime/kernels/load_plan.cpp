@@ -151,16 +151,19 @@ class CpuPlanner {
   // The step before `before` that writes t: an etc::unpack_int4 of a uint8 constant into
   // exactly t's bytes (int8), with no step between touching t. nullopt otherwise.
   std::optional<size_t> unpacked_int4(size_t before, const TensorView& t) const;
-  // The steps before product step i that dequantize its left operand `a` [rows, k] from int8
-  // rows the program quantized at run time: _to_copy of the int8 values, [sub of a zero point
-  // per row], mul by a scale per row (ExecuTorch's 8da4w), each out read by the next step
-  // alone and by nothing after the product (whose weight is `b`, skipped too, and whose out
-  // is `out`); the int8 values, zero points and scales left as they are until step i but for
-  // the steps in `skipped`, which will not run. The steps into `chain`. With `widen_zero`, a
-  // _to_copy that widens the zero points from int8 joins too.
-  std::optional<DequantizedWeight::QuantizedRows> quantized_rows(
-      size_t i, const TensorView& a, const TensorView& b, const TensorView& out,
-      const std::vector<size_t>& skipped, bool widen_zero, std::vector<size_t>& chain) const;
+  // The steps before product step i that dequantize its left operand (argument ia, [rows, k])
+  // from int8 rows the program quantized at run time: _to_copy of the int8 values, [sub of a
+  // zero point per row], mul by a scale per row (ExecuTorch's 8da4w), each out read by the
+  // next step alone, by nothing after the product and by none of the product's other
+  // arguments but its weight (ib, skipped too) and out (iout); the int8 values, zero points
+  // and scales left as they are until step i but for the steps in `skipped`, which will not
+  // run. The steps into `chain`. With `widen_zero`, a _to_copy that widens the zero points
+  // from int8 joins too.
+  std::optional<DequantizedWeight::QuantizedRows> quantized_rows(size_t i, size_t ia, size_t ib,
+                                                                 size_t iout,
+                                                                 const std::vector<size_t>& skipped,
+                                                                 bool widen_zero,
+                                                                 std::vector<size_t>& chain) const;
   // Gives a bmm(Q, K^T) followed by mul.Scalar, a last-dim _softmax and bmm(., V), whose
   // scores nothing else reads, the whole attention (fused_attention.h).
   void fuse_attention();
@@ -639,8 +642,7 @@ void CpuPlanner::fuse_dequantized_weights() {
       std::optional<DequantizedWeight::QuantizedRows> rows;
       for (const bool widen_zero : {true, false}) {
         if (rows) break;
-        rows = quantized_rows(i, mm.args[ia]->tensor, mm.args[ib]->tensor, mm.args[iout]->tensor,
-                              chain, widen_zero, rows_chain);
+        rows = quantized_rows(i, ia, ib, iout, chain, widen_zero, rows_chain);
       }
       std::optional<Int4Weight> int4 = rows ? prepare_int4_weight(d, k, n) : std::nullopt;
       if (int4) {
@@ -659,8 +661,11 @@ void CpuPlanner::fuse_dequantized_weights() {
 }
 
 std::optional<DequantizedWeight::QuantizedRows> CpuPlanner::quantized_rows(
-    size_t i, const TensorView& a, const TensorView& b, const TensorView& out,
-    const std::vector<size_t>& skipped, bool widen_zero, std::vector<size_t>& chain) const {
+    size_t i, size_t ia, size_t ib, size_t iout, const std::vector<size_t>& skipped,
+    bool widen_zero, std::vector<size_t>& chain) const {
+  const MethodStep& product = steps()[i];
+  const TensorView& a = product.args[ia]->tensor;
+  const TensorView& out = product.args[iout]->tensor;
   const std::vector<bool> io = io_values();
   auto io_value = [&](const Value* v) { return io[static_cast<size_t>(v - values().data())]; };
   if (a.dtype != DType::kFloat32 || a.rank() != 2) return std::nullopt;
@@ -746,7 +751,6 @@ std::optional<DequantizedWeight::QuantizedRows> CpuPlanner::quantized_rows(
   // The outs: float32 planned memory, no step but the chain's between touching them, nothing
   // after the product reading them, nor the product's other operands (an addmm's bias: the
   // weight's chain is skipped too, its out not read).
-  const MethodStep& product = steps()[i];
   for (const Value* o : outs) {
     const TensorView& t = o->tensor;
     if (t.dtype != DType::kFloat32 || t.capacity >= 0 || t.data == nullptr || !t.device.is_cpu() ||
@@ -756,11 +760,8 @@ std::optional<DequantizedWeight::QuantizedRows> CpuPlanner::quantized_rows(
       if (runs(j) && step_touches(steps()[j], t)) return std::nullopt;
     }
     for (size_t arg = 0; arg < product.args.size(); ++arg) {
-      const Value* v = product.args[arg];
-      const bool own = (v->is_tensor() &&
-                        (&v->tensor == &a || &v->tensor == &b || v->tensor.data == out.data)) ||
-                       arg + 1 == product.args.size();
-      if (!own && arg_overlaps(v, t)) return std::nullopt;
+      const bool own = arg == ia || arg == ib || arg == iout || arg + 1 == product.args.size();
+      if (!own && arg_overlaps(product.args[arg], t)) return std::nullopt;
     }
   }
   // The inputs: left as they are from their reader to the product (which reads them all
