@@ -337,9 +337,11 @@ TEST_CASE("a PT2E linear with a bias (addmm) dequantizes its per-channel weight 
 // weight in groups of `group` inputs dequantized the same way. With `int8_zero` the rows'
 // zero points are cast to int8 and widened back (torchao's dtype); with `fractional_zero` the
 // zero point is not rounded (not torchao's form: the integer product must not take it).
+// With `rows_as_bias` (k == n) the product is addmm(xd, xd, w^T): its bias reads the
+// dequantized rows too.
 struct Da4w {
   int64_t m = 3, n = 48, k = 256, group = 32;
-  bool int8_zero = true, fractional_zero = false;
+  bool int8_zero = true, fractional_zero = false, rows_as_bias = false;
 };
 Graph da4w_linear(const Da4w& c) {
   const int64_t groups = c.k / c.group;
@@ -402,7 +404,10 @@ Graph da4w_linear(const Da4w& c) {
       node(g, OpKind::View, "v", {{"self", wd}, {"size", ints({c.n, c.k})}}, spec({c.n, c.k}));
   ValueId t =
       node(g, OpKind::Permute, "t", {{"self", v}, {"dims", ints({1, 0})}}, spec({c.k, c.n}));
-  ValueId y = node(g, OpKind::Mm, "y", {{"self", xd}, {"mat2", t}}, spec({c.m, c.n}));
+  ValueId y =
+      c.rows_as_bias
+          ? node(g, OpKind::Addmm, "y", {{"self", xd}, {"mat1", xd}, {"mat2", t}}, spec({c.m, c.n}))
+          : node(g, OpKind::Mm, "y", {{"self", xd}, {"mat2", t}}, spec({c.m, c.n}));
   g.set_outputs({y});
   return g;
 }
@@ -440,6 +445,22 @@ TEST_CASE("an 8da4w layer multiplies its int8 rows by the 4-bit weight in intege
     CHECK(largest > 0.1f);
     CHECK(worst <= 2e-6f * largest);
   }
+}
+
+TEST_CASE("8da4w rows that another operand of the product reads stay unfused") {
+  // addmm(xd, xd, w^T): the bias reads the dequantized rows, so their steps must run (the
+  // weight's chain still joins the product: the float steps' bits).
+  Da4w c{3, 128, 128, 32, true};
+  c.rows_as_bias = true;
+  Graph g = da4w_linear(c);
+  const pte::File f = export_graph(g);
+  const Run fused = run(f, true, 3 * 128), plain = run(f, false, 3 * 128);
+  const std::vector<std::string> names = rows(fused.profile);
+  CHECK(std::find(names.begin(), names.end(),
+                  "aten::addmm.out + etc::unpack_int4.out + aten::_to_copy.out + "
+                  "aten::sub.out + aten::mul.out + aten::permute_copy.out") != names.end());
+  REQUIRE(fused.y.size() == plain.y.size());
+  CHECK(std::memcmp(fused.y.data(), plain.y.data(), fused.y.size() * 4) == 0);
 }
 
 TEST_CASE("an 8da4w layer whose rows' zero points are not integers keeps the float steps' bits") {
