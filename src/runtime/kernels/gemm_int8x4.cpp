@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstring>
 #include <numeric>
 
 #include "graph/int4.h"
@@ -194,8 +193,8 @@ __attribute__((target("avx512f,avx512bw,avx512vnni,fma"))) void tile_vnni(const 
           _mm512_shuffle_i32x4(t0, t2, 0x88), _mm512_shuffle_i32x4(t0, t2, 0xDD),
           _mm512_shuffle_i32x4(t1, t3, 0x88), _mm512_shuffle_i32x4(t1, t3, 0xDD)};
       // The groups that end here, in order.
-      const int64_t first = w.group >= kChunk ? (ch + 1) / chunks_per_group - 1 : ch * per_chunk;
-      for (int64_t i = 0; i < per_chunk && first + i < groups; ++i) {
+      const int64_t g0 = w.group >= kChunk ? (ch + 1) / chunks_per_group - 1 : ch * per_chunk;
+      for (int64_t i = 0; i < per_chunk && g0 + i < groups; ++i) {
         __m512i dp;
         if (w.group == 32) {
           dp = part[i];
@@ -205,7 +204,7 @@ __attribute__((target("avx512f,avx512bw,avx512vnni,fma"))) void tile_vnni(const 
           dp = _mm512_add_epi32(_mm512_add_epi32(part[0], part[1]),
                                 _mm512_add_epi32(part[2], part[3]));
         }
-        const int64_t g = first + i;
+        const int64_t g = g0 + i;
         const size_t at = w.at(n0, g);
         const __m512i c1 = _mm512_maskz_loadu_epi32(valid, w.c1.data() + at);
         const __m512i c2 = _mm512_maskz_loadu_epi32(valid, w.c2.data() + at);
@@ -243,11 +242,13 @@ const std::array<int8_t, 256>& nibble_sums() {
   return kSums;
 }
 
-}  // namespace
-
-bool int8x4_uses_vnni() {
+// Whether gemm_int8x4 runs its AVX-512 VNNI build now: the CPU has it and $ETC_MAX_ISA or
+// set_gemm_isa does not cap the kernels below AVX-512 (else the portable or AVX2 loop).
+bool uses_vnni() {
   return cpu_has_vnni() && gemm_float_kernel() == FloatKernel::kAvx512;
 }
+
+}  // namespace
 
 std::optional<Int4Weight> prepare_int4_weight(const DequantB& d, int64_t k, int64_t n) {
   if (d.q4 == nullptr || d.q_k != 1 || d.bits16 != nullptr ||
@@ -272,7 +273,7 @@ std::optional<Int4Weight> prepare_int4_weight(const DequantB& d, int64_t k, int6
   }
   if (group == 0) return std::nullopt;
   Int4Weight w;
-  w.q4 = d.q4;
+  w.q4 = d.q4 + d.col0 * d.q4_row;  // the weight's rows from column col0 on
   w.row_bytes = d.q4_row;
   w.n = n;
   w.k = k;
@@ -285,7 +286,7 @@ std::optional<Int4Weight> prepare_int4_weight(const DequantB& d, int64_t k, int6
   const std::array<int8_t, 256>& sums = nibble_sums();
   for (int64_t row = 0; row < n; ++row) {
     const int64_t col = d.col0 + row;
-    const uint8_t* bytes = d.q4 + col * d.q4_row;
+    const uint8_t* bytes = w.q4 + row * w.row_bytes;
     for (int64_t g = 0; g < groups; ++g) {
       const int64_t k0 = g * group;
       auto value = [&](const DequantB::Operand& o, float absent) {
@@ -304,7 +305,6 @@ std::optional<Int4Weight> prepare_int4_weight(const DequantB& d, int64_t k, int6
       w.scale[at] = scale;
     }
   }
-  if (d.col0 != 0) w.q4 = d.q4 + d.col0 * d.q4_row;
   return w;
 }
 
@@ -330,7 +330,7 @@ Int8x4Rows arrange_int8_rows(int64_t m, const Int8Rows& x, const Int4Weight& w) 
 
 void gemm_int8x4(const Int8x4Rows& x, const Int4Weight& w, float alpha, float* c, int64_t ldc) {
   if (x.m <= 0 || w.n <= 0) return;
-  if (int8x4_uses_vnni()) {
+  if (uses_vnni()) {
     const int64_t tiles = (w.n + 15) / 16;
     // About 64 K values of the weight per chunk of work.
     const int64_t grain = std::max<int64_t>(1, 65536 / (16 * w.k));

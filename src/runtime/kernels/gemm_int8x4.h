@@ -75,8 +75,4 @@ Int8x4Rows arrange_int8_rows(int64_t m, const Int8Rows& x, const Int4Weight& w);
 // takes acc = fma(sw[n, g], float(S[r, n, g]), acc) for each group g in order.
 void gemm_int8x4(const Int8x4Rows& x, const Int4Weight& w, float alpha, float* c, int64_t ldc);
 
-// Whether gemm_int8x4 runs its AVX-512 VNNI build now (the CPU has it and $ETC_MAX_ISA or
-// set_gemm_isa does not cap the kernels below AVX-512); else the portable loop.
-bool int8x4_uses_vnni();
-
 }  // namespace etc::rt::kernels

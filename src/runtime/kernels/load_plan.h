@@ -2,9 +2,12 @@
 // its registry. For every method it loads with these kernels:
 // - marks the outs nothing reads (max_pool2d_with_indices' indices, most of the time), which
 //   the kernel then leaves unwritten (KernelContext::unread_outs);
-// - gives a matrix product (mm) whose right operand the steps before it dequantize from an
-//   int8 constant (a weight-only quantized layer: weight_only.h) those steps, which the
-//   product then runs as it packs the weight, marking them fused;
+// - gives a matrix product (mm, addmm) whose right operand the steps before it dequantize
+//   from an int8 or 4-bit constant (a weight-only quantized layer: weight_only.h) those steps,
+//   which the product then runs as it packs the weight, marking them fused; and, where the
+//   weight is 4-bit, the steps that dequantize its left operand from int8 rows the program
+//   quantized (ExecuTorch's 8da4w), the product then multiplying in integers
+//   (gemm_int8x4.h);
 // - gives convolutions, matrix products (mm) and inference batch norms the in-place
 //   elementwise steps right after them as their epilogue (Epilogue; a matrix product's may
 //   add a broadcast row, its bias), marking those steps fused;
@@ -13,7 +16,7 @@
 //   and back (KernelContext::channels_last_args), making each such convolution's oneDNN state ahead
 //   of its first call.
 // All but the first only where the method asks for fusion (LoadPlanView::fuse); the same bits
-// either way.
+// either way, but for the 8da4w products' integer sums (within float rounding of the steps').
 #pragma once
 
 #include "runtime/load_plan.h"

@@ -5,6 +5,7 @@
 // float64 in double, integers in int64; bool is rejected.
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <type_traits>
 
 #include "graph/ops.h"
@@ -249,7 +250,8 @@ const DequantizedWeight* dequantized_weight(const KernelContext& ctx) {
 
 // out = beta * bias + alpha * a @ B (as run_matmul starts from the bias), where B is the
 // quantized weight q describes: the skipped steps before would have dequantized it into b.
-// The GEMM dequantizes it while packing its panels: the bits of the unfused steps.
+// The GEMM dequantizes it while packing its panels: the bits of the unfused steps (but for an
+// 8da4w product's integer path: weight_only.h).
 Status run_dequantized(const KernelContext& ctx, const DequantizedWeight& q, const TensorView& a,
                        const TensorView& b, const TensorView* bias, const Value* beta,
                        const Value* alpha, TensorView& out, const MatmulShape& s) {
@@ -278,10 +280,17 @@ Status run_dequantized(const KernelContext& ctx, const DequantizedWeight& q, con
       std::fill_n(c, out.numel(), 0.0f);
     }
   };
+  // The left operand: the program's (a 16-bit one read in float32, the product rounded once
+  // at the end, as run_matmul runs it), or, where its dequantization steps were skipped too
+  // (an 8da4w product), those steps' values computed here when the integer product cannot
+  // take the rows.
+  std::optional<ReadAs<float>> ra;
+  Buffer<float> rows;
+  const float* a_data = nullptr;
   if (q.quantized_rows) {
-    // The left operand's steps were skipped too (an 8da4w product): its int8 rows times the
-    // 4-bit weight in integers, where the rows' zero points are integers the kernel takes
-    // (choose_qparams_affine rounds them: always, in torchao's programs).
+    // The int8 rows times the 4-bit weight in integers, where the rows' zero points are
+    // integers the kernel takes (choose_qparams_affine rounds them: always, in torchao's
+    // programs).
     const DequantizedWeight::QuantizedRows& r = *q.quantized_rows;
     std::vector<int32_t> zero(static_cast<size_t>(m));
     std::vector<float> zero_f(static_cast<size_t>(m)), scale(static_cast<size_t>(m));
@@ -297,17 +306,16 @@ Status run_dequantized(const KernelContext& ctx, const DequantizedWeight& q, con
       if (integers) zero[static_cast<size_t>(i)] = static_cast<int32_t>(z);
     }
     if (integers) {
-      const Int8x4Rows rows =
+      const Int8x4Rows arranged =
           arrange_int8_rows(m, Int8Rows{r.q, k, zero.data(), scale.data()}, *q.int4);
       WriteAs<float> wo(out);
       init(wo.data());
-      gemm_int8x4(rows, *q.int4, alpha_v, wo.data(), n);
+      gemm_int8x4(arranged, *q.int4, alpha_v, wo.data(), n);
       wo.finish();
       return Status();
     }
-    // Otherwise the skipped steps' values (each step's rounding: the unfused bits), then the
-    // float product.
-    Buffer<float> rows(m * k);
+    // Each skipped step's rounding: the unfused bits.
+    rows = Buffer<float>(m * k);
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t j = 0; j < k; ++j) {
         float v = static_cast<float>(r.q[i * k + j]);
@@ -315,18 +323,13 @@ Status run_dequantized(const KernelContext& ctx, const DequantizedWeight& q, con
         rows[i * k + j] = v * scale[static_cast<size_t>(i)];
       }
     }
-    WriteAs<float> wo(out);
-    init(wo.data());
-    gemm(m, n, k, alpha_v, MatrixRef<float>{rows.data(), k, 1}, weight, wo.data(), n);
-    wo.finish();
-    return Status();
+    a_data = rows.data();
+  } else {
+    a_data = ra.emplace(a).data();
   }
-  // A 16-bit product as run_matmul runs it: in float32, rounded once at the end.
-  ReadAs<float> ra(a);
   WriteAs<float> wo(out);
-  float* c = wo.data();
-  init(c);
-  gemm(m, n, k, alpha_v, MatrixRef<float>{ra.data(), k, 1}, weight, c, n);
+  init(wo.data());
+  gemm(m, n, k, alpha_v, MatrixRef<float>{a_data, k, 1}, weight, wo.data(), n);
   wo.finish();
   return Status();
 }
