@@ -1,8 +1,8 @@
 // How a 2-d convolution runs on the CPU: one choice, made in one place, from the call's
 // geometry, its dtype, whether its weights are a constant of the program, the layout its
 // tensors may be held in, and what this build and CPU offer. The convolution kernel
-// (conv.cpp) runs what it says; the load planner (load_plan.cpp) asks it which convolutions
-// would run on oneDNN if their tensors were held channels-last.
+// (conv.cpp) runs what it says; the load planner (load_plan_channels_last.cpp) asks it which
+// convolutions would run on oneDNN if their tensors were held channels-last.
 #pragma once
 
 #include <cstdint>

@@ -8,7 +8,7 @@
 // bytes, or a portable loop), then combines in float32 in a fixed order. The float32 steps
 // of the program round every dequantized value and every partial sum instead, so the two
 // differ in the last bits (the integer form is the nearer to the exact value); the load
-// planner takes this path only for that pattern (load_plan.cpp), and --no-fusion keeps the
+// planner takes this path only for that pattern (load_plan_dequant.cpp), and --no-fusion keeps the
 // program's own steps. Every ISA gives the same bits: the integers are exact and the float
 // steps are the same operations in the same order.
 #pragma once

@@ -2,8 +2,8 @@
 // configs (and ExecuTorch's quantizers) widens each int8 weight to float32 with the
 // elementwise steps of dequantize_affine - _to_copy, a subtraction of the zero point, a
 // multiplication by the scale, a transpose - and multiplies by the result. The load planner
-// (load_plan.cpp) gives such a chain to the product it feeds: the product then dequantizes the
-// weight as it packs its panels (DequantB), and the chain's steps are skipped. The weight is
+// (load_plan_dequant.cpp) gives such a chain to the product it feeds: the product then dequantizes
+// the weight as it packs its panels (DequantB), and the chain's steps are skipped. The weight is
 // read as int8 once per call instead of being widened, written and read again as float32;
 // the result has the bits of running every step. The same for a bf16 or fp16 model's chain
 // and product (each step rounded to the model's dtype, the product accumulated in float32).
