@@ -10,6 +10,7 @@
 #include "passes/fold_constants.h"
 #include "passes/gather_rows_first.h"
 #include "passes/pack_int4_weights.h"
+#include "passes/panel_weights.h"
 #include "passes/plan_memory.h"
 #include "passes/propagate_devices.h"
 #include "passes/remove_noops.h"
@@ -32,6 +33,8 @@ PassRegistry make_pass_registry() {
       {"partition", "group CUDA-capable nodes into delegates (--target)", &partition_pass},
       {"decompose-host-ops", "rewrite host ops into ExecuTorch's portable kernel set",
        &decompose_host_ops},
+      {"panel-weights", "store the CPU products' 16-bit and int8 weights in panels of columns",
+       &panel_weights},
       {"propagate-devices", "put delegate IO on the delegate's device, insert copies",
        &propagate_devices},
       {"plan-memory", "assign buffers and offsets per device", &plan_memory},

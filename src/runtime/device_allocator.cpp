@@ -1,5 +1,8 @@
 #include "runtime/device_allocator.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <new>
@@ -65,6 +68,14 @@ Result<DeviceBuffer> DeviceBuffer::allocate(const DeviceAllocatorRegistry& regis
                         std::to_string(registry.host_allocation_limit()) +
                         " bytes per allocation)");
     }
+    if (bytes >= kMappedHostBytes && alignment <= static_cast<size_t>(sysconf(_SC_PAGESIZE))) {
+      void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p != MAP_FAILED) {
+        b.data_ = p;
+        b.mapped_ = true;
+        return b;
+      }
+    }
     b.data_ = ::operator new(bytes, std::align_val_t(alignment), std::nothrow);
     if (b.data_ == nullptr) {
       return Status(ErrorCode::kDeviceUnavailable,
@@ -81,6 +92,7 @@ Result<DeviceBuffer> DeviceBuffer::allocate(const DeviceAllocatorRegistry& regis
 
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept
     : allocator_(o.allocator_),
+      mapped_(o.mapped_),
       data_(o.data_),
       size_(o.size_),
       alignment_(o.alignment_),
@@ -94,6 +106,7 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
   if (this != &o) {
     release();
     allocator_ = o.allocator_;
+    mapped_ = o.mapped_;
     data_ = o.data_;
     size_ = o.size_;
     alignment_ = o.alignment_;
@@ -113,10 +126,13 @@ void DeviceBuffer::release() {
   if (data_ == nullptr) return;
   if (allocator_ != nullptr) {
     allocator_->deallocate(data_, device_.index);
+  } else if (mapped_) {
+    munmap(data_, size_);
   } else {
     ::operator delete(data_, std::align_val_t(alignment_));
   }
   data_ = nullptr;
+  mapped_ = false;
 }
 
 HostBackedAllocator::~HostBackedAllocator() {

@@ -60,8 +60,11 @@ class DeviceAllocatorRegistry {
   size_t host_limit_ = 0;
 };
 
-// An owning block of memory on one device: host memory (aligned new) for the CPU, the
-// registered allocator otherwise. Freed exactly once, by its destructor.
+// An owning block of memory on one device: host memory for the CPU (zeroed: aligned new,
+// or from kMappedHostBytes on, pages mapped from the system, which are zero until written
+// and take no memory before: a planned tensor no step writes, such as the weight copy etc's
+// load planner skips, costs nothing), the registered allocator otherwise. Freed exactly once,
+// by its destructor.
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
@@ -79,7 +82,9 @@ class DeviceBuffer {
 
  private:
   void release();
+  static constexpr size_t kMappedHostBytes = size_t{1} << 20;
   DeviceAllocator* allocator_ = nullptr;  // null for host memory
+  bool mapped_ = false;                   // host memory from mmap
   void* data_ = nullptr;
   size_t size_ = 0;
   size_t alignment_ = 0;

@@ -8,6 +8,7 @@
 #include "graph/ops.h"
 #include "kernels/kernel_test_util.h"
 #include "runtime/kernels/gemm.h"
+#include "runtime/kernels/parallel.h"
 #include "support/half.h"
 
 namespace etc::rt::test {
@@ -452,6 +453,95 @@ TEST_CASE("a quantized right operand gives the bits of the GEMM on its dequantiz
       REQUIRE(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
     }
   }
+}
+
+TEST_CASE("a weight in panels gives the bits of the same weight stored [K, N]") {
+  // etc's CPU export stores a decode step's 16-bit and int8 weights in panels of 64 columns
+  // (DequantB::panel); the product must read them as the [K, N] layout, bit for bit: a
+  // decode step (one row: AVX-512's 384 columns in registers, AVX2's row of accumulators), a
+  // short prompt (the tile kernel), a long one (the packed panels); K over several blocks,
+  // columns split across threads, panels of 32, 64 and 128.
+  std::mt19937 rng(91);
+  std::uniform_int_distribution<int> qd(-128, 127);
+  std::uniform_real_distribution<float> fd(-1, 1);
+  struct Case {
+    int64_t m, k, n, panel;
+  };
+  const Case cases[] = {{1, 700, 448, 64},  {1, 96, 1024, 64},  {1, 300, 96, 32},
+                        {1, 513, 384, 128}, {3, 700, 192, 64},  {8, 260, 448, 64},
+                        {9, 300, 320, 64},  {40, 129, 256, 64}, {70, 600, 640, 128}};
+  for (int threads : {1, 3}) {
+    kernels::set_num_threads(threads);
+    for (GemmIsa isa : {GemmIsa::kAuto, GemmIsa::kAvx2, GemmIsa::kPortable}) {
+      IsaScope guard(isa);
+      for (const Case& c : cases) {
+        for (int kind = 0; kind < 3; ++kind) {  // bf16, fp16, int8
+          INFO("threads " << threads << " isa " << static_cast<int>(isa) << " m=" << c.m << " k="
+                          << c.k << " n=" << c.n << " panel " << c.panel << " kind " << kind);
+          // The weight [K, N] and the same values in panels.
+          std::vector<uint16_t> w16(static_cast<size_t>(c.k * c.n)), p16(w16.size());
+          std::vector<int8_t> w8(w16.size()), p8(w16.size());
+          for (size_t i = 0; i < w16.size(); ++i) {
+            w16[i] = kind == 1 ? float_to_half(fd(rng)) : float_to_bfloat16(fd(rng));
+            w8[i] = static_cast<int8_t>(qd(rng));
+          }
+          for (int64_t kk = 0; kk < c.k; ++kk) {
+            for (int64_t nn = 0; nn < c.n; ++nn) {
+              const size_t from = static_cast<size_t>(kk * c.n + nn);
+              const size_t to =
+                  static_cast<size_t>((nn / c.panel) * c.k * c.panel + kk * c.panel + nn % c.panel);
+              p16[to] = w16[from];
+              p8[to] = w8[from];
+            }
+          }
+          kernels::DequantB rows, panels;
+          if (kind == 2) {
+            rows.q = w8.data();
+            panels.q = p8.data();
+          } else {
+            rows.bits16 = w16.data();
+            panels.bits16 = p16.data();
+            rows.float16 = panels.float16 = kind == 1;
+          }
+          rows.q_n = 1;
+          rows.q_k = c.n;
+          panels.q_n = 1;
+          panels.q_k = c.panel;
+          panels.panel = c.panel;
+          panels.panel_stride = c.k * c.panel;
+          std::vector<float> a(static_cast<size_t>(c.m * c.k));
+          for (float& v : a)
+            v = fd(rng);
+          std::vector<float> want(static_cast<size_t>(c.m * c.n), 0.5f), got = want;
+          kernels::MatrixRef<float> b_rows{nullptr, 0, 0}, b_panels{nullptr, 0, 0};
+          b_rows.dequant = &rows;
+          b_panels.dequant = &panels;
+          kernels::gemm(c.m, c.n, c.k, 1.5f, kernels::MatrixRef<float>{a.data(), c.k, 1}, b_rows,
+                        want.data(), c.n);
+          kernels::gemm(c.m, c.n, c.k, 1.5f, kernels::MatrixRef<float>{a.data(), c.k, 1}, b_panels,
+                        got.data(), c.n);
+          REQUIRE(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
+          // And the values are the product's: against double sums of the widened weight.
+          for (int64_t i = 0; i < c.m; i += std::max<int64_t>(1, c.m / 3)) {
+            for (int64_t j = 0; j < c.n; j += 7) {
+              double s = 0;
+              for (int64_t kk = 0; kk < c.k; ++kk) {
+                const size_t at = static_cast<size_t>(kk * c.n + j);
+                const double wv = kind == 2   ? w8[at]
+                                  : kind == 1 ? half_to_float(w16[at])
+                                              : bfloat16_to_float(w16[at]);
+                s += static_cast<double>(a[static_cast<size_t>(i * c.k + kk)]) * wv;
+              }
+              const double expect = 0.5 + 1.5 * s;
+              REQUIRE(std::fabs(got[static_cast<size_t>(i * c.n + j)] - expect) <=
+                      1e-4 * (kind == 2 ? 128 : 1) * static_cast<double>(c.k));
+            }
+          }
+        }
+      }
+    }
+  }
+  kernels::set_num_threads(0);
 }
 
 TEST_CASE("a one-row product gives the bits of that row in a many-row product") {

@@ -476,5 +476,121 @@ TEST_CASE("an 8da4w layer whose rows' zero points are not integers keeps the flo
   CHECK(std::memcmp(fused.y.data(), plain.y.data(), fused.y.size() * 4) == 0);
 }
 
+TEST_CASE("16-bit and int8 weights stored in panels are read in place, same bits") {
+  // The export stores a host product's bf16/fp16 weight (or an int8 one a _to_copy widens:
+  // torchao's Int8WeightOnlyConfig) in panels of 64 columns and permutes it back before the
+  // product (panel-weights); the load planner gives the product the panels and skips the
+  // permute. One row (a decode step), a short prompt (the tile kernel) and 20 rows (packed
+  // panels); an addmm with a bias; K = 300 over two K blocks.
+  const int64_t k = 300, n = 256;
+  for (const DType dt : {DType::kBFloat16, DType::kFloat16}) {
+    const auto sp = [&](std::vector<int64_t> sizes) {
+      return TensorSpec::make(dt, std::move(sizes));
+    };
+    const auto widen = [&](uint16_t bits) {
+      return static_cast<double>(dt == DType::kBFloat16 ? bfloat16_to_float(bits)
+                                                        : half_to_float(bits));
+    };
+    for (const bool int8 : {false, true}) {
+      for (const bool addmm : {false, true}) {
+        for (const int64_t m : {int64_t{1}, int64_t{5}, int64_t{20}}) {
+          INFO(dtype_name(dt) << (int8 ? ", int8" : "") << (addmm ? ", addmm" : ", mm") << ", " << m
+                              << " row(s)");
+          Graph g;
+          ValueId x = g.add_input("x", sp({m, k}));
+          ValueId w;
+          std::vector<double> wv(static_cast<size_t>(k * n));  // the weight's values
+          if (int8) {
+            ValueId q = int8_constant(g, "q", {k, n}, -128, 127, 81);
+            const std::span<const uint8_t> b = g.value(q).spec.constant.bytes();
+            for (size_t i = 0; i < wv.size(); ++i)
+              wv[i] = static_cast<int8_t>(b[i]);
+            w = node(g, OpKind::ToCopy, "w", {{"self", q}, {"dtype", dt}}, sp({k, n}));
+          } else {
+            w = constant_of(g, "w", dt, {k, n},
+                            [](int64_t i) { return std::sin(static_cast<float>(i) * 0.37f); });
+            const std::span<const uint8_t> b = g.value(w).spec.constant.bytes();
+            for (size_t i = 0; i < wv.size(); ++i) {
+              uint16_t bits;
+              std::memcpy(&bits, b.data() + 2 * i, 2);
+              wv[i] = widen(bits);
+            }
+          }
+          ValueId bias = constant_of(g, "bias", dt, {n},
+                                     [](int64_t i) { return static_cast<float>(i % 7) - 3; });
+          ValueId y = addmm ? node(g, OpKind::Addmm, "y",
+                                   {{"self", bias}, {"mat1", x}, {"mat2", w}}, sp({m, n}))
+                            : node(g, OpKind::Mm, "y", {{"self", x}, {"mat2", w}}, sp({m, n}));
+          g.set_outputs({y});
+          const pte::File f = export_graph(g);
+          rt::Method::Profile fused_profile, plain_profile;
+          const std::vector<uint8_t> fused = run_as(f, true, dt, m * k, &fused_profile);
+          const std::vector<uint8_t> plain = run_as(f, false, dt, m * k, &plain_profile);
+          // The program permutes the panels back (ExecuTorch's runtime runs that copy); the
+          // planner skips it.
+          const std::string product = addmm ? "aten::addmm.out" : "aten::mm.out";
+          const std::vector<std::string> unfused = rows(plain_profile);
+          CHECK(std::count(unfused.begin(), unfused.end(), "aten::permute_copy.out") == 1);
+          CHECK(rows(fused_profile) ==
+                std::vector<std::string>{product + " + aten::permute_copy.out" +
+                                         (int8 ? " + aten::_to_copy.out" : "")});
+          REQUIRE(fused.size() == plain.size());
+          CHECK(fused == plain);
+          // And the values: bias + x @ w, x[i] = 2 sin(i) in dt.
+          double worst = 0, largest = 0;
+          for (int64_t i = 0; i < m; ++i) {
+            for (int64_t j = 0; j < n; ++j) {
+              double want = addmm ? static_cast<double>(j % 7 - 3) : 0.0;
+              for (int64_t c = 0; c < k; ++c) {
+                const float xv = std::sin(static_cast<float>(i * k + c)) * 2;
+                const uint16_t xb =
+                    dt == DType::kBFloat16 ? float_to_bfloat16(xv) : float_to_half(xv);
+                want += widen(xb) * wv[static_cast<size_t>(c * n + j)];
+              }
+              uint16_t got;
+              std::memcpy(&got, fused.data() + 2 * (i * n + j), 2);
+              worst = std::max(worst, std::abs(widen(got) - want));
+              largest = std::max(largest, std::abs(want));
+            }
+          }
+          CHECK(worst <= largest * (dt == DType::kBFloat16 ? 1.0 / 128 : 1.0 / 1024));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("weights the panels do not fit stay [K, N]") {
+  // A weight something else reads too (here an output), columns not a multiple of 64, a
+  // float32 weight (packed at load instead), a small one: no permute in the program.
+  struct Case {
+    DType dt;
+    int64_t k, n;
+    bool also_output;
+  };
+  for (const Case c :
+       {Case{DType::kBFloat16, 300, 256, true}, Case{DType::kBFloat16, 300, 250, false},
+        Case{DType::kFloat32, 300, 256, false}, Case{DType::kBFloat16, 64, 256, false}}) {
+    INFO(dtype_name(c.dt) << " " << c.k << "x" << c.n << (c.also_output ? ", also an output" : ""));
+    const auto sp = [&](std::vector<int64_t> sizes) {
+      return TensorSpec::make(c.dt, std::move(sizes));
+    };
+    Graph g;
+    ValueId x = g.add_input("x", sp({1, c.k}));
+    ValueId w = constant_of(g, "w", c.dt, {c.k, c.n},
+                            [](int64_t i) { return std::sin(static_cast<float>(i)); });
+    ValueId y = node(g, OpKind::Mm, "y", {{"self", x}, {"mat2", w}}, sp({1, c.n}));
+    if (c.also_output) {
+      g.set_outputs({y, w});
+    } else {
+      g.set_outputs({y});
+    }
+    const pte::File f = export_graph(g);
+    rt::Method::Profile profile;
+    run_as(f, false, c.dt, static_cast<size_t>(c.k), &profile);
+    CHECK(rows(profile) == std::vector<std::string>{"aten::mm.out"});
+  }
+}
+
 }  // namespace
 }  // namespace etc

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -63,6 +64,22 @@ struct DequantB {
   const uint16_t* bits16 = nullptr;
   bool float16 = false;
   int64_t q_n = 0, q_k = 0;
+  // With panel > 0 (int8 q or bits16, q_n == 1, q_k == panel, a multiple of 16): B stored in
+  // panels of `panel` columns, each its K rows of `panel` values, panel_stride values apart
+  // (the layout etc's CPU export gives a decode step's weights: docs/pte-format.md), so that
+  // a pass over a few panels reads each front to back. Element (k, n) is value
+  // (n / panel) * panel_stride + k * panel + n % panel.
+  int64_t panel = 0, panel_stride = 0;
+  // The offset in q or bits16 of element (k, n), n counted from col0.
+  int64_t offset(int64_t k, int64_t n) const {
+    n += col0;
+    if (panel > 0) return (n / panel) * panel_stride + k * q_k + n % panel;
+    return n * q_n + k * q_k;
+  }
+  // Columns from n (counted from col0) on that lie in n's panel (all when not in panels).
+  int64_t panel_left(int64_t n) const {
+    return panel > 0 ? panel - (n + col0) % panel : std::numeric_limits<int64_t>::max();
+  }
   Operand zero, scale;
   // The program's steps ran in bf16 or fp16 (a 16-bit model's dequantization): each value is
   // rounded to that dtype after the last step, as the elementwise kernel rounds it. Only where

@@ -271,12 +271,23 @@ void pack_dequant(FloatKernel isa, const DequantB& d, int64_t p0, int64_t j0, in
       // A row of B at a time: its values contiguous when q_n is 1; the operands of the row's
       // columns gathered first (they change with k's group).
       float zrow[64], srow[64];
+      int8_t qrow[64];  // a row's values gathered from panels
       const bool has_zero = d.zero.present(), has_scale = d.scale.present();
       for (int64_t p = 0; p < kc; ++p) {
         const int64_t k = p0 + p;
-        const int8_t* q = d.q + k * d.q_k + n0 * d.q_n;
         float* out = dst + p * nr;
-        if (!has_zero && !has_scale && d.q_n == 1) {
+        if (d.panel > 0) {
+          // In panels: the row's values in runs, each within a panel.
+          int8_t* q = qrow;
+          for (int64_t j = 0; j < cols;) {
+            const int64_t n = j0 + jr + j, len = std::min(cols - j, d.panel_left(n));
+            std::memcpy(q + j, d.q + d.offset(k, n), static_cast<size_t>(len));
+            j += len;
+          }
+        }
+        const int8_t* q = d.panel > 0 ? qrow : d.q + k * d.q_k + n0 * d.q_n;
+        const int64_t q_n = d.panel > 0 ? 1 : d.q_n;
+        if (!has_zero && !has_scale && q_n == 1) {
           dequant_run(q, cols, nullptr, nullptr, out);
           continue;
         }
@@ -288,7 +299,7 @@ void pack_dequant(FloatKernel isa, const DequantB& d, int64_t p0, int64_t j0, in
           srow[j] = sc;
         }
         for (int64_t j = 0; j < cols; ++j) {
-          float v = static_cast<float>(q[j * d.q_n]);
+          float v = static_cast<float>(q[j * q_n]);
           if (has_zero) v = v - zrow[j];
           if (has_scale) v = v * srow[j];
           out[j] = v;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "runtime/kernels/simd_transpose.h"
@@ -89,8 +90,17 @@ void pack_widened(FloatKernel isa, const DequantB& d, int64_t p0, int64_t j0, in
       }
     } else {
       for (int64_t p = 0; p < kc; ++p) {
-        const uint16_t* src = d.bits16 + (p0 + p) * d.q_k + n0 * d.q_n;
         float* out = dst + p * nr;
+        if (d.panel > 0) {
+          // In panels: each run of columns within one.
+          for (int64_t j = 0; j < cols;) {
+            const int64_t n = j0 + jr + j, len = std::min(cols - j, d.panel_left(n));
+            run(d.bits16 + d.offset(p0 + p, n), len, d.float16, out + j);
+            j += len;
+          }
+          continue;
+        }
+        const uint16_t* src = d.bits16 + (p0 + p) * d.q_k + n0 * d.q_n;
         if (d.q_n == 1) {
           run(src, cols, d.float16, out);
         } else {
@@ -220,17 +230,38 @@ __attribute__((target("avx512f,fma"))) void tile_w16_avx512(int64_t kc, const fl
   }
 }
 
-// One row of A times columns [0, cols) (cols <= 384) of a [K, N] weight of 16-bit floats or
-// int8 over a K block of kc rows: C = alpha * acc + (init ? *init : C) with each column's acc
-// in a register, k in order from zero (the row kernels' arithmetic). Per 16 products one load
-// of the weight and one multiply-add, where an accumulator row in memory costs a load and a
-// store more.
+// Where a weight's columns lie for the in-place paths: row p of column j (counted from the
+// operand's col0) at col(j) + p * step. Stored [K, N] (rows `step` apart), or in panels of
+// `panel` columns (DequantB::panel: step == panel), which a pass reads front to back.
 template <typename Src>
-__attribute__((target("avx512f,fma"))) void cols_in_registers(int64_t kc, const float* a,
-                                                              int64_t a_step, const Src* b,
-                                                              int64_t b_step, int64_t cols,
-                                                              bool float16, float* c, float alpha,
-                                                              const float* init) {
+struct WeightCols {
+  const Src* data;
+  int64_t col0, step, panel, panel_stride;
+  const Src* col(int64_t j) const {
+    j += col0;
+    return panel > 0 ? data + (j / panel) * panel_stride + j % panel : data + j;
+  }
+  // How many columns from j on lie in j's panel.
+  int64_t run(int64_t j) const {
+    return panel > 0 ? panel - (j + col0) % panel : std::numeric_limits<int64_t>::max();
+  }
+};
+
+template <typename Src>
+WeightCols<Src> weight_cols(const Src* data, const DequantB& d) {
+  return {data, d.col0, d.q_k, d.panel, d.panel_stride};
+}
+
+// One row of A times columns [j0, j0 + cols) (cols <= 384) of a weight of 16-bit floats or
+// int8 over a K block of kc rows from row p0: C = alpha * acc + (init ? *init : C) with each
+// column's acc in a register, k in order from zero (the row kernels' arithmetic). Per 16
+// products one load of the weight and one multiply-add, where an accumulator row in memory
+// costs a load and a store more. kPanels: the weight in panels (each vector of 16 columns
+// within one), each panel's rows read in order; else [K, N], the rows a row apart.
+template <typename Src, bool kPanels>
+__attribute__((target("avx512f,fma"))) void cols_in_registers(
+    int64_t kc, const float* a, int64_t a_step, const WeightCols<Src>& w, int64_t p0, int64_t j0,
+    int64_t cols, bool float16, float* c, float alpha, const float* init) {
   constexpr int64_t kVecs = 24;
   constexpr int64_t kPrefetchRows = 8;
   __mmask16 mask[kVecs];
@@ -240,25 +271,36 @@ __attribute__((target("avx512f,fma"))) void cols_in_registers(int64_t kc, const 
   }
   const int64_t vecs = (cols + 15) / 16, full = cols / 16;
   const int64_t tail = cols % 16;  // a last part vector, read through a zeroed copy
+  const int64_t b_step = w.step;
+  // Row p0 of each vector's first column: in panels, each vector's own; else one row.
+  const Src* vb[kVecs] = {};
+  for (int64_t v = 0; v < (kPanels ? vecs : 1); ++v)
+    vb[v] = w.col(j0 + 16 * v) + p0 * b_step;
   __m512 acc[kVecs];
   for (__m512& x : acc)
     x = _mm512_setzero_ps();
-  for (int64_t p = 0; p < kc; ++p, b += b_step) {
+  for (int64_t p = 0, off = 0; p < kc; ++p, off += b_step) {
     const __m512 av = _mm512_set1_ps(a[p * a_step]);
-    // The rows a page or more apart defeat the hardware's stream prefetch: ask for the
-    // chunk kPrefetchRows rows ahead.
-    if (p + kPrefetchRows < kc) {
-      const char* ahead = reinterpret_cast<const char*>(b + kPrefetchRows * b_step);
-      for (int64_t byte = 0; byte < cols * static_cast<int64_t>(sizeof(Src)); byte += 64)
-        _mm_prefetch(ahead + byte, _MM_HINT_T0);
+    if constexpr (!kPanels) {
+      // The rows a page or more apart defeat the hardware's stream prefetch: ask for the
+      // chunk kPrefetchRows rows ahead. (Panels are streams it follows.)
+      if (p + kPrefetchRows < kc) {
+        const char* ahead = reinterpret_cast<const char*>(vb[0] + off + kPrefetchRows * b_step);
+        for (int64_t byte = 0; byte < cols * static_cast<int64_t>(sizeof(Src)); byte += 64)
+          _mm_prefetch(ahead + byte, _MM_HINT_T0);
+      }
     }
 #pragma GCC unroll 24
     for (int64_t v = 0; v < kVecs; ++v) {
-      if (v < full) acc[v] = _mm512_fmadd_ps(av, load_widened(b + 16 * v, float16), acc[v]);
+      if (v < full) {
+        const Src* src = kPanels ? vb[v] + off : vb[0] + off + 16 * v;
+        acc[v] = _mm512_fmadd_ps(av, load_widened(src, float16), acc[v]);
+      }
     }
     if (tail != 0) {
       Src part[16] = {};
-      std::memcpy(part, b + 16 * full, static_cast<size_t>(tail) * sizeof(Src));
+      const Src* src = kPanels ? vb[full] + off : vb[0] + off + 16 * full;
+      std::memcpy(part, src, static_cast<size_t>(tail) * sizeof(Src));
       acc[full] = _mm512_fmadd_ps(av, load_widened(part, float16), acc[full]);
     }
   }
@@ -270,61 +312,79 @@ __attribute__((target("avx512f,fma"))) void cols_in_registers(int64_t kc, const 
   }
 }
 
-// The one-row product over a [K, N] weight in registers, 384 columns at a time (AVX-512).
+// The one-row product over a weight in registers, 384 columns at a time (AVX-512).
+template <typename Src>
+void rows_in_tiles(int64_t m, int64_t n, int64_t k, int64_t kc_block, float alpha,
+                   MatrixRef<float> a, const WeightCols<Src>& w, bool float16, float* c,
+                   int64_t ldc, const float* init);
+
 template <typename Src>
 void one_row_in_registers(int64_t n, int64_t k, int64_t kc_block, float alpha, MatrixRef<float> a,
-                          const Src* b, int64_t b_step, bool float16, float* c, const float* init) {
+                          const WeightCols<Src>& w, bool float16, float* c, const float* init) {
+  const bool panels = w.panel > 0;
+  // In panels, a vector of 16 columns must lie in one: else the tile kernel, whose tiles end
+  // at the panels' ends (the same arithmetic).
+  if (panels && (w.panel % 16 != 0 || w.col0 % 16 != 0))
+    return rows_in_tiles(1, n, k, kc_block, alpha, a, w, float16, c, n, init);
   for (int64_t j = 0; j < n; j += 384) {
     for (int64_t pc = 0; pc < k; pc += kc_block) {
-      cols_in_registers(std::min(kc_block, k - pc), a.data + pc * a.col_stride, a.col_stride,
-                        b + pc * b_step + j, b_step, std::min<int64_t>(384, n - j), float16, c + j,
-                        alpha, pc == 0 ? init : nullptr);
+      const int64_t kc = std::min(kc_block, k - pc), cols = std::min<int64_t>(384, n - j);
+      const float* ap = a.data + pc * a.col_stride;
+      const float* first = pc == 0 ? init : nullptr;
+      if (panels) {
+        cols_in_registers<Src, true>(kc, ap, a.col_stride, w, pc, j, cols, float16, c + j, alpha,
+                                     first);
+      } else {
+        cols_in_registers<Src, false>(kc, ap, a.col_stride, w, pc, j, cols, float16, c + j, alpha,
+                                      first);
+      }
     }
   }
 }
 
-// m <= 8 rows of A times a [K, N] weight (b, rows ldb apart) by tile_w16_avx512, a K block of
-// the weight's rows across all its columns before the next.
+// m <= 8 rows of A times a weight by tile_w16_avx512 (tiles of at most 32 columns, each
+// within a panel), a K block of the weight's rows across all its columns before the next.
 template <typename Src>
 void rows_in_tiles(int64_t m, int64_t n, int64_t k, int64_t kc_block, float alpha,
-                   MatrixRef<float> a, const Src* b, int64_t ldb, bool float16, float* c,
+                   MatrixRef<float> a, const WeightCols<Src>& w, bool float16, float* c,
                    int64_t ldc, const float* init) {
   for (int64_t pc = 0; pc < k; pc += kc_block) {
     const int64_t kc = std::min(kc_block, k - pc);
-    for (int64_t j = 0; j < n; j += 32) {
+    for (int64_t j = 0; j < n;) {
+      const int64_t cols = std::min({int64_t{32}, n - j, w.run(j)});
       tile_w16_avx512(kc, a.data + pc * a.col_stride, a.row_stride, a.col_stride, m,
-                      b + pc * ldb + j, ldb, std::min<int64_t>(32, n - j), float16, c + j, ldc,
-                      alpha, pc == 0 ? init : nullptr);
+                      w.col(j) + pc * w.step, w.step, cols, float16, c + j, ldc, alpha,
+                      pc == 0 ? init : nullptr);
+      j += cols;
     }
   }
 }
 
 // The one-row product over a 16-bit weight stored [K, N] (the rows of B contiguous: a bf16
-// model's linear layer as etc's export folds its transpose), for a decode step. AVX-512: 384
-// columns' accumulators in registers (one_row_in_registers). AVX2: row by row of the weight,
-// each read once and in order, into a row of accumulators in memory, a chunk of columns at a
-// time. Either way each column's accumulator takes k in order from zero within a K block and
-// C takes alpha * acc + C (or the row's init) after each, as the row kernels do: the same
-// bits.
+// model's linear layer as etc's export folds its transpose) or in panels, for a decode step.
+// AVX-512: 384 columns' accumulators in registers (one_row_in_registers). AVX2: row by row of
+// the weight (of a panel), each read once and in order, into a row of accumulators in
+// memory, a chunk of columns at a time. Either way each column's accumulator takes k in
+// order from zero within a K block and C takes alpha * acc + C (or the row's init) after
+// each, as the row kernels do: the same bits.
 void one_row_w16(bool avx512, int64_t n, int64_t k, int64_t kc_block, float alpha,
                  MatrixRef<float> a, const DequantB& d, float* c, const float* init) {
-  if (avx512) {
-    return one_row_in_registers(n, k, kc_block, alpha, a, d.bits16 + d.col0, d.q_k, d.float16, c,
-                                init);
-  }
+  const WeightCols<uint16_t> w = weight_cols(d.bits16, d);
+  if (avx512) return one_row_in_registers(n, k, kc_block, alpha, a, w, d.float16, c, init);
   constexpr int64_t kChunk = 2048;  // columns per pass: 8 KiB of accumulators in the L1 cache
   alignas(64) float acc[kChunk];
-  for (int64_t n0 = 0; n0 < n; n0 += kChunk) {
-    const int64_t cn = std::min(kChunk, n - n0);
+  for (int64_t n0 = 0; n0 < n;) {
+    const int64_t cn = std::min({kChunk, n - n0, w.run(n0)});
+    const uint16_t* col = w.col(n0);
     for (int64_t pc = 0; pc < k; pc += kc_block) {
       const int64_t kc = std::min(kc_block, k - pc);
       std::fill_n(acc, cn, 0.0f);
       for (int64_t p = 0; p < kc; ++p) {
-        axpy_w16_avx2(a.data[(pc + p) * a.col_stride], d.bits16 + (pc + p) * d.q_k + d.col0 + n0,
-                      cn, d.float16, acc);
+        axpy_w16_avx2(a.data[(pc + p) * a.col_stride], col + (pc + p) * w.step, cn, d.float16, acc);
       }
       finish_row_avx2(alpha, acc, cn, pc == 0 ? init : nullptr, c + n0);
     }
+    n0 += cn;
   }
 }
 
@@ -333,7 +393,7 @@ void one_row_w16(bool avx512, int64_t n, int64_t k, int64_t kc_block, float alph
 void wide16_rows(bool avx512, int64_t m, int64_t n, int64_t k, int64_t kc_block, float alpha,
                  MatrixRef<float> a, const DequantB& d, float* c, int64_t ldc, const float* init) {
   if (m == 1) return one_row_w16(avx512, n, k, kc_block, alpha, a, d, c, init);
-  rows_in_tiles(m, n, k, kc_block, alpha, a, d.bits16 + d.col0, d.q_k, d.float16, c, ldc, init);
+  rows_in_tiles(m, n, k, kc_block, alpha, a, weight_cols(d.bits16, d), d.float16, c, ldc, init);
 }
 
 bool int8_row_applies(const DequantB& d) {
@@ -343,9 +403,9 @@ bool int8_row_applies(const DequantB& d) {
 void int8_rows_avx512(int64_t m, int64_t n, int64_t k, int64_t kc_block, float alpha,
                       MatrixRef<float> a, const DequantB& d, float* c, int64_t ldc,
                       const float* init) {
-  if (m == 1)
-    return one_row_in_registers(n, k, kc_block, alpha, a, d.q + d.col0, d.q_k, false, c, init);
-  rows_in_tiles(m, n, k, kc_block, alpha, a, d.q + d.col0, d.q_k, false, c, ldc, init);
+  const WeightCols<int8_t> w = weight_cols(d.q, d);
+  if (m == 1) return one_row_in_registers(n, k, kc_block, alpha, a, w, false, c, init);
+  rows_in_tiles(m, n, k, kc_block, alpha, a, w, false, c, ldc, init);
 }
 
 }  // namespace etc::rt::kernels

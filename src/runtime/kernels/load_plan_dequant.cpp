@@ -93,6 +93,21 @@ std::optional<size_t> CpuPlanner::unpacked_int4(size_t before, const TensorView&
   return j;
 }
 
+std::optional<int64_t> CpuPlanner::panel_source(const MethodStep& w, int64_t k, int64_t n) const {
+  if (!w.calls(OpKind::Permute) || w.args.size() != 4 || (w.constant_args & 1) == 0 ||
+      !w.args[0]->is_tensor() || w.args[1]->kind != Value::Kind::kIntList ||
+      w.args[1]->ints != std::vector<int64_t>{1, 0, 2} || !w.args[2]->is_tensor())
+    return std::nullopt;
+  const TensorView& src = w.args[0]->tensor;
+  const TensorView& out = w.args[2]->tensor;
+  if (src.rank() != 3 || src.data == nullptr || src.dtype != out.dtype) return std::nullopt;
+  const int64_t panel = src.sizes[2];
+  if (panel <= 0 || panel % 16 != 0 || src.sizes[1] != k || src.sizes[0] * panel != n ||
+      out.sizes != std::vector<int64_t>{k, src.sizes[0], panel})
+    return std::nullopt;
+  return panel;
+}
+
 void CpuPlanner::fuse_dequantized_weights() {
   for (const MethodStep& s : steps()) {
     if (s.kind == StepKind::kJumpFalse || s.kind == StepKind::kMove) return;
@@ -132,12 +147,16 @@ void CpuPlanner::fuse_dequantized_weights() {
     std::vector<const TensorView*> written{&b};  // what they write
     bool transposed = false;
     const TensorView *zero = nullptr, *scale = nullptr, *q = nullptr;
+    // A weight in panels (panel_source): of the chain's dtype (read in place as it is), or
+    // int8 values the chain widens.
+    const uint16_t* bits16 = nullptr;
+    int64_t panel = 0;
     const MethodStep* unpack = nullptr;  // the step that unpacked q from 4-bit values, if one
     const int8_t* zero_i8 = nullptr;     // the zero point's int8 values, widened by a step
     const uint8_t* zero_i4 = nullptr;    // or its 4-bit values, unpacked and widened by steps
     int64_t zero_i4_size = 0;
     std::vector<int64_t> shape;  // the elementwise steps' shape (q's)
-    for (size_t j = i; j-- > 0 && q == nullptr;) {
+    for (size_t j = i; j-- > 0 && q == nullptr && bits16 == nullptr;) {
       if (std::find(chain.begin(), chain.end(), j) != chain.end()) continue;  // a zero's widening
       const MethodStep& w = steps()[j];
       if (w.kind != StepKind::kKernel || w.fused || w.args.empty()) break;
@@ -154,10 +173,17 @@ void CpuPlanner::fuse_dequantized_weights() {
       // Its out must be cur's bytes exactly (a view of them at most), in the chain's dtype.
       if (!plain(out) || out->tensor.data != cur->data || out->tensor.numel() != cur->numel())
         break;
-      if (w.calls(OpKind::Permute) && w.args.size() == 4 && !transposed && zero == nullptr &&
-          scale == nullptr && w.args[1]->kind == Value::Kind::kIntList &&
-          w.args[1]->ints == std::vector<int64_t>{1, 0} && plain(w.args[0]) &&
-          w.args[0]->tensor.rank() == 2) {
+      if (const std::optional<int64_t> p = panel_source(w, k, n);
+          p && (wd == DType::kBFloat16 || wd == DType::kFloat16) && !transposed &&
+          zero == nullptr && scale == nullptr && chain.empty()) {
+        // A 16-bit weight in panels, multiplied as it is.
+        bits16 = w.args[0]->tensor.data_as<const uint16_t>();
+        panel = *p;
+        shape = {k, n};
+      } else if (w.calls(OpKind::Permute) && w.args.size() == 4 && !transposed && zero == nullptr &&
+                 scale == nullptr && w.args[1]->kind == Value::Kind::kIntList &&
+                 w.args[1]->ints == std::vector<int64_t>{1, 0} && plain(w.args[0]) &&
+                 w.args[0]->tensor.rank() == 2) {
         transposed = true;
         cur = &w.args[0]->tensor;
       } else if (w.calls(OpKind::MulTensor) && w.args.size() == 4 && scale == nullptr &&
@@ -198,24 +224,36 @@ void CpuPlanner::fuse_dequantized_weights() {
       } else if (w.calls(OpKind::ToCopy) && w.args[0]->is_tensor() &&
                  w.args[0]->tensor.dtype == DType::kInt8 && w.args[0]->tensor.data != nullptr &&
                  w.args[0]->tensor.sizes == out->tensor.sizes) {
-        if (!constant_arg(w, 0)) {
-          // Int8 values a step unpacked from a constant's nibbles: that step joins the chain,
-          // and the product reads the nibbles.
-          const std::optional<size_t> from = unpacked_int4(j, w.args[0]->tensor);
-          if (!from || io[static_cast<size_t>(w.args[0] - values().data())]) break;
-          unpack = &steps()[*from];
+        const std::optional<size_t> from =
+            constant_arg(w, 0) ? std::nullopt : last_writer(j, w.args[0]->tensor);
+        const std::optional<int64_t> p = from ? panel_source(steps()[*from], k, n) : std::nullopt;
+        if (!constant_arg(w, 0) && p) {
+          // Int8 values in panels (the weight the program permutes them back from): no zero
+          // point or scale between (the in-place paths' form).
+          if (zero != nullptr || scale != nullptr || transposed ||
+              io[static_cast<size_t>(w.args[0] - values().data())])
+            break;
+          panel = *p;
           chain.push_back(*from);
           written.push_back(&w.args[0]->tensor);
+        } else if (!constant_arg(w, 0)) {
+          // Int8 values a step unpacked from a constant's nibbles: that step joins the chain,
+          // and the product reads the nibbles.
+          const std::optional<size_t> unpacked = unpacked_int4(j, w.args[0]->tensor);
+          if (!unpacked || io[static_cast<size_t>(w.args[0] - values().data())]) break;
+          unpack = &steps()[*unpacked];
+          chain.push_back(*unpacked);
+          written.push_back(&w.args[0]->tensor);
         }
-        q = &w.args[0]->tensor;
-        shape = q->sizes;
+        q = panel > 0 ? &steps()[*from].args[0]->tensor : &w.args[0]->tensor;
+        shape = w.args[0]->tensor.sizes;
       } else {
         break;
       }
       chain.push_back(j);
       written.push_back(&out->tensor);
     }
-    if (q == nullptr || q->numel() != k * n) continue;
+    if (bits16 == nullptr && (q == nullptr || q->numel() != k * n)) continue;
     // The chain's elementwise values in row-major order are B (k, n) or, transposed, B^T (n, k).
     const int64_t outer = transposed ? n : k;
     size_t split = 0;
@@ -237,8 +275,16 @@ void CpuPlanner::fuse_dequantized_weights() {
       if (!transposed || !(size == k || (size % 2 == 0 && k % 2 == 0))) continue;
       d.q4 = packed.data_as<const uint8_t>();
       d.q4_row = int4::row_bytes(k);
+    } else if (bits16 != nullptr) {
+      d.bits16 = bits16;
+      d.float16 = wd == DType::kFloat16;
     } else {
       d.q = q->data_as<const int8_t>();
+    }
+    if (panel > 0) {
+      d.q_k = panel;
+      d.panel = panel;
+      d.panel_stride = k * panel;
     }
     auto state = std::make_unique<DequantizedWeight>();
     // A bf16/fp16 chain rounds each step's values to its dtype. The widening of int8 values

@@ -59,6 +59,10 @@ class CpuPlanner {
   // The step before `before` that writes t: an etc::unpack_int4 of a uint8 constant into
   // exactly t's bytes (int8), with no step between touching t. nullopt otherwise.
   std::optional<size_t> unpacked_int4(size_t before, const TensorView& t) const;
+  // Whether step w writes a k x n matrix's values as a permute_copy (dims [1, 0, 2]) of a
+  // constant in panels ([n / P, k, P], of the out's dtype; P a multiple of 16): the layout
+  // etc's CPU export gives a decode step's weights (passes/panel_weights.h). P if so.
+  std::optional<int64_t> panel_source(const MethodStep& w, int64_t k, int64_t n) const;
   // The steps before product step i that dequantize its left operand (argument ia, [rows, k])
   // from int8 rows the program quantized at run time: _to_copy of the int8 values, [sub of a
   // zero point per row], mul by a scale per row (ExecuTorch's 8da4w), each out read by the
