@@ -27,7 +27,10 @@ bool only_product_weight(const Graph& g, const Value& w, const std::unordered_se
         cast.outputs.size() != 1)
       return false;
     const Value& wide = g.value(cast.outputs[0]);
-    if (!dtype_is_float(wide.spec.dtype) || wide.uses.empty() || g.is_live_out(wide.id))
+    // (The dtypes of the CPU products that read panels.)
+    const DType wd = wide.spec.dtype;
+    if ((wd != DType::kFloat32 && wd != DType::kBFloat16 && wd != DType::kFloat16) ||
+        wide.uses.empty() || g.is_live_out(wide.id))
       return false;
     for (const Use& cu : wide.uses) {
       if (!product_weight(g, cu, host)) return false;

@@ -470,8 +470,12 @@ TEST_CASE("a weight in panels gives the bits of the same weight stored [K, N]") 
   const Case cases[] = {{1, 700, 448, 64},  {1, 96, 1024, 64},  {1, 300, 96, 32},
                         {1, 513, 384, 128}, {3, 700, 192, 64},  {8, 260, 448, 64},
                         {9, 300, 320, 64},  {40, 129, 256, 64}, {70, 600, 640, 128}};
+  struct Threads {  // restored however the test ends
+    explicit Threads(int n) { kernels::set_num_threads(n); }
+    ~Threads() { kernels::set_num_threads(0); }
+  };
   for (int threads : {1, 3}) {
-    kernels::set_num_threads(threads);
+    const Threads scope(threads);
     for (GemmIsa isa : {GemmIsa::kAuto, GemmIsa::kAvx2, GemmIsa::kPortable}) {
       IsaScope guard(isa);
       for (const Case& c : cases) {
@@ -541,7 +545,6 @@ TEST_CASE("a weight in panels gives the bits of the same weight stored [K, N]") 
       }
     }
   }
-  kernels::set_num_threads(0);
 }
 
 TEST_CASE("a one-row product gives the bits of that row in a many-row product") {

@@ -483,7 +483,7 @@ TEST_CASE("16-bit and int8 weights stored in panels are read in place, same bits
   // permute. One row (a decode step), a short prompt (the tile kernel) and 20 rows (packed
   // panels); an addmm with a bias; K = 300 over two K blocks.
   const int64_t k = 300, n = 256;
-  for (const DType dt : {DType::kBFloat16, DType::kFloat16}) {
+  for (const DType dt : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
     const auto sp = [&](std::vector<int64_t> sizes) {
       return TensorSpec::make(dt, std::move(sizes));
     };
@@ -492,6 +492,7 @@ TEST_CASE("16-bit and int8 weights stored in panels are read in place, same bits
                                                         : half_to_float(bits));
     };
     for (const bool int8 : {false, true}) {
+      if (dt == DType::kFloat32 && !int8) continue;  // float32 weights are packed at load
       for (const bool addmm : {false, true}) {
         for (const int64_t m : {int64_t{1}, int64_t{5}, int64_t{20}}) {
           INFO(dtype_name(dt) << (int8 ? ", int8" : "") << (addmm ? ", addmm" : ", mm") << ", " << m
@@ -543,21 +544,59 @@ TEST_CASE("16-bit and int8 weights stored in panels are read in place, same bits
               double want = addmm ? static_cast<double>(j % 7 - 3) : 0.0;
               for (int64_t c = 0; c < k; ++c) {
                 const float xv = std::sin(static_cast<float>(i * k + c)) * 2;
-                const uint16_t xb =
-                    dt == DType::kBFloat16 ? float_to_bfloat16(xv) : float_to_half(xv);
-                want += widen(xb) * wv[static_cast<size_t>(c * n + j)];
+                const double x_dt = dt == DType::kFloat32    ? xv
+                                    : dt == DType::kBFloat16 ? widen(float_to_bfloat16(xv))
+                                                             : widen(float_to_half(xv));
+                want += x_dt * wv[static_cast<size_t>(c * n + j)];
               }
-              uint16_t got;
-              std::memcpy(&got, fused.data() + 2 * (i * n + j), 2);
-              worst = std::max(worst, std::abs(widen(got) - want));
+              const size_t at = static_cast<size_t>(i * n + j);
+              double got = 0;
+              if (dt == DType::kFloat32) {
+                float v;
+                std::memcpy(&v, fused.data() + 4 * at, 4);
+                got = v;
+              } else {
+                uint16_t bits;
+                std::memcpy(&bits, fused.data() + 2 * at, 2);
+                got = widen(bits);
+              }
+              worst = std::max(worst, std::abs(got - want));
               largest = std::max(largest, std::abs(want));
             }
           }
-          CHECK(worst <= largest * (dt == DType::kBFloat16 ? 1.0 / 128 : 1.0 / 1024));
+          const double rel = dt == DType::kBFloat16  ? 1.0 / 128
+                             : dt == DType::kFloat16 ? 1.0 / 1024
+                                                     : 1e-5;
+          CHECK(worst <= largest * rel);
         }
       }
     }
   }
+}
+
+TEST_CASE("a weight two products read is permuted back for each, and both read the panels") {
+  const int64_t k = 256, n = 320;
+  const auto sp = [](std::vector<int64_t> sizes) {
+    return TensorSpec::make(DType::kBFloat16, std::move(sizes));
+  };
+  Graph g;
+  ValueId x = g.add_input("x", sp({1, k}));
+  ValueId w = constant_of(g, "w", DType::kBFloat16, {k, n},
+                          [](int64_t i) { return std::cos(static_cast<float>(i)); });
+  ValueId y1 = node(g, OpKind::Mm, "y1", {{"self", x}, {"mat2", w}}, sp({1, n}));
+  ValueId x2 = node(g, OpKind::MulScalar, "x2", {{"self", x}, {"other", Scalar{2.0}}}, sp({1, k}));
+  ValueId y2 = node(g, OpKind::Mm, "y2", {{"self", x2}, {"mat2", w}}, sp({1, n}));
+  ValueId y = node(g, OpKind::AddTensor, "y", {{"self", y1}, {"other", y2}}, sp({1, n}));
+  g.set_outputs({y});
+  const pte::File f = export_graph(g);
+  rt::Method::Profile fused_profile, plain_profile;
+  const std::vector<uint8_t> fused = run_as(f, true, DType::kBFloat16, k, &fused_profile);
+  const std::vector<uint8_t> plain = run_as(f, false, DType::kBFloat16, k, &plain_profile);
+  // Both products take their own permute; nothing permutes at run time.
+  CHECK(fused_profile["aten::mm.out + aten::permute_copy.out"].calls == 2);
+  CHECK(fused_profile.count("aten::permute_copy.out") == 0);
+  CHECK(plain_profile["aten::permute_copy.out"].calls == 2);
+  CHECK(fused == plain);
 }
 
 TEST_CASE("weights the panels do not fit stay [K, N]") {
@@ -589,6 +628,30 @@ TEST_CASE("weights the panels do not fit stay [K, N]") {
     rt::Method::Profile profile;
     run_as(f, false, c.dt, static_cast<size_t>(c.k), &profile);
     CHECK(rows(profile) == std::vector<std::string>{"aten::mm.out"});
+  }
+  // An int8 weight whose widened values something else reads too (here an output), or that
+  // is widened to float64: no permute either.
+  for (const DType wide : {DType::kBFloat16, DType::kFloat64}) {
+    INFO("int8 widened to " << dtype_name(wide));
+    const auto sp = [&](std::vector<int64_t> sizes) {
+      return TensorSpec::make(wide, std::move(sizes));
+    };
+    Graph g;
+    ValueId x = g.add_input("x", sp({1, 300}));
+    ValueId q = int8_constant(g, "q", {300, 256}, -128, 127, 5);
+    ValueId w = node(g, OpKind::ToCopy, "w", {{"self", q}, {"dtype", wide}}, sp({300, 256}));
+    ValueId y = node(g, OpKind::Mm, "y", {{"self", x}, {"mat2", w}}, sp({1, 256}));
+    if (wide == DType::kBFloat16) {
+      g.set_outputs({y, w});
+    } else {
+      g.set_outputs({y});
+    }
+    const pte::File f = export_graph(g);
+    const std::vector<pte::Operator>& ops = f.program.plans.at(0).operators;
+    CHECK(std::none_of(ops.begin(), ops.end(),
+                       [](const pte::Operator& o) { return o.name == "aten::permute_copy"; }));
+    CHECK(std::any_of(ops.begin(), ops.end(),
+                      [](const pte::Operator& o) { return o.name == "aten::mm"; }));
   }
 }
 
