@@ -43,6 +43,10 @@ struct DequantB {
     const uint8_t* data_i4 = nullptr;
     int64_t i4_size = 0;
     int64_t n_stride = 0, n_group = 1, k_stride = 0, k_group = 1;
+    // When set, the same values arranged for the 4-bit row kernels (arrange_operand_lanes:
+    // rows in 16s, lanes_groups groups along K), read a vector at a time instead of gathered.
+    const float* lanes = nullptr;
+    int64_t lanes_groups = 0;
     bool present() const { return data != nullptr || data_i8 != nullptr || data_i4 != nullptr; }
     // Element i, widened to float (read once per group: the division is not per value).
     float at(int64_t i) const {
@@ -103,6 +107,16 @@ struct DequantB {
     return d;
   }
 };
+
+// For a 4-bit weight stored [N, K] (q4, k x n): its zero point's and scale's values arranged
+// once (at load) for the kernels that dequantize a decode step's or a short prompt's weight
+// in registers, which then read a vector of them at a time instead of gathering it: per 16
+// rows of the weight and group of k_group inputs along K, 16 floats in the order those
+// kernels hold the rows in their lanes. Fills the vectors (which must outlive d's use) and
+// points d's operands at them; leaves an operand that varies within 16 rows' group (n_group
+// > 1) as it is.
+void arrange_row_operands(DequantB& d, int64_t k, int64_t n, std::vector<float>& zero_lanes,
+                          std::vector<float>& scale_lanes);
 
 template <typename T>
 struct MatrixRef {

@@ -355,6 +355,10 @@ __attribute__((target("avx512f,fma"))) inline __m512i lane_rows(bool transposed)
 __attribute__((target("avx512f,fma"))) __m512 operand_lanes(const DequantB::Operand& o, int64_t n0,
                                                             int64_t rows, int64_t k,
                                                             bool transposed = false) {
+  if (transposed && o.lanes != nullptr && n0 % 16 == 0) {  // arranged at load: one load
+    const int64_t g = o.k_stride != 0 ? k / o.k_group : 0;
+    return _mm512_loadu_ps(o.lanes + ((n0 / 16) * o.lanes_groups + g) * 16);
+  }
   const int64_t kk = o.k_stride != 0 ? (k / o.k_group) * o.k_stride : 0;
   if (o.data != nullptr && o.n_stride < (int64_t{1} << 26)) {  // float values: one gather
     const __m512i row = lane_rows(transposed);
@@ -699,6 +703,40 @@ void row_in_registers_bits(const DequantB& d, int64_t pc, int64_t kc, int64_t j,
 }
 
 }  // namespace
+
+namespace {
+
+// arrange_row_operands for one operand: per 16 rows (h) and group (g), 16 floats at
+// (h * groups + g) * 16 in lane_row's order; rows past n 0.
+std::vector<float> arrange_operand_lanes(const DequantB::Operand& o, int64_t k, int64_t n,
+                                         int64_t& groups) {
+  groups = o.k_stride != 0 ? (k + o.k_group - 1) / o.k_group : 1;
+  const int64_t halves = (n + 15) / 16;
+  std::vector<float> lanes(static_cast<size_t>(halves * groups * 16), 0.0f);
+  for (int64_t h = 0; h < halves; ++h) {
+    for (int64_t g = 0; g < groups; ++g) {
+      float* out = lanes.data() + (h * groups + g) * 16;
+      const int64_t kk = o.k_stride != 0 ? g * o.k_stride : 0;
+      for (int l = 0; l < 16; ++l) {
+        const int64_t row = 16 * h + lane_row(l);
+        if (row < n) out[l] = o.at((row / o.n_group) * o.n_stride + kk);
+      }
+    }
+  }
+  return lanes;
+}
+
+}  // namespace
+
+void arrange_row_operands(DequantB& d, int64_t k, int64_t n, std::vector<float>& zero_lanes,
+                          std::vector<float>& scale_lanes) {
+  if (d.q4 == nullptr || d.q_k != 1) return;
+  for (auto [o, lanes] : {std::pair{&d.zero, &zero_lanes}, std::pair{&d.scale, &scale_lanes}}) {
+    if (!o->present() || o->n_group != 1) continue;
+    *lanes = arrange_operand_lanes(*o, k, n, o->lanes_groups);
+    o->lanes = lanes->data();
+  }
+}
 
 bool rows_in_registers_applies(FloatKernel isa, const DequantB& d, int64_t k, int64_t kc_block) {
   return row_in_registers_applies(isa, d, k, kc_block) && d.q4 != nullptr && k % 32 == 0 &&

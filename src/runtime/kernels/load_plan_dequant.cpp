@@ -372,6 +372,7 @@ void CpuPlanner::fuse_dequantized_weights() {
     state->k = k;
     state->n = n;
     state->dequant = d;
+    arrange_row_operands(state->dequant, k, n, state->zero_lanes, state->scale_lanes);
     if (d.q4 != nullptr && wd == DType::kFloat32) {
       // An 8da4w product: the left operand's dequantization joins too, and the product runs
       // in integers (gemm_int8x4.h), where its weight fits that kernel.

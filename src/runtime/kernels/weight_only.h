@@ -34,6 +34,8 @@ struct DequantizedWeight final : KernelState {
   // A bf16/fp16 chain's constant zero point and scale widened to float32, which dequant's
   // operands point into.
   std::vector<float> zero_f32, scale_f32;
+  // A 4-bit weight's zero point and scale arranged for the row kernels (arrange_row_operands).
+  std::vector<float> zero_lanes, scale_lanes;
   // The left operand's chain, when it joined too: a [rows, k] int8 tensor the program
   // quantized, and the row's zero point and scale (float32 tensors the skipped steps read:
   // row r's at (r / group) * stride), which the product reads when it runs.
