@@ -356,7 +356,7 @@ __attribute__((target("avx512f,fma"))) __m512 operand_lanes(const DequantB::Oper
                                                             int64_t rows, int64_t k,
                                                             bool transposed = false) {
   if (transposed && o.lanes != nullptr && n0 % 16 == 0) {  // arranged at load: one load
-    if (rows <= 0) return _mm512_setzero_ps();  // a half past the weight's last row
+    if (rows <= 0) return _mm512_setzero_ps();             // a half past the weight's last row
     const int64_t g = o.k_stride != 0 ? k / o.k_group : 0;
     return _mm512_loadu_ps(o.lanes + ((n0 / 16) * o.lanes_groups + g) * 16);
   }
