@@ -102,7 +102,10 @@ Result<ExportResult> export_model(const ExportRequest& request) {
                             .add_context("while importing " + request.model + " with " + sizes));
   }
 
-  PassContext context{request.options, result.report};
+  // Passes must not choose by a size the dynamic dims change (each build must compile alike).
+  ExportOptions options = request.options;
+  options.dynamic_shapes = !points.empty();
+  PassContext context{options, result.report};
   PipelineRunOptions run_options = request.run;
   if (request.progress) run_options.before_pass = request.progress;
 #ifndef NDEBUG
@@ -117,7 +120,7 @@ Result<ExportResult> export_model(const ExportRequest& request) {
   if (!points.empty()) {
     for (Graph& g : others) {
       ExportReport ignored;
-      PassContext ctx{request.options, ignored};
+      PassContext ctx{options, ignored};
       Result<PipelineResult> r =
           run_pipeline(g, before_planning, registry, ctx, PipelineRunOptions{});
       if (!r.ok()) {

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <unordered_set>
+#include <variant>
 
 namespace etc {
 namespace {
@@ -13,13 +14,28 @@ bool product_weight(const Graph& g, const Use& use, const std::unordered_set<uin
   return (op == OpKind::Mm && use.arg == 1) || (op == OpKind::Addmm && use.arg == 2);
 }
 
-// Whether every reader of constant `w` takes it as a product's weight: directly (16-bit),
-// or through host _to_copy steps to a float dtype whose outs only products read (int8).
-bool only_product_weight(const Graph& g, const Value& w, const std::unordered_set<uint32_t>& host) {
+// Whether the product reading its weight at `use` multiplies at most kMaxFloat32PanelRows
+// rows (static): a decode step's.
+bool few_rows(const Graph& g, const Use& use) {
+  const Node& n = g.node(use.node);
+  const auto* left = std::get_if<ValueId>(&n.args[n.op == OpKind::Mm ? 0 : 1]);
+  if (left == nullptr) return false;
+  const TensorSpec& s = g.value(*left).spec;
+  return s.dynamism == ShapeDynamism::kStatic && s.rank() == 2 &&
+         s.sizes[0] <= kMaxFloat32PanelRows;
+}
+
+// Whether every reader of constant `w` takes it as a product's weight: directly (16-bit, or
+// float32 for products of few rows), or through host _to_copy steps to a float dtype whose
+// outs only products read (int8).
+bool only_product_weight(const Graph& g, const Value& w, const std::unordered_set<uint32_t>& host,
+                         bool dynamic_shapes) {
   if (w.uses.empty()) return false;
   for (const Use& u : w.uses) {
     if (w.spec.dtype != DType::kInt8) {
       if (!product_weight(g, u, host)) return false;
+      // (With dynamic dims a product's rows may be any of several: float32 stays [K, N].)
+      if (w.spec.dtype == DType::kFloat32 && (dynamic_shapes || !few_rows(g, u))) return false;
       continue;
     }
     const Node& cast = g.node(u.node);
@@ -41,7 +57,7 @@ bool only_product_weight(const Graph& g, const Value& w, const std::unordered_se
 
 }  // namespace
 
-Result<bool> panel_weights(Graph& graph, PassContext&) {
+Result<bool> panel_weights(Graph& graph, PassContext& context) {
   std::unordered_set<uint32_t> host;  // the top-level nodes: a delegate's are not in the order
   for (NodeId n : graph.order())
     host.insert(n.v);
@@ -49,13 +65,13 @@ Result<bool> panel_weights(Graph& graph, PassContext&) {
   for (ValueId id : graph.constants()) {
     const Value& v = graph.value(id);
     const TensorSpec& s = v.spec;
-    const bool dtype_ok =
-        s.dtype == DType::kBFloat16 || s.dtype == DType::kFloat16 || s.dtype == DType::kInt8;
+    const bool dtype_ok = s.dtype == DType::kBFloat16 || s.dtype == DType::kFloat16 ||
+                          s.dtype == DType::kInt8 || s.dtype == DType::kFloat32;
     if (!dtype_ok || s.rank() != 2 || s.sizes[1] % kWeightPanel != 0 ||
         s.numel() < kMinPanelWeight || s.dynamism != ShapeDynamism::kStatic ||
         s.dim_order != contiguous_dim_order(2) ||
         s.constant.size != static_cast<size_t>(s.nbytes()) || graph.is_live_out(id) ||
-        !only_product_weight(graph, v, host))
+        !only_product_weight(graph, v, host, context.options.dynamic_shapes))
       continue;
     candidates.push_back(id);
   }

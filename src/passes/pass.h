@@ -42,6 +42,10 @@ struct ExportOptions {
   IoDevice io_device = IoDevice::kHost;
   PartitionOptions partition;
   MemoryPlanOptions memory;
+  // Set by the export when the model has dynamic dims: it compiles the graph at several
+  // sizes and requires the same program from each, so a pass must not choose by a tensor's
+  // sizes (which differ between those builds).
+  bool dynamic_shapes = false;
 };
 
 struct PassContext {

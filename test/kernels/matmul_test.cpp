@@ -456,8 +456,9 @@ TEST_CASE("a quantized right operand gives the bits of the GEMM on its dequantiz
 }
 
 TEST_CASE("a weight in panels gives the bits of the same weight stored [K, N]") {
-  // etc's CPU export stores a decode step's 16-bit and int8 weights in panels of 64 columns
-  // (DequantB::panel); the product must read them as the [K, N] layout, bit for bit: a
+  // etc's CPU export stores a decode step's 16-bit and int8 weights (and float32 ones of
+  // products of at most 8 rows) in panels of 64 columns (DequantB::panel); the product must
+  // read them as the [K, N] layout (float32: as the float32 product itself), bit for bit: a
   // decode step (one row: AVX-512's 384 columns in registers, AVX2's row of accumulators), a
   // short prompt (the tile kernel), a long one (the packed panels); K over several blocks,
   // columns split across threads, panels of 32, 64 and 128.
@@ -479,15 +480,17 @@ TEST_CASE("a weight in panels gives the bits of the same weight stored [K, N]") 
     for (GemmIsa isa : {GemmIsa::kAuto, GemmIsa::kAvx2, GemmIsa::kPortable}) {
       IsaScope guard(isa);
       for (const Case& c : cases) {
-        for (int kind = 0; kind < 3; ++kind) {  // bf16, fp16, int8
+        for (int kind = 0; kind < 4; ++kind) {  // bf16, fp16, int8, float32
           INFO("threads " << threads << " isa " << static_cast<int>(isa) << " m=" << c.m << " k="
                           << c.k << " n=" << c.n << " panel " << c.panel << " kind " << kind);
           // The weight [K, N] and the same values in panels.
           std::vector<uint16_t> w16(static_cast<size_t>(c.k * c.n)), p16(w16.size());
           std::vector<int8_t> w8(w16.size()), p8(w16.size());
+          std::vector<float> wf(w16.size()), pf(w16.size());
           for (size_t i = 0; i < w16.size(); ++i) {
             w16[i] = kind == 1 ? float_to_half(fd(rng)) : float_to_bfloat16(fd(rng));
             w8[i] = static_cast<int8_t>(qd(rng));
+            wf[i] = fd(rng);
           }
           for (int64_t kk = 0; kk < c.k; ++kk) {
             for (int64_t nn = 0; nn < c.n; ++nn) {
@@ -496,10 +499,13 @@ TEST_CASE("a weight in panels gives the bits of the same weight stored [K, N]") 
                   static_cast<size_t>((nn / c.panel) * c.k * c.panel + kk * c.panel + nn % c.panel);
               p16[to] = w16[from];
               p8[to] = w8[from];
+              pf[to] = wf[from];
             }
           }
           kernels::DequantB rows, panels;
-          if (kind == 2) {
+          if (kind == 3) {
+            panels.f32 = pf.data();  // against the float32 product over [K, N] itself
+          } else if (kind == 2) {
             rows.q = w8.data();
             panels.q = p8.data();
           } else {
@@ -519,6 +525,7 @@ TEST_CASE("a weight in panels gives the bits of the same weight stored [K, N]") 
           std::vector<float> want(static_cast<size_t>(c.m * c.n), 0.5f), got = want;
           kernels::MatrixRef<float> b_rows{nullptr, 0, 0}, b_panels{nullptr, 0, 0};
           b_rows.dequant = &rows;
+          if (kind == 3) b_rows = kernels::MatrixRef<float>{wf.data(), c.n, 1};
           b_panels.dequant = &panels;
           kernels::gemm(c.m, c.n, c.k, 1.5f, kernels::MatrixRef<float>{a.data(), c.k, 1}, b_rows,
                         want.data(), c.n);
@@ -531,7 +538,8 @@ TEST_CASE("a weight in panels gives the bits of the same weight stored [K, N]") 
               double s = 0;
               for (int64_t kk = 0; kk < c.k; ++kk) {
                 const size_t at = static_cast<size_t>(kk * c.n + j);
-                const double wv = kind == 2   ? w8[at]
+                const double wv = kind == 3   ? wf[at]
+                                  : kind == 2 ? w8[at]
                                   : kind == 1 ? half_to_float(w16[at])
                                               : bfloat16_to_float(w16[at]);
                 s += static_cast<double>(a[static_cast<size_t>(i * c.k + kk)]) * wv;

@@ -707,9 +707,11 @@ void gemm_blocked(int64_t m, int64_t n, int64_t k, T alpha, MatrixRef<T> a, Matr
     const bool plain_rows = packed == nullptr && a.col_offsets == nullptr &&
                             a.row_offsets == nullptr &&
                             (init == nullptr || init->tile_done == nullptr);
-    if (plain_rows && cfg.nr != 8 && b.dequant != nullptr && b.dequant->bits16 != nullptr &&
-        b.dequant->q_n == 1 && (m == 1 || (m <= kWide16Rows && cfg.nr == 32))) {
-      // A decode step or a short prompt over a 16-bit [K, N] weight, read in place.
+    if (plain_rows && cfg.nr != 8 && b.dequant != nullptr &&
+        (b.dequant->bits16 != nullptr || b.dequant->f32 != nullptr) && b.dequant->q_n == 1 &&
+        (m == 1 || (m <= kWide16Rows && cfg.nr == 32))) {
+      // A decode step or a short prompt over a 16-bit [K, N] weight (or one in panels, or a
+      // float32 one in panels), read in place.
       const float* rows_init = nullptr;
       if (init != nullptr) rows_init = init->rows != nullptr ? init->rows + row0 : kZeroRows;
       wide16_rows(cfg.nr == 32, m, n, k, kKC, alpha, a, *b.dequant, c, ldc, rows_init);

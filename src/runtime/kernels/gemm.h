@@ -67,14 +67,17 @@ struct DequantB {
   // converted whole to a float32 copy first. q_n and q_k are their strides.
   const uint16_t* bits16 = nullptr;
   bool float16 = false;
+  // Or float32 values in panels (with panel > 0 only): a float32 weight etc's export stored in
+  // panels for a decode step, read in place.
+  const float* f32 = nullptr;
   int64_t q_n = 0, q_k = 0;
-  // With panel > 0 (int8 q or bits16, q_n == 1, q_k == panel, a multiple of 16): B stored in
+  // With panel > 0 (int8 q, bits16 or f32, q_n == 1, q_k == panel, a multiple of 16): B stored in
   // panels of `panel` columns, each its K rows of `panel` values, panel_stride values apart
   // (the layout etc's CPU export gives a decode step's weights: docs/pte-format.md), so that
   // a pass over a few panels reads each front to back. Element (k, n) is value
   // (n / panel) * panel_stride + k * panel + n % panel.
   int64_t panel = 0, panel_stride = 0;
-  // The offset in q or bits16 of element (k, n), n counted from col0.
+  // The offset in q, bits16 or f32 of element (k, n), n counted from col0.
   int64_t offset(int64_t k, int64_t n) const {
     n += col0;
     if (panel > 0) return (n / panel) * panel_stride + k * q_k + n % panel;

@@ -224,7 +224,7 @@ const float* dequant_operand(const DequantB::Operand& o, int64_t n, int64_t k, f
 
 void pack_dequant(FloatKernel isa, const DequantB& d, int64_t p0, int64_t j0, int64_t kc,
                   int64_t nc, int64_t nr, float* __restrict dst) {
-  if (d.bits16 != nullptr) return pack_widened(isa, d, p0, j0, kc, nc, nr, dst);
+  if (d.bits16 != nullptr || d.f32 != nullptr) return pack_widened(isa, d, p0, j0, kc, nc, nr, dst);
   thread_local std::vector<float> rows;
   for (int64_t jr = 0; jr < nc; jr += nr) {
     const int64_t cols = std::min(nr, nc - jr), n0 = d.col0 + j0 + jr;
@@ -316,7 +316,7 @@ void pack_dequant(FloatKernel isa, const DequantB& d, int64_t p0, int64_t j0, in
 }
 
 bool row_in_registers_applies(FloatKernel isa, const DequantB& d, int64_t k, int64_t kc_block) {
-  if (isa != FloatKernel::kAvx512 || d.q_k != 1 || d.bits16 != nullptr ||
+  if (isa != FloatKernel::kAvx512 || d.q_k != 1 || d.bits16 != nullptr || d.f32 != nullptr ||
       d.round16 == DequantB::Round16::kFloat16)
     return false;
   // Whole dwords: 8 values of 4 bits, or 4 of 8. Gather offsets are int32: 32 rows of the

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/kernels/simd_transpose.h"
@@ -92,10 +93,15 @@ void pack_widened(FloatKernel isa, const DequantB& d, int64_t p0, int64_t j0, in
       for (int64_t p = 0; p < kc; ++p) {
         float* out = dst + p * nr;
         if (d.panel > 0) {
-          // In panels: each run of columns within one.
+          // In panels: each run of columns within one (float32 ones copied as they are).
           for (int64_t j = 0; j < cols;) {
             const int64_t n = j0 + jr + j, len = std::min(cols - j, d.panel_left(n));
-            run(d.bits16 + d.offset(p0 + p, n), len, d.float16, out + j);
+            if (d.f32 != nullptr) {
+              std::memcpy(out + j, d.f32 + d.offset(p0 + p, n),
+                          static_cast<size_t>(len) * sizeof(float));
+            } else {
+              run(d.bits16 + d.offset(p0 + p, n), len, d.float16, out + j);
+            }
             j += len;
           }
           continue;
@@ -139,6 +145,19 @@ __attribute__((target("avx2,fma,f16c"))) void axpy_w16_avx2(float av, const uint
     acc[i] = std::fma(av, float16 ? half_to_float(src[i]) : bfloat16_to_float(src[i]), acc[i]);
 }
 
+// The same for float32 values (a float32 weight in panels).
+__attribute__((target("avx2,fma"))) void axpy_f32_avx2(float av, const float* src, int64_t count,
+                                                       float* acc) {
+  const __m256 a = _mm256_set1_ps(av);
+  int64_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    _mm256_storeu_ps(acc + i,
+                     _mm256_fmadd_ps(a, _mm256_loadu_ps(src + i), _mm256_loadu_ps(acc + i)));
+  }
+  for (; i < count; ++i)
+    acc[i] = std::fma(av, src[i], acc[i]);
+}
+
 // out[j] = fma(alpha, acc[j], init ? *init : out[j]) for j < count: a K block's sums into C.
 __attribute__((target("avx2,fma"))) void finish_row_avx2(float alpha, const float* acc,
                                                          int64_t count, const float* init,
@@ -163,6 +182,9 @@ __attribute__((target("avx512f,fma"))) inline __m512 widen16_lanes(__m256i h, bo
 __attribute__((target("avx512f,fma"))) inline __m512 load_widened(const uint16_t* src,
                                                                   bool float16) {
   return widen16_lanes(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src)), float16);
+}
+__attribute__((target("avx512f,fma"))) inline __m512 load_widened(const float* src, bool) {
+  return _mm512_loadu_ps(src);
 }
 __attribute__((target("avx512f,fma"))) inline __m512 load_widened(const int8_t* src, bool) {
   return _mm512_cvtepi32_ps(
@@ -367,20 +389,27 @@ void rows_in_tiles(int64_t m, int64_t n, int64_t k, int64_t kc_block, float alph
 // memory, a chunk of columns at a time. Either way each column's accumulator takes k in
 // order from zero within a K block and C takes alpha * acc + C (or the row's init) after
 // each, as the row kernels do: the same bits.
+template <typename Src>
 void one_row_w16(bool avx512, int64_t n, int64_t k, int64_t kc_block, float alpha,
-                 MatrixRef<float> a, const DequantB& d, float* c, const float* init) {
-  const WeightCols<uint16_t> w = weight_cols(d.bits16, d);
+                 MatrixRef<float> a, const Src* data, const DequantB& d, float* c,
+                 const float* init) {
+  const WeightCols<Src> w = weight_cols(data, d);
   if (avx512) return one_row_in_registers(n, k, kc_block, alpha, a, w, d.float16, c, init);
   constexpr int64_t kChunk = 2048;  // columns per pass: 8 KiB of accumulators in the L1 cache
   alignas(64) float acc[kChunk];
   for (int64_t n0 = 0; n0 < n;) {
     const int64_t cn = std::min({kChunk, n - n0, w.run(n0)});
-    const uint16_t* col = w.col(n0);
+    const Src* col = w.col(n0);
     for (int64_t pc = 0; pc < k; pc += kc_block) {
       const int64_t kc = std::min(kc_block, k - pc);
       std::fill_n(acc, cn, 0.0f);
       for (int64_t p = 0; p < kc; ++p) {
-        axpy_w16_avx2(a.data[(pc + p) * a.col_stride], col + (pc + p) * w.step, cn, d.float16, acc);
+        const float av = a.data[(pc + p) * a.col_stride];
+        if constexpr (std::is_same_v<Src, float>) {
+          axpy_f32_avx2(av, col + (pc + p) * w.step, cn, acc);
+        } else {
+          axpy_w16_avx2(av, col + (pc + p) * w.step, cn, d.float16, acc);
+        }
       }
       finish_row_avx2(alpha, acc, cn, pc == 0 ? init : nullptr, c + n0);
     }
@@ -392,7 +421,11 @@ void one_row_w16(bool avx512, int64_t n, int64_t k, int64_t kc_block, float alph
 
 void wide16_rows(bool avx512, int64_t m, int64_t n, int64_t k, int64_t kc_block, float alpha,
                  MatrixRef<float> a, const DequantB& d, float* c, int64_t ldc, const float* init) {
-  if (m == 1) return one_row_w16(avx512, n, k, kc_block, alpha, a, d, c, init);
+  if (d.f32 != nullptr) {
+    if (m == 1) return one_row_w16(avx512, n, k, kc_block, alpha, a, d.f32, d, c, init);
+    return rows_in_tiles(m, n, k, kc_block, alpha, a, weight_cols(d.f32, d), false, c, ldc, init);
+  }
+  if (m == 1) return one_row_w16(avx512, n, k, kc_block, alpha, a, d.bits16, d, c, init);
   rows_in_tiles(m, n, k, kc_block, alpha, a, weight_cols(d.bits16, d), d.float16, c, ldc, init);
 }
 

@@ -150,13 +150,14 @@ void CpuPlanner::fuse_dequantized_weights() {
     // A weight in panels (panel_source): of the chain's dtype (read in place as it is), or
     // int8 values the chain widens.
     const uint16_t* bits16 = nullptr;
+    const float* f32 = nullptr;  // (a float32 weight in panels)
     int64_t panel = 0;
     const MethodStep* unpack = nullptr;  // the step that unpacked q from 4-bit values, if one
     const int8_t* zero_i8 = nullptr;     // the zero point's int8 values, widened by a step
     const uint8_t* zero_i4 = nullptr;    // or its 4-bit values, unpacked and widened by steps
     int64_t zero_i4_size = 0;
     std::vector<int64_t> shape;  // the elementwise steps' shape (q's)
-    for (size_t j = i; j-- > 0 && q == nullptr && bits16 == nullptr;) {
+    for (size_t j = i; j-- > 0 && q == nullptr && bits16 == nullptr && f32 == nullptr;) {
       if (std::find(chain.begin(), chain.end(), j) != chain.end()) continue;  // a zero's widening
       const MethodStep& w = steps()[j];
       if (w.kind != StepKind::kKernel || w.fused || w.args.empty()) break;
@@ -174,10 +175,13 @@ void CpuPlanner::fuse_dequantized_weights() {
       if (!plain(out) || out->tensor.data != cur->data || out->tensor.numel() != cur->numel())
         break;
       if (const std::optional<int64_t> p = panel_source(w, k, n);
-          p && (wd == DType::kBFloat16 || wd == DType::kFloat16) && !transposed &&
-          zero == nullptr && scale == nullptr && chain.empty()) {
-        // A 16-bit weight in panels, multiplied as it is.
-        bits16 = w.args[0]->tensor.data_as<const uint16_t>();
+          p && !transposed && zero == nullptr && scale == nullptr && chain.empty()) {
+        // A weight in panels of the product's dtype, multiplied as it is.
+        if (wd == DType::kFloat32) {
+          f32 = w.args[0]->tensor.data_as<const float>();
+        } else {
+          bits16 = w.args[0]->tensor.data_as<const uint16_t>();
+        }
         panel = *p;
         shape = {k, n};
       } else if (w.calls(OpKind::Permute) && w.args.size() == 4 && !transposed && zero == nullptr &&
@@ -253,7 +257,7 @@ void CpuPlanner::fuse_dequantized_weights() {
       chain.push_back(j);
       written.push_back(&out->tensor);
     }
-    if (bits16 == nullptr && (q == nullptr || q->numel() != k * n)) continue;
+    if (bits16 == nullptr && f32 == nullptr && (q == nullptr || q->numel() != k * n)) continue;
     // The chain's elementwise values in row-major order are B (k, n) or, transposed, B^T (n, k).
     const int64_t outer = transposed ? n : k;
     size_t split = 0;
@@ -278,6 +282,8 @@ void CpuPlanner::fuse_dequantized_weights() {
     } else if (bits16 != nullptr) {
       d.bits16 = bits16;
       d.float16 = wd == DType::kFloat16;
+    } else if (f32 != nullptr) {
+      d.f32 = f32;
     } else {
       d.q = q->data_as<const int8_t>();
     }
