@@ -33,7 +33,9 @@ PassRegistry make_pass_registry() {
       {"partition", "group CUDA-capable nodes into delegates (--target)", &partition_pass},
       {"decompose-host-ops", "rewrite host ops into ExecuTorch's portable kernel set",
        &decompose_host_ops},
-      {"panel-weights", "store the CPU products' 16-bit and int8 weights in panels of columns",
+      {"panel-weights",
+       "store the CPU products' 16-bit and int8 weights (and decode steps' float32 ones) in "
+       "panels of columns",
        &panel_weights},
       {"propagate-devices", "put delegate IO on the delegate's device, insert copies",
        &propagate_devices},

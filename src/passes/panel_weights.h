@@ -11,10 +11,11 @@
 // Int8WeightOnlyConfig; or of float32, read only by products of at most kMaxFloat32PanelRows
 // rows: a decode step's, whose float32 weights the CPU runtime would otherwise pack into
 // panels of its own at the first call, a resident copy), N a multiple of kWeightPanel and at
-// least kMinPanelWeight elements, becomes a constant [N / P, K, P] (panel j holds columns [j P, (j
-// + 1) P) row by row) and, before each reader, permute_copy(dims [1, 0, 2]) and a view back to [K,
-// N]. The program computes the same values; ExecuTorch's runtime runs the copy; etc's CPU load
-// planner gives the product the panels instead and skips it (load_plan_dequant.cpp).
+// least kMinPanelWeight elements, becomes a constant [N / P, K, P] (panel j holds columns
+// j P to (j + 1) P - 1, row by row) and, before each reader, permute_copy(dims [1, 0, 2])
+// and a view back to [K, N]. The program computes the same values; ExecuTorch's runtime runs
+// the copy; etc's CPU load planner gives the product the panels instead and skips it
+// (load_plan_dequant.cpp).
 // Weights a delegate reads are left as they are.
 #pragma once
 

@@ -476,12 +476,13 @@ TEST_CASE("an 8da4w layer whose rows' zero points are not integers keeps the flo
   CHECK(std::memcmp(fused.y.data(), plain.y.data(), fused.y.size() * 4) == 0);
 }
 
-TEST_CASE("16-bit and int8 weights stored in panels are read in place, same bits") {
+TEST_CASE("weights stored in panels (16-bit, int8, float32) are read in place, same bits") {
   // The export stores a host product's bf16/fp16 weight (or an int8 one a _to_copy widens:
-  // torchao's Int8WeightOnlyConfig) in panels of 64 columns and permutes it back before the
-  // product (panel-weights); the load planner gives the product the panels and skips the
-  // permute. One row (a decode step), a short prompt (the tile kernel) and 20 rows (packed
-  // panels); an addmm with a bias; K = 300 over two K blocks.
+  // torchao's Int8WeightOnlyConfig, or a float32 one of a product of at most 8 rows) in
+  // panels of 64 columns and permutes it back before the product (panel-weights); the load
+  // planner gives the product the panels and skips the permute. One row (a decode step), a
+  // short prompt (the tile kernel) and 20 rows (packed panels; float32 stays [K, N] there);
+  // an addmm with a bias; K = 300 over two K blocks.
   const int64_t k = 300, n = 256;
   for (const DType dt : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
     const auto sp = [&](std::vector<int64_t> sizes) {

@@ -43,7 +43,7 @@ struct DequantB {
     const uint8_t* data_i4 = nullptr;
     int64_t i4_size = 0;
     int64_t n_stride = 0, n_group = 1, k_stride = 0, k_group = 1;
-    // When set, the same values arranged for the 4-bit row kernels (arrange_operand_lanes:
+    // When set, the same values arranged for the 4-bit row kernels (arrange_row_operands:
     // rows in 16s, lanes_groups groups along K), read a vector at a time instead of gathered.
     const float* lanes = nullptr;
     int64_t lanes_groups = 0;

@@ -253,25 +253,22 @@ __attribute__((target("avx512f,fma"))) void tile_w16_avx512(int64_t kc, const fl
 }
 
 // Where a weight's columns lie for the in-place paths: row p of column j (counted from the
-// operand's col0) at col(j) + p * step. Stored [K, N] (rows `step` apart), or in panels of
-// `panel` columns (DequantB::panel: step == panel), which a pass reads front to back.
+// operand's col0) at col(j) + p * step, by the operand's layout (DequantB::offset): stored
+// [K, N] (rows `step` apart), or in panels (DequantB::panel: step == panel), which a pass
+// reads front to back.
 template <typename Src>
 struct WeightCols {
   const Src* data;
-  int64_t col0, step, panel, panel_stride;
-  const Src* col(int64_t j) const {
-    j += col0;
-    return panel > 0 ? data + (j / panel) * panel_stride + j % panel : data + j;
-  }
-  // How many columns from j on lie in j's panel.
-  int64_t run(int64_t j) const {
-    return panel > 0 ? panel - (j + col0) % panel : std::numeric_limits<int64_t>::max();
-  }
+  const DequantB* d;
+  int64_t step;
+  const Src* col(int64_t j) const { return data + d->offset(0, j); }
+  // How many columns from j on col(j) reaches in one run (j's panel).
+  int64_t run(int64_t j) const { return d->panel_left(j); }
 };
 
 template <typename Src>
 WeightCols<Src> weight_cols(const Src* data, const DequantB& d) {
-  return {data, d.col0, d.q_k, d.panel, d.panel_stride};
+  return {data, &d, d.q_k};
 }
 
 // One row of A times columns [j0, j0 + cols) (cols <= 384) of a weight of 16-bit floats or
@@ -343,10 +340,10 @@ void rows_in_tiles(int64_t m, int64_t n, int64_t k, int64_t kc_block, float alph
 template <typename Src>
 void one_row_in_registers(int64_t n, int64_t k, int64_t kc_block, float alpha, MatrixRef<float> a,
                           const WeightCols<Src>& w, bool float16, float* c, const float* init) {
-  const bool panels = w.panel > 0;
+  const bool panels = w.d->panel > 0;
   // In panels, a vector of 16 columns must lie in one: else the tile kernel, whose tiles end
   // at the panels' ends (the same arithmetic).
-  if (panels && (w.panel % 16 != 0 || w.col0 % 16 != 0))
+  if (panels && (w.d->panel % 16 != 0 || w.d->col0 % 16 != 0))
     return rows_in_tiles(1, n, k, kc_block, alpha, a, w, float16, c, n, init);
   for (int64_t j = 0; j < n; j += 384) {
     for (int64_t pc = 0; pc < k; pc += kc_block) {
