@@ -2,14 +2,15 @@
 PyTorch eager and ExecuTorch+XNNPACK on the same exported program, in one run.
 
   decode_cpu.py ETC [--variants fp32,bf16,int8,int4,8da4w] [--threads 1,2] [--steps N]
-                [--rounds R] [--layers L] [--hidden H] [--work DIR]
+                [--rounds R] [--layers L] [--hidden H] [--max-cache N] [--work DIR]
   decode_cpu.py et-run PTE PROMPT.npy STEPS THREADS      (ExecuTorch's side, one process)
 
 The model: transformers' LlamaForCausalLM from a config (random weights, seed 0; default
 hidden 512, 8 layers, 8 query / 4 key-value heads of 64, MLP 1536, 32000-token vocabulary:
 57M parameters, 114 MB in bf16, so a token reads the weights from memory, not from the
-cache), exported with transformers' ExecuTorch recipe (a static KV cache of 128 rows,
-input_ids [1, 1] and cache_position [1]). Variants, torchao (pinned) as ExecuTorch's
+cache), exported with transformers' ExecuTorch recipe (a static KV cache of 128 rows, or
+--max-cache rows: each step's attention reads all of them, masked; input_ids [1, 1] and
+cache_position [1]). Variants, torchao (pinned) as ExecuTorch's
 language-model exports use it:
   fp32, bf16    the whole model cast
   int8          bf16; Int8WeightOnlyConfig (linear layers), IntxWeightOnlyConfig(int8,
@@ -50,7 +51,7 @@ from memory_bandwidth import copy_bandwidth  # noqa: E402
 
 warnings.filterwarnings("ignore")
 os.environ.setdefault("TORCH_LOGS", "-all")
-PROMPT, MAX_CACHE = 8, 128
+PROMPT = 8
 
 
 def et_run(pte, prompt_path, steps, threads):
@@ -85,7 +86,7 @@ def build(args, variant):
         "llama", vocab_size=32000, hidden_size=args.hidden, intermediate_size=3 * args.hidden,
         num_hidden_layers=args.layers, num_attention_heads=args.hidden // 64,
         num_key_value_heads=max(1, args.hidden // 128), head_dim=64,
-        max_position_embeddings=MAX_CACHE, initializer_range=0.02)
+        max_position_embeddings=args.max_cache, initializer_range=0.02)
     model = AutoModelForCausalLM.from_config(config).eval()
     model = model.to(torch.float32 if variant in ("fp32", "8da4w") else torch.bfloat16)
     if variant in ("int8", "int4", "8da4w"):
@@ -105,7 +106,7 @@ def build(args, variant):
             quantize_(model, embedding, filter_fn=lambda m, fqn: isinstance(m, nn.Embedding))
         quantize_(model, linear)
     model.generation_config.cache_implementation = "static"
-    model.generation_config.cache_config = {"batch_size": 1, "max_cache_len": MAX_CACHE}
+    model.generation_config.cache_config = {"batch_size": 1, "max_cache_len": args.max_cache}
     return model
 
 
@@ -113,7 +114,8 @@ def eager_decode(model, prompt, steps, threads):
     import torch
     from transformers.integrations.executorch import TorchExportableModuleWithStaticCache
     torch.set_num_threads(threads)
-    wrapper = TorchExportableModuleWithStaticCache(model, batch_size=1, max_cache_len=MAX_CACHE)
+    max_cache = model.generation_config.cache_config["max_cache_len"]
+    wrapper = TorchExportableModuleWithStaticCache(model, batch_size=1, max_cache_len=max_cache)
     tokens, times = list(prompt), []
     with torch.no_grad():
         for pos in range(len(prompt) + steps - 1):
@@ -152,6 +154,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--hidden", type=int, default=512)
+    ap.add_argument("--max-cache", type=int, default=128, help="the static KV cache's rows")
     ap.add_argument("--work", help="keep the programs in this folder (default: a temporary one)")
     args = ap.parse_args()
     import torch

@@ -577,6 +577,26 @@ void pack_b(MatrixRef<T> b, int64_t p0, int64_t j0, int64_t kc, int64_t nc, int6
       }
       return;
     }
+    // B^T row-major (B's columns contiguous: a product by K^T read from K itself) into the
+    // panels by 16 x 16 transposes through registers: the same values in the same places.
+    if (b.row_stride == 1 && b.row_offsets == nullptr && (nr == 32 || nr == 16)) {
+      const FloatKernel isa = nr == 32 ? FloatKernel::kAvx512 : FloatKernel::kAvx2;
+      for (int64_t jr = 0; jr < nc; jr += nr) {
+        const int64_t cols = std::min(nr, nc - jr);
+        const float* src = b.data + p0 + (j0 + jr) * b.col_stride;
+        for (int64_t j = 0; j < cols; j += 16) {
+          for (int64_t p = 0; p < kc; p += 16) {
+            transpose_tile(isa, src + j * b.col_stride + p, b.col_stride,
+                           std::min<int64_t>(16, cols - j), std::min<int64_t>(16, kc - p),
+                           dst + p * nr + j, nr);
+          }
+        }
+        for (int64_t p = 0; p < kc; ++p)
+          std::fill(dst + p * nr + cols, dst + p * nr + nr, 0.0f);
+        dst += nr * kc;
+      }
+      return;
+    }
   }
   for (int64_t jr = 0; jr < nc; jr += nr) {
     const int64_t cols = std::min(nr, nc - jr);

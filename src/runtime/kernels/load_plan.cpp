@@ -108,6 +108,7 @@ void CpuPlanner::run() {
   if (!m_.fuse) return;
   fuse_dequantized_weights();  // before fuse_epilogues: the products' epilogues after
   fuse_attention();
+  fuse_operand_copies();  // after fuse_attention, whose first bmm reads K^T as it is
   fuse_epilogues();
   if (onednn_conv_enabled()) plan_channels_last();
 }

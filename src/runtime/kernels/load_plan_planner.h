@@ -1,6 +1,7 @@
 // The CPU load planner's shared part (load_plan.h): the planner over one method, whose passes
 // live by concern in load_plan.cpp (unread outs, attention, epilogues), load_plan_dequant.cpp
-// (weight-only and 8da4w dequantization chains given to the products) and
+// (weight-only and 8da4w dequantization chains given to the products), load_plan_copies.cpp
+// (copies into a bmm's right operand read in place) and
 // load_plan_channels_last.cpp (the channels-last chains between oneDNN convolutions), and the
 // byte-overlap tests they share. Internal to those files.
 #pragma once
@@ -79,6 +80,11 @@ class CpuPlanner {
   // Gives a bmm(Q, K^T) followed by mul.Scalar, a last-dim _softmax and bmm(., V), whose
   // scores nothing else reads, the whole attention (fused_attention.h).
   void fuse_attention();
+  // Gives a bmm the steps before it that only copy its right operand from another tensor
+  // (expand_copy of batch dims, _to_copy widening bf16/fp16, transpose_copy of the last two
+  // dims: a decoder's K^T and V from its KV cache), which it then reads in place
+  // (copied_operand.h), and marks them fused. After fuse_attention.
+  void fuse_operand_copies();
   // Gives convolutions, matrix products (mm) and batch norms the in-place elementwise
   // instructions right after them as their epilogue; a matrix product's may add a broadcast
   // row (a bias).

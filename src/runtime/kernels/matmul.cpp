@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "graph/ops.h"
+#include "runtime/kernels/copied_operand.h"
 #include "runtime/kernels/fused_attention.h"
 #include "runtime/kernels/gemm.h"
 #include "runtime/kernels/kernel_util.h"
@@ -418,6 +419,44 @@ Status run_fused_attention(KernelContext& ctx, const FusedAttention& fa, const T
   return Status();
 }
 
+// bmm whose mat2 the skipped steps would have copied from co.source (copied_operand.h): each
+// matrix read from the source through its offset and strides, widened as its panels are
+// packed where the source is bf16/fp16. The same GEMM calls as run_matmul's on the copy, with
+// the same values: the same bits.
+Status run_copied_operand(const KernelContext& ctx, const CopiedOperand& co, const TensorView& a,
+                          const TensorView& b, TensorView& out, const MatmulShape& s) {
+  const TensorView& src = *co.source;
+  if (co.b != b.data || co.batch != s.batch || co.k != s.k || co.n != s.n ||
+      a.dtype != DType::kFloat32 || out.dtype != DType::kFloat32 || src.dtype != co.dtype ||
+      src.numel() != co.source_numel || src.data == nullptr) {
+    return internal_error(std::string(ctx.op) + ": mat2 " + b.describe() + " (from " +
+                          src.describe() + ") is not the operand planned at load");
+  }
+  auto* c = static_cast<float*>(out.data);
+  std::fill_n(c, out.numel(), 0.0f);
+  if (s.m == 0 || s.n == 0 || s.k == 0) return Status();
+  const auto* ad = a.data_as<const float>();
+  for (int64_t i = 0; i < s.batch; ++i) {
+    const MatrixRef<float> ai{ad + i * s.m * s.k, s.k, 1};
+    const int64_t at = co.batch_offset[static_cast<size_t>(i)];
+    if (co.dtype == DType::kFloat32) {
+      gemm(s.m, s.n, s.k, 1.0f, ai,
+           MatrixRef<float>{src.data_as<const float>() + at, co.k_stride, co.n_stride},
+           c + i * s.m * s.n, s.n);
+    } else {
+      DequantB wide;
+      wide.bits16 = src.data_as<const uint16_t>() + at;
+      wide.float16 = co.dtype == DType::kFloat16;
+      wide.q_n = co.n_stride;
+      wide.q_k = co.k_stride;
+      MatrixRef<float> wb{nullptr, 0, 0};
+      wb.dequant = &wide;
+      gemm(s.m, s.n, s.k, 1.0f, ai, wb, c + i * s.m * s.n, s.n);
+    }
+  }
+  return Status();
+}
+
 Status bmm_kernel(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& a = tensor_arg(args, 0);
@@ -428,6 +467,11 @@ Status bmm_kernel(KernelContext& ctx, std::span<Value*> args) {
           ctx.state != nullptr ? dynamic_cast<const FusedAttention*>(ctx.state->get()) : nullptr;
       fa != nullptr) {
     return run_fused_attention(ctx, *fa, a, b);  // out (the scores) is never written
+  }
+  if (const auto* co =
+          ctx.state != nullptr ? dynamic_cast<const CopiedOperand*>(ctx.state->get()) : nullptr;
+      co != nullptr) {
+    return run_copied_operand(ctx, *co, a, b, out, s);
   }
   const int64_t batch = s.batch, m = s.m, k = s.k, n = s.n;
   if (out.numel() == 0) return Status();
