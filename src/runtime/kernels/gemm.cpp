@@ -334,6 +334,69 @@ __attribute__((target("avx512f,fma"))) void row_kernel_f32_avx512(int64_t kc, co
   _mm512_mask_storeu_ps(c + 16, m1, _mm512_fmadd_ps(al, acc1, c1));
 }
 
+// One row of C (m = 1) where B is stored transposed, its columns contiguous ([N, K] rows: a
+// product by K^T read from K itself), in float32 or 16-bit floats widened exactly: for 16
+// columns of C at a time, 16 values of each of their 16 rows of B loaded (and widened), then
+// transposed in registers, then row_kernel_f32_avx512's multiply-adds in its order (per
+// element, over the K block's values in order from 0, then C = alpha * acc + C, or init +
+// alpha * acc in the first block): the bits of packing those columns into a panel first,
+// without the panel's trip through memory. Column j's values start at b + j * ld (in
+// elements of the source's type); A[0, p] is a[p * a_step].
+enum class RowsOf : uint8_t { kFloat32, kBFloat16, kFloat16 };
+template <RowsOf kSrc>
+using RowElem = std::conditional_t<kSrc == RowsOf::kFloat32, float, uint16_t>;
+
+// 16 values of a column of B from p (fewer: zeros after `count`) as floats.
+template <RowsOf kSrc>
+__attribute__((target("avx512f,fma"))) inline __m512 load_column(const RowElem<kSrc>* p,
+                                                                 int64_t count) {
+  if constexpr (kSrc == RowsOf::kFloat32) {
+    return _mm512_maskz_loadu_ps(first_lanes(count), p);
+  } else {
+    __m256i h;
+    if (count >= 16) {
+      h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    } else {
+      alignas(32) uint16_t part[16] = {};
+      std::copy_n(p, count, part);
+      h = _mm256_load_si256(reinterpret_cast<const __m256i*>(part));
+    }
+    if constexpr (kSrc == RowsOf::kFloat16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+}
+
+template <RowsOf kSrc>
+__attribute__((target("avx512f,fma"))) void transposed_b_row_avx512(int64_t n, int64_t k,
+                                                                    int64_t kc_block, float alpha,
+                                                                    const float* a, int64_t a_step,
+                                                                    const void* b, int64_t ld,
+                                                                    float* c, const float* init) {
+  const auto* src = static_cast<const RowElem<kSrc>*>(b);
+  const __m512 al = _mm512_set1_ps(alpha);
+  for (int64_t j0 = 0; j0 < n; j0 += 16) {
+    const int64_t cols = std::min<int64_t>(16, n - j0);
+    const __mmask16 along = first_lanes(cols);
+    for (int64_t pc = 0; pc < k; pc += kc_block) {
+      const int64_t kc = std::min(kc_block, k - pc);
+      __m512 acc = _mm512_setzero_ps();
+      for (int64_t p0 = pc; p0 < pc + kc; p0 += 16) {
+        const int64_t pn = std::min<int64_t>(16, pc + kc - p0);
+        __m512 r[16];
+        for (int64_t i = 0; i < 16; ++i)
+          r[i] = i < cols ? load_column<kSrc>(src + (j0 + i) * ld + p0, pn) : _mm512_setzero_ps();
+        transpose16(r);
+        for (int64_t q = 0; q < pn; ++q)
+          acc = _mm512_fmadd_ps(_mm512_set1_ps(a[(p0 + q) * a_step]), r[q], acc);
+      }
+      float* cj = c + j0;
+      const __m512 c0 =
+          pc == 0 && init != nullptr ? _mm512_set1_ps(*init) : _mm512_maskz_loadu_ps(along, cj);
+      _mm512_mask_storeu_ps(cj, along, _mm512_fmadd_ps(al, acc, c0));
+    }
+  }
+}
+
 __attribute__((target("avx2,fma"))) void row_kernel_f32_avx2(int64_t kc, const float* a,
                                                              int64_t a_step, const float* b,
                                                              int64_t b_step, float* c, float alpha,
@@ -650,6 +713,30 @@ void gemm_one_row(int64_t n, int64_t k, float alpha, MatrixRef<float> a, MatrixR
                   float* c, const PackedB* packed_b_all, int64_t col0, const GemmInit* init,
                   int64_t row0, int64_t nr) {
   const auto row = nr == 32 ? row_kernel_f32_avx512 : row_kernel_f32_avx2;
+  if (nr == 32 && packed_b_all == nullptr && b.row_offsets == nullptr) {
+    // B's columns contiguous (float32, or 16-bit floats widened as they are): transposed in
+    // registers (transposed_b_row_avx512).
+    const float* first_init = nullptr;
+    if (init != nullptr) first_init = init->rows != nullptr ? init->rows + row0 : kZeroRows;
+    const DequantB* d = b.dequant;
+    if (d == nullptr && b.row_stride == 1 && b.col_stride != 1) {
+      transposed_b_row_avx512<RowsOf::kFloat32>(n, k, kKC, alpha, a.data, a.col_stride, b.data,
+                                                b.col_stride, c, first_init);
+      return;
+    }
+    if (d != nullptr && d->bits16 != nullptr && d->q_k == 1 && d->panel == 0 &&
+        !d->zero.present() && !d->scale.present()) {
+      const uint16_t* cols = d->bits16 + d->col0 * d->q_n;
+      if (d->float16) {
+        transposed_b_row_avx512<RowsOf::kFloat16>(n, k, kKC, alpha, a.data, a.col_stride, cols,
+                                                  d->q_n, c, first_init);
+      } else {
+        transposed_b_row_avx512<RowsOf::kBFloat16>(n, k, kKC, alpha, a.data, a.col_stride, cols,
+                                                   d->q_n, c, first_init);
+      }
+      return;
+    }
+  }
   const bool direct = packed_b_all == nullptr && b.dequant == nullptr && b.row_offsets == nullptr &&
                       b.col_stride == 1;
   float* scratch_b =
