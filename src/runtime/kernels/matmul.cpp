@@ -436,7 +436,7 @@ Status run_copied_operand(const KernelContext& ctx, const CopiedOperand& co, con
   std::fill_n(c, out.numel(), 0.0f);
   if (s.m == 0 || s.n == 0 || s.k == 0) return Status();
   const auto* ad = a.data_as<const float>();
-  for (int64_t i = 0; i < s.batch; ++i) {
+  auto product = [&](int64_t i) {
     const MatrixRef<float> ai{ad + i * s.m * s.k, s.k, 1};
     const int64_t at = co.batch_offset[static_cast<size_t>(i)];
     if (co.dtype == DType::kFloat32) {
@@ -453,7 +453,13 @@ Status run_copied_operand(const KernelContext& ctx, const CopiedOperand& co, con
       wb.dequant = &wide;
       gemm(s.m, s.n, s.k, 1.0f, ai, wb, c + i * s.m * s.n, s.n);
     }
-  }
+  };
+  // The heads split across threads (each product then runs on its thread: a decode step's are
+  // too small for gemm to split); the same products, so the same bits.
+  parallel_for(s.batch, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t i = b0; i < b1; ++i)
+      product(i);
+  });
   return Status();
 }
 
