@@ -9,6 +9,7 @@
 #include "runtime/kernels/conv.h"
 #include "runtime/kernels/fused_attention.h"
 #include "runtime/kernels/load_plan_planner.h"
+#include "runtime/kernels/safe_softmax.h"
 
 namespace etc::rt::kernels {
 namespace load_plan_detail {
@@ -109,6 +110,7 @@ void CpuPlanner::run() {
   fuse_dequantized_weights();  // before fuse_epilogues: the products' epilogues after
   fuse_attention();
   fuse_operand_copies();  // after fuse_attention, whose first bmm reads K^T as it is
+  fuse_safe_softmax();
   fuse_epilogues();
   if (onednn_conv_enabled()) plan_channels_last();
 }
@@ -324,6 +326,87 @@ void CpuPlanner::fuse_attention() {
       qk.fused_names += " + " + steps()[j].name;
     }
     i += 3;
+  }
+}
+
+void CpuPlanner::fuse_safe_softmax() {
+  for (const MethodStep& s : steps()) {
+    if (s.kind == StepKind::kJumpFalse || s.kind == StepKind::kMove) return;
+  }
+  const std::vector<bool> io = io_values();
+  auto io_value = [&](const Value* v) { return io[static_cast<size_t>(v - values().data())]; };
+  // A planned tensor of this dtype that only the program's steps see.
+  auto own = [&](const Value* v, DType dt) {
+    return v->is_tensor() && v->tensor.dtype == dt && v->tensor.capacity < 0 &&
+           v->tensor.data != nullptr && v->tensor.device.is_cpu() && !io_value(v);
+  };
+  auto last_dim = [](const Value* dim, size_t rank) {
+    return dim->kind == Value::Kind::kInt &&
+           (dim->i == -1 || dim->i == static_cast<int64_t>(rank) - 1);
+  };
+  for (size_t w = 0; w < steps().size(); ++w) {
+    const MethodStep& where = steps()[w];
+    // where.self_out(condition, self, other, out), its return value after.
+    if (!where.calls(OpKind::WhereSelf) || where.args.size() != 5 || where.fused) continue;
+    const Value *cond = where.args[0], *p = where.args[1], *other = where.args[2];
+    const Value* y = where.args[3];
+    if (!own(cond, DType::kBool) || !own(p, DType::kFloat32) || !other->is_tensor() ||
+        ((where.constant_args >> 2) & 1) == 0 || other->tensor.dtype != DType::kFloat32 ||
+        other->tensor.numel() != 1 || other->tensor.data == nullptr || !y->is_tensor() ||
+        y->tensor.dtype != DType::kFloat32 || y->tensor.capacity >= 0 ||
+        !y->tensor.device.is_cpu() || y->tensor.sizes != p->tensor.sizes)
+      continue;
+    // any.out(self, dim, keepdim, out), logical_not.out(self, out), eq.Scalar_out(self, other,
+    // out), _softmax.out(self, dim, half_to_float, out): each with its return value after.
+    const std::optional<size_t> any_at = last_writer(w, cond->tensor);
+    if (!any_at) continue;
+    const MethodStep& any = steps()[*any_at];
+    if (!any.calls(OpKind::AnyDim) || any.args.size() != 5 || !own(any.args[0], DType::kBool) ||
+        !last_dim(any.args[1], any.args[0]->tensor.rank()) ||
+        any.args[2]->kind != Value::Kind::kBool || !any.args[2]->b)
+      continue;
+    const std::optional<size_t> not_at = last_writer(*any_at, any.args[0]->tensor);
+    if (!not_at) continue;
+    const MethodStep& logical_not = steps()[*not_at];
+    if (!logical_not.calls(OpKind::LogicalNot) || logical_not.args.size() != 3 ||
+        !own(logical_not.args[0], DType::kBool))
+      continue;
+    const std::optional<size_t> eq_at = last_writer(*not_at, logical_not.args[0]->tensor);
+    if (!eq_at) continue;
+    const MethodStep& eq = steps()[*eq_at];
+    if (!eq.calls(OpKind::EqScalar) || eq.args.size() != 4 || !eq.args[0]->is_tensor() ||
+        !eq.args[1]->is_scalar() ||
+        eq.args[1]->scalar_as_double() != -std::numeric_limits<double>::infinity())
+      continue;
+    const std::optional<size_t> sm_at = last_writer(w, p->tensor);
+    if (!sm_at) continue;
+    MethodStep& softmax = steps()[*sm_at];
+    if (!softmax.calls(OpKind::Softmax) || softmax.args.size() != 5 || softmax.fused ||
+        softmax.state != nullptr || !softmax.args[0]->is_tensor())
+      continue;
+    const TensorView& x = softmax.args[0]->tensor;
+    if (x.dtype != DType::kFloat32 || x.rank() == 0 || !last_dim(softmax.args[1], x.rank()) ||
+        softmax.args[2]->kind != Value::Kind::kBool || softmax.args[2]->b ||
+        eq.args[0]->tensor.data != x.data || eq.args[0]->tensor.sizes != x.sizes ||
+        p->tensor.sizes != x.sizes)
+      continue;
+    // The five steps alone, one after the other; the scores' masks and softmax read by them
+    // alone; the where's out over the scores at most exactly (the softmax runs row by row).
+    const size_t first = std::min(*sm_at, *eq_at);
+    if (w - first != 4 || *not_at <= *eq_at || *any_at <= *not_at) continue;
+    if (!unread_after(w, p->tensor, &y->tensor) || !unread_after(w, cond->tensor, &y->tensor) ||
+        !unread_after(w, any.args[0]->tensor, &y->tensor) ||
+        !unread_after(w, logical_not.args[0]->tensor, &y->tensor))
+      continue;
+    if (overlaps(y->tensor, x) && y->tensor.data != x.data) continue;
+    auto state = std::make_unique<SafeSoftmax>();
+    state->out = &y->tensor;
+    state->other = other->tensor.data_as<const float>()[0];
+    softmax.state = std::move(state);
+    for (size_t j : {*eq_at, *not_at, *any_at, w}) {
+      steps()[j].fused = true;
+      softmax.fused_names += " + " + steps()[j].name;
+    }
   }
 }
 

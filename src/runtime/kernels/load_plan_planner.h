@@ -85,6 +85,10 @@ class CpuPlanner {
   // dims: a decoder's K^T and V from its KV cache), which it then reads in place
   // (copied_operand.h), and marks them fused. After fuse_attention.
   void fuse_operand_copies();
+  // Gives a last-dim float32 _softmax the four steps of PyTorch's safe softmax after it (eq
+  // with -inf, logical_not, any, where(any, softmax, other)): it writes the where's out
+  // (safe_softmax.h).
+  void fuse_safe_softmax();
   // Gives convolutions, matrix products (mm) and batch norms the in-place elementwise
   // instructions right after them as their epilogue; a matrix product's may add a broadcast
   // row (a bias).

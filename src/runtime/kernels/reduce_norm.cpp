@@ -13,6 +13,7 @@
 #include "runtime/kernels/gemm.h"
 #include "runtime/kernels/kernel_util.h"
 #include "runtime/kernels/parallel.h"
+#include "runtime/kernels/safe_softmax.h"
 #include "support/wrapping_math.h"
 
 namespace etc::rt::kernels {
@@ -541,6 +542,37 @@ void softmax_typed(const TensorView& self, int64_t dim, bool log, TensorView& ou
   wo.finish();
 }
 
+// The safe softmax the load planner gave this step (safe_softmax.h): into the where's out,
+// each row's softmax as softmax_typed computes it, or `other` where every value is -inf.
+Status run_safe_softmax(const KernelContext& ctx, const SafeSoftmax& safe, const TensorView& self,
+                        int64_t dim) {
+  const TensorView& y = *safe.out;
+  if (self.dtype != DType::kFloat32 || y.dtype != DType::kFloat32 || y.sizes != self.sizes ||
+      dim + 1 != static_cast<int64_t>(self.rank()) || y.data == nullptr) {
+    return internal_error(std::string(ctx.op) + ": the safe softmax planned at load does not fit " +
+                          self.describe() + " -> " + y.describe());
+  }
+  const int64_t len = self.sizes.back();
+  if (y.numel() == 0 || len == 0) return Status();
+  const int64_t rows = self.numel() / len;
+  const auto* x = self.data_as<const float>();
+  auto* out = static_cast<float*>(y.data);
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  auto* softmax_row = isa_build(softmax_row_avx512, softmax_row_avx2, softmax_row_portable);
+  parallel_for(rows, std::max<int64_t>(1, 1024 / len), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* xr = x + r * len;
+      float* yr = out + r * len;
+      if (std::any_of(xr, xr + len, [neg_inf](float v) { return v != neg_inf; })) {
+        softmax_row(xr, yr, len);
+      } else {
+        std::fill_n(yr, len, safe.other);
+      }
+    }
+  });
+  return Status();
+}
+
 Status softmax_common(KernelContext& ctx, std::span<Value*> args, bool log) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
@@ -557,6 +589,11 @@ Status softmax_common(KernelContext& ctx, std::span<Value*> args, bool log) {
   }
   ETC_RETURN_IF_ERROR(
       check_out(ctx, out, self.sizes, half_to_float ? DType::kFloat32 : self.dtype));
+  if (const auto* safe =
+          ctx.state != nullptr ? dynamic_cast<const SafeSoftmax*>(ctx.state->get()) : nullptr;
+      safe != nullptr && !log) {
+    return run_safe_softmax(ctx, *safe, self, dim);
+  }
   if (out.numel() == 0) return Status();
   if (self.dtype == DType::kFloat64) {
     softmax_typed<double>(self, dim, log, out);

@@ -1,12 +1,16 @@
-// The load planner's copies into a bmm's right operand end to end (copied_operand.h): a
-// decoder's attention step makes K^T and V from its KV cache with expand_copy (grouped-query
-// heads), _to_copy (a bf16/fp16 cache widened) and transpose_copy (K^T); the bmm reads the
-// cache through strides instead, with the unfused method's bits.
+// The load planner's fusions of an attention step's glue end to end. Copies into a bmm's right
+// operand (copied_operand.h): a decoder's attention step makes K^T and V from its KV cache with
+// expand_copy (grouped-query heads), _to_copy (a bf16/fp16 cache widened) and transpose_copy
+// (K^T); the bmm reads the cache through strides instead. PyTorch's safe softmax
+// (safe_softmax.h): the softmax writes the where's out, zeros in fully masked rows. Both with
+// the unfused method's bits.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -203,6 +207,107 @@ TEST_CASE("an expand within the matrices, or a transpose of other dims, stays a 
   CHECK(std::count(names.begin(), names.end(), "aten::expand_copy.out") == 1);
   CHECK(std::count(names.begin(), names.end(), "aten::transpose_copy.int_out") == 1);
   CHECK(std::count(names.begin(), names.end(), "aten::bmm.out") == 1);
+  REQUIRE(fused.y.size() == plain.y.size());
+  CHECK(std::memcmp(fused.y.data(), plain.y.data(), fused.y.size() * 4) == 0);
+}
+
+// softmax(s) over the last dim as torch.export writes _safe_softmax: eq(s, -inf),
+// logical_not, any(-1, keepdim), where(any, softmax, 0). s = x + mask, the mask's rows of
+// [rows, len] -inf where `masked(row, col)`. With `reread`, the any's out is read again after
+// the where (it must be computed). With `planned`, the where's out is read by one more step
+// (planned memory, not the caller's).
+struct SafeSoftmaxGraph {
+  int64_t rows = 6, len = 37;
+  bool reread = false, planned = false;
+};
+
+Graph safe_softmax(const SafeSoftmaxGraph& c, const std::function<bool(int64_t, int64_t)>& masked) {
+  Graph g;
+  ValueId x = g.add_input("x", spec({1, c.rows, c.len}));
+  const float inf = std::numeric_limits<float>::infinity();
+  ValueId mask = constant_of(g, "mask", DType::kFloat32, {1, c.rows, c.len},
+                             [&](int64_t i) { return masked(i / c.len, i % c.len) ? -inf : 0.0f; });
+  ValueId s =
+      node(g, OpKind::AddTensor, "s", {{"self", x}, {"other", mask}}, spec({1, c.rows, c.len}));
+  ValueId sm =
+      node(g, OpKind::Softmax, "sm", {{"self", s}, {"dim", int64_t{-1}}, {"half_to_float", false}},
+           spec({1, c.rows, c.len}));
+  const auto bools = [](std::vector<int64_t> sizes) {
+    return TensorSpec::make(DType::kBool, std::move(sizes));
+  };
+  ValueId eq = node(g, OpKind::EqScalar, "eq",
+                    {{"self", s}, {"other", Scalar{-std::numeric_limits<double>::infinity()}}},
+                    bools({1, c.rows, c.len}));
+  ValueId live = node(g, OpKind::LogicalNot, "live", {{"self", eq}}, bools({1, c.rows, c.len}));
+  ValueId any =
+      node(g, OpKind::AnyDim, "any", {{"self", live}, {"dim", int64_t{-1}}, {"keepdim", true}},
+           bools({1, c.rows, 1}));
+  ValueId zero = constant_of(g, "zero", DType::kFloat32, {}, [](int64_t) { return 0.0f; });
+  ValueId y = node(g, OpKind::WhereSelf, "y", {{"condition", any}, {"self", sm}, {"other", zero}},
+                   spec({1, c.rows, c.len}));
+  if (c.planned) {
+    y = node(g, OpKind::MulTensor, "y2", {{"self", y}, {"other", y}}, spec({1, c.rows, c.len}));
+  }
+  if (c.reread) {
+    // The any's out read again after the where (which it follows): a second where.
+    ValueId half = constant_of(g, "half", DType::kFloat32, {}, [](int64_t) { return 0.5f; });
+    y = node(g, OpKind::WhereSelf, "y3", {{"condition", any}, {"self", y}, {"other", half}},
+             spec({1, c.rows, c.len}));
+  }
+  g.set_outputs({y});
+  return g;
+}
+
+TEST_CASE("PyTorch's safe softmax runs as one kernel, zeros in fully masked rows, same bits") {
+  // Rows 1 and 4 fully masked, row 2 all but its last position, row 3 every other one.
+  auto masked = [](int64_t r, int64_t c) {
+    return r == 1 || r == 4 || (r == 2 && c != 36) || (r == 3 && c % 2 == 1);
+  };
+  for (const bool planned : {false, true}) {
+    INFO("planned " << planned);
+    SafeSoftmaxGraph c;
+    c.planned = planned;
+    Graph g = safe_softmax(c, masked);
+    const pte::File f = export_graph(g);
+    const size_t numel = static_cast<size_t>(c.rows * c.len);
+    const Run fused = run(f, true, numel), plain = run(f, false, numel);
+    const std::vector<std::string> names = rows(fused.profile);
+    CHECK(std::count(names.begin(), names.end(),
+                     "aten::_softmax.out + aten::eq.Scalar_out + aten::logical_not.out + "
+                     "aten::any.out + aten::where.self_out") == 1);
+    for (const char* step : {"aten::eq.Scalar_out", "aten::any.out", "aten::where.self_out"})
+      CHECK(std::count(names.begin(), names.end(), step) == 0);
+    REQUIRE(fused.y.size() == plain.y.size());
+    CHECK(std::memcmp(fused.y.data(), plain.y.data(), fused.y.size() * 4) == 0);
+    // What it computes: zeros in the masked rows, softmax over the live positions elsewhere.
+    for (int64_t r = 0; r < c.rows; ++r) {
+      INFO("row " << r);
+      double total = 0;
+      for (int64_t k = 0; k < c.len; ++k) {
+        double v = fused.y[static_cast<size_t>(r * c.len + k)];
+        if (planned) v = std::sqrt(v);
+        total += v;
+        if (masked(r, k)) CHECK(v == 0.0);
+      }
+      if (r == 1 || r == 4) {
+        CHECK(total == 0.0);
+      } else {
+        CHECK(std::abs(total - 1.0) < 1e-5);
+      }
+    }
+  }
+}
+
+TEST_CASE("a safe softmax whose mask another step reads keeps its steps") {
+  SafeSoftmaxGraph c;
+  c.reread = true;
+  Graph g = safe_softmax(c, [](int64_t r, int64_t) { return r == 2; });
+  const pte::File f = export_graph(g);
+  const size_t numel = static_cast<size_t>(c.rows * c.len);
+  const Run fused = run(f, true, numel), plain = run(f, false, numel);
+  const std::vector<std::string> names = rows(fused.profile);
+  CHECK(std::count(names.begin(), names.end(), "aten::_softmax.out") == 1);
+  CHECK(std::count(names.begin(), names.end(), "aten::any.out") == 1);
   REQUIRE(fused.y.size() == plain.y.size());
   CHECK(std::memcmp(fused.y.data(), plain.y.data(), fused.y.size() * 4) == 0);
 }
