@@ -29,6 +29,7 @@ struct Attention {
   DType cache = DType::kBFloat16;
   int64_t s = 40, d = 24, rep = 2;
   bool k_read = false;
+  int64_t rows = 1;  // query rows: 1 for a decode step, more for a prefill
 };
 
 Graph attention(const Attention& c) {
@@ -66,13 +67,14 @@ Graph attention(const Attention& c) {
   ValueId kt =
       node(g, OpKind::TransposeInt, "kt",
            {{"self", k3}, {"dim0", int64_t{1}}, {"dim1", int64_t{2}}}, spec({b, c.d, c.s}));
-  ValueId q = constant(g, "q", {b, 1, c.d}, 71);
-  ValueId scores = node(g, OpKind::Bmm, "scores", {{"self", q}, {"mat2", kt}}, spec({b, 1, c.s}));
+  ValueId q = constant(g, "q", {b, c.rows, c.d}, 71);
+  ValueId scores =
+      node(g, OpKind::Bmm, "scores", {{"self", q}, {"mat2", kt}}, spec({b, c.rows, c.s}));
   ValueId v4 = heads("v");
   ValueId v3 =
       node(g, OpKind::View, "v3", {{"self", v4}, {"size", std::vector<int64_t>{b, c.s, c.d}}},
            spec({b, c.s, c.d}));
-  ValueId y = node(g, OpKind::Bmm, "y", {{"self", scores}, {"mat2", v3}}, spec({b, 1, c.d}));
+  ValueId y = node(g, OpKind::Bmm, "y", {{"self", scores}, {"mat2", v3}}, spec({b, c.rows, c.d}));
   if (c.k_read) {
     // K's float32 values also summed into the output: the copy stays. The cache is read again
     // at the end too, so that no step's out lies over it (as a decoder's cache, which no
@@ -104,11 +106,19 @@ double cached(DType dt, int64_t i) {
 }
 
 TEST_CASE("a bmm reads K^T and V from the KV cache instead of their copies, same bits") {
-  const Attention cases[] = {{DType::kBFloat16, 40, 24, 2}, {DType::kFloat16, 40, 24, 2},
-                             {DType::kFloat32, 40, 24, 2},  {DType::kBFloat16, 130, 64, 4},
-                             {DType::kBFloat16, 33, 17, 1}, {DType::kFloat32, 130, 64, 1}};
+  // Decode steps (one query row), and prefills (several rows, K over more than one of the
+  // GEMM's K blocks): the packed paths.
+  const Attention cases[] = {{DType::kBFloat16, 40, 24, 2},
+                             {DType::kFloat16, 40, 24, 2},
+                             {DType::kFloat32, 40, 24, 2},
+                             {DType::kBFloat16, 130, 64, 4},
+                             {DType::kBFloat16, 33, 17, 1},
+                             {DType::kFloat32, 130, 64, 1},
+                             {DType::kBFloat16, 300, 272, 2, false, 5},
+                             {DType::kFloat32, 300, 272, 1, false, 3}};
   for (const Attention& c : cases) {
-    INFO(dtype_name(c.cache) << " s " << c.s << " d " << c.d << " rep " << c.rep);
+    INFO(dtype_name(c.cache) << " s " << c.s << " d " << c.d << " rep " << c.rep << " rows "
+                             << c.rows);
     Graph g = attention(c);
     const std::span<const uint8_t> qb = g.value(*g.find_value("q")).spec.constant.bytes();
     std::vector<float> q(qb.size() / 4);
@@ -134,21 +144,26 @@ TEST_CASE("a bmm reads K^T and V from the KV cache instead of their copies, same
     }
     REQUIRE(fused.y.size() == plain.y.size());
     CHECK(std::memcmp(fused.y.data(), plain.y.data(), fused.y.size() * 4) == 0);
-    // y[h, 0, e] = sum_j (sum_t q[h, t] K[j, t]) V[j, e], K = V = the cache's head h / rep.
+    // y[h, r, e] = sum_j (sum_t q[h, r, t] K[j, t]) V[j, e], K = V = the cache's head h / rep.
     const int64_t b = 2 * c.rep;
     double worst = 0, largest = 0;
     for (int64_t h = 0; h < b; ++h) {
       const int64_t base = (h / c.rep) * c.s * c.d;
-      for (int64_t e = 0; e < c.d; ++e) {
-        double want = 0;
-        for (int64_t j = 0; j < c.s; ++j) {
-          double score = 0;
-          for (int64_t t = 0; t < c.d; ++t)
-            score += q[static_cast<size_t>(h * c.d + t)] * cached(c.cache, base + j * c.d + t);
-          want += score * cached(c.cache, base + j * c.d + e);
+      for (int64_t r = 0; r < c.rows; ++r) {
+        for (int64_t e = 0; e < c.d; ++e) {
+          double want = 0;
+          for (int64_t j = 0; j < c.s; ++j) {
+            double score = 0;
+            for (int64_t t = 0; t < c.d; ++t) {
+              score += q[static_cast<size_t>((h * c.rows + r) * c.d + t)] *
+                       cached(c.cache, base + j * c.d + t);
+            }
+            want += score * cached(c.cache, base + j * c.d + e);
+          }
+          largest = std::max(largest, std::abs(want));
+          const size_t at = static_cast<size_t>((h * c.rows + r) * c.d + e);
+          worst = std::max(worst, std::abs(want - fused.y[at]));
         }
-        largest = std::max(largest, std::abs(want));
-        worst = std::max(worst, std::abs(want - fused.y[static_cast<size_t>(h * c.d + e)]));
       }
     }
     CHECK(worst <= 1e-5 * largest);

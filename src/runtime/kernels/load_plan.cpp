@@ -385,10 +385,15 @@ void CpuPlanner::fuse_safe_softmax() {
         softmax.state != nullptr || !softmax.args[0]->is_tensor())
       continue;
     const TensorView& x = softmax.args[0]->tensor;
+    // The masks of x's shape (any's over x's rows: views share bytes without a step, and an
+    // any over another shape would mix rows).
+    std::vector<int64_t> rows_shape = x.sizes;
+    if (!rows_shape.empty()) rows_shape.back() = 1;
     if (x.dtype != DType::kFloat32 || x.rank() == 0 || !last_dim(softmax.args[1], x.rank()) ||
         softmax.args[2]->kind != Value::Kind::kBool || softmax.args[2]->b ||
         eq.args[0]->tensor.data != x.data || eq.args[0]->tensor.sizes != x.sizes ||
-        p->tensor.sizes != x.sizes)
+        p->tensor.sizes != x.sizes || logical_not.args[0]->tensor.sizes != x.sizes ||
+        any.args[0]->tensor.sizes != x.sizes || cond->tensor.sizes != rows_shape)
       continue;
     // The five steps alone, one after the other; the scores' masks and softmax read by them
     // alone; the where's out over the scores at most exactly (the softmax runs row by row).
@@ -398,7 +403,13 @@ void CpuPlanner::fuse_safe_softmax() {
         !unread_after(w, any.args[0]->tensor, &y->tensor) ||
         !unread_after(w, logical_not.args[0]->tensor, &y->tensor))
       continue;
-    if (overlaps(y->tensor, x) && y->tensor.data != x.data) continue;
+    // The softmax's out not over x (eq would read the softmax's values there), the where's
+    // out exactly on it at most (the fused softmax runs row by row, in place). The masks may
+    // lie over x: they are written as x dies. A caller-bound x and out (no bytes yet) could
+    // be bound over each other: left.
+    if (overlaps(p->tensor, x) || (x.data == nullptr && y->tensor.data == nullptr) ||
+        (overlaps(y->tensor, x) && y->tensor.data != x.data))
+      continue;
     auto state = std::make_unique<SafeSoftmax>();
     state->out = &y->tensor;
     state->other = other->tensor.data_as<const float>()[0];

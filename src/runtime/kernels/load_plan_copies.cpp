@@ -118,7 +118,7 @@ void CpuPlanner::fuse_operand_copies() {
     if (!fixed(mat2, false) || !fixed(a, true) || !fixed(out, true) ||
         mat2->tensor.dtype != DType::kFloat32 || a->tensor.dtype != DType::kFloat32 ||
         out->tensor.dtype != DType::kFloat32 || mat2->tensor.rank() != 3 ||
-        mat2->tensor.numel() == 0)
+        mat2->tensor.numel() == 0 || overlaps(out->tensor, mat2->tensor))
       continue;
     const int64_t batch = mat2->tensor.sizes[0], k = mat2->tensor.sizes[1],
                   n = mat2->tensor.sizes[2];
@@ -184,9 +184,12 @@ void CpuPlanner::fuse_operand_copies() {
     auto valid = [&](size_t len) {
       const Stage& last = stages[len - 1];
       const TensorView& source = *last.in;
-      // The source: the tensor the first step reads, not written from that step to the bmm
-      // (but by the steps skipped), nor under the bmm's out (which the product zeroes first).
-      if (overlaps(out->tensor, source)) return false;
+      // The source: planned memory (a tensor the caller binds has no bytes yet to tell a
+      // write to it from others), the tensor the first step reads, not written from that
+      // step to the bmm (but by the steps skipped), nor under the bmm's out (which the
+      // product zeroes first).
+      const Value* source_value = steps()[last.step].args[0];
+      if (!fixed(source_value, false) || overlaps(out->tensor, source)) return false;
       for (size_t j = last.step + 1; j < i; ++j) {
         if (!runs(j, len)) continue;
         const MethodStep& s = steps()[j];

@@ -454,12 +454,19 @@ Status run_copied_operand(const KernelContext& ctx, const CopiedOperand& co, con
       gemm(s.m, s.n, s.k, 1.0f, ai, wb, c + i * s.m * s.n, s.n);
     }
   };
-  // The heads split across threads (each product then runs on its thread: a decode step's are
-  // too small for gemm to split); the same products, so the same bits.
-  parallel_for(s.batch, 1, [&](int64_t b0, int64_t b1) {
-    for (int64_t i = b0; i < b1; ++i)
+  // The heads split across threads where there are enough of them (each product then runs on
+  // its thread: a decode step's are too small for gemm to split); fewer heads than threads
+  // (a prefill's few large products), one product after the other, each split by gemm. The
+  // same products either way, so the same bits.
+  if (s.batch >= num_threads()) {
+    parallel_for(s.batch, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t i = b0; i < b1; ++i)
+        product(i);
+    });
+  } else {
+    for (int64_t i = 0; i < s.batch; ++i)
       product(i);
-  });
+  }
   return Status();
 }
 
