@@ -335,6 +335,12 @@ class Composites(nn.Module):
                  F.adaptive_avg_pool3d(vol, (2, 4, 3)))
         convs += F.max_pool3d(vol, (3, 2, 2), stride=(2, 1, 2), padding=(1, 0, 1), dilation=(2, 1, 1),
                               ceil_mode=True, return_indices=True)
+        # _safe_softmax (the math path of scaled_dot_product_attention): a row and a column
+        # all -inf give zeros along the softmax's dim, not NaN.
+        xm = x.clone()
+        xm[1] = float("-inf")
+        xm[:, 5] = float("-inf")
+        convs += (torch.ops.aten._safe_softmax(xm, -1), torch.ops.aten._safe_softmax(xm, 0))
         return (a, m, r, ri, bb, bt, h, t, w, cols, folded, dist, pd, ms, gs) + convs + (
                 torch.square(ids[:12].to(torch.int64)),
                 self.conv_same(img), self.conv_dil(img), self.conv_valid(seq),

@@ -150,6 +150,37 @@ Status convert_copy(TorchNode& n, bool in_place) {
   return n.set_output(0, v);
 }
 
+// PyTorch's safe softmax of x along dim (its _safe_softmax, which the math path of
+// scaled_dot_product_attention uses): softmax, then zeros in a row whose every value is -inf
+// (where a plain softmax gives NaN), written as where(any(x != -inf, dim), softmax, 0), the
+// form the CPU load planner runs as one kernel (kernels/safe_softmax.h). The softmax of x
+// already in the out's dtype `dt`; zeros of that dtype.
+Result<ValueId> safe_softmax(TorchNode& n, ValueId x, ValueId scores, int64_t dim, DType dt) {
+  ETC_ASSIGN_OR_RETURN(
+      ValueId attn, n.emit(OpKind::Softmax, {{"self", x}, {"dim", dim}, {"half_to_float", false}}));
+  ETC_ASSIGN_OR_RETURN(ValueId masked,
+                       n.emit(OpKind::EqScalar, {{"self", scores}, {"other", Scalar{-kInf}}}));
+  ETC_ASSIGN_OR_RETURN(ValueId kept, n.emit(OpKind::LogicalNot, {{"self", masked}}));
+  ETC_ASSIGN_OR_RETURN(ValueId any_kept,
+                       n.emit(OpKind::AnyDim, {{"self", kept}, {"dim", dim}, {"keepdim", true}}));
+  ValueId zero = n.constant(known_full(dt, {}, 0.0));
+  return n.emit(OpKind::WhereSelf, {{"condition", any_kept}, {"self", attn}, {"other", zero}});
+}
+
+// _safe_softmax(self, dim, dtype=None): safe_softmax, the softmax in `dtype` where given (x
+// converted first, as softmax.int does), the -inf test on x itself.
+Status convert_safe_softmax(TorchNode& n) {
+  ETC_ASSIGN_OR_RETURN(ValueId x, n.tensor("self"));
+  ETC_ASSIGN_OR_RETURN(int64_t dim, n.int_arg("dim"));
+  ETC_ASSIGN_OR_RETURN(std::optional<DType> d, n.dtype_arg("dtype"));
+  ValueId in = x;
+  if (d && *d != n.dtype(x)) {
+    ETC_ASSIGN_OR_RETURN(in, n.emit(OpKind::ToCopy, {{"self", x}, {"dtype", *d}}));
+  }
+  ETC_ASSIGN_OR_RETURN(ValueId out, safe_softmax(n, in, x, dim, d.value_or(n.dtype(x))));
+  return n.set_output(0, out);
+}
+
 // scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa):
 // softmax(q @ k^T * scale + mask) @ v over the flattened batch dims. A row whose every score
 // is masked gives 0, as PyTorch's kernels do (its _safe_softmax), where a plain softmax gives
@@ -285,19 +316,13 @@ Status convert_sdpa(TorchNode& n) {
     }
     ETC_ASSIGN_OR_RETURN(scores, n.emit(OpKind::AddTensor, {{"self", scores}, {"other", bias}}));
   }
-  ETC_ASSIGN_OR_RETURN(
-      ValueId attn,
-      n.emit(OpKind::Softmax, {{"self", scores}, {"dim", int64_t{-1}}, {"half_to_float", false}}));
+  ValueId attn;
   if (may_mask_a_row) {
-    ETC_ASSIGN_OR_RETURN(ValueId masked,
-                         n.emit(OpKind::EqScalar, {{"self", scores}, {"other", Scalar{-kInf}}}));
-    ETC_ASSIGN_OR_RETURN(ValueId kept, n.emit(OpKind::LogicalNot, {{"self", masked}}));
+    ETC_ASSIGN_OR_RETURN(attn, safe_softmax(n, scores, scores, -1, n.dtype(q)));
+  } else {
     ETC_ASSIGN_OR_RETURN(
-        ValueId any_kept,
-        n.emit(OpKind::AnyDim, {{"self", kept}, {"dim", int64_t{-1}}, {"keepdim", true}}));
-    ValueId zero = n.constant(known_full(n.dtype(q), {}, 0.0));
-    ETC_ASSIGN_OR_RETURN(attn, n.emit(OpKind::WhereSelf,
-                                      {{"condition", any_kept}, {"self", attn}, {"other", zero}}));
+        attn, n.emit(OpKind::Softmax,
+                     {{"self", scores}, {"dim", int64_t{-1}}, {"half_to_float", false}}));
   }
   ETC_ASSIGN_OR_RETURN(
       attn,
@@ -329,6 +354,7 @@ void add_attention_converters(std::map<std::string, Converter>& t) {
   t["aten.index_copy.default"] = [](TorchNode& n) { return convert_index_copy(n, false); };
   t["aten.index_copy_.default"] = [](TorchNode& n) { return convert_index_copy(n, true); };
   t["aten.scaled_dot_product_attention.default"] = convert_sdpa;
+  t["aten._safe_softmax.default"] = convert_safe_softmax;
 }
 
 }  // namespace etc::torch_import
