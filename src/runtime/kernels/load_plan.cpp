@@ -243,11 +243,18 @@ void CpuPlanner::find_unread_outs() {
   }
 }
 
-std::optional<size_t> CpuPlanner::last_writer(size_t before, const TensorView& t) const {
+std::optional<size_t> CpuPlanner::last_writer(size_t before, const TensorView& t,
+                                              const std::vector<bool>* skipped,
+                                              const StateReads* state_reads) const {
   for (size_t j = before; j-- > 0;) {
+    if (skipped != nullptr && (*skipped)[j]) continue;
     const MethodStep& w = steps()[j];
     if (w.kind != StepKind::kKernel || w.fused || w.args.empty()) return std::nullopt;
-    if (!step_touches(w, t)) continue;
+    const bool touched =
+        step_touches(w, t) || (state_reads != nullptr &&
+                               std::any_of((*state_reads)[j].begin(), (*state_reads)[j].end(),
+                                           [&](const TensorView* r) { return overlaps(*r, t); }));
+    if (!touched) continue;
     const Value* out = w.args.back();
     const bool writes = out->is_tensor() && out->tensor.data == t.data &&
                         out->tensor.numel() == t.numel() && out->tensor.dtype == t.dtype;

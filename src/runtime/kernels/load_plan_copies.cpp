@@ -81,32 +81,18 @@ void CpuPlanner::fuse_operand_copies() {
   std::vector<bool> taken(steps().size(), false);  // the steps given to a bmm here
   // Tensors steps read through their state, not their arguments: a fused attention's V, a
   // bmm's source given here.
-  std::vector<std::vector<const TensorView*>> state_reads(steps().size());
+  StateReads state_reads(steps().size());
   for (size_t j = 0; j < steps().size(); ++j) {
     const MethodStep& s = steps()[j];
     if (const auto* fa =
             s.state != nullptr ? dynamic_cast<const FusedAttention*>(s.state.get()) : nullptr)
       state_reads[j].push_back(fa->v);
   }
-  auto touches = [&](size_t j, const TensorView& t) {
-    return step_touches(steps()[j], t) ||
-           std::any_of(state_reads[j].begin(), state_reads[j].end(),
-                       [&](const TensorView* r) { return overlaps(*r, t); });
-  };
+
   // The step before `before` that touches t's bytes last (but the steps taken), if it writes
-  // exactly them (t's dtype, a view at most).
-  auto writer = [&](size_t before, const TensorView& t) -> std::optional<size_t> {
-    for (size_t j = before; j-- > 0;) {
-      if (taken[j]) continue;
-      const MethodStep& w = steps()[j];
-      if (w.kind != StepKind::kKernel || w.fused || w.args.empty()) return std::nullopt;
-      if (!touches(j, t)) continue;
-      const Value* out = w.args.back();
-      const bool exact = out->is_tensor() && out->tensor.data == t.data &&
-                         out->tensor.numel() == t.numel() && out->tensor.dtype == t.dtype;
-      return exact ? std::optional<size_t>(j) : std::nullopt;
-    }
-    return std::nullopt;
+  // exactly them.
+  auto writer = [&](size_t before, const TensorView& t) {
+    return last_writer(before, t, &taken, &state_reads);
   };
   for (size_t i = 0; i < steps().size(); ++i) {
     MethodStep& bmm = steps()[i];

@@ -51,9 +51,16 @@ class CpuPlanner {
   // Gives a matrix product (mm) whose right operand the steps before it dequantize from an
   // int8 constant those steps (weight_only.h), and marks them fused.
   void fuse_dequantized_weights();
+  // Per step, the tensors it reads through its state rather than its arguments (a fused
+  // attention's V, a bmm's copied operand).
+  using StateReads = std::vector<std::vector<const TensorView*>>;
   // The step before `before` that touches t's bytes last, if it writes exactly them (t's
-  // dtype, a view at most) and no step between reads or writes them otherwise.
-  std::optional<size_t> last_writer(size_t before, const TensorView& t) const;
+  // dtype, a view at most) and no step between reads or writes them otherwise. Steps marked in
+  // `skipped` (which will not run) are passed over; a step reads what `state_reads` lists for
+  // it too.
+  std::optional<size_t> last_writer(size_t before, const TensorView& t,
+                                    const std::vector<bool>* skipped = nullptr,
+                                    const StateReads* state_reads = nullptr) const;
   // The step before `before` that writes t: a _to_copy of int8 values of t's shape into
   // exactly t's bytes (a float dtype), with no step between touching t. nullopt otherwise.
   std::optional<size_t> widened_int8(size_t before, const TensorView& t) const;
