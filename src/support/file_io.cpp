@@ -149,6 +149,22 @@ Result<std::shared_ptr<const Blob>> map_file(const std::string& path) {
   return std::shared_ptr<const Blob>(std::make_shared<MappedBlob>(data, size));
 }
 
+void release_pages(const void* data, size_t bytes) {
+#ifdef MADV_PAGEOUT
+  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  auto* begin = const_cast<char*>(static_cast<const char*>(data));
+  // The whole pages inside the range: from the first page boundary at or after data.
+  const size_t head = (page - reinterpret_cast<uintptr_t>(begin) % page) % page;
+  if (bytes <= head) return;
+  const size_t length = (bytes - head) / page * page;
+  // A hint: an older kernel (EINVAL) or memory it will not page out keeps the pages.
+  if (length > 0) (void)madvise(begin + head, length, MADV_PAGEOUT);
+#else
+  (void)data;
+  (void)bytes;
+#endif
+}
+
 std::shared_ptr<const Blob> make_blob(std::string bytes) {
   return std::make_shared<OwnedBlob>(std::move(bytes));
 }

@@ -82,6 +82,13 @@ Result<std::shared_ptr<const Blob>> map_file(const std::string& path);
 // Wraps owned bytes.
 std::shared_ptr<const Blob> make_blob(std::string bytes);
 
+// Tells the kernel that the whole pages of [data, data + bytes) are not needed for now: a
+// constant that a kernel copied into its own layout (a float32 weight packed at its first
+// product). Their contents stay valid: pages of a mapped file are dropped and read again
+// from the file if touched (Linux's MADV_PAGEOUT; anonymous memory goes to swap, if any).
+// Only a hint: nothing happens where the kernel does not take it.
+void release_pages(const void* data, size_t bytes);
+
 // A blob of `size` bytes to fill once, through `*data`, before anyone reads it (constants
 // computed at export). The bytes start unspecified. A large one is an anonymous mapping with
 // transparent huge pages advised: filling 40 MB of folded weights takes a few dozen page

@@ -105,6 +105,9 @@ struct OnednnConv final : KernelState {
     bool operator==(const Key&) const = default;
   };
   struct Impl;  // the primitives for one input size (conv_onednn.cpp)
+  // The weights reordered into oneDNN's formats, shared by the plans that use the same
+  // format (conv_onednn.cpp).
+  struct WeightCache;
   static constexpr size_t kMaxPlans = 4;
   Key key{};
   std::string implementation;  // for the input size of the first call
@@ -133,6 +136,7 @@ struct OnednnConv final : KernelState {
  private:
   const float* weights_ = nullptr;
   mutable std::vector<std::unique_ptr<Impl>> plans_;  // by input size, most recent last
+  mutable std::unique_ptr<WeightCache> weight_cache_;
 };
 // Whether convolutions go to oneDNN where it has a kernel: false in builds without it and when
 // $ETC_ONEDNN is 0 (etc's own kernels for every convolution, for comparisons); the setter

@@ -37,6 +37,7 @@
 #include "runtime/kernels/kernel_util.h"
 #include "runtime/kernels/parallel.h"
 #include "runtime/kernels/simd_transpose.h"
+#include "support/file_io.h"
 
 // libgomp's (the OpenMP runtime Debian's libdnnl uses), declared here rather than through
 // <omp.h>, which belongs to the compiler's own OpenMP runtime.
@@ -149,6 +150,12 @@ struct OnednnConv::Impl {
   std::string name;     // oneDNN's name for its kernel
 };
 
+struct OnednnConv::WeightCache {
+  // Each copy with the first output channel of the weights it holds (a band of channels has
+  // its part).
+  std::vector<std::pair<int64_t, dnnl::memory>> copies;
+};
+
 OnednnConv::OnednnConv() = default;
 OnednnConv::~OnednnConv() = default;
 
@@ -216,10 +223,12 @@ BandArgs& band_args(const OnednnConv::Impl::Band& band, bool with_bias) {
   return cache.emplace(band.id, std::move(a)).first->second;
 }
 
-// The bands for input size g.h x g.w: none when oneDNN has no JIT kernel for it.
+// The bands for input size g.h x g.w: none when oneDNN has no JIT kernel for it. Weights in a
+// format some earlier plan reordered them to come from `cache`.
 std::unique_ptr<OnednnConv::Impl> make_plan(const float* w, const ConvGeometry& g, bool out_nhwc,
                                             bool with_bias, bool single,
-                                            std::optional<OnednnConv::Clamp> clamp) {
+                                            std::optional<OnednnConv::Clamp> clamp,
+                                            OnednnConv::WeightCache& cache) {
   using Impl = OnednnConv::Impl;
   auto impl = std::make_unique<Impl>();
   impl->h = g.h;
@@ -333,12 +342,24 @@ std::unique_ptr<OnednnConv::Impl> make_plan(const float* w, const ConvGeometry& 
         if (impl->weights[i].get_desc() == pd.weights_desc()) band.weights = i;
       }
       if (band.weights == impl->weights.size()) {
-        memory user(memory::desc(wdims, memory::data_type::f32, wtag), cpu_engine(),
-                    const_cast<float*>(w + band.oc0 * taps));
-        memory reordered(pd.weights_desc(), cpu_engine());
-        dnnl::reorder(user, reordered).execute(stream, user, reordered);
-        stream.wait();
-        impl->weights.push_back(reordered);
+        // Another plan's copy of these weights in this format (the plans for either out, and
+        // for other input sizes, mostly agree), or a new one.
+        auto have = std::find_if(cache.copies.begin(), cache.copies.end(), [&](const auto& c) {
+          return c.first == band.oc0 && c.second.get_desc() == pd.weights_desc();
+        });
+        if (have == cache.copies.end()) {
+          memory user(memory::desc(wdims, memory::data_type::f32, wtag), cpu_engine(),
+                      const_cast<float*>(w + band.oc0 * taps));
+          memory reordered(pd.weights_desc(), cpu_engine());
+          dnnl::reorder(user, reordered).execute(stream, user, reordered);
+          stream.wait();
+          // The primitives read the copy: the constant's own pages (a mapped program's) need
+          // not stay resident beside it (read again from the file by a later reorder).
+          release_pages(w + band.oc0 * taps,
+                        static_cast<size_t>(band.channels * taps) * sizeof(float));
+          have = cache.copies.insert(cache.copies.end(), {band.oc0, reordered});
+        }
+        impl->weights.push_back(have->second);
       }
       band.scratchpad = pd.scratchpad_desc();
       band.primitive = dnnl::convolution_forward(pd);
@@ -372,7 +393,9 @@ std::unique_ptr<OnednnConv> OnednnConv::make(const float* w, const ConvGeometry&
   auto s = std::make_unique<OnednnConv>();
   s->key = key;
   s->weights_ = w;
-  s->plans_.push_back(make_plan(w, g, false, false, num_threads() == 1, std::nullopt));
+  s->weight_cache_ = std::make_unique<WeightCache>();
+  s->plans_.push_back(
+      make_plan(w, g, false, false, num_threads() == 1, std::nullopt, *s->weight_cache_));
   s->implementation = s->plans_.back()->name;
   return s;
 }
@@ -392,7 +415,7 @@ const OnednnConv::Impl& OnednnConv::plan_for(const ConvGeometry& g, bool out_nhw
     });
     if (found != plans_.end()) return **found;
     if (plans_.size() == kMaxPlans) plans_.erase(plans_.begin());
-    plans_.push_back(make_plan(weights_, g, out_nhwc, with_bias, one_band, clamp));
+    plans_.push_back(make_plan(weights_, g, out_nhwc, with_bias, one_band, clamp, *weight_cache_));
     return *plans_.back();
   };
   const Impl& preferred = get(single);

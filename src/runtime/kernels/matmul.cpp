@@ -15,6 +15,7 @@
 #include "runtime/kernels/kernel_util.h"
 #include "runtime/kernels/parallel.h"
 #include "runtime/kernels/weight_only.h"
+#include "support/file_io.h"
 
 namespace etc::rt::kernels {
 namespace {
@@ -227,6 +228,9 @@ void run_matmul(const MatmulArgs& p, const TensorView& a, const TensorView& b,
               auto fresh = std::make_unique<PackedMatmulWeights>();
               fresh->packed = PackedB::pack(
                   p.k, p.n, MatrixRef<float>{b.data_as<const float>(), p.b_rs, p.b_cs});
+              // The product reads the packed copy from now on: the weight's own pages (a
+              // mapped program's) need not stay resident beside it.
+              release_pages(b.data, b.nbytes());
               return fresh;
             });
         ReadAs<G> ra(a);
