@@ -24,8 +24,8 @@ namespace etc::rt::kernels {
 struct CopiedOperand final : KernelState {
   const void* b = nullptr;  // mat2's planned bytes, which the skipped steps would have written
   int64_t batch = 0, k = 0, n = 0;  // mat2's sizes
-  // The tensor the first skipped step read (its bytes are bound when the method runs: a method
-  // input's only then), its dtype (float32, bf16 or fp16) and element count at load.
+  // The tensor the first skipped step read (planned memory, read through the view when the
+  // bmm runs), its dtype (float32, bf16 or fp16) and element count at load.
   const TensorView* source = nullptr;
   DType dtype = DType::kFloat32;
   int64_t source_numel = 0;
