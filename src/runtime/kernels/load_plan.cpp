@@ -115,13 +115,17 @@ void CpuPlanner::run() {
   if (onednn_conv_enabled()) plan_channels_last();
 }
 
-std::vector<bool> CpuPlanner::io_values() const {
-  std::vector<bool> io(values().size(), false);
+CpuPlanner::CpuPlanner(LoadPlanView& m) : m_(m), io_(m.values.size(), false) {
   for (size_t v : m_.inputs)
-    io[v] = true;
+    io_[v] = true;
   for (size_t v : m_.outputs)
-    io[v] = true;
-  return io;
+    io_[v] = true;
+}
+
+bool CpuPlanner::straight_line() const {
+  return std::none_of(steps().begin(), steps().end(), [](const MethodStep& s) {
+    return s.kind == StepKind::kJumpFalse || s.kind == StepKind::kMove;
+  });
 }
 
 bool CpuPlanner::writes(const MethodStep& s, const Value* u) {
@@ -199,15 +203,13 @@ bool CpuPlanner::unread_after(size_t after, const TensorView& t,
 void CpuPlanner::find_unread_outs() {
   // Only max_pool2d_with_indices' indices (argument 7): a program that pools for inference
   // never reads them, and they cost as much as the pooling.
-  const std::vector<bool> io = io_values();
   for (size_t i = 0; i < steps().size(); ++i) {
     MethodStep& s = steps()[i];
     if (s.kind != StepKind::kKernel || !s.calls(OpKind::MaxPool2dWithIndices) ||
         s.args.size() < 8 || !s.args[7]->is_tensor())
       continue;
     const Value* indices = s.args[7];
-    if (io[static_cast<size_t>(indices - values().data())] || indices->tensor.data == nullptr)
-      continue;
+    if (is_io(indices) || indices->tensor.data == nullptr) continue;
     // Read: any other instruction naming it, or an int64 tensor over its bytes (a view). An
     // out another kernel writes there does not read it: the plan gives every pooling's
     // indices, dead as soon as they are written, the same bytes (googlenet's 13 pools each
@@ -267,13 +269,11 @@ void CpuPlanner::fuse_attention() {
   for (const MethodStep& s : steps()) {
     if (s.kind == StepKind::kJumpFalse) return;
   }
-  const std::vector<bool> io = io_values();
   auto usable = [&](const Value* v, size_t rank) {
     const TensorView& t = v->tensor;
     return v->is_tensor() && t.dtype == DType::kFloat32 && t.rank() == rank && t.capacity < 0 &&
            t.data != nullptr && t.device.is_cpu() && t.numel() > 0;
   };
-  auto io_value = [&](const Value* v) { return io[static_cast<size_t>(v - values().data())]; };
   // The same bytes read as another view (the scores [B, L, S] as [b, h, L, S]).
   auto same = [](const Value* a, const Value* b) {
     return a->tensor.data == b->tensor.data && a->tensor.numel() == b->tensor.numel();
@@ -315,7 +315,7 @@ void CpuPlanner::fuse_attention() {
         o->tensor.sizes != std::vector<int64_t>{batch, l, v->tensor.sizes[2]})
       continue;
     // The scores are the kernel's alone: no method input or output, nothing reads them after.
-    if (io_value(s1) || io_value(s2) || io_value(p) || io_value(o) ||
+    if (is_io(s1) || is_io(s2) || is_io(p) || is_io(o) ||
         !unread_after(i + 3, s1->tensor, &o->tensor) ||
         !unread_after(i + 3, s2->tensor, &o->tensor) || !unread_after(i + 3, p->tensor, &o->tensor))
       continue;
@@ -337,15 +337,11 @@ void CpuPlanner::fuse_attention() {
 }
 
 void CpuPlanner::fuse_safe_softmax() {
-  for (const MethodStep& s : steps()) {
-    if (s.kind == StepKind::kJumpFalse || s.kind == StepKind::kMove) return;
-  }
-  const std::vector<bool> io = io_values();
-  auto io_value = [&](const Value* v) { return io[static_cast<size_t>(v - values().data())]; };
+  if (!straight_line()) return;
   // A planned tensor of this dtype that only the program's steps see.
   auto own = [&](const Value* v, DType dt) {
     return v->is_tensor() && v->tensor.dtype == dt && v->tensor.capacity < 0 &&
-           v->tensor.data != nullptr && v->tensor.device.is_cpu() && !io_value(v);
+           v->tensor.data != nullptr && v->tensor.device.is_cpu() && !is_io(v);
   };
   auto last_dim = [](const Value* dim, size_t rank) {
     return dim->kind == Value::Kind::kInt &&
@@ -434,7 +430,6 @@ void CpuPlanner::fuse_epilogues() {
     if (s.kind == StepKind::kJumpFalse) return;
   }
   // Method inputs and outputs may be rebound to caller memory: never part of a chain.
-  const std::vector<bool> io = io_values();
   // A matrix product's out is read through views of other shapes (mm's [24, 384] as [1, 24,
   // 384]): there the operands need the out's element count only (planned tensors are
   // contiguous), and a row of the out's last dim may be broadcast (the bias of a linear
@@ -442,8 +437,7 @@ void CpuPlanner::fuse_epilogues() {
   bool by_count = false;
   auto plain = [&](const Value* v, const TensorView& like) {
     const TensorView& t = v->tensor;
-    return v->is_tensor() && !io[static_cast<size_t>(v - values().data())] &&
-           t.dtype == DType::kFloat32 &&
+    return v->is_tensor() && !is_io(v) && t.dtype == DType::kFloat32 &&
            (by_count ? t.numel() == like.numel() : t.sizes == like.sizes) && t.capacity < 0 &&
            t.data != nullptr && t.device.is_cpu();
   };

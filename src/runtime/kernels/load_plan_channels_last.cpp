@@ -17,11 +17,7 @@ void CpuPlanner::plan_channels_last() {
   // Without jumps the steps run in order: a tensor lives from the step that writes it until
   // a step writes its bytes anew.
   // A move rebinds a value to another's bytes, which no step names: none of that either.
-  for (const MethodStep& s : steps()) {
-    if (s.kind == StepKind::kJumpFalse || s.kind == StepKind::kMove) return;
-  }
-  const std::vector<bool> io = io_values();
-  auto index_of = [&](const Value* v) { return static_cast<size_t>(v - values().data()); };
+  if (!straight_line()) return;
   std::map<const TensorView*, const Value*> by_tensor;
   for (const Value& v : values())
     by_tensor[&v.tensor] = &v;
@@ -56,8 +52,8 @@ void CpuPlanner::plan_channels_last() {
   std::map<const Value*, size_t> writer;  // value -> its group
   std::vector<int64_t> group_of_step(steps().size(), -1);
   auto usable = [&](const Value* v) {
-    return v->is_tensor() && !io[index_of(v)] && v->tensor.capacity < 0 &&
-           v->tensor.data != nullptr && v->tensor.device.is_cpu();
+    return v->is_tensor() && !is_io(v) && v->tensor.capacity < 0 && v->tensor.data != nullptr &&
+           v->tensor.device.is_cpu();
   };
   // Takes a step's group (its out at group.out_arg) with its epilogue: the epilogue's outs
   // are the group's too, and its operands from outside must be chain tensors. False where an
@@ -112,7 +108,7 @@ void CpuPlanner::plan_channels_last() {
     if (!g || !usable(s.args[9]) || s.args[0]->tensor.capacity >= 0 ||
         choose_conv_algorithm(*g, chain) != ConvAlgorithm::kOnednn)
       continue;
-    const bool direct_first_layer = io[index_of(s.args[0])] && kernels::few_input_channels_conv(*g);
+    const bool direct_first_layer = is_io(s.args[0]) && kernels::few_input_channels_conv(*g);
     if (!direct_first_layer && !kernels::prepare_onednn_conv(s.args, *g, steps()[i].state))
       continue;
     Group group;

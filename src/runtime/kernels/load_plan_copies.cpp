@@ -68,15 +68,11 @@ bool transposes_last_two(const MethodStep& w) {
 }  // namespace
 
 void CpuPlanner::fuse_operand_copies() {
-  for (const MethodStep& s : steps()) {
-    if (s.kind == StepKind::kJumpFalse || s.kind == StepKind::kMove) return;
-  }
-  const std::vector<bool> io = io_values();
-  auto io_value = [&](const Value* v) { return io[static_cast<size_t>(v - values().data())]; };
+  if (!straight_line()) return;
   // Tensors of fixed sizes in host memory (planned, or bound by the caller where `bound`).
   auto fixed = [&](const Value* v, bool bound) {
     return v->is_tensor() && v->tensor.capacity < 0 && v->tensor.device.is_cpu() &&
-           (bound || (v->tensor.data != nullptr && !io_value(v)));
+           (bound || (v->tensor.data != nullptr && !is_io(v)));
   };
   std::vector<bool> taken(steps().size(), false);  // the steps given to a bmm here
   // Tensors steps read through their state, not their arguments: a fused attention's V, a

@@ -109,16 +109,12 @@ std::optional<int64_t> CpuPlanner::panel_source(const MethodStep& w, int64_t k, 
 }
 
 void CpuPlanner::fuse_dequantized_weights() {
-  for (const MethodStep& s : steps()) {
-    if (s.kind == StepKind::kJumpFalse || s.kind == StepKind::kMove) return;
-  }
-  const std::vector<bool> io = io_values();
+  if (!straight_line()) return;
   // The chain's dtype: float32, or a bf16/fp16 model's (each step rounded to it).
   DType wd = DType::kFloat32;
   auto plain = [&](const Value* v) {
     return v->is_tensor() && v->tensor.dtype == wd && v->tensor.capacity < 0 &&
-           v->tensor.data != nullptr && v->tensor.device.is_cpu() &&
-           !io[static_cast<size_t>(v - values().data())];
+           v->tensor.data != nullptr && v->tensor.device.is_cpu() && !is_io(v);
   };
   auto constant_arg = [](const MethodStep& s, size_t i) {
     return i < 64 && ((s.constant_args >> i) & 1) != 0;
@@ -234,9 +230,7 @@ void CpuPlanner::fuse_dequantized_weights() {
         if (!constant_arg(w, 0) && p) {
           // Int8 values in panels (the weight the program permutes them back from): no zero
           // point or scale between (the in-place paths' form).
-          if (zero != nullptr || scale != nullptr || transposed ||
-              io[static_cast<size_t>(w.args[0] - values().data())])
-            break;
+          if (zero != nullptr || scale != nullptr || transposed || is_io(w.args[0])) break;
           panel = *p;
           chain.push_back(*from);
           written.push_back(&w.args[0]->tensor);
@@ -244,7 +238,7 @@ void CpuPlanner::fuse_dequantized_weights() {
           // Int8 values a step unpacked from a constant's nibbles: that step joins the chain,
           // and the product reads the nibbles.
           const std::optional<size_t> unpacked = unpacked_int4(j, w.args[0]->tensor);
-          if (!unpacked || io[static_cast<size_t>(w.args[0] - values().data())]) break;
+          if (!unpacked || is_io(w.args[0])) break;
           unpack = &steps()[*unpacked];
           chain.push_back(*unpacked);
           written.push_back(&w.args[0]->tensor);
@@ -410,8 +404,6 @@ std::optional<DequantizedWeight::QuantizedRows> CpuPlanner::quantized_rows(
   const MethodStep& product = steps()[i];
   const TensorView& a = product.args[ia]->tensor;
   const TensorView& out = product.args[iout]->tensor;
-  const std::vector<bool> io = io_values();
-  auto io_value = [&](const Value* v) { return io[static_cast<size_t>(v - values().data())]; };
   if (a.dtype != DType::kFloat32 || a.rank() != 2) return std::nullopt;
   const int64_t rows = a.sizes[0], k = a.sizes[1];
   // mul: the chain's values times a scale per row.
@@ -429,7 +421,7 @@ std::optional<DequantizedWeight::QuantizedRows> CpuPlanner::quantized_rows(
   // A per-row operand: one value per row (or one for all), the same along k.
   auto per_row = [&](const Value* v, int64_t& stride, int64_t& group) {
     if (!v->is_tensor() || v->tensor.dtype != DType::kFloat32 || v->tensor.data == nullptr ||
-        io_value(v))
+        is_io(v))
       return false;
     const std::optional<SplitOperand> so = split_operand(v->tensor, shape, shape.size() - 1);
     if (!so || so->inner_stride != 0) return false;
@@ -467,7 +459,7 @@ std::optional<DequantizedWeight::QuantizedRows> CpuPlanner::quantized_rows(
           widen_zero ? widened_int8(*sub_at, zx->tensor) : std::nullopt;
       if (widen) {
         const Value* zi = steps()[*widen].args[0];
-        if (io_value(zi)) return std::nullopt;
+        if (is_io(zi)) return std::nullopt;
         q.zero = nullptr;
         q.zero_i8 = zi->tensor.data_as<const int8_t>();
         inputs.back() = {zi, *widen};
@@ -483,7 +475,7 @@ std::optional<DequantizedWeight::QuantizedRows> CpuPlanner::quantized_rows(
   if (!cast_at) return std::nullopt;
   const MethodStep& cast = steps()[*cast_at];
   const Value* qx = cast.args[0];
-  if (io_value(qx) || qx->tensor.numel() != rows * k) return std::nullopt;
+  if (is_io(qx) || qx->tensor.numel() != rows * k) return std::nullopt;
   q.q = qx->tensor.data_as<const int8_t>();
   inputs.emplace_back(qx, *cast_at);
   outs.push_back(cast.args.back());
@@ -498,7 +490,7 @@ std::optional<DequantizedWeight::QuantizedRows> CpuPlanner::quantized_rows(
   for (const Value* o : outs) {
     const TensorView& t = o->tensor;
     if (t.dtype != DType::kFloat32 || t.capacity >= 0 || t.data == nullptr || !t.device.is_cpu() ||
-        io_value(o) || !unread_after(i, t, &out))
+        is_io(o) || !unread_after(i, t, &out))
       return std::nullopt;
     for (size_t j = *cast_at; j < i; ++j) {
       if (runs(j) && step_touches(steps()[j], t)) return std::nullopt;

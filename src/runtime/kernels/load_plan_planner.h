@@ -29,7 +29,7 @@ bool step_touches(const MethodStep& s, const TensorView& t);
 // The planner over one method.
 class CpuPlanner {
  public:
-  explicit CpuPlanner(LoadPlanView& m) : m_(m) {}
+  explicit CpuPlanner(LoadPlanView& m);
   // Every pass, in order.
   void run();
 
@@ -37,8 +37,11 @@ class CpuPlanner {
   std::vector<MethodStep>& steps() { return m_.steps; }
   const std::vector<MethodStep>& steps() const { return m_.steps; }
   const std::vector<Value>& values() const { return m_.values; }
-  // Per value: whether it is a method input or output (the caller may rebind its memory).
-  std::vector<bool> io_values() const;
+  // Whether v is a method input or output (the caller may rebind its memory).
+  bool is_io(const Value* v) const { return io_[static_cast<size_t>(v - values().data())]; }
+  // Whether the steps run in order, each once, and none rebinds a value to another's bytes (no
+  // jump, no move): what the passes that follow bytes from step to step assume.
+  bool straight_line() const;
   // Whether u is among the outs kernel step s writes after its reads: its return value, or a
   // tensor of a returned list (max pooling's values and indices).
   static bool writes(const MethodStep& s, const Value* u);
@@ -106,6 +109,7 @@ class CpuPlanner {
   void plan_channels_last();
 
   LoadPlanView& m_;
+  std::vector<bool> io_;  // per value: is_io
 };
 
 }  // namespace etc::rt::kernels::load_plan_detail
