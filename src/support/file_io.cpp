@@ -149,19 +149,20 @@ Result<std::shared_ptr<const Blob>> map_file(const std::string& path) {
   return std::shared_ptr<const Blob>(std::make_shared<MappedBlob>(data, size));
 }
 
-void release_pages(const void* data, size_t bytes) {
+bool release_pages(const void* data, size_t bytes) {
 #ifdef MADV_PAGEOUT
   const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   auto* begin = const_cast<char*>(static_cast<const char*>(data));
   // The whole pages inside the range: from the first page boundary at or after data.
   const size_t head = (page - reinterpret_cast<uintptr_t>(begin) % page) % page;
-  if (bytes <= head) return;
+  if (bytes <= head) return false;
   const size_t length = (bytes - head) / page * page;
-  // A hint: an older kernel (EINVAL) or memory it will not page out keeps the pages.
-  if (length > 0) (void)madvise(begin + head, length, MADV_PAGEOUT);
+  // A hint: an older kernel (EINVAL) keeps the pages.
+  return length > 0 && madvise(begin + head, length, MADV_PAGEOUT) == 0;
 #else
   (void)data;
   (void)bytes;
+  return false;
 #endif
 }
 

@@ -86,8 +86,9 @@ std::shared_ptr<const Blob> make_blob(std::string bytes);
 // constant that a kernel copied into its own layout (a float32 weight packed at its first
 // product). Their contents stay valid: pages of a mapped file are dropped and read again
 // from the file if touched (Linux's MADV_PAGEOUT; anonymous memory goes to swap, if any).
-// Only a hint: nothing happens where the kernel does not take it.
-void release_pages(const void* data, size_t bytes);
+// Only a hint: nothing happens where the kernel does not take it. Whether it took it (false:
+// no whole page in the range, or a kernel without the advice).
+bool release_pages(const void* data, size_t bytes);
 
 // A blob of `size` bytes to fill once, through `*data`, before anyone reads it (constants
 // computed at export). The bytes start unspecified. A large one is an anonymous mapping with
