@@ -187,6 +187,17 @@ std::unique_ptr<KernelState>* constant_b_state(const KernelContext& ctx, size_t 
                                                                                       : nullptr;
 }
 
+// A bf16 (or, with `float16`, fp16) B whose element (k, n) is bits[k * k_stride + n *
+// n_stride], widened exactly as the GEMM packs its panels.
+DequantB widened_16bit(const uint16_t* bits, bool float16, int64_t k_stride, int64_t n_stride) {
+  DequantB d;
+  d.bits16 = bits;
+  d.float16 = float16;
+  d.q_k = k_stride;
+  d.q_n = n_stride;
+  return d;
+}
+
 template <typename G>
 void run_matmul(const MatmulArgs& p, const TensorView& a, const TensorView& b,
                 const TensorView* bias, const Value* beta, const Value* alpha, TensorView& out,
@@ -209,11 +220,8 @@ void run_matmul(const MatmulArgs& p, const TensorView& a, const TensorView& b,
         // accumulation as the copy: the same bits.
         ReadAs<G> ra(a);
         for (int64_t i = 0; i < p.batch; ++i) {
-          DequantB wide;
-          wide.bits16 = b.data_as<const uint16_t>() + i * p.b_batch;
-          wide.float16 = b.dtype == DType::kFloat16;
-          wide.q_n = p.b_cs;
-          wide.q_k = p.b_rs;
+          const DequantB wide = widened_16bit(b.data_as<const uint16_t>() + i * p.b_batch,
+                                              b.dtype == DType::kFloat16, p.b_rs, p.b_cs);
           MatrixRef<float> wb{nullptr, 0, 0};
           wb.dequant = &wide;
           gemm(p.m, p.n, p.k, alpha_v, MatrixRef<G>{ra.data() + i * p.a_batch, p.a_rs, p.a_cs}, wb,
@@ -448,11 +456,8 @@ Status run_copied_operand(const KernelContext& ctx, const CopiedOperand& co, con
            MatrixRef<float>{src.data_as<const float>() + at, co.k_stride, co.n_stride},
            c + i * s.m * s.n, s.n);
     } else {
-      DequantB wide;
-      wide.bits16 = src.data_as<const uint16_t>() + at;
-      wide.float16 = co.dtype == DType::kFloat16;
-      wide.q_n = co.n_stride;
-      wide.q_k = co.k_stride;
+      const DequantB wide = widened_16bit(src.data_as<const uint16_t>() + at,
+                                          co.dtype == DType::kFloat16, co.k_stride, co.n_stride);
       MatrixRef<float> wb{nullptr, 0, 0};
       wb.dequant = &wide;
       gemm(s.m, s.n, s.k, 1.0f, ai, wb, c + i * s.m * s.n, s.n);
