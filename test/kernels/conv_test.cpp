@@ -561,6 +561,85 @@ TEST_CASE("depthwise convolutions give the same bits in channel blocks and plane
   }
 }
 
+TEST_CASE("1x1 layers of a channels-last chain give the NCHW GEMM's bits") {
+  // etc's own kernel for the 1x1 layers oneDNN leaves in a chain (kPointwiseNhwc; with
+  // oneDNN off, every 1x1 layer): input, out and the epilogue's tensors held [N, H, W, C],
+  // each value the NCHW kernels' bits. Outs of 3 channels (lane by lane), 8 (one 8-lane
+  // vector), 24 (16 + 8), 72 (64 + the last 8 moved back over columns computed before), 100,
+  // 300 inputs (two K blocks of the GEMM's sums), row counts that leave a partial tile, two
+  // images. Each with a residual add and relu6 into a second tensor, run as a chain in
+  // registers (Epilogue::activation) and op by op; every vector build.
+  struct Case {
+    int64_t n, c_in, h, w, c_out;
+  };
+  const Case cases[] = {{1, 16, 13, 11, 8}, {2, 8, 9, 10, 24},  {1, 5, 7, 7, 3},
+                        {1, 24, 6, 5, 72},  {1, 300, 4, 5, 40}, {1, 16, 3, 3, 100},
+                        {1, 12, 64, 80, 96}};
+  const OnednnScope etc_kernels(false);
+  uint32_t seed = 1300;
+  for (kernels::GemmIsa isa :
+       {kernels::GemmIsa::kAuto, kernels::GemmIsa::kAvx2, kernels::GemmIsa::kPortable}) {
+    const IsaScope scope(isa);
+    for (const Case& k : cases) {
+      INFO("isa " << static_cast<int>(isa) << " " << k.c_in << " -> " << k.c_out << " on " << k.n
+                  << " x " << k.h << "x" << k.w);
+      const int64_t oh = k.h, ow = k.w;
+      const kernels::ConvGeometry g{k.n, k.c_in, k.h, k.w,    k.c_out, 1,     1,
+                                    oh,  ow,     1,   {1, 1}, {0, 0},  {1, 1}};
+      const kernels::ConvCall chain{false, DType::kFloat32, true, true, false};
+      REQUIRE(kernels::choose_conv_algorithm(g, chain) == kernels::ConvAlgorithm::kPointwiseNhwc);
+      // NCHW values and their NHWC copy, [n][c][p] -> [n][p][c].
+      auto nhwc = [](const std::vector<double>& v, int64_t n, int64_t c, int64_t plane) {
+        std::vector<double> t(v.size());
+        for (int64_t i = 0; i < n; ++i) {
+          for (int64_t ch = 0; ch < c; ++ch) {
+            for (int64_t p = 0; p < plane; ++p)
+              t[static_cast<size_t>((i * plane + p) * c + ch)] =
+                  v[static_cast<size_t>((i * c + ch) * plane + p)];
+          }
+        }
+        return t;
+      };
+      const Sizes xs{k.n, k.c_in, k.h, k.w}, os{k.n, k.c_out, oh, ow};
+      Call c("aten::convolution.out");
+      Value* x = c.random(DType::kFloat32, xs, seed++);
+      Value* x_nhwc = c.tensor(DType::kFloat32, xs, nhwc(read(x), k.n, k.c_in, k.h * k.w));
+      Value* w = c.random(DType::kFloat32, {k.c_out, k.c_in, 1, 1}, seed++);
+      Value* b = c.random(DType::kFloat32, {k.c_out}, seed++);
+      Value* res = c.random(DType::kFloat32, os, seed++);
+      Value* res_nhwc = c.tensor(DType::kFloat32, os, nhwc(read(res), k.n, k.c_out, oh * ow));
+      c.keep_state(uint64_t{1} << 1);  // the weight is a constant
+      auto run = [&](bool channels_last, bool activation) {
+        Value* y = c.out(DType::kFloat32, os);
+        Value* r = c.out(DType::kFloat32, os);
+        Epilogue e;
+        e.ops = {{Epilogue::Op::Kind::kAdd, &y->tensor, &(channels_last ? res_nhwc : res)->tensor,
+                  0, 0, 0, &r->tensor},
+                 {Epilogue::Op::Kind::kClamp, &r->tensor, nullptr, 0, 0.0f, 6.0f, &r->tensor}};
+        if (activation) {
+          e.activation = kernels::match_activation(e, y->tensor);
+          REQUIRE(e.activation);
+        }
+        c.set_epilogue(&e);
+        c.set_channels_last(channels_last ? (uint64_t{1} << 0) | (uint64_t{1} << 9) : 0);
+        REQUIRE(c.run(conv2d_inputs(c, channels_last ? x_nhwc : x, w, b, 1, 0, 1), {y}).ok());
+        c.set_epilogue(nullptr);
+        c.set_channels_last(0);
+        return std::pair{read(y), read(r)};
+      };
+      const auto [y_nchw, r_nchw] = run(false, false);
+      for (bool activation : {false, true}) {
+        INFO("activation " << activation);
+        const auto [y_nhwc, r_nhwc] = run(true, activation);
+        const std::vector<double> y_want = nhwc(y_nchw, k.n, k.c_out, oh * ow);
+        const std::vector<double> r_want = nhwc(r_nchw, k.n, k.c_out, oh * ow);
+        REQUIRE(std::memcmp(y_nhwc.data(), y_want.data(), y_want.size() * sizeof(double)) == 0);
+        REQUIRE(std::memcmp(r_nhwc.data(), r_want.data(), r_want.size() * sizeof(double)) == 0);
+      }
+    }
+  }
+}
+
 TEST_CASE("a first layer's epilogue may write over the layer's input (read whole first)") {
   // 4 -> 16 channels, 3x3 stride 2 on 64x64, two images: an image's input and its out both
   // hold 16384 floats. Memory planning may put an epilogue's temporary over the input once the
@@ -936,7 +1015,8 @@ TEST_CASE("a convolution runs the algorithm choose_conv_algorithm names for it")
     }
   }
   // The int64 convolution is ATen's direct sum whatever the geometry; a channels-last chain
-  // takes oneDNN for layers too small for it on NCHW tensors, never 1x1 layers of few inputs.
+  // takes oneDNN for layers too small for it on NCHW tensors, never 1x1 layers of few inputs
+  // (etc's own NHWC kernel).
   // 3.6 M multiply-adds: enough for oneDNN in a chain (1 M for k x k layers, 512 K for 1x1),
   // not on NCHW tensors (8 M).
   const kernels::ConvGeometry small{1, 16, 28, 28, 32, 3, 3, 28, 28, 1, {1, 1}, {1, 1}, {1, 1}};
@@ -948,7 +1028,18 @@ TEST_CASE("a convolution runs the algorithm choose_conv_algorithm names for it")
         ConvAlgorithm::kOnednn);
   const kernels::ConvGeometry few{1, 12, 64, 80, 96, 1, 1, 64, 80, 1, {1, 1}, {0, 0}, {1, 1}};
   CHECK(kernels::choose_conv_algorithm(few, {false, DType::kFloat32, true, true, true}) ==
+        ConvAlgorithm::kPointwiseNhwc);
+  // Outside a chain, etc's GEMM over NCHW tensors.
+  CHECK(kernels::choose_conv_algorithm(few, {false, DType::kFloat32, true, false, true}) ==
         ConvAlgorithm::kGemm);
+  // Depthwise layers of any width on oneDNN in a chain (mnasnet0_5's 16 of 112x112); a 3x3
+  // layer too small for oneDNN leaves the chain (etc's NCHW kernels).
+  const kernels::ConvGeometry dw{1, 16, 112, 112, 16, 3, 3, 112, 112, 16, {1, 1}, {1, 1}, {1, 1}};
+  CHECK(kernels::choose_conv_algorithm(dw, {false, DType::kFloat32, true, true, true}) ==
+        ConvAlgorithm::kOnednn);
+  const kernels::ConvGeometry dense{1, 16, 14, 14, 16, 3, 3, 14, 14, 1, {1, 1}, {1, 1}, {1, 1}};
+  CHECK_FALSE(kernels::chain_algorithm(
+      kernels::choose_conv_algorithm(dense, {false, DType::kFloat32, true, true, true})));
   // 1x1 layers in a chain from 512 K multiply-adds (mobilenet_v3_small's 16 -> 16 on 56x56,
   // 0.8 M; on 28x28, 0.2 M), k x k layers from 1 M (densenet's 3x3 128 -> 32 on 7x7, 1.8 M; a
   // 3x3 16 -> 16 on 14x14, 0.45 M).

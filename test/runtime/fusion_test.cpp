@@ -726,6 +726,37 @@ TEST_CASE("a first layer of few input channels writes a chain's first tensor cha
   check_chain(export_graph(g), 4, 3 * 128 * 128);
 }
 
+TEST_CASE("small 1x1 layers stay in a chain on etc's own channels-last kernel") {
+  // mnasnet0_5's first blocks, small: x [1, 3, 128, 128] -> conv 3x3 stride 2 (3 -> 16) ->
+  // relu -> depthwise 3x3 (16) -> relu -> conv 1x1 (16 -> 8) -> conv 1x1 (8 -> 24) -> relu ->
+  // depthwise 3x3 stride 2 (24) -> relu -> conv 1x1 (24 -> 16) -> mean. The 8 -> 24 layer
+  // (fewer than 16 inputs) and the 24 -> 16 one (393 K multiply-adds) are too small for
+  // oneDNN: etc's kernel runs them channels-last (kPointwiseNhwc), so the depthwise layers
+  // of 16 and 24 channels between them run on oneDNN in the chain too. Every convolution
+  // and the mean read or write channels-last.
+  Graph g;
+  ValueId x = g.add_input("x", spec({1, 3, 128, 128}));
+  ValueId c1 = conv_s(g, "c1", x, constant(g, "w1", {16, 3, 3, 3}, 61), constant(g, "b1", {16}, 62),
+                      2, 1, 1, spec({1, 16, 64, 64}));
+  ValueId r1 = node(g, OpKind::Relu, "r1", {{"self", c1}}, spec({1, 16, 64, 64}));
+  ValueId dw1 = conv_s(g, "dw1", r1, constant(g, "w2", {16, 1, 3, 3}, 63),
+                       constant(g, "b2", {16}, 64), 1, 1, 16, spec({1, 16, 64, 64}));
+  ValueId r2 = node(g, OpKind::Relu, "r2", {{"self", dw1}}, spec({1, 16, 64, 64}));
+  ValueId p1 = conv_s(g, "p1", r2, constant(g, "w3", {8, 16, 1, 1}, 65), constant(g, "b3", {8}, 66),
+                      1, 0, 1, spec({1, 8, 64, 64}));
+  ValueId p2 = conv_s(g, "p2", p1, constant(g, "w4", {24, 8, 1, 1}, 67),
+                      constant(g, "b4", {24}, 68), 1, 0, 1, spec({1, 24, 64, 64}));
+  ValueId r3 = node(g, OpKind::Relu, "r3", {{"self", p2}}, spec({1, 24, 64, 64}));
+  ValueId dw2 = conv_s(g, "dw2", r3, constant(g, "w5", {24, 1, 3, 3}, 69),
+                       constant(g, "b5", {24}, 70), 2, 1, 24, spec({1, 24, 32, 32}));
+  ValueId r4 = node(g, OpKind::Relu, "r4", {{"self", dw2}}, spec({1, 24, 32, 32}));
+  ValueId p3 = conv_s(g, "p3", r4, constant(g, "w6", {16, 24, 1, 1}, 71),
+                      constant(g, "b6", {16}, 72), 1, 0, 1, spec({1, 16, 32, 32}));
+  ValueId y = global_mean(g, p3, 16);
+  g.set_outputs({y});
+  check_chain(export_graph(g), 7, 3 * 128 * 128);
+}
+
 // x [1, 16, 40, 40] -> conv 3x3 (16 -> 32) -> relu -> max pool 3x3 stride 2 -> p -> conv 3x3
 // (32 -> 32) -> + p -> conv 3x3 -> mean (resnet18's stem and first block, small). With
 // `indices_read`, the pooling's indices are a graph output.

@@ -897,16 +897,35 @@ void conv_int64(const ConvGeometry& g, bool transposed, const TensorView& x, con
 }
 
 // A convolution of a channels-last chain (KernelContext::channels_last_args: the input, the
-// out or both held [N, H, W, C]): only oneDNN reads and writes that layout, so the method
-// sets it only where oneDNN has a kernel (prepare_onednn_conv); anything else here is a bug.
+// out or both held [N, H, W, C]): oneDNN reads and writes that layout, and etc's own kernel
+// for 1x1 layers where both are (choose_conv_algorithm says which); the load planner sets it
+// only for those (and a first layer's out): anything else here is a bug.
 Status channels_last_convolution(KernelContext& ctx, const ConvGeometry& g, bool transposed,
                                  const TensorView& x, const TensorView& w, const TensorView* bias,
                                  TensorView& out) {
+  const bool f32 = x.dtype == DType::kFloat32 && w.dtype == DType::kFloat32 &&
+                   out.dtype == DType::kFloat32 &&
+                   (bias == nullptr || bias->dtype == DType::kFloat32);
+  if (f32 && !transposed && ctx.state != nullptr && ctx.is_constant(1) && ctx.is_channels_last(0) &&
+      ctx.is_channels_last(9)) {
+    const ConvCall chain{false, DType::kFloat32, true, true, onednn_conv_enabled()};
+    if (choose_conv_algorithm(g, chain) == ConvAlgorithm::kPointwiseNhwc) {
+      const auto* wf = static_cast<const float*>(w.data);
+      const PointwiseNhwcWeights& packed =
+          cached_kernel_state<PointwiseNhwcWeights>(*ctx.state, {w.data, g.c_out, g.c_in}, [&] {
+            return std::make_unique<PointwiseNhwcWeights>(
+                PointwiseNhwcWeights::pack(wf, g.c_out, g.c_in));
+          });
+      pointwise_nhwc_f32(static_cast<const float*>(x.data), packed,
+                         bias != nullptr ? static_cast<const float*>(bias->data) : nullptr,
+                         g.batch * g.h * g.w, static_cast<float*>(out.data), ctx.epilogue);
+      return Status();
+    }
+  }
   // A first layer (a few NCHW input channels) into a chain: etc's direct loop, its out
   // written channels-last (mobilenet_v2's 3 -> 32, 224x224: 0.17 ms against oneDNN's 0.3).
   if (!transposed && !ctx.is_channels_last(0) && ctx.is_channels_last(9) &&
-      few_input_channels_conv(g) && x.dtype == DType::kFloat32 && w.dtype == DType::kFloat32 &&
-      out.dtype == DType::kFloat32 && (bias == nullptr || bias->dtype == DType::kFloat32)) {
+      few_input_channels_conv(g) && f32) {
     few_input_channels_conv_f32(static_cast<const float*>(x.data),
                                 static_cast<const float*>(w.data),
                                 bias != nullptr ? static_cast<const float*>(bias->data) : nullptr,
@@ -914,9 +933,7 @@ Status channels_last_convolution(KernelContext& ctx, const ConvGeometry& g, bool
     return Status();
   }
 #if ETC_WITH_ONEDNN
-  if (!transposed && ctx.state != nullptr && ctx.is_constant(1) && x.dtype == DType::kFloat32 &&
-      w.dtype == DType::kFloat32 && out.dtype == DType::kFloat32 &&
-      (bias == nullptr || bias->dtype == DType::kFloat32)) {
+  if (!transposed && ctx.state != nullptr && ctx.is_constant(1) && f32) {
     const OnednnConv::Key key{w.data,   g.c_in, g.c_out, g.kh,    g.kw,
                               g.stride, g.pad,  g.dil,   g.groups};
     const float* wf = static_cast<const float*>(w.data);

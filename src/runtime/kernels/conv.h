@@ -39,6 +39,32 @@ void depthwise_conv_f32(const float* x, const float* w, const float* bias, const
                         int64_t cout_g, float* y, const Epilogue* epilogue,
                         const float* packed = nullptr);
 
+// etc's own kernel for a 1x1 layer of a channels-last chain (ConvAlgorithm::kPointwiseNhwc):
+// x is [N, H, W, C_in] and y [N, H, W, C_out], and so are the epilogue's tensors. Each output
+// is the sum the NCHW GEMM computes for it, in the same order with the same roundings: the
+// same bits in either layout.
+// The layer's constant weight [C_out, C_in, 1, 1] (stride 1, no padding, one group),
+// transposed once ([C_in][C_out rounded up to 16], zero past C_out) and kept with the
+// instruction.
+struct PointwiseNhwcWeights final : KernelState {
+  struct Key {
+    const void* weight;
+    int64_t c_out, c_in;
+    bool operator==(const Key&) const = default;
+  };
+  Key key{};
+  int64_t c_in = 0, c_out = 0, npad = 0;
+  std::vector<float> wt;
+  static PointwiseNhwcWeights pack(const float* w, int64_t c_out, int64_t c_in);
+};
+
+// y[r, :] = bias (0 when null) + x[r, :] @ W^T for the `rows` positions (N * H * W), each
+// output's multiply-adds over blocks of 256 inputs in order, as the GEMM sums them, then the
+// epilogue (may be null) on each span of rows while it is in cache. Rows split across
+// threads.
+void pointwise_nhwc_f32(const float* x, const PointwiseNhwcWeights& w, const float* bias,
+                        int64_t rows, float* y, const Epilogue* epilogue);
+
 // The channels side by side in the vector build depthwise_conv_f32 runs for this layer (16 or
 // 8), or 0 where it goes plane by plane.
 int64_t depthwise_block_lanes(const ConvGeometry& g, int64_t cout_g);

@@ -34,21 +34,26 @@ bool onednn_for_nchw(const ConvGeometry& g) {
 }
 
 // oneDNN in a channels-last chain, where no layout copy is made: any layer but 1x1 layers of
-// fewer than 16 input channels (etc's GEMM wins there: PP-OCR's 12 -> 96), grouped layers of
-// fewer than 32 channels (the PP-OCR classifier's 8-24 channel depthwise layers), ungrouped
-// 1x1 layers under 512 K multiply-adds and other ungrouped layers under 1 M (densenet121's 3x3
+// fewer than 16 input channels (etc's GEMM wins there: PP-OCR's 12 -> 96), ungrouped 1x1
+// layers under 512 K multiply-adds and other ungrouped layers under 1 M (densenet121's 3x3
 // 128 -> 32 layers on 7x7, 1.8 M: 79 us a call on etc's own kernels, 50 on oneDNN in the
 // chain). The 1x1 threshold was 2 M while squeeze-and-excitation blocks broke the chains
 // (mobilenet_v3_small's 16 -> 16 and 24 -> 88 layers then ran slower on oneDNN, each between
 // layout copies); with the chains through those blocks, 512 K took mobilenet_v3_small from
 // 1.97 to 1.78 ms and mnasnet0_5 from 2.91 to 2.82 at 1 thread (Zen 4, alternating rounds),
-// regnet_x_400mf 9.16 -> 8.60, the other zoo models even.
+// regnet_x_400mf 9.16 -> 8.60, the other zoo models even. Grouped layers of any width: the
+// depthwise layers of 8-24 channels (the PP-OCR classifier's, mnasnet0_5's first blocks) were
+// left out while the 1x1 layers around them broke the chain and each paid layout copies;
+// with those on kPointwiseNhwc, oneDNN runs them in about half the time of etc's channel
+// blocks, with the same bits (mnasnet0_5's 16 channels of 112x112: 0.11 -> 0.075 ms, 24 by
+// stride 2: 0.10 -> 0.044; the classifier 0.53 -> 0.47 ms, where the 1x1 layers on oneDNN
+// too took 0.50).
 constexpr int64_t kChainMinMacs = int64_t{1} << 19;
 constexpr int64_t kChainMinMacsSpatial = int64_t{1} << 20;
 
 bool onednn_in_chain(const ConvGeometry& g) {
   if (g.kh * g.kw == 1 && g.c_in < 16) return false;
-  if (g.groups > 1) return g.c_out >= 32;
+  if (g.groups > 1) return true;
   return macs(g) >= (g.kh * g.kw == 1 ? kChainMinMacs : kChainMinMacsSpatial);
 }
 
@@ -69,8 +74,13 @@ ConvAlgorithm choose_conv_algorithm(const ConvGeometry& g, const ConvCall& call)
   const bool f32 = call.dtype == DType::kFloat32;
   const int64_t cin_g = g.c_in / g.groups, cout_g = g.c_out / g.groups;
   if (call.channels_last) {
-    if (f32 && !call.transposed && call.constant_weights && call.onednn && onednn_in_chain(g))
-      return ConvAlgorithm::kOnednn;
+    if (f32 && !call.transposed && call.constant_weights) {
+      if (call.onednn && onednn_in_chain(g)) return ConvAlgorithm::kOnednn;
+      // What oneDNN leaves: small 1x1 layers (mnasnet0_5's 16 -> 8 and 8 -> 24 on 112x112,
+      // the PP-OCR classifier's), which would otherwise break the chain into NCHW runs with
+      // layout copies at each border.
+      if (pointwise(g) && g.groups == 1) return ConvAlgorithm::kPointwiseNhwc;
+    }
     ConvCall nchw = call;
     nchw.channels_last = nchw.onednn = false;  // outside a chain: etc's own kernels
     return choose_conv_algorithm(g, nchw);
@@ -89,6 +99,10 @@ ConvAlgorithm choose_conv_algorithm(const ConvGeometry& g, const ConvCall& call)
   return ConvAlgorithm::kGemm;
 }
 
+bool chain_algorithm(ConvAlgorithm a) {
+  return a == ConvAlgorithm::kOnednn || a == ConvAlgorithm::kPointwiseNhwc;
+}
+
 const char* conv_algorithm_name(ConvAlgorithm a) {
   switch (a) {
     case ConvAlgorithm::kDepthwise:
@@ -103,6 +117,8 @@ const char* conv_algorithm_name(ConvAlgorithm a) {
       return "gemm";
     case ConvAlgorithm::kDirectInt64:
       return "direct-int64";
+    case ConvAlgorithm::kPointwiseNhwc:
+      return "pointwise-nhwc";
   }
   return "?";
 }

@@ -20,6 +20,9 @@ enum class ConvAlgorithm : uint8_t {
   kWinograd,          // Winograd F(2x2, 3x3) on the constant weights, transformed once
   kGemm,              // im2col (the input itself when pointwise) and GEMM; + col2im transposed
   kDirectInt64,       // int64: direct sums wrapping on overflow, as ATen's CPU fallback
+  // In a channels-last chain, a 1x1 layer oneDNN does not run: etc's own kernel reading and
+  // writing NHWC, the positions (rows) by the transposed weights (pointwise_nhwc_f32).
+  kPointwiseNhwc,
 };
 
 struct ConvCall {
@@ -29,15 +32,20 @@ struct ConvCall {
   // with the instruction.
   bool constant_weights = false;
   // The input and out may be held channels-last (a chain of convolutions that agree on it).
-  // Only oneDNN reads and writes that layout, and with no layout copies to pay for it runs
-  // smaller layers than for NCHW tensors: the answer is kOnednn where it may, else the choice
-  // among etc's own kernels for NCHW tensors.
+  // oneDNN reads and writes that layout, and with no layout copies to pay for it runs smaller
+  // layers than for NCHW tensors: the answer is kOnednn where it may, else kPointwiseNhwc
+  // (input and out both NHWC) for a 1x1 layer, else the choice among etc's own kernels for
+  // NCHW tensors (the layer stays out of the chain).
   bool channels_last = false;
   // oneDNN may run it (onednn_conv_enabled(): built in and not turned off).
   bool onednn = false;
 };
 
 ConvAlgorithm choose_conv_algorithm(const ConvGeometry& g, const ConvCall& call);
+
+// Whether `a` runs in a channels-last chain: kOnednn (input and out in either layout) or
+// kPointwiseNhwc (both NHWC).
+bool chain_algorithm(ConvAlgorithm a);
 
 const char* conv_algorithm_name(ConvAlgorithm a);
 

@@ -27,8 +27,9 @@ void CpuPlanner::plan_channels_last() {
     size_t step = 0;
     std::vector<const Value*> writes, operands;
     bool channels_last = true;
-    // Not a convolution (its out at argument 9) but a step that reads its input (argument 0)
-    // in its out's layout: a max pooling (out at 6), a batch norm or an average pooling (7).
+    // Not a oneDNN convolution (its out at argument 9) but a step that reads its input
+    // (argument 0) in its out's layout: a max pooling (out at 6), a batch norm or an average
+    // pooling (7), a convolution on etc's own NHWC kernels (9).
     bool same_in = false;
     // Its kernel returns a list of its outs (batch norm's three, max pooling's two).
     bool returns_list = false;
@@ -100,14 +101,22 @@ void CpuPlanner::plan_channels_last() {
         ((s.constant_args >> 1) & 1) == 0)
       continue;
     const std::optional<kernels::ConvGeometry> g = kernels::float_conv2d_geometry(s.args);
-    // The convolutions oneDNN runs on channels-last tensors (their weights are constants,
-    // checked above); choose_conv_algorithm has the thresholds.
+    // The convolutions oneDNN or etc's own NHWC kernels run on channels-last tensors (their
+    // weights are constants, checked above); choose_conv_algorithm has the thresholds.
+    const ConvCall chain{false, DType::kFloat32, true, true, kernels::onednn_conv_enabled()};
+    if (!g || !usable(s.args[9]) || s.args[0]->tensor.capacity >= 0) continue;
+    const ConvAlgorithm algorithm = choose_conv_algorithm(*g, chain);
+    if (!chain_algorithm(algorithm)) continue;
+    if (algorithm != ConvAlgorithm::kOnednn) {
+      // etc's own kernels read the input in the out's layout, as a pooling does.
+      Group group;
+      group.step = i;
+      group.same_in = true;
+      adopt(std::move(group));
+      continue;
+    }
     // A first layer reading a method input (NCHW, never in a chain) runs etc's direct loop
     // into a channels-last out (channels_last_convolution): no oneDNN state to make for it.
-    const ConvCall chain{false, DType::kFloat32, true, true, true};
-    if (!g || !usable(s.args[9]) || s.args[0]->tensor.capacity >= 0 ||
-        choose_conv_algorithm(*g, chain) != ConvAlgorithm::kOnednn)
-      continue;
     const bool direct_first_layer = is_io(s.args[0]) && kernels::few_input_channels_conv(*g);
     if (!direct_first_layer && !kernels::prepare_onednn_conv(s.args, *g, steps()[i].state))
       continue;
