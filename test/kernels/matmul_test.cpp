@@ -599,6 +599,55 @@ TEST_CASE("a one-row product gives the bits of that row in a many-row product") 
   }
 }
 
+TEST_CASE("a few rows by a transposed B give the bits of those rows in a many-row product") {
+  // B stored [N, K] (K^T read from K: the query heads that share a cache head go as the rows
+  // of one product), in float32, bf16 and fp16: 1 to 4 rows, whose path loads and transposes
+  // B's values once for all of them, against the same rows of a 9-row product (the tile
+  // kernels over packed panels). K over several K blocks, N over partial panels.
+  std::mt19937 rng(92);
+  std::uniform_real_distribution<float> fd(-1, 1);
+  for (GemmIsa isa : {GemmIsa::kAuto, GemmIsa::kAvx2}) {
+    IsaScope guard(isa);
+    for (auto [k, n] : {std::pair<int64_t, int64_t>{700, 77}, {64, 1100}, {17, 40}}) {
+      const int64_t all_rows = 9;
+      std::vector<float> a(static_cast<size_t>(all_rows * k)), bt(static_cast<size_t>(n * k));
+      for (float& v : a)
+        v = fd(rng);
+      for (float& v : bt)
+        v = fd(rng);
+      std::vector<uint16_t> bt16(bt.size()), bt_half(bt.size());
+      for (size_t i = 0; i < bt.size(); ++i) {
+        bt16[i] = float_to_bfloat16(bt[i]);
+        bt_half[i] = float_to_half(bt[i]);
+      }
+      for (int form = 0; form < 3; ++form) {
+        INFO("isa " << static_cast<int>(isa) << " k " << k << " n " << n << " form " << form);
+        kernels::DequantB d;
+        d.bits16 = form == 1 ? bt16.data() : bt_half.data();
+        d.float16 = form == 2;
+        d.q_n = k;
+        d.q_k = 1;
+        kernels::MatrixRef<float> bref{bt.data(), 1, k};
+        if (form > 0) {
+          bref = kernels::MatrixRef<float>{nullptr, 0, 0};
+          bref.dequant = &d;
+        }
+        std::vector<float> all(static_cast<size_t>(all_rows * n), 0.5f);
+        kernels::gemm(all_rows, n, k, 0.75f, kernels::MatrixRef<float>{a.data(), k, 1}, bref,
+                      all.data(), n);
+        for (int64_t m = 1; m <= 4; ++m) {
+          for (int64_t r0 : {int64_t{0}, all_rows - m}) {
+            std::vector<float> few(static_cast<size_t>(m * n), 0.5f);
+            kernels::gemm(m, n, k, 0.75f, kernels::MatrixRef<float>{a.data() + r0 * k, k, 1}, bref,
+                          few.data(), n);
+            REQUIRE(std::memcmp(few.data(), all.data() + r0 * n, few.size() * 4) == 0);
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("matmul errors") {
   Call c("aten::mm.out");
   Value* a = c.random(DType::kFloat32, {2, 3}, 1);

@@ -145,6 +145,11 @@ void gemm(int64_t m, int64_t n, int64_t k, double alpha, MatrixRef<double> a, Ma
 void gemm(int64_t m, int64_t n, int64_t k, int64_t alpha, MatrixRef<int64_t> a,
           MatrixRef<int64_t> b, int64_t* c, int64_t ldc);
 
+// The most rows of A for which gemm reads a B stored transposed (a [N, K] matrix read as K^T,
+// float32 or 16-bit floats) in place with the AVX-512 kernels, each 16 x 16 block of B loaded
+// and transposed once for all the rows; more rows (or AVX2) pack B's panels.
+inline constexpr int64_t kTransposedBRows = 4;
+
 // A float left operand packed once into the blocks gemm would pack on every call (a
 // convolution's constant weights); gemm_packed then skips that work. Results are identical
 // to gemm's on the same operands, bit for bit: the same blocks, micro-kernel and order.

@@ -12,6 +12,7 @@
 #include "runtime/kernels/copied_operand.h"
 #include "runtime/kernels/fused_attention.h"
 #include "runtime/kernels/gemm.h"
+#include "runtime/kernels/gemm_wide16.h"
 #include "runtime/kernels/kernel_util.h"
 #include "runtime/kernels/parallel.h"
 #include "runtime/kernels/weight_only.h"
@@ -448,11 +449,35 @@ Status run_copied_operand(const KernelContext& ctx, const CopiedOperand& co, con
   std::fill_n(c, out.numel(), 0.0f);
   if (s.m == 0 || s.n == 0 || s.k == 0) return Status();
   const auto* ad = a.data_as<const float>();
-  auto product = [&](int64_t i) {
+  // Heads next to each other that read the same matrix of the source (the query heads of one
+  // cache head, under grouped-query attention) go as one product of their rows stacked (their
+  // rows of A and of C follow one another), which reads that matrix once instead of once per
+  // head, where gemm reads it in place for that many rows: K^T (its columns contiguous) for
+  // up to kTransposedBRows, a 16-bit V (its rows contiguous) for up to kWide16Rows (both
+  // AVX-512 only); a float32 V only one row at a time. Where a head alone has more rows than
+  // that (a prefill), gemm packs the matrix's panels: once for all the heads that read it.
+  // Each element of C takes the same sums whatever the rows around it: the same bits.
+  const bool avx512 = gemm_float_kernel() == FloatKernel::kAvx512;
+  const int64_t in_place = !avx512                                           ? 1
+                           : co.k_stride == 1                                ? kTransposedBRows
+                           : co.n_stride == 1 && co.dtype != DType::kFloat32 ? kWide16Rows
+                                                                             : 1;
+  const int64_t most = s.m > in_place ? s.batch : std::max<int64_t>(1, in_place / s.m);
+  std::vector<std::pair<int64_t, int64_t>> runs;  // first head, heads
+  for (int64_t i = 0; i < s.batch;) {
+    int64_t j = i + 1;
+    while (j < s.batch && j - i < most &&
+           co.batch_offset[static_cast<size_t>(j)] == co.batch_offset[static_cast<size_t>(i)])
+      ++j;
+    runs.emplace_back(i, j - i);
+    i = j;
+  }
+  auto product = [&](const std::pair<int64_t, int64_t>& run) {
+    const auto [i, heads] = run;
     const MatrixRef<float> ai{ad + i * s.m * s.k, s.k, 1};
     const int64_t at = co.batch_offset[static_cast<size_t>(i)];
     if (co.dtype == DType::kFloat32) {
-      gemm(s.m, s.n, s.k, 1.0f, ai,
+      gemm(heads * s.m, s.n, s.k, 1.0f, ai,
            MatrixRef<float>{src.data_as<const float>() + at, co.k_stride, co.n_stride},
            c + i * s.m * s.n, s.n);
     } else {
@@ -460,21 +485,22 @@ Status run_copied_operand(const KernelContext& ctx, const CopiedOperand& co, con
                                           co.dtype == DType::kFloat16, co.k_stride, co.n_stride);
       MatrixRef<float> wb{nullptr, 0, 0};
       wb.dequant = &wide;
-      gemm(s.m, s.n, s.k, 1.0f, ai, wb, c + i * s.m * s.n, s.n);
+      gemm(heads * s.m, s.n, s.k, 1.0f, ai, wb, c + i * s.m * s.n, s.n);
     }
   };
-  // The heads split across threads where there are enough of them (each product then runs on
-  // its thread: a decode step's are too small for gemm to split); fewer heads than threads
-  // (a prefill's few large products), one product after the other, each split by gemm. The
-  // same products either way, so the same bits.
-  if (s.batch >= num_threads()) {
-    parallel_for(s.batch, 1, [&](int64_t b0, int64_t b1) {
-      for (int64_t i = b0; i < b1; ++i)
-        product(i);
+  // The products split across threads where there are enough of them (each then runs on its
+  // thread: a decode step's are too small for gemm to split); fewer than threads (a prefill's
+  // few large products), one after the other, each split by gemm. The same products either
+  // way, so the same bits.
+  const auto count = static_cast<int64_t>(runs.size());
+  if (count >= num_threads()) {
+    parallel_for(count, 1, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r)
+        product(runs[static_cast<size_t>(r)]);
     });
   } else {
-    for (int64_t i = 0; i < s.batch; ++i)
-      product(i);
+    for (const auto& run : runs)
+      product(run);
   }
   return Status();
 }
