@@ -18,6 +18,7 @@
 #include "runtime/kernels/kernel_util.h"
 #include "runtime/kernels/parallel.h"
 #include "runtime/kernels/simd_transpose.h"
+#include "runtime/kernels/simd_vec.h"
 
 namespace etc::rt::kernels {
 namespace {
@@ -56,15 +57,11 @@ PaddedPlane plane_layout(const ConvGeometry& g, int64_t col_round = kLanes) {
   return p;
 }
 
-// Eight floats as one value: the compiler keeps it in a vector register of the build's ISA
-// (one ymm for AVX2/AVX-512, two xmm for the portable build).
-typedef float Vec8 __attribute__((vector_size(32)));
+// A strip chunk is one Vec8 (simd_vec.h).
 static_assert(sizeof(Vec8) == kLanes * sizeof(float));
 
 __attribute__((always_inline)) inline Vec8 load8(const float* p) {
-  Vec8 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
+  return load_v<Vec8>(p);
 }
 
 // Padded row c of phase q of a plane: the columns [lo, hi) whose source column c * sw + q -
@@ -303,20 +300,6 @@ void channels_portable(const float* x, const float* w, const float* bias, const 
 // time. Per output: bias, then the taps in (row, column) order with fused multiply-adds: the
 // bits of the plane-by-plane loop. The loops are written once over GCC's vector types and
 // built for each ISA; only the transposes are ISA code.
-
-// Sixteen floats as one value (one zmm in the AVX-512 build).
-typedef float Vec16 __attribute__((vector_size(64)));
-
-template <typename V>
-__attribute__((always_inline)) inline V load_v(const float* p) {
-  V v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-template <typename V>
-__attribute__((always_inline)) inline void store_v(float* p, V v) {
-  std::memcpy(p, &v, sizeof v);
-}
 
 // Output planes up to this many pixels go by channel blocks in one band (this Zen 5, 1
 // thread, 3x3: 384 channels of 14x14 71 -> 33 us, 960 of 7x7 76 -> 18 us, 144 of 56x56 by

@@ -12,6 +12,7 @@
 #include "runtime/kernels/gemm.h"
 #include "runtime/kernels/kernel_util.h"
 #include "runtime/kernels/parallel.h"
+#include "runtime/kernels/simd_vec.h"
 
 namespace etc::rt::kernels {
 namespace {
@@ -22,16 +23,6 @@ constexpr int64_t kKBlock = 256;
 // Rows a thread's part is a multiple of (of every tile's row count below), and rows whose
 // epilogue runs together, while they are in cache.
 constexpr int64_t kRowUnit = 48;
-
-typedef float Vec16 __attribute__((vector_size(64)));
-typedef float Vec8 __attribute__((vector_size(32)));
-
-template <typename V>
-__attribute__((always_inline)) inline V load_v(const float* p) {
-  V v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
 
 // P rows from row 0 of x (c_in apart) into columns [j0, j0 + NV * lanes) of y (c_out apart);
 // kPartial: only the first `cols` of them exist (an out of fewer than 8 channels), stored lane
