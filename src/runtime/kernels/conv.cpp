@@ -194,13 +194,6 @@ struct PackedConvWeights final : KernelState {
   std::shared_ptr<const PackedB> transposed;
 };
 
-// The epilogue over the whole out (n elements), split across threads: for the paths that
-// cannot run it range by range as they go.
-void apply_epilogue_whole(const Epilogue& e, int64_t n) {
-  parallel_for(n, int64_t{1} << 14,
-               [&](int64_t begin, int64_t end) { apply_epilogue(e, begin, end); });
-}
-
 // Convolutions with at most this many output positions (images x plane) in all multiply them
 // as rows against the transposed weights.
 constexpr int64_t kPositionsAsRows = 64;

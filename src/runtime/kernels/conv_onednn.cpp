@@ -532,8 +532,7 @@ bool OnednnConv::run(const float* x, const float* bias, const ConvGeometry& g, f
       });
     }
     if (rest != nullptr && !epilogue_by_band) {
-      const int64_t total = g.batch * g.c_out * out_plane;
-      parallel_for(total, 1 << 14, [&](int64_t b0, int64_t b1) { apply_epilogue(*rest, b0, b1); });
+      apply_epilogue_whole(*rest, g.batch * g.c_out * out_plane);
     }
     return true;
   }

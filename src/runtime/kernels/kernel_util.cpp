@@ -8,6 +8,7 @@
 #include "graph/tensor_spec.h"
 #include "runtime/kernels/conv.h"
 #include "runtime/kernels/gemm.h"
+#include "runtime/kernels/parallel.h"
 #include "support/checked_math.h"
 
 namespace etc::rt::kernels {
@@ -1126,6 +1127,11 @@ std::optional<TileEpilogue> TileEpilogue::make(const Epilogue& e) {
   TileEpilogue t = of(*e.activation);
   t.out_unread_ = e.out_unread && t.t_ != t.x_;
   return t;
+}
+
+void apply_epilogue_whole(const Epilogue& e, int64_t n) {
+  parallel_for(n, int64_t{1} << 14,
+               [&](int64_t begin, int64_t end) { apply_epilogue(e, begin, end); });
 }
 
 // Built three times, for AVX-512, AVX2 and any x86-64, chosen per call like the GEMM's

@@ -193,6 +193,10 @@ void gelu_erf_floats(const float* x, float* o, int64_t n);
 // Runs `e` on flat elements [begin, end): the same arithmetic, element for element, as the
 // relu/hardtanh/clamp and add/sub/mul/div kernels it stands for (alpha 1).
 void apply_epilogue(const Epilogue& e, int64_t begin, int64_t end);
+// The same over the whole out (n elements), split across threads: for kernels that cannot run
+// it range by range as they go (an out of the chain lies over their input, or their ranges are
+// not the out's).
+void apply_epilogue_whole(const Epilogue& e, int64_t n);
 
 // An epilogue run on rectangles of a kernel's out (a GEMM micro-tile, a strip of a first
 // layer) right after the kernel wrote them, while they are in L1: for chains that are an
@@ -222,6 +226,10 @@ class TileEpilogue {
                       int64_t rows, int64_t cols);
   friend struct TileEpilogueAccess;
   friend void apply_epilogue(const Epilogue& e, int64_t begin, int64_t end);
+  // The same over the whole out (n elements), split across threads: for kernels that cannot run
+  // it range by range as they go (an out of the chain lies over their input, or their ranges are
+  // not the out's).
+  void apply_epilogue_whole(const Epilogue& e, int64_t n);
   static TileEpilogue of(const Epilogue::Activation& a);
   Epilogue::Activation::Kind kind_ = Epilogue::Activation::Kind::kClamp;
   float lo_ = 0, hi_ = 0, add_ = 0, div_ = 1;

@@ -778,10 +778,7 @@ void batch_norm_typed(const TensorView& x, const TensorView* weight, const Tenso
                  });
   }
   wy.finish();
-  if (epilogue != nullptr && !by_range) {
-    parallel_for(out.numel(), 1 << 15,
-                 [&](int64_t b, int64_t e) { apply_epilogue(*epilogue, b, e); });
-  }
+  if (epilogue != nullptr && !by_range) apply_epilogue_whole(*epilogue, out.numel());
 }
 
 Status batch_norm_no_training_kernel(KernelContext& ctx, std::span<Value*> args) {
