@@ -17,9 +17,9 @@
 namespace etc::rt::kernels {
 namespace {
 
-// The GEMM's K block (gemm.cpp): each block's sum starts from zero and is added to the out
-// (the bias for the first), so the sums are the GEMM's, bit for bit.
-constexpr int64_t kKBlock = 256;
+// The GEMM's K block: each block's sum starts from zero and is added to the out (the bias for
+// the first), so the sums are the GEMM's, bit for bit.
+constexpr int64_t kKBlock = kGemmKBlock;
 // Rows a thread's part is a multiple of (of every tile's row count below), and rows whose
 // epilogue runs together, while they are in cache.
 constexpr int64_t kRowUnit = 48;
@@ -190,10 +190,7 @@ void pointwise_nhwc_f32(const float* x, const PointwiseNhwcWeights& w, const flo
       if (by_rows) apply_epilogue(*epilogue, r0 * c_out, r1 * c_out);
     }
   });
-  if (epilogue != nullptr && !by_rows) {
-    parallel_for(rows * c_out, int64_t{1} << 14,
-                 [&](int64_t begin, int64_t end) { apply_epilogue(*epilogue, begin, end); });
-  }
+  if (epilogue != nullptr && !by_rows) apply_epilogue_whole(*epilogue, rows * c_out);
 }
 
 }  // namespace etc::rt::kernels

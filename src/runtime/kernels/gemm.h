@@ -145,6 +145,15 @@ void gemm(int64_t m, int64_t n, int64_t k, double alpha, MatrixRef<double> a, Ma
 void gemm(int64_t m, int64_t n, int64_t k, int64_t alpha, MatrixRef<int64_t> a,
           MatrixRef<int64_t> b, int64_t* c, int64_t ldc);
 
+// The GEMM's K block: every element of C sums each block of kGemmKBlock values along K from
+// zero, in order, then adds the sum to C (to the bias, for the first). Kernels that must give
+// the GEMM's bits (pointwise_nhwc_f32) sum the same blocks.
+inline constexpr int64_t kGemmKBlock = 256;
+
+// The most rows of A for which gemm reads a 16-bit B stored [K, N] in place on AVX-512 (a
+// decode step's or a short prompt's product); more rows pack B's panels.
+inline constexpr int64_t kWide16Rows = 8;
+
 // The most rows of A for which gemm reads a B stored transposed (a [N, K] matrix read as K^T,
 // float32 or 16-bit floats) in place with the AVX-512 kernels, each 16 x 16 block of B loaded
 // and transposed once for all the rows; more rows (or AVX2) pack B's panels.

@@ -13,9 +13,6 @@
 
 namespace etc::rt::kernels {
 
-// Rows of A at most for wide16_rows' short-prompt path (AVX-512 only).
-inline constexpr int64_t kWide16Rows = 8;
-
 // pack_dequant for DequantB::bits16: the kc x nc block at (p0, j0) into NR-column panels, each
 // value widened, laid out as pack_b lays them.
 void pack_widened(FloatKernel isa, const DequantB& d, int64_t p0, int64_t j0, int64_t kc,

@@ -12,7 +12,6 @@
 #include "runtime/kernels/copied_operand.h"
 #include "runtime/kernels/fused_attention.h"
 #include "runtime/kernels/gemm.h"
-#include "runtime/kernels/gemm_wide16.h"
 #include "runtime/kernels/kernel_util.h"
 #include "runtime/kernels/parallel.h"
 #include "runtime/kernels/weight_only.h"
