@@ -41,13 +41,15 @@ const PoolCase kPoolCases[] = {
 TEST_CASE("max_pool2d of channels-last tensors gives the NCHW kernel's bits") {
   // In a channels-last chain (input and out [N, H, W, C] in memory, sizes still NCHW), every
   // 4-d pooling case, with NaN, -inf and zeros of both signs among the values (the first of
-  // equal values wins; NaN wins), over 19 channels (a vector and a rest), over 2, and over
-  // 64 and 131 (the kernel's blocks of 64 channels in registers, then a rest of 3).
+  // equal values wins; NaN wins), over 19 channels (a vector and a rest), over 2, 24 and 56
+  // (one to four vectors, the last under a mask), and over 64 and 131 (the kernel's blocks of
+  // 64 channels in registers, then a rest of 3).
   const double specials[] = {NAN, -INFINITY, 0.0, -0.0};
   int index = 0;
   for (const PoolCase& k : kPoolCases) {
     if (k.input.size() != 4) continue;
-    for (const int64_t channels : {int64_t{19}, int64_t{2}, int64_t{64}, int64_t{131}}) {
+    for (const int64_t channels :
+         {int64_t{19}, int64_t{2}, int64_t{24}, int64_t{56}, int64_t{64}, int64_t{131}}) {
       INFO("case " << index << " channels " << channels);
       const Sizes in{k.input[0], channels, k.input[2], k.input[3]};
       const int64_t oh = pooled(in[2], k.kh, k.sh, k.ph, k.dh, k.ceil_mode);

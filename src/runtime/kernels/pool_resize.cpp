@@ -508,75 +508,96 @@ __attribute__((always_inline)) inline void max_pool_take(float* __restrict best,
     best[c] = (v[c] > best[c]) | (v[c] != v[c]) ? v[c] : best[c];
 }
 
-// 64 channels of one output over its taps (channel-block pointers) in four zmm: taking each
-// tap into the out in memory cost a load and a store of the running maximum per tap (and a
-// local array stayed on the stack). The same rule in the same tap order: the same bits.
+// Up to 64 channels of one output over its taps (channel-block pointers) in V zmm, the
+// last under `last` (a block's rest: 24 channels are a vector and a half): taking each tap
+// into the out in memory cost a load and a store of the running maximum per tap, and a rest
+// of channels went that way at 6 ns a tap (shufflenet's 24-channel pool 0.16 -> 0.11 ms, 11%
+// of the model before). The same rule in the same tap order: the same bits. Lanes outside
+// `last` load as zero and are never stored. (Taking the taps in four runs side by side, joined
+// in order, which gives the same bits with four chains of compares, was no faster.)
 constexpr int64_t kPoolChannelBlock = 64;
 constexpr int64_t kPoolBlockTaps = 64;
-__attribute__((target("avx512f,fma"))) inline void max_pool_block_avx512(const float* const* taps,
-                                                                         int64_t count,
-                                                                         float* out) {
-  __m512 best[4];
+template <int V>
+__attribute__((target("avx512f,fma"), always_inline)) inline void max_pool_block_avx512(
+    const float* const* taps, int64_t count, float* out, __mmask16 last) {
+  __m512 best[V];
 #pragma GCC unroll 4
-  for (int64_t k = 0; k < 4; ++k)
-    best[k] = _mm512_loadu_ps(taps[0] + 16 * k);
+  for (int k = 0; k < V; ++k)
+    best[k] = _mm512_maskz_loadu_ps(k == V - 1 ? last : __mmask16{0xFFFF}, taps[0] + 16L * k);
   for (int64_t t = 1; t < count; ++t) {
 #pragma GCC unroll 4
-    for (int64_t k = 0; k < 4; ++k) {
-      const __m512 v = _mm512_loadu_ps(taps[t] + 16 * k);
+    for (int k = 0; k < V; ++k) {
+      const __m512 v =
+          _mm512_maskz_loadu_ps(k == V - 1 ? last : __mmask16{0xFFFF}, taps[t] + 16L * k);
       const __mmask16 take =
           _mm512_cmp_ps_mask(v, best[k], _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
       best[k] = _mm512_mask_mov_ps(best[k], take, v);
     }
   }
 #pragma GCC unroll 4
-  for (int64_t k = 0; k < 4; ++k)
-    _mm512_storeu_ps(out + 16 * k, best[k]);
+  for (int k = 0; k < V - 1; ++k)
+    _mm512_storeu_ps(out + 16L * k, best[k]);
+  _mm512_mask_storeu_ps(out + 16L * (V - 1), last, best[V - 1]);
+}
+// `n` channels (1 to 64) from each of `count` taps (at least one).
+__attribute__((target("avx512f,fma"))) void max_pool_channels_avx512(const float* const* taps,
+                                                                     int64_t count, float* out,
+                                                                     int64_t n) {
+  const int64_t vectors = (n + 15) / 16;
+  const auto last = static_cast<__mmask16>((1u << (n - 16 * (vectors - 1))) - 1u);
+  switch (vectors) {
+    case 1:
+      return max_pool_block_avx512<1>(taps, count, out, last);
+    case 2:
+      return max_pool_block_avx512<2>(taps, count, out, last);
+    case 3:
+      return max_pool_block_avx512<3>(taps, count, out, last);
+    default:
+      return max_pool_block_avx512<4>(taps, count, out, last);
+  }
 }
 
-// `blocks`: blocks of 64 channels by max_pool_block_avx512 (an AVX-512 build whose window
-// has at most kPoolBlockTaps taps), the rest by the loop below.
+// `blocks`: blocks of up to 64 channels by max_pool_channels_avx512 (an AVX-512 build whose
+// window has at most kPoolBlockTaps taps); otherwise the loop below.
 __attribute__((always_inline)) inline void max_pool_nhwc_body(const PoolGeometry& p,
                                                               int64_t channels, const float* x,
                                                               float* y, int64_t r0, int64_t r1,
                                                               bool blocks = false) {
-  const int64_t whole = blocks ? channels / kPoolChannelBlock * kPoolChannelBlock : 0;
   for (int64_t r = r0; r < r1; ++r) {
     const int64_t n = r / p.out_h, oh = r % p.out_h;
     for (int64_t ow = 0; ow < p.out_w; ++ow) {
       float* __restrict best = y + ((n * p.out_h + oh) * p.out_w + ow) * channels;
-      if (whole > 0) {
+      if (blocks) {
         const float* taps[kPoolBlockTaps];
         int64_t count = 0;
         for_each_window_tap(p, oh, ow, [&](int64_t ih, int64_t iw) {
           taps[count++] = x + ((n * p.in_h + ih) * p.in_w + iw) * channels;
         });
         if (count == 0) {  // no tap inside (impossible with pad <= kernel / 2)
-          std::fill_n(best, whole, -std::numeric_limits<float>::infinity());
+          std::fill_n(best, channels, -std::numeric_limits<float>::infinity());
         }
-        for (int64_t c0 = 0; count > 0 && c0 < whole; c0 += kPoolChannelBlock) {
-          max_pool_block_avx512(taps, count, best + c0);
+        for (int64_t c0 = 0; count > 0 && c0 < channels; c0 += kPoolChannelBlock) {
+          max_pool_channels_avx512(taps, count, best + c0,
+                                   std::min(kPoolChannelBlock, channels - c0));
           for (int64_t t = 0; t < count; ++t)
             taps[t] += kPoolChannelBlock;
         }
+        continue;
       }
-      if (whole == channels) continue;
-      // The channels past the last block: the running maximum in the out.
-      best += whole;
-      const int64_t rest = channels - whole;
+      // The running maximum in the out.
       bool first = true;
       for_each_window_tap(
           p, oh, ow, [&](int64_t ih, int64_t iw) __attribute__((always_inline)) {
-            const float* __restrict v = x + ((n * p.in_h + ih) * p.in_w + iw) * channels + whole;
+            const float* __restrict v = x + ((n * p.in_h + ih) * p.in_w + iw) * channels;
             if (first) {
-              std::memcpy(best, v, static_cast<size_t>(rest) * sizeof(float));
+              std::memcpy(best, v, static_cast<size_t>(channels) * sizeof(float));
               first = false;
               return;
             }
-            max_pool_take(best, v, rest);
+            max_pool_take(best, v, channels);
           });
       if (first) {  // no tap inside (impossible with pad <= kernel / 2)
-        for (int64_t c = 0; c < rest; ++c)
+        for (int64_t c = 0; c < channels; ++c)
           best[c] = -std::numeric_limits<float>::infinity();
       }
     }
