@@ -561,6 +561,19 @@ TEST_CASE("depthwise convolutions give the same bits in channel blocks and plane
   }
 }
 
+// NCHW values and their NHWC copy, [n][c][p] -> [n][p][c].
+std::vector<double> nhwc(const std::vector<double>& v, int64_t n, int64_t c, int64_t plane) {
+  std::vector<double> t(v.size());
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t ch = 0; ch < c; ++ch) {
+      for (int64_t p = 0; p < plane; ++p)
+        t[static_cast<size_t>((i * plane + p) * c + ch)] =
+            v[static_cast<size_t>((i * c + ch) * plane + p)];
+    }
+  }
+  return t;
+}
+
 TEST_CASE("1x1 layers of a channels-last chain give the NCHW GEMM's bits") {
   // etc's own kernel for the 1x1 layers oneDNN leaves in a chain (kPointwiseNhwc; with
   // oneDNN off, every 1x1 layer): input, out and the epilogue's tensors held [N, H, W, C],
@@ -588,18 +601,6 @@ TEST_CASE("1x1 layers of a channels-last chain give the NCHW GEMM's bits") {
                                     oh,  ow,     1,   {1, 1}, {0, 0},  {1, 1}};
       const kernels::ConvCall chain{false, DType::kFloat32, true, true, false};
       REQUIRE(kernels::choose_conv_algorithm(g, chain) == kernels::ConvAlgorithm::kPointwiseNhwc);
-      // NCHW values and their NHWC copy, [n][c][p] -> [n][p][c].
-      auto nhwc = [](const std::vector<double>& v, int64_t n, int64_t c, int64_t plane) {
-        std::vector<double> t(v.size());
-        for (int64_t i = 0; i < n; ++i) {
-          for (int64_t ch = 0; ch < c; ++ch) {
-            for (int64_t p = 0; p < plane; ++p)
-              t[static_cast<size_t>((i * plane + p) * c + ch)] =
-                  v[static_cast<size_t>((i * c + ch) * plane + p)];
-          }
-        }
-        return t;
-      };
       const Sizes xs{k.n, k.c_in, k.h, k.w}, os{k.n, k.c_out, oh, ow};
       Call c("aten::convolution.out");
       Value* x = c.random(DType::kFloat32, xs, seed++);
@@ -628,6 +629,83 @@ TEST_CASE("1x1 layers of a channels-last chain give the NCHW GEMM's bits") {
         return std::pair{read(y), read(r)};
       };
       const auto [y_nchw, r_nchw] = run(false, false);
+      for (bool activation : {false, true}) {
+        INFO("activation " << activation);
+        const auto [y_nhwc, r_nhwc] = run(true, activation);
+        const std::vector<double> y_want = nhwc(y_nchw, k.n, k.c_out, oh * ow);
+        const std::vector<double> r_want = nhwc(r_nchw, k.n, k.c_out, oh * ow);
+        REQUIRE(std::memcmp(y_nhwc.data(), y_want.data(), y_want.size() * sizeof(double)) == 0);
+        REQUIRE(std::memcmp(r_nhwc.data(), r_want.data(), r_want.size() * sizeof(double)) == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("3x3 layers of a channels-last chain give the NCHW Winograd kernel's bits") {
+  // Winograd F(2x2, 3x3) on NHWC tensors (kWinogradNhwc) against the NCHW kernel (kWinograd,
+  // oneDNN off): the same transforms and sums, so the same bits. Odd output sizes (the last
+  // tile row and column half outside), no padding, 272 inputs (two K blocks of the sums),
+  // 48 outputs (a panel half zero), 40x40 planes of 64 channels (several blocks of tile rows,
+  // split across threads), two images; a residual add and relu6 into a second tensor, in
+  // registers and op by op; every vector build.
+  struct Case {
+    int64_t n, c_in, h, w, c_out, pad;
+  };
+  const Case cases[] = {{1, 16, 12, 14, 32, 1},
+                        {2, 32, 11, 13, 48, 1},
+                        {1, 272, 12, 12, 16, 1},
+                        {1, 16, 14, 16, 16, 0},
+                        {1, 64, 40, 40, 64, 1}};
+  const OnednnScope etc_kernels(false);
+  uint32_t seed = 2300;
+  for (kernels::GemmIsa isa :
+       {kernels::GemmIsa::kAuto, kernels::GemmIsa::kAvx2, kernels::GemmIsa::kPortable}) {
+    const IsaScope scope(isa);
+    for (const Case& k : cases) {
+      INFO("isa " << static_cast<int>(isa) << " " << k.c_in << " -> " << k.c_out << " on " << k.n
+                  << " x " << k.h << "x" << k.w << " pad " << k.pad);
+      const int64_t oh = k.h + 2 * k.pad - 2, ow = k.w + 2 * k.pad - 2;
+      const kernels::ConvGeometry g{k.n, k.c_in, k.h, k.w,    k.c_out,        3,     3,
+                                    oh,  ow,     1,   {1, 1}, {k.pad, k.pad}, {1, 1}};
+      const kernels::ConvCall chain{false, DType::kFloat32, true, true, false};
+      REQUIRE(kernels::choose_conv_algorithm(g, chain) == kernels::ConvAlgorithm::kWinogradNhwc);
+      kernels::ConvCall plain = chain;
+      plain.channels_last = false;
+      REQUIRE(kernels::choose_conv_algorithm(g, plain) == kernels::ConvAlgorithm::kWinograd);
+      const Sizes xs{k.n, k.c_in, k.h, k.w}, os{k.n, k.c_out, oh, ow};
+      Call c("aten::convolution.out");
+      Value* x = c.random(DType::kFloat32, xs, seed++, -3, 3);
+      Value* x_nhwc = c.tensor(DType::kFloat32, xs, nhwc(read(x), k.n, k.c_in, k.h * k.w));
+      Value* w = c.random(DType::kFloat32, {k.c_out, k.c_in, 3, 3}, seed++);
+      Value* b = c.random(DType::kFloat32, {k.c_out}, seed++);
+      Value* res = c.random(DType::kFloat32, os, seed++);
+      Value* res_nhwc = c.tensor(DType::kFloat32, os, nhwc(read(res), k.n, k.c_out, oh * ow));
+      c.keep_state(uint64_t{1} << 1);  // the weight is a constant
+      auto run = [&](bool channels_last, bool activation) {
+        Value* y = c.out(DType::kFloat32, os);
+        Value* r = c.out(DType::kFloat32, os);
+        Epilogue e;
+        e.ops = {{Epilogue::Op::Kind::kAdd, &y->tensor, &(channels_last ? res_nhwc : res)->tensor,
+                  0, 0, 0, &r->tensor},
+                 {Epilogue::Op::Kind::kClamp, &r->tensor, nullptr, 0, 0.0f, 6.0f, &r->tensor}};
+        if (activation) {
+          e.activation = kernels::match_activation(e, y->tensor);
+          REQUIRE(e.activation);
+        }
+        c.set_epilogue(&e);
+        c.set_channels_last(channels_last ? (uint64_t{1} << 0) | (uint64_t{1} << 9) : 0);
+        REQUIRE(c.run(conv2d_inputs(c, channels_last ? x_nhwc : x, w, b, 1, k.pad, 1), {y}).ok());
+        c.set_epilogue(nullptr);
+        c.set_channels_last(0);
+        return std::pair{read(y), read(r)};
+      };
+      const auto [y_nchw, r_nchw] = run(false, false);
+      // Winograd's own rounding: near the direct sums, not equal to them.
+      const ConvCase ref{k.n,   k.c_in, k.h, k.w, k.c_out, 3,     3, 1, 1,
+                         k.pad, k.pad,  1,   1,   1,       false, 0, 0, true};
+      const std::vector<double> direct = conv_ref(ref, read(x), read(w), read(b), oh, ow);
+      for (size_t i = 0; i < direct.size(); ++i)
+        REQUIRE(std::abs(y_nchw[i] - direct[i]) <= 1e-4 * (1 + std::abs(direct[i])));
       for (bool activation : {false, true}) {
         INFO("activation " << activation);
         const auto [y_nhwc, r_nhwc] = run(true, activation);
@@ -1024,7 +1102,13 @@ TEST_CASE("a convolution runs the algorithm choose_conv_algorithm names for it")
         ConvAlgorithm::kDirectInt64);
   CHECK(kernels::choose_conv_algorithm(small, {false, DType::kFloat32, true, false, true}) !=
         ConvAlgorithm::kOnednn);
+  // In a chain, a 3x3 stride-1 layer of whole vectors of channels runs Winograd (196 tiles);
+  // of 24 inputs, oneDNN.
   CHECK(kernels::choose_conv_algorithm(small, {false, DType::kFloat32, true, true, true}) ==
+        ConvAlgorithm::kWinogradNhwc);
+  kernels::ConvGeometry odd = small;
+  odd.c_in = 24;
+  CHECK(kernels::choose_conv_algorithm(odd, {false, DType::kFloat32, true, true, true}) ==
         ConvAlgorithm::kOnednn);
   const kernels::ConvGeometry few{1, 12, 64, 80, 96, 1, 1, 64, 80, 1, {1, 1}, {0, 0}, {1, 1}};
   CHECK(kernels::choose_conv_algorithm(few, {false, DType::kFloat32, true, true, true}) ==
@@ -1033,13 +1117,28 @@ TEST_CASE("a convolution runs the algorithm choose_conv_algorithm names for it")
   CHECK(kernels::choose_conv_algorithm(few, {false, DType::kFloat32, true, false, true}) ==
         ConvAlgorithm::kGemm);
   // Depthwise layers of any width on oneDNN in a chain (mnasnet0_5's 16 of 112x112); a 3x3
-  // layer too small for oneDNN leaves the chain (etc's NCHW kernels).
+  // layer too small for oneDNN runs Winograd in the chain, and with channels not whole
+  // vectors leaves it (etc's NCHW kernels).
   const kernels::ConvGeometry dw{1, 16, 112, 112, 16, 3, 3, 112, 112, 16, {1, 1}, {1, 1}, {1, 1}};
   CHECK(kernels::choose_conv_algorithm(dw, {false, DType::kFloat32, true, true, true}) ==
         ConvAlgorithm::kOnednn);
-  const kernels::ConvGeometry dense{1, 16, 14, 14, 16, 3, 3, 14, 14, 1, {1, 1}, {1, 1}, {1, 1}};
+  kernels::ConvGeometry dense{1, 16, 14, 14, 16, 3, 3, 14, 14, 1, {1, 1}, {1, 1}, {1, 1}};
+  CHECK(kernels::choose_conv_algorithm(dense, {false, DType::kFloat32, true, true, true}) ==
+        ConvAlgorithm::kWinogradNhwc);
+  dense.c_in = dense.c_out = 12;
   CHECK_FALSE(kernels::chain_algorithm(
       kernels::choose_conv_algorithm(dense, {false, DType::kFloat32, true, true, true})));
+  // Winograd from 32 tiles, or from 64 outputs on fewer (densenet's 128 -> 32 on 7x7, 16
+  // tiles, stays on oneDNN; googlenet's 32 -> 128 there runs Winograd).
+  auto winograd = [&](int64_t cin, int64_t plane, int64_t cout) {
+    const kernels::ConvGeometry g{1,     cin,   plane, plane,  cout,   3,     3,
+                                  plane, plane, 1,     {1, 1}, {1, 1}, {1, 1}};
+    return kernels::choose_conv_algorithm(g, {false, DType::kFloat32, true, true, true}) ==
+           ConvAlgorithm::kWinogradNhwc;
+  };
+  CHECK_FALSE(winograd(128, 7, 32));
+  CHECK(winograd(32, 7, 128));
+  CHECK(winograd(128, 11, 32));
   // 1x1 layers in a chain from 512 K multiply-adds (mobilenet_v3_small's 16 -> 16 on 56x56,
   // 0.8 M; on 28x28, 0.2 M), k x k layers from 1 M (densenet's 3x3 128 -> 32 on 7x7, 1.8 M; a
   // 3x3 16 -> 16 on 14x14, 0.45 M).

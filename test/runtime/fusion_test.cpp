@@ -807,13 +807,14 @@ TEST_CASE("a tensor another kernel reads stays NCHW, with the convolutions tied 
 }
 
 TEST_CASE("a clamp after a oneDNN convolution is its post-op: NaN becomes the lower bound") {
-  // x [1, 32, 24, 24] -> conv 3x3 (32 -> 64) -> relu6 -> conv 1x1 (64 -> 64) -> mean, with one
+  // x [1, 24, 24, 24] -> conv 3x3 (24 -> 64) -> relu6 -> conv 1x1 (64 -> 64) -> mean, with one
   // input pixel NaN. c1's outs around it are NaN. etc's own relu6 keeps NaN, and the 1x1
   // layer and the mean spread it to every channel; oneDNN's clip (its post-op on c1, whose out
   // is channels-last) makes it 0, as XNNPACK's clamps do, and every output stays finite.
+  // (24 inputs: not whole vectors, so c1 runs on oneDNN, not on etc's Winograd.)
   Graph g;
-  ValueId x = g.add_input("x", spec({1, 32, 24, 24}));
-  ValueId c1 = conv_s(g, "c1", x, constant(g, "w1", {64, 32, 3, 3}, 51),
+  ValueId x = g.add_input("x", spec({1, 24, 24, 24}));
+  ValueId c1 = conv_s(g, "c1", x, constant(g, "w1", {64, 24, 3, 3}, 51),
                       constant(g, "b1", {64}, 52), 1, 1, 1, spec({1, 64, 24, 24}));
   ValueId r1 = node(g, OpKind::Hardtanh, "r1",
                     {{"self", c1}, {"min_val", Scalar{0.0}}, {"max_val", Scalar{6.0}}},
@@ -822,7 +823,7 @@ TEST_CASE("a clamp after a oneDNN convolution is its post-op: NaN becomes the lo
                       constant(g, "b2", {64}, 54), 1, 0, 1, spec({1, 64, 24, 24}));
   g.set_outputs({global_mean(g, pw, 64)});
   const pte::File f = export_graph(g);
-  const size_t numel = 32 * 24 * 24, nan_pixel = 5 * 24 + 7;  // channel 0, row 5, column 7
+  const size_t numel = 24 * 24 * 24, nan_pixel = 5 * 24 + 7;  // channel 0, row 5, column 7
   // Finite inputs: the same values either way (within rounding), at any thread count.
   check_chain(f, 3, numel);
   const ChainRun own = run_chain(f, false, 1, numel, {nan_pixel});
@@ -838,6 +839,36 @@ TEST_CASE("a clamp after a oneDNN convolution is its post-op: NaN becomes the lo
   CHECK(std::all_of(one.y.begin(), one.y.end(), [](float v) { return std::isnan(v); }));
   (void)three;
 #endif
+}
+
+TEST_CASE("3x3 layers run etc's Winograd in a chain, with the NCHW kernel's bits") {
+  // x [1, 16, 24, 24] -> conv 3x3 (16 -> 32) -> relu -> max pool 3x3 / 2 -> conv 3x3 (32 ->
+  // 32) -> relu -> neg -> y: both layers on etc's Winograd in a chain, the first reading the
+  // method's NCHW input, the last writing NCHW for the neg, the pooling channels-last between
+  // them. On etc's NCHW kernels (oneDNN off) both run the NCHW Winograd (144 and 36 tiles):
+  // the same bits, at 1 and 3 threads.
+  Graph g;
+  ValueId x = g.add_input("x", spec({1, 16, 24, 24}));
+  ValueId a = conv(g, "a", x, constant(g, "wa", {32, 16, 3, 3}, 71), constant(g, "ba", {32}, 72), 1,
+                   1, spec({1, 32, 24, 24}));
+  ValueId r = node(g, OpKind::Relu, "r", {{"self", a}}, spec({1, 32, 24, 24}));
+  const ValueId p = max_pool_3x3_s2(g, r, {1, 32, 12, 12}).first;
+  ValueId b = conv(g, "b", p, constant(g, "wb", {32, 32, 3, 3}, 73), constant(g, "bb", {32}, 74), 1,
+                   1, spec({1, 32, 12, 12}));
+  ValueId rb = node(g, OpKind::Relu, "rb", {{"self", b}}, spec({1, 32, 12, 12}));
+  ValueId y = node(g, OpKind::Neg, "y", {{"self", rb}}, spec({1, 32, 12, 12}));
+  g.set_outputs({y});
+  const pte::File f = export_graph(g);
+  const ChainRun own = run_chain(f, false, 1, 16 * 24 * 24);
+  const ChainRun one = run_chain(f, true, 1, 16 * 24 * 24);
+  const ChainRun three = run_chain(f, true, 3, 16 * 24 * 24);
+#if ETC_WITH_ONEDNN
+  CHECK(one.channels_last == 3);
+#endif
+  REQUIRE(one.y.size() == own.y.size());
+  CHECK(std::memcmp(one.y.data(), own.y.data(), own.y.size() * 4) == 0);
+  CHECK(std::memcmp(three.y.data(), own.y.data(), own.y.size() * 4) == 0);
+  CHECK(*std::min_element(own.y.begin(), own.y.end()) < -0.1f);
 }
 
 // x -> conv a (16 -> 32) -> relu, x -> conv b (16 -> 24); cat([a, b], `dim`) -> conv c -> mean:

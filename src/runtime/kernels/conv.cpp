@@ -708,6 +708,37 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
 
 }  // namespace
 
+void to_channels_last(const float* x, int64_t channels, int64_t plane, float* out) {
+  constexpr int64_t kBlock = 64;
+  const FloatKernel isa = gemm_float_kernel();
+  parallel_for((plane + kBlock - 1) / kBlock, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t q0 = b0 * kBlock; q0 < std::min(plane, b1 * kBlock); q0 += kBlock) {
+      for (int64_t c0 = 0; c0 < channels; c0 += 16) {
+        const int64_t cn = std::min<int64_t>(16, channels - c0);
+        for (int64_t p0 = q0; p0 < std::min(plane, q0 + kBlock); p0 += 16) {
+          const int64_t pn = std::min<int64_t>(16, plane - p0);
+          transpose_tile(isa, x + c0 * plane + p0, plane, cn, pn, out + p0 * channels + c0,
+                         channels);
+        }
+      }
+    }
+  });
+}
+
+void from_channels_last(const float* x, int64_t channels, int64_t plane, float* out) {
+  constexpr int64_t kBlock = 16;
+  const FloatKernel isa = gemm_float_kernel();
+  parallel_for((channels + kBlock - 1) / kBlock, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t c0 = b0 * kBlock; c0 < std::min(channels, b1 * kBlock); c0 += kBlock) {
+      const int64_t cn = std::min(kBlock, channels - c0);
+      for (int64_t p0 = 0; p0 < plane; p0 += kBlock) {
+        transpose_tile(isa, x + p0 * channels + c0, channels, std::min(kBlock, plane - p0), cn,
+                       out + c0 * plane + p0, plane);
+      }
+    }
+  });
+}
+
 Result<ConvGeometry> check_convolution(const KernelContext& ctx, std::span<Value*> args) {
   const TensorView& x = tensor_arg(args, 0);
   const TensorView& w = tensor_arg(args, 1);
@@ -890,19 +921,31 @@ void conv_int64(const ConvGeometry& g, bool transposed, const TensorView& x, con
 }
 
 // A convolution of a channels-last chain (KernelContext::channels_last_args: the input, the
-// out or both held [N, H, W, C]): oneDNN reads and writes that layout, and etc's own kernel
-// for 1x1 layers where both are (choose_conv_algorithm says which); the load planner sets it
-// only for those (and a first layer's out): anything else here is a bug.
+// out or both held [N, H, W, C]): oneDNN and etc's Winograd read and write either layout,
+// etc's own kernel for 1x1 layers NHWC only (choose_conv_algorithm says which); the load
+// planner sets it only for those (and a first layer's out): anything else here is a bug.
 Status channels_last_convolution(KernelContext& ctx, const ConvGeometry& g, bool transposed,
                                  const TensorView& x, const TensorView& w, const TensorView* bias,
                                  TensorView& out) {
   const bool f32 = x.dtype == DType::kFloat32 && w.dtype == DType::kFloat32 &&
                    out.dtype == DType::kFloat32 &&
                    (bias == nullptr || bias->dtype == DType::kFloat32);
-  if (f32 && !transposed && ctx.state != nullptr && ctx.is_constant(1) && ctx.is_channels_last(0) &&
-      ctx.is_channels_last(9)) {
-    const ConvCall chain{false, DType::kFloat32, true, true, onednn_conv_enabled()};
-    if (choose_conv_algorithm(g, chain) == ConvAlgorithm::kPointwiseNhwc) {
+  const ConvCall chain{false, DType::kFloat32, true, true, onednn_conv_enabled()};
+  const bool own = f32 && !transposed && ctx.state != nullptr && ctx.is_constant(1);
+  const ConvAlgorithm algorithm = choose_conv_algorithm(g, chain);
+  if (own && algorithm == ConvAlgorithm::kWinogradNhwc) {
+    // Either layout in and out, as oneDNN's.
+    const auto* wf = static_cast<const float*>(w.data);
+    const WinogradNhwcWeights& packed = cached_kernel_state<WinogradNhwcWeights>(
+        *ctx.state, {w.data, g.c_out, g.c_in},
+        [&] { return WinogradNhwcWeights::make(wf, g.c_out, g.c_in); });
+    winograd_nhwc_f32(static_cast<const float*>(x.data), ctx.is_channels_last(0), packed,
+                      bias != nullptr ? static_cast<const float*>(bias->data) : nullptr, g,
+                      static_cast<float*>(out.data), ctx.is_channels_last(9), ctx.epilogue);
+    return Status();
+  }
+  if (own && ctx.is_channels_last(0) && ctx.is_channels_last(9)) {
+    if (algorithm == ConvAlgorithm::kPointwiseNhwc) {
       const auto* wf = static_cast<const float*>(w.data);
       const PointwiseNhwcWeights& packed =
           cached_kernel_state<PointwiseNhwcWeights>(*ctx.state, {w.data, g.c_out, g.c_in}, [&] {

@@ -207,4 +207,46 @@ void winograd_conv_f32(const float* x, const WinogradWeights& weights, const flo
                        const ConvGeometry& g, float* y, const Epilogue* epilogue,
                        std::vector<float>& scratch);
 
+// One image between layouts: x [C, P] -> out [P, C] (to_channels_last) and back, in tiles
+// of 16 x 16 through registers, split across threads.
+void to_channels_last(const float* x, int64_t channels, int64_t plane, float* out);
+void from_channels_last(const float* x, int64_t channels, int64_t plane, float* out);
+
+// The 3x3 kernels of w [C_out, C_in, 3, 3] transformed, U[xi][co][ci] = (G g G^T)[xi] for
+// the 16 positions xi of a 4x4 tile, each computed in double and rounded once.
+std::vector<float> winograd_weight_transform(const float* w, int64_t c_out, int64_t c_in);
+
+// The same F(2x2, 3x3) for a 3x3 layer of a channels-last chain
+// (ConvAlgorithm::kWinogradNhwc): it computes on x [N, H, W, C_in] into y [N, OH, OW, C_out]
+// (the epilogue's tensors in y's layout); a chain's first layer reads an NCHW x (copied to
+// NHWC first), its last writes an NCHW y (computed NHWC, then copied), as oneDNN does. Each output
+// is computed from the same transformed values, summed over the input channels in the same blocks
+// and order, as winograd_conv_f32 computes it: the same bits in either layout. The transformed
+// weights as the products read them: [16][C_out / 32 panels (rounded up, zero past
+// C_out)][C_in][32].
+struct WinogradNhwcWeights final : KernelState {
+  struct Key {
+    const void* weight;
+    int64_t c_out, c_in;
+    bool operator==(const Key&) const = default;
+  };
+  Key key{};
+  int64_t c_out = 0, c_in = 0, npad = 0;
+  std::vector<float> u;
+  mutable std::vector<float> scratch;  // one block's V and M where threads share a block
+  mutable std::vector<float> layout_in, layout_out;  // NHWC copies of an NCHW x or y
+  static std::unique_ptr<WinogradNhwcWeights> make(const float* w, int64_t c_out, int64_t c_in);
+};
+
+// y = bias (0 when null) + conv(x), then the epilogue (may be null) on each block of output
+// rows as it is written (on the whole out after, where an out of it lies over the input).
+// Blocks of tile rows split across threads.
+void winograd_nhwc_f32(const float* x, bool x_nhwc, const WinogradNhwcWeights& weights,
+                       const float* bias, const ConvGeometry& g, float* y, bool y_nhwc,
+                       const Epilogue* epilogue);
+
+// Whether winograd_nhwc_f32 runs this layer: 3x3, stride 1, undilated, one group, channel
+// counts multiples of 16 (whole vectors in its transforms).
+bool winograd_nhwc_shape(const ConvGeometry& g);
+
 }  // namespace etc::rt::kernels

@@ -23,6 +23,9 @@ enum class ConvAlgorithm : uint8_t {
   // In a channels-last chain, a 1x1 layer oneDNN does not run: etc's own kernel reading and
   // writing NHWC, the positions (rows) by the transposed weights (pointwise_nhwc_f32).
   kPointwiseNhwc,
+  // In a channels-last chain, a 3x3 stride-1 layer: Winograd F(2x2, 3x3) reading and writing
+  // NHWC (winograd_nhwc_f32), the NCHW kWinograd's bits.
+  kWinogradNhwc,
 };
 
 struct ConvCall {
@@ -43,8 +46,8 @@ struct ConvCall {
 
 ConvAlgorithm choose_conv_algorithm(const ConvGeometry& g, const ConvCall& call);
 
-// Whether `a` runs in a channels-last chain: kOnednn (input and out in either layout) or
-// kPointwiseNhwc (both NHWC).
+// Whether `a` runs in a channels-last chain: kOnednn (input and out in either layout),
+// kPointwiseNhwc or kWinogradNhwc (both NHWC).
 bool chain_algorithm(ConvAlgorithm a);
 
 const char* conv_algorithm_name(ConvAlgorithm a);

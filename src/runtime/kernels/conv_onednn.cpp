@@ -103,25 +103,6 @@ memory::dims nchw_dims(int64_t n, int64_t c, int64_t h, int64_t w) {
   return {n, c, h, w};
 }
 
-// x [C, P] -> out [P, C] for one image, in tiles of 16 channels x 16 positions (through
-// registers), positions split across threads.
-void to_channels_last(const float* x, int64_t channels, int64_t plane, float* out) {
-  constexpr int64_t kBlock = 64;
-  const FloatKernel isa = gemm_float_kernel();
-  parallel_for((plane + kBlock - 1) / kBlock, 1, [&](int64_t b0, int64_t b1) {
-    for (int64_t q0 = b0 * kBlock; q0 < std::min(plane, b1 * kBlock); q0 += kBlock) {
-      for (int64_t c0 = 0; c0 < channels; c0 += 16) {
-        const int64_t cn = std::min<int64_t>(16, channels - c0);
-        for (int64_t p0 = q0; p0 < std::min(plane, q0 + kBlock); p0 += 16) {
-          const int64_t pn = std::min<int64_t>(16, plane - p0);
-          transpose_tile(isa, x + c0 * plane + p0, plane, cn, pn, out + p0 * channels + c0,
-                         channels);
-        }
-      }
-    }
-  });
-}
-
 }  // namespace
 
 // The primitives for one input size.

@@ -21,13 +21,9 @@
 
 namespace etc::rt::kernels {
 
-std::unique_ptr<WinogradWeights> WinogradWeights::make(const float* w, int64_t c_out,
-                                                       int64_t c_in) {
-  auto out = std::make_unique<WinogradWeights>();
-  out->c_out = c_out;
-  out->c_in = c_in;
+std::vector<float> winograd_weight_transform(const float* w, int64_t c_out, int64_t c_in) {
   // U[xi][co][ci] = (G g G^T)[xi], in double, rounded once.
-  std::vector<std::vector<float>> u(16, std::vector<float>(static_cast<size_t>(c_out * c_in)));
+  std::vector<float> u(static_cast<size_t>(16 * c_out * c_in));
   static constexpr double kG[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
   for (int64_t co = 0; co < c_out; ++co) {
     for (int64_t ci = 0; ci < c_in; ++ci) {
@@ -40,14 +36,24 @@ std::unique_ptr<WinogradWeights> WinogradWeights::make(const float* w, int64_t c
       for (int r = 0; r < 4; ++r) {
         for (int c = 0; c < 4; ++c) {
           const double v = gg[r][0] * kG[c][0] + gg[r][1] * kG[c][1] + gg[r][2] * kG[c][2];
-          u[static_cast<size_t>(r) * 4 + static_cast<size_t>(c)]
-           [static_cast<size_t>(co * c_in + ci)] = static_cast<float>(v);
+          u[static_cast<size_t>(((r * 4 + c) * c_out + co) * c_in + ci)] = static_cast<float>(v);
         }
       }
     }
   }
-  for (int xi = 0; xi < 16; ++xi)
-    out->u[xi] = PackedA::pack(c_out, c_in, MatrixRef<float>{u[xi].data(), c_in, 1});
+  return u;
+}
+
+std::unique_ptr<WinogradWeights> WinogradWeights::make(const float* w, int64_t c_out,
+                                                       int64_t c_in) {
+  auto out = std::make_unique<WinogradWeights>();
+  out->c_out = c_out;
+  out->c_in = c_in;
+  const std::vector<float> u = winograd_weight_transform(w, c_out, c_in);
+  for (int xi = 0; xi < 16; ++xi) {
+    out->u[xi] =
+        PackedA::pack(c_out, c_in, MatrixRef<float>{u.data() + xi * c_out * c_in, c_in, 1});
+  }
   return out;
 }
 

@@ -107,8 +107,8 @@ void CpuPlanner::plan_channels_last() {
     if (!g || !usable(s.args[9]) || s.args[0]->tensor.capacity >= 0) continue;
     const ConvAlgorithm algorithm = choose_conv_algorithm(*g, chain);
     if (!chain_algorithm(algorithm)) continue;
-    if (algorithm != ConvAlgorithm::kOnednn) {
-      // etc's own kernels read the input in the out's layout, as a pooling does.
+    if (algorithm == ConvAlgorithm::kPointwiseNhwc) {
+      // etc's own 1x1 kernel reads the input in the out's layout, as a pooling does.
       Group group;
       group.step = i;
       group.same_in = true;
@@ -117,8 +117,10 @@ void CpuPlanner::plan_channels_last() {
     }
     // A first layer reading a method input (NCHW, never in a chain) runs etc's direct loop
     // into a channels-last out (channels_last_convolution): no oneDNN state to make for it.
+    // Winograd (etc's own, either layout in and out) makes its state at its first call.
     const bool direct_first_layer = is_io(s.args[0]) && kernels::few_input_channels_conv(*g);
-    if (!direct_first_layer && !kernels::prepare_onednn_conv(s.args, *g, steps()[i].state))
+    if (algorithm == ConvAlgorithm::kOnednn && !direct_first_layer &&
+        !kernels::prepare_onednn_conv(s.args, *g, steps()[i].state))
       continue;
     Group group;
     group.step = i;
