@@ -186,8 +186,9 @@ std::string onednn_version();
 // A 3x3, stride-1, undilated float convolution of one group by Winograd's F(2x2, 3x3)
 // (conv_winograd.cpp): 2.25x fewer multiply-adds than im2col + GEMM, for the weights a
 // program keeps constant (transformed once). Rounding differs from the direct sum by a few
-// ulps of the larger terms (the transforms add and subtract neighbours); the result does not
-// depend on the thread count.
+// ulps of the larger terms (the transforms add and subtract neighbours), and a non-finite
+// input reaches every output of the tiles whose 4x4 windows hold it (an infinity may become
+// NaN there); the result does not depend on the thread count.
 struct WinogradWeights final : KernelState {
   struct Key {
     const void* weight;

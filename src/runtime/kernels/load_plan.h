@@ -11,10 +11,10 @@
 // - gives convolutions, matrix products (mm) and inference batch norms the in-place
 //   elementwise steps right after them as their epilogue (Epilogue; a matrix product's may
 //   add a broadcast row, its bias), marking those steps fused;
-// - keeps the tensors that only convolutions running on oneDNN (and max poolings, and cats
-//   along the channels) read and write channels-last between them, instead of copying each to NHWC
-//   and back (KernelContext::channels_last_args), making each such convolution's oneDNN state ahead
-//   of its first call.
+// - keeps the tensors that only convolutions running on oneDNN or etc's NHWC kernels (and max
+//   poolings, and cats along the channels) read and write channels-last between them, instead
+//   of copying each to NHWC and back (KernelContext::channels_last_args), making each such
+//   convolution's oneDNN state ahead of its first call.
 // All but the first only where the method asks for fusion (LoadPlanView::fuse); the same bits
 // either way, but for the 8da4w products' integer sums (within float rounding of the steps').
 #pragma once

@@ -1,6 +1,6 @@
 // The load planner's channels-last pass (load_plan_planner.h): the tensors that only
-// convolutions running on oneDNN (and the steps that can read them in either layout) read and
-// write stay NHWC between them.
+// convolutions running on oneDNN or etc's NHWC kernels (and the steps that can read them in
+// either layout) read and write stay NHWC between them.
 #include <algorithm>
 #include <cstdint>
 #include <iterator>
