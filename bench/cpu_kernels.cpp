@@ -443,7 +443,11 @@ int run() {
                                         {128, 4096, 1024},
                                         // The GEMM inside the 3x3 64->64 56x56 convolution below
                                         // (weight [64, 576] @ im2col [576, 3136]).
-                                        {64, 576, 3136}};
+                                        {64, 576, 3136},
+                                        // The fused attention's two products for a block of 64
+                                        // query rows over Whisper tiny's 1500 positions.
+                                        {64, 64, 1500},
+                                        {64, 1500, 64}};
   for (const MmCase& c : mm_cases) {
     FloatBuffer a(c.m * c.k), b(c.k * c.n), out(c.m * c.n);
     a.fill_random(seed++);

@@ -555,6 +555,47 @@ TEST_CASE("a weight in panels gives the bits of the same weight stored [K, N]") 
   }
 }
 
+TEST_CASE("a product by packed panels that overwrites C gives the bits of zeroing it first") {
+  // gemm_packed(PackedB) with a GemmInit (C not read: the fused attention's scores and
+  // outputs) against C filled with zeros (or the rows' values) and accumulated into: 1, 3
+  // (the few-row kernels), 8 and 37 rows; K of one block and of three; alpha 1 and 0.125.
+  std::mt19937 rng(93);
+  std::uniform_real_distribution<float> fd(-1, 1);
+  for (GemmIsa isa : {GemmIsa::kAuto, GemmIsa::kAvx2, GemmIsa::kPortable}) {
+    IsaScope guard(isa);
+    for (const int64_t m : {int64_t{1}, int64_t{3}, int64_t{8}, int64_t{37}}) {
+      for (auto [k, n] : {std::pair<int64_t, int64_t>{64, 150}, {600, 70}}) {
+        for (const float alpha : {1.0f, 0.125f}) {
+          INFO("isa " << static_cast<int>(isa) << " m " << m << " k " << k << " n " << n
+                      << " alpha " << alpha);
+          std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n));
+          std::vector<float> rows(static_cast<size_t>(m));
+          for (float& v : a)
+            v = fd(rng);
+          for (float& v : b)
+            v = fd(rng);
+          for (float& v : rows)
+            v = fd(rng);
+          const auto packed =
+              kernels::PackedB::pack(k, n, kernels::MatrixRef<float>{b.data(), n, 1});
+          const kernels::MatrixRef<float> ar{a.data(), k, 1};
+          for (const bool with_rows : {false, true}) {
+            std::vector<float> want(static_cast<size_t>(m * n));
+            for (int64_t i = 0; i < m; ++i)
+              std::fill_n(want.begin() + i * n, n, with_rows ? rows[static_cast<size_t>(i)] : 0.0f);
+            kernels::gemm_packed(m, alpha, ar, *packed, want.data(), n);
+            std::vector<float> got(static_cast<size_t>(m * n), std::nanf(""));
+            kernels::GemmInit init;
+            init.rows = with_rows ? rows.data() : nullptr;
+            kernels::gemm_packed(m, alpha, ar, *packed, got.data(), n, &init);
+            REQUIRE(std::memcmp(got.data(), want.data(), want.size() * 4) == 0);
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("a one-row product gives the bits of that row in a many-row product") {
   // gemm's one-row path (no A packing, B read in place) against the tile kernels' rows: K over
   // several K blocks, N over partial panels and N blocks; B row-major, strided (packed), and

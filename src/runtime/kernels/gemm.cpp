@@ -1008,11 +1008,17 @@ void small_m_columns(float alpha, MatrixRef<float> a, const PackedB& b, float* c
 }  // namespace
 
 void gemm_packed(int64_t m, float alpha, MatrixRef<float> a, const PackedB& b, float* c,
-                 int64_t ldc) {
+                 int64_t ldc, const GemmInit* init) {
   // A few rows (a batch-1 linear layer) on the AVX2 or AVX-512 panels: row kernels over
-  // columns split across threads in units of four panels.
+  // columns split across threads in units of four panels. They accumulate into C: an
+  // overwrite fills C with the rows' values first (the first K block then adds its sum to
+  // them, as the micro-kernels' init does).
   if (m >= 1 && m <= 4 && b.depth() > 0 && b.kernel() != FloatKernel::kPortable &&
       a.col_offsets == nullptr) {
+    if (init != nullptr) {
+      for (int64_t i = 0; i < m; ++i)
+        std::fill_n(c + i * ldc, b.cols(), init->rows != nullptr ? init->rows[i] : 0.0f);
+    }
     const int64_t unit = int64_t{4} * (b.kernel() == FloatKernel::kAvx512 ? 32 : 16);
     const int64_t n = b.cols();
     auto part = [&](int64_t u0, int64_t u1) {
@@ -1038,7 +1044,7 @@ void gemm_packed(int64_t m, float alpha, MatrixRef<float> a, const PackedB& b, f
     return;
   }
   gemm_parallel(m, b.cols(), b.depth(), alpha, a, MatrixRef<float>{nullptr, 0, 0}, c, ldc, nullptr,
-                &b);
+                &b, init);
 }
 void gemm(int64_t m, int64_t n, int64_t k, double alpha, MatrixRef<double> a, MatrixRef<double> b,
           double* c, int64_t ldc) {

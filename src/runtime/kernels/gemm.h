@@ -214,8 +214,9 @@ class PackedB {
   std::unique_ptr<float, void (*)(void*)> data_{nullptr, nullptr};
 };
 
+// With `init`, C is overwritten as gemm_packed(PackedA) does (not read).
 void gemm_packed(int64_t m, float alpha, MatrixRef<float> a, const PackedB& b, float* c,
-                 int64_t ldc);
+                 int64_t ldc, const GemmInit* init = nullptr);
 
 // Which micro-kernels gemm uses: kAuto takes the best the CPU has (AVX-512, AVX2/FMA,
 // portable); tests force kAvx2 and kPortable to cover CPUs without AVX-512 or AVX2.

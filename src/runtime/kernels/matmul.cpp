@@ -418,14 +418,21 @@ Status run_fused_attention(KernelContext& ctx, const FusedAttention& fa, const T
         v_panels = PackedB::pack(s, ev, MatrixRef<float>{vd + b * s * ev, ev, 1});
         panels_of = b;
       }
-      std::fill_n(sc, rows * s, 0.0f);
-      gemm_packed(rows, 1.0f, MatrixRef<float>{qd + (b * l + r0) * e, e, 1}, *kt_panels, sc, s);
-      for (int64_t i = 0; i < rows * s; ++i)
-        sc[i] = sc[i] * scale;
+      // The scores overwritten, not zeroed and accumulated into. Where the products sum all
+      // of E in one K block, the scale is the GEMM's alpha: each score is then
+      // fma(scale, sum, 0), the rounding of scale * sum, which is what the bmm's 0 + sum
+      // and the mul's rounding of sum * scale give (a zero sum gives +0 both ways).
+      const GemmInit zero{};
+      const bool scale_in_gemm = e <= kGemmKBlock;
+      gemm_packed(rows, scale_in_gemm ? scale : 1.0f, MatrixRef<float>{qd + (b * l + r0) * e, e, 1},
+                  *kt_panels, sc, s, &zero);
+      if (!scale_in_gemm) {
+        for (int64_t i = 0; i < rows * s; ++i)
+          sc[i] = sc[i] * scale;
+      }
       softmax_rows_in_place(sc, rows, s);
       float* ob = od + (b * l + r0) * ev;
-      std::fill_n(ob, rows * ev, 0.0f);
-      gemm_packed(rows, 1.0f, MatrixRef<float>{sc, s, 1}, *v_panels, ob, ev);
+      gemm_packed(rows, 1.0f, MatrixRef<float>{sc, s, 1}, *v_panels, ob, ev, &zero);
     }
   });
   return Status();
