@@ -642,20 +642,19 @@ TEST_CASE("1x1 layers of a channels-last chain give the NCHW GEMM's bits") {
 }
 
 TEST_CASE("3x3 layers of a channels-last chain give the NCHW Winograd kernel's bits") {
-  // Winograd F(2x2, 3x3) on NHWC tensors (kWinogradNhwc) against the NCHW kernel (kWinograd,
-  // oneDNN off): the same transforms and sums, so the same bits. Odd output sizes (the last
-  // tile row and column half outside), no padding, 272 inputs (two K blocks of the sums),
-  // 48 outputs (a panel half zero), 40x40 planes of 64 channels (several blocks of tile rows,
-  // split across threads), two images; a residual add and relu6 into a second tensor, in
-  // registers and op by op; every vector build.
+  // Winograd F(2x2, 3x3) on NHWC tensors (kWinogradNhwc) in a chain, and on NCHW tensors
+  // through its NHWC copies, against the NCHW kernel (winograd_conv_f32): the same transforms
+  // and sums, so the same bits. Odd output sizes (the last tile row and column half outside),
+  // no padding, 272 inputs (two K blocks of the sums), 48, 24 and 20 outputs (a panel half
+  // zero; a last vector of 8 or 4 lanes), 40x40 planes of 64 channels (several blocks of tile
+  // rows, split across threads), two images; a residual add and relu6 into a second tensor,
+  // in registers and op by op; every vector build.
   struct Case {
     int64_t n, c_in, h, w, c_out, pad;
   };
-  const Case cases[] = {{1, 16, 12, 14, 32, 1},
-                        {2, 32, 11, 13, 48, 1},
-                        {1, 272, 12, 12, 16, 1},
-                        {1, 16, 14, 16, 16, 0},
-                        {1, 64, 40, 40, 64, 1}};
+  const Case cases[] = {{1, 16, 12, 14, 32, 1}, {2, 32, 11, 13, 48, 1}, {1, 272, 12, 12, 16, 1},
+                        {1, 16, 14, 16, 16, 0}, {1, 64, 40, 40, 64, 1}, {1, 16, 12, 14, 24, 1},
+                        {2, 32, 11, 13, 20, 1}};
   const OnednnScope etc_kernels(false);
   uint32_t seed = 2300;
   for (kernels::GemmIsa isa :
@@ -671,7 +670,7 @@ TEST_CASE("3x3 layers of a channels-last chain give the NCHW Winograd kernel's b
       REQUIRE(kernels::choose_conv_algorithm(g, chain) == kernels::ConvAlgorithm::kWinogradNhwc);
       kernels::ConvCall plain = chain;
       plain.channels_last = false;
-      REQUIRE(kernels::choose_conv_algorithm(g, plain) == kernels::ConvAlgorithm::kWinograd);
+      REQUIRE(kernels::choose_conv_algorithm(g, plain) == kernels::ConvAlgorithm::kWinogradNhwc);
       const Sizes xs{k.n, k.c_in, k.h, k.w}, os{k.n, k.c_out, oh, ow};
       Call c("aten::convolution.out");
       Value* x = c.random(DType::kFloat32, xs, seed++, -3, 3);
@@ -700,6 +699,21 @@ TEST_CASE("3x3 layers of a channels-last chain give the NCHW Winograd kernel's b
         return std::pair{read(y), read(r)};
       };
       const auto [y_nchw, r_nchw] = run(false, false);
+      // The NCHW kernel's values, bit for bit.
+      {
+        std::vector<float> xf(static_cast<size_t>(numel(xs))),
+            wf(static_cast<size_t>(k.c_out * k.c_in * 9));
+        std::vector<float> bf(static_cast<size_t>(k.c_out)), yf(y_nchw.size()), scratch;
+        std::memcpy(xf.data(), x->tensor.data, xf.size() * 4);
+        std::memcpy(wf.data(), w->tensor.data, wf.size() * 4);
+        std::memcpy(bf.data(), b->tensor.data, bf.size() * 4);
+        const auto weights = kernels::WinogradWeights::make(wf.data(), k.c_out, k.c_in);
+        kernels::winograd_conv_f32(xf.data(), *weights, bf.data(), g, yf.data(), nullptr, scratch);
+        for (size_t i = 0; i < yf.size(); ++i) {
+          const auto want = static_cast<double>(yf[i]);
+          REQUIRE(std::memcmp(&want, &y_nchw[i], sizeof want) == 0);
+        }
+      }
       // Winograd's own rounding: near the direct sums, not equal to them.
       const ConvCase ref{k.n,   k.c_in, k.h, k.w, k.c_out, 3,     3, 1, 1,
                          k.pad, k.pad,  1,   1,   1,       false, 0, 0, true};
@@ -780,6 +794,7 @@ TEST_CASE("3x3 convolutions of constant weights by Winograd F(2x2, 3x3) match th
       {2, 20, 15, 13, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, 0, 0, true},    // 15x13: odd
       {1, 32, 19, 17, 33, 3, 3, 1, 1, 0, 0, 1, 1, 1, false, 0, 0, false},  // no padding
       {1, 17, 12, 14, 5, 3, 3, 1, 1, 2, 2, 1, 1, 1, false, 0, 0, true},    // padding 2
+      {1, 16, 12, 14, 5, 3, 3, 1, 1, 2, 2, 1, 1, 1, false, 0, 0, true},    // the same, NHWC
       {1, 16, 30, 30, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, 0, 0, true},    // 225 tiles: 2 blocks
   };
   uint32_t seed = 1300;
@@ -809,7 +824,13 @@ TEST_CASE("3x3 convolutions of constant weights by Winograd F(2x2, 3x3) match th
       c.keep_state(uint64_t{1} << 1);  // the weight is a constant: Winograd
       Value* y = c.out(DType::kFloat32, {k.n, k.c_out, oh, ow});
       REQUIRE(c.run(args, {y}).ok());
-      REQUIRE(dynamic_cast<const kernels::WinogradWeights*>(c.state()) != nullptr);
+      // The NCHW kernel, or (input channels in whole vectors of 16) the NHWC one through its
+      // layout copies.
+      if (k.c_in % 16 == 0) {
+        REQUIRE(dynamic_cast<const kernels::WinogradNhwcWeights*>(c.state()) != nullptr);
+      } else {
+        REQUIRE(dynamic_cast<const kernels::WinogradWeights*>(c.state()) != nullptr);
+      }
       const std::vector<double> want =
           conv_ref(k, read(x), read(w), k.bias ? read(b) : std::vector<double>{}, oh, ow);
       // The transforms add and subtract up to 4x4 neighbours: a few ulps of the larger terms.
@@ -846,8 +867,10 @@ TEST_CASE("convolutions through oneDNN match the direct sum, with epilogues and 
   // images, a last block of 4 channels).
   const ConvCase cases[] = {
       // n cin h  w  cout kh kw sh sw ph pw dh dw g  transposed oph opw bias
-      {1, 32, 40, 40, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, 0, 0, true},
-      {1, 128, 11, 11, 72, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, 0, 0, true},
+      // (3x3 stride-1 layers of 24 and 120 inputs: not etc's NHWC Winograd, whole vectors of
+      // 16 inputs, so oneDNN's.)
+      {1, 24, 40, 40, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, 0, 0, true},
+      {1, 120, 11, 11, 72, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, 0, 0, true},
       {2, 24, 33, 31, 40, 5, 5, 2, 2, 2, 1, 2, 2, 1, false, 0, 0, false},
       {1, 3, 64, 64, 64, 7, 7, 2, 2, 3, 3, 1, 1, 1, false, 0, 0, true},
       {1, 96, 7, 7, 576, 1, 1, 1, 1, 0, 0, 1, 1, 1, false, 0, 0, true},
@@ -932,7 +955,8 @@ TEST_CASE("convolutions through oneDNN match the direct sum, with epilogues and 
 TEST_CASE("oneDNN convolutions keep primitives per input size (dynamic shapes)") {
   const OnednnScope scope(true);
   Call c("aten::convolution.out");
-  Value* w = c.random(DType::kFloat32, {48, 32, 3, 3}, 1800);
+  // 24 input channels: not etc's NHWC Winograd (whole vectors of 16), so oneDNN.
+  Value* w = c.random(DType::kFloat32, {48, 24, 3, 3}, 1800);
   Value* b = c.random(DType::kFloat32, {48}, 1801);
   c.keep_state(uint64_t{1} << 1);  // the weight is a constant
   const kernels::OnednnConv* first = nullptr;
@@ -941,8 +965,8 @@ TEST_CASE("oneDNN convolutions keep primitives per input size (dynamic shapes)")
   for (int64_t size : {40, 36, 40, 44, 48, 52, 56, 40}) {
     const int64_t h = size, wd = size == 36 ? 30 : size;
     INFO("input " << h << "x" << wd);
-    const ConvCase k{1, 32, h, wd, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, 0, 0, true};
-    Value* x = c.random(DType::kFloat32, {1, 32, h, wd}, seed++);
+    const ConvCase k{1, 24, h, wd, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, 0, 0, true};
+    Value* x = c.random(DType::kFloat32, {1, 24, h, wd}, seed++);
     Value* y = c.out(DType::kFloat32, {1, 48, h, wd});
     REQUIRE(c.run({x, w, b, c.ints({1, 1}), c.ints({1, 1}), c.ints({1, 1}), c.b(false),
                    c.ints({0, 0}), c.i(1)},
@@ -953,7 +977,7 @@ TEST_CASE("oneDNN convolutions keep primitives per input size (dynamic shapes)")
     if (first == nullptr) first = dnn;
     CHECK(dnn == first);  // one state for every size: the weights' key has no input size
     Tolerance tol = tolerance_for(DType::kFloat32);
-    tol.atol += 1e-6 * 32 * 9;
+    tol.atol += 1e-6 * 24 * 9;
     require_close(read(y), conv_ref(k, read(x), read(w), read(b), h, wd), tol);
   }
 }
@@ -983,7 +1007,22 @@ TEST_CASE("constant convolution weights are packed once and give the same bits")
     };
     const std::vector<double> plain = run(w), plain2 = run(w2);
     c.keep_state(uint64_t{1} << 1);  // the weight is a constant
-    CHECK(run(w) == plain);          // packs
+    // Winograd (constant weights only) rounds otherwise than the GEMM: there its own packing
+    // is compared with itself below.
+    const kernels::ConvGeometry g{k.n,          k.c_in,       k.h,         k.w, k.c_out,
+                                  k.kh,         k.kw,         oh,          ow,  k.groups,
+                                  {k.sh, k.sw}, {k.ph, k.pw}, {k.dh, k.dw}};
+    const kernels::ConvAlgorithm chosen =
+        kernels::choose_conv_algorithm(g, {false, DType::kFloat32, true, false, false});
+    if (chosen == kernels::ConvAlgorithm::kWinograd ||
+        chosen == kernels::ConvAlgorithm::kWinogradNhwc) {
+      const std::vector<double> first = run(w), first2 = run(w2);
+      CHECK(run(w) == first);
+      CHECK(run(w2) == first2);
+      CHECK(first != first2);
+      continue;
+    }
+    CHECK(run(w) == plain);  // packs
     const bool pointwise =
         k.kh == 1 && k.kw == 1 && k.sh == 1 && k.sw == 1 && k.ph == 0 && k.pw == 0;
     // The direct depthwise loop (one input channel, a channel multiplier of at most 4)
@@ -1018,9 +1057,17 @@ TEST_CASE("a convolution runs the algorithm choose_conv_algorithm names for it")
        ConvAlgorithm::kFewInputChannels,
        ConvAlgorithm::kFewInputChannels},
       {{1, 16, 16, 16, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, 0, 0, true},  // 64 tiles, 0.9 M MACs
+       ConvAlgorithm::kWinogradNhwc,
+       ConvAlgorithm::kWinogradNhwc},
+      {{1, 32, 40, 40, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, 0, 0, true},  // 400 tiles, 11 M
+       ConvAlgorithm::kWinogradNhwc,
+       ConvAlgorithm::kWinogradNhwc},
+      // 24 inputs (not whole vectors for the NHWC kernel): the NCHW Winograd; with 11 M
+      // multiply-adds, oneDNN.
+      {{1, 24, 16, 16, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, 0, 0, true},
        ConvAlgorithm::kWinograd,
        ConvAlgorithm::kWinograd},
-      {{1, 32, 40, 40, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, 0, 0, true},  // 400 tiles, 11 M
+      {{1, 24, 40, 40, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, 0, 0, true},
        ConvAlgorithm::kWinograd,
        ConvAlgorithm::kOnednn},
       {{1, 16, 8, 8, 32, 1, 1, 1, 1, 0, 0, 1, 1, 1, false, 0, 0, false},  // pointwise, small
@@ -1053,6 +1100,7 @@ TEST_CASE("a convolution runs the algorithm choose_conv_algorithm names for it")
           g, kernels::ConvCall{false, DType::kFloat32, false, false, onednn});
       CHECK(per_call != ConvAlgorithm::kOnednn);
       CHECK(per_call != ConvAlgorithm::kWinograd);
+      CHECK(per_call != ConvAlgorithm::kWinogradNhwc);
       // The kernel keeps the state of the algorithm it ran, and computes the convolution.
       Call c("aten::convolution.out");
       Value* x = c.random(DType::kFloat32, {k.n, k.c_in, k.h, k.w}, seed++);
@@ -1078,9 +1126,13 @@ TEST_CASE("a convolution runs the algorithm choose_conv_algorithm names for it")
         case ConvAlgorithm::kWinograd:
           CHECK(dynamic_cast<const kernels::WinogradWeights*>(state) != nullptr);
           break;
+        case ConvAlgorithm::kWinogradNhwc:
+          CHECK(dynamic_cast<const kernels::WinogradNhwcWeights*>(state) != nullptr);
+          break;
         default:  // the GEMM's packed weights
           REQUIRE(state != nullptr);
           CHECK(dynamic_cast<const kernels::WinogradWeights*>(state) == nullptr);
+          CHECK(dynamic_cast<const kernels::WinogradNhwcWeights*>(state) == nullptr);
           CHECK(dynamic_cast<const kernels::OnednnConv*>(state) == nullptr);
           CHECK(dynamic_cast<const kernels::DepthwiseWeights*>(state) == nullptr);
           break;

@@ -359,6 +359,18 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
       wy.finish();
       return;
     }
+    // 3x3 stride-1 layers: Winograd on NHWC copies of the input and the out (the kernel of
+    // the channels-last chains, conv_winograd_nhwc.cpp), the epilogue on the out after.
+    if (algorithm == ConvAlgorithm::kWinogradNhwc) {
+      const WinogradNhwcWeights& packed = cached_kernel_state<WinogradNhwcWeights>(
+          *state, {weight.data, g.c_out, g.c_in},
+          [&] { return WinogradNhwcWeights::make(w, g.c_out, g.c_in); });
+      std::optional<ReadAs<G>> rb;
+      if (bias != nullptr) rb.emplace(*bias);
+      winograd_nhwc_f32(x, false, packed, rb ? rb->data() : nullptr, g, y, false, epilogue);
+      wy.finish();
+      return;
+    }
   }
 #if ETC_WITH_ONEDNN
   if constexpr (std::is_same_v<G, float>) {

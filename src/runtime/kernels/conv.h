@@ -217,10 +217,10 @@ void from_channels_last(const float* x, int64_t channels, int64_t plane, float* 
 // the 16 positions xi of a 4x4 tile, each computed in double and rounded once.
 std::vector<float> winograd_weight_transform(const float* w, int64_t c_out, int64_t c_in);
 
-// The same F(2x2, 3x3) for a 3x3 layer of a channels-last chain
-// (ConvAlgorithm::kWinogradNhwc): it computes on x [N, H, W, C_in] into y [N, OH, OW, C_out]
-// (the epilogue's tensors in y's layout); a chain's first layer reads an NCHW x (copied to
-// NHWC first), its last writes an NCHW y (computed NHWC, then copied), as oneDNN does. Each output
+// The same F(2x2, 3x3) on channels-last tensors (ConvAlgorithm::kWinogradNhwc): it computes
+// on x [N, H, W, C_in] into y [N, OH, OW, C_out] (the epilogue's tensors in y's layout); an
+// NCHW x (a chain's first layer, or a layer outside every chain) is copied to NHWC first, an
+// NCHW y computed NHWC and then copied, as oneDNN does. Each output
 // is computed from the same transformed values, summed over the input channels in the same blocks
 // and order, as winograd_conv_f32 computes it: the same bits in either layout. The transformed
 // weights as the products read them: [16][C_out / 32 panels (rounded up, zero past
@@ -246,8 +246,8 @@ void winograd_nhwc_f32(const float* x, bool x_nhwc, const WinogradNhwcWeights& w
                        const float* bias, const ConvGeometry& g, float* y, bool y_nhwc,
                        const Epilogue* epilogue);
 
-// Whether winograd_nhwc_f32 runs this layer: 3x3, stride 1, undilated, one group, channel
-// counts multiples of 16 (whole vectors in its transforms).
+// Whether winograd_nhwc_f32 runs this layer: 3x3, stride 1, undilated, one group, input
+// channels a multiple of 16 (whole vectors in its input transform).
 bool winograd_nhwc_shape(const ConvGeometry& g);
 
 }  // namespace etc::rt::kernels

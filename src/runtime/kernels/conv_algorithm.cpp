@@ -67,12 +67,15 @@ bool winograd(const ConvGeometry& g) {
          g.dil[0] == 1 && g.dil[1] == 1 && g.c_in >= 16 && tiles >= 32 && tiles <= 400;
 }
 
-// Winograd F(2x2, 3x3) in a channels-last chain, ahead of oneDNN's direct kernel: 2.25x
-// fewer multiply-adds, which took each 3x3 stride-1 layer of resnet18, googlenet,
-// squeezenet1_1 and densenet121 from 1.25x to 1.9x faster at 1 thread (Zen 4; resnet18
-// 33.7 -> 23.3 ms), except densenet's 128 -> 32 on 7x7 (16 tiles, 0.9x: with 32 outputs a
-// tile's products are few beside its transforms). So: at least 32 tiles, or 64 outputs.
-bool winograd_in_chain(const ConvGeometry& g) {
+// etc's Winograd F(2x2, 3x3) on NHWC tensors, ahead of oneDNN's direct kernel: 2.25x fewer
+// multiply-adds, which took each 3x3 stride-1 layer of resnet18, googlenet, squeezenet1_1
+// and densenet121 in their channels-last chains from 1.25x to 1.9x faster at 1 thread (Zen
+// 4; resnet18 33.7 -> 23.3 ms), except densenet's 128 -> 32 on 7x7 (16 tiles, 0.9x: with 32
+// outputs a tile's products are few beside its transforms). So: at least 32 tiles, or 64
+// outputs. Outside a chain too, through NHWC copies (as oneDNN's NCHW calls): PP-OCR det's
+// 96 -> 24 layers on 64x80 and 32x40, outside every chain, 2.6-2.75 -> 1.83-1.86 ms and
+// 0.65-0.68 -> 0.46 (the model 14.6 -> 12.8 ms).
+bool winograd_nhwc_pays(const ConvGeometry& g) {
   const int64_t tiles = ((g.oh + 1) / 2) * ((g.ow + 1) / 2);
   return winograd_nhwc_shape(g) && (tiles >= 32 || g.c_out >= 64);
 }
@@ -85,7 +88,7 @@ ConvAlgorithm choose_conv_algorithm(const ConvGeometry& g, const ConvCall& call)
   const int64_t cin_g = g.c_in / g.groups, cout_g = g.c_out / g.groups;
   if (call.channels_last) {
     if (f32 && !call.transposed && call.constant_weights) {
-      if (winograd_in_chain(g)) return ConvAlgorithm::kWinogradNhwc;
+      if (winograd_nhwc_pays(g)) return ConvAlgorithm::kWinogradNhwc;
       if (call.onednn && onednn_in_chain(g)) return ConvAlgorithm::kOnednn;
       // What oneDNN leaves: small 1x1 layers (mnasnet0_5's 16 -> 8 and 8 -> 24 on 112x112,
       // the PP-OCR classifier's), which would otherwise break the chain into NCHW runs with
@@ -103,6 +106,8 @@ ConvAlgorithm choose_conv_algorithm(const ConvGeometry& g, const ConvCall& call)
     return ConvAlgorithm::kDepthwise;
   if (f32 && !call.transposed && few_input_channels_conv(g))
     return ConvAlgorithm::kFewInputChannels;
+  if (f32 && !call.transposed && call.constant_weights && winograd_nhwc_pays(g))
+    return ConvAlgorithm::kWinogradNhwc;
   if (f32 && !call.transposed && call.constant_weights && call.onednn && onednn_for_nchw(g))
     return ConvAlgorithm::kOnednn;
   if (f32 && !call.transposed && call.constant_weights && winograd(g))

@@ -18,13 +18,14 @@ enum class ConvAlgorithm : uint8_t {
   kOnednn,            // oneDNN's JIT kernel (OnednnConv); where it has none, choose again
                       // without oneDNN
   kWinograd,          // Winograd F(2x2, 3x3) on the constant weights, transformed once
+                      // (NCHW; input channels not a multiple of 16)
   kGemm,              // im2col (the input itself when pointwise) and GEMM; + col2im transposed
   kDirectInt64,       // int64: direct sums wrapping on overflow, as ATen's CPU fallback
   // In a channels-last chain, a 1x1 layer oneDNN does not run: etc's own kernel reading and
   // writing NHWC, the positions (rows) by the transposed weights (pointwise_nhwc_f32).
   kPointwiseNhwc,
-  // In a channels-last chain, a 3x3 stride-1 layer: Winograd F(2x2, 3x3) reading and writing
-  // NHWC (winograd_nhwc_f32), the NCHW kWinograd's bits.
+  // A 3x3 stride-1 layer: Winograd F(2x2, 3x3) on NHWC tensors (winograd_nhwc_f32), the
+  // NCHW kWinograd's bits; in a channels-last chain in place, outside one through NHWC copies.
   kWinogradNhwc,
 };
 

@@ -10,6 +10,7 @@
 // are in cache.
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "runtime/kernels/conv.h"
@@ -204,14 +205,23 @@ __attribute__((always_inline)) inline void output_transform(const Job& j, const 
         for (int xi = 0; xi < 16; ++xi)
           s[xi] = load_v<V>(mt + xi * xi_stride + co);
         const V b = load_v<V>(j.bias + co);
+        const int64_t lanes = std::min(kL, c_out - co);  // the last vector may be partial
         for (int64_t r = 0; r < rows; ++r) {
           V t[4];  // row r of A^T s
 #pragma GCC unroll 4
           for (int c = 0; c < 4; ++c)
             t[c] = r == 0 ? s[c] + s[4 + c] + s[8 + c] : s[4 + c] - s[8 + c] - s[12 + c];
           float* yr = y0 + r * g.ow * c_out + co;
-          store_v(yr, b + (t[0] + t[1] + t[2]));
-          if (cols == 2) store_v(yr + c_out, b + (t[1] - t[2] - t[3]));
+          const V y_left = b + (t[0] + t[1] + t[2]), y_right = b + (t[1] - t[2] - t[3]);
+          if (lanes == kL) {
+            store_v(yr, y_left);
+            if (cols == 2) store_v(yr + c_out, y_right);
+          } else {
+            std::memcpy(yr, &y_left, static_cast<size_t>(lanes) * sizeof(float));
+            if (cols == 2) {
+              std::memcpy(yr + c_out, &y_right, static_cast<size_t>(lanes) * sizeof(float));
+            }
+          }
         }
       }
     }
@@ -249,8 +259,7 @@ void phase_portable(const Job& j, const Block& blk, int phase, int64_t a0, int64
 
 bool winograd_nhwc_shape(const ConvGeometry& g) {
   return g.groups == 1 && g.kh == 3 && g.kw == 3 && g.stride[0] == 1 && g.stride[1] == 1 &&
-         g.dil[0] == 1 && g.dil[1] == 1 && g.c_in % 16 == 0 && g.c_out % 16 == 0 && g.c_in > 0 &&
-         g.c_out > 0;
+         g.dil[0] == 1 && g.dil[1] == 1 && g.c_in % 16 == 0 && g.c_in > 0 && g.c_out > 0;
 }
 
 std::unique_ptr<WinogradNhwcWeights> WinogradNhwcWeights::make(const float* w, int64_t c_out,
