@@ -574,6 +574,71 @@ std::vector<double> nhwc(const std::vector<double>& v, int64_t n, int64_t c, int
   return t;
 }
 
+// A layer of a channels-last chain: its input and a residual in both layouts, a constant
+// weight and bias, and the epilogue a chain gives it (add the residual, relu6, into a second
+// tensor r).
+struct ChainLayer {
+  Call& c;
+  int64_t n, c_in, c_out, plane, out_plane, pad;
+  Sizes os;
+  Value *x, *x_nhwc, *w, *b, *res, *res_nhwc;
+
+  ChainLayer(Call& call, const Sizes& xs, int64_t outs, int64_t k, int64_t padding,
+             const Sizes& out_sizes, uint32_t& seed)
+      : c(call),
+        n(xs[0]),
+        c_in(xs[1]),
+        c_out(outs),
+        plane(xs[2] * xs[3]),
+        out_plane(out_sizes[2] * out_sizes[3]),
+        pad(padding),
+        os(out_sizes) {
+    x = c.random(DType::kFloat32, xs, seed++, -3, 3);
+    x_nhwc = c.tensor(DType::kFloat32, xs, nhwc(read(x), n, c_in, plane));
+    w = c.random(DType::kFloat32, {c_out, c_in, k, k}, seed++);
+    b = c.random(DType::kFloat32, {c_out}, seed++);
+    res = c.random(DType::kFloat32, os, seed++);
+    res_nhwc = c.tensor(DType::kFloat32, os, nhwc(read(res), n, c_out, out_plane));
+    c.keep_state(uint64_t{1} << 1);  // the weight is a constant
+  }
+
+  // The layer's out and r: input and out NHWC with `channels_last`, the epilogue as one
+  // activation in registers with `activation`.
+  std::pair<std::vector<double>, std::vector<double>> run(bool channels_last,
+                                                          bool activation) const {
+    Value* y = c.out(DType::kFloat32, os);
+    Value* r = c.out(DType::kFloat32, os);
+    Epilogue e;
+    e.ops = {{Epilogue::Op::Kind::kAdd, &y->tensor, &(channels_last ? res_nhwc : res)->tensor, 0, 0,
+              0, &r->tensor},
+             {Epilogue::Op::Kind::kClamp, &r->tensor, nullptr, 0, 0.0f, 6.0f, &r->tensor}};
+    if (activation) {
+      e.activation = kernels::match_activation(e, y->tensor);
+      REQUIRE(e.activation);
+    }
+    c.set_epilogue(&e);
+    c.set_channels_last(channels_last ? (uint64_t{1} << 0) | (uint64_t{1} << 9) : 0);
+    REQUIRE(c.run(conv2d_inputs(c, channels_last ? x_nhwc : x, w, b, 1, pad, 1), {y}).ok());
+    c.set_epilogue(nullptr);
+    c.set_channels_last(0);
+    return std::pair{read(y), read(r)};
+  }
+
+  // The NHWC runs (op by op and in registers) give the NCHW run's bits; returns the NCHW run.
+  std::pair<std::vector<double>, std::vector<double>> check_layouts_agree() const {
+    auto nchw_run = run(false, false);
+    const std::vector<double> y_want = nhwc(nchw_run.first, n, c_out, out_plane);
+    const std::vector<double> r_want = nhwc(nchw_run.second, n, c_out, out_plane);
+    for (bool activation : {false, true}) {
+      INFO("activation " << activation);
+      const auto [y_nhwc, r_nhwc] = run(true, activation);
+      REQUIRE(std::memcmp(y_nhwc.data(), y_want.data(), y_want.size() * sizeof(double)) == 0);
+      REQUIRE(std::memcmp(r_nhwc.data(), r_want.data(), r_want.size() * sizeof(double)) == 0);
+    }
+    return nchw_run;
+  }
+};
+
 TEST_CASE("1x1 layers of a channels-last chain give the NCHW GEMM's bits") {
   // etc's own kernel for the 1x1 layers oneDNN leaves in a chain (kPointwiseNhwc; with
   // oneDNN off, every 1x1 layer): input, out and the epilogue's tensors held [N, H, W, C],
@@ -601,42 +666,10 @@ TEST_CASE("1x1 layers of a channels-last chain give the NCHW GEMM's bits") {
                                     oh,  ow,     1,   {1, 1}, {0, 0},  {1, 1}};
       const kernels::ConvCall chain{false, DType::kFloat32, true, true, false};
       REQUIRE(kernels::choose_conv_algorithm(g, chain) == kernels::ConvAlgorithm::kPointwiseNhwc);
-      const Sizes xs{k.n, k.c_in, k.h, k.w}, os{k.n, k.c_out, oh, ow};
       Call c("aten::convolution.out");
-      Value* x = c.random(DType::kFloat32, xs, seed++);
-      Value* x_nhwc = c.tensor(DType::kFloat32, xs, nhwc(read(x), k.n, k.c_in, k.h * k.w));
-      Value* w = c.random(DType::kFloat32, {k.c_out, k.c_in, 1, 1}, seed++);
-      Value* b = c.random(DType::kFloat32, {k.c_out}, seed++);
-      Value* res = c.random(DType::kFloat32, os, seed++);
-      Value* res_nhwc = c.tensor(DType::kFloat32, os, nhwc(read(res), k.n, k.c_out, oh * ow));
-      c.keep_state(uint64_t{1} << 1);  // the weight is a constant
-      auto run = [&](bool channels_last, bool activation) {
-        Value* y = c.out(DType::kFloat32, os);
-        Value* r = c.out(DType::kFloat32, os);
-        Epilogue e;
-        e.ops = {{Epilogue::Op::Kind::kAdd, &y->tensor, &(channels_last ? res_nhwc : res)->tensor,
-                  0, 0, 0, &r->tensor},
-                 {Epilogue::Op::Kind::kClamp, &r->tensor, nullptr, 0, 0.0f, 6.0f, &r->tensor}};
-        if (activation) {
-          e.activation = kernels::match_activation(e, y->tensor);
-          REQUIRE(e.activation);
-        }
-        c.set_epilogue(&e);
-        c.set_channels_last(channels_last ? (uint64_t{1} << 0) | (uint64_t{1} << 9) : 0);
-        REQUIRE(c.run(conv2d_inputs(c, channels_last ? x_nhwc : x, w, b, 1, 0, 1), {y}).ok());
-        c.set_epilogue(nullptr);
-        c.set_channels_last(0);
-        return std::pair{read(y), read(r)};
-      };
-      const auto [y_nchw, r_nchw] = run(false, false);
-      for (bool activation : {false, true}) {
-        INFO("activation " << activation);
-        const auto [y_nhwc, r_nhwc] = run(true, activation);
-        const std::vector<double> y_want = nhwc(y_nchw, k.n, k.c_out, oh * ow);
-        const std::vector<double> r_want = nhwc(r_nchw, k.n, k.c_out, oh * ow);
-        REQUIRE(std::memcmp(y_nhwc.data(), y_want.data(), y_want.size() * sizeof(double)) == 0);
-        REQUIRE(std::memcmp(r_nhwc.data(), r_want.data(), r_want.size() * sizeof(double)) == 0);
-      }
+      const ChainLayer layer(c, {k.n, k.c_in, k.h, k.w}, k.c_out, 1, 0, {k.n, k.c_out, oh, ow},
+                             seed);
+      layer.check_layouts_agree();
     }
   }
 }
@@ -671,34 +704,13 @@ TEST_CASE("3x3 layers of a channels-last chain give the NCHW Winograd kernel's b
       kernels::ConvCall plain = chain;
       plain.channels_last = false;
       REQUIRE(kernels::choose_conv_algorithm(g, plain) == kernels::ConvAlgorithm::kWinogradNhwc);
-      const Sizes xs{k.n, k.c_in, k.h, k.w}, os{k.n, k.c_out, oh, ow};
+      const Sizes xs{k.n, k.c_in, k.h, k.w};
       Call c("aten::convolution.out");
-      Value* x = c.random(DType::kFloat32, xs, seed++, -3, 3);
-      Value* x_nhwc = c.tensor(DType::kFloat32, xs, nhwc(read(x), k.n, k.c_in, k.h * k.w));
-      Value* w = c.random(DType::kFloat32, {k.c_out, k.c_in, 3, 3}, seed++);
-      Value* b = c.random(DType::kFloat32, {k.c_out}, seed++);
-      Value* res = c.random(DType::kFloat32, os, seed++);
-      Value* res_nhwc = c.tensor(DType::kFloat32, os, nhwc(read(res), k.n, k.c_out, oh * ow));
-      c.keep_state(uint64_t{1} << 1);  // the weight is a constant
-      auto run = [&](bool channels_last, bool activation) {
-        Value* y = c.out(DType::kFloat32, os);
-        Value* r = c.out(DType::kFloat32, os);
-        Epilogue e;
-        e.ops = {{Epilogue::Op::Kind::kAdd, &y->tensor, &(channels_last ? res_nhwc : res)->tensor,
-                  0, 0, 0, &r->tensor},
-                 {Epilogue::Op::Kind::kClamp, &r->tensor, nullptr, 0, 0.0f, 6.0f, &r->tensor}};
-        if (activation) {
-          e.activation = kernels::match_activation(e, y->tensor);
-          REQUIRE(e.activation);
-        }
-        c.set_epilogue(&e);
-        c.set_channels_last(channels_last ? (uint64_t{1} << 0) | (uint64_t{1} << 9) : 0);
-        REQUIRE(c.run(conv2d_inputs(c, channels_last ? x_nhwc : x, w, b, 1, k.pad, 1), {y}).ok());
-        c.set_epilogue(nullptr);
-        c.set_channels_last(0);
-        return std::pair{read(y), read(r)};
-      };
-      const auto [y_nchw, r_nchw] = run(false, false);
+      const ChainLayer layer(c, xs, k.c_out, 3, k.pad, {k.n, k.c_out, oh, ow}, seed);
+      const std::vector<double> y_nchw = layer.check_layouts_agree().first;
+      Value* x = layer.x;
+      Value* w = layer.w;
+      Value* b = layer.b;
       // The NCHW kernel's values, bit for bit.
       {
         std::vector<float> xf(static_cast<size_t>(numel(xs))),
@@ -720,14 +732,6 @@ TEST_CASE("3x3 layers of a channels-last chain give the NCHW Winograd kernel's b
       const std::vector<double> direct = conv_ref(ref, read(x), read(w), read(b), oh, ow);
       for (size_t i = 0; i < direct.size(); ++i)
         REQUIRE(std::abs(y_nchw[i] - direct[i]) <= 1e-4 * (1 + std::abs(direct[i])));
-      for (bool activation : {false, true}) {
-        INFO("activation " << activation);
-        const auto [y_nhwc, r_nhwc] = run(true, activation);
-        const std::vector<double> y_want = nhwc(y_nchw, k.n, k.c_out, oh * ow);
-        const std::vector<double> r_want = nhwc(r_nchw, k.n, k.c_out, oh * ow);
-        REQUIRE(std::memcmp(y_nhwc.data(), y_want.data(), y_want.size() * sizeof(double)) == 0);
-        REQUIRE(std::memcmp(r_nhwc.data(), r_want.data(), r_want.size() * sizeof(double)) == 0);
-      }
     }
   }
 }
