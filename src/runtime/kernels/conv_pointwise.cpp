@@ -42,20 +42,7 @@ __attribute__((always_inline)) inline void tile(const float* x, int64_t c_in, co
       for (int v = 0; v < NV; ++v)
         acc[p][v] = V{};
     }
-    for (int64_t k = k0; k < k1; ++k) {
-      const float* wk = wt + k * npad + j0;
-      V w[NV];
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v)
-        w[v] = load_v<V>(wk + v * kL);
-#pragma GCC unroll 16
-      for (int p = 0; p < P; ++p) {
-        const float xb = x[p * c_in + k];  // in every lane
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; ++v)
-          acc[p][v] = xb * w[v] + acc[p][v];  // one fused multiply-add
-      }
-    }
+    multiply_add_rows<V, NV, P>(x, c_in, wt + j0, npad, k0, k1, acc);
 #pragma GCC unroll 16
     for (int p = 0; p < P; ++p) {
       float* yp = y + p * c_out + j0;

@@ -109,19 +109,7 @@ __attribute__((always_inline)) inline void product_tile(const float* a, int64_t 
       for (int q = 0; q < kNV; ++q)
         acc[p][q] = V{};
     }
-    for (int64_t k = k0; k < k1; ++k) {
-      V w[kNV];
-#pragma GCC unroll 4
-      for (int q = 0; q < kNV; ++q)
-        w[q] = load_v<V>(panel + k * kPanel + q * kL);
-#pragma GCC unroll 8
-      for (int p = 0; p < P; ++p) {
-        const float xb = a[p * c_in + k];  // in every lane
-#pragma GCC unroll 4
-        for (int q = 0; q < kNV; ++q)
-          acc[p][q] = xb * w[q] + acc[p][q];  // one fused multiply-add
-      }
-    }
+    multiply_add_rows<V, kNV, P>(a, c_in, panel, kPanel, k0, k1, acc);
 #pragma GCC unroll 8
     for (int p = 0; p < P; ++p) {
 #pragma GCC unroll 4
