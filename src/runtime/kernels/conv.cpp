@@ -194,6 +194,18 @@ struct PackedConvWeights final : KernelState {
   std::shared_ptr<const PackedB> transposed;
 };
 
+// etc's NHWC Winograd on x into y (each NHWC or NCHW), its transformed weights made at the
+// first call and kept in `state` (keyed by the weight's bytes): the NCHW path and the
+// channels-last chains both run it.
+void run_winograd_nhwc(std::unique_ptr<KernelState>& state, const void* weight_key, const float* w,
+                       const float* bias, const ConvGeometry& g, const float* x, bool x_nhwc,
+                       float* y, bool y_nhwc, const Epilogue* epilogue) {
+  const WinogradNhwcWeights& packed = cached_kernel_state<WinogradNhwcWeights>(
+      state, {weight_key, g.c_out, g.c_in},
+      [&] { return WinogradNhwcWeights::make(w, g.c_out, g.c_in); });
+  winograd_nhwc_f32(x, x_nhwc, packed, bias, g, y, y_nhwc, epilogue);
+}
+
 // Convolutions with at most this many output positions (images x plane) in all multiply them
 // as rows against the transposed weights.
 constexpr int64_t kPositionsAsRows = 64;
@@ -362,12 +374,10 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
     // 3x3 stride-1 layers: Winograd on NHWC copies of the input and the out (the kernel of
     // the channels-last chains, conv_winograd_nhwc.cpp), the epilogue on the out after.
     if (algorithm == ConvAlgorithm::kWinogradNhwc) {
-      const WinogradNhwcWeights& packed = cached_kernel_state<WinogradNhwcWeights>(
-          *state, {weight.data, g.c_out, g.c_in},
-          [&] { return WinogradNhwcWeights::make(w, g.c_out, g.c_in); });
       std::optional<ReadAs<G>> rb;
       if (bias != nullptr) rb.emplace(*bias);
-      winograd_nhwc_f32(x, false, packed, rb ? rb->data() : nullptr, g, y, false, epilogue);
+      run_winograd_nhwc(*state, weight.data, w, rb ? rb->data() : nullptr, g, x, false, y, false,
+                        epilogue);
       wy.finish();
       return;
     }
@@ -947,12 +957,9 @@ Status channels_last_convolution(KernelContext& ctx, const ConvGeometry& g, bool
   const ConvAlgorithm algorithm = choose_conv_algorithm(g, chain);
   if (own && algorithm == ConvAlgorithm::kWinogradNhwc) {
     // Either layout in and out, as oneDNN's.
-    const auto* wf = static_cast<const float*>(w.data);
-    const WinogradNhwcWeights& packed = cached_kernel_state<WinogradNhwcWeights>(
-        *ctx.state, {w.data, g.c_out, g.c_in},
-        [&] { return WinogradNhwcWeights::make(wf, g.c_out, g.c_in); });
-    winograd_nhwc_f32(static_cast<const float*>(x.data), ctx.is_channels_last(0), packed,
+    run_winograd_nhwc(*ctx.state, w.data, static_cast<const float*>(w.data),
                       bias != nullptr ? static_cast<const float*>(bias->data) : nullptr, g,
+                      static_cast<const float*>(x.data), ctx.is_channels_last(0),
                       static_cast<float*>(out.data), ctx.is_channels_last(9), ctx.epilogue);
     return Status();
   }

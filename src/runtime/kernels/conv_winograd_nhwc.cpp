@@ -322,6 +322,8 @@ void run_nhwc(const float* x, const WinogradNhwcWeights& weights, const float* b
       per_image = (th + block_rows - 1) / block_rows;
     }
     parallel_for(g.batch * per_image, 1, [&](int64_t b0, int64_t b1) {
+      // Each thread's block of V and M, kept between calls (about 1 MiB; more only where a
+      // single tile row needs it).
       thread_local std::vector<float> scratch;
       scratch.resize(static_cast<size_t>(per_tile * block_rows * tw));
       for (int64_t b = b0; b < b1; ++b) {
@@ -347,7 +349,7 @@ void winograd_nhwc_f32(const float* x, bool x_nhwc, const WinogradNhwcWeights& w
                        const float* bias, const ConvGeometry& g, float* y, bool y_nhwc,
                        const Epilogue* epilogue) {
   const int64_t in_plane = g.h * g.w, out_plane = g.oh * g.ow;
-  if (!x_nhwc) {  // a chain's first layer
+  if (!x_nhwc) {  // a chain's first layer, or a layer outside every chain
     weights.layout_in.resize(static_cast<size_t>(g.batch * in_plane * g.c_in));
     for (int64_t n = 0; n < g.batch; ++n) {
       to_channels_last(x + n * g.c_in * in_plane, g.c_in, in_plane,
@@ -359,7 +361,8 @@ void winograd_nhwc_f32(const float* x, bool x_nhwc, const WinogradNhwcWeights& w
     run_nhwc(x, weights, bias, g, y, epilogue);
     return;
   }
-  // A chain's last layer: NHWC into a copy, then to the out, and the epilogue there.
+  // A chain's last layer, or a layer outside every chain: NHWC into a copy, then to the out,
+  // and the epilogue there.
   weights.layout_out.resize(static_cast<size_t>(g.batch * out_plane * g.c_out));
   run_nhwc(x, weights, bias, g, weights.layout_out.data(), nullptr);
   for (int64_t n = 0; n < g.batch; ++n) {
