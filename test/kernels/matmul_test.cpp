@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string_view>
 
 #include "graph/ops.h"
 #include "kernels/kernel_test_util.h"
@@ -355,10 +356,11 @@ TEST_CASE("constant matmul weights are packed once and give the same bits") {
         const Sizes ws = linear ? Sizes{s.n, s.k} : Sizes{s.k, s.n};
         Value* w = c.random(DType::kFloat32, ws, 72);
         Value* w2 = c.random(DType::kFloat32, ws, 73);
-        Value* bias = c.random(DType::kFloat32, {s.n}, 74);
+        // addmm's bias a row [1, n] with beta 0.5 (the GEMM starts from the scaled row).
+        Value* bias = c.random(DType::kFloat32, addmm ? Sizes{1, s.n} : Sizes{s.n}, 74);
         auto run = [&](Value* weight) {
           Value* out = c.out(DType::kFloat32, {s.m, s.n});
-          Status st = addmm    ? c.run({bias, a, weight, c.i(1), c.d(0.5)}, {out})
+          Status st = addmm    ? c.run({bias, a, weight, c.d(0.5), c.d(0.5)}, {out})
                       : linear ? c.run({a, weight, bias}, {out})
                                : c.run({a, weight}, {out});
           REQUIRE(st.ok());
@@ -557,43 +559,63 @@ TEST_CASE("a weight in panels gives the bits of the same weight stored [K, N]") 
 
 TEST_CASE("a product by packed panels that overwrites C gives the bits of zeroing it first") {
   // gemm_packed(PackedB) with a GemmInit (C not read: the fused attention's scores and
-  // outputs) against C filled with zeros (or the rows' values) and accumulated into: 1, 3
-  // (the few-row kernels), 8 and 37 rows; K of one block and of three; alpha 1 and 0.125.
+  // outputs; a linear layer's bias row) against C filled with zeros (or the rows' values, or
+  // the row of column values) and accumulated into: 1, 3 (the few-row kernels), 8, 37 and
+  // 150 rows (two row blocks); K of one block and of three; 4100 columns (two column blocks
+  // at 1 thread); alpha 1 and 0.125. At 3 threads, 37 x 600 x 70 and larger split by columns
+  // (the column values shift with them).
   std::mt19937 rng(93);
   std::uniform_real_distribution<float> fd(-1, 1);
-  for (GemmIsa isa : {GemmIsa::kAuto, GemmIsa::kAvx2, GemmIsa::kPortable}) {
-    IsaScope guard(isa);
-    for (const int64_t m : {int64_t{1}, int64_t{3}, int64_t{8}, int64_t{37}}) {
-      for (auto [k, n] : {std::pair<int64_t, int64_t>{64, 150}, {600, 70}}) {
-        for (const float alpha : {1.0f, 0.125f}) {
-          INFO("isa " << static_cast<int>(isa) << " m " << m << " k " << k << " n " << n
-                      << " alpha " << alpha);
-          std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n));
-          std::vector<float> rows(static_cast<size_t>(m));
-          for (float& v : a)
-            v = fd(rng);
-          for (float& v : b)
-            v = fd(rng);
-          for (float& v : rows)
-            v = fd(rng);
-          const auto packed =
-              kernels::PackedB::pack(k, n, kernels::MatrixRef<float>{b.data(), n, 1});
-          const kernels::MatrixRef<float> ar{a.data(), k, 1};
-          for (const bool with_rows : {false, true}) {
-            std::vector<float> want(static_cast<size_t>(m * n));
-            for (int64_t i = 0; i < m; ++i)
-              std::fill_n(want.begin() + i * n, n, with_rows ? rows[static_cast<size_t>(i)] : 0.0f);
-            kernels::gemm_packed(m, alpha, ar, *packed, want.data(), n);
-            std::vector<float> got(static_cast<size_t>(m * n), std::nanf(""));
-            kernels::GemmInit init;
-            init.rows = with_rows ? rows.data() : nullptr;
-            kernels::gemm_packed(m, alpha, ar, *packed, got.data(), n, &init);
-            REQUIRE(std::memcmp(got.data(), want.data(), want.size() * 4) == 0);
+  struct Threads {  // the default count again at the end, also when a REQUIRE fails
+    explicit Threads(int n) { kernels::set_num_threads(n); }
+    ~Threads() { kernels::set_num_threads(0); }
+  };
+  for (const int threads : {1, 3})
+    for (GemmIsa isa : {GemmIsa::kAuto, GemmIsa::kAvx2, GemmIsa::kPortable}) {
+      IsaScope guard(isa);
+      const Threads count(threads);
+      for (const int64_t m : {int64_t{1}, int64_t{3}, int64_t{8}, int64_t{37}, int64_t{150}}) {
+        for (auto [k, n] : {std::pair<int64_t, int64_t>{64, 150}, {600, 70}, {16, 4100}}) {
+          for (const float alpha : {1.0f, 0.125f}) {
+            INFO("threads " << threads << " isa " << static_cast<int>(isa) << " m " << m << " k "
+                            << k << " n " << n << " alpha " << alpha);
+            std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n));
+            std::vector<float> rows(static_cast<size_t>(m)), cols(static_cast<size_t>(n));
+            for (float& v : a)
+              v = fd(rng);
+            for (float& v : b)
+              v = fd(rng);
+            for (float& v : rows)
+              v = fd(rng);
+            for (float& v : cols)
+              v = fd(rng);
+            const auto packed =
+                kernels::PackedB::pack(k, n, kernels::MatrixRef<float>{b.data(), n, 1});
+            const kernels::MatrixRef<float> ar{a.data(), k, 1};
+            for (const char* from : {"zero", "rows", "cols"}) {
+              INFO(from);
+              const std::string_view f = from;
+              std::vector<float> want(static_cast<size_t>(m * n));
+              for (int64_t i = 0; i < m; ++i) {
+                if (f == "cols") {
+                  std::copy(cols.begin(), cols.end(), want.begin() + i * n);
+                } else {
+                  std::fill_n(want.begin() + i * n, n,
+                              f == "rows" ? rows[static_cast<size_t>(i)] : 0.0f);
+                }
+              }
+              kernels::gemm_packed(m, alpha, ar, *packed, want.data(), n);
+              std::vector<float> got(static_cast<size_t>(m * n), std::nanf(""));
+              kernels::GemmInit init;
+              init.rows = f == "rows" ? rows.data() : nullptr;
+              init.cols = f == "cols" ? cols.data() : nullptr;
+              kernels::gemm_packed(m, alpha, ar, *packed, got.data(), n, &init);
+              REQUIRE(std::memcmp(got.data(), want.data(), want.size() * 4) == 0);
+            }
           }
         }
       }
     }
-  }
 }
 
 TEST_CASE("a one-row product gives the bits of that row in a many-row product") {

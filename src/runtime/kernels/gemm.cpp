@@ -709,12 +709,33 @@ void gemm_one_row(int64_t n, int64_t k, float alpha, MatrixRef<float> a, MatrixR
   }
 }
 
+// C[i, j] = cols[j] for the rows x n block of C at c (pitch ldc): a GemmInit's column values
+// where a path takes row values only (and then accumulates).
+void fill_from_cols(const float* cols, int64_t rows, int64_t n, float* c, int64_t ldc) {
+  for (int64_t i = 0; i < rows; ++i)
+    std::memcpy(c + i * ldc, cols, static_cast<size_t>(n) * sizeof(float));
+}
+
+// The row values the first K block of a path that takes row values only starts C from
+// (rows counted from row0; null: accumulate). With column values, the m x n block of C at c
+// is filled with them first and accumulated into.
+const float* first_rows(const GemmInit* init, int64_t row0, int64_t m, int64_t n, float* c,
+                        int64_t ldc) {
+  if (init == nullptr) return nullptr;
+  if (init->cols != nullptr) {
+    fill_from_cols(init->cols, m, n, c, ldc);
+    return nullptr;
+  }
+  return init->rows != nullptr ? init->rows + row0 : kZeroRows;
+}
+
 // With `packed` (float only), A's blocks come from it instead of being packed here, and
 // this call's rows start at row `row0` of the packed matrix (a multiple of kMC).
 // With `packed_b`, B's panels come from it, this call's columns starting at its column
 // `col0` (a multiple of the panel width).
 // With `init` (float only), C is not read: the first K block writes C = init.rows[row] (0
-// without rows) + alpha * sum, rows counted from row0.
+// without rows) + alpha * sum, rows counted from row0; or C = init.cols[col] + alpha * sum,
+// columns counted from c.
 template <typename T>
 void gemm_blocked(int64_t m, int64_t n, int64_t k, T alpha, MatrixRef<T> a, MatrixRef<T> b, T* c,
                   int64_t ldc, const PackedA* packed = nullptr, int64_t row0 = 0,
@@ -733,16 +754,14 @@ void gemm_blocked(int64_t m, int64_t n, int64_t k, T alpha, MatrixRef<T> a, Matr
         (m == 1 || (m <= kWide16Rows && cfg.nr == 32))) {
       // A decode step or a short prompt over a 16-bit [K, N] weight (or one in panels, or a
       // float32 one in panels), read in place.
-      const float* rows_init = nullptr;
-      if (init != nullptr) rows_init = init->rows != nullptr ? init->rows + row0 : kZeroRows;
+      const float* rows_init = first_rows(init, row0, m, n, c, ldc);
       wide16_rows(cfg.nr == 32, m, n, k, kKC, alpha, a, *b.dequant, c, ldc, rows_init);
       return;
     }
     if (m > 1 && m <= kRowsInRegisters && plain_rows && cfg.nr == 32 && b.dequant != nullptr &&
         rows_in_registers_applies(float_kernel(), *b.dequant, k, kKC)) {
       // A short prompt over a 4-bit weight: each value dequantized once for all its rows.
-      const float* rows_init = nullptr;
-      if (init != nullptr) rows_init = init->rows != nullptr ? init->rows + row0 : kZeroRows;
+      const float* rows_init = first_rows(init, row0, m, n, c, ldc);
       for (int64_t j = 0; j < n; j += 32) {
         for (int64_t pc = 0; pc < k; pc += kKC) {
           rows_in_registers_avx512(*b.dequant, pc, std::min(kKC, k - pc), j,
@@ -756,19 +775,21 @@ void gemm_blocked(int64_t m, int64_t n, int64_t k, T alpha, MatrixRef<T> a, Matr
     if (m <= kWide16Rows && plain_rows && cfg.nr == 32 && b.dequant != nullptr &&
         int8_row_applies(*b.dequant)) {
       // A decode step or a short prompt over an int8 [K, N] weight, read in place.
-      const float* rows_init = nullptr;
-      if (init != nullptr) rows_init = init->rows != nullptr ? init->rows + row0 : kZeroRows;
+      const float* rows_init = first_rows(init, row0, m, n, c, ldc);
       int8_rows_avx512(m, n, k, kKC, alpha, a, *b.dequant, c, ldc, rows_init);
       return;
     }
     if (m <= kTransposedBRows && plain_rows && cfg.nr == 32 && packed_b_all == nullptr) {
       // B stored transposed (K^T read from K): one row, or the query heads that share a
       // cache head, B's values loaded and transposed once for all of them.
-      const float* rows_init = nullptr;
-      if (init != nullptr) rows_init = init->rows != nullptr ? init->rows + row0 : kZeroRows;
+      const float* rows_init = first_rows(init, row0, m, n, c, ldc);
       if (transposed_b_product(m, n, k, kKC, alpha, a, b, c, ldc, rows_init)) return;
     }
     if (m == 1 && plain_rows && cfg.nr != 8) {
+      if (init != nullptr && init->cols != nullptr) {
+        fill_from_cols(init->cols, 1, n, c, ldc);  // then accumulated into
+        init = nullptr;
+      }
       gemm_one_row(n, k, alpha, a, b, c, packed_b_all, col0, init, row0, cfg.nr);
       return;
     }
@@ -784,7 +805,7 @@ void gemm_blocked(int64_t m, int64_t n, int64_t k, T alpha, MatrixRef<T> a, Matr
   alignas(64) T scratch_tile[8 * 32];
   if constexpr (std::is_same_v<T, float>) {
     scratch_tiles = init != nullptr && init->tile_done != nullptr && init->tile_scratch &&
-                    k <= kKC && cfg.mr * cfg.nr <= 8 * 32;
+                    init->cols == nullptr && k <= kKC && cfg.mr * cfg.nr <= 8 * 32;
   }
   for (int64_t jc = 0; jc < n; jc += kNC) {
     const int64_t nc = std::min(kNC, n - jc);
@@ -813,12 +834,16 @@ void gemm_blocked(int64_t m, int64_t n, int64_t k, T alpha, MatrixRef<T> a, Matr
           for (int64_t ir = 0; ir < mc; ir += cfg.mr) {
             const int64_t mr = std::min(cfg.mr, mc - ir);
             const T* tile_init = nullptr;
+            T* tile = c + (ic + ir) * ldc + jc + jr;
             if constexpr (std::is_same_v<T, float>) {
               if (init != nullptr && pc == 0) {
-                tile_init = init->rows != nullptr ? init->rows + row0 + ic + ir : kZeroRows;
+                if (init->cols != nullptr) {
+                  fill_from_cols(init->cols + jc + jr, mr, nr, tile, ldc);  // then accumulated
+                } else {
+                  tile_init = init->rows != nullptr ? init->rows + row0 + ic + ir : kZeroRows;
+                }
               }
             }
-            T* tile = c + (ic + ir) * ldc + jc + jr;
             if constexpr (std::is_same_v<T, float>) {
               if (scratch_tiles) {
                 cfg.kernel(kc, block + ir * kc, packed_b + jr * kc, scratch_tile, cfg.nr, alpha, mr,
@@ -871,7 +896,17 @@ void gemm_parallel(int64_t m, int64_t n, int64_t k, T alpha, MatrixRef<T> a, Mat
         dequant = b.dequant->shifted(j0);
         part.dequant = &dequant;
       }
-      gemm_blocked(m, j1 - j0, k, alpha, a, part, c + j0, ldc, packed, 0, packed_b, j0, init);
+      // Column values from column j0 on, as C's part.
+      GemmInit shifted;
+      const GemmInit* part_init = init;
+      if constexpr (std::is_same_v<T, float>) {
+        if (init != nullptr && init->cols != nullptr) {
+          shifted = *init;
+          shifted.cols += j0;
+          part_init = &shifted;
+        }
+      }
+      gemm_blocked(m, j1 - j0, k, alpha, a, part, c + j0, ldc, packed, 0, packed_b, j0, part_init);
     });
   } else {
     // Rows in units of 24, a multiple of every MR (a part may start inside a packed A's
@@ -1015,7 +1050,9 @@ void gemm_packed(int64_t m, float alpha, MatrixRef<float> a, const PackedB& b, f
   // them, as the micro-kernels' init does).
   if (m >= 1 && m <= 4 && b.depth() > 0 && b.kernel() != FloatKernel::kPortable &&
       a.col_offsets == nullptr) {
-    if (init != nullptr) {
+    if (init != nullptr && init->cols != nullptr) {
+      fill_from_cols(init->cols, m, b.cols(), c, ldc);
+    } else if (init != nullptr) {
       for (int64_t i = 0; i < m; ++i)
         std::fill_n(c + i * ldc, b.cols(), init->rows != nullptr ? init->rows[i] : 0.0f);
     }

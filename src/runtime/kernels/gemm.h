@@ -184,6 +184,10 @@ class PackedA {
 // (a convolution's bias, written with the output).
 struct GemmInit {
   const float* rows = nullptr;
+  // Or one value per column (not with rows): C[i, j] = cols[j] + alpha * sum, the bits of
+  // filling C with the row cols first and accumulating (a linear layer's bias). Each tile
+  // is filled as its first K block starts, while it is in cache: no pass over C before.
+  const float* cols = nullptr;
   // When set: called on each micro-tile of C once its last K block is in, while it is in L1
   // (rows x cols of C at `tile`, row pitch ldc; its values at src, row pitch src_ld): a
   // convolution's epilogue (TileEpilogue).

@@ -198,6 +198,23 @@ DequantB widened_16bit(const uint16_t* bits, bool float16, int64_t k_stride, int
   return d;
 }
 
+// A constant float32 right operand's panels (p.b_* its strides), packed at the first call
+// and kept in the instruction's state.
+const PackedB& packed_weights(std::unique_ptr<KernelState>& state, const MatmulArgs& p,
+                              const TensorView& b) {
+  const PackedMatmulWeights& st =
+      cached_kernel_state<PackedMatmulWeights>(state, {b.data, p.k, p.n, p.b_rs, p.b_cs}, [&] {
+        auto fresh = std::make_unique<PackedMatmulWeights>();
+        fresh->packed =
+            PackedB::pack(p.k, p.n, MatrixRef<float>{b.data_as<const float>(), p.b_rs, p.b_cs});
+        // The product reads the packed copy from now on: the weight's own pages (a mapped
+        // program's) need not stay resident beside it.
+        release_pages(b.data, b.nbytes());
+        return fresh;
+      });
+  return *st.packed;
+}
+
 template <typename G>
 void run_matmul(const MatmulArgs& p, const TensorView& a, const TensorView& b,
                 const TensorView* bias, const Value* beta, const Value* alpha, TensorView& out,
@@ -206,7 +223,36 @@ void run_matmul(const MatmulArgs& p, const TensorView& a, const TensorView& b,
   G* c = wo.data();
   const G beta_v = beta ? scalar_to<G>(*beta) : G(1);
   // beta == 0 ignores self entirely, NaN and inf included (ATen).
-  if (bias != nullptr && beta_v != G(0)) {
+  const bool use_bias = bias != nullptr && beta_v != G(0);
+  if constexpr (std::is_same_v<G, float>) {
+    if (state != nullptr && p.batch == 1 && p.k > 0 && p.m > 0 && p.n > 0 &&
+        b.dtype == DType::kFloat32 && out.dtype == DType::kFloat32 &&
+        (!use_bias || (bias->numel() == p.n && bias->rank() <= 2 &&
+                       (bias->rank() < 2 || bias->sizes[0] == 1)))) {
+      // A constant right operand (a linear layer's weight) in panels packed once, and no bias
+      // or one value per column: the GEMM starts each tile of C from the bias row (or zero)
+      // as it reaches it, instead of a pass filling C first that the products then read
+      // back. The same values in the same order: the same bits.
+      const PackedB& packed = packed_weights(*state, p, b);
+      std::vector<float> cols;
+      GemmInit init;
+      if (use_bias) {
+        cols.resize(static_cast<size_t>(p.n));
+        convert_elements(bias->data, bias->dtype, cols.data(), DType::kFloat32, p.n);
+        if (beta_v != 1.0f) {
+          for (float& v : cols)
+            v *= beta_v;
+        }
+        init.cols = cols.data();
+      }
+      ReadAs<G> ra(a);
+      gemm_packed(p.m, alpha ? scalar_to<G>(*alpha) : G(1), MatrixRef<G>{ra.data(), p.a_rs, p.a_cs},
+                  packed, c, p.n, &init);
+      wo.finish();
+      return;
+    }
+  }
+  if (use_bias) {
     init_from_bias<G>(*bias, beta_v, c, out.sizes);
   } else {
     std::fill_n(c, out.numel(), G(0));
@@ -231,18 +277,9 @@ void run_matmul(const MatmulArgs& p, const TensorView& a, const TensorView& b,
         return;
       }
       if (state != nullptr && p.batch == 1) {
-        const PackedMatmulWeights& st = cached_kernel_state<PackedMatmulWeights>(
-            *state, {b.data, p.k, p.n, p.b_rs, p.b_cs}, [&] {
-              auto fresh = std::make_unique<PackedMatmulWeights>();
-              fresh->packed = PackedB::pack(
-                  p.k, p.n, MatrixRef<float>{b.data_as<const float>(), p.b_rs, p.b_cs});
-              // The product reads the packed copy from now on: the weight's own pages (a
-              // mapped program's) need not stay resident beside it.
-              release_pages(b.data, b.nbytes());
-              return fresh;
-            });
+        const PackedB& packed = packed_weights(*state, p, b);
         ReadAs<G> ra(a);
-        gemm_packed(p.m, alpha_v, MatrixRef<G>{ra.data(), p.a_rs, p.a_cs}, *st.packed, c, p.n);
+        gemm_packed(p.m, alpha_v, MatrixRef<G>{ra.data(), p.a_rs, p.a_cs}, packed, c, p.n);
         wo.finish();
         return;
       }
