@@ -1089,6 +1089,76 @@ TEST_CASE("a dense block's batch norms, cats and average pooling run channels-la
   check_chain(export_graph(g), 1 + 2 * 4 + 5 + 1);
 }
 
+// convnext, small: x -> conv 3x3 (16 -> 32) -> r0; `blocks` blocks, each r -> depthwise 7x7
+// -> permute to [N, H, W, C] -> view [1600, 32] -> mm by [32, 32] (mixes the channels of each
+// position) -> view [1, 40, 40, 32] -> permute back -> times a layer scale (`scale` sizes,
+// [32, 1, 1] or [1, 32, 1, 1]) -> + r -> the next r; then a mean over H, W -> y. With
+// `side_reader`, the first block's permute back is also read by a neg (a second output).
+struct NextCase {
+  std::vector<int64_t> scale{32, 1, 1};
+  bool side_reader = false;
+  int blocks = 2;
+};
+
+Graph next_block(const NextCase& c) {
+  Graph g;
+  const std::vector<int64_t> nchw{1, 32, 40, 40}, nhwc{1, 40, 40, 32};
+  ValueId x = g.add_input("x", spec({1, 16, 40, 40}));
+  ValueId r = conv_s(g, "stem", x, constant(g, "ws", {32, 16, 3, 3}, 151),
+                     constant(g, "bs", {32}, 152), 1, 1, 1, spec(nchw));
+  ValueId first_back;
+  for (int k = 0; k < c.blocks; ++k) {
+    const std::string n = std::to_string(k);
+    const auto seed = static_cast<uint32_t>(160 + 10 * k);
+    ValueId d = conv_s(g, "dw" + n, r, constant(g, "wd" + n, {32, 1, 7, 7}, seed),
+                       constant(g, "bd" + n, {32}, seed + 1), 1, 3, 32, spec(nchw));
+    ValueId p = node(g, OpKind::Permute, "to" + n,
+                     {{"self", d}, {"dims", std::vector<int64_t>{0, 2, 3, 1}}}, spec(nhwc));
+    ValueId v = node(g, OpKind::View, "v" + n,
+                     {{"self", p}, {"size", std::vector<int64_t>{1600, 32}}}, spec({1600, 32}));
+    ValueId m =
+        node(g, OpKind::Mm, "mm" + n,
+             {{"self", v}, {"mat2", constant(g, "wm" + n, {32, 32}, seed + 2)}}, spec({1600, 32}));
+    ValueId u = node(g, OpKind::View, "u" + n, {{"self", m}, {"size", nhwc}}, spec(nhwc));
+    ValueId back = node(g, OpKind::Permute, "back" + n,
+                        {{"self", u}, {"dims", std::vector<int64_t>{0, 3, 1, 2}}}, spec(nchw));
+    if (k == 0) first_back = back;
+    ValueId scaled =
+        node(g, OpKind::MulTensor, "ls" + n,
+             {{"self", constant(g, "gamma" + n, c.scale, seed + 3)}, {"other", back}}, spec(nchw));
+    r = node(g, OpKind::AddTensor, "res" + n, {{"self", scaled}, {"other", r}}, spec(nchw));
+  }
+  ValueId y = global_mean(g, r, 32);
+  if (c.side_reader) {
+    g.set_outputs({y, node(g, OpKind::Neg, "n", {{"self", first_back}}, spec(nchw))});
+  } else {
+    g.set_outputs({y});
+  }
+  return g;
+}
+
+TEST_CASE("a convnext block runs channels-last from one depthwise layer to the next") {
+  // The stem, and per block the depthwise layer, both permutes (the first reads the chain
+  // tensor's bytes as [N, H, W, C]; the second writes a chain tensor with the bytes of its
+  // input), the layer scale and the residual sum; then the mean. The mm mixes each position's
+  // channels, so a permute that moved the wrong bytes would change the outputs.
+  for (const NextCase& c : {NextCase{}, NextCase{{1, 32, 1, 1}}}) {
+    CAPTURE(c.scale);
+    Graph g = next_block(c);
+    check_chain(export_graph(g), 1 + 2 * 5 + 1);
+  }
+  // The first permute back is read by another kernel too: it stays NCHW, and with it its
+  // layer scale, the sums (the residual stream is one layout), the stem and the mean. Each
+  // depthwise layer still writes channels-last for its permute to [N, H, W, C].
+  Graph side = next_block(NextCase{{32, 1, 1}, true});
+  const pte::File f = export_graph(side);
+  const ChainRun own = run_chain(f, false, 1), chained = run_chain(f, true, 2);
+  CHECK(chained.channels_last == (ETC_WITH_ONEDNN ? 2 * 2 : 0));
+  REQUIRE(chained.y.size() == own.y.size());
+  for (size_t i = 0; i < own.y.size(); ++i)
+    CHECK(chained.y[i] == Approx(own.y[i]).epsilon(1e-4).margin(1e-5));
+}
+
 // Graphs of every kind the load planner fuses: convolutions with epilogues, attention,
 // pooling, int4 weight-only products, an inverted residual block and a stem.
 std::vector<Graph> planned_graphs() {

@@ -316,15 +316,31 @@ Status binary_kernel(KernelContext& ctx, std::span<Value*> args, BinaryOp op, bo
 }
 
 Status add_tensor(KernelContext& ctx, std::span<Value*> args) {
+  if (ctx.is_channels_last(3)) {
+    // A sum of two channels-last tensors of a chain (kernels/load_plan.h) into a third, all
+    // of one size: element i of each is the same position and channel, so the sum of their
+    // bytes is the sum in either layout. The load planner sets this only for such sizes.
+    ETC_RETURN_IF_ERROR(check_args(ctx, args));
+    const TensorView& self = tensor_arg(args, 0);
+    const TensorView& other = tensor_arg(args, 1);
+    const TensorView& out = out_arg(args, 3);
+    if (!ctx.is_channels_last(0) || !ctx.is_channels_last(1) || self.rank() != 4 ||
+        self.sizes != out.sizes || other.sizes != out.sizes) {
+      return internal_error(std::string(ctx.op) +
+                            ": a channels-last sum takes two tensors of its out's sizes, "
+                            "channels-last too");
+    }
+  }
   return binary_kernel(ctx, args, BinaryOp::kAdd, false);
 }
 Status sub_tensor(KernelContext& ctx, std::span<Value*> args) {
   return binary_kernel(ctx, args, BinaryOp::kSub, false);
 }
 // self * other where one is a channels-last [N, C, H, W] tensor of a chain
-// (kernels/load_plan.h) and the other one value per channel ([N or 1, C, 1, 1], the same
-// bytes in either layout): a squeeze-and-excitation block's scaling, out channels-last too.
-// The load planner sets this only for float32 tensors of those shapes.
+// (kernels/load_plan.h) and the other one value per channel ([N or 1, C, 1, 1] or [C, 1, 1],
+// the same bytes in either layout): a squeeze-and-excitation block's scaling, convnext's layer
+// scale, out channels-last too. The load planner sets this only for float32 tensors of those
+// shapes.
 Status channels_last_channel_scale(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& self = tensor_arg(args, 0);
@@ -334,14 +350,12 @@ Status channels_last_channel_scale(KernelContext& ctx, std::span<Value*> args) {
   const TensorView& x = self_big ? self : other;
   const TensorView& s = self_big ? other : self;
   const bool planned = self.dtype == DType::kFloat32 && other.dtype == DType::kFloat32 &&
-                       out.dtype == DType::kFloat32 && x.rank() == 4 && s.rank() == 4 &&
-                       out.sizes == x.sizes && (s.sizes[0] == x.sizes[0] || s.sizes[0] == 1) &&
-                       s.sizes[1] == x.sizes[1] && s.sizes[2] == 1 && s.sizes[3] == 1 &&
-                       ctx.is_channels_last(self_big ? 0 : 1);
+                       out.dtype == DType::kFloat32 && x.rank() == 4 && out.sizes == x.sizes &&
+                       is_channel_scale(s, x.sizes) && ctx.is_channels_last(self_big ? 0 : 1);
   if (!planned) {
     return internal_error(std::string(ctx.op) +
                           ": a channels-last product takes a float32 [N, C, H, W] tensor and "
-                          "[N, C, 1, 1] scales");
+                          "[N, C, 1, 1] or [C, 1, 1] scales");
   }
   const int64_t channels = x.sizes[1], positions = x.sizes[2] * x.sizes[3];
   const float* xv = x.data_as<const float>();
@@ -351,7 +365,8 @@ Status channels_last_channel_scale(KernelContext& ctx, std::span<Value*> args) {
   parallel_for(rows, std::max<int64_t>(1, (int64_t{1} << 14) / channels),
                [&](int64_t r0, int64_t r1) {
                  for (int64_t r = r0; r < r1; ++r) {
-                   const float* scale = sv + (s.sizes[0] == 1 ? 0 : r / positions) * channels;
+                   const float* scale =
+                       sv + (s.rank() == 3 || s.sizes[0] == 1 ? 0 : r / positions) * channels;
                    const float* from = xv + r * channels;
                    float* to = y + r * channels;
                    if (self_big) {

@@ -449,6 +449,16 @@ void float_row_sums(const float* x, int64_t rows, int64_t count, double* acc);
 void channels_last_sums(const float* x, int64_t batch, int64_t positions, int64_t channels,
                         double* acc);
 
+// Whether s holds one value per channel of an [N, C, H, W] tensor of sizes x: [N or 1, C, 1,
+// 1] or [C, 1, 1], the same bytes whether that tensor is held NCHW or channels-last (a
+// squeeze-and-excitation block's scales, convnext's layer scale).
+inline bool is_channel_scale(const TensorView& s, std::span<const int64_t> x) {
+  if (x.size() != 4) return false;
+  if (s.rank() == 3) return s.sizes[0] == x[1] && s.sizes[1] == 1 && s.sizes[2] == 1;
+  return s.rank() == 4 && (s.sizes[0] == x[0] || s.sizes[0] == 1) && s.sizes[1] == x[1] &&
+         s.sizes[2] == 1 && s.sizes[3] == 1;
+}
+
 // ---- Registration --------------------------------------------------------------------
 
 // Each file's registration function; register_cpu_kernels calls them all.

@@ -9,6 +9,7 @@
 
 #include "runtime/kernels/conv.h"
 #include "runtime/kernels/conv_algorithm.h"
+#include "runtime/kernels/kernel_util.h"
 #include "runtime/kernels/load_plan_planner.h"
 
 namespace etc::rt::kernels::load_plan_detail {
@@ -36,18 +37,31 @@ void CpuPlanner::plan_channels_last() {
     // A cat along the channels (its out at argument 2): its items and its out share a layout.
     bool cat = false;
     // A product by one value per channel (its out at argument 2): its argument `scaled` and
-    // its out share a layout; the other, [N, C, 1, 1], has the same bytes in either.
+    // its out share a layout; the other, [N, C, 1, 1] or [C, 1, 1], has the same bytes in
+    // either.
     bool scale = false;
     size_t scaled = 0;
+    // A sum of two tensors of its out's sizes (its out at argument 3; convnext's residual
+    // adds): both and its out share a layout.
+    bool sum = false;
+    // A permute [0, 3, 1, 2] of a plain [N, H, W, C] tensor (its out at argument 2; convnext's
+    // way back from its LayerNorms and linear layers): channels-last, its out has the bytes of
+    // its input.
+    bool from_nhwc = false;
     size_t out_arg = 9;
-    // The argument the step reads in the group's layout, if any (a convolution reads either;
-    // a cat's items are a list).
-    std::optional<size_t> tied_arg() const {
-      if (same_in) return 0;
-      if (scale) return scaled;
-      return std::nullopt;
+    // The arguments the step reads in the group's layout (a convolution reads either; a cat's
+    // items are a list).
+    std::vector<size_t> tied_args() const {
+      if (same_in) return {0};
+      if (scale) return {scaled};
+      if (sum) return {0, 1};
+      return {};
     }
-    bool convolution() const { return !same_in && !cat && !scale; }
+    bool ties(size_t arg) const {
+      const std::vector<size_t> tied = tied_args();
+      return std::find(tied.begin(), tied.end(), arg) != tied.end();
+    }
+    bool convolution() const { return !same_in && !cat && !scale && !sum && !from_nhwc; }
   };
   std::vector<Group> groups;
   std::map<const Value*, size_t> writer;  // value -> its group
@@ -209,8 +223,7 @@ void CpuPlanner::plan_channels_last() {
     return v->is_tensor() && v->tensor.dtype == DType::kFloat32 && v->tensor.rank() == 4;
   };
   auto per_channel = [](const TensorView& s, const TensorView& x) {
-    return s.rank() == 4 && (s.sizes[0] == x.sizes[0] || s.sizes[0] == 1) &&
-           s.sizes[1] == x.sizes[1] && s.sizes[2] == 1 && s.sizes[3] == 1;
+    return x.rank() == 4 && is_channel_scale(s, x.sizes);
   };
   std::vector<bool> reads_either(steps().size(), false);  // a global mean: argument 0
   for (size_t i = 0; i < steps().size(); ++i) {
@@ -227,9 +240,10 @@ void CpuPlanner::plan_channels_last() {
         d = d < 0 ? d + 4 : d;
       std::sort(dims.begin(), dims.end());
       reads_either[i] = dims == std::vector<int64_t>{2, 3};
-    } else if (s.calls(OpKind::MulTensor) && s.args.size() >= 3 && float4d(s.args[0]) &&
-               float4d(s.args[1]) && usable(s.args[2]) && float4d(s.args[2]) &&
-               writer.count(s.args[2]) == 0) {
+    } else if (s.calls(OpKind::MulTensor) && s.args.size() >= 3 && s.args[0]->is_tensor() &&
+               s.args[1]->is_tensor() && s.args[0]->tensor.dtype == DType::kFloat32 &&
+               s.args[1]->tensor.dtype == DType::kFloat32 && usable(s.args[2]) &&
+               float4d(s.args[2]) && writer.count(s.args[2]) == 0) {
       const TensorView& a = s.args[0]->tensor;
       const TensorView& b = s.args[1]->tensor;
       const size_t scaled = per_channel(b, a) ? 0 : per_channel(a, b) ? 1 : 2;
@@ -241,6 +255,38 @@ void CpuPlanner::plan_channels_last() {
       group.scale = true;
       group.scaled = scaled;
       group.out_arg = 2;
+      adopt(std::move(group));
+    }
+  }
+  // ConvNeXt's blocks: a depthwise convolution, a permute to [N, H, W, C], a LayerNorm and
+  // two linear layers over the channels, a permute back, a product by one value per channel
+  // and a residual sum. The permute to [N, H, W, C] of a chain tensor is a copy of its bytes
+  // (it reads either layout, as a global mean does); the permute back writes a chain tensor
+  // with the bytes of its input; the sum of two chain tensors of one size is the sum of their
+  // bytes. So the residual stream stays channels-last from one depthwise layer to the next.
+  for (size_t i = 0; i < steps().size(); ++i) {
+    const MethodStep& s = steps()[i];
+    if (s.kind != StepKind::kKernel || s.fused) continue;
+    if (s.calls(OpKind::Permute) && s.args.size() >= 3 && float4d(s.args[0]) &&
+        s.args[2]->is_tensor()) {
+      if (s.args[1]->ints == std::vector<int64_t>{0, 2, 3, 1}) {
+        reads_either[i] = true;
+      } else if (s.args[1]->ints == std::vector<int64_t>{0, 3, 1, 2} && usable(s.args[2]) &&
+                 float4d(s.args[2]) && writer.count(s.args[2]) == 0) {
+        Group group;
+        group.step = i;
+        group.from_nhwc = true;
+        group.out_arg = 2;
+        adopt(std::move(group));
+      }
+    } else if (s.calls(OpKind::AddTensor) && s.args.size() >= 4 && float4d(s.args[0]) &&
+               float4d(s.args[1]) && usable(s.args[3]) && float4d(s.args[3]) &&
+               s.args[0]->tensor.sizes == s.args[3]->tensor.sizes &&
+               s.args[1]->tensor.sizes == s.args[3]->tensor.sizes && writer.count(s.args[3]) == 0) {
+      Group group;
+      group.step = i;
+      group.sum = true;
+      group.out_arg = 3;
       adopt(std::move(group));
     }
   }
@@ -290,7 +336,7 @@ void CpuPlanner::plan_channels_last() {
       const Group* by = own >= 0 ? &groups[static_cast<size_t>(own)] : nullptr;
       // The input of a pooling or a channel scaling, whose out then takes its layout, or an
       // operand of an epilogue.
-      const bool tied = by != nullptr && (s.fused || by->tied_arg() == a);
+      const bool tied = by != nullptr && (s.fused || by->ties(a));
       // The input of another oneDNN convolution, or of a global mean: either layout.
       const bool either =
           !s.fused && a == 0 && ((by != nullptr && by->convolution()) || reads_either[j]);
@@ -359,10 +405,11 @@ void CpuPlanner::plan_channels_last() {
     for (const Value* v : g.operands) {
       if (writer.count(v) == 0) g.channels_last = false;
     }
-    // So is a pooling's (a batch norm's, a channel scaling's) input that no group writes.
-    if (const std::optional<size_t> in = g.tied_arg();
-        in && writer.count(steps()[g.step].args[*in]) == 0)
-      g.channels_last = false;
+    // So is a pooling's (a batch norm's, a channel scaling's, a sum's) input that no group
+    // writes.
+    for (size_t in : g.tied_args()) {
+      if (writer.count(steps()[g.step].args[in]) == 0) g.channels_last = false;
+    }
   }
   for (bool changed = true; changed;) {
     changed = false;
@@ -380,9 +427,10 @@ void CpuPlanner::plan_channels_last() {
   for (const Group& g : groups) {
     MethodStep& s = steps()[g.step];
     if (g.channels_last) s.channels_last_args |= uint64_t{1} << g.out_arg;
-    // The input a step reads in its out's layout (agreed above), or a convolution's input.
-    if (const std::optional<size_t> in = g.tied_arg(); in && g.channels_last)
-      s.channels_last_args |= uint64_t{1} << *in;
+    // The inputs a step reads in its out's layout (agreed above), or a convolution's input.
+    for (size_t in : g.tied_args()) {
+      if (g.channels_last) s.channels_last_args |= uint64_t{1} << in;
+    }
     if (g.convolution() && channels_last_in(s)) s.channels_last_args |= uint64_t{1} << 0;
   }
   for (size_t i = 0; i < steps().size(); ++i) {

@@ -217,6 +217,22 @@ Status permute_kernel(KernelContext& ctx, std::span<Value*> args) {
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 2);
   ETC_ASSIGN_OR_RETURN(const StridedView v, check_permute(ctx, args));
+  if (ctx.is_channels_last(0) || ctx.is_channels_last(2)) {
+    // A chain tensor (kernels/load_plan.h) held [N, H, W, C] permuted to [N, H, W, C], or a
+    // plain [N, H, W, C] tensor permuted into a chain tensor: the bytes stay as they are. The
+    // load planner sets this only for those permutations of 4-d float32 tensors.
+    const std::vector<int64_t> to_nhwc{0, 2, 3, 1}, from_nhwc{0, 3, 1, 2};
+    const bool planned = self.rank() == 4 && self.dtype == DType::kFloat32 &&
+                         ctx.is_channels_last(0) != ctx.is_channels_last(2) &&
+                         args[1]->ints == (ctx.is_channels_last(0) ? to_nhwc : from_nhwc);
+    if (!planned) {
+      return internal_error(std::string(ctx.op) +
+                            ": a channels-last permute takes a 4-d float32 tensor to or from "
+                            "[N, H, W, C]");
+    }
+    copy_all(self, out);
+    return Status();
+  }
   copy_view(self, v.offset, v.strides, out);
   return Status();
 }
