@@ -618,6 +618,47 @@ TEST_CASE("a product by packed panels that overwrites C gives the bits of zeroin
     }
 }
 
+TEST_CASE("tiles of fewer rows than the micro-kernel's give the bits of full tiles") {
+  // C's last rows (m not a multiple of MR: 6 rows on AVX2, 8 on AVX-512) run kernels that
+  // multiply only those rows. Each m from 1 to 23 against the first m rows of a 24-row
+  // product (whole tiles on every ISA): K of one block and of three (the later blocks add to
+  // C), N with a partial last panel; accumulating into C, and overwriting it from row values
+  // or from zero (GemmInit, on panels packed once).
+  std::mt19937 rng(97);
+  std::uniform_real_distribution<float> fd(-1, 1);
+  for (GemmIsa isa : {GemmIsa::kAuto, GemmIsa::kAvx2, GemmIsa::kPortable}) {
+    IsaScope guard(isa);
+    for (auto [k, n] : {std::pair<int64_t, int64_t>{40, 37}, {600, 80}}) {
+      const int64_t big = 24;
+      std::vector<float> a(static_cast<size_t>(big * k)), b(static_cast<size_t>(k * n));
+      std::vector<float> rows(static_cast<size_t>(big));
+      for (float& v : a)
+        v = fd(rng);
+      for (float& v : b)
+        v = fd(rng);
+      for (float& v : rows)
+        v = fd(rng);
+      const kernels::MatrixRef<float> ar{a.data(), k, 1}, br{b.data(), n, 1};
+      const auto packed = kernels::PackedB::pack(k, n, br);
+      std::vector<float> all(static_cast<size_t>(big * n), 0.5f), all_rows(all.size());
+      kernels::gemm(big, n, k, 0.75f, ar, br, all.data(), n);
+      kernels::GemmInit init;
+      init.rows = rows.data();
+      kernels::gemm_packed(big, 0.75f, ar, *packed, all_rows.data(), n, &init);
+      for (int64_t m = 1; m < big; ++m) {
+        INFO("isa " << static_cast<int>(isa) << " m " << m << " k " << k << " n " << n);
+        const auto bytes = static_cast<size_t>(m * n) * 4;
+        std::vector<float> got(static_cast<size_t>(m * n), 0.5f);
+        kernels::gemm(m, n, k, 0.75f, ar, br, got.data(), n);
+        REQUIRE(std::memcmp(got.data(), all.data(), bytes) == 0);
+        std::fill(got.begin(), got.end(), std::nanf(""));
+        kernels::gemm_packed(m, 0.75f, ar, *packed, got.data(), n, &init);
+        REQUIRE(std::memcmp(got.data(), all_rows.data(), bytes) == 0);
+      }
+    }
+  }
+}
+
 TEST_CASE("a one-row product gives the bits of that row in a many-row product") {
   // gemm's one-row path (no A packing, B read in place) against the tile kernels' rows: K over
   // several K blocks, N over partial panels and N blocks; B row-major, strided (packed), and

@@ -79,14 +79,17 @@ __attribute__((always_inline)) inline void micro_kernel_body(int64_t kc, const T
 // 8x32 floats with AVX-512: 16 zmm accumulators, 2 for the B row, 1 for the broadcast A
 // value. Each element of C is accumulated in the same order and with the same fused
 // multiply-adds as the AVX2 6x16 kernel, so the two give the same bits.
+// R < 8: the first R rows of the panel only (C's last rows, mr == R): the full kernel would
+// multiply the zero rows too (vit_b_32's 50 rows are 7 tiles of 8 rows, 56 rows' work).
+template <int R>
 __attribute__((target("avx512f,fma"))) void micro_kernel_f32_avx512(int64_t kc, const float* a,
                                                                     const float* b, float* c,
                                                                     int64_t ldc, float alpha,
                                                                     int64_t mr, int64_t nr,
                                                                     const float* init) {
-  __m512 acc[8][2];
+  __m512 acc[R][2];
 #pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) {
+  for (int i = 0; i < R; ++i) {
     acc[i][0] = _mm512_setzero_ps();
     acc[i][1] = _mm512_setzero_ps();
   }
@@ -94,7 +97,7 @@ __attribute__((target("avx512f,fma"))) void micro_kernel_f32_avx512(int64_t kc, 
     const __m512 b0 = _mm512_loadu_ps(b);
     const __m512 b1 = _mm512_loadu_ps(b + 16);
 #pragma GCC unroll 8
-    for (int i = 0; i < 8; ++i) {
+    for (int i = 0; i < R; ++i) {
       const __m512 av = _mm512_set1_ps(a[i]);
       acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);
       acc[i][1] = _mm512_fmadd_ps(av, b1, acc[i][1]);
@@ -103,9 +106,9 @@ __attribute__((target("avx512f,fma"))) void micro_kernel_f32_avx512(int64_t kc, 
     b += 32;
   }
   const __m512 al = _mm512_set1_ps(alpha);
-  if (mr == 8 && nr == 32) {
+  if (mr == R && nr == 32) {
 #pragma GCC unroll 8
-    for (int i = 0; i < 8; ++i) {
+    for (int i = 0; i < R; ++i) {
       float* row = c + i * ldc;
       if (init != nullptr) {
         const __m512 base = _mm512_set1_ps(init[i]);
@@ -125,7 +128,7 @@ __attribute__((target("avx512f,fma"))) void micro_kernel_f32_avx512(int64_t kc, 
                        : nr > 16 ? __mmask16((1u << (nr - 16)) - 1)
                                  : 0;
 #pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) {
+  for (int i = 0; i < R; ++i) {
     if (i >= mr) break;
     float* row = c + i * ldc;
     const __m512 c0 = init != nullptr ? _mm512_set1_ps(init[i]) : _mm512_maskz_loadu_ps(m0, row);
@@ -186,10 +189,17 @@ __attribute__((target("avx2,fma"))) void micro_kernel_f32_avx2(int64_t kc, const
     b += 16;
   }
   const __m256 al = _mm256_set1_ps(alpha);
-  if (mr == 6 && nr == 16 && init == nullptr) {
-#define ETC_UPDATE_ROW(i, lo, hi)                                                       \
-  _mm256_storeu_ps(c + (i)*ldc, _mm256_fmadd_ps(al, lo, _mm256_loadu_ps(c + (i)*ldc))); \
-  _mm256_storeu_ps(c + (i)*ldc + 8, _mm256_fmadd_ps(al, hi, _mm256_loadu_ps(c + (i)*ldc + 8)))
+  if (mr == 6 && nr == 16) {
+    // With init (a first K block that overwrites C: a convolution's bias), the row's value
+    // instead of C's.
+#define ETC_UPDATE_ROW(i, lo, hi)                                                              \
+  do {                                                                                         \
+    float* row = c + (i)*ldc;                                                                  \
+    const __m256 base0 = init != nullptr ? _mm256_set1_ps(init[i]) : _mm256_loadu_ps(row);     \
+    const __m256 base1 = init != nullptr ? _mm256_set1_ps(init[i]) : _mm256_loadu_ps(row + 8); \
+    _mm256_storeu_ps(row, _mm256_fmadd_ps(al, lo, base0));                                     \
+    _mm256_storeu_ps(row + 8, _mm256_fmadd_ps(al, hi, base1));                                 \
+  } while (false)
     ETC_UPDATE_ROW(0, c00, c01);
     ETC_UPDATE_ROW(1, c10, c11);
     ETC_UPDATE_ROW(2, c20, c21);
@@ -219,6 +229,73 @@ __attribute__((target("avx2,fma"))) void micro_kernel_f32_avx2(int64_t kc, const
       c[i * ldc + j] = std::fma(alpha, t[i][j], init != nullptr ? init[i] : c[i * ldc + j]);
   }
 }
+
+// The first R < 6 rows of an AVX2 panel (C's last rows, mr == R), in the 6x16 kernel's
+// order and fused multiply-adds (the same bits) without its work on the zero rows: vit_b_32's
+// 50 rows are 9 tiles of 6 (54 rows' work), convnext's last stage's 49 too.
+template <int R>
+__attribute__((target("avx2,fma"))) void micro_kernel_f32_avx2_rows(int64_t kc, const float* a,
+                                                                    const float* b, float* c,
+                                                                    int64_t ldc, float alpha,
+                                                                    int64_t mr, int64_t nr,
+                                                                    const float* init) {
+  __m256 acc[R][2];
+#pragma GCC unroll 6
+  for (int i = 0; i < R; ++i) {
+    acc[i][0] = _mm256_setzero_ps();
+    acc[i][1] = _mm256_setzero_ps();
+  }
+  for (int64_t p = 0; p < kc; ++p) {
+    const __m256 b0 = _mm256_loadu_ps(b);
+    const __m256 b1 = _mm256_loadu_ps(b + 8);
+#pragma GCC unroll 6
+    for (int i = 0; i < R; ++i) {
+      const __m256 av = _mm256_broadcast_ss(a + i);
+      acc[i][0] = _mm256_fmadd_ps(av, b0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(av, b1, acc[i][1]);
+    }
+    a += 6;
+    b += 16;
+  }
+  const __m256 al = _mm256_set1_ps(alpha);
+  if (mr == R && nr == 16) {
+#pragma GCC unroll 6
+    for (int i = 0; i < R; ++i) {
+      float* row = c + i * ldc;
+      const __m256 base0 = init != nullptr ? _mm256_set1_ps(init[i]) : _mm256_loadu_ps(row);
+      const __m256 base1 = init != nullptr ? _mm256_set1_ps(init[i]) : _mm256_loadu_ps(row + 8);
+      _mm256_storeu_ps(row, _mm256_fmadd_ps(al, acc[i][0], base0));
+      _mm256_storeu_ps(row + 8, _mm256_fmadd_ps(al, acc[i][1], base1));
+    }
+    return;
+  }
+  alignas(32) float t[R][16];
+#pragma GCC unroll 6
+  for (int i = 0; i < R; ++i) {
+    _mm256_store_ps(t[i], acc[i][0]);
+    _mm256_store_ps(t[i] + 8, acc[i][1]);
+  }
+  for (int64_t i = 0; i < std::min<int64_t>(mr, R); ++i) {
+    for (int64_t j = 0; j < nr; ++j)
+      c[i * ldc + j] = std::fma(alpha, t[i][j], init != nullptr ? init[i] : c[i * ldc + j]);
+  }
+}
+
+// Each ISA's kernels for tiles of fewer rows than its MR, by row count (entry 0 unused).
+constexpr MicroKernel<float> kAvx512FewerRows[8] = {nullptr,
+                                                    micro_kernel_f32_avx512<1>,
+                                                    micro_kernel_f32_avx512<2>,
+                                                    micro_kernel_f32_avx512<3>,
+                                                    micro_kernel_f32_avx512<4>,
+                                                    micro_kernel_f32_avx512<5>,
+                                                    micro_kernel_f32_avx512<6>,
+                                                    micro_kernel_f32_avx512<7>};
+constexpr MicroKernel<float> kAvx2FewerRows[6] = {nullptr,
+                                                  micro_kernel_f32_avx2_rows<1>,
+                                                  micro_kernel_f32_avx2_rows<2>,
+                                                  micro_kernel_f32_avx2_rows<3>,
+                                                  micro_kernel_f32_avx2_rows<4>,
+                                                  micro_kernel_f32_avx2_rows<5>};
 
 // A few rows of A (R <= 4) against P consecutive packed panels of B (one KC block): the
 // GEMV-shaped products of a batch-1 linear layer, where the 8-row micro-kernel would spend
@@ -358,6 +435,11 @@ struct GemmConfig {
   int64_t mr;
   int64_t nr;
   MicroKernel<T> kernel;
+  // Kernels for tiles of r < mr rows at fewer_rows[r] (same bits); null: `kernel` for all.
+  const MicroKernel<T>* fewer_rows = nullptr;
+  MicroKernel<T> for_rows(int64_t rows) const {
+    return rows < mr && fewer_rows != nullptr ? fewer_rows[rows] : kernel;
+  }
 };
 
 // The ISA cap: $ETC_MAX_ISA when the first kernel asks (an unknown value is no cap: the CLI
@@ -397,9 +479,9 @@ FloatKernel float_kernel() {
 GemmConfig<float> float_config(FloatKernel kind) {
   switch (kind) {
     case FloatKernel::kAvx512:
-      return {8, 32, micro_kernel_f32_avx512};
+      return {8, 32, micro_kernel_f32_avx512<8>, kAvx512FewerRows};
     case FloatKernel::kAvx2:
-      return {6, 16, micro_kernel_f32_avx2};
+      return {6, 16, micro_kernel_f32_avx2, kAvx2FewerRows};
     case FloatKernel::kPortable:
       break;
   }
@@ -846,14 +928,14 @@ void gemm_blocked(int64_t m, int64_t n, int64_t k, T alpha, MatrixRef<T> a, Matr
             }
             if constexpr (std::is_same_v<T, float>) {
               if (scratch_tiles) {
-                cfg.kernel(kc, block + ir * kc, packed_b + jr * kc, scratch_tile, cfg.nr, alpha, mr,
-                           nr, tile_init);
+                cfg.for_rows(mr)(kc, block + ir * kc, packed_b + jr * kc, scratch_tile, cfg.nr,
+                                 alpha, mr, nr, tile_init);
                 init->tile_done(init->tile_ctx, scratch_tile, cfg.nr, tile, ldc, mr, nr);
                 continue;
               }
             }
-            cfg.kernel(kc, block + ir * kc, packed_b + jr * kc, tile, ldc, alpha, mr, nr,
-                       tile_init);
+            cfg.for_rows(mr)(kc, block + ir * kc, packed_b + jr * kc, tile, ldc, alpha, mr, nr,
+                             tile_init);
             if constexpr (std::is_same_v<T, float>) {
               if (init != nullptr && init->tile_done != nullptr && pc + kc >= k)
                 init->tile_done(init->tile_ctx, tile, ldc, tile, ldc, mr, nr);
