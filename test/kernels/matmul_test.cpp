@@ -557,6 +557,15 @@ TEST_CASE("a weight in panels gives the bits of the same weight stored [K, N]") 
   }
 }
 
+// count floats drawn uniformly from [-1, 1).
+std::vector<float> uniform_floats(std::mt19937& rng, int64_t count) {
+  std::uniform_real_distribution<float> fd(-1, 1);
+  std::vector<float> v(static_cast<size_t>(count));
+  for (float& x : v)
+    x = fd(rng);
+  return v;
+}
+
 TEST_CASE("a product by packed panels that overwrites C gives the bits of zeroing it first") {
   // gemm_packed(PackedB) with a GemmInit (C not read: the fused attention's scores and
   // outputs; a linear layer's bias row) against C filled with zeros (or the rows' values, or
@@ -565,7 +574,6 @@ TEST_CASE("a product by packed panels that overwrites C gives the bits of zeroin
   // at 1 thread); alpha 1 and 0.125. At 3 threads, 37 x 600 x 70 and larger split by columns
   // (the column values shift with them).
   std::mt19937 rng(93);
-  std::uniform_real_distribution<float> fd(-1, 1);
   struct Threads {  // the default count again at the end, also when a REQUIRE fails
     explicit Threads(int n) { kernels::set_num_threads(n); }
     ~Threads() { kernels::set_num_threads(0); }
@@ -579,16 +587,8 @@ TEST_CASE("a product by packed panels that overwrites C gives the bits of zeroin
           for (const float alpha : {1.0f, 0.125f}) {
             INFO("threads " << threads << " isa " << static_cast<int>(isa) << " m " << m << " k "
                             << k << " n " << n << " alpha " << alpha);
-            std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n));
-            std::vector<float> rows(static_cast<size_t>(m)), cols(static_cast<size_t>(n));
-            for (float& v : a)
-              v = fd(rng);
-            for (float& v : b)
-              v = fd(rng);
-            for (float& v : rows)
-              v = fd(rng);
-            for (float& v : cols)
-              v = fd(rng);
+            const std::vector<float> a = uniform_floats(rng, m * k), b = uniform_floats(rng, k * n);
+            const std::vector<float> rows = uniform_floats(rng, m), cols = uniform_floats(rng, n);
             const auto packed =
                 kernels::PackedB::pack(k, n, kernels::MatrixRef<float>{b.data(), n, 1});
             const kernels::MatrixRef<float> ar{a.data(), k, 1};
@@ -625,19 +625,12 @@ TEST_CASE("tiles of fewer rows than the micro-kernel's give the bits of full til
   // C), N with a partial last panel; accumulating into C, and overwriting it from row values
   // or from zero (GemmInit, on panels packed once).
   std::mt19937 rng(97);
-  std::uniform_real_distribution<float> fd(-1, 1);
   for (GemmIsa isa : {GemmIsa::kAuto, GemmIsa::kAvx2, GemmIsa::kPortable}) {
     IsaScope guard(isa);
     for (auto [k, n] : {std::pair<int64_t, int64_t>{40, 37}, {600, 80}}) {
       const int64_t big = 24;
-      std::vector<float> a(static_cast<size_t>(big * k)), b(static_cast<size_t>(k * n));
-      std::vector<float> rows(static_cast<size_t>(big));
-      for (float& v : a)
-        v = fd(rng);
-      for (float& v : b)
-        v = fd(rng);
-      for (float& v : rows)
-        v = fd(rng);
+      const std::vector<float> a = uniform_floats(rng, big * k), b = uniform_floats(rng, k * n);
+      const std::vector<float> rows = uniform_floats(rng, big);
       const kernels::MatrixRef<float> ar{a.data(), k, 1}, br{b.data(), n, 1};
       const auto packed = kernels::PackedB::pack(k, n, br);
       std::vector<float> all(static_cast<size_t>(big * n), 0.5f), all_rows(all.size());

@@ -432,9 +432,9 @@ __attribute__((target("avx2,fma"))) void row_kernel_f32_avx2(int64_t kc, const f
 
 template <typename T>
 struct GemmConfig {
-  int64_t mr;
-  int64_t nr;
-  MicroKernel<T> kernel;
+  int64_t mr = 0;
+  int64_t nr = 0;
+  MicroKernel<T> kernel = nullptr;
   // Kernels for tiles of r < mr rows at fewer_rows[r] (same bits); null: `kernel` for all.
   const MicroKernel<T>* fewer_rows = nullptr;
   MicroKernel<T> for_rows(int64_t rows) const {
