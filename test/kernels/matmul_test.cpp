@@ -347,8 +347,13 @@ TEST_CASE("constant matmul weights are packed once and give the same bits") {
           Shape{1, 1280, 1000}, Shape{2, 300, 200}, Shape{4, 513, 129}, Shape{3, 64, 520}}) {
       IsaScope guard(isa);
       INFO(s.m << "x" << s.k << "x" << s.n << " isa " << static_cast<int>(isa));
-      for (const char* op : {"aten::addmm.out", "aten::mm.out", "aten::linear.default"}) {
-        INFO(op);
+      // full_bias: addmm with a bias of out's sizes, which fills C before the products
+      // instead of starting each tile.
+      for (const auto& [op, full_bias] : {std::pair<const char*, bool>{"aten::addmm.out", false},
+                                          {"aten::addmm.out", true},
+                                          {"aten::mm.out", false},
+                                          {"aten::linear.default", false}}) {
+        INFO(op << (full_bias ? " [m, n] bias" : ""));
         const std::string name = op;
         const bool linear = name == "aten::linear.default", addmm = name == "aten::addmm.out";
         Call c(op);
@@ -356,8 +361,13 @@ TEST_CASE("constant matmul weights are packed once and give the same bits") {
         const Sizes ws = linear ? Sizes{s.n, s.k} : Sizes{s.k, s.n};
         Value* w = c.random(DType::kFloat32, ws, 72);
         Value* w2 = c.random(DType::kFloat32, ws, 73);
-        // addmm's bias a row [1, n] with beta 0.5 (the GEMM starts from the scaled row).
-        Value* bias = c.random(DType::kFloat32, addmm ? Sizes{1, s.n} : Sizes{s.n}, 74);
+        // addmm's bias a row [1, n] (or [m, n]) with beta 0.5 (the GEMM starts from the scaled
+        // row).
+        Value* bias = c.random(DType::kFloat32,
+                               full_bias ? Sizes{s.m, s.n}
+                               : addmm   ? Sizes{1, s.n}
+                                         : Sizes{s.n},
+                               74);
         auto run = [&](Value* weight) {
           Value* out = c.out(DType::kFloat32, {s.m, s.n});
           Status st = addmm    ? c.run({bias, a, weight, c.d(0.5), c.d(0.5)}, {out})

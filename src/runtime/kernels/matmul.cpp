@@ -224,19 +224,20 @@ void run_matmul(const MatmulArgs& p, const TensorView& a, const TensorView& b,
   const G beta_v = beta ? scalar_to<G>(*beta) : G(1);
   // beta == 0 ignores self entirely, NaN and inf included (ATen).
   const bool use_bias = bias != nullptr && beta_v != G(0);
+  const G alpha_v = alpha ? scalar_to<G>(*alpha) : G(1);
   if constexpr (std::is_same_v<G, float>) {
     if (state != nullptr && p.batch == 1 && p.k > 0 && p.m > 0 && p.n > 0 &&
-        b.dtype == DType::kFloat32 && out.dtype == DType::kFloat32 &&
-        (!use_bias || (bias->numel() == p.n && bias->rank() <= 2 &&
-                       (bias->rank() < 2 || bias->sizes[0] == 1)))) {
-      // A constant right operand (a linear layer's weight) in panels packed once, and no bias
-      // or one value per column: the GEMM starts each tile of C from the bias row (or zero)
-      // as it reaches it, instead of a pass filling C first that the products then read
-      // back. The same values in the same order: the same bits.
+        b.dtype == DType::kFloat32) {
+      // A constant right operand (a linear layer's weight) in panels packed once. No bias or
+      // one value per column: the GEMM starts each tile of C from zero or the bias row as it
+      // reaches it, instead of a pass filling C first that the products then read back (the
+      // same values in the same order: the same bits). Any other bias fills C first.
       const PackedB& packed = packed_weights(*state, p, b);
       std::vector<float> cols;
       GemmInit init;
-      if (use_bias) {
+      const GemmInit* start = &init;
+      if (use_bias && bias->numel() == p.n && (bias->rank() < 2 || bias->sizes[0] == 1) &&
+          bias->rank() <= 2) {
         cols.resize(static_cast<size_t>(p.n));
         convert_elements(bias->data, bias->dtype, cols.data(), DType::kFloat32, p.n);
         if (beta_v != 1.0f) {
@@ -244,10 +245,12 @@ void run_matmul(const MatmulArgs& p, const TensorView& a, const TensorView& b,
             v *= beta_v;
         }
         init.cols = cols.data();
+      } else if (use_bias) {
+        init_from_bias<G>(*bias, beta_v, c, out.sizes);
+        start = nullptr;  // accumulated into
       }
       ReadAs<G> ra(a);
-      gemm_packed(p.m, alpha ? scalar_to<G>(*alpha) : G(1), MatrixRef<G>{ra.data(), p.a_rs, p.a_cs},
-                  packed, c, p.n, &init);
+      gemm_packed(p.m, alpha_v, MatrixRef<G>{ra.data(), p.a_rs, p.a_cs}, packed, c, p.n, start);
       wo.finish();
       return;
     }
@@ -258,7 +261,6 @@ void run_matmul(const MatmulArgs& p, const TensorView& a, const TensorView& b,
     std::fill_n(c, out.numel(), G(0));
   }
   if (p.k > 0 && p.m > 0 && p.n > 0) {
-    const G alpha_v = alpha ? scalar_to<G>(*alpha) : G(1);
     if constexpr (std::is_same_v<G, float>) {
       if (b.dtype == DType::kBFloat16 || b.dtype == DType::kFloat16) {
         // A 16-bit B (a bf16/fp16 model's weight) widened as its panels are packed: read in
@@ -273,13 +275,6 @@ void run_matmul(const MatmulArgs& p, const TensorView& a, const TensorView& b,
           gemm(p.m, p.n, p.k, alpha_v, MatrixRef<G>{ra.data() + i * p.a_batch, p.a_rs, p.a_cs}, wb,
                c + i * p.m * p.n, p.n);
         }
-        wo.finish();
-        return;
-      }
-      if (state != nullptr && p.batch == 1) {
-        const PackedB& packed = packed_weights(*state, p, b);
-        ReadAs<G> ra(a);
-        gemm_packed(p.m, alpha_v, MatrixRef<G>{ra.data(), p.a_rs, p.a_cs}, packed, c, p.n);
         wo.finish();
         return;
       }
