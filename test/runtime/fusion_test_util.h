@@ -1,5 +1,6 @@
-// Helpers of the load planner's end-to-end tests (fusion_test.cpp, weight_only_fusion_test.cpp):
-// graphs built op by op, exported, run fused and unfused, and the profile's rows.
+// Helpers of the load planner's end-to-end tests (fusion_test.cpp, channels_last_test.cpp,
+// weight_only_fusion_test.cpp): graphs built op by op, exported, run fused and unfused, and
+// the profile's rows.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -9,6 +10,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/kernel_test_util.h"
@@ -159,6 +161,99 @@ inline Graph int4_linear(const Int4Linear& c) {
                    spec({c.k, c.n}));
   ValueId y = node(g, OpKind::Mm, "y", {{"self", x}, {"mat2", t}}, spec({4, c.n}));
   g.set_outputs(c.reread ? std::vector<ValueId>{y, t} : std::vector<ValueId>{y});
+  return g;
+}
+
+// A convolution node (2-d, square stride and padding, no dilation).
+inline ValueId conv_s(Graph& g, const std::string& name, ValueId x, ValueId w, ArgValue b,
+                      int64_t stride, int64_t pad, int64_t groups, TensorSpec out) {
+  return node(g, OpKind::Convolution, name,
+              {{"input", x},
+               {"weight", w},
+               {"bias", b},
+               {"stride", std::vector<int64_t>{stride, stride}},
+               {"padding", std::vector<int64_t>{pad, pad}},
+               {"dilation", std::vector<int64_t>{1, 1}},
+               {"transposed", false},
+               {"output_padding", std::vector<int64_t>{0, 0}},
+               {"groups", groups}},
+              std::move(out));
+}
+
+inline ValueId conv(Graph& g, const std::string& name, ValueId x, ValueId w, ArgValue b,
+                    int64_t pad, int64_t groups, TensorSpec out) {
+  return conv_s(g, name, x, w, std::move(b), 1, pad, groups, std::move(out));
+}
+
+// max_pool2d_with_indices(x, 3x3, stride 2, padding 1) into `out` sizes: (values, indices).
+inline std::pair<ValueId, ValueId> max_pool_3x3_s2(Graph& g, ValueId x, std::vector<int64_t> out,
+                                                   const std::string& name = "p") {
+  Result<std::vector<ArgValue>> bound =
+      bind_args(OpKind::MaxPool2dWithIndices, {{"self", x},
+                                               {"kernel_size", std::vector<int64_t>{3, 3}},
+                                               {"stride", std::vector<int64_t>{2, 2}},
+                                               {"padding", std::vector<int64_t>{1, 1}}});
+  REQUIRE(bound.ok());
+  const bool first = name == "p";  // the values of the single pooling are "v" and "i"
+  NodeId p = g.add_node(OpKind::MaxPool2dWithIndices, name, std::move(bound).value(),
+                        {first ? "v" : name + "_v", first ? "i" : name + "_i"},
+                        {spec(out), TensorSpec::make(DType::kInt64, out)});
+  return {g.node(p).outputs[0], g.node(p).outputs[1]};
+}
+
+// mean over H and W of x [1, channels, H, W], kept 4-d: "y".
+inline ValueId global_mean(Graph& g, ValueId x, int64_t channels) {
+  return node(g, OpKind::MeanDim, "y",
+              {{"self", x}, {"dim", std::vector<int64_t>{2, 3}}, {"keepdim", true}},
+              spec({1, channels, 1, 1}));
+}
+
+// x -> conv 3x3 (16 -> 48) -> relu -> r1 -> depthwise 3x3 -> relu6 -> r2 -> conv 1x1 -> + r1
+// -> s -> conv 3x3 stride 2 (48 -> 16) -> t -> mean over H, W -> y. With `side_reader`, r1 is
+// also read by a neg (a second output), which is not a convolution.
+inline Graph inverted_residual(bool side_reader) {
+  Graph g;
+  ValueId x = g.add_input("x", spec({1, 16, 40, 40}));
+  ValueId c1 = conv_s(g, "c1", x, constant(g, "w1", {48, 16, 3, 3}, 11),
+                      constant(g, "b1", {48}, 12), 1, 1, 1, spec({1, 48, 40, 40}));
+  ValueId r1 = node(g, OpKind::Relu, "r1", {{"self", c1}}, spec({1, 48, 40, 40}));
+  ValueId dw = conv_s(g, "dw", r1, constant(g, "w2", {48, 1, 3, 3}, 13),
+                      constant(g, "b2", {48}, 14), 1, 1, 48, spec({1, 48, 40, 40}));
+  ValueId r2 = node(g, OpKind::Hardtanh, "r2",
+                    {{"self", dw}, {"min_val", Scalar{0.0}}, {"max_val", Scalar{6.0}}},
+                    spec({1, 48, 40, 40}));
+  ValueId pw = conv_s(g, "pw", r2, constant(g, "w3", {48, 48, 1, 1}, 15), std::monostate{}, 1, 0, 1,
+                      spec({1, 48, 40, 40}));
+  ValueId s = node(g, OpKind::AddTensor, "s", {{"self", pw}, {"other", r1}}, spec({1, 48, 40, 40}));
+  ValueId t = conv_s(g, "t", s, constant(g, "w4", {16, 48, 3, 3}, 16), constant(g, "b4", {16}, 17),
+                     2, 1, 1, spec({1, 16, 20, 20}));
+  ValueId y = global_mean(g, t, 16);
+  if (side_reader) {
+    ValueId n = node(g, OpKind::Neg, "n", {{"self", r1}}, spec({1, 48, 40, 40}));
+    g.set_outputs({y, n});
+  } else {
+    g.set_outputs({y});
+  }
+  return g;
+}
+
+// x [1, 16, 40, 40] -> conv 3x3 (16 -> 32) -> relu -> max pool 3x3 stride 2 -> p -> conv 3x3
+// (32 -> 32) -> + p -> conv 3x3 -> mean (resnet18's stem and first block, small). With
+// `indices_read`, the pooling's indices are a graph output.
+inline Graph stem(bool indices_read) {
+  Graph g;
+  ValueId x = g.add_input("x", spec({1, 16, 40, 40}));
+  ValueId c1 = conv_s(g, "c1", x, constant(g, "w1", {32, 16, 3, 3}, 41),
+                      constant(g, "b1", {32}, 42), 1, 1, 1, spec({1, 32, 40, 40}));
+  ValueId r1 = node(g, OpKind::Relu, "r1", {{"self", c1}}, spec({1, 32, 40, 40}));
+  const auto [v, indices] = max_pool_3x3_s2(g, r1, {1, 32, 20, 20});
+  ValueId c2 = conv_s(g, "c2", v, constant(g, "w2", {32, 32, 3, 3}, 43),
+                      constant(g, "b2", {32}, 44), 1, 1, 1, spec({1, 32, 20, 20}));
+  ValueId s = node(g, OpKind::AddTensor, "s", {{"self", c2}, {"other", v}}, spec({1, 32, 20, 20}));
+  ValueId c3 = conv_s(g, "c3", s, constant(g, "w3", {32, 32, 3, 3}, 45),
+                      constant(g, "b3", {32}, 46), 1, 1, 1, spec({1, 32, 20, 20}));
+  ValueId y = global_mean(g, c3, 32);
+  g.set_outputs(indices_read ? std::vector<ValueId>{y, indices} : std::vector<ValueId>{y});
   return g;
 }
 

@@ -2,7 +2,7 @@
 // in its own dtype
 // (DequantB::bits16) and widened to float32 on the way, never copied whole to float32 first:
 // into the packed panels (any shape), or read in place for a decode step or a short prompt
-// over a weight stored [K, N]. Each keeps the arithmetic of the float32 kernels (gemm.cpp):
+// over a weight stored [K, N]. Each keeps the arithmetic of the float32 kernels (gemm_kernels.cpp):
 // per element, k in order from zero within a K block, then C = alpha * acc + C: the bits of
 // the float32 product of the same values. Internal to gemm.cpp.
 #pragma once
