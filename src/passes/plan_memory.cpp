@@ -108,9 +108,11 @@ void reinplace_state_updates(Graph& graph, std::vector<ValueId>& root) {
 }
 
 // The elementwise ops planned in place: activations and arithmetic, the ops rt::Method can
-// run as a convolution's epilogue.
+// run as a convolution's or a matrix product's epilogue (GELU: a transformer's MLP, run on
+// each tile of the product's out as the GEMM finishes it).
 bool reinplaceable(const Node& n) {
   switch (n.op) {
+    case OpKind::Gelu:
     case OpKind::Relu:
     case OpKind::Clamp:
     case OpKind::Hardtanh:

@@ -91,6 +91,7 @@ struct Epilogue {
       kAddTensor,        // t = x + e (a residual add)
       kAddTensorClamp,   // t = clamp(x + e)
       kSiLU,             // t = x * sigmoid(x): SiLU as sigmoid then mul (torch's silu)
+      kGeluErf,          // t = gelu(x), approximate 'none' (a transformer's MLP)
     };
     Kind kind = Kind::kClamp;
     float lo = 0, hi = 0, add = 0, div = 1;

@@ -377,6 +377,55 @@ TEST_CASE("a linear layer's GELU and residual add run as its addmm's epilogue, s
   }
 }
 
+TEST_CASE("a linear layer's GELU or residual add runs on each GEMM tile it finishes, same bits") {
+  // x [m, k] -> addmm(bias [520], x, w [k, 520]) or mm(x, w) -> gelu or + skip -> neg. On a
+  // constant weight the GEMM runs the chain on each tile of C as it finishes it (its last K
+  // block in): a few rows (the row kernels' column blocks), one and two row blocks, one and
+  // two K blocks, a last tile of part width, the columns split across threads.
+  struct Threads {  // the default count again at the end, also when a REQUIRE fails
+    explicit Threads(int n) { rt::kernels::set_num_threads(n); }
+    ~Threads() { rt::kernels::set_num_threads(0); }
+  };
+  constexpr int64_t kN = 520;
+  for (const int64_t m : {3, 50, 150}) {
+    for (const int64_t k : {40, 300}) {
+      for (const std::string chain : {"addmm gelu", "mm gelu", "addmm add"}) {
+        INFO("m " << m << ", k " << k << ": " << chain);
+        Graph g;
+        ValueId x = g.add_input("x", spec({m, k}));
+        ValueId w = constant(g, "w", {k, kN}, 71);
+        ValueId p = chain == "mm gelu"
+                        ? node(g, OpKind::Mm, "p", {{"self", x}, {"mat2", w}}, spec({m, kN}))
+                        : node(g, OpKind::Addmm, "p",
+                               {{"self", constant(g, "bias", {kN}, 72)}, {"mat1", x}, {"mat2", w}},
+                               spec({m, kN}));
+        ValueId a =
+            chain == "addmm add"
+                ? node(g, OpKind::AddTensor, "a",
+                       {{"self", p}, {"other", constant(g, "skip", {m, kN}, 73)}}, spec({m, kN}))
+                : node(g, OpKind::Gelu, "a", {{"self", p}, {"approximate", "none"}}, spec({m, kN}));
+        ValueId y = node(g, OpKind::Neg, "y", {{"self", a}}, spec({m, kN}));
+        g.set_outputs({y});
+        const pte::File f = export_graph(g);
+        const Run plain = run(f, false, static_cast<size_t>(m * k));
+        for (const int threads : {1, 3}) {
+          INFO(threads << " thread(s)");
+          const Threads scope(threads);
+          const Run fused = run(f, true, static_cast<size_t>(m * k));
+          const std::string product = chain == "mm gelu" ? "aten::mm.out" : "aten::addmm.out";
+          const std::string activation = chain == "addmm add" ? "aten::add.out" : "aten::gelu.out";
+          CHECK(rows(fused.profile) ==
+                std::vector<std::string>{product + " + " + activation, "aten::neg.out"});
+          REQUIRE(fused.y.size() == plain.y.size());
+          CHECK(std::memcmp(fused.y.data(), plain.y.data(), fused.y.size() * 4) == 0);
+        }
+        // Not a copy of the product: GELU and the residual add change every value.
+        CHECK(plain.y[0] != 0.0f);
+      }
+    }
+  }
+}
+
 // q [2, 100, 16] (the input) -> bmm with k^T [2, 16, 90] -> * 0.3 -> softmax over the last
 // dim (viewed [2, 1, 100, 90] as a head dim would) -> bmm with v [2, 90, 24] -> neg. With
 // `read_scores`, the softmax's out is a method output too.

@@ -621,7 +621,8 @@ void gemm_packed(int64_t m, float alpha, MatrixRef<float> a, const PackedB& b, f
   // A few rows (a batch-1 linear layer) on the AVX2 or AVX-512 panels: row kernels over
   // columns split across threads in units of four panels. They accumulate into C: an
   // overwrite fills C with the rows' values first (the first K block then adds its sum to
-  // them, as the micro-kernels' init does).
+  // them, as the micro-kernels' init does). init->tile_done runs on each part's block of C
+  // once it is done.
   if (m >= 1 && m <= 4 && b.depth() > 0 && b.kernel() != FloatKernel::kPortable &&
       a.col_offsets == nullptr) {
     if (init != nullptr && init->cols != nullptr) {
@@ -635,6 +636,8 @@ void gemm_packed(int64_t m, float alpha, MatrixRef<float> a, const PackedB& b, f
     auto part = [&](int64_t u0, int64_t u1) {
       const int64_t j0 = u0 * unit, j1 = std::min(n, u1 * unit);
       few_rows_product(m, alpha, a, b, c, ldc, j0, j1);
+      if (init != nullptr && init->tile_done != nullptr && j1 > j0)
+        init->tile_done(init->tile_ctx, c + j0, ldc, c + j0, ldc, m, j1 - j0);
     };
     const int64_t units = (n + unit - 1) / unit;
     if (static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(b.depth()) <

@@ -190,7 +190,8 @@ struct GemmInit {
   const float* cols = nullptr;
   // When set: called on each micro-tile of C once its last K block is in, while it is in L1
   // (rows x cols of C at `tile`, row pitch ldc; its values at src, row pitch src_ld): a
-  // convolution's epilogue (TileEpilogue).
+  // convolution's or a linear layer's epilogue (TileEpilogue). A product of a few rows calls
+  // it on its rows' block of columns instead (gemm_packed).
   void (*tile_done)(const void* ctx, const float* src, int64_t src_ld, const float* tile,
                     int64_t ldc, int64_t rows, int64_t cols) = nullptr;
   const void* tile_ctx = nullptr;

@@ -973,6 +973,8 @@ struct TileEpilogueAccess {
         } else if constexpr (K == Kind::kSiLU) {
           // The sigmoid kernel's expression, then the product the mul kernel takes.
           out = v * fast_sigmoidf(v);
+        } else if constexpr (K == Kind::kGeluErf) {
+          out = gelu_erff(v);  // the gelu kernel's expression
         } else {
           out = clamp(v + e[j]);
         }
@@ -999,6 +1001,8 @@ struct TileEpilogueAccess {
         return TileEpilogueAccess::rows<Kind::kAddTensorClamp>(t, src, src_ld, at, ld, rows, cols);
       case Kind::kSiLU:
         return TileEpilogueAccess::rows<Kind::kSiLU>(t, src, src_ld, at, ld, rows, cols);
+      case Kind::kGeluErf:
+        return TileEpilogueAccess::rows<Kind::kGeluErf>(t, src, src_ld, at, ld, rows, cols);
     }
   }
 };
@@ -1011,8 +1015,9 @@ __attribute__((target("avx512f,fma"))) void tile_epilogue_avx512(const TileEpilo
                                                                  int64_t rows, int64_t cols) {
   TileEpilogueAccess::run(t, src, src_ld, at, ld, rows, cols);
 }
-// AVX2 with FMA, as the sigmoid kernel's AVX2 build: fast_sigmoidf's multiply-adds contract alike
-// (kSiLU gives the unfused bits); the other kinds have no multiply-add to contract.
+// AVX2 with FMA, as the sigmoid and gelu kernels' AVX2 builds: fast_sigmoidf's and fast_erff's
+// multiply-adds contract alike (kSiLU and kGeluErf give the unfused bits); the other kinds have
+// no multiply-add to contract.
 __attribute__((target("avx2,fma"))) void tile_epilogue_avx2(const TileEpilogue& t, const float* src,
                                                             int64_t src_ld, int64_t at, int64_t ld,
                                                             int64_t rows, int64_t cols) {
@@ -1083,6 +1088,8 @@ std::optional<Epilogue::Activation> match_activation(const Epilogue& e, const Te
   } else if (n == 2 && is(0, OpKind::kSigmoid, kX, kS) && commutes(1, OpKind::kMul, kX, kT)) {
     act.kind = Kind::kSiLU;  // t = sigmoid(x), then t = x * t: x keeps the out's own values
     if (written->data == y.data) return std::nullopt;
+  } else if (n == 1 && is(0, OpKind::kGeluErf, kX, kS)) {
+    act.kind = Kind::kGeluErf;
   } else if (n >= 3 && is(0, OpKind::kAdd, kX, kS) && is(1, OpKind::kClamp, kT, kS)) {
     // (x + add) clamped; for hardswish out of place, so that x keeps the out's own values for
     // the product (in place, the product would read t: no activation).

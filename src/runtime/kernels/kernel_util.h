@@ -117,6 +117,13 @@ inline float fast_erff(float x) {
   return r;
 }
 
+// gelu(x) with approximate 'none', as the gelu kernel computes float32 (and every epilogue that
+// must give its bits): 0.5 x (1 + erf(x / sqrt(2))). NaN in, NaN out (fast_erff alone would
+// not keep it).
+inline float gelu_erff(float x) {
+  return 0.5f * x * (1.0f + fast_erff(x * 0.70710678118654752440f));
+}
+
 template <typename T>
 inline constexpr bool kIsReducedFloat = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
 

@@ -215,10 +215,14 @@ const PackedB& packed_weights(std::unique_ptr<KernelState>& state, const MatmulA
   return *st.packed;
 }
 
+// With `tiles` (the load planner's epilogue as a TileEpilogue), the packed-weights path runs it
+// on each tile of C as the GEMM finishes it, while the tile is in L1, instead of a pass over
+// the whole out after: returns whether it did (the caller runs the epilogue otherwise).
 template <typename G>
-void run_matmul(const MatmulArgs& p, const TensorView& a, const TensorView& b,
+bool run_matmul(const MatmulArgs& p, const TensorView& a, const TensorView& b,
                 const TensorView* bias, const Value* beta, const Value* alpha, TensorView& out,
-                std::unique_ptr<KernelState>* state = nullptr) {
+                std::unique_ptr<KernelState>* state = nullptr,
+                const TileEpilogue* tiles = nullptr) {
   WriteAs<G> wo(out);
   G* c = wo.data();
   const G beta_v = beta ? scalar_to<G>(*beta) : G(1);
@@ -249,10 +253,18 @@ void run_matmul(const MatmulArgs& p, const TensorView& a, const TensorView& b,
         init_from_bias<G>(*bias, beta_v, c, out.sizes);
         start = nullptr;  // accumulated into
       }
+      if (start != nullptr && tiles != nullptr) {
+        init.tile_done = [](const void* ctx, const float* src, int64_t src_ld, const float* tile,
+                            int64_t ld, int64_t rows, int64_t cols) {
+          static_cast<const TileEpilogue*>(ctx)->run_from(src, src_ld, tile, ld, rows, cols);
+        };
+        init.tile_ctx = tiles;
+        init.tile_scratch = tiles->out_unread();
+      }
       ReadAs<G> ra(a);
       gemm_packed(p.m, alpha_v, MatrixRef<G>{ra.data(), p.a_rs, p.a_cs}, packed, c, p.n, start);
       wo.finish();
-      return;
+      return start != nullptr && tiles != nullptr;
     }
   }
   if (use_bias) {
@@ -276,7 +288,7 @@ void run_matmul(const MatmulArgs& p, const TensorView& a, const TensorView& b,
                c + i * p.m * p.n, p.n);
         }
         wo.finish();
-        return;
+        return false;
       }
     }
     ReadAs<G> ra(a), rb(b);
@@ -286,6 +298,7 @@ void run_matmul(const MatmulArgs& p, const TensorView& a, const TensorView& b,
     }
   }
   wo.finish();
+  return false;
 }
 
 // The quantized weight the load planner gave this product (kernels/load_plan.h), if any.
@@ -389,6 +402,12 @@ void run_product_epilogue(const KernelContext& ctx, const TensorView& out, int64
                [&](int64_t r0, int64_t r1) { apply_epilogue(e, r0 * n, r1 * n); });
 }
 
+// The epilogue as tile work for the GEMM (run_matmul's `tiles`), where its chain allows.
+std::optional<TileEpilogue> product_tiles(const KernelContext& ctx, const TensorView& out) {
+  if (ctx.epilogue == nullptr || out.dtype != DType::kFloat32) return std::nullopt;
+  return TileEpilogue::make(*ctx.epilogue);
+}
+
 Status mm_kernel(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
   const TensorView& a = tensor_arg(args, 0);
@@ -398,14 +417,17 @@ Status mm_kernel(KernelContext& ctx, std::span<Value*> args) {
   const int64_t m = s.m, k = s.k, n = s.n;
   if (out.numel() == 0) return Status();
   MatmulArgs p{1, m, n, k, 0, k, 1, 0, n, 1};
+  const std::optional<TileEpilogue> tiles = product_tiles(ctx, out);
+  bool tiled = false;
   if (const DequantizedWeight* q = dequantized_weight(ctx)) {
     ETC_RETURN_IF_ERROR(run_dequantized(ctx, *q, a, b, nullptr, nullptr, nullptr, out, s));
   } else {
     ETC_RETURN_IF_ERROR(visit_gemm_type(ctx, out.dtype, [&]<typename G>() {
-      run_matmul<G>(p, a, b, nullptr, nullptr, nullptr, out, constant_b_state(ctx, 1, b));
+      tiled = run_matmul<G>(p, a, b, nullptr, nullptr, nullptr, out, constant_b_state(ctx, 1, b),
+                            tiles ? &*tiles : nullptr);
     }));
   }
-  run_product_epilogue(ctx, out, m, n);
+  if (!tiled) run_product_epilogue(ctx, out, m, n);
   return Status();
 }
 
@@ -576,15 +598,18 @@ Status addmm_kernel(KernelContext& ctx, std::span<Value*> args) {
   ETC_ASSIGN_OR_RETURN(const MatmulShape s, check_addmm(ctx, args));
   const int64_t m = s.m, k = s.k, n = s.n;
   if (out.numel() == 0) return Status();
+  const std::optional<TileEpilogue> tiles = product_tiles(ctx, out);
+  bool tiled = false;
   if (const DequantizedWeight* q = dequantized_weight(ctx)) {
     ETC_RETURN_IF_ERROR(run_dequantized(ctx, *q, a, b, &bias, args[3], args[4], out, s));
   } else {
     MatmulArgs p{1, m, n, k, 0, k, 1, 0, n, 1};
     ETC_RETURN_IF_ERROR(visit_gemm_type(ctx, out.dtype, [&]<typename G>() {
-      run_matmul<G>(p, a, b, &bias, args[3], args[4], out, constant_b_state(ctx, 2, b));
+      tiled = run_matmul<G>(p, a, b, &bias, args[3], args[4], out, constant_b_state(ctx, 2, b),
+                            tiles ? &*tiles : nullptr);
     }));
   }
-  run_product_epilogue(ctx, out, m, n);
+  if (!tiled) run_product_epilogue(ctx, out, m, n);
   return Status();
 }
 
