@@ -46,13 +46,48 @@ trap 'rm -rf "$out" "$db"' EXIT
 sed -e 's/ -fno-tree-loop-distribute-patterns//g' "$build/compile_commands.json" > "$db/compile_commands.json"
 build=$db
 
-# Two at a time; every warning of every file is printed, then the count.
-printf '%s\n' "${files[@]}" |
-  xargs -P 2 -I{} sh -c '"$0" -p "$1" --quiet "{}" 2>/dev/null | grep -A3 "warning:\|error:" || true' "$tidy" "$build" > "$out"
+# Clean results are kept by content (scripts/tidy_keys.py: the compile command and the
+# preprocessed file, every header included, with clang-tidy's version and .clang-tidy): a file
+# whose key was clean once is not checked again. ETC_TIDY_CACHE=0 checks every file.
+cache=${ETC_CACHE_DIR:-$HOME/.cache/etc}/tidy
+todo=()
+keys=()
+cached=0
+if [[ ${ETC_TIDY_CACHE:-1} != 0 ]] && mkdir -p "$cache" 2>/dev/null; then
+  salt=$({ "$tidy" --version; cat .clang-tidy; } | sha256sum | cut -d' ' -f1)
+  while read -r key file; do
+    if [[ $key != none && -e $cache/$key ]]; then
+      cached=$((cached + 1))
+    else
+      todo+=("$file")
+      keys+=("$key")
+    fi
+  done < <(python3 scripts/tidy_keys.py "$db/compile_commands.json" "$PWD" "$salt" "${files[@]}")
+else
+  todo=("${files[@]}")
+  for f in "${files[@]}"; do keys+=(none); done
+fi
+
+# Two at a time, each file's findings to its own file; every warning of every file is
+# printed, then the count.
+per=$(mktemp -d)
+trap 'rm -rf "$out" "$db" "$per"' EXIT
+for i in "${!todo[@]}"; do printf '%s %s\n' "$i" "${todo[$i]}"; done |
+  xargs -r -P 2 -L 1 sh -c 'o=$("$0" -p "$1" --quiet "$4" 2>/dev/null); rc=$?
+    printf "%s\n" "$o" | grep -A3 "warning:\|error:" > "$2/$3"
+    [ $rc -eq 0 ] || [ -s "$2/$3" ] || echo "$4: error: clang-tidy exited with status $rc" > "$2/$3"
+    true' "$tidy" "$build" "$per"
+for i in "${!todo[@]}"; do
+  if [[ -s $per/$i ]]; then
+    cat "$per/$i" >> "$out"
+  elif [[ ${keys[$i]} != none ]]; then
+    touch "$cache/${keys[$i]}"
+  fi
+done
 n=$(grep -c "warning:\|error:" "$out")
 cat "$out"
 if [[ $n -ne 0 ]]; then
   echo "tidy: $n finding(s) in ${#files[@]} file(s)"
   exit 1
 fi
-echo "tidy: ${#files[@]} file(s) clean"
+echo "tidy: ${#files[@]} file(s) clean ($cached unchanged since a clean check)"
