@@ -19,12 +19,15 @@ namespace {
 TEST_CASE("a first layer into a channels-last chain writes its NCHW values channels-last") {
   // The direct loop of few input channels, its out (and the epilogue's) held [N, H, W, C]:
   // the bits of the NCHW run, transposed. 3 -> 32 stride 2 (two bands of output rows, the
-  // last one short), 3 -> 13 5x5 on two images, 4 -> 8 7x7 stride 3; every vector build.
+  // last one short), 3 -> 24 (three 8-wide vectors a position on AVX2), 3 -> 13 5x5 on two
+  // images, 4 -> 8 7x7 stride 3; every vector build.
   struct Case {
     int64_t n, c_in, h, w, c_out, k, stride, pad;
   };
-  const Case cases[] = {
-      {1, 3, 37, 45, 32, 3, 2, 1}, {2, 3, 20, 33, 13, 5, 1, 2}, {1, 4, 29, 40, 8, 7, 3, 3}};
+  const Case cases[] = {{1, 3, 37, 45, 32, 3, 2, 1},
+                        {1, 3, 37, 45, 24, 3, 2, 1},
+                        {2, 3, 20, 33, 13, 5, 1, 2},
+                        {1, 4, 29, 40, 8, 7, 3, 3}};
   uint32_t seed = 900;
   for (kernels::GemmIsa isa :
        {kernels::GemmIsa::kAuto, kernels::GemmIsa::kAvx2, kernels::GemmIsa::kPortable}) {

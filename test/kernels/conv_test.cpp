@@ -190,19 +190,21 @@ TEST_CASE("a convolution's epilogue gives the bits of the instructions it stands
 TEST_CASE("activation epilogues run in registers, with the bits of their instructions") {
   // The chains Method::load keeps as one Epilogue::Activation (relu in place, relu6 into a
   // second tensor, hardswish both ways round, hardsigmoid into a second tensor and in place, a
-  // residual add in place, an add then relu) after convolutions on each path that runs them by
-  // tiles or ranges: pointwise on the GEMM (two K blocks, edge tiles, two images), a first layer of
-  // few input channels (its out NCHW, and channels-last as in a chain), a depthwise layer, a 3x3
-  // layer, a layer oneDNN runs where it is built. The input holds NaN, infinities and zeros of
-  // both signs; every vector build.
+  // residual add in place, an add then relu, SiLU, GELU into a second tensor and in place)
+  // after convolutions on each path that runs them by tiles or ranges: pointwise on the GEMM
+  // (two K blocks, edge tiles, two images), a first layer of few input channels (16 and 24
+  // outputs, its out NCHW, and channels-last as in a chain), a depthwise layer, a 3x3 layer, a
+  // layer oneDNN runs where it is built. The input holds NaN, infinities and zeros of both
+  // signs; every vector build.
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
   struct Case {
     int64_t n, c_in, h, w, c_out, k, stride, pad, groups;
   };
-  const Case cases[] = {{1, 300, 9, 11, 20, 1, 1, 0, 1}, {2, 16, 14, 14, 72, 1, 1, 0, 1},
-                        {1, 3, 37, 45, 16, 3, 2, 1, 1},  {1, 24, 14, 14, 24, 5, 1, 2, 24},
-                        {1, 8, 10, 10, 12, 3, 1, 1, 1},  {1, 64, 14, 14, 64, 3, 1, 1, 1}};
+  const Case cases[] = {{1, 300, 9, 11, 20, 1, 1, 0, 1},  {2, 16, 14, 14, 72, 1, 1, 0, 1},
+                        {1, 3, 37, 45, 16, 3, 2, 1, 1},   {1, 3, 37, 45, 24, 3, 2, 1, 1},
+                        {1, 24, 14, 14, 24, 5, 1, 2, 24}, {1, 8, 10, 10, 12, 3, 1, 1, 1},
+                        {1, 64, 14, 14, 64, 3, 1, 1, 1}};
   using Kind = Epilogue::Op::Kind;
   using Act = Epilogue::Activation::Kind;
   // x: the convolution's out, t: a second tensor, e: a tensor from outside.
@@ -248,6 +250,8 @@ TEST_CASE("activation epilogues run in registers, with the bits of their instruc
       {"silu (sigmoid, t * x) into t",
        Act::kSiLU,
        {{Kind::kSigmoid, 'x', 0, 0, 0, 0, 't'}, {Kind::kMul, 't', 'x', 0, 0, 0, 't'}}},
+      {"gelu into t", Act::kGeluErf, {{Kind::kGeluErf, 'x', 0, 0, 0, 0, 't'}}},
+      {"gelu in place", Act::kGeluErf, {{Kind::kGeluErf, 'x', 0, 0, 0, 0, 'x'}}},
   };
   uint32_t seed = 1700;
   for (kernels::GemmIsa isa :

@@ -102,8 +102,10 @@ void few_input_channels_conv_f32(const float* x, const float* w, const float* bi
                                  bool out_nhwc = false);
 // The most output channels for which the direct loop beats im2col + GEMM with the float
 // kernels in use: 32 with AVX-512 (8 channels x 16 lanes per strip: mobilenet_v2's 3 -> 32),
-// else 16 (4 x 8: mobilenet_v2's 3 -> 32 ran 0.48 ms against the GEMM's 0.44; mobilenet_v3's
-// and the PP-OCR models' 3 -> 16 and 3 -> 8 gain). resnet18's 3 -> 64 7x7 stays on the GEMM.
+// 24 with AVX2 (shufflenet's 3 -> 24 on a Zen 1: 1.2-1.5 -> 0.84-1.03 ms NCHW, 0.77-0.92 ->
+// 0.61-0.69 ms channels-last, three 8-wide vectors a position; mobilenet_v2's 3 -> 32 ran
+// 0.48 ms against the GEMM's 0.44, and four vectors a position leave registers for two
+// positions only), else 16. resnet18's 3 -> 64 7x7 stays on the GEMM.
 int64_t few_input_channels_max_outputs();
 // Whether a (not transposed) convolution runs few_input_channels_conv_f32: one group, at most 4
 // input channels, at most few_input_channels_max_outputs() outputs, a kernel of at most 7x7.

@@ -761,9 +761,29 @@ void dense_rows_portable(const float* planes, int64_t plane_floats, const Padded
 // dense_strip: the same bits as the NCHW out.
 
 // Positions side by side: as many as the build's registers hold beside the Cv weight vectors
-// and the broadcast input (AVX-512: 32 registers, AVX2 and the portable build: 16).
+// and the broadcast input (AVX-512: 32 registers, AVX2 and the portable build: 16; Cv up to 2
+// with AVX-512, 4 with 8-wide vectors).
 template <typename V, int Cv>
-constexpr int64_t kNhwcPositions = sizeof(V) == 64 ? (Cv == 1 ? 28 : 14) : (Cv == 1 ? 12 : 6);
+constexpr int64_t kNhwcPositions = sizeof(V) == 64 ? (Cv == 1 ? 28 : 14)
+                                   : Cv == 1       ? 12
+                                   : Cv == 2       ? 6
+                                   : Cv == 3       ? 4
+                                                   : 2;
+
+// kNhwcPositions for the build's vectors (wide: AVX-512) and cv vectors a position.
+constexpr int64_t nhwc_positions(bool wide, int64_t cv) {
+  if (wide) return cv == 1 ? kNhwcPositions<Vec16, 1> : kNhwcPositions<Vec16, 2>;
+  switch (cv) {
+    case 1:
+      return kNhwcPositions<Vec8, 1>;
+    case 2:
+      return kNhwcPositions<Vec8, 2>;
+    case 3:
+      return kNhwcPositions<Vec8, 3>;
+    default:
+      return kNhwcPositions<Vec8, 4>;
+  }
+}
 
 // Output columns [c0, c0 + n) (n <= P) of output row oh, all channels: channel c of column
 // c0 + q at y[q * C + c]. w: [tap][Cv * L] (zero past the last channel); tap_off: tap t's
@@ -869,14 +889,23 @@ __attribute__((always_inline)) inline void nhwc_rows(const NhwcJob& job, int64_t
   }
 }
 
-// Cv: the vectors a position's channels take (at most two: few_input_channels_conv).
+// Cv: the vectors a position's channels take (few_input_channels_conv: at most 32 channels,
+// two 16-wide vectors or four 8-wide ones).
 template <typename V>
 __attribute__((always_inline)) inline void nhwc_rows_any(const NhwcJob& job, int64_t r0,
                                                          int64_t r1) {
-  if (job.g.c_out <= static_cast<int64_t>(sizeof(V) / sizeof(float))) {
+  constexpr int64_t kL = sizeof(V) / sizeof(float);
+  const int64_t cv = (job.g.c_out + kL - 1) / kL;
+  if (cv == 1) {
     nhwc_rows<V, 1>(job, r0, r1);
-  } else {
+  } else if (cv == 2 || kL == 16) {
     nhwc_rows<V, 2>(job, r0, r1);
+  } else if constexpr (kL == 8) {  // three or four vectors: 8-wide builds only
+    if (cv == 3) {
+      nhwc_rows<V, 3>(job, r0, r1);
+    } else {
+      nhwc_rows<V, 4>(job, r0, r1);
+    }
   }
 }
 
@@ -917,7 +946,15 @@ void fill_planes_portable(const float* x, const ConvGeometry& g, const PaddedPla
 }  // namespace
 
 int64_t few_input_channels_max_outputs() {
-  return gemm_float_kernel() == FloatKernel::kAvx512 ? 32 : 16;
+  switch (gemm_float_kernel()) {
+    case FloatKernel::kAvx512:
+      return 32;
+    case FloatKernel::kAvx2:
+      return 24;
+    case FloatKernel::kPortable:
+      break;
+  }
+  return 16;
 }
 
 bool few_input_channels_conv(const ConvGeometry& g) {
@@ -940,8 +977,7 @@ void few_input_channels_conv_f32(const float* x, const float* w, const float* bi
   if (out_nhwc) {
     const int64_t cv = (g.c_out + lanes - 1) / lanes;
     co_block = cv * lanes;
-    strip = wide ? (cv == 1 ? kNhwcPositions<Vec16, 1> : kNhwcPositions<Vec16, 2>)
-                 : (cv == 1 ? kNhwcPositions<Vec8, 1> : kNhwcPositions<Vec8, 2>);
+    strip = nhwc_positions(wide, cv);
   } else {
     co_block = wide ? DenseWide::kCoV : DenseNarrow::kCoV;
     strip = wide ? DenseWide::kStrip : DenseNarrow::kStrip;
