@@ -21,6 +21,7 @@
 #include "runtime/kernel.h"
 #include "runtime/kernels/conv.h"
 #include "runtime/kernels/gemm.h"
+#include "runtime/kernels/parallel.h"
 #include "runtime/tensor.h"
 
 namespace etc::rt::test {
@@ -34,6 +35,15 @@ struct IsaScope {
   ~IsaScope() { kernels::set_gemm_isa(kernels::GemmIsa::kAuto); }
   IsaScope(const IsaScope&) = delete;
   IsaScope& operator=(const IsaScope&) = delete;
+};
+
+// The kernels' thread count for a scope: the default count again at its end, also when a
+// REQUIRE fails.
+struct ThreadsScope {
+  explicit ThreadsScope(int n) { kernels::set_num_threads(n); }
+  ~ThreadsScope() { kernels::set_num_threads(0); }
+  ThreadsScope(const ThreadsScope&) = delete;
+  ThreadsScope& operator=(const ThreadsScope&) = delete;
 };
 
 // The registry with every CPU kernel (filled once).

@@ -483,12 +483,8 @@ TEST_CASE("a weight in panels gives the bits of the same weight stored [K, N]") 
   const Case cases[] = {{1, 700, 448, 64},  {1, 96, 1024, 64},  {1, 300, 96, 32},
                         {1, 513, 384, 128}, {3, 700, 192, 64},  {8, 260, 448, 64},
                         {9, 300, 320, 64},  {40, 129, 256, 64}, {70, 600, 640, 128}};
-  struct Threads {  // restored however the test ends
-    explicit Threads(int n) { kernels::set_num_threads(n); }
-    ~Threads() { kernels::set_num_threads(0); }
-  };
   for (int threads : {1, 3}) {
-    const Threads scope(threads);
+    const ThreadsScope scope(threads);
     for (GemmIsa isa : {GemmIsa::kAuto, GemmIsa::kAvx2, GemmIsa::kPortable}) {
       IsaScope guard(isa);
       for (const Case& c : cases) {
@@ -584,14 +580,10 @@ TEST_CASE("a product by packed panels that overwrites C gives the bits of zeroin
   // at 1 thread); alpha 1 and 0.125. At 3 threads, 37 x 600 x 70 and larger split by columns
   // (the column values shift with them).
   std::mt19937 rng(93);
-  struct Threads {  // the default count again at the end, also when a REQUIRE fails
-    explicit Threads(int n) { kernels::set_num_threads(n); }
-    ~Threads() { kernels::set_num_threads(0); }
-  };
   for (const int threads : {1, 3})
     for (GemmIsa isa : {GemmIsa::kAuto, GemmIsa::kAvx2, GemmIsa::kPortable}) {
       IsaScope guard(isa);
-      const Threads count(threads);
+      const ThreadsScope count(threads);
       for (const int64_t m : {int64_t{1}, int64_t{3}, int64_t{8}, int64_t{37}, int64_t{150}}) {
         for (auto [k, n] : {std::pair<int64_t, int64_t>{64, 150}, {600, 70}, {16, 4100}}) {
           for (const float alpha : {1.0f, 0.125f}) {

@@ -16,13 +16,8 @@ namespace {
 using kernels::parallel_for;
 using kernels::set_num_threads;
 
-struct ThreadsGuard {
-  explicit ThreadsGuard(int n) { set_num_threads(n); }
-  ~ThreadsGuard() { set_num_threads(0); }
-};
-
 TEST_CASE("parallel_for covers the range once, in chunks, and nests serially") {
-  ThreadsGuard threads(3);
+  const ThreadsScope threads(3);
   for (int64_t n : {1, 2, 7, 100, 1000}) {
     INFO("n = " << n);
     std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
@@ -60,11 +55,11 @@ TEST_CASE("parallel_for covers the range once, in chunks, and nests serially") {
 void same_with_threads(const std::function<std::vector<uint8_t>()>& run) {
   std::vector<uint8_t> one, three;
   {
-    ThreadsGuard t(1);
+    const ThreadsScope t(1);
     one = run();
   }
   {
-    ThreadsGuard t(3);
+    const ThreadsScope t(3);
     three = run();
   }
   REQUIRE(one.size() == three.size());

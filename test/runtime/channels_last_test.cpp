@@ -27,10 +27,7 @@ struct ChainRun {
 ChainRun run_chain(const pte::File& f, bool onednn, int threads, size_t input_numel = 16 * 40 * 40,
                    const std::vector<size_t>& nan_at = {}) {
   const rt::test::OnednnScope scope(onednn);
-  struct Threads {  // the default count again at the end, also when a REQUIRE fails
-    explicit Threads(int n) { rt::kernels::set_num_threads(n); }
-    ~Threads() { rt::kernels::set_num_threads(0); }
-  } thread_count(threads);
+  const rt::test::ThreadsScope thread_count(threads);
   auto runtime = std::move(rt::make_cpu_runtime()).value();
   Result<std::unique_ptr<rt::Method>> m = rt::Method::load(f, 0, runtime->env());
   INFO(m.status().to_string());

@@ -382,10 +382,6 @@ TEST_CASE("a linear layer's GELU or residual add runs on each GEMM tile it finis
   // constant weight the GEMM runs the chain on each tile of C as it finishes it (its last K
   // block in): a few rows (the row kernels' column blocks), one and two row blocks, one and
   // two K blocks, a last tile of part width, the columns split across threads.
-  struct Threads {  // the default count again at the end, also when a REQUIRE fails
-    explicit Threads(int n) { rt::kernels::set_num_threads(n); }
-    ~Threads() { rt::kernels::set_num_threads(0); }
-  };
   constexpr int64_t kN = 520;
   for (const int64_t m : {3, 50, 150}) {
     for (const int64_t k : {40, 300}) {
@@ -410,7 +406,7 @@ TEST_CASE("a linear layer's GELU or residual add runs on each GEMM tile it finis
         const Run plain = run(f, false, static_cast<size_t>(m * k));
         for (const int threads : {1, 3}) {
           INFO(threads << " thread(s)");
-          const Threads scope(threads);
+          const rt::test::ThreadsScope scope(threads);
           const Run fused = run(f, true, static_cast<size_t>(m * k));
           const std::string product = chain == "mm gelu" ? "aten::mm.out" : "aten::addmm.out";
           const std::string activation = chain == "addmm add" ? "aten::add.out" : "aten::gelu.out";
