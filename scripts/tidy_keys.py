@@ -33,6 +33,8 @@ def main() -> int:
         if e is None:
             return "none"
         argv = shlex.split(e["command"]) if "command" in e else list(e["arguments"])
+        source = os.path.realpath(os.path.join(e["directory"], e["file"]))
+        # The command without its output and its source, then the source preprocessed.
         pre = []
         skip = False
         for a in argv:
@@ -42,10 +44,10 @@ def main() -> int:
             if a == "-o":
                 skip = True
                 continue
-            if a == "-c":
+            if a == "-c" or os.path.realpath(os.path.join(e["directory"], a)) == source:
                 continue
             pre.append(a)
-        pre[-1:] = ["-E", "-P", pre[-1]]  # the source is the command's last argument
+        pre += ["-E", "-P", source]
         r = subprocess.run(pre, cwd=e["directory"], capture_output=True)
         if r.returncode != 0:
             return "none"

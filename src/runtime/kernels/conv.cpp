@@ -498,14 +498,7 @@ void conv_typed(const ConvGeometry& g, bool transposed, const TensorView& input,
       if constexpr (std::is_same_v<G, float>) {
         if (packed != nullptr) {
           GemmInit init{rb ? rb->data() + gi * cout_g : nullptr};
-          if (tiles != nullptr) {
-            init.tile_done = [](const void* ctx, const float* src, int64_t src_ld,
-                                const float* tile, int64_t ld, int64_t rows, int64_t cols) {
-              static_cast<const TileEpilogue*>(ctx)->run_from(src, src_ld, tile, ld, rows, cols);
-            };
-            init.tile_ctx = tiles;
-            init.tile_scratch = tiles->out_unread();
-          }
+          if (tiles != nullptr) tiles->run_on_tiles_of(init);
           gemm_packed(*packed->per_group[static_cast<size_t>(gi)], n, 1.0f,
                       MatrixRef<float>{b, n, 1}, c, ldc, gemm_writes_bias ? &init : nullptr);
           return;

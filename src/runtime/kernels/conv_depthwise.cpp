@@ -761,28 +761,20 @@ void dense_rows_portable(const float* planes, int64_t plane_floats, const Padded
 // dense_strip: the same bits as the NCHW out.
 
 // Positions side by side: as many as the build's registers hold beside the Cv weight vectors
-// and the broadcast input (AVX-512: 32 registers, AVX2 and the portable build: 16; Cv up to 2
-// with AVX-512, 4 with 8-wide vectors).
+// and the broadcast input (AVX-512: 32 registers, Cv up to 2; AVX2 and the portable build: 16,
+// Cv up to 3).
 template <typename V, int Cv>
 constexpr int64_t kNhwcPositions = sizeof(V) == 64 ? (Cv == 1 ? 28 : 14)
                                    : Cv == 1       ? 12
                                    : Cv == 2       ? 6
-                                   : Cv == 3       ? 4
-                                                   : 2;
+                                                   : 4;
 
 // kNhwcPositions for the build's vectors (wide: AVX-512) and cv vectors a position.
 constexpr int64_t nhwc_positions(bool wide, int64_t cv) {
   if (wide) return cv == 1 ? kNhwcPositions<Vec16, 1> : kNhwcPositions<Vec16, 2>;
-  switch (cv) {
-    case 1:
-      return kNhwcPositions<Vec8, 1>;
-    case 2:
-      return kNhwcPositions<Vec8, 2>;
-    case 3:
-      return kNhwcPositions<Vec8, 3>;
-    default:
-      return kNhwcPositions<Vec8, 4>;
-  }
+  return cv == 1   ? kNhwcPositions<Vec8, 1>
+         : cv == 2 ? kNhwcPositions<Vec8, 2>
+                   : kNhwcPositions<Vec8, 3>;
 }
 
 // Output columns [c0, c0 + n) (n <= P) of output row oh, all channels: channel c of column
@@ -889,8 +881,8 @@ __attribute__((always_inline)) inline void nhwc_rows(const NhwcJob& job, int64_t
   }
 }
 
-// Cv: the vectors a position's channels take (few_input_channels_conv: at most 32 channels,
-// two 16-wide vectors or four 8-wide ones).
+// Cv: the vectors a position's channels take (few_input_channels_max_outputs: at most 32
+// channels in two 16-wide vectors, 24 in three 8-wide ones).
 template <typename V>
 __attribute__((always_inline)) inline void nhwc_rows_any(const NhwcJob& job, int64_t r0,
                                                          int64_t r1) {
@@ -900,12 +892,8 @@ __attribute__((always_inline)) inline void nhwc_rows_any(const NhwcJob& job, int
     nhwc_rows<V, 1>(job, r0, r1);
   } else if (cv == 2 || kL == 16) {
     nhwc_rows<V, 2>(job, r0, r1);
-  } else if constexpr (kL == 8) {  // three or four vectors: 8-wide builds only
-    if (cv == 3) {
-      nhwc_rows<V, 3>(job, r0, r1);
-    } else {
-      nhwc_rows<V, 4>(job, r0, r1);
-    }
+  } else if constexpr (kL == 8) {  // three vectors: 8-wide builds only
+    nhwc_rows<V, 3>(job, r0, r1);
   }
 }
 

@@ -1129,6 +1129,15 @@ TileEpilogue TileEpilogue::of(const Epilogue::Activation& a) {
   return t;
 }
 
+void TileEpilogue::run_on_tiles_of(GemmInit& init) const {
+  init.tile_done = [](const void* ctx, const float* src, int64_t src_ld, const float* tile,
+                      int64_t ld, int64_t rows, int64_t cols) {
+    static_cast<const TileEpilogue*>(ctx)->run_from(src, src_ld, tile, ld, rows, cols);
+  };
+  init.tile_ctx = this;
+  init.tile_scratch = out_unread_;
+}
+
 std::optional<TileEpilogue> TileEpilogue::make(const Epilogue& e) {
   if (!e.activation || e.after_inputs) return std::nullopt;
   TileEpilogue t = of(*e.activation);

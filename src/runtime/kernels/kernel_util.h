@@ -210,6 +210,8 @@ void apply_epilogue_whole(const Epilogue& e, int64_t n);
 // Epilogue::Activation, each element through the chain in registers. What it saves is the
 // chain's passes over the out through L2 (mobilenet_v3_small's hardswish: four ops over 16 x
 // 112 x 112 floats after its first layer).
+struct GemmInit;
+
 class TileEpilogue {
  public:
   // nullopt where the chain is no Activation or must wait for the kernel's inputs
@@ -227,6 +229,9 @@ class TileEpilogue {
   }
   // Epilogue::out_unread: the kernel need not store its out where it runs this by tiles.
   bool out_unread() const { return out_unread_; }
+  // Gives this chain to a GEMM as its tile work (init's tile_done, tile_ctx and tile_scratch):
+  // run on each tile of C as the GEMM finishes it. This object must outlive the GEMM.
+  void run_on_tiles_of(GemmInit& init) const;
 
  private:
   using Fn = void (*)(const TileEpilogue&, const float* src, int64_t src_ld, int64_t at, int64_t ld,

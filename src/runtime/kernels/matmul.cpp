@@ -253,14 +253,7 @@ bool run_matmul(const MatmulArgs& p, const TensorView& a, const TensorView& b,
         init_from_bias<G>(*bias, beta_v, c, out.sizes);
         start = nullptr;  // accumulated into
       }
-      if (start != nullptr && tiles != nullptr) {
-        init.tile_done = [](const void* ctx, const float* src, int64_t src_ld, const float* tile,
-                            int64_t ld, int64_t rows, int64_t cols) {
-          static_cast<const TileEpilogue*>(ctx)->run_from(src, src_ld, tile, ld, rows, cols);
-        };
-        init.tile_ctx = tiles;
-        init.tile_scratch = tiles->out_unread();
-      }
+      if (start != nullptr && tiles != nullptr) tiles->run_on_tiles_of(init);
       ReadAs<G> ra(a);
       gemm_packed(p.m, alpha_v, MatrixRef<G>{ra.data(), p.a_rs, p.a_cs}, packed, c, p.n, start);
       wo.finish();
