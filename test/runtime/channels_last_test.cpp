@@ -515,5 +515,96 @@ TEST_CASE("a convnext block runs channels-last from one depthwise layer to the n
     CHECK(chained.y[i] == Approx(own.y[i]).epsilon(1e-4).margin(1e-5));
 }
 
+// x [1, 16, 20, 20] -> conv 3x3 (16 -> 32) -> relu -> a; per unit (ShuffleNet V2's, small):
+// a's channels split in two halves (slices), the second through conv 1x1 -> relu ->
+// depthwise 3x3 -> conv 1x1 -> relu, joined to the first (cat), viewed [1, 2, 16, 20, 20],
+// dims 1 and 2 transposed (`negative_dims`: -3 and -4, the slices' dim -3) and viewed
+// [1, 32, 20, 20]: the channel shuffle, the next unit's a (`groups` 4: viewed [1, 4, 8, 20,
+// 20]). Then conv 3x3 -> mean -> y. With `side_reader`, the first unit's shuffled a is also
+// read by a neg (a second output).
+struct ShuffleCase {
+  bool negative_dims = false;
+  bool side_reader = false;
+  int64_t groups = 2;
+};
+
+Graph shuffle_units(const ShuffleCase& c) {
+  Graph g;
+  ValueId x = g.add_input("x", spec({1, 16, 20, 20}));
+  ValueId a = conv_s(g, "c0", x, constant(g, "w0", {32, 16, 3, 3}, 91), constant(g, "b0", {32}, 92),
+                     1, 1, 1, spec({1, 32, 20, 20}));
+  a = node(g, OpKind::Relu, "r0", {{"self", a}}, spec({1, 32, 20, 20}));
+  ValueId first_shuffled;
+  const int64_t dim = c.negative_dims ? -3 : 1;
+  for (int k = 0; k < 2; ++k) {
+    const std::string n = std::to_string(k);
+    const auto seed = static_cast<uint32_t>(100 + 10 * k);
+    auto half = [&](const std::string& name, int64_t start) {
+      return node(g, OpKind::SliceTensor, name + n,
+                  {{"self", a}, {"dim", dim}, {"start", start}, {"end", start + 16}},
+                  spec({1, 16, 20, 20}));
+    };
+    ValueId s1 = half("s1_", 0), s2 = half("s2_", 16);
+    ValueId p1 = conv_s(g, "p1_" + n, s2, constant(g, "wp1_" + n, {16, 16, 1, 1}, seed),
+                        constant(g, "bp1_" + n, {16}, seed + 1), 1, 0, 1, spec({1, 16, 20, 20}));
+    p1 = node(g, OpKind::Relu, "rp1_" + n, {{"self", p1}}, spec({1, 16, 20, 20}));
+    ValueId d = conv_s(g, "d" + n, p1, constant(g, "wd" + n, {16, 1, 3, 3}, seed + 2),
+                       constant(g, "bd" + n, {16}, seed + 3), 1, 1, 16, spec({1, 16, 20, 20}));
+    ValueId p2 = conv_s(g, "p2_" + n, d, constant(g, "wp2_" + n, {16, 16, 1, 1}, seed + 4),
+                        constant(g, "bp2_" + n, {16}, seed + 5), 1, 0, 1, spec({1, 16, 20, 20}));
+    p2 = node(g, OpKind::Relu, "rp2_" + n, {{"self", p2}}, spec({1, 16, 20, 20}));
+    ValueId joined = node(g, OpKind::Cat, "cat" + n,
+                          {{"tensors", std::vector<ValueId>{s1, p2}}, {"dim", int64_t{1}}},
+                          spec({1, 32, 20, 20}));
+    const std::vector<int64_t> grouped{1, c.groups, 32 / c.groups, 20, 20};
+    ValueId v5 =
+        node(g, OpKind::View, "v5_" + n, {{"self", joined}, {"size", grouped}}, spec(grouped));
+    ValueId t = node(g, OpKind::TransposeInt, "t" + n,
+                     {{"self", v5},
+                      {"dim0", c.negative_dims ? int64_t{-3} : int64_t{1}},
+                      {"dim1", c.negative_dims ? int64_t{-4} : int64_t{2}}},
+                     spec({1, 32 / c.groups, c.groups, 20, 20}));
+    a = node(g, OpKind::View, "v4_" + n,
+             {{"self", t}, {"size", std::vector<int64_t>{1, 32, 20, 20}}}, spec({1, 32, 20, 20}));
+    if (k == 0) first_shuffled = a;
+  }
+  ValueId last = conv_s(g, "c9", a, constant(g, "w9", {16, 32, 3, 3}, 93), std::monostate{}, 1, 1,
+                        1, spec({1, 16, 20, 20}));
+  ValueId y = global_mean(g, last, 16);
+  if (c.side_reader) {
+    g.set_outputs(
+        {y, node(g, OpKind::Neg, "n", {{"self", first_shuffled}}, spec({1, 32, 20, 20}))});
+  } else {
+    g.set_outputs({y});
+  }
+  return g;
+}
+
+TEST_CASE("a channel shuffle and the splits after it run channels-last between convolutions") {
+  // The first layer, per unit both slices, the three convolutions (the relus in their
+  // epilogues), the cat and the transpose of the cat's 5-d view, the last layer and the mean:
+  // the chain goes on through the views. A transpose or a slice that moved the wrong
+  // channels would change the outputs (the 1x1 layers mix each position's channels).
+  for (const ShuffleCase& c : {ShuffleCase{}, ShuffleCase{true}, ShuffleCase{false, false, 4}}) {
+    CAPTURE(c.negative_dims, c.groups);
+    Graph g = shuffle_units(c);
+    check_chain(export_graph(g), 1 + 2 * 7 + 2, 16 * 20 * 20);
+  }
+  // The first unit's shuffled tensor is read by another kernel (through its 4-d view): that
+  // transpose stays NCHW, and with it everything tied to it: its cat, the cat's items, the
+  // slices and their input, the 1x1 layers on etc's own kernel (which read their input in
+  // their out's layout) and the depthwise layers between them, the second unit's slices
+  // (which read the shuffled tensor) and so the second unit too. The last layer reads the
+  // NCHW tensor and writes channels-last for the mean.
+  Graph side = shuffle_units(ShuffleCase{false, true});
+  const pte::File f = export_graph(side);
+  const ChainRun own = run_chain(f, false, 1, 16 * 20 * 20);
+  const ChainRun chained = run_chain(f, true, 2, 16 * 20 * 20);
+  CHECK(chained.channels_last == (ETC_WITH_ONEDNN ? 2 : 0));
+  REQUIRE(chained.y.size() == own.y.size());
+  for (size_t i = 0; i < own.y.size(); ++i)
+    CHECK(chained.y[i] == Approx(own.y[i]).epsilon(1e-4).margin(1e-5));
+}
+
 }  // namespace
 }  // namespace etc

@@ -13,8 +13,9 @@
 //   add a broadcast row, its bias), marking those steps fused;
 // - keeps the tensors that only convolutions running on oneDNN or etc's NHWC kernels (and max
 //   poolings, batch norms, average poolings, cats along the channels, products by one value
-//   per channel, sums, and permutes to and from [N, H, W, C]) read and write channels-last
-//   between them, instead of copying each to NHWC and back (KernelContext::channels_last_args),
+//   per channel, sums, permutes to and from [N, H, W, C], slices along the channels and
+//   channel shuffles, through the views between them) read and write channels-last between
+//   them, instead of copying each to NHWC and back (KernelContext::channels_last_args),
 //   making each such convolution's oneDNN state ahead of its first call.
 // All but the first only where the method asks for fusion (LoadPlanView::fuse); the same bits
 // either way, but for the 8da4w products' integer sums (within float rounding of the steps').

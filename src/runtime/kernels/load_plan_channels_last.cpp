@@ -6,6 +6,7 @@
 #include <iterator>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "runtime/kernels/conv.h"
 #include "runtime/kernels/conv_algorithm.h"
@@ -290,7 +291,99 @@ void CpuPlanner::plan_channels_last() {
       adopt(std::move(group));
     }
   }
+  // ShuffleNet's blocks: the channel shuffle (a transpose of dims 1 and 2 of the [N, G, C/G,
+  // H, W] view of a cat's out) and the splits of its [N, C, H, W] view along the channels
+  // (slices). Both read their input in their out's layout; a 5-d [N, A, B, H, W] tensor held
+  // channels-last is [N, H, W, A, B], the bytes of the [N, A * B, H, W] tensor held [N, H, W,
+  // C] (the views between them are taken as the tensors they view, below).
+  for (size_t i = 0; i < steps().size(); ++i) {
+    const MethodStep& s = steps()[i];
+    if (s.kind != StepKind::kKernel || s.fused || s.args.empty() || !s.args[0]->is_tensor() ||
+        s.args[0]->tensor.dtype != DType::kFloat32)
+      continue;
+    Group group;
+    group.step = i;
+    group.same_in = true;
+    const TensorView& in = s.args[0]->tensor;
+    if (s.calls(OpKind::TransposeInt) && s.args.size() >= 4 && in.rank() == 5 &&
+        s.args[1]->kind == Value::Kind::kInt && s.args[2]->kind == Value::Kind::kInt &&
+        usable(s.args[3]) && s.args[3]->tensor.dtype == DType::kFloat32 &&
+        s.args[3]->tensor.rank() == 5 && writer.count(s.args[3]) == 0) {
+      const int64_t d0 = s.args[1]->i < 0 ? s.args[1]->i + 5 : s.args[1]->i;
+      const int64_t d1 = s.args[2]->i < 0 ? s.args[2]->i + 5 : s.args[2]->i;
+      if (std::min(d0, d1) != 1 || std::max(d0, d1) != 2) continue;
+      group.out_arg = 3;
+      adopt(std::move(group));
+    } else if (s.calls(OpKind::SliceTensor) && s.args.size() >= 6 && in.rank() == 4 &&
+               s.args[1]->kind == Value::Kind::kInt && (s.args[1]->i == 1 || s.args[1]->i == -3) &&
+               float4d_out(s.args[5]) && writer.count(s.args[5]) == 0) {
+      group.out_arg = 5;
+      adopt(std::move(group));
+    }
+  }
   if (groups.empty()) return;
+
+  // Views of a group's out under another shape that differs only by splitting or merging the
+  // channels ([N, C, H, W] and [N, A, B, H, W], A * B = C): the same bytes in either layout.
+  // Such a view, which no step writes, stands for the out wherever it is read between the
+  // out's step and the next write over its bytes; elsewhere (or if any of its reads finds
+  // another tensor there) it stays what it was, a value over the out's memory.
+  auto merged = [](const TensorView& t) {
+    std::vector<int64_t> m = t.sizes;
+    if (m.size() == 5) {
+      m[1] *= m[2];
+      m.erase(m.begin() + 2);
+    }
+    return m.size() == 4 ? m : std::vector<int64_t>{};
+  };
+  std::multimap<const void*, const Value*> writes_at;  // a group's writes by their address
+  for (const auto& [v, gi] : writer) {
+    if (v->tensor.data != nullptr && v->tensor.nbytes() > 0) writes_at.emplace(v->tensor.data, v);
+  }
+  std::set<const Value*> written;  // by any kernel: not a view
+  for (const MethodStep& s : steps()) {
+    for (const Value* u : s.args) {
+      if (writes(s, u)) written.insert(u);
+    }
+  }
+  std::map<const Value*, const Value*> view_of;  // null: not a view of one out everywhere
+  for (size_t j = 0; j < steps().size(); ++j) {
+    for (const Value* u : steps()[j].args) {
+      if (!u->is_tensor() || written.count(u) != 0 || u->tensor.data == nullptr ||
+          u->tensor.nbytes() == 0)
+        continue;
+      const Value* at = nullptr;  // the out of the latest group step before j over u's bytes
+      size_t at_step = 0;
+      auto [first, last] = writes_at.equal_range(u->tensor.data);
+      for (auto it = first; it != last; ++it) {
+        const size_t step = groups[writer.at(it->second)].step;
+        if (step < j && (at == nullptr || step > at_step)) {
+          at = it->second;
+          at_step = step;
+        }
+      }
+      bool ok = at != nullptr && at->tensor.nbytes() == u->tensor.nbytes() &&
+                at->tensor.dtype == u->tensor.dtype && !merged(u->tensor).empty() &&
+                merged(u->tensor) == merged(at->tensor);
+      for (size_t k = at_step + 1; ok && k < j; ++k) {
+        for (const Value* x : steps()[k].args) {
+          if (x->is_tensor() && writes(steps()[k], x) && overlaps(x->tensor, at->tensor))
+            ok = false;
+        }
+      }
+      auto known = view_of.find(u);
+      if (known == view_of.end()) {
+        view_of[u] = ok ? at : nullptr;
+      } else if (!ok || known->second != at) {
+        known->second = nullptr;
+      }
+    }
+  }
+  // A step's argument as the groups see it: the out it views, or itself.
+  auto seen = [&](const Value* u) {
+    auto it = view_of.find(u);
+    return it != view_of.end() && it->second != nullptr ? it->second : u;
+  };
 
   // Who reads each written tensor. The convolutions of groups may read one as their input
   // (argument 0); an epilogue may read one as an operand if its own group agrees on the
@@ -324,7 +417,7 @@ void CpuPlanner::plan_channels_last() {
           groups[w->second].channels_last = false;
         }
       }
-      auto it = writer.find(s.args[a]);
+      auto it = writer.find(seen(s.args[a]));
       if (it == writer.end()) continue;
       Group& g = groups[it->second];
       if (own == static_cast<int64_t>(it->second)) {
@@ -381,7 +474,7 @@ void CpuPlanner::plan_channels_last() {
             }
           }
           if (!u->is_tensor() || u->tensor.data == nullptr || u->tensor.nbytes() == 0 ||
-              std::find(g.writes.begin(), g.writes.end(), u) != g.writes.end() ||
+              std::find(g.writes.begin(), g.writes.end(), u) != g.writes.end() || seen(u) == v ||
               !overlaps(u->tensor, v->tensor))
             continue;
           // A kernel's out, or an epilogue's (a fused step writes its out as its kernel
@@ -408,7 +501,7 @@ void CpuPlanner::plan_channels_last() {
     // So is a pooling's (a batch norm's, a channel scaling's, a sum's) input that no group
     // writes.
     for (size_t in : g.tied_args()) {
-      if (writer.count(steps()[g.step].args[in]) == 0) g.channels_last = false;
+      if (writer.count(seen(steps()[g.step].args[in])) == 0) g.channels_last = false;
     }
   }
   for (bool changed = true; changed;) {
@@ -421,7 +514,7 @@ void CpuPlanner::plan_channels_last() {
     }
   }
   auto channels_last_in = [&](const MethodStep& s) {
-    auto in = writer.find(s.args[0]);
+    auto in = writer.find(seen(s.args[0]));
     return in != writer.end() && groups[in->second].channels_last;
   };
   for (const Group& g : groups) {

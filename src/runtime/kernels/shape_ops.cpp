@@ -251,6 +251,43 @@ Status transpose_kernel(KernelContext& ctx, std::span<Value*> args) {
     std::swap(strides[d0], strides[d1]);
   }
   ETC_RETURN_IF_ERROR(check_out(ctx, out, sizes, self.dtype));
+  if (ctx.is_channels_last(0) || ctx.is_channels_last(3)) {
+    // A channel shuffle in a channels-last chain (kernels/load_plan.h): [N, A, B, H, W] held
+    // [N, H, W, A, B] to [N, B, A, H, W] held [N, H, W, B, A], each position's A x B
+    // channels transposed. The load planner sets this only for dims 1 and 2 of 5-d float32
+    // tensors, in and out both.
+    const bool planned = rank == 5 && self.dtype == DType::kFloat32 && ctx.is_channels_last(0) &&
+                         ctx.is_channels_last(3) && std::min(d0, d1) == 1 && std::max(d0, d1) == 2;
+    if (!planned) {
+      return internal_error(std::string(ctx.op) +
+                            ": a channels-last transpose takes dims 1 and 2 of a 5-d float32 "
+                            "tensor");
+    }
+    const int64_t a = self.sizes[1], b = self.sizes[2];
+    const int64_t positions = self.sizes[0] * self.sizes[3] * self.sizes[4];
+    const auto* x = static_cast<const float*>(self.data);
+    auto* y = static_cast<float*>(out.data);
+    parallel_for(positions, std::max<int64_t>(1, (int64_t{1} << 13) / std::max<int64_t>(1, a * b)),
+                 [&](int64_t p0, int64_t p1) {
+                   for (int64_t p = p0; p < p1; ++p) {
+                     const float* from = x + p * a * b;
+                     float* to = y + p * a * b;
+                     if (a == 2) {  // ShuffleNet's two groups: two rows interleaved
+                       const float* second = from + b;
+                       for (int64_t j = 0; j < b; ++j) {
+                         to[2 * j] = from[j];
+                         to[2 * j + 1] = second[j];
+                       }
+                       continue;
+                     }
+                     for (int64_t j = 0; j < b; ++j) {
+                       for (int64_t i = 0; i < a; ++i)
+                         to[j * a + i] = from[i * b + j];
+                     }
+                   }
+                 });
+    return Status();
+  }
   copy_view(self, 0, strides, out);
   return Status();
 }
@@ -269,6 +306,40 @@ Status slice_kernel(KernelContext& ctx, std::span<Value*> args) {
   const TensorView& self = tensor_arg(args, 0);
   TensorView& out = out_arg(args, 5);
   ETC_ASSIGN_OR_RETURN(const StridedView v, check_slice(ctx, args));
+  if (ctx.is_channels_last(0) || ctx.is_channels_last(5)) {
+    // A split along the channels in a channels-last chain (kernels/load_plan.h): [N, C, H, W]
+    // held [N, H, W, C], each position's channels start, start + step, ... copied. The load
+    // planner sets this only for dim 1 of 4-d float32 tensors, in and out both.
+    const bool planned = self.rank() == 4 && self.dtype == DType::kFloat32 &&
+                         ctx.is_channels_last(0) && ctx.is_channels_last(5) &&
+                         (args[1]->i == 1 || args[1]->i == -3);
+    if (!planned) {
+      return internal_error(std::string(ctx.op) +
+                            ": a channels-last slice takes dim 1 of a 4-d float32 tensor");
+    }
+    if (out.numel() == 0) return Status();
+    // check_slice's view of the NCHW tensor: its first channel and step, in planes.
+    const int64_t plane = self.sizes[2] * self.sizes[3];
+    const int64_t start = v.offset / plane, step = v.strides[1] / plane;
+    const int64_t c_in = self.sizes[1], c_out = out.sizes[1];
+    const int64_t positions = self.sizes[0] * plane;
+    const auto* x = static_cast<const float*>(self.data);
+    auto* y = static_cast<float*>(out.data);
+    parallel_for(positions, std::max<int64_t>(1, (int64_t{1} << 13) / c_out),
+                 [&](int64_t p0, int64_t p1) {
+                   for (int64_t p = p0; p < p1; ++p) {
+                     const float* from = x + p * c_in + start;
+                     float* to = y + p * c_out;
+                     if (step == 1) {
+                       std::memcpy(to, from, static_cast<size_t>(c_out) * sizeof(float));
+                     } else {
+                       for (int64_t c = 0; c < c_out; ++c)
+                         to[c] = from[c * step];
+                     }
+                   }
+                 });
+    return Status();
+  }
   copy_view(self, v.offset, v.strides, out);
   return Status();
 }
