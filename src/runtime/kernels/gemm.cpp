@@ -459,7 +459,8 @@ void gemm_blocked(int64_t m, int64_t n, int64_t k, T alpha, MatrixRef<T> a, Matr
           }
         }
         if (packed == nullptr) pack_a(a, ic, pc, mc, kc, cfg.mr, packed_a);
-        // The next B panel is fetched into L2 a share per tile while this one's tiles run:
+        // With the kernels that ask for it (GemmConfig::prefetch_ahead), the next B panel is
+        // fetched into L2 a share per tile while this one's tiles run:
         // a model's weights are not in any cache when its layer starts (vit_b_32's are 88 MB),
         // and the hardware prefetcher, which sees each panel read once and then hit in L1 for
         // the other tiles, does not run ahead of the next.
@@ -469,8 +470,9 @@ void gemm_blocked(int64_t m, int64_t n, int64_t k, T alpha, MatrixRef<T> a, Matr
         for (int64_t jr = 0; jr < nc; jr += cfg.nr) {
           const int64_t nr = std::min(cfg.nr, nc - jr);
           const char* next_panel =
-              jr + cfg.nr < nc ? reinterpret_cast<const char*>(packed_b + (jr + cfg.nr) * kc)
-                               : nullptr;
+              cfg.prefetch_ahead && jr + cfg.nr < nc
+                  ? reinterpret_cast<const char*>(packed_b + (jr + cfg.nr) * kc)
+                  : nullptr;
           for (int64_t ir = 0; ir < mc; ir += cfg.mr) {
             const int64_t mr = std::min(cfg.mr, mc - ir);
             if (next_panel != nullptr) {
@@ -481,7 +483,7 @@ void gemm_blocked(int64_t m, int64_t n, int64_t k, T alpha, MatrixRef<T> a, Matr
             }
             const T* tile_init = nullptr;
             T* tile = c + (ic + ir) * ldc + jc + jr;
-            prefetch_tile(tile, ldc, mr, nr);
+            if (cfg.prefetch_ahead) prefetch_tile(tile, ldc, mr, nr);
             if constexpr (std::is_same_v<T, float>) {
               if (init != nullptr && pc == 0) {
                 if (init->cols != nullptr) {

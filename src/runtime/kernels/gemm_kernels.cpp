@@ -487,7 +487,7 @@ GemmConfig<float> float_config(FloatKernel kind) {
     case FloatKernel::kAvx512:
       return {8, 32, micro_kernel_f32_avx512<8>, kAvx512FewerRows};
     case FloatKernel::kAvx2:
-      return {6, 16, micro_kernel_f32_avx2, kAvx2FewerRows};
+      return {6, 16, micro_kernel_f32_avx2, kAvx2FewerRows, /*prefetch_ahead=*/true};
     case FloatKernel::kPortable:
       break;
   }

@@ -25,6 +25,12 @@ struct GemmConfig {
   MicroKernel<T> kernel = nullptr;
   // Kernels for tiles of r < mr rows at fewer_rows[r] (same bits); null: `kernel` for all.
   const MicroKernel<T>* fewer_rows = nullptr;
+  // Whether gemm fetches the next B panel and each C tile ahead of the kernel (gemm.cpp's
+  // gemm_blocked): a gain with the AVX2 kernel's 16-wide panels (Zen 1: vit's 50 x 768 x 3072
+  // 41.2 -> 42.7 GFLOP/s; Zen 4 capped at AVX2: 178 -> 183-193), a loss with the AVX-512
+  // kernel's 32-wide ones on Zen 4 (50 x 3072 x 768: 200 -> 183-190), whose own prefetchers
+  // keep up.
+  bool prefetch_ahead = false;
   MicroKernel<T> for_rows(int64_t rows) const {
     return rows < mr && fewer_rows != nullptr ? fewer_rows[rows] : kernel;
   }
