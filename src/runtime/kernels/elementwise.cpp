@@ -361,11 +361,12 @@ Status channels_last_channel_scale(KernelContext& ctx, std::span<Value*> args) {
   const float* sv = s.data_as<const float>();
   float* y = out.data_as<float>();
   const int64_t rows = x.sizes[0] * positions;
+  // Scales per image ([N, C, 1, 1] with N > 1), else one row of them for every position.
+  const bool per_image = s.rank() == 4 && s.sizes[0] != 1;
   parallel_for(rows, std::max<int64_t>(1, (int64_t{1} << 14) / channels),
                [&](int64_t r0, int64_t r1) {
                  for (int64_t r = r0; r < r1; ++r) {
-                   const float* scale =
-                       sv + (s.rank() == 3 || s.sizes[0] == 1 ? 0 : r / positions) * channels;
+                   const float* scale = sv + (per_image ? r / positions : 0) * channels;
                    const float* from = xv + r * channels;
                    float* to = y + r * channels;
                    if (self_big) {
