@@ -305,42 +305,47 @@ struct SeCase {
   bool scaled_first = false;
   bool side_reader = false;
   int blocks = 1;
+  // Images: with more than one, each image's product takes its own scales ([N, 48, 1, 1]).
+  int64_t batch = 1;
 };
 
 Graph se_block(const SeCase& c) {
   Graph g;
-  ValueId x = g.add_input("x", spec({1, 16, 40, 40}));
+  ValueId x = g.add_input("x", spec({c.batch, 16, 40, 40}));
   ValueId b = conv_s(g, "c1", x, constant(g, "w1", {48, 16, 3, 3}, 61), constant(g, "b1", {48}, 62),
-                     1, 1, 1, spec({1, 48, 40, 40}));
+                     1, 1, 1, spec({c.batch, 48, 40, 40}));
   ValueId first_a;
   for (int k = 0; k < c.blocks; ++k) {
     const std::string n = std::to_string(k);
     const auto seed = static_cast<uint32_t>(70 + 10 * k);
-    ValueId a = node(g, OpKind::Silu, "a" + n, {{"self", b}}, spec({1, 48, 40, 40}));
+    ValueId a = node(g, OpKind::Silu, "a" + n, {{"self", b}}, spec({c.batch, 48, 40, 40}));
     if (k == 0) first_a = a;
-    ValueId m =
-        c.mean_dim
-            ? node(g, OpKind::MeanDim, "m" + n,
-                   {{"self", a}, {"dim", std::vector<int64_t>{-1, -2}}, {"keepdim", true}},
-                   spec({1, 48, 1, 1}))
-            : node(g, OpKind::AdaptiveAvgPool2d, "m" + n,
-                   {{"self", a}, {"output_size", std::vector<int64_t>{1, 1}}}, spec({1, 48, 1, 1}));
+    ValueId m = c.mean_dim
+                    ? node(g, OpKind::MeanDim, "m" + n,
+                           {{"self", a}, {"dim", std::vector<int64_t>{-1, -2}}, {"keepdim", true}},
+                           spec({c.batch, 48, 1, 1}))
+                    : node(g, OpKind::AdaptiveAvgPool2d, "m" + n,
+                           {{"self", a}, {"output_size", std::vector<int64_t>{1, 1}}},
+                           spec({c.batch, 48, 1, 1}));
     ValueId q = conv_s(g, "q" + n, m, constant(g, "wq" + n, {8, 48, 1, 1}, seed),
-                       constant(g, "bq" + n, {8}, seed + 1), 1, 0, 1, spec({1, 8, 1, 1}));
-    ValueId qr = node(g, OpKind::Relu, "qr" + n, {{"self", q}}, spec({1, 8, 1, 1}));
+                       constant(g, "bq" + n, {8}, seed + 1), 1, 0, 1, spec({c.batch, 8, 1, 1}));
+    ValueId qr = node(g, OpKind::Relu, "qr" + n, {{"self", q}}, spec({c.batch, 8, 1, 1}));
     ValueId e = conv_s(g, "e" + n, qr, constant(g, "we" + n, {48, 8, 1, 1}, seed + 2),
-                       constant(g, "be" + n, {48}, seed + 3), 1, 0, 1, spec({1, 48, 1, 1}));
-    ValueId sc = node(g, OpKind::Sigmoid, "sc" + n, {{"self", e}}, spec({1, 48, 1, 1}));
-    ValueId scaled = c.scaled_first ? node(g, OpKind::MulTensor, "mul" + n,
-                                           {{"self", a}, {"other", sc}}, spec({1, 48, 40, 40}))
-                                    : node(g, OpKind::MulTensor, "mul" + n,
-                                           {{"self", sc}, {"other", a}}, spec({1, 48, 40, 40}));
+                       constant(g, "be" + n, {48}, seed + 3), 1, 0, 1, spec({c.batch, 48, 1, 1}));
+    ValueId sc = node(g, OpKind::Sigmoid, "sc" + n, {{"self", e}}, spec({c.batch, 48, 1, 1}));
+    ValueId scaled = c.scaled_first
+                         ? node(g, OpKind::MulTensor, "mul" + n, {{"self", a}, {"other", sc}},
+                                spec({c.batch, 48, 40, 40}))
+                         : node(g, OpKind::MulTensor, "mul" + n, {{"self", sc}, {"other", a}},
+                                spec({c.batch, 48, 40, 40}));
     b = conv_s(g, "p" + n, scaled, constant(g, "wp" + n, {48, 48, 1, 1}, seed + 4),
-               std::monostate{}, 1, 0, 1, spec({1, 48, 40, 40}));
+               std::monostate{}, 1, 0, 1, spec({c.batch, 48, 40, 40}));
   }
-  ValueId y = global_mean(g, b, 48);
+  ValueId y = node(g, OpKind::MeanDim, "y",
+                   {{"self", b}, {"dim", std::vector<int64_t>{2, 3}}, {"keepdim", true}},
+                   spec({c.batch, 48, 1, 1}));
   if (c.side_reader) {
-    g.set_outputs({y, node(g, OpKind::Neg, "n", {{"self", first_a}}, spec({1, 48, 40, 40}))});
+    g.set_outputs({y, node(g, OpKind::Neg, "n", {{"self", first_a}}, spec({c.batch, 48, 40, 40}))});
   } else {
     g.set_outputs({y});
   }
@@ -361,6 +366,10 @@ TEST_CASE("a squeeze-and-excitation block runs channels-last between its convolu
   // chain holds (c1, then a mean, a product and a convolution per block, then the last mean).
   Graph three = se_block(SeCase{false, false, false, 3});
   check_chain(export_graph(three), 11);
+  // Two images, the scales' first dim 2: each image's positions take that image's scales (the
+  // product reading the first image's for both fails the comparison with etc's own kernels).
+  Graph two_images = se_block(SeCase{false, false, false, 1, 2});
+  check_chain(export_graph(two_images), 5, 2 * 16 * 40 * 40);
   // A tensor another kernel reads: c1 and the product stay NCHW (p reads the product, and
   // writes channels-last for the last mean).
   Graph side = se_block(SeCase{false, false, true});
