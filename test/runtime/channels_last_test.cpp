@@ -73,6 +73,19 @@ ChainRun check_chain(const pte::File& f, size_t channels_last, size_t input_nume
   return own;
 }
 
+// Runs `f` on etc's own kernels at 1 thread and with oneDNN at 2, for a program only part of
+// whose convolutions may chain: with oneDNN built in, `channels_last` steps run channels-last
+// (none without it); the outputs within rounding of etc's own kernels.
+void check_part_chained(const pte::File& f, size_t channels_last,
+                        size_t input_numel = 16 * 40 * 40) {
+  const ChainRun own = run_chain(f, false, 1, input_numel);
+  const ChainRun chained = run_chain(f, true, 2, input_numel);
+  CHECK(chained.channels_last == (ETC_WITH_ONEDNN ? channels_last : 0));
+  REQUIRE(chained.y.size() == own.y.size());
+  for (size_t i = 0; i < own.y.size(); ++i)
+    CHECK(chained.y[i] == Approx(own.y[i]).epsilon(1e-4).margin(1e-5));
+}
+
 TEST_CASE("tensors only oneDNN convolutions read stay channels-last between them") {
   Graph g = inverted_residual(false);
   // c1, dw and pw write channels-last (the residual add joins pw to c1); dw, pw and t read it;
@@ -148,18 +161,10 @@ TEST_CASE("a max pooling between oneDNN convolutions runs channels-last with the
 
 TEST_CASE("a tensor another kernel reads stays NCHW, with the convolutions tied to it") {
   Graph g = inverted_residual(true);
-  const pte::File f = export_graph(g);
-  const ChainRun own = run_chain(f, false, 1), chained = run_chain(f, true, 2);
-#if ETC_WITH_ONEDNN
   // r1 is read by the neg: c1 and pw (whose residual add reads r1) stay NCHW; only dw's out
   // (read by pw alone) is channels-last: dw writes it, pw reads it. t (reading the add's NCHW
   // out) writes channels-last for the mean.
-  CHECK(chained.channels_last == 4);
-#else
-  CHECK(chained.channels_last == 0);
-#endif
-  for (size_t i = 0; i < own.y.size(); ++i)
-    CHECK(chained.y[i] == Approx(own.y[i]).epsilon(1e-4).margin(1e-5));
+  check_part_chained(export_graph(g), 4);
 }
 
 TEST_CASE("a clamp after a oneDNN convolution is its post-op: NaN becomes the lower bound") {
@@ -285,12 +290,7 @@ TEST_CASE("a cat stays NCHW, with its items, where anything but the chain reads 
   for (const auto& [c, steps] : cases) {
     CAPTURE(c.dim, c.input_item, c.side_reader);
     Graph g = cat_block(c);
-    const pte::File f = export_graph(g);
-    const ChainRun own = run_chain(f, false, 1), chained = run_chain(f, true, 2);
-    CHECK(chained.channels_last == (ETC_WITH_ONEDNN ? steps : 0));
-    REQUIRE(chained.y.size() == own.y.size());
-    for (size_t i = 0; i < own.y.size(); ++i)
-      CHECK(chained.y[i] == Approx(own.y[i]).epsilon(1e-4).margin(1e-5));
+    check_part_chained(export_graph(g), steps);
   }
 }
 
@@ -341,9 +341,7 @@ Graph se_block(const SeCase& c) {
     b = conv_s(g, "p" + n, scaled, constant(g, "wp" + n, {48, 48, 1, 1}, seed + 4),
                std::monostate{}, 1, 0, 1, spec({c.batch, 48, 40, 40}));
   }
-  ValueId y = node(g, OpKind::MeanDim, "y",
-                   {{"self", b}, {"dim", std::vector<int64_t>{2, 3}}, {"keepdim", true}},
-                   spec({c.batch, 48, 1, 1}));
+  ValueId y = global_mean(g, b, 48, c.batch);
   if (c.side_reader) {
     g.set_outputs({y, node(g, OpKind::Neg, "n", {{"self", first_a}}, spec({c.batch, 48, 40, 40}))});
   } else {
@@ -373,11 +371,7 @@ TEST_CASE("a squeeze-and-excitation block runs channels-last between its convolu
   // A tensor another kernel reads: c1 and the product stay NCHW (p reads the product, and
   // writes channels-last for the last mean).
   Graph side = se_block(SeCase{false, false, true});
-  const pte::File f = export_graph(side);
-  const ChainRun own = run_chain(f, false, 1), chained = run_chain(f, true, 2);
-  CHECK(chained.channels_last == (ETC_WITH_ONEDNN ? 2 : 0));
-  for (size_t i = 0; i < own.y.size(); ++i)
-    CHECK(chained.y[i] == Approx(own.y[i]).epsilon(1e-4).margin(1e-5));
+  check_part_chained(export_graph(side), 2);
 }
 
 // Inference batch norm of x ([1, c, h, w]) with positive variances, then relu (densenet's
@@ -516,12 +510,7 @@ TEST_CASE("a convnext block runs channels-last from one depthwise layer to the n
   // layer scale, the sums (the residual stream is one layout), the stem and the mean. Each
   // depthwise layer still writes channels-last for its permute to [N, H, W, C].
   Graph side = next_block(NextCase{{32, 1, 1}, true});
-  const pte::File f = export_graph(side);
-  const ChainRun own = run_chain(f, false, 1), chained = run_chain(f, true, 2);
-  CHECK(chained.channels_last == (ETC_WITH_ONEDNN ? 2 * 2 : 0));
-  REQUIRE(chained.y.size() == own.y.size());
-  for (size_t i = 0; i < own.y.size(); ++i)
-    CHECK(chained.y[i] == Approx(own.y[i]).epsilon(1e-4).margin(1e-5));
+  check_part_chained(export_graph(side), 2 * 2);
 }
 
 // x [1, 16, 20, 20] -> conv 3x3 (16 -> 32) -> relu -> a; per unit (ShuffleNet V2's, small):
@@ -606,13 +595,7 @@ TEST_CASE("a channel shuffle and the splits after it run channels-last between c
   // (which read the shuffled tensor) and so the second unit too. The last layer reads the
   // NCHW tensor and writes channels-last for the mean.
   Graph side = shuffle_units(ShuffleCase{false, true});
-  const pte::File f = export_graph(side);
-  const ChainRun own = run_chain(f, false, 1, 16 * 20 * 20);
-  const ChainRun chained = run_chain(f, true, 2, 16 * 20 * 20);
-  CHECK(chained.channels_last == (ETC_WITH_ONEDNN ? 2 : 0));
-  REQUIRE(chained.y.size() == own.y.size());
-  for (size_t i = 0; i < own.y.size(); ++i)
-    CHECK(chained.y[i] == Approx(own.y[i]).epsilon(1e-4).margin(1e-5));
+  check_part_chained(export_graph(side), 2, 16 * 20 * 20);
 }
 
 }  // namespace

@@ -201,11 +201,11 @@ inline std::pair<ValueId, ValueId> max_pool_3x3_s2(Graph& g, ValueId x, std::vec
   return {g.node(p).outputs[0], g.node(p).outputs[1]};
 }
 
-// mean over H and W of x [1, channels, H, W], kept 4-d: "y".
-inline ValueId global_mean(Graph& g, ValueId x, int64_t channels) {
+// mean over H and W of x [batch, channels, H, W], kept 4-d: "y".
+inline ValueId global_mean(Graph& g, ValueId x, int64_t channels, int64_t batch = 1) {
   return node(g, OpKind::MeanDim, "y",
               {{"self", x}, {"dim", std::vector<int64_t>{2, 3}}, {"keepdim", true}},
-              spec({1, channels, 1, 1}));
+              spec({batch, channels, 1, 1}));
 }
 
 // x -> conv 3x3 (16 -> 48) -> relu -> r1 -> depthwise 3x3 -> relu6 -> r2 -> conv 1x1 -> + r1

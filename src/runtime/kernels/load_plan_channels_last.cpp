@@ -363,8 +363,11 @@ void CpuPlanner::plan_channels_last() {
         }
       }
       bool ok = at != nullptr && at->tensor.nbytes() == u->tensor.nbytes() &&
-                at->tensor.dtype == u->tensor.dtype && !merged(u->tensor).empty() &&
-                merged(u->tensor) == merged(at->tensor);
+                at->tensor.dtype == u->tensor.dtype;
+      if (ok) {
+        const std::vector<int64_t> shape = merged(u->tensor);
+        ok = !shape.empty() && shape == merged(at->tensor);
+      }
       for (size_t k = at_step + 1; ok && k < j; ++k) {
         for (const Value* x : steps()[k].args) {
           if (x->is_tensor() && writes(steps()[k], x) && overlaps(x->tensor, at->tensor))
