@@ -6,9 +6,11 @@
 #include <random>
 #include <string_view>
 
+#include "graph/int4.h"
 #include "graph/ops.h"
 #include "kernels/kernel_test_util.h"
 #include "runtime/kernels/gemm.h"
+#include "runtime/kernels/gemm_dequant.h"
 #include "runtime/kernels/parallel.h"
 #include "support/half.h"
 
@@ -464,6 +466,131 @@ TEST_CASE("a quantized right operand gives the bits of the GEMM on its dequantiz
                     got.data(), c.n);
       REQUIRE(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
     }
+  }
+}
+
+TEST_CASE("a decode step over 4-bit weights: each value the steps', the sums within float32's") {
+  // One row of A times a 4-bit weight stored [N, K], which AVX-512 reads by table lookup
+  // (row4_lut_avx512): each column's sum runs in 16 lanes, not in the inputs' order, so it is
+  // not the bits of the unfused product. A one-hot row reads one dequantized value alone:
+  // every value of every column must be the program's steps' ((float(q) - zero) * scale,
+  // rounded to bf16 where the steps are). A random row's sums must lie within float32's error
+  // bound of the exact sum of those values, alpha and C's values included, with the same bits
+  // at 1 and 3 threads (the columns split).
+  using kernels::DequantB;
+  struct Case {
+    int64_t k, n, group;  // group 0: a zero point and a scale per row
+    bool zero, int8_zero;
+    DequantB::Round16 round;
+    bool normal;    // DequantB::normal_values: the CPU's bf16 conversion, else exact rounding
+    int64_t block;  // the inputs the kernel reads of a row at a time
+  };
+  constexpr auto kBf16 = DequantB::Round16::kBFloat16, kNone = DequantB::Round16::kNone;
+  const Case cases[] = {
+      {256, 40, 128, true, true, kBf16, true, 128}, {512, 33, 64, true, false, kBf16, false, 64},
+      {160, 17, 32, true, true, kNone, false, 32},  {384, 8, 0, false, false, kBf16, true, 128},
+      {96, 5, 32, false, false, kNone, false, 32},  {1024, 70, 256, true, false, kBf16, true, 128},
+  };
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> nibble(-8, 7), zd(-8, 7);
+  std::uniform_real_distribution<float> fd(-1, 1), sd(0.001f, 0.05f);
+  for (const Case& c : cases) {
+    INFO("k " << c.k << " n " << c.n << " group " << c.group << " block " << c.block);
+    const bool bf16 = c.round == kBf16;
+    const int64_t groups = c.group > 0 ? c.k / c.group : 1;
+    std::vector<int8_t> q(static_cast<size_t>(c.n * c.k));
+    for (int8_t& v : q)
+      v = static_cast<int8_t>(nibble(rng));
+    std::vector<uint8_t> q4(static_cast<size_t>(c.n * int4::row_bytes(c.k)));
+    for (int64_t r = 0; r < c.n; ++r)
+      int4::pack(q.data() + r * c.k, c.k, q4.data() + r * int4::row_bytes(c.k));
+    std::vector<float> zero(static_cast<size_t>(c.n * groups)), scale(zero.size());
+    std::vector<int8_t> zero8(zero.size());
+    for (size_t i = 0; i < zero.size(); ++i) {
+      zero8[i] = static_cast<int8_t>(zd(rng));
+      // A bf16 program's zero points are integers (the steps exact in bf16), its scales bf16.
+      zero[i] = c.int8_zero || bf16 ? static_cast<float>(zero8[i]) : 4 * fd(rng);
+      scale[i] = sd(rng) * (i % 3 == 0 ? -1.0f : 1.0f);
+      if (bf16) scale[i] = bfloat16_to_float(float_to_bfloat16(scale[i]));
+    }
+    DequantB d;
+    d.q4 = q4.data();
+    d.q4_row = int4::row_bytes(c.k);
+    d.q_k = 1;
+    d.q_n = c.k;
+    d.round16 = c.round;
+    d.normal_values = c.normal;
+    d.integer_zero = c.int8_zero || bf16;
+    for (DequantB::Operand* o : {&d.zero, &d.scale}) {
+      if (o == &d.zero && !c.zero) continue;
+      o->n_stride = groups;
+      o->k_stride = c.group > 0 ? 1 : 0;
+      o->k_group = c.group > 0 ? c.group : 1;
+    }
+    d.scale.data = scale.data();
+    if (c.zero && c.int8_zero) d.zero.data_i8 = zero8.data();
+    if (c.zero && !c.int8_zero) d.zero.data = zero.data();
+    std::vector<float> zero_lanes, scale_lanes;
+    kernels::arrange_row_operands(d, c.k, c.n, zero_lanes, scale_lanes);
+    CHECK(kernels::row4_lut_block(kernels::FloatKernel::kAvx512, d, c.k) == c.block);
+    // The weight's values as the program's steps compute them, [N, K].
+    std::vector<float> w(q.size());
+    for (int64_t nn = 0; nn < c.n; ++nn) {
+      for (int64_t kk = 0; kk < c.k; ++kk) {
+        const size_t at = static_cast<size_t>(nn * groups + (c.group > 0 ? kk / c.group : 0));
+        float v = static_cast<float>(q[static_cast<size_t>(nn * c.k + kk)]);
+        if (c.zero) v = v - zero[at];
+        v = v * scale[at];
+        if (bf16) v = bfloat16_to_float(float_to_bfloat16(v));
+        w[static_cast<size_t>(nn * c.k + kk)] = v;
+      }
+    }
+    kernels::MatrixRef<float> b{nullptr, 0, 0};
+    b.dequant = &d;
+    // One-hot rows: each value alone.
+    std::vector<float> a(static_cast<size_t>(c.k), 0.0f), y(static_cast<size_t>(c.n));
+    int64_t wrong = 0;
+    for (int64_t kk = 0; kk < c.k; ++kk) {
+      a[static_cast<size_t>(kk)] = 1.0f;
+      std::fill(y.begin(), y.end(), 0.0f);
+      kernels::gemm(1, c.n, c.k, 1.0f, kernels::MatrixRef<float>{a.data(), c.k, 1}, b, y.data(),
+                    c.n);
+      for (int64_t nn = 0; nn < c.n; ++nn)
+        wrong += y[static_cast<size_t>(nn)] != w[static_cast<size_t>(nn * c.k + kk)] ? 1 : 0;
+      a[static_cast<size_t>(kk)] = 0.0f;
+    }
+    CHECK(wrong == 0);
+    // A random row, alpha 0.5 over C's values.
+    for (float& v : a)
+      v = fd(rng);
+    std::vector<float> c0(y.size());
+    for (float& v : c0)
+      v = fd(rng);
+    std::vector<float> first;
+    for (const int threads : {1, 3}) {
+      kernels::set_num_threads(threads);
+      y = c0;
+      kernels::gemm(1, c.n, c.k, 0.5f, kernels::MatrixRef<float>{a.data(), c.k, 1}, b, y.data(),
+                    c.n);
+      if (first.empty()) first = y;
+    }
+    kernels::set_num_threads(0);
+    CHECK(std::memcmp(first.data(), y.data(), y.size() * 4) == 0);
+    int64_t outside = 0;
+    for (int64_t nn = 0; nn < c.n; ++nn) {
+      double exact = 0, magnitude = 0;
+      for (int64_t kk = 0; kk < c.k; ++kk) {
+        const double t = double{a[static_cast<size_t>(kk)]} * w[static_cast<size_t>(nn * c.k + kk)];
+        exact += t;
+        magnitude += std::abs(t);
+      }
+      const double want = 0.5 * exact + c0[static_cast<size_t>(nn)];
+      // k / 16 products a lane, four rounds adding the lanes, the final multiply-add.
+      const double bound = (static_cast<double>(c.k) / 16 + 6) * 0x1p-24 * 0.5 * magnitude +
+                           std::abs(want) * 0x1p-23;
+      outside += std::abs(y[static_cast<size_t>(nn)] - want) > bound ? 1 : 0;
+    }
+    CHECK(outside == 0);
   }
 }
 

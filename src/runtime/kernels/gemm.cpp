@@ -277,8 +277,19 @@ void gemm_one_row(int64_t n, int64_t k, float alpha, MatrixRef<float> a, MatrixR
     // panel's weight rows are read in order (a [N, K] weight's rows are a page apart: K
     // blocks outer would revisit each row after all the others). Each element of C still takes
     // its K blocks in order: the same bits.
-    // int8 and 4-bit weights on AVX-512 skip the panel: dequantized in registers (the same
-    // bits).
+    // 4-bit weights on AVX-512 are read by table lookup, each value dequantized as the steps
+    // do but each column summed in 16 lanes: the one case of a decode step with its own bits,
+    // not the unfused product's (gemm_dequant.h). Other int8 and 4-bit weights on AVX-512
+    // skip the panel: dequantized in registers (the same bits).
+    if (const int64_t block = nr == 32 ? row4_lut_block(gemm_float_kernel(), *b.dequant, k) : 0;
+        block > 0) {
+      float* arranged = scratch<float>(0, k);
+      row4_lut_arrange(k, block, a.data, a.col_stride, arranged);
+      const float* row_init =
+          init != nullptr ? (init->rows != nullptr ? init->rows + row0 : kZeroRows) : nullptr;
+      row4_lut_avx512(*b.dequant, k, block, 0, n, arranged, c, alpha, row_init);
+      return;
+    }
     const bool in_registers =
         nr == 32 && row_in_registers_applies(gemm_float_kernel(), *b.dequant, k, kKC);
     for (int64_t j = 0; j < n; j += nr) {

@@ -703,7 +703,141 @@ void row_in_registers_bits(const DequantB& d, int64_t pc, int64_t kc, int64_t j,
   });
 }
 
+// A zero point's or scale's values for weight row n, a group (16 floats) apart: its place in
+// the lanes arrange_row_operands laid out (lane_row's order, 16 rows to a vector).
+inline const float* row_operand(const DequantB::Operand& o, int64_t n) {
+  return o.lanes + (n / 16) * o.lanes_groups * 16 + lane_row(static_cast<int>(n % 16));
+}
+
+// The 16 values a nibble can stand for in a group of a weight row, with that group's zero
+// point z and scale s, dequantized by the program's steps in their order (dequant_run's, then
+// round16_run's rounding): lane u the value of nibble u (u < 8: q = u; else q = u - 16).
+template <Rounding kRound>
+__attribute__((target("avx512f,avx512bf16,fma"))) inline __m512 nibble_table(const float* z,
+                                                                             const float* s) {
+  __m512 v = _mm512_set_ps(-1, -2, -3, -4, -5, -6, -7, -8, 7, 6, 5, 4, 3, 2, 1, 0);
+  if (z != nullptr) v = _mm512_sub_ps(v, _mm512_set1_ps(*z));
+  if (s != nullptr) v = _mm512_mul_ps(v, _mm512_set1_ps(*s));
+  if constexpr (kRound == Rounding::kBf16) {
+    v = round_bf16_lanes(v);
+  } else if constexpr (kRound == Rounding::kBf16Native) {
+    v = round_bf16_native(v);
+  }
+  return v;
+}
+
+constexpr int64_t kLutRows = 4;  // weight rows (columns of C) at a time
+
+// row4_lut_avx512 for one block and rounding: kBlock inputs of 4 rows at a time, a load of
+// kBlock / 2 bytes per row widened to 16 dwords (none for 128), lane l holding inputs p +
+// (kBlock / 16) l + i in nibble i.
+template <int64_t kBlock, Rounding kRound>
+__attribute__((target("avx512f,avx512bf16,fma"))) void row4_lut(const DequantB& d, int64_t k,
+                                                                int64_t j, int64_t cols,
+                                                                const float* a_arranged, float* c,
+                                                                float alpha, const float* init) {
+  constexpr int64_t kNibbles = kBlock / 16;  // per lane
+  // The inputs a table serves: the shorter group of the two operands (k when per row).
+  int64_t group = k;
+  for (const DequantB::Operand* o : {&d.zero, &d.scale}) {
+    if (o->present() && o->k_stride != 0) group = std::min(group, o->k_group);
+  }
+  const bool has_zero = d.zero.present(), has_scale = d.scale.present();
+  // Groups an operand's value moves by per table (0: one value per row).
+  const int64_t zero_step = has_zero && d.zero.k_stride != 0 ? 16 * (group / d.zero.k_group) : 0;
+  const int64_t scale_step =
+      has_scale && d.scale.k_stride != 0 ? 16 * (group / d.scale.k_group) : 0;
+  for (int64_t t0 = 0; t0 < cols; t0 += kLutRows) {
+    const int64_t rows = std::min(kLutRows, cols - t0);
+    const uint8_t* row[kLutRows];
+    const float *zero[kLutRows] = {}, *scale[kLutRows] = {};
+    for (int64_t t = 0; t < kLutRows; ++t) {  // rows past the last read the last again
+      const int64_t n = d.col0 + j + t0 + std::min(t, rows - 1);
+      row[t] = d.q4 + n * d.q4_row;
+      if (has_zero) zero[t] = row_operand(d.zero, n);
+      if (has_scale) scale[t] = row_operand(d.scale, n);
+    }
+    __m512 acc[kLutRows], table[kLutRows];
+    for (__m512& v : acc)
+      v = _mm512_setzero_ps();
+    for (int64_t p = 0; p < k; p += kBlock) {
+      if (p % group == 0) {
+        for (int64_t t = 0; t < kLutRows; ++t) {
+          table[t] = nibble_table<kRound>(zero[t], scale[t]);
+          if (has_zero) zero[t] += zero_step;
+          if (has_scale) scale[t] += scale_step;
+        }
+      }
+      const float* av = a_arranged + p;
+      __m512i w[kLutRows];
+      for (int64_t t = 0; t < kLutRows; ++t) {
+        const uint8_t* at = row[t] + p / 2;
+        if constexpr (kBlock == 128) {
+          w[t] = _mm512_loadu_si512(at);
+        } else if constexpr (kBlock == 64) {
+          w[t] = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at)));
+        } else {
+          w[t] = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at)));
+        }
+      }
+#pragma GCC unroll 8
+      for (int64_t i = 0; i < kNibbles; ++i) {
+        const __m512 x = _mm512_loadu_ps(av + 16 * i);
+        for (int64_t t = 0; t < kLutRows; ++t) {
+          // The permutation reads each lane's low nibble: input p + kNibbles * l + i.
+          const __m512i idx = i == 0 ? w[t] : _mm512_srli_epi32(w[t], static_cast<unsigned>(4 * i));
+          acc[t] = _mm512_fmadd_ps(x, _mm512_permutexvar_ps(idx, table[t]), acc[t]);
+        }
+      }
+    }
+    for (int64_t t = 0; t < rows; ++t) {
+      float* out = c + t0 + t;
+      const float c0 = init != nullptr ? *init : *out;
+      *out = std::fmaf(alpha, _mm512_reduce_add_ps(acc[t]), c0);
+    }
+  }
+}
+
 }  // namespace
+
+int64_t row4_lut_block(FloatKernel isa, const DequantB& d, int64_t k) {
+  if (isa != FloatKernel::kAvx512 || d.q4 == nullptr || d.q_k != 1 ||
+      d.round16 == DequantB::Round16::kFloat16)
+    return 0;
+  for (const int64_t block : {int64_t{128}, int64_t{64}, int64_t{32}}) {
+    bool fits = k % block == 0;
+    for (const DequantB::Operand* o : {&d.zero, &d.scale}) {
+      // Per row or per group of whole blocks, arranged at load (arrange_row_operands).
+      if (o->present())
+        fits = fits && o->lanes != nullptr && (o->k_stride == 0 || o->k_group % block == 0);
+    }
+    if (fits) return block;
+  }
+  return 0;
+}
+
+void row4_lut_arrange(int64_t k, int64_t block, const float* a, int64_t a_step, float* out) {
+  const int64_t nibbles = block / 16;
+  for (int64_t p = 0; p < k; p += block) {
+    for (int64_t i = 0; i < nibbles; ++i) {
+      for (int64_t l = 0; l < 16; ++l)
+        out[p + 16 * i + l] = a[(p + nibbles * l + i) * a_step];
+    }
+  }
+}
+
+void row4_lut_avx512(const DequantB& d, int64_t k, int64_t block, int64_t j, int64_t cols,
+                     const float* a_arranged, float* c, float alpha, const float* init) {
+  with_rounding(d, [&]<Rounding kRound>() {
+    if (block == 128) {
+      row4_lut<128, kRound>(d, k, j, cols, a_arranged, c, alpha, init);
+    } else if (block == 64) {
+      row4_lut<64, kRound>(d, k, j, cols, a_arranged, c, alpha, init);
+    } else {
+      row4_lut<32, kRound>(d, k, j, cols, a_arranged, c, alpha, init);
+    }
+  });
+}
 
 namespace {
 

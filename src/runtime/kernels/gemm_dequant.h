@@ -1,7 +1,7 @@
 // The GEMM's path for a quantized right operand (DequantB with int8 values, or 4-bit values two
 // a byte): each value dequantized as the panels are packed, with the program's steps in their
-// order (the bits of the unfused program). 16-bit operands go to gemm_wide16.h. Internal to
-// gemm.cpp.
+// order (the bits of the unfused program; a decode step's table lookup sums in its own order:
+// row4_lut_avx512). 16-bit operands go to gemm_wide16.h. Internal to gemm.cpp (and its tests).
 #pragma once
 
 #include <cstdint>
@@ -29,6 +29,22 @@ bool row_in_registers_applies(FloatKernel isa, const DequantB& d, int64_t k, int
 void row_in_registers_avx512(const DequantB& d, int64_t pc, int64_t kc, int64_t j, int64_t cols,
                              const float* a, int64_t a_step, float* c, float alpha,
                              const float* init);
+
+// One row of A times a 4-bit weight stored [N, K] (q4, q_k == 1) by table lookup (AVX-512):
+// the 16 values a nibble stands for in a weight row's group are dequantized once (the
+// program's steps, its bf16 rounding) into a register, which a permutation indexes by the
+// nibbles themselves, 16 inputs at a time. Each column's sum runs in 16 lanes, each lane over
+// its own inputs in order, the lanes then added in a fixed order: not the bits of the unfused
+// product (inputs added in order), the same at any thread count. row4_lut_block: the inputs it
+// reads of a row at a time (128, 64 or 32: k, and the groups of a zero point and a scale per
+// row or per group, multiples of it; float32 or bf16 steps), 0 where it does not apply.
+int64_t row4_lut_block(FloatKernel isa, const DequantB& d, int64_t k);
+// A's k values (a[p * a_step]) in the order row4_lut_avx512 reads them: per block of inputs p,
+// for i below block / 16, the 16 inputs p + (block / 16) l + i.
+void row4_lut_arrange(int64_t k, int64_t block, const float* a, int64_t a_step, float* out);
+// C[j, j + cols) = alpha * (A's row . weight rows) + (init ? *init : C), over the whole depth.
+void row4_lut_avx512(const DequantB& d, int64_t k, int64_t block, int64_t j, int64_t cols,
+                     const float* a_arranged, float* c, float alpha, const float* init);
 
 // Rows of A at most for rows_in_registers_avx512 (a short prompt).
 inline constexpr int64_t kRowsInRegisters = 8;
