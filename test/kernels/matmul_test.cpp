@@ -484,12 +484,19 @@ TEST_CASE("a decode step over 4-bit weights: each value the steps', the sums wit
     DequantB::Round16 round;
     bool normal;    // DequantB::normal_values: the CPU's bf16 conversion, else exact rounding
     int64_t block;  // the inputs the kernel reads of a row at a time
+    int64_t zero_group = -1;  // the zero point's own group (0: per row), -1: group's
   };
   constexpr auto kBf16 = DequantB::Round16::kBFloat16, kNone = DequantB::Round16::kNone;
   const Case cases[] = {
-      {256, 40, 128, true, true, kBf16, true, 128}, {512, 33, 64, true, false, kBf16, false, 64},
-      {160, 17, 32, true, true, kNone, false, 32},  {384, 8, 0, false, false, kBf16, true, 128},
-      {96, 5, 32, false, false, kNone, false, 32},  {1024, 70, 256, true, false, kBf16, true, 128},
+      {256, 40, 128, true, true, kBf16, true, 128},
+      {512, 33, 64, true, false, kBf16, false, 64},
+      {160, 17, 32, true, true, kNone, false, 32},
+      {384, 8, 0, false, false, kBf16, true, 128},
+      {96, 5, 32, false, false, kNone, false, 32},
+      {1024, 70, 256, true, false, kBf16, true, 128},
+      // Groups of their own: zero points per row or per 96 inputs, scales per 64.
+      {384, 12, 64, true, true, kBf16, true, 64, 0},
+      {384, 9, 64, true, false, kNone, false, 32, 96},
   };
   std::mt19937 rng(5);
   std::uniform_int_distribution<int> nibble(-8, 7), zd(-8, 7);
@@ -498,18 +505,23 @@ TEST_CASE("a decode step over 4-bit weights: each value the steps', the sums wit
     INFO("k " << c.k << " n " << c.n << " group " << c.group << " block " << c.block);
     const bool bf16 = c.round == kBf16;
     const int64_t groups = c.group > 0 ? c.k / c.group : 1;
+    const int64_t zero_group = c.zero_group < 0 ? c.group : c.zero_group;
+    const int64_t zero_groups = zero_group > 0 ? c.k / zero_group : 1;
     std::vector<int8_t> q(static_cast<size_t>(c.n * c.k));
     for (int8_t& v : q)
       v = static_cast<int8_t>(nibble(rng));
     std::vector<uint8_t> q4(static_cast<size_t>(c.n * int4::row_bytes(c.k)));
     for (int64_t r = 0; r < c.n; ++r)
       int4::pack(q.data() + r * c.k, c.k, q4.data() + r * int4::row_bytes(c.k));
-    std::vector<float> zero(static_cast<size_t>(c.n * groups)), scale(zero.size());
+    std::vector<float> zero(static_cast<size_t>(c.n * zero_groups)),
+        scale(static_cast<size_t>(c.n * groups));
     std::vector<int8_t> zero8(zero.size());
     for (size_t i = 0; i < zero.size(); ++i) {
       zero8[i] = static_cast<int8_t>(zd(rng));
       // A bf16 program's zero points are integers (the steps exact in bf16), its scales bf16.
       zero[i] = c.int8_zero || bf16 ? static_cast<float>(zero8[i]) : 4 * fd(rng);
+    }
+    for (size_t i = 0; i < scale.size(); ++i) {
       scale[i] = sd(rng) * (i % 3 == 0 ? -1.0f : 1.0f);
       if (bf16) scale[i] = bfloat16_to_float(float_to_bfloat16(scale[i]));
     }
@@ -523,9 +535,10 @@ TEST_CASE("a decode step over 4-bit weights: each value the steps', the sums wit
     d.integer_zero = c.int8_zero || bf16;
     for (DequantB::Operand* o : {&d.zero, &d.scale}) {
       if (o == &d.zero && !c.zero) continue;
-      o->n_stride = groups;
-      o->k_stride = c.group > 0 ? 1 : 0;
-      o->k_group = c.group > 0 ? c.group : 1;
+      const int64_t gr = o == &d.zero ? zero_group : c.group;
+      o->n_stride = o == &d.zero ? zero_groups : groups;
+      o->k_stride = gr > 0 ? 1 : 0;
+      o->k_group = gr > 0 ? gr : 1;
     }
     d.scale.data = scale.data();
     if (c.zero && c.int8_zero) d.zero.data_i8 = zero8.data();
@@ -538,8 +551,10 @@ TEST_CASE("a decode step over 4-bit weights: each value the steps', the sums wit
     for (int64_t nn = 0; nn < c.n; ++nn) {
       for (int64_t kk = 0; kk < c.k; ++kk) {
         const size_t at = static_cast<size_t>(nn * groups + (c.group > 0 ? kk / c.group : 0));
+        const size_t zat =
+            static_cast<size_t>(nn * zero_groups + (zero_group > 0 ? kk / zero_group : 0));
         float v = static_cast<float>(q[static_cast<size_t>(nn * c.k + kk)]);
-        if (c.zero) v = v - zero[at];
+        if (c.zero) v = v - zero[zat];
         v = v * scale[at];
         if (bf16) v = bfloat16_to_float(float_to_bfloat16(v));
         w[static_cast<size_t>(nn * c.k + kk)] = v;

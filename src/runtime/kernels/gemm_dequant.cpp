@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <numeric>
 #include <vector>
 
 #include "graph/int4.h"
@@ -737,16 +738,14 @@ __attribute__((target("avx512f,avx512bf16,fma"))) void row4_lut(const DequantB& 
                                                                 const float* a_arranged, float* c,
                                                                 float alpha, const float* init) {
   constexpr int64_t kNibbles = kBlock / 16;  // per lane
-  // The inputs a table serves: the shorter group of the two operands (k when per row).
-  int64_t group = k;
-  for (const DequantB::Operand* o : {&d.zero, &d.scale}) {
-    if (o->present() && o->k_stride != 0) group = std::min(group, o->k_group);
-  }
+  // The inputs a table serves: both operands' groups are whole runs of them (k when both are
+  // per row).
   const bool has_zero = d.zero.present(), has_scale = d.scale.present();
-  // Groups an operand's value moves by per table (0: one value per row).
-  const int64_t zero_step = has_zero && d.zero.k_stride != 0 ? 16 * (group / d.zero.k_group) : 0;
-  const int64_t scale_step =
-      has_scale && d.scale.k_stride != 0 ? 16 * (group / d.scale.k_group) : 0;
+  const bool zero_grouped = has_zero && d.zero.k_stride != 0;
+  const bool scale_grouped = has_scale && d.scale.k_stride != 0;
+  int64_t group = k;
+  if (zero_grouped) group = std::gcd(group, d.zero.k_group);
+  if (scale_grouped) group = std::gcd(group, d.scale.k_group);
   for (int64_t t0 = 0; t0 < cols; t0 += kLutRows) {
     const int64_t rows = std::min(kLutRows, cols - t0);
     const uint8_t* row[kLutRows];
@@ -762,10 +761,12 @@ __attribute__((target("avx512f,avx512bf16,fma"))) void row4_lut(const DequantB& 
       v = _mm512_setzero_ps();
     for (int64_t p = 0; p < k; p += kBlock) {
       if (p % group == 0) {
+        // Each operand's group at p: 16 floats a group in the arranged lanes.
+        const int64_t zero_at = zero_grouped ? 16 * (p / d.zero.k_group) : 0;
+        const int64_t scale_at = scale_grouped ? 16 * (p / d.scale.k_group) : 0;
         for (int64_t t = 0; t < kLutRows; ++t) {
-          table[t] = nibble_table<kRound>(zero[t], scale[t]);
-          if (has_zero) zero[t] += zero_step;
-          if (has_scale) scale[t] += scale_step;
+          table[t] = nibble_table<kRound>(has_zero ? zero[t] + zero_at : nullptr,
+                                          has_scale ? scale[t] + scale_at : nullptr);
         }
       }
       const float* av = a_arranged + p;
@@ -801,7 +802,7 @@ __attribute__((target("avx512f,avx512bf16,fma"))) void row4_lut(const DequantB& 
 }  // namespace
 
 int64_t row4_lut_block(FloatKernel isa, const DequantB& d, int64_t k) {
-  if (isa != FloatKernel::kAvx512 || d.q4 == nullptr || d.q_k != 1 ||
+  if (isa != FloatKernel::kAvx512 || d.q4 == nullptr || d.q_k != 1 || k <= 0 ||
       d.round16 == DequantB::Round16::kFloat16)
     return 0;
   for (const int64_t block : {int64_t{128}, int64_t{64}, int64_t{32}}) {
