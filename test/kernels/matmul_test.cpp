@@ -575,37 +575,51 @@ TEST_CASE("a decode step over 4-bit weights: each value the steps', the sums wit
       a[static_cast<size_t>(kk)] = 0.0f;
     }
     CHECK(wrong == 0);
-    // A random row, alpha 0.5 over C's values.
-    for (float& v : a)
-      v = fd(rng);
+    // Random rows, alpha 0.5 over C's values: float32 values, and in a bf16 program bf16
+    // ones (which the kernel multiplies two at a time with vdpbf16ps where the CPU has it),
+    // with and without a subnormal among them (which it leaves to the float32 form).
     std::vector<float> c0(y.size());
     for (float& v : c0)
       v = fd(rng);
-    std::vector<float> first;
-    for (const int threads : {1, 3}) {
-      kernels::set_num_threads(threads);
-      y = c0;
-      kernels::gemm(1, c.n, c.k, 0.5f, kernels::MatrixRef<float>{a.data(), c.k, 1}, b, y.data(),
-                    c.n);
-      if (first.empty()) first = y;
-    }
-    kernels::set_num_threads(0);
-    CHECK(std::memcmp(first.data(), y.data(), y.size() * 4) == 0);
-    int64_t outside = 0;
-    for (int64_t nn = 0; nn < c.n; ++nn) {
-      double exact = 0, magnitude = 0;
-      for (int64_t kk = 0; kk < c.k; ++kk) {
-        const double t = double{a[static_cast<size_t>(kk)]} * w[static_cast<size_t>(nn * c.k + kk)];
-        exact += t;
-        magnitude += std::abs(t);
+    for (const int row_form : {0, 1, 2}) {
+      if (row_form > 0 && !bf16) continue;
+      INFO("row form " << row_form);
+      for (float& v : a)
+        v = row_form > 0 ? bfloat16_to_float(float_to_bfloat16(fd(rng))) : fd(rng);
+      if (row_form == 2) a[static_cast<size_t>(c.k / 3)] = 1e-39f;
+      std::vector<float> arranged(static_cast<size_t>(c.k));
+      const bool pairs_cpu =
+          __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw");
+      CHECK((kernels::row4_lut_arrange(d, c.k, c.block, a.data(), 1, arranged.data()) ==
+             kernels::LutRow::kBf16Pairs) ==
+            (row_form == 1 && c.normal && c.block == 128 && pairs_cpu));
+      std::vector<float> first;
+      for (const int threads : {1, 3}) {
+        kernels::set_num_threads(threads);
+        y = c0;
+        kernels::gemm(1, c.n, c.k, 0.5f, kernels::MatrixRef<float>{a.data(), c.k, 1}, b, y.data(),
+                      c.n);
+        if (first.empty()) first = y;
       }
-      const double want = 0.5 * exact + c0[static_cast<size_t>(nn)];
-      // k / 16 products a lane, four rounds adding the lanes, the final multiply-add.
-      const double bound = (static_cast<double>(c.k) / 16 + 6) * 0x1p-24 * 0.5 * magnitude +
-                           std::abs(want) * 0x1p-23;
-      outside += std::abs(y[static_cast<size_t>(nn)] - want) > bound ? 1 : 0;
+      kernels::set_num_threads(0);
+      CHECK(std::memcmp(first.data(), y.data(), y.size() * 4) == 0);
+      int64_t outside = 0;
+      for (int64_t nn = 0; nn < c.n; ++nn) {
+        double exact = 0, magnitude = 0;
+        for (int64_t kk = 0; kk < c.k; ++kk) {
+          const double t =
+              double{a[static_cast<size_t>(kk)]} * w[static_cast<size_t>(nn * c.k + kk)];
+          exact += t;
+          magnitude += std::abs(t);
+        }
+        const double want = 0.5 * exact + c0[static_cast<size_t>(nn)];
+        // k / 16 products a lane, four rounds adding the lanes, the final multiply-add.
+        const double bound = (static_cast<double>(c.k) / 16 + 6) * 0x1p-24 * 0.5 * magnitude +
+                             std::abs(want) * 0x1p-23;
+        outside += std::abs(y[static_cast<size_t>(nn)] - want) > bound ? 1 : 0;
+      }
+      CHECK(outside == 0);
     }
-    CHECK(outside == 0);
   }
 }
 

@@ -284,10 +284,10 @@ void gemm_one_row(int64_t n, int64_t k, float alpha, MatrixRef<float> a, MatrixR
     if (const int64_t block = nr == 32 ? row4_lut_block(gemm_float_kernel(), *b.dequant, k) : 0;
         block > 0) {
       float* arranged = scratch<float>(0, k);
-      row4_lut_arrange(k, block, a.data, a.col_stride, arranged);
+      const LutRow form = row4_lut_arrange(*b.dequant, k, block, a.data, a.col_stride, arranged);
       const float* row_init =
           init != nullptr ? (init->rows != nullptr ? init->rows + row0 : kZeroRows) : nullptr;
-      row4_lut_avx512(*b.dequant, k, block, 0, n, arranged, c, alpha, row_init);
+      row4_lut_avx512(*b.dequant, k, block, form, 0, n, arranged, c, alpha, row_init);
       return;
     }
     const bool in_registers =

@@ -799,6 +799,80 @@ __attribute__((target("avx512f,avx512bf16,fma"))) void row4_lut(const DequantB& 
   }
 }
 
+bool cpu_has_avx512bw() {
+  static const bool kHas = __builtin_cpu_supports("avx512bw");
+  return kHas;
+}
+
+// row4_lut for a bf16 program whose row holds bf16 values (kBf16Pairs): the table as 16 bf16
+// values (twice over, so that a word's fifth index bit does not matter), indexed by vpermw, 32
+// values per instruction, and multiplied by the row's bf16 pairs with vdpbf16ps (two
+// multiply-adds in a lane, each rounded: the odd input's, then the even one's). Word m of a
+// 64-byte load holds inputs p + 4m .. p + 4m + 3; shifted right by 4i, its low nibble is input
+// p + 4m + i, and dword lane l pairs words 2l and 2l + 1.
+__attribute__((target("avx512f,avx512bw,avx512bf16,fma"))) void row4_lut_pairs(
+    const DequantB& d, int64_t k, int64_t j, int64_t cols, const uint16_t* a_arranged, float* c,
+    float alpha, const float* init) {
+  constexpr int64_t kBlock = 128;
+  const bool has_zero = d.zero.present(), has_scale = d.scale.present();
+  const bool zero_grouped = has_zero && d.zero.k_stride != 0;
+  const bool scale_grouped = has_scale && d.scale.k_stride != 0;
+  int64_t group = k;
+  if (zero_grouped) group = std::gcd(group, d.zero.k_group);
+  if (scale_grouped) group = std::gcd(group, d.scale.k_group);
+  for (int64_t t0 = 0; t0 < cols; t0 += kLutRows) {
+    const int64_t rows = std::min(kLutRows, cols - t0);
+    const uint8_t* row[kLutRows];
+    const float *zero[kLutRows] = {}, *scale[kLutRows] = {};
+    for (int64_t t = 0; t < kLutRows; ++t) {  // rows past the last read the last again
+      const int64_t n = d.col0 + j + t0 + std::min(t, rows - 1);
+      row[t] = d.q4 + n * d.q4_row;
+      if (has_zero) zero[t] = row_operand(d.zero, n);
+      if (has_scale) scale[t] = row_operand(d.scale, n);
+    }
+    __m512 acc[kLutRows];
+    __m512i table[kLutRows];
+    for (__m512& v : acc)
+      v = _mm512_setzero_ps();
+    for (int64_t p = 0; p < k; p += kBlock) {
+      if (p % group == 0) {
+        const int64_t zero_at = zero_grouped ? 16 * (p / d.zero.k_group) : 0;
+        const int64_t scale_at = scale_grouped ? 16 * (p / d.scale.k_group) : 0;
+        for (int64_t t = 0; t < kLutRows; ++t) {
+          // Rounded to bf16 by the CPU's conversion (the values are normal or zero).
+          const __m256bh rounded = _mm512_cvtneps_pbh(nibble_table<Rounding::kNone>(
+              has_zero ? zero[t] + zero_at : nullptr, has_scale ? scale[t] + scale_at : nullptr));
+          __m256i words;
+          std::memcpy(&words, &rounded, sizeof(words));
+          table[t] = _mm512_inserti64x4(_mm512_castsi256_si512(words), words, 1);
+        }
+      }
+      const uint16_t* av = a_arranged + p;
+      __m512i w[kLutRows];
+      for (int64_t t = 0; t < kLutRows; ++t)
+        w[t] = _mm512_loadu_si512(row[t] + p / 2);
+#pragma GCC unroll 4
+      for (int64_t i = 0; i < 4; ++i) {
+        __m512bh x;
+        const __m512i xi = _mm512_loadu_si512(av + 32 * i);
+        std::memcpy(&x, &xi, sizeof(x));
+        for (int64_t t = 0; t < kLutRows; ++t) {
+          const __m512i idx = i == 0 ? w[t] : _mm512_srli_epi16(w[t], static_cast<unsigned>(4 * i));
+          const __m512i values = _mm512_permutexvar_epi16(idx, table[t]);
+          __m512bh wv;
+          std::memcpy(&wv, &values, sizeof(wv));
+          acc[t] = _mm512_dpbf16_ps(acc[t], x, wv);
+        }
+      }
+    }
+    for (int64_t t = 0; t < rows; ++t) {
+      float* out = c + t0 + t;
+      const float c0 = init != nullptr ? *init : *out;
+      *out = std::fmaf(alpha, _mm512_reduce_add_ps(acc[t]), c0);
+    }
+  }
+}
+
 }  // namespace
 
 int64_t row4_lut_block(FloatKernel isa, const DequantB& d, int64_t k) {
@@ -817,7 +891,29 @@ int64_t row4_lut_block(FloatKernel isa, const DequantB& d, int64_t k) {
   return 0;
 }
 
-void row4_lut_arrange(int64_t k, int64_t block, const float* a, int64_t a_step, float* out) {
+LutRow row4_lut_arrange(const DequantB& d, int64_t k, int64_t block, const float* a, int64_t a_step,
+                        float* out) {
+  if (block == 128 && d.round16 == DequantB::Round16::kBFloat16 && d.normal_values &&
+      cpu_has_avx512bf16() && cpu_has_avx512bw()) {
+    // A bf16 program's row holds bf16 values: as pairs, word m of step i of a block holding
+    // input p + 8 (m / 2) + 4 (m % 2) + i; a value that is not a bf16 one, or a subnormal
+    // (which vdpbf16ps would take for zero), keeps the float32 form.
+    auto* pairs = reinterpret_cast<uint16_t*>(out);
+    bool exact = true;
+    for (int64_t p = 0; p < k && exact; p += block) {
+      for (int64_t i = 0; i < 4; ++i) {
+        for (int64_t m = 0; m < 32; ++m) {
+          uint32_t bits;
+          std::memcpy(&bits, a + (p + 8 * (m / 2) + 4 * (m % 2) + i) * a_step, 4);
+          const uint32_t exponent = bits & 0x7f800000u;
+          exact = exact && (bits & 0xffffu) == 0 && (exponent != 0 || (bits & 0x7fffffffu) == 0) &&
+                  exponent != 0x7f800000u;
+          pairs[p + 32 * i + m] = static_cast<uint16_t>(bits >> 16);
+        }
+      }
+    }
+    if (exact) return LutRow::kBf16Pairs;
+  }
   const int64_t nibbles = block / 16;
   for (int64_t p = 0; p < k; p += block) {
     for (int64_t i = 0; i < nibbles; ++i) {
@@ -825,10 +921,16 @@ void row4_lut_arrange(int64_t k, int64_t block, const float* a, int64_t a_step, 
         out[p + 16 * i + l] = a[(p + nibbles * l + i) * a_step];
     }
   }
+  return LutRow::kFloat;
 }
 
-void row4_lut_avx512(const DequantB& d, int64_t k, int64_t block, int64_t j, int64_t cols,
-                     const float* a_arranged, float* c, float alpha, const float* init) {
+void row4_lut_avx512(const DequantB& d, int64_t k, int64_t block, LutRow form, int64_t j,
+                     int64_t cols, const float* a_arranged, float* c, float alpha,
+                     const float* init) {
+  if (form == LutRow::kBf16Pairs) {
+    return row4_lut_pairs(d, k, j, cols, reinterpret_cast<const uint16_t*>(a_arranged), c, alpha,
+                          init);
+  }
   with_rounding(d, [&]<Rounding kRound>() {
     if (block == 128) {
       row4_lut<128, kRound>(d, k, j, cols, a_arranged, c, alpha, init);

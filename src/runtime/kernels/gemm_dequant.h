@@ -39,12 +39,20 @@ void row_in_registers_avx512(const DequantB& d, int64_t pc, int64_t kc, int64_t 
 // reads of a row at a time (128, 64 or 32: k, and the groups of a zero point and a scale per
 // row or per group, multiples of it; float32 or bf16 steps), 0 where it does not apply.
 int64_t row4_lut_block(FloatKernel isa, const DequantB& d, int64_t k);
-// A's k values (a[p * a_step]) in the order row4_lut_avx512 reads them: per block of inputs p,
-// for i below block / 16, the 16 inputs p + (block / 16) l + i.
-void row4_lut_arrange(int64_t k, int64_t block, const float* a, int64_t a_step, float* out);
+// How row4_lut_arrange laid A's row out: float32 values, or (a bf16 program whose row holds
+// bf16 values, normal or zero, blocks of 128, on a CPU with AVX512_BF16) bf16 pairs that
+// vdpbf16ps multiplies by the table's values two at a time, half the instructions again
+// (each lane's multiply-adds still rounded one at a time; subnormal products flushed).
+enum class LutRow { kFloat, kBf16Pairs };
+// A's k values (a[p * a_step]) in the order row4_lut_avx512 reads them into out (k floats'
+// room): float32, per block of inputs p, for i below block / 16, the 16 inputs p + (block /
+// 16) l + i; or bf16 pairs (the kernel's comment).
+LutRow row4_lut_arrange(const DequantB& d, int64_t k, int64_t block, const float* a, int64_t a_step,
+                        float* out);
 // C[j, j + cols) = alpha * (A's row . weight rows) + (init ? *init : C), over the whole depth.
-void row4_lut_avx512(const DequantB& d, int64_t k, int64_t block, int64_t j, int64_t cols,
-                     const float* a_arranged, float* c, float alpha, const float* init);
+void row4_lut_avx512(const DequantB& d, int64_t k, int64_t block, LutRow form, int64_t j,
+                     int64_t cols, const float* a_arranged, float* c, float alpha,
+                     const float* init);
 
 // Rows of A at most for rows_in_registers_avx512 (a short prompt).
 inline constexpr int64_t kRowsInRegisters = 8;
