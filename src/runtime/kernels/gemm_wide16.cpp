@@ -277,19 +277,27 @@ WeightCols<Src> weight_cols(const Src* data, const DequantB& d) {
 // products one load of the weight and one multiply-add, where an accumulator row in memory
 // costs a load and a store more. kPanels: the weight in panels (each vector of 16 columns
 // within one), each panel's rows read in order; else [K, N], the rows a row apart.
-template <typename Src, bool kPanels>
+template <typename Src, bool kPanels, bool kFull = false>
 __attribute__((target("avx512f,fma"))) void cols_in_registers(
     int64_t kc, const float* a, int64_t a_step, const WeightCols<Src>& w, int64_t p0, int64_t j0,
     int64_t cols, bool float16, float* c, float alpha, const float* init) {
   constexpr int64_t kVecs = 24;
+  if constexpr (!kFull) {
+    // All 384 columns: every vector's update unconditional, which lets the compiler keep
+    // the accumulators in registers.
+    if (cols == 16 * kVecs) {
+      return cols_in_registers<Src, kPanels, true>(kc, a, a_step, w, p0, j0, cols, float16, c,
+                                                   alpha, init);
+    }
+  }
   constexpr int64_t kPrefetchRows = 8;
   __mmask16 mask[kVecs];
   for (int64_t v = 0; v < kVecs; ++v) {
     const int64_t left = cols - 16 * v;
     mask[v] = left >= 16 ? __mmask16(0xFFFF) : left > 0 ? first_lanes(left) : __mmask16(0);
   }
-  const int64_t vecs = (cols + 15) / 16, full = cols / 16;
-  const int64_t tail = cols % 16;  // a last part vector, read through a zeroed copy
+  const int64_t vecs = kFull ? kVecs : (cols + 15) / 16, full = kFull ? kVecs : cols / 16;
+  const int64_t tail = kFull ? 0 : cols % 16;  // a last part vector, read through a zeroed copy
   const int64_t b_step = w.step;
   // Row p0 of each vector's first column: in panels, each vector's own; else one row.
   const Src* vb[kVecs] = {};
