@@ -729,6 +729,45 @@ __attribute__((target("avx512f,avx512bf16,fma"))) inline __m512 nibble_table(con
 
 constexpr int64_t kLutRows = 4;  // weight rows (columns of C) at a time
 
+// What the table kernels share. The inputs one table serves: both operands' groups are whole
+// runs of them (k when both are per row).
+inline int64_t lut_group(const DequantB& d, int64_t k) {
+  int64_t group = k;
+  for (const DequantB::Operand* o : {&d.zero, &d.scale}) {
+    if (o->present() && o->k_stride != 0) group = std::gcd(group, o->k_group);
+  }
+  return group;
+}
+
+// Where each of a tile's weight rows n0 .. n0 + rows - 1 starts: its nibbles, zero points and
+// scales (null when absent; rows past the last repeat it).
+inline void lut_tile(const DequantB& d, int64_t n0, int64_t rows, const uint8_t** row,
+                     const float** zero, const float** scale) {
+  for (int64_t t = 0; t < kLutRows; ++t) {
+    const int64_t n = n0 + std::min(t, rows - 1);
+    row[t] = d.q4 + n * d.q4_row;
+    zero[t] = d.zero.present() ? row_operand(d.zero, n) : nullptr;
+    scale[t] = d.scale.present() ? row_operand(d.scale, n) : nullptr;
+  }
+}
+
+// The offset of the group at input p in an operand's arranged lanes: 16 floats a group, with
+// `per` inputs a group (0: one value per row, lut_per_group's).
+inline int64_t lut_group_at(int64_t per, int64_t p) {
+  return per != 0 ? 16 * (p / per) : 0;
+}
+inline int64_t lut_per_group(const DequantB::Operand& o) {
+  return o.present() && o.k_stride != 0 ? o.k_group : 0;
+}
+
+// C[t] = alpha * (the lanes of acc[t] added in a fixed order) + (init ? *init : C[t]).
+__attribute__((target("avx512f,fma"))) inline void store_lane_sums(const __m512* acc, int64_t rows,
+                                                                   float* c, float alpha,
+                                                                   const float* init) {
+  for (int64_t t = 0; t < rows; ++t)
+    c[t] = std::fmaf(alpha, _mm512_reduce_add_ps(acc[t]), init != nullptr ? *init : c[t]);
+}
+
 // row4_lut_avx512 for one block and rounding: kBlock inputs of 4 rows at a time, a load of
 // kBlock / 2 bytes per row widened to 16 dwords (none for 128), lane l holding inputs p +
 // (kBlock / 16) l + i in nibble i.
@@ -738,32 +777,21 @@ __attribute__((target("avx512f,avx512bf16,fma"))) void row4_lut(const DequantB& 
                                                                 const float* a_arranged, float* c,
                                                                 float alpha, const float* init) {
   constexpr int64_t kNibbles = kBlock / 16;  // per lane
-  // The inputs a table serves: both operands' groups are whole runs of them (k when both are
-  // per row).
   const bool has_zero = d.zero.present(), has_scale = d.scale.present();
-  const bool zero_grouped = has_zero && d.zero.k_stride != 0;
-  const bool scale_grouped = has_scale && d.scale.k_stride != 0;
-  int64_t group = k;
-  if (zero_grouped) group = std::gcd(group, d.zero.k_group);
-  if (scale_grouped) group = std::gcd(group, d.scale.k_group);
+  const int64_t group = lut_group(d, k);
+  const int64_t zero_per = lut_per_group(d.zero), scale_per = lut_per_group(d.scale);
   for (int64_t t0 = 0; t0 < cols; t0 += kLutRows) {
     const int64_t rows = std::min(kLutRows, cols - t0);
     const uint8_t* row[kLutRows];
-    const float *zero[kLutRows] = {}, *scale[kLutRows] = {};
-    for (int64_t t = 0; t < kLutRows; ++t) {  // rows past the last read the last again
-      const int64_t n = d.col0 + j + t0 + std::min(t, rows - 1);
-      row[t] = d.q4 + n * d.q4_row;
-      if (has_zero) zero[t] = row_operand(d.zero, n);
-      if (has_scale) scale[t] = row_operand(d.scale, n);
-    }
+    const float *zero[kLutRows], *scale[kLutRows];
+    lut_tile(d, d.col0 + j + t0, rows, row, zero, scale);
     __m512 acc[kLutRows], table[kLutRows];
     for (__m512& v : acc)
       v = _mm512_setzero_ps();
     for (int64_t p = 0; p < k; p += kBlock) {
       if (p % group == 0) {
         // Each operand's group at p: 16 floats a group in the arranged lanes.
-        const int64_t zero_at = zero_grouped ? 16 * (p / d.zero.k_group) : 0;
-        const int64_t scale_at = scale_grouped ? 16 * (p / d.scale.k_group) : 0;
+        const int64_t zero_at = lut_group_at(zero_per, p), scale_at = lut_group_at(scale_per, p);
         for (int64_t t = 0; t < kLutRows; ++t) {
           table[t] = nibble_table<kRound>(has_zero ? zero[t] + zero_at : nullptr,
                                           has_scale ? scale[t] + scale_at : nullptr);
@@ -791,11 +819,7 @@ __attribute__((target("avx512f,avx512bf16,fma"))) void row4_lut(const DequantB& 
         }
       }
     }
-    for (int64_t t = 0; t < rows; ++t) {
-      float* out = c + t0 + t;
-      const float c0 = init != nullptr ? *init : *out;
-      *out = std::fmaf(alpha, _mm512_reduce_add_ps(acc[t]), c0);
-    }
+    store_lane_sums(acc, rows, c + t0, alpha, init);
   }
 }
 
@@ -815,29 +839,20 @@ __attribute__((target("avx512f,avx512bw,avx512bf16,fma"))) void row4_lut_pairs(
     float alpha, const float* init) {
   constexpr int64_t kBlock = 128;
   const bool has_zero = d.zero.present(), has_scale = d.scale.present();
-  const bool zero_grouped = has_zero && d.zero.k_stride != 0;
-  const bool scale_grouped = has_scale && d.scale.k_stride != 0;
-  int64_t group = k;
-  if (zero_grouped) group = std::gcd(group, d.zero.k_group);
-  if (scale_grouped) group = std::gcd(group, d.scale.k_group);
+  const int64_t group = lut_group(d, k);
+  const int64_t zero_per = lut_per_group(d.zero), scale_per = lut_per_group(d.scale);
   for (int64_t t0 = 0; t0 < cols; t0 += kLutRows) {
     const int64_t rows = std::min(kLutRows, cols - t0);
     const uint8_t* row[kLutRows];
-    const float *zero[kLutRows] = {}, *scale[kLutRows] = {};
-    for (int64_t t = 0; t < kLutRows; ++t) {  // rows past the last read the last again
-      const int64_t n = d.col0 + j + t0 + std::min(t, rows - 1);
-      row[t] = d.q4 + n * d.q4_row;
-      if (has_zero) zero[t] = row_operand(d.zero, n);
-      if (has_scale) scale[t] = row_operand(d.scale, n);
-    }
+    const float *zero[kLutRows], *scale[kLutRows];
+    lut_tile(d, d.col0 + j + t0, rows, row, zero, scale);
     __m512 acc[kLutRows];
     __m512i table[kLutRows];
     for (__m512& v : acc)
       v = _mm512_setzero_ps();
     for (int64_t p = 0; p < k; p += kBlock) {
       if (p % group == 0) {
-        const int64_t zero_at = zero_grouped ? 16 * (p / d.zero.k_group) : 0;
-        const int64_t scale_at = scale_grouped ? 16 * (p / d.scale.k_group) : 0;
+        const int64_t zero_at = lut_group_at(zero_per, p), scale_at = lut_group_at(scale_per, p);
         for (int64_t t = 0; t < kLutRows; ++t) {
           // Rounded to bf16 by the CPU's conversion (the values are normal or zero).
           const __m256bh rounded = _mm512_cvtneps_pbh(nibble_table<Rounding::kNone>(
@@ -865,11 +880,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16,fma"))) void row4_lut_pairs(
         }
       }
     }
-    for (int64_t t = 0; t < rows; ++t) {
-      float* out = c + t0 + t;
-      const float c0 = init != nullptr ? *init : *out;
-      *out = std::fmaf(alpha, _mm512_reduce_add_ps(acc[t]), c0);
-    }
+    store_lane_sums(acc, rows, c + t0, alpha, init);
   }
 }
 
