@@ -372,24 +372,23 @@ void softmax_row_portable(const float* x, float* y, int64_t len) {
 }
 
 // The AVX-512 build, 16 lanes, rounding as the two builds above: fast_exp_nonpositive's steps lane
-// by lane in the same order, each product and sum its own rounding. The arithmetic goes through the
-// _round_ intrinsics with an explicit rounding mode, which no compiler fuses into a multiply-add
-// (GCC and clang would fuse the plain ones under -ffp-contract=fast); the tail runs masked, not as
-// scalar code the compiler could contract; the sum keeps sum8's eight partial sums. Round to
-// nearest (the default mode) given explicitly: with the current direction, clang lowers the
-// intrinsics to plain vector arithmetic, which -ffp-contract=fast lets its backend fuse whatever a
-// pragma says; with an explicit one neither compiler fuses them.
-#define ETC_CUR (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+// by lane in the same order, each product and sum its own rounding. Each product passes through
+// an empty asm statement that claims to change it, so that no compiler can fuse it into the sum
+// that follows (GCC and clang would under -ffp-contract=fast, whatever a pragma says); the tail
+// runs masked, not as scalar code the compiler could contract; the sum keeps sum8's eight
+// partial sums. (The _round_ intrinsics, which no compiler fuses either, made Zen 4 run the
+// exponentials at less than half the speed: an explicit rounding mode is slow there.)
 __attribute__((target("avx512f,fma"), always_inline)) inline __m512 add16(__m512 a, __m512 b) {
-  return _mm512_add_round_ps(a, b, ETC_CUR);
+  return _mm512_add_ps(a, b);
 }
 __attribute__((target("avx512f,fma"), always_inline)) inline __m512 sub16(__m512 a, __m512 b) {
-  return _mm512_sub_round_ps(a, b, ETC_CUR);
+  return _mm512_sub_ps(a, b);
 }
 __attribute__((target("avx512f,fma"), always_inline)) inline __m512 mul16(__m512 a, __m512 b) {
-  return _mm512_mul_round_ps(a, b, ETC_CUR);
+  __m512 p = _mm512_mul_ps(a, b);
+  __asm__("" : "+v"(p));  // no instruction: the product is rounded before any sum reads it
+  return p;
 }
-#undef ETC_CUR
 
 // fast_exp_nonpositive on 16 lanes, step for step, each product and sum its own rounding.
 __attribute__((target("avx512f,fma"), always_inline)) inline __m512 exp16_nonpositive(__m512 z) {
