@@ -231,32 +231,35 @@ TEST_CASE("sum and mean with a dtype argument and empty reductions") {
 TEST_CASE("float softmax over long rows, masked entries and a fully masked row") {
   // Rows of 1, 8, 37, 300 and 4099 (the eight-way partial sums and their tail; the long row
   // gives the builds' bit comparison below thousands of exponentials to differ on, should one
-  // build fuse a step the others round), -inf entries (a causal mask), and a row that is all
-  // -inf: NaN, as ATen gives.
+  // build fuse a step the others round), -inf entries (a causal mask), a row that is all
+  // -inf: NaN, as ATen gives, and a row far below zero (its maximum near -100: a running
+  // maximum that took the tail's missing lanes for zeros would underflow every exponential).
   for (int64_t len : {1, 8, 37, 300, 4099}) {
     INFO("row length " << len);
     Call c("aten::_softmax.out");
-    std::vector<double> xv(static_cast<size_t>(3 * len));
+    std::vector<double> xv(static_cast<size_t>(4 * len));
     for (size_t i = 0; i < xv.size(); ++i)
       xv[i] = std::sin(static_cast<double>(i) * 1.3) * 20;
     for (int64_t j = len / 2 + 1; j < len; ++j)
       xv[static_cast<size_t>(len + j)] = -INFINITY;  // row 1: the second half masked
     for (int64_t j = 0; j < len; ++j)
       xv[static_cast<size_t>(2 * len + j)] = -INFINITY;  // row 2: everything masked
-    Value* x = c.tensor(DType::kFloat32, {3, len}, xv);
-    Value* out = c.out(DType::kFloat32, {3, len});
+    for (int64_t j = 0; j < len; ++j)
+      xv[static_cast<size_t>(3 * len + j)] -= 120;  // row 3: all in [-140, -100]
+    Value* x = c.tensor(DType::kFloat32, {4, len}, xv);
+    Value* out = c.out(DType::kFloat32, {4, len});
     REQUIRE(c.run({x, c.i(-1), c.b(false)}, {out}).ok());
     const std::vector<double> got = read(out);
     // The AVX2 and the portable builds of the row loop give the same bits.
     for (kernels::GemmIsa isa : {kernels::GemmIsa::kAvx2, kernels::GemmIsa::kPortable}) {
       const IsaScope scope(isa);
-      Value* again = c.out(DType::kFloat32, {3, len});
+      Value* again = c.out(DType::kFloat32, {4, len});
       REQUIRE(c.run({x, c.i(-1), c.b(false)}, {again}).ok());
       const std::vector<double> bits = read(again);
       for (size_t i = 0; i < got.size(); ++i)
         REQUIRE((bits[i] == got[i] || (std::isnan(bits[i]) && std::isnan(got[i]))));
     }
-    for (int64_t r = 0; r < 2; ++r) {
+    for (const int64_t r : {0, 1, 3}) {
       double mx = -INFINITY, sum = 0;
       for (int64_t j = 0; j < len; ++j)
         mx = std::max(mx, xv[static_cast<size_t>(r * len + j)]);

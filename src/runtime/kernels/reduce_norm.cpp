@@ -356,19 +356,41 @@ inline G exp_of(G v) {
 // the same bits): the max (max16), the exponentials (fast_exp_nonpositive), the sum in eight
 // interleaved partial sums added pairwise (one running sum waits on each add's latency), the
 // scaling. A fully masked row (max = -inf) gives NaN, as ATen's does.
-__attribute__((always_inline)) inline void softmax_row_body(const float* x, float* y, int64_t len) {
-  const float mx = max16(x, len);
+__attribute__((always_inline)) inline void softmax_row_body(const float* x, float* y, int64_t len,
+                                                            float mx) {
   for (int64_t i = 0; i < len; ++i)
     y[i] = fast_exp_nonpositive(x[i] - mx);
   const float inv = 1.0f / sum8<float>(y, len);
   for (int64_t j = 0; j < len; ++j)
     y[j] *= inv;
 }
+// max16 in two registers (lanes 0-7 and 8-15 of each 16), max(v, m) being m where v is NaN or
+// not larger (max16's select), the tail and the 16 as max16 ends them. GCC kept max16's
+// running maxima in memory in this build, a store and a load on every compare's path.
+__attribute__((target("avx2"))) inline float max16_avx2(const float* x, int64_t len) {
+  const float lowest = -std::numeric_limits<float>::infinity();
+  __m256 lo = _mm256_set1_ps(lowest), hi = lo;
+  int64_t i = 0;
+  for (; i + 16 <= len; i += 16) {
+    lo = _mm256_max_ps(_mm256_loadu_ps(x + i), lo);
+    hi = _mm256_max_ps(_mm256_loadu_ps(x + i + 8), hi);
+  }
+  float part[16];
+  _mm256_storeu_ps(part, lo);
+  _mm256_storeu_ps(part + 8, hi);
+  for (int k = 0; i < len; ++i, ++k)
+    part[k] = x[i] > part[k] ? x[i] : part[k];
+  float r = lowest;
+  for (const float p : part)
+    r = p > r ? p : r;
+  return r;
+}
+
 __attribute__((target("avx2"))) void softmax_row_avx2(const float* x, float* y, int64_t len) {
-  softmax_row_body(x, y, len);
+  softmax_row_body(x, y, len, max16_avx2(x, len));
 }
 void softmax_row_portable(const float* x, float* y, int64_t len) {
-  softmax_row_body(x, y, len);
+  softmax_row_body(x, y, len, max16(x, len));
 }
 
 // The AVX-512 build, 16 lanes, rounding as the two builds above: fast_exp_nonpositive's steps lane
@@ -407,23 +429,40 @@ __attribute__((target("avx512f,fma"), always_inline)) inline __m512 exp16_nonpos
                             _mm512_setzero_ps());
 }
 
+// max16 in one register: element i into running maximum i % 16, max(v, m) being m where v is
+// NaN or not larger (max16's select), then the 16 as max16 ends. GCC left max16's loop scalar
+// in this build: 16 loads and compares a vector, more than the exponentials' time.
+__attribute__((target("avx512f,fma"))) inline float max16_avx512(const float* x, int64_t len) {
+  __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int64_t i = 0; i < len; i += 16) {
+    const auto lanes = static_cast<__mmask16>(len - i >= 16 ? 0xffff : (1u << (len - i)) - 1);
+    m = _mm512_mask_max_ps(m, lanes, _mm512_maskz_loadu_ps(lanes, x + i), m);
+  }
+  alignas(64) float part[16];
+  _mm512_store_ps(part, m);
+  float r = -std::numeric_limits<float>::infinity();
+  for (const float p : part)
+    r = p > r ? p : r;
+  return r;
+}
+
 __attribute__((target("avx512f,fma"))) void softmax_row_avx512(const float* x, float* y,
                                                                int64_t len) {
-  const __m512 mx = _mm512_set1_ps(max16(x, len));
+  const __m512 mx = _mm512_set1_ps(max16_avx512(x, len));
+  // sum8 as the exponentials come: element i into partial sum i % 8, in order (a lane past
+  // the row adds +0, which leaves a sum of exponentials as it is). In the same loop, the adds'
+  // latency hides behind the exponentials' work; a pass of its own waited on it.
+  __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < len; i += 16) {
     const auto lanes = static_cast<__mmask16>(len - i >= 16 ? 0xffff : (1u << (len - i)) - 1);
     const __m512 v = _mm512_maskz_loadu_ps(lanes, x + i);
-    _mm512_mask_storeu_ps(y + i, lanes, exp16_nonpositive(sub16(v, mx)));
+    const __m512 e = _mm512_maskz_mov_ps(lanes, exp16_nonpositive(sub16(v, mx)));
+    _mm512_mask_storeu_ps(y + i, lanes, e);
+    acc = _mm256_add_ps(acc, _mm512_castps512_ps256(e));
+    acc = _mm256_add_ps(acc, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1)));
   }
-  // sum8: element i into partial sum i % 8, in order.
-  __m256 acc = _mm256_setzero_ps();
-  int64_t j = 0;
-  for (; j + 8 <= len; j += 8)
-    acc = _mm256_add_ps(acc, _mm256_loadu_ps(y + j));
   float part[8];
   _mm256_storeu_ps(part, acc);
-  for (int k = 0; j < len; ++j, ++k)
-    part[k] += y[j];
   const float sum =
       ((part[0] + part[4]) + (part[2] + part[6])) + ((part[1] + part[5]) + (part[3] + part[7]));
   const __m512 inv = _mm512_set1_ps(1.0f / sum);
