@@ -137,23 +137,29 @@ __attribute__((always_inline)) inline Acc sum8(const T* x, int64_t n, F f = {}) 
 // one running max waits on each compare's latency (a 1500-wide attention softmax spent most
 // of its time there), 16 vectorise. The maximum does not depend on the order, but for which
 // of +0.0 and -0.0 it returns, and exp(x - max) and x - max are the same for either.
+// max16's end, shared with its vector builds: from element i (at most 16 before n) on, each
+// into running maximum part[i % 16], then the 16 in order.
+template <typename T>
+__attribute__((always_inline)) inline T max16_finish(const T* x, int64_t i, int64_t n, T* part) {
+  for (int k = 0; i < n; ++i, ++k)
+    part[k] = x[i] > part[k] ? x[i] : part[k];
+  T m = -std::numeric_limits<T>::infinity();
+  for (int k = 0; k < 16; ++k)
+    m = part[k] > m ? part[k] : m;
+  return m;
+}
+
 template <typename T>
 __attribute__((always_inline)) inline T max16(const T* x, int64_t n) {
-  constexpr T kLowest = -std::numeric_limits<T>::infinity();
   T part[16];
   for (T& p : part)
-    p = kLowest;
+    p = -std::numeric_limits<T>::infinity();
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     for (int k = 0; k < 16; ++k)
       part[k] = x[i + k] > part[k] ? x[i + k] : part[k];
   }
-  for (int k = 0; i < n; ++i, ++k)
-    part[k] = x[i] > part[k] ? x[i] : part[k];
-  T m = kLowest;
-  for (T p : part)
-    m = p > m ? p : m;
-  return m;
+  return max16_finish(x, i, n, part);
 }
 
 // acc[i] = the double sum of row i of x (rows of `count` floats) for i in [r0, r1), by sum8:
@@ -353,9 +359,10 @@ inline G exp_of(G v) {
 
 // One float softmax row, y = exp(x - max) / sum, built for AVX2 and for any x86-64 (chosen
 // per call as the GEMM's micro-kernel is; no multiply-add is fused in either, so both give
-// the same bits): the max (max16), the exponentials (fast_exp_nonpositive), the sum in eight
-// interleaved partial sums added pairwise (one running sum waits on each add's latency), the
-// scaling. A fully masked row (max = -inf) gives NaN, as ATen's does.
+// the same bits): the max (max16's, each build's own loop in registers), the exponentials
+// (fast_exp_nonpositive), the sum in eight interleaved partial sums added pairwise (one
+// running sum waits on each add's latency), the scaling. A fully masked row (max = -inf)
+// gives NaN, as ATen's does.
 __attribute__((always_inline)) inline void softmax_row_body(const float* x, float* y, int64_t len,
                                                             float mx) {
   for (int64_t i = 0; i < len; ++i)
@@ -378,12 +385,7 @@ __attribute__((target("avx2"))) inline float max16_avx2(const float* x, int64_t 
   float part[16];
   _mm256_storeu_ps(part, lo);
   _mm256_storeu_ps(part + 8, hi);
-  for (int k = 0; i < len; ++i, ++k)
-    part[k] = x[i] > part[k] ? x[i] : part[k];
-  float r = lowest;
-  for (const float p : part)
-    r = p > r ? p : r;
-  return r;
+  return max16_finish(x, i, len, part);
 }
 
 __attribute__((target("avx2"))) void softmax_row_avx2(const float* x, float* y, int64_t len) {
@@ -440,10 +442,7 @@ __attribute__((target("avx512f,fma"))) inline float max16_avx512(const float* x,
   }
   alignas(64) float part[16];
   _mm512_store_ps(part, m);
-  float r = -std::numeric_limits<float>::infinity();
-  for (const float p : part)
-    r = p > r ? p : r;
-  return r;
+  return max16_finish(x, len, len, part);  // the tail ran masked above
 }
 
 __attribute__((target("avx512f,fma"))) void softmax_row_avx512(const float* x, float* y,
