@@ -319,6 +319,11 @@ int run(int argc, char** argv) {
                  "as a convolution's epilogue (for comparisons)");
   runc->add_flag("--profile-shapes", ra.profile_shapes,
                  "As --profile, a row per operator and argument shapes");
+  runc->add_option("--profile-runs", ra.profile_runs,
+                   "With --profile or --profile-shapes: profile N runs, each row's time the "
+                   "median of its N (the table's total: their sum)")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
   runc->add_option("--threads", ra.threads,
                    "CPU kernel threads (default: $ETC_NUM_THREADS, else every core)");
   runc->add_option("--prompt", ra.prompt,

@@ -417,11 +417,27 @@ Status run_program(const RunArgs& args) {
       std::vector<HostTensor> outputs,
       run_method(*method, env, inputs, args.warmup, args.iterations, &timings, sync));
   if (args.profile || args.profile_shapes) {
-    rt::Method::Profile profile;
-    method->set_profile(&profile, args.profile_shapes);
-    Timings ignored;
-    ETC_RETURN_IF_ERROR(run_method(*method, env, inputs, 0, 1, &ignored, sync).take_status());
-    method->set_profile(nullptr);
+    // One profile per run; a row's time is the median of its runs' (one run of a noisy
+    // machine puts a layer anywhere in its spread), its calls and work those of one run.
+    std::vector<rt::Method::Profile> runs(static_cast<size_t>(std::max(1, args.profile_runs)));
+    for (rt::Method::Profile& profile : runs) {
+      method->set_profile(&profile, args.profile_shapes);
+      Timings ignored;
+      Status st = run_method(*method, env, inputs, 0, 1, &ignored, sync).take_status();
+      method->set_profile(nullptr);
+      ETC_RETURN_IF_ERROR(st);
+    }
+    rt::Method::Profile profile = runs.front();
+    for (auto& [name, t] : profile) {
+      std::vector<double> ms;
+      for (const rt::Method::Profile& r : runs) {
+        auto it = r.find(name);
+        ms.push_back(it == r.end() ? 0.0 : it->second.ms);
+      }
+      std::sort(ms.begin(), ms.end());
+      const size_t n = ms.size();
+      t.ms = n % 2 == 1 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
+    }
     std::vector<std::pair<std::string, rt::Method::OpTime>> rows(profile.begin(), profile.end());
     std::sort(rows.begin(), rows.end(),
               [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
@@ -432,8 +448,10 @@ Status run_program(const RunArgs& args) {
       if (r.second.flops > 0) flop_ms += r.second.ms;
     }
     std::fprintf(stderr,
-                 "profile (one run, %.3f ms in instructions; convolutions and matrix products: "
+                 "profile (%s, %.3f ms in instructions; convolutions and matrix products: "
                  "%.4g GFLOP, %.4g GFLOP/s in those ops, %.4g GFLOP/s over the run):\n",
+                 runs.size() == 1 ? "one run"
+                                  : ("medians of " + std::to_string(runs.size()) + " runs").c_str(),
                  total, flops / 1e9, flop_ms > 0 ? flops / 1e6 / flop_ms : 0.0,
                  total > 0 ? flops / 1e6 / total : 0.0);
     for (const auto& [name, t] : rows) {

@@ -25,6 +25,7 @@ struct RunArgs {
   bool no_fusion = false;       // run every instruction as written (no epilogue fusion)
   bool profile_shapes = false;  // --profile with a row per operator and argument shapes
   bool profile = false;         // one extra run timing every instruction; a table on stderr
+  int profile_runs = 1;         // profiled runs; each row the median of its times over them
   int threads = 0;              // CPU kernel threads; 0: $ETC_NUM_THREADS or all cores
   bool cuda_graphs = false;     // capture each CUDA delegate once, replay it afterwards
   // Generation (a decoder with state): the prompt's token ids, and how many tokens to

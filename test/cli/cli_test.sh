@@ -172,6 +172,12 @@ expect "run --profile prints the ops by time" 0 'profile \(one run, .* ms in ins
 # conv.pte's convolution: [1, 1, 4, 3] out, weight [1, 1, 3, 3] (9 taps): 2 * 12 * 9 = 216 FLOP.
 "$etc" export "$onnx" -o "$tmp/conv_cpu.pte" --target cpu >/dev/null 2>&1
 expect "run --profile counts a convolution's FLOP and rate" 0 'matrix products: 2\.16e-07 GFLOP' "$etc" run "$tmp/conv_cpu.pte" --device cpu --profile
+# --profile-runs: each row's time the median over the runs; its calls and FLOP those of one run.
+expect "run --profile-runs takes medians of the runs" 0 'profile \(medians of 5 runs, [0-9.]+ ms in instructions; convolutions and matrix products: 2\.16e-07 GFLOP' \
+  "$etc" run "$tmp/conv_cpu.pte" --device cpu --profile-shapes --profile-runs 5
+expect "run --profile-runs rows count one run's calls" 0 '^ +[0-9.]+ ms +100\.0% +1 x  aten::convolution\.out \[1, 1, 7, 5\] \[1, 1, 3, 3\]' \
+  "$etc" run "$tmp/conv_cpu.pte" --device cpu --profile-shapes --profile-runs 5
+expect "run --profile-runs 0 is a usage error" 2 'profile-runs' "$etc" run "$tmp/conv_cpu.pte" --device cpu --profile --profile-runs 0
 
 # An error never writes to stdout (stdout is for results, so scripts can rely on it).
 out=$("$etc" validate "$tmp/none.json" 2>/dev/null)
