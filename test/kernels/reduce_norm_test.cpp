@@ -4,6 +4,8 @@
 #include <functional>
 #include <limits>
 #include <optional>
+#include <random>
+#include <vector>
 
 #include "kernels/kernel_test_util.h"
 
@@ -199,6 +201,59 @@ TEST_CASE("a float global mean gives the same bits on every vector build") {
     for (size_t i = 0; i < 63; ++i)
       sum += xv[r * 63 + i];
     REQUIRE(std::fabs(got[0][r] - sum / 63) <= 1e-6);
+  }
+}
+
+TEST_CASE("channels-last channel sums have the bits of the NCHW planes' sums") {
+  // The global means of a channels-last chain (squeeze-and-excitation blocks, classifiers'
+  // pools) sum each channel over the positions in float_row_sums' order: element p into
+  // partial sum p % 8, the eight added pairwise. Values of mixed magnitude (1e-9 to 1e9), so
+  // that a sum in any other order (position by position, say) has other bits. Channel counts
+  // around the block of 16 and its tails of 4 and 1; position counts with and without a tail
+  // of the eight; 1 and 3 threads; every vector build.
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> mant(-1, 1);
+  std::uniform_int_distribution<int> expo(-30, 30);
+  for (const int64_t channels : {1, 3, 16, 21, 37, 144}) {
+    for (const int64_t positions : {1, 7, 8, 49, 63}) {
+      const int64_t batch = 2;
+      std::vector<float> nhwc(static_cast<size_t>(batch * positions * channels));
+      for (float& v : nhwc)
+        v = static_cast<float>(std::ldexp(mant(rng), expo(rng)));
+      std::vector<float> nchw(nhwc.size());
+      for (int64_t n = 0; n < batch; ++n) {
+        for (int64_t p = 0; p < positions; ++p) {
+          for (int64_t c = 0; c < channels; ++c) {
+            nchw[static_cast<size_t>((n * channels + c) * positions + p)] =
+                nhwc[static_cast<size_t>((n * positions + p) * channels + c)];
+          }
+        }
+      }
+      std::vector<double> want(static_cast<size_t>(batch * channels));
+      kernels::float_row_sums(nchw.data(), batch * channels, positions, want.data());
+      // Position by position would differ (the test's own check that the data tells orders
+      // apart).
+      bool order_matters = false;
+      for (int64_t r = 0; r < batch * channels; ++r) {
+        double seq = 0;
+        for (int64_t p = 0; p < positions; ++p)
+          seq += static_cast<double>(nchw[static_cast<size_t>(r * positions + p)]);
+        order_matters |= seq != want[static_cast<size_t>(r)];
+      }
+      if (positions >= 49) CHECK(order_matters);
+      for (kernels::GemmIsa isa :
+           {kernels::GemmIsa::kAuto, kernels::GemmIsa::kAvx2, kernels::GemmIsa::kPortable}) {
+        for (int threads : {1, 3}) {
+          const IsaScope scope(isa);
+          const ThreadsScope ts(threads);
+          std::vector<double> got(want.size(), -1.0);
+          kernels::channels_last_sums(nhwc.data(), batch, positions, channels, got.data());
+          INFO("channels " << channels << ", positions " << positions << ", isa "
+                           << static_cast<int>(isa) << ", threads " << threads);
+          CHECK(got == want);
+        }
+      }
+    }
   }
 }
 

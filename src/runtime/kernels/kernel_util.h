@@ -456,8 +456,9 @@ void fill_scalar(TensorView& out, const Value& scalar);
 // fixed order whatever the build and thread count (reduce_norm.cpp): global means (mean over
 // H and W, adaptive average pooling to 1x1).
 void float_row_sums(const float* x, int64_t rows, int64_t count, double* acc);
-// The same for a channels-last [N, H, W, C] tensor x: acc[n * C + c] = the sum, in double and
-// in position order, of channel c of image n over its `positions` positions.
+// The same for a channels-last [N, H, W, C] tensor x: acc[n * C + c] = the sum, in double, of
+// channel c of image n over its `positions` positions, in float_row_sums' order (the bits of
+// the same tensor's planes summed NCHW).
 void channels_last_sums(const float* x, int64_t batch, int64_t positions, int64_t channels,
                         double* acc);
 

@@ -183,6 +183,149 @@ void row_sums_portable(const float* x, int64_t count, int64_t r0, int64_t r1, do
   row_sums_body(x, count, r0, r1, acc);
 }
 
+// Channel sums of a channels-last tensor in sum8's order: a[c] = the double sum over
+// positions p of x[p * channels + c], position p into partial sum p % 8, the eight added as
+// sum8 adds them. Each channel is thus summed exactly as float_row_sums sums its plane of an
+// NCHW tensor (the same bits in either layout), the channels of a block side by side in
+// vectors. The positions go in chunks of kChannelSumChunk (a multiple of 8: each partial sum
+// keeps its positions), every block of the task's channels over a chunk while its rows are in
+// cache, the partial sums kept in `state` between chunks: block by block over the whole
+// tensor read efficientnet_b0's 144 x 56x56 nine times from L3. Built for AVX-512, AVX2 and
+// any x86-64 (adds only: the same bits); the build for any x86-64 alone, in position order,
+// took 4x XNNPACK's time for efficientnet_b0's global means.
+constexpr int64_t kChannelSumBlock = 16;
+constexpr int64_t kChannelSumChunk = 64;
+
+// sum8's end for one channel: its partial sums q[k * step].
+inline double sum8_finish(const double* q, int64_t step) {
+  return ((q[0] + q[4 * step]) + (q[2 * step] + q[6 * step])) +
+         ((q[step] + q[5 * step]) + (q[3 * step] + q[7 * step]));
+}
+
+// Positions [p0, p1) (p0 a multiple of 8) of channels [0, CB) into state[k][c], which the
+// first chunk (p0 == 0) starts from zero; the last (p1 == positions) puts the sums in a[0, CB)
+// instead. One chunk needs no state.
+template <int64_t CB>
+__attribute__((always_inline)) inline void channel_sums_block(const float* x, int64_t p0,
+                                                              int64_t p1, int64_t positions,
+                                                              int64_t channels, double* state,
+                                                              double* a) {
+  double part[8][CB];
+  for (int k = 0; k < 8; ++k) {
+    for (int64_t c = 0; c < CB; ++c)
+      part[k][c] = p0 == 0 ? 0.0 : state[k * CB + c];
+  }
+  int64_t p = p0;
+  for (; p + 8 <= p1; p += 8) {
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+      const float* row = x + (p + k) * channels;
+#pragma GCC unroll 16
+      for (int64_t c = 0; c < CB; ++c)
+        part[k][c] += static_cast<double>(row[c]);
+    }
+  }
+  for (int k = 0; p < p1; ++p, ++k) {
+    const float* row = x + p * channels;
+    for (int64_t c = 0; c < CB; ++c)
+      part[k][c] += static_cast<double>(row[c]);
+  }
+  if (p1 == positions) {
+    for (int64_t c = 0; c < CB; ++c)
+      a[c] = sum8_finish(&part[0][c], CB);
+    return;
+  }
+  for (int k = 0; k < 8; ++k) {
+    for (int64_t c = 0; c < CB; ++c)
+      state[k * CB + c] = part[k][c];
+  }
+}
+
+// channel_sums_block<16> for AVX-512 in 16 zmm accumulators (GCC's own vectorisation of it
+// used 256-bit vectors without ymm16-31 and kept half the partial sums on the stack).
+// sum8's end, lane by lane.
+__attribute__((target("avx512f,fma"))) inline __m512d sum8_finish_avx512(const __m512d* q) {
+  return _mm512_add_pd(_mm512_add_pd(_mm512_add_pd(q[0], q[4]), _mm512_add_pd(q[2], q[6])),
+                       _mm512_add_pd(_mm512_add_pd(q[1], q[5]), _mm512_add_pd(q[3], q[7])));
+}
+
+__attribute__((target("avx512f,fma"))) inline void channel_sums_block16_avx512(
+    const float* x, int64_t p0, int64_t p1, int64_t positions, int64_t channels, double* state,
+    double* a) {
+  __m512d lo[8], hi[8];
+  for (int k = 0; k < 8; ++k) {
+    lo[k] = p0 == 0 ? _mm512_setzero_pd() : _mm512_loadu_pd(state + int64_t{16} * k);
+    hi[k] = p0 == 0 ? _mm512_setzero_pd() : _mm512_loadu_pd(state + int64_t{16} * k + 8);
+  }
+  int64_t p = p0;
+  for (; p + 8 <= p1; p += 8) {
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+      const float* row = x + (p + k) * channels;
+      lo[k] = _mm512_add_pd(lo[k], _mm512_cvtps_pd(_mm256_loadu_ps(row)));
+      hi[k] = _mm512_add_pd(hi[k], _mm512_cvtps_pd(_mm256_loadu_ps(row + 8)));
+    }
+  }
+  for (int k = 0; p < p1; ++p, ++k) {
+    const float* row = x + p * channels;
+    lo[k] = _mm512_add_pd(lo[k], _mm512_cvtps_pd(_mm256_loadu_ps(row)));
+    hi[k] = _mm512_add_pd(hi[k], _mm512_cvtps_pd(_mm256_loadu_ps(row + 8)));
+  }
+  if (p1 == positions) {
+    _mm512_storeu_pd(a, sum8_finish_avx512(lo));
+    _mm512_storeu_pd(a + 8, sum8_finish_avx512(hi));
+    return;
+  }
+  for (int k = 0; k < 8; ++k) {
+    _mm512_storeu_pd(state + int64_t{16} * k, lo[k]);
+    _mm512_storeu_pd(state + int64_t{16} * k + 8, hi[k]);
+  }
+}
+
+// Channels [c0, c1) of x (one image) into a[c0, c1).
+template <bool kAvx512 = false>
+__attribute__((always_inline)) inline void channel_sums_body(const float* x, int64_t positions,
+                                                             int64_t channels, int64_t c0,
+                                                             int64_t c1, double* a) {
+  // Each channel's 8 partial sums between chunks, in the layout of its block (CB of them per
+  // k); none where one chunk holds every position.
+  thread_local std::vector<double> state;
+  if (positions > kChannelSumChunk && state.size() < static_cast<size_t>(8 * (c1 - c0)))
+    state.resize(static_cast<size_t>(8 * (c1 - c0)));
+  const bool chunks = positions > kChannelSumChunk;
+  for (int64_t p0 = 0; p0 < positions; p0 += kChannelSumChunk) {
+    const int64_t p1 = std::min(positions, p0 + kChannelSumChunk);
+    // Channel c's block state starts at 8 * (c - c0) (blocks are 16, 4 or 1 channels).
+    auto st = [&](int64_t c) { return chunks ? state.data() + 8 * (c - c0) : nullptr; };
+    int64_t c = c0;
+    for (; c + kChannelSumBlock <= c1; c += kChannelSumBlock) {
+      if constexpr (kAvx512) {
+        channel_sums_block16_avx512(x + c, p0, p1, positions, channels, st(c), a + c);
+      } else {
+        channel_sums_block<kChannelSumBlock>(x + c, p0, p1, positions, channels, st(c), a + c);
+      }
+    }
+    for (; c + 4 <= c1; c += 4)
+      channel_sums_block<4>(x + c, p0, p1, positions, channels, st(c), a + c);
+    for (; c < c1; ++c)
+      channel_sums_block<1>(x + c, p0, p1, positions, channels, st(c), a + c);
+  }
+}
+__attribute__((target("avx512f,fma"))) void channel_sums_avx512(const float* x, int64_t positions,
+                                                                int64_t channels, int64_t c0,
+                                                                int64_t c1, double* a) {
+  channel_sums_body<true>(x, positions, channels, c0, c1, a);
+}
+__attribute__((target("avx2"))) void channel_sums_avx2(const float* x, int64_t positions,
+                                                       int64_t channels, int64_t c0, int64_t c1,
+                                                       double* a) {
+  channel_sums_body(x, positions, channels, c0, c1, a);
+}
+void channel_sums_portable(const float* x, int64_t positions, int64_t channels, int64_t c0,
+                           int64_t c1, double* a) {
+  channel_sums_body(x, positions, channels, c0, c1, a);
+}
+
 // sum and mean: `mean` divides by the number of reduced elements.
 Status sum_mean(KernelContext& ctx, std::span<Value*> args, bool mean) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
@@ -996,23 +1139,20 @@ void float_row_sums(const float* x, int64_t rows, int64_t count, double* acc) {
 
 void channels_last_sums(const float* x, int64_t batch, int64_t positions, int64_t channels,
                         double* acc) {
-  // Blocks of 64 channels (a cache line of floats, 4 of doubles) over every position, in
-  // position order; at least about 16384 floats a task.
-  constexpr int64_t kBlock = 64;
+  // Tasks of whole blocks of kChannelSumBlock channels (an image's channels split where it
+  // has at least two blocks), at least about 16384 floats each.
+  constexpr int64_t kBlock = kChannelSumBlock;
   const int64_t blocks = (channels + kBlock - 1) / kBlock;
   const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(positions * kBlock, 1));
+  auto* sums = isa_build(channel_sums_avx512, channel_sums_avx2, channel_sums_portable);
   parallel_for(batch * blocks, grain, [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) {
-      const int64_t n = t / blocks, c0 = t % blocks * kBlock;
-      const int64_t cn = std::min(kBlock, channels - c0);
-      double* a = acc + n * channels + c0;
-      std::fill_n(a, cn, 0.0);
-      const float* xn = x + n * positions * channels + c0;
-      for (int64_t p = 0; p < positions; ++p) {
-        const float* row = xn + p * channels;
-        for (int64_t c = 0; c < cn; ++c)
-          a[c] += static_cast<double>(row[c]);
-      }
+    for (int64_t t = begin; t < end;) {
+      // The task's blocks of one image.
+      const int64_t n = t / blocks, b0 = t % blocks;
+      const int64_t b1 = std::min(blocks, b0 + (end - t));
+      sums(x + n * positions * channels, positions, channels, b0 * kBlock,
+           std::min(channels, b1 * kBlock), acc + n * channels);
+      t += b1 - b0;
     }
   });
 }
