@@ -523,6 +523,21 @@ Status Method::reset_state() {
   return Status();
 }
 
+void Method::flush_profile() {
+  for (const auto& [pc, ms] : profile_samples_) {
+    const MethodStep& s = steps_[pc];
+    const bool kernel = s.kind == StepKind::kKernel;
+    OpTime& t = (*profile_)[!kernel             ? "delegate " + s.name
+                            : profile_by_shape_ ? s.name + s.fused_names + describe_args(s.args) +
+                                                      describe_layout(s.channels_last_args)
+                                                : s.name + s.fused_names];
+    ++t.calls;
+    if (kernel) t.flops += kernel_flops(s.name, s.args);
+    t.ms += ms;
+  }
+  profile_samples_.clear();
+}
+
 Status Method::execute() {
   for (size_t i = 0; i < inputs_.size(); ++i) {
     const TensorView& t = values_[inputs_[i]].tensor;
@@ -544,6 +559,13 @@ Status Method::execute() {
     if (t.data == nullptr && t.nbytes() > 0)
       return invalid_input("output " + std::to_string(i) + " is not bound");
   }
+  struct FlushProfile {  // also when an instruction fails
+    Method* m;
+    ~FlushProfile() {
+      if (m != nullptr) m->flush_profile();
+    }
+  } flush{profile_ != nullptr ? this : nullptr};
+  if (profile_) profile_samples_.clear();
   for (size_t pc = 0; pc < steps_.size();) {
     MethodStep& s = steps_[pc];
     switch (s.kind) {
@@ -571,18 +593,9 @@ Status Method::execute() {
           st = delegates_[s.delegate]->execute(s.args);
         }
         if (profile_) {
-          // The time up to here: the row's key and its work are made after the clock read.
-          const double ms =
-              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                  .count();
-          OpTime& t =
-              (*profile_)[!kernel             ? "delegate " + s.name
-                          : profile_by_shape_ ? s.name + s.fused_names + describe_args(s.args) +
-                                                    describe_layout(s.channels_last_args)
-                                              : s.name + s.fused_names];
-          ++t.calls;
-          if (kernel) t.flops += kernel_flops(s.name, s.args);
-          t.ms += ms;
+          profile_samples_.emplace_back(pc, std::chrono::duration<double, std::milli>(
+                                                std::chrono::steady_clock::now() - start)
+                                                .count());
         }
         if (!st.ok()) {
           return std::move(st).add_context("in instruction " + std::to_string(pc) + " (" + s.name +

@@ -115,10 +115,15 @@ class Method {
  private:
   Method() = default;
   Status check_binding(const TensorView& t, const void* data, const std::string& what) const;
+  // The run's (step, ms) samples into profile_: the rows' keys (shapes) and FLOP are made after
+  // the run, so that making them neither adds to any instruction's time nor evicts the cache
+  // lines the next instruction reads.
+  void flush_profile();
 
   RuntimeEnv env_;
   Profile* profile_ = nullptr;
   bool profile_by_shape_ = false;
+  std::vector<std::pair<size_t, double>> profile_samples_;
   std::vector<Value> values_;
   std::vector<DeviceBuffer> buffers_;
   std::vector<MethodStep> steps_;
