@@ -24,6 +24,7 @@ wrong answer cannot pass as a win.
 
   zoo_cpu.py ETC WORK [--models a,b,...] [--size 224] [--threads 1,2] [--rounds 3]
              [--warmup 3] [--iterations 20] [--prepare-only]
+  zoo_cpu.py ETC WORK --layers [--models a,b] [--threads 1] [--runs 40]   (bench/zoo_layers.py)
 """
 
 import argparse
@@ -278,6 +279,13 @@ def child(kind, d, threads, warmup, iterations):
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "_child":
         child(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]))
+        return
+    if "--layers" in sys.argv:  # layer by layer against the references' profilers instead
+        sys.argv.remove("--layers")
+        sys.path.insert(0, HERE)
+        import zoo_layers
+
+        zoo_layers.main()
         return
     p = argparse.ArgumentParser()
     p.add_argument("etc")

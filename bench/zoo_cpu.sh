@@ -6,6 +6,8 @@
 # only times; AOTInductor compiles each model once (30-60 s).
 #
 # Usage: bench/zoo_cpu.sh [ETC_BINARY] [zoo_cpu.py options: --models a,b --threads 1,2 --rounds 3 ...]
+#        bench/zoo_cpu.sh [ETC_BINARY] --layers [--models a,b --threads 1 --runs 40]
+#          (layer by layer against ONNX Runtime's profiler and XNNPACK's ETDump: zoo_layers.py)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 ETC=${1:-$ROOT/build/apps/etc/etc}

@@ -14,7 +14,8 @@ nodes); XNNPACK's operators carry no shapes, so its convolutions (XNNPACK runs 1
 have the same count. Everything else is summed by kind per engine (ONNX Runtime's and
 XNNPACK's activations that etc runs inside its convolutions' epilogues show up there).
 
-  zoo_layers.py ETC WORK [--models a,b] [--threads 1] [--runs 40] [--size 224]
+  bench/zoo_cpu.sh ETC --layers [--models a,b] [--threads 1] [--runs 40] [--size 224]
+  (zoo_cpu.py ETC WORK --layers ...; or zoo_layers.py ETC WORK ...)
 
 Prints markdown: per model, the layers by etc's time with each reference's, then the other
 ops by kind, then the totals (each the sum of its rows' medians, and each engine's median
