@@ -120,6 +120,13 @@ Status any_kernel(KernelContext& ctx, std::span<Value*> args) {
 // interleaved partial sums (element i goes to sum i % 8) added pairwise at the end: the loop
 // vectorises instead of waiting on one add's latency per element. The order is fixed, so the
 // result does not depend on threads.
+// sum8's end: its eight partial sums q[k * step] added pairwise in its fixed order.
+template <typename Acc>
+__attribute__((always_inline)) inline Acc sum8_finish(const Acc* q, int64_t step) {
+  return ((q[0] + q[4 * step]) + (q[2 * step] + q[6 * step])) +
+         ((q[step] + q[5 * step]) + (q[3 * step] + q[7 * step]));
+}
+
 template <typename Acc, typename T = float, typename F = std::identity>
 __attribute__((always_inline)) inline Acc sum8(const T* x, int64_t n, F f = {}) {
   Acc part[8] = {};
@@ -130,7 +137,7 @@ __attribute__((always_inline)) inline Acc sum8(const T* x, int64_t n, F f = {}) 
   }
   for (int k = 0; i < n; ++i, ++k)
     part[k] += f(static_cast<Acc>(x[i]));
-  return ((part[0] + part[4]) + (part[2] + part[6])) + ((part[1] + part[5]) + (part[3] + part[7]));
+  return sum8_finish(part, 1);
 }
 
 // The largest of x[0, n) (-inf when n is 0; NaNs skipped), by 16 interleaved running maxima:
@@ -196,12 +203,6 @@ void row_sums_portable(const float* x, int64_t count, int64_t r0, int64_t r1, do
 constexpr int64_t kChannelSumBlock = 16;
 constexpr int64_t kChannelSumChunk = 64;
 
-// sum8's end for one channel: its partial sums q[k * step].
-inline double sum8_finish(const double* q, int64_t step) {
-  return ((q[0] + q[4 * step]) + (q[2 * step] + q[6 * step])) +
-         ((q[step] + q[5 * step]) + (q[3 * step] + q[7 * step]));
-}
-
 // Positions [p0, p1) (p0 a multiple of 8) of channels [0, CB) into state[k][c], which the
 // first chunk (p0 == 0) starts from zero; the last (p1 == positions) puts the sums in a[0, CB)
 // instead. One chunk needs no state.
@@ -241,14 +242,14 @@ __attribute__((always_inline)) inline void channel_sums_block(const float* x, in
   }
 }
 
-// channel_sums_block<16> for AVX-512 in 16 zmm accumulators (GCC's own vectorisation of it
-// used 256-bit vectors without ymm16-31 and kept half the partial sums on the stack).
 // sum8's end, lane by lane.
 __attribute__((target("avx512f,fma"))) inline __m512d sum8_finish_avx512(const __m512d* q) {
   return _mm512_add_pd(_mm512_add_pd(_mm512_add_pd(q[0], q[4]), _mm512_add_pd(q[2], q[6])),
                        _mm512_add_pd(_mm512_add_pd(q[1], q[5]), _mm512_add_pd(q[3], q[7])));
 }
 
+// channel_sums_block<16> for AVX-512 in 16 zmm accumulators (GCC's own vectorisation of it
+// used 256-bit vectors without ymm16-31 and kept half the partial sums on the stack).
 __attribute__((target("avx512f,fma"))) inline void channel_sums_block16_avx512(
     const float* x, int64_t p0, int64_t p1, int64_t positions, int64_t channels, double* state,
     double* a) {
@@ -290,9 +291,9 @@ __attribute__((always_inline)) inline void channel_sums_body(const float* x, int
   // Each channel's 8 partial sums between chunks, in the layout of its block (CB of them per
   // k); none where one chunk holds every position.
   thread_local std::vector<double> state;
-  if (positions > kChannelSumChunk && state.size() < static_cast<size_t>(8 * (c1 - c0)))
-    state.resize(static_cast<size_t>(8 * (c1 - c0)));
   const bool chunks = positions > kChannelSumChunk;
+  if (chunks && state.size() < static_cast<size_t>(8 * (c1 - c0)))
+    state.resize(static_cast<size_t>(8 * (c1 - c0)));
   for (int64_t p0 = 0; p0 < positions; p0 += kChannelSumChunk) {
     const int64_t p1 = std::min(positions, p0 + kChannelSumChunk);
     // Channel c's block state starts at 8 * (c - c0) (blocks are 16, 4 or 1 channels).
@@ -605,8 +606,7 @@ __attribute__((target("avx512f,fma"))) void softmax_row_avx512(const float* x, f
   }
   float part[8];
   _mm256_storeu_ps(part, acc);
-  const float sum =
-      ((part[0] + part[4]) + (part[2] + part[6])) + ((part[1] + part[5]) + (part[3] + part[7]));
+  const float sum = sum8_finish(part, 1);
   const __m512 inv = _mm512_set1_ps(1.0f / sum);
   for (int64_t i = 0; i < len; i += 16) {
     const auto lanes = static_cast<__mmask16>(len - i >= 16 ? 0xffff : (1u << (len - i)) - 1);
