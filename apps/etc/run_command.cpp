@@ -434,9 +434,7 @@ Status run_program(const RunArgs& args) {
         auto it = r.find(name);
         ms.push_back(it == r.end() ? 0.0 : it->second.ms);
       }
-      std::sort(ms.begin(), ms.end());
-      const size_t n = ms.size();
-      t.ms = n % 2 == 1 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
+      t.ms = stats(std::move(ms)).median;  // as the run's timings
     }
     std::vector<std::pair<std::string, rt::Method::OpTime>> rows(profile.begin(), profile.end());
     std::sort(rows.begin(), rows.end(),

@@ -565,7 +565,6 @@ Status Method::execute() {
       if (m != nullptr) m->flush_profile();
     }
   } flush{profile_ != nullptr ? this : nullptr};
-  if (profile_) profile_samples_.clear();
   for (size_t pc = 0; pc < steps_.size();) {
     MethodStep& s = steps_[pc];
     switch (s.kind) {
