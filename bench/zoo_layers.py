@@ -77,7 +77,8 @@ def etc_profile(etc, d, threads, runs):
                         "--warmup", "5", "--iterations", "20", "--json", "--profile-shapes",
                         "--profile-runs", str(runs)], capture_output=True, text=True)
     if r.returncode != 0:
-        raise RuntimeError("etc run failed: " + r.stderr.strip().splitlines()[-1])
+        lines = r.stderr.strip().splitlines()
+        raise RuntimeError(f"etc run failed (exit {r.returncode}): {lines[-1] if lines else '?'}")
     call_ms = json.loads(r.stdout)["timing_ms"]["compute_median"]
     rows = []
     for line in r.stderr.splitlines():
@@ -277,9 +278,13 @@ def main():
     a = p.parse_args()
     for name in a.models.split(","):
         d, _ = zoo_cpu.prepare(a.etc, name, a.size, a.work)
-        etc_rows, etc_call = etc_profile(a.etc, d, a.threads, a.runs)
-        ort = run_child("ort", d, a.threads, a.runs)
-        xnn = run_child("xnnpack", d, a.threads, a.runs)
+        try:
+            etc_rows, etc_call = etc_profile(a.etc, d, a.threads, a.runs)
+            ort = run_child("ort", d, a.threads, a.runs)
+            xnn = run_child("xnnpack", d, a.threads, a.runs)
+        except RuntimeError as e:  # one model's failure does not end the others
+            print(f"\n### {name}\n\n{e}")
+            continue
         report(name, etc_rows, etc_call, ort, xnn)
 
 
