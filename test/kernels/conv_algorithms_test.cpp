@@ -18,16 +18,18 @@ namespace {
 
 TEST_CASE("a first layer into a channels-last chain writes its NCHW values channels-last") {
   // The direct loop of few input channels, its out (and the epilogue's) held [N, H, W, C]:
-  // the bits of the NCHW run, transposed. 3 -> 32 stride 2 (two bands of output rows, the
-  // last one short), 3 -> 24 (three 8-wide vectors a position on AVX2), 3 -> 13 5x5 on two
-  // images, 4 -> 8 7x7 stride 3; every vector build.
+  // the bits of the NCHW run, transposed. Column strides 1 and 2 read the input in place
+  // (strips inside a row, over its left or right edge, rows in the padding); stride 3 goes
+  // through padded planes. 3 -> 32 stride 2 (two bands of output rows, the last one short),
+  // 3 -> 24 (three 8-wide vectors a position on AVX2), 3 -> 13 5x5 on two images, 4 -> 8 7x7
+  // stride 3, 3 -> 16 dilated by 2 (stride 2), 2 -> 16 on rows of several strips and a short
+  // one; every vector build.
   struct Case {
-    int64_t n, c_in, h, w, c_out, k, stride, pad;
+    int64_t n, c_in, h, w, c_out, k, stride, pad, dil = 1;
   };
-  const Case cases[] = {{1, 3, 37, 45, 32, 3, 2, 1},
-                        {1, 3, 37, 45, 24, 3, 2, 1},
-                        {2, 3, 20, 33, 13, 5, 1, 2},
-                        {1, 4, 29, 40, 8, 7, 3, 3}};
+  const Case cases[] = {{1, 3, 37, 45, 32, 3, 2, 1},    {1, 3, 37, 45, 24, 3, 2, 1},
+                        {2, 3, 20, 33, 13, 5, 1, 2},    {1, 4, 29, 40, 8, 7, 3, 3},
+                        {1, 3, 30, 41, 16, 3, 2, 2, 2}, {1, 2, 9, 71, 16, 3, 1, 1}};
   uint32_t seed = 900;
   for (kernels::GemmIsa isa :
        {kernels::GemmIsa::kAuto, kernels::GemmIsa::kAvx2, kernels::GemmIsa::kPortable}) {
@@ -35,14 +37,16 @@ TEST_CASE("a first layer into a channels-last chain writes its NCHW values chann
     for (const Case& k : cases) {
       if (k.c_out > kernels::few_input_channels_max_outputs()) continue;
       INFO("isa " << static_cast<int>(isa) << " " << k.c_in << " -> " << k.c_out);
-      const int64_t oh = (k.h + 2 * k.pad - k.k) / k.stride + 1;
-      const int64_t ow = (k.w + 2 * k.pad - k.k) / k.stride + 1;
+      const int64_t span = k.dil * (k.k - 1) + 1;
+      const int64_t oh = (k.h + 2 * k.pad - span) / k.stride + 1;
+      const int64_t ow = (k.w + 2 * k.pad - span) / k.stride + 1;
       const Sizes os{k.n, k.c_out, oh, ow};
       Call c("aten::convolution.out");
       Value* x = c.random(DType::kFloat32, {k.n, k.c_in, k.h, k.w}, seed++);
       Value* w = c.random(DType::kFloat32, {k.c_out, k.c_in, k.k, k.k}, seed++);
       Value* b = c.random(DType::kFloat32, {k.c_out}, seed++);
-      const std::vector<Value*> args = conv2d_inputs(c, x, w, b, k.stride, k.pad, 1);
+      std::vector<Value*> args = conv2d_inputs(c, x, w, b, k.stride, k.pad, 1);
+      args[5] = c.ints({k.dil, k.dil});
       // relu6 into a second tensor, as mobilenet_v2's first layer.
       auto run = [&](bool channels_last) {
         Value* y = c.out(DType::kFloat32, os);
@@ -309,52 +313,65 @@ TEST_CASE("a first layer's epilogue may write over the layer's input (read whole
   // 4 -> 16 channels, 3x3 stride 2 on 64x64, two images: an image's input and its out both
   // hold 16384 floats. Memory planning may put an epilogue's temporary over the input once the
   // convolution is its last reader; here image 0's temporary lies over image 1's input, which
-  // the direct loop must have read before it writes any output row.
+  // the direct loop must have read before the epilogue writes there: through its padded
+  // planes (an NCHW out), or in place (a channels-last out: the epilogue waits for the whole
+  // out).
   const Sizes xs{2, 4, 64, 64}, os{2, 16, 32, 32};
   const int64_t image = 16384;
   for (kernels::GemmIsa isa :
        {kernels::GemmIsa::kAuto, kernels::GemmIsa::kAvx2, kernels::GemmIsa::kPortable}) {
-    const IsaScope scope(isa);
-    Call c("aten::convolution.out");
-    Value* x_copy = c.random(DType::kFloat32, xs, 41);
-    Value* buffer = c.out(DType::kFloat32, {3 * image});
-    auto* base = static_cast<float*>(buffer->tensor.data);
-    std::memcpy(base, x_copy->tensor.data, static_cast<size_t>(x_copy->tensor.nbytes()));
-    Value* x = c.out(DType::kFloat32, xs);
-    x->tensor.data = base;
-    Value* w = c.random(DType::kFloat32, {16, 4, 3, 3}, 42);
-    Value* b = c.random(DType::kFloat32, {16}, 43);
-    auto args = [&](Value* input) {
-      return std::vector<Value*>{
-          input,          w,     b, c.ints({2, 2}), c.ints({1, 1}), c.ints({1, 1}), c.b(false),
-          c.ints({0, 0}), c.i(1)};
-    };
-    // The instructions: y = conv(x); u = y * 0.5; y = y + u.
-    Value* y = c.out(DType::kFloat32, os);
-    Value* u = c.out(DType::kFloat32, os);
-    std::vector<Value*> plain = args(x_copy);
-    plain.push_back(y);
-    plain.push_back(y);
-    REQUIRE(c.run_raw(plain).ok());
-    Call mul("aten::mul.Scalar_out"), add("aten::add.out");
-    REQUIRE(mul.run({y, mul.d(0.5)}, {u}).ok());
-    REQUIRE(add.run({y, u, add.i(1)}, {y}).ok());
-    // Fused, with u's memory over the input's.
-    Value* fy = c.out(DType::kFloat32, os);
-    Value* fu = c.out(DType::kFloat32, os);
-    fu->tensor.data = base + image;
-    using Kind = Epilogue::Op::Kind;
-    Epilogue e;
-    e.ops = {{Kind::kMul, &fy->tensor, nullptr, 0.5f, 0, 0, &fu->tensor},
-             {Kind::kAdd, &fy->tensor, &fu->tensor, 0, 0, 0, &fy->tensor}};
-    e.after_inputs = true;
-    c.set_epilogue(&e);
-    std::vector<Value*> fused = args(x);
-    fused.push_back(fy);
-    fused.push_back(fy);
-    REQUIRE(c.run_raw(fused).ok());
-    CHECK(std::memcmp(y->tensor.data, fy->tensor.data, static_cast<size_t>(y->tensor.nbytes())) ==
-          0);
+    for (const bool channels_last : {false, true}) {
+      INFO("isa " << static_cast<int>(isa) << (channels_last ? " channels-last" : " NCHW"));
+      const IsaScope scope(isa);
+      Call c("aten::convolution.out");
+      Value* x_copy = c.random(DType::kFloat32, xs, 41);
+      Value* buffer = c.out(DType::kFloat32, {3 * image});
+      auto* base = static_cast<float*>(buffer->tensor.data);
+      std::memcpy(base, x_copy->tensor.data, static_cast<size_t>(x_copy->tensor.nbytes()));
+      Value* x = c.out(DType::kFloat32, xs);
+      x->tensor.data = base;
+      Value* w = c.random(DType::kFloat32, {16, 4, 3, 3}, 42);
+      Value* b = c.random(DType::kFloat32, {16}, 43);
+      auto args = [&](Value* input) {
+        return std::vector<Value*>{
+            input,          w,     b, c.ints({2, 2}), c.ints({1, 1}), c.ints({1, 1}), c.b(false),
+            c.ints({0, 0}), c.i(1)};
+      };
+      // The instructions: y = conv(x); u = y * 0.5; y = y + u.
+      Value* y = c.out(DType::kFloat32, os);
+      Value* u = c.out(DType::kFloat32, os);
+      std::vector<Value*> plain = args(x_copy);
+      plain.push_back(y);
+      plain.push_back(y);
+      REQUIRE(c.run_raw(plain).ok());
+      Call mul("aten::mul.Scalar_out"), add("aten::add.out");
+      REQUIRE(mul.run({y, mul.d(0.5)}, {u}).ok());
+      REQUIRE(add.run({y, u, add.i(1)}, {y}).ok());
+      // Fused, with u's memory over the input's.
+      Value* fy = c.out(DType::kFloat32, os);
+      Value* fu = c.out(DType::kFloat32, os);
+      fu->tensor.data = base + image;
+      using Kind = Epilogue::Op::Kind;
+      Epilogue e;
+      e.ops = {{Kind::kMul, &fy->tensor, nullptr, 0.5f, 0, 0, &fu->tensor},
+               {Kind::kAdd, &fy->tensor, &fu->tensor, 0, 0, 0, &fy->tensor}};
+      e.after_inputs = true;
+      c.set_epilogue(&e);
+      c.set_channels_last(channels_last ? uint64_t{1} << 9 : 0);
+      std::vector<Value*> fused = args(x);
+      fused.push_back(fy);
+      fused.push_back(fy);
+      REQUIRE(c.run_raw(fused).ok());
+      const auto* want = static_cast<const float*>(y->tensor.data);
+      const auto* got = static_cast<const float*>(fy->tensor.data);
+      const int64_t plane = 32 * 32;
+      for (int64_t i = 0; i < 2 * image; ++i) {
+        // Element (n, c, p) of the NCHW out; channels-last at (n, p, c).
+        const int64_t n = i / image, ch = i / plane % 16, p = i % plane;
+        const int64_t at = channels_last ? (n * plane + p) * 16 + ch : i;
+        REQUIRE(std::memcmp(&want[i], &got[at], sizeof(float)) == 0);
+      }
+    }
   }
 }
 

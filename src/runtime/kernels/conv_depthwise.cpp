@@ -778,11 +778,11 @@ constexpr int64_t nhwc_positions(bool wide, int64_t cv) {
 }
 
 // Output columns [c0, c0 + n) (n <= P) of output row oh, all channels: channel c of column
-// c0 + q at y[q * C + c]. w: [tap][Cv * L] (zero past the last channel); tap_off: tap t's
-// offset in `planes` (its input plane, row and column phase) from row oh * stride, column c0.
-template <typename V, int Cv, int64_t P>
-__attribute__((always_inline)) inline void nhwc_strip(const float* __restrict base,
-                                                      const int64_t* tap_off, int64_t taps,
+// c0 + q at y[q * C + c]. w: [tap][Cv * L] (zero past the last channel); src[t]: where tap t
+// reads column c0's input, column c0 + q's SW * q floats on (P positions are read whatever n
+// is: every src[t] has them).
+template <typename V, int Cv, int64_t P, int64_t SW>
+__attribute__((always_inline)) inline void nhwc_strip(const float* const* src, int64_t taps,
                                                       const float* __restrict w,
                                                       const V (&bias)[Cv], int64_t c_out, int64_t n,
                                                       float* __restrict y) {
@@ -793,8 +793,8 @@ __attribute__((always_inline)) inline void nhwc_strip(const float* __restrict ba
       acc[q][v] = bias[v];
   }
   for (int64_t t = 0; t < taps; ++t, w += Cv * kL) {
-    const float* __restrict s = base + tap_off[t];
-    // Opaque to the optimiser: GCC otherwise kept base + q for every position q in a register
+    const float* __restrict s = src[t];
+    // Opaque to the optimiser: GCC otherwise kept s + q for every position q in a register
     // of its own (spilling half of them) instead of one pointer and constant offsets.
     asm("" : "+r"(s));
     V wv[Cv];
@@ -802,7 +802,7 @@ __attribute__((always_inline)) inline void nhwc_strip(const float* __restrict ba
       wv[v] = load_v<V>(w + v * kL);
 #pragma GCC unroll 28
     for (int64_t q = 0; q < P; ++q) {
-      const float x = s[q];
+      const float x = s[q * SW];
       for (int v = 0; v < Cv; ++v)
         acc[q][v] += wv[v] * x;
     }
@@ -824,13 +824,27 @@ __attribute__((always_inline)) inline void nhwc_strip(const float* __restrict ba
   }
 }
 
-// One image's channels-last first layer: its padded input planes, each tap's offset in them
-// (nhwc_strip's tap_off), the weights as nhwc_strip takes them, the out yn ([OH * OW][C])
-// and its epilogue (`tiles`, or `epilogue` by rows from element `epilogue_at` of the out on).
+// The most taps of a first layer (few_input_channels_conv: 4 channels of 7x7).
+constexpr int64_t kMaxFirstLayerTaps = int64_t{4} * 7 * 7;
+
+// One image's channels-last first layer, read one of two ways:
+// - `planes` (any stride): its padded input planes split by stride phase (fill_plane), and
+//   each tap's offset in them (tap_off) from row oh * stride, column c0;
+// - else straight from the NCHW image `x` (column strides 1 and 2), without that copy. Filling
+//   the planes, zeros included, took 46 of mnasnet0_5's 180 us stem: 600 KB written and read
+//   again for a 3 x 224 x 224 input. Each tap reads its input row in place where a strip's
+//   columns lie inside it, a row of zeros where the tap's row lies in the padding, and a short
+//   zero-padded copy of the row's span where the strip crosses the left or right edge: the
+//   same values in the same order, so the same bits as through the planes.
+// Then the weights as nhwc_strip takes them, the out yn ([OH * OW][C]) and its epilogue
+// (`tiles`, or `epilogue` by rows from element `epilogue_at` of the out on; neither where an
+// out of the chain lies over the input, whose rows are then still being read: the caller runs
+// it on the whole out after).
 struct NhwcJob {
   const float* planes;
   const std::vector<int64_t>& tap_off;
   const PaddedPlane& p;
+  const float* x;
   const ConvGeometry& g;
   const float* w;
   const float* bias;
@@ -840,15 +854,16 @@ struct NhwcJob {
   int64_t epilogue_at;
 };
 
-// Output rows [r0, r1) of the job, the epilogue on each strip or row.
-template <typename V, int Cv>
+// Output rows [r0, r1) of the job, the epilogue on each strip or row. SW: the column stride
+// nhwc_strip reads at (1 through the planes).
+template <typename V, int Cv, int64_t SW>
 __attribute__((always_inline)) inline void nhwc_rows(const NhwcJob& job, int64_t r0, int64_t r1) {
   constexpr int64_t kL = sizeof(V) / sizeof(float);
   constexpr int64_t kP = kNhwcPositions<V, Cv>;
   const PaddedPlane& p = job.p;
   const ConvGeometry& g = job.g;
   const TileEpilogue* tiles = job.tiles;
-  const int64_t taps = static_cast<int64_t>(job.tap_off.size()), c = g.c_out;
+  const int64_t taps = g.c_in * g.kh * g.kw, c = g.c_out;
   V bv[Cv];
   for (int v = 0; v < Cv; ++v) {
     float lanes[kL] = {};
@@ -860,14 +875,53 @@ __attribute__((always_inline)) inline void nhwc_rows(const NhwcJob& job, int64_t
   // the epilogue reads it there.
   const bool scratch = tiles != nullptr && tiles->out_unread();
   float strip[kP * Cv * kL];
+  const float* src[kMaxFirstLayerTaps];
+  // Reading in place: the input columns a strip's taps span, from its first position's first
+  // tap on; the rows of zeros, and the edge strips' padded copies, one per (channel, row).
+  const int64_t span = (kP - 1) * SW + (g.kw - 1) * g.dil[1] + 1;
+  std::vector<float> zeros, edges;
+  if (job.planes == nullptr) {
+    zeros.assign(static_cast<size_t>(span), 0.0f);
+    edges.resize(static_cast<size_t>(g.c_in * g.kh * span));
+  }
   for (int64_t oh = r0; oh < r1; ++oh) {
-    const float* row = job.planes + oh * g.stride[0] * p.width;
+    const float* row = job.planes != nullptr ? job.planes + oh * g.stride[0] * p.width : nullptr;
     float* yrow = job.yn + oh * g.ow * c;
     for (int64_t c0 = 0; c0 < g.ow; c0 += kP) {
       const int64_t n = std::min(kP, g.ow - c0);
+      if (job.planes != nullptr) {
+        for (int64_t t = 0; t < taps; ++t)
+          src[t] = row + c0 + job.tap_off[static_cast<size_t>(t)];
+      } else {
+        const int64_t col = c0 * SW - g.pad[1];  // position c0's first tap's input column
+        const bool inside = col >= 0 && col + span <= g.w;
+        for (int64_t ci = 0; ci < g.c_in; ++ci) {
+          for (int64_t i = 0; i < g.kh; ++i) {
+            const int64_t ih = oh * g.stride[0] - g.pad[0] + i * g.dil[0];
+            const int64_t r = ci * g.kh + i;
+            const float* in = job.x + (ci * g.h + ih) * g.w;
+            const float* from = zeros.data();
+            if (ih >= 0 && ih < g.h) {
+              if (inside) {
+                from = in + col;
+              } else {
+                // The span's columns [lo, hi) lie in the row; the rest is padding.
+                float* e = edges.data() + r * span;
+                const int64_t lo = std::clamp<int64_t>(-col, 0, span);
+                const int64_t hi = std::clamp<int64_t>(g.w - col, lo, span);
+                std::fill(e, e + lo, 0.0f);
+                std::copy(in + col + lo, in + col + hi, e + lo);
+                std::fill(e + hi, e + span, 0.0f);
+                from = e;
+              }
+            }
+            for (int64_t j = 0; j < g.kw; ++j)
+              src[r * g.kw + j] = from + j * g.dil[1];
+          }
+        }
+      }
       float* out = yrow + c0 * c;
-      nhwc_strip<V, Cv, kP>(row + c0, job.tap_off.data(), taps, job.w, bv, c, n,
-                            scratch ? strip : out);
+      nhwc_strip<V, Cv, kP, SW>(src, taps, job.w, bv, c, n, scratch ? strip : out);
       if (scratch) {
         tiles->run_from(strip, n * c, out, n * c, 1, n * c);
       } else if (tiles != nullptr) {
@@ -881,6 +935,17 @@ __attribute__((always_inline)) inline void nhwc_rows(const NhwcJob& job, int64_t
   }
 }
 
+// SW: the column stride read in place (2), or 1 (in place, or through the planes).
+template <typename V, int Cv>
+__attribute__((always_inline)) inline void nhwc_rows_strided(const NhwcJob& job, int64_t r0,
+                                                             int64_t r1) {
+  if (job.planes == nullptr && job.g.stride[1] == 2) {
+    nhwc_rows<V, Cv, 2>(job, r0, r1);
+  } else {
+    nhwc_rows<V, Cv, 1>(job, r0, r1);
+  }
+}
+
 // Cv: the vectors a position's channels take (few_input_channels_max_outputs: at most 32
 // channels in two 16-wide vectors, 24 in three 8-wide ones).
 template <typename V>
@@ -889,11 +954,11 @@ __attribute__((always_inline)) inline void nhwc_rows_any(const NhwcJob& job, int
   constexpr int64_t kL = sizeof(V) / sizeof(float);
   const int64_t cv = (job.g.c_out + kL - 1) / kL;
   if (cv == 1) {
-    nhwc_rows<V, 1>(job, r0, r1);
+    nhwc_rows_strided<V, 1>(job, r0, r1);
   } else if (cv == 2 || kL == 16) {
-    nhwc_rows<V, 2>(job, r0, r1);
+    nhwc_rows_strided<V, 2>(job, r0, r1);
   } else if constexpr (kL == 8) {  // three vectors: 8-wide builds only
-    nhwc_rows<V, 3>(job, r0, r1);
+    nhwc_rows_strided<V, 3>(job, r0, r1);
   }
 }
 
@@ -971,47 +1036,58 @@ void few_input_channels_conv_f32(const float* x, const float* w, const float* bi
     strip = wide ? DenseWide::kStrip : DenseNarrow::kStrip;
   }
   const std::vector<float> wpack = pack_depthwise_weights(w, g.c_out, taps, co_block);
-  // Every image's planes first: the input is read whole before any output is written, so the
-  // epilogue may go by rows even when its outs lie over the input.
-  const PaddedPlane p = plane_layout(g, strip);
-  const int64_t plane_floats = p.floats();
-  // Padded rows across threads (the fill, zeros included, was about a quarter of a 224x224
-  // first layer, serial).
-  Buffer<float> planes(g.batch * g.c_in * plane_floats);
-  parallel_for(p.rows, 16, [&](int64_t r0, int64_t r1) {
-    if (portable) {
-      fill_planes_portable(x, g, p, g.batch * g.c_in, r0, r1, planes.data());
-    } else {  // 8-wide shuffles: the AVX2 build serves AVX-512 CPUs too
-      fill_planes_avx2(x, g, p, g.batch * g.c_in, r0, r1, planes.data());
-    }
-  });
   const int64_t out_plane = g.oh * g.ow;
   const std::optional<TileEpilogue> tiles =
       epilogue != nullptr ? TileEpilogue::make(*epilogue) : std::nullopt;
   const TileEpilogue* tile = tiles ? &*tiles : nullptr;
+  // A channels-last out of column stride 1 or 2 reads the input in place (NhwcJob).
+  const bool in_place = out_nhwc && (g.stride[1] == 1 || g.stride[1] == 2);
+  // Every image's planes first: the input is read whole before any output is written, so the
+  // epilogue may go by rows even when its outs lie over the input.
+  const PaddedPlane p = in_place ? PaddedPlane{} : plane_layout(g, strip);
+  const int64_t plane_floats = p.floats();
+  Buffer<float> planes(in_place ? 0 : g.batch * g.c_in * plane_floats);
+  if (!in_place) {
+    // Padded rows across threads (the fill, zeros included, was about a quarter of a 224x224
+    // first layer, serial).
+    parallel_for(p.rows, 16, [&](int64_t r0, int64_t r1) {
+      if (portable) {
+        fill_planes_portable(x, g, p, g.batch * g.c_in, r0, r1, planes.data());
+      } else {  // 8-wide shuffles: the AVX2 build serves AVX-512 CPUs too
+        fill_planes_avx2(x, g, p, g.batch * g.c_in, r0, r1, planes.data());
+      }
+    });
+  }
   if (out_nhwc) {
     std::vector<int64_t> tap_off;  // tap (ci, i, j): its plane, row and column phase
-    tap_off.reserve(static_cast<size_t>(taps));
-    for (int64_t ci = 0; ci < g.c_in; ++ci) {
-      for (int64_t i = 0; i < g.kh; ++i) {
-        for (int64_t j = 0; j < g.kw; ++j)
-          tap_off.push_back(ci * plane_floats + i * g.dil[0] * p.width + p.tap_offset[j]);
+    if (!in_place) {
+      tap_off.reserve(static_cast<size_t>(taps));
+      for (int64_t ci = 0; ci < g.c_in; ++ci) {
+        for (int64_t i = 0; i < g.kh; ++i) {
+          for (int64_t j = 0; j < g.kw; ++j)
+            tap_off.push_back(ci * plane_floats + i * g.dil[0] * p.width + p.tap_offset[j]);
+        }
       }
     }
+    // Read in place, the input is read as the outputs are written: an epilogue whose out lies
+    // over it (no TileEpilogue then) waits for the whole out.
+    const bool whole_after = in_place && epilogue != nullptr && epilogue->after_inputs;
     auto* run = isa_build(nhwc_rows_avx512, nhwc_rows_avx2, nhwc_rows_portable);
     for (int64_t n = 0; n < g.batch; ++n) {
-      const NhwcJob job{planes.data() + n * g.c_in * plane_floats,
+      const NhwcJob job{in_place ? nullptr : planes.data() + n * g.c_in * plane_floats,
                         tap_off,
                         p,
+                        x + n * g.c_in * g.h * g.w,
                         g,
                         wpack.data(),
                         bias,
                         y + n * g.c_out * out_plane,
                         tile,
-                        epilogue,
+                        whole_after ? nullptr : epilogue,
                         n * g.c_out * out_plane};
       parallel_for(g.oh, 2, [&](int64_t r0, int64_t r1) { run(job, r0, r1); });
     }
+    if (whole_after) apply_epilogue_whole(*epilogue, g.batch * g.c_out * out_plane);
     return;
   }
   DenseRowsFn run = isa_build(dense_rows_avx512, dense_rows_avx2, dense_rows_portable);
