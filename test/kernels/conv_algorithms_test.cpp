@@ -23,13 +23,15 @@ TEST_CASE("a first layer into a channels-last chain writes its NCHW values chann
   // through padded planes. 3 -> 32 stride 2 (two bands of output rows, the last one short),
   // 3 -> 24 (three 8-wide vectors a position on AVX2), 3 -> 13 5x5 on two images, 4 -> 8 7x7
   // stride 3, 3 -> 16 dilated by 2 (stride 2), 2 -> 16 on rows of several strips and a short
-  // one; every vector build.
+  // one, 3 -> 16 with rows and columns apart (stride (1, 2), dilation (2, 1)); every vector
+  // build.
   struct Case {
-    int64_t n, c_in, h, w, c_out, k, stride, pad, dil = 1;
+    int64_t n, c_in, h, w, c_out, k, stride, pad, dil = 1, stride_w = 0, dil_w = 0;
   };
-  const Case cases[] = {{1, 3, 37, 45, 32, 3, 2, 1},    {1, 3, 37, 45, 24, 3, 2, 1},
-                        {2, 3, 20, 33, 13, 5, 1, 2},    {1, 4, 29, 40, 8, 7, 3, 3},
-                        {1, 3, 30, 41, 16, 3, 2, 2, 2}, {1, 2, 9, 71, 16, 3, 1, 1}};
+  const Case cases[] = {{1, 3, 37, 45, 32, 3, 2, 1},         {1, 3, 37, 45, 24, 3, 2, 1},
+                        {2, 3, 20, 33, 13, 5, 1, 2},         {1, 4, 29, 40, 8, 7, 3, 3},
+                        {1, 3, 30, 41, 16, 3, 2, 2, 2},      {1, 2, 9, 71, 16, 3, 1, 1},
+                        {1, 3, 17, 50, 16, 3, 1, 1, 2, 2, 1}};
   uint32_t seed = 900;
   for (kernels::GemmIsa isa :
        {kernels::GemmIsa::kAuto, kernels::GemmIsa::kAvx2, kernels::GemmIsa::kPortable}) {
@@ -37,16 +39,18 @@ TEST_CASE("a first layer into a channels-last chain writes its NCHW values chann
     for (const Case& k : cases) {
       if (k.c_out > kernels::few_input_channels_max_outputs()) continue;
       INFO("isa " << static_cast<int>(isa) << " " << k.c_in << " -> " << k.c_out);
-      const int64_t span = k.dil * (k.k - 1) + 1;
-      const int64_t oh = (k.h + 2 * k.pad - span) / k.stride + 1;
-      const int64_t ow = (k.w + 2 * k.pad - span) / k.stride + 1;
+      const int64_t sw = k.stride_w > 0 ? k.stride_w : k.stride;
+      const int64_t dw = k.dil_w > 0 ? k.dil_w : k.dil;
+      const int64_t oh = (k.h + 2 * k.pad - k.dil * (k.k - 1) - 1) / k.stride + 1;
+      const int64_t ow = (k.w + 2 * k.pad - dw * (k.k - 1) - 1) / sw + 1;
       const Sizes os{k.n, k.c_out, oh, ow};
       Call c("aten::convolution.out");
       Value* x = c.random(DType::kFloat32, {k.n, k.c_in, k.h, k.w}, seed++);
       Value* w = c.random(DType::kFloat32, {k.c_out, k.c_in, k.k, k.k}, seed++);
       Value* b = c.random(DType::kFloat32, {k.c_out}, seed++);
       std::vector<Value*> args = conv2d_inputs(c, x, w, b, k.stride, k.pad, 1);
-      args[5] = c.ints({k.dil, k.dil});
+      args[3] = c.ints({k.stride, sw});
+      args[5] = c.ints({k.dil, dw});
       // relu6 into a second tensor, as mobilenet_v2's first layer.
       auto run = [&](bool channels_last) {
         Value* y = c.out(DType::kFloat32, os);

@@ -97,9 +97,10 @@ struct DepthwiseWeights final : KernelState {
 // AVX-512 builds agree; the portable build rounds the products).
 // With out_nhwc, y is channels-last ([N, OH, OW, C_out]; the epilogue's tensors too): the
 // same values in that layout (a first layer whose out a channels-last chain reads), the
-// vectors along the output channels. Of column stride 1 or 2, that loop reads the input in
-// place, without the padded planes; an epilogue whose outs lie over the input then runs on
-// the whole out after.
+// vectors along the output channels instead. Of column stride 1 or 2, that loop reads the
+// input in place as it goes, with no padded planes (not read whole first: an epilogue whose
+// outs lie over the input runs on the whole out after); of a larger column stride, through
+// the planes as above.
 void few_input_channels_conv_f32(const float* x, const float* w, const float* bias,
                                  const ConvGeometry& g, float* y, const Epilogue* epilogue,
                                  bool out_nhwc = false);

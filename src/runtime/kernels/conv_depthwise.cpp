@@ -824,9 +824,6 @@ __attribute__((always_inline)) inline void nhwc_strip(const float* const* src, i
   }
 }
 
-// The most taps of a first layer (few_input_channels_conv: 4 channels of 7x7).
-constexpr int64_t kMaxFirstLayerTaps = int64_t{4} * 7 * 7;
-
 // One image's channels-last first layer, read one of two ways:
 // - `planes` (any stride): its padded input planes split by stride phase (fill_plane), and
 //   each tap's offset in them (tap_off) from row oh * stride, column c0;
@@ -875,7 +872,7 @@ __attribute__((always_inline)) inline void nhwc_rows(const NhwcJob& job, int64_t
   // the epilogue reads it there.
   const bool scratch = tiles != nullptr && tiles->out_unread();
   float strip[kP * Cv * kL];
-  const float* src[kMaxFirstLayerTaps];
+  std::vector<const float*> src(static_cast<size_t>(taps));
   // Reading in place: the input columns a strip's taps span, from its first position's first
   // tap on; the rows of zeros, and the edge strips' padded copies, one per (channel, row).
   const int64_t span = (kP - 1) * SW + (g.kw - 1) * g.dil[1] + 1;
@@ -890,8 +887,8 @@ __attribute__((always_inline)) inline void nhwc_rows(const NhwcJob& job, int64_t
     for (int64_t c0 = 0; c0 < g.ow; c0 += kP) {
       const int64_t n = std::min(kP, g.ow - c0);
       if (job.planes != nullptr) {
-        for (int64_t t = 0; t < taps; ++t)
-          src[t] = row + c0 + job.tap_off[static_cast<size_t>(t)];
+        for (size_t t = 0; t < src.size(); ++t)
+          src[t] = row + c0 + job.tap_off[t];
       } else {
         const int64_t col = c0 * SW - g.pad[1];  // position c0's first tap's input column
         const bool inside = col >= 0 && col + span <= g.w;
@@ -899,9 +896,9 @@ __attribute__((always_inline)) inline void nhwc_rows(const NhwcJob& job, int64_t
           for (int64_t i = 0; i < g.kh; ++i) {
             const int64_t ih = oh * g.stride[0] - g.pad[0] + i * g.dil[0];
             const int64_t r = ci * g.kh + i;
-            const float* in = job.x + (ci * g.h + ih) * g.w;
             const float* from = zeros.data();
             if (ih >= 0 && ih < g.h) {
+              const float* in = job.x + (ci * g.h + ih) * g.w;
               if (inside) {
                 from = in + col;
               } else {
@@ -909,19 +906,18 @@ __attribute__((always_inline)) inline void nhwc_rows(const NhwcJob& job, int64_t
                 float* e = edges.data() + r * span;
                 const int64_t lo = std::clamp<int64_t>(-col, 0, span);
                 const int64_t hi = std::clamp<int64_t>(g.w - col, lo, span);
-                std::fill(e, e + lo, 0.0f);
-                std::copy(in + col + lo, in + col + hi, e + lo);
-                std::fill(e + hi, e + span, 0.0f);
+                std::fill(e, e + span, 0.0f);
+                if (lo < hi) std::copy(in + (col + lo), in + (col + hi), e + lo);
                 from = e;
               }
             }
             for (int64_t j = 0; j < g.kw; ++j)
-              src[r * g.kw + j] = from + j * g.dil[1];
+              src[static_cast<size_t>(r * g.kw + j)] = from + j * g.dil[1];
           }
         }
       }
       float* out = yrow + c0 * c;
-      nhwc_strip<V, Cv, kP, SW>(src, taps, job.w, bv, c, n, scratch ? strip : out);
+      nhwc_strip<V, Cv, kP, SW>(src.data(), taps, job.w, bv, c, n, scratch ? strip : out);
       if (scratch) {
         tiles->run_from(strip, n * c, out, n * c, 1, n * c);
       } else if (tiles != nullptr) {
