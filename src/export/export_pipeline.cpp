@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "partition/lower.h"
+#include "passes/cse.h"
 #include "passes/dead_code_elimination.h"
 #include "passes/decompose_host_ops.h"
 #include "passes/fold_batch_norm.h"
@@ -23,6 +24,8 @@ PassRegistry make_pass_registry() {
       {"dce", "remove unused nodes and constants", &dead_code_elimination},
       {"remove-noops", "remove clones, same-shape views and other identity ops", &remove_noops},
       {"fold-constants", "evaluate data-movement and cast ops on constants", &fold_constants},
+      {"cse", "merge nodes that compute the same op on the same arguments",
+       &eliminate_common_subexpressions},
       {"fold-batch-norm", "fold inference batch norms into the convolutions they follow",
        &fold_batch_norm},
       {"pack-int4-weights", "store int8 weights whose values fit in 4 bits two a byte",

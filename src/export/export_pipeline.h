@@ -10,7 +10,8 @@ namespace etc {
 // quantized embeddings made to dequantize only the rows they read; partitioning for the
 // target; host ops rewritten into ExecuTorch's portable kernel set and the results folded;
 // the host products' weights stored in panels (after the last folding, which would undo
-// it); device copies; memory plan last.
+// it); device copies; memory plan last. `cse` is registered but not in this list (see
+// passes/cse.h for why).
 inline constexpr const char* kDefaultExportPipeline =
     "dce,remove-noops,fold-constants,fold-batch-norm,dce,pack-int4-weights,gather-rows-first,"
     "partition,decompose-host-ops,fold-constants,dce,panel-weights,propagate-devices,"

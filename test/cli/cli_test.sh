@@ -80,6 +80,36 @@ expect "an unknown --target is a usage error" 2 "etc: error: --target: unknown d
 expect "a device index over 127 is a usage error" 2 "out of range" "$etc" export "$ex/mlp.json" -o "$tmp/t.pte" --target cuda:128
 expect "a bad --io-device is a usage error" 2 "--io-device must be 'host' or 'device'" "$etc" export "$ex/mlp.json" -o "$tmp/t.pte" --io-device gpu
 expect "an unknown pass is a usage error" 2 "unknown pass 'nope'" "$etc" export "$ex/mlp.json" -o "$tmp/t.pte" --passes dce,nope
+# cse (in a --passes list): a program that computes exp(-x) twice and relu(x) twice runs
+# each once, with the results of the program that runs all four (the same bits).
+cat > "$tmp/repeat.json" <<'JSON'
+{"format": "etc.graph", "version": 1, "name": "repeat",
+ "inputs": [{"name": "x", "dtype": "float32", "shape": [4, 8]}], "constants": [],
+ "nodes": [
+  {"name": "n1", "op": "aten.neg.default", "args": {"self": "x"}, "outputs": ["n1"]},
+  {"name": "e1", "op": "aten.exp.default", "args": {"self": "n1"}, "outputs": ["e1"]},
+  {"name": "n2", "op": "aten.neg.default", "args": {"self": "x"}, "outputs": ["n2"]},
+  {"name": "e2", "op": "aten.exp.default", "args": {"self": "n2"}, "outputs": ["e2"]},
+  {"name": "r1", "op": "aten.relu.default", "args": {"self": "x"}, "outputs": ["r1"]},
+  {"name": "r2", "op": "aten.relu.default", "args": {"self": "x"}, "outputs": ["r2"]},
+  {"name": "a", "op": "aten.add.Tensor", "args": {"self": "e1", "other": "r1"}, "outputs": ["a"]},
+  {"name": "b", "op": "aten.mul.Tensor", "args": {"self": "e2", "other": "r2"}, "outputs": ["b"]},
+  {"name": "y", "op": "aten.sub.Tensor", "args": {"self": "a", "other": "b"}, "outputs": ["y"]}],
+ "outputs": ["y"]}
+JSON
+"$etc" export "$tmp/repeat.json" -o "$tmp/nocse.pte" --target cpu >/dev/null 2>&1
+"$etc" export "$tmp/repeat.json" -o "$tmp/cse.pte" --target cpu \
+  --passes "dce,remove-noops,fold-constants,cse,fold-batch-norm,dce,partition,decompose-host-ops,fold-constants,dce,propagate-devices,plan-memory" >/dev/null 2>&1
+"$etc" run "$tmp/cse.pte" --device cpu --seed 7 --output-dir "$tmp/cse_out" >/dev/null 2>&1
+"$etc" run "$tmp/nocse.pte" --device cpu --seed 7 --output-dir "$tmp/nocse_out" >/dev/null 2>&1
+kernels() { "$etc" inspect --format json "$1" | python3 -c 'import json, sys; print(sum(len(p["instructions"]) for p in json.load(sys.stdin)["plans"]))'; }
+if [[ -s "$tmp/cse_out/output_0.npy" ]] && cmp -s "$tmp/cse_out/output_0.npy" "$tmp/nocse_out/output_0.npy" &&
+   [[ $(kernels "$tmp/cse.pte") -eq $(( $(kernels "$tmp/nocse.pte") - 3 )) ]]; then
+  echo "ok: cse runs a repeated computation once, with the same output"
+else
+  echo "FAIL: cse: instructions $(kernels "$tmp/cse.pte") against $(kernels "$tmp/nocse.pte"), outputs:"
+  cmp "$tmp/cse_out/output_0.npy" "$tmp/nocse_out/output_0.npy"; failures=$((failures + 1))
+fi
 expect "an unknown excluded op is a usage error" 2 "--exclude-ops: unknown op 'aten.nope'" "$etc" export "$ex/mlp.json" -o "$tmp/t.pte" --exclude-ops aten.nope
 expect "--max-copies fails with the list of copies" 1 "needs 2 host<->device copies per inference, more than --max-copies 1" \
   "$etc" export "$ex/mlp.json" -o "$tmp/t.pte" --max-copies 1

@@ -37,7 +37,7 @@ TEST_CASE("unknown and empty pass names are usage errors listing the known passe
   REQUIRE_FALSE(p.ok());
   CHECK(p.status().code() == ErrorCode::kUsage);
   CHECK(p.status().message() ==
-        "unknown pass 'no-such-pass' (known passes: dce, remove-noops, fold-constants, "
+        "unknown pass 'no-such-pass' (known passes: dce, remove-noops, fold-constants, cse, "
         "fold-batch-norm, pack-int4-weights, gather-rows-first, partition, "
         "decompose-host-ops, panel-weights, propagate-devices, plan-memory)");
   CHECK(parse_pipeline("dce,,dce", r).status().message() ==
