@@ -22,11 +22,7 @@ using testing::require_valid;
 using testing::unary;
 using testing::value_named;
 
-struct Ctx {
-  ExportOptions options;
-  ExportReport report;
-  PassContext ctx{options, report};
-};
+using Ctx = testing::PassCtx;
 
 template <typename T>
 std::vector<T> values_of(const Graph& g, const std::string& name) {

@@ -17,11 +17,7 @@ using testing::require_valid;
 using testing::unary;
 using testing::value_named;
 
-struct Ctx {
-  ExportOptions options;
-  ExportReport report;
-  PassContext ctx{options, report};
-};
+using Ctx = testing::PassCtx;
 
 size_t count_op(const Graph& g, OpKind op) {
   size_t n = 0;

@@ -86,6 +86,14 @@ inline void require_valid(const Graph& g) {
   REQUIRE(s.ok());
 }
 
+// Default export options, a report and the PassContext over them: what one pass is called
+// with in a test.
+struct PassCtx {
+  ExportOptions options;
+  ExportReport report;
+  PassContext ctx{options, report};
+};
+
 inline ValueId value_named(const Graph& g, const std::string& name) {
   auto v = g.find_value(name);
   INFO("no value named " << name);
