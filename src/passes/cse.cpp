@@ -54,22 +54,31 @@ constexpr size_t kContentKeyBytes = 4096;
 // and bytes (small ones), else its own.
 class ConstantIds {
  public:
-  explicit ConstantIds(const Graph& graph) : graph_(graph) {}
+  explicit ConstantIds(const Graph& graph)
+      : graph_(graph), known_(graph.value_slots(), ValueId::kInvalid) {}
   uint32_t of(ValueId id) {
     if (!id.valid()) return id.v;  // None in a Tensor?[] list
+    uint32_t& known = known_[id.v];
+    if (known == ValueId::kInvalid) known = canonical(id);
+    return known;
+  }
+
+ private:
+  uint32_t canonical(ValueId id) {
     const Value& v = graph_.value(id);
-    if (v.kind != ValueKind::kConstant || v.spec.constant.size > kContentKeyBytes) return id.v;
+    const std::span<const uint8_t> bytes = v.spec.constant.bytes();
+    if (v.kind != ValueKind::kConstant || v.spec.constant.size > kContentKeyBytes ||
+        bytes.size() != v.spec.constant.size)
+      return id.v;
     std::string key;
     put(key, v.spec.dtype);
     put_list(key, v.spec.sizes);
     put_list(key, std::vector<uint8_t>(v.spec.dim_order.begin(), v.spec.dim_order.end()));
-    const std::span<const uint8_t> bytes = v.spec.constant.bytes();
     key.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
     return by_content_.try_emplace(std::move(key), id.v).first->second;
   }
-
- private:
   const Graph& graph_;
+  std::vector<uint32_t> known_;  // per value id: its key id, once asked
   std::unordered_map<std::string, uint32_t> by_content_;
 };
 
@@ -114,6 +123,19 @@ bool same_spec(const TensorSpec& a, const TensorSpec& b) {
 
 Result<bool> eliminate_common_subexpressions(Graph& graph, PassContext& context) {
   if (context.options.dynamic_shapes) return false;
+  // Merging lengthens the kept value's lifetime, which a memory plan made already would not
+  // know of.
+  if (!graph.planned_buffers.empty()) {
+    return Status(ErrorCode::kUsage,
+                  "cse: the graph's memory is planned already; run cse before plan-memory");
+  }
+  // Graph outputs and state updates (fixed for the whole pass: merges never touch them).
+  std::vector<bool> live_out(graph.value_slots(), false);
+  for (ValueId id : graph.outputs())
+    live_out[id.v] = true;
+  for (const StateBuffer& s : graph.states()) {
+    if (s.update.valid()) live_out[s.update.v] = true;
+  }
   // Values that depend on the program's inputs or state (by value id).
   std::vector<bool> runtime(graph.value_slots(), false);
   for (ValueId id : graph.inputs())
@@ -142,7 +164,7 @@ Result<bool> eliminate_common_subexpressions(Graph& graph, PassContext& context)
     const Node& first = graph.node(it->second);
     bool merge = first.outputs.size() == n.outputs.size();
     for (size_t i = 0; merge && i < n.outputs.size(); ++i) {
-      merge = !graph.is_live_out(n.outputs[i]) &&
+      merge = !live_out[n.outputs[i].v] &&
               same_spec(graph.value(first.outputs[i]).spec, graph.value(n.outputs[i]).spec);
     }
     if (!merge) continue;

@@ -26,6 +26,7 @@
 //   the program names;
 // - programs with dynamic dims (ExportOptions::dynamic_shapes): two size arguments equal at
 //   one size may differ at another, and the export requires one program for all of them.
+// A graph whose memory is planned already is a usage error: merging lengthens lifetimes.
 #pragma once
 
 #include "passes/pass.h"

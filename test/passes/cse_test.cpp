@@ -155,6 +155,45 @@ TEST_CASE("cse compares small constants by contents, and lists with None") {
   CHECK(arg_of(g, "s", 1) == value_named(g, "x1"));
 }
 
+TEST_CASE("cse merges reads of a state, never the state's update") {
+  // relu(s) three times: the first two merge; the third is the state's update and stays.
+  Graph g;
+  const TensorSpec spec = TensorSpec::make(DType::kFloat32, {2, 2});
+  const ValueId s = g.add_state("s", spec, "s", ConstantData{});
+  auto relu = [&](const std::string& name) {
+    const NodeId id = g.add_node(OpKind::Relu, name, {ArgValue(s)}, {name}, {spec});
+    return g.node(id).outputs[0];
+  };
+  const ValueId r1 = relu("r1"), r2 = relu("r2"), r3 = relu("r3");
+  const NodeId sum =
+      g.add_node(OpKind::AddTensor, "sum",
+                 {ArgValue(r1), ArgValue(r2), ArgValue(Scalar{int64_t{1}})}, {"y"}, {spec});
+  g.set_outputs({g.node(sum).outputs[0]});
+  g.set_state_update(s, r3);
+  require_valid(g);
+  Ctx c;
+  REQUIRE(*eliminate_common_subexpressions(g, c.ctx));
+  require_valid(g);
+  CHECK(count_op(g, OpKind::Relu) == 2);
+  CHECK(live(g, "r1"));
+  CHECK(live(g, "r3"));
+  CHECK(arg_of(g, "sum", 1) == r1);
+}
+
+TEST_CASE("cse refuses a graph whose memory is planned") {
+  Graph g = graph_from_json("[" + f32("a") + "]",
+                            "[" + unary("r1", "aten.relu.default", "a", "r1") + "," +
+                                unary("r2", "aten.relu.default", "a", "r2") + "," +
+                                testing::add("s", "r1", "r2", "y") + "]",
+                            R"(["y"])");
+  g.planned_buffers.push_back(PlannedBuffer{Device{}, 64});
+  Ctx c;
+  Result<bool> r = eliminate_common_subexpressions(g, c.ctx);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().code() == ErrorCode::kUsage);
+  CHECK(count_op(g, OpKind::Relu) == 2);
+}
+
 TEST_CASE("cse does nothing to a program of dynamic dims") {
   Graph g = graph_from_json("[" + f32("a") + "]",
                             "[" + unary("r1", "aten.relu.default", "a", "r1") + "," +
