@@ -73,7 +73,7 @@ class ConstantIds {
     std::string key;
     put(key, v.spec.dtype);
     put_list(key, v.spec.sizes);
-    put_list(key, std::vector<uint8_t>(v.spec.dim_order.begin(), v.spec.dim_order.end()));
+    put_list(key, v.spec.dim_order);
     key.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
     return by_content_.try_emplace(std::move(key), id.v).first->second;
   }

@@ -180,12 +180,17 @@ TEST_CASE("cse merges reads of a state, never the state's update") {
   CHECK(arg_of(g, "sum", 1) == r1);
 }
 
+// y = relu(a) + relu(a): one merge where cse may run.
+Graph relu_twice() {
+  return graph_from_json("[" + f32("a") + "]",
+                         "[" + unary("r1", "aten.relu.default", "a", "r1") + "," +
+                             unary("r2", "aten.relu.default", "a", "r2") + "," +
+                             testing::add("s", "r1", "r2", "y") + "]",
+                         R"(["y"])");
+}
+
 TEST_CASE("cse refuses a graph whose memory is planned") {
-  Graph g = graph_from_json("[" + f32("a") + "]",
-                            "[" + unary("r1", "aten.relu.default", "a", "r1") + "," +
-                                unary("r2", "aten.relu.default", "a", "r2") + "," +
-                                testing::add("s", "r1", "r2", "y") + "]",
-                            R"(["y"])");
+  Graph g = relu_twice();
   g.planned_buffers.push_back(PlannedBuffer{Device{}, 64});
   Ctx c;
   Result<bool> r = eliminate_common_subexpressions(g, c.ctx);
@@ -195,11 +200,7 @@ TEST_CASE("cse refuses a graph whose memory is planned") {
 }
 
 TEST_CASE("cse does nothing to a program of dynamic dims") {
-  Graph g = graph_from_json("[" + f32("a") + "]",
-                            "[" + unary("r1", "aten.relu.default", "a", "r1") + "," +
-                                unary("r2", "aten.relu.default", "a", "r2") + "," +
-                                testing::add("s", "r1", "r2", "y") + "]",
-                            R"(["y"])");
+  Graph g = relu_twice();
   Ctx c;
   c.options.dynamic_shapes = true;
   CHECK_FALSE(*eliminate_common_subexpressions(g, c.ctx));

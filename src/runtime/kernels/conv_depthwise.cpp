@@ -1038,8 +1038,8 @@ void few_input_channels_conv_f32(const float* x, const float* w, const float* bi
   const TileEpilogue* tile = tiles ? &*tiles : nullptr;
   // A channels-last out of column stride 1 or 2 reads the input in place (NhwcJob).
   const bool in_place = out_nhwc && (g.stride[1] == 1 || g.stride[1] == 2);
-  // Every image's planes first: the input is read whole before any output is written, so the
-  // epilogue may go by rows even when its outs lie over the input.
+  // Otherwise every image's planes first: the input is read whole before any output is
+  // written, so the epilogue may go by rows even when its outs lie over the input.
   const PaddedPlane p = in_place ? PaddedPlane{} : plane_layout(g, strip);
   const int64_t plane_floats = p.floats();
   Buffer<float> planes(in_place ? 0 : g.batch * g.c_in * plane_floats);
