@@ -251,6 +251,95 @@ TEST_CASE("1x1 layers of a channels-last chain give the NCHW GEMM's bits") {
   }
 }
 
+TEST_CASE("1x1 layers of 16 outputs or more: panels, their epilogues in registers, threads") {
+  // pointwise_nhwc_f32's panels of 16 output channels, rows outer: outs of 16 (one panel), 40
+  // (a last panel of 8 columns), 24 (16 + 8), 20 and 28 (last panels of 4 and 12: an 8-lane
+  // vector's lanes stored one by one), 960 from 160 inputs (blocks of 25 panels'
+  // weights, on 7x7: split by panels at 2 threads), 300 inputs (two K blocks) into 40, 49 and 20
+  // rows (a last partial tile of rows). The epilogues that run in the tiles' registers
+  // (Finish: clamp, add, add then clamp, hardswish) in place (not hardswish: its product reads
+  // the out) and into a second tensor where nothing
+  // reads the out after (out_unread), and into a second tensor the out is kept beside
+  // (TileEpilogue after each tile-row): each against the NCHW kernel op by op, bit for bit,
+  // at 1 and 2 threads, every vector build.
+  struct Case {
+    int64_t n, c_in, h, w, c_out;
+  };
+  const Case cases[] = {{1, 16, 7, 7, 16},   {1, 24, 5, 4, 40},  {2, 8, 9, 10, 24},
+                        {1, 160, 7, 7, 960}, {1, 300, 7, 7, 40}, {1, 32, 4, 5, 48},
+                        {1, 16, 5, 5, 20},   {1, 24, 7, 7, 28}};
+  enum class Chain { kClamp, kAdd, kAddClamp, kHardSwish };
+  enum class Target { kInPlace, kUnread, kKept };
+  const OnednnScope etc_kernels(false);
+  uint32_t seed = 1700;
+  for (kernels::GemmIsa isa :
+       {kernels::GemmIsa::kAuto, kernels::GemmIsa::kAvx2, kernels::GemmIsa::kPortable}) {
+    const IsaScope scope(isa);
+    for (const Case& k : cases) {
+      const int64_t plane = k.h * k.w;
+      const Sizes xs{k.n, k.c_in, k.h, k.w}, os{k.n, k.c_out, k.h, k.w};
+      const kernels::ConvGeometry g{k.n, k.c_in, k.h, k.w,    k.c_out, 1,     1,
+                                    k.h, k.w,    1,   {1, 1}, {0, 0},  {1, 1}};
+      const kernels::ConvCall chain{false, DType::kFloat32, true, true, false};
+      REQUIRE(kernels::choose_conv_algorithm(g, chain) == kernels::ConvAlgorithm::kPointwiseNhwc);
+      Call c("aten::convolution.out");
+      const ChainLayer layer(c, xs, k.c_out, 1, 0, os, seed);
+      // The ops of `chain` from y into `to` (y itself in place), op by op or as an activation.
+      auto run = [&](bool channels_last, Chain ch, Target target, bool activation) {
+        Value* y = c.out(DType::kFloat32, os);
+        Value* r = target == Target::kInPlace ? y : c.out(DType::kFloat32, os);
+        Value* res = channels_last ? layer.res_nhwc : layer.res;
+        Epilogue e;
+        using Op = Epilogue::Op;
+        if (ch == Chain::kHardSwish) {  // x * (clamp(x + 3, 0, 6) / 6), out of place
+          e.ops = {{Op::Kind::kAdd, &y->tensor, nullptr, 3.0f, 0, 0, &r->tensor},
+                   {Op::Kind::kClamp, &r->tensor, nullptr, 0, 0.0f, 6.0f, &r->tensor},
+                   {Op::Kind::kDiv, &r->tensor, nullptr, 6.0f, 0, 0, &r->tensor},
+                   {Op::Kind::kMul, &y->tensor, &r->tensor, 0, 0, 0, &r->tensor}};
+        } else if (ch != Chain::kClamp) {
+          e.ops.push_back({Op::Kind::kAdd, &y->tensor, &res->tensor, 0, 0, 0, &r->tensor});
+        }
+        if (ch == Chain::kClamp || ch == Chain::kAddClamp) {
+          const TensorView* in = ch == Chain::kClamp ? &y->tensor : &r->tensor;
+          e.ops.push_back({Op::Kind::kClamp, in, nullptr, 0, -1.5f, 2.0f, &r->tensor});
+        }
+        if (activation) {
+          e.activation = kernels::match_activation(e, y->tensor);
+          REQUIRE(e.activation);
+          e.out_unread = target == Target::kUnread;
+        }
+        c.set_epilogue(&e);
+        c.set_channels_last(channels_last ? (uint64_t{1} << 0) | (uint64_t{1} << 9) : 0);
+        REQUIRE(c.run(conv2d_inputs(c, channels_last ? layer.x_nhwc : layer.x, layer.w, layer.b, 1,
+                                    0, 1),
+                      {y})
+                    .ok());
+        c.set_epilogue(nullptr);
+        c.set_channels_last(0);
+        return std::pair{read(y), read(r)};
+      };
+      for (Chain ch : {Chain::kClamp, Chain::kAdd, Chain::kAddClamp, Chain::kHardSwish}) {
+        const auto [y_nchw, r_nchw] = run(false, ch, Target::kKept, false);
+        const std::vector<double> y_want = nhwc(y_nchw, k.n, k.c_out, plane);
+        const std::vector<double> r_want = nhwc(r_nchw, k.n, k.c_out, plane);
+        for (int threads : {1, 2}) {
+          const ThreadsScope pool(threads);
+          for (Target target : {Target::kInPlace, Target::kUnread, Target::kKept}) {
+            if (ch == Chain::kHardSwish && target == Target::kInPlace) continue;  // no activation
+            INFO("isa " << static_cast<int>(isa) << " " << k.c_in << " -> " << k.c_out << " on "
+                        << k.n << " x " << k.h << "x" << k.w << " chain " << static_cast<int>(ch)
+                        << " target " << static_cast<int>(target) << " threads " << threads);
+            const auto [y, r] = run(true, ch, target, true);
+            REQUIRE(std::memcmp(r.data(), r_want.data(), r_want.size() * sizeof(double)) == 0);
+            if (target == Target::kKept)
+              REQUIRE(std::memcmp(y.data(), y_want.data(), y_want.size() * sizeof(double)) == 0);
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("3x3 layers of a channels-last chain give the NCHW Winograd kernel's bits") {
   // Winograd F(2x2, 3x3) on NHWC tensors (kWinogradNhwc) in a chain, and on NCHW tensors
   // through its NHWC copies, against the NCHW kernel (winograd_conv_f32): the same transforms
@@ -728,19 +817,26 @@ TEST_CASE("a convolution runs the algorithm choose_conv_algorithm names for it")
   CHECK_FALSE(winograd(128, 7, 32));
   CHECK(winograd(32, 7, 128));
   CHECK(winograd(128, 11, 32));
-  // 1x1 layers in a chain from 512 K multiply-adds (mobilenet_v3_small's 16 -> 16 on 56x56,
-  // 0.8 M; on 28x28, 0.2 M), k x k layers from 1 M (densenet's 3x3 128 -> 32 on 7x7, 1.8 M; a
-  // 3x3 16 -> 16 on 14x14, 0.45 M).
+  // 1x1 layers of a chain: etc's panels for 16 outputs or more from at most 384 inputs and
+  // 1 MiB of weights (mobilenet_v3_small's 16 -> 16, mobilenet_v2's 160 -> 960); oneDNN for
+  // the others from 512 K multiply-adds (960 -> 160 on 7x7, 7.5 M; 320 -> 1280, 1.6 MiB of
+  // weights; 400 -> 16 on 2x2, 26 K, stays etc's). k x k layers on oneDNN from 1 M (densenet's
+  // 3x3 128 -> 32 on 7x7, 1.8 M; a 3x3 16 -> 16 on 14x14, 0.45 M).
   const kernels::ConvCall chain{false, DType::kFloat32, true, true, true};
-  auto in_chain = [&](int64_t cin, int64_t plane, int64_t cout, int64_t k) {
+  auto algorithm = [&](int64_t cin, int64_t plane, int64_t cout, int64_t k) {
     const kernels::ConvGeometry g{1,     cin,   plane, plane,  cout,           k,     k,
                                   plane, plane, 1,     {1, 1}, {k / 2, k / 2}, {1, 1}};
-    return kernels::choose_conv_algorithm(g, chain) == ConvAlgorithm::kOnednn;
+    return kernels::choose_conv_algorithm(g, chain);
   };
-  CHECK(in_chain(16, 56, 16, 1));
-  CHECK_FALSE(in_chain(16, 28, 16, 1));
-  CHECK(in_chain(128, 7, 32, 3));
-  CHECK_FALSE(in_chain(16, 14, 16, 3));
+  CHECK(algorithm(16, 56, 16, 1) == ConvAlgorithm::kPointwiseNhwc);
+  CHECK(algorithm(16, 28, 16, 1) == ConvAlgorithm::kPointwiseNhwc);
+  CHECK(algorithm(160, 7, 960, 1) == ConvAlgorithm::kPointwiseNhwc);
+  CHECK(algorithm(384, 14, 64, 1) == ConvAlgorithm::kPointwiseNhwc);
+  CHECK(algorithm(960, 7, 160, 1) == ConvAlgorithm::kOnednn);
+  CHECK(algorithm(320, 7, 1280, 1) == ConvAlgorithm::kOnednn);
+  CHECK(algorithm(400, 2, 16, 1) == ConvAlgorithm::kPointwiseNhwc);
+  CHECK(algorithm(128, 7, 32, 3) == ConvAlgorithm::kOnednn);
+  CHECK_FALSE(algorithm(16, 14, 16, 3) == ConvAlgorithm::kOnednn);
 }
 
 }  // namespace

@@ -50,6 +50,10 @@ ConvAlgorithm choose_conv_algorithm(const ConvGeometry& g, const ConvCall& call)
 // Whether `a` runs in a channels-last chain: kOnednn (input and out in either layout),
 // kPointwiseNhwc or kWinogradNhwc (both NHWC).
 bool chain_algorithm(ConvAlgorithm a);
+// Whether oneDNN would run this layer in a chain (either layout in and out) were etc's own
+// kernel not ahead of it: the load planner's fallback for a 1x1 layer given to
+// kPointwiseNhwc (NHWC in and out only) whose input may not be channels-last.
+bool onednn_chain_capable(const ConvGeometry& g);
 
 const char* conv_algorithm_name(ConvAlgorithm a);
 

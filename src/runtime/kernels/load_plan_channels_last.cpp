@@ -122,8 +122,13 @@ void CpuPlanner::plan_channels_last() {
     if (!g || !usable(s.args[9]) || s.args[0]->tensor.capacity >= 0) continue;
     const ConvAlgorithm algorithm = choose_conv_algorithm(*g, chain);
     if (!chain_algorithm(algorithm)) continue;
-    if (algorithm == ConvAlgorithm::kPointwiseNhwc) {
-      // etc's own 1x1 kernel reads the input in the out's layout, as a pooling does.
+    // etc's own 1x1 kernel reads the input in the out's layout, as a pooling does; where
+    // oneDNN has the layer, it joins as oneDNN's convolutions do (either layout in), and runs
+    // etc's kernel where its input is channels-last too (channels_last_convolution).
+    const bool onednn_too = algorithm == ConvAlgorithm::kPointwiseNhwc && chain.onednn &&
+                            kernels::onednn_chain_capable(*g) &&
+                            kernels::prepare_onednn_conv(s.args, *g, steps()[i].state);
+    if (algorithm == ConvAlgorithm::kPointwiseNhwc && !onednn_too) {
       Group group;
       group.step = i;
       group.same_in = true;
