@@ -217,19 +217,19 @@ struct ChainLayer {
 };
 
 TEST_CASE("1x1 layers of a channels-last chain give the NCHW GEMM's bits") {
-  // etc's own kernel for the 1x1 layers oneDNN leaves in a chain (kPointwiseNhwc; with
-  // oneDNN off, every 1x1 layer): input, out and the epilogue's tensors held [N, H, W, C],
-  // each value the NCHW kernels' bits. Outs of 3 channels (lane by lane), 8 (one 8-lane
-  // vector), 24 (16 + 8), 72 (64 + the last 8 moved back over columns computed before), 100,
-  // 300 inputs (two K blocks of the GEMM's sums), row counts that leave a partial tile, two
-  // images. Each with a residual add and relu6 into a second tensor, run as a chain in
+  // etc's own kernel for the 1x1 layers of a chain (kPointwiseNhwc; with oneDNN off, every
+  // 1x1 layer): input, out and the epilogue's tensors held [N, H, W, C], each value the NCHW
+  // kernels' bits. Outs of 3 channels (lane by lane), 8 (one 8-lane vector), 12 (two, the
+  // second moved back over columns computed before), 24 (a panel of 16 and 8 columns), 72,
+  // 100, 300 inputs (two K blocks of the GEMM's sums), row counts that leave a partial tile,
+  // two images. Each with a residual add and relu6 into a second tensor, run as a chain in
   // registers (Epilogue::activation) and op by op; every vector build.
   struct Case {
     int64_t n, c_in, h, w, c_out;
   };
   const Case cases[] = {{1, 16, 13, 11, 8}, {2, 8, 9, 10, 24},  {1, 5, 7, 7, 3},
-                        {1, 24, 6, 5, 72},  {1, 300, 4, 5, 40}, {1, 16, 3, 3, 100},
-                        {1, 12, 64, 80, 96}};
+                        {1, 16, 5, 6, 12},  {1, 24, 6, 5, 72},  {1, 300, 4, 5, 40},
+                        {1, 16, 3, 3, 100}, {1, 12, 64, 80, 96}};
   const OnednnScope etc_kernels(false);
   uint32_t seed = 1300;
   for (kernels::GemmIsa isa :
@@ -258,10 +258,10 @@ TEST_CASE("1x1 layers of 16 outputs or more: panels, their epilogues in register
   // weights, on 7x7: split by panels at 2 threads), 300 inputs (two K blocks) into 40, 49 and 20
   // rows (a last partial tile of rows). The epilogues that run in the tiles' registers
   // (Finish: clamp, add, add then clamp, hardswish) in place (not hardswish: its product reads
-  // the out) and into a second tensor where nothing
-  // reads the out after (out_unread), and into a second tensor the out is kept beside
-  // (TileEpilogue after each tile-row): each against the NCHW kernel op by op, bit for bit,
-  // at 1 and 2 threads, every vector build.
+  // the out) and into a second tensor where nothing reads the out after (out_unread), and
+  // into a second tensor the out is kept beside (TileEpilogue after each tile-row), and a
+  // chain's first and last layers (input or out NCHW, through NHWC copies): each against the
+  // NCHW kernel op by op, bit for bit, at 1 and 2 threads, every vector build.
   struct Case {
     int64_t n, c_in, h, w, c_out;
   };
@@ -285,10 +285,12 @@ TEST_CASE("1x1 layers of 16 outputs or more: panels, their epilogues in register
       Call c("aten::convolution.out");
       const ChainLayer layer(c, xs, k.c_out, 1, 0, os, seed);
       // The ops of `chain` from y into `to` (y itself in place), op by op or as an activation.
-      auto run = [&](bool channels_last, Chain ch, Target target, bool activation) {
+      // in_nhwc / out_nhwc: the input / the out and the epilogue's tensors held NHWC (an NCHW
+      // side of a chain layer goes through the kernel's NHWC copies).
+      auto run = [&](bool in_nhwc, bool out_nhwc, Chain ch, Target target, bool activation) {
         Value* y = c.out(DType::kFloat32, os);
         Value* r = target == Target::kInPlace ? y : c.out(DType::kFloat32, os);
-        Value* res = channels_last ? layer.res_nhwc : layer.res;
+        Value* res = out_nhwc ? layer.res_nhwc : layer.res;
         Epilogue e;
         using Op = Epilogue::Op;
         if (ch == Chain::kHardSwish) {  // x * (clamp(x + 3, 0, 6) / 6), out of place
@@ -309,9 +311,8 @@ TEST_CASE("1x1 layers of 16 outputs or more: panels, their epilogues in register
           e.out_unread = target == Target::kUnread;
         }
         c.set_epilogue(&e);
-        c.set_channels_last(channels_last ? (uint64_t{1} << 0) | (uint64_t{1} << 9) : 0);
-        REQUIRE(c.run(conv2d_inputs(c, channels_last ? layer.x_nhwc : layer.x, layer.w, layer.b, 1,
-                                    0, 1),
+        c.set_channels_last((in_nhwc ? uint64_t{1} << 0 : 0) | (out_nhwc ? uint64_t{1} << 9 : 0));
+        REQUIRE(c.run(conv2d_inputs(c, in_nhwc ? layer.x_nhwc : layer.x, layer.w, layer.b, 1, 0, 1),
                       {y})
                     .ok());
         c.set_epilogue(nullptr);
@@ -319,7 +320,7 @@ TEST_CASE("1x1 layers of 16 outputs or more: panels, their epilogues in register
         return std::pair{read(y), read(r)};
       };
       for (Chain ch : {Chain::kClamp, Chain::kAdd, Chain::kAddClamp, Chain::kHardSwish}) {
-        const auto [y_nchw, r_nchw] = run(false, ch, Target::kKept, false);
+        const auto [y_nchw, r_nchw] = run(false, false, ch, Target::kKept, false);
         const std::vector<double> y_want = nhwc(y_nchw, k.n, k.c_out, plane);
         const std::vector<double> r_want = nhwc(r_nchw, k.n, k.c_out, plane);
         for (int threads : {1, 2}) {
@@ -329,11 +330,18 @@ TEST_CASE("1x1 layers of 16 outputs or more: panels, their epilogues in register
             INFO("isa " << static_cast<int>(isa) << " " << k.c_in << " -> " << k.c_out << " on "
                         << k.n << " x " << k.h << "x" << k.w << " chain " << static_cast<int>(ch)
                         << " target " << static_cast<int>(target) << " threads " << threads);
-            const auto [y, r] = run(true, ch, target, true);
+            const auto [y, r] = run(true, true, ch, target, true);
             REQUIRE(std::memcmp(r.data(), r_want.data(), r_want.size() * sizeof(double)) == 0);
             if (target == Target::kKept)
               REQUIRE(std::memcmp(y.data(), y_want.data(), y_want.size() * sizeof(double)) == 0);
           }
+          // A chain's first layer (input NCHW) and last (out NCHW).
+          const auto [y_first, r_first] = run(false, true, ch, Target::kKept, true);
+          REQUIRE(std::memcmp(y_first.data(), y_want.data(), y_want.size() * sizeof(double)) == 0);
+          REQUIRE(std::memcmp(r_first.data(), r_want.data(), r_want.size() * sizeof(double)) == 0);
+          const auto [y_last, r_last] = run(true, false, ch, Target::kKept, true);
+          REQUIRE(std::memcmp(y_last.data(), y_nchw.data(), y_nchw.size() * sizeof(double)) == 0);
+          REQUIRE(std::memcmp(r_last.data(), r_nchw.data(), r_nchw.size() * sizeof(double)) == 0);
         }
       }
     }

@@ -58,6 +58,7 @@ struct PointwiseNhwcWeights final : KernelState {
   // channels (zero past C_out); fewer: [C_in][npad], transposed.
   bool panels = false;
   std::vector<float> wt;
+  mutable std::vector<float> layout_in, layout_out;  // NHWC copies of an NCHW x or y
   static PointwiseNhwcWeights pack(const float* w, int64_t c_out, int64_t c_in);
 };
 

@@ -130,7 +130,7 @@ ConvAlgorithm choose_conv_algorithm(const ConvGeometry& g, const ConvCall& call)
   return ConvAlgorithm::kGemm;
 }
 
-bool onednn_chain_capable(const ConvGeometry& g) {
+bool pointwise_nhwc_reads_nchw(const ConvGeometry& g) {
   return onednn_in_chain(g);
 }
 

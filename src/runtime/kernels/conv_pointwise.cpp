@@ -1,10 +1,8 @@
 // A 1x1 float convolution of channels-last tensors (see conv.h): out[r, :] = bias + x[r, :] @
 // W^T for every position r, the positions the rows of a product whose columns are the output
-// channels. Two loops: outs of 16 channels or more (every 1x1 layer of a chain that
-// choose_conv_algorithm gives etc rather than oneDNN) by panels of 16 output channels with the
-// rows outer (below); fewer (8-channel outs on 112x112 planes, which oneDNN leaves: a 16-wide
-// panel would be half empty) by chunks of one or two vectors, as many positions as the
-// registers hold at once.
+// channels. Two loops: outs of 16 channels or more by panels of 16 output channels with the
+// rows outer (below); fewer (8-channel outs on 112x112 planes: a 16-wide panel would be half
+// empty) by 8-lane vectors, 12 positions at once.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -83,44 +81,20 @@ __attribute__((always_inline)) inline void rows_of(const float* x, int64_t c_in,
     tile<V, NV, 1, kPartial>(x + r * c_in, c_in, wt, npad, bias, j0, cols, y + r * c_out, c_out);
 }
 
-// Rows [r0, r1), every column: the whole vectors in chunks of up to four (AVX-512: 64
-// columns) or two (8-lane builds: 16 registers), with as many rows per tile as leave the
-// accumulators, the chunk's weights and the broadcast row value in registers; then the
-// columns left (fewer than a vector) by 8-lane vectors, the last moved back to end at the last
-// column where there are 8 (it computes some columns again: the same sums, the same bits),
-// so that no store is a partial vector's lane by lane (mnasnet's 24 columns: 16 + 8).
-template <typename V>
-__attribute__((always_inline)) inline void rows_all_columns(const float* x, int64_t c_in,
-                                                            const float* wt, int64_t npad,
-                                                            const float* bias, float* y,
-                                                            int64_t c_out, int64_t r0, int64_t r1) {
-  constexpr int64_t kL = sizeof(V) / sizeof(float);
-  constexpr bool kWide = kL == 16;
-  constexpr int64_t kChunk = (kWide ? 4 : 2) * kL;
-  const int64_t whole = c_out / kL * kL;
-  for (int64_t j0 = 0; j0 < whole; j0 += kChunk) {
-    const int64_t cols = std::min(kChunk, whole - j0);
-    const int64_t vectors = cols / kL;
-    if (vectors == 1) {
-      rows_of<V, 1, 12>(x, c_in, wt, npad, bias, j0, cols, y, c_out, r0, r1);
-    } else if (vectors == 2) {
-      rows_of<V, 2, kWide ? 12 : 6>(x, c_in, wt, npad, bias, j0, cols, y, c_out, r0, r1);
-    } else if constexpr (kWide) {
-      if (vectors == 3) {
-        rows_of<V, 3, 8>(x, c_in, wt, npad, bias, j0, cols, y, c_out, r0, r1);
-      } else {
-        rows_of<V, 4, 6>(x, c_in, wt, npad, bias, j0, cols, y, c_out, r0, r1);
-      }
-    }
-  }
-  if (c_out < 8) {  // an out of fewer than 8 channels: stored lane by lane
+// Rows [r0, r1), every column of an out of fewer than 16 channels: by 8-lane vectors, the
+// second moved back to end at the last column (it computes some columns again: the same sums,
+// the same bits), so that no store is a partial vector's lane by lane; an out of fewer than 8
+// channels lane by lane.
+__attribute__((always_inline)) inline void rows_narrow(const float* x, int64_t c_in,
+                                                       const float* wt, int64_t npad,
+                                                       const float* bias, float* y, int64_t c_out,
+                                                       int64_t r0, int64_t r1) {
+  if (c_out < 8) {
     rows_of<Vec8, 1, 12, true>(x, c_in, wt, npad, bias, 0, c_out, y, c_out, r0, r1);
     return;
   }
-  for (int64_t c = whole; c < c_out; c += 8) {
-    const int64_t start = std::min(c, c_out - 8);
-    rows_of<Vec8, 1, 12>(x, c_in, wt, npad, bias, start, 8, y, c_out, r0, r1);
-  }
+  rows_of<Vec8, 1, 12>(x, c_in, wt, npad, bias, 0, 8, y, c_out, r0, r1);
+  if (c_out > 8) rows_of<Vec8, 1, 12>(x, c_in, wt, npad, bias, c_out - 8, 8, y, c_out, r0, r1);
 }
 
 using RowsFn = void (*)(const float*, int64_t, const float*, int64_t, const float*, float*, int64_t,
@@ -130,16 +104,16 @@ __attribute__((target("avx512f,fma"))) void rows_avx512(const float* x, int64_t 
                                                         const float* wt, int64_t npad,
                                                         const float* bias, float* y, int64_t c_out,
                                                         int64_t r0, int64_t r1) {
-  rows_all_columns<Vec16>(x, c_in, wt, npad, bias, y, c_out, r0, r1);
+  rows_narrow(x, c_in, wt, npad, bias, y, c_out, r0, r1);
 }
 __attribute__((target("avx2,fma"))) void rows_avx2(const float* x, int64_t c_in, const float* wt,
                                                    int64_t npad, const float* bias, float* y,
                                                    int64_t c_out, int64_t r0, int64_t r1) {
-  rows_all_columns<Vec8>(x, c_in, wt, npad, bias, y, c_out, r0, r1);
+  rows_narrow(x, c_in, wt, npad, bias, y, c_out, r0, r1);
 }
 void rows_portable(const float* x, int64_t c_in, const float* wt, int64_t npad, const float* bias,
                    float* y, int64_t c_out, int64_t r0, int64_t r1) {
-  rows_all_columns<Vec8>(x, c_in, wt, npad, bias, y, c_out, r0, r1);
+  rows_narrow(x, c_in, wt, npad, bias, y, c_out, r0, r1);
 }
 
 // ---- Outs of 16 channels or more: panels of 16 output channels, rows outer. ----
@@ -370,26 +344,33 @@ Finish finish_of(const Epilogue* e, PanelOut& o) {
   const Epilogue::Activation& a = *e->activation;
   if (a.t->data != a.x->data && !e->out_unread) return Finish::kStore;
   using Kind = Epilogue::Activation::Kind;
+  Finish f = Finish::kStore;
+  switch (a.kind) {
+    case Kind::kClamp:
+      f = Finish::kClamp;
+      break;
+    case Kind::kAddTensor:
+      f = Finish::kAdd;
+      break;
+    case Kind::kAddTensorClamp:
+      f = Finish::kAddClamp;
+      break;
+    case Kind::kHardSwishDivMul:
+      f = Finish::kHardSwishDivMul;
+      break;
+    case Kind::kHardSwishMulDiv:
+      f = Finish::kHardSwishMulDiv;
+      break;
+    default:
+      return Finish::kStore;  // on each tile-row through TileEpilogue
+  }
   o.t = static_cast<float*>(a.t->data);
   o.e = a.e != nullptr ? static_cast<const float*>(a.e->data) : nullptr;
   o.lo = a.lo;
   o.hi = a.hi;
   o.add = a.add;
   o.div = a.div;
-  switch (a.kind) {
-    case Kind::kClamp:
-      return Finish::kClamp;
-    case Kind::kAddTensor:
-      return Finish::kAdd;
-    case Kind::kAddTensorClamp:
-      return Finish::kAddClamp;
-    case Kind::kHardSwishDivMul:
-      return Finish::kHardSwishDivMul;
-    case Kind::kHardSwishMulDiv:
-      return Finish::kHardSwishMulDiv;
-    default:
-      return Finish::kStore;
-  }
+  return f;
 }
 
 }  // namespace
