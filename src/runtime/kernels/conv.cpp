@@ -206,39 +206,6 @@ void run_winograd_nhwc(std::unique_ptr<KernelState>& state, const void* weight_k
   winograd_nhwc_f32(x, x_nhwc, packed, bias, g, y, y_nhwc, epilogue);
 }
 
-// etc's 1x1 kernel for NHWC tensors on x into y (each NHWC or NCHW: an NCHW side through an
-// NHWC copy kept in the state, as oneDNN's calls and run_winograd_nhwc do), its packed weights
-// made at the first call and kept in `state`.
-void run_pointwise_nhwc(std::unique_ptr<KernelState>& state, const void* weight_key, const float* w,
-                        const float* bias, const ConvGeometry& g, const float* x, bool x_nhwc,
-                        float* y, bool y_nhwc, const Epilogue* epilogue) {
-  const PointwiseNhwcWeights& packed =
-      cached_kernel_state<PointwiseNhwcWeights>(state, {weight_key, g.c_out, g.c_in}, [&] {
-        return std::make_unique<PointwiseNhwcWeights>(
-            PointwiseNhwcWeights::pack(w, g.c_out, g.c_in));
-      });
-  const int64_t plane = g.h * g.w, rows = g.batch * plane;
-  if (!x_nhwc) {
-    packed.layout_in.resize(static_cast<size_t>(rows * g.c_in));
-    for (int64_t n = 0; n < g.batch; ++n) {
-      to_channels_last(x + n * g.c_in * plane, g.c_in, plane,
-                       packed.layout_in.data() + n * g.c_in * plane);
-    }
-    x = packed.layout_in.data();
-  }
-  if (y_nhwc) {
-    pointwise_nhwc_f32(x, packed, bias, rows, y, epilogue);
-    return;
-  }
-  packed.layout_out.resize(static_cast<size_t>(rows * g.c_out));
-  pointwise_nhwc_f32(x, packed, bias, rows, packed.layout_out.data(), nullptr);
-  for (int64_t n = 0; n < g.batch; ++n) {
-    from_channels_last(packed.layout_out.data() + n * g.c_out * plane, g.c_out, plane,
-                       y + n * g.c_out * plane);
-  }
-  if (epilogue != nullptr) apply_epilogue_whole(*epilogue, rows * g.c_out);
-}
-
 // Convolutions with at most this many output positions (images x plane) in all multiply them
 // as rows against the transposed weights.
 constexpr int64_t kPositionsAsRows = 64;
@@ -989,12 +956,19 @@ Status channels_last_convolution(KernelContext& ctx, const ConvGeometry& g, bool
                       static_cast<float*>(out.data), ctx.is_channels_last(9), ctx.epilogue);
     return Status();
   }
-  if (own && algorithm == ConvAlgorithm::kPointwiseNhwc) {
-    run_pointwise_nhwc(*ctx.state, w.data, static_cast<const float*>(w.data),
-                       bias != nullptr ? static_cast<const float*>(bias->data) : nullptr, g,
-                       static_cast<const float*>(x.data), ctx.is_channels_last(0),
-                       static_cast<float*>(out.data), ctx.is_channels_last(9), ctx.epilogue);
-    return Status();
+  if (own && ctx.is_channels_last(0) && ctx.is_channels_last(9)) {
+    if (algorithm == ConvAlgorithm::kPointwiseNhwc) {
+      const auto* wf = static_cast<const float*>(w.data);
+      const PointwiseNhwcWeights& packed =
+          cached_kernel_state<PointwiseNhwcWeights>(*ctx.state, {w.data, g.c_out, g.c_in}, [&] {
+            return std::make_unique<PointwiseNhwcWeights>(
+                PointwiseNhwcWeights::pack(wf, g.c_out, g.c_in));
+          });
+      pointwise_nhwc_f32(static_cast<const float*>(x.data), packed,
+                         bias != nullptr ? static_cast<const float*>(bias->data) : nullptr,
+                         g.batch * g.h * g.w, static_cast<float*>(out.data), ctx.epilogue);
+      return Status();
+    }
   }
   // A first layer (a few NCHW input channels) into a chain: etc's direct loop, its out
   // written channels-last (mobilenet_v2's 3 -> 32, 224x224: 0.17 ms against oneDNN's 0.3).

@@ -44,8 +44,8 @@ void depthwise_conv_f32(const float* x, const float* w, const float* bias, const
 // is the sum the NCHW GEMM computes for it, in the same order with the same roundings: the
 // same bits in either layout.
 // The layer's constant weight [C_out, C_in, 1, 1] (stride 1, no padding, one group),
-// packed once (by panels of 16 output channels, or transposed for outs of fewer than 16) and
-// kept with the instruction.
+// transposed once ([C_in][C_out rounded up to 16], zero past C_out) and kept with the
+// instruction.
 struct PointwiseNhwcWeights final : KernelState {
   struct Key {
     const void* weight;
@@ -54,20 +54,14 @@ struct PointwiseNhwcWeights final : KernelState {
   };
   Key key{};
   int64_t c_in = 0, c_out = 0, npad = 0;
-  // Outs of 16 channels or more: wt is [C_out / 16 rounded up][C_in][16], panels of 16 output
-  // channels (zero past C_out); fewer: [C_in][npad], transposed.
-  bool panels = false;
   std::vector<float> wt;
-  mutable std::vector<float> layout_in, layout_out;  // NHWC copies of an NCHW x or y
   static PointwiseNhwcWeights pack(const float* w, int64_t c_out, int64_t c_in);
 };
 
 // y[r, :] = bias (0 when null) + x[r, :] @ W^T for the `rows` positions (N * H * W), each
 // output's multiply-adds over blocks of 256 inputs in order, as the GEMM sums them, then the
-// epilogue (may be null): a clamp, residual add or hardswish (Epilogue::activation, where the
-// out need not be kept apart from its result) in registers before the store; another
-// activation on each tile-row while it is in cache; else over the whole out after. Rows, or
-// for weights larger than the input the output channels, split across threads.
+// epilogue (may be null) on each span of rows while it is in cache. Rows split across
+// threads.
 void pointwise_nhwc_f32(const float* x, const PointwiseNhwcWeights& w, const float* bias,
                         int64_t rows, float* y, const Epilogue* epilogue);
 

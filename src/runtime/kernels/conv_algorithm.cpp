@@ -57,20 +57,6 @@ bool onednn_in_chain(const ConvGeometry& g) {
   return macs(g) >= (g.kh * g.kw == 1 ? kChainMinMacs : kChainMinMacsSpatial);
 }
 
-// etc's own 1x1 kernel in a chain ahead of oneDNN's brgconv_1x1: by panels of 16 output
-// channels with the rows outer, it reads the weights front to back and writes the out by a few
-// sequential streams, and runs a clamp, residual add or hardswish in registers before the
-// store. In the models, where weights and out come cold from the layers before, that took
-// mobilenet_v2's 1x1 layers from 5.59 to 5.44 ms at 1 thread (Zen 4; 32 -> 16 on 112x112 0.156
-// -> 0.115), mobilenet_v3_large's from 4.17 to 4.03. Not where the sums run over more than
-// 384 inputs (960 -> 160 and 960 -> 320 on 7x7: 0.28-0.30 ms on oneDNN, 0.31-0.34 here) or the
-// weights pass 1 MiB (320 -> 1280: 0.40 against 0.45): there oneDNN's blocking keeps more
-// of them in cache. Outs of fewer than 16 channels: the 1x1 layers oneDNN leaves (below).
-bool pointwise_nhwc_pays(const ConvGeometry& g) {
-  return pointwise(g) && g.groups == 1 && g.c_out >= 16 && g.c_in <= 384 &&
-         g.c_in * g.c_out * 4 <= (int64_t{1} << 20);
-}
-
 // Winograd F(2x2, 3x3) where it was measured faster than im2col + GEMM (resnet18's 28x28 and
 // 14x14 layers, 196 and 49 tiles): enough tiles for the 16 GEMMs' columns, not so many that
 // the transformed tiles stream from memory (56x56, 784 tiles: no faster; 7x7, 16 tiles:
@@ -103,7 +89,6 @@ ConvAlgorithm choose_conv_algorithm(const ConvGeometry& g, const ConvCall& call)
   if (call.channels_last) {
     if (f32 && !call.transposed && call.constant_weights) {
       if (winograd_nhwc_pays(g)) return ConvAlgorithm::kWinogradNhwc;
-      if (pointwise_nhwc_pays(g)) return ConvAlgorithm::kPointwiseNhwc;
       if (call.onednn && onednn_in_chain(g)) return ConvAlgorithm::kOnednn;
       // What oneDNN leaves: small 1x1 layers (mnasnet0_5's 16 -> 8 and 8 -> 24 on 112x112,
       // the PP-OCR classifier's), which would otherwise break the chain into NCHW runs with
@@ -128,10 +113,6 @@ ConvAlgorithm choose_conv_algorithm(const ConvGeometry& g, const ConvCall& call)
   if (f32 && !call.transposed && call.constant_weights && winograd(g))
     return ConvAlgorithm::kWinograd;
   return ConvAlgorithm::kGemm;
-}
-
-bool pointwise_nhwc_reads_nchw(const ConvGeometry& g) {
-  return onednn_in_chain(g);
 }
 
 bool chain_algorithm(ConvAlgorithm a) {

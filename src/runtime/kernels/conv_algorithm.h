@@ -21,9 +21,8 @@ enum class ConvAlgorithm : uint8_t {
                       // (NCHW; input channels not a multiple of 16)
   kGemm,              // im2col (the input itself when pointwise) and GEMM; + col2im transposed
   kDirectInt64,       // int64: direct sums wrapping on overflow, as ATen's CPU fallback
-  // In a channels-last chain, a 1x1 layer: etc's own kernel on NHWC tensors, the positions
-  // (rows) by the packed weights (pointwise_nhwc_f32); an NCHW input or out through NHWC
-  // copies.
+  // In a channels-last chain, a 1x1 layer oneDNN does not run: etc's own kernel reading and
+  // writing NHWC, the positions (rows) by the transposed weights (pointwise_nhwc_f32).
   kPointwiseNhwc,
   // A 3x3 stride-1 layer: Winograd F(2x2, 3x3) on NHWC tensors (winograd_nhwc_f32), the
   // NCHW kWinograd's bits; in a channels-last chain in place, outside one through NHWC copies.
@@ -51,11 +50,6 @@ ConvAlgorithm choose_conv_algorithm(const ConvGeometry& g, const ConvCall& call)
 // Whether `a` runs in a channels-last chain: kOnednn (input and out in either layout),
 // kPointwiseNhwc or kWinogradNhwc (both NHWC).
 bool chain_algorithm(ConvAlgorithm a);
-// Whether a 1x1 layer given to kPointwiseNhwc joins a chain whatever its input's layout (an
-// NCHW input copied to NHWC in the call, as oneDNN's calls do): where its work outweighs the
-// copy, by oneDNN's thresholds in a chain. A smaller one joins only where its input is in the
-// chain too.
-bool pointwise_nhwc_reads_nchw(const ConvGeometry& g);
 
 const char* conv_algorithm_name(ConvAlgorithm a);
 

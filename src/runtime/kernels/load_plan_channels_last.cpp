@@ -23,15 +23,15 @@ void CpuPlanner::plan_channels_last() {
   std::map<const TensorView*, const Value*> by_tensor;
   for (const Value& v : values())
     by_tensor[&v.tensor] = &v;
-  // A convolution that can run on channels-last tensors (oneDNN's or etc's own NHWC kernels,
-  // either layout in and out), and what it writes (its out, its epilogue's outs) and reads
-  // through its epilogue (operands from outside); or another step of a chain (below).
+  // A convolution that can run on oneDNN with channels-last tensors, and what it writes (its
+  // out, its epilogue's outs) and reads through its epilogue (operands from outside).
   struct Group {
     size_t step = 0;
     std::vector<const Value*> writes, operands;
     bool channels_last = true;
-    // A step that reads its input (argument 0) in its out's layout: a max pooling (out at 6),
-    // a batch norm or an average pooling (7), a small 1x1 convolution (9).
+    // Not a oneDNN convolution (its out at argument 9) but a step that reads its input
+    // (argument 0) in its out's layout: a max pooling (out at 6), a batch norm or an average
+    // pooling (7), a convolution on etc's own NHWC kernels (9).
     bool same_in = false;
     // Its kernel returns a list of its outs (batch norm's three, max pooling's two).
     bool returns_list = false;
@@ -122,8 +122,8 @@ void CpuPlanner::plan_channels_last() {
     if (!g || !usable(s.args[9]) || s.args[0]->tensor.capacity >= 0) continue;
     const ConvAlgorithm algorithm = choose_conv_algorithm(*g, chain);
     if (!chain_algorithm(algorithm)) continue;
-    if (algorithm == ConvAlgorithm::kPointwiseNhwc && !kernels::pointwise_nhwc_reads_nchw(*g)) {
-      // A small 1x1 layer: in the chain only where its input is too.
+    if (algorithm == ConvAlgorithm::kPointwiseNhwc) {
+      // etc's own 1x1 kernel reads the input in the out's layout, as a pooling does.
       Group group;
       group.step = i;
       group.same_in = true;
@@ -132,8 +132,7 @@ void CpuPlanner::plan_channels_last() {
     }
     // A first layer reading a method input (NCHW, never in a chain) runs etc's direct loop
     // into a channels-last out (channels_last_convolution): no oneDNN state to make for it.
-    // etc's Winograd and 1x1 kernels (either layout in and out) make their state at their
-    // first call.
+    // Winograd (etc's own, either layout in and out) makes its state at its first call.
     const bool direct_first_layer = is_io(s.args[0]) && kernels::few_input_channels_conv(*g);
     if (algorithm == ConvAlgorithm::kOnednn && !direct_first_layer &&
         !kernels::prepare_onednn_conv(s.args, *g, steps()[i].state))
