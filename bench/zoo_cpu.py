@@ -10,8 +10,9 @@ transformers encoders and a decoder's prefill at deployed sizes (HF_MODELS) -:
     - ExecuTorch: to_edge_transform_and_lower(XnnpackPartitioner) -> xnnpack.pte, timed;
       the ops it leaves outside the delegate (run by portable kernels) are listed;
     - AOTInductor: torch._inductor.aoti_compile_and_package -> aoti.pt2, timed;
-  time (at each thread count, ROUNDS rounds, the engines alternating within a round, each
-  measurement in its own process: WARMUP untimed calls, then the median of ITERATIONS):
+  time (at each thread count, ROUNDS rounds, the engines alternating within a round in an
+  order reversed every other round, each measurement in its own process: WARMUP untimed
+  calls, then the median of ITERATIONS):
     - etc: `etc run --threads T --json`: h2d + compute + d2h medians;
     - ONNX Runtime: InferenceSession.run, intra_op_num_threads = T;
     - ExecuTorch: method.execute on xnnpack.pte, its thread pool at T (bench/executorch_runtime.py);
@@ -317,8 +318,11 @@ def main():
         for name, d, meta in prepared:
             per = {k: [] for k in ["etc"] + refs}
             errors, err_abs = {}, {}
-            for _ in range(a.rounds):
-                for kind in ["etc"] + refs:
+            for rnd in range(a.rounds):
+                # The order reversed every other round: on this VM's drifting speed a fixed
+                # order favours whoever runs later (or earlier) in every round alike.
+                order = ["etc"] + refs
+                for kind in order if rnd % 2 == 0 else order[::-1]:
                     if kind in errors:
                         continue
                     res, why = run_child(kind, d, th, a.warmup, a.iterations, etc=a.etc)
