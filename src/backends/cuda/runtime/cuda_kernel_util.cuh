@@ -23,6 +23,10 @@ inline unsigned grid_for(int64_t n) {
   return static_cast<unsigned>(blocks < 1 ? 1 : blocks);
 }
 
+// The most elements a grid-stride loop may count with a 32-bit index: its last step past
+// the end (index + blockDim * gridDim, up to grid_for's cap) must not overflow int32.
+constexpr int64_t kMaxInt32Loop = INT32_MAX - int64_t{65535} * 8 * kThreads;
+
 #define ETC_GRID_STRIDE(i, n)                                                            \
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += static_cast<int64_t>(blockDim.x) * gridDim.x)

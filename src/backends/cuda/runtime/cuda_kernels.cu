@@ -552,15 +552,17 @@ __global__ void embedding_kernel(const V* weight, int64_t rows, I row_units, con
   }
 }
 
-// etc::unpack_int4: one thread per output value, the layout of graph/int4.h.
+// etc::unpack_int4: one output value a step of a grid-stride loop (grid_for caps the grid:
+// a weight of over 2^27 values takes several), the layout of graph/int4.h.
 template <typename I>
 __global__ void unpack_int4_kernel(const uint8_t* packed, I size, I row_bytes, I n, int8_t* out) {
-  const I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  const I r = i / size, c = i - r * size;
-  const unsigned b = packed[r * row_bytes + (c >> 1)];
-  const unsigned nibble = ((c & 1) != 0 ? b >> 4 : b) & 0x0Fu;
-  out[i] = static_cast<int8_t>(static_cast<int>(nibble ^ 0x08u) - 8);
+  for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<I>(blockDim.x) * gridDim.x) {
+    const I r = i / size, c = i - r * size;
+    const unsigned b = packed[r * row_bytes + (c >> 1)];
+    const unsigned nibble = ((c & 1) != 0 ? b >> 4 : b) & 0x0Fu;
+    out[i] = static_cast<int8_t>(static_cast<int>(nibble ^ 0x08u) - 8);
+  }
 }
 
 template <typename V>
@@ -571,7 +573,7 @@ cudaError_t launch_embedding_as(const void* weight, int64_t rows, int64_t row_by
   const int64_t units = n * row_units;
   const auto* w = static_cast<const V*>(weight);
   auto* o = static_cast<V*>(out);
-  if (units <= INT32_MAX) {
+  if (units <= kMaxInt32Loop) {
     embedding_kernel<V, int32_t><<<grid_for(units), kThreads, 0, stream>>>(
         w, rows, static_cast<int32_t>(row_units), indices, i64, static_cast<int32_t>(units), o,
         bad);
@@ -800,7 +802,7 @@ cudaError_t launch_unpack_int4(const uint8_t* packed, int64_t rows, int64_t size
                                cudaStream_t stream) {
   const int64_t n = rows * size, row_bytes = size / 2 + size % 2;
   if (n == 0) return cudaSuccess;
-  if (n <= INT32_MAX) {
+  if (n <= kMaxInt32Loop) {
     unpack_int4_kernel<int32_t><<<grid_for(n), kThreads, 0, stream>>>(
         packed, static_cast<int32_t>(size), static_cast<int32_t>(row_bytes),
         static_cast<int32_t>(n), out);
