@@ -9,6 +9,7 @@
 #include "passes/decompose_host_ops.h"
 #include "passes/fold_batch_norm.h"
 #include "passes/fold_constants.h"
+#include "passes/fuse_weight_only.h"
 #include "passes/gather_rows_first.h"
 #include "passes/pack_int4_weights.h"
 #include "passes/panel_weights.h"
@@ -34,6 +35,10 @@ PassRegistry make_pass_registry() {
        "look up an embedding's rows before computing them (quantized embeddings)",
        &gather_rows_first},
       {"partition", "group CUDA-capable nodes into delegates (--target)", &partition_pass},
+      {"fuse-weight-only",
+       "run a CUDA delegate's weight-only quantized linear layers as one op over the packed "
+       "weight",
+       &fuse_weight_only},
       {"decompose-host-ops", "rewrite host ops into ExecuTorch's portable kernel set",
        &decompose_host_ops},
       {"panel-weights",

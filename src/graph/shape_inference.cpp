@@ -12,6 +12,7 @@
 
 #include "graph/int4.h"
 #include "graph/shape_inference_helpers.h"
+#include "graph/weight_only.h"
 
 namespace etc::infer {
 
@@ -289,6 +290,32 @@ Status infer_linear(const InferContext& ctx, std::vector<TensorType>& out) {
       return ctx.error("bias", "bias " + b->type_string() + " does not broadcast to " + str(sizes));
     }
   }
+  out.push_back({x.dtype, sizes});
+  return Status();
+}
+
+// etc::weight_only_linear: graph/weight_only.h's rule; out is input's leading dims then N.
+Status infer_weight_only_linear(const InferContext& ctx, std::vector<TensorType>& out) {
+  const TensorSpec& x = ctx.tensor("input");
+  const TensorSpec& w = ctx.tensor("weight");
+  const TensorSpec& scale = ctx.tensor("scale");
+  const TensorSpec* zero = ctx.optional_tensor("zero_point");
+  const TensorSpec* bias = ctx.optional_tensor("bias");
+  using weight_only::Operand;
+  const Operand zero_op{
+      zero != nullptr ? zero->dtype : x.dtype,
+      zero != nullptr ? std::span<const int64_t>(zero->sizes) : std::span<const int64_t>()};
+  const Operand bias_op{
+      bias != nullptr ? bias->dtype : x.dtype,
+      bias != nullptr ? std::span<const int64_t>(bias->sizes) : std::span<const int64_t>()};
+  weight_only::Geometry g;
+  if (std::optional<weight_only::Problem> p =
+          weight_only::check({x.dtype, x.sizes}, {w.dtype, w.sizes}, {scale.dtype, scale.sizes},
+                             zero != nullptr ? &zero_op : nullptr, ctx.int_arg("group_size"),
+                             bias != nullptr ? &bias_op : nullptr, &g))
+    return ctx.error(p->arg, p->message);
+  Sizes sizes = x.sizes;
+  sizes.back() = g.n;
   out.push_back({x.dtype, sizes});
   return Status();
 }

@@ -236,6 +236,38 @@ def cases():
                [("x", d, [2, 5, 48]), ("w", d, [24, 48]), ("b", d, [24])], run_args=g)
         simple("linear_nobias_%s" % d, "aten.linear.default", lambda x, w: {"input": x, "weight": w},
                [("x", d, [7, 48]), ("w", d, [24, 48])], run_args=g)
+    # etc::weight_only_linear (graph/weight_only.h): 4-bit and int8 weights, zero points of the
+    # input's dtype, int8 or none, with and without a bias; up to 8 rows on the kernel that
+    # reads the packed weight (one row: a decode step), more on the dequantized weight and
+    # cuBLAS; K not a multiple of the kernel's 8-value chunks, groups that split a chunk, odd
+    # K (4-bit rows whose last byte holds one value, not word-aligned).
+    for d in FLOATS:
+        g = tol(d, gemm=True)
+        for tag, wtype, x_shape, gs, zero, bias in (
+                ("int4_decode", "uint8", [1, 256], 32, d, True),
+                ("int4_rows5", "uint8", [5, 256], 32, None, False),
+                ("int4_prompt", "uint8", [19, 256], 64, "int8", True),
+                ("int4_rank3", "uint8", [2, 3, 128], 128, d, False),
+                ("int4_odd_k", "uint8", [4, 51], 17, d, False),
+                ("int8_axis", "int8", [3, 200], 200, d, False),
+                ("int8_tail", "int8", [2, 52], 13, "int8", True),
+                ("int8_prompt", "int8", [12, 96], 32, None, True)):
+            k = x_shape[-1]
+            n = 24
+            specs = [("x", d, x_shape), ("w", wtype, [n, (k + 1) // 2 if wtype == "uint8" else k]),
+                     ("s", d, [n, k // gs])]
+            if zero:
+                specs.append(("z", zero, [n, k // gs]))
+            if bias:
+                specs.append(("b", d, [n]))
+
+            def args_of(*names, gs=gs, zero=zero, bias=bias):
+                a = {"input": names[0], "weight": names[1], "scale": names[2], "group_size": gs}
+                a["zero_point"] = names[3] if zero else None
+                a["bias"] = names[-1] if bias else None
+                return a
+            simple("weight_only_linear_%s_%s" % (tag, d), "etc.weight_only_linear.default",
+                   args_of, specs, run_args=g)
     # Large K: cuBLAS may split K, and its default math mode lets 16-bit GEMMs reduce the
     # partial sums in 16 bits (more than one rounding). etc disallows it, so the result is one
     # rounding of a float accumulation, as on the CPU: within about one 16-bit ulp.
@@ -721,6 +753,17 @@ def big_cases(simple):
     out.append(simple("big_add_broadcast_f32_above_2gib", "aten.add.Tensor",
                       lambda a, b: {"self": a, "other": b},
                       [("a", F32, [134300, 1]), ("b", F32, [4000])]))
+    # etc::unpack_int4 of GRID_CAP + 2,000,006 values (a vocabulary's 4-bit weight): one
+    # output value a step of the grid-stride loop.
+    out.append(simple("big_unpack_int4_above_grid_cap", "etc.unpack_int4.default",
+                      lambda p: {"packed": p, "size": 2},
+                      [("p", "uint8", [GRID_CAP // 2 + 1000003, 1])], outs=("q",)))
+    # etc::weight_only_linear over 9 rows (the dequantized weight and cuBLAS) with a weight
+    # of 16384 x 8448 values, above the grid cap.
+    out.append(simple("big_weight_only_linear_above_grid_cap", "etc.weight_only_linear.default",
+                      lambda x, w, s: {"input": x, "weight": w, "scale": s, "group_size": 128},
+                      [("x", BF16, [9, 8448]), ("w", "int8", [16384, 8448]),
+                       ("s", BF16, [16384, 66])], run_args=tol(BF16, gemm=True)))
     return out
 
 

@@ -426,6 +426,67 @@ TEST_CASE("_to_copy, embedding, constant_pad_nd") {
                   "bytes)") != std::string::npos);
   CHECK(t.error(OpKind::UnpackInt4, {{"packed", t.in(DType::kInt8, {4})}, {"size", i64(8)}})
             .find("expected uint8 (two 4-bit values a byte), got int8[4]") != std::string::npos);
+  // etc::weight_only_linear (graph/weight_only.h): out is input's leading dims then N.
+  {
+    const DType bf = DType::kBFloat16;
+    auto x3 = t.in(bf, {2, 5, 64});
+    auto w4 = t.in(DType::kUInt8, {24, 32});
+    auto s = t.in(bf, {24, 2});
+    CHECK(t.one(OpKind::WeightOnlyLinear,
+                {{"input", x3}, {"weight", w4}, {"scale", s}, {"group_size", i64(32)}}) ==
+          T(bf, {2, 5, 24}));
+    CHECK(t.one(OpKind::WeightOnlyLinear, {{"input", x3},
+                                           {"weight", t.in(DType::kInt8, {24, 64})},
+                                           {"scale", s},
+                                           {"group_size", i64(32)},
+                                           {"zero_point", t.in(DType::kInt8, {24, 2})},
+                                           {"bias", t.in(bf, {24})}}) == T(bf, {2, 5, 24}));
+    // 4-bit rows of an odd length take ceil(K / 2) bytes.
+    CHECK(t.one(OpKind::WeightOnlyLinear, {{"input", t.in(f32, {3, 51})},
+                                           {"weight", t.in(DType::kUInt8, {7, 26})},
+                                           {"scale", t.in(f32, {7, 3})},
+                                           {"group_size", i64(17)}}) == T(f32, {3, 7}));
+    auto err = [&](std::initializer_list<std::pair<std::string_view, ArgValue>> args) {
+      return t.error(OpKind::WeightOnlyLinear, args);
+    };
+    CHECK(err({{"input", x3}, {"weight", w4}, {"scale", s}, {"group_size", i64(24)}})
+              .find("24 does not divide the 64 input features") != std::string::npos);
+    CHECK(err({{"input", x3},
+               {"weight", t.in(DType::kUInt8, {24, 64})},
+               {"scale", s},
+               {"group_size", i64(32)}})
+              .find("holds rows of 64 bytes; 64 input features take 32") != std::string::npos);
+    CHECK(
+        err({{"input", x3}, {"weight", w4}, {"scale", t.in(f32, {24, 2})}, {"group_size", i64(32)}})
+            .find("expected bfloat16 (the input's dtype), got float32") != std::string::npos);
+    CHECK(
+        err({{"input", x3}, {"weight", w4}, {"scale", t.in(bf, {24, 1})}, {"group_size", i64(32)}})
+            .find("expected [24, 2] (out features, groups), got [24, 1]") != std::string::npos);
+    CHECK(err({{"input", x3},
+               {"weight", w4},
+               {"scale", s},
+               {"group_size", i64(32)},
+               {"zero_point", t.in(DType::kInt32, {24, 2})}})
+              .find("expected int8 or bfloat16 (the input's dtype), got int32") !=
+          std::string::npos);
+    CHECK(err({{"input", x3},
+               {"weight", w4},
+               {"scale", s},
+               {"group_size", i64(32)},
+               {"bias", t.in(bf, {1, 24})}})
+              .find("expected [24], got [1, 24]") != std::string::npos);
+    CHECK(err({{"input", t.in(DType::kInt32, {2, 64})},
+               {"weight", w4},
+               {"scale", t.in(DType::kInt32, {24, 2})},
+               {"group_size", i64(32)}})
+              .find("expected float32, float16 or bfloat16, got int32") != std::string::npos);
+    CHECK(err({{"input", x3},
+               {"weight", t.in(DType::kInt16, {24, 64})},
+               {"scale", s},
+               {"group_size", i64(32)}})
+              .find("expected int8, or uint8 (4-bit values two a byte), got int16") !=
+          std::string::npos);
+  }
   auto img = t.in(f32, {1, 3, 4, 4});
   CHECK(t.one(OpKind::ConstantPadNd, {{"self", img}, {"pad", ints({1, 2, 0, 3})}}) ==
         T(f32, {1, 3, 7, 7}));
@@ -781,7 +842,7 @@ TEST_CASE("every op in the table is covered by this file") {
   for (const OpInfo& op : all_ops())
     aten += op.schema.ns == "aten";
   CHECK(aten == 139);
-  CHECK(all_ops().size() == 146);
+  CHECK(all_ops().size() == 147);
 }
 
 }  // namespace

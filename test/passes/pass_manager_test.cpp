@@ -25,7 +25,7 @@ TEST_CASE("pipelines print and parse back") {
   Result<Pipeline> p = parse_pipeline(kDefaultExportPipeline, r);
   REQUIRE(p.ok());
   CHECK(p->to_string() == kDefaultExportPipeline);
-  CHECK(p->passes.size() == 14);
+  CHECK(p->passes.size() == 15);
   Result<Pipeline> spaced = parse_pipeline("dce, plan-memory", r);
   REQUIRE(spaced.ok());
   CHECK(spaced->to_string() == "dce,plan-memory");
@@ -38,7 +38,7 @@ TEST_CASE("unknown and empty pass names are usage errors listing the known passe
   CHECK(p.status().code() == ErrorCode::kUsage);
   CHECK(p.status().message() ==
         "unknown pass 'no-such-pass' (known passes: dce, remove-noops, fold-constants, cse, "
-        "fold-batch-norm, pack-int4-weights, gather-rows-first, partition, "
+        "fold-batch-norm, pack-int4-weights, gather-rows-first, partition, fuse-weight-only, "
         "decompose-host-ops, panel-weights, propagate-devices, plan-memory)");
   CHECK(parse_pipeline("dce,,dce", r).status().message() ==
         "empty pass name in pipeline 'dce,,dce'");

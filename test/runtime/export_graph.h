@@ -27,16 +27,18 @@ inline ValueId add_op(Graph& g, OpKind op, const std::string& name,
   return g.node(id).outputs[0];
 }
 
-// `target`: where delegates go (the CPU: none); `report` (may be null) receives the export's.
+// `target`: where delegates go (the CPU: none); `report` (may be null) receives the export's;
+// `pipeline`: the passes, as `etc export --passes` takes them.
 inline pte::File export_graph(Graph& g, const std::string& file_name = "test.pte",
-                              Device target = Device{}, ExportReport* report_out = nullptr) {
+                              Device target = Device{}, ExportReport* report_out = nullptr,
+                              const char* pipeline = kDefaultExportPipeline) {
   REQUIRE(verify_graph(g).ok());
   PassRegistry r = make_pass_registry();
   ExportOptions options;
   options.target = target;
   ExportReport report;
   PassContext ctx{options, report};
-  Result<PipelineResult> ran = run_pipeline(g, *parse_pipeline(kDefaultExportPipeline, r), r, ctx,
+  Result<PipelineResult> ran = run_pipeline(g, *parse_pipeline(pipeline, r), r, ctx,
                                             PipelineRunOptions{.verify_each = true});
   INFO(ran.status().to_string());
   REQUIRE(ran.ok());

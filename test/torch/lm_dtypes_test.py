@@ -34,6 +34,7 @@ For each model and variant, with an 8-token prompt and 32 generated tokens:
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -216,6 +217,16 @@ def test(etc, name, variant, tmp, sizes):
     check(not host, f"{label}: the cuda:0 program delegates every op",
           ", ".join(sorted({h["op"] for h in host})))
     sizes[(name, variant)] = os.path.getsize(cpu)
+    if variant.startswith("int4"):
+        # The int4 linear layers run in the delegate as one etc::weight_only_linear each,
+        # reading the packed weight (fuse-weight-only), not as the chain that dequantizes it.
+        linears = sum(isinstance(m, torch.nn.Linear) for m in make(build, variant).modules())
+        r = subprocess.run([etc, "inspect", cuda], capture_output=True, text=True)
+        fused = sum(int(n) for n in re.findall(r"etc::weight_only_linear\.default x(\d+)",
+                                               r.stdout))
+        check(fused == linears,
+              f"{label}: the cuda:0 program runs its {linears} linear layers on the packed "
+              f"weights", f"{fused} etc::weight_only_linear; {r.stdout[-400:]}")
 
     # Teacher-forced: the logits of every call on eager's tokens.
     np.save(os.path.join(work, "forced.npy"), np.array(forced, np.int64))

@@ -22,6 +22,10 @@ torchao.choose_qparams_affine and quantize_affine). For each:
   etc's kernel library loaded into the process (LIBETC_EXECUTORCH_AUTOREGISTER, which
   registers only what is missing); and the program exported without packing
   (--passes without pack-int4-weights) on the wheel's kernels alone.
+- the `--target cuda:0` program runs the linear layers of the weight-only intx configs as one
+  etc::weight_only_linear each (fuse-weight-only; Int8WeightOnlyConfig and 8da4w keep their
+  steps), and run with `--device cpu` (its delegate on the CPU kernels, the reference the GPU
+  is checked against) matches PyTorch eager as the CPU program does;
 - A bf16 model (the form language models ship in) quantized with int8 per channel and int4
   in groups of 128: the .pte at most 0.55x and 0.30x the bf16 model's, matching eager in
   bf16 within bf16's rounding (2e-2 of the largest output).
@@ -31,6 +35,7 @@ Int8DynamicActivationInt8WeightConfig) is refused, the error naming what it foun
 """
 import ctypes
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -122,6 +127,33 @@ def execute(pte, args):
     return Runtime.get().load_program(pte).load_method("forward").execute(list(args))[0]
 
 
+# The configs whose linear layers the export runs in a CUDA delegate as one
+# etc::weight_only_linear (passes/fuse_weight_only.h). Int8WeightOnlyConfig scales after the
+# product and 8da4w quantizes the activations too: their programs keep their steps.
+FUSED_ON_CUDA = ("int4g32", "intx8", "int8pc", "int4g128")
+
+
+def check_cuda_program(etc, pte, model, qname, args, want, tol, tag, out, inputs):
+    """The --target cuda:0 program: its linear layers fused where FUSED_ON_CUDA says, and run
+    with --device cpu (the delegate on the CPU kernels: the reference the GPU is checked
+    against) it matches PyTorch eager."""
+    linears = sum(isinstance(m, nn.Linear) for m in model.modules())
+    r = run([etc, "inspect", pte])
+    fused = sum(int(n) for n in re.findall(r"etc::weight_only_linear\.default x(\d+)", r.stdout))
+    expected = linears if qname in FUSED_ON_CUDA else 0
+    check(fused == expected, tag + ": --target cuda:0 runs %d of %d linear layers as "
+          "etc::weight_only_linear (expected %d)" % (fused, linears, expected), r.stdout)
+    r = run([etc, "run", pte, "--device", "cpu", "--output-dir", out] +
+            sum((["--input", "%d=%s" % (i, f)] for i, f in enumerate(inputs)), []))
+    check(r.returncode == 0, tag + ": etc run of the cuda:0 program --device cpu", r.stderr)
+    if r.returncode == 0:
+        got = np.load(os.path.join(out, "output_0.npy")).astype(np.float32)
+        err = float(np.abs(got - want).max()) / float(np.abs(want).max())
+        check(got.shape == want.shape and err <= tol,
+              tag + ": the cuda:0 program matches PyTorch eager (max error %.2e of the largest "
+              "output)" % err)
+
+
 def main():
     etc = sys.argv[1]
     Runtime.get()  # the wheel's runtime and kernels first: etc's library fills only gaps
@@ -162,6 +194,10 @@ def main():
                     continue
                 r = run([etc, "export", pt2, "-o", p("cuda.pte"), "--target", "cuda:0"])
                 check(r.returncode == 0, tag + ": etc export --target cuda:0", r.stderr)
+                if r.returncode == 0:
+                    check_cuda_program(etc, p("cuda.pte"), model, qname, args, want, 1e-4, tag,
+                                       p("cuda_out"), [p("%s.input_%d.npy" % (name, i))
+                                                       for i in range(len(args))])
                 ratio = os.path.getsize(pte) / float_size
                 check(ratio <= limit, tag + ": .pte is %.3fx the float32 one (%d / %d bytes)" %
                       (ratio, os.path.getsize(pte), float_size))
@@ -196,7 +232,7 @@ def main():
         # bf16 models, the form language models ship in: int8 per channel and int4 in groups
         # of 128 against the bf16 program's size, and eager in bf16.
         for qname, config, limit in (
-                ("int8", lambda: IntxWeightOnlyConfig(weight_dtype=torch.int8,
+                ("int8pc", lambda: IntxWeightOnlyConfig(weight_dtype=torch.int8,
                                                       granularity=PerAxis(0)), 0.55),
                 ("int4g128", lambda: IntxWeightOnlyConfig(weight_dtype=torch.int4,
                                                           granularity=PerGroup(128)), 0.30)):
@@ -232,6 +268,11 @@ def main():
                 check(got.shape == want.shape and err <= 2e-2,
                       name + ": matches PyTorch eager in bf16 (max error %.2e of the largest "
                       "output)" % err)
+            r = run([etc, "export", pt2, "-o", p(name + ".cuda.pte"), "--target", "cuda:0"])
+            check(r.returncode == 0, name + ": etc export --target cuda:0", r.stderr)
+            if r.returncode == 0:
+                check_cuda_program(etc, p(name + ".cuda.pte"), model, qname, (x,), want, 2e-2,
+                                   name, p(name + ".cuda_out"), [p(name + ".x.npy")])
 
         # Quantized embeddings (ExecuTorch's llama recipe quantizes the token embedding too):
         # the program dequantizes the whole table and then looks up rows; etc's export looks

@@ -113,6 +113,13 @@ Reason cuda_embedding(const Graph& g, const Node& n) {
       "float or 8-bit weights and int32/int64 indices");
 }
 
+// etc::weight_only_linear: float input, scale, zero point and bias; an int8 or 4-bit weight.
+Reason cuda_weight_only(const Graph& g, const Node& n) {
+  return check_tensors(
+      g, n, [](DType t) { return is_cuda_float(t) || t == DType::kInt8 || t == DType::kUInt8; },
+      "float tensors and an int8 or packed 4-bit weight");
+}
+
 // Layout, copy, indexing and creation ops move bytes of any dtype but float64.
 Reason cuda_any(const Graph& g, const Node& n) {
   return any_dtype(g, n);

@@ -8,6 +8,7 @@
 #include <optional>
 #include <type_traits>
 
+#include "graph/int4.h"
 #include "graph/ops.h"
 #include "runtime/kernels/copied_operand.h"
 #include "runtime/kernels/fused_attention.h"
@@ -16,6 +17,7 @@
 #include "runtime/kernels/parallel.h"
 #include "runtime/kernels/weight_only.h"
 #include "support/file_io.h"
+#include "support/half.h"
 
 namespace etc::rt::kernels {
 namespace {
@@ -140,6 +142,76 @@ Result<MatmulShape> check_linear(const KernelContext& ctx, std::span<Value*> arg
   }
   ETC_RETURN_IF_ERROR(check_out(ctx, out, expected, x.dtype));
   return MatmulShape{1, n == 0 ? 0 : out.numel() / n, n, k};
+}
+
+Result<WeightOnlyShape> check_weight_only_linear(const KernelContext& ctx, std::span<Value*> args) {
+  const Args a(ctx, args);
+  const TensorView& x = a.tensor("input");
+  const TensorView& w = a.tensor("weight");
+  const TensorView& scale = a.tensor("scale");
+  const TensorView* zero = a.opt_tensor("zero_point");
+  const TensorView* bias = a.opt_tensor("bias");
+  using weight_only::Operand;
+  const Operand zero_op{
+      zero != nullptr ? zero->dtype : x.dtype,
+      zero != nullptr ? std::span<const int64_t>(zero->sizes) : std::span<const int64_t>()};
+  const Operand bias_op{
+      bias != nullptr ? bias->dtype : x.dtype,
+      bias != nullptr ? std::span<const int64_t>(bias->sizes) : std::span<const int64_t>()};
+  WeightOnlyShape s;
+  if (std::optional<weight_only::Problem> p =
+          weight_only::check({x.dtype, x.sizes}, {w.dtype, w.sizes}, {scale.dtype, scale.sizes},
+                             zero != nullptr ? &zero_op : nullptr, a.integer("group_size"),
+                             bias != nullptr ? &bias_op : nullptr, &s.g))
+    return ctx.error(std::string(p->arg) + ": " + p->message);
+  std::vector<int64_t> expected = x.sizes;
+  expected.back() = s.g.n;
+  ETC_RETURN_IF_ERROR(check_out(ctx, a.out(), expected, x.dtype));
+  s.m = s.g.n == 0 ? 0 : a.out().numel() / s.g.n;
+  return s;
+}
+
+void dequantize_weight_only(const weight_only::Geometry& g, const void* q, const TensorView& scale,
+                            const TensorView* zero, TensorView& w) {
+  // R: the rounding of a step in the weight's dtype (the input's).
+  const DType t = scale.dtype;
+  auto round = [t](float v) {
+    if (t == DType::kBFloat16) return bfloat16_to_float(float_to_bfloat16(v));
+    if (t == DType::kFloat16) return half_to_float(float_to_half(v));
+    return v;
+  };
+  auto read = [t](const void* data, int64_t i) {
+    if (t == DType::kBFloat16) return bfloat16_to_float(static_cast<const uint16_t*>(data)[i]);
+    if (t == DType::kFloat16) return half_to_float(static_cast<const uint16_t*>(data)[i]);
+    return static_cast<const float*>(data)[i];
+  };
+  const int64_t n = g.n, k = g.k, row_bytes = int4::row_bytes(k);
+  parallel_for(
+      n, std::max<int64_t>(1, 16384 / std::max<int64_t>(k, 1)), [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          const auto* q8 = static_cast<const int8_t*>(q) + r * k;
+          const auto* q4 = static_cast<const uint8_t*>(q) + r * row_bytes;
+          for (int64_t c = 0; c < k; ++c) {
+            const int64_t group = r * g.groups + c / g.group_size;
+            float v = static_cast<float>(g.int4 ? int4::at(q4, c) : q8[c]);  // exact in any dtype
+            if (zero != nullptr) {
+              const float z = zero->dtype == DType::kInt8
+                                  ? static_cast<float>(zero->data_as<const int8_t>()[group])
+                                  : read(zero->data, group);
+              v = round(v - z);
+            }
+            v = round(v * read(scale.data, group));
+            const int64_t i = r * k + c;
+            if (w.dtype == DType::kBFloat16) {
+              w.data_as<uint16_t>()[i] = float_to_bfloat16(v);
+            } else if (w.dtype == DType::kFloat16) {
+              w.data_as<uint16_t>()[i] = float_to_half(v);
+            } else {
+              w.data_as<float>()[i] = v;
+            }
+          }
+        }
+      });
 }
 
 namespace {
@@ -624,6 +696,31 @@ Status linear_kernel(KernelContext& ctx, std::span<Value*> args) {
   });
 }
 
+// etc::weight_only_linear (graph/weight_only.h): the CPU reference of the CUDA delegate's
+// kernel. The weight is dequantized into a temporary of the input's dtype, each step rounded
+// as the elementwise kernels round it, and multiplied as linear multiplies: the bits of the
+// chain of steps the export fused (passes/fuse_weight_only.h).
+Status weight_only_linear_kernel(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
+  ETC_ASSIGN_OR_RETURN(const WeightOnlyShape s, check_weight_only_linear(ctx, args));
+  const Args a(ctx, args);
+  const TensorView& x = a.tensor("input");
+  TensorView& out = a.out();
+  if (out.numel() == 0) return Status();
+  const int64_t n = s.g.n, k = s.g.k;
+  // float32 whatever the input's dtype: each value is one of that dtype's, read exactly.
+  TensorView w{nullptr, DType::kFloat32, {n, k}, x.device};
+  std::vector<uint8_t> bytes(static_cast<size_t>(w.nbytes()));
+  w.data = bytes.data();
+  dequantize_weight_only(s.g, a.tensor("weight").data, a.tensor("scale"),
+                         a.opt_tensor("zero_point"), w);
+  const int64_t m = s.m;
+  MatmulArgs p{1, m, n, k, 0, k, 1, 0, 1, k};  // B[k, j] = w[j, k]
+  return visit_gemm_type(ctx, out.dtype, [&]<typename G>() {
+    run_matmul<G>(p, x, w, a.opt_tensor("bias"), nullptr, nullptr, out);
+  });
+}
+
 // The determinant of each [n, n] matrix of A: Gaussian elimination with partial
 // pivoting in double (a zero pivot column makes it 0).
 Status linalg_det_kernel(KernelContext& ctx, std::span<Value*> args) {
@@ -679,6 +776,7 @@ Status register_matmul_kernels(OperatorRegistry& r) {
   ETC_RETURN_IF_ERROR(r.add(OpKind::Bmm, bmm_kernel));
   ETC_RETURN_IF_ERROR(r.add(OpKind::Addmm, addmm_kernel));
   ETC_RETURN_IF_ERROR(r.add(OpKind::Linear, linear_kernel, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::WeightOnlyLinear, weight_only_linear_kernel));
   return Status();
 }
 

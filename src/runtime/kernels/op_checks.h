@@ -20,6 +20,7 @@
 #include "graph/dtype.h"
 #include "graph/ops.h"
 #include "graph/unary_math.h"
+#include "graph/weight_only.h"
 #include "runtime/kernel.h"
 #include "runtime/tensor.h"
 
@@ -278,6 +279,18 @@ Result<MatmulShape> check_addmm(const KernelContext& ctx, std::span<Value*> args
 // linear(input[..., k], weight[n, k], bias?): one dtype, bias broadcasting to the out
 // [..., n]; m is the product of input's leading dims.
 Result<MatmulShape> check_linear(const KernelContext& ctx, std::span<Value*> args);
+// etc::weight_only_linear.out(input, weight, scale, zero_point?, group_size, bias?, *, out):
+// graph/weight_only.h's rule, out [..., n] of input's dtype; m is the product of input's
+// leading dims.
+struct WeightOnlyShape {
+  weight_only::Geometry g;
+  int64_t m = 0;
+};
+Result<WeightOnlyShape> check_weight_only_linear(const KernelContext& ctx, std::span<Value*> args);
+// The dequantized weight w [n, k] (w's dtype, the input's) of graph/weight_only.h's rule:
+// q the weight's bytes (int8, or 4-bit rows), scale and zero point [n, groups].
+void dequantize_weight_only(const weight_only::Geometry& g, const void* q, const TensorView& scale,
+                            const TensorView* zero, TensorView& w);
 
 // ---- Convolution and pooling (conv.cpp, pool_resize.cpp) --------------------------------
 

@@ -115,7 +115,8 @@ class CudaDelegateHandle final : public rt::DelegateHandle {
 bool needs_cublas(const pte::Plan& plan) {
   for (const pte::Operator& o : plan.operators) {
     if (o.name == "aten::mm" || o.name == "aten::bmm" || o.name == "aten::addmm" ||
-        o.name == "aten::linear" || o.name == "aten::convolution")
+        o.name == "aten::linear" || o.name == "aten::convolution" ||
+        o.name == "etc::weight_only_linear")
       return true;
   }
   return false;

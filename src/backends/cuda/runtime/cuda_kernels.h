@@ -257,6 +257,30 @@ cudaError_t launch_upsample2d(const UpsampleArgs& args, cudaStream_t stream);
 cudaError_t launch_unpack_int4(const uint8_t* packed, int64_t rows, int64_t size, int8_t* out,
                                cudaStream_t stream);
 
+// etc::weight_only_linear (graph/weight_only.h): input [m, k] and out [m, n] of `type`, the
+// weight int8 [n, k] or (int4) 4-bit rows of k values, scale and zero point (null: none)
+// [n, k / group_size] and bias (null: none) [n] of `type` (the zero point: of zero_type, `type`
+// or int8).
+struct WeightOnlyArgs {
+  const void* input = nullptr;
+  const void* weight = nullptr;
+  const void* scale = nullptr;
+  const void* zero = nullptr;
+  const void* bias = nullptr;
+  void* out = nullptr;
+  Elem type = Elem::kF32, zero_type = Elem::kF32;
+  int64_t m = 0, n = 0, k = 0, group_size = 1;
+  bool int4 = false;
+};
+// The most rows launch_weight_only_gemv takes (a decode step's, a short prompt's); the op
+// runs more as the dequantized weight and a cuBLAS product.
+constexpr int64_t kWeightOnlyGemvRows = 8;
+// out = input @ w^T + bias, w dequantized from the packed weight as it is read, the sums in
+// float32 and rounded once: one warp per output column.
+cudaError_t launch_weight_only_gemv(const WeightOnlyArgs& args, cudaStream_t stream);
+// w [n, k] (`type`) = the dequantized weight, each value the chain's.
+cudaError_t launch_weight_only_dequantize(const WeightOnlyArgs& args, void* w, cudaStream_t stream);
+
 // out[i, :] = weight[indices[i], :]; rows outside [0, rows) give zeros and set *bad_index
 // (device memory, may be null) to 1.
 cudaError_t launch_embedding(const void* weight, int64_t rows, int64_t row_bytes,

@@ -236,6 +236,50 @@ Status linear(KernelContext& ctx, std::span<Value*> args) {
   return run_gemm(ctx, g);
 }
 
+// etc::weight_only_linear (graph/weight_only.h). Up to kWeightOnlyGemvRows rows (a decode
+// step, a short prompt) run on the kernel that reads the packed weight as it multiplies:
+// the weight crosses memory once, at its packed size. More rows dequantize the weight into
+// scratch memory and multiply on cuBLAS as linear does: there the weight is read once for
+// all the rows, and the product's arithmetic, not the weight's bytes, sets the time.
+Status weight_only_linear(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
+  ETC_ASSIGN_OR_RETURN(const rt::kernels::WeightOnlyShape s,
+                       rt::kernels::check_weight_only_linear(ctx, args));
+  const rt::kernels::Args a(ctx, args);
+  const TensorView& x = a.tensor("input");
+  const TensorView* zero = a.opt_tensor("zero_point");
+  const TensorView* bias = a.opt_tensor("bias");
+  TensorView& out = a.out();
+  if (out.numel() == 0) return Status();
+  ETC_ASSIGN_OR_RETURN(DeviceContext * dev, device_of(ctx));
+  k::WeightOnlyArgs p;
+  p.input = x.data;
+  p.weight = a.tensor("weight").data;
+  p.scale = a.tensor("scale").data;
+  p.zero = zero != nullptr ? zero->data : nullptr;
+  p.bias = bias != nullptr ? bias->data : nullptr;
+  p.out = out.data;
+  ETC_ASSIGN_OR_RETURN(p.type, elem_of(ctx, x.dtype, "input"));
+  if (zero != nullptr) {
+    ETC_ASSIGN_OR_RETURN(p.zero_type, elem_of(ctx, zero->dtype, "zero_point"));
+  }
+  p.m = s.m;
+  p.n = s.g.n;
+  p.k = s.g.k;
+  p.group_size = s.g.group_size;
+  p.int4 = s.g.int4;
+  if (s.m <= k::kWeightOnlyGemvRows) {
+    ETC_CUDA_RETURN_IF_ERROR(k::launch_weight_only_gemv(p, dev->stream()));
+    return Status();
+  }
+  TensorView w{nullptr, x.dtype, {s.g.n, s.g.k}, out.device};
+  ETC_ASSIGN_OR_RETURN(w.data, dev->scratch(static_cast<size_t>(w.nbytes())));
+  ETC_CUDA_RETURN_IF_ERROR(k::launch_weight_only_dequantize(p, w.data, dev->stream()));
+  Gemm g{&x, &w, bias, &out, 1, s.m, s.g.n, s.g.k};
+  g.b_transposed = true;
+  return run_gemm(ctx, g);
+}
+
 // ---- Convolution ---------------------------------------------------------------------------
 
 Status convolution(KernelContext& ctx, std::span<Value*> args) {
@@ -808,6 +852,8 @@ Status register_cuda_tensor_kernels(rt::OperatorRegistry& r) {
   ETC_RETURN_IF_ERROR(r.add(OpKind::Bmm, bmm, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(r.add(OpKind::Addmm, addmm, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(r.add(OpKind::Linear, linear, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(
+      r.add(OpKind::WeightOnlyLinear, weight_only_linear, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(r.add(OpKind::Convolution, convolution, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(r.add(OpKind::MaxPool2d, max_pool2d, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(r.add(OpKind::AvgPool2d, avg_pool2d, KernelForms::kFunctional));

@@ -1,0 +1,296 @@
+#include "passes/fuse_weight_only.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "graph/int4.h"
+
+namespace etc {
+namespace {
+
+const ArgValue& arg(const Node& n, const char* name) {
+  return n.args[static_cast<size_t>(op_info(n.op).schema.arg_index(name))];
+}
+
+std::optional<ValueId> value_arg(const Node& n, const char* name) {
+  const auto* id = std::get_if<ValueId>(&arg(n, name));
+  return id != nullptr ? std::optional<ValueId>(*id) : std::nullopt;
+}
+
+// The node that computed v, where v is read by that one reader alone (so the node can go
+// once the reader does).
+const Node* sole_producer(const Graph& g, ValueId v) {
+  const Value& val = g.value(v);
+  if (val.kind != ValueKind::kNodeOutput || val.uses.size() != 1 || g.is_live_out(v))
+    return nullptr;
+  const Node& n = g.node(val.producer);
+  return n.outputs.size() == 1 ? &n : nullptr;
+}
+
+// A constant read once, with contiguous dims, or null.
+const Value* sole_constant(const Graph& g, ValueId v) {
+  const Value& val = g.value(v);
+  if (val.kind != ValueKind::kConstant || val.uses.size() != 1 || g.is_live_out(v) ||
+      val.spec.dim_order != contiguous_dim_order(val.spec.rank()) ||
+      val.spec.constant.size != static_cast<size_t>(val.spec.nbytes()))
+    return nullptr;
+  return &val;
+}
+
+// Whether a scalar argument is absent or 1.
+bool is_one(const Node& n, const char* name) {
+  const ArgValue& a = arg(n, name);
+  if (std::holds_alternative<std::monostate>(a)) return true;
+  const auto* s = std::get_if<Scalar>(&a);
+  return s != nullptr && s->to_double() == 1.0;
+}
+
+// One product's chain, found from its weight back to the constants.
+struct Chain {
+  std::vector<NodeId> nodes;  // the product, then its weight's producers back to the constants
+  ArgValue input, bias;
+  ValueId weight, scale;
+  std::optional<ValueId> zero;  // a constant: of the model's dtype, or int8
+  int64_t n = 0, groups = 0, group_size = 0;
+  bool int4 = false;
+};
+
+// The weight W [N, K] a product multiplies by as W^T, its input and bias: linear(x, W, b),
+// mm(x, W^T), addmm(b, x, W^T) (beta and alpha 1) and bmm(x, expand(W^T)) (W^T broadcast over
+// a batch), W^T a permute or transpose read by the product alone (and the expand). False for
+// any other product.
+bool product_of(const Graph& g, const Node& p, Chain& c, ValueId* w) {
+  c.nodes.push_back(p.id);
+  if (p.op == OpKind::Linear) {
+    c.input = arg(p, "input");
+    c.bias = arg(p, "bias");
+    const std::optional<ValueId> v = value_arg(p, "weight");
+    if (!v) return false;
+    *w = *v;
+    return true;
+  }
+  std::optional<ValueId> wt;
+  if (p.op == OpKind::Bmm) {
+    // matmul of a batch of rows by a matrix, as PyTorch decomposes it for a non-contiguous
+    // input: bmm(x [B, M, K], expand(W^T, [B, K, N])).
+    c.input = arg(p, "self");
+    c.bias = std::monostate();
+    const std::optional<ValueId> e = value_arg(p, "mat2");
+    const Node* expand = e ? sole_producer(g, *e) : nullptr;
+    if (expand == nullptr || expand->op != OpKind::Expand) return false;
+    wt = value_arg(*expand, "self");
+    if (!wt || g.value(*wt).spec.rank() != 2) return false;
+    c.nodes.push_back(expand->id);
+  } else if (p.op == OpKind::Mm) {
+    c.input = arg(p, "self");
+    c.bias = std::monostate();
+    wt = value_arg(p, "mat2");
+  } else if (p.op == OpKind::Addmm) {
+    if (!is_one(p, "beta") || !is_one(p, "alpha")) return false;
+    c.input = arg(p, "mat1");
+    c.bias = arg(p, "self");
+    wt = value_arg(p, "mat2");
+  } else {
+    return false;
+  }
+  const Node* t = wt ? sole_producer(g, *wt) : nullptr;
+  if (t == nullptr) return false;
+  if (t->op == OpKind::Permute) {
+    if (std::get_if<std::vector<int64_t>>(&arg(*t, "dims")) == nullptr ||
+        std::get<std::vector<int64_t>>(arg(*t, "dims")) != std::vector<int64_t>{1, 0})
+      return false;
+  } else if (t->op == OpKind::TransposeInt) {
+    // Of a rank-2 tensor: a transpose unless both dims are the same one.
+    const auto* d0 = std::get_if<int64_t>(&arg(*t, "dim0"));
+    const auto* d1 = std::get_if<int64_t>(&arg(*t, "dim1"));
+    if (d0 == nullptr || d1 == nullptr || ((*d0 % 2) + 2) % 2 == ((*d1 % 2) + 2) % 2) return false;
+  } else {
+    return false;
+  }
+  const std::optional<ValueId> v = value_arg(*t, "self");
+  if (!v || g.value(*v).spec.rank() != 2) return false;
+  c.nodes.push_back(t->id);
+  *w = *v;
+  return true;
+}
+
+std::optional<Chain> chain_of(const Graph& g, const Node& product) {
+  Chain c;
+  ValueId w;
+  if (!product_of(g, product, c, &w)) return std::nullopt;
+  const auto* x = std::get_if<ValueId>(&c.input);
+  if (x == nullptr) return std::nullopt;
+  const DType t = g.value(*x).spec.dtype;
+  if (t != DType::kFloat32 && t != DType::kFloat16 && t != DType::kBFloat16) return std::nullopt;
+  const TensorSpec& ws = g.value(w).spec;
+  if (ws.rank() != 2) return std::nullopt;
+  const int64_t n = ws.sizes[0], k = ws.sizes[1];
+  // The bias, if any, must be [N] of the model's dtype (the op's rule).
+  if (const auto* b = std::get_if<ValueId>(&c.bias)) {
+    const TensorSpec& bs = g.value(*b).spec;
+    if (bs.rank() != 1 || bs.sizes[0] != n || bs.dtype != t) return std::nullopt;
+  }
+  const Node* step = sole_producer(g, w);
+  if (step == nullptr) return std::nullopt;
+  // [N, G, g] viewed as [N, K].
+  if (step->op == OpKind::Reshape || step->op == OpKind::View) {
+    c.nodes.push_back(step->id);
+    const std::optional<ValueId> in = value_arg(*step, "self");
+    if (!in) return std::nullopt;
+    const TensorSpec& s = g.value(*in).spec;
+    if (s.rank() != 3 || s.sizes[0] != n || s.sizes[1] * s.sizes[2] != k) return std::nullopt;
+    step = sole_producer(g, *in);
+    if (step == nullptr) return std::nullopt;
+  }
+  const std::vector<int64_t> shape = g.value(step->outputs[0]).spec.sizes;  // the chain's
+  const size_t rank = shape.size();
+  if (rank != 2 && rank != 3) return std::nullopt;
+  c.n = n;
+  c.groups = rank == 3 ? shape[1] : 1;
+  c.group_size = shape.back();
+  const std::vector<int64_t> per_group_sizes =
+      rank == 3 ? std::vector<int64_t>{n, c.groups, 1} : std::vector<int64_t>{n, 1};
+  // An operand per group: a constant read once, of the model's dtype (or, with `widened`,
+  // an int8 constant widened to it by a _to_copy read once: recorded in c.nodes).
+  auto per_group = [&](ValueId v, bool widened) -> std::optional<ValueId> {
+    if (widened && g.value(v).kind == ValueKind::kNodeOutput) {
+      const Node* cast = sole_producer(g, v);
+      if (cast == nullptr || cast->op != OpKind::ToCopy || g.value(v).spec.dtype != t)
+        return std::nullopt;
+      const std::optional<ValueId> in = value_arg(*cast, "self");
+      const Value* ci = in ? sole_constant(g, *in) : nullptr;
+      if (ci == nullptr || ci->spec.dtype != DType::kInt8 || ci->spec.sizes != per_group_sizes)
+        return std::nullopt;
+      c.nodes.push_back(cast->id);
+      return *in;
+    }
+    const Value* cv = sole_constant(g, v);
+    if (cv == nullptr || cv->spec.dtype != t || cv->spec.sizes != per_group_sizes)
+      return std::nullopt;
+    return v;
+  };
+  // mul(self, scale) or mul(scale, self).
+  if (step->op != OpKind::MulTensor) return std::nullopt;
+  c.nodes.push_back(step->id);
+  {
+    const std::optional<ValueId> a = value_arg(*step, "self"), b = value_arg(*step, "other");
+    if (!a || !b) return std::nullopt;
+    std::optional<ValueId> scale = per_group(*b, false), rest = a;
+    if (!scale) {
+      scale = per_group(*a, false);
+      rest = b;
+    }
+    if (!scale || g.value(*rest).spec.sizes != shape) return std::nullopt;
+    c.scale = *scale;
+    step = sole_producer(g, *rest);
+    if (step == nullptr) return std::nullopt;
+  }
+  // sub(self, zero_point), alpha 1: optional (a symmetric scheme has none).
+  if (step->op == OpKind::SubTensor) {
+    c.nodes.push_back(step->id);
+    const std::optional<ValueId> a = value_arg(*step, "self"), b = value_arg(*step, "other");
+    if (!is_one(*step, "alpha") || !a || !b) return std::nullopt;
+    c.zero = per_group(*b, true);
+    if (!c.zero || g.value(*a).spec.sizes != shape) return std::nullopt;
+    step = sole_producer(g, *a);
+    if (step == nullptr) return std::nullopt;
+  }
+  // _to_copy of the int8 values to the model's dtype.
+  if (step->op != OpKind::ToCopy) return std::nullopt;
+  c.nodes.push_back(step->id);
+  const std::optional<ValueId> q = value_arg(*step, "self");
+  if (!q || g.value(step->outputs[0]).spec.dtype != t || g.value(*q).spec.dtype != DType::kInt8)
+    return std::nullopt;
+  // The int8 values: a constant, or a 4-bit one unpacked.
+  if (const Value* cq = sole_constant(g, *q)) {
+    if (cq->spec.sizes != shape) return std::nullopt;
+    c.weight = *q;
+    return c;
+  }
+  step = sole_producer(g, *q);
+  if (step == nullptr || step->op != OpKind::UnpackInt4) return std::nullopt;
+  c.nodes.push_back(step->id);
+  const std::optional<ValueId> packed = value_arg(*step, "packed");
+  if (!packed) return std::nullopt;
+  const Value* cp = sole_constant(g, *packed);
+  // Rows of groups are rows of K values only when each group fills whole bytes.
+  if (cp == nullptr || (rank == 3 && c.group_size % 2 != 0)) return std::nullopt;
+  c.weight = *packed;
+  c.int4 = true;
+  return c;
+}
+
+// The constant viewed with other sizes (its bytes and everything else unchanged).
+void resize_constant(Graph& g, ValueId v, std::vector<int64_t> sizes) {
+  TensorSpec& s = g.value(v).spec;
+  s.dim_order = contiguous_dim_order(sizes.size());
+  s.sizes = std::move(sizes);
+}
+
+Status fuse_in(Graph& g) {
+  const std::vector<NodeId> order(g.order().begin(), g.order().end());
+  for (NodeId id : order) {
+    const OpKind op = g.node(id).op;
+    if (g.node(id).erased ||
+        (op != OpKind::Linear && op != OpKind::Mm && op != OpKind::Addmm && op != OpKind::Bmm))
+      continue;
+    std::optional<Chain> c = chain_of(g, g.node(id));
+    if (!c) continue;
+    // (Copies, not references: adding a node below moves the graph's storage.)
+    const std::string name = g.node(id).name;
+    const std::string origin = g.node(id).origin;
+    const ValueId out = g.node(id).outputs[0];
+    const std::string out_name = g.value(out).name;
+    const int64_t k = c->groups * c->group_size;
+    resize_constant(g, c->weight, {c->n, c->int4 ? int4::row_bytes(k) : k});
+    resize_constant(g, c->scale, {c->n, c->groups});
+    if (c->zero) resize_constant(g, *c->zero, {c->n, c->groups});
+    ETC_ASSIGN_OR_RETURN(
+        std::vector<ArgValue> args,
+        bind_args(OpKind::WeightOnlyLinear,
+                  {{"input", c->input},
+                   {"weight", c->weight},
+                   {"scale", c->scale},
+                   {"zero_point", c->zero ? ArgValue(*c->zero) : ArgValue(std::monostate())},
+                   {"group_size", c->group_size},
+                   {"bias", c->bias}}));
+    std::vector<TensorType> types;
+    auto type_of = [&](ValueId v) -> const TensorSpec& { return g.value(v).spec; };
+    ETC_RETURN_IF_ERROR(
+        infer_types(OpKind::WeightOnlyLinear, args, type_of, Location{.node = name}, &types));
+    TensorSpec fused_spec = TensorSpec::make(types[0].dtype, types[0].sizes);
+    fused_spec.dynamism = g.value(out).spec.dynamism;
+    const NodeId fused = g.add_node(
+        OpKind::WeightOnlyLinear, g.unique_node_name(name + ".weight_only"), std::move(args),
+        {g.unique_value_name(out_name + ".weight_only")}, {fused_spec}, id);
+    g.node(fused).origin = origin;
+    const ValueId result = g.node(fused).outputs[0];
+    g.replace_all_uses(out, result);
+    for (NodeId n : c->nodes) {
+      if (!g.erase_node(n))
+        return internal_error("fuse-weight-only: could not remove node '" + g.node(n).name + "'");
+    }
+    g.rename_value(result, out_name);
+  }
+  return Status();
+}
+
+}  // namespace
+
+Result<bool> fuse_weight_only(Graph& graph, PassContext&) {
+  bool changed = false;
+  for (NodeId id : std::vector<NodeId>(graph.order().begin(), graph.order().end())) {
+    Node& call = graph.node(id);
+    if (call.op != OpKind::DelegateCall || call.delegate == nullptr ||
+        call.delegate->device.type != DeviceType::kCUDA)
+      continue;
+    Graph& sub = *call.delegate->graph;
+    const size_t before = sub.order().size();
+    ETC_RETURN_IF_ERROR(fuse_in(sub));
+    changed |= sub.order().size() != before;
+  }
+  return changed;
+}
+
+}  // namespace etc
