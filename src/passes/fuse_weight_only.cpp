@@ -1,10 +1,14 @@
 #include "passes/fuse_weight_only.h"
 
+#include <algorithm>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "graph/int4.h"
+#include "support/file_io.h"
+#include "support/half.h"
 
 namespace etc {
 namespace {
@@ -54,6 +58,8 @@ struct Chain {
   std::optional<ValueId> zero;  // a constant: of the model's dtype, or int8
   int64_t n = 0, groups = 0, group_size = 0;
   bool int4 = false;
+  // A constant the fused node no longer reads (its bytes were rewritten into `weight`).
+  std::optional<ValueId> erase_constant;
 };
 
 // The weight W [N, K] a product multiplies by as W^T, its input and bias: linear(x, W, b),
@@ -221,6 +227,69 @@ std::optional<Chain> chain_of(const Graph& g, const Node& product) {
   return c;
 }
 
+// torchao's Int8WeightOnlyConfig: mm(x, _to_copy(W^T)), W^T an int8 constant [K, N] (the
+// export folded the transpose) widened to the model's dtype, the scale multiplying the
+// product's result after (a step of its own, which stays). `transposed` is W^T.
+std::optional<Chain> int8_product_of(const Graph& g, const Node& product, ValueId* transposed) {
+  if (product.op != OpKind::Mm) return std::nullopt;
+  Chain c;
+  c.nodes.push_back(product.id);
+  c.input = arg(product, "self");
+  c.bias = std::monostate();
+  const auto* x = std::get_if<ValueId>(&c.input);
+  const std::optional<ValueId> b = value_arg(product, "mat2");
+  const Node* cast = b ? sole_producer(g, *b) : nullptr;
+  if (x == nullptr || cast == nullptr || cast->op != OpKind::ToCopy) return std::nullopt;
+  const DType t = g.value(*x).spec.dtype;
+  if (t != DType::kFloat32 && t != DType::kFloat16 && t != DType::kBFloat16) return std::nullopt;
+  const std::optional<ValueId> q = value_arg(*cast, "self");
+  const Value* cq = q ? sole_constant(g, *q) : nullptr;
+  if (cq == nullptr || cq->spec.dtype != DType::kInt8 || cq->spec.rank() != 2 ||
+      g.value(*b).spec.dtype != t)
+    return std::nullopt;
+  c.nodes.push_back(cast->id);
+  c.n = cq->spec.sizes[1];
+  c.groups = 1;
+  c.group_size = cq->spec.sizes[0];
+  *transposed = *q;
+  return c;
+}
+
+// W [N, K] from W^T [K, N] (int8), in blocks of 64 x 64, past the arena's memory budget to a
+// temporary file; W^T's pages leave the process once read.
+ConstantData transpose_int8(const TensorSpec& wt, WritableArena& arena) {
+  const int64_t k = wt.sizes[0], n = wt.sizes[1];
+  const size_t nbytes = static_cast<size_t>(k * n);
+  const WritableArena::Piece piece = arena.allocate(std::max<size_t>(nbytes, 1));
+  const uint8_t* src = wt.constant.bytes().data();
+  constexpr int64_t kBlock = 64;
+  for (int64_t k0 = 0; k0 < k; k0 += kBlock) {
+    for (int64_t n0 = 0; n0 < n; n0 += kBlock) {
+      for (int64_t j = n0; j < std::min(n, n0 + kBlock); ++j) {
+        for (int64_t i = k0; i < std::min(k, k0 + kBlock); ++i)
+          piece.data[j * k + i] = src[i * n + j];
+      }
+    }
+  }
+  piece.blob->release(piece.offset, nbytes);
+  wt.constant.blob->release(wt.constant.offset, wt.constant.size);
+  return ConstantData{piece.blob, piece.offset, nbytes};
+}
+
+// A constant [n, 1] of ones in dtype t.
+ConstantData ones(DType t, int64_t n) {
+  const size_t elem = static_cast<size_t>(dtype_size(t));
+  uint8_t* data = nullptr;
+  std::shared_ptr<const Blob> blob = make_writable_blob(static_cast<size_t>(n) * elem, &data);
+  const float one = 1.0f;
+  const uint16_t one16 = t == DType::kBFloat16 ? float_to_bfloat16(one) : float_to_half(one);
+  for (int64_t i = 0; i < n; ++i) {
+    std::memcpy(data + static_cast<size_t>(i) * elem,
+                t == DType::kFloat32 ? static_cast<const void*>(&one) : &one16, elem);
+  }
+  return ConstantData{std::move(blob), 0, static_cast<size_t>(n) * elem};
+}
+
 // The constant viewed with other sizes (its bytes and everything else unchanged).
 void resize_constant(Graph& g, ValueId v, std::vector<int64_t> sizes) {
   TensorSpec& s = g.value(v).spec;
@@ -228,7 +297,7 @@ void resize_constant(Graph& g, ValueId v, std::vector<int64_t> sizes) {
   s.sizes = std::move(sizes);
 }
 
-Status fuse_in(Graph& g) {
+Status fuse_in(Graph& g, WritableArena& arena) {
   const std::vector<NodeId> order(g.order().begin(), g.order().end());
   for (NodeId id : order) {
     const OpKind op = g.node(id).op;
@@ -236,15 +305,31 @@ Status fuse_in(Graph& g) {
         (op != OpKind::Linear && op != OpKind::Mm && op != OpKind::Addmm && op != OpKind::Bmm))
       continue;
     std::optional<Chain> c = chain_of(g, g.node(id));
-    if (!c) continue;
+    if (!c) {
+      ValueId wt;
+      c = int8_product_of(g, g.node(id), &wt);
+      if (!c) continue;
+      // W written [N, K], and a scale of ones: the product's value is mm's, exactly.
+      const DType t = g.value(std::get<ValueId>(c->input)).spec.dtype;
+      TensorSpec w = TensorSpec::make(DType::kInt8, {c->n, c->group_size});
+      w.constant = transpose_int8(g.value(wt).spec, arena);
+      const std::string wname = g.value(wt).name;
+      c->weight = g.add_constant(g.unique_value_name(wname + ".rows"), std::move(w));
+      TensorSpec one = TensorSpec::make(t, {c->n, 1});
+      one.constant = ones(t, c->n);
+      c->scale = g.add_constant(g.unique_value_name(wname + ".unit_scale"), std::move(one));
+      c->erase_constant = wt;
+    }
     // (Copies, not references: adding a node below moves the graph's storage.)
     const std::string name = g.node(id).name;
     const std::string origin = g.node(id).origin;
     const ValueId out = g.node(id).outputs[0];
     const std::string out_name = g.value(out).name;
     const int64_t k = c->groups * c->group_size;
-    resize_constant(g, c->weight, {c->n, c->int4 ? int4::row_bytes(k) : k});
-    resize_constant(g, c->scale, {c->n, c->groups});
+    if (!c->erase_constant) {
+      resize_constant(g, c->weight, {c->n, c->int4 ? int4::row_bytes(k) : k});
+      resize_constant(g, c->scale, {c->n, c->groups});
+    }
     if (c->zero) resize_constant(g, *c->zero, {c->n, c->groups});
     ETC_ASSIGN_OR_RETURN(
         std::vector<ArgValue> args,
@@ -271,6 +356,7 @@ Status fuse_in(Graph& g) {
       if (!g.erase_node(n))
         return internal_error("fuse-weight-only: could not remove node '" + g.node(n).name + "'");
     }
+    if (c->erase_constant) g.erase_constant(*c->erase_constant);
     g.rename_value(result, out_name);
   }
   return Status();
@@ -280,6 +366,8 @@ Status fuse_in(Graph& g) {
 
 Result<bool> fuse_weight_only(Graph& graph, PassContext&) {
   bool changed = false;
+  // Weights written transposed: past kComputedWeightsInMemory in a temporary file (pass.h).
+  WritableArena arena(kComputedWeightsInMemory);
   for (NodeId id : std::vector<NodeId>(graph.order().begin(), graph.order().end())) {
     Node& call = graph.node(id);
     if (call.op != OpKind::DelegateCall || call.delegate == nullptr ||
@@ -287,7 +375,7 @@ Result<bool> fuse_weight_only(Graph& graph, PassContext&) {
       continue;
     Graph& sub = *call.delegate->graph;
     const size_t before = sub.order().size();
-    ETC_RETURN_IF_ERROR(fuse_in(sub));
+    ETC_RETURN_IF_ERROR(fuse_in(sub, arena));
     changed |= sub.order().size() != before;
   }
   return changed;

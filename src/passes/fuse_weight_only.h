@@ -7,6 +7,11 @@
 // read each weight at four times its bf16 size where it needs to read it once, at its packed
 // size); the fused op reads the packed weight and computes the chain's values.
 //
+// torchao's Int8WeightOnlyConfig holds another form: mm(x, _to_copy(W^T)) with W^T an int8
+// constant [K, N], its scale multiplying the product's result after. That product becomes
+// etc::weight_only_linear over W (written [N, K] at export) with a scale of ones, exactly
+// mm's value; the multiplication by the scale stays.
+//
 // Fused only where the chain has that exact form: the scale and zero point constants of
 // the input's dtype, one per group of the weight's last dim ([N, G, 1] over a weight
 // [N, G, g], or [N, 1] over [N, K]); every value of the chain read by the next step alone;

@@ -210,6 +210,62 @@ TEST_CASE("a CUDA delegate's weight-only chain runs as one etc::weight_only_line
   }
 }
 
+TEST_CASE(
+    "Int8WeightOnlyConfig's product reads its int8 weight; the scale still multiplies after") {
+  // mm(x, _to_copy(W^T)) * scale: W^T int8 [K, N] (the export folded torchao's transpose).
+  for (DType dt : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
+    INFO(dtype_name(dt));
+    const int64_t n = 40, k = 200;
+    auto build = [&] {
+      Graph g;
+      ValueId x = g.add_input("x", spec_of(dt, {3, k}));
+      ValueId wt = int8_constant(g, "wt", {k, n}, -128, 127, 81);
+      ValueId w = node(g, OpKind::ToCopy, "w", {{"self", wt}, {"dtype", dt}}, spec_of(dt, {k, n}));
+      ValueId p = node(g, OpKind::Mm, "p", {{"self", x}, {"mat2", w}}, spec_of(dt, {3, n}));
+      ValueId s = constant_of(g, "s", dt, {n},
+                              [](int64_t i) { return 0.0071f * static_cast<float>(1 + i % 13); });
+      ValueId y = node(g, OpKind::MulTensor, "y", {{"self", p}, {"other", s}}, spec_of(dt, {3, n}));
+      g.set_outputs({y});
+      return g;
+    };
+    Graph fused_g = build(), plain_g = build();
+    const Device cuda{DeviceType::kCUDA, 0};
+    const pte::File fused = testing::export_graph(fused_g, "int8wo.pte", cuda);
+    const pte::File plain = testing::export_graph(plain_g, "int8wo_plain.pte", cuda, nullptr,
+                                                  unfused_pipeline().c_str());
+    CHECK(delegate_ops(fused_g) ==
+          std::vector<std::string>{"etc.weight_only_linear.default", "aten.mul.Tensor"});
+    CHECK(delegate_ops(plain_g) ==
+          std::vector<std::string>{"aten._to_copy.default", "aten.mm.default", "aten.mul.Tensor"});
+    const size_t numel = static_cast<size_t>(3 * k);
+    const std::vector<uint8_t> a = run_as(fused, true, dt, numel, nullptr);
+    const std::vector<uint8_t> b = run_as(plain, true, dt, numel, nullptr);
+    REQUIRE(a.size() == b.size());
+    CHECK(std::memcmp(a.data(), b.data(), a.size()) == 0);
+    // The weight the fused node reads is W, W^T's transpose: y[0, j] for an input of one 1 at
+    // column i is W^T[i, j] times the scale.
+    Graph ref = build();
+    const std::span<const uint8_t> wt = ref.value(*ref.find_value("wt")).spec.constant.bytes();
+    const std::span<const uint8_t> sb = ref.value(*ref.find_value("s")).spec.constant.bytes();
+    double worst = 0, largest = 0;
+    const size_t es = dtype_size(dt);
+    for (int64_t j = 0; j < n; ++j) {
+      double want = 0;
+      for (int64_t i = 0; i < k; ++i) {
+        float xv = std::sin(static_cast<float>(i)) * 2;
+        if (dt == DType::kBFloat16) xv = bfloat16_to_float(float_to_bfloat16(xv));
+        if (dt == DType::kFloat16) xv = half_to_float(float_to_half(xv));
+        want += xv * static_cast<int8_t>(wt[static_cast<size_t>(i * n + j)]);
+      }
+      want *= to_float(dt, sb.data() + static_cast<size_t>(j) * es);
+      worst =
+          std::max(worst, std::abs(to_float(dt, a.data() + static_cast<size_t>(j) * es) - want));
+      largest = std::max(largest, std::abs(want));
+    }
+    CHECK(worst <= (dt == DType::kFloat32 ? 1e-5 : 2e-2) * largest);
+  }
+}
+
 TEST_CASE("a weight-only chain that is not torchao's form keeps its steps") {
   SECTION("the dequantized weight is read by something else too") {
     Layer l;

@@ -217,9 +217,10 @@ def test(etc, name, variant, tmp, sizes):
     check(not host, f"{label}: the cuda:0 program delegates every op",
           ", ".join(sorted({h["op"] for h in host})))
     sizes[(name, variant)] = os.path.getsize(cpu)
-    if variant.startswith("int4"):
-        # The int4 linear layers run in the delegate as one etc::weight_only_linear each,
-        # reading the packed weight (fuse-weight-only), not as the chain that dequantizes it.
+    if variant in QUANTIZED:
+        # The int8 and int4 linear layers run in the delegate as one etc::weight_only_linear
+        # each, reading the packed weight (fuse-weight-only), not as the chain that
+        # dequantizes it.
         linears = sum(isinstance(m, torch.nn.Linear) for m in make(build, variant).modules())
         r = subprocess.run([etc, "inspect", cuda], capture_output=True, text=True)
         fused = sum(int(n) for n in re.findall(r"etc::weight_only_linear\.default x(\d+)",

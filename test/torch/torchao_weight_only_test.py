@@ -22,9 +22,8 @@ torchao.choose_qparams_affine and quantize_affine). For each:
   etc's kernel library loaded into the process (LIBETC_EXECUTORCH_AUTOREGISTER, which
   registers only what is missing); and the program exported without packing
   (--passes without pack-int4-weights) on the wheel's kernels alone.
-- the `--target cuda:0` program runs the linear layers of the weight-only intx configs as one
-  etc::weight_only_linear each (fuse-weight-only; Int8WeightOnlyConfig and 8da4w keep their
-  steps), and run with `--device cpu` (its delegate on the CPU kernels, the reference the GPU
+- the `--target cuda:0` program runs the linear layers of the weight-only configs as one
+  etc::weight_only_linear each (fuse-weight-only; 8da4w keeps its steps), and run with `--device cpu` (its delegate on the CPU kernels, the reference the GPU
   is checked against) matches PyTorch eager as the CPU program does;
 - A bf16 model (the form language models ship in) quantized with int8 per channel and int4
   in groups of 128: the .pte at most 0.55x and 0.30x the bf16 model's, matching eager in
@@ -128,9 +127,10 @@ def execute(pte, args):
 
 
 # The configs whose linear layers the export runs in a CUDA delegate as one
-# etc::weight_only_linear (passes/fuse_weight_only.h). Int8WeightOnlyConfig scales after the
-# product and 8da4w quantizes the activations too: their programs keep their steps.
-FUSED_ON_CUDA = ("int4g32", "intx8", "int8pc", "int4g128")
+# etc::weight_only_linear (passes/fuse_weight_only.h; Int8WeightOnlyConfig's scale still
+# multiplies the result after). 8da4w quantizes the activations too: its program keeps its
+# steps.
+FUSED_ON_CUDA = ("int8", "int4g32", "intx8", "int8pc", "int4g128")
 
 
 def check_cuda_program(etc, pte, model, qname, args, want, tol, tag, out, inputs):
