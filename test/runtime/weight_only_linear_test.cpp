@@ -210,8 +210,7 @@ TEST_CASE("a CUDA delegate's weight-only chain runs as one etc::weight_only_line
   }
 }
 
-TEST_CASE(
-    "Int8WeightOnlyConfig's product reads its int8 weight; the scale still multiplies after") {
+TEST_CASE("Int8WeightOnlyConfig's product reads its int8 weight, the scale multiplying after") {
   // mm(x, _to_copy(W^T)) * scale: W^T int8 [K, N] (the export folded torchao's transpose).
   for (DType dt : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
     INFO(dtype_name(dt));

@@ -4,6 +4,8 @@
 // float16 and bfloat16 are multiplied in float32 (converted once, rounded once at the end),
 // float64 in double, integers in int64; bool is rejected.
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <type_traits>
@@ -696,29 +698,120 @@ Status linear_kernel(KernelContext& ctx, std::span<Value*> args) {
   });
 }
 
-// etc::weight_only_linear (graph/weight_only.h): the CPU reference of the CUDA delegate's
-// kernel. The weight is dequantized into a temporary of the input's dtype, each step rounded
-// as the elementwise kernels round it, and multiplied as linear multiplies: the bits of the
-// chain of steps the export fused (passes/fuse_weight_only.h).
+// The op's weight as the GEMM's DequantB, in the form the load planner gives the same chain
+// of a host program (load_plan_dequant.cpp): the GEMM dequantizes it as it packs its panels,
+// or in registers for a few rows. False where that cannot give the chain's values: a 16-bit
+// model's zero points that are not integers of at most 128 in magnitude (q - z would round
+// before the multiplication, which the GEMM rounds after).
+bool weight_only_dequant(const weight_only::Geometry& g, const TensorView& w,
+                         const TensorView& scale, const TensorView* zero, DequantizedWeight& st) {
+  DequantB& d = st.dequant;
+  const DType wd = scale.dtype;
+  d.q_n = g.k;
+  d.q_k = 1;
+  if (g.int4) {
+    d.q4 = w.data_as<const uint8_t>();
+    d.q4_row = int4::row_bytes(g.k);
+  } else {
+    d.q = w.data_as<const int8_t>();
+  }
+  if (wd != DType::kFloat32) {
+    d.round16 = wd == DType::kBFloat16 ? DequantB::Round16::kBFloat16 : DequantB::Round16::kFloat16;
+    d.normal_values = true;
+  }
+  d.integer_zero = true;
+  // Element (k, n) of B is w[n, k]: its group's operand value at n * groups + k / group_size.
+  auto place = [&](DequantB::Operand& o) {
+    o.n_stride = g.groups;
+    o.n_group = 1;
+    o.k_stride = 1;
+    o.k_group = g.group_size;
+  };
+  auto widen16 = [wd](uint16_t bits) {
+    return wd == DType::kBFloat16 ? bfloat16_to_float(bits) : half_to_float(bits);
+  };
+  const int64_t count = g.n * g.groups;
+  if (zero != nullptr) {
+    if (zero->dtype == DType::kInt8) {  // widened exactly; |q - z| <= 255 is exact in 16 bits
+      st.zero_f32.assign(zero->data_as<const int8_t>(), zero->data_as<const int8_t>() + count);
+      d.zero.data = st.zero_f32.data();
+    } else if (wd == DType::kFloat32) {
+      d.zero.data = zero->data_as<const float>();
+      for (int64_t e = 0; e < count; ++e) {
+        const float v = d.zero.data[e];
+        d.integer_zero = d.integer_zero && v == std::nearbyint(v) && std::fabs(v) <= 1048576.0f;
+      }
+    } else {
+      st.zero_f32.resize(static_cast<size_t>(count));
+      for (int64_t e = 0; e < count; ++e) {
+        const float v = widen16(zero->data_as<const uint16_t>()[e]);
+        if (!(v == std::nearbyint(v) && std::fabs(v) <= 128.0f)) return false;
+        st.zero_f32[static_cast<size_t>(e)] = v;
+      }
+      d.zero.data = st.zero_f32.data();
+    }
+    place(d.zero);
+  }
+  if (wd == DType::kFloat32) {
+    d.scale.data = scale.data_as<const float>();
+  } else {
+    st.scale_f32.resize(static_cast<size_t>(count));
+    for (int64_t e = 0; e < count; ++e) {
+      const float v = widen16(scale.data_as<const uint16_t>()[e]);
+      st.scale_f32[static_cast<size_t>(e)] = v;
+      d.normal_values = d.normal_values && std::isfinite(v) &&
+                        (v == 0.0f || std::fabs(v) >= std::numeric_limits<float>::min());
+    }
+    d.scale.data = st.scale_f32.data();
+  }
+  place(d.scale);
+  st.k = g.k;
+  st.n = g.n;
+  arrange_row_operands(d, g.k, g.n, st.zero_lanes, st.scale_lanes);
+  return true;
+}
+
+// etc::weight_only_linear (graph/weight_only.h): how the CPU runs a CUDA program's node (no
+// GPU, or --device cpu), and the reference the CUDA kernel is checked against. The GEMM reads
+// the packed weight and dequantizes it as it goes (weight_only_dequant), as the CPU runs the
+// same chain in a host program; where that cannot give the chain's values, the weight is
+// dequantized into a temporary, each step rounded as the elementwise kernels round it, and
+// multiplied as linear multiplies. Either way the values of the chain of steps the export
+// fused (passes/fuse_weight_only.h), summed as the CPU sums the chain's product.
 Status weight_only_linear_kernel(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
   ETC_ASSIGN_OR_RETURN(const WeightOnlyShape s, check_weight_only_linear(ctx, args));
   const Args a(ctx, args);
   const TensorView& x = a.tensor("input");
+  const TensorView* bias = a.opt_tensor("bias");
   TensorView& out = a.out();
   if (out.numel() == 0) return Status();
-  const int64_t n = s.g.n, k = s.g.k;
+  const int64_t m = s.m, n = s.g.n, k = s.g.k;
+  DequantizedWeight planned;
+  if (k > 0 && weight_only_dequant(s.g, a.tensor("weight"), a.tensor("scale"),
+                                   a.opt_tensor("zero_point"), planned)) {
+    ReadAs<float> ra(x);
+    WriteAs<float> wo(out);
+    if (bias != nullptr) {
+      init_from_bias<float>(*bias, 1.0f, wo.data(), out.sizes);
+    } else {
+      std::fill_n(wo.data(), out.numel(), 0.0f);
+    }
+    MatrixRef<float> weight{nullptr, 0, 0};
+    weight.dequant = &planned.dequant;
+    gemm(m, n, k, 1.0f, MatrixRef<float>{ra.data(), k, 1}, weight, wo.data(), n);
+    wo.finish();
+    return Status();
+  }
   // float32 whatever the input's dtype: each value is one of that dtype's, read exactly.
   TensorView w{nullptr, DType::kFloat32, {n, k}, x.device};
   std::vector<uint8_t> bytes(static_cast<size_t>(w.nbytes()));
   w.data = bytes.data();
   dequantize_weight_only(s.g, a.tensor("weight").data, a.tensor("scale"),
                          a.opt_tensor("zero_point"), w);
-  const int64_t m = s.m;
   MatmulArgs p{1, m, n, k, 0, k, 1, 0, 1, k};  // B[k, j] = w[j, k]
-  return visit_gemm_type(ctx, out.dtype, [&]<typename G>() {
-    run_matmul<G>(p, x, w, a.opt_tensor("bias"), nullptr, nullptr, out);
-  });
+  return visit_gemm_type(
+      ctx, out.dtype, [&]<typename G>() { run_matmul<G>(p, x, w, bias, nullptr, nullptr, out); });
 }
 
 // The determinant of each [n, n] matrix of A: Gaussian elimination with partial
