@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """torch_decode: PyTorch eager's side of bench/decoder_vs_eager.sh.
 
-Builds a decoder of scripts/make-decoder-fixtures.py with the fixture's seed (the weights
-etc's export holds), then times greedy generation as `etc run --prompt --steps` runs it: the
+Builds a decoder of scripts/make-decoder-fixtures.py (or llama_decoder_int4, of
+scripts/make-quantized-decoder-fixtures.py) with the fixture's seed (the weights etc's export
+holds), then times greedy generation as `etc run --prompt --steps` runs it: the
 prompt one token per call, then STEPS tokens, each fed back in, the KV cache in the module's
 buffers; torch.no_grad(), THREADS intra-op threads. Prints one JSON object: the ids, the
 prompt's total ms and the median/min ms of the decode calls.
@@ -50,7 +51,14 @@ def main(argv):
     spec.loader.exec_module(fixtures)
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    model = fixtures.MODELS[name][0]().eval().to(device)
+    if name == "llama_decoder_int4":  # torchao's int4 weight-only layers (needs torchao)
+        spec = importlib.util.spec_from_file_location(
+            "quantized", os.path.join(root, "scripts", "make-quantized-decoder-fixtures.py"))
+        quantized = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(quantized)
+        model = quantized.build(fixtures).to(device)
+    else:
+        model = fixtures.MODELS[name][0]().eval().to(device)
     extra = [torch.from_numpy(np.load(p)).to(device) for p in argv[5:]]
 
     def t(values):

@@ -46,9 +46,10 @@ else
   echo "build-for-device: the models could not be fetched (scripts/fetch-models.sh); ONNX models not carried" >&2
 fi
 # The decoders (scripts/export-decoders.sh), for test/torch/cuda_decoders_test.sh: KV caches
-# on the GPU, a dynamic-bound prompt, PyTorch's ids. The static Llama-style decoder (8 MB,
-# the dynamic one's static twin) is left out to keep the carry small.
+# on the GPU, a dynamic-bound prompt, int4 weight-only layers, PyTorch's ids. The static
+# Llama-style decoder (8 MB, the dynamic one's static twin) is left out to keep the carry small.
 if ! scripts/export-decoders.sh "$out/bin/etc" "$out/decoders" llama_decoder_dynamic whisper_step \
+    llama_decoder_int4 \
     2>/dev/null; then
   rm -rf "$out/decoders"
   echo "build-for-device: the decoders could not be exported (scripts/export-decoders.sh); not carried" >&2
