@@ -1,7 +1,7 @@
 """A weight-only quantized decoder for the GPU check: scripts/make-decoder-fixtures.py's
 Llama-style decoder (float32, MLP width 768) with torchao's
-IntxWeightOnlyConfig(int4, PerGroup(32)) on its linear layers, the layers a CUDA delegate runs
-as etc::weight_only_linear over the packed weights. Written as make-decoder-fixtures.py writes
+IntxWeightOnlyConfig(int4, PerGroup(32)) on its linear layers (which a CUDA delegate runs as
+etc::weight_only_linear over the packed weights) and its token embedding. Written as make-decoder-fixtures.py writes
 its decoders (model.pt2, prompt.npy, expected_ids.npy: PyTorch eager's greedy ids, meta.json
 with the step count), for scripts/export-decoders.sh.
 
@@ -35,7 +35,10 @@ def build(fixtures):
     from torchao.quantization.granularity import PerGroup
     torch.manual_seed(0)
     model = fixtures.LlamaDecoder(hidden=768).eval()  # 768: a multiple of the groups
-    quantize_(model, IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(32)))
+    # The linear layers and the token embedding, as ExecuTorch's llama recipe quantizes them
+    # (and as the device check's carry, under 50 MiB, prefers).
+    quantize_(model, IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(32)),
+              filter_fn=lambda m, fqn: isinstance(m, (torch.nn.Linear, torch.nn.Embedding)))
     return model
 
 
