@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "graph/int4.h"
+#include "graph/weight_only.h"
 #include "support/file_io.h"
 #include "support/half.h"
 
@@ -86,7 +87,11 @@ bool product_of(const Graph& g, const Node& p, Chain& c, ValueId* w) {
     const Node* expand = e ? sole_producer(g, *e) : nullptr;
     if (expand == nullptr || expand->op != OpKind::Expand) return false;
     wt = value_arg(*expand, "self");
-    if (!wt || g.value(*wt).spec.rank() != 2) return false;
+    // Only a batch dim added: [K, N] -> [B, K, N] (an expand may also broadcast a dim of 1).
+    const std::vector<int64_t>& to = g.value(*e).spec.sizes;
+    if (!wt || g.value(*wt).spec.rank() != 2 || to.size() != 3 ||
+        std::vector<int64_t>(to.begin() + 1, to.end()) != g.value(*wt).spec.sizes)
+      return false;
     c.nodes.push_back(expand->id);
   } else if (p.op == OpKind::Mm) {
     c.input = arg(p, "self");
@@ -290,6 +295,32 @@ ConstantData ones(DType t, int64_t n) {
   return ConstantData{std::move(blob), 0, static_cast<size_t>(n) * elem};
 }
 
+// Whether the op the chain becomes is well formed and computes the product's out: its
+// geometry by the op's rule (graph/weight_only.h), with the sizes the constants will be
+// given, and the out's dtype and sizes. Checked before the graph is touched; a chain that
+// fails keeps its steps.
+bool fits(const Graph& g, const Chain& c, const TensorSpec& out) {
+  const auto* x = std::get_if<ValueId>(&c.input);
+  if (x == nullptr || c.group_size < 1 || c.groups < 1) return false;
+  const TensorSpec& xs = g.value(*x).spec;
+  const int64_t k = c.groups * c.group_size;
+  using weight_only::Operand;
+  const std::vector<int64_t> w_sizes{c.n, c.int4 ? int4::row_bytes(k) : k};
+  const std::vector<int64_t> per_group{c.n, c.groups};
+  const Operand zero{c.zero ? g.value(*c.zero).spec.dtype : xs.dtype, per_group};
+  std::optional<Operand> bias;
+  if (const auto* b = std::get_if<ValueId>(&c.bias))
+    bias = Operand{g.value(*b).spec.dtype, g.value(*b).spec.sizes};
+  weight_only::Geometry geo;
+  if (weight_only::check({xs.dtype, xs.sizes}, {c.int4 ? DType::kUInt8 : DType::kInt8, w_sizes},
+                         {xs.dtype, per_group}, c.zero ? &zero : nullptr, c.group_size,
+                         bias ? &*bias : nullptr, &geo))
+    return false;
+  std::vector<int64_t> sizes = xs.sizes;
+  sizes.back() = c.n;
+  return out.dtype == xs.dtype && out.sizes == sizes;
+}
+
 // The constant viewed with other sizes (its bytes and everything else unchanged).
 void resize_constant(Graph& g, ValueId v, std::vector<int64_t> sizes) {
   TensorSpec& s = g.value(v).spec;
@@ -305,11 +336,16 @@ Status fuse_in(Graph& g, WritableArena& arena) {
         (op != OpKind::Linear && op != OpKind::Mm && op != OpKind::Addmm && op != OpKind::Bmm))
       continue;
     std::optional<Chain> c = chain_of(g, g.node(id));
+    std::optional<ValueId> transposed;
     if (!c) {
       ValueId wt;
       c = int8_product_of(g, g.node(id), &wt);
-      if (!c) continue;
+      transposed = wt;
+    }
+    if (!c || !fits(g, *c, g.value(g.node(id).outputs[0]).spec)) continue;
+    if (transposed) {
       // W written [N, K], and a scale of ones: the product's value is mm's, exactly.
+      const ValueId wt = *transposed;
       const DType t = g.value(std::get<ValueId>(c->input)).spec.dtype;
       TensorSpec w = TensorSpec::make(DType::kInt8, {c->n, c->group_size});
       w.constant = transpose_int8(g.value(wt).spec, arena);

@@ -40,6 +40,7 @@ struct Layer {
   int64_t n = 48, k = 256, group = 32;  // group == k: one group a row, rank-2 chain
   bool bias = false;
   bool weight_read_elsewhere = false;  // the dequantized weight is an output too
+  int64_t expand_n = 0;  // kBmm: the expand's last dim (0: n), > n broadcasting an n of 1
 };
 
 TensorSpec spec_of(DType dt, std::vector<int64_t> sizes) {
@@ -84,8 +85,9 @@ Graph layer_graph(const Layer& c) {
                        [](int64_t i) { return 0.25f * static_cast<float>(i % 5); });
   }
   ValueId y;
+  const int64_t out_n = c.expand_n > 0 ? c.expand_n : c.n;
   const TensorSpec out =
-      spec_of(c.dt, batched ? std::vector<int64_t>{1, 3, c.n} : std::vector<int64_t>{3, c.n});
+      spec_of(c.dt, batched ? std::vector<int64_t>{1, 3, out_n} : std::vector<int64_t>{3, c.n});
   if (c.product == Product::kLinear) {
     y = node(g, OpKind::Linear, "y", {{"input", x}, {"weight", v}, {"bias", bias}}, out);
   } else {
@@ -98,8 +100,8 @@ Graph layer_graph(const Layer& c) {
     } else {
       // matmul as PyTorch decomposes it for a batch of rows: bmm by the broadcast weight.
       ValueId e =
-          node(g, OpKind::Expand, "e", {{"self", t}, {"size", std::vector<int64_t>{1, c.k, c.n}}},
-               spec_of(c.dt, {1, c.k, c.n}));
+          node(g, OpKind::Expand, "e", {{"self", t}, {"size", std::vector<int64_t>{1, c.k, out_n}}},
+               spec_of(c.dt, {1, c.k, out_n}));
       y = node(g, OpKind::Bmm, "y", {{"self", x}, {"mat2", e}}, out);
     }
   }
@@ -284,6 +286,21 @@ TEST_CASE("a weight-only chain that is not torchao's form keeps its steps") {
     const pte::File fused = testing::export_graph(fused_g, "odd.pte", cuda);
     const pte::File plain =
         testing::export_graph(plain_g, "odd_plain.pte", cuda, nullptr, unfused_pipeline().c_str());
+    CHECK(delegate_ops(fused_g) == delegate_ops(plain_g));
+    const size_t numel = static_cast<size_t>(3 * l.k);
+    CHECK(run_as(fused, true, l.dt, numel, nullptr) == run_as(plain, true, l.dt, numel, nullptr));
+  }
+  SECTION("bmm by a weight of one output broadcast to eight: not a linear layer") {
+    Layer l;
+    l.product = Product::kBmm;
+    l.n = 1;
+    l.k = 8192;  // (n * k values: enough for pack-int4-weights)
+    l.expand_n = 8;
+    Graph fused_g = layer_graph(l), plain_g = layer_graph(l);
+    const Device cuda{DeviceType::kCUDA, 0};
+    const pte::File fused = testing::export_graph(fused_g, "broadcast.pte", cuda);
+    const pte::File plain = testing::export_graph(plain_g, "broadcast_plain.pte", cuda, nullptr,
+                                                  unfused_pipeline().c_str());
     CHECK(delegate_ops(fused_g) == delegate_ops(plain_g));
     const size_t numel = static_cast<size_t>(3 * l.k);
     CHECK(run_as(fused, true, l.dt, numel, nullptr) == run_as(plain, true, l.dt, numel, nullptr));

@@ -236,11 +236,77 @@ Status linear(KernelContext& ctx, std::span<Value*> args) {
   return run_gemm(ctx, g);
 }
 
+// The most scratch memory a weight-only product's dequantized slice takes: a language
+// model's output projection (128256 x 4096 in bf16: 1 GiB) goes in slices of this size,
+// not whole.
+constexpr int64_t kWeightOnlySliceBytes = int64_t{64} << 20;
+
+// out [m, n] = input @ w^T + bias on cuBLAS, w dequantized a slice of output features at a
+// time into scratch memory (kWeightOnlySliceBytes at most), each slice multiplied into its
+// columns of out (float32 accumulation, each element rounded once, as run_gemm).
+Status weight_only_by_slices(const KernelContext& ctx, DeviceContext* dev,
+                             const k::WeightOnlyArgs& p, const TensorView* bias, TensorView& out) {
+  if (p.m > INT32_MAX || p.n > INT32_MAX || p.k > INT32_MAX)
+    return unsupported(std::string(ctx.op) + ": a product of [" + std::to_string(p.m) + ", " +
+                       std::to_string(p.k) + "] by [" + std::to_string(p.n) + ", " +
+                       std::to_string(p.k) +
+                       "] has a size above 2^31 - 1, which cuBLAS cannot take");
+  ETC_ASSIGN_OR_RETURN(const CublasApi* api, cublas_api());
+  const bool f32 = out.dtype == DType::kFloat32;
+  if (!f32 && api->gemm_ex == nullptr)
+    return unsupported(std::string(ctx.op) + ": the loaded cuBLAS lacks cublasGemmEx");
+  ETC_ASSIGN_OR_RETURN(cublasHandle_t handle, dev->cublas());
+  float beta = 0;
+  if (bias != nullptr) {  // out = bias, then each slice's product added
+    MapBuilder m(ctx, k::MapOp::kCopy, out);
+    m.p.a = m.broadcast(*bias);
+    ETC_RETURN_IF_ERROR(m.run());
+    beta = 1;
+  } else if (p.k == 0) {
+    ETC_CUDA_RETURN_IF_ERROR(
+        cudaMemsetAsync(out.data, 0, static_cast<size_t>(out.nbytes()), dev->stream()));
+  }
+  if (p.k == 0) return Status();
+  const int64_t elem = dtype_size(out.dtype);
+  const int64_t rows = std::clamp<int64_t>(kWeightOnlySliceBytes / (p.k * elem), 1, p.n);
+  ETC_ASSIGN_OR_RETURN(void* w, dev->scratch(static_cast<size_t>(rows * p.k * elem)));
+  const int64_t row_bytes = p.int4 ? p.k / 2 + p.k % 2 : p.k;
+  const int64_t groups = p.k / p.group_size;
+  const int64_t zero_elem = p.zero_type == k::Elem::kI8 ? 1 : elem;
+  const cudaDataType type = out.dtype == DType::kFloat16 ? CUDA_R_16F : CUDA_R_16BF;
+  const float alpha = 1;
+  const int m = static_cast<int>(p.m), kk = static_cast<int>(p.k), ldc = static_cast<int>(p.n);
+  for (int64_t n0 = 0; n0 < p.n; n0 += rows) {
+    k::WeightOnlyArgs slice = p;
+    slice.n = std::min(rows, p.n - n0);
+    slice.weight = static_cast<const uint8_t*>(p.weight) + n0 * row_bytes;
+    slice.scale = static_cast<const uint8_t*>(p.scale) + n0 * groups * elem;
+    if (p.zero != nullptr)
+      slice.zero = static_cast<const uint8_t*>(p.zero) + n0 * groups * zero_elem;
+    ETC_CUDA_RETURN_IF_ERROR(k::launch_weight_only_dequantize(slice, w, dev->stream()));
+    // Row-major out[:, n0 : n0 + ns] is the column-major block of out^T at row n0:
+    // w_slice (column-major [k, ns], transposed) times input^T ([k, m]).
+    const int ns = static_cast<int>(slice.n);
+    void* c = static_cast<uint8_t*>(out.data) + n0 * elem;
+    if (f32) {
+      ETC_CUBLAS_RETURN_IF_ERROR(api->sgemm(
+          handle, CUBLAS_OP_T, CUBLAS_OP_N, ns, m, kk, &alpha, static_cast<const float*>(w), kk,
+          static_cast<const float*>(p.input), kk, &beta, static_cast<float*>(c), ldc));
+    } else {
+      ETC_CUBLAS_RETURN_IF_ERROR(api->gemm_ex(handle, CUBLAS_OP_T, CUBLAS_OP_N, ns, m, kk, &alpha,
+                                              w, type, kk, p.input, type, kk, &beta, c, type, ldc,
+                                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    }
+  }
+  return Status();
+}
+
 // etc::weight_only_linear (graph/weight_only.h). Up to kWeightOnlyGemvRows rows (a decode
 // step, a short prompt) run on the kernel that reads the packed weight as it multiplies:
-// the weight crosses memory once, at its packed size. More rows dequantize the weight into
-// scratch memory and multiply on cuBLAS as linear does: there the weight is read once for
-// all the rows, and the product's arithmetic, not the weight's bytes, sets the time.
+// the weight crosses memory once, at its packed size. More rows dequantize the weight, a
+// slice at a time, into scratch memory and multiply on cuBLAS (weight_only_by_slices): there
+// the weight is read once for all the rows, and the product's arithmetic, not the weight's
+// bytes, sets the time.
 Status weight_only_linear(KernelContext& ctx, std::span<Value*> args) {
   ETC_RETURN_IF_ERROR(check_args(ctx, args));
   ETC_ASSIGN_OR_RETURN(const rt::kernels::WeightOnlyShape s,
@@ -272,12 +338,7 @@ Status weight_only_linear(KernelContext& ctx, std::span<Value*> args) {
     ETC_CUDA_RETURN_IF_ERROR(k::launch_weight_only_gemv(p, dev->stream()));
     return Status();
   }
-  TensorView w{nullptr, x.dtype, {s.g.n, s.g.k}, out.device};
-  ETC_ASSIGN_OR_RETURN(w.data, dev->scratch(static_cast<size_t>(w.nbytes())));
-  ETC_CUDA_RETURN_IF_ERROR(k::launch_weight_only_dequantize(p, w.data, dev->stream()));
-  Gemm g{&x, &w, bias, &out, 1, s.m, s.g.n, s.g.k};
-  g.b_transposed = true;
-  return run_gemm(ctx, g);
+  return weight_only_by_slices(ctx, dev, p, bias, out);
 }
 
 // ---- Convolution ---------------------------------------------------------------------------
