@@ -301,18 +301,9 @@ Status infer_weight_only_linear(const InferContext& ctx, std::vector<TensorType>
   const TensorSpec& scale = ctx.tensor("scale");
   const TensorSpec* zero = ctx.optional_tensor("zero_point");
   const TensorSpec* bias = ctx.optional_tensor("bias");
-  using weight_only::Operand;
-  const Operand zero_op{
-      zero != nullptr ? zero->dtype : x.dtype,
-      zero != nullptr ? std::span<const int64_t>(zero->sizes) : std::span<const int64_t>()};
-  const Operand bias_op{
-      bias != nullptr ? bias->dtype : x.dtype,
-      bias != nullptr ? std::span<const int64_t>(bias->sizes) : std::span<const int64_t>()};
   weight_only::Geometry g;
   if (std::optional<weight_only::Problem> p =
-          weight_only::check({x.dtype, x.sizes}, {w.dtype, w.sizes}, {scale.dtype, scale.sizes},
-                             zero != nullptr ? &zero_op : nullptr, ctx.int_arg("group_size"),
-                             bias != nullptr ? &bias_op : nullptr, &g))
+          weight_only::check_tensors(x, w, scale, zero, ctx.int_arg("group_size"), bias, &g))
     return ctx.error(p->arg, p->message);
   Sizes sizes = x.sizes;
   sizes.back() = g.n;

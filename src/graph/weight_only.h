@@ -120,4 +120,17 @@ inline std::optional<Problem> check(const Operand& input, const Operand& weight,
   return std::nullopt;
 }
 
+// check() over tensors of any type with `dtype` and `sizes` (the graph's TensorSpec, the
+// runtime's TensorView); zero and bias null for None.
+template <typename T>
+std::optional<Problem> check_tensors(const T& input, const T& weight, const T& scale, const T* zero,
+                                     int64_t group_size, const T* bias, Geometry* g) {
+  auto operand = [](const T* t) {
+    return t != nullptr ? std::optional<Operand>(Operand{t->dtype, t->sizes}) : std::nullopt;
+  };
+  const std::optional<Operand> z = operand(zero), b = operand(bias);
+  return check({input.dtype, input.sizes}, {weight.dtype, weight.sizes}, {scale.dtype, scale.sizes},
+               z ? &*z : nullptr, group_size, b ? &*b : nullptr, g);
+}
+
 }  // namespace etc::weight_only

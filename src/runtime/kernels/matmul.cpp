@@ -153,18 +153,9 @@ Result<WeightOnlyShape> check_weight_only_linear(const KernelContext& ctx, std::
   const TensorView& scale = a.tensor("scale");
   const TensorView* zero = a.opt_tensor("zero_point");
   const TensorView* bias = a.opt_tensor("bias");
-  using weight_only::Operand;
-  const Operand zero_op{
-      zero != nullptr ? zero->dtype : x.dtype,
-      zero != nullptr ? std::span<const int64_t>(zero->sizes) : std::span<const int64_t>()};
-  const Operand bias_op{
-      bias != nullptr ? bias->dtype : x.dtype,
-      bias != nullptr ? std::span<const int64_t>(bias->sizes) : std::span<const int64_t>()};
   WeightOnlyShape s;
   if (std::optional<weight_only::Problem> p =
-          weight_only::check({x.dtype, x.sizes}, {w.dtype, w.sizes}, {scale.dtype, scale.sizes},
-                             zero != nullptr ? &zero_op : nullptr, a.integer("group_size"),
-                             bias != nullptr ? &bias_op : nullptr, &s.g))
+          weight_only::check_tensors(x, w, scale, zero, a.integer("group_size"), bias, &s.g))
     return ctx.error(std::string(p->arg) + ": " + p->message);
   std::vector<int64_t> expected = x.sizes;
   expected.back() = s.g.n;
