@@ -4,7 +4,9 @@
 // through its registered kernel (argument checks included, as the delegate calls it) on
 // device tensors and timed with CUDA events; the table gives the achieved GB/s or TFLOP/s
 // and the ratio to the peak, next to the target (memory-bound >= 80% of the copy,
-// GEMM-bound >= 85% of cuBLAS). Prints a markdown table; never fails on a figure.
+// GEMM-bound >= 85% of cuBLAS; a decode step's weight-only product reads its weight once, so
+// it is memory-bound: its weight's bytes against the copy). Prints a markdown table; never
+// fails on a figure.
 //
 // Usage: cuda_kernels [--quick]   (exit 77 when no GPU is visible)
 #include <cuda_runtime_api.h>
@@ -265,6 +267,41 @@ int main(int argc, char** argv) {
       Value* o = b.tensor(t, {m, nn}, keep);
       b.row("aten::linear.default", sh, std::string(dtype_name(t)), {x, w, bias, o, o}, 0,
             2.0 * m * nn * k);
+    }
+  }
+  {
+    // A decode step's products (one row): each weight read once, so the figure is the weight's
+    // bytes per second against the copy's. bf16 through linear (cuBLAS), then the same layer
+    // weight-only (etc::weight_only_linear, the kernel that reads the packed weight): int8 per
+    // row, and 4-bit in groups of 128 and 32 with a bf16 zero point per group.
+    const int64_t k = 4096;
+    const DType bf = DType::kBFloat16;
+    Value none;
+    for (const int64_t nn : {int64_t{4096}, quick ? int64_t{4096} : int64_t{14336}}) {
+      const std::string sh = "[1, " + std::to_string(k) + "] x [" + std::to_string(nn) + ", " +
+                             std::to_string(k) + "]^T";
+      Value* x = b.tensor(bf, {1, k}, keep);
+      Value* o = b.tensor(bf, {1, nn}, keep);
+      Value* w = b.tensor(bf, {nn, k}, keep);
+      b.row("aten::linear.default", sh, "bfloat16", {x, w, &none, o, o}, 2.0 * nn * k, 0);
+      struct Form {
+        const char* name;
+        bool int4;
+        int64_t group;
+        bool zero;
+      };
+      for (const Form f : {Form{"int8, per row", false, k, false},
+                           Form{"int4 g128", true, 128, true}, Form{"int4 g32", true, 32, true}}) {
+        const int64_t groups = k / f.group;
+        Value* q = b.tensor(f.int4 ? DType::kUInt8 : DType::kInt8, {nn, f.int4 ? k / 2 : k}, keep);
+        Value* scale = b.tensor(bf, {nn, groups}, keep);
+        Value* zero = f.zero ? b.tensor(bf, {nn, groups}, keep) : &none;
+        Value gs = scalar_int(f.group);
+        const double bytes =
+            static_cast<double>(nn) * (f.int4 ? k / 2 : k) + 2.0 * nn * groups * (f.zero ? 2 : 1);
+        b.row("etc::weight_only_linear.default", sh, std::string("bfloat16, ") + f.name,
+              {x, q, scale, &gs, zero, &none, o, o}, bytes, 0);
+      }
     }
   }
   {
