@@ -17,7 +17,9 @@ cases=(add_tensor_float16 where_int64 mul_scalar_bfloat16 gelu_tanh_float32 pow_
   amax_float32 sum_dim_float16 mean_dim_float32 softmax_mid_float32 log_softmax_last_bfloat16
   layer_norm_float32 batch_norm_float16 cat_bool constant_pad_nd_int32 permute_float32
   slice_int64 select_float16 expand_bool to_copy_float32_to_bool embedding_float32_int32
-  full_bool view_float32 var_dim_float32 max_dim_int64 sort_long_float32 topk_bfloat16)
+  full_bool view_float32 var_dim_float32 max_dim_int64 sort_long_float32 topk_bfloat16
+  weight_only_linear_int4_odd_k_bfloat16 weight_only_linear_int8_tail_float16
+  weight_only_linear_int4_prompt_float32)
 python3 "$src/test/cuda/op_cases.py" "$tmp/cases" >/dev/null || exit 1
 passes="dce,partition,decompose-host-ops,dce,propagate-devices,plan-memory"
 export_case() {  # NAME PTE
