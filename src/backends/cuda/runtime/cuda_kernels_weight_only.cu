@@ -24,10 +24,22 @@ __device__ __forceinline__ float weight_value(const WeightOnlyArgs& a, const uin
 }
 
 // The chain's steps on one value, each rounded to the model's dtype: R(R(q - zero) * scale).
+// T: the model's element type, a template constant where the caller has one (the GEMV's
+// instantiations), so that every load, rounding and store of it compiles to its own code
+// instead of a switch over every dtype.
+template <Elem T>
 __device__ __forceinline__ float dequantize(const WeightOnlyArgs& a, float q, float zero,
                                             float scale) {
-  const float v = a.zero != nullptr ? round_to(a.type, q - zero) : q;
-  return round_to(a.type, v * scale);
+  const float v = a.zero != nullptr ? round_to(T, q - zero) : q;
+  return round_to(T, v * scale);
+}
+
+// The zero point of group g: int8 or of the model's type.
+template <Elem T>
+__device__ __forceinline__ float zero_at(const WeightOnlyArgs& a, int64_t g) {
+  if (a.zero == nullptr) return 0.0f;
+  if (a.zero_type == Elem::kI8) return static_cast<float>(static_cast<const int8_t*>(a.zero)[g]);
+  return load_float(a.zero, T, g);
 }
 
 __device__ __forceinline__ const uint8_t* weight_row(const WeightOnlyArgs& a, int64_t r) {
@@ -35,34 +47,38 @@ __device__ __forceinline__ const uint8_t* weight_row(const WeightOnlyArgs& a, in
   return static_cast<const uint8_t*>(a.weight) + r * row_bytes;
 }
 
-// The 8 values of a row from c (a multiple of kChunk, c + 8 <= k) as bytes: one 4-byte
-// load of a 4-bit row or one 8-byte load of an int8 row where the row's bytes are aligned
-// for it (`aligned`), byte loads otherwise.
-__device__ __forceinline__ void load_chunk(const WeightOnlyArgs& a, const uint8_t* row, int64_t c,
-                                           bool aligned, float q[kChunk]) {
+// The bytes of the 8 values of a row from c (a multiple of kChunk, c + 8 <= k): one 4-byte
+// load of a 4-bit row (into .x) or one 8-byte load of an int8 row where the row's bytes are
+// aligned for it (`aligned`), byte loads otherwise.
+__device__ __forceinline__ uint2 load_chunk(const WeightOnlyArgs& a, const uint8_t* row, int64_t c,
+                                            bool aligned) {
+  uint2 bits{0, 0};
   if (a.int4) {
-    uint32_t bits;
     if (aligned) {
-      bits = *reinterpret_cast<const uint32_t*>(row + c / 2);
+      bits.x = *reinterpret_cast<const uint32_t*>(row + c / 2);
     } else {
-      bits = 0;
       for (int i = 0; i < 4; ++i)
-        bits |= static_cast<uint32_t>(row[c / 2 + i]) << (8 * i);
+        bits.x |= static_cast<uint32_t>(row[c / 2 + i]) << (8 * i);
     }
+  } else if (aligned) {
+    bits = *reinterpret_cast<const uint2*>(row + c);
+  } else {
+    for (int i = 0; i < 4; ++i) {
+      bits.x |= static_cast<uint32_t>(row[c + i]) << (8 * i);
+      bits.y |= static_cast<uint32_t>(row[c + 4 + i]) << (8 * i);
+    }
+  }
+  return bits;
+}
+
+// The 8 values load_chunk read, widened (value i: nibble i of .x, low nibble first, or byte
+// i of .x then .y).
+__device__ __forceinline__ void widen_chunk(const WeightOnlyArgs& a, uint2 bits, float q[kChunk]) {
+  if (a.int4) {
 #pragma unroll
     for (int i = 0; i < kChunk; ++i)
-      q[i] = static_cast<float>(static_cast<int>(((bits >> (4 * i)) & 0x0Fu) ^ 0x08u) - 8);
+      q[i] = static_cast<float>(static_cast<int>(((bits.x >> (4 * i)) & 0x0Fu) ^ 0x08u) - 8);
   } else {
-    uint2 bits;
-    if (aligned) {
-      bits = *reinterpret_cast<const uint2*>(row + c);
-    } else {
-      bits.x = bits.y = 0;
-      for (int i = 0; i < 4; ++i) {
-        bits.x |= static_cast<uint32_t>(row[c + i]) << (8 * i);
-        bits.y |= static_cast<uint32_t>(row[c + 4 + i]) << (8 * i);
-      }
-    }
 #pragma unroll
     for (int i = 0; i < kChunk; ++i) {
       const uint32_t word = i < 4 ? bits.x : bits.y;
@@ -71,10 +87,48 @@ __device__ __forceinline__ void load_chunk(const WeightOnlyArgs& a, const uint8_
   }
 }
 
+// acc[r] += the input's rows times the chunk at c of column col's weight row (its bytes in
+// `bits`), each value dequantized by the chain's steps.
+template <Elem T>
+__device__ __forceinline__ void accumulate_chunk(const WeightOnlyArgs& a, int64_t col,
+                                                 int64_t groups, int64_t c, bool chunk_in_group,
+                                                 uint2 bits, float acc[kWeightOnlyGemvRows]) {
+  float q[kChunk];
+  widen_chunk(a, bits, q);
+  float w[kChunk];
+  if (chunk_in_group) {
+    const int64_t g = col * groups + c / a.group_size;
+    const float zero = zero_at<T>(a, g);
+    const float scale = load_float(a.scale, T, g);
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i)
+      w[i] = dequantize<T>(a, q[i], zero, scale);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) {
+      const int64_t g = col * groups + (c + i) / a.group_size;
+      w[i] = dequantize<T>(a, q[i], zero_at<T>(a, g), load_float(a.scale, T, g));
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kWeightOnlyGemvRows; ++r) {
+    if (r >= a.m) break;
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i)
+      acc[r] += load_float(a.input, T, r * a.k + c + i) * w[i];
+  }
+}
+
+// Chunks a lane loads before it computes on any of them: more of the weight in flight per
+// warp (4 x 128 bytes of a 4-bit row), which a memory-bound decode step needs.
+constexpr int kChunksInFlight = 4;
+
 // out[r, col] for every row r < a.m (at most kWeightOnlyGemvRows): one warp per output
 // column, its lanes along K a chunk of 8 values at a time, so that a warp reads 128 (4-bit)
-// or 256 (int8) consecutive bytes of the weight's row per step; the rows' partial sums meet
-// by shuffles. Decode (one row) reads each weight byte once.
+// or 256 (int8) consecutive bytes of the weight's row per chunk, kChunksInFlight chunks
+// loaded before they are used; the rows' partial sums meet by shuffles. Decode (one row)
+// reads each weight byte once.
+template <Elem T>
 __global__ void weight_only_gemv_kernel(WeightOnlyArgs a) {
   const int lane = static_cast<int>(threadIdx.x) % kWarp;
   const int64_t col = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
@@ -91,42 +145,32 @@ __global__ void weight_only_gemv_kernel(WeightOnlyArgs a) {
   for (int r = 0; r < kWeightOnlyGemvRows; ++r)
     acc[r] = 0.0f;
   const int64_t whole = a.k / kChunk * kChunk;
-  for (int64_t c = static_cast<int64_t>(lane) * kChunk; c < whole; c += kWarp * kChunk) {
-    float q[kChunk];
-    load_chunk(a, row, c, aligned, q);
-    float w[kChunk];
-    if (chunk_in_group) {
-      const int64_t g = col * groups + c / a.group_size;
-      const float zero = a.zero != nullptr ? load_float(a.zero, a.zero_type, g) : 0.0f;
-      const float scale = load_float(a.scale, a.type, g);
-#pragma unroll
-      for (int i = 0; i < kChunk; ++i)
-        w[i] = dequantize(a, q[i], zero, scale);
-    } else {
-#pragma unroll
-      for (int i = 0; i < kChunk; ++i) {
-        const int64_t g = col * groups + (c + i) / a.group_size;
-        const float zero = a.zero != nullptr ? load_float(a.zero, a.zero_type, g) : 0.0f;
-        w[i] = dequantize(a, q[i], zero, load_float(a.scale, a.type, g));
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < kWeightOnlyGemvRows; ++r) {
-      if (r >= a.m) break;
-#pragma unroll
-      for (int i = 0; i < kChunk; ++i)
-        acc[r] += load_float(a.input, a.type, r * a.k + c + i) * w[i];
-    }
+  constexpr int64_t kStep = kWarp * kChunk;  // values a warp covers per chunk
+  int64_t c = static_cast<int64_t>(lane) * kChunk;
+  // While all kChunksInFlight chunks lie in the row: their loads first, then their sums
+  // (named, not an array, which the compiler would put in local memory).
+  static_assert(kChunksInFlight == 4, "the loop below names its chunks");
+  for (; c + (kChunksInFlight - 1) * kStep < whole; c += kChunksInFlight * kStep) {
+    const uint2 b0 = load_chunk(a, row, c, aligned);
+    const uint2 b1 = load_chunk(a, row, c + kStep, aligned);
+    const uint2 b2 = load_chunk(a, row, c + 2 * kStep, aligned);
+    const uint2 b3 = load_chunk(a, row, c + 3 * kStep, aligned);
+    accumulate_chunk<T>(a, col, groups, c, chunk_in_group, b0, acc);
+    accumulate_chunk<T>(a, col, groups, c + kStep, chunk_in_group, b1, acc);
+    accumulate_chunk<T>(a, col, groups, c + 2 * kStep, chunk_in_group, b2, acc);
+    accumulate_chunk<T>(a, col, groups, c + 3 * kStep, chunk_in_group, b3, acc);
   }
+  for (; c < whole; c += kStep)
+    accumulate_chunk<T>(a, col, groups, c, chunk_in_group, load_chunk(a, row, c, aligned), acc);
   // The last k % 8 values, one a lane.
-  for (int64_t c = whole + lane; c < a.k; c += kWarp) {
-    const int64_t g = col * groups + c / a.group_size;
-    const float zero = a.zero != nullptr ? load_float(a.zero, a.zero_type, g) : 0.0f;
-    const float w = dequantize(a, weight_value(a, row, c), zero, load_float(a.scale, a.type, g));
+  for (int64_t t = whole + lane; t < a.k; t += kWarp) {
+    const int64_t g = col * groups + t / a.group_size;
+    const float w =
+        dequantize<T>(a, weight_value(a, row, t), zero_at<T>(a, g), load_float(a.scale, T, g));
 #pragma unroll
     for (int r = 0; r < kWeightOnlyGemvRows; ++r) {
       if (r >= a.m) break;
-      acc[r] += load_float(a.input, a.type, r * a.k + c) * w;
+      acc[r] += load_float(a.input, T, r * a.k + t) * w;
     }
   }
 #pragma unroll
@@ -137,14 +181,14 @@ __global__ void weight_only_gemv_kernel(WeightOnlyArgs a) {
     for (int offset = kWarp / 2; offset > 0; offset /= 2)
       v += __shfl_xor_sync(0xFFFFFFFFu, v, offset);
     if (lane == 0) {
-      if (a.bias != nullptr) v += load_float(a.bias, a.type, col);
-      store_float(a.out, a.type, r * a.n + col, v);
+      if (a.bias != nullptr) v += load_float(a.bias, T, col);
+      store_float(a.out, T, r * a.n + col, v);
     }
   }
 }
 
 // w[i] for i < n * k: the dequantized weight in the model's dtype (a grid-stride loop).
-template <typename I>
+template <Elem T, typename I>
 __global__ void weight_only_dequantize_kernel(WeightOnlyArgs a, I count, void* w) {
   const I k = static_cast<I>(a.k), group_size = static_cast<I>(a.group_size);
   const I groups = k / group_size;
@@ -152,33 +196,62 @@ __global__ void weight_only_dequantize_kernel(WeightOnlyArgs a, I count, void* w
        i += static_cast<I>(blockDim.x) * gridDim.x) {
     const I r = i / k, c = i - r * k;
     const I g = r * groups + c / group_size;
-    const float zero = a.zero != nullptr ? load_float(a.zero, a.zero_type, g) : 0.0f;
-    store_float(
-        w, a.type, i,
-        dequantize(a, weight_value(a, weight_row(a, r), c), zero, load_float(a.scale, a.type, g)));
+    store_float(w, T, i,
+                dequantize<T>(a, weight_value(a, weight_row(a, r), c), zero_at<T>(a, g),
+                              load_float(a.scale, T, g)));
   }
+}
+
+template <Elem T>
+cudaError_t gemv_as(const WeightOnlyArgs& a, cudaStream_t stream) {
+  const auto blocks = static_cast<unsigned>((a.n + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  weight_only_gemv_kernel<T><<<blocks, kWarpsPerBlock * kWarp, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+template <Elem T>
+cudaError_t dequantize_as(const WeightOnlyArgs& a, void* w, cudaStream_t stream) {
+  const int64_t count = a.n * a.k;
+  if (count <= kMaxInt32Loop) {
+    weight_only_dequantize_kernel<T, int32_t>
+        <<<grid_for(count), kThreads, 0, stream>>>(a, static_cast<int32_t>(count), w);
+  } else {
+    weight_only_dequantize_kernel<T, int64_t>
+        <<<grid_for(count), kThreads, 0, stream>>>(a, count, w);
+  }
+  return cudaGetLastError();
 }
 
 }  // namespace
 
+// Each launch is instantiated for the model's element type (float32, float16 or bfloat16).
 cudaError_t launch_weight_only_gemv(const WeightOnlyArgs& a, cudaStream_t stream) {
   if (a.m <= 0 || a.n <= 0) return cudaSuccess;
   if (a.m > kWeightOnlyGemvRows) return cudaErrorInvalidValue;
-  const int64_t blocks = (a.n + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  weight_only_gemv_kernel<<<static_cast<unsigned>(blocks), kWarpsPerBlock * kWarp, 0, stream>>>(a);
-  return cudaGetLastError();
+  switch (a.type) {
+    case Elem::kF32:
+      return gemv_as<Elem::kF32>(a, stream);
+    case Elem::kF16:
+      return gemv_as<Elem::kF16>(a, stream);
+    case Elem::kBF16:
+      return gemv_as<Elem::kBF16>(a, stream);
+    default:
+      return cudaErrorInvalidValue;
+  }
 }
 
 cudaError_t launch_weight_only_dequantize(const WeightOnlyArgs& a, void* w, cudaStream_t stream) {
-  const int64_t count = a.n * a.k;
-  if (count == 0) return cudaSuccess;
-  if (count <= kMaxInt32Loop) {
-    weight_only_dequantize_kernel<int32_t>
-        <<<grid_for(count), kThreads, 0, stream>>>(a, static_cast<int32_t>(count), w);
-  } else {
-    weight_only_dequantize_kernel<int64_t><<<grid_for(count), kThreads, 0, stream>>>(a, count, w);
+  if (a.n * a.k == 0) return cudaSuccess;
+  switch (a.type) {
+    case Elem::kF32:
+      return dequantize_as<Elem::kF32>(a, w, stream);
+    case Elem::kF16:
+      return dequantize_as<Elem::kF16>(a, w, stream);
+    case Elem::kBF16:
+      return dequantize_as<Elem::kBF16>(a, w, stream);
+    default:
+      return cudaErrorInvalidValue;
   }
-  return cudaGetLastError();
 }
 
 }  // namespace etc::cuda::kernels
