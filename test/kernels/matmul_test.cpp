@@ -941,3 +941,119 @@ TEST_CASE("linear and addmm argument errors") {
 
 }  // namespace
 }  // namespace etc::rt::test
+
+namespace etc::rt::test {
+namespace {
+
+// etc::weight_only_linear (graph/weight_only.h) against its rule computed here: w[n, k] =
+// R(R(q - zero) * scale) per group, out = input @ w^T + bias summed in float, rounded once.
+// Zero points that are small integers take the GEMM that reads the packed weight; others
+// (in a 16-bit model) the per-step reference; float32 either way.
+TEST_CASE("weight_only_linear computes its rule's value, on both CPU paths") {
+  struct Case {
+    DType dt;
+    bool int4;
+    int64_t k, group;
+    bool integer_zero, int8_zero, bias;
+  };
+  for (const Case& cs : {Case{DType::kFloat32, true, 64, 32, false, false, true},
+                         Case{DType::kBFloat16, true, 64, 16, true, false, false},
+                         Case{DType::kBFloat16, true, 64, 16, false, false, true},
+                         Case{DType::kFloat16, false, 48, 48, false, true, false},
+                         Case{DType::kFloat16, true, 15, 5, false, false, true},
+                         Case{DType::kFloat32, false, 40, 8, true, false, false}}) {
+    INFO(dtype_name(cs.dt) << (cs.int4 ? " int4" : " int8") << " K " << cs.k << " group "
+                           << cs.group << " integer zero " << cs.integer_zero << " int8 zero "
+                           << cs.int8_zero);
+    const int64_t m = 3, n = 5, groups = cs.k / cs.group;
+    auto round = [&](double v) {
+      const auto f = static_cast<float>(v);
+      if (cs.dt == DType::kBFloat16)
+        return static_cast<double>(bfloat16_to_float(float_to_bfloat16(f)));
+      if (cs.dt == DType::kFloat16) return static_cast<double>(half_to_float(float_to_half(f)));
+      return static_cast<double>(f);
+    };
+    std::vector<double> x, q, scale, zero, bias;
+    for (int64_t i = 0; i < m * cs.k; ++i)
+      x.push_back(round(std::sin(static_cast<double>(i)) * 1.7));
+    for (int64_t i = 0; i < n * cs.k; ++i)
+      q.push_back(cs.int4 ? static_cast<double>((i * 7) % 16 - 8)
+                          : static_cast<double>((i * 37) % 256 - 128));
+    for (int64_t i = 0; i < n * groups; ++i) {
+      scale.push_back(round(0.013 + 0.0071 * static_cast<double>(i % 9)));
+      zero.push_back(cs.int8_zero || cs.integer_zero ? static_cast<double>(i % 7 - 3)
+                                                     : round(static_cast<double>(i % 5) - 2.31));
+    }
+    for (int64_t j = 0; j < n; ++j)
+      bias.push_back(round(0.5 - 0.25 * static_cast<double>(j)));
+    // The weight's bytes: int8 values, or two 4-bit values a byte (graph/int4.h).
+    std::vector<double> w_bytes;
+    if (cs.int4) {
+      const int64_t row = int4::row_bytes(cs.k);
+      for (int64_t j = 0; j < n; ++j) {
+        std::vector<int8_t> values(static_cast<size_t>(cs.k));
+        for (int64_t c = 0; c < cs.k; ++c)
+          values[static_cast<size_t>(c)] =
+              static_cast<int8_t>(q[static_cast<size_t>(j * cs.k + c)]);
+        std::vector<uint8_t> packed(static_cast<size_t>(row));
+        int4::pack(values.data(), cs.k, packed.data());
+        for (uint8_t b : packed)
+          w_bytes.push_back(b);
+      }
+    } else {
+      w_bytes = q;
+    }
+    Call c("etc::weight_only_linear.out");
+    Value* xv = c.tensor(cs.dt, {m, cs.k}, x);
+    Value* wv = cs.int4 ? c.tensor(DType::kUInt8, {n, int4::row_bytes(cs.k)}, w_bytes)
+                        : c.tensor(DType::kInt8, {n, cs.k}, w_bytes);
+    Value* sv = c.tensor(cs.dt, {n, groups}, scale);
+    Value* zv = c.tensor(cs.int8_zero ? DType::kInt8 : cs.dt, {n, groups}, zero);
+    Value* bv = cs.bias ? c.tensor(cs.dt, {n}, bias) : c.none();
+    Value* out = c.out(cs.dt, {m, n});
+    const Status s = c.run({xv, wv, sv, c.i(cs.group), zv, bv}, {out});
+    INFO(s.to_string());
+    REQUIRE(s.ok());
+    const std::vector<double> got = read(out);
+    double worst = 0, largest = 0;
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double want = cs.bias ? bias[static_cast<size_t>(j)] : 0;
+        for (int64_t kk = 0; kk < cs.k; ++kk) {
+          const size_t g = static_cast<size_t>(j * groups + kk / cs.group);
+          const double w = round(round(q[static_cast<size_t>(j * cs.k + kk)] - zero[g]) * scale[g]);
+          want += x[static_cast<size_t>(i * cs.k + kk)] * w;
+        }
+        worst = std::max(worst, std::abs(got[static_cast<size_t>(i * n + j)] - round(want)));
+        largest = std::max(largest, std::abs(want));
+      }
+    }
+    // One rounding of the output to the dtype, and float32 sums.
+    CHECK(worst <= (cs.dt == DType::kFloat32   ? 1e-6
+                    : cs.dt == DType::kFloat16 ? 1e-3
+                                               : 8e-3) *
+                       std::max(largest, 1.0));
+  }
+}
+
+TEST_CASE("weight_only_linear's bad calls are errors that say what is wrong") {
+  Call c("etc::weight_only_linear.out");
+  Value* x = c.tensor(DType::kFloat32, {2, 64}, std::vector<double>(128, 0.5));
+  Value* w = c.tensor(DType::kUInt8, {4, 32}, std::vector<double>(128, 17));
+  Value* s = c.tensor(DType::kFloat32, {4, 2}, std::vector<double>(8, 0.1));
+  CHECK(c.run({x, w, s, c.i(32), c.none(), c.none()}, {c.out(DType::kFloat32, {2, 5})}).message() ==
+        "etc::weight_only_linear.out: out has shape [2, 5], expected [2, 4]");
+  CHECK(c.run({x, w, s, c.i(24), c.none(), c.none()}, {c.out(DType::kFloat32, {2, 4})}).message() ==
+        "etc::weight_only_linear.out: group_size: 24 does not divide the 64 input features");
+  Value* s3 = c.tensor(DType::kFloat32, {4, 3}, std::vector<double>(12, 0.1));
+  CHECK(
+      c.run({x, w, s3, c.i(32), c.none(), c.none()}, {c.out(DType::kFloat32, {2, 4})}).message() ==
+      "etc::weight_only_linear.out: scale: expected [4, 2] (out features, groups), got [4, 3]");
+  Value* z = c.tensor(DType::kInt32, {4, 2}, std::vector<double>(8, 1));
+  CHECK(c.run({x, w, s, c.i(32), z, c.none()}, {c.out(DType::kFloat32, {2, 4})}).message() ==
+        "etc::weight_only_linear.out: zero_point: expected int8 or float32 (the input's dtype), "
+        "got int32");
+}
+
+}  // namespace
+}  // namespace etc::rt::test
