@@ -4,8 +4,9 @@
 # ExecuTorch's registries, ExecuTorch's kernels for the host ops) runs etc's --target cuda:0
 # exports. Without a GPU the CUDA buffers are host memory and the delegate runs on etc's CPU
 # reference, so every output must be byte-identical to `etc run --device cpu`; the PyTorch
-# models are also checked against PyTorch eager, and a decoder generates PyTorch's ids with its
-# KV cache in the (host-backed) CUDA memory ExecuTorch planned. A corrupt delegate is a clean
+# models are also checked against PyTorch eager, and two decoders (one with int4 weight-only
+# layers) generate PyTorch's ids with their KV caches in the (host-backed) CUDA memory
+# ExecuTorch planned. A corrupt delegate is a clean
 # error.
 # With ETC_KERNELS_RUNNER (etc_et_runner_etc_kernels: the same runner with etc's CPU kernels
 # as its kernel library, the et_copy copies among them), each program runs there too, with
@@ -137,9 +138,14 @@ PY
 fi
 
 # A decoder over several calls: its state (the KV cache) stays in the method's planned CUDA
-# memory from call to call; the ids must be PyTorch eager's and etc run's.
-for m in llama_decoder; do
+# memory from call to call; the ids must be PyTorch eager's and etc run's. The int4 one
+# (torchao's weight-only layers, scripts/make-quantized-decoder-fixtures.py) runs its linear
+# layers as etc::weight_only_linear inside the delegate.
+quantized=$(bash "$src/test/torch/fixtures.sh" "" make-quantized-decoder-fixtures.py) ||
+  fail "the quantized decoder fixture could not be made"
+for m in llama_decoder llama_decoder_int4; do
   f="$decoders/$m"
+  [[ $m == llama_decoder_int4 ]] && f="$quantized/$m"
   d="$tmp/gen-$m"
   mkdir -p "$d/et"
   if [[ ! -f $f/model.pt2 ]]; then fail "$m: fixture missing at $f"; continue; fi
