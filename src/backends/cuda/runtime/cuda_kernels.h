@@ -273,7 +273,7 @@ struct WeightOnlyArgs {
   bool int4 = false;
 };
 // The most rows launch_weight_only_gemv takes (a decode step's, a short prompt's); the op
-// runs more as the dequantized weight and a cuBLAS product.
+// runs more as the dequantized weight, a slice at a time, and cuBLAS products.
 constexpr int64_t kWeightOnlyGemvRows = 8;
 // out = input @ w^T + bias, w dequantized from the packed weight as it is read, the sums in
 // float32 and rounded once: one warp per output column.
