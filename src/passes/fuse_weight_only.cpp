@@ -59,8 +59,9 @@ struct Chain {
   std::optional<ValueId> zero;  // a constant: of the model's dtype, or int8
   int64_t n = 0, groups = 0, group_size = 0;
   bool int4 = false;
-  // A constant the fused node no longer reads (its bytes were rewritten into `weight`).
-  std::optional<ValueId> erase_constant;
+  // Int8WeightOnlyConfig's form: W^T [K, N], written as `weight` [N, K] when the chain is
+  // fused (a scale of ones beside it), then erased.
+  std::optional<ValueId> transposed;
 };
 
 // The weight W [N, K] a product multiplies by as W^T, its input and bias: linear(x, W, b),
@@ -234,8 +235,9 @@ std::optional<Chain> chain_of(const Graph& g, const Node& product) {
 
 // torchao's Int8WeightOnlyConfig: mm(x, _to_copy(W^T)), W^T an int8 constant [K, N] (the
 // export folded the transpose) widened to the model's dtype, the scale multiplying the
-// product's result after (a step of its own, which stays). `transposed` is W^T.
-std::optional<Chain> int8_product_of(const Graph& g, const Node& product, ValueId* transposed) {
+// product's result after (a step of its own, which stays). The input's dtype and the
+// product's out are checked by fits().
+std::optional<Chain> int8_product_of(const Graph& g, const Node& product) {
   if (product.op != OpKind::Mm) return std::nullopt;
   Chain c;
   c.nodes.push_back(product.id);
@@ -245,18 +247,16 @@ std::optional<Chain> int8_product_of(const Graph& g, const Node& product, ValueI
   const std::optional<ValueId> b = value_arg(product, "mat2");
   const Node* cast = b ? sole_producer(g, *b) : nullptr;
   if (x == nullptr || cast == nullptr || cast->op != OpKind::ToCopy) return std::nullopt;
-  const DType t = g.value(*x).spec.dtype;
-  if (t != DType::kFloat32 && t != DType::kFloat16 && t != DType::kBFloat16) return std::nullopt;
   const std::optional<ValueId> q = value_arg(*cast, "self");
   const Value* cq = q ? sole_constant(g, *q) : nullptr;
   if (cq == nullptr || cq->spec.dtype != DType::kInt8 || cq->spec.rank() != 2 ||
-      g.value(*b).spec.dtype != t)
+      g.value(*b).spec.dtype != g.value(*x).spec.dtype)
     return std::nullopt;
   c.nodes.push_back(cast->id);
   c.n = cq->spec.sizes[1];
   c.groups = 1;
   c.group_size = cq->spec.sizes[0];
-  *transposed = *q;
+  c.transposed = *q;
   return c;
 }
 
@@ -336,16 +336,11 @@ Status fuse_in(Graph& g, WritableArena& arena) {
         (op != OpKind::Linear && op != OpKind::Mm && op != OpKind::Addmm && op != OpKind::Bmm))
       continue;
     std::optional<Chain> c = chain_of(g, g.node(id));
-    std::optional<ValueId> transposed;
-    if (!c) {
-      ValueId wt;
-      c = int8_product_of(g, g.node(id), &wt);
-      transposed = wt;
-    }
+    if (!c) c = int8_product_of(g, g.node(id));
     if (!c || !fits(g, *c, g.value(g.node(id).outputs[0]).spec)) continue;
-    if (transposed) {
+    if (c->transposed) {
       // W written [N, K], and a scale of ones: the product's value is mm's, exactly.
-      const ValueId wt = *transposed;
+      const ValueId wt = *c->transposed;
       const DType t = g.value(std::get<ValueId>(c->input)).spec.dtype;
       TensorSpec w = TensorSpec::make(DType::kInt8, {c->n, c->group_size});
       w.constant = transpose_int8(g.value(wt).spec, arena);
@@ -354,18 +349,17 @@ Status fuse_in(Graph& g, WritableArena& arena) {
       TensorSpec one = TensorSpec::make(t, {c->n, 1});
       one.constant = ones(t, c->n);
       c->scale = g.add_constant(g.unique_value_name(wname + ".unit_scale"), std::move(one));
-      c->erase_constant = wt;
+    } else {
+      // The chain's constants, viewed as the op takes them (the same bytes).
+      const int64_t k = c->groups * c->group_size;
+      resize_constant(g, c->weight, {c->n, c->int4 ? int4::row_bytes(k) : k});
+      resize_constant(g, c->scale, {c->n, c->groups});
     }
     // (Copies, not references: adding a node below moves the graph's storage.)
     const std::string name = g.node(id).name;
     const std::string origin = g.node(id).origin;
     const ValueId out = g.node(id).outputs[0];
     const std::string out_name = g.value(out).name;
-    const int64_t k = c->groups * c->group_size;
-    if (!c->erase_constant) {
-      resize_constant(g, c->weight, {c->n, c->int4 ? int4::row_bytes(k) : k});
-      resize_constant(g, c->scale, {c->n, c->groups});
-    }
     if (c->zero) resize_constant(g, *c->zero, {c->n, c->groups});
     ETC_ASSIGN_OR_RETURN(
         std::vector<ArgValue> args,
@@ -392,7 +386,7 @@ Status fuse_in(Graph& g, WritableArena& arena) {
       if (!g.erase_node(n))
         return internal_error("fuse-weight-only: could not remove node '" + g.node(n).name + "'");
     }
-    if (c->erase_constant) g.erase_constant(*c->erase_constant);
+    if (c->transposed) g.erase_constant(*c->transposed);
     g.rename_value(result, out_name);
   }
   return Status();
