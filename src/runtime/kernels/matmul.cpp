@@ -164,49 +164,6 @@ Result<WeightOnlyShape> check_weight_only_linear(const KernelContext& ctx, std::
   return s;
 }
 
-void dequantize_weight_only(const weight_only::Geometry& g, const void* q, const TensorView& scale,
-                            const TensorView* zero, TensorView& w) {
-  // R: the rounding of a step in the weight's dtype (the input's).
-  const DType t = scale.dtype;
-  auto round = [t](float v) {
-    if (t == DType::kBFloat16) return bfloat16_to_float(float_to_bfloat16(v));
-    if (t == DType::kFloat16) return half_to_float(float_to_half(v));
-    return v;
-  };
-  auto read = [t](const void* data, int64_t i) {
-    if (t == DType::kBFloat16) return bfloat16_to_float(static_cast<const uint16_t*>(data)[i]);
-    if (t == DType::kFloat16) return half_to_float(static_cast<const uint16_t*>(data)[i]);
-    return static_cast<const float*>(data)[i];
-  };
-  const int64_t n = g.n, k = g.k, row_bytes = int4::row_bytes(k);
-  parallel_for(
-      n, std::max<int64_t>(1, 16384 / std::max<int64_t>(k, 1)), [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-          const auto* q8 = static_cast<const int8_t*>(q) + r * k;
-          const auto* q4 = static_cast<const uint8_t*>(q) + r * row_bytes;
-          for (int64_t c = 0; c < k; ++c) {
-            const int64_t group = r * g.groups + c / g.group_size;
-            float v = static_cast<float>(g.int4 ? int4::at(q4, c) : q8[c]);  // exact in any dtype
-            if (zero != nullptr) {
-              const float z = zero->dtype == DType::kInt8
-                                  ? static_cast<float>(zero->data_as<const int8_t>()[group])
-                                  : read(zero->data, group);
-              v = round(v - z);
-            }
-            v = round(v * read(scale.data, group));
-            const int64_t i = r * k + c;
-            if (w.dtype == DType::kBFloat16) {
-              w.data_as<uint16_t>()[i] = float_to_bfloat16(v);
-            } else if (w.dtype == DType::kFloat16) {
-              w.data_as<uint16_t>()[i] = float_to_half(v);
-            } else {
-              w.data_as<float>()[i] = v;
-            }
-          }
-        }
-      });
-}
-
 namespace {
 
 // c (contiguous `c_sizes`, compute type G) = scale * bias broadcast to c_sizes.
@@ -689,6 +646,44 @@ Status linear_kernel(KernelContext& ctx, std::span<Value*> args) {
   });
 }
 
+// The dequantized weight w [n, k] of graph/weight_only.h's rule, each step rounded to the
+// model's dtype (scale's) as the elementwise kernels round it; the values, exact in float32,
+// stored as float32. q: the weight's bytes (int8, or 4-bit rows); scale and zero point
+// [n, groups].
+void dequantize_weight_only(const weight_only::Geometry& g, const void* q, const TensorView& scale,
+                            const TensorView* zero, float* w) {
+  const DType t = scale.dtype;
+  auto round = [t](float v) {
+    if (t == DType::kBFloat16) return bfloat16_to_float(float_to_bfloat16(v));
+    if (t == DType::kFloat16) return half_to_float(float_to_half(v));
+    return v;
+  };
+  auto read = [t](const void* data, int64_t i) {
+    if (t == DType::kBFloat16) return bfloat16_to_float(static_cast<const uint16_t*>(data)[i]);
+    if (t == DType::kFloat16) return half_to_float(static_cast<const uint16_t*>(data)[i]);
+    return static_cast<const float*>(data)[i];
+  };
+  const int64_t n = g.n, k = g.k, row_bytes = int4::row_bytes(k);
+  parallel_for(
+      n, std::max<int64_t>(1, 16384 / std::max<int64_t>(k, 1)), [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          const auto* q8 = static_cast<const int8_t*>(q) + r * k;
+          const auto* q4 = static_cast<const uint8_t*>(q) + r * row_bytes;
+          for (int64_t c = 0; c < k; ++c) {
+            const int64_t group = r * g.groups + c / g.group_size;
+            float v = static_cast<float>(g.int4 ? int4::at(q4, c) : q8[c]);  // exact in any dtype
+            if (zero != nullptr) {
+              const float z = zero->dtype == DType::kInt8
+                                  ? static_cast<float>(zero->data_as<const int8_t>()[group])
+                                  : read(zero->data, group);
+              v = round(v - z);
+            }
+            w[r * k + c] = round(v * read(scale.data, group));
+          }
+        }
+      });
+}
+
 // The op's weight as the GEMM's DequantB, in the form the load planner gives the same chain
 // of a host program (load_plan_dequant.cpp): the GEMM dequantizes it as it packs its panels,
 // or in registers for a few rows. False where that cannot give the chain's values: a 16-bit
@@ -795,11 +790,10 @@ Status weight_only_linear_kernel(KernelContext& ctx, std::span<Value*> args) {
     return Status();
   }
   // float32 whatever the input's dtype: each value is one of that dtype's, read exactly.
-  TensorView w{nullptr, DType::kFloat32, {n, k}, x.device};
-  std::vector<uint8_t> bytes(static_cast<size_t>(w.nbytes()));
-  w.data = bytes.data();
+  std::vector<float> values(static_cast<size_t>(n * k));
   dequantize_weight_only(s.g, a.tensor("weight").data, a.tensor("scale"),
-                         a.opt_tensor("zero_point"), w);
+                         a.opt_tensor("zero_point"), values.data());
+  const TensorView w{values.data(), DType::kFloat32, {n, k}, x.device};
   MatmulArgs p{1, m, n, k, 0, k, 1, 0, 1, k};  // B[k, j] = w[j, k]
   return visit_gemm_type(
       ctx, out.dtype, [&]<typename G>() { run_matmul<G>(p, x, w, bias, nullptr, nullptr, out); });

@@ -287,10 +287,6 @@ struct WeightOnlyShape {
   int64_t m = 0;
 };
 Result<WeightOnlyShape> check_weight_only_linear(const KernelContext& ctx, std::span<Value*> args);
-// The dequantized weight w [n, k] (w's dtype, the input's) of graph/weight_only.h's rule:
-// q the weight's bytes (int8, or 4-bit rows), scale and zero point [n, groups].
-void dequantize_weight_only(const weight_only::Geometry& g, const void* q, const TensorView& scale,
-                            const TensorView* zero, TensorView& w);
 
 // ---- Convolution and pooling (conv.cpp, pool_resize.cpp) --------------------------------
 
