@@ -1,29 +1,30 @@
 // The layout of etc::unpack_int4's packed weights (ops.def), for the pass that packs them
 // and the kernels that read them: a row of `size` signed 4-bit values (-8..7) in
 // ceil(size / 2) bytes, value c in the low nibble of byte c / 2 when c is even, in the high
-// nibble when odd (an odd row's last high nibble is 0).
+// nibble when odd (an odd row's last high nibble is 0). The readers are constexpr, so that
+// the CUDA kernels (compiled with --expt-relaxed-constexpr) call them too.
 #pragma once
 
 #include <cstdint>
 
 namespace etc::int4 {
 
-inline int64_t row_bytes(int64_t size) {
+constexpr int64_t row_bytes(int64_t size) {
   return size / 2 + size % 2;  // (size + 1) / 2 without overflow
 }
 
 // Whether v is a value a nibble holds.
-inline bool fits(int8_t v) {
+constexpr bool fits(int8_t v) {
   return v >= -8 && v <= 7;
 }
 
 // The low 4 bits of `nibble` sign-extended.
-inline int8_t widen(unsigned nibble) {
+constexpr int8_t widen(unsigned nibble) {
   return static_cast<int8_t>(static_cast<int>((nibble & 0x0Fu) ^ 0x08u) - 8);
 }
 
 // Value c of a packed row.
-inline int8_t at(const uint8_t* row, int64_t c) {
+constexpr int8_t at(const uint8_t* row, int64_t c) {
   const unsigned b = row[c >> 1];
   return widen((c & 1) != 0 ? b >> 4 : b);
 }

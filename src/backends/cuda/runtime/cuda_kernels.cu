@@ -15,6 +15,7 @@
 #include "backends/cuda/runtime/cuda_kernel_util.cuh"
 #include "backends/cuda/runtime/cuda_kernels.h"
 #include "graph/binary_math.h"
+#include "graph/int4.h"
 #include "graph/unary_math.h"
 #include "support/wrapping_math.h"
 
@@ -559,9 +560,7 @@ __global__ void unpack_int4_kernel(const uint8_t* packed, I size, I row_bytes, I
   for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<I>(blockDim.x) * gridDim.x) {
     const I r = i / size, c = i - r * size;
-    const unsigned b = packed[r * row_bytes + (c >> 1)];
-    const unsigned nibble = ((c & 1) != 0 ? b >> 4 : b) & 0x0Fu;
-    out[i] = static_cast<int8_t>(static_cast<int>(nibble ^ 0x08u) - 8);
+    out[i] = int4::at(packed + r * row_bytes, c);
   }
 }
 
@@ -800,7 +799,7 @@ cudaError_t launch_adaptive_avg_pool2d(const PoolArgs& p, cudaStream_t stream) {
 
 cudaError_t launch_unpack_int4(const uint8_t* packed, int64_t rows, int64_t size, int8_t* out,
                                cudaStream_t stream) {
-  const int64_t n = rows * size, row_bytes = size / 2 + size % 2;
+  const int64_t n = rows * size, row_bytes = int4::row_bytes(size);
   if (n == 0) return cudaSuccess;
   if (n <= kMaxInt32Loop) {
     unpack_int4_kernel<int32_t><<<grid_for(n), kThreads, 0, stream>>>(

@@ -5,6 +5,7 @@
 
 #include "backends/cuda/runtime/cuda_kernel_util.cuh"
 #include "backends/cuda/runtime/cuda_kernels.h"
+#include "graph/int4.h"
 
 namespace etc::cuda::kernels {
 namespace {
@@ -18,9 +19,7 @@ constexpr int kChunk = 8;
 __device__ __forceinline__ float weight_value(const WeightOnlyArgs& a, const uint8_t* row,
                                               int64_t c) {
   if (!a.int4) return static_cast<float>(reinterpret_cast<const int8_t*>(row)[c]);
-  const unsigned b = row[c >> 1];
-  const unsigned nibble = ((c & 1) != 0 ? b >> 4 : b) & 0x0Fu;
-  return static_cast<float>(static_cast<int>(nibble ^ 0x08u) - 8);
+  return static_cast<float>(int4::at(row, c));
 }
 
 // The chain's steps on one value, each rounded to the model's dtype: R(R(q - zero) * scale).
@@ -42,9 +41,12 @@ __device__ __forceinline__ float zero_at(const WeightOnlyArgs& a, int64_t g) {
   return load_float(a.zero, T, g);
 }
 
+__device__ __forceinline__ int64_t weight_row_bytes(const WeightOnlyArgs& a) {
+  return a.int4 ? int4::row_bytes(a.k) : a.k;
+}
+
 __device__ __forceinline__ const uint8_t* weight_row(const WeightOnlyArgs& a, int64_t r) {
-  const int64_t row_bytes = a.int4 ? a.k / 2 + a.k % 2 : a.k;
-  return static_cast<const uint8_t*>(a.weight) + r * row_bytes;
+  return static_cast<const uint8_t*>(a.weight) + r * weight_row_bytes(a);
 }
 
 // The bytes of the 8 values of a row from c (a multiple of kChunk, c + 8 <= k): one 4-byte
@@ -137,7 +139,7 @@ __global__ void weight_only_gemv_kernel(WeightOnlyArgs a) {
   const int64_t groups = a.k / a.group_size;
   // Whether a chunk lies in one group, and the row's bytes allow whole-word loads.
   const bool chunk_in_group = a.group_size % kChunk == 0;
-  const int64_t row_bytes = a.int4 ? a.k / 2 + a.k % 2 : a.k;
+  const int64_t row_bytes = weight_row_bytes(a);
   const bool aligned =
       (reinterpret_cast<uintptr_t>(a.weight) % 8) == 0 && (row_bytes % (a.int4 ? 4 : 8)) == 0;
   float acc[kWeightOnlyGemvRows];

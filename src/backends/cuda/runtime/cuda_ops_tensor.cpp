@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "backends/cuda/runtime/cuda_op_util.h"
+#include "graph/int4.h"
 
 namespace etc::cuda {
 namespace {
@@ -270,7 +271,7 @@ Status weight_only_by_slices(const KernelContext& ctx, DeviceContext* dev,
   const int64_t elem = dtype_size(out.dtype);
   const int64_t rows = std::clamp<int64_t>(kWeightOnlySliceBytes / (p.k * elem), 1, p.n);
   ETC_ASSIGN_OR_RETURN(void* w, dev->scratch(static_cast<size_t>(rows * p.k * elem)));
-  const int64_t row_bytes = p.int4 ? p.k / 2 + p.k % 2 : p.k;
+  const int64_t row_bytes = p.int4 ? int4::row_bytes(p.k) : p.k;
   const int64_t groups = p.k / p.group_size;
   const int64_t zero_elem = p.zero_type == k::Elem::kI8 ? 1 : elem;
   const cudaDataType type = out.dtype == DType::kFloat16 ? CUDA_R_16F : CUDA_R_16BF;
