@@ -217,6 +217,24 @@ Status infer_mm(const InferContext& ctx, std::vector<TensorType>& out) {
   return Status();
 }
 
+// _int_mm: uint8 or int8 [M, K] by int8 [K, N] -> int32 [M, N] (ATen's CPU kernel's dtypes).
+Status infer_int_mm(const InferContext& ctx, std::vector<TensorType>& out) {
+  const TensorSpec& a = ctx.tensor("self");
+  const TensorSpec& b = ctx.tensor("mat2");
+  ETC_RETURN_IF_ERROR(require_rank(ctx, "self", a, {2}));
+  ETC_RETURN_IF_ERROR(require_rank(ctx, "mat2", b, {2}));
+  if (a.dtype != DType::kUInt8 && a.dtype != DType::kInt8)
+    return ctx.error("self", "expected a uint8 or int8 matrix, got " + a.type_string());
+  ETC_RETURN_IF_ERROR(require_same_dtype(ctx, "mat2", b, DType::kInt8));
+  if (a.sizes[1] != b.sizes[0]) {
+    return ctx.error("mat2", "cannot multiply " + a.type_string() + " by " + b.type_string() +
+                                 " (inner dimensions " + std::to_string(a.sizes[1]) + " and " +
+                                 std::to_string(b.sizes[0]) + " differ)");
+  }
+  out.push_back({DType::kInt32, {a.sizes[0], b.sizes[1]}});
+  return Status();
+}
+
 // linalg_det: [..., n, n] floating point -> [...].
 Status infer_linalg_det(const InferContext& ctx, std::vector<TensorType>& out) {
   const TensorSpec& a = ctx.tensor("A");

@@ -92,6 +92,22 @@ TEST_CASE("unary ops keep shapes, float ops lift integers, float-only ops reject
         "'erf'");
 }
 
+TEST_CASE("_int_mm: uint8 or int8 by int8, int32 sums") {
+  OpTester t;
+  const DType u8 = DType::kUInt8, i8 = DType::kInt8;
+  CHECK(t.one(OpKind::IntMm, {{"self", t.in(u8, {4, 8})}, {"mat2", t.in(i8, {8, 3})}}) ==
+        T(i32, {4, 3}));
+  CHECK(t.one(OpKind::IntMm, {{"self", t.in(i8, {1, 8})}, {"mat2", t.in(i8, {8, 5})}}) ==
+        T(i32, {1, 5}));
+  CHECK(t.error(OpKind::IntMm, {{"self", t.in(f32, {4, 8})}, {"mat2", t.in(i8, {8, 3})}}) ==
+        "/nodes/0/args/self (node \"n\"): aten._int_mm.default: expected a uint8 or int8 "
+        "matrix, got float32[4, 8]");
+  CHECK(t.error(OpKind::IntMm, {{"self", t.in(u8, {4, 8})}, {"mat2", t.in(u8, {8, 3})}})
+            .find("expected dtype int8") != std::string::npos);
+  CHECK(t.error(OpKind::IntMm, {{"self", t.in(u8, {4, 8})}, {"mat2", t.in(i8, {7, 3})}})
+            .find("inner dimensions 8 and 7 differ") != std::string::npos);
+}
+
 TEST_CASE("mm, addmm, bmm and linear check inner dimensions") {
   OpTester t;
   auto a = t.in(f32, {4, 8});
@@ -841,8 +857,8 @@ TEST_CASE("every op in the table is covered by this file") {
   size_t aten = 0;
   for (const OpInfo& op : all_ops())
     aten += op.schema.ns == "aten";
-  CHECK(aten == 139);
-  CHECK(all_ops().size() == 147);
+  CHECK(aten == 140);
+  CHECK(all_ops().size() == 148);
 }
 
 }  // namespace

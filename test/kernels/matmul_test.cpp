@@ -1057,3 +1057,77 @@ TEST_CASE("weight_only_linear's bad calls are errors that say what is wrong") {
 
 }  // namespace
 }  // namespace etc::rt::test
+
+namespace etc::rt::test {
+namespace {
+
+// aten::_int_mm: uint8 or int8 [M, K] by int8 [K, N], int32 sums — exact integers, so every
+// path (AVX-512 VNNI over B repacked by 4 rows, the portable loop) must give the sums computed
+// here, at every edge of the VNNI tiles (rows past 4, columns past 16 and 64, K past a
+// multiple of 4) and on several threads.
+TEST_CASE("_int_mm gives the exact integer product on every path") {
+  struct Case {
+    int64_t m, k, n;
+  };
+  for (DType a_dtype : {DType::kUInt8, DType::kInt8}) {
+    for (const Case& cs : {Case{1, 32, 16}, Case{3, 7, 5}, Case{5, 256, 130}, Case{9, 1, 64},
+                           Case{4, 13, 67}, Case{2, 0, 3}}) {
+      for (kernels::GemmIsa isa : {kernels::GemmIsa::kAuto, kernels::GemmIsa::kPortable}) {
+        for (int threads : {1, 3}) {
+          IsaScope isa_scope(isa);
+          ThreadsScope threads_scope(threads);
+          INFO(dtype_name(a_dtype) << " m " << cs.m << " k " << cs.k << " n " << cs.n << " isa "
+                                   << static_cast<int>(isa) << " threads " << threads);
+          Call c("aten::_int_mm.out");
+          const bool u = a_dtype == DType::kUInt8;
+          std::vector<double> a, b;
+          for (int64_t i = 0; i < cs.m * cs.k; ++i)  // the extremes included
+            a.push_back(u ? static_cast<double>((i * 97 + 255) % 256)
+                          : static_cast<double>((i * 97 + 127) % 256 - 128));
+          for (int64_t i = 0; i < cs.k * cs.n; ++i)
+            b.push_back(static_cast<double>((i * 61 + 128) % 256 - 128));
+          Value* out = c.out(DType::kInt32, {cs.m, cs.n});
+          const Status s = c.run(
+              {c.tensor(a_dtype, {cs.m, cs.k}, a), c.tensor(DType::kInt8, {cs.k, cs.n}, b)}, {out});
+          INFO(s.to_string());
+          REQUIRE(s.ok());
+          const std::vector<double> got = read(out);
+          bool same = true;
+          for (int64_t i = 0; i < cs.m; ++i) {
+            for (int64_t j = 0; j < cs.n; ++j) {
+              int64_t want = 0;
+              for (int64_t p = 0; p < cs.k; ++p) {
+                want += static_cast<int64_t>(a[static_cast<size_t>(i * cs.k + p)]) *
+                        static_cast<int64_t>(b[static_cast<size_t>(p * cs.n + j)]);
+              }
+              same = same && got[static_cast<size_t>(i * cs.n + j)] == static_cast<double>(want);
+            }
+          }
+          CHECK(same);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("_int_mm's bad calls are errors that say what is wrong") {
+  Call c("aten::_int_mm.out");
+  Value* a = c.tensor(DType::kUInt8, {2, 8}, std::vector<double>(16, 3));
+  Value* b = c.tensor(DType::kInt8, {8, 4}, std::vector<double>(32, -2));
+  CHECK(c.run({a, b}, {c.out(DType::kInt32, {2, 5})}).message() ==
+        "aten::_int_mm.out: out has shape [2, 5], expected [2, 4]");
+  CHECK(c.run({a, b}, {c.out(DType::kFloat32, {2, 4})}).message().find("int32") !=
+        std::string::npos);
+  Value* f = c.tensor(DType::kFloat32, {2, 8}, std::vector<double>(16, 3));
+  CHECK(c.run({f, b}, {c.out(DType::kInt32, {2, 4})}).message() ==
+        "aten::_int_mm.out: self has dtype float32, expected uint8 or int8");
+  Value* ub = c.tensor(DType::kUInt8, {8, 4}, std::vector<double>(32, 2));
+  CHECK(c.run({a, ub}, {c.out(DType::kInt32, {2, 4})}).message() ==
+        "aten::_int_mm.out: mat2 has dtype uint8, expected int8");
+  Value* b7 = c.tensor(DType::kInt8, {7, 4}, std::vector<double>(28, 1));
+  CHECK(c.run({a, b7}, {c.out(DType::kInt32, {2, 4})}).message() ==
+        "aten::_int_mm.out: cannot multiply [2, 8] by [7, 4] (inner dimensions differ)");
+}
+
+}  // namespace
+}  // namespace etc::rt::test

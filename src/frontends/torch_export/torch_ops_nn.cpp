@@ -467,6 +467,7 @@ void add_nn_converters(std::map<std::string, Converter>& t) {
   t["aten.mm.default"] = matmul2(OpKind::Mm);
   t["aten.linalg_det.default"] = convert_linalg_det;
   t["aten.bmm.default"] = matmul2(OpKind::Bmm);
+  t["aten._int_mm.default"] = matmul2(OpKind::IntMm);
   t["aten.conv1d.default"] = convert_conv;
   t["aten.conv2d.default"] = convert_conv;
   t["aten.conv3d.default"] = convert_conv;

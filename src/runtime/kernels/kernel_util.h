@@ -477,6 +477,7 @@ inline bool is_channel_scale(const TensorView& s, std::span<const int64_t> x) {
 // Each file's registration function; register_cpu_kernels calls them all.
 Status register_elementwise_kernels(OperatorRegistry& registry);
 Status register_matmul_kernels(OperatorRegistry& registry);
+Status register_int_mm_kernels(OperatorRegistry& registry);
 Status register_conv_kernels(OperatorRegistry& registry);
 Status register_pool_resize_kernels(OperatorRegistry& registry);
 Status register_reduce_norm_kernels(OperatorRegistry& registry);

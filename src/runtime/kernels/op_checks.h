@@ -271,6 +271,8 @@ struct MatmulShape {
 };
 // mm.out(self, mat2, *, out): two matrices of one dtype whose inner dims agree; out [m, n].
 Result<MatmulShape> check_mm(const KernelContext& ctx, std::span<Value*> args);
+// _int_mm.out(self, mat2, *, out): uint8 or int8 self [m, k], int8 mat2 [k, n]; out int32.
+Result<MatmulShape> check_int_mm(const KernelContext& ctx, std::span<Value*> args);
 // bmm.out(self, mat2, *, out): rank 3, equal batch sizes; out [batch, m, n].
 Result<MatmulShape> check_bmm(const KernelContext& ctx, std::span<Value*> args);
 // addmm.out(self, mat1, mat2, *, beta, alpha, out): as mm for mat1 @ mat2, self (the bias) of

@@ -12,6 +12,7 @@ namespace etc::rt {
 Status register_cpu_kernels(OperatorRegistry& registry) {
   ETC_RETURN_IF_ERROR(kernels::register_elementwise_kernels(registry));
   ETC_RETURN_IF_ERROR(kernels::register_matmul_kernels(registry));
+  ETC_RETURN_IF_ERROR(kernels::register_int_mm_kernels(registry));
   ETC_RETURN_IF_ERROR(kernels::register_conv_kernels(registry));
   ETC_RETURN_IF_ERROR(kernels::register_pool_resize_kernels(registry));
   ETC_RETURN_IF_ERROR(kernels::register_reduce_norm_kernels(registry));
