@@ -43,13 +43,16 @@ with zipfile.ZipFile(sys.argv[1]) as src, zipfile.ZipFile(sys.argv[2], "w", zipf
     for info in src.infolist():
         dst.writestr(info.filename, src.read(info.filename))
 PY
-# The pickle of torchao's Int8Tensor weight (the torch.save archive inside the .pt2).
-/usr/bin/python3 - test/torch/programs/linear_int8wo.pt2 "$corpus/torch_pickle/int8wo.pkl" <<'PY'
+# The pickles of torchao's Int8Tensor weights (the torch.save archive inside the .pt2):
+# weight-only, and with the records describing dynamic activation quantization.
+for name in int8wo w8a8; do
+/usr/bin/python3 - "test/torch/programs/linear_$name.pt2" "$corpus/torch_pickle/$name.pkl" "linear_$name" <<'PY'
 import io, sys, zipfile
 with zipfile.ZipFile(sys.argv[1]) as outer:
-    inner = zipfile.ZipFile(io.BytesIO(outer.read("linear_int8wo/data/weights/weight_0")))
+    inner = zipfile.ZipFile(io.BytesIO(outer.read(sys.argv[3] + "/data/weights/weight_0")))
     open(sys.argv[2], "wb").write(inner.read("archive/data.pkl"))
 PY
+done
 for m in mlp cnn; do
   "$build/apps/etc/etc" export "examples/$m.json" -o "$corpus/pte/$m.pte" >/dev/null 2>&1
   "$build/apps/etc/etc" export "examples/$m.json" -o "$corpus/pte/${m}_cpu.pte" --target cpu >/dev/null 2>&1

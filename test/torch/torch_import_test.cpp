@@ -164,6 +164,26 @@ std::string int8wo_pickle() {
   REQUIRE(text.ok());
   return *text;
 }
+// The pickle of a .pt2's weight_0 (a torch.save archive inside the archive).
+std::string weight_pickle(const std::string& program, const std::string& name) {
+  Result<std::shared_ptr<const Blob>> archive = map_file(kPrograms + program);
+  REQUIRE(archive.ok());
+  Result<torch_import::ZipArchive> zip = torch_import::ZipArchive::open(*archive, "a.pt2");
+  REQUIRE(zip.ok());
+  const torch_import::ZipEntry* e = zip->find(name + "/data/weights/weight_0");
+  REQUIRE(e != nullptr);
+  Result<ConstantData> bytes = zip->read(*e);
+  REQUIRE(bytes.ok());
+  auto inner_blob =
+      make_blob(std::string(reinterpret_cast<const char*>(bytes->bytes().data()), bytes->size));
+  Result<torch_import::ZipArchive> inner = torch_import::ZipArchive::open(inner_blob, "w");
+  REQUIRE(inner.ok());
+  const torch_import::ZipEntry* p = inner->find("archive/data.pkl");
+  REQUIRE(p != nullptr);
+  Result<std::string> text = inner->read_text(*p);
+  REQUIRE(text.ok());
+  return *text;
+}
 Result<torch_import::PickledWeight> parse(const std::string& bytes) {
   return torch_import::parse_weight_pickle(
       std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()),
@@ -232,6 +252,91 @@ TEST_CASE("The pickle reader rebuilds Int8Tensor's inner tensors without executi
     }
     CHECK(errors > pkl.size());
   }
+}
+
+// linear_w8a8.pt2: Linear(32, 16) after quantize_(m, Int8DynamicActivationInt8WeightConfig()),
+// torch.export.export'ed (torch 2.14.1, torchao 0.18.0). Its Int8Tensor carries records
+// describing the activations' quantization (NEWOBJ and BUILD of allow-listed plain classes).
+TEST_CASE("The pickle reader reads Int8DynamicActivationInt8WeightConfig's records as text") {
+  const std::string pkl = weight_pickle("linear_w8a8.pt2", "linear_w8a8");
+  Result<torch_import::PickledWeight> w = parse(pkl);
+  INFO(w.status().to_string());
+  REQUIRE(w.ok());
+  CHECK(w->class_name == "torchao.quantization.Int8Tensor");
+  REQUIRE(w->tensor("qdata") != nullptr);
+  CHECK(w->tensor("qdata")->sizes == std::vector<int64_t>{16, 32});
+  REQUIRE(w->attribute("act_quant_kwargs") != nullptr);
+  CHECK(*w->attribute("act_quant_kwargs") ==
+        "QuantizeTensorToInt8Kwargs(granularity=PerRow(dim=-1), "
+        "mapping_type=MappingType.SYMMETRIC, reduce_range=False)");
+  CHECK(*w->attribute("act_quant_scale") == "None");
+
+  SECTION("NEWOBJ and BUILD take only the allow-listed records") {
+    // NEWOBJ of a tensor-rebuilding function, and BUILD of an int: refused, at their byte.
+    for (const std::string& bad :
+         {std::string("\x80\x02"
+                      "ctorch._utils\n_rebuild_parameter\n)\x81.",
+                      37),
+          std::string("\x80\x02"
+                      "K\x01}\x62.",
+                      7),
+          std::string("\x80\x02"
+                      "ctorchao.quantization.granularity\nPerRow\n(K\x01t\x81.",
+                      50),
+          std::string("\x80\x02"
+                      "ctorchao.quantization.quant_primitives\nMappingType\n)\x81.",
+                      55)}) {
+      Result<torch_import::PickledWeight> r = parse(bad);
+      REQUIRE(!r.ok());
+      INFO(r.status().to_string());
+      CHECK((r.status().message().find("NEWOBJ") != std::string::npos ||
+             r.status().message().find("BUILD") != std::string::npos));
+      CHECK(r.status().location().byte_offset.has_value());
+    }
+    // A granularity that is not allow-listed is refused by name, with what etc reads.
+    Result<torch_import::PickledWeight> r =
+        parse(std::string("\x80\x02"
+                          "ctorchao.quantization.granularity\nPerGroup\n)\x81.",
+                          47));
+    REQUIRE(!r.ok());
+    CHECK(r.status().message().find("'torchao.quantization.granularity.PerGroup'") !=
+          std::string::npos);
+    CHECK(r.status().message().find("per row (PerRow) or per tensor (PerTensor)") !=
+          std::string::npos);
+  }
+  SECTION("every truncation is an error") {
+    for (size_t n = 0; n < pkl.size(); ++n) {
+      Result<torch_import::PickledWeight> r = parse(pkl.substr(0, n));
+      INFO(n);
+      CHECK(!r.ok());
+    }
+  }
+  SECTION("every byte changed: an error or a weight, never a crash") {
+    size_t errors = 0;
+    for (size_t i = 0; i < pkl.size(); ++i) {
+      for (int v : {0x00, 0xff, 0x81, int('b'), int('('), int('R'), int('h'), int('.'), int('}')}) {
+        std::string b = pkl;
+        if (static_cast<uint8_t>(b[i]) == v) continue;
+        b[i] = static_cast<char>(v);
+        errors += !parse(b).ok();
+      }
+    }
+    CHECK(errors > pkl.size());
+  }
+}
+
+TEST_CASE("linear_w8a8.pt2 imports: the quantized activations' integer product is _int_mm") {
+  Result<std::shared_ptr<const Blob>> archive = map_file(kPrograms + "linear_w8a8.pt2");
+  REQUIRE(archive.ok());
+  Result<Graph> g = parse_torch_export(*archive, "linear_w8a8.pt2");
+  INFO(g.status().to_string());
+  REQUIRE(g.ok());
+  CHECK(count_op(*g, OpKind::IntMm) == 1);
+  for (NodeId id : g->order()) {
+    if (g->node(id).op == OpKind::IntMm)
+      CHECK(g->value(g->node(id).outputs[0]).spec.type_string() == "int32[2, 16]");
+  }
+  CHECK(value_named(*g, "p_fc_weight_qdata").spec.type_string() == "int8[16, 32]");
 }
 
 }  // namespace

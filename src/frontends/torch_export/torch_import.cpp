@@ -303,19 +303,38 @@ Status check_subclass(const PickledWeight& w, const std::function<Status(const s
   }
   if (w.class_name != "torchao.quantization.Int8Tensor") {
     return no("a " + w.class_name + " (" + found +
-              "); etc imports torchao's weight-only Int8Tensor and IntxUnpackedToInt8Tensor");
+              "); etc imports torchao's Int8Tensor and IntxUnpackedToInt8Tensor");
   }
   // Int8WeightOnlyConfig: int8 qdata [N, K] and a scale per row; no activation quantization.
+  // Int8DynamicActivationInt8WeightConfig: the same weight, each activation quantized per row
+  // (or per tensor), symmetric or not, at run time, which the program spells out in its nodes
+  // (choose_qparams_affine, quantize_affine, _int_mm); act_quant_kwargs only describes them.
+  // A static activation scale (Int8StaticActivationInt8WeightConfig) is refused.
   const PickledTensor* q = w.tensor("qdata");
   const PickledTensor* scale = w.tensor("scale");
   const std::string* act = w.attribute("act_quant_kwargs");
   const std::string* pre = w.attribute("act_pre_scale");
+  auto none = [&](const char* name) {
+    const std::string* v = w.attribute(name);
+    return w.tensor(name) == nullptr && (v == nullptr || *v == "None");
+  };
+  bool act_ok = act == nullptr || *act == "None";
+  for (const char* granularity : {"PerRow(dim=-1)", "PerTensor()"}) {
+    for (const char* mapping : {"SYMMETRIC", "ASYMMETRIC"}) {
+      for (const char* reduce : {"False", "True"}) {
+        act_ok = act_ok || *act == std::string("QuantizeTensorToInt8Kwargs(granularity=") +
+                                       granularity + ", mapping_type=MappingType." + mapping +
+                                       ", reduce_range=" + reduce + ")";
+      }
+    }
+  }
   if (q == nullptr || scale == nullptr || q->dtype != DType::kInt8 || q->sizes != w.sizes ||
-      w.sizes.size() != 2 || (act != nullptr && *act != "None") ||
-      (pre != nullptr && *pre != "None")) {
+      w.sizes.size() != 2 || !act_ok || (pre != nullptr && *pre != "None") ||
+      !none("act_quant_scale") || !none("act_quant_zero_point")) {
     return no("a torchao Int8Tensor in a layout etc does not import (" + found +
-              "); etc imports Int8WeightOnlyConfig's: int8 qdata of the weight's shape, a "
-              "scale, no activation quantization");
+              "); etc imports Int8WeightOnlyConfig's and Int8DynamicActivationInt8WeightConfig's: "
+              "int8 qdata of the weight's shape, a scale, activations not quantized or "
+              "quantized per row or per tensor at run time (no static scale, no pre-scale)");
   }
   return Status();
 }

@@ -47,6 +47,9 @@ struct Obj {
     kDevice,       // s: "cpu"
     kTensor,       // tensor
     kWrapper,      // a subclass: s class, dtype, tensor.sizes; items: its state dict
+    kRecordClass,  // an allow-listed plain class of torchao's (a config record); s: "Name"
+    kRecord,       // an instance of one (NEWOBJ, then BUILD): s "Name", items its state dict;
+                   // an enum member (REDUCE of the class by its value): i the value
   };
   K kind = K::kNone;
   int64_t i = 0;
@@ -93,6 +96,10 @@ const char* kind_name(Obj::K k) {
       return "a tensor";
     case Obj::K::kWrapper:
       return "a tensor subclass";
+    case Obj::K::kRecordClass:
+      return "a record class";
+    case Obj::K::kRecord:
+      return "a record";
   }
   return "?";
 }
@@ -135,6 +142,16 @@ const std::map<std::string, Allowed>& allow_list() {
          {"torchao.quantization Int8Tensor", "torchao.quantization IntxUnpackedToInt8Tensor",
           "torch Tensor", "torch.nn.parameter Parameter"}) {
       t[c] = {Obj::K::kClass};
+    }
+    // The records Int8DynamicActivationInt8WeightConfig's weight carries to describe the
+    // activations' quantization (which the program spells out in its own nodes): the kwargs,
+    // their granularity and the mapping type (an enum, rebuilt from its value).
+    for (const char* c :
+         {"torchao.quantization.quantize_.workflows.int8.int8_tensor "
+          "QuantizeTensorToInt8Kwargs",
+          "torchao.quantization.granularity PerRow", "torchao.quantization.granularity PerTensor",
+          "torchao.quantization.quant_primitives MappingType"}) {
+      t[c] = {Obj::K::kRecordClass};
     }
     return t;
   }();
@@ -245,10 +262,11 @@ Result<Obj*> Reader::global(const std::string& module, const std::string& name) 
     std::string hint;
     if (module.rfind("torchao", 0) == 0) {
       hint =
-          "; of torchao's tensor subclasses etc imports the weight-only Int8Tensor "
-          "(Int8WeightOnlyConfig) and IntxUnpackedToInt8Tensor (IntxWeightOnlyConfig)";
-      if (name.find("Kwargs") != std::string::npos || name.find("Granularity") != std::string::npos)
-        hint += " without activation quantization";
+          "; of torchao's tensor subclasses etc imports Int8Tensor (Int8WeightOnlyConfig, "
+          "Int8DynamicActivationInt8WeightConfig) and IntxUnpackedToInt8Tensor "
+          "(IntxWeightOnlyConfig, Int8DynamicActivationIntxWeightConfig)";
+      if (name.find("Kwargs") != std::string::npos || name.find("Per") == 0)
+        hint += "; of their activations' quantization, per row (PerRow) or per tensor (PerTensor)";
     } else if (module == "torch") {
       hint = "; etc reads the dtypes " + std::string(dtype_names());
     }
@@ -261,7 +279,8 @@ Result<Obj*> Reader::global(const std::string& module, const std::string& name) 
   o->dtype = it->second.dtype;
   o->s = it->second.kind == Obj::K::kClass || it->second.kind == Obj::K::kDType
              ? module + "." + name
-             : key;
+         : it->second.kind == Obj::K::kRecordClass ? name
+                                                   : key;
   return o;
 }
 
@@ -340,6 +359,16 @@ Result<Obj*> Reader::rebuild_wrapper(const std::vector<Obj*>& a) {
 
 Result<Obj*> Reader::call(Obj* fn, Obj* args, int depth) {
   if (depth > 2) return refuse("rebuild calls nested more than twice");
+  if (fn->kind == Obj::K::kRecordClass && fn->s == "MappingType") {
+    // MappingType(value): the enum's member.
+    if (args->kind != Obj::K::kTuple || args->items.size() != 1 ||
+        args->items[0]->kind != Obj::K::kInt)
+      return fail("MappingType is rebuilt from one int");
+    Obj* o = make(Obj::K::kRecord);
+    o->s = fn->s;
+    o->i = args->items[0]->i;
+    return o;
+  }
   if (fn->kind != Obj::K::kFunction)
     return fail(std::string("REDUCE calls ") + kind_name(fn->kind) + ", not a function");
   ETC_RETURN_IF_ERROR(expect(args, Obj::K::kTuple, "REDUCE's arguments"));
@@ -407,6 +436,20 @@ std::string Reader::text(const Obj* o, int depth) const {
       return o->s;  // "torch.int4"
     case Obj::K::kTensor:
       return std::string(dtype_name(o->tensor.dtype)) + " tensor";
+    case Obj::K::kRecord: {
+      if (o->s == "MappingType") {
+        const char* names[] = {"SYMMETRIC", "SYMMETRIC_NO_CLIPPING_ERR", "ASYMMETRIC"};
+        return o->i >= 1 && o->i <= 3 ? "MappingType." + std::string(names[o->i - 1])
+                                      : "MappingType(" + std::to_string(o->i) + ")";
+      }
+      std::string s = o->s + "(";
+      for (size_t k = 0; k + 1 < o->items.size() && k < 32; k += 2) {
+        const Obj* key = o->items[k];
+        s += (k ? ", " : "") + (key->kind == Obj::K::kStr ? key->s : text(key, depth + 1)) + "=" +
+             text(o->items[k + 1], depth + 1);
+      }
+      return s + ")";
+    }
     default:
       return kind_name(o->kind);
   }
@@ -594,6 +637,29 @@ Result<PickledWeight> Reader::run() {
         ETC_ASSIGN_OR_RETURN(Obj * fn, pop());
         ETC_ASSIGN_OR_RETURN(Obj * r, call(fn, args));
         ETC_RETURN_IF_ERROR(push(r));
+        break;
+      }
+      case 0x81: {  // NEWOBJ: cls.__new__(cls, *args), for a record class only
+        ETC_ASSIGN_OR_RETURN(Obj * args, pop());
+        ETC_ASSIGN_OR_RETURN(Obj * cls, pop());
+        if (cls->kind != Obj::K::kRecordClass || cls->s == "MappingType")
+          return fail(std::string("NEWOBJ of ") + kind_name(cls->kind) + " " + cls->s);
+        if (args->kind != Obj::K::kTuple || !args->items.empty())
+          return fail("NEWOBJ of " + cls->s + " with arguments");
+        Obj* o = make(Obj::K::kRecord);
+        o->s = cls->s;
+        ETC_RETURN_IF_ERROR(push(o));
+        break;
+      }
+      case 'b': {  // BUILD: a record's state, a dict of its fields
+        ETC_ASSIGN_OR_RETURN(Obj * state, pop());
+        ETC_ASSIGN_OR_RETURN(Obj * o, pop());
+        if (o->kind != Obj::K::kRecord || state->kind != Obj::K::kDict || !o->items.empty()) {
+          return fail(std::string("BUILD of ") + kind_name(o->kind) + " from " +
+                      kind_name(state->kind) + " (etc builds torchao's records from a dict)");
+        }
+        o->items = state->items;
+        ETC_RETURN_IF_ERROR(push(o));
         break;
       }
       case 'Q': {  // BINPERSID
