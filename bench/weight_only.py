@@ -6,8 +6,10 @@ For torchao's Int8WeightOnlyConfig (int8, a scale per output channel) and
 IntxWeightOnlyConfig(int4, PerGroup(32)) (int4 values held in int8, a zero point and scale per
 group of 32 inputs), a bias-free nn.Linear of K inputs and N outputs is quantized, exported
 (torch.export) and run on M rows (M = 1: a decode step; M = 8: a short prompt); "bf16" is the
-same layer unquantized in bf16 (weights, input, output), as bf16 models run. CONFIGS=bf16,int8
-(names as printed, comma-separated) runs only those:
+same layer unquantized in bf16 (weights, input, output), as bf16 models run; "w8a8" is
+Int8DynamicActivationInt8WeightConfig (int8 weights, each input row quantized to int8 at run
+time and the integers multiplied by aten._int_mm: not weight-only, but the int8 path torchao
+offers for CPUs). CONFIGS=bf16,int8 (names as printed, comma-separated) runs only those:
 - etc: `etc export --target cpu`, then `etc run` (median over its timed iterations), with the
   load planner's fused dequantization (the product reads the int8 weight while packing it) and
   with --no-fusion (every step of the program as written: the weight widened to float32
@@ -27,7 +29,8 @@ import time
 import numpy as np
 import torch
 import torch.nn as nn
-from torchao.quantization import Int8WeightOnlyConfig, IntxWeightOnlyConfig, quantize_
+from torchao.quantization import (Int8DynamicActivationInt8WeightConfig, Int8WeightOnlyConfig,
+                                  IntxWeightOnlyConfig, quantize_)
 from torchao.quantization.granularity import PerGroup
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -42,6 +45,7 @@ CONFIGS = {
     "int4 g32": lambda: IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(32)),
     # Not quantized: the layer in bf16 (weights, input and output), as bf16 models run.
     "bf16": None,
+    "w8a8": lambda: Int8DynamicActivationInt8WeightConfig(),
 }
 
 
