@@ -49,36 +49,45 @@ void int_mm_rows_portable(const A* a, const int8_t* b, uint32_t* c, int64_t r0, 
 
 constexpr int64_t kTileRows = 4, kTileVecs = 4;  // a VNNI tile: 4 rows by 64 columns
 
-// B [K, N] as groups of 4 rows: packed[(p / 4) * n4 + 4 * j + p % 4], n4 = 4 * n_pad, columns
-// padded to a multiple of 16 and rows past K with zeros. 16 columns of the 4 rows at a time
-// are interleaved by byte, then by pair of bytes (SSE2, which every x86-64 has).
-void pack_b4(const int8_t* b, int64_t k, int64_t n, int64_t n_pad, int8_t* packed) {
-  const int64_t groups = (k + 3) / 4;
+constexpr int64_t kPanel = 16 * kTileVecs;  // a tile's columns: B is packed in panels of them
+
+// B [K, N] in panels of kPanel columns, each panel's groups of 4 rows in order:
+// packed[((j / kPanel) * groups + p / 4) * 4 * kPanel + 4 * (j % kPanel) + p % 4], groups =
+// ceil(K / 4), zero past K and past N. A tile reads its panel front to back (B stored [K, N]
+// would put each group of a tile's columns a row of B apart: N = 32000 is 125 KiB, a page or
+// more per group, which neither the TLB nor the hardware's prefetch follows). 16 columns of
+// 4 rows at a time are interleaved by byte, then by pair of bytes (SSE2: every x86-64).
+void pack_b4(const int8_t* b, int64_t k, int64_t n, int8_t* packed) {
+  const int64_t groups = (k + 3) / 4, panels = (n + kPanel - 1) / kPanel;
   parallel_for(groups, 16, [&](int64_t g0, int64_t g1) {
     alignas(16) int8_t zeros[16] = {};
+    alignas(16) int8_t part[4][16];
     for (int64_t g = g0; g < g1; ++g) {
-      int8_t* out = packed + g * 4 * n_pad;
       const int8_t* rows[4];
       for (int64_t q = 0; q < 4; ++q)
         rows[q] = 4 * g + q < k ? b + (4 * g + q) * n : nullptr;
-      int64_t j = 0;
-      for (; j + 16 <= n; j += 16) {
-        __m128i r[4];
-        for (int64_t q = 0; q < 4; ++q) {
-          r[q] = _mm_loadu_si128(
-              reinterpret_cast<const __m128i*>(rows[q] != nullptr ? rows[q] + j : zeros));
+      for (int64_t panel = 0; panel < panels; ++panel) {
+        int8_t* out = packed + (panel * groups + g) * 4 * kPanel;
+        for (int64_t c = 0; c < kPanel; c += 16) {
+          const int64_t j = panel * kPanel + c, left = n - j;
+          __m128i r[4];
+          for (int64_t q = 0; q < 4; ++q) {
+            const int8_t* src = rows[q] == nullptr || left <= 0 ? zeros : rows[q] + j;
+            if (rows[q] != nullptr && left > 0 && left < 16) {
+              std::memset(part[q], 0, sizeof(part[q]));
+              std::memcpy(part[q], src, static_cast<size_t>(left));
+              src = part[q];
+            }
+            r[q] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
+          }
+          const __m128i lo01 = _mm_unpacklo_epi8(r[0], r[1]), hi01 = _mm_unpackhi_epi8(r[0], r[1]);
+          const __m128i lo23 = _mm_unpacklo_epi8(r[2], r[3]), hi23 = _mm_unpackhi_epi8(r[2], r[3]);
+          auto* o = reinterpret_cast<__m128i*>(out + 4 * c);
+          _mm_storeu_si128(o + 0, _mm_unpacklo_epi16(lo01, lo23));
+          _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(lo01, lo23));
+          _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(hi01, hi23));
+          _mm_storeu_si128(o + 3, _mm_unpackhi_epi16(hi01, hi23));
         }
-        const __m128i lo01 = _mm_unpacklo_epi8(r[0], r[1]), hi01 = _mm_unpackhi_epi8(r[0], r[1]);
-        const __m128i lo23 = _mm_unpacklo_epi8(r[2], r[3]), hi23 = _mm_unpackhi_epi8(r[2], r[3]);
-        auto* o = reinterpret_cast<__m128i*>(out + 4 * j);
-        _mm_storeu_si128(o + 0, _mm_unpacklo_epi16(lo01, lo23));
-        _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(lo01, lo23));
-        _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(hi01, hi23));
-        _mm_storeu_si128(o + 3, _mm_unpackhi_epi16(hi01, hi23));
-      }
-      for (; j < n_pad; ++j) {
-        for (int64_t q = 0; q < 4; ++q)
-          out[4 * j + q] = rows[q] != nullptr && j < n ? rows[q][j] : int8_t{0};
       }
     }
   });
@@ -130,9 +139,11 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"), always_inline)) inline voi
 }
 
 template <int64_t kRows, int64_t kVecs>
-__attribute__((target("avx512f,avx512bw,avx512vnni"))) void vnni_tile(
-    const uint8_t* a, int64_t k, const int8_t* packed, int64_t n_pad, int64_t i0, int64_t j0,
-    const int32_t* offset, uint32_t* c, int64_t n) {
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void vnni_tile(const uint8_t* a, int64_t k,
+                                                                      const int8_t* packed,
+                                                                      int64_t i0, int64_t j0,
+                                                                      const int32_t* offset,
+                                                                      uint32_t* c, int64_t n) {
   __m512i acc[kRows][kVecs];
 #pragma GCC unroll 4
   for (int64_t r = 0; r < kRows; ++r) {
@@ -140,7 +151,8 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void vnni_tile(
     for (int64_t v = 0; v < kVecs; ++v)
       acc[r][v] = _mm512_setzero_si512();
   }
-  const int8_t* bcols = packed + 4 * j0;
+  const int64_t groups = (k + 3) / 4;
+  const int8_t* bcols = packed + (j0 / kPanel) * groups * 4 * kPanel;  // the tile's panel
   const int64_t full = k / 4;
   const uint8_t* rows = a + i0 * k;
   for (int64_t g = 0; g < full; ++g) {
@@ -148,13 +160,13 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void vnni_tile(
 #pragma GCC unroll 4
     for (int64_t r = 0; r < kRows; ++r)
       std::memcpy(&words[r], rows + r * k + 4 * g, 4);
-    vnni_group<kRows, kVecs>(acc, bcols + g * 4 * n_pad, words);
+    vnni_group<kRows, kVecs>(acc, bcols + g * 4 * kPanel, words);
   }
   if (k % 4 != 0) {  // the last inputs, zero past K (as B's packed rows are)
     uint32_t words[kRows] = {};
     for (int64_t r = 0; r < kRows; ++r)
       std::memcpy(&words[r], rows + r * k + 4 * full, static_cast<size_t>(k % 4));
-    vnni_group<kRows, kVecs>(acc, bcols + full * 4 * n_pad, words);
+    vnni_group<kRows, kVecs>(acc, bcols + full * 4 * kPanel, words);
   }
 #pragma GCC unroll 4
   for (int64_t r = 0; r < kRows; ++r) {
@@ -171,18 +183,18 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void vnni_tile(
 }
 
 template <int64_t kRows>
-void vnni_rows(const uint8_t* a, int64_t k, const int8_t* packed, int64_t n_pad, int64_t i0,
-               int64_t j0, const int32_t* offset, uint32_t* c, int64_t n) {
+void vnni_rows(const uint8_t* a, int64_t k, const int8_t* packed, int64_t i0, int64_t j0,
+               const int32_t* offset, uint32_t* c, int64_t n) {
   const int64_t vecs = std::min<int64_t>(kTileVecs, (n - j0 + 15) / 16);
   switch (vecs) {
     case 1:
-      return vnni_tile<kRows, 1>(a, k, packed, n_pad, i0, j0, offset, c, n);
+      return vnni_tile<kRows, 1>(a, k, packed, i0, j0, offset, c, n);
     case 2:
-      return vnni_tile<kRows, 2>(a, k, packed, n_pad, i0, j0, offset, c, n);
+      return vnni_tile<kRows, 2>(a, k, packed, i0, j0, offset, c, n);
     case 3:
-      return vnni_tile<kRows, 3>(a, k, packed, n_pad, i0, j0, offset, c, n);
+      return vnni_tile<kRows, 3>(a, k, packed, i0, j0, offset, c, n);
     default:
-      return vnni_tile<kRows, 4>(a, k, packed, n_pad, i0, j0, offset, c, n);
+      return vnni_tile<kRows, 4>(a, k, packed, i0, j0, offset, c, n);
   }
 }
 
@@ -190,11 +202,11 @@ void vnni_rows(const uint8_t* a, int64_t k, const int8_t* packed, int64_t n_pad,
 // (packed for this call).
 void int_mm_vnni(const TensorView& a, const int8_t* b, int64_t m, int64_t k, int64_t n, uint32_t* c,
                  std::unique_ptr<KernelState>* state) {
-  const int64_t n_pad = (n + 15) / 16 * 16;
+  const int64_t n_pad = (n + kPanel - 1) / kPanel * kPanel;
   auto pack = [&] {
     auto w = std::make_unique<PackedIntMmWeights>();
     w->packed.resize(static_cast<size_t>((k + 3) / 4 * 4 * n_pad));
-    pack_b4(b, k, n, n_pad, w->packed.data());
+    pack_b4(b, k, n, w->packed.data());
     w->sums128 = column_sums128(b, k, n, n_pad);
     return w;
   };
@@ -237,16 +249,16 @@ void int_mm_vnni(const TensorView& a, const int8_t* b, int64_t m, int64_t k, int
       const int64_t rows = std::min(kTileRows, m - i0);
       switch (rows) {
         case 1:
-          vnni_rows<1>(au, k, packed, n_pad, i0, j0, offset, c, n);
+          vnni_rows<1>(au, k, packed, i0, j0, offset, c, n);
           break;
         case 2:
-          vnni_rows<2>(au, k, packed, n_pad, i0, j0, offset, c, n);
+          vnni_rows<2>(au, k, packed, i0, j0, offset, c, n);
           break;
         case 3:
-          vnni_rows<3>(au, k, packed, n_pad, i0, j0, offset, c, n);
+          vnni_rows<3>(au, k, packed, i0, j0, offset, c, n);
           break;
         default:
-          vnni_rows<4>(au, k, packed, n_pad, i0, j0, offset, c, n);
+          vnni_rows<4>(au, k, packed, i0, j0, offset, c, n);
           break;
       }
     }
