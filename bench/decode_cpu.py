@@ -19,6 +19,10 @@ language-model exports use it:
   8da4w         fp32; Int8DynamicActivationIntxWeightConfig(int4, PerGroup(128)) on the
                 linear layers, the form ExecuTorch's XNNPACK backend runs int4 weights in
                 (activations quantized to int8 per row at run time); the embedding fp32
+  w8a8          bf16; Int8DynamicActivationInt8WeightConfig (linear layers: int8 weights,
+                activations quantized to int8 per row at run time, aten._int_mm),
+                IntxWeightOnlyConfig(int8, PerAxis(0)) (the embedding); not in the default
+                list
 ExecuTorch's to_executorch refuses torchao.dequantize_affine outside a pattern XNNPACK takes
 (no out variant), so it cannot lower the weight-only variants; its column says so.
 Each engine decodes an 8-token prompt (one token per call) then STEPS greedy tokens; the
@@ -89,13 +93,15 @@ def build(args, variant):
         max_position_embeddings=args.max_cache, initializer_range=0.02)
     model = AutoModelForCausalLM.from_config(config).eval()
     model = model.to(torch.float32 if variant in ("fp32", "8da4w") else torch.bfloat16)
-    if variant in ("int8", "int4", "8da4w"):
-        from torchao.quantization import (Int8DynamicActivationIntxWeightConfig,
+    if variant in ("int8", "int4", "8da4w", "w8a8"):
+        from torchao.quantization import (Int8DynamicActivationInt8WeightConfig,
+                                          Int8DynamicActivationIntxWeightConfig,
                                           Int8WeightOnlyConfig, IntxWeightOnlyConfig, quantize_)
         from torchao.quantization.granularity import PerAxis, PerGroup
-        if variant == "int8":
+        if variant in ("int8", "w8a8"):
             embedding = IntxWeightOnlyConfig(weight_dtype=torch.int8, granularity=PerAxis(0))
-            linear = Int8WeightOnlyConfig()
+            linear = (Int8WeightOnlyConfig() if variant == "int8" else
+                      Int8DynamicActivationInt8WeightConfig())
         elif variant == "int4":
             embedding = linear = IntxWeightOnlyConfig(weight_dtype=torch.int4,
                                                       granularity=PerGroup(128))
@@ -191,10 +197,13 @@ def main():
             et_error = None
             left = portable_ops(xnn)
         except Exception as e:  # noqa: BLE001 - reported in the table
-            et_error, left = (str(e).splitlines() or [type(e).__name__])[0][:120], {}
+            # The first line that says something (SpecViolationError's message starts with a
+            # newline: an empty error read as none).
+            lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+            et_error, left = (lines or [type(e).__name__])[0][:120], {}
         et_export_s = time.perf_counter() - start
         # The embedding table's bytes as etc stores them (int4 two values a byte).
-        emb_bytes = {"fp32": 4, "bf16": 2, "int8": 1, "int4": 0.5, "8da4w": 4}[variant] * \
+        emb_bytes = {"fp32": 4, "bf16": 2, "int8": 1, "int4": 0.5, "8da4w": 4, "w8a8": 1}[variant] * \
             model.config.vocab_size * model.config.hidden_size
         token_bytes = os.path.getsize(pte) - emb_bytes
         for threads in [int(t) for t in args.threads.split(",")]:
