@@ -268,6 +268,15 @@ def cases():
                 return a
             simple("weight_only_linear_%s_%s" % (tag, d), "etc.weight_only_linear.default",
                    args_of, specs, run_args=g)
+    # aten._int_mm: uint8 and int8 rows by int8, exact int32 sums (compared exactly): one row
+    # (a decode step), rows and columns past the kernel's 16 x 16 tiles, K past a tile and K
+    # not a multiple of 4.
+    for a_type in ("uint8", "int8"):
+        for tag, m, k, n in (("decode", 1, 300, 40), ("tiles", 33, 64, 17), ("odd", 5, 7, 3),
+                             ("k70", 3, 70, 50)):
+            simple("int_mm_%s_%s" % (tag, a_type), "aten._int_mm.default",
+                   lambda a, b: {"self": a, "mat2": b},
+                   [("a", a_type, [m, k]), ("b", "int8", [k, n])])
     # Large K: cuBLAS may split K, and its default math mode lets 16-bit GEMMs reduce the
     # partial sums in 16 bits (more than one rounding). etc disallows it, so the result is one
     # rounding of a float accumulation, as on the CPU: within about one 16-bit ulp.

@@ -120,6 +120,13 @@ Reason cuda_weight_only(const Graph& g, const Node& n) {
       "float tensors and an int8 or packed 4-bit weight");
 }
 
+// aten._int_mm: uint8 or int8 by int8, int32 sums.
+Reason cuda_int_mm(const Graph& g, const Node& n) {
+  return check_tensors(
+      g, n, [](DType t) { return t == DType::kUInt8 || t == DType::kInt8 || t == DType::kInt32; },
+      "uint8 or int8 by int8, int32 sums");
+}
+
 // Layout, copy, indexing and creation ops move bytes of any dtype but float64.
 Reason cuda_any(const Graph& g, const Node& n) {
   return any_dtype(g, n);

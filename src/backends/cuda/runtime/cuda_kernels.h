@@ -281,6 +281,11 @@ cudaError_t launch_weight_only_gemv(const WeightOnlyArgs& args, cudaStream_t str
 // w [n, k] (`type`) = the dequantized weight, each value the chain's.
 cudaError_t launch_weight_only_dequantize(const WeightOnlyArgs& args, void* w, cudaStream_t stream);
 
+// aten::_int_mm: out [m, n] (int32) = a [m, k] (uint8, or int8 with a_signed) @ b [k, n]
+// (int8), the sums exact (wrapping as ATen's int32 sums).
+cudaError_t launch_int_mm(const void* a, bool a_signed, const int8_t* b, int32_t* out, int64_t m,
+                          int64_t k, int64_t n, cudaStream_t stream);
+
 // out[i, :] = weight[indices[i], :]; rows outside [0, rows) give zeros and set *bad_index
 // (device memory, may be null) to 1.
 cudaError_t launch_embedding(const void* weight, int64_t rows, int64_t row_bytes,

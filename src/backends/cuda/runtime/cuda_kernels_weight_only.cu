@@ -1,5 +1,6 @@
 // etc::weight_only_linear's kernels (graph/weight_only.h states the value): a product over
-// rows that reads the packed weight itself, and the weight dequantized whole for cuBLAS.
+// rows that reads the packed weight itself, and the weight dequantized whole for cuBLAS. And
+// aten::_int_mm, the integer product of dynamically quantized activations by int8 weights.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -224,6 +225,47 @@ cudaError_t dequantize_as(const WeightOnlyArgs& a, void* w, cudaStream_t stream)
   return cudaGetLastError();
 }
 
+// ---- aten::_int_mm ---------------------------------------------------------------------------
+
+constexpr int kIntMmTile = 16;  // a block's 16 x 16 outputs, one a thread
+
+// out [m, n] (int32) = a [m, k] (uint8, or int8 with a_signed) @ b [k, n] (int8): 16 x 16
+// tiles of A and B staged in shared memory, kIntMmTile values of K at a time, each thread's
+// sum in uint32 (ATen's int32 sums wrap; unsigned wrapping is defined). Exact, as the CPU's.
+// Block (x, y) covers columns 16x.. and rows 16y..; rows past the grid's y extent repeat by
+// the grid's height.
+__global__ void int_mm_kernel(const uint8_t* a, bool a_signed, const int8_t* b, int32_t* out,
+                              int64_t m, int64_t k, int64_t n) {
+  __shared__ int32_t as[kIntMmTile][kIntMmTile];
+  __shared__ int32_t bs[kIntMmTile][kIntMmTile];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * kIntMmTile + tx;
+  for (int64_t row0 = static_cast<int64_t>(blockIdx.y) * kIntMmTile; row0 < m;
+       row0 += static_cast<int64_t>(gridDim.y) * kIntMmTile) {
+    const int64_t row = row0 + ty;
+    uint32_t sum = 0;
+    for (int64_t p0 = 0; p0 < k; p0 += kIntMmTile) {
+      // Thread (tx, ty) stages A[row, p0 + tx] and B[p0 + ty, col]; zero past the edges.
+      const int64_t pa = p0 + tx, pb = p0 + ty;
+      int32_t av = 0, bv = 0;
+      if (row < m && pa < k) {
+        const uint8_t byte = a[row * k + pa];
+        av =
+            a_signed ? static_cast<int32_t>(static_cast<int8_t>(byte)) : static_cast<int32_t>(byte);
+      }
+      if (pb < k && col < n) bv = b[pb * n + col];
+      as[ty][tx] = av;
+      bs[ty][tx] = bv;
+      __syncthreads();
+#pragma unroll
+      for (int q = 0; q < kIntMmTile; ++q)
+        sum += static_cast<uint32_t>(as[ty][q]) * static_cast<uint32_t>(bs[q][tx]);
+      __syncthreads();
+    }
+    if (row < m && col < n) out[row * n + col] = static_cast<int32_t>(sum);
+  }
+}
+
 }  // namespace
 
 // Each launch is instantiated for the model's element type (float32, float16 or bfloat16).
@@ -254,6 +296,20 @@ cudaError_t launch_weight_only_dequantize(const WeightOnlyArgs& a, void* w, cuda
     default:
       return cudaErrorInvalidValue;
   }
+}
+
+cudaError_t launch_int_mm(const void* a, bool a_signed, const int8_t* b, int32_t* out, int64_t m,
+                          int64_t k, int64_t n, cudaStream_t stream) {
+  if (m <= 0 || n <= 0) return cudaSuccess;
+  const int64_t col_tiles = (n + kIntMmTile - 1) / kIntMmTile;
+  const int64_t row_tiles = (m + kIntMmTile - 1) / kIntMmTile;
+  if (col_tiles > INT32_MAX) return cudaErrorInvalidValue;
+  const dim3 grid(static_cast<unsigned>(col_tiles),
+                  static_cast<unsigned>(row_tiles < 65535 ? row_tiles : 65535));
+  const dim3 block(kIntMmTile, kIntMmTile);
+  int_mm_kernel<<<grid, block, 0, stream>>>(static_cast<const uint8_t*>(a), a_signed, b, out, m, k,
+                                            n);
+  return cudaGetLastError();
 }
 
 }  // namespace etc::cuda::kernels

@@ -342,6 +342,22 @@ Status weight_only_linear(KernelContext& ctx, std::span<Value*> args) {
   return weight_only_by_slices(ctx, dev, p, bias, out);
 }
 
+// aten::_int_mm: uint8 or int8 [m, k] by int8 [k, n], exact int32 sums (check_int_mm, as the
+// CPU kernel).
+Status int_mm(KernelContext& ctx, std::span<Value*> args) {
+  ETC_RETURN_IF_ERROR(check_args(ctx, args));
+  ETC_ASSIGN_OR_RETURN(const rt::kernels::MatmulShape s, rt::kernels::check_int_mm(ctx, args));
+  const rt::kernels::Args a(ctx, args);
+  const TensorView& self = a.tensor("self");
+  TensorView& out = a.out();
+  if (out.numel() == 0) return Status();
+  ETC_ASSIGN_OR_RETURN(DeviceContext * dev, device_of(ctx));
+  ETC_CUDA_RETURN_IF_ERROR(k::launch_int_mm(self.data, self.dtype == DType::kInt8,
+                                            a.tensor("mat2").data_as<const int8_t>(),
+                                            out.data_as<int32_t>(), s.m, s.k, s.n, dev->stream()));
+  return Status();
+}
+
 // ---- Convolution ---------------------------------------------------------------------------
 
 Status convolution(KernelContext& ctx, std::span<Value*> args) {
@@ -916,6 +932,7 @@ Status register_cuda_tensor_kernels(rt::OperatorRegistry& r) {
   ETC_RETURN_IF_ERROR(r.add(OpKind::Linear, linear, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(
       r.add(OpKind::WeightOnlyLinear, weight_only_linear, KernelForms::kFunctional));
+  ETC_RETURN_IF_ERROR(r.add(OpKind::IntMm, int_mm, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(r.add(OpKind::Convolution, convolution, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(r.add(OpKind::MaxPool2d, max_pool2d, KernelForms::kFunctional));
   ETC_RETURN_IF_ERROR(r.add(OpKind::AvgPool2d, avg_pool2d, KernelForms::kFunctional));
