@@ -1062,50 +1062,90 @@ namespace etc::rt::test {
 namespace {
 
 // aten::_int_mm: uint8 or int8 [M, K] by int8 [K, N], int32 sums — exact integers, so every
-// path (AVX-512 VNNI over B repacked by 4 rows, the portable loop) must give the sums computed
-// here, at every edge of the VNNI tiles (rows past 4, columns past 16 and 64, K past a
-// multiple of 4) and on several threads.
+// path (AVX-512 VNNI over B repacked in panels of 64 columns and groups of 4 rows, the portable
+// loop) must give the sums computed here, modulo 2^32 as ATen's int32 sums wrap: at every edge
+// of the VNNI tiles (rows past 4; tiles of 1 to 4 vectors of 16 columns, the last one partial;
+// K past a multiple of 4 by 1, 2 and 3), on several threads, and with B a program constant
+// (packed at the first call and kept: a second call on other rows must use it right).
+std::vector<double> int_mm_reference(const std::vector<double>& a, const std::vector<double>& b,
+                                     int64_t m, int64_t k, int64_t n) {
+  std::vector<double> want;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      uint32_t sum = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        sum += static_cast<uint32_t>(static_cast<int64_t>(a[static_cast<size_t>(i * k + p)])) *
+               static_cast<uint32_t>(static_cast<int64_t>(b[static_cast<size_t>(p * n + j)]));
+      }
+      want.push_back(static_cast<double>(static_cast<int32_t>(sum)));
+    }
+  }
+  return want;
+}
+
 TEST_CASE("_int_mm gives the exact integer product on every path") {
   struct Case {
     int64_t m, k, n;
   };
   for (DType a_dtype : {DType::kUInt8, DType::kInt8}) {
     for (const Case& cs : {Case{1, 32, 16}, Case{3, 7, 5}, Case{5, 256, 130}, Case{9, 1, 64},
-                           Case{4, 13, 67}, Case{2, 0, 3}}) {
+                           Case{4, 13, 67}, Case{2, 0, 3}, Case{1, 6, 20}, Case{6, 70, 40},
+                           Case{8, 9, 50}, Case{3, 4, 100}, Case{2, 10, 178}}) {
       for (kernels::GemmIsa isa : {kernels::GemmIsa::kAuto, kernels::GemmIsa::kPortable}) {
         for (int threads : {1, 3}) {
-          IsaScope isa_scope(isa);
-          ThreadsScope threads_scope(threads);
-          INFO(dtype_name(a_dtype) << " m " << cs.m << " k " << cs.k << " n " << cs.n << " isa "
-                                   << static_cast<int>(isa) << " threads " << threads);
-          Call c("aten::_int_mm.out");
-          const bool u = a_dtype == DType::kUInt8;
-          std::vector<double> a, b;
-          for (int64_t i = 0; i < cs.m * cs.k; ++i)  // the extremes included
-            a.push_back(u ? static_cast<double>((i * 97 + 255) % 256)
-                          : static_cast<double>((i * 97 + 127) % 256 - 128));
-          for (int64_t i = 0; i < cs.k * cs.n; ++i)
-            b.push_back(static_cast<double>((i * 61 + 128) % 256 - 128));
-          Value* out = c.out(DType::kInt32, {cs.m, cs.n});
-          const Status s = c.run(
-              {c.tensor(a_dtype, {cs.m, cs.k}, a), c.tensor(DType::kInt8, {cs.k, cs.n}, b)}, {out});
-          INFO(s.to_string());
-          REQUIRE(s.ok());
-          const std::vector<double> got = read(out);
-          bool same = true;
-          for (int64_t i = 0; i < cs.m; ++i) {
-            for (int64_t j = 0; j < cs.n; ++j) {
-              int64_t want = 0;
-              for (int64_t p = 0; p < cs.k; ++p) {
-                want += static_cast<int64_t>(a[static_cast<size_t>(i * cs.k + p)]) *
-                        static_cast<int64_t>(b[static_cast<size_t>(p * cs.n + j)]);
+          for (bool constant_b : {false, true}) {
+            IsaScope isa_scope(isa);
+            ThreadsScope threads_scope(threads);
+            INFO(dtype_name(a_dtype) << " m " << cs.m << " k " << cs.k << " n " << cs.n << " isa "
+                                     << static_cast<int>(isa) << " threads " << threads
+                                     << " constant B " << constant_b);
+            Call c("aten::_int_mm.out");
+            if (constant_b) c.keep_state(uint64_t{1} << 1);
+            const bool u = a_dtype == DType::kUInt8;
+            std::vector<double> b;
+            for (int64_t i = 0; i < cs.k * cs.n; ++i)
+              b.push_back(static_cast<double>((i * 61 + 128) % 256 - 128));
+            Value* bv = c.tensor(DType::kInt8, {cs.k, cs.n}, b);
+            // Two calls on other rows and the same B (with a constant B, the packed copy kept).
+            for (int call = 0; call < 2; ++call) {
+              std::vector<double> a;
+              for (int64_t i = 0; i < cs.m * cs.k; ++i) {  // the extremes included
+                const int64_t v = (i * 97 + 255 + 31 * call) % 256;
+                a.push_back(static_cast<double>(u ? v : v - 128));
               }
-              same = same && got[static_cast<size_t>(i * cs.n + j)] == static_cast<double>(want);
+              Value* out = c.out(DType::kInt32, {cs.m, cs.n});
+              const Status s = c.run({c.tensor(a_dtype, {cs.m, cs.k}, a), bv}, {out});
+              INFO(s.to_string() << " call " << call);
+              REQUIRE(s.ok());
+              CHECK(read(out) == int_mm_reference(a, b, cs.m, cs.k, cs.n));
             }
           }
-          CHECK(same);
         }
       }
+    }
+  }
+}
+
+TEST_CASE("_int_mm's sums wrap as ATen's int32 sums do") {
+  // 70000 products of 255 by 127 (or 140000 of -128 by -128) pass 2^31: the int32 result
+  // wraps to a negative value.
+  const int64_t m = 1, n = 17;
+  for (DType a_dtype : {DType::kUInt8, DType::kInt8}) {
+    const int64_t k = a_dtype == DType::kUInt8 ? 70000 : 140000;
+    for (kernels::GemmIsa isa : {kernels::GemmIsa::kAuto, kernels::GemmIsa::kPortable}) {
+      IsaScope isa_scope(isa);
+      INFO(dtype_name(a_dtype) << " isa " << static_cast<int>(isa));
+      Call c("aten::_int_mm.out");
+      const std::vector<double> a(static_cast<size_t>(m * k),
+                                  a_dtype == DType::kUInt8 ? 255.0 : -128.0);
+      std::vector<double> b(static_cast<size_t>(k * n));
+      for (size_t i = 0; i < b.size(); ++i)
+        b[i] = a_dtype == DType::kUInt8 ? 127.0 : -128.0;
+      Value* out = c.out(DType::kInt32, {m, n});
+      REQUIRE(c.run({c.tensor(a_dtype, {m, k}, a), c.tensor(DType::kInt8, {k, n}, b)}, {out}).ok());
+      const std::vector<double> want = int_mm_reference(a, b, m, k, n);
+      CHECK(want[0] < 0);  // wrapped past 2^31
+      CHECK(read(out) == want);
     }
   }
 }

@@ -4,10 +4,11 @@
 // afterwards. The sums are exact integers, so every path gives ATen's bits; they wrap as
 // ATen's int32 accumulators do past 2^31 (computed in uint32 here, where wrapping is defined).
 //
-// AVX-512 VNNI: B repacked per call into groups of 4 rows ([ceil(K / 4), N, 4], zero past K),
-// then vpdpbusd multiplies 4 bytes of a row of A by each column's 4 at once, 4 rows of A by
-// 64 columns a tile; an int8 A is taken as A + 128 (unsigned) with 128 times B's column sums
-// subtracted. Elsewhere a row of int32 accumulators per row of A, B's rows added in order.
+// AVX-512 VNNI: B repacked in panels of 64 columns, groups of 4 rows (pack_b4; once, at the
+// first call, when B is a constant), then vpdpbusd multiplies 4 bytes of a row of A by each
+// column's 4 at once, 4 rows of A by a panel's 64 columns a tile; an int8 A is taken as A + 128
+// (unsigned) with 128 times B's column sums subtracted. Elsewhere a row of int32 accumulators
+// per row of A, B's rows added in order.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -118,9 +119,6 @@ std::vector<int32_t> column_sums128(const int8_t* b, int64_t k, int64_t n, int64
   return std::vector<int32_t>(sums.begin(), sums.end());
 }
 
-// Rows [i0, i0 + rows) of C by VNNI for the columns [j0, j0 + 16 * vecs): a's bytes (uint8,
-// row i at a + i * k) against the packed B. offset[j] is subtracted from every sum (128 times
-// column j's sum for an int8 A, else zero).
 // One group of 4 inputs: row r's 4 bytes (words[r]) against each column's 4 at bg.
 template <int64_t kRows, int64_t kVecs>
 __attribute__((target("avx512f,avx512bw,avx512vnni"), always_inline)) inline void vnni_group(
@@ -138,6 +136,9 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"), always_inline)) inline voi
   }
 }
 
+// Rows [i0, i0 + kRows) of C by VNNI for the columns [j0, j0 + 16 * kVecs): a's bytes (uint8,
+// row i at a + i * k) against the packed B. offset[j] is subtracted from every sum (128 times
+// column j's sum for an int8 A, else zero).
 template <int64_t kRows, int64_t kVecs>
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) void vnni_tile(const uint8_t* a, int64_t k,
                                                                       const int8_t* packed,
