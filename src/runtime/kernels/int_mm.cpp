@@ -95,11 +95,12 @@ void pack_b4(const int8_t* b, int64_t k, int64_t n, int8_t* packed) {
 }
 
 // A constant B packed once (the first call) and kept in the instruction's state, with 128
-// times each column's sum (what an int8 A's offset subtracts).
+// times each column's sum for an int8 A (what its offset subtracts).
 struct PackedIntMmWeights final : KernelState {
   struct Key {
     const void* data;
     int64_t k, n;
+    bool signed_a;
     bool operator==(const Key&) const = default;
   };
   Key key{};
@@ -138,7 +139,7 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"), always_inline)) inline voi
 
 // Rows [i0, i0 + kRows) of C by VNNI for the columns [j0, j0 + 16 * kVecs): a's bytes (uint8,
 // row i at a + i * k) against the packed B. offset[j] is subtracted from every sum (128 times
-// column j's sum for an int8 A, else zero).
+// column j's sum for an int8 A; null for a uint8 A: nothing).
 template <int64_t kRows, int64_t kVecs>
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) void vnni_tile(const uint8_t* a, int64_t k,
                                                                       const int8_t* packed,
@@ -177,7 +178,8 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void vnni_tile(const uint
       if (j >= n) break;
       const __mmask16 mask =
           n - j >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (n - j)) - 1);
-      const __m512i off = _mm512_maskz_loadu_epi32(mask, offset + j);
+      const __m512i off =
+          offset != nullptr ? _mm512_maskz_loadu_epi32(mask, offset + j) : _mm512_setzero_si512();
       _mm512_mask_storeu_epi32(c + (i0 + r) * n + j, mask, _mm512_sub_epi32(acc[r][v], off));
     }
   }
@@ -208,13 +210,13 @@ void int_mm_vnni(const TensorView& a, const int8_t* b, int64_t m, int64_t k, int
     auto w = std::make_unique<PackedIntMmWeights>();
     w->packed.resize(static_cast<size_t>((k + 3) / 4 * 4 * n_pad));
     pack_b4(b, k, n, w->packed.data());
-    w->sums128 = column_sums128(b, k, n, n_pad);
+    if (a.dtype == DType::kInt8) w->sums128 = column_sums128(b, k, n, n_pad);
     return w;
   };
   std::unique_ptr<PackedIntMmWeights> own;
   const PackedIntMmWeights* w = nullptr;
   if (state != nullptr) {
-    w = &cached_kernel_state<PackedIntMmWeights>(*state, {b, k, n}, [&] {
+    w = &cached_kernel_state<PackedIntMmWeights>(*state, {b, k, n, a.dtype == DType::kInt8}, [&] {
       auto fresh = pack();
       // The packed copy serves from now on: a mapped program's pages need not stay.
       release_pages(b, static_cast<size_t>(k * n));
@@ -227,8 +229,7 @@ void int_mm_vnni(const TensorView& a, const int8_t* b, int64_t m, int64_t k, int
   const int8_t* packed = w->packed.data();
   // An int8 A: a + 128 as uint8, and 128 times each column's sum subtracted (exact, modulo
   // 2^32 as ATen's sums).
-  std::vector<int32_t> zeros;
-  const int32_t* offset = w->sums128.data();
+  const int32_t* offset = nullptr;
   const uint8_t* au = a.data_as<const uint8_t>();
   Buffer<uint8_t> shifted;
   if (a.dtype == DType::kInt8) {
@@ -237,9 +238,7 @@ void int_mm_vnni(const TensorView& a, const int8_t* b, int64_t m, int64_t k, int
     for (int64_t i = 0; i < m * k; ++i)
       shifted[i] = static_cast<uint8_t>(static_cast<int32_t>(as[i]) + 128);
     au = shifted.data();
-  } else {
-    zeros.assign(static_cast<size_t>(n_pad), 0);
-    offset = zeros.data();
+    offset = w->sums128.data();
   }
   const int64_t col_tiles = (n + 16 * kTileVecs - 1) / (16 * kTileVecs);
   const int64_t row_tiles = (m + kTileRows - 1) / kTileRows;
