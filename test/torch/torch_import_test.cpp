@@ -144,26 +144,6 @@ TEST_CASE("linear_int8wo.pt2: the Int8Tensor weight imports as its int8 qdata an
 }
 
 namespace {
-// The pickle inside linear_int8wo.pt2's weight_0.
-std::string int8wo_pickle() {
-  Result<std::shared_ptr<const Blob>> archive = map_file(kPrograms + "linear_int8wo.pt2");
-  REQUIRE(archive.ok());
-  Result<torch_import::ZipArchive> zip = torch_import::ZipArchive::open(*archive, "a.pt2");
-  REQUIRE(zip.ok());
-  const torch_import::ZipEntry* e = zip->find("linear_int8wo/data/weights/weight_0");
-  REQUIRE(e != nullptr);
-  Result<ConstantData> bytes = zip->read(*e);
-  REQUIRE(bytes.ok());
-  auto inner_blob =
-      make_blob(std::string(reinterpret_cast<const char*>(bytes->bytes().data()), bytes->size));
-  Result<torch_import::ZipArchive> inner = torch_import::ZipArchive::open(inner_blob, "w");
-  REQUIRE(inner.ok());
-  const torch_import::ZipEntry* p = inner->find("archive/data.pkl");
-  REQUIRE(p != nullptr);
-  Result<std::string> text = inner->read_text(*p);
-  REQUIRE(text.ok());
-  return *text;
-}
 // The pickle of a .pt2's weight_0 (a torch.save archive inside the archive).
 std::string weight_pickle(const std::string& program, const std::string& name) {
   Result<std::shared_ptr<const Blob>> archive = map_file(kPrograms + program);
@@ -184,10 +164,35 @@ std::string weight_pickle(const std::string& program, const std::string& name) {
   REQUIRE(text.ok());
   return *text;
 }
+// The pickle inside linear_int8wo.pt2's weight_0.
+std::string int8wo_pickle() {
+  return weight_pickle("linear_int8wo.pt2", "linear_int8wo");
+}
 Result<torch_import::PickledWeight> parse(const std::string& bytes) {
   return torch_import::parse_weight_pickle(
       std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()),
       "data.pkl");
+}
+// How many of the pickle's proper prefixes (every truncation) are errors.
+size_t truncations_refused(const std::string& pkl) {
+  size_t errors = 0;
+  for (size_t n = 0; n < pkl.size(); ++n)
+    errors += !parse(pkl.substr(0, n)).ok();
+  return errors;
+}
+// How many of the pickles with one byte changed to one of `values` are errors (the rest parse;
+// none may crash).
+size_t changed_bytes_refused(const std::string& pkl, std::initializer_list<int> values) {
+  size_t errors = 0;
+  for (size_t i = 0; i < pkl.size(); ++i) {
+    for (int v : values) {
+      std::string b = pkl;
+      if (static_cast<uint8_t>(b[i]) == v) continue;
+      b[i] = static_cast<char>(v);
+      errors += !parse(b).ok();
+    }
+  }
+  return errors;
 }
 }  // namespace
 
@@ -233,24 +238,11 @@ TEST_CASE("The pickle reader rebuilds Int8Tensor's inner tensors without executi
     CHECK(r.status().message().find("holds None, not a tensor") != std::string::npos);
   }
   SECTION("every truncation is an error") {
-    for (size_t n = 0; n < pkl.size(); ++n) {
-      Result<torch_import::PickledWeight> r = parse(pkl.substr(0, n));
-      INFO(n);
-      CHECK(!r.ok());
-    }
+    CHECK(truncations_refused(pkl) == pkl.size());
   }
   SECTION("every byte changed: an error or a weight, never a crash") {
-    size_t errors = 0;
-    for (size_t i = 0; i < pkl.size(); ++i) {
-      for (int v :
-           {0x00, 0xff, 0x7f, 0x80, int('('), int('R'), int('h'), int('Q'), int('.'), int('t')}) {
-        std::string b = pkl;
-        if (static_cast<uint8_t>(b[i]) == v) continue;
-        b[i] = static_cast<char>(v);
-        errors += !parse(b).ok();
-      }
-    }
-    CHECK(errors > pkl.size());
+    CHECK(changed_bytes_refused(pkl, {0x00, 0xff, 0x7f, 0x80, '(', 'R', 'h', 'Q', '.', 't'}) >
+          pkl.size());
   }
 }
 
@@ -305,23 +297,11 @@ TEST_CASE("The pickle reader reads Int8DynamicActivationInt8WeightConfig's recor
           std::string::npos);
   }
   SECTION("every truncation is an error") {
-    for (size_t n = 0; n < pkl.size(); ++n) {
-      Result<torch_import::PickledWeight> r = parse(pkl.substr(0, n));
-      INFO(n);
-      CHECK(!r.ok());
-    }
+    CHECK(truncations_refused(pkl) == pkl.size());
   }
   SECTION("every byte changed: an error or a weight, never a crash") {
-    size_t errors = 0;
-    for (size_t i = 0; i < pkl.size(); ++i) {
-      for (int v : {0x00, 0xff, 0x81, int('b'), int('('), int('R'), int('h'), int('.'), int('}')}) {
-        std::string b = pkl;
-        if (static_cast<uint8_t>(b[i]) == v) continue;
-        b[i] = static_cast<char>(v);
-        errors += !parse(b).ok();
-      }
-    }
-    CHECK(errors > pkl.size());
+    CHECK(changed_bytes_refused(pkl, {0x00, 0xff, 0x81, 'b', '(', 'R', 'h', '.', '}'}) >
+          pkl.size());
   }
 }
 
