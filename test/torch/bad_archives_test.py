@@ -103,6 +103,19 @@ def main(argv):
         case("unsupported op", edit_program(linear, unknown_op),
              ["aten.frobnicate.default x1: linear", "make-torch-fixtures.py:", "return self.fc(x)"])
 
+        # A torchao op whose argument a later torchao renamed: the error names the argument,
+        # the torchao release etc reads torchao's ops as, and the node's arguments.
+        def renamed_torchao_arg(m):
+            for node in m["graph_module"]["graph"]["nodes"]:
+                if "choose_qparams_affine" in node["target"]:
+                    for a in node["inputs"]:
+                        if a["name"] == "mapping_type":
+                            a["name"] = "mapping"
+        w8a8 = read_archive(os.path.join(programs, "linear_w8a8.pt2"))
+        case("torchao schema of another release", edit_program(w8a8, renamed_torchao_arg),
+             ["torchao.choose_qparams_affine.default: argument 'mapping_type' is required",
+              "as torchao 0.18.0 declares them", "this node's arguments: input, mapping, "])
+
         def pickled(data):
             c = json.loads(data)
             c["config"]["fc.weight"]["use_pickle"] = True

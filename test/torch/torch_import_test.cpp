@@ -3,10 +3,12 @@
 // dims, the Core ATen forms, and telling model kinds apart by content.
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <fstream>
 
 #include "frontends/model_format.h"
 #include "frontends/torch_export/pt2_archive.h"
 #include "frontends/torch_export/torch_import.h"
+#include "frontends/torch_export/torch_node.h"
 #include "frontends/torch_export/torch_pickle.h"
 #include "runtime/npy.h"
 
@@ -317,6 +319,18 @@ TEST_CASE("linear_w8a8.pt2 imports: the quantized activations' integer product i
       CHECK(g->value(g->node(id).outputs[0]).spec.type_string() == "int32[2, 16]");
   }
   CHECK(value_named(*g, "p_fc_weight_qdata").spec.type_string() == "int8[16, 32]");
+}
+
+TEST_CASE("The torchao release the importer names is the one the Python environment pins") {
+  // Errors about torchao's ops and classes name the release etc was tested with
+  // (kTorchaoTested); scripts/python/constraints.txt installs that release for the tests.
+  std::ifstream f(std::string(ETC_SOURCE_DIR) + "/scripts/python/constraints.txt");
+  REQUIRE(f.good());
+  std::string line, pinned;
+  while (std::getline(f, line)) {
+    if (line.rfind("torchao==", 0) == 0) pinned = line.substr(9);
+  }
+  CHECK(pinned == torch_import::kTorchaoTested);
 }
 
 }  // namespace

@@ -44,7 +44,23 @@ Location TorchNode::arg_location(std::string_view arg) const {
 }
 
 Status TorchNode::invalid(const std::string& message) const {
-  return invalid_input(target_ + ": " + message, location());
+  return invalid_input(target_ + ": " + message + torchao_note(), location());
+}
+
+// For a torchao op: the release etc reads its schema as, and the arguments this node has (a
+// program from another torchao release may name or order them otherwise).
+std::string TorchNode::torchao_note() const {
+  if (target_.rfind("torchao.", 0) != 0) return "";
+  std::string names;
+  if (node_.contains("inputs") && node_["inputs"].is_array()) {
+    for (const Json& in : node_["inputs"]) {
+      if (in.is_object() && in.contains("name") && in["name"].is_string())
+        names += (names.empty() ? "" : ", ") + in["name"].get<std::string>();
+    }
+  }
+  return std::string(" (etc reads torchao's ops as torchao ") + kTorchaoTested +
+         " declares them; this node's arguments: " + (names.empty() ? "none" : names) +
+         "; a program from another torchao release may differ)";
 }
 Status TorchNode::unsupported(const std::string& message) const {
   std::string where = source_line(node_);

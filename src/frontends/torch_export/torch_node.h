@@ -30,6 +30,11 @@ struct Entry {
 
 class Importer;
 
+// The torchao release whose op schemas (torchao.choose_qparams_affine, quantize_affine,
+// dequantize_affine) and tensor subclasses etc's importer was written and tested against:
+// scripts/python/constraints.txt pins it, and a test checks that the two agree.
+inline constexpr const char* kTorchaoTested = "0.18.0";
+
 class TorchNode {
  public:
   TorchNode(Importer& importer, const Json& node, int index, std::string target);
@@ -167,6 +172,7 @@ class TorchNode {
   Location arg_location(std::string_view arg) const;
 
   Importer& im_;
+  std::string torchao_note() const;
   const Json& node_;
   int index_;
   std::string target_;

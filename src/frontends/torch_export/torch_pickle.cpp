@@ -11,6 +11,7 @@
 //   state)) with func torch._utils._rebuild_wrapper_subclass and args (cls, dtype, size,
 //   stride, storage_offset, layout, device, requires_grad); state is a dict of attributes.
 #include "frontends/torch_export/torch_pickle.h"
+#include "frontends/torch_export/torch_node.h"
 
 #include <cctype>
 #include <cstdio>
@@ -261,10 +262,12 @@ Result<Obj*> Reader::global(const std::string& module, const std::string& name) 
   if (it == allow_list().end()) {
     std::string hint;
     if (module.rfind("torchao", 0) == 0) {
-      hint =
-          "; of torchao's tensor subclasses etc imports Int8Tensor (Int8WeightOnlyConfig, "
-          "Int8DynamicActivationInt8WeightConfig) and IntxUnpackedToInt8Tensor "
-          "(IntxWeightOnlyConfig, Int8DynamicActivationIntxWeightConfig)";
+      hint = std::string(
+                 "; of torchao's tensor subclasses etc imports Int8Tensor ("
+                 "Int8WeightOnlyConfig, Int8DynamicActivationInt8WeightConfig) and "
+                 "IntxUnpackedToInt8Tensor (IntxWeightOnlyConfig, "
+                 "Int8DynamicActivationIntxWeightConfig), as torchao ") +
+             kTorchaoTested + " saves them";
       if (name.find("Kwargs") != std::string::npos || name.find("Per") == 0)
         hint += "; of their activations' quantization, per row (PerRow) or per tensor (PerTensor)";
     } else if (module == "torch") {
