@@ -27,6 +27,19 @@ def write_archive(path, entries, compression=zipfile.ZIP_STORED):
                        compress_type=compression)
 
 
+def read_archive_bytes(data):
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        return [(i.filename, z.read(i.filename)) for i in z.infolist()]
+
+
+def archive_bytes(entries):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
+        for name, data in entries:
+            z.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), data)
+    return buf.getvalue()
+
+
 def edit(entries, suffix, fn):
     """Entries with the one ending in `suffix` replaced by fn(bytes) (dropped when None)."""
     out = []
@@ -115,6 +128,24 @@ def main(argv):
         case("torchao schema of another release", edit_program(w8a8, renamed_torchao_arg),
              ["torchao.choose_qparams_affine.default: argument 'mapping_type' is required",
               "as torchao 0.18.0 declares them", "this node's arguments: input, mapping, "])
+
+        # An Int8Tensor whose activations' quantization etc does not import (MappingType 2,
+        # SYMMETRIC_NO_CLIPPING_ERR): refused by name, with what the weight holds.
+        def mapping_type_2(data):
+            inner = read_archive_bytes(data)
+            out = []
+            for name, body in inner:
+                if name.endswith("data.pkl"):
+                    marker = b"MappingType\n"
+                    at = body.index(marker) + len(marker)
+                    at = body.index(b"K\x01", at)  # BININT1 1: the enum's value
+                    body = body[:at] + b"K\x02" + body[at + 2:]
+                out.append((name, body))
+            return archive_bytes(out)
+        case("torchao activation quantization etc does not import",
+             edit(w8a8, "data/weights/weight_0", mapping_type_2),
+             ["'fc.weight' is a torchao Int8Tensor in a layout etc does not import",
+              "mapping_type=MappingType.SYMMETRIC_NO_CLIPPING_ERR"])
 
         def pickled(data):
             c = json.loads(data)

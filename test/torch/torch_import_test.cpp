@@ -307,6 +307,29 @@ TEST_CASE("The pickle reader reads Int8DynamicActivationInt8WeightConfig's recor
   }
 }
 
+TEST_CASE("A record that holds itself prints within a budget (found by review: 4 GB of text)") {
+  // act_quant_scale's None replaced by a PerTensor record whose state maps it to itself 16
+  // times (through the memo): printing it recursed 32 ways a level. Its text is now capped.
+  const std::string pkl = weight_pickle("linear_w8a8.pt2", "linear_w8a8");
+  const size_t key = pkl.find("act_quant_scale");
+  REQUIRE(key != std::string::npos);
+  size_t at = key + std::string("act_quant_scale").size();
+  if (pkl[at] == 'q') at += 2;  // the key's BINPUT
+  REQUIRE(pkl[at] == 'N');
+  std::string record = "ctorchao.quantization.granularity\nPerTensor\n)\x81q\xc8}(";
+  for (int i = 0; i < 16; ++i)
+    record += "h\xc8h\xc8";
+  record += "ub";
+  const std::string bad = pkl.substr(0, at) + record + pkl.substr(at + 1);
+  Result<torch_import::PickledWeight> w = parse(bad);
+  INFO(w.status().to_string());
+  REQUIRE(w.ok());
+  const std::string* scale = w->attribute("act_quant_scale");
+  REQUIRE(scale != nullptr);
+  CHECK(scale->rfind("PerTensor(", 0) == 0);
+  CHECK(scale->size() < 2048);
+}
+
 TEST_CASE("linear_w8a8.pt2 imports: the quantized activations' integer product is _int_mm") {
   Result<std::shared_ptr<const Blob>> archive = map_file(kPrograms + "linear_w8a8.pt2");
   REQUIRE(archive.ok());

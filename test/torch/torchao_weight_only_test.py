@@ -15,9 +15,10 @@ torchao.choose_qparams_affine and quantize_affine), and Int8DynamicActivationInt
 the integers with aten._int_mm; also per tensor and asymmetric). Under the last, a value one
 ulp away before an activation's quantization can round to the neighbouring int8 step: eager's
 own block output moves by up to 2.7e-3 of its largest value when its input moves by an ulp,
-so the block's bound there is 1e-2 (the Linear, whose input is the test's, is bit for bit;
-ExecuTorch's portable div.Scalar_out multiplies by the divisor's float reciprocal, which puts
-the activations' scales an ulp off ATen's: its runtime takes the same 1e-2). For each:
+so the block's bound there is 5e-3, about twice that (etc measured 1.2e-3; the Linear, whose
+input is the test's, is bit for bit; ExecuTorch's portable div.Scalar_out multiplies by the
+divisor's float reciprocal, which puts the activations' scales an ulp off ATen's: its runtime
+takes the same 5e-3, measured 1.8e-3). For each:
 - `etc export --target cpu` and `--target cuda:0` succeed;
 - the .pte is at most 0.55x (int8) or 0.22x (int4, stored two values a byte by the
   pack-int4-weights pass, group 32: a float32 scale and zero point per 32 values; 0.24x for
@@ -200,8 +201,8 @@ def main():
             ep = torch.export.export(model, args)
             # Activations quantized at run time: rounding to int8 steps amplifies an ulp.
             run_time_quantized = qname.startswith("w8a8")
-            tol = 1e-2 if run_time_quantized and model_name == "block" else 1e-4
-            et_tol = 1e-2 if run_time_quantized else 1e-4
+            tol = 5e-3 if run_time_quantized and model_name == "block" else 1e-4
+            et_tol = 5e-3 if run_time_quantized else 1e-4
             for form, prog in (("export", ep), ("decomposed", ep.run_decompositions())):
                 tag = "%s %s (%s)" % (model_name, qname, form)
                 pt2 = p("%s.%s.pt2" % (name, form))

@@ -13,6 +13,7 @@
 #include "frontends/torch_export/torch_pickle.h"
 #include "frontends/torch_export/torch_node.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstring>
@@ -244,7 +245,15 @@ class Reader {
     if (o->kind == k) return Status();
     return fail(what + " must be " + kind_name(k) + ", got " + kind_name(o->kind));
   }
-  std::string text(const Obj* o, int depth = 0) const;
+  // An attribute's value as text, at most kTextBudget characters in all (then "..."): a
+  // container or record may hold itself through the memo, and each level multiplies the work.
+  std::string text(const Obj* o) const {
+    size_t budget = kTextBudget;
+    return text(o, 0, budget);
+  }
+  std::string text(const Obj* o, int depth, size_t& budget) const;
+  std::string text_of(const Obj* o, int depth, size_t& budget) const;
+  static constexpr size_t kTextBudget = 1024;
 
   std::span<const uint8_t> b_;
   const std::string& file_;
@@ -415,8 +424,14 @@ Result<Obj*> Reader::call(Obj* fn, Obj* args, int depth) {
   return fail("REDUCE of " + f);  // unreachable: every allowed function is handled above
 }
 
-std::string Reader::text(const Obj* o, int depth) const {
-  if (depth > 4) return "...";
+std::string Reader::text(const Obj* o, int depth, size_t& budget) const {
+  if (depth > 4 || budget == 0) return "...";
+  std::string s = text_of(o, depth, budget);
+  budget -= std::min(budget, s.size());
+  return s;
+}
+
+std::string Reader::text_of(const Obj* o, int depth, size_t& budget) const {
   switch (o->kind) {
     case Obj::K::kNone:
       return "None";
@@ -432,7 +447,7 @@ std::string Reader::text(const Obj* o, int depth) const {
     case Obj::K::kList: {
       std::string s = o->kind == Obj::K::kTuple ? "(" : "[";
       for (size_t k = 0; k < o->items.size() && k < 16; ++k)
-        s += (k ? ", " : "") + text(o->items[k], depth + 1);
+        s += (k ? ", " : "") + text(o->items[k], depth + 1, budget);
       return s + (o->kind == Obj::K::kTuple ? ")" : "]");
     }
     case Obj::K::kDType:
@@ -447,9 +462,15 @@ std::string Reader::text(const Obj* o, int depth) const {
       }
       std::string s = o->s + "(";
       for (size_t k = 0; k + 1 < o->items.size() && k < 32; k += 2) {
+        // A field's name bare when it is an identifier, else quoted (so that no key can
+        // spell out other fields).
         const Obj* key = o->items[k];
-        s += (k ? ", " : "") + (key->kind == Obj::K::kStr ? key->s : text(key, depth + 1)) + "=" +
-             text(o->items[k + 1], depth + 1);
+        const bool name = key->kind == Obj::K::kStr && !key->s.empty() &&
+                          std::all_of(key->s.begin(), key->s.end(), [](char c) {
+                            return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+                          });
+        s += (k ? ", " : "") + (name ? key->s : text(key, depth + 1, budget)) + "=" +
+             text(o->items[k + 1], depth + 1, budget);
       }
       return s + ")";
     }
