@@ -8,7 +8,6 @@
 #include "frontends/model_format.h"
 #include "frontends/torch_export/pt2_archive.h"
 #include "frontends/torch_export/torch_import.h"
-#include "frontends/torch_export/torch_node.h"
 #include "frontends/torch_export/torch_pickle.h"
 #include "runtime/npy.h"
 

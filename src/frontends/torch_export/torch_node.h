@@ -30,11 +30,6 @@ struct Entry {
 
 class Importer;
 
-// The torchao release whose op schemas (torchao.choose_qparams_affine, quantize_affine,
-// dequantize_affine) and tensor subclasses etc's importer was written and tested against:
-// scripts/python/constraints.txt pins it, and a test checks that the two agree.
-inline constexpr const char* kTorchaoTested = "0.18.0";
-
 class TorchNode {
  public:
   TorchNode(Importer& importer, const Json& node, int index, std::string target);

@@ -11,7 +11,6 @@
 //   state)) with func torch._utils._rebuild_wrapper_subclass and args (cls, dtype, size,
 //   stride, storage_offset, layout, device, requires_grad); state is a dict of attributes.
 #include "frontends/torch_export/torch_pickle.h"
-#include "frontends/torch_export/torch_node.h"
 
 #include <algorithm>
 #include <cctype>

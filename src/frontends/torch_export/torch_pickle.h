@@ -28,6 +28,11 @@ struct PickledTensor {
   int64_t storage_numel = 0;   // the storage's elements
 };
 
+// The torchao release whose op schemas (torchao.choose_qparams_affine, quantize_affine,
+// dequantize_affine) and tensor subclasses etc's importer was written and tested against:
+// scripts/python/constraints.txt pins it, and a test checks that the two agree.
+inline constexpr const char* kTorchaoTested = "0.18.0";
+
 // What a saved weight rebuilds to: a plain tensor (class_name empty, one tensor named "")
 // or a tensor subclass (torch._utils._rebuild_wrapper_subclass) with its dtype and sizes
 // as the program sees them, its inner tensors and its other attributes.

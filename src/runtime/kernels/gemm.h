@@ -237,6 +237,10 @@ std::optional<GemmIsa> env_max_isa();
 FloatKernel gemm_float_kernel();
 // True when the next float gemm will run the AVX2/FMA or the AVX-512 micro-kernel.
 bool gemm_uses_avx2();
+// Whether the integer products (gemm_int8x4, _int_mm) run their AVX-512 VNNI builds now: the
+// CPU has AVX-512 VNNI and $ETC_MAX_ISA or set_gemm_isa does not cap the kernels below
+// AVX-512 (else their portable or AVX2 loops).
+bool uses_vnni();
 // Of a kernel's builds (one function per ISA, each compiled with its target attribute), the
 // one for the micro-kernel the next gemm runs: chosen per call, so that $ETC_MAX_ISA and
 // set_gemm_isa reach every kernel that goes through it.

@@ -224,13 +224,6 @@ __attribute__((target("avx512f,avx512bw,avx512vnni,fma"))) void tile_vnni(const 
   }
 }
 
-bool cpu_has_vnni() {
-  static const bool kHas = __builtin_cpu_supports("avx512f") &&
-                           __builtin_cpu_supports("avx512bw") &&
-                           __builtin_cpu_supports("avx512vnni");
-  return kHas;
-}
-
 // The signed 4-bit values of each byte, summed (the low nibble's and the high one's).
 const std::array<int8_t, 256>& nibble_sums() {
   static const std::array<int8_t, 256> kSums = [] {
@@ -242,13 +235,14 @@ const std::array<int8_t, 256>& nibble_sums() {
   return kSums;
 }
 
-// Whether gemm_int8x4 runs its AVX-512 VNNI build now: the CPU has it and $ETC_MAX_ISA or
-// set_gemm_isa does not cap the kernels below AVX-512 (else the portable or AVX2 loop).
-bool uses_vnni() {
-  return cpu_has_vnni() && gemm_float_kernel() == FloatKernel::kAvx512;
-}
-
 }  // namespace
+
+bool uses_vnni() {
+  static const bool kHas = __builtin_cpu_supports("avx512f") &&
+                           __builtin_cpu_supports("avx512bw") &&
+                           __builtin_cpu_supports("avx512vnni");
+  return kHas && gemm_float_kernel() == FloatKernel::kAvx512;
+}
 
 std::optional<Int4Weight> prepare_int4_weight(const DequantB& d, int64_t k, int64_t n) {
   if (d.q4 == nullptr || d.q_k != 1 || d.bits16 != nullptr ||

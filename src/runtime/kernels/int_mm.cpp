@@ -24,13 +24,6 @@
 namespace etc::rt::kernels {
 namespace {
 
-bool cpu_has_avx512_vnni() {
-  static const bool kHas = __builtin_cpu_supports("avx512f") &&
-                           __builtin_cpu_supports("avx512bw") &&
-                           __builtin_cpu_supports("avx512vnni");
-  return kHas;
-}
-
 // C rows [r0, r1) = A rows by B, portable: acc[j] += a[i, p] * b[p, j] for p in order.
 template <typename A>
 void int_mm_rows_portable(const A* a, const int8_t* b, uint32_t* c, int64_t r0, int64_t r1,
@@ -240,12 +233,12 @@ void int_mm_vnni(const TensorView& a, const int8_t* b, int64_t m, int64_t k, int
     au = shifted.data();
     offset = w->sums128.data();
   }
-  const int64_t col_tiles = (n + 16 * kTileVecs - 1) / (16 * kTileVecs);
+  const int64_t col_tiles = n_pad / kPanel;
   const int64_t row_tiles = (m + kTileRows - 1) / kTileRows;
   parallel_for(row_tiles * col_tiles, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       // Column tiles outer: a tile's B panel serves every row tile in turn.
-      const int64_t j0 = (t / row_tiles) * 16 * kTileVecs, i0 = (t % row_tiles) * kTileRows;
+      const int64_t j0 = (t / row_tiles) * kPanel, i0 = (t % row_tiles) * kTileRows;
       const int64_t rows = std::min(kTileRows, m - i0);
       switch (rows) {
         case 1:
@@ -274,7 +267,7 @@ Status int_mm_kernel(KernelContext& ctx, std::span<Value*> args) {
   if (out.numel() == 0) return Status();
   auto* c = out.data_as<uint32_t>();
   const int8_t* bp = b.data_as<const int8_t>();
-  if (s.k > 0 && cpu_has_avx512_vnni() && gemm_float_kernel() == FloatKernel::kAvx512) {
+  if (s.k > 0 && uses_vnni()) {
     int_mm_vnni(a, bp, s.m, s.k, s.n, c,
                 ctx.state != nullptr && ctx.is_constant(1) ? ctx.state : nullptr);
     return Status();
